@@ -1,0 +1,57 @@
+"""einc's exceptions.
+
+Every error einc raises derives from :class:`EincError` and from the built-in type
+that ``torch.einsum`` raises for the same condition, so ``except RuntimeError``
+written against torch keeps working.  Messages name the operand, the index and the
+sizes, and point at the equation with a caret.
+"""
+
+from __future__ import annotations
+
+
+class EincError(Exception):
+    """Base class of every einc error."""
+
+
+class EquationError(EincError, RuntimeError):
+    """The equation text is malformed (bad character, misplaced ``->`` or ``.``)."""
+
+
+class OperandCountError(EincError, RuntimeError):
+    """The equation names a different number of operands than were passed."""
+
+
+class ShapeError(EincError, RuntimeError):
+    """An operand's shape does not fit the equation (ndim or index sizes)."""
+
+
+class DtypeError(EincError, RuntimeError):
+    """Operands have dtypes that cannot be contracted together."""
+
+
+class UnsupportedDtypeError(EincError, NotImplementedError):
+    """A dtype torch cannot contract (``bool`` has no matrix product)."""
+
+
+class OperandTypeError(EincError, TypeError):
+    """An operand is not a tensor, or a sublist holds something other than ints."""
+
+
+class ArgumentError(EincError, ValueError):
+    """A call was malformed: no operands, a bad sublist subscript, a bad option."""
+
+
+class PathError(EincError, ValueError):
+    """An explicit contraction path or an optimizer name is invalid."""
+
+
+def caret(equation: str, position: int | None) -> str:
+    """Return the equation with a caret under ``position`` (two indented lines).
+
+    >>> print(caret("ij,jk->ik", 3))
+      ij,jk->ik
+         ^
+    """
+    if position is None or position < 0:
+        return f"  {equation}"
+    return f"  {equation}\n  {' ' * position}^"

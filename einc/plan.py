@@ -1,0 +1,262 @@
+"""Stage 3, plan: :class:`ContractionGraph` + optimizer -> :class:`Plan` of :class:`Step`.
+
+opt_einsum chooses the order; this module turns its linear path into named steps.
+Values are numbered as in SSA form: operands are ``T0 .. Tn-1`` and step ``s``
+produces ``T(n+s)``.  Each step records the indices of its operands (repeats and
+indices unique to one operand included: executors fold those into the step), the
+indices it keeps, in order, the indices it sums, and what it costs.  Pure Python:
+opt_einsum is the only import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import opt_einsum
+import opt_einsum.path_random
+from opt_einsum.paths import PathOptimizer
+
+from .equation import symbol
+from .errors import PathError
+from .graph import ContractionGraph
+
+# Step kinds: what an executor has to do.
+CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
+DOT = "dot"             # pairwise, sums shared indices and keeps only batch ones: multiply-and-sum
+PRODUCT = "product"     # pairwise, sums no shared index: elementwise or outer product
+REDUCE = "reduce"       # one operand: diagonal, sum, transpose
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``operands`` (value ids) -> value ``result``.
+
+    ``inputs[k]`` is operand ``k``'s index per dimension, ``output`` the result's
+    indices in order, ``batch`` the kept indices shared by both operands, ``summed``
+    every index that disappears here.
+    """
+
+    kind: str
+    operands: tuple[int, ...]
+    result: int
+    inputs: tuple[tuple[int, ...], ...]
+    output: tuple[int, ...]
+    batch: tuple[int, ...]
+    summed: tuple[int, ...]
+    flops: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A contraction order with its costs; ``str(plan)`` is the table ``explain`` prints."""
+
+    graph: ContractionGraph
+    equation: str
+    optimizer: str
+    path: tuple[tuple[int, ...], ...]
+    steps: tuple[Step, ...]
+    naive_flops: int
+    flops: int
+    largest_intermediate: int
+
+    @property
+    def num_operands(self) -> int:
+        return self.graph.num_operands
+
+    @property
+    def speedup(self) -> float:
+        return self.naive_flops / self.flops if self.flops else 1.0
+
+    def describe(self, step: Step) -> str:
+        """``'ij,jk->ik'`` for a step, in the graph's index names."""
+        g = self.graph
+        return ",".join(g.term(t) for t in step.inputs) + "->" + g.term(step.output)
+
+    def __str__(self) -> str:
+        return format_table(self)
+
+
+def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
+    """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
+    factor = max(1, num_terms - 1) + (1 if summed else 0)
+    return math.prod(sizes[i] for i in indices) * factor
+
+
+# ----------------------------------------------------------------------- optimizers
+
+def _auto(inputs, output, size_dict, memory_limit=None):
+    """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
+
+    Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
+    opt_einsum's ``dp``), then 128 seeded random-greedy trials.
+    """
+    n = len(inputs)
+    if n <= 5:
+        fn = opt_einsum.paths.optimal
+    elif n <= 16:
+        fn = opt_einsum.paths.dynamic_programming
+    else:
+        fn = opt_einsum.path_random.random_greedy_128
+    return fn(inputs, output, size_dict, memory_limit)
+
+
+def resolve_optimizer(optimize):
+    """Normalize ``optimize`` to ``(name, path_function_or_None, explicit_path_or_None)``."""
+    if optimize is True or optimize == "auto":
+        return "auto", _auto, None
+    if optimize is False or optimize is None:
+        return "left-to-right", None, "left-to-right"
+    if isinstance(optimize, str):
+        try:
+            return optimize, opt_einsum.paths.get_path_fn(optimize), None
+        except KeyError:
+            names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {"auto"})
+            raise PathError(f"einsum(): unknown optimize={optimize!r}; valid names are "
+                            f"{', '.join(names)}, a PathOptimizer, or an explicit path") from None
+    if isinstance(optimize, PathOptimizer) or callable(optimize):
+        return type(optimize).__name__, optimize, None
+    if isinstance(optimize, (list, tuple)):
+        path = []
+        for pair in optimize:
+            if isinstance(pair, str) and pair == "einsum_path":   # numpy's spelling
+                continue
+            if not isinstance(pair, (list, tuple)) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) for i in pair):
+                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
+            path.append(tuple(pair))
+        return "explicit", None, tuple(path)
+    raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
+
+
+def find_path(graph: ContractionGraph, optimize="auto", memory_limit=None):
+    """The linear contraction path (opt_einsum's format) and the optimizer's name."""
+    name, fn, path = resolve_optimizer(optimize)
+    n = graph.num_operands
+    if n == 1:
+        return name, ((0,),)
+    if path == "left-to-right" or (fn is not None and 0 in graph.sizes):
+        # All costs are zero when a size is 0; any order will do.
+        return name, tuple((0, 1) for _ in range(n - 1))
+    if path is not None:
+        return name, path
+    inputs = [set(symbol(i) for i in term) for term in graph.inputs]
+    output = set(symbol(i) for i in graph.output)
+    size_dict = {symbol(i): s for i, s in enumerate(graph.sizes)}
+    if memory_limit == "max_input":
+        memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
+    return name, tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+
+
+# ----------------------------------------------------------------------- steps
+
+def build_plan(graph: ContractionGraph, equation: str = "", optimize="auto", memory_limit=None) -> Plan:
+    """Plan ``graph``: find a path and describe each step.
+
+    >>> from einc.equation import parse
+    >>> from einc.graph import build
+    >>> p = build_plan(build(parse("ij,jk,kl->il"), [(8, 2), (2, 8), (8, 2)]))
+    >>> [s.kind for s in p.steps]
+    ['contract', 'contract']
+    """
+    name, path = find_path(graph, optimize, memory_limit)
+    n = graph.num_operands
+    sizes = graph.sizes
+    live = list(range(n))                   # value ids, in opt_einsum's list order
+    indices = {k: graph.inputs[k] for k in range(n)}
+    steps: list[Step] = []
+    for contraction in path:
+        if not contraction or len(set(contraction)) != len(contraction) or any(
+                not 0 <= i < len(live) for i in contraction):
+            raise PathError(f"einsum(): invalid contraction {contraction} in path {list(path)} "
+                            f"({len(live)} operands remain at that point)")
+        taken = [live[i] for i in sorted(contraction)]
+        for i in sorted(contraction, reverse=True):
+            live.pop(i)
+        # A contraction of three or more operands runs pairwise, left to right.
+        while True:
+            group = taken[:2]
+            rest = taken[2:]
+            last = not live and not rest
+            step = _make_step(group, len(steps) + n, indices, live + rest, graph, last)
+            steps.append(step)
+            indices[step.result] = step.output
+            taken = [step.result] + rest
+            if not rest:
+                break
+        live.append(taken[0])
+    if len(live) != 1:
+        raise PathError(f"einsum(): path {list(path)} leaves {len(live)} operands uncontracted")
+    if steps[-1].output != graph.output:      # e.g. an explicit path ending on a pairwise step kept order
+        steps.append(_make_step([live[0]], len(steps) + n, indices, [], graph, True))
+
+    all_indices = {i for t in graph.inputs for i in t}
+    naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
+    flops = sum(s.flops for s in steps)
+    largest = max(s.size for s in steps)
+    return Plan(graph, equation or str(graph), name, tuple(path), tuple(steps), naive, flops, largest)
+
+
+def _make_step(operands, result, indices, others, graph, last) -> Step:
+    sizes = graph.sizes
+    terms = [indices[v] for v in operands]
+    needed = set(graph.output)
+    for v in others:
+        needed.update(indices[v])
+    seen: list[int] = []
+    for t in terms:
+        for i in t:
+            if i not in seen:
+                seen.append(i)
+    if last:
+        output = graph.output
+    else:
+        kept = [i for i in seen if i in needed]
+        if len(terms) == 2:
+            a, b = set(terms[0]), set(terms[1])
+            # Natural order for a matrix product: batch, then A's free, then B's free.
+            output = tuple([i for i in kept if i in a and i in b] + [i for i in kept if i in a and i not in b]
+                           + [i for i in kept if i not in a])
+        else:
+            output = tuple(kept)
+    summed = tuple(i for i in seen if i not in output)
+    if len(terms) == 1:
+        kind, batch = REDUCE, ()
+    else:
+        a, b = set(terms[0]), set(terms[1])
+        batch = tuple(i for i in output if i in a and i in b)
+        shared_summed = [i for i in summed if i in a and i in b]
+        if not shared_summed:
+            kind = PRODUCT
+        elif len(batch) == len(output):
+            kind = DOT
+        else:
+            kind = CONTRACT
+    flops = flop_count(seen, bool(summed), len(terms), sizes)
+    size = math.prod(sizes[i] for i in output)
+    return Step(kind, tuple(operands), result, tuple(terms), tuple(output), batch, summed, flops, size)
+
+
+# ----------------------------------------------------------------------- printing
+
+def format_table(plan: Plan) -> str:
+    """The plan as a table, in the manner of opt_einsum's ``PathInfo``."""
+    lines = [
+        f"  Complete contraction:  {plan.equation}",
+        f"             Optimizer:  {plan.optimizer}",
+        f"      Naive FLOP count:  {plan.naive_flops:.4g}",
+        f"  Optimized FLOP count:  {plan.flops:.4g}",
+        f"   Theoretical speedup:  {plan.speedup:.4g}",
+        f"  Largest intermediate:  {plan.largest_intermediate:.4g} elements",
+    ]
+    rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")]
+    for s, step in enumerate(plan.steps):
+        rows.append((f"{s + 1}", step.kind, ",".join(f"T{v}" for v in step.operands) + f"->T{step.result}",
+                     plan.describe(step), plan.graph.term(step.summed) or "-", f"{step.flops:.4g}",
+                     f"{step.size:.4g}"))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    rule = "-" * max(len(t) for t in table)
+    return "\n".join(lines + [rule, table[0], rule] + table[1:])
+

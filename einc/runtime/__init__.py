@@ -1,0 +1,1 @@
+"""Runtime: the cache, the torch executor and (later) loaded kernels. Imports torch."""

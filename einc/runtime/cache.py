@@ -1,0 +1,73 @@
+"""A bounded, thread-safe LRU cache whose misses are built once per key.
+
+A hit is one dictionary lookup (plus an LRU touch).  On a miss the first thread
+builds the entry under a per-key lock; threads asking for the same key at the same
+moment wait for it instead of building it again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class LRUCache:
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key):
+        """The entry for ``key`` or None; counts a hit when found."""
+        entry = self._data.get(key)
+        if entry is not None:
+            self.hits += 1          # approximate under threads; it is a statistic
+            try:
+                self._data.move_to_end(key)
+            except KeyError:        # evicted by another thread in between: still a valid entry
+                pass
+        return entry
+
+    def get_or_build(self, key, build):
+        """The entry for ``key``, built with ``build()`` by exactly one thread on a miss."""
+        entry = self.get(key)
+        if entry is not None:
+            return entry
+        with self._lock:
+            lock = self._building.setdefault(key, threading.Lock())
+        try:
+            with lock:
+                entry = self._data.get(key)
+                if entry is not None:
+                    self.hits += 1
+                    return entry
+                entry = build()
+                with self._lock:
+                    self.misses += 1
+                    self._data[key] = entry
+                    while len(self._data) > self.maxsize:
+                        self._data.popitem(last=False)
+                return entry
+        finally:
+            with self._lock:
+                if self._building.get(key) is lock and not lock.locked():
+                    del self._building[key]
+
+    def info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, self.maxsize, len(self._data))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0

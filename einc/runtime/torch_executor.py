@@ -1,0 +1,248 @@
+"""The torch executor: a :class:`~einc.plan.Plan` run step by step on torch ops.
+
+``compile_plan`` turns each step into a closure that does only what that step
+needs, decided once per key: diagonals and single-operand sums first (views where
+possible), then a matrix product for ``contract`` steps, multiply-and-sum for
+``dot`` steps (torch.einsum would run a batched matrix-vector product there, ~20x
+slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more for
+``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
+``torch.func`` work through it.  The final step always returns a fresh tensor in
+standard contiguous layout.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..errors import DtypeError, UnsupportedDtypeError
+from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+
+
+def _integral(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def _perm(src, dst):
+    """The permutation taking index order ``src`` to ``dst``, or None if identity."""
+    p = tuple(src.index(i) for i in dst)
+    return None if p == tuple(range(len(p))) else p
+
+
+def _chain(fns):
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+
+    def chained(x):
+        for f in fns:
+            x = f(x)
+        return x
+    return chained
+
+
+def _prep(term, lonely, plan: Plan, dtype, pairwise=True):
+    """Diagonals, squeezes and sums of the indices ``lonely`` to this operand.
+
+    Returns ``(fn or None, remaining term, dtype after, whether it computes)``.
+    A sum of an integral tensor promotes to int64, as torch.einsum's does; torch
+    squeezes size-1 indices of an operand of a pairwise step instead of summing them,
+    so for integral dtypes einc does the same to give the same result dtype.
+    """
+    g = plan.graph
+    term = list(term)
+    fns = []
+    while len(set(term)) != len(term):
+        i = next(i for i in term if term.count(i) > 1)
+        d1 = term.index(i)
+        d2 = term.index(i, d1 + 1)
+        fns.append(lambda x, d1=d1, d2=d2: x.diagonal(0, d1, d2))
+        term = [t for k, t in enumerate(term) if k not in (d1, d2)] + [i]
+    squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
+               and (pairwise or not _integral(dtype))]
+    if squeeze:
+        sq = tuple(squeeze)
+        fns.append(lambda x: x.squeeze(sq))
+        term = [i for d, i in enumerate(term) if d not in squeeze]
+    summed = tuple(d for d, i in enumerate(term) if i in lonely)
+    if summed:
+        fns.append(lambda x: x.sum(summed))
+        term = [i for i in term if i not in lonely]
+        if _integral(dtype):
+            dtype = torch.int64
+    return _chain(fns), term, dtype, bool(summed)
+
+
+def _reduce(step, plan, dtype, final, is_input):
+    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype, pairwise=False)
+    perm = _perm(term, list(step.output))
+    tail = [fn, (lambda x: x.permute(perm)) if perm else None]
+    if final:
+        if computed or not is_input:
+            tail.append(lambda x: x.contiguous())
+        else:   # only views of the caller's tensor so far: return a fresh copy
+            tail.append(lambda x: x.clone(memory_format=torch.contiguous_format))
+    run = _chain(tail) or (lambda x: x)
+    return run, dtype
+
+
+def _aligned(term, out, sizes):
+    """A view of a tensor over ``term`` laid along ``out`` with size-1 gaps, for broadcasting."""
+    present = [i for i in out if i in term]
+    perm = _perm(term, present)
+    shape = tuple(sizes[i] if i in term else 1 for i in out)
+    fns = []
+    if perm:
+        fns.append(lambda x: x.permute(perm))
+    if len(present) != len(out):
+        fns.append(lambda x: x.reshape(shape))
+    return _chain(fns)
+
+
+def _pairwise(step: Step, plan: Plan, dtypes, final):
+    g = plan.graph
+    ta, tb = step.inputs
+    sa, sb = set(ta), set(tb)
+    summed = set(step.summed)
+    prep_a, ta, da, _ = _prep(ta, summed - sb, plan, dtypes[0])
+    prep_b, tb, db, _ = _prep(tb, summed - sa, plan, dtypes[1])
+    out = list(step.output)
+    if step.kind == PRODUCT:
+        al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
+        core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
+        dtype = torch.promote_types(da, db)
+        return _chain_out(core, (lambda x: x.contiguous()) if final else None), dtype
+
+    _check_dtypes(step, plan, da, db)
+    if step.kind == DOT:
+        perm_b = _perm(tb, ta)
+        k_dims = tuple(d for d, i in enumerate(ta) if i in summed)
+        kept = [i for i in ta if i not in summed]
+        perm_out = _perm(kept, out)
+        sum_dtype = da if _integral(da) else None
+        if sum_dtype is None:
+            core = _binary(lambda a, b: (a * b).sum(k_dims), prep_a,
+                           _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
+        else:
+            core = _binary(lambda a, b: (a * b).sum(k_dims, dtype=sum_dtype), prep_a,
+                           _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
+        post = [(lambda x: x.permute(perm_out)) if perm_out else None,
+                (lambda x: x.contiguous()) if final else None]
+        return _chain_out(core, _chain(post)), da
+
+    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N).
+    batch = [i for i in out if i in sa and i in sb]
+    m = [i for i in out if i in ta and i not in tb]
+    n = [i for i in out if i in tb and i not in ta]
+    k = [i for i in ta if i in summed]
+    swap = out != batch + m + n and out == batch + n + m
+    if swap:
+        prep_a, prep_b, ta, tb, m, n = prep_b, prep_a, tb, ta, n, m
+    size = lambda idx: math.prod(g.sizes[i] for i in idx)  # noqa: E731
+    groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
+    mm = torch.bmm
+    if not batch:
+        groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
+        mm = torch.mm
+    lay_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a))
+    lay_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b))
+    natural = batch + m + n
+    res_shape = tuple(g.sizes[i] for i in natural)
+    perm_out = _perm(natural, out)
+    post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
+    if perm_out:
+        post.append(lambda x: x.permute(perm_out))
+        if final:
+            post.append(lambda x: x.contiguous())
+    a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
+    core = _binary(mm, a_fn, b_fn)
+    if swap:
+        core = _swapped(core)
+    return _chain_out(core, _chain(post)), da
+
+
+def _layout(term, groups, shape):
+    """Permute a tensor over ``term`` to the concatenated ``groups`` and merge each group."""
+    perm = _perm(term, [i for grp in groups for i in grp])
+    fns = [(lambda x: x.permute(perm)) if perm else None]
+    if any(len(grp) != 1 for grp in groups):
+        fns.append(lambda x: x.reshape(shape))
+    return _chain(fns)
+
+
+def _binary(op, fa, fb):
+    if fa is None and fb is None:
+        return op
+    fa = fa or (lambda x: x)
+    fb = fb or (lambda x: x)
+    return lambda a, b: op(fa(a), fb(b))
+
+
+def _swapped(core):
+    return lambda a, b: core(b, a)
+
+
+def _chain_out(core, post):
+    if post is None:
+        return core
+    return lambda *xs: post(core(*xs))
+
+
+def _check_dtypes(step, plan, da, db):
+    what = plan.describe(step)
+    if da != db:
+        raise DtypeError(
+            f"einsum(): step {what} contracts T{step.operands[0]} ({da}) with T{step.operands[1]} ({db}); "
+            f"a contraction needs one dtype (T0..T{plan.num_operands - 1} are the operands in order): "
+            f"convert them first\n  {plan.equation}")
+    if da == torch.bool:
+        raise UnsupportedDtypeError(
+            f"einsum(): step {what} is a contraction of bool tensors, which torch cannot multiply "
+            f"as matrices; convert to an integer or floating dtype first\n  {plan.equation}")
+
+
+def compile_plan(plan: Plan, dtypes):
+    """A callable ``run(operands) -> tensor`` for ``plan`` and these operand dtypes.
+
+    Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
+    """
+    n = plan.num_operands
+    dts = list(dtypes)
+    last_use = {}
+    for s, step in enumerate(plan.steps):
+        for v in step.operands:
+            last_use[v] = s
+    program = []
+    for s, step in enumerate(plan.steps):
+        final = s == len(plan.steps) - 1
+        if step.kind == REDUCE:
+            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n)
+        else:
+            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final)
+        dts.append(dt)
+        free = tuple(v for v in step.operands if last_use[v] == s)
+        program.append((fn, step.operands, free))
+
+    if len(program) == 1:
+        fn, args, _ = program[0]
+        if len(args) == 1:
+            i = args[0]
+            return lambda ops: fn(ops[i])
+        i, j = args
+        return lambda ops: fn(ops[i], ops[j])
+
+    def run(ops):
+        vals = list(ops)
+        for fn, args, free in program:
+            r = fn(*[vals[v] for v in args])
+            for v in free:
+                vals[v] = None
+            vals.append(r)
+        return vals[-1]
+    return run
+
+
+__all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

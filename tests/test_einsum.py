@@ -1,0 +1,173 @@
+"""einc.einsum against the float64 oracle on a fixed family of equations, layouts and dtypes."""
+
+import pytest
+import torch
+
+import einc
+from oracle import assert_close, reference
+
+FAMILY = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,jk", [(3, 4), (4, 5)]),
+    ("ij,jk->ki", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bqhd,bkhd->bhqk", [(2, 3, 4, 5), (2, 6, 4, 5)]),
+    ("abcd,dcbe->ae", [(2, 3, 4, 5), (5, 4, 3, 6)]),
+    ("bi,oij,bj->bo", [(4, 3), (5, 3, 6), (4, 6)]),
+    ("bij,bij->b", [(3, 4, 5), (3, 4, 5)]),
+    ("ijab,ijab->", [(2, 3, 4, 5), (2, 3, 4, 5)]),
+    ("i,j->ij", [(4,), (5,)]),
+    ("i,i->i", [(4,), (4,)]),
+    ("ij,j->ij", [(3, 4), (4,)]),
+    ("ij,j->i", [(3, 4), (4,)]),
+    ("ii->i", [(4, 4)]),
+    ("ii->", [(4, 4)]),
+    ("ij->j", [(3, 4)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->ij", [(3, 4)]),
+    ("iij->j", [(3, 3, 4)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 6)]),
+    ("...ij,...jk", [(2, 3, 4), (4, 6)]),
+    ("b...,A", [(2, 4), (3,)]),
+    ("...ij->ij", [(2, 3, 4)]),
+    ("ij->...", [(3, 4)]),
+    (",ij->ij", [(), (3, 4)]),
+    ("->", [()]),
+    ("ij,ij->ij", [(1, 3), (2, 3)]),
+    ("ij,jk->ik", [(3, 1), (4, 5)]),
+    ("ij,jk->ik", [(0, 4), (4, 5)]),
+    ("ij,jk->ik", [(3, 0), (0, 5)]),
+    ("ij,jk,kl,lm->im", [(5, 2), (2, 5), (5, 2), (2, 5)]),
+    ("ijk,ai,bj,ck->abc", [(3, 4, 5), (2, 3), (2, 4), (2, 5)]),
+    ("acb,ajd,cjie,bif->def", [(4, 2, 4), (4, 2, 4), (2, 2, 2, 2), (4, 2, 4)]),
+    (" i j , j k -> i k ", [(3, 4), (4, 5)]),
+    ("BTKGH,BSKH->BTKGS", [(1, 4, 2, 2, 3), (1, 5, 2, 3)]),
+    ("Bij,Bjk ->Bik", [(3, 2, 2), (3, 2, 2)]),
+    ("ab,ab,ab->a", [(3, 4), (3, 4), (3, 4)]),
+    ("ab,bc,ca->", [(3, 4), (4, 5), (5, 3)]),
+    ("iji,j->j", [(3, 4, 3), (4,)]),
+]
+
+
+def _ops(shapes, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY, ids=[f[0].replace(" ", "_") or "_" for f in FAMILY])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_family(equation, shapes, dtype):
+    ops = _ops(shapes, dtype)
+    before = [o.clone() for o in ops]
+    out = einc.einsum(equation, *ops)
+    expected = torch.einsum(equation, *ops)
+    assert out.dtype == expected.dtype and out.shape == expected.shape and out.device == expected.device
+    assert out.is_contiguous()
+    assert_close(out, reference(equation, *ops), dtype, extent=64)
+    for o, b in zip(ops, before):
+        assert torch.equal(o, b)                                   # inputs untouched
+    for o in ops:
+        if o.numel() and out.numel():
+            assert out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr()   # fresh
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY[:12], ids=[f[0] for f in FAMILY[:12]])
+def test_strided_layouts(equation, shapes):
+    """Transposed, sliced-with-step and expanded operands give the same answer."""
+    base = _ops(shapes)
+    variants = []
+    for o in base:
+        if o.dim() >= 2:
+            t = o.transpose(0, -1).contiguous().transpose(0, -1)        # column-major storage
+        else:
+            t = o
+        big = torch.zeros(*[2 * s + 1 for s in o.shape], dtype=o.dtype)
+        sl = big[tuple(slice(1, None, 2) for _ in o.shape)]
+        sl.copy_(o)                                                     # sliced with step 2
+        variants.append((t, sl))
+    for pick in range(2):
+        ops = [v[pick] for v in variants]
+        assert any(not x.is_contiguous() for x in ops if x.dim() >= 2 and x.numel() > 1) or pick == 0 \
+            or all(x.dim() < 2 for x in ops)
+        out = einc.einsum(equation, *ops)
+        assert out.is_contiguous()
+        assert_close(out, reference(equation, *base), torch.float64, extent=64)
+
+
+def test_expanded_operand():
+    a = torch.randn(3, 1, dtype=torch.float64).expand(3, 4)      # stride 0
+    b = torch.randn(4, 5, dtype=torch.float64)
+    assert a.stride()[1] == 0
+    assert_close(einc.einsum("ij,jk->ik", a, b), reference("ij,jk->ik", a, b), torch.float64, 4)
+    assert_close(einc.einsum("ij,ij->i", a, a), reference("ij,ij->i", a, a), torch.float64, 4)
+
+
+def test_output_is_contiguous_where_torch_is_not():
+    """torch.einsum returns a permuted view here; einc's output takes .view() and view_as_complex."""
+    x = torch.randn(2, 5, 3, 4)
+    y = torch.randn(2, 6, 3, 4)
+    assert not torch.einsum("bqhd,bkhd->bqkh", x, y).is_contiguous() or True
+    out = einc.einsum("bqhd,bkhd->bqkh", x, y)
+    assert out.is_contiguous()
+    out.view(-1)
+    z = einc.einsum("ij,jkc->ikc", torch.randn(3, 4), torch.randn(4, 5, 2))
+    torch.view_as_complex(z)
+    d = einc.einsum("ii->i", torch.randn(5, 5))
+    assert d.is_contiguous() and d._base is None
+
+
+def test_operands_as_list_and_sublists():
+    a, b = _ops([(3, 4), (4, 5)])
+    ref = torch.einsum("ij,jk->ik", a, b)
+    assert torch.allclose(einc.einsum("ij,jk->ik", [a, b]), ref)
+    assert torch.allclose(einc.einsum("ij,jk->ik", (a, b)), ref)
+    assert torch.allclose(einc.einsum(a, [0, 1], b, [1, 2], [0, 2]), ref)
+    assert torch.allclose(einc.einsum(a, [0, 1], b, [1, 2]), ref)
+    c = torch.randn(2, 3, 4, dtype=torch.float64)
+    assert torch.allclose(einc.einsum(c, [..., 1], b, [1, 2], [..., 2]),
+                          torch.einsum(c, [..., 1], b, [1, 2], [..., 2]))
+
+
+def test_more_than_52_indices():
+    """Beyond torch: 60 distinct indices through sublists and through non-ASCII letters."""
+    n = 60
+    ops = [torch.randn(2, 2, dtype=torch.float64) for _ in range(n - 1)]
+    sub = []
+    for k, o in enumerate(ops):
+        sub += [o, [k, k + 1]]
+    out = einc.einsum(*sub, [0, n - 1])
+    expected = ops[0]
+    for o in ops[1:]:
+        expected = expected @ o
+    assert_close(out, expected, torch.float64, 64)
+    letters = [chr(0x3b1 + i) for i in range(25)] + [chr(0x410 + i) for i in range(32)]
+    assert all(ch.isalpha() for ch in letters)
+    eq = ",".join(letters[i] + letters[i + 1] for i in range(3)) + "->" + letters[0] + letters[3]
+    assert_close(einc.einsum(eq, *ops[:3]), ops[0] @ ops[1] @ ops[2], torch.float64, 8)
+
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+          torch.complex128, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij->j", [(3, 4)]), ("ii->", [(3, 3)]), ("ii->i", [(3, 3)]),
+    ("ij,j->j", [(3, 4), (4,)]), ("ij,j->ij", [(3, 4), (4,)]), ("i,i->", [(4,), (4,)]),
+    ("i,i->i", [(4,), (4,)]), ("bij,bij->b", [(2, 3, 4), (2, 3, 4)]), ("ij,jk,k->i", [(3, 4), (4, 5), (5,)]),
+    ("ij,ij->ij", [(1, 4), (3, 4)]), ("ij,j->j", [(1, 4), (4,)]),
+])
+def test_dtype_parity_with_torch(dtype, equation, shapes):
+    """Same result dtype as torch.einsum for every dtype, or the same kind of error."""
+    g = torch.Generator().manual_seed(1)
+    ops = [torch.randint(-2, 3, s, generator=g).to(dtype) if dtype != torch.uint8
+           else torch.randint(0, 3, s, generator=g).to(dtype) for s in shapes]
+    try:
+        expected = torch.einsum(equation, *ops)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            einc.einsum(equation, *ops)
+        return
+    out = einc.einsum(equation, *ops)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    assert torch.equal(out.to(torch.complex128), expected.to(torch.complex128))
