@@ -1,8 +1,10 @@
 """Front end: ``einsum``, ``contract_expression``, ``explain`` and the cache controls.
 
 The hot path of :func:`einsum` is: look up the parsed equation (by string), build
-the key (canonical equation, optimizer, shapes, dtypes, devices, layouts), look up
-the compiled plan, run it.  Everything else happens once per key on a miss.
+the key (canonical equation, optimizer, the first operand's device and layout, every
+operand's shape and dtype), look up the compiled plan, run it.  Everything else
+happens once per key on a miss.  Operands on mixed devices or layouts fail inside
+torch's ops, as they do in torch.einsum.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ def einsum(equation, *operands, optimize="auto", memory_limit=None):
         eq, operands = _sublist_call(equation, operands)
     opt = optimize if optimize.__class__ is str else _optimizer_key(optimize)
     try:
-        key = (eq.canonical, opt, memory_limit,
-               tuple([(o.shape, o.dtype, o.device, o.layout) for o in operands]))
-    except AttributeError:
+        first = operands[0]
+        key = (eq.canonical, opt, memory_limit, first.device, first.layout,
+               tuple([(o.shape, o.dtype) for o in operands]))
+    except (AttributeError, IndexError):
         _check_operands(eq, operands)
         raise
     entry = _plans.get(key)

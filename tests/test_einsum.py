@@ -46,6 +46,10 @@ FAMILY = [
     ("ab,ab,ab->a", [(3, 4), (3, 4), (3, 4)]),
     ("ab,bc,ca->", [(3, 4), (4, 5), (5, 3)]),
     ("iji,j->j", [(3, 4, 3), (4,)]),
+    ("ibnd,jbnd->ijbn", [(3, 2, 2, 4), (5, 2, 2, 4)]),       # batch innermost in the output
+    ("ikc,jkc->ijc", [(3, 4, 2), (5, 4, 2)]),
+    ("acb,ade->dceb", [(4, 2, 3), (4, 5, 2)]),                # M and N interleaved in the output
+    ("GSEC,GSM->EGCM", [(2, 3, 2, 4), (2, 3, 5)]),
 ]
 
 

@@ -44,13 +44,13 @@ def _chain(fns):
     return chained
 
 
-def _prep(term, lonely, plan: Plan, dtype, pairwise=True):
+def _prep(term, lonely, plan: Plan, dtype):
     """Diagonals, squeezes and sums of the indices ``lonely`` to this operand.
 
     Returns ``(fn or None, remaining term, dtype after, whether it computes)``.
-    A sum of an integral tensor promotes to int64, as torch.einsum's does; torch
-    squeezes size-1 indices of an operand of a pairwise step instead of summing them,
-    so for integral dtypes einc does the same to give the same result dtype.
+    A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
+    or more operands torch squeezes size-1 indices instead of summing them, so for
+    integral dtypes einc does the same to give the same result dtype.
     """
     g = plan.graph
     term = list(term)
@@ -62,7 +62,7 @@ def _prep(term, lonely, plan: Plan, dtype, pairwise=True):
         fns.append(lambda x, d1=d1, d2=d2: x.diagonal(0, d1, d2))
         term = [t for k, t in enumerate(term) if k not in (d1, d2)] + [i]
     squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
-               and (pairwise or not _integral(dtype))]
+               and (plan.num_operands > 1 or not _integral(dtype))]
     if squeeze:
         sq = tuple(squeeze)
         fns.append(lambda x: x.squeeze(sq))
@@ -77,16 +77,39 @@ def _prep(term, lonely, plan: Plan, dtype, pairwise=True):
 
 
 def _reduce(step, plan, dtype, final, is_input):
-    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype, pairwise=False)
+    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype)
     perm = _perm(term, list(step.output))
     tail = [fn, (lambda x: x.permute(perm)) if perm else None]
-    if final:
-        if computed or not is_input:
-            tail.append(lambda x: x.contiguous())
-        else:   # only views of the caller's tensor so far: return a fresh copy
-            tail.append(lambda x: x.clone(memory_format=torch.contiguous_format))
-    run = _chain(tail) or (lambda x: x)
-    return run, dtype
+    if final and (computed or not is_input):
+        tail.append(lambda x: x.contiguous())
+    elif final:                                 # only views of the caller's tensor so far
+        if fn is not None and not perm and len(step.inputs[0]) == 2 and len(step.output) == 1:
+            return torch.diag, dtype            # a 2-D diagonal: one op that copies
+        tail.append(_fresh)
+    return _chain(tail) or (lambda x: x), dtype
+
+
+def _permuted_copy(src, dst, sizes):
+    """``x`` over index order ``src`` -> a contiguous tensor over ``dst``.
+
+    When the permutation swaps two blocks of indices (``(b, i, j) -> (i, j, b)``), the
+    copy is a 2-D transpose, which torch copies in cache-friendly tiles; any other
+    permutation is a plain strided copy.
+    """
+    perm = _perm(src, dst)
+    cut = next((k for k in range(1, len(dst)) if dst[k:] + dst[:k] == src), None)
+    if cut is None:
+        return lambda x: x.permute(perm).contiguous()
+    rows = math.prod(sizes[i] for i in src[:len(dst) - cut])
+    cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
+    shape = tuple(sizes[i] for i in dst)
+    return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
+
+
+def _fresh(x):
+    """A contiguous tensor that shares no memory with ``x``."""
+    y = x.contiguous()
+    return y.clone() if y is x else y
 
 
 def _aligned(term, out, sizes):
@@ -102,7 +125,7 @@ def _aligned(term, out, sizes):
     return _chain(fns)
 
 
-def _pairwise(step: Step, plan: Plan, dtypes, final):
+def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     g = plan.graph
     ta, tb = step.inputs
     sa, sb = set(ta), set(tb)
@@ -116,6 +139,12 @@ def _pairwise(step: Step, plan: Plan, dtypes, final):
         dtype = torch.promote_types(da, db)
         return _chain_out(core, (lambda x: x.contiguous()) if final else None), dtype
 
+    if da != db and uniform:
+        # Only an integer sum promoted one side to int64 (torch.einsum trips over this
+        # itself); contract in the wider dtype.
+        da = db = torch.promote_types(da, db)
+        prep_a = _chain([prep_a, lambda x: x.to(da)])
+        prep_b = _chain([prep_b, lambda x: x.to(da)])
     _check_dtypes(step, plan, da, db)
     if step.kind == DOT:
         perm_b = _perm(tb, ta)
@@ -138,7 +167,9 @@ def _pairwise(step: Step, plan: Plan, dtypes, final):
     m = [i for i in out if i in ta and i not in tb]
     n = [i for i in out if i in tb and i not in ta]
     k = [i for i in ta if i in summed]
-    swap = out != batch + m + n and out == batch + n + m
+    # Orient the product so that its result needs no copy, or at least keeps the
+    # output's innermost index innermost (a copy with long contiguous runs).
+    swap = out != batch + m + n and (out == batch + n + m or out[-1] in m)
     if swap:
         prep_a, prep_b, ta, tb, m, n = prep_b, prep_a, tb, ta, n, m
     size = lambda idx: math.prod(g.sizes[i] for i in idx)  # noqa: E731
@@ -154,9 +185,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final):
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
     if perm_out:
-        post.append(lambda x: x.permute(perm_out))
-        if final:
-            post.append(lambda x: x.contiguous())
+        post.append(_permuted_copy(natural, out, g.sizes) if final else (lambda x: x.permute(perm_out)))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     core = _binary(mm, a_fn, b_fn)
     if swap:
@@ -176,8 +205,10 @@ def _layout(term, groups, shape):
 def _binary(op, fa, fb):
     if fa is None and fb is None:
         return op
-    fa = fa or (lambda x: x)
-    fb = fb or (lambda x: x)
+    if fb is None:
+        return lambda a, b: op(fa(a), b)
+    if fa is None:
+        return lambda a, b: op(a, fb(b))
     return lambda a, b: op(fa(a), fb(b))
 
 
@@ -211,6 +242,7 @@ def compile_plan(plan: Plan, dtypes):
     """
     n = plan.num_operands
     dts = list(dtypes)
+    uniform = len(set(dts)) == 1
     last_use = {}
     for s, step in enumerate(plan.steps):
         for v in step.operands:
@@ -221,28 +253,29 @@ def compile_plan(plan: Plan, dtypes):
         if step.kind == REDUCE:
             fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n)
         else:
-            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final)
+            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform)
         dts.append(dt)
         free = tuple(v for v in step.operands if last_use[v] == s)
         program.append((fn, step.operands, free))
 
-    if len(program) == 1:
-        fn, args, _ = program[0]
-        if len(args) == 1:
-            i = args[0]
-            return lambda ops: fn(ops[i])
-        i, j = args
-        return lambda ops: fn(ops[i], ops[j])
+    return _program(plan, program)
 
-    def run(ops):
-        vals = list(ops)
-        for fn, args, free in program:
-            r = fn(*[vals[v] for v in args])
-            for v in free:
-                vals[v] = None
-            vals.append(r)
-        return vals[-1]
-    return run
+
+def _program(plan: Plan, program):
+    """Unroll the steps into one small Python function (no loop, no list on a call)."""
+    n = plan.num_operands
+    name = lambda v: f"ops[{v}]" if v < n else f"t{v}"  # noqa: E731
+    lines = ["def run(ops):"]
+    env = {}
+    for s, (fn, args, free) in enumerate(program):
+        env[f"step{s}"] = fn
+        lines.append(f"    t{n + s} = step{s}({', '.join(name(v) for v in args)})")
+        lines += [f"    del t{v}" for v in free if v >= n]
+    lines.append(f"    return t{n + len(program) - 1}")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<einc plan {plan.equation}>", "exec"), env)
+    env["run"].source = source
+    return env["run"]
 
 
 __all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

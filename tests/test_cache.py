@@ -1,0 +1,93 @@
+"""The plan cache: one plan per key, canonical keys, LRU bound, thread safety."""
+
+import threading
+
+import torch
+
+import einc
+from einc.api import _plans
+from einc.runtime.cache import LRUCache
+
+
+def test_hits_and_misses():
+    einc.cache_clear()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    einc.einsum("ij,jk->ik", a, b)
+    einc.einsum("ij,jk->ik", a, b)
+    einc.einsum("ab,bc->ac", a, b)              # same canonical equation: a hit
+    info = einc.cache_info()
+    assert (info.plans.misses, info.plans.hits, info.plans.currsize) == (1, 2, 1)
+    einc.einsum("ij,jk->ik", a.double(), b.double())    # dtype is in the key
+    einc.einsum("ij,jk->ik", torch.randn(3, 2), torch.randn(2, 5))  # so are shapes
+    assert einc.cache_info().plans.misses == 3
+    einc.cache_clear()
+    assert einc.cache_info().plans.currsize == 0
+
+
+def test_lru_bound_and_order():
+    cache = LRUCache(maxsize=2)
+    built = []
+    for key in ["a", "b", "a", "c", "b"]:
+        cache.get_or_build(key, lambda key=key: built.append(key) or key)
+    assert built == ["a", "b", "c", "b"]            # "b" was evicted by "c" ("a" was fresher)
+    assert cache.info().currsize == 2
+
+
+def test_set_cache_size_bounds_the_plan_cache():
+    einc.cache_clear()
+    old = _plans.maxsize
+    try:
+        einc.set_cache_size(3)
+        for n in range(1, 8):
+            einc.einsum("ij->j", torch.randn(n, 2))
+        assert einc.cache_info().plans.currsize == 3
+    finally:
+        einc.set_cache_size(old)
+
+
+def test_eight_threads_one_new_key_plan_once():
+    """Eight threads calling with one new key at once: it is planned exactly once."""
+    einc.cache_clear()
+    ops = [torch.randn(6, 7), torch.randn(7, 8), torch.randn(8, 9), torch.randn(9, 5)]
+    barrier = threading.Barrier(8)
+    results, errors = [None] * 8, []
+
+    def work(t):
+        try:
+            barrier.wait()
+            results[t] = einc.einsum("ij,jk,kl,lm->im", *ops)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert einc.cache_info().plans.misses == 1
+    expected = ops[0] @ ops[1] @ ops[2] @ ops[3]
+    for r in results:
+        torch.testing.assert_close(r, expected)
+
+
+def test_build_runs_once_under_contention():
+    cache = LRUCache(maxsize=8)
+    calls = []
+    barrier = threading.Barrier(8)
+
+    def slow_build():
+        calls.append(1)
+        threading.Event().wait(0.05)
+        return "plan"
+
+    def work():
+        barrier.wait()
+        assert cache.get_or_build("k", slow_build) == "plan"
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1

@@ -1,0 +1,83 @@
+"""The planner: path quality, optimizer options, explain and contract_expression."""
+
+import random
+
+import opt_einsum
+import opt_einsum.testing
+import pytest
+import torch
+
+import einc
+from einc.equation import parse
+from einc.graph import build
+from einc.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
+
+
+def _opt_cost(eq, shapes, optimize):
+    """The cost of opt_einsum's path for ``optimize``, counted by einc's planner."""
+    path = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)[0]
+    return einc.explain(eq, *shapes, optimize=path).flops
+
+
+def test_ten_matrix_chain_matches_dp():
+    sizes = [random.Random(3).randint(2, 64) for _ in range(11)]
+    letters = "abcdefghijk"
+    eq = ",".join(letters[i] + letters[i + 1] for i in range(10)) + "->ak"
+    shapes = [(sizes[i], sizes[i + 1]) for i in range(10)]
+    plan = einc.explain(eq, *shapes)
+    assert plan.flops <= _opt_cost(eq, shapes, "dp")
+    assert plan.flops <= _opt_cost(eq, shapes, "auto")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_default_is_no_costlier_than_dp(seed):
+    """For random networks of up to 16 operands einc's default finds paths as cheap as dp."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 16)
+    eq, shapes = opt_einsum.testing.rand_equation(n, 3, n_out=rng.randint(0, 2), seed=seed, d_max=4)[:2]
+    plan = einc.explain(eq, *shapes)
+    assert plan.flops <= _opt_cost(eq, shapes, "dp")
+
+
+def test_optimizer_names_pathoptimizer_and_explicit_path():
+    a, b, c = torch.randn(4, 5), torch.randn(5, 6), torch.randn(6, 2)
+    ref = a @ b @ c
+    for optimize in ["greedy", "optimal", "dp", "branch-2", "auto-hq", "random-greedy", False,
+                     opt_einsum.RandomGreedy(max_repeats=4), [(1, 2), (0, 1)], [(0, 1, 2)]]:
+        out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize)
+        torch.testing.assert_close(out, ref)
+    assert einc.explain("ij,jk,kl->il", a, b, c, optimize=[(1, 2), (0, 1)]).path == ((1, 2), (0, 1))
+    assert einc.explain("ij,jk,kl->il", a, b, c, optimize=False).path == ((0, 1), (0, 1))
+
+
+def test_memory_limit_is_honoured():
+    shapes = [(10, 10), (10, 10), (10, 10)]
+    eq = "ab,cd,ef->abcdef"
+    limited = einc.explain(eq, *shapes, memory_limit=100, optimize="greedy")
+    assert limited.path == ((0, 1, 2),)
+    assert einc.explain(eq, *shapes, memory_limit="max_input").largest_intermediate >= 100
+
+
+def test_step_kinds():
+    def kinds(eq, *shapes):
+        return [s.kind for s in build_plan(build(parse(eq), shapes)).steps]
+    assert kinds("ij,jk->ik", (2, 3), (3, 4)) == [CONTRACT]
+    assert kinds("bij,bij->b", (2, 3, 4), (2, 3, 4)) == [DOT]
+    assert kinds("i,j->ij", (2,), (3,)) == [PRODUCT]
+    assert kinds("ii->i", (3, 3)) == [REDUCE]
+
+
+def test_explain_table_and_contract_expression():
+    plan = einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))
+    text = str(plan)
+    for field in ["Complete contraction", "Naive FLOP count", "Optimized FLOP count", "Largest intermediate",
+                  "contract", "T1,T2->T3"]:
+        assert field in text
+    assert plan.naive_flops > plan.flops
+    assert plan.largest_intermediate == 8 * 2
+    expr = einc.contract_expression("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))
+    ops = [torch.randn(8, 2), torch.randn(2, 8), torch.randn(8, 2)]
+    torch.testing.assert_close(expr(*ops), ops[0] @ ops[1] @ ops[2])
+    torch.testing.assert_close(expr(ops), ops[0] @ ops[1] @ ops[2])
+    assert "Optimized FLOP count" in str(expr)
+    assert einc.explain("ij,jk,kl->il", ops).path == plan.path       # tensors work as well as shapes
