@@ -19,17 +19,10 @@ from .errors import ArgumentError, OperandCountError, OperandTypeError, ShapeErr
 from .graph import build
 from .plan import Plan, build_plan
 from .runtime.cache import CacheInfo, LRUCache
+from .runtime.dispatch import Entry, build_entry
 from .runtime.torch_executor import compile_plan
 
 _plans = LRUCache(config.cache_size())
-
-
-class _Entry:
-    __slots__ = ("plan", "run")
-
-    def __init__(self, plan, run):
-        self.plan = plan
-        self.run = run
 
 
 def einsum(equation, *operands, optimize="auto", memory_limit=None):
@@ -97,11 +90,11 @@ def _check_operands(eq: Equation, operands):
             f"{len(operands)} {'was' if len(operands) == 1 else 'were'} passed\n  {eq.text}")
 
 
-def _compile(eq: Equation, operands, optimize, memory_limit) -> _Entry:
+def _compile(eq: Equation, operands, optimize, memory_limit) -> Entry:
     _check_operands(eq, operands)
     graph = build(eq, [o.shape for o in operands])
     plan = build_plan(graph, eq.text, optimize, memory_limit)
-    return _Entry(plan, compile_plan(plan, [o.dtype for o in operands]))
+    return build_entry(plan, operands)
 
 
 def _shape_of(x):

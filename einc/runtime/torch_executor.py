@@ -18,6 +18,7 @@ import torch
 
 from ..errors import DtypeError, UnsupportedDtypeError
 from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from .program import unroll
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -243,11 +244,7 @@ def compile_plan(plan: Plan, dtypes):
     n = plan.num_operands
     dts = list(dtypes)
     uniform = len(set(dts)) == 1
-    last_use = {}
-    for s, step in enumerate(plan.steps):
-        for v in step.operands:
-            last_use[v] = s
-    program = []
+    functions = []
     for s, step in enumerate(plan.steps):
         final = s == len(plan.steps) - 1
         if step.kind == REDUCE:
@@ -255,27 +252,8 @@ def compile_plan(plan: Plan, dtypes):
         else:
             fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform)
         dts.append(dt)
-        free = tuple(v for v in step.operands if last_use[v] == s)
-        program.append((fn, step.operands, free))
-
-    return _program(plan, program)
-
-
-def _program(plan: Plan, program):
-    """Unroll the steps into one small Python function (no loop, no list on a call)."""
-    n = plan.num_operands
-    name = lambda v: f"ops[{v}]" if v < n else f"t{v}"  # noqa: E731
-    lines = ["def run(ops):"]
-    env = {}
-    for s, (fn, args, free) in enumerate(program):
-        env[f"step{s}"] = fn
-        lines.append(f"    t{n + s} = step{s}({', '.join(name(v) for v in args)})")
-        lines += [f"    del t{v}" for v in free if v >= n]
-    lines.append(f"    return t{n + len(program) - 1}")
-    source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<einc plan {plan.equation}>", "exec"), env)
-    env["run"].source = source
-    return env["run"]
+        functions.append(fn)
+    return unroll(plan, functions)
 
 
 __all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

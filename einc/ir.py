@@ -1,0 +1,63 @@
+"""The kernel IR: what one generated Triton kernel computes, with no torch or triton.
+
+A :class:`Kernel` is built from one plan step by :mod:`einc.lower` and printed as a
+Triton module by :mod:`einc.codegen`.  Two kinds cover every step:
+
+``matmul``  C[batch, m, n] = sum over k of A[batch, m, k] * B[batch, k, n]: a strided
+            generalized contraction around one ``tl.dot``.  Each group (batch, m, n, k)
+            may hold several indices, with any strides.
+``reduce``  C[o] = sum over k of A[o, k] (* B[o, k]): fused multiply-and-sum, plain
+            sums, elementwise and outer products, diagonals, copies.  Memory-bound.
+
+Indices are ints (the graph's); an operand's ``dims`` may repeat an index (a diagonal:
+its stride is the sum of the dimensions' strides) and may lack an index of a group (its
+stride there is 0: the operand is broadcast along it, or, for ``k``, summed only in the
+other operand).  The output is always written contiguously in ``output.dims`` order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MATMUL = "matmul"
+REDUCE = "reduce"
+
+# dtypes the generated kernels handle; everything else runs on the torch executor
+KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor as the kernel sees it: ``name`` (``a``, ``b`` or ``c``) and one index per dimension."""
+
+    name: str
+    dims: tuple[int, ...]
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """Distinct indices, in order of first dimension."""
+        return tuple(dict.fromkeys(self.dims))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kind: str                                   # MATMUL or REDUCE
+    name: str                                   # deterministic python identifier
+    equation: str                               # the plan's canonical equation
+    step: str                                   # "step 1/2: T0[ab] · T1[bc] over b -> T3[ac]"
+    groups: tuple[tuple[str, tuple[int, ...]], ...]   # ("batch"|"m"|"n"|"k"|"o", indices), in order
+    inputs: tuple[Operand, ...]
+    output: Operand
+    shapes: tuple[tuple[int, ...], ...]         # operand shapes then the output's, for the header
+    dtype: str                                  # operand dtype (torch name)
+    acc: str                                    # accumulator dtype
+    int64: bool                                 # 64-bit offsets
+
+    def group(self, name: str) -> tuple[int, ...]:
+        return dict(self.groups).get(name, ())
+
+
+def index_name(i: int) -> str:
+    """The identifier fragment for index ``i`` in generated code: a-z, A-Z, then x52, x53 ..."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return letters[i] if i < 52 else f"x{i}"

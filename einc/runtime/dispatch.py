@@ -1,0 +1,90 @@
+"""Dispatch: which executor runs a plan, and the cache entry that remembers it.
+
+CUDA tensors of a float dtype run generated Triton kernels; everything else runs
+the torch executor.  ``EINC_BACKEND=triton`` sends CPU tensors to the generated
+kernels too, through Triton's interpreter; ``EINC_BACKEND=torch`` keeps everything on
+torch.  When Triton is missing or a kernel fails to build or compile, the plan falls
+back to the torch executor with one warning: never a crash, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .. import config
+from ..lower import supported
+from . import torch_executor, triton_executor
+
+_warned: set = set()
+
+
+class Entry:
+    """A cache entry: the plan, the callable that runs it, and which backend that is."""
+
+    __slots__ = ("plan", "run", "backend")
+
+    def __init__(self, plan, run, backend):
+        self.plan = plan
+        self.run = run
+        self.backend = backend
+
+
+def choose(device_type: str, dtypes) -> str:
+    """``"triton"`` or ``"torch"`` for operands on ``device_type`` with ``dtypes``."""
+    mode = config.backend()
+    if mode == "torch" or (device_type != "cuda" and mode != "triton"):
+        return "torch"
+    if device_type not in ("cuda", "cpu") or not supported(triton_executor.dtype_name(d) for d in dtypes):
+        return "torch"
+    if device_type == "cpu" and not triton_executor.use_interpreter():
+        _warn_once("interpreter", "einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, "
+                                  "but triton was imported before TRITON_INTERPRET=1 was set; set it before "
+                                  "importing triton. Running on the torch executor")
+        return "torch"
+    if not triton_executor.available():
+        _warn_once("triton-missing", "einc: triton is not installed; running on the torch executor "
+                                     "(pip install 'einc[triton]')")
+        return "torch"
+    return "triton"
+
+
+def build_entry(plan, operands) -> Entry:
+    """Compile ``plan`` for these operands on the backend that suits them."""
+    dtypes = [o.dtype for o in operands]
+    torch_run = torch_executor.compile_plan(plan, dtypes)     # also checks the dtypes
+    entry = Entry(plan, torch_run, "torch")
+    if choose(operands[0].device.type, dtypes) == "triton":
+        try:
+            triton_run = triton_executor.compile_plan(plan, dtypes[0], [tuple(o.shape) for o in operands])
+        except Exception as e:      # a generator bug must not cost the user an answer
+            _fall_back(plan, e)
+            return entry
+        entry.run = _first_call(entry, triton_run, torch_run)
+        entry.backend = "triton"
+    return entry
+
+
+def _first_call(entry, triton_run, torch_run):
+    """Triton compiles on the first launch: fall back if that fails, then get out of the way."""
+    def run(ops):
+        try:
+            out = triton_run(ops)
+        except Exception as e:
+            _fall_back(entry.plan, e)
+            entry.run, entry.backend = torch_run, "torch"
+            return torch_run(ops)
+        entry.run = triton_run
+        return out
+    return run
+
+
+def _fall_back(plan, error):
+    _warn_once(("kernel", plan.equation), f"einc: a generated kernel for {plan.equation!r} failed "
+               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+               "running this equation on the torch executor")
+
+
+def _warn_once(key, message):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
