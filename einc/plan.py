@@ -60,6 +60,8 @@ class Plan:
     naive_flops: int
     flops: int
     largest_intermediate: int
+    backends: tuple[str, ...] = ()       # filled in by explain: what runs each step
+    backend_note: str = ""
 
     @property
     def num_operands(self) -> int:
@@ -250,13 +252,15 @@ def format_table(plan: Plan) -> str:
         f"   Theoretical speedup:  {plan.speedup:.4g}",
         f"  Largest intermediate:  {plan.largest_intermediate:.4g} elements",
     ]
-    rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")]
+    rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
+            + (("backend",) if plan.backends else ())]
     for s, step in enumerate(plan.steps):
         rows.append((f"{s + 1}", step.kind, ",".join(f"T{v}" for v in step.operands) + f"->T{step.result}",
                      plan.describe(step), plan.graph.term(step.summed) or "-", f"{step.flops:.4g}",
-                     f"{step.size:.4g}"))
+                     f"{step.size:.4g}") + ((plan.backends[s],) if plan.backends else ()))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     rule = "-" * max(len(t) for t in table)
-    return "\n".join(lines + [rule, table[0], rule] + table[1:])
+    notes = [rule, f"  Backend: {plan.backend_note}"] if plan.backend_note else []
+    return "\n".join(lines + [rule, table[0], rule] + table[1:] + notes)
 

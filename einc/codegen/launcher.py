@@ -10,8 +10,9 @@ _MATMUL_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3),
 ]
 _REDUCE_CONFIGS = [  # (BLOCK_O, BLOCK_K, num_warps)
-    (1024, 1, 4), (256, 8, 4), (64, 32, 4), (16, 128, 4), (4, 512, 4), (1, 2048, 8),
+    (256, 8, 4), (64, 32, 4), (16, 128, 4), (4, 512, 4), (1, 2048, 8),
 ]
+_ELEMENTWISE_CONFIGS = [(256, 1, 4), (1024, 1, 4), (4096, 1, 8)]   # reduce kernels with no K
 
 
 def _size_source(k: Kernel) -> dict[int, str]:
@@ -52,7 +53,7 @@ def source(k: Kernel) -> str:
     else:
         L.append("_CONFIGS = [")
         L += [f"    triton.Config({{\"BLOCK_O\": {bo}, \"BLOCK_K\": {bk}}}, num_warps={w}),"
-              for bo, bk, w in _REDUCE_CONFIGS]
+              for bo, bk, w in (_REDUCE_CONFIGS if k.group("k") else _ELEMENTWISE_CONFIGS)]
         L += ["]", f"_tuned = triton.autotune(configs=_CONFIGS, key=[\"O\", \"K\"])({k.name})"]
     L += [
         "",
@@ -71,6 +72,10 @@ def source(k: Kernel) -> str:
     L.append(f"    c = torch.empty({shape}, dtype={k.inputs[0].name}.dtype, device={k.inputs[0].name}.device)")
     L.append("    if c.numel() == 0:")
     L.append("        return c")
+    if not k.int64:
+        L += [f"    for t in ({args},):",
+              "        if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:",
+              "            raise OverflowError(\"a view spans 2^31 elements or more: this kernel has 32-bit offsets\")"]
     if k.kind == MATMUL:
         ext = {g: _product(k.group(g)) for g in ("batch", "m", "n", "k")}
         L += [f"    BATCH, M, N, K = {ext['batch']}, {ext['m']}, {ext['n']}, {ext['k']}"]
@@ -82,7 +87,8 @@ def source(k: Kernel) -> str:
         extents = "O, K"
     L.append(f"    grid = {grid}")
     ptr_args = ", ".join([op.name for op in k.inputs] + ["c"])
-    L += ["    args = (", f"        {ptr_args},", f"        {call_sizes},", f"        {extents},"]
+    L += ["    args = (", f"        {ptr_args},"] + ([f"        {call_sizes},"] if sizes else []) + \
+        [f"        {extents},"]
     L += _wrap([_stride_expr(k, p) + "," for p in strides], "        ")
     L += ["        scale,", "    )"]
     meta = ["HAS_SCALE=scale != 1.0"]

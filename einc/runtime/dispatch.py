@@ -9,6 +9,8 @@ back to the torch executor with one warning: never a crash, never a wrong answer
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import warnings
 
 from .. import config
@@ -27,6 +29,28 @@ class Entry:
         self.plan = plan
         self.run = run
         self.backend = backend
+
+
+def would_use_triton(device_type: str, dtypes) -> bool:
+    """Whether a plan for these operands runs generated kernels (no side effects)."""
+    mode = config.backend()
+    if mode == "torch" or (device_type != "cuda" and mode != "triton"):
+        return False
+    return device_type in ("cuda", "cpu") and supported(triton_executor.dtype_name(d) for d in dtypes) \
+        and importlib.util.find_spec("triton") is not None
+
+
+def describe_backends(plan, device_type: str, dtypes, shapes):
+    """``plan`` annotated with what runs each step, for ``explain``."""
+    if would_use_triton(device_type, dtypes):
+        names = [f"triton {k.name}" for k in triton_executor.kernels(plan, dtypes[0], shapes)]
+        note = ("generated Triton kernels; no input is copied, permuted or reshaped: each kernel reads its "
+                "operands through their strides and writes a contiguous result")
+    else:
+        names = ["torch"] * len(plan.steps)
+        note = ("torch executor (CPU tensors, or dtypes without kernels); a matrix product step copies an "
+                "operand whose layout is not a batched matrix")
+    return dataclasses.replace(plan, backends=tuple(names), backend_note=note)
 
 
 def choose(device_type: str, dtypes) -> str:
@@ -65,17 +89,29 @@ def build_entry(plan, operands) -> Entry:
 
 
 def _first_call(entry, triton_run, torch_run):
-    """Triton compiles on the first launch: fall back if that fails, then get out of the way."""
-    def run(ops):
+    """Run the kernels; if they fail, warn once and let the torch executor answer.
+
+    Triton compiles on the first launch, so a failure then moves the entry to the
+    torch executor for good; a later failure (a view a 32-bit kernel cannot address)
+    runs that one call on torch.  ``try`` costs nothing until something raises.
+    """
+    def first(ops):
         try:
             out = triton_run(ops)
         except Exception as e:
             _fall_back(entry.plan, e)
             entry.run, entry.backend = torch_run, "torch"
             return torch_run(ops)
-        entry.run = triton_run
+        entry.run = run
         return out
-    return run
+
+    def run(ops):
+        try:
+            return triton_run(ops)
+        except Exception as e:
+            _fall_back(entry.plan, e)
+            return torch_run(ops)
+    return first
 
 
 def _fall_back(plan, error):

@@ -1,0 +1,118 @@
+"""The generated source: structure, determinism, and the committed golden kernels."""
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from einc.codegen import golden, render
+from einc.equation import parse
+from einc.graph import build
+from einc.lower import lower_plan
+from einc.plan import build_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def kernels_for(equation, shapes, dtype="float32"):
+    plan = build_plan(build(parse(equation), shapes))
+    return lower_plan(plan, dtype, shapes)
+
+
+def launcher_of(source):
+    return source[source.index("def launch("):]
+
+
+def test_matmul_emits_exactly_one_dot():
+    (k,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)])
+    src = render(k)
+    assert k.kind == "matmul" and src.count("tl.dot(") == 1
+    (r,) = kernels_for("bij,bij->b", [(4, 8, 8), (4, 8, 8)])
+    assert r.kind == "reduce" and "tl.dot(" not in render(r)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("bqhd,bkhd->bhqk", [(2, 8, 4, 16), (2, 8, 4, 16)]),
+    ("ibnd,jbnd->ijbn", [(8, 2, 2, 16), (8, 2, 2, 16)]),
+    ("abcd,dcbe->ae", [(2, 3, 4, 5), (5, 4, 3, 6)]),
+    ("iij,jk->ik", [(3, 3, 4), (4, 5)]),
+    ("ii->i", [(8, 8)]),
+])
+def test_launchers_never_copy_permute_or_reshape(equation, shapes):
+    for k in kernels_for(equation, shapes):
+        host = launcher_of(render(k))
+        for call in (".contiguous(", ".permute(", ".reshape(", ".view(", ".clone(", ".transpose(", ".t()",
+                     ".copy_(", ".expand("):
+            assert call not in host, (call, host)
+
+
+def test_diagonal_is_a_stride_sum_and_lonely_index_has_stride_zero():
+    (k,) = kernels_for("iij,jk->ik", [(3, 3, 4), (4, 5)])
+    src = render(k)
+    assert "a.stride(0) + a.stride(1)" in src
+    (k,) = kernels_for("ij,jk->k", [(3, 4), (4, 5)])        # i summed in A only: in K, absent from B
+    assert k.group("k") == (1, 0) and "stride_b_a" not in render(k)
+
+
+def test_half_precision_and_tf32_and_64_bit_offsets():
+    (k16,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float16")
+    assert "dtype=tl.float32)" in render(k16)                            # fp32 accumulator
+    (k32,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float32")
+    assert "allow_tf32" in render(k32) and "input_precision=PRECISION" in render(k32)
+    (k64,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float64")
+    assert "dtype=tl.float64)" in render(k64)
+    (small,) = kernels_for("ij,jk->ik", [(2**15, 2**15), (2**15, 2)])
+    (big,) = kernels_for("ij,jk->ik", [(2**16, 2**15), (2**15, 2)])      # 2^31 elements
+    assert not small.int64 and ".to(tl.int64)" not in render(small)
+    assert big.int64 and ".to(tl.int64)" in render(big)
+
+
+def test_renaming_gives_identical_source():
+    a = kernels_for("bqhd,bkhd->bhqk", [(2, 8, 4, 16), (2, 8, 4, 16)])
+    b = kernels_for("nlhe,nshe->nhls", [(2, 8, 4, 16), (2, 8, 4, 16)])
+    assert [render(k) for k in a] == [render(k) for k in b]
+
+
+def test_every_golden_module_parses_and_names_are_python_identifiers():
+    files = list((ROOT / "kernels").rglob("*.py"))
+    assert len(files) > 30
+    for f in files:
+        tree = ast.parse(f.read_text())
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assert "launch" in names and any(re.fullmatch(r"einc_(mm|red)_\w+_[0-9a-f]{8}", n) for n in names)
+
+
+def test_golden_kernels_are_current(tmp_path):
+    """kernels/ is what `python -m einc.codegen.golden` writes today."""
+    tree = golden.golden(ROOT / "bench" / "suite.json")
+    committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
+    for p in (ROOT / "kernels").rglob("*"):
+        if p.is_file() and p.parent != ROOT / "kernels":
+            committed[p.parent.name][p.name] = p.read_text()
+    assert committed == tree, "kernels/ is stale: run python -m einc.codegen.golden"
+
+
+def test_generation_is_identical_across_processes(tmp_path):
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "einc.codegen.golden", "--suite", str(ROOT / "bench" / "suite.json"),
+                        "--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
+        outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
+    assert outs[0] == outs[1] and len(outs[0]) > 30
+
+
+def test_codegen_does_not_import_torch_or_triton():
+    code = ("import sys, types, importlib.util\n"
+            "spec = importlib.util.find_spec('einc')\n"
+            "pkg = types.ModuleType('einc'); pkg.__path__ = list(spec.submodule_search_locations)\n"
+            "sys.modules['einc'] = pkg\n"
+            "from einc.codegen import golden\n"
+            "golden.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -1,0 +1,124 @@
+"""Generated Triton kernels, run by Triton's interpreter on CPU tensors.
+
+Every test here forces ``EINC_BACKEND=triton`` and checks against the float64 oracle.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+import einc
+from einc.api import _plans
+from oracle import assert_close, reference
+from test_einsum import FAMILY
+
+pytest.importorskip("triton")
+
+
+@pytest.fixture(autouse=True)
+def triton_backend(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("EINC_BACKEND", "triton")
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "einc-cache"))
+    einc.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a fallback to torch would warn: fail instead
+        yield
+    einc.cache_clear()
+
+
+def _run(equation, ops, dtype, extent=64):
+    out = einc.einsum(equation, *ops)
+    entry = next(iter(_plans._data.values())) if len(_plans._data) == 1 else None
+    expected = torch.einsum(equation, *ops)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    assert out.is_contiguous()
+    assert_close(out, reference(equation, *ops), dtype, extent=extent)
+    return entry
+
+
+FLOAT_FAMILY = [f for f in FAMILY]
+
+
+@pytest.mark.parametrize("equation,shapes", FLOAT_FAMILY, ids=[f[0].replace(" ", "_") or "_" for f in FLOAT_FAMILY])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_family_through_kernels(equation, shapes, dtype):
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+    entry = _run(equation, ops, dtype)
+    assert entry is not None and entry.backend == "triton"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(20, 33), (33, 17)]), ("bqhd,bkhd->bhqk", [(2, 5, 3, 8), (2, 7, 3, 8)]),
+    ("bij,bij->b", [(3, 9, 5), (3, 9, 5)]), ("i,j->ij", [(6,), (5,)]), ("ij->j", [(7, 4)]),
+])
+def test_half_precision_accumulates_in_float32(equation, shapes, dtype):
+    g = torch.Generator().manual_seed(1)
+    ops = [torch.rand(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+    out = einc.einsum(equation, *ops)
+    ref = reference(equation, *ops)
+    assert out.dtype == dtype
+    # one rounding of the float32 sum to the output dtype: within an output ulp or two
+    eps = torch.finfo(dtype).eps
+    assert ((out.double() - ref).abs() <= 2 * eps * ref.abs() + 1e-6).all()
+
+
+LAYOUT_EQUATIONS = [
+    ("ij,jk->ik", [(6, 5), (5, 7)]),
+    ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+    ("ibnd,jbnd->ijbn", [(3, 2, 2, 4), (5, 2, 2, 4)]),
+    ("abcd,dcbe->ae", [(2, 3, 4, 5), (5, 4, 3, 6)]),
+    ("bij,bij->b", [(3, 4, 5), (3, 4, 5)]),
+    ("ij->j", [(6, 5)]),
+    ("i,j->ij", [(5,), (6,)]),
+]
+
+
+@pytest.mark.parametrize("equation,shapes", LAYOUT_EQUATIONS, ids=[e for e, _ in LAYOUT_EQUATIONS])
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
+def test_strided_inputs(equation, shapes, layout):
+    g = torch.Generator().manual_seed(2)
+    ops = []
+    for s in shapes:
+        if layout == "transposed":
+            t = torch.randn(tuple(reversed(s)), generator=g, dtype=torch.float64).permute(*reversed(range(len(s))))
+        elif layout == "sliced":
+            t = torch.randn(tuple(2 * x + 1 for x in s), generator=g, dtype=torch.float64)
+            t = t[tuple(slice(1, None, 2) for _ in s)]
+        else:   # stride 0 along the first dimension
+            t = torch.randn((1,) + tuple(s[1:]), generator=g, dtype=torch.float64).expand(*s)
+        assert tuple(t.shape) == tuple(s)
+        ops.append(t)
+    _run(equation, ops, torch.float64)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 3)]),
+    ("ijk,ai,bj,ck->abc", [(3, 4, 5), (2, 3), (2, 4), (2, 5)]),
+    ("ab,bc,cd,de,ef->af", [(3, 4), (4, 5), (5, 2), (2, 6), (6, 3)]),
+    ("ab,ac,dcf,dbe,gfi,geh,jil,jhk->", [(2, 2), (2, 3), (2, 3, 2), (2, 2, 3), (2, 2, 2), (2, 3, 2), (2, 2, 2),
+                                         (2, 2, 2)]),
+])
+def test_many_operands(equation, shapes):
+    g = torch.Generator().manual_seed(3)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    _run(equation, ops, torch.float64)
+
+
+def test_complex_and_integer_run_on_torch():
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    out = einc.einsum("ij,jk->ik", a, a.T.contiguous())
+    torch.testing.assert_close(out, a @ a.T)
+    entry = next(iter(_plans._data.values()))
+    assert entry.backend == "torch"
+    i = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    assert torch.equal(einc.einsum("ij,kj->ik", i, i), i @ i.T)
+
+
+def test_zero_sizes():
+    out = einc.einsum("ij,jk->ik", torch.randn(0, 4), torch.randn(4, 5))
+    assert out.shape == (0, 5)
+    out = einc.einsum("ij,jk->ik", torch.randn(3, 0), torch.randn(0, 5))
+    assert torch.equal(out, torch.zeros(3, 5))
