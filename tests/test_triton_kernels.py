@@ -22,7 +22,7 @@ def triton_backend(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "einc-cache"))
     einc.cache_clear()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")          # a fallback to torch would warn: fail instead
+        warnings.filterwarnings("error", message="einc:")   # a fallback to torch warns: fail instead
         yield
     einc.cache_clear()
 
@@ -122,3 +122,27 @@ def test_zero_sizes():
     assert out.shape == (0, 5)
     out = einc.einsum("ij,jk->ik", torch.randn(3, 0), torch.randn(0, 5))
     assert torch.equal(out, torch.zeros(3, 5))
+
+
+# Random equations (1-6 operands, ellipses, repeated indices, size 0 and 1, broadcasting,
+# transposed/sliced/expanded layouts) through the generated kernels.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from test_properties import _layout, problems  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(problem=problems(), data=st.data())
+def test_random_equations_through_kernels(problem, data):
+    equation, shapes = problem
+    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]))
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    ops = [_layout(data.draw, torch.rand(s, generator=g, dtype=torch.float64).to(dtype) * 2 - 1)
+           for s in shapes]
+    einc.cache_clear()
+    out = einc.einsum(equation, *ops)
+    assert all(e.backend == "triton" for e in _plans._data.values())
+    expected = torch.einsum(equation, *ops)
+    assert out.shape == expected.shape and out.dtype == expected.dtype and out.is_contiguous()
+    assert_close(out, reference(equation, *ops), dtype, extent=4 ** 8)

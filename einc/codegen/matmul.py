@@ -77,6 +77,8 @@ def kernel_source(k: Kernel) -> str:
               "            b = b.to(tl.float32)"]
     if k.dtype == "float32":
         L.append("        acc = tl.dot(a, b, acc, input_precision=PRECISION)")
+    elif k.dtype == "float64":
+        L.append("        acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
     else:
         L.append("        acc = tl.dot(a, b, acc)")
     L += [
