@@ -1,0 +1,69 @@
+"""Loader and dispatch: modules in real files, fallbacks that warn once and stay correct."""
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import einc
+from einc.api import _plans
+from einc.runtime import dispatch, loader, triton_executor
+
+pytest.importorskip("triton")
+
+
+@pytest.fixture
+def triton_backend(monkeypatch, tmp_path):
+    monkeypatch.setenv("EINC_BACKEND", "triton")
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(dispatch, "_warned", set())
+    einc.cache_clear()
+    yield tmp_path
+    einc.cache_clear()
+
+
+def test_modules_live_in_files_and_are_imported_by_path(triton_backend):
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b), a @ b)
+    files = list((triton_backend / "kernels").glob("einc_mm_*.py"))
+    assert len(files) == 1 and not list((triton_backend / "kernels").glob("*.tmp"))
+    module = next(m for m in loader._modules.values() if m.__file__ == str(files[0]))
+    kernel = next(v for k, v in vars(module).items() if k.startswith("einc_mm_"))
+    assert "tl.dot" in inspect.getsource(kernel.fn)           # Triton can read its source
+
+
+def test_broken_kernel_falls_back_once_with_the_right_answer(triton_backend, monkeypatch):
+    monkeypatch.setattr(triton_executor, "render", lambda k: "def broken(:\n")
+    a, b = torch.randn(4, 3), torch.randn(3, 2)
+    with pytest.warns(RuntimeWarning, match="torch executor"):
+        out = einc.einsum("ij,jk->ik", a, b)
+    torch.testing.assert_close(out, a @ b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b), a @ b)   # no second warning
+    assert next(iter(_plans._data.values())).backend == "torch"
+
+
+def test_load_error_shows_numbered_source_and_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    with pytest.raises(loader.KernelLoadError) as err:
+        loader.load("einc_broken_0", "x = 1\ndef broken(:\n")
+    assert "   2  def broken(:" in str(err.value) and str(tmp_path) in str(err.value)
+
+
+def test_missing_triton_falls_back(triton_backend, monkeypatch):
+    monkeypatch.setattr(triton_executor, "available", lambda: False)
+    a = torch.randn(3, 3)
+    with pytest.warns(RuntimeWarning, match="triton is not installed"):
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, a), a @ a)
+
+
+def test_explain_names_the_backend_of_each_step(monkeypatch):
+    monkeypatch.delenv("EINC_BACKEND", raising=False)
+    gpu = einc.explain("bqhd,bkhd->bhqk", (2, 8, 4, 16), (2, 8, 4, 16), dtype=torch.float16, device="cuda")
+    assert gpu.backends[0].startswith("triton einc_mm_") and "no input is copied" in str(gpu)
+    cpu = einc.explain("bqhd,bkhd->bhqk", torch.randn(2, 8, 4, 16), torch.randn(2, 8, 4, 16))
+    assert cpu.backends == ("torch",) and "torch executor" in str(cpu)
+    c64 = einc.explain("ij,jk->ik", (2, 2), (2, 2), dtype=torch.complex64, device="cuda")
+    assert c64.backends == ("torch",)
