@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .equation import ELLIPSIS, Equation
-from .errors import ShapeError, caret
+from .errors import OperandCountError, ShapeError, caret
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     'ij,jk->ik'
     """
     shapes = [tuple(s) for s in shapes]
+    if len(shapes) != eq.num_operands:
+        raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {len(shapes)} "
+                                f"shapes were given\n  {eq.text}")
     # How many dimensions each ellipsis covers, and the broadcast ellipsis width.
     ell_dims = []
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes)):

@@ -17,7 +17,6 @@ import opt_einsum
 import opt_einsum.path_random
 from opt_einsum.paths import PathOptimizer
 
-from .equation import symbol
 from .errors import PathError
 from .graph import ContractionGraph
 
@@ -143,9 +142,11 @@ def find_path(graph: ContractionGraph, optimize="auto", memory_limit=None):
         return name, tuple((0, 1) for _ in range(n - 1))
     if path is not None:
         return name, path
-    inputs = [set(symbol(i) for i in term) for term in graph.inputs]
-    output = set(symbol(i) for i in graph.output)
-    size_dict = {symbol(i): s for i, s in enumerate(graph.sizes)}
+    # Int labels: their hashes, unlike strings', are the same in every process, so set
+    # iteration order (which breaks ties in greedy searches) and the path are too.
+    inputs = [set(term) for term in graph.inputs]
+    output = set(graph.output)
+    size_dict = dict(enumerate(graph.sizes))
     if memory_limit == "max_input":
         memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
     return name, tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))

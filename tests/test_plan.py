@@ -81,3 +81,22 @@ def test_explain_table_and_contract_expression():
     torch.testing.assert_close(expr(ops), ops[0] @ ops[1] @ ops[2])
     assert "Optimized FLOP count" in str(expr)
     assert einc.explain("ij,jk,kl->il", ops).path == plan.path       # tensors work as well as shapes
+
+
+def test_plans_are_the_same_in_every_process():
+    """Greedy searches break ties by set order; einc's int labels make that order fixed."""
+    import os
+    import subprocess
+    import sys
+    code = ("import opt_einsum.testing as t, einc\n"
+            "eq, shapes = t.rand_equation(24, 3, seed=7, d_max=3)\n"
+            "print(einc.explain(eq, *shapes).path)\n")
+    paths = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env=dict(os.environ, PYTHONHASHSEED=seed)).stdout for seed in ("1", "2", "3")}
+    assert len(paths) == 1
+
+
+def test_graph_checks_the_number_of_shapes():
+    from einc.errors import OperandCountError
+    with pytest.raises(OperandCountError):
+        build(parse("ij,jk->ik"), [(2, 3)])
