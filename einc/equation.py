@@ -22,6 +22,26 @@ def symbol(i: int) -> str:
     return _LETTERS[i] if i < 52 else chr(i + 140)
 
 
+@functools.lru_cache(maxsize=2)
+def _alphabet(wide: bool) -> tuple[str, ...]:
+    stop = 0x110000 if wide else 0x3000
+    return tuple(_LETTERS) + tuple(chr(c) for c in range(0xC0, stop) if chr(c).isalpha())
+
+
+def letter(i: int) -> str:
+    """The ``i``-th letter that :func:`parse` accepts: ``a``-``z``, ``A``-``Z``, then the
+    alphabetic code points from U+00C0 on.  Unlike :func:`symbol`, every one is a letter,
+    so generated equation *text* (gradients, vmap, the FX pass) always parses.
+
+    >>> letter(0), letter(51), letter(52)
+    ('a', 'Z', 'À')
+    """
+    table = _alphabet(False)
+    if i >= len(table):
+        table = _alphabet(True)
+    return table[i]
+
+
 @dataclass(frozen=True)
 class Equation:
     """A parsed equation.

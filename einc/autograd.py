@@ -1,0 +1,266 @@
+"""Autograd and torch.func for ``einc.einsum``: a :class:`torch.autograd.Function`.
+
+:func:`einc.einsum` routes a call here when an operand requires grad under grad mode
+or when a torch.func transform is active; otherwise it runs the plan directly.
+
+- ``backward``: the gradient of operand ``k`` is itself an einsum -- of the output's
+  gradient with every other operand -- run through :func:`einc.einsum`, so it is
+  planned and cached like any call, and double backward works because the backward
+  is built from differentiable calls.  The equation comes from the
+  :class:`~einc.graph.ContractionGraph`, where ellipses and broadcasting are already
+  integer indices, and is then put back into operand ``k``'s layout: an index
+  summed within operand ``k`` alone (a broadcast size-1 dimension is one of those)
+  is restored with ``expand``; a repeated index (a diagonal) is scattered back onto
+  the diagonal with ``torch.diag_embed``, out of place, so vmap can batch it.
+  Complex operands follow torch's convention (the other operands are conjugated).
+- ``jvp``: forward mode; the sum over operands of the einsum with that operand
+  replaced by its tangent.
+- ``vmap``: a vmapped dimension becomes one more index of the same equation, so a
+  vmapped call is one einc call.
+
+Gradient equations depend on the operands' shapes only through which dimensions
+have size 1 (broadcasting) and the ranks, so they are cached on that, and sizes are
+read from the tensors at run time; the same code then also serves the traced
+backward of the ``einc::einsum`` custom op (:mod:`einc.custom_op`) under
+torch.compile, where sizes may be symbolic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import api
+from .equation import Equation, letter
+from .graph import ContractionGraph, build
+from .runtime.cache import LRUCache
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a call contracts besides its operands: the equation and the planner options."""
+
+    eq: Equation
+    optimize: object = "auto"
+    memory_limit: object = None
+
+
+@dataclass(frozen=True)
+class GradRecipe:
+    """How to compute the gradient of one operand.
+
+    ``equation`` contracts the output's gradient (first) with the operands
+    ``others``; its result has one dimension per index in ``result``.  ``lonely``
+    lists ``(index, dim of operand k)`` for indices to restore with ``expand``;
+    ``repeats`` ``(index, multiplicity)`` for diagonals to scatter back; ``term`` is
+    operand ``k``'s indices in order.
+    """
+
+    equation: str
+    others: tuple[int, ...]
+    result: tuple[int, ...]
+    lonely: tuple[tuple[int, int], ...]
+    repeats: tuple[tuple[int, int], ...]
+    term: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Everything a backward, jvp or vmap needs to know about one equation and shape class."""
+
+    graph: ContractionGraph
+    text: str                          # the graph as equation text (no ellipsis)
+    grads: tuple[GradRecipe, ...]
+
+
+_derived = LRUCache(4096)
+
+
+def _term_text(term) -> str:
+    return "".join(letter(i) for i in term)
+
+
+def _grad_recipe(g: ContractionGraph, k: int) -> GradRecipe:
+    term = g.inputs[k]
+    others = tuple(j for j in range(g.num_operands) if j != k)
+    present = set(g.output).union(*[g.inputs[j] for j in others])
+    unique = list(dict.fromkeys(term))
+    result = tuple(i for i in unique if i in present)
+    lonely = tuple((i, term.index(i)) for i in unique if i not in present)
+    repeats = tuple((i, term.count(i)) for i in unique if term.count(i) > 1)
+    equation = ",".join([_term_text(g.output)] + [_term_text(g.inputs[j]) for j in others]) \
+        + "->" + _term_text(result)
+    return GradRecipe(equation, others, result, lonely, repeats, term)
+
+
+def _shape_class(shape) -> tuple[int, ...]:
+    """A shape reduced to what the gradient equations depend on: rank and size-1 dims."""
+    return tuple(1 if s == 1 else 2 for s in shape)
+
+
+def derive(eq: Equation, shapes) -> Derived:
+    """The graph-level equation text and the gradient recipes for ``eq`` at ``shapes``."""
+    classes = tuple(_shape_class(s) for s in shapes)
+    key = (eq.text, classes)
+    found = _derived.get(key)
+    if found is not None:
+        return found
+
+    def make():
+        g = build(eq, classes)
+        text = ",".join(_term_text(t) for t in g.inputs) + "->" + _term_text(g.output)
+        return Derived(g, text, tuple(_grad_recipe(g, k) for k in range(g.num_operands)))
+    return _derived.get_or_build(key, make)
+
+
+def scatter(grad: torch.Tensor, recipe: GradRecipe, operand: torch.Tensor) -> torch.Tensor:
+    """The gradient einsum's result, put into ``operand``'s layout (out of place)."""
+    order = list(recipe.result)
+    if recipe.lonely:
+        n = len(recipe.lonely)
+        grad = grad.reshape(tuple(grad.shape) + (1,) * n).expand(
+            *grad.shape, *[operand.shape[d] for _, d in recipe.lonely])
+        order += [i for i, _ in recipe.lonely]
+    for i, r in recipe.repeats:
+        d = order.index(i)
+        if d != len(order) - 1:
+            grad = grad.movedim(d, -1)
+            order = order[:d] + order[d + 1:] + [i]
+        for _ in range(r - 1):
+            grad = torch.diag_embed(grad)
+            order.append(i)
+    # Each dimension of the operand takes the next unused dimension with its index.
+    taken = [False] * len(order)
+    perm = []
+    for i in recipe.term:
+        d = next(d for d, j in enumerate(order) if j == i and not taken[d])
+        taken[d] = True
+        perm.append(d)
+    if perm != list(range(len(perm))):
+        grad = grad.permute(perm)
+    return grad
+
+
+def operand_grads(eq: Equation, operands, grad_out, needed, contract):
+    """The gradient of every operand ``k`` with ``needed[k]``, else None.
+
+    ``contract(equation_text, *tensors)`` runs an einsum: :func:`einc.einsum` in
+    eager mode, the custom op when traced.
+    """
+    d = derive(eq, [o.shape for o in operands])
+    grads = []
+    for k, op in enumerate(operands):
+        if not needed[k]:
+            grads.append(None)
+            continue
+        recipe = d.grads[k]
+        args = [grad_out] + [operands[j].conj() if operands[j].is_complex() else operands[j]
+                             for j in recipe.others]
+        if len({a.dtype for a in args}) > 1:   # a product of mixed dtypes: contract in the widest
+            wide = args[0].dtype
+            for a in args[1:]:
+                wide = torch.promote_types(wide, a.dtype)
+            args = [a.to(wide) for a in args]
+        g = scatter(contract(recipe.equation, *args), recipe, op)
+        if g.dtype != op.dtype:
+            if g.is_complex() and not op.is_complex():
+                g = g.real
+            g = g.to(op.dtype)
+        grads.append(g)
+    return grads
+
+
+def tangent(eq: Equation, operands, tangents, contract):
+    """Forward mode: the sum over operands of the einsum with that operand's tangent."""
+    text = derive(eq, [o.shape for o in operands]).text
+    out = None
+    for k, t in enumerate(tangents):
+        if t is None:
+            continue
+        term = contract(text, *operands[:k], t, *operands[k + 1:])
+        out = term if out is None else out + term
+    return out
+
+
+def batched(eq: Equation, in_dims, operands, contract):
+    """vmap: the batch dimension becomes one more index; returns ``(result, 0)``."""
+    logical = [tuple(o.shape[:d]) + tuple(o.shape[d + 1:]) if d is not None else tuple(o.shape)
+               for o, d in zip(operands, in_dims)]
+    g = derive(eq, logical).graph
+    b = len(g.sizes)
+    terms, moved = [], []
+    for o, t, d in zip(operands, g.inputs, in_dims):
+        if d is None:
+            terms.append(t)
+            moved.append(o)
+        else:
+            terms.append((b,) + t)
+            moved.append(o.movedim(d, 0))
+    if len(terms) == len([d for d in in_dims if d is None]):   # nothing batched
+        return contract(",".join(map(_term_text, terms)) + "->" + _term_text(g.output), *moved), None
+    text = ",".join(map(_term_text, terms)) + "->" + _term_text((b,) + g.output)
+    return contract(text, *moved), 0
+
+
+def _path_free(optimize):
+    """``optimize`` for a *different* equation: an explicit path does not carry over."""
+    return "auto" if isinstance(optimize, (list, tuple)) else optimize
+
+
+class EinsumFunction(torch.autograd.Function):
+    """``einc.einsum`` as an autograd.Function; see the module docstring."""
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(spec: Spec, *operands):
+        return api._run(spec.eq, operands, spec.optimize, spec.memory_limit)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.spec = inputs[0]
+        ctx.set_materialize_grads(False)       # an operand without a tangent costs no einsum
+        ctx.save_for_backward(*inputs[1:])
+        ctx.save_for_forward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        spec = ctx.spec
+        if grad_out is None:
+            return (None,) * (1 + len(ctx.needs_input_grad[1:]))
+        opt = _path_free(spec.optimize)
+
+        def contract(text, *ops):
+            return api.einsum(text, *ops, optimize=opt, memory_limit=spec.memory_limit)
+        return (None, *operand_grads(spec.eq, ctx.saved_tensors, grad_out, ctx.needs_input_grad[1:],
+                                     contract))
+
+    @staticmethod
+    def jvp(ctx, _spec_tangent, *tangents):
+        spec = ctx.spec
+
+        def contract(text, *ops):
+            return api.einsum(text, *ops, optimize=spec.optimize, memory_limit=spec.memory_limit)
+        return tangent(spec.eq, ctx.saved_tensors, tangents, contract)
+
+    @staticmethod
+    def vmap(info, in_dims, spec, *operands):
+        def contract(text, *ops):
+            return api.einsum(text, *ops, optimize=spec.optimize, memory_limit=spec.memory_limit)
+        return batched(spec.eq, in_dims[1:], operands, contract)
+
+
+def einsum(eq: Equation, operands, optimize="auto", memory_limit=None) -> torch.Tensor:
+    """:func:`einc.einsum` through :class:`EinsumFunction` (``eq`` already parsed)."""
+    return EinsumFunction.apply(Spec(eq, _key(optimize), memory_limit), *operands)
+
+
+def _key(optimize):
+    # Keep Spec hashable-friendly and the explicit path immutable.
+    if isinstance(optimize, list):
+        return tuple(tuple(c) if isinstance(c, list) else c for c in optimize)
+    return optimize
+
+
+__all__ = ["EinsumFunction", "Spec", "einsum", "derive", "operand_grads", "tangent", "batched"]

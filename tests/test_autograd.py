@@ -1,0 +1,230 @@
+"""Autograd through einc.autograd.EinsumFunction: gradcheck, gradgradcheck, strided inputs,
+non-contiguous grad_outputs, forward mode, and the gradient einsums going through einc."""
+
+import pytest
+import torch
+
+import einc
+from einc import api
+from oracle import reference
+
+D = torch.float64
+# torch's forward-AD module scripts a helper on first import; not einc's warning.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
+# (equation, shapes): repeated indices, ellipsis, broadcasting, lonely summed indices,
+# 0-d operands, permuted outputs, 3+ operands.
+FAMILY = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ii->i", [(3, 3)]),
+    ("ii->", [(3, 3)]),
+    ("iij->ji", [(3, 3, 2)]),
+    ("iii->i", [(2, 2, 2)]),
+    ("ij->", [(3, 4)]),
+    ("ij->j", [(3, 4)]),
+    ("bij,bjk->kib", [(2, 3, 4), (2, 4, 3)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("...ii->...i", [(2, 3, 3)]),
+    ("ij,ij->ij", [(1, 3), (2, 3)]),
+    ("ij,j->ij", [(2, 1), (3,)]),
+    (",ij->ij", [(), (2, 3)]),
+    ("i,->", [(4,), ()]),
+    ("->", [()]),
+    ("bi,oij,bj->bo", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("ab,bc,cd,de->ea", [(2, 3), (3, 4), (4, 2), (2, 3)]),
+    ("ij,jk,kk->ik", [(2, 3), (3, 4), (4, 4)]),
+    ("iaj,jb->ib", [(3, 2, 4), (4, 2)]),
+    ("i,i,i->i", [(5,), (5,), (5,)]),
+    ("ij,jk->ik", [(3, 0), (0, 2)]),
+]
+IDS = [f"{e}:{s}" for e, s in FAMILY]
+
+
+def _inputs(shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=D, generator=g, requires_grad=True) for s in shapes]
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
+def test_gradcheck(equation, shapes):
+    ops = _inputs(shapes)
+    assert torch.autograd.gradcheck(lambda *x: einc.einsum(equation, *x), ops)
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
+def test_gradgradcheck(equation, shapes):
+    ops = _inputs(shapes, seed=1)
+    assert torch.autograd.gradgradcheck(lambda *x: einc.einsum(equation, *x), ops)
+
+
+# Layouts applied inside the checked function, so einc sees the strided view.
+def _transposed(shape):
+    base = torch.randn(tuple(reversed(shape)), dtype=D, requires_grad=True)
+    return base, lambda b: b.permute(*reversed(range(b.dim())))
+
+
+def _sliced(shape):
+    base = torch.randn(tuple(2 * s for s in shape), dtype=D, requires_grad=True)
+    return base, lambda b: b[tuple(slice(None, None, 2) for _ in shape)]
+
+
+def _expanded(shape):
+    small = tuple(1 if k % 2 == 0 else s for k, s in enumerate(shape))
+    base = torch.randn(small, dtype=D, requires_grad=True)
+    return base, lambda b: b.expand(shape)
+
+
+LAYOUTS = {"transposed": _transposed, "sliced": _sliced, "expanded": _expanded}
+STRIDED = [fs for fs in FAMILY if all(len(s) >= 1 for s in fs[1]) and 0 not in sum(fs[1], ())]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("equation,shapes", STRIDED, ids=[f"{e}:{s}" for e, s in STRIDED])
+def test_gradcheck_strided_inputs(equation, shapes, layout):
+    made = [LAYOUTS[layout](s) for s in shapes]
+    bases = [b for b, _ in made]
+    views = [v for _, v in made]
+
+    def f(*xs):
+        return einc.einsum(equation, *[v(x) for v, x in zip(views, xs)])
+    if any(sum(d > 1 for d in s) >= 2 for s in shapes):
+        assert any(not v(b).is_contiguous() for v, b in zip(views, bases))
+    assert torch.autograd.gradcheck(f, bases)
+
+
+@pytest.mark.parametrize("kind", ["expanded", "transposed", "sliced"])
+def test_noncontiguous_grad_outputs(kind):
+    a, b, c = _inputs([(3, 4), (4, 5, 2), (2, 6)], seed=2)
+    out = einc.einsum("ij,jkl,lm->mki", a, b, c)          # (6, 5, 3)
+    if kind == "expanded":
+        g = torch.randn(1, 5, 1, dtype=D).expand(6, 5, 3)
+    elif kind == "transposed":
+        g = torch.randn(3, 5, 6, dtype=D).permute(2, 1, 0)
+    else:
+        g = torch.randn(6, 10, 3, dtype=D)[:, ::2]
+    assert not g.is_contiguous()
+    got = torch.autograd.grad(out, (a, b, c), g)
+    ref_ops = [x.detach().clone().requires_grad_() for x in (a, b, c)]
+    want = torch.autograd.grad(torch.einsum("ij,jkl,lm->mki", *ref_ops), ref_ops, g)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+
+
+def test_sum_backward_gives_expanded_grad_output():
+    a, b = _inputs([(3, 4), (4, 5)], seed=3)
+    einc.einsum("ij,jk->ik", a, b).sum().backward()      # grad_output: a 0-stride expand
+    torch.testing.assert_close(a.grad, b.detach().sum(1).expand(3, 4))
+    torch.testing.assert_close(b.grad, a.detach().sum(0)[:, None].expand(4, 5))
+
+
+def test_gradients_run_through_einc(monkeypatch):
+    seen = []
+    run = api._run
+
+    def spy(eq, operands, optimize, memory_limit):
+        seen.append(eq.text)
+        return run(eq, operands, optimize, memory_limit)
+    monkeypatch.setattr(api, "_run", spy)
+    a, b, c = _inputs([(2, 3), (3, 4), (4, 5)])
+    out = einc.einsum("ij,jk,kl->il", a, b, c)
+    assert out.grad_fn.name() == "EinsumFunctionBackward"
+    seen.clear()
+    out.backward(torch.ones_like(out))
+    # One einsum per operand gradient: the output's gradient with the other operands.
+    assert sorted(seen) == sorted(["ad,bc,cd->ab", "ad,ab,cd->bc", "ad,ab,bc->cd"])
+
+
+def test_gradient_plans_are_cached():
+    a, b = _inputs([(3, 4), (4, 5)], seed=4)
+    einc.einsum("ij,jk->ik", a, b).sum().backward()
+    before = einc.cache_info().plans
+    a.grad = b.grad = None
+    einc.einsum("ij,jk->ik", a, b).sum().backward()
+    after = einc.cache_info().plans
+    assert after.misses == before.misses
+    assert after.hits >= before.hits + 3
+
+
+def test_no_grad_path_unchanged():
+    a, b = _inputs([(3, 4), (4, 5)], seed=5)
+    with torch.no_grad():
+        out = einc.einsum("ij,jk->ik", a, b)
+    assert out.grad_fn is None and not out.requires_grad
+    out = einc.einsum("ij,jk->ik", a.detach(), b.detach())
+    assert out.grad_fn is None
+
+
+def test_only_needed_gradients_are_computed(monkeypatch):
+    seen = []
+    run = api._run
+    monkeypatch.setattr(api, "_run", lambda eq, *rest: (seen.append(eq.text), run(eq, *rest))[1])
+    a = torch.randn(3, 4, dtype=D, requires_grad=True)
+    b = torch.randn(4, 5, dtype=D)
+    out = einc.einsum("ij,jk->ik", a, b)
+    seen.clear()
+    out.sum().backward()
+    assert len(seen) == 1 and b.grad is None
+
+
+def test_complex_gradcheck():
+    g = torch.Generator().manual_seed(6)
+    ops = [torch.randn(s, dtype=torch.complex128, generator=g, requires_grad=True) for s in [(3, 4), (4, 2)]]
+    assert torch.autograd.gradcheck(lambda a, b: einc.einsum("ij,jk->ki", a, b), ops)
+    assert torch.autograd.gradgradcheck(lambda a, b: einc.einsum("ij,jk->ki", a, b), ops)
+
+
+def test_mixed_dtype_product_gradients():
+    a = torch.randn(3, dtype=torch.float32, requires_grad=True)
+    b = torch.randn(4, dtype=D, requires_grad=True)
+    out = einc.einsum("i,j->ij", a, b)
+    assert out.dtype == D
+    ga, gb = torch.autograd.grad(out.sum(), (a, b))
+    assert ga.dtype == torch.float32 and gb.dtype == D
+    torch.testing.assert_close(ga, b.detach().sum().float().expand(3))
+    torch.testing.assert_close(gb, a.detach().sum().double().expand(4))
+
+
+def test_double_backward_of_gradient_graph():
+    a, b = _inputs([(3, 4), (4, 3)], seed=7)
+    out = einc.einsum("ij,ji->", a, b)
+    (ga,) = torch.autograd.grad(out, a, create_graph=True)
+    assert ga.requires_grad
+    (gb,) = torch.autograd.grad(ga.pow(2).sum(), b)
+    torch.testing.assert_close(gb, 2 * b.detach())        # ga = b^T, d/db sum(b^T^2) = 2b
+
+
+def test_forward_mode_dual_tensors():
+    import torch.autograd.forward_ad as fwAD
+    a, b, c = _inputs([(2, 3), (3, 4), (4,)], seed=8)
+    ta, tc = torch.randn(2, 3, dtype=D), torch.randn(4, dtype=D)
+    with fwAD.dual_level():
+        out = einc.einsum("ij,jk,k->ki", fwAD.make_dual(a, ta), b, fwAD.make_dual(c, tc))
+        tangent = fwAD.unpack_dual(out).tangent
+    want = torch.einsum("ij,jk,k->ki", ta, b.detach(), c.detach()) + \
+        torch.einsum("ij,jk,k->ki", a.detach(), b.detach(), tc)
+    torch.testing.assert_close(tangent, want)
+
+
+@pytest.mark.parametrize("equation,shapes", [fs for fs in FAMILY if 0 not in sum(fs[1], ())][::3],
+                         ids=IDS[:-1][::3])
+def test_jvp_matches_torch(equation, shapes):
+    ops = [x.detach() for x in _inputs(shapes, seed=9)]
+    tangents = [torch.randn_like(x) for x in ops]
+    out, t = torch.func.jvp(lambda *x: einc.einsum(equation, *x), tuple(ops), tuple(tangents))
+    want_out, want_t = torch.func.jvp(lambda *x: reference(equation, *x), tuple(ops), tuple(tangents))
+    torch.testing.assert_close(out, want_out)
+    torch.testing.assert_close(t, want_t)
+
+
+def test_explicit_path_is_not_reused_for_gradients():
+    a, b, c = _inputs([(2, 3), (3, 4), (4, 5)], seed=10)
+    out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=[(1, 2), (0, 1)])
+    out.sum().backward()
+    torch.testing.assert_close(a.grad, (b @ c).detach().sum(1).expand(2, 3))
+
+
+def test_sublists_with_large_indices():
+    a, b = _inputs([(3, 4), (4, 2)], seed=11)
+    f = lambda a, b: einc.einsum(a, [100, 260], b, [260, 7000], [7000, 100])     # noqa: E731
+    assert torch.autograd.gradcheck(f, (a, b))
+    assert torch.autograd.gradgradcheck(f, (a, b))

@@ -1,0 +1,284 @@
+"""The ``einc`` torch.compile backend: its FX pass (contractions -> fused einc::einsum
+calls, scalars on the smallest tensor), the report and log, and whole models (a
+transformer block, matmul MLPs) equal to eager.  Most runs use the eager inner
+compiler; one uses inductor."""
+
+import logging
+import math
+
+import pytest
+import torch
+
+import einc
+import einc.dynamo
+from einc import fx_pass, fx_patterns
+
+F32 = torch.float32
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
+
+
+def _randn(*shape, seed=0, dtype=F32):
+    return torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+EAGER = einc.dynamo.make_backend(inner="eager")
+
+
+def _compile(fn, *inputs, backend=EAGER, **kw):
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=backend, **kw)(*inputs)
+
+
+def _einc_nodes(gm):
+    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
+
+
+# ----------------------------------------------------------------------- the pass on small graphs
+
+def test_matmul_chain_fuses_into_one_einsum_with_scalar_on_smallest():
+    a, b, c, d = _randn(20, 20), _randn(20, 20, seed=1), _randn(20, 20, seed=2), _randn(20, 2, seed=3)
+    fn = lambda a, b, c, d: (a @ b @ c @ d) * 2.0     # noqa: E731
+    out = _compile(fn, a, b, c, d)
+    torch.testing.assert_close(out, fn(a, b, c, d), rtol=1e-4, atol=1e-4)
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.fused == 3 and r.equation == "ab,bc,cd,de->ae"
+    assert r.flops == 4800 and r.unfused_flops == 33600   # a(b(cd)) against ((ab)c)d
+    assert r.scale_on == "operand 3"                   # d (20x2) ties with the output: first wins
+
+
+def test_fusion_kept_at_equal_flops():
+    a, b, c = _randn(2, 20), _randn(20, 20, seed=1), _randn(20, 20, seed=2)
+    fn = lambda a, b, c: a @ b @ c        # noqa: E731  (left to right is already optimal)
+    torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.fused == 2 and r.flops == r.unfused_flops
+
+
+def test_scale_goes_to_output_when_it_is_smallest():
+    x, w = _randn(4, 50), _randn(50, 2, seed=1)
+    fn = lambda x, w: torch.mm(x * 3.0, w) / 8.0       # noqa: E731
+    torch.testing.assert_close(_compile(fn, x, w), fn(x, w))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on == "output"
+
+
+def test_all_contraction_kinds_are_recognized():
+    def fn(a, b, v, w):
+        return (torch.einsum("bij,bjk->bik", a, b), torch.bmm(a, b), a.matmul(b),
+                torch.tensordot(a, b, dims=([2], [1])), torch.tensordot(v, w, 1), v @ w, w.T @ v, torch.nn.functional.linear(a, w.T), v @ v, b.mT @ v,
+                torch.mm(w.t(), a[0].permute(1, 0)))
+    a, b = _randn(2, 3, 4), _randn(2, 4, 5, seed=1)
+    v, w = _randn(4, seed=2), _randn(4, 3, seed=3)
+    got, want = _compile(fn, a, b, v, w), fn(a, b, v, w)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+    assert len(einc.dynamo.last_report) == len(want)
+
+
+def test_shared_intermediate_is_not_fused():
+    a, b, c = _randn(8, 8), _randn(8, 8, seed=1), _randn(8, 1, seed=2)
+    fn = lambda a, b, c: (a @ b, (a @ b) @ c)   # noqa: E731  (dynamo dedups nothing: two a@b nodes)
+
+    def shared(a, b, c):
+        y = a @ b
+        return y, y @ c
+    for f in (fn, shared):
+        got = _compile(f, a, b, c)
+        for x, y in zip(got, f(a, b, c)):
+            torch.testing.assert_close(x, y)
+    assert [r.fused for r in einc.dynamo.last_report.rewrites] == [1, 1]
+
+
+def test_fusion_rejected_when_planned_flops_grow(monkeypatch):
+    flops = fx_pass.flops
+    monkeypatch.setattr(fx_pass, "flops", lambda c: flops(c) * (10 if len(c.operands) > 2 else 1))
+    a, b, c = _randn(8, 8), _randn(8, 8, seed=1), _randn(8, 1, seed=2)
+    fn = lambda a, b, c: a @ b @ c        # noqa: E731
+    torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c))
+    assert [r.fused for r in einc.dynamo.last_report.rewrites] == [1, 1]
+
+
+def test_integer_and_autocast_graphs_are_left_alone():
+    x = torch.randint(-3, 3, (3, 4))
+    y = torch.randint(-3, 3, (4, 2))
+    assert torch.equal(_compile(lambda x, y: x @ y, x, y), x @ y)
+    assert len(einc.dynamo.last_report) == 0
+
+    def mixed(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return a @ b
+    a, b = _randn(3, 4), _randn(4, 2, seed=1)
+    assert _compile(mixed, a, b).dtype == torch.bfloat16
+    assert len(einc.dynamo.last_report) == 0
+
+
+def test_symbolic_scalar_under_dynamic_shapes():
+    def attn(q, k):
+        return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)
+    torch._dynamo.reset()
+    f = torch.compile(attn, backend=EAGER, dynamic=True)
+    for s in (5, 7):
+        q, k = _randn(2, s, 6), _randn(2, s + 3, 6, seed=1)
+        torch.testing.assert_close(f(q, k), attn(q, k))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on != "-"
+
+
+def test_report_log_and_explain(caplog):
+    a, b, c = _randn(6, 6), _randn(6, 6, seed=1), _randn(6, 2, seed=2)
+    with caplog.at_level(logging.INFO, logger="einc.dynamo"):
+        _compile(lambda a, b, c: 0.5 * (a @ b @ c), a, b, c)
+    assert any("ab,bc,cd->ad" in m for m in caplog.messages)
+    torch._dynamo.reset()
+    report = einc.dynamo.explain_rewrites(lambda a, b, c: 0.5 * (a @ b @ c), a, b, c)
+    assert report.graphs == 1 and len(report) == 1 and report.fused == 1 and report.scaled == 1
+    assert "fused 2" in str(report)
+
+
+def test_options_and_by_name():
+    from torch._dynamo.backends.registry import list_backends, register_backend
+    if "einc" not in list_backends(exclude_tags=()):      # a checkout that was not pip-installed
+        register_backend(compiler_fn=einc.dynamo.backend, name="einc")
+    a, b = _randn(3, 4), _randn(4, 2, seed=1)
+    out = _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "eager"})
+    torch.testing.assert_close(out, a @ b)
+    assert len(einc.dynamo.last_report) == 1
+    with pytest.raises(Exception, match="inner"):
+        _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "nope"})
+    with pytest.raises(ValueError):
+        einc.dynamo.make_backend(inner="nope")
+
+
+# ----------------------------------------------------------------------- models
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block written with matmuls."""
+
+    def __init__(self, d=16, heads=2, hidden=32):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        p = lambda *s: torch.nn.Parameter(torch.randn(s, generator=g) / math.sqrt(s[0]))   # noqa: E731
+        self.heads = heads
+        self.wq, self.wk, self.wv, self.wo = p(d, d), p(d, d), p(d, d), p(d, d)
+        self.w1, self.w2 = p(d, hidden), p(hidden, d)
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h, dh = self.heads, d // self.heads
+        y = self.ln1(x)
+        q = (y @ self.wq).view(b, s, h, dh).transpose(1, 2)
+        k = (y @ self.wk).view(b, s, h, dh).transpose(1, 2)
+        v = (y @ self.wv).view(b, s, h, dh).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1) / math.sqrt(dh)).softmax(-1)
+        o = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + o @ self.wo
+        return x + torch.relu(self.ln2(x) @ self.w1) @ self.w2
+
+
+class LowRankMLP(torch.nn.Module):
+    """An MLP of matmuls with factored layers written x @ (U @ V): the pass reassociates."""
+
+    def __init__(self, d=24, r=4):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        p = lambda *s: torch.nn.Parameter(torch.randn(s, generator=g) / math.sqrt(s[0]))   # noqa: E731
+        self.u1, self.v1, self.u2, self.v2 = p(d, r), p(r, 2 * d), p(2 * d, r), p(r, d)
+        self.b1 = torch.nn.Parameter(torch.zeros(2 * d))
+
+    def forward(self, x):
+        x = torch.tanh(x @ (self.u1 @ self.v1) + self.b1)
+        return x @ (self.u2 @ self.v2) * 0.5
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_transformer_block_forward_and_backward(dynamic):
+    model = Block()
+    x = _randn(2, 5, 16, seed=3).requires_grad_()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=EAGER, dynamic=dynamic)
+    out = compiled(x)
+    report = einc.dynamo.last_report
+    want = model(x)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+    got_g = torch.autograd.grad(out.square().sum(), [x, model.wq, model.w1])
+    want_g = torch.autograd.grad(want.square().sum(), [x, model.wq, model.w1])
+    for g, w in zip(got_g, want_g):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert len(report) >= 8                           # 4 projections, 2 attention products, 2 MLP
+    assert report.scaled >= 1                         # 1/sqrt(dh) moved onto a smaller operand
+
+
+def test_lowrank_mlp_fuses_chains():
+    model = LowRankMLP()
+    x = _randn(8, 24, seed=4)
+    torch.testing.assert_close(_compile(model, x), model(x), rtol=1e-4, atol=1e-4)
+    report = einc.dynamo.last_report
+    assert [r.fused for r in report.rewrites] == [2, 2] and report.scaled == 1
+
+
+def test_inductor_inner_on_matmul_mlp():
+    model = LowRankMLP(d=8, r=2)
+    x = _randn(4, 8, seed=5)
+    out = _compile(model, x, backend=einc.dynamo.backend)        # default inner: inductor
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+    assert einc.dynamo.last_report.fused == 2
+
+
+def test_scalar_that_changes_dtype_is_not_absorbed():
+    x = torch.randint(-3, 3, (4, 5))
+    w = _randn(5, 3)
+    fn = lambda x, w: (x * 0.5) @ w     # noqa: E731  (int * float -> float: the factor makes the operand)
+    torch.testing.assert_close(_compile(fn, x, w), fn(x, w))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on == "-"
+
+
+def test_in_place_writes_keep_reads_in_place():
+    a, b, c = _randn(6, 6), _randn(6, 6, seed=1), _randn(6, 2, seed=2)
+
+    def fn(a, b, c):
+        y = a @ b          # reads a before it changes
+        a.mul_(2.0)
+        return (y @ c) * 3.0, a @ c
+
+    got = _compile(fn, a.clone(), b, c)
+    want = fn(a.clone(), b, c)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+    rewrites = einc.dynamo.last_report.rewrites
+    assert len(rewrites) == 3 and all(r.fused == 1 and r.scale_on == "-" for r in rewrites)
+
+
+def test_every_reported_rewrite_is_in_the_graph():
+    graphs = []
+
+    def capture(gm, inputs, **kw):
+        fn = einc.dynamo.backend(gm, inputs, options={"inner": "eager"})
+        graphs.append(gm)
+        return fn
+
+    def shared(a, b, c):
+        y = a @ b
+        return y, y @ c, torch.tanh(a @ c) @ b
+    a, b, c = _randn(8, 8), _randn(8, 8, seed=1), _randn(8, 8, seed=2)
+    for x, y in zip(_compile(shared, a, b, c, backend=capture), shared(a, b, c)):
+        torch.testing.assert_close(x, y)
+    (gm,) = graphs
+    assert len(_einc_nodes(gm)) == len(einc.dynamo.last_report) == 4
+    assert not [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")
+                and fx_patterns.equation_of(n) is not None]
+
+
+def test_no_fusion_across_grad_mode_switches():
+    a, b, c = _randn(6, 6).requires_grad_(), _randn(6, 6, seed=1).requires_grad_(), _randn(6, 1, seed=2)
+
+    def fn(a, b, c):
+        with torch.no_grad():
+            y = a @ b          # a constant for what follows: no gradient to a or b
+        return (y @ c).sum() + (a * b).sum()
+    out = _compile(fn, a, b, c)
+    assert all(r.fused == 1 for r in einc.dynamo.last_report.rewrites)
+    ga, gb = torch.autograd.grad(out, (a, b))
+    torch.testing.assert_close(ga, b.detach())
+    torch.testing.assert_close(gb, a.detach())

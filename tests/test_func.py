@@ -1,0 +1,143 @@
+"""torch.func over einc.einsum: vmap (one einc call per vmapped call), grad, jacrev,
+jacfwd, jvp, hessian, functional_call, and nestings such as vmap(grad(...))."""
+
+import pytest
+import torch
+from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
+
+import einc
+from einc import api
+from oracle import reference
+
+D = torch.float64
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The equations einc's executor runs, in order."""
+    seen = []
+    run = api._run
+
+    def spy(eq, operands, optimize, memory_limit):
+        seen.append(eq.text)
+        return run(eq, operands, optimize, memory_limit)
+    monkeypatch.setattr(api, "_run", spy)
+    return seen
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(shape, dtype=D, generator=torch.Generator().manual_seed(seed))
+
+
+VMAP_CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)], (0, None)),
+    ("ij,jk->ik", [(3, 4), (4, 5)], (1, 0)),
+    ("ii->i", [(3, 3)], (2,)),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 2)], (0, 1)),
+    ("bi,oij,bj->bo", [(2, 3), (4, 3, 5), (2, 5)], (None, 0, None)),
+    ("i,->i", [(4,), ()], (0, 0)),
+    ("ij,ij->ij", [(1, 3), (2, 3)], (0, None)),
+]
+
+
+def _batched(shape, dim, b, seed):
+    if dim is None:
+        return _randn(*shape, seed=seed)
+    full = list(shape)
+    full.insert(dim, b)
+    return _randn(*full, seed=seed)
+
+
+@pytest.mark.parametrize("equation,shapes,in_dims", VMAP_CASES, ids=[f"{c[0]}:{c[2]}" for c in VMAP_CASES])
+def test_vmap_is_one_call_and_matches_loop(equation, shapes, in_dims, calls):
+    b = 3
+    ops = [_batched(s, d, b, k) for k, (s, d) in enumerate(zip(shapes, in_dims))]
+    calls.clear()
+    out = vmap(lambda *x: einc.einsum(equation, *x), in_dims=in_dims)(*ops)
+    assert len(calls) == 1                     # the batch is one more index, not a loop
+    slices = [[o.select(d, i) if d is not None else o for o, d in zip(ops, in_dims)] for i in range(b)]
+    torch.testing.assert_close(out, torch.stack([reference(equation, *s) for s in slices]))
+
+
+def test_nested_vmap(calls):
+    a, w = _randn(2, 5, 3, 4), _randn(4, 6, seed=1)
+    calls.clear()
+    out = vmap(vmap(lambda x, y: einc.einsum("ij,jk->ik", x, y), in_dims=(0, None)), in_dims=(0, None))(a, w)
+    assert len(calls) == 1
+    torch.testing.assert_close(out, torch.einsum("cbij,jk->cbik", a, w))
+
+
+def test_grad():
+    x, y = _randn(3, 4), _randn(4, 6, seed=1)
+    g = grad(lambda x, y: einc.einsum("ij,jk->", x, y), argnums=(0, 1))(x, y)
+    torch.testing.assert_close(g[0], y.sum(1).expand(3, 4))
+    torch.testing.assert_close(g[1], x.sum(0)[:, None].expand(4, 6))
+
+
+def test_jacrev_and_jacfwd():
+    x, y = _randn(3, 4), _randn(4, 2, seed=1)
+    want = jacrev(lambda x: torch.einsum("ij,jk->ki", x, y))(x)
+    torch.testing.assert_close(jacrev(lambda x: einc.einsum("ij,jk->ki", x, y))(x), want)
+    torch.testing.assert_close(jacfwd(lambda x: einc.einsum("ij,jk->ki", x, y))(x), want)
+
+
+def test_jvp_uses_einsum_per_tangent(calls):
+    x, y = _randn(3, 4), _randn(4, 6, seed=1)
+    tx = _randn(3, 4, seed=2)
+    calls.clear()
+    out, t = jvp(lambda x: einc.einsum("ij,jk->ik", x, y), (x,), (tx,))
+    torch.testing.assert_close(t, tx @ y)
+    torch.testing.assert_close(out, x @ y)
+    assert len(calls) == 2                     # the primal, and one tangent term (y has none)
+
+
+def test_hessian_of_cubic():
+    x = _randn(3, 2)
+    f = lambda x: einc.einsum("ij,ij,kj->", x, x, x)       # noqa: E731
+    torch.testing.assert_close(hessian(f)(x), hessian(lambda x: torch.einsum("ij,ij,kj->", x, x, x))(x))
+
+
+class Bilinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(_randn(5, 3, 4, seed=3))
+
+    def forward(self, x, y):
+        return einc.einsum("bi,oij,bj->bo", x, self.w, y)
+
+
+def test_functional_call_and_per_sample_grads():
+    m = Bilinear()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    x, y = _randn(6, 3, seed=4), _randn(6, 4, seed=5)
+
+    def loss(p, x, y):
+        return functional_call(m, p, (x[None], y[None])).pow(2).sum()
+
+    def ref_loss(p, x, y):
+        return torch.einsum("bi,oij,bj->bo", x[None], p["w"], y[None]).pow(2).sum()
+    got = vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)["w"]
+    want = vmap(grad(ref_loss), in_dims=(None, 0, 0))(params, x, y)["w"]
+    assert got.shape == (6, 5, 3, 4)
+    torch.testing.assert_close(got, want)
+    full = grad(lambda p: functional_call(m, p, (x, y)).pow(2).sum())(params)["w"]
+    torch.testing.assert_close(full, got.sum(0))
+
+
+def test_vmap_of_grad_with_diagonal_and_lonely_indices(calls):
+    xs = _randn(4, 3, 3, 2)
+    f = lambda x: einc.einsum("iij->j", x).pow(2).sum()     # noqa: E731
+    calls.clear()
+    got = vmap(grad(f))(xs)
+    want = vmap(grad(lambda x: torch.einsum("iij->j", x).pow(2).sum()))(xs)
+    torch.testing.assert_close(got, want)
+    assert len(calls) == 2                     # forward and the one gradient einsum, each batched
+
+
+def test_grad_of_vmap():
+    w = _randn(4, 5, seed=1)
+    xs = _randn(3, 2, 4)
+    f = lambda w: vmap(lambda x: einc.einsum("ij,jk->ik", x, w))(xs).sin().sum()   # noqa: E731
+    g = lambda w: torch.einsum("bij,jk->bik", xs, w).sin().sum()                  # noqa: E731
+    torch.testing.assert_close(grad(f)(w), grad(g)(w))
