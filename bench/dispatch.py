@@ -2,77 +2,27 @@
 
     python bench/dispatch.py [--rounds N] [--out DIR] [--quick]     (or: python bench/run.py --dispatch)
 
-The operands are so small that the arithmetic is negligible: the time is the cost of
-getting from the Python call to the kernels (parsing, path finding or plan lookup,
-dispatch).  Same interleaved, median-of-batches method as the suite (bench/timing.py).
+The same as ``einc bench --dispatch`` (the code is in einc/benchmark/dispatch.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import string
 import sys
 from pathlib import Path
 
 if __package__ in (None, ""):                      # run as a script: make `bench` and `einc` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch
+from einc.benchmark import dispatch as _dispatch  # noqa: E402
+from einc.benchmark.dispatch import N, SIZES, chain, run  # noqa: E402
 
-from bench import report
-from bench.run import DEFAULT_OUT, METHODS, check, methods
-from bench.timing import interleaved
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
-SIZES = (2, 3, 5, 8)
-N = 4
-
-
-def chain(k: int) -> str:
-    """'ab,bc->ac' for k=2, 'ab,bc,cd->ad' for k=3, ..."""
-    s = string.ascii_lowercase
-    return ",".join(s[i] + s[i + 1] for i in range(k)) + "->" + s[0] + s[k]
+__all__ = ["N", "SIZES", "chain", "run", "main", "DEFAULT_OUT"]
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=None, help="rounds per equation (default 31, quick 9)")
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default bench/results/)")
-    p.add_argument("--quick", action="store_true", help="fewer rounds (smoke test)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (default: torch's)")
-    args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rounds = args.rounds or (9 if args.quick else 31)
-    budget = 1.0 if args.quick else 3.0
-
-    load, table, data, bad = report.Load(), [], [], False
-    for k in SIZES:
-        eq = chain(k)
-        torch.manual_seed(0)
-        ops = [torch.randn(N, N) for _ in range(k)]
-        fns = methods(eq, ops)
-        ref = fns["torch"]()
-        for name in ("opt_einsum", "einc"):        # warm-up (einc plans here) + correctness
-            status = check(fns[name](), ref)
-            if status != "ok":
-                bad = True
-                print(f"!!! {eq}: {name}: {status}", file=sys.stderr)
-        timings, n_rounds = interleaved(fns, rounds, budget, min_rounds=min(rounds, 5))
-        m = [timings[name].median for name in METHODS]
-        r = report.ratio(m[2], m[0])
-        table.append([k, f"`{eq}`", *map(report.us, m), report.fmt_ratio(r)])
-        data.append([k, eq, *[round(v * 1e6, 3) for v in m], round(r, 4), n_rounds,
-                     *[timings[name].calls for name in METHODS]])
-
-    md = report.header("einc dispatch micro-benchmark", "float32", load, [
-        f"operands: {N}x{N}; timing: median over up to {rounds} rounds (budget {budget:.0f} s/equation) "
-        "of per-call time, batches ≥ 2 ms, methods interleaved in shuffled order; warm-up call untimed"])
-    md += report.markdown_table(["operands", "equation", "torch µs", "opt_einsum µs", "einc µs", "einc/torch"],
-                                table)
-    report.write(args.out, "dispatch", md,
-                 ["operands", "equation", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch", "rounds",
-                  "torch_calls_per_batch", "opt_einsum_calls_per_batch", "einc_calls_per_batch"], data)
-    return 1 if bad else 0
+    return _dispatch.main(argv, default_out=DEFAULT_OUT)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""The workload suite (``bench/suite.json``): where to find it, which workloads to run.
+
+Each workload has an ``id``, a ``category``, an ``equation`` and two variants,
+``cpu`` (small, float32) and ``gpu`` (large, the workload's own dtype), each with
+``shapes``, ``dtype``, ``flops`` (opt_einsum's cost of its ``auto`` path) and
+``min_bytes`` (inputs and output read/written once).  Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ArgumentError
+
+SUITE_NAME = Path("bench") / "suite.json"
+# The repository that holds the einc package, for an editable install or a clone.
+REPO = Path(__file__).resolve().parents[2]
+
+
+def find_suite(path=None) -> Path:
+    """``path`` if given, else ``bench/suite.json`` under the current directory, else
+    under the repository that holds the einc package (an editable install)."""
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ArgumentError(f"no suite file at {p}")
+        return p
+    for root in (Path.cwd(), REPO):
+        if (root / SUITE_NAME).is_file():
+            return root / SUITE_NAME
+    raise ArgumentError(f"no {SUITE_NAME} under the current directory ({Path.cwd()}) or under {REPO}; "
+                        "pass the suite file explicitly")
+
+
+def load(path) -> dict:
+    """The parsed suite file, checked for the fields the benchmark and the golden kernels use."""
+    path = Path(path)
+    try:
+        suite = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ArgumentError(f"cannot read the suite {path}: {e}") from None
+    workloads = suite.get("workloads") if isinstance(suite, dict) else None
+    if not isinstance(workloads, list):
+        raise ArgumentError(f"{path} is not a workload suite: it has no 'workloads' list")
+    for w in workloads:
+        missing = [k for k in ("id", "category", "equation", "variants") if k not in w]
+        if missing:
+            raise ArgumentError(f"{path}: workload {w.get('id', '?')!r} lacks {', '.join(missing)}")
+    return suite
+
+
+def variant_name(device: str) -> str:
+    """The suite's variant for a device: ``cpu`` for the CPU, ``gpu`` for CUDA."""
+    return "gpu" if device == "cuda" else "cpu"
+
+
+def select(suite: dict, text: str = "", device: str = "cpu") -> list[dict]:
+    """Workloads whose id or category contains ``text`` and that have a variant for ``device``."""
+    v = variant_name(device)
+    return [w for w in suite["workloads"]
+            if (text in w["id"] or text in w["category"]) and v in w["variants"]]

@@ -1,0 +1,490 @@
+"""The ``einc`` command line (also ``python -m einc``): dump, explain, bench, cache.
+
+``einc dump`` runs only the pure stages (parse, graph, plan, lower, codegen), so it
+works where neither torch nor triton is installed; ``explain`` and ``bench`` import
+torch when they run.  Every import beyond the standard library is therefore made
+inside the command that needs it.  Exit status: 0 on success, 2 on bad usage or a bad
+equation (one error line, no traceback unless ``EINC_DEBUG`` is set), 1 when
+``einc bench`` finds a wrong result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+import traceback
+from pathlib import Path
+
+from .errors import ArgumentError, EincError, OperandCountError
+
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+          "int8", "int16", "int32", "int64", "uint8", "bool")
+_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32",
+            "double": "float64", "fp64": "float64", "cfloat": "complex64", "cdouble": "complex128",
+            "int": "int32", "long": "int64"}
+
+
+# ----------------------------------------------------------------------- argument types
+
+def parse_shapes(text: str) -> list[tuple[int, ...]]:
+    """``'8x64x32,8x32x16'`` -> ``[(8, 64, 32), (8, 32, 16)]``; ``()`` is a 0-d operand.
+
+    >>> parse_shapes("8x64x32, 64, ()")
+    [(8, 64, 32), (64,), ()]
+    """
+    shapes = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "()":
+            shapes.append(())
+            continue
+        try:
+            dims = tuple(int(d) for d in part.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"bad shape {part!r}: write each operand's sizes joined by 'x' and separate operands "
+                "with commas, e.g. 8x64x32,8x32x16 (and () for a 0-d operand)") from None
+        if any(d < 0 for d in dims):
+            raise argparse.ArgumentTypeError(f"bad shape {part!r}: sizes cannot be negative")
+        shapes.append(dims)
+    return shapes
+
+
+def parse_dtype(text: str) -> str:
+    name = _ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPES:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; valid: {', '.join(DTYPES)}")
+    return name
+
+
+def _check_count(eq, shapes) -> None:
+    if len(shapes) != eq.num_operands:
+        raise OperandCountError(f"the equation names {eq.num_operands} operands but --shapes gives "
+                                f"{len(shapes)}\n  {eq.text}")
+
+
+# ----------------------------------------------------------------------- dump
+
+def cmd_dump(args) -> int:
+    if args.suite is not None:
+        if args.equation:
+            args.parser.error("give either an EQUATION or --suite, not both")
+        return _dump_suite(args)
+    if not args.equation:
+        args.parser.error("give an EQUATION (with --shapes) or --suite")
+    if args.shapes is None:
+        args.parser.error("--shapes is required with an EQUATION")
+    from .codegen import golden
+    from .equation import parse
+    from .graph import build
+    from .lower import supported
+    from .plan import build_plan
+
+    eq = parse(args.equation)
+    _check_count(eq, args.shapes)
+    if supported([args.dtype]):
+        files = golden.plan_files(args.equation, args.shapes, args.dtype)
+        note = ""
+    else:
+        plan = build_plan(build(eq, args.shapes), eq.text)
+        files = {"plan.txt": str(plan) + "\n"}
+        note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
+                "(kernels exist for float16, bfloat16, float32 and float64)")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for old in [*out.glob("step*_einc_*.py"), *out.glob("plan.txt")]:    # an earlier dump's files
+            old.unlink()
+        for name, text in files.items():
+            (out / name).write_text(text)
+        print(f"wrote plan.txt and {len(files) - 1} kernel module(s) to {out}/")
+    else:
+        for name, text in files.items():
+            if name != "plan.txt":
+                print(f"\n# {'=' * 24} {name} {'=' * 24}\n")
+            print(text, end="")
+    if note:
+        print(note, file=sys.stderr)
+    return 0
+
+
+def _dump_suite(args) -> int:
+    from .benchmark.suite import find_suite, load
+    from .codegen import golden
+
+    path = find_suite(args.suite or None)
+    for w in load(path)["workloads"]:
+        v = w["variants"].get("gpu")
+        if not isinstance(v, dict) or "shapes" not in v or "dtype" not in v:
+            raise ArgumentError(f"{path}: workload {w['id']!r} has no gpu variant with shapes and dtype")
+    tree = golden.golden(path)
+    if not args.out:
+        for folder, files in sorted(tree.items()):
+            for name, text in files.items():
+                print(f"# {'=' * 24} {folder}/{name} {'=' * 24}\n")
+                print(text)
+        return 0
+    out = Path(args.out)
+    if out.is_dir():       # golden.write replaces every folder under OUT: only generated ones may be there
+        strays = [c.name for c in out.iterdir() if c.is_dir() and not (c / "plan.txt").is_file()]
+        if strays:
+            raise ArgumentError(f"{out}/ holds folders that einc did not generate ({', '.join(sorted(strays))}); "
+                                "refusing to replace them: choose an empty or a generated kernels folder")
+    golden.write(tree, out)
+    print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {out}/ (from {path})")
+    return 0
+
+
+# ----------------------------------------------------------------------- explain
+
+def cmd_explain(args) -> int:
+    import opt_einsum
+    import torch
+
+    from . import api
+
+    optimize = False if args.optimize in ("left-to-right", "false", "none") else args.optimize
+    kw = dict(dtype=getattr(torch, args.dtype), device=args.device)
+    plan = api.explain(args.equation, *args.shapes, optimize=optimize, **kw)
+    left = api.explain(args.equation, *args.shapes, optimize=False, **kw)
+    torch_default = _torch_default(args, api, opt_einsum, torch, kw)
+    info = _explain_dict(args, plan, left, torch_default)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(plan)
+    print()
+    print("Cost of other contraction orders (flops as opt_einsum counts them: a multiply-add is 2):")
+    rows = [("order", "flops", "largest intermediate", "einc's speedup")]
+    rows.append((f"einc (optimize={plan.optimizer!r})", f"{plan.flops:.4g}", f"{plan.largest_intermediate:.4g}",
+                 "1"))
+    td = info["torch_default"]
+    if "flops" in td:
+        rows.append((f"torch.einsum default ({td['order']})", f"{td['flops']:.4g}",
+                     f"{td['largest_intermediate']:.4g}", _x(td["speedup"])))
+    rows.append(("left to right", f"{left.flops:.4g}", f"{left.largest_intermediate:.4g}",
+                 _x(info["left_to_right"]["speedup"])))
+    rows.append(("naive (one loop nest over all indices)", f"{plan.naive_flops:.4g}", "-",
+                 _x(info["naive"]["speedup"])))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    for r in rows:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    if "error" in td:
+        print(f"  torch.einsum default: not computed ({td['error']})")
+    return 0
+
+
+def _x(speedup) -> str:
+    return "-" if speedup is None else f"{speedup:.4g}"
+
+
+def _torch_default(args, api, opt_einsum, torch, kw) -> dict:
+    """The plan of the order torch.einsum picks: opt_einsum's configured strategy (``auto``
+    unless changed) when opt_einsum is enabled, otherwise left to right."""
+    oe = torch.backends.opt_einsum
+    strategy = oe.strategy if oe.enabled and oe.is_available() else None
+    if strategy is None:
+        return {"strategy": None, "order": "left to right: torch.backends.opt_einsum is off", "plan": None}
+    try:
+        path, _ = opt_einsum.contract_path(args.equation, *args.shapes, shapes=True, optimize=strategy)
+        path = [tuple(int(i) for i in c) for c in path]
+        plan = api.explain(args.equation, *args.shapes, optimize=path, **kw)
+    except Exception as e:      # noqa: BLE001 -- opt_einsum rejects equations einc accepts (non-ASCII, >52 indices)
+        return {"strategy": strategy, "error": f"opt_einsum.contract_path failed: {type(e).__name__}: {e}"}
+    return {"strategy": strategy, "order": f"opt_einsum {strategy!r} path {path}", "plan": plan}
+
+
+def _speedup(other: int, flops: int):
+    return other / flops if flops else None
+
+
+def _explain_dict(args, plan, left, torch_default) -> dict:
+    steps = [{"step": s + 1, "kind": step.kind, "operands": [f"T{v}" for v in step.operands],
+              "result": f"T{step.result}", "contraction": plan.describe(step),
+              "summed": plan.graph.term(step.summed), "flops": step.flops, "size": step.size,
+              "backend": plan.backends[s] if plan.backends else None}
+             for s, step in enumerate(plan.steps)]
+    td = {k: v for k, v in torch_default.items() if k != "plan"}
+    tplan = torch_default.get("plan")
+    if tplan is not None:
+        td.update(path=[list(c) for c in tplan.path], flops=tplan.flops,
+                  largest_intermediate=tplan.largest_intermediate, speedup=_speedup(tplan.flops, plan.flops))
+    return {
+        "equation": plan.equation, "shapes": [list(s) for s in args.shapes], "dtype": args.dtype,
+        "device": args.device, "optimizer": plan.optimizer, "path": [list(c) for c in plan.path],
+        "steps": steps,
+        "totals": {"flops": plan.flops, "largest_intermediate": plan.largest_intermediate,
+                   "steps": len(plan.steps), "speedup_over_naive": plan.speedup},
+        "naive": {"flops": plan.naive_flops, "speedup": _speedup(plan.naive_flops, plan.flops)},
+        "left_to_right": {"path": [list(c) for c in left.path], "flops": left.flops,
+                          "largest_intermediate": left.largest_intermediate,
+                          "speedup": _speedup(left.flops, plan.flops)},
+        "torch_default": td,
+        "backend_note": plan.backend_note,
+    }
+
+
+# ----------------------------------------------------------------------- bench
+
+def cmd_bench(args) -> int:
+    import torch
+
+    from .benchmark.suite import find_suite
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from .benchmark.runner import bench_suite, default_out
+
+    if args.dispatch:
+        from .benchmark import dispatch
+        if args.out:
+            out = Path(args.out)
+        else:
+            try:
+                out = default_out(find_suite(args.suite))
+            except ArgumentError:           # the dispatch benchmark needs no suite
+                out = Path("einc-bench")
+        return dispatch.run(out, args.rounds, args.quick)
+    return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=args.out,
+                       rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart)
+
+
+# ----------------------------------------------------------------------- cache
+
+def cmd_cache(args) -> int:
+    from .runtime.loader import kernel_dir     # standard library only, like config
+
+    directory = kernel_dir()
+    if args.action == "path":
+        print(directory)
+        return 0
+    modules = sorted(directory.glob("einc_*.py")) if directory.is_dir() else []
+    if args.action == "list":
+        if not modules:
+            print(f"no kernel modules in {directory}")
+            return 0
+        width = max(len(m.stem) for m in modules)
+        for m in modules:
+            print(f"{m.stem.ljust(width)}  {_kib(m.stat().st_size):>10}  {_equation_of(m)}")
+        print(f"{len(modules)} module(s), {_kib(sum(m.stat().st_size for m in modules))} in {directory}")
+        return 0
+    # clear: the modules einc wrote, their bytecode, and temporary files of interrupted writes
+    removed = sum(m.stat().st_size for m in modules)
+    for m in modules:
+        m.unlink()
+    if directory.is_dir():
+        for tmp in directory.glob(".einc_*.tmp"):
+            tmp.unlink()
+        pycache = directory / "__pycache__"
+        if pycache.is_dir():
+            for pyc in pycache.glob("einc_*.pyc"):
+                pyc.unlink()
+            if not any(pycache.iterdir()):
+                pycache.rmdir()
+    print(f"removed {len(modules)} kernel module(s) ({_kib(removed)}) from {directory}")
+    print("The in-memory plan cache is per process: every new process starts with it empty, and "
+          "einc.cache_clear() empties it in a running one (modules a running process has loaded stay loaded). "
+          "Triton's own cache of compiled binaries (TRITON_CACHE_DIR, default ~/.triton/cache) is not touched.")
+    return 0
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
+def _equation_of(module: Path) -> str:
+    """The ``# equation :`` and step lines of a generated module's header."""
+    try:
+        with open(module, encoding="utf-8") as f:
+            head = [next(f, "") for _ in range(4)]
+    except OSError:
+        return ""
+    eq = next((h.split(":", 1)[1].strip() for h in head if h.startswith("# equation")), "")
+    step = head[3][2:].strip() if head[3].startswith("# step") else ""
+    return f"{eq}  {step.split(':', 1)[0]}" if eq else ""
+
+
+# ----------------------------------------------------------------------- parser
+
+_FMT = argparse.RawDescriptionHelpFormatter   # keeps the examples' layout; descriptions are filled here
+
+
+def _fill(text: str) -> str:
+    return textwrap.fill(text, 88)
+
+_DUMP_EXAMPLES = """\
+examples:
+  einc dump "bij,bjk->bik" --shapes 8x64x32,8x32x16 --dtype float16
+      print the plan and the Triton module of every step
+  einc dump "bqhd,bkhd->bhqk" --shapes 2x128x4x32,2x128x4x32 -o /tmp/attn
+      write /tmp/attn/plan.txt and /tmp/attn/step1_einc_mm_....py
+  einc dump --suite -o kernels
+      regenerate the committed golden kernels (kernels/) from bench/suite.json
+  einc dump --suite path/to/suite.json -o /tmp/golden
+
+Shapes: one operand's sizes joined by 'x', operands separated by commas; () is a
+0-d operand. Needs neither torch nor triton nor a GPU: the kernels are printed, not
+compiled. The plan is the default one (optimize='auto'), as einc.einsum runs it.
+"""
+
+_EXPLAIN_EXAMPLES = """\
+examples:
+  einc explain "ij,jk,kl->il" --shapes 64x8,8x64,64x8
+      the plan table, then its cost against torch.einsum's default order, left to
+      right, and the naive single loop nest
+  einc explain "bqhd,bkhd->bhqk" --shapes 8x2048x32x128,8x2048x32x128 \\
+      --dtype bfloat16 --device cuda
+      which backend runs each step for CUDA bfloat16 operands
+  einc explain "ab,bc,cd,de->ae" --shapes 8x512,512x8,8x512,512x8 --optimize greedy --json
+
+torch.einsum's default order is opt_einsum's path for torch.backends.opt_einsum.strategy
+('auto'), costed by einc in the same units (a multiply-add counts 2 flops).
+"""
+
+_CACHE_EXAMPLES = """\
+examples:
+  einc cache path       the folder of generated kernel modules (EINC_CACHE_DIR/kernels;
+                        default $XDG_CACHE_HOME/einc/kernels or ~/.cache/einc/kernels)
+  einc cache list       each module with its size and equation
+  einc cache clear      delete the modules (they are regenerated on demand)
+"""
+
+
+def _bench_examples() -> str:
+    from .benchmark.suite import REPO, SUITE_NAME
+    return f"""\
+examples:
+  einc bench                               the CPU suite (float32), ~30 s on 2 cores
+  einc bench --quick --filter attention    a smoke test of the attention workloads
+  einc bench --device cuda --out /tmp/gpu  the GPU variants, with a roofline chart
+  einc bench --dispatch                    per-call overhead on tiny matrix chains
+
+The default suite is {SUITE_NAME} in the current directory, else in the repository
+that holds the einc package ({REPO / SUITE_NAME}, for an editable install).
+Outputs under --out (default: results/ beside the suite file): suite_<device>.md,
+suite_<device>.csv and suite_<device>.png (speedup per workload on a log scale; on
+CUDA also achieved TFLOP/s against a roofline measured on the device, from the
+suite's flops and min_bytes). The PNG needs matplotlib (pip install 'einc[bench]').
+Exit status 1 if einc's result differs from torch.einsum's on any workload.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    parser = argparse.ArgumentParser(
+        prog="einc", formatter_class=_FMT,
+        description=_fill("einc, an einsum compiler for PyTorch: dump generated kernels, explain plans, "
+                          "benchmark, manage the kernel cache."),
+        epilog="run 'einc COMMAND --help' for a command's options and examples; set EINC_DEBUG=1 for "
+               "tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"einc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("dump", help="print or write the plan and the Triton source of every kernel",
+                       description=_fill("Print (or write to -o DIR) the plan and the generated Triton module "
+                                         "of every step of an equation, or regenerate the golden kernels of a "
+                                         "whole suite."),
+                       epilog=_DUMP_EXAMPLES, formatter_class=_FMT)
+    p.add_argument("equation", nargs="?", metavar="EQUATION", help="an einsum equation, e.g. 'ij,jk->ik'")
+    p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", help="operand shapes, e.g. 8x64x32,8x32x16")
+    p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
+    p.add_argument("--suite", nargs="?", const="", default=None, metavar="PATH",
+                   help="regenerate the golden kernels of a suite (default bench/suite.json, see bench --help)")
+    p.add_argument("-o", "--out", metavar="DIR", help="write files to DIR instead of printing them")
+    p.set_defaults(func=cmd_dump, parser=p)
+
+    p = sub.add_parser("explain", help="the plan's cost table, against torch.einsum's default order",
+                       description=_fill("Print the plan einc runs (per step: kind, operands, contraction, "
+                                         "summed indices, flops, size, backend) and its cost against other "
+                                         "orders."),
+                       epilog=_EXPLAIN_EXAMPLES, formatter_class=_FMT)
+    p.add_argument("equation", metavar="EQUATION")
+    p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", required=True,
+                   help="operand shapes, e.g. 64x8,8x64,64x8")
+    p.add_argument("--optimize", default="auto",
+                   help="an opt_einsum strategy (auto, optimal, dp, greedy, branch-2, random-greedy, ...) "
+                        "or left-to-right (default auto)")
+    p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="operand device (default cpu)")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    p.set_defaults(func=cmd_explain, parser=p)
+
+    p = sub.add_parser("bench", help="time a workload suite against torch.einsum and opt_einsum",
+                       description=_fill("Time the workloads of a suite with torch.einsum, opt_einsum.contract "
+                                         "and einc.einsum on the same operands; write Markdown, CSV and a PNG "
+                                         "chart."),
+                       epilog=_bench_examples(), formatter_class=_FMT)
+    p.add_argument("--suite", metavar="PATH", help="the suite file (default: bench/suite.json, see below)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: the suite's cpu variants (float32); cuda: its gpu variants (default cpu)")
+    p.add_argument("--filter", default="", metavar="TEXT", help="only workloads whose id or category contains TEXT")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: results/ beside the suite file)")
+    p.add_argument("--quick", action="store_true", help="7 rounds and 1 s per workload (a smoke test)")
+    p.add_argument("--rounds", type=int, metavar="N", help="rounds per workload (default 31; --quick 7)")
+    p.add_argument("--budget", type=float, metavar="S", help="seconds per workload (default 4; --quick 1)")
+    p.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) (default: torch's)")
+    p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    p.add_argument("--dispatch", action="store_true",
+                   help="run the per-call overhead micro-benchmark instead (writes dispatch.md/.csv)")
+    p.set_defaults(func=cmd_bench, parser=p)
+
+    p = sub.add_parser("cache", help="the kernel cache folder: path, list, clear",
+                       description=_fill("Show, list or clear the folder where einc writes generated kernel "
+                                         "modules."),
+                       epilog=_CACHE_EXAMPLES, formatter_class=_FMT)
+    p.add_argument("action", choices=("path", "list", "clear"))
+    p.set_defaults(func=cmd_cache, parser=p)
+    return parser
+
+
+# ----------------------------------------------------------------------- main
+
+def _debug() -> bool:
+    return os.environ.get("EINC_DEBUG", "") not in ("", "0")
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit status (argparse exits 2 itself on bad usage)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    name = f"einc {args.command}"
+    try:
+        return args.func(args) or 0
+    except EincError as e:
+        _traceback_if_debug()
+        print(f"{name}: error: {str(e).removeprefix('einsum(): ')}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:                 # e.g. `einc dump ... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:                    # e.g. -o names a file, or a folder that cannot be written
+        _traceback_if_debug()
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:                  # noqa: BLE001 -- one line, the traceback on request
+        _traceback_if_debug()
+        if isinstance(e, ModuleNotFoundError) and e.name in ("torch", "opt_einsum", "numpy"):
+            print(f"{name}: error: this command needs {e.name}, which is not installed", file=sys.stderr)
+            return 1
+        first = str(e).splitlines()[0] if str(e) else ""
+        print(f"{name}: internal error: {type(e).__name__}: {first}"
+              + ("" if _debug() else " (set EINC_DEBUG=1 for the traceback)"), file=sys.stderr)
+        return 1
+
+
+def _traceback_if_debug() -> None:
+    if _debug():
+        traceback.print_exc()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
