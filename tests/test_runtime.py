@@ -67,3 +67,18 @@ def test_explain_names_the_backend_of_each_step(monkeypatch):
     assert cpu.backends == ("torch",) and "torch executor" in str(cpu)
     c64 = einc.explain("ij,jk->ik", (2, 2), (2, 2), dtype=torch.complex64, device="cuda")
     assert c64.backends == ("torch",)
+
+
+def test_scale_is_fused_into_the_epilogue(triton_backend):
+    """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
+    from einc.equation import parse
+    from einc.graph import build
+    from einc.plan import build_plan
+    triton_executor.use_interpreter()
+    for eq, shapes in [("bij,bjk->bik", [(2, 5, 6), (2, 6, 3)]), ("bij,bij->b", [(3, 4, 5), (3, 4, 5)])]:
+        ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+        plan = build_plan(build(parse(eq), shapes))
+        (kernel,) = triton_executor.kernels(plan, torch.float64, shapes)
+        launch = loader.load(kernel.name, triton_executor.render(kernel)).launch
+        torch.testing.assert_close(launch(*ops, scale=0.25), 0.25 * torch.einsum(eq, *ops))
+        torch.testing.assert_close(launch(*ops), torch.einsum(eq, *ops))
