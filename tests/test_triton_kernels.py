@@ -146,3 +146,18 @@ def test_random_equations_through_kernels(problem, data):
     expected = torch.einsum(equation, *ops)
     assert out.shape == expected.shape and out.dtype == expected.dtype and out.is_contiguous()
     assert_close(out, reference(equation, *ops), dtype, extent=4 ** 8)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+    ("iij,j->i", [(3, 3, 4), (4,)]), ("bij,bij->b", [(2, 3, 4), (2, 3, 4)]),
+])
+def test_autograd_and_vmap_through_kernels(equation, shapes):
+    """Gradients (einsums themselves) and vmap (one more index) run on generated kernels too."""
+    ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    assert torch.autograd.gradcheck(lambda *x: einc.einsum(equation, *x), ops)
+    batched = [torch.randn((3,) + s, dtype=torch.float64) for s in shapes]
+    out = torch.func.vmap(lambda *x: einc.einsum(equation, *x))(*batched)
+    torch.testing.assert_close(out, torch.stack([torch.einsum(equation, *[b[i] for b in batched])
+                                                 for i in range(3)]))
+    assert _plans._data and all(e.backend == "triton" for e in _plans._data.values())
