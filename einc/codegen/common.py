@@ -62,6 +62,17 @@ def wrap(items, pad, width=100):
     return lines
 
 
+def signature(name: str, groups, meta) -> list[str]:
+    """``@triton.jit`` and the ``def`` line, parameters grouped under comments.
+
+    ``groups`` holds ``(comment, parameter names)`` pairs; ``meta`` the constexprs.
+    """
+    lines = ["@triton.jit", f"def {name}("]
+    for comment, params in groups:
+        lines += [f"    # {comment}"] + wrap([p + "," for p in params], "    ")
+    return lines + ["    # meta-parameters", "    " + ", ".join(f"{m}: tl.constexpr" for m in meta) + ",", "):"]
+
+
 def header(kernel: Kernel) -> str:
     names = [op.name.upper() for op in kernel.inputs]
     shapes = ", ".join(f"{n}{tuple(s)}" for n, s in zip(names, kernel.shapes)) + \

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir import Kernel
-from .common import offset, size_params, split, stride_params, wrap as _wrap
+from .common import offset, signature, size_params, split, stride_params
 
 
 def kernel_source(k: Kernel) -> str:
@@ -11,18 +11,15 @@ def kernel_source(k: Kernel) -> str:
     c = k.output
     batch, m, n, kk = k.group("batch"), k.group("m"), k.group("n"), k.group("k")
     wide = ".to(tl.int64)" if k.int64 else ""
-    params = (["a_ptr", "b_ptr", "c_ptr"], size_params(k), ["BATCH", "M", "N", "K"],
-              stride_params(k, with_output=True), ["scale"])
-    meta = ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr",
-            "GROUP_M: tl.constexpr", "HAS_SCALE: tl.constexpr"]
+    params = [("pointers", ["a_ptr", "b_ptr", "c_ptr"]), ("index sizes", size_params(k)),
+              ("group extents", ["BATCH", "M", "N", "K"]), ("strides", stride_params(k, with_output=True)),
+              ("epilogue", ["scale"])]
+    meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "HAS_SCALE"]
     if k.dtype == "float32":
-        meta.append("PRECISION: tl.constexpr")
+        meta.append("PRECISION")
     if k.dtype == "bfloat16":
-        meta.append("UPCAST: tl.constexpr")
-    L = ["@triton.jit", f"def {k.name}("]
-    for comment, group in zip(["pointers", "index sizes", "group extents", "strides", "epilogue"], params):
-        L += [f"    # {comment}"] + _wrap([p + "," for p in group], "    ")
-    L += ["    # meta-parameters", "    " + ", ".join(meta) + ",", "):"]
+        meta.append("UPCAST")
+    L = signature(k.name, params, meta)
     L += [
         "    # Tile mapping: program ids walk the (M, N) tiles of one batch entry, in groups of",
         "    # GROUP_M rows of tiles so that neighbouring programs reuse operand tiles in L2.",

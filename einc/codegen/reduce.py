@@ -7,7 +7,7 @@ K empty), ``ii->i`` (a diagonal: a stride sum) and permuted copies.
 from __future__ import annotations
 
 from ..ir import Kernel
-from .common import offset, size_params, split, stride_params, wrap as _wrap
+from .common import offset, signature, size_params, split, stride_params
 
 
 def kernel_source(k: Kernel) -> str:
@@ -15,12 +15,9 @@ def kernel_source(k: Kernel) -> str:
     o, kk = k.group("o"), k.group("k")
     wide = ".to(tl.int64)" if k.int64 else ""
     ptrs = [f"{op.name}_ptr" for op in ops] + ["c_ptr"]
-    params = (ptrs, size_params(k), ["O", "K"], stride_params(k, with_output=False), ["scale"])
-    meta = ["BLOCK_O: tl.constexpr", "BLOCK_K: tl.constexpr", "HAS_SCALE: tl.constexpr"]
-    L = ["@triton.jit", f"def {k.name}("]
-    for comment, group in zip(["pointers", "index sizes", "extents", "strides", "epilogue"], params):
-        L += [f"    # {comment}"] + _wrap([p + "," for p in group], "    ")
-    L += ["    # meta-parameters", "    " + ", ".join(meta) + ",", "):"]
+    params = [("pointers", ptrs), ("index sizes", size_params(k)), ("extents", ["O", "K"]),
+              ("strides", stride_params(k, with_output=False)), ("epilogue", ["scale"])]
+    L = signature(k.name, params, ["BLOCK_O", "BLOCK_K", "HAS_SCALE"])
     L += [
         "    # Tile mapping: each program computes BLOCK_O consecutive elements of the output.",
         "    pid = tl.program_id(0)",
