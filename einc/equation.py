@@ -17,11 +17,6 @@ ELLIPSIS = "..."
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def symbol(i: int) -> str:
-    """The ``i``-th index symbol: ``a``-``z``, ``A``-``Z``, then unicode (as opt_einsum)."""
-    return _LETTERS[i] if i < 52 else chr(i + 140)
-
-
 @functools.lru_cache(maxsize=2)
 def _alphabet(wide: bool) -> tuple[str, ...]:
     stop = 0x110000 if wide else 0x3000
@@ -30,8 +25,8 @@ def _alphabet(wide: bool) -> tuple[str, ...]:
 
 def letter(i: int) -> str:
     """The ``i``-th letter that :func:`parse` accepts: ``a``-``z``, ``A``-``Z``, then the
-    alphabetic code points from U+00C0 on.  Unlike :func:`symbol`, every one is a letter,
-    so generated equation *text* (gradients, vmap, the FX pass) always parses.
+    alphabetic code points from U+00C0 on.  Every one is a letter, so generated equation
+    *text* (canonical forms, sublists, gradients, vmap, the FX pass) always parses.
 
     >>> letter(0), letter(51), letter(52)
     ('a', 'Z', 'À')
@@ -169,7 +164,7 @@ def from_sublists(sublists, output) -> Equation:
                 if s < 0:
                     raise ArgumentError(f"einsum(): subscript {s} in the subscript list of {what} "
                                         "is negative; subscripts must be non-negative ints")
-                out.append(symbol(s))
+                out.append(letter(s))
             else:
                 raise OperandTypeError(f"einsum(): subscript {s!r} in the subscript list of {what} "
                                        "is not an int or Ellipsis")
@@ -225,6 +220,6 @@ def _canonical(inputs, output) -> str:
     for labels in inputs:
         for label in labels:
             if label not in rename:
-                rename[label] = symbol(len(rename) - 1)
+                rename[label] = letter(len(rename) - 1)
     lhs = ",".join("".join(rename[x] for x in labels) for labels in inputs)
     return lhs + "->" + "".join(rename[x] for x in output)

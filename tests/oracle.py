@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 _TOL = {  # dtype: (rtol, atol per unit of summed extent)
@@ -41,8 +39,3 @@ def assert_close(actual, expected, dtype, extent=1):
     act = actual.to(expected.dtype)
     torch.testing.assert_close(act, expected, rtol=rtol * 4, atol=atol * max(1, extent) * 4,
                                equal_nan=True)
-
-
-def summed_extent(sizes, output_labels, labels) -> int:
-    """How many terms each output element sums (product of summed index sizes)."""
-    return math.prod(sizes[x] for x in set(labels) - set(output_labels)) or 1

@@ -31,13 +31,17 @@ class Entry:
         self.backend = backend
 
 
-def would_use_triton(device_type: str, dtypes) -> bool:
-    """Whether a plan for these operands runs generated kernels (no side effects)."""
+def _kernels_wanted(device_type: str, dtypes) -> bool:
+    """Whether EINC_BACKEND, the device and the dtypes call for generated kernels."""
     mode = config.backend()
     if mode == "torch" or (device_type != "cuda" and mode != "triton"):
         return False
-    return device_type in ("cuda", "cpu") and supported(triton_executor.dtype_name(d) for d in dtypes) \
-        and importlib.util.find_spec("triton") is not None
+    return device_type in ("cuda", "cpu") and supported(triton_executor.dtype_name(d) for d in dtypes)
+
+
+def would_use_triton(device_type: str, dtypes) -> bool:
+    """Whether a plan for these operands runs generated kernels (no side effects)."""
+    return _kernels_wanted(device_type, dtypes) and importlib.util.find_spec("triton") is not None
 
 
 def describe_backends(plan, device_type: str, dtypes, shapes):
@@ -55,10 +59,7 @@ def describe_backends(plan, device_type: str, dtypes, shapes):
 
 def choose(device_type: str, dtypes) -> str:
     """``"triton"`` or ``"torch"`` for operands on ``device_type`` with ``dtypes``."""
-    mode = config.backend()
-    if mode == "torch" or (device_type != "cuda" and mode != "triton"):
-        return "torch"
-    if device_type not in ("cuda", "cpu") or not supported(triton_executor.dtype_name(d) for d in dtypes):
+    if not _kernels_wanted(device_type, dtypes):
         return "torch"
     if device_type == "cpu" and not triton_executor.use_interpreter():
         _warn_once("interpreter", "einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, "
