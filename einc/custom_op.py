@@ -33,11 +33,9 @@ import functools
 import torch
 
 from . import api, autograd
-from .equation import ELLIPSIS, _alphabet, parse
-from .errors import ArgumentError, OperandTypeError, PathError
+from .equation import parse, sublist_equation
+from .errors import PathError
 from .graph import build
-
-_TEXT_LETTERS = "".join(_alphabet(False))     # a plain str: dynamo indexes it as a constant
 
 _SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit) -> Tensor"
 
@@ -92,37 +90,6 @@ def decode_memory_limit(text: str):
 
 # ------------------------------------------------------------------ the traced call
 
-def _sublist_text(args) -> tuple[str, list]:
-    """torch's sublist format -> (equation text, operands), in code dynamo traces."""
-    if len(args) < 2:
-        raise ArgumentError("einsum(): must specify the equation string and at least one operand, "
-                            "or at least one operand and its subscripts list")
-    n = len(args) // 2
-    terms, operands = [], []
-    for k in range(n):
-        operands.append(args[2 * k])
-        terms.append(_labels(args[2 * k + 1], f"operand {k}"))
-    text = ",".join(terms)
-    if len(args) % 2:
-        text += "->" + _labels(args[-1], "the output")
-    return text, operands
-
-
-def _labels(sub, what) -> str:
-    if not isinstance(sub, (list, tuple)):
-        raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list, got {type(sub).__name__}")
-    out = ""
-    for s in sub:
-        if s is Ellipsis:
-            out += ELLIPSIS
-        elif isinstance(s, int) and not isinstance(s, bool) and 0 <= s < len(_TEXT_LETTERS):
-            out += _TEXT_LETTERS[s]
-        else:
-            raise ArgumentError(f"einsum(): subscript {s!r} in the subscript list of {what} is not supported "
-                                f"under torch.compile (an int in [0, {len(_TEXT_LETTERS)}) or Ellipsis)")
-    return out
-
-
 def traced_einsum(equation, operands, optimize, memory_limit):
     """What :func:`einc.einsum` does under torch.compile: one call of the custom op."""
     if isinstance(equation, str):
@@ -130,7 +97,7 @@ def traced_einsum(equation, operands, optimize, memory_limit):
             operands = operands[0]
         text = equation
     else:
-        text, operands = _sublist_text((equation,) + tuple(operands))
+        text, operands = sublist_equation((equation,) + tuple(operands))
     return einsum_op(text, list(operands), encode_optimize(optimize), encode_memory_limit(memory_limit))
 
 

@@ -9,6 +9,7 @@ spelling in which labels are renamed in order of first appearance, so that
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 
 from .errors import ArgumentError, EquationError, OperandTypeError, caret
@@ -78,7 +79,10 @@ def _err(cls, msg: str, text: str, position: int | None):
 
 
 def _parse_term(text: str, start: int, stop: int, operand: str):
-    """Labels and their positions in ``text[start:stop]`` (spaces skipped)."""
+    """Labels and their positions in ``text[start:stop]`` (spaces skipped).
+
+    Messages start with torch.einsum's sentence for the same mistake.
+    """
     labels: list[str] = []
     positions: list[int] = []
     i = start
@@ -87,12 +91,15 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
         if ch == " ":
             i += 1
         elif ch == ".":
-            if text[i:i + 3] != "..." or i + 3 > stop:
-                raise _err(EquationError, f"found '.' in {operand} that is not part of an ellipsis '...'",
-                           text, i)
             if ELLIPSIS in labels:
-                raise _err(EquationError, f"{operand} has a second ellipsis; at most one is allowed",
-                           text, i)
+                already = ("but an ellipsis (...) was already found" if operand == "output"
+                           else "for which an ellipsis was already found")
+                raise _err(EquationError, f"found '.' for {operand} {already}; each term takes at most one "
+                           "ellipsis '...'", text, i)
+            if text[i:i + 3] != "..." or i + 3 > stop:
+                tail = " (...)" if operand == "output" else ""
+                raise _err(EquationError, f"found '.' for {operand} that is not part of any ellipsis{tail}; "
+                           "an ellipsis is three dots '...'", text, i)
             labels.append(ELLIPSIS)
             positions.append(i)
             i += 3
@@ -101,10 +108,13 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
             positions.append(i)
             i += 1
         else:
-            raise _err(EquationError,
-                       f"invalid subscript {ch!r} at index {i} of the equation; subscripts are letters, "
-                       "'...', ',' and '->'", text, i)
+            raise _err(EquationError, _invalid(ch, i), text, i)
     return tuple(labels), tuple(positions)
+
+
+def _invalid(ch: str, i: int) -> str:
+    return (f"invalid subscript given at index {i} in the equation string, subscripts must be in [a-zA-Z]: "
+            f"{ch!r} is not a letter (einc takes any letter), '...', ',' or one '->'")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,8 +130,7 @@ def parse(text: str) -> Equation:
     lhs_stop = arrow if arrow >= 0 else len(text)
     for i, ch in enumerate(text):
         if ch in "->" and not (arrow >= 0 and arrow <= i <= arrow + 1):
-            raise _err(EquationError, f"invalid subscript {ch!r} at index {i} of the equation; "
-                       "'->' may appear once", text, i)
+            raise _err(EquationError, _invalid(ch, i), text, i)
     inputs, input_positions = [], []
     start = 0
     while True:
@@ -135,60 +144,69 @@ def parse(text: str) -> Equation:
         start = comma + 1
     if arrow >= 0:
         if text.find(",", arrow) >= 0:
-            raise _err(EquationError, "the output (after '->') cannot contain ','", text,
-                       text.find(",", arrow))
-        output, output_positions = _parse_term(text, arrow + 2, len(text), "the output")
+            raise _err(EquationError, _invalid(",", text.find(",", arrow)) + "; the output (after '->') is "
+                       "one term", text, text.find(",", arrow))
+        output, output_positions = _parse_term(text, arrow + 2, len(text), "output")
     else:
         output, output_positions = None, ()
     return _build(text, inputs, input_positions, output, output_positions)
 
 
-def from_sublists(sublists, output) -> Equation:
-    """Build an :class:`Equation` from torch's sublist format.
+# Sublist labels, in the order of their ints: 0-25 are 'A'-'Z' and 26-51 'a'-'z' (as in
+# torch), then the letters of :func:`letter` from 52 on.  The order matters: an implicit
+# output lists its labels sorted, and torch sorts sublist labels by their ints.  A plain
+# str, so that dynamo reads it as a constant when it traces :func:`sublist_equation`.
+_SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + "".join(_alphabet(False)[52:])
 
-    ``sublists`` holds one list of ints (and ``...``) per operand; ``output`` is such a
-    list or None.  Any non-negative int is an index (torch stops at 52).
 
-    >>> from_sublists([[0, 1], [1, 2]], [0, 2]).text
-    'ab,bc->ac'
+def sublist_equation(args) -> tuple[str, list]:
+    """torch's sublist call ``(op0, sub0, op1, sub1, ..., [output])`` -> ``(text, operands)``.
+
+    A sublist is any sequence of non-negative ints (numpy arrays, ``range`` and numpy
+    integers too) and ``Ellipsis``; any int is an index (torch stops at 52).  Plain
+    Python, so that dynamo traces it under torch.compile.
+
+    >>> sublist_equation(("x", [0, 1], "y", [1, 30]))
+    ('AB,Be', ['x', 'y'])
     """
-    def labels_of(sub, what):
-        if not isinstance(sub, (list, tuple)):
-            raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list, "
-                                   f"got {type(sub).__name__}")
-        out = []
-        for s in sub:
-            if s is Ellipsis:
-                out.append(ELLIPSIS)
-            elif isinstance(s, int) and not isinstance(s, bool):
-                if s < 0:
-                    raise ArgumentError(f"einsum(): subscript {s} in the subscript list of {what} "
-                                        "is negative; subscripts must be non-negative ints")
-                out.append(letter(s))
-            else:
-                raise OperandTypeError(f"einsum(): subscript {s!r} in the subscript list of {what} "
-                                       "is not an int or Ellipsis")
-        return out
+    if len(args) < 2:
+        raise ArgumentError("einsum(): must specify the equation string and at least one operand, "
+                            "or at least one operand and its subscripts list")
+    n = len(args) // 2
+    operands = [args[2 * k] for k in range(n)]
+    text = ",".join([_sublist_term(args[2 * k + 1], f"operand {k}") for k in range(n)])
+    if len(args) % 2:
+        text += "->" + _sublist_term(args[-1], "output")
+    return text, operands
 
-    inputs = [labels_of(s, f"operand {k}") for k, s in enumerate(sublists)]
-    out = None if output is None else labels_of(output, "the output")
-    # Render the text so that carets in messages point at real positions.
-    text, input_positions = "", []
-    for k, labels in enumerate(inputs):
-        text += "," if k else ""
-        positions = []
-        for label in labels:
-            positions.append(len(text))
-            text += label
-        input_positions.append(tuple(positions))
-    output_positions = []
-    if out is not None:
-        text += "->"
-        for label in out:
-            output_positions.append(len(text))
-            text += label
-    return _build(text, [tuple(x) for x in inputs], input_positions,
-                  None if out is None else tuple(out), tuple(output_positions))
+
+def _sublist_term(sub, what: str) -> str:
+    if isinstance(sub, (str, bytes)) or hasattr(sub, "__torch_function__") or not hasattr(sub, "__iter__"):
+        raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list of ints and Ellipsis, "
+                               f"got {type(sub).__name__}")
+    out = ""
+    for s in sub:
+        if s is Ellipsis:
+            out += ELLIPSIS
+        elif s.__class__ is int and 0 <= s < len(_SUBLIST_LETTERS):
+            out += _SUBLIST_LETTERS[s]
+        else:
+            out += _sublist_letter(s, what)
+    return out
+
+
+def _sublist_letter(s, what: str) -> str:
+    try:
+        i = operator.index(s)       # numpy integers, 0-d integer arrays
+    except TypeError:
+        i = None
+    if i is None or isinstance(s, bool):
+        raise OperandTypeError(f"einsum(): subscript {s!r} in the subscript list of {what} is not an int "
+                               "or Ellipsis")
+    if i < 0:
+        raise ArgumentError(f"einsum(): subscript in subscript list is not within the valid range [0, 52): "
+                            f"{i} in the list of {what} is negative (einc takes any int >= 0)")
+    return _SUBLIST_LETTERS[i] if i < len(_SUBLIST_LETTERS) else letter(i)
 
 
 def _build(text, inputs, input_positions, output, output_positions) -> Equation:
@@ -196,14 +214,14 @@ def _build(text, inputs, input_positions, output, output_positions) -> Equation:
     has_ellipsis = ELLIPSIS in seen
     explicit = output is not None
     if explicit:
-        for label, pos in zip(output, output_positions):
-            if label != ELLIPSIS and label not in seen:
-                raise _err(EquationError, f"output subscript {label!r} does not appear in any operand",
-                           text, pos)
         for i, label in enumerate(output):
             if label in output[:i]:
-                raise _err(EquationError, f"output subscript {label!r} appears more than once in the output",
+                raise _err(EquationError, f"output subscript {label} appears more than once in the output",
                            text, output_positions[i])
+        for label, pos in zip(output, output_positions):
+            if label != ELLIPSIS and label not in seen:
+                raise _err(EquationError, f"output subscript {label} does not appear in the equation for any "
+                           "input operand", text, pos)
     else:
         counts: dict[str, int] = {}
         for labels in inputs:

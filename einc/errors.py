@@ -2,8 +2,12 @@
 
 Every error einc raises derives from :class:`EincError` and from the built-in type
 that ``torch.einsum`` raises for the same condition, so ``except RuntimeError``
-written against torch keeps working.  Messages name the operand, the index and the
-sizes, and point at the equation with a caret.
+written against torch keeps working.  torch.einsum raises ``RuntimeError`` for a bad
+equation, operand count or shape with one or two operands, and ``ValueError`` (from
+opt_einsum's path search, which runs first) with three or more: those einc errors
+derive from both.  Each message starts with torch's own sentence for the condition
+(code written against torch matches it with ``assertRaisesRegex``), then names the
+operand, the index and the sizes, and points at the equation with a caret.
 """
 
 from __future__ import annotations
@@ -13,15 +17,15 @@ class EincError(Exception):
     """Base class of every einc error."""
 
 
-class EquationError(EincError, RuntimeError):
+class EquationError(EincError, RuntimeError, ValueError):
     """The equation text is malformed (bad character, misplaced ``->`` or ``.``)."""
 
 
-class OperandCountError(EincError, RuntimeError):
+class OperandCountError(EincError, RuntimeError, ValueError):
     """The equation names a different number of operands than were passed."""
 
 
-class ShapeError(EincError, RuntimeError):
+class ShapeError(EincError, RuntimeError, ValueError):
     """An operand's shape does not fit the equation (ndim or index sizes)."""
 
 

@@ -53,20 +53,28 @@ def build(eq: Equation, shapes) -> ContractionGraph:
         raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {len(shapes)} "
                                 f"shapes were given\n  {eq.text}")
     # How many dimensions each ellipsis covers, and the broadcast ellipsis width.
+    many = len(shapes) >= 3       # torch.einsum then fails in opt_einsum first, with its wording
     ell_dims = []
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes)):
         named = len(labels) - (ELLIPSIS in labels)
         if ELLIPSIS in labels:
             if len(shape) < named:
+                head = ("Ellipses lengths do not match" if many else
+                        f"the number of subscripts in the equation ({named}) is more than the number of "
+                        f"dimensions ({len(shape)}) for operand {k}")
                 raise ShapeError(
-                    f"einsum(): operand {k} ('{eq.term(k)}') has {len(shape)} dimensions, fewer than the "
-                    f"{named} subscripts it names besides '...'\n{eq.where(k)}")
+                    f"einsum(): {head}: operand {k} ('{eq.term(k)}') has {len(shape)} dimensions, fewer than "
+                    f"the {named} subscripts it names besides '...'\n{eq.where(k)}")
             ell_dims.append(len(shape) - named)
         else:
             if len(shape) != named:
+                head = (f"Einstein sum subscript '{eq.term(k)}' does not contain the correct number of indices "
+                        f"for operand {k}" if many else
+                        f"the number of subscripts in the equation ({named}) does not match the number of "
+                        f"dimensions ({len(shape)}) for operand {k} and no ellipsis was given")
                 raise ShapeError(
-                    f"einsum(): operand {k} ('{eq.term(k)}') has {len(shape)} dimensions but the equation "
-                    f"gives it {named} subscripts and no ellipsis\n{eq.where(k)}")
+                    f"einsum(): {head}: operand {k} ('{eq.term(k)}') has shape {tuple(shape)}, "
+                    f"{len(shape)} dimensions for {named} subscripts\n{eq.where(k)}")
             ell_dims.append(0)
     width = max(ell_dims, default=0)
 
@@ -99,12 +107,15 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     first: dict[str, int] = {}
     for k, (labels, shape) in enumerate(zip(expanded, shapes)):
         seen_here: dict[str, int] = {}
-        for label, n in zip(labels, shape):
+        for d, (label, n) in enumerate(zip(labels, shape)):
             if label in seen_here and seen_here[label] != n:
+                head = (f"Size of label '{label}' for operand {k} ({seen_here[label]}) does not match previous "
+                         f"terms ({n})" if many else
+                        f"subscript {label} is repeated for operand {k} but the sizes don't match, "
+                        f"{n} != {seen_here[label]}")
                 raise ShapeError(
-                    f"einsum(): subscript {label!r} is repeated in operand {k} ('{eq.term(k)}') but its "
-                    f"sizes differ: {seen_here[label]} and {n}; a repeated subscript takes a diagonal of "
-                    f"equal sizes\n{eq.where(k, label)}")
+                    f"einsum(): {head}: operand {k} ('{eq.term(k)}') has shape {tuple(shape)}; a repeated "
+                    f"subscript takes a diagonal of equal sizes\n{eq.where(k, label)}")
             seen_here[label] = n
             old = size.get(label)
             if old is None or old == 1:
@@ -112,12 +123,20 @@ def build(eq: Equation, shapes) -> ContractionGraph:
                     first[label] = k
                 size[label] = n
             elif n != 1 and n != old:
-                what = (f"subscript {label!r}" if not label.startswith("...")
-                        else f"dimension {label[3:]} of the ellipsis")
+                ellipsis = label.startswith("...")
+                if many:
+                    head = f"Size of label '{label}' for operand {k} ({old}) does not match previous terms ({n})"
+                elif ellipsis:
+                    head = (f"dimension {d} covered by ellipsis in operand {k} has size {n} which does not "
+                            f"broadcast with previously seen ellipsis with size {old} for the respective dimension")
+                else:
+                    head = (f"subscript {label} has size {n} for operand {k} which does not broadcast with "
+                            f"previously seen size {old}")
+                what = f"dimension {label[3:]} of the ellipsis" if ellipsis else f"subscript {label!r}"
                 raise ShapeError(
-                    f"einsum(): {what} has size {n} in operand {k} ('{eq.term(k)}') but size {old} in "
+                    f"einsum(): {head}: {what} has size {n} in operand {k} ('{eq.term(k)}') but size {old} in "
                     f"operand {first[label]} ('{eq.term(first[label])}'); sizes must match or be 1\n"
-                    f"{eq.where(k, label if not label.startswith('...') else ELLIPSIS)}")
+                    f"{eq.where(k, label if not ellipsis else ELLIPSIS)}")
 
     # A size-1 dimension against a larger size gets an index of its own.
     inputs = []

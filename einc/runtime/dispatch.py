@@ -73,10 +73,13 @@ def choose(device_type: str, dtypes) -> str:
     return "triton"
 
 
-def build_entry(plan, operands) -> Entry:
-    """Compile ``plan`` for these operands on the backend that suits them."""
+def build_entry(plan, operands, result_dtype=None) -> Entry:
+    """Compile ``plan`` for these operands on the backend that suits them; the result is
+    cast to ``result_dtype`` (torch.einsum's) where the executor's differs."""
     dtypes = [o.dtype for o in operands]
     torch_run = torch_executor.compile_plan(plan, dtypes)     # also checks the dtypes
+    if result_dtype is not None and result_dtype != torch_run.dtype:
+        torch_run = _cast(torch_run, result_dtype)
     entry = Entry(plan, torch_run, "torch")
     if choose(operands[0].device.type, dtypes) == "triton":
         try:
@@ -87,6 +90,13 @@ def build_entry(plan, operands) -> Entry:
         entry.run = _first_call(entry, triton_run, torch_run)
         entry.backend = "triton"
     return entry
+
+
+def _cast(run, dtype):
+    def cast(ops):
+        return run(ops).to(dtype)
+    cast.dtype = dtype
+    return cast
 
 
 def _first_call(entry, triton_run, torch_run):

@@ -84,8 +84,9 @@ def _reduce(step, plan, dtype, final, is_input):
     if final and (computed or not is_input):
         tail.append(lambda x: x.contiguous())
     elif final:                                 # only views of the caller's tensor so far
-        if fn is not None and not perm and len(step.inputs[0]) == 2 and len(step.output) == 1:
-            return torch.diag, dtype            # a 2-D diagonal: one op that copies
+        term = step.inputs[0]
+        if len(term) == 2 and term[0] == term[1] and step.output == term[:1]:
+            return torch.diag, dtype            # ``ii->i``: one op that copies the diagonal
         tail.append(_fresh)
     return _chain(tail) or (lambda x: x), dtype
 
@@ -132,10 +133,14 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     ta, tb = step.inputs
     sa, sb = set(ta), set(tb)
     summed = set(step.summed)
-    prep_a, ta, da, _ = _prep(ta, summed - sb, plan, dtypes[0])
-    prep_b, tb, db, _ = _prep(tb, summed - sa, plan, dtypes[1])
+    kind = step.kind
+    if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
+        kind = PRODUCT      # the shared sums run over size 1: a product, as in torch.einsum
+    drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
+    prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0])
+    prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1])
     out = list(step.output)
-    if step.kind == PRODUCT:
+    if kind == PRODUCT:
         al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
         core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
         dtype = torch.promote_types(da, db)
@@ -147,8 +152,14 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
         da = db = torch.promote_types(da, db)
         prep_a = _chain([prep_a, lambda x: x.to(da)])
         prep_b = _chain([prep_b, lambda x: x.to(da)])
+    if da == db == torch.bool and any(g.sizes[i] == 0 for i in summed & sa & sb):
+        # An empty sum, which torch answers for bool too (all False): contract in int64;
+        # the caller casts the result to torch.einsum's dtype.
+        da = db = torch.int64
+        prep_a = _chain([prep_a, lambda x: x.to(da)])
+        prep_b = _chain([prep_b, lambda x: x.to(da)])
     _check_dtypes(step, plan, da, db)
-    if step.kind == DOT:
+    if kind == DOT:
         perm_b = _perm(tb, ta)
         k_dims = tuple(d for d, i in enumerate(ta) if i in summed)
         kept = [i for i in ta if i not in summed]
@@ -231,12 +242,14 @@ def _check_dtypes(step, plan, da, db):
             f"convert them first\n  {plan.equation}")
     if da == torch.bool:
         raise UnsupportedDtypeError(
-            f"einsum(): step {what} is a contraction of bool tensors, which torch cannot multiply "
-            f"as matrices; convert to an integer or floating dtype first\n  {plan.equation}")
+            f"\"bmm\" not implemented for 'Bool': einsum() step {what} sums products of bool tensors, "
+            f"which torch cannot multiply as matrices; convert to an integer or floating dtype first\n"
+            f"  {plan.equation}")
 
 
 def compile_plan(plan: Plan, dtypes):
-    """A callable ``run(operands) -> tensor`` for ``plan`` and these operand dtypes.
+    """A callable ``run(operands) -> tensor`` for ``plan`` and these operand dtypes; its
+    ``dtype`` attribute is the dtype of the tensors it returns.
 
     Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
     """
@@ -252,7 +265,9 @@ def compile_plan(plan: Plan, dtypes):
             fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform)
         dts.append(dt)
         functions.append(fn)
-    return unroll(plan, functions)
+    run = unroll(plan, functions)
+    run.dtype = dts[-1]
+    return run
 
 
 __all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

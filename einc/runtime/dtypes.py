@@ -1,0 +1,67 @@
+"""torch.einsum's result dtype, asked of torch itself.
+
+einc's executors compute in the operands' dtype (integer sums in int64).  Where
+torch.einsum's result dtype depends on which of its internal ops run -- integer and
+bool operands (a sum promotes to int64, a matrix product does not, a size-1 or size-0
+dimension changes which runs), and autocast, which casts per op -- einc does not
+re-derive torch's rules: it asks ``torch.einsum`` once per plan and casts its result to
+the answer.  The question is put to tiny tensors (sizes 0, 1 or 2 standing in for each
+size, which keeps torch's choice of ops) on the CPU, or under autocast on the operands'
+device with the autocast state of the call.  Meta tensors would not do: their matrix
+product checks dtypes that the CPU's does not.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+
+def _stand_in(shape) -> tuple[int, ...]:
+    return tuple(0 if s == 0 else 1 if s == 1 else 2 for s in shape)
+
+
+def result_dtype(equation: str, shapes, dtypes):
+    """The dtype torch.einsum returns for operands of ``shapes`` and ``dtypes``; None when
+    torch cannot say (it raises, or the equation uses letters torch does not take).
+
+    >>> result_dtype("ij->j", [(1, 4)], [torch.int32])
+    torch.int64
+    """
+    dtypes = tuple(dtypes)
+    if len(set(dtypes)) == 1 and (dtypes[0].is_floating_point or dtypes[0].is_complex):
+        return dtypes[0]
+    return _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None)
+
+
+def autocast_dtype(equation: str, operands):
+    """The dtype torch.einsum returns for ``operands`` under the autocast now in force on
+    their device, or None when torch raises."""
+    device = operands[0].device
+    return _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
+                  device, torch.get_autocast_dtype(device.type))
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe(equation, shapes, dtypes, device, autocast):
+    try:
+        # Real tensors even while a dispatch mode (fake tensors, tracing) is active.
+        with torch._C._DisableTorchDispatch(), torch.no_grad():
+            probes = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
+            if autocast is None:
+                with torch.autocast(device.type, enabled=False):
+                    return torch.einsum(equation, *probes).dtype
+            with torch.autocast(device.type, dtype=autocast):
+                return torch.einsum(equation, *probes).dtype
+    except Exception:   # noqa: BLE001 - torch would fail too; einc's own dtype stands
+        return None
+
+
+def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether autocast would cast ``tensor`` to ``dtype``: floating, not float64 (as in
+    torch's ``at::autocast::is_eligible``)."""
+    return tensor.is_floating_point() and tensor.dtype not in (dtype, torch.float64)
+
+
+__all__ = ["result_dtype", "autocast_dtype", "autocast_eligible"]

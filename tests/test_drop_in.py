@@ -1,0 +1,162 @@
+"""Regression tests for wrong answers and mismatches that peer test suites (PyTorch's,
+numpy's, opt_einsum's) found with einc in place of the function under test.  Each of
+these failed on einc before the fix."""
+
+import numpy as np
+import pytest
+import torch
+
+import einc
+from einc import errors
+
+FLOATS = [torch.float32, torch.float64, torch.complex64, torch.bfloat16]
+
+
+def _rand(shape, dtype):
+    return torch.randn(shape, dtype=torch.float64).to(dtype) if not dtype.is_complex else \
+        torch.randn(shape, dtype=dtype)
+
+
+# ---------------------------------------------------------------- size-1 summed dimension
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("equation,shape", [("ij->j", (1, 4)), ("bi->i", (1, 5)), ("ij->i", (3, 1)),
+                                             ("bij->j", (1, 1, 3)), ("ij->", (1, 1)), ("ii->", (1, 1))])
+def test_summed_size_one_dimension_is_a_sum(equation, shape, dtype):
+    x = _rand(shape, dtype)
+    expected = torch.einsum(equation, x)
+    for out in (einc.einsum(equation, x),
+                einc.contract_expression(equation, shape)(x),
+                einc.einsum(x, [ord(c) - 97 for c in equation.split("->")[0]],
+                            [ord(c) - 97 for c in equation.split("->")[1]])):
+        assert out.shape == expected.shape and out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected)
+
+
+def test_summed_size_one_dimension_under_autograd():
+    x = torch.randn(1, 4, requires_grad=True)
+    out = einc.einsum("ij->j", x)
+    torch.testing.assert_close(out, x[0])
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(1, 4))
+
+
+# ---------------------------------------------------------------- sublist implicit output
+
+def test_sublist_implicit_output_follows_the_ints():
+    y = torch.randn(3, 4)
+    torch.testing.assert_close(einc.einsum(y, [0, 26]), torch.einsum(y, [0, 26]))
+    torch.testing.assert_close(einc.einsum(y, [0, 26]), y)
+    a, b = torch.randn(2, 3), torch.randn(3, 5)
+    torch.testing.assert_close(einc.einsum(a, [0, 1], b, [1, 30]), a @ b)
+    torch.testing.assert_close(einc.einsum(a, [0, 1], b, [1, 30]), torch.einsum(a, [0, 1], b, [1, 30]))
+    # Beyond torch's 52: still ordered by the int.
+    torch.testing.assert_close(einc.einsum(y, [60, 53]), y.T)
+    torch.testing.assert_close(einc.einsum(y, [53, 1000]), y)
+    torch.testing.assert_close(einc.einsum(a, [51, 1], b, [1, 25]), (a @ b).T)
+
+
+def test_sublist_with_two_ellipses_raises_like_torch():
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(RuntimeError):
+        torch.einsum(x, [0, ..., ...])
+    with pytest.raises(errors.EquationError, match="ellipsis was already found"):
+        einc.einsum(x, [0, ..., ...])
+
+
+@pytest.mark.parametrize("sublist", [np.array([0, 1]), range(2), [np.int64(0), np.int32(1)], (0, 1)])
+def test_sublists_of_numpy_arrays_ranges_and_numpy_ints(sublist):
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(einc.einsum(x, sublist, [1]), torch.einsum(x, sublist, [1]))
+    torch.testing.assert_close(einc.einsum(x, np.array([0, 0])[:1].tolist() + [1], np.array([1])), x.sum(0))
+
+
+# ---------------------------------------------------------------- result dtype = torch's
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.uint8, torch.int64])
+@pytest.mark.parametrize("equation,shapes", [("ll...B,F...B", [(2, 2, 0), (5, 0)]), ("ij,jk->ik", [(2, 0), (0, 3)]),
+                                             ("ij->j", [(0, 3)]), ("i,i->", [(0,), (0,)]),
+                                             ("...ij,...jk->...ik", [(2, 1, 1), (2, 1, 1)]),
+                                             ("ij,j->i", [(3, 1), (1,)]), ("ii->i", [(3, 3)])])
+def test_integer_and_bool_result_dtype_is_torchs(equation, shapes, dtype):
+    ops = [torch.randint(0, 2, s).to(dtype) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    out = einc.einsum(equation, *ops)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    assert torch.equal(out, expected)
+
+
+def test_bool_contraction_over_size_one_axes():
+    b = torch.rand(2, 1, 1) > 0.5
+    expected = torch.einsum("...ij,...jk->...ik", b, b)
+    assert torch.equal(einc.einsum("...ij,...jk->...ik", b, b), expected)
+
+
+def test_bool_contraction_that_torch_cannot_run_raises_the_same_type():
+    a = torch.rand(2, 3) > 0.5
+    with pytest.raises(NotImplementedError):
+        torch.einsum("ij,jk->ik", a, a.T)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        einc.einsum("ij,jk->ik", a, a.T)
+
+
+@pytest.mark.parametrize("equation,shapes", [("ij,ij->i", [(3, 4), (3, 4)]), ("ij->i", [(3, 4)]),
+                                             ("ij,jk->ik", [(3, 4), (4, 2)]), ("i,j->ij", [(3,), (4,)]),
+                                             ("ij,jk,kl->il", [(3, 4), (4, 2), (2, 2)]),
+                                             ("bij,bij->b", [(2, 3, 4), (2, 3, 4)])])
+@pytest.mark.parametrize("base", [torch.float32, torch.float64])
+def test_autocast_result_dtype_is_torchs(equation, shapes, base):
+    ops = [torch.randn(s, dtype=base) for s in shapes]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = torch.einsum(equation, *ops)
+        out = einc.einsum(equation, *ops)
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out.double(), expected.double(), rtol=3e-2, atol=3e-2 * shapes[0][-1])
+
+
+# ---------------------------------------------------------------- accept / raise like torch
+
+def test_no_arguments_and_too_many_operands_raise_value_error():
+    with pytest.raises(ValueError):
+        torch.einsum()
+    with pytest.raises(ValueError, match="at least one operand"):
+        einc.einsum()
+    x = torch.randn(3)
+    with pytest.raises(ValueError):
+        torch.einsum("i,i,i", x, x, x, x)
+    with pytest.raises(ValueError, match="Number of einsum subscripts, 3, must be equal to the number of operands"):
+        einc.einsum("i,i,i", x, x, x, x)
+
+
+# ---------------------------------------------------------------- opt_einsum users
+
+def test_contract_expression_with_constants_folds_them_once():
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 6)
+    expr = einc.contract_expression("ij,jk,kl->il", a, b, (5, 6), constants=[0, 1])
+    torch.testing.assert_close(expr(c), a @ b @ c)
+    assert len(expr._folded) == 1 and expr._folded[0].shape == (3, 5)   # a @ b, contracted once
+    with pytest.raises(errors.OperandCountError, match="constants"):
+        expr(a, b, c)
+    with pytest.raises(errors.ArgumentError, match="constant 2"):
+        einc.contract_expression("ij,jk,kl->il", a, b, (5, 6), constants=[2])
+
+
+def test_contract_expression_interleaved_and_contract_path():
+    x, y, z = (torch.randn(2, 2, dtype=torch.float64) for _ in "xyz")
+    expr = einc.contract_expression((2, 2), [0, 1], (2, 2), [1, 2], (2, 2), [2, 3], [3, 0])
+    torch.testing.assert_close(expr(x, y, z), torch.einsum(x, [0, 1], y, [1, 2], z, [2, 3], [3, 0]))
+    path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))
+    assert path == [(1, 2), (0, 1)]
+    assert "Complete contraction:  ij,jk,kl->il" in str(info) and info.flops == 128
+    ipath, _ = einc.contract_path(x, [0, 1], y, [1, 2], z, [2, 3], [3, 0])
+    assert len(ipath) == 2
+
+
+def test_contract_expression_runs_the_engine():
+    """An expression call is an einsum call: torch's dtype, autograd, and the plan cache."""
+    expr = einc.contract_expression("ij,ij->", (1, 3), (1, 3))
+    a = torch.randint(0, 3, (1, 3), dtype=torch.int32)
+    assert expr(a, a).dtype == torch.einsum("ij,ij->", a, a).dtype
+    x = torch.randn(1, 3, requires_grad=True)
+    expr(x, x).backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach())
