@@ -124,28 +124,7 @@ def test_zero_sizes():
     assert torch.equal(out, torch.zeros(3, 5))
 
 
-# Random equations (1-6 operands, ellipses, repeated indices, size 0 and 1, broadcasting,
-# transposed/sliced/expanded layouts) through the generated kernels.
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from test_properties import _layout, problems  # noqa: E402
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(problem=problems(), data=st.data())
-def test_random_equations_through_kernels(problem, data):
-    equation, shapes = problem
-    dtype = data.draw(st.sampled_from([torch.float32, torch.float64]))
-    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
-    ops = [_layout(data.draw, torch.rand(s, generator=g, dtype=torch.float64).to(dtype) * 2 - 1)
-           for s in shapes]
-    einc.cache_clear()
-    out = einc.einsum(equation, *ops)
-    assert all(e.backend == "triton" for e in _plans._data.values())
-    expected = torch.einsum(equation, *ops)
-    assert out.shape == expected.shape and out.dtype == expected.dtype and out.is_contiguous()
-    assert_close(out, reference(equation, *ops), dtype, extent=4 ** 8)
+# Random equations through the generated kernels: tests/test_fuzz.py (test_generated_kernels).
 
 
 @pytest.mark.parametrize("equation,shapes", [

@@ -17,6 +17,8 @@ import functools
 
 import torch
 
+from ..errors import UnsupportedDtypeError
+
 
 def _stand_in(shape) -> tuple[int, ...]:
     return tuple(0 if s == 0 else 1 if s == 1 else 2 for s in shape)
@@ -24,7 +26,9 @@ def _stand_in(shape) -> tuple[int, ...]:
 
 def result_dtype(equation: str, shapes, dtypes):
     """The dtype torch.einsum returns for operands of ``shapes`` and ``dtypes``; None when
-    torch cannot say (it raises, or the equation uses letters torch does not take).
+    torch cannot say (the equation uses letters torch does not take, or torch trips on its
+    own int64 promotion, which einc answers in int64).  Raises
+    :class:`~einc.errors.UnsupportedDtypeError` where torch has no kernel for the dtype.
 
     >>> result_dtype("ij->j", [(1, 4)], [torch.int32])
     torch.int64
@@ -32,15 +36,23 @@ def result_dtype(equation: str, shapes, dtypes):
     dtypes = tuple(dtypes)
     if len(set(dtypes)) == 1 and (dtypes[0].is_floating_point or dtypes[0].is_complex):
         return dtypes[0]
-    return _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None)
+    answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None)
+    if isinstance(answer, NotImplementedError):
+        # torch has no kernel for one of its steps on this dtype (a matrix product of
+        # bool): raise as torch.einsum does, rather than answer where it cannot.
+        raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} on operands of "
+                                    f"dtype {', '.join(sorted({str(d) for d in dtypes}))}; convert them to an "
+                                    "integer or floating dtype first") from None
+    return answer if isinstance(answer, torch.dtype) else None
 
 
 def autocast_dtype(equation: str, operands):
     """The dtype torch.einsum returns for ``operands`` under the autocast now in force on
     their device, or None when torch raises."""
     device = operands[0].device
-    return _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
-                  device, torch.get_autocast_dtype(device.type))
+    answer = _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
+                    device, torch.get_autocast_dtype(device.type))
+    return answer if isinstance(answer, torch.dtype) else None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -54,8 +66,8 @@ def _probe(equation, shapes, dtypes, device, autocast):
                     return torch.einsum(equation, *probes).dtype
             with torch.autocast(device.type, dtype=autocast):
                 return torch.einsum(equation, *probes).dtype
-    except Exception:   # noqa: BLE001 - torch would fail too; einc's own dtype stands
-        return None
+    except Exception as e:      # noqa: BLE001 - the caller decides what torch's failure means
+        return e
 
 
 def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:

@@ -1,0 +1,158 @@
+"""The differential fuzzer: random einsum calls, every executor, against torch.einsum.
+
+Each test draws :class:`fuzz.Case` s (see tests/fuzz.py for what they cover) and runs
+them through one way of calling einc: the torch executor (``einc.einsum`` on CPU
+tensors), the generated Triton kernels under Triton's interpreter, a
+``contract_expression``, autograd (gradients against torch's on float64), and the
+compiled op (``torch.compile(fullgraph=True)``).  Where torch.einsum raises, einc
+must raise the same built-in type; inputs must be unchanged either way.
+
+Quick and deterministic by default; the long run before a release is
+``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py --hypothesis-show-statistics``.
+"""
+
+import os
+import warnings
+
+import pytest
+import torch
+from hypothesis import event, given, note
+from hypothesis import strategies as st
+
+import einc
+import fuzz
+
+
+def _torch_answer(case, ops):
+    """torch.einsum's result on the operands as they are, or the exception it raises."""
+    try:
+        return torch.einsum(case.oracle_equation, *ops), None
+    except Exception as e:      # noqa: BLE001
+        return None, e
+
+
+def _differential(case, ops, run):
+    """``run(case, ops)`` against torch.einsum: same error type, or the oracle's answer."""
+    note(f"{case.equation}  shapes={case.shapes}  dtype={case.dtype}  layouts={case.layouts}  "
+         f"oracle: torch.einsum({case.oracle_equation!r}, ...)")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, ops)
+    if error is not None and "expected scalar type" in str(error):
+        # torch.einsum trips over its own int64 promotion of a summed integer operand;
+        # einc contracts in the wider dtype instead.
+        event("torch trips on its int64 promotion")
+        fuzz.check_result(case, run(case, ops), ops)
+    elif error is not None:
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(case, ops)
+    else:
+        event(f"{len(ops)} operand(s), {'sublist' if case.sublist else 'string'}")
+        fuzz.check_result(case, run(case, ops), ops, expected.dtype)
+    for o, b in zip(ops, before):
+        assert torch.equal(o, b), "an input was changed"
+
+
+def _einsum(case, ops):
+    return einc.einsum(*case.args(ops))
+
+
+def _expression(case, ops):
+    if case.sublist:
+        interleaved = []
+        for shape, sub in zip(case.shapes, case.args(ops)[1::2]):
+            interleaved += [shape, sub]
+        if case.output is not None:
+            interleaved.append(case.args(ops)[-1])
+        expr = einc.contract_expression(*interleaved)
+    else:
+        expr = einc.contract_expression(case.args(ops)[0], *case.shapes)
+    return expr(*ops)
+
+
+# ---------------------------------------------------------------- the torch executor
+
+@fuzz.profile(quick=1000, share=1.0)
+@given(case=fuzz.cases(), seed=st.integers(0, 2**16))
+def test_torch_executor(case, seed):
+    _differential(case, fuzz.operands(case, seed), _einsum)
+
+
+@fuzz.profile(quick=120, share=0.25)
+@given(case=fuzz.cases(), seed=st.integers(0, 2**16))
+def test_contract_expression(case, seed):
+    _differential(case, fuzz.operands(case, seed), _expression)
+
+
+# ---------------------------------------------------------------- generated kernels
+
+@pytest.fixture(scope="module")
+def triton_backend(tmp_path_factory):
+    pytest.importorskip("triton")
+    saved = {k: os.environ.get(k) for k in ("EINC_BACKEND", "EINC_CACHE_DIR")}
+    os.environ["EINC_BACKEND"] = "triton"
+    os.environ["EINC_CACHE_DIR"] = str(tmp_path_factory.mktemp("einc-fuzz-cache"))
+    einc.cache_clear()          # plans built for the torch executor must not be reused
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    einc.cache_clear()
+
+
+@fuzz.profile(quick=40, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.float16, torch.bfloat16], max_operands=4),
+       seed=st.integers(0, 2**16))
+def test_generated_kernels(triton_backend, case, seed):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        _differential(case, fuzz.operands(case, seed), _einsum)
+
+
+# ---------------------------------------------------------------- autograd
+
+@fuzz.profile(quick=60, share=0.1)
+@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=4), seed=st.integers(0, 2**16))
+def test_gradients(case, seed):
+    """Gradients of ``sum(out * w)`` for a random ``w``, against torch's, through every layout."""
+    base = [v.requires_grad_() for v in fuzz.values(case, seed)]
+    try:
+        expected = torch.einsum(case.oracle_equation, *base)
+    except Exception as e:     # noqa: BLE001
+        with pytest.raises(type(e)):
+            einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
+        return
+    w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
+    want = torch.autograd.grad((expected * w).real.sum(), base, allow_unused=True)
+    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
+    out = einc.einsum(*case.args(laid))
+    got = torch.autograd.grad((out * w).real.sum(), base, allow_unused=True)
+    event(f"{len(base)} operand(s)")
+    for g, e in zip(got, want):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+
+
+def test_gradcheck_sample():
+    """torch's gradcheck (numerical against analytical) on a few fixed cases."""
+    for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),
+                       ("bi,bj->", [(1, 3), (1, 2)]), ("i,i,i->i", [(3,), (1,), (3,)])]:
+        ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+        assert torch.autograd.gradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
+        assert torch.autograd.gradgradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
+
+
+# ---------------------------------------------------------------- the compiled op
+
+@fuzz.profile(quick=8, share=0.005)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.int64], max_operands=3),
+       seed=st.integers(0, 2**16))
+def test_compiled(case, seed):
+    ops = fuzz.operands(case, seed)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *xs: einc.einsum(*case.args(xs)), fullgraph=True, backend="eager")
+    _differential(case, ops, lambda c, xs: compiled(*xs))
