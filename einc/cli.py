@@ -255,40 +255,58 @@ def cmd_bench(args) -> int:
 # ----------------------------------------------------------------------- cache
 
 def cmd_cache(args) -> int:
-    from .runtime.loader import kernel_dir     # standard library only, like config
+    from .runtime import diskcache     # standard library only, like config
 
-    directory = kernel_dir()
+    directory = diskcache.kernel_dir(create=False)
     if args.action == "path":
         print(directory)
         return 0
     modules = sorted(directory.glob("einc_*.py")) if directory.is_dir() else []
     if args.action == "list":
+        used = diskcache.usage(directory)
         if not modules:
-            print(f"no kernel modules in {directory}")
+            print(f"no kernel modules in {directory} (bound {_mb(used.bound)}, EINC_CACHE_MAX_MB)")
             return 0
         width = max(len(m.stem) for m in modules)
         for m in modules:
-            print(f"{m.stem.ljust(width)}  {_kib(m.stat().st_size):>10}  {_equation_of(m)}")
-        print(f"{len(modules)} module(s), {_kib(sum(m.stat().st_size for m in modules))} in {directory}")
+            try:
+                size = _kib(m.stat().st_size)
+            except OSError:             # evicted by another process meanwhile
+                continue
+            print(f"{m.stem.ljust(width)}  {size:>10}  {_equation_of(m)}")
+        print(f"{used.modules} module(s), {_kib(used.bytes)} in {directory}: {100 * used.bytes / used.bound:.1f}% "
+              f"of the {_mb(used.bound)} bound (EINC_CACHE_MAX_MB; the least recently used modules are deleted "
+              "beyond it)")
         return 0
-    # clear: the modules einc wrote, their bytecode, and temporary files of interrupted writes
-    removed = sum(m.stat().st_size for m in modules)
+    # clear: the modules einc wrote, bytecode older versions left, and temporary files of interrupted writes
+    removed = 0
+    count = 0
     for m in modules:
-        m.unlink()
+        try:
+            size = m.stat().st_size
+            m.unlink()
+        except FileNotFoundError:       # evicted by another process meanwhile
+            continue
+        removed += size
+        count += 1
     if directory.is_dir():
         for tmp in directory.glob(".einc_*.tmp"):
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
         pycache = directory / "__pycache__"
         if pycache.is_dir():
             for pyc in pycache.glob("einc_*.pyc"):
-                pyc.unlink()
+                pyc.unlink(missing_ok=True)
             if not any(pycache.iterdir()):
                 pycache.rmdir()
-    print(f"removed {len(modules)} kernel module(s) ({_kib(removed)}) from {directory}")
+    print(f"removed {count} kernel module(s) ({_kib(removed)}) from {directory}")
     print("The in-memory plan cache is per process: every new process starts with it empty, and "
           "einc.cache_clear() empties it in a running one (modules a running process has loaded stay loaded). "
           "Triton's own cache of compiled binaries (TRITON_CACHE_DIR, default ~/.triton/cache) is not touched.")
     return 0
+
+
+def _mb(n: int) -> str:
+    return f"{n / 10 ** 6:g} MB"
 
 
 def _kib(n: int) -> str:
@@ -348,8 +366,13 @@ _CACHE_EXAMPLES = """\
 examples:
   einc cache path       the folder of generated kernel modules (EINC_CACHE_DIR/kernels;
                         default $XDG_CACHE_HOME/einc/kernels or ~/.cache/einc/kernels)
-  einc cache list       each module with its size and equation
+  einc cache list       each module with its size and equation, and the total against
+                        the bound EINC_CACHE_MAX_MB (default 100 MB)
   einc cache clear      delete the modules (they are regenerated on demand)
+
+The folder is private (mode 0700); one that belongs to someone else, or that others
+can write, is refused with a warning and a private folder under the temporary
+folder is used instead (einc cache path shows which).
 """
 
 

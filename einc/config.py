@@ -1,36 +1,162 @@
-"""Environment switches, read in one place.
+"""Environment settings, parsed and validated in one place.
 
-``EINC_CACHE_SIZE``  how many plans the in-memory cache keeps (default 4096).
-``EINC_CACHE_DIR``   where generated kernel modules are written (default
-                     ``$XDG_CACHE_HOME/einc`` or ``~/.cache/einc``).
-``EINC_BACKEND``     ``auto`` (default): generated Triton kernels for CUDA tensors, the
-                     torch executor otherwise; ``torch``: always the torch executor;
-                     ``triton``: generated kernels for CPU tensors too, run by Triton's
-                     interpreter (einc sets ``TRITON_INTERPRET=1`` for that).
+Each setting is read from the environment when it is asked for (so a test or a
+program can change it between calls) and checked then: a bad value raises
+:class:`~einc.errors.ConfigError` naming the variable, its value and what is
+accepted.  An empty value counts as unset.
+
+``EINC_CACHE_SIZE``    how many plans the in-memory cache keeps: a positive integer
+                       (default 4096).
+``EINC_CACHE_DIR``     the folder for generated kernel modules (they go in its
+                       ``kernels`` folder): an absolute path, ``~`` expanded.  Default
+                       ``$XDG_CACHE_HOME/einc``, or ``~/.cache/einc`` where
+                       ``XDG_CACHE_HOME`` is unset, empty or relative (the XDG rules
+                       say to ignore a relative value).
+``EINC_CACHE_MAX_MB``  the bound on the kernel modules on disk, in megabytes (10^6
+                       bytes): a positive number, decimals allowed (default 100).  The
+                       least recently used modules are deleted beyond it.
+``EINC_BACKEND``       ``auto`` (default): generated Triton kernels for CUDA tensors, the
+                       torch executor otherwise; ``torch``: always the torch executor;
+                       ``triton``: generated kernels for CPU tensors too, run by Triton's
+                       interpreter (einc sets ``TRITON_INTERPRET=1`` for that where it
+                       is unset).
+``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
+                       line; ``0``/``false``/``no``/``off`` (default) do not.
+
+``TRITON_INTERPRET`` is Triton's, not einc's: :func:`triton_interpret` reads it the way
+Triton does (true for ``1``, ``true``, ``yes``, ``on``, ``y`` in any case, false for
+anything else), so that einc and Triton never disagree about it.
+
+This module uses the standard library only (the command line imports it without
+torch).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from .errors import ConfigError
+
 BACKENDS = ("auto", "torch", "triton")
+DEFAULT_CACHE_SIZE = 4096
+DEFAULT_CACHE_MAX_MB = 100
+MB = 10 ** 6
+
+# Triton 3.x (knobs.env_bool -> getenv_bool): the lower-cased value is one of these.
+TRITON_TRUE = ("1", "true", "yes", "on", "y")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+_INTEGER = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
+
+
+def _raw(name: str) -> str | None:
+    """The variable's value, or None where it is unset or empty (blank)."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    return value
+
+
+def _bad(name: str, value: str, expected: str) -> ConfigError:
+    return ConfigError(f"{name}={value!r}: expected {expected}")
 
 
 def cache_size() -> int:
-    return int(os.environ.get("EINC_CACHE_SIZE", "4096"))
+    """``EINC_CACHE_SIZE``: how many plans the in-memory cache keeps (default 4096)."""
+    value = _raw("EINC_CACHE_SIZE")
+    if value is None:
+        return DEFAULT_CACHE_SIZE
+    text = value.strip()
+    if not _INTEGER.fullmatch(text) or int(text) < 1:
+        raise _bad("EINC_CACHE_SIZE", value,
+                   f"a positive integer (the number of plans kept in memory; default {DEFAULT_CACHE_SIZE})")
+    return int(text)
+
+
+def cache_max_bytes() -> int:
+    """``EINC_CACHE_MAX_MB`` in bytes: the bound on the kernel modules on disk."""
+    value = _raw("EINC_CACHE_MAX_MB")
+    if value is None:
+        return DEFAULT_CACHE_MAX_MB * MB
+    text = value.strip()
+    if not _DECIMAL.fullmatch(text) or float(text) <= 0:
+        raise _bad("EINC_CACHE_MAX_MB", value,
+                   "a positive number of megabytes, decimals allowed (the bound on the kernel modules on disk; "
+                   f"default {DEFAULT_CACHE_MAX_MB})")
+    return max(1, round(float(text) * MB))
+
+
+def _expand(value: str) -> str:
+    return os.path.expanduser(value)
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/einc``, or ``~/.cache/einc`` (a relative XDG_CACHE_HOME is ignored)."""
+    xdg = _raw("XDG_CACHE_HOME")
+    if xdg is not None and os.path.isabs(_expand(xdg)):
+        return Path(_expand(xdg)) / "einc"
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):
+        raise ConfigError("einc cannot find your home folder for its kernel cache (~/.cache/einc): "
+                          "set EINC_CACHE_DIR to an absolute path")
+    return Path(home) / ".cache" / "einc"
+
+
+def cache_dir_is_default() -> bool:
+    """Whether the cache folder is the default one (einc's by name), not ``EINC_CACHE_DIR``."""
+    return _raw("EINC_CACHE_DIR") is None
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("EINC_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "einc"
+    """``EINC_CACHE_DIR`` (``~`` expanded, absolute), else :func:`default_cache_dir`."""
+    value = _raw("EINC_CACHE_DIR")
+    if value is None:
+        return default_cache_dir()
+    path = _expand(value)
+    if not os.path.isabs(path):
+        raise _bad("EINC_CACHE_DIR", value,
+                   "an absolute path (~ is expanded; a relative path would depend on the working folder)")
+    return Path(path)
 
 
 def backend() -> str:
-    value = os.environ.get("EINC_BACKEND", "auto").strip().lower() or "auto"
-    if value not in BACKENDS:
-        raise ValueError(f"EINC_BACKEND={value!r}: expected one of {', '.join(BACKENDS)}")
-    return value
+    """``EINC_BACKEND``: ``auto`` (default), ``torch`` or ``triton`` (any case)."""
+    value = _raw("EINC_BACKEND")
+    if value is None:
+        return "auto"
+    mode = value.strip().lower()
+    if mode not in BACKENDS:
+        raise _bad("EINC_BACKEND", value,
+                   "one of auto (kernels for CUDA tensors), torch (never kernels), "
+                   "triton (kernels for CPU tensors too, under Triton's interpreter)")
+    return mode
+
+
+def debug() -> bool:
+    """``EINC_DEBUG``: whether the command line prints tracebacks."""
+    value = _raw("EINC_DEBUG")
+    if value is None:
+        return False
+    flag = value.strip().lower()
+    if flag in _TRUE:
+        return True
+    if flag in _FALSE:
+        return False
+    raise _bad("EINC_DEBUG", value, f"one of {', '.join(_TRUE)} (tracebacks) or {', '.join(_FALSE)} (none)")
+
+
+def triton_interpret() -> bool | None:
+    """``TRITON_INTERPRET`` as Triton reads it; None where it is unset or empty.
+
+    True exactly where Triton runs its interpreter: the lower-cased value is one of
+    :data:`TRITON_TRUE`.  Any other value (``0``, ``false``, ``2``, ``" 1"``) is false,
+    as it is for Triton.
+    """
+    value = os.environ.get("TRITON_INTERPRET")
+    if value is None or value == "":
+        return None
+    return value.lower() in TRITON_TRUE

@@ -59,3 +59,7 @@ def caret(equation: str, position: int | None) -> str:
     if position is None or position < 0:
         return f"  {equation}"
     return f"  {equation}\n  {' ' * position}^"
+
+
+class ConfigError(EincError, ValueError):
+    """An environment setting (``EINC_*``) has a value einc does not accept."""

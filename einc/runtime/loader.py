@@ -1,72 +1,97 @@
-"""Generated modules live in real files: Triton reads a kernel's source with ``inspect``.
+"""Run generated modules from the source einc generated, never from what is on disk.
 
-Each module is written atomically (a temporary file, then ``os.replace``) into the
-cache directory and imported by path with ``importlib``, never with ``exec``.
+Each module is written to (or verified in) the kernel cache folder by
+``runtime/diskcache.py``, because Triton, tracebacks and ``einc cache list`` read
+kernels' source by file name.  The module itself is compiled from the source text
+held in memory (``compile(source, path, "exec")``) and executed into a fresh module
+object, so neither a changed ``.py`` nor any bytecode (``__pycache__``) is ever run:
+importlib is not involved, and nothing is written to ``__pycache__``.  The source is
+also registered with ``linecache`` under the file's path, pinned (no modification
+time, so ``linecache.checkcache`` keeps it), so that ``inspect.getsource`` (Triton's
+``@jit`` and its interpreter) sees exactly that source even if the file is later
+changed or evicted.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
+import linecache
 import sys
-import tempfile
 import threading
-from pathlib import Path
+import types
+import warnings
 
-from .. import config
 from ..errors import EincError
+from . import diskcache
+from .diskcache import kernel_dir  # noqa: F401  (the folder's name, for callers of the loader)
 
 _modules: dict = {}
 _lock = threading.Lock()
+_warned: set = set()
 
 
 class KernelLoadError(EincError, RuntimeError):
-    """A generated module failed to import; the message holds its numbered source."""
+    """A generated module failed to load; the message holds its numbered source."""
 
 
-def kernel_dir() -> Path:
-    return config.cache_dir() / "kernels"
+class _SourceLoader:
+    """``module.__loader__``: hands ``linecache``/``inspect`` the in-memory source."""
+
+    def __init__(self, source: str):
+        self._source = source
+
+    def get_source(self, name):
+        return self._source
 
 
-def write(name: str, source: str, directory: Path | None = None) -> Path:
-    """Write ``source`` to ``directory/name.py`` atomically (unchanged files are left alone)."""
-    directory = Path(directory or kernel_dir())
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.py"
+def _pin_source(path: str, source: str) -> None:
+    lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[path] = (len(source), None, lines, path)
+
+
+def _file_for(name: str, source: str):
+    """The path of the verified file for ``name`` (rewritten where it differs).
+
+    Where the folder cannot be written, warns once and returns the path the file would
+    have: the module still runs from memory, and its source is still readable.
+    """
     try:
-        if path.read_text() == source:
-            return path
-    except OSError:
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+        return diskcache.store(name, source)
+    except OSError as e:
+        try:
+            directory = diskcache.kernel_dir(create=False)
+        except OSError:
+            directory = None
+        key = str(directory)
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(f"einc: cannot write kernel modules to {directory} ({e}); running them from "
+                          "memory (set EINC_CACHE_DIR to a folder you can write)", RuntimeWarning, stacklevel=4)
+        return (directory / f"{name}.py") if directory is not None else f"<einc kernel {name}>"
 
 
 def load(name: str, source: str):
-    """The module for kernel ``name``, written and imported on first use."""
+    """The module for kernel ``name``, run from ``source`` on first use."""
     module = _modules.get(name)
     if module is not None:
         return module
     with _lock:
         module = _modules.get(name)
         if module is None:
-            path = write(name, source)
-            spec = importlib.util.spec_from_file_location(f"einc_kernels.{name}", path)
-            module = importlib.util.module_from_spec(spec)
+            path = str(_file_for(name, source))
+            module = types.ModuleType(f"einc_kernels.{name}")
+            module.__file__ = path
+            module.__loader__ = _SourceLoader(source)
+            _pin_source(path, source)
+            sys.modules[module.__name__] = module       # as importlib does, for the module's own lookups
             try:
-                spec.loader.exec_module(module)
+                code = compile(source, path, "exec", dont_inherit=True)
+                exec(code, module.__dict__)
             except Exception as e:
+                sys.modules.pop(module.__name__, None)
                 numbered = "\n".join(f"{n + 1:4d}  {line}" for n, line in enumerate(source.splitlines()))
                 raise KernelLoadError(f"generated kernel {name} failed to load from {path}: "
                                       f"{type(e).__name__}: {e}\n{numbered}") from e
-            sys.modules[spec.name] = module
             _modules[name] = module
     return module
