@@ -18,6 +18,7 @@ import textwrap
 import traceback
 from pathlib import Path
 
+from . import config
 from .errors import ArgumentError, EincError, OperandCountError
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
@@ -466,7 +467,11 @@ def build_parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------- main
 
 def _debug() -> bool:
-    return os.environ.get("EINC_DEBUG", "") not in ("", "0")
+    """EINC_DEBUG through config (a bad value is reported by ``main`` before any command)."""
+    try:
+        return config.debug()
+    except EincError:
+        return False
 
 
 def main(argv=None) -> int:
@@ -478,6 +483,7 @@ def main(argv=None) -> int:
         return 2
     name = f"einc {args.command}"
     try:
+        config.debug()                      # a bad EINC_DEBUG is an error like any other setting
         return args.func(args) or 0
     except EincError as e:
         _traceback_if_debug()

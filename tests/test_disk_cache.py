@@ -387,6 +387,24 @@ def test_triton_interpret_is_read_exactly_as_triton_reads_it(monkeypatch, value)
     assert config.triton_interpret() is bool(knobs.runtime.interpret)
 
 
+@pytest.mark.parametrize("value", ["0", "no", "false"])
+def test_a_false_triton_interpret_is_not_taken_for_true(triton_backend, monkeypatch, value):
+    """EINC_BACKEND=triton with TRITON_INTERPRET=0: CPU tensors stay on the torch executor,
+    with one warning saying why (before, any value counted as 1)."""
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    with pytest.warns(RuntimeWarning, match="false value"):
+        matmul()
+    assert not list((triton_backend / "cache").rglob("einc_*.py"))      # no kernel was generated
+    assert os.environ["TRITON_INTERPRET"] == value                     # and the setting left alone
+
+
+def test_a_bad_setting_raises_when_kernels_are_built(triton_backend, monkeypatch):
+    """A bad EINC_CACHE_DIR is the user's to fix: an error naming it, not a silent fallback."""
+    monkeypatch.setenv("EINC_CACHE_DIR", "relative/folder")
+    with pytest.raises(ConfigError, match="EINC_CACHE_DIR='relative/folder'"):
+        matmul()
+
+
 def test_triton_interpret_unset_or_empty_is_none(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert config.triton_interpret() is None

@@ -14,6 +14,7 @@ import importlib.util
 import warnings
 
 from .. import config
+from ..errors import ConfigError
 from ..lower import supported
 from . import torch_executor, triton_executor
 
@@ -63,8 +64,9 @@ def choose(device_type: str, dtypes) -> str:
         return "torch"
     if device_type == "cpu" and not triton_executor.use_interpreter():
         _warn_once("interpreter", "einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, "
-                                  "but triton was imported before TRITON_INTERPRET=1 was set; set it before "
-                                  "importing triton. Running on the torch executor")
+                                  "but TRITON_INTERPRET is set to a false value, or triton was imported before "
+                                  "TRITON_INTERPRET=1 was set (set it before importing triton). Running on the "
+                                  "torch executor")
         return "torch"
     if not triton_executor.available():
         _warn_once("triton-missing", "einc: triton is not installed; running on the torch executor "
@@ -84,6 +86,8 @@ def build_entry(plan, operands, result_dtype=None) -> Entry:
     if choose(operands[0].device.type, dtypes) == "triton":
         try:
             triton_run = triton_executor.compile_plan(plan, dtypes[0], [tuple(o.shape) for o in operands])
+        except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
+            raise
         except Exception as e:      # a generator bug must not cost the user an answer
             _fall_back(plan, e)
             return entry

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ..errors import DtypeError, UnsupportedDtypeError
+from ..errors import DtypeError
 from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from .program import unroll
 
@@ -152,9 +152,10 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
         da = db = torch.promote_types(da, db)
         prep_a = _chain([prep_a, lambda x: x.to(da)])
         prep_b = _chain([prep_b, lambda x: x.to(da)])
-    if da == db == torch.bool and any(g.sizes[i] == 0 for i in summed & sa & sb):
-        # An empty sum, which torch answers for bool too (all False): contract in int64;
-        # the caller casts the result to torch.einsum's dtype.
+    if da == db == torch.bool:
+        # torch has no matrix product of bool: contract in int64.  Where torch.einsum
+        # answers (a sum over size 0 or 1, an empty result) the caller casts the result to
+        # its dtype; where it raises, so does the caller (see runtime/dtypes.py).
         da = db = torch.int64
         prep_a = _chain([prep_a, lambda x: x.to(da)])
         prep_b = _chain([prep_b, lambda x: x.to(da)])
@@ -240,11 +241,6 @@ def _check_dtypes(step, plan, da, db):
             f"einsum(): step {what} contracts T{step.operands[0]} ({da}) with T{step.operands[1]} ({db}); "
             f"a contraction needs one dtype (T0..T{plan.num_operands - 1} are the operands in order): "
             f"convert them first\n  {plan.equation}")
-    if da == torch.bool:
-        raise UnsupportedDtypeError(
-            f"\"bmm\" not implemented for 'Bool': einsum() step {what} sums products of bool tensors, "
-            f"which torch cannot multiply as matrices; convert to an integer or floating dtype first\n"
-            f"  {plan.equation}")
 
 
 def compile_plan(plan: Plan, dtypes):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import config
 from ..codegen import render
 from ..lower import lower_plan
 from .loader import load
@@ -31,17 +32,20 @@ def available() -> bool:
 
 
 def use_interpreter() -> bool:
-    """Run generated kernels with Triton's CPU interpreter (for CPU tensors).
+    """Whether generated kernels run under Triton's CPU interpreter (for CPU tensors).
 
-    Triton reads ``TRITON_INTERPRET`` when it is imported; returns False when it was
-    imported without it, too late to switch.
+    An explicit ``TRITON_INTERPRET`` decides, read as Triton reads it (``0`` or ``no``
+    mean no); where it is unset einc sets it, unless triton was already imported
+    without it, too late to switch.  A true value is spelled ``1`` afterwards, the one
+    the generated launchers test.
     """
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return True
-    if "triton" in sys.modules:
+    wanted = config.triton_interpret()
+    if wanted is None and "triton" in sys.modules:
         return False
-    os.environ["TRITON_INTERPRET"] = "1"
-    return True
+    if wanted is None or wanted:
+        os.environ["TRITON_INTERPRET"] = "1"
+        return True
+    return False
 
 
 def kernels(plan, dtype, shapes):
