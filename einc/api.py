@@ -1,33 +1,28 @@
-"""Front end: ``einsum``, ``contract_expression``, ``explain`` and the cache controls.
+"""The doors: ``einsum``, ``explain``, ``contract_expression``, ``contract_path`` and the
+cache controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
+:class:`~einc.options.Options` and operands (or shapes), and goes down to the engine
+(:mod:`einc.runtime.engine`); nothing below imports this module.
 
-The hot path of :func:`einsum` is: look up the parsed equation (by string), build
-the key (canonical equation, optimizer, the first operand's device and layout, every
-operand's shape and dtype), look up the compiled plan, run it.  Everything else
-happens once per key on a miss.  Operands on mixed devices or layouts fail inside
-torch's ops, as they do in torch.einsum.
-
-Two checks route a call elsewhere: under torch.compile (or torch.export) it becomes one
-call of the custom op ``einc::einsum`` (:mod:`einc.custom_op`); when an operand
-requires grad under grad mode, or a torch.func transform is active, it runs through
-:class:`einc.autograd.EinsumFunction`.
+The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
+string), the options (a dict lookup), the routing checks, then ``engine.run`` (the key,
+a dict lookup, the entry's run function).  Three checks route a call elsewhere: under
+torch.compile (or torch.export) it becomes one call of the custom op ``einc::einsum``
+(:mod:`einc.custom_op`); under autocast it takes torch.einsum's dtype there; when an
+operand requires grad under grad mode, or a torch.func transform is active, it runs
+through :class:`einc.autograd.EinsumFunction`.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
-from . import autograd, config, custom_op
+from . import autograd, custom_op
 from .equation import Equation, letter, parse, sublist_equation
 from .errors import ArgumentError, OperandCountError, OperandTypeError, ShapeError
-from .graph import build
-from .plan import Plan, build_plan
-from .runtime import dtypes
-from .runtime.cache import CacheInfo, LRUCache
-from .runtime.dispatch import Entry, build_entry, describe_backends
-
-_plans = LRUCache(config.cache_size())
+from .options import INTERNED, Options
+from .plan import Plan
+from .runtime import dispatch, dtypes, engine
+from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 
 
 def einsum(*args, optimize="auto", memory_limit=None):
@@ -54,27 +49,32 @@ def einsum(*args, optimize="auto", memory_limit=None):
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
+    try:
+        options = INTERNED[optimize, memory_limit]
+    except (KeyError, TypeError):
+        options = Options.of(optimize, memory_limit)
     if _autocast_any():
-        return _autocast_call(eq, operands, optimize, memory_limit)
+        return _autocast_call(eq, operands, options)
+    # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
     if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
-        return autograd.einsum(eq, operands, optimize, memory_limit)
-    return _run(eq, operands, optimize, memory_limit)
+        return autograd.EinsumFunction.apply(autograd.Call(eq, options), *operands)
+    return engine.run(eq, operands, options)
 
 
-# The checks above, bound once; they cost about 0.1 us plus 0.05 us per operand.
-# ``is_dynamo_compiling`` is constant-folded to True by dynamo (so the flag, which dynamo
-# would guard on, is never read while tracing); the flag is True for the rest of a
-# compile session (AOTAutograd, a backend's make_fx) and during torch.export.
+# The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
+# dynamo (so the flag, which dynamo would guard on, is never read while tracing); the
+# flag is True for the rest of a compile session (AOTAutograd, a backend's make_fx) and
+# during torch.export.
 _dynamo_tracing = torch.compiler.is_dynamo_compiling
 _compiler = torch.compiler if hasattr(torch.compiler, "_is_compiling_flag") else \
     type("_NoFlag", (), {"_is_compiling_flag": False})     # older torch: dynamo is still detected
-_transforms_active = torch._C._are_functorch_transforms_active
-_grad_enabled = torch.is_grad_enabled
-_any_requires_grad = torch._C._any_requires_grad
+_transforms_active = autograd.transforms_active
+_grad_enabled = autograd.grad_enabled
+_any_requires_grad = autograd.any_requires_grad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
 
 
-def _autocast_call(eq: Equation, operands, optimize, memory_limit):
+def _autocast_call(eq: Equation, operands, options: Options):
     """Under autocast: torch.einsum's result dtype there, computed in that dtype.
 
     Whether torch.einsum's result takes the autocast dtype depends on the ops it runs
@@ -82,67 +82,14 @@ def _autocast_call(eq: Equation, operands, optimize, memory_limit):
     the operands autocast would cast when the answer is the autocast dtype, and runs with
     autocast off so that the whole plan computes in one dtype.
     """
-    _check_operands(eq, operands)
+    engine.check_operands(eq, operands)
     device = operands[0].device.type
-    if not torch.is_autocast_enabled(device):
-        with torch.autocast(device, enabled=False):     # autocast on another device only
-            return einsum(eq.text, *operands, optimize=optimize, memory_limit=memory_limit)
-    cast = torch.get_autocast_dtype(device)
-    if dtypes.autocast_dtype(eq.canonical, operands) == cast:
-        operands = [o.to(cast) if dtypes.autocast_eligible(o, cast) else o for o in operands]
-    with torch.autocast(device, enabled=False):
-        return einsum(eq.text, *operands, optimize=optimize, memory_limit=memory_limit)
-
-
-def _run(eq: Equation, operands, optimize, memory_limit):
-    """The plan for ``eq`` and these operands, from the cache or built, run (no autograd routing)."""
-    opt = optimize if optimize.__class__ is str else _optimizer_key(optimize)
-    try:
-        first = operands[0]
-        key = (eq.canonical, opt, memory_limit, first.device, first.layout,
-               tuple([(o.shape, o.dtype) for o in operands]))
-    except (AttributeError, IndexError):
-        _check_operands(eq, operands)
-        raise
-    entry = _plans.get(key)
-    if entry is None:
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, optimize, memory_limit))
-    return entry.run(operands)
-
-
-def _optimizer_key(optimize):
-    if isinstance(optimize, list):
-        return tuple(tuple(c) if isinstance(c, list) else c for c in optimize)
-    return optimize
-
-
-def _check_operands(eq: Equation, operands):
-    if not operands:
-        raise ArgumentError("einsum(): must specify the equation string and at least one operand, "
-                            "or at least one operand and its subscripts list")
-    for k, o in enumerate(operands):
-        if not isinstance(o, torch.Tensor):
-            raise OperandTypeError(f"einsum(): expected Tensor as element {k} in argument 1, but got "
-                                   f"{type(o).__name__}: operand {k} must be a torch.Tensor, got "
-                                   f"{type(o).__name__}\n  {eq.text}")
-    if len(operands) != eq.num_operands:
-        if len(operands) >= 3:      # torch.einsum fails in opt_einsum's path search first
-            head = (f"Number of einsum subscripts, {eq.num_operands}, must be equal to the number of "
-                    f"operands, {len(operands)}")
-        else:
-            fewer = "fewer" if len(operands) < eq.num_operands else "more"
-            head = f"{fewer} operands were provided than specified in the equation"
-        raise OperandCountError(
-            f"einsum(): {head}: it names {eq.num_operands} "
-            f"({', '.join(repr(eq.term(k)) for k in range(eq.num_operands))}) but "
-            f"{len(operands)} {'was' if len(operands) == 1 else 'were'} passed\n  {eq.text}")
-
-
-def _compile(eq: Equation, operands, optimize, memory_limit) -> Entry:
-    _check_operands(eq, operands)
-    shapes = [o.shape for o in operands]
-    plan = build_plan(build(eq, shapes), eq.text, optimize, memory_limit)
-    return build_entry(plan, operands, dtypes.result_dtype(eq.canonical, shapes, [o.dtype for o in operands]))
+    if torch.is_autocast_enabled(device):
+        cast = torch.get_autocast_dtype(device)
+        if dtypes.autocast_dtype(eq.canonical, operands) == cast:
+            operands = [o.to(cast) if dtypes.autocast_eligible(o, cast) else o for o in operands]
+    with torch.autocast(device, enabled=False):     # (autocast on another device only: as is)
+        return autograd.einsum(eq, operands, options)
 
 
 def _shape_of(x):
@@ -159,10 +106,11 @@ def _shape_of(x):
 
 
 def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, dtype=None,
-            device=None) -> Plan:
+            device=None) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
-    ``device``, default float32 on the CPU), with the backend of each step; print it
-    for a table.
+    ``device``, default float32 on the CPU), with what runs each step; print it for a
+    table.  For tensors whose plan einc has already run, the backend shown is the one
+    that ran (a kernel that failed and fell back shows ``torch``).
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
@@ -170,19 +118,14 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
         operands_or_shapes = tuple(operands_or_shapes[0])
+    options = Options.of(optimize, memory_limit)
     shapes = [_shape_of(x) for x in operands_or_shapes]
-    _check_count(eq, len(shapes))
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
-    dtypes = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
+    entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
+    plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
+    types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
-    plan = build_plan(build(eq, shapes), eq.text, optimize, memory_limit)
-    return describe_backends(plan, device_type, dtypes, shapes)
-
-
-def _check_count(eq: Equation, n: int):
-    if n != eq.num_operands:
-        raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {n} "
-                                f"{'was' if n == 1 else 'were'} given\n  {eq.text}")
+    return dispatch.describe(plan, device_type, types, shapes, entry.backend if entry is not None else None)
 
 
 class ContractExpression:
@@ -200,18 +143,19 @@ class ContractExpression:
     torch.Size([2, 4])
     """
 
-    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, optimize, memory_limit):
+    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options):
         self.equation = eq.text
         self.shapes = tuple(shapes)
         self.plan = plan
         self.constants = tuple(sorted(constants))
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
-        self._memory_limit = memory_limit
         if constants:
-            self._text, self._folded = _fold_constants(plan, constants, optimize, memory_limit)
-            self._optimize = optimize
-        else:
-            self._text, self._folded, self._optimize = eq.text, (), plan.path
+            self._text, self._folded = _fold_constants(plan, constants, options)
+            self._options = options
+        else:   # the planned path, as explicit options: the same plan for every call
+            self._text, self._folded = eq.text, ()
+            self._options = Options.of(plan.path, options.memory_limit)
+        self._eq = parse(self._text)
 
     def __call__(self, *operands):
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -223,8 +167,10 @@ class ContractExpression:
             wrong = True
         if wrong:
             self._check(operands)
-        return einsum(self._text, *operands, *self._folded, optimize=self._optimize,
-                      memory_limit=self._memory_limit)
+        operands = (*operands, *self._folded)
+        if _autocast_any():
+            return _autocast_call(self._eq, operands, self._options)
+        return autograd.einsum(self._eq, operands, self._options)
 
     def _check(self, operands):
         for k, o in enumerate(operands):
@@ -249,7 +195,7 @@ class ContractExpression:
         return str(self.plan)
 
 
-def _fold_constants(plan: Plan, constants: dict, optimize, memory_limit):
+def _fold_constants(plan: Plan, constants: dict, options: Options):
     """Contract the plan's steps whose operands are all constant, once.
 
     Returns the equation of what is left -- the variable operands (in order), then the
@@ -263,8 +209,8 @@ def _fold_constants(plan: Plan, constants: dict, optimize, memory_limit):
         terms[step.result] = step.output
         if all(v in values for v in step.operands):
             text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
-            values[step.result] = einsum(text, *[values[v] for v in step.operands], optimize=optimize,
-                                         memory_limit=memory_limit)
+            values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
+                                                  options.for_gradient())
             for v in step.operands:
                 del values[v]
     variables = [k for k in range(g.num_operands) if k not in constants]
@@ -300,43 +246,19 @@ def contract_expression(*args, constants=(), optimize="auto", memory_limit=None)
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
+    options = Options.of(optimize, memory_limit)
     shapes = [_shape_of(x) for x in items]
-    _check_count(eq, len(shapes))
-    plan = build_plan(build(eq, shapes), eq.text, optimize, memory_limit)
-    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, optimize, memory_limit)
+    plan = engine.plan_for(eq, shapes, options)
+    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
 
 
 def contract_path(*args, optimize="auto", memory_limit=None, dtype=None, device=None):
     """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
     for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
-    linear format, and the plan, which prints as :func:`explain`'s table.
+    linear format, and the plan with its backends, which prints as :func:`explain`'s table.
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
     eq, items = _equation_and_args(args)
-    plan = explain(eq.text, *items, optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device)
-    return [tuple(c) for c in plan.path], plan
-
-
-class EincCacheInfo(NamedTuple):
-    plans: CacheInfo
-    equations: CacheInfo
-
-
-def cache_info() -> EincCacheInfo:
-    """Hits, misses and sizes of the plan cache and the parsed-equation cache."""
-    p = parse.cache_info()
-    return EincCacheInfo(_plans.info(), CacheInfo(p.hits, p.misses, p.maxsize, p.currsize))
-
-
-def cache_clear() -> None:
-    """Empty both caches."""
-    _plans.clear()
-    parse.cache_clear()
-
-
-def set_cache_size(maxsize: int) -> None:
-    """Bound the plan cache to ``maxsize`` entries (default ``EINC_CACHE_SIZE`` or 4096)."""
-    if maxsize < 1:
-        raise ArgumentError("the cache size must be at least 1")
-    _plans.maxsize = maxsize
+    info = explain(eq.text, *items, optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device)
+    return [tuple(c) for c in info.path], info

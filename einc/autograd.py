@@ -1,7 +1,10 @@
 """Autograd and torch.func for ``einc.einsum``: a :class:`torch.autograd.Function`.
 
 :func:`einc.einsum` routes a call here when an operand requires grad under grad mode
-or when a torch.func transform is active; otherwise it runs the plan directly.
+or when a torch.func transform is active (:func:`einsum` holds that test); otherwise it
+runs the plan directly.  One :class:`EinsumFunction` serves eager calls and the custom
+op (:mod:`einc.custom_op`) under torch.compile: a :class:`Call` says which, and so
+whether its forward and its gradient einsums run the engine or the op.
 
 - ``backward``: the gradient of operand ``k`` is itself an einsum -- of the output's
   gradient with every other operand -- run through :func:`einc.einsum`, so it is
@@ -21,8 +24,8 @@ or when a torch.func transform is active; otherwise it runs the plan directly.
 Gradient equations depend on the operands' shapes only through which dimensions
 have size 1 (broadcasting) and the ranks, so they are cached on that, and sizes are
 read from the tensors at run time; the same code then also serves the traced
-backward of the ``einc::einsum`` custom op (:mod:`einc.custom_op`) under
-torch.compile, where sizes may be symbolic.
+backward of the ``einc::einsum`` custom op under torch.compile, where sizes may be
+symbolic.
 """
 
 from __future__ import annotations
@@ -31,19 +34,41 @@ from dataclasses import dataclass
 
 import torch
 
-from . import api
-from .equation import Equation, letter
+from .equation import Equation, letter, parse
 from .graph import ContractionGraph, build
+from .options import Options
+from .runtime import engine
 from .runtime.cache import LRUCache
+
+# Whether a call needs the Function; bound once (about 0.1 us plus 0.05 us per operand).
+transforms_active = torch._C._are_functorch_transforms_active
+grad_enabled = torch.is_grad_enabled
+any_requires_grad = torch._C._any_requires_grad
 
 
 @dataclass(frozen=True)
-class Spec:
-    """What a call contracts besides its operands: the equation and the planner options."""
+class Call:
+    """What a call contracts besides its operands: the equation, the options, and whether
+    it runs as the custom op (``traced``: under torch.compile) or on the engine."""
 
     eq: Equation
-    optimize: object = "auto"
-    memory_limit: object = None
+    options: Options
+    traced: bool = False
+
+    def contract(self, text: str, *operands, gradient: bool = False):
+        """The einsum ``text`` of the same kind of call (a gradient's gets its own path)."""
+        options = self.options.for_gradient() if gradient else self.options
+        if self.traced:
+            return torch.ops.einc.einsum.default(text, list(operands), *options.to_op())
+        return einsum(parse(text), operands, options)
+
+
+def einsum(eq: Equation, operands, options: Options) -> torch.Tensor:
+    """``eq`` on ``operands``: through :class:`EinsumFunction` when a gradient or a
+    torch.func transform needs it, else straight on the engine."""
+    if transforms_active() or (any_requires_grad(*operands) and grad_enabled()):
+        return EinsumFunction.apply(Call(eq, options), *operands)
+    return engine.run(eq, operands, options)
 
 
 @dataclass(frozen=True)
@@ -75,6 +100,7 @@ class Derived:
 
 
 _derived = LRUCache(4096)
+engine.register("gradients", _derived.info, _derived.clear)
 
 
 def _term_text(term) -> str:
@@ -203,64 +229,42 @@ def batched(eq: Equation, in_dims, operands, contract):
     return contract(text, *moved), 0
 
 
-def _path_free(optimize):
-    """``optimize`` for a *different* equation: an explicit path does not carry over."""
-    return "auto" if isinstance(optimize, (list, tuple)) else optimize
-
-
 class EinsumFunction(torch.autograd.Function):
-    """``einc.einsum`` as an autograd.Function; see the module docstring."""
+    """``einc.einsum`` as an autograd.Function, for eager calls and the custom op alike
+    (the :class:`Call` says which); see the module docstring."""
 
     generate_vmap_rule = False
 
     @staticmethod
-    def forward(spec: Spec, *operands):
-        return api._run(spec.eq, operands, spec.optimize, spec.memory_limit)
+    def forward(call: Call, *operands):
+        if call.traced:     # the op again, below autograd (grad mode is off in here)
+            return torch.ops.einc.einsum.default(call.eq.text, list(operands), *call.options.to_op())
+        return engine.run(call.eq, operands, call.options)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.spec = inputs[0]
+        ctx.call = inputs[0]
         ctx.set_materialize_grads(False)       # an operand without a tangent costs no einsum
         ctx.save_for_backward(*inputs[1:])
         ctx.save_for_forward(*inputs[1:])
 
     @staticmethod
     def backward(ctx, grad_out):
-        spec = ctx.spec
+        n = len(ctx.needs_input_grad) - 1
         if grad_out is None:
-            return (None,) * (1 + len(ctx.needs_input_grad[1:]))
-        opt = _path_free(spec.optimize)
-
-        def contract(text, *ops):
-            return api.einsum(text, *ops, optimize=opt, memory_limit=spec.memory_limit)
-        return (None, *operand_grads(spec.eq, ctx.saved_tensors, grad_out, ctx.needs_input_grad[1:],
-                                     contract))
+            return (None,) * (1 + n)
+        call = ctx.call
+        grads = operand_grads(call.eq, ctx.saved_tensors, grad_out, ctx.needs_input_grad[1:],
+                              lambda text, *ops: call.contract(text, *ops, gradient=True))
+        return (None, *grads)
 
     @staticmethod
-    def jvp(ctx, _spec_tangent, *tangents):
-        spec = ctx.spec
-
-        def contract(text, *ops):
-            return api.einsum(text, *ops, optimize=spec.optimize, memory_limit=spec.memory_limit)
-        return tangent(spec.eq, ctx.saved_tensors, tangents, contract)
+    def jvp(ctx, _call_tangent, *tangents):
+        return tangent(ctx.call.eq, ctx.saved_tensors, tangents, ctx.call.contract)
 
     @staticmethod
-    def vmap(info, in_dims, spec, *operands):
-        def contract(text, *ops):
-            return api.einsum(text, *ops, optimize=spec.optimize, memory_limit=spec.memory_limit)
-        return batched(spec.eq, in_dims[1:], operands, contract)
+    def vmap(info, in_dims, call, *operands):
+        return batched(call.eq, in_dims[1:], operands, call.contract)
 
 
-def einsum(eq: Equation, operands, optimize="auto", memory_limit=None) -> torch.Tensor:
-    """:func:`einc.einsum` through :class:`EinsumFunction` (``eq`` already parsed)."""
-    return EinsumFunction.apply(Spec(eq, _key(optimize), memory_limit), *operands)
-
-
-def _key(optimize):
-    # Keep Spec hashable-friendly and the explicit path immutable.
-    if isinstance(optimize, list):
-        return tuple(tuple(c) if isinstance(c, list) else c for c in optimize)
-    return optimize
-
-
-__all__ = ["EinsumFunction", "Spec", "einsum", "derive", "operand_grads", "tangent", "batched"]
+__all__ = ["EinsumFunction", "Call", "einsum", "derive", "operand_grads", "tangent", "batched"]

@@ -20,12 +20,8 @@ from pathlib import Path
 
 from . import config
 from .errors import ArgumentError, EincError, OperandCountError
+from .ir import DTYPE_ALIASES, DTYPE_NAMES
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-          "int8", "int16", "int32", "int64", "uint8", "bool")
-_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32",
-            "double": "float64", "fp64": "float64", "cfloat": "complex64", "cdouble": "complex128",
-            "int": "int32", "long": "int64"}
 
 
 # ----------------------------------------------------------------------- argument types
@@ -55,9 +51,9 @@ def parse_shapes(text: str) -> list[tuple[int, ...]]:
 
 
 def parse_dtype(text: str) -> str:
-    name = _ALIASES.get(text.lower(), text.lower())
-    if name not in DTYPES:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; valid: {', '.join(DTYPES)}")
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    if name not in DTYPE_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; valid: {', '.join(DTYPE_NAMES)}")
     return name
 
 
@@ -203,29 +199,19 @@ def _speedup(other: int, flops: int):
 
 
 def _explain_dict(args, plan, left, torch_default) -> dict:
-    steps = [{"step": s + 1, "kind": step.kind, "operands": [f"T{v}" for v in step.operands],
-              "result": f"T{step.result}", "contraction": plan.describe(step),
-              "summed": plan.graph.term(step.summed), "flops": step.flops, "size": step.size,
-              "backend": plan.backends[s] if plan.backends else None}
-             for s, step in enumerate(plan.steps)]
     td = {k: v for k, v in torch_default.items() if k != "plan"}
     tplan = torch_default.get("plan")
     if tplan is not None:
         td.update(path=[list(c) for c in tplan.path], flops=tplan.flops,
                   largest_intermediate=tplan.largest_intermediate, speedup=_speedup(tplan.flops, plan.flops))
-    return {
-        "equation": plan.equation, "shapes": [list(s) for s in args.shapes], "dtype": args.dtype,
-        "device": args.device, "optimizer": plan.optimizer, "path": [list(c) for c in plan.path],
-        "steps": steps,
-        "totals": {"flops": plan.flops, "largest_intermediate": plan.largest_intermediate,
-                   "steps": len(plan.steps), "speedup_over_naive": plan.speedup},
-        "naive": {"flops": plan.naive_flops, "speedup": _speedup(plan.naive_flops, plan.flops)},
-        "left_to_right": {"path": [list(c) for c in left.path], "flops": left.flops,
-                          "largest_intermediate": left.largest_intermediate,
-                          "speedup": _speedup(left.flops, plan.flops)},
-        "torch_default": td,
-        "backend_note": plan.backend_note,
-    }
+    info = plan.to_dict()
+    info.update(shapes=[list(s) for s in args.shapes], dtype=args.dtype, device=args.device)
+    info["naive"]["speedup"] = _speedup(plan.naive_flops, plan.flops)
+    info["left_to_right"] = {"path": [list(c) for c in left.path], "flops": left.flops,
+                             "largest_intermediate": left.largest_intermediate,
+                             "speedup": _speedup(left.flops, plan.flops)}
+    info["torch_default"] = td
+    return info
 
 
 # ----------------------------------------------------------------------- bench
@@ -262,7 +248,7 @@ def cmd_cache(args) -> int:
     if args.action == "path":
         print(directory)
         return 0
-    modules = sorted(directory.glob("einc_*.py")) if directory.is_dir() else []
+    modules = diskcache.modules(directory)
     if args.action == "list":
         used = diskcache.usage(directory)
         if not modules:
@@ -279,26 +265,7 @@ def cmd_cache(args) -> int:
               f"of the {_mb(used.bound)} bound (EINC_CACHE_MAX_MB; the least recently used modules are deleted "
               "beyond it)")
         return 0
-    # clear: the modules einc wrote, bytecode older versions left, and temporary files of interrupted writes
-    removed = 0
-    count = 0
-    for m in modules:
-        try:
-            size = m.stat().st_size
-            m.unlink()
-        except FileNotFoundError:       # evicted by another process meanwhile
-            continue
-        removed += size
-        count += 1
-    if directory.is_dir():
-        for tmp in directory.glob(".einc_*.tmp"):
-            tmp.unlink(missing_ok=True)
-        pycache = directory / "__pycache__"
-        if pycache.is_dir():
-            for pyc in pycache.glob("einc_*.pyc"):
-                pyc.unlink(missing_ok=True)
-            if not any(pycache.iterdir()):
-                pycache.rmdir()
+    count, removed = diskcache.clear(directory)
     print(f"removed {count} kernel module(s) ({_kib(removed)}) from {directory}")
     print("The in-memory plan cache is per process: every new process starts with it empty, and "
           "einc.cache_clear() empties it in a running one (modules a running process has loaded stay loaded). "

@@ -24,6 +24,12 @@ REDUCE = "reduce"
 
 # dtypes the generated kernels handle; everything else runs on the torch executor
 KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# every dtype einc takes, by torch's name, and the other names people write for them
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+               "int8", "int16", "int32", "int64", "uint8", "bool")
+DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32",
+                 "double": "float64", "fp64": "float64", "cfloat": "complex64", "cdouble": "complex128",
+                 "int": "int32", "long": "int64"}
 
 
 @dataclass(frozen=True)

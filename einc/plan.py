@@ -1,11 +1,12 @@
 """Stage 3, plan: :class:`ContractionGraph` + optimizer -> :class:`Plan` of :class:`Step`.
 
-opt_einsum chooses the order; this module turns its linear path into named steps.
+opt_einsum chooses the order (the call's :class:`~einc.options.Options` say how); this
+module turns its linear path into named steps.
 Values are numbered as in SSA form: operands are ``T0 .. Tn-1`` and step ``s``
 produces ``T(n+s)``.  Each step records the indices of its operands (repeats and
 indices unique to one operand included: executors fold those into the step), the
 indices it keeps, in order, the indices it sums, and what it costs.  Pure Python:
-opt_einsum is the only import beyond the standard library.
+opt_einsum (through :mod:`einc.options`) is the only import beyond the standard library.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import opt_einsum
-import opt_einsum.path_random
-from opt_einsum.paths import PathOptimizer
-
 from .errors import PathError
 from .graph import ContractionGraph
+from .options import LEFT_TO_RIGHT, Options
 
 # Step kinds: what an executor has to do.
 CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
@@ -59,8 +57,6 @@ class Plan:
     naive_flops: int
     flops: int
     largest_intermediate: int
-    backends: tuple[str, ...] = ()       # filled in by explain: what runs each step
-    backend_note: str = ""
 
     @property
     def num_operands(self) -> int:
@@ -78,6 +74,19 @@ class Plan:
     def __str__(self) -> str:
         return format_table(self)
 
+    def to_dict(self) -> dict:
+        """The plan as plain data (for JSON): equation, optimizer, path, steps, totals."""
+        return {
+            "equation": self.equation, "optimizer": self.optimizer, "path": [list(c) for c in self.path],
+            "steps": [{"step": s + 1, "kind": step.kind, "operands": [f"T{v}" for v in step.operands],
+                       "result": f"T{step.result}", "contraction": self.describe(step),
+                       "summed": self.graph.term(step.summed), "flops": step.flops, "size": step.size}
+                      for s, step in enumerate(self.steps)],
+            "totals": {"flops": self.flops, "largest_intermediate": self.largest_intermediate,
+                       "steps": len(self.steps), "speedup_over_naive": self.speedup},
+            "naive": {"flops": self.naive_flops},
+        }
+
 
 def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
     """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
@@ -85,77 +94,35 @@ def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
     return math.prod(sizes[i] for i in indices) * factor
 
 
-# ----------------------------------------------------------------------- optimizers
+# ----------------------------------------------------------------------- the path
 
-def _auto(inputs, output, size_dict, memory_limit=None):
-    """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
-
-    Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
-    opt_einsum's ``dp``), then 128 seeded random-greedy trials.
-    """
-    n = len(inputs)
-    if n <= 5:
-        fn = opt_einsum.paths.optimal
-    elif n <= 16:
-        fn = opt_einsum.paths.dynamic_programming
-    else:
-        fn = opt_einsum.path_random.random_greedy_128
-    return fn(inputs, output, size_dict, memory_limit)
-
-
-def resolve_optimizer(optimize):
-    """Normalize ``optimize`` to ``(name, path_function_or_None, explicit_path_or_None)``."""
-    if optimize is True or optimize == "auto":
-        return "auto", _auto, None
-    if optimize is False or optimize is None:
-        return "left-to-right", None, "left-to-right"
-    if isinstance(optimize, str):
-        try:
-            return optimize, opt_einsum.paths.get_path_fn(optimize), None
-        except KeyError:
-            names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {"auto"})
-            raise PathError(f"einsum(): unknown optimize={optimize!r}; valid names are "
-                            f"{', '.join(names)}, a PathOptimizer, or an explicit path") from None
-    if isinstance(optimize, PathOptimizer) or callable(optimize):
-        return type(optimize).__name__, optimize, None
-    if isinstance(optimize, (list, tuple)):
-        path = []
-        for pair in optimize:
-            if isinstance(pair, str) and pair == "einsum_path":   # numpy's spelling
-                continue
-            if not isinstance(pair, (list, tuple)) or not all(
-                    isinstance(i, int) and not isinstance(i, bool) for i in pair):
-                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
-            path.append(tuple(pair))
-        return "explicit", None, tuple(path)
-    raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
-
-
-def find_path(graph: ContractionGraph, optimize="auto", memory_limit=None):
-    """The linear contraction path (opt_einsum's format) and the optimizer's name."""
-    name, fn, path = resolve_optimizer(optimize)
+def find_path(graph: ContractionGraph, options: Options):
+    """The linear contraction path (opt_einsum's format) for ``graph``."""
+    fn, path = options.resolve()
     n = graph.num_operands
     if n == 1:
-        return name, ((0,),)
-    if path == "left-to-right" or (fn is not None and 0 in graph.sizes):
+        return ((0,),)
+    if path == LEFT_TO_RIGHT or (fn is not None and 0 in graph.sizes):
         # All costs are zero when a size is 0; any order will do.
-        return name, tuple((0, 1) for _ in range(n - 1))
+        return tuple((0, 1) for _ in range(n - 1))
     if path is not None:
-        return name, path
+        return path
     # Int labels: their hashes, unlike strings', are the same in every process, so set
     # iteration order (which breaks ties in greedy searches) and the path are too.
     inputs = [set(term) for term in graph.inputs]
     output = set(graph.output)
     size_dict = dict(enumerate(graph.sizes))
+    memory_limit = options.memory_limit
     if memory_limit == "max_input":
         memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
-    return name, tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+    return tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
 
 
 # ----------------------------------------------------------------------- steps
 
-def build_plan(graph: ContractionGraph, equation: str = "", optimize="auto", memory_limit=None) -> Plan:
-    """Plan ``graph``: find a path and describe each step.
+def build_plan(graph: ContractionGraph, equation: str = "", options: Options | None = None) -> Plan:
+    """Plan ``graph`` with ``options`` (default: einc's ``auto``): find a path and describe
+    each step.
 
     >>> from einc.equation import parse
     >>> from einc.graph import build
@@ -163,7 +130,8 @@ def build_plan(graph: ContractionGraph, equation: str = "", optimize="auto", mem
     >>> [s.kind for s in p.steps]
     ['contract', 'contract']
     """
-    name, path = find_path(graph, optimize, memory_limit)
+    options = options or Options.of()
+    path = find_path(graph, options)
     n = graph.num_operands
     sizes = graph.sizes
     live = list(range(n))                   # value ids, in opt_einsum's list order
@@ -198,7 +166,7 @@ def build_plan(graph: ContractionGraph, equation: str = "", optimize="auto", mem
     naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
     flops = sum(s.flops for s in steps)
     largest = max(s.size for s in steps)
-    return Plan(graph, equation or str(graph), name, tuple(path), tuple(steps), naive, flops, largest)
+    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest)
 
 
 def _make_step(operands, result, indices, others, graph, last) -> Step:
@@ -243,8 +211,9 @@ def _make_step(operands, result, indices, others, graph, last) -> Step:
 
 # ----------------------------------------------------------------------- printing
 
-def format_table(plan: Plan) -> str:
-    """The plan as a table, in the manner of opt_einsum's ``PathInfo``."""
+def format_table(plan: Plan, backends=(), note: str = "") -> str:
+    """The plan as a table, in the manner of opt_einsum's ``PathInfo``; ``backends`` (what
+    runs each step) and ``note`` are the runtime's, shown by ``explain``."""
     lines = [
         f"  Complete contraction:  {plan.equation}",
         f"             Optimizer:  {plan.optimizer}",
@@ -254,14 +223,14 @@ def format_table(plan: Plan) -> str:
         f"  Largest intermediate:  {plan.largest_intermediate:.4g} elements",
     ]
     rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
-            + (("backend",) if plan.backends else ())]
+            + (("backend",) if backends else ())]
     for s, step in enumerate(plan.steps):
         rows.append((f"{s + 1}", step.kind, ",".join(f"T{v}" for v in step.operands) + f"->T{step.result}",
                      plan.describe(step), plan.graph.term(step.summed) or "-", f"{step.flops:.4g}",
-                     f"{step.size:.4g}") + ((plan.backends[s],) if plan.backends else ()))
+                     f"{step.size:.4g}") + ((backends[s],) if backends else ()))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     rule = "-" * max(len(t) for t in table)
-    notes = [rule, f"  Backend: {plan.backend_note}"] if plan.backend_note else []
+    notes = [rule, f"  Backend: {note}"] if note else []
     return "\n".join(lines + [rule, table[0], rule] + table[1:] + notes)
 

@@ -1,8 +1,53 @@
+"""Where the generated kernels run in the tests, and the markers that select tests.
+
+On a machine with a CUDA GPU the kernel tests run CUDA tensors through kernels Triton
+compiles for real.  Elsewhere they run CPU tensors through Triton's interpreter
+(``EINC_BACKEND=triton``), which needs ``TRITON_INTERPRET=1`` before triton is first
+imported: it is set here, before any test module imports einc's kernels, unless the
+environment says otherwise.
+
+Markers (``pytest -m``): ``kernels`` (tests that run generated kernels: the
+``kernel_device`` fixture), ``interpreter`` (tests that need Triton's interpreter on CPU
+tensors, skipped where it is off), ``gpu`` (tests that need CUDA, skipped without it),
+``slow`` (the long fuzz profile and other runs over a minute).
+"""
+
 import os
 import sys
 
-# Triton reads TRITON_INTERPRET when it is imported: set it before anything imports it,
-# so that generated kernels run on CPU tensors (tests/test_triton*.py).
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
+import torch
+
+GPU = torch.cuda.is_available()
+if not GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _interpreter_on() -> bool:
+    from einc import config
+    return bool(config.triton_interpret())
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "gpu" in item.keywords and not GPU:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if "interpreter" in item.keywords and not _interpreter_on():
+            item.add_marker(pytest.mark.skip(reason="needs TRITON_INTERPRET=1 (Triton's CPU interpreter)"))
+
+
+@pytest.fixture
+def kernel_device(monkeypatch, tmp_path_factory):
+    """The device whose tensors run generated kernels: ``cuda`` on a GPU machine, else
+    ``cpu`` with ``EINC_BACKEND=triton`` (the interpreter).  A fresh cache folder, and
+    einc's caches emptied before and after."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "einc-cache"))
+    if not GPU:
+        monkeypatch.setenv("EINC_BACKEND", "triton")
+    import einc
+    einc.cache_clear()
+    yield torch.device("cuda" if GPU else "cpu")
+    einc.cache_clear()

@@ -187,12 +187,12 @@ def lay_out(t: torch.Tensor, layout: str) -> torch.Tensor:
         inverse = tuple(p.index(d) for d in range(t.dim()))
         return t.permute(p).contiguous().permute(inverse)
     if layout == "sliced":
-        big = torch.zeros([2 * s + 1 for s in t.shape], dtype=t.dtype)
+        big = torch.zeros([2 * s + 1 for s in t.shape], dtype=t.dtype, device=t.device)
         view = big[tuple(slice(1, None, 2) for _ in t.shape)]
         view.copy_(t)
         return view
     if layout == "offset":
-        flat = torch.zeros(t.numel() + 5, dtype=t.dtype)
+        flat = torch.zeros(t.numel() + 5, dtype=t.dtype, device=t.device)
         view = flat[5:].view(t.shape)
         view.copy_(t)
         return view
@@ -200,8 +200,8 @@ def lay_out(t: torch.Tensor, layout: str) -> torch.Tensor:
     return t.clone().as_strided(t.shape, [0 if s == 1 else st_ for s, st_ in zip(t.shape, t.contiguous().stride())])
 
 
-def operands(case: Case, seed: int):
-    return [lay_out(t, layout) for t, layout in zip(values(case, seed), case.layouts)]
+def operands(case: Case, seed: int, device="cpu"):
+    return [lay_out(t.to(device), layout) for t, layout in zip(values(case, seed), case.layouts)]
 
 
 # ----------------------------------------------------------------- oracle
@@ -221,13 +221,14 @@ _TOL = {torch.float16: (1e-2, 2e-3), torch.bfloat16: (2e-2, 1e-2), torch.float32
 def check_result(case: Case, out: torch.Tensor, ops, expected_dtype=None):
     """``out`` against the oracle: shape, dtype (torch.einsum's), values, a fresh
     contiguous tensor that shares no memory with an operand."""
+    assert out.is_contiguous() and out.device == ops[0].device
+    if out.numel():
+        assert all(out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr() for o in ops)
+    out, ops = out.cpu(), [o.cpu() for o in ops]
     ref = torch.einsum(case.oracle_equation, *[upcast(o) for o in ops])
     assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
     if expected_dtype is not None:
         assert out.dtype == expected_dtype, (out.dtype, expected_dtype)
-    assert out.is_contiguous()
-    if out.numel():
-        assert all(out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr() for o in ops)
     if out.dtype == torch.bool:
         assert torch.equal(out, ref != 0)
     elif not (out.dtype.is_floating_point or out.dtype.is_complex):

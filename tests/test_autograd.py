@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import einc
-from einc import api
+from einc.runtime import engine
 from oracle import reference
 
 D = torch.float64
@@ -119,12 +119,12 @@ def test_sum_backward_gives_expanded_grad_output():
 
 def test_gradients_run_through_einc(monkeypatch):
     seen = []
-    run = api._run
+    run = engine.run
 
-    def spy(eq, operands, optimize, memory_limit):
+    def spy(eq, operands, options):
         seen.append(eq.text)
-        return run(eq, operands, optimize, memory_limit)
-    monkeypatch.setattr(api, "_run", spy)
+        return run(eq, operands, options)
+    monkeypatch.setattr(engine, "run", spy)
     a, b, c = _inputs([(2, 3), (3, 4), (4, 5)])
     out = einc.einsum("ij,jk,kl->il", a, b, c)
     assert out.grad_fn.name() == "EinsumFunctionBackward"
@@ -156,8 +156,8 @@ def test_no_grad_path_unchanged():
 
 def test_only_needed_gradients_are_computed(monkeypatch):
     seen = []
-    run = api._run
-    monkeypatch.setattr(api, "_run", lambda eq, *rest: (seen.append(eq.text), run(eq, *rest))[1])
+    run = engine.run
+    monkeypatch.setattr(engine, "run", lambda eq, *rest: (seen.append(eq.text), run(eq, *rest))[1])
     a = torch.randn(3, 4, dtype=D, requires_grad=True)
     b = torch.randn(4, 5, dtype=D)
     out = einc.einsum("ij,jk->ik", a, b)

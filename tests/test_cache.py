@@ -5,7 +5,6 @@ import threading
 import torch
 
 import einc
-from einc.api import _plans
 from einc.runtime.cache import LRUCache
 
 
@@ -35,7 +34,7 @@ def test_lru_bound_and_order():
 
 def test_set_cache_size_bounds_the_plan_cache():
     einc.cache_clear()
-    old = _plans.maxsize
+    old = einc.cache_info().plans.maxsize
     try:
         einc.set_cache_size(3)
         for n in range(1, 8):
@@ -91,3 +90,35 @@ def test_build_runs_once_under_contention():
     for t in threads:
         t.join()
     assert len(calls) == 1
+
+
+def test_cache_clear_empties_every_cache():
+    """Plans, parsed equations, gradient recipes, the op's dtypes, torch's dtype probes,
+    options: each holds something after work, and nothing after cache_clear()."""
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    einc.einsum("ij,jk->ik", a, a.T).sum().backward()                        # plans, gradients
+    einc.einsum("ij,jk->ik", torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32))
+    einc.einsum("ij->j", torch.ones(2, 2), optimize="greedy")
+    torch.compile(lambda x: einc.einsum("ij->i", x), backend="eager", fullgraph=True)(torch.ones(2, 2))
+    info = einc.cache_info()
+    filled = {name: getattr(info, name).currsize for name in info._fields}
+    assert all(filled[name] > 0 for name in ("plans", "equations", "gradients", "traced", "dtypes", "options")), filled
+    einc.cache_clear()
+    info = einc.cache_info()
+    assert {name: getattr(info, name).currsize for name in info._fields} == dict.fromkeys(info._fields, 0)
+
+
+def test_explain_leaves_the_plan_pure():
+    info = einc.explain("ij,jk->ik", (2, 3), (3, 4))
+    assert info.backends == ("torch",) and "torch executor" in str(info)
+    assert isinstance(info.plan, einc.Plan) and not hasattr(info.plan, "backends")
+    assert "backend" not in str(info.plan)          # the plan's own table has no backend column
+    assert info.flops == info.plan.flops            # the plan's attributes read through
+
+
+def test_contract_expression_runs_the_generated_kernels(kernel_device):
+    expr = einc.contract_expression("ij,jk->ik", (5, 6), (6, 7))
+    a, b = torch.randn(5, 6, device=kernel_device), torch.randn(6, 7, device=kernel_device)
+    torch.testing.assert_close(expr(a, b), a @ b)
+    (backend,) = einc.explain("ij,jk->ik", a, b, optimize=expr.plan.path).backends
+    assert backend.startswith("triton einc_mm_")

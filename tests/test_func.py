@@ -6,7 +6,7 @@ import torch
 from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import einc
-from einc import api
+from einc.runtime import engine
 from oracle import reference
 
 D = torch.float64
@@ -17,12 +17,12 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated
 def calls(monkeypatch):
     """The equations einc's executor runs, in order."""
     seen = []
-    run = api._run
+    run = engine.run
 
-    def spy(eq, operands, optimize, memory_limit):
+    def spy(eq, operands, options):
         seen.append(eq.text)
-        return run(eq, operands, optimize, memory_limit)
-    monkeypatch.setattr(api, "_run", spy)
+        return run(eq, operands, options)
+    monkeypatch.setattr(engine, "run", spy)
     return seen
 
 

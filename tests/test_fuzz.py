@@ -11,7 +11,6 @@ Quick and deterministic by default; the long run before a release is
 ``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py --hypothesis-show-statistics``.
 """
 
-import os
 import warnings
 
 import pytest
@@ -86,29 +85,14 @@ def test_contract_expression(case, seed):
 
 # ---------------------------------------------------------------- generated kernels
 
-@pytest.fixture(scope="module")
-def triton_backend(tmp_path_factory):
-    pytest.importorskip("triton")
-    saved = {k: os.environ.get(k) for k in ("EINC_BACKEND", "EINC_CACHE_DIR")}
-    os.environ["EINC_BACKEND"] = "triton"
-    os.environ["EINC_CACHE_DIR"] = str(tmp_path_factory.mktemp("einc-fuzz-cache"))
-    einc.cache_clear()          # plans built for the torch executor must not be reused
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    einc.cache_clear()
-
-
+@pytest.mark.kernels
 @fuzz.profile(quick=40, share=0.05)
 @given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.float16, torch.bfloat16], max_operands=4),
        seed=st.integers(0, 2**16))
-def test_generated_kernels(triton_backend, case, seed):
+def test_generated_kernels(kernel_device, case, seed):
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
-        _differential(case, fuzz.operands(case, seed), _einsum)
+        _differential(case, fuzz.operands(case, seed, kernel_device), _einsum)
 
 
 # ---------------------------------------------------------------- autograd

@@ -64,6 +64,17 @@ class LRUCache:
                 if self._building.get(key) is lock and not lock.locked():
                     del self._building[key]
 
+    def peek(self, key):
+        """The entry for ``key`` or None, counting nothing and touching nothing."""
+        return self._data.get(key)
+
+    def resize(self, maxsize: int) -> None:
+        """Bound the cache to ``maxsize`` entries, evicting the least recently used now."""
+        with self._lock:
+            self.maxsize = maxsize
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
     def info(self) -> CacheInfo:
         return CacheInfo(self.hits, self.misses, self.maxsize, len(self._data))
 

@@ -54,6 +54,14 @@ class Usage(NamedTuple):
     bound: int
 
 
+def forget() -> None:
+    """Forget the warnings given and the private fallback folder chosen, as in a new process."""
+    global _private_tmp
+    with _lock:
+        _warned.clear()
+        _private_tmp = None
+
+
 def _uid() -> int | None:
     """The effective user id (None where the platform has none, e.g. Windows)."""
     return os.geteuid() if hasattr(os, "geteuid") else None
@@ -305,3 +313,34 @@ def usage(directory: Path | None = None) -> Usage:
     directory = Path(directory) if directory is not None else kernel_dir(create=False)
     entries = _scan(directory)
     return Usage(directory, len(entries), sum(size for _, _, size in entries), config.cache_max_bytes())
+
+
+def modules(directory: Path | None = None) -> list[Path]:
+    """The kernel modules in the folder, by name."""
+    directory = Path(directory) if directory is not None else kernel_dir(create=False)
+    return sorted(directory / name for _, name, _ in _scan(directory))
+
+
+def clear(directory: Path | None = None) -> tuple[int, int]:
+    """Delete the modules einc wrote, temporary files of interrupted writes, and bytecode
+    that einc versions before the verified loader left; returns ``(modules, bytes)``
+    deleted.  Files another process deletes meanwhile are skipped."""
+    directory = Path(directory) if directory is not None else kernel_dir(create=False)
+    count = removed = 0
+    for _, name, size in _scan(directory):
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            continue
+        count += 1
+        removed += size
+    if directory.is_dir():
+        for tmp in directory.glob(".einc_*.tmp"):
+            tmp.unlink(missing_ok=True)
+        pycache = directory / "__pycache__"
+        if pycache.is_dir():
+            for pyc in pycache.glob("einc_*.pyc"):
+                pyc.unlink(missing_ok=True)
+            if not any(pycache.iterdir()):
+                pycache.rmdir()
+    return count, removed

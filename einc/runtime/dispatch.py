@@ -9,13 +9,12 @@ back to the torch executor with one warning: never a crash, never a wrong answer
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import warnings
 
 from .. import config
 from ..errors import ConfigError
 from ..lower import supported
+from ..plan import format_table
 from . import torch_executor, triton_executor
 
 _warned: set = set()
@@ -40,14 +39,66 @@ def _kernels_wanted(device_type: str, dtypes) -> bool:
     return device_type in ("cuda", "cpu") and supported(triton_executor.dtype_name(d) for d in dtypes)
 
 
-def would_use_triton(device_type: str, dtypes) -> bool:
-    """Whether a plan for these operands runs generated kernels (no side effects)."""
-    return _kernels_wanted(device_type, dtypes) and importlib.util.find_spec("triton") is not None
+_NO_INTERPRETER = ("einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, but TRITON_INTERPRET "
+                   "is set to a false value, or triton was imported before TRITON_INTERPRET=1 was set (set it "
+                   "before importing triton). Running on the torch executor")
+_NO_TRITON = "einc: triton is not installed; running on the torch executor (pip install 'einc[triton]')"
 
 
-def describe_backends(plan, device_type: str, dtypes, shapes):
-    """``plan`` annotated with what runs each step, for ``explain``."""
-    if would_use_triton(device_type, dtypes):
+def decide(device_type: str, dtypes) -> tuple[str, str | None]:
+    """``("triton" or "torch", why not triton)`` for operands on ``device_type`` with
+    ``dtypes``; the reason is given only where kernels were wanted but cannot run.  No side
+    effects (``explain`` asks this too)."""
+    if not _kernels_wanted(device_type, dtypes):
+        return "torch", None
+    if device_type == "cpu" and not triton_executor.interpreter_possible():
+        return "torch", _NO_INTERPRETER
+    if not triton_executor.installed():
+        return "torch", _NO_TRITON
+    return "triton", None
+
+
+def choose(device_type: str, dtypes) -> str:
+    """:func:`decide`, warning once where kernels were wanted but cannot run."""
+    backend, why = decide(device_type, dtypes)
+    if why is not None:
+        _warn_once(why, why)
+    elif backend == "triton" and device_type == "cpu":
+        triton_executor.use_interpreter()
+    return backend
+
+
+class Explanation:
+    """A plan with what runs each step: ``explain``'s answer.  Prints as the plan's table
+    with a backend column; the plan's attributes (``flops``, ``steps``, ``path``, ...) read
+    through."""
+
+    def __init__(self, plan, backends, note):
+        self.plan = plan
+        self.backends = tuple(backends)
+        self.note = note
+
+    def __getattr__(self, name):
+        return getattr(self.plan, name)
+
+    def __str__(self) -> str:
+        return format_table(self.plan, self.backends, self.note)
+
+    def to_dict(self) -> dict:
+        d = self.plan.to_dict()
+        for step, backend in zip(d["steps"], self.backends):
+            step["backend"] = backend
+        d["backend_note"] = self.note
+        return d
+
+
+def describe(plan, device_type: str, dtypes, shapes, backend: str | None = None) -> Explanation:
+    """What runs each step of ``plan``: ``backend`` where an entry was built (it may have
+    fallen back), else what :func:`decide` would pick."""
+    why = None
+    if backend is None:
+        backend, why = decide(device_type, dtypes)
+    if backend == "triton":
         names = [f"triton {k.name}" for k in triton_executor.kernels(plan, dtypes[0], shapes)]
         note = ("generated Triton kernels; no input is copied, permuted or reshaped: each kernel reads its "
                 "operands through their strides and writes a contiguous result")
@@ -55,24 +106,9 @@ def describe_backends(plan, device_type: str, dtypes, shapes):
         names = ["torch"] * len(plan.steps)
         note = ("torch executor (CPU tensors, or dtypes without kernels); a matrix product step copies an "
                 "operand whose layout is not a batched matrix")
-    return dataclasses.replace(plan, backends=tuple(names), backend_note=note)
-
-
-def choose(device_type: str, dtypes) -> str:
-    """``"triton"`` or ``"torch"`` for operands on ``device_type`` with ``dtypes``."""
-    if not _kernels_wanted(device_type, dtypes):
-        return "torch"
-    if device_type == "cpu" and not triton_executor.use_interpreter():
-        _warn_once("interpreter", "einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, "
-                                  "but TRITON_INTERPRET is set to a false value, or triton was imported before "
-                                  "TRITON_INTERPRET=1 was set (set it before importing triton). Running on the "
-                                  "torch executor")
-        return "torch"
-    if not triton_executor.available():
-        _warn_once("triton-missing", "einc: triton is not installed; running on the torch executor "
-                                     "(pip install 'einc[triton]')")
-        return "torch"
-    return "triton"
+        if why is not None:
+            note += " -- " + why.removeprefix("einc: ")
+    return Explanation(plan, names, note)
 
 
 def build_entry(plan, operands, result_dtype=None) -> Entry:
@@ -133,6 +169,11 @@ def _fall_back(plan, error):
     _warn_once(("kernel", plan.equation), f"einc: a generated kernel for {plan.equation!r} failed "
                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
                "running this equation on the torch executor")
+
+
+def forget_warnings() -> None:
+    """Warn again, as in a new process (``einc.cache_clear``)."""
+    _warned.clear()
 
 
 def _warn_once(key, message):

@@ -6,8 +6,9 @@ bool operands (a sum promotes to int64, a matrix product does not, a size-1 or s
 dimension changes which runs), and autocast, which casts per op -- einc does not
 re-derive torch's rules: it asks ``torch.einsum`` once per plan and casts its result to
 the answer.  The question is put to tiny tensors (sizes 0, 1 or 2 standing in for each
-size, which keeps torch's choice of ops) on the CPU, or under autocast on the operands'
-device with the autocast state of the call.  Meta tensors would not do: their matrix
+size, which keeps torch's choice of ops; with three operands or more, along the path
+torch.einsum would take for the real shapes) on the CPU, or under autocast on the
+operands' device with the autocast state of the call.  Meta tensors would not do: their matrix
 product checks dtypes that the CPU's does not.
 """
 
@@ -36,7 +37,8 @@ def result_dtype(equation: str, shapes, dtypes):
     dtypes = tuple(dtypes)
     if len(set(dtypes)) == 1 and (dtypes[0].is_floating_point or dtypes[0].is_complex):
         return dtypes[0]
-    answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None)
+    answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None,
+                    _torch_path(equation, shapes))
     if isinstance(answer, NotImplementedError):
         # torch has no kernel for one of its steps on this dtype (a matrix product of
         # bool): raise as torch.einsum does, rather than answer where it cannot.
@@ -51,23 +53,48 @@ def autocast_dtype(equation: str, operands):
     their device, or None when torch raises."""
     device = operands[0].device
     answer = _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
-                    device, torch.get_autocast_dtype(device.type))
+                    device, torch.get_autocast_dtype(device.type), _torch_path(equation, [o.shape for o in operands]))
     return answer if isinstance(answer, torch.dtype) else None
 
 
+def _torch_path(equation: str, shapes):
+    """The contraction order torch.einsum takes for operands of these (real) shapes: with
+    three or more, opt_einsum's path for torch's strategy, flattened as torch passes it;
+    None where torch contracts left to right.  The probe follows it, so that it runs the
+    same ops on its stand-in sizes."""
+    settings = torch.backends.opt_einsum
+    if len(shapes) < 3 or not (settings.enabled and settings.is_available()):
+        return None
+    try:
+        import opt_einsum
+        path, _ = opt_einsum.contract_path(equation, *[tuple(s) for s in shapes], shapes=True,
+                                           optimize=settings.strategy)
+    except Exception:   # noqa: BLE001 - torch would raise too; the probe says so
+        return None
+    return tuple(i for pair in path for i in pair)
+
+
 @functools.lru_cache(maxsize=1024)
-def _probe(equation, shapes, dtypes, device, autocast):
+def _probe(equation, shapes, dtypes, device, autocast, path):
     try:
         # Real tensors even while a dispatch mode (fake tensors, tracing) is active.
         with torch._C._DisableTorchDispatch(), torch.no_grad():
             probes = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
-            if autocast is None:
-                with torch.autocast(device.type, enabled=False):
+            with torch.autocast(device.type, dtype=autocast or torch.get_autocast_dtype(device.type),
+                                enabled=autocast is not None):
+                if path is None:
                     return torch.einsum(equation, *probes).dtype
-            with torch.autocast(device.type, dtype=autocast):
-                return torch.einsum(equation, *probes).dtype
+                return torch._VF.einsum(equation, probes, path=list(path)).dtype
     except Exception as e:      # noqa: BLE001 - the caller decides what torch's failure means
         return e
+
+
+def cache_info():
+    return _probe.cache_info()
+
+
+def cache_clear() -> None:
+    _probe.cache_clear()
 
 
 def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -76,4 +103,4 @@ def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
     return tensor.is_floating_point() and tensor.dtype not in (dtype, torch.float64)
 
 
-__all__ = ["result_dtype", "autocast_dtype", "autocast_eligible"]
+__all__ = ["result_dtype", "autocast_dtype", "autocast_eligible", "cache_info", "cache_clear"]

@@ -71,6 +71,20 @@ def _file_for(name: str, source: str):
         return (directory / f"{name}.py") if directory is not None else f"<einc kernel {name}>"
 
 
+def loaded() -> int:
+    """How many generated modules this process has loaded."""
+    return len(_modules)
+
+
+def forget() -> None:
+    """Forget the loaded modules and the warnings given, as in a new process
+    (``einc.cache_clear``): the next use of a kernel verifies and loads its file again."""
+    with _lock:
+        _modules.clear()
+        _warned.clear()
+    diskcache.forget()
+
+
 def load(name: str, source: str):
     """The module for kernel ``name``, run from ``source`` on first use."""
     module = _modules.get(name)

@@ -8,6 +8,7 @@ each writes a fresh contiguous result.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -29,6 +30,17 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def installed() -> bool:
+    """Whether triton is installed (without importing it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreter_possible() -> bool:
+    """Whether :func:`use_interpreter` would say yes (without setting anything)."""
+    wanted = config.triton_interpret()
+    return wanted if wanted is not None else "triton" not in sys.modules
 
 
 def use_interpreter() -> bool:

@@ -1,0 +1,216 @@
+"""A call's planner options -- ``optimize`` and ``memory_limit`` -- validated once.
+
+One :class:`Options` gives everything the rest of einc needs from them: the plan
+cache's key (an interned object: equal options are the same object, so the key hashes
+it by identity, in C), the optimizer to run (:meth:`Options.resolve`), the two strings
+the custom op carries (:func:`encode`, :meth:`Options.from_op`), and the options of a
+gradient's einsum (:meth:`Options.for_gradient`: an explicit path belongs to its own
+equation).  Pure Python: opt_einsum is the only import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import opt_einsum
+import opt_einsum.path_random
+from opt_einsum.paths import PathOptimizer
+
+from .errors import PathError
+
+AUTO = "auto"
+LEFT_TO_RIGHT = "left-to-right"
+
+# (optimize, memory_limit) as given -> Options; read directly by einc.einsum's hot path.
+INTERNED: dict = {}
+_MAX_INTERNED = 4096
+_by_value: dict = {}
+_lock = threading.Lock()
+
+
+class Options:
+    """``optimize``: ``"auto"``, an opt_einsum strategy name, ``False`` (left to right),
+    an explicit path (a tuple of tuples of ints) or a path function / ``PathOptimizer``;
+    ``memory_limit``: None, a number of elements, or ``"max_input"``."""
+
+    __slots__ = ("optimize", "memory_limit", "name")
+
+    def __init__(self, optimize, memory_limit, name):
+        self.optimize = optimize
+        self.memory_limit = memory_limit
+        self.name = name                # for the plan's printout
+
+    @staticmethod
+    def of(optimize=AUTO, memory_limit=None) -> Options:
+        """The validated, interned options for these arguments (cached per argument pair).
+
+        >>> Options.of("greedy") is Options.of("greedy")
+        True
+        """
+        try:
+            return INTERNED[optimize, memory_limit]
+        except (KeyError, TypeError):   # new, or unhashable (a list path)
+            pass
+        optimize_n, name = _normalize_optimize(optimize)
+        limit = _normalize_memory_limit(memory_limit)
+        with _lock:
+            if len(_by_value) >= _MAX_INTERNED:     # bounded: forgetting costs plan-cache misses only
+                _by_value.clear()
+                INTERNED.clear()
+            options = _by_value.get((optimize_n, limit))
+            if options is None:
+                options = _by_value[(optimize_n, limit)] = Options(optimize_n, limit, name)
+            try:
+                if len(INTERNED) >= _MAX_INTERNED:
+                    INTERNED.clear()
+                INTERNED[optimize, memory_limit] = options
+            except TypeError:
+                pass
+        return options
+
+    def resolve(self):
+        """``(path_function or None, explicit path or None)``."""
+        opt = self.optimize
+        if opt == AUTO:
+            return _auto, None
+        if opt is False:
+            return None, LEFT_TO_RIGHT
+        if isinstance(opt, str):
+            return opt_einsum.paths.get_path_fn(opt), None
+        if isinstance(opt, tuple):
+            return None, opt
+        return opt, None
+
+    def for_gradient(self) -> Options:
+        """The options of a gradient's einsum: an explicit path does not carry over."""
+        return Options.of(AUTO, self.memory_limit) if isinstance(self.optimize, tuple) else self
+
+    def to_op(self) -> tuple[str, str]:
+        """The custom op's ``optimize`` and ``memory_limit`` strings."""
+        return encode(self.optimize, self.memory_limit)
+
+    @staticmethod
+    def from_op(optimize: str, memory_limit: str) -> Options:
+        """The options the op's strings stand for (cached)."""
+        return _decoded(optimize, memory_limit)
+
+    def __repr__(self) -> str:
+        return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r})"
+
+
+def _normalize_optimize(optimize):
+    if optimize is True or optimize == AUTO:
+        return AUTO, AUTO
+    if optimize is False or optimize is None:
+        return False, LEFT_TO_RIGHT
+    if isinstance(optimize, str):
+        try:
+            opt_einsum.paths.get_path_fn(optimize)
+        except KeyError:
+            names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {AUTO})
+            raise PathError(f"einsum(): unknown optimize={optimize!r}; valid names are "
+                            f"{', '.join(names)}, a PathOptimizer, or an explicit path") from None
+        return optimize, optimize
+    if isinstance(optimize, PathOptimizer) or callable(optimize):
+        return optimize, type(optimize).__name__
+    if isinstance(optimize, (list, tuple)):
+        path = []
+        for pair in optimize:
+            if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
+                continue
+            if not isinstance(pair, (list, tuple)) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) for i in pair):
+                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
+            path.append(tuple(pair))
+        return tuple(path), "explicit"
+    raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
+
+
+def _normalize_memory_limit(memory_limit):
+    if memory_limit is None or memory_limit == "max_input":
+        return memory_limit
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float)):
+        raise PathError(f"einsum(): memory_limit must be None, a number of elements or 'max_input', "
+                        f"got {memory_limit!r}")
+    return None if memory_limit < 0 else int(memory_limit)     # opt_einsum: -1 means no limit
+
+
+def _auto(inputs, output, size_dict, memory_limit=None):
+    """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
+
+    Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
+    opt_einsum's ``dp``), then 128 seeded random-greedy trials.
+    """
+    n = len(inputs)
+    if n <= 5:
+        fn = opt_einsum.paths.optimal
+    elif n <= 16:
+        fn = opt_einsum.paths.dynamic_programming
+    else:
+        fn = opt_einsum.path_random.random_greedy_128
+    return fn(inputs, output, size_dict, memory_limit)
+
+
+# ----------------------------------------------------------------------- the op's strings
+
+def encode(optimize, memory_limit) -> tuple[str, str]:
+    """``optimize`` and ``memory_limit`` as the custom op's strings.  Plain code that dynamo
+    traces under torch.compile; validation happens when the op decodes them."""
+    if isinstance(optimize, str):
+        text = optimize
+    elif optimize is True:
+        text = AUTO
+    elif optimize is False or optimize is None:
+        text = "false"
+    elif isinstance(optimize, (list, tuple)):
+        pairs = []
+        for pair in optimize:
+            if isinstance(pair, str) and pair == "einsum_path":
+                continue
+            if not isinstance(pair, (list, tuple)):
+                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
+            pairs.append(",".join([str(i) for i in pair]))
+        text = "path:" + ";".join(pairs)
+    else:
+        raise PathError("einsum(): under torch.compile, optimize must be a strategy name, a bool or an explicit "
+                        f"path; a {type(optimize).__name__} object cannot be passed to the compiled op")
+    if memory_limit is None:
+        limit = ""
+    elif isinstance(memory_limit, str):
+        limit = memory_limit
+    else:
+        limit = str(int(memory_limit))
+    return text, limit
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded(optimize: str, memory_limit: str) -> Options:
+    if optimize == "false":
+        opt = False
+    elif optimize.startswith("path:"):
+        body = optimize[5:]
+        try:
+            opt = tuple(tuple(int(i) for i in pair.split(",") if i) for pair in body.split(";")) if body else ()
+        except ValueError:
+            raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
+    else:
+        opt = optimize
+    limit = None if not memory_limit else memory_limit if not memory_limit.lstrip("-").isdigit() \
+        else int(memory_limit)
+    return Options.of(opt, limit)
+
+
+def cache_clear() -> None:
+    """Forget the interned options (they are rebuilt on the next call)."""
+    with _lock:
+        INTERNED.clear()
+        _by_value.clear()
+    _decoded.cache_clear()
+
+
+def cache_size() -> int:
+    return len(_by_value)
+
+
+__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED"]

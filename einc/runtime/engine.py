@@ -1,0 +1,161 @@
+"""The engine under every door: the plan cache, and "plan on a miss, run the entry".
+
+``einc.einsum``, ``contract_expression``, ``explain``, the autograd Function and the
+custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
+options, the first operand's device and layout, every operand's shape and dtype), look
+up the entry, run it; everything else happens once per key, in :func:`plan_for` and
+:func:`entry_for`.  Operands on mixed devices or layouts fail inside torch's ops, as
+they do in torch.einsum.
+
+The module also owns :func:`cache_info` and :func:`cache_clear` over every cache einc
+keeps: modules above the runtime (autograd, the custom op) register theirs here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from .. import config, options as options_module
+from ..equation import Equation, parse
+from ..errors import ArgumentError, OperandCountError, OperandTypeError
+from ..graph import build
+from ..options import Options
+from ..plan import Plan, build_plan
+from . import dispatch, dtypes, loader
+from .cache import CacheInfo, LRUCache
+from .dispatch import Entry
+
+_plans = LRUCache(config.cache_size())
+
+
+def run(eq: Equation, operands, options: Options):
+    """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
+    try:
+        first = operands[0]
+        key = (eq.canonical, options, first.device, first.layout,
+               tuple([(o.shape, o.dtype) for o in operands]))
+    except (AttributeError, IndexError):
+        check_operands(eq, operands)
+        raise
+    entry = _plans.get(key)
+    if entry is None:
+        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+    return entry.run(operands)
+
+
+def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
+    """The cache entry :func:`run` would use for these operands, if it was built."""
+    first = operands[0]
+    key = (eq.canonical, options, first.device, first.layout, tuple([(o.shape, o.dtype) for o in operands]))
+    return _plans.peek(key)
+
+
+def check_operands(eq: Equation, operands) -> None:
+    """Raise the error torch.einsum raises for operands that are not tensors, or too few or
+    too many for ``eq``."""
+    if not operands:
+        raise ArgumentError("einsum(): must specify the equation string and at least one operand, "
+                            "or at least one operand and its subscripts list")
+    for k, o in enumerate(operands):
+        if not isinstance(o, torch.Tensor):
+            raise OperandTypeError(f"einsum(): expected Tensor as element {k} in argument 1, but got "
+                                   f"{type(o).__name__}: operand {k} must be a torch.Tensor, got "
+                                   f"{type(o).__name__}\n  {eq.text}")
+    check_count(eq, len(operands))
+
+
+def check_count(eq: Equation, n: int) -> None:
+    """Raise if ``n`` operands (or shapes) do not fit ``eq``, in torch.einsum's words."""
+    if n == eq.num_operands:
+        return
+    if n >= 3:      # torch.einsum fails in opt_einsum's path search first
+        head = f"Number of einsum subscripts, {eq.num_operands}, must be equal to the number of operands, {n}"
+    else:
+        head = f"{'fewer' if n < eq.num_operands else 'more'} operands were provided than specified in the equation"
+    raise OperandCountError(
+        f"einsum(): {head}: it names {eq.num_operands} "
+        f"({', '.join(repr(eq.term(k)) for k in range(eq.num_operands))}) but "
+        f"{n} {'was' if n == 1 else 'were'} passed\n  {eq.text}")
+
+
+def plan_for(eq: Equation, shapes, options: Options) -> Plan:
+    """Parse, resolve, plan: the one pipeline every door uses."""
+    check_count(eq, len(shapes))
+    return build_plan(build(eq, shapes), eq.text, options)
+
+
+def entry_for(eq: Equation, plan: Plan, operands) -> Entry:
+    """The executable entry of ``plan`` for these operands: the backend that suits them,
+    results in torch.einsum's dtype."""
+    shapes = [o.shape for o in operands]
+    return dispatch.build_entry(plan, operands, dtypes.result_dtype(eq.canonical, shapes,
+                                                                    [o.dtype for o in operands]))
+
+
+def _compile(eq: Equation, operands, options: Options) -> Entry:
+    check_operands(eq, operands)
+    return entry_for(eq, plan_for(eq, [o.shape for o in operands], options), operands)
+
+
+# ----------------------------------------------------------------------- every cache
+
+_registered: dict = {}      # name -> (info() -> CacheInfo, clear())
+
+
+def register(name: str, info, clear) -> None:
+    """Put a cache of a module above the runtime under :func:`cache_info` / :func:`cache_clear`."""
+    _registered[name] = (info, clear)
+
+
+class EincCacheInfo(NamedTuple):
+    plans: CacheInfo        # equation + options + shapes, dtypes, device -> plan and executor
+    equations: CacheInfo    # equation text -> parsed Equation
+    gradients: CacheInfo    # equation + shape class -> gradient recipes
+    traced: CacheInfo       # the custom op's decoded arguments and fake result dtypes
+    dtypes: CacheInfo       # torch.einsum's result dtype per equation, shape class and dtypes
+    kernels: CacheInfo      # generated kernel modules loaded in this process
+    options: CacheInfo      # validated optimize / memory_limit pairs
+
+
+def _lru(info) -> CacheInfo:
+    return CacheInfo(info.hits, info.misses, info.maxsize, info.currsize)
+
+
+def _empty() -> CacheInfo:
+    return CacheInfo(0, 0, None, 0)
+
+
+def cache_info() -> EincCacheInfo:
+    """Hits, misses and sizes of every cache einc keeps."""
+    extra = {name: _lru(info()) for name, (info, _) in _registered.items()}
+    return EincCacheInfo(
+        plans=_plans.info(), equations=_lru(parse.cache_info()),
+        gradients=extra.get("gradients", _empty()), traced=extra.get("traced", _empty()),
+        dtypes=_lru(dtypes.cache_info()), kernels=CacheInfo(0, 0, None, loader.loaded()),
+        options=CacheInfo(0, 0, None, options_module.cache_size()))
+
+
+def cache_clear() -> None:
+    """Empty every cache, and forget which warnings were given: as in a new process
+    (kernel modules on disk stay; ``einc cache clear`` removes them)."""
+    _plans.clear()
+    parse.cache_clear()
+    dtypes.cache_clear()
+    options_module.cache_clear()
+    loader.forget()
+    dispatch.forget_warnings()
+    for _, clear in _registered.values():
+        clear()
+
+
+def set_cache_size(maxsize: int) -> None:
+    """Bound the plan cache to ``maxsize`` entries (default ``EINC_CACHE_SIZE`` or 4096)."""
+    if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+        raise ArgumentError(f"the plan cache size must be an int of at least 1, got {maxsize!r}")
+    _plans.resize(maxsize)
+
+
+__all__ = ["run", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+           "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
