@@ -86,7 +86,7 @@ def _autocast_call(eq: Equation, operands, options: Options):
     device = operands[0].device.type
     if torch.is_autocast_enabled(device):
         cast = torch.get_autocast_dtype(device)
-        if dtypes.autocast_dtype(eq.canonical, operands) == cast:
+        if dtypes.autocast_dtype(eq.torch_text, operands) == cast:
             operands = [o.to(cast) if dtypes.autocast_eligible(o, cast) else o for o in operands]
     with torch.autocast(device, enabled=False):     # (autocast on another device only: as is)
         return autograd.einsum(eq, operands, options)
@@ -168,6 +168,9 @@ class ContractExpression:
         if wrong:
             self._check(operands)
         operands = (*operands, *self._folded)
+        if _dynamo_tracing() or _compiler._is_compiling_flag:
+            return custom_op.traced_einsum(self._text, operands, self._options.optimize,
+                                           self._options.memory_limit)
         if _autocast_any():
             return _autocast_call(self._eq, operands, self._options)
         return autograd.einsum(self._eq, operands, self._options)

@@ -60,6 +60,20 @@ class Equation:
     def num_operands(self) -> int:
         return len(self.inputs)
 
+    @property
+    def torch_text(self) -> str:
+        """The spelling to hand torch.einsum for the same call (torch's choice of ops, and
+        so its result dtype, can depend on the order of the labels): the text as written
+        where torch reads it (einc's sublist letters are torch's below 52), else the labels
+        renamed into torch's alphabet in the same order; the canonical form beyond 52."""
+        if all(ch in _LETTERS or ch in ".,-> " for ch in self.text):
+            return self.text
+        labels = sorted({x for t in self.inputs for x in t if x != ELLIPSIS})
+        if len(labels) > len(_LETTERS):
+            return self.canonical
+        rank = dict(zip(labels, sorted(_LETTERS)))
+        return "".join(rank.get(ch, ch) for ch in self.text)
+
     def term(self, k: int) -> str:
         """Operand ``k``'s subscripts as written, e.g. ``'bij'``."""
         return "".join(self.inputs[k])

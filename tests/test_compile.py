@@ -157,3 +157,10 @@ def test_torch_export_with_dynamic_dims(strict):
     assert any(n.target is torch.ops.einc.einsum.default for n in ep.graph.nodes)
     x = _randn(5, 7, 4, seed=2)
     torch.testing.assert_close(ep.module()(x), m(x))
+
+
+def test_contract_expression_compiles_without_graph_breaks():
+    expr = einc.contract_expression("ij,jk,kl->il", (3, 4), (4, 5), (5, 2))
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
+    compiled = torch.compile(lambda x, y, z: expr(x, y, z) * 2, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(a, b, c), 2 * (a @ b @ c))

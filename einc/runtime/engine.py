@@ -90,7 +90,7 @@ def entry_for(eq: Equation, plan: Plan, operands) -> Entry:
     """The executable entry of ``plan`` for these operands: the backend that suits them,
     results in torch.einsum's dtype."""
     shapes = [o.shape for o in operands]
-    return dispatch.build_entry(plan, operands, dtypes.result_dtype(eq.canonical, shapes,
+    return dispatch.build_entry(plan, operands, dtypes.result_dtype(eq.torch_text, shapes,
                                                                     [o.dtype for o in operands]))
 
 
