@@ -19,7 +19,7 @@ import torch
 from . import autograd, custom_op
 from .equation import Equation, letter, parse, sublist_equation
 from .errors import ArgumentError, OperandCountError, OperandTypeError, ShapeError
-from .options import INTERNED, Options
+from .options import DEFAULT, INTERNED, Options
 from .plan import Plan
 from .runtime import dispatch, dtypes, engine
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
@@ -49,10 +49,13 @@ def einsum(*args, optimize="auto", memory_limit=None):
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
-    try:
-        options = INTERNED[optimize, memory_limit]
-    except (KeyError, TypeError):
-        options = Options.of(optimize, memory_limit)
+    if optimize is _AUTO and memory_limit is None:     # the default: no lookup
+        options = DEFAULT
+    else:
+        try:
+            options = INTERNED[optimize, memory_limit]
+        except (KeyError, TypeError):
+            options = Options.of(optimize, memory_limit)
     if _autocast_any():
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
@@ -72,6 +75,7 @@ _transforms_active = autograd.transforms_active
 _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
+_AUTO = "auto"
 
 
 def _autocast_call(eq: Equation, operands, options: Options):

@@ -58,6 +58,7 @@ class Options:
             if len(_by_value) >= _MAX_INTERNED:     # bounded: forgetting costs plan-cache misses only
                 _by_value.clear()
                 INTERNED.clear()
+                _by_value[(AUTO, None)] = DEFAULT
             options = _by_value.get((optimize_n, limit))
             if options is None:
                 options = _by_value[(optimize_n, limit)] = Options(optimize_n, limit, name)
@@ -97,6 +98,10 @@ class Options:
 
     def __repr__(self) -> str:
         return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r})"
+
+
+DEFAULT = Options(AUTO, None, AUTO)     # einsum's default, the same object for good
+_by_value[(AUTO, None)] = DEFAULT
 
 
 def _normalize_optimize(optimize):
@@ -202,15 +207,17 @@ def _decoded(optimize: str, memory_limit: str) -> Options:
 
 
 def cache_clear() -> None:
-    """Forget the interned options (they are rebuilt on the next call)."""
+    """Forget the interned options (they are rebuilt on the next call); the default stays."""
     with _lock:
         INTERNED.clear()
         _by_value.clear()
+        _by_value[(AUTO, None)] = DEFAULT
     _decoded.cache_clear()
 
 
 def cache_size() -> int:
-    return len(_by_value)
+    """How many options are interned besides the default."""
+    return len(_by_value) - 1
 
 
-__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED"]
+__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT"]
