@@ -282,15 +282,13 @@ def _kib(n: int) -> str:
 
 
 def _equation_of(module: Path) -> str:
-    """The ``# equation :`` and step lines of a generated module's header."""
+    """What a module computes, from its header (the code generator's format)."""
+    from .codegen.common import summary
     try:
         with open(module, encoding="utf-8") as f:
-            head = [next(f, "") for _ in range(4)]
-    except OSError:
+            return summary("".join(next(f, "") for _ in range(4)))
+    except (OSError, UnicodeDecodeError):
         return ""
-    eq = next((h.split(":", 1)[1].strip() for h in head if h.startswith("# equation")), "")
-    step = head[3][2:].strip() if head[3].startswith("# step") else ""
-    return f"{eq}  {step.split(':', 1)[0]}" if eq else ""
 
 
 # ----------------------------------------------------------------------- parser

@@ -89,8 +89,8 @@ def foreign(path: Path, monkeypatch) -> None:
         os.chown(path, 65534, 65534)
     else:
         ino = os.stat(path).st_ino
-        real = diskcache._is_yours
-        monkeypatch.setattr(diskcache, "_is_yours", lambda st: st.st_ino != ino and real(st))
+        real = diskcache.is_yours
+        monkeypatch.setattr(diskcache, "is_yours", lambda st: st.st_ino != ino and real(st))
 
 
 def mode(path: Path) -> int:

@@ -73,6 +73,15 @@ def signature(name: str, groups, meta) -> list[str]:
     return lines + ["    # meta-parameters", "    " + ", ".join(f"{m}: tl.constexpr" for m in meta) + ",", "):"]
 
 
+def summary(source_head: str) -> str:
+    """``"<equation>  step i/n (kind)"`` from the first lines of a module :func:`header`
+    wrote (for ``einc cache list``); empty for anything else."""
+    head = (source_head.splitlines() + [""] * 4)[:4]
+    eq = next((h.split(":", 1)[1].strip() for h in head if h.startswith("# equation")), "")
+    step = head[3][2:].strip() if head[3].startswith("# step") else ""
+    return f"{eq}  {step.split(':', 1)[0]}" if eq else ""
+
+
 def header(kernel: Kernel) -> str:
     names = [op.name.upper() for op in kernel.inputs]
     shapes = ", ".join(f"{n}{tuple(s)}" for n, s in zip(names, kernel.shapes)) + \

@@ -67,7 +67,8 @@ def _uid() -> int | None:
     return os.geteuid() if hasattr(os, "geteuid") else None
 
 
-def _is_yours(st: os.stat_result) -> bool:
+def is_yours(st: os.stat_result) -> bool:
+    """Whether the file or folder ``st`` describes belongs to this process's user."""
     uid = _uid()
     return uid is None or st.st_uid == uid
 
@@ -115,7 +116,7 @@ def _problem(path: Path, *, own: bool, create: bool, links: bool = True) -> str 
         return "it is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):
         return "it is not a folder"
-    if not _is_yours(st):
+    if not is_yours(st):
         others = " and others can write it" if _writable_by_others(st) else ""
         return f"it belongs to user id {st.st_uid}, not to you (user id {_uid()}){others} (mode {_mode(st)})"
     if not _writable_by_others(st):
