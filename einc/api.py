@@ -25,21 +25,25 @@ from .runtime import dispatch, dtypes, engine
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 
 
-def einsum(*args, optimize="auto", memory_limit=None):
+def einsum(*args, optimize="auto", memory_limit=None, select=None):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
     ``einsum(op0, sublist0, op1, sublist1, ..., [output_sublist])``.  ``optimize`` takes
     an opt_einsum strategy name (default ``"auto"``: exhaustive up to 5 operands, ``dp``
     up to 16, random-greedy beyond), a ``PathOptimizer``, an explicit path, or False for
-    left to right.  The result is always a fresh tensor in standard contiguous layout,
-    with torch.einsum's dtype (under autocast too).
+    left to right.  ``select`` says how each step's backend is chosen where generated
+    kernels may run (``"measure"``, ``"model"``, ``"blas"``, ``"kernel"``; default
+    ``EINC_SELECT``, see :mod:`einc.runtime.select`).  The result is always a fresh
+    tensor in standard contiguous layout, with torch.einsum's dtype (under autocast too).
 
     >>> import torch, einc
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
     if _dynamo_tracing() or _compiler._is_compiling_flag:     # torch.compile, export: the custom op
+        if select is not None:
+            raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
         return custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if args and args[0].__class__ is str:
         operands = args[1:]
@@ -49,13 +53,13 @@ def einsum(*args, optimize="auto", memory_limit=None):
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
-    if optimize is _AUTO and memory_limit is None:     # the default: no lookup
+    if optimize is _AUTO and memory_limit is None and select is None:     # the default: no lookup
         options = DEFAULT
     else:
         try:
-            options = INTERNED[optimize, memory_limit]
+            options = INTERNED[optimize, memory_limit, select]
         except (KeyError, TypeError):
-            options = Options.of(optimize, memory_limit)
+            options = Options.of(optimize, memory_limit, select)
     if _autocast_any():
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
@@ -110,11 +114,13 @@ def _shape_of(x):
 
 
 def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, dtype=None,
-            device=None) -> dispatch.Explanation:
+            device=None, select=None) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
-    table.  For tensors whose plan einc has already run, the backend shown is the one
-    that ran (a kernel that failed and fell back shows ``torch``).
+    table.  For tensors whose plan einc has already run, each step shows what ran and
+    why (measured µs where it was timed; a kernel that failed and fell back shows
+    ``torch``); otherwise what would run, decided by the cost model for contiguous
+    operands -- also for ``device="cuda"`` on a machine without a GPU.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
@@ -122,14 +128,14 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
         operands_or_shapes = tuple(operands_or_shapes[0])
-    options = Options.of(optimize, memory_limit)
+    options = Options.of(optimize, memory_limit, select)
     shapes = [_shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
     plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
     types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
-    return dispatch.describe(plan, device_type, types, shapes, entry.backend if entry is not None else None)
+    return dispatch.describe(plan, device_type, types, shapes, entry, select)
 
 
 class ContractExpression:
@@ -158,7 +164,7 @@ class ContractExpression:
             self._options = options
         else:   # the planned path, as explicit options: the same plan for every call
             self._text, self._folded = eq.text, ()
-            self._options = Options.of(plan.path, options.memory_limit)
+            self._options = Options.of(plan.path, options.memory_limit, options.select)
         self._eq = parse(self._text)
 
     def __call__(self, *operands):
@@ -239,7 +245,8 @@ def _equation_and_args(args):
     return parse(text), rest
 
 
-def contract_expression(*args, constants=(), optimize="auto", memory_limit=None) -> ContractExpression:
+def contract_expression(*args, constants=(), optimize="auto", memory_limit=None,
+                        select=None) -> ContractExpression:
     """Plan a contraction once for given shapes and return a reusable callable, as
     opt_einsum's ``contract_expression``: ``contract_expression("ij,jk->ik", (2, 3), (3, 4))``
     or interleaved, ``contract_expression((2, 3), [0, 1], (3, 4), [1, 2], [0, 2])``.
@@ -253,7 +260,7 @@ def contract_expression(*args, constants=(), optimize="auto", memory_limit=None)
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
-    options = Options.of(optimize, memory_limit)
+    options = Options.of(optimize, memory_limit, select)
     shapes = [_shape_of(x) for x in items]
     plan = engine.plan_for(eq, shapes, options)
     return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)

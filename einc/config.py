@@ -20,6 +20,13 @@ accepted.  An empty value counts as unset.
                        ``triton``: generated kernels for CPU tensors too, run by Triton's
                        interpreter (einc sets ``TRITON_INTERPRET=1`` for that where it
                        is unset).
+``EINC_SELECT``        where generated kernels may run, what runs each step: ``auto``
+                       (default: ``measure`` on CUDA, ``kernel`` under the interpreter),
+                       ``measure`` (time cuBLAS / torch ops and the kernel on the first
+                       call of a key, keep the faster, remember it in the cache folder),
+                       ``model`` (decide without timing), ``blas`` (never a generated
+                       kernel), ``kernel`` (always one).  The keyword ``select=`` of
+                       ``einc.einsum`` overrides it.
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -133,6 +140,21 @@ def backend() -> str:
         raise _bad("EINC_BACKEND", value,
                    "one of auto (kernels for CUDA tensors), torch (never kernels), "
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
+    return mode
+
+
+SELECT = ("auto", "measure", "model", "blas", "kernel")
+
+
+def select() -> str:
+    """``EINC_SELECT``: how each step's backend is chosen (default ``auto``)."""
+    value = _raw("EINC_SELECT")
+    if value is None:
+        return "auto"
+    mode = value.strip().lower()
+    if mode not in SELECT:
+        raise _bad("EINC_SELECT", value, "one of auto, measure (time both on the first call), model (no "
+                   "timing), blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
     return mode
 
 

@@ -17,7 +17,8 @@ import opt_einsum
 import opt_einsum.path_random
 from opt_einsum.paths import PathOptimizer
 
-from .errors import PathError
+from .config import SELECT
+from .errors import ArgumentError, PathError
 
 AUTO = "auto"
 LEFT_TO_RIGHT = "left-to-right"
@@ -32,40 +33,45 @@ _lock = threading.Lock()
 class Options:
     """``optimize``: ``"auto"``, an opt_einsum strategy name, ``False`` (left to right),
     an explicit path (a tuple of tuples of ints) or a path function / ``PathOptimizer``;
-    ``memory_limit``: None, a number of elements, or ``"max_input"``."""
+    ``memory_limit``: None, a number of elements, or ``"max_input"``; ``select``: how each
+    step's backend is chosen (None: ``EINC_SELECT``; see :mod:`einc.runtime.select`)."""
 
-    __slots__ = ("optimize", "memory_limit", "name")
+    __slots__ = ("optimize", "memory_limit", "name", "select")
 
-    def __init__(self, optimize, memory_limit, name):
+    def __init__(self, optimize, memory_limit, name, select=None):
         self.optimize = optimize
         self.memory_limit = memory_limit
         self.name = name                # for the plan's printout
+        self.select = select
 
     @staticmethod
-    def of(optimize=AUTO, memory_limit=None) -> Options:
-        """The validated, interned options for these arguments (cached per argument pair).
+    def of(optimize=AUTO, memory_limit=None, select=None) -> Options:
+        """The validated, interned options for these arguments (cached per argument triple).
 
         >>> Options.of("greedy") is Options.of("greedy")
         True
         """
         try:
-            return INTERNED[optimize, memory_limit]
+            return INTERNED[optimize, memory_limit, select]
         except (KeyError, TypeError):   # new, or unhashable (a list path)
             pass
         optimize_n, name = _normalize_optimize(optimize)
         limit = _normalize_memory_limit(memory_limit)
+        if select is not None and select not in SELECT:
+            raise ArgumentError(f"einsum(): select must be one of {', '.join(SELECT)} (or None for EINC_SELECT), "
+                                f"got {select!r}")
         with _lock:
             if len(_by_value) >= _MAX_INTERNED:     # bounded: forgetting costs plan-cache misses only
                 _by_value.clear()
                 INTERNED.clear()
-                _by_value[(AUTO, None)] = DEFAULT
-            options = _by_value.get((optimize_n, limit))
+                _by_value[(AUTO, None, None)] = DEFAULT
+            options = _by_value.get((optimize_n, limit, select))
             if options is None:
-                options = _by_value[(optimize_n, limit)] = Options(optimize_n, limit, name)
+                options = _by_value[(optimize_n, limit, select)] = Options(optimize_n, limit, name, select)
             try:
                 if len(INTERNED) >= _MAX_INTERNED:
                     INTERNED.clear()
-                INTERNED[optimize, memory_limit] = options
+                INTERNED[optimize, memory_limit, select] = options
             except TypeError:
                 pass
         return options
@@ -85,10 +91,11 @@ class Options:
 
     def for_gradient(self) -> Options:
         """The options of a gradient's einsum: an explicit path does not carry over."""
-        return Options.of(AUTO, self.memory_limit) if isinstance(self.optimize, tuple) else self
+        return Options.of(AUTO, self.memory_limit, self.select) if isinstance(self.optimize, tuple) else self
 
     def to_op(self) -> tuple[str, str]:
-        """The custom op's ``optimize`` and ``memory_limit`` strings."""
+        """The custom op's ``optimize`` and ``memory_limit`` strings (``select`` does not
+        travel: under torch.compile it is ``EINC_SELECT``'s)."""
         return encode(self.optimize, self.memory_limit)
 
     @staticmethod
@@ -97,11 +104,11 @@ class Options:
         return _decoded(optimize, memory_limit)
 
     def __repr__(self) -> str:
-        return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r})"
+        return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r}, select={self.select!r})"
 
 
 DEFAULT = Options(AUTO, None, AUTO)     # einsum's default, the same object for good
-_by_value[(AUTO, None)] = DEFAULT
+_by_value[(AUTO, None, None)] = DEFAULT
 
 
 def _normalize_optimize(optimize):
@@ -211,7 +218,7 @@ def cache_clear() -> None:
     with _lock:
         INTERNED.clear()
         _by_value.clear()
-        _by_value[(AUTO, None)] = DEFAULT
+        _by_value[(AUTO, None, None)] = DEFAULT
     _decoded.cache_clear()
 
 

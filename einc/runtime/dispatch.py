@@ -15,20 +15,24 @@ from .. import config
 from ..errors import ConfigError
 from ..lower import supported
 from ..plan import format_table
-from . import torch_executor, triton_executor
+from . import blas, select, torch_executor, triton_executor
+from .program import unroll
 
 _warned: set = set()
 
 
 class Entry:
-    """A cache entry: the plan, the callable that runs it, and which backend that is."""
+    """A cache entry: the plan, the callable that runs it, which backend that is
+    (``triton`` where generated kernels may run, else ``torch``), and what runs each step
+    (a :class:`~einc.runtime.select.Choice` per step)."""
 
-    __slots__ = ("plan", "run", "backend")
+    __slots__ = ("plan", "run", "backend", "choices")
 
-    def __init__(self, plan, run, backend):
+    def __init__(self, plan, run, backend, choices):
         self.plan = plan
         self.run = run
         self.backend = backend
+        self.choices = choices
 
 
 def _kernels_wanted(device_type: str, dtypes) -> bool:
@@ -69,67 +73,185 @@ def choose(device_type: str, dtypes) -> str:
 
 
 class Explanation:
-    """A plan with what runs each step: ``explain``'s answer.  Prints as the plan's table
-    with a backend column; the plan's attributes (``flops``, ``steps``, ``path``, ...) read
-    through."""
+    """A plan with what runs each step and why: ``explain``'s answer.  Prints as the
+    plan's table with a backend column and a line per step; the plan's attributes
+    (``flops``, ``steps``, ``path``, ...) read through."""
 
-    def __init__(self, plan, backends, note):
+    def __init__(self, plan, backends, note, reasons=()):
         self.plan = plan
         self.backends = tuple(backends)
         self.note = note
+        self.reasons = tuple(reasons)
 
     def __getattr__(self, name):
         return getattr(self.plan, name)
 
     def __str__(self) -> str:
-        return format_table(self.plan, self.backends, self.note)
+        text = format_table(self.plan, self.backends, self.note)
+        lines = [f"  step {s + 1}: {b} -- {r}" for s, (b, r) in enumerate(zip(self.backends, self.reasons)) if r]
+        return text + ("\n" + "\n".join(lines) if lines else "")
 
     def to_dict(self) -> dict:
         d = self.plan.to_dict()
-        for step, backend in zip(d["steps"], self.backends):
+        for step, backend, reason in zip(d["steps"], self.backends, self.reasons or [""] * len(self.backends)):
             step["backend"] = backend
+            step["reason"] = reason
         d["backend_note"] = self.note
         return d
 
 
-def describe(plan, device_type: str, dtypes, shapes, backend: str | None = None) -> Explanation:
-    """What runs each step of ``plan``: ``backend`` where an entry was built (it may have
-    fallen back), else what :func:`decide` would pick."""
-    why = None
-    if backend is None:
-        backend, why = decide(device_type, dtypes)
-    if backend == "triton":
-        names = [f"triton {k.name}" for k in triton_executor.kernels(plan, dtypes[0], shapes)]
-        note = ("generated Triton kernels; no input is copied, permuted or reshaped: each kernel reads its "
-                "operands through their strides and writes a contiguous result")
+_KERNEL_NOTE = ("generated Triton kernels read their operands through their strides and write a contiguous "
+                "result; blas steps are cuBLAS matrix products on views of the operands (no copy either)")
+_TORCH_NOTE = ("torch executor (CPU tensors, or dtypes without kernels); a matrix product step copies an "
+               "operand whose layout is not a batched matrix")
+
+
+def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None) -> Explanation:
+    """What runs each step of ``plan``: the entry's choices where it was built (it may
+    have fallen back, or measured), else what would be chosen for contiguous operands of
+    ``shapes`` (the cost model where the choice would be measured)."""
+    if entry is not None:
+        choices = entry.choices
+        backend = entry.backend
+        why = None
     else:
-        names = ["torch"] * len(plan.steps)
-        note = ("torch executor (CPU tensors, or dtypes without kernels); a matrix product step copies an "
-                "operand whose layout is not a batched matrix")
-        if why is not None:
-            note += " -- " + why.removeprefix("einc: ")
-    return Explanation(plan, names, note)
+        backend, why = decide(device_type, dtypes)
+        choices = None
+    if backend != "triton":
+        note = _TORCH_NOTE + (" -- " + why.removeprefix("einc: ") if why else "")
+        return Explanation(plan, ["torch"] * len(plan.steps), note,
+                           [c.reason for c in choices] if choices else ())
+    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
+    if choices is None:
+        mode = select.mode_for(select_mode, device_type)
+        choices = _static_choices(plan, _contiguous_strides(plan, shapes), "model" if mode == "measure" else mode,
+                                  dtypes[0])
+        if mode == "measure":
+            choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
+    names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
+             for c, k in zip(choices, kernels)]
+    return Explanation(plan, names, _KERNEL_NOTE, [c.reason for c in choices])
 
 
-def build_entry(plan, operands, result_dtype=None) -> Entry:
-    """Compile ``plan`` for these operands on the backend that suits them; the result is
+def _contiguous_strides(plan, shapes):
+    """Each value's strides (operands: contiguous ``shapes``; results: contiguous in their
+    step's output order, as kernels and blas steps write them)."""
+    def contiguous(shape):
+        strides, acc = [], 1
+        for size in reversed(shape):
+            strides.append(acc)
+            acc *= max(size, 1)
+        return tuple(reversed(strides))
+    values = {v: contiguous(tuple(sh)) for v, sh in enumerate(shapes)}
+    for step in plan.steps:
+        values[step.result] = contiguous(tuple(plan.graph.sizes[i] for i in step.output))
+    return values
+
+
+def _blas_able(dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _static_choices(plan, strides, mode, dtype):
+    """Each step's choice without timing (``kernel``, ``blas`` or ``model``)."""
+    choices = []
+    for step in plan.steps:
+        gemm, why = (blas.classify(step, plan.graph.sizes, *[strides[v] for v in step.operands])
+                     if len(step.operands) == 2 and _blas_able(dtype) else (None, f"a {step.kind} step"))
+        if mode == "kernel":
+            choices.append(select.Choice("triton", "EINC_SELECT / select= kernel"))
+        elif gemm is not None:
+            choices.append(select.Choice("blas", "one strided-batched matrix product on the operands as they are"))
+        elif mode == "blas":
+            choices.append(select.Choice("torch", f"torch ops ({why}; they may copy an operand)"))
+        else:
+            choices.append(select.Choice("triton", f"no copy-free matrix product ({why}): the kernel reads any "
+                                                   "strides"))
+    return choices
+
+
+def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
+    """Compile ``plan`` for these operands: the torch executor, and where generated
+    kernels may run, a backend per step (see :mod:`einc.runtime.select`); the result is
     cast to ``result_dtype`` (torch.einsum's) where the executor's differs."""
     dtypes = [o.dtype for o in operands]
-    torch_run = torch_executor.compile_plan(plan, dtypes)     # also checks the dtypes
-    if result_dtype is not None and result_dtype != torch_run.dtype:
+    torch_fns, natural = torch_executor.step_functions(plan, dtypes)     # also checks the dtypes
+    torch_run = unroll(plan, torch_fns)
+    torch_run.dtype = natural
+    if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)
-    entry = Entry(plan, torch_run, "torch")
-    if choose(operands[0].device.type, dtypes) == "triton":
-        try:
-            triton_run = triton_executor.compile_plan(plan, dtypes[0], [tuple(o.shape) for o in operands])
-        except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
-            raise
-        except Exception as e:      # a generator bug must not cost the user an answer
-            _fall_back(plan, e)
-            return entry
-        entry.run = _first_call(entry, triton_run, torch_run)
-        entry.backend = "triton"
+    device_type = operands[0].device.type
+    entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
+    if choose(device_type, dtypes) != "triton":
+        return entry
+    try:
+        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands])
+    except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
+        raise
+    except Exception as e:      # a generator bug must not cost the user an answer
+        _fall_back(plan, e)
+        return entry
+    entry.backend = "triton"
+    mode = select.mode_for(select_mode, device_type)
+    if mode == "measure":
+        entry.run = _measuring_call(entry, launches, torch_fns, torch_run)
+        entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
+        return entry
+    strides = _contiguous_strides(plan, [o.shape for o in operands])
+    strides.update({v: tuple(o.stride()) for v, o in enumerate(operands)})
+    entry.choices = _static_choices(plan, strides, mode, dtypes[0])
+    functions = [_step_function(plan, s, c.backend, launches, torch_fns, strides)
+                 for s, c in enumerate(entry.choices)]
+    entry.run = _first_call(entry, unroll(plan, functions), torch_run)
     return entry
+
+
+def _step_function(plan, s, backend, launches, torch_fns, strides):
+    step = plan.steps[s]
+    if backend == "triton":
+        return launches[s]
+    if backend == "blas":
+        fn = blas.step_function(step, plan.graph.sizes, *[strides[v] for v in step.operands], torch_fns[s])
+        if fn is not None:
+            return fn
+    return torch_fns[s]
+
+
+def _measuring_call(entry, launches, torch_fns, torch_run):
+    """The entry's first run: time each step's candidates on this call's values, keep the
+    faster (or the decision remembered on disk), then run the chosen functions from then on."""
+    plan = entry.plan
+
+    def first(ops):
+        values = list(ops)
+        choices, functions = [], []
+        try:
+            for s, step in enumerate(plan.steps):
+                args = [values[v] for v in step.operands]
+                strides = {v: tuple(values[v].stride()) for v in step.operands}
+                other = _step_function(plan, s, "blas", launches, torch_fns, strides)
+                name = "blas" if other is not torch_fns[s] else "torch"
+                key = select.signature(step, args[0].device, args)
+                choice = select.remembered(key)
+                if choice is None or choice.backend not in (name, "triton"):
+                    if select.capturing():
+                        choice = _static_choices(plan, strides, "model", args[0].dtype)[s]
+                    else:
+                        choice = select.measure({"triton": launches[s], name: other}, args)
+                        select.remember(key, choice)
+                fn = launches[s] if choice.backend == "triton" else other
+                choices.append(choice)
+                functions.append(fn)
+                values.append(fn(*args))
+        except Exception as e:      # a kernel that fails to compile: the torch executor, for good
+            _fall_back(plan, e)
+            entry.run, entry.backend = torch_run, "torch"
+            entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(plan.steps)
+            return torch_run(ops)
+        entry.choices = choices
+        entry.run = _first_call(entry, unroll(plan, functions), torch_run)
+        return values[-1]
+    return first
 
 
 def _cast(run, dtype):

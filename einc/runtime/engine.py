@@ -23,7 +23,7 @@ from ..errors import ArgumentError, OperandCountError, OperandTypeError
 from ..graph import build
 from ..options import Options
 from ..plan import Plan, build_plan
-from . import dispatch, dtypes, loader
+from . import dispatch, dtypes, loader, select
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 
@@ -86,17 +86,17 @@ def plan_for(eq: Equation, shapes, options: Options) -> Plan:
     return build_plan(build(eq, shapes), eq.text, options)
 
 
-def entry_for(eq: Equation, plan: Plan, operands) -> Entry:
-    """The executable entry of ``plan`` for these operands: the backend that suits them,
-    results in torch.einsum's dtype."""
+def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
+    """The executable entry of ``plan`` for these operands: the backend that suits each
+    step, results in torch.einsum's dtype."""
     shapes = [o.shape for o in operands]
     return dispatch.build_entry(plan, operands, dtypes.result_dtype(eq.torch_text, shapes,
-                                                                    [o.dtype for o in operands]))
+                                                                    [o.dtype for o in operands]), options.select)
 
 
 def _compile(eq: Equation, operands, options: Options) -> Entry:
     check_operands(eq, operands)
-    return entry_for(eq, plan_for(eq, [o.shape for o in operands], options), operands)
+    return entry_for(eq, plan_for(eq, [o.shape for o in operands], options), operands, options)
 
 
 # ----------------------------------------------------------------------- every cache
@@ -145,6 +145,7 @@ def cache_clear() -> None:
     dtypes.cache_clear()
     options_module.cache_clear()
     loader.forget()
+    select.forget()
     dispatch.forget_warnings()
     for _, clear in _registered.values():
         clear()

@@ -249,6 +249,16 @@ def compile_plan(plan: Plan, dtypes):
 
     Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
     """
+    functions, dtype = step_functions(plan, dtypes)
+    run = unroll(plan, functions)
+    run.dtype = dtype
+    return run
+
+
+def step_functions(plan: Plan, dtypes):
+    """``(one function per step, the result's dtype)``: each step's function takes that
+    step's operands and returns a tensor over its output indices (the last one a fresh
+    contiguous tensor)."""
     n = plan.num_operands
     dts = list(dtypes)
     uniform = len(set(dts)) == 1
@@ -261,9 +271,7 @@ def compile_plan(plan: Plan, dtypes):
             fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform)
         dts.append(dt)
         functions.append(fn)
-    run = unroll(plan, functions)
-    run.dtype = dts[-1]
-    return run
+    return functions, dts[-1]
 
 
 __all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

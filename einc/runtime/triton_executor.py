@@ -67,5 +67,9 @@ def kernels(plan, dtype, shapes):
 
 def compile_plan(plan, dtype, shapes):
     """``run(operands)`` launching one generated kernel per step."""
-    launches = [load(k.name, render(k)).launch for k in kernels(plan, dtype, shapes)]
-    return unroll(plan, launches)
+    return unroll(plan, launches(plan, dtype, shapes))
+
+
+def launches(plan, dtype, shapes):
+    """The ``launch`` function of each step's generated kernel (written and loaded)."""
+    return [load(k.name, render(k)).launch for k in kernels(plan, dtype, shapes)]

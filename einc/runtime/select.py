@@ -1,0 +1,191 @@
+"""Which backend runs each step of a plan that may run generated kernels.
+
+Per step the candidates are a generated Triton kernel (``triton``) and torch: cuBLAS
+with no copy where the step is one strided-batched matrix product on its operands as
+they are (``blas``, :mod:`einc.runtime.blas`), torch's ops otherwise (``torch``: the
+torch executor's step, which may copy an operand).  The mode (``EINC_SELECT`` or the
+``select=`` keyword) decides:
+
+- ``measure`` (the default on CUDA): on the first call of a key each step's candidates
+  are timed on that call's own operands and intermediates (CUDA events, a few runs,
+  never while a CUDA graph is being captured) and the faster is kept, as inductor's
+  algorithm selection does with ATen.  Decisions are remembered in the cache folder
+  (``decisions.json``), keyed by device, torch and triton versions and the step's
+  signature (indices, shapes, strides, dtype), so a new process does not time again;
+  a damaged or foreign file is ignored with one warning.
+- ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
+  kernel (which reads any strides and fuses what torch would run as several ops).
+- ``blas``: never a generated kernel.  ``kernel``: always one (the default under
+  Triton's CPU interpreter, where timings mean nothing).
+
+:data:`timer` times one candidate; tests replace it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import config
+from ..equation import letter
+
+REPEATS = 5
+
+
+@dataclass
+class Choice:
+    """What runs one step, why, and the measured µs per candidate (if measured)."""
+
+    backend: str                    # "blas", "triton" or "torch"
+    reason: str
+    timings: dict = field(default_factory=dict)
+
+
+def mode_for(select: str | None, device_type: str) -> str:
+    """The mode in force: the keyword, else ``EINC_SELECT``; ``auto`` resolved by device."""
+    mode = select or config.select()
+    if mode == "auto":
+        return "measure" if device_type == "cuda" else "kernel"
+    return mode
+
+
+# ----------------------------------------------------------------------- timing
+
+def _cuda_time(fn, args) -> float:
+    fn(*args)                                           # warm-up: compile, autotune, allocate
+    times = []
+    for _ in range(REPEATS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(times)
+
+
+def _host_time(fn, args) -> float:
+    fn(*args)
+    times = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def default_timer(fn, args) -> float:
+    """µs per run of ``fn(*args)``: CUDA events on CUDA tensors, the host clock elsewhere."""
+    on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return _cuda_time(fn, args) if on_cuda else _host_time(fn, args)
+
+
+timer = default_timer
+
+
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured now (no timing then)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+# ----------------------------------------------------------------------- decisions on disk
+
+_lock = threading.Lock()
+_decisions: dict | None = None
+_warned = False
+
+
+def _path():
+    from . import diskcache
+    return diskcache.cache_root() / "decisions.json"
+
+
+def _environment(device) -> str:
+    try:
+        import triton
+        tv = triton.__version__
+    except ImportError:
+        tv = "none"
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    return f"{name}|torch {torch.__version__}|triton {tv}"
+
+
+def signature(step, device, operands) -> str:
+    """A step's key in the decisions file: device and versions, indices, shapes, strides, dtype."""
+    terms = ",".join("".join(letter(i) for i in t) for t in step.inputs) + "->" + \
+        "".join(letter(i) for i in step.output)
+    layout = ";".join(f"{tuple(o.shape)}:{tuple(o.stride())}" for o in operands)
+    return f"{_environment(device)}|{terms}|{layout}|{operands[0].dtype}"
+
+
+def _load() -> dict:
+    global _decisions, _warned
+    if _decisions is None:
+        try:
+            data = json.loads(_path().read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("steps"), dict):
+                raise ValueError("not an einc decisions file")
+            _decisions = data["steps"]
+        except FileNotFoundError:
+            _decisions = {}
+        except Exception as e:      # noqa: BLE001 - a damaged or foreign file: start afresh
+            if not _warned:
+                _warned = True
+                warnings.warn(f"einc: ignoring the backend decisions file {_path()} ({type(e).__name__}: {e}); "
+                              "steps will be timed again", RuntimeWarning, stacklevel=4)
+            _decisions = {}
+    return _decisions
+
+
+def remembered(key: str) -> Choice | None:
+    """The decision kept for a step signature, if any."""
+    with _lock:
+        found = _load().get(key)
+    if not isinstance(found, dict) or found.get("backend") not in ("blas", "triton", "torch"):
+        return None
+    return Choice(found["backend"], "measured earlier (decisions.json)", dict(found.get("us", {})))
+
+
+def remember(key: str, choice: Choice) -> None:
+    """Keep a decision, in memory and in the decisions file (merged with what other
+    processes wrote meanwhile; written atomically)."""
+    from . import diskcache
+    with _lock:
+        decisions = _load()
+        decisions[key] = {"backend": choice.backend, "us": choice.timings}
+        try:
+            path = _path()
+            try:
+                on_disk = json.loads(path.read_text(encoding="utf-8")).get("steps", {})
+            except Exception:       # noqa: BLE001 - absent or damaged: ours replaces it
+                on_disk = {}
+            on_disk.update(decisions)
+            diskcache.write(path, json.dumps({"format": 1, "steps": on_disk}, indent=1, sort_keys=True).encode())
+        except OSError:
+            pass                    # an unwritable folder: the decision lives in this process only
+
+
+def forget() -> None:
+    """Forget the decisions read from disk (read again on next use) and the warning given."""
+    global _decisions, _warned
+    with _lock:
+        _decisions = None
+        _warned = False
+
+
+def measure(candidates: dict, args) -> Choice:
+    """Time each candidate function on ``args``; the fastest, with every timing."""
+    timings = {name: round(timer(fn, args), 3) for name, fn in candidates.items()}
+    best = min(timings, key=timings.get)
+    others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
+    return Choice(best, f"measured: {others}", timings)
+
+
+__all__ = ["Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered", "remember",
+           "forget", "capturing"]

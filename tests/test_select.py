@@ -1,0 +1,168 @@
+"""A backend per step: cuBLAS through torch with no copy, or a generated kernel, chosen by
+measurement (here with a fake timer), by the cost model, or forced; decisions remembered
+in the cache folder.  Kernels run under Triton's interpreter on this machine."""
+
+import json
+import warnings
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import einc
+import fuzz
+from einc.equation import parse
+from einc.graph import build
+from einc.plan import build_plan
+from einc.runtime import blas, select
+
+pytestmark = pytest.mark.kernels
+
+
+def _step(equation, shapes):
+    plan = build_plan(build(parse(equation), shapes))
+    (step,) = plan.steps
+    return step, plan.graph.sizes
+
+
+def _strides(*shapes):
+    return [torch.empty(s).stride() for s in shapes]
+
+
+# ----------------------------------------------------------------------- which steps are GEMMs
+
+@pytest.mark.parametrize("equation,shapes,layouts,gemm", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], ("plain", "plain"), True),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], ("column-major", "plain"), True),      # A's rows unit-stride
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], ("transposed", "plain"), False),       # batch stride 1: no
+    ("ij,jk->ki", [(3, 4), (4, 5)], ("plain", "plain"), True),                      # C = (B^T A^T)
+    ("abcd,cde->abe", [(2, 3, 4, 5), (4, 5, 6)], ("plain", "plain"), True),         # k merges (c, d)
+    ("abcd,dce->abe", [(2, 3, 4, 5), (5, 4, 6)], ("plain", "plain"), False),        # k orders differ
+    ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)], ("plain", "plain"), False),  # batch (b, h) splits
+    ("ibnd,jbnd->ijbn", [(3, 2, 2, 4), (5, 2, 2, 4)], ("plain", "plain"), False),  # batch last in C
+    ("iij,jk->ik", [(3, 3, 4), (4, 5)], ("plain", "plain"), False),                 # a diagonal
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], ("sliced", "plain"), False),           # no unit stride
+])
+def test_classify_and_run_matches_torch(equation, shapes, layouts, gemm):
+    ops = [fuzz.lay_out(torch.randn(s, dtype=torch.float64), lay) if lay != "column-major" else
+           torch.randn(s, dtype=torch.float64).transpose(-1, -2).contiguous().transpose(-1, -2)
+           for s, lay in zip(shapes, layouts)]
+    plan = build_plan(build(parse(equation), shapes))
+    step = plan.steps[-1]
+    found, why = blas.classify(step, plan.graph.sizes, ops[0].stride(), ops[1].stride())
+    assert (found is not None) == gemm, why
+    if gemm:
+        fn = blas.step_function(step, plan.graph.sizes, ops[0].stride(), ops[1].stride(), fallback=None)
+        out = fn(*ops)
+        assert out.is_contiguous()
+        torch.testing.assert_close(out, torch.einsum(equation, *ops))
+    else:
+        assert why
+
+
+def test_other_strides_at_call_time_are_classified_again_or_fall_back():
+    step, sizes = _step("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])
+    calls = []
+
+    def fallback(a, b):
+        calls.append(1)
+        return torch.einsum("bij,bjk->bik", a, b)
+    fn = blas.step_function(step, sizes, *_strides((2, 3, 4), (2, 4, 5)), fallback)
+    a, b = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(fn(a.transpose(1, 2).contiguous().transpose(1, 2), b), a @ b)   # still a GEMM
+    assert not calls
+    sliced = torch.zeros(2, 3, 8, dtype=torch.float64)[:, :, ::2]
+    sliced.copy_(a)
+    torch.testing.assert_close(fn(sliced, b), a @ b)                 # no GEMM on these strides: fallback
+    assert calls == [1]
+
+
+# ----------------------------------------------------------------------- choosing per step
+
+@pytest.fixture
+def timed(kernel_device, monkeypatch, tmp_path):
+    """Kernels possible (interpreter on CPU), a fake timer that says cuBLAS takes 1 µs and a
+    kernel 5 µs, a cache folder of the test's own."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    seen = []
+
+    def fake(fn, args):
+        seen.append(fn)
+        fn(*args)
+        return 5.0 if getattr(fn, "__name__", "") == "launch" else 1.0
+    monkeypatch.setattr(select, "timer", fake)
+    einc.cache_clear()
+    yield kernel_device, seen, tmp_path
+    einc.cache_clear()
+
+
+def test_measure_keeps_the_faster_and_remembers_it(timed):
+    device, seen, folder = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    info = einc.explain("bij,bjk->bik", a, b, select="measure")
+    assert info.backends == ("blas bmm/mm",) and "measured" in info.reasons[0] and "triton 5 µs" in info.reasons[0]
+    assert len(seen) == 2                                            # both candidates timed once
+    saved = json.loads((folder / "decisions.json").read_text())["steps"]
+    ((key, decision),) = saved.items()
+    assert decision == {"backend": "blas", "us": {"triton": 5.0, "blas": 1.0}} and "torch " in key
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert len(seen) == 2                                            # the cached entry: no timing
+    einc.cache_clear()                                               # as a new process
+    seen.clear()
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert not seen                                                  # the decision came from the file
+    assert "decisions.json" in einc.explain("bij,bjk->bik", a, b, select="measure").reasons[0]
+
+
+def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed):
+    device, seen, folder = timed
+    (folder / "decisions.json").write_text("{not json")
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file"):
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
+    assert len(seen) == 2                                            # timed afresh
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")     # no second warning
+    assert json.loads((folder / "decisions.json").read_text())["format"] == 1     # rewritten, valid
+
+
+def test_model_blas_and_kernel_modes(timed):
+    device, seen, _ = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    q, k = torch.randn(2, 5, 3, 4, device=device), torch.randn(2, 6, 3, 4, device=device)
+    for mode, gemm, layout in [("model", "blas", "triton"), ("blas", "blas", "torch"), ("kernel", "triton", "triton")]:
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select=mode), a @ b)
+        torch.testing.assert_close(einc.einsum("bqhd,bkhd->bhqk", q, k, select=mode),
+                                   torch.einsum("bqhd,bkhd->bhqk", q, k))
+        assert einc.explain("bij,bjk->bik", a, b, select=mode).backends[0].split()[0] == gemm, mode
+        assert einc.explain("bqhd,bkhd->bhqk", q, k, select=mode).backends[0].split()[0] == layout, mode
+    assert not seen                                                  # none of these modes times
+
+
+def test_the_environment_variable_selects_too(timed, monkeypatch):
+    device, seen, _ = timed
+    monkeypatch.setenv("EINC_SELECT", "blas")
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    einc.einsum("ij,jk->ik", a, b)
+    assert einc.explain("ij,jk->ik", a, b).backends == ("blas bmm/mm",)
+    monkeypatch.setenv("EINC_SELECT", "sometimes")
+    einc.cache_clear()
+    with pytest.raises(einc.errors.ConfigError, match="EINC_SELECT='sometimes'"):
+        einc.einsum("ij,jk->ik", a, b)
+    with pytest.raises(ValueError, match="select must be one of"):
+        einc.einsum("ij,jk->ik", a, b, select="fastest")
+
+
+@pytest.mark.parametrize("mode", ["model", "blas"])
+@fuzz.profile(quick=40, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=4), seed=st.integers(0, 2**16))
+def test_mixed_plans_match_torch(kernel_device, mode, case, seed):
+    """Random calls with steps on cuBLAS views, generated kernels and torch ops mixed."""
+    from test_fuzz import _differential
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")
+        _differential(case, fuzz.operands(case, seed, kernel_device),
+                      lambda c, ops: einc.einsum(*c.args(ops), select=mode))
