@@ -22,7 +22,7 @@ import string
 from dataclasses import dataclass
 
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 
 ELL = Ellipsis
@@ -41,10 +41,13 @@ _SEED = os.environ.get("EINC_FUZZ_SEED")
 
 def profile(quick: int, share: float):
     """Hypothesis settings: ``quick`` examples by default, ``share`` of EINC_FUZZ_EXAMPLES
-    in the long run; derandomized unless EINC_FUZZ_SEED is set."""
+    in the long run; derandomized, or seeded with EINC_FUZZ_SEED (another fixed set)."""
     n = max(1, int(_LONG * share)) if _LONG else quick
-    return settings(max_examples=n, deadline=None, derandomize=_SEED is None, database=None,
-                    suppress_health_check=list(HealthCheck))
+    chosen = settings(max_examples=n, deadline=None, derandomize=_SEED is None, database=None,
+                      suppress_health_check=list(HealthCheck))
+    if _SEED is None:
+        return chosen
+    return lambda test: seed(int(_SEED))(chosen(test))
 
 
 @dataclass
