@@ -1,8 +1,12 @@
 """Dispatch micro-benchmark: per-call overhead on 4x4 float32 matrix chains of 2, 3, 5 and 8 operands.
 
     python bench/dispatch.py [--rounds N] [--out DIR] [--quick]     (or: python bench/run.py --dispatch)
+    python bench/dispatch.py --kernels-noop [--rounds N] [--out DIR] [--quick]
 
 The same as ``einc bench --dispatch`` (the code is in einc/benchmark/dispatch.py).
+``--kernels-noop`` measures einc's own Python per kernel step instead: CPU tensors
+through the generated kernels (Triton's interpreter) with each kernel launch a no-op
+(writes dispatch_kernels_noop.md/.csv).
 """
 
 from __future__ import annotations

@@ -5,11 +5,22 @@ getting from the Python call to the kernels (parsing, path finding or plan looku
 dispatch).  Same interleaved, median-of-batches method as the suite
 (:mod:`einc.benchmark.timing`).  Used by ``einc bench --dispatch`` and
 ``python bench/dispatch.py``.
+
+``--kernels-noop`` (:func:`run_kernels_noop`) measures einc's own Python on the
+generated-kernel path instead: CPU tensors run the generated modules
+(``EINC_BACKEND=triton``, Triton's interpreter), but once each chain's result has been
+checked, the final kernel launch of every loaded module is replaced by a no-op (inside
+this benchmark only).  What is left is everything einc does per call up to the
+kernel launch: the front end, the plan's function, and each step's ``launch()``
+(output allocation, layout checks, arguments, grid).  Triton's own launch path (the
+interpreter here; on a GPU the autotuner, the JIT's binder and the C launcher) is not in
+the number.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import string
 import sys
 
@@ -63,13 +74,105 @@ def run(out, rounds: int | None = None, quick: bool = False) -> int:
     return 1 if bad else 0
 
 
+class _NoopKernel:
+    """Stands in for a module's ``@triton.jit`` kernel: ``kernel[grid](...)`` does nothing."""
+
+    def __getitem__(self, grid):
+        return _noop
+
+
+def _noop(*args, **kwargs):
+    return None
+
+
+def _generated_modules() -> dict:
+    """Kernel name -> module, for every generated module loaded in this process."""
+    prefix = "einc_kernels."
+    return {name[len(prefix):]: m for name, m in list(sys.modules.items()) if name.startswith(prefix)}
+
+
+def stub_kernel_launches() -> dict:
+    """Replace the kernel launched by every loaded generated module with a no-op;
+    returns what :func:`restore_kernel_launches` needs."""
+    saved = {}
+    for name, module in _generated_modules().items():
+        if name in vars(module):
+            saved[name] = (module, vars(module)[name])
+            setattr(module, name, _NoopKernel())
+    return saved
+
+
+def restore_kernel_launches(saved: dict) -> None:
+    for name, (module, kernel) in saved.items():
+        setattr(module, name, kernel)
+
+
+def run_kernels_noop(out, rounds: int | None = None, quick: bool = False) -> int:
+    """einc's own Python per kernel step (kernel launches stubbed); writes OUT/dispatch_kernels_noop.md
+    and .csv.  1 if einc's result (checked before stubbing) was wrong or did not run kernels, else 0."""
+    import einc
+    from einc.runtime import triton_executor
+
+    os.environ["EINC_BACKEND"] = "triton"
+    if not triton_executor.use_interpreter():
+        print("!!! --kernels-noop needs Triton's interpreter: set TRITON_INTERPRET=1 before triton is imported",
+              file=sys.stderr)
+        return 1
+    rounds = rounds or (9 if quick else 31)
+    budget = 1.0 if quick else 3.0
+    load, table, data, bad = report.Load(), [], [], False
+    for k in SIZES:
+        eq = chain(k)
+        torch.manual_seed(0)
+        ops = [torch.randn(N, N) for _ in range(k)]
+        ref = torch.einsum(eq, *ops)
+        fn = lambda: einc.einsum(eq, *ops)      # noqa: E731
+        status = check(fn(), ref)               # plans, compiles, launches for real
+        backends = set(einc.explain(eq, *ops).backends)
+        if status != "ok" or any(not b.startswith("triton") for b in backends):
+            bad = True
+            print(f"!!! {eq}: einc: {status}; backends {sorted(backends)}", file=sys.stderr)
+        saved = stub_kernel_launches()
+        try:
+            fn()                                # warm-up with the stubs in place (untimed)
+            timings, n_rounds = interleaved({"einc": fn}, rounds, budget, min_rounds=min(rounds, 5))
+        finally:
+            restore_kernel_launches(saved)
+        steps = k - 1
+        t = timings["einc"].median
+        table.append([k, f"`{eq}`", steps, report.us(t), report.us(t / steps)])
+        data.append([k, eq, steps, round(t * 1e6, 3), round(t / steps * 1e6, 3), n_rounds, timings["einc"].calls])
+    # marginal cost of one more step: least-squares slope of µs per call over the number of steps
+    xs, ys = [r[2] for r in data], [r[3] for r in data]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    md = report.header("einc per-step overhead, kernel launches stubbed", "float32", load, [
+        f"operands: {N}x{N} CPU tensors, EINC_BACKEND=triton (Triton's interpreter); after a checked call, "
+        "each generated module's kernel launch is a no-op",
+        f"timing: median over up to {rounds} rounds (budget {budget:.0f} s/equation) of per-call time, "
+        "batches ≥ 2 ms; warm-up calls untimed",
+        f"marginal cost per step (slope over the chains): {slope:.2f} µs; front end (intercept): "
+        f"{my - slope * mx:.2f} µs"])
+    md += report.markdown_table(["operands", "equation", "steps", "einc µs/call", "µs/step"], table)
+    report.write(out, "dispatch_kernels_noop", md,
+                 ["operands", "equation", "steps", "einc_us", "einc_us_per_step", "rounds", "calls_per_batch"],
+                 data)
+    print("\n".join(md))
+    return 1 if bad else 0
+
+
 def main(argv=None, default_out="bench/results") -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=None, help="rounds per equation (default 31, quick 9)")
     p.add_argument("--out", default=str(default_out), help=f"output directory (default {default_out})")
     p.add_argument("--quick", action="store_true", help="fewer rounds (smoke test)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (default: torch's)")
+    p.add_argument("--kernels-noop", action="store_true",
+                   help="einc's own Python per kernel step instead: CPU tensors through the generated kernels "
+                        "(Triton's interpreter) with the kernel launches replaced by no-ops")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.kernels_noop:
+        return run_kernels_noop(args.out, args.rounds, args.quick)
     return run(args.out, args.rounds, args.quick)

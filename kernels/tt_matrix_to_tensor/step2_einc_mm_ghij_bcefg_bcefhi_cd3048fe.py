@@ -101,6 +101,13 @@ _CONFIGS = [
 ]
 _tuned = triton.autotune(configs=_CONFIGS, key=["BATCH", "M", "N", "K"])(einc_mm_ghij_bcefg_bcefhi_cd3048fe)
 
+# A layout is what a launch depends on besides the data: the operands' shapes, strides,
+# dtypes, device and 16-byte alignment, and whether there is a scale.  Its first launch
+# checks it and sets it up (_first_launch); later launches of it skip straight to the kernel.
+_layouts = {}
+_compiled_launches = not _INTERPRET  # off for good once one fails (see _compiled_launcher)
+_precision = None  # torch's fp32 matmul precision, read at the first launch
+
 
 def _block(extent, low, high):
     """The power of two covering ``extent``, clamped to [low, high]."""
@@ -109,6 +116,19 @@ def _block(extent, low, high):
 
 def launch(a, b, scale=1.0):
     """T2[ghij] · T3[bcefg] over gj -> T4[bcefhi], into a new contiguous tensor."""
+    layout = (a.shape, a.stride(), a.dtype, a.data_ptr() % 16,
+              b.shape, b.stride(), b.dtype, b.data_ptr() % 16, a.get_device(), scale != 1.0)
+    known = _layouts.get(layout)
+    if known is None:
+        return _first_launch(layout, a, b, scale)
+    c = a.new_empty(known.shape)  # a's dtype and device
+    known.run(a, b, c, scale)
+    return c
+
+
+def _first_launch(layout, a, b, scale):
+    """Launch a layout not seen before, and keep what launching it takes in ``_layouts``."""
+    global _precision
     size_h = a.shape[1]
     size_i = a.shape[2]
     size_b = b.shape[0]
@@ -117,31 +137,134 @@ def launch(a, b, scale=1.0):
     size_f = b.shape[3]
     size_g = a.shape[0]
     size_j = a.shape[3]
-    c = torch.empty((size_b, size_c, size_e, size_f, size_h, size_i), dtype=a.dtype, device=a.device)
+    c = a.new_empty((size_b, size_c, size_e, size_f, size_h, size_i))  # a's dtype and device, contiguous
     if c.numel() == 0:
         return c
     for t in (a, b,):
         if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:
             raise OverflowError("a view spans 2^31 elements or more: this kernel has 32-bit offsets")
     BATCH, M, N, K = 1, size_h * size_i, size_b * size_c * size_e * size_f, size_g * size_j
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]) * BATCH,)
-    args = (
-        a, b, c,
+    args = (  # the kernel's arguments between the pointers and scale
         size_h, size_i, size_b, size_c, size_e, size_f, size_g, size_j,
         BATCH, M, N, K,
         a.stride(1), a.stride(2), a.stride(0), a.stride(3), b.stride(0), b.stride(1), b.stride(2),
         b.stride(3), b.stride(4), c.stride(4), c.stride(5), c.stride(0), c.stride(1), c.stride(2),
         c.stride(3),
-        scale,
     )
+    if _precision is None:
+        _precision = _fp32_precision()
     meta = dict(
         HAS_SCALE=scale != 1.0,
         GROUP_M=8,
-        PRECISION="tf32" if torch.backends.cuda.matmul.allow_tf32 and not _INTERPRET else "ieee",
+        PRECISION="ieee" if _INTERPRET else _precision,  # the interpreter has no TF32
     )
-    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]) * BATCH,)
+    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid
         meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))
-        einc_mm_ghij_bcefg_bcefhi_cd3048fe[grid](*args, **meta)
-    else:
-        _tuned[grid](*args, **meta)
+        grid = grid(meta)
+    if len(_layouts) >= 64:  # a caller cycling through layouts: start again
+        _layouts.clear()
+    known = _Layout(tuple(c.shape), args, meta, grid)
+    known.run(a, b, c, scale)
+    _layouts[layout] = known
     return c
+
+
+class _Layout:
+    """What launching one layout takes: the output's shape, the arguments, the constexprs
+    and the grid; on a GPU, once Triton has compiled the kernel, its compiled launcher."""
+
+    __slots__ = ("shape", "args", "meta", "grid", "compiled")
+
+    def __init__(self, shape, args, meta, grid):
+        self.shape, self.args, self.meta, self.grid = shape, args, meta, grid
+        self.compiled = None
+
+    def run(self, a, b, c, scale):
+        if self.compiled is not None and self.compiled(a, b, c, scale):
+            return
+        if _INTERPRET:
+            einc_mm_ghij_bcefg_bcefhi_cd3048fe[self.grid](a, b, c, *self.args, scale, **self.meta)
+            return
+        kernel = _tuned[self.grid](a, b, c, *self.args, scale, **self.meta)
+        if self.compiled is None and _compiled_launches:
+            self.compiled = _compiled_launcher(kernel, self)
+
+
+def _compiled_launcher(kernel, layout):
+    """``run(pointers..., scale)`` launching ``kernel``, which Triton compiled for ``layout``,
+    with the config the autotuner chose and a ready grid, as JITFunction.run launches it
+    (triton 3.6-3.9) but without re-binding, re-specializing and hashing every argument
+    and rebuilding the autotuner's key each time.  ``run`` returns False where Triton's
+    own path must launch instead: launch hooks (a profiler), another current device, an
+    output not 16-byte aligned.  Anything unexpected turns these launches off for good."""
+    try:
+        config = _tuned.best_config
+        meta = {**layout.meta, **config.kwargs}
+        params = _tuned.fn.params
+        n = 3 + len(layout.args) + 1  # pointers, args, scale
+        if [p.is_constexpr for p in params] != [False] * n + [True] * (len(params) - n) \
+                or len(kernel.src.signature) != len(params) \
+                or (kernel.metadata.num_warps, kernel.metadata.num_stages) != (config.num_warps, config.num_stages):
+            raise RuntimeError("this Triton's kernel does not look as expected")
+        constexprs = tuple(meta[p.name] for p in params[n:])
+        g0, g1, g2 = (tuple(layout.grid(meta)) + (1, 1))[:3]
+        call = kernel.run  # (first: it loads the kernel where that is still to do)
+        function, packed = kernel.function, kernel.packed_metadata
+        if function is None:
+            raise RuntimeError("the compiled kernel is not loaded")
+        driver = triton.runtime.driver.active
+        current_device, current_stream = driver.get_current_device, driver.get_current_stream
+        device = current_device()
+        hooks = triton.knobs.runtime
+        args = layout.args
+    except Exception:
+        _no_compiled_launches()
+        return None
+
+    def run(a, b, c, scale):
+        enter = hooks.launch_enter_hook
+        if (enter is not None and getattr(enter, "calls", True)) or c.data_ptr() % 16 \
+                or current_device() != device:
+            return False
+        try:
+            call(g0, g1, g2, current_stream(device), function, packed, None, enter, hooks.launch_exit_hook,
+                 a, b, c, *args, scale, *constexprs)
+        except Exception:
+            _no_compiled_launches()
+            return False
+        return True
+    return run
+
+
+def _no_compiled_launches():
+    """Launch through the autotuner and Triton's JIT from now on (nothing is lost but time)."""
+    global _compiled_launches
+    _compiled_launches = False
+    for known in _layouts.values():
+        known.compiled = None
+
+
+def _fp32_precision():
+    """``"tf32"`` where torch lets fp32 matrix products use TF32, else ``"ieee"``.
+
+    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older
+    ``allow_tf32``; torch raises on reading one after the other was set, so either may
+    answer, and ``"ieee"`` where neither does.  Read once, at the first launch;
+    ``forget()`` has it read again."""
+    matmul = torch.backends.cuda.matmul
+    try:
+        return "tf32" if matmul.fp32_precision == "tf32" else "ieee"
+    except Exception:
+        pass
+    try:
+        return "tf32" if matmul.allow_tf32 else "ieee"
+    except Exception:
+        return "ieee"
+
+
+def forget():
+    """Forget the layouts set up so far and torch's fp32 precision: the next launch of each sets it up again."""
+    global _precision
+    _precision = None
+    _layouts.clear()

@@ -1,0 +1,387 @@
+"""The generated modules' launch path: layouts set up once, then launched with little Python.
+
+Under Triton's interpreter (CPU tensors) the interpreter runs every launch, but the
+layout cache, the skipped 32-bit span check and the once-read fp32 precision are the
+same code as on a GPU.  The GPU's compiled launches are exercised here too, on the
+interpreter, by standing in for the autotuner and the compiled kernel: the stand-in
+launches the real kernel with the arguments it is handed, so an argument in the wrong
+place gives a wrong answer.
+"""
+
+import csv
+import inspect
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import einc
+from einc.codegen import render
+from einc.equation import parse
+from einc.graph import build
+from einc.lower import lower_plan
+from einc.plan import build_plan
+from einc.runtime import loader, triton_executor
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+interpreter = pytest.mark.interpreter        # CPU tensors through Triton's interpreter
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """``module(equation, shapes, dtype)``: the generated module of a one-step plan, loaded
+    afresh (nothing set up yet), with its kernel run by Triton's interpreter."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    einc.cache_clear()
+    triton_executor.use_interpreter()
+
+    def module(equation, shapes, dtype=torch.float64):
+        plan = build_plan(build(parse(equation), shapes), equation)
+        (kernel,) = lower_plan(plan, triton_executor.dtype_name(dtype), shapes)
+        return loader.load(kernel.name, render(kernel))
+    yield module
+    einc.cache_clear()
+
+
+def layouts(shape, dtype=torch.float64, seed=0):
+    """The same values of ``shape`` as a contiguous, a transposed and a sliced tensor."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=dtype)
+    transposed = x.t().contiguous().t()
+    wide = torch.zeros((2 * shape[0], 2 * shape[1]), dtype=dtype)
+    wide[::2, 1::2] = x
+    sliced = wide[::2, 1::2]
+    assert transposed.stride() != x.stride() != sliced.stride() != transposed.stride()
+    return {"contiguous": x, "transposed": transposed, "sliced": sliced}
+
+
+def count_calls(monkeypatch, module, name):
+    """Wrap ``module.name`` (looked up at call time by the module's own code) with a counter."""
+    calls = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@interpreter
+def test_results_stay_right_as_layouts_come_and_go(fresh):
+    m = fresh("ij,jk->ik", [(5, 6), (6, 7)])
+    a, b = layouts((5, 6), seed=1), layouts((6, 7), seed=2)
+    expected = a["contiguous"] @ b["contiguous"]
+    order = ["contiguous", "transposed", "sliced"] * 3 + ["sliced", "contiguous", "transposed"]
+    for name_a, name_b in zip(order, reversed(order)):
+        torch.testing.assert_close(m.launch(a[name_a], b[name_b]), expected)
+    assert len(m._layouts) == len(set(zip(order, reversed(order))))    # one per pair of layouts met
+    r = fresh("bij,bij->b", [(3, 4, 5), (3, 4, 5)])
+    x, y = torch.randn(3, 4, 5, dtype=torch.float64), torch.randn(3, 5, 4, dtype=torch.float64).transpose(1, 2)
+    for _ in range(3):
+        torch.testing.assert_close(r.launch(x, y), (x * y).sum((1, 2)))
+        torch.testing.assert_close(r.launch(y, x[:, :, :]), (x * y).sum((1, 2)))
+    assert len(r._layouts) == 2
+
+
+@interpreter
+def test_the_span_check_runs_once_per_layout(fresh, monkeypatch):
+    m = fresh("ij,jk->ik", [(5, 6), (6, 7)])
+    assert "2**31" not in inspect.getsource(m.launch)           # the per-call path has no span check
+    assert "2**31" in inspect.getsource(m._first_launch)        # only the first launch of a layout
+    first = count_calls(monkeypatch, m, "_first_launch")
+    a, b = layouts((5, 6)), layouts((6, 7))
+    for _ in range(4):
+        m.launch(a["contiguous"], b["contiguous"])
+    m.launch(a["contiguous"].clone(), b["contiguous"].clone())     # other data, same layout
+    assert len(first) == 1
+    m.launch(a["transposed"], b["contiguous"])                   # new strides: checked again
+    assert len(first) == 2
+    m.launch(a["transposed"], b["contiguous"])
+    m.launch(a["contiguous"], b["contiguous"])
+    assert len(first) == 2
+    m.launch(a["sliced"], b["sliced"])
+    assert len(first) == 3
+    m.forget()
+    m.launch(a["contiguous"], b["contiguous"])
+    assert len(first) == 4
+
+
+@interpreter
+def test_views_beyond_32_bit_offsets_still_raise(fresh):
+    m = fresh("ij,jk->ik", [(2, 2), (2, 2)], torch.float16)
+    storage = torch.empty(2**31 + 2, dtype=torch.float16)        # virtual memory only: never touched
+    far = storage.as_strided((2, 2), (2**31, 1))                 # spans 2^31 + 1 elements
+    near = torch.ones(2, 2, dtype=torch.float16)
+    for _ in range(2):                                           # refused every time, never set up
+        with pytest.raises(OverflowError, match="32-bit offsets"):
+            m.launch(far, near)
+        assert not m._layouts
+    torch.testing.assert_close(m.launch(near, near), torch.full((2, 2), 2.0, dtype=torch.float16))
+    with pytest.raises(OverflowError):
+        m.launch(near, far)
+    assert len(m._layouts) == 1
+
+
+@interpreter
+def test_layout_keys_tell_alignment_and_unit_strides_apart(fresh):
+    m = fresh("ij,jk->ik", [(4, 4), (4, 4)], torch.float32)
+    b = torch.randn(4, 4)
+    aligned = torch.randn(4, 4)
+    flat = torch.randn(17)
+    misaligned = flat[1:].view(4, 4)                             # 4 bytes past a 16-byte boundary
+    assert aligned.data_ptr() % 16 == 0 and misaligned.data_ptr() % 16 == 4
+    unit = torch.randn(4, 4)                                     # strides (4, 1)
+    strided = torch.randn(4, 8)[:, ::2]                          # strides (8, 2): no unit stride
+    for x in (aligned, misaligned, unit, strided):
+        torch.testing.assert_close(m.launch(x, b), x @ b)
+    keys = list(m._layouts)
+    assert len(keys) == 3                                        # aligned and unit share a layout
+    key_of = {id(x): next(k for k in keys if k[:2] == (x.shape, x.stride()) and k[3] == x.data_ptr() % 16)
+              for x in (aligned, misaligned, unit, strided)}
+    assert key_of[id(aligned)] == key_of[id(unit)]
+    assert key_of[id(aligned)] != key_of[id(misaligned)]         # differ in the alignment only
+    assert [i for i, (p, q) in enumerate(zip(key_of[id(aligned)], key_of[id(misaligned)])) if p != q] == [3]
+    assert key_of[id(unit)] != key_of[id(strided)]               # differ in a's strides only
+    assert [i for i, (p, q) in enumerate(zip(key_of[id(unit)], key_of[id(strided)])) if p != q] == [1]
+    assert 1 in key_of[id(unit)][1] and 1 not in key_of[id(strided)][1]
+    m.launch(aligned, b, scale=0.5)                              # a scale is part of the layout too
+    assert len(m._layouts) == 4
+    m.launch(aligned.double(), b.double())                      # and so are the dtypes
+    assert len(m._layouts) == 5
+    (wide,) = set(m._layouts) - set(keys) - {k for k in m._layouts if k[-1]}
+    assert [i for i, (p, q) in enumerate(zip(key_of[id(aligned)], wide)) if p != q] == [2, 6]
+
+
+@interpreter
+def test_the_fp32_precision_is_read_once(fresh, monkeypatch):
+    m = fresh("ij,jk->ik", [(5, 6), (6, 7)], torch.float32)
+    reads = []
+    monkeypatch.setattr(m, "_fp32_precision", lambda: reads.append(1) or "ieee")
+    a, b = layouts((5, 6), torch.float32), layouts((6, 7), torch.float32)
+    for name in ["contiguous", "transposed", "sliced"] * 3:
+        torch.testing.assert_close(m.launch(a[name], b[name]), a["contiguous"] @ b["contiguous"])
+    assert len(reads) == 1
+    m.forget()                                                   # the explicit way to read it again
+    m.launch(a["contiguous"], b["contiguous"])
+    m.launch(a["contiguous"], b["contiguous"])
+    assert len(reads) == 2
+    f64 = fresh("ij,jk->ik", [(5, 6), (6, 7)], torch.float64)
+    assert not hasattr(f64, "_fp32_precision")                   # only fp32 dots have a precision
+
+
+@interpreter
+def test_the_fp32_precision_reader_follows_torch_and_never_raises(fresh, monkeypatch):
+    m = fresh("ij,jk->ik", [(5, 6), (6, 7)], torch.float32)
+    matmul = torch.backends.cuda.matmul
+    if _has_new_api(matmul):
+        before = matmul.fp32_precision
+        try:
+            matmul.fp32_precision = "tf32"       # the new API set (torch 2.13 then refuses allow_tf32)
+            assert m._fp32_precision() == "tf32"
+            a, b = torch.randn(5, 6), torch.randn(6, 7)
+            torch.testing.assert_close(m.launch(a, b), a @ b)    # the first launch reads it, and runs
+            assert m._precision == "tf32"
+            matmul.fp32_precision = "ieee"
+            assert m._fp32_precision() == "ieee"
+        finally:
+            matmul.fp32_precision = before
+
+    class Old:                                                   # a torch with only allow_tf32
+        def __init__(self, allow):
+            self.allow_tf32 = allow
+
+    class Refusing:                                              # mixed settings: both reads raise
+        def __getattr__(self, name):
+            raise RuntimeError("mix of the legacy and new APIs")
+
+    for fake, expected in [(Old(True), "tf32"), (Old(False), "ieee"), (Refusing(), "ieee")]:
+        monkeypatch.setattr(torch.backends.cuda, "matmul", fake)
+        assert m._fp32_precision() == expected
+
+
+def _has_new_api(matmul) -> bool:
+    try:
+        matmul.fp32_precision
+    except AttributeError:
+        return False
+    return True
+
+
+# --- the GPU's compiled launches, with stand-ins for Triton's autotuner and compiled kernel ---
+
+
+class StandInKernel:
+    """A compiled kernel as ``JITFunction.run`` returns it: ``run(grid..., stream, function,
+    packed metadata, launch metadata, hooks, *every parameter in order)`` launches the real
+    kernel (interpreted) with the values it was handed."""
+
+    def __init__(self, jit, params, config):
+        self.jit, self.params = jit, params
+        self.src = SimpleNamespace(signature={p.name: "?" for p in params})
+        self.metadata = SimpleNamespace(num_warps=config.num_warps, num_stages=config.num_stages)
+        self.function, self.packed_metadata = object(), object()
+        self.launches, self.fail = 0, False
+
+    def run(self, g0, g1, g2, stream, function, packed, launch_metadata, enter, exit_, *values):
+        assert (function, packed, stream) == (self.function, self.packed_metadata, "stream of device 0")
+        if self.fail:
+            raise RuntimeError("CUDA error: invalid resource handle")
+        assert len(values) == len(self.params)
+        for p, v in zip(self.params, values):                    # each value in its parameter's place
+            assert isinstance(v, torch.Tensor) == p.name.endswith("_ptr"), p.name
+            assert isinstance(v, float) == (p.name == "scale"), p.name
+        self.launches += 1
+        positional = [v for p, v in zip(self.params, values) if not p.is_constexpr]
+        constexprs = {p.name: v for p, v in zip(self.params, values) if p.is_constexpr}
+        self.jit[(g0, g1, g2)](*positional, **constexprs)
+
+
+class StandInAutotuner:
+    """``_tuned``: launches through the interpreter with one fixed config and returns the
+    stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel."""
+
+    def __init__(self, jit, config):
+        sig = inspect.signature(jit.fn)
+        params = [SimpleNamespace(name=n, is_constexpr=p.annotation is tl.constexpr) for n, p in sig.parameters.items()]
+        assert sum(p.is_constexpr for p in params) >= 2
+        self.fn = SimpleNamespace(params=params)
+        self.best_config = config
+        self.jit, self.calls = jit, 0
+        self.kernel = StandInKernel(jit, params, config)
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.calls += 1
+            meta = {**meta, **self.best_config.kwargs}
+            self.jit[grid(meta) if callable(grid) else grid](*args, **meta)
+            return self.kernel
+        return launch
+
+
+def as_if_on_a_gpu(monkeypatch, m, config):
+    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config)
+    monkeypatch.setattr(m, "_INTERPRET", False)
+    monkeypatch.setattr(m, "_compiled_launches", True)
+    monkeypatch.setattr(m, "_tuned", tuner)
+    driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: f"stream of device {d}")
+    monkeypatch.setattr(triton.runtime, "driver", SimpleNamespace(active=driver))
+    return tuner
+
+
+MM = ("ij,jk->ik", [(40, 6), (6, 35)], triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, num_warps=4,
+                                                     num_stages=2))
+RED = ("bij,bij->b", [(3, 4, 5), (3, 4, 5)], triton.Config({"BLOCK_O": 2, "BLOCK_K": 8}, num_warps=4))  # grids > 1
+
+
+@interpreter
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", [MM, RED], ids=["mm", "red"])
+def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, monkeypatch, case, dtype):
+    equation, shapes, config = case
+    m = fresh(equation, shapes, dtype)
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    g = torch.Generator().manual_seed(4)
+    ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
+    views = [ops, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops]]
+    expected = torch.einsum(equation, *ops)
+    for n in range(1, 4):
+        for v in views:
+            torch.testing.assert_close(m.launch(*v), expected)
+        assert tuner.calls == 2                                  # the autotuner: once per layout
+        assert tuner.kernel.launches == 2 * (n - 1)              # then the compiled kernel
+    torch.testing.assert_close(m.launch(*ops, scale=0.5), 0.5 * expected)
+    torch.testing.assert_close(m.launch(*ops, scale=0.5), 0.5 * expected)
+    assert (tuner.calls, tuner.kernel.launches) == (3, 5)
+    assert all(known.compiled is not None for known in m._layouts.values())
+
+
+@interpreter
+def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch):
+    equation, shapes, config = MM
+    m = fresh(equation, shapes)
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
+    m.launch(a, b)
+    m.launch(a.t().contiguous().t(), b)
+    m.launch(a, b)
+    assert (tuner.calls, tuner.kernel.launches) == (2, 1)
+    tuner.kernel.fail = True
+    torch.testing.assert_close(m.launch(a, b), a @ b)            # answered through the autotuner
+    assert m._compiled_launches is False
+    assert all(known.compiled is None for known in m._layouts.values())
+    tuner.kernel.fail = False
+    for _ in range(3):
+        torch.testing.assert_close(m.launch(a, b), a @ b)
+    assert (tuner.calls, tuner.kernel.launches) == (6, 1)        # never again compiled launches
+
+
+@interpreter
+def test_launch_hooks_and_other_devices_take_tritons_own_path(fresh, monkeypatch):
+    equation, shapes, config = MM
+    m = fresh(equation, shapes)
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    hooks = SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)    # as in triton 3.6
+    monkeypatch.setattr(triton.knobs, "runtime", hooks)
+    current = {"device": 0}
+    triton.runtime.driver.active.get_current_device = lambda: current["device"]
+    a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
+    m.launch(a, b)
+    m.launch(a, b)
+    assert (tuner.calls, tuner.kernel.launches) == (1, 1)
+    hooks.launch_enter_hook = lambda metadata: None              # a profiler listening
+    torch.testing.assert_close(m.launch(a, b), a @ b)
+    assert (tuner.calls, tuner.kernel.launches) == (2, 1)
+    hooks.launch_enter_hook = None
+    m.launch(a, b)
+    assert (tuner.calls, tuner.kernel.launches) == (2, 2)
+    current["device"] = 1                                        # another current device
+    torch.testing.assert_close(m.launch(a, b), a @ b)
+    assert (tuner.calls, tuner.kernel.launches) == (3, 2)
+    current["device"] = 0
+    m.launch(a, b)
+    assert (tuner.calls, tuner.kernel.launches) == (3, 3)
+    assert m._compiled_launches is True                          # neither turns compiled launches off
+
+
+@interpreter
+def test_an_unexpected_triton_turns_compiled_launches_off(fresh, monkeypatch):
+    equation, shapes, config = MM
+    m = fresh(equation, shapes)
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    del tuner.kernel.packed_metadata                             # an attribute this Triton lacks
+    a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
+    for _ in range(3):
+        torch.testing.assert_close(m.launch(a, b), a @ b)
+    assert m._compiled_launches is False and tuner.calls == 3
+
+
+@pytest.mark.gpu
+def test_compiled_launches_on_a_gpu(monkeypatch, tmp_path):
+    """On a real GPU: after a layout's first launch its compiled launcher is set up and used."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EINC_SELECT", "kernel")                 # the generated kernel, not cuBLAS
+    einc.cache_clear()
+    a, b = torch.randn(64, 32, device="cuda"), torch.randn(32, 48, device="cuda")
+    for x in (a, a.t().contiguous().t(), a, a[:, :]):
+        for _ in range(3):
+            torch.testing.assert_close(einc.einsum("ij,jk->ik", x, b), x @ b, rtol=1e-2, atol=1e-2)
+    (module,) = [m for name, m in sys.modules.items() if name.startswith("einc_kernels.einc_mm_")]
+    assert module._compiled_launches is True
+    assert len(module._layouts) == 2
+    assert all(known.compiled is not None for known in module._layouts.values())
+    einc.cache_clear()
+
+
+@interpreter
+def test_the_overhead_benchmark_stubs_launches_and_puts_them_back(fresh, monkeypatch, tmp_path):
+    from einc.benchmark import dispatch
+    monkeypatch.setenv("EINC_BACKEND", "triton")
+    assert dispatch.run_kernels_noop(tmp_path / "out", rounds=1, quick=True) == 0
+    with open(tmp_path / "out" / "dispatch_kernels_noop.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(dispatch.SIZES) and all(float(r["einc_us_per_step"]) > 0 for r in rows)
+    modules = dispatch._generated_modules()
+    assert modules and not any(isinstance(vars(m)[name], dispatch._NoopKernel) for name, m in modules.items())
