@@ -86,9 +86,11 @@ def _noop(*args, **kwargs):
 
 
 def _generated_modules() -> dict:
-    """Kernel name -> module, for every generated module loaded in this process."""
+    """Kernel name -> module, for every generated kernel module loaded in this process
+    (a module under the loader's prefix that defines its kernel)."""
     prefix = "einc_kernels."
-    return {name[len(prefix):]: m for name, m in list(sys.modules.items()) if name.startswith(prefix)}
+    return {name[len(prefix):]: m for name, m in list(sys.modules.items())
+            if name.startswith(prefix) and name[len(prefix):] in vars(m)}
 
 
 def stub_kernel_launches() -> dict:
