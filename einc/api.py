@@ -64,7 +64,7 @@ def einsum(*args, optimize="auto", memory_limit=None, select=None):
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
     if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
-        return autograd.EinsumFunction.apply(autograd.Call(eq, options), *operands)
+        return autograd.differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
 
 

@@ -64,11 +64,29 @@ class Call:
 
 
 def einsum(eq: Equation, operands, options: Options) -> torch.Tensor:
-    """``eq`` on ``operands``: through :class:`EinsumFunction` when a gradient or a
-    torch.func transform needs it, else straight on the engine."""
+    """``eq`` on ``operands``: :func:`differentiable` when a gradient or a torch.func
+    transform needs it, else straight on the engine."""
     if transforms_active() or (any_requires_grad(*operands) and grad_enabled()):
-        return EinsumFunction.apply(Call(eq, options), *operands)
+        return differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
+
+
+def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
+    """A call that autograd or a torch.func transform must see through.
+
+    Under plain autograd, where the plan runs only torch ops (the torch executor: CPU
+    tensors, dtypes without kernels) they differentiate themselves: the plan runs as is
+    and torch records its ops, so the backward is torch's own (no Function, no saved-
+    tensor bookkeeping, no gradient einsums to plan) -- about twice as fast as the
+    Function for small calls.  Where generated kernels or cuBLAS views (``out=``) run,
+    and under torch.func transforms (vmap then stays one einc call over one more index),
+    :class:`EinsumFunction` supplies the derivatives as einsums.
+    """
+    if not transforms_active():
+        entry = engine.entry(eq, operands, options)
+        if entry.backend == "torch":
+            return entry.run(operands)
+    return EinsumFunction.apply(Call(eq, options), *operands)
 
 
 @dataclass(frozen=True)
@@ -267,4 +285,4 @@ class EinsumFunction(torch.autograd.Function):
         return batched(call.eq, in_dims[1:], operands, call.contract)
 
 
-__all__ = ["EinsumFunction", "Call", "einsum", "derive", "operand_grads", "tangent", "batched"]
+__all__ = ["EinsumFunction", "Call", "einsum", "differentiable", "derive", "operand_grads", "tangent", "batched"]

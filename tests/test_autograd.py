@@ -1,5 +1,7 @@
-"""Autograd through einc.autograd.EinsumFunction: gradcheck, gradgradcheck, strided inputs,
-non-contiguous grad_outputs, forward mode, and the gradient einsums going through einc."""
+"""Autograd: gradcheck, gradgradcheck, strided inputs, non-contiguous grad_outputs, forward
+mode -- through torch's own autograd where a plan runs only torch ops (CPU tensors), and
+through einc.autograd.EinsumFunction, whose gradients are einc einsums, where generated
+kernels run (and directly, on every equation of the family)."""
 
 import pytest
 import torch
@@ -40,15 +42,40 @@ FAMILY = [
 IDS = [f"{e}:{s}" for e, s in FAMILY]
 
 
-def _inputs(shapes, seed=0):
+def _inputs(shapes, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, dtype=D, generator=g, requires_grad=True) for s in shapes]
+    return [torch.randn(s, dtype=D, generator=g).to(device).requires_grad_() for s in shapes]
 
 
 @pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
 def test_gradcheck(equation, shapes):
     ops = _inputs(shapes)
     assert torch.autograd.gradcheck(lambda *x: einc.einsum(equation, *x), ops)
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
+def test_gradcheck_of_the_function(equation, shapes):
+    """The Function's derivative rules (used where kernels run), applied directly."""
+    from einc.autograd import Call, EinsumFunction
+    from einc.equation import parse
+    from einc.options import Options
+    call = Call(parse(equation), Options.of())
+    ops = _inputs(shapes)
+    assert torch.autograd.gradcheck(lambda *x: EinsumFunction.apply(call, *x), ops)
+    assert torch.autograd.gradgradcheck(lambda *x: EinsumFunction.apply(call, *x), ops)
+
+
+def test_torch_ops_differentiate_themselves_on_the_torch_executor():
+    """CPU tensors: the plan's torch ops are recorded by autograd (no Function), and the
+    gradients are torch.einsum's."""
+    a, b = _inputs([(3, 4), (4, 5)], seed=7)
+    out = einc.einsum("ij,jk->ik", a, b)
+    assert out.grad_fn is not None and out.grad_fn.name() != "EinsumFunctionBackward"
+    g = torch.randn(3, 5, dtype=D)
+    got = torch.autograd.grad(out, (a, b), g)
+    want = torch.autograd.grad(torch.einsum("ij,jk->ik", a, b), (a, b), g)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
 
 
 @pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
@@ -117,7 +144,8 @@ def test_sum_backward_gives_expanded_grad_output():
     torch.testing.assert_close(b.grad, a.detach().sum(0)[:, None].expand(4, 5))
 
 
-def test_gradients_run_through_einc(monkeypatch):
+@pytest.mark.kernels
+def test_gradients_run_through_einc(monkeypatch, kernel_device):
     seen = []
     run = engine.run
 
@@ -125,7 +153,7 @@ def test_gradients_run_through_einc(monkeypatch):
         seen.append(eq.text)
         return run(eq, operands, options)
     monkeypatch.setattr(engine, "run", spy)
-    a, b, c = _inputs([(2, 3), (3, 4), (4, 5)])
+    a, b, c = _inputs([(2, 3), (3, 4), (4, 5)], device=kernel_device)
     out = einc.einsum("ij,jk,kl->il", a, b, c)
     assert out.grad_fn.name() == "EinsumFunctionBackward"
     seen.clear()
@@ -134,8 +162,9 @@ def test_gradients_run_through_einc(monkeypatch):
     assert sorted(seen) == sorted(["ad,bc,cd->ab", "ad,ab,cd->bc", "ad,ab,bc->cd"])
 
 
-def test_gradient_plans_are_cached():
-    a, b = _inputs([(3, 4), (4, 5)], seed=4)
+@pytest.mark.kernels
+def test_gradient_plans_are_cached(kernel_device):
+    a, b = _inputs([(3, 4), (4, 5)], seed=4, device=kernel_device)
     einc.einsum("ij,jk->ik", a, b).sum().backward()
     before = einc.cache_info().plans
     a.grad = b.grad = None
@@ -154,12 +183,13 @@ def test_no_grad_path_unchanged():
     assert out.grad_fn is None
 
 
-def test_only_needed_gradients_are_computed(monkeypatch):
+@pytest.mark.kernels
+def test_only_needed_gradients_are_computed(monkeypatch, kernel_device):
     seen = []
     run = engine.run
     monkeypatch.setattr(engine, "run", lambda eq, *rest: (seen.append(eq.text), run(eq, *rest))[1])
-    a = torch.randn(3, 4, dtype=D, requires_grad=True)
-    b = torch.randn(4, 5, dtype=D)
+    a = torch.randn(3, 4, dtype=D, device=kernel_device, requires_grad=True)
+    b = torch.randn(4, 5, dtype=D, device=kernel_device)
     out = einc.einsum("ij,jk->ik", a, b)
     seen.clear()
     out.sum().backward()

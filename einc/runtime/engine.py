@@ -45,6 +45,22 @@ def run(eq: Equation, operands, options: Options):
     return entry.run(operands)
 
 
+def entry(eq: Equation, operands, options: Options) -> Entry:
+    """The cache entry :func:`run` uses for these operands, built on a miss (the key as
+    in :func:`run`, which builds it inline to stay one call deep)."""
+    try:
+        first = operands[0]
+        key = (eq.canonical, options, first.device, first.layout,
+               tuple([(o.shape, o.dtype) for o in operands]))
+    except (AttributeError, IndexError):
+        check_operands(eq, operands)
+        raise
+    found = _plans.get(key)
+    if found is None:
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+    return found
+
+
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
     """The cache entry :func:`run` would use for these operands, if it was built."""
     first = operands[0]
@@ -158,5 +174,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+__all__ = ["run", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
            "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
