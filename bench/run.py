@@ -1,9 +1,11 @@
 """Suite benchmark: torch.einsum vs opt_einsum.contract vs einc.einsum on the CPU variants.
 
     python bench/run.py [--filter TEXT] [--rounds N] [--out DIR] [--quick] [--dispatch]
+    python bench/run.py --train [--no-models] [same options]
 
 The same as ``einc bench`` (the code is in einc/benchmark/); see bench/README.md for
-the method.
+the method.  ``--train`` times forward + backward: the suite (suite_cpu_train.*) and
+the models of bench/models.py (models_train.*).
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer rounds and a smaller budget (smoke test)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (default: torch's)")
     p.add_argument("--dispatch", action="store_true", help="run the dispatch micro-benchmark instead")
+    p.add_argument("--train", action="store_true",
+                   help="time forward + backward: the suite (suite_cpu_train.*) and bench/models.py's models "
+                        "(models_train.*)")
+    p.add_argument("--no-models", action="store_true", help="with --train: skip the models' training table")
     args = p.parse_args(argv)
+    if args.no_models and not args.train:
+        p.error("--no-models goes with --train")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.dispatch:
@@ -46,7 +54,7 @@ def main(argv=None) -> int:
         return dispatch.run(args.out, args.rounds, args.quick)
     try:
         return bench_suite(SUITE, device="cpu", text=args.filter, out=args.out, rounds=args.rounds,
-                           budget=args.budget, quick=args.quick)
+                           budget=args.budget, quick=args.quick, train=args.train, models=not args.no_models)
     except EincError as e:
         print(f"bench/run.py: error: {e}", file=sys.stderr)
         return 2

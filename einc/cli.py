@@ -235,8 +235,11 @@ def cmd_bench(args) -> int:
             except ArgumentError:           # the dispatch benchmark needs no suite
                 out = Path("einc-bench")
         return dispatch.run(out, args.rounds, args.quick)
+    if args.no_models and not args.train:
+        raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
     return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=args.out,
-                       rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart)
+                       rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart,
+                       train=args.train, models=not args.no_models)
 
 
 # ----------------------------------------------------------------------- cache
@@ -350,6 +353,8 @@ examples:
   einc bench --quick --filter attention    a smoke test of the attention workloads
   einc bench --device cuda --out /tmp/gpu  the GPU variants, with a roofline chart
   einc bench --dispatch                    per-call overhead on tiny matrix chains
+  einc bench --train                       forward + backward: the suite, then bench/models.py's models
+  einc bench --train --no-models --quick   a smoke test of the suite in training mode
 
 The default suite is {SUITE_NAME} in the current directory, else in the repository
 that holds the einc package ({REPO / SUITE_NAME}, for an editable install).
@@ -357,7 +362,13 @@ Outputs under --out (default: results/ beside the suite file): suite_<device>.md
 suite_<device>.csv and suite_<device>.png (speedup per workload on a log scale; on
 CUDA also achieved TFLOP/s against a roofline measured on the device, from the
 suite's flops and min_bytes). The PNG needs matplotlib (pip install 'einc[bench]').
-Exit status 1 if einc's result differs from torch.einsum's on any workload.
+With --train: suite_<device>_train.md/.csv/.png (each method's timed call is the
+forward and torch.autograd.grad of every floating operand; einc's output and gradients
+are checked against torch.einsum's) and models_train.md/.csv (forward + backward of
+the models in models.py beside the suite file, eager / inductor / backend="einc";
+--filter selects models by name too; CPU only).
+Exit status 1 if einc's result differs from torch.einsum's on any workload (with
+--train: its output or a gradient; or a compiled model's from eager's).
 """
 
 
@@ -418,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
                    help="run the per-call overhead micro-benchmark instead (writes dispatch.md/.csv)")
+    p.add_argument("--train", action="store_true",
+                   help="time forward + backward (torch.autograd.grad) instead of forward; writes "
+                        "suite_<device>_train.* and models_train.* (see below)")
+    p.add_argument("--no-models", action="store_true",
+                   help="with --train: skip the models' training table (bench/models.py; it compiles with "
+                        "inductor, minutes)")
     p.set_defaults(func=cmd_bench, parser=p)
 
     p = sub.add_parser("cache", help="the kernel cache folder: path, list, clear",

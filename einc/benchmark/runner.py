@@ -6,6 +6,14 @@ the same operands; einc's and opt_einsum's results are checked against
 torch.einsum's, then the three are timed with :func:`~einc.benchmark.timing.interleaved`.
 Writes ``suite_<device>.md`` and ``.csv`` (and, through :mod:`einc.benchmark.chart`,
 ``.png``).  See bench/README.md for the method.
+
+Training mode (``einc bench --train``): the same runner with another *call*: each
+method's timed call is ``out = method(eq, *ops); torch.autograd.grad(out, float_ops, g)``
+(forward and backward, a fixed random upstream gradient ``g``), and einc's output and
+gradients are checked against torch.einsum's (:data:`TRAIN`).  It writes
+``suite_<device>_train.md``/``.csv``/``.png`` beside the forward files, and
+(:func:`bench_models_train`) ``models_train.md``/``.csv``: forward + backward of the
+models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend="einc")``.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import opt_einsum
 import torch
@@ -37,19 +46,26 @@ TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2), "float32": (RTO
 @dataclass
 class Options:
     """What to run and how long: ``rounds`` per workload within ``budget`` seconds (at
-    least ``min_rounds``)."""
+    least ``min_rounds``); ``mode`` is ``"forward"`` or ``"train"`` (a key of :data:`MODES`)."""
 
     device: str = "cpu"
     rounds: int = 31
     budget: float = 4.0
     min_rounds: int = 5
+    mode: str = "forward"
 
 
-def methods(eq: str, ops) -> dict:
-    """The three callables compared, each bound to the same operands."""
-    return {"torch": partial(torch.einsum, eq, *ops),
-            "opt_einsum": partial(opt_einsum.contract, eq, *ops, backend="torch"),
-            "einc": partial(einc.einsum, eq, *ops)}
+def forward_call(fn, eq: str, ops, **kwargs):
+    """The forward suite's timed call: ``fn(eq, *ops, **kwargs)``."""
+    return partial(fn, eq, *ops, **kwargs)
+
+
+def methods(eq: str, ops, call=forward_call) -> dict:
+    """The three callables compared, each bound to the same operands by ``call(fn, eq,
+    ops, **kwargs)`` (:func:`forward_call`, or a training step from :func:`train_prepare`)."""
+    return {"torch": call(torch.einsum, eq, ops),
+            "opt_einsum": call(opt_einsum.contract, eq, ops, backend="torch"),
+            "einc": call(einc.einsum, eq, ops)}
 
 
 def operands(w: dict, device: str = "cpu") -> list[torch.Tensor]:
@@ -78,22 +94,106 @@ def check(out, ref) -> str:
     return f"MISMATCH max abs diff {(out - ref).abs().max().item():.3g} (max abs ref {scale:.3g})"
 
 
+def differentiable(t: torch.Tensor) -> bool:
+    """Whether autograd can take a gradient with respect to ``t`` (floating or complex)."""
+    return t.is_floating_point() or t.is_complex()
+
+
+def train_step(fn, eq: str, ops, wrt, g, **kwargs):
+    """One training step of ``fn``: ``out = fn(eq, *ops); torch.autograd.grad(out, wrt, g)``;
+    returns ``(out, grads)`` (no ``.grad`` is accumulated)."""
+    grad = torch.autograd.grad
+
+    def step():
+        out = fn(eq, *ops, **kwargs)
+        return out, grad(out, wrt, g)
+    return step
+
+
+def upstream(out: torch.Tensor) -> torch.Tensor:
+    """The fixed random upstream gradient for an output like ``out``: ``randn``, seed 1."""
+    gen = torch.Generator(device=out.device).manual_seed(1)
+    return torch.randn(out.shape, dtype=out.dtype, device=out.device, generator=gen)
+
+
+def train_prepare(eq: str, ops):
+    """Training mode's set-up: the floating and complex operands require grad (in place),
+    ``g`` is :func:`upstream` of torch.einsum's output; returns the call for :func:`methods`."""
+    wrt = [o.requires_grad_(True) for o in ops if differentiable(o)]
+    if not wrt:
+        raise ValueError("no floating-point operand to differentiate")
+    with torch.no_grad():
+        g = upstream(torch.einsum(eq, *ops))
+    return lambda fn, eq, ops, **kwargs: train_step(fn, eq, ops, wrt, g, **kwargs)
+
+
+def check_train(result, ref) -> str:
+    """:func:`check` of the output and then of each operand's gradient of a :func:`train_step`
+    result against torch.einsum's; 'ok' or the first difference."""
+    (out, grads), (ref_out, ref_grads) = result, ref
+    s = check(out, ref_out)
+    if s != "ok":
+        return s.replace("MISMATCH", "MISMATCH in the output:", 1)
+    for k, (a, b) in enumerate(zip(grads, ref_grads)):
+        if a is None or b is None:
+            if a is not b:
+                return f"MISMATCH gradient of operand {k}: {'None' if a is None else 'a tensor'} vs " \
+                       f"{'None' if b is None else 'a tensor'}"
+            continue
+        s = check(a, b)
+        if s != "ok":
+            return s.replace("MISMATCH", f"MISMATCH gradient of operand {k}:", 1)
+    return "ok"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What the runner times: ``prepare(eq, ops)`` returns the ``call`` that binds each
+    method to the operands (see :func:`methods`); ``compare(result, torch_result)`` says
+    'ok' or how einc's (or opt_einsum's) result differs; ``suffix`` ends the file stem."""
+
+    name: str
+    prepare: Callable
+    compare: Callable
+    suffix: str
+    title: str
+    timed: str                 # what one timed call does, for the report's header
+
+
+FORWARD = Mode("forward", lambda eq, ops: forward_call, check, "", "einc suite benchmark",
+               "one call `method(eq, *ops)`")
+TRAIN = Mode("train", train_prepare, check_train, "_train", "einc training benchmark (forward + backward)",
+             "one call `out = method(eq, *ops); torch.autograd.grad(out, float_ops, g)` (forward and "
+             "backward; every floating/complex operand requires grad; `g` a fixed randn of the output's "
+             "shape, seed 1; no .grad accumulated); check: einc's output and every gradient against "
+             "torch.einsum's")
+MODES = {m.name: m for m in (FORWARD, TRAIN)}
+
+# Targets of the training benchmark (issue 13), judged in the training report.
+TRAIN_TARGET_MAX = 1.0         # einc/torch on every workload
+TRAIN_TARGET_GEOMEAN = 0.7     # geomean einc/torch
+MODELS_TARGET_MAX = 1.0        # einc backend / inductor on every model
+
+
 def _sync(device: str):
     return torch.cuda.synchronize if device == "cuda" else None
 
 
-def bench_workload(w: dict, rounds: int, budget: float, min_rounds: int, device: str = "cpu") -> dict:
-    """Check and time the three methods on one workload; a dict with medians and checks."""
+def bench_workload(w: dict, rounds: int, budget: float, min_rounds: int, device: str = "cpu",
+                   mode: Mode = FORWARD) -> dict:
+    """Check and time the three methods on one workload; a dict with medians and checks.
+    ``mode`` says what is timed (:data:`FORWARD` or :data:`TRAIN`)."""
     row = {"w": w, "variant": w["variants"][variant_name(device)], "med": dict.fromkeys(METHODS),
            "timings": {}, "rounds": 0, "first": {}, "einc_check": "ok", "oe_check": "ok"}
     sync = _sync(device)
     try:
         eq, ops = w["equation"], operands(w, device)
+        call = mode.prepare(eq, ops)
     except Exception as e:                          # noqa: BLE001 -- e.g. out of memory: report it
         row["einc_check"] = f"ERROR creating operands: {type(e).__name__}: {str(e).splitlines()[0]}"
         print(f"!!! {w['id']}: {row['einc_check']}", file=sys.stderr)
         return row
-    fns, status, results = methods(eq, ops), {}, {}
+    fns, status, results = methods(eq, ops, call), {}, {}
     for name, fn in fns.items():                    # warm-up (einc plans here), untimed
         t0 = time.perf_counter()
         try:
@@ -106,7 +206,7 @@ def bench_workload(w: dict, rounds: int, budget: float, min_rounds: int, device:
     ref = results.get("torch")
     for name in ("opt_einsum", "einc"):
         if name in results:
-            status[name] = check(results[name], ref) if ref is not None else "unchecked: torch.einsum failed"
+            status[name] = mode.compare(results[name], ref) if ref is not None else "unchecked: torch.einsum failed"
     for name, s in status.items():
         if s != "ok":
             print(f"!!! {w['id']}: {name}: {s}", file=sys.stderr)
@@ -118,7 +218,7 @@ def bench_workload(w: dict, rounds: int, budget: float, min_rounds: int, device:
         row["med"] = {name: (timings[name].median if name in timings else None) for name in METHODS}
     row["einc_check"], row["oe_check"] = status.get("einc", "ok"), status.get("opt_einsum", "ok")
     if device == "cuda":
-        del ops, fns, timed
+        del ops, fns, timed, call
         torch.cuda.empty_cache()
     return row
 
@@ -138,7 +238,7 @@ def run(workloads: list[dict], opts: Options, progress: Progress | None = None) 
     for w in workloads:
         if progress:
             progress.start(w["id"])
-        rows.append(bench_workload(w, opts.rounds, opts.budget, opts.min_rounds, opts.device))
+        rows.append(bench_workload(w, opts.rounds, opts.budget, opts.min_rounds, opts.device, MODES[opts.mode]))
         if progress:
             progress.advance()
     return rows
@@ -149,11 +249,14 @@ def _rate(flops, seconds):
 
 
 def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, quiet=False):
-    """Write OUT/suite_<device>.md and .csv (and print the Markdown unless ``quiet``);
-    returns (md path, csv path, summary lines)."""
+    """Write OUT/suite_<device>.md and .csv (``suite_<device>_train`` in training mode;
+    and print the Markdown unless ``quiet``); returns (md path, csv path, summary lines)."""
     gpu = opts.device == "cuda"
+    mode = MODES[opts.mode]
+    train = mode is TRAIN
     cols = ["id", "category", "equation", "torch µs", "opt_einsum µs", "einc µs", "einc/torch",
-            "einc/opt_einsum"] + (["einc TFLOP/s", "einc % roofline"] if gpu else []) + ["check"]
+            "einc/opt_einsum"] + (["einc TFLOP/s", "einc % roofline"] if gpu else []) + \
+        ["grad check" if train else "check"]
     table, data = [], []
     for r in rows:
         w, m, v = r["w"], r["med"], r["variant"]
@@ -187,13 +290,14 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     slow = [f"{r['w']['id']} ({r['et']:.2f})" for r in rows if r["et"] is not None and r["et"] > 1.1]
     dtypes = sorted({r["variant"]["dtype"] for r in rows})
     extra_header = [
+        f"timed: {mode.timed}",
         f"timing: median over rounds of per-call time; {opts.rounds} rounds requested, "
         f"budget {opts.budget:.1f} s/workload (min {opts.min_rounds} rounds), batches ≥ 2 ms, "
         f"methods interleaved in shuffled order; warm-up call untimed"
         + ("; CUDA synchronized before and after each batch" if gpu else "")]
     if roofline:
         extra_header.append(roofline.describe())
-    md = report.header(f"einc suite benchmark ({variant_name(opts.device)} variants, device {opts.device})",
+    md = report.header(f"{mode.title} ({variant_name(opts.device)} variants, device {opts.device})",
                        ", ".join(dtypes), load, extra_header, device=opts.device)
     md += report.markdown_table(cols, table)
     summary = [f"- workloads: {len(rows)} (einc matches torch.einsum on {len(ok)}; geomeans and max use those)",
@@ -203,15 +307,33 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
                f"({worst['w']['id'] if worst else '—'})",
                f"- einc/torch > 1.1: {', '.join(slow) or 'none'}",
                f"- einc MISMATCH / ERROR: {', '.join(bad) or 'none'}"]
+    if train:
+        summary += train_verdicts(rows, gt)
     md += ["", "## Summary", ""] + summary + ["", "## By category (geomean of ratios; < 1: einc is faster)", ""]
     md += report.markdown_table(["category", "workloads", "einc/torch", "einc/opt_einsum", "best einc/torch",
                                  "worst einc/torch"], _by_category(ok))
     csv_cols = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
-                "einc_over_opt_einsum", "einc_check", "rounds", "torch_calls_per_batch",
+                "einc_over_opt_einsum", "einc_grad_check" if train else "einc_check", "rounds", "torch_calls_per_batch",
                 "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
-    md_path, csv_path = report.write(out_dir, f"suite_{opts.device}", md, csv_cols, data, quiet=quiet)
+    md_path, csv_path = report.write(out_dir, f"suite_{opts.device}{mode.suffix}", md, csv_cols, data, quiet=quiet)
     return md_path, csv_path, summary
+
+
+def verdict(passed: bool) -> str:
+    return "PASS" if passed else "**FAIL**"
+
+
+def train_verdicts(rows: list[dict], geomean_et) -> list[str]:
+    """The training targets' verdict lines: einc/torch ≤ 1.0 on every workload (a wrong or
+    failed einc fails it), geomean ≤ 0.7."""
+    over = [f"{r['w']['id']} ({report.fmt_ratio(r['et'])})" for r in rows
+            if r["einc_check"] != "ok" or r["et"] is None or r["et"] > TRAIN_TARGET_MAX]
+    return [f"- target einc/torch ≤ {TRAIN_TARGET_MAX:.1f} on every workload: {verdict(not over)}"
+            + (f" ({len(over)} of {len(rows)} above or not correct: {', '.join(over)})" if over else ""),
+            f"- target geomean einc/torch ≤ {TRAIN_TARGET_GEOMEAN:.1f}: "
+            f"{verdict(geomean_et is not None and geomean_et <= TRAIN_TARGET_GEOMEAN)} "
+            f"({report.fmt_ratio(geomean_et)})"]
 
 
 def _by_category(rows: list[dict]) -> list[list[str]]:
@@ -239,10 +361,16 @@ def default_out(suite_path) -> Path:
 
 
 def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, rounds: int | None = None,
-                budget: float | None = None, quick: bool = False, chart: bool = True) -> int:
+                budget: float | None = None, quick: bool = False, chart: bool = True, train: bool = False,
+                models: bool = True) -> int:
     """Run the suite's workloads matching ``text`` on ``device``; write the Markdown, the
     CSV and (with matplotlib) the PNG chart under ``out``.  Returns the exit status:
-    1 if einc's result differed from torch.einsum's anywhere, else 0."""
+    1 if einc's result differed from torch.einsum's anywhere, else 0.
+
+    ``train``: time forward + backward (:data:`TRAIN`) and write ``suite_<device>_train.*``;
+    then, unless ``models`` is false, also the models of ``bench/models.py`` (beside the
+    suite file) whose name contains ``text`` (:func:`bench_models_train`).  In training
+    mode ``text`` may match models only."""
     from . import chart as charts
     from . import roofline as roofs
     from .suite import load as load_suite
@@ -253,27 +381,190 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
     if device == "cuda" and not torch.cuda.is_available():
         raise ArgumentError("--device cuda: torch sees no CUDA device on this machine")
     work = select(load_suite(suite_path), text, device)
-    if not work:
-        raise ArgumentError(f"no workload of {suite_path} matches {text!r}")
+    model_set = {}
+    if train and models:
+        model_set = train_models(suite_path, text, device)
+    if not work and not model_set:
+        raise ArgumentError(f"no workload of {suite_path} matches {text!r}"
+                            + (" (nor does a model of bench/models.py)" if train and models else ""))
     rounds = rounds or (7 if quick else 31)
-    opts = Options(device, rounds, budget or (1.0 if quick else 4.0), min(rounds, 3 if quick else 5))
+    mode = TRAIN if train else FORWARD
+    opts = Options(device, rounds, budget or (1.0 if quick else 4.0), min(rounds, 3 if quick else 5), mode.name)
     out = Path(out) if out else default_out(suite_path)
     load = report.Load()
-    roof = None
-    if device == "cuda":
-        print("measuring the roofline (torch.mm per dtype, a 1 GiB copy) ...", file=sys.stderr)
-        roof = roofs.measure(w["variants"]["gpu"]["dtype"] for w in work)
-    progress = Progress(len(work))
-    rows = run(work, opts, progress)
-    progress.close()
-    md_path, _, _ = report_suite(rows, out, opts, load, roof)
-    if chart:
-        dtypes = ", ".join(sorted({r["variant"]["dtype"] for r in rows}))
-        title = (f"einc vs torch.einsum and opt_einsum: {variant_name(device)} variants of {Path(suite_path).name} "
-                 f"on {device} ({dtypes}), {time.strftime('%Y-%m-%d')}")
+    status = 0
+    if work:
+        roof = None
+        if device == "cuda":
+            print("measuring the roofline (torch.mm per dtype, a 1 GiB copy) ...", file=sys.stderr)
+            roof = roofs.measure(w["variants"]["gpu"]["dtype"] for w in work)
+        progress = Progress(len(work))
+        rows = run(work, opts, progress)
+        progress.close()
+        md_path, _, _ = report_suite(rows, out, opts, load, roof)
+        if chart:
+            dtypes = ", ".join(sorted({r["variant"]["dtype"] for r in rows}))
+            what = "forward + backward" if train else "einc vs torch.einsum and opt_einsum"
+            title = (f"{what}: {variant_name(device)} variants of {Path(suite_path).name} "
+                     f"on {device} ({dtypes}), {time.strftime('%Y-%m-%d')}")
+            try:
+                png = charts.draw(rows, md_path.with_suffix(".png"), title, roof)
+                print(f"wrote {png}")
+            except charts.MissingMatplotlib as e:
+                print(f"einc bench: {e}; the Markdown and CSV were written", file=sys.stderr)
+        status = exit_status(rows)
+    if model_set:
+        mopts = Options(device, rounds, budget or (1.0 if quick else 6.0), min(rounds, 3 if quick else 5), "train")
+        mrows = bench_models_train(model_set, mopts)
+        report_models_train(mrows, out, mopts, load)
+        status = max(status, 1 if any(r["check"] != "ok" for r in mrows) else 0)
+    return status
+
+
+# ------------------------------------------------------------------ models, training
+
+MODEL_METHODS = ("eager", "inductor", "einc")
+
+
+def train_models(suite_path, text: str = "", device: str = "cpu") -> dict:
+    """``{name: (module, inputs)}`` from ``models()`` of ``bench/models.py`` beside the
+    suite file, the names containing ``text``; ``{}`` (with a note on stderr) where there
+    is no such file, it has no ``models()``, or ``device`` is not the CPU (the models are
+    CPU models).  The file is imported, not edited: its builders are the one definition."""
+    import importlib.util
+
+    path = Path(suite_path).resolve().parent / "models.py"
+    if not path.is_file():
+        print(f"einc bench --train: no {path}, so no models' training table", file=sys.stderr)
+        return {}
+    if device != "cpu":
+        print("einc bench --train: the models' training table is CPU-only; skipped", file=sys.stderr)
+        return {}
+    # bench/models.py imports `bench.report`: run it as `bench.models` with its repository on sys.path
+    root = str(path.parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    mod = sys.modules.get("bench.models")
+    if mod is None or Path(getattr(mod, "__file__", "")).resolve() != path:
+        spec = importlib.util.spec_from_file_location("bench.models", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    build = getattr(mod, "models", None)
+    if not callable(build):
+        print(f"einc bench --train: {path} has no models() builder; no models' training table", file=sys.stderr)
+        return {}
+    return {name: mi for name, mi in build().items() if text in name}
+
+
+def _compile(model, method: str):
+    if method == "eager":
+        return model
+    if method == "inductor":
+        return torch.compile(model)
+    return torch.compile(model, backend="einc")
+
+
+def _model_step(f, inputs, params, g):
+    def step():
+        out = f(*inputs)
+        return out, torch.autograd.grad(out, params, g)
+    return step
+
+
+def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
+    """One model's training row: forward + backward (``torch.autograd.grad`` with respect to
+    its parameters, upstream gradient :func:`upstream`) under :data:`MODEL_METHODS`; the first
+    (compiling) call is untimed and its output and gradients are checked against eager's;
+    then the methods are timed interleaved."""
+    import torch._dynamo
+
+    import einc.dynamo
+
+    torch._dynamo.reset()
+    params = [p for p in model.parameters() if p.requires_grad]
+    row = {"name": name, "med": dict.fromkeys(MODEL_METHODS), "timings": {}, "rounds": 0, "first": {},
+           "status": {}, "rewrites": "", "check": "ok"}
+    with torch.no_grad():
+        g = upstream(model(*inputs))
+    fns, results = {}, {}
+    for method in MODEL_METHODS:
+        t0 = time.perf_counter()
         try:
-            png = charts.draw(rows, md_path.with_suffix(".png"), title, roof)
-            print(f"wrote {png}")
-        except charts.MissingMatplotlib as e:
-            print(f"einc bench: {e}; the Markdown and CSV were written", file=sys.stderr)
-    return exit_status(rows)
+            fns[method] = _model_step(_compile(model, method), inputs, params, g)
+            results[method] = fns[method]()
+        except Exception as e:                      # noqa: BLE001 -- report, don't abort the table
+            row["status"][method] = f"ERROR {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            fns.pop(method, None)
+        row["first"][method] = time.perf_counter() - t0
+        if method == "einc" and method in results:
+            r = einc.dynamo.last_report
+            row["rewrites"] = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)"
+    ref = results.get("eager")
+    for method in MODEL_METHODS[1:]:
+        if method in results:
+            row["status"][method] = check_train(results[method], ref) if ref is not None else "unchecked"
+    bad = {k: s for k, s in row["status"].items() if s != "ok"}
+    for k, s in bad.items():
+        print(f"!!! model {name}: {k}: {s}", file=sys.stderr)
+    row["check"] = "ok" if not bad else "; ".join(f"{k}: {s}" for k, s in bad.items())
+    del results, ref
+    timed = {k: f for k, f in fns.items() if not row["status"].get(k, "ok").startswith("ERROR")}
+    if timed:
+        row["timings"], row["rounds"] = interleaved(timed, opts.rounds, opts.budget, opts.min_rounds)
+        row["med"] = {k: (row["timings"][k].median if k in row["timings"] else None) for k in MODEL_METHODS}
+    return row
+
+
+def bench_models_train(model_set: dict, opts: Options) -> list[dict]:
+    """:func:`bench_model_train` for each of ``{name: (module, inputs)}``, in order."""
+    progress, rows = Progress(len(model_set)), []
+    for name, (model, inputs) in model_set.items():
+        progress.start(f"model {name}")
+        rows.append(bench_model_train(name, model, inputs, opts))
+        progress.advance()
+    progress.close()
+    return rows
+
+
+def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=False):
+    """Write OUT/models_train.md and .csv; returns (md path, csv path, summary lines)."""
+    table, data = [], []
+    for r in rows:
+        m = r["med"]
+        ei, ee = report.ratio(m["einc"], m["inductor"]), report.ratio(m["einc"], m["eager"])
+        r["ei"] = ei
+        chk = "ok" if r["check"] == "ok" else f"**{cell(r['check'])}**"
+        first = r["first"]
+        table.append([r["name"], *[report.us(m[k]) for k in MODEL_METHODS], report.fmt_ratio(ei),
+                      report.fmt_ratio(ee), f"{first.get('inductor', 0):.1f} / {first.get('einc', 0):.1f}",
+                      r["rewrites"], chk])
+        data.append([r["name"], *[None if m[k] is None else round(m[k] * 1e6, 3) for k in MODEL_METHODS],
+                     None if ei is None else round(ei, 4), None if ee is None else round(ee, 4),
+                     *[None if k not in first else round(first[k], 3) for k in MODEL_METHODS], r["rewrites"],
+                     r["check"], r["rounds"],
+                     *[r["timings"][k].calls if k in r["timings"] else None for k in MODEL_METHODS]])
+    over = [f"{r['name']} ({report.fmt_ratio(r['ei'])})" for r in rows
+            if r["check"] != "ok" or r["ei"] is None or r["ei"] > MODELS_TARGET_MAX]
+    summary = [f"- models: {len(rows)}; geomean einc/inductor: "
+               f"{report.fmt_ratio(report.geomean(r['ei'] for r in rows if r['check'] == 'ok'))}",
+               f"- target einc/inductor ≤ {MODELS_TARGET_MAX:.1f} on every model: {verdict(not over)}"
+               + (f" ({', '.join(over)} above or not correct)" if over else "")]
+    md = report.header("einc training benchmark: models (forward + backward)", "float32", load, [
+        "timed: one training step `out = f(*inputs); torch.autograd.grad(out, parameters, g)` (`g` a fixed "
+        "randn of the output's shape, seed 1; no .grad accumulated); eager = the module as written; "
+        "inductor = torch.compile(model); einc = torch.compile(model, backend=\"einc\") (einc's FX pass, "
+        "then inductor, which also compiles the backward)",
+        f"timing: median over up to {opts.rounds} rounds (budget {opts.budget:.1f} s/model, min "
+        f"{opts.min_rounds} rounds) of per-call time, batches ≥ 2 ms, methods interleaved in shuffled order; "
+        "the first (compiling) call is untimed and checked: output and parameter gradients against eager's "
+        "(float32 tolerances of the suite)",
+        "compile s: the first call (dynamo + backend, forward and backward), inductor / einc",
+        "models: `models()` of bench/models.py (imported, unchanged)"], device=opts.device)
+    md += report.markdown_table(["model", *[f"{k} µs" for k in MODEL_METHODS], "einc/inductor", "einc/eager",
+                                 "compile s", "einc rewrites", "grad check"], table)
+    md += ["", "## Summary", ""] + summary
+    cols = ["model", *[f"{k}_us" for k in MODEL_METHODS], "einc_over_inductor", "einc_over_eager",
+            *[f"{k}_first_call_s" for k in MODEL_METHODS], "einc_rewrites", "grad_check", "rounds",
+            *[f"{k}_calls_per_batch" for k in MODEL_METHODS]]
+    md_path, csv_path = report.write(out_dir, "models_train", md, cols, data, quiet=quiet)
+    return md_path, csv_path, summary

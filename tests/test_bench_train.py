@@ -1,0 +1,169 @@
+"""``einc bench --train``: the suite in training mode (forward + backward against
+torch.einsum) and the models' training table, with gradient checks.
+
+No timing is asserted; rounds and budgets are tiny.  The models' table is exercised
+on a stand-in ``models.py`` with ``torch.compile`` replaced by a wrapper (compiling with
+inductor would take most of a minute here); the full run compiles for real.
+"""
+
+import csv
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import einc
+from einc.benchmark import runner
+from einc.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "bench" / "suite.json"
+TINY = ["--quick", "--rounds", "3", "--budget", "0.1"]
+SUITE_COLUMNS = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
+                 "einc_over_opt_einsum", "einc_grad_check", "rounds", "torch_calls_per_batch",
+                 "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
+                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
+MODEL_COLUMNS = ["model", "eager_us", "inductor_us", "einc_us", "einc_over_inductor", "einc_over_eager",
+                 "eager_first_call_s", "inductor_first_call_s", "einc_first_call_s", "einc_rewrites", "grad_check",
+                 "rounds", "eager_calls_per_batch", "inductor_calls_per_batch", "einc_calls_per_batch"]
+
+STAND_IN_MODELS = '''
+import torch
+
+class Lin(torch.nn.Module):
+    def __init__(self, seed):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.w = torch.nn.Parameter(torch.randn(8, 6, generator=g))
+        self.b = torch.nn.Parameter(torch.randn(6, generator=g))
+
+    def forward(self, x):
+        return torch.einsum("bi,io->bo", x, self.w) + self.b
+
+def models():
+    return {"lin": (Lin(0), (torch.randn(4, 8),)), "other": (Lin(1), (torch.randn(5, 8),))}
+'''
+
+
+def rows_of(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def doubled_gradient(fn):
+    """``fn`` with the same forward values and twice the gradient."""
+    def wrong(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out.detach() + 2 * (out - out.detach())
+    return wrong
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """A suite folder with one small workload and a stand-in models.py; torch.compile
+    replaced by calling the module (``einc``: with a doubled gradient when asked)."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    suite = json.loads(SUITE.read_text())
+    suite["workloads"] = [w for w in suite["workloads"] if w["id"] == "tiny_gemm_16"]
+    (folder / "suite.json").write_text(json.dumps(suite))
+    (folder / "models.py").write_text(STAND_IN_MODELS)
+    monkeypatch.setattr(sys, "path", list(sys.path))        # train_models adds the folder's parent
+    setup = SimpleNamespace(suite=folder / "suite.json", compiled=[], wrong=False)
+
+    def fake_compile(model, method):
+        setup.compiled.append(method)
+        return doubled_gradient(model) if method == "einc" and setup.wrong else model
+    monkeypatch.setattr(runner, "_compile", fake_compile)
+    return setup
+
+
+def test_train_quick_writes_the_train_files_beside_the_forward_ones(tmp_path, capsys):
+    (tmp_path / "suite_cpu.md").write_text("the forward run's report")
+    assert main(["bench", "--suite", str(SUITE), "--out", str(tmp_path), "--train", "--no-models", "--no-chart",
+                 *TINY, "--filter", "small"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "suite_cpu.md").read_text() == "the forward run's report"    # not overwritten
+    assert not (tmp_path / "suite_cpu.csv").exists() and not (tmp_path / "models_train.csv").exists()
+    data = rows_of(tmp_path / "suite_cpu_train.csv")
+    assert list(data[0]) == SUITE_COLUMNS
+    assert [r["id"] for r in data] == ["tiny_gemm_16", "scf_diis_error", "quat_to_rot", "pose_rel_rotation"]
+    assert all(r["einc_grad_check"] == "ok" for r in data)
+    assert all(float(r["einc_us"]) > 0 and float(r["torch_us"]) > 0 for r in data)
+    md = (tmp_path / "suite_cpu_train.md").read_text()
+    assert md.startswith("# einc training benchmark (forward + backward)")
+    assert "| grad check |" in md and "torch.autograd.grad(out, float_ops, g)" in md
+    assert "- target einc/torch ≤ 1.0 on every workload: " in md
+    assert "- target geomean einc/torch ≤ 0.7: " in md and "## By category" in md
+    assert "target geomean" in out                                                 # the report is printed
+
+
+def test_a_wrong_einc_gradient_is_a_mismatch(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(einc, "einsum", doubled_gradient(einc.einsum))
+    assert main(["bench", "--suite", str(SUITE), "--out", str(tmp_path), "--train", "--no-models", "--no-chart",
+                 *TINY, "--filter", "tiny_gemm"]) == 1
+    (row,) = rows_of(tmp_path / "suite_cpu_train.csv")
+    assert row["einc_grad_check"].startswith("MISMATCH gradient of operand 0:")
+    assert row["einc_over_torch"] != ""                                 # timed anyway, left out of the summary
+    md = (tmp_path / "suite_cpu_train.md").read_text()
+    assert "einc MISMATCH / ERROR: tiny_gemm_16" in md
+    assert "on every workload: **FAIL** (1 of 1 above or not correct: tiny_gemm_16" in md
+    assert "!!! tiny_gemm_16: einc: MISMATCH gradient of operand 0" in capsys.readouterr().err
+
+
+def test_check_train_looks_at_the_output_and_every_gradient():
+    a, b = torch.ones(3), torch.ones(2)
+    assert runner.check_train((a, (a, b)), (a, (a, b))) == "ok"
+    assert runner.check_train((a * 2, (a, b)), (a, (a, b))).startswith("MISMATCH in the output:")
+    assert runner.check_train((a, (a, b + 1)), (a, (a, b))).startswith("MISMATCH gradient of operand 1:")
+    assert runner.check_train((a, (a, None)), (a, (a, b))).startswith("MISMATCH gradient of operand 1: None")
+
+
+def test_train_prepare_differentiates_the_floating_operands():
+    ops = [torch.randn(2, 3), torch.randn(3)]
+    call = runner.train_prepare("ij,j->i", ops)
+    assert all(o.requires_grad for o in ops)
+    out, grads = call(torch.einsum, "ij,j->i", ops)()
+    assert out.shape == (2,) and [g.shape for g in grads] == [(2, 3), (3,)]
+    with pytest.raises(ValueError, match="no floating-point operand"):
+        runner.train_prepare("i,i->", [torch.arange(3), torch.arange(3)])
+
+
+def test_models_table_from_models_py_beside_the_suite(stand_in, tmp_path, capsys):
+    suite, compiled = stand_in.suite, stand_in.compiled
+    out = tmp_path / "out"
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY]) == 0
+    assert rows_of(out / "suite_cpu_train.csv")[0]["einc_grad_check"] == "ok"
+    data = rows_of(out / "models_train.csv")
+    assert list(data[0]) == MODEL_COLUMNS
+    assert [r["model"] for r in data] == ["lin", "other"]
+    assert all(r["grad_check"] == "ok" and float(r["einc_over_inductor"]) > 0 for r in data)
+    assert compiled == ["eager", "inductor", "einc"] * 2
+    md = (out / "models_train.md").read_text()
+    assert "torch.autograd.grad(out, parameters, g)" in md and "target einc/inductor ≤ 1.0 on every model" in md
+
+
+def test_models_filter_and_a_wrong_compiled_gradient(stand_in, tmp_path, capsys):
+    suite = stand_in.suite
+    stand_in.wrong = True
+    out = tmp_path / "out"
+    # the filter matches a model and no workload: only the models' table is written
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
+                 "--filter", "lin"]) == 1
+    assert not (out / "suite_cpu_train.csv").exists()
+    (row,) = rows_of(out / "models_train.csv")
+    assert row["model"] == "lin" and row["grad_check"].startswith("einc: MISMATCH gradient of operand 0:")
+    md = (out / "models_train.md").read_text()
+    assert "on every model: **FAIL** (lin" in md
+    assert "!!! model lin: einc: MISMATCH" in capsys.readouterr().err
+
+
+def test_no_models_needs_train_and_a_filter_must_match_something(stand_in, tmp_path, capsys):
+    suite = stand_in.suite
+    assert main(["bench", "--suite", str(suite), "--out", str(tmp_path), "--no-models"]) == 2
+    assert "--no-models goes with --train" in capsys.readouterr().err
+    assert main(["bench", "--suite", str(suite), "--out", str(tmp_path), "--train", "--filter", "nothing"]) == 2
+    assert "nor does a model" in capsys.readouterr().err
