@@ -498,7 +498,8 @@ def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
         row["first"][method] = time.perf_counter() - t0
         if method == "einc" and method in results:
             r = einc.dynamo.last_report
-            row["rewrites"] = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)"
+            row["rewrites"] = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)" + (
+                f", {r.kept} left to inductor" if isinstance(getattr(r, "kept", None), int) else "")
     ref = results.get("eager")
     for method in MODEL_METHODS[1:]:
         if method in results:
