@@ -3,9 +3,10 @@
     python bench/models.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick] [--threads N]
 
 Each model runs forward under ``torch.no_grad()`` in four ways: eager; ``torch.compile``
-with its default backend (inductor); ``backend="einc"`` (einc's FX pass, then inductor);
-and the einc pass with the rest of the graph left eager (``options={"inner": "eager"}``),
-which separates what the rewrite does from what inductor does.  Same interleaved,
+with its default backend (inductor); ``backend="einc"`` (einc's FX pass, which rewrites
+only the contractions where einc's plan saves flops, then inductor); and the einc pass
+with the rest of the graph left eager (``options={"inner": "eager"}``), which separates
+what the rewrite does from what inductor does.  Same interleaved,
 median-of-batches timing as the other benchmarks (bench/timing.py); see
 bench/README.md.  Writes OUT/models.md and OUT/models.csv.
 """
@@ -22,6 +23,7 @@ if __package__ in (None, ""):                      # run as a script: make `benc
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
 
 import einc.dynamo  # noqa: E402
 from bench import report  # noqa: E402
@@ -126,12 +128,16 @@ def bench_model(name, model, inputs, rounds, budget):
         ref = model(*inputs)
         for method in METHODS:
             fn = _compiled(model, method)
+            hits = counters["inductor"]["fxgraph_cache_hit"]
             t0 = time.perf_counter()
             out = fn(*inputs)
             compile_s[method] = time.perf_counter() - t0
             if method == "einc":
                 r = einc.dynamo.last_report
-                rewrites = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)"
+                rewrites = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s), {r.kept} left to inductor"
+                if not len(r) and counters["inductor"]["fxgraph_cache_hit"] > hits:
+                    # the graph inductor got is the one it compiled for the inductor column
+                    rewrites += " (inductor's own graph: FX-graph cache hit)"
             ok = torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
             status[method] = "ok" if ok else "MISMATCH"
             if not ok:

@@ -12,10 +12,20 @@ On a dynamo graph (each node's ``meta["example_value"]`` holds a fake tensor) it
    tensor;
 3. fuses a contraction whose result has no other user into the contraction that
    uses it, as opt-einsum-fx does, keeping the fusion only if einc's plan of the
-   fused equation needs no more flops than the two plans apart (fewer flops: the
-   planner found a better order; as many: one call instead of two);
-4. replaces each remaining contraction with one ``einc::einsum`` node, applying its
-   scalar factors to the smallest of its operands and its result.
+   fused equation needs no more flops than the two plans apart;
+4. replaces a contraction (fused or not) with one ``einc::einsum`` node, applying its
+   scalar factors to the smallest of its operands and its result, only where it pays:
+   where einc's plan needs fewer flops than the original nodes as torch runs them
+   (each in the order torch would use: its one pairwise product, or for an einsum of
+   three or more operands the path ``torch.backends.opt_einsum`` picks, left to right
+   when that is off).  Every other contraction is left exactly as it was, for the
+   inner compiler (``policy="all"`` rewrites every one, as earlier versions did).
+
+Why flops only: on a CPU einc runs each step on the same BLAS calls torch does, with
+a few microseconds of Python around them, and its result is always contiguous, so a
+contraction whose plan saves no arithmetic runs no faster as an einc call, and
+inductor's own lowering of it is as fast or faster (bench/models.py).  The pass has
+no model of which copies either side makes, so it claims none saved.
 
 Sizes for the cost decisions are the example sizes (hints under dynamic shapes);
 they only steer choices -- the emitted equations hold for every size the graph's
@@ -35,7 +45,12 @@ from . import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
 from .equation import letter, parse
 from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape
 from .graph import ContractionGraph, build
+from .options import Options
 from .plan import build_plan
+
+FEWER_FLOPS = "fewer_flops"     # rewrite where einc's plan needs fewer flops than the nodes as written
+ALL = "all"                     # rewrite every contraction found
+POLICIES = (FEWER_FLOPS, ALL)
 
 
 @dataclass
@@ -50,6 +65,7 @@ class Contraction:
     factors: list = field(default_factory=list)     # [(scalar or node, "mul" | "div")]
     sources: list = field(default_factory=list)     # names of the original nodes
     exclusive: list = field(default_factory=list)   # per operand: may it be fused into this one
+    written: object = None      # torch's order for the node: None (one order), False (left to right), a path
 
 
 @dataclass(frozen=True)
@@ -60,12 +76,29 @@ class Rewrite:
     sources: tuple[str, ...]
     fused: int                 # contractions merged into it (1: none)
     flops: int                 # einc's plan of the emitted equation
-    unfused_flops: int         # the plans of the original contractions, summed
+    unfused_flops: int         # the original contractions in torch's order, summed
     scale_on: str              # "-", "operand k" or "output"
 
     def __str__(self) -> str:
         return (f"{self.equation:<28} <- {' + '.join(self.sources)}  (fused {self.fused}, flops {self.flops:.4g} "
                 f"vs {self.unfused_flops:.4g} unfused, scalars on {self.scale_on})")
+
+
+@dataclass(frozen=True)
+class Left:
+    """A contraction (or a chain the pass could have fused) left as it was written, and why."""
+
+    equation: str              # what einc would have emitted
+    sources: tuple[str, ...]   # the original nodes, all still in the graph
+    fused: int                 # how many contractions the candidate einsum covered
+    flops: int                 # einc's plan of that einsum
+    unfused_flops: int         # the original contractions in torch's order, summed
+    reason: str
+
+    def __str__(self) -> str:
+        cost = (f"{self.flops:.4g} flops either way" if self.flops == self.unfused_flops else
+                f"einc's plan {self.flops:.4g} flops vs {self.unfused_flops:.4g} as written")
+        return f"{self.equation:<28} <- {' + '.join(self.sources)}  (left as written: {self.reason}, {cost})"
 
 
 # ----------------------------------------------------------------------- building contractions
@@ -126,7 +159,8 @@ def contraction(node, stop=frozenset(), movable=True):
         terms.append(tuple(term))
         factors += fs
         exclusive.append(excl)
-    c = Contraction(node, operands, terms, g.output, dict(enumerate(g.sizes)), factors, [node.name], exclusive)
+    c = Contraction(node, operands, terms, g.output, dict(enumerate(g.sizes)), factors, [node.name], exclusive,
+                    _torch_order(text, args))
     if movable:
         _absorb_users(c)
     return c
@@ -149,12 +183,41 @@ def _absorb_users(c: Contraction):
 
 # ----------------------------------------------------------------------- costs and fusion
 
-def flops(c: Contraction) -> int:
-    """einc's planned flops for ``c`` (example sizes)."""
+def _torch_order(text, args):
+    """The order torch.einsum contracts ``args`` in (what inductor's lowering inherits):
+    None for two operands or fewer (one order), False for left to right, else the path
+    ``torch.backends.opt_einsum`` picks (as :func:`torch.functional.einsum` asks it)."""
+    if len(args) < 3:
+        return None
+    import torch.backends.opt_einsum as torch_opt_einsum
+    if not (torch_opt_einsum.enabled and torch_opt_einsum.is_available()):
+        return False
+    try:
+        path = torch_opt_einsum.get_opt_einsum().contract_path(
+            text, *[shape(a) for a in args], shapes=True, optimize=torch_opt_einsum.strategy)[0]
+        return tuple(tuple(int(i) for i in step) for step in path)
+    except Exception:       # torch would fail alike; cost it as einc plans it (so: not rewritten)
+        return None
+
+
+def _plan_flops(c: Contraction, options=None) -> int:
     ids = {i: k for k, i in enumerate(dict.fromkeys([i for t in c.terms for i in t] + list(c.output)))}
     g = ContractionGraph(tuple(tuple(ids[i] for i in t) for t in c.terms), tuple(ids[i] for i in c.output),
                          tuple(c.sizes[i] for i in ids), tuple(letter(k) for k in range(len(ids))))
-    return build_plan(g).flops
+    return build_plan(g, options=options).flops
+
+
+def flops(c: Contraction) -> int:
+    """einc's planned flops for ``c`` (example sizes)."""
+    return _plan_flops(c)
+
+
+def written_flops(c: Contraction) -> int:
+    """The flops of a contraction found in the graph (not a fused one) as torch runs it,
+    counted as einc counts its plans."""
+    if c.written is None:
+        return flops(c)
+    return _plan_flops(c, Options.of(c.written))
 
 
 def fuse(producer: Contraction, consumer: Contraction, p: int) -> Contraction:
@@ -261,8 +324,16 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
     return Rewrite(text, tuple(c.sources), len(c.sources), flops(c), unfused, scale_on)
 
 
-def rewrite(gm: torch.fx.GraphModule) -> list:
-    """Run the pass on ``gm`` in place; returns the list of :class:`Rewrite`."""
+def rewrite(gm: torch.fx.GraphModule, policy: str = FEWER_FLOPS, left: list | None = None) -> list:
+    """Run the pass on ``gm`` in place; returns the list of :class:`Rewrite`.
+
+    ``policy``: ``"fewer_flops"`` (default) emits an einsum only where einc's plan needs
+    fewer flops than the original contractions as torch runs them; ``"all"`` emits one
+    for every contraction found.  The contractions left as they were are appended to
+    ``left`` (as :class:`Left`), when given.  With nothing rewritten ``gm`` is untouched.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"einc pass: policy must be one of {POLICIES}, got {policy!r}")
     if any("autocast" in str(n.target) for n in gm.graph.nodes if n.op == "call_function"):
         return []           # leave autocast regions to torch's own casting rules
     # Fusing and absorbing move where an operand is read; with in-place writes or state
@@ -277,9 +348,16 @@ def rewrite(gm: torch.fx.GraphModule) -> list:
             found.append(c)
             outs.add(c.out)
     alive = fuse_all(found) if movable else [(c, flops(c)) for c in found]
-    unfused = {c.sources[0]: cost for c, cost in ((c, flops(c)) for c in found)}
+    written = {c.sources[0]: written_flops(c) for c in found}
     replaced: dict = {}
-    rewrites = [emit(gm, c, sum(unfused[s] for s in c.sources), replaced) for c, _ in alive]
+    rewrites = []
+    for c, cost in alive:
+        unfused = sum(written[s] for s in c.sources)
+        if policy == ALL or cost < unfused:
+            rewrites.append(emit(gm, c, unfused, replaced))
+        elif left is not None:
+            left.append(Left(_text(c), tuple(c.sources), len(c.sources), cost, unfused,
+                             "no flops saved" if cost == unfused else "einc's plan needs more flops"))
     if rewrites:
         _erase_replaced(gm.graph)
         gm.graph.lint()
@@ -298,4 +376,5 @@ def _erase_replaced(graph):
             graph.erase_node(node)
 
 
-__all__ = ["rewrite", "Rewrite", "Contraction", "contraction", "fuse", "fuse_all", "flops", "emit", "mutates"]
+__all__ = ["rewrite", "Rewrite", "Left", "Contraction", "contraction", "fuse", "fuse_all", "flops", "written_flops",
+           "emit", "mutates", "FEWER_FLOPS", "ALL", "POLICIES"]

@@ -1,7 +1,8 @@
 """The ``einc`` torch.compile backend: its FX pass (contractions -> fused einc::einsum
-calls, scalars on the smallest tensor), the report and log, and whole models (a
-transformer block, matmul MLPs) equal to eager.  Most runs use the eager inner
-compiler; one uses inductor."""
+calls, scalars on the smallest tensor, only where einc's plan saves flops; the rest
+left as written), the report and log, and whole models (a transformer block, matmul
+MLPs) equal to eager.  Most runs use the eager inner compiler; one uses inductor.
+Tests of the rewriting itself on graphs where it saves nothing use ``rewrite="all"``."""
 
 import logging
 import math
@@ -22,6 +23,7 @@ def _randn(*shape, seed=0, dtype=F32):
 
 
 EAGER = einc.dynamo.make_backend(inner="eager")
+ALL = einc.dynamo.make_backend(inner="eager", rewrite="all")     # every contraction, whether it pays or not
 
 
 def _compile(fn, *inputs, backend=EAGER, **kw):
@@ -31,6 +33,20 @@ def _compile(fn, *inputs, backend=EAGER, **kw):
 
 def _einc_nodes(gm):
     return [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
+
+
+def _contraction_nodes(gm):
+    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")
+            and fx_patterns.equation_of(n) is not None]
+
+
+def _capture(graphs, **options):
+    """A backend that runs einc's (eager inner) and keeps each rewritten graph in ``graphs``."""
+    def capture(gm, inputs, **kw):
+        fn = einc.dynamo.backend(gm, inputs, options={"inner": "eager", **options})
+        graphs.append(gm)
+        return fn
+    return capture
 
 
 # ----------------------------------------------------------------------- the pass on small graphs
@@ -46,10 +62,18 @@ def test_matmul_chain_fuses_into_one_einsum_with_scalar_on_smallest():
     assert r.scale_on == "operand 3"                   # d (20x2) ties with the output: first wins
 
 
-def test_fusion_kept_at_equal_flops():
+def test_chain_at_equal_flops_is_left_as_written():
     a, b, c = _randn(2, 20), _randn(20, 20, seed=1), _randn(20, 20, seed=2)
     fn = lambda a, b, c: a @ b @ c        # noqa: E731  (left to right is already optimal)
-    torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c))
+    graphs = []
+    torch.testing.assert_close(_compile(fn, a, b, c, backend=_capture(graphs)), fn(a, b, c))
+    report = einc.dynamo.last_report
+    assert len(report) == 0 and report.kept == 2
+    (x,) = report.left                   # the fused candidate, not emitted: it saves nothing
+    assert x.fused == 2 and x.flops == x.unfused_flops and x.reason == "no flops saved"
+    assert not _einc_nodes(graphs[0]) and len(_contraction_nodes(graphs[0])) == 2
+    # rewrite="all": the same chain fused into one einsum at equal flops
+    torch.testing.assert_close(_compile(fn, a, b, c, backend=ALL), fn(a, b, c))
     (r,) = einc.dynamo.last_report.rewrites
     assert r.fused == 2 and r.flops == r.unfused_flops
 
@@ -57,7 +81,7 @@ def test_fusion_kept_at_equal_flops():
 def test_scale_goes_to_output_when_it_is_smallest():
     x, w = _randn(4, 50), _randn(50, 2, seed=1)
     fn = lambda x, w: torch.mm(x * 3.0, w) / 8.0       # noqa: E731
-    torch.testing.assert_close(_compile(fn, x, w), fn(x, w))
+    torch.testing.assert_close(_compile(fn, x, w, backend=ALL), fn(x, w))
     (r,) = einc.dynamo.last_report.rewrites
     assert r.scale_on == "output"
 
@@ -69,10 +93,16 @@ def test_all_contraction_kinds_are_recognized():
                 torch.mm(w.t(), a[0].permute(1, 0)))
     a, b = _randn(2, 3, 4), _randn(2, 4, 5, seed=1)
     v, w = _randn(4, seed=2), _randn(4, 3, seed=3)
-    got, want = _compile(fn, a, b, v, w), fn(a, b, v, w)
-    for x, y in zip(got, want):
-        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
-    assert len(einc.dynamo.last_report) == len(want)
+    want = fn(a, b, v, w)
+    for backend in (ALL, EAGER):
+        got = _compile(fn, a, b, v, w, backend=backend)
+        for x, y in zip(got, want):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+    report = einc.dynamo.last_report       # by default: each recognized, none saves a flop
+    assert len(report) == 0 and len(report.left) == report.kept == len(want)
+    assert {x.reason for x in report.left} == {"no flops saved"}
+    torch._dynamo.reset()
+    assert len(einc.dynamo.explain_rewrites(fn, a, b, v, w, rewrite="all")) == len(want)
 
 
 def test_shared_intermediate_is_not_fused():
@@ -83,7 +113,7 @@ def test_shared_intermediate_is_not_fused():
         y = a @ b
         return y, y @ c
     for f in (fn, shared):
-        got = _compile(f, a, b, c)
+        got = _compile(f, a, b, c, backend=ALL)
         for x, y in zip(got, f(a, b, c)):
             torch.testing.assert_close(x, y)
     assert [r.fused for r in einc.dynamo.last_report.rewrites] == [1, 1]
@@ -95,20 +125,23 @@ def test_fusion_rejected_when_planned_flops_grow(monkeypatch):
     a, b, c = _randn(8, 8), _randn(8, 8, seed=1), _randn(8, 1, seed=2)
     fn = lambda a, b, c: a @ b @ c        # noqa: E731
     torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c))
+    report = einc.dynamo.last_report      # unfused, neither saves anything: both left
+    assert len(report) == 0 and [x.fused for x in report.left] == [1, 1]
+    torch.testing.assert_close(_compile(fn, a, b, c, backend=ALL), fn(a, b, c))
     assert [r.fused for r in einc.dynamo.last_report.rewrites] == [1, 1]
 
 
 def test_integer_and_autocast_graphs_are_left_alone():
     x = torch.randint(-3, 3, (3, 4))
     y = torch.randint(-3, 3, (4, 2))
-    assert torch.equal(_compile(lambda x, y: x @ y, x, y), x @ y)
-    assert len(einc.dynamo.last_report) == 0
+    assert torch.equal(_compile(lambda x, y: x @ y, x, y, backend=ALL), x @ y)
+    assert len(einc.dynamo.last_report) == 0 and not einc.dynamo.last_report.left    # not a candidate
 
     def mixed(a, b):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return a @ b
     a, b = _randn(3, 4), _randn(4, 2, seed=1)
-    assert _compile(mixed, a, b).dtype == torch.bfloat16
+    assert _compile(mixed, a, b, backend=ALL).dtype == torch.bfloat16
     assert len(einc.dynamo.last_report) == 0
 
 
@@ -116,7 +149,7 @@ def test_symbolic_scalar_under_dynamic_shapes():
     def attn(q, k):
         return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)
     torch._dynamo.reset()
-    f = torch.compile(attn, backend=EAGER, dynamic=True)
+    f = torch.compile(attn, backend=ALL, dynamic=True)
     for s in (5, 7):
         q, k = _randn(2, s, 6), _randn(2, s + 3, 6, seed=1)
         torch.testing.assert_close(f(q, k), attn(q, k))
@@ -132,7 +165,11 @@ def test_report_log_and_explain(caplog):
     torch._dynamo.reset()
     report = einc.dynamo.explain_rewrites(lambda a, b, c: 0.5 * (a @ b @ c), a, b, c)
     assert report.graphs == 1 and len(report) == 1 and report.fused == 1 and report.scaled == 1
-    assert "fused 2" in str(report)
+    assert "fused 2" in str(report) and "0 contraction(s) left to inductor" in str(report)
+    with caplog.at_level(logging.INFO, logger="einc.dynamo"):
+        _compile(lambda a, b: a @ b, a, b)
+    assert any("matmul  (left as written: no flops saved" in m for m in caplog.messages)
+    assert any("no contraction rewritten in this graph; eager gets it unchanged" in m for m in caplog.messages)
 
 
 def test_options_and_by_name():
@@ -142,11 +179,19 @@ def test_options_and_by_name():
     a, b = _randn(3, 4), _randn(4, 2, seed=1)
     out = _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "eager"})
     torch.testing.assert_close(out, a @ b)
-    assert len(einc.dynamo.last_report) == 1
+    assert len(einc.dynamo.last_report) == 0 and einc.dynamo.last_report.kept == 1
+    assert einc.dynamo.last_report.inner == "eager"
+    out = _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "eager", "rewrite": "all"})
+    torch.testing.assert_close(out, a @ b)
+    assert len(einc.dynamo.last_report) == 1 and einc.dynamo.last_report.kept == 0
     with pytest.raises(Exception, match="inner"):
         _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "nope"})
+    with pytest.raises(Exception, match="rewrite"):
+        _compile(lambda a, b: a @ b, a, b, backend="einc", options={"inner": "eager", "rewrite": "nope"})
     with pytest.raises(ValueError):
         einc.dynamo.make_backend(inner="nope")
+    with pytest.raises(ValueError):
+        einc.dynamo.make_backend(rewrite="always")
 
 
 # ----------------------------------------------------------------------- models
@@ -196,7 +241,7 @@ def test_transformer_block_forward_and_backward(dynamic):
     model = Block()
     x = _randn(2, 5, 16, seed=3).requires_grad_()
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend=EAGER, dynamic=dynamic)
+    compiled = torch.compile(model, backend=ALL, dynamic=dynamic)
     out = compiled(x)
     report = einc.dynamo.last_report
     want = model(x)
@@ -209,12 +254,29 @@ def test_transformer_block_forward_and_backward(dynamic):
     assert report.scaled >= 1                         # 1/sqrt(dh) moved onto a smaller operand
 
 
+def test_transformer_block_is_left_as_written():
+    """No contraction of the block saves a flop: the graph reaches the inner compiler as
+    dynamo captured it."""
+    model = Block()
+    x = _randn(2, 5, 16, seed=3)
+    graphs, before = [], []
+
+    def capture(gm, inputs, **kw):
+        before.append(gm.code)
+        return _capture(graphs)(gm, inputs)
+    torch.testing.assert_close(_compile(model, x, backend=capture), model(x), rtol=1e-4, atol=1e-4)
+    report = einc.dynamo.last_report
+    assert len(report) == 0 and report.kept >= 8
+    assert graphs[0].code == before[0] and not _einc_nodes(graphs[0])
+
+
 def test_lowrank_mlp_fuses_chains():
     model = LowRankMLP()
     x = _randn(8, 24, seed=4)
     torch.testing.assert_close(_compile(model, x), model(x), rtol=1e-4, atol=1e-4)
     report = einc.dynamo.last_report
-    assert [r.fused for r in report.rewrites] == [2, 2] and report.scaled == 1
+    assert [r.fused for r in report.rewrites] == [2, 2] and report.scaled == 1 and not report.left
+    assert all(r.flops * 4 < r.unfused_flops for r in report.rewrites)    # (x @ U) @ V: far fewer flops
 
 
 def test_inductor_inner_on_matmul_mlp():
@@ -229,7 +291,7 @@ def test_scalar_that_changes_dtype_is_not_absorbed():
     x = torch.randint(-3, 3, (4, 5))
     w = _randn(5, 3)
     fn = lambda x, w: (x * 0.5) @ w     # noqa: E731  (int * float -> float: the factor makes the operand)
-    torch.testing.assert_close(_compile(fn, x, w), fn(x, w))
+    torch.testing.assert_close(_compile(fn, x, w, backend=ALL), fn(x, w))
     (r,) = einc.dynamo.last_report.rewrites
     assert r.scale_on == "-"
 
@@ -242,7 +304,7 @@ def test_in_place_writes_keep_reads_in_place():
         a.mul_(2.0)
         return (y @ c) * 3.0, a @ c
 
-    got = _compile(fn, a.clone(), b, c)
+    got = _compile(fn, a.clone(), b, c, backend=ALL)
     want = fn(a.clone(), b, c)
     for x, y in zip(got, want):
         torch.testing.assert_close(x, y)
@@ -253,21 +315,75 @@ def test_in_place_writes_keep_reads_in_place():
 def test_every_reported_rewrite_is_in_the_graph():
     graphs = []
 
-    def capture(gm, inputs, **kw):
-        fn = einc.dynamo.backend(gm, inputs, options={"inner": "eager"})
-        graphs.append(gm)
-        return fn
-
     def shared(a, b, c):
         y = a @ b
         return y, y @ c, torch.tanh(a @ c) @ b
     a, b, c = _randn(8, 8), _randn(8, 8, seed=1), _randn(8, 8, seed=2)
-    for x, y in zip(_compile(shared, a, b, c, backend=capture), shared(a, b, c)):
+    for x, y in zip(_compile(shared, a, b, c, backend=_capture(graphs, rewrite="all")), shared(a, b, c)):
         torch.testing.assert_close(x, y)
     (gm,) = graphs
     assert len(_einc_nodes(gm)) == len(einc.dynamo.last_report) == 4
-    assert not [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")
-                and fx_patterns.equation_of(n) is not None]
+    assert not _contraction_nodes(gm)
+
+
+def test_single_matmul_is_left_to_inductor(monkeypatch):
+    """Nothing to save: the graph goes to inductor's compile_fx exactly as dynamo captured it."""
+    import torch._inductor.compile_fx as compile_fx
+    handed, before = [], []
+
+    def fake_compile_fx(gm, inputs, config_patches=None):
+        handed.append((gm, config_patches))
+        return gm.forward
+    monkeypatch.setattr(compile_fx, "compile_fx", fake_compile_fx)
+
+    def backend(gm, inputs, **kw):
+        before.append(gm.code)
+        return einc.dynamo.backend(gm, inputs, **kw)
+    x, w = _randn(64, 32), _randn(32, 16, seed=1)
+    fn = lambda x, w: torch.relu(x @ w)     # noqa: E731
+    torch.testing.assert_close(_compile(fn, x, w, backend=backend), fn(x, w))
+    ((gm, patches),) = handed
+    assert gm.code == before[0] and not _einc_nodes(gm) and len(_contraction_nodes(gm)) == 1
+    assert patches is None
+    report = einc.dynamo.last_report
+    assert len(report) == 0 and report.inner == "inductor"
+    (x_,) = report.left
+    assert x_.sources == ("matmul",) and x_.reason == "no flops saved"
+    assert x_.flops == x_.unfused_flops == 64 * 32 * 16 * 2
+    assert "1 contraction(s) left to inductor" in str(report) and "no flops saved" in str(report)
+
+
+def test_only_the_paying_chain_is_rewritten():
+    """x @ (U @ V) becomes one einsum, reassociated; the plain matmul next to it stays a matmul."""
+    graphs = []
+    x, u, v, w = _randn(64, 96), _randn(96, 4, seed=1), _randn(4, 96, seed=2), _randn(96, 32, seed=3)
+    fn = lambda x, u, v, w: (torch.relu(x @ (u @ v)), x @ w)    # noqa: E731
+    got, want = _compile(fn, x, u, v, w, backend=_capture(graphs)), fn(x, u, v, w)
+    for g, y in zip(got, want):
+        torch.testing.assert_close(g, y, rtol=1e-4, atol=1e-4)
+    report = einc.dynamo.last_report
+    (r,) = report.rewrites
+    assert r.sources == ("matmul", "matmul_1") and r.equation == "ab,bc,cd->ad"
+    assert r.flops == 2 * (64 * 96 * 4 + 64 * 4 * 96) and r.unfused_flops == 2 * (96 * 4 * 96 + 64 * 96 * 96)
+    (left,) = report.left
+    assert left.sources == ("matmul_2",)
+    (gm,) = graphs
+    assert len(_einc_nodes(gm)) == 1
+    assert [n.name for n in _contraction_nodes(gm)] == ["matmul_2"]
+
+
+def test_multi_operand_einsum_is_costed_in_torchs_order():
+    """torch.einsum contracts 3+ operands in opt_einsum's order (torch.backends.opt_einsum):
+    einc's plan saves nothing then; with it off torch goes left to right, and einc's plan pays."""
+    a, b, c = _randn(64, 8), _randn(8, 64, seed=1), _randn(64, 8, seed=2)
+    fn = lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c)     # noqa: E731
+    torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c), rtol=1e-4, atol=1e-4)
+    report = einc.dynamo.last_report
+    assert len(report) == 0 and report.left[0].flops == report.left[0].unfused_flops == 2 * 2 * 8 * 64 * 8
+    with torch.backends.opt_einsum.flags(enabled=False):
+        torch.testing.assert_close(_compile(fn, a, b, c), fn(a, b, c), rtol=1e-4, atol=1e-4)
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.flops == 2 * 2 * 8 * 64 * 8 and r.unfused_flops == 2 * 2 * 64 * 8 * 64
 
 
 def test_no_fusion_across_grad_mode_switches():
@@ -277,8 +393,8 @@ def test_no_fusion_across_grad_mode_switches():
         with torch.no_grad():
             y = a @ b          # a constant for what follows: no gradient to a or b
         return (y @ c).sum() + (a * b).sum()
-    out = _compile(fn, a, b, c)
-    assert all(r.fused == 1 for r in einc.dynamo.last_report.rewrites)
+    out = _compile(fn, a, b, c, backend=ALL)
+    assert [r.fused for r in einc.dynamo.last_report.rewrites] == [1, 1]
     ga, gb = torch.autograd.grad(out, (a, b))
     torch.testing.assert_close(ga, b.detach())
     torch.testing.assert_close(gb, a.detach())
