@@ -324,10 +324,15 @@ def verdict(passed: bool) -> str:
     return "PASS" if passed else "**FAIL**"
 
 
+def _fine(r) -> str:
+    """A ratio judged against a target, to 3 decimals (1.004 is above 1.0; "1.00" would not say so)."""
+    return "—" if r is None else f"{r:.3f}"
+
+
 def train_verdicts(rows: list[dict], geomean_et) -> list[str]:
     """The training targets' verdict lines: einc/torch ≤ 1.0 on every workload (a wrong or
     failed einc fails it), geomean ≤ 0.7."""
-    over = [f"{r['w']['id']} ({report.fmt_ratio(r['et'])})" for r in rows
+    over = [f"{r['w']['id']} ({_fine(r['et'])})" for r in rows
             if r["einc_check"] != "ok" or r["et"] is None or r["et"] > TRAIN_TARGET_MAX]
     return [f"- target einc/torch ≤ {TRAIN_TARGET_MAX:.1f} on every workload: {verdict(not over)}"
             + (f" ({len(over)} of {len(rows)} above or not correct: {', '.join(over)})" if over else ""),
@@ -544,7 +549,7 @@ def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=Fa
                      *[None if k not in first else round(first[k], 3) for k in MODEL_METHODS], r["rewrites"],
                      r["check"], r["rounds"],
                      *[r["timings"][k].calls if k in r["timings"] else None for k in MODEL_METHODS]])
-    over = [f"{r['name']} ({report.fmt_ratio(r['ei'])})" for r in rows
+    over = [f"{r['name']} ({_fine(r['ei'])})" for r in rows
             if r["check"] != "ok" or r["ei"] is None or r["ei"] > MODELS_TARGET_MAX]
     summary = [f"- models: {len(rows)}; geomean einc/inductor: "
                f"{report.fmt_ratio(report.geomean(r['ei'] for r in rows if r['check'] == 'ok'))}",
