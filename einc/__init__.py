@@ -44,4 +44,5 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    """The public names only (``__all__``)."""
+    return sorted(__all__)

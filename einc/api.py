@@ -126,7 +126,9 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
     """
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
+            operands_or_shapes[0] and \
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
+        # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
     options = Options.of(optimize, memory_limit, select)
     shapes = [_shape_of(x) for x in operands_or_shapes]

@@ -92,6 +92,8 @@ def cmd_dump(args) -> int:
                 "(kernels exist for float16, bfloat16, float32 and float64)")
     if args.out:
         out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ArgumentError(f"-o {args.out}: names a file; -o takes a folder (created if missing)")
         out.mkdir(parents=True, exist_ok=True)
         for old in [*out.glob("step*_einc_*.py"), *out.glob("plan.txt")]:    # an earlier dump's files
             old.unlink()
@@ -456,10 +458,18 @@ def _debug() -> bool:
         return False
 
 
+def _equations_first(argv):
+    """Mask the leading ``-`` of an equation such as ``"->"`` or ``"->i"`` (argparse would
+    take it for an option; no option of einc's contains ``>``); ``main`` unmasks it."""
+    return [a.replace("-", "\0", 1) if a.startswith("-") and ">" in a else a for a in argv]
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (argparse exits 2 itself on bad usage)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_equations_first(sys.argv[1:] if argv is None else list(argv)))
+    if getattr(args, "equation", None):
+        args.equation = args.equation.replace("\0", "-", 1)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

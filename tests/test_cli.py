@@ -308,3 +308,24 @@ def test_bench_on_cuda_without_a_device_is_a_usage_error(capsys):
         pytest.skip("this machine has a CUDA device")
     assert main(["bench", "--suite", str(SUITE), "--device", "cuda", "--filter", "small"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_an_equation_that_starts_with_a_dash_needs_no_double_dash(capsys):
+    assert main(["explain", "->", "--shapes", "()"]) == 0
+    assert "Complete contraction:  ->" in capsys.readouterr().out
+    assert main(["explain", "->", "--shapes", "()", "--json"]) == 0     # options after it too
+    assert json.loads(capsys.readouterr().out)["equation"] == "->"
+    assert main(["dump", "->", "--shapes", "()"]) == 0
+
+
+def test_an_output_that_names_a_file_is_refused(tmp_path, capsys):
+    target = tmp_path / "a_file"
+    target.write_text("keep me")
+    assert main(["dump", "ij->j", "--shapes", "2x3", "-o", str(target)]) == 2
+    assert "takes a folder" in capsys.readouterr().err.splitlines()[0]
+    assert target.read_text() == "keep me"
+
+
+def test_dir_of_the_package_shows_only_public_names():
+    import einc
+    assert dir(einc) == sorted(einc.__all__) and "importlib" not in dir(einc)
