@@ -77,7 +77,7 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     Under plain autograd, where the plan runs only torch ops (the torch executor: CPU
     tensors, dtypes without kernels) they differentiate themselves: the plan runs as is
     and torch records its ops, so the backward is torch's own (no Function, no saved-
-    tensor bookkeeping, no gradient einsums to plan) -- about twice as fast as the
+    tensor bookkeeping, no gradient einsums to plan) -- two to three times faster than the
     Function for small calls.  Where generated kernels or cuBLAS views (``out=``) run,
     and under torch.func transforms (vmap then stays one einc call over one more index),
     :class:`EinsumFunction` supplies the derivatives as einsums.

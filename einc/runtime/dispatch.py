@@ -177,7 +177,6 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     dtypes = [o.dtype for o in operands]
     torch_fns, natural = torch_executor.step_functions(plan, dtypes)     # also checks the dtypes
     torch_run = unroll(plan, torch_fns)
-    torch_run.dtype = natural
     if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)
     device_type = operands[0].device.type
@@ -257,7 +256,6 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
 def _cast(run, dtype):
     def cast(ops):
         return run(ops).to(dtype)
-    cast.dtype = dtype
     return cast
 
 

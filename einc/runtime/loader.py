@@ -22,7 +22,6 @@ import warnings
 
 from ..errors import EincError
 from . import diskcache
-from .diskcache import kernel_dir  # noqa: F401  (the folder's name, for callers of the loader)
 
 _modules: dict = {}
 _lock = threading.Lock()

@@ -1,6 +1,6 @@
 """The torch executor: a :class:`~einc.plan.Plan` run step by step on torch ops.
 
-``compile_plan`` turns each step into a closure that does only what that step
+``step_functions`` turns each step into a closure that does only what that step
 needs, decided once per key: diagonals and single-operand sums first (views where
 possible), then a matrix product for ``contract`` steps, multiply-and-sum for
 ``dot`` steps (torch.einsum would run a batched matrix-vector product there, ~20x
@@ -18,7 +18,6 @@ import torch
 
 from ..errors import DtypeError
 from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
-from .program import unroll
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -243,22 +242,13 @@ def _check_dtypes(step, plan, da, db):
             f"convert them first\n  {plan.equation}")
 
 
-def compile_plan(plan: Plan, dtypes):
-    """A callable ``run(operands) -> tensor`` for ``plan`` and these operand dtypes; its
-    ``dtype`` attribute is the dtype of the tensors it returns.
-
-    Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
-    """
-    functions, dtype = step_functions(plan, dtypes)
-    run = unroll(plan, functions)
-    run.dtype = dtype
-    return run
-
-
 def step_functions(plan: Plan, dtypes):
     """``(one function per step, the result's dtype)``: each step's function takes that
     step's operands and returns a tensor over its output indices (the last one a fresh
-    contiguous tensor)."""
+    contiguous tensor); ``runtime/program.unroll`` chains them.
+
+    Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
+    """
     n = plan.num_operands
     dts = list(dtypes)
     uniform = len(set(dts)) == 1
@@ -274,4 +264,4 @@ def step_functions(plan: Plan, dtypes):
     return functions, dts[-1]
 
 
-__all__ = ["compile_plan", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]
+__all__ = ["step_functions", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

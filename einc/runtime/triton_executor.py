@@ -16,20 +16,10 @@ from .. import config
 from ..codegen import render
 from ..lower import lower_plan
 from .loader import load
-from .program import unroll
 
 
 def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def available() -> bool:
-    """Whether triton can be imported."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def installed() -> bool:
@@ -63,11 +53,6 @@ def use_interpreter() -> bool:
 def kernels(plan, dtype, shapes):
     """The plan's kernels (IR) for operands of ``dtype`` and ``shapes``."""
     return lower_plan(plan, dtype_name(dtype), shapes)
-
-
-def compile_plan(plan, dtype, shapes):
-    """``run(operands)`` launching one generated kernel per step."""
-    return unroll(plan, launches(plan, dtype, shapes))
 
 
 def launches(plan, dtype, shapes):
