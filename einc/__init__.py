@@ -19,11 +19,10 @@ from .plan import Plan, Step
 __version__ = "0.1.0"
 
 # Names defined in einc.api (which imports torch), resolved on first access.
-_API_NAMES = ("einsum", "explain", "contract_expression", "contract_path", "ContractExpression", "cache_info",
-              "cache_clear", "set_cache_size")
+_API_NAMES = ("einsum", "contract", "explain", "contract_expression", "contract_path", "ContractExpression",
+              "PathInfo", "shared_intermediates", "count_cached_ops", "cache_info", "cache_clear", "set_cache_size")
 
-__all__ = ["einsum", "explain", "contract_expression", "contract_path", "ContractExpression", "cache_info",
-           "cache_clear", "set_cache_size", "EincError", "Plan", "Step", "__version__"]
+__all__ = [*_API_NAMES, "EincError", "Plan", "Step", "__version__"]
 
 
 def __getattr__(name: str):

@@ -1,5 +1,5 @@
-"""The doors: ``einsum``, ``explain``, ``contract_expression``, ``contract_path`` and the
-cache controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
+"""The doors: ``einsum``, ``contract`` (opt_einsum's name and keywords), ``explain``,
+``contract_expression``, ``contract_path``, ``shared_intermediates`` and the cache controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
 :class:`~einc.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 
@@ -9,42 +9,53 @@ a dict lookup, the entry's run function).  Three checks route a call elsewhere: 
 torch.compile (or torch.export) it becomes one call of the custom op ``einc::einsum``
 (:mod:`einc.custom_op`); under autocast it takes torch.einsum's dtype there; when an
 operand requires grad under grad mode, or a torch.func transform is active, it runs
-through :class:`einc.autograd.EinsumFunction`.
+through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
+open :func:`einc.shared_intermediates` context take :func:`_special_call`.  The default
+options are taken after a check that torch's ``torch.backends.opt_einsum`` settings are at
+their defaults (two dict reads each).
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import autograd, custom_op
+from . import autograd, custom_op, sharing
 from .equation import Equation, letter, parse, sublist_equation
-from .errors import ArgumentError, OperandCountError, OperandTypeError, ShapeError
-from .options import DEFAULT, INTERNED, Options
+from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
+from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .plan import Plan
 from .runtime import dispatch, dtypes, engine
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
+from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize="auto", memory_limit=None, select=None):
+def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
     ``einsum(op0, sublist0, op1, sublist1, ..., [output_sublist])``.  ``optimize`` takes
-    an opt_einsum strategy name (default ``"auto"``: exhaustive up to 5 operands, ``dp``
-    up to 16, random-greedy beyond), a ``PathOptimizer``, an explicit path, or False for
-    left to right.  ``select`` says how each step's backend is chosen where generated
-    kernels may run (``"measure"``, ``"model"``, ``"blas"``, ``"kernel"``; default
-    ``EINC_SELECT``, see :mod:`einc.runtime.select`).  The result is always a fresh
-    tensor in standard contiguous layout, with torch.einsum's dtype (under autocast too).
+    an opt_einsum strategy name (``"auto"``: exhaustive up to 5 operands, ``dp`` up to 16,
+    random-greedy beyond), a ``PathOptimizer``, an explicit path, or False for left to
+    right.  Not passed, it is ``"auto"`` unless torch's settings say otherwise, as they
+    do for torch.einsum: ``torch.backends.opt_einsum.enabled = False`` contracts left to
+    right, a ``strategy`` other than ``"auto"`` runs that strategy.  ``select`` says how
+    each step's backend is chosen where generated kernels may run (``"measure"``,
+    ``"model"``, ``"blas"``, ``"kernel"``; default ``EINC_SELECT``, see
+    :mod:`einc.runtime.select`).  The result is a fresh tensor in standard contiguous
+    layout, with torch.einsum's dtype (under autocast too) -- or ``out``, written in
+    place, where given (it must have the result's shape, dtype and device; as for
+    torch's ``out=``, not with operands that require grad under grad mode).
+    ``backend`` is accepted for opt_einsum's sake where it names torch (None, ``"auto"``,
+    ``"torch"``).
 
     >>> import torch, einc
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
+    if backend is not None and backend not in TORCH_BACKENDS:
+        _reject_backend(backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag:     # torch.compile, export: the custom op
-        if select is not None:
-            raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
-        return custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
+        return _traced(args, optimize, memory_limit, select, out)
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
@@ -53,13 +64,13 @@ def einsum(*args, optimize="auto", memory_limit=None, select=None):
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
-    if optimize is _AUTO and memory_limit is None and select is None:     # the default: no lookup
-        options = DEFAULT
+    if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and \
+            _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
+        options = DEFAULT       # the default, torch's settings at theirs: no lookup
     else:
-        try:
-            options = INTERNED[optimize, memory_limit, select]
-        except (KeyError, TypeError):
-            options = Options.of(optimize, memory_limit, select)
+        options = _options(optimize, memory_limit, select)
+    if out is not None or _SHARING:
+        return _special_call(eq, operands, options, out)
     if _autocast_any():
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
@@ -79,7 +90,160 @@ _transforms_active = autograd.transforms_active
 _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
-_AUTO = "auto"
+_AUTO = AUTO
+_SHARING = sharing.STACKS      # non-empty while some thread is inside shared_intermediates()
+
+
+# ----------------------------------------------------------------------- torch's settings
+
+# torch.einsum reads ``torch.backends.opt_einsum.enabled`` and ``.strategy`` as attributes of
+# a module wrapper: a value assigned to the attribute (``torch.backends.opt_einsum.enabled =
+# False``) lands in the wrapper's own dict and wins; otherwise the wrapped module's global
+# holds it (set by ``torch.backends.opt_einsum.flags()`` / ``set_flags()``).  einc reads the
+# same two dicts directly -- about 0.1 us, where the attribute read costs a Python
+# ``__getattr__`` -- on every default call, so a change is seen by the next call.
+_OE = torch.backends.opt_einsum
+_OE_OWN = vars(_OE)
+_OE_MOD = vars(getattr(_OE, "m", _OE))
+if "enabled" not in _OE_MOD or "strategy" not in _OE_MOD:     # a torch that keeps them elsewhere
+    _OE_OWN = _OE_MOD = {"enabled": True, "strategy": AUTO}
+
+
+def torch_settings() -> tuple:
+    """``(enabled, strategy)`` of ``torch.backends.opt_einsum``, as torch.einsum reads them."""
+    return (_OE_OWN.get("enabled", _OE_MOD.get("enabled", True)),
+            _OE_OWN.get("strategy", _OE_MOD.get("strategy", AUTO)))
+
+
+def _options(optimize, memory_limit, select) -> Options:
+    """The call's options; einc's default ``optimize`` under torch's settings where it was
+    not passed (see :func:`einc.options.torch_optimize`)."""
+    if optimize is DEFAULT_OPTIMIZE:
+        optimize = torch_optimize(*torch_settings())
+    try:
+        return INTERNED[optimize, memory_limit, select]
+    except (KeyError, TypeError):
+        return Options.of(optimize, memory_limit, select)
+
+
+# ----------------------------------------------------------------------- backend=
+
+TORCH_BACKENDS = ("auto", "torch")
+
+
+def _reject_backend(backend):
+    raise ArgumentError(f"einc runs on torch tensors only: backend={backend!r} is not one einc can use (it "
+                        "accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
+                        "for torch tensors drop backend= or pass backend='torch'")
+
+
+# ----------------------------------------------------------------------- out= and sharing
+
+def _special_call(eq: Equation, operands, options: Options, out):
+    """A call with ``out=`` or inside :func:`einc.shared_intermediates`: checks ``out``
+    first (nothing is written on an error), runs the plan (step by step through the
+    sharing cache where there is one), then writes ``out``."""
+    if out is not None:
+        _check_out(out, operands)
+    cache = sharing.current_cache()
+    if cache is None:
+        result = _call(eq, operands, options)
+    else:
+        engine.check_operands(eq, operands)
+        plan = engine.entry(eq, operands, options).plan
+        step_options = Options.of(_AUTO, None, options.select)
+        result = sharing.run(plan, operands, cache, lambda text, ops: _call(parse(text), ops, step_options))
+    return result if out is None else _write_out(out, result)
+
+
+def _call(eq: Equation, operands, options: Options):
+    """einsum's eager call below the front end: autocast, autograd, the engine."""
+    if _autocast_any():
+        return _autocast_call(eq, operands, options)
+    return autograd.einsum(eq, operands, options)
+
+
+def _check_out(out, operands, traced: bool = False) -> None:
+    """``out=`` must be a tensor, and autograd must not need to see through it (torch's rule)."""
+    if not isinstance(out, torch.Tensor):
+        raise OperandTypeError(f"einsum(): out= must be a torch.Tensor, got {type(out).__name__}")
+    if not traced and _transforms_active():
+        raise OutError("einsum(): out= is not supported under torch.func transforms (vmap, grad, jvp); "
+                       "use the returned tensor")
+    if torch.is_grad_enabled() and (out.requires_grad or any(
+            isinstance(o, torch.Tensor) and o.requires_grad for o in operands)):
+        raise OutError("einsum(): functions with out=... arguments don't support automatic differentiation, "
+                       "but one of the arguments requires grad: call it under torch.no_grad(), or drop out= "
+                       "and use the returned tensor")
+
+
+def _write_out(out, result):
+    """Copy ``result`` into ``out`` after checking its shape, dtype and device."""
+    if out.shape != result.shape:
+        raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape "
+                       f"{tuple(result.shape)}; einc does not resize out=")
+    if out.dtype != result.dtype:
+        raise OutError(f"einsum(): Expected out tensor to have dtype {result.dtype}, but got {out.dtype} "
+                       "instead (out= takes the result's dtype, torch.einsum's for these operands)")
+    if out.device != result.device:
+        raise OutError(f"einsum(): out= is on {out.device}, but the result is on {result.device}")
+    return out.copy_(result)
+
+
+# ----------------------------------------------------------------------- under torch.compile
+
+def _traced(args, optimize, memory_limit, select, out):
+    """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`)."""
+    if select is not None:
+        raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
+    if optimize is DEFAULT_OPTIMIZE:
+        optimize = _traced_default_optimize()
+    elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
+        message = _traced_optimizer_message(type(optimize).__name__)
+        _reject_under_fullgraph(message)
+        raise PathError(message)        # without fullgraph: dynamo runs this frame eagerly instead
+    if out is not None:
+        _check_out(out, _operands_of(args), traced=True)
+    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
+    return result if out is None else _write_out(out, result)
+
+
+@torch.compiler.assume_constant_result
+def _traced_default_optimize():
+    """einc's default under torch's settings, read once while tracing (as torch.einsum's
+    decomposition reads them when it is traced)."""
+    return torch_optimize(*torch_settings())
+
+
+def _traced_optimizer_message(name: str) -> str:
+    return (f"einsum(): under torch.compile, optimize= cannot be a {name} object: the compiled op carries "
+            "optimize as text. Find the path outside the compiled function and pass it (path, _ = "
+            "einc.contract_path(equation, *shapes, optimize=optimizer); einc.einsum(..., optimize=path)), or "
+            "pass a strategy name such as 'greedy' or 'dp'")
+
+
+@torch.compiler.assume_constant_result
+def _reject_under_fullgraph(message: str) -> bool:
+    """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
+    called at trace time, so dynamo reports this exception rather than its generic
+    "observed exception".  Elsewhere return False and let the frame run eagerly."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        tx = InstructionTranslator.current_tx()
+        strict = bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", False))
+    except Exception:       # not tracing, or dynamo's internals moved: say it plainly
+        strict = True
+    if strict:
+        raise PathError(message)
+    return False
+
+
+def _operands_of(args):
+    """The operands of ``einsum(*args)``, string or sublist form."""
+    if args and isinstance(args[0], str):
+        operands = args[1:]
+        return operands[0] if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+    return args[0::2][:len(args) // 2]
 
 
 def _autocast_call(eq: Equation, operands, options: Options):
@@ -101,7 +265,7 @@ def _autocast_call(eq: Equation, operands, options: Options):
 
 
 def _shape_of(x):
-    if isinstance(x, torch.Tensor):
+    if isinstance(x, torch.Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype")):    # a tensor, an array
         return tuple(x.shape)
     try:
         shape = tuple(int(s) for s in x)
@@ -113,7 +277,7 @@ def _shape_of(x):
     return shape
 
 
-def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, dtype=None,
+def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
             device=None, select=None) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
@@ -130,7 +294,7 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
         # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
-    options = Options.of(optimize, memory_limit, select)
+    options = _options(optimize, memory_limit, select)
     shapes = [_shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
@@ -169,7 +333,11 @@ class ContractExpression:
             self._options = Options.of(plan.path, options.memory_limit, options.select)
         self._eq = parse(self._text)
 
-    def __call__(self, *operands):
+    def __call__(self, *operands, out=None, backend=None):
+        """The contraction of these operands (the variable ones); ``out`` and ``backend``
+        as for :func:`einsum`."""
+        if backend is not None and backend not in TORCH_BACKENDS:
+            _reject_backend(backend)
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         try:
@@ -181,11 +349,10 @@ class ContractExpression:
             self._check(operands)
         operands = (*operands, *self._folded)
         if _dynamo_tracing() or _compiler._is_compiling_flag:
-            return custom_op.traced_einsum(self._text, operands, self._options.optimize,
-                                           self._options.memory_limit)
-        if _autocast_any():
-            return _autocast_call(self._eq, operands, self._options)
-        return autograd.einsum(self._eq, operands, self._options)
+            return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
+        if out is not None or _SHARING:
+            return _special_call(self._eq, operands, self._options, out)
+        return _call(self._eq, operands, self._options)
 
     def _check(self, operands):
         for k, o in enumerate(operands):
@@ -247,34 +414,193 @@ def _equation_and_args(args):
     return parse(text), rest
 
 
-def contract_expression(*args, constants=(), optimize="auto", memory_limit=None,
-                        select=None) -> ContractExpression:
+def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
+                        use_blas=True, **kwargs) -> ContractExpression:
     """Plan a contraction once for given shapes and return a reusable callable, as
     opt_einsum's ``contract_expression``: ``contract_expression("ij,jk->ik", (2, 3), (3, 4))``
     or interleaved, ``contract_expression((2, 3), [0, 1], (3, 4), [1, 2], [0, 2])``.
 
     ``constants`` lists the positions that hold a tensor instead of a shape: those are
-    fixed, and the expression is then called with the other operands only.
+    fixed, and the expression is then called with the other operands only.  As in
+    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
+    and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
+    ``casting`` as for :func:`contract`, checked here and applied by no call (give the
+    expression operands of the dtype you want).
     """
+    _check_numpy_keywords("contract_expression", **kwargs)
     eq, items = _equation_and_args(args)
-    constants = sorted(set(int(k) for k in constants))
+    constants = sorted(set(int(k) for k in (constants or ())))
     for k in constants:
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
-    options = Options.of(optimize, memory_limit, select)
+    options = _options(_opt_einsum_optimize(optimize), memory_limit, select)
     shapes = [_shape_of(x) for x in items]
     plan = engine.plan_for(eq, shapes, options)
     return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
 
 
-def contract_path(*args, optimize="auto", memory_limit=None, dtype=None, device=None):
+def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
+                  shapes=False):
     """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
     for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
-    linear format, and the plan with its backends, which prints as :func:`explain`'s table.
+    linear format, and a :class:`PathInfo` -- the plan with its backends, which prints as
+    :func:`explain`'s table and has opt_einsum's ``PathInfo`` attributes (``opt_cost``,
+    ``naive_cost``, ``speedup``, ``largest_intermediate``, ``eq``, ...).  ``dtype`` and
+    ``device`` describe operands given as shapes (default float32 on the CPU); as in
+    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` and
+    ``shapes`` are accepted (einc tells shapes from tensors itself).
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
     eq, items = _equation_and_args(args)
-    info = explain(eq.text, *items, optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device)
-    return [tuple(c) for c in info.path], info
+    info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                   dtype=dtype, device=device)
+    path_info = PathInfo(info, [_shape_of(x) for x in items])
+    return path_info.path, path_info
+
+
+def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=True, optimize=DEFAULT_OPTIMIZE,
+             memory_limit=None, backend="auto", select=None):
+    """opt_einsum's ``contract`` on einc: :func:`einsum` with opt_einsum's keywords, so that
+    ``import einc as oe`` runs code written for ``opt_einsum.contract`` on torch tensors.
+
+    ``optimize`` as opt_einsum's (``None`` or ``True`` mean ``"auto"``, einc's search);
+    ``out`` as :func:`einsum`'s; ``backend`` must name torch (``"auto"``, ``"torch"`` or
+    None); ``use_blas`` has no effect (einc chooses matrix products itself).  ``dtype``
+    (a torch dtype, or its name such as ``"float64"``) casts the operands first, allowed
+    by ``casting`` (numpy's names: ``"no"``/``"equiv"`` the same dtype, ``"safe"`` where
+    torch's type promotion keeps the target, ``"same_kind"`` as ``torch.can_cast``,
+    ``"unsafe"`` any).  ``order`` is ``"K"`` or ``"C"``: einc's results are always
+    C-contiguous.
+
+    >>> import torch, einc
+    >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
+    torch.Size([2, 4])
+    """
+    if backend is not None and backend not in TORCH_BACKENDS:
+        _reject_backend(backend)
+    _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
+    if dtype is not None:
+        args = _cast_operands(args, _torch_dtype(dtype), casting)
+    return einsum(*args, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit, select=select,
+                  out=out)
+
+
+def _opt_einsum_optimize(optimize):
+    """opt_einsum's spelling: ``None`` and ``True`` mean ``"auto"`` (einc's ``einsum`` reads
+    None as left to right, as numpy's ``optimize=False``)."""
+    return _AUTO if optimize is None or optimize is True else optimize
+
+
+_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
+    if unknown:
+        raise ArgumentError(f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
+    if order not in ("K", "C"):
+        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are always "
+                            "C-contiguous (order 'K' or 'C')")
+    if casting not in _CASTINGS:
+        raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
+    if dtype is not None:
+        _torch_dtype(dtype)
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    """A torch dtype from a torch dtype or a dtype's name (``"float64"``, numpy's dtypes)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
+    found = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(found, torch.dtype):
+        raise DtypeError(f"contract(): dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
+                         "torch.float64")
+    return found
+
+
+def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:
+    if casting in ("no", "equiv"):
+        return source == target
+    if casting == "safe":
+        return torch.promote_types(source, target) == target
+    if casting == "same_kind":
+        return torch.can_cast(source, target)
+    return True
+
+
+def _cast_operands(args, dtype: torch.dtype, casting: str):
+    """``args`` with every operand cast to ``dtype`` (string or interleaved form)."""
+    def cast(k, o):
+        if not isinstance(o, torch.Tensor):
+            raise OperandTypeError(f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
+        if not _castable(o.dtype, dtype, casting):
+            raise DtypeError(f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
+                             f"casting={casting!r}; pass casting='same_kind' or 'unsafe' to allow it")
+        return o.to(dtype)
+    if args and isinstance(args[0], str):
+        operands = args[1:]
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        return (args[0], *[cast(k, o) for k, o in enumerate(operands)])
+    n = len(args) // 2
+    return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
+
+
+class PathInfo(dispatch.Explanation):
+    """:func:`contract_path`'s info: :func:`explain`'s answer (prints as its table; the
+    plan's attributes read through) with opt_einsum's ``PathInfo`` names:
+    ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost``, ``speedup``,
+    ``largest_intermediate``, ``path`` (a list of tuples), ``eq`` (the equation with
+    its output, ellipses spelled out), ``input_subscripts``, ``output_subscript``,
+    ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's result size) and
+    ``scale_list`` (each step's number of indices)."""
+
+    def __init__(self, info: dispatch.Explanation, shapes):
+        super().__init__(info.plan, info.backends, info.note, info.reasons)
+        self.shapes = [tuple(s) for s in shapes]
+
+    @property
+    def opt_cost(self) -> int:
+        return self.plan.flops
+
+    @property
+    def naive_cost(self) -> int:
+        return self.plan.naive_flops
+
+    @property
+    def path(self) -> list:
+        return [tuple(c) for c in self.plan.path]
+
+    @property
+    def input_subscripts(self) -> str:
+        g = self.plan.graph
+        return ",".join(g.term(t) for t in g.inputs)
+
+    @property
+    def output_subscript(self) -> str:
+        g = self.plan.graph
+        return g.term(g.output)
+
+    @property
+    def eq(self) -> str:
+        return f"{self.input_subscripts}->{self.output_subscript}"
+
+    @property
+    def indices(self) -> frozenset:
+        g = self.plan.graph
+        return frozenset(g.term((i,)) for t in g.inputs for i in t)
+
+    @property
+    def size_dict(self) -> dict:
+        g = self.plan.graph
+        return {g.term((i,)): s for i, s in enumerate(g.sizes)}
+
+    @property
+    def size_list(self) -> list:
+        return [step.size for step in self.plan.steps]
+
+    @property
+    def scale_list(self) -> list:
+        return [len({i for t in step.inputs for i in t}) for step in self.plan.steps]

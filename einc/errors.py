@@ -63,3 +63,8 @@ def caret(equation: str, position: int | None) -> str:
 
 class ConfigError(EincError, ValueError):
     """An environment setting (``EINC_*``) has a value einc does not accept."""
+
+
+class OutError(EincError, RuntimeError):
+    """``out=`` cannot take the result (shape, dtype or device differ), or autograd would
+    have to see through it (torch's ``out=`` rule)."""

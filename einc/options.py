@@ -164,6 +164,38 @@ def _auto(inputs, output, size_dict, memory_limit=None):
     return fn(inputs, output, size_dict, memory_limit)
 
 
+# ----------------------------------------------------------------------- torch's global settings
+
+# The value of einc's ``optimize`` keyword when it is not passed: equal to ``"auto"`` but a
+# distinct object (a literal ``"auto"`` is interned, this one is built at run time), so
+# that ``optimize is DEFAULT_OPTIMIZE`` tells "not passed" from an explicit ``"auto"``.
+DEFAULT_OPTIMIZE = "".join(["au", "to"])
+
+TORCH_STRATEGIES = ("auto", "greedy", "optimal")
+
+
+def torch_optimize(enabled, strategy):
+    """The ``optimize`` einc's default stands for under torch's settings
+    ``torch.backends.opt_einsum.enabled`` and ``.strategy``, read as torch.einsum reads them.
+
+    ``enabled`` false: left to right, as torch.einsum contracts then.  A strategy other than
+    ``"auto"`` (torch's default, so an explicit ``"auto"`` cannot be told from the default):
+    that opt_einsum strategy.  Otherwise einc's own default, ``"auto"`` (a harder search
+    than opt_einsum's ``auto``, paid once per key).
+
+    >>> torch_optimize(True, "auto"), torch_optimize(False, "auto"), torch_optimize(True, "greedy")
+    ('auto', False, 'greedy')
+    """
+    if not enabled:
+        return False
+    if strategy is None or strategy == AUTO:
+        return AUTO
+    if strategy not in TORCH_STRATEGIES:
+        raise PathError(f"torch.backends.opt_einsum.strategy is {strategy!r}; torch.einsum and einc accept "
+                        f"{', '.join(TORCH_STRATEGIES)}")
+    return strategy
+
+
 # ----------------------------------------------------------------------- the op's strings
 
 def encode(optimize, memory_limit) -> tuple[str, str]:
@@ -227,4 +259,4 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT"]
+__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE", "torch_optimize"]

@@ -1,0 +1,99 @@
+"""``shared_intermediates``: reuse identical intermediate results across calls, as
+opt_einsum's context manager of that name does (pyro relies on it).
+
+Inside the context every call of :func:`einc.einsum`, :func:`einc.contract` or a
+:class:`~einc.ContractExpression` runs its plan step by step, and each step's result is
+kept in the context's cache under the step's equation and the identities of its operands
+(canonical: ``ab,bc->ac`` on ``(x, y)`` is ``bc,ab->ac`` on ``(y, x)``).  A later step with
+the same equation on the same tensor objects -- operands the caller passed again, or
+intermediates taken from the cache -- takes the cached result instead of computing it.
+The operands are kept in the cache too, so that their ids cannot be reused by new
+tensors while it lives.
+
+The cache is per thread.  Contexts nest: the innermost one's cache is used.  A cache
+the context created is emptied on exit (its intermediates are freed then); a cache
+passed in (``shared_intermediates(cache)``, e.g. the one a previous context yielded) is
+left as it is, to be resumed.  Results are differentiable (each step is an einc call).
+Under torch.compile the context is ignored: the compiled op runs whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+
+from .equation import letter, parse
+
+# thread id -> that thread's caches, innermost last.  Empty when no thread shares:
+# einc.einsum's hot path tests only its truthiness.
+STACKS: dict = {}
+
+
+@contextlib.contextmanager
+def shared_intermediates(cache: dict | None = None):
+    """A context in which contractions share intermediate results; yields the cache (a dict).
+
+    >>> import torch, einc
+    >>> x, y, z = torch.ones(2, 3), torch.ones(3, 4), torch.ones(4, 5)
+    >>> with einc.shared_intermediates() as cache:
+    ...     a = einc.contract("ab,bc,cd->ad", x, y, z)
+    ...     b = einc.contract("ab,bc,cd->a", x, y, z)
+    >>> count_cached_ops(cache)["einsum"] <= 4
+    True
+    """
+    owned = cache is None
+    if owned:
+        cache = {}
+    tid = threading.get_ident()
+    STACKS.setdefault(tid, []).append(cache)
+    try:
+        yield cache
+    finally:
+        stack = STACKS[tid]
+        stack.pop()
+        if not stack:
+            del STACKS[tid]
+        if owned:
+            cache.clear()
+
+
+def current_cache() -> dict | None:
+    """The innermost sharing cache of this thread, or None outside any context."""
+    stack = STACKS.get(threading.get_ident())
+    return stack[-1] if stack else None
+
+
+def currently_sharing() -> bool:
+    """Whether this thread is inside :func:`shared_intermediates` (opt_einsum's name)."""
+    return current_cache() is not None
+
+
+def count_cached_ops(cache: dict) -> Counter:
+    """How many entries of each kind the cache holds: ``"einsum"`` (step results) and
+    ``"tensor"`` (operands kept alive), as opt_einsum's function of that name counts."""
+    return Counter(key[0] for key in cache)
+
+
+def run(plan, operands, cache: dict, contract):
+    """Run ``plan`` on ``operands`` step by step, each step's result looked up in or added
+    to ``cache``; ``contract(equation, operands)`` computes a step."""
+    values = dict(enumerate(operands))
+    for step in plan.steps:
+        ops = [values.pop(v) for v in step.operands]
+        terms = ["".join(letter(i) for i in t) for t in step.inputs]
+        output = "".join(letter(i) for i in step.output)
+        ordered = sorted(zip(terms, ops), key=lambda pair: id(pair[1]))
+        key = ("einsum", parse(",".join(t for t, _ in ordered) + "->" + output).canonical,
+               tuple(id(o) for _, o in ordered))
+        result = cache.get(key)
+        if result is None:
+            for o in ops:
+                cache["tensor", id(o)] = o
+            result = cache[key] = contract(",".join(terms) + "->" + output, ops)
+        values[step.result] = result
+    (result,) = values.values()
+    return result
+
+
+__all__ = ["shared_intermediates", "current_cache", "currently_sharing", "count_cached_ops", "run"]
