@@ -10,10 +10,11 @@ intermediates taken from the cache -- takes the cached result instead of computi
 The operands are kept in the cache too, so that their ids cannot be reused by new
 tensors while it lives.
 
-The cache is per thread.  Contexts nest: the innermost one's cache is used.  A cache
-the context created is emptied on exit (its intermediates are freed then); a cache
-passed in (``shared_intermediates(cache)``, e.g. the one a previous context yielded) is
-left as it is, to be resumed.  Results are differentiable (each step is an einc call).
+The cache is per thread.  Contexts nest: the innermost one's cache is used.  On exit
+einc drops its reference to the cache, so the intermediates are freed then -- unless the
+caller kept the yielded dict, which can be passed to a later context to resume sharing
+(``shared_intermediates(cache)``), as in opt_einsum.  Results are differentiable (each
+step is an einc call).
 Under torch.compile the context is ignored: the compiled op runs whole.
 """
 
@@ -42,8 +43,7 @@ def shared_intermediates(cache: dict | None = None):
     >>> count_cached_ops(cache)["einsum"] <= 4
     True
     """
-    owned = cache is None
-    if owned:
+    if cache is None:
         cache = {}
     tid = threading.get_ident()
     STACKS.setdefault(tid, []).append(cache)
@@ -54,8 +54,6 @@ def shared_intermediates(cache: dict | None = None):
         stack.pop()
         if not stack:
             del STACKS[tid]
-        if owned:
-            cache.clear()
 
 
 def current_cache() -> dict | None:
