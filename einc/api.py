@@ -574,14 +574,25 @@ class PathInfo(dispatch.Explanation):
         return [tuple(c) for c in self.plan.path]
 
     @property
+    def _letters(self) -> tuple:
+        """Each index's letter: its own, or for an ellipsis dimension the next letter the
+        equation does not use (as opt_einsum spells ellipses out)."""
+        names = self.plan.graph.names
+        used = {n for n in names if len(n) == 1}
+        unused = (c for c in map(letter, range(len(used) + len(names))) if c not in used)
+        return tuple(n if len(n) == 1 else next(unused) for n in names)
+
+    def _term(self, indices) -> str:
+        letters = self._letters
+        return "".join(letters[i] for i in indices)
+
+    @property
     def input_subscripts(self) -> str:
-        g = self.plan.graph
-        return ",".join(g.term(t) for t in g.inputs)
+        return ",".join(self._term(t) for t in self.plan.graph.inputs)
 
     @property
     def output_subscript(self) -> str:
-        g = self.plan.graph
-        return g.term(g.output)
+        return self._term(self.plan.graph.output)
 
     @property
     def eq(self) -> str:
@@ -589,13 +600,11 @@ class PathInfo(dispatch.Explanation):
 
     @property
     def indices(self) -> frozenset:
-        g = self.plan.graph
-        return frozenset(g.term((i,)) for t in g.inputs for i in t)
+        return frozenset(self._term(t) for t in self.plan.graph.inputs for t in [(i,) for i in t])
 
     @property
     def size_dict(self) -> dict:
-        g = self.plan.graph
-        return {g.term((i,)): s for i, s in enumerate(g.sizes)}
+        return dict(zip(self._letters, self.plan.graph.sizes))
 
     @property
     def size_list(self) -> list:
