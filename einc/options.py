@@ -180,8 +180,10 @@ def torch_optimize(enabled, strategy):
 
     ``enabled`` false: left to right, as torch.einsum contracts then.  A strategy other than
     ``"auto"`` (torch's default, so an explicit ``"auto"`` cannot be told from the default):
-    that opt_einsum strategy.  Otherwise einc's own default, ``"auto"`` (a harder search
-    than opt_einsum's ``auto``, paid once per key).
+    that opt_einsum strategy -- torch checks for ``greedy`` and ``optimal`` in ``flags()``,
+    but an assigned attribute reaches opt_einsum as it is, so any opt_einsum name runs, in
+    torch.einsum and here.  Otherwise einc's own default, ``"auto"`` (a harder search than
+    opt_einsum's ``auto``, paid once per key).
 
     >>> torch_optimize(True, "auto"), torch_optimize(False, "auto"), torch_optimize(True, "greedy")
     ('auto', False, 'greedy')
@@ -190,9 +192,11 @@ def torch_optimize(enabled, strategy):
         return False
     if strategy is None or strategy == AUTO:
         return AUTO
-    if strategy not in TORCH_STRATEGIES:
-        raise PathError(f"torch.backends.opt_einsum.strategy is {strategy!r}; torch.einsum and einc accept "
-                        f"{', '.join(TORCH_STRATEGIES)}")
+    try:
+        opt_einsum.paths.get_path_fn(strategy)
+    except (KeyError, AttributeError):
+        raise PathError(f"torch.backends.opt_einsum.strategy is {strategy!r}, which is not an opt_einsum "
+                        f"strategy (torch accepts {', '.join(TORCH_STRATEGIES)})") from None
     return strategy
 
 

@@ -1,0 +1,158 @@
+"""torch.backends.opt_einsum's settings change einc's default as they change
+torch.einsum's, unless optimize= is passed; a PathOptimizer under
+torch.compile(fullgraph=True) raises einc's message."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+import einc
+from einc.equation import parse
+from einc.errors import PathError
+from einc.options import DEFAULT, Options
+from einc.runtime import engine
+from oracle import reference
+
+OE = torch.backends.opt_einsum
+EQ = "ij,jk,kl->il"
+SHAPES = [(30, 2), (2, 30), (30, 30)]       # einc's default path is (1, 2) first; left to right differs
+
+
+def _ops():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(*s, generator=g, dtype=torch.float64) for s in SHAPES]
+
+
+@contextlib.contextmanager
+def settings(**values):
+    """Assign torch.backends.opt_einsum attributes (as users write them), restored after."""
+    own = vars(OE)
+    saved = {k: own[k] for k in values if k in own}
+    try:
+        for k, v in values.items():
+            setattr(OE, k, v)
+        yield
+    finally:
+        for k in values:
+            if k in saved:
+                own[k] = saved[k]
+            else:
+                own.pop(k, None)
+
+
+def _ran_with(ops, options) -> bool:
+    """Whether einsum's last calls built a plan under ``options`` for these operands."""
+    return engine.cached_entry(parse(EQ), ops, options) is not None
+
+
+def test_defaults_keep_einc_default():
+    einc.cache_clear()
+    ops = _ops()
+    assert (OE.enabled, OE.strategy) == (True, "auto")
+    torch.testing.assert_close(einc.einsum(EQ, *ops), reference(EQ, *ops))
+    assert _ran_with(ops, DEFAULT)
+    assert einc.explain(EQ, *SHAPES).path == ((1, 2), (0, 1))
+
+
+def test_enabled_false_contracts_left_to_right_as_torch_does():
+    einc.cache_clear()
+    ops = _ops()
+    try:
+        with settings(enabled=False):
+            torch.testing.assert_close(einc.einsum(EQ, *ops), reference(EQ, *ops))
+            assert _ran_with(ops, Options.of(False)) and not _ran_with(ops, DEFAULT)
+            assert einc.explain(EQ, *SHAPES).path == ((0, 1), (0, 1))
+            assert einc.contract_path(EQ, *SHAPES)[0] == [(0, 1), (0, 1)]
+            assert einc.contract_expression(EQ, *SHAPES).plan.path == ((0, 1), (0, 1))
+            assert einc.contract(EQ, *ops).shape == (30, 30)
+            # optimize= passed: einc's own choice stands, also an explicit "auto"
+            einc.einsum(EQ, *ops, optimize="auto")
+            assert _ran_with(ops, DEFAULT)
+            assert einc.explain(EQ, *SHAPES, optimize="greedy").path != ((0, 1), (0, 1))
+        # the change back is noticed by the next call
+        einc.cache_clear()
+        einc.einsum(EQ, *ops)
+        assert _ran_with(ops, DEFAULT) and not _ran_with(ops, Options.of(False))
+    finally:
+        assert OE.enabled is True
+
+
+def test_flags_context_manager_and_strategy():
+    einc.cache_clear()
+    ops = _ops()
+    with OE.flags(strategy="greedy"):
+        assert OE.strategy == "greedy"
+        einc.einsum(EQ, *ops)
+        assert _ran_with(ops, Options.of("greedy")) and not _ran_with(ops, DEFAULT)
+        assert einc.explain(EQ, *SHAPES).optimizer == "greedy"
+    with OE.flags(enabled=False):
+        einc.einsum(EQ, *ops)
+        assert _ran_with(ops, Options.of(False))
+    with settings(strategy="optimal"):
+        assert einc.explain(EQ, *SHAPES).optimizer == "optimal"
+        einc.einsum(EQ, *ops, memory_limit="max_input")        # memory_limit alone keeps the setting
+        assert _ran_with(ops, Options.of("optimal", "max_input"))
+    assert OE.strategy == "auto"
+
+
+def test_an_explicit_auto_strategy_is_torch_default_so_einc_default_stands():
+    einc.cache_clear()
+    ops = _ops()
+    with settings(strategy="auto", enabled=True):
+        einc.einsum(EQ, *ops)
+        assert _ran_with(ops, DEFAULT)
+
+
+def test_a_strategy_torch_would_not_accept_names_the_setting():
+    ops = _ops()
+    expected = reference(EQ, *ops)
+    with settings(strategy="bogus"):        # assignment bypasses torch's own check
+        with pytest.raises(PathError, match="torch.backends.opt_einsum.strategy is 'bogus'"):
+            einc.einsum(EQ, *ops)
+        with pytest.raises(KeyError):       # torch.einsum fails too, in opt_einsum
+            torch.einsum(EQ, *ops)
+        torch.testing.assert_close(einc.einsum(EQ, *ops, optimize="dp"), expected)
+    with settings(strategy="dp"):           # any opt_einsum name reaches opt_einsum, as in torch.einsum
+        assert einc.explain(EQ, *SHAPES).optimizer == "dp"
+        torch.testing.assert_close(torch.einsum(EQ, *ops), expected)
+
+
+def test_enabled_false_under_torch_compile():
+    from torch._dynamo.testing import CompileCounterWithBackend
+    ops = [o.float() for o in _ops()]
+    try:
+        for enabled, expected in ((False, "false"), (True, "auto")):
+            torch._dynamo.reset()
+            counter = CompileCounterWithBackend("eager")
+            with settings(enabled=enabled):
+                result = torch.compile(lambda *x: einc.einsum(EQ, *x), backend=counter, fullgraph=True)(*ops)
+            torch.testing.assert_close(result, torch.einsum(EQ, *ops))
+            calls = [n.args for gm in counter.graphs for n in gm.graph.nodes
+                     if n.op == "call_function" and "einc" in str(n.target)]
+            assert [c[2] for c in calls] == [expected]
+    finally:
+        torch._dynamo.reset()
+
+
+def test_path_optimizer_under_fullgraph_raises_einc_message():
+    opt_einsum = pytest.importorskip("opt_einsum")
+    optimizer = opt_einsum.RandomGreedy(max_repeats=2)
+    ops = [o.float() for o in _ops()]
+
+    def f(a, b, c):
+        return einc.einsum(EQ, a, b, c, optimize=optimizer) * 2
+    try:
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as info:
+            torch.compile(f, fullgraph=True, backend="eager")(*ops)
+        text = str(info.value)
+        assert text.startswith("PathError: einsum(): under torch.compile, optimize= cannot be a RandomGreedy "
+                               "object"), text[:300]
+        assert "einc.contract_path" in text and "Observed exception" not in text
+        torch._dynamo.reset()       # without fullgraph the frame runs eagerly, as before
+        torch.testing.assert_close(torch.compile(f, backend="eager")(*ops), 2 * torch.einsum(EQ, *ops))
+    finally:
+        torch._dynamo.reset()

@@ -1,0 +1,136 @@
+"""einc.shared_intermediates: identical intermediate results (same step equation on the
+same tensor objects) are computed once per context; contexts nest, are per thread, and
+leave nothing behind on exit."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import pytest
+import torch
+
+import einc
+from einc import sharing
+from oracle import reference
+
+
+def _ops(*shapes, seed=0, **kw):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=g, dtype=torch.float64, **kw) for s in shapes]
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)]),
+    ("ab,bc,cd->", [(2, 3), (3, 4), (4, 2)]),
+    ("...ab,bc,cd->...d", [(2, 1, 3), (3, 4), (4, 5)]),
+    ("ii,ij,jk->k", [(3, 3), (3, 4), (4, 2)]),
+    ("ab,ab,ab->ab", [(2, 3), (1, 3), (2, 1)]),
+    ("abc->ca", [(2, 3, 4)]),
+])
+def test_results_match_the_oracle(eq, shapes):
+    ops = _ops(*shapes)
+    with einc.shared_intermediates():
+        first = einc.contract(eq, *ops)
+        second = einc.einsum(eq, *ops)
+    torch.testing.assert_close(first, reference(eq, *ops))
+    assert second is first              # every step was found in the cache
+
+
+def test_common_subnetworks_are_computed_once():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    with einc.shared_intermediates() as cache:
+        marginals = {out: einc.contract(f"ab,bc,cd->{out}", x, y, z) for out in "abcd"}
+        steps = sharing.count_cached_ops(cache)["einsum"]
+        assert steps < 4 * 2            # without sharing: two steps per call
+        assert all(einc.contract(f"ab,bc,cd->{out}", x, y, z) is value for out, value in marginals.items())
+        assert sharing.count_cached_ops(cache)["einsum"] == steps
+        pair = einc.contract("ab,bc->ac", x, y)
+        assert einc.contract("bc,ab->ac", y, x) is pair       # operands in the other order
+        assert einc.contract("ij,jk->ik", x, y) is pair       # other letters
+        assert einc.contract("ab,bc->ca", x, y) is not pair   # another equation
+        assert sharing.count_cached_ops(cache)["tensor"] >= 3     # operands kept alive by the cache
+    for out, value in marginals.items():
+        torch.testing.assert_close(value, reference(f"ab,bc,cd->{out}", x, y, z))
+
+
+def test_expressions_share_too():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    expr = einc.contract_expression("ab,bc,cd->ad", x.shape, y.shape, z.shape)
+    with einc.shared_intermediates() as cache:
+        first = expr(x, y, z)
+        assert expr(x, y, z) is first
+        assert einc.contract("ab,bc,cd->ad", x, y, z) is first
+        assert len(cache) > 0
+    torch.testing.assert_close(first, reference("ab,bc,cd->ad", x, y, z))
+
+
+def test_gradients_through_shared_intermediates():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5), requires_grad=True)
+    with einc.shared_intermediates():
+        loss = einc.contract("ab,bc,cd->a", x, y, z).sum() + einc.contract("ab,bc,cd->d", x, y, z).pow(2).sum()
+    loss.backward()
+    xr, yr, zr = (t.detach().clone().requires_grad_(True) for t in (x, y, z))
+    ref = torch.einsum("ab,bc,cd->a", xr, yr, zr).sum() + torch.einsum("ab,bc,cd->d", xr, yr, zr).pow(2).sum()
+    ref.backward()
+    for t, r in ((x, xr), (y, yr), (z, zr)):
+        torch.testing.assert_close(t.grad, r.grad)
+
+
+def test_out_inside_a_context():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    out = torch.empty(2, 5, dtype=torch.float64)
+    with einc.shared_intermediates():
+        shared = einc.contract("ab,bc,cd->ad", x, y, z)
+        assert einc.contract("ab,bc,cd->ad", x, y, z, out=out) is out
+    assert out is not shared and torch.equal(out, shared)
+
+
+def test_contexts_nest_and_resume():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    with einc.shared_intermediates() as outer:
+        first = einc.contract("ab,bc,cd->ad", x, y, z)
+        with einc.shared_intermediates() as inner:
+            assert sharing.current_cache() is inner
+            nested = einc.contract("ab,bc,cd->ad", x, y, z)
+        assert nested is not first and torch.equal(nested, first)
+        assert sharing.current_cache() is outer
+        assert einc.contract("ab,bc,cd->ad", x, y, z) is first
+    with einc.shared_intermediates(outer):
+        assert einc.contract("ab,bc,cd->ad", x, y, z) is first
+    assert not sharing.currently_sharing()
+
+
+def test_nothing_is_kept_after_exit():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    with einc.shared_intermediates():
+        result = einc.contract("ab,bc,cd->ad", x, y, z)
+        probe = weakref.ref(result)
+    assert sharing.STACKS == {}
+    del result
+    gc.collect()
+    assert probe() is None              # the cache, and its intermediates, are gone
+    again = einc.contract("ab,bc,cd->ad", x, y, z)
+    assert einc.contract("ab,bc,cd->ad", x, y, z) is not again      # no sharing outside a context
+    with pytest.raises(ZeroDivisionError):
+        with einc.shared_intermediates():
+            1 / 0
+    assert sharing.STACKS == {}
+
+
+def test_sharing_is_per_thread():
+    x, y, z = _ops((2, 3), (3, 4), (4, 5))
+    seen = {}
+
+    def other():
+        seen["sharing"] = sharing.currently_sharing()
+        a = einc.contract("ab,bc,cd->ad", x, y, z)
+        seen["same"] = einc.contract("ab,bc,cd->ad", x, y, z) is a
+
+    with einc.shared_intermediates():
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert sharing.currently_sharing()
+    assert seen == {"sharing": False, "same": False}
