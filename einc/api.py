@@ -480,11 +480,13 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     """
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
-    _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
-    if dtype is not None:
-        args = _cast_operands(args, _torch_dtype(dtype), casting)
-    return einsum(*args, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit, select=select,
-                  out=out)
+    if dtype is not None or order != "K" or casting != "safe":
+        _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
+        if dtype is not None:
+            args = _cast_operands(args, _torch_dtype(dtype), casting)
+    if optimize is None or optimize is True:
+        optimize = _AUTO
+    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
 
 
 def _opt_einsum_optimize(optimize):
