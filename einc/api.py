@@ -17,6 +17,8 @@ their defaults (four dict lookups).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import autograd, custom_op, sharing
@@ -150,10 +152,20 @@ def _special_call(eq: Equation, operands, options: Options, out):
         result = _call(eq, operands, options)
     else:
         engine.check_operands(eq, operands)
-        plan = engine.entry(eq, operands, options).plan
+        plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
         step_options = Options.of(_AUTO, None, options.select)
         result = sharing.run(plan, operands, cache, lambda text, ops: _call(parse(text), ops, step_options))
     return result if out is None else _write_out(out, result)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_plan(eq: Equation, shapes, options: Options) -> Plan:
+    """The plan a call inside :func:`einc.shared_intermediates` runs step by step (only the
+    plan: the whole equation's executor is never built for it)."""
+    return engine.plan_for(eq, shapes, options)
+
+
+engine.register("shared_plans", _shared_plan.cache_info, _shared_plan.cache_clear)
 
 
 def _call(eq: Equation, operands, options: Options):
