@@ -1,5 +1,6 @@
 """The doors: ``einsum``, ``contract`` (opt_einsum's name and keywords), ``explain``,
-``contract_expression``, ``contract_path``, ``shared_intermediates`` and the cache controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
+``contract_expression``, ``contract_path``, ``shared_intermediates`` and the cache
+controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
 :class:`~einc.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 
