@@ -176,31 +176,51 @@ def _call(eq: Equation, operands, options: Options):
     return autograd.einsum(eq, operands, options)
 
 
-def _check_out(out, operands, traced: bool = False) -> None:
-    """``out=`` must be a tensor, and autograd must not need to see through it (torch's rule)."""
+def _check_out(out, operands) -> None:
+    """Raise where ``out=`` cannot be used for these operands (:func:`_out_refused`)."""
+    problem = _out_refused(out, operands)
+    if problem is not None:
+        raise _ERRORS[problem[0]](problem[1])
+
+
+def _out_refused(out, operands, traced: bool = False):
+    """``(error name, message)`` where ``out=`` is not a tensor, or autograd would have to see
+    through it (torch's rule for ``out=``); else None."""
     if not isinstance(out, torch.Tensor):
-        raise OperandTypeError(f"einsum(): out= must be a torch.Tensor, got {type(out).__name__}")
+        return "OperandTypeError", f"einsum(): out= must be a torch.Tensor, got {type(out).__name__}"
     if not traced and _transforms_active():
-        raise OutError("einsum(): out= is not supported under torch.func transforms (vmap, grad, jvp); "
-                       "use the returned tensor")
+        return "OutError", ("einsum(): out= is not supported under torch.func transforms (vmap, grad, jvp); "
+                            "use the returned tensor")
     if torch.is_grad_enabled() and (out.requires_grad or any(
             isinstance(o, torch.Tensor) and o.requires_grad for o in operands)):
-        raise OutError("einsum(): functions with out=... arguments don't support automatic differentiation, "
-                       "but one of the arguments requires grad: call it under torch.no_grad(), or drop out= "
-                       "and use the returned tensor")
+        return "OutError", ("einsum(): functions with out=... arguments don't support automatic "
+                            "differentiation, but one of the arguments requires grad: call it under "
+                            "torch.no_grad(), or drop out= and use the returned tensor")
+    return None
+
+
+def _out_mismatch(out, result):
+    """The message where ``out`` cannot take ``result`` (shape, dtype, device); else None."""
+    if out.shape != result.shape:
+        return (f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape "
+                f"{tuple(result.shape)}; einc does not resize out=")
+    if out.dtype != result.dtype:
+        return (f"einsum(): Expected out tensor to have dtype {result.dtype}, but got {out.dtype} "
+                "instead (out= takes the result's dtype, torch.einsum's for these operands)")
+    if out.device != result.device:
+        return f"einsum(): out= is on {out.device}, but the result is on {result.device}"
+    return None
 
 
 def _write_out(out, result):
     """Copy ``result`` into ``out`` after checking its shape, dtype and device."""
-    if out.shape != result.shape:
-        raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape "
-                       f"{tuple(result.shape)}; einc does not resize out=")
-    if out.dtype != result.dtype:
-        raise OutError(f"einsum(): Expected out tensor to have dtype {result.dtype}, but got {out.dtype} "
-                       "instead (out= takes the result's dtype, torch.einsum's for these operands)")
-    if out.device != result.device:
-        raise OutError(f"einsum(): out= is on {out.device}, but the result is on {result.device}")
+    problem = _out_mismatch(out, result)
+    if problem is not None:
+        raise OutError(problem)
     return out.copy_(result)
+
+
+_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError}
 
 
 # ----------------------------------------------------------------------- under torch.compile
@@ -212,13 +232,26 @@ def _traced(args, optimize, memory_limit, select, out):
     if optimize is DEFAULT_OPTIMIZE:
         optimize = _traced_default_optimize()
     elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
-        message = _traced_optimizer_message(type(optimize).__name__)
-        _reject_under_fullgraph(message)
-        raise PathError(message)        # without fullgraph: dynamo runs this frame eagerly instead
+        _refuse_traced("PathError", _traced_optimizer_message(type(optimize).__name__))
     if out is not None:
-        _check_out(out, _operands_of(args), traced=True)
+        problem = _out_refused(out, _operands_of(args), traced=True)
+        if problem is not None:
+            _refuse_traced(*problem)
     result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
-    return result if out is None else _write_out(out, result)
+    if out is None:
+        return result
+    problem = _out_mismatch(out, result)
+    if problem is not None:
+        _refuse_traced("OutError", problem)
+    return out.copy_(result)
+
+
+def _refuse_traced(error: str, message: str):
+    """Raise einc's error while dynamo traces: its own message under ``fullgraph=True``
+    (:func:`_reject_under_fullgraph`); otherwise a plain raise, on which dynamo runs the
+    frame eagerly, where the same check raises again or the call works."""
+    _reject_under_fullgraph(error, message)
+    raise _ERRORS[error](message)
 
 
 @torch.compiler.assume_constant_result
@@ -236,7 +269,7 @@ def _traced_optimizer_message(name: str) -> str:
 
 
 @torch.compiler.assume_constant_result
-def _reject_under_fullgraph(message: str) -> bool:
+def _reject_under_fullgraph(error: str, message: str) -> bool:
     """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
     called at trace time, so dynamo reports this exception rather than its generic
     "observed exception".  Elsewhere return False and let the frame run eagerly."""
@@ -247,7 +280,7 @@ def _reject_under_fullgraph(message: str) -> bool:
     except Exception:       # not tracing, or dynamo's internals moved: say it plainly
         strict = True
     if strict:
-        raise PathError(message)
+        raise _ERRORS[error](message)
     return False
 
 

@@ -156,3 +156,32 @@ def test_path_optimizer_under_fullgraph_raises_einc_message():
         torch.testing.assert_close(torch.compile(f, backend="eager")(*ops), 2 * torch.einsum(EQ, *ops))
     finally:
         torch._dynamo.reset()
+
+
+def test_out_errors_under_fullgraph_are_einc_messages():
+    ops = [o.float() for o in _ops()]
+
+    def f(a, b, c, out):
+        return einc.einsum(EQ, a, b, c, out=out)
+    try:
+        out = torch.empty(30, 30)
+        torch._dynamo.reset()
+        assert torch.compile(f, fullgraph=True, backend="eager")(*ops, out) is out
+        torch.testing.assert_close(out, torch.einsum(EQ, *ops))
+        for bad, start in ((torch.zeros(2, 30), "OutError: einsum(): out= has shape (2, 30)"),
+                           (torch.zeros(30, 30, dtype=torch.float64),
+                            "OutError: einsum(): Expected out tensor to have dtype torch.float32")):
+            torch._dynamo.reset()
+            with pytest.raises(Exception) as info:
+                torch.compile(f, fullgraph=True, backend="eager")(*ops, bad)
+            assert str(info.value).startswith(start), str(info.value)[:300]
+            assert not bad.any()
+            torch._dynamo.reset()   # without fullgraph: the frame runs eagerly and raises einc's error
+            with pytest.raises(einc.errors.OutError):
+                torch.compile(f, backend="eager")(*ops, bad)
+        torch._dynamo.reset()
+        grad_ops = [o.clone().requires_grad_(True) for o in ops]
+        with pytest.raises(Exception, match="don't support automatic differentiation"):
+            torch.compile(f, fullgraph=True, backend="eager")(*grad_ops, out)
+    finally:
+        torch._dynamo.reset()
