@@ -54,8 +54,9 @@ def test_diagonal_is_a_stride_sum_and_lonely_index_has_stride_zero():
     (k,) = kernels_for("iij,jk->ik", [(3, 3, 4), (4, 5)])
     src = render(k)
     assert "a.stride(0) + a.stride(1)" in src
-    (k,) = kernels_for("ij,jk->k", [(3, 4), (4, 5)])        # i summed in A only: in K, absent from B
-    assert k.group("k") == (1, 0) and "stride_b_a" not in render(k)
+    (k,) = kernels_for("ij,jk->k", [(3, 4), (4, 5)])        # i summed in A only: summed before the product
+    assert k.group("k") == (1,) and k.group("ka") == (0,) and "stride_b_a" not in render(k)
+    assert "for l in range(KA):" in render(k) and render(k).count("tl.dot(") == 1
 
 
 def test_half_precision_and_tf32_and_64_bit_offsets():
