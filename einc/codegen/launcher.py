@@ -156,16 +156,18 @@ def source(k: Kernel, name: str) -> str:
         "    return torch.cuda.get_device_properties(device).multi_processor_count",
         "",
         "",
-        "def _split(programs, K, dominant, processors):",
+        "def _split(programs, K, dominant, processors, outputs):",
         "    \"\"\"``(SPLIT_K, K_SPLIT)``: how many programs share one output block's K range, and the",
         "    slice each sums (a multiple of the granule, so of every BLOCK_K).  Split where K",
-        "    dominates or the programs would not fill the processors; the partial sums are",
-        "    added in a fixed order by a second pass, so a split result has the same bits on",
-        "    every run.\"\"\"",
+        "    dominates or the programs would not fill the processors, and the partial sums",
+        "    (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a",
+        "    fixed order, so a split result has the same bits on every run.\"\"\"",
         f"    granule = {K_GRANULE[MATMUL if is_mm else 'reduce']}",
         "    if K < 2 * granule or not (dominant or programs < processors):",
         "        return 1, max(K, 1)",
-        "    splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)))",
+        "    splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))",
+        "    if splits < 2:",
+        "        return 1, max(K, 1)",
         "    chunk = triton.cdiv(triton.cdiv(K, splits), granule) * granule",
         "    return triton.cdiv(K, chunk), chunk",
         "",
@@ -206,11 +208,11 @@ def source(k: Kernel, name: str) -> str:
     L.append("    processors = _processors(c.device)")
     if is_mm:
         L += ["    tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(N, 128)",
-              "    SPLIT_K, K_SPLIT = _split(tiles, K, K >= 32 * max(M, N), processors)",
+              "    SPLIT_K, K_SPLIT = _split(tiles, K, K >= 32 * max(M, N), processors, c.numel())",
               "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH"
               " * triton.cdiv(T, meta.get(\"BLOCK_T\", 1)), SPLIT_K)"]
     else:
-        L += ["    SPLIT_K, K_SPLIT = _split(triton.cdiv(O, 64), K, False, processors)",
+        L += ["    SPLIT_K, K_SPLIT = _split(triton.cdiv(O, 64), K, False, processors, O)",
               "    grid = lambda meta: (triton.cdiv(O, meta[\"BLOCK_O\"]), SPLIT_K)"]
     L += ["    args = (  # the kernel's arguments between the pointers and scale"]
     L += _wrap([_stride_expr(k, p) + "," for p in strides], "        ")
