@@ -107,10 +107,16 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
         kind = MATMUL
     else:
         dims = list(step.inputs)
-        k_by = next((x for x in st if unit_index(x) in summed), st[0])
-        groups = (("o", tuple(step.output)), ("k", _by_stride(summed, k_by)))
+        sets = [set(d) for d in dims]
+        lonely = [[i for i in summed if i in mine and not all(i in t for t in sets)] for mine in sets]
+        if len(dims) < 2 or not all(lonely):            # one side only: K costs no more than reading it
+            lonely = [[] for _ in dims]
+        shared = [i for i in summed if not any(i in x for x in lonely)]
+        k_by = next((x for x in st if unit_index(x) in shared), st[0])
+        groups = (("o", tuple(step.output)), ("k", _by_stride(shared, k_by))) + \
+            tuple((f"k{nm}", _by_stride(x, y)) for nm, x, y in zip("ab", lonely, st))
         kind = REDUCE
-        fast_k = any(unit_index(x) in summed for x in st)
+        fast_k = any(unit_index(x) in shared for x in st)
     names = "abc"[: len(dims)]
     inputs = tuple(Operand(nm, d) for nm, d in zip(names, dims))
     params = tuple(names[order.index(j)] for j in range(len(dims)))

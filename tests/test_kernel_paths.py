@@ -60,6 +60,8 @@ CASES = [  # (equation, shapes, what the lowering must do)
     ("acb,ade->dceb", [(9, 3, 5), (9, 4, 3)], "swap"),             # C's unit index b is A's: A, B swapped
     ("abc,cd->ad", [(6, 5, 7), (7, 9)], "lonely"),                 # b summed in A only
     ("ab,bcd->ad", [(6, 7), (7, 5, 9)], "lonely"),                 # c summed in B only
+    ("bij,bjk->b", [(3, 6, 70), (3, 70, 5)], "lonely"),            # a dot: i and k summed before the product
+    ("ij,kl->ik", [(4, 7), (5, 6)], "lonely"),                     # an outer product of two sums
 ]
 
 

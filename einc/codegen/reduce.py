@@ -13,19 +13,21 @@ order.
 
 from __future__ import annotations
 
-from ..ir import Kernel
+from ..ir import Kernel, Operand
 from .common import offset, product, signature, size_params, split, stride, stride_params
 
 
 def kernel_source(k: Kernel, name: str) -> str:
     ops = k.inputs
     o, kk = k.group("o"), k.group("k")
+    lonely = {op.name: k.group(f"k{op.name}") for op in ops}
+    extents_ = list(extents(k))
     wide = ".to(tl.int64)" if k.int64 else ""
     ptrs = [f"{op.name}_ptr" for op in ops] + ["c_ptr"]
     L = signature(name, [("pointers (c_ptr: the output, or the partial sums where SPLIT_K > 1)", ptrs),
                          ("strides", stride_params(k)), ("epilogue", ["scale"])],
                   [("index sizes (compile-time: one compiled kernel per shape)", size_params(k)),
-                   ("extents", ["O", "K"]),
+                   ("extents", extents_),
                    ("meta-parameters", ["BLOCK_O", "BLOCK_K", "SPLIT_K", "K_SPLIT", "HAS_SCALE"])])
     L += [
         "    EVEN_O = O % BLOCK_O == 0",
@@ -63,11 +65,9 @@ def kernel_source(k: Kernel, name: str) -> str:
             L += split("offs_kk", kk, "        ")
             L += [f"        {op.name}_ptrs = {op.name}_ptr + {op.name}_out[:, None] + "
                   f"({offset(op, kk, op.dims, 'offs_kk')})[None, :]" for op in ops]
-        L.append("        if EVEN_K:")
-        L += [f"            {op.name} = tl.load({op.name}_ptrs).to(tl.{k.acc})" for op in ops]
-        L.append("        else:")
-        L += [f"            {op.name} = tl.load({op.name}_ptrs, mask=offs_k[None, :] < K - k0, other=0.0)"
-              f".to(tl.{k.acc})" for op in ops]
+        for op in ops:
+            L += _load(k, op.name, lonely[op.name], f"{op.name}_ptrs", "(BLOCK_O, BLOCK_K)",
+                       "offs_k[None, :] < K - k0", "        ")
         L.append(f"        acc += {' * '.join(op.name for op in ops)}")
         if single:
             L += [f"        {op.name}_ptrs += BLOCK_K * {stride(op, kk[0])}" for op in ops if kk[0] in op.dims]
@@ -75,7 +75,7 @@ def kernel_source(k: Kernel, name: str) -> str:
     else:
         L += ["", "    # No reduction: load, multiply elementwise."]
         for op in ops:
-            L.append(f"    {op.name} = tl.load({op.name}_ptr + {op.name}_out).to(tl.{k.acc})")
+            L += _load(k, op.name, lonely[op.name], f"{op.name}_ptr + {op.name}_out", "(BLOCK_O,)", None, "    ")
         L.append(f"    acc = {' * '.join(op.name for op in ops)}")
     L += [
         "",
@@ -93,6 +93,25 @@ def kernel_source(k: Kernel, name: str) -> str:
     return "\n".join(L)
 
 
+def _load(k: Kernel, name: str, lonely, ptrs: str, shape: str, mask, pad: str) -> list[str]:
+    """Lines loading operand ``name``'s tile as the accumulator's dtype; indices summed in
+    this operand only (``lonely``) are summed here, before the product."""
+    masked = f", mask={mask}, other=0.0" if mask else ""
+    even = ["if EVEN_K:", f"    {{x}} tl.load({ptrs}{{shift}}).to(tl.{k.acc})", "else:",
+            f"    {{x}} tl.load({ptrs}{{shift}}{masked}).to(tl.{k.acc})"] if mask else \
+        [f"{{x}} tl.load({ptrs}{{shift}}).to(tl.{k.acc})"]
+    if not lonely:
+        return [pad + line.format(x=f"{name} =", shift="") for line in even]
+    L = [f"{pad}# indices summed in {name.upper()} only: summed here, before the product",
+         f"{pad}{name} = tl.zeros({shape}, dtype=tl.{k.acc})",
+         f"{pad}for l in range(K{name.upper()}):"]
+    L += split("l", lonely, pad + "    ")
+    shift = " + " + offset(Operand(name, lonely), lonely, lonely, "l")
+    return L + [pad + "    " + line.format(x=f"{name} +=", shift=shift) for line in even]
+
+
 def extents(k: Kernel) -> dict[str, str]:
     """Group extent -> the expression of sizes it is (for the launcher)."""
-    return {"O": product(k.group("o")), "K": product(k.group("k"))}
+    out = {"O": product(k.group("o")), "K": product(k.group("k"))}
+    out.update({g.upper(): product(ix) for g, ix in k.groups if g in ("ka", "kb")})
+    return out
