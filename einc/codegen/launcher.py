@@ -1,5 +1,12 @@
 """The host side of a generated module: configs, autotuning and ``launch()``.
 
+Configs are per dtype and pruned per shape (``_prune``: extent, shared memory); the
+autotuner keeps its results in Triton's cache folder across processes where this
+Triton can (``cache_results``).  The first launch of a layout also decides the K split
+(``_split``): split-K for K-dominant matrix products or too few tiles, split reductions
+for few outputs; a split runs the kernel into a workspace of partial sums and
+``<name>_finish`` adds them in a fixed order.
+
 ``launch()`` costs little after the first call with a given *layout* (the operands'
 shapes, strides, dtypes, device and 16-byte alignment, and whether there is a scale):
 the first launch of a layout (``_first_launch``) reads the sizes, refuses views a 32-bit
@@ -71,8 +78,8 @@ def _configs(k: Kernel) -> list[str]:
     if k.kind == MATMUL:
         bits = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}[k.dtype]
         if k.group("t"):
-            return [f"    triton.Config({{\"BLOCK_T\": {bt}, \"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, "
-                    f"num_warps={w}, num_stages={s})," for bt, bm, bn, bk, w, s in _TILE_T_CONFIGS]
+            return [f"    triton.Config({{\"BLOCK_T\": {bt}, \"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, "
+                    f"\"BLOCK_K\": {bk}}}, num_warps={w}, num_stages={s})," for bt, bm, bn, bk, w, s in _TILE_T_CONFIGS]
         return [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, "
                 f"num_warps={w}, num_stages={s})," for bm, bn, bk, w, s in _MATMUL_CONFIGS[bits]]
     table = (_REDUCE_K_FAST if k.fast_k else _REDUCE_O_FAST) if k.group("k") else _ELEMENTWISE_CONFIGS
@@ -104,7 +111,8 @@ def source(k: Kernel, name: str) -> str:
             "    T = kwargs[\"T\"]",
             "    fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731",
             "    kept = [c for c in configs if fit(M, c.kwargs[\"BLOCK_M\"]) and fit(N, c.kwargs[\"BLOCK_N\"])",
-            "            and fit(K, c.kwargs[\"BLOCK_K\"]) and c.kwargs.get(\"BLOCK_T\", 1) <= triton.next_power_of_2(T)",
+            "            and fit(K, c.kwargs[\"BLOCK_K\"])",
+            "            and c.kwargs.get(\"BLOCK_T\", 1) <= triton.next_power_of_2(T)",
             f"            and c.num_stages * c.kwargs.get(\"BLOCK_T\", 1) * {itemsize}"
             f" * c.kwargs[\"BLOCK_K\"] * (c.kwargs[\"BLOCK_M\"] + c.kwargs[\"BLOCK_N\"]) <= {SHARED_MEMORY}]",
             "    return kept or [min(configs, key=lambda c: c.kwargs.get(\"BLOCK_T\", 1) * c.kwargs[\"BLOCK_M\"] * "
@@ -129,7 +137,8 @@ def source(k: Kernel, name: str) -> str:
         key = "[\"O\", \"K\", \"SPLIT_K\"]"
     L += [
         "# Tuning results persist across processes (Triton's cache folder) where this Triton can.",
-        "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters else {}",
+        "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters \\",
+        "    else {}",
         f"_tuned = triton.autotune(configs=_CONFIGS, key={key}, prune_configs_by={{\"early_config_prune\": _prune}},",
         f"                         **_PERSIST)({name})",
         "",

@@ -104,7 +104,7 @@ def kernel_source(k: Kernel, name: str) -> str:
         "    # Reduction over this program's slice of K: each iteration loads an A tile and a B tile",
         "    # straight from their strides (nothing is copied first) and adds their product.",
         f"    acc = tl.zeros({shape}, dtype=tl.{k.acc})",
-        f"    k_lo = pid_k * K_SPLIT",
+        "    k_lo = pid_k * K_SPLIT",
         "    k_hi = K if SPLIT_K == 1 else min(K - k_lo, K_SPLIT)",
         f"    offs_k = k_lo + tl.arange(0, BLOCK_K){wide}",
     ]
@@ -173,4 +173,5 @@ def kernel_source(k: Kernel, name: str) -> str:
 
 def extents(k: Kernel) -> dict[str, str]:
     """Group extent -> the expression of sizes it is (for the launcher)."""
-    return {g.upper() if g != "batch" else "BATCH": product(k.group(g)) for g in ("batch", "t", "m", "n", "k", "ka", "kb")}
+    return {g.upper() if g != "batch" else "BATCH": product(k.group(g))
+            for g in ("batch", "t", "m", "n", "k", "ka", "kb")}
