@@ -173,3 +173,18 @@ def test_split_thresholds(module):
     _, r = module("bij,bij->b", [(2, 3, 4), (2, 3, 4)])
     assert r._split(1, 2048 * 2048, False, 132, 64)[0] == 64               # batched_frobenius: 64 outputs
     assert r._split(64, 65536, False, 132, 4096)[0] > 1                    # column_sum: 4096 outputs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("equation,shapes", [
+    ("abc,bcd->ad", [(5, 3, 7), (3, 7, 6)]),        # K = (b, c): one stride in A and B when contiguous
+    ("bij,bij->b", [(3, 5, 9), (3, 5, 9)]),         # a reduction over (i, j)
+])
+def test_several_k_indices_merge_where_the_strides_allow(module, equation, shapes, dtype):
+    _, m = module(equation, shapes, dtype)
+    ops = operands(shapes, dtype, seed=7)
+    check(m, equation, ops, dtype)
+    assert the_layout(m).meta["MERGED_K"] is True                     # pointers advance by one stride
+    m._layouts.clear()
+    check(m, equation, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops], dtype)
+    assert the_layout(m).meta["MERGED_K"] is False                    # the K indices split every iteration

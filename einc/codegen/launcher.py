@@ -181,6 +181,17 @@ def source(k: Kernel, name: str) -> str:
         "    return triton.cdiv(K, chunk), chunk",
         "",
         "",
+    ]
+    merged = len(k.group("k")) > 1
+    if merged:
+        L += [
+            "def _merged(sizes, strides):",
+            "    \"\"\"Whether indices of these sizes and strides (slowest first) walk memory as one index.\"\"\"",
+            "    return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))",
+            "",
+            "",
+        ]
+    L += [
         f"def launch({args}, scale=1.0):",
         f"    \"\"\"{_doc(k)}, into a new contiguous tensor.\"\"\"",
     ]
@@ -229,6 +240,13 @@ def source(k: Kernel, name: str) -> str:
     meta = [f"{size(i)}={size(i)}," for _, g in k.groups for i in g]
     meta += [f"{g}={g}," for g in names]
     meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,"]
+    if merged:
+        kk = k.group("k")
+        ksizes = "(" + ", ".join(size(i) for i in kk) + ")"
+        tests = [f"_merged({ksizes}, (" + ", ".join(_stride_expr(k, stride(op, i)) if i in op.dims else "0"
+                                                   for i in kk) + "))" for op in k.inputs]
+        L += ["    MERGED_K = " + tests[0]] + [f"    MERGED_K = MERGED_K and {t}" for t in tests[1:]]
+        meta.append("MERGED_K=MERGED_K,")
     if is_mm:
         meta.append("GROUP_M=8,")
         if fp32_dot:

@@ -26,11 +26,10 @@ def kernel_source(k: Kernel, name: str) -> str:
     a, b = k.inputs
     c = k.output
     batch, t, m, n, kk = k.group("batch"), k.group("t"), k.group("m"), k.group("n"), k.group("k")
-    ka, kb = k.group("ka"), k.group("kb")
     wide = ".to(tl.int64)" if k.int64 else ""
     tx, rx, cx = _axes(bool(t))
     meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K"] + (["BLOCK_T"] if t else []) + \
-        ["GROUP_M", "SPLIT_K", "K_SPLIT", "HAS_SCALE"]
+        ["GROUP_M", "SPLIT_K", "K_SPLIT"] + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE"]
     if k.dtype == "float32":
         meta.append("PRECISION")
     if k.dtype == "bfloat16":
@@ -97,8 +96,6 @@ def kernel_source(k: Kernel, name: str) -> str:
     shape = "(BLOCK_T, BLOCK_M, BLOCK_N)" if t else "(BLOCK_M, BLOCK_N)"
     a_shape = "(BLOCK_T, BLOCK_M, BLOCK_K)" if t else "(BLOCK_M, BLOCK_K)"
     b_shape = "(BLOCK_T, BLOCK_K, BLOCK_N)" if t else "(BLOCK_K, BLOCK_N)"
-    a_kx, b_kx = cx, rx                                # K runs along A's columns and B's rows
-    single = len(kk) == 1
     L += [
         "",
         "    # Reduction over this program's slice of K: each iteration loads an A tile and a B tile",
@@ -108,49 +105,17 @@ def kernel_source(k: Kernel, name: str) -> str:
         "    k_hi = K if SPLIT_K == 1 else min(K - k_lo, K_SPLIT)",
         f"    offs_k = k_lo + tl.arange(0, BLOCK_K){wide}",
     ]
-    if single:
-        L += [
-            f"    a_ptrs = a_ptr + {a_base} + (offs_k * {stride(a, kk[0])}){a_kx}",
-            f"    b_ptrs = b_ptr + {b_base} + (offs_k * {stride(b, kk[0])}){b_kx}",
-            "    for k0 in range(0, k_hi, BLOCK_K):",
-        ]
+    body = _tile_product(k, a_shape, b_shape)
+    steps = {op.name: [stride(op, i) for i in kk] for op in (a, b)}
+    if len(kk) == 1:
+        L += _advancing_loop(k, a_base, b_base, {n: s[0] for n, s in steps.items()}, body, "    ")
+    elif not kk:
+        L += _splitting_loop(k, a_base, b_base, body, "    ")
     else:
-        L += ["    for k0 in range(0, k_hi, BLOCK_K):", "        offs_kk = offs_k + k0"]
-        L += split("offs_kk", kk, "        ")
-        L += [f"        a_ptrs = a_ptr + {a_base} + ({offset(a, kk, a.dims, 'offs_kk')}){a_kx}",
-              f"        b_ptrs = b_ptr + {b_base} + ({offset(b, kk, b.dims, 'offs_kk')}){b_kx}"]
-    for op, kx, lonely, extent, tile in ((a, a_kx, ka, "KA", a_shape), (b, b_kx, kb, "KB", b_shape)):
-        mask = f"(offs_k{kx} < K - k0)"
-        if lonely:
-            L += [f"        # indices summed in {op.name.upper()} only: summed here, before the product",
-                  f"        {op.name} = tl.zeros({tile}, dtype=tl.{k.acc})",
-                  f"        for l in range({extent}):"]
-            L += split("l", lonely, "            ")
-            shift = offset(op, lonely, op.dims, "l")
-            L += ["            if EVEN_K:",
-                  f"                {op.name} += tl.load({op.name}_ptrs + {shift}).to(tl.{k.acc})",
-                  "            else:",
-                  f"                {op.name} += tl.load({op.name}_ptrs + {shift}, mask={mask}, other=0.0)"
-                  f".to(tl.{k.acc})",
-                  f"        {op.name} = {op.name}.to({op.name}_ptr.dtype.element_ty)"]
-        else:
-            L += ["        if EVEN_K:",
-                  f"            {op.name} = tl.load({op.name}_ptrs)",
-                  "        else:",
-                  f"            {op.name} = tl.load({op.name}_ptrs, mask={mask}, other=0.0)"]
-    if k.dtype == "bfloat16":
-        L += ["        if UPCAST:  # Triton's CPU interpreter has no bfloat16 matrix product",
-              "            a = a.to(tl.float32)",
-              "            b = b.to(tl.float32)"]
-    if k.dtype == "float32":
-        L.append("        acc = tl.dot(a, b, acc, input_precision=PRECISION)")
-    elif k.dtype == "float64":
-        L.append("        acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
-    else:
-        L.append("        acc = tl.dot(a, b, acc)")
-    if single:
-        for op in (a, b):
-            L.append(f"        {op.name}_ptrs += BLOCK_K * {stride(op, kk[0])}")
+        L += ["    if MERGED_K:  # the K indices merge into one stride in A and in B (the launcher checked)"]
+        L += _advancing_loop(k, a_base, b_base, {n: s[-1] for n, s in steps.items()}, body, "        ")
+        L += ["    else:"]
+        L += _splitting_loop(k, a_base, b_base, body, "        ")
     c_ptrs = f"c_ptr + c_rows{rx} + c_cols{cx}" + (f" + c_t{tx}" if t else "")
     mask = f"(rm{rx} < M) & (rn{cx} < N)" + (f" & (rt{tx} < T)" if t else "")
     even = "EVEN_M and EVEN_N" + (" and EVEN_T" if t else "")
@@ -169,6 +134,66 @@ def kernel_source(k: Kernel, name: str) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+def _advancing_loop(k: Kernel, a_base, b_base, steps, body, pad) -> list[str]:
+    """The K loop over one stride per operand: pointers built once, advanced each iteration."""
+    _, b_kx, a_kx = _axes(bool(k.group("t")))          # K runs along A's columns and B's rows
+    return [f"{pad}a_ptrs = a_ptr + {a_base} + (offs_k * {steps['a']}){a_kx}",
+            f"{pad}b_ptrs = b_ptr + {b_base} + (offs_k * {steps['b']}){b_kx}",
+            f"{pad}for k0 in range(0, k_hi, BLOCK_K):"] + [pad + line for line in body] + \
+        [f"{pad}    {n}_ptrs += BLOCK_K * {st}" for n, st in steps.items()]
+
+
+def _splitting_loop(k: Kernel, a_base, b_base, body, pad) -> list[str]:
+    """The K loop over several indices: each iteration splits its K offsets (constant divisors)."""
+    a, b = k.inputs
+    kk = k.group("k")
+    _, b_kx, a_kx = _axes(bool(k.group("t")))
+    return [f"{pad}for k0 in range(0, k_hi, BLOCK_K):", f"{pad}    offs_kk = offs_k + k0"] + \
+        split("offs_kk", kk, pad + "    ") + \
+        [f"{pad}    a_ptrs = a_ptr + {a_base} + ({offset(a, kk, a.dims, 'offs_kk')}){a_kx}",
+         f"{pad}    b_ptrs = b_ptr + {b_base} + ({offset(b, kk, b.dims, 'offs_kk')}){b_kx}"] + \
+        [pad + line for line in body]
+
+
+def _tile_product(k: Kernel, a_shape, b_shape) -> list[str]:
+    """The loop body (indented by 4): load the A and B tiles, summing indices summed in one
+    operand only as they load, and add their product into the accumulator."""
+    a, b = k.inputs
+    ka, kb = k.group("ka"), k.group("kb")
+    _, rx, cx = _axes(bool(k.group("t")))
+    L = []
+    for op, kx, lonely, extent, tile in ((a, cx, ka, "KA", a_shape), (b, rx, kb, "KB", b_shape)):
+        mask = f"(offs_k{kx} < K - k0)"
+        if lonely:
+            L += [f"    # indices summed in {op.name.upper()} only: summed here, before the product",
+                  f"    {op.name} = tl.zeros({tile}, dtype=tl.{k.acc})",
+                  f"    for l in range({extent}):"]
+            L += split("l", lonely, "        ")
+            shift = offset(op, lonely, op.dims, "l")
+            L += ["        if EVEN_K:",
+                  f"            {op.name} += tl.load({op.name}_ptrs + {shift}).to(tl.{k.acc})",
+                  "        else:",
+                  f"            {op.name} += tl.load({op.name}_ptrs + {shift}, mask={mask}, other=0.0)"
+                  f".to(tl.{k.acc})",
+                  f"    {op.name} = {op.name}.to({op.name}_ptr.dtype.element_ty)"]
+        else:
+            L += ["    if EVEN_K:",
+                  f"        {op.name} = tl.load({op.name}_ptrs)",
+                  "    else:",
+                  f"        {op.name} = tl.load({op.name}_ptrs, mask={mask}, other=0.0)"]
+    if k.dtype == "bfloat16":
+        L += ["    if UPCAST:  # Triton's CPU interpreter has no bfloat16 matrix product",
+              "        a = a.to(tl.float32)",
+              "        b = b.to(tl.float32)"]
+    if k.dtype == "float32":
+        L.append("    acc = tl.dot(a, b, acc, input_precision=PRECISION)")
+    elif k.dtype == "float64":
+        L.append("    acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
+    else:
+        L.append("    acc = tl.dot(a, b, acc)")
+    return L
 
 
 def extents(k: Kernel) -> dict[str, str]:

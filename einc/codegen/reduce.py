@@ -28,7 +28,8 @@ def kernel_source(k: Kernel, name: str) -> str:
                          ("strides", stride_params(k)), ("epilogue", ["scale"])],
                   [("index sizes (compile-time: one compiled kernel per shape)", size_params(k)),
                    ("extents", extents_),
-                   ("meta-parameters", ["BLOCK_O", "BLOCK_K", "SPLIT_K", "K_SPLIT", "HAS_SCALE"])])
+                   ("meta-parameters", ["BLOCK_O", "BLOCK_K", "SPLIT_K", "K_SPLIT"]
+                    + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE"])])
     L += [
         "    EVEN_O = O % BLOCK_O == 0",
         "    EVEN_K = K % BLOCK_K == 0",
@@ -55,22 +56,24 @@ def kernel_source(k: Kernel, name: str) -> str:
             "    k_hi = K if SPLIT_K == 1 else min(K - k_lo, K_SPLIT)",
             f"    offs_k = k_lo + tl.arange(0, BLOCK_K){wide}",
         ]
-        if single:
-            for op in ops:
-                step = f"offs_k * {stride(op, kk[0])}" if kk[0] in op.dims else "offs_k * 0"
-                L.append(f"    {op.name}_ptrs = {op.name}_ptr + {op.name}_out[:, None] + ({step})[None, :]")
-            L.append("    for k0 in range(0, k_hi, BLOCK_K):")
-        else:
-            L += ["    for k0 in range(0, k_hi, BLOCK_K):", "        offs_kk = offs_k + k0"]
-            L += split("offs_kk", kk, "        ")
-            L += [f"        {op.name}_ptrs = {op.name}_ptr + {op.name}_out[:, None] + "
-                  f"({offset(op, kk, op.dims, 'offs_kk')})[None, :]" for op in ops]
+        body = []
         for op in ops:
-            L += _load(k, op.name, lonely[op.name], f"{op.name}_ptrs", "(BLOCK_O, BLOCK_K)",
-                       "offs_k[None, :] < K - k0", "        ")
-        L.append(f"        acc += {' * '.join(op.name for op in ops)}")
+            body += _load(k, op.name, lonely[op.name], f"{op.name}_ptrs", "(BLOCK_O, BLOCK_K)",
+                          "offs_k[None, :] < K - k0", "    ")
+        body.append(f"    acc += {' * '.join(op.name for op in ops)}")
         if single:
-            L += [f"        {op.name}_ptrs += BLOCK_K * {stride(op, kk[0])}" for op in ops if kk[0] in op.dims]
+            L += _advancing_loop(ops, {op.name: stride(op, kk[0]) if kk[0] in op.dims else None for op in ops},
+                                 body, "    ")
+        else:
+            L += ["    if MERGED_K:  # the K indices merge into one stride in every operand (the launcher checked)"]
+            L += _advancing_loop(ops, {op.name: stride(op, kk[-1]) if kk[-1] in op.dims else None for op in ops},
+                                 body, "        ")
+            L += ["    else:"]
+            L += ["        for k0 in range(0, k_hi, BLOCK_K):", "            offs_kk = offs_k + k0"]
+            L += split("offs_kk", kk, "            ")
+            L += [f"            {op.name}_ptrs = {op.name}_ptr + {op.name}_out[:, None] + "
+                  f"({offset(op, kk, op.dims, 'offs_kk')})[None, :]" for op in ops]
+            L += ["        " + line for line in body]
         L.append("    acc = tl.sum(acc, axis=1)")
     else:
         L += ["", "    # No reduction: load, multiply elementwise."]
@@ -91,6 +94,15 @@ def kernel_source(k: Kernel, name: str) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+def _advancing_loop(ops, steps, body, pad) -> list[str]:
+    """The K loop over one stride per operand (None: broadcast along K): pointers built
+    once, advanced each iteration."""
+    L = [f"{pad}{op.name}_ptrs = {op.name}_ptr + {op.name}_out[:, None] + "
+         f"(offs_k * {steps[op.name] or 0})[None, :]" for op in ops]
+    L += [f"{pad}for k0 in range(0, k_hi, BLOCK_K):"] + [pad + line for line in body]
+    return L + [f"{pad}    {n}_ptrs += BLOCK_K * {st}" for n, st in steps.items() if st]
 
 
 def _load(k: Kernel, name: str, lonely, ptrs: str, shape: str, mask, pad: str) -> list[str]:
