@@ -55,14 +55,16 @@ class Operand:
 @dataclass(frozen=True)
 class Kernel:
     kind: str                                   # MATMUL or REDUCE
-    name: str                                   # deterministic python identifier
+    name: str                                   # einc_<kind>_<terms>_<hash of the rendered source>
+    # equation, step and shapes describe the plan the kernel was lowered from (for
+    # explain and tests); the module does not show them: it serves every plan and shape
     equation: str                               # the plan's canonical equation
     step: str                                   # "step 1/2: T0[ab] · T1[bc] over b -> T3[ac]"
     groups: tuple[tuple[str, tuple[int, ...]], ...]   # (group name, indices), in order
     inputs: tuple[Operand, ...]                 # in role order: A (rows) then B (columns)
     params: tuple[str, ...]                     # the inputs' names in the plan's operand order
     output: Operand
-    shapes: tuple[tuple[int, ...], ...]         # operand shapes then the output's, for the header
+    shapes: tuple[tuple[int, ...], ...]         # operand shapes (role order) then the output's
     dtype: str                                  # operand dtype (torch name)
     acc: str                                    # accumulator dtype
     int64: bool                                 # 64-bit offsets
