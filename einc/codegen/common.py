@@ -52,10 +52,11 @@ def split(flat: str, indices, pad: str) -> list[str]:
         return []
     if len(indices) == 1:
         return [f"{pad}{idx(indices[0])} = {flat}"]
-    lines = [f"{pad}rest = {flat}"]
+    rest = f"rest_{flat}"       # one name per split: a loop must not re-type another split's variable
+    lines = [f"{pad}{rest} = {flat}"]
     for i in reversed(indices[1:]):
-        lines += [f"{pad}{idx(i)} = rest % {size(i)}", f"{pad}rest = rest // {size(i)}"]
-    lines.append(f"{pad}{idx(indices[0])} = rest")
+        lines += [f"{pad}{idx(i)} = {rest} % {size(i)}", f"{pad}{rest} = {rest} // {size(i)}"]
+    lines.append(f"{pad}{idx(indices[0])} = {rest}")
     return lines
 
 
