@@ -3,16 +3,23 @@
 A :class:`Kernel` is built from one plan step by :mod:`einc.lower` and printed as a
 Triton module by :mod:`einc.codegen`.  Two kinds cover every step:
 
-``matmul``  C[batch, m, n] = sum over k of A[batch, m, k] * B[batch, k, n]: a strided
-            generalized contraction around one ``tl.dot``.  Each group (batch, m, n, k)
-            may hold several indices, with any strides.
+``matmul``  C[batch, t, m, n] = sum over k of A[batch, t, m, k] * B[batch, t, k, n]: a
+            strided generalized contraction around one ``tl.dot``.  Each group may hold
+            several indices, with any strides; ``t`` (at most one index) is a batch index
+            carried inside the tile (a 3-D dot) because it has unit stride in an operand
+            or the result; ``ka`` / ``kb`` are indices summed in A (B) only, summed into
+            the tile as it is loaded, before the product.
 ``reduce``  C[o] = sum over k of A[o, k] (* B[o, k]): fused multiply-and-sum, plain
             sums, elementwise and outer products, diagonals, copies.  Memory-bound.
 
 Indices are ints (the graph's); an operand's ``dims`` may repeat an index (a diagonal:
 its stride is the sum of the dimensions' strides) and may lack an index of a group (its
-stride there is 0: the operand is broadcast along it, or, for ``k``, summed only in the
-other operand).  The output is always written contiguously in ``output.dims`` order.
+stride there is 0: the operand is broadcast along it).  Inside a group the indices are
+ordered slowest first: the last one is the fastest-varying, chosen by
+:mod:`einc.lower` to be the unit-stride index of the operand that matters there.  The
+output is always written contiguously in ``output.dims`` order.  ``inputs`` are in
+kernel role order (A, B); ``params`` names them in the plan's operand order (the order
+``launch`` takes them).
 """
 
 from __future__ import annotations
@@ -48,16 +55,20 @@ class Operand:
 @dataclass(frozen=True)
 class Kernel:
     kind: str                                   # MATMUL or REDUCE
-    name: str                                   # deterministic python identifier
+    name: str                                   # einc_<kind>_<terms>_<hash of the rendered source>
+    # equation, step and shapes describe the plan the kernel was lowered from (for
+    # explain and tests); the module does not show them: it serves every plan and shape
     equation: str                               # the plan's canonical equation
     step: str                                   # "step 1/2: T0[ab] · T1[bc] over b -> T3[ac]"
-    groups: tuple[tuple[str, tuple[int, ...]], ...]   # ("batch"|"m"|"n"|"k"|"o", indices), in order
-    inputs: tuple[Operand, ...]
+    groups: tuple[tuple[str, tuple[int, ...]], ...]   # (group name, indices), in order
+    inputs: tuple[Operand, ...]                 # in role order: A (rows) then B (columns)
+    params: tuple[str, ...]                     # the inputs' names in the plan's operand order
     output: Operand
-    shapes: tuple[tuple[int, ...], ...]         # operand shapes then the output's, for the header
+    shapes: tuple[tuple[int, ...], ...]         # operand shapes (role order) then the output's
     dtype: str                                  # operand dtype (torch name)
     acc: str                                    # accumulator dtype
     int64: bool                                 # 64-bit offsets
+    fast_k: bool = False                        # reduce: an operand's unit stride is summed (K is the fast axis)
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

@@ -54,8 +54,9 @@ def test_diagonal_is_a_stride_sum_and_lonely_index_has_stride_zero():
     (k,) = kernels_for("iij,jk->ik", [(3, 3, 4), (4, 5)])
     src = render(k)
     assert "a.stride(0) + a.stride(1)" in src
-    (k,) = kernels_for("ij,jk->k", [(3, 4), (4, 5)])        # i summed in A only: in K, absent from B
-    assert k.group("k") == (1, 0) and "stride_b_a" not in render(k)
+    (k,) = kernels_for("ij,jk->k", [(3, 4), (4, 5)])        # i summed in A only: summed before the product
+    assert k.group("k") == (1,) and k.group("ka") == (0,) and "stride_b_a" not in render(k)
+    assert "for l in range(KA):" in render(k) and render(k).count("tl.dot(") == 1
 
 
 def test_half_precision_and_tf32_and_64_bit_offsets():
@@ -116,3 +117,31 @@ def test_codegen_does_not_import_torch_or_triton():
             "golden.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_one_module_per_structure_named_by_its_source():
+    """Sizes are compile-time constants Triton specializes on, so a module does not depend
+    on the shape or the plan around the step: the same structure at another size, or in
+    another plan, is the same module; the name hashes exactly the source."""
+    import hashlib
+    from einc.codegen import NAME_PLACEHOLDER
+    (a,) = kernels_for("bij,bjk->bik", [(8, 128, 64), (8, 64, 32)])
+    (b,) = kernels_for("bij,bjk->bik", [(8, 129, 64), (8, 64, 32)])
+    assert a.name == b.name and render(a) == render(b)
+    (one,) = kernels_for("ij,jk->ik", [(4, 5), (5, 6)])
+    plan = build_plan(build(parse("ij,jk,kl->il"), [(4, 5), (5, 6), (6, 7)]), "ij,jk,kl->il")
+    first = lower_plan(plan, "float32", [(4, 5), (5, 6), (6, 7)])[0]
+    assert first.step != one.step and first.name == one.name and render(first) == render(one)
+    src = render(one)
+    digest = hashlib.sha256(src.replace(one.name, NAME_PLACEHOLDER).encode()).hexdigest()[:8]
+    assert one.name.endswith("_" + digest)
+    (other,) = kernels_for("ij,jk->ik", [(4, 5), (5, 6)], "float64")      # another source, another name
+    assert other.name != one.name
+    assert "size_a: tl.constexpr" in src and "M: tl.constexpr" in src and "EVEN_K = K % BLOCK_K == 0" in src
+
+
+def test_k_loop_advances_pointers_and_masks_only_where_uneven():
+    (k,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)])
+    loop = render(k).split("for k0 in range(")[1].split("# Epilogue")[0]
+    assert "a_ptrs += BLOCK_K * stride_a_b" in loop and "% " not in loop and "//" not in loop
+    assert "if EVEN_K:\n            a = tl.load(a_ptrs)\n" in loop

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from ..ir import MATMUL, Kernel
 from . import launcher, matmul, reduce
-from .common import header
+from .common import finish_source, header
+
+# The kernel's name while its source is hashed (einc.lower names a kernel by that hash).
+NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
 
 
 def render(kernel: Kernel) -> str:
-    """The complete module source for ``kernel``."""
-    body = matmul.kernel_source(kernel) if kernel.kind == MATMUL else reduce.kernel_source(kernel)
-    return "\n".join([header(kernel), body, launcher.source(kernel)])
+    """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder)."""
+    name = kernel.name or NAME_PLACEHOLDER
+    body = matmul.kernel_source(kernel, name) if kernel.kind == MATMUL else reduce.kernel_source(kernel, name)
+    return "\n".join([header(kernel, name), body, finish_source(name), launcher.source(kernel, name)])
 
 
-__all__ = ["render"]
+__all__ = ["render", "NAME_PLACEHOLDER"]

@@ -23,23 +23,40 @@ def size_params(kernel: Kernel) -> list[str]:
     return [size(i) for _, group in kernel.groups for i in group]
 
 
-def stride_params(kernel: Kernel, with_output: bool) -> list[str]:
-    ops = list(kernel.inputs) + ([kernel.output] if with_output else [])
+def stride_params(kernel: Kernel) -> list[str]:
+    """The inputs' strides (the output is contiguous: its strides are products of sizes)."""
     group_indices = [i for _, group in kernel.groups for i in group]
-    return [stride(op, i) for op in ops for i in group_indices if i in op.dims]
+    return [stride(op, i) for op in kernel.inputs for i in group_indices if i in op.dims]
+
+
+def output_strides(kernel: Kernel, pad: str) -> list[str]:
+    """Lines defining the contiguous output's strides from the (compile-time) sizes."""
+    dims = kernel.output.dims
+    return [f"{pad}{stride(kernel.output, i)} = "
+            + (" * ".join(size(j) for j in dims[d + 1:]) or "1") for d, i in enumerate(dims)]
+
+
+def product(indices) -> str:
+    """The extent of a group, from its indices' sizes."""
+    return " * ".join(size(i) for i in indices) if indices else "1"
 
 
 def split(flat: str, indices, pad: str) -> list[str]:
-    """Lines that split the flat offsets ``flat`` into ``indices`` (last one fastest)."""
+    """Lines that split the flat offsets ``flat`` into ``indices`` (last one fastest).
+
+    The sizes are compile-time constants, so Triton turns ``%`` and ``//`` into shifts
+    and multiplications and knows the exact contiguity of the result.
+    """
     indices = list(indices)
     if not indices:
         return []
     if len(indices) == 1:
         return [f"{pad}{idx(indices[0])} = {flat}"]
-    lines = [f"{pad}rest = {flat}"]
+    rest = f"rest_{flat}"       # one name per split: a loop must not re-type another split's variable
+    lines = [f"{pad}{rest} = {flat}"]
     for i in reversed(indices[1:]):
-        lines += [f"{pad}{idx(i)} = rest % {size(i)}", f"{pad}rest = rest // {size(i)}"]
-    lines.append(f"{pad}{idx(indices[0])} = rest")
+        lines += [f"{pad}{idx(i)} = {rest} % {size(i)}", f"{pad}{rest} = {rest} // {size(i)}"]
+    lines.append(f"{pad}{idx(indices[0])} = {rest}")
     return lines
 
 
@@ -62,44 +79,75 @@ def wrap(items, pad, width=100):
     return lines
 
 
-def signature(name: str, groups, meta) -> list[str]:
+def signature(name: str, groups, constexprs) -> list[str]:
     """``@triton.jit`` and the ``def`` line, parameters grouped under comments.
 
-    ``groups`` holds ``(comment, parameter names)`` pairs; ``meta`` the constexprs.
+    ``groups`` holds ``(comment, runtime parameter names)`` pairs, ``constexprs`` the
+    same for compile-time parameters (every runtime one comes first).
     """
     lines = ["@triton.jit", f"def {name}("]
     for comment, params in groups:
         lines += [f"    # {comment}"] + wrap([p + "," for p in params], "    ")
-    return lines + ["    # meta-parameters", "    " + ", ".join(f"{m}: tl.constexpr" for m in meta) + ",", "):"]
+    for comment, params in constexprs:
+        if params:
+            lines += [f"    # {comment}"] + wrap([p + ": tl.constexpr," for p in params], "    ")
+    return lines + ["):"]
+
+
+def finish_source(name: str) -> str:
+    """The second pass of a split reduction: sum the partial results in a fixed order
+    (the same bits on every run), scale, cast and store."""
+    return "\n".join([
+        "@triton.jit",
+        f"def {name}_finish(",
+        "    w_ptr, c_ptr, scale,",
+        "    NUMEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr, HAS_SCALE: tl.constexpr,",
+        "):",
+        "    # Split reductions wrote SPLIT partial results, one after the other; add them in order.",
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+        "    mask = offs < NUMEL",
+        "    acc = tl.load(w_ptr + offs, mask=mask, other=0.0)",
+        "    for s in range(1, SPLIT):",
+        "        acc += tl.load(w_ptr + s * NUMEL + offs, mask=mask, other=0.0)",
+        "    if HAS_SCALE:",
+        "        acc = acc * scale",
+        "    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)",
+        "",
+        "",
+    ])
 
 
 def summary(source_head: str) -> str:
-    """``"<equation>  step i/n (kind)"`` from the first lines of a module :func:`header`
-    wrote (for ``einc cache list``); empty for anything else."""
+    """``"<terms>-><result>  (kind)"`` (canonical indices) from the first lines of a module
+    :func:`header` wrote (for ``einc cache list``); empty for anything else."""
     head = (source_head.splitlines() + [""] * 4)[:4]
-    eq = next((h.split(":", 1)[1].strip() for h in head if h.startswith("# equation")), "")
-    step = head[3][2:].strip() if head[3].startswith("# step") else ""
-    return f"{eq}  {step.split(':', 1)[0]}" if eq else ""
+    line = next((h.split(":", 1)[1].strip() for h in head if h.startswith("# computes")), "")
+    if not line:
+        return ""
+    computes, _, kind = line.partition("  (")
+    return computes.replace(", ", ",").replace(" -> ", "->") + "  (" + kind.split(";", 1)[0].rstrip(")") + ")"
 
 
-def header(kernel: Kernel) -> str:
-    names = [op.name.upper() for op in kernel.inputs]
-    shapes = ", ".join(f"{n}{tuple(s)}" for n, s in zip(names, kernel.shapes)) + \
-        f" -> C{tuple(kernel.shapes[-1])}"
-    groups = "; ".join(f"{g}: {''.join(index_name(i) for i in ix) or '-'}" for g, ix in kernel.groups)
+def header(kernel: Kernel, name: str) -> str:
+    """The module's first lines: what it computes, in canonical indices, and nothing about
+    any one plan or shape (those are in ``plan.txt`` and ``explain``), so that one module
+    serves every shape and plan with this structure."""
+    groups = "; ".join(f"{g}: {''.join(index_name(i) for i in ix)}" for g, ix in kernel.groups if ix)
     terms = ", ".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs)
+    args = ", ".join(kernel.params)
     return "\n".join([
-        f"# {kernel.name}: generated by einc, do not edit (regenerate: einc dump --suite)",
+        f"# {name}: generated by einc, do not edit (regenerate: einc dump --suite)",
         "#",
-        f"# equation     : {kernel.equation}",
-        f"# {kernel.step}",
         f"# computes     : {terms} -> {''.join(index_name(i) for i in kernel.output.dims)}"
         f"  ({kernel.kind}; {groups})",
-        f"# shapes       : {shapes}",
+        f"# launch({args}): operands in the equation's order" + ("" if list(kernel.params) == sorted(kernel.params)
+                                                                else "; A and B swapped so C's unit stride is along N"),
         f"# dtypes       : {kernel.dtype} operands and output, {kernel.acc} accumulator",
+        "# sizes        : compile-time constants (Triton compiles one kernel per shape from this module)",
         f"# stride class : any strides (0 = broadcast, a repeated index = diagonal); "
         f"{'64' if kernel.int64 else '32'}-bit offsets",
         "",
+        "import inspect",
         "import os",
         "",
         "import torch",

@@ -1,5 +1,12 @@
 """The host side of a generated module: configs, autotuning and ``launch()``.
 
+Configs are per dtype and pruned per shape (``_prune``: extent, shared memory); the
+autotuner keeps its results in Triton's cache folder across processes where this
+Triton can (``cache_results``).  The first launch of a layout also decides the K split
+(``_split``): split-K for K-dominant matrix products or too few tiles, split reductions
+for few outputs; a split runs the kernel into a workspace of partial sums and
+``<name>_finish`` adds them in a fixed order.
+
 ``launch()`` costs little after the first call with a given *layout* (the operands'
 shapes, strides, dtypes, device and 16-byte alignment, and whether there is a scale):
 the first launch of a layout (``_first_launch``) reads the sizes, refuses views a 32-bit
@@ -20,17 +27,33 @@ read torch's TF32 policy once (``_fp32_precision``), at the first launch; the mo
 
 from __future__ import annotations
 
-from ..ir import MATMUL, Kernel
-from .common import size, size_params, stride, stride_params, wrap as _wrap
+from ..ir import MATMUL, Kernel, index_name
+from . import matmul, reduce
+from .common import size, stride, stride_params, wrap as _wrap
 
-_MATMUL_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-    (128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
-    (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3),
-]
-_REDUCE_CONFIGS = [  # (BLOCK_O, BLOCK_K, num_warps)
-    (256, 8, 4), (64, 32, 4), (16, 128, 4), (4, 512, 4), (1, 2048, 8),
-]
+# Hopper-grade configurations, per dtype: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
+# 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
+# Triton's tutorial and inductor's H100 lists; fp32 (TF32 or FMA): BLOCK_K 32 (128-byte
+# rows); fp64: tiles whose stages fit shared memory.  ``_prune`` drops, per shape, tiles
+# far larger than the problem and configs over the shared-memory budget.
+_MATMUL_CONFIGS = {
+    16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+         (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+         (32, 64, 64, 4, 4), (16, 64, 64, 4, 3), (16, 32, 128, 4, 3), (16, 16, 64, 2, 3)],
+    32: [(128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+         (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
+    64: [(64, 64, 16, 4, 3), (64, 32, 32, 4, 3), (32, 64, 16, 4, 3), (32, 32, 32, 4, 3),
+         (16, 32, 32, 4, 3), (16, 16, 32, 2, 2)],
+}
+# A batch index inside the tile (3-D dot): (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+_TILE_T_CONFIGS = [(8, 32, 64, 32, 4, 3), (16, 32, 32, 32, 4, 3), (8, 64, 64, 32, 8, 3), (4, 64, 64, 64, 4, 3),
+                   (16, 16, 32, 32, 4, 2), (2, 64, 64, 32, 4, 3), (1, 64, 64, 32, 4, 3)]
+# Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
+_REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
+_REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
 _ELEMENTWISE_CONFIGS = [(256, 1, 4), (1024, 1, 4), (4096, 1, 8)]   # reduce kernels with no K
+SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
+K_GRANULE = {MATMUL: 256, "reduce": 2048}     # a split-K slice is a multiple of every BLOCK_K
 
 
 def _size_source(k: Kernel) -> dict[int, str]:
@@ -43,7 +66,7 @@ def _size_source(k: Kernel) -> dict[int, str]:
 
 
 def _stride_expr(k: Kernel, param: str) -> str:
-    for op in list(k.inputs) + [k.output]:
+    for op in k.inputs:
         for i in dict.fromkeys(op.dims):
             if stride(op, i) == param:
                 dims = [d for d, j in enumerate(op.dims) if j == i]
@@ -51,32 +74,73 @@ def _stride_expr(k: Kernel, param: str) -> str:
     raise AssertionError(param)
 
 
-def _product(indices) -> str:
-    return " * ".join(size(i) for i in indices) if indices else "1"
+def _configs(k: Kernel) -> list[str]:
+    if k.kind == MATMUL:
+        bits = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}[k.dtype]
+        if k.group("t"):
+            return [f"    triton.Config({{\"BLOCK_T\": {bt}, \"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, "
+                    f"\"BLOCK_K\": {bk}}}, num_warps={w}, num_stages={s})," for bt, bm, bn, bk, w, s in _TILE_T_CONFIGS]
+        return [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, "
+                f"num_warps={w}, num_stages={s})," for bm, bn, bk, w, s in _MATMUL_CONFIGS[bits]]
+    table = (_REDUCE_K_FAST if k.fast_k else _REDUCE_O_FAST) if k.group("k") else _ELEMENTWISE_CONFIGS
+    return [f"    triton.Config({{\"BLOCK_O\": {bo}, \"BLOCK_K\": {bk}}}, num_warps={w}),"
+            for bo, bk, w in table]
 
 
-def source(k: Kernel) -> str:
+def source(k: Kernel, name: str) -> str:
     """The module's host side: configs, ``launch()`` and what it keeps between launches."""
     inputs = [op.name for op in k.inputs]
-    args = ", ".join(inputs)
+    args = ", ".join(k.params)
     ptrs = ", ".join(inputs + ["c"])
     where = _size_source(k)
-    sizes = size_params(k)
-    out_sizes = [size(i) for i in k.output.dims]
-    strides = stride_params(k, with_output=k.kind == MATMUL)
-    fp32_dot = k.kind == MATMUL and k.dtype == "float32"
-    L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", ""]
-    if k.kind == MATMUL:
-        L.append("_CONFIGS = [")
-        L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, "
-              f"num_warps={w}, num_stages={s})," for bm, bn, bk, w, s in _MATMUL_CONFIGS]
-        L += ["]", f"_tuned = triton.autotune(configs=_CONFIGS, key=[\"BATCH\", \"M\", \"N\", \"K\"])({k.name})"]
+    strides = stride_params(k)
+    is_mm = k.kind == MATMUL
+    fp32_dot = is_mm and k.dtype == "float32"
+    itemsize = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[k.dtype]
+    ext = matmul.extents(k) if is_mm else reduce.extents(k)
+    L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
+    L += _configs(k)
+    L += ["]", ""]
+    if is_mm:
+        L += [
+            "",
+            "def _prune(configs, named_args, **kwargs):",
+            "    \"\"\"The configs worth timing for this shape: no tile much larger than the problem, none",
+            "    over the shared-memory budget; the smallest tile where nothing else is left.\"\"\"",
+            "    M, N, K = kwargs[\"M\"], kwargs[\"N\"], min(kwargs[\"K\"], kwargs[\"K_SPLIT\"])",
+            "    T = kwargs[\"T\"]",
+            "    fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731",
+            "    kept = [c for c in configs if fit(M, c.kwargs[\"BLOCK_M\"]) and fit(N, c.kwargs[\"BLOCK_N\"])",
+            "            and fit(K, c.kwargs[\"BLOCK_K\"])",
+            "            and c.kwargs.get(\"BLOCK_T\", 1) <= triton.next_power_of_2(T)",
+            f"            and c.num_stages * c.kwargs.get(\"BLOCK_T\", 1) * {itemsize}"
+            f" * c.kwargs[\"BLOCK_K\"] * (c.kwargs[\"BLOCK_M\"] + c.kwargs[\"BLOCK_N\"]) <= {SHARED_MEMORY}]",
+            "    return kept or [min(configs, key=lambda c: c.kwargs.get(\"BLOCK_T\", 1) * c.kwargs[\"BLOCK_M\"] * "
+            "c.kwargs[\"BLOCK_N\"])]",
+            "",
+            "",
+        ]
+        key = "[\"BATCH\", \"T\", \"M\", \"N\", \"K\", \"KA\", \"KB\", \"SPLIT_K\"]"
     else:
-        L.append("_CONFIGS = [")
-        L += [f"    triton.Config({{\"BLOCK_O\": {bo}, \"BLOCK_K\": {bk}}}, num_warps={w}),"
-              for bo, bk, w in (_REDUCE_CONFIGS if k.group("k") else _ELEMENTWISE_CONFIGS)]
-        L += ["]", f"_tuned = triton.autotune(configs=_CONFIGS, key=[\"O\", \"K\"])({k.name})"]
+        L += [
+            "",
+            "def _prune(configs, named_args, **kwargs):",
+            "    \"\"\"The configs worth timing for this shape: no block much longer than the outputs or the",
+            "    K slice; the smallest where nothing else is left.\"\"\"",
+            "    O, K = kwargs[\"O\"], min(kwargs[\"K\"], kwargs[\"K_SPLIT\"])",
+            "    kept = [c for c in configs if c.kwargs[\"BLOCK_O\"] <= triton.next_power_of_2(max(O, 1))",
+            "            and c.kwargs[\"BLOCK_K\"] <= max(1, triton.next_power_of_2(max(K, 1)))]",
+            "    return kept or [min(configs, key=lambda c: c.kwargs[\"BLOCK_O\"] * c.kwargs[\"BLOCK_K\"])]",
+            "",
+            "",
+        ]
+        key = "[\"O\", \"K\", \"SPLIT_K\"]"
     L += [
+        "# Tuning results persist across processes (Triton's cache folder) where this Triton can.",
+        "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters \\",
+        "    else {}",
+        f"_tuned = triton.autotune(configs=_CONFIGS, key={key}, prune_configs_by={{\"early_config_prune\": _prune}},",
+        f"                         **_PERSIST)({name})",
         "",
         "# A layout is what a launch depends on besides the data: the operands' shapes, strides,",
         "# dtypes, device and 16-byte alignment, and whether there is a scale.  Its first launch",
@@ -94,71 +158,116 @@ def source(k: Kernel) -> str:
         "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
         "",
         "",
-        f"def launch({args}, scale=1.0):",
-        f"    \"\"\"{k.step.split(': ', 1)[-1]}, into a new contiguous tensor.\"\"\"",
+        "def _processors(device):",
+        "    \"\"\"How many programs run at once: the GPU's multiprocessors (4 under the interpreter).\"\"\"",
+        "    if device.type != \"cuda\":",
+        "        return 4",
+        "    return torch.cuda.get_device_properties(device).multi_processor_count",
+        "",
+        "",
+        "def _split(programs, K, dominant, processors, outputs):",
+        "    \"\"\"``(SPLIT_K, K_SPLIT)``: how many programs share one output block's K range, and the",
+        "    slice each sums (a multiple of the granule, so of every BLOCK_K).  Split where K",
+        "    dominates or the programs would not fill the processors, and the partial sums",
+        "    (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a",
+        "    fixed order, so a split result has the same bits on every run.\"\"\"",
+        f"    granule = {K_GRANULE[MATMUL if is_mm else 'reduce']}",
+        "    if K < 2 * granule or not (dominant or programs < processors):",
+        "        return 1, max(K, 1)",
+        "    splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))",
+        "    if splits < 2:",
+        "        return 1, max(K, 1)",
+        "    chunk = triton.cdiv(triton.cdiv(K, splits), granule) * granule",
+        "    return triton.cdiv(K, chunk), chunk",
+        "",
+        "",
     ]
-    key = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
-    key[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"
-    L += [f"    layout = ({key[0]}"] + [f"              {item}" for item in key[1:]]
+    merged = len(k.group("k")) > 1
+    if merged:
+        L += [
+            "def _merged(sizes, strides):",
+            "    \"\"\"Whether indices of these sizes and strides (slowest first) walk memory as one index.\"\"\"",
+            "    return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))",
+            "",
+            "",
+        ]
+    L += [
+        f"def launch({args}, scale=1.0):",
+        f"    \"\"\"{_doc(k)}, into a new contiguous tensor.\"\"\"",
+    ]
+    key_items = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
+    key_items[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"
+    L += [f"    layout = ({key_items[0]}"] + [f"              {item}" for item in key_items[1:]]
     L += [
         "    known = _layouts.get(layout)",
         "    if known is None:",
-        f"        return _first_launch(layout, {args}, scale)",
+        f"        return _first_launch(layout, {ptrs.rsplit(', c', 1)[0]}, scale)",
         f"    c = {inputs[0]}.new_empty(known.shape)  # {inputs[0]}'s dtype and device",
         f"    known.run({ptrs}, scale)",
         "    return c",
         "",
         "",
-        f"def _first_launch(layout, {args}, scale):",
+        f"def _first_launch(layout, {', '.join(inputs)}, scale):",
         "    \"\"\"Launch a layout not seen before, and keep what launching it takes in ``_layouts``.\"\"\"",
     ]
     if fp32_dot:
         L.append("    global _precision")
     for i in dict.fromkeys(j for _, g in k.groups for j in g):
         L.append(f"    {size(i)} = {where[i]}")
+    out_sizes = [size(i) for i in k.output.dims]
     shape = "(" + ", ".join(out_sizes) + ("," if len(out_sizes) == 1 else "") + ")"
     L.append(f"    c = {inputs[0]}.new_empty({shape})  # {inputs[0]}'s dtype and device, contiguous")
     L.append("    if c.numel() == 0:")
     L.append("        return c")
     if not k.int64:
-        L += [f"    for t in ({args},):",
+        L += [f"    for t in ({', '.join(inputs)},):",
               "        if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:",
               "            raise OverflowError(\"a view spans 2^31 elements or more: this kernel has 32-bit offsets\")"]
-    if k.kind == MATMUL:
-        ext = {g: _product(k.group(g)) for g in ("batch", "m", "n", "k")}
-        L += [f"    BATCH, M, N, K = {ext['batch']}, {ext['m']}, {ext['n']}, {ext['k']}"]
-        grid = "lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH,)"
-        extents = "BATCH, M, N, K"
+    names = list(ext)
+    L.append(f"    {', '.join(names)} = {', '.join(ext[g] for g in names)}")
+    L.append("    processors = _processors(c.device)")
+    if is_mm:
+        L += ["    tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(N, 128)",
+              "    SPLIT_K, K_SPLIT = _split(tiles, K, K >= 32 * max(M, N), processors, c.numel())",
+              "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH"
+              " * triton.cdiv(T, meta.get(\"BLOCK_T\", 1)), SPLIT_K)"]
     else:
-        L += [f"    O, K = {_product(k.group('o'))}, {_product(k.group('k'))}"]
-        grid = "lambda meta: (triton.cdiv(O, meta[\"BLOCK_O\"]),)"
-        extents = "O, K"
-    L += ["    args = (  # the kernel's arguments between the pointers and scale"] + \
-        ([f"        {', '.join(sizes)},"] if sizes else []) + [f"        {extents},"]
+        L += ["    SPLIT_K, K_SPLIT = _split(triton.cdiv(O, 64), K, False, processors, O)",
+              "    grid = lambda meta: (triton.cdiv(O, meta[\"BLOCK_O\"]), SPLIT_K)"]
+    L += ["    args = (  # the kernel's arguments between the pointers and scale"]
     L += _wrap([_stride_expr(k, p) + "," for p in strides], "        ")
     L += ["    )"]
-    meta = ["HAS_SCALE=scale != 1.0,"]
-    if k.kind == MATMUL:
+    meta = [f"{size(i)}={size(i)}," for _, g in k.groups for i in g]
+    meta += [f"{g}={g}," for g in names]
+    meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,"]
+    if merged:
+        kk = k.group("k")
+        ksizes = "(" + ", ".join(size(i) for i in kk) + ")"
+        tests = [f"_merged({ksizes}, (" + ", ".join(_stride_expr(k, stride(op, i)) if i in op.dims else "0"
+                                                   for i in kk) + "))" for op in k.inputs]
+        L += ["    MERGED_K = " + tests[0]] + [f"    MERGED_K = MERGED_K and {t}" for t in tests[1:]]
+        meta.append("MERGED_K=MERGED_K,")
+    if is_mm:
         meta.append("GROUP_M=8,")
         if fp32_dot:
             meta.append("PRECISION=\"ieee\" if _INTERPRET else _precision,  # the interpreter has no TF32")
         if k.dtype == "bfloat16":
             meta.append("UPCAST=_INTERPRET,  # the interpreter has no bfloat16 dot")
-        blocks = "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64)"
+        blocks = "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64)" + \
+            (", BLOCK_T=_block(T, 1, 4)" if k.group("t") else "")
     else:
         blocks = "BLOCK_O=_block(O, 1, 256), BLOCK_K=_block(K, 1, 64)"
     if fp32_dot:
         L += ["    if _precision is None:",
               "        _precision = _fp32_precision()"]
-    L += ["    meta = dict("] + [f"        {m}" for m in meta] + ["    )"]
+    L += ["    meta = dict("] + _wrap(meta, "        ") + ["    )"]
     L += [
-        f"    grid = {grid}",
         "    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid",
         f"        meta.update({blocks})",
         "        grid = grid(meta)",
         "    if len(_layouts) >= 64:  # a caller cycling through layouts: start again",
         "        _layouts.clear()",
-        "    known = _Layout(tuple(c.shape), args, meta, grid)",
+        f"    known = _Layout(tuple(c.shape), args, meta, grid, SPLIT_K, torch.{k.acc})",
         f"    known.run({ptrs}, scale)",
         "    _layouts[layout] = known",
         "    return c",
@@ -166,23 +275,37 @@ def source(k: Kernel) -> str:
         "",
         "class _Layout:",
         "    \"\"\"What launching one layout takes: the output's shape, the arguments, the constexprs",
-        "    and the grid; on a GPU, once Triton has compiled the kernel, its compiled launcher.\"\"\"",
+        "    and the grid, the K split and the partial sums' dtype; on a GPU, once Triton has",
+        "    compiled the kernel (unsplit), its compiled launcher.\"\"\"",
         "",
-        "    __slots__ = (\"shape\", \"args\", \"meta\", \"grid\", \"compiled\")",
+        "    __slots__ = (\"shape\", \"args\", \"meta\", \"grid\", \"split\", \"acc\", \"compiled\")",
         "",
-        "    def __init__(self, shape, args, meta, grid):",
+        "    def __init__(self, shape, args, meta, grid, split, acc):",
         "        self.shape, self.args, self.meta, self.grid = shape, args, meta, grid",
+        "        self.split, self.acc = split, acc",
         "        self.compiled = None",
         "",
         f"    def run(self, {ptrs}, scale):",
+        "        if self.split > 1:",
+        "            self.run_split(" + ptrs + ", scale)",
+        "            return",
         f"        if self.compiled is not None and self.compiled({ptrs}, scale):",
         "            return",
         "        if _INTERPRET:",
-        f"            {k.name}[self.grid]({ptrs}, *self.args, scale, **self.meta)",
+        f"            {name}[self.grid]({ptrs}, *self.args, scale, **self.meta)",
         "            return",
         f"        kernel = _tuned[self.grid]({ptrs}, *self.args, scale, **self.meta)",
         "        if self.compiled is None and _compiled_launches:",
         "            self.compiled = _compiled_launcher(kernel, self)",
+        "",
+        f"    def run_split(self, {ptrs}, scale):",
+        "        \"\"\"Partial sums of the K slices into a workspace, then the fixed-order second pass.\"\"\"",
+        "        w = torch.empty((self.split, c.numel()), dtype=self.acc, device=c.device)",
+        "        launcher = " + name + " if _INTERPRET else _tuned",
+        f"        launcher[self.grid]({', '.join(inputs)}, w, *self.args, scale, **self.meta)",
+        "        block = 1024",
+        f"        {name}_finish[(triton.cdiv(c.numel(), block),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,",
+        "                                                    BLOCK=block, HAS_SCALE=scale != 1.0)",
         "",
         "",
         "def _compiled_launcher(kernel, layout):",
@@ -196,7 +319,7 @@ def source(k: Kernel) -> str:
         "        config = _tuned.best_config",
         "        meta = {**layout.meta, **config.kwargs}",
         "        params = _tuned.fn.params",
-        f"        n = {len(inputs) + 1} + len(layout.args) + 1  # pointers, args, scale",
+        f"        n = {len(inputs) + 1} + len(layout.args) + 1  # pointers, strides, scale",
         "        if [p.is_constexpr for p in params] != [False] * n + [True] * (len(params) - n) \\",
         "                or len(kernel.src.signature) != len(params) \\",
         "                or (kernel.metadata.num_warps, kernel.metadata.num_stages) != (config.num_warps, config.num_stages):",
@@ -268,3 +391,8 @@ def source(k: Kernel) -> str:
         L += ["    global _precision", "    _precision = None"]
     L += ["    _layouts.clear()", ""]
     return "\n".join(L)
+
+
+def _doc(k: Kernel) -> str:
+    terms = ", ".join("".join(index_name(i) for i in op.dims) for op in k.inputs)
+    return f"{k.kind}: {terms} -> {''.join(index_name(i) for i in k.output.dims)}"

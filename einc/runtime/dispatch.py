@@ -184,7 +184,8 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     if choose(device_type, dtypes) != "triton":
         return entry
     try:
-        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands])
+        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands],
+                                            [tuple(o.stride()) for o in operands])
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer

@@ -50,11 +50,12 @@ def use_interpreter() -> bool:
     return False
 
 
-def kernels(plan, dtype, shapes):
-    """The plan's kernels (IR) for operands of ``dtype`` and ``shapes``."""
-    return lower_plan(plan, dtype_name(dtype), shapes)
+def kernels(plan, dtype, shapes, strides=None):
+    """The plan's kernels (IR) for operands of ``dtype`` and ``shapes``, laid out for the
+    operands' ``strides`` (contiguous where not given: any strides still run right)."""
+    return lower_plan(plan, dtype_name(dtype), shapes, strides)
 
 
-def launches(plan, dtype, shapes):
+def launches(plan, dtype, shapes, strides=None):
     """The ``launch`` function of each step's generated kernel (written and loaded)."""
-    return [load(k.name, render(k)).launch for k in kernels(plan, dtype, shapes)]
+    return [load(k.name, render(k)).launch for k in kernels(plan, dtype, shapes, strides)]

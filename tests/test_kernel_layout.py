@@ -1,0 +1,106 @@
+"""Layout-aware lowering: every tile a generated kernel loads or stores has a unit-stride
+axis, over the suite's GPU variants (plans built from the suite's shapes and dtypes, with
+contiguous operands as the suite runs them; no GPU needed)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from einc.equation import parse
+from einc.graph import build
+from einc.ir import KERNEL_DTYPES, MATMUL
+from einc.lower import contiguous, index_strides, lower_plan
+from einc.plan import build_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())
+GPU = [(w["id"], w["equation"], [tuple(s) for s in w["variants"]["gpu"]["shapes"]], w["variants"]["gpu"]["dtype"])
+       for w in SUITE["workloads"] if w["variants"]["gpu"]["dtype"] in KERNEL_DTYPES]
+
+
+def tiles(kernel):
+    """``(tensor name, dims, tile axes)`` for each tensor the kernel loads or stores; an
+    axis is a group of indices, slowest first."""
+    g = kernel.group
+    if kernel.kind == MATMUL:
+        a, b = kernel.inputs
+        return [(a.name, a.dims, [g("t"), g("m"), g("k")]), (b.name, b.dims, [g("t"), g("k"), g("n")]),
+                ("c", kernel.output.dims, [g("t"), g("m"), g("n")])]
+    axes = [g("o"), g("k")] if g("k") else [g("o")]
+    return [(op.name, op.dims, axes) for op in kernel.inputs] + [("c", kernel.output.dims, [g("o")])]
+
+
+def unit_axis(dims, strides, axes, sizes) -> bool:
+    """Whether some tile axis runs along unit stride in this tensor: the fastest index of
+    the axis that the tensor varies along (broadcast indices repeat an element) has stride 1."""
+    if not any(s == 1 for s in strides.values()):
+        return True                 # one element, or no unit stride to follow (a diagonal: a gather anyway)
+    for axis in axes:
+        varying = [i for i in axis if strides.get(i, 0) != 0]
+        if varying and strides[varying[-1]] == 1:
+            return True
+    return False
+
+
+def kernel_tiles(equation, shapes, dtype, strides=None):
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    sizes = plan.graph.sizes
+    values = {v: (tuple(s), tuple(strides[v]) if strides else contiguous(s)) for v, s in enumerate(shapes)}
+    out = []
+    for s, (step, kernel) in enumerate(zip(plan.steps, lower_plan(plan, dtype, shapes, strides))):
+        operands = dict(zip(kernel.params, step.operands))      # kernel name -> value id
+        result = tuple(sizes[i] for i in step.output)
+        values[step.result] = (result, contiguous(result))
+        for name, dims, axes in tiles(kernel):
+            shape, st = values[step.result] if name == "c" else values[operands[name]]
+            out.append((s, kernel, name, unit_axis(dims, index_strides(dims, shape, st, sizes), axes, sizes)))
+    return out
+
+
+@pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
+def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, dtype):
+    bad = [(s + 1, k.name, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
+    assert not bad, f"{wid}: tiles with no unit-stride axis (step, kernel, tensor): {bad}"
+
+
+def test_the_suite_has_the_layouts_the_review_named():
+    """The walk covers the cases that used to gather: a batch index with unit stride in the
+    result or the operands rides in the tile, and C's unit stride lies along N."""
+    by_id = {g[0]: g for g in GPU}
+    for wid in ("af2_triangle_mult_outgoing", "txl_rel_attn_scores"):
+        _, equation, shapes, dtype = by_id[wid]
+        (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, dtype)}
+        assert k.kind == MATMUL and len(k.group("t")) == 1
+    _, equation, shapes, dtype = by_id["af2_outer_product_mean"]         # acb,ade->dceb: C's unit index b
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, dtype)}
+    assert k.output.dims[-1] in k.group("n") and k.params == ("b", "a")  # A and B swapped
+
+
+def test_the_old_lowering_would_fail_the_walk():
+    """The check can fail: a kernel with groups in output order and fixed roles, as the
+    lowering used to build them, has tiles with no unit-stride axis."""
+    import dataclasses
+    _, equation, shapes, dtype = next(g for g in GPU if g[0] == "af2_triangle_mult_outgoing")
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    (k,) = lower_plan(plan, dtype, shapes)
+    old = dataclasses.replace(k, groups=(("batch", k.group("t")), ("t", ()), ("m", k.group("m")), ("n", k.group("n")),
+                                         ("k", k.group("k")), ("ka", ()), ("kb", ())))
+    sizes = plan.graph.sizes
+    st = index_strides(old.inputs[0].dims, shapes[0], contiguous(shapes[0]), sizes)
+    assert not unit_axis(old.inputs[0].dims, st, tiles(old)[0][2], sizes)
+
+
+def test_strided_operands_reorder_the_groups():
+    """The order inside a group follows the operands' strides as given (a transposed
+    operand puts its own unit-stride index last)."""
+    shapes = [(4, 8, 16), (16, 6)]
+    rows = kernel_tiles("abk,kn->abn", shapes, "float32")
+    assert all(ok for *_, ok in rows)
+    (k,) = {k for _, k, _, _ in rows}
+    assert k.group("m") == (0, 1)                                   # contiguous: b fastest
+    rows = kernel_tiles("abk,kn->abn", shapes, "float32", [(1, 4, 32), (6, 1)])   # A's unit stride: a
+    (k,) = {k for _, k, _, _ in rows}
+    assert all(ok for *_, ok in rows) and k.group("m") == (1, 0)
