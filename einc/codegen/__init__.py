@@ -11,12 +11,14 @@ byte-identical source: no timestamps, paths or set/dict-order dependence.
 from __future__ import annotations
 
 from ..ir import MATMUL, Kernel
-from . import launcher, matmul, reduce
+from . import fused, launcher, matmul, reduce
 from .common import header
 
 
 def render(kernel: Kernel) -> str:
-    """The complete module source for ``kernel``."""
+    """The complete module source for ``kernel`` (a :class:`~einc.fuse.FusedKernel` too)."""
+    if kernel.kind == "fused":
+        return fused.render(kernel)
     body = matmul.kernel_source(kernel) if kernel.kind == MATMUL else reduce.kernel_source(kernel)
     return "\n".join([header(kernel), body, launcher.source(kernel)])
 

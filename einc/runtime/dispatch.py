@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 
-from .. import config
+from .. import config, fuse
 from ..errors import ConfigError
 from ..lower import supported
 from ..plan import format_table
@@ -121,13 +121,15 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         note = _TORCH_NOTE + (" -- " + why.removeprefix("einc: ") if why else "")
         return Explanation(plan, ["torch"] * len(plan.steps), note,
                            [c.reason for c in choices] if choices else ())
-    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
     if choices is None:
         mode = select.mode_for(select_mode, device_type)
+        if mode != "blas":          # steps that fuse show as one kernel (an entry's plan is fused already)
+            plan = triton_executor.program(plan, dtypes[0])
         choices = _static_choices(plan, _contiguous_strides(plan, shapes), "model" if mode == "measure" else mode,
                                   dtypes[0])
         if mode == "measure":
             choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
+    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
     names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
              for c, k in zip(choices, kernels)]
     return Explanation(plan, names, _KERNEL_NOTE, [c.reason for c in choices])
@@ -156,6 +158,9 @@ def _static_choices(plan, strides, mode, dtype):
     """Each step's choice without timing (``kernel``, ``blas`` or ``model``)."""
     choices = []
     for step in plan.steps:
+        if step.kind == fuse.FUSED:
+            choices.append(select.Choice("triton", fuse.reason(step, plan)))
+            continue
         gemm, why = (blas.classify(step, plan.graph.sizes, *[strides[v] for v in step.operands])
                      if len(step.operands) == 2 and _blas_able(dtype) else (None, f"a {step.kind} step"))
         if mode == "kernel":
@@ -183,6 +188,10 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
     if choose(device_type, dtypes) != "triton":
         return entry
+    mode = select.mode_for(select_mode, device_type)
+    if mode != "blas":      # generated kernels may run: fuse the steps that save memory traffic
+        program = triton_executor.program(plan, dtypes[0])
+        torch_fns, plan = fuse.unit_functions(program, plan, torch_fns), program
     try:
         launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands])
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
@@ -190,8 +199,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     except Exception as e:      # a generator bug must not cost the user an answer
         _fall_back(plan, e)
         return entry
-    entry.backend = "triton"
-    mode = select.mode_for(select_mode, device_type)
+    entry.plan, entry.backend = plan, "triton"
     if mode == "measure":
         entry.run = _measuring_call(entry, launches, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
@@ -209,7 +217,7 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
     step = plan.steps[s]
     if backend == "triton":
         return launches[s]
-    if backend == "blas":
+    if backend == "blas" and len(step.operands) == 2:
         fn = blas.step_function(step, plan.graph.sizes, *[strides[v] for v in step.operands], torch_fns[s])
         if fn is not None:
             return fn
