@@ -1,0 +1,295 @@
+"""Fused steps: which steps fuse (einc/fuse.py, by bytes saved), how explain and dump show
+them, and the fused kernels (codegen/fused.py) against the float64 oracle under Triton's
+interpreter (or compiled, on a GPU machine): every kernel dtype, sizes 0 and 1,
+non-contiguous and broadcast operands, autograd."""
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import einc
+from einc.codegen import golden
+from einc.equation import parse
+from einc.fuse import FUSED, fuse_plan, lower_program, unit_functions
+from einc.graph import build
+from einc.plan import CONTRACT, PRODUCT, build_plan
+from einc.options import Options
+from oracle import assert_close, reference
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+# (equation, shapes, path): paths that put a product step next to a contraction
+BILINEAR = ("bi,oij,bj->bo", [(6, 5), (7, 5, 4), (6, 4)], [(0, 2), (0, 1)])              # prologue
+LINEAR_ATTN = ("nlhd,nhmd,nlh->nlhm", [(2, 8, 3, 4), (2, 3, 5, 4), (2, 8, 3)], [(0, 1), (0, 1)])  # epilogue
+BOTH = ("bi,oij,bj,bo->bo", [(6, 5), (7, 5, 4), (6, 4), (6, 7)], [(0, 2), (0, 2), (0, 1)])  # prologue + epilogue
+TWO_SIDES = ("ai,aj,bi,bj->ab", [(5, 3), (5, 4), (6, 3), (6, 4)], [(0, 1), (0, 1), (0, 1)])  # a product per side
+DIAGONAL = ("bii,oij,bj->bo", [(6, 5, 5), (7, 5, 4), (6, 4)], [(0, 2), (0, 1)])           # a diagonal factor
+CASES = [BILINEAR, LINEAR_ATTN, BOTH, TWO_SIDES, DIAGONAL]
+IDS = ["prologue", "epilogue", "prologue_epilogue", "two_sides", "diagonal"]
+
+
+def _plan(equation, shapes, path=None):
+    return build_plan(build(parse(equation), shapes), equation, Options.of(path) if path else None)
+
+
+# ----------------------------------------------------------------------- the planner (pure)
+
+def test_torch_bilinear_fuses_its_product_into_the_contraction():
+    p = _plan("bi,oij,bj->bo", [(2048, 512), (512, 512, 512), (2048, 512)])
+    assert [s.kind for s in p.steps] == [PRODUCT, CONTRACT]
+    f = fuse_plan(p, "bfloat16")
+    (step,) = f.steps
+    assert step.kind == FUSED and step.numbers == (1, 2) and step.parts == p.steps
+    assert step.sides == (1, 2, 0)                       # W on one side, x * y on the other
+    # unfused: x + y + T (product) + R*T (reads of T, R = 512/128 passes); fused: R*(x + y)
+    t, xy, passes = 2048 * 512 * 512, 2 * 2048 * 512, 4
+    assert step.saved == 2 * ((1 + passes) * t - (passes - 1) * xy)
+    assert step.flops == p.flops and f.largest_intermediate == 2048 * 512   # the 2^29-element T is gone
+
+
+def test_linear_attn_output_fuses_its_factor_into_the_epilogue():
+    p = _plan("nlhd,nhmd,nlh->nlhm", [(16, 4096, 16, 64), (16, 16, 64, 64), (16, 4096, 16)])
+    assert [s.kind for s in p.steps] == [CONTRACT, PRODUCT]
+    (step,) = fuse_plan(p, "bfloat16").steps
+    assert step.kind == FUSED and step.sides == (1, 1, 1) and step.output == p.steps[-1].output
+    assert step.saved == 2 * 2 * 16 * 4096 * 16 * 64     # T written and read back, 2 bytes each
+
+
+def test_an_elementwise_product_read_many_times_does_not_fuse():
+    """``ab,ab->ab`` then ``ab,cb->ac``: fused, each of the contraction's passes reads two
+    tensors where it read one; with 4 passes (c = 512) that costs more than it saves."""
+    many = _plan("ab,ab,cb->ac", [(64, 32), (64, 32), (512, 32)], [(0, 1), (0, 1)])
+    assert [s.kind for s in many.steps] == [PRODUCT, CONTRACT]
+    assert fuse_plan(many, "float32") is many
+    few = _plan("ab,ab,cb->ac", [(64, 32), (64, 32), (100, 32)], [(0, 1), (0, 1)])
+    assert [s.kind for s in fuse_plan(few, "float32").steps] == [FUSED]
+
+
+def test_no_fusion_for_dtypes_without_kernels_or_without_a_product():
+    p = _plan(*BILINEAR)
+    assert fuse_plan(p, "complex64") is p and fuse_plan(p, "int32") is p
+    chain = _plan("ij,jk,kl->il", [(4, 5), (5, 6), (6, 7)])
+    assert fuse_plan(chain, "float32") is chain
+
+
+def test_a_fused_step_runs_where_its_last_part_ran_and_keeps_other_steps():
+    """``bi,bj`` product, an unrelated contraction, then the consumer: the fused step takes
+    the consumer's place; the other step stays."""
+    p = _plan("bi,bj,oij,ok->bk", [(6, 5), (6, 4), (7, 5, 4), (7, 3)], [(0, 1), (0, 1), (0, 1)])
+    kinds = [s.kind for s in p.steps]
+    f = fuse_plan(p, "float32")
+    assert kinds == [PRODUCT, CONTRACT, CONTRACT]
+    assert [s.kind for s in f.steps] == [CONTRACT, FUSED]
+    assert f.steps[0] is p.steps[1] and f.steps[1].numbers == (1, 3)
+
+
+def test_unit_functions_run_a_fused_steps_parts_in_turn():
+    p = _plan(*BILINEAR)
+    f = fuse_plan(p, "float32")
+    calls = []
+
+    def part(name):
+        def fn(*args):
+            calls.append((name, args))
+            return f"{name}({','.join(args)})"
+        return fn
+    (unit,) = unit_functions(f, p, [part("mul"), part("mm")])
+    assert unit("W", "x", "y") == "mm(W,mul(x,y))"
+    assert [c[0] for c in calls] == ["mul", "mm"]
+
+
+def test_fused_kernels_are_deterministic_and_name_their_parts():
+    f = fuse_plan(_plan(*BOTH), "float32")
+    (k1,), (k2,) = lower_program(f, "float32", BOTH[1]), lower_program(f, "float32", BOTH[1])
+    assert k1 == k2 and k1.name.startswith("einc_fused_")
+    assert [len(k1.a), len(k1.b), len(k1.e)] == [1, 2, 1]
+    files = golden.plan_files(BILINEAR[0], [(2048, 512), (512, 512, 512), (2048, 512)], "bfloat16")
+    (module,) = [n for n in files if n != "plan.txt"]
+    assert module.startswith("step1_einc_fused_")
+    source = files[module]
+    compile(source, module, "exec")
+    assert source.count("tl.dot(") == 1 and "never written to memory" in source
+    assert "plan steps 1+2 fused into one kernel" in files["plan.txt"]
+
+
+# ----------------------------------------------------------------------- explain, dump, the suite
+
+def _suite():
+    return json.loads((ROOT / "bench" / "suite.json").read_text())["workloads"]
+
+
+def test_suite_gpu_variants_fused_workloads_launch_fewer_kernels_than_plan_steps():
+    """Over the suite's gpu variants as explain shows them for CUDA: a fused step is one
+    kernel; torch_bilinear and linear_attn_output (at least) launch fewer kernels than
+    their plans have steps, and nothing else changes its step count."""
+    fewer = {}
+    for w in _suite():
+        v = w["variants"]["gpu"]
+        if v["dtype"] not in ("float16", "bfloat16", "float32", "float64"):
+            continue
+        shapes = [tuple(s) for s in v["shapes"]]
+        plan = _plan(w["equation"], shapes)
+        shown = einc.explain(w["equation"], *shapes, dtype=getattr(torch, v["dtype"]), device="cuda")
+        launches = len(shown.backends)
+        kernels = {b for b in shown.backends if b.startswith("triton ")}
+        assert launches == len(shown.steps) <= len(plan.steps)
+        fused = [s for s in shown.steps if s.kind == FUSED]
+        assert launches == len(plan.steps) - sum(len(s.parts) - 1 for s in fused)
+        if launches < len(plan.steps):
+            fewer[w["id"]] = (launches, len(plan.steps))
+            assert all(f"triton einc_fused_" in b for b, s in zip(shown.backends, shown.steps) if s.kind == FUSED)
+            assert len(kernels) >= len(fused)
+            assert "fused into one kernel" in str(shown)
+    assert fewer["torch_bilinear"] == (1, 2) and fewer["linear_attn_output"] == (1, 2)
+
+
+def test_explain_fuses_only_where_kernels_run():
+    shapes = [(2048, 512), (512, 512, 512), (2048, 512)]
+    cpu = einc.explain("bi,oij,bj->bo", *shapes, dtype=torch.bfloat16)          # torch executor
+    assert [s.kind for s in cpu.steps] == [PRODUCT, CONTRACT] and cpu.backends == ("torch", "torch")
+    blas = einc.explain("bi,oij,bj->bo", *shapes, dtype=torch.bfloat16, device="cuda", select="blas")
+    assert [s.kind for s in blas.steps] == [PRODUCT, CONTRACT]                  # never a kernel: no fusion
+    kern = einc.explain("bi,oij,bj->bo", *shapes, dtype=torch.bfloat16, device="cuda", select="kernel")
+    assert [s.kind for s in kern.steps] == [FUSED] and kern.backends[0].startswith("triton einc_fused_")
+    assert kern.to_dict()["steps"][0]["kind"] == FUSED
+
+
+def test_the_torch_executor_keeps_its_steps():
+    """CPU tensors without EINC_BACKEND=triton: the plan runs unfused on torch ops."""
+    eq, shapes, path = BILINEAR
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    out = einc.einsum(eq, *ops, optimize=path)
+    shown = einc.explain(eq, *ops, optimize=path)
+    if shown.backends[0] == "torch":
+        assert [s.kind for s in shown.steps] == [PRODUCT, CONTRACT]
+    assert_close(out, reference(eq, *ops), torch.float64, extent=20)
+
+
+# ----------------------------------------------------------------------- the kernels
+
+@pytest.fixture
+def on_kernels(kernel_device):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to torch warns: fail instead
+        yield kernel_device
+
+
+def _check(equation, ops, path, dtype, extent=32):
+    """einc's result against the float64 oracle, and that one fused kernel ran."""
+    out = einc.einsum(equation, *ops, optimize=path)
+    expected = torch.einsum(equation, *ops)
+    assert out.dtype == expected.dtype and out.shape == expected.shape and out.is_contiguous()
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=extent)
+    shown = einc.explain(equation, *ops, optimize=path)
+    assert any(s.kind == FUSED for s in shown.steps), str(shown)
+    assert all(b.startswith("triton ") for b in shown.backends), shown.backends
+    return out
+
+
+def _randn(shape, dtype, device, g):
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype).to(device)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("equation,shapes,path", CASES, ids=IDS)
+def test_fused_kernels_match_the_oracle(on_kernels, equation, shapes, path, dtype):
+    g = torch.Generator().manual_seed(0)
+    ops = [_randn(s, dtype, on_kernels, g) for s in shapes]
+    _check(equation, ops, path, dtype)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("equation,shapes,path", CASES, ids=IDS)
+def test_fused_kernels_read_any_layout(on_kernels, equation, shapes, path, dtype):
+    """Transposed, sliced-with-step and expanded (stride 0) operands, read in place."""
+    g = torch.Generator().manual_seed(1)
+    ops = []
+    for k, s in enumerate(shapes):
+        if k == 0:              # a transposed copy viewed back: same shape, permuted strides
+            t = _randn(tuple(reversed(s)), dtype, on_kernels, g).permute(*reversed(range(len(s))))
+        elif k == 1:            # every other element along the first dimension
+            t = _randn((2 * s[0],) + tuple(s[1:]), dtype, on_kernels, g)[::2]
+        else:                   # broadcast along the first dimension: stride 0
+            t = _randn((1,) + tuple(s[1:]), dtype, on_kernels, g).expand(*s)
+        assert tuple(t.shape) == tuple(s)
+        ops.append(t)
+    assert not ops[0].is_contiguous() and ops[-1].stride(0) == 0
+    _check(equation, ops, path, dtype)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sizes", [dict(b=0), dict(o=0), dict(i=0), dict(b=1, o=1, i=1, j=1), dict(j=1)],
+                         ids=["b0", "o0", "i0", "all1", "j1"])
+def test_fused_kernels_at_sizes_0_and_1(on_kernels, sizes):
+    size = {"b": 6, "o": 7, "i": 5, "j": 4, **sizes}
+    g = torch.Generator().manual_seed(2)
+    for equation, path in [(BILINEAR[0], BILINEAR[2]), (BOTH[0], BOTH[2])]:
+        shapes = [tuple(size[c] for c in term) for term in equation.split("->")[0].split(",")]
+        ops = [_randn(s, torch.float32, on_kernels, g) for s in shapes]
+        out = einc.einsum(equation, *ops, optimize=path)
+        assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float32, extent=32)
+    attn = {"n": 2, "l": 8, "h": 3, "d": 4, "m": 5}
+    for n0 in ("l", "d", "m"):
+        for v in (0, 1):
+            s = {**attn, n0: v}
+            shapes = [tuple(s[c] for c in term) for term in ("nlhd", "nhmd", "nlh")]
+            ops = [_randn(sh, torch.float64, on_kernels, g) for sh in shapes]
+            out = einc.einsum(LINEAR_ATTN[0], *ops, optimize=LINEAR_ATTN[2])
+            assert_close(out.cpu(), reference(LINEAR_ATTN[0], *[o.cpu() for o in ops]), torch.float64)
+
+
+@pytest.mark.kernels
+def test_a_size_1_broadcast_dimension_fuses_and_is_read_at_0(on_kernels):
+    """``x`` of shape (1, i) against b = 6: the graph gives its first dimension an index
+    of its own, summed away (size 1); the product still fuses."""
+    g = torch.Generator().manual_seed(3)
+    x, w, y = _randn((1, 5), torch.float32, on_kernels, g), _randn((7, 5, 4), torch.float32, on_kernels, g), \
+        _randn((6, 4), torch.float32, on_kernels, g)
+    _check("bi,oij,bj->bo", [x, w, y], [(0, 2), (0, 1)], torch.float32)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("equation,shapes,path", CASES, ids=IDS)
+def test_gradients_through_fused_plans(on_kernels, equation, shapes, path, dtype):
+    g = torch.Generator().manual_seed(4)
+    ops = [_randn(s, dtype, on_kernels, g).requires_grad_() for s in shapes]
+    out = einc.einsum(equation, *ops, optimize=path)
+    grad = _randn(tuple(out.shape), dtype, on_kernels, g)
+    grads = torch.autograd.grad(out, ops, grad)
+    ref_ops = [o.detach().cpu().double().requires_grad_() for o in ops]
+    ref_grads = torch.autograd.grad(torch.einsum(equation, *ref_ops), ref_ops, grad.cpu().double())
+    for got, want in zip(grads, ref_grads):
+        assert got.shape == want.shape and got.dtype == dtype
+        assert_close(got.detach().cpu(), want, dtype, extent=64)
+    shown = einc.explain(equation, *[o.detach() for o in ops], optimize=path)
+    assert any(s.kind == FUSED for s in shown.steps)      # the forward ran the fused kernel
+
+
+@pytest.mark.kernels
+def test_measured_selection_times_the_fused_kernel_against_its_parts_on_torch(on_kernels, monkeypatch):
+    """``select="measure"``: the fused step's candidates are its kernel and its parts run
+    by the torch executor (one after the other); both give the oracle's answer."""
+    from einc.runtime import select
+    for winner in ("triton", "torch"):
+        einc.cache_clear()
+        timings = iter([1.0, 2.0] if winner == "triton" else [2.0, 1.0])
+        monkeypatch.setattr(select, "timer", lambda fn, args: next(timings))
+        monkeypatch.setattr(select, "remember", lambda key, choice: None)
+        monkeypatch.setattr(select, "remembered", lambda key: None)
+        eq, shapes, path = BILINEAR
+        g = torch.Generator().manual_seed(5)
+        ops = [_randn(s, torch.float64, on_kernels, g) for s in shapes]
+        out = einc.einsum(eq, *ops, optimize=path, select="measure")
+        assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float64)
+        again = einc.einsum(eq, *ops, optimize=path, select="measure")
+        assert torch.equal(out, again)
+        shown = einc.explain(eq, *ops, optimize=path, select="measure")
+        assert [s.kind for s in shown.steps] == [FUSED]
+        assert shown.backends[0].split()[0] == winner
