@@ -28,8 +28,10 @@ LINEAR_ATTN = ("nlhd,nhmd,nlh->nlhm", [(2, 8, 3, 4), (2, 3, 5, 4), (2, 8, 3)], [
 BOTH = ("bi,oij,bj,bo->bo", [(6, 5), (7, 5, 4), (6, 4), (6, 7)], [(0, 2), (0, 2), (0, 1)])  # prologue + epilogue
 TWO_SIDES = ("ai,aj,bi,bj->ab", [(5, 3), (5, 4), (6, 3), (6, 4)], [(0, 1), (0, 1), (0, 1)])  # a product per side
 DIAGONAL = ("bii,oij,bj->bo", [(6, 5, 5), (7, 5, 4), (6, 4)], [(0, 2), (0, 1)])           # a diagonal factor
-CASES = [BILINEAR, LINEAR_ATTN, BOTH, TWO_SIDES, DIAGONAL]
-IDS = ["prologue", "epilogue", "prologue_epilogue", "two_sides", "diagonal"]
+COLUMNS = ("nlhd,nhmd,nhm->nlhm", [(2, 8, 3, 4), (2, 3, 5, 4), (2, 3, 5)], [(0, 1), (0, 1)])  # factor along N only
+FULL = ("nlhd,nhmd,nlhm->nlhm", [(2, 8, 3, 4), (2, 3, 5, 4), (2, 8, 3, 5)], [(0, 1), (0, 1)])  # factor over M and N
+CASES = [BILINEAR, LINEAR_ATTN, BOTH, TWO_SIDES, DIAGONAL, COLUMNS, FULL]
+IDS = ["prologue", "epilogue", "prologue_epilogue", "two_sides", "diagonal", "epilogue_columns", "epilogue_full"]
 
 
 def _plan(equation, shapes, path=None):

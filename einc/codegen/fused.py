@@ -190,9 +190,15 @@ def kernel_source(k) -> str:
     L += ["", "    # Epilogue: the fused broadcast factors, scale, cast, store in the final layout.",
           "    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)"]
     for op in k.e:
-        L += [f"    {op.name} = tl.load({op.name}_ptr + {op.name}_rows[:, None] + {op.name}_cols[None, :], mask=mask, "
-              "other=0.0)",
-              f"    acc = acc * {op.name}.to(tl.{k.acc})"]
+        if not any(i in op.dims for i in n):        # constant along N: one value per row
+            load = (f"tl.load({op.name}_ptr + {op.name}_rows, mask=offs_m < M, other=0.0)[:, None]"
+                    "  # one value per row")
+        elif not any(i in op.dims for i in m):      # constant along M: one value per column
+            load = (f"tl.load({op.name}_ptr + {op.name}_cols, mask=offs_n < N, other=0.0)[None, :]"
+                    "  # one value per column")
+        else:
+            load = f"tl.load({op.name}_ptr + {op.name}_rows[:, None] + {op.name}_cols[None, :], mask=mask, other=0.0)"
+        L += [f"    {op.name} = {load}", f"    acc = acc * {op.name}.to(tl.{k.acc})"]
     L += [
         "    if HAS_SCALE:",
         "        acc = acc * scale",

@@ -86,7 +86,7 @@ def einc_fused_abcd_aced_abc_abce_a476a47d(
 
     # Epilogue: the fused broadcast factors, scale, cast, store in the final layout.
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    e0 = tl.load(e0_ptr + e0_rows[:, None] + e0_cols[None, :], mask=mask, other=0.0)
+    e0 = tl.load(e0_ptr + e0_rows, mask=offs_m < M, other=0.0)[:, None]  # one value per row
     acc = acc * e0.to(tl.float32)
     if HAS_SCALE:
         acc = acc * scale
