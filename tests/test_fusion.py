@@ -295,3 +295,91 @@ def test_measured_selection_times_the_fused_kernel_against_its_parts_on_torch(on
         shown = einc.explain(eq, *ops, optimize=path, select="measure")
         assert [s.kind for s in shown.steps] == [FUSED]
         assert shown.backends[0].split()[0] == winner
+
+
+# ----------------------------------------------------------------------- scalar factors in the epilogue
+
+def _spy_launches(monkeypatch, equation, shapes, dtype, path=None):
+    """The scales each of the plan's generated kernels is launched with (a list per kernel)."""
+    from einc.codegen import render
+    from einc.runtime import loader, triton_executor
+    plan = triton_executor.program(_plan(equation, shapes, path), dtype)
+    seen = []
+    for k in triton_executor.kernels(plan, dtype, shapes):
+        module = loader.load(k.name, render(k))
+        original, scales = module.launch, []
+        seen.append(scales)
+
+        def launch(*args, scale=1.0, _original=original, _scales=scales):
+            _scales.append(scale)
+            return _original(*args, scale=scale)
+        monkeypatch.setattr(module, "launch", launch)
+    return seen
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,path", [("ij,jk->ik", [(5, 6), (6, 7)], None), BILINEAR, LINEAR_ATTN,
+                                                  ("bij,bij->b", [(3, 4, 5), (3, 4, 5)], None)],
+                         ids=["matmul", "fused_prologue", "fused_epilogue", "reduce"])
+def test_the_ops_scale_goes_into_the_last_kernels_epilogue(on_kernels, monkeypatch, equation, shapes, path):
+    import einc.custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
+    seen = _spy_launches(monkeypatch, equation, shapes, torch.float32, path)
+    g = torch.Generator().manual_seed(6)
+    ops = [_randn(s, torch.float32, on_kernels, g) for s in shapes]
+    from einc.options import encode
+    optimize, memory = encode(path or "auto", None)
+    out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.125)
+    assert_close(out.cpu(), 0.125 * reference(equation, *[o.cpu() for o in ops]), torch.float32, extent=32)
+    assert seen[-1] == [0.125] and all(s == [1.0] for s in seen[:-1])
+    plain = torch.ops.einc.einsum.default(equation, ops, optimize, memory)
+    assert seen[-1] == [0.125, 1.0]
+    assert_close(out.cpu(), 0.125 * plain.cpu().double(), torch.float32, extent=32)
+
+
+def test_the_ops_scale_on_the_torch_executor_and_under_autograd():
+    import einc.custom_op  # noqa: F401
+    a, b = torch.randn(5, 6, dtype=torch.float64, requires_grad=True), torch.randn(6, 7, dtype=torch.float64)
+    out = torch.ops.einc.einsum.default("ij,jk->ik", [a, b], "auto", "", -0.5)
+    torch.testing.assert_close(out, -0.5 * (a @ b))
+    (grad,) = torch.autograd.grad(out.sum(), [a])
+    torch.testing.assert_close(grad, -0.5 * b.sum(1).expand(5, 6))
+    batched = torch.func.vmap(lambda x: torch.ops.einc.einsum.default("ij,jk->ik", [x, b], "auto", "", 3.0))
+    xs = torch.randn(4, 5, 6, dtype=torch.float64)
+    torch.testing.assert_close(batched(xs), 3.0 * (xs @ b))
+
+
+@pytest.mark.kernels
+def test_backend_passes_constant_factors_to_the_kernel(on_kernels, monkeypatch):
+    """torch.compile(backend=einc): ``(a @ b) * 0.5 / 4`` where kernels run becomes one
+    einc::einsum with scale 0.125 and no multiply or divide of its own; the kernel gets
+    the scale.  On the torch executor the factors stay graph ops (scale_on != epilogue)."""
+    import einc.dynamo
+    seen = _spy_launches(monkeypatch, "ab,bc->ac", [(5, 6), (6, 7)], torch.float32)
+    graphs = []
+
+    def capture(gm, inputs, **kw):
+        fn = einc.dynamo.backend(gm, inputs, options={"inner": "eager", "rewrite": "all"})
+        graphs.append(gm)
+        return fn
+    g = torch.Generator().manual_seed(7)
+    a, b = _randn((5, 6), torch.float32, on_kernels, g), _randn((6, 7), torch.float32, on_kernels, g)
+    fn = lambda a, b: (a @ b) * 0.5 / 4        # noqa: E731
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend=capture)(a, b)
+    assert_close(out.cpu(), 0.125 * reference("ij,jk->ik", a.cpu(), b.cpu()), torch.float32, extent=8)
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on == "epilogue"
+    (node,) = [n for n in graphs[0].graph.nodes if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
+    assert node.args[4] == 0.125
+    import operator
+    scalar_ops = (operator.mul, operator.truediv, torch.mul, torch.div)
+    assert not [n for n in graphs[0].graph.nodes if n.target in scalar_ops or n.target in ("mul", "div")]
+    assert seen[0] and set(seen[0]) == {0.125}
+    if on_kernels.type == "cpu":        # the same on the torch executor: factors stay in the graph
+        monkeypatch.delenv("EINC_BACKEND")
+        einc.cache_clear()
+        torch._dynamo.reset()
+        out = torch.compile(fn, backend=einc.dynamo.make_backend(inner="eager", rewrite="all"))(a, b)
+        assert_close(out.cpu(), 0.125 * reference("ij,jk->ik", a.cpu(), b.cpu()), torch.float32, extent=8)
+        (r,) = einc.dynamo.last_report.rewrites
+        assert r.scale_on in ("operand 0", "operand 1", "output")

@@ -229,7 +229,7 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
     faster (or the decision remembered on disk), then run the chosen functions from then on."""
     plan = entry.plan
 
-    def first(ops):
+    def first(ops, scale=None):
         values = list(ops)
         choices, functions = [], []
         try:
@@ -254,16 +254,16 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
             _fall_back(plan, e)
             entry.run, entry.backend = torch_run, "torch"
             entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(plan.steps)
-            return torch_run(ops)
+            return torch_run(ops, scale)
         entry.choices = choices
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
-        return values[-1]
+        return values[-1] if scale is None else values[-1] * scale
     return first
 
 
 def _cast(run, dtype):
-    def cast(ops):
-        return run(ops).to(dtype)
+    def cast(ops, scale=None):
+        return run(ops, scale).to(dtype)
     return cast
 
 
@@ -274,22 +274,22 @@ def _first_call(entry, triton_run, torch_run):
     torch executor for good; a later failure (a view a 32-bit kernel cannot address)
     runs that one call on torch.  ``try`` costs nothing until something raises.
     """
-    def first(ops):
+    def first(ops, scale=None):
         try:
-            out = triton_run(ops)
+            out = triton_run(ops, scale)
         except Exception as e:
             _fall_back(entry.plan, e)
             entry.run, entry.backend = torch_run, "torch"
-            return torch_run(ops)
+            return torch_run(ops, scale)
         entry.run = run
         return out
 
-    def run(ops):
+    def run(ops, scale=None):
         try:
-            return triton_run(ops)
+            return triton_run(ops, scale)
         except Exception as e:
             _fall_back(entry.plan, e)
-            return torch_run(ops)
+            return torch_run(ops, scale)
     return first
 
 
