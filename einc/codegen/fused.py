@@ -242,7 +242,10 @@ def launcher_source(k) -> str:
     L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, num_warps={w}, "
           f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS]
     L += ["]", f"_tuned = triton.autotune(configs=_CONFIGS, key=[\"BATCH\", \"M\", \"N\", \"K\"])({k.name})",
-          "_layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)", "", "",
+          "_layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)"]
+    if k.dtype == "float32":
+        L.append("_precision = None  # torch's fp32 matmul precision, read at the first launch (forget() reads it again)")
+    L += ["", "",
           "def _block(extent, low, high):",
           "    \"\"\"The power of two covering ``extent``, clamped to [low, high].\"\"\"",
           "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
@@ -262,7 +265,10 @@ def launcher_source(k) -> str:
           "        return c",
           "    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8)"]
     if k.dtype == "float32":
-        L.append("    meta[\"PRECISION\"] = \"ieee\" if _INTERPRET else _fp32_precision()")
+        L += ["    global _precision",
+              "    if _precision is None:",
+              "        _precision = \"ieee\" if _INTERPRET else _fp32_precision()  # the interpreter has no TF32",
+              "    meta[\"PRECISION\"] = _precision"]
     if k.dtype == "bfloat16":
         L.append("    meta[\"UPCAST\"] = _INTERPRET  # the interpreter has no bfloat16 dot")
     L += ["    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config",
@@ -306,8 +312,11 @@ def launcher_source(k) -> str:
               "    except Exception:",
               "        return \"ieee\"", "", ""]
     L += ["def forget():",
-          "    \"\"\"Forget the layouts set up so far.\"\"\"",
-          "    _layouts.clear()", ""]
+          "    \"\"\"Forget the layouts set up so far" + (" and torch's fp32 precision" if k.dtype == "float32" else "")
+          + ".\"\"\""]
+    if k.dtype == "float32":
+        L += ["    global _precision", "    _precision = None"]
+    L += ["    _layouts.clear()", ""]
     return "\n".join(L)
 
 

@@ -97,6 +97,7 @@ _CONFIGS = [
 ]
 _tuned = triton.autotune(configs=_CONFIGS, key=["BATCH", "M", "N", "K"])(einc_fused_bcde_ab_ac_ade_3f151a1d)
 _layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)
+_precision = None  # torch's fp32 matmul precision, read at the first launch (forget() reads it again)
 
 
 def _block(extent, low, high):
@@ -118,7 +119,10 @@ def launch(a0, b0, b1, scale=1.0):
     if c.numel() == 0:
         return c
     meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8)
-    meta["PRECISION"] = "ieee" if _INTERPRET else _fp32_precision()
+    global _precision
+    if _precision is None:
+        _precision = "ieee" if _INTERPRET else _fp32_precision()  # the interpreter has no TF32
+    meta["PRECISION"] = _precision
     if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config
         meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))
         grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]) * BATCH,)
@@ -169,5 +173,7 @@ def _fp32_precision():
 
 
 def forget():
-    """Forget the layouts set up so far."""
+    """Forget the layouts set up so far and torch's fp32 precision."""
+    global _precision
+    _precision = None
     _layouts.clear()
