@@ -13,9 +13,9 @@ one ``contract`` step (a matrix product on the kernel path):
 Bytes, in a model where each kernel reads each operand once per pass of the other
 operand's tiles (``R`` passes: the other side's free extent over a 128-row tile):
 unfused, a prologue costs ``X + Y + T`` (the product step) ``+ R*T`` (the contraction's
-reads of T); fused, ``R*(X + Y)``.  It fuses where the difference is positive: always for
-an outer product (``T`` much larger than ``X + Y``), not for an elementwise product the
-contraction would read many times.  An epilogue saves writing ``T`` and reading it back
+reads of T); fused, ``R*(X + Y)``.  It fuses where the difference is not negative (at equal
+bytes one launch fewer wins): always for an outer product (``T`` much larger than ``X + Y``),
+not for an elementwise product the contraction would read many times.  An epilogue saves writing ``T`` and reading it back
 (``2*T``), always positive.
 
 The result is a :class:`~einc.plan.Plan` whose steps are the plan's, with each fused group
@@ -103,7 +103,7 @@ def fuse_plan(plan: Plan, dtype: str) -> Plan:
             p = maker.get(v)
             if p is not None and p not in taken and _fusable_product(plan, plan.steps[p]):
                 gain = _prologue_saving(plan, plan.steps[p], step, side)
-                if gain > 0:
+                if gain >= 0:       # at equal bytes one launch fewer wins
                     parts.add(p)
                     saved += gain
                     sides.append((plan.steps[p].operands, plan.steps[p].inputs))

@@ -69,6 +69,9 @@ def test_an_elementwise_product_read_many_times_does_not_fuse():
     assert fuse_plan(many, "float32") is many
     few = _plan("ab,ab,cb->ac", [(64, 32), (64, 32), (100, 32)], [(0, 1), (0, 1)])
     assert [s.kind for s in fuse_plan(few, "float32").steps] == [FUSED]
+    tie = _plan("ab,ab,cb->ac", [(64, 32), (64, 32), (384, 32)], [(0, 1), (0, 1)])   # 3 passes: equal bytes
+    (step,) = fuse_plan(tie, "float32").steps
+    assert step.kind == FUSED and step.saved == 0                                     # one launch fewer wins
 
 
 def test_no_fusion_for_dtypes_without_kernels_or_without_a_product():
@@ -383,3 +386,42 @@ def test_backend_passes_constant_factors_to_the_kernel(on_kernels, monkeypatch):
         assert_close(out.cpu(), 0.125 * reference("ij,jk->ik", a.cpu(), b.cpu()), torch.float32, extent=8)
         (r,) = einc.dynamo.last_report.rewrites
         assert r.scale_on in ("operand 0", "operand 1", "output")
+
+
+# ----------------------------------------------------------------------- random sizes and layouts
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+def _layout(t, how):
+    """``t``'s values as a view of another layout: 0 as is, 1 transposed, 2 every other
+    element along dim 0, 3 broadcast (stride 0) along dim 0 (values of row 0)."""
+    if t.dim() == 0 or how == 0:
+        return t
+    if how == 1:
+        return t.permute(*reversed(range(t.dim()))).contiguous().permute(*reversed(range(t.dim())))
+    if how == 2:
+        return torch.stack([t, torch.full_like(t, float("nan"))], 1).flatten(0, 1)[::2] if t.shape[0] else t
+    return t[:1].expand(*t.shape) if t.shape[0] else t
+
+
+@pytest.mark.kernels
+@hypothesis.settings(max_examples=25, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(case=st.sampled_from(CASES), sizes=st.lists(st.integers(0, 5), min_size=6, max_size=6),
+                  dtype=st.sampled_from(KERNEL_DTYPES), layouts=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+                  seed=st.integers(0, 2**16))
+def test_fused_kernels_on_random_sizes_and_layouts(kernel_device, case, sizes, dtype, layouts, seed):
+    equation, _, path = case
+    letters = sorted(set(equation) - set(",->"))
+    size = dict(zip(letters, sizes))
+    terms = equation.split("->")[0].split(",")
+    g = torch.Generator().manual_seed(seed)
+    ops = [_layout(_randn(tuple(size[c] for c in term), dtype, kernel_device, g), how)
+           for term, how in zip(terms, layouts)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")
+        out = einc.einsum(equation, *ops, optimize=path)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=32)
+    assert any(s.kind == FUSED for s in einc.explain(equation, *ops, optimize=path).steps) or not out.numel()
