@@ -425,3 +425,20 @@ def test_fused_kernels_on_random_sizes_and_layouts(kernel_device, case, sizes, d
     assert out.dtype == dtype and out.is_contiguous()
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=32)
     assert any(s.kind == FUSED for s in einc.explain(equation, *ops, optimize=path).steps) or not out.numel()
+
+
+@pytest.mark.kernels
+def test_a_failing_fused_kernel_falls_back_to_the_torch_executor(kernel_device, monkeypatch):
+    """A fused kernel that fails (here: a broken module) warns once and the torch executor
+    answers, with the plan's own (unfused) steps; never a wrong answer."""
+    from einc.codegen import fused
+    original = fused.render
+    monkeypatch.setattr(fused, "render", lambda k: original(k).replace("tl.dot(", "tl.no_such_dot("))
+    eq, shapes, path = BILINEAR
+    g = torch.Generator().manual_seed(8)
+    ops = [_randn(s, torch.float32, kernel_device, g) for s in shapes]
+    with pytest.warns(RuntimeWarning, match="einc: a generated kernel"):
+        out = einc.einsum(eq, *ops, optimize=path)
+    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=32)
+    shown = einc.explain(eq, *ops, optimize=path)
+    assert shown.backends == ("torch", "torch") and [s.kind for s in shown.steps] == [PRODUCT, CONTRACT]

@@ -185,6 +185,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)
     device_type = operands[0].device.type
+    torch_run.plan = plan       # what the torch executor runs (a fused program falls back to it)
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
     if choose(device_type, dtypes) != "triton":
         return entry
@@ -252,8 +253,8 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 values.append(fn(*args))
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             _fall_back(plan, e)
-            entry.run, entry.backend = torch_run, "torch"
-            entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(plan.steps)
+            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
+            entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(entry.plan.steps)
             return torch_run(ops, scale)
         entry.choices = choices
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
@@ -279,7 +280,7 @@ def _first_call(entry, triton_run, torch_run):
             out = triton_run(ops, scale)
         except Exception as e:
             _fall_back(entry.plan, e)
-            entry.run, entry.backend = torch_run, "torch"
+            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
             return torch_run(ops, scale)
         entry.run = run
         return out
