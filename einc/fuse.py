@@ -30,10 +30,11 @@ import math
 from dataclasses import dataclass, replace
 
 from .ir import Operand, index_name
-from .lower import INT32_LIMIT, lower_step
+from .lower import lower_step
 from .plan import CONTRACT, PRODUCT, Plan, Step
 
 FUSED = "fused"
+INT32_LIMIT = 2**31             # a tensor this large or larger: 64-bit offsets
 TILE = 128                      # the row tile of the traffic model
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}   # dtypes with fused kernels
 

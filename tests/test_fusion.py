@@ -442,3 +442,23 @@ def test_a_failing_fused_kernel_falls_back_to_the_torch_executor(kernel_device, 
     assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=32)
     shown = einc.explain(eq, *ops, optimize=path)
     assert shown.backends == ("torch", "torch") and [s.kind for s in shown.steps] == [PRODUCT, CONTRACT]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,path", [BOTH, TWO_SIDES], ids=["prologue_epilogue", "two_sides"])
+def test_the_64_bit_offset_variant_computes_the_same(kernel_device, equation, shapes, path):
+    """The variant for tensors of 2^31 elements or more (64-bit offsets, no span check),
+    run on small operands: the same answer."""
+    import dataclasses
+    from einc.codegen import render
+    from einc.runtime import loader
+    (kernel,) = lower_program(fuse_plan(_plan(equation, shapes, path), "float64"), "float64", shapes)
+    wide = dataclasses.replace(kernel, int64=True, name=kernel.name + "_wide")
+    source = render(wide)
+    assert ".to(tl.int64)" in source and "OverflowError" not in source
+    assert ".to(tl.int64)" not in render(kernel) and "OverflowError" in render(kernel)
+    step = fuse_plan(_plan(equation, shapes, path), "float64").steps[0]
+    g = torch.Generator().manual_seed(9)
+    values = {v: _randn(s, torch.float64, kernel_device, g) for v, s in enumerate(shapes)}
+    out = loader.load(wide.name, source).launch(*[values[v] for v in step.operands])
+    assert_close(out.cpu(), reference(equation, *[values[v].cpu() for v in range(len(shapes))]), torch.float64)
