@@ -148,8 +148,9 @@ def cmd_explain(args) -> int:
     optimize = False if args.optimize in ("left-to-right", "false", "none") else args.optimize
     kw = dict(dtype=getattr(torch, args.dtype), device=args.device)
     plan = api.explain(args.equation, *args.shapes, optimize=optimize, **kw)
-    left = api.explain(args.equation, *args.shapes, optimize=False, **kw)
-    torch_default = _torch_default(args, api, opt_einsum, torch, kw)
+    plain = dict(kw, select="blas")     # the other orders as plain plans: no kernel fuses their steps
+    left = api.explain(args.equation, *args.shapes, optimize=False, **plain)
+    torch_default = _torch_default(args, api, opt_einsum, torch, plain)
     info = _explain_dict(args, plan, left, torch_default)
     if args.json:
         print(json.dumps(info, indent=2))

@@ -39,7 +39,9 @@ from .graph import build
 from .options import Options, encode
 from .runtime import dtypes, engine
 
-_SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit) -> Tensor"
+# ``scale`` multiplies the result (the torch.compile backend passes its constant factors
+# here, so a generated kernel applies them in its epilogue instead of a pass of their own)
+_SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit, float scale=1.0) -> Tensor"
 
 
 def traced_einsum(equation, operands, optimize, memory_limit):
@@ -60,8 +62,10 @@ _lib = torch.library.Library("einc", "DEF")
 _lib.define("einsum" + _SCHEMA)
 
 
-def _impl(equation, operands, optimize, memory_limit):
+def _impl(equation, operands, optimize, memory_limit, scale=1.0):
     """The kernel for every device: plain einc (plan cache, plan, executor)."""
+    if scale != 1.0:
+        return engine.run_scaled(parse(equation), operands, Options.from_op(optimize, memory_limit), scale)
     return engine.run(parse(equation), operands, Options.from_op(optimize, memory_limit))
 
 
@@ -72,7 +76,7 @@ _modes = torch._C._len_torch_dispatch_stack
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _autograd_kernel(equation, operands, optimize, memory_limit):
+def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
     """The Autograd kernel: :class:`einc.autograd.EinsumFunction` when a gradient is needed.
 
     Otherwise it runs einc directly when the operands are plain tensors and no dispatch
@@ -86,13 +90,14 @@ def _autograd_kernel(equation, operands, optimize, memory_limit):
             # cannot be applied from inside a kernel there, so run the executor's
             # differentiable ops.  (einc.einsum itself applies the Function before any
             # kernel, so this is only reached by calling torch.ops.einc.einsum.)
-            return _impl(equation, operands, optimize, memory_limit)
+            return _impl(equation, operands, optimize, memory_limit, scale)
         call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
-        return autograd.EinsumFunction.apply(call, *operands)
+        out = autograd.EinsumFunction.apply(call, *operands)
+        return out if scale == 1.0 else out * scale     # training: the scale as its own op
     if not _modes() and all(type(o) in _PLAIN for o in operands):
-        return _impl(equation, operands, optimize, memory_limit)
+        return _impl(equation, operands, optimize, memory_limit, scale)
     with torch._C._AutoDispatchBelowAutograd():
-        return einsum_op(equation, operands, optimize, memory_limit)
+        return einsum_op(equation, operands, optimize, memory_limit, scale)
 
 
 _lib.impl("einsum", _autograd_kernel, "Autograd")
@@ -104,11 +109,11 @@ def _autocast_kernel(device_type: str, key):
     cast is then part of traced graphs, so the fake and the real kernels agree.)"""
     keys = torch._C.DispatchKeySet(key)
 
-    def kernel(equation, operands, optimize, memory_limit):
+    def kernel(equation, operands, optimize, memory_limit, scale=1.0):
         dtype = torch.get_autocast_dtype(device_type)
         cast = [o.to(dtype) if dtypes.autocast_eligible(o, dtype) else o for o in operands]
         with torch._C._ExcludeDispatchKeyGuard(keys):
-            return einsum_op(equation, cast, optimize, memory_limit)
+            return einsum_op(equation, cast, optimize, memory_limit, scale)
     return kernel
 
 
@@ -116,7 +121,7 @@ _lib.impl("einsum", _autocast_kernel("cpu", torch._C.DispatchKey.AutocastCPU), "
 _lib.impl("einsum", _autocast_kernel("cuda", torch._C.DispatchKey.AutocastCUDA), "AutocastCUDA")
 
 
-def _fake(equation, operands, optimize, memory_limit):
+def _fake(equation, operands, optimize, memory_limit, scale=1.0):
     eq = parse(equation)
     engine.check_operands(eq, operands)
     graph = build(eq, [o.shape for o in operands])          # checks sizes; symbolic sizes work
@@ -140,9 +145,10 @@ def _result_dtype(equation, types, shapes, optimize, memory_limit):
     return _impl(equation, probes, optimize, memory_limit).dtype
 
 
-def _vmap(info, in_dims, equation, operands, optimize, memory_limit):
+def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
     call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
-    return autograd.batched(call.eq, in_dims[1], operands, call.contract)
+    out, dim = autograd.batched(call.eq, in_dims[1], operands, call.contract)
+    return (out if scale == 1.0 else out * scale), dim
 
 
 torch.library.register_vmap("einc::einsum", _vmap, lib=_lib)

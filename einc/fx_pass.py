@@ -13,8 +13,10 @@ On a dynamo graph (each node's ``meta["example_value"]`` holds a fake tensor) it
 3. fuses a contraction whose result has no other user into the contraction that
    uses it, as opt-einsum-fx does, keeping the fusion only if einc's plan of the
    fused equation needs no more flops than the two plans apart;
-4. replaces a contraction (fused or not) with one ``einc::einsum`` node, applying its
-   scalar factors to the smallest of its operands and its result, only where it pays:
+4. replaces a contraction (fused or not) with one ``einc::einsum`` node, passing its
+   constant scalar factors as the op's ``scale`` where generated kernels run it (the last
+   kernel's epilogue applies it, at no cost), else applying them to the smallest of its
+   operands and its result; only where it pays:
    where einc's plan needs fewer flops than the original nodes as torch runs them
    (each in the order torch would use: its one pairwise product, or for an einsum of
    three or more operands the path ``torch.backends.opt_einsum`` picks, left to right
@@ -43,7 +45,7 @@ import torch.fx
 
 from . import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
 from .equation import letter, parse
-from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape
+from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape, val
 from .graph import ContractionGraph, build
 from .options import Options
 from .plan import build_plan
@@ -77,7 +79,7 @@ class Rewrite:
     fused: int                 # contractions merged into it (1: none)
     flops: int                 # einc's plan of the emitted equation
     unfused_flops: int         # the original contractions in torch's order, summed
-    scale_on: str              # "-", "operand k" or "output"
+    scale_on: str              # "-", "operand k", "output", or "epilogue" (the op's scale: in the kernel)
 
     def __str__(self) -> str:
         return (f"{self.equation:<28} <- {' + '.join(self.sources)}  (fused {self.fused}, flops {self.flops:.4g} "
@@ -295,6 +297,24 @@ def _apply(graph, x, factors):
     return graph.call_function(operator.mul, (x, const)) if const != 1.0 else x
 
 
+def _epilogue_scale(c: Contraction):
+    """The product of ``c``'s factors as one float where they are all numbers and generated
+    kernels run ``c`` (then the op's ``scale`` goes into the last kernel's epilogue, which
+    costs nothing); None otherwise (the factors stay ops in the graph, on the smallest
+    tensor, where inductor may fuse them into their neighbours)."""
+    from .runtime import dispatch
+    if not c.factors or not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f, _ in c.factors):
+        return None
+    example = val(c.operands[0])
+    if not isinstance(example, torch.Tensor) or \
+            dispatch.decide(example.device.type, [example.dtype])[0] != "triton":
+        return None
+    scale = 1.0
+    for f, kind in c.factors:
+        scale = scale * f if kind == "mul" else scale / f
+    return float(scale)
+
+
 def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict) -> Rewrite:
     """Replace ``c`` in the graph with one ``einc::einsum`` call.
 
@@ -307,7 +327,11 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
     scale_on = "-"
     with graph.inserting_before(c.out):
         target = None
-        if c.factors:
+        scale = _epilogue_scale(c)
+        if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
+            new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
+            scale_on = "epilogue"
+        elif c.factors:
             sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
             target = min(range(len(sizes)), key=lambda k: (sizes[k], k))
             if target < len(operands):
@@ -315,7 +339,8 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
                 scale_on = f"operand {target}"
             else:
                 scale_on = "output"
-        new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
+        if scale is None:
+            new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
         if target == len(operands):
             new = _apply(graph, new, c.factors)
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")

@@ -84,7 +84,7 @@ def test_every_golden_module_parses_and_names_are_python_identifiers():
     for f in files:
         tree = ast.parse(f.read_text())
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-        assert "launch" in names and any(re.fullmatch(r"einc_(mm|red)_\w+_[0-9a-f]{8}", n) for n in names)
+        assert "launch" in names and any(re.fullmatch(r"einc_(mm|red|fused)_\w+_[0-9a-f]{8}", n) for n in names)
 
 
 def test_golden_kernels_are_current(tmp_path):

@@ -7,7 +7,7 @@ import sys
 def test_pure_stages_do_not_import_torch_or_triton():
     code = (
         "import sys, importlib.util, pathlib\n"
-        "import einc.equation, einc.graph, einc.plan, einc.errors, einc.config\n"
+        "import einc.equation, einc.graph, einc.plan, einc.errors, einc.config, einc.fuse\n"
         "bad = [m for m in ('torch', 'triton') if m in sys.modules]\n"
         "assert not bad, bad\n"
         "from einc.equation import parse\n"

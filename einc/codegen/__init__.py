@@ -11,7 +11,7 @@ byte-identical source: no timestamps, paths or set/dict-order dependence.
 from __future__ import annotations
 
 from ..ir import MATMUL, Kernel
-from . import launcher, matmul, reduce
+from . import fused, launcher, matmul, reduce
 from .common import finish_source, header
 
 # The kernel's name while its source is hashed (einc.lower names a kernel by that hash).
@@ -19,7 +19,10 @@ NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
 
 
 def render(kernel: Kernel) -> str:
-    """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder)."""
+    """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder;
+    a :class:`~einc.fuse.FusedKernel` renders through :mod:`.fused`)."""
+    if kernel.kind == "fused":
+        return fused.render(kernel)
     name = kernel.name or NAME_PLACEHOLDER
     body = matmul.kernel_source(kernel, name) if kernel.kind == MATMUL else reduce.kernel_source(kernel, name)
     return "\n".join([header(kernel, name), body, finish_source(name), launcher.source(kernel, name)])

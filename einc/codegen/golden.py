@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 
 from ..equation import parse
+from ..fuse import fuse_plan, lower_program, notes
 from ..graph import build
 from ..ir import KERNEL_DTYPES
-from ..lower import lower_plan
 from ..plan import build_plan
 from . import render
 
@@ -33,11 +33,12 @@ CLASSICS = [  # (name, equation, shapes, dtype)
 
 
 def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
-    """File name -> text: the plan table and one module per step."""
+    """File name -> text: the plan table and one module per step, as generated kernels run
+    it (steps that fuse are one step, one module; the table's notes name their parts)."""
     eq = parse(equation)
-    plan = build_plan(build(eq, shapes), eq.text)
-    files = {"plan.txt": str(plan) + "\n"}
-    for s, kernel in enumerate(lower_plan(plan, dtype, shapes)):
+    plan = fuse_plan(build_plan(build(eq, shapes), eq.text), dtype)
+    files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan)])) + "\n"}
+    for s, kernel in enumerate(lower_program(plan, dtype, shapes)):
         files[f"step{s + 1}_{kernel.name}.py"] = render(kernel)
     return files
 

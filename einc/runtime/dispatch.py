@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 
-from .. import config
+from .. import config, fuse
 from ..errors import ConfigError
 from ..lower import supported
 from ..plan import format_table
@@ -121,13 +121,15 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         note = _TORCH_NOTE + (" -- " + why.removeprefix("einc: ") if why else "")
         return Explanation(plan, ["torch"] * len(plan.steps), note,
                            [c.reason for c in choices] if choices else ())
-    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
     if choices is None:
         mode = select.mode_for(select_mode, device_type)
+        if mode != "blas":          # steps that fuse show as one kernel (an entry's plan is fused already)
+            plan = triton_executor.program(plan, dtypes[0])
         choices = _static_choices(plan, _contiguous_strides(plan, shapes), "model" if mode == "measure" else mode,
                                   dtypes[0])
         if mode == "measure":
             choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
+    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
     names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
              for c, k in zip(choices, kernels)]
     return Explanation(plan, names, _KERNEL_NOTE, [c.reason for c in choices])
@@ -156,6 +158,9 @@ def _static_choices(plan, strides, mode, dtype):
     """Each step's choice without timing (``kernel``, ``blas`` or ``model``)."""
     choices = []
     for step in plan.steps:
+        if step.kind == fuse.FUSED:
+            choices.append(select.Choice("triton", fuse.reason(step, plan)))
+            continue
         gemm, why = (blas.classify(step, plan.graph.sizes, *[strides[v] for v in step.operands])
                      if len(step.operands) == 2 and _blas_able(dtype) else (None, f"a {step.kind} step"))
         if mode == "kernel":
@@ -180,9 +185,14 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)
     device_type = operands[0].device.type
+    torch_run.plan = plan       # what the torch executor runs (a fused program falls back to it)
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
     if choose(device_type, dtypes) != "triton":
         return entry
+    mode = select.mode_for(select_mode, device_type)
+    if mode != "blas":      # generated kernels may run: fuse the steps that save memory traffic
+        program = triton_executor.program(plan, dtypes[0])
+        torch_fns, plan = fuse.unit_functions(program, plan, torch_fns), program
     try:
         launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands],
                                             [tuple(o.stride()) for o in operands])
@@ -191,8 +201,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     except Exception as e:      # a generator bug must not cost the user an answer
         _fall_back(plan, e)
         return entry
-    entry.backend = "triton"
-    mode = select.mode_for(select_mode, device_type)
+    entry.plan, entry.backend = plan, "triton"
     if mode == "measure":
         entry.run = _measuring_call(entry, launches, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
@@ -210,7 +219,7 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
     step = plan.steps[s]
     if backend == "triton":
         return launches[s]
-    if backend == "blas":
+    if backend == "blas" and len(step.operands) == 2:
         fn = blas.step_function(step, plan.graph.sizes, *[strides[v] for v in step.operands], torch_fns[s])
         if fn is not None:
             return fn
@@ -222,7 +231,7 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
     faster (or the decision remembered on disk), then run the chosen functions from then on."""
     plan = entry.plan
 
-    def first(ops):
+    def first(ops, scale=None):
         values = list(ops)
         choices, functions = [], []
         try:
@@ -245,18 +254,18 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 values.append(fn(*args))
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             _fall_back(plan, e)
-            entry.run, entry.backend = torch_run, "torch"
-            entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(plan.steps)
-            return torch_run(ops)
+            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
+            entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(entry.plan.steps)
+            return torch_run(ops, scale)
         entry.choices = choices
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
-        return values[-1]
+        return values[-1] if scale is None else values[-1] * scale
     return first
 
 
 def _cast(run, dtype):
-    def cast(ops):
-        return run(ops).to(dtype)
+    def cast(ops, scale=None):
+        return run(ops, scale).to(dtype)
     return cast
 
 
@@ -267,22 +276,22 @@ def _first_call(entry, triton_run, torch_run):
     torch executor for good; a later failure (a view a 32-bit kernel cannot address)
     runs that one call on torch.  ``try`` costs nothing until something raises.
     """
-    def first(ops):
+    def first(ops, scale=None):
         try:
-            out = triton_run(ops)
+            out = triton_run(ops, scale)
         except Exception as e:
             _fall_back(entry.plan, e)
-            entry.run, entry.backend = torch_run, "torch"
-            return torch_run(ops)
+            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
+            return torch_run(ops, scale)
         entry.run = run
         return out
 
-    def run(ops):
+    def run(ops, scale=None):
         try:
-            return triton_run(ops)
+            return triton_run(ops, scale)
         except Exception as e:
             _fall_back(entry.plan, e)
-            return torch_run(ops)
+            return torch_run(ops, scale)
     return first
 
 

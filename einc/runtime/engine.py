@@ -45,6 +45,12 @@ def run(eq: Equation, operands, options: Options):
     return entry.run(operands)
 
 
+def run_scaled(eq: Equation, operands, options: Options, scale: float):
+    """:func:`run` times ``scale``, applied in the last generated kernel's epilogue where one
+    runs the last step (else by one multiply after it)."""
+    return entry(eq, operands, options).run(operands, scale)
+
+
 def entry(eq: Equation, operands, options: Options) -> Entry:
     """The cache entry :func:`run` uses for these operands, built on a miss (the key as
     in :func:`run`, which builds it inline to stay one call deep)."""
@@ -174,5 +180,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+__all__ = ["run", "run_scaled", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
            "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+
 
 def unroll(plan, step_functions):
-    """``run(operands)`` calling ``step_functions[s]`` on each step's operands in turn.
+    """``run(operands, scale=None)`` calling ``step_functions[s]`` on each step's operands in turn.
 
-    Intermediates are deleted after their last use; the function's source is kept as
-    ``run.source`` for ``einc dump``.
+    With a ``scale`` the result is multiplied by it: inside the last step where its
+    function takes a ``scale`` keyword (a generated kernel's ``launch``: the kernel's
+    epilogue), else by one multiply after it.  Intermediates are deleted after their last
+    use; the function's source is kept as ``run.source`` for ``einc dump``.
     """
     n = plan.num_operands
     last_use = {}
@@ -15,14 +19,37 @@ def unroll(plan, step_functions):
         for v in step.operands:
             last_use[v] = s
     name = lambda v: f"ops[{v}]" if v < n else f"t{v}"  # noqa: E731
-    lines = ["def run(ops):"]
+    lines = ["def run(ops, scale=None):"]
     env = {}
+    final = len(plan.steps) - 1
     for s, (step, fn) in enumerate(zip(plan.steps, step_functions)):
         env[f"step{s}"] = fn
-        lines.append(f"    t{step.result} = step{s}({', '.join(name(v) for v in step.operands)})")
+        args = ", ".join(name(v) for v in step.operands)
+        if s == final:
+            env["scaled"] = _scaled(fn)
+            lines += ["    if scale is None:", f"        t{step.result} = step{s}({args})", "    else:",
+                      f"        t{step.result} = scaled({args}, scale)"]
+        else:
+            lines.append(f"    t{step.result} = step{s}({args})")
         lines += [f"    del t{v}" for v in step.operands if v >= n and last_use[v] == s]
     lines.append(f"    return t{plan.steps[-1].result}")
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<einc plan {plan.equation}>", "exec"), env)
     env["run"].source = source
     return env["run"]
+
+
+def _scaled(fn):
+    """``fn`` with a last positional argument ``scale`` multiplying its result."""
+    try:
+        takes_scale = "scale" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_scale = False
+    if takes_scale:
+        def in_epilogue(*args):
+            return fn(*args[:-1], scale=args[-1])
+        return in_epilogue
+
+    def after(*args):
+        return fn(*args[:-1]) * args[-1]
+    return after

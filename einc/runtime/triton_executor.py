@@ -12,7 +12,7 @@ import importlib.util
 import os
 import sys
 
-from .. import config
+from .. import config, fuse
 from ..codegen import render
 from ..lower import lower_plan
 from .loader import load
@@ -50,9 +50,18 @@ def use_interpreter() -> bool:
     return False
 
 
+def program(plan, dtype):
+    """The plan as generated kernels run it: steps fused where that saves memory traffic
+    (:mod:`einc.fuse`); ``plan`` itself where nothing fuses."""
+    return fuse.fuse_plan(plan, dtype_name(dtype))
+
+
 def kernels(plan, dtype, shapes, strides=None):
-    """The plan's kernels (IR) for operands of ``dtype`` and ``shapes``, laid out for the
-    operands' ``strides`` (contiguous where not given: any strides still run right)."""
+    """The plan's kernels (IR) for operands of ``dtype`` and ``shapes`` (fused steps included),
+    laid out for the operands' ``strides`` (contiguous where not given: any strides still run
+    right)."""
+    if fuse.is_fused(plan):
+        return fuse.lower_program(plan, dtype_name(dtype), shapes)
     return lower_plan(plan, dtype_name(dtype), shapes, strides)
 
 
