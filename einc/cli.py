@@ -83,7 +83,7 @@ def cmd_dump(args) -> int:
     eq = parse(args.equation)
     _check_count(eq, args.shapes)
     if supported([args.dtype]):
-        files = golden.plan_files(args.equation, args.shapes, args.dtype)
+        files = _one_off(golden.plan_files(args.equation, args.shapes, args.dtype), args)
         note = ""
     else:
         plan = build_plan(build(eq, args.shapes), eq.text)
@@ -108,6 +108,20 @@ def cmd_dump(args) -> int:
     if note:
         print(note, file=sys.stderr)
     return 0
+
+
+SUITE_ORIGIN = "(regenerate: einc dump --suite)"
+
+
+def _one_off(files: dict, args) -> dict:
+    """The modules of a one-off dump, their first line naming the command that wrote them
+    (the code generator's says ``einc dump --suite``, true of the golden kernels only)."""
+    import shlex
+
+    shapes = ",".join("x".join(map(str, s)) if s else "()" for s in args.shapes)
+    origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shapes} --dtype {args.dtype})"
+    return {name: text.replace(SUITE_ORIGIN, origin, 1) if name.endswith(".py") else text
+            for name, text in files.items()}
 
 
 def _dump_suite(args) -> int:
