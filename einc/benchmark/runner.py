@@ -361,8 +361,12 @@ def exit_status(rows: list[dict]) -> int:
 
 
 def default_out(suite_path) -> Path:
-    """``results/`` beside the suite file (``bench/results/`` for the repository's suite)."""
-    return Path(suite_path).resolve().parent / "results"
+    """``results/`` beside the suite file (``bench/results/`` for the repository's suite);
+    ``einc-bench/`` under the current directory for the suite installed with the package."""
+    from .suite import PACKAGED
+
+    path = Path(suite_path).resolve()
+    return Path("einc-bench") if path == PACKAGED else path.parent / "results"
 
 
 def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, rounds: int | None = None,
