@@ -315,11 +315,11 @@ def test_bench_quick_writes_csv_markdown_and_chart(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "geomean einc/torch" in out and "tiny_gemm_16" in out
     assert "[1/4]" in err or "4/4" in err                   # the progress bar
-    csv = (tmp_path / "suite_cpu.csv").read_text().splitlines()
+    csv = (tmp_path / "suite_cpu_quick_small.csv").read_text().splitlines()
     assert csv[0].startswith("id,category,equation,dtype,torch_us") and len(csv) == 5
-    assert "## By category" in (tmp_path / "suite_cpu.md").read_text()
+    assert "## By category" in (tmp_path / "suite_cpu_quick_small.md").read_text()
     if importlib.util.find_spec("matplotlib") is not None:
-        assert (tmp_path / "suite_cpu.png").read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / "suite_cpu_quick_small.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bench_without_matplotlib_still_writes_csv_and_markdown(tmp_path):
@@ -331,8 +331,8 @@ def test_bench_without_matplotlib_still_writes_csv_and_markdown(tmp_path):
     done = run_cli(code=code)
     assert done.returncode == 0, done.stderr
     assert "matplotlib is not installed" in done.stderr and "pip install" in done.stderr
-    assert (tmp_path / "suite_cpu.csv").is_file() and (tmp_path / "suite_cpu.md").is_file()
-    assert not (tmp_path / "suite_cpu.png").exists()
+    assert (tmp_path / "suite_cpu_quick_tiny_gemm.csv").is_file() and (tmp_path / "suite_cpu_quick_tiny_gemm.md").is_file()
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_bench_scripts_are_thin_wrappers(tmp_path):
@@ -340,7 +340,7 @@ def test_bench_scripts_are_thin_wrappers(tmp_path):
                            "--filter", "tiny_gemm", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "suite_cpu.md").is_file()
+    assert (tmp_path / "suite_cpu_quick_tiny_gemm.md").is_file()
     code = ("import sys; sys.path.insert(0, 'bench')\n"
             "import timing, report\n"
             "from bench import run, dispatch\n"
