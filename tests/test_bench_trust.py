@@ -187,3 +187,11 @@ def test_the_chart_title_carries_machine_threads_versions_and_the_warning(tmp_pa
     load = fake_load(1.9)
     load.actions.append("quick run on a busy machine")
     assert "not trustworthy" in load.warning()
+
+
+def test_a_quick_dispatch_run_writes_its_own_files(tmp_path):
+    from einc.benchmark import dispatch
+    (tmp_path / "dispatch.csv").write_text("the full run's")
+    assert dispatch.run(tmp_path, rounds=1, quick=True) == 0
+    assert (tmp_path / "dispatch.csv").read_text() == "the full run's"
+    assert len((tmp_path / "dispatch_quick.csv").read_text().splitlines()) == 1 + len(dispatch.SIZES)

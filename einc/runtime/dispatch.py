@@ -113,7 +113,7 @@ def _torch_note(plan, device_type: str, dtypes, why) -> str:
         reason = f"no generated kernels for {', '.join(sorted({triton_executor.dtype_name(d) for d in dtypes}))}"
     else:
         reason = "the generated kernels could not be built (see the warning)"
-    note = f"every step runs as torch operations: {reason}"
+    note = f"the torch executor runs every step (torch operations): {reason}"
     if any(step.kind == CONTRACT for step in plan.steps):
         note += ("; a matrix product step copies an operand whose dimensions are not laid out as a batch "
                  "of matrices")
