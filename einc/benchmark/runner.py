@@ -277,13 +277,15 @@ def run_tag(quick: bool, text: str) -> str:
 
 
 def expected_seconds(workloads: list[dict], opts: Options) -> float:
-    """A rough forecast of the run's seconds, from each workload's flops and bytes (CPU
-    float32 at about 20 GFLOP/s and 5 GB/s; training steps cost three times a forward
-    call): per workload, rounds of three ≥ 2 ms batches within the budget, plus warm-up."""
+    """A forecast of the run's seconds on an idle machine, from each workload's flops and
+    bytes: per workload, rounds of three ≥ 2 ms batches within the budget, plus about
+    0.4 s of set-up, warm-up and calibration.  The rates (40 GFLOP/s, 10 GB/s; a
+    training step three forward calls) reproduce the timing phase of the README's idle
+    2-core run (8.5 s forecast, 8.6 s from its medians)."""
     total = 0.0
     for w in workloads:
         v = w["variants"][variant_name(opts.device)]
-        call = max(20e-6, (v.get("flops") or 0) / 2e10 + (v.get("min_bytes") or 0) / 5e9)
+        call = max(20e-6, (v.get("flops") or 0) / 4e10 + (v.get("min_bytes") or 0) / 1e10)
         call *= 3 if opts.mode == "train" else 1
         round_s = 3 * max(2e-3, call)
         total += max(opts.min_rounds * round_s, min(opts.rounds * round_s, opts.budget)) + 0.4 + 4 * call
@@ -467,7 +469,7 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
         settle(load, torch, wait=wait, threads_set=threads_set, quick=quick)
     eta = expected_seconds(work, opts)
     print(f"einc bench: {len(work)} workload(s) on {device}, {torch.get_num_threads()} torch thread(s); expected "
-          f"duration about {eta:.0f} s" + (f", plus {len(model_set)} model(s) (inductor compiles: up to minutes)"
+          f"duration about {eta:.0f} s" + (" (on an idle machine; this one is busy)" if load.warning() else "") + (f", plus {len(model_set)} model(s) (inductor compiles: up to minutes)"
                                           if model_set else "")
           + (f"; files {out}/*{tag}.*" if tag else f"; files in {out}/"), file=sys.stderr)
     status = 0
