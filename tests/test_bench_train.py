@@ -25,7 +25,8 @@ TINY = ["--quick", "--rounds", "3", "--budget", "0.1"]
 SUITE_COLUMNS = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
                  "einc_over_opt_einsum", "einc_grad_check", "rounds", "torch_calls_per_batch",
                  "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
-                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
+                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops", "other_cores_busy",
+                 "busy_left_out"]
 MODEL_COLUMNS = ["model", "eager_us", "inductor_us", "einc_us", "einc_over_inductor", "einc_over_eager",
                  "eager_first_call_s", "inductor_first_call_s", "einc_first_call_s", "einc_rewrites", "grad_check",
                  "rounds", "eager_calls_per_batch", "inductor_calls_per_batch", "einc_calls_per_batch"]

@@ -120,8 +120,9 @@ def test_a_workload_timed_while_the_machine_got_busy_is_retimed_then_flagged(tmp
     monkeypatch.setattr(runner, "other_cores", lambda a, b: 1000.0)
     rows = runner.run([w], opts, load=load)
     assert rows[0]["noisy"] and load.noisy == ["tiny_gemm_16"]
-    md, _, summary = runner.report_suite(rows, tmp_path, opts, load, quiet=True)
-    assert "- geomean einc/torch: —" in summary
+    md, csv, summary = runner.report_suite(rows, tmp_path, opts, load, quiet=True)
+    assert csv.read_text().splitlines()[1].endswith(",1000.0,yes")
+    assert "- geomean einc/torch: —" in summary and "less the 1 timed on a busy machine" in summary[0]
     assert "- timed on a busy machine, left out of the summary: tiny_gemm_16" in summary
     text = md.read_text()
     assert "left out)**" in text and "their ratios are noise" in text

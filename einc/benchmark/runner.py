@@ -238,7 +238,8 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def run(workloads: list[dict], opts: Options, progress: Progress | None = None, load: Load | None = None) -> list[dict]:
+def run(workloads: list[dict], opts: Options, progress: Progress | None = None,
+        load: Load | None = None) -> list[dict]:
     """Benchmark ``workloads`` in order; one row per workload (see :func:`bench_workload`).
     With a ``load`` and ``opts.guard``, a workload timed while other processes kept too
     many cores busy for torch's threads is timed again once the machine is quiet (waiting
@@ -332,7 +333,8 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
                      None if "einc" not in r["first"] else round(r["first"]["einc"] * 1e6, 1),
                      v.get("flops"), v.get("min_bytes"),
                      *[None if r["rates"][k] is None else round(r["rates"][k] / 1e9, 3) for k in METHODS],
-                     None if r["roof"] is None else round(r["roof"] / 1e9, 3)])
+                     None if r["roof"] is None else round(r["roof"] / 1e9, 3),
+                     _cores(r.get("other_cores")), "yes" if r.get("noisy") else ""])
     ok = [r for r in rows if r["einc_check"] == "ok" and r["et"] is not None and not r.get("noisy")]
     gt, go = report.geomean(r["et"] for r in ok), report.geomean(r["eo"] for r in ok)
     worst = max(ok, key=lambda r: r["et"], default=None)
@@ -353,7 +355,7 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     noisy = [r["w"]["id"] for r in rows if r.get("noisy")]
     summary = [f"- workloads: {len(rows)} (einc matches torch.einsum on "
                f"{len([r for r in rows if r['einc_check'] == 'ok'])}; geomeans and max use those"
-               + (f" timed on a quiet machine, {len(ok)}" if noisy else "") + ")",
+               + (f", less the {len(noisy)} timed on a busy machine" if noisy else "") + ")",
                f"- geomean einc/torch: {report.fmt_ratio(gt)}",
                f"- geomean einc/opt_einsum: {report.fmt_ratio(go)}",
                f"- max einc/torch: {report.fmt_ratio(worst and worst['et'])} "
@@ -370,10 +372,16 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     csv_cols = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
                 "einc_over_opt_einsum", "einc_grad_check" if train else "einc_check", "rounds", "torch_calls_per_batch",
                 "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
-                "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
+                "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops", "other_cores_busy",
+                "busy_left_out"]
     md_path, csv_path = report.write(out_dir, f"suite_{opts.device}{mode.suffix}{opts.tag}", md, csv_cols, data,
                                      quiet=quiet)
     return md_path, csv_path, summary
+
+
+def _cores(x):
+    """Cores kept busy by other processes, for the CSV ('' where unknown)."""
+    return "" if x is None or x != x else round(x, 2)
 
 
 def verdict(passed: bool) -> str:
@@ -462,15 +470,15 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
     mode = TRAIN if train else FORWARD
     tag = run_tag(quick, text)
     opts = Options(device, rounds, budget or (1.0 if quick else 4.0), min(rounds, 3 if quick else 5), mode.name,
-                   tag, wait, not quick)
+                   tag, wait, guard=not quick and device == "cpu")       # CUDA timings do not share the cores
     out = Path(out) if out else default_out(suite_path)
     load = Load()
     if device == "cpu":
         settle(load, torch, wait=wait, threads_set=threads_set, quick=quick)
     eta = expected_seconds(work, opts)
     print(f"einc bench: {len(work)} workload(s) on {device}, {torch.get_num_threads()} torch thread(s); expected "
-          f"duration about {eta:.0f} s" + (" (on an idle machine; this one is busy)" if load.warning() else "") + (f", plus {len(model_set)} model(s) (inductor compiles: up to minutes)"
-                                          if model_set else "")
+          f"duration about {eta:.0f} s" + (" (on an idle machine; this one is busy)" if load.warning() else "")
+          + (f", plus {len(model_set)} model(s) (inductor compiles: up to minutes)" if model_set else "")
           + (f"; files {out}/*{tag}.*" if tag else f"; files in {out}/"), file=sys.stderr)
     status = 0
     if work:
