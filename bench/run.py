@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=None, help="seconds per workload (default 4, quick 1)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default bench/results/)")
     p.add_argument("--quick", action="store_true", help="fewer rounds and a smaller budget (smoke test)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (default: torch's)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads(N) (default: torch's, or 1 on a busy machine)")
+    p.add_argument("--wait", type=float, default=60.0, help="on a busy machine, seconds to wait for it to quieten")
     p.add_argument("--dispatch", action="store_true", help="run the dispatch micro-benchmark instead")
     p.add_argument("--train", action="store_true",
                    help="time forward + backward: the suite (suite_cpu_train.*) and bench/models.py's models "
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
         return dispatch.run(args.out, args.rounds, args.quick)
     try:
         return bench_suite(SUITE, device="cpu", text=args.filter, out=args.out, rounds=args.rounds,
-                           budget=args.budget, quick=args.quick, train=args.train, models=not args.no_models)
+                           budget=args.budget, quick=args.quick, train=args.train, models=not args.no_models,
+                           wait=args.wait, threads_set=args.threads is not None)
     except EincError as e:
         print(f"bench/run.py: error: {e}", file=sys.stderr)
         return 2

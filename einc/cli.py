@@ -83,7 +83,7 @@ def cmd_dump(args) -> int:
     eq = parse(args.equation)
     _check_count(eq, args.shapes)
     if supported([args.dtype]):
-        files = golden.plan_files(args.equation, args.shapes, args.dtype)
+        files = _one_off(golden.plan_files(args.equation, args.shapes, args.dtype), args)
         note = ""
     else:
         plan = build_plan(build(eq, args.shapes), eq.text)
@@ -108,6 +108,20 @@ def cmd_dump(args) -> int:
     if note:
         print(note, file=sys.stderr)
     return 0
+
+
+SUITE_ORIGIN = "(regenerate: einc dump --suite)"
+
+
+def _one_off(files: dict, args) -> dict:
+    """The modules of a one-off dump, their first line naming the command that wrote them
+    (the code generator's says ``einc dump --suite``, true of the golden kernels only)."""
+    import shlex
+
+    shapes = ",".join("x".join(map(str, s)) if s else "()" for s in args.shapes)
+    origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shapes} --dtype {args.dtype})"
+    return {name: text.replace(SUITE_ORIGIN, origin, 1) if name.endswith(".py") else text
+            for name, text in files.items()}
 
 
 def _dump_suite(args) -> int:
@@ -242,7 +256,8 @@ def cmd_bench(args) -> int:
         raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
     return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=args.out,
                        rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart,
-                       train=args.train, models=not args.no_models)
+                       train=args.train, models=not args.no_models, wait=args.wait,
+                       threads_set=args.threads is not None)
 
 
 # ----------------------------------------------------------------------- cache
@@ -349,10 +364,10 @@ folder is used instead (einc cache path shows which).
 
 
 def _bench_examples() -> str:
-    from .benchmark.suite import REPO, SUITE_NAME
+    from .benchmark.suite import PACKAGED, REPO, SUITE_NAME
     return f"""\
 examples:
-  einc bench                               the CPU suite (float32), ~30 s on 2 cores
+  einc bench                               the CPU suite (float32); prints its expected duration
   einc bench --quick --filter attention    a smoke test of the attention workloads
   einc bench --device cuda --out /tmp/gpu  the GPU variants, with a roofline chart
   einc bench --dispatch                    per-call overhead on tiny matrix chains
@@ -360,11 +375,19 @@ examples:
   einc bench --train --no-models --quick   a smoke test of the suite in training mode
 
 The default suite is {SUITE_NAME} in the current directory, else in the repository
-that holds the einc package ({REPO / SUITE_NAME}, for an editable install).
+that holds the einc package ({REPO / SUITE_NAME}), else the one installed with
+einc ({PACKAGED}; its results go to ./einc-bench/).
 Outputs under --out (default: results/ beside the suite file): suite_<device>.md,
-suite_<device>.csv and suite_<device>.png (speedup per workload on a log scale; on
-CUDA also achieved TFLOP/s against a roofline measured on the device, from the
-suite's flops and min_bytes). The PNG needs matplotlib (pip install 'einc[bench]').
+suite_<device>.csv and suite_<device>.png (speedup per workload, grouped by category,
+with the numbers on the bars; on CUDA also achieved TFLOP/s against a roofline
+measured on the device). The PNG needs matplotlib (pip install 'einc[bench]').
+A --quick or --filter run writes suite_<device>_quick.*, suite_<device>_<filter>.*
+(or both tags), never over a full run's files.
+On a busy machine (other processes keep cores busy that torch's threads need; the
+scheduler would then set the timings) it waits up to --wait seconds, then times with
+one torch thread if a core is free for it (unless --threads is given), else refuses
+(exit status 2); a workload timed while the machine got busy is timed again, else
+flagged and left out of the summary. --quick runs go on, marked as not trustworthy.
 With --train: suite_<device>_train.md/.csv/.png (each method's timed call is the
 forward and torch.autograd.grad of every floating operand; einc's output and gradients
 are checked against torch.einsum's) and models_train.md/.csv (forward + backward of
@@ -428,7 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="7 rounds and 1 s per workload (a smoke test)")
     p.add_argument("--rounds", type=int, metavar="N", help="rounds per workload (default 31; --quick 7)")
     p.add_argument("--budget", type=float, metavar="S", help="seconds per workload (default 4; --quick 1)")
-    p.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) (default: torch's)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch.set_num_threads(N) (default: torch's, or 1 on a busy machine, see below)")
+    p.add_argument("--wait", type=float, default=60.0, metavar="S",
+                   help="on a busy machine, seconds to wait for it to quieten (default 60)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
                    help="run the per-call overhead micro-benchmark instead (writes dispatch.md/.csv)")

@@ -68,8 +68,26 @@ class Plan:
 
     def describe(self, step: Step) -> str:
         """``'ij,jk->ik'`` for a step, in the graph's index names."""
-        g = self.graph
-        return ",".join(g.term(t) for t in step.inputs) + "->" + g.term(step.output)
+        numbered = self.numbered(step)
+        return ",".join(self.term(t, numbered) for t in step.inputs) + "->" + self.term(step.output, numbered)
+
+    def term(self, indices, numbered: bool = False) -> str:
+        """Display string of ``indices`` as the equation writes them: ``'bij'``, the
+        ellipsis's dimensions together as one ``...``.  Where they do not stand together
+        (or ``numbered``), each is written ``...0``, ``...1`` (its place in the ellipsis)."""
+        names = [self.graph.names[i] for i in indices]
+        if numbered or self._split(indices):
+            return "".join("..." + n[1:] if n.startswith("…") else n for n in names)
+        return "".join("..." if n.startswith("…") else n for k, n in enumerate(names)
+                       if not (n.startswith("…") and k and names[k - 1].startswith("…")))
+
+    def _split(self, indices) -> bool:
+        """Whether the ellipsis's dimensions among ``indices`` stand in more than one run."""
+        return "x" in "".join("e" if self.graph.names[i].startswith("…") else "x" for i in indices).strip("x")
+
+    def numbered(self, step: Step) -> bool:
+        """Whether ``step`` is shown with numbered ellipsis dimensions (one of its terms splits them)."""
+        return any(self._split(t) for t in (*step.inputs, step.output))
 
     def __str__(self) -> str:
         return format_table(self)
@@ -80,7 +98,7 @@ class Plan:
             "equation": self.equation, "optimizer": self.optimizer, "path": [list(c) for c in self.path],
             "steps": [{"step": s + 1, "kind": step.kind, "operands": [f"T{v}" for v in step.operands],
                        "result": f"T{step.result}", "contraction": self.describe(step),
-                       "summed": self.graph.term(step.summed), "flops": step.flops, "size": step.size}
+                       "summed": self.term(step.summed, self.numbered(step)), "flops": step.flops, "size": step.size}
                       for s, step in enumerate(self.steps)],
             "totals": {"flops": self.flops, "largest_intermediate": self.largest_intermediate,
                        "steps": len(self.steps), "speedup_over_naive": self.speedup},
@@ -226,7 +244,7 @@ def format_table(plan: Plan, backends=(), note: str = "") -> str:
             + (("backend",) if backends else ())]
     for s, step in enumerate(plan.steps):
         rows.append((f"{s + 1}", step.kind, ",".join(f"T{v}" for v in step.operands) + f"->T{step.result}",
-                     plan.describe(step), plan.graph.term(step.summed) or "-", f"{step.flops:.4g}",
+                     plan.describe(step), plan.term(step.summed, plan.numbered(step)) or "-", f"{step.flops:.4g}",
                      f"{step.size:.4g}") + ((backends[s],) if backends else ()))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

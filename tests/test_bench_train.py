@@ -25,7 +25,8 @@ TINY = ["--quick", "--rounds", "3", "--budget", "0.1"]
 SUITE_COLUMNS = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
                  "einc_over_opt_einsum", "einc_grad_check", "rounds", "torch_calls_per_batch",
                  "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
-                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
+                 "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops", "other_cores_busy",
+                 "busy_left_out"]
 MODEL_COLUMNS = ["model", "eager_us", "inductor_us", "einc_us", "einc_over_inductor", "einc_over_eager",
                  "eager_first_call_s", "inductor_first_call_s", "einc_first_call_s", "einc_rewrites", "grad_check",
                  "rounds", "eager_calls_per_batch", "inductor_calls_per_batch", "einc_calls_per_batch"]
@@ -87,13 +88,13 @@ def test_train_quick_writes_the_train_files_beside_the_forward_ones(tmp_path, ca
                  *TINY, "--filter", "small"]) == 0
     out = capsys.readouterr().out
     assert (tmp_path / "suite_cpu.md").read_text() == "the forward run's report"    # not overwritten
-    assert not (tmp_path / "suite_cpu.csv").exists() and not (tmp_path / "models_train.csv").exists()
-    data = rows_of(tmp_path / "suite_cpu_train.csv")
+    assert not (tmp_path / "suite_cpu.csv").exists() and not list(tmp_path.glob("models_train*"))
+    data = rows_of(tmp_path / "suite_cpu_train_quick_small.csv")       # a partial run's name
     assert list(data[0]) == SUITE_COLUMNS
     assert [r["id"] for r in data] == ["tiny_gemm_16", "scf_diis_error", "quat_to_rot", "pose_rel_rotation"]
     assert all(r["einc_grad_check"] == "ok" for r in data)
     assert all(float(r["einc_us"]) > 0 and float(r["torch_us"]) > 0 for r in data)
-    md = (tmp_path / "suite_cpu_train.md").read_text()
+    md = (tmp_path / "suite_cpu_train_quick_small.md").read_text()
     assert md.startswith("# einc training benchmark (forward + backward)")
     assert "| grad check |" in md and "torch.autograd.grad(out, float_ops, g)" in md
     assert "- target einc/torch ≤ 1.0 on every workload: " in md
@@ -105,10 +106,10 @@ def test_a_wrong_einc_gradient_is_a_mismatch(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(einc, "einsum", doubled_gradient(einc.einsum))
     assert main(["bench", "--suite", str(SUITE), "--out", str(tmp_path), "--train", "--no-models", "--no-chart",
                  *TINY, "--filter", "tiny_gemm"]) == 1
-    (row,) = rows_of(tmp_path / "suite_cpu_train.csv")
+    (row,) = rows_of(tmp_path / "suite_cpu_train_quick_tiny_gemm.csv")
     assert row["einc_grad_check"].startswith("MISMATCH gradient of operand 0:")
     assert row["einc_over_torch"] != ""                                 # timed anyway, left out of the summary
-    md = (tmp_path / "suite_cpu_train.md").read_text()
+    md = (tmp_path / "suite_cpu_train_quick_tiny_gemm.md").read_text()
     assert "einc MISMATCH / ERROR: tiny_gemm_16" in md
     assert "on every workload: **FAIL** (1 of 1 above or not correct: tiny_gemm_16" in md
     assert "!!! tiny_gemm_16: einc: MISMATCH gradient of operand 0" in capsys.readouterr().err
@@ -136,13 +137,13 @@ def test_models_table_from_models_py_beside_the_suite(stand_in, tmp_path, capsys
     suite, compiled = stand_in.suite, stand_in.compiled
     out = tmp_path / "out"
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY]) == 0
-    assert rows_of(out / "suite_cpu_train.csv")[0]["einc_grad_check"] == "ok"
-    data = rows_of(out / "models_train.csv")
+    assert rows_of(out / "suite_cpu_train_quick.csv")[0]["einc_grad_check"] == "ok"
+    data = rows_of(out / "models_train_quick.csv")
     assert list(data[0]) == MODEL_COLUMNS
     assert [r["model"] for r in data] == ["lin", "other"]
     assert all(r["grad_check"] == "ok" and float(r["einc_over_inductor"]) > 0 for r in data)
     assert compiled == ["eager", "inductor", "einc"] * 2
-    md = (out / "models_train.md").read_text()
+    md = (out / "models_train_quick.md").read_text()
     assert "torch.autograd.grad(out, parameters, g)" in md and "target einc/inductor ≤ 1.0 on every model" in md
 
 
@@ -153,10 +154,10 @@ def test_models_filter_and_a_wrong_compiled_gradient(stand_in, tmp_path, capsys)
     # the filter matches a model and no workload: only the models' table is written
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
                  "--filter", "lin"]) == 1
-    assert not (out / "suite_cpu_train.csv").exists()
-    (row,) = rows_of(out / "models_train.csv")
+    assert not list(out.glob("suite_cpu*"))
+    (row,) = rows_of(out / "models_train_quick_lin.csv")
     assert row["model"] == "lin" and row["grad_check"].startswith("einc: MISMATCH gradient of operand 0:")
-    md = (out / "models_train.md").read_text()
+    md = (out / "models_train_quick_lin.md").read_text()
     assert "on every model: **FAIL** (lin" in md
     assert "!!! model lin: einc: MISMATCH" in capsys.readouterr().err
 

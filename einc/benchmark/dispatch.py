@@ -41,7 +41,8 @@ def chain(k: int) -> str:
 
 
 def run(out, rounds: int | None = None, quick: bool = False) -> int:
-    """Time the chains, write OUT/dispatch.md and .csv; 1 if einc's result was wrong, else 0."""
+    """Time the chains, write OUT/dispatch.md and .csv (``dispatch_quick.*`` for a quick
+    run, never over a full run's); 1 if einc's result was wrong, else 0."""
     rounds = rounds or (9 if quick else 31)
     budget = 1.0 if quick else 3.0
     load, table, data, bad = report.Load(), [], [], False
@@ -68,7 +69,7 @@ def run(out, rounds: int | None = None, quick: bool = False) -> int:
         "of per-call time, batches ≥ 2 ms, methods interleaved in shuffled order; warm-up call untimed"])
     md += report.markdown_table(["operands", "equation", "torch µs", "opt_einsum µs", "einc µs", "einc/torch"],
                                 table)
-    report.write(out, "dispatch", md,
+    report.write(out, "dispatch_quick" if quick else "dispatch", md,
                  ["operands", "equation", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch", "rounds",
                   "torch_calls_per_batch", "opt_einsum_calls_per_batch", "einc_calls_per_batch"], data)
     return 1 if bad else 0

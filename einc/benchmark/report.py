@@ -11,14 +11,14 @@ import math
 import os
 import platform
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import opt_einsum
 import torch
 
 import einc
+
+from .load import Load, _cpu_sample  # noqa: F401 -- re-exported: bench/report.py, dispatch, models
 
 # The repository holding the einc package (an editable install or a clone); used for
 # the git revision in the header, and only when it is a git checkout.
@@ -48,51 +48,18 @@ def _git_rev() -> str:
         return "unknown"
 
 
-def _cpu_sample():
-    """(wall s, CPU s busy machine-wide, CPU s of this process); None off Linux."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    t = os.times()
-    return time.monotonic(), (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK"), t.user + t.system
-
-
-class Load:
-    """Cores kept busy by *other* processes, before the run (0.5 s sample) and during it.
-
-    With torch using every core, one core taken by another process makes parallel ops
-    wait for scheduler ticks, so timings inflate (to multiples of ~4-8 ms).
-    """
-
-    def __init__(self):
-        s0 = _cpu_sample()
-        time.sleep(0.5)
-        self.start = _cpu_sample()
-        self.before = self._other(s0, self.start)
-        if self.before > 0.3:
-            print(f"warning: other processes keep {self.before:.1f} of {os.cpu_count()} cores busy; timings "
-                  "will be inflated (wait for an idle machine, or use --threads 1)", file=sys.stderr)
-
-    @staticmethod
-    def _other(a, b) -> float:
-        if a is None or b is None or b[0] <= a[0]:
-            return float("nan")
-        return max(0.0, (b[1] - a[1]) - (b[2] - a[2])) / (b[0] - a[0])
-
-    def line(self) -> str:
-        during = self._other(self.start, _cpu_sample())
-        noisy = max(self.before, during) > 0.3
-        return (f"cores busy with other processes: {self.before:.2f} before the run, {during:.2f} during it"
-                + (" **(machine not idle: timings are inflated and noisy)**" if noisy else ""))
-
-
 def _gpu() -> str:
     if not torch.cuda.is_available():
         return ""
     p = torch.cuda.get_device_properties(torch.cuda.current_device())
     return f"; GPU: {p.name} ({p.total_memory / 2**30:.0f} GiB), CUDA {torch.version.cuda}"
+
+
+def environment(device: str = "cpu") -> str:
+    """One line: the machine, torch's threads and the versions (the chart's subtitle)."""
+    return (f"{_cpu_model()}, {os.cpu_count()} cores{_gpu() if device == 'cuda' else ''}; torch {torch.__version__} "
+            f"with {torch.get_num_threads()} thread(s); opt_einsum {opt_einsum.__version__}; einc {einc.__version__} "
+            f"(git {_git_rev()}); python {platform.python_version()}")
 
 
 def header(title: str, dtype: str, load: Load, extra: list[str] = (), device: str = "cpu") -> list[str]:

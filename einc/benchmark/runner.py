@@ -18,6 +18,7 @@ models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend=
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ import einc
 
 from ..errors import ArgumentError
 from . import report
+from .load import Load, fits, measure, other_cores, settle
+from .load import _cpu_sample as cpu_sample
 from .progress import Progress
 from .suite import variant_name
 from .timing import interleaved
@@ -53,6 +56,9 @@ class Options:
     budget: float = 4.0
     min_rounds: int = 5
     mode: str = "forward"
+    tag: str = ""              # ends the file stems of a partial run (--quick, --filter): see run_tag
+    wait: float = 60.0         # seconds to wait for an idle machine (before the run and before a re-time)
+    guard: bool = True         # re-time, then flag, a workload timed while other processes kept cores busy
 
 
 def forward_call(fn, eq: str, ops, **kwargs):
@@ -232,16 +238,59 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def run(workloads: list[dict], opts: Options, progress: Progress | None = None) -> list[dict]:
-    """Benchmark ``workloads`` in order; one row per workload (see :func:`bench_workload`)."""
+def run(workloads: list[dict], opts: Options, progress: Progress | None = None,
+        load: Load | None = None) -> list[dict]:
+    """Benchmark ``workloads`` in order; one row per workload (see :func:`bench_workload`).
+    With a ``load`` and ``opts.guard``, a workload timed while other processes kept too
+    many cores busy for torch's threads is timed again once the machine is quiet (waiting
+    up to ``opts.wait`` s); if it is still busy, the row is flagged ``noisy`` (named in
+    ``load.noisy``) and left out of the summary."""
     rows = []
     for w in workloads:
         if progress:
             progress.start(w["id"])
-        rows.append(bench_workload(w, opts.rounds, opts.budget, opts.min_rounds, opts.device, MODES[opts.mode]))
+        for attempt in (1, 2):
+            a = cpu_sample()
+            row = bench_workload(w, opts.rounds, opts.budget, opts.min_rounds, opts.device, MODES[opts.mode])
+            row["other_cores"] = other_cores(a, cpu_sample())
+            if load is None or not opts.guard or fits(row["other_cores"], torch.get_num_threads()):
+                break
+            if attempt == 1:
+                print(f"\neinc bench: {w['id']} was timed while other processes kept {row['other_cores']:.1f} "
+                      "cores busy; timing it again when the machine is quiet", file=sys.stderr)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < opts.wait and not fits(measure(2.0), torch.get_num_threads()):
+                    pass
+            else:
+                row["noisy"] = True
+                load.noisy.append(w["id"])
+        rows.append(row)
         if progress:
             progress.advance()
     return rows
+
+
+def run_tag(quick: bool, text: str) -> str:
+    """The end of a partial run's file stems, so that it never overwrites a full run's
+    files: ``_quick`` for --quick, ``_<filter>`` for --filter (``suite_cpu_quick_small.md``)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") if text else ""
+    return ("_quick" if quick else "") + (f"_{slug or 'filter'}" if text else "")
+
+
+def expected_seconds(workloads: list[dict], opts: Options) -> float:
+    """A forecast of the run's seconds on an idle machine, from each workload's flops and
+    bytes: per workload, rounds of three ≥ 2 ms batches within the budget, plus about
+    0.4 s of set-up, warm-up and calibration.  The rates (40 GFLOP/s, 10 GB/s; a
+    training step three forward calls) reproduce the timing phase of the README's idle
+    2-core run (8.5 s forecast, 8.6 s from its medians)."""
+    total = 0.0
+    for w in workloads:
+        v = w["variants"][variant_name(opts.device)]
+        call = max(20e-6, (v.get("flops") or 0) / 4e10 + (v.get("min_bytes") or 0) / 1e10)
+        call *= 3 if opts.mode == "train" else 1
+        round_s = 3 * max(2e-3, call)
+        total += max(opts.min_rounds * round_s, min(opts.rounds * round_s, opts.budget)) + 0.4 + 4 * call
+    return total
 
 
 def _rate(flops, seconds):
@@ -267,6 +316,8 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
         chk = "ok" if r["einc_check"] == "ok" else f"**{cell(r['einc_check'])}**"
         if r["oe_check"] != "ok":
             chk += f" (opt_einsum: {cell(r['oe_check'])})"
+        if r.get("noisy"):
+            chk += f" **(timed while other processes kept {r['other_cores']:.1f} cores busy: left out)**"
         extra = []
         if gpu:
             rate, roof = r["rates"]["einc"], r["roof"]
@@ -282,8 +333,9 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
                      None if "einc" not in r["first"] else round(r["first"]["einc"] * 1e6, 1),
                      v.get("flops"), v.get("min_bytes"),
                      *[None if r["rates"][k] is None else round(r["rates"][k] / 1e9, 3) for k in METHODS],
-                     None if r["roof"] is None else round(r["roof"] / 1e9, 3)])
-    ok = [r for r in rows if r["einc_check"] == "ok" and r["et"] is not None]
+                     None if r["roof"] is None else round(r["roof"] / 1e9, 3),
+                     _cores(r.get("other_cores")), "yes" if r.get("noisy") else ""])
+    ok = [r for r in rows if r["einc_check"] == "ok" and r["et"] is not None and not r.get("noisy")]
     gt, go = report.geomean(r["et"] for r in ok), report.geomean(r["eo"] for r in ok)
     worst = max(ok, key=lambda r: r["et"], default=None)
     bad = [r["w"]["id"] for r in rows if r["einc_check"] != "ok"]
@@ -300,24 +352,36 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     md = report.header(f"{mode.title} ({variant_name(opts.device)} variants, device {opts.device})",
                        ", ".join(dtypes), load, extra_header, device=opts.device)
     md += report.markdown_table(cols, table)
-    summary = [f"- workloads: {len(rows)} (einc matches torch.einsum on {len(ok)}; geomeans and max use those)",
+    noisy = [r["w"]["id"] for r in rows if r.get("noisy")]
+    summary = [f"- workloads: {len(rows)} (einc matches torch.einsum on "
+               f"{len([r for r in rows if r['einc_check'] == 'ok'])}; geomeans and max use those"
+               + (f", less the {len(noisy)} timed on a busy machine" if noisy else "") + ")",
                f"- geomean einc/torch: {report.fmt_ratio(gt)}",
                f"- geomean einc/opt_einsum: {report.fmt_ratio(go)}",
                f"- max einc/torch: {report.fmt_ratio(worst and worst['et'])} "
                f"({worst['w']['id'] if worst else '—'})",
                f"- einc/torch > 1.1: {', '.join(slow) or 'none'}",
                f"- einc MISMATCH / ERROR: {', '.join(bad) or 'none'}"]
+    if noisy:
+        summary.append(f"- timed on a busy machine, left out of the summary: {', '.join(noisy)}")
     if train:
-        summary += train_verdicts(rows, gt)
+        summary += train_verdicts([r for r in rows if not r.get("noisy")], gt)
     md += ["", "## Summary", ""] + summary + ["", "## By category (geomean of ratios; < 1: einc is faster)", ""]
     md += report.markdown_table(["category", "workloads", "einc/torch", "einc/opt_einsum", "best einc/torch",
                                  "worst einc/torch"], _by_category(ok))
     csv_cols = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",
                 "einc_over_opt_einsum", "einc_grad_check" if train else "einc_check", "rounds", "torch_calls_per_batch",
                 "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
-                "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops"]
-    md_path, csv_path = report.write(out_dir, f"suite_{opts.device}{mode.suffix}", md, csv_cols, data, quiet=quiet)
+                "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops", "other_cores_busy",
+                "busy_left_out"]
+    md_path, csv_path = report.write(out_dir, f"suite_{opts.device}{mode.suffix}{opts.tag}", md, csv_cols, data,
+                                     quiet=quiet)
     return md_path, csv_path, summary
+
+
+def _cores(x):
+    """Cores kept busy by other processes, for the CSV ('' where unknown)."""
+    return "" if x is None or x != x else round(x, 2)
 
 
 def verdict(passed: bool) -> str:
@@ -361,13 +425,17 @@ def exit_status(rows: list[dict]) -> int:
 
 
 def default_out(suite_path) -> Path:
-    """``results/`` beside the suite file (``bench/results/`` for the repository's suite)."""
-    return Path(suite_path).resolve().parent / "results"
+    """``results/`` beside the suite file (``bench/results/`` for the repository's suite);
+    ``einc-bench/`` under the current directory for the suite installed with the package."""
+    from .suite import PACKAGED
+
+    path = Path(suite_path).resolve()
+    return Path("einc-bench") if path == PACKAGED else path.parent / "results"
 
 
 def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, rounds: int | None = None,
                 budget: float | None = None, quick: bool = False, chart: bool = True, train: bool = False,
-                models: bool = True) -> int:
+                models: bool = True, wait: float = 60.0, threads_set: bool = False) -> int:
     """Run the suite's workloads matching ``text`` on ``device``; write the Markdown, the
     CSV and (with matplotlib) the PNG chart under ``out``.  Returns the exit status:
     1 if einc's result differed from torch.einsum's anywhere, else 0.
@@ -375,7 +443,13 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
     ``train``: time forward + backward (:data:`TRAIN`) and write ``suite_<device>_train.*``;
     then, unless ``models`` is false, also the models of ``bench/models.py`` (beside the
     suite file) whose name contains ``text`` (:func:`bench_models_train`).  In training
-    mode ``text`` may match models only."""
+    mode ``text`` may match models only.
+
+    A partial run (``quick``, or a ``text`` filter) writes under other names
+    (:func:`run_tag`), never over a full run's files.  On a busy machine the run waits
+    up to ``wait`` s, pins torch to one thread (unless ``threads_set``) or refuses
+    (:func:`~einc.benchmark.load.settle`), and re-times or flags workloads timed while
+    it was busy (:func:`run`)."""
     from . import chart as charts
     from . import roofline as roofs
     from .suite import load as load_suite
@@ -394,9 +468,18 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
                             + (" (nor does a model of bench/models.py)" if train and models else ""))
     rounds = rounds or (7 if quick else 31)
     mode = TRAIN if train else FORWARD
-    opts = Options(device, rounds, budget or (1.0 if quick else 4.0), min(rounds, 3 if quick else 5), mode.name)
+    tag = run_tag(quick, text)
+    opts = Options(device, rounds, budget or (1.0 if quick else 4.0), min(rounds, 3 if quick else 5), mode.name,
+                   tag, wait, guard=not quick and device == "cpu")       # CUDA timings do not share the cores
     out = Path(out) if out else default_out(suite_path)
-    load = report.Load()
+    load = Load()
+    if device == "cpu":
+        settle(load, torch, wait=wait, threads_set=threads_set, quick=quick)
+    eta = expected_seconds(work, opts)
+    print(f"einc bench: {len(work)} workload(s) on {device}, {torch.get_num_threads()} torch thread(s); expected "
+          f"duration about {eta:.0f} s" + (" (on an idle machine; this one is busy)" if load.warning() else "")
+          + (f", plus {len(model_set)} model(s) (inductor compiles: up to minutes)" if model_set else "")
+          + (f"; files {out}/*{tag}.*" if tag else f"; files in {out}/"), file=sys.stderr)
     status = 0
     if work:
         roof = None
@@ -404,22 +487,27 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
             print("measuring the roofline (torch.mm per dtype, a 1 GiB copy) ...", file=sys.stderr)
             roof = roofs.measure(w["variants"]["gpu"]["dtype"] for w in work)
         progress = Progress(len(work))
-        rows = run(work, opts, progress)
+        rows = run(work, opts, progress, load)
         progress.close()
         md_path, _, _ = report_suite(rows, out, opts, load, roof)
         if chart:
             dtypes = ", ".join(sorted({r["variant"]["dtype"] for r in rows}))
             what = "forward + backward" if train else "einc vs torch.einsum and opt_einsum"
             title = (f"{what}: {variant_name(device)} variants of {Path(suite_path).name} "
-                     f"on {device} ({dtypes}), {time.strftime('%Y-%m-%d')}")
+                     f"on {device} ({dtypes}), {time.strftime('%Y-%m-%d')}"
+                     + (" (--quick)" if quick else "") + (f" (--filter {text})" if text else ""))
+            lines = [report.environment(device)]
+            if load.warning():
+                lines.append(f"WARNING: {load.warning()}")
             try:
-                png = charts.draw(rows, md_path.with_suffix(".png"), title, roof)
+                png = charts.draw(rows, md_path.with_suffix(".png"), "\n".join([title, *lines]), roof)
                 print(f"wrote {png}")
             except charts.MissingMatplotlib as e:
                 print(f"einc bench: {e}; the Markdown and CSV were written", file=sys.stderr)
         status = exit_status(rows)
     if model_set:
-        mopts = Options(device, rounds, budget or (1.0 if quick else 6.0), min(rounds, 3 if quick else 5), "train")
+        mopts = Options(device, rounds, budget or (1.0 if quick else 6.0), min(rounds, 3 if quick else 5), "train",
+                        tag, wait, False)
         mrows = bench_models_train(model_set, mopts)
         report_models_train(mrows, out, mopts, load)
         status = max(status, 1 if any(r["check"] != "ok" for r in mrows) else 0)
@@ -572,5 +660,5 @@ def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=Fa
     cols = ["model", *[f"{k}_us" for k in MODEL_METHODS], "einc_over_inductor", "einc_over_eager",
             *[f"{k}_first_call_s" for k in MODEL_METHODS], "einc_rewrites", "grad_check", "rounds",
             *[f"{k}_calls_per_batch" for k in MODEL_METHODS]]
-    md_path, csv_path = report.write(out_dir, "models_train", md, cols, data, quiet=quiet)
+    md_path, csv_path = report.write(out_dir, f"models_train{opts.tag}", md, cols, data, quiet=quiet)
     return md_path, csv_path, summary

@@ -1,4 +1,8 @@
-"""The workload suite (``bench/suite.json``): where to find it, which workloads to run.
+"""The workload suite: where to find it, which workloads to run.
+
+The suite ships inside the package (``einc/benchmark/suite.json``, so that ``einc bench``
+and ``einc dump --suite`` work after a wheel install); ``bench/suite.json`` in the
+repository is the same file (a test keeps them identical).
 
 Each workload has an ``id``, a ``category``, an ``equation`` and two variants,
 ``cpu`` (small, float32) and ``gpu`` (large, the workload's own dtype), each with
@@ -16,11 +20,14 @@ from ..errors import ArgumentError
 SUITE_NAME = Path("bench") / "suite.json"
 # The repository that holds the einc package, for an editable install or a clone.
 REPO = Path(__file__).resolve().parents[2]
+# The copy installed with the package.
+PACKAGED = Path(__file__).resolve().parent / "suite.json"
 
 
 def find_suite(path=None) -> Path:
     """``path`` if given, else ``bench/suite.json`` under the current directory, else
-    under the repository that holds the einc package (an editable install)."""
+    under the repository that holds the einc package (an editable install or a clone),
+    else the suite installed with the package (:data:`PACKAGED`)."""
     if path:
         p = Path(path)
         if not p.is_file():
@@ -29,8 +36,10 @@ def find_suite(path=None) -> Path:
     for root in (Path.cwd(), REPO):
         if (root / SUITE_NAME).is_file():
             return root / SUITE_NAME
-    raise ArgumentError(f"no {SUITE_NAME} under the current directory ({Path.cwd()}) or under {REPO}; "
-                        "pass the suite file explicitly")
+    if PACKAGED.is_file():
+        return PACKAGED
+    raise ArgumentError(f"no {SUITE_NAME} under the current directory ({Path.cwd()}) or under {REPO}, and "
+                        f"no {PACKAGED} (a broken install?); pass the suite file explicitly")
 
 
 def load(path) -> dict:

@@ -14,7 +14,7 @@ import warnings
 from .. import config, fuse
 from ..errors import ConfigError
 from ..lower import supported
-from ..plan import format_table
+from ..plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
 from .program import unroll
 
@@ -100,10 +100,39 @@ class Explanation:
         return d
 
 
-_KERNEL_NOTE = ("generated Triton kernels read their operands through their strides and write a contiguous "
-                "result; blas steps are cuBLAS matrix products on views of the operands (no copy either)")
-_TORCH_NOTE = ("torch executor (CPU tensors, or dtypes without kernels); a matrix product step copies an "
-               "operand whose layout is not a batched matrix")
+def _torch_note(plan, device_type: str, dtypes, why) -> str:
+    """In plain words: why torch runs every step, and the copy a matrix product may make."""
+    if why:
+        reason = why.removeprefix("einc: ").split("; running on")[0]
+    elif config.backend() == "torch":
+        reason = "EINC_BACKEND=torch"
+    elif device_type != "cuda":
+        reason = (f"the operands are on the {device_type.upper()}, and generated kernels run on CUDA tensors "
+                  "(EINC_BACKEND=triton runs them through Triton's interpreter, for testing)")
+    elif not supported(triton_executor.dtype_name(d) for d in dtypes):
+        reason = f"no generated kernels for {', '.join(sorted({triton_executor.dtype_name(d) for d in dtypes}))}"
+    else:
+        reason = "the generated kernels could not be built (see the warning)"
+    note = f"the torch executor runs every step (torch operations): {reason}"
+    if any(step.kind == CONTRACT for step in plan.steps):
+        note += ("; a matrix product step copies an operand whose dimensions are not laid out as a batch "
+                 "of matrices")
+    return note
+
+
+def _kernel_note(backends, device_type: str) -> str:
+    """In plain words, what the backends of the steps do (only those that run)."""
+    parts = []
+    if any(b.startswith("triton") for b in backends):
+        parts.append("triton steps run generated kernels, which read the operands through their strides and "
+                     "write a contiguous result" + (" (on CPU tensors through Triton's interpreter: slow, for "
+                                                    "testing)" if device_type != "cuda" else ""))
+    if "blas bmm/mm" in backends:
+        parts.append("blas steps are one batched matrix product (torch.bmm / mm) on views of the operands, "
+                     "with no copy")
+    if "torch" in backends:
+        parts.append("torch steps run torch operations, which may copy an operand")
+    return "; ".join(parts)
 
 
 def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None) -> Explanation:
@@ -118,8 +147,7 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         backend, why = decide(device_type, dtypes)
         choices = None
     if backend != "triton":
-        note = _TORCH_NOTE + (" -- " + why.removeprefix("einc: ") if why else "")
-        return Explanation(plan, ["torch"] * len(plan.steps), note,
+        return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(plan, device_type, dtypes, why),
                            [c.reason for c in choices] if choices else ())
     if choices is None:
         mode = select.mode_for(select_mode, device_type)
@@ -132,7 +160,7 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
     kernels = triton_executor.kernels(plan, dtypes[0], shapes)
     names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
              for c, k in zip(choices, kernels)]
-    return Explanation(plan, names, _KERNEL_NOTE, [c.reason for c in choices])
+    return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
 
 
 def _contiguous_strides(plan, shapes):
