@@ -189,28 +189,137 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     if not batch:
         groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
         mm = torch.mm
-    lay_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a))
-    lay_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b))
+    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), g.sizes)
+    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), g.sizes)
     natural = batch + m + n
     res_shape = tuple(g.sizes[i] for i in natural)
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
-    if perm_out:
-        post.append(_permuted_copy(natural, out, g.sizes) if final else (lambda x: x.permute(perm_out)))
+    if perm_out and final:
+        copy = _permuted_copy(natural, out, g.sizes)
+        if _strided_matrices(out, groups_c, g.sizes):
+            copy = _relayout(copy, _permuted_copy(out, natural, g.sizes))
+        post.append(copy)
+    elif perm_out:
+        post.append(lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     core = _binary(mm, a_fn, b_fn)
+    if stack_a or stack_b:
+        core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
     if swap:
         core = _swapped(core)
     return _chain_out(core, _chain(post)), da
 
 
-def _layout(term, groups, shape):
-    """Permute a tensor over ``term`` to the concatenated ``groups`` and merge each group."""
-    perm = _perm(term, [i for grp in groups for i in grp])
-    fns = [(lambda x: x.permute(perm)) if perm else None]
-    if any(len(grp) != 1 for grp in groups):
-        fns.append(lambda x: x.reshape(shape))
-    return _chain(fns)
+def _layout(term, groups, shape, sizes):
+    """``(view, stacked)``: ``view`` permutes a tensor over ``term`` to the concatenated
+    ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
+    the same, but where that view is a stack of matrices with no unit-stride axis (a
+    batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
+    contiguous stack.
+
+    CPU BLAS cannot read such a stack, so ``bmm`` copies it matrix by matrix, in the
+    forward and again for each product of the backward.  Where a gradient will be
+    taken, one copy that the backward's products reuse (its own gradient is a view) is
+    cheaper; a forward alone is faster with ``bmm``'s copies, which stay in cache.
+    """
+    order = [i for grp in groups for i in grp]
+    perm = _perm(term, order)
+    merge = any(len(grp) != 1 for grp in groups)
+    view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
+    if perm is None:
+        return view, None
+    copy = _stack_copy(term, groups, shape, sizes)
+
+    def stacked(x):
+        y = view(x)
+        st, sh = y.stride(), y.shape
+        if st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1:
+            return copy(x)
+        return y
+    return view, stacked
+
+
+def _with_grad(plain, training):
+    """``plain(a, b)``, or ``training(a, b)`` where either operand requires grad."""
+    def run(a, b):
+        if a.requires_grad or b.requires_grad:
+            return training(a, b)
+        return plain(a, b)
+    return run
+
+
+def _stack_copy(term, groups, shape, sizes):
+    """A copy of a tensor over ``term`` as the contiguous stack of matrices ``groups``
+    (batch, rows, cols), or of their transposes where that copy is a 2-D transpose
+    (``ikc`` -> ``(c, i, k)`` is one; ``jkc`` -> ``(c, k, j)`` is not, ``(c, j, k)`` is):
+    BLAS reads either as it is."""
+    def is_rotation(order):
+        return any(order[k:] + order[:k] == list(term) for k in range(1, len(order)))
+    flipped = groups[:-2] + [groups[-1], groups[-2]]
+    order, flip = [i for grp in groups for i in grp], [i for grp in flipped for i in grp]
+    if is_rotation(order) or not is_rotation(flip):
+        view = (lambda x: x.view(shape)) if any(len(grp) != 1 for grp in groups) else None
+        return _chain([_permuted_copy(term, order, sizes), view])
+    tshape = shape[:-2] + (shape[-1], shape[-2])
+    return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
+
+
+def _strided_matrices(out, groups, sizes) -> bool:
+    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
+    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
+    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
+    permuted result then reaches the backward's matrix products as a view that ``bmm``
+    copies matrix by matrix, once per product.  (Where the groups do not merge, the
+    reshape's backward copies it once anyway; where a matrix axis has unit stride,
+    BLAS reads it as it is.)"""
+    strides, acc = {}, 1
+    for i in reversed(out):
+        strides[i] = acc
+        acc *= max(sizes[i], 1)
+    merged = []
+    for grp in groups:
+        live = [i for i in grp if sizes[i] != 1]
+        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
+            return False
+        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
+    (rows, sr), (cols, sc) = merged[-2:]
+    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+class _Relayout(torch.autograd.Function):
+    """``there(x)``, a copy into another layout, whose backward is the copy ``back`` of the
+    gradient into ``x``'s layout (a fresh contiguous tensor, which the backward's matrix
+    products read as they are, where the permuted view of the gradient would be copied
+    matrix by matrix).  Twice differentiable: the backward is the same Function."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, there, back):
+        return there(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.there, ctx.back = inputs[1], inputs[2]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Relayout.apply(grad, ctx.back, ctx.there), None, None
+
+    @staticmethod
+    def jvp(ctx, tangent, _there, _back):
+        return ctx.there(tangent)
+
+
+def _relayout(there, back):
+    """``there`` as a step's last function, with :class:`_Relayout`'s backward where the
+    result will need a gradient (torch's autograd records the step's ops)."""
+    def run(x):
+        if x.requires_grad:
+            return _Relayout.apply(x, there, back)
+        return there(x)
+    return run
 
 
 def _binary(op, fa, fb):
