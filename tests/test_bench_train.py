@@ -167,3 +167,23 @@ def test_no_models_needs_train_and_a_filter_must_match_something(stand_in, tmp_p
     assert "--no-models goes with --train" in capsys.readouterr().err
     assert main(["bench", "--suite", str(suite), "--out", str(tmp_path), "--train", "--filter", "nothing"]) == 2
     assert "nor does a model" in capsys.readouterr().err
+
+
+def test_an_unchanged_graph_compiled_from_inductors_cache_is_noted(stand_in, tmp_path, monkeypatch):
+    """Where the backend rewrote nothing and inductor's FX-graph cache answered its compile,
+    both columns run inductor's code for the same graph, and the rewrites column says so."""
+    import einc.dynamo
+    suite, out = stand_in.suite, tmp_path / "out"
+    monkeypatch.setattr(einc.dynamo, "last_report", einc.dynamo.Report())     # nothing rewritten
+    hits = iter(range(100))
+    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: next(hits))          # a hit on every compile
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
+                 "--filter", "lin"]) == 0
+    (row,) = rows_of(out / "models_train.csv")
+    assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor " \
+                                   "(inductor's own graph: FX-graph cache hit)"
+    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: 0)                   # no hit: no note
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
+                 "--filter", "lin"]) == 0
+    (row,) = rows_of(out / "models_train.csv")
+    assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor"
