@@ -138,3 +138,44 @@ def test_vmap_and_grad_of_relayout_equations():
     a2 = a.clone().requires_grad_()
     (want,) = torch.autograd.grad(torch.einsum("ikc,jkc->ijc", a2, b).pow(2).sum(), a2)
     torch.testing.assert_close(ga, want)
+
+
+def test_operand_batch_spares_the_copy_of_a_large_operand():
+    """``qQ,Pqrs->QPrs``: ``Pqrs`` does not read as (q, Prs) through views, but as a stack
+    over P of (q, rs) matrices it does; ``qQ`` (small) is broadcast over P instead."""
+    sizes = {"P": 10, "Q": 10, "q": 40, "r": 40, "s": 40}
+    groups = ([], ["Q"], ["P", "r", "s"], ["q"])
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, sizes) == (["P"], ["Q"], ["r", "s"], ["q"])
+    small = dict(sizes, r=4, s=4)                      # 6400 elements: copied as before
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, small) is None
+    # a view already (q outermost): nothing to spare
+    assert tx._operand_batch(list("qQ"), list("qPrs"), groups, sizes) is None
+    # the broadcast copy would be larger than half the copy spared
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, dict(sizes, Q=4000)) is None
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("qQ,Pqrs->QPrs", [(4, 3), (2, 4, 3, 2)]),
+    ("pP,qQ,rR,sS,pqrs->PQRS", [(3, 2), (3, 2), (3, 4), (3, 4), (3, 3, 3, 3)]),
+    ("pP,qQ,pqX->PQX", [(4, 2), (4, 3), (4, 4, 6)]),
+], ids=["one step", "ao2mo", "df_3index"])
+def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
+    einc.cache_clear()
+    monkeypatch.setattr(tx, "_COPY_WORTH_SPARING", 0)           # small operands take the batch too
+    used = []
+    real = tx._operand_batch
+    monkeypatch.setattr(tx, "_operand_batch", lambda *a: used.append(real(*a)) or used[-1])
+    ops = _inputs(shapes, seed=5)
+    out = einc.einsum(equation, *ops)
+    assert any(u is not None for u in used)
+    ref = torch.einsum(equation, *ops)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, ops, g), torch.autograd.grad(ref, ops, g)):
+        torch.testing.assert_close(x, y)
+    f = lambda *x: einc.einsum(equation, *x)  # noqa: E731
+    assert torch.autograd.gradcheck(f, ops) and torch.autograd.gradgradcheck(f, ops)
+    with torch.no_grad():
+        torch.testing.assert_close(einc.einsum(equation, *ops), ref)
+    einc.cache_clear()

@@ -183,22 +183,36 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     swap = out != batch + m + n and (out == batch + n + m or out[-1] in m)
     if swap:
         prep_a, prep_b, ta, tb, m, n = prep_b, prep_a, tb, ta, n, m
-    size = lambda idx: math.prod(g.sizes[i] for i in idx)  # noqa: E731
+    groups = _operand_batch(ta, tb, (batch, m, n, k), g.sizes) or (batch, m, n, k)
+    return _matmul(ta, tb, groups, out, g.sizes, final, prep_a, prep_b, swap), da
+
+
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap):
+    """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
+    operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
+    result put in ``out``'s order.  A batch index missing from an operand (see
+    :func:`_operand_batch`) is broadcast: that operand is expanded and copied."""
+    batch, m, n, k = groups
+    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
     mm = torch.bmm
     if not batch:
         groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
         mm = torch.mm
-    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), g.sizes)
-    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), g.sizes)
+    prep_a = _chain([prep_a, _broadcast(ta, [i for i in batch if i not in ta], sizes)])
+    prep_b = _chain([prep_b, _broadcast(tb, [i for i in batch if i not in tb], sizes)])
+    ta = list(ta) + [i for i in batch if i not in ta]
+    tb = list(tb) + [i for i in batch if i not in tb]
+    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
+    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
     natural = batch + m + n
-    res_shape = tuple(g.sizes[i] for i in natural)
+    res_shape = tuple(sizes[i] for i in natural)
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
     if perm_out and final:
-        copy = _permuted_copy(natural, out, g.sizes)
-        if _strided_matrices(out, groups_c, g.sizes):
-            copy = _relayout(copy, _permuted_copy(out, natural, g.sizes))
+        copy = _permuted_copy(natural, out, sizes)
+        if _strided_matrices(out, groups_c, sizes):
+            copy = _relayout(copy, _permuted_copy(out, natural, sizes))
         post.append(copy)
     elif perm_out:
         post.append(lambda x: x.permute(perm_out))
@@ -208,7 +222,63 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
         core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
     if swap:
         core = _swapped(core)
-    return _chain_out(core, _chain(post)), da
+    return _chain_out(core, _chain(post))
+
+
+def _broadcast(term, missing, sizes):
+    """Expand a tensor over ``term`` along the indices ``missing`` (appended), or None."""
+    if not missing:
+        return None
+    ones = (1,) * len(missing)
+    shape = tuple(sizes[i] for i in term) + tuple(sizes[i] for i in missing)
+    return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
+
+
+def _merges(out, groups, sizes) -> bool:
+    """Whether each of ``groups`` is a run of ``out``'s indices in order (size-1 indices
+    aside): a contiguous tensor over ``out`` then reads as the groups through views."""
+    live = [i for i in out if sizes[i] != 1]
+    for grp in groups:
+        idx = [live.index(i) for i in grp if sizes[i] != 1]
+        if idx and idx != list(range(idx[0], idx[0] + len(idx))):
+            return False
+    return True
+
+
+# Operands smaller than this (elements) are copied rather than split into a batch of
+# small products: below it the copy costs less than the extra per-matrix work of bmm
+# (the suite's tensor networks: ~10% slower with the batch).
+_COPY_WORTH_SPARING = 1 << 16
+
+
+def _operand_batch(ta, tb, groups, sizes):
+    """Groups ``(batch', rows', cols', summed)`` that spare the copy of an operand: where
+    an operand, contiguous over its term, does not read as its (batch, rows, summed)
+    matrices through views (``Pqrs`` as (q, Prs) in ``qQ,Pqrs->QPrs``), the leading
+    indices of its own (rows or columns) that come before the others move into the
+    batch (``P``: a stack of (q, rs) matrices, a view), and the other operand is
+    broadcast over them -- a copy that must be at most half the one spared, of an operand
+    of at least ``_COPY_WORTH_SPARING`` elements.  None where no such grouping exists."""
+    batch, m, n, k = groups
+    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
+    for first, term, other, own in ((True, ta, tb, m), (False, tb, ta, n)):
+        if size(term) < _COPY_WORTH_SPARING:
+            continue
+        if _merges(term, [batch, own, k] if first else [batch, k, own], sizes):
+            continue                        # read as it is: nothing to spare
+        moved = []
+        for i in (i for i in term if sizes[i] != 1):
+            if i not in own:
+                break
+            moved.append(i)
+        if not moved or 2 * size([i for i in other if sizes[i] != 1] + moved) > size(term):
+            continue
+        batch2 = [i for i in term if i in moved or i in batch]
+        own2 = [i for i in own if i not in moved]
+        if not _merges(term, [batch2, own2, k] if first else [batch2, k, own2], sizes):
+            continue
+        return (batch2, own2, n, k) if first else (batch2, m, own2, k)
+    return None
 
 
 def _layout(term, groups, shape, sizes):
