@@ -8,6 +8,13 @@ slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more 
 ``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
 ``torch.func`` work through it.  The final step always returns a fresh tensor in
 standard contiguous layout.
+
+Copies around the matrix products, which torch's autograd then differentiates: a large
+operand that does not read as its matrices through views is split into a batch rather
+than copied (:func:`_operand_batch`); where a gradient will be taken, an operand whose
+matrices have no unit-stride axis is copied once into a contiguous stack
+(:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
+matrices gets a one-copy backward (:class:`_Relayout`).
 """
 
 from __future__ import annotations
