@@ -179,3 +179,20 @@ def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
     with torch.no_grad():
         torch.testing.assert_close(einc.einsum(equation, *ops), ref)
     einc.cache_clear()
+
+
+def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
+    """Operands that require grad under ``torch.no_grad()``: nothing is recorded, so the
+    forward's own layout runs (no stack copy)."""
+    copies = []
+    real = tx._stack_copy
+    monkeypatch.setattr(tx, "_stack_copy", lambda *a: (lambda f: lambda x: copies.append(1) or f(x))(real(*a)))
+    einc.cache_clear()
+    a, b = _inputs([(4, 3, 2), (5, 3, 2)], seed=6)
+    with torch.no_grad():
+        out = einc.einsum("ikc,jkc->ijc", a, b)
+    assert not copies and out.grad_fn is None
+    torch.testing.assert_close(out, torch.einsum("ikc,jkc->ijc", a.detach(), b.detach()))
+    einc.einsum("ikc,jkc->ijc", a, b)
+    assert copies                                   # with grad mode on: the stack copies
+    einc.cache_clear()

@@ -318,9 +318,12 @@ def _layout(term, groups, shape, sizes):
 
 
 def _with_grad(plain, training):
-    """``plain(a, b)``, or ``training(a, b)`` where either operand requires grad."""
+    """``plain(a, b)``, or ``training(a, b)`` where autograd will record the product (an
+    operand requires grad, grad mode on)."""
+    grad_enabled = torch.is_grad_enabled
+
     def run(a, b):
-        if a.requires_grad or b.requires_grad:
+        if (a.requires_grad or b.requires_grad) and grad_enabled():
             return training(a, b)
         return plain(a, b)
     return run
