@@ -121,10 +121,24 @@ def backend(gm, example_inputs, options=None, mode=None):
         if options or mode:
             raise ValueError(f"einc backend: options {sorted(options)} / mode {mode!r} apply to inductor only")
         return gm.forward
-    from torch._inductor.compile_fx import compile_fx
+    return inductor(gm, example_inputs, mode, options)
+
+
+def inductor(gm, example_inputs, mode=None, options=None):
+    """``gm`` compiled by inductor exactly as ``torch.compile(model, mode=mode,
+    options=options)`` compiles a graph: through torch's own inductor wrapper, so that
+    the config patches, mode options and arguments of ``compile_fx`` are the same (an
+    unchanged graph then gets inductor's code, from its FX-graph cache where it already
+    compiled it)."""
+    import torch
+
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is not None:
+        return wrapper(mode, options or None, None)(gm, example_inputs)
+    from torch._inductor.compile_fx import compile_fx      # torch without the wrapper (not seen in 2.11-2.13)
     if mode and mode != "default":
         from torch._inductor import list_mode_options
-        options = {**list_mode_options(mode), **options}
+        options = {**list_mode_options(mode), **(options or {})}
     return compile_fx(gm, example_inputs, config_patches=options or None)
 
 
@@ -149,4 +163,4 @@ def explain_rewrites(model, *example_inputs, dynamic=None, rewrite="fewer_flops"
     return report
 
 
-__all__ = ["backend", "make_backend", "explain_rewrites", "Report", "last_report"]
+__all__ = ["backend", "inductor", "make_backend", "explain_rewrites", "Report", "last_report"]

@@ -168,3 +168,45 @@ def test_no_models_needs_train_and_a_filter_must_match_something(stand_in, tmp_p
     assert "--no-models goes with --train" in capsys.readouterr().err
     assert main(["bench", "--suite", str(suite), "--out", str(tmp_path), "--train", "--filter", "nothing"]) == 2
     assert "nor does a model" in capsys.readouterr().err
+
+
+def test_an_unchanged_graph_compiled_from_inductors_cache_is_noted(stand_in, tmp_path, monkeypatch):
+    """Where the backend rewrote nothing and inductor's FX-graph cache answered its compile,
+    both columns run inductor's code for the same graph, and the rewrites column says so."""
+    import einc.dynamo
+    suite, out = stand_in.suite, tmp_path / "out"
+    monkeypatch.setattr(einc.dynamo, "last_report", einc.dynamo.Report())     # nothing rewritten
+    hits = iter(range(100))
+    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: next(hits))          # a hit on every compile
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
+                 "--filter", "lin"]) == 0
+    (row,) = rows_of(out / "models_train.csv")
+    assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor " \
+                                   "(inductor's own graph: FX-graph cache hit)"
+    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: 0)                   # no hit: no note
+    assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
+                 "--filter", "lin"]) == 0
+    (row,) = rows_of(out / "models_train.csv")
+    assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor"
+
+
+def test_models_verdict_on_the_same_compiled_code(tmp_path):
+    """A model the backend left to inductor unchanged, compiled from inductor's cache, runs
+    the same code in both columns: 1.02 there is named as timing noise, not a failure;
+    the same ratio after a rewrite, or 1.2 on the same code, fails."""
+    from einc.benchmark import report as report_module
+
+    def row(name, einc_us, rewrites):
+        return {"name": name, "med": {"eager": 2e-3, "inductor": 1e-3, "einc": einc_us * 1e-6}, "timings": {},
+                "rounds": 5, "first": {}, "status": {}, "rewrites": rewrites, "check": "ok"}
+    same = "0 einsum(s) from 0 contraction(s), 1 left to inductor" + runner.SAME_CODE_NOTE
+    opts = runner.Options(rounds=5, budget=1.0, mode="train")
+    _, _, summary = runner.report_models_train([row("a", 1020, same), row("b", 900, "1 einsum(s)")], tmp_path,
+                                               opts, report_module.Load(), quiet=True)
+    assert summary[1] == "- target einc/inductor ≤ 1.0 on every model: PASS " \
+                         "(a 1.020: the same compiled code as inductor's, timing noise)"
+    _, _, summary = runner.report_models_train([row("a", 1020, "1 einsum(s) from 1 contraction(s)"),
+                                                row("c", 1200, same)], tmp_path, opts, report_module.Load(),
+                                               quiet=True)
+    assert summary[1] == "- target einc/inductor ≤ 1.0 on every model: **FAIL** (a (1.020), c (1.200) above " \
+                         "or not correct)"

@@ -331,8 +331,8 @@ def test_single_matmul_is_left_to_inductor(monkeypatch):
     import torch._inductor.compile_fx as compile_fx
     handed, before = [], []
 
-    def fake_compile_fx(gm, inputs, config_patches=None):
-        handed.append((gm, config_patches))
+    def fake_compile_fx(gm, inputs, **kwargs):
+        handed.append((gm, kwargs))
         return gm.forward
     monkeypatch.setattr(compile_fx, "compile_fx", fake_compile_fx)
 
@@ -342,9 +342,13 @@ def test_single_matmul_is_left_to_inductor(monkeypatch):
     x, w = _randn(64, 32), _randn(32, 16, seed=1)
     fn = lambda x, w: torch.relu(x @ w)     # noqa: E731
     torch.testing.assert_close(_compile(fn, x, w, backend=backend), fn(x, w))
-    ((gm, patches),) = handed
+    ((gm, kwargs),) = handed
     assert gm.code == before[0] and not _einc_nodes(gm) and len(_contraction_nodes(gm)) == 1
-    assert patches is None
+    # the same graph and the same compile_fx arguments as torch.compile's default backend
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(fn)(x, w), fn(x, w))
+    (gm_inductor, kwargs_inductor) = handed[1]
+    assert gm_inductor.code == gm.code and kwargs_inductor == kwargs
     report = einc.dynamo.last_report
     assert len(report) == 0 and report.inner == "inductor"
     (x_,) = report.left

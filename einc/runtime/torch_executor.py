@@ -8,6 +8,13 @@ slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more 
 ``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
 ``torch.func`` work through it.  The final step always returns a fresh tensor in
 standard contiguous layout.
+
+Copies around the matrix products, which torch's autograd then differentiates: a large
+operand that does not read as its matrices through views is split into a batch rather
+than copied (:func:`_operand_batch`); where a gradient will be taken, an operand whose
+matrices have no unit-stride axis is copied once into a contiguous stack
+(:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
+matrices gets a one-copy backward (:class:`_Relayout`).
 """
 
 from __future__ import annotations
@@ -183,34 +190,216 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     swap = out != batch + m + n and (out == batch + n + m or out[-1] in m)
     if swap:
         prep_a, prep_b, ta, tb, m, n = prep_b, prep_a, tb, ta, n, m
-    size = lambda idx: math.prod(g.sizes[i] for i in idx)  # noqa: E731
+    groups = _operand_batch(ta, tb, (batch, m, n, k), g.sizes) or (batch, m, n, k)
+    return _matmul(ta, tb, groups, out, g.sizes, final, prep_a, prep_b, swap), da
+
+
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap):
+    """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
+    operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
+    result put in ``out``'s order.  A batch index missing from an operand (see
+    :func:`_operand_batch`) is broadcast: that operand is expanded and copied."""
+    batch, m, n, k = groups
+    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
     mm = torch.bmm
     if not batch:
         groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
         mm = torch.mm
-    lay_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a))
-    lay_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b))
+    prep_a = _chain([prep_a, _broadcast(ta, [i for i in batch if i not in ta], sizes)])
+    prep_b = _chain([prep_b, _broadcast(tb, [i for i in batch if i not in tb], sizes)])
+    ta = list(ta) + [i for i in batch if i not in ta]
+    tb = list(tb) + [i for i in batch if i not in tb]
+    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
+    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
     natural = batch + m + n
-    res_shape = tuple(g.sizes[i] for i in natural)
+    res_shape = tuple(sizes[i] for i in natural)
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
-    if perm_out:
-        post.append(_permuted_copy(natural, out, g.sizes) if final else (lambda x: x.permute(perm_out)))
+    if perm_out and final:
+        copy = _permuted_copy(natural, out, sizes)
+        if _strided_matrices(out, groups_c, sizes):
+            copy = _relayout(copy, _permuted_copy(out, natural, sizes))
+        post.append(copy)
+    elif perm_out:
+        post.append(lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     core = _binary(mm, a_fn, b_fn)
+    if stack_a or stack_b:
+        core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
     if swap:
         core = _swapped(core)
-    return _chain_out(core, _chain(post)), da
+    return _chain_out(core, _chain(post))
 
 
-def _layout(term, groups, shape):
-    """Permute a tensor over ``term`` to the concatenated ``groups`` and merge each group."""
-    perm = _perm(term, [i for grp in groups for i in grp])
-    fns = [(lambda x: x.permute(perm)) if perm else None]
-    if any(len(grp) != 1 for grp in groups):
-        fns.append(lambda x: x.reshape(shape))
-    return _chain(fns)
+def _broadcast(term, missing, sizes):
+    """Expand a tensor over ``term`` along the indices ``missing`` (appended), or None."""
+    if not missing:
+        return None
+    ones = (1,) * len(missing)
+    shape = tuple(sizes[i] for i in term) + tuple(sizes[i] for i in missing)
+    return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
+
+
+def _merges(out, groups, sizes) -> bool:
+    """Whether each of ``groups`` is a run of ``out``'s indices in order (size-1 indices
+    aside): a contiguous tensor over ``out`` then reads as the groups through views."""
+    live = [i for i in out if sizes[i] != 1]
+    for grp in groups:
+        idx = [live.index(i) for i in grp if sizes[i] != 1]
+        if idx and idx != list(range(idx[0], idx[0] + len(idx))):
+            return False
+    return True
+
+
+# Operands smaller than this (elements) are copied rather than split into a batch of
+# small products: below it the copy costs less than the extra per-matrix work of bmm
+# (the suite's tensor networks: ~10% slower with the batch).
+_COPY_WORTH_SPARING = 1 << 16
+
+
+def _operand_batch(ta, tb, groups, sizes):
+    """Groups ``(batch', rows', cols', summed)`` that spare the copy of an operand: where
+    an operand, contiguous over its term, does not read as its (batch, rows, summed)
+    matrices through views (``Pqrs`` as (q, Prs) in ``qQ,Pqrs->QPrs``), the leading
+    indices of its own (rows or columns) that come before the others move into the
+    batch (``P``: a stack of (q, rs) matrices, a view), and the other operand is
+    broadcast over them -- a copy that must be at most half the one spared, of an operand
+    of at least ``_COPY_WORTH_SPARING`` elements.  None where no such grouping exists."""
+    batch, m, n, k = groups
+    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
+    for first, term, other, own in ((True, ta, tb, m), (False, tb, ta, n)):
+        if size(term) < _COPY_WORTH_SPARING:
+            continue
+        if _merges(term, [batch, own, k] if first else [batch, k, own], sizes):
+            continue                        # read as it is: nothing to spare
+        moved = []
+        for i in (i for i in term if sizes[i] != 1):
+            if i not in own:
+                break
+            moved.append(i)
+        if not moved or 2 * size([i for i in other if sizes[i] != 1] + moved) > size(term):
+            continue
+        batch2 = [i for i in term if i in moved or i in batch]
+        own2 = [i for i in own if i not in moved]
+        if not _merges(term, [batch2, own2, k] if first else [batch2, k, own2], sizes):
+            continue
+        return (batch2, own2, n, k) if first else (batch2, m, own2, k)
+    return None
+
+
+def _layout(term, groups, shape, sizes):
+    """``(view, stacked)``: ``view`` permutes a tensor over ``term`` to the concatenated
+    ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
+    the same, but where that view is a stack of matrices with no unit-stride axis (a
+    batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
+    contiguous stack.
+
+    CPU BLAS cannot read such a stack, so ``bmm`` copies it matrix by matrix, in the
+    forward and again for each product of the backward.  Where a gradient will be
+    taken, one copy that the backward's products reuse (its own gradient is a view) is
+    cheaper; a forward alone is faster with ``bmm``'s copies, which stay in cache.
+    """
+    order = [i for grp in groups for i in grp]
+    perm = _perm(term, order)
+    merge = any(len(grp) != 1 for grp in groups)
+    view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
+    if perm is None:
+        return view, None
+    copy = _stack_copy(term, groups, shape, sizes)
+
+    def stacked(x):
+        y = view(x)
+        st, sh = y.stride(), y.shape
+        if st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1:
+            return copy(x)
+        return y
+    return view, stacked
+
+
+def _with_grad(plain, training):
+    """``plain(a, b)``, or ``training(a, b)`` where autograd will record the product (an
+    operand requires grad, grad mode on)."""
+    grad_enabled = torch.is_grad_enabled
+
+    def run(a, b):
+        if (a.requires_grad or b.requires_grad) and grad_enabled():
+            return training(a, b)
+        return plain(a, b)
+    return run
+
+
+def _stack_copy(term, groups, shape, sizes):
+    """A copy of a tensor over ``term`` as the contiguous stack of matrices ``groups``
+    (batch, rows, cols), or of their transposes where that copy is a 2-D transpose
+    (``ikc`` -> ``(c, i, k)`` is one; ``jkc`` -> ``(c, k, j)`` is not, ``(c, j, k)`` is):
+    BLAS reads either as it is."""
+    def is_rotation(order):
+        return any(order[k:] + order[:k] == list(term) for k in range(1, len(order)))
+    flipped = groups[:-2] + [groups[-1], groups[-2]]
+    order, flip = [i for grp in groups for i in grp], [i for grp in flipped for i in grp]
+    if is_rotation(order) or not is_rotation(flip):
+        view = (lambda x: x.view(shape)) if any(len(grp) != 1 for grp in groups) else None
+        return _chain([_permuted_copy(term, order, sizes), view])
+    tshape = shape[:-2] + (shape[-1], shape[-2])
+    return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
+
+
+def _strided_matrices(out, groups, sizes) -> bool:
+    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
+    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
+    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
+    permuted result then reaches the backward's matrix products as a view that ``bmm``
+    copies matrix by matrix, once per product.  (Where the groups do not merge, the
+    reshape's backward copies it once anyway; where a matrix axis has unit stride,
+    BLAS reads it as it is.)"""
+    strides, acc = {}, 1
+    for i in reversed(out):
+        strides[i] = acc
+        acc *= max(sizes[i], 1)
+    merged = []
+    for grp in groups:
+        live = [i for i in grp if sizes[i] != 1]
+        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
+            return False
+        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
+    (rows, sr), (cols, sc) = merged[-2:]
+    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+class _Relayout(torch.autograd.Function):
+    """``there(x)``, a copy into another layout, whose backward is the copy ``back`` of the
+    gradient into ``x``'s layout (a fresh contiguous tensor, which the backward's matrix
+    products read as they are, where the permuted view of the gradient would be copied
+    matrix by matrix).  Twice differentiable: the backward is the same Function."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, there, back):
+        return there(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.there, ctx.back = inputs[1], inputs[2]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Relayout.apply(grad, ctx.back, ctx.there), None, None
+
+    @staticmethod
+    def jvp(ctx, tangent, _there, _back):
+        return ctx.there(tangent)
+
+
+def _relayout(there, back):
+    """``there`` as a step's last function, with :class:`_Relayout`'s backward where the
+    result will need a gradient (torch's autograd records the step's ops)."""
+    def run(x):
+        if x.requires_grad:
+            return _Relayout.apply(x, there, back)
+        return there(x)
+    return run
 
 
 def _binary(op, fa, fb):

@@ -1,0 +1,198 @@
+"""Layouts on the torch executor under autograd: a permuted result's gradient comes back
+in the matrix products' layout in one copy (``_Relayout``), and an operand whose stack
+of matrices has no unit-stride axis is copied once rather than matrix by matrix; the
+results, gradients (first and second order) and forward-mode tangents stay torch's."""
+
+import pytest
+import torch
+
+import einc
+from einc.runtime import torch_executor as tx
+
+D = torch.float64
+# torch's forward-AD module scripts a helper on first import; not einc's warning.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
+# (equation, shapes): a batch index innermost in the result (txl, af2), a result whose
+# rows do not merge (gemma's GQA logits), a permuted result the matrix products read as
+# it is, and operands with the batch index innermost.
+CASES = [
+    ("ibnd,jbnd->ijbn", [(3, 2, 2, 4), (5, 2, 2, 4)]),
+    ("ikc,jkc->ijc", [(4, 3, 2), (5, 3, 2)]),
+    ("BTKGH,BSKH->BTKGS", [(1, 3, 2, 2, 4), (1, 5, 2, 4)]),
+    ("bij,bjk->ibk", [(2, 3, 4), (2, 4, 5)]),
+    ("kcj,ikc->cij", [(3, 2, 5), (4, 3, 2)]),
+]
+IDS = [e for e, _ in CASES]
+
+
+def _inputs(shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=D, generator=g).requires_grad_() for s in shapes]
+
+
+def _grad_fns(t):
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        todo.extend(n for n, _ in f.next_functions)
+    return {f.name() for f in seen}
+
+
+@pytest.mark.parametrize("equation,shapes", CASES, ids=IDS)
+def test_output_and_gradients_match_torch(equation, shapes):
+    ops = _inputs(shapes, seed=1)
+    out = einc.einsum(equation, *ops)
+    ref = torch.einsum(equation, *ops)
+    assert out.is_contiguous() and all(out.data_ptr() != o.data_ptr() for o in ops)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, ops, g), torch.autograd.grad(ref, ops, g)):
+        torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("equation,shapes", CASES, ids=IDS)
+def test_gradcheck_and_gradgradcheck(equation, shapes):
+    ops = _inputs(shapes, seed=2)
+    f = lambda *x: einc.einsum(equation, *x)  # noqa: E731
+    assert torch.autograd.gradcheck(f, ops)
+    assert torch.autograd.gradgradcheck(f, ops)
+
+
+def test_relayout_only_where_the_gradient_is_strided_matrices():
+    """``ijbn`` and ``ijc`` (batch innermost) take the one-copy backward; ``BTKGS`` (rows
+    that do not merge: the reshape's backward copies once anyway) and ``ibk`` (row-major
+    matrices, read as they are) keep torch's own."""
+    for equation, shapes in CASES[:2]:
+        assert "_RelayoutBackward" in _grad_fns(einc.einsum(equation, *_inputs(shapes))), equation
+    for equation, shapes in CASES[2:4]:
+        assert "_RelayoutBackward" not in _grad_fns(einc.einsum(equation, *_inputs(shapes))), equation
+    with torch.no_grad():                     # no gradient: the plain copy, no Function
+        assert einc.einsum(*CASES[0][:1], *_inputs(CASES[0][1])).grad_fn is None
+
+
+def test_relayout_backward_is_contiguous_in_the_products_layout():
+    x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
+    there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)
+    back = lambda t: t.permute(2, 0, 1).contiguous()            # noqa: E731
+    y = tx._Relayout.apply(x, there, back)
+    torch.testing.assert_close(y, x.permute(1, 2, 0))
+    g = torch.randn(3, 4, 2, dtype=D).transpose(0, 1).contiguous().transpose(0, 1)  # non-contiguous
+    (gx,) = torch.autograd.grad(y, x, g)
+    assert gx.is_contiguous()
+    torch.testing.assert_close(gx, g.permute(2, 0, 1))
+
+
+def test_strided_matrices():
+    s = {"b": 2, "i": 3, "j": 4, "n": 5, "o": 1}
+    assert not tx._strided_matrices(list("ibj"), [["b"], ["i"], ["j"]], s)     # row-major matrices
+    assert tx._strided_matrices(list("ijb"), [["b"], ["i"], ["j"]], s)         # batch innermost
+    assert not tx._strided_matrices(list("ibjn"), [["b"], ["i", "j"], ["n"]], s)  # rows do not merge
+    assert tx._strided_matrices(list("ijob"), [["b"], ["i", "o"], ["j"]], s)   # size-1 indices merge
+    assert not tx._strided_matrices(list("bij"), [["b"], ["i"], ["o", "j"]], s)
+
+
+def test_operand_with_batch_innermost_is_copied_once_where_a_gradient_is_taken():
+    """``ikc``'s (c, i, k) matrices have no unit stride: with a gradient to take, the
+    layout copies the operand once into a contiguous stack, which BLAS and the backward
+    read as it is; without one, the view goes to ``bmm`` as it is."""
+    sizes = {"i": 4, "k": 3, "c": 2, "j": 5}
+    a = torch.randn(4, 3, 2, dtype=D)
+    view, stacked = tx._layout(list("ikc"), [["c"], ["i"], ["k"]], (2, 4, 3), sizes)
+    assert view(a).data_ptr() == a.data_ptr()
+    y = stacked(a)
+    assert y.is_contiguous() and y.data_ptr() != a.data_ptr()
+    torch.testing.assert_close(y, a.permute(2, 0, 1))
+    # (c, k, j) from jkc: copied as the 2-D transpose (c, j, k), read transposed
+    b = torch.randn(5, 3, 2, dtype=D)
+    _, stacked = tx._layout(list("jkc"), [["c"], ["k"], ["j"]], (2, 3, 5), sizes)
+    y = stacked(b)
+    assert y.data_ptr() != b.data_ptr() and y.stride()[-2] == 1
+    torch.testing.assert_close(y, b.permute(2, 1, 0))
+    # a (c, i, k) view whose i has unit stride: as it is
+    _, stacked = tx._layout(list("kci"), [["c"], ["i"], ["k"]], (2, 4, 3), sizes)
+    x = torch.randn(3, 2, 4, dtype=D)
+    assert stacked(x).data_ptr() == x.data_ptr()
+    # nothing permuted: no stacked variant
+    assert tx._layout(list("cik"), [["c"], ["i"], ["k"]], (2, 4, 3), sizes)[1] is None
+
+
+def test_forward_mode_through_relayout():
+    import torch.autograd.forward_ad as fwAD
+    a, b = _inputs([(3, 2, 2, 4), (5, 2, 2, 4)], seed=3)
+    ta = torch.randn(3, 2, 2, 4, dtype=D)
+    with fwAD.dual_level():
+        out = einc.einsum("ibnd,jbnd->ijbn", fwAD.make_dual(a, ta), b)
+        tangent = fwAD.unpack_dual(out).tangent
+    torch.testing.assert_close(tangent, torch.einsum("ibnd,jbnd->ijbn", ta, b.detach()))
+
+
+def test_vmap_and_grad_of_relayout_equations():
+    a, b = (t.detach() for t in _inputs([(4, 3, 2), (5, 3, 2)], seed=4))
+    batched = torch.func.vmap(lambda x: einc.einsum("ikc,jkc->ijc", x, b))(torch.stack([a, 2 * a]))
+    torch.testing.assert_close(batched[1], 2 * torch.einsum("ikc,jkc->ijc", a, b))
+    ga = torch.func.grad(lambda x: einc.einsum("ikc,jkc->ijc", x, b).pow(2).sum())(a)
+    a2 = a.clone().requires_grad_()
+    (want,) = torch.autograd.grad(torch.einsum("ikc,jkc->ijc", a2, b).pow(2).sum(), a2)
+    torch.testing.assert_close(ga, want)
+
+
+def test_operand_batch_spares_the_copy_of_a_large_operand():
+    """``qQ,Pqrs->QPrs``: ``Pqrs`` does not read as (q, Prs) through views, but as a stack
+    over P of (q, rs) matrices it does; ``qQ`` (small) is broadcast over P instead."""
+    sizes = {"P": 10, "Q": 10, "q": 40, "r": 40, "s": 40}
+    groups = ([], ["Q"], ["P", "r", "s"], ["q"])
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, sizes) == (["P"], ["Q"], ["r", "s"], ["q"])
+    small = dict(sizes, r=4, s=4)                      # 6400 elements: copied as before
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, small) is None
+    # a view already (q outermost): nothing to spare
+    assert tx._operand_batch(list("qQ"), list("qPrs"), groups, sizes) is None
+    # the broadcast copy would be larger than half the copy spared
+    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, dict(sizes, Q=4000)) is None
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("qQ,Pqrs->QPrs", [(4, 3), (2, 4, 3, 2)]),
+    ("pP,qQ,rR,sS,pqrs->PQRS", [(3, 2), (3, 2), (3, 4), (3, 4), (3, 3, 3, 3)]),
+    ("pP,qQ,pqX->PQX", [(4, 2), (4, 3), (4, 4, 6)]),
+], ids=["one step", "ao2mo", "df_3index"])
+def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
+    einc.cache_clear()
+    monkeypatch.setattr(tx, "_COPY_WORTH_SPARING", 0)           # small operands take the batch too
+    used = []
+    real = tx._operand_batch
+    monkeypatch.setattr(tx, "_operand_batch", lambda *a: used.append(real(*a)) or used[-1])
+    ops = _inputs(shapes, seed=5)
+    out = einc.einsum(equation, *ops)
+    assert any(u is not None for u in used)
+    ref = torch.einsum(equation, *ops)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, ops, g), torch.autograd.grad(ref, ops, g)):
+        torch.testing.assert_close(x, y)
+    f = lambda *x: einc.einsum(equation, *x)  # noqa: E731
+    assert torch.autograd.gradcheck(f, ops) and torch.autograd.gradgradcheck(f, ops)
+    with torch.no_grad():
+        torch.testing.assert_close(einc.einsum(equation, *ops), ref)
+    einc.cache_clear()
+
+
+def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
+    """Operands that require grad under ``torch.no_grad()``: nothing is recorded, so the
+    forward's own layout runs (no stack copy)."""
+    copies = []
+    real = tx._stack_copy
+    monkeypatch.setattr(tx, "_stack_copy", lambda *a: (lambda f: lambda x: copies.append(1) or f(x))(real(*a)))
+    einc.cache_clear()
+    a, b = _inputs([(4, 3, 2), (5, 3, 2)], seed=6)
+    with torch.no_grad():
+        out = einc.einsum("ikc,jkc->ijc", a, b)
+    assert not copies and out.grad_fn is None
+    torch.testing.assert_close(out, torch.einsum("ikc,jkc->ijc", a.detach(), b.detach()))
+    einc.einsum("ikc,jkc->ijc", a, b)
+    assert copies                                   # with grad mode on: the stack copies
+    einc.cache_clear()
