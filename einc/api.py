@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from . import autograd, custom_op
+from . import autograd, custom_op, slicing
 from .equation import Equation, letter, parse, sublist_equation
 from .errors import ArgumentError, OperandCountError, OperandTypeError, ShapeError
 from .options import DEFAULT, INTERNED, Options
@@ -137,6 +137,8 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
     plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
     types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
+    if plan.slicing is not None:
+        return slicing.explain(plan, device_type, types, entry, select)
     return dispatch.describe(plan, device_type, types, shapes, entry, select)
 
 
@@ -222,7 +224,7 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
     terms = {k: g.inputs[k] for k in range(g.num_operands)}
     for step in plan.steps:
         terms[step.result] = step.output
-        if all(v in values for v in step.operands):
+        if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
             text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
             values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
                                                   options.for_gradient())
