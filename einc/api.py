@@ -137,6 +137,7 @@ def explain(equation, *operands_or_shapes, optimize="auto", memory_limit=None, d
     plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
     types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
+    plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     if plan.slicing is not None:
         return slicing.explain(plan, device_type, types, entry, select)
     return dispatch.describe(plan, device_type, types, shapes, entry, select)

@@ -104,10 +104,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         base = dataclasses.replace(base, optimizer=options.name)
         if limit is not None:
             sliced = _greedy(base, limit, sliced)
-        if not sliced:
-            return dataclasses.replace(base, notes=_comparison(graph, equation, options, base))
-        return dataclasses.replace(sliced_plan(graph, equation, base, sliced, limit, "cotengra"),
-                                   notes=_comparison(graph, equation, options, base))
+        return sliced_plan(graph, equation, base, sliced, limit, "cotengra") if sliced else base
     candidates = []
     try:
         within = build_plan(graph, equation, options)
@@ -218,16 +215,20 @@ def _cotengra_path(graph: ContractionGraph, optimize, limit):
     return path, tuple(int(i) for i in tree.sliced_inds)
 
 
-def _comparison(graph, equation, options, cotengra_plan) -> tuple[str, ...]:
-    """``explain``'s lines comparing cotengra's plan with einc's default for the same limit."""
-    mine = plan(graph, equation, Options.of(AUTO, options.memory_limit, options.select))
-    theirs = cotengra_plan
+def compared(theirs: Plan, options: Options) -> Plan:
+    """For ``explain``: a plan cotengra made, with lines comparing it with einc's default
+    plan for the same limit (planned here, so that only ``explain`` pays for it)."""
+    if not is_cotengra(options.optimize):
+        return theirs
+    graph = theirs.graph
+    mine = plan(graph, theirs.equation, Options.of(AUTO, options.memory_limit, options.select))
 
     def summary(p):
         s = p.slicing
         return (f"{p.flops:.4g} flops, largest intermediate {p.largest_intermediate:.4g}, "
-                + (f"{s.num_slices} slices over {graph.term(s.indices)}" if s else "not sliced"))
-    return (f"einc auto path: {summary(mine)}", f"cotengra path:  {summary(theirs)}")
+                + (f"{s.num_slices} slices over {', '.join(graph.names[i] for i in s.indices)}" if s
+                   else "not sliced"))
+    return dataclasses.replace(theirs, notes=(f"einc auto path: {summary(mine)}", f"cotengra path:  {summary(theirs)}"))
 
 
 # ----------------------------------------------------------------------- running
@@ -316,5 +317,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, inner.backends, inner.note, inner.reasons)
 
 
-__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "build_entry", "explain", "is_cotengra",
+__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "build_entry", "explain", "compared", "is_cotengra",
            "memory_limit_of", "accumulator_dtype"]
