@@ -252,3 +252,9 @@ def test_cotengra_slices_agree_with_its_tree():
     # cotengra sliced without an einc limit: its own slicing is used as is.
     assert info.slicing is not None and info.slicing.memory_limit is None
     assert_close(einc.einsum(eq, *ops, optimize=opt), reference(eq, *ops), torch.float64, extent=1000)
+
+
+def test_under_torch_compile_the_op_runs_the_sliced_plan():
+    ops = [o.float() for o in _operands([(8, 9), (9, 10), (10, 7)])]
+    f = torch.compile(lambda *x: einc.einsum("ij,jk,kl->il", *x, memory_limit=20), backend="eager", fullgraph=True)
+    assert_close(f(*ops), reference("ij,jk,kl->il", *ops), torch.float32, extent=90)
