@@ -258,3 +258,15 @@ def test_under_torch_compile_the_op_runs_the_sliced_plan():
     ops = [o.float() for o in _operands([(8, 9), (9, 10), (10, 7)])]
     f = torch.compile(lambda *x: einc.einsum("ij,jk,kl->il", *x, memory_limit=20), backend="eager", fullgraph=True)
     assert_close(f(*ops), reference("ij,jk,kl->il", *ops), torch.float32, extent=90)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ii,ij->j", [(5, 5), (5, 4)]), ("ij,ij,ij->i", [(4, 5)] * 3),
+                                       ("ij->j", [(4, 5)]), ("...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 2)])])
+@pytest.mark.parametrize("limit", [None, 3])
+def test_cotengra_on_diagonals_hyperedges_one_operand_and_ellipsis(eq, shapes, limit):
+    pytest.importorskip("cotengra")
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=limit)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=25)
