@@ -97,7 +97,8 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner)
-        runner = slicing.Runner(plan, result_dtype, options.select, engine.entry)
+        runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
+                                options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)
         acc = runner.accumulator(operands)
         t = time.perf_counter()

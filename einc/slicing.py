@@ -241,6 +241,16 @@ def accumulator_dtype(dtype):
             torch.complex32: torch.complex64}.get(dtype, dtype)
 
 
+def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
+    """The sliced result's dtype: torch.einsum's (``result_dtype``), or where torch cannot
+    say (None), what einc's torch executor gives the same path unsliced (int64 for
+    integers whose sum torch itself trips on)."""
+    if result_dtype is not None:
+        return result_dtype
+    from .runtime.torch_executor import step_functions
+    return step_functions(build_plan(plan.graph, plan.equation, Options.of(plan.path)), operand_dtypes)[1]
+
+
 class Runner:
     """Runs the slices of a sliced :class:`~einc.plan.Plan` through the engine's entry for
     one slice (``entry_of(equation, operands, options)``), into an accumulator."""
@@ -297,7 +307,7 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
     from .runtime.dispatch import Entry
     from .runtime.select import Choice
-    runner = Runner(plan, result_dtype, select, entry_of)
+    runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
     def run(ops):
@@ -318,4 +328,4 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
 
 
 __all__ = ["Slicing", "Runner", "plan", "sliced_plan", "build_entry", "explain", "compared", "is_cotengra",
-           "memory_limit_of", "accumulator_dtype"]
+           "memory_limit_of", "accumulator_dtype", "natural_dtype"]

@@ -270,3 +270,13 @@ def test_cotengra_on_diagonals_hyperedges_one_operand_and_ellipsis(eq, shapes, l
         warnings.simplefilter("ignore")
         out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=limit)
     assert_close(out, reference(eq, *ops), torch.float64, extent=25)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8])
+@pytest.mark.parametrize("eq", ["ij,jk->ik", "ij,jk->i", "ij,jk->k"])
+def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randint(0, 3, (4, 5), generator=g, dtype=dtype), torch.randint(0, 3, (5, 6), generator=g, dtype=dtype)
+    unsliced, sliced = einc.einsum(eq, a, b), einc.einsum(eq, a, b, memory_limit=1)
+    assert einc.explain(eq, a, b, memory_limit=1).slicing is not None
+    assert sliced.dtype == unsliced.dtype and torch.equal(sliced, unsliced)
