@@ -70,12 +70,18 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     device = operands[0].device
     shapes = [tuple(o.shape) for o in operands]
-    graph = build(eq, shapes)
+    failure = None
+    try:        # a rank whose shapes do not fit fails below, with the others, not alone before a collective
+        graph = build(eq, shapes)
+    except Exception as e:
+        failure = e
 
     # The plan: the first rank's choice of path and sliced indices, on every rank.
     decision, error = [None], None
     if rank == 0:
         try:
+            if failure is not None:
+                raise failure
             plan = slicing.plan(graph, eq.text, options)
             decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
                            plan.slicing.planner if plan.slicing else "einc", plan.optimizer)
@@ -90,10 +96,12 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
     path, indices, planner, name = decision[0]
 
-    result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
-    acc, failure, seconds = None, None, 0.0
+    acc, seconds = None, 0.0
     start = stop = 0
     try:
+        if failure is not None:
+            raise failure
+        result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner)

@@ -64,6 +64,12 @@ def _worker(rank, world, port, folder):
             report["failure"] = f"{type(e).__name__}: {e}"
         finally:
             einc.slicing.Runner.add = original
+        # Rank 1's operands do not fit the equation: it fails before planning, and no rank hangs.
+        a, b = torch.ones(4, 5), torch.ones(5 if dist.get_rank() != 1 else 6, 3)
+        try:
+            einc.distributed.einsum("ij,jk->ik", a, b, memory_limit=2)
+        except Exception as e:
+            report["shape_failure"] = f"{type(e).__name__}: {e}"
     finally:
         with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
             json.dump(report, f)
@@ -86,6 +92,11 @@ def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
             assert "injected failure on rank 1" in report["failure"]
         else:
             assert "rank 1 of" in report["failure"] and "every rank raises" in report["failure"]
+        assert report.get("shape_failure"), report
+        if r == 1:
+            assert "ShapeError" in report["shape_failure"]
+        else:
+            assert "rank 1 of" in report["shape_failure"]
     # Every slice is contracted exactly once.
     for c in range(len(CASES)):
         spans = [reports[r]["cases"][c]["slices"] for r in range(world)]
