@@ -22,7 +22,7 @@ import functools
 
 import torch
 
-from . import autograd, custom_op, sharing
+from . import autograd, custom_op, sharing, slicing
 from .equation import Equation, letter, parse, sublist_equation
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
 from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
@@ -347,6 +347,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
     types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
+    plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
+    if plan.slicing is not None:
+        return slicing.explain(plan, device_type, types, entry, select)
     return dispatch.describe(plan, device_type, types, shapes, entry, select)
 
 
@@ -435,7 +438,7 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
     terms = {k: g.inputs[k] for k in range(g.num_operands)}
     for step in plan.steps:
         terms[step.result] = step.output
-        if all(v in values for v in step.operands):
+        if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
             text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
             values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
                                                   options.for_gradient())

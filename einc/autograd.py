@@ -84,7 +84,7 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     """
     if not transforms_active():
         entry = engine.entry(eq, operands, options)
-        if entry.backend == "torch":
+        if entry.backend == "torch" and entry.plan.slicing is None:    # sliced: gradients sliced too
             return entry.run(operands)
     return EinsumFunction.apply(Call(eq, options), *operands)
 

@@ -21,6 +21,7 @@ from .config import SELECT
 from .errors import ArgumentError, PathError
 
 AUTO = "auto"
+COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.slicing
 LEFT_TO_RIGHT = "left-to-right"
 
 # (optimize, memory_limit) as given -> Options; read directly by einc.einsum's hot path.
@@ -116,6 +117,8 @@ def _normalize_optimize(optimize):
         return AUTO, AUTO
     if optimize is False or optimize is None:
         return False, LEFT_TO_RIGHT
+    if optimize == COTENGRA:
+        return COTENGRA, COTENGRA
     if isinstance(optimize, str):
         try:
             opt_einsum.paths.get_path_fn(optimize)
@@ -263,4 +266,5 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "encode", "AUTO", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE", "torch_optimize"]
+__all__ = ["Options", "encode", "AUTO", "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
+           "torch_optimize"]

@@ -57,6 +57,8 @@ class Plan:
     naive_flops: int
     flops: int
     largest_intermediate: int
+    slicing: object = None      # an einc.slicing.Slicing where indices are sliced
+    notes: tuple[str, ...] = ()     # more lines for the printout (cotengra's plan against einc's)
 
     @property
     def num_operands(self) -> int:
@@ -103,6 +105,10 @@ class Plan:
             "totals": {"flops": self.flops, "largest_intermediate": self.largest_intermediate,
                        "steps": len(self.steps), "speedup_over_naive": self.speedup},
             "naive": {"flops": self.naive_flops},
+            "slicing": None if self.slicing is None else {
+                "indices": self.graph.term(self.slicing.indices), "slices": self.slicing.num_slices,
+                "memory_limit": self.slicing.memory_limit, "flops_overhead": self.slicing.overhead,
+                "planner": self.slicing.planner},
         }
 
 
@@ -240,6 +246,16 @@ def format_table(plan: Plan, backends=(), note: str = "") -> str:
         f"   Theoretical speedup:  {plan.speedup:.4g}",
         f"  Largest intermediate:  {plan.largest_intermediate:.4g} elements",
     ]
+    s = plan.slicing
+    if s is not None:
+        names = ", ".join(plan.graph.names[i] for i in s.indices) or "none"
+        lines += [f"        Sliced indices:  {names} ({s.num_slices} slices, chosen by {s.planner}; each slice "
+                  "runs the steps below, sizes per slice)",
+                  f"         Memory limit:  {'none' if s.memory_limit is None else f'{s.memory_limit} elements'} "
+                  f"(unsliced, this path's largest intermediate is {s.unsliced_largest:.4g})",
+                  f"  Slicing FLOP overhead:  {s.overhead:.4g}x ({plan.flops:.4g} over all slices, "
+                  f"{s.unsliced_flops:.4g} unsliced)"]
+    lines += [f"  {note}" for note in plan.notes]
     rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
             + (("backend",) if backends else ())]
     for s, step in enumerate(plan.steps):

@@ -17,6 +17,8 @@ EXAMPLES = {   # file -> lines (substrings) its output must contain
     "dump_kernel.py": ["torch imported: False | triton imported: False", "the CLI wrote the same source: True",
                        "def launch("],
     "compile_backend.py": ["matches eager", "einc backend:", "<- matmul + matmul_1"],
+    "sliced_network.py": ["Sliced indices:", "2 ranks agree with one process: True", "rank slice times:",
+                          "peak growth"],
 }
 
 

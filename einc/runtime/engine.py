@@ -17,12 +17,12 @@ from typing import NamedTuple
 
 import torch
 
-from .. import config, options as options_module
+from .. import config, options as options_module, slicing
 from ..equation import Equation, parse
 from ..errors import ArgumentError, OperandCountError, OperandTypeError
 from ..graph import build
 from ..options import Options
-from ..plan import Plan, build_plan
+from ..plan import Plan
 from . import dispatch, dtypes, loader, select
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
@@ -105,15 +105,17 @@ def check_count(eq: Equation, n: int) -> None:
 def plan_for(eq: Equation, shapes, options: Options) -> Plan:
     """Parse, resolve, plan: the one pipeline every door uses."""
     check_count(eq, len(shapes))
-    return build_plan(build(eq, shapes), eq.text, options)
+    return slicing.plan(build(eq, shapes), eq.text, options)
 
 
 def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     """The executable entry of ``plan`` for these operands: the backend that suits each
     step, results in torch.einsum's dtype."""
     shapes = [o.shape for o in operands]
-    return dispatch.build_entry(plan, operands, dtypes.result_dtype(eq.torch_text, shapes,
-                                                                    [o.dtype for o in operands]), options.select)
+    result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
+    if plan.slicing is not None:    # one inner entry runs every slice
+        return slicing.build_entry(plan, operands, result_dtype, options.select, entry)
+    return dispatch.build_entry(plan, operands, result_dtype, options.select)
 
 
 def _compile(eq: Equation, operands, options: Options) -> Entry:

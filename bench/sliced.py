@@ -1,0 +1,169 @@
+"""einc's sliced contraction against cotengra's own, on the same network, tree and slices.
+
+The network is examples/sliced_network.py's random circuit amplitude.  cotengra plans it
+once, sliced to ``--limit`` elements (a ``ReusableHyperOptimizer``, so that einc, given the
+same optimizer, contracts the very same tree: the script checks the path and the sliced
+indices); then, interleaved, ``einc.einsum(..., optimize=opt)`` and cotengra's
+``tree.contract(arrays, backend="torch")`` (which loops over the slices itself) run
+``--rounds`` times each.  Reported: the median times and their ratio (target: einc no
+slower, ratio <= 1), and the peak growth of the heap in use during one call of each
+(glibc's ``mallinfo2``, sampled after every torch op), against ``limit + operands +
+result`` (target: within 1.5x), with einc's unsliced contraction of the same path for
+scale.  quimb is not used: it
+contracts through cotengra, so it would time the same code.
+
+    python bench/sliced.py [--rows 4 --cols 6 --depth 12 --limit 65536 --rounds 7 --threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import einc
+import einc.equation
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("sliced_network", ROOT / "examples" / "sliced_network.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _heap_in_use():
+    """Bytes malloc has handed out and not yet taken back (glibc's ``mallinfo2``), or None."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Mallinfo2
+    except (OSError, AttributeError):
+        return None
+
+    def in_use() -> int:
+        m = libc.mallinfo2()
+        return m.uordblks + m.hblkhd
+    return in_use
+
+
+class _Sampler(TorchDispatchMode):
+    """Samples the heap in use after every torch op."""
+
+    def __init__(self, in_use):
+        super().__init__()
+        self.in_use = in_use
+        self.base = in_use()
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.peak = max(self.peak, self.in_use() - self.base)
+        return out
+
+
+def peak_heap_bytes(fn):
+    """The peak growth of malloc's bytes in use during ``fn()``, sampled after every torch
+    op (so a temporary that lives only inside one op is missed), on the second of two
+    calls; None off glibc."""
+    in_use = _heap_in_use()
+    if in_use is None:
+        return None
+    for _ in range(2):      # the first pass under the mode pays one-time costs: keep the second
+        with _Sampler(in_use) as sampler:
+            fn()
+    return sampler.peak
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=4)
+    ap.add_argument("--cols", type=int, default=6)
+    ap.add_argument("--depth", type=int, default=12)
+    ap.add_argument("--limit", type=int, default=2 ** 16)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    try:
+        import cotengra as ctg
+    except ImportError:
+        print("cotengra is not installed: pip install 'einc[tn]'")
+        return 1
+    warnings.filterwarnings("ignore", message=".*kahypar.*")
+    torch.set_num_threads(args.threads)
+    ex = _example()
+    ops, subs = ex.circuit(args.rows, args.cols, args.depth)
+    call = ex.interleaved(ops, subs)
+    with tempfile.TemporaryDirectory() as trees:
+        opt = ctg.ReusableHyperOptimizer(methods=["greedy"], max_repeats=16, progbar=False, parallel=False,
+                                         slicing_opts={"target_size": args.limit}, directory=trees)
+        inputs = [tuple(s) for s in subs]
+        sizes = {i: 2 for s in subs for i in s}
+        tree = opt.search(inputs, (), sizes)
+        info = einc.contract_path(*call, optimize=opt)[1]
+        same = info.path == tuple(tuple(c) for c in tree.get_path()) and info.slicing is not None and \
+            sorted(info.slicing.indices) == sorted(tree.sliced_inds)
+        print(f"network: {args.rows}x{args.cols} qubits, depth {args.depth}, {len(ops)} tensors; "
+              f"{tree.nslices} slices of at most {tree.max_size()} elements (limit {args.limit}); "
+              f"einc contracts cotengra's tree and slices: {same}")
+
+        def run_einc():
+            return einc.einsum(*call, optimize=opt)
+
+        # cotengra contracts trees over string indices: the same path and sliced indices, relabelled.
+        name = einc.equation.letter
+        twin = ctg.ContractionTree.from_path([tuple(name(i) for i in t) for t in inputs], (),
+                                             {name(i): n for i, n in sizes.items()}, path=tree.get_path())
+        for i in tree.sliced_inds:
+            twin.remove_ind_(name(i))
+
+        def run_cotengra():
+            return twin.contract(ops, backend="torch")
+
+        a, b = run_einc(), run_cotengra()       # warm up, plan, check
+        print(f"results agree: {abs(complex(a) - complex(b)) <= 1e-5 * abs(complex(b))} "
+              f"(einc {complex(a):.6e}, cotengra {complex(b):.6e})")
+        times = {"einc": [], "cotengra": []}
+        for _ in range(args.rounds):
+            for name, fn in (("einc", run_einc), ("cotengra", run_cotengra)):
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"median of {args.rounds} interleaved rounds, {args.threads} thread(s): einc {med['einc'] * 1e3:.1f} ms, "
+              f"cotengra {med['cotengra'] * 1e3:.1f} ms; einc / cotengra = {med['einc'] / med['cotengra']:.3f} "
+              "(target <= 1)")
+        item = ops[0].element_size()
+        bound = (args.limit + sum(o.numel() for o in ops) + 1) * item
+        for name, fn in (("einc", run_einc), ("cotengra", run_cotengra)):
+            peak = peak_heap_bytes(fn)
+            if peak is None:
+                print("peak memory: needs glibc's mallinfo2")
+                break
+            print(f"peak heap growth, {name}: {peak / 2 ** 20:.3f} MiB = {peak / bound:.2f}x "
+                  f"(limit + operands + result = {bound / 2 ** 20:.3f} MiB; target <= 1.5x)")
+        unsliced = einc.contract_path(*call, optimize=info.path)[1]
+        peak = peak_heap_bytes(lambda: einc.einsum(*call, optimize=info.path))
+        if peak is not None:
+            print(f"peak heap growth, einc unsliced on the same path: {peak / 2 ** 20:.3f} MiB "
+                  f"(its largest intermediate: {unsliced.largest_intermediate * item / 2 ** 20:.3f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Slices of a sliced plan spread over the ranks of a torch.distributed process group.
+
+``einc.distributed.einsum(eq, *operands, memory_limit=N, group=None)`` plans as
+:func:`einc.einsum` does (:mod:`einc.slicing`), on the group's first rank; every rank
+then builds the same plan from that rank's path and sliced indices (so a randomized
+planner such as cotengra's cannot make the ranks disagree), contracts an even share of
+the slices (counts differ by at most one), and all-reduces the partial sums: every rank
+returns the full result.  A plan that needs no slicing is one slice, contracted by one
+rank.  Every rank must call it with operands of the same shapes, dtypes and values.
+
+Failures: an error on any rank -- planning, or contracting its slices -- is
+all-reduced as a flag before the sum, so every rank raises (the failing rank its own
+error, the others a :class:`~einc.errors.EincError` naming the failed ranks) instead of
+waiting in the sum.  A rank that dies outright is caught by the process group's
+timeout (``torch.distributed.init_process_group(timeout=...)``).  Works on gloo (CPU
+tensors) and NCCL (CUDA tensors: each rank's operands on its own device).  The result
+is not differentiable (the collectives are not autograd ops): operands that require
+grad under grad mode are refused.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import slicing
+from .equation import parse, sublist_equation
+from .errors import ArgumentError, EincError
+from .graph import build
+from .options import Options
+from .plan import build_plan
+from .runtime import dtypes, engine
+
+
+def share(num_slices: int, rank: int, world: int) -> tuple[int, int]:
+    """``(start, stop)``: rank ``rank``'s contiguous share of ``num_slices`` slices, the
+    first ``num_slices % world`` ranks taking one more.
+
+    >>> [share(5, r, 2) for r in range(2)]
+    [(0, 3), (3, 5)]
+    """
+    base, extra = divmod(num_slices, world)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (1 if rank < extra else 0)
+
+
+def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, timings=None):
+    """Contract like :func:`einc.einsum`, the slices shared by the ranks of ``group`` (the
+    default process group when None); every rank returns the full result.
+
+    ``timings``, a dict if given, receives this rank's ``slices`` (start, stop),
+    ``seconds`` spent contracting them (before the all-reduce) and ``num_slices``.
+    """
+    if args and isinstance(args[0], str):
+        operands = args[1:]
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        eq = parse(args[0])
+    else:
+        text, operands = sublist_equation(args)
+        eq = parse(text)
+    operands = list(operands)
+    engine.check_operands(eq, operands)
+    if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
+        raise ArgumentError("einc.distributed.einsum(): the result is not differentiable (the all-reduce is "
+                            "not an autograd op); call it under torch.no_grad() or with detached operands")
+    options = Options.of(optimize, memory_limit, select)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    device = operands[0].device
+    shapes = [tuple(o.shape) for o in operands]
+    failure = None
+    try:        # a rank whose shapes do not fit fails below, with the others, not alone before a collective
+        graph = build(eq, shapes)
+    except Exception as e:
+        failure = e
+
+    # The plan: the first rank's choice of path and sliced indices, on every rank.
+    decision, error = [None], None
+    if rank == 0:
+        try:
+            if failure is not None:
+                raise failure
+            plan = slicing.plan(graph, eq.text, options)
+            decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
+                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer)
+        except Exception as e:      # every rank must hear of it, not wait in the broadcast
+            error = e
+            decision[0] = f"{type(e).__name__}: {e}"
+    dist.broadcast_object_list(decision, src=_global_rank(group, 0), group=group,
+                               device=device if device.type == "cuda" else None)
+    if isinstance(decision[0], str):
+        if error is not None:
+            raise error
+        raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
+    path, indices, planner, name = decision[0]
+
+    acc, seconds = None, 0.0
+    start = stop = 0
+    try:
+        if failure is not None:
+            raise failure
+        result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
+        base = build_plan(graph, eq.text, Options.of(path, None, options.select))
+        plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
+                                   planner)
+        runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
+                                options.select, engine.entry)
+        start, stop = share(plan.slicing.num_slices, rank, world)
+        acc = runner.accumulator(operands)
+        t = time.perf_counter()
+        runner.add(acc, operands, start, stop)
+        seconds = time.perf_counter() - t
+    except Exception as e:
+        failure = e
+    failed = torch.zeros(world, dtype=torch.int32, device=device)
+    failed[rank] = failure is not None
+    dist.all_reduce(failed, group=group)
+    if failed.any():
+        if failure is not None:
+            raise failure
+        ranks = [r for r in range(world) if failed[r]]
+        raise EincError(f"einc.distributed.einsum(): rank{'s' if len(ranks) > 1 else ''} "
+                        f"{', '.join(map(str, ranks))} of {world} failed contracting {eq.text!r}; "
+                        "every rank raises")
+    if timings is not None:
+        timings.update(slices=(start, stop), seconds=seconds, num_slices=plan.slicing.num_slices)
+    if acc.dtype == torch.bool:         # logical or, as a sum of counts
+        counts = acc.to(torch.int32)
+        dist.all_reduce(counts, group=group)
+        return counts > 0
+    dist.all_reduce(torch.view_as_real(acc) if acc.is_complex() else acc, group=group)
+    return runner.finish(acc)
+
+
+def _global_rank(group, rank: int) -> int:
+    if group is None:
+        return rank
+    return dist.get_global_rank(group, rank)
+
+
+__all__ = ["einsum", "share"]

@@ -1,0 +1,282 @@
+"""memory_limit honoured by sliced plans (einc.slicing): results, memory, autograd, kernels,
+explain, edge cases; and cotengra as a planner (with and without cotengra installed)."""
+
+import sys
+import warnings
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import einc
+from einc.errors import PathError
+from oracle import assert_close, reference
+
+CASES = [   # equation, shapes, memory_limit
+    ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)], 20),
+    ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)], 1),
+    ("ab,bc,cd,da->", [(6, 7), (7, 8), (8, 5), (5, 6)], 10),
+    ("abc,cde,efa->bdf", [(3, 4, 5), (5, 4, 3), (3, 2, 3)], 8),
+    ("ij,kl,jk->il", [(6, 6), (6, 6), (6, 6)], 36),
+    ("bij,bjk->bik", [(3, 4, 5), (3, 5, 6)], 12),
+    ("ii,ij->j", [(5, 5), (5, 4)], 3),                  # a diagonal: the sliced index repeats in one operand
+    ("...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 2)], 10),  # ellipsis and broadcasting
+]
+
+
+def _operands(shapes, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("eq,shapes,limit", CASES)
+def test_sliced_result_matches_the_oracle_and_fits_the_limit(eq, shapes, limit):
+    ops = _operands(shapes)
+    out = einc.einsum(eq, *ops, memory_limit=limit)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=100)
+    info = einc.explain(eq, *ops, memory_limit=limit)
+    assert info.largest_intermediate <= limit
+    assert all(step.size <= limit for step in info.steps)
+    unsliced = einc.explain(eq, *ops)
+    if unsliced.largest_intermediate > limit:
+        assert info.slicing is not None and info.slicing.num_slices > 1
+
+
+def test_a_plan_that_fits_is_not_sliced():
+    ops = _operands([(4, 5), (5, 6)])
+    info = einc.explain("ij,jk->ik", *ops, memory_limit=1000)
+    assert info.slicing is None
+    assert "Sliced indices" not in str(info)
+
+
+def test_explain_shows_sliced_indices_slice_count_and_overhead():
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    info = einc.explain("ij,jk,kl->il", *ops, memory_limit=1)
+    s = info.slicing
+    text = str(info)
+    assert f"({s.num_slices} slices, chosen by einc" in text
+    assert s.num_slices == 8 * 9 * 7 and sorted(info.graph.term(s.indices)) == ["i", "j", "l"]
+    assert "Slicing FLOP overhead:  " + f"{s.overhead:.4g}x" in text
+    assert s.overhead > 1.0
+    assert info.flops == s.inner.flops * s.num_slices
+    d = info.to_dict()
+    assert d["slicing"]["slices"] == s.num_slices and d["slicing"]["planner"] == "einc"
+
+
+class _Allocations(TorchDispatchMode):
+    """The largest tensor any op produced, beside ``exempt`` element counts."""
+
+    def __init__(self):
+        super().__init__()
+        self.sizes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            if isinstance(t, torch.Tensor) and t._base is None and not func._schema.is_mutable:
+                self.sizes.append((t.numel(), str(func)))
+        return out
+
+
+def test_no_op_allocates_more_than_the_limit_besides_operands_and_result():
+    # An explicit path whose first step is a 6^4 outer product: 36 elements must slice it.
+    ops = _operands([(6, 6), (6, 6), (6, 6)])
+    eq, path, limit = "ij,kl,jk->il", [(0, 1), (0, 1)], 36
+    expected = reference(eq, *ops)
+    einc.einsum(eq, *ops, optimize=path, memory_limit=limit)       # plan and cache outside the mode
+    with _Allocations() as seen:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit)
+    assert_close(out, expected, torch.float64, extent=36)
+    assert seen.sizes and max(n for n, _ in seen.sizes) <= max(limit, out.numel(), 36)
+    with _Allocations() as unsliced:
+        einc.einsum(eq, *ops, optimize=path)
+    assert max(n for n, _ in unsliced.sizes) == 6 ** 4     # the test can see the big intermediate
+
+
+def test_one_cached_plan_serves_every_slice():
+    einc.cache_clear()
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    einc.einsum("ij,jk,kl->il", *ops, memory_limit=1)
+    info = einc.cache_info().plans
+    assert info.currsize == 2                     # the sliced plan and the one slice's plan
+    assert info.misses == 2                       # 504 slices, planned once
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64, torch.complex64])
+def test_dtypes_accumulate_in_a_wide_enough_dtype(dtype):
+    shapes = [(6, 40), (40, 5), (5, 6)]
+    if dtype.is_floating_point or dtype.is_complex:
+        ops = [o.to(dtype) for o in _operands(shapes)]
+    else:
+        g = torch.Generator().manual_seed(1)
+        ops = [torch.randint(-5, 5, s, generator=g, dtype=dtype) for s in shapes]
+    eq = "ij,jk,kl->il"
+    out = einc.einsum(eq, *ops, memory_limit=4)
+    assert out.dtype == torch.einsum(eq, *ops).dtype
+    assert einc.explain(eq, *ops, memory_limit=4).slicing is not None
+    assert_close(out, reference(eq, *ops), dtype, extent=40)
+
+
+def test_gradients_of_a_sliced_contraction():
+    ops = [o.requires_grad_() for o in _operands([(4, 5), (5, 6), (6, 3)])]
+    eq = "ij,jk,kl->il"
+    assert einc.explain(eq, *ops, memory_limit=3).slicing is not None
+    assert torch.autograd.gradcheck(lambda *x: einc.einsum(eq, *x, memory_limit=3), ops)
+    out = einc.einsum(eq, *ops, memory_limit=3)
+    grad = torch.randn_like(out)
+    mine = torch.autograd.grad(out, ops, grad)
+    theirs = torch.autograd.grad(torch.einsum(eq, *ops), ops, grad)
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.interpreter
+@pytest.mark.kernels
+def test_sliced_slices_run_generated_kernels(kernel_device):
+    ops = [o.to(torch.float32).to(kernel_device) for o in _operands([(8, 9), (9, 10), (10, 7)])]
+    eq = "ij,jk,kl->il"
+    out = einc.einsum(eq, *ops, memory_limit=20, select="kernel")
+    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=90)
+    info = einc.explain(eq, *ops, memory_limit=20, select="kernel")
+    assert info.slicing is not None
+    assert all(b.startswith("triton") for b in info.backends), info.backends
+
+
+def test_torch_executor_runs_the_slices(monkeypatch):
+    monkeypatch.setenv("EINC_BACKEND", "torch")
+    einc.cache_clear()
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    einc.einsum("ij,jk,kl->il", *ops, memory_limit=20)
+    assert set(einc.explain("ij,jk,kl->il", *ops, memory_limit=20).backends) == {"torch"}
+
+
+def test_sublist_form_and_max_input():
+    ops = _operands([(6, 7), (7, 8), (8, 6)])
+    out = einc.einsum(ops[0], [0, 1], ops[1], [1, 2], ops[2], [2, 3], [0, 3], memory_limit=10)
+    assert_close(out, reference("ab,bc,cd->ad", *ops), torch.float64, extent=60)
+    out = einc.einsum("ab,bc,cd->", *ops, memory_limit="max_input")
+    assert_close(out, reference("ab,bc,cd->", *ops), torch.float64, extent=400)
+
+
+def test_result_larger_than_the_limit_slices_output_indices():
+    ops = _operands([(10, 3), (3, 12)])
+    info = einc.explain("ij,jk->ik", *ops, memory_limit=12)
+    assert info.slicing is not None
+    assert set(info.graph.term(info.slicing.indices)) <= {"i", "k"}      # output indices, written in place
+    out = einc.einsum("ij,jk->ik", *ops, memory_limit=12)
+    assert_close(out, reference("ij,jk->ik", *ops), torch.float64, extent=3)
+
+
+def test_size_zero_and_size_one_indices():
+    ops = _operands([(4, 0), (0, 5), (5, 3)])
+    out = einc.einsum("ij,jk,kl->il", *ops, memory_limit=2)
+    assert torch.equal(out, torch.zeros(4, 3, dtype=torch.float64))
+    ops = _operands([(1, 6, 7), (7, 1, 8), (8, 6)])
+    info = einc.explain("aij,jbk,ki->ab", *ops, memory_limit=5)
+    assert all(info.graph.sizes[i] > 1 for i in info.slicing.indices)   # a size-1 index is never sliced
+    out = einc.einsum("aij,jbk,ki->ab", *ops, memory_limit=5)
+    assert_close(out, reference("aij,jbk,ki->ab", *ops), torch.float64, extent=60)
+
+
+def test_a_limit_below_one_element_is_an_error():
+    ops = _operands([(4, 5), (5, 6)])
+    with pytest.raises(PathError, match="at least 1"):
+        einc.einsum("ij,jk->ik", *ops, memory_limit=0)
+    assert_close(einc.einsum("ij,jk->ik", *ops, memory_limit=-1), reference("ij,jk->ik", *ops), torch.float64)
+
+
+def test_contract_expression_with_constants_and_a_limit():
+    ops = _operands([(6, 7), (7, 8), (8, 5)])
+    expr = einc.contract_expression("ab,bc,cd->ad", (6, 7), ops[1], (8, 5), constants=[1], memory_limit=6)
+    assert expr.plan.slicing is not None
+    assert_close(expr(ops[0], ops[2]), reference("ab,bc,cd->ad", *ops), torch.float64, extent=60)
+
+
+# ----------------------------------------------------------------------- cotengra
+
+def test_without_cotengra_the_cotengra_option_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cotengra", None)     # import cotengra -> ImportError
+    einc.cache_clear()
+    ops = _operands([(4, 5), (5, 6), (6, 3)])
+    with pytest.raises(PathError, match=r"pip install 'einc\[tn\]'"):
+        einc.einsum("ij,jk,kl->il", *ops, optimize="cotengra")
+    out = einc.einsum("ij,jk,kl->il", *ops, memory_limit=3)     # einc's own rule still slices
+    assert_close(out, reference("ij,jk,kl->il", *ops), torch.float64, extent=30)
+    assert einc.explain("ij,jk,kl->il", *ops, memory_limit=3).slicing.planner == "einc"
+    einc.cache_clear()
+
+
+NETWORK = ("ab,bcd,def,fg,cei,ihj,gj->ah", [(4, 5), (5, 4, 6), (6, 4, 5), (5, 6), (4, 4, 5), (5, 3, 6), (6, 6)])
+
+
+def test_cotengra_plans_and_slices_by_name():
+    pytest.importorskip("cotengra")
+    eq, shapes = NETWORK
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=20)
+        info = einc.explain(eq, *ops, optimize="cotengra", memory_limit=20)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
+    assert info.slicing is not None and info.slicing.planner == "cotengra"
+    assert info.largest_intermediate <= 20
+    text = str(info)
+    assert "einc auto path:" in text and "cotengra path:" in text and "Optimizer:  cotengra" in text
+
+
+@pytest.mark.parametrize("kind", ["HyperOptimizer", "ReusableHyperOptimizer"])
+def test_cotengra_optimizer_objects(kind):
+    ctg = pytest.importorskip("cotengra")
+    eq, shapes = NETWORK
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = getattr(ctg, kind)(methods=["greedy"], max_repeats=4, progbar=False, parallel=False)
+        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=16)
+        info = einc.explain(eq, *ops, optimize=opt, memory_limit=16)
+        unlimited = einc.explain(eq, *ops, optimize=opt)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
+    assert info.largest_intermediate <= 16 and info.slicing.planner == "cotengra"
+    assert unlimited.slicing is None and "cotengra path:" in str(unlimited)
+
+
+def test_cotengra_slices_agree_with_its_tree():
+    ctg = pytest.importorskip("cotengra")
+    eq, shapes = NETWORK
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = ctg.HyperOptimizer(methods=["greedy"], max_repeats=4, progbar=False, parallel=False,
+                                 slicing_opts={"target_size": 16})
+        info = einc.explain(eq, *ops, optimize=opt)
+    # cotengra sliced without an einc limit: its own slicing is used as is.
+    assert info.slicing is not None and info.slicing.memory_limit is None
+    assert_close(einc.einsum(eq, *ops, optimize=opt), reference(eq, *ops), torch.float64, extent=1000)
+
+
+def test_under_torch_compile_the_op_runs_the_sliced_plan():
+    ops = [o.float() for o in _operands([(8, 9), (9, 10), (10, 7)])]
+    f = torch.compile(lambda *x: einc.einsum("ij,jk,kl->il", *x, memory_limit=20), backend="eager", fullgraph=True)
+    assert_close(f(*ops), reference("ij,jk,kl->il", *ops), torch.float32, extent=90)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ii,ij->j", [(5, 5), (5, 4)]), ("ij,ij,ij->i", [(4, 5)] * 3),
+                                       ("ij->j", [(4, 5)]), ("...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 2)])])
+@pytest.mark.parametrize("limit", [None, 3])
+def test_cotengra_on_diagonals_hyperedges_one_operand_and_ellipsis(eq, shapes, limit):
+    pytest.importorskip("cotengra")
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=limit)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=25)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8])
+@pytest.mark.parametrize("eq", ["ij,jk->ik", "ij,jk->i", "ij,jk->k"])
+def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randint(0, 3, (4, 5), generator=g, dtype=dtype), torch.randint(0, 3, (5, 6), generator=g, dtype=dtype)
+    unsliced, sliced = einc.einsum(eq, a, b), einc.einsum(eq, a, b, memory_limit=1)
+    assert einc.explain(eq, a, b, memory_limit=1).slicing is not None
+    assert sliced.dtype == unsliced.dtype and torch.equal(sliced, unsliced)
