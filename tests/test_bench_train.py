@@ -180,13 +180,13 @@ def test_an_unchanged_graph_compiled_from_inductors_cache_is_noted(stand_in, tmp
     monkeypatch.setattr(runner, "_fx_cache_hits", lambda: next(hits))          # a hit on every compile
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
                  "--filter", "lin"]) == 0
-    (row,) = rows_of(out / "models_train.csv")
+    (row,) = rows_of(out / "models_train_quick_lin.csv")
     assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor " \
                                    "(inductor's own graph: FX-graph cache hit)"
     monkeypatch.setattr(runner, "_fx_cache_hits", lambda: 0)                   # no hit: no note
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
                  "--filter", "lin"]) == 0
-    (row,) = rows_of(out / "models_train.csv")
+    (row,) = rows_of(out / "models_train_quick_lin.csv")
     assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor"
 
 
