@@ -1,0 +1,54 @@
+"""``explain`` names exactly the kernels that run: lowering is layout-aware (the order of
+indices inside a group follows the operands' strides), so the kernel for a strided
+operand is not the one for a contiguous operand of the same shape."""
+
+import pytest
+import torch
+
+import einc
+from einc.runtime import loader, triton_executor
+
+pytestmark = pytest.mark.kernels
+
+EQ = "abc,cd->abd"
+
+
+def _operands(device):
+    x = torch.randn(4, 3, 5, device=device).permute(2, 1, 0)     # shape (5, 3, 4), strides (1, 5, 15)
+    y = torch.randn(4, 6, device=device)
+    return x, y
+
+
+def _named(shown):
+    return [b.removeprefix("triton ") for b in shown.backends if b.startswith("triton ")]
+
+
+def _lowered(plan, x, y, strides):
+    return [k.name for k in triton_executor.kernels(plan, x.dtype, [x.shape, y.shape], strides)]
+
+
+def test_explain_names_the_kernels_for_the_tensors_strides(kernel_device):
+    x, y = _operands(kernel_device)
+    shown = einc.explain(EQ, x, y, select="kernel")
+    strided = _lowered(shown.plan, x, y, [x.stride(), y.stride()])
+    assert strided != _lowered(shown.plan, x, y, None)      # the layout changes the kernel here
+    assert _named(shown) == strided
+    # shapes alone: contiguous operands
+    assert _named(einc.explain(EQ, x.shape, y.shape, select="kernel", device=kernel_device.type)) == \
+        _lowered(shown.plan, x, y, None)
+
+
+def test_explain_names_the_kernels_an_entry_runs(kernel_device):
+    x, y = _operands(kernel_device)
+    einc.cache_clear()
+    out = einc.einsum(EQ, x, y, select="kernel")
+    torch.testing.assert_close(out, torch.einsum(EQ, x, y))
+    ran = set(loader._modules)           # the modules this einsum loaded (cache_clear dropped the rest)
+    assert len(ran) == 1
+    shown = einc.explain(EQ, x, y, select="kernel")
+    assert set(_named(shown)) == ran
+    # contiguous copies of the same shapes: the entry einc would run for them, whose kernels
+    # are the ones it runs (lowered for the strides it was built on, if it is the same entry)
+    xc = x.contiguous()
+    einc.einsum(EQ, xc, y, select="kernel")
+    assert set(_named(einc.explain(EQ, xc, y, select="kernel"))) <= set(loader._modules)
