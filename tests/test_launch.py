@@ -19,8 +19,10 @@ import torch
 import einc
 from einc.codegen import render
 from einc.equation import parse
+from einc.fuse import FUSED, fuse_plan, lower_program
 from einc.graph import build
 from einc.lower import lower_plan
+from einc.options import Options
 from einc.plan import build_plan
 from einc.runtime import loader, triton_executor
 
@@ -31,15 +33,22 @@ interpreter = pytest.mark.interpreter        # CPU tensors through Triton's inte
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    """``module(equation, shapes, dtype)``: the generated module of a one-step plan, loaded
-    afresh (nothing set up yet), with its kernel run by Triton's interpreter."""
+    """``module(equation, shapes, dtype, path=None)``: the generated module of a one-step plan
+    (with ``path``, of the one fused step of the plan that path gives), loaded afresh (nothing
+    set up yet), with its kernel run by Triton's interpreter."""
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
     einc.cache_clear()
     triton_executor.use_interpreter()
 
-    def module(equation, shapes, dtype=torch.float64):
-        plan = build_plan(build(parse(equation), shapes), equation)
-        (kernel,) = lower_plan(plan, triton_executor.dtype_name(dtype), shapes)
+    def module(equation, shapes, dtype=torch.float64, path=None):
+        name = triton_executor.dtype_name(dtype)
+        plan = build_plan(build(parse(equation), shapes), equation, Options.of(path) if path else None)
+        if path:
+            plan = fuse_plan(plan, name)
+            assert [s.kind for s in plan.steps] == [FUSED]
+            (kernel,) = lower_program(plan, name, shapes)
+        else:
+            (kernel,) = lower_plan(plan, name, shapes)
         return loader.load(kernel.name, render(kernel))
     yield module
     einc.cache_clear()
@@ -241,9 +250,10 @@ class StandInKernel:
 
 class StandInAutotuner:
     """``_tuned``: launches through the interpreter with one fixed config and returns the
-    stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel."""
+    stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel;
+    ``keys`` holds the key the real autotuner ``real`` would have built for each call."""
 
-    def __init__(self, jit, config):
+    def __init__(self, jit, config, real):
         sig = inspect.signature(jit.fn)
         params = [SimpleNamespace(name=n, is_constexpr=p.annotation is tl.constexpr) for n, p in sig.parameters.items()]
         assert sum(p.is_constexpr for p in params) >= 2
@@ -251,10 +261,14 @@ class StandInAutotuner:
         self.best_config = config
         self.jit, self.calls = jit, 0
         self.kernel = StandInKernel(jit, params, config)
+        self.real, self.keys = real, []
 
     def __getitem__(self, grid):
         def launch(*args, **meta):
             self.calls += 1
+            named = {**dict(zip(self.real.arg_names, args)), **meta}    # as Autotuner.run builds its key
+            self.keys.append(tuple(named[k] for k in self.real.keys if k in named)
+                             + tuple(str(v.dtype) for v in named.values() if hasattr(v, "dtype")))
             meta = {**meta, **self.best_config.kwargs}
             self.jit[grid(meta) if callable(grid) else grid](*args, **meta)
             return self.kernel
@@ -262,9 +276,9 @@ class StandInAutotuner:
 
 
 def as_if_on_a_gpu(monkeypatch, m, config):
-    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config)
+    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config, m._tuned)
     monkeypatch.setattr(m, "_INTERPRET", False)
-    monkeypatch.setattr(m, "_compiled_launches", True)
+    monkeypatch.setattr(m, "_compiled_launches", True, raising=False)   # the fused launcher has none yet
     monkeypatch.setattr(m, "_tuned", tuner)
     driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: f"stream of device {d}")
     monkeypatch.setattr(triton.runtime, "driver", SimpleNamespace(active=driver))
@@ -274,6 +288,36 @@ def as_if_on_a_gpu(monkeypatch, m, config):
 MM = ("ij,jk->ik", [(40, 6), (6, 35)], triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, num_warps=4,
                                                      num_stages=2))
 RED = ("bij,bij->b", [(3, 4, 5), (3, 4, 5)], triton.Config({"BLOCK_O": 2, "BLOCK_K": 8}, num_warps=4))  # grids > 1
+FUSED_MM = ("bi,oij,bj->bo", [(20, 5), (18, 5, 4), (20, 4)], MM[2])     # a product step fused into the matmul
+PATHS = {FUSED_MM[0]: [(0, 2), (0, 1)]}
+ORDERS = {FUSED_MM[0]: (1, 0, 2)}     # the fused launch takes the factors of A, then B's, then the epilogue's
+
+
+@interpreter
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", [MM, RED, FUSED_MM], ids=["mm", "red", "fused"])
+def test_the_autotuners_key_tells_layouts_of_one_shape_apart(fresh, monkeypatch, case, dtype):
+    """A config tuned for one layout is not reused for another of the same shape (the
+    stride classes differ), and layouts of one class share it (no needless re-tuning)."""
+    equation, shapes, config = case
+    m = fresh(equation, shapes, dtype, PATHS.get(equation))
+    assert set(m._tuned.keys) <= set(m._tuned.arg_names)        # triton 3.6 drops other names silently
+    assert ("PRECISION" in m._tuned.keys) == (dtype == torch.float32 and case is not RED)   # fp32 dots only
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    g = torch.Generator().manual_seed(5)
+    ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    ops = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    first = ops[0]
+    transposed = first.transpose(-1, -2).contiguous().transpose(-1, -2)     # a unit stride elsewhere
+    spaced = torch.zeros((2 * first.shape[0],) + first.shape[1:], dtype=dtype)[::2]
+    spaced.copy_(first)                                          # other strides, the same class
+    for x in (first, transposed, spaced):
+        torch.testing.assert_close(m.launch(x, *ops[1:]), expected)
+    assert len(m._layouts) == 3 and tuner.calls == 3
+    contiguous, other, same_class = tuner.keys
+    assert contiguous != other
+    assert contiguous == same_class
 
 
 @interpreter

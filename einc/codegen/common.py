@@ -94,6 +94,30 @@ def signature(name: str, groups, constexprs) -> list[str]:
     return lines + ["):"]
 
 
+def tuning_key(names) -> list[str]:
+    """Lines defining ``_KEY``, the autotuner's key: the kernel arguments ``names`` (Triton
+    3.9 refuses a name that is not one; 3.6 would silently drop it from the key)."""
+    return ["# The autotuner's key: what changes the best config (the index sizes, so the extents",
+            "# and the EVEN_* flags; the layout's flags and class; the split and the precision).",
+            "_KEY = ["] + wrap([f'"{n}",' for n in names], "    ") + ["]"]
+
+
+def layout_class_source() -> list[str]:
+    """Lines defining the generated ``_layout_class``: the ``LAYOUT`` constexpr, a key of the
+    autotuner and otherwise unused by the kernel."""
+    return [
+        "def _layout_class(tensors, strides):",
+        "    \"\"\"The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a",
+        "    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key",
+        "    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another",
+        "    of the same shape; it costs no compilation, as Triton compiles one kernel per class.\"\"\"",
+        "    return \"\".join(\"1\" if s == 1 else \"D\" if s % 16 == 0 else \"-\" for s in strides) + \":\" + \\",
+        "        \"\".join(\"-\" if t.data_ptr() % 16 else \"D\" for t in tensors)",
+        "",
+        "",
+    ]
+
+
 def finish_source(name: str) -> str:
     """The second pass of a split reduction: sum the partial results in a fixed order
     (the same bits on every run), scale, cast and store."""

@@ -13,6 +13,7 @@ compile to constants.  The module is complete: kernel, configs and a host ``laun
 from __future__ import annotations
 
 from ..ir import index_name
+from .common import layout_class_source, tuning_key
 
 _CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
@@ -123,7 +124,7 @@ def kernel_source(k) -> str:
     wide = ".to(tl.int64)" if k.int64 else ""
     ptrs = [f"{op.name}_ptr" for op in k.inputs] + ["c_ptr"]
     sizes = [_size(i) for i in _group_indices(k)]
-    meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "HAS_SCALE"]
+    meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "HAS_SCALE", "LAYOUT"]
     if k.dtype == "float32":
         meta.append("PRECISION")
     if k.dtype == "bfloat16":
@@ -241,29 +242,34 @@ def launcher_source(k) -> str:
     L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
     L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, num_warps={w}, "
           f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS]
-    L += ["]", f"_tuned = triton.autotune(configs=_CONFIGS, key=[\"BATCH\", \"M\", \"N\", \"K\"])({k.name})",
-          "_layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)"]
+    L += ["]"]
+    L += tuning_key([_size(i) for i in _group_indices(k)] + (["PRECISION"] if k.dtype == "float32" else [])
+                    + ["LAYOUT"])
+    L += [f"_tuned = triton.autotune(configs=_CONFIGS, key=_KEY)({k.name})",
+          "_layouts = {}  # (shapes, strides, alignments, device) -> (output shape, kernel arguments, extents, class)"]
     if k.dtype == "float32":
         L.append("_precision = None  # torch's fp32 matmul precision, read at the first launch (forget() reads it again)")
     L += ["", "",
           "def _block(extent, low, high):",
           "    \"\"\"The power of two covering ``extent``, clamped to [low, high].\"\"\"",
           "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
-          "", "",
-          f"def launch({args}, scale=1.0):",
+          "", ""]
+    L += layout_class_source()
+    L += [f"def launch({args}, scale=1.0):",
           f"    \"\"\"{k.step.split(': ', 1)[-1]}, into a new contiguous tensor.\"\"\"",
-          "    layout = (" + " ".join(f"{t}.shape, {t}.stride()," for t in names) + f" {names[0]}.device)",
+          "    layout = (" + " ".join(f"{t}.shape, {t}.stride(), {t}.data_ptr() % 16," for t in names) +
+          f" {names[0]}.device)",
           "    known = _layouts.get(layout)",
           "    if known is None:",
           f"        known = _setup({args})",
           "        if len(_layouts) >= 64:  # a caller cycling through layouts: start again",
           "            _layouts.clear()",
           "        _layouts[layout] = known",
-          "    shape, params, (BATCH, M, N, K) = known",
+          "    shape, params, (BATCH, M, N, K), LAYOUT = known",
           f"    c = {names[0]}.new_empty(shape)  # {names[0]}'s dtype and device, contiguous",
           "    if c.numel() == 0:",
           "        return c",
-          "    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8)"]
+          "    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8, LAYOUT=LAYOUT)"]
     if k.dtype == "float32":
         L += ["    global _precision",
               "    if _precision is None:",
@@ -281,8 +287,8 @@ def launcher_source(k) -> str:
           f"        _tuned[grid]({args}, c, *params, scale, **meta)",
           "    return c", "", "",
           f"def _setup({args}):",
-          "    \"\"\"The output's shape, the kernel's arguments between the pointers and ``scale``, and the",
-          "    group extents, for one layout.\"\"\""]
+          "    \"\"\"The output's shape, the kernel's arguments between the pointers and ``scale``, the",
+          "    group extents and the layout's class, for one layout.\"\"\""]
     L += [f"    {_size(i)} = {where[i]}" for i in indices]
     L += [f"    shape = {out}", "    c_strides, step = [], 1",
           "    for n in reversed(shape):",
@@ -298,7 +304,8 @@ def launcher_source(k) -> str:
     L += _wrap([s + "," for s in [_size(i) for i in _group_indices(k)]], "        ")
     L += ["        *extents,"]
     L += _wrap([_stride_expr(k, p) + "," for p in _strides(k)], "        ")
-    L += ["    )", "    return shape, params, extents", "", ""]
+    L += ["    )", f"    layout = _layout_class(({args},), params[-{len(_strides(k))}:])",
+          "    return shape, params, extents, layout", "", ""]
     if k.dtype == "float32":
         L += ["def _fp32_precision():",
               "    \"\"\"``\"tf32\"`` where torch lets fp32 matrix products use TF32, else ``\"ieee\"``.\"\"\"",

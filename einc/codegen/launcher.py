@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ..ir import MATMUL, Kernel, index_name
 from . import matmul, reduce
-from .common import size, stride, stride_params, wrap as _wrap
+from .common import layout_class_source, size, size_params, stride, stride_params, tuning_key, wrap as _wrap
 
 # Hopper-grade configurations, per dtype: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
 # 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
@@ -98,6 +98,7 @@ def source(k: Kernel, name: str) -> str:
     fp32_dot = is_mm and k.dtype == "float32"
     itemsize = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[k.dtype]
     ext = matmul.extents(k) if is_mm else reduce.extents(k)
+    merged = len(k.group("k")) > 1
     L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
     L += _configs(k)
     L += ["]", ""]
@@ -120,7 +121,6 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-        key = "[\"BATCH\", \"T\", \"M\", \"N\", \"K\", \"KA\", \"KB\", \"SPLIT_K\"]"
     else:
         L += [
             "",
@@ -134,12 +134,13 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-        key = "[\"O\", \"K\", \"SPLIT_K\"]"
+    L += tuning_key(size_params(k) + ["SPLIT_K"] + (["MERGED_K"] if merged else []) +
+                    (["PRECISION"] if fp32_dot else []) + ["LAYOUT"])
     L += [
         "# Tuning results persist across processes (Triton's cache folder) where this Triton can.",
         "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters \\",
         "    else {}",
-        f"_tuned = triton.autotune(configs=_CONFIGS, key={key}, prune_configs_by={{\"early_config_prune\": _prune}},",
+        "_tuned = triton.autotune(configs=_CONFIGS, key=_KEY, prune_configs_by={\"early_config_prune\": _prune},",
         f"                         **_PERSIST)({name})",
         "",
         "# A layout is what a launch depends on besides the data: the operands' shapes, strides,",
@@ -182,7 +183,7 @@ def source(k: Kernel, name: str) -> str:
         "",
         "",
     ]
-    merged = len(k.group("k")) > 1
+    L += layout_class_source()
     if merged:
         L += [
             "def _merged(sizes, strides):",
@@ -239,7 +240,8 @@ def source(k: Kernel, name: str) -> str:
     L += ["    )"]
     meta = [f"{size(i)}={size(i)}," for _, g in k.groups for i in g]
     meta += [f"{g}={g}," for g in names]
-    meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,"]
+    meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,",
+             f"LAYOUT=_layout_class(({', '.join(inputs)},), args),"]
     if merged:
         kk = k.group("k")
         ksizes = "(" + ", ".join(size(i) for i in kk) + ")"

@@ -27,7 +27,7 @@ def einc_fused_cbd_ab_ad_ac_cf2cf747(
     # epilogue
     scale,
     # meta-parameters
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, HAS_SCALE: tl.constexpr, UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, HAS_SCALE: tl.constexpr, LAYOUT: tl.constexpr, UPCAST: tl.constexpr,
 ):
     # Tile mapping: program ids walk the (M, N) tiles of one batch entry, in groups of
     # GROUP_M rows of tiles so that neighbouring programs reuse operand tiles in L2.
@@ -95,8 +95,13 @@ _CONFIGS = [
     triton.Config({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=4),
     triton.Config({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64}, num_warps=4, num_stages=3),
 ]
-_tuned = triton.autotune(configs=_CONFIGS, key=["BATCH", "M", "N", "K"])(einc_fused_cbd_ab_ad_ac_cf2cf747)
-_layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)
+# The autotuner's key: what changes the best config (the index sizes, so the extents
+# and the EVEN_* flags; the layout's flags and class; the split and the precision).
+_KEY = [
+    "size_c", "size_a", "size_b", "size_d", "LAYOUT",
+]
+_tuned = triton.autotune(configs=_CONFIGS, key=_KEY)(einc_fused_cbd_ab_ad_ac_cf2cf747)
+_layouts = {}  # (shapes, strides, alignments, device) -> (output shape, kernel arguments, extents, class)
 
 
 def _block(extent, low, high):
@@ -104,20 +109,29 @@ def _block(extent, low, high):
     return max(low, min(high, triton.next_power_of_2(max(extent, 1))))
 
 
+def _layout_class(tensors, strides):
+    """The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a
+    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key
+    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another
+    of the same shape; it costs no compilation, as Triton compiles one kernel per class."""
+    return "".join("1" if s == 1 else "D" if s % 16 == 0 else "-" for s in strides) + ":" + \
+        "".join("-" if t.data_ptr() % 16 else "D" for t in tensors)
+
+
 def launch(a0, b0, b1, scale=1.0):
     """T1[cbd] · T0[ab] · T2[ad] over bd -> T4[ac], into a new contiguous tensor."""
-    layout = (a0.shape, a0.stride(), b0.shape, b0.stride(), b1.shape, b1.stride(), a0.device)
+    layout = (a0.shape, a0.stride(), a0.data_ptr() % 16, b0.shape, b0.stride(), b0.data_ptr() % 16, b1.shape, b1.stride(), b1.data_ptr() % 16, a0.device)
     known = _layouts.get(layout)
     if known is None:
         known = _setup(a0, b0, b1)
         if len(_layouts) >= 64:  # a caller cycling through layouts: start again
             _layouts.clear()
         _layouts[layout] = known
-    shape, params, (BATCH, M, N, K) = known
+    shape, params, (BATCH, M, N, K), LAYOUT = known
     c = a0.new_empty(shape)  # a0's dtype and device, contiguous
     if c.numel() == 0:
         return c
-    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8)
+    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8, LAYOUT=LAYOUT)
     meta["UPCAST"] = _INTERPRET  # the interpreter has no bfloat16 dot
     if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config
         meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))
@@ -130,8 +144,8 @@ def launch(a0, b0, b1, scale=1.0):
 
 
 def _setup(a0, b0, b1):
-    """The output's shape, the kernel's arguments between the pointers and ``scale``, and the
-    group extents, for one layout."""
+    """The output's shape, the kernel's arguments between the pointers and ``scale``, the
+    group extents and the layout's class, for one layout."""
     size_c = a0.shape[0]
     size_a = b0.shape[0]
     size_b = a0.shape[1]
@@ -151,7 +165,8 @@ def _setup(a0, b0, b1):
         a0.stride(0), a0.stride(1), a0.stride(2), b0.stride(0), b0.stride(1), b1.stride(0),
         b1.stride(1), c_strides[1], c_strides[0],
     )
-    return shape, params, extents
+    layout = _layout_class((a0, b0, b1,), params[-9:])
+    return shape, params, extents, layout
 
 
 def forget():
