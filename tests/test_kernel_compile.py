@@ -50,7 +50,7 @@ for equation, shapes, dtype, extra in CASES:
     fn = getattr(mod, k.name)
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     ext = {g: eval(e, {}, dict(named)) for g, e in (matmul.extents(k) if k.kind == MATMUL else reduce.extents(k)).items()}
-    meta = dict(named, **ext, HAS_SCALE=True)
+    meta = dict(named, **ext, HAS_SCALE=True, LAYOUT="-1:DD")
     if k.kind == MATMUL:
         meta.update(GROUP_M=8, PRECISION="tf32", UPCAST=False)
         tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(ext["N"], 128)
