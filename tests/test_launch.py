@@ -278,7 +278,7 @@ class StandInAutotuner:
 def as_if_on_a_gpu(monkeypatch, m, config):
     tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config, m._tuned)
     monkeypatch.setattr(m, "_INTERPRET", False)
-    monkeypatch.setattr(m, "_compiled_launches", True, raising=False)   # the fused launcher has none yet
+    monkeypatch.setattr(m, "_compiled_launches", True)
     monkeypatch.setattr(m, "_tuned", tuner)
     driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: f"stream of device {d}")
     monkeypatch.setattr(triton.runtime, "driver", SimpleNamespace(active=driver))
@@ -322,15 +322,16 @@ def test_the_autotuners_key_tells_layouts_of_one_shape_apart(fresh, monkeypatch,
 
 @interpreter
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("case", [MM, RED], ids=["mm", "red"])
+@pytest.mark.parametrize("case", [MM, RED, FUSED_MM], ids=["mm", "red", "fused"])
 def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, monkeypatch, case, dtype):
     equation, shapes, config = case
-    m = fresh(equation, shapes, dtype)
+    m = fresh(equation, shapes, dtype, PATHS.get(equation))
     tuner = as_if_on_a_gpu(monkeypatch, m, config)
     g = torch.Generator().manual_seed(4)
     ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
-    views = [ops, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops]]
     expected = torch.einsum(equation, *ops)
+    ops = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    views = [ops, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops]]
     for n in range(1, 4):
         for v in views:
             torch.testing.assert_close(m.launch(*v), expected)
@@ -343,22 +344,25 @@ def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, mo
 
 
 @interpreter
-def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch):
-    equation, shapes, config = MM
-    m = fresh(equation, shapes)
+@pytest.mark.parametrize("case", [MM, FUSED_MM], ids=["mm", "fused"])
+def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch, case):
+    equation, shapes, config = case
+    m = fresh(equation, shapes, torch.float64, PATHS.get(equation))
     tuner = as_if_on_a_gpu(monkeypatch, m, config)
-    a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
-    m.launch(a, b)
-    m.launch(a.t().contiguous().t(), b)
-    m.launch(a, b)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    a, *rest = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    m.launch(a, *rest)
+    m.launch(a.transpose(-1, -2).contiguous().transpose(-1, -2), *rest)
+    m.launch(a, *rest)
     assert (tuner.calls, tuner.kernel.launches) == (2, 1)
     tuner.kernel.fail = True
-    torch.testing.assert_close(m.launch(a, b), a @ b)            # answered through the autotuner
+    torch.testing.assert_close(m.launch(a, *rest), expected)    # answered through the autotuner
     assert m._compiled_launches is False
     assert all(known.compiled is None for known in m._layouts.values())
     tuner.kernel.fail = False
     for _ in range(3):
-        torch.testing.assert_close(m.launch(a, b), a @ b)
+        torch.testing.assert_close(m.launch(a, *rest), expected)
     assert (tuner.calls, tuner.kernel.launches) == (6, 1)        # never again compiled launches
 
 
@@ -413,6 +417,28 @@ def test_compiled_launches_on_a_gpu(monkeypatch, tmp_path):
         for _ in range(3):
             torch.testing.assert_close(einc.einsum("ij,jk->ik", x, b), x @ b, rtol=1e-2, atol=1e-2)
     (module,) = [m for name, m in sys.modules.items() if name.startswith("einc_kernels.einc_mm_")]
+    assert module._compiled_launches is True
+    assert len(module._layouts) == 2
+    assert all(known.compiled is not None for known in module._layouts.values())
+    einc.cache_clear()
+
+
+@pytest.mark.gpu
+def test_compiled_launches_of_a_fused_kernel_on_a_gpu(monkeypatch, tmp_path):
+    """On a real GPU: a fused step's module sets up its compiled launcher after a layout's
+    first launch, as the other modules do, and its answers stay right."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EINC_SELECT", "kernel")
+    einc.cache_clear()
+    equation, shapes, _ = FUSED_MM
+    g = torch.Generator().manual_seed(6)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).cuda() for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    for x in (ops[0], ops[0].t().contiguous().t()):
+        for _ in range(3):
+            torch.testing.assert_close(einc.einsum(equation, x, *ops[1:], optimize=PATHS[equation]), expected)
+    (shown,) = einc.explain(equation, *ops, optimize=PATHS[equation]).backends     # one fused kernel
+    module = sys.modules["einc_kernels." + shown.removeprefix("triton ")]
     assert module._compiled_launches is True
     assert len(module._layouts) == 2
     assert all(known.compiled is not None for known in module._layouts.values())

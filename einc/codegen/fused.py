@@ -7,13 +7,16 @@ loaded straight from their strides (a factor lacking an index is broadcast along
 the same for B; the accumulator is multiplied by the epilogue factors ``e0`` (loaded
 over the output tile) before the store, which writes the final layout.  Index sizes and
 group extents are ``tl.constexpr`` (each module serves one shape), so the index splits
-compile to constants.  The module is complete: kernel, configs and a host ``launch()``.
+compile to constants.  The module is complete: kernel, configs and a host ``launch()``,
+written by :mod:`.launcher`'s helpers as for every generated module (layouts set up once;
+on a GPU, later launches of a layout call the compiled kernel directly), without split-K.
 """
 
 from __future__ import annotations
 
 from ..ir import index_name
-from .common import layout_class_source, tuning_key
+from . import launcher
+from .common import layout_class_source, offset, product, signature, size, split, stride, tuning_key, wrap
 
 _CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
@@ -22,55 +25,15 @@ _CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
 _ELEMENT = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 
 
-def _idx(i: int) -> str:
-    return f"i_{index_name(i)}"
-
-
-def _size(i: int) -> str:
-    return f"size_{index_name(i)}"
-
-
-def _stride(name: str, i: int) -> str:
-    return f"stride_{name}_{index_name(i)}"
-
-
-def _split(flat: str, indices, pad: str) -> list[str]:
-    """Lines splitting the flat offsets ``flat`` into ``indices`` (last one fastest)."""
-    indices = list(indices)
-    if not indices:
-        return []
-    if len(indices) == 1:
-        return [f"{pad}{_idx(indices[0])} = {flat}"]
-    lines = [f"{pad}rest = {flat}"]
-    for i in reversed(indices[1:]):
-        lines += [f"{pad}{_idx(i)} = rest % {_size(i)}", f"{pad}rest = rest // {_size(i)}"]
-    return lines + [f"{pad}{_idx(indices[0])} = rest"]
-
-
-def _offset(op, indices, flat: str) -> str:
-    terms = [f"{_idx(i)} * {_stride(op.name, i)}" for i in indices if i in op.dims]
-    return " + ".join(terms) if terms else f"{flat} * 0"
-
-
-def _wrap(items, pad: str, width: int = 100) -> list[str]:
-    lines, line = [], pad
-    for item in items:
-        if len(line) + len(item) + 1 > width and line.strip():
-            lines.append(line.rstrip())
-            line = pad
-        line += item + " "
-    if line.strip():
-        lines.append(line.rstrip())
-    return lines
-
-
 def _group_indices(k) -> list[int]:
     return [i for _, group in k.groups for i in group]
 
 
 def _strides(k) -> list[str]:
+    """The stride arguments: every factor's, then the output's (the output's are runtime
+    arguments too, read from the new contiguous tensor)."""
     indices = _group_indices(k)
-    return [_stride(op.name, i) for op in k.inputs + (k.output,) for i in indices if i in op.dims]
+    return [stride(op, i) for op in k.inputs + (k.output,) for i in indices if i in op.dims]
 
 
 def header(k) -> str:
@@ -91,6 +54,7 @@ def header(k) -> str:
         f"# stride class : any strides (0 = broadcast, a repeated index = diagonal); "
         f"{'64' if k.int64 else '32'}-bit offsets",
         "",
+        "import inspect",
         "import os",
         "",
         "import torch",
@@ -123,18 +87,15 @@ def kernel_source(k) -> str:
     batch, m, n, kk = k.group("batch"), k.group("m"), k.group("n"), k.group("k")
     wide = ".to(tl.int64)" if k.int64 else ""
     ptrs = [f"{op.name}_ptr" for op in k.inputs] + ["c_ptr"]
-    sizes = [_size(i) for i in _group_indices(k)]
+    sizes = [size(i) for i in _group_indices(k)]
     meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "HAS_SCALE", "LAYOUT"]
     if k.dtype == "float32":
         meta.append("PRECISION")
     if k.dtype == "bfloat16":
         meta.append("UPCAST")
-    L = ["@triton.jit", f"def {k.name}(", "    # pointers"] + _wrap([p + "," for p in ptrs], "    ")
-    L += ["    # index sizes and group extents (constants: each module serves one shape)"]
-    L += _wrap([f"{p}: tl.constexpr," for p in sizes + ["BATCH", "M", "N", "K"]], "    ")
-    L += ["    # strides"] + _wrap([p + "," for p in _strides(k)], "    ")
-    L += ["    # epilogue", "    scale,", "    # meta-parameters",
-          "    " + ", ".join(f"{p}: tl.constexpr" for p in meta) + ",", "):"]
+    L = signature(k.name, [("pointers", ptrs), ("strides", _strides(k)), ("epilogue", ["scale"])],
+                  [("index sizes and group extents (compile-time: one compiled kernel per shape)",
+                    sizes + ["BATCH", "M", "N", "K"]), ("meta-parameters", meta)])
     L += [
         "    # Tile mapping: program ids walk the (M, N) tiles of one batch entry, in groups of",
         "    # GROUP_M rows of tiles so that neighbouring programs reuse operand tiles in L2.",
@@ -154,15 +115,15 @@ def kernel_source(k) -> str:
     everyone = k.inputs + (k.output,)
     if batch:
         L += ["", "    # Batch entry: split pid_batch into the batch indices and move every pointer there."]
-        L += _split("pid_batch", batch, "    ")
-        L += [f"    {op.name}_ptr += {_offset(op, batch, 'pid_batch')}" for op in everyone]
+        L += split("pid_batch", batch, "    ")
+        L += [f"    {op.name}_ptr += {offset(op, batch, op.dims, 'pid_batch')}" for op in everyone]
     L += ["", "    # Rows (M) and columns (N) of this tile, split into their indices.",
           f"    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)){wide}"]
-    L += _split("offs_m", m, "    ")
-    L += [f"    {op.name}_rows = {_offset(op, m, 'offs_m')}" for op in k.a + k.e + (k.output,)]
+    L += split("offs_m", m, "    ")
+    L += [f"    {op.name}_rows = {offset(op, m, op.dims, 'offs_m')}" for op in k.a + k.e + (k.output,)]
     L.append(f"    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)){wide}")
-    L += _split("offs_n", n, "    ")
-    L += [f"    {op.name}_cols = {_offset(op, n, 'offs_n')}" for op in k.b + k.e + (k.output,)]
+    L += split("offs_n", n, "    ")
+    L += [f"    {op.name}_cols = {offset(op, n, op.dims, 'offs_n')}" for op in k.b + k.e + (k.output,)]
     L += [
         "",
         "    # Reduction over K: each iteration loads the factors' tiles of A (BLOCK_M, BLOCK_K) and",
@@ -171,9 +132,9 @@ def kernel_source(k) -> str:
         "    for k0 in range(0, K, BLOCK_K):",
         f"        offs_k = (k0 + tl.arange(0, BLOCK_K)){wide}",
     ]
-    L += _split("offs_k", kk, "        ")
-    L += [f"        {op.name}_k = {_offset(op, kk, 'offs_k')}" for op in k.a]
-    L += [f"        {op.name}_kr = {_offset(op, kk, 'offs_k')}" for op in k.b]
+    L += split("offs_k", kk, "        ")
+    L += [f"        {op.name}_k = {offset(op, kk, op.dims, 'offs_k')}" for op in k.a]
+    L += [f"        {op.name}_kr = {offset(op, kk, op.dims, 'offs_k')}" for op in k.b]
     L += ["        mask_a = (offs_m[:, None] < M) & (offs_k[None, :] < K)",
           "        mask_b = (offs_k[:, None] < K) & (offs_n[None, :] < N)"]
     L += _tile(k, k.a, "rows", "k", "        ", "a")
@@ -210,120 +171,34 @@ def kernel_source(k) -> str:
     return "\n".join(L)
 
 
-def _size_source(k) -> dict[int, str]:
-    where: dict[int, str] = {}
-    for op in k.inputs:
-        for d, i in enumerate(op.dims):
-            where.setdefault(i, f"{op.name}.shape[{d}]")
-    return where
-
-
-def _stride_expr(k, param: str) -> str:
-    for op in k.inputs:
-        for i in dict.fromkeys(op.dims):
-            if _stride(op.name, i) == param:
-                return " + ".join(f"{op.name}.stride({d})" for d, j in enumerate(op.dims) if j == i)
-    for d, i in enumerate(k.output.dims):
-        if _stride("c", i) == param:
-            return f"c_strides[{d}]"
-    raise AssertionError(param)
-
-
-def _product(indices) -> str:
-    return " * ".join(_size(i) for i in indices) if indices else "1"
-
-
 def launcher_source(k) -> str:
+    """The host side: configs, ``launch()`` and what it keeps between launches, as
+    :mod:`.launcher` writes it for every generated module (layouts set up once; on a GPU,
+    later launches of a layout call the compiled kernel directly)."""
     names = [op.name for op in k.inputs]
-    args = ", ".join(names)
-    where = _size_source(k)
-    indices = list(dict.fromkeys(_group_indices(k)))
-    out = "(" + ", ".join(_size(i) for i in k.output.dims) + ("," if len(k.output.dims) == 1 else "") + ")"
+    fp32 = k.dtype == "float32"
+    indices = _group_indices(k)
     L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
     L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, num_warps={w}, "
           f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS]
     L += ["]"]
-    L += tuning_key([_size(i) for i in _group_indices(k)] + (["PRECISION"] if k.dtype == "float32" else [])
-                    + ["LAYOUT"])
-    L += [f"_tuned = triton.autotune(configs=_CONFIGS, key=_KEY)({k.name})",
-          "_layouts = {}  # (shapes, strides, alignments, device) -> (output shape, kernel arguments, extents, class)"]
-    if k.dtype == "float32":
-        L.append("_precision = None  # torch's fp32 matmul precision, read at the first launch (forget() reads it again)")
-    L += ["", "",
-          "def _block(extent, low, high):",
-          "    \"\"\"The power of two covering ``extent``, clamped to [low, high].\"\"\"",
-          "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
-          "", ""]
-    L += layout_class_source()
-    L += [f"def launch({args}, scale=1.0):",
-          f"    \"\"\"{k.step.split(': ', 1)[-1]}, into a new contiguous tensor.\"\"\"",
-          "    layout = (" + " ".join(f"{t}.shape, {t}.stride(), {t}.data_ptr() % 16," for t in names) +
-          f" {names[0]}.device)",
-          "    known = _layouts.get(layout)",
-          "    if known is None:",
-          f"        known = _setup({args})",
-          "        if len(_layouts) >= 64:  # a caller cycling through layouts: start again",
-          "            _layouts.clear()",
-          "        _layouts[layout] = known",
-          "    shape, params, (BATCH, M, N, K), LAYOUT = known",
-          f"    c = {names[0]}.new_empty(shape)  # {names[0]}'s dtype and device, contiguous",
-          "    if c.numel() == 0:",
-          "        return c",
-          "    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8, LAYOUT=LAYOUT)"]
-    if k.dtype == "float32":
-        L += ["    global _precision",
-              "    if _precision is None:",
-              "        _precision = \"ieee\" if _INTERPRET else _fp32_precision()  # the interpreter has no TF32",
-              "    meta[\"PRECISION\"] = _precision"]
-    if k.dtype == "bfloat16":
-        L.append("    meta[\"UPCAST\"] = _INTERPRET  # the interpreter has no bfloat16 dot")
-    L += ["    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config",
-          "        meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))",
-          "        grid = (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH,)",
-          f"        {k.name}[grid]({args}, c, *params, scale, **meta)",
-          "    else:",
-          "        grid = lambda m: (triton.cdiv(M, m[\"BLOCK_M\"]) * triton.cdiv(N, m[\"BLOCK_N\"]) * BATCH,)  "
-          "# noqa: E731",
-          f"        _tuned[grid]({args}, c, *params, scale, **meta)",
-          "    return c", "", "",
-          f"def _setup({args}):",
-          "    \"\"\"The output's shape, the kernel's arguments between the pointers and ``scale``, the",
-          "    group extents and the layout's class, for one layout.\"\"\""]
-    L += [f"    {_size(i)} = {where[i]}" for i in indices]
-    L += [f"    shape = {out}", "    c_strides, step = [], 1",
-          "    for n in reversed(shape):",
-          "        c_strides.insert(0, step)",
-          "        step *= max(n, 1)"]
-    if not k.int64:
-        L += [f"    for t in ({args},):",
-              "        if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:",
-              "            raise OverflowError(\"a view spans 2^31 elements or more: this kernel has 32-bit offsets\")"]
-    ext = {g: _product(k.group(g)) for g in ("batch", "m", "n", "k")}
-    L += [f"    extents = ({ext['batch']}, {ext['m']}, {ext['n']}, {ext['k']})",
-          "    params = (  # sizes, extents, strides"]
-    L += _wrap([s + "," for s in [_size(i) for i in _group_indices(k)]], "        ")
-    L += ["        *extents,"]
-    L += _wrap([_stride_expr(k, p) + "," for p in _strides(k)], "        ")
-    L += ["    )", f"    layout = _layout_class(({args},), params[-{len(_strides(k))}:])",
-          "    return shape, params, extents, layout", "", ""]
-    if k.dtype == "float32":
-        L += ["def _fp32_precision():",
-              "    \"\"\"``\"tf32\"`` where torch lets fp32 matrix products use TF32, else ``\"ieee\"``.\"\"\"",
-              "    matmul = torch.backends.cuda.matmul",
-              "    try:",
-              "        return \"tf32\" if matmul.fp32_precision == \"tf32\" else \"ieee\"",
-              "    except Exception:",
-              "        pass",
-              "    try:",
-              "        return \"tf32\" if matmul.allow_tf32 else \"ieee\"",
-              "    except Exception:",
-              "        return \"ieee\"", "", ""]
-    L += ["def forget():",
-          "    \"\"\"Forget the layouts set up so far" + (" and torch's fp32 precision" if k.dtype == "float32" else "")
-          + ".\"\"\""]
-    if k.dtype == "float32":
-        L += ["    global _precision", "    _precision = None"]
-    L += ["    _layouts.clear()", ""]
+    L += tuning_key([size(i) for i in indices] + (["PRECISION"] if fp32 else []) + ["LAYOUT"])
+    L += launcher.tuner_lines(k.name, prune=False) + launcher.state_lines(fp32) + ["", ""]
+    L += launcher.block_lines() + layout_class_source()
+    L += launcher.launch_lines(k, names, k.step.split(": ", 1)[-1])
+    L += launcher.first_launch_head(k, fp32, launcher.size_sources(k))
+    L += [f"    BATCH, M, N, K = {', '.join(product(k.group(g)) for g in ('batch', 'm', 'n', 'k'))}",
+          "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH,)",
+          "    args = (  # the kernel's arguments between the pointers and scale: the factors' strides, c's"]
+    L += wrap([launcher.stride_source(k, p) + "," for p in _strides(k)], "        ")
+    L += ["    )"]
+    meta = [f"{size(i)}={size(i)}," for i in indices] + \
+        ["BATCH=BATCH, M=M, N=N, K=K,", "HAS_SCALE=scale != 1.0,", f"LAYOUT=_layout_class(({', '.join(names)},), args),",
+         "GROUP_M=8,"] + launcher.dot_meta(k.dtype)
+    L += launcher.first_launch_tail(k, meta, "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), "
+                                    "BLOCK_K=_block(K, 16, 64)", "1", fp32)
+    L += launcher.layout_class_lines(k, k.name, split=False) + launcher.compiled_lines(k)
+    L += launcher.precision_lines(fp32) + launcher.forget_lines(fp32)
     return "\n".join(L)
 
 
