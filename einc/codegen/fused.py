@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..ir import index_name
 from . import launcher
-from .common import SUITE_ORIGIN, layout_class_source, offset, product, signature, size, split, stride, tuning_key, wrap
+from .common import (SUITE_ORIGIN, layout_class_source, offset, product, signature, size, split, stride,
+                     tuning_key, wrap)
 
 _CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
@@ -193,8 +194,8 @@ def launcher_source(k) -> str:
     L += wrap([launcher.stride_source(k, p) + "," for p in _strides(k)], "        ")
     L += ["    )"]
     meta = [f"{size(i)}={size(i)}," for i in indices] + \
-        ["BATCH=BATCH, M=M, N=N, K=K,", "HAS_SCALE=scale != 1.0,", f"LAYOUT=_layout_class(({', '.join(names)},), args),",
-         "GROUP_M=8,"] + launcher.dot_meta(k.dtype)
+        ["BATCH=BATCH, M=M, N=N, K=K,", "HAS_SCALE=scale != 1.0,",
+         f"LAYOUT=_layout_class(({', '.join(names)},), args),", "GROUP_M=8,"] + launcher.dot_meta(k.dtype)
     L += launcher.first_launch_tail(k, meta, "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), "
                                     "BLOCK_K=_block(K, 16, 64)", "1", fp32)
     L += launcher.layout_class_lines(k, k.name, split=False) + launcher.compiled_lines(k)
