@@ -52,3 +52,22 @@ def test_explain_names_the_kernels_an_entry_runs(kernel_device):
     xc = x.contiguous()
     einc.einsum(EQ, xc, y, select="kernel")
     assert set(_named(einc.explain(EQ, xc, y, select="kernel"))) <= set(loader._modules)
+
+
+def test_explain_of_a_sliced_plan_names_the_kernel_each_slice_runs(kernel_device):
+    """A sliced plan whose slices run a fused kernel: explain names it on each plan step it
+    runs, before the first call (what would run) and after (what ran), and prints."""
+    equation, path = "bi,oij,bj->bo", [(0, 2), (0, 1)]
+    g = torch.Generator().manual_seed(2)
+    ops = [torch.randn(s, generator=g).to(kernel_device) for s in [(6, 5), (7, 5, 4), (6, 4)]]
+    einc.cache_clear()
+    before = einc.explain(equation, *ops, optimize=path, memory_limit=100, select="kernel")
+    assert before.plan.slicing is not None and len(before.backends) == len(before.plan.steps) == 2
+    out = einc.einsum(equation, *ops, optimize=path, memory_limit=100, select="kernel")
+    torch.testing.assert_close(out, torch.einsum(equation, *ops))
+    (ran,) = loader._modules                     # one fused kernel ran every slice
+    assert ran.startswith("einc_fused_")
+    after = einc.explain(equation, *ops, optimize=path, memory_limit=100, select="kernel")
+    for shown in (before, after):
+        assert list(shown.backends) == [f"triton {ran}"] * 2
+        assert str(shown).count(ran) >= 2

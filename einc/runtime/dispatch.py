@@ -26,9 +26,10 @@ class Entry:
     (``triton`` where generated kernels may run, else ``torch``), and what runs each step
     (a :class:`~einc.runtime.select.Choice` per step), and the operands' strides its kernels
     were lowered for (``None`` where it runs none): the kernels that run, which ``explain``
-    names."""
+    names.  A sliced plan's entry also holds, once a slice ran, the entry that runs each
+    slice (``inner``)."""
 
-    __slots__ = ("plan", "run", "backend", "choices", "strides")
+    __slots__ = ("plan", "run", "backend", "choices", "strides", "inner")
 
     def __init__(self, plan, run, backend, choices, strides=None):
         self.plan = plan
@@ -36,6 +37,7 @@ class Entry:
         self.backend = backend
         self.choices = choices
         self.strides = strides
+        self.inner = None
 
 
 def _kernels_wanted(device_type: str, dtypes) -> bool:
