@@ -329,8 +329,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and
     why (measured µs where it was timed; a kernel that failed and fell back shows
-    ``torch``); otherwise what would run, decided by the cost model for contiguous
-    operands -- also for ``device="cuda"`` on a machine without a GPU.
+    ``torch``); otherwise what would run for these tensors' strides (contiguous operands
+    for shapes), decided by the cost model -- also for ``device="cuda"`` on a machine
+    without a GPU.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
@@ -350,7 +351,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     if plan.slicing is not None:
         return slicing.explain(plan, device_type, types, entry, select)
-    return dispatch.describe(plan, device_type, types, shapes, entry, select)
+    strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None
+    return dispatch.describe(plan, device_type, types, shapes, entry, select, strides)
 
 
 class ContractExpression:

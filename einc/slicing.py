@@ -312,19 +312,26 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
 
     def run(ops):
         out = runner(ops)
-        entry.backend, entry.choices = runner.entry.backend, runner.entry.choices
+        entry.backend, entry.choices, entry.inner = runner.entry.backend, runner.entry.choices, runner.entry
         return out
     entry.run = run
     return entry
 
 
 def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
-    """``explain``'s answer for a sliced plan: what runs each step of one slice."""
+    """``explain``'s answer for a sliced plan: what runs each step of one slice (once a slice
+    ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
     from .runtime.dispatch import Explanation, describe
     s = plan.slicing
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
-    inner = describe(s.inner, device_type, dtypes, shapes, entry, select_mode)
-    return Explanation(plan, inner.backends, inner.note, inner.reasons)
+    from .fuse import FUSED
+    ran = entry.inner if entry is not None else None
+    inner = describe(ran.plan if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
+    # one row per step of the sliced plan: a fused step's kernel on each plan step it runs
+    counts = [len(step.numbers) if step.kind == FUSED else 1 for step in inner.plan.steps]
+    backends = [b for b, n in zip(inner.backends, counts) for _ in range(n)]
+    reasons = [r for r, n in zip(inner.reasons, counts) for _ in range(n)]
+    return Explanation(plan, backends, inner.note, reasons)
 
 
 __all__ = ["Slicing", "Runner", "plan", "sliced_plan", "build_entry", "explain", "compared", "is_cotengra",

@@ -50,7 +50,7 @@ for equation, shapes, dtype, extra in CASES:
     fn = getattr(mod, k.name)
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     ext = {g: eval(e, {}, dict(named)) for g, e in (matmul.extents(k) if k.kind == MATMUL else reduce.extents(k)).items()}
-    meta = dict(named, **ext, HAS_SCALE=True)
+    meta = dict(named, **ext, HAS_SCALE=True, LAYOUT="-1:DD")
     if k.kind == MATMUL:
         meta.update(GROUP_M=8, PRECISION="tf32", UPCAST=False)
         tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(ext["N"], 128)
@@ -74,6 +74,37 @@ for equation, shapes, dtype, extra in CASES:
         sig = dict(w_ptr="*" + TY[k.acc], c_ptr="*" + TY[dtype], scale="fp32", **{p: "constexpr" for p in cex})
         triton.compile(ASTSource(fin, sig, cex), target=target)
         print("compiled", k.name + "_finish", "split", split[0])
+
+# Fused steps (a product step in the tile loads; a factor in the epilogue), as the fused launcher calls them.
+from einc.fuse import FUSED, fuse_plan, lower_program
+from einc.options import Options
+for equation, shapes, path, dtype in [
+        ("bi,oij,bj->bo", [(2048, 512), (512, 512, 512), (2048, 512)], [(0, 2), (0, 1)], "bfloat16"),
+        ("nlhd,nhmd,nlh->nlhm", [(4, 256, 8, 64), (4, 8, 256, 64), (4, 256, 8)], [(0, 1), (0, 1)], "float32")]:
+    plan = fuse_plan(build_plan(build(parse(equation), shapes), equation, Options.of(path)), dtype)
+    (k,) = [k for k in lower_program(plan, dtype, shapes) if k.kind == FUSED]
+    src = render(k)
+    path = f"<compile check {k.name}>"
+    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
+    mod = types.ModuleType(k.name)
+    exec(compile(src, path, "exec"), mod.__dict__)
+    fn = getattr(mod, k.name)
+    sizes = plan.graph.sizes
+    named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
+    ext = {g.upper() if g != "batch" else "BATCH": math.prod(sizes[i] for i in k.group(g))
+           for g in ("batch", "m", "n", "k")}
+    for config in (mod._CONFIGS[0], mod._CONFIGS[-1]):
+        meta = dict(named, **ext, HAS_SCALE=True, GROUP_M=8, LAYOUT="-1:DD", PRECISION="tf32", UPCAST=False,
+                    **config.kwargs)
+        cex = {p: v for p, v in meta.items() if p in fn.arg_names}
+        runtime = [p for p in fn.arg_names if p not in cex]
+        assert fn.arg_names[:len(runtime)] == runtime       # runtime arguments first, as the compiled launch expects
+        sig = {p: "constexpr" if p in cex else ("*" + TY[dtype]) if p.endswith("_ptr") else "fp32" if p == "scale"
+               else "i32" for p in fn.arg_names}
+        compiled = triton.compile(ASTSource(fn, sig, cex), target=target,
+                                  options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+        assert compiled.metadata.shared <= 227 * 1024, (k.name, config, compiled.metadata.shared)
+        print("compiled", k.name, config.kwargs, "shared", compiled.metadata.shared)
 '''
 
 
@@ -94,4 +125,5 @@ def test_kernels_compile_for_hopper():
     assert done.returncode == 0, done.stderr[-4000:]
     lines = done.stdout.splitlines()
     assert sum(line.startswith("compiled") for line in lines) >= 13, done.stdout
+    assert sum(line.startswith("compiled einc_fused_") for line in lines) == 4, done.stdout
     assert any("_finish" in line for line in lines) and any("split 1 " not in line + " " for line in lines)

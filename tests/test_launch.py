@@ -19,8 +19,10 @@ import torch
 import einc
 from einc.codegen import render
 from einc.equation import parse
+from einc.fuse import FUSED, fuse_plan, lower_program
 from einc.graph import build
 from einc.lower import lower_plan
+from einc.options import Options
 from einc.plan import build_plan
 from einc.runtime import loader, triton_executor
 
@@ -31,15 +33,22 @@ interpreter = pytest.mark.interpreter        # CPU tensors through Triton's inte
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    """``module(equation, shapes, dtype)``: the generated module of a one-step plan, loaded
-    afresh (nothing set up yet), with its kernel run by Triton's interpreter."""
+    """``module(equation, shapes, dtype, path=None)``: the generated module of a one-step plan
+    (with ``path``, of the one fused step of the plan that path gives), loaded afresh (nothing
+    set up yet), with its kernel run by Triton's interpreter."""
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
     einc.cache_clear()
     triton_executor.use_interpreter()
 
-    def module(equation, shapes, dtype=torch.float64):
-        plan = build_plan(build(parse(equation), shapes), equation)
-        (kernel,) = lower_plan(plan, triton_executor.dtype_name(dtype), shapes)
+    def module(equation, shapes, dtype=torch.float64, path=None):
+        name = triton_executor.dtype_name(dtype)
+        plan = build_plan(build(parse(equation), shapes), equation, Options.of(path) if path else None)
+        if path:
+            plan = fuse_plan(plan, name)
+            assert [s.kind for s in plan.steps] == [FUSED]
+            (kernel,) = lower_program(plan, name, shapes)
+        else:
+            (kernel,) = lower_plan(plan, name, shapes)
         return loader.load(kernel.name, render(kernel))
     yield module
     einc.cache_clear()
@@ -241,9 +250,10 @@ class StandInKernel:
 
 class StandInAutotuner:
     """``_tuned``: launches through the interpreter with one fixed config and returns the
-    stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel."""
+    stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel;
+    ``keys`` holds the key the real autotuner ``real`` would have built for each call."""
 
-    def __init__(self, jit, config):
+    def __init__(self, jit, config, real):
         sig = inspect.signature(jit.fn)
         params = [SimpleNamespace(name=n, is_constexpr=p.annotation is tl.constexpr) for n, p in sig.parameters.items()]
         assert sum(p.is_constexpr for p in params) >= 2
@@ -251,10 +261,14 @@ class StandInAutotuner:
         self.best_config = config
         self.jit, self.calls = jit, 0
         self.kernel = StandInKernel(jit, params, config)
+        self.real, self.keys = real, []
 
     def __getitem__(self, grid):
         def launch(*args, **meta):
             self.calls += 1
+            named = {**dict(zip(self.real.arg_names, args)), **meta}    # as Autotuner.run builds its key
+            self.keys.append(tuple(named[k] for k in self.real.keys if k in named)
+                             + tuple(str(v.dtype) for v in named.values() if hasattr(v, "dtype")))
             meta = {**meta, **self.best_config.kwargs}
             self.jit[grid(meta) if callable(grid) else grid](*args, **meta)
             return self.kernel
@@ -262,7 +276,7 @@ class StandInAutotuner:
 
 
 def as_if_on_a_gpu(monkeypatch, m, config):
-    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config)
+    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config, m._tuned)
     monkeypatch.setattr(m, "_INTERPRET", False)
     monkeypatch.setattr(m, "_compiled_launches", True)
     monkeypatch.setattr(m, "_tuned", tuner)
@@ -274,19 +288,50 @@ def as_if_on_a_gpu(monkeypatch, m, config):
 MM = ("ij,jk->ik", [(40, 6), (6, 35)], triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}, num_warps=4,
                                                      num_stages=2))
 RED = ("bij,bij->b", [(3, 4, 5), (3, 4, 5)], triton.Config({"BLOCK_O": 2, "BLOCK_K": 8}, num_warps=4))  # grids > 1
+FUSED_MM = ("bi,oij,bj->bo", [(20, 5), (18, 5, 4), (20, 4)], MM[2])     # a product step fused into the matmul
+PATHS = {FUSED_MM[0]: [(0, 2), (0, 1)]}
+ORDERS = {FUSED_MM[0]: (1, 0, 2)}     # the fused launch takes the factors of A, then B's, then the epilogue's
 
 
 @interpreter
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("case", [MM, RED], ids=["mm", "red"])
+@pytest.mark.parametrize("case", [MM, RED, FUSED_MM], ids=["mm", "red", "fused"])
+def test_the_autotuners_key_tells_layouts_of_one_shape_apart(fresh, monkeypatch, case, dtype):
+    """A config tuned for one layout is not reused for another of the same shape (the
+    stride classes differ), and layouts of one class share it (no needless re-tuning)."""
+    equation, shapes, config = case
+    m = fresh(equation, shapes, dtype, PATHS.get(equation))
+    assert set(m._tuned.keys) <= set(m._tuned.arg_names)        # triton 3.6 drops other names silently
+    assert ("PRECISION" in m._tuned.keys) == (dtype == torch.float32 and case is not RED)   # fp32 dots only
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    g = torch.Generator().manual_seed(5)
+    ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    ops = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    first = ops[0]
+    transposed = first.transpose(-1, -2).contiguous().transpose(-1, -2)     # a unit stride elsewhere
+    spaced = torch.zeros((2 * first.shape[0],) + first.shape[1:], dtype=dtype)[::2]
+    spaced.copy_(first)                                          # other strides, the same class
+    for x in (first, transposed, spaced):
+        torch.testing.assert_close(m.launch(x, *ops[1:]), expected)
+    assert len(m._layouts) == 3 and tuner.calls == 3
+    contiguous, other, same_class = tuner.keys
+    assert contiguous != other
+    assert contiguous == same_class
+
+
+@interpreter
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", [MM, RED, FUSED_MM], ids=["mm", "red", "fused"])
 def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, monkeypatch, case, dtype):
     equation, shapes, config = case
-    m = fresh(equation, shapes, dtype)
+    m = fresh(equation, shapes, dtype, PATHS.get(equation))
     tuner = as_if_on_a_gpu(monkeypatch, m, config)
     g = torch.Generator().manual_seed(4)
     ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
-    views = [ops, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops]]
     expected = torch.einsum(equation, *ops)
+    ops = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    views = [ops, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops]]
     for n in range(1, 4):
         for v in views:
             torch.testing.assert_close(m.launch(*v), expected)
@@ -299,22 +344,25 @@ def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, mo
 
 
 @interpreter
-def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch):
-    equation, shapes, config = MM
-    m = fresh(equation, shapes)
+@pytest.mark.parametrize("case", [MM, FUSED_MM], ids=["mm", "fused"])
+def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch, case):
+    equation, shapes, config = case
+    m = fresh(equation, shapes, torch.float64, PATHS.get(equation))
     tuner = as_if_on_a_gpu(monkeypatch, m, config)
-    a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
-    m.launch(a, b)
-    m.launch(a.t().contiguous().t(), b)
-    m.launch(a, b)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    a, *rest = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    m.launch(a, *rest)
+    m.launch(a.transpose(-1, -2).contiguous().transpose(-1, -2), *rest)
+    m.launch(a, *rest)
     assert (tuner.calls, tuner.kernel.launches) == (2, 1)
     tuner.kernel.fail = True
-    torch.testing.assert_close(m.launch(a, b), a @ b)            # answered through the autotuner
+    torch.testing.assert_close(m.launch(a, *rest), expected)    # answered through the autotuner
     assert m._compiled_launches is False
     assert all(known.compiled is None for known in m._layouts.values())
     tuner.kernel.fail = False
     for _ in range(3):
-        torch.testing.assert_close(m.launch(a, b), a @ b)
+        torch.testing.assert_close(m.launch(a, *rest), expected)
     assert (tuner.calls, tuner.kernel.launches) == (6, 1)        # never again compiled launches
 
 
@@ -369,6 +417,28 @@ def test_compiled_launches_on_a_gpu(monkeypatch, tmp_path):
         for _ in range(3):
             torch.testing.assert_close(einc.einsum("ij,jk->ik", x, b), x @ b, rtol=1e-2, atol=1e-2)
     (module,) = [m for name, m in sys.modules.items() if name.startswith("einc_kernels.einc_mm_")]
+    assert module._compiled_launches is True
+    assert len(module._layouts) == 2
+    assert all(known.compiled is not None for known in module._layouts.values())
+    einc.cache_clear()
+
+
+@pytest.mark.gpu
+def test_compiled_launches_of_a_fused_kernel_on_a_gpu(monkeypatch, tmp_path):
+    """On a real GPU: a fused step's module sets up its compiled launcher after a layout's
+    first launch, as the other modules do, and its answers stay right."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EINC_SELECT", "kernel")
+    einc.cache_clear()
+    equation, shapes, _ = FUSED_MM
+    g = torch.Generator().manual_seed(6)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).cuda() for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    for x in (ops[0], ops[0].t().contiguous().t()):
+        for _ in range(3):
+            torch.testing.assert_close(einc.einsum(equation, x, *ops[1:], optimize=PATHS[equation]), expected)
+    (shown,) = einc.explain(equation, *ops, optimize=PATHS[equation]).backends     # one fused kernel
+    module = sys.modules["einc_kernels." + shown.removeprefix("triton ")]
     assert module._compiled_launches is True
     assert len(module._layouts) == 2
     assert all(known.compiled is not None for known in module._layouts.values())

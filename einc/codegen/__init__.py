@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import MATMUL, Kernel
 from . import fused, launcher, matmul, reduce
-from .common import finish_source, header
+from .common import cache_source, finish_source, header
 
 # The kernel's name while its source is hashed (einc.lower names a kernel by that hash).
 NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
@@ -28,4 +28,4 @@ def render(kernel: Kernel) -> str:
     return "\n".join([header(kernel, name), body, finish_source(name), launcher.source(kernel, name)])
 
 
-__all__ = ["render", "NAME_PLACEHOLDER"]
+__all__ = ["render", "cache_source", "NAME_PLACEHOLDER"]

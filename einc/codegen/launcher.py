@@ -20,7 +20,9 @@ chose and the grid, and later launches call that launcher directly, as
 ``JITFunction.run`` would (the way FlagGems' ``LibEntry`` skips Triton's per-call Python).
 Whatever does not look as expected turns those direct launches off for the module, for
 good, and the autotuner path runs as before.  Under Triton's interpreter the
-interpreter launches every time; the layout cache is the same.  fp32 matrix products
+interpreter launches every time; the layout cache is the same.  Fused modules
+(:mod:`.fused`) write the same host side with the helpers below (``tuner_lines`` to
+``forget_lines``), so every generated module launches the same way.  fp32 matrix products
 read torch's TF32 policy once (``_fp32_precision``), at the first launch; the module's
 ``forget()`` (or ``einc.cache_clear()``, which drops the modules) reads it again.
 """
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from ..ir import MATMUL, Kernel, index_name
 from . import matmul, reduce
-from .common import size, stride, stride_params, wrap as _wrap
+from .common import layout_class_source, size, size_params, stride, stride_params, tuning_key, wrap as _wrap
 
 # Hopper-grade configurations, per dtype: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
 # 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
@@ -56,7 +58,7 @@ SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H1
 K_GRANULE = {MATMUL: 256, "reduce": 2048}     # a split-K slice is a multiple of every BLOCK_K
 
 
-def _size_source(k: Kernel) -> dict[int, str]:
+def size_sources(k) -> dict[int, str]:
     """For each index, the expression reading its size from an operand's shape."""
     where: dict[int, str] = {}
     for op in k.inputs:
@@ -65,12 +67,17 @@ def _size_source(k: Kernel) -> dict[int, str]:
     return where
 
 
-def _stride_expr(k: Kernel, param: str) -> str:
+def stride_source(k, param: str) -> str:
+    """The expression reading the stride argument ``param`` from the operands (a repeated
+    index: the sum of its strides) or from the output ``c``."""
     for op in k.inputs:
         for i in dict.fromkeys(op.dims):
             if stride(op, i) == param:
                 dims = [d for d, j in enumerate(op.dims) if j == i]
                 return " + ".join(f"{op.name}.stride({d})" for d in dims)
+    for d, i in enumerate(k.output.dims):
+        if stride(k.output, i) == param:
+            return f"c.stride({d})"
     raise AssertionError(param)
 
 
@@ -90,14 +97,13 @@ def _configs(k: Kernel) -> list[str]:
 def source(k: Kernel, name: str) -> str:
     """The module's host side: configs, ``launch()`` and what it keeps between launches."""
     inputs = [op.name for op in k.inputs]
-    args = ", ".join(k.params)
-    ptrs = ", ".join(inputs + ["c"])
-    where = _size_source(k)
+    where = size_sources(k)
     strides = stride_params(k)
     is_mm = k.kind == MATMUL
     fp32_dot = is_mm and k.dtype == "float32"
     itemsize = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[k.dtype]
     ext = matmul.extents(k) if is_mm else reduce.extents(k)
+    merged = len(k.group("k")) > 1
     L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
     L += _configs(k)
     L += ["]", ""]
@@ -120,7 +126,6 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-        key = "[\"BATCH\", \"T\", \"M\", \"N\", \"K\", \"KA\", \"KB\", \"SPLIT_K\"]"
     else:
         L += [
             "",
@@ -134,30 +139,10 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-        key = "[\"O\", \"K\", \"SPLIT_K\"]"
+    L += tuning_key(size_params(k) + ["SPLIT_K"] + (["MERGED_K"] if merged else []) +
+                    (["PRECISION"] if fp32_dot else []) + ["LAYOUT"])
+    L += tuner_lines(name, prune=True) + state_lines(fp32_dot) + ["", ""] + block_lines()
     L += [
-        "# Tuning results persist across processes (Triton's cache folder) where this Triton can.",
-        "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters \\",
-        "    else {}",
-        f"_tuned = triton.autotune(configs=_CONFIGS, key={key}, prune_configs_by={{\"early_config_prune\": _prune}},",
-        f"                         **_PERSIST)({name})",
-        "",
-        "# A layout is what a launch depends on besides the data: the operands' shapes, strides,",
-        "# dtypes, device and 16-byte alignment, and whether there is a scale.  Its first launch",
-        "# checks it and sets it up (_first_launch); later launches of it skip straight to the kernel.",
-        "_layouts = {}",
-        "_compiled_launches = not _INTERPRET  # off for good once one fails (see _compiled_launcher)",
-    ]
-    if fp32_dot:
-        L.append("_precision = None  # torch's fp32 matmul precision, read at the first launch")
-    L += [
-        "",
-        "",
-        "def _block(extent, low, high):",
-        "    \"\"\"The power of two covering ``extent``, clamped to [low, high].\"\"\"",
-        "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
-        "",
-        "",
         "def _processors(device):",
         "    \"\"\"How many programs run at once: the GPU's multiprocessors (4 under the interpreter).\"\"\"",
         "    if device.type != \"cuda\":",
@@ -182,7 +167,7 @@ def source(k: Kernel, name: str) -> str:
         "",
         "",
     ]
-    merged = len(k.group("k")) > 1
+    L += layout_class_source()
     if merged:
         L += [
             "def _merged(sizes, strides):",
@@ -191,38 +176,8 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-    L += [
-        f"def launch({args}, scale=1.0):",
-        f"    \"\"\"{_doc(k)}, into a new contiguous tensor.\"\"\"",
-    ]
-    key_items = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
-    key_items[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"
-    L += [f"    layout = ({key_items[0]}"] + [f"              {item}" for item in key_items[1:]]
-    L += [
-        "    known = _layouts.get(layout)",
-        "    if known is None:",
-        f"        return _first_launch(layout, {ptrs.rsplit(', c', 1)[0]}, scale)",
-        f"    c = {inputs[0]}.new_empty(known.shape)  # {inputs[0]}'s dtype and device",
-        f"    known.run({ptrs}, scale)",
-        "    return c",
-        "",
-        "",
-        f"def _first_launch(layout, {', '.join(inputs)}, scale):",
-        "    \"\"\"Launch a layout not seen before, and keep what launching it takes in ``_layouts``.\"\"\"",
-    ]
-    if fp32_dot:
-        L.append("    global _precision")
-    for i in dict.fromkeys(j for _, g in k.groups for j in g):
-        L.append(f"    {size(i)} = {where[i]}")
-    out_sizes = [size(i) for i in k.output.dims]
-    shape = "(" + ", ".join(out_sizes) + ("," if len(out_sizes) == 1 else "") + ")"
-    L.append(f"    c = {inputs[0]}.new_empty({shape})  # {inputs[0]}'s dtype and device, contiguous")
-    L.append("    if c.numel() == 0:")
-    L.append("        return c")
-    if not k.int64:
-        L += [f"    for t in ({', '.join(inputs)},):",
-              "        if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:",
-              "            raise OverflowError(\"a view spans 2^31 elements or more: this kernel has 32-bit offsets\")"]
+    L += launch_lines(k, k.params, _doc(k))
+    L += first_launch_head(k, fp32_dot, where)
     names = list(ext)
     L.append(f"    {', '.join(names)} = {', '.join(ext[g] for g in names)}")
     L.append("    processors = _processors(c.device)")
@@ -235,44 +190,153 @@ def source(k: Kernel, name: str) -> str:
         L += ["    SPLIT_K, K_SPLIT = _split(triton.cdiv(O, 64), K, False, processors, O)",
               "    grid = lambda meta: (triton.cdiv(O, meta[\"BLOCK_O\"]), SPLIT_K)"]
     L += ["    args = (  # the kernel's arguments between the pointers and scale"]
-    L += _wrap([_stride_expr(k, p) + "," for p in strides], "        ")
+    L += _wrap([stride_source(k, p) + "," for p in strides], "        ")
     L += ["    )"]
     meta = [f"{size(i)}={size(i)}," for _, g in k.groups for i in g]
     meta += [f"{g}={g}," for g in names]
-    meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,"]
+    meta += ["SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT,", "HAS_SCALE=scale != 1.0,",
+             f"LAYOUT=_layout_class(({', '.join(inputs)},), args),"]
     if merged:
         kk = k.group("k")
         ksizes = "(" + ", ".join(size(i) for i in kk) + ")"
-        tests = [f"_merged({ksizes}, (" + ", ".join(_stride_expr(k, stride(op, i)) if i in op.dims else "0"
+        tests = [f"_merged({ksizes}, (" + ", ".join(stride_source(k, stride(op, i)) if i in op.dims else "0"
                                                    for i in kk) + "))" for op in k.inputs]
         L += ["    MERGED_K = " + tests[0]] + [f"    MERGED_K = MERGED_K and {t}" for t in tests[1:]]
         meta.append("MERGED_K=MERGED_K,")
     if is_mm:
         meta.append("GROUP_M=8,")
-        if fp32_dot:
-            meta.append("PRECISION=\"ieee\" if _INTERPRET else _precision,  # the interpreter has no TF32")
-        if k.dtype == "bfloat16":
-            meta.append("UPCAST=_INTERPRET,  # the interpreter has no bfloat16 dot")
+        meta += dot_meta(k.dtype)
         blocks = "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64)" + \
             (", BLOCK_T=_block(T, 1, 4)" if k.group("t") else "")
     else:
         blocks = "BLOCK_O=_block(O, 1, 256), BLOCK_K=_block(K, 1, 64)"
+    L += first_launch_tail(k, meta, blocks, "SPLIT_K", fp32_dot)
+    L += layout_class_lines(k, name, split=True) + compiled_lines(k) + precision_lines(fp32_dot)
+    L += forget_lines(fp32_dot)
+    return "\n".join(L)
+
+
+# ---- the host side every generated module shares (matmul, reduce and fused): text helpers
+
+def tuner_lines(name: str, prune: bool) -> list[str]:
+    """``_tuned``: the autotuner over ``_CONFIGS`` keyed by ``_KEY`` (``_prune`` where
+    ``prune``), its results kept across processes where this Triton can."""
+    pruning = ", prune_configs_by={\"early_config_prune\": _prune}" if prune else ""
+    return [
+        "# Tuning results persist across processes (Triton's cache folder) where this Triton can.",
+        "_PERSIST = {\"cache_results\": True} if \"cache_results\" in inspect.signature(triton.autotune).parameters \\",
+        "    else {}",
+        f"_tuned = triton.autotune(configs=_CONFIGS, key=_KEY{pruning},",
+        f"                         **_PERSIST)({name})",
+        "",
+    ]
+
+
+def state_lines(fp32_dot: bool) -> list[str]:
+    """What a module keeps between launches: its layouts, and torch's fp32 precision."""
+    lines = [
+        "# A layout is what a launch depends on besides the data: the operands' shapes, strides,",
+        "# dtypes, device and 16-byte alignment, and whether there is a scale.  Its first launch",
+        "# checks it and sets it up (_first_launch); later launches of it skip straight to the kernel.",
+        "_layouts = {}",
+        "_compiled_launches = not _INTERPRET  # off for good once one fails (see _compiled_launcher)",
+    ]
     if fp32_dot:
-        L += ["    if _precision is None:",
-              "        _precision = _fp32_precision()"]
-    L += ["    meta = dict("] + _wrap(meta, "        ") + ["    )"]
-    L += [
+        lines.append("_precision = None  # torch's fp32 matmul precision, read at the first launch")
+    return lines
+
+
+def block_lines() -> list[str]:
+    return [
+        "def _block(extent, low, high):",
+        "    \"\"\"The power of two covering ``extent``, clamped to [low, high].\"\"\"",
+        "    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))",
+        "",
+        "",
+    ]
+
+
+def launch_lines(k, params, doc: str) -> list[str]:
+    """``launch()``: look the layout up; its first launch goes to ``_first_launch``."""
+    inputs = [op.name for op in k.inputs]
+    ptrs = ", ".join(inputs + ["c"])
+    key_items = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
+    key_items[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"
+    return [
+        f"def launch({', '.join(params)}, scale=1.0):",
+        f"    \"\"\"{doc}, into a new contiguous tensor.\"\"\"",
+        f"    layout = ({key_items[0]}",
+    ] + [f"              {item}" for item in key_items[1:]] + [
+        "    known = _layouts.get(layout)",
+        "    if known is None:",
+        f"        return _first_launch(layout, {', '.join(inputs)}, scale)",
+        f"    c = {inputs[0]}.new_empty(known.shape)  # {inputs[0]}'s dtype and device",
+        f"    known.run({ptrs}, scale)",
+        "    return c",
+        "",
+        "",
+    ]
+
+
+def first_launch_head(k, fp32_dot: bool, where: dict[int, str]) -> list[str]:
+    """``_first_launch`` up to the output: the sizes, the output, the 32-bit span check."""
+    inputs = [op.name for op in k.inputs]
+    lines = [f"def _first_launch(layout, {', '.join(inputs)}, scale):",
+             "    \"\"\"Launch a layout not seen before, and keep what launching it takes in ``_layouts``.\"\"\""]
+    if fp32_dot:
+        lines.append("    global _precision")
+    for i in dict.fromkeys(j for _, g in k.groups for j in g):
+        lines.append(f"    {size(i)} = {where[i]}")
+    out_sizes = [size(i) for i in k.output.dims]
+    shape = "(" + ", ".join(out_sizes) + ("," if len(out_sizes) == 1 else "") + ")"
+    lines += [f"    c = {inputs[0]}.new_empty({shape})  # {inputs[0]}'s dtype and device, contiguous",
+              "    if c.numel() == 0:",
+              "        return c"]
+    if not k.int64:
+        lines += [f"    for t in ({', '.join(inputs)},):",
+                  "        if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:",
+                  "            raise OverflowError(\"a view spans 2^31 elements or more: this kernel has 32-bit offsets\")"]
+    return lines
+
+
+def dot_meta(dtype: str) -> list[str]:
+    """The constexprs of a ``tl.dot`` that depend on the interpreter and torch's settings."""
+    if dtype == "float32":
+        return ["PRECISION=\"ieee\" if _INTERPRET else _precision,  # the interpreter has no TF32"]
+    if dtype == "bfloat16":
+        return ["UPCAST=_INTERPRET,  # the interpreter has no bfloat16 dot"]
+    return []
+
+
+def first_launch_tail(k, meta: list[str], blocks: str, split: str, fp32_dot: bool) -> list[str]:
+    """The rest of ``_first_launch``: the constexprs ``meta``, the interpreter's blocks, the
+    layout kept and launched (``split``: the K split's expression)."""
+    ptrs = ", ".join([op.name for op in k.inputs] + ["c"])
+    lines = []
+    if fp32_dot:
+        lines += ["    if _precision is None:",
+                  "        _precision = _fp32_precision()"]
+    return lines + ["    meta = dict("] + _wrap(meta, "        ") + ["    )"] + [
         "    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid",
         f"        meta.update({blocks})",
         "        grid = grid(meta)",
         "    if len(_layouts) >= 64:  # a caller cycling through layouts: start again",
         "        _layouts.clear()",
-        f"    known = _Layout(tuple(c.shape), args, meta, grid, SPLIT_K, torch.{k.acc})",
+        f"    known = _Layout(tuple(c.shape), args, meta, grid, {split}, torch.{k.acc})",
         f"    known.run({ptrs}, scale)",
         "    _layouts[layout] = known",
         "    return c",
         "",
         "",
+    ]
+
+
+def layout_class_lines(k, name: str, split: bool) -> list[str]:
+    """``_Layout``: what launching one layout takes, and its ``run``; ``split``: whether the
+    kernel may split K (then ``run_split`` and the ``_finish`` pass)."""
+    inputs = [op.name for op in k.inputs]
+    ptrs = ", ".join(inputs + ["c"])
+    lines = [
         "class _Layout:",
         "    \"\"\"What launching one layout takes: the output's shape, the arguments, the constexprs",
         "    and the grid, the K split and the partial sums' dtype; on a GPU, once Triton has",
@@ -286,9 +350,12 @@ def source(k: Kernel, name: str) -> str:
         "        self.compiled = None",
         "",
         f"    def run(self, {ptrs}, scale):",
-        "        if self.split > 1:",
-        "            self.run_split(" + ptrs + ", scale)",
-        "            return",
+    ]
+    if split:
+        lines += ["        if self.split > 1:",
+                  f"            self.run_split({ptrs}, scale)",
+                  "            return"]
+    lines += [
         f"        if self.compiled is not None and self.compiled({ptrs}, scale):",
         "            return",
         "        if _INTERPRET:",
@@ -297,17 +364,28 @@ def source(k: Kernel, name: str) -> str:
         f"        kernel = _tuned[self.grid]({ptrs}, *self.args, scale, **self.meta)",
         "        if self.compiled is None and _compiled_launches:",
         "            self.compiled = _compiled_launcher(kernel, self)",
-        "",
-        f"    def run_split(self, {ptrs}, scale):",
-        "        \"\"\"Partial sums of the K slices into a workspace, then the fixed-order second pass.\"\"\"",
-        "        w = torch.empty((self.split, c.numel()), dtype=self.acc, device=c.device)",
-        "        launcher = " + name + " if _INTERPRET else _tuned",
-        f"        launcher[self.grid]({', '.join(inputs)}, w, *self.args, scale, **self.meta)",
-        "        block = 1024",
-        f"        {name}_finish[(triton.cdiv(c.numel(), block),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,",
-        "                                                    BLOCK=block, HAS_SCALE=scale != 1.0)",
-        "",
-        "",
+    ]
+    if split:
+        lines += [
+            "",
+            f"    def run_split(self, {ptrs}, scale):",
+            "        \"\"\"Partial sums of the K slices into a workspace, then the fixed-order second pass.\"\"\"",
+            "        w = torch.empty((self.split, c.numel()), dtype=self.acc, device=c.device)",
+            f"        launcher = {name} if _INTERPRET else _tuned",
+            f"        launcher[self.grid]({', '.join(inputs)}, w, *self.args, scale, **self.meta)",
+            "        block = 1024",
+            f"        {name}_finish[(triton.cdiv(c.numel(), block),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,",
+            "                                                    BLOCK=block, HAS_SCALE=scale != 1.0)",
+        ]
+    return lines + ["", ""]
+
+
+def compiled_lines(k) -> list[str]:
+    """``_compiled_launcher`` and ``_no_compiled_launches``: on a GPU, later launches of a
+    layout call the kernel Triton compiled for it directly."""
+    inputs = [op.name for op in k.inputs]
+    ptrs = ", ".join(inputs + ["c"])
+    return [
         "def _compiled_launcher(kernel, layout):",
         "    \"\"\"``run(pointers..., scale)`` launching ``kernel``, which Triton compiled for ``layout``,",
         "    with the config the autotuner chose and a ready grid, as JITFunction.run launches it",
@@ -363,34 +441,41 @@ def source(k: Kernel, name: str) -> str:
         "",
         "",
     ]
+
+
+def precision_lines(fp32_dot: bool) -> list[str]:
+    """``_fp32_precision`` where the module has an fp32 dot."""
+    if not fp32_dot:
+        return []
+    return [
+        "def _fp32_precision():",
+        "    \"\"\"``\"tf32\"`` where torch lets fp32 matrix products use TF32, else ``\"ieee\"``.",
+        "",
+        "    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older",
+        "    ``allow_tf32``; torch raises on reading one after the other was set, so either may",
+        "    answer, and ``\"ieee\"`` where neither does.  Read once, at the first launch;",
+        "    ``forget()`` has it read again.\"\"\"",
+        "    matmul = torch.backends.cuda.matmul",
+        "    try:",
+        "        return \"tf32\" if matmul.fp32_precision == \"tf32\" else \"ieee\"",
+        "    except Exception:",
+        "        pass",
+        "    try:",
+        "        return \"tf32\" if matmul.allow_tf32 else \"ieee\"",
+        "    except Exception:",
+        "        return \"ieee\"",
+        "",
+        "",
+    ]
+
+
+def forget_lines(fp32_dot: bool) -> list[str]:
+    lines = ["def forget():",
+             "    \"\"\"Forget the layouts set up so far" + (" and torch's fp32 precision" if fp32_dot else "") +
+             ": the next launch of each sets it up again.\"\"\""]
     if fp32_dot:
-        L += [
-            "def _fp32_precision():",
-            "    \"\"\"``\"tf32\"`` where torch lets fp32 matrix products use TF32, else ``\"ieee\"``.",
-            "",
-            "    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older",
-            "    ``allow_tf32``; torch raises on reading one after the other was set, so either may",
-            "    answer, and ``\"ieee\"`` where neither does.  Read once, at the first launch;",
-            "    ``forget()`` has it read again.\"\"\"",
-            "    matmul = torch.backends.cuda.matmul",
-            "    try:",
-            "        return \"tf32\" if matmul.fp32_precision == \"tf32\" else \"ieee\"",
-            "    except Exception:",
-            "        pass",
-            "    try:",
-            "        return \"tf32\" if matmul.allow_tf32 else \"ieee\"",
-            "    except Exception:",
-            "        return \"ieee\"",
-            "",
-            "",
-        ]
-    L += ["def forget():",
-          "    \"\"\"Forget the layouts set up so far" + (" and torch's fp32 precision" if fp32_dot else "") +
-          ": the next launch of each sets it up again.\"\"\""]
-    if fp32_dot:
-        L += ["    global _precision", "    _precision = None"]
-    L += ["    _layouts.clear()", ""]
-    return "\n".join(L)
+        lines += ["    global _precision", "    _precision = None"]
+    return lines + ["    _layouts.clear()", ""]
 
 
 def _doc(k: Kernel) -> str:

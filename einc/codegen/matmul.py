@@ -29,7 +29,7 @@ def kernel_source(k: Kernel, name: str) -> str:
     wide = ".to(tl.int64)" if k.int64 else ""
     tx, rx, cx = _axes(bool(t))
     meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K"] + (["BLOCK_T"] if t else []) + \
-        ["GROUP_M", "SPLIT_K", "K_SPLIT"] + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE"]
+        ["GROUP_M", "SPLIT_K", "K_SPLIT"] + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE", "LAYOUT"]
     if k.dtype == "float32":
         meta.append("PRECISION")
     if k.dtype == "bfloat16":

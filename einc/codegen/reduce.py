@@ -29,7 +29,7 @@ def kernel_source(k: Kernel, name: str) -> str:
                   [("index sizes (compile-time: one compiled kernel per shape)", size_params(k)),
                    ("extents", extents_),
                    ("meta-parameters", ["BLOCK_O", "BLOCK_K", "SPLIT_K", "K_SPLIT"]
-                    + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE"])])
+                    + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE", "LAYOUT"])])
     L += [
         "    EVEN_O = O % BLOCK_O == 0",
         "    EVEN_K = K % BLOCK_K == 0",

@@ -24,15 +24,20 @@ _warned: set = set()
 class Entry:
     """A cache entry: the plan, the callable that runs it, which backend that is
     (``triton`` where generated kernels may run, else ``torch``), and what runs each step
-    (a :class:`~einc.runtime.select.Choice` per step)."""
+    (a :class:`~einc.runtime.select.Choice` per step), and the operands' strides its kernels
+    were lowered for (``None`` where it runs none): the kernels that run, which ``explain``
+    names.  A sliced plan's entry also holds, once a slice ran, the entry that runs each
+    slice (``inner``)."""
 
-    __slots__ = ("plan", "run", "backend", "choices")
+    __slots__ = ("plan", "run", "backend", "choices", "strides", "inner")
 
-    def __init__(self, plan, run, backend, choices):
+    def __init__(self, plan, run, backend, choices, strides=None):
         self.plan = plan
         self.run = run
         self.backend = backend
         self.choices = choices
+        self.strides = strides
+        self.inner = None
 
 
 def _kernels_wanted(device_type: str, dtypes) -> bool:
@@ -135,14 +140,17 @@ def _kernel_note(backends, device_type: str) -> str:
     return "; ".join(parts)
 
 
-def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None) -> Explanation:
-    """What runs each step of ``plan``: the entry's choices where it was built (it may
-    have fallen back, or measured), else what would be chosen for contiguous operands of
-    ``shapes`` (the cost model where the choice would be measured)."""
+def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None, strides=None) -> Explanation:
+    """What runs each step of ``plan``: the entry's choices and kernels where it was built
+    (it may have fallen back, or measured; its kernels are lowered for the strides of the
+    operands it was built on), else what would be chosen for operands of ``shapes`` and
+    ``strides`` (contiguous where not given; the cost model where the choice would be
+    measured).  The kernels named are the ones :func:`build_entry` loads for those strides."""
     if entry is not None:
         choices = entry.choices
         backend = entry.backend
         why = None
+        strides = entry.strides if entry.strides is not None else strides
     else:
         backend, why = decide(device_type, dtypes)
         choices = None
@@ -153,19 +161,20 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         mode = select.mode_for(select_mode, device_type)
         if mode != "blas":          # steps that fuse show as one kernel (an entry's plan is fused already)
             plan = triton_executor.program(plan, dtypes[0])
-        choices = _static_choices(plan, _contiguous_strides(plan, shapes), "model" if mode == "measure" else mode,
-                                  dtypes[0])
+        choices = _static_choices(plan, _value_strides(plan, shapes, strides),
+                                  "model" if mode == "measure" else mode, dtypes[0])
         if mode == "measure":
             choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
-    kernels = triton_executor.kernels(plan, dtypes[0], shapes)
+    kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
     names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
              for c, k in zip(choices, kernels)]
     return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
 
 
-def _contiguous_strides(plan, shapes):
-    """Each value's strides (operands: contiguous ``shapes``; results: contiguous in their
-    step's output order, as kernels and blas steps write them)."""
+def _value_strides(plan, shapes, strides=None):
+    """Each value's strides (operands: ``strides``, or contiguous ``shapes`` where not
+    given; results: contiguous in their step's output order, as kernels and blas steps
+    write them)."""
     def contiguous(shape):
         strides, acc = [], 1
         for size in reversed(shape):
@@ -175,6 +184,8 @@ def _contiguous_strides(plan, shapes):
     values = {v: contiguous(tuple(sh)) for v, sh in enumerate(shapes)}
     for step in plan.steps:
         values[step.result] = contiguous(tuple(plan.graph.sizes[i] for i in step.output))
+    if strides is not None:
+        values.update({v: tuple(st) for v, st in enumerate(strides)})
     return values
 
 
@@ -221,21 +232,20 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     if mode != "blas":      # generated kernels may run: fuse the steps that save memory traffic
         program = triton_executor.program(plan, dtypes[0])
         torch_fns, plan = fuse.unit_functions(program, plan, torch_fns), program
+    operand_strides = tuple(tuple(o.stride()) for o in operands)
     try:
-        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands],
-                                            [tuple(o.stride()) for o in operands])
+        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands], operand_strides)
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer
         _fall_back(plan, e)
         return entry
-    entry.plan, entry.backend = plan, "triton"
+    entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
         entry.run = _measuring_call(entry, launches, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
-    strides = _contiguous_strides(plan, [o.shape for o in operands])
-    strides.update({v: tuple(o.stride()) for v, o in enumerate(operands)})
+    strides = _value_strides(plan, [o.shape for o in operands], operand_strides)
     entry.choices = _static_choices(plan, strides, mode, dtypes[0])
     functions = [_step_function(plan, s, c.backend, launches, torch_fns, strides)
                  for s, c in enumerate(entry.choices)]

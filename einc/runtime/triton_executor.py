@@ -13,7 +13,7 @@ import os
 import sys
 
 from .. import config, fuse
-from ..codegen import render
+from ..codegen import cache_source, render
 from ..lower import lower_plan
 from .loader import load
 
@@ -66,5 +66,6 @@ def kernels(plan, dtype, shapes, strides=None):
 
 
 def launches(plan, dtype, shapes, strides=None):
-    """The ``launch`` function of each step's generated kernel (written and loaded)."""
-    return [load(k.name, render(k)).launch for k in kernels(plan, dtype, shapes, strides)]
+    """The ``launch`` function of each step's generated kernel (written into the kernel cache,
+    its first line saying how the cache regenerates it, and loaded)."""
+    return [load(k.name, cache_source(render(k))).launch for k in kernels(plan, dtype, shapes, strides)]

@@ -7,6 +7,7 @@
 # dtypes       : float32 operands and output, float32 accumulator
 # stride class : any strides (0 = broadcast, a repeated index = diagonal); 32-bit offsets
 
+import inspect
 import os
 
 import torch
@@ -18,16 +19,17 @@ import triton.language as tl
 def einc_fused_bcde_ab_ac_ade_3f151a1d(
     # pointers
     a0_ptr, b0_ptr, b1_ptr, c_ptr,
-    # index sizes and group extents (constants: each module serves one shape)
-    size_d: tl.constexpr, size_e: tl.constexpr, size_a: tl.constexpr, size_b: tl.constexpr,
-    size_c: tl.constexpr, BATCH: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
     # strides
     stride_a0_d, stride_a0_e, stride_a0_b, stride_a0_c, stride_b0_a, stride_b0_b, stride_b1_a,
     stride_b1_c, stride_c_d, stride_c_e, stride_c_a,
     # epilogue
     scale,
+    # index sizes and group extents (compile-time: one compiled kernel per shape)
+    size_d: tl.constexpr, size_e: tl.constexpr, size_a: tl.constexpr, size_b: tl.constexpr,
+    size_c: tl.constexpr, BATCH: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
     # meta-parameters
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, HAS_SCALE: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    HAS_SCALE: tl.constexpr, LAYOUT: tl.constexpr, PRECISION: tl.constexpr,
 ):
     # Tile mapping: program ids walk the (M, N) tiles of one batch entry, in groups of
     # GROUP_M rows of tiles so that neighbouring programs reuse operand tiles in L2.
@@ -46,10 +48,10 @@ def einc_fused_bcde_ab_ac_ade_3f151a1d(
 
     # Rows (M) and columns (N) of this tile, split into their indices.
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
-    rest = offs_m
-    i_e = rest % size_e
-    rest = rest // size_e
-    i_d = rest
+    rest_offs_m = offs_m
+    i_e = rest_offs_m % size_e
+    rest_offs_m = rest_offs_m // size_e
+    i_d = rest_offs_m
     a0_rows = i_d * stride_a0_d + i_e * stride_a0_e
     c_rows = i_d * stride_c_d + i_e * stride_c_e
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))
@@ -63,10 +65,10 @@ def einc_fused_bcde_ab_ac_ade_3f151a1d(
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         offs_k = (k0 + tl.arange(0, BLOCK_K))
-        rest = offs_k
-        i_c = rest % size_c
-        rest = rest // size_c
-        i_b = rest
+        rest_offs_k = offs_k
+        i_c = rest_offs_k % size_c
+        rest_offs_k = rest_offs_k // size_c
+        i_b = rest_offs_k
         a0_k = i_b * stride_a0_b + i_c * stride_a0_c
         b0_kr = i_b * stride_b0_b
         b1_kr = i_c * stride_b1_c
@@ -95,9 +97,23 @@ _CONFIGS = [
     triton.Config({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=4),
     triton.Config({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64}, num_warps=4, num_stages=3),
 ]
-_tuned = triton.autotune(configs=_CONFIGS, key=["BATCH", "M", "N", "K"])(einc_fused_bcde_ab_ac_ade_3f151a1d)
-_layouts = {}  # (shapes, strides, device) -> (output shape, kernel arguments, extents)
-_precision = None  # torch's fp32 matmul precision, read at the first launch (forget() reads it again)
+# The autotuner's key: what changes the best config (the index sizes, so the extents
+# and the EVEN_* flags; the layout's flags and class; the split and the precision).
+_KEY = [
+    "size_d", "size_e", "size_a", "size_b", "size_c", "PRECISION", "LAYOUT",
+]
+# Tuning results persist across processes (Triton's cache folder) where this Triton can.
+_PERSIST = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters \
+    else {}
+_tuned = triton.autotune(configs=_CONFIGS, key=_KEY,
+                         **_PERSIST)(einc_fused_bcde_ab_ac_ade_3f151a1d)
+
+# A layout is what a launch depends on besides the data: the operands' shapes, strides,
+# dtypes, device and 16-byte alignment, and whether there is a scale.  Its first launch
+# checks it and sets it up (_first_launch); later launches of it skip straight to the kernel.
+_layouts = {}
+_compiled_launches = not _INTERPRET  # off for good once one fails (see _compiled_launcher)
+_precision = None  # torch's fp32 matmul precision, read at the first launch
 
 
 def _block(extent, low, high):
@@ -105,62 +121,151 @@ def _block(extent, low, high):
     return max(low, min(high, triton.next_power_of_2(max(extent, 1))))
 
 
+def _layout_class(tensors, strides):
+    """The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a
+    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key
+    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another
+    of the same shape; it costs no compilation, as Triton compiles one kernel per class."""
+    return "".join("1" if s == 1 else "D" if s % 16 == 0 else "-" for s in strides) + ":" + \
+        "".join("-" if t.data_ptr() % 16 else "D" for t in tensors)
+
+
 def launch(a0, b0, b1, scale=1.0):
     """T2[bcde] · T0[ab] · T1[ac] over bc -> T4[ade], into a new contiguous tensor."""
-    layout = (a0.shape, a0.stride(), b0.shape, b0.stride(), b1.shape, b1.stride(), a0.device)
+    layout = (a0.shape, a0.stride(), a0.dtype, a0.data_ptr() % 16,
+              b0.shape, b0.stride(), b0.dtype, b0.data_ptr() % 16,
+              b1.shape, b1.stride(), b1.dtype, b1.data_ptr() % 16, a0.get_device(), scale != 1.0)
     known = _layouts.get(layout)
     if known is None:
-        known = _setup(a0, b0, b1)
-        if len(_layouts) >= 64:  # a caller cycling through layouts: start again
-            _layouts.clear()
-        _layouts[layout] = known
-    shape, params, (BATCH, M, N, K) = known
-    c = a0.new_empty(shape)  # a0's dtype and device, contiguous
-    if c.numel() == 0:
-        return c
-    meta = dict(HAS_SCALE=scale != 1.0, GROUP_M=8)
-    global _precision
-    if _precision is None:
-        _precision = "ieee" if _INTERPRET else _fp32_precision()  # the interpreter has no TF32
-    meta["PRECISION"] = _precision
-    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config
-        meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))
-        grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]) * BATCH,)
-        einc_fused_bcde_ab_ac_ade_3f151a1d[grid](a0, b0, b1, c, *params, scale, **meta)
-    else:
-        grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH,)  # noqa: E731
-        _tuned[grid](a0, b0, b1, c, *params, scale, **meta)
+        return _first_launch(layout, a0, b0, b1, scale)
+    c = a0.new_empty(known.shape)  # a0's dtype and device
+    known.run(a0, b0, b1, c, scale)
     return c
 
 
-def _setup(a0, b0, b1):
-    """The output's shape, the kernel's arguments between the pointers and ``scale``, and the
-    group extents, for one layout."""
+def _first_launch(layout, a0, b0, b1, scale):
+    """Launch a layout not seen before, and keep what launching it takes in ``_layouts``."""
+    global _precision
     size_d = a0.shape[2]
     size_e = a0.shape[3]
     size_a = b0.shape[0]
     size_b = a0.shape[0]
     size_c = a0.shape[1]
-    shape = (size_a, size_d, size_e)
-    c_strides, step = [], 1
-    for n in reversed(shape):
-        c_strides.insert(0, step)
-        step *= max(n, 1)
+    c = a0.new_empty((size_a, size_d, size_e))  # a0's dtype and device, contiguous
+    if c.numel() == 0:
+        return c
     for t in (a0, b0, b1,):
         if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:
             raise OverflowError("a view spans 2^31 elements or more: this kernel has 32-bit offsets")
-    extents = (1, size_d * size_e, size_a, size_b * size_c)
-    params = (  # sizes, extents, strides
-        size_d, size_e, size_a, size_b, size_c,
-        *extents,
+    BATCH, M, N, K = 1, size_d * size_e, size_a, size_b * size_c
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]) * BATCH,)
+    args = (  # the kernel's arguments between the pointers and scale: the factors' strides, c's
         a0.stride(2), a0.stride(3), a0.stride(0), a0.stride(1), b0.stride(0), b0.stride(1),
-        b1.stride(0), b1.stride(1), c_strides[1], c_strides[2], c_strides[0],
+        b1.stride(0), b1.stride(1), c.stride(1), c.stride(2), c.stride(0),
     )
-    return shape, params, extents
+    if _precision is None:
+        _precision = _fp32_precision()
+    meta = dict(
+        size_d=size_d, size_e=size_e, size_a=size_a, size_b=size_b, size_c=size_c,
+        BATCH=BATCH, M=M, N=N, K=K, HAS_SCALE=scale != 1.0,
+        LAYOUT=_layout_class((a0, b0, b1,), args), GROUP_M=8,
+        PRECISION="ieee" if _INTERPRET else _precision,  # the interpreter has no TF32
+    )
+    if _INTERPRET:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid
+        meta.update(BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), BLOCK_K=_block(K, 16, 64))
+        grid = grid(meta)
+    if len(_layouts) >= 64:  # a caller cycling through layouts: start again
+        _layouts.clear()
+    known = _Layout(tuple(c.shape), args, meta, grid, 1, torch.float32)
+    known.run(a0, b0, b1, c, scale)
+    _layouts[layout] = known
+    return c
+
+
+class _Layout:
+    """What launching one layout takes: the output's shape, the arguments, the constexprs
+    and the grid, the K split and the partial sums' dtype; on a GPU, once Triton has
+    compiled the kernel (unsplit), its compiled launcher."""
+
+    __slots__ = ("shape", "args", "meta", "grid", "split", "acc", "compiled")
+
+    def __init__(self, shape, args, meta, grid, split, acc):
+        self.shape, self.args, self.meta, self.grid = shape, args, meta, grid
+        self.split, self.acc = split, acc
+        self.compiled = None
+
+    def run(self, a0, b0, b1, c, scale):
+        if self.compiled is not None and self.compiled(a0, b0, b1, c, scale):
+            return
+        if _INTERPRET:
+            einc_fused_bcde_ab_ac_ade_3f151a1d[self.grid](a0, b0, b1, c, *self.args, scale, **self.meta)
+            return
+        kernel = _tuned[self.grid](a0, b0, b1, c, *self.args, scale, **self.meta)
+        if self.compiled is None and _compiled_launches:
+            self.compiled = _compiled_launcher(kernel, self)
+
+
+def _compiled_launcher(kernel, layout):
+    """``run(pointers..., scale)`` launching ``kernel``, which Triton compiled for ``layout``,
+    with the config the autotuner chose and a ready grid, as JITFunction.run launches it
+    (triton 3.6-3.9) but without re-binding, re-specializing and hashing every argument
+    and rebuilding the autotuner's key each time.  ``run`` returns False where Triton's
+    own path must launch instead: launch hooks (a profiler), another current device, an
+    output not 16-byte aligned.  Anything unexpected turns these launches off for good."""
+    try:
+        config = _tuned.best_config
+        meta = {**layout.meta, **config.kwargs}
+        params = _tuned.fn.params
+        n = 4 + len(layout.args) + 1  # pointers, strides, scale
+        if [p.is_constexpr for p in params] != [False] * n + [True] * (len(params) - n) \
+                or len(kernel.src.signature) != len(params) \
+                or (kernel.metadata.num_warps, kernel.metadata.num_stages) != (config.num_warps, config.num_stages):
+            raise RuntimeError("this Triton's kernel does not look as expected")
+        constexprs = tuple(meta[p.name] for p in params[n:])
+        g0, g1, g2 = (tuple(layout.grid(meta)) + (1, 1))[:3]
+        call = kernel.run  # (first: it loads the kernel where that is still to do)
+        function, packed = kernel.function, kernel.packed_metadata
+        if function is None:
+            raise RuntimeError("the compiled kernel is not loaded")
+        driver = triton.runtime.driver.active
+        current_device, current_stream = driver.get_current_device, driver.get_current_stream
+        device = current_device()
+        hooks = triton.knobs.runtime
+        args = layout.args
+    except Exception:
+        _no_compiled_launches()
+        return None
+
+    def run(a0, b0, b1, c, scale):
+        enter = hooks.launch_enter_hook
+        if (enter is not None and getattr(enter, "calls", True)) or c.data_ptr() % 16 \
+                or current_device() != device:
+            return False
+        try:
+            call(g0, g1, g2, current_stream(device), function, packed, None, enter, hooks.launch_exit_hook,
+                 a0, b0, b1, c, *args, scale, *constexprs)
+        except Exception:
+            _no_compiled_launches()
+            return False
+        return True
+    return run
+
+
+def _no_compiled_launches():
+    """Launch through the autotuner and Triton's JIT from now on (nothing is lost but time)."""
+    global _compiled_launches
+    _compiled_launches = False
+    for known in _layouts.values():
+        known.compiled = None
 
 
 def _fp32_precision():
-    """``"tf32"`` where torch lets fp32 matrix products use TF32, else ``"ieee"``."""
+    """``"tf32"`` where torch lets fp32 matrix products use TF32, else ``"ieee"``.
+
+    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older
+    ``allow_tf32``; torch raises on reading one after the other was set, so either may
+    answer, and ``"ieee"`` where neither does.  Read once, at the first launch;
+    ``forget()`` has it read again."""
     matmul = torch.backends.cuda.matmul
     try:
         return "tf32" if matmul.fp32_precision == "tf32" else "ieee"
@@ -173,7 +278,7 @@ def _fp32_precision():
 
 
 def forget():
-    """Forget the layouts set up so far and torch's fp32 precision."""
+    """Forget the layouts set up so far and torch's fp32 precision: the next launch of each sets it up again."""
     global _precision
     _precision = None
     _layouts.clear()
