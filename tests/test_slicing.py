@@ -3,6 +3,7 @@ explain, edge cases; and cotengra as a planner (with and without cotengra instal
 
 import sys
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc.errors import PathError
+from einc.slicing import live_peak
 from oracle import assert_close, reference
 
 CASES = [   # equation, shapes, memory_limit
@@ -37,6 +39,12 @@ def test_sliced_result_matches_the_oracle_and_fits_the_limit(eq, shapes, limit):
     info = einc.explain(eq, *ops, memory_limit=limit)
     assert info.largest_intermediate <= limit
     assert all(step.size <= limit for step in info.steps)
+    s = info.slicing
+    if s is None:
+        assert live_peak(info.steps, info.graph.sizes, info.graph.num_operands) <= limit
+    else:       # the intermediates alive together fit, or each is one element and cannot shrink
+        assert s.live <= limit or s.inner.largest_intermediate == 1
+        assert s.live == live_peak(s.inner.steps, s.inner.graph.sizes, s.inner.graph.num_operands)
     unsliced = einc.explain(eq, *ops)
     if unsliced.largest_intermediate > limit:
         assert info.slicing is not None and info.slicing.num_slices > 1
@@ -57,6 +65,9 @@ def test_explain_shows_sliced_indices_slice_count_and_overhead():
     assert f"({s.num_slices} slices, chosen by einc" in text
     assert s.num_slices == 8 * 9 * 7 and sorted(info.graph.term(s.indices)) == ["i", "j", "l"]
     assert "Slicing FLOP overhead:  " + f"{s.overhead:.4g}x" in text
+    # The limit, 1, cannot be met by intermediates alive together: explain says so.
+    assert f"Live intermediates:  at most {s.live} elements at once per slice" in text and s.live > 1
+    assert "is less than the" in text
     assert s.overhead > 1.0
     assert info.flops == s.inner.flops * s.num_slices
     d = info.to_dict()
@@ -91,6 +102,68 @@ def test_no_op_allocates_more_than_the_limit_besides_operands_and_result():
     with _Allocations() as unsliced:
         einc.einsum(eq, *ops, optimize=path)
     assert max(n for n, _ in unsliced.sizes) == 6 ** 4     # the test can see the big intermediate
+
+
+class _Live(TorchDispatchMode):
+    """Elements held by the tensors ops allocated and that are still alive, after each op:
+    ``peak``, the most at once.  A fresh allocation is an op's result that aliases no input
+    (its schema says so); it counts until its tensor (views of it included) is freed."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = self.peak = 0
+
+    def _free(self, n):
+        self.now -= n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        schema = func._schema
+        if not schema.is_mutable and all(r.alias_info is None for r in schema.returns):
+            for t in out if isinstance(out, (list, tuple)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    self.now += t.numel()
+                    weakref.finalize(t, self._free, t.numel())
+        self.peak = max(self.peak, self.now)
+        return out
+
+
+@pytest.mark.parametrize("backend", ["torch", None])
+def test_intermediates_alive_together_fit_the_limit(backend, monkeypatch):
+    # The path makes ik, then km, keeps both, then im: 36 elements each, 108 alive at once.
+    # Each fits a limit of 36 alone; together they must be sliced.
+    if backend:
+        monkeypatch.setenv("EINC_BACKEND", backend)
+    einc.cache_clear()
+    ops = _operands([(6, 6)] * 4)
+    eq, path, limit = "ij,jk,kl,lm->im", [(0, 1), (0, 1), (0, 1)], 36
+    expected = reference(eq, *ops)
+    with _Live() as unsliced:
+        einc.einsum(eq, *ops, optimize=path)
+    assert unsliced.peak == 3 * 36                  # the test sees the three alive together
+    info = einc.explain(eq, *ops, optimize=path, memory_limit=limit)
+    s = info.slicing
+    assert s is not None and s.live <= limit and s.unsliced_live == 3 * 36
+    assert f"Live intermediates:  at most {s.live} elements at once per slice; the limit, 36" in str(info)
+    einc.einsum(eq, *ops, optimize=path, memory_limit=limit)       # plan and cache outside the mode
+    with _Live() as sliced:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit)
+    assert_close(out, expected, torch.float64, extent=216)
+    # Besides the accumulator (the result, counted apart), what is alive at once fits the
+    # plan's live peak, so the limit: the slice loop keeps no slice's tensors for the next.
+    assert sliced.peak <= s.live + out.numel()
+    assert sliced.now == out.numel()
+
+
+def test_live_peak_counts_pending_branches_and_frees_consumed_inputs():
+    # ((AB)(CD)): AB (4x4) waits while CD (4x4) is made; then both and their product.
+    info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
+                        optimize=[(0, 1), (0, 1), (0, 1)])
+    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 16 + 16
+    # A chain: each step's input is freed once its output exists; the peak is one step's both.
+    info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
+                        optimize=[(0, 1), (0, 2), (0, 1)])
+    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 20
 
 
 def test_one_cached_plan_serves_every_slice():
@@ -237,6 +310,7 @@ def test_cotengra_optimizer_objects(kind):
         unlimited = einc.explain(eq, *ops, optimize=opt)
     assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
     assert info.largest_intermediate <= 16 and info.slicing.planner == "cotengra"
+    assert info.slicing.live <= 16
     assert unlimited.slicing is None and "cotengra path:" in str(unlimited)
 
 
