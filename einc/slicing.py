@@ -158,33 +158,57 @@ def live_peak(steps, sizes, num_operands) -> int:
     return max((n for n, _ in _lives(steps, sizes, num_operands)), default=0)
 
 
-def _flops(steps, sizes, sliced) -> int:
-    """Per-slice flops of ``steps`` with ``sizes`` (a sliced summed index sums no more)."""
-    return sum(flop_count(set().union(*step.inputs), any(i not in sliced for i in step.summed),
-                          len(step.inputs), sizes) for step in steps)
-
-
 def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
     """einc's rule: slice the index that shrinks the peak of the live intermediates most
     until it fits in ``limit`` (ties: fewer total flops, then the lower id).  Only indices
     of intermediates alive at an over-limit moment are candidates; where none is left
     (each of those intermediates is one element) the peak cannot shrink further."""
-    full = base.graph.sizes
-    n = base.num_operands
-    output = {step.result: step.output for step in base.steps}
+    steps, full, n = base.steps, base.graph.sizes, base.num_operands
+    last = {v: s for s, step in enumerate(steps) for v in step.operands}
+    # Step s makes value n + s; ``freed[s]``: the steps whose results step s consumes last.
+    freed = [[v - n for v in step.operands if v >= n and last[v] == s] for s, step in enumerate(steps)]
+    seen = [tuple(set().union(*step.inputs)) for step in steps]
+    making = {}                 # index -> the steps whose result holds it
+    for s, step in enumerate(steps):
+        for i in step.output:
+            making.setdefault(i, []).append(s)
+    computing = {}              # index -> the steps that compute over it
+    for s, t in enumerate(seen):
+        for i in t:
+            computing.setdefault(i, []).append(s)
     sliced = list(sliced)
     sizes = [1 if i in sliced else s for i, s in enumerate(full)]
+
+    def flops(s):
+        step = steps[s]
+        return flop_count(seen[s], any(i not in sliced for i in step.summed), len(step.inputs),
+                          sizes)
+
+    def peak(outs):
+        total = top = 0
+        for s, out in enumerate(outs):
+            top = max(top, total + out)
+            total += out - sum(outs[j] for j in freed[s])
+        return top
     while True:
-        over = {v for total, alive in _lives(base.steps, sizes, n) if total > limit for v in alive}
-        candidates = sorted({i for v in over for i in output[v] if sizes[i] > 1})
+        over = {v for total, alive in _lives(steps, sizes, n) if total > limit for v in alive}
+        candidates = sorted({i for v in over for i in steps[v - n].output if sizes[i] > 1})
         if not candidates:
             return tuple(sliced)
+        outs = [math.prod(sizes[i] for i in step.output) for step in steps]
+        costs = [flops(s) for s in range(len(steps))]
+        total_flops, count = sum(costs), math.prod(full[j] for j in sliced)
         best = None
         for i in candidates:
-            trial = list(sizes)
-            trial[i] = 1
-            peak = live_peak(base.steps, trial, n)
-            key = (peak, _flops(base.steps, trial, sliced + [i]) * math.prod(full[j] for j in sliced + [i]), i)
+            trial = list(outs)
+            for s in making[i]:
+                trial[s] //= sizes[i]
+            size, sizes[i] = sizes[i], 1
+            sliced.append(i)
+            fl = total_flops + sum(flops(s) - costs[s] for s in computing[i])
+            sliced.pop()
+            sizes[i] = size
+            key = (peak(trial), fl * count * size, i)
             if best is None or key < best:
                 best = key
         sliced.append(best[2])
