@@ -62,7 +62,7 @@ class Slicing:
     unsliced_largest: int
     inner: Plan
     text: str
-    planner: str                # "einc" or "cotengra": who chose the sliced indices
+    planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
     live: int = 0               # the most intermediate elements alive at once in one slice
     unsliced_live: int = 0      # the same, for the path unsliced
 
@@ -112,9 +112,11 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         path, sliced = _cotengra_path(graph, options.optimize, limit)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
+        theirs = sliced
         if limit is not None:
             sliced = _greedy(base, limit, sliced)
-        return sliced_plan(graph, equation, base, sliced, limit, "cotengra") if sliced else base
+        planner = "cotengra" if sliced == theirs else "cotengra and einc"     # einc sliced more
+        return sliced_plan(graph, equation, base, sliced, limit, planner) if sliced else base
     candidates = []
     try:
         within = build_plan(graph, equation, options)
