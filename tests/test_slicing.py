@@ -155,6 +155,29 @@ def test_intermediates_alive_together_fit_the_limit(backend, monkeypatch):
     assert sliced.now == out.numel()
 
 
+@pytest.mark.interpreter
+@pytest.mark.kernels
+def test_the_measuring_first_call_frees_intermediates_too(kernel_device, monkeypatch, tmp_path):
+    # The first call of a slice's entry times each step's candidates (a fake timer here);
+    # it too frees each intermediate after its last use, so the first slice keeps to the bound.
+    from einc.runtime import select
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(select, "timer", lambda fn, args: (fn(*args), 1.0)[1])
+    einc.cache_clear()
+    ops = [o.float().to(kernel_device) for o in _operands([(6, 6)] * 6)]
+    eq, limit = "ab,bc,cd,de,ef,fg->ag", 36            # a chain: 5 intermediates, 2 alive at once
+    path = [(0, 1), (0, 4), (0, 3), (0, 2), (0, 1)]
+    s = einc.explain(eq, *ops, optimize=path, memory_limit=limit).slicing
+    # all of a slice's intermediates kept until its end would exceed what is checked below
+    assert s.live <= limit and sum(step.size for step in s.inner.steps) > s.live + s.inner.largest_intermediate
+    with _Live() as first:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit, select="measure")
+    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=6 ** 5)
+    # live intermediates, a timed candidate's output beside the chosen one's, the accumulator
+    assert first.peak <= s.live + s.inner.largest_intermediate + out.numel()
+    einc.cache_clear()
+
+
 def test_live_peak_counts_pending_branches_and_frees_consumed_inputs():
     # ((AB)(CD)): AB (4x4) waits while CD (4x4) is made; then both and their product.
     info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
