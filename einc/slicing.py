@@ -1,7 +1,7 @@
 """Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
 
-When no contraction order keeps every intermediate within ``memory_limit`` elements, the
-plan *slices* indices: for each value of the sliced indices, every operand is viewed at
+When the contraction order would hold more than ``memory_limit`` elements of intermediates
+at once, the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
 that value (no copy), the smaller contraction that is left runs with one cached plan (its
 own key in the plan cache, so the same kernels serve every slice), and the slice's result
 is added into the result (a sliced output index selects where it goes instead).
@@ -12,7 +12,8 @@ the step that consumes it (the executors delete it then), so while a step runs, 
 inputs, its output and the pending results of other branches all hold memory; the most
 elements held at once over the slice (:func:`live_peak`, the last step's result, the
 slice's part of the result, included) is what must fit in the limit -- and with it every
-single intermediate.  Not counted: the operands (each slice views them, no copy) and the
+single intermediate.  Not counted: the operands (each slice views them, no copy), the
+copies a step makes inside itself (an operand laid out for a matrix product), and the
 full result, which cannot be sliced away: it is allocated once, in a float32
 accumulator for float16 / bfloat16 results (complex64 for complex32).  A limit smaller
 than the number of intermediates that must be alive together (each sliced down to one
@@ -23,14 +24,15 @@ Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
-- otherwise einc's rule: the path einc's optimizer finds under the limit if it fits, else
-  the unlimited path, and then repeatedly slice the index that shrinks the peak of the
-  live intermediates most (ties: fewer total flops) until it fits.  Of the two paths the
-  one with fewer total flops over all slices wins.
+- otherwise einc's rule: the path einc's optimizer finds under the limit if its live
+  intermediates fit, else that path and the unlimited one, each sliced by repeatedly
+  fixing the index that shrinks the peak of the live intermediates most (ties: fewer
+  total flops) until it fits; the one with fewer total flops over all slices wins.
 
 Either way einc checks the result against the live bound and, where it is exceeded (a
-cotengra slicing bounds each intermediate alone), slices more by its own rule.  :class:`Runner` runs a sliced plan, or a range of its slices
-(:mod:`einc.distributed` spreads the ranges over ranks).
+cotengra slicing bounds each intermediate alone), slices more by its own rule.
+:class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
+spreads the ranges over ranks).
 """
 
 from __future__ import annotations
