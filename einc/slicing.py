@@ -1,28 +1,38 @@
 """Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
 
-When no contraction order keeps every intermediate within ``memory_limit`` elements, the
-plan *slices* indices: for each value of the sliced indices, every operand is viewed at
+When the contraction order would hold more than ``memory_limit`` elements of intermediates
+at once, the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
 that value (no copy), the smaller contraction that is left runs with one cached plan (its
 own key in the plan cache, so the same kernels serve every slice), and the slice's result
 is added into the result (a sliced output index selects where it goes instead).
 
-What ``memory_limit`` bounds: the result of every step of one slice, the last step
-included (so a result larger than the limit slices output indices).  The operands and
-the full result are not counted -- the result cannot be sliced away, it is allocated
-once, in a float32 accumulator for float16 / bfloat16 results (complex64 for complex32).
+What ``memory_limit`` bounds: the intermediates *alive together* in one slice.  The
+plan's steps run in order and each intermediate lives from the step that makes it until
+the step that consumes it (the executors delete it then), so while a step runs, its
+inputs, its output and the pending results of other branches all hold memory; the most
+elements held at once over the slice (:func:`live_peak`, the last step's result, the
+slice's part of the result, included) is what must fit in the limit -- and with it every
+single intermediate.  Not counted: the operands (each slice views them, no copy), the
+copies a step makes inside itself (an operand laid out for a matrix product), and the
+full result, which cannot be sliced away: it is allocated once, in a float32
+accumulator for float16 / bfloat16 results (complex64 for complex32).  A limit smaller
+than the number of intermediates that must be alive together (each sliced down to one
+element) cannot be met: slicing stops when every such intermediate is one element, and
+``explain`` shows the peak that remains.
 
 Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
-- otherwise einc's rule: the path einc's optimizer finds under the limit if it fits, else
-  the unlimited path, and then repeatedly slice the index that shrinks the largest
-  intermediate most (ties: fewer total flops) until every step fits.  Of the two paths
-  the one with fewer total flops over all slices wins.
+- otherwise einc's rule: the path einc's optimizer finds under the limit if its live
+  intermediates fit, else that path and the unlimited one, each sliced by repeatedly
+  fixing the index that shrinks the peak of the live intermediates most (ties: fewer
+  total flops) until it fits; the one with fewer total flops over all slices wins.
 
-Either way einc checks the result and, should a step still exceed the limit, slices more
-by its own rule.  :class:`Runner` runs a sliced plan, or a range of its slices
-(:mod:`einc.distributed` spreads the ranges over ranks).
+Either way einc checks the result against the live bound and, where it is exceeded (a
+cotengra slicing bounds each intermediate alone), slices more by its own rule.
+:class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
+spreads the ranges over ranks).
 """
 
 from __future__ import annotations
@@ -54,7 +64,9 @@ class Slicing:
     unsliced_largest: int
     inner: Plan
     text: str
-    planner: str                # "einc" or "cotengra": who chose the sliced indices
+    planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
+    live: int = 0               # the most intermediate elements alive at once in one slice
+    unsliced_live: int = 0      # the same, for the path unsliced
 
     @property
     def overhead(self) -> float:
@@ -102,16 +114,18 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         path, sliced = _cotengra_path(graph, options.optimize, limit)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
+        theirs = sliced
         if limit is not None:
             sliced = _greedy(base, limit, sliced)
-        return sliced_plan(graph, equation, base, sliced, limit, "cotengra") if sliced else base
+        planner = "cotengra" if sliced == theirs else "cotengra and einc"     # einc sliced more
+        return sliced_plan(graph, equation, base, sliced, limit, planner) if sliced else base
     candidates = []
     try:
         within = build_plan(graph, equation, options)
     except (RuntimeError, ValueError):      # opt_einsum's dp: no path under the limit
         within = None
     if within is not None:
-        if within.largest_intermediate <= limit:
+        if live_peak(within.steps, within.graph.sizes, within.num_operands) <= limit:
             return within
         candidates.append(within)
     if not isinstance(options.optimize, tuple) or within is None:
@@ -125,33 +139,80 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     return best
 
 
-def _costs(steps, sizes, sliced):
-    """(largest per-slice intermediate, per-slice flops) of ``steps`` with ``sizes``."""
-    largest, flops = 0, 0
-    for step in steps:
-        seen = set().union(*step.inputs)
-        largest = max(largest, math.prod(sizes[i] for i in step.output))
-        flops += flop_count(seen, any(i not in sliced for i in step.summed), len(step.inputs), sizes)
-    return largest, flops
+def _lives(steps, sizes, num_operands):
+    """Per step, the intermediates alive while it runs: ``(elements, value ids)``, its
+    inputs, its output and other branches' pending results.  An intermediate lives from
+    the step that makes it until the step that consumes it; operands (ids below
+    ``num_operands``) are the caller's tensors, or views of them, and cost nothing."""
+    last = {v: s for s, step in enumerate(steps) for v in step.operands}
+    live, total = {}, 0
+    for s, step in enumerate(steps):
+        out = math.prod(sizes[i] for i in step.output)
+        yield total + out, (*live, step.result)
+        for v in step.operands:
+            if v >= num_operands and last[v] == s:
+                total -= live.pop(v)
+        live[step.result] = out
+        total += out
+
+
+def live_peak(steps, sizes, num_operands) -> int:
+    """The most intermediate elements alive at once when ``steps`` run in order (the last
+    step's result included): what ``memory_limit`` bounds."""
+    return max((n for n, _ in _lives(steps, sizes, num_operands)), default=0)
 
 
 def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
-    """einc's rule: slice the index that shrinks the largest intermediate most until
-    every step of ``base`` fits in ``limit`` (ties: fewer total flops, then the lower id)."""
-    full = base.graph.sizes
+    """einc's rule: slice the index that shrinks the peak of the live intermediates most
+    until it fits in ``limit`` (ties: fewer total flops, then the lower id).  Only indices
+    of intermediates alive at an over-limit moment are candidates; where none is left
+    (each of those intermediates is one element) the peak cannot shrink further."""
+    steps, full, n = base.steps, base.graph.sizes, base.num_operands
+    last = {v: s for s, step in enumerate(steps) for v in step.operands}
+    # Step s makes value n + s; ``freed[s]``: the steps whose results step s consumes last.
+    freed = [[v - n for v in step.operands if v >= n and last[v] == s] for s, step in enumerate(steps)]
+    seen = [tuple(set().union(*step.inputs)) for step in steps]
+    making = {}                 # index -> the steps whose result holds it
+    for s, step in enumerate(steps):
+        for i in step.output:
+            making.setdefault(i, []).append(s)
+    computing = {}              # index -> the steps that compute over it
+    for s, t in enumerate(seen):
+        for i in t:
+            computing.setdefault(i, []).append(s)
     sliced = list(sliced)
     sizes = [1 if i in sliced else s for i, s in enumerate(full)]
+
+    def flops(s):
+        step = steps[s]
+        return flop_count(seen[s], any(i not in sliced for i in step.summed), len(step.inputs),
+                          sizes)
+
+    def peak(outs):
+        total = top = 0
+        for s, out in enumerate(outs):
+            top = max(top, total + out)
+            total += out - sum(outs[j] for j in freed[s])
+        return top
     while True:
-        largest, _ = _costs(base.steps, sizes, sliced)
-        if largest <= limit:
+        over = {v for total, alive in _lives(steps, sizes, n) if total > limit for v in alive}
+        candidates = sorted({i for v in over for i in steps[v - n].output if sizes[i] > 1})
+        if not candidates:
             return tuple(sliced)
-        over = [st for st in base.steps if math.prod(sizes[i] for i in st.output) > limit]
+        outs = [math.prod(sizes[i] for i in step.output) for step in steps]
+        costs = [flops(s) for s in range(len(steps))]
+        total_flops, count = sum(costs), math.prod(full[j] for j in sliced)
         best = None
-        for i in sorted({i for st in over for i in st.output if sizes[i] > 1}):
-            trial = list(sizes)
-            trial[i] = 1
-            big, flops = _costs(base.steps, trial, sliced + [i])
-            key = (big, flops * math.prod(full[j] for j in sliced + [i]), i)
+        for i in candidates:
+            trial = list(outs)
+            for s in making[i]:
+                trial[s] //= sizes[i]
+            size, sizes[i] = sizes[i], 1
+            sliced.append(i)
+            fl = total_flops + sum(flops(s) - costs[s] for s in computing[i])
+            sliced.pop()
+            sizes[i] = size
+            key = (peak(trial), fl * count * size, i)
             if best is None or key < best:
                 best = key
         sliced.append(best[2])
@@ -178,9 +239,18 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
                                       batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
     sizes = tuple(graph.sizes[i] for i in sliced)
     n = math.prod(sizes)
-    slicing = Slicing(sliced, sizes, n, limit, base.flops, base.largest_intermediate, inner, text, planner)
+    live = live_peak(inner.steps, inner.graph.sizes, inner.num_operands)
+    unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
+    slicing = Slicing(sliced, sizes, n, limit, base.flops, base.largest_intermediate, inner, text, planner,
+                      live, unsliced_live)
+    bound = "" if limit is None else (f"; the limit, {limit}, bounds them together" if live <= limit else
+                                      f"; the limit, {limit}, is less than the {live} one-element "
+                                      "intermediates that must be alive together")
+    note = (f"  Live intermediates:  at most {live:.4g} elements at once per slice{bound} "
+            f"(unsliced, this path holds {unsliced_live:.4g})")
     return dataclasses.replace(base, steps=steps, flops=inner.flops * n,
-                               largest_intermediate=inner.largest_intermediate, slicing=slicing)
+                               largest_intermediate=inner.largest_intermediate, slicing=slicing,
+                               notes=base.notes + (note,))
 
 
 def _cotengra():
@@ -225,10 +295,13 @@ def compared(theirs: Plan, options: Options) -> Plan:
 
     def summary(p):
         s = p.slicing
+        live = s.live if s else live_peak(p.steps, graph.sizes, graph.num_operands)
         return (f"{p.flops:.4g} flops, largest intermediate {p.largest_intermediate:.4g}, "
+                f"at most {live:.4g} alive at once, "
                 + (f"{s.num_slices} slices over {', '.join(graph.names[i] for i in s.indices)}" if s
                    else "not sliced"))
-    return dataclasses.replace(theirs, notes=(f"einc auto path: {summary(mine)}", f"cotengra path:  {summary(theirs)}"))
+    return dataclasses.replace(theirs, notes=theirs.notes + (f"einc auto path: {summary(mine)}",
+                                                             f"cotengra path:  {summary(theirs)}"))
 
 
 # ----------------------------------------------------------------------- running
@@ -292,6 +365,7 @@ class Runner:
             for d, j in self.output_dims:
                 target = target.select(d, vals[j])
             target.add_(part)
+            del part, target, ops    # this slice's part is freed before the next slice runs
 
     def finish(self, acc):
         return acc if acc.dtype == self.result_dtype else acc.to(self.result_dtype)
@@ -334,5 +408,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, backends, inner.note, reasons)
 
 
-__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "build_entry", "explain", "compared", "is_cotengra",
+__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "live_peak", "build_entry", "explain", "compared", "is_cotengra",
            "memory_limit_of", "accumulator_dtype", "natural_dtype"]

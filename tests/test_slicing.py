@@ -3,6 +3,7 @@ explain, edge cases; and cotengra as a planner (with and without cotengra instal
 
 import sys
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc.errors import PathError
+from einc.slicing import live_peak
 from oracle import assert_close, reference
 
 CASES = [   # equation, shapes, memory_limit
@@ -37,6 +39,12 @@ def test_sliced_result_matches_the_oracle_and_fits_the_limit(eq, shapes, limit):
     info = einc.explain(eq, *ops, memory_limit=limit)
     assert info.largest_intermediate <= limit
     assert all(step.size <= limit for step in info.steps)
+    s = info.slicing
+    if s is None:
+        assert live_peak(info.steps, info.graph.sizes, info.graph.num_operands) <= limit
+    else:       # the intermediates alive together fit, or each is one element and cannot shrink
+        assert s.live <= limit or s.inner.largest_intermediate == 1
+        assert s.live == live_peak(s.inner.steps, s.inner.graph.sizes, s.inner.graph.num_operands)
     unsliced = einc.explain(eq, *ops)
     if unsliced.largest_intermediate > limit:
         assert info.slicing is not None and info.slicing.num_slices > 1
@@ -57,6 +65,9 @@ def test_explain_shows_sliced_indices_slice_count_and_overhead():
     assert f"({s.num_slices} slices, chosen by einc" in text
     assert s.num_slices == 8 * 9 * 7 and sorted(info.graph.term(s.indices)) == ["i", "j", "l"]
     assert "Slicing FLOP overhead:  " + f"{s.overhead:.4g}x" in text
+    # The limit, 1, cannot be met by intermediates alive together: explain says so.
+    assert f"Live intermediates:  at most {s.live} elements at once per slice" in text and s.live > 1
+    assert "is less than the" in text
     assert s.overhead > 1.0
     assert info.flops == s.inner.flops * s.num_slices
     d = info.to_dict()
@@ -91,6 +102,91 @@ def test_no_op_allocates_more_than_the_limit_besides_operands_and_result():
     with _Allocations() as unsliced:
         einc.einsum(eq, *ops, optimize=path)
     assert max(n for n, _ in unsliced.sizes) == 6 ** 4     # the test can see the big intermediate
+
+
+class _Live(TorchDispatchMode):
+    """Elements held by the tensors ops allocated and that are still alive, after each op:
+    ``peak``, the most at once.  A fresh allocation is an op's result that aliases no input
+    (its schema says so); it counts until its tensor (views of it included) is freed."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = self.peak = 0
+
+    def _free(self, n):
+        self.now -= n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        schema = func._schema
+        if not schema.is_mutable and all(r.alias_info is None for r in schema.returns):
+            for t in out if isinstance(out, (list, tuple)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    self.now += t.numel()
+                    weakref.finalize(t, self._free, t.numel())
+        self.peak = max(self.peak, self.now)
+        return out
+
+
+@pytest.mark.parametrize("backend", ["torch", None])
+def test_intermediates_alive_together_fit_the_limit(backend, monkeypatch):
+    # The path makes ik, then km, keeps both, then im: 36 elements each, 108 alive at once.
+    # Each fits a limit of 36 alone; together they must be sliced.
+    if backend:
+        monkeypatch.setenv("EINC_BACKEND", backend)
+    einc.cache_clear()
+    ops = _operands([(6, 6)] * 4)
+    eq, path, limit = "ij,jk,kl,lm->im", [(0, 1), (0, 1), (0, 1)], 36
+    expected = reference(eq, *ops)
+    with _Live() as unsliced:
+        einc.einsum(eq, *ops, optimize=path)
+    assert unsliced.peak == 3 * 36                  # the test sees the three alive together
+    info = einc.explain(eq, *ops, optimize=path, memory_limit=limit)
+    s = info.slicing
+    assert s is not None and s.live <= limit and s.unsliced_live == 3 * 36
+    assert f"Live intermediates:  at most {s.live} elements at once per slice; the limit, 36" in str(info)
+    einc.einsum(eq, *ops, optimize=path, memory_limit=limit)       # plan and cache outside the mode
+    with _Live() as sliced:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit)
+    assert_close(out, expected, torch.float64, extent=216)
+    # Besides the accumulator (the result, counted apart), what is alive at once fits the
+    # plan's live peak, so the limit: the slice loop keeps no slice's tensors for the next.
+    assert sliced.peak <= s.live + out.numel()
+    assert sliced.now == out.numel()
+
+
+@pytest.mark.interpreter
+@pytest.mark.kernels
+def test_the_measuring_first_call_frees_intermediates_too(kernel_device, monkeypatch, tmp_path):
+    # The first call of a slice's entry times each step's candidates (a fake timer here);
+    # it too frees each intermediate after its last use, so the first slice keeps to the bound.
+    from einc.runtime import select
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(select, "timer", lambda fn, args: (fn(*args), 1.0)[1])
+    einc.cache_clear()
+    ops = [o.float().to(kernel_device) for o in _operands([(6, 6)] * 6)]
+    eq, limit = "ab,bc,cd,de,ef,fg->ag", 36            # a chain: 5 intermediates, 2 alive at once
+    path = [(0, 1), (0, 4), (0, 3), (0, 2), (0, 1)]
+    s = einc.explain(eq, *ops, optimize=path, memory_limit=limit).slicing
+    # all of a slice's intermediates kept until its end would exceed what is checked below
+    assert s.live <= limit and sum(step.size for step in s.inner.steps) > s.live + s.inner.largest_intermediate
+    with _Live() as first:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit, select="measure")
+    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=6 ** 5)
+    # live intermediates, a timed candidate's output beside the chosen one's, the accumulator
+    assert first.peak <= s.live + s.inner.largest_intermediate + out.numel()
+    einc.cache_clear()
+
+
+def test_live_peak_counts_pending_branches_and_frees_consumed_inputs():
+    # ((AB)(CD)): AB (4x4) waits while CD (4x4) is made; then both and their product.
+    info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
+                        optimize=[(0, 1), (0, 1), (0, 1)])
+    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 16 + 16
+    # A chain: each step's input is freed once its output exists; the peak is one step's both.
+    info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
+                        optimize=[(0, 1), (0, 2), (0, 1)])
+    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 20
 
 
 def test_one_cached_plan_serves_every_slice():
@@ -218,7 +314,7 @@ def test_cotengra_plans_and_slices_by_name():
         out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=20)
         info = einc.explain(eq, *ops, optimize="cotengra", memory_limit=20)
     assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
-    assert info.slicing is not None and info.slicing.planner == "cotengra"
+    assert info.slicing is not None and info.slicing.planner.startswith("cotengra")
     assert info.largest_intermediate <= 20
     text = str(info)
     assert "einc auto path:" in text and "cotengra path:" in text and "Optimizer:  cotengra" in text
@@ -236,7 +332,8 @@ def test_cotengra_optimizer_objects(kind):
         info = einc.explain(eq, *ops, optimize=opt, memory_limit=16)
         unlimited = einc.explain(eq, *ops, optimize=opt)
     assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
-    assert info.largest_intermediate <= 16 and info.slicing.planner == "cotengra"
+    assert info.largest_intermediate <= 16 and info.slicing.planner.startswith("cotengra")
+    assert info.slicing.live <= 16
     assert unlimited.slicing is None and "cotengra path:" in str(unlimited)
 
 
@@ -252,6 +349,27 @@ def test_cotengra_slices_agree_with_its_tree():
     # cotengra sliced without an einc limit: its own slicing is used as is.
     assert info.slicing is not None and info.slicing.memory_limit is None
     assert_close(einc.einsum(eq, *ops, optimize=opt), reference(eq, *ops), torch.float64, extent=1000)
+
+
+def test_cotengra_slices_are_checked_against_the_live_bound(tmp_path):
+    ctg = pytest.importorskip("cotengra")
+    eq, shapes = NETWORK
+    ops = _operands(shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        opt = ctg.ReusableHyperOptimizer(methods=["greedy"], max_repeats=4, progbar=False, parallel=False,
+                                         slicing_opts={"target_size": 16}, directory=str(tmp_path))
+        theirs = einc.explain(eq, *ops, optimize=opt).slicing          # cotengra's slicing as is
+        mine = einc.explain(eq, *ops, optimize=opt, memory_limit=16)   # the same tree, then the live bound
+        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=16)
+    s = mine.slicing
+    assert set(theirs.indices) <= set(s.indices) and s.live <= 16
+    if theirs.live > 16:        # each of cotengra's intermediates fits alone, not all together
+        assert len(s.indices) > len(theirs.indices) and s.planner == "cotengra and einc"
+        assert "chosen by cotengra and einc" in str(mine)
+    else:
+        assert s.indices == theirs.indices and s.planner == "cotengra"
+    assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
 
 
 def test_under_torch_compile_the_op_runs_the_sliced_plan():

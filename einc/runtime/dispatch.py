@@ -268,6 +268,7 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
     """The entry's first run: time each step's candidates on this call's values, keep the
     faster (or the decision remembered on disk), then run the chosen functions from then on."""
     plan = entry.plan
+    last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
 
     def first(ops, scale=None):
         values = list(ops)
@@ -290,6 +291,10 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 choices.append(choice)
                 functions.append(fn)
                 values.append(fn(*args))
+                for v in step.operands:     # an intermediate is freed after its last use, as unroll's are
+                    if v >= plan.num_operands and last[v] == s:
+                        values[v] = None
+                del args
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             _fall_back(plan, e)
             entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
