@@ -32,7 +32,9 @@ Who chooses what to slice:
 Either way einc checks the result against the live bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone), slices more by its own rule.
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
-spreads the ranges over ranks).
+spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
+call, before the slice loop (:func:`hoisting`); their results stay alive through every
+slice, and the live bound counts them so.
 """
 
 from __future__ import annotations
@@ -139,27 +141,50 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     return best
 
 
-def _lives(steps, sizes, num_operands):
+def hoisting(steps, inputs, num_operands, sliced):
+    """The order one call runs ``steps`` in when ``sliced`` indices are fixed per slice, and
+    the hoisted results kept alive across the slice loop (the ``roots``): the steps whose
+    operands hold no sliced index run once, before the loop, root by root; the rest run
+    per slice.  Without a sliced index nothing is hoisted."""
+    sliced = set(sliced)
+    if not sliced:
+        return tuple(steps), ()
+    invariant = [not sliced.intersection(t) for t in inputs]
+    leaves = {v: {v} for v in range(num_operands)}
+    for step in steps:
+        invariant.append(all(invariant[v] for v in step.operands))
+        leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
+    roots = tuple(sorted({v for step in steps if not invariant[step.result]
+                          for v in step.operands if v >= num_operands and invariant[v]}))
+    order = [st for r in roots for st in steps if st.result <= r and leaves[st.result] <= leaves[r]]
+    return tuple(order) + tuple(st for st in steps if not invariant[st.result]), roots
+
+
+def _lives(steps, sizes, num_operands, kept=()):
     """Per step, the intermediates alive while it runs: ``(elements, value ids)``, its
     inputs, its output and other branches' pending results.  An intermediate lives from
     the step that makes it until the step that consumes it; operands (ids below
-    ``num_operands``) are the caller's tensors, or views of them, and cost nothing."""
-    last = {v: s for s, step in enumerate(steps) for v in step.operands}
+    ``num_operands``) are the caller's tensors, or views of them, and cost nothing; the
+    ``kept`` values (hoisted results) are never freed."""
+    last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     for s, step in enumerate(steps):
         out = math.prod(sizes[i] for i in step.output)
         yield total + out, (*live, step.result)
         for v in step.operands:
-            if v >= num_operands and last[v] == s:
+            if v >= num_operands and last.get(v) == s:
                 total -= live.pop(v)
         live[step.result] = out
         total += out
 
 
-def live_peak(steps, sizes, num_operands) -> int:
-    """The most intermediate elements alive at once when ``steps`` run in order (the last
-    step's result included): what ``memory_limit`` bounds."""
-    return max((n for n, _ in _lives(steps, sizes, num_operands)), default=0)
+def live_peak(steps, sizes, num_operands, inputs=(), sliced=()) -> int:
+    """The most intermediate elements alive at once when ``steps`` run (the last step's
+    result included), with ``sliced`` indices of the graph's ``inputs`` fixed per slice
+    (hoisted steps first, their results alive throughout; see :func:`hoisting`): what
+    ``memory_limit`` bounds."""
+    order, roots = hoisting(steps, inputs, num_operands, sliced)
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots))), default=0)
 
 
 def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
@@ -168,14 +193,7 @@ def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
     of intermediates alive at an over-limit moment are candidates; where none is left
     (each of those intermediates is one element) the peak cannot shrink further."""
     steps, full, n = base.steps, base.graph.sizes, base.num_operands
-    last = {v: s for s, step in enumerate(steps) for v in step.operands}
-    # Step s makes value n + s; ``freed[s]``: the steps whose results step s consumes last.
-    freed = [[v - n for v in step.operands if v >= n and last[v] == s] for s, step in enumerate(steps)]
     seen = [tuple(set().union(*step.inputs)) for step in steps]
-    making = {}                 # index -> the steps whose result holds it
-    for s, step in enumerate(steps):
-        for i in step.output:
-            making.setdefault(i, []).append(s)
     computing = {}              # index -> the steps that compute over it
     for s, t in enumerate(seen):
         for i in t:
@@ -188,31 +206,24 @@ def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
         return flop_count(seen[s], any(i not in sliced for i in step.summed), len(step.inputs),
                           sizes)
 
-    def peak(outs):
-        total = top = 0
-        for s, out in enumerate(outs):
-            top = max(top, total + out)
-            total += out - sum(outs[j] for j in freed[s])
-        return top
+    inputs = base.graph.inputs
     while True:
-        over = {v for total, alive in _lives(steps, sizes, n) if total > limit for v in alive}
+        order, roots = hoisting(steps, inputs, n, sliced)
+        over = {v for total, alive in _lives(order, sizes, n, set(roots)) if total > limit for v in alive}
         candidates = sorted({i for v in over for i in steps[v - n].output if sizes[i] > 1})
         if not candidates:
             return tuple(sliced)
-        outs = [math.prod(sizes[i] for i in step.output) for step in steps]
         costs = [flops(s) for s in range(len(steps))]
         total_flops, count = sum(costs), math.prod(full[j] for j in sliced)
         best = None
         for i in candidates:
-            trial = list(outs)
-            for s in making[i]:
-                trial[s] //= sizes[i]
             size, sizes[i] = sizes[i], 1
             sliced.append(i)
             fl = total_flops + sum(flops(s) - costs[s] for s in computing[i])
+            top = live_peak(steps, sizes, n, inputs, sliced)
             sliced.pop()
             sizes[i] = size
-            key = (peak(trial), fl * count * size, i)
+            key = (top, fl * count * size, i)
             if best is None or key < best:
                 best = key
         sliced.append(best[2])
@@ -239,7 +250,8 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
                                       batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
     sizes = tuple(graph.sizes[i] for i in sliced)
     n = math.prod(sizes)
-    live = live_peak(inner.steps, inner.graph.sizes, inner.num_operands)
+    live = live_peak(steps, tuple(1 if i in sliced else s for i, s in enumerate(graph.sizes)), graph.num_operands,
+                     graph.inputs, sliced)
     unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
     slicing = Slicing(sliced, sizes, n, limit, base.flops, base.largest_intermediate, inner, text, planner,
                       live, unsliced_live)
@@ -344,6 +356,43 @@ class Runner:
         self.result_dtype = result_dtype
         self.entry_of = entry_of
         self.entry = None           # the one slice's cache entry, once the first slice ran
+        self._hoist(plan)
+
+    def _hoist(self, plan: Plan) -> None:
+        """Split the slice's steps: those whose operands hold no sliced index run once per
+        call (:meth:`hoisted`); the rest, over the remaining operands and the hoisted
+        results they consume (the ``roots``), run per slice."""
+        g, n, sliced = plan.graph, plan.num_operands, set(self.slicing.indices)
+        order, roots = hoisting(plan.steps, g.inputs, n, sliced)
+        indices = [tuple(i for i in t if i not in sliced) for t in g.inputs] + [st.output for st in plan.steps]
+        leaves = {v: {v} for v in range(n)}
+        for step in plan.steps:
+            leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
+        self.roots = []             # (value id, its equation, its leaf operands, its linear path)
+        for r in roots:
+            ops = sorted(leaves[r])
+            steps = [st for st in plan.steps if st.result <= r and leaves[st.result] <= leaves[r]]
+            text = ",".join("".join(letter(i) for i in indices[v]) for v in ops) + "->" + \
+                "".join(letter(i) for i in indices[r])
+            self.roots.append((r, parse(text), ops, _linear(ops, steps)))
+        hoisted = set().union(*(leaves[r] for r in roots)) if roots else set()
+        self.rest = [v for v in range(n) if v not in hoisted] + list(roots)
+        steps = order[sum(len(path) for *_, path in self.roots):]      # the per-slice steps
+        text = ",".join("".join(letter(i) for i in indices[v]) for v in self.rest) + "->" + \
+            "".join(letter(i) for i in plan.graph.output if i not in sliced)
+        self.eq = parse(text)
+        self.options = Options.of(_linear(self.rest, steps), None, self.options.select)
+        self.root_entries = [None] * len(self.roots)
+
+    def hoisted(self, operands):
+        """The hoisted results, one per root, computed once per call."""
+        values = {}
+        for k, (r, eq, ops, path) in enumerate(self.roots):
+            args = [operands[v] for v in ops]
+            if self.root_entries[k] is None:
+                self.root_entries[k] = self.entry_of(eq, args, Options.of(path, None, self.options.select))
+            values[r] = self.root_entries[k].run(args)
+        return values
 
     def accumulator(self, operands):
         import torch
@@ -351,13 +400,15 @@ class Runner:
 
     def add(self, acc, operands, start: int, stop: int) -> None:
         """Contract slices ``start .. stop-1`` and add each into ``acc``."""
+        roots = self.hoisted(operands) if start < stop else {}
         for s in range(start, stop):
             vals = self.slicing.values(s)
-            ops = []
+            views = []
             for op, dims in zip(operands, self.operand_dims):
                 for d, j in dims:
                     op = op.select(d, vals[j])
-                ops.append(op)
+                views.append(op)
+            ops = [views[v] if v < len(views) else roots[v] for v in self.rest]
             if self.entry is None:
                 self.entry = self.entry_of(self.eq, ops, self.options)
             part = self.entry.run(ops)
@@ -365,7 +416,7 @@ class Runner:
             for d, j in self.output_dims:
                 target = target.select(d, vals[j])
             target.add_(part)
-            del part, target, ops    # this slice's part is freed before the next slice runs
+            del part, target, ops, views    # this slice's part is freed before the next slice runs
 
     def finish(self, acc):
         return acc if acc.dtype == self.result_dtype else acc.to(self.result_dtype)
@@ -374,6 +425,18 @@ class Runner:
         acc = self.accumulator(operands)
         self.add(acc, operands, 0, self.slicing.num_slices)
         return self.finish(acc)
+
+
+def _linear(values, steps) -> tuple[tuple[int, ...], ...]:
+    """``steps`` (over value ids, starting from ``values``) as a linear path (opt_einsum's format)."""
+    current, path = list(values), []
+    for step in steps:
+        pos = tuple(sorted(current.index(v) for v in step.operands))
+        path.append(pos)
+        for p in reversed(pos):
+            current.pop(p)
+        current.append(step.result)
+    return tuple(path)
 
 
 def build_entry(plan: Plan, operands, result_dtype, select, entry_of):

@@ -398,3 +398,28 @@ def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
     unsliced, sliced = einc.einsum(eq, a, b), einc.einsum(eq, a, b, memory_limit=1)
     assert einc.explain(eq, a, b, memory_limit=1).slicing is not None
     assert sliced.dtype == unsliced.dtype and torch.equal(sliced, unsliced)
+
+
+def test_slice_invariant_steps_run_once_per_call(monkeypatch):
+    # x is sliced: ab,bc does not hold it, so that step runs once per call, not once per slice.
+    from einc.slicing import Runner
+    calls = []
+    hoisted = Runner.hoisted
+
+    def counting(self, operands):
+        values = hoisted(self, operands)
+        calls.append(len(values))
+        return values
+    monkeypatch.setattr(Runner, "hoisted", counting)
+    eq = "ab,bc,cx,xy,yd->ad"
+    shapes = [(3, 3), (3, 3), (3, 30), (30, 30), (30, 3)]
+    ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    info = einc.contract_path(eq, *ops, memory_limit=100)[1]
+    assert info.slicing.num_slices > 1 and info.slicing.live <= 100
+    out = einc.einsum(eq, *ops, memory_limit=100)
+    assert calls == [1]             # one hoisted result, computed once for all the slices
+    assert_close(out.detach(), reference(eq, *[o.detach() for o in ops]), torch.float64)
+    grads = torch.autograd.grad(out.sum(), ops)
+    expected = torch.autograd.grad(torch.einsum(eq, *ops).sum(), ops)
+    for g, e in zip(grads, expected):
+        torch.testing.assert_close(g, e)
