@@ -110,13 +110,12 @@ def cmd_dump(args) -> int:
     return 0
 
 
-SUITE_ORIGIN = "(regenerate: einc dump --suite)"
-
-
 def _one_off(files: dict, args) -> dict:
     """The modules of a one-off dump, their first line naming the command that wrote them
     (the code generator's says ``einc dump --suite``, true of the golden kernels only)."""
     import shlex
+
+    from .codegen.common import SUITE_ORIGIN
 
     shapes = ",".join("x".join(map(str, s)) if s else "()" for s in args.shapes)
     origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shapes} --dtype {args.dtype})"
