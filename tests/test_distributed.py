@@ -74,6 +74,10 @@ def _worker(rank, world, port, folder):
         with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
             json.dump(report, f)
         dist.destroy_process_group()
+        # The report is written; leave without the interpreter's teardown, where gloo's
+        # threads now and then abort the process ("terminate called without an active
+        # exception", seen once in CI after a passing run) -- torch's, not einc's.
+        os._exit(0)
 
 
 @pytest.mark.parametrize("world", [2, 4])
