@@ -26,7 +26,8 @@ SUITE_COLUMNS = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_
                  "einc_over_opt_einsum", "einc_grad_check", "rounds", "torch_calls_per_batch",
                  "opt_einsum_calls_per_batch", "einc_calls_per_batch", "einc_first_call_us", "flops", "min_bytes",
                  "torch_gflops", "opt_einsum_gflops", "einc_gflops", "roofline_gflops", "other_cores_busy",
-                 "busy_left_out"]
+                 "busy_left_out", "torch_contiguous_us", "like_for_like_ratio", "like_for_like_low95",
+                 "like_for_like_high95"]
 MODEL_COLUMNS = ["model", "eager_us", "inductor_us", "einc_us", "einc_over_inductor", "einc_over_eager",
                  "eager_first_call_s", "inductor_first_call_s", "einc_first_call_s", "einc_rewrites", "grad_check",
                  "rounds", "eager_calls_per_batch", "inductor_calls_per_batch", "einc_calls_per_batch"]
@@ -97,7 +98,14 @@ def test_train_quick_writes_the_train_files_beside_the_forward_ones(tmp_path, ca
     md = (tmp_path / "suite_cpu_train_quick_small.md").read_text()
     assert md.startswith("# einc training benchmark (forward + backward)")
     assert "| grad check |" in md and "torch.autograd.grad(out, float_ops, g)" in md
-    assert "- target einc/torch ≤ 1.0 on every workload: " in md
+    assert "- target einc/torch ≤ 1.0 on every workload, ratio of the medians as measured: " in md
+    # torch.einsum's scf_diis_error result (ij,jk,kl->il) is a transposed view: its baseline adds the copy
+    copied = [r["id"] for r in data if r["torch_contiguous_us"] != ""]
+    assert copied == ["scf_diis_error"]
+    assert "- target einc/torch ≤ 1.0 on every workload, like for like (against torch.einsum + .contiguous() " \
+           "where torch returns a non-contiguous view: scf_diis_error " in md
+    assert all(float(r["like_for_like_low95"]) <= float(r["like_for_like_ratio"]) <= float(r["like_for_like_high95"])
+               for r in data)
     assert "- target geomean einc/torch ≤ 0.7: " in md and "## By category" in md
     assert "target geomean" in out                                                 # the report is printed
 
@@ -111,7 +119,8 @@ def test_a_wrong_einc_gradient_is_a_mismatch(tmp_path, monkeypatch, capsys):
     assert row["einc_over_torch"] != ""                                 # timed anyway, left out of the summary
     md = (tmp_path / "suite_cpu_train_quick_tiny_gemm.md").read_text()
     assert "einc MISMATCH / ERROR: tiny_gemm_16" in md
-    assert "on every workload: **FAIL** (1 of 1 above or not correct: tiny_gemm_16" in md
+    assert "ratio of the medians as measured: **FAIL** (1 of 1 above or not correct: tiny_gemm_16" in md
+    assert "like for like" in md and "**FAIL**; above: tiny_gemm_16 (not timed or not correct)" in md
     assert "!!! tiny_gemm_16: einc: MISMATCH gradient of operand 0" in capsys.readouterr().err
 
 
@@ -210,3 +219,41 @@ def test_models_verdict_on_the_same_compiled_code(tmp_path):
                                                quiet=True)
     assert summary[1] == "- target einc/inductor ≤ 1.0 on every model: **FAIL** (a (1.020), c (1.200) above " \
                          "or not correct)"
+
+
+def test_a_non_contiguous_torch_result_gets_a_like_for_like_baseline(tmp_path):
+    """Where torch.einsum returns a view that is not contiguous (``ii->i``: the diagonal),
+    torch.einsum + .contiguous() is timed too, interleaved with the others, and the
+    like-for-like ratio is einc's against it."""
+    fns = runner.methods("ii->i", [torch.randn(5, 5)])
+    assert runner.CONTIGUOUS in fns and fns[runner.CONTIGUOUS]().is_contiguous()
+    assert runner.CONTIGUOUS not in runner.methods("ij,jk->ik", [torch.randn(2, 3), torch.randn(3, 4)])
+    suite = json.loads(SUITE.read_text())
+    (w,) = [w for w in suite["workloads"] if w["id"] == "diagonal"]
+    row = runner.bench_workload(w, rounds=3, budget=0.05, min_rounds=3, mode=runner.TRAIN)
+    assert set(row["timings"]) == {"torch", "opt_einsum", "einc", runner.CONTIGUOUS}
+    base, med, lo, hi = row["like"]
+    assert base == runner.CONTIGUOUS and lo <= med <= hi
+    pairs = sorted(e / c for e, c in zip(row["timings"]["einc"].samples, row["timings"][runner.CONTIGUOUS].samples))
+    assert med == pairs[1] and (lo, hi) == (pairs[0], pairs[2])     # 3 rounds: too few for 95 %, the whole range
+
+
+def test_like_for_like_verdict_fails_only_beyond_the_noise():
+    def row(name, like, check="ok"):
+        return {"w": {"id": name}, "einc_check": check, "like": like}
+    rows = [row("a", ("torch", 1.02, 0.97, 1.05)), row("b", (runner.CONTIGUOUS, 0.9, 0.85, 0.95)),
+            row("c", ("torch", 0.8, 0.7, 0.9))]
+    line = runner.like_verdict(rows, 1.0)
+    assert line.endswith("PASS; above 1.0 but within the noise: a (1.020, interval 0.970-1.050)")
+    assert "where torch returns a non-contiguous view: b 0.900)" in line
+    line = runner.like_verdict(rows + [row("d", ("torch", 1.1, 1.04, 1.2))], 1.0)
+    assert "**FAIL**; above: d (1.100, interval 1.040-1.200)" in line
+
+
+def test_ratio_interval_is_the_sign_tests_interval_around_the_paired_median():
+    from einc.benchmark.timing import Timing, ratio_interval
+    a = Timing(1, 1, [float(k) for k in range(1, 32)])          # ratios 1 .. 31 against 1
+    one = Timing(1, 1, [1.0] * 31)
+    # 31 rounds: P(Bin(31, 1/2) <= 9) = 0.015 <= 0.025 < P(<= 10): the 10th and 22nd of the sorted ratios
+    assert ratio_interval(a, one) == (16.0, 10.0, 22.0)
+    assert ratio_interval(Timing(1, 1, [2.0, 1.0]), Timing(1, 1, [1.0, 2.0])) == (1.25, 0.5, 2.0)

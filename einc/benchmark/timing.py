@@ -80,3 +80,23 @@ def interleaved(fns: dict, rounds: int, budget: float, min_rounds: int = 5,
         for name in order:
             samples[name].append(time_batch(fns[name], calls[name], sync))
     return {name: Timing(statistics.median(s), calls[name], s) for name, s in samples.items()}, rounds
+
+
+def ratio_interval(a: Timing, b: Timing, level: float = 0.95) -> tuple[float, float, float]:
+    """``(median, low, high)`` of the per-round ratios ``a / b`` of two methods timed in
+    the same :func:`interleaved` run (round ``k`` of each was timed back to back, so the
+    ratio is paired), with a distribution-free ``level`` interval for that median: the
+    order statistics that the binomial(n, 1/2) law puts around it (the sign test's
+    interval).  With too few rounds for ``level`` the interval is the whole range.
+
+    >>> ratio_interval(Timing(1, 1, [1.0] * 9), Timing(1, 1, [2.0] * 9))
+    (0.5, 0.5, 0.5)
+    """
+    r = sorted(x / y for x, y in zip(a.samples, b.samples))
+    n = len(r)
+    k, tail = 0, 0.0                 # the most order statistics below the interval: P(Bin < k) <= (1 - level) / 2
+    while k < n and tail + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2 ** n
+        k += 1
+    lo, hi = (r[k - 1], r[n - k]) if k else (r[0], r[-1])
+    return statistics.median(r), lo, hi
