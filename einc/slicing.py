@@ -361,7 +361,7 @@ def compared(theirs: Plan, options: Options) -> Plan:
         s = p.slicing
         live = s.live if s else live_peak(p.steps, graph.sizes, graph.num_operands)
         return (f"{p.flops:.4g} flops, largest intermediate {p.largest_intermediate:.4g}, "
-                f"at most {live:.4g} alive at once, "
+                f"at most {live:.4g} elements live at once (intermediates and step copies), "
                 + (f"{s.num_slices} slices over {', '.join(graph.names[i] for i in s.indices)}" if s
                    else "not sliced"))
     return dataclasses.replace(theirs, notes=theirs.notes + (f"einc auto path: {summary(mine)}",
