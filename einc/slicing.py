@@ -1,36 +1,40 @@
 """Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
 
-When the contraction order would hold more than ``memory_limit`` elements of intermediates
-at once, the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
+When the contraction order would hold more than ``memory_limit`` elements at once (see
+below), the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
 that value (no copy), the smaller contraction that is left runs with one cached plan (its
 own key in the plan cache, so the same kernels serve every slice), and the slice's result
 is added into the result (a sliced output index selects where it goes instead).
 
-What ``memory_limit`` bounds: the intermediates *alive together* in one slice.  The
-plan's steps run in order and each intermediate lives from the step that makes it until
-the step that consumes it (the executors delete it then), so while a step runs, its
-inputs, its output and the pending results of other branches all hold memory; the most
-elements held at once over the slice (:func:`live_peak`, the last step's result, the
-slice's part of the result, included) is what must fit in the limit -- and with it every
-single intermediate.  Not counted: the operands (each slice views them, no copy), the
-copies a step makes inside itself (an operand laid out for a matrix product), and the
-full result, which cannot be sliced away: it is allocated once, in a float32
-accumulator for float16 / bfloat16 results (complex64 for complex32).  A limit smaller
-than the number of intermediates that must be alive together (each sliced down to one
-element) cannot be met: slicing stops when every such intermediate is one element, and
-``explain`` shows the peak that remains.
+What ``memory_limit`` bounds: what one slice holds at once -- its intermediates alive
+together and the copies a step makes inside itself.  The plan's steps run in order and
+each intermediate lives from the step that makes it until the step that consumes it (the
+executors delete it then), so while a step runs, its inputs, its output and the pending
+results of other branches all hold memory, and so do the step's own temporaries
+(:func:`step_copies`, the torch executor's; the Triton executor makes none): a copy of
+each input of a matrix product, laid out for ``mm`` (a slice of an operand is a strided
+view, often copied), the elementwise product of a ``dot`` step, and the last step's
+result permuted into a contiguous copy.  The most elements held at once over the slice
+(:func:`live_peak`, the slice's part of the result included) is what must fit in the
+limit -- and with it every single intermediate.  Not counted: the operands (each slice
+views them), the full result, which cannot be sliced away (it is allocated once, in a
+float32 accumulator for float16 / bfloat16 results, complex64 for complex32), what
+autograd saves for the backward when a gradient will be taken, and the second copy of an
+integer or bool input converted (bool -> int64) for a matrix product.  A limit smaller than what must be alive together
+with each index behind the peak sliced to one element cannot be met: slicing stops there,
+and ``explain`` shows the peak that remains.
 
 Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
 - otherwise einc's rule: the path einc's optimizer finds under the limit if its live
-  intermediates fit, else that path and the unlimited one, each sliced by repeatedly
-  fixing the index that shrinks the peak of the live intermediates most (ties: fewer
+  peak fits, else that path and the unlimited one, each sliced by repeatedly fixing the
+  index (of an intermediate or an operand) that shrinks the live peak most (ties: fewer
   total flops) until it fits; the one with fewer total flops over all slices wins.
 
 Either way einc checks the result against the live bound and, where it is exceeded (a
-cotengra slicing bounds each intermediate alone), slices more by its own rule.
+cotengra slicing bounds each intermediate alone, without copies), slices more by its own rule.
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
 spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
 call, before the slice loop (:func:`hoisting`); their results stay alive through every
@@ -67,7 +71,7 @@ class Slicing:
     inner: Plan
     text: str
     planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
-    live: int = 0               # the most intermediate elements alive at once in one slice
+    live: int = 0               # the most elements alive at once in one slice: intermediates and step copies
     unsliced_live: int = 0      # the same, for the path unsliced
 
     @property
