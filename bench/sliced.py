@@ -4,7 +4,8 @@ The network is examples/sliced_network.py's random circuit amplitude.  cotengra 
 once, sliced to ``--limit`` elements (a ``ReusableHyperOptimizer``, seeded, so that einc,
 given the same optimizer, contracts the very same tree: the script checks the path).
 cotengra's slicing bounds each intermediate alone; einc's ``memory_limit`` bounds the
-intermediates alive together, so einc slices some more indices by its own rule, and
+intermediates alive together and the copies steps make inside (operands laid out for a
+matrix product), so einc slices some more indices by its own rule, and
 cotengra's contraction is then run with einc's slices (the same tree, the same sliced
 indices: the comparison stays like for like).  Interleaved,
 ``einc.einsum(..., optimize=opt, memory_limit=limit)`` and cotengra's
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
               f"{args.seed}): {tree.nslices} slices of at most {tree.max_size()} elements (limit {args.limit}); "
               f"einc contracts cotengra's tree and slices: {same}, with {len(s.indices) - len(tree.sliced_inds)} "
               f"more sliced by einc for the live bound: {s.num_slices} slices, at most {s.live} elements "
-              f"alive at once (with cotengra's slices alone: {own.slicing.live})")
+              f"alive at once, intermediates and step copies (with cotengra's slices alone: {own.slicing.live})")
 
         def run_einc():
             return einc.einsum(*call, optimize=opt, memory_limit=args.limit)
@@ -166,9 +167,9 @@ def main(argv=None) -> int:
               "(target <= 1)")
         item = ops[0].element_size()
         bound = (args.limit + sum(o.numel() for o in ops) + 1) * item
-        print(f"einc's plan: at most {s.live * item / 2 ** 20:.3f} MiB of intermediates alive at once per slice "
-              f"(limit {args.limit * item / 2 ** 20:.3f} MiB); what it measures beyond that is the operands, the "
-              "result and the copies inside a step (operands laid out for a matrix product)")
+        print(f"einc's plan: at most {s.live * item / 2 ** 20:.3f} MiB alive at once per slice, intermediates and "
+              f"the copies steps make inside (limit {args.limit * item / 2 ** 20:.3f} MiB); beyond that the heap "
+              "holds the result and malloc's own overhead")
         for name, fn in (("einc", run_einc), ("cotengra", run_cotengra)):
             peak = peak_heap_bytes(fn)
             if peak is None:

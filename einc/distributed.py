@@ -13,7 +13,9 @@ all-reduced as a flag before the sum, so every rank raises (the failing rank its
 error, the others a :class:`~einc.errors.EincError` naming the failed ranks) instead of
 waiting in the sum.  A rank that dies outright is caught by the process group's
 timeout (``torch.distributed.init_process_group(timeout=...)``).  Works on gloo (CPU
-tensors) and NCCL (CUDA tensors: each rank's operands on its own device).  The result
+tensors) and NCCL (CUDA tensors: each rank's operands on its own device; the
+accumulator, the failure flags and the planning broadcast live on that device; complex
+and 16-bit integer sums are all-reduced in dtypes NCCL has, see :func:`_sum`).  The result
 is not differentiable (the collectives are not autograd ops): operands that require
 grad under grad mode are refused.
 """
@@ -130,8 +132,25 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         counts = acc.to(torch.int32)
         dist.all_reduce(counts, group=group)
         return counts > 0
-    dist.all_reduce(torch.view_as_real(acc) if acc.is_complex() else acc, group=group)
+    _sum(acc, group)
     return runner.finish(acc)
+
+
+def _sum(acc, group) -> None:
+    """All-reduce ``acc`` (a sum) in place, in a dtype both gloo and NCCL sum: a complex
+    accumulator as its real pairs (NCCL has no complex sum), int16 and the unsigned
+    16/32-bit types (neither backend sums them) in int64, copied back (an integer sum
+    wraps alike modulo the narrower type), uint64 as the int64 of the same bits."""
+    if acc.is_complex():
+        dist.all_reduce(torch.view_as_real(acc), group=group)
+    elif acc.dtype == torch.uint64:
+        dist.all_reduce(acc.view(torch.int64), group=group)
+    elif acc.dtype in (torch.int16, torch.uint16, torch.uint32):
+        wide = acc.to(torch.int64)
+        dist.all_reduce(wide, group=group)
+        acc.copy_(wide)
+    else:
+        dist.all_reduce(acc, group=group)
 
 
 def _global_rank(group, rank: int) -> int:

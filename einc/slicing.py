@@ -1,36 +1,40 @@
 """Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
 
-When the contraction order would hold more than ``memory_limit`` elements of intermediates
-at once, the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
+When the contraction order would hold more than ``memory_limit`` elements at once (see
+below), the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
 that value (no copy), the smaller contraction that is left runs with one cached plan (its
 own key in the plan cache, so the same kernels serve every slice), and the slice's result
 is added into the result (a sliced output index selects where it goes instead).
 
-What ``memory_limit`` bounds: the intermediates *alive together* in one slice.  The
-plan's steps run in order and each intermediate lives from the step that makes it until
-the step that consumes it (the executors delete it then), so while a step runs, its
-inputs, its output and the pending results of other branches all hold memory; the most
-elements held at once over the slice (:func:`live_peak`, the last step's result, the
-slice's part of the result, included) is what must fit in the limit -- and with it every
-single intermediate.  Not counted: the operands (each slice views them, no copy), the
-copies a step makes inside itself (an operand laid out for a matrix product), and the
-full result, which cannot be sliced away: it is allocated once, in a float32
-accumulator for float16 / bfloat16 results (complex64 for complex32).  A limit smaller
-than the number of intermediates that must be alive together (each sliced down to one
-element) cannot be met: slicing stops when every such intermediate is one element, and
-``explain`` shows the peak that remains.
+What ``memory_limit`` bounds: what one slice holds at once -- its intermediates alive
+together and the copies a step makes inside itself.  The plan's steps run in order and
+each intermediate lives from the step that makes it until the step that consumes it (the
+executors delete it then), so while a step runs, its inputs, its output and the pending
+results of other branches all hold memory, and so do the step's own temporaries
+(:func:`step_copies`, the torch executor's; the Triton executor makes none): a copy of
+each input of a matrix product, laid out for ``mm`` (a slice of an operand is a strided
+view, often copied), the elementwise product of a ``dot`` step, and the last step's
+result permuted into a contiguous copy.  The most elements held at once over the slice
+(:func:`live_peak`, the slice's part of the result included) is what must fit in the
+limit -- and with it every single intermediate.  Not counted: the operands (each slice
+views them), the full result, which cannot be sliced away (it is allocated once, in a
+float32 accumulator for float16 / bfloat16 results, complex64 for complex32), what
+autograd saves for the backward when a gradient will be taken, and the second copy of an
+integer or bool input converted (bool -> int64) for a matrix product.  A limit smaller than what must be alive together
+with each index behind the peak sliced to one element cannot be met: slicing stops there,
+and ``explain`` shows the peak that remains.
 
 Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
 - otherwise einc's rule: the path einc's optimizer finds under the limit if its live
-  intermediates fit, else that path and the unlimited one, each sliced by repeatedly
-  fixing the index that shrinks the peak of the live intermediates most (ties: fewer
+  peak fits, else that path and the unlimited one, each sliced by repeatedly fixing the
+  index (of an intermediate or an operand) that shrinks the live peak most (ties: fewer
   total flops) until it fits; the one with fewer total flops over all slices wins.
 
 Either way einc checks the result against the live bound and, where it is exceeded (a
-cotengra slicing bounds each intermediate alone), slices more by its own rule.
+cotengra slicing bounds each intermediate alone, without copies), slices more by its own rule.
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
 spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
 call, before the slice loop (:func:`hoisting`); their results stay alive through every
@@ -67,7 +71,7 @@ class Slicing:
     inner: Plan
     text: str
     planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
-    live: int = 0               # the most intermediate elements alive at once in one slice
+    live: int = 0               # the most elements alive at once in one slice: intermediates and step copies
     unsliced_live: int = 0      # the same, for the path unsliced
 
     @property
@@ -160,17 +164,63 @@ def hoisting(steps, inputs, num_operands, sliced):
     return tuple(order) + tuple(st for st in steps if not invariant[st.result]), roots
 
 
-def _lives(steps, sizes, num_operands, kept=()):
-    """Per step, the intermediates alive while it runs: ``(elements, value ids)``, its
-    inputs, its output and other branches' pending results.  An intermediate lives from
-    the step that makes it until the step that consumes it; operands (ids below
-    ``num_operands``) are the caller's tensors, or views of them, and cost nothing; the
-    ``kept`` values (hoisted results) are never freed."""
+def step_copies(step, sizes, final: bool, sliced=()) -> int:
+    """The most elements ``step`` may allocate inside itself at once, beyond its output
+    (the torch executor's copies; the Triton executor makes none), with the ``sliced``
+    indices fixed (size 1 in ``sizes``, absent from the slice's plan).  Counted, at the
+    step's fullest moment:
+
+    - a matrix product (a ``contract`` step): a copy of each input laid out for ``mm``
+      (a permuted, or strided, view that does not read as matrices is copied, by the
+      reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
+      half of it, for the other input broadcast over a batch split of it
+      (:func:`~einc.runtime.torch_executor._operand_batch`);
+    - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
+      over the indices the other lacks); for ``dot``, the elementwise product of the
+      inputs before the sum;
+    - the last step of an entry (``final``): the permuted contiguous copy of its result
+      while the raw one is alive -- made after the inputs' copies are freed, so the
+      larger of the two counts.
+
+    The step's kind is the slice's (the sliced indices left out), as the slice's plan has
+    it.  Not counted: an integer or bool input converted for a matrix product (bool ->
+    int64, an integer widened to an int64 sum) and then copied again for ``mm``."""
+    from .runtime.torch_executor import _COPY_WORTH_SPARING
+    sliced = set(sliced)
+
+    def size(term):
+        return math.prod(sizes[i] for i in set(term))
+    last = size(step.output) if final else 0
+    if len(step.inputs) == 1:
+        return last
+    a, b = (set(t) - sliced for t in step.inputs)
+    summed = set(step.summed) - sliced
+    if summed & a & b and not set(step.output) - sliced <= a & b:       # a matrix product
+        copies = sum(size(t) for t in step.inputs)
+        big = max(size(t) for t in step.inputs)
+        if big >= _COPY_WORTH_SPARING:
+            copies += big // 2
+    else:
+        copies = sum(size(t) for t in step.inputs if summed.intersection(t))
+        if summed & a & b:                                                  # dot: a * b, then its sum
+            copies += size(a & b)
+    return max(copies, last)
+
+
+def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
+    """Per step, the elements alive at its fullest moment and the values behind them:
+    ``(elements, value ids)``.  Counted: the intermediates alive (its inputs, other
+    branches' pending results), its output and the copies it makes inside itself
+    (:func:`step_copies`; a step whose result is in ``finals`` is an entry's last).  An
+    intermediate lives from the step that makes it until the step that consumes it;
+    operands (ids below ``num_operands``) are the caller's tensors, or views of them,
+    and cost nothing but their copies; the ``kept`` values (hoisted results) are never
+    freed."""
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     for s, step in enumerate(steps):
         out = math.prod(sizes[i] for i in step.output)
-        yield total + out, (*live, step.result)
+        yield total + out + step_copies(step, sizes, step.result in finals, sliced), (*live, *step.operands, step.result)
         for v in step.operands:
             if v >= num_operands and last.get(v) == s:
                 total -= live.pop(v)
@@ -179,19 +229,21 @@ def _lives(steps, sizes, num_operands, kept=()):
 
 
 def live_peak(steps, sizes, num_operands, inputs=(), sliced=()) -> int:
-    """The most intermediate elements alive at once when ``steps`` run (the last step's
-    result included), with ``sliced`` indices of the graph's ``inputs`` fixed per slice
-    (hoisted steps first, their results alive throughout; see :func:`hoisting`): what
-    ``memory_limit`` bounds."""
+    """The most elements alive at once when ``steps`` run: intermediates, the last step's
+    result included, and the copies steps make inside themselves (:func:`_lives`), with
+    ``sliced`` indices of the graph's ``inputs`` fixed per slice (hoisted steps first,
+    their results alive throughout; see :func:`hoisting`): what ``memory_limit`` bounds."""
     order, roots = hoisting(steps, inputs, num_operands, sliced)
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots))), default=0)
+    finals = set(roots) | ({order[-1].result} if order else set())
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, sliced)), default=0)
 
 
 def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
-    """einc's rule: slice the index that shrinks the peak of the live intermediates most
+    """einc's rule: slice the index that shrinks the live peak (:func:`live_peak`) most
     until it fits in ``limit`` (ties: fewer total flops, then the lower id).  Only indices
-    of intermediates alive at an over-limit moment are candidates; where none is left
-    (each of those intermediates is one element) the peak cannot shrink further."""
+    of the values behind an over-limit moment are candidates (the intermediates alive and
+    the step's inputs, operands included, whose copies count); where none is left (each
+    of those values is one element) the peak cannot shrink further."""
     steps, full, n = base.steps, base.graph.sizes, base.num_operands
     seen = [tuple(set().union(*step.inputs)) for step in steps]
     computing = {}              # index -> the steps that compute over it
@@ -207,10 +259,12 @@ def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
                           sizes)
 
     inputs = base.graph.inputs
+    indices = list(inputs) + [step.output for step in steps]      # by value id
     while True:
         order, roots = hoisting(steps, inputs, n, sliced)
-        over = {v for total, alive in _lives(order, sizes, n, set(roots)) if total > limit for v in alive}
-        candidates = sorted({i for v in over for i in steps[v - n].output if sizes[i] > 1})
+        finals = set(roots) | {order[-1].result}
+        over = {v for total, alive in _lives(order, sizes, n, set(roots), finals, sliced) if total > limit for v in alive}
+        candidates = sorted({i for v in over for i in indices[v] if sizes[i] > 1})
         if not candidates:
             return tuple(sliced)
         costs = [flops(s) for s in range(len(steps))]
@@ -240,7 +294,9 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     inner_graph = ContractionGraph(tuple(tuple(new[i] for i in t if i in new) for t in graph.inputs),
                                    tuple(new[i] for i in graph.output if i in new),
                                    tuple(graph.sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
-    inner = build_plan(inner_graph, str(inner_graph), Options.of(base.path))
+    # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
+    # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
+    inner = build_plan(inner_graph, str(inner_graph), Options.of(_linear(range(graph.num_operands), base.steps)))
     text = ",".join("".join(letter(i) for i in t if i in new) for t in graph.inputs) + "->" + \
         "".join(letter(i) for i in graph.output if i in new)
 
@@ -256,10 +312,10 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     slicing = Slicing(sliced, sizes, n, limit, base.flops, base.largest_intermediate, inner, text, planner,
                       live, unsliced_live)
     bound = "" if limit is None else (f"; the limit, {limit}, bounds them together" if live <= limit else
-                                      f"; the limit, {limit}, is less than the {live} one-element "
-                                      "intermediates that must be alive together")
-    note = (f"  Live intermediates:  at most {live:.4g} elements at once per slice{bound} "
-            f"(unsliced, this path holds {unsliced_live:.4g})")
+                                      f"; the limit, {limit}, is less than what must be alive together "
+                                      "with every index behind the peak sliced")
+    note = (f"  Live memory:  at most {live:.4g} elements at once per slice, intermediates and the copies "
+            f"steps make inside{bound} (unsliced, this path holds {unsliced_live:.4g})")
     return dataclasses.replace(base, steps=steps, flops=inner.flops * n,
                                largest_intermediate=inner.largest_intermediate, slicing=slicing,
                                notes=base.notes + (note,))
@@ -309,7 +365,7 @@ def compared(theirs: Plan, options: Options) -> Plan:
         s = p.slicing
         live = s.live if s else live_peak(p.steps, graph.sizes, graph.num_operands)
         return (f"{p.flops:.4g} flops, largest intermediate {p.largest_intermediate:.4g}, "
-                f"at most {live:.4g} alive at once, "
+                f"at most {live:.4g} elements live at once (intermediates and step copies), "
                 + (f"{s.num_slices} slices over {', '.join(graph.names[i] for i in s.indices)}" if s
                    else "not sliced"))
     return dataclasses.replace(theirs, notes=theirs.notes + (f"einc auto path: {summary(mine)}",

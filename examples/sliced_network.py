@@ -22,6 +22,7 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 
 import torch
@@ -141,6 +142,7 @@ def _rank(rank, world, port, args, directory, queue):
     import torch.distributed as dist
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
     torch.set_num_threads(1)
+    code = 1
     try:
         ops, subs = circuit(*args)
         opt = optimizer(LIMIT, directory)
@@ -149,8 +151,18 @@ def _rank(rank, world, port, args, directory, queue):
         out, seconds, peak = measured(lambda: einc.distributed.einsum(*interleaved(ops, subs), memory_limit=LIMIT,
                                                                       timings=timings, **kw))
         queue.put((f"rank {rank}", complex(out), seconds, peak, timings))
+        code = 0
+    except BaseException:
+        traceback.print_exc()
     finally:
         dist.destroy_process_group()
+        # The report is sent (the queue's feeder thread flushed); leave without the
+        # interpreter's teardown, where gloo's threads now and then abort the process
+        # ("terminate called without an active exception") -- torch's, not einc's; as
+        # tests/test_distributed.py's workers do.
+        queue.close()
+        queue.join_thread()
+        os._exit(code)
 
 
 def _free_port() -> int:

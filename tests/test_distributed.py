@@ -19,12 +19,14 @@ CASES = [   # equation, shapes, memory_limit, dtype
     ("ij,jk->ik", [(4, 5), (5, 3)], None, "float64"),                   # not sliced: one slice
     ("ij,jk,kl->il", [(6, 40), (40, 5), (5, 6)], 4, "float16"),
     ("ij,jk,kl->il", [(6, 7), (7, 5), (5, 6)], 4, "complex64"),
+    ("ij,jk,kl->il", [(6, 7), (7, 5), (5, 6)], 4, "int16"),          # gloo and NCCL have no int16 sum
 ]
 
 
 def _operands(shapes, dtype):
     g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g, dtype=torch.float64).to(getattr(torch, dtype)) for s in shapes]
+    scale = 1 if dtype.startswith(("float", "complex")) else 3         # integers: not all 0 and +-1
+    return [(torch.randn(s, generator=g, dtype=torch.float64) * scale).to(getattr(torch, dtype)) for s in shapes]
 
 
 def _free_port() -> int:

@@ -63,11 +63,13 @@ def test_explain_shows_sliced_indices_slice_count_and_overhead():
     s = info.slicing
     text = str(info)
     assert f"({s.num_slices} slices, chosen by einc" in text
-    assert s.num_slices == 8 * 9 * 7 and sorted(info.graph.term(s.indices)) == ["i", "j", "l"]
+    # every index: the copies a step makes inside count too (a sum over j needs a j-slice's copy)
+    assert s.num_slices == 8 * 9 * 10 * 7 and sorted(info.graph.term(s.indices)) == ["i", "j", "k", "l"]
     assert "Slicing FLOP overhead:  " + f"{s.overhead:.4g}x" in text
-    # The limit, 1, cannot be met by intermediates alive together: explain says so.
-    assert f"Live intermediates:  at most {s.live} elements at once per slice" in text and s.live > 1
-    assert "is less than the" in text
+    # The limit, 1, cannot be met by what is alive together: explain says so.
+    assert f"Live memory:  at most {s.live} elements at once per slice, intermediates and the copies" in text
+    assert s.live > 1
+    assert "is less than what must be alive together" in text
     assert s.overhead > 1.0
     assert info.flops == s.inner.flops * s.num_slices
     d = info.to_dict()
@@ -105,25 +107,35 @@ def test_no_op_allocates_more_than_the_limit_besides_operands_and_result():
 
 
 class _Live(TorchDispatchMode):
-    """Elements held by the tensors ops allocated and that are still alive, after each op:
+    """Elements held by the storages ops allocated and that are still alive, after each op:
     ``peak``, the most at once.  A fresh allocation is an op's result that aliases no input
-    (its schema says so); it counts until its tensor (views of it included) is freed."""
+    (its schema says so) in a storage not seen yet (``reshape``'s ``_unsafe_view`` of its
+    own copy is the same memory); it counts until every tensor on it (views included) is freed."""
 
     def __init__(self):
         super().__init__()
         self.now = self.peak = 0
+        self.storages = {}          # data pointer -> [tensors on it, elements]
 
-    def _free(self, n):
-        self.now -= n
+    def _release(self, key):
+        held = self.storages[key]
+        held[0] -= 1
+        if not held[0]:
+            self.now -= held[1]
+            del self.storages[key]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         schema = func._schema
         if not schema.is_mutable and all(r.alias_info is None for r in schema.returns):
             for t in out if isinstance(out, (list, tuple)) else [out]:
-                if isinstance(t, torch.Tensor):
-                    self.now += t.numel()
-                    weakref.finalize(t, self._free, t.numel())
+                if isinstance(t, torch.Tensor) and t.numel():
+                    key = t.untyped_storage().data_ptr()
+                    if key not in self.storages:
+                        self.storages[key] = [0, t.untyped_storage().nbytes() // t.element_size()]
+                        self.now += self.storages[key][1]
+                    self.storages[key][0] += 1
+                    weakref.finalize(t, self._release, key)
         self.peak = max(self.peak, self.now)
         return out
 
@@ -140,19 +152,56 @@ def test_intermediates_alive_together_fit_the_limit(backend, monkeypatch):
     expected = reference(eq, *ops)
     with _Live() as unsliced:
         einc.einsum(eq, *ops, optimize=path)
-    assert unsliced.peak == 3 * 36                  # the test sees the three alive together
+    assert unsliced.peak >= 3 * 36                  # the test sees the three alive together
     info = einc.explain(eq, *ops, optimize=path, memory_limit=limit)
     s = info.slicing
-    assert s is not None and s.live <= limit and s.unsliced_live == 3 * 36
-    assert f"Live intermediates:  at most {s.live} elements at once per slice; the limit, 36" in str(info)
+    assert s is not None and s.live <= limit and unsliced.peak <= s.unsliced_live
+    assert f"Live memory:  at most {s.live} elements at once per slice, intermediates and the copies steps " \
+        "make inside; the limit, 36" in str(info)
     einc.einsum(eq, *ops, optimize=path, memory_limit=limit)       # plan and cache outside the mode
     with _Live() as sliced:
         out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit)
     assert_close(out, expected, torch.float64, extent=216)
     # Besides the accumulator (the result, counted apart), what is alive at once fits the
-    # plan's live peak, so the limit: the slice loop keeps no slice's tensors for the next.
+    # plan's live peak, so the limit: the slice loop keeps no slice's tensors for the next
+    # (with EINC_BACKEND unset the Triton executor may run instead: it copies less).
     assert sliced.peak <= s.live + out.numel()
     assert sliced.now == out.numel()
+
+
+COPYING = [     # equation, shapes, path, limit: steps of the torch executor that copy inside
+    # k, summed, sits between i and j: the operand (a slice view of it) is copied for mm; the
+    # result (l, j, i) is the product's (j, i, l) permuted, copied.
+    ("ikj,kl->lji", [(6, 5, 7), (5, 8)], [(0, 1)], 100),
+    ("ab,kij,kl,lm->mia", [(3, 3), (6, 5, 7), (6, 8), (8, 9)], [(1, 2), (1, 2), (0, 1)], 100),
+    ("ijk,kji->i", [(4, 5, 6), (6, 5, 4)], [(0, 1)], 30),           # a dot step: a * b before the sum
+    ("ij,jk,kl->li", [(8, 9), (9, 10), (10, 7)], [(0, 1), (0, 1)], 20),
+    ("ikj,kl->lji", [(6, 5, 7), (5, 8)], [(0, 1)], None),            # not sliced: the same bound
+    ("abc,cda,de->eb", [(4, 5, 6), (6, 3, 4), (3, 7)], [(0, 1), (0, 1)], None),
+]
+
+
+@pytest.mark.parametrize("eq,shapes,path,limit", COPYING)
+def test_the_bound_counts_the_copies_a_step_makes_inside(eq, shapes, path, limit, monkeypatch):
+    # The torch executor copies an operand that does not read as matrices and permutes the
+    # last result into a contiguous copy: the bound counts those too, so what the executor
+    # really holds at once (the accumulator aside) stays within it.
+    monkeypatch.setenv("EINC_BACKEND", "torch")
+    einc.cache_clear()
+    ops = _operands(shapes)
+    ops[-1] = ops[-1].mT.contiguous().mT if ops[-1].dim() == 2 else ops[-1]     # a strided operand too
+    info = einc.explain(eq, *ops, optimize=path, memory_limit=limit)
+    s = info.slicing
+    bound = s.live if s else live_peak(info.steps, info.graph.sizes, info.graph.num_operands)
+    assert (s is not None) == (limit is not None) and (limit is None or bound <= limit)
+    einc.einsum(eq, *ops, optimize=path, memory_limit=limit)       # plan and cache outside the mode
+    with _Live() as seen:
+        out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit)
+    assert_close(out, reference(eq, *ops), torch.float64, extent=100)
+    assert seen.peak - (out.numel() if s else 0) <= bound
+    if s is None:       # the copies are there to see: more is held than the intermediates alive together
+        assert seen.peak > max(sum(n for n in (st.size, *(info.steps[v - len(ops)].size for v in st.operands
+                                                       if v >= len(ops)))) for st in info.steps)
 
 
 @pytest.mark.interpreter
@@ -164,29 +213,36 @@ def test_the_measuring_first_call_frees_intermediates_too(kernel_device, monkeyp
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(select, "timer", lambda fn, args: (fn(*args), 1.0)[1])
     einc.cache_clear()
-    ops = [o.float().to(kernel_device) for o in _operands([(6, 6)] * 6)]
-    eq, limit = "ab,bc,cd,de,ef,fg->ag", 36            # a chain: 5 intermediates, 2 alive at once
-    path = [(0, 1), (0, 4), (0, 3), (0, 2), (0, 1)]
+    ops = [o.float().to(kernel_device) for o in _operands([(6, 6)] * 12)]
+    eq, limit = "ab,bc,cd,de,ef,fg,gh,hi,ij,jk,kl,lm->am", 72     # a chain: 11 intermediates, 2 alive at once
+    path = [(0, 1)] + [(0, k) for k in range(10, 0, -1)]
     s = einc.explain(eq, *ops, optimize=path, memory_limit=limit).slicing
     # all of a slice's intermediates kept until its end would exceed what is checked below
     assert s.live <= limit and sum(step.size for step in s.inner.steps) > s.live + s.inner.largest_intermediate
     with _Live() as first:
         out = einc.einsum(eq, *ops, optimize=path, memory_limit=limit, select="measure")
-    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=6 ** 5)
+    assert_close(out.cpu(), reference(eq, *[o.cpu() for o in ops]), torch.float32, extent=6 ** 11)
     # live intermediates, a timed candidate's output beside the chosen one's, the accumulator
     assert first.peak <= s.live + s.inner.largest_intermediate + out.numel()
     einc.cache_clear()
 
 
-def test_live_peak_counts_pending_branches_and_frees_consumed_inputs():
-    # ((AB)(CD)): AB (4x4) waits while CD (4x4) is made; then both and their product.
+def test_live_peak_counts_pending_branches_copies_and_frees_consumed_inputs():
+    # i4 j3 k4 l5 m4.  ((AB)(CD)): AB (16) waits while CD (16) is made; each matrix product
+    # counts a copy of both its inputs (laid out for mm), the last step the larger of that
+    # and its result's permuted copy: AB 16 + 12+12 copies; CD 16 + AB 16 + 20+20 copies;
+    # the last 16 + AB 16 + CD 16 + 16+16 copies.
     info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
                         optimize=[(0, 1), (0, 1), (0, 1)])
-    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 16 + 16
-    # A chain: each step's input is freed once its output exists; the peak is one step's both.
+    assert live_peak(info.steps, info.graph.sizes, 4) == max(16 + 24, 16 + 16 + 40, 16 + 16 + 16 + 32) == 80
+    # A chain: each step's input is freed once its output exists: AB 16 + 24; ABC 20 + AB 16
+    # + 16+20 copies; the last 16 + ABC 20 + 20+20 copies.
     info = einc.explain("ij,jk,kl,lm->im", *_operands([(4, 3), (3, 4), (4, 5), (5, 4)]),
                         optimize=[(0, 1), (0, 2), (0, 1)])
-    assert live_peak(info.steps, info.graph.sizes, 4) == 16 + 20
+    assert live_peak(info.steps, info.graph.sizes, 4) == max(16 + 24, 20 + 16 + 36, 16 + 20 + 40) == 76
+    # A dot step: its inputs' sums over what only one holds, and the elementwise product.
+    info = einc.explain("ij,ij->", *_operands([(4, 3), (4, 3)]))
+    assert live_peak(info.steps, info.graph.sizes, 2) == 1 + 12 + 12 + 12
 
 
 def test_one_cached_plan_serves_every_slice():
@@ -311,11 +367,11 @@ def test_cotengra_plans_and_slices_by_name():
     ops = _operands(shapes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=20)
-        info = einc.explain(eq, *ops, optimize="cotengra", memory_limit=20)
+        out = einc.einsum(eq, *ops, optimize="cotengra", memory_limit=100)
+        info = einc.explain(eq, *ops, optimize="cotengra", memory_limit=100)
     assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
     assert info.slicing is not None and info.slicing.planner.startswith("cotengra")
-    assert info.largest_intermediate <= 20
+    assert info.largest_intermediate <= 100
     text = str(info)
     assert "einc auto path:" in text and "cotengra path:" in text and "Optimizer:  cotengra" in text
 
@@ -328,12 +384,12 @@ def test_cotengra_optimizer_objects(kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         opt = getattr(ctg, kind)(methods=["greedy"], max_repeats=4, progbar=False, parallel=False)
-        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=16)
-        info = einc.explain(eq, *ops, optimize=opt, memory_limit=16)
+        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=100)
+        info = einc.explain(eq, *ops, optimize=opt, memory_limit=100)
         unlimited = einc.explain(eq, *ops, optimize=opt)
     assert_close(out, reference(eq, *ops), torch.float64, extent=1000)
-    assert info.largest_intermediate <= 16 and info.slicing.planner.startswith("cotengra")
-    assert info.slicing.live <= 16
+    assert info.largest_intermediate <= 100 and info.slicing.planner.startswith("cotengra")
+    assert info.slicing.live <= 100
     assert unlimited.slicing is None and "cotengra path:" in str(unlimited)
 
 
@@ -358,13 +414,13 @@ def test_cotengra_slices_are_checked_against_the_live_bound(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         opt = ctg.ReusableHyperOptimizer(methods=["greedy"], max_repeats=4, progbar=False, parallel=False,
-                                         slicing_opts={"target_size": 16}, directory=str(tmp_path))
+                                         slicing_opts={"target_size": 100}, directory=str(tmp_path))
         theirs = einc.explain(eq, *ops, optimize=opt).slicing          # cotengra's slicing as is
-        mine = einc.explain(eq, *ops, optimize=opt, memory_limit=16)   # the same tree, then the live bound
-        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=16)
+        mine = einc.explain(eq, *ops, optimize=opt, memory_limit=100)   # the same tree, then the live bound
+        out = einc.einsum(eq, *ops, optimize=opt, memory_limit=100)
     s = mine.slicing
-    assert set(theirs.indices) <= set(s.indices) and s.live <= 16
-    if theirs.live > 16:        # each of cotengra's intermediates fits alone, not all together
+    assert set(theirs.indices) <= set(s.indices) and s.live <= 100
+    if theirs.live > 100:        # each of cotengra's intermediates fits alone, not all together
         assert len(s.indices) > len(theirs.indices) and s.planner == "cotengra and einc"
         assert "chosen by cotengra and einc" in str(mine)
     else:
