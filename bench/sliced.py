@@ -12,8 +12,9 @@ indices: the comparison stays like for like).  Interleaved,
 ``tree.contract(arrays, backend="torch")`` (which loops over the slices itself) run
 ``--rounds`` times each.  Reported: the median times and their ratio (target: einc no
 slower, ratio <= 1), and the peak growth of the heap in use during one call of each
-(glibc's ``mallinfo2``, sampled after every torch op), against ``limit + operands +
-result`` (target: within 1.5x), with einc's unsliced contraction of the same path for
+(glibc's ``mallinfo2``, sampled after every torch op) and the growth of the process's
+peak resident set size during one call (after a warm-up, with freed memory handed back
+and the peak reset: Linux), against ``limit + operands + result`` (target: within 1.5x), with einc's unsliced contraction of the same path for
 scale.  quimb is not used: it
 contracts through cotengra, so it would time the same code.
 
@@ -94,6 +95,43 @@ def peak_heap_bytes(fn):
         with _Sampler(in_use) as sampler:
             fn()
     return sampler.peak
+
+
+def _status_kib(key: str):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return None
+
+
+def peak_rss_bytes(fn):
+    """The growth of the process's peak resident set size during ``fn()`` (the measure the
+    issue names on the CPU), on the third of three calls: first malloc hands freed memory
+    back to the system (glibc's ``malloc_trim``), then the peak (``VmHWM``) is reset to the
+    current size (``/proc/self/clear_refs``, Linux), and after the call the new peak is
+    read against the size before it.  Counts whole pages and malloc's own bookkeeping,
+    which the heap sampling does not.  None where this cannot be measured."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    peak = None
+    for _ in range(3):
+        trim(0)
+        before = _status_kib("VmRSS:")
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            return None
+        fn()
+        after = _status_kib("VmHWM:")
+        if before is None or after is None:
+            return None
+        peak = (after - before) * 1024
+    return peak
 
 
 def main(argv=None) -> int:
@@ -177,6 +215,14 @@ def main(argv=None) -> int:
                 break
             print(f"peak heap growth, {name}: {peak / 2 ** 20:.3f} MiB = {peak / bound:.3f}x "
                   f"(limit + operands + result = {bound / 2 ** 20:.3f} MiB; target <= 1.5x)")
+        for name, fn in (("einc", run_einc), ("cotengra", run_cotengra)):
+            peak = peak_rss_bytes(fn)
+            if peak is None:
+                print("peak resident set size: needs Linux and glibc")
+                break
+            print(f"peak RSS growth, {name}: {peak / 2 ** 20:.3f} MiB = {peak / bound:.3f}x "
+                  f"(limit + operands + result = {bound / 2 ** 20:.3f} MiB; target <= 1.5x; whole pages and "
+                  "malloc's bookkeeping included)")
         unsliced = einc.contract_path(*call, optimize=info.path)[1]
         peak = peak_heap_bytes(lambda: einc.einsum(*call, optimize=info.path))
         if peak is not None:
