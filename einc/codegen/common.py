@@ -99,6 +99,25 @@ def signature(name: str, groups, constexprs) -> list[str]:
     return lines + ["):"]
 
 
+def grouped_tiles(wide: str) -> list[str]:
+    """The kernel lines that map ``pid`` (after the batch entry is taken out of it) to a
+    tile ``(pid_m, pid_n)``, in groups of ``GROUP_M`` rows of tiles (L2 reuse); ``wide``
+    is the 64-bit cast appended where offsets need it (``""`` otherwise)."""
+    return [
+        "    num_pid_m = tl.cdiv(M, BLOCK_M)",
+        "    num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "    tiles = num_pid_m * num_pid_n",
+        f"    pid_batch = (pid // tiles){wide}",
+        "    pid = pid % tiles",
+        "    num_pid_in_group = GROUP_M * num_pid_n",
+        "    group_id = pid // num_pid_in_group",
+        "    first_pid_m = group_id * GROUP_M",
+        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "    pid_n = (pid % num_pid_in_group) // group_size_m",
+    ]
+
+
 def tuning_key(names) -> list[str]:
     """Lines defining ``_KEY``, the autotuner's key: the kernel arguments ``names`` (Triton
     3.9 refuses a name that is not one; 3.6 would silently drop it from the key)."""

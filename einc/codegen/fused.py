@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..ir import index_name
 from . import launcher
-from .common import (SUITE_ORIGIN, layout_class_source, offset, product, signature, size, split, stride,
-                     tuning_key, wrap)
+from .common import (SUITE_ORIGIN, grouped_tiles, layout_class_source, offset, product, signature, size, split,
+                     stride, tuning_key, wrap)
 
 _CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
     (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
@@ -101,18 +101,7 @@ def kernel_source(k) -> str:
         "    # Tile mapping: program ids walk the (M, N) tiles of one batch entry, in groups of",
         "    # GROUP_M rows of tiles so that neighbouring programs reuse operand tiles in L2.",
         "    pid = tl.program_id(0)",
-        "    num_pid_m = tl.cdiv(M, BLOCK_M)",
-        "    num_pid_n = tl.cdiv(N, BLOCK_N)",
-        "    tiles = num_pid_m * num_pid_n",
-        f"    pid_batch = (pid // tiles){wide}",
-        "    pid = pid % tiles",
-        "    num_pid_in_group = GROUP_M * num_pid_n",
-        "    group_id = pid // num_pid_in_group",
-        "    first_pid_m = group_id * GROUP_M",
-        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
-        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "    pid_n = (pid % num_pid_in_group) // group_size_m",
-    ]
+    ] + grouped_tiles(wide)
     everyone = k.inputs + (k.output,)
     if batch:
         L += ["", "    # Batch entry: split pid_batch into the batch indices and move every pointer there."]

@@ -12,7 +12,8 @@ partial sums that ``<name>_finish`` adds in a fixed order.
 from __future__ import annotations
 
 from ..ir import Kernel
-from .common import offset, output_strides, product, signature, size_params, split, stride, stride_params
+from .common import (grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
+                     stride_params)
 
 
 def _axes(has_t: bool):
@@ -54,18 +55,7 @@ def kernel_source(k: Kernel, name: str) -> str:
         "    # the grid's second axis is the slice of K (split-K).",
         "    pid = tl.program_id(0)",
         f"    pid_k = tl.program_id(1){wide}",
-        "    num_pid_m = tl.cdiv(M, BLOCK_M)",
-        "    num_pid_n = tl.cdiv(N, BLOCK_N)",
-        "    tiles = num_pid_m * num_pid_n",
-        f"    pid_batch = (pid // tiles){wide}",
-        "    pid = pid % tiles",
-        "    num_pid_in_group = GROUP_M * num_pid_n",
-        "    group_id = pid // num_pid_in_group",
-        "    first_pid_m = group_id * GROUP_M",
-        "    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
-        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "    pid_n = (pid % num_pid_in_group) // group_size_m",
-    ]
+    ] + grouped_tiles(wide)
     if t:
         L += ["    pid_t = pid_batch % tl.cdiv(T, BLOCK_T)",
               "    pid_batch = pid_batch // tl.cdiv(T, BLOCK_T)"]
