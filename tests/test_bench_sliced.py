@@ -19,7 +19,9 @@ def _touch(n):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_peak_rss_growth_sees_a_temporary_and_not_what_was_freed_before():
     big = sliced.peak_rss_bytes(_touch(4 << 20))               # a 16 MiB temporary, freed inside the call
-    assert big is not None and 15 * 2**20 <= big < 24 * 2**20
+    if big is None:
+        pytest.skip("this system lets no process reset its peak RSS (/proc/self/clear_refs) or has no glibc")
+    assert 15 * 2**20 <= big < 24 * 2**20
     _touch(4 << 20)()                                            # freed before the measure: not counted
     assert sliced.peak_rss_bytes(lambda: None) < 2**20
 
