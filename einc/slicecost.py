@@ -135,14 +135,15 @@ class Progress:
     ``einc`` logger (a line at the start, about every 10% and at the end).  Used only
     for runs estimated longer than :data:`PROGRESS_SECONDS`."""
 
-    def __init__(self, total: int, estimate: float, what: str):
+    def __init__(self, total: int, estimate: float, equation: str):
+        what = equation if len(equation) <= 40 else equation[:37] + "..."
         self.total, self.done, self.what = total, 0, what
         self.bar = None
         self.t0 = time.perf_counter()
         self.step = max(1, total // 10)
         if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
             from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False)
+            self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False, file=sys.stderr)
         else:
             log.info("einc: contracting %s: %d slices, estimated %s", what, total, _time(estimate))
 

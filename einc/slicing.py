@@ -612,7 +612,7 @@ class Runner:
         roots = self.hoisted(operands)
         s = self.slicing
         estimate = s.seconds * (stop - start) / s.num_slices
-        progress = slicecost.Progress(stop - start, estimate, s.text) \
+        progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
             if estimate > slicecost.PROGRESS_SECONDS else None
         windows, entries, rest, n = s.windows, self.entries, self.rest, len(operands)
         try:
