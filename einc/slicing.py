@@ -44,6 +44,7 @@ slice, and the live bound counts them so.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -535,6 +536,9 @@ def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
     return step_functions(build_plan(plan.graph, plan.equation, Options.of(plan.path)), operand_dtypes)[1]
 
 
+_VIEWS_KEPT = 4096       # at most this many views of one operand are kept through a call (Runner.add)
+
+
 class Runner:
     """Runs the slices of a sliced :class:`~einc.plan.Plan` through the engine's entry for
     one slice (``entry_of(equation, operands, options)``), into an accumulator."""
@@ -606,7 +610,12 @@ class Runner:
         place, for a sliced output index).  A run estimated longer than a few seconds
         reports progress (:class:`einc.slicecost.Progress`); an interrupt (Ctrl-C) leaves
         ``acc`` part-summed, so callers hand out only an accumulator of their own making,
-        once every slice ran."""
+        once every slice ran.
+
+        The loop does per slice only what depends on it: the slices are walked in order
+        (the last index fastest), and each operand's view of a slice -- a ``select`` for
+        an index taken one value at a time, a ``narrow`` for a chunk -- is made once per
+        call for each chunk of the sliced indices it holds and kept (views hold no memory)."""
         if start >= stop:
             return
         roots = self.hoisted(operands)
@@ -614,32 +623,62 @@ class Runner:
         estimate = s.seconds * (stop - start) / s.num_slices
         progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
             if estimate > slicecost.PROGRESS_SECONDS else None
-        windows, entries, rest, n = s.windows, self.entries, self.rest, len(operands)
+        chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
+        partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
+
+        def view(tensor, dims, pos):
+            for d, j, chunk in dims:
+                first = pos[j] * chunks[j]
+                tensor = tensor.narrow(d, first, min(chunks[j], sizes[j] - first)) if chunk else \
+                    tensor.select(d, first)
+            return tensor
+        slots = [(v, self.operand_dims[v] if v < n else None) for v in self.rest]
+        caches = [({} if dims and self._few(dims) else None) for _, dims in slots]
+        out_cache = {} if self.output_dims and self._few(self.output_dims) else None
+        entry = self.entry if not partial else None
         try:
-            for k in range(start, stop):
-                win = windows(k)
-                views = []
-                for op, dims in zip(operands, self.operand_dims):
-                    for d, j, chunk in dims:
-                        op = op.narrow(d, *win[j]) if chunk else op.select(d, win[j][0])
-                    views.append(op)
-                ops = [views[v] if v < n else roots[v] for v in rest]
-                lengths = tuple(w[1] for w in win)
-                entry = entries.get(lengths)
+            for pos in itertools.islice(itertools.product(*map(range, s.counts)), start, stop):
+                ops = []
+                for (v, dims), cache in zip(slots, caches):
+                    if dims is None:
+                        ops.append(roots[v])
+                    elif not dims:
+                        ops.append(operands[v])
+                    elif cache is None:
+                        ops.append(view(operands[v], dims, pos))
+                    else:
+                        key = tuple([pos[j] for _, j, _ in dims])
+                        found = cache.get(key)
+                        if found is None:
+                            found = cache[key] = view(operands[v], dims, pos)
+                        ops.append(found)
                 if entry is None:
-                    entry = entries[lengths] = self.entry_of(self.eq, ops, self.options)
-                    self.entry = self.entry or entry
+                    lengths = tuple([min(c, d - p * c) for p, c, d in zip(pos, chunks, sizes)])
+                    entry = entries.get(lengths)
+                    if entry is None:
+                        entry = entries[lengths] = self.entry_of(self.eq, ops, self.options)
+                        self.entry = self.entry or entry
                 part = entry.run(ops)
-                target = acc
-                for d, j, chunk in self.output_dims:
-                    target = target.narrow(d, *win[j]) if chunk else target.select(d, win[j][0])
+                if out_cache is None:
+                    target = view(acc, self.output_dims, pos)
+                else:
+                    key = tuple([pos[j] for _, j, _ in self.output_dims])
+                    target = out_cache.get(key)
+                    if target is None:
+                        target = out_cache[key] = view(acc, self.output_dims, pos)
                 target.add_(part)
-                del part, target, ops, views    # this slice's part is freed before the next slice runs
+                del part, target, ops       # this slice's part is freed before the next slice runs
+                if partial:
+                    entry = None
                 if progress is not None:
                     progress.advance()
         finally:
             if progress is not None:
                 progress.close()
+
+    def _few(self, dims) -> bool:
+        """Whether the views of one operand over ``dims`` are few enough to keep for a call."""
+        return math.prod(self.slicing.counts[j] for _, j, _ in dims) <= _VIEWS_KEPT
 
     def finish(self, acc):
         return acc if acc.dtype == self.result_dtype else acc.to(self.result_dtype)
