@@ -1,10 +1,12 @@
-"""Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
+"""Sliced plans: ``memory_limit`` honoured by cutting indices, one slice at a time.
 
 When the contraction order would hold more than ``memory_limit`` elements at once (see
-below), the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
-that value (no copy), the smaller contraction that is left runs with one cached plan (its
-own key in the plan cache, so the same kernels serve every slice), and the slice's result
-is added into the result (a sliced output index selects where it goes instead).
+below), the plan *slices* indices: each sliced index is cut into chunks of ``c`` values
+(``c = 1``: one value, the index leaves the slice's equation), every operand is viewed
+at the slice's chunk (``select`` or ``narrow``, no copy), the smaller contraction that
+is left runs with one cached plan (its own key in the plan cache, so the same kernels
+serve every slice; a last, shorter chunk has its own), and the slice's result is added
+into the result (a sliced output index selects where it goes instead).
 
 What ``memory_limit`` bounds: what one slice holds at once -- its intermediates alive
 together and the copies a step makes inside itself.  The plan's steps run in order and
@@ -24,17 +26,25 @@ integer or bool input converted (bool -> int64) for a matrix product.  A limit s
 with each index behind the peak sliced to one element cannot be met: slicing stops there,
 and ``explain`` shows the peak that remains.
 
+Two kinds of bound (``Slicing.bound``): a number is the *live* bound above; ``"max_input"``
+has opt_einsum's meaning, each intermediate alone at most the largest operand (no
+copies, nothing summed over what is alive together): a path that keeps to it runs
+unsliced, else the slicing meets that per-intermediate bound.
+
 Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
-- otherwise einc's rule: the path einc's optimizer finds under the limit if its live
-  peak fits, else that path and the unlimited one, each sliced by repeatedly fixing the
-  index (of an intermediate or an operand) that shrinks the live peak most (ties: fewer
-  total flops) until it fits; the one with fewer total flops over all slices wins.
+- otherwise einc's rule, by cost: the path einc's optimizer finds under the limit if it
+  fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
+  halved where they are behind a moment over the limit, then widened back to the largest
+  that fits, the slicing estimated fastest (:mod:`einc.slicecost`: the flops of every
+  slice plus a fixed cost per step of a slice) kept; the faster of the two paths wins.
 
-Either way einc checks the result against the live bound and, where it is exceeded (a
-cotengra slicing bounds each intermediate alone, without copies), slices more by its own rule.
+Either way einc checks the result against the bound and, where it is exceeded (a
+cotengra slicing bounds each intermediate alone, without copies), slices more by its own
+rule.  A slicing estimated at far more than the unsliced contraction is refused when its
+entry is built (:func:`einc.slicecost.check`).
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
 spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
 call, before the slice loop (:func:`hoisting`); their results stay alive through every
@@ -734,5 +744,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, backends, inner.note, reasons)
 
 
-__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "live_peak", "build_entry", "explain", "compared", "is_cotengra",
-           "memory_limit_of", "accumulator_dtype", "natural_dtype"]
+__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "live_peak", "build_entry", "explain",
+           "compared", "is_cotengra", "memory_limit_of", "accumulator_dtype", "natural_dtype"]
