@@ -17,8 +17,9 @@ flops are cheaper, it may choose more slices than needed, never fewer.
 
 A limit that cannot pay: where the cheapest slicing that meets the bound is estimated
 at more than ``EINC_SLICE_OVERHEAD`` (default 100) times the same estimate of the
-unsliced contraction, and more than :data:`FLOOR_SECONDS`, building the call's entry
-raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
+unsliced contraction, and more than :data:`FLOOR_SECONDS` (both with the figures of
+the executor the operands' device runs: Triton's for CUDA tensors), building the call's
+entry raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
 estimated slices and time and the smallest limit whose slicing is estimated within 2x
 (:func:`suggest_limit`).  ``explain`` still shows such a plan, with the same sentence.
 """
@@ -68,37 +69,39 @@ def seconds(flops: float, once_steps: int, slices: int, slice_steps: int, execut
     return flops * cost.flop_seconds + once_steps * cost.step_seconds + fixed, fixed
 
 
-def refusal(slicing) -> str | None:
-    """The sentence :class:`MemoryLimitError` says for a slicing that costs too much, else None."""
-    ratio = slicing.seconds / slicing.unsliced_seconds if slicing.unsliced_seconds else 1.0
-    if slicing.memory_limit is None or slicing.seconds <= FLOOR_SECONDS or ratio <= config.slice_overhead():
+def refusal(slicing, executor: str = PLANNING) -> str | None:
+    """The sentence :class:`MemoryLimitError` says for a slicing that costs too much with
+    ``executor``'s figures, else None."""
+    total, fixed, unsliced = slicing.estimate(executor)
+    ratio = total / unsliced if unsliced else 1.0
+    if slicing.memory_limit is None or total <= FLOOR_SECONDS or ratio <= config.slice_overhead():
         return None
     return (f"memory_limit={slicing.memory_limit} elements is met only by {slicing.num_slices} slices, "
-            f"estimated at {_time(slicing.seconds)} ({ratio:.0f}x the unsliced {_time(slicing.unsliced_seconds)}, "
-            f"{_time(slicing.overhead_seconds)} of it per-slice overhead)")
+            f"estimated at {_time(total)} ({ratio:.0f}x the unsliced {_time(unsliced)}, "
+            f"{_time(fixed)} of it per-slice overhead)")
 
 
-def check(plan, options, world: int = 1) -> None:
+def check(plan, options, world: int = 1, executor: str = PLANNING) -> None:
     """Raise :class:`MemoryLimitError` where ``plan``'s slicing costs too much (module
-    docstring); ``world`` ranks share the slices (:mod:`einc.distributed`)."""
+    docstring) on ``executor``; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
     s = plan.slicing
-    if s is None or world > 1 and s.seconds / world <= FLOOR_SECONDS:
+    if s is None or world > 1 and s.estimate(executor)[0] / world <= FLOOR_SECONDS:
         return
-    sentence = refusal(s)
+    sentence = refusal(s, executor)
     if sentence is None:
         return
-    limit = suggest_limit(plan, options)
+    limit = suggest_limit(plan, options, executor)
     raise MemoryLimitError(
         f"einsum(): {sentence}. The smallest limit estimated within {WITHIN:g}x of the unsliced time is "
         f"memory_limit={limit}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this slicing anyway "
         f"(einc.explain shows the plan)\n  {plan.equation}")
 
 
-def suggest_limit(plan, options) -> int:
+def suggest_limit(plan, options, executor: str = PLANNING) -> int:
     """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
     path holds unsliced -- whose slicing by ``options.optimize`` is estimated within
-    :data:`WITHIN` times the unsliced time: a bisection over the powers of two between
-    ``plan``'s limit and that unsliced peak."""
+    :data:`WITHIN` times the unsliced time on ``executor``: a bisection over the powers
+    of two between ``plan``'s limit and that unsliced peak."""
     from .options import Options
     from .slicing import plan as make_plan
     s = plan.slicing
@@ -110,7 +113,10 @@ def suggest_limit(plan, options) -> int:
         if limit >= top:
             return True
         p = make_plan(plan.graph, plan.equation, Options.of(options.optimize, limit, options.select))
-        return p.slicing is None or p.slicing.seconds <= WITHIN * p.slicing.unsliced_seconds
+        if p.slicing is None:
+            return True
+        total, _, unsliced = p.slicing.estimate(executor)
+        return total <= WITHIN * unsliced
     while lo < hi:
         mid = (lo + hi) // 2
         if fits(mid):

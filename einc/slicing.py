@@ -58,7 +58,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from . import slicecost
+from . import config, slicecost
 from .equation import letter, parse
 from .errors import PathError
 from .graph import ContractionGraph
@@ -98,6 +98,14 @@ class Slicing:
     seconds: float = 0.0
     overhead_seconds: float = 0.0
     unsliced_seconds: float = 0.0
+    once_steps: int = 0         # steps run once per call (they hold no sliced index)
+    slice_steps: int = 0        # steps run per slice
+
+    def estimate(self, executor: str = slicecost.PLANNING) -> tuple[float, float, float]:
+        """``(seconds, overhead_seconds, unsliced_seconds)`` with ``executor``'s figures."""
+        total, fixed = slicecost.seconds(self.flops, self.once_steps, self.num_slices, self.slice_steps, executor)
+        return total, fixed, slicecost.seconds(self.unsliced_flops, self.once_steps + self.slice_steps, 0, 0,
+                                               executor)[0]
 
     @property
     def overhead(self) -> float:
@@ -220,9 +228,9 @@ class _Model:
                 {v for _, alive in over for v in alive})
 
     def cost(self, chunks):
-        """``(flops, seconds, fixed seconds)`` of one call: the flops over every slice (a
-        step runs once per slice; the steps holding no sliced index once per call), the
-        estimated time and the per-slice fixed cost within it."""
+        """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
+        flops over every slice (a step runs once per slice; the steps holding no sliced
+        index once per call), the estimated time and the per-slice fixed cost within it."""
         sliced = set(chunks)
         counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
         invariant = [not sliced.intersection(t) for t in self.inputs]
@@ -238,7 +246,7 @@ class _Model:
             flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
                 math.prod(counts[i] for i in sliced if i not in self.seen[k])
         total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
-        return flops, total, fixed
+        return flops, total, fixed, once, per
 
 
 def _larger_chunks(d: int, c: int) -> list[int]:
@@ -450,12 +458,12 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
                                       batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
     live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
     unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-    flops, seconds, fixed = _Model(base, bound).cost(width)
+    flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
     unsliced_seconds = slicecost.seconds(base.flops, len(base.steps), 0, 0)[0]
     slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
                                                                              width.items()),
                       limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,
-                      chunks, bound, flops, seconds, fixed, unsliced_seconds)
+                      chunks, bound, flops, seconds, fixed, unsliced_seconds, once, per)
     if bound == INTERMEDIATE:
         fits = inner.largest_intermediate <= limit
         bounds = (f"; the limit, {limit} (memory_limit='max_input', opt_einsum's meaning), bounds each "
@@ -716,7 +724,8 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
     from .runtime.dispatch import Entry
     from .runtime.select import Choice
-    slicecost.check(plan, Options.of(AUTO, None, select))
+    cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
+    slicecost.check(plan, Options.of(AUTO, None, select), executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 

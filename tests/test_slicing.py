@@ -574,6 +574,12 @@ def test_the_estimate_counts_per_slice_steps_and_hoisted_steps_once():
     assert s.overhead_seconds == pytest.approx(3 * (3 + 1) * cost.step_seconds)
     assert s.seconds == pytest.approx(s.flops * cost.flop_seconds + 1 * cost.step_seconds + s.overhead_seconds)
     assert s.unsliced_seconds == pytest.approx(s.unsliced_flops * cost.flop_seconds + 4 * cost.step_seconds)
+    for name, c in slicecost.EXECUTOR_COSTS.items():        # each executor's figures (Triton's for CUDA)
+        total, fixed, unsliced = s.estimate(name)
+        assert fixed == pytest.approx(3 * 4 * c.step_seconds)
+        assert total == pytest.approx(s.flops * c.flop_seconds + c.step_seconds + fixed)
+        assert unsliced == pytest.approx(s.unsliced_flops * c.flop_seconds + 4 * c.step_seconds)
+    assert s.estimate("triton") != s.estimate("torch")
     # the steps holding x split their flops over the slices; those after x is summed repeat per slice
     per_slice = [st for st in plan.steps if 3 not in set().union(*st.inputs)][1:]      # ab,bc (hoisted) aside
     assert s.flops == s.unsliced_flops + 2 * sum(st.flops for st in per_slice) and s.overhead == s.flops / 6048
