@@ -208,21 +208,31 @@ class _Model:
         self.inputs = base.graph.inputs
         self.seen = [frozenset().union(*step.inputs) for step in self.steps]
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
+        self._peaks, self._costs = {}, {}
 
-    def _moments(self, chunks):
-        """Per moment of one (full) slice: ``(elements, the values behind them)``."""
+    def _moments(self, chunks, limit):
+        """Per moment of one (full) slice: ``(elements, the values behind them)``, the
+        values only for the moments over ``limit``."""
         sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
         order, roots = hoisting(self.steps, self.inputs, self.n, tuple(chunks))
         if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
             return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
         finals = set(roots) | ({order[-1].result} if order else set())
         dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped))
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit))
 
     def peak(self, chunks, limit):
         """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
-        beyond ``limit``, and the values behind the moments over it."""
-        moments = self._moments(chunks)
+        beyond ``limit``, and the values behind the moments over it (remembered per slicing:
+        the passes of :func:`_choose` weigh many slicings more than once)."""
+        key = (frozenset(chunks.items()), limit)
+        found = self._peaks.get(key)
+        if found is None:
+            found = self._peaks[key] = self._peak(chunks, limit)
+        return found
+
+    def _peak(self, chunks, limit):
+        moments = self._moments(chunks, limit)
         over = [(total, alive) for total, alive in moments if total > limit]
         return (max((total for total, _ in moments), default=0), sum(total - limit for total, _ in over),
                 {v for _, alive in over for v in alive})
@@ -231,6 +241,13 @@ class _Model:
         """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
         flops over every slice (a step runs once per slice; the steps holding no sliced
         index once per call), the estimated time and the per-slice fixed cost within it."""
+        key = frozenset(chunks.items())
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = self._cost(chunks)
+        return found
+
+    def _cost(self, chunks):
         sliced = set(chunks)
         counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
         invariant = [not sliced.intersection(t) for t in self.inputs]
@@ -374,31 +391,44 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     The step's kind is the slice's (the sliced indices left out), as the slice's plan has
     it.  Not counted: an integer or bool input converted for a matrix product (bool ->
     int64, an integer widened to an int64 sum) and then copied again for ``mm``."""
-    from .runtime.torch_executor import _COPY_WORTH_SPARING
-    sliced = set(sliced)
+    if not isinstance(sliced, (set, frozenset)):
+        sliced = set(sliced)
 
     def size(term):
-        return math.prod(sizes[i] for i in set(term))
+        return math.prod([sizes[i] for i in set(term)])
     last = size(step.output) if final else 0
     if len(step.inputs) == 1:
         return last
-    a, b = (set(t) - sliced for t in step.inputs)
+    ta, tb = step.inputs
+    a, b = set(ta) - sliced, set(tb) - sliced
     summed = set(step.summed) - sliced
-    if summed & a & b and not set(step.output) - sliced <= a & b:       # a matrix product
-        copies = sum(size(t) for t in step.inputs)
-        big = max(size(t) for t in step.inputs)
-        if big >= _COPY_WORTH_SPARING:
-            copies += big // 2
+    shared = summed & a & b
+    if shared and not set(step.output) - sliced <= a & b:       # a matrix product
+        na, nb = size(ta), size(tb)
+        copies = na + nb
+        if max(na, nb) >= _copy_worth_sparing():
+            copies += max(na, nb) // 2
     else:
-        copies = sum(size(t) for t in step.inputs if summed.intersection(t))
-        if summed & a & b:                                                  # dot: a * b, then its sum
+        copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
+        if shared:                                                  # dot: a * b, then its sum
             copies += size(a & b)
     return max(copies, last)
 
 
-def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
+_SPARING = []
+
+
+def _copy_worth_sparing() -> int:
+    """The torch executor's size from which an operand's batch split is worth sparing (imported once)."""
+    if not _SPARING:
+        from .runtime.torch_executor import _COPY_WORTH_SPARING
+        _SPARING.append(_COPY_WORTH_SPARING)
+    return _SPARING[0]
+
+
+def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
     """Per step, the elements alive at its fullest moment and the values behind them:
-    ``(elements, value ids)``.  Counted: the intermediates alive (its inputs, other
+    ``(elements, value ids)``, the values only where the elements exceed ``over``.  Counted: the intermediates alive (its inputs, other
     branches' pending results), its output and the copies it makes inside itself
     (:func:`step_copies`; a step whose result is in ``finals`` is an entry's last).  An
     intermediate lives from the step that makes it until the step that consumes it;
@@ -408,8 +438,9 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     for s, step in enumerate(steps):
-        out = math.prod(sizes[i] for i in step.output)
-        yield total + out + step_copies(step, sizes, step.result in finals, sliced), (*live, *step.operands, step.result)
+        out = math.prod([sizes[i] for i in step.output])
+        now = total + out + step_copies(step, sizes, step.result in finals, sliced)
+        yield now, ((*live, *step.operands, step.result) if now > over else ())
         for v in step.operands:
             if v >= num_operands and last.get(v) == s:
                 total -= live.pop(v)
@@ -427,7 +458,8 @@ def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) ->
     order, roots = hoisting(steps, inputs, num_operands, sliced)
     finals = set(roots) | ({order[-1].result} if order else set())
     dropped = sliced if dropped is None else dropped
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped)), default=0)
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf)),
+               default=0)
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
