@@ -109,8 +109,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner, chunks, bound)
-        slicecost.check(plan, Options.of("auto", None, options.select), world,
-                        "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
+        slicecost.check(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
         runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)

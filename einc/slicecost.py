@@ -81,7 +81,7 @@ def refusal(slicing, executor: str = PLANNING) -> str | None:
             f"{_time(fixed)} of it per-slice overhead)")
 
 
-def check(plan, options, world: int = 1, executor: str = PLANNING) -> None:
+def check(plan, world: int = 1, executor: str = PLANNING) -> None:
     """Raise :class:`MemoryLimitError` where ``plan``'s slicing costs too much (module
     docstring) on ``executor``; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
     s = plan.slicing
@@ -90,32 +90,33 @@ def check(plan, options, world: int = 1, executor: str = PLANNING) -> None:
     sentence = refusal(s, executor)
     if sentence is None:
         return
-    limit = suggest_limit(plan, options, executor)
+    limit = suggest_limit(plan, executor)
+    whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
+        if limit >= s.unsliced_live else ""
     raise MemoryLimitError(
         f"einsum(): {sentence}. The smallest limit estimated within {WITHIN:g}x of the unsliced time is "
-        f"memory_limit={limit}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this slicing anyway "
-        f"(einc.explain shows the plan)\n  {plan.equation}")
+        f"memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this slicing "
+        f"anyway (einc.explain shows the plan)\n  {plan.equation}")
 
 
-def suggest_limit(plan, options, executor: str = PLANNING) -> int:
+def suggest_limit(plan, executor: str = PLANNING) -> int:
     """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
-    path holds unsliced -- whose slicing by ``options.optimize`` is estimated within
-    :data:`WITHIN` times the unsliced time on ``executor``: a bisection over the powers
-    of two between ``plan``'s limit and that unsliced peak."""
+    path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
+    :data:`WITHIN` times its unsliced time on ``executor``: a bisection over the powers of
+    two between ``plan``'s limit and that unsliced peak.  The path is ``plan``'s own, so
+    no path search runs again."""
     from .options import Options
-    from .slicing import plan as make_plan
+    from .plan import build_plan
+    from .slicing import estimator
     s = plan.slicing
+    estimate = estimator(build_plan(plan.graph, plan.equation, Options.of(plan.path)), executor)
     top = max(s.unsliced_live, 1)
     lo, hi = max(0, math.ceil(math.log2(max(s.memory_limit, 1)))), max(0, math.ceil(math.log2(top)))
 
     def fits(k: int) -> bool:
-        limit = 2 ** k
-        if limit >= top:
+        if 2 ** k >= top:
             return True
-        p = make_plan(plan.graph, plan.equation, Options.of(options.optimize, limit, options.select))
-        if p.slicing is None:
-            return True
-        total, _, unsliced = p.slicing.estimate(executor)
+        total, unsliced = estimate(2 ** k)
         return total <= WITHIN * unsliced
     while lo < hi:
         mid = (lo + hi) // 2

@@ -266,6 +266,21 @@ class _Model:
         return flops, total, fixed, once, per
 
 
+def estimator(base: Plan, executor: str = slicecost.PLANNING):
+    """A function of a limit (einc's live bound) giving ``(seconds, unsliced seconds)`` of
+    ``base``'s path sliced by einc's rule (:func:`_choose`), with ``executor``'s figures;
+    one model weighs every limit asked, so a slicing two limits share is weighed once."""
+    model = _Model(base, LIVE)
+    unsliced = slicecost.seconds(base.flops, len(base.steps), 0, 0, executor)[0]
+
+    def estimate(limit: int) -> tuple[float, float]:
+        chunks = _choose(model, limit, ())
+        flops, _, _, once, per = model.cost(chunks)
+        num = math.prod(-(-model.full[i] // c) for i, c in chunks.items())
+        return slicecost.seconds(flops, once, num, per, executor)[0], unsliced
+    return estimate
+
+
 def _larger_chunks(d: int, c: int) -> list[int]:
     """The chunk sizes of an index of size ``d`` larger than ``c`` that change the slice
     count (``ceil(d / n)`` for fewer chunks ``n``), ascending; ``d`` (unsliced) last."""
@@ -757,7 +772,7 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     from .runtime.dispatch import Entry
     from .runtime.select import Choice
     cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
-    slicecost.check(plan, Options.of(AUTO, None, select), executor="triton" if cuda else "torch")
+    slicecost.check(plan, executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
@@ -785,5 +800,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, backends, inner.note, reasons)
 
 
-__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "live_peak", "build_entry", "explain",
+__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "estimator", "live_peak", "build_entry", "explain",
            "compared", "is_cotengra", "memory_limit_of", "accumulator_dtype", "natural_dtype"]

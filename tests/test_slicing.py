@@ -620,7 +620,9 @@ def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
     s = info.slicing
     assert f"{s.num_slices} slices, estimated at" in text and s.seconds > 100 * s.unsliced_seconds
     assert "Refused:  einsum raises MemoryLimitError" in str(info)
-    suggested = int(text.split("estimated within 2x of the unsliced time is memory_limit=")[1].split(";")[0])
+    suggested = int(text.split("estimated within 2x of the unsliced time is memory_limit=")[1].split(";")[0]
+                    .split(" ")[0])
+    assert (suggested == s.unsliced_live) == ("what this path holds unsliced" in text)
     assert 64 < suggested
     ok = einc.explain(eq, *ops, memory_limit=suggested).slicing
     assert ok is None or ok.seconds <= 2 * ok.unsliced_seconds
@@ -698,3 +700,21 @@ def test_long_runs_report_progress_to_the_log_or_a_terminal(monkeypatch, caplog)
     monkeypatch.setattr(sys, "stderr", terminal)
     einc.einsum(eq, *ops, memory_limit=20)
     assert f"0/{n} [" in terminal.getvalue() and "slice/s" in terminal.getvalue()     # tqdm's bar, on stderr
+
+
+def test_the_suggested_limit_slices_where_the_flops_outweigh_the_overhead():
+    from einc.errors import MemoryLimitError
+    ops = _operands([(300, 300), (300, 300)])
+    eq = "ij,jk->ik"
+    einc.cache_clear()
+    with pytest.raises(MemoryLimitError) as caught:
+        einc.einsum(eq, *ops, memory_limit=1)           # every index to one value: 27M slices
+    text = str(caught.value)
+    suggested = int(text.split("is memory_limit=")[1].split(";")[0].split(" ")[0])
+    s = einc.explain(eq, *ops, memory_limit=suggested).slicing
+    # big slices: this network can be sliced within 2x, below what its path holds unsliced
+    assert s is not None and suggested < s.unsliced_live and "holds unsliced" not in text
+    assert s.live <= suggested and s.seconds <= 2 * s.unsliced_seconds and any(c > 1 for c in s.chunks)
+    half = einc.explain(eq, *ops, memory_limit=suggested // 2).slicing
+    assert half.seconds > 2 * half.unsliced_seconds or half.live > suggested // 2
+    assert_close(einc.einsum(eq, *ops, memory_limit=suggested), reference(eq, *ops), torch.float64, extent=300)
