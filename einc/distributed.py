@@ -27,7 +27,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import config, slicecost, slicing
+from . import config, slicing
 from .equation import parse, sublist_equation
 from .errors import ArgumentError, EincError
 from .graph import build
@@ -109,7 +109,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner, chunks, bound)
-        slicecost.check(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
+        slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
         runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)

@@ -21,19 +21,18 @@ unsliced contraction, and more than :data:`FLOOR_SECONDS` (both with the figures
 the executor the operands' device runs: Triton's for CUDA tensors), building the call's
 entry raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
 estimated slices and time and the smallest limit whose slicing is estimated within 2x
-(:func:`suggest_limit`).  ``explain`` still shows such a plan, with the same sentence.
+(:func:`einc.slicing.check_cost`, :func:`einc.slicing.suggest_limit`).  ``explain``
+still shows such a plan, with the same sentence.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import time
 from dataclasses import dataclass
 
 from . import config
-from .errors import MemoryLimitError
 
 log = logging.getLogger("einc")
 
@@ -77,57 +76,11 @@ def refusal(slicing, executor: str = PLANNING) -> str | None:
     if slicing.memory_limit is None or total <= FLOOR_SECONDS or ratio <= config.slice_overhead():
         return None
     return (f"memory_limit={slicing.memory_limit} elements is met only by {slicing.num_slices} slices, "
-            f"estimated at {_time(total)} ({ratio:.0f}x the unsliced {_time(unsliced)}, "
-            f"{_time(fixed)} of it per-slice overhead)")
+            f"estimated at {time_text(total)} ({ratio:.0f}x the unsliced {time_text(unsliced)}, "
+            f"{time_text(fixed)} of it per-slice overhead)")
 
 
-def check(plan, world: int = 1, executor: str = PLANNING) -> None:
-    """Raise :class:`MemoryLimitError` where ``plan``'s slicing costs too much (module
-    docstring) on ``executor``; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
-    s = plan.slicing
-    if s is None or world > 1 and s.estimate(executor)[0] / world <= FLOOR_SECONDS:
-        return
-    sentence = refusal(s, executor)
-    if sentence is None:
-        return
-    limit = suggest_limit(plan, executor)
-    whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
-        if limit >= s.unsliced_live else ""
-    raise MemoryLimitError(
-        f"einsum(): {sentence}. The smallest limit estimated within {WITHIN:g}x of the unsliced time is "
-        f"memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this slicing "
-        f"anyway (einc.explain shows the plan)\n  {plan.equation}")
-
-
-def suggest_limit(plan, executor: str = PLANNING) -> int:
-    """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
-    path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
-    :data:`WITHIN` times its unsliced time on ``executor``: a bisection over the powers of
-    two between ``plan``'s limit and that unsliced peak.  The path is ``plan``'s own, so
-    no path search runs again."""
-    from .options import Options
-    from .plan import build_plan
-    from .slicing import estimator
-    s = plan.slicing
-    estimate = estimator(build_plan(plan.graph, plan.equation, Options.of(plan.path)), executor)
-    top = max(s.unsliced_live, 1)
-    lo, hi = max(0, math.ceil(math.log2(max(s.memory_limit, 1)))), max(0, math.ceil(math.log2(top)))
-
-    def fits(k: int) -> bool:
-        if 2 ** k >= top:
-            return True
-        total, unsliced = estimate(2 ** k)
-        return total <= WITHIN * unsliced
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return min(2 ** lo, top)
-
-
-def _time(t: float) -> str:
+def time_text(t: float) -> str:
     if t >= 3600:
         return f"{t / 3600:.1f} h"
     if t >= 60:
@@ -152,7 +105,7 @@ class Progress:
             from tqdm import tqdm
             self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False, file=sys.stderr)
         else:
-            log.info("einc: contracting %s: %d slices, estimated %s", what, total, _time(estimate))
+            log.info("einc: contracting %s: %d slices, estimated %s", what, total, time_text(estimate))
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -160,11 +113,12 @@ class Progress:
             self.bar.update(n)
         elif self.done % self.step < n or self.done == self.total:
             log.info("einc: %s: %d / %d slices, %s", self.what, self.done, self.total,
-                     _time(time.perf_counter() - self.t0))
+                     time_text(time.perf_counter() - self.t0))
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
 
-__all__ = ["EXECUTOR_COSTS", "ExecutorCost", "seconds", "check", "refusal", "suggest_limit", "Progress"]
+__all__ = ["EXECUTOR_COSTS", "ExecutorCost", "seconds", "refusal", "time_text", "Progress", "WITHIN",
+           "FLOOR_SECONDS", "PROGRESS_SECONDS"]

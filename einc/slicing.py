@@ -44,7 +44,7 @@ Who chooses what to slice:
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own
 rule.  A slicing estimated at far more than the unsliced contraction is refused when its
-entry is built (:func:`einc.slicecost.check`).
+entry is built (:func:`check_cost`).
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
 spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
 call, before the slice loop (:func:`hoisting`); their results stay alive through every
@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from . import config, slicecost
 from .equation import letter, parse
-from .errors import PathError
+from .errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .options import AUTO, COTENGRA, Options
 from .plan import Plan, build_plan, flop_count
@@ -264,6 +264,50 @@ class _Model:
                 math.prod(counts[i] for i in sliced if i not in self.seen[k])
         total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
         return flops, total, fixed, once, per
+
+
+def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -> None:
+    """Raise :class:`~einc.errors.MemoryLimitError` where ``plan``'s slicing costs too
+    much on ``executor`` (:func:`einc.slicecost.refusal`), naming the limit
+    :func:`suggest_limit` finds; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
+    s = plan.slicing
+    if s is None or world > 1 and s.estimate(executor)[0] / world <= slicecost.FLOOR_SECONDS:
+        return
+    sentence = slicecost.refusal(s, executor)
+    if sentence is None:
+        return
+    limit = suggest_limit(plan, executor)
+    whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
+        if limit >= s.unsliced_live else ""
+    raise MemoryLimitError(
+        f"einsum(): {sentence}. The smallest limit estimated within {slicecost.WITHIN:g}x of the unsliced time "
+        f"is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
+        f"slicing anyway (einc.explain shows the plan)\n  {plan.equation}")
+
+
+def suggest_limit(plan: Plan, executor: str = slicecost.PLANNING) -> int:
+    """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
+    path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
+    :data:`einc.slicecost.WITHIN` times its unsliced time on ``executor``: a bisection
+    over the powers of two between ``plan``'s limit and that unsliced peak.  The path is
+    ``plan``'s own, so no path search runs again."""
+    s = plan.slicing
+    estimate = estimator(build_plan(plan.graph, plan.equation, Options.of(plan.path)), executor)
+    top = max(s.unsliced_live, 1)
+    lo, hi = max(0, math.ceil(math.log2(max(s.memory_limit, 1)))), max(0, math.ceil(math.log2(top)))
+
+    def fits(k: int) -> bool:
+        if 2 ** k >= top:
+            return True
+        total, unsliced = estimate(2 ** k)
+        return total <= slicecost.WITHIN * unsliced
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return min(2 ** lo, top)
 
 
 def estimator(base: Plan, executor: str = slicecost.PLANNING):
@@ -772,7 +816,7 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     from .runtime.dispatch import Entry
     from .runtime.select import Choice
     cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
-    slicecost.check(plan, executor="triton" if cuda else "torch")
+    check_cost(plan, executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
@@ -800,5 +844,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, backends, inner.note, reasons)
 
 
-__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "estimator", "live_peak", "build_entry", "explain",
+__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "estimator", "check_cost", "suggest_limit", "live_peak", "build_entry", "explain",
            "compared", "is_cotengra", "memory_limit_of", "accumulator_dtype", "natural_dtype"]
