@@ -72,6 +72,18 @@ def _impl(equation, operands, optimize, memory_limit, scale=1.0):
 _lib.impl("einsum", _impl, "CompositeExplicitAutograd")
 einsum_op = torch.ops.einc.einsum.default
 
+# TorchScript's door (``torch.jit.script`` of code calling ``einc.einsum``): the operands
+# last among the positional arguments, so that ``einsum(eq, a, b)`` packs ``a, b`` into the
+# list as it does for ``aten::einsum``; it decomposes into the op above (which has every kernel).
+_lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="auto", str memory_limit="") -> Tensor')
+
+
+def _script(equation, operands, optimize="auto", memory_limit=""):
+    return einsum_op(equation, operands, optimize, memory_limit)
+
+
+_lib.impl("einsum.script", _script, "CompositeImplicitAutograd")
+
 _modes = torch._C._len_torch_dispatch_stack
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
