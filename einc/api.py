@@ -434,7 +434,7 @@ class ContractExpression:
         if wrong:
             self._check(operands)
         operands = (*operands, *self._folded)
-        if _dynamo_tracing() or _compiler._is_compiling_flag:
+        if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
             return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
         if out is not None or _SHARING:
             return _special_call(self._eq, operands, self._options, out)

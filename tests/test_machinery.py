@@ -132,3 +132,11 @@ def test_torch_jit_trace_is_valid_at_every_shape(eq, traced_at, run_at):
     out, expected = f(*ops), torch_einsum(eq, *ops)
     assert out.shape == expected.shape
     torch.testing.assert_close(out, expected)
+
+
+def test_torch_jit_trace_of_a_contract_expression_records_the_op():
+    expr = einc.contract_expression("ij,jk,kl->il", (2, 3), (3, 4), (4, 1))
+    f = torch.jit.trace(lambda a, b, c: expr(a, b, c), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 1)))
+    assert "einc::einsum" in str(f.graph)
+    ops = (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 1))
+    torch.testing.assert_close(f(*ops), ops[0] @ ops[1] @ ops[2])
