@@ -3,6 +3,7 @@
 
 import pytest
 import torch
+import torch.utils.checkpoint
 
 import einc
 from einc.errors import ShapeError
@@ -70,6 +71,17 @@ def test_a_bad_new_shape_raises_einc_s_error():
     einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
     with pytest.raises(ShapeError, match="operand 1"):
         einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(5, 4))
+
+
+def test_calls_autograd_records_are_always_planned():
+    """A checkpointed block runs its forward again in the backward and checks that it saves
+    the same tensors: a recorded call must run the same ops on every call."""
+    w = torch.randn(6, 6, requires_grad=True)
+    block = lambda x: einc.einsum("bi,ij->bj", x, w).tanh()     # noqa: E731
+    block(torch.randn(2, 6))                                    # the equation is known
+    x = torch.randn(1, 6, requires_grad=True)
+    torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum().backward()
+    torch.testing.assert_close(x.grad, ((1 - (x @ w).tanh() ** 2) @ w.t()).detach())
 
 
 def test_new_shapes_under_autograd_give_torchs_gradients():

@@ -19,6 +19,11 @@ shapes vary: a decoder calls each new length once per layer, a few times, and ne
 again).  Planned shapes run from the cache from then on; shapes that do not come back
 never fill it, so a long generation does not evict the plans that recur.
 
+Only calls that autograd does not record take the first-sight call (``engine.run``: no
+operand requires grad, or grad mode is off).  A recorded call always runs its plan, so
+that its recomputation -- ``torch.utils.checkpoint`` runs the forward again in the
+backward and checks that it saves the same tensors -- runs the same ops.
+
 Planned on the first call as before: an equation's first shape, equations whose plan
 runs generated kernels (the kernels are what such an entry is for, and the kernel tests
 must run them), calls with a

@@ -70,19 +70,6 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
     return found
 
 
-def first_sight(eq: Equation, operands, options: Options):
-    """torch's einsum of ``operands`` where their shape is new to a known equation and not
-    yet admitted to the plan cache (see :mod:`einc.runtime.admission`), else None."""
-    try:
-        first = operands[0]
-        key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype) for o in operands]))
-    except (AttributeError, IndexError):
-        return None
-    if _plans.peek(key) is not None:
-        return None
-    return admission.first_sight(key, operands)
-
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
     """The cache entry :func:`run` would use for these operands, if it was built."""
@@ -205,5 +192,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "first_sight", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+__all__ = ["run", "run_scaled", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
            "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
