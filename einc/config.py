@@ -27,6 +27,11 @@ accepted.  An empty value counts as unset.
                        ``model`` (decide without timing), ``blas`` (never a generated
                        kernel), ``kernel`` (always one).  The keyword ``select=`` of
                        ``einc.einsum`` overrides it.
+``EINC_NEW_SHAPES``    what a call whose shape is new to an equation einc has planned does:
+                       ``torch`` (default): runs torch's own einsum op until the shape
+                       comes back, then plans it (see ``runtime/admission.py``);
+                       ``plan``: plans it at once, so every call of every shape runs
+                       einc's plan (bitwise the same result from the first call on).
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -140,6 +145,21 @@ def backend() -> str:
         raise _bad("EINC_BACKEND", value,
                    "one of auto (kernels for CUDA tensors), torch (never kernels), "
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
+    return mode
+
+
+NEW_SHAPES = ("torch", "plan")
+
+
+def new_shapes() -> str:
+    """``EINC_NEW_SHAPES``: ``torch`` (default) or ``plan`` (any case)."""
+    value = _raw("EINC_NEW_SHAPES")
+    if value is None:
+        return "torch"
+    mode = value.strip().lower()
+    if mode not in NEW_SHAPES:
+        raise _bad("EINC_NEW_SHAPES", value, "torch (a new shape of a known equation runs torch's einsum until it "
+                   "comes back) or plan (every new shape is planned at once)")
     return mode
 
 

@@ -30,6 +30,7 @@ under ``fullgraph=True``).
 """
 
 import functools
+import sys
 
 import torch
 
@@ -53,7 +54,15 @@ def traced_einsum(equation, operands, optimize, memory_limit):
         text = equation
     else:
         text, operands = sublist_equation((equation,) + tuple(operands))
+    if _onnx_exporting():       # torch.onnx.export traces the model: aten::einsum, which ONNX has as Einsum
+        return torch._VF.einsum(text, list(operands))
     return einsum_op(text, list(operands), *encode(optimize, memory_limit))
+
+
+def _onnx_exporting() -> bool:
+    """Whether ``torch.onnx.export`` is tracing the model (never true before ``torch.onnx`` is imported)."""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and onnx.is_in_onnx_export()
 
 
 # ------------------------------------------------------------------ the op

@@ -4,6 +4,7 @@ before the fix: a deadlock, FX, TorchFunctionMode and tensor subclasses, TorchSc
 and ``torch.jit.trace`` recording a plan for one shape."""
 
 import threading
+import warnings
 
 import pytest
 import torch
@@ -140,3 +141,24 @@ def test_torch_jit_trace_of_a_contract_expression_records_the_op():
     assert "einc::einsum" in str(f.graph)
     ops = (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 1))
     torch.testing.assert_close(f(*ops), ops[0] @ ops[1] @ ops[2])
+
+
+def test_onnx_export_of_a_model_calling_einc(tmp_path):
+    """torch.onnx.export (the TorchScript exporter, which needs no onnxscript) records ONNX's
+    Einsum where torch.einsum's would, and the exported model computes the same."""
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    class M(torch.nn.Module):
+        def forward(self, x, y, z):
+            return einc.einsum("bij,bjk,kl->bil", x, y, z)
+
+    ops = (torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(5, 6))
+    path = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(M(), ops, str(path), dynamo=False, input_names=["x", "y", "z"])
+    model = onnx.load(str(path))
+    assert "Einsum" in [n.op_type for n in model.graph.node]
+    (out,) = ReferenceEvaluator(model).run(None, {k: o.numpy() for k, o in zip("xyz", ops)})
+    torch.testing.assert_close(torch.from_numpy(out), torch_einsum("bij,bjk,kl->bil", *ops), rtol=1e-5, atol=1e-5)

@@ -67,6 +67,16 @@ def test_an_equation_with_varying_shapes_plans_a_shape_only_when_it_keeps_coming
     assert _plans() == planned + 1              # it keeps coming back: planned
 
 
+def test_einc_new_shapes_plan_plans_every_shape_at_once(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.einsum("bi,bi->b", torch.randn(2, 3), torch.randn(2, 3))
+    einc.einsum("bi,bi->b", torch.randn(4, 3), torch.randn(4, 3))
+    assert _plans() == 2
+    monkeypatch.setenv("EINC_NEW_SHAPES", "sometimes")
+    with pytest.raises(einc.errors.ConfigError, match="EINC_NEW_SHAPES"):
+        einc.einsum("bi,bi->b", torch.randn(5, 3), torch.randn(5, 3))
+
+
 def test_a_bad_new_shape_raises_einc_s_error():
     einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
     with pytest.raises(ShapeError, match="operand 1"):

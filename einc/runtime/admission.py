@@ -24,6 +24,10 @@ operand requires grad, or grad mode is off).  A recorded call always runs its pl
 that its recomputation -- ``torch.utils.checkpoint`` runs the forward again in the
 backward and checks that it saves the same tensors -- runs the same ops.
 
+``EINC_NEW_SHAPES=plan`` turns this off: every new shape is planned on its first call,
+so that every call runs einc's plan (bitwise the same result from a shape's first call
+on; the differential fuzzer runs so, to test einc's executors on every case).
+
 Planned on the first call as before: an equation's first shape, equations whose plan
 runs generated kernels (the kernels are what such an entry is for, and the kernel tests
 must run them), calls with a
@@ -39,6 +43,7 @@ import threading
 
 import torch
 
+from .. import config
 from ..plan import size_class
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
@@ -84,7 +89,7 @@ def first_sight(key, operands):
     """torch's einsum of ``operands`` where ``key`` is a shape seen for the first time of a
     known family, else None (plan it)."""
     family = _families.get(_family(key))
-    if family is None:
+    if family is None or config.new_shapes() == "plan":
         return None
     text, path, klass, _ = family
     if path is not None and klass != _dims_class(key):
