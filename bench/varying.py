@@ -16,13 +16,19 @@ at one fixed shape for scale:
 - ``train``: the tensor product forward + backward (z edges varying, weights and inputs
   require grad), as a training step of an equivariant layer runs it.
 
-Methods are timed in rounds, round-robin in a shuffled order; every call of a round gets
-the next size, so no einc call of the timed rounds finds its shape planned (the sizes
-stay within one power-of-two octave, as real edge counts and cache lengths do, so a
-size class is shared).  Reported: median microseconds per call per method, and einc's
-ratio to torch.einsum as the median of the paired per-round ratios with a 95% interval.
+Before the clock starts, every method runs the equation at 17 shapes below the first timed
+one: einc plans an equation's first 16 shapes, and runs torch's own einsum op for
+shapes that come after them (einc/runtime/admission.py), so the timed calls measure a
+program whose shapes keep changing, past its start.  Methods are timed in rounds,
+round-robin in a shuffled order; every call of a round gets the next size, so no einc
+call of the timed rounds finds its shape planned (the sizes mostly stay within one
+power-of-two octave, as real edge counts and cache lengths do).  Reported: median
+microseconds per call per method, and einc's ratio to torch.einsum as the median of the
+paired per-round ratios with a 95% interval.  ``EINC_NEW_SHAPES=plan`` makes einc plan
+every new shape, which shows what a plan costs.
 
     python bench/varying.py [--rounds 9 --calls 20 --threads 1]
+    EINC_NEW_SHAPES=plan python bench/varying.py
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import torch  # noqa: E402
 
 import einc  # noqa: E402
 from einc.benchmark.timing import Timing, ratio_interval  # noqa: E402
+from einc.runtime import admission  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
 
 
@@ -92,8 +99,8 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
     rng = random.Random(seed)
     samples = {m: [] for m in METHODS}
     size = start
-    for fn in METHODS.values():             # warm up: the equation is known, a first shape planned
-        for n in (start - 1, start):
+    for fn in METHODS.values():             # warm up: the equation has run with its first shapes (planned)
+        for n in range(start - admission.STABLE_SHAPES, start + 1):
             build(fn, n)()
     for _ in range(rounds):
         order = list(METHODS)
@@ -116,7 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
+    print(f"EINC_NEW_SHAPES={einc.config.new_shapes()}; "
+          f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
           f"{args.rounds} rounds x {args.calls} calls; load average {open('/proc/loadavg').read().split()[0]}"
           if Path("/proc/loadavg").exists() else "")
     print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc/torch [95% interval] |")

@@ -17,10 +17,7 @@ def test_hits_and_misses():
     info = einc.cache_info()
     assert (info.plans.misses, info.plans.hits, info.plans.currsize) == (1, 2, 1)
     einc.einsum("ij,jk->ik", a.double(), b.double())    # dtype is in the key
-    c, d = torch.randn(3, 2), torch.randn(2, 5)
-    einc.einsum("ij,jk->ik", c, d)      # so are shapes; a new shape of a known equation runs torch's op
-    assert einc.cache_info().plans.misses == 2
-    einc.einsum("ij,jk->ik", c, d)      # and is planned on its second call (runtime/admission.py)
+    einc.einsum("ij,jk->ik", torch.randn(3, 2), torch.randn(2, 5))  # so are shapes
     assert einc.cache_info().plans.misses == 3
     einc.cache_clear()
     assert einc.cache_info().plans.currsize == 0
@@ -42,7 +39,6 @@ def test_set_cache_size_bounds_the_plan_cache():
         einc.set_cache_size(3)
         for n in range(1, 8):
             einc.einsum("ij->j", torch.randn(n, 2))
-            einc.einsum("ij->j", torch.randn(n, 2))     # a new shape is planned on its second call
         assert einc.cache_info().plans.currsize == 3
     finally:
         einc.set_cache_size(old)

@@ -22,82 +22,82 @@ def _plans():
     return einc.cache_info().plans.currsize
 
 
-ANY = (6, 0, 1, 7)
-SAME_CLASS = (6, 7)     # three operands or more: the path is reused within the size class of 5 only
+def _vary(eq, make, sizes):
+    """Call ``eq`` at ``sizes``: the equation's first shapes, planned."""
+    for n in sizes:
+        einc.einsum(eq, *make(n))
+
+
+FIRST = range(100, 100 + admission.STABLE_SHAPES)      # the shapes an equation plans before it counts as varying
 
 
 @pytest.mark.parametrize("eq,make,sizes", [
-    ("bij,bjk->bik", lambda n: [torch.randn(n, 3, 4), torch.randn(n, 4, 5)], ANY),
-    ("ij->ji", lambda n: [torch.randn(n, 3)], ANY),                     # torch returns a view of the operand
-    ("ii->i", lambda n: [torch.randn(n, n)], ANY),
-    ("bhid,bhjd->bhij", lambda n: [torch.randn(1, 2, 1, 8), torch.randn(1, 2, n, 8)], ANY),   # a permuted view
-    ("zuvw,zu,zvj->zwj", lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], SAME_CLASS),
+    ("bij,bjk->bik", lambda n: [torch.randn(n, 3, 4), torch.randn(n, 4, 5)], (60, 0, 1, 70)),
+    ("ij->ji", lambda n: [torch.randn(n, 3)], (60, 0, 1)),                  # torch returns a view of the operand
+    ("ii->i", lambda n: [torch.randn(n, n)], (60, 0, 1)),
+    ("bhid,bhjd->bhij", lambda n: [torch.randn(1, 2, 1, 8), torch.randn(1, 2, n, 8)], (60, 0, 1)),  # permuted view
+    ("zuvw,zu,zvj->zwj", lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], (120, 127)),
 ])
-def test_a_new_shape_runs_torchs_op_first_and_is_planned_on_its_second_call(eq, make, sizes):
-    einc.einsum(eq, *make(5))                   # the equation is known from now on
-    assert _plans() == 1
+def test_an_equation_whose_shapes_keep_changing_runs_torchs_op_for_new_ones(eq, make, sizes):
+    _vary(eq, make, FIRST)
+    assert _plans() == admission.STABLE_SHAPES          # each of the first shapes planned on its first call
     for n in sizes:
         ops = make(n)
         out = einc.einsum(eq, *ops)
         expected = torch_einsum(eq, *ops)
-        assert _plans() == 1                    # not planned: torch's own op ran
-        assert out.is_contiguous() and out.dtype == expected.dtype
+        assert out.is_contiguous() and out.dtype == expected.dtype and out.shape == expected.shape
         assert all(out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr() for o in ops) or \
             out.numel() == 0
         torch.testing.assert_close(out, expected, rtol=0, atol=0)       # exactly torch's result
-        again = einc.einsum(eq, *ops)           # the second call plans the shape
-        assert _plans() == 2
-        torch.testing.assert_close(again, expected)
-        einc.cache_clear()
-        einc.einsum(eq, *make(5))
+        torch.testing.assert_close(einc.einsum(eq, *ops), out, rtol=0, atol=0)     # and again: never planned
+    assert _plans() == admission.STABLE_SHAPES
+    again = make(FIRST[0])                                # a planned shape still runs its plan
+    torch.testing.assert_close(einc.einsum(eq, *again), torch_einsum(eq, *again))
+    assert einc.cache_info().plans.hits >= 1
 
 
-def test_an_equation_with_varying_shapes_plans_a_shape_only_when_it_keeps_coming_back():
-    eq = "bi,bi->b"
-    einc.einsum(eq, torch.randn(1, 4), torch.randn(1, 4))
-    for n in range(2, admission.STABLE_SHAPES + 8):        # more distinct shapes than a stable equation has
-        ops = (torch.randn(n, 4), torch.randn(n, 4))
-        einc.einsum(eq, *ops)
-    planned = _plans()
-    ops = (torch.randn(100, 4), torch.randn(100, 4))
-    for _ in range(admission.VARYING_CALLS - 1):
-        torch.testing.assert_close(einc.einsum(eq, *ops), (ops[0] * ops[1]).sum(1))
-    assert _plans() == planned                  # a few calls of a new shape: torch's op each time
-    einc.einsum(eq, *ops)
-    assert _plans() == planned + 1              # it keeps coming back: planned
+def test_three_operands_of_a_new_size_class_are_planned():
+    eq = "zuvw,zu,zvj->zwj"
+    make = lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)]     # noqa: E731
+    _vary(eq, make, FIRST)
+    einc.einsum(eq, *make(300))         # 300: another octave than 100-115, no path for it yet: planned
+    assert _plans() == admission.STABLE_SHAPES + 1
+    einc.einsum(eq, *make(301))         # the same octave as 300 now has a path: torch's op with it
+    assert _plans() == admission.STABLE_SHAPES + 1
 
 
-def test_einc_new_shapes_plan_plans_every_shape_at_once(monkeypatch):
+def test_einc_new_shapes_plan_plans_every_shape(monkeypatch):
     monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
-    einc.einsum("bi,bi->b", torch.randn(2, 3), torch.randn(2, 3))
-    einc.einsum("bi,bi->b", torch.randn(4, 3), torch.randn(4, 3))
-    assert _plans() == 2
+    make = lambda n: [torch.randn(n, 3), torch.randn(n, 3)]     # noqa: E731
+    _vary("bi,bi->b", make, FIRST)
+    einc.einsum("bi,bi->b", *make(3))
+    assert _plans() == admission.STABLE_SHAPES + 1
     monkeypatch.setenv("EINC_NEW_SHAPES", "sometimes")
     with pytest.raises(einc.errors.ConfigError, match="EINC_NEW_SHAPES"):
-        einc.einsum("bi,bi->b", torch.randn(5, 3), torch.randn(5, 3))
+        einc.einsum("bi,bi->b", *make(4))
 
 
 def test_a_bad_new_shape_raises_einc_s_error():
-    einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
+    _vary("ij,jk->ik", lambda n: [torch.randn(n, 3), torch.randn(3, 4)], FIRST)
     with pytest.raises(ShapeError, match="operand 1"):
         einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(5, 4))
 
 
-def test_calls_autograd_records_are_always_planned():
+def test_checkpoint_recomputes_with_the_same_ops():
     """A checkpointed block runs its forward again in the backward and checks that it saves
-    the same tensors: a recorded call must run the same ops on every call."""
+    the same tensors: a shape runs the same ops on every call."""
     w = torch.randn(6, 6, requires_grad=True)
     block = lambda x: einc.einsum("bi,ij->bj", x, w).tanh()     # noqa: E731
-    block(torch.randn(2, 6))                                    # the equation is known
-    x = torch.randn(1, 6, requires_grad=True)
-    torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum().backward()
-    torch.testing.assert_close(x.grad, ((1 - (x @ w).tanh() ** 2) @ w.t()).detach())
+    for b in [1, 2] + list(FIRST):          # planned shapes, then shapes that are not
+        x = torch.randn(b, 6, requires_grad=True)
+        torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum().backward()
+        torch.testing.assert_close(x.grad, ((1 - (x @ w).tanh() ** 2) @ w.t()).detach())
 
 
 def test_new_shapes_under_autograd_give_torchs_gradients():
     eq = "zuvw,zu,zvj->zwj"
-    einc.einsum(eq, torch.randn(4, 3, 3, 3), torch.randn(4, 3), torch.randn(4, 3, 2))
-    for n in (5, 6):
+    _vary(eq, lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], FIRST)
+    for n in (120, 121):
         ops = [torch.randn(n, 3, 3, 3, requires_grad=True), torch.randn(n, 3, requires_grad=True),
                torch.randn(n, 3, 2, requires_grad=True)]
         ref = [o.detach().clone().requires_grad_() for o in ops]
@@ -105,21 +105,16 @@ def test_new_shapes_under_autograd_give_torchs_gradients():
         torch_einsum(eq, *ref).square().sum().backward()
         for o, r in zip(ops, ref):
             torch.testing.assert_close(o.grad, r.grad)
-
-
-def test_three_operands_of_another_size_class_are_planned_at_once():
-    eq = "zuvw,zu,zvj->zwj"
-    einc.einsum(eq, torch.randn(5, 3, 3, 3), torch.randn(5, 3), torch.randn(5, 3, 2))
-    einc.einsum(eq, torch.randn(9, 3, 3, 3), torch.randn(9, 3), torch.randn(9, 3, 2))     # 9: another octave
-    assert _plans() == 2
+    assert _plans() == admission.STABLE_SHAPES
 
 
 def test_memory_limited_calls_are_always_planned():
     eq = "ab,bc,cd->ad"
     ops = lambda n: [torch.randn(n, 4), torch.randn(4, 4), torch.randn(4, n)]   # noqa: E731
+    for n in FIRST:
+        einc.einsum(eq, *ops(n), memory_limit=8)
+    before = _plans()
     einc.einsum(eq, *ops(3), memory_limit=8)
-    before = _plans()                           # the sliced plan and its slices' inner plan
-    einc.einsum(eq, *ops(5), memory_limit=8)
     assert _plans() > before
 
 

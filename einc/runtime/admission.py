@@ -1,40 +1,32 @@
-"""Which plan-cache misses are planned: a new shape of an equation einc has already
-planned runs torch's own einsum until the shape proves that it comes back.
+"""Which shapes are planned: an equation's first shapes are; once its shapes keep
+changing, a new shape runs torch's own einsum op instead.
 
 einc keys plans by exact shapes.  Real code changes shapes all the time -- a graph
 network's edge count differs every batch, a key/value-cached decoder has one more
 position every step -- and planning a shape (the graph, the plan, the executor's step
 functions) costs several times torch.einsum's whole call, which a shape that is called
-only a few times never repays.  So the plan cache admits a shape by frequency (as the
-"doorkeeper" of frequency-based caches does): a call whose shape is new to a known
-equation (the same canonical equation, options, device, layout, dtypes and ranks) runs
-``torch._VF.einsum`` -- torch's einsum op itself, never the ``torch.einsum`` attribute --
-given, for three or more operands, the path einc planned for the equation's first
-shape, so it pays no path search (torch.einsum runs one on every call).  That is
-exactly torch.einsum's result (its ops, its dtype), made a fresh contiguous tensor as
-einc's results always are.  A shape is planned on its second call while its equation
-has been called with at most :data:`STABLE_SHAPES` shapes (a fixed batch, a last short
-batch), and on its :data:`VARYING_CALLS`-th call once the equation has shown more (its
-shapes vary: a decoder calls each new length once per layer, a few times, and never
-again).  Planned shapes run from the cache from then on; shapes that do not come back
-never fill it, so a long generation does not evict the plans that recur.
+only a few times never repays.  So an equation's first :data:`STABLE_SHAPES` shapes (per
+canonical equation, options, device, layout, dtypes and ranks: a *family*) are planned
+on their first call, as always -- a fixed batch, a last short batch, a few sequence
+lengths -- and from then on a call whose shape the family has not planned runs
+``torch._VF.einsum``: torch's einsum op itself (never the ``torch.einsum`` attribute,
+which a user may have made einc), given, for three or more operands, the path einc
+planned for the family's size class (:func:`einc.plan.size_class`), so it pays no path
+search where torch.einsum runs one on every call.  That is exactly torch.einsum's result
+(its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
 
-Only calls that autograd does not record take the first-sight call (``engine.run``: no
-operand requires grad, or grad mode is off).  A recorded call always runs its plan, so
-that its recomputation -- ``torch.utils.checkpoint`` runs the forward again in the
-backward and checks that it saves the same tensors -- runs the same ops.
+The choice is made per shape and never changes: a shape is planned on its first call or
+never (while its plan stays in the cache), so the same call gives the same bits every
+time, and a ``torch.utils.checkpoint`` recomputation runs the ops its forward ran.
+Shapes that are not planned never fill the plan cache, so a long generation does not
+evict the plans that recur.  ``EINC_NEW_SHAPES=plan`` plans every shape (the
+differential fuzzer runs so, to test einc's executors on every case).
 
-``EINC_NEW_SHAPES=plan`` turns this off: every new shape is planned on its first call,
-so that every call runs einc's plan (bitwise the same result from a shape's first call
-on; the differential fuzzer runs so, to test einc's executors on every case).
-
-Planned on the first call as before: an equation's first shape, equations whose plan
-runs generated kernels (the kernels are what such an entry is for, and the kernel tests
-must run them), calls with a
-``memory_limit`` (sliced plans), a ``PathOptimizer`` object, operands of another size
-class (three or more operands, where the path depends on the sizes: see
-:func:`einc.plan.size_class`), and calls torch refuses (planning then raises einc's own
-error, which names the operand, index and sizes).
+Always planned: an equation's first shapes (above), equations whose plan runs generated
+kernels (the kernels are what such an entry is for, and the kernel tests must run them),
+calls with a ``memory_limit`` (sliced plans), a ``PathOptimizer`` object, operands of a
+size class the family has no path for (three or more operands), and calls torch refuses
+(planning then raises einc's own error, which names the operand, index and sizes).
 """
 
 from __future__ import annotations
@@ -47,12 +39,9 @@ from .. import config
 from ..plan import size_class
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
-STABLE_SHAPES = 16          # an equation called with at most this many shapes plans a shape on its 2nd call
-VARYING_CALLS = 16          # ... with more, on its 16th
-SEEN_SIZE = 4096            # shapes counted before they are planned; forgotten all together when full
+STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
 
-_families: dict = {}        # family -> [torch's equation text, flat path or None, the dims' size class, shapes]
-_seen: dict = {}            # key -> calls so far (not planned)
+_families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, shapes planned]
 _lock = threading.Lock()
 
 
@@ -66,18 +55,19 @@ def _dims_class(key):
 
 
 def planned(key, eq, plan) -> None:
-    """Record that ``key`` was planned: later new shapes of its family may take the first-sight call."""
+    """Record that ``key`` was planned (its family's count, and its size class's path)."""
     options = key[1]
     if plan.slicing is not None or options.memory_limit is not None or not _reusable(options.optimize):
         return
     n = plan.num_operands
     if n >= 3 and any(len(c) != 2 for c in plan.path):     # torch takes a path of pairs only
         return
-    path = tuple(i for pair in plan.path for i in pair) if n >= 3 and options.optimize is not False else None
+    ordered = n >= 3 and options.optimize is not False     # else torch's left-to-right order is einc's
     with _lock:
-        family = _families.setdefault(_family(key), [eq.torch_text, path, None, 0])
-        family[1], family[2] = path, _dims_class(key) if path is not None else None
-        family[3] += 1
+        family = _families.setdefault(_family(key), [eq.torch_text, {} if ordered else None, 0])
+        if ordered:
+            family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
+        family[2] += 1
 
 
 def _reusable(optimize) -> bool:
@@ -85,27 +75,21 @@ def _reusable(optimize) -> bool:
     return optimize is False or isinstance(optimize, (str, tuple))
 
 
-def first_sight(key, operands):
-    """torch's einsum of ``operands`` where ``key`` is a shape seen for the first time of a
-    known family, else None (plan it)."""
+def unplanned(key, operands):
+    """torch's einsum of ``operands`` where ``key`` is a shape its family does not plan
+    (see the module's docstring), else None (plan it)."""
     family = _families.get(_family(key))
-    if family is None or config.new_shapes() == "plan":
+    if family is None or family[2] < STABLE_SHAPES or config.new_shapes() == "plan":
         return None
-    text, path, klass, _ = family
-    if path is not None and klass != _dims_class(key):
-        return None
-    with _lock:
-        calls = _seen.get(key, 0) + 1
-        if calls == 1:
-            family[3] += 1
-        if calls >= (2 if family[3] <= STABLE_SHAPES else VARYING_CALLS):
-            _seen.pop(key, None)
-            return None
-        if len(_seen) >= SEEN_SIZE:
-            _seen.clear()
-        _seen[key] = calls
+    text, paths, _ = family
     try:
-        result = _einsum(text, list(operands)) if path is None else _einsum(text, list(operands), path=list(path))
+        if paths is None:
+            result = _einsum(text, list(operands))
+        else:
+            path = paths.get(_dims_class(key))
+            if path is None:        # a size class without a path: plan it (and so find one)
+                return None
+            result = _einsum(text, list(operands), path=list(path))
     except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
         return None
     return _fresh(result, operands)
@@ -124,7 +108,6 @@ def _fresh(result, operands):
 def clear() -> None:
     with _lock:
         _families.clear()
-        _seen.clear()
 
 
-__all__ = ["planned", "first_sight", "clear", "STABLE_SHAPES", "VARYING_CALLS", "SEEN_SIZE"]
+__all__ = ["planned", "unplanned", "clear", "STABLE_SHAPES"]

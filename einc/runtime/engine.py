@@ -41,7 +41,7 @@ def run(eq: Equation, operands, options: Options):
         raise
     entry = _plans.get(key)
     if entry is None:
-        result = admission.first_sight(key, operands)     # a new shape's first call: torch's op
+        result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
         if result is not None:
             return result
         entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
@@ -69,6 +69,19 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
     return found
 
+
+def unplanned(eq: Equation, operands, options: Options):
+    """torch's einsum of ``operands`` where their shape is one einc does not plan (see
+    :mod:`einc.runtime.admission`), else None."""
+    try:
+        first = operands[0]
+        key = (eq.canonical, options, first.device, first.layout,
+               tuple([(o.shape, o.dtype) for o in operands]))
+    except (AttributeError, IndexError):
+        return None
+    if _plans.peek(key) is not None:
+        return None
+    return admission.unplanned(key, operands)
 
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
@@ -192,5 +205,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
            "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
