@@ -6,9 +6,11 @@ controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
 
 The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
 string), the options (a dict lookup), the routing checks, then ``engine.run`` (the key,
-a dict lookup, the entry's run function).  Three checks route a call elsewhere: under
-torch.compile (or torch.export) it becomes one call of the custom op ``einc::einsum``
-(:mod:`einc.custom_op`); under autocast it takes torch.einsum's dtype there; when an
+a dict lookup, the entry's run function).  Four checks route a call elsewhere: under
+torch.compile, torch.export or torch.jit.trace it becomes one call of the custom op
+``einc::einsum`` (:mod:`einc.custom_op`); an operand or mode with ``__torch_function__``
+(an ``fx.Proxy``, a tensor subclass, a ``TorchFunctionMode``) gets the call as it gets
+torch.einsum's; under autocast it takes torch.einsum's dtype there; when an
 operand requires grad under grad mode, or a torch.func transform is active, it runs
 through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
 open :func:`einc.shared_intermediates` context take :func:`_special_call`.  The default
