@@ -27,11 +27,10 @@ accepted.  An empty value counts as unset.
                        ``model`` (decide without timing), ``blas`` (never a generated
                        kernel), ``kernel`` (always one).  The keyword ``select=`` of
                        ``einc.einsum`` overrides it.
-``EINC_NEW_SHAPES``    what a call whose shape is new to an equation einc has planned does:
-                       ``torch`` (default): runs torch's own einsum op until the shape
-                       comes back, then plans it (see ``runtime/admission.py``);
-                       ``plan``: plans it at once, so every call of every shape runs
-                       einc's plan (bitwise the same result from the first call on).
+``EINC_NEW_SHAPES``    what a shape does that is new to an equation einc has already
+                       planned at 16 shapes: ``torch`` (default) runs torch's own einsum
+                       op, every time (see ``runtime/admission.py``); ``plan`` plans it,
+                       so every call runs einc's plan.
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -158,8 +157,8 @@ def new_shapes() -> str:
         return "torch"
     mode = value.strip().lower()
     if mode not in NEW_SHAPES:
-        raise _bad("EINC_NEW_SHAPES", value, "torch (a new shape of a known equation runs torch's einsum until it "
-                   "comes back) or plan (every new shape is planned at once)")
+        raise _bad("EINC_NEW_SHAPES", value, "torch (an equation planned at 16 shapes runs torch's einsum op for "
+                   "new ones) or plan (every shape is planned)")
     return mode
 
 

@@ -54,7 +54,8 @@ def traced_einsum(equation, operands, optimize, memory_limit):
         text = equation
     else:
         text, operands = sublist_equation((equation,) + tuple(operands))
-    if _onnx_exporting():       # torch.onnx.export traces the model: aten::einsum, which ONNX has as Einsum
+    if not torch.compiler.is_dynamo_compiling() and _onnx_exporting():
+        # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
         return torch._VF.einsum(text, list(operands))
     return einsum_op(text, list(operands), *encode(optimize, memory_limit))
 
