@@ -134,17 +134,21 @@ def cache_dir() -> Path:
     return Path(path)
 
 
+def _choice(name: str, choices, expected: str) -> str:
+    """The variable's value among ``choices`` (any case; the first is the default)."""
+    value = _raw(name)
+    if value is None:
+        return choices[0]
+    mode = value.strip().lower()
+    if mode not in choices:
+        raise _bad(name, value, expected)
+    return mode
+
+
 def backend() -> str:
     """``EINC_BACKEND``: ``auto`` (default), ``torch`` or ``triton`` (any case)."""
-    value = _raw("EINC_BACKEND")
-    if value is None:
-        return "auto"
-    mode = value.strip().lower()
-    if mode not in BACKENDS:
-        raise _bad("EINC_BACKEND", value,
-                   "one of auto (kernels for CUDA tensors), torch (never kernels), "
+    return _choice("EINC_BACKEND", BACKENDS, "one of auto (kernels for CUDA tensors), torch (never kernels), "
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
-    return mode
 
 
 NEW_SHAPES = ("torch", "plan")
@@ -152,14 +156,8 @@ NEW_SHAPES = ("torch", "plan")
 
 def new_shapes() -> str:
     """``EINC_NEW_SHAPES``: ``torch`` (default) or ``plan`` (any case)."""
-    value = _raw("EINC_NEW_SHAPES")
-    if value is None:
-        return "torch"
-    mode = value.strip().lower()
-    if mode not in NEW_SHAPES:
-        raise _bad("EINC_NEW_SHAPES", value, "torch (an equation planned at 16 shapes runs torch's einsum op for "
-                   "new ones) or plan (every shape is planned)")
-    return mode
+    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "torch (an equation planned at 16 shapes runs torch's einsum op "
+                   "for new ones) or plan (every shape is planned)")
 
 
 SELECT = ("auto", "measure", "model", "blas", "kernel")
@@ -167,14 +165,8 @@ SELECT = ("auto", "measure", "model", "blas", "kernel")
 
 def select() -> str:
     """``EINC_SELECT``: how each step's backend is chosen (default ``auto``)."""
-    value = _raw("EINC_SELECT")
-    if value is None:
-        return "auto"
-    mode = value.strip().lower()
-    if mode not in SELECT:
-        raise _bad("EINC_SELECT", value, "one of auto, measure (time both on the first call), model (no "
-                   "timing), blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
-    return mode
+    return _choice("EINC_SELECT", SELECT, "one of auto, measure (time both on the first call), model (no timing), "
+                   "blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
 
 
 def debug() -> bool:
