@@ -6,9 +6,11 @@ controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
 
 The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
 string), the options (a dict lookup), the routing checks, then ``engine.run`` (the key,
-a dict lookup, the entry's run function).  Three checks route a call elsewhere: under
-torch.compile (or torch.export) it becomes one call of the custom op ``einc::einsum``
-(:mod:`einc.custom_op`); under autocast it takes torch.einsum's dtype there; when an
+a dict lookup, the entry's run function).  Four checks route a call elsewhere: under
+torch.compile, torch.export or torch.jit.trace it becomes one call of the custom op
+``einc::einsum`` (:mod:`einc.custom_op`); an operand or mode with ``__torch_function__``
+(an ``fx.Proxy``, a tensor subclass, a ``TorchFunctionMode``) gets the call as it gets
+torch.einsum's; under autocast it takes torch.einsum's dtype there; when an
 operand requires grad under grad mode, or a torch.func transform is active, it runs
 through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
 open :func:`einc.shared_intermediates` context take :func:`_special_call`.  The default
@@ -57,8 +59,8 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     """
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
-    if _dynamo_tracing() or _compiler._is_compiling_flag:     # torch.compile, export: the custom op
-        return _traced(args, optimize, memory_limit, select, out)
+    if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+        return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
@@ -67,6 +69,8 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
+    if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
+        return _torch_function(args, operands, optimize, memory_limit, select, out, backend)
     if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and \
             _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
         options = DEFAULT       # the default, torch's settings at theirs: no lookup
@@ -93,8 +97,41 @@ _transforms_active = autograd.transforms_active
 _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
+_jit_tracing = torch._C._get_tracing_state
+_has_torch_function = torch._C._has_torch_function
 _AUTO = AUTO
 _SHARING = sharing.STACKS      # non-empty while some thread is inside shared_intermediates()
+
+
+# ----------------------------------------------------------------------- __torch_function__ and TorchScript
+
+def _torch_function(args, operands, optimize, memory_limit, select, out, backend):
+    """``__torch_function__`` dispatch, as torch.einsum takes part in it: an ``fx.Proxy``
+    records one ``call_function`` node of :func:`einsum`, a ``TorchFunctionMode`` or a tensor
+    subclass sees the call (and calls :func:`einsum` again, with its own handling off).
+    Keywords left at their defaults are not passed on, so a recorded node names only what
+    the caller wrote."""
+    given = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "out": out, "backend": backend}
+    kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
+    relevant = tuple(operands) + ((out,) if out is not None else ())
+    return torch.overrides.handle_torch_function(einsum, relevant, *args, **kwargs)
+
+
+def _register_for_torchscript() -> None:
+    """``torch.jit.script`` compiles a call of :func:`einsum` (or of ``torch.einsum`` once it is
+    einc's) as the custom op's overload ``einc::einsum.script(str equation, Tensor[] operands,
+    *, str optimize, str memory_limit)``: TorchScript compiles builtins only, and packs the
+    operands of ``einsum(eq, a, b)`` into the list as it does for ``aten::einsum``.  The table
+    is TorchScript's own (private, stable since torch 1.x); where it is missing, scripting a
+    call fails as it did before, and nothing else changes."""
+    try:
+        from torch.jit._builtins import _register_builtin
+    except ImportError:     # pragma: no cover - a torch without the table
+        return
+    _register_builtin(einsum, "einc::einsum")
+
+
+_register_for_torchscript()
 
 
 # ----------------------------------------------------------------------- torch's settings
@@ -399,7 +436,7 @@ class ContractExpression:
         if wrong:
             self._check(operands)
         operands = (*operands, *self._folded)
-        if _dynamo_tracing() or _compiler._is_compiling_flag:
+        if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
             return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
         if out is not None or _SHARING:
             return _special_call(self._eq, operands, self._options, out)

@@ -83,6 +83,9 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     :class:`EinsumFunction` supplies the derivatives as einsums.
     """
     if not transforms_active():
+        result = engine.unplanned(eq, operands, options)    # torch's op, which autograd records
+        if result is not None:
+            return result
         entry = engine.entry(eq, operands, options)
         if entry.backend == "torch" and entry.plan.slicing is None:    # sliced: gradients sliced too
             return entry.run(operands)

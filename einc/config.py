@@ -32,6 +32,10 @@ accepted.  An empty value counts as unset.
                        more than a second) raises :class:`~einc.errors.MemoryLimitError`;
                        a positive number (default 100), or ``off`` to run whatever it
                        costs.
+``EINC_NEW_SHAPES``    what a shape does that is new to an equation einc has already
+                       planned at 16 shapes: ``torch`` (default) runs torch's own einsum
+                       op, every time (see ``runtime/admission.py``); ``plan`` plans it,
+                       so every call runs einc's plan.
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -152,17 +156,30 @@ def cache_dir() -> Path:
     return Path(path)
 
 
+def _choice(name: str, choices, expected: str) -> str:
+    """The variable's value among ``choices`` (any case; the first is the default)."""
+    value = _raw(name)
+    if value is None:
+        return choices[0]
+    mode = value.strip().lower()
+    if mode not in choices:
+        raise _bad(name, value, expected)
+    return mode
+
+
 def backend() -> str:
     """``EINC_BACKEND``: ``auto`` (default), ``torch`` or ``triton`` (any case)."""
-    value = _raw("EINC_BACKEND")
-    if value is None:
-        return "auto"
-    mode = value.strip().lower()
-    if mode not in BACKENDS:
-        raise _bad("EINC_BACKEND", value,
-                   "one of auto (kernels for CUDA tensors), torch (never kernels), "
+    return _choice("EINC_BACKEND", BACKENDS, "one of auto (kernels for CUDA tensors), torch (never kernels), "
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
-    return mode
+
+
+NEW_SHAPES = ("torch", "plan")
+
+
+def new_shapes() -> str:
+    """``EINC_NEW_SHAPES``: ``torch`` (default) or ``plan`` (any case)."""
+    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "torch (an equation planned at 16 shapes runs torch's einsum op "
+                   "for new ones) or plan (every shape is planned)")
 
 
 SELECT = ("auto", "measure", "model", "blas", "kernel")
@@ -170,14 +187,8 @@ SELECT = ("auto", "measure", "model", "blas", "kernel")
 
 def select() -> str:
     """``EINC_SELECT``: how each step's backend is chosen (default ``auto``)."""
-    value = _raw("EINC_SELECT")
-    if value is None:
-        return "auto"
-    mode = value.strip().lower()
-    if mode not in SELECT:
-        raise _bad("EINC_SELECT", value, "one of auto, measure (time both on the first call), model (no "
-                   "timing), blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
-    return mode
+    return _choice("EINC_SELECT", SELECT, "one of auto, measure (time both on the first call), model (no timing), "
+                   "blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
 
 
 def debug() -> bool:

@@ -30,6 +30,7 @@ under ``fullgraph=True``).
 """
 
 import functools
+import sys
 
 import torch
 
@@ -53,7 +54,16 @@ def traced_einsum(equation, operands, optimize, memory_limit):
         text = equation
     else:
         text, operands = sublist_equation((equation,) + tuple(operands))
+    if not torch.compiler.is_dynamo_compiling() and _onnx_exporting():
+        # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
+        return torch._VF.einsum(text, list(operands))
     return einsum_op(text, list(operands), *encode(optimize, memory_limit))
+
+
+def _onnx_exporting() -> bool:
+    """Whether ``torch.onnx.export`` is tracing the model (never true before ``torch.onnx`` is imported)."""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and onnx.is_in_onnx_export()
 
 
 # ------------------------------------------------------------------ the op
@@ -71,6 +81,18 @@ def _impl(equation, operands, optimize, memory_limit, scale=1.0):
 
 _lib.impl("einsum", _impl, "CompositeExplicitAutograd")
 einsum_op = torch.ops.einc.einsum.default
+
+# TorchScript's door (``torch.jit.script`` of code calling ``einc.einsum``): the operands
+# last among the positional arguments, so that ``einsum(eq, a, b)`` packs ``a, b`` into the
+# list as it does for ``aten::einsum``; it decomposes into the op above (which has every kernel).
+_lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="auto", str memory_limit="") -> Tensor')
+
+
+def _script(equation, operands, optimize="auto", memory_limit=""):
+    return einsum_op(equation, operands, optimize, memory_limit)
+
+
+_lib.impl("einsum.script", _script, "CompositeImplicitAutograd")
 
 _modes = torch._C._len_torch_dispatch_stack
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -71,6 +71,11 @@ class ConfigError(EincError, ValueError):
     """An environment setting (``EINC_*``) has a value einc does not accept."""
 
 
+class ReentrantCallError(EincError, RuntimeError):
+    """A thread asked for a plan while it was building that same plan (planning called back
+    into einc for the same key): raised, never waited on."""
+
+
 class OutError(EincError, RuntimeError):
     """``out=`` cannot take the result (shape, dtype or device differ), or autograd would
     have to see through it (torch's ``out=`` rule)."""

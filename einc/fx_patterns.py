@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from .equation import letter
+from .runtime.reference import torch_einsum
 
 
 def val(node):
@@ -46,7 +47,7 @@ def is_call(node, functions=(), methods=()):
 _MATMUL = (operator.matmul, torch.matmul)
 _MM, _BMM = (torch.mm,), (torch.bmm,)
 _TENSORDOT = (torch.tensordot, torch.functional.tensordot)
-_EINSUM = (torch.einsum, torch.functional.einsum)
+_EINSUM = (torch.einsum, torch.functional.einsum, torch_einsum)
 _LINEAR = (torch._C._nn.linear, torch.nn.functional.linear)
 _MUL = (operator.mul, torch.mul)
 _DIV = (operator.truediv, torch.div, torch.true_divide)

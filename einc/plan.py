@@ -12,6 +12,8 @@ opt_einsum (through :mod:`einc.options`) is the only import beyond the standard 
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from .errors import PathError
@@ -124,15 +126,29 @@ def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
 
 def find_path(graph: ContractionGraph, options: Options):
     """The linear contraction path (opt_einsum's format) for ``graph``."""
+    return _path(graph, options)[0]
+
+
+def _path(graph: ContractionGraph, options: Options):
+    """``(path, sizes)``: the path, and where it was found for other sizes of the same
+    size class (:func:`size_class`) and reused, those sizes (else None)."""
     fn, path = options.resolve()
     n = graph.num_operands
     if n == 1:
-        return ((0,),)
+        return ((0,),), None
     if path == LEFT_TO_RIGHT or (fn is not None and 0 in graph.sizes):
         # All costs are zero when a size is 0; any order will do.
-        return tuple((0, 1) for _ in range(n - 1))
+        return tuple((0, 1) for _ in range(n - 1)), None
     if path is not None:
-        return path
+        return path, None
+    if n == 2:
+        return ((0, 1),), None          # the only order there is
+    key = None
+    if options.memory_limit is None and isinstance(options.optimize, str):     # a named, stateless search
+        key = (graph.inputs, graph.output, size_class(graph.sizes), options.optimize)
+        found = _PATHS.get(key)
+        if found is not None:
+            return found[0], (found[1] if found[1] != graph.sizes else None)
     # Int labels: their hashes, unlike strings', are the same in every process, so set
     # iteration order (which breaks ties in greedy searches) and the path are too.
     inputs = [set(term) for term in graph.inputs]
@@ -141,7 +157,39 @@ def find_path(graph: ContractionGraph, options: Options):
     memory_limit = options.memory_limit
     if memory_limit == "max_input":
         memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
-    return tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+    path = tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+    if key is not None:
+        with _PATHS_LOCK:
+            _PATHS[key] = (path, graph.sizes)
+            while len(_PATHS) > PATH_CACHE_SIZE:
+                _PATHS.popitem(last=False)
+    return path, None
+
+
+def size_class(sizes) -> tuple[int, ...]:
+    """The class of each size for reusing a path: 0, 1, or the power of two it lies below
+    (``bit_length``), so sizes within the same octave share a class.
+
+    A new shape of a known equation (a graph network's edge count, a growing key/value
+    cache) whose sizes all stay in their class reuses the path found for the first
+    shape of the class instead of searching again; ``explain`` says so.  Within an
+    octave the reused order's cost is within a small factor of the optimum, where
+    a search would cost a plan's worth of time on every new shape.
+
+    >>> size_class((0, 1, 2, 3, 4, 1000, 1023, 1024))
+    (0, 1, 2, 2, 3, 10, 10, 11)
+    """
+    return tuple(s.bit_length() if s > 1 else s for s in sizes)
+
+
+PATH_CACHE_SIZE = 4096      # paths kept per (equation, size class, strategy); the oldest go first
+_PATHS: OrderedDict = OrderedDict()
+_PATHS_LOCK = threading.Lock()
+
+
+def path_cache_clear() -> None:
+    with _PATHS_LOCK:
+        _PATHS.clear()
 
 
 # ----------------------------------------------------------------------- steps
@@ -157,7 +205,7 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     ['contract', 'contract']
     """
     options = options or Options.of()
-    path = find_path(graph, options)
+    path, found_for = _path(graph, options)
     n = graph.num_operands
     sizes = graph.sizes
     live = list(range(n))                   # value ids, in opt_einsum's list order
@@ -192,7 +240,11 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
     flops = sum(s.flops for s in steps)
     largest = max(s.size for s in steps)
-    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest)
+    notes = () if found_for is None else (
+        f"Path reused: found for sizes {found_for} and kept for these sizes {graph.sizes}, which lie in the "
+        "same size class (each 0, 1 or in the same power-of-two octave); a new class searches again",)
+    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest,
+                notes=notes)
 
 
 def _make_step(operands, result, indices, others, graph, last) -> Step:

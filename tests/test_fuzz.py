@@ -22,6 +22,13 @@ import einc
 import fuzz
 
 
+@pytest.fixture(autouse=True)
+def _plan_every_shape(monkeypatch):
+    """Every case runs einc's own plan: a new shape of an equation drawn before would run
+    torch's op on its first call (runtime/admission.py), which needs no fuzzing."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+
+
 def _torch_answer(case, ops):
     """torch.einsum's result on the operands as they are, or the exception it raises."""
     try:

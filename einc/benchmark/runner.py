@@ -32,6 +32,7 @@ import torch
 import einc
 
 from ..errors import ArgumentError
+from ..runtime.reference import torch_einsum
 from . import report
 from .load import Load, fits, measure, other_cores, settle
 from .load import _cpu_sample as cpu_sample
@@ -71,11 +72,11 @@ def methods(eq: str, ops, call=forward_call) -> dict:
     ops, **kwargs)`` (:func:`forward_call`, or a training step from :func:`train_prepare`);
     and, where torch.einsum's result is not contiguous, :data:`CONTIGUOUS`: torch.einsum
     followed by the ``.contiguous()`` copy that einc's result includes."""
-    fns = {"torch": call(torch.einsum, eq, ops),
+    fns = {"torch": call(torch_einsum, eq, ops),
            "opt_einsum": call(opt_einsum.contract, eq, ops, backend="torch"),
            "einc": call(einc.einsum, eq, ops)}
     with torch.no_grad():
-        if not torch.einsum(eq, *ops).is_contiguous():
+        if not torch_einsum(eq, *ops).is_contiguous():
             fns[CONTIGUOUS] = call(_contiguous_einsum, eq, ops)
     return fns
 
@@ -87,7 +88,7 @@ CONTIGUOUS = "torch_contiguous"
 
 
 def _contiguous_einsum(eq, *ops):
-    return torch.einsum(eq, *ops).contiguous()
+    return torch_einsum(eq, *ops).contiguous()
 
 
 def operands(w: dict, device: str = "cpu") -> list[torch.Tensor]:
@@ -145,7 +146,7 @@ def train_prepare(eq: str, ops):
     if not wrt:
         raise ValueError("no floating-point operand to differentiate")
     with torch.no_grad():
-        g = upstream(torch.einsum(eq, *ops))
+        g = upstream(torch_einsum(eq, *ops))
     return lambda fn, eq, ops, **kwargs: train_step(fn, eq, ops, wrt, g, **kwargs)
 
 

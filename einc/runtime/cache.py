@@ -2,7 +2,9 @@
 
 A hit is one dictionary lookup (plus an LRU touch).  On a miss the first thread
 builds the entry under a per-key lock; threads asking for the same key at the same
-moment wait for it instead of building it again.
+moment wait for it instead of building it again.  A thread that asks for a key it is
+building itself (the build called back into einc for the same key) gets
+:class:`~einc.errors.ReentrantCallError` instead of waiting on its own lock for ever.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import NamedTuple
+
+from ..errors import ReentrantCallError
 
 
 class CacheInfo(NamedTuple):
@@ -25,6 +29,7 @@ class LRUCache:
         self._data: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self._building: dict = {}
+        self._mine = threading.local()      # .keys: the keys this thread is building
         self.hits = 0
         self.misses = 0
 
@@ -44,8 +49,15 @@ class LRUCache:
         entry = self.get(key)
         if entry is not None:
             return entry
+        mine = self._mine.__dict__.setdefault("keys", set())
+        if key in mine:
+            raise ReentrantCallError(
+                "einsum(): einc was called again, by the same thread, while it was planning this very call "
+                f"({str(key)[:160]}): the planning path reached einc itself (is torch.einsum = einc.einsum "
+                "called from inside a hook einc runs?)")
         with self._lock:
             lock = self._building.setdefault(key, threading.Lock())
+        mine.add(key)
         try:
             with lock:
                 entry = self._data.get(key)
@@ -60,6 +72,7 @@ class LRUCache:
                         self._data.popitem(last=False)
                 return entry
         finally:
+            mine.discard(key)
             with self._lock:
                 if self._building.get(key) is lock and not lock.locked():
                     del self._building[key]

@@ -82,8 +82,10 @@ def _probe(equation, shapes, dtypes, device, autocast, path):
             probes = [torch.zeros(s, dtype=d, device=device) for s, d in zip(shapes, dtypes)]
             with torch.autocast(device.type, dtype=autocast or torch.get_autocast_dtype(device.type),
                                 enabled=autocast is not None):
+                # torch's own op, never the ``torch.einsum`` attribute: a user may have made
+                # that einc, which would ask itself (and wait on its own plan's lock).
                 if path is None:
-                    return torch.einsum(equation, *probes).dtype
+                    return torch._VF.einsum(equation, probes).dtype
                 return torch._VF.einsum(equation, probes, path=list(path)).dtype
     except Exception as e:      # noqa: BLE001 - the caller decides what torch's failure means
         return e

@@ -22,8 +22,8 @@ from ..equation import Equation, parse
 from ..errors import ArgumentError, OperandCountError, OperandTypeError
 from ..graph import build
 from ..options import Options
-from ..plan import Plan
-from . import dispatch, dtypes, loader, select
+from ..plan import Plan, path_cache_clear
+from . import admission, dispatch, dtypes, loader, select
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 
@@ -41,7 +41,10 @@ def run(eq: Equation, operands, options: Options):
         raise
     entry = _plans.get(key)
     if entry is None:
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+        result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
+        if result is not None:
+            return result
+        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
     return entry.run(operands)
 
 
@@ -63,8 +66,22 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
     return found
+
+
+def unplanned(eq: Equation, operands, options: Options):
+    """torch's einsum of ``operands`` where their shape is one einc does not plan (see
+    :mod:`einc.runtime.admission`), else None."""
+    try:
+        first = operands[0]
+        key = (eq.canonical, options, first.device, first.layout,
+               tuple([(o.shape, o.dtype) for o in operands]))
+    except (AttributeError, IndexError):
+        return None
+    if _plans.peek(key) is not None:
+        return None
+    return admission.unplanned(key, operands)
 
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
@@ -118,9 +135,13 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     return dispatch.build_entry(plan, operands, result_dtype, options.select)
 
 
-def _compile(eq: Equation, operands, options: Options) -> Entry:
+def _compile(eq: Equation, operands, options: Options, key) -> Entry:
     check_operands(eq, operands)
-    return entry_for(eq, plan_for(eq, [o.shape for o in operands], options), operands, options)
+    plan = plan_for(eq, [o.shape for o in operands], options)
+    built = entry_for(eq, plan, operands, options)
+    if built.backend == "torch":    # generated kernels are what a kernel entry is for: plan them
+        admission.planned(key, eq, plan)
+    return built
 
 
 # ----------------------------------------------------------------------- every cache
@@ -165,6 +186,8 @@ def cache_clear() -> None:
     """Empty every cache, and forget which warnings were given: as in a new process
     (kernel modules on disk stay; ``einc cache clear`` removes them)."""
     _plans.clear()
+    admission.clear()
+    path_cache_clear()
     parse.cache_clear()
     dtypes.cache_clear()
     options_module.cache_clear()
@@ -182,5 +205,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
            "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

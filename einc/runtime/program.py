@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+# Compiled run functions by source: the source depends on the plan's structure only (which
+# value each step reads and when it dies), not on sizes, so a new shape of a known
+# equation reuses the code object and only binds its step functions.
+_CODE: dict = {}
+
 
 def unroll(plan, step_functions):
     """``run(operands, scale=None)`` calling ``step_functions[s]`` on each step's operands in turn.
@@ -34,17 +39,26 @@ def unroll(plan, step_functions):
         lines += [f"    del t{v}" for v in step.operands if v >= n and last_use[v] == s]
     lines.append(f"    return t{plan.steps[-1].result}")
     source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<einc plan {plan.equation}>", "exec"), env)
+    code = _CODE.get(source)
+    if code is None:
+        if len(_CODE) >= 4096:
+            _CODE.clear()
+        code = _CODE.setdefault(source, compile(source, "<einc plan>", "exec"))
+    exec(code, env)
     env["run"].source = source
     return env["run"]
 
 
 def _scaled(fn):
     """``fn`` with a last positional argument ``scale`` multiplying its result."""
-    try:
-        takes_scale = "scale" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes_scale = False
+    code = getattr(fn, "__code__", None)
+    if code is not None and not code.co_flags & inspect.CO_VARKEYWORDS:     # a plain function: its names
+        takes_scale = "scale" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    else:
+        try:
+            takes_scale = "scale" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes_scale = False
     if takes_scale:
         def in_epilogue(*args):
             return fn(*args[:-1], scale=args[-1])

@@ -1,0 +1,113 @@
+"""Which shapes are planned: an equation's first shapes are; once its shapes keep
+changing, a new shape runs torch's own einsum op instead.
+
+einc keys plans by exact shapes.  Real code changes shapes all the time -- a graph
+network's edge count differs every batch, a key/value-cached decoder has one more
+position every step -- and planning a shape (the graph, the plan, the executor's step
+functions) costs several times torch.einsum's whole call, which a shape that is called
+only a few times never repays.  So an equation's first :data:`STABLE_SHAPES` shapes (per
+canonical equation, options, device, layout, dtypes and ranks: a *family*) are planned
+on their first call, as always -- a fixed batch, a last short batch, a few sequence
+lengths -- and from then on a call whose shape the family has not planned runs
+``torch._VF.einsum``: torch's einsum op itself (never the ``torch.einsum`` attribute,
+which a user may have made einc), given, for three or more operands, the path einc
+planned for the family's size class (:func:`einc.plan.size_class`), so it pays no path
+search where torch.einsum runs one on every call.  That is exactly torch.einsum's result
+(its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
+
+The choice is made per shape and never changes: a shape is planned on its first call or
+never (while its plan stays in the cache), so the same call gives the same bits every
+time, and a ``torch.utils.checkpoint`` recomputation runs the ops its forward ran.
+Shapes that are not planned never fill the plan cache, so a long generation does not
+evict the plans that recur.  ``EINC_NEW_SHAPES=plan`` plans every shape (the
+differential fuzzer runs so, to test einc's executors on every case).
+
+Always planned: an equation's first shapes (above), equations whose plan runs generated
+kernels (the kernels are what such an entry is for, and the kernel tests must run them),
+calls with a ``memory_limit`` (sliced plans), a ``PathOptimizer`` object, operands of a
+size class the family has no path for (three or more operands), and calls torch refuses
+(planning then raises einc's own error, which names the operand, index and sizes).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .. import config
+from ..plan import size_class
+
+_einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
+STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
+
+_families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, shapes planned]
+_lock = threading.Lock()
+
+
+def _family(key):
+    canonical, options, device, layout, shapes = key
+    return canonical, options, device, layout, tuple([(len(s), d) for s, d in shapes])
+
+
+def _dims_class(key):
+    return size_class([s for shape, _ in key[4] for s in shape])
+
+
+def planned(key, eq, plan) -> None:
+    """Record that ``key`` was planned (its family's count, and its size class's path)."""
+    options = key[1]
+    if plan.slicing is not None or options.memory_limit is not None or not _reusable(options.optimize):
+        return
+    n = plan.num_operands
+    if n >= 3 and any(len(c) != 2 for c in plan.path):     # torch takes a path of pairs only
+        return
+    ordered = n >= 3 and options.optimize is not False     # else torch's left-to-right order is einc's
+    with _lock:
+        family = _families.setdefault(_family(key), [eq.torch_text, {} if ordered else None, 0])
+        if ordered:
+            family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
+        family[2] += 1
+
+
+def _reusable(optimize) -> bool:
+    """A strategy name, False (left to right) or an explicit path: the same for every shape."""
+    return optimize is False or isinstance(optimize, (str, tuple))
+
+
+def unplanned(key, operands):
+    """torch's einsum of ``operands`` where ``key`` is a shape its family does not plan
+    (see the module's docstring), else None (plan it)."""
+    family = _families.get(_family(key))
+    if family is None or family[2] < STABLE_SHAPES or config.new_shapes() == "plan":
+        return None
+    text, paths, _ = family
+    try:
+        if paths is None:
+            result = _einsum(text, list(operands))
+        else:
+            path = paths.get(_dims_class(key))
+            if path is None:        # a size class without a path: plan it (and so find one)
+                return None
+            result = _einsum(text, list(operands), path=list(path))
+    except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
+        return None
+    return _fresh(result, operands)
+
+
+def _fresh(result, operands):
+    """``result`` as a contiguous tensor that shares no memory with an operand (torch's einsum
+    may return a permuted view, or a view of an operand: ``ij->ji``, ``ii->i``)."""
+    result = result.contiguous()
+    storage = result.untyped_storage().data_ptr()
+    if any(o.untyped_storage().data_ptr() == storage for o in operands) and result.numel():
+        result = result.clone()
+    return result
+
+
+def clear() -> None:
+    with _lock:
+        _families.clear()
+
+
+__all__ = ["planned", "unplanned", "clear", "STABLE_SHAPES"]

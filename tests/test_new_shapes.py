@@ -1,0 +1,154 @@
+"""A new shape of a known equation: what einc reuses, what it runs, and when it plans
+(einc/runtime/admission.py, einc/plan.py's size classes), and the accuracy of long sums."""
+
+import pytest
+import torch
+import torch.utils.checkpoint
+
+import einc
+from einc.errors import ShapeError
+from einc.runtime import admission
+from einc.runtime.reference import torch_einsum
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+def _plans():
+    return einc.cache_info().plans.currsize
+
+
+def _vary(eq, make, sizes):
+    """Call ``eq`` at ``sizes``: the equation's first shapes, planned."""
+    for n in sizes:
+        einc.einsum(eq, *make(n))
+
+
+FIRST = range(100, 100 + admission.STABLE_SHAPES)      # the shapes an equation plans before it counts as varying
+
+
+@pytest.mark.parametrize("eq,make,sizes", [
+    ("bij,bjk->bik", lambda n: [torch.randn(n, 3, 4), torch.randn(n, 4, 5)], (60, 0, 1, 70)),
+    ("ij->ji", lambda n: [torch.randn(n, 3)], (60, 0, 1)),                  # torch returns a view of the operand
+    ("ii->i", lambda n: [torch.randn(n, n)], (60, 0, 1)),
+    ("bhid,bhjd->bhij", lambda n: [torch.randn(1, 2, 1, 8), torch.randn(1, 2, n, 8)], (60, 0, 1)),  # permuted view
+    ("zuvw,zu,zvj->zwj", lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], (120, 127)),
+])
+def test_an_equation_whose_shapes_keep_changing_runs_torchs_op_for_new_ones(eq, make, sizes):
+    _vary(eq, make, FIRST)
+    assert _plans() == admission.STABLE_SHAPES          # each of the first shapes planned on its first call
+    for n in sizes:
+        ops = make(n)
+        out = einc.einsum(eq, *ops)
+        expected = torch_einsum(eq, *ops)
+        assert out.is_contiguous() and out.dtype == expected.dtype and out.shape == expected.shape
+        assert all(out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr() for o in ops) or \
+            out.numel() == 0
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)       # exactly torch's result
+        torch.testing.assert_close(einc.einsum(eq, *ops), out, rtol=0, atol=0)     # and again: never planned
+    assert _plans() == admission.STABLE_SHAPES
+    again = make(FIRST[0])                                # a planned shape still runs its plan
+    torch.testing.assert_close(einc.einsum(eq, *again), torch_einsum(eq, *again))
+    assert einc.cache_info().plans.hits >= 1
+
+
+def test_three_operands_of_a_new_size_class_are_planned():
+    eq = "zuvw,zu,zvj->zwj"
+    make = lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)]     # noqa: E731
+    _vary(eq, make, FIRST)
+    einc.einsum(eq, *make(300))         # 300: another octave than 100-115, no path for it yet: planned
+    assert _plans() == admission.STABLE_SHAPES + 1
+    einc.einsum(eq, *make(301))         # the same octave as 300 now has a path: torch's op with it
+    assert _plans() == admission.STABLE_SHAPES + 1
+
+
+def test_einc_new_shapes_plan_plans_every_shape(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    make = lambda n: [torch.randn(n, 3), torch.randn(n, 3)]     # noqa: E731
+    _vary("bi,bi->b", make, FIRST)
+    einc.einsum("bi,bi->b", *make(3))
+    assert _plans() == admission.STABLE_SHAPES + 1
+    monkeypatch.setenv("EINC_NEW_SHAPES", "sometimes")
+    with pytest.raises(einc.errors.ConfigError, match="EINC_NEW_SHAPES"):
+        einc.einsum("bi,bi->b", *make(4))
+
+
+def test_a_bad_new_shape_raises_einc_s_error():
+    _vary("ij,jk->ik", lambda n: [torch.randn(n, 3), torch.randn(3, 4)], FIRST)
+    with pytest.raises(ShapeError, match="operand 1"):
+        einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(5, 4))
+
+
+def test_checkpoint_recomputes_with_the_same_ops():
+    """A checkpointed block runs its forward again in the backward and checks that it saves
+    the same tensors: a shape runs the same ops on every call."""
+    w = torch.randn(6, 6, requires_grad=True)
+    block = lambda x: einc.einsum("bi,ij->bj", x, w).tanh()     # noqa: E731
+    for b in [1, 2] + list(FIRST):          # planned shapes, then shapes that are not
+        x = torch.randn(b, 6, requires_grad=True)
+        torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum().backward()
+        torch.testing.assert_close(x.grad, ((1 - (x @ w).tanh() ** 2) @ w.t()).detach())
+
+
+def test_new_shapes_under_autograd_give_torchs_gradients():
+    eq = "zuvw,zu,zvj->zwj"
+    _vary(eq, lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], FIRST)
+    for n in (120, 121):
+        ops = [torch.randn(n, 3, 3, 3, requires_grad=True), torch.randn(n, 3, requires_grad=True),
+               torch.randn(n, 3, 2, requires_grad=True)]
+        ref = [o.detach().clone().requires_grad_() for o in ops]
+        einc.einsum(eq, *ops).square().sum().backward()
+        torch_einsum(eq, *ref).square().sum().backward()
+        for o, r in zip(ops, ref):
+            torch.testing.assert_close(o.grad, r.grad)
+    assert _plans() == admission.STABLE_SHAPES
+
+
+def test_memory_limited_calls_are_always_planned(monkeypatch):
+    # 8 elements slices these into up to 27,200 slices, which einc refuses by default as not
+    # worth it (MemoryLimitError, issue #24): the switch runs them, as this test needs
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "off")
+    eq = "ab,bc,cd->ad"
+    ops = lambda n: [torch.randn(n, 4), torch.randn(4, 4), torch.randn(4, n)]   # noqa: E731
+    for n in FIRST:
+        einc.einsum(eq, *ops(n), memory_limit=8)
+    before = _plans()
+    einc.einsum(eq, *ops(3), memory_limit=8)
+    assert _plans() > before
+
+
+def test_a_path_is_reused_within_a_size_class_and_explain_says_so():
+    eq = "ab,bc,cd,de->ae"
+    shapes = [(30, 2), (2, 40), (40, 3), (3, 50)]
+    first = einc.explain(eq, *shapes)
+    same_class = einc.explain(eq, (31, 2), (2, 41), (41, 3), (3, 52))
+    other_class = einc.explain(eq, (300, 2), (2, 40), (40, 3), (3, 50))
+    assert same_class.plan.path == first.plan.path
+    assert "Path reused" in str(same_class) and "(30, 2, 40, 3, 50)" in str(same_class)
+    assert "Path reused" not in str(first) and "Path reused" not in str(other_class)
+
+
+# ---------------------------------------------------------------- long sums
+
+@pytest.mark.parametrize("eq,shapes,broadcast", [
+    ("abc,abcd->d", [(40, 41, 42), (40, 41, 42, 1)], True),         # the library case: 68,880 terms
+    ("abc,abc->", [(40, 41, 42), (40, 41, 42)], False),
+    ("bk,bk->b", [(3, 50000), (3, 50000)], False),
+    ("kb,kb->b", [(50000, 3), (50000, 3)], False),
+])
+@pytest.mark.parametrize("executor", ["torch", pytest.param("kernels", marks=[pytest.mark.kernels])])
+def test_long_float32_sums_are_as_accurate_as_torchs(eq, shapes, broadcast, executor, request):
+    device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
+    torch.manual_seed(0)
+    ops = [torch.rand(s, device=device) for s in shapes]
+    if broadcast:
+        ops[1] = ops[1].expand(*shapes[1][:-1], 5)[..., :1]
+    exact = torch_einsum(eq, *[o.double() for o in ops])
+    err = lambda x: ((x.double() - exact).abs() / exact.abs()).max().item()    # noqa: E731
+    assert err(einc.einsum(eq, *ops)) <= max(err(torch_einsum(eq, *ops)), 1e-7)
+    if executor == "kernels":
+        assert all(b.startswith("triton") for b in einc.explain(eq, *ops).backends)
