@@ -18,7 +18,11 @@ and the peak reset: Linux), against ``limit + operands + result`` (target: withi
 scale.  quimb is not used: it
 contracts through cotengra, so it would time the same code.
 
+A second table times a small network at tight limits, where per-slice overhead dominates
+(:func:`grid_rows`; ``--grid-only`` runs just that).
+
     python bench/sliced.py [--rows 4 --cols 6 --depth 12 --limit 65536 --rounds 7 --threads 1 --seed 0]
+                           [--grid 4 5 4] [--grid-only]
 """
 
 from __future__ import annotations
@@ -134,6 +138,56 @@ def peak_rss_bytes(fn):
     return peak
 
 
+def grid_rows(rows: int, cols: int, bond: int, rounds: int) -> None:
+    """The small network of issue #24 at tight limits, where per-slice overhead dominates:
+    the 4x5 grid (bond 4, float64; every operand at most 256 elements).  Interleaved:
+    einc unsliced, ``memory_limit="max_input"`` against opt_einsum's ``contract(...,
+    memory_limit="max_input", backend="torch")`` (target: einc within 3x), and einc at
+    512 and 1024 elements (slices, chunks, estimated vs measured time); then how long
+    ``memory_limit=64`` takes to answer, in a fresh cache (target: within 20 s)."""
+    import opt_einsum
+    eq, ops = _example().grid(rows, cols, bond)
+    expected = torch.einsum(eq, *ops)
+    calls = {"einc unsliced": lambda: einc.einsum(eq, *ops),
+             "einc max_input": lambda: einc.einsum(eq, *ops, memory_limit="max_input"),
+             "opt_einsum max_input": lambda: opt_einsum.contract(eq, *ops, memory_limit="max_input", backend="torch"),
+             "einc 1024": lambda: einc.einsum(eq, *ops, memory_limit=1024),
+             "einc 512": lambda: einc.einsum(eq, *ops, memory_limit=512)}
+    for name, fn in calls.items():      # warm up, plan, check
+        out = fn()
+        assert torch.allclose(out, expected, rtol=1e-10), (name, out, expected)
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"grid {rows}x{cols}, bond {bond}, float64, {len(ops)} tensors; median of {rounds} interleaved rounds "
+          "(results agree with torch.einsum):")
+    for name, t in med.items():
+        s = None
+        if name.startswith("einc") and name != "einc unsliced":
+            limit = name.split()[1]
+            info = einc.explain(eq, *ops, memory_limit=limit if limit == "max_input" else int(limit))
+            s = info.slicing
+        extra = "" if s is None else (
+            f"  {s.num_slices} slices (values per slice: "
+            f"{', '.join(f'{info.graph.names[i]} {c} of {d}' for i, c, d in zip(s.indices, s.chunks, s.sizes))}), "
+            f"estimated {s.seconds * 1e3:.3g} ms")
+        print(f"  {name:22s} {t * 1e3:9.3f} ms{extra}")
+    print(f"  einc max_input / opt_einsum max_input = {med['einc max_input'] / med['opt_einsum max_input']:.3f} "
+          "(target <= 3)")
+    einc.cache_clear()
+    t = time.perf_counter()
+    try:
+        einc.einsum(eq, *ops, memory_limit=64)
+        outcome = "ran"
+    except einc.MemoryLimitError as e:
+        outcome = f"MemoryLimitError: {str(e).splitlines()[0]}"
+    print(f"  memory_limit=64 answered in {time.perf_counter() - t:.2f} s (target <= 20 s): {outcome}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=4)
@@ -143,7 +197,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0, help="seeds cotengra's search (random and numpy)")
+    ap.add_argument("--grid", type=int, nargs=3, default=(4, 5, 4), metavar=("ROWS", "COLS", "BOND"),
+                    help="the small network of the second table (issue #24's 4x5 grid, bond 4)")
+    ap.add_argument("--grid-only", action="store_true", help="only the grid table")
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.grid_only:
+        grid_rows(*args.grid, args.rounds)
+        return 0
     try:
         import cotengra as ctg
     except ImportError:
@@ -229,6 +290,7 @@ def main(argv=None) -> int:
             print(f"peak heap growth, einc unsliced on the same path: {peak / 2 ** 20:.3f} MiB "
                   f"(its largest intermediate: {unsliced.largest_intermediate * item / 2 ** 20:.3f} MiB, "
                   f"{s.unsliced_live * item / 2 ** 20:.3f} MiB alive at once)")
+    grid_rows(*args.grid, args.rounds)
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import EincError
+from .errors import EincError, MemoryLimitError
 from .plan import Plan, Step
 
 __version__ = "0.1.0"
@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 _API_NAMES = ("einsum", "contract", "explain", "contract_expression", "contract_path", "ContractExpression",
               "PathInfo", "shared_intermediates", "count_cached_ops", "cache_info", "cache_clear", "set_cache_size")
 
-__all__ = [*_API_NAMES, "EincError", "Plan", "Step", "__version__"]
+__all__ = [*_API_NAMES, "EincError", "MemoryLimitError", "Plan", "Step", "__version__"]
 
 
 def __getattr__(name: str):

@@ -27,6 +27,11 @@ accepted.  An empty value counts as unset.
                        ``model`` (decide without timing), ``blas`` (never a generated
                        kernel), ``kernel`` (always one).  The keyword ``select=`` of
                        ``einc.einsum`` overrides it.
+``EINC_SLICE_OVERHEAD`` the most a ``memory_limit`` may cost: a sliced plan estimated at
+                       more than this many times the unsliced contraction's time (and
+                       more than a second) raises :class:`~einc.errors.MemoryLimitError`;
+                       a positive number (default 100), or ``off`` to run whatever it
+                       costs.
 ``EINC_NEW_SHAPES``    what a shape does that is new to an equation einc has already
                        planned at 16 shapes: ``torch`` (default) runs torch's own einsum
                        op, every time (see ``runtime/admission.py``); ``plan`` plans it,
@@ -53,6 +58,7 @@ from .errors import ConfigError
 BACKENDS = ("auto", "torch", "triton")
 DEFAULT_CACHE_SIZE = 4096
 DEFAULT_CACHE_MAX_MB = 100
+DEFAULT_SLICE_OVERHEAD = 100
 MB = 10 ** 6
 
 # Triton 3.x (knobs.env_bool -> getenv_bool): the lower-cased value is one of these.
@@ -86,6 +92,22 @@ def cache_size() -> int:
         raise _bad("EINC_CACHE_SIZE", value,
                    f"a positive integer (the number of plans kept in memory; default {DEFAULT_CACHE_SIZE})")
     return int(text)
+
+
+def slice_overhead() -> float:
+    """``EINC_SLICE_OVERHEAD``: the largest estimated sliced / unsliced time einc runs
+    (default 100; ``off``: no bound, ``inf``)."""
+    value = _raw("EINC_SLICE_OVERHEAD")
+    if value is None:
+        return DEFAULT_SLICE_OVERHEAD
+    text = value.strip().lower()
+    if text in ("off", "none", "inf"):
+        return float("inf")
+    if not _DECIMAL.fullmatch(text) or float(text) <= 0:
+        raise _bad("EINC_SLICE_OVERHEAD", value,
+                   "a positive number (the most a memory_limit may cost, in times the unsliced contraction's "
+                   f"estimated time; default {DEFAULT_SLICE_OVERHEAD}), or off")
+    return float(text)
 
 
 def cache_max_bytes() -> int:

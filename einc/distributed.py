@@ -2,7 +2,7 @@
 
 ``einc.distributed.einsum(eq, *operands, memory_limit=N, group=None)`` plans as
 :func:`einc.einsum` does (:mod:`einc.slicing`), on the group's first rank; every rank
-then builds the same plan from that rank's path and sliced indices (so a randomized
+then builds the same plan from that rank's path, sliced indices and chunks (so a randomized
 planner such as cotengra's cannot make the ranks disagree), contracts an even share of
 the slices (counts differ by at most one), and all-reduces the partial sums: every rank
 returns the full result.  A plan that needs no slicing is one slice, contracted by one
@@ -27,7 +27,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import slicing
+from . import config, slicing
 from .equation import parse, sublist_equation
 from .errors import ArgumentError, EincError
 from .graph import build
@@ -86,7 +86,9 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
                 raise failure
             plan = slicing.plan(graph, eq.text, options)
             decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
-                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer)
+                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
+                           plan.slicing.chunks if plan.slicing else (),
+                           plan.slicing.bound if plan.slicing else slicing.LIVE)
         except Exception as e:      # every rank must hear of it, not wait in the broadcast
             error = e
             decision[0] = f"{type(e).__name__}: {e}"
@@ -96,7 +98,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         if error is not None:
             raise error
         raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
-    path, indices, planner, name = decision[0]
+    path, indices, planner, name, chunks, bound = decision[0]
 
     acc, seconds = None, 0.0
     start = stop = 0
@@ -106,7 +108,8 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
-                                   planner)
+                                   planner, chunks, bound)
+        slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
         runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)

@@ -49,6 +49,12 @@ class PathError(EincError, ValueError):
     """An explicit contraction path or an optimizer name is invalid."""
 
 
+class MemoryLimitError(EincError, ValueError):
+    """``memory_limit`` can be met only by a slicing estimated to cost far more than the
+    unsliced contraction (see :mod:`einc.slicecost`); the message names the estimated
+    slice count and time and the smallest limit that keeps the cost within 2x."""
+
+
 def caret(equation: str, position: int | None) -> str:
     """Return the equation with a caret under ``position`` (two indented lines).
 

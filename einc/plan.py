@@ -110,7 +110,9 @@ class Plan:
             "slicing": None if self.slicing is None else {
                 "indices": self.graph.term(self.slicing.indices), "slices": self.slicing.num_slices,
                 "memory_limit": self.slicing.memory_limit, "flops_overhead": self.slicing.overhead,
-                "planner": self.slicing.planner},
+                "planner": self.slicing.planner, "chunks": list(self.slicing.chunks), "bound": self.slicing.bound,
+                "estimated_seconds": self.slicing.seconds, "overhead_seconds": self.slicing.overhead_seconds,
+                "unsliced_seconds": self.slicing.unsliced_seconds},
         }
 
 
@@ -300,13 +302,17 @@ def format_table(plan: Plan, backends=(), note: str = "") -> str:
     ]
     s = plan.slicing
     if s is not None:
-        names = ", ".join(plan.graph.names[i] for i in s.indices) or "none"
+        names = ", ".join(plan.graph.names[i] + ("" if c == 1 else f" in chunks of {c}")
+                          for i, c in zip(s.indices, s.chunks)) or "none"
         lines += [f"        Sliced indices:  {names} ({s.num_slices} slices, chosen by {s.planner}; each slice "
                   "runs the steps below, sizes per slice)",
                   f"         Memory limit:  {'none' if s.memory_limit is None else f'{s.memory_limit} elements'} "
                   f"(unsliced, this path's largest intermediate is {s.unsliced_largest:.4g})",
                   f"  Slicing FLOP overhead:  {s.overhead:.4g}x ({plan.flops:.4g} over all slices, "
-                  f"{s.unsliced_flops:.4g} unsliced)"]
+                  f"{s.unsliced_flops:.4g} unsliced)",
+                  f"        Estimated time:  {s.seconds * 1e3:.4g} ms, of which per-slice overhead "
+                  f"{s.overhead_seconds * 1e3:.4g} ms (unsliced {s.unsliced_seconds * 1e3:.4g} ms: "
+                  f"{s.seconds / s.unsliced_seconds if s.unsliced_seconds else 1:.3g}x; einc.slicecost)"]
     lines += [f"  {note}" for note in plan.notes]
     rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
             + (("backend",) if backends else ())]

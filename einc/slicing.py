@@ -1,10 +1,12 @@
-"""Sliced plans: ``memory_limit`` honoured by fixing indices, one slice at a time.
+"""Sliced plans: ``memory_limit`` honoured by cutting indices, one slice at a time.
 
 When the contraction order would hold more than ``memory_limit`` elements at once (see
-below), the plan *slices* indices: for each value of the sliced indices, every operand is viewed at
-that value (no copy), the smaller contraction that is left runs with one cached plan (its
-own key in the plan cache, so the same kernels serve every slice), and the slice's result
-is added into the result (a sliced output index selects where it goes instead).
+below), the plan *slices* indices: each sliced index is cut into chunks of ``c`` values
+(``c = 1``: one value, the index leaves the slice's equation), every operand is viewed
+at the slice's chunk (``select`` or ``narrow``, no copy), the smaller contraction that
+is left runs with one cached plan (its own key in the plan cache, so the same kernels
+serve every slice; a last, shorter chunk has its own), and the slice's result is added
+into the result (a sliced output index selects where it goes instead).
 
 What ``memory_limit`` bounds: what one slice holds at once -- its intermediates alive
 together and the copies a step makes inside itself.  The plan's steps run in order and
@@ -24,17 +26,25 @@ integer or bool input converted (bool -> int64) for a matrix product.  A limit s
 with each index behind the peak sliced to one element cannot be met: slicing stops there,
 and ``explain`` shows the peak that remains.
 
+Two kinds of bound (``Slicing.bound``): a number is the *live* bound above; ``"max_input"``
+has opt_einsum's meaning, each intermediate alone at most the largest operand (no
+copies, nothing summed over what is alive together): a path that keeps to it runs
+unsliced, else the slicing meets that per-intermediate bound.
+
 Who chooses what to slice:
 
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
-- otherwise einc's rule: the path einc's optimizer finds under the limit if its live
-  peak fits, else that path and the unlimited one, each sliced by repeatedly fixing the
-  index (of an intermediate or an operand) that shrinks the live peak most (ties: fewer
-  total flops) until it fits; the one with fewer total flops over all slices wins.
+- otherwise einc's rule, by cost: the path einc's optimizer finds under the limit if it
+  fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
+  halved where they are behind a moment over the limit, then widened back to the largest
+  that fits, the slicing estimated fastest (:mod:`einc.slicecost`: the flops of every
+  slice plus a fixed cost per step of a slice) kept; the faster of the two paths wins.
 
-Either way einc checks the result against the live bound and, where it is exceeded (a
-cotengra slicing bounds each intermediate alone, without copies), slices more by its own rule.
+Either way einc checks the result against the bound and, where it is exceeded (a
+cotengra slicing bounds each intermediate alone, without copies), slices more by its own
+rule.  A slicing estimated at far more than the unsliced contraction is refused when its
+entry is built (:func:`check_cost`).
 :class:`Runner` runs a sliced plan, or a range of its slices (:mod:`einc.distributed`
 spreads the ranges over ranks).  Steps whose operands hold no sliced index run once per
 call, before the slice loop (:func:`hoisting`); their results stay alive through every
@@ -44,11 +54,13 @@ slice, and the live bound counts them so.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
+from . import config, slicecost
 from .equation import letter, parse
-from .errors import PathError
+from .errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .options import AUTO, COTENGRA, Options
 from .plan import Plan, build_plan, flop_count
@@ -58,9 +70,16 @@ _INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
 
 @dataclass(frozen=True)
 class Slicing:
-    """How a plan is sliced: the graph ``indices`` fixed per slice (outermost first) and
-    their ``sizes``; ``inner`` is what one slice runs (the graph without those indices,
-    the same path); ``text`` its equation in letters (the inner plan cache's key)."""
+    """How a plan is sliced: the graph ``indices`` cut per slice (outermost first), their
+    full ``sizes`` and ``chunks`` (how many values of each index one slice takes: 1, the
+    index is fixed and leaves the slice's equation; more, the slice holds that many
+    values, the last chunk of an index maybe fewer); ``inner`` is what one full slice
+    runs (the same path, the chunked sizes); ``text`` its equation in letters.
+    ``bound``: what ``memory_limit`` bounds, ``"live"`` (einc's: what is alive at once,
+    step copies included) or ``"intermediate"`` (``"max_input"``, opt_einsum's: each
+    intermediate alone).  ``seconds``, ``overhead_seconds`` and ``unsliced_seconds`` are
+    :mod:`einc.slicecost`'s estimates: one call, the per-slice fixed cost within it, and
+    the same path unsliced."""
 
     indices: tuple[int, ...]
     sizes: tuple[int, ...]
@@ -73,19 +92,38 @@ class Slicing:
     planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
     live: int = 0               # the most elements alive at once in one slice: intermediates and step copies
     unsliced_live: int = 0      # the same, for the path unsliced
+    chunks: tuple[int, ...] = ()
+    bound: str = "live"
+    flops: int = 0              # over all slices, the steps run once included
+    seconds: float = 0.0
+    overhead_seconds: float = 0.0
+    unsliced_seconds: float = 0.0
+    once_steps: int = 0         # steps run once per call (they hold no sliced index)
+    slice_steps: int = 0        # steps run per slice
+
+    def estimate(self, executor: str = slicecost.PLANNING) -> tuple[float, float, float]:
+        """``(seconds, overhead_seconds, unsliced_seconds)`` with ``executor``'s figures."""
+        total, fixed = slicecost.seconds(self.flops, self.once_steps, self.num_slices, self.slice_steps, executor)
+        return total, fixed, slicecost.seconds(self.unsliced_flops, self.once_steps + self.slice_steps, 0, 0,
+                                               executor)[0]
 
     @property
     def overhead(self) -> float:
         """Total flops over all slices / the unsliced flops of the same path."""
-        return self.inner.flops * self.num_slices / self.unsliced_flops if self.unsliced_flops else 1.0
+        return self.flops / self.unsliced_flops if self.unsliced_flops else 1.0
 
-    def values(self, s: int) -> tuple[int, ...]:
-        """The sliced indices' values in slice ``s`` (the last index varies fastest)."""
-        vals = []
-        for size in reversed(self.sizes):
-            s, v = divmod(s, size)
-            vals.append(v)
-        return tuple(reversed(vals))
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """How many chunks each sliced index is cut into."""
+        return tuple(-(-d // c) for d, c in zip(self.sizes, self.chunks))
+
+    def windows(self, s: int) -> tuple[tuple[int, int], ...]:
+        """``(start, length)`` of each sliced index in slice ``s`` (the last index varies fastest)."""
+        out = []
+        for size, chunk, count in zip(reversed(self.sizes), reversed(self.chunks), reversed(self.counts)):
+            s, k = divmod(s, count)
+            out.append((k * chunk, min(chunk, size - k * chunk)))
+        return tuple(reversed(out))
 
 
 # ----------------------------------------------------------------------- planning
@@ -106,10 +144,14 @@ def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
     return memory_limit
 
 
+LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
+
+
 def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     """The plan for ``graph``: :func:`~einc.plan.build_plan`'s where no limit applies and
     cotengra is not asked, else a plan sliced as needed (see the module docstring)."""
     limit = memory_limit_of(graph, options.memory_limit)
+    bound = INTERMEDIATE if options.memory_limit == "max_input" else LIVE
     cotengra = is_cotengra(options.optimize)
     if limit is None and not cotengra:
         return build_plan(graph, equation, options)
@@ -117,32 +159,255 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         return build_plan(graph, equation, Options.of(False, None, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
-        path, sliced = _cotengra_path(graph, options.optimize, limit)
+        path, theirs = _cotengra_path(graph, options.optimize, limit)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
-        theirs = sliced
+        chunks = dict.fromkeys(theirs, 1)
         if limit is not None:
-            sliced = _greedy(base, limit, sliced)
-        planner = "cotengra" if sliced == theirs else "cotengra and einc"     # einc sliced more
-        return sliced_plan(graph, equation, base, sliced, limit, planner) if sliced else base
+            chunks = _choose(_Model(base, bound), limit, theirs)
+        planner = "cotengra" if set(chunks) == set(theirs) else "cotengra and einc"     # einc sliced more
+        return sliced_plan(graph, equation, base, tuple(chunks), limit, planner, tuple(chunks.values()),
+                           bound) if chunks else base
     candidates = []
     try:
         within = build_plan(graph, equation, options)
     except (RuntimeError, ValueError):      # opt_einsum's dp: no path under the limit
         within = None
     if within is not None:
-        if live_peak(within.steps, within.graph.sizes, within.num_operands) <= limit:
+        if _Model(within, bound).peak({}, limit)[0] <= limit:
             return within
         candidates.append(within)
     if not isinstance(options.optimize, tuple) or within is None:
-        candidates.append(build_plan(graph, equation, unlimited))
+        other = build_plan(graph, equation, unlimited)
+        if within is None or other.path != within.path:
+            candidates.append(other)
     best = None
     for base in candidates:
-        sliced = _greedy(base, limit, ())
-        p = sliced_plan(graph, equation, base, sliced, limit, "einc")
-        if best is None or p.flops < best.flops:
-            best = p
-    return best
+        chunks = _choose(_Model(base, bound), limit, ())
+        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+        key = (_peak(p) > limit, p.slicing.seconds, p.flops)
+        if best is None or key < best[0]:
+            best = key, p
+    return best[1]
+
+
+def _peak(p: Plan) -> int:
+    """What ``memory_limit`` bounds in sliced plan ``p``."""
+    s = p.slicing
+    return s.live if s.bound == LIVE else p.largest_intermediate
+
+
+class _Model:
+    """The slicings of one ``base`` plan weighed: for ``chunks`` (index -> values per
+    slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
+    of a call (:meth:`cost`, :mod:`einc.slicecost`)."""
+
+    def __init__(self, base: Plan, bound: str):
+        self.base, self.bound = base, bound
+        self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
+        self.inputs = base.graph.inputs
+        self.seen = [frozenset().union(*step.inputs) for step in self.steps]
+        self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
+        self._peaks, self._costs = {}, {}
+
+    def _moments(self, chunks, limit):
+        """Per moment of one (full) slice: ``(elements, the values behind them)``, the
+        values only for the moments over ``limit``."""
+        sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
+        order, roots = hoisting(self.steps, self.inputs, self.n, tuple(chunks))
+        if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
+            return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
+        finals = set(roots) | ({order[-1].result} if order else set())
+        dropped = {i for i, c in chunks.items() if c == 1}
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit))
+
+    def peak(self, chunks, limit):
+        """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
+        beyond ``limit``, and the values behind the moments over it (remembered per slicing:
+        the passes of :func:`_choose` weigh many slicings more than once)."""
+        key = (frozenset(chunks.items()), limit)
+        found = self._peaks.get(key)
+        if found is None:
+            found = self._peaks[key] = self._peak(chunks, limit)
+        return found
+
+    def _peak(self, chunks, limit):
+        moments = self._moments(chunks, limit)
+        over = [(total, alive) for total, alive in moments if total > limit]
+        return (max((total for total, _ in moments), default=0), sum(total - limit for total, _ in over),
+                {v for _, alive in over for v in alive})
+
+    def cost(self, chunks):
+        """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
+        flops over every slice (a step runs once per slice; the steps holding no sliced
+        index once per call), the estimated time and the per-slice fixed cost within it."""
+        key = frozenset(chunks.items())
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = self._cost(chunks)
+        return found
+
+    def _cost(self, chunks):
+        sliced = set(chunks)
+        counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
+        invariant = [not sliced.intersection(t) for t in self.inputs]
+        flops = once = per = 0
+        for k, step in enumerate(self.steps):
+            invariant.append(all(invariant[v] for v in step.operands))
+            if invariant[-1]:
+                once += 1
+                flops += step.flops
+                continue
+            per += 1
+            summed = any(chunks.get(i) != 1 for i in step.summed)
+            flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
+                math.prod(counts[i] for i in sliced if i not in self.seen[k])
+        total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
+        return flops, total, fixed, once, per
+
+
+def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -> None:
+    """Raise :class:`~einc.errors.MemoryLimitError` where ``plan``'s slicing costs too
+    much on ``executor`` (:func:`einc.slicecost.refusal`), naming the limit
+    :func:`suggest_limit` finds; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
+    s = plan.slicing
+    if s is None or world > 1 and s.estimate(executor)[0] / world <= slicecost.FLOOR_SECONDS:
+        return
+    sentence = slicecost.refusal(s, executor)
+    if sentence is None:
+        return
+    limit = suggest_limit(plan, executor)
+    whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
+        if limit >= s.unsliced_live else ""
+    raise MemoryLimitError(
+        f"einsum(): {sentence}. The smallest limit estimated within {slicecost.WITHIN:g}x of the unsliced time "
+        f"is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
+        f"slicing anyway (einc.explain shows the plan)\n  {plan.equation}")
+
+
+def suggest_limit(plan: Plan, executor: str = slicecost.PLANNING) -> int:
+    """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
+    path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
+    :data:`einc.slicecost.WITHIN` times its unsliced time on ``executor``: a bisection
+    over the powers of two between ``plan``'s limit and that unsliced peak.  The path is
+    ``plan``'s own, so no path search runs again."""
+    s = plan.slicing
+    estimate = estimator(build_plan(plan.graph, plan.equation, Options.of(plan.path)), executor)
+    top = max(s.unsliced_live, 1)
+    lo, hi = max(0, math.ceil(math.log2(max(s.memory_limit, 1)))), max(0, math.ceil(math.log2(top)))
+
+    def fits(k: int) -> bool:
+        if 2 ** k >= top:
+            return True
+        total, unsliced = estimate(2 ** k)
+        return total <= slicecost.WITHIN * unsliced
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return min(2 ** lo, top)
+
+
+def estimator(base: Plan, executor: str = slicecost.PLANNING):
+    """A function of a limit (einc's live bound) giving ``(seconds, unsliced seconds)`` of
+    ``base``'s path sliced by einc's rule (:func:`_choose`), with ``executor``'s figures;
+    one model weighs every limit asked, so a slicing two limits share is weighed once."""
+    model = _Model(base, LIVE)
+    unsliced = slicecost.seconds(base.flops, len(base.steps), 0, 0, executor)[0]
+
+    def estimate(limit: int) -> tuple[float, float]:
+        chunks = _choose(model, limit, ())
+        flops, _, _, once, per = model.cost(chunks)
+        num = math.prod(-(-model.full[i] // c) for i, c in chunks.items())
+        return slicecost.seconds(flops, once, num, per, executor)[0], unsliced
+    return estimate
+
+
+def _larger_chunks(d: int, c: int) -> list[int]:
+    """The chunk sizes of an index of size ``d`` larger than ``c`` that change the slice
+    count (``ceil(d / n)`` for fewer chunks ``n``), ascending; ``d`` (unsliced) last."""
+    count, out, n = -(-d // c), [], 1
+    while n < count:
+        v = -(-d // n)
+        out.append(v)
+        n = -(-d // (v - 1)) if v > 1 else count
+    return sorted(set(out))
+
+
+def _choose(model: _Model, limit: int, fixed=()) -> dict[int, int]:
+    """einc's rule: the slicing of ``model``'s plan, ``{index: values per slice}``, that
+    meets ``limit`` at the least estimated cost.  Two greedy cuts (:func:`_cut`), each
+    widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
+    ``fixed`` indices (cotengra's) stay sliced one value at a time."""
+    best = None
+    for rule in (_BY_COST, _BY_PEAK):
+        chunks = _widen(model, limit, _cut(model, limit, fixed, rule), fixed)
+        key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
+        if best is None or key < best[0]:
+            best = key, chunks
+    return best[1]
+
+
+_BY_COST, _BY_PEAK = "cost", "peak"
+
+
+def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
+    """While a moment of a slice holds more than ``limit``, halve the chunk of one index
+    behind such a moment (a value alive there, or a step's input, whose copies count):
+    by ``rule`` ``"cost"`` the one that adds the least estimated time per element of
+    excess it removes, by ``"peak"`` the one that lowers the peak most (ties: less
+    time).  Where no index behind an over-limit moment can shrink further, the limit
+    cannot be met: cutting stops there."""
+    full = model.full
+    chunks = dict.fromkeys(fixed, 1)
+    peak, excess, over = model.peak(chunks, limit)
+    while peak > limit:
+        candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
+        if not candidates:
+            break
+        now = model.cost(chunks)[1]
+        best = None
+        for i in candidates:
+            trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
+            result = model.peak(trial, limit)
+            t = model.cost(trial)[1]
+            if rule == _BY_PEAK:
+                key = (result[0], t, i)
+            elif result[1] < excess:
+                key = (0, (t - now) / (excess - result[1]), i)
+            else:
+                key = (1, result[0], t, i)
+            if best is None or key < best[0]:
+                best = key, trial, result
+        _, chunks, (peak, excess, over) = best
+    return chunks
+
+
+def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
+    """Where ``chunks`` fits ``limit``: index by index, the largest chunk that still fits
+    (a bisection over the sizes that change the slice count; the whole index unslices
+    it), taken where that is estimated cheaper, until none is."""
+    full = model.full
+    if model.peak(chunks, limit)[0] > limit:
+        return chunks
+    changed = True
+    while changed:
+        changed = False
+        for i in [i for i in chunks if i not in fixed]:
+            sizes = _larger_chunks(full[i], chunks[i])
+            lo, hi, found = 0, len(sizes) - 1, None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                trial = {k: (sizes[mid] if k == i else c) for k, c in chunks.items() if k != i or sizes[mid] < full[i]}
+                if model.peak(trial, limit)[0] <= limit:
+                    found, lo = trial, mid + 1
+                else:
+                    hi = mid - 1
+            if found is not None and model.cost(found)[1] < model.cost(chunks)[1]:
+                chunks, changed = found, True
+    return chunks
 
 
 def hoisting(steps, inputs, num_operands, sliced):
@@ -185,31 +450,44 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     The step's kind is the slice's (the sliced indices left out), as the slice's plan has
     it.  Not counted: an integer or bool input converted for a matrix product (bool ->
     int64, an integer widened to an int64 sum) and then copied again for ``mm``."""
-    from .runtime.torch_executor import _COPY_WORTH_SPARING
-    sliced = set(sliced)
+    if not isinstance(sliced, (set, frozenset)):
+        sliced = set(sliced)
 
     def size(term):
-        return math.prod(sizes[i] for i in set(term))
+        return math.prod([sizes[i] for i in set(term)])
     last = size(step.output) if final else 0
     if len(step.inputs) == 1:
         return last
-    a, b = (set(t) - sliced for t in step.inputs)
+    ta, tb = step.inputs
+    a, b = set(ta) - sliced, set(tb) - sliced
     summed = set(step.summed) - sliced
-    if summed & a & b and not set(step.output) - sliced <= a & b:       # a matrix product
-        copies = sum(size(t) for t in step.inputs)
-        big = max(size(t) for t in step.inputs)
-        if big >= _COPY_WORTH_SPARING:
-            copies += big // 2
+    shared = summed & a & b
+    if shared and not set(step.output) - sliced <= a & b:       # a matrix product
+        na, nb = size(ta), size(tb)
+        copies = na + nb
+        if max(na, nb) >= _copy_worth_sparing():
+            copies += max(na, nb) // 2
     else:
-        copies = sum(size(t) for t in step.inputs if summed.intersection(t))
-        if summed & a & b:                                                  # dot: a * b, then its sum
+        copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
+        if shared:                                                  # dot: a * b, then its sum
             copies += size(a & b)
     return max(copies, last)
 
 
-def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
+_SPARING = []
+
+
+def _copy_worth_sparing() -> int:
+    """The torch executor's size from which an operand's batch split is worth sparing (imported once)."""
+    if not _SPARING:
+        from .runtime.torch_executor import _COPY_WORTH_SPARING
+        _SPARING.append(_COPY_WORTH_SPARING)
+    return _SPARING[0]
+
+
+def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
     """Per step, the elements alive at its fullest moment and the values behind them:
-    ``(elements, value ids)``.  Counted: the intermediates alive (its inputs, other
+    ``(elements, value ids)``, the values only where the elements exceed ``over``.  Counted: the intermediates alive (its inputs, other
     branches' pending results), its output and the copies it makes inside itself
     (:func:`step_copies`; a step whose result is in ``finals`` is an entry's last).  An
     intermediate lives from the step that makes it until the step that consumes it;
@@ -219,8 +497,9 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     for s, step in enumerate(steps):
-        out = math.prod(sizes[i] for i in step.output)
-        yield total + out + step_copies(step, sizes, step.result in finals, sliced), (*live, *step.operands, step.result)
+        out = math.prod([sizes[i] for i in step.output])
+        now = total + out + step_copies(step, sizes, step.result in finals, sliced)
+        yield now, ((*live, *step.operands, step.result) if now > over else ())
         for v in step.operands:
             if v >= num_operands and last.get(v) == s:
                 total -= live.pop(v)
@@ -228,72 +507,36 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=()):
         total += out
 
 
-def live_peak(steps, sizes, num_operands, inputs=(), sliced=()) -> int:
+def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) -> int:
     """The most elements alive at once when ``steps`` run: intermediates, the last step's
     result included, and the copies steps make inside themselves (:func:`_lives`), with
-    ``sliced`` indices of the graph's ``inputs`` fixed per slice (hoisted steps first,
-    their results alive throughout; see :func:`hoisting`): what ``memory_limit`` bounds."""
+    ``sliced`` indices of the graph's ``inputs`` cut per slice (hoisted steps first,
+    their results alive throughout; see :func:`hoisting`), of which the ``dropped`` ones
+    (default: all) take one value per slice, the others a chunk (its size in ``sizes``):
+    what ``memory_limit`` bounds."""
     order, roots = hoisting(steps, inputs, num_operands, sliced)
     finals = set(roots) | ({order[-1].result} if order else set())
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, sliced)), default=0)
+    dropped = sliced if dropped is None else dropped
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf)),
+               default=0)
 
 
-def _greedy(base: Plan, limit: int, sliced) -> tuple[int, ...]:
-    """einc's rule: slice the index that shrinks the live peak (:func:`live_peak`) most
-    until it fits in ``limit`` (ties: fewer total flops, then the lower id).  Only indices
-    of the values behind an over-limit moment are candidates (the intermediates alive and
-    the step's inputs, operands included, whose copies count); where none is left (each
-    of those values is one element) the peak cannot shrink further."""
-    steps, full, n = base.steps, base.graph.sizes, base.num_operands
-    seen = [tuple(set().union(*step.inputs)) for step in steps]
-    computing = {}              # index -> the steps that compute over it
-    for s, t in enumerate(seen):
-        for i in t:
-            computing.setdefault(i, []).append(s)
-    sliced = list(sliced)
-    sizes = [1 if i in sliced else s for i, s in enumerate(full)]
-
-    def flops(s):
-        step = steps[s]
-        return flop_count(seen[s], any(i not in sliced for i in step.summed), len(step.inputs),
-                          sizes)
-
-    inputs = base.graph.inputs
-    indices = list(inputs) + [step.output for step in steps]      # by value id
-    while True:
-        order, roots = hoisting(steps, inputs, n, sliced)
-        finals = set(roots) | {order[-1].result}
-        over = {v for total, alive in _lives(order, sizes, n, set(roots), finals, sliced) if total > limit for v in alive}
-        candidates = sorted({i for v in over for i in indices[v] if sizes[i] > 1})
-        if not candidates:
-            return tuple(sliced)
-        costs = [flops(s) for s in range(len(steps))]
-        total_flops, count = sum(costs), math.prod(full[j] for j in sliced)
-        best = None
-        for i in candidates:
-            size, sizes[i] = sizes[i], 1
-            sliced.append(i)
-            fl = total_flops + sum(flops(s) - costs[s] for s in computing[i])
-            top = live_peak(steps, sizes, n, inputs, sliced)
-            sliced.pop()
-            sizes[i] = size
-            key = (top, fl * count * size, i)
-            if best is None or key < best:
-                best = key
-        sliced.append(best[2])
-        sizes[best[2]] = 1
-
-
-def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str) -> Plan:
-    """``base`` (a plan of ``graph``) with ``sliced`` indices fixed per slice: its steps
-    are one slice's (sizes and flops per slice), its totals over all slices.  With no
-    sliced index it is one slice of the whole contraction (:mod:`einc.distributed`)."""
+def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
+                bound: str = LIVE) -> Plan:
+    """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
+    (values per slice, default 1 each): its steps are one full slice's (sizes and flops
+    per slice), its flops the total over all slices.  With no sliced index it is one
+    slice of the whole contraction (:mod:`einc.distributed`)."""
     sliced = tuple(sliced)
-    keep = [i for i in range(len(graph.sizes)) if i not in sliced]
+    chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
+    width = dict(zip(sliced, chunks))
+    dropped = {i for i, c in width.items() if c == 1}
+    keep = [i for i in range(len(graph.sizes)) if i not in dropped]
     new = {i: j for j, i in enumerate(keep)}
+    sizes = tuple(width.get(i, d) for i, d in enumerate(graph.sizes))
     inner_graph = ContractionGraph(tuple(tuple(new[i] for i in t if i in new) for t in graph.inputs),
                                    tuple(new[i] for i in graph.output if i in new),
-                                   tuple(graph.sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
+                                   tuple(sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
     # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
     # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
     inner = build_plan(inner_graph, str(inner_graph), Options.of(_linear(range(graph.num_operands), base.steps)))
@@ -304,21 +547,31 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
         return tuple(keep[i] for i in indices)
     steps = tuple(dataclasses.replace(s, inputs=tuple(back(t) for t in s.inputs), output=back(s.output),
                                       batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
-    sizes = tuple(graph.sizes[i] for i in sliced)
-    n = math.prod(sizes)
-    live = live_peak(steps, tuple(1 if i in sliced else s for i, s in enumerate(graph.sizes)), graph.num_operands,
-                     graph.inputs, sliced)
+    live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
     unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-    slicing = Slicing(sliced, sizes, n, limit, base.flops, base.largest_intermediate, inner, text, planner,
-                      live, unsliced_live)
-    bound = "" if limit is None else (f"; the limit, {limit}, bounds them together" if live <= limit else
-                                      f"; the limit, {limit}, is less than what must be alive together "
-                                      "with every index behind the peak sliced")
-    note = (f"  Live memory:  at most {live:.4g} elements at once per slice, intermediates and the copies "
-            f"steps make inside{bound} (unsliced, this path holds {unsliced_live:.4g})")
-    return dataclasses.replace(base, steps=steps, flops=inner.flops * n,
-                               largest_intermediate=inner.largest_intermediate, slicing=slicing,
-                               notes=base.notes + (note,))
+    flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+    unsliced_seconds = slicecost.seconds(base.flops, len(base.steps), 0, 0)[0]
+    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
+                                                                             width.items()),
+                      limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,
+                      chunks, bound, flops, seconds, fixed, unsliced_seconds, once, per)
+    if bound == INTERMEDIATE:
+        fits = inner.largest_intermediate <= limit
+        bounds = (f"; the limit, {limit} (memory_limit='max_input', opt_einsum's meaning), bounds each "
+                  "intermediate alone" if fits else
+                  f"; the limit, {limit} (memory_limit='max_input'), is less than an intermediate with every "
+                  "index sliced")
+    else:
+        bounds = "" if limit is None else (f"; the limit, {limit}, bounds them together" if live <= limit else
+                                           f"; the limit, {limit}, is less than what must be alive together "
+                                           "with every index behind the peak sliced")
+    notes = (f"  Live memory:  at most {live:.4g} elements at once per slice, intermediates and the copies "
+             f"steps make inside{bounds} (unsliced, this path holds {unsliced_live:.4g})",)
+    refused = slicecost.refusal(slicing)
+    if refused is not None:
+        notes += (f"  Refused:  einsum raises MemoryLimitError: {refused}",)
+    return dataclasses.replace(base, steps=steps, flops=flops, largest_intermediate=inner.largest_intermediate,
+                               slicing=slicing, notes=base.notes + notes)
 
 
 def _cotengra():
@@ -392,6 +645,9 @@ def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
     return step_functions(build_plan(plan.graph, plan.equation, Options.of(plan.path)), operand_dtypes)[1]
 
 
+_VIEWS_KEPT = 4096       # at most this many views of one operand are kept through a call (Runner.add)
+
+
 class Runner:
     """Runs the slices of a sliced :class:`~einc.plan.Plan` through the engine's entry for
     one slice (``entry_of(equation, operands, options)``), into an accumulator."""
@@ -404,14 +660,17 @@ class Runner:
         self.eq = parse(s.text)
         self.options = Options.of(plan.path, None, select)
         position = {i: j for j, i in enumerate(s.indices)}
-        self.operand_dims = [sorted(((d, position[i]) for d, i in enumerate(t) if i in position), reverse=True)
-                             for t in g.inputs]
-        self.output_dims = sorted(((d, position[i]) for d, i in enumerate(g.output) if i in position),
+        chunked = {i for i, c in zip(s.indices, s.chunks) if c > 1}
+        # (dimension, sliced index's position, whether it is chunked: narrowed, not selected), last dims first
+        self.operand_dims = [sorted(((d, position[i], i in chunked) for d, i in enumerate(t) if i in position),
+                                    reverse=True) for t in g.inputs]
+        self.output_dims = sorted(((d, position[i], i in chunked) for d, i in enumerate(g.output) if i in position),
                                   reverse=True)
         self.shape = tuple(g.sizes[i] for i in g.output)
         self.result_dtype = result_dtype
         self.entry_of = entry_of
-        self.entry = None           # the one slice's cache entry, once the first slice ran
+        self.entry = None           # the (first) slice's cache entry, once a slice ran
+        self.entries = {}           # chunk lengths -> the slice entry for them (a last, shorter chunk has its own)
         self._hoist(plan)
 
     def _hoist(self, plan: Plan) -> None:
@@ -419,8 +678,9 @@ class Runner:
         call (:meth:`hoisted`); the rest, over the remaining operands and the hoisted
         results they consume (the ``roots``), run per slice."""
         g, n, sliced = plan.graph, plan.num_operands, set(self.slicing.indices)
+        dropped = {i for i, c in zip(self.slicing.indices, self.slicing.chunks) if c == 1}
         order, roots = hoisting(plan.steps, g.inputs, n, sliced)
-        indices = [tuple(i for i in t if i not in sliced) for t in g.inputs] + [st.output for st in plan.steps]
+        indices = [tuple(i for i in t if i not in dropped) for t in g.inputs] + [st.output for st in plan.steps]
         leaves = {v: {v} for v in range(n)}
         for step in plan.steps:
             leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
@@ -435,7 +695,7 @@ class Runner:
         self.rest = [v for v in range(n) if v not in hoisted] + list(roots)
         steps = order[sum(len(path) for *_, path in self.roots):]      # the per-slice steps
         text = ",".join("".join(letter(i) for i in indices[v]) for v in self.rest) + "->" + \
-            "".join(letter(i) for i in plan.graph.output if i not in sliced)
+            "".join(letter(i) for i in plan.graph.output if i not in dropped)
         self.eq = parse(text)
         self.options = Options.of(_linear(self.rest, steps), None, self.options.select)
         self.root_entries = [None] * len(self.roots)
@@ -455,24 +715,79 @@ class Runner:
         return torch.zeros(self.shape, dtype=accumulator_dtype(self.result_dtype), device=operands[0].device)
 
     def add(self, acc, operands, start: int, stop: int) -> None:
-        """Contract slices ``start .. stop-1`` and add each into ``acc``."""
-        roots = self.hoisted(operands) if start < stop else {}
-        for s in range(start, stop):
-            vals = self.slicing.values(s)
-            views = []
-            for op, dims in zip(operands, self.operand_dims):
-                for d, j in dims:
-                    op = op.select(d, vals[j])
-                views.append(op)
-            ops = [views[v] if v < len(views) else roots[v] for v in self.rest]
-            if self.entry is None:
-                self.entry = self.entry_of(self.eq, ops, self.options)
-            part = self.entry.run(ops)
-            target = acc
-            for d, j in self.output_dims:
-                target = target.select(d, vals[j])
-            target.add_(part)
-            del part, target, ops, views    # this slice's part is freed before the next slice runs
+        """Contract slices ``start .. stop-1`` and add each into ``acc`` (or write it into its
+        place, for a sliced output index).  A run estimated longer than a few seconds
+        reports progress (:class:`einc.slicecost.Progress`); an interrupt (Ctrl-C) leaves
+        ``acc`` part-summed, so callers hand out only an accumulator of their own making,
+        once every slice ran.
+
+        The loop does per slice only what depends on it: the slices are walked in order
+        (the last index fastest), and each operand's view of a slice -- a ``select`` for
+        an index taken one value at a time, a ``narrow`` for a chunk -- is made once per
+        call for each chunk of the sliced indices it holds and kept (views hold no memory)."""
+        if start >= stop:
+            return
+        roots = self.hoisted(operands)
+        s = self.slicing
+        estimate = s.seconds * (stop - start) / s.num_slices
+        progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
+            if estimate > slicecost.PROGRESS_SECONDS else None
+        chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
+        partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
+
+        def view(tensor, dims, pos):
+            for d, j, chunk in dims:
+                first = pos[j] * chunks[j]
+                tensor = tensor.narrow(d, first, min(chunks[j], sizes[j] - first)) if chunk else \
+                    tensor.select(d, first)
+            return tensor
+        slots = [(v, self.operand_dims[v] if v < n else None) for v in self.rest]
+        caches = [({} if dims and self._few(dims) else None) for _, dims in slots]
+        out_cache = {} if self.output_dims and self._few(self.output_dims) else None
+        entry = self.entry if not partial else None
+        try:
+            for pos in itertools.islice(itertools.product(*map(range, s.counts)), start, stop):
+                ops = []
+                for (v, dims), cache in zip(slots, caches):
+                    if dims is None:
+                        ops.append(roots[v])
+                    elif not dims:
+                        ops.append(operands[v])
+                    elif cache is None:
+                        ops.append(view(operands[v], dims, pos))
+                    else:
+                        key = tuple([pos[j] for _, j, _ in dims])
+                        found = cache.get(key)
+                        if found is None:
+                            found = cache[key] = view(operands[v], dims, pos)
+                        ops.append(found)
+                if entry is None:
+                    lengths = tuple([min(c, d - p * c) for p, c, d in zip(pos, chunks, sizes)])
+                    entry = entries.get(lengths)
+                    if entry is None:
+                        entry = entries[lengths] = self.entry_of(self.eq, ops, self.options)
+                        self.entry = self.entry or entry
+                part = entry.run(ops)
+                if out_cache is None:
+                    target = view(acc, self.output_dims, pos)
+                else:
+                    key = tuple([pos[j] for _, j, _ in self.output_dims])
+                    target = out_cache.get(key)
+                    if target is None:
+                        target = out_cache[key] = view(acc, self.output_dims, pos)
+                target.add_(part)
+                del part, target, ops       # this slice's part is freed before the next slice runs
+                if partial:
+                    entry = None
+                if progress is not None:
+                    progress.advance()
+        finally:
+            if progress is not None:
+                progress.close()
+
+    def _few(self, dims) -> bool:
+        """Whether the views of one operand over ``dims`` are few enough to keep for a call."""
+        return math.prod(self.slicing.counts[j] for _, j, _ in dims) <= _VIEWS_KEPT
 
     def finish(self, acc):
         return acc if acc.dtype == self.result_dtype else acc.to(self.result_dtype)
@@ -500,6 +815,8 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
     from .runtime.dispatch import Entry
     from .runtime.select import Choice
+    cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
+    check_cost(plan, executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
@@ -527,5 +844,5 @@ def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     return Explanation(plan, backends, inner.note, reasons)
 
 
-__all__ = ["Slicing", "Runner", "plan", "sliced_plan", "live_peak", "build_entry", "explain", "compared", "is_cotengra",
-           "memory_limit_of", "accumulator_dtype", "natural_dtype"]
+__all__ = ["Slicing", "Runner", "LIVE", "INTERMEDIATE", "plan", "sliced_plan", "estimator", "check_cost", "suggest_limit", "live_peak", "build_entry", "explain",
+           "compared", "is_cotengra", "memory_limit_of", "accumulator_dtype", "natural_dtype"]

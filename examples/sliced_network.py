@@ -30,6 +30,7 @@ import torch.multiprocessing as mp
 
 import einc
 import einc.distributed
+import einc.equation
 
 LIMIT = 2 ** 16         # elements
 ROWS, COLS, DEPTH = 4, 6, 12
@@ -63,6 +64,29 @@ def circuit(rows: int, cols: int, depth: int, seed: int = 0):
     ops += [zero] * n
     subs += [[w] for w in wire]
     return ops, subs
+
+
+def grid(rows: int = 4, cols: int = 5, bond: int = 4, seed: int = 0, dtype=torch.float64):
+    """``(equation, operands)`` of a closed 2D grid tensor network: one tensor per site,
+    one index of size ``bond`` per nearest-neighbour pair (so a site holds at most
+    ``bond ** 4`` elements), the result a scalar.  The 4x5 grid of bond 4 in float64 is
+    the network of issue #24: 141k flops unsliced, operands of at most 256 elements."""
+    g = torch.Generator().manual_seed(seed)
+    letters = iter(einc.equation.letter(i) for i in range(10 ** 6))
+    bonds = {}
+    terms = []
+    for r in range(rows):
+        for c in range(cols):
+            term = ""
+            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                if 0 <= rr < rows and 0 <= cc < cols:
+                    key = tuple(sorted(((r, c), (rr, cc))))
+                    if key not in bonds:
+                        bonds[key] = next(letters)
+                    term += bonds[key]
+            terms.append(term)
+    ops = [torch.randn([bond] * len(t), generator=g, dtype=torch.float64).to(dtype) for t in terms]
+    return ",".join(terms) + "->", ops
 
 
 def interleaved(ops, subs):

@@ -108,7 +108,10 @@ def test_new_shapes_under_autograd_give_torchs_gradients():
     assert _plans() == admission.STABLE_SHAPES
 
 
-def test_memory_limited_calls_are_always_planned():
+def test_memory_limited_calls_are_always_planned(monkeypatch):
+    # 8 elements slices these into up to 27,200 slices, which einc refuses by default as not
+    # worth it (MemoryLimitError, issue #24): the switch runs them, as this test needs
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "off")
     eq = "ab,bc,cd->ad"
     ops = lambda n: [torch.randn(n, 4), torch.randn(4, 4), torch.randn(4, n)]   # noqa: E731
     for n in FIRST:

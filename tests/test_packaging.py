@@ -30,18 +30,19 @@ def test_the_packaged_suite_is_the_suite_of_bench():
 
 
 def test_dependencies_are_what_einc_imports():
-    """numpy is not a dependency: nothing in einc imports it (only a test does)."""
+    """numpy is not a dependency: nothing in einc imports it (only a test does); tqdm is, for
+    the progress bar of long sliced runs (einc.slicecost)."""
     import tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]]
-    assert names == ["torch", "opt_einsum"]
+    assert names == ["torch", "opt_einsum", "tqdm"]
     imported = set()
     for path in (ROOT / "einc").rglob("*.py"):
         for line in path.read_text(encoding="utf-8").splitlines():
             words = line.split()
             if len(words) >= 2 and words[0] in ("import", "from"):
                 imported.add(words[1].split(".")[0])
-    assert "numpy" not in imported and {"torch", "opt_einsum"} <= imported
+    assert "numpy" not in imported and {"torch", "opt_einsum", "tqdm"} <= imported
     test = " ".join(project["optional-dependencies"]["test"])
     assert "numpy" in test                                  # tests/test_drop_in.py uses it
     assert "setuptools>=70.1" in test                       # builds the wheel offline, without the wheel package
@@ -86,7 +87,7 @@ def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     assert "einc/py.typed" in names and "einc/cli.py" in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     base = {r.split(":", 1)[1].strip() for r in requires if "extra ==" not in r}
-    assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "opt_einsum"}          # no numpy
+    assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "opt_einsum", "tqdm"}   # no numpy
     (torch_range,) = [b for b in base if b.startswith("torch")]
     assert ">=2.13" in torch_range and "<2.15" in torch_range           # the versions the tests ran on
 

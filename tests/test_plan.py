@@ -55,8 +55,13 @@ def test_memory_limit_is_honoured():
     eq = "ab,cd,ef->abcdef"
     limited = einc.explain(eq, *shapes, memory_limit=100, optimize="greedy")
     assert limited.path == ((0, 1, 2),)
-    info = einc.explain(eq, *shapes, memory_limit="max_input")     # the largest operand's size: 100
-    assert info.slicing.memory_limit == 100 and info.slicing.live <= 100 < info.slicing.unsliced_live
+    # "max_input": opt_einsum's bound, each intermediate at most the largest operand's size (100)
+    info = einc.explain(eq, *shapes, memory_limit="max_input")
+    assert info.slicing.memory_limit == 100 and info.slicing.bound == "intermediate"
+    assert info.largest_intermediate <= 100 < info.slicing.unsliced_largest
+    # a number: einc's live bound, what is alive at once (step copies included)
+    info = einc.explain(eq, *shapes, memory_limit=100)
+    assert info.slicing.bound == "live" and info.slicing.live <= 100 < info.slicing.unsliced_live
 
 
 def test_step_kinds():

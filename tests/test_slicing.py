@@ -1,6 +1,7 @@
 """memory_limit honoured by sliced plans (einc.slicing): results, memory, autograd, kernels,
 explain, edge cases; and cotengra as a planner (with and without cotengra installed)."""
 
+import math
 import sys
 import warnings
 import weakref
@@ -479,3 +480,241 @@ def test_slice_invariant_steps_run_once_per_call(monkeypatch):
     expected = torch.autograd.grad(torch.einsum(eq, *ops).sum(), ops)
     for g, e in zip(grads, expected):
         torch.testing.assert_close(g, e)
+
+
+# ----------------------------------------------------------------------- cost, chunks, refusal (#24)
+
+def _grid(rows=4, cols=5, bond=4):
+    from networks import grid
+    return grid(rows, cols, bond)
+
+
+def _chunked(eq, ops, indices, chunks, limit=None):
+    """The sliced plan of ``eq`` with ``indices`` (names) cut into ``chunks``, its runner."""
+    from einc.equation import parse
+    from einc.graph import build
+    from einc.options import Options
+    from einc.plan import build_plan
+    from einc.runtime import engine
+    from einc.slicing import Runner, sliced_plan
+    graph = build(parse(eq), [o.shape for o in ops])
+    base = build_plan(graph, eq, Options.of())
+    ids = tuple(graph.names.index(n) for n in indices)
+    plan = sliced_plan(graph, eq, base, ids, limit, "einc", chunks)
+    return plan, Runner(plan, ops[0].dtype, None, engine.entry)
+
+
+@pytest.mark.parametrize("eq,shapes,indices,chunks", [
+    ("ij,jk,kl->il", [(7, 9), (9, 10), (10, 5)], "ijk", (3, 4, 1)),     # output, summed; last chunks shorter
+    ("ii,ij->j", [(7, 7), (7, 4)], "ij", (3, 2)),                      # a chunked index repeated in one operand
+    ("abc,cde,efa->bdf", [(5, 4, 5), (5, 4, 3), (3, 2, 5)], "ace", (2, 1, 2)),
+    ("ab,bc,cx,xy,yd->ad", [(3, 3), (3, 3), (3, 7), (7, 7), (7, 3)], "x", (3,)),   # a hoisted step beside
+])
+def test_chunked_slices_are_exact(eq, shapes, indices, chunks):
+    ops = _operands(shapes)
+    plan, runner = _chunked(eq, ops, indices, chunks)
+    s = plan.slicing
+    sizes = [plan.graph.sizes[i] for i in s.indices]
+    assert s.chunks == chunks and s.num_slices == math.prod(-(-d // c) for d, c in zip(sizes, chunks))
+    # every value of every sliced index is in exactly one slice
+    covered = [sorted(v for k in range(s.num_slices) for v in range(*(lambda w: (w[0], w[0] + w[1]))(s.windows(k)[j])))
+               for j in range(len(sizes))]
+    assert all(c == sorted(list(range(d)) * (s.num_slices // -(-d // ch))) for c, d, ch in zip(covered, sizes, chunks))
+    assert_close(runner(ops), reference(eq, *ops), torch.float64, extent=100)
+    # a chunked index stays in the slice's equation at its chunk size; a one-value index leaves it
+    inner = s.inner.graph
+    for name, c in zip(indices, chunks):
+        assert (name in inner.names) == (c > 1) and (c == 1 or inner.sizes[inner.names.index(name)] == c)
+
+
+def test_the_live_bound_counts_the_chunk_size():
+    ops = _operands([(12, 10), (10, 12)])
+    plan, _ = _chunked("ij,jk->ik", ops, "i", (4,))
+    # i in chunks of 4: the slice's result is 4 x 12, its operand 4 x 10, both copied for mm
+    assert plan.slicing.live == live_peak(plan.slicing.inner.steps, plan.slicing.inner.graph.sizes, 2)
+    assert plan.slicing.live >= 4 * 12 + 4 * 10 + 10 * 12
+    assert plan.largest_intermediate == 4 * 12
+
+
+def test_cost_model_prefers_chunks_to_single_values():
+    # 64-wide indices: meeting the limit needs a fraction of i or k, not one value at a time.
+    ops = _operands([(64, 48), (48, 64)])
+    limit = 64 * 64
+    info = einc.explain("ij,jk->ik", *ops, memory_limit=limit)
+    s = info.slicing
+    assert s is not None and s.live <= limit and s.bound == "live"
+    assert any(c > 1 for c in s.chunks) and s.num_slices < 16
+    # the same indices one value at a time: many more slices, a higher estimate
+    single, _ = _chunked("ij,jk->ik", ops, info.graph.term(s.indices), (1,) * len(s.indices), limit)
+    assert single.slicing.num_slices > 4 * s.num_slices and single.slicing.seconds > s.seconds
+    # no chunk is smaller than the bound forces: the next larger one breaks it or costs more
+    from einc.slicing import _larger_chunks
+    for k, (i, c) in enumerate(zip(s.indices, s.chunks)):
+        larger = _larger_chunks(info.graph.sizes[i], c)
+        chunks = s.chunks[:k] + (larger[0],) + s.chunks[k + 1:]
+        if larger[0] < info.graph.sizes[i]:
+            wider, _ = _chunked("ij,jk->ik", ops, info.graph.term(s.indices), chunks, limit)
+            assert wider.slicing.live > limit or wider.slicing.seconds >= s.seconds
+    assert_close(einc.einsum("ij,jk->ik", *ops, memory_limit=limit), reference("ij,jk->ik", *ops), torch.float64,
+                 extent=48)
+    text = str(info)
+    assert " in chunks of " in text and "Estimated time:" in text and "per-slice overhead" in text
+    assert info.to_dict()["slicing"]["chunks"] == list(s.chunks)
+
+
+def test_the_estimate_counts_per_slice_steps_and_hoisted_steps_once():
+    from einc import slicecost
+    eq = "ab,bc,cx,xy,yd->ad"
+    ops = _operands([(3, 3), (3, 3), (3, 30), (30, 30), (30, 3)])
+    plan, _ = _chunked(eq, ops, "x", (10,))
+    s = plan.slicing
+    cost = slicecost.EXECUTOR_COSTS[slicecost.PLANNING]
+    # ab,bc runs once; the 3 other steps run in each of the 3 slices, each slice one step more
+    assert s.num_slices == 3
+    assert s.overhead_seconds == pytest.approx(3 * (3 + 1) * cost.step_seconds)
+    assert s.seconds == pytest.approx(s.flops * cost.flop_seconds + 1 * cost.step_seconds + s.overhead_seconds)
+    assert s.unsliced_seconds == pytest.approx(s.unsliced_flops * cost.flop_seconds + 4 * cost.step_seconds)
+    for name, c in slicecost.EXECUTOR_COSTS.items():        # each executor's figures (Triton's for CUDA)
+        total, fixed, unsliced = s.estimate(name)
+        assert fixed == pytest.approx(3 * 4 * c.step_seconds)
+        assert total == pytest.approx(s.flops * c.flop_seconds + c.step_seconds + fixed)
+        assert unsliced == pytest.approx(s.unsliced_flops * c.flop_seconds + 4 * c.step_seconds)
+    assert s.estimate("triton") != s.estimate("torch")
+    # the steps holding x split their flops over the slices; those after x is summed repeat per slice
+    per_slice = [st for st in plan.steps if 3 not in set().union(*st.inputs)][1:]      # ab,bc (hoisted) aside
+    assert s.flops == s.unsliced_flops + 2 * sum(st.flops for st in per_slice) and s.overhead == s.flops / 6048
+
+
+def test_max_input_bounds_each_intermediate_as_opt_einsum_does():
+    import opt_einsum
+    eq, ops = _grid()
+    info = einc.explain(eq, *ops, memory_limit="max_input")
+    biggest = max(o.numel() for o in ops)
+    s = info.slicing
+    assert s is not None and s.bound == "intermediate" and s.memory_limit == biggest
+    assert info.largest_intermediate <= biggest
+    assert s.seconds <= 3 * s.unsliced_seconds      # a few slices, not hundreds of thousands
+    assert "opt_einsum's meaning" in str(info)
+    out = einc.einsum(eq, *ops, memory_limit="max_input")
+    expected = opt_einsum.contract(eq, *ops, memory_limit="max_input", backend="torch")
+    assert_close(out, reference(eq, *ops), torch.float64, extent=4 ** 8)
+    torch.testing.assert_close(out, expected)
+    # where opt_einsum's path keeps every intermediate within the largest input: not sliced
+    small = _operands([(6, 7), (7, 8), (8, 6)])
+    assert einc.explain("ab,bc,cd->ad", *small, memory_limit="max_input").slicing is None
+
+
+def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
+    import time
+    from einc.errors import EincError, MemoryLimitError
+    eq, ops = _grid()
+    einc.cache_clear()
+    t = time.perf_counter()
+    with pytest.raises(MemoryLimitError) as caught:
+        einc.einsum(eq, *ops, memory_limit=64)
+    assert time.perf_counter() - t < 20
+    e = caught.value
+    assert isinstance(e, ValueError) and isinstance(e, EincError)
+    text = str(e)
+    info = einc.explain(eq, *ops, memory_limit=64)      # explain shows the plan, and the refusal
+    s = info.slicing
+    assert f"{s.num_slices} slices, estimated at" in text and s.seconds > 100 * s.unsliced_seconds
+    assert "Refused:  einsum raises MemoryLimitError" in str(info)
+    suggested = int(text.split("estimated within 2x of the unsliced time is memory_limit=")[1].split(";")[0]
+                    .split(" ")[0])
+    assert (suggested == s.unsliced_live) == ("what this path holds unsliced" in text)
+    assert 64 < suggested
+    ok = einc.explain(eq, *ops, memory_limit=suggested).slicing
+    assert ok is None or ok.seconds <= 2 * ok.unsliced_seconds
+    if suggested // 2 > 64:          # the smallest power of two that does: half of it does not
+        half = einc.explain(eq, *ops, memory_limit=suggested // 2).slicing
+        assert half is not None and half.seconds > 2 * half.unsliced_seconds
+    assert_close(einc.einsum(eq, *ops, memory_limit=suggested), reference(eq, *ops), torch.float64, extent=4 ** 8)
+
+
+def test_the_refusal_threshold_and_its_switch(monkeypatch):
+    from einc import slicecost
+    from einc.errors import ConfigError, MemoryLimitError
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    eq = "ij,jk,kl->il"
+    monkeypatch.setattr(slicecost, "FLOOR_SECONDS", 0.0)        # 5040 slices: far over 100x, but fast
+    einc.cache_clear()
+    with pytest.raises(MemoryLimitError, match="5040 slices"):
+        einc.einsum(eq, *ops, memory_limit=1)
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "off")
+    einc.cache_clear()
+    assert_close(einc.einsum(eq, *ops, memory_limit=1), reference(eq, *ops), torch.float64, extent=90)
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "100000000")
+    einc.cache_clear()
+    assert_close(einc.einsum(eq, *ops, memory_limit=1), reference(eq, *ops), torch.float64, extent=90)
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "lots")
+    einc.cache_clear()
+    with pytest.raises(ConfigError, match="EINC_SLICE_OVERHEAD"):
+        einc.einsum(eq, *ops, memory_limit=1)
+    einc.cache_clear()
+
+
+def test_an_interrupt_leaves_out_and_the_cache_untouched(monkeypatch):
+    from einc.slicing import Runner
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    eq = "ij,jk,kl->il"
+    einc.cache_clear()
+    assert einc.explain(eq, *ops, memory_limit=20).slicing.num_slices > 2
+    original, calls = Runner.add, []
+
+    def interrupted(self, acc, operands, start, stop):
+        original(self, acc, operands, start, start + 1)      # the first slice is written into acc
+        calls.append(start)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Runner, "add", interrupted)
+    out = torch.full((8, 7), 5.0, dtype=torch.float64)
+    with pytest.raises(KeyboardInterrupt):
+        einc.einsum(eq, *ops, memory_limit=20, out=out)
+    assert calls == [0] and torch.equal(out, torch.full((8, 7), 5.0, dtype=torch.float64))
+    monkeypatch.setattr(Runner, "add", original)
+    einc.einsum(eq, *ops, memory_limit=20, out=out)          # the cached entry runs every slice next time
+    assert_close(out, reference(eq, *ops), torch.float64, extent=90)
+
+
+def test_long_runs_report_progress_to_the_log_or_a_terminal(monkeypatch, caplog):
+    import io
+    import logging
+    from einc import slicecost
+    ops = _operands([(8, 9), (9, 10), (10, 7)])
+    eq = "ij,jk,kl->il"
+    einc.cache_clear()
+    n = einc.explain(eq, *ops, memory_limit=20).slicing.num_slices
+    einc.einsum(eq, *ops, memory_limit=20)
+    assert not [r for r in caplog.records if r.name == "einc"]      # a short run says nothing
+    monkeypatch.setattr(slicecost, "PROGRESS_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="einc"):
+        out = einc.einsum(eq, *ops, memory_limit=20)
+    lines = [r.getMessage() for r in caplog.records if r.name == "einc"]
+    assert lines and f"{n} slices" in lines[0] and f"{n} / {n} slices" in lines[-1]
+    assert_close(out, reference(eq, *ops), torch.float64, extent=90)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    einc.einsum(eq, *ops, memory_limit=20)
+    assert f"0/{n} [" in terminal.getvalue() and "slice/s" in terminal.getvalue()     # tqdm's bar, on stderr
+
+
+def test_the_suggested_limit_slices_where_the_flops_outweigh_the_overhead():
+    from einc.errors import MemoryLimitError
+    ops = _operands([(300, 300), (300, 300)])
+    eq = "ij,jk->ik"
+    einc.cache_clear()
+    with pytest.raises(MemoryLimitError) as caught:
+        einc.einsum(eq, *ops, memory_limit=1)           # every index to one value: 27M slices
+    text = str(caught.value)
+    suggested = int(text.split("is memory_limit=")[1].split(";")[0].split(" ")[0])
+    s = einc.explain(eq, *ops, memory_limit=suggested).slicing
+    # big slices: this network can be sliced within 2x, below what its path holds unsliced
+    assert s is not None and suggested < s.unsliced_live and "holds unsliced" not in text
+    assert s.live <= suggested and s.seconds <= 2 * s.unsliced_seconds and any(c > 1 for c in s.chunks)
+    half = einc.explain(eq, *ops, memory_limit=suggested // 2).slicing
+    assert half.seconds > 2 * half.unsliced_seconds or half.live > suggested // 2
+    assert_close(einc.einsum(eq, *ops, memory_limit=suggested), reference(eq, *ops), torch.float64, extent=300)

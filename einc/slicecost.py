@@ -1,0 +1,124 @@
+"""What a sliced plan costs, and the check that refuses a ``memory_limit`` that cannot pay.
+
+einc's slicer (:mod:`einc.slicing`) meets the memory bound with the slicing estimated
+to run fastest.  The estimate of one call of a sliced plan:
+
+    seconds = flops over all slices * flop_seconds
+              + steps run once (hoisted) * step_seconds
+              + slices * (steps of one slice + 1) * step_seconds
+
+``flop_seconds`` and ``step_seconds`` are per executor (:data:`EXECUTOR_COSTS`): the
+fixed cost of one step (Python dispatch, views, allocations, a launch) and the time per
+flop (opt_einsum's count) on the small operands a slice holds; the ``+ 1`` is the
+slice's own work (viewing the operands, adding its part into the result).  Plans are
+made before the device is known (the plan cache is per device, the plan is not), so the
+slicer weighs the torch executor's figures, the larger per-flop time: on a GPU, where
+flops are cheaper, it may choose more slices than needed, never fewer.
+
+A limit that cannot pay: where the cheapest slicing that meets the bound is estimated
+at more than ``EINC_SLICE_OVERHEAD`` (default 100) times the same estimate of the
+unsliced contraction, and more than :data:`FLOOR_SECONDS` (both with the figures of
+the executor the operands' device runs: Triton's for CUDA tensors), building the call's
+entry raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
+estimated slices and time and the smallest limit whose slicing is estimated within 2x
+(:func:`einc.slicing.check_cost`, :func:`einc.slicing.suggest_limit`).  ``explain``
+still shows such a plan, with the same sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass
+
+from . import config
+
+log = logging.getLogger("einc")
+
+
+@dataclass(frozen=True)
+class ExecutorCost:
+    """One executor's figures for the slicer's estimate (see the module docstring)."""
+
+    step_seconds: float     # the fixed cost of one step, whatever its size
+    flop_seconds: float     # seconds per flop on a slice's small operands
+
+
+# Measured on the development machine (2 CPU cores, torch 2.13.0+cpu, 1 thread, float64):
+# an einc call of one small matrix-product step takes 5-15 us (15 us with the permutes
+# a general step needs); float64 contractions of 16..64-wide operands run at 1.3..21
+# GFLOP/s, 5 GFLOP/s taken.  The Triton executor: a generated kernel's launch through its
+# Python launcher, and an H100-class GPU's float32 throughput on small tiles.
+EXECUTOR_COSTS = {
+    "torch": ExecutorCost(step_seconds=15e-6, flop_seconds=0.2e-9),
+    "triton": ExecutorCost(step_seconds=20e-6, flop_seconds=1e-12),
+}
+PLANNING = "torch"          # whose figures the slicer weighs (plans are made before the device is known)
+
+FLOOR_SECONDS = 1.0         # an estimate below this is never refused, whatever the ratio
+WITHIN = 2.0                # the suggested limit keeps the estimate within this many times the unsliced
+PROGRESS_SECONDS = 3.0      # a run estimated longer than this reports progress
+
+
+def seconds(flops: float, once_steps: int, slices: int, slice_steps: int, executor: str = PLANNING):
+    """``(total, fixed)``: the estimated seconds of a call, and of those the per-slice fixed cost."""
+    cost = EXECUTOR_COSTS[executor]
+    fixed = slices * (slice_steps + 1) * cost.step_seconds
+    return flops * cost.flop_seconds + once_steps * cost.step_seconds + fixed, fixed
+
+
+def refusal(slicing, executor: str = PLANNING) -> str | None:
+    """The sentence :class:`MemoryLimitError` says for a slicing that costs too much with
+    ``executor``'s figures, else None."""
+    total, fixed, unsliced = slicing.estimate(executor)
+    ratio = total / unsliced if unsliced else 1.0
+    if slicing.memory_limit is None or total <= FLOOR_SECONDS or ratio <= config.slice_overhead():
+        return None
+    return (f"memory_limit={slicing.memory_limit} elements is met only by {slicing.num_slices} slices, "
+            f"estimated at {time_text(total)} ({ratio:.0f}x the unsliced {time_text(unsliced)}, "
+            f"{time_text(fixed)} of it per-slice overhead)")
+
+
+def time_text(t: float) -> str:
+    if t >= 3600:
+        return f"{t / 3600:.1f} h"
+    if t >= 60:
+        return f"{t / 60:.1f} min"
+    if t >= 1:
+        return f"{t:.1f} s"
+    return f"{t * 1e3:.3g} ms"
+
+
+class Progress:
+    """Progress of a long sliced run: a tqdm bar where stderr is a terminal, else the
+    ``einc`` logger (a line at the start, about every 10% and at the end).  Used only
+    for runs estimated longer than :data:`PROGRESS_SECONDS`."""
+
+    def __init__(self, total: int, estimate: float, equation: str):
+        what = equation if len(equation) <= 40 else equation[:37] + "..."
+        self.total, self.done, self.what = total, 0, what
+        self.bar = None
+        self.t0 = time.perf_counter()
+        self.step = max(1, total // 10)
+        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False, file=sys.stderr)
+        else:
+            log.info("einc: contracting %s: %d slices, estimated %s", what, total, time_text(estimate))
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.done % self.step < n or self.done == self.total:
+            log.info("einc: %s: %d / %d slices, %s", self.what, self.done, self.total,
+                     time_text(time.perf_counter() - self.t0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["EXECUTOR_COSTS", "ExecutorCost", "seconds", "refusal", "time_text", "Progress", "WITHIN",
+           "FLOOR_SECONDS", "PROGRESS_SECONDS"]
