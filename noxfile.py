@@ -41,12 +41,6 @@ PAIRS = [
     ("2.15.0", "3.9.0"),
 ]
 
-# What else a pair needs pinned.  Triton 3.6's interpreter turns a 1-element array into
-# an int with int(array), which numpy 2.4 refuses (deprecated since numpy 1.25; Triton
-# 3.7's interpreter squeezes first): so the interpreter tests need numpy < 2.4 there.
-# A GPU run (the compiled kernels) does not go through that code.
-EXTRA_CONSTRAINTS = {"3.6.0": ["numpy<2.4"]}
-
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
 
@@ -74,7 +68,7 @@ def _summary(junit: Path) -> dict:
 def tests(session: nox.Session, torch: str, triton: str) -> None:
     tmp = Path(session.create_tmp())
     constraints = tmp / "constraints.txt"
-    constraints.write_text("\n".join([f"torch=={torch}", f"triton=={triton}", *EXTRA_CONSTRAINTS.get(triton, [])]) + "\n")
+    constraints.write_text(f"torch=={torch}\ntriton=={triton}\n")
     session.install(*_pip_args(), f"torch=={torch}", f"triton=={triton}")
     session.install(*_pip_args(), "-c", str(constraints), "-e", ".[test]")
     got = session.run("python", "-c", "import torch, triton; print(torch.__version__, triton.__version__)",
