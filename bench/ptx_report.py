@@ -22,8 +22,9 @@ an FMA dot), the accumulator type (the MMA's D type; for kernels without MMA the
 float type of the adds and FMAs), and the widths of the global loads (``ld.global`` and
 ``cp.async``).  ``problems`` lists what the targets condemn: spills; a 16-bit matrix
 product with a tile of at least 64x64 (2-D, 4+ warps) not on wgmma; a 16-bit kernel
-not accumulating in fp32.  The exit status is 0 even where problems are found (it is a
-report); ``--strict`` makes it 1.
+not accumulating in fp32.  ``exceptions`` lists where a target does not apply: a 3-D dot
+(a batch index inside the tile) is never on wgmma, which takes 2-D tiles.  The exit
+status is 0 even where problems are found (it is a report); ``--strict`` makes it 1.
 """
 
 from __future__ import annotations
@@ -238,19 +239,31 @@ def read_ptx(ptx: str) -> dict:
 
 # ----------------------------------------------------------------- the report
 
+def _big_16bit_product(row: dict) -> bool:
+    c = row["config"]
+    return row["dtype"] in SIXTEEN_BIT and row["kind"] in ("mm", "fused") and c.get("BLOCK_M", 0) >= 64 \
+        and c.get("BLOCK_N", 0) >= 64 and c["num_warps"] >= 4 and not row["wgmma"]
+
+
 def problems(row: dict) -> list[str]:
+    """What the targets condemn: spills; a 16-bit 2-D product on a >=64x64 tile off wgmma; a
+    16-bit kernel accumulating in anything but fp32."""
     found = []
     if row["spill_bytes"]:
         found.append(f"spills {row['spill_bytes']} bytes")
-    if row["dtype"] in SIXTEEN_BIT:
-        c = row["config"]
-        big_tile = c.get("BLOCK_M", 0) >= 64 and c.get("BLOCK_N", 0) >= 64 and c.get("BLOCK_T", 1) == 1 \
-            and c["num_warps"] >= 4
-        if row["kind"] in ("mm", "fused") and big_tile and not row["wgmma"]:
-            found.append("a 16-bit product on a >=64x64 tile without wgmma")
-        if row["accumulator"] not in ("f32", None) or (row["accumulator"] is None and row["kind"] != "finish"):
-            found.append(f"16-bit kernel accumulating in {row['accumulator']}")
+    if _big_16bit_product(row) and "BLOCK_T" not in row["config"]:
+        found.append("a 16-bit product on a >=64x64 tile without wgmma")
+    if row["dtype"] in SIXTEEN_BIT and row["kind"] != "finish" and row["accumulator"] != "f32":
+        found.append(f"16-bit kernel accumulating in {row['accumulator']}")
     return found
+
+
+def exceptions(row: dict) -> list[str]:
+    """Where a target does not apply, and why."""
+    if _big_16bit_product(row) and "BLOCK_T" in row["config"]:
+        return ["3-D dot (a batch index inside the tile, here BLOCK_T = "
+                f"{row['config']['BLOCK_T']}): Triton lowers 3-D dots to mma.sync, wgmma takes 2-D tiles"]
+    return []
 
 
 def _configs(mod, meta, which):
@@ -287,6 +300,7 @@ def report(workloads, which="all", log=print) -> list[dict]:
                            **ptxas_info(ptxas_log), "shared_bytes": compiled.metadata.shared, **read_ptx(ptx),
                            "compile_seconds": round(time.monotonic() - start, 2)}
                     row["problems"] = problems(row)
+                    row["exceptions"] = exceptions(row)
                     rows.append(row)
                     log(_line(row))
     return rows
@@ -306,7 +320,8 @@ def _line(row):
     return (f"{row['workload']:28} {row['step']} {row['kernel'][:44]:44} {row['dtype']:8} {_tile(row):12} "
             f"w{row['config']['num_warps']} s{row['config']['num_stages']} regs {row['registers']:3} "
             f"spill {row['spill_bytes']} smem {row['shared_bytes']:6} {row['mma'] or '-':8} "
-            f"acc {row['accumulator']} loads {row['global_load_widths']} {'; '.join(row['problems'])}")
+            f"acc {row['accumulator']} loads {row['global_load_widths']} {'; '.join(row['problems'])}"
+            f"{' (exception: ' + '; '.join(row['exceptions']) + ')' if row['exceptions'] else ''}")
 
 
 def markdown(rows) -> str:
@@ -323,7 +338,8 @@ def markdown(rows) -> str:
         mmas = sorted({r["mma"] or "none" for r in rs})
         accs = sorted({r["accumulator"] or "-" for r in rs})
         loads = ", ".join(f"{k}: {n}" for k, n in rs[0]["global_load_widths"].items())
-        found = sorted({p for r in rs for p in r["problems"]})
+        found = sorted({p for r in rs for p in r["problems"]}) + \
+            sorted({"exception: " + e.split(":")[0] for r in rs for e in r["exceptions"]})
         span = lambda xs: f"{xs[0]}" if xs[0] == xs[-1] else f"{xs[0]}-{xs[-1]}"  # noqa: E731
         out.append(f"| {workload} | {step} | `{kernel}` | {rs[0]['dtype']} | {len(rs)} | {span(regs)} | "
                    f"{max(r['spill_bytes'] for r in rs)} | {span([round(s / 1024, 1) for s in smem])} | "
@@ -340,7 +356,8 @@ def summary(rows) -> str:
             f"16-bit matrix-product configs on wgmma: {sum(r['wgmma'] for r in sixteen_mm)} of {len(sixteen_mm)}; "
             f"accumulators of 16-bit kernels: "
             f"{dict(collections.Counter(r['accumulator'] for r in rows if r['dtype'] in SIXTEEN_BIT))}; "
-            f"configs with problems: {sum(bool(r['problems']) for r in rows)}")
+            f"configs with problems: {sum(bool(r['problems']) for r in rows)}; "
+            f"configs with explained exceptions: {sum(bool(r['exceptions']) for r in rows)}")
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 FIELDS = {"workload", "step", "kernel", "dtype", "registers", "spill_bytes", "shared_bytes", "wgmma", "accumulator",
-          "mma", "config", "global_load_widths", "vectorized_loads", "problems", "triton", "ptxas_log"}
+          "mma", "config", "global_load_widths", "vectorized_loads", "problems", "exceptions", "triton", "ptxas_log"}
 
 
 def _nvidia_backend() -> bool:
@@ -73,5 +73,8 @@ def test_the_ptx_reader_finds_the_mma_its_accumulator_and_load_widths():
     row = {"dtype": "bfloat16", "kind": "mm", "spill_bytes": 8, "wgmma": False, "accumulator": "bf16",
            "config": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}}
     assert len(ptx_report.problems(row)) == 3                     # spills, no wgmma, a bf16 accumulator
+    assert ptx_report.exceptions(row) == []
+    tile_t = dict(row, spill_bytes=0, accumulator="f32", config=dict(row["config"], BLOCK_T=1))
+    assert ptx_report.problems(tile_t) == [] and "3-D dot" in ptx_report.exceptions(tile_t)[0]
     no_mma = ptx_report.read_ptx("\tadd.rn.bf16x2 %r1, %r2, %r3;\n\tadd.f32 %f1, %f2, %f3;\n")
     assert no_mma["mma"] is None and no_mma["accumulator"] == "f32"
