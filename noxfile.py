@@ -31,12 +31,14 @@ import nox
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / ".nox" / "matrix"
 
-# (torch, triton): each torch with the triton its CUDA wheel pins (torch 2.13.0 is the
-# CPU build, which pins none: there the newest triton, as `pip install ".[test]"` gets).
+# (torch, triton): each torch with the triton its CUDA wheel pins, and 2.13.0's CPU build
+# (what CI and the README's commands install), which pins no triton, with the newest, as
+# `pip install ".[test]"` gets it.  A +cpu build comes from PyTorch's CPU index (added
+# below) or from EINC_WHEELHOUSE.
 PAIRS = [
     ("2.11.0", "3.6.0"),
     ("2.12.1", "3.7.1"),
-    ("2.13.0", "3.9.0"),
+    ("2.13.0+cpu", "3.9.0"),
     ("2.14.1", "3.8.0"),
     ("2.15.0", "3.9.0"),
 ]
@@ -45,9 +47,14 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = False
 
 
-def _pip_args() -> list[str]:
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _pip_args(torch: str) -> list[str]:
     wheelhouse = os.environ.get("EINC_WHEELHOUSE")
-    return ["--find-links", wheelhouse] if wheelhouse else []
+    if wheelhouse:
+        return ["--find-links", wheelhouse]
+    return ["--extra-index-url", CPU_INDEX] if torch.endswith("+cpu") else []
 
 
 def _summary(junit: Path) -> dict:
@@ -64,17 +71,17 @@ def _summary(junit: Path) -> dict:
 
 
 @nox.session
-@nox.parametrize("torch,triton", PAIRS, ids=[f"torch{t}-triton{tr}" for t, tr in PAIRS])
+@nox.parametrize("torch,triton", PAIRS, ids=[f"torch{t.split('+')[0]}-triton{tr}" for t, tr in PAIRS])
 def tests(session: nox.Session, torch: str, triton: str) -> None:
     tmp = Path(session.create_tmp())
     constraints = tmp / "constraints.txt"
     constraints.write_text(f"torch=={torch}\ntriton=={triton}\n")
-    session.install(*_pip_args(), f"torch=={torch}", f"triton=={triton}")
-    session.install(*_pip_args(), "-c", str(constraints), "-e", ".[test]")
+    session.install(*_pip_args(torch), f"torch=={torch}", f"triton=={triton}")
+    session.install(*_pip_args(torch), "-c", str(constraints), "-e", ".[test]")
     got = session.run("python", "-c", "import torch, triton; print(torch.__version__, triton.__version__)",
                       silent=True).split()
     session.log(f"torch {got[0]}, triton {got[1]}")
-    if got[0].split("+")[0] != torch or got[1] != triton:
+    if got[0] != torch and got[0].split("+")[0] != torch or got[1] != triton:
         session.error(f"asked for torch {torch} with triton {triton}, got {got}")
 
     junit = tmp / "junit.xml"
@@ -85,7 +92,7 @@ def tests(session: nox.Session, torch: str, triton: str) -> None:
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "pytest_args": session.posargs, **_summary(junit)}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"torch{torch}-triton{triton}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / f"torch{torch.split('+')[0]}-triton{triton}.json").write_text(json.dumps(result, indent=1) + "\n")
     session.log(json.dumps(result))
     if result["failed"] or result["errors"]:
         session.error(f"{result['failed']} failed, {result['errors']} errors")
@@ -100,7 +107,7 @@ def ptx(session: nox.Session) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     done = set()
     for torch, triton in PAIRS:
-        python = ROOT / ".nox" / f"tests-torch{torch}-triton{triton}".replace(".", "-") / "bin" / "python"
+        python = ROOT / ".nox" / f"tests-torch{torch.split('+')[0]}-triton{triton}".replace(".", "-") / "bin" / "python"
         if triton in done or not python.exists():
             continue
         session.run(str(python), "bench/ptx_report.py", "--json", str(RESULTS / f"ptx-triton{triton}.json"),
