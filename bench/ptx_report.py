@@ -43,10 +43,6 @@ import time
 import types
 from pathlib import Path
 
-os.environ.pop("TRITON_INTERPRET", None)     # the real compiler, not the interpreter (before triton is imported)
-os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")      # Triton's default, said out loud (3.9 warns otherwise)
-# A cache folder of its own, so that every kernel is compiled here and its ptxas log is read.
-os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="einc-ptx-report-")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -360,6 +356,17 @@ def summary(rows) -> str:
             f"configs with explained exceptions: {sum(bool(r['exceptions']) for r in rows)}")
 
 
+def _compiler_environment() -> None:
+    """The real compiler, not the interpreter (set before triton is imported: a script's
+    process), with Triton's default FP fusion said out loud (3.9 warns otherwise) and a
+    cache folder of its own, so that every kernel is compiled here and its ptxas log read."""
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") == "1":
+        raise SystemExit("run bench/ptx_report.py as a script: triton was imported with TRITON_INTERPRET=1")
+    os.environ.pop("TRITON_INTERPRET", None)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="einc-ptx-report-")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write one object per kernel and config to FILE")
@@ -371,6 +378,7 @@ def main(argv=None) -> int:
                         help="all: every config the autotuner would time (default); first: the first one it keeps")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 where a kernel has problems")
     args = parser.parse_args(argv)
+    _compiler_environment()
 
     from einc.benchmark.suite import find_suite, load
     from einc.ir import KERNEL_DTYPES

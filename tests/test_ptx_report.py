@@ -57,7 +57,9 @@ def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_p
 
 
 def test_the_ptx_reader_finds_the_mma_its_accumulator_and_load_widths():
+    before = dict(os.environ)
     import ptx_report
+    assert dict(os.environ) == before                  # importing it leaves the interpreter setting alone
     ptx = """
 	cp.async.cg.shared.global [ %r17 + 0 ], [ %rd5 + 0 ], 0x10, %r18;
 	@%p3 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
