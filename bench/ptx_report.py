@@ -367,6 +367,25 @@ def _compiler_environment() -> None:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="einc-ptx-report-")
 
 
+def versions_table(reports) -> str:
+    """One row per report (a triton version): the README's summary, from the JSON files."""
+    out = ["| triton | kernels | configs compiled | spilling configs | 16-bit products on >=64x64 2-D tiles on wgmma "
+           "| 3-D tiles (mma.sync, exception) | 16-bit accumulators | configs with 16-byte loads | problems |",
+           "|---|---:|---:|---:|---|---:|---|---|---:|"]
+    for rows in reports:
+        big = [r for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] in ("mm", "fused")
+               and r["config"].get("BLOCK_M", 0) >= 64 and r["config"].get("BLOCK_N", 0) >= 64
+               and r["config"]["num_warps"] >= 4 and "BLOCK_T" not in r["config"]]
+        accs = collections.Counter(r["accumulator"] for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] != "finish")
+        wide = sum("16" in r["global_load_widths"] for r in rows)
+        out.append(f"| {rows[0]['triton']} | {len({(r['workload'], r['step'], r['kernel']) for r in rows})} | "
+                   f"{len(rows)} | {sum(r['spill_bytes'] > 0 for r in rows)} | "
+                   f"{sum(r['wgmma'] for r in big)} of {len(big)} | {sum(bool(r['exceptions']) for r in rows)} | "
+                   f"{', '.join(f'{a}: {n}' for a, n in sorted(accs.items()))} | {wide} of {len(rows)} | "
+                   f"{sum(bool(r['problems']) for r in rows)} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write one object per kernel and config to FILE")
@@ -377,7 +396,14 @@ def main(argv=None) -> int:
     parser.add_argument("--configs", choices=("all", "first"), default="all",
                         help="all: every config the autotuner would time (default); first: the first one it keeps")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 where a kernel has problems")
+    parser.add_argument("--tables", nargs="+", metavar="JSON",
+                        help="compile nothing: print the README's tables from reports written with --json "
+                             "(a summary row per file, then the first file's kernels)")
     args = parser.parse_args(argv)
+    if args.tables:
+        reports = [json.loads(Path(f).read_text()) for f in args.tables]
+        print(versions_table(reports) + "\n\n" + markdown(reports[0]))
+        return 0
     _compiler_environment()
 
     from einc.benchmark.suite import find_suite, load
