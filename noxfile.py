@@ -21,6 +21,7 @@ again. Arguments after ``--`` go to pytest.
 
 import json
 import os
+import subprocess
 import time
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
@@ -88,7 +89,9 @@ def tests(session: nox.Session, torch: str, triton: str) -> None:
     start = time.monotonic()
     session.run("python", "-m", "pytest", "-q", f"--junitxml={junit}", *session.posargs, success_codes=[0, 1])
     seconds = time.monotonic() - start
-    result = {"torch": got[0], "triton": got[1], "seconds": round(seconds),
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    result = {"torch": got[0], "triton": got[1], "seconds": round(seconds), "commit": commit,
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "pytest_args": session.posargs, **_summary(junit)}
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -125,7 +128,7 @@ def matrix_table(session: nox.Session) -> None:
         r = json.loads(path.read_text())
         compile_ok = "passed" if r["sm90_compile_test_passed"] else "NOT passed"
         rows.append(f"| {r['torch']} | {r['triton']} | {r['passed']} | {r['failed'] + r['errors']} | "
-                    f"{r['skipped']} | {compile_ok} | {r['seconds']} s | {r['date']} |")
-    print("| torch | triton | passed | failed | skipped | sm_90 compile test | time | date |")
-    print("|---|---|---:|---:|---:|---|---:|---|")
+                    f"{r['skipped']} | {compile_ok} | {r['seconds']} s | {r['date']} | {r.get('commit', '?')} |")
+    print("| torch | triton | passed | failed | skipped | sm_90 compile test | time | date | git |")
+    print("|---|---|---:|---:|---:|---|---:|---|---|")
     print("\n".join(rows))
