@@ -37,6 +37,7 @@ RESULTS = ROOT / ".nox" / "matrix"
 # `pip install ".[test]"` gets it.  A +cpu build comes from PyTorch's CPU index (added
 # below) or from EINC_WHEELHOUSE.
 PAIRS = [
+    ("2.10.0", "3.6.0"),      # a CUDA 12.8 build (the others: 13.x)
     ("2.11.0", "3.6.0"),
     ("2.12.1", "3.7.1"),
     ("2.13.0+cpu", "3.9.0"),
