@@ -269,7 +269,8 @@ def _traced(args, optimize, memory_limit, select, out):
     if optimize is DEFAULT_OPTIMIZE:
         optimize = _traced_default_optimize()
     elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
-        _refuse_traced("PathError", _traced_optimizer_message(type(optimize).__name__))
+        _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
+        return _untraced_einsum(args, optimize, memory_limit, out)     # a graph break: the call runs eagerly
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
@@ -281,6 +282,14 @@ def _traced(args, optimize, memory_limit, select, out):
     if problem is not None:
         _refuse_traced("OutError", problem)
     return out.copy_(result)
+
+
+@torch.compiler.disable
+def _untraced_einsum(args, optimize, memory_limit, out):
+    """einsum run eagerly where the compiled op cannot carry the call (a PathOptimizer
+    object): dynamo breaks the graph here and does not trace into einc's runtime (torch
+    2.11's dynamo failed building guards on its plan cache when it did)."""
+    return einsum(*args, optimize=optimize, memory_limit=memory_limit, out=out)
 
 
 def _refuse_traced(error: str, message: str):

@@ -89,7 +89,7 @@ def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     base = {r.split(":", 1)[1].strip() for r in requires if "extra ==" not in r}
     assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "opt_einsum", "tqdm"}   # no numpy
     (torch_range,) = [b for b in base if b.startswith("torch")]
-    assert ">=2.13" in torch_range and "<2.15" in torch_range           # the versions the tests ran on
+    assert ">=2.10" in torch_range and "<2.16" in torch_range           # the versions the matrix ran (noxfile.py)
 
 
 def test_the_wheel_works_outside_the_source_tree(installed):

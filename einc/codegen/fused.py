@@ -19,10 +19,13 @@ from . import launcher
 from .common import (SUITE_ORIGIN, grouped_tiles, layout_class_source, offset, product, signature, size, split,
                      stride, tuning_key, wrap)
 
-_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-    (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
-    (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3),
-]
+_CONFIGS = {  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), for 16-bit and for wider data
+    "16-bit": [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+               (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3)],
+    # fp32 and fp64: smaller K steps; the FMA dot (torch's default fp32 precision) spilled up
+    # to 43 KB with the 16-bit list's tiles (bench/ptx_report.py, sm_90a)
+    "wider": [(64, 64, 16, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3)],
+}
 _ELEMENT = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 
 
@@ -170,7 +173,7 @@ def launcher_source(k) -> str:
     indices = _group_indices(k)
     L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
     L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, num_warps={w}, "
-          f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS]
+          f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS["16-bit" if k.dtype in ("float16", "bfloat16") else "wider"]]
     L += ["]"]
     L += tuning_key([size(i) for i in indices] + (["PRECISION"] if fp32 else []) + ["LAYOUT"])
     L += launcher.tuner_lines(k.name, prune=False) + launcher.state_lines(fp32) + ["", ""]

@@ -37,19 +37,26 @@ from .common import layout_class_source, size, size_params, stride, stride_param
 # 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
 # Triton's tutorial and inductor's H100 lists; fp32 (TF32 or FMA): BLOCK_K 32 (128-byte
 # rows); fp64: tiles whose stages fit shared memory.  ``_prune`` drops, per shape, tiles
-# far larger than the problem and configs over the shared-memory budget.
+# far larger than the problem and configs over the shared-memory budget.  Every config
+# compiles for sm_90a without spilling registers on the suite's kernels with each triton
+# of the version matrix, 3.6 to 3.9 (``bench/ptx_report.py``): that removed fp32's 128x256
+# and 64x128 tiles (the FMA dot, torch's default fp32 precision, spilled up to 4 KB
+# there), gave fp32's 64x64 tile 8 warps, 16-bit's 32x64 tile BLOCK_K 32 and its 16x16
+# tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
+# with triton 3.6 and 3.7).
 _MATMUL_CONFIGS = {
     16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
          (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
-         (32, 64, 64, 4, 4), (16, 64, 64, 4, 3), (16, 32, 128, 4, 3), (16, 16, 64, 2, 3)],
-    32: [(128, 128, 32, 8, 3), (128, 256, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
-         (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
-    64: [(64, 64, 16, 4, 3), (64, 32, 32, 4, 3), (32, 64, 16, 4, 3), (32, 32, 32, 4, 3),
-         (16, 32, 32, 4, 3), (16, 16, 32, 2, 2)],
+         (32, 64, 32, 4, 4), (16, 64, 64, 4, 3), (16, 32, 128, 4, 3), (16, 16, 64, 2, 2)],
+    32: [(128, 128, 32, 8, 4), (128, 64, 32, 4, 4), (64, 64, 32, 8, 4), (32, 64, 32, 4, 4),
+         (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
+    64: [(64, 64, 16, 4, 2), (32, 64, 16, 4, 3), (16, 32, 16, 4, 3), (16, 16, 16, 2, 2)],
 }
-# A batch index inside the tile (3-D dot): (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-_TILE_T_CONFIGS = [(8, 32, 64, 32, 4, 3), (16, 32, 32, 32, 4, 3), (8, 64, 64, 32, 8, 3), (4, 64, 64, 64, 4, 3),
-                   (16, 16, 32, 32, 4, 2), (2, 64, 64, 32, 4, 3), (1, 64, 64, 32, 4, 3)]
+# A batch index inside the tile (3-D dot, which Triton runs on mma.sync, not wgmma):
+# (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); the tiles that compile
+# without spills for both of the suite's such kernels with triton 3.6 to 3.9 (deeper or
+# larger ones spilled 8 bytes to 29 KB with one triton or another).
+_TILE_T_CONFIGS = [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)]
 # Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
 _REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
 _REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
