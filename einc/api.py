@@ -70,7 +70,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
         text, operands = sublist_equation(args)
         eq = parse(text)
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
-        return _torch_function(args, operands, optimize, memory_limit, select, out, backend)
+        return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend)
     if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and \
             _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
         options = DEFAULT       # the default, torch's settings at theirs: no lookup
@@ -109,8 +109,11 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     """``__torch_function__`` dispatch, as torch.einsum takes part in it: an ``fx.Proxy``
     records one ``call_function`` node of :func:`einsum`, a ``TorchFunctionMode`` or a tensor
     subclass sees the call (and calls :func:`einsum` again, with its own handling off).
-    Keywords left at their defaults are not passed on, so a recorded node names only what
-    the caller wrote."""
+    ``args`` are the equation string then the operands one by one, as torch.einsum passes
+    them on (operands given as one list, and the sublist format, arrive unpacked: torch.fx
+    passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
+    at their defaults are not passed on, so a recorded node names only what the caller
+    wrote."""
     given = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "out": out, "backend": backend}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     relevant = tuple(operands) + ((out,) if out is not None else ())

@@ -85,6 +85,34 @@ def test_fx_symbolic_trace_records_one_einc_node():
     torch.testing.assert_close(gm(x, y), x @ y)
 
 
+@pytest.mark.parametrize("call,functions", [
+    (lambda f, x, y: f("ij,jk->ik", (x, y)), (torch_einsum, einc.einsum)),
+    (lambda f, x, y: f("ij,jk->ik", [x, y]), (torch_einsum, einc.einsum)),
+    # the sublist format: torch takes a proxy for an equation and records the call as written
+    (lambda f, x, y: f(x, [0, 1], y, [1, 2], [0, 2]), (einc.einsum,))])
+def test_fx_records_the_equation_then_the_operands_as_torch_does(call, functions):
+    # e3nn's codegen calls torch.einsum(eq, (a, b)); opt_einsum_fx then reads node.args[1:] as tensors
+    class M(torch.nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x, y):
+            return call(self.f, x, y)
+
+    nodes = {}
+    for f in functions:
+        gm = torch.fx.symbolic_trace(M(f))
+        node = next(n for n in gm.graph.nodes if n.op == "call_function")
+        assert isinstance(node.args[0], str) and len(node.args) == 3
+        assert all(isinstance(a, torch.fx.Node) and a.op == "placeholder" for a in node.args[1:])
+        nodes[f] = node
+        x, y = torch.randn(2, 3), torch.randn(3, 4)
+        torch.testing.assert_close(gm(x, y), x @ y)
+    if torch_einsum in nodes:
+        assert nodes[einc.einsum].args[0] == nodes[torch_einsum].args[0]
+
+
 def test_a_torch_function_mode_and_a_subclass_see_the_call():
     seen = []
 

@@ -1,6 +1,8 @@
 """A new shape of a known equation: what einc reuses, what it runs, and when it plans
 (einc/runtime/admission.py, einc/plan.py's size classes), and the accuracy of long sums."""
 
+import warnings
+
 import pytest
 import torch
 import torch.utils.checkpoint
@@ -152,3 +154,33 @@ def test_long_float32_sums_are_as_accurate_as_torchs(eq, shapes, broadcast, exec
     assert err(einc.einsum(eq, *ops)) <= max(err(torch_einsum(eq, *ops)), 1e-7)
     if executor == "kernels":
         assert all(b.startswith("triton") for b in einc.explain(eq, *ops).backends)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(4, 3), (3, 5)]), ("ij->ji", [(4, 3)]), ("ii->i", [(4, 4)])])
+def test_a_new_shape_under_fake_tensor_mode_takes_no_data_pointer(eq, shapes):
+    # torch.compile's fake kernel probes the result dtype on fake tensors, and shape-inference
+    # code runs einsum under FakeTensorMode: torch's op on a new shape must not read storage
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    for m in range(admission.STABLE_SHAPES):                     # the equation's shapes keep changing
+        einc.einsum(eq, *[torch.randn(tuple(n + m for n in s)) for s in shapes])
+    bigger = [tuple(n + 100 for n in s) for s in shapes]         # not planned: torch's op
+    with FakeTensorMode(), warnings.catch_warnings():
+        warnings.simplefilter("error")      # "Accessing the data pointer of FakeTensor is deprecated"
+        out = einc.einsum(eq, *[torch.empty(s) for s in bigger])
+        expected = torch_einsum(eq, *[torch.empty(s) for s in bigger])
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+
+
+def test_torch_compile_with_dynamic_shapes_and_a_parameter():
+    # einops' test_torch_compile_for_layers with einc as torch.einsum: the recompile for a
+    # dynamic size probes a new shape of a known equation inside the fake kernel
+    torch._dynamo.reset()
+    weight = torch.nn.Parameter(torch.randn(3, 16, 8))
+
+    def f(x):
+        return einc.einsum("aeb,dbc->daec", x.reshape(x.shape[0], -1, 16), weight)
+
+    compiled = torch.compile(f, fullgraph=True)
+    for size in (16, 32, 64):
+        x = torch.rand(size, size)
+        torch.testing.assert_close(compiled(x), torch_einsum("aeb,dbc->daec", x.reshape(size, -1, 16), weight))

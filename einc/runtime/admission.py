@@ -99,10 +99,16 @@ def _fresh(result, operands):
     """``result`` as a contiguous tensor that shares no memory with an operand (torch's einsum
     may return a permuted view, or a view of an operand: ``ij->ji``, ``ii->i``)."""
     result = result.contiguous()
-    storage = result.untyped_storage().data_ptr()
-    if any(o.untyped_storage().data_ptr() == storage for o in operands) and result.numel():
+    if result.numel() and any(_is_alias_of(result, o) for o in operands):
         result = result.clone()
     return result
+
+
+# Whether two tensors share a storage, compared as storages, not data pointers: fake tensors
+# (torch.compile's fake kernel probes the result dtype on them; shape inference runs einsum
+# under FakeTensorMode) have no data pointer, and reading one raises while dynamo traces.
+_is_alias_of = getattr(torch._C, "_is_alias_of", None) or (
+    lambda a, b: a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 
 
 def clear() -> None:

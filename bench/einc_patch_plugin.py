@@ -1,0 +1,104 @@
+"""pytest plugin: a test run with einc installed as ``torch.einsum``, counting the calls
+that reach einc.
+
+Loaded with ``-p einc_patch_plugin`` (this folder on ``PYTHONPATH``) by
+``bench/libraries.py``.  It installs the patch when pytest loads it -- before any
+conftest or test module imports the library under test, so code that binds
+``torch.einsum`` at import (``from torch import einsum``, ``einsum = torch.einsum``)
+binds einc's.  ``torch.einsum`` is ``einc.einsum`` itself, not a wrapper, so torch.fx
+records, and TorchScript compiles, the function users would install.
+
+Calls are counted inside einc instead: the entries of its computation --
+``einc.runtime.engine.run`` / ``run_scaled`` (no autograd; also what the custom op's
+kernel and the autograd Function's forward run) and ``einc.autograd.differentiable`` --
+are wrapped with a per-thread depth guard, so a call counts once however many of them it
+passes through (a gradient einsum run by backward counts as a call of its own).  Also
+counted: ``torch_op``, the calls that einc's admission answered with torch's own einsum op
+(a new shape of a known equation, see ``einc.runtime.admission``); ``torch_function``, the
+calls handed to ``__torch_function__`` (fx proxies, modes, subclasses).  Calls made under
+jit.trace / torch.compile become the custom op, and are counted when its kernel runs
+einc (the wrappers dynamo can reach while it traces take no lock: it cannot enter one).  At the end of the
+run the counts are written as JSON to the file named by ``EINC_PATCH_COUNTS`` (if set).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+
+import torch
+
+import einc
+import einc.api as _api
+import einc.autograd as _autograd
+from einc.runtime import admission as _admission
+from einc.runtime import engine as _engine
+
+COUNTS = {"calls": 0, "torch_op": 0, "torch_function": 0}
+EQUATIONS: set = set()
+_local = threading.local()
+_lock = threading.Lock()
+
+
+def _computing(fn):
+    """``fn`` counted as one call where no counted call is already under way in this thread."""
+    @functools.wraps(fn)
+    def counted(eq, *args, **kwargs):
+        depth = getattr(_local, "depth", 0)
+        if depth == 0:
+            with _lock:
+                COUNTS["calls"] += 1
+                EQUATIONS.add(getattr(eq, "text", eq))
+        _local.depth = depth + 1
+        try:
+            return fn(eq, *args, **kwargs)
+        finally:
+            _local.depth = depth
+    return counted
+
+
+def _tallied(name, fn, when=lambda result: True):
+    """``fn`` counted under ``COUNTS[name]`` where ``when(result)``.  No lock: dynamo may
+    trace through these wrappers and cannot enter one (a count lost to a thread race is
+    the price)."""
+    @functools.wraps(fn)
+    def tallied(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        if when(result):
+            COUNTS[name] += 1
+        return result
+    return tallied
+
+
+def install() -> None:
+    """Install einc as ``torch.einsum`` and the counting wrappers (once)."""
+    if getattr(_engine.run, "__wrapped__", None) is not None:
+        return
+    _engine.run = _computing(_engine.run)
+    _engine.run_scaled = _computing(_engine.run_scaled)
+    _autograd.differentiable = _computing(_autograd.differentiable)
+    _admission.first_sight = _tallied("torch_op", _admission.first_sight, lambda result: result is not None)
+    _api._torch_function = _tallied("torch_function", _api._torch_function)
+    torch.einsum = einc.einsum
+    torch.functional.einsum = einc.einsum
+
+
+def report() -> dict:
+    """The counts so far, whether the patch is still in place, and the distinct equations."""
+    return {**COUNTS, "equations": len(EQUATIONS), "still_patched": torch.einsum is einc.einsum}
+
+
+install()
+
+
+def pytest_configure(config):
+    install()       # already done at import; a no-op unless something undid it
+
+
+def pytest_unconfigure(config):
+    path = os.environ.get("EINC_PATCH_COUNTS")
+    if path:
+        with open(path, "w") as f:
+            json.dump(report(), f)

@@ -1,0 +1,279 @@
+"""Real libraries' own test suites with einc installed as ``torch.einsum``.
+
+For each library: install the pinned version (``--install``: ``pip install --no-deps``,
+so pip never replaces the running torch; the libraries' other dependencies are named
+here and installed alike), find its tests (shipped inside the package, or in its sdist,
+fetched with ``pip download`` into the scratch folder), then run them twice with pytest in
+subprocesses of this interpreter: unpatched, and patched (the plugin
+``bench/einc_patch_plugin.py``, loaded with ``-p``, installs ``torch.einsum =
+einc.einsum`` before the library is imported and counts the calls that reach einc).
+Each run's outcome is read from its ``--junitxml`` file.  Prints a Markdown table, and
+the tests that fail patched but pass unpatched with the first line of their error;
+writes both, and the raw counts (JSON), into the scratch folder.
+
+    python bench/libraries.py --install                    # every library (downloads; not in CI)
+    python bench/libraries.py einops --timeout 600         # one library, already installed
+
+Not part of the test run (it downloads); ``tests/test_libraries.py`` checks the plugin
+and the parsing on a local test file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "libraries"
+
+
+@dataclass
+class Library:
+    name: str
+    version: str
+    deps: tuple = ()                 # installed with --no-deps too (pip leaves torch alone)
+    package_tests: str = ""          # tests inside the installed package: its subfolder ("" = the package)
+    sdist_tests: tuple = ()          # else: these paths of the sdist (extracted into the scratch folder)
+    env: dict = field(default_factory=dict)
+    pytest_args: tuple = ()
+    note: str = ""
+
+
+LIBRARIES = {
+    "einops": Library("einops", "0.8.2", package_tests="tests", env={"EINOPS_TEST_BACKENDS": "torch"},
+                      note="its whole suite (einops/tests, shipped in the wheel), torch backend"),
+    "tensorly": Library("tensorly", "0.10.0", deps=("numpy", "scipy"), package_tests="",
+                        env={"TENSORLY_BACKEND": "pytorch"},
+                        note="its whole suite (the tests/ folders shipped in the wheel), pytorch backend"),
+    "tensorly-einsum": Library("tensorly", "0.10.0", deps=("numpy", "scipy"), package_tests="",
+                               env={"TENSORLY_BACKEND": "pytorch", "TENSORLY_TENALG_BACKEND": "einsum"},
+                               note="the same suite with tensorly's einsum tensor algebra (mode_dot, "
+                                    "khatri_rao, kronecker, ... as einsums): TENSORLY_TENALG_BACKEND=einsum"),
+    "e3nn": Library("e3nn", "0.6.0", deps=("sympy", "scipy", "opt_einsum_fx==0.1.4", "opt_einsum", "packaging"),
+                    sdist_tests=("tests",),
+                    pytest_args=("tests/o3/tensor_product_test.py", "tests/o3/linear_test.py", "tests/o3/norm_test.py",
+                                 "tests/nn/fc_test.py", "tests/nn/gate_test.py", "tests/util/test_jit.py",
+                                 "-k", "not test_normalized"),
+                    note="the einsum-heavy part of tests/ from the sdist: tensor products (codegen through "
+                         "opt_einsum_fx and torch.fx, TorchScript), linear, norm, fc, gate, e3nn's jit "
+                         "utilities; without test_normalized (7 min alone on 2 cores)"),
+}
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
+
+
+def torch_version() -> str:
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def install(lib: Library) -> None:
+    before = torch_version()
+    pip("--no-deps", f"{lib.name}=={lib.version}", *lib.deps)
+    after = torch_version()
+    if after != before:
+        sys.exit(f"installing {lib.name} changed torch from {before} to {after}")
+
+
+def installed_version(name: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
+    """(the folder pytest runs in, its arguments) for ``lib``'s tests."""
+    if not lib.sdist_tests:
+        out = subprocess.run([sys.executable, "-c", f"import {lib.name}, os; print(os.path.dirname({lib.name}.__file__))"],
+                             capture_output=True, text=True, check=True)
+        package = Path(out.stdout.strip())
+        target = package / lib.package_tests if lib.package_tests else package
+        return package.parent, [str(target.relative_to(package.parent)), *lib.pytest_args]
+    root = scratch / f"{lib.name}-{lib.version}-tests"
+    if not root.exists():
+        download = scratch / "sdist"
+        download.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+                        "-d", str(download), f"{lib.name}=={lib.version}"], check=True)
+        archive = next(download.glob(f"{lib.name}-{lib.version}.tar.gz"))
+        prefix = f"{lib.name}-{lib.version}/"
+        tmp = scratch / (root.name + ".part")
+        shutil.rmtree(tmp, ignore_errors=True)
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if any(m.name.startswith(prefix + p + "/") for p in lib.sdist_tests)]
+            for m in members:
+                m.name = m.name[len(prefix):]
+            tar.extractall(tmp, members=members, filter="data")
+        tmp.rename(root)    # only the tests: the installed package is the one imported
+    return root, list(lib.pytest_args or lib.sdist_tests)
+
+
+@dataclass
+class Run:
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    returncode: int = 0
+    outcomes: dict = field(default_factory=dict)     # test id -> (outcome, first line of its message)
+    counts: dict | None = None
+    complete: bool = True           # False: interrupted at the timeout (the tests run by then), or no junit file
+
+
+_KINDS = {"failure": "failed", "error": "error", "skipped": "skipped"}
+_RANK = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}
+
+
+def parse_junit(path: Path) -> Run:
+    """Counts and per-test outcomes from a pytest junit XML file (an error in setup or
+    teardown is an error; a test with both a failure and a teardown error counts once, as
+    a failure; an xfail is a skip)."""
+    run = Run()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test_id = f"{case.get('classname') or ''}::{case.get('name') or ''}"
+        outcome, message = "passed", ""
+        for child in case:
+            kind = _KINDS.get(child.tag)
+            if kind is not None and _RANK[kind] > _RANK[outcome]:
+                lines = (child.get("message") or child.text or "").strip().splitlines()
+                outcome, message = kind, lines[0][:200] if lines else ""
+        if test_id in run.outcomes:     # the same id twice (rare): keep both
+            test_id += f" #{len(run.outcomes)}"
+        run.outcomes[test_id] = (outcome, message)
+    for outcome, _ in run.outcomes.values():
+        run.tests += 1
+        field_name = "errors" if outcome == "error" else outcome
+        setattr(run, field_name, getattr(run, field_name) + 1)
+    return run
+
+
+def run_pytest(cwd: Path, args: list[str], env: dict, patched: bool, out: Path, label: str,
+               timeout: float = 900) -> Run:
+    """One pytest run in a subprocess: junit XML and (patched) the plugin's counts in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    junit, counts = out / f"{label}.xml", out / f"{label}.counts.json"
+    for p in (junit, counts):
+        p.unlink(missing_ok=True)
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [full_env.get("PYTHONPATH")])])
+    ini = out / "pytest.ini"        # no ini file found above cwd (einc's own pyproject) applies
+    ini.write_text("[pytest]\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ini), f"--rootdir={cwd}",
+               "--continue-on-collection-errors", f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    if patched:
+        command += ["-p", "einc_patch_plugin"]
+        full_env["EINC_PATCH_COUNTS"] = str(counts)
+    command += args
+    start, interrupted = time.perf_counter(), False
+    with subprocess.Popen(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # as Ctrl-C: pytest stops and still writes the junit file of the tests it ran
+            proc.send_signal(signal.SIGINT)
+            try:
+                log, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                log, _ = proc.communicate()
+            log, interrupted = f"[interrupted after {timeout:.0f} s]\n{log}", True
+        returncode = proc.returncode
+    seconds = time.perf_counter() - start
+    (out / f"{label}.log").write_text(log)
+    if not junit.exists():      # killed at the timeout, or pytest failed before the run
+        print(f"{label}: pytest wrote no junit file (exit {returncode}); see {out / (label + '.log')}",
+              file=sys.stderr, flush=True)
+        return Run(seconds=seconds, returncode=returncode, complete=False)
+    run = parse_junit(junit)
+    run.seconds, run.returncode, run.complete = seconds, returncode, not interrupted
+    if counts.exists():
+        run.counts = json.loads(counts.read_text())
+    return run
+
+
+def regressions(unpatched: Run, patched: Run) -> list[tuple[str, str, str]]:
+    """(test, patched outcome, its message) for tests that pass unpatched and fail or error patched."""
+    return [(t, outcome, message) for t, (outcome, message) in patched.outcomes.items()
+            if outcome in ("failed", "error") and unpatched.outcomes.get(t, ("",))[0] == "passed"]
+
+
+def row(name: str, version: str, unpatched: Run, patched: Run) -> str:
+    def cells(r):
+        if not r.complete and not r.tests:
+            return f"no result (exit {r.returncode})"
+        return f"{r.passed} / {r.failed} / {r.errors} / {r.skipped}" + ("" if r.complete else " (interrupted)")
+    c = patched.counts or {}
+    reached = f"{c.get('calls', 0):,} ({c.get('torch_op', 0):,} by torch's op; {c.get('equations', 0):,} equations)"
+    return (f"| {name} | {version} | {max(unpatched.tests, patched.tests)} | {cells(unpatched)} | {cells(patched)} | {reached} | "
+            f"{unpatched.seconds:.0f} s / {patched.seconds:.0f} s |")
+
+
+HEADER = ("| library | version | tests | unpatched passed / failed / errors / skipped | "
+          "patched passed / failed / errors / skipped | calls reaching einc | time unpatched / patched |\n"
+          "|---|---|---|---|---|---|---|")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("libraries", nargs="*", help=f"default: all ({', '.join(LIBRARIES)})")
+    parser.add_argument("--install", action="store_true", help="pip install the pinned versions first")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="scratch folder (default bench/results/libraries)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
+    args = parser.parse_args(argv)
+    names = args.libraries or list(LIBRARIES)
+    unknown = [n for n in names if n not in LIBRARIES]
+    if unknown:
+        parser.error(f"unknown libraries {unknown}; known: {list(LIBRARIES)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows, details, raw = [], [], {}
+    for name in names:
+        lib = LIBRARIES[name]
+        if args.install:
+            install(lib)
+        version = installed_version(lib.name)
+        if version is None:
+            sys.exit(f"{lib.name} is not installed: pass --install")
+        cwd, pytest_args = locate_tests(lib, args.out)
+        print(f"{name} {version}: {lib.note}", file=sys.stderr, flush=True)
+        unpatched = run_pytest(cwd, pytest_args, lib.env, False, args.out, f"{name}-unpatched", args.timeout)
+        patched = run_pytest(cwd, pytest_args, lib.env, True, args.out, f"{name}-patched", args.timeout)
+        rows.append(row(name, version, unpatched, patched))
+        if not (unpatched.complete and patched.complete):
+            details.append(f"**{name}**: a run was interrupted at the timeout ({args.timeout:.0f} s) or gave "
+                           "no result; the comparison covers the tests both runs reached")
+        lost = regressions(unpatched, patched)
+        details.append(f"**{name}**: {len(lost)} tests fail patched and pass unpatched"
+                       + "".join(f"\n- `{t}` ({o}): {m}" for t, o, m in lost))
+        raw[name] = {"version": version, "note": lib.note, "args": pytest_args,
+                     "unpatched": {k: getattr(unpatched, k) for k in ("tests", "passed", "failed", "errors", "skipped", "seconds")},
+                     "patched": {k: getattr(patched, k) for k in ("tests", "passed", "failed", "errors", "skipped", "seconds")},
+                     "counts": patched.counts, "regressions": lost,
+                     "complete": unpatched.complete and patched.complete}
+        print(rows[-1], file=sys.stderr, flush=True)
+    text = "\n".join([HEADER, *rows, "", *details, ""])
+    print(text)
+    (args.out / "libraries.md").write_text(text)
+    (args.out / "libraries.json").write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
