@@ -79,7 +79,7 @@ def install() -> None:
     _engine.run = _computing(_engine.run)
     _engine.run_scaled = _computing(_engine.run_scaled)
     _autograd.differentiable = _computing(_autograd.differentiable)
-    _admission.first_sight = _tallied("torch_op", _admission.first_sight, lambda result: result is not None)
+    _admission.unplanned = _tallied("torch_op", _admission.unplanned, lambda result: result is not None)
     _api._torch_function = _tallied("torch_function", _api._torch_function)
     torch.einsum = einc.einsum
     torch.functional.einsum = einc.einsum
