@@ -440,6 +440,9 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
       reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
       half of it, for the other input broadcast over a batch split of it
       (:func:`~einc.runtime.torch_executor._operand_batch`);
+    - a matrix product with few outputs per batch element (one, or at most
+      ``_FEW_OUTPUTS`` sums of ``_LONG_SUM`` terms or more), which the torch executor runs as
+      multiply-and-sum: also the elementwise product before its sum;
     - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
       over the indices the other lacks); for ``dot``, the elementwise product of the
       inputs before the sum;
@@ -467,6 +470,10 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
         copies = na + nb
         if max(na, nb) >= _copy_worth_sparing():
             copies += max(na, nb) // 2
+        few, long = _executor("_FEW_OUTPUTS"), _executor("_LONG_SUM")
+        outputs = size((set(step.output) - sliced) - (a & b))
+        if outputs == 1 or (outputs <= few and size(shared) >= long):   # run as multiply-and-sum
+            copies += size((set(step.output) - sliced) | shared)
     else:
         copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
         if shared:                                                  # dot: a * b, then its sum
@@ -474,15 +481,15 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     return max(copies, last)
 
 
-_SPARING = []
-
-
 def _copy_worth_sparing() -> int:
-    """The torch executor's size from which an operand's batch split is worth sparing (imported once)."""
-    if not _SPARING:
-        from .runtime.torch_executor import _COPY_WORTH_SPARING
-        _SPARING.append(_COPY_WORTH_SPARING)
-    return _SPARING[0]
+    """The torch executor's size from which an operand's batch split is worth sparing."""
+    return _executor("_COPY_WORTH_SPARING")
+
+
+def _executor(name: str) -> int:
+    """One of the torch executor's thresholds, read when asked (the tests patch them)."""
+    from .runtime import torch_executor
+    return getattr(torch_executor, name)
 
 
 def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):

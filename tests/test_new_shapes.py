@@ -138,6 +138,7 @@ def test_a_path_is_reused_within_a_size_class_and_explain_says_so():
 
 @pytest.mark.parametrize("eq,shapes,broadcast", [
     ("abc,abcd->d", [(40, 41, 42), (40, 41, 42, 1)], True),         # the library case: 68,880 terms
+    ("abc,abcd->d", [(40, 41, 42), (40, 41, 42, 4)], False),        # einops' case: 4 sums of 68,880 terms
     ("abc,abc->", [(40, 41, 42), (40, 41, 42)], False),
     ("bk,bk->b", [(3, 50000), (3, 50000)], False),
     ("kb,kb->b", [(50000, 3), (50000, 3)], False),
@@ -151,7 +152,9 @@ def test_long_float32_sums_are_as_accurate_as_torchs(eq, shapes, broadcast, exec
         ops[1] = ops[1].expand(*shapes[1][:-1], 5)[..., :1]
     exact = torch_einsum(eq, *[o.double() for o in ops])
     err = lambda x: ((x.double() - exact).abs() / exact.abs()).max().item()    # noqa: E731
-    assert err(einc.einsum(eq, *ops)) <= max(err(torch_einsum(eq, *ops)), 1e-7)
+    # as accurate as torch's best (inductor's blocked reduction; eager torch.einsum's matrix
+    # product misses this on the 4-output case: 8.9e-6), and never less accurate than eager torch
+    assert err(einc.einsum(eq, *ops)) <= min(max(err(torch_einsum(eq, *ops)), 1e-7), 1e-6)
     if executor == "kernels":
         assert all(b.startswith("triton") for b in einc.explain(eq, *ops).backends)
 

@@ -168,19 +168,18 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     _check_dtypes(step, plan, da, db)
     if kind == DOT:
         return _dot(ta, tb, out, summed, prep_a, prep_b, da, final), da
-    if not _integral(da) and all(g.sizes[i] == 1 for i in out if i not in sa or i not in sb):
-        # A batch of dot products: every kept index but the batch ones has size 1.  Run it as a
-        # dot step, multiply and sum: torch's sum adds in a cascade, where a matrix product of
-        # one row by one column keeps one running sum over the whole of K (``abc,abcd->d``
-        # with d = 1, K = 68,880 float32: ten times the error against float64).
-        lone_a = tuple(d for d, i in enumerate(ta) if i not in sb)
-        lone_b = tuple(d for d, i in enumerate(tb) if i not in sa)
-        prep_a = _chain([prep_a, (lambda x: x.squeeze(lone_a)) if lone_a else None])
-        prep_b = _chain([prep_b, (lambda x: x.squeeze(lone_b)) if lone_b else None])
-        ta, tb = [i for i in ta if i in sb], [i for i in tb if i in sa]
-        dot = _dot(ta, tb, [i for i in out if i in sa and i in sb], summed, prep_a, prep_b, da, final)
-        shape = tuple(g.sizes[i] for i in out)
-        return _chain_out(dot, lambda x: x.reshape(shape)), da
+    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
+    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
+    if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
+        # Few outputs per batch element, each a long sum (``abc,abcd->d``: 4 outputs of 68,880
+        # terms): multiply and sum, as a dot step does.  torch's sum adds in a cascade, where a
+        # matrix product of a row by a few columns keeps one running sum over the whole of K
+        # (against float64, ten to a hundred times the error at that length, in float32).
+        full = out + [i for i in ta if i in summed]
+        k_dims = tuple(range(len(out), len(full)))
+        core = _binary(lambda a, b: (a * b).sum(k_dims), _chain([prep_a, _aligned(ta, full, g.sizes)]),
+                       _chain([prep_b, _aligned(tb, full, g.sizes)]))
+        return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
 
     # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N).
     batch = [i for i in out if i in sa and i in sb]
@@ -270,6 +269,11 @@ def _merges(out, groups, sizes) -> bool:
             return False
     return True
 
+
+# A contraction with at most this many outputs per batch element, each a sum of at least
+# _LONG_SUM terms, runs as multiply-and-sum (see _pairwise): accurate, and memory-bound either way.
+_FEW_OUTPUTS = 16
+_LONG_SUM = 4096
 
 # Operands smaller than this (elements) are copied rather than split into a batch of
 # small products: below it the copy costs less than the extra per-matrix work of bmm
