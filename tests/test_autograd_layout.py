@@ -8,6 +8,7 @@ import torch
 
 import einc
 from einc.runtime import torch_executor as tx
+from einc.runtime import ttgt
 
 D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.
@@ -142,16 +143,12 @@ def test_vmap_and_grad_of_relayout_equations():
 
 def test_operand_batch_spares_the_copy_of_a_large_operand():
     """``qQ,Pqrs->QPrs``: ``Pqrs`` does not read as (q, Prs) through views, but as a stack
-    over P of (q, rs) matrices it does; ``qQ`` (small) is broadcast over P instead."""
-    sizes = {"P": 10, "Q": 10, "q": 40, "r": 40, "s": 40}
-    groups = ([], ["Q"], ["P", "r", "s"], ["q"])
-    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, sizes) == (["P"], ["Q"], ["r", "s"], ["q"])
-    small = dict(sizes, r=4, s=4)                      # 6400 elements: copied as before
-    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, small) is None
-    # a view already (q outermost): nothing to spare
-    assert tx._operand_batch(list("qQ"), list("qPrs"), groups, sizes) is None
-    # the broadcast copy would be larger than half the copy spared
-    assert tx._operand_batch(list("qQ"), list("Pqrs"), groups, dict(sizes, Q=4000)) is None
+    over P of (q, rs) matrices it does; ``qQ`` (small) is broadcast over P instead, and
+    the result (P, Q, rs) needs only the copy into ``QPrs``."""
+    q, Q, P, r, s = range(5)
+    sizes = [40, 10, 10, 40, 40]
+    lay = ttgt.choose([q, Q], [P, q, r, s], [Q, P, r, s], sizes, tx._COPY_WORTH_SPARING)
+    assert lay.batch == (P,) and lay.k == (q,) and "l" not in lay.copies and "r" not in lay.copies
 
 
 @pytest.mark.parametrize("equation,shapes", [
@@ -161,13 +158,14 @@ def test_operand_batch_spares_the_copy_of_a_large_operand():
 ], ids=["one step", "ao2mo", "df_3index"])
 def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
     einc.cache_clear()
-    monkeypatch.setattr(tx, "_COPY_WORTH_SPARING", 0)           # small operands take the batch too
+    # at these sizes the model copies instead: take the cheapest layout that broadcasts an
+    # operand over an index of the other's own moved into the batch, where there is one
     used = []
-    real = tx._operand_batch
-    monkeypatch.setattr(tx, "_operand_batch", lambda *a: used.append(real(*a)) or used[-1])
+    monkeypatch.setattr(ttgt, "pick", lambda found: used.append(min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
+                        or used[-1])
     ops = _inputs(shapes, seed=5)
     out = einc.einsum(equation, *ops)
-    assert any(u is not None for u in used)
+    assert any(lay.broadcast for lay in used)
     ref = torch.einsum(equation, *ops)
     assert out.is_contiguous()
     torch.testing.assert_close(out, ref)

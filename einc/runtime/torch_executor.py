@@ -9,9 +9,9 @@ slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more 
 ``torch.func`` work through it.  The final step always returns a fresh tensor in
 standard contiguous layout.
 
-Copies around the matrix products, which torch's autograd then differentiates: a large
-operand that does not read as its matrices through views is split into a batch rather
-than copied (:func:`_operand_batch`); where a gradient will be taken, an operand whose
+Copies around the matrix products, which torch's autograd then differentiates: the
+layout of each product (which operand is left, which indices are batch, their order) is
+the one whose copies cost least (:mod:`einc.runtime.ttgt`); where a gradient will be taken, an operand whose
 matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
 matrices gets a one-copy backward (:class:`_Relayout`).
@@ -25,6 +25,7 @@ import torch
 
 from ..errors import DtypeError
 from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from . import ttgt
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -181,18 +182,13 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
                        _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
 
-    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N).
-    batch = [i for i in out if i in sa and i in sb]
-    m = [i for i in out if i in ta and i not in tb]
-    n = [i for i in out if i in tb and i not in ta]
-    k = [i for i in ta if i in summed]
-    # Orient the product so that its result needs no copy, or at least keeps the
-    # output's innermost index innermost (a copy with long contiguous runs).
-    swap = out != batch + m + n and (out == batch + n + m or out[-1] in m)
-    if swap:
-        prep_a, prep_b, ta, tb, m, n = prep_b, prep_a, tb, ta, n, m
-    groups = _operand_batch(ta, tb, (batch, m, n, k), g.sizes) or (batch, m, n, k)
-    return _matmul(ta, tb, groups, out, g.sizes, final, prep_a, prep_b, swap), da
+    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
+    # copies cost least (runtime/ttgt.py: which operand is left, which indices are batch,
+    # the order inside each group).
+    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    if lay.swap:
+        prep_a, prep_b, ta, tb = prep_b, prep_a, tb, ta
+    return _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip), da
 
 
 def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
@@ -212,11 +208,13 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
     return _chain_out(core, _chain(post))
 
 
-def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap):
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip=""):
     """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
     operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
-    result put in ``out``'s order.  A batch index missing from an operand (see
-    :func:`_operand_batch`) is broadcast: that operand is expanded and copied."""
+    result put in ``out``'s order.  A batch index missing from an operand is broadcast
+    (stride 0; copied expanded where it merges with the operand's own batch indices).
+    An operand named in ``flip`` (``l``, ``r``) is copied into the transposes of its
+    matrices (:func:`_flipped`)."""
     batch, m, n, k = groups
     size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
@@ -230,6 +228,10 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap):
     tb = list(tb) + [i for i in batch if i not in tb]
     lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
     lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
+    if "l" in flip:
+        lay_a, stack_a = _flipped(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes), None
+    if "r" in flip:
+        lay_b, stack_b = _flipped(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes), None
     natural = batch + m + n
     res_shape = tuple(sizes[i] for i in natural)
     perm_out = _perm(natural, out)
@@ -275,40 +277,9 @@ def _merges(out, groups, sizes) -> bool:
 _FEW_OUTPUTS = 16
 _LONG_SUM = 4096
 
-# Operands smaller than this (elements) are copied rather than split into a batch of
-# small products: below it the copy costs less than the extra per-matrix work of bmm
-# (the suite's tensor networks: ~10% slower with the batch).
+# Only where the larger operand has this many elements or more may an operand be broadcast
+# over a batch index and copied expanded (runtime/ttgt.py; slicing.step_copies counts it).
 _COPY_WORTH_SPARING = 1 << 16
-
-
-def _operand_batch(ta, tb, groups, sizes):
-    """Groups ``(batch', rows', cols', summed)`` that spare the copy of an operand: where
-    an operand, contiguous over its term, does not read as its (batch, rows, summed)
-    matrices through views (``Pqrs`` as (q, Prs) in ``qQ,Pqrs->QPrs``), the leading
-    indices of its own (rows or columns) that come before the others move into the
-    batch (``P``: a stack of (q, rs) matrices, a view), and the other operand is
-    broadcast over them -- a copy that must be at most half the one spared, of an operand
-    of at least ``_COPY_WORTH_SPARING`` elements.  None where no such grouping exists."""
-    batch, m, n, k = groups
-    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
-    for first, term, other, own in ((True, ta, tb, m), (False, tb, ta, n)):
-        if size(term) < _COPY_WORTH_SPARING:
-            continue
-        if _merges(term, [batch, own, k] if first else [batch, k, own], sizes):
-            continue                        # read as it is: nothing to spare
-        moved = []
-        for i in (i for i in term if sizes[i] != 1):
-            if i not in own:
-                break
-            moved.append(i)
-        if not moved or 2 * size([i for i in other if sizes[i] != 1] + moved) > size(term):
-            continue
-        batch2 = [i for i in term if i in moved or i in batch]
-        own2 = [i for i in own if i not in moved]
-        if not _merges(term, [batch2, own2, k] if first else [batch2, k, own2], sizes):
-            continue
-        return (batch2, own2, n, k) if first else (batch2, m, own2, k)
-    return None
 
 
 def _layout(term, groups, shape, sizes):
@@ -338,6 +309,18 @@ def _layout(term, groups, shape, sizes):
             return copy(x)
         return y
     return view, stacked
+
+
+def _flipped(term, groups, shape, sizes):
+    """A copy of a tensor over ``term`` as the stack of matrices ``groups`` (batch, rows,
+    cols) of shape ``shape``, made as the contiguous stack of their transposes and viewed
+    transposed (BLAS reads either): the copy keeps ``term``'s innermost index innermost
+    where it is the last of the rows."""
+    flipped = groups[:-2] + [groups[-1], groups[-2]]
+    order = [i for grp in flipped for i in grp]
+    tshape = shape[:-2] + (shape[-1], shape[-2])
+    copy = _permuted_copy(term, order, sizes) if _perm(term, order) else (lambda x: x.contiguous())
+    return _chain([copy, lambda x: x.view(tshape).transpose(-1, -2)])
 
 
 def _with_grad(plain, training):
