@@ -2,7 +2,8 @@
 
 Each test draws :class:`fuzz.Case` s (see tests/fuzz.py for what they cover) and runs
 them through one way of calling einc: the torch executor (``einc.einsum`` on CPU
-tensors), the generated Triton kernels under Triton's interpreter, a
+tensors; also with each contraction step in a layout drawn among those its copy-cost
+model weighs, not only the cheapest), the generated Triton kernels under Triton's interpreter, a
 ``contract_expression``, autograd (gradients against torch's on float64), and the
 compiled op (``torch.compile(fullgraph=True)``).  Where torch.einsum raises, einc
 must raise the same built-in type; inputs must be unchanged either way.
@@ -82,6 +83,29 @@ def _expression(case, ops):
 @given(case=fuzz.cases(), seed=st.integers(0, 2**16))
 def test_torch_executor(case, seed):
     _differential(case, fuzz.operands(case, seed), _einsum)
+
+
+@fuzz.profile(quick=1000, share=0.25)
+@given(case=fuzz.cases(max_operands=4), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16))
+def test_torch_executor_in_every_layout(case, seed, choice):
+    """Each contraction step in a layout drawn among those the copy-cost model weighs
+    (runtime/ttgt.py: which operand is left, which indices are batch, their order),
+    not only the cheapest."""
+    from einc.runtime import ttgt
+    real, drawn = ttgt.pick, []
+
+    def pick(found):
+        drawn.append(len(found))
+        return found[choice % len(found)]
+    einc.cache_clear()
+    ttgt.pick = pick
+    try:
+        _differential(case, fuzz.operands(case, seed), _einsum)
+    finally:
+        ttgt.pick = real
+        einc.cache_clear()
+    if drawn:
+        event(f"a layout among {min(drawn)}-{max(drawn)}")
 
 
 @fuzz.profile(quick=120, share=0.25)

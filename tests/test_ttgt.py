@@ -1,0 +1,262 @@
+"""The torch executor's layouts for a contraction step (runtime/ttgt.py): the copy-cost
+model's choice on hand-checked cases, and every layout it may choose exact, through
+views of strided and expanded operands, at sizes 0 and 1, with gradients, and within
+the live-memory bound slicing counts."""
+
+import pytest
+import torch
+
+import einc
+from einc.equation import parse
+from einc.graph import build
+from einc.plan import build_plan
+from einc.runtime import torch_executor as tx
+from einc.runtime import ttgt
+from einc.slicing import live_peak
+from test_slicing import _Live
+
+
+def _choose(eq, sizes):
+    ins, out = eq.split("->")
+    ta, tb = ins.split(",")
+    return ttgt.choose(list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
+
+
+def _names(lay):
+    return "".join(lay.batch), "".join(lay.m), "".join(lay.n), "".join(lay.k)
+
+
+# ----------------------------------------------------------------------- the model's choice
+
+def test_a_plain_matrix_product_copies_nothing():
+    lay = _choose("ij,jk->ik", dict(i=64, j=64, k=64))
+    assert (lay.swap, lay.copies, _names(lay)) == (False, "", ("", "i", "k", "j"))
+    lay = _choose("ij,jk->ki", dict(i=64, j=64, k=64))            # C^T = B^T A^T, written as it is
+    assert (lay.swap, lay.copies, _names(lay)) == (True, "", ("", "k", "i", "j"))
+    lay = _choose("bhqd,bhkd->bhqk", dict(b=2, h=4, q=64, k=64, d=32))
+    assert lay.copies == "" and _names(lay) == ("bh", "q", "k", "d")
+
+
+def test_a_batch_of_the_large_operands_own_index_spares_every_copy():
+    """``xyk,kz->yzx`` (the issue's example): as a stack over y of (z, k) x (k, x), B
+    broadcast over y and A read through a view, the product writes the result in place;
+    torch.einsum copies A, opt_einsum copies the result."""
+    lay = _choose("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
+    assert lay.copies == "" and lay.swap and _names(lay) == ("y", "z", "x", "k") and lay.broadcast == ("y",)
+    lay = _choose("abk,kj->bja", dict(a=112, b=128, k=144, j=24))
+    assert lay.copies == "" and _names(lay) == ("b", "j", "a", "k")
+
+
+def test_the_large_operand_is_read_in_place_and_the_small_result_copied():
+    lay = _choose("bda,dc->abc", dict(a=96, b=160, c=32, d=120))
+    assert "l" not in lay.copies and "r" not in lay.copies and lay.copies == "c"
+
+
+@pytest.mark.parametrize("sizes,copied", [
+    (dict(a=64, i=64, b=16, j=16, c=64), "jbc"),       # B is the smaller: B is copied into (b, j) order
+    (dict(a=8, i=8, b=16, j=16, c=4096), "aibj"),      # A is the smaller: A is copied into (j, b) order
+])
+def test_the_smaller_operand_is_the_one_copied(sizes, copied):
+    """``aibj,jbc->aic``: the summed indices run (b, j) in A, (j, b) in B, so one operand
+    is copied: the smaller."""
+    lay = _choose("aibj,jbc->aic", sizes)
+    left, right = ("jbc", "aibj") if lay.swap else ("aibj", "jbc")
+    assert lay.copies == ("l" if left == copied else "r")
+
+
+def test_a_copy_keeps_the_operands_unit_stride_index_innermost():
+    """``dega,gfbc->abcdef`` (CCSD(T)): A is copied as its matrices' transposes (g, dea),
+    so that a, its unit-stride index, stays innermost in the copy; B's order follows the
+    result's (f innermost there), whose copy is 64 times B's size."""
+    sizes = dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16)
+    lay = _choose("dega,gfbc->abcdef", sizes)
+    assert not lay.swap and "l" in lay.copies and "l" in lay.flip and "c" in lay.copies
+    assert [*lay.batch, *lay.k, *lay.m][-1] == "a"          # the flipped copy's order
+    assert lay.n[-1] == "f"                                 # the result's innermost index, innermost
+    plain, flipped, _, _ = ttgt.operand(list("dega"), [list(lay.batch), list(lay.m), list(lay.k)], sizes)
+    assert flipped < plain                                  # copied as it is, a would move: priced higher
+
+
+def test_the_final_copy_keeps_the_innermost_index_where_it_can():
+    """``bda,dc->abc``: the result is copied either way; computing C^T (c innermost) or C
+    (a innermost in out): the copy into ``abc`` keeps c innermost only from (b, a, c)."""
+    sizes = dict(a=96, b=160, c=32, d=120)
+    found = ttgt.candidates(list("bda"), list("dc"), list("abc"), sizes, tx._COPY_WORTH_SPARING)
+    same = {(f.batch, f.m, f.n): f.cost for f in found if f.k == ("d",)}
+    keep = same[(("b",), ("a",), ("c",))]
+    assert ttgt.copy_ns(list("bac"), list("abc"), sizes) < ttgt.copy_ns(list("bca"), list("abc"), sizes)
+    assert keep == min(c for key, c in same.items() if key[0] == ("b",) and key[1] == ("a",))
+
+
+def test_a_broadcast_operand_is_copied_expanded_only_within_the_allowance():
+    """An own index moved into a batch with shared indices makes the other operand's batch
+    group mix a real index with a broadcast one: that operand is copied expanded, which
+    only layouts with an expanded copy of at most half the larger operand may do."""
+    sizes = dict(b=4, a=64, k=64, c=64)
+    eq = ("bak", "bkc", "bac")
+    for worth in (0, 1 << 30):
+        for lay in ttgt.candidates(*map(list, eq), sizes, worth):
+            _, _, _, expanded = ttgt.cost(*map(list, eq), sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k)
+            if expanded:
+                assert worth == 0 and 2 * expanded <= 4 * 64 * 64
+
+
+def test_size_zero_and_one_give_a_layout():
+    assert _choose("ij,jk->ki", dict(i=0, j=3, k=4)).cost >= 0
+    assert _choose("aij,jk->kia", dict(a=1, i=1, j=1, k=1)).cost >= 0
+
+
+# ----------------------------------------------------------------------- every layout exact
+
+CASES = [       # equation, shapes; all with a summed index shared by both operands
+    ("xyk,kz->yzx", [(4, 5, 3), (3, 2)]),
+    ("bda,dc->abc", [(5, 3, 4), (3, 2)]),
+    ("abk,kj->bja", [(3, 4, 5), (5, 2)]),
+    ("dbea,ec->abcd", [(2, 3, 4, 3), (4, 2)]),
+    ("aebf,dfce->abcd", [(2, 3, 2, 3), (2, 3, 2, 3)]),
+    ("dega,gfbc->abcdef", [(2, 2, 3, 2), (3, 2, 2, 2)]),
+    ("abcde,fedc->bfa", [(2, 3, 2, 2, 2), (3, 2, 2, 2)]),
+    ("ijef,mbef->mbij", [(2, 2, 3, 3), (2, 3, 3, 3)]),
+    ("qbhd,kbhd->bhqk", [(3, 2, 2, 4), (5, 2, 2, 4)]),
+    ("bhqk,bkhd->bqhd", [(2, 2, 3, 4), (2, 4, 2, 3)]),
+    ("qQ,Pqrs->QPrs", [(4, 3), (2, 4, 3, 2)]),
+    ("bak,bkc->cab", [(2, 3, 4), (2, 4, 5)]),
+    ("aibj,jbc->aic", [(2, 3, 2, 3), (3, 2, 4)]),
+]
+
+
+def _layouts(eq, shapes):
+    """The candidates the executor weighs for the equation's (one) contraction step."""
+    seen = []
+    real = ttgt.pick
+    ttgt.pick = lambda found: seen.extend(found) or real(found)
+    try:
+        plan = build_plan(build(parse(eq), shapes))
+        tx.step_functions(plan, [torch.float64] * len(shapes))
+    finally:
+        ttgt.pick = real
+    return plan, seen
+
+
+def _forced(plan, lay, dtype=torch.float64):
+    real = ttgt.pick
+    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k) == (lay.swap, lay.batch, lay.m, lay.n, lay.k)  # noqa: E731
+    ttgt.pick = lambda found: next(f for f in found if same(f))
+    try:
+        fns, _ = tx.step_functions(plan, [dtype] * plan.num_operands)
+    finally:
+        ttgt.pick = real
+    return fns
+
+
+def _run(plan, fns, ops):
+    from einc.runtime.program import unroll
+    return unroll(plan, fns)(list(ops))
+
+
+def _layouts_of(t, kind):
+    if kind == "plain":
+        return t
+    if kind == "transposed":        # the same values, stored with the dimensions reversed
+        return t.permute(*reversed(range(t.dim()))).contiguous().permute(*reversed(range(t.dim())))
+    if kind == "sliced":
+        big = torch.zeros(*[2 * s for s in t.shape], dtype=t.dtype)
+        view = big[tuple(slice(None, None, 2) for _ in t.shape)]
+        view.copy_(t)
+        return view
+    if kind == "expanded":          # a stride-0 dimension: the first one, of the same values
+        return t[:1].expand(t.shape) if t.shape[0] else t
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("kind", ["plain", "transposed", "sliced", "expanded"])
+def test_every_layout_is_exact(eq, shapes, kind):
+    plan, layouts = _layouts(eq, shapes)
+    assert layouts, "a contraction step weighs layouts"
+    g = torch.Generator().manual_seed(3)
+    ops = [_layouts_of(torch.randn(s, dtype=torch.float64, generator=g), kind) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    assert {lay.swap for lay in layouts} == {False, True}
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay), ops)
+        assert out.is_contiguous() and out.shape == expected.shape, lay
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12, msg=lambda m: f"{lay}: {m}")
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("xyk,kz->yzx", [(0, 5, 3), (3, 2)]),         # an empty output index
+    ("xyk,kz->yzx", [(4, 5, 0), (0, 2)]),         # an empty sum: zeros
+    ("xyk,kz->yzx", [(1, 5, 3), (3, 1)]),         # size-1 indices
+    ("dega,gfbc->abcdef", [(1, 2, 3, 1), (3, 1, 2, 1)]),
+    ("bak,bkc->cab", [(1, 3, 4), (1, 4, 5)]),
+])
+def test_every_layout_at_sizes_zero_and_one(eq, shapes):
+    plan, layouts = _layouts(eq, shapes)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay), ops)
+        assert out.is_contiguous()
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("eq,shapes", [CASES[0], CASES[5], CASES[10], CASES[11]], ids=lambda c: str(c))
+def test_every_layout_differentiates(eq, shapes):
+    plan, layouts = _layouts(eq, shapes)
+    ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for lay in layouts:
+        fns = _forced(plan, lay)
+        assert torch.autograd.gradcheck(lambda *x: _run(plan, fns, x), ops), lay
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64])
+def test_every_layout_in_other_dtypes(dtype):
+    eq, shapes = "dega,gfbc->abcdef", [(2, 2, 3, 2), (3, 2, 2, 2)]
+    plan, layouts = _layouts(eq, shapes)
+    ops = [(torch.randn(s) * 4).to(dtype) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay, dtype), ops)
+        assert out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("eq,shapes", [CASES[0], CASES[1], CASES[5], CASES[10], CASES[11]], ids=lambda c: str(c))
+def test_every_layout_stays_within_the_live_bound(eq, shapes):
+    """What each layout holds at once (operands aside) is within what slicing counts for
+    the step (slicing.step_copies): at most a copy of each operand, an expanded copy
+    within the allowance, and the result's copy."""
+    plan, layouts = _layouts(eq, shapes)
+    bound = live_peak(plan.steps, plan.graph.sizes, plan.num_operands)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    for lay in layouts:
+        fns = _forced(plan, lay)
+        _run(plan, fns, ops)
+        with _Live() as seen:
+            _run(plan, fns, ops)
+        assert seen.peak <= bound, lay
+
+
+# ----------------------------------------------------------------------- through einc.einsum
+
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+def test_einsum_in_both_conventions(eq, shapes):
+    einc.cache_clear()
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    torch.testing.assert_close(einc.einsum(eq, *ops), expected)
+    ins, out = eq.split("->")
+    letters = sorted(set(eq) - set(",->"))
+    sub = lambda t: [letters.index(c) for c in t]  # noqa: E731
+    args = [x for op, t in zip(ops, ins.split(",")) for x in (op, sub(t))] + [sub(out)]
+    torch.testing.assert_close(einc.einsum(*args), expected)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("eq,shapes", CASES[:8], ids=[c[0] for c in CASES[:8]])
+def test_the_triton_executor_agrees(kernel_device, eq, shapes):
+    ops = [torch.randn(s, dtype=torch.float32, device=kernel_device) for s in shapes]
+    expected = torch.einsum(eq, *[o.double() for o in ops])
+    out = einc.einsum(eq, *ops)
+    torch.testing.assert_close(out.double(), expected.to(out.device), rtol=1e-5, atol=1e-5)
