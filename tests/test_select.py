@@ -166,3 +166,41 @@ def test_mixed_plans_match_torch(kernel_device, mode, case, seed):
         warnings.filterwarnings("error", message="einc:")
         _differential(case, fuzz.operands(case, seed, kernel_device),
                       lambda c, ops: einc.einsum(*c.args(ops), select=mode))
+
+
+def test_measure_times_the_copy_cost_models_layout_as_a_third_candidate(timed, monkeypatch):
+    """Where the step is a copy-free cuBLAS product and the torch executor's layout copies
+    (here forced: the costliest layout), that TTGT step is timed too; the fastest wins and
+    is remembered under its name."""
+    from einc.runtime import ttgt
+    device, seen, folder = timed
+    monkeypatch.setattr(ttgt, "pick", lambda found: max(found, key=lambda lay: lay.cost))
+
+    def fake(fn, args):
+        seen.append(fn)
+        fn(*args)
+        if getattr(fn, "__name__", "") == "launch":
+            return 5.0
+        return 0.5 if getattr(fn, "ttgt", None) is not None else 1.0
+    monkeypatch.setattr(select, "timer", fake)
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert len(seen) == 3 and sum(getattr(f, "ttgt", None) is not None for f in seen) == 1
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert decision == {"backend": "torch", "us": {"triton": 5.0, "blas": 1.0, "torch": 0.5}}
+    assert einc.explain("bij,bjk->bik", a, b, select="measure").backends == ("torch",)
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert len(seen) == 3                                            # no timing on later calls
+    einc.cache_clear()
+    seen.clear()
+    torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert not seen                                                  # the decision came from the file
+
+
+def test_a_copy_free_torch_layout_is_not_timed_twice(timed):
+    """The model's layout of a plain batched product copies nothing: it is the cuBLAS
+    product itself, timed once (as ``blas``)."""
+    device, seen, _ = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    einc.einsum("bij,bjk->bik", a, b, select="measure")
+    assert len(seen) == 2 and not any(getattr(f, "ttgt", None) is not None for f in seen)

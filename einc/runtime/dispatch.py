@@ -279,15 +279,18 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 strides = {v: tuple(values[v].stride()) for v in step.operands}
                 other = _step_function(plan, s, "blas", launches, torch_fns, strides)
                 name = "blas" if other is not torch_fns[s] else "torch"
+                candidates = {"triton": launches[s], name: other}
+                if name == "blas" and getattr(torch_fns[s], "ttgt", None) is not None:
+                    candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
                 key = select.signature(step, args[0].device, args)
                 choice = select.remembered(key)
-                if choice is None or choice.backend not in (name, "triton"):
+                if choice is None or choice.backend not in candidates:
                     if select.capturing():
                         choice = _static_choices(plan, strides, "model", args[0].dtype)[s]
                     else:
-                        choice = select.measure({"triton": launches[s], name: other}, args)
+                        choice = select.measure(candidates, args)
                         select.remember(key, choice)
-                fn = launches[s] if choice.backend == "triton" else other
+                fn = candidates.get(choice.backend, other)
                 choices.append(choice)
                 functions.append(fn)
                 values.append(fn(*args))

@@ -2,13 +2,15 @@
 
 Per step the candidates are a generated Triton kernel (``triton``) and torch: cuBLAS
 with no copy where the step is one strided-batched matrix product on its operands as
-they are (``blas``, :mod:`einc.runtime.blas`), torch's ops otherwise (``torch``: the
-torch executor's step, which may copy an operand).  The mode (``EINC_SELECT`` or the
-``select=`` keyword) decides:
+they are (``blas``, :mod:`einc.runtime.blas`), and the torch executor's step
+(``torch``: for a contraction, copies and then cuBLAS in the layout the copy-cost model
+chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
+``blas`` one, and a third beside it where its layout copies something.  The mode
+(``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs,
-  never while a CUDA graph is being captured) and the faster is kept, as inductor's
+  never while a CUDA graph is being captured) and the fastest is kept, as inductor's
   algorithm selection does with ATen.  Decisions are remembered in the cache folder
   (``decisions.json``), keyed by device, torch and triton versions and the step's
   signature (indices, shapes, strides, dtype), so a new process does not time again;

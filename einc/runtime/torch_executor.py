@@ -188,7 +188,17 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
     if lay.swap:
         prep_a, prep_b, ta, tb = prep_b, prep_a, tb, ta
-    return _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip), da
+    fn = _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip)
+    return (_tagged(fn, lay) if lay.copies else fn), da
+
+
+def _tagged(fn, lay):
+    """``fn`` carrying its layout as ``fn.ttgt`` (measure mode on CUDA times a step that
+    copies as a candidate of its own: runtime/dispatch.py)."""
+    def run(a, b):
+        return fn(a, b)
+    run.ttgt = lay
+    return run
 
 
 def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
