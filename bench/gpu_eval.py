@@ -1,6 +1,6 @@
 """GPU verdict for einc: correctness, timings against torch and cuBLAS, overhead, four gates.
 
-    python bench/gpu_eval.py --part gemm|rest|compare|all [--filter REGEX] [--out DIR]
+    python bench/gpu_eval.py --part gemm|rest|pairwise|compare|all [--filter REGEX] [--out DIR]
                              [--deadline S] [--row-timeout S] [--quick] [--device cuda|cpu]
 
 The protocol is docs/gpu-review.md section 6 (in the project's shared docs): a GPU is
@@ -14,6 +14,7 @@ that a later command reuses the kernels and autotuned configs of an earlier one:
     timeout 560 python3 bench/gpu_eval.py --part gemm --out OUT 2>&1 | tee OUT/gemm.log
     timeout 560 python3 bench/gpu_eval.py --part rest --out OUT 2>&1 | tee OUT/rest.log
     timeout 560 python3 bench/gpu_eval.py --part compare --out OUT 2>&1 | tee OUT/compare.log
+    timeout 560 python3 bench/gpu_eval.py --part pairwise --out OUT 2>&1 | tee OUT/pairwise.log
 
 (with the same prefix before each; on CUDA the script sets those three variables to the
 same folders itself where they are unset, and ``TRITON_PRINT_AUTOTUNING=1`` so that the
@@ -25,6 +26,8 @@ Parts (the suite's categories, ``bench/suite.json``, ``gpu`` variants):
 - ``rest``: small, reduction, chain, chemistry, then tensor_network (18; the complex64
   tensor networks come last, so the deadline drops them first), plus a cProfile of
   einc's host path on ``tiny_gemm_16`` and ``scf_diis_error``;
+- ``pairwise``: the 17 two-operand permuted contractions (TCCG, CCSD, CCSD(T),
+  tensor-times-matrix, AO->MO, attention layouts), a fourth command;
 - ``compare``: six rows against ``torch.compile(lambda *o: torch.einsum(eq, *o),
   dynamic=False)`` (inductor: default mode for all six, ``max-autotune-no-cudagraphs``
   for gemma_q_proj and gshard_expert_ffn, ``reduce-overhead`` for matrix_chain_4), then
@@ -152,6 +155,7 @@ from einc.benchmark.timing import calibrate, time_batch  # noqa: E402
 PARTS = {
     "gemm": ("attention", "moe", "bilinear", "layout"),
     "rest": ("small", "reduction", "chain", "chemistry", "tensor_network"),
+    "pairwise": ("pairwise",),      # two-operand permuted contractions (issue 23), a fourth command
 }
 # compare part: workload id -> torch.compile modes (None = default)
 COMPARE = {
@@ -974,7 +978,7 @@ def header(ctx: Ctx, args, stem: str) -> list[str]:
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("gemm", "rest", "compare", "all"), default="all",
+    p.add_argument("--part", choices=("gemm", "rest", "pairwise", "compare", "all"), default="all",
                    help="which workloads (default all): gemm = attention, moe, bilinear, layout; "
                         "rest = small, reduction, chain, chemistry, tensor_network; compare = six rows vs inductor")
     p.add_argument("--filter", default="", help="regular expression (re.search) on workload id or category")

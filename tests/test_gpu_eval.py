@@ -159,8 +159,10 @@ def test_parts_cover_the_suite(ge):
     suite = load(ROOT / "bench" / "suite.json")
     gemm = {w["id"] for w in ge.select_workloads(suite, "gemm", "", "cuda")}
     rest = {w["id"] for w in ge.select_workloads(suite, "rest", "", "cuda")}
+    pairwise = {w["id"] for w in ge.select_workloads(suite, "pairwise", "", "cuda")}
     every = {w["id"] for w in suite["workloads"] if "gpu" in w["variants"]}
-    assert gemm and rest and not gemm & rest and gemm | rest == every
+    assert gemm and rest and pairwise and not gemm & rest and not (gemm | rest) & pairwise
+    assert gemm | rest | pairwise == every
     assert len(gemm) == 14
     assert {w["id"] for w in ge.select_workloads(suite, "compare", "", "cuda")} == set(ge.COMPARE)
     assert [w["id"] for w in ge.select_workloads(suite, "all", "^tiny_gemm_16$", "cpu")] == ["tiny_gemm_16"]
