@@ -65,16 +65,24 @@ def test_the_smaller_operand_is_the_one_copied(sizes, copied):
 
 
 def test_a_copy_keeps_the_operands_unit_stride_index_innermost():
-    """``dega,gfbc->abcdef`` (CCSD(T)): A is copied as its matrices' transposes (g, dea),
-    so that a, its unit-stride index, stays innermost in the copy; B's order follows the
+    """``degb,gfac->abcdef`` (CCSD(T)): A is copied as its matrices' transposes (g, deb),
+    so that b, its unit-stride index, stays innermost in the copy; B's order follows the
     result's (f innermost there), whose copy is 64 times B's size."""
     sizes = dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16)
-    lay = _choose("dega,gfbc->abcdef", sizes)
+    lay = _choose("degb,gfac->abcdef", sizes)
     assert not lay.swap and "l" in lay.copies and "l" in lay.flip and "c" in lay.copies
-    assert [*lay.batch, *lay.k, *lay.m][-1] == "a"          # the flipped copy's order
+    assert [*lay.batch, *lay.k, *lay.m][-1] == "b"          # the flipped copy's order
     assert lay.n[-1] == "f"                                 # the result's innermost index, innermost
-    plain, flipped, _, _ = ttgt.operand(list("dega"), [list(lay.batch), list(lay.m), list(lay.k)], sizes)
-    assert flipped < plain                                  # copied as it is, a would move: priced higher
+    plain, flipped, _, _ = ttgt.operand(list("degb"), [list(lay.batch), list(lay.m), list(lay.k)], sizes)
+    assert flipped < plain                                  # copied as it is, b would move: priced higher
+
+
+def test_the_results_outermost_index_leads_where_the_operands_copy_is_small():
+    """``dega,gfbc->abcdef``: the 2 Mi-element result is copied either way; with M ordered
+    (a, d, e) as in the result, that copy is a batch over a of blocks that stay in cache,
+    worth more than keeping a innermost in the copy of A (16 Ki elements)."""
+    lay = _choose("dega,gfbc->abcdef", dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16))
+    assert lay.m == ("a", "d", "e") and lay.n[-1] == "f" and "l" not in lay.flip
 
 
 def test_the_final_copy_keeps_the_innermost_index_where_it_can():

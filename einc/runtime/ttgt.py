@@ -13,11 +13,15 @@ contiguous ``out`` order unless the two agree.  :func:`candidates` lists the lay
 each with its :func:`cost` in nanoseconds from rates measured with torch's ops on the
 CPU (1 thread, float32, the development machine):
 
-- a copy that keeps the source's unit-stride index innermost moves ~0.17 ns per
-  element; one that moves it (a transpose of the innermost axis) ~0.47 ns;
+- a copy that keeps the source's unit-stride index innermost moves ~0.2 ns per element,
+  more where the runs it keeps contiguous are short (8 elements: ~0.75 ns); one that
+  moves it (a transpose of the innermost axis) ~0.7-0.9 ns, more with short innermost
+  indices, and 2-5x that where both innermost indices lie thousands of elements apart
+  in the other layout (power-of-two strides); ~10 % less where the outermost indices
+  agree and leave blocks that stay in cache;
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate) or where the left operand's unit stride runs along
-  its rows with a short side, plus ~60 ns per matrix of a batch.
+  its rows with few columns, plus ~60 ns per matrix of a batch.
 
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
@@ -39,6 +43,7 @@ SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps con
 COPY_MOVE = 0.7         # ns per element: one that moves it,
 SHORT_INNER = 4         # ... plus this over the shorter of the two innermost indices,
 CONFLICT = 2.5          # ... times this where each innermost index is 4096 elements or more apart in the other
+BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
@@ -89,6 +94,13 @@ def copy_ns(src, dst, sizes, expanded=1):
     elems = math.prod(sizes[i] for i in dst) * expanded
     if not elems:
         return 0.0
+    lead = 1
+    for i, j in zip(src, dst):
+        if i != j:
+            break
+        lead *= sizes[i]
+    if elems // lead <= 1 << 18:        # a batch of copies of blocks that stay in cache
+        elems *= BLOCKED
     if src[-1] == dst[-1]:
         run = 1
         for i, j in zip(reversed(src), reversed(dst)):

@@ -1,0 +1,124 @@
+"""The suite's pairwise family on the CPU: einc against torch.einsum, torch.einsum +
+``.contiguous()`` and opt_einsum's ``contract_expression(..., backend="torch")``.
+
+    python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT]
+
+Per workload of the suite's ``pairwise`` category (``cpu`` variants, float32, ``torch.randn``
+with seed 0): the four methods timed in interleaved rounds (``einc.benchmark.timing``),
+each ratio the median of the per-round ratios einc / method (round k of every method is
+timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
+is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
+permuted view where einc returns a contiguous tensor (the ``+ .contiguous()`` column is
+the like-for-like one).  Before timing, einc's result is checked against torch.einsum's
+on float64 copies.  Markdown on stdout: the table, the geomeans, and the issue's targets
+(family geomean einc/torch.einsum <= 0.9, einc/opt_einsum <= 1.0, no workload above
+1.05x torch.einsum + ``.contiguous()``).
+
+A 30 MiB allocation is made and freed first: glibc then keeps tensors of a few MiB on its
+heap instead of mapping fresh pages for each (whose page faults cost ~1 ms per call on
+the family's outputs), as in a process that has run for a while (``einc bench`` runs
+the whole suite first).  Standard library, torch, opt_einsum and einc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import opt_einsum
+import torch
+
+import einc
+from einc.benchmark.suite import find_suite, load
+from einc.benchmark.timing import interleaved, ratio_interval
+
+METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
+
+
+def workloads(suite, text=""):
+    return [w for w in suite["workloads"] if w["category"] == "pairwise" and "cpu" in w["variants"]
+            and text in w["id"]]
+
+
+def operands(w):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(s, generator=g) for s in w["variants"]["cpu"]["shapes"]]
+
+
+def check(eq, ops):
+    ref = torch.einsum(eq, *[o.double() for o in ops])
+    out = einc.einsum(eq, *ops)
+    return out.shape == ref.shape and out.is_contiguous() and torch.allclose(
+        out.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()) if ref.numel() else 0.0)
+
+
+def measure(w, rounds, budget):
+    eq = w["equation"]
+    ops = operands(w)
+    expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
+    fns = {"torch": lambda: torch.einsum(eq, *ops),
+           "torch_contiguous": lambda: torch.einsum(eq, *ops).contiguous(),
+           "opt_einsum": lambda: expr(*ops, backend="torch"),
+           "einc": lambda: einc.einsum(eq, *ops)}
+    ok = check(eq, ops)
+    for f in fns.values():
+        f()
+    timings, n = interleaved(fns, rounds=rounds, budget=budget)
+    return ok, timings, n
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--budget", type=float, default=4.0, help="seconds per workload")
+    p.add_argument("--filter", default="")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    held = torch.empty(30 * 2**20, dtype=torch.uint8)       # see the module's docstring
+    del held
+    suite = load(find_suite())
+    rows = []
+    for w in workloads(suite, args.filter):
+        ok, t, n = measure(w, args.rounds, args.budget)
+        r = {m: ratio_interval(t["einc"], t[m]) for m in METHODS[:3]}
+        rows.append((w, ok, t, n, r))
+        print(f"{w['id']}: einc {t['einc'].median * 1e6:.0f} us, /torch {r['torch'][0]:.2f}, "
+              f"/contiguous {r['torch_contiguous'][0]:.2f}, /opt_einsum {r['opt_einsum'][0]:.2f}", file=sys.stderr)
+    print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
+          f"with {args.threads} thread(s), opt_einsum {opt_einsum.__version__}, float32; medians of "
+          f"{args.rounds} interleaved rounds at most, {args.budget:g} s per workload\n")
+    print("| id | equation | torch µs | + .contiguous() µs | opt_einsum µs | einc µs | einc/torch | "
+          "einc/(torch + .contiguous()) | einc/opt_einsum | check |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for w, ok, t, n, r in rows:
+        us = [f"{t[m].median * 1e6:.0f}" for m in METHODS]
+        cells = [f"{r[m][0]:.2f} [{r[m][1]:.2f}-{r[m][2]:.2f}]" for m in METHODS[:3]]
+        print(f"| {w['id']} | `{w['equation']}` | " + " | ".join(us) + " | " + " | ".join(cells)
+              + f" | {'ok' if ok else 'MISMATCH'} |")
+    good = [row for row in rows if row[1]]
+    if not good:
+        return 1
+    gm = {m: math.exp(statistics.fmean(math.log(row[4][m][0]) for row in good)) for m in METHODS[:3]}
+    worst = max(good, key=lambda row: row[4]["torch_contiguous"][0])
+    print(f"\n- workloads: {len(rows)}, einc correct on {len(good)}")
+    print(f"- geomean einc/torch.einsum {gm['torch']:.3f} (target <= 0.9: {'PASS' if gm['torch'] <= 0.9 else 'FAIL'})")
+    print(f"- geomean einc/opt_einsum {gm['opt_einsum']:.3f} "
+          f"(target <= 1.0: {'PASS' if gm['opt_einsum'] <= 1.0 else 'FAIL'})")
+    above = [f"{row[0]['id']} ({row[4]['torch_contiguous'][0]:.2f})" for row in good
+             if row[4]["torch_contiguous"][0] > 1.05]
+    print(f"- geomean einc/(torch.einsum + .contiguous()) {gm['torch_contiguous']:.3f}; largest "
+          f"{worst[4]['torch_contiguous'][0]:.2f} ({worst[0]['id']}); above 1.05 (target: none): "
+          f"{', '.join(above) or 'none'}")
+    return 0 if len(good) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
