@@ -438,8 +438,8 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     - a matrix product (a ``contract`` step): a copy of each input laid out for ``mm``
       (a permuted, or strided, view that does not read as matrices is copied, by the
       reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
-      half of it, for the other input broadcast over a batch split of it
-      (:func:`~einc.runtime.torch_executor._operand_batch`);
+      half of it, for the other input broadcast over a batch index of its own and copied
+      expanded (:mod:`einc.runtime.ttgt` allows no larger expanded copy);
     - a matrix product with few outputs per batch element (one, or at most
       ``_FEW_OUTPUTS`` sums of ``_LONG_SUM`` terms or more), which the torch executor runs as
       multiply-and-sum: also the elementwise product before its sum;
