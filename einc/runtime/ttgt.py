@@ -197,8 +197,11 @@ def _orders(group, terms):
 
 def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
-    ``out``; each operand's lonely indices summed away before), cheapest not first: the
-    executor's former choice (no own index moved into the batch) comes first, so ties keep it."""
+    ``out``; each operand's lonely indices summed away before), in the order they are
+    enumerated: no own index moved into the batch first, groups ordered as in ``out``
+    first, so that ties keep those.  Moved into the batch: the leading own indices of
+    ``out``, ``ta`` or ``tb`` (up to the first summed one); each group ordered as one of the
+    tensors holding it orders it."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
