@@ -16,6 +16,12 @@ from einc.slicing import live_peak
 from test_slicing import _Live
 
 
+@pytest.fixture(autouse=True)
+def _every_layout(monkeypatch):
+    """The small test shapes weigh every layout, as large steps do (ttgt.SMALL)."""
+    monkeypatch.setattr(ttgt, "SMALL", 0)
+
+
 def _choose(eq, sizes):
     ins, out = eq.split("->")
     ta, tb = ins.split(",")
@@ -107,6 +113,17 @@ def test_a_broadcast_operand_is_copied_expanded_only_within_the_allowance():
             _, _, _, expanded = ttgt.cost(*map(list, eq), sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k)
             if expanded:
                 assert worth == 0 and 2 * expanded <= 4 * 64 * 64
+
+
+def test_small_steps_weigh_only_the_results_orders(monkeypatch):
+    """Below ttgt.SMALL elements a step weighs the layouts with the result's group orders
+    and no index moved into the batch: both operands as left, both orders of K."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    sizes = dict(x=8, y=16, k=12, z=4)
+    found = ttgt.candidates(list("xyk"), list("kz"), list("yzx"), sizes, tx._COPY_WORTH_SPARING)
+    assert {f.swap for f in found} == {False, True} and not any(f.broadcast for f in found)
+    assert all(f.m + f.n in (("y", "x", "z"), ("z", "y", "x")) for f in found)
+    assert len(ttgt.candidates(list("xyk"), list("kz"), list("yzx"), sizes, 0, small=0)) > len(found)
 
 
 def test_size_zero_and_one_give_a_layout():

@@ -48,6 +48,10 @@ GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
 PER_MATRIX = 60         # ns per matrix of a batched product
+# Steps whose tensors all have fewer elements than this weigh only the layouts with the
+# result's group orders and no index moved into the batch (swap and the summed indices'
+# order still chosen): their copies cost microseconds, the full search ~1 ms a step.
+SMALL = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -195,22 +199,24 @@ def _orders(group, terms):
     return found
 
 
-def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4):
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
     enumerated: no own index moved into the batch first, groups ordered as in ``out``
     first, so that ties keep those.  Moved into the batch: the leading own indices of
     ``out``, ``ta`` or ``tb`` (up to the first summed one); each group ordered as one of the
-    tensors holding it orders it."""
+    tensors holding it orders it.  A step whose tensors all have fewer than ``small``
+    elements (default :data:`SMALL`) weighs only the first of those moves and orders."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
     own_b = [i for i in out if i in sb and i not in sa]
     k_set = [i for i in ta if i in sb and i not in out]
     largest = max(_size(ta, sizes), _size(tb, sizes))
+    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)
     memo = {}
     moves = [()]
-    for term in (out, ta, tb):
+    for term in () if few else (out, ta, tb):
         lead = []
         for i in term:
             if i in k_set:
@@ -225,9 +231,9 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4):
         batch_set = shared + [i for i in out if i in moved]
         m_set = [i for i in own_a if i not in moved]
         n_set = [i for i in own_b if i not in moved]
-        for batch in _orders(batch_set, [out, ta, tb]):
-            for m in _orders(m_set, [out, ta]):
-                for n in _orders(n_set, [out, tb]):
+        for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+            for m in _orders(m_set, [out] if few else [out, ta]):
+                for n in _orders(n_set, [out] if few else [out, tb]):
                     for k in _orders(k_set, [ta, tb]):
                         for swap in (False, True):
                             lm, ln = (n, m) if swap else (m, n)
@@ -246,8 +252,8 @@ def pick(found):
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(ta, tb, out, sizes, worth_sparing, itemsize):
-    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize))
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small):
+    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small))
 
 
 def choose(ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
@@ -255,7 +261,7 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
     used = sorted(set(ta) | set(tb))
     local = {i: sizes[i] for i in used}
     return pick(list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                                 itemsize)))
+                                 itemsize, SMALL)))
 
 
 __all__ = ["Layout", "candidates", "choose", "cost", "operand", "pick"]
