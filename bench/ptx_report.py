@@ -81,10 +81,10 @@ def launches(equation, shapes, dtype):
     kernels run, launched on meta tensors as on an H100."""
     import torch
 
-    from einc.equation import parse
-    from einc.fuse import fuse_plan, lower_program
-    from einc.graph import build
-    from einc.plan import build_plan
+    from einc.planner.equation import parse
+    from einc.planner.fuse import fuse_plan, lower_program
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
 
     eq = parse(equation)
     plan = fuse_plan(build_plan(build(eq, shapes), eq.text), dtype)
@@ -407,7 +407,7 @@ def main(argv=None) -> int:
     _compiler_environment()
 
     from einc.benchmark.suite import find_suite, load
-    from einc.ir import KERNEL_DTYPES
+    from einc.codegen.ir import KERNEL_DTYPES
 
     suite = load(find_suite(args.suite))
     workloads = [w for w in suite["workloads"] if (not args.filter or any(t in w["id"] for t in args.filter))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 from .errors import EincError, MemoryLimitError
-from .plan import Plan, Step
+from .planner.plan import Plan, Step
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """The doors: ``einsum``, ``contract`` (opt_einsum's name and keywords), ``explain``,
 ``contract_expression``, ``contract_path``, ``shared_intermediates`` and the cache
-controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
-:class:`~einc.options.Options` and operands (or shapes), and goes down to the engine
+controls.  Each turns its arguments into an :class:`~einc.planner.equation.Equation`, an
+:class:`~einc.planner.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 
 The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
@@ -24,11 +24,12 @@ import functools
 
 import torch
 
-from . import autograd, custom_op, sharing, slicing
-from .equation import Equation, letter, parse, sublist_equation
+from . import autograd, custom_op, sharing
+from .planner import slicing
+from .planner.equation import Equation, letter, parse, sublist_equation
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
-from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
-from .plan import Plan
+from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
+from .planner.plan import Plan
 from .runtime import dispatch, dtypes, engine
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
@@ -160,7 +161,7 @@ def torch_settings() -> tuple:
 
 def _options(optimize, memory_limit, select) -> Options:
     """The call's options; einc's default ``optimize`` under torch's settings where it was
-    not passed (see :func:`einc.options.torch_optimize`)."""
+    not passed (see :func:`einc.planner.options.torch_optimize`)."""
     if optimize is DEFAULT_OPTIMIZE:
         optimize = torch_optimize(*torch_settings())
     try:

@@ -1,7 +1,7 @@
 """Slices of a sliced plan spread over the ranks of a torch.distributed process group.
 
 ``einc.distributed.einsum(eq, *operands, memory_limit=N, group=None)`` plans as
-:func:`einc.einsum` does (:mod:`einc.slicing`), on the group's first rank; every rank
+:func:`einc.einsum` does (:mod:`einc.planner.slicing`), on the group's first rank; every rank
 then builds the same plan from that rank's path, sliced indices and chunks (so a randomized
 planner such as cotengra's cannot make the ranks disagree), contracts an even share of
 the slices (counts differ by at most one), and all-reduces the partial sums: every rank
@@ -27,12 +27,13 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import config, slicing
-from .equation import parse, sublist_equation
+from . import config
+from .planner import slicing
+from .planner.equation import parse, sublist_equation
 from .errors import ArgumentError, EincError
-from .graph import build
-from .options import Options
-from .plan import build_plan
+from .planner.graph import build
+from .planner.options import Options
+from .planner.plan import build_plan
 from .runtime import dtypes, engine
 
 

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 from einc.codegen import render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_plan
+from einc.planner.plan import build_plan
 
 # 1. Programmatic: attention logits on sequence-major operands, in bfloat16.
 equation = "bqhd,bkhd->bhqk"

@@ -57,8 +57,8 @@ def test_gradcheck(equation, shapes):
 def test_gradcheck_of_the_function(equation, shapes):
     """The Function's derivative rules (used where kernels run), applied directly."""
     from einc.autograd import Call, EinsumFunction
-    from einc.equation import parse
-    from einc.options import Options
+    from einc.planner.equation import parse
+    from einc.planner.options import Options
     call = Call(parse(equation), Options.of())
     ops = _inputs(shapes)
     assert torch.autograd.gradcheck(lambda *x: EinsumFunction.apply(call, *x), ops)

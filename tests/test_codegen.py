@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from einc.codegen import golden, render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc import dump
+from einc.codegen import render
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_plan
+from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,13 +89,13 @@ def test_every_golden_module_parses_and_names_are_python_identifiers():
 
 
 def test_golden_kernels_are_current(tmp_path):
-    """kernels/ is what `python -m einc.codegen.golden` writes today."""
-    tree = golden.golden(ROOT / "bench" / "suite.json")
+    """kernels/ is what `python -m einc.dump` writes today."""
+    tree = dump.golden(ROOT / "bench" / "suite.json")
     committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()
-    assert committed == tree, "kernels/ is stale: run python -m einc.codegen.golden"
+    assert committed == tree, "kernels/ is stale: run python -m einc.dump"
 
 
 def test_generation_is_identical_across_processes(tmp_path):
@@ -102,7 +103,7 @@ def test_generation_is_identical_across_processes(tmp_path):
     for seed in ("1", "2"):
         out = tmp_path / seed
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "einc.codegen.golden", "--suite", str(ROOT / "bench" / "suite.json"),
+        subprocess.run([sys.executable, "-m", "einc.dump", "--suite", str(ROOT / "bench" / "suite.json"),
                         "--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
         outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert outs[0] == outs[1] and len(outs[0]) > 30
@@ -113,8 +114,8 @@ def test_codegen_does_not_import_torch_or_triton():
             "spec = importlib.util.find_spec('einc')\n"
             "pkg = types.ModuleType('einc'); pkg.__path__ = list(spec.submodule_search_locations)\n"
             "sys.modules['einc'] = pkg\n"
-            "from einc.codegen import golden\n"
-            "golden.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
+            "from einc import dump\n"
+            "dump.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

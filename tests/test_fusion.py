@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import einc
-from einc.codegen import golden
-from einc.equation import parse
-from einc.fuse import FUSED, fuse_plan, lower_program, unit_functions
-from einc.graph import build
-from einc.plan import CONTRACT, PRODUCT, build_plan
-from einc.options import Options
+from einc import dump
+from einc.planner.equation import parse
+from einc.planner.fuse import FUSED, fuse_plan, lower_program, unit_functions
+from einc.planner.graph import build
+from einc.planner.plan import CONTRACT, PRODUCT, build_plan
+from einc.planner.options import Options
 from oracle import assert_close, reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def test_fused_kernels_are_deterministic_and_name_their_parts():
     (k1,), (k2,) = lower_program(f, "float32", BOTH[1]), lower_program(f, "float32", BOTH[1])
     assert k1 == k2 and k1.name.startswith("einc_fused_")
     assert [len(k1.a), len(k1.b), len(k1.e)] == [1, 2, 1]
-    files = golden.plan_files(BILINEAR[0], [(2048, 512), (512, 512, 512), (2048, 512)], "bfloat16")
+    files = dump.plan_files(BILINEAR[0], [(2048, 512), (512, 512, 512), (2048, 512)], "bfloat16")
     (module,) = [n for n in files if n != "plan.txt"]
     assert module.startswith("step1_einc_fused_")
     source = files[module]
@@ -329,7 +329,7 @@ def test_the_ops_scale_goes_into_the_last_kernels_epilogue(on_kernels, monkeypat
     seen = _spy_launches(monkeypatch, equation, shapes, torch.float32, path)
     g = torch.Generator().manual_seed(6)
     ops = [_randn(s, torch.float32, on_kernels, g) for s in shapes]
-    from einc.options import encode
+    from einc.planner.options import encode
     optimize, memory = encode(path or "auto", None)
     out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.125)
     assert_close(out.cpu(), 0.125 * reference(equation, *[o.cpu() for o in ops]), torch.float32, extent=32)

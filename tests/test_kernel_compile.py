@@ -19,11 +19,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from einc.codegen import render, matmul, reduce
-from einc.equation import parse
-from einc.graph import build
-from einc.ir import MATMUL, index_name
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.ir import MATMUL, index_name
+from einc.codegen.lower import lower_plan
+from einc.planner.plan import build_plan
 
 TY = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 CASES = [  # equation, shapes, dtype, extra constexprs
@@ -76,8 +76,8 @@ for equation, shapes, dtype, extra in CASES:
         print("compiled", k.name + "_finish", "split", split[0])
 
 # Fused steps (a product step in the tile loads; a factor in the epilogue), as the fused launcher calls them.
-from einc.fuse import FUSED, fuse_plan, lower_program
-from einc.options import Options
+from einc.planner.fuse import FUSED, fuse_plan, lower_program
+from einc.planner.options import Options
 for equation, shapes, path, dtype in [
         ("bi,oij,bj->bo", [(2048, 512), (512, 512, 512), (2048, 512)], [(0, 2), (0, 1)], "bfloat16"),
         ("nlhd,nhmd,nlh->nlhm", [(4, 256, 8, 64), (4, 8, 256, 64), (4, 256, 8)], [(0, 1), (0, 1)], "float32")]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from einc.equation import parse
-from einc.graph import build
-from einc.ir import KERNEL_DTYPES, MATMUL
-from einc.lower import contiguous, index_strides, lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.ir import KERNEL_DTYPES, MATMUL
+from einc.codegen.lower import contiguous, index_strides, lower_plan
+from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())

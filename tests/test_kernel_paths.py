@@ -8,10 +8,10 @@ import torch
 
 import einc
 from einc.codegen import render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_plan
+from einc.planner.plan import build_plan
 from einc.runtime import loader, triton_executor
 from oracle import assert_close, reference
 

@@ -18,12 +18,12 @@ import torch
 
 import einc
 from einc.codegen import render
-from einc.equation import parse
-from einc.fuse import FUSED, fuse_plan, lower_program
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.options import Options
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.fuse import FUSED, fuse_plan, lower_program
+from einc.planner.graph import build
+from einc.codegen.lower import lower_plan
+from einc.planner.options import Options
+from einc.planner.plan import build_plan
 from einc.runtime import loader, triton_executor
 
 triton = pytest.importorskip("triton")

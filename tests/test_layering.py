@@ -7,12 +7,12 @@ import sys
 def test_pure_stages_do_not_import_torch_or_triton():
     code = (
         "import sys, importlib.util, pathlib\n"
-        "import einc.equation, einc.graph, einc.plan, einc.errors, einc.config, einc.fuse\n"
+        "import einc.planner.equation, einc.planner.graph, einc.planner.plan, einc.errors, einc.config, einc.planner.fuse\n"
         "bad = [m for m in ('torch', 'triton') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        "from einc.equation import parse\n"
-        "from einc.graph import build\n"
-        "from einc.plan import build_plan\n"
+        "from einc.planner.equation import parse\n"
+        "from einc.planner.graph import build\n"
+        "from einc.planner.plan import build_plan\n"
         "print(build_plan(build(parse('ij,jk,kl->il'), [(2, 3), (3, 4), (4, 5)])).flops)\n"
         "assert 'torch' not in sys.modules\n"
     )

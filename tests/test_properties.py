@@ -6,7 +6,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from einc.equation import parse
+from einc.planner.equation import parse
 
 LETTERS = "abcdefgh"
 

@@ -1,4 +1,4 @@
-"""Stage 5, codegen: a :class:`~einc.ir.Kernel` -> the source of a Triton module.
+"""Stage 5, codegen: a :class:`~einc.codegen.ir.Kernel` -> the source of a Triton module.
 
 Pure Python: this package *writes* ``import triton`` but never runs it, so ``einc
 dump`` works where no GPU stack is installed.  A module holds a header (equation,
@@ -10,17 +10,17 @@ byte-identical source: no timestamps, paths or set/dict-order dependence.
 
 from __future__ import annotations
 
-from ..ir import MATMUL, Kernel
+from .ir import MATMUL, Kernel
 from . import fused, launcher, matmul, reduce
 from .common import cache_source, finish_source, header
 
-# The kernel's name while its source is hashed (einc.lower names a kernel by that hash).
+# The kernel's name while its source is hashed (einc.codegen.lower names a kernel by that hash).
 NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
 
 
 def render(kernel: Kernel) -> str:
     """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder;
-    a :class:`~einc.fuse.FusedKernel` renders through :mod:`.fused`)."""
+    a :class:`~einc.planner.fuse.FusedKernel` renders through :mod:`.fused`)."""
     if kernel.kind == "fused":
         return fused.render(kernel)
     name = kernel.name or NAME_PLACEHOLDER

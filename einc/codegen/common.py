@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ir import Kernel, Operand, index_name
+from .ir import Kernel, Operand, index_name
 
 # What a module's first line says regenerates it: the golden kernels' command (as rendered),
 # and, for the modules einc writes into its kernel cache, the cache's (see cache_source).

@@ -1,6 +1,6 @@
 """The ``fused`` template: a strided matrix product with fused operand products and epilogue.
 
-``C[out] = prod(e) * sum over k of prod(a) * prod(b)`` for a :class:`~einc.fuse.FusedKernel`:
+``C[out] = prod(e) * sum over k of prod(a) * prod(b)`` for a :class:`~einc.planner.fuse.FusedKernel`:
 each (BLOCK_M, BLOCK_K) tile of A is the product of the tiles of its factors ``a0, a1``
 loaded straight from their strides (a factor lacking an index is broadcast along it), so a
 ``product`` step that feeds the contraction is computed in registers and never written;
@@ -14,7 +14,7 @@ on a GPU, later launches of a layout call the compiled kernel directly), without
 
 from __future__ import annotations
 
-from ..ir import index_name
+from .ir import index_name
 from . import launcher
 from .common import (SUITE_ORIGIN, grouped_tiles, layout_class_source, offset, product, signature, size, split,
                      stride, tuning_key, wrap)
@@ -196,7 +196,7 @@ def launcher_source(k) -> str:
 
 
 def render(k) -> str:
-    """The complete module source for the :class:`~einc.fuse.FusedKernel` ``k``."""
+    """The complete module source for the :class:`~einc.planner.fuse.FusedKernel` ``k``."""
     return "\n".join([header(k), kernel_source(k), launcher_source(k)])
 
 

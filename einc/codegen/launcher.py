@@ -29,7 +29,7 @@ read torch's TF32 policy once (``_fp32_precision``), at the first launch; the mo
 
 from __future__ import annotations
 
-from ..ir import MATMUL, Kernel, index_name
+from .ir import MATMUL, Kernel, index_name
 from . import matmul, reduce
 from .common import layout_class_source, size, size_params, stride, stride_params, tuning_key, wrap as _wrap
 

@@ -11,7 +11,7 @@ partial sums that ``<name>_finish`` adds in a fixed order.
 
 from __future__ import annotations
 
-from ..ir import Kernel
+from .ir import Kernel
 from .common import (grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
                      stride_params)
 

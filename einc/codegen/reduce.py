@@ -13,7 +13,7 @@ order.
 
 from __future__ import annotations
 
-from ..ir import Kernel, Operand
+from .ir import Kernel, Operand
 from .common import offset, product, signature, size_params, split, stride, stride_params
 
 

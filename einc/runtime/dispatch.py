@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import warnings
 
-from .. import config, fuse
+from .. import config
+from ..planner import fuse
 from ..errors import ConfigError
-from ..lower import supported
-from ..plan import CONTRACT, format_table
+from ..codegen.lower import supported
+from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
 from .program import unroll
 

@@ -17,12 +17,13 @@ from typing import NamedTuple
 
 import torch
 
-from .. import config, options as options_module, slicing
-from ..equation import Equation, parse
+from .. import config
+from ..planner import options as options_module, slicing
+from ..planner.equation import Equation, parse
 from ..errors import ArgumentError, OperandCountError, OperandTypeError
-from ..graph import build
-from ..options import Options
-from ..plan import Plan, path_cache_clear
+from ..planner.graph import build
+from ..planner.options import Options
+from ..planner.plan import Plan, path_cache_clear
 from . import admission, dispatch, dtypes, loader, select
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry

@@ -1,4 +1,4 @@
-"""The torch executor: a :class:`~einc.plan.Plan` run step by step on torch ops.
+"""The torch executor: a :class:`~einc.planner.plan.Plan` run step by step on torch ops.
 
 ``step_functions`` turns each step into a closure that does only what that step
 needs, decided once per key: diagonals and single-operand sums first (views where
@@ -24,7 +24,7 @@ import math
 import torch
 
 from ..errors import DtypeError
-from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 
 
 def _integral(dtype: torch.dtype) -> bool:

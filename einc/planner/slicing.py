@@ -58,9 +58,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from . import config, slicecost
+from .. import config, slicecost
 from .equation import letter, parse
-from .errors import MemoryLimitError, PathError
+from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .options import AUTO, COTENGRA, Options
 from .plan import Plan, build_plan, flop_count
@@ -148,7 +148,7 @@ LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Sl
 
 
 def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
-    """The plan for ``graph``: :func:`~einc.plan.build_plan`'s where no limit applies and
+    """The plan for ``graph``: :func:`~einc.planner.plan.build_plan`'s where no limit applies and
     cotengra is not asked, else a plan sliced as needed (see the module docstring)."""
     limit = memory_limit_of(graph, options.memory_limit)
     bound = INTERMEDIATE if options.memory_limit == "max_input" else LIVE
@@ -488,7 +488,7 @@ def _copy_worth_sparing() -> int:
 
 def _executor(name: str) -> int:
     """One of the torch executor's thresholds, read when asked (the tests patch them)."""
-    from .runtime import torch_executor
+    from ..runtime import torch_executor
     return getattr(torch_executor, name)
 
 
@@ -648,7 +648,7 @@ def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
     integers whose sum torch itself trips on)."""
     if result_dtype is not None:
         return result_dtype
-    from .runtime.torch_executor import step_functions
+    from ..runtime.torch_executor import step_functions
     return step_functions(build_plan(plan.graph, plan.equation, Options.of(plan.path)), operand_dtypes)[1]
 
 
@@ -656,7 +656,7 @@ _VIEWS_KEPT = 4096       # at most this many views of one operand are kept throu
 
 
 class Runner:
-    """Runs the slices of a sliced :class:`~einc.plan.Plan` through the engine's entry for
+    """Runs the slices of a sliced :class:`~einc.planner.plan.Plan` through the engine's entry for
     one slice (``entry_of(equation, operands, options)``), into an accumulator."""
 
     def __init__(self, plan: Plan, result_dtype, select, entry_of):
@@ -820,8 +820,8 @@ def _linear(values, steps) -> tuple[tuple[int, ...], ...]:
 def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     """The plan cache's entry for a sliced plan: runs every slice with one inner entry;
     what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
-    from .runtime.dispatch import Entry
-    from .runtime.select import Choice
+    from ..runtime.dispatch import Entry
+    from ..runtime.select import Choice
     cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
     check_cost(plan, executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
@@ -838,7 +838,7 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
 def explain(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None):
     """``explain``'s answer for a sliced plan: what runs each step of one slice (once a slice
     ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
-    from .runtime.dispatch import Explanation, describe
+    from ..runtime.dispatch import Explanation, describe
     s = plan.slicing
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
     from .fuse import FUSED

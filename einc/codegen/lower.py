@@ -1,4 +1,4 @@
-"""Stage 4, lower: a plan step + dtypes (+ the operands' strides) -> a :class:`~einc.ir.Kernel`.
+"""Stage 4, lower: a plan step + dtypes (+ the operands' strides) -> a :class:`~einc.codegen.ir.Kernel`.
 
 Pure Python.  Indices keep the graph's ids, which follow the order of first
 appearance, so the kernel for a key never depends on the letters a caller used
@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from .ir import KERNEL_DTYPES, MATMUL, REDUCE, Kernel, Operand, index_name
-from .plan import CONTRACT, Plan, Step
+from ..planner.plan import CONTRACT, Plan, Step
 
 INT32_LIMIT = 2**31
 
@@ -68,9 +68,9 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
     """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).
 
-    >>> from einc.equation import parse
-    >>> from einc.graph import build
-    >>> from einc.plan import build_plan
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> from einc.planner.plan import build_plan
     >>> p = build_plan(build(parse("ij,jk->ik"), [(2, 3), (3, 4)]))
     >>> lower_step(p, 0, "float32", {0: (2, 3), 1: (3, 4)}).kind
     'matmul'
@@ -136,7 +136,7 @@ def _named(kernel: Kernel) -> Kernel:
     import dataclasses
     import hashlib
 
-    from .codegen import render, NAME_PLACEHOLDER
+    from . import render, NAME_PLACEHOLDER
     source = render(kernel)
     digest = hashlib.sha256(source.encode()).hexdigest()[:8]
     short = "_".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs + (kernel.output,))

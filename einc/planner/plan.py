@@ -1,12 +1,12 @@
 """Stage 3, plan: :class:`ContractionGraph` + optimizer -> :class:`Plan` of :class:`Step`.
 
-opt_einsum chooses the order (the call's :class:`~einc.options.Options` say how); this
+opt_einsum chooses the order (the call's :class:`~einc.planner.options.Options` say how); this
 module turns its linear path into named steps.
 Values are numbered as in SSA form: operands are ``T0 .. Tn-1`` and step ``s``
 produces ``T(n+s)``.  Each step records the indices of its operands (repeats and
 indices unique to one operand included: executors fold those into the step), the
 indices it keeps, in order, the indices it sums, and what it costs.  Pure Python:
-opt_einsum (through :mod:`einc.options`) is the only import beyond the standard library.
+opt_einsum (through :mod:`einc.planner.options`) is the only import beyond the standard library.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from .errors import PathError
+from ..errors import PathError
 from .graph import ContractionGraph
 from .options import LEFT_TO_RIGHT, Options
 
@@ -59,7 +59,7 @@ class Plan:
     naive_flops: int
     flops: int
     largest_intermediate: int
-    slicing: object = None      # an einc.slicing.Slicing where indices are sliced
+    slicing: object = None      # an einc.planner.slicing.Slicing where indices are sliced
     notes: tuple[str, ...] = ()     # more lines for the printout (cotengra's plan against einc's)
 
     @property
@@ -198,8 +198,8 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     """Plan ``graph`` with ``options`` (default: einc's ``auto``): find a path and describe
     each step.
 
-    >>> from einc.equation import parse
-    >>> from einc.graph import build
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
     >>> p = build_plan(build(parse("ij,jk,kl->il"), [(8, 2), (2, 8), (8, 2)]))
     >>> [s.kind for s in p.steps]
     ['contract', 'contract']

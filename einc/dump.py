@@ -2,7 +2,7 @@
 classic equations, committed so that a change to the code generator shows up in
 review as a diff of kernels.
 
-    python -m einc.codegen.golden [--suite bench/suite.json] [--out kernels]
+    python -m einc.dump [--suite bench/suite.json] [--out kernels]
 
 Pure Python: needs neither torch nor triton (nor a GPU).
 """
@@ -14,12 +14,12 @@ import json
 import shutil
 from pathlib import Path
 
-from ..equation import parse
-from ..fuse import fuse_plan, lower_program, notes
-from ..graph import build
-from ..ir import KERNEL_DTYPES
-from ..plan import build_plan
-from . import render
+from .planner.equation import parse
+from .planner.fuse import fuse_plan, lower_program, notes
+from .planner.graph import build
+from .codegen.ir import KERNEL_DTYPES
+from .planner.plan import build_plan
+from .codegen import render
 
 CLASSICS = [  # (name, equation, shapes, dtype)
     ("matmul", "ij,jk->ik", [(512, 256), (256, 128)], "float16"),

@@ -17,11 +17,11 @@ import opt_einsum
 import opt_einsum.path_random
 from opt_einsum.paths import PathOptimizer
 
-from .config import SELECT
-from .errors import ArgumentError, PathError
+from ..config import SELECT
+from ..errors import ArgumentError, PathError
 
 AUTO = "auto"
-COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.slicing
+COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.planner.slicing
 LEFT_TO_RIGHT = "left-to-right"
 
 # (optimize, memory_limit) as given -> Options; read directly by einc.einsum's hot path.

@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from . import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
-from .equation import letter, parse
+from .. import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
+from ..planner.equation import letter, parse
 from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape, val
-from .graph import ContractionGraph, build
-from .options import Options
-from .plan import build_plan
+from ..planner.graph import ContractionGraph, build
+from ..planner.options import Options
+from ..planner.plan import build_plan
 
 FEWER_FLOPS = "fewer_flops"     # rewrite where einc's plan needs fewer flops than the nodes as written
 ALL = "all"                     # rewrite every contraction found
@@ -302,7 +302,7 @@ def _epilogue_scale(c: Contraction):
     kernels run ``c`` (then the op's ``scale`` goes into the last kernel's epilogue, which
     costs nothing); None otherwise (the factors stay ops in the graph, on the smallest
     tensor, where inductor may fuse them into their neighbours)."""
-    from .runtime import dispatch
+    from ..runtime import dispatch
     if not c.factors or not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f, _ in c.factors):
         return None
     example = val(c.operands[0])

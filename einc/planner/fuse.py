@@ -18,7 +18,7 @@ bytes one launch fewer wins): always for an outer product (``T`` much larger tha
 not for an elementwise product the contraction would read many times.  An epilogue saves writing ``T`` and reading it back
 (``2*T``), always positive.
 
-The result is a :class:`~einc.plan.Plan` whose steps are the plan's, with each fused group
+The result is a :class:`~einc.planner.plan.Plan` whose steps are the plan's, with each fused group
 replaced by one :class:`FusedStep` (kind ``fused``) at the place of its last step: the
 runtime unrolls it, ``explain`` prints it, :func:`lower_program` lowers it.  Pure Python.
 """
@@ -29,8 +29,8 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 
-from .ir import Operand, index_name
-from .lower import lower_step
+from ..codegen.ir import Operand, index_name
+from ..codegen.lower import lower_step
 from .plan import CONTRACT, PRODUCT, Plan, Step
 
 FUSED = "fused"
@@ -79,9 +79,9 @@ def fuse_plan(plan: Plan, dtype: str) -> Plan:
     """``plan`` with the steps that fuse (saving bytes, for operands of ``dtype``) merged
     into :class:`FusedStep` s; ``plan`` itself where nothing fuses.
 
-    >>> from einc.equation import parse
-    >>> from einc.graph import build
-    >>> from einc.plan import build_plan
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> from einc.planner.plan import build_plan
     >>> p = build_plan(build(parse("bi,oij,bj->bo"), [(64, 32), (16, 32, 32), (64, 32)]))
     >>> [s.kind for s in p.steps], [s.kind for s in fuse_plan(p, "float32").steps]
     (['product', 'contract'], ['fused'])
@@ -184,7 +184,7 @@ class FusedKernel:
     """A matrix product whose operand tiles are products of ``a`` (resp. ``b``) factors,
     with the accumulator multiplied by the ``e`` factors before the store: ``C[out] =
     prod(e) * sum over k of prod(a) * prod(b)``.  Groups as in a ``matmul``
-    :class:`~einc.ir.Kernel`; every factor holds only indices of the groups."""
+    :class:`~einc.codegen.ir.Kernel`; every factor holds only indices of the groups."""
 
     kind: str
     name: str

@@ -1,4 +1,4 @@
-"""Which nodes of a dynamo FX graph the einc pass understands (:mod:`einc.fx_pass`).
+"""Which nodes of a dynamo FX graph the einc pass understands (:mod:`einc.dynamo.fx_pass`).
 
 Contractions (``torch.einsum`` in string form, ``matmul``/``@``, ``mm``, ``bmm``,
 ``tensordot``, bias-free ``linear``) as einsum equations over their operand nodes;
@@ -14,8 +14,8 @@ import operator
 import torch
 import torch.fx
 
-from .equation import letter
-from .runtime.reference import torch_einsum
+from ..planner.equation import letter
+from ..runtime.reference import torch_einsum
 
 
 def val(node):

@@ -1,6 +1,6 @@
 """The kernel IR: what one generated Triton kernel computes, with no torch or triton.
 
-A :class:`Kernel` is built from one plan step by :mod:`einc.lower` and printed as a
+A :class:`Kernel` is built from one plan step by :mod:`einc.codegen.lower` and printed as a
 Triton module by :mod:`einc.codegen`.  Two kinds cover every step:
 
 ``matmul``  C[batch, t, m, n] = sum over k of A[batch, t, m, k] * B[batch, t, k, n]: a
@@ -16,7 +16,7 @@ Indices are ints (the graph's); an operand's ``dims`` may repeat an index (a dia
 its stride is the sum of the dimensions' strides) and may lack an index of a group (its
 stride there is 0: the operand is broadcast along it).  Inside a group the indices are
 ordered slowest first: the last one is the fastest-varying, chosen by
-:mod:`einc.lower` to be the unit-stride index of the operand that matters there.  The
+:mod:`einc.codegen.lower` to be the unit-stride index of the operand that matters there.  The
 output is always written contiguously in ``output.dims`` order.  ``inputs`` are in
 kernel role order (A, B); ``params`` names them in the plan's operand order (the order
 ``launch`` takes them).

@@ -12,7 +12,7 @@ import functools
 import operator
 from dataclasses import dataclass
 
-from .errors import ArgumentError, EquationError, OperandTypeError, caret
+from ..errors import ArgumentError, EquationError, OperandTypeError, caret
 
 ELLIPSIS = "..."
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

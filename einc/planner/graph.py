@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .equation import ELLIPSIS, Equation
-from .errors import OperandCountError, ShapeError, caret
+from ..errors import OperandCountError, ShapeError, caret
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class ContractionGraph:
 def build(eq: Equation, shapes) -> ContractionGraph:
     """Resolve ``eq`` against operand ``shapes`` (sequences of ints).
 
-    >>> from einc.equation import parse
+    >>> from einc.planner.equation import parse
     >>> str(build(parse("ij,jk->ik"), [(2, 3), (3, 4)]))
     'ij,jk->ik'
     """

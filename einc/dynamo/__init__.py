@@ -5,7 +5,7 @@
     torch.compile(model, backend=einc.dynamo.make_backend(inner="eager"))
     torch.compile(model, backend="einc", options={"rewrite": "all"})  # every contraction to einc
 
-The backend runs :mod:`einc.fx_pass` on each graph dynamo captures, then hands the
+The backend runs :mod:`einc.dynamo.fx_pass` on each graph dynamo captures, then hands the
 graph to inductor (``torch._inductor.compile_fx.compile_fx``) or runs it as it is.
 The pass rewrites a contraction (or a chain of them, fused, with the scalars around
 them) into one ``einc::einsum`` call only where einc's plan needs fewer flops than
@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 log = logging.getLogger("einc.dynamo")
 
 INNER = ("inductor", "eager")
-REWRITE = ("fewer_flops", "all")      # einc.fx_pass.POLICIES, without importing it
+REWRITE = ("fewer_flops", "all")      # einc.dynamo.fx_pass.POLICIES, without importing it
 
 
 @dataclass
 class Report:
     """What the pass did to one or more graphs: ``rewrites``, the emitted einsums (a list of
-    :class:`einc.fx_pass.Rewrite`), and ``left``, the contractions it left as written for
-    the ``inner`` compiler, with the reason (:class:`einc.fx_pass.Left`)."""
+    :class:`einc.dynamo.fx_pass.Rewrite`), and ``left``, the contractions it left as written for
+    the ``inner`` compiler, with the reason (:class:`einc.dynamo.fx_pass.Left`)."""
 
     rewrites: list = field(default_factory=list)
     graphs: int = 0
