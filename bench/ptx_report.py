@@ -82,7 +82,8 @@ def launches(equation, shapes, dtype):
     import torch
 
     from einc.planner.equation import parse
-    from einc.planner.fuse import fuse_plan, lower_program
+    from einc.codegen.lower import lower_program
+    from einc.planner.fuse import fuse_plan
     from einc.planner.graph import build
     from einc.planner.plan import build_plan
 

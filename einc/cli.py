@@ -75,10 +75,9 @@ def cmd_dump(args) -> int:
     if args.shapes is None:
         args.parser.error("--shapes is required with an EQUATION")
     from . import dump
+    from .planner import plan_for
     from .planner.equation import parse
-    from .planner.graph import build
     from .codegen.lower import supported
-    from .planner.plan import build_plan
 
     eq = parse(args.equation)
     _check_count(eq, args.shapes)
@@ -86,7 +85,7 @@ def cmd_dump(args) -> int:
         files = _one_off(dump.plan_files(args.equation, args.shapes, args.dtype), args)
         note = ""
     else:
-        plan = build_plan(build(eq, args.shapes), eq.text)
+        plan = plan_for(eq, args.shapes)
         files = {"plan.txt": str(plan) + "\n"}
         note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
                 "(kernels exist for float16, bfloat16, float32 and float64)")

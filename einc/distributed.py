@@ -34,7 +34,7 @@ from .errors import ArgumentError, EincError
 from .planner.graph import build
 from .planner.options import Options
 from .planner.plan import build_plan
-from .runtime import dtypes, engine
+from .runtime import dtypes, engine, sliced
 
 
 def share(num_slices: int, rank: int, world: int) -> tuple[int, int]:
@@ -111,7 +111,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner, chunks, bound)
         slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
-        runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
+        runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)
         acc = runner.accumulator(operands)

@@ -14,12 +14,12 @@ import json
 import shutil
 from pathlib import Path
 
-from .planner.equation import parse
-from .planner.fuse import fuse_plan, lower_program, notes
-from .planner.graph import build
-from .codegen.ir import KERNEL_DTYPES
-from .planner.plan import build_plan
 from .codegen import render
+from .codegen.ir import KERNEL_DTYPES
+from .codegen.lower import lower_program
+from .planner import plan_for
+from .planner.equation import parse
+from .planner.fuse import fuse_plan, notes
 
 CLASSICS = [  # (name, equation, shapes, dtype)
     ("matmul", "ij,jk->ik", [(512, 256), (256, 128)], "float16"),
@@ -36,7 +36,7 @@ def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
     """File name -> text: the plan table and one module per step, as generated kernels run
     it (steps that fuse are one step, one module; the table's notes name their parts)."""
     eq = parse(equation)
-    plan = fuse_plan(build_plan(build(eq, shapes), eq.text), dtype)
+    plan = fuse_plan(plan_for(eq, shapes), dtype)
     files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan)])) + "\n"}
     for s, kernel in enumerate(lower_program(plan, dtype, shapes)):
         files[f"step{s + 1}_{kernel.name}.py"] = render(kernel)

@@ -13,7 +13,9 @@ import torch
 import einc
 from einc import dump
 from einc.planner.equation import parse
-from einc.planner.fuse import FUSED, fuse_plan, lower_program, unit_functions
+from einc.codegen.lower import lower_program
+from einc.planner.fuse import FUSED, fuse_plan
+from einc.runtime.program import unit_functions
 from einc.planner.graph import build
 from einc.planner.plan import CONTRACT, PRODUCT, build_plan
 from einc.planner.options import Options

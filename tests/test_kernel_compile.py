@@ -76,7 +76,8 @@ for equation, shapes, dtype, extra in CASES:
         print("compiled", k.name + "_finish", "split", split[0])
 
 # Fused steps (a product step in the tile loads; a factor in the epilogue), as the fused launcher calls them.
-from einc.planner.fuse import FUSED, fuse_plan, lower_program
+from einc.codegen.lower import lower_program
+from einc.planner.fuse import FUSED, fuse_plan
 from einc.planner.options import Options
 for equation, shapes, path, dtype in [
         ("bi,oij,bj->bo", [(2048, 512), (512, 512, 512), (2048, 512)], [(0, 2), (0, 1)], "bfloat16"),

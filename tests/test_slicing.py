@@ -459,7 +459,7 @@ def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
 
 def test_slice_invariant_steps_run_once_per_call(monkeypatch):
     # x is sliced: ab,bc does not hold it, so that step runs once per call, not once per slice.
-    from einc.planner.slicing import Runner
+    from einc.runtime.sliced import Runner
     calls = []
     hoisted = Runner.hoisted
 
@@ -496,7 +496,8 @@ def _chunked(eq, ops, indices, chunks, limit=None):
     from einc.planner.options import Options
     from einc.planner.plan import build_plan
     from einc.runtime import engine
-    from einc.planner.slicing import Runner, sliced_plan
+    from einc.planner.slicing import sliced_plan
+    from einc.runtime.sliced import Runner
     graph = build(parse(eq), [o.shape for o in ops])
     base = build_plan(graph, eq, Options.of())
     ids = tuple(graph.names.index(n) for n in indices)
@@ -655,7 +656,7 @@ def test_the_refusal_threshold_and_its_switch(monkeypatch):
 
 
 def test_an_interrupt_leaves_out_and_the_cache_untouched(monkeypatch):
-    from einc.planner.slicing import Runner
+    from einc.runtime.sliced import Runner
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
     einc.cache_clear()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 MATMUL = "matmul"
 REDUCE = "reduce"
+FUSED = "fused"          # a matmul with fused operand products and epilogue (FusedKernel)
 
 # dtypes the generated kernels handle; everything else runs on the torch executor
 KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -69,6 +70,35 @@ class Kernel:
     acc: str                                    # accumulator dtype
     int64: bool                                 # 64-bit offsets
     fast_k: bool = False                        # reduce: an operand's unit stride is summed (K is the fast axis)
+
+    def group(self, name: str) -> tuple[int, ...]:
+        return dict(self.groups).get(name, ())
+
+
+@dataclass(frozen=True)
+class FusedKernel:
+    """A matrix product whose operand tiles are products of ``a`` (resp. ``b``) factors,
+    with the accumulator multiplied by the ``e`` factors before the store: ``C[out] =
+    prod(e) * sum over k of prod(a) * prod(b)``.  Groups as in a ``matmul``
+    :class:`~einc.codegen.ir.Kernel`; every factor holds only indices of the groups."""
+
+    kind: str
+    name: str
+    equation: str
+    step: str
+    groups: tuple[tuple[str, tuple[int, ...]], ...]
+    a: tuple[Operand, ...]
+    b: tuple[Operand, ...]
+    e: tuple[Operand, ...]
+    output: Operand
+    shapes: tuple[tuple[int, ...], ...]     # the factors' shapes (a, b, e order) then the output's
+    dtype: str
+    acc: str
+    int64: bool
+
+    @property
+    def inputs(self) -> tuple[Operand, ...]:
+        return self.a + self.b + self.e
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

@@ -23,9 +23,12 @@ given; intermediates are always contiguous in their step's output order):
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 
-from .ir import KERNEL_DTYPES, MATMUL, REDUCE, Kernel, Operand, index_name
+from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
+from ..planner.fuse import FusedStep
 from ..planner.plan import CONTRACT, Plan, Step
 
 INT32_LIMIT = 2**31
@@ -133,9 +136,6 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
 
 def _named(kernel: Kernel) -> Kernel:
     """``kernel`` with its name: a hash of exactly the module source it renders to."""
-    import dataclasses
-    import hashlib
-
     from . import render, NAME_PLACEHOLDER
     source = render(kernel)
     digest = hashlib.sha256(source.encode()).hexdigest()[:8]
@@ -167,6 +167,51 @@ def lower_plan(plan: Plan, dtype: str, shapes, strides=None) -> tuple[Kernel, ..
     kernels = []
     for s, step in enumerate(plan.steps):
         kernels.append(lower_step(plan, s, dtype, values, given))
+        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
+    return tuple(kernels)
+
+
+def lower_fused(plan: Plan, s: int, dtype: str, shapes) -> FusedKernel:
+    """Lower the :class:`FusedStep` ``s`` of ``plan``; ``shapes`` maps value ids to shapes."""
+    step: FusedStep = plan.steps[s]
+    sizes = plan.graph.sizes
+    na, nb, ne = step.sides
+    terms = step.inputs
+    ta = {i for t in terms[:na] for i in t}
+    tb = {i for t in terms[na:na + nb] for i in t}
+    groups = (("batch", step.batch),
+              ("m", tuple(i for i in step.output if i in ta and i not in tb)),
+              ("n", tuple(i for i in step.output if i in tb and i not in ta)),
+              ("k", tuple(i for i in step.summed if i in ta and i in tb)
+               + tuple(i for i in step.summed if not (i in ta and i in tb))))
+    a = tuple(Operand(f"a{j}", terms[j]) for j in range(na))
+    b = tuple(Operand(f"b{j}", terms[na + j]) for j in range(nb))
+    e = tuple(Operand(f"e{j}", terms[na + nb + j]) for j in range(ne))
+    output = Operand("c", step.output)
+    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
+    out_shape = tuple(sizes[i] for i in step.output)
+    acc = "float64" if dtype == "float64" else "float32"
+    big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
+    body = (FUSED, groups, a, b, e, output, dtype, acc, big, in_shapes, out_shape)
+    digest = hashlib.sha256(repr(body).encode()).hexdigest()[:8]
+    term = lambda dims: "".join(index_name(i) for i in dims)  # noqa: E731
+    short = "_".join(term(op.dims) for op in a + b + e + (output,))
+    operands = " · ".join(f"T{v}[{term(t)}]" for v, t in zip(step.operands, terms))
+    over = f" over {term(step.summed)}" if step.summed else ""
+    title = (f"step {s + 1}/{len(plan.steps)} (fused plan steps {'+'.join(map(str, step.numbers))}): "
+             f"{operands}{over} -> T{step.result}[{term(step.output)}]")
+    canonical = ",".join(term(t) for t in plan.graph.inputs) + "->" + term(plan.graph.output)
+    return FusedKernel(FUSED, f"einc_fused_{short}_{digest}", canonical, title, groups, a, b, e, output,
+                       in_shapes + (out_shape,), dtype, acc, big)
+
+
+def lower_program(plan: Plan, dtype: str, shapes) -> tuple:
+    """Every step of ``plan`` (fused steps included) as a kernel; ``shapes`` are the operands'."""
+    values = {v: tuple(sh) for v, sh in enumerate(shapes)}
+    kernels = []
+    for s, step in enumerate(plan.steps):
+        kernels.append(lower_fused(plan, s, dtype, values) if step.kind == FUSED
+                       else lower_step(plan, s, dtype, values))
         values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
     return tuple(kernels)
 

@@ -25,16 +25,12 @@ runtime unrolls it, ``explain`` prints it, :func:`lower_program` lowers it.  Pur
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, replace
 
-from ..codegen.ir import Operand, index_name
-from ..codegen.lower import lower_step
 from .plan import CONTRACT, PRODUCT, Plan, Step
 
 FUSED = "fused"
-INT32_LIMIT = 2**31             # a tensor this large or larger: 64-bit offsets
 TILE = 128                      # the row tile of the traffic model
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}   # dtypes with fused kernels
 
@@ -159,99 +155,4 @@ def notes(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def unit_functions(program: Plan, plan: Plan, functions):
-    """One function per step of ``program`` (:func:`fuse_plan`'s result) from ``functions``,
-    one per step of ``plan``: a fused step runs its parts' functions in turn (the torch
-    executor's answer for a fused kernel)."""
-    by_result = {step.result: fn for step, fn in zip(plan.steps, functions)}
-    return [_composed(step, [by_result[p.result] for p in step.parts]) if step.kind == FUSED
-            else by_result[step.result] for step in program.steps]
-
-
-def _composed(step: FusedStep, fns):
-    def run(*args):
-        values = dict(zip(step.operands, args))
-        for part, fn in zip(step.parts, fns):
-            values[part.result] = fn(*[values[v] for v in part.operands])
-        return values[step.result]
-    return run
-
-
-# ----------------------------------------------------------------------- lowering
-
-@dataclass(frozen=True)
-class FusedKernel:
-    """A matrix product whose operand tiles are products of ``a`` (resp. ``b``) factors,
-    with the accumulator multiplied by the ``e`` factors before the store: ``C[out] =
-    prod(e) * sum over k of prod(a) * prod(b)``.  Groups as in a ``matmul``
-    :class:`~einc.codegen.ir.Kernel`; every factor holds only indices of the groups."""
-
-    kind: str
-    name: str
-    equation: str
-    step: str
-    groups: tuple[tuple[str, tuple[int, ...]], ...]
-    a: tuple[Operand, ...]
-    b: tuple[Operand, ...]
-    e: tuple[Operand, ...]
-    output: Operand
-    shapes: tuple[tuple[int, ...], ...]     # the factors' shapes (a, b, e order) then the output's
-    dtype: str
-    acc: str
-    int64: bool
-
-    @property
-    def inputs(self) -> tuple[Operand, ...]:
-        return self.a + self.b + self.e
-
-    def group(self, name: str) -> tuple[int, ...]:
-        return dict(self.groups).get(name, ())
-
-
-def lower_fused(plan: Plan, s: int, dtype: str, shapes) -> FusedKernel:
-    """Lower the :class:`FusedStep` ``s`` of ``plan``; ``shapes`` maps value ids to shapes."""
-    step: FusedStep = plan.steps[s]
-    sizes = plan.graph.sizes
-    na, nb, ne = step.sides
-    terms = step.inputs
-    ta = {i for t in terms[:na] for i in t}
-    tb = {i for t in terms[na:na + nb] for i in t}
-    groups = (("batch", step.batch),
-              ("m", tuple(i for i in step.output if i in ta and i not in tb)),
-              ("n", tuple(i for i in step.output if i in tb and i not in ta)),
-              ("k", tuple(i for i in step.summed if i in ta and i in tb)
-               + tuple(i for i in step.summed if not (i in ta and i in tb))))
-    a = tuple(Operand(f"a{j}", terms[j]) for j in range(na))
-    b = tuple(Operand(f"b{j}", terms[na + j]) for j in range(nb))
-    e = tuple(Operand(f"e{j}", terms[na + nb + j]) for j in range(ne))
-    output = Operand("c", step.output)
-    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
-    out_shape = tuple(sizes[i] for i in step.output)
-    acc = "float64" if dtype == "float64" else "float32"
-    big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
-    body = (FUSED, groups, a, b, e, output, dtype, acc, big, in_shapes, out_shape)
-    digest = hashlib.sha256(repr(body).encode()).hexdigest()[:8]
-    term = lambda dims: "".join(index_name(i) for i in dims)  # noqa: E731
-    short = "_".join(term(op.dims) for op in a + b + e + (output,))
-    operands = " · ".join(f"T{v}[{term(t)}]" for v, t in zip(step.operands, terms))
-    over = f" over {term(step.summed)}" if step.summed else ""
-    title = (f"step {s + 1}/{len(plan.steps)} (fused plan steps {'+'.join(map(str, step.numbers))}): "
-             f"{operands}{over} -> T{step.result}[{term(step.output)}]")
-    canonical = ",".join(term(t) for t in plan.graph.inputs) + "->" + term(plan.graph.output)
-    return FusedKernel(FUSED, f"einc_fused_{short}_{digest}", canonical, title, groups, a, b, e, output,
-                       in_shapes + (out_shape,), dtype, acc, big)
-
-
-def lower_program(plan: Plan, dtype: str, shapes) -> tuple:
-    """Every step of ``plan`` (fused steps included) as a kernel; ``shapes`` are the operands'."""
-    values = {v: tuple(sh) for v, sh in enumerate(shapes)}
-    kernels = []
-    for s, step in enumerate(plan.steps):
-        kernels.append(lower_fused(plan, s, dtype, values) if step.kind == FUSED
-                       else lower_step(plan, s, dtype, values))
-        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
-    return tuple(kernels)
-
-
-__all__ = ["FUSED", "FusedStep", "FusedKernel", "fuse_plan", "is_fused", "reason", "notes", "unit_functions",
-           "lower_fused", "lower_program"]
+__all__ = ["FUSED", "FusedStep", "fuse_plan", "is_fused", "reason", "notes"]

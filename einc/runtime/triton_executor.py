@@ -15,7 +15,7 @@ import sys
 from .. import config
 from ..planner import fuse
 from ..codegen import cache_source, render
-from ..codegen.lower import lower_plan
+from ..codegen.lower import lower_plan, lower_program
 from .loader import load
 
 
@@ -62,7 +62,7 @@ def kernels(plan, dtype, shapes, strides=None):
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
     right)."""
     if fuse.is_fused(plan):
-        return fuse.lower_program(plan, dtype_name(dtype), shapes)
+        return lower_program(plan, dtype_name(dtype), shapes)
     return lower_plan(plan, dtype_name(dtype), shapes, strides)
 
 
