@@ -13,7 +13,7 @@ from einc import dump
 from einc.codegen import render
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_plan
+from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def kernels_for(equation, shapes, dtype="float32"):
     plan = build_plan(build(parse(equation), shapes))
-    return lower_plan(plan, dtype, shapes)
+    return lower_program(plan, dtype, shapes)
 
 
 def launcher_of(source):
@@ -131,7 +131,7 @@ def test_one_module_per_structure_named_by_its_source():
     assert a.name == b.name and render(a) == render(b)
     (one,) = kernels_for("ij,jk->ik", [(4, 5), (5, 6)])
     plan = build_plan(build(parse("ij,jk,kl->il"), [(4, 5), (5, 6), (6, 7)]), "ij,jk,kl->il")
-    first = lower_plan(plan, "float32", [(4, 5), (5, 6), (6, 7)])[0]
+    first = lower_program(plan, "float32", [(4, 5), (5, 6), (6, 7)])[0]
     assert first.step != one.step and first.name == one.name and render(first) == render(one)
     src = render(one)
     digest = hashlib.sha256(src.replace(one.name, NAME_PLACEHOLDER).encode()).hexdigest()[:8]

@@ -109,6 +109,39 @@ def test_unit_functions_run_a_fused_steps_parts_in_turn():
     assert [c[0] for c in calls] == ["mul", "mm"]
 
 
+def test_a_fused_kernel_is_named_by_a_hash_of_its_exact_source():
+    """One naming rule for every kernel: the name is the hash of the module source (rendered
+    with the placeholder), so one name never carries two sources; the module says nothing
+    of the plan or the shapes, so the same structure at other sizes is the same module."""
+    import dataclasses
+    import hashlib
+
+    from einc.codegen import NAME_PLACEHOLDER, render
+    f = fuse_plan(_plan(*BOTH), "float32")
+    (k,) = lower_program(f, "float32", BOTH[1])
+    source = render(dataclasses.replace(k, name=""))
+    assert NAME_PLACEHOLDER in source and k.name.endswith("_" + hashlib.sha256(source.encode()).hexdigest()[:8])
+    assert render(k) == source.replace(NAME_PLACEHOLDER, k.name)
+    bigger = [(12, 5), (9, 5, 4), (12, 4), (12, 9)]
+    (k2,) = lower_program(fuse_plan(_plan(BOTH[0], bigger, BOTH[2]), "float32"), "float32", bigger)
+    assert k2.name == k.name and k2.shapes != k.shapes       # another shape: the same module
+
+
+def test_the_fused_lowering_takes_the_operands_strides():
+    """A fused step's groups are ordered by the operands' strides, as a plain step's:
+    bi,oij,bj->bo (the contraction's A is ``oij``, B the product of ``bi`` and ``bj``) with
+    ``oij`` stored as (o, j, i), i fastest, sums j before i, so the K tile runs along A's
+    unit stride; the runtime lowers with the operands' strides
+    (test_fused_kernels_on_random_sizes_and_layouts runs such kernels)."""
+    f = fuse_plan(_plan(*BILINEAR), "float32")
+    (plain,) = lower_program(f, "float32", BILINEAR[1])
+    (contiguous,) = lower_program(f, "float32", BILINEAR[1], [(5, 1), (20, 4, 1), (4, 1)])
+    (laid,) = lower_program(f, "float32", BILINEAR[1], [(5, 1), (20, 1, 5), (4, 1)])
+    i, j = plain.group("k")                                      # i then j: j is A's unit stride
+    assert contiguous == plain and [op.dims for op in plain.a] == [(plain.group("m")[0], i, j)]
+    assert laid.group("k") == (j, i) and laid.name != plain.name
+
+
 def test_fused_kernels_are_deterministic_and_name_their_parts():
     f = fuse_plan(_plan(*BOTH), "float32")
     (k1,), (k2,) = lower_program(f, "float32", BOTH[1]), lower_program(f, "float32", BOTH[1])

@@ -22,7 +22,7 @@ from einc.codegen import render, matmul, reduce
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.codegen.ir import MATMUL, index_name
-from einc.codegen.lower import lower_plan
+from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 
 TY = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
@@ -41,7 +41,7 @@ target = GPUTarget("cuda", 90, 32)
 for equation, shapes, dtype, extra in CASES:
     plan = build_plan(build(parse(equation), shapes), equation)
     sizes = plan.graph.sizes
-    (k,) = lower_plan(plan, dtype, shapes)
+    (k,) = lower_program(plan, dtype, shapes)
     src = render(k)
     path = f"<compile check {k.name}>"
     linecache.cache[path] = (len(src), None, src.splitlines(True), path)

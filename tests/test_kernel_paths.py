@@ -10,7 +10,7 @@ import einc
 from einc.codegen import render
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_plan
+from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 from einc.runtime import loader, triton_executor
 from oracle import assert_close, reference
@@ -30,7 +30,7 @@ def module(monkeypatch, tmp_path):
 
     def load(equation, shapes, dtype=torch.float64, strides=None):
         plan = build_plan(build(parse(equation), shapes), equation)
-        (kernel,) = lower_plan(plan, triton_executor.dtype_name(dtype), shapes, strides)
+        (kernel,) = lower_program(plan, triton_executor.dtype_name(dtype), shapes, strides)
         return kernel, loader.load(kernel.name, render(kernel))
     yield load
     einc.cache_clear()

@@ -21,7 +21,7 @@ from einc.codegen import render
 from einc.planner.equation import parse
 from einc.planner.fuse import FUSED, fuse_plan
 from einc.planner.graph import build
-from einc.codegen.lower import lower_plan, lower_program
+from einc.codegen.lower import lower_program
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
 from einc.runtime import loader, triton_executor
@@ -48,7 +48,7 @@ def fresh(monkeypatch, tmp_path):
             assert [s.kind for s in plan.steps] == [FUSED]
             (kernel,) = lower_program(plan, name, shapes)
         else:
-            (kernel,) = lower_plan(plan, name, shapes)
+            (kernel,) = lower_program(plan, name, shapes)
         return loader.load(kernel.name, render(kernel))
     yield module
     einc.cache_clear()

@@ -10,20 +10,20 @@ byte-identical source: no timestamps, paths or set/dict-order dependence.
 
 from __future__ import annotations
 
-from .ir import MATMUL, Kernel
+from .ir import FUSED, MATMUL, Kernel
 from . import fused, launcher, matmul, reduce
 from .common import cache_source, finish_source, header
 
-# The kernel's name while its source is hashed (einc.codegen.lower names a kernel by that hash).
+# The kernel's name while its source is hashed (einc.codegen.lower names every kernel by that hash).
 NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
 
 
 def render(kernel: Kernel) -> str:
     """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder;
     a :class:`~einc.planner.fuse.FusedKernel` renders through :mod:`.fused`)."""
-    if kernel.kind == "fused":
-        return fused.render(kernel)
     name = kernel.name or NAME_PLACEHOLDER
+    if kernel.kind == FUSED:
+        return fused.render(kernel, name)
     body = matmul.kernel_source(kernel, name) if kernel.kind == MATMUL else reduce.kernel_source(kernel, name)
     return "\n".join([header(kernel, name), body, finish_source(name), launcher.source(kernel, name)])
 

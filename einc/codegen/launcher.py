@@ -183,7 +183,7 @@ def source(k: Kernel, name: str) -> str:
             "",
             "",
         ]
-    L += launch_lines(k, k.params, _doc(k))
+    L += launch_lines(k, k.params, describe(k))
     L += first_launch_head(k, fp32_dot, where)
     names = list(ext)
     L.append(f"    {', '.join(names)} = {', '.join(ext[g] for g in names)}")
@@ -485,6 +485,7 @@ def forget_lines(fp32_dot: bool) -> list[str]:
     return lines + ["    _layouts.clear()", ""]
 
 
-def _doc(k: Kernel) -> str:
+def describe(k) -> str:
+    """``kind: terms -> output`` in canonical indices (``launch``'s docstring)."""
     terms = ", ".join("".join(index_name(i) for i in op.dims) for op in k.inputs)
     return f"{k.kind}: {terms} -> {''.join(index_name(i) for i in k.output.dims)}"

@@ -134,13 +134,14 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
     return _named(kernel)
 
 
-def _named(kernel: Kernel) -> Kernel:
-    """``kernel`` with its name: a hash of exactly the module source it renders to."""
+def _named(kernel):
+    """``kernel`` (a :class:`Kernel` or :class:`FusedKernel`) with its name: a hash of exactly
+    the module source it renders to -- one rule for every kind of kernel."""
     from . import render, NAME_PLACEHOLDER
     source = render(kernel)
     digest = hashlib.sha256(source.encode()).hexdigest()[:8]
     short = "_".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs + (kernel.output,))
-    prefix = "mm" if kernel.kind == MATMUL else "red"
+    prefix = {MATMUL: "mm", REDUCE: "red", FUSED: "fused"}[kernel.kind]
     assert NAME_PLACEHOLDER in source
     return dataclasses.replace(kernel, name=f"einc_{prefix}_{short}_{digest}")
 
@@ -159,61 +160,70 @@ def _title(plan: Plan, s: int) -> str:
     return f"step {s + 1}/{len(plan.steps)} ({step.kind}): {operands}{over} -> T{step.result}[{term(step.output)}]"
 
 
-def lower_plan(plan: Plan, dtype: str, shapes, strides=None) -> tuple[Kernel, ...]:
-    """Every step of ``plan`` as a kernel; ``shapes`` (``strides``, optional: contiguous)
-    are the operands' shapes (strides)."""
-    values = {v: tuple(sh) for v, sh in enumerate(shapes)}
-    given = {v: tuple(x) for v, x in enumerate(strides)} if strides is not None else {}
-    kernels = []
-    for s, step in enumerate(plan.steps):
-        kernels.append(lower_step(plan, s, dtype, values, given))
-        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
-    return tuple(kernels)
-
-
-def lower_fused(plan: Plan, s: int, dtype: str, shapes) -> FusedKernel:
-    """Lower the :class:`FusedStep` ``s`` of ``plan``; ``shapes`` maps value ids to shapes."""
+def lower_fused(plan: Plan, s: int, dtype: str, shapes, strides=None) -> FusedKernel:
+    """Lower the :class:`~einc.planner.fuse.FusedStep` ``s`` of ``plan``; ``shapes``
+    (``strides``) map value ids to shapes (strides; a value missing there is contiguous).
+    Inside each group the indices are ordered by the operands' strides, as for
+    :func:`lower_step`: M by the A factors', N and the batch by the output's, K by the
+    factor whose unit stride is summed (else A's)."""
+    strides = strides or {}
     step: FusedStep = plan.steps[s]
     sizes = plan.graph.sizes
     na, nb, ne = step.sides
     terms = step.inputs
+    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
+    out_shape = tuple(sizes[i] for i in step.output)
+    st = [index_strides(dims, shape, strides.get(v) or contiguous(shape), sizes)
+          for dims, shape, v in zip(terms, in_shapes, step.operands)]
+    st_c = index_strides(step.output, out_shape, contiguous(out_shape), sizes)
+    side_a, side_b = _merged_strides(st[:na]), _merged_strides(st[na:na + nb])
     ta = {i for t in terms[:na] for i in t}
     tb = {i for t in terms[na:na + nb] for i in t}
-    groups = (("batch", step.batch),
-              ("m", tuple(i for i in step.output if i in ta and i not in tb)),
-              ("n", tuple(i for i in step.output if i in tb and i not in ta)),
-              ("k", tuple(i for i in step.summed if i in ta and i in tb)
-               + tuple(i for i in step.summed if not (i in ta and i in tb))))
+    shared = [i for i in step.summed if i in ta and i in tb]
+    k_by = side_b if unit_index(side_b) in shared and unit_index(side_a) not in shared else side_a
+    groups = (("batch", _by_stride(step.batch, st_c)),
+              ("m", _by_stride([i for i in step.output if i in ta and i not in tb], side_a)),
+              ("n", _by_stride([i for i in step.output if i in tb and i not in ta], st_c)),
+              ("k", _by_stride(shared, k_by)
+               + _by_stride([i for i in step.summed if not (i in ta and i in tb)], k_by)))
     a = tuple(Operand(f"a{j}", terms[j]) for j in range(na))
     b = tuple(Operand(f"b{j}", terms[na + j]) for j in range(nb))
     e = tuple(Operand(f"e{j}", terms[na + nb + j]) for j in range(ne))
-    output = Operand("c", step.output)
-    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
-    out_shape = tuple(sizes[i] for i in step.output)
     acc = "float64" if dtype == "float64" else "float32"
     big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
-    body = (FUSED, groups, a, b, e, output, dtype, acc, big, in_shapes, out_shape)
-    digest = hashlib.sha256(repr(body).encode()).hexdigest()[:8]
     term = lambda dims: "".join(index_name(i) for i in dims)  # noqa: E731
-    short = "_".join(term(op.dims) for op in a + b + e + (output,))
     operands = " · ".join(f"T{v}[{term(t)}]" for v, t in zip(step.operands, terms))
     over = f" over {term(step.summed)}" if step.summed else ""
     title = (f"step {s + 1}/{len(plan.steps)} (fused plan steps {'+'.join(map(str, step.numbers))}): "
              f"{operands}{over} -> T{step.result}[{term(step.output)}]")
-    canonical = ",".join(term(t) for t in plan.graph.inputs) + "->" + term(plan.graph.output)
-    return FusedKernel(FUSED, f"einc_fused_{short}_{digest}", canonical, title, groups, a, b, e, output,
-                       in_shapes + (out_shape,), dtype, acc, big)
+    kernel = FusedKernel(FUSED, "", _canonical(plan), title, groups, a, b, e, Operand("c", step.output),
+                         in_shapes + (out_shape,), dtype, acc, big)
+    return _named(kernel)
 
 
-def lower_program(plan: Plan, dtype: str, shapes) -> tuple:
-    """Every step of ``plan`` (fused steps included) as a kernel; ``shapes`` are the operands'."""
+def _merged_strides(sts) -> dict[int, int]:
+    """One side's factors' strides as one tensor's: each index's stride in the first factor
+    that holds it along memory (non-zero), for ordering a group by strides."""
+    out: dict[int, int] = {}
+    for x in sts:
+        for i, v in x.items():
+            if v and i not in out:
+                out[i] = v
+    return out
+
+
+def lower_program(plan: Plan, dtype: str, shapes, strides=None) -> tuple:
+    """Every step of ``plan`` (a plan, or :func:`~einc.planner.fuse.fuse_plan`'s program:
+    fused steps included) as a kernel: the one lowering entry.  ``shapes`` (``strides``,
+    optional: contiguous) are the operands'; intermediates are contiguous."""
     values = {v: tuple(sh) for v, sh in enumerate(shapes)}
+    given = {v: tuple(x) for v, x in enumerate(strides)} if strides is not None else {}
     kernels = []
     for s, step in enumerate(plan.steps):
-        kernels.append(lower_fused(plan, s, dtype, values) if step.kind == FUSED
-                       else lower_step(plan, s, dtype, values))
+        lowered = lower_fused if step.kind == FUSED else lower_step
+        kernels.append(lowered(plan, s, dtype, values, given))
         values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
     return tuple(kernels)
 
 
-__all__ = ["lower_step", "lower_plan", "supported", "REDUCE", "MATMUL"]
+__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]

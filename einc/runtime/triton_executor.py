@@ -15,7 +15,7 @@ import sys
 from .. import config
 from ..planner import fuse
 from ..codegen import cache_source, render
-from ..codegen.lower import lower_plan, lower_program
+from ..codegen.lower import lower_program
 from .loader import load
 
 
@@ -61,9 +61,7 @@ def kernels(plan, dtype, shapes, strides=None):
     """The plan's kernels (IR) for operands of ``dtype`` and ``shapes`` (fused steps included),
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
     right)."""
-    if fuse.is_fused(plan):
-        return lower_program(plan, dtype_name(dtype), shapes)
-    return lower_plan(plan, dtype_name(dtype), shapes, strides)
+    return lower_program(plan, dtype_name(dtype), shapes, strides)
 
 
 def launches(plan, dtype, shapes, strides=None):
