@@ -64,8 +64,8 @@ def test_half_precision_and_tf32_and_64_bit_offsets():
     (k16,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float16")
     assert "dtype=tl.float32)" in render(k16)                            # fp32 accumulator
     (k32,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float32")
-    assert "allow_tf32" in render(k32) and "input_precision=PRECISION" in render(k32)
-    (k64,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float64")
+    assert "input_precision=PRECISION" in render(k32) and "PRECISION: tl.constexpr" in render(k32)
+    assert "PRECISION" not in render(k64 := kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float64")[0])
     assert "dtype=tl.float64)" in render(k64) and "out_dtype=tl.float64" in render(k64)
     (small,) = kernels_for("ij,jk->ik", [(2**15, 2**15), (2**15, 2)])
     (big,) = kernels_for("ij,jk->ik", [(2**16, 2**15), (2**15, 2)])      # 2^31 elements

@@ -54,12 +54,12 @@ for equation, shapes, dtype, extra in CASES:
     if k.kind == MATMUL:
         meta.update(GROUP_M=8, PRECISION="tf32", UPCAST=False)
         tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(ext["N"], 128)
-        split = mod._split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], ext["N"]), 132,
-                           math.prod(sizes[i] for i in k.output.dims))
+        split = mod.launcher.split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], ext["N"]), 132,
+                                   math.prod(sizes[i] for i in k.output.dims))
     else:
-        split = mod._split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
+        split = mod.launcher.split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
     meta.update(SPLIT_K=split[0], K_SPLIT=split[1], **extra)
-    kept = mod._prune(mod._CONFIGS, {}, **meta)
+    kept = mod.launcher.prune(mod.launcher.configs, {}, **meta)
     for config in {id(c): c for c in (kept[0], kept[-1])}.values():
         cex = {p: v for p, v in dict(meta, **config.kwargs).items() if p in fn.arg_names}
         sig = {p: "constexpr" if p in cex else ("*" + TY[k.acc if p == "c_ptr" and split[0] > 1 else dtype])
@@ -69,7 +69,7 @@ for equation, shapes, dtype, extra in CASES:
         assert compiled.metadata.shared <= 227 * 1024, (k.name, config, compiled.metadata.shared)
         print("compiled", k.name, config.kwargs, "split", split[0], "shared", compiled.metadata.shared)
     if split[0] > 1:
-        fin = getattr(mod, k.name + "_finish")
+        fin = mod.launcher.finish                          # the shared split-K second pass
         cex = dict(NUMEL=math.prod(sizes[i] for i in k.output.dims), SPLIT=split[0], BLOCK=1024, HAS_SCALE=True)
         sig = dict(w_ptr="*" + TY[k.acc], c_ptr="*" + TY[dtype], scale="fp32", **{p: "constexpr" for p in cex})
         triton.compile(ASTSource(fin, sig, cex), target=target)
@@ -94,7 +94,7 @@ for equation, shapes, path, dtype in [
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     ext = {g.upper() if g != "batch" else "BATCH": math.prod(sizes[i] for i in k.group(g))
            for g in ("batch", "m", "n", "k")}
-    for config in (mod._CONFIGS[0], mod._CONFIGS[-1]):
+    for config in (mod.launcher.configs[0], mod.launcher.configs[-1]):
         meta = dict(named, **ext, HAS_SCALE=True, GROUP_M=8, LAYOUT="-1:DD", PRECISION="tf32", UPCAST=False,
                     **config.kwargs)
         cex = {p: v for p, v in meta.items() if p in fn.arg_names}

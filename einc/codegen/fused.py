@@ -7,25 +7,17 @@ loaded straight from their strides (a factor lacking an index is broadcast along
 the same for B; the accumulator is multiplied by the epilogue factors ``e0`` (loaded
 over the output tile) before the store, which writes the final layout.  Index sizes and
 group extents are ``tl.constexpr`` (each module serves one shape), so the index splits
-compile to constants.  The module is complete: kernel, configs and a host ``launch()``,
-written by :mod:`.launcher`'s helpers as for every generated module (layouts set up once;
-on a GPU, later launches of a layout call the compiled kernel directly), without split-K.
+compile to constants.  The module holds the kernel and, as every generated module, a short
+description of how to launch it (:mod:`.launcher`; the shared
+:class:`einc.runtime.launch.Launcher` does the rest), without split-K.
 """
 
 from __future__ import annotations
 
 from .ir import index_name
 from . import launcher
-from .common import (SUITE_ORIGIN, grouped_tiles, layout_class_source, offset, product, signature, size, split,
-                     stride, tuning_key, wrap)
+from .common import SUITE_ORIGIN, grouped_tiles, offset, product, signature, size, split, stride
 
-_CONFIGS = {  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), for 16-bit and for wider data
-    "16-bit": [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
-               (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3)],
-    # fp32 and fp64: smaller K steps; the FMA dot (torch's default fp32 precision) spilled up
-    # to 43 KB with the 16-bit list's tiles (bench/ptx_report.py, sm_90a)
-    "wider": [(64, 64, 16, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3)],
-}
 _ELEMENT = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 
 
@@ -59,12 +51,10 @@ def header(k, name: str) -> str:
         f"# stride class : any strides (0 = broadcast, a repeated index = diagonal); "
         f"{'64' if k.int64 else '32'}-bit offsets",
         "",
-        "import inspect",
-        "import os",
-        "",
-        "import torch",
         "import triton",
         "import triton.language as tl",
+        "",
+        launcher.imports(k),
         "",
         "",
     ])
@@ -166,34 +156,9 @@ def kernel_source(k, name: str) -> str:
 
 
 def launcher_source(k, name: str) -> str:
-    """The host side: configs, ``launch()`` and what it keeps between launches, as
-    :mod:`.launcher` writes it for every generated module (layouts set up once; on a GPU,
-    later launches of a layout call the compiled kernel directly)."""
-    names = [op.name for op in k.inputs]
-    fp32 = k.dtype == "float32"
-    indices = _group_indices(k)
-    L = ["_INTERPRET = os.environ.get(\"TRITON_INTERPRET\") == \"1\"", "", "_CONFIGS = ["]
-    L += [f"    triton.Config({{\"BLOCK_M\": {bm}, \"BLOCK_N\": {bn}, \"BLOCK_K\": {bk}}}, num_warps={w}, "
-          f"num_stages={s})," for bm, bn, bk, w, s in _CONFIGS["16-bit" if k.dtype in ("float16", "bfloat16") else "wider"]]
-    L += ["]"]
-    L += tuning_key([size(i) for i in indices] + (["PRECISION"] if fp32 else []) + ["LAYOUT"])
-    L += launcher.tuner_lines(name, prune=False) + launcher.state_lines(fp32) + ["", ""]
-    L += launcher.block_lines() + layout_class_source()
-    L += launcher.launch_lines(k, names, launcher.describe(k))
-    L += launcher.first_launch_head(k, fp32, launcher.size_sources(k))
-    L += [f"    BATCH, M, N, K = {', '.join(product(k.group(g)) for g in ('batch', 'm', 'n', 'k'))}",
-          "    grid = lambda meta: (triton.cdiv(M, meta[\"BLOCK_M\"]) * triton.cdiv(N, meta[\"BLOCK_N\"]) * BATCH,)",
-          "    args = (  # the kernel's arguments between the pointers and scale: the factors' strides, c's"]
-    L += wrap([launcher.stride_source(k, p) + "," for p in _strides(k)], "        ")
-    L += ["    )"]
-    meta = [f"{size(i)}={size(i)}," for i in indices] + \
-        ["BATCH=BATCH, M=M, N=N, K=K,", "HAS_SCALE=scale != 1.0,",
-         f"LAYOUT=_layout_class(({', '.join(names)},), args),", "GROUP_M=8,"] + launcher.dot_meta(k.dtype)
-    L += launcher.first_launch_tail(k, meta, "BLOCK_M=_block(M, 16, 64), BLOCK_N=_block(N, 16, 64), "
-                                    "BLOCK_K=_block(K, 16, 64)", "1", fp32)
-    L += launcher.layout_class_lines(k, name, split=False) + launcher.compiled_lines(k)
-    L += launcher.precision_lines(fp32) + launcher.forget_lines(fp32)
-    return "\n".join(L)
+    """The host side, as :mod:`.launcher` writes it for every generated module."""
+    extents = {g.upper() if g != "batch" else "BATCH": product(k.group(g)) for g in ("batch", "m", "n", "k")}
+    return launcher.source(k, name, extents, _strides(k))
 
 
 def render(k, name: str) -> str:
