@@ -83,11 +83,11 @@ ROOMS = [
     ("base", ("einc.errors", "einc.config", "einc._compat", "einc.slicecost")),
     ("planner", ("einc.planner",)),
     ("codegen", ("einc.codegen",)),
-    ("runtime", ("einc.runtime", "einc.dump")),
+    ("runtime", ("einc.runtime",)),
     ("doors", ("einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
                "einc.opt_einsum_api", "einc.dynamo")),
     ("face", ("einc",)),
-    ("tools", ("einc.benchmark", "einc.cli", "einc.__main__")),
+    ("tools", ("einc.dump", "einc.benchmark", "einc.cli", "einc.__main__")),
 ]
 
 
