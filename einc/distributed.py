@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from . import config
-from .planner import slicing
+from .planner import plan_for, slicing
 from .planner.equation import parse, sublist_equation
 from .errors import ArgumentError, EincError
 from .planner.graph import build
@@ -85,7 +85,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         try:
             if failure is not None:
                 raise failure
-            plan = slicing.plan(graph, eq.text, options)
+            plan = plan_for(eq, shapes, options)
             decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
                            plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
                            plan.slicing.chunks if plan.slicing else (),
