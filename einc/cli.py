@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import config
 from .errors import ArgumentError, EincError, OperandCountError
-from .ir import DTYPE_ALIASES, DTYPE_NAMES
+from .codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
 
 
 
@@ -74,19 +74,18 @@ def cmd_dump(args) -> int:
         args.parser.error("give an EQUATION (with --shapes) or --suite")
     if args.shapes is None:
         args.parser.error("--shapes is required with an EQUATION")
-    from .codegen import golden
-    from .equation import parse
-    from .graph import build
-    from .lower import supported
-    from .plan import build_plan
+    from . import dump
+    from .planner import plan_for
+    from .planner.equation import parse
+    from .codegen.lower import supported
 
     eq = parse(args.equation)
     _check_count(eq, args.shapes)
     if supported([args.dtype]):
-        files = _one_off(golden.plan_files(args.equation, args.shapes, args.dtype), args)
+        files = _one_off(dump.plan_files(args.equation, args.shapes, args.dtype), args)
         note = ""
     else:
-        plan = build_plan(build(eq, args.shapes), eq.text)
+        plan = plan_for(eq, args.shapes)
         files = {"plan.txt": str(plan) + "\n"}
         note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
                 "(kernels exist for float16, bfloat16, float32 and float64)")
@@ -125,14 +124,14 @@ def _one_off(files: dict, args) -> dict:
 
 def _dump_suite(args) -> int:
     from .benchmark.suite import find_suite, load
-    from .codegen import golden
+    from . import dump
 
     path = find_suite(args.suite or None)
     for w in load(path)["workloads"]:
         v = w["variants"].get("gpu")
         if not isinstance(v, dict) or "shapes" not in v or "dtype" not in v:
             raise ArgumentError(f"{path}: workload {w['id']!r} has no gpu variant with shapes and dtype")
-    tree = golden.golden(path)
+    tree = dump.golden(path)
     if not args.out:
         for folder, files in sorted(tree.items()):
             for name, text in files.items():
@@ -140,12 +139,12 @@ def _dump_suite(args) -> int:
                 print(text)
         return 0
     out = Path(args.out)
-    if out.is_dir():       # golden.write replaces every folder under OUT: only generated ones may be there
+    if out.is_dir():       # dump.write replaces every folder under OUT: only generated ones may be there
         strays = [c.name for c in out.iterdir() if c.is_dir() and not (c / "plan.txt").is_file()]
         if strays:
             raise ArgumentError(f"{out}/ holds folders that einc did not generate ({', '.join(sorted(strays))}); "
                                 "refusing to replace them: choose an empty or a generated kernels folder")
-    golden.write(tree, out)
+    dump.write(tree, out)
     print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {out}/ (from {path})")
     return 0
 

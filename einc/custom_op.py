@@ -35,9 +35,9 @@ import sys
 import torch
 
 from . import autograd
-from .equation import parse, sublist_equation
-from .graph import build
-from .options import Options, encode
+from .planner.equation import parse, sublist_equation
+from .planner.graph import build
+from .planner.options import Options, encode
 from .runtime import dtypes, engine
 
 # ``scale`` multiplies the result (the torch.compile backend passes its constant factors

@@ -1,4 +1,4 @@
-"""The torch executor: a :class:`~einc.plan.Plan` run step by step on torch ops.
+"""The torch executor: a :class:`~einc.planner.plan.Plan` run step by step on torch ops.
 
 ``step_functions`` turns each step into a closure that does only what that step
 needs, decided once per key: diagonals and single-operand sums first (views where
@@ -24,7 +24,8 @@ import math
 import torch
 
 from ..errors import DtypeError
-from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -270,15 +271,10 @@ def _merges(out, groups, sizes) -> bool:
     return True
 
 
-# A contraction with at most this many outputs per batch element, each a sum of at least
-# _LONG_SUM terms, runs as multiply-and-sum (see _pairwise): accurate, and memory-bound either way.
-_FEW_OUTPUTS = 16
-_LONG_SUM = 4096
-
-# Operands smaller than this (elements) are copied rather than split into a batch of
-# small products: below it the copy costs less than the extra per-matrix work of bmm
-# (the suite's tensor networks: ~10% slower with the batch).
-_COPY_WORTH_SPARING = 1 << 16
+# The copy model's thresholds, which the planner's live-memory bound counts (see
+# einc.planner.slicing): multiply-and-sum for few long sums (_pairwise), and the size from
+# which an operand's batch split is worth sparing its copy (_operand_batch).
+_FEW_OUTPUTS, _LONG_SUM, _COPY_WORTH_SPARING = FEW_OUTPUTS, LONG_SUM, COPY_WORTH_SPARING
 
 
 def _operand_batch(ta, tb, groups, sizes):
