@@ -24,9 +24,9 @@ import functools
 
 import torch
 
-from . import autograd, custom_op, sharing, slicing
+from . import autograd, custom_op, notation, sharing, slicing
 from .equation import Equation, letter, parse, sublist_equation
-from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
+from .errors import ArgumentError, DtypeError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
 from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .plan import Plan
 from .runtime import dispatch, dtypes, engine
@@ -34,7 +34,7 @@ from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_si
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None):
+def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, **sizes):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
@@ -51,7 +51,9 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     place, where given (it must have the result's shape, dtype and device; as for
     torch's ``out=``, not with operands that require grad under grad mode).
     ``backend`` is accepted for opt_einsum's sake where it names torch (None, ``"auto"``,
-    ``"torch"``).
+    ``"torch"``).  The equation may name its axes, with composite axes such as
+    ``"b n (h d), h d e -> b n (h e)"`` and sizes by keyword (``h=8``): see
+    :mod:`einc.notation`.
 
     >>> import torch, einc
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
@@ -59,13 +61,22 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     """
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
+    if sizes:
+        return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+        if args and args[0].__class__ is str and _is_named(args[0]):
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
             operands = operands[0]
-        eq = parse(args[0])
+        try:
+            eq = parse(args[0])
+        except EquationError:
+            if not notation.is_named(args[0]):
+                raise
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
@@ -84,6 +95,28 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
         return autograd.differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
+
+
+def _named(args, sizes, optimize, memory_limit, select, out, backend):
+    """A named equation (or keyword sizes): views, einsum on the resolved equation, the
+    output's reshape (:mod:`einc.notation`)."""
+    options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
+    return notation.einsum(einsum, args, sizes, out, {k: v for k, v in options.items()
+                                                      if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)},
+                           _named_structure)
+
+
+@torch.compiler.assume_constant_result
+def _is_named(text: str) -> bool:
+    """:func:`einc.notation.is_named`, read once while dynamo traces."""
+    return notation.is_named(text)
+
+
+@torch.compiler.assume_constant_result
+def _named_structure(text: str):
+    """:func:`einc.notation.structure`, read once while dynamo traces (the parse itself is
+    not traced: only the views, the op and the reshape are)."""
+    return notation.structure(text)
 
 
 # The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
@@ -373,7 +406,7 @@ def _shape_of(x):
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
-            device=None, select=None) -> dispatch.Explanation:
+            device=None, select=None, **sizes) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and
@@ -384,6 +417,11 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
+    if sizes or notation.is_named(equation):
+        if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
+            operands_or_shapes = tuple(operands_or_shapes[0])
+        return notation.explain(explain, equation, operands_or_shapes, sizes, dict(
+            optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device, select=select))
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \
@@ -527,7 +565,11 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     ``casting`` as for :func:`contract`, checked here and applied by no call (give the
     expression operands of the dtype you want).
     """
+    sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        return notation.expression(contract_expression, args, sizes, constants, dict(
+            optimize=optimize, memory_limit=memory_limit, select=select, **kwargs))
     eq, items = _equation_and_args(args)
     constants = sorted(set(int(k) for k in (constants or ())))
     for k in constants:
@@ -541,7 +583,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
 
 
 def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
-                  shapes=False):
+                  shapes=False, **sizes):
     """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
     for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
     linear format, and a :class:`PathInfo` -- the plan with its backends, which prints as
@@ -553,6 +595,11 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                       dtype=dtype, device=device, **sizes)
+        path_info = PathInfo(info, [_shape_of(x) for x in args[1:]])
+        return path_info.path, path_info
     eq, items = _equation_and_args(args)
     info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                    dtype=dtype, device=device)
