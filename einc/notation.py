@@ -273,9 +273,12 @@ def resolve(named: Named, shapes, sizes) -> tuple:
                 plain.setdefault(axis[0], []).append((size, k, a))
             else:
                 composites.append((size, axis, k, a))
+    in_composite = {n for _, axis, _, _ in composites for n in axis}
     for n, seen in plain.items():
         full = [s for s in seen if s[0] != 1]
-        for size, k, a in (seen if n in keyword else full):
+        if n in keyword and not full and n not in in_composite and known[n] != 1:
+            full = seen         # size 1 everywhere: it broadcasts against nothing, the keyword must match
+        for size, k, a in full:
             first = (known[n], "the keyword", None, None) if n in keyword else full[0]
             if size != first[0]:
                 where = "the keyword" if first[2] is None else f"operand {first[1]}"
@@ -320,7 +323,7 @@ def resolve(named: Named, shapes, sizes) -> tuple:
                              f"{product}\n{named.where(k, a)}")
     for n, seen in plain.items():
         for size, k, a in seen:
-            if size != known[n] and (size != 1 or n in keyword):
+            if size != known[n] and size != 1:
                 raise ShapeError(f"einsum(): axis {n} has two sizes: {known[n]} (from a composite axis) and "
                                  f"{size} in operand {k}\n{named.where(k, a, n)}")
     views = []
