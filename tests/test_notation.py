@@ -430,3 +430,18 @@ def test_many_layouts_against_manual_views():
         up = torch.complex128 if dtype.is_complex else torch.float64
         assert out.is_contiguous()
         assert_close(out, ref(*[o.to(up) for o in ops]), dtype, extent=12)
+
+
+def test_the_readme_section_runs():
+    """README "Named and composite axes": its Python blocks run, and the rule is one sentence there."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Named and composite axes", 1)[1].split("\n### ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
+    assert "**The rule: an equation that einc reads in torch's notation" in section
+    with pytest.raises(errors.ShapeError) as err:       # the error shown there is the one einc raises
+        einc.einsum("b (h d) -> b h d", torch.randn(2, 30), h=8)
+    assert str(err.value) in section
