@@ -111,7 +111,7 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, traced=Fal
             more = {"out": out} if out is not None else {}
             return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
                                                          **sizes)
-    return notation.einsum(einsum, args, sizes, out, options, _named_structure)
+    return notation.einsum(einsum, args, sizes, out, options, _named_structure, traced)
 
 
 @torch.compiler.assume_constant_result

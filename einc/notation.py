@@ -67,6 +67,7 @@ class Named:
     output_positions: tuple
     letters: tuple              # ((name, letter), ...) in order of first appearance
     equation: str
+    merges: bool                # whether the output has a composite axis or a '1'
 
     @property
     def names(self) -> dict:
@@ -220,7 +221,8 @@ def _finish(text, inputs, in_pos, output, out_pos) -> Named:
     def term(axes):
         return "".join(ELLIPSIS if axis == ELLIPSIS else "".join(chosen[n] for n in axis) for axis in axes)
     equation = ",".join(term(axes) for axes in inputs) + "->" + term(output)
-    return Named(text, inputs, output, in_pos, out_pos, tuple((n, chosen[n]) for n in order), equation)
+    merges = not all(axis == ELLIPSIS or len(axis) == 1 for axis in output)
+    return Named(text, inputs, output, in_pos, out_pos, tuple((n, chosen[n]) for n in order), equation, merges)
 
 
 # ----------------------------------------------------------------------- sizes
@@ -356,7 +358,7 @@ def _indivisible(named, total, axis, k, a, known, unknown, part):
 def output_shape(named: Named, result_shape):
     """The output's shape from the shape of the resolved equation's result (composite axes
     merged, ``1`` inserted), or None where they are the same."""
-    if all(axis == ELLIPSIS or len(axis) == 1 for axis in named.output):
+    if not named.merges:
         return None
     fixed = sum(len(axis) for axis in named.output if axis != ELLIPSIS)
     shape, d = [], 0
@@ -383,10 +385,20 @@ def _check_tensors(operands, door="einsum"):
 
 # ----------------------------------------------------------------------- the doors
 
-def einsum(door, args, sizes: dict, out, options: dict, parsed=structure):
+@functools.lru_cache(maxsize=1024)
+def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
+    """:func:`resolve`'s view shapes, cached for eager calls (concrete shapes)."""
+    return resolve(named, shapes, dict(sizes))[1]
+
+
+_merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
+
+
+def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, traced=False):
     """``einc.einsum`` on a named equation (or with keyword sizes): the operands' views,
     ``door`` (einc.einsum) on the resolved equation, the output's reshape.  ``parsed`` is
-    :func:`structure`, or the door's copy of it that dynamo reads as a constant."""
+    :func:`structure`, or the door's copy of it that dynamo reads as a constant; while
+    ``traced`` the sizes are resolved on every call (they may be symbolic), else cached."""
     if not args or args[0].__class__ is not str:
         raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
@@ -395,12 +407,15 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure):
         operands = operands[0]
     named = parsed(args[0])
     _check_tensors(operands)
-    _, view_shapes = resolve(named, [o.shape for o in operands], sizes)
+    if traced:
+        view_shapes = resolve(named, [o.shape for o in operands], sizes)[1]
+    else:
+        view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
     views = _views(operands, view_shapes)
-    if named.output and all(axis == ELLIPSIS or len(axis) == 1 for axis in named.output):
+    if not named.merges:
         return door(named.equation, *views, out=out, **options)     # no merge: out= as it is
     result = door(named.equation, *views, **options)
-    shape = output_shape(named, result.shape)
+    shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
     result = result if shape is None else result.reshape(shape)
     if out is None:
         return result
