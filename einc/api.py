@@ -62,11 +62,10 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
     if sizes:
-        traced = bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
-        return _named(args, sizes, optimize, memory_limit, select, out, backend, traced)
+        return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
         if args and args[0].__class__ is str and _is_named(args[0]):
-            return _named(args, sizes, optimize, memory_limit, select, out, backend, traced=True)
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
@@ -98,20 +97,29 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     return engine.run(eq, operands, options)
 
 
-def _named(args, sizes, optimize, memory_limit, select, out, backend, traced=False):
+def _named(args, sizes, optimize, memory_limit, select, out, backend):
     """A named equation (or keyword sizes): views, einsum on the resolved equation, the
     output's reshape (:mod:`einc.notation`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
     tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
     options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
     options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
-    if not traced and args and args[0].__class__ is str:
+    if not _tracing() and args and args[0].__class__ is str:
         operands = _operands_of(args)
         if _has_torch_function(operands):
             relevant = tuple(operands) + ((out,) if out is not None else ())
             more = {"out": out} if out is not None else {}
             return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
                                                          **sizes)
-    return notation.einsum(einsum, args, sizes, out, options, _named_structure, traced)
+    return notation.einsum(einsum, args, sizes, out, options, _named_structure, _tracing, _named_error)
+
+
+def _tracing() -> bool:
+    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
+
+
+def _named_error(cls, message: str) -> None:
+    """A named equation's error while dynamo traces: einc's own under ``fullgraph=True``."""
+    _reject_under_fullgraph(cls.__name__, message)
 
 
 @torch.compiler.assume_constant_result
@@ -301,7 +309,8 @@ def _write_out(out, result):
     return out.copy_(result)
 
 
-_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError}
+_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError,
+           "ShapeError": ShapeError, "ArgumentError": ArgumentError, "OperandCountError": OperandCountError}
 
 
 # ----------------------------------------------------------------------- under torch.compile

@@ -73,17 +73,17 @@ class Named:
     def names(self) -> dict:
         return dict(self.letters)
 
-    def where(self, k, a=None, name=None) -> str:
-        """The text with a caret under operand ``k`` (``"output"``), its axis ``a``, or one
-        name of that axis."""
-        axes, positions = (self.output, self.output_positions) if k == "output" else \
-            (self.inputs[k], self.input_positions[k])
-        if a is None:
-            return caret(self.text, positions[0][0] if positions else None)
-        at, parts = positions[a]
-        if name is not None and axes[a] != ELLIPSIS and name in axes[a]:
-            at = parts[axes[a].index(name)]
-        return caret(self.text, at)
+def _where(named: Named, k, a=None, name=None) -> str:
+    """The text with a caret under operand ``k`` (``"output"``), its axis ``a``, or one
+    name of that axis (a function, not a method: dynamo traces it in error paths)."""
+    axes, positions = (named.output, named.output_positions) if k == "output" else \
+        (named.inputs[k], named.input_positions[k])
+    if a is None:
+        return caret(named.text, positions[0][0] if positions else None)
+    at, parts = positions[a]
+    if name is not None and axes[a] != ELLIPSIS and name in axes[a]:
+        at = parts[axes[a].index(name)]
+    return caret(named.text, at)
 
 
 def _err(cls, msg, text, position):
@@ -227,30 +227,39 @@ def _finish(text, inputs, in_pos, output, out_pos) -> Named:
 
 # ----------------------------------------------------------------------- sizes
 
-def _size(name, value):
+def _fail(fail, cls, message: str):
+    """The error to raise, after ``fail`` (if any) has seen it."""
+    if fail is not None:
+        fail(cls, message)
+    return cls(message)
+
+
+def _size(name, value, fail=None):
     if value.__class__ is not int and type(value).__name__ != "SymInt":
         try:
             value = operator.index(value)
         except TypeError:
-            raise ArgumentError(f"einsum(): the size {name}={value!r} must be an int") from None
+            raise _fail(fail, ArgumentError, f"einsum(): the size {name}={value!r} must be an int") from None
     if value < 0:
-        raise ArgumentError(f"einsum(): the size {name}={value} cannot be negative")
+        raise _fail(fail, ArgumentError, f"einsum(): the size {name}={value} cannot be negative")
     return value
 
 
-def resolve(named: Named, shapes, sizes) -> tuple:
+def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     """Every name's size from the operands' shapes and the keyword ``sizes``, checked:
-    ``(sizes by name, view shape of each operand or None where it is used as is)``."""
+    ``(sizes by name, view shape of each operand or None where it is used as is)``.
+    ``fail(error class, message)``, where given, sees each error first (under torch.compile
+    it raises einc's error at trace time rather than dynamo's "observed exception")."""
     if len(shapes) != len(named.inputs):
-        raise OperandCountError(f"einsum(): the equation names {len(named.inputs)} operands but "
+        raise _fail(fail, OperandCountError, f"einsum(): the equation names {len(named.inputs)} operands but "
                                 f"{len(shapes)} were given\n{caret(named.text, None)}")
     names = dict(named.letters)
     for key in sizes:
         if key not in names:
             axes = ", ".join(names) or "none"
-            raise ArgumentError(f"einsum(): unknown keyword {key}={sizes[key]!r}: {key} is not an axis of the "
+            raise _fail(fail, ArgumentError, f"einsum(): unknown keyword {key}={sizes[key]!r}: {key} is not an axis of the "
                                 f"equation (its axes: {axes})\n{caret(named.text, None)}")
-    known = {k: _size(k, v) for k, v in sizes.items()}
+    known = {k: _size(k, v, fail) for k, v in sizes.items()}
     keyword = set(known)
     plain = {}          # name -> [(size, operand, axis)]
     composites = []     # (total, names, operand, axis)
@@ -258,8 +267,8 @@ def resolve(named: Named, shapes, sizes) -> tuple:
         fixed = sum(axis != ELLIPSIS for axis in axes)
         ndim = len(shape)
         if ndim < fixed if ELLIPSIS in axes else ndim != fixed:
-            raise ShapeError(f"einsum(): operand {k} has {ndim} dimensions but the equation gives it "
-                             f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes\n{named.where(k)}")
+            raise _fail(fail, ShapeError, f"einsum(): operand {k} has {ndim} dimensions but the equation gives it "
+                             f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes\n{_where(named, k)}")
         d = 0
         for a, axis in enumerate(axes):
             if axis == ELLIPSIS:
@@ -269,8 +278,8 @@ def resolve(named: Named, shapes, sizes) -> tuple:
             d += 1
             if len(axis) == 0:
                 if size != 1:
-                    raise ShapeError(f"einsum(): the axis '1' of operand {k} has size {size}; '1' is an axis "
-                                     f"of size 1\n{named.where(k, a)}")
+                    raise _fail(fail, ShapeError, f"einsum(): the axis '1' of operand {k} has size {size}; '1' is an axis "
+                                     f"of size 1\n{_where(named, k, a)}")
             elif len(axis) == 1:
                 plain.setdefault(axis[0], []).append((size, k, a))
             else:
@@ -284,8 +293,8 @@ def resolve(named: Named, shapes, sizes) -> tuple:
             first = (known[n], "the keyword", None, None) if n in keyword else full[0]
             if size != first[0]:
                 where = "the keyword" if first[2] is None else f"operand {first[1]}"
-                raise ShapeError(f"einsum(): axis {n} has two sizes: {first[0]} in {where} and {size} in "
-                                 f"operand {k}\n{named.where(k, a, n)}")
+                raise _fail(fail, ShapeError, f"einsum(): axis {n} has two sizes: {first[0]} in {where} and {size} in "
+                                 f"operand {k}\n{_where(named, k, a, n)}")
     weak = {}
     for n, seen in plain.items():
         if n not in known:
@@ -305,7 +314,7 @@ def resolve(named: Named, shapes, sizes) -> tuple:
             if part == 0:
                 continue        # 0 = 0 * x says nothing of x
             if total % part != 0:
-                raise _indivisible(named, total, axis, k, a, known, unknown[0], part)
+                raise _fail(fail, ShapeError, _indivisible(named, total, axis, k, a, known, unknown[0], part))
             known[unknown[0]] = total // part
             progress = True
     for n, v in weak.items():
@@ -313,21 +322,21 @@ def resolve(named: Named, shapes, sizes) -> tuple:
     for total, axis, k, a in composites:
         missing = [n for n in axis if n not in known]
         if missing:
-            raise ShapeError(f"einsum(): cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
+            raise _fail(fail, ShapeError, f"einsum(): cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
                              f"gives the size of {' and '.join(missing)}; pass "
                              f"{' or '.join(m + '=...' for m in missing) if len(missing) == 1 else 'all but one of them'} "
                              f"by keyword, e.g. einc.einsum(equation, *operands, {missing[0]}=...)"
-                             f"\n{named.where(k, a, missing[0])}")
+                             f"\n{_where(named, k, a, missing[0])}")
         product = functools.reduce(operator.mul, (known[n] for n in axis), 1)
         if product != total:
             parts = " * ".join(f"{n}={known[n]}" for n in axis)
-            raise ShapeError(f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, but {parts} is "
-                             f"{product}\n{named.where(k, a)}")
+            raise _fail(fail, ShapeError, f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, but {parts} is "
+                             f"{product}\n{_where(named, k, a)}")
     for n, seen in plain.items():
         for size, k, a in seen:
             if size != known[n] and size != 1:
-                raise ShapeError(f"einsum(): axis {n} has two sizes: {known[n]} (from a composite axis) and "
-                                 f"{size} in operand {k}\n{named.where(k, a, n)}")
+                raise _fail(fail, ShapeError, f"einsum(): axis {n} has two sizes: {known[n]} (from a composite axis) and "
+                                 f"{size} in operand {k}\n{_where(named, k, a, n)}")
     views = []
     for axes, shape in zip(named.inputs, shapes):
         if all(axis == ELLIPSIS or len(axis) == 1 for axis in axes):
@@ -351,8 +360,8 @@ def resolve(named: Named, shapes, sizes) -> tuple:
 
 def _indivisible(named, total, axis, k, a, known, unknown, part):
     given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
-    return ShapeError(f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, which {given} does not "
-                      f"divide: {total} / {part} leaves no whole size for {unknown}\n{named.where(k, a, unknown)}")
+    return (f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, which {given} does not "
+                      f"divide: {total} / {part} leaves no whole size for {unknown}\n{_where(named, k, a, unknown)}")
 
 
 def output_shape(named: Named, result_shape):
@@ -394,11 +403,12 @@ def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
 _merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
 
 
-def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, traced=False):
+def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracing=None, fail=None):
     """``einc.einsum`` on a named equation (or with keyword sizes): the operands' views,
     ``door`` (einc.einsum) on the resolved equation, the output's reshape.  ``parsed`` is
     :func:`structure`, or the door's copy of it that dynamo reads as a constant; while
-    ``traced`` the sizes are resolved on every call (they may be symbolic), else cached."""
+    ``tracing()`` the sizes are resolved on every call (they may be symbolic; errors go
+    through ``fail``, see :func:`resolve`), else cached."""
     if not args or args[0].__class__ is not str:
         raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
@@ -407,8 +417,9 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, traced
         operands = operands[0]
     named = parsed(args[0])
     _check_tensors(operands)
+    traced = tracing is not None and tracing()
     if traced:
-        view_shapes = resolve(named, [o.shape for o in operands], sizes)[1]
+        view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)[1]
     else:
         view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
     views = _views(operands, view_shapes)

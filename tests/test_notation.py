@@ -445,3 +445,14 @@ def test_the_readme_section_runs():
     with pytest.raises(errors.ShapeError) as err:       # the error shown there is the one einc raises
         einc.einsum("b (h d) -> b h d", torch.randn(2, 30), h=8)
     assert str(err.value) in section
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_errors_under_torch_compile_are_einc_s(fullgraph):
+    def f(x):
+        return einc.einsum("b (h d) -> b h d", x, h=8)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as err:
+        torch.compile(f, fullgraph=fullgraph, dynamic=True)(torch.randn(2, 30))
+    assert "(h d) of operand 0 has size 30, which h=8 does not divide" in str(err.value)
+    assert "  b (h d) -> b h d\n       ^" in str(err.value)
