@@ -456,3 +456,16 @@ def test_errors_under_torch_compile_are_einc_s(fullgraph):
         torch.compile(f, fullgraph=fullgraph, dynamic=True)(torch.randn(2, 30))
     assert "(h d) of operand 0 has size 30, which h=8 does not divide" in str(err.value)
     assert "  b (h d) -> b h d\n       ^" in str(err.value)
+
+
+def test_the_notation_module_imports_no_torch():
+    code = ("import sys, types, importlib.util\n"
+            "spec = importlib.util.find_spec('einc')\n"
+            "pkg = types.ModuleType('einc'); pkg.__path__ = list(spec.submodule_search_locations)\n"
+            "sys.modules['einc'] = pkg\n"
+            "from einc import notation\n"
+            "print(notation.for_cli('b n (h d), h d e -> b n (h e)', [(2, 3, 8), (2, 4, 5)], {})[:2])\n"
+            "assert 'torch' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "('bnhd,hde->bnhe', [(2, 3, 2, 4), (2, 4, 5)])"
