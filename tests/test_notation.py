@@ -469,3 +469,32 @@ def test_the_notation_module_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "('bnhd,hde->bnhe', [(2, 3, 2, 4), (2, 4, 5)])"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "expanded"])
+def test_the_example_under_compile_and_vmap_for_every_dtype_and_layout(dtype, layout):
+    """One compiled function (fullgraph, dynamic) over sizes 0, 1 and more; vmap over a stack."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w: einc.einsum(EQ, x, w, h=4), fullgraph=True, dynamic=True,
+                             backend="aot_eager")
+    for b, n, h, d, e in [(2, 3, 4, 5, 6), (0, 3, 4, 5, 6), (1, 1, 4, 1, 1), (3, 2, 4, 3, 2)]:
+        x, w = _operands(b, n, h, d, e, dtype, layout, seed=b + d)
+        out = compiled(x, w)
+        assert out.is_contiguous() and out.dtype == dtype and out.shape == (b, n, h * e)
+        assert_close(out, _oracle(x, w, h), dtype, extent=d)
+    xs = torch.stack([_operands(2, 3, 4, 5, 6, dtype, layout, seed=s)[0] for s in range(3)], 1)     # batch dim 1
+    w = _operands(2, 3, 4, 5, 6, dtype, layout)[1]
+    out = torch.func.vmap(lambda x: einc.einsum(EQ, x, w, h=4), in_dims=1)(xs)
+    for s in range(3):
+        assert_close(out[s], _oracle(xs[:, s], w, 4), dtype, extent=5)
+
+
+@pytest.mark.parametrize("sizes", [(2, 3, 2, 3, 2), (0, 2, 2, 3, 2), (1, 1, 1, 1, 1), (2, 1, 2, 0, 3)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_gradcheck_sizes_0_and_1(sizes):
+    b, n, h, d, e = sizes
+    for dtype in (torch.float64, torch.complex128):
+        x, w = _operands(b, n, h, d, e, dtype, "strided")
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        assert torch.autograd.gradcheck(lambda x, w: einc.einsum(EQ, x, w, h=h), (x, w))
