@@ -26,7 +26,8 @@ import torch
 
 from . import autograd, custom_op, notation, sharing, slicing
 from .equation import Equation, letter, parse, sublist_equation
-from .errors import ArgumentError, DtypeError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
+from .errors import ArgumentError, DtypeError, EquationError, OperandCountError, OperandTypeError, OutError, \
+    PathError, ShapeError, SizeKeywordError
 from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .plan import Plan
 from .runtime import dispatch, dtypes, engine
@@ -310,7 +311,8 @@ def _write_out(out, result):
 
 
 _ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError,
-           "ShapeError": ShapeError, "ArgumentError": ArgumentError, "OperandCountError": OperandCountError}
+           "ShapeError": ShapeError, "ArgumentError": ArgumentError, "OperandCountError": OperandCountError,
+           "SizeKeywordError": SizeKeywordError}
 
 
 # ----------------------------------------------------------------------- under torch.compile

@@ -2,7 +2,8 @@
 
 The rule: **an equation that einc reads in torch's notation (each letter one index,
 spaces ignored) means what it means there; an equation that reading rejects is read in
-named notation when it writes a parenthesis or a space between two axis names.**  So no equation torch.einsum accepts changes meaning (``"ab cd"`` stays
+named notation when it writes a parenthesis or a space between two axis names.**  So no
+equation torch.einsum accepts changes meaning (``"ab cd"`` stays
 the four indices a, b, c, d), and where both readings are possible they agree whenever
 every name is one letter (``"a b, b c -> a c"`` is ``ab,bc->ac`` either way).
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 from .equation import ELLIPSIS, _LETTERS, letter, parse
 from .errors import ArgumentError, EincError, EquationError, OperandCountError, OperandTypeError, OutError, \
-    ShapeError, caret
+    ShapeError, SizeKeywordError, caret
 
 # A named-notation mark: a parenthesis, or whitespace between two axis characters.
 _MARK = re.compile(r"[()]|\w\s+\w")
@@ -248,17 +249,21 @@ def _size(name, value, fail=None):
 def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     """Every name's size from the operands' shapes and the keyword ``sizes``, checked:
     ``(sizes by name, view shape of each operand or None where it is used as is)``.
-    ``fail(error class, message)``, where given, sees each error first (under torch.compile
-    it raises einc's error at trace time rather than dynamo's "observed exception")."""
+    A plain axis of size 1 broadcasts, as in torch.  ``fail(error class, message)``, where
+    given, sees each error first (under torch.compile it raises einc's error at trace time
+    rather than dynamo's "observed exception")."""
+    def bad(cls, message, where):
+        return _fail(fail, cls, f"einsum(): {message}\n{where}")
+
     if len(shapes) != len(named.inputs):
-        raise _fail(fail, OperandCountError, f"einsum(): the equation names {len(named.inputs)} operands but "
-                                f"{len(shapes)} were given\n{caret(named.text, None)}")
+        raise bad(OperandCountError, f"the equation names {len(named.inputs)} operands but {len(shapes)} were "
+                  "given", caret(named.text, None))
     names = dict(named.letters)
     for key in sizes:
         if key not in names:
-            axes = ", ".join(names) or "none"
-            raise _fail(fail, ArgumentError, f"einsum(): unknown keyword {key}={sizes[key]!r}: {key} is not an axis of the "
-                                f"equation (its axes: {axes})\n{caret(named.text, None)}")
+            raise bad(SizeKeywordError, f"unknown keyword {key}={sizes[key]!r}: {key} is neither one of einsum's "
+                      f"keywords nor an axis of the equation (its axes: {', '.join(names) or 'none'})",
+                      caret(named.text, None))
     known = {k: _size(k, v, fail) for k, v in sizes.items()}
     keyword = set(known)
     plain = {}          # name -> [(size, operand, axis)]
@@ -267,8 +272,8 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
         fixed = sum(axis != ELLIPSIS for axis in axes)
         ndim = len(shape)
         if ndim < fixed if ELLIPSIS in axes else ndim != fixed:
-            raise _fail(fail, ShapeError, f"einsum(): operand {k} has {ndim} dimensions but the equation gives it "
-                             f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes\n{_where(named, k)}")
+            raise bad(ShapeError, f"operand {k} has {ndim} dimensions but the equation gives it "
+                      f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes", _where(named, k))
         d = 0
         for a, axis in enumerate(axes):
             if axis == ELLIPSIS:
@@ -278,33 +283,28 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             d += 1
             if len(axis) == 0:
                 if size != 1:
-                    raise _fail(fail, ShapeError, f"einsum(): the axis '1' of operand {k} has size {size}; '1' is an axis "
-                                     f"of size 1\n{_where(named, k, a)}")
+                    raise bad(ShapeError, f"the axis '1' of operand {k} has size {size}; '1' is an axis of size 1",
+                              _where(named, k, a))
             elif len(axis) == 1:
                 plain.setdefault(axis[0], []).append((size, k, a))
             else:
                 composites.append((size, axis, k, a))
     in_composite = {n for _, axis, _, _ in composites for n in axis}
-    for n, seen in plain.items():
+    for n, seen in plain.items():       # plain axes agree with each other and with a keyword
         full = [s for s in seen if s[0] != 1]
         if n in keyword and not full and n not in in_composite and known[n] != 1:
             full = seen         # size 1 everywhere: it broadcasts against nothing, the keyword must match
+        first, where = (known[n], "the keyword") if n in keyword else (full[0][0], f"operand {full[0][1]}") \
+            if full else (None, None)
         for size, k, a in full:
-            first = (known[n], "the keyword", None, None) if n in keyword else full[0]
-            if size != first[0]:
-                where = "the keyword" if first[2] is None else f"operand {first[1]}"
-                raise _fail(fail, ShapeError, f"einsum(): axis {n} has two sizes: {first[0]} in {where} and {size} in "
-                                 f"operand {k}\n{_where(named, k, a, n)}")
-    weak = {}
-    for n, seen in plain.items():
-        if n not in known:
-            full = [s for s in seen if s[0] != 1]
-            if full:
-                known[n] = full[0][0]
-            else:
-                weak[n] = 1         # only broadcast dimensions: a composite may say more
+            if size != first:
+                raise bad(ShapeError, f"axis {n} has two sizes: {first} in {where} and {size} in operand {k}",
+                          _where(named, k, a, n))
+        if n not in known and full:
+            known[n] = first
+    weak = {n: 1 for n in plain if n not in known}      # only broadcast dimensions: a composite may say more
     progress = True
-    while progress:
+    while progress:     # a composite with one unknown part gives it
         progress = False
         for total, axis, k, a in composites:
             unknown = [n for n in axis if n not in known]
@@ -314,7 +314,10 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             if part == 0:
                 continue        # 0 = 0 * x says nothing of x
             if total % part != 0:
-                raise _fail(fail, ShapeError, _indivisible(named, total, axis, k, a, known, unknown[0], part))
+                given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
+                raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, which {given} does "
+                          f"not divide: {total} / {part} leaves no whole size for {unknown[0]}",
+                          _where(named, k, a, unknown[0]))
             known[unknown[0]] = total // part
             progress = True
     for n, v in weak.items():
@@ -322,21 +325,20 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     for total, axis, k, a in composites:
         missing = [n for n in axis if n not in known]
         if missing:
-            raise _fail(fail, ShapeError, f"einsum(): cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
-                             f"gives the size of {' and '.join(missing)}; pass "
-                             f"{' or '.join(m + '=...' for m in missing) if len(missing) == 1 else 'all but one of them'} "
-                             f"by keyword, e.g. einc.einsum(equation, *operands, {missing[0]}=...)"
-                             f"\n{_where(named, k, a, missing[0])}")
+            which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
+            raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing gives "
+                      f"the size of {' and '.join(missing)}; pass {which} by keyword, e.g. "
+                      f"einc.einsum(equation, *operands, {missing[0]}=...)", _where(named, k, a, missing[0]))
         product = functools.reduce(operator.mul, (known[n] for n in axis), 1)
         if product != total:
             parts = " * ".join(f"{n}={known[n]}" for n in axis)
-            raise _fail(fail, ShapeError, f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, but {parts} is "
-                             f"{product}\n{_where(named, k, a)}")
+            raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, but {parts} is {product}",
+                      _where(named, k, a))
     for n, seen in plain.items():
         for size, k, a in seen:
             if size != known[n] and size != 1:
-                raise _fail(fail, ShapeError, f"einsum(): axis {n} has two sizes: {known[n]} (from a composite axis) and "
-                                 f"{size} in operand {k}\n{_where(named, k, a, n)}")
+                raise bad(ShapeError, f"axis {n} has two sizes: {known[n]} (from a composite axis) and {size} in "
+                          f"operand {k}", _where(named, k, a, n))
     views = []
     for axes, shape in zip(named.inputs, shapes):
         if all(axis == ELLIPSIS or len(axis) == 1 for axis in axes):
@@ -356,12 +358,6 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             d += 1
         views.append(tuple(view))
     return known, tuple(views)
-
-
-def _indivisible(named, total, axis, k, a, known, unknown, part):
-    given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
-    return (f"einsum(): ({' '.join(axis)}) of operand {k} has size {total}, which {given} does not "
-                      f"divide: {total} / {part} leaves no whole size for {unknown}\n{_where(named, k, a, unknown)}")
 
 
 def output_shape(named: Named, result_shape):
