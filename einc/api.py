@@ -432,7 +432,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     why (measured µs where it was timed; a kernel that failed and fell back shows
     ``torch``); otherwise what would run for these tensors' strides (contiguous operands
     for shapes), decided by the cost model -- also for ``device="cuda"`` on a machine
-    without a GPU.
+    without a GPU.  A named equation (:mod:`einc.notation`, sizes by keyword) is explained
+    as its resolved equation, under a header saying how the names resolved.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
@@ -582,7 +583,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
     and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
     ``casting`` as for :func:`contract`, checked here and applied by no call (give the
-    expression operands of the dtype you want).
+    expression operands of the dtype you want).  A named equation (:mod:`einc.notation`)
+    takes its sizes as further keywords.
     """
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
