@@ -437,7 +437,7 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
-    if sizes or notation.is_named(equation):
+    if sizes or (isinstance(equation, str) and notation.is_named(equation)):
         if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
             operands_or_shapes = tuple(operands_or_shapes[0])
         return notation.explain(explain, equation, operands_or_shapes, sizes, dict(
