@@ -500,3 +500,13 @@ def test_gradcheck_sizes_0_and_1(sizes):
         x, w = _operands(b, n, h, d, e, dtype, "strided")
         x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
         assert torch.autograd.gradcheck(lambda x, w: einc.einsum(EQ, x, w, h=h), (x, w))
+
+
+def test_bench_named_runs():
+    """bench/named.py (named call vs views, alternating rounds) runs and checks its answers."""
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "bench" / "named.py"
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| small") or line.startswith("| proj")]
+    assert len(rows) == 6 and all(" us | " in r for r in rows), done.stdout
