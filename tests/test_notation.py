@@ -510,3 +510,25 @@ def test_bench_named_runs():
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| small") or line.startswith("| proj")]
     assert len(rows) == 6 and all(" us | " in r for r in rows), done.stdout
+
+
+def test_torchscript_export_and_jit_trace():
+    x, w = _operands(2, 3, 4, 5, 6, torch.float32, "strided")
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return einc.einsum("b n (h d), h d e -> b n (h e)", x, w)
+    scripted = torch.jit.script(f)
+    assert "einc::einsum" in str(scripted.graph)
+    assert_close(scripted(x, w), _oracle(x, w, 4), torch.float32, extent=5)
+
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return einc.einsum(EQ, x, w, h=4)
+    exported = torch.export.export(M(), (x, w))
+    targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+    assert targets == ["aten.view.default", "einc.einsum.default", "aten.reshape.default"], targets
+    assert_close(exported.module()(x, w), _oracle(x, w, 4), torch.float32, extent=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
+        traced = torch.jit.trace(M(), (x, w))
+    assert_close(traced(x, w), _oracle(x, w, 4), torch.float32, extent=5)
