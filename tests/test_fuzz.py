@@ -211,3 +211,17 @@ def test_named_gradients(case, seed, shape_seed):
             assert g is None or not g.any()
         else:
             torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=15, share=0.02)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_through_generated_kernels(kernel_device, case, seed, shape_seed):
+    """Composite axes whose split operands the generated kernels read through their strides."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        _named_differential(named, named.operands(seed, kernel_device),
+                            lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
