@@ -5,7 +5,9 @@ string or in torch's sublist format (int labels from 0 to beyond 52), with an im
 or explicit output, repeated indices, ``...`` with broadcasting, size-0 and (often)
 size-1 dimensions, any dtype torch.einsum supports, and operands transposed, sliced
 with a step, expanded to stride 0 or offset into their storage.  The oracle is
-torch.einsum on float64 / complex128 / int64 copies.
+torch.einsum on float64 / complex128 / int64 copies.  :func:`named_case` writes a case
+in named notation with composite axes (adjacent indices merged on the operands and on
+the output, axes ``1``, keyword sizes), checked against torch.einsum on the split views.
 
 Profiles: the default run draws a quick, fixed (derandomized) set of examples per
 executor, so a commit is green or red every time; ``EINC_FUZZ_EXAMPLES=N`` scales every
