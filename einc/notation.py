@@ -324,10 +324,20 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
         known.setdefault(n, v)
     for total, axis, k, a in composites:
         missing = [n for n in axis if n not in known]
+        if missing and _moves_whole(named, axis, missing):
+            # (b h) only ever as (b h), on every side: any split gives the same result; (total, 1, ...)
+            part = functools.reduce(operator.mul, (known[n] for n in axis if n in known), 1)
+            if part and total % part == 0:
+                for i, n in enumerate(missing):
+                    known[n] = total // part if i == 0 else 1
+                missing = []
         if missing:
             which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
+            regrouped = [g for g in named.output if g != ELLIPSIS and len(g) > 1 and set(g) & set(missing)
+                         and g != axis]
+            also = f" (the output groups them as ({' '.join(regrouped[0])}))" if regrouped else ""
             raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing gives "
-                      f"the size of {' and '.join(missing)}; pass {which} by keyword, e.g. "
+                      f"the size of {' and '.join(missing)}{also}; pass {which} by keyword, e.g. "
                       f"einc.einsum(equation, *operands, {missing[0]}=...)", _where(named, k, a, missing[0]))
         product = functools.reduce(operator.mul, (known[n] for n in axis), 1)
         if product != total:
@@ -358,6 +368,17 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             d += 1
         views.append(tuple(view))
     return known, tuple(views)
+
+
+def _moves_whole(named: Named, axis: tuple, names) -> bool:
+    """Whether every axis holding one of ``names``, on the inputs and the output, is the
+    composite ``axis`` itself (then its parts are never separated, and any split of it
+    gives the same result)."""
+    for axes in (*named.inputs, named.output):
+        for other in axes:
+            if other != ELLIPSIS and other != axis and any(n in other for n in names):
+                return False
+    return True
 
 
 def output_shape(named: Named, result_shape):

@@ -241,8 +241,11 @@ A30 = torch.randn(2, 30)
       "             ^"]),
     ("batch (dim) -> batch", [torch.randn(2, 3)], {"dim": 4}, errors.ShapeError,
      ["dim has two sizes", "4 in the keyword", "3 in operand 0"]),
-    ("(a b) -> (b a)", [torch.randn(6)], {}, errors.ShapeError,
-     ["cannot split (a b) of operand 0 (size 6)", "a and b", "by keyword", "  (a b) -> (b a)\n   ^"]),
+    ("(a b) -> (b a)", [torch.randn(6)], {}, errors.ShapeError,      # the same composite, regrouped
+     ["cannot split (a b) of operand 0 (size 6)", "a and b (the output groups them as (b a))", "by keyword",
+      "  (a b) -> (b a)\n   ^"]),
+    ("(a b) c, a -> (a b c)", [torch.randn(6, 2), torch.randn(4)], {}, errors.ShapeError,
+     ["(a b) of operand 0 has size 6, which a=4 does not divide"]),
     ("b (h d) -> b h d", [A30], {"heads": 8}, errors.SizeKeywordError,
      ["unknown keyword heads=8", "its axes: b, h, d"]),
     ("ij,jk", [A30.T, A30], {"optimise": "greedy"}, TypeError,       # as torch.einsum's unexpected keyword
@@ -532,3 +535,15 @@ def test_torchscript_export_and_jit_trace():
         warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
         traced = torch.jit.trace(M(), (x, w))
     assert_close(traced(x, w), _oracle(x, w, 4), torch.float32, extent=5)
+
+
+def test_a_composite_moved_whole_needs_no_sizes():
+    """(b h) that appears only as (b h), on every side, is never separated: no size is needed."""
+    y = torch.randn(6, 4, 5, dtype=torch.float64)
+    assert torch.equal(einc.einsum("(b h) q k -> (b h) k q", y), y.transpose(1, 2))
+    assert torch.allclose(einc.einsum("(b h) q k -> q k", y), y.sum(0))
+    assert torch.allclose(einc.einsum("(b h) q k, (b h) k -> (b h) q", y, torch.ones(6, 5, dtype=torch.float64)),
+                          y.sum(-1))
+    with pytest.raises(errors.ShapeError, match="nothing gives the size of b and h"):
+        einc.einsum("(b h) q k -> b (h q) k", y)        # separated on the output: the sizes are needed
+    assert torch.equal(einc.einsum("(b h) q k -> b (h q) k", y, b=2), y.reshape(2, 12, 5))
