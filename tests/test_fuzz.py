@@ -225,3 +225,16 @@ def test_named_through_generated_kernels(kernel_device, case, seed, shape_seed):
         warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
         _named_differential(named, named.operands(seed, kernel_device),
                             lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
+
+
+@fuzz.profile(quick=6, share=0.005)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_compiled(case, seed, shape_seed):
+    """Named cases under torch.compile(fullgraph=True, dynamic=True): views, the op, the reshape."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *xs: einc.einsum(named.text, *xs, **named.sizes), fullgraph=True, dynamic=True,
+                             backend="eager")
+    _named_differential(named, named.operands(seed), lambda n, xs: compiled(*xs))
