@@ -413,8 +413,9 @@ def _check_tensors(operands, door="einsum"):
 
 @functools.lru_cache(maxsize=1024)
 def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
-    """:func:`resolve`'s view shapes, cached for eager calls (concrete shapes)."""
-    return resolve(named, shapes, dict(sizes))[1]
+    """:func:`resolve`'s sizes and view shapes, cached for eager calls (concrete shapes)."""
+    known, views = resolve(named, shapes, dict(sizes))
+    return tuple(known.items()), views
 
 
 _merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
@@ -436,21 +437,45 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
     _check_tensors(operands)
     traced = tracing is not None and tracing()
     if traced:
-        view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)[1]
+        known, view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)
     else:
-        view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
+        known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
+        known = dict(known)
     views = _views(operands, view_shapes)
     if not named.merges:
         return door(named.equation, *views, out=out, **options)     # no merge: out= as it is
+    if out is not None:     # out= seen as the resolved equation's result: the door checks and writes it
+        door(named.equation, *views, out=_split_out(named, known, out), **options)
+        return out
     result = door(named.equation, *views, **options)
     shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
-    result = result if shape is None else result.reshape(shape)
-    if out is None:
-        return result
-    if out.shape != result.shape or out.dtype != result.dtype or out.device != result.device:
-        raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, dtype {out.dtype}, device {out.device}; "
-                       f"the result has {tuple(result.shape)}, {result.dtype}, {result.device}")
-    return out.copy_(result)
+    return result if shape is None else result.reshape(shape)
+
+
+def _split_out(named: Named, known: dict, out):
+    """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
+    fixed = sum(axis != ELLIPSIS for axis in named.output)
+    shape, d, ok = [], 0, out.dim() >= fixed if ELLIPSIS in named.output else out.dim() == fixed
+    for axis in named.output if ok else ():
+        if axis == ELLIPSIS:
+            m = out.dim() - fixed
+            shape += list(out.shape[d:d + m])
+            d += m
+            continue
+        parts = [known[n] for n in axis]
+        ok = ok and functools.reduce(operator.mul, parts, 1) == out.shape[d]
+        shape += parts
+        d += 1
+    try:
+        if ok:
+            return out.view(shape)
+    except RuntimeError:
+        pass
+    want = ", ".join("..." if axis == ELLIPSIS else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
+                     for axis in named.output)
+    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
+                   + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
+                      if ok else "") + f"\n{caret(named.text, None)}")
 
 
 def expression(door, args, sizes: dict, constants, options: dict):
@@ -466,16 +491,17 @@ def expression(door, args, sizes: dict, constants, options: dict):
     viewed = [x.view(v) if (hasattr(x, "view") and v is not None and k in constants) else
               (v if v is not None else x) for k, (x, v) in enumerate(zip(items, view_shapes))]
     inner = door(named.equation, *viewed, constants=constants, **options)
-    return NamedExpression(named, inner, shapes, view_shapes, constants, describe(named, shapes, known))
+    return NamedExpression(named, inner, shapes, view_shapes, constants, known)
 
 
 class NamedExpression:
     """A planned named contraction (``contract_expression`` on a named equation): views the
     operands, calls the expression planned for the resolved equation, merges the output."""
 
-    def __init__(self, named: Named, inner, shapes, view_shapes, constants, description: str):
+    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
         self.named = named
-        self._description = description
+        self._known = known
+        self._description = describe(named, shapes, known)
         self.equation = named.text
         self.shapes = tuple(shapes)
         self.constants = tuple(constants)
@@ -498,15 +524,14 @@ class NamedExpression:
             if tuple(o.shape) != self.shapes[k]:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
                                  f"but the expression was planned for {self.shapes[k]}")
-        result = self._inner(*_views(operands, self._view_shapes), backend=backend)
+        views = _views(operands, self._view_shapes)
+        if out is not None:
+            self._inner(*views, out=_split_out(self.named, self._known, out) if self.named.merges else out,
+                        backend=backend)
+            return out
+        result = self._inner(*views, backend=backend)
         shape = output_shape(self.named, result.shape)
-        result = result if shape is None else result.reshape(shape)
-        if out is None:
-            return result
-        if out.shape != result.shape or out.dtype != result.dtype or out.device != result.device:
-            raise OutError(f"out= has shape {tuple(out.shape)}, dtype {out.dtype}; the result has "
-                           f"{tuple(result.shape)}, {result.dtype}")
-        return out.copy_(result)
+        return result if shape is None else result.reshape(shape)
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"

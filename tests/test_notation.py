@@ -350,6 +350,9 @@ def test_contract_expression_path_and_constants():
     expr = einc.contract_expression(EQ, x.shape, w.shape, h=4)
     assert torch.allclose(expr(x, w), _oracle(x, w, 4))
     assert "Named axes" in str(expr) and "bnhd,hde->bnhe" in repr(expr)
+    out = torch.empty(2, 3, 24, dtype=torch.float64)
+    assert expr(x, w, out=out) is out
+    torch.testing.assert_close(out, _oracle(x, w, 4))
     with_constant = einc.contract_expression(EQ, x.shape, w, constants=[1])
     assert torch.allclose(with_constant(x), _oracle(x, w, 4))
     with pytest.raises(errors.ShapeError, match="planned for"):
@@ -386,8 +389,15 @@ def test_out_and_torch_function():
     out = torch.empty(2, 3, 24, dtype=torch.float64)
     assert einc.einsum(EQ, x, w, out=out) is out
     torch.testing.assert_close(out, _oracle(x, w, 4))
-    with pytest.raises(errors.OutError):
+    with pytest.raises(errors.OutError, match=r"out= has shape \(2, 3, 23\), but the result has shape \(2, 3, 24\)"):
         einc.einsum(EQ, x, w, out=torch.empty(2, 3, 23, dtype=torch.float64))
+    with pytest.raises(errors.OutError, match="dtype"):
+        einc.einsum(EQ, x, w, out=torch.empty(2, 3, 24))
+    with pytest.raises(errors.OutError, match="automatic differentiation"):      # torch's out= rule
+        einc.einsum(EQ, x.clone().requires_grad_(), w, out=out)
+    strided = torch.empty(24, 3, 2, dtype=torch.float64).permute(2, 1, 0)     # written in place, through strides
+    assert einc.einsum(EQ, x, w, out=strided) is strided
+    torch.testing.assert_close(strided, _oracle(x, w, 4))
     plain = torch.empty(2, 3, 6, dtype=torch.float64)
     assert einc.einsum("b n (h d), h d e -> b n e", x, w, out=plain) is plain
     traced = torch.fx.symbolic_trace(lambda x, w: einc.einsum(EQ, x, w, h=4))
