@@ -517,14 +517,11 @@ class NamedExpression:
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         _check_tensors(operands, "contract_expression")
-        if len(operands) != len(self._variables):
-            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} operands, "
-                                    f"got {len(operands)}")
-        for o, k in zip(operands, self._variables):
+        for o, k in zip(operands, self._variables):     # (the count: the inner expression checks it)
             if tuple(o.shape) != self.shapes[k]:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
                                  f"but the expression was planned for {self.shapes[k]}")
-        views = _views(operands, self._view_shapes)
+        views = _views(operands, self._view_shapes) + list(operands[len(self._variables):])
         if out is not None:
             self._inner(*views, out=_split_out(self.named, self._known, out) if self.named.merges else out,
                         backend=backend)

@@ -357,6 +357,10 @@ def test_contract_expression_path_and_constants():
     assert torch.allclose(with_constant(x), _oracle(x, w, 4))
     with pytest.raises(errors.ShapeError, match="planned for"):
         expr(x[:1], w)
+    with pytest.raises(errors.OperandCountError, match="takes 2 operands"):
+        expr(x)
+    with pytest.raises(errors.OperandCountError, match="takes 2 operands"):
+        expr(x, w, w)
     path, info = einc.contract_path(EQ, x.shape, w.shape, h=4)
     assert path == [(0, 1)] and info.eq == "bnhd,hde->bnhe"
 
