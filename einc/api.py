@@ -24,9 +24,10 @@ import functools
 import torch
 
 from . import autograd, custom_op, sharing
-from .planner import plan_for, slicing
+from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, parse, sublist_equation
-from .errors import ArgumentError, OperandTypeError, OutError, PathError, ShapeError
+from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
+    ShapeError, SizeKeywordError
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
 from .runtime import dispatch, dtypes, engine
@@ -35,7 +36,7 @@ from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_si
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None):
+def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, **sizes):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
@@ -52,7 +53,9 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     place, where given (it must have the result's shape, dtype and device; as for
     torch's ``out=``, not with operands that require grad under grad mode).
     ``backend`` is accepted for opt_einsum's sake where it names torch (None, ``"auto"``,
-    ``"torch"``).
+    ``"torch"``).  The equation may name its axes, with composite axes such as
+    ``"b n (h d), h d e -> b n (h e)"`` and sizes by keyword (``h=8``): see
+    :mod:`einc.planner.notation`.
 
     >>> import torch, einc
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
@@ -60,13 +63,22 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     """
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
+    if sizes:
+        return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+        if args and args[0].__class__ is str and _is_named(args[0]):
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
             operands = operands[0]
-        eq = parse(args[0])
+        try:
+            eq = parse(args[0])
+        except EquationError:
+            if not notation.is_named(args[0]):
+                raise
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
@@ -85,6 +97,44 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
         return autograd.differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
+
+
+def _named(args, sizes, optimize, memory_limit, select, out, backend):
+    """A named equation (or keyword sizes): views, einsum on the resolved equation, the
+    output's reshape (:mod:`einc.planner.notation`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
+    tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
+    options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
+    options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
+    if not _tracing() and args and args[0].__class__ is str:
+        operands = _operands_of(args)
+        if _has_torch_function(operands):
+            relevant = tuple(operands) + ((out,) if out is not None else ())
+            more = {"out": out} if out is not None else {}
+            return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
+                                                         **sizes)
+    return notation.einsum(einsum, args, sizes, out, options, _named_structure, _tracing, _named_error)
+
+
+def _tracing() -> bool:
+    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
+
+
+def _named_error(cls, message: str) -> None:
+    """A named equation's error while dynamo traces: einc's own under ``fullgraph=True``."""
+    _reject_under_fullgraph(cls.__name__, message)
+
+
+@torch.compiler.assume_constant_result
+def _is_named(text: str) -> bool:
+    """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""
+    return notation.is_named(text)
+
+
+@torch.compiler.assume_constant_result
+def _named_structure(text: str):
+    """:func:`einc.planner.notation.structure`, read once while dynamo traces (the parse itself is
+    not traced: only the views, the op and the reshape are)."""
+    return notation.structure(text)
 
 
 # The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
@@ -261,7 +311,9 @@ def _write_out(out, result):
     return out.copy_(result)
 
 
-_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError}
+_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError,
+           "ShapeError": ShapeError, "ArgumentError": ArgumentError, "OperandCountError": OperandCountError,
+           "SizeKeywordError": SizeKeywordError}
 
 
 # ----------------------------------------------------------------------- under torch.compile
@@ -374,17 +426,23 @@ def _shape_of(x):
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
-            device=None, select=None) -> dispatch.Explanation:
+            device=None, select=None, **sizes) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and
     why (measured µs where it was timed; a kernel that failed and fell back shows
     ``torch``); otherwise what would run for these tensors' strides (contiguous operands
     for shapes), decided by the cost model -- also for ``device="cuda"`` on a machine
-    without a GPU.
+    without a GPU.  A named equation (:mod:`einc.planner.notation`, sizes by keyword) is explained
+    as its resolved equation, under a header saying how the names resolved.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
+    if sizes or (isinstance(equation, str) and notation.is_named(equation)):
+        if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
+            operands_or_shapes = tuple(operands_or_shapes[0])
+        return notation.explain(explain, equation, operands_or_shapes, sizes, dict(
+            optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device, select=select))
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \

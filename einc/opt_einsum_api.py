@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from . import autograd
+from .planner import notation
 from .api import (TORCH_BACKENDS, _AUTO, _SHARING, _call, _compiler, _dynamo_tracing, _jit_tracing, _options,
                   _reject_backend, _shape_of, _special_call, _traced, einsum, explain)
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
@@ -139,9 +140,14 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
     and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
     ``casting`` as for :func:`contract`, checked here and applied by no call (give the
-    expression operands of the dtype you want).
+    expression operands of the dtype you want).  A named equation (:mod:`einc.planner.notation`)
+    takes its sizes as further keywords.
     """
+    sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        return notation.expression(contract_expression, args, sizes, constants, dict(
+            optimize=optimize, memory_limit=memory_limit, select=select, **kwargs))
     eq, items = _equation_and_args(args)
     constants = sorted(set(int(k) for k in (constants or ())))
     for k in constants:
@@ -155,7 +161,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
 
 
 def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
-                  shapes=False):
+                  shapes=False, **sizes):
     """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
     for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
     linear format, and a :class:`PathInfo` -- the plan with its backends, which prints as
@@ -167,6 +173,11 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                       dtype=dtype, device=device, **sizes)
+        path_info = PathInfo(info, [_shape_of(x) for x in args[1:]])
+        return path_info.path, path_info
     eq, items = _equation_and_args(args)
     info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                    dtype=dtype, device=device)
