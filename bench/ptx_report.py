@@ -11,7 +11,7 @@ ones a launch on an H100 (132 SMs) computes.  Each recorded kernel is compiled f
 sm_90a (``GPUTarget("cuda", 90, 32)``) with the installed Triton's compiler — its own
 argument specialization (integers equal to 1 become constants, multiples of 16 and
 16-byte-aligned pointers are marked divisible, as on a GPU) — in each config the
-autotuner would time (``_prune`` of the module's ``_CONFIGS``; ``--configs first``:
+autotuner would time (its launcher's ``prune`` of its ``configs``; ``--configs first``:
 only the first it keeps, the largest tile), and the PTX goes through the wheel's
 ptxas (``-v --gpu-name sm_90a``).  No GPU is needed.
 
@@ -54,7 +54,7 @@ SIXTEEN_BIT = ("float16", "bfloat16")
 # ----------------------------------------------------------------- what each kernel is launched with
 
 class _Recorder:
-    """Stands in for a module's autotuner (``_tuned[grid](...)``) or a kernel called
+    """Stands in for a module's autotuner (``launcher.tuned[grid](...)``) or a kernel called
     directly (``fn[grid](...)``): keeps the call instead of launching it."""
 
     def __init__(self, fn, calls, finish=False):
@@ -81,10 +81,11 @@ def launches(equation, shapes, dtype):
     kernels run, launched on meta tensors as on an H100."""
     import torch
 
-    from einc.equation import parse
-    from einc.fuse import fuse_plan, lower_program
-    from einc.graph import build
-    from einc.plan import build_plan
+    from einc.planner.equation import parse
+    from einc.codegen.lower import lower_program
+    from einc.planner.fuse import fuse_plan
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
 
     eq = parse(equation)
     plan = fuse_plan(build_plan(build(eq, shapes), eq.text), dtype)
@@ -95,12 +96,11 @@ def launches(equation, shapes, dtype):
         mod = _module(kernel)
         calls = []
         fn = getattr(mod, kernel.name)
-        mod._tuned = _Recorder(fn, calls)
-        finish = getattr(mod, kernel.name + "_finish", None)
-        if finish is not None:
-            setattr(mod, kernel.name + "_finish", _Recorder(finish, calls, finish=True))
-        if hasattr(mod, "_processors"):
-            mod._processors = lambda device: SMS
+        launcher = mod.launcher
+        launcher.tuned = _Recorder(fn, calls)
+        if launcher.finish is not None:
+            launcher.finish = _Recorder(launcher.finish, calls, finish=True)
+        launcher.processors = lambda device: SMS
         values[step.result] = mod.launch(*(values[v] for v in step.operands))
         out.append((s + 1, kernel, mod, calls))
     return out
@@ -263,7 +263,8 @@ def exceptions(row: dict) -> list[str]:
 
 
 def _configs(mod, meta, which):
-    pruned = mod._prune(mod._CONFIGS, {}, **meta) if hasattr(mod, "_prune") else list(mod._CONFIGS)
+    launcher = mod.launcher      # fused kernels are not pruned (their autotuner has no pruning)
+    pruned = list(launcher.configs) if launcher.kind == "fused" else launcher.prune(launcher.configs, {}, **meta)
     return pruned[:1] if which == "first" else pruned
 
 
@@ -407,7 +408,7 @@ def main(argv=None) -> int:
     _compiler_environment()
 
     from einc.benchmark.suite import find_suite, load
-    from einc.ir import KERNEL_DTYPES
+    from einc.codegen.ir import KERNEL_DTYPES
 
     suite = load(find_suite(args.suite))
     workloads = [w for w in suite["workloads"] if (not args.filter or any(t in w["id"] for t in args.filter))

@@ -42,7 +42,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
-import einc.equation
+import einc.planner.equation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
             return einc.einsum(*call, optimize=opt, memory_limit=args.limit)
 
         # cotengra contracts trees over string indices: the same path, relabelled, with einc's sliced indices.
-        name = einc.equation.letter
+        name = einc.planner.equation.letter
         twin = ctg.ContractionTree.from_path([tuple(name(i) for i in t) for t in inputs], (),
                                              {name(i): n for i, n in sizes.items()}, path=tree.get_path())
         for i in s.indices:

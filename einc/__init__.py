@@ -1,12 +1,17 @@
 """einc: an einsum compiler for PyTorch.
 
-Pipeline (one module per stage): ``equation`` (parse) -> ``graph`` -> ``plan``
-(opt_einsum chooses the order) -> ``lower`` (kernel IR) -> ``codegen`` (Triton
-source) -> ``runtime`` (cache, loader, dispatch, torch executor).
+Pipeline, one room per stage, each importing only the rooms below it
+(``tests/test_layering.py``): ``planner/`` (equation -> graph -> plan: opt_einsum
+chooses the order; slicing; fusion decisions) -> ``codegen/`` (kernel IR, lowering,
+Triton source) -> ``runtime/`` (cache, loader, dispatch, executors, the shared kernel
+launcher) -> the doors (``api``: torch.einsum's; ``opt_einsum_api``: opt_einsum's;
+``autograd``, ``custom_op``, ``distributed``, ``dynamo/``: the torch.compile backend)
+-> the tools (``dump``, ``benchmark/``, ``cli``).
 
 ``import einc`` loads only the pure stages; the torch-dependent front end
-(``einc.api``: ``einsum``, ``explain``, ...) is imported on first use of one of its
-names, so that ``einc dump`` (``einc.cli``) runs without importing torch or triton.
+(``einc.api``: ``einsum``, ``explain``, ...; ``einc.opt_einsum_api``: ``contract``, ...)
+is imported on first use of one of its names, so that ``einc dump`` (``einc.cli``)
+runs without importing torch or triton.
 """
 
 from __future__ import annotations
@@ -14,22 +19,25 @@ from __future__ import annotations
 import importlib
 
 from .errors import EincError, MemoryLimitError
-from .plan import Plan, Step
+from .planner.plan import Plan, Step
 
 __version__ = "0.1.0"
 
-# Names defined in einc.api (which imports torch), resolved on first access.
-_API_NAMES = ("einsum", "contract", "explain", "contract_expression", "contract_path", "ContractExpression",
-              "PathInfo", "shared_intermediates", "count_cached_ops", "cache_info", "cache_clear", "set_cache_size")
+# Names defined in the doors (which import torch), resolved on first access.
+_API_NAMES = ("einsum", "explain", "shared_intermediates", "count_cached_ops", "cache_info", "cache_clear",
+              "set_cache_size")
+_OPT_EINSUM_NAMES = ("contract", "contract_expression", "contract_path", "ContractExpression", "PathInfo")
 
-__all__ = [*_API_NAMES, "EincError", "MemoryLimitError", "Plan", "Step", "__version__"]
+__all__ = [*_API_NAMES, *_OPT_EINSUM_NAMES, "EincError", "MemoryLimitError", "Plan", "Step", "__version__"]
 
 
 def __getattr__(name: str):
-    if name in _API_NAMES:
+    if name in _API_NAMES or name in _OPT_EINSUM_NAMES:
         api = importlib.import_module(".api", __name__)
+        oe = importlib.import_module(".opt_einsum_api", __name__)
         # Bind every front-end name at once: later lookups are plain module attributes.
         globals().update({n: getattr(api, n) for n in _API_NAMES})
+        globals().update({n: getattr(oe, n) for n in _OPT_EINSUM_NAMES})
         return globals()[name]
     if not name.startswith("__"):
         # Submodules as attributes (``einc.api``, ``einc.runtime``), as an eager

@@ -1,7 +1,6 @@
-"""The doors: ``einsum``, ``contract`` (opt_einsum's name and keywords), ``explain``,
-``contract_expression``, ``contract_path``, ``shared_intermediates`` and the cache
-controls.  Each turns its arguments into an :class:`~einc.equation.Equation`, an
-:class:`~einc.options.Options` and operands (or shapes), and goes down to the engine
+"""torch.einsum's door: ``einsum``, ``explain``, ``shared_intermediates`` and the cache
+controls (opt_einsum's door, ``contract`` and its kin, is :mod:`einc.opt_einsum_api`).  Each turns its arguments into an :class:`~einc.planner.equation.Equation`, an
+:class:`~einc.planner.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 
 The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
@@ -24,17 +23,20 @@ import functools
 
 import torch
 
-from . import autograd, custom_op, sharing, slicing
-from .equation import Equation, letter, parse, sublist_equation
-from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, OutError, PathError, ShapeError
-from .options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
-from .plan import Plan
+from . import autograd, custom_op, sharing
+from .planner import notation, plan_for, slicing
+from .planner.equation import Equation, parse, sublist_equation
+from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
+    ShapeError, SizeKeywordError
+from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
+from .planner.plan import Plan
 from .runtime import dispatch, dtypes, engine
+from .runtime.explain import explanation
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None):
+def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, **sizes):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
@@ -51,7 +53,9 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     place, where given (it must have the result's shape, dtype and device; as for
     torch's ``out=``, not with operands that require grad under grad mode).
     ``backend`` is accepted for opt_einsum's sake where it names torch (None, ``"auto"``,
-    ``"torch"``).
+    ``"torch"``).  The equation may name its axes, with composite axes such as
+    ``"b n (h d), h d e -> b n (h e)"`` and sizes by keyword (``h=8``): see
+    :mod:`einc.planner.notation`.
 
     >>> import torch, einc
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
@@ -59,13 +63,22 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     """
     if backend is not None and backend not in TORCH_BACKENDS:
         _reject_backend(backend)
+    if sizes:
+        return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+        if args and args[0].__class__ is str and _is_named(args[0]):
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
             operands = operands[0]
-        eq = parse(args[0])
+        try:
+            eq = parse(args[0])
+        except EquationError:
+            if not notation.is_named(args[0]):
+                raise
+            return _named(args, sizes, optimize, memory_limit, select, out, backend)
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
@@ -84,6 +97,44 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
         return autograd.differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
+
+
+def _named(args, sizes, optimize, memory_limit, select, out, backend):
+    """A named equation (or keyword sizes): views, einsum on the resolved equation, the
+    output's reshape (:mod:`einc.planner.notation`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
+    tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
+    options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
+    options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
+    if not _tracing() and args and args[0].__class__ is str:
+        operands = _operands_of(args)
+        if _has_torch_function(operands):
+            relevant = tuple(operands) + ((out,) if out is not None else ())
+            more = {"out": out} if out is not None else {}
+            return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
+                                                         **sizes)
+    return notation.einsum(einsum, args, sizes, out, options, _named_structure, _tracing, _named_error)
+
+
+def _tracing() -> bool:
+    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
+
+
+def _named_error(cls, message: str) -> None:
+    """A named equation's error while dynamo traces: einc's own under ``fullgraph=True``."""
+    _reject_under_fullgraph(cls.__name__, message)
+
+
+@torch.compiler.assume_constant_result
+def _is_named(text: str) -> bool:
+    """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""
+    return notation.is_named(text)
+
+
+@torch.compiler.assume_constant_result
+def _named_structure(text: str):
+    """:func:`einc.planner.notation.structure`, read once while dynamo traces (the parse itself is
+    not traced: only the views, the op and the reshape are)."""
+    return notation.structure(text)
 
 
 # The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
@@ -160,7 +211,7 @@ def torch_settings() -> tuple:
 
 def _options(optimize, memory_limit, select) -> Options:
     """The call's options; einc's default ``optimize`` under torch's settings where it was
-    not passed (see :func:`einc.options.torch_optimize`)."""
+    not passed (see :func:`einc.planner.options.torch_optimize`)."""
     if optimize is DEFAULT_OPTIMIZE:
         optimize = torch_optimize(*torch_settings())
     try:
@@ -203,7 +254,7 @@ def _special_call(eq: Equation, operands, options: Options, out):
 def _shared_plan(eq: Equation, shapes, options: Options) -> Plan:
     """The plan a call inside :func:`einc.shared_intermediates` runs step by step (only the
     plan: the whole equation's executor is never built for it)."""
-    return engine.plan_for(eq, shapes, options)
+    return plan_for(eq, shapes, options)
 
 
 engine.register("shared_plans", _shared_plan.cache_info, _shared_plan.cache_clear)
@@ -260,7 +311,9 @@ def _write_out(out, result):
     return out.copy_(result)
 
 
-_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError}
+_ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError,
+           "ShapeError": ShapeError, "ArgumentError": ArgumentError, "OperandCountError": OperandCountError,
+           "SizeKeywordError": SizeKeywordError}
 
 
 # ----------------------------------------------------------------------- under torch.compile
@@ -373,17 +426,23 @@ def _shape_of(x):
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
-            device=None, select=None) -> dispatch.Explanation:
+            device=None, select=None, **sizes) -> dispatch.Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and
     why (measured µs where it was timed; a kernel that failed and fell back shows
     ``torch``); otherwise what would run for these tensors' strides (contiguous operands
     for shapes), decided by the cost model -- also for ``device="cuda"`` on a machine
-    without a GPU.
+    without a GPU.  A named equation (:mod:`einc.planner.notation`, sizes by keyword) is explained
+    as its resolved equation, under a header saying how the names resolved.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
+    if sizes or (isinstance(equation, str) and notation.is_named(equation)):
+        if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
+            operands_or_shapes = tuple(operands_or_shapes[0])
+        return notation.explain(explain, equation, operands_or_shapes, sizes, dict(
+            optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device, select=select))
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \
@@ -394,324 +453,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     shapes = [_shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
-    plan = entry.plan if entry is not None else engine.plan_for(eq, shapes, options)
+    plan = entry.plan if entry is not None else plan_for(eq, shapes, options)
     types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
-    if plan.slicing is not None:
-        return slicing.explain(plan, device_type, types, entry, select)
     strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None
-    return dispatch.describe(plan, device_type, types, shapes, entry, select, strides)
-
-
-class ContractExpression:
-    """A contraction planned once for fixed shapes; call it with operands of those shapes
-    (without the constants, if any were given).
-
-    A call is :func:`einsum` with the planned path, so it shares everything a call of
-    einsum gets: the plan cache, the generated kernels, autograd, torch.func and
-    torch.compile, torch's result dtype.  With ``constants`` the steps that involve only
-    constant operands are contracted once, when the expression is built (as
-    opt_einsum's expressions do), and each call runs the rest.
-
-    >>> expr = einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))  # doctest: +SKIP
-    >>> expr(torch.ones(2, 3), torch.ones(3, 4)).shape                  # doctest: +SKIP
-    torch.Size([2, 4])
-    """
-
-    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options):
-        self.equation = eq.text
-        self.shapes = tuple(shapes)
-        self.plan = plan
-        self.constants = tuple(sorted(constants))
-        self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
-        if constants:
-            self._text, self._folded = _fold_constants(plan, constants, options)
-            self._options = options
-        else:   # the planned path, as explicit options: the same plan for every call
-            self._text, self._folded = eq.text, ()
-            self._options = Options.of(plan.path, options.memory_limit, options.select)
-        self._eq = parse(self._text)
-
-    def __call__(self, *operands, out=None, backend=None):
-        """The contraction of these operands (the variable ones); ``out`` and ``backend``
-        as for :func:`einsum`."""
-        if backend is not None and backend not in TORCH_BACKENDS:
-            _reject_backend(backend)
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        try:
-            wrong = len(operands) != len(self._variables) or any(
-                o.shape != self.shapes[k] for o, k in zip(operands, self._variables))
-        except AttributeError:      # not a tensor
-            wrong = True
-        if wrong:
-            self._check(operands)
-        operands = (*operands, *self._folded)
-        if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
-            return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
-        if out is not None or _SHARING:
-            return _special_call(self._eq, operands, self._options, out)
-        return _call(self._eq, operands, self._options)
-
-    def _check(self, operands):
-        for k, o in enumerate(operands):
-            if not isinstance(o, torch.Tensor):
-                raise OperandTypeError(f"operand {k} must be a torch.Tensor, got {type(o).__name__}")
-        if len(operands) != len(self._variables):
-            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                    f"operands{self._but_constants()}, got {len(operands)}")
-        for o, k in zip(operands, self._variables):
-            if tuple(o.shape) != self.shapes[k]:
-                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape "
-                                 f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]}")
-
-    def _but_constants(self) -> str:
-        return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
-
-    def __repr__(self) -> str:
-        shapes = [s if k in self._variables else "constant" for k, s in enumerate(self.shapes)]
-        return f"<ContractExpression {self.equation!r} shapes={shapes}>"
-
-    def __str__(self) -> str:
-        return str(self.plan)
-
-
-def _fold_constants(plan: Plan, constants: dict, options: Options):
-    """Contract the plan's steps whose operands are all constant, once.
-
-    Returns the equation of what is left -- the variable operands (in order), then the
-    constant values still needed, over the graph's indices (ellipses and broadcasting
-    resolved) -- and those constant values.
-    """
-    g = plan.graph
-    values = dict(constants)                # value id -> tensor
-    terms = {k: g.inputs[k] for k in range(g.num_operands)}
-    for step in plan.steps:
-        terms[step.result] = step.output
-        if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
-            text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
-            values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
-                                                  options.for_gradient())
-            for v in step.operands:
-                del values[v]
-    variables = [k for k in range(g.num_operands) if k not in constants]
-    kept = sorted(values)
-    text = ",".join(_letters(terms[v]) for v in variables + kept) + "->" + _letters(g.output)
-    return text, tuple(values[v] for v in kept)
-
-
-def _letters(indices) -> str:
-    return "".join(letter(i) for i in indices)
-
-
-def _equation_and_args(args):
-    """``(equation, rest)`` from ``(equation, *rest)`` or opt_einsum's interleaved form
-    ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes."""
-    if args and isinstance(args[0], str):
-        return parse(args[0]), list(args[1:])
-    text, rest = sublist_equation(args)
-    return parse(text), rest
-
-
-def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
-                        use_blas=True, **kwargs) -> ContractExpression:
-    """Plan a contraction once for given shapes and return a reusable callable, as
-    opt_einsum's ``contract_expression``: ``contract_expression("ij,jk->ik", (2, 3), (3, 4))``
-    or interleaved, ``contract_expression((2, 3), [0, 1], (3, 4), [1, 2], [0, 2])``.
-
-    ``constants`` lists the positions that hold a tensor instead of a shape: those are
-    fixed, and the expression is then called with the other operands only.  As in
-    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
-    and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
-    ``casting`` as for :func:`contract`, checked here and applied by no call (give the
-    expression operands of the dtype you want).
-    """
-    _check_numpy_keywords("contract_expression", **kwargs)
-    eq, items = _equation_and_args(args)
-    constants = sorted(set(int(k) for k in (constants or ())))
-    for k in constants:
-        if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
-            raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
-                                f"the {len(items)} operands")
-    options = _options(_opt_einsum_optimize(optimize), memory_limit, select)
-    shapes = [_shape_of(x) for x in items]
-    plan = engine.plan_for(eq, shapes, options)
-    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
-
-
-def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
-                  shapes=False):
-    """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
-    for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
-    linear format, and a :class:`PathInfo` -- the plan with its backends, which prints as
-    :func:`explain`'s table and has opt_einsum's ``PathInfo`` attributes (``opt_cost``,
-    ``naive_cost``, ``speedup``, ``largest_intermediate``, ``eq``, ...).  ``dtype`` and
-    ``device`` describe operands given as shapes (default float32 on the CPU); as in
-    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` and
-    ``shapes`` are accepted (einc tells shapes from tensors itself).
-
-    >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
-    """
-    eq, items = _equation_and_args(args)
-    info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
-                   dtype=dtype, device=device)
-    path_info = PathInfo(info, [_shape_of(x) for x in items])
-    return path_info.path, path_info
-
-
-def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=True, optimize=DEFAULT_OPTIMIZE,
-             memory_limit=None, backend="auto", select=None):
-    """opt_einsum's ``contract`` on einc: :func:`einsum` with opt_einsum's keywords, so that
-    ``import einc as oe`` runs code written for ``opt_einsum.contract`` on torch tensors.
-
-    ``optimize`` as opt_einsum's (``None`` or ``True`` mean ``"auto"``, einc's search);
-    ``out`` as :func:`einsum`'s; ``backend`` must name torch (``"auto"``, ``"torch"`` or
-    None); ``use_blas`` has no effect (einc chooses matrix products itself).  ``dtype``
-    (a torch dtype, or its name such as ``"float64"``) casts the operands first, allowed
-    by ``casting`` (numpy's names: ``"no"``/``"equiv"`` the same dtype, ``"safe"`` where
-    torch's type promotion keeps the target, ``"same_kind"`` as ``torch.can_cast``,
-    ``"unsafe"`` any).  ``order`` is ``"K"`` or ``"C"``: einc's results are always
-    C-contiguous.
-
-    >>> import torch, einc
-    >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
-    torch.Size([2, 4])
-    """
-    if backend is not None and backend not in TORCH_BACKENDS:
-        _reject_backend(backend)
-    if dtype is not None or order != "K" or casting != "safe":
-        _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
-        if dtype is not None:
-            args = _cast_operands(args, _torch_dtype(dtype), casting)
-    if optimize is None or optimize is True:
-        optimize = _AUTO
-    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
-
-
-def _opt_einsum_optimize(optimize):
-    """opt_einsum's spelling: ``None`` and ``True`` mean ``"auto"`` (einc's ``einsum`` reads
-    None as left to right, as numpy's ``optimize=False``)."""
-    return _AUTO if optimize is None or optimize is True else optimize
-
-
-_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-
-
-def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
-    if unknown:
-        raise ArgumentError(f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
-    if order not in ("K", "C"):
-        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are always "
-                            "C-contiguous (order 'K' or 'C')")
-    if casting not in _CASTINGS:
-        raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
-    if dtype is not None:
-        _torch_dtype(dtype)
-
-
-def _torch_dtype(dtype) -> torch.dtype:
-    """A torch dtype from a torch dtype or a dtype's name (``"float64"``, numpy's dtypes)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
-    found = getattr(torch, name, None) if isinstance(name, str) else None
-    if not isinstance(found, torch.dtype):
-        raise DtypeError(f"contract(): dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
-                         "torch.float64")
-    return found
-
-
-def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:
-    if casting in ("no", "equiv"):
-        return source == target
-    if casting == "safe":
-        return torch.promote_types(source, target) == target
-    if casting == "same_kind":
-        return torch.can_cast(source, target)
-    return True
-
-
-def _cast_operands(args, dtype: torch.dtype, casting: str):
-    """``args`` with every operand cast to ``dtype`` (string or interleaved form)."""
-    def cast(k, o):
-        if not isinstance(o, torch.Tensor):
-            raise OperandTypeError(f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
-        if not _castable(o.dtype, dtype, casting):
-            raise DtypeError(f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
-                             f"casting={casting!r}; pass casting='same_kind' or 'unsafe' to allow it")
-        return o.to(dtype)
-    if args and isinstance(args[0], str):
-        operands = args[1:]
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        return (args[0], *[cast(k, o) for k, o in enumerate(operands)])
-    n = len(args) // 2
-    return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
-
-
-class PathInfo(dispatch.Explanation):
-    """:func:`contract_path`'s info: :func:`explain`'s answer (prints as its table; the
-    plan's attributes read through) with opt_einsum's ``PathInfo`` names:
-    ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost``, ``speedup``,
-    ``largest_intermediate``, ``path`` (a list of tuples), ``eq`` (the equation with
-    its output, ellipses spelled out), ``input_subscripts``, ``output_subscript``,
-    ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's result size) and
-    ``scale_list`` (each step's number of indices)."""
-
-    def __init__(self, info: dispatch.Explanation, shapes):
-        super().__init__(info.plan, info.backends, info.note, info.reasons)
-        self.shapes = [tuple(s) for s in shapes]
-
-    @property
-    def opt_cost(self) -> int:
-        return self.plan.flops
-
-    @property
-    def naive_cost(self) -> int:
-        return self.plan.naive_flops
-
-    @property
-    def path(self) -> list:
-        return [tuple(c) for c in self.plan.path]
-
-    @property
-    def _letters(self) -> tuple:
-        """Each index's letter: its own, or for an ellipsis dimension the next letter the
-        equation does not use (as opt_einsum spells ellipses out)."""
-        names = self.plan.graph.names
-        used = {n for n in names if len(n) == 1}
-        unused = (c for c in map(letter, range(len(used) + len(names))) if c not in used)
-        return tuple(n if len(n) == 1 else next(unused) for n in names)
-
-    def _term(self, indices) -> str:
-        letters = self._letters
-        return "".join(letters[i] for i in indices)
-
-    @property
-    def input_subscripts(self) -> str:
-        return ",".join(self._term(t) for t in self.plan.graph.inputs)
-
-    @property
-    def output_subscript(self) -> str:
-        return self._term(self.plan.graph.output)
-
-    @property
-    def eq(self) -> str:
-        return f"{self.input_subscripts}->{self.output_subscript}"
-
-    @property
-    def indices(self) -> frozenset:
-        return frozenset(self._term(t) for t in self.plan.graph.inputs for t in [(i,) for i in t])
-
-    @property
-    def size_dict(self) -> dict:
-        return dict(zip(self._letters, self.plan.graph.sizes))
-
-    @property
-    def size_list(self) -> list:
-        return [step.size for step in self.plan.steps]
-
-    @property
-    def scale_list(self) -> list:
-        return [len({i for t in step.inputs for i in t}) for step in self.plan.steps]
+    return explanation(plan, device_type, types, shapes, entry, select, strides)

@@ -10,7 +10,7 @@ whether its forward and its gradient einsums run the engine or the op.
   gradient with every other operand -- run through :func:`einc.einsum`, so it is
   planned and cached like any call, and double backward works because the backward
   is built from differentiable calls.  The equation comes from the
-  :class:`~einc.graph.ContractionGraph`, where ellipses and broadcasting are already
+  :class:`~einc.planner.graph.ContractionGraph`, where ellipses and broadcasting are already
   integer indices, and is then put back into operand ``k``'s layout: an index
   summed within operand ``k`` alone (a broadcast size-1 dimension is one of those)
   is restored with ``expand``; a repeated index (a diagonal) is scattered back onto
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .equation import Equation, letter, parse
-from .graph import ContractionGraph, build
-from .options import Options
+from .planner.equation import Equation, letter, parse
+from .planner.graph import ContractionGraph, build
+from .planner.options import Options
 from .runtime import engine
 from .runtime.cache import LRUCache
 

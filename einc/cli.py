@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import config
 from .errors import ArgumentError, EincError, OperandCountError
-from .ir import DTYPE_ALIASES, DTYPE_NAMES
+from .codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
 
 
 
@@ -50,6 +50,30 @@ def parse_shapes(text: str) -> list[tuple[int, ...]]:
     return shapes
 
 
+def parse_size(text: str) -> tuple[str, int]:
+    """``'h=8'`` -> ``('h', 8)``: an axis size for a named equation (``--size h=8``)."""
+    name, eq, value = text.partition("=")
+    try:
+        size = int(value)
+    except ValueError:
+        size = -1
+    if not eq or not name.strip() or size < 0:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: write NAME=N, e.g. h=8")
+    return name.strip(), size
+
+
+def _named(args):
+    """A named equation (or ``--size``): the resolved equation and its shapes in ``args``,
+    and the description of the names (None for an equation in torch's notation)."""
+    from .planner import notation
+
+    sizes = dict(args.size or ())
+    if not sizes and not notation.is_named(args.equation):
+        return None
+    args.equation, args.shapes, text = notation.for_cli(args.equation, args.shapes, sizes)
+    return text
+
+
 def parse_dtype(text: str) -> str:
     name = DTYPE_ALIASES.get(text.lower(), text.lower())
     if name not in DTYPE_NAMES:
@@ -74,19 +98,21 @@ def cmd_dump(args) -> int:
         args.parser.error("give an EQUATION (with --shapes) or --suite")
     if args.shapes is None:
         args.parser.error("--shapes is required with an EQUATION")
-    from .codegen import golden
-    from .equation import parse
-    from .graph import build
-    from .lower import supported
-    from .plan import build_plan
+    from . import dump
+    from .planner import plan_for
+    from .planner.equation import parse
+    from .codegen.lower import supported
 
+    named = _named(args)
+    if named is not None:
+        print(named)
     eq = parse(args.equation)
     _check_count(eq, args.shapes)
     if supported([args.dtype]):
-        files = _one_off(golden.plan_files(args.equation, args.shapes, args.dtype), args)
+        files = _one_off(dump.plan_files(args.equation, args.shapes, args.dtype), args)
         note = ""
     else:
-        plan = build_plan(build(eq, args.shapes), eq.text)
+        plan = plan_for(eq, args.shapes)
         files = {"plan.txt": str(plan) + "\n"}
         note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
                 "(kernels exist for float16, bfloat16, float32 and float64)")
@@ -125,14 +151,14 @@ def _one_off(files: dict, args) -> dict:
 
 def _dump_suite(args) -> int:
     from .benchmark.suite import find_suite, load
-    from .codegen import golden
+    from . import dump
 
     path = find_suite(args.suite or None)
     for w in load(path)["workloads"]:
         v = w["variants"].get("gpu")
         if not isinstance(v, dict) or "shapes" not in v or "dtype" not in v:
             raise ArgumentError(f"{path}: workload {w['id']!r} has no gpu variant with shapes and dtype")
-    tree = golden.golden(path)
+    tree = dump.golden(path)
     if not args.out:
         for folder, files in sorted(tree.items()):
             for name, text in files.items():
@@ -140,12 +166,12 @@ def _dump_suite(args) -> int:
                 print(text)
         return 0
     out = Path(args.out)
-    if out.is_dir():       # golden.write replaces every folder under OUT: only generated ones may be there
+    if out.is_dir():       # dump.write replaces every folder under OUT: only generated ones may be there
         strays = [c.name for c in out.iterdir() if c.is_dir() and not (c / "plan.txt").is_file()]
         if strays:
             raise ArgumentError(f"{out}/ holds folders that einc did not generate ({', '.join(sorted(strays))}); "
                                 "refusing to replace them: choose an empty or a generated kernels folder")
-    golden.write(tree, out)
+    dump.write(tree, out)
     print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {out}/ (from {path})")
     return 0
 
@@ -158,6 +184,7 @@ def cmd_explain(args) -> int:
 
     from . import api
 
+    named = _named(args)
     optimize = False if args.optimize in ("left-to-right", "false", "none") else args.optimize
     kw = dict(dtype=getattr(torch, args.dtype), device=args.device)
     plan = api.explain(args.equation, *args.shapes, optimize=optimize, **kw)
@@ -165,9 +192,13 @@ def cmd_explain(args) -> int:
     left = api.explain(args.equation, *args.shapes, optimize=False, **plain)
     torch_default = _torch_default(args, api, opt_einsum, torch, plain)
     info = _explain_dict(args, plan, left, torch_default)
+    if named is not None:
+        info["named"] = named
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
+    if named is not None:
+        print(named)
     print(plan)
     print()
     print("Cost of other contraction orders (flops as opt_einsum counts them: a multiply-add is 2):")
@@ -328,6 +359,8 @@ examples:
   einc dump --suite -o kernels
       regenerate the committed golden kernels (kernels/) from bench/suite.json
   einc dump --suite path/to/suite.json -o /tmp/golden
+  einc dump "b n (h d), h d e -> b n (h e)" --shapes 2x128x256,8x32x64 --size h=8
+      a named equation: how its names resolve, then the resolved equation's plan and kernels
 
 Shapes: one operand's sizes joined by 'x', operands separated by commas; () is a
 0-d operand. Needs neither torch nor triton nor a GPU: the kernels are printed, not
@@ -343,6 +376,8 @@ examples:
       --dtype bfloat16 --device cuda
       which backend runs each step for CUDA bfloat16 operands
   einc explain "ab,bc,cd,de->ae" --shapes 8x512,512x8,8x512,512x8 --optimize greedy --json
+  einc explain "b n (h d), h d e -> b n (h e)" --shapes 2x128x256,8x32x64 --size h=8
+      a named equation (see README "Named and composite axes")
 
 torch.einsum's default order is opt_einsum's path for torch.backends.opt_einsum.strategy
 ('auto'), costed by einc in the same units (a multiply-add counts 2 flops).
@@ -419,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", nargs="?", const="", default=None, metavar="PATH",
                    help="regenerate the golden kernels of a suite (default bench/suite.json, see bench --help)")
     p.add_argument("-o", "--out", metavar="DIR", help="write files to DIR instead of printing them")
+    p.add_argument("--size", type=parse_size, action="append", metavar="NAME=N",
+                   help="an axis size of a named equation, e.g. --size h=8 (repeat for more)")
     p.set_defaults(func=cmd_dump, parser=p)
 
     p = sub.add_parser("explain", help="the plan's cost table, against torch.einsum's default order",
@@ -435,6 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="operand device (default cpu)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
+    p.add_argument("--size", type=parse_size, action="append", metavar="NAME=N",
+                   help="an axis size of a named equation, e.g. --size h=8 (repeat for more)")
     p.set_defaults(func=cmd_explain, parser=p)
 
     p = sub.add_parser("bench", help="time a workload suite against torch.einsum and opt_einsum",

@@ -35,9 +35,10 @@ import sys
 import torch
 
 from . import autograd
-from .equation import parse, sublist_equation
-from .graph import build
-from .options import Options, encode
+from .planner import notation
+from .planner.equation import parse, sublist_equation
+from .planner.graph import build
+from .planner.options import Options, encode
 from .runtime import dtypes, engine
 
 # ``scale`` multiplies the result (the torch.compile backend passes its constant factors
@@ -89,6 +90,13 @@ _lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="aut
 
 
 def _script(equation, operands, optimize="auto", memory_limit=""):
+    if notation.is_named(equation):     # a named equation (no keyword sizes in TorchScript): views, op, reshape
+        named = notation.structure(equation)
+        views = notation.resolve(named, [o.shape for o in operands], {})[1]
+        out = einsum_op(named.equation, [o if v is None else o.view(v) for o, v in zip(operands, views)],
+                        optimize, memory_limit)
+        shape = notation.output_shape(named, out.shape)
+        return out if shape is None else out.reshape(shape)
     return einsum_op(equation, operands, optimize, memory_limit)
 
 

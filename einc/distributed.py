@@ -1,7 +1,7 @@
 """Slices of a sliced plan spread over the ranks of a torch.distributed process group.
 
 ``einc.distributed.einsum(eq, *operands, memory_limit=N, group=None)`` plans as
-:func:`einc.einsum` does (:mod:`einc.slicing`), on the group's first rank; every rank
+:func:`einc.einsum` does (:mod:`einc.planner.slicing`), on the group's first rank; every rank
 then builds the same plan from that rank's path, sliced indices and chunks (so a randomized
 planner such as cotengra's cannot make the ranks disagree), contracts an even share of
 the slices (counts differ by at most one), and all-reduces the partial sums: every rank
@@ -27,13 +27,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import config, slicing
-from .equation import parse, sublist_equation
+from . import config
+from .planner import plan_for, slicing
+from .planner.equation import parse, sublist_equation
 from .errors import ArgumentError, EincError
-from .graph import build
-from .options import Options
-from .plan import build_plan
-from .runtime import dtypes, engine
+from .planner.graph import build
+from .planner.options import Options
+from .planner.plan import build_plan
+from .runtime import dtypes, engine, sliced
 
 
 def share(num_slices: int, rank: int, world: int) -> tuple[int, int]:
@@ -84,7 +85,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         try:
             if failure is not None:
                 raise failure
-            plan = slicing.plan(graph, eq.text, options)
+            plan = plan_for(eq, shapes, options)
             decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
                            plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
                            plan.slicing.chunks if plan.slicing else (),
@@ -110,7 +111,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
                                    planner, chunks, bound)
         slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
-        runner = slicing.Runner(plan, slicing.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
+        runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry)
         start, stop = share(plan.slicing.num_slices, rank, world)
         acc = runner.accumulator(operands)

@@ -79,3 +79,8 @@ class ReentrantCallError(EincError, RuntimeError):
 class OutError(EincError, RuntimeError):
     """``out=`` cannot take the result (shape, dtype or device differ), or autograd would
     have to see through it (torch's ``out=`` rule)."""
+
+
+class SizeKeywordError(ArgumentError, TypeError):
+    """A keyword argument that is neither one of the door's keywords nor an axis of the
+    (named) equation: a ``TypeError``, as torch.einsum's unexpected keyword is."""

@@ -24,7 +24,7 @@ import contextlib
 import threading
 from collections import Counter
 
-from .equation import letter, parse
+from .planner.equation import letter, parse
 
 # thread id -> that thread's caches, innermost last.  Empty when no thread shares:
 # einc.einsum's hot path tests only its truthiness.

@@ -1,6 +1,6 @@
 """What a sliced plan costs, and the check that refuses a ``memory_limit`` that cannot pay.
 
-einc's slicer (:mod:`einc.slicing`) meets the memory bound with the slicing estimated
+einc's slicer (:mod:`einc.planner.slicing`) meets the memory bound with the slicing estimated
 to run fastest.  The estimate of one call of a sliced plan:
 
     seconds = flops over all slices * flop_seconds
@@ -21,7 +21,7 @@ unsliced contraction, and more than :data:`FLOOR_SECONDS` (both with the figures
 the executor the operands' device runs: Triton's for CUDA tensors), building the call's
 entry raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
 estimated slices and time and the smallest limit whose slicing is estimated within 2x
-(:func:`einc.slicing.check_cost`, :func:`einc.slicing.suggest_limit`).  ``explain``
+(:func:`einc.planner.slicing.check_cost`, :func:`einc.planner.slicing.suggest_limit`).  ``explain``
 still shows such a plan, with the same sentence.
 """
 

@@ -13,17 +13,17 @@ import tempfile
 from pathlib import Path
 
 from einc.codegen import render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_program
+from einc.planner.plan import build_plan
 
 # 1. Programmatic: attention logits on sequence-major operands, in bfloat16.
 equation = "bqhd,bkhd->bhqk"
 shapes = [(2, 128, 4, 32), (2, 128, 4, 32)]
 plan = build_plan(build(parse(equation), shapes), equation)
 print(plan)
-(kernel,) = lower_plan(plan, "bfloat16", shapes)          # one kernel per step
+(kernel,) = lower_program(plan, "bfloat16", shapes)          # one kernel per step
 print(f"\nkernel {kernel.name}: {kernel.kind}, groups {dict(kernel.groups)}, "
       f"{kernel.acc} accumulator, {'64' if kernel.int64 else '32'}-bit offsets")
 source = render(kernel)

@@ -30,7 +30,7 @@ import torch.multiprocessing as mp
 
 import einc
 import einc.distributed
-import einc.equation
+import einc.planner.equation
 
 LIMIT = 2 ** 16         # elements
 ROWS, COLS, DEPTH = 4, 6, 12
@@ -72,7 +72,7 @@ def grid(rows: int = 4, cols: int = 5, bond: int = 4, seed: int = 0, dtype=torch
     ``bond ** 4`` elements), the result a scalar.  The 4x5 grid of bond 4 in float64 is
     the network of issue #24: 141k flops unsliced, operands of at most 256 elements."""
     g = torch.Generator().manual_seed(seed)
-    letters = iter(einc.equation.letter(i) for i in range(10 ** 6))
+    letters = iter(einc.planner.equation.letter(i) for i in range(10 ** 6))
     bonds = {}
     terms = []
     for r in range(rows):

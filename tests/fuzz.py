@@ -5,7 +5,9 @@ string or in torch's sublist format (int labels from 0 to beyond 52), with an im
 or explicit output, repeated indices, ``...`` with broadcasting, size-0 and (often)
 size-1 dimensions, any dtype torch.einsum supports, and operands transposed, sliced
 with a step, expanded to stride 0 or offset into their storage.  The oracle is
-torch.einsum on float64 / complex128 / int64 copies.
+torch.einsum on float64 / complex128 / int64 copies.  :func:`named_case` writes a case
+in named notation with composite axes (adjacent indices merged on the operands and on
+the output, axes ``1``, keyword sizes), checked against torch.einsum on the split views.
 
 Profiles: the default run draws a quick, fixed (derandomized) set of examples per
 executor, so a commit is green or red every time; ``EINC_FUZZ_EXAMPLES=N`` scales every
@@ -240,3 +242,120 @@ def check_result(case: Case, out: torch.Tensor, ops, expected_dtype=None):
         rtol, atol = _TOL[out.dtype if out.dtype in _TOL else case.dtype]
         torch.testing.assert_close(out.to(ref.dtype), ref, rtol=rtol * 4, atol=atol * case.summed_extent() * 4,
                                    equal_nan=True)
+
+
+# ----------------------------------------------------------------- named and composite axes
+
+@dataclass
+class NamedCase:
+    """A :class:`Case` written in named notation: adjacent indices of an operand merged into
+    composite axes ``(a3 b)`` (the operand holds them as one dimension), adjacent output
+    indices merged likewise, axes ``1`` inserted; keyword sizes where no plain axis gives one."""
+
+    case: Case
+    text: str
+    sizes: dict
+    merged: list            # per operand: its shape in named notation
+    out_groups: list        # per output axis: the number of indices merged (0: '1', -1: '...')
+
+    def operands(self, seed: int, device="cpu"):
+        vals = values(self.case, seed)
+        return [lay_out(v.reshape(m).to(device), lay) for v, m, lay in zip(vals, self.merged, self.case.layouts)]
+
+    def split(self, ops):
+        """The operands as the case's own equation sees them (views of the merged operands)."""
+        return [o.reshape(s) for o, s in zip(ops, self.case.shapes)]
+
+    def merge_output(self, result: torch.Tensor) -> torch.Tensor:
+        fixed = sum(g for g in self.out_groups if g > 0)
+        shape, d = [], 0
+        for g in self.out_groups:
+            if g < 0:
+                m = result.dim() - fixed
+                shape += list(result.shape[d:d + m])
+                d += m
+            else:
+                shape.append(math.prod(result.shape[d:d + g]))
+                d += g
+        return result.reshape(shape)
+
+
+def named_case(case: Case, rng: random.Random) -> NamedCase:
+    """``case`` in named notation (string convention; the output made explicit)."""
+    from einc.equation import parse
+    names = [f"{case.letters[x]}{x}" if rng.random() < 0.5 else case.letters[x] for x in range(len(case.letters))]
+    by_letter = {c: x for x, c in enumerate(case.letters)}
+    output = case.output
+    if output is None:
+        output = [ELL if c == "..." else by_letter[c] for c in parse(case._text(case.letters)).output]
+    terms, merged, plain_full = [], [], set()
+    for t, shape in zip(case.terms, case.shapes):
+        ell = len(shape) - sum(x is not ELL for x in t)
+        axes, dims, d = [], [], 0          # axes: list of label groups / ELL; dims: merged sizes
+        for x in t:
+            if x is ELL:
+                axes.append(ELL)
+                dims += list(shape[d:d + ell])
+                d += ell
+                continue
+            full = shape[d] == case.sizes[x]
+            last = axes[-1] if axes and axes[-1] is not ELL else None
+            if last is not None and last[1] and full and x not in last[0] and len(last[0]) < 3 and \
+                    rng.random() < 0.5:
+                last[0].append(x)
+                dims[-1] *= shape[d]
+            else:
+                axes.append(([x], full))
+                dims.append(shape[d])
+            d += 1
+        for a in axes:
+            if a is not ELL and len(a[0]) == 1 and a[1]:
+                plain_full.add(a[0][0])
+        if rng.random() < 0.15:         # an axis '1'
+            at = rng.randint(0, len(axes))
+            axes.insert(at, "1")
+            dims.insert(sum(1 if a is not ELL else ell for a in axes[:at]), 1)
+        terms.append(axes)
+        merged.append(tuple(dims))
+    out_axes, out_groups = [], []
+    for x in output:
+        if x is ELL:
+            out_axes.append(ELL)
+            out_groups.append(-1)
+        elif out_axes and out_axes[-1] is not ELL and out_axes[-1] != "1" and len(out_axes[-1]) < 3 and \
+                rng.random() < 0.5:
+            out_axes[-1].append(x)
+            out_groups[-1] += 1
+        else:
+            out_axes.append([x])
+            out_groups.append(1)
+    if rng.random() < 0.15:
+        at = rng.randint(0, len(out_axes))
+        out_axes.insert(at, "1")
+        out_groups.insert(at, 0)
+
+    def axis_text(a, where_out=False):
+        if a is ELL:
+            return "..."
+        if a == "1":
+            return "1"
+        group = a if where_out else a[0]
+        return names[group[0]] if len(group) == 1 else "(" + " ".join(names[x] for x in group) + ")"
+    text = ", ".join(" ".join(axis_text(a) for a in axes) for axes in terms) + " -> " + \
+        " ".join(axis_text(a, True) for a in out_axes)
+    if "(" not in text:         # one axis in parentheses: named notation, whatever torch would read
+        text = _parenthesize(text)
+    composite = {x for axes in terms for a in axes if a not in (ELL, "1") and len(a[0]) > 1 for x in a[0]}
+    sizes = {names[x]: case.sizes[x] for x in composite if x not in plain_full or case.sizes[x] == 0}
+    return NamedCase(case, text, sizes, merged, out_groups)
+
+
+def _parenthesize(text: str) -> str:
+    """``text`` with its first axis name in parentheses, or its first axis ``1`` written
+    ``()``: named notation.  (With neither, torch's reading has the same meaning.)"""
+    import re
+    m = re.search(r"(?<![\w(])([A-Za-z]\w*)", text) or re.search(r"(?<!\w)(1)(?!\w)", text)
+    if m is None:
+        return text
+    inner = "" if m.group(1) == "1" else m.group(1)
+    return text[:m.start()] + "(" + inner + ")" + text[m.end():]

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import einc
-from einc.equation import parse
+from einc.planner.equation import parse
 from einc.errors import PathError
-from einc.options import DEFAULT, Options
+from einc.planner.options import DEFAULT, Options
 from einc.runtime import engine
 from oracle import reference
 

@@ -38,6 +38,8 @@ FAMILY = [
     ("iaj,jb->ib", [(3, 2, 4), (4, 2)]),
     ("i,i,i->i", [(5,), (5,), (5,)]),
     ("ij,jk->ik", [(3, 0), (0, 2)]),
+    ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+    ("...ij,...jk", [(2, 3, 4), (4, 2)]),          # implicit output
 ]
 IDS = [f"{e}:{s}" for e, s in FAMILY]
 
@@ -57,12 +59,22 @@ def test_gradcheck(equation, shapes):
 def test_gradcheck_of_the_function(equation, shapes):
     """The Function's derivative rules (used where kernels run), applied directly."""
     from einc.autograd import Call, EinsumFunction
-    from einc.equation import parse
-    from einc.options import Options
+    from einc.planner.equation import parse
+    from einc.planner.options import Options
     call = Call(parse(equation), Options.of())
     ops = _inputs(shapes)
     assert torch.autograd.gradcheck(lambda *x: EinsumFunction.apply(call, *x), ops)
     assert torch.autograd.gradgradcheck(lambda *x: EinsumFunction.apply(call, *x), ops)
+
+
+@pytest.mark.parametrize("equation,shapes", FAMILY, ids=IDS)
+def test_vmap_matches_a_loop(equation, shapes):
+    """torch.func.vmap over a new leading dimension of every operand: each slice as einsum alone."""
+    g = torch.Generator().manual_seed(1)
+    ops = [torch.randn((3,) + tuple(s), dtype=D, generator=g) for s in shapes]
+    out = torch.func.vmap(lambda *x: einc.einsum(equation, *x))(*ops)
+    expected = torch.stack([reference(equation, *[o[b] for o in ops]) for b in range(3)])
+    torch.testing.assert_close(out, expected)
 
 
 def test_torch_ops_differentiate_themselves_on_the_torch_executor():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from einc.cli import main, parse_shapes
-from einc.codegen import golden
+from einc import dump
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "bench" / "suite.json"
@@ -45,7 +45,7 @@ def test_dump_writes_the_files_golden_writes(tmp_path, capsys):
     assert main(["dump", "ij,jk,kl->il", "--shapes", "64x8,8x64,64x8", "--dtype", "bfloat16", "-o",
                  str(tmp_path)]) == 0
     files = {p.name: p.read_text() for p in tmp_path.iterdir()}
-    expected = golden.plan_files("ij,jk,kl->il", [(64, 8), (8, 64), (64, 8)], "bfloat16")
+    expected = dump.plan_files("ij,jk,kl->il", [(64, 8), (8, 64), (64, 8)], "bfloat16")
     assert files.keys() == expected.keys() and files["plan.txt"] == expected["plan.txt"]
     for name in files:          # the same modules; only the first line says which command wrote them
         assert files[name].split("\n", 1)[1] == expected[name].split("\n", 1)[1]
@@ -292,7 +292,7 @@ def test_cache_path_list_clear(tmp_path, monkeypatch, capsys):
     assert "no kernel modules" in capsys.readouterr().out
     kernels = tmp_path / "kernels"
     kernels.mkdir()
-    source = golden.plan_files("ij,jk->ik", [(4, 4), (4, 4)], "float32")
+    source = dump.plan_files("ij,jk->ik", [(4, 4), (4, 4)], "float32")
     (name,) = [n for n in source if n != "plan.txt"]
     module = name.split("_", 1)[1]
     (kernels / module).write_text(source[name])

@@ -9,18 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from einc.codegen import golden, render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc import dump
+from einc.codegen import render
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_program
+from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def kernels_for(equation, shapes, dtype="float32"):
     plan = build_plan(build(parse(equation), shapes))
-    return lower_plan(plan, dtype, shapes)
+    return lower_program(plan, dtype, shapes)
 
 
 def launcher_of(source):
@@ -63,8 +64,8 @@ def test_half_precision_and_tf32_and_64_bit_offsets():
     (k16,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float16")
     assert "dtype=tl.float32)" in render(k16)                            # fp32 accumulator
     (k32,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float32")
-    assert "allow_tf32" in render(k32) and "input_precision=PRECISION" in render(k32)
-    (k64,) = kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float64")
+    assert "input_precision=PRECISION" in render(k32) and "PRECISION: tl.constexpr" in render(k32)
+    assert "PRECISION" not in render(k64 := kernels_for("ij,jk->ik", [(64, 32), (32, 16)], "float64")[0])
     assert "dtype=tl.float64)" in render(k64) and "out_dtype=tl.float64" in render(k64)
     (small,) = kernels_for("ij,jk->ik", [(2**15, 2**15), (2**15, 2)])
     (big,) = kernels_for("ij,jk->ik", [(2**16, 2**15), (2**15, 2)])      # 2^31 elements
@@ -87,14 +88,30 @@ def test_every_golden_module_parses_and_names_are_python_identifiers():
         assert "launch" in names and any(re.fullmatch(r"einc_(mm|red|fused)_\w+_[0-9a-f]{8}", n) for n in names)
 
 
+def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
+    """A module holds its @triton.jit kernel(s) and a short description of how to launch
+    them (``layout``, the ``Launcher`` line, ``launch``): the host machinery is in
+    einc/runtime/launch.py, once, not printed into every module."""
+    for f in (ROOT / "kernels").rglob("*.py"):
+        source = f.read_text()
+        tree = ast.parse(source)
+        functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        host = [n.name for n in functions if not any(getattr(d, "attr", None) == "jit" for d in n.decorator_list)]
+        assert host == ["layout", "launch"], (f.name, host)
+        assert not [n for n in tree.body if isinstance(n, ast.ClassDef)], f.name
+        assert "from einc.runtime.launch import Launcher" in source
+        first_host = min(n.lineno for n in functions if n.name == "layout")
+        assert len(source.splitlines()) - first_host < 45, f.name
+
+
 def test_golden_kernels_are_current(tmp_path):
-    """kernels/ is what `python -m einc.codegen.golden` writes today."""
-    tree = golden.golden(ROOT / "bench" / "suite.json")
+    """kernels/ is what `python -m einc.dump` writes today."""
+    tree = dump.golden(ROOT / "bench" / "suite.json")
     committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()
-    assert committed == tree, "kernels/ is stale: run python -m einc.codegen.golden"
+    assert committed == tree, "kernels/ is stale: run python -m einc.dump"
 
 
 def test_generation_is_identical_across_processes(tmp_path):
@@ -102,7 +119,7 @@ def test_generation_is_identical_across_processes(tmp_path):
     for seed in ("1", "2"):
         out = tmp_path / seed
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "einc.codegen.golden", "--suite", str(ROOT / "bench" / "suite.json"),
+        subprocess.run([sys.executable, "-m", "einc.dump", "--suite", str(ROOT / "bench" / "suite.json"),
                         "--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
         outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert outs[0] == outs[1] and len(outs[0]) > 30
@@ -113,8 +130,8 @@ def test_codegen_does_not_import_torch_or_triton():
             "spec = importlib.util.find_spec('einc')\n"
             "pkg = types.ModuleType('einc'); pkg.__path__ = list(spec.submodule_search_locations)\n"
             "sys.modules['einc'] = pkg\n"
-            "from einc.codegen import golden\n"
-            "golden.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
+            "from einc import dump\n"
+            "dump.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -130,7 +147,7 @@ def test_one_module_per_structure_named_by_its_source():
     assert a.name == b.name and render(a) == render(b)
     (one,) = kernels_for("ij,jk->ik", [(4, 5), (5, 6)])
     plan = build_plan(build(parse("ij,jk,kl->il"), [(4, 5), (5, 6), (6, 7)]), "ij,jk,kl->il")
-    first = lower_plan(plan, "float32", [(4, 5), (5, 6), (6, 7)])[0]
+    first = lower_program(plan, "float32", [(4, 5), (5, 6), (6, 7)])[0]
     assert first.step != one.step and first.name == one.name and render(first) == render(one)
     src = render(one)
     digest = hashlib.sha256(src.replace(one.name, NAME_PLACEHOLDER).encode()).hexdigest()[:8]

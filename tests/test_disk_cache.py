@@ -168,9 +168,9 @@ def test_triton_runs_the_verified_source_even_when_the_file_changes_after_loadin
     """Triton (its @jit and the interpreter's rewrite at launch) reads source by file name:
     it gets the source einc verified, not what the file holds later."""
     import torch
-    from einc.equation import parse
-    from einc.graph import build
-    from einc.plan import build_plan
+    from einc.planner.equation import parse
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
     from einc.runtime import triton_executor
     triton_executor.use_interpreter()
     shapes = [(3, 4, 5), (3, 4, 5)]

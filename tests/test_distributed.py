@@ -43,7 +43,7 @@ def _worker(rank, world, port, folder):
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
     import einc
     import einc.distributed
-    import einc.slicing
+    import einc.planner.slicing
     report = {"cases": [], "failure": None}
     try:
         for eq, shapes, limit, dtype in CASES:
@@ -58,20 +58,20 @@ def _worker(rank, world, port, folder):
                                     "expected_dtype": str(single.dtype), "slices": list(timings["slices"]),
                                     "num_slices": timings["num_slices"]})
         # Rank 1 fails while contracting its slices: every rank must raise, none may hang.
-        original = einc.slicing.Runner.add
+        original = einc.runtime.sliced.Runner.add
 
         def broken(self, *a):
             if dist.get_rank() == 1:
                 raise ValueError("injected failure on rank 1")
             return original(self, *a)
-        einc.slicing.Runner.add = broken
+        einc.runtime.sliced.Runner.add = broken
         try:
             eq, shapes, limit, dtype = CASES[0]
             einc.distributed.einsum(eq, *_operands(shapes, dtype), memory_limit=limit)
         except Exception as e:
             report["failure"] = f"{type(e).__name__}: {e}"
         finally:
-            einc.slicing.Runner.add = original
+            einc.runtime.sliced.Runner.add = original
         # Rank 1's operands do not fit the equation: it fails before planning, and no rank hangs.
         a, b = torch.ones(4, 5), torch.ones(5 if dist.get_rank() != 1 else 6, 3)
         try:

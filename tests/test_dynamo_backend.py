@@ -12,7 +12,7 @@ import torch
 
 import einc
 import einc.dynamo
-from einc import fx_pass, fx_patterns
+from einc.dynamo import fx_pass, fx_patterns
 
 F32 = torch.float32
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")

@@ -110,7 +110,7 @@ def test_output_is_contiguous_where_torch_is_not():
     """torch.einsum returns a permuted view here; einc's output takes .view() and view_as_complex."""
     x = torch.randn(2, 5, 3, 4)
     y = torch.randn(2, 6, 3, 4)
-    assert not torch.einsum("bqhd,bkhd->bqkh", x, y).is_contiguous() or True
+    assert not torch.einsum("bqhd,bkhd->bqkh", x, y).is_contiguous()     # the premise: a view in torch
     out = einc.einsum("bqhd,bkhd->bqkh", x, y)
     assert out.is_contiguous()
     out.view(-1)

@@ -17,6 +17,9 @@ EXAMPLES = {   # file -> lines (substrings) its output must contain
     "dump_kernel.py": ["torch imported: False | triton imported: False", "the CLI wrote the same source: True",
                        "def launch("],
     "compile_backend.py": ["matches eager", "einc backend:", "<- matmul + matmul_1"],
+    "named_axes.py": ["multi-head attention, merged heads in and out: (2, 16, 32) contiguous: True",
+                      "grouped-query attention", "view_as_complex: (2, 16, 4, 4) torch.complex64",
+                      "(g r d) split into g=2 r=2 d=8 by strides: a view, no copy"],
     "sliced_network.py": ["Sliced indices:", "2 ranks agree with one process: True", "rank slice times:",
                           "peak growth"],
 }

@@ -171,3 +171,94 @@ def test_compiled(case, seed):
     torch._dynamo.reset()
     compiled = torch.compile(lambda *xs: einc.einsum(*case.args(xs)), fullgraph=True, backend="eager")
     _differential(case, ops, lambda c, xs: compiled(*xs))
+
+
+# ---------------------------------------------------------------- named and composite axes
+
+def _named_differential(named, ops, run):
+    """A named case against torch.einsum on the split views, its result merged."""
+    case = named.case
+    note(f"{named.text}  sizes={named.sizes}  merged shapes={[tuple(o.shape) for o in ops]}  dtype={case.dtype}  "
+         f"layouts={case.layouts}  oracle: torch.einsum({case.oracle_equation!r}, ...)")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, named.split(ops))
+    if error is not None and "expected scalar type" not in str(error):
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(named, ops)
+    else:
+        out = run(named, ops)
+        split = named.split(ops)
+        assert out.is_contiguous()
+        if expected is not None:
+            assert out.dtype == expected.dtype
+        ref = named.merge_output(torch.einsum(case.oracle_equation, *[fuzz.upcast(o) for o in split]))
+        assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
+        fuzz.check_result(case, out.reshape(torch.einsum(case.oracle_equation, *[fuzz.upcast(o) for o in split])
+                                            .shape), split)
+        event(f"{len(ops)} operand(s), {named.text.count('(')} composite(s)")
+    for o, b in zip(ops, before):
+        assert torch.equal(o, b), "an input was changed"
+
+
+@fuzz.profile(quick=400, share=0.3)
+@given(case=fuzz.cases(sublist=False), seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_composite_axes(case, seed, shape_seed):
+    """Composite axes drawn over the fuzzer's cases: einc.einsum on the merged operands (every
+    layout of them, keyword sizes where needed) against torch.einsum on their split views."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    _named_differential(named, named.operands(seed), lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
+
+
+@fuzz.profile(quick=30, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_gradients(case, seed, shape_seed):
+    """Gradients through the views and the merge, against torch's on the split views."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    base = [v.reshape(m).requires_grad_() for v, m in zip(fuzz.values(case, seed), named.merged)]
+    try:
+        expected = named.merge_output(torch.einsum(case.oracle_equation, *named.split(base)))
+    except Exception as e:     # noqa: BLE001
+        with pytest.raises(type(e)):
+            einc.einsum(named.text, *base, **named.sizes)
+        return
+    w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
+    want = torch.autograd.grad((expected * w).real.sum(), base, allow_unused=True)
+    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
+    got = torch.autograd.grad((einc.einsum(named.text, *laid, **named.sizes) * w).real.sum(), base,
+                              allow_unused=True)
+    for g, e in zip(got, want):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=15, share=0.02)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_through_generated_kernels(kernel_device, case, seed, shape_seed):
+    """Composite axes whose split operands the generated kernels read through their strides."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        _named_differential(named, named.operands(seed, kernel_device),
+                            lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
+
+
+@fuzz.profile(quick=6, share=0.005)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_compiled(case, seed, shape_seed):
+    """Named cases under torch.compile(fullgraph=True, dynamic=True): views, the op, the reshape."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *xs: einc.einsum(named.text, *xs, **named.sizes), fullgraph=True, dynamic=True,
+                             backend="eager")
+    _named_differential(named, named.operands(seed), lambda n, xs: compiled(*xs))

@@ -19,11 +19,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from einc.codegen import render, matmul, reduce
-from einc.equation import parse
-from einc.graph import build
-from einc.ir import MATMUL, index_name
-from einc.lower import lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.ir import MATMUL, index_name
+from einc.codegen.lower import lower_program
+from einc.planner.plan import build_plan
 
 TY = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 CASES = [  # equation, shapes, dtype, extra constexprs
@@ -41,7 +41,7 @@ target = GPUTarget("cuda", 90, 32)
 for equation, shapes, dtype, extra in CASES:
     plan = build_plan(build(parse(equation), shapes), equation)
     sizes = plan.graph.sizes
-    (k,) = lower_plan(plan, dtype, shapes)
+    (k,) = lower_program(plan, dtype, shapes)
     src = render(k)
     path = f"<compile check {k.name}>"
     linecache.cache[path] = (len(src), None, src.splitlines(True), path)
@@ -54,12 +54,12 @@ for equation, shapes, dtype, extra in CASES:
     if k.kind == MATMUL:
         meta.update(GROUP_M=8, PRECISION="tf32", UPCAST=False)
         tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(ext["N"], 128)
-        split = mod._split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], ext["N"]), 132,
-                           math.prod(sizes[i] for i in k.output.dims))
+        split = mod.launcher.split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], ext["N"]), 132,
+                                   math.prod(sizes[i] for i in k.output.dims))
     else:
-        split = mod._split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
+        split = mod.launcher.split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
     meta.update(SPLIT_K=split[0], K_SPLIT=split[1], **extra)
-    kept = mod._prune(mod._CONFIGS, {}, **meta)
+    kept = mod.launcher.prune(mod.launcher.configs, {}, **meta)
     for config in {id(c): c for c in (kept[0], kept[-1])}.values():
         cex = {p: v for p, v in dict(meta, **config.kwargs).items() if p in fn.arg_names}
         sig = {p: "constexpr" if p in cex else ("*" + TY[k.acc if p == "c_ptr" and split[0] > 1 else dtype])
@@ -69,15 +69,16 @@ for equation, shapes, dtype, extra in CASES:
         assert compiled.metadata.shared <= 227 * 1024, (k.name, config, compiled.metadata.shared)
         print("compiled", k.name, config.kwargs, "split", split[0], "shared", compiled.metadata.shared)
     if split[0] > 1:
-        fin = getattr(mod, k.name + "_finish")
+        fin = mod.launcher.finish                          # the shared split-K second pass
         cex = dict(NUMEL=math.prod(sizes[i] for i in k.output.dims), SPLIT=split[0], BLOCK=1024, HAS_SCALE=True)
         sig = dict(w_ptr="*" + TY[k.acc], c_ptr="*" + TY[dtype], scale="fp32", **{p: "constexpr" for p in cex})
         triton.compile(ASTSource(fin, sig, cex), target=target)
         print("compiled", k.name + "_finish", "split", split[0])
 
 # Fused steps (a product step in the tile loads; a factor in the epilogue), as the fused launcher calls them.
-from einc.fuse import FUSED, fuse_plan, lower_program
-from einc.options import Options
+from einc.codegen.lower import lower_program
+from einc.planner.fuse import FUSED, fuse_plan
+from einc.planner.options import Options
 for equation, shapes, path, dtype in [
         ("bi,oij,bj->bo", [(2048, 512), (512, 512, 512), (2048, 512)], [(0, 2), (0, 1)], "bfloat16"),
         ("nlhd,nhmd,nlh->nlhm", [(4, 256, 8, 64), (4, 8, 256, 64), (4, 256, 8)], [(0, 1), (0, 1)], "float32")]:
@@ -93,7 +94,7 @@ for equation, shapes, path, dtype in [
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     ext = {g.upper() if g != "batch" else "BATCH": math.prod(sizes[i] for i in k.group(g))
            for g in ("batch", "m", "n", "k")}
-    for config in (mod._CONFIGS[0], mod._CONFIGS[-1]):
+    for config in (mod.launcher.configs[0], mod.launcher.configs[-1]):
         meta = dict(named, **ext, HAS_SCALE=True, GROUP_M=8, LAYOUT="-1:DD", PRECISION="tf32", UPCAST=False,
                     **config.kwargs)
         cex = {p: v for p, v in meta.items() if p in fn.arg_names}

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from einc.equation import parse
-from einc.graph import build
-from einc.ir import KERNEL_DTYPES, MATMUL
-from einc.lower import contiguous, index_strides, lower_plan
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.ir import KERNEL_DTYPES, MATMUL
+from einc.codegen.lower import contiguous, index_strides, lower_program
+from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())
@@ -49,7 +49,7 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
     sizes = plan.graph.sizes
     values = {v: (tuple(s), tuple(strides[v]) if strides else contiguous(s)) for v, s in enumerate(shapes)}
     out = []
-    for s, (step, kernel) in enumerate(zip(plan.steps, lower_plan(plan, dtype, shapes, strides))):
+    for s, (step, kernel) in enumerate(zip(plan.steps, lower_program(plan, dtype, shapes, strides))):
         operands = dict(zip(kernel.params, step.operands))      # kernel name -> value id
         result = tuple(sizes[i] for i in step.output)
         values[step.result] = (result, contiguous(result))
@@ -100,7 +100,7 @@ def test_the_old_lowering_would_fail_the_walk():
     _, equation, shapes, dtype = next(g for g in GPU if g[0] == "af2_triangle_mult_outgoing")
     eq = parse(equation)
     plan = build_plan(build(eq, shapes), eq.text)
-    (k,) = lower_plan(plan, dtype, shapes)
+    (k,) = lower_program(plan, dtype, shapes)
     old = dataclasses.replace(k, groups=(("batch", k.group("t")), ("t", ()), ("m", k.group("m")), ("n", k.group("n")),
                                          ("k", k.group("k")), ("ka", ()), ("kb", ())))
     sizes = plan.graph.sizes

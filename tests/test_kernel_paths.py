@@ -8,11 +8,11 @@ import torch
 
 import einc
 from einc.codegen import render
-from einc.equation import parse
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.plan import build_plan
-from einc.runtime import loader, triton_executor
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.lower import lower_program
+from einc.planner.plan import build_plan
+from einc.runtime import launch, loader, triton_executor
 from oracle import assert_close, reference
 
 pytest.importorskip("triton")
@@ -30,7 +30,7 @@ def module(monkeypatch, tmp_path):
 
     def load(equation, shapes, dtype=torch.float64, strides=None):
         plan = build_plan(build(parse(equation), shapes), equation)
-        (kernel,) = lower_plan(plan, triton_executor.dtype_name(dtype), shapes, strides)
+        (kernel,) = lower_program(plan, triton_executor.dtype_name(dtype), shapes, strides)
         return kernel, loader.load(kernel.name, render(kernel))
     yield load
     einc.cache_clear()
@@ -50,7 +50,7 @@ def check(m, equation, ops, dtype, extent=64, **kw):
 
 
 def the_layout(m):
-    (known,) = m._layouts.values()
+    (known,) = m.launcher.layouts.values()
     return known
 
 
@@ -148,31 +148,31 @@ def test_einsum_runs_these_through_kernels(monkeypatch, tmp_path):
 
 def test_configs_are_pruned_by_extent_and_shared_memory(module):
     _, m = module("ij,jk->ik", [(16, 32), (32, 16)], torch.bfloat16)
-    assert any(c.kwargs == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64} for c in m._CONFIGS)
+    assert any(c.kwargs == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64} for c in m.launcher.configs)
     sizes = dict(T=1, K_SPLIT=4096)
-    kept = m._prune(m._CONFIGS, {}, M=16, N=4096, K=4096, **sizes)
+    kept = m.launcher.prune(m.launcher.configs, {}, M=16, N=4096, K=4096, **sizes)
     assert kept and all(c.kwargs["BLOCK_M"] <= 16 for c in kept)             # no 128-row tile for 16 rows
-    assert len(m._prune(m._CONFIGS, {}, M=4096, N=4096, K=4096, **sizes)) > len(kept)
-    assert m._prune(m._CONFIGS, {}, M=1, N=1, K=1, **sizes)                  # never empty
+    assert len(m.launcher.prune(m.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes)) > len(kept)
+    assert m.launcher.prune(m.launcher.configs, {}, M=1, N=1, K=1, **sizes)                  # never empty
     _, m64 = module("ij,jk->ik", [(16, 32), (32, 16)], torch.float64)
-    for c in m64._prune(m64._CONFIGS, {}, M=4096, N=4096, K=4096, **sizes):  # fp64 stages fit shared memory
+    for c in m64.launcher.prune(m64.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes):  # fp64 stages fit shared memory
         assert c.num_stages * 8 * c.kwargs["BLOCK_K"] * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= 200 * 1024
-    assert m._PERSIST == {"cache_results": True}                             # tuning persists (triton >= 3.2)
+    assert launch._PERSIST == {"cache_results": True}                        # tuning persists (triton >= 3.2)
 
 
 def test_split_thresholds(module):
     """Split-K where K dominates or tiles do not fill the GPU; split reductions for few
     outputs; never a split whose partial sums would pass 2^31 elements."""
     _, m = module("ij,jk->ik", [(16, 32), (32, 16)])
-    splits, chunk = m._split(1, 8192, True, 132, 64 * 64)       # matrix_chain_4 step 1: one 128x128 tile
+    splits, chunk = m.launcher.split(1, 8192, True, 132, 64 * 64)       # matrix_chain_4 step 1: one 128x128 tile
     assert splits > 8 and chunk % 256 == 0 and (splits - 1) * chunk < 8192 <= splits * chunk
-    assert m._split(64 * 64 * 8, 4096, False, 132, 2**24) == (1, 4096)      # a big GEMM: no split
-    assert m._split(1, 100, True, 132, 1) == (1, 100)                       # short K: no split
-    assert m._split(1, 2**20, True, 132, 2**30)[0] == 2
-    assert m._split(1, 2**20, True, 132, 2**31)[0] == 1
+    assert m.launcher.split(64 * 64 * 8, 4096, False, 132, 2**24) == (1, 4096)      # a big GEMM: no split
+    assert m.launcher.split(1, 100, True, 132, 1) == (1, 100)                       # short K: no split
+    assert m.launcher.split(1, 2**20, True, 132, 2**30)[0] == 2
+    assert m.launcher.split(1, 2**20, True, 132, 2**31)[0] == 1
     _, r = module("bij,bij->b", [(2, 3, 4), (2, 3, 4)])
-    assert r._split(1, 2048 * 2048, False, 132, 64)[0] == 64               # batched_frobenius: 64 outputs
-    assert r._split(64, 65536, False, 132, 4096)[0] > 1                    # column_sum: 4096 outputs
+    assert r.launcher.split(1, 2048 * 2048, False, 132, 64)[0] == 64               # batched_frobenius: 64 outputs
+    assert r.launcher.split(64, 65536, False, 132, 4096)[0] > 1                    # column_sum: 4096 outputs
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -185,6 +185,6 @@ def test_several_k_indices_merge_where_the_strides_allow(module, equation, shape
     ops = operands(shapes, dtype, seed=7)
     check(m, equation, ops, dtype)
     assert the_layout(m).meta["MERGED_K"] is True                     # pointers advance by one stride
-    m._layouts.clear()
+    m.launcher.layouts.clear()
     check(m, equation, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops], dtype)
     assert the_layout(m).meta["MERGED_K"] is False                    # the K indices split every iteration

@@ -18,13 +18,13 @@ import torch
 
 import einc
 from einc.codegen import render
-from einc.equation import parse
-from einc.fuse import FUSED, fuse_plan, lower_program
-from einc.graph import build
-from einc.lower import lower_plan
-from einc.options import Options
-from einc.plan import build_plan
-from einc.runtime import loader, triton_executor
+from einc.planner.equation import parse
+from einc.planner.fuse import FUSED, fuse_plan
+from einc.planner.graph import build
+from einc.codegen.lower import lower_program
+from einc.planner.options import Options
+from einc.planner.plan import build_plan
+from einc.runtime import launch, loader, triton_executor
 
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
@@ -48,7 +48,7 @@ def fresh(monkeypatch, tmp_path):
             assert [s.kind for s in plan.steps] == [FUSED]
             (kernel,) = lower_program(plan, name, shapes)
         else:
-            (kernel,) = lower_plan(plan, name, shapes)
+            (kernel,) = lower_program(plan, name, shapes)
         return loader.load(kernel.name, render(kernel))
     yield module
     einc.cache_clear()
@@ -67,7 +67,8 @@ def layouts(shape, dtype=torch.float64, seed=0):
 
 
 def count_calls(monkeypatch, module, name):
-    """Wrap ``module.name`` (looked up at call time by the module's own code) with a counter."""
+    """Wrap ``module.name`` (looked up at call time by the module's own code; ``module`` may
+    be a launcher) with a counter."""
     calls = []
     original = getattr(module, name)
 
@@ -86,21 +87,21 @@ def test_results_stay_right_as_layouts_come_and_go(fresh):
     order = ["contiguous", "transposed", "sliced"] * 3 + ["sliced", "contiguous", "transposed"]
     for name_a, name_b in zip(order, reversed(order)):
         torch.testing.assert_close(m.launch(a[name_a], b[name_b]), expected)
-    assert len(m._layouts) == len(set(zip(order, reversed(order))))    # one per pair of layouts met
+    assert len(m.launcher.layouts) == len(set(zip(order, reversed(order))))    # one per pair of layouts met
     r = fresh("bij,bij->b", [(3, 4, 5), (3, 4, 5)])
     x, y = torch.randn(3, 4, 5, dtype=torch.float64), torch.randn(3, 5, 4, dtype=torch.float64).transpose(1, 2)
     for _ in range(3):
         torch.testing.assert_close(r.launch(x, y), (x * y).sum((1, 2)))
         torch.testing.assert_close(r.launch(y, x[:, :, :]), (x * y).sum((1, 2)))
-    assert len(r._layouts) == 2
+    assert len(r.launcher.layouts) == 2
 
 
 @interpreter
 def test_the_span_check_runs_once_per_layout(fresh, monkeypatch):
     m = fresh("ij,jk->ik", [(5, 6), (6, 7)])
     assert "2**31" not in inspect.getsource(m.launch)           # the per-call path has no span check
-    assert "2**31" in inspect.getsource(m._first_launch)        # only the first launch of a layout
-    first = count_calls(monkeypatch, m, "_first_launch")
+    assert "2**31" in inspect.getsource(launch.Launcher.first)  # only the first launch of a layout
+    first = count_calls(monkeypatch, m.launcher, "first")
     a, b = layouts((5, 6)), layouts((6, 7))
     for _ in range(4):
         m.launch(a["contiguous"], b["contiguous"])
@@ -127,11 +128,11 @@ def test_views_beyond_32_bit_offsets_still_raise(fresh):
     for _ in range(2):                                           # refused every time, never set up
         with pytest.raises(OverflowError, match="32-bit offsets"):
             m.launch(far, near)
-        assert not m._layouts
+        assert not m.launcher.layouts
     torch.testing.assert_close(m.launch(near, near), torch.full((2, 2), 2.0, dtype=torch.float16))
     with pytest.raises(OverflowError):
         m.launch(near, far)
-    assert len(m._layouts) == 1
+    assert len(m.launcher.layouts) == 1
 
 
 @interpreter
@@ -146,7 +147,7 @@ def test_layout_keys_tell_alignment_and_unit_strides_apart(fresh):
     strided = torch.randn(4, 8)[:, ::2]                          # strides (8, 2): no unit stride
     for x in (aligned, misaligned, unit, strided):
         torch.testing.assert_close(m.launch(x, b), x @ b)
-    keys = list(m._layouts)
+    keys = list(m.launcher.layouts)
     assert len(keys) == 3                                        # aligned and unit share a layout
     key_of = {id(x): next(k for k in keys if k[:2] == (x.shape, x.stride()) and k[3] == x.data_ptr() % 16)
               for x in (aligned, misaligned, unit, strided)}
@@ -157,10 +158,10 @@ def test_layout_keys_tell_alignment_and_unit_strides_apart(fresh):
     assert [i for i, (p, q) in enumerate(zip(key_of[id(unit)], key_of[id(strided)])) if p != q] == [1]
     assert 1 in key_of[id(unit)][1] and 1 not in key_of[id(strided)][1]
     m.launch(aligned, b, scale=0.5)                              # a scale is part of the layout too
-    assert len(m._layouts) == 4
+    assert len(m.launcher.layouts) == 4
     m.launch(aligned.double(), b.double())                      # and so are the dtypes
-    assert len(m._layouts) == 5
-    (wide,) = set(m._layouts) - set(keys) - {k for k in m._layouts if k[-1]}
+    assert len(m.launcher.layouts) == 5
+    (wide,) = set(m.launcher.layouts) - set(keys) - {k for k in m.launcher.layouts if k[-1]}
     assert [i for i, (p, q) in enumerate(zip(key_of[id(aligned)], wide)) if p != q] == [2, 6]
 
 
@@ -168,7 +169,7 @@ def test_layout_keys_tell_alignment_and_unit_strides_apart(fresh):
 def test_the_fp32_precision_is_read_once(fresh, monkeypatch):
     m = fresh("ij,jk->ik", [(5, 6), (6, 7)], torch.float32)
     reads = []
-    monkeypatch.setattr(m, "_fp32_precision", lambda: reads.append(1) or "ieee")
+    monkeypatch.setattr(launch, "fp32_precision", lambda: reads.append(1) or "ieee")
     a, b = layouts((5, 6), torch.float32), layouts((6, 7), torch.float32)
     for name in ["contiguous", "transposed", "sliced"] * 3:
         torch.testing.assert_close(m.launch(a[name], b[name]), a["contiguous"] @ b["contiguous"])
@@ -178,7 +179,8 @@ def test_the_fp32_precision_is_read_once(fresh, monkeypatch):
     m.launch(a["contiguous"], b["contiguous"])
     assert len(reads) == 2
     f64 = fresh("ij,jk->ik", [(5, 6), (6, 7)], torch.float64)
-    assert not hasattr(f64, "_fp32_precision")                   # only fp32 dots have a precision
+    f64.launch(*(torch.randn(s, dtype=torch.float64) for s in [(5, 6), (6, 7)]))
+    assert len(reads) == 2 and f64.launcher.precision is None   # only fp32 dots have a precision
 
 
 @interpreter
@@ -189,12 +191,12 @@ def test_the_fp32_precision_reader_follows_torch_and_never_raises(fresh, monkeyp
         before = matmul.fp32_precision
         try:
             matmul.fp32_precision = "tf32"       # the new API set (torch 2.13 then refuses allow_tf32)
-            assert m._fp32_precision() == "tf32"
+            assert launch.fp32_precision() == "tf32"
             a, b = torch.randn(5, 6), torch.randn(6, 7)
             torch.testing.assert_close(m.launch(a, b), a @ b)    # the first launch reads it, and runs
-            assert m._precision == "tf32"
+            assert m.launcher.precision == "tf32"
             matmul.fp32_precision = "ieee"
-            assert m._fp32_precision() == "ieee"
+            assert launch.fp32_precision() == "ieee"
         finally:
             matmul.fp32_precision = before
 
@@ -208,7 +210,7 @@ def test_the_fp32_precision_reader_follows_torch_and_never_raises(fresh, monkeyp
 
     for fake, expected in [(Old(True), "tf32"), (Old(False), "ieee"), (Refusing(), "ieee")]:
         monkeypatch.setattr(torch.backends.cuda, "matmul", fake)
-        assert m._fp32_precision() == expected
+        assert launch.fp32_precision() == expected
 
 
 def _has_new_api(matmul) -> bool:
@@ -249,7 +251,7 @@ class StandInKernel:
 
 
 class StandInAutotuner:
-    """``_tuned``: launches through the interpreter with one fixed config and returns the
+    """A launcher's ``tuned``: launches through the interpreter with one fixed config and returns the
     stand-in compiled kernel, as ``Autotuner.run`` returns ``JITFunction.run``'s kernel;
     ``keys`` holds the key the real autotuner ``real`` would have built for each call."""
 
@@ -276,10 +278,10 @@ class StandInAutotuner:
 
 
 def as_if_on_a_gpu(monkeypatch, m, config):
-    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config, m._tuned)
-    monkeypatch.setattr(m, "_INTERPRET", False)
-    monkeypatch.setattr(m, "_compiled_launches", True)
-    monkeypatch.setattr(m, "_tuned", tuner)
+    tuner = StandInAutotuner(getattr(m, m.__name__.rsplit(".", 1)[1]), config, m.launcher.tuned)
+    monkeypatch.setattr(m.launcher, "interpret", False)
+    monkeypatch.setattr(m.launcher, "compiled_launches", True)
+    monkeypatch.setattr(m.launcher, "tuned", tuner)
     driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: f"stream of device {d}")
     monkeypatch.setattr(triton.runtime, "driver", SimpleNamespace(active=driver))
     return tuner
@@ -301,8 +303,8 @@ def test_the_autotuners_key_tells_layouts_of_one_shape_apart(fresh, monkeypatch,
     stride classes differ), and layouts of one class share it (no needless re-tuning)."""
     equation, shapes, config = case
     m = fresh(equation, shapes, dtype, PATHS.get(equation))
-    assert set(m._tuned.keys) <= set(m._tuned.arg_names)        # triton 3.6 drops other names silently
-    assert ("PRECISION" in m._tuned.keys) == (dtype == torch.float32 and case is not RED)   # fp32 dots only
+    assert set(m.launcher.tuned.keys) <= set(m.launcher.tuned.arg_names)        # triton 3.6 drops other names silently
+    assert ("PRECISION" in m.launcher.tuned.keys) == (dtype == torch.float32 and case is not RED)   # fp32 dots only
     tuner = as_if_on_a_gpu(monkeypatch, m, config)
     g = torch.Generator().manual_seed(5)
     ops = [torch.randn(s, generator=g, dtype=dtype) for s in shapes]
@@ -314,7 +316,7 @@ def test_the_autotuners_key_tells_layouts_of_one_shape_apart(fresh, monkeypatch,
     spaced.copy_(first)                                          # other strides, the same class
     for x in (first, transposed, spaced):
         torch.testing.assert_close(m.launch(x, *ops[1:]), expected)
-    assert len(m._layouts) == 3 and tuner.calls == 3
+    assert len(m.launcher.layouts) == 3 and tuner.calls == 3
     contiguous, other, same_class = tuner.keys
     assert contiguous != other
     assert contiguous == same_class
@@ -340,7 +342,7 @@ def test_after_the_first_launch_the_compiled_kernel_is_called_directly(fresh, mo
     torch.testing.assert_close(m.launch(*ops, scale=0.5), 0.5 * expected)
     torch.testing.assert_close(m.launch(*ops, scale=0.5), 0.5 * expected)
     assert (tuner.calls, tuner.kernel.launches) == (3, 5)
-    assert all(known.compiled is not None for known in m._layouts.values())
+    assert all(known.compiled is not None for known in m.launcher.layouts.values())
 
 
 @interpreter
@@ -358,8 +360,8 @@ def test_a_failing_compiled_launch_falls_back_for_good(fresh, monkeypatch, case)
     assert (tuner.calls, tuner.kernel.launches) == (2, 1)
     tuner.kernel.fail = True
     torch.testing.assert_close(m.launch(a, *rest), expected)    # answered through the autotuner
-    assert m._compiled_launches is False
-    assert all(known.compiled is None for known in m._layouts.values())
+    assert m.launcher.compiled_launches is False
+    assert all(known.compiled is None for known in m.launcher.layouts.values())
     tuner.kernel.fail = False
     for _ in range(3):
         torch.testing.assert_close(m.launch(a, *rest), expected)
@@ -391,7 +393,7 @@ def test_launch_hooks_and_other_devices_take_tritons_own_path(fresh, monkeypatch
     current["device"] = 0
     m.launch(a, b)
     assert (tuner.calls, tuner.kernel.launches) == (3, 3)
-    assert m._compiled_launches is True                          # neither turns compiled launches off
+    assert m.launcher.compiled_launches is True                          # neither turns compiled launches off
 
 
 @interpreter
@@ -403,7 +405,7 @@ def test_an_unexpected_triton_turns_compiled_launches_off(fresh, monkeypatch):
     a, b = (torch.randn(s, dtype=torch.float64) for s in shapes)
     for _ in range(3):
         torch.testing.assert_close(m.launch(a, b), a @ b)
-    assert m._compiled_launches is False and tuner.calls == 3
+    assert m.launcher.compiled_launches is False and tuner.calls == 3
 
 
 @pytest.mark.gpu
@@ -417,9 +419,9 @@ def test_compiled_launches_on_a_gpu(monkeypatch, tmp_path):
         for _ in range(3):
             torch.testing.assert_close(einc.einsum("ij,jk->ik", x, b), x @ b, rtol=1e-2, atol=1e-2)
     (module,) = [m for name, m in sys.modules.items() if name.startswith("einc_kernels.einc_mm_")]
-    assert module._compiled_launches is True
-    assert len(module._layouts) == 2
-    assert all(known.compiled is not None for known in module._layouts.values())
+    assert module.launcher.compiled_launches is True
+    assert len(module.launcher.layouts) == 2
+    assert all(known.compiled is not None for known in module.launcher.layouts.values())
     einc.cache_clear()
 
 
@@ -439,9 +441,9 @@ def test_compiled_launches_of_a_fused_kernel_on_a_gpu(monkeypatch, tmp_path):
             torch.testing.assert_close(einc.einsum(equation, x, *ops[1:], optimize=PATHS[equation]), expected)
     (shown,) = einc.explain(equation, *ops, optimize=PATHS[equation]).backends     # one fused kernel
     module = sys.modules["einc_kernels." + shown.removeprefix("triton ")]
-    assert module._compiled_launches is True
-    assert len(module._layouts) == 2
-    assert all(known.compiled is not None for known in module._layouts.values())
+    assert module.launcher.compiled_launches is True
+    assert len(module.launcher.layouts) == 2
+    assert all(known.compiled is not None for known in module.launcher.layouts.values())
     einc.cache_clear()
 
 
@@ -454,4 +456,4 @@ def test_the_overhead_benchmark_stubs_launches_and_puts_them_back(fresh, monkeyp
         rows = list(csv.DictReader(f))
     assert len(rows) == len(dispatch.SIZES) and all(float(r["einc_us_per_step"]) > 0 for r in rows)
     modules = dispatch._generated_modules()
-    assert modules and not any(isinstance(vars(m)[name], dispatch._NoopKernel) for name, m in modules.items())
+    assert modules and not any(isinstance(m.launcher.kernel, dispatch._NoopKernel) for m in modules.values())

@@ -1,4 +1,9 @@
-"""The parse, graph and plan stages import neither torch nor triton."""
+"""The stages stand in pipeline order: planner -> codegen -> runtime -> doors -> tools.
+
+The planner imports neither torch nor triton; no module imports a room above its own
+(at any depth of the file, lazy imports included); planner and codegen never reach the
+runtime, even through other modules; and there is no import cycle.  Run as a script, this
+file prints the import graph by room (``python tests/test_layering.py``)."""
 
 import subprocess
 import sys
@@ -7,12 +12,12 @@ import sys
 def test_pure_stages_do_not_import_torch_or_triton():
     code = (
         "import sys, importlib.util, pathlib\n"
-        "import einc.equation, einc.graph, einc.plan, einc.errors, einc.config, einc.fuse\n"
+        "import einc.planner.equation, einc.planner.graph, einc.planner.plan, einc.errors, einc.config, einc.planner.fuse\n"
         "bad = [m for m in ('torch', 'triton') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        "from einc.equation import parse\n"
-        "from einc.graph import build\n"
-        "from einc.plan import build_plan\n"
+        "from einc.planner.equation import parse\n"
+        "from einc.planner.graph import build\n"
+        "from einc.planner.plan import build_plan\n"
         "print(build_plan(build(parse('ij,jk,kl->il'), [(2, 3), (3, 4), (4, 5)])).flops)\n"
         "assert 'torch' not in sys.modules\n"
     )
@@ -68,9 +73,75 @@ def _graph() -> dict[str, set[str]]:
     return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
 
 
-def test_only_the_package_face_and_the_cli_import_api():
+def test_only_the_package_face_opt_einsums_door_and_the_cli_import_api():
     importers = sorted(m for m, deps in _graph().items() if "einc.api" in deps)
-    assert importers == ["einc", "einc.cli"] or importers == ["einc.cli"], importers
+    assert set(importers) <= {"einc", "einc.cli", "einc.opt_einsum_api"}, importers
+
+
+# The rooms, bottom to top: a module may import its own room and the rooms below it only.
+ROOMS = [
+    ("base", ("einc.errors", "einc.config", "einc._compat", "einc.slicecost")),
+    ("planner", ("einc.planner",)),
+    ("codegen", ("einc.codegen",)),
+    ("runtime", ("einc.runtime",)),
+    ("doors", ("einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
+               "einc.opt_einsum_api", "einc.dynamo")),
+    ("face", ("einc",)),
+    ("tools", ("einc.dump", "einc.benchmark", "einc.cli", "einc.__main__")),
+]
+
+
+def room(module: str) -> int:
+    """The floor of ``module``'s room (the longest prefix that names a room)."""
+    best, floor = -1, None
+    for k, (_, prefixes) in enumerate(ROOMS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, floor = len(p), k
+    assert floor is not None, f"{module} is in no room: add it to ROOMS"
+    return floor
+
+
+def back_arrows(graph) -> list[str]:
+    """Every import of a room above the importer's, and every module of planner or codegen
+    that reaches the runtime (or, for the planner, codegen) through any chain of imports."""
+    bad = [f"{m} -> {d} ({ROOMS[room(m)][0]} imports {ROOMS[room(d)][0]})"
+           for m, deps in sorted(graph.items()) for d in sorted(deps) if room(d) > room(m)]
+
+    def reach(m, seen):
+        for d in graph.get(m, ()):
+            if d not in seen:
+                seen.add(d)
+                reach(d, seen)
+        return seen
+    for m in sorted(graph):
+        above = {"planner": ("runtime", "codegen"), "codegen": ("runtime",)}.get(ROOMS[room(m)][0], ())
+        for d in sorted(reach(m, set())):
+            if ROOMS[room(d)][0] in above:
+                bad.append(f"{m} reaches {d}")
+    return bad
+
+
+def test_no_module_imports_a_room_above_its_own():
+    graph = _graph()
+    assert not back_arrows(graph), "\n".join(back_arrows(graph))
+
+
+def test_a_back_arrow_fails_the_check():
+    """Main's back arrows before the rooms (the slice planner running slices through the
+    runtime; lowering naming kernels through codegen's renderer, in a planner), drawn as
+    a synthetic graph, and a chain that reaches the runtime through a module of the same room."""
+    assert back_arrows({"einc.planner.slicing": {"einc.runtime.dispatch"}, "einc.runtime.dispatch": set()}) == [
+        "einc.planner.slicing -> einc.runtime.dispatch (planner imports runtime)",
+        "einc.planner.slicing reaches einc.runtime.dispatch"]
+    assert back_arrows({"einc.planner.fuse": {"einc.codegen.lower"}, "einc.codegen.lower": {"einc.codegen"},
+                        "einc.codegen": set()})[0] == "einc.planner.fuse -> einc.codegen.lower (planner imports codegen)"
+    assert back_arrows({"einc.codegen.lower": {"einc.codegen.x"}, "einc.codegen.x": {"einc.runtime.loader"},
+                        "einc.runtime.loader": set()}) == [
+        "einc.codegen.x -> einc.runtime.loader (codegen imports runtime)",
+        "einc.codegen.lower reaches einc.runtime.loader", "einc.codegen.x reaches einc.runtime.loader"]
+    assert not back_arrows({"einc.runtime.engine": {"einc.planner.plan"}, "einc.planner.plan": {"einc.errors"},
+                            "einc.errors": set()})
 
 
 def test_the_package_has_no_import_cycle():
@@ -89,3 +160,13 @@ def test_the_package_has_no_import_cycle():
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+if __name__ == "__main__":      # the import graph by room, bottom to top
+    g = _graph()
+    for k, (name, _) in enumerate(ROOMS):
+        print(f"{k} {name}")
+        for m in sorted(x for x in g if room(x) == k):
+            deps = sorted(d for d in g[m] if d != m)
+            print(f"    {m} -> {', '.join(deps) if deps else '-'}")
+    print("back arrows:", back_arrows(g) or "none")

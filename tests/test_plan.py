@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import einc
-from einc.equation import parse
-from einc.graph import build
-from einc.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
 
 
 def _opt_cost(eq, shapes, optimize):

@@ -72,9 +72,9 @@ def test_explain_names_the_backend_of_each_step(monkeypatch):
 
 def test_scale_is_fused_into_the_epilogue(triton_backend):
     """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
-    from einc.equation import parse
-    from einc.graph import build
-    from einc.plan import build_plan
+    from einc.planner.equation import parse
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
     triton_executor.use_interpreter()
     for eq, shapes in [("bij,bjk->bik", [(2, 5, 6), (2, 6, 3)]), ("bij,bij->b", [(3, 4, 5), (3, 4, 5)])]:
         ops = [torch.randn(s, dtype=torch.float64) for s in shapes]

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import einc
 import fuzz
-from einc.equation import parse
-from einc.graph import build
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.planner.plan import build_plan
 from einc.runtime import blas, select
 
 pytestmark = pytest.mark.kernels

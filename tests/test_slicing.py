@@ -1,4 +1,4 @@
-"""memory_limit honoured by sliced plans (einc.slicing): results, memory, autograd, kernels,
+"""memory_limit honoured by sliced plans (einc.planner.slicing): results, memory, autograd, kernels,
 explain, edge cases; and cotengra as a planner (with and without cotengra installed)."""
 
 import math
@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc.errors import PathError
-from einc.slicing import live_peak
+from einc.planner.slicing import live_peak
 from oracle import assert_close, reference
 
 CASES = [   # equation, shapes, memory_limit
@@ -459,7 +459,7 @@ def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
 
 def test_slice_invariant_steps_run_once_per_call(monkeypatch):
     # x is sliced: ab,bc does not hold it, so that step runs once per call, not once per slice.
-    from einc.slicing import Runner
+    from einc.runtime.sliced import Runner
     calls = []
     hoisted = Runner.hoisted
 
@@ -491,12 +491,13 @@ def _grid(rows=4, cols=5, bond=4):
 
 def _chunked(eq, ops, indices, chunks, limit=None):
     """The sliced plan of ``eq`` with ``indices`` (names) cut into ``chunks``, its runner."""
-    from einc.equation import parse
-    from einc.graph import build
-    from einc.options import Options
-    from einc.plan import build_plan
+    from einc.planner.equation import parse
+    from einc.planner.graph import build
+    from einc.planner.options import Options
+    from einc.planner.plan import build_plan
     from einc.runtime import engine
-    from einc.slicing import Runner, sliced_plan
+    from einc.planner.slicing import sliced_plan
+    from einc.runtime.sliced import Runner
     graph = build(parse(eq), [o.shape for o in ops])
     base = build_plan(graph, eq, Options.of())
     ids = tuple(graph.names.index(n) for n in indices)
@@ -548,7 +549,7 @@ def test_cost_model_prefers_chunks_to_single_values():
     single, _ = _chunked("ij,jk->ik", ops, info.graph.term(s.indices), (1,) * len(s.indices), limit)
     assert single.slicing.num_slices > 4 * s.num_slices and single.slicing.seconds > s.seconds
     # no chunk is smaller than the bound forces: the next larger one breaks it or costs more
-    from einc.slicing import _larger_chunks
+    from einc.planner.slicing import _larger_chunks
     for k, (i, c) in enumerate(zip(s.indices, s.chunks)):
         larger = _larger_chunks(info.graph.sizes[i], c)
         chunks = s.chunks[:k] + (larger[0],) + s.chunks[k + 1:]
@@ -655,7 +656,7 @@ def test_the_refusal_threshold_and_its_switch(monkeypatch):
 
 
 def test_an_interrupt_leaves_out_and_the_cache_untouched(monkeypatch):
-    from einc.slicing import Runner
+    from einc.runtime.sliced import Runner
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
     einc.cache_clear()

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import einc
-from einc.equation import parse
-from einc.graph import build
-from einc.plan import build_plan
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.planner.plan import build_plan
+from einc.planner.slicing import live_peak
 from einc.runtime import torch_executor as tx
 from einc.runtime import ttgt
-from einc.slicing import live_peak
 from test_slicing import _Live
 
 

@@ -77,7 +77,8 @@ def run(out, rounds: int | None = None, quick: bool = False) -> int:
 
 
 class _NoopKernel:
-    """Stands in for a module's ``@triton.jit`` kernel: ``kernel[grid](...)`` does nothing."""
+    """Stands in for a module's ``@triton.jit`` kernel (its launcher's ``kernel``):
+    ``kernel[grid](...)`` does nothing."""
 
     def __getitem__(self, grid):
         return _noop
@@ -89,26 +90,25 @@ def _noop(*args, **kwargs):
 
 def _generated_modules() -> dict:
     """Kernel name -> module, for every generated kernel module loaded in this process
-    (a module under the loader's prefix that defines its kernel)."""
+    (a module under the loader's prefix that has its launcher)."""
     prefix = "einc_kernels."
     return {name[len(prefix):]: m for name, m in list(sys.modules.items())
-            if name.startswith(prefix) and name[len(prefix):] in vars(m)}
+            if name.startswith(prefix) and "launcher" in vars(m)}
 
 
 def stub_kernel_launches() -> dict:
-    """Replace the kernel launched by every loaded generated module with a no-op;
-    returns what :func:`restore_kernel_launches` needs."""
+    """Replace the kernel launched by every loaded generated module (its launcher's) with a
+    no-op; returns what :func:`restore_kernel_launches` needs."""
     saved = {}
     for name, module in _generated_modules().items():
-        if name in vars(module):
-            saved[name] = (module, vars(module)[name])
-            setattr(module, name, _NoopKernel())
+        saved[name] = (module.launcher, module.launcher.kernel)
+        module.launcher.kernel = _NoopKernel()
     return saved
 
 
 def restore_kernel_launches(saved: dict) -> None:
-    for name, (module, kernel) in saved.items():
-        setattr(module, name, kernel)
+    for launcher, kernel in saved.values():
+        launcher.kernel = kernel
 
 
 def run_kernels_noop(out, rounds: int | None = None, quick: bool = False) -> int:

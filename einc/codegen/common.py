@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ir import Kernel, Operand, index_name
+from .ir import Kernel, Operand, index_name
 
 # What a module's first line says regenerates it: the golden kernels' command (as rendered),
 # and, for the modules einc writes into its kernel cache, the cache's (see cache_source).
@@ -118,53 +118,6 @@ def grouped_tiles(wide: str) -> list[str]:
     ]
 
 
-def tuning_key(names) -> list[str]:
-    """Lines defining ``_KEY``, the autotuner's key: the kernel arguments ``names`` (Triton
-    3.9 refuses a name that is not one; 3.6 would silently drop it from the key)."""
-    return ["# The autotuner's key: what changes the best config (the index sizes, so the extents",
-            "# and the EVEN_* flags; the layout's flags and class; the split and the precision).",
-            "_KEY = ["] + wrap([f'"{n}",' for n in names], "    ") + ["]"]
-
-
-def layout_class_source() -> list[str]:
-    """Lines defining the generated ``_layout_class``: the ``LAYOUT`` constexpr, a key of the
-    autotuner and otherwise unused by the kernel."""
-    return [
-        "def _layout_class(tensors, strides):",
-        "    \"\"\"The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a",
-        "    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key",
-        "    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another",
-        "    of the same shape; it costs no compilation, as Triton compiles one kernel per class.\"\"\"",
-        "    return \"\".join(\"1\" if s == 1 else \"D\" if s % 16 == 0 else \"-\" for s in strides) + \":\" + \\",
-        "        \"\".join(\"-\" if t.data_ptr() % 16 else \"D\" for t in tensors)",
-        "",
-        "",
-    ]
-
-
-def finish_source(name: str) -> str:
-    """The second pass of a split reduction: sum the partial results in a fixed order
-    (the same bits on every run), scale, cast and store."""
-    return "\n".join([
-        "@triton.jit",
-        f"def {name}_finish(",
-        "    w_ptr, c_ptr, scale,",
-        "    NUMEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr, HAS_SCALE: tl.constexpr,",
-        "):",
-        "    # Split reductions wrote SPLIT partial results, one after the other; add them in order.",
-        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
-        "    mask = offs < NUMEL",
-        "    acc = tl.load(w_ptr + offs, mask=mask, other=0.0)",
-        "    for s in range(1, SPLIT):",
-        "        acc += tl.load(w_ptr + s * NUMEL + offs, mask=mask, other=0.0)",
-        "    if HAS_SCALE:",
-        "        acc = acc * scale",
-        "    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)",
-        "",
-        "",
-    ])
-
-
 def cache_source(source: str) -> str:
     """``source`` as einc's kernel cache writes it: its first line names the command that
     regenerates a cache module, not the golden kernels' (the name, a hash of the source with
@@ -183,7 +136,7 @@ def summary(source_head: str) -> str:
     return computes.replace(", ", ",").replace(" -> ", "->") + "  (" + kind.split(";", 1)[0].rstrip(")") + ")"
 
 
-def header(kernel: Kernel, name: str) -> str:
+def header(kernel: Kernel, name: str, imports: str) -> str:
     """The module's first lines: what it computes, in canonical indices, and nothing about
     any one plan or shape (those are in ``plan.txt`` and ``explain``), so that one module
     serves every shape and plan with this structure."""
@@ -202,12 +155,10 @@ def header(kernel: Kernel, name: str) -> str:
         f"# stride class : any strides (0 = broadcast, a repeated index = diagonal); "
         f"{'64' if kernel.int64 else '32'}-bit offsets",
         "",
-        "import inspect",
-        "import os",
-        "",
-        "import torch",
         "import triton",
         "import triton.language as tl",
+        "",
+        imports,
         "",
         "",
     ])

@@ -6,12 +6,12 @@ and columns are wrapped (``% M``) so that loads need no row mask.  Where K is on
 the operand pointers are built once and advanced by ``BLOCK_K`` strides; where it holds
 several, the (constant-divisor) split runs once per iteration.  ``SPLIT_K`` programs
 along the grid's second axis share the K range of one tile (``K_SPLIT`` each) and write
-partial sums that ``<name>_finish`` adds in a fixed order.
+partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.launch`) adds in a fixed order.
 """
 
 from __future__ import annotations
 
-from ..ir import Kernel
+from .ir import Kernel
 from .common import (grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
                      stride_params)
 

@@ -11,7 +11,7 @@ on their first call, as always -- a fixed batch, a last short batch, a few seque
 lengths -- and from then on a call whose shape the family has not planned runs
 ``torch._VF.einsum``: torch's einsum op itself (never the ``torch.einsum`` attribute,
 which a user may have made einc), given, for three or more operands, the path einc
-planned for the family's size class (:func:`einc.plan.size_class`), so it pays no path
+planned for the family's size class (:func:`einc.planner.plan.size_class`), so it pays no path
 search where torch.einsum runs one on every call.  That is exactly torch.einsum's result
 (its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
 
@@ -36,7 +36,7 @@ import threading
 import torch
 
 from .. import config
-from ..plan import size_class
+from ..planner.plan import size_class
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..plan import CONTRACT, Step
+from ..planner.plan import CONTRACT, Step
 
 
 @dataclass(frozen=True)

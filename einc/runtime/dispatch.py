@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import warnings
 
-from .. import config, fuse
+from .. import config
+from ..planner import fuse
 from ..errors import ConfigError
-from ..lower import supported
-from ..plan import CONTRACT, format_table
+from ..codegen.lower import supported
+from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
-from .program import unroll
+from .program import unit_functions, unroll
 
 _warned: set = set()
 
@@ -231,7 +232,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     mode = select.mode_for(select_mode, device_type)
     if mode != "blas":      # generated kernels may run: fuse the steps that save memory traffic
         program = triton_executor.program(plan, dtypes[0])
-        torch_fns, plan = fuse.unit_functions(program, plan, torch_fns), program
+        torch_fns, plan = unit_functions(program, plan, torch_fns), program
     operand_strides = tuple(tuple(o.stride()) for o in operands)
     try:
         launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands], operand_strides)

@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 import torch
 
-from .. import config, options as options_module, slicing
-from ..equation import Equation, parse
-from ..errors import ArgumentError, OperandCountError, OperandTypeError
-from ..graph import build
-from ..options import Options
-from ..plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, loader, select
+from .. import config
+from ..planner import check_count, options as options_module, plan_for
+from ..planner.equation import Equation, parse
+from ..errors import ArgumentError, OperandTypeError
+from ..planner.options import Options
+from ..planner.plan import Plan, path_cache_clear
+from . import admission, dispatch, dtypes, loader, select, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 
@@ -105,33 +105,13 @@ def check_operands(eq: Equation, operands) -> None:
     check_count(eq, len(operands))
 
 
-def check_count(eq: Equation, n: int) -> None:
-    """Raise if ``n`` operands (or shapes) do not fit ``eq``, in torch.einsum's words."""
-    if n == eq.num_operands:
-        return
-    if n >= 3:      # torch.einsum fails in opt_einsum's path search first
-        head = f"Number of einsum subscripts, {eq.num_operands}, must be equal to the number of operands, {n}"
-    else:
-        head = f"{'fewer' if n < eq.num_operands else 'more'} operands were provided than specified in the equation"
-    raise OperandCountError(
-        f"einsum(): {head}: it names {eq.num_operands} "
-        f"({', '.join(repr(eq.term(k)) for k in range(eq.num_operands))}) but "
-        f"{n} {'was' if n == 1 else 'were'} passed\n  {eq.text}")
-
-
-def plan_for(eq: Equation, shapes, options: Options) -> Plan:
-    """Parse, resolve, plan: the one pipeline every door uses."""
-    check_count(eq, len(shapes))
-    return slicing.plan(build(eq, shapes), eq.text, options)
-
-
 def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     """The executable entry of ``plan`` for these operands: the backend that suits each
     step, results in torch.einsum's dtype."""
     shapes = [o.shape for o in operands]
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
     if plan.slicing is not None:    # one inner entry runs every slice
-        return slicing.build_entry(plan, operands, result_dtype, options.select, entry)
+        return sliced.build_entry(plan, operands, result_dtype, options.select, entry)
     return dispatch.build_entry(plan, operands, result_dtype, options.select)
 
 

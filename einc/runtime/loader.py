@@ -107,7 +107,7 @@ def load(name: str, source: str):
                 numbered = "\n".join(f"{n + 1:4d}  {line}" for n, line in enumerate(source.splitlines()))
                 raise KernelLoadError(f"generated kernel {name} failed to load from {path}: "
                                       f"{type(e).__name__}: {e}\n{numbered}") from e
-            if module.__dict__.get("_INTERPRET"):       # under Triton's CPU interpreter
+            if getattr(module.__dict__.get("launcher"), "interpret", False):    # under Triton's CPU interpreter
                 _compat.triton_interpreter()
             _modules[name] = module
     return module

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import inspect
 
+from ..planner.fuse import FUSED, FusedStep
+from ..planner.plan import Plan
+
 # Compiled run functions by source: the source depends on the plan's structure only (which
 # value each step reads and when it dies), not on sizes, so a new shape of a known
 # equation reuses the code object and only binds its step functions.
@@ -67,3 +70,21 @@ def _scaled(fn):
     def after(*args):
         return fn(*args[:-1]) * args[-1]
     return after
+
+
+def unit_functions(program: Plan, plan: Plan, functions):
+    """One function per step of ``program`` (:func:`fuse_plan`'s result) from ``functions``,
+    one per step of ``plan``: a fused step runs its parts' functions in turn (the torch
+    executor's answer for a fused kernel)."""
+    by_result = {step.result: fn for step, fn in zip(plan.steps, functions)}
+    return [_composed(step, [by_result[p.result] for p in step.parts]) if step.kind == FUSED
+            else by_result[step.result] for step in program.steps]
+
+
+def _composed(step: FusedStep, fns):
+    def run(*args):
+        values = dict(zip(step.operands, args))
+        for part, fn in zip(step.parts, fns):
+            values[part.result] = fn(*[values[v] for v in part.operands])
+        return values[step.result]
+    return run

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import config
-from ..equation import letter
+from ..planner.equation import letter
 
 REPEATS = 5
 

@@ -1,4 +1,4 @@
-"""The torch executor: a :class:`~einc.plan.Plan` run step by step on torch ops.
+"""The torch executor: a :class:`~einc.planner.plan.Plan` run step by step on torch ops.
 
 ``step_functions`` turns each step into a closure that does only what that step
 needs, decided once per key: diagonals and single-operand sums first (views where
@@ -24,7 +24,8 @@ import math
 import torch
 
 from ..errors import DtypeError
-from ..plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
 
 
@@ -271,25 +272,11 @@ def _broadcast(term, missing, sizes):
     return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
 
 
-def _merges(out, groups, sizes) -> bool:
-    """Whether each of ``groups`` is a run of ``out``'s indices in order (size-1 indices
-    aside): a contiguous tensor over ``out`` then reads as the groups through views."""
-    live = [i for i in out if sizes[i] != 1]
-    for grp in groups:
-        idx = [live.index(i) for i in grp if sizes[i] != 1]
-        if idx and idx != list(range(idx[0], idx[0] + len(idx))):
-            return False
-    return True
-
-
-# A contraction with at most this many outputs per batch element, each a sum of at least
-# _LONG_SUM terms, runs as multiply-and-sum (see _pairwise): accurate, and memory-bound either way.
-_FEW_OUTPUTS = 16
-_LONG_SUM = 4096
-
-# Only where the larger operand has this many elements or more may an operand be broadcast
-# over a batch index and copied expanded (runtime/ttgt.py; slicing.step_copies counts it).
-_COPY_WORTH_SPARING = 1 << 16
+# The copy model's thresholds, which the planner's live-memory bound counts (see
+# einc.planner.slicing): multiply-and-sum for few long sums (_pairwise), and the size of
+# the larger operand from which an operand may be broadcast over a batch index and copied
+# expanded (runtime/ttgt.py).
+_FEW_OUTPUTS, _LONG_SUM, _COPY_WORTH_SPARING = FEW_OUTPUTS, LONG_SUM, COPY_WORTH_SPARING
 
 
 def _layout(term, groups, shape, sizes):

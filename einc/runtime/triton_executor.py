@@ -1,6 +1,6 @@
 """The Triton executor: each plan step runs one generated kernel.
 
-Lowering and rendering are pure (``einc.lower``, ``einc.codegen``); this module loads
+Lowering and rendering are pure (``einc.codegen.lower``, ``einc.codegen``); this module loads
 the rendered modules and chains their ``launch`` functions.  Kernels read every
 operand through its strides, so nothing is permuted, reshaped or copied first, and
 each writes a fresh contiguous result.
@@ -12,9 +12,10 @@ import importlib.util
 import os
 import sys
 
-from .. import config, fuse
+from .. import config
+from ..planner import fuse
 from ..codegen import cache_source, render
-from ..lower import lower_plan
+from ..codegen.lower import lower_program
 from .loader import load
 
 
@@ -52,7 +53,7 @@ def use_interpreter() -> bool:
 
 def program(plan, dtype):
     """The plan as generated kernels run it: steps fused where that saves memory traffic
-    (:mod:`einc.fuse`); ``plan`` itself where nothing fuses."""
+    (:mod:`einc.planner.fuse`); ``plan`` itself where nothing fuses."""
     return fuse.fuse_plan(plan, dtype_name(dtype))
 
 
@@ -60,9 +61,7 @@ def kernels(plan, dtype, shapes, strides=None):
     """The plan's kernels (IR) for operands of ``dtype`` and ``shapes`` (fused steps included),
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
     right)."""
-    if fuse.is_fused(plan):
-        return fuse.lower_program(plan, dtype_name(dtype), shapes)
-    return lower_plan(plan, dtype_name(dtype), shapes, strides)
+    return lower_program(plan, dtype_name(dtype), shapes, strides)
 
 
 def launches(plan, dtype, shapes, strides=None):

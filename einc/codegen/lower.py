@@ -1,0 +1,229 @@
+"""Stage 4, lower: a plan step + dtypes (+ the operands' strides) -> a :class:`~einc.codegen.ir.Kernel`.
+
+Pure Python.  Indices keep the graph's ids, which follow the order of first
+appearance, so the kernel for a key never depends on the letters a caller used
+(``ik,kj`` and ``ab,bc`` lower to the same kernel, byte for byte).
+
+The lowering is layout-aware.  Strides stay runtime arguments, so a kernel is correct
+for any strides, but the *order* of the indices inside each group, the roles of the
+two operands of a matrix product and which batch index rides inside the tile follow
+the strides the operands had when the kernel was built (contiguous where none are
+given; intermediates are always contiguous in their step's output order):
+
+- the result's unit-stride index lies along N (A and B are swapped where it would lie
+  along M), so the accumulator's fast axis is the store's;
+- inside ``m`` the indices follow A's strides, inside ``n`` the result's, inside ``k``
+  the strides of the operand whose unit-stride index is summed (A first), slowest
+  first, so the last index of a group, the fastest-varying, is the unit-stride one;
+- a batch index with unit stride in the result or an operand is moved into the tile
+  (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements;
+- indices summed in one operand only are summed while that operand's tile is loaded,
+  before the product (groups ``ka``, ``kb``), never folded into K.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
+from ..planner.fuse import FusedStep
+from ..planner.plan import CONTRACT, Plan, Step
+
+INT32_LIMIT = 2**31
+
+
+def supported(dtypes) -> bool:
+    """Whether generated kernels handle operands of these dtypes (one float dtype)."""
+    dtypes = set(dtypes)
+    return len(dtypes) == 1 and next(iter(dtypes)) in KERNEL_DTYPES
+
+
+def contiguous(shape) -> tuple[int, ...]:
+    """Row-major strides of ``shape``."""
+    strides, acc = [], 1
+    for n in reversed(tuple(shape)):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def index_strides(dims, shape, strides, sizes) -> dict[int, int]:
+    """Index -> its stride in a tensor (a repeated index: the sum; a size-1 index: 0)."""
+    out: dict[int, int] = {}
+    for i, n, st in zip(dims, shape, strides):
+        out[i] = out.get(i, 0) + (abs(st) if n > 1 else 0)
+    return {i: (s if sizes[i] > 1 else 0) for i, s in out.items()}
+
+
+def unit_index(st: dict[int, int]):
+    """The index with unit stride in a tensor (None if none)."""
+    return next((i for i, s in reversed(list(st.items())) if s == 1), None)
+
+
+def _by_stride(indices, st) -> tuple[int, ...]:
+    """``indices`` slowest first by the strides ``st`` (stable; absent = broadcast, slowest)."""
+    return tuple(sorted(indices, key=lambda i: -st.get(i, 0) if st.get(i, 0) else -math.inf))
+
+
+def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
+    """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
+    (strides; a value missing there is contiguous).
+
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> from einc.planner.plan import build_plan
+    >>> p = build_plan(build(parse("ij,jk->ik"), [(2, 3), (3, 4)]))
+    >>> lower_step(p, 0, "float32", {0: (2, 3), 1: (3, 4)}).kind
+    'matmul'
+    """
+    strides = strides or {}
+    step = plan.steps[s]
+    sizes = plan.graph.sizes
+    out_shape = tuple(sizes[i] for i in step.output)
+    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
+    st = [index_strides(dims, shape, strides.get(v) or contiguous(shape), sizes)
+          for dims, shape, v in zip(step.inputs, in_shapes, step.operands)]
+    st_c = index_strides(step.output, out_shape, contiguous(out_shape), sizes)
+    summed = step.summed
+    order = tuple(range(len(step.inputs)))
+    fast_k = False
+    if step.kind == CONTRACT:
+        ta, tb = set(step.inputs[0]), set(step.inputs[1])
+        m = [i for i in step.output if i in ta and i not in tb]
+        n = [i for i in step.output if i in tb and i not in ta]
+        uc = unit_index(st_c)
+        if uc in m:                                     # the result's unit stride along N
+            order, m, n, ta, tb, st = (1, 0), n, m, tb, ta, st[::-1]
+        dims = [step.inputs[j] for j in order]
+        batch = list(step.batch)
+        t = [i for i in (uc, unit_index(st[0]), unit_index(st[1])) if i in batch][:1]
+        batch = [i for i in batch if i not in t]
+        shared = [i for i in summed if i in ta and i in tb]
+        ua, ub = unit_index(st[0]), unit_index(st[1])
+        k_by = st[0] if ua in shared or ub not in shared else st[1]
+        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", _by_stride(m, st[0])),
+                  ("n", _by_stride(n, st_c)), ("k", _by_stride(shared, k_by)),
+                  ("ka", _by_stride([i for i in summed if i in ta and i not in tb], st[0])),
+                  ("kb", _by_stride([i for i in summed if i in tb and i not in ta], st[1])))
+        kind = MATMUL
+    else:
+        dims = list(step.inputs)
+        sets = [set(d) for d in dims]
+        lonely = [[i for i in summed if i in mine and not all(i in t for t in sets)] for mine in sets]
+        if len(dims) < 2 or not all(lonely):            # one side only: K costs no more than reading it
+            lonely = [[] for _ in dims]
+        shared = [i for i in summed if not any(i in x for x in lonely)]
+        k_by = next((x for x in st if unit_index(x) in shared), st[0])
+        groups = (("o", tuple(step.output)), ("k", _by_stride(shared, k_by))) + \
+            tuple((f"k{nm}", _by_stride(x, y)) for nm, x, y in zip("ab", lonely, st))
+        kind = REDUCE
+        fast_k = any(unit_index(x) in shared for x in st)
+    names = "abc"[: len(dims)]
+    inputs = tuple(Operand(nm, d) for nm, d in zip(names, dims))
+    params = tuple(names[order.index(j)] for j in range(len(dims)))
+    acc = "float64" if dtype == "float64" else "float32"
+    # 64-bit offsets when a tensor has 2^31 elements or more; the launcher of a 32-bit
+    # kernel refuses views that reach that far into their storage (the torch executor
+    # then runs the step).
+    big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
+    shapes_ = tuple(in_shapes[j] for j in order) + (out_shape,)
+    kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
+                    shapes_, dtype, acc, big, fast_k)
+    return _named(kernel)
+
+
+def _named(kernel):
+    """``kernel`` (a :class:`Kernel` or :class:`FusedKernel`) with its name: a hash of exactly
+    the module source it renders to -- one rule for every kind of kernel."""
+    from . import render, NAME_PLACEHOLDER
+    source = render(kernel)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:8]
+    short = "_".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs + (kernel.output,))
+    prefix = {MATMUL: "mm", REDUCE: "red", FUSED: "fused"}[kernel.kind]
+    assert NAME_PLACEHOLDER in source
+    return dataclasses.replace(kernel, name=f"einc_{prefix}_{short}_{digest}")
+
+
+def _canonical(plan: Plan) -> str:
+    g = plan.graph
+    return ",".join("".join(index_name(i) for i in t) for t in g.inputs) + "->" + \
+        "".join(index_name(i) for i in g.output)
+
+
+def _title(plan: Plan, s: int) -> str:
+    step: Step = plan.steps[s]
+    term = lambda dims: "".join(index_name(i) for i in dims)  # noqa: E731
+    operands = " · ".join(f"T{v}[{term(t)}]" for v, t in zip(step.operands, step.inputs))
+    over = f" over {term(step.summed)}" if step.summed else ""
+    return f"step {s + 1}/{len(plan.steps)} ({step.kind}): {operands}{over} -> T{step.result}[{term(step.output)}]"
+
+
+def lower_fused(plan: Plan, s: int, dtype: str, shapes, strides=None) -> FusedKernel:
+    """Lower the :class:`~einc.planner.fuse.FusedStep` ``s`` of ``plan``; ``shapes``
+    (``strides``) map value ids to shapes (strides; a value missing there is contiguous).
+    Inside each group the indices are ordered by the operands' strides, as for
+    :func:`lower_step`: M by the A factors', N and the batch by the output's, K by the
+    factor whose unit stride is summed (else A's)."""
+    strides = strides or {}
+    step: FusedStep = plan.steps[s]
+    sizes = plan.graph.sizes
+    na, nb, ne = step.sides
+    terms = step.inputs
+    in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
+    out_shape = tuple(sizes[i] for i in step.output)
+    st = [index_strides(dims, shape, strides.get(v) or contiguous(shape), sizes)
+          for dims, shape, v in zip(terms, in_shapes, step.operands)]
+    st_c = index_strides(step.output, out_shape, contiguous(out_shape), sizes)
+    side_a, side_b = _merged_strides(st[:na]), _merged_strides(st[na:na + nb])
+    ta = {i for t in terms[:na] for i in t}
+    tb = {i for t in terms[na:na + nb] for i in t}
+    shared = [i for i in step.summed if i in ta and i in tb]
+    k_by = side_b if unit_index(side_b) in shared and unit_index(side_a) not in shared else side_a
+    groups = (("batch", _by_stride(step.batch, st_c)),
+              ("m", _by_stride([i for i in step.output if i in ta and i not in tb], side_a)),
+              ("n", _by_stride([i for i in step.output if i in tb and i not in ta], st_c)),
+              ("k", _by_stride(shared, k_by)
+               + _by_stride([i for i in step.summed if not (i in ta and i in tb)], k_by)))
+    a = tuple(Operand(f"a{j}", terms[j]) for j in range(na))
+    b = tuple(Operand(f"b{j}", terms[na + j]) for j in range(nb))
+    e = tuple(Operand(f"e{j}", terms[na + nb + j]) for j in range(ne))
+    acc = "float64" if dtype == "float64" else "float32"
+    big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
+    term = lambda dims: "".join(index_name(i) for i in dims)  # noqa: E731
+    operands = " · ".join(f"T{v}[{term(t)}]" for v, t in zip(step.operands, terms))
+    over = f" over {term(step.summed)}" if step.summed else ""
+    title = (f"step {s + 1}/{len(plan.steps)} (fused plan steps {'+'.join(map(str, step.numbers))}): "
+             f"{operands}{over} -> T{step.result}[{term(step.output)}]")
+    kernel = FusedKernel(FUSED, "", _canonical(plan), title, groups, a, b, e, Operand("c", step.output),
+                         in_shapes + (out_shape,), dtype, acc, big)
+    return _named(kernel)
+
+
+def _merged_strides(sts) -> dict[int, int]:
+    """One side's factors' strides as one tensor's: each index's stride in the first factor
+    that holds it along memory (non-zero), for ordering a group by strides."""
+    out: dict[int, int] = {}
+    for x in sts:
+        for i, v in x.items():
+            if v and i not in out:
+                out[i] = v
+    return out
+
+
+def lower_program(plan: Plan, dtype: str, shapes, strides=None) -> tuple:
+    """Every step of ``plan`` (a plan, or :func:`~einc.planner.fuse.fuse_plan`'s program:
+    fused steps included) as a kernel: the one lowering entry.  ``shapes`` (``strides``,
+    optional: contiguous) are the operands'; intermediates are contiguous."""
+    values = {v: tuple(sh) for v, sh in enumerate(shapes)}
+    given = {v: tuple(x) for v, x in enumerate(strides)} if strides is not None else {}
+    kernels = []
+    for s, step in enumerate(plan.steps):
+        lowered = lower_fused if step.kind == FUSED else lower_step
+        kernels.append(lowered(plan, s, dtype, values, given))
+        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
+    return tuple(kernels)
+
+
+__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]

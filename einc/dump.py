@@ -1,0 +1,82 @@
+"""Regenerate ``kernels/``: the generated source for the benchmark suite and a few
+classic equations, committed so that a change to the code generator shows up in
+review as a diff of kernels.
+
+    python -m einc.dump [--suite bench/suite.json] [--out kernels]
+
+Pure Python: needs neither torch nor triton (nor a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from .codegen import render
+from .codegen.ir import KERNEL_DTYPES
+from .codegen.lower import lower_program
+from .planner import plan_for
+from .planner.equation import parse
+from .planner.fuse import fuse_plan, notes
+
+CLASSICS = [  # (name, equation, shapes, dtype)
+    ("matmul", "ij,jk->ik", [(512, 256), (256, 128)], "float16"),
+    ("batched_matmul", "bij,bjk->bik", [(8, 128, 64), (8, 64, 32)], "bfloat16"),
+    ("transposed_output", "ij,jk->ki", [(256, 64), (64, 128)], "float32"),
+    ("permuting_contraction", "abcd,dcbe->ae", [(16, 8, 8, 16), (16, 8, 8, 32)], "float32"),
+    ("dot_per_batch", "bij,bij->b", [(16, 256, 256), (16, 256, 256)], "float32"),
+    ("trace", "ii->", [(1024, 1024)], "float64"),
+    ("outer", "i,j->ij", [(4096,), (64,)], "float32"),
+]
+
+
+def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
+    """File name -> text: the plan table and one module per step, as generated kernels run
+    it (steps that fuse are one step, one module; the table's notes name their parts)."""
+    eq = parse(equation)
+    plan = fuse_plan(plan_for(eq, shapes), dtype)
+    files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan)])) + "\n"}
+    for s, kernel in enumerate(lower_program(plan, dtype, shapes)):
+        files[f"step{s + 1}_{kernel.name}.py"] = render(kernel)
+    return files
+
+
+def golden(suite_path: Path) -> dict[str, dict[str, str]]:
+    """Folder name -> files, for every suite workload (gpu variant) and classic equation."""
+    out: dict[str, dict[str, str]] = {}
+    suite = json.loads(Path(suite_path).read_text())
+    for w in suite["workloads"]:
+        v = w["variants"]["gpu"]
+        if v["dtype"] in KERNEL_DTYPES:      # complex workloads run on torch: no kernels
+            out[w["id"]] = plan_files(w["equation"], [tuple(s) for s in v["shapes"]], v["dtype"])
+    for name, equation, shapes, dtype in CLASSICS:
+        out[f"classic_{name}"] = plan_files(equation, shapes, dtype)
+    return out
+
+
+def write(tree: dict[str, dict[str, str]], root: Path) -> None:
+    """Replace the generated folders under ``root`` with ``tree``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for child in root.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+    for folder, files in sorted(tree.items()):
+        (root / folder).mkdir()
+        for name, text in files.items():
+            (root / folder / name).write_text(text)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", default="bench/suite.json")
+    parser.add_argument("--out", default="kernels")
+    args = parser.parse_args(argv)
+    tree = golden(Path(args.suite))
+    write(tree, Path(args.out))
+    print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {args.out}/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""opt_einsum's door: ``contract``, ``contract_path``, ``contract_expression`` and ``PathInfo``,
+with opt_einsum's names and keywords, on top of torch.einsum's door (:mod:`einc.api`), so
+that ``import einc as oe`` runs code written for ``opt_einsum``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import autograd
+from .planner import notation
+from .api import (TORCH_BACKENDS, _AUTO, _SHARING, _call, _compiler, _dynamo_tracing, _jit_tracing, _options,
+                  _reject_backend, _shape_of, _special_call, _traced, einsum, explain)
+from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
+from .planner import plan_for
+from .planner.equation import Equation, letter, parse, sublist_equation
+from .planner.options import DEFAULT_OPTIMIZE, Options
+from .planner.plan import Plan
+from .runtime import dispatch
+
+
+class ContractExpression:
+    """A contraction planned once for fixed shapes; call it with operands of those shapes
+    (without the constants, if any were given).
+
+    A call is :func:`einsum` with the planned path, so it shares everything a call of
+    einsum gets: the plan cache, the generated kernels, autograd, torch.func and
+    torch.compile, torch's result dtype.  With ``constants`` the steps that involve only
+    constant operands are contracted once, when the expression is built (as
+    opt_einsum's expressions do), and each call runs the rest.
+
+    >>> expr = einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))  # doctest: +SKIP
+    >>> expr(torch.ones(2, 3), torch.ones(3, 4)).shape                  # doctest: +SKIP
+    torch.Size([2, 4])
+    """
+
+    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options):
+        self.equation = eq.text
+        self.shapes = tuple(shapes)
+        self.plan = plan
+        self.constants = tuple(sorted(constants))
+        self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
+        if constants:
+            self._text, self._folded = _fold_constants(plan, constants, options)
+            self._options = options
+        else:   # the planned path, as explicit options: the same plan for every call
+            self._text, self._folded = eq.text, ()
+            self._options = Options.of(plan.path, options.memory_limit, options.select)
+        self._eq = parse(self._text)
+
+    def __call__(self, *operands, out=None, backend=None):
+        """The contraction of these operands (the variable ones); ``out`` and ``backend``
+        as for :func:`einsum`."""
+        if backend is not None and backend not in TORCH_BACKENDS:
+            _reject_backend(backend)
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        try:
+            wrong = len(operands) != len(self._variables) or any(
+                o.shape != self.shapes[k] for o, k in zip(operands, self._variables))
+        except AttributeError:      # not a tensor
+            wrong = True
+        if wrong:
+            self._check(operands)
+        operands = (*operands, *self._folded)
+        if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+            return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
+        if out is not None or _SHARING:
+            return _special_call(self._eq, operands, self._options, out)
+        return _call(self._eq, operands, self._options)
+
+    def _check(self, operands):
+        for k, o in enumerate(operands):
+            if not isinstance(o, torch.Tensor):
+                raise OperandTypeError(f"operand {k} must be a torch.Tensor, got {type(o).__name__}")
+        if len(operands) != len(self._variables):
+            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
+                                    f"operands{self._but_constants()}, got {len(operands)}")
+        for o, k in zip(operands, self._variables):
+            if tuple(o.shape) != self.shapes[k]:
+                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape "
+                                 f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]}")
+
+    def _but_constants(self) -> str:
+        return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
+
+    def __repr__(self) -> str:
+        shapes = [s if k in self._variables else "constant" for k, s in enumerate(self.shapes)]
+        return f"<ContractExpression {self.equation!r} shapes={shapes}>"
+
+    def __str__(self) -> str:
+        return str(self.plan)
+
+
+def _fold_constants(plan: Plan, constants: dict, options: Options):
+    """Contract the plan's steps whose operands are all constant, once.
+
+    Returns the equation of what is left -- the variable operands (in order), then the
+    constant values still needed, over the graph's indices (ellipses and broadcasting
+    resolved) -- and those constant values.
+    """
+    g = plan.graph
+    values = dict(constants)                # value id -> tensor
+    terms = {k: g.inputs[k] for k in range(g.num_operands)}
+    for step in plan.steps:
+        terms[step.result] = step.output
+        if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
+            text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
+            values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
+                                                  options.for_gradient())
+            for v in step.operands:
+                del values[v]
+    variables = [k for k in range(g.num_operands) if k not in constants]
+    kept = sorted(values)
+    text = ",".join(_letters(terms[v]) for v in variables + kept) + "->" + _letters(g.output)
+    return text, tuple(values[v] for v in kept)
+
+
+def _letters(indices) -> str:
+    return "".join(letter(i) for i in indices)
+
+
+def _equation_and_args(args):
+    """``(equation, rest)`` from ``(equation, *rest)`` or opt_einsum's interleaved form
+    ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes."""
+    if args and isinstance(args[0], str):
+        return parse(args[0]), list(args[1:])
+    text, rest = sublist_equation(args)
+    return parse(text), rest
+
+
+def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
+                        use_blas=True, **kwargs) -> ContractExpression:
+    """Plan a contraction once for given shapes and return a reusable callable, as
+    opt_einsum's ``contract_expression``: ``contract_expression("ij,jk->ik", (2, 3), (3, 4))``
+    or interleaved, ``contract_expression((2, 3), [0, 1], (3, 4), [1, 2], [0, 2])``.
+
+    ``constants`` lists the positions that hold a tensor instead of a shape: those are
+    fixed, and the expression is then called with the other operands only.  As in
+    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
+    and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
+    ``casting`` as for :func:`contract`, checked here and applied by no call (give the
+    expression operands of the dtype you want).  A named equation (:mod:`einc.planner.notation`)
+    takes its sizes as further keywords.
+    """
+    sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
+    _check_numpy_keywords("contract_expression", **kwargs)
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        return notation.expression(contract_expression, args, sizes, constants, dict(
+            optimize=optimize, memory_limit=memory_limit, select=select, **kwargs))
+    eq, items = _equation_and_args(args)
+    constants = sorted(set(int(k) for k in (constants or ())))
+    for k in constants:
+        if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
+            raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
+                                f"the {len(items)} operands")
+    options = _options(_opt_einsum_optimize(optimize), memory_limit, select)
+    shapes = [_shape_of(x) for x in items]
+    plan = plan_for(eq, shapes, options)
+    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
+
+
+def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
+                  shapes=False, **sizes):
+    """``(path, info)`` as opt_einsum's ``contract_path``: the contraction order einc runs
+    for these operands (tensors or shapes; string or interleaved form), in opt_einsum's
+    linear format, and a :class:`PathInfo` -- the plan with its backends, which prints as
+    :func:`explain`'s table and has opt_einsum's ``PathInfo`` attributes (``opt_cost``,
+    ``naive_cost``, ``speedup``, ``largest_intermediate``, ``eq``, ...).  ``dtype`` and
+    ``device`` describe operands given as shapes (default float32 on the CPU); as in
+    opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` and
+    ``shapes`` are accepted (einc tells shapes from tensors itself).
+
+    >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
+    """
+    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+        info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                       dtype=dtype, device=device, **sizes)
+        path_info = PathInfo(info, [_shape_of(x) for x in args[1:]])
+        return path_info.path, path_info
+    eq, items = _equation_and_args(args)
+    info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                   dtype=dtype, device=device)
+    path_info = PathInfo(info, [_shape_of(x) for x in items])
+    return path_info.path, path_info
+
+
+def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=True, optimize=DEFAULT_OPTIMIZE,
+             memory_limit=None, backend="auto", select=None):
+    """opt_einsum's ``contract`` on einc: :func:`einsum` with opt_einsum's keywords, so that
+    ``import einc as oe`` runs code written for ``opt_einsum.contract`` on torch tensors.
+
+    ``optimize`` as opt_einsum's (``None`` or ``True`` mean ``"auto"``, einc's search);
+    ``out`` as :func:`einsum`'s; ``backend`` must name torch (``"auto"``, ``"torch"`` or
+    None); ``use_blas`` has no effect (einc chooses matrix products itself).  ``dtype``
+    (a torch dtype, or its name such as ``"float64"``) casts the operands first, allowed
+    by ``casting`` (numpy's names: ``"no"``/``"equiv"`` the same dtype, ``"safe"`` where
+    torch's type promotion keeps the target, ``"same_kind"`` as ``torch.can_cast``,
+    ``"unsafe"`` any).  ``order`` is ``"K"`` or ``"C"``: einc's results are always
+    C-contiguous.
+
+    >>> import torch, einc
+    >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
+    torch.Size([2, 4])
+    """
+    if backend is not None and backend not in TORCH_BACKENDS:
+        _reject_backend(backend)
+    if dtype is not None or order != "K" or casting != "safe":
+        _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
+        if dtype is not None:
+            args = _cast_operands(args, _torch_dtype(dtype), casting)
+    if optimize is None or optimize is True:
+        optimize = _AUTO
+    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
+
+
+def _opt_einsum_optimize(optimize):
+    """opt_einsum's spelling: ``None`` and ``True`` mean ``"auto"`` (einc's ``einsum`` reads
+    None as left to right, as numpy's ``optimize=False``)."""
+    return _AUTO if optimize is None or optimize is True else optimize
+
+
+_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
+    if unknown:
+        raise ArgumentError(f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
+    if order not in ("K", "C"):
+        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are always "
+                            "C-contiguous (order 'K' or 'C')")
+    if casting not in _CASTINGS:
+        raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
+    if dtype is not None:
+        _torch_dtype(dtype)
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    """A torch dtype from a torch dtype or a dtype's name (``"float64"``, numpy's dtypes)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
+    found = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(found, torch.dtype):
+        raise DtypeError(f"contract(): dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
+                         "torch.float64")
+    return found
+
+
+def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:
+    if casting in ("no", "equiv"):
+        return source == target
+    if casting == "safe":
+        return torch.promote_types(source, target) == target
+    if casting == "same_kind":
+        return torch.can_cast(source, target)
+    return True
+
+
+def _cast_operands(args, dtype: torch.dtype, casting: str):
+    """``args`` with every operand cast to ``dtype`` (string or interleaved form)."""
+    def cast(k, o):
+        if not isinstance(o, torch.Tensor):
+            raise OperandTypeError(f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
+        if not _castable(o.dtype, dtype, casting):
+            raise DtypeError(f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
+                             f"casting={casting!r}; pass casting='same_kind' or 'unsafe' to allow it")
+        return o.to(dtype)
+    if args and isinstance(args[0], str):
+        operands = args[1:]
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        return (args[0], *[cast(k, o) for k, o in enumerate(operands)])
+    n = len(args) // 2
+    return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
+
+
+class PathInfo(dispatch.Explanation):
+    """:func:`contract_path`'s info: :func:`explain`'s answer (prints as its table; the
+    plan's attributes read through) with opt_einsum's ``PathInfo`` names:
+    ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost``, ``speedup``,
+    ``largest_intermediate``, ``path`` (a list of tuples), ``eq`` (the equation with
+    its output, ellipses spelled out), ``input_subscripts``, ``output_subscript``,
+    ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's result size) and
+    ``scale_list`` (each step's number of indices)."""
+
+    def __init__(self, info: dispatch.Explanation, shapes):
+        super().__init__(info.plan, info.backends, info.note, info.reasons)
+        self.shapes = [tuple(s) for s in shapes]
+
+    @property
+    def opt_cost(self) -> int:
+        return self.plan.flops
+
+    @property
+    def naive_cost(self) -> int:
+        return self.plan.naive_flops
+
+    @property
+    def path(self) -> list:
+        return [tuple(c) for c in self.plan.path]
+
+    @property
+    def _letters(self) -> tuple:
+        """Each index's letter: its own, or for an ellipsis dimension the next letter the
+        equation does not use (as opt_einsum spells ellipses out)."""
+        names = self.plan.graph.names
+        used = {n for n in names if len(n) == 1}
+        unused = (c for c in map(letter, range(len(used) + len(names))) if c not in used)
+        return tuple(n if len(n) == 1 else next(unused) for n in names)
+
+    def _term(self, indices) -> str:
+        letters = self._letters
+        return "".join(letters[i] for i in indices)
+
+    @property
+    def input_subscripts(self) -> str:
+        return ",".join(self._term(t) for t in self.plan.graph.inputs)
+
+    @property
+    def output_subscript(self) -> str:
+        return self._term(self.plan.graph.output)
+
+    @property
+    def eq(self) -> str:
+        return f"{self.input_subscripts}->{self.output_subscript}"
+
+    @property
+    def indices(self) -> frozenset:
+        return frozenset(self._term(t) for t in self.plan.graph.inputs for t in [(i,) for i in t])
+
+    @property
+    def size_dict(self) -> dict:
+        return dict(zip(self._letters, self.plan.graph.sizes))
+
+    @property
+    def size_list(self) -> list:
+        return [step.size for step in self.plan.steps]
+
+    @property
+    def scale_list(self) -> list:
+        return [len({i for t in step.inputs for i in t}) for step in self.plan.steps]

@@ -1,0 +1,257 @@
+"""Stage 1, parse: equation text or sublists -> :class:`Equation`.
+
+Pure Python (no torch, no triton).  An :class:`Equation` knows its operands' labels,
+the output labels (given after ``->`` or derived as torch does), and a canonical
+spelling in which labels are renamed in order of first appearance, so that
+``ik,kj->ij`` and ``ab,bc->ac`` share one cache entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass
+
+from ..errors import ArgumentError, EquationError, OperandTypeError, caret
+
+ELLIPSIS = "..."
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@functools.lru_cache(maxsize=2)
+def _alphabet(wide: bool) -> tuple[str, ...]:
+    stop = 0x110000 if wide else 0x3000
+    return tuple(_LETTERS) + tuple(chr(c) for c in range(0xC0, stop) if chr(c).isalpha())
+
+
+def letter(i: int) -> str:
+    """The ``i``-th letter that :func:`parse` accepts: ``a``-``z``, ``A``-``Z``, then the
+    alphabetic code points from U+00C0 on.  Every one is a letter, so generated equation
+    *text* (canonical forms, sublists, gradients, vmap, the FX pass) always parses.
+
+    >>> letter(0), letter(51), letter(52)
+    ('a', 'Z', 'À')
+    """
+    table = _alphabet(False)
+    if i >= len(table):
+        table = _alphabet(True)
+    return table[i]
+
+
+@dataclass(frozen=True)
+class Equation:
+    """A parsed equation.
+
+    ``inputs[k]`` holds the labels of operand ``k`` in dimension order, with
+    :data:`ELLIPSIS` standing for the dimensions an ellipsis covers; ``output`` the
+    output labels (always explicit here).  ``input_positions`` and
+    ``output_positions`` give each label's offset in ``text``, for error carets.
+    """
+
+    text: str
+    inputs: tuple[tuple[str, ...], ...]
+    output: tuple[str, ...]
+    explicit: bool
+    input_positions: tuple[tuple[int, ...], ...]
+    output_positions: tuple[int, ...]
+    canonical: str
+
+    @property
+    def num_operands(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def torch_text(self) -> str:
+        """The spelling to hand torch.einsum for the same call (torch's choice of ops, and
+        so its result dtype, can depend on the order of the labels): the text as written
+        where torch reads it (einc's sublist letters are torch's below 52), else the labels
+        renamed into torch's alphabet in the same order; the canonical form beyond 52."""
+        if all(ch in _LETTERS or ch in ".,-> " for ch in self.text):
+            return self.text
+        labels = sorted({x for t in self.inputs for x in t if x != ELLIPSIS})
+        if len(labels) > len(_LETTERS):
+            return self.canonical
+        rank = dict(zip(labels, sorted(_LETTERS)))
+        return "".join(rank.get(ch, ch) for ch in self.text)
+
+    def term(self, k: int) -> str:
+        """Operand ``k``'s subscripts as written, e.g. ``'bij'``."""
+        return "".join(self.inputs[k])
+
+    def where(self, k: int, dim_label: str | None = None) -> str:
+        """The equation with a caret under operand ``k`` (or under one of its labels)."""
+        pos = self.input_positions[k]
+        if not pos:
+            return caret(self.text, None)
+        if dim_label is not None and dim_label in self.inputs[k]:
+            return caret(self.text, pos[self.inputs[k].index(dim_label)])
+        return caret(self.text, pos[0])
+
+
+def _err(cls, msg: str, text: str, position: int | None):
+    return cls(f"einsum(): {msg}\n{caret(text, position)}")
+
+
+def _parse_term(text: str, start: int, stop: int, operand: str):
+    """Labels and their positions in ``text[start:stop]`` (spaces skipped).
+
+    Messages start with torch.einsum's sentence for the same mistake.
+    """
+    labels: list[str] = []
+    positions: list[int] = []
+    i = start
+    while i < stop:
+        ch = text[i]
+        if ch == " ":
+            i += 1
+        elif ch == ".":
+            if ELLIPSIS in labels:
+                already = ("but an ellipsis (...) was already found" if operand == "output"
+                           else "for which an ellipsis was already found")
+                raise _err(EquationError, f"found '.' for {operand} {already}; each term takes at most one "
+                           "ellipsis '...'", text, i)
+            if text[i:i + 3] != "..." or i + 3 > stop:
+                tail = " (...)" if operand == "output" else ""
+                raise _err(EquationError, f"found '.' for {operand} that is not part of any ellipsis{tail}; "
+                           "an ellipsis is three dots '...'", text, i)
+            labels.append(ELLIPSIS)
+            positions.append(i)
+            i += 3
+        elif ch.isalpha():
+            labels.append(ch)
+            positions.append(i)
+            i += 1
+        else:
+            raise _err(EquationError, _invalid(ch, i), text, i)
+    return tuple(labels), tuple(positions)
+
+
+def _invalid(ch: str, i: int) -> str:
+    return (f"invalid subscript given at index {i} in the equation string, subscripts must be in [a-zA-Z]: "
+            f"{ch!r} is not a letter (einc takes any letter), '...', ',' or one '->'")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse(text: str) -> Equation:
+    """Parse an equation string as ``torch.einsum`` reads it.
+
+    >>> parse("ij,jk").output
+    ('i', 'k')
+    """
+    if not isinstance(text, str):
+        raise ArgumentError(f"einsum(): the equation must be a str, got {type(text).__name__}")
+    arrow = text.find("->")
+    lhs_stop = arrow if arrow >= 0 else len(text)
+    for i, ch in enumerate(text):
+        if ch in "->" and not (arrow >= 0 and arrow <= i <= arrow + 1):
+            raise _err(EquationError, _invalid(ch, i), text, i)
+    inputs, input_positions = [], []
+    start = 0
+    while True:
+        comma = text.find(",", start, lhs_stop)
+        stop = lhs_stop if comma < 0 else comma
+        labels, positions = _parse_term(text, start, stop, f"operand {len(inputs)}")
+        inputs.append(labels)
+        input_positions.append(positions)
+        if comma < 0:
+            break
+        start = comma + 1
+    if arrow >= 0:
+        if text.find(",", arrow) >= 0:
+            raise _err(EquationError, _invalid(",", text.find(",", arrow)) + "; the output (after '->') is "
+                       "one term", text, text.find(",", arrow))
+        output, output_positions = _parse_term(text, arrow + 2, len(text), "output")
+    else:
+        output, output_positions = None, ()
+    return _build(text, inputs, input_positions, output, output_positions)
+
+
+# Sublist labels, in the order of their ints: 0-25 are 'A'-'Z' and 26-51 'a'-'z' (as in
+# torch), then the letters of :func:`letter` from 52 on.  The order matters: an implicit
+# output lists its labels sorted, and torch sorts sublist labels by their ints.  A plain
+# str, so that dynamo reads it as a constant when it traces :func:`sublist_equation`.
+_SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + "".join(_alphabet(False)[52:])
+
+
+def sublist_equation(args) -> tuple[str, list]:
+    """torch's sublist call ``(op0, sub0, op1, sub1, ..., [output])`` -> ``(text, operands)``.
+
+    A sublist is any sequence of non-negative ints (numpy arrays, ``range`` and numpy
+    integers too) and ``Ellipsis``; any int is an index (torch stops at 52).  Plain
+    Python, so that dynamo traces it under torch.compile.
+
+    >>> sublist_equation(("x", [0, 1], "y", [1, 30]))
+    ('AB,Be', ['x', 'y'])
+    """
+    if len(args) < 2:
+        raise ArgumentError("einsum(): must specify the equation string and at least one operand, "
+                            "or at least one operand and its subscripts list")
+    n = len(args) // 2
+    operands = [args[2 * k] for k in range(n)]
+    text = ",".join([_sublist_term(args[2 * k + 1], f"operand {k}") for k in range(n)])
+    if len(args) % 2:
+        text += "->" + _sublist_term(args[-1], "output")
+    return text, operands
+
+
+def _sublist_term(sub, what: str) -> str:
+    if isinstance(sub, (str, bytes)) or hasattr(sub, "__torch_function__") or not hasattr(sub, "__iter__"):
+        raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list of ints and Ellipsis, "
+                               f"got {type(sub).__name__}")
+    out = ""
+    for s in sub:
+        if s is Ellipsis:
+            out += ELLIPSIS
+        elif s.__class__ is int and 0 <= s < len(_SUBLIST_LETTERS):
+            out += _SUBLIST_LETTERS[s]
+        else:
+            out += _sublist_letter(s, what)
+    return out
+
+
+def _sublist_letter(s, what: str) -> str:
+    try:
+        i = operator.index(s)       # numpy integers, 0-d integer arrays
+    except TypeError:
+        i = None
+    if i is None or isinstance(s, bool):
+        raise OperandTypeError(f"einsum(): subscript {s!r} in the subscript list of {what} is not an int "
+                               "or Ellipsis")
+    if i < 0:
+        raise ArgumentError(f"einsum(): subscript in subscript list is not within the valid range [0, 52): "
+                            f"{i} in the list of {what} is negative (einc takes any int >= 0)")
+    return _SUBLIST_LETTERS[i] if i < len(_SUBLIST_LETTERS) else letter(i)
+
+
+def _build(text, inputs, input_positions, output, output_positions) -> Equation:
+    seen = {label for labels in inputs for label in labels}
+    has_ellipsis = ELLIPSIS in seen
+    explicit = output is not None
+    if explicit:
+        for i, label in enumerate(output):
+            if label in output[:i]:
+                raise _err(EquationError, f"output subscript {label} appears more than once in the output",
+                           text, output_positions[i])
+        for label, pos in zip(output, output_positions):
+            if label != ELLIPSIS and label not in seen:
+                raise _err(EquationError, f"output subscript {label} does not appear in the equation for any "
+                           "input operand", text, pos)
+    else:
+        counts: dict[str, int] = {}
+        for labels in inputs:
+            for label in labels:
+                counts[label] = counts.get(label, 0) + 1
+        once = sorted(label for label, n in counts.items() if n == 1 and label != ELLIPSIS)
+        output = ((ELLIPSIS,) if has_ellipsis else ()) + tuple(once)
+    return Equation(text, tuple(inputs), tuple(output), explicit, tuple(input_positions),
+                    tuple(output_positions), _canonical(inputs, output))
+
+
+def _canonical(inputs, output) -> str:
+    rename: dict[str, str] = {ELLIPSIS: ELLIPSIS}
+    for labels in inputs:
+        for label in labels:
+            if label not in rename:
+                rename[label] = letter(len(rename) - 1)
+    lhs = ",".join("".join(rename[x] for x in labels) for labels in inputs)
+    return lhs + "->" + "".join(rename[x] for x in output)

@@ -1,0 +1,600 @@
+"""Named and composite axes: ``"b n (h d), h d e -> b n (h e)"``.
+
+The rule: **an equation that einc reads in torch's notation (each letter one index,
+spaces ignored) means what it means there; an equation that reading rejects is read in
+named notation when it writes a parenthesis or a space between two axis names.**  So no
+equation torch.einsum accepts changes meaning (``"ab cd"`` stays
+the four indices a, b, c, d), and where both readings are possible they agree whenever
+every name is one letter (``"a b, b c -> a c"`` is ``ab,bc->ac`` either way).
+
+Named notation, as einops writes it: axis names are identifiers separated by whitespace;
+``(h d)`` is one dimension of size ``h * d`` (a composite axis, on inputs and on the
+output); ``1`` (or ``()``) is a dimension of size 1 that is no index; ``...`` as in
+torch; the output after ``->`` is required.  Sizes a composite axis cannot infer are
+passed by keyword (``einc.einsum(eq, x, w, h=8)``).
+
+It is resolved into an ordinary einc equation over one letter per name (single-letter
+names keep their letter where they can, a longer name takes its first letter where that
+is free): an input's composite axis is split into its parts by strides (``Tensor.view``:
+splitting one dimension never copies), ``1`` is dropped from the view, the planner sees
+the parts as ordinary indices, and the output's composite axes are merged by a
+``reshape`` of einc's fresh contiguous result, which is a view of it.
+
+Pure Python (no torch import): the door functions below take the door they go through
+(``einc.einsum``, ``contract_expression``, ``explain``) as an argument and touch tensors
+only through their methods, so under ``torch.compile`` dynamo traces the views, the one
+call of the custom op on the resolved equation, and the reshape.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from dataclasses import dataclass
+
+from .equation import ELLIPSIS, _LETTERS, letter, parse
+from ..errors import ArgumentError, EincError, EquationError, OperandCountError, OperandTypeError, OutError, \
+    ShapeError, SizeKeywordError, caret
+
+# A named-notation mark: a parenthesis, or whitespace between two axis characters.
+_MARK = re.compile(r"[()]|\w\s+\w")
+
+
+@functools.lru_cache(maxsize=1024)
+def is_named(text) -> bool:
+    """Whether ``text`` is in named notation (the rule in the module's docstring)."""
+    if text.__class__ is not str or not _MARK.search(text):
+        return False
+    try:
+        parse(text)
+    except EincError:
+        return True
+    return False
+
+
+# ----------------------------------------------------------------------- parse
+
+@dataclass(frozen=True)
+class Named:
+    """A named equation.  An axis is a tuple of names (one name: a plain axis; two or
+    more: a composite axis; none: ``1``) or :data:`ELLIPSIS`.  ``equation`` is the
+    resolved ordinary equation (one letter per name); ``letters`` maps names to letters."""
+
+    text: str
+    inputs: tuple
+    output: tuple
+    input_positions: tuple      # per operand, per axis: (position of the axis, positions of its names)
+    output_positions: tuple
+    letters: tuple              # ((name, letter), ...) in order of first appearance
+    equation: str
+    merges: bool                # whether the output has a composite axis or a '1'
+
+    @property
+    def names(self) -> dict:
+        return dict(self.letters)
+
+def _where(named: Named, k, a=None, name=None) -> str:
+    """The text with a caret under operand ``k`` (``"output"``), its axis ``a``, or one
+    name of that axis (a function, not a method: dynamo traces it in error paths)."""
+    axes, positions = (named.output, named.output_positions) if k == "output" else \
+        (named.inputs[k], named.input_positions[k])
+    if a is None:
+        return caret(named.text, positions[0][0] if positions else None)
+    at, parts = positions[a]
+    if name is not None and axes[a] != ELLIPSIS and name in axes[a]:
+        at = parts[axes[a].index(name)]
+    return caret(named.text, at)
+
+
+def _err(cls, msg, text, position):
+    return cls(f"einsum(): {msg}\n{caret(text, position)}")
+
+
+def _term(text: str, start: int, stop: int, what: str):
+    """The axes of ``text[start:stop]`` and their positions."""
+    axes, positions = [], []
+    group = None
+    i = start
+    while i < stop:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch == "(":
+            if group is not None:
+                raise _err(EquationError, f"nested parenthesis in {what}: a composite axis is a flat list of "
+                           "names, e.g. (h d)", text, i)
+            group, names_at, opened = [], [], i
+            i += 1
+        elif ch == ")":
+            if group is None:
+                raise _err(EquationError, f"')' in {what} closes no '('", text, i)
+            axes.append(tuple(group))
+            positions.append((opened, tuple(names_at)))
+            group = None
+            i += 1
+        elif text.startswith("...", i):
+            if group is not None:
+                raise _err(EquationError, f"an ellipsis '...' inside parentheses in {what}: einc splits and "
+                           "merges named axes only", text, i)
+            if ELLIPSIS in axes:
+                raise _err(EquationError, f"a second ellipsis '...' in {what}; each term takes at most one", text, i)
+            axes.append(ELLIPSIS)
+            positions.append((i, ()))
+            i += 3
+        elif ch.isalnum() or ch == "_":
+            j = i
+            while j < stop and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            word = text[i:j]
+            if word != "1" and not word.isidentifier():
+                raise _err(EquationError, f"{word!r} in {what} is not an axis name: a name is an identifier "
+                           "(letters, digits, '_', not starting with a digit) and '1' is an axis of size 1",
+                           text, i)
+            if group is not None:
+                if word in group:
+                    raise _err(EquationError, f"{word} appears twice in one composite axis of {what}", text, i)
+                if word != "1":
+                    group.append(word)
+                    names_at.append(i)
+            else:
+                axes.append(() if word == "1" else (word,))
+                positions.append((i, () if word == "1" else (i,)))
+            i = j
+        else:
+            raise _err(EquationError, f"{ch!r} in {what} is not part of named notation (axis names separated "
+                       "by spaces, '(' ')', '1', '...', ',' and one '->')", text, i)
+    if group is not None:
+        raise _err(EquationError, f"'(' in {what} is never closed", text, opened)
+    return tuple(axes), tuple(positions)
+
+
+@functools.lru_cache(maxsize=1024)
+def structure(text: str) -> Named:
+    """Parse a named equation, or an equation in torch's notation as named (each label one
+    name: the form a call with keyword sizes takes)."""
+    if not is_named(text):
+        eq = parse(text)        # torch's reading: its labels are the names
+        inputs = tuple(tuple(ELLIPSIS if x == ELLIPSIS else (x,) for x in t) for t in eq.inputs)
+        in_pos = tuple(tuple((p, () if x == ELLIPSIS else (p,)) for x, p in zip(t, ps))
+                       for t, ps in zip(eq.inputs, eq.input_positions))
+        output = tuple(ELLIPSIS if x == ELLIPSIS else (x,) for x in eq.output)
+        out_pos = tuple((p, () if x == ELLIPSIS else (p,)) for x, p in zip(eq.output, eq.output_positions)) \
+            if eq.explicit else ()
+        return _finish(text, inputs, in_pos, output, out_pos)
+    arrow = text.find("->")
+    if arrow < 0:
+        raise _err(EquationError, "named notation needs '->' and the output's axes (the output of a named "
+                   "equation is never implied)", text, len(text))
+    if text.find("->", arrow + 2) >= 0 or text.find(",", arrow) >= 0:
+        bad = min(i for i in (text.find("->", arrow + 2), text.find(",", arrow)) if i >= 0)
+        raise _err(EquationError, "the output (after '->') is one term, and there is one '->'", text, bad)
+    inputs, in_pos = [], []
+    start = 0
+    while True:
+        comma = text.find(",", start, arrow)
+        stop = arrow if comma < 0 else comma
+        axes, positions = _term(text, start, stop, f"operand {len(inputs)}")
+        inputs.append(axes)
+        in_pos.append(positions)
+        if comma < 0:
+            break
+        start = comma + 1
+    output, out_pos = _term(text, arrow + 2, len(text), "output")
+    seen = {n for axes in inputs for axis in axes if axis != ELLIPSIS for n in axis}
+    used = set()
+    for a, axis in enumerate(output):
+        if axis == ELLIPSIS:
+            continue
+        for n, at in zip(axis, out_pos[a][1]):
+            if n in used:
+                raise _err(EquationError, f"output axis {n} appears more than once in the output", text, at)
+            if n not in seen:
+                raise _err(EquationError, f"output axis {n} does not appear in the equation for any input "
+                           "operand", text, at)
+            used.add(n)
+    if any(axis == ELLIPSIS for axis in output) and not any(ELLIPSIS in axes for axes in inputs):
+        raise _err(EquationError, "the output has '...' but no operand has", text, arrow + 2)
+    return _finish(text, tuple(inputs), tuple(in_pos), output, out_pos)
+
+
+def _finish(text, inputs, in_pos, output, out_pos) -> Named:
+    order = []
+    for axes in (*inputs, output):
+        for axis in axes:
+            if axis != ELLIPSIS:
+                order += [n for n in axis if n not in order]
+    chosen: dict[str, str] = {}
+    taken: set[str] = set()
+    for n in order:         # single letters keep theirs; then a longer name takes its first letter if free
+        if len(n) == 1 and n.isalpha() and n not in taken:
+            chosen[n] = n
+            taken.add(n)
+    for n in order:
+        if n not in chosen and n[0] in _LETTERS and n[0] not in taken:
+            chosen[n] = n[0]
+            taken.add(n[0])
+    free = (c for c in map(letter, range(len(order) + len(taken) + 1)) if c not in taken)
+    for n in order:
+        if n not in chosen:
+            chosen[n] = next(free)
+
+    def term(axes):
+        return "".join(ELLIPSIS if axis == ELLIPSIS else "".join(chosen[n] for n in axis) for axis in axes)
+    equation = ",".join(term(axes) for axes in inputs) + "->" + term(output)
+    merges = not all(axis == ELLIPSIS or len(axis) == 1 for axis in output)
+    return Named(text, inputs, output, in_pos, out_pos, tuple((n, chosen[n]) for n in order), equation, merges)
+
+
+# ----------------------------------------------------------------------- sizes
+
+def _fail(fail, cls, message: str):
+    """The error to raise, after ``fail`` (if any) has seen it."""
+    if fail is not None:
+        fail(cls, message)
+    return cls(message)
+
+
+def _size(name, value, fail=None):
+    if value.__class__ is not int and type(value).__name__ != "SymInt":
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise _fail(fail, ArgumentError, f"einsum(): the size {name}={value!r} must be an int") from None
+    if value < 0:
+        raise _fail(fail, ArgumentError, f"einsum(): the size {name}={value} cannot be negative")
+    return value
+
+
+def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
+    """Every name's size from the operands' shapes and the keyword ``sizes``, checked:
+    ``(sizes by name, view shape of each operand or None where it is used as is)``.
+    A plain axis of size 1 broadcasts, as in torch.  ``fail(error class, message)``, where
+    given, sees each error first (under torch.compile it raises einc's error at trace time
+    rather than dynamo's "observed exception")."""
+    def bad(cls, message, where):
+        return _fail(fail, cls, f"einsum(): {message}\n{where}")
+
+    if len(shapes) != len(named.inputs):
+        raise bad(OperandCountError, f"the equation names {len(named.inputs)} operands but {len(shapes)} were "
+                  "given", caret(named.text, None))
+    names = dict(named.letters)
+    for key in sizes:
+        if key not in names:
+            raise bad(SizeKeywordError, f"unknown keyword {key}={sizes[key]!r}: {key} is neither one of einsum's "
+                      f"keywords nor an axis of the equation (its axes: {', '.join(names) or 'none'})",
+                      caret(named.text, None))
+    known = {k: _size(k, v, fail) for k, v in sizes.items()}
+    keyword = set(known)
+    plain = {}          # name -> [(size, operand, axis)]
+    composites = []     # (total, names, operand, axis)
+    for k, (axes, shape) in enumerate(zip(named.inputs, shapes)):
+        fixed = sum(axis != ELLIPSIS for axis in axes)
+        ndim = len(shape)
+        if ndim < fixed if ELLIPSIS in axes else ndim != fixed:
+            raise bad(ShapeError, f"operand {k} has {ndim} dimensions but the equation gives it "
+                      f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes", _where(named, k))
+        d = 0
+        for a, axis in enumerate(axes):
+            if axis == ELLIPSIS:
+                d += ndim - fixed
+                continue
+            size = shape[d]
+            d += 1
+            if len(axis) == 0:
+                if size != 1:
+                    raise bad(ShapeError, f"the axis '1' of operand {k} has size {size}; '1' is an axis of size 1",
+                              _where(named, k, a))
+            elif len(axis) == 1:
+                plain.setdefault(axis[0], []).append((size, k, a))
+            else:
+                composites.append((size, axis, k, a))
+    in_composite = {n for _, axis, _, _ in composites for n in axis}
+    for n, seen in plain.items():       # plain axes agree with each other and with a keyword
+        full = [s for s in seen if s[0] != 1]
+        if n in keyword and not full and n not in in_composite and known[n] != 1:
+            full = seen         # size 1 everywhere: it broadcasts against nothing, the keyword must match
+        first, where = (known[n], "the keyword") if n in keyword else (full[0][0], f"operand {full[0][1]}") \
+            if full else (None, None)
+        for size, k, a in full:
+            if size != first:
+                raise bad(ShapeError, f"axis {n} has two sizes: {first} in {where} and {size} in operand {k}",
+                          _where(named, k, a, n))
+        if n not in known and full:
+            known[n] = first
+    weak = {n: 1 for n in plain if n not in known}      # only broadcast dimensions: a composite may say more
+    progress = True
+    while progress:     # a composite with one unknown part gives it
+        progress = False
+        for total, axis, k, a in composites:
+            unknown = [n for n in axis if n not in known]
+            if len(unknown) != 1:
+                continue
+            part = functools.reduce(operator.mul, (known[n] for n in axis if n in known), 1)
+            if part == 0:
+                continue        # 0 = 0 * x says nothing of x
+            if total % part != 0:
+                given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
+                raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, which {given} does "
+                          f"not divide: {total} / {part} leaves no whole size for {unknown[0]}",
+                          _where(named, k, a, unknown[0]))
+            known[unknown[0]] = total // part
+            progress = True
+    for n, v in weak.items():
+        known.setdefault(n, v)
+    for total, axis, k, a in composites:
+        missing = [n for n in axis if n not in known]
+        if missing and _moves_whole(named, axis, missing):
+            # (b h) only ever as (b h), on every side: any split gives the same result; (total, 1, ...)
+            part = functools.reduce(operator.mul, (known[n] for n in axis if n in known), 1)
+            if part and total % part == 0:
+                for i, n in enumerate(missing):
+                    known[n] = total // part if i == 0 else 1
+                missing = []
+        if missing:
+            which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
+            regrouped = [g for g in named.output if g != ELLIPSIS and len(g) > 1 and set(g) & set(missing)
+                         and g != axis]
+            also = f" (the output groups them as ({' '.join(regrouped[0])}))" if regrouped else ""
+            raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing gives "
+                      f"the size of {' and '.join(missing)}{also}; pass {which} by keyword, e.g. "
+                      f"einc.einsum(equation, *operands, {missing[0]}=...)", _where(named, k, a, missing[0]))
+        product = functools.reduce(operator.mul, (known[n] for n in axis), 1)
+        if product != total:
+            parts = " * ".join(f"{n}={known[n]}" for n in axis)
+            raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, but {parts} is {product}",
+                      _where(named, k, a))
+    for n, seen in plain.items():
+        for size, k, a in seen:
+            if size != known[n] and size != 1:
+                raise bad(ShapeError, f"axis {n} has two sizes: {known[n]} (from a composite axis) and {size} in "
+                          f"operand {k}", _where(named, k, a, n))
+    views = []
+    for axes, shape in zip(named.inputs, shapes):
+        if all(axis == ELLIPSIS or len(axis) == 1 for axis in axes):
+            views.append(None)
+            continue
+        fixed = sum(axis != ELLIPSIS for axis in axes)
+        view, d = [], 0
+        for axis in axes:
+            if axis == ELLIPSIS:
+                view += list(shape[d:d + len(shape) - fixed])
+                d += len(shape) - fixed
+                continue
+            if len(axis) == 1:
+                view.append(shape[d])
+            else:
+                view += [known[n] for n in axis]
+            d += 1
+        views.append(tuple(view))
+    return known, tuple(views)
+
+
+def _moves_whole(named: Named, axis: tuple, names) -> bool:
+    """Whether every axis holding one of ``names``, on the inputs and the output, is the
+    composite ``axis`` itself (then its parts are never separated, and any split of it
+    gives the same result)."""
+    for axes in (*named.inputs, named.output):
+        for other in axes:
+            if other != ELLIPSIS and other != axis and any(n in other for n in names):
+                return False
+    return True
+
+
+def output_shape(named: Named, result_shape):
+    """The output's shape from the shape of the resolved equation's result (composite axes
+    merged, ``1`` inserted), or None where they are the same."""
+    if not named.merges:
+        return None
+    fixed = sum(len(axis) for axis in named.output if axis != ELLIPSIS)
+    shape, d = [], 0
+    for axis in named.output:
+        if axis == ELLIPSIS:
+            m = len(result_shape) - fixed
+            shape += list(result_shape[d:d + m])
+            d += m
+        else:
+            shape.append(functools.reduce(operator.mul, result_shape[d:d + len(axis)], 1))
+            d += len(axis)
+    return tuple(shape)
+
+
+def _views(operands, view_shapes):
+    return [o if v is None else o.view(v) for o, v in zip(operands, view_shapes)]
+
+
+def _check_tensors(operands, door="einsum"):
+    for k, o in enumerate(operands):
+        if not hasattr(o, "shape") or not hasattr(o, "view"):
+            raise OperandTypeError(f"{door}(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
+
+
+# ----------------------------------------------------------------------- the doors
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
+    """:func:`resolve`'s sizes and view shapes, cached for eager calls (concrete shapes)."""
+    known, views = resolve(named, shapes, dict(sizes))
+    return tuple(known.items()), views
+
+
+_merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
+
+
+def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracing=None, fail=None):
+    """``einc.einsum`` on a named equation (or with keyword sizes): the operands' views,
+    ``door`` (einc.einsum) on the resolved equation, the output's reshape.  ``parsed`` is
+    :func:`structure`, or the door's copy of it that dynamo reads as a constant; while
+    ``tracing()`` the sizes are resolved on every call (they may be symbolic; errors go
+    through ``fail``, see :func:`resolve`), else cached."""
+    if not args or args[0].__class__ is not str:
+        raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
+                            "the sublist format has none")
+    operands = args[1:]
+    if len(operands) == 1 and operands[0].__class__ in (list, tuple):
+        operands = operands[0]
+    named = parsed(args[0])
+    _check_tensors(operands)
+    traced = tracing is not None and tracing()
+    if traced:
+        known, view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)
+    else:
+        known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
+        known = dict(known)
+    views = _views(operands, view_shapes)
+    if not named.merges:
+        return door(named.equation, *views, out=out, **options)     # no merge: out= as it is
+    if out is not None:     # out= seen as the resolved equation's result: the door checks and writes it
+        door(named.equation, *views, out=_split_out(named, known, out), **options)
+        return out
+    result = door(named.equation, *views, **options)
+    shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
+    return result if shape is None else result.reshape(shape)
+
+
+def _split_out(named: Named, known: dict, out):
+    """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
+    fixed = sum(axis != ELLIPSIS for axis in named.output)
+    shape, d, ok = [], 0, out.dim() >= fixed if ELLIPSIS in named.output else out.dim() == fixed
+    for axis in named.output if ok else ():
+        if axis == ELLIPSIS:
+            m = out.dim() - fixed
+            shape += list(out.shape[d:d + m])
+            d += m
+            continue
+        parts = [known[n] for n in axis]
+        ok = ok and functools.reduce(operator.mul, parts, 1) == out.shape[d]
+        shape += parts
+        d += 1
+    try:
+        if ok:
+            return out.view(shape)
+    except RuntimeError:
+        pass
+    want = ", ".join("..." if axis == ELLIPSIS else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
+                     for axis in named.output)
+    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
+                   + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
+                      if ok else "") + f"\n{caret(named.text, None)}")
+
+
+def expression(door, args, sizes: dict, constants, options: dict):
+    """``contract_expression`` on a named equation: :class:`NamedExpression`."""
+    if not args or not isinstance(args[0], str):
+        raise ArgumentError("contract_expression(): keyword sizes name the axes of an equation string; the "
+                            "interleaved format has none")
+    named = structure(args[0])
+    items = list(args[1:])
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else tuple(int(s) for s in x) for x in items]
+    known, view_shapes = resolve(named, shapes, sizes)
+    constants = sorted(set(int(k) for k in (constants or ())))
+    viewed = [x.view(v) if (hasattr(x, "view") and v is not None and k in constants) else
+              (v if v is not None else x) for k, (x, v) in enumerate(zip(items, view_shapes))]
+    inner = door(named.equation, *viewed, constants=constants, **options)
+    return NamedExpression(named, inner, shapes, view_shapes, constants, known)
+
+
+class NamedExpression:
+    """A planned named contraction (``contract_expression`` on a named equation): views the
+    operands, calls the expression planned for the resolved equation, merges the output."""
+
+    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
+        self.named = named
+        self._known = known
+        self._description = describe(named, shapes, known)
+        self.equation = named.text
+        self.shapes = tuple(shapes)
+        self.constants = tuple(constants)
+        self._inner = inner
+        self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
+        self._view_shapes = tuple(view_shapes[k] for k in self._variables)
+
+    @property
+    def plan(self):
+        return self._inner.plan
+
+    def __call__(self, *operands, out=None, backend=None):
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        _check_tensors(operands, "contract_expression")
+        for o, k in zip(operands, self._variables):     # (the count: the inner expression checks it)
+            if tuple(o.shape) != self.shapes[k]:
+                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
+                                 f"but the expression was planned for {self.shapes[k]}")
+        views = _views(operands, self._view_shapes) + list(operands[len(self._variables):])
+        if out is not None:
+            self._inner(*views, out=_split_out(self.named, self._known, out) if self.named.merges else out,
+                        backend=backend)
+            return out
+        result = self._inner(*views, backend=backend)
+        shape = output_shape(self.named, result.shape)
+        return result if shape is None else result.reshape(shape)
+
+    def __repr__(self) -> str:
+        return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"
+
+    def __str__(self) -> str:
+        return self._description + "\n" + str(self._inner)
+
+
+def explain(door, text, items, sizes: dict, options: dict):
+    """``explain`` on a named equation: the resolved equation's explanation, headed by how
+    the names were resolved (:class:`NamedExplanation`)."""
+    named = structure(text)
+    shapes = [tuple(x.shape) if hasattr(x, "shape") else tuple(int(s) for s in x) for x in items]
+    known, view_shapes = resolve(named, shapes, sizes)
+    viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
+    return NamedExplanation(door(named.equation, *viewed, **options), describe(named, shapes, known))
+
+
+class NamedExplanation:
+    """:func:`einc.explain`'s answer for a named equation: the resolved equation's
+    explanation (its attributes read through), printed under the names' resolution."""
+
+    def __init__(self, info, header: str):
+        self.info = info
+        self.header = header
+
+    def __getattr__(self, name):
+        return getattr(self.info, name)
+
+    def __str__(self) -> str:
+        return self.header + "\n" + str(self.info)
+
+    def to_dict(self) -> dict:
+        d = self.info.to_dict()
+        d["named"] = self.header
+        return d
+
+
+def describe(named: Named, shapes, known) -> str:
+    """In plain words: how the names resolve (letters, sizes) and what each split and
+    merge costs (nothing: a split is a view, a merge views einc's contiguous result)."""
+    letters = named.names
+    renamed = [f"{n}={c}" for n, c in named.letters if n != c]
+    lines = [f"Named axes: {named.text}",
+             f"  resolved equation: {named.equation}" + (f"  (letters: {', '.join(renamed)})" if renamed else ""),
+             "  sizes: " + ", ".join(f"{n}={known[n]}" for n in letters if n in known)]
+    for k, axes in enumerate(named.inputs):
+        for axis in axes:
+            if axis != ELLIPSIS and len(axis) > 1:
+                lines.append(f"  operand {k}: ({' '.join(axis)}) split into " + " ".join(
+                    f"{n}={known[n]}" for n in axis) + " by strides: a view, no copy")
+            elif axis == ():
+                lines.append(f"  operand {k}: its axis '1' dropped: a view, no copy")
+    for axis in named.output:
+        if axis != ELLIPSIS and len(axis) > 1:
+            lines.append(f"  output: ({' '.join(axis)}) merged from " + " ".join(f"{n}={known[n]}" for n in axis)
+                         + ": a view of einc's contiguous result, no copy")
+        elif axis == ():
+            lines.append("  output: an axis '1' inserted: a view, no copy")
+    return "\n".join(lines)
+
+
+def for_cli(text: str, shapes, sizes: dict):
+    """``(resolved equation, its operand shapes, the names' description)`` for ``einc dump``
+    and ``einc explain`` (pure: no torch)."""
+    named = structure(text)
+    known, view_shapes = resolve(named, [tuple(s) for s in shapes], sizes)
+    return named.equation, [tuple(s) if v is None else v for s, v in zip(shapes, view_shapes)], \
+        describe(named, shapes, known)

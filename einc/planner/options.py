@@ -1,0 +1,270 @@
+"""A call's planner options -- ``optimize`` and ``memory_limit`` -- validated once.
+
+One :class:`Options` gives everything the rest of einc needs from them: the plan
+cache's key (an interned object: equal options are the same object, so the key hashes
+it by identity, in C), the optimizer to run (:meth:`Options.resolve`), the two strings
+the custom op carries (:func:`encode`, :meth:`Options.from_op`), and the options of a
+gradient's einsum (:meth:`Options.for_gradient`: an explicit path belongs to its own
+equation).  Pure Python: opt_einsum is the only import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import opt_einsum
+import opt_einsum.path_random
+from opt_einsum.paths import PathOptimizer
+
+from ..config import SELECT
+from ..errors import ArgumentError, PathError
+
+AUTO = "auto"
+COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.planner.slicing
+LEFT_TO_RIGHT = "left-to-right"
+
+# (optimize, memory_limit) as given -> Options; read directly by einc.einsum's hot path.
+INTERNED: dict = {}
+_MAX_INTERNED = 4096
+_by_value: dict = {}
+_lock = threading.Lock()
+
+
+class Options:
+    """``optimize``: ``"auto"``, an opt_einsum strategy name, ``False`` (left to right),
+    an explicit path (a tuple of tuples of ints) or a path function / ``PathOptimizer``;
+    ``memory_limit``: None, a number of elements, or ``"max_input"``; ``select``: how each
+    step's backend is chosen (None: ``EINC_SELECT``; see :mod:`einc.runtime.select`)."""
+
+    __slots__ = ("optimize", "memory_limit", "name", "select")
+
+    def __init__(self, optimize, memory_limit, name, select=None):
+        self.optimize = optimize
+        self.memory_limit = memory_limit
+        self.name = name                # for the plan's printout
+        self.select = select
+
+    @staticmethod
+    def of(optimize=AUTO, memory_limit=None, select=None) -> Options:
+        """The validated, interned options for these arguments (cached per argument triple).
+
+        >>> Options.of("greedy") is Options.of("greedy")
+        True
+        """
+        try:
+            return INTERNED[optimize, memory_limit, select]
+        except (KeyError, TypeError):   # new, or unhashable (a list path)
+            pass
+        optimize_n, name = _normalize_optimize(optimize)
+        limit = _normalize_memory_limit(memory_limit)
+        if select is not None and select not in SELECT:
+            raise ArgumentError(f"einsum(): select must be one of {', '.join(SELECT)} (or None for EINC_SELECT), "
+                                f"got {select!r}")
+        with _lock:
+            if len(_by_value) >= _MAX_INTERNED:     # bounded: forgetting costs plan-cache misses only
+                _by_value.clear()
+                INTERNED.clear()
+                _by_value[(AUTO, None, None)] = DEFAULT
+            options = _by_value.get((optimize_n, limit, select))
+            if options is None:
+                options = _by_value[(optimize_n, limit, select)] = Options(optimize_n, limit, name, select)
+            try:
+                if len(INTERNED) >= _MAX_INTERNED:
+                    INTERNED.clear()
+                INTERNED[optimize, memory_limit, select] = options
+            except TypeError:
+                pass
+        return options
+
+    def resolve(self):
+        """``(path_function or None, explicit path or None)``."""
+        opt = self.optimize
+        if opt == AUTO:
+            return _auto, None
+        if opt is False:
+            return None, LEFT_TO_RIGHT
+        if isinstance(opt, str):
+            return opt_einsum.paths.get_path_fn(opt), None
+        if isinstance(opt, tuple):
+            return None, opt
+        return opt, None
+
+    def for_gradient(self) -> Options:
+        """The options of a gradient's einsum: an explicit path does not carry over."""
+        return Options.of(AUTO, self.memory_limit, self.select) if isinstance(self.optimize, tuple) else self
+
+    def to_op(self) -> tuple[str, str]:
+        """The custom op's ``optimize`` and ``memory_limit`` strings (``select`` does not
+        travel: under torch.compile it is ``EINC_SELECT``'s)."""
+        return encode(self.optimize, self.memory_limit)
+
+    @staticmethod
+    def from_op(optimize: str, memory_limit: str) -> Options:
+        """The options the op's strings stand for (cached)."""
+        return _decoded(optimize, memory_limit)
+
+    def __repr__(self) -> str:
+        return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r}, select={self.select!r})"
+
+
+DEFAULT = Options(AUTO, None, AUTO)     # einsum's default, the same object for good
+_by_value[(AUTO, None, None)] = DEFAULT
+
+
+def _normalize_optimize(optimize):
+    if optimize is True or optimize == AUTO:
+        return AUTO, AUTO
+    if optimize is False or optimize is None:
+        return False, LEFT_TO_RIGHT
+    if optimize == COTENGRA:
+        return COTENGRA, COTENGRA
+    if isinstance(optimize, str):
+        try:
+            opt_einsum.paths.get_path_fn(optimize)
+        except KeyError:
+            names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {AUTO})
+            raise PathError(f"einsum(): unknown optimize={optimize!r}; valid names are "
+                            f"{', '.join(names)}, a PathOptimizer, or an explicit path") from None
+        return optimize, optimize
+    if isinstance(optimize, PathOptimizer) or callable(optimize):
+        return optimize, type(optimize).__name__
+    if isinstance(optimize, (list, tuple)):
+        path = []
+        for pair in optimize:
+            if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
+                continue
+            if not isinstance(pair, (list, tuple)) or not all(
+                    isinstance(i, int) and not isinstance(i, bool) for i in pair):
+                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
+            path.append(tuple(pair))
+        return tuple(path), "explicit"
+    raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
+
+
+def _normalize_memory_limit(memory_limit):
+    if memory_limit is None or memory_limit == "max_input":
+        return memory_limit
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float)):
+        raise PathError(f"einsum(): memory_limit must be None, a number of elements or 'max_input', "
+                        f"got {memory_limit!r}")
+    return None if memory_limit < 0 else int(memory_limit)     # opt_einsum: -1 means no limit
+
+
+def _auto(inputs, output, size_dict, memory_limit=None):
+    """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
+
+    Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
+    opt_einsum's ``dp``), then 128 seeded random-greedy trials.
+    """
+    n = len(inputs)
+    if n <= 5:
+        fn = opt_einsum.paths.optimal
+    elif n <= 16:
+        fn = opt_einsum.paths.dynamic_programming
+    else:
+        fn = opt_einsum.path_random.random_greedy_128
+    return fn(inputs, output, size_dict, memory_limit)
+
+
+# ----------------------------------------------------------------------- torch's global settings
+
+# The value of einc's ``optimize`` keyword when it is not passed: equal to ``"auto"`` but a
+# distinct object (a literal ``"auto"`` is interned, this one is built at run time), so
+# that ``optimize is DEFAULT_OPTIMIZE`` tells "not passed" from an explicit ``"auto"``.
+DEFAULT_OPTIMIZE = "".join(["au", "to"])
+
+TORCH_STRATEGIES = ("auto", "greedy", "optimal")
+
+
+def torch_optimize(enabled, strategy):
+    """The ``optimize`` einc's default stands for under torch's settings
+    ``torch.backends.opt_einsum.enabled`` and ``.strategy``, read as torch.einsum reads them.
+
+    ``enabled`` false: left to right, as torch.einsum contracts then.  A strategy other than
+    ``"auto"`` (torch's default, so an explicit ``"auto"`` cannot be told from the default):
+    that opt_einsum strategy -- torch checks for ``greedy`` and ``optimal`` in ``flags()``,
+    but an assigned attribute reaches opt_einsum as it is, so any opt_einsum name runs, in
+    torch.einsum and here.  Otherwise einc's own default, ``"auto"`` (a harder search than
+    opt_einsum's ``auto``, paid once per key).
+
+    >>> torch_optimize(True, "auto"), torch_optimize(False, "auto"), torch_optimize(True, "greedy")
+    ('auto', False, 'greedy')
+    """
+    if not enabled:
+        return False
+    if strategy is None or strategy == AUTO:
+        return AUTO
+    try:
+        opt_einsum.paths.get_path_fn(strategy)
+    except (KeyError, AttributeError):
+        raise PathError(f"torch.backends.opt_einsum.strategy is {strategy!r}, which is not an opt_einsum "
+                        f"strategy (torch accepts {', '.join(TORCH_STRATEGIES)})") from None
+    return strategy
+
+
+# ----------------------------------------------------------------------- the op's strings
+
+def encode(optimize, memory_limit) -> tuple[str, str]:
+    """``optimize`` and ``memory_limit`` as the custom op's strings.  Plain code that dynamo
+    traces under torch.compile; validation happens when the op decodes them."""
+    if isinstance(optimize, str):
+        text = optimize
+    elif optimize is True:
+        text = AUTO
+    elif optimize is False or optimize is None:
+        text = "false"
+    elif isinstance(optimize, (list, tuple)):
+        pairs = []
+        for pair in optimize:
+            if isinstance(pair, str) and pair == "einsum_path":
+                continue
+            if not isinstance(pair, (list, tuple)):
+                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
+            pairs.append(",".join([str(i) for i in pair]))
+        text = "path:" + ";".join(pairs)
+    else:
+        raise PathError("einsum(): under torch.compile, optimize must be a strategy name, a bool or an explicit "
+                        f"path; a {type(optimize).__name__} object cannot be passed to the compiled op")
+    if memory_limit is None:
+        limit = ""
+    elif isinstance(memory_limit, str):
+        limit = memory_limit
+    else:
+        limit = str(int(memory_limit))
+    return text, limit
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded(optimize: str, memory_limit: str) -> Options:
+    if optimize == "false":
+        opt = False
+    elif optimize.startswith("path:"):
+        body = optimize[5:]
+        try:
+            opt = tuple(tuple(int(i) for i in pair.split(",") if i) for pair in body.split(";")) if body else ()
+        except ValueError:
+            raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
+    else:
+        opt = optimize
+    limit = None if not memory_limit else memory_limit if not memory_limit.lstrip("-").isdigit() \
+        else int(memory_limit)
+    return Options.of(opt, limit)
+
+
+def cache_clear() -> None:
+    """Forget the interned options (they are rebuilt on the next call); the default stays."""
+    with _lock:
+        INTERNED.clear()
+        _by_value.clear()
+        _by_value[(AUTO, None, None)] = DEFAULT
+    _decoded.cache_clear()
+
+
+def cache_size() -> int:
+    """How many options are interned besides the default."""
+    return len(_by_value) - 1
+
+
+__all__ = ["Options", "encode", "AUTO", "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
+           "torch_optimize"]

@@ -1,0 +1,328 @@
+"""Stage 3, plan: :class:`ContractionGraph` + optimizer -> :class:`Plan` of :class:`Step`.
+
+opt_einsum chooses the order (the call's :class:`~einc.planner.options.Options` say how); this
+module turns its linear path into named steps.
+Values are numbered as in SSA form: operands are ``T0 .. Tn-1`` and step ``s``
+produces ``T(n+s)``.  Each step records the indices of its operands (repeats and
+indices unique to one operand included: executors fold those into the step), the
+indices it keeps, in order, the indices it sums, and what it costs.  Pure Python:
+opt_einsum (through :mod:`einc.planner.options`) is the only import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ..errors import PathError
+from .graph import ContractionGraph
+from .options import LEFT_TO_RIGHT, Options
+
+# Step kinds: what an executor has to do.
+CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
+DOT = "dot"             # pairwise, sums shared indices and keeps only batch ones: multiply-and-sum
+PRODUCT = "product"     # pairwise, sums no shared index: elementwise or outer product
+REDUCE = "reduce"       # one operand: diagonal, sum, transpose
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``operands`` (value ids) -> value ``result``.
+
+    ``inputs[k]`` is operand ``k``'s index per dimension, ``output`` the result's
+    indices in order, ``batch`` the kept indices shared by both operands, ``summed``
+    every index that disappears here.
+    """
+
+    kind: str
+    operands: tuple[int, ...]
+    result: int
+    inputs: tuple[tuple[int, ...], ...]
+    output: tuple[int, ...]
+    batch: tuple[int, ...]
+    summed: tuple[int, ...]
+    flops: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A contraction order with its costs; ``str(plan)`` is the table ``explain`` prints."""
+
+    graph: ContractionGraph
+    equation: str
+    optimizer: str
+    path: tuple[tuple[int, ...], ...]
+    steps: tuple[Step, ...]
+    naive_flops: int
+    flops: int
+    largest_intermediate: int
+    slicing: object = None      # an einc.planner.slicing.Slicing where indices are sliced
+    notes: tuple[str, ...] = ()     # more lines for the printout (cotengra's plan against einc's)
+
+    @property
+    def num_operands(self) -> int:
+        return self.graph.num_operands
+
+    @property
+    def speedup(self) -> float:
+        return self.naive_flops / self.flops if self.flops else 1.0
+
+    def describe(self, step: Step) -> str:
+        """``'ij,jk->ik'`` for a step, in the graph's index names."""
+        numbered = self.numbered(step)
+        return ",".join(self.term(t, numbered) for t in step.inputs) + "->" + self.term(step.output, numbered)
+
+    def term(self, indices, numbered: bool = False) -> str:
+        """Display string of ``indices`` as the equation writes them: ``'bij'``, the
+        ellipsis's dimensions together as one ``...``.  Where they do not stand together
+        (or ``numbered``), each is written ``...0``, ``...1`` (its place in the ellipsis)."""
+        names = [self.graph.names[i] for i in indices]
+        if numbered or self._split(indices):
+            return "".join("..." + n[1:] if n.startswith("…") else n for n in names)
+        return "".join("..." if n.startswith("…") else n for k, n in enumerate(names)
+                       if not (n.startswith("…") and k and names[k - 1].startswith("…")))
+
+    def _split(self, indices) -> bool:
+        """Whether the ellipsis's dimensions among ``indices`` stand in more than one run."""
+        return "x" in "".join("e" if self.graph.names[i].startswith("…") else "x" for i in indices).strip("x")
+
+    def numbered(self, step: Step) -> bool:
+        """Whether ``step`` is shown with numbered ellipsis dimensions (one of its terms splits them)."""
+        return any(self._split(t) for t in (*step.inputs, step.output))
+
+    def __str__(self) -> str:
+        return format_table(self)
+
+    def to_dict(self) -> dict:
+        """The plan as plain data (for JSON): equation, optimizer, path, steps, totals."""
+        return {
+            "equation": self.equation, "optimizer": self.optimizer, "path": [list(c) for c in self.path],
+            "steps": [{"step": s + 1, "kind": step.kind, "operands": [f"T{v}" for v in step.operands],
+                       "result": f"T{step.result}", "contraction": self.describe(step),
+                       "summed": self.term(step.summed, self.numbered(step)), "flops": step.flops, "size": step.size}
+                      for s, step in enumerate(self.steps)],
+            "totals": {"flops": self.flops, "largest_intermediate": self.largest_intermediate,
+                       "steps": len(self.steps), "speedup_over_naive": self.speedup},
+            "naive": {"flops": self.naive_flops},
+            "slicing": None if self.slicing is None else {
+                "indices": self.graph.term(self.slicing.indices), "slices": self.slicing.num_slices,
+                "memory_limit": self.slicing.memory_limit, "flops_overhead": self.slicing.overhead,
+                "planner": self.slicing.planner, "chunks": list(self.slicing.chunks), "bound": self.slicing.bound,
+                "estimated_seconds": self.slicing.seconds, "overhead_seconds": self.slicing.overhead_seconds,
+                "unsliced_seconds": self.slicing.unsliced_seconds},
+        }
+
+
+def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
+    """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
+    factor = max(1, num_terms - 1) + (1 if summed else 0)
+    return math.prod(sizes[i] for i in indices) * factor
+
+
+# ----------------------------------------------------------------------- the path
+
+def find_path(graph: ContractionGraph, options: Options):
+    """The linear contraction path (opt_einsum's format) for ``graph``."""
+    return _path(graph, options)[0]
+
+
+def _path(graph: ContractionGraph, options: Options):
+    """``(path, sizes)``: the path, and where it was found for other sizes of the same
+    size class (:func:`size_class`) and reused, those sizes (else None)."""
+    fn, path = options.resolve()
+    n = graph.num_operands
+    if n == 1:
+        return ((0,),), None
+    if path == LEFT_TO_RIGHT or (fn is not None and 0 in graph.sizes):
+        # All costs are zero when a size is 0; any order will do.
+        return tuple((0, 1) for _ in range(n - 1)), None
+    if path is not None:
+        return path, None
+    if n == 2:
+        return ((0, 1),), None          # the only order there is
+    key = None
+    if options.memory_limit is None and isinstance(options.optimize, str):     # a named, stateless search
+        key = (graph.inputs, graph.output, size_class(graph.sizes), options.optimize)
+        found = _PATHS.get(key)
+        if found is not None:
+            return found[0], (found[1] if found[1] != graph.sizes else None)
+    # Int labels: their hashes, unlike strings', are the same in every process, so set
+    # iteration order (which breaks ties in greedy searches) and the path are too.
+    inputs = [set(term) for term in graph.inputs]
+    output = set(graph.output)
+    size_dict = dict(enumerate(graph.sizes))
+    memory_limit = options.memory_limit
+    if memory_limit == "max_input":
+        memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
+    path = tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+    if key is not None:
+        with _PATHS_LOCK:
+            _PATHS[key] = (path, graph.sizes)
+            while len(_PATHS) > PATH_CACHE_SIZE:
+                _PATHS.popitem(last=False)
+    return path, None
+
+
+def size_class(sizes) -> tuple[int, ...]:
+    """The class of each size for reusing a path: 0, 1, or the power of two it lies below
+    (``bit_length``), so sizes within the same octave share a class.
+
+    A new shape of a known equation (a graph network's edge count, a growing key/value
+    cache) whose sizes all stay in their class reuses the path found for the first
+    shape of the class instead of searching again; ``explain`` says so.  Within an
+    octave the reused order's cost is within a small factor of the optimum, where
+    a search would cost a plan's worth of time on every new shape.
+
+    >>> size_class((0, 1, 2, 3, 4, 1000, 1023, 1024))
+    (0, 1, 2, 2, 3, 10, 10, 11)
+    """
+    return tuple(s.bit_length() if s > 1 else s for s in sizes)
+
+
+PATH_CACHE_SIZE = 4096      # paths kept per (equation, size class, strategy); the oldest go first
+_PATHS: OrderedDict = OrderedDict()
+_PATHS_LOCK = threading.Lock()
+
+
+def path_cache_clear() -> None:
+    with _PATHS_LOCK:
+        _PATHS.clear()
+
+
+# ----------------------------------------------------------------------- steps
+
+def build_plan(graph: ContractionGraph, equation: str = "", options: Options | None = None) -> Plan:
+    """Plan ``graph`` with ``options`` (default: einc's ``auto``): find a path and describe
+    each step.
+
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> p = build_plan(build(parse("ij,jk,kl->il"), [(8, 2), (2, 8), (8, 2)]))
+    >>> [s.kind for s in p.steps]
+    ['contract', 'contract']
+    """
+    options = options or Options.of()
+    path, found_for = _path(graph, options)
+    n = graph.num_operands
+    sizes = graph.sizes
+    live = list(range(n))                   # value ids, in opt_einsum's list order
+    indices = {k: graph.inputs[k] for k in range(n)}
+    steps: list[Step] = []
+    for contraction in path:
+        if not contraction or len(set(contraction)) != len(contraction) or any(
+                not 0 <= i < len(live) for i in contraction):
+            raise PathError(f"einsum(): invalid contraction {contraction} in path {list(path)} "
+                            f"({len(live)} operands remain at that point)")
+        taken = [live[i] for i in sorted(contraction)]
+        for i in sorted(contraction, reverse=True):
+            live.pop(i)
+        # A contraction of three or more operands runs pairwise, left to right.
+        while True:
+            group = taken[:2]
+            rest = taken[2:]
+            last = not live and not rest
+            step = _make_step(group, len(steps) + n, indices, live + rest, graph, last)
+            steps.append(step)
+            indices[step.result] = step.output
+            taken = [step.result] + rest
+            if not rest:
+                break
+        live.append(taken[0])
+    if len(live) != 1:
+        raise PathError(f"einsum(): path {list(path)} leaves {len(live)} operands uncontracted")
+    if steps[-1].output != graph.output:      # e.g. an explicit path ending on a pairwise step kept order
+        steps.append(_make_step([live[0]], len(steps) + n, indices, [], graph, True))
+
+    all_indices = {i for t in graph.inputs for i in t}
+    naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
+    flops = sum(s.flops for s in steps)
+    largest = max(s.size for s in steps)
+    notes = () if found_for is None else (
+        f"Path reused: found for sizes {found_for} and kept for these sizes {graph.sizes}, which lie in the "
+        "same size class (each 0, 1 or in the same power-of-two octave); a new class searches again",)
+    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest,
+                notes=notes)
+
+
+def _make_step(operands, result, indices, others, graph, last) -> Step:
+    sizes = graph.sizes
+    terms = [indices[v] for v in operands]
+    needed = set(graph.output)
+    for v in others:
+        needed.update(indices[v])
+    seen: list[int] = []
+    for t in terms:
+        for i in t:
+            if i not in seen:
+                seen.append(i)
+    if last:
+        output = graph.output
+    else:
+        kept = [i for i in seen if i in needed]
+        if len(terms) == 2:
+            a, b = set(terms[0]), set(terms[1])
+            # Natural order for a matrix product: batch, then A's free, then B's free.
+            output = tuple([i for i in kept if i in a and i in b] + [i for i in kept if i in a and i not in b]
+                           + [i for i in kept if i not in a])
+        else:
+            output = tuple(kept)
+    summed = tuple(i for i in seen if i not in output)
+    if len(terms) == 1:
+        kind, batch = REDUCE, ()
+    else:
+        a, b = set(terms[0]), set(terms[1])
+        batch = tuple(i for i in output if i in a and i in b)
+        shared_summed = [i for i in summed if i in a and i in b]
+        if not shared_summed:
+            kind = PRODUCT
+        elif len(batch) == len(output):
+            kind = DOT
+        else:
+            kind = CONTRACT
+    flops = flop_count(seen, bool(summed), len(terms), sizes)
+    size = math.prod(sizes[i] for i in output)
+    return Step(kind, tuple(operands), result, tuple(terms), tuple(output), batch, summed, flops, size)
+
+
+# ----------------------------------------------------------------------- printing
+
+def format_table(plan: Plan, backends=(), note: str = "") -> str:
+    """The plan as a table, in the manner of opt_einsum's ``PathInfo``; ``backends`` (what
+    runs each step) and ``note`` are the runtime's, shown by ``explain``."""
+    lines = [
+        f"  Complete contraction:  {plan.equation}",
+        f"             Optimizer:  {plan.optimizer}",
+        f"      Naive FLOP count:  {plan.naive_flops:.4g}",
+        f"  Optimized FLOP count:  {plan.flops:.4g}",
+        f"   Theoretical speedup:  {plan.speedup:.4g}",
+        f"  Largest intermediate:  {plan.largest_intermediate:.4g} elements",
+    ]
+    s = plan.slicing
+    if s is not None:
+        names = ", ".join(plan.graph.names[i] + ("" if c == 1 else f" in chunks of {c}")
+                          for i, c in zip(s.indices, s.chunks)) or "none"
+        lines += [f"        Sliced indices:  {names} ({s.num_slices} slices, chosen by {s.planner}; each slice "
+                  "runs the steps below, sizes per slice)",
+                  f"         Memory limit:  {'none' if s.memory_limit is None else f'{s.memory_limit} elements'} "
+                  f"(unsliced, this path's largest intermediate is {s.unsliced_largest:.4g})",
+                  f"  Slicing FLOP overhead:  {s.overhead:.4g}x ({plan.flops:.4g} over all slices, "
+                  f"{s.unsliced_flops:.4g} unsliced)",
+                  f"        Estimated time:  {s.seconds * 1e3:.4g} ms, of which per-slice overhead "
+                  f"{s.overhead_seconds * 1e3:.4g} ms (unsliced {s.unsliced_seconds * 1e3:.4g} ms: "
+                  f"{s.seconds / s.unsliced_seconds if s.unsliced_seconds else 1:.3g}x; einc.slicecost)"]
+    lines += [f"  {note}" for note in plan.notes]
+    rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
+            + (("backend",) if backends else ())]
+    for s, step in enumerate(plan.steps):
+        rows.append((f"{s + 1}", step.kind, ",".join(f"T{v}" for v in step.operands) + f"->T{step.result}",
+                     plan.describe(step), plan.term(step.summed, plan.numbered(step)) or "-", f"{step.flops:.4g}",
+                     f"{step.size:.4g}") + ((backends[s],) if backends else ()))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    rule = "-" * max(len(t) for t in table)
+    notes = [rule, f"  Backend: {note}"] if note else []
+    return "\n".join(lines + [rule, table[0], rule] + table[1:] + notes)
+

@@ -1,0 +1,648 @@
+"""Sliced plans: ``memory_limit`` honoured by cutting indices, one slice at a time.
+
+When the contraction order would hold more than ``memory_limit`` elements at once (see
+below), the plan *slices* indices: each sliced index is cut into chunks of ``c`` values
+(``c = 1``: one value, the index leaves the slice's equation), every operand is viewed
+at the slice's chunk (``select`` or ``narrow``, no copy), the smaller contraction that
+is left runs with one cached plan (its own key in the plan cache, so the same kernels
+serve every slice; a last, shorter chunk has its own), and the slice's result is added
+into the result (a sliced output index selects where it goes instead).
+
+What ``memory_limit`` bounds: what one slice holds at once -- its intermediates alive
+together and the copies a step makes inside itself.  The plan's steps run in order and
+each intermediate lives from the step that makes it until the step that consumes it (the
+executors delete it then), so while a step runs, its inputs, its output and the pending
+results of other branches all hold memory, and so do the step's own temporaries
+(:func:`step_copies`, the torch executor's; the Triton executor makes none): a copy of
+each input of a matrix product, laid out for ``mm`` (a slice of an operand is a strided
+view, often copied), the elementwise product of a ``dot`` step, and the last step's
+result permuted into a contiguous copy.  The most elements held at once over the slice
+(:func:`live_peak`, the slice's part of the result included) is what must fit in the
+limit -- and with it every single intermediate.  Not counted: the operands (each slice
+views them), the full result, which cannot be sliced away (it is allocated once, in a
+float32 accumulator for float16 / bfloat16 results, complex64 for complex32), what
+autograd saves for the backward when a gradient will be taken, and the second copy of an
+integer or bool input converted (bool -> int64) for a matrix product.  A limit smaller than what must be alive together
+with each index behind the peak sliced to one element cannot be met: slicing stops there,
+and ``explain`` shows the peak that remains.
+
+Two kinds of bound (``Slicing.bound``): a number is the *live* bound above; ``"max_input"``
+has opt_einsum's meaning, each intermediate alone at most the largest operand (no
+copies, nothing summed over what is alive together): a path that keeps to it runs
+unsliced, else the slicing meets that per-intermediate bound.
+
+Who chooses what to slice:
+
+- cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
+  its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
+- otherwise einc's rule, by cost: the path einc's optimizer finds under the limit if it
+  fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
+  halved where they are behind a moment over the limit, then widened back to the largest
+  that fits, the slicing estimated fastest (:mod:`einc.slicecost`: the flops of every
+  slice plus a fixed cost per step of a slice) kept; the faster of the two paths wins.
+
+Either way einc checks the result against the bound and, where it is exceeded (a
+cotengra slicing bounds each intermediate alone, without copies), slices more by its own
+rule.  A slicing estimated at far more than the unsliced contraction is refused when its
+entry is built (:func:`check_cost`).
+Planning only (pure: no torch): :class:`einc.runtime.sliced.Runner` runs a sliced plan, or a
+range of its slices (:mod:`einc.distributed` spreads the ranges over ranks).  Steps whose
+operands hold no sliced index run once per call, before the slice loop (:func:`hoisting`);
+their results stay alive through every slice, and the live bound counts them so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .. import slicecost
+from .equation import letter
+from ..errors import MemoryLimitError, PathError
+from .graph import ContractionGraph
+from .options import AUTO, COTENGRA, Options
+from .plan import Plan, build_plan, flop_count
+
+_INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """How a plan is sliced: the graph ``indices`` cut per slice (outermost first), their
+    full ``sizes`` and ``chunks`` (how many values of each index one slice takes: 1, the
+    index is fixed and leaves the slice's equation; more, the slice holds that many
+    values, the last chunk of an index maybe fewer); ``inner`` is what one full slice
+    runs (the same path, the chunked sizes); ``text`` its equation in letters.
+    ``bound``: what ``memory_limit`` bounds, ``"live"`` (einc's: what is alive at once,
+    step copies included) or ``"intermediate"`` (``"max_input"``, opt_einsum's: each
+    intermediate alone).  ``seconds``, ``overhead_seconds`` and ``unsliced_seconds`` are
+    :mod:`einc.slicecost`'s estimates: one call, the per-slice fixed cost within it, and
+    the same path unsliced."""
+
+    indices: tuple[int, ...]
+    sizes: tuple[int, ...]
+    num_slices: int
+    memory_limit: int | None
+    unsliced_flops: int         # the same path without slicing
+    unsliced_largest: int
+    inner: Plan
+    text: str
+    planner: str                # "einc", "cotengra", or "cotengra and einc": who chose the sliced indices
+    live: int = 0               # the most elements alive at once in one slice: intermediates and step copies
+    unsliced_live: int = 0      # the same, for the path unsliced
+    chunks: tuple[int, ...] = ()
+    bound: str = "live"
+    flops: int = 0              # over all slices, the steps run once included
+    seconds: float = 0.0
+    overhead_seconds: float = 0.0
+    unsliced_seconds: float = 0.0
+    once_steps: int = 0         # steps run once per call (they hold no sliced index)
+    slice_steps: int = 0        # steps run per slice
+
+    def estimate(self, executor: str = slicecost.PLANNING) -> tuple[float, float, float]:
+        """``(seconds, overhead_seconds, unsliced_seconds)`` with ``executor``'s figures."""
+        total, fixed = slicecost.seconds(self.flops, self.once_steps, self.num_slices, self.slice_steps, executor)
+        return total, fixed, slicecost.seconds(self.unsliced_flops, self.once_steps + self.slice_steps, 0, 0,
+                                               executor)[0]
+
+    @property
+    def overhead(self) -> float:
+        """Total flops over all slices / the unsliced flops of the same path."""
+        return self.flops / self.unsliced_flops if self.unsliced_flops else 1.0
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """How many chunks each sliced index is cut into."""
+        return tuple(-(-d // c) for d, c in zip(self.sizes, self.chunks))
+
+    def windows(self, s: int) -> tuple[tuple[int, int], ...]:
+        """``(start, length)`` of each sliced index in slice ``s`` (the last index varies fastest)."""
+        out = []
+        for size, chunk, count in zip(reversed(self.sizes), reversed(self.chunks), reversed(self.counts)):
+            s, k = divmod(s, count)
+            out.append((k * chunk, min(chunk, size - k * chunk)))
+        return tuple(reversed(out))
+
+
+# ----------------------------------------------------------------------- planning
+
+def is_cotengra(optimize) -> bool:
+    """Whether ``optimize`` asks cotengra to plan (its name, or one of its optimizers)."""
+    return (isinstance(optimize, str) and optimize == COTENGRA) or \
+        type(optimize).__module__.split(".")[0] == "cotengra"
+
+
+def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
+    """The limit in elements (``"max_input"``: the largest operand's size)."""
+    if memory_limit == "max_input":
+        return max((math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs), default=1)
+    if memory_limit is not None and memory_limit < 1:
+        raise PathError(f"einsum(): memory_limit={memory_limit} elements cannot hold any intermediate; "
+                        "give at least 1 (or None, or -1, for no limit)")
+    return memory_limit
+
+
+LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
+
+
+def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
+    """The plan for ``graph``: :func:`~einc.planner.plan.build_plan`'s where no limit applies and
+    cotengra is not asked, else a plan sliced as needed (see the module docstring)."""
+    limit = memory_limit_of(graph, options.memory_limit)
+    bound = INTERMEDIATE if options.memory_limit == "max_input" else LIVE
+    cotengra = is_cotengra(options.optimize)
+    if limit is None and not cotengra:
+        return build_plan(graph, equation, options)
+    if 0 in graph.sizes:        # nothing is allocated but the (empty) result
+        return build_plan(graph, equation, Options.of(False, None, options.select))
+    unlimited = Options.of(options.optimize, None, options.select)
+    if cotengra:
+        path, theirs = _cotengra_path(graph, options.optimize, limit)
+        base = build_plan(graph, equation, Options.of(path, None, options.select))
+        base = dataclasses.replace(base, optimizer=options.name)
+        chunks = dict.fromkeys(theirs, 1)
+        if limit is not None:
+            chunks = _choose(_Model(base, bound), limit, theirs)
+        planner = "cotengra" if set(chunks) == set(theirs) else "cotengra and einc"     # einc sliced more
+        return sliced_plan(graph, equation, base, tuple(chunks), limit, planner, tuple(chunks.values()),
+                           bound) if chunks else base
+    candidates = []
+    try:
+        within = build_plan(graph, equation, options)
+    except (RuntimeError, ValueError):      # opt_einsum's dp: no path under the limit
+        within = None
+    if within is not None:
+        if _Model(within, bound).peak({}, limit)[0] <= limit:
+            return within
+        candidates.append(within)
+    if not isinstance(options.optimize, tuple) or within is None:
+        other = build_plan(graph, equation, unlimited)
+        if within is None or other.path != within.path:
+            candidates.append(other)
+    best = None
+    for base in candidates:
+        chunks = _choose(_Model(base, bound), limit, ())
+        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+        key = (_peak(p) > limit, p.slicing.seconds, p.flops)
+        if best is None or key < best[0]:
+            best = key, p
+    return best[1]
+
+
+def _peak(p: Plan) -> int:
+    """What ``memory_limit`` bounds in sliced plan ``p``."""
+    s = p.slicing
+    return s.live if s.bound == LIVE else p.largest_intermediate
+
+
+class _Model:
+    """The slicings of one ``base`` plan weighed: for ``chunks`` (index -> values per
+    slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
+    of a call (:meth:`cost`, :mod:`einc.slicecost`)."""
+
+    def __init__(self, base: Plan, bound: str):
+        self.base, self.bound = base, bound
+        self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
+        self.inputs = base.graph.inputs
+        self.seen = [frozenset().union(*step.inputs) for step in self.steps]
+        self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
+        self._peaks, self._costs = {}, {}
+
+    def _moments(self, chunks, limit):
+        """Per moment of one (full) slice: ``(elements, the values behind them)``, the
+        values only for the moments over ``limit``."""
+        sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
+        order, roots = hoisting(self.steps, self.inputs, self.n, tuple(chunks))
+        if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
+            return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
+        finals = set(roots) | ({order[-1].result} if order else set())
+        dropped = {i for i, c in chunks.items() if c == 1}
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit))
+
+    def peak(self, chunks, limit):
+        """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
+        beyond ``limit``, and the values behind the moments over it (remembered per slicing:
+        the passes of :func:`_choose` weigh many slicings more than once)."""
+        key = (frozenset(chunks.items()), limit)
+        found = self._peaks.get(key)
+        if found is None:
+            found = self._peaks[key] = self._peak(chunks, limit)
+        return found
+
+    def _peak(self, chunks, limit):
+        moments = self._moments(chunks, limit)
+        over = [(total, alive) for total, alive in moments if total > limit]
+        return (max((total for total, _ in moments), default=0), sum(total - limit for total, _ in over),
+                {v for _, alive in over for v in alive})
+
+    def cost(self, chunks):
+        """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
+        flops over every slice (a step runs once per slice; the steps holding no sliced
+        index once per call), the estimated time and the per-slice fixed cost within it."""
+        key = frozenset(chunks.items())
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = self._cost(chunks)
+        return found
+
+    def _cost(self, chunks):
+        sliced = set(chunks)
+        counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
+        invariant = [not sliced.intersection(t) for t in self.inputs]
+        flops = once = per = 0
+        for k, step in enumerate(self.steps):
+            invariant.append(all(invariant[v] for v in step.operands))
+            if invariant[-1]:
+                once += 1
+                flops += step.flops
+                continue
+            per += 1
+            summed = any(chunks.get(i) != 1 for i in step.summed)
+            flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
+                math.prod(counts[i] for i in sliced if i not in self.seen[k])
+        total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
+        return flops, total, fixed, once, per
+
+
+def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -> None:
+    """Raise :class:`~einc.errors.MemoryLimitError` where ``plan``'s slicing costs too
+    much on ``executor`` (:func:`einc.slicecost.refusal`), naming the limit
+    :func:`suggest_limit` finds; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
+    s = plan.slicing
+    if s is None or world > 1 and s.estimate(executor)[0] / world <= slicecost.FLOOR_SECONDS:
+        return
+    sentence = slicecost.refusal(s, executor)
+    if sentence is None:
+        return
+    limit = suggest_limit(plan, executor)
+    whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
+        if limit >= s.unsliced_live else ""
+    raise MemoryLimitError(
+        f"einsum(): {sentence}. The smallest limit estimated within {slicecost.WITHIN:g}x of the unsliced time "
+        f"is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
+        f"slicing anyway (einc.explain shows the plan)\n  {plan.equation}")
+
+
+def suggest_limit(plan: Plan, executor: str = slicecost.PLANNING) -> int:
+    """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
+    path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
+    :data:`einc.slicecost.WITHIN` times its unsliced time on ``executor``: a bisection
+    over the powers of two between ``plan``'s limit and that unsliced peak.  The path is
+    ``plan``'s own, so no path search runs again."""
+    s = plan.slicing
+    estimate = estimator(build_plan(plan.graph, plan.equation, Options.of(plan.path)), executor)
+    top = max(s.unsliced_live, 1)
+    lo, hi = max(0, math.ceil(math.log2(max(s.memory_limit, 1)))), max(0, math.ceil(math.log2(top)))
+
+    def fits(k: int) -> bool:
+        if 2 ** k >= top:
+            return True
+        total, unsliced = estimate(2 ** k)
+        return total <= slicecost.WITHIN * unsliced
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return min(2 ** lo, top)
+
+
+def estimator(base: Plan, executor: str = slicecost.PLANNING):
+    """A function of a limit (einc's live bound) giving ``(seconds, unsliced seconds)`` of
+    ``base``'s path sliced by einc's rule (:func:`_choose`), with ``executor``'s figures;
+    one model weighs every limit asked, so a slicing two limits share is weighed once."""
+    model = _Model(base, LIVE)
+    unsliced = slicecost.seconds(base.flops, len(base.steps), 0, 0, executor)[0]
+
+    def estimate(limit: int) -> tuple[float, float]:
+        chunks = _choose(model, limit, ())
+        flops, _, _, once, per = model.cost(chunks)
+        num = math.prod(-(-model.full[i] // c) for i, c in chunks.items())
+        return slicecost.seconds(flops, once, num, per, executor)[0], unsliced
+    return estimate
+
+
+def _larger_chunks(d: int, c: int) -> list[int]:
+    """The chunk sizes of an index of size ``d`` larger than ``c`` that change the slice
+    count (``ceil(d / n)`` for fewer chunks ``n``), ascending; ``d`` (unsliced) last."""
+    count, out, n = -(-d // c), [], 1
+    while n < count:
+        v = -(-d // n)
+        out.append(v)
+        n = -(-d // (v - 1)) if v > 1 else count
+    return sorted(set(out))
+
+
+def _choose(model: _Model, limit: int, fixed=()) -> dict[int, int]:
+    """einc's rule: the slicing of ``model``'s plan, ``{index: values per slice}``, that
+    meets ``limit`` at the least estimated cost.  Two greedy cuts (:func:`_cut`), each
+    widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
+    ``fixed`` indices (cotengra's) stay sliced one value at a time."""
+    best = None
+    for rule in (_BY_COST, _BY_PEAK):
+        chunks = _widen(model, limit, _cut(model, limit, fixed, rule), fixed)
+        key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
+        if best is None or key < best[0]:
+            best = key, chunks
+    return best[1]
+
+
+_BY_COST, _BY_PEAK = "cost", "peak"
+
+
+def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
+    """While a moment of a slice holds more than ``limit``, halve the chunk of one index
+    behind such a moment (a value alive there, or a step's input, whose copies count):
+    by ``rule`` ``"cost"`` the one that adds the least estimated time per element of
+    excess it removes, by ``"peak"`` the one that lowers the peak most (ties: less
+    time).  Where no index behind an over-limit moment can shrink further, the limit
+    cannot be met: cutting stops there."""
+    full = model.full
+    chunks = dict.fromkeys(fixed, 1)
+    peak, excess, over = model.peak(chunks, limit)
+    while peak > limit:
+        candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
+        if not candidates:
+            break
+        now = model.cost(chunks)[1]
+        best = None
+        for i in candidates:
+            trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
+            result = model.peak(trial, limit)
+            t = model.cost(trial)[1]
+            if rule == _BY_PEAK:
+                key = (result[0], t, i)
+            elif result[1] < excess:
+                key = (0, (t - now) / (excess - result[1]), i)
+            else:
+                key = (1, result[0], t, i)
+            if best is None or key < best[0]:
+                best = key, trial, result
+        _, chunks, (peak, excess, over) = best
+    return chunks
+
+
+def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
+    """Where ``chunks`` fits ``limit``: index by index, the largest chunk that still fits
+    (a bisection over the sizes that change the slice count; the whole index unslices
+    it), taken where that is estimated cheaper, until none is."""
+    full = model.full
+    if model.peak(chunks, limit)[0] > limit:
+        return chunks
+    changed = True
+    while changed:
+        changed = False
+        for i in [i for i in chunks if i not in fixed]:
+            sizes = _larger_chunks(full[i], chunks[i])
+            lo, hi, found = 0, len(sizes) - 1, None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                trial = {k: (sizes[mid] if k == i else c) for k, c in chunks.items() if k != i or sizes[mid] < full[i]}
+                if model.peak(trial, limit)[0] <= limit:
+                    found, lo = trial, mid + 1
+                else:
+                    hi = mid - 1
+            if found is not None and model.cost(found)[1] < model.cost(chunks)[1]:
+                chunks, changed = found, True
+    return chunks
+
+
+def hoisting(steps, inputs, num_operands, sliced):
+    """The order one call runs ``steps`` in when ``sliced`` indices are fixed per slice, and
+    the hoisted results kept alive across the slice loop (the ``roots``): the steps whose
+    operands hold no sliced index run once, before the loop, root by root; the rest run
+    per slice.  Without a sliced index nothing is hoisted."""
+    sliced = set(sliced)
+    if not sliced:
+        return tuple(steps), ()
+    invariant = [not sliced.intersection(t) for t in inputs]
+    leaves = {v: {v} for v in range(num_operands)}
+    for step in steps:
+        invariant.append(all(invariant[v] for v in step.operands))
+        leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
+    roots = tuple(sorted({v for step in steps if not invariant[step.result]
+                          for v in step.operands if v >= num_operands and invariant[v]}))
+    order = [st for r in roots for st in steps if st.result <= r and leaves[st.result] <= leaves[r]]
+    return tuple(order) + tuple(st for st in steps if not invariant[st.result]), roots
+
+
+# The torch executor's copy model, which the live bound counts (step_copies) and the torch
+# executor follows (einc.runtime.torch_executor imports these):
+# - a contraction with at most FEW_OUTPUTS outputs per batch element, each a sum of at
+#   least LONG_SUM terms, runs as multiply-and-sum: accurate, and memory-bound either way;
+FEW_OUTPUTS = 16
+LONG_SUM = 4096
+# - an operand may be broadcast over a batch index of the other's own and copied expanded
+#   (einc.runtime.ttgt) only where the larger operand has COPY_WORTH_SPARING elements or
+#   more and the expanded copy at most half of it.
+COPY_WORTH_SPARING = 1 << 16
+
+
+def step_copies(step, sizes, final: bool, sliced=()) -> int:
+    """The most elements ``step`` may allocate inside itself at once, beyond its output
+    (the torch executor's copies; the Triton executor makes none), with the ``sliced``
+    indices fixed (size 1 in ``sizes``, absent from the slice's plan).  Counted, at the
+    step's fullest moment:
+
+    - a matrix product (a ``contract`` step): a copy of each input laid out for ``mm``
+      (a permuted, or strided, view that does not read as matrices is copied, by the
+      reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
+      half of it, for the other input broadcast over a batch index of its own and copied
+      expanded (:mod:`einc.runtime.ttgt` allows no larger expanded copy);
+    - a matrix product with few outputs per batch element (one, or at most
+      ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more), which the torch executor runs as
+      multiply-and-sum: also the elementwise product before its sum;
+    - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
+      over the indices the other lacks); for ``dot``, the elementwise product of the
+      inputs before the sum;
+    - the last step of an entry (``final``): the permuted contiguous copy of its result
+      while the raw one is alive -- made after the inputs' copies are freed, so the
+      larger of the two counts.
+
+    The step's kind is the slice's (the sliced indices left out), as the slice's plan has
+    it.  Not counted: an integer or bool input converted for a matrix product (bool ->
+    int64, an integer widened to an int64 sum) and then copied again for ``mm``."""
+    if not isinstance(sliced, (set, frozenset)):
+        sliced = set(sliced)
+
+    def size(term):
+        return math.prod([sizes[i] for i in set(term)])
+    last = size(step.output) if final else 0
+    if len(step.inputs) == 1:
+        return last
+    ta, tb = step.inputs
+    a, b = set(ta) - sliced, set(tb) - sliced
+    summed = set(step.summed) - sliced
+    shared = summed & a & b
+    if shared and not set(step.output) - sliced <= a & b:       # a matrix product
+        na, nb = size(ta), size(tb)
+        copies = na + nb
+        if max(na, nb) >= COPY_WORTH_SPARING:
+            copies += max(na, nb) // 2
+        outputs = size((set(step.output) - sliced) - (a & b))
+        if outputs == 1 or (outputs <= FEW_OUTPUTS and size(shared) >= LONG_SUM):   # run as multiply-and-sum
+            copies += size((set(step.output) - sliced) | shared)
+    else:
+        copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
+        if shared:                                                  # dot: a * b, then its sum
+            copies += size(a & b)
+    return max(copies, last)
+
+
+def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
+    """Per step, the elements alive at its fullest moment and the values behind them:
+    ``(elements, value ids)``, the values only where the elements exceed ``over``.  Counted: the intermediates alive (its inputs, other
+    branches' pending results), its output and the copies it makes inside itself
+    (:func:`step_copies`; a step whose result is in ``finals`` is an entry's last).  An
+    intermediate lives from the step that makes it until the step that consumes it;
+    operands (ids below ``num_operands``) are the caller's tensors, or views of them,
+    and cost nothing but their copies; the ``kept`` values (hoisted results) are never
+    freed."""
+    last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
+    live, total = {}, 0
+    for s, step in enumerate(steps):
+        out = math.prod([sizes[i] for i in step.output])
+        now = total + out + step_copies(step, sizes, step.result in finals, sliced)
+        yield now, ((*live, *step.operands, step.result) if now > over else ())
+        for v in step.operands:
+            if v >= num_operands and last.get(v) == s:
+                total -= live.pop(v)
+        live[step.result] = out
+        total += out
+
+
+def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) -> int:
+    """The most elements alive at once when ``steps`` run: intermediates, the last step's
+    result included, and the copies steps make inside themselves (:func:`_lives`), with
+    ``sliced`` indices of the graph's ``inputs`` cut per slice (hoisted steps first,
+    their results alive throughout; see :func:`hoisting`), of which the ``dropped`` ones
+    (default: all) take one value per slice, the others a chunk (its size in ``sizes``):
+    what ``memory_limit`` bounds."""
+    order, roots = hoisting(steps, inputs, num_operands, sliced)
+    finals = set(roots) | ({order[-1].result} if order else set())
+    dropped = sliced if dropped is None else dropped
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf)),
+               default=0)
+
+
+def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
+                bound: str = LIVE) -> Plan:
+    """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
+    (values per slice, default 1 each): its steps are one full slice's (sizes and flops
+    per slice), its flops the total over all slices.  With no sliced index it is one
+    slice of the whole contraction (:mod:`einc.distributed`)."""
+    sliced = tuple(sliced)
+    chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
+    width = dict(zip(sliced, chunks))
+    dropped = {i for i, c in width.items() if c == 1}
+    keep = [i for i in range(len(graph.sizes)) if i not in dropped]
+    new = {i: j for j, i in enumerate(keep)}
+    sizes = tuple(width.get(i, d) for i, d in enumerate(graph.sizes))
+    inner_graph = ContractionGraph(tuple(tuple(new[i] for i in t if i in new) for t in graph.inputs),
+                                   tuple(new[i] for i in graph.output if i in new),
+                                   tuple(sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
+    # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
+    # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
+    inner = build_plan(inner_graph, str(inner_graph), Options.of(linear_path(range(graph.num_operands), base.steps)))
+    text = ",".join("".join(letter(i) for i in t if i in new) for t in graph.inputs) + "->" + \
+        "".join(letter(i) for i in graph.output if i in new)
+
+    def back(indices):
+        return tuple(keep[i] for i in indices)
+    steps = tuple(dataclasses.replace(s, inputs=tuple(back(t) for t in s.inputs), output=back(s.output),
+                                      batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
+    live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
+    unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
+    flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+    unsliced_seconds = slicecost.seconds(base.flops, len(base.steps), 0, 0)[0]
+    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
+                                                                             width.items()),
+                      limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,
+                      chunks, bound, flops, seconds, fixed, unsliced_seconds, once, per)
+    if bound == INTERMEDIATE:
+        fits = inner.largest_intermediate <= limit
+        bounds = (f"; the limit, {limit} (memory_limit='max_input', opt_einsum's meaning), bounds each "
+                  "intermediate alone" if fits else
+                  f"; the limit, {limit} (memory_limit='max_input'), is less than an intermediate with every "
+                  "index sliced")
+    else:
+        bounds = "" if limit is None else (f"; the limit, {limit}, bounds them together" if live <= limit else
+                                           f"; the limit, {limit}, is less than what must be alive together "
+                                           "with every index behind the peak sliced")
+    notes = (f"  Live memory:  at most {live:.4g} elements at once per slice, intermediates and the copies "
+             f"steps make inside{bounds} (unsliced, this path holds {unsliced_live:.4g})",)
+    refused = slicecost.refusal(slicing)
+    if refused is not None:
+        notes += (f"  Refused:  einsum raises MemoryLimitError: {refused}",)
+    return dataclasses.replace(base, steps=steps, flops=flops, largest_intermediate=inner.largest_intermediate,
+                               slicing=slicing, notes=base.notes + notes)
+
+
+def _cotengra():
+    try:
+        import cotengra
+    except ImportError:
+        raise PathError(f"einsum(): optimize='cotengra' (or a cotengra optimizer) needs cotengra, which is not "
+                        f"installed: {_INSTALL}") from None
+    return cotengra
+
+
+def _cotengra_path(graph: ContractionGraph, optimize, limit):
+    """cotengra's path and sliced indices for ``graph`` (its default hyper-optimizer for
+    the name ``"cotengra"``, sliced to ``limit`` by cotengra)."""
+    ctg = _cotengra()
+    if graph.num_operands == 1:
+        return ((0,),), ()
+    inputs = [tuple(t) for t in graph.inputs]
+    output = tuple(graph.output)
+    size_dict = dict(enumerate(graph.sizes))
+    if isinstance(optimize, str):
+        optimize = ctg.HyperOptimizer(methods=["greedy"], max_repeats=32, minimize="flops", parallel=False,
+                                      progbar=False, reconf_opts=None,
+                                      slicing_opts={"target_size": limit} if limit is not None else None)
+    if hasattr(optimize, "search"):
+        tree = optimize.search(inputs, output, size_dict)
+    else:
+        tree = ctg.ContractionTree.from_path(inputs, output, size_dict, path=optimize(inputs, output, size_dict))
+    if limit is not None and tree.max_size() > limit:
+        tree = tree.slice(target_size=limit)
+    path = tuple(tuple(int(i) for i in c) for c in tree.get_path())
+    return path, tuple(int(i) for i in tree.sliced_inds)
+
+
+def compared(theirs: Plan, options: Options) -> Plan:
+    """For ``explain``: a plan cotengra made, with lines comparing it with einc's default
+    plan for the same limit (planned here, so that only ``explain`` pays for it)."""
+    if not is_cotengra(options.optimize):
+        return theirs
+    graph = theirs.graph
+    mine = plan(graph, theirs.equation, Options.of(AUTO, options.memory_limit, options.select))
+
+    def summary(p):
+        s = p.slicing
+        live = s.live if s else live_peak(p.steps, graph.sizes, graph.num_operands)
+        return (f"{p.flops:.4g} flops, largest intermediate {p.largest_intermediate:.4g}, "
+                f"at most {live:.4g} elements live at once (intermediates and step copies), "
+                + (f"{s.num_slices} slices over {', '.join(graph.names[i] for i in s.indices)}" if s
+                   else "not sliced"))
+    return dataclasses.replace(theirs, notes=theirs.notes + (f"einc auto path: {summary(mine)}",
+                                                             f"cotengra path:  {summary(theirs)}"))
+
+
+def linear_path(values, steps) -> tuple[tuple[int, ...], ...]:
+    """``steps`` (over value ids, starting from ``values``) as a linear path (opt_einsum's format)."""
+    current, path = list(values), []
+    for step in steps:
+        pos = tuple(sorted(current.index(v) for v in step.operands))
+        path.append(pos)
+        for p in reversed(pos):
+            current.pop(p)
+        current.append(step.result)
+    return tuple(path)
+
+
+__all__ = ["Slicing", "LIVE", "INTERMEDIATE", "FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "plan", "sliced_plan",
+           "estimator", "check_cost", "suggest_limit", "live_peak", "step_copies", "hoisting", "linear_path", "compared",
+           "is_cotengra", "memory_limit_of"]

@@ -1,0 +1,37 @@
+"""``explain``'s answer: what runs each step of a plan, for these dtypes and device.
+
+:func:`explanation` is the one entry ``einc.explain`` (and opt_einsum's ``contract_path``)
+use: a plain plan is described by :func:`einc.runtime.dispatch.describe`; a sliced plan by
+what runs each step of one slice.
+"""
+
+from __future__ import annotations
+
+from ..planner.fuse import FUSED
+from ..planner.plan import Plan
+from .dispatch import Explanation, describe
+
+
+def explanation(plan: Plan, device_type: str, dtypes, shapes, entry=None, select_mode=None,
+                strides=None) -> Explanation:
+    """What runs each step of ``plan`` (an ``entry`` that ran: what it ran)."""
+    if plan.slicing is not None:
+        return _sliced(plan, device_type, dtypes, entry, select_mode)
+    return describe(plan, device_type, dtypes, shapes, entry, select_mode, strides)
+
+
+def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) -> Explanation:
+    """``explain``'s answer for a sliced plan: what runs each step of one slice (once a slice
+    ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
+    s = plan.slicing
+    shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
+    ran = entry.inner if entry is not None else None
+    inner = describe(ran.plan if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
+    # one row per step of the sliced plan: a fused step's kernel on each plan step it runs
+    counts = [len(step.numbers) if step.kind == FUSED else 1 for step in inner.plan.steps]
+    backends = [b for b, n in zip(inner.backends, counts) for _ in range(n)]
+    reasons = [r for r, n in zip(inner.reasons, counts) for _ in range(n)]
+    return Explanation(plan, backends, inner.note, reasons)
+
+
+__all__ = ["explanation"]

@@ -1,0 +1,418 @@
+"""The host side of every generated kernel: one :class:`Launcher` that generated modules import.
+
+A generated module (``einc dump``, ``kernels/``, the kernel cache) holds its
+``@triton.jit`` kernel, a ``layout`` function that reads one launch's sizes, stride
+arguments and group extents from the operands, one line building its :class:`Launcher`,
+and a short ``launch()``.  Everything else a launch takes lives here, once:
+
+- **Configs and autotuning.**  Per kind and dtype (:func:`config_table`), pruned per shape
+  (:meth:`Launcher.prune`: extent, shared memory); the autotuner keeps its results in
+  Triton's cache folder across processes where this Triton can (``cache_results``).
+- **Layouts.**  ``launch()`` costs little after the first call with a given *layout* (the
+  operands' shapes, strides, dtypes, device and 16-byte alignment, and whether there is a
+  scale): the first launch of a layout (:meth:`Launcher.first`) reads the sizes, refuses
+  views a 32-bit kernel cannot address, decides the K split (split-K for K-dominant matrix
+  products or too few tiles, split reductions for few outputs), builds the arguments, the
+  constexprs and the grid, and keeps them as a :class:`Layout`; a later launch of that
+  layout looks it up, allocates the output and launches.
+- **Split-K.**  A split runs the kernel into a workspace of partial sums, and the one
+  shared ``finish`` kernel adds them in a fixed order, scales and casts: the same bits on
+  every run.
+- **Compiled launches.**  On a GPU the first launch goes through ``triton.autotune`` and
+  ``JITFunction.run``, which compile and specialize (pointer alignment, ``== 1`` and
+  multiple-of-16 integers: a new class is a new layout, so it is seen here first); then
+  :func:`compiled_launcher` keeps the compiled kernel's launcher, the config the autotuner
+  chose and the grid, and later launches call that launcher directly, as
+  ``JITFunction.run`` would (the way FlagGems' ``LibEntry`` skips Triton's per-call Python).
+  Whatever does not look as expected turns those direct launches off for the kernel, for
+  good, and the autotuner path runs as before.  Under Triton's interpreter the interpreter
+  launches every time; the layout cache is the same.
+- **Precision.**  fp32 matrix products read torch's TF32 policy once
+  (:func:`fp32_precision`), at the first launch; :meth:`Launcher.forget` (or
+  ``einc.cache_clear()``, which drops the modules) has it read again.
+
+Written for triton 3.6 to 3.9 (the compiled-launch path reads their internals).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
+
+# Hopper-grade configurations, per dtype's bits: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
+# 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
+# Triton's tutorial and inductor's H100 lists; fp32 (TF32 or FMA): BLOCK_K 32 (128-byte
+# rows); fp64: tiles whose stages fit shared memory.  :meth:`Launcher.prune` drops, per
+# shape, tiles far larger than the problem and configs over the shared-memory budget.
+# Every config compiles for sm_90a without spilling registers on the suite's kernels with
+# each triton of the version matrix, 3.6 to 3.9 (``bench/ptx_report.py``): that removed
+# fp32's 128x256 and 64x128 tiles (the FMA dot, torch's default fp32 precision, spilled up
+# to 4 KB there), gave fp32's 64x64 tile 8 warps, 16-bit's 32x64 tile BLOCK_K 32 and its
+# 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
+# with triton 3.6 and 3.7).
+_MATMUL = {
+    16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+         (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+         (32, 64, 32, 4, 4), (16, 64, 64, 4, 3), (16, 32, 128, 4, 3), (16, 16, 64, 2, 2)],
+    32: [(128, 128, 32, 8, 4), (128, 64, 32, 4, 4), (64, 64, 32, 8, 4), (32, 64, 32, 4, 4),
+         (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
+    64: [(64, 64, 16, 4, 2), (32, 64, 16, 4, 3), (16, 32, 16, 4, 3), (16, 16, 16, 2, 2)],
+}
+# A batch index inside the tile (3-D dot, which Triton runs on mma.sync, not wgmma):
+# (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); the tiles that compile
+# without spills for both of the suite's such kernels with triton 3.6 to 3.9 (deeper or
+# larger ones spilled 8 bytes to 29 KB with one triton or another).
+_TILE_T = [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)]
+# Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
+_REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
+_REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
+_ELEMENTWISE = [(256, 1, 4), (1024, 1, 4), (4096, 1, 8)]   # reduce kernels with no K
+# Fused matrix products (no split-K): 16-bit, and fp32/fp64 with smaller K steps (the FMA
+# dot, torch's default fp32 precision, spilled up to 43 KB with the 16-bit list's tiles).
+_FUSED = {16: [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+               (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3)],
+          32: [(64, 64, 16, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3)]}
+_FUSED[64] = _FUSED[32]
+
+SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
+K_GRANULE = {MATMUL: 256, REDUCE: 2048}     # a split-K slice is a multiple of every BLOCK_K
+BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+MAX_LAYOUTS = 64                    # a caller cycling through more layouts starts again
+
+
+def config_table(table: str, dtype: str) -> list:
+    """The ``triton.Config`` list named ``table`` (a generated module's ``configs=``) for ``dtype``:
+    ``matmul``, ``matmul-t`` (a batch index in the tile), ``reduce-k`` / ``reduce-o`` (the
+    unit-stride axis is K / O), ``elementwise`` (a reduce kernel with no K), ``fused``."""
+    bits = BITS[dtype]
+    if table == "matmul":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bm, bn, bk, w, s in _MATMUL[bits]]
+    if table == "matmul-t":
+        return [triton.Config({"BLOCK_T": bt, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bt, bm, bn, bk, w, s in _TILE_T]
+    if table == "fused":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bm, bn, bk, w, s in _FUSED[bits]]
+    rows = {"reduce-k": _REDUCE_K_FAST, "reduce-o": _REDUCE_O_FAST, "elementwise": _ELEMENTWISE}[table]
+    return [triton.Config({"BLOCK_O": bo, "BLOCK_K": bk}, num_warps=w) for bo, bk, w in rows]
+
+
+def block(extent: int, low: int, high: int) -> int:
+    """The power of two covering ``extent``, clamped to [low, high]."""
+    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))
+
+
+def processors(device) -> int:
+    """How many programs run at once: the GPU's multiprocessors (4 under the interpreter)."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, granule: int) -> tuple[int, int]:
+    """``(SPLIT_K, K_SPLIT)``: how many programs share one output block's K range, and the
+    slice each sums (a multiple of ``granule``, so of every BLOCK_K).  Split where K
+    dominates or the programs would not fill the processors, and the partial sums
+    (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a fixed
+    order, so a split result has the same bits on every run."""
+    if K < 2 * granule or not (dominant or programs < processors):
+        return 1, max(K, 1)
+    splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))
+    if splits < 2:
+        return 1, max(K, 1)
+    chunk = triton.cdiv(triton.cdiv(K, splits), granule) * granule
+    return triton.cdiv(K, chunk), chunk
+
+
+def merged(sizes, strides) -> bool:
+    """Whether indices of these sizes and strides (slowest first) walk memory as one index."""
+    return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))
+
+
+def contiguous(*sizes) -> tuple[int, ...]:
+    """The strides of a new contiguous tensor of these sizes (a fused kernel's output)."""
+    strides, acc = [], 1
+    for n in reversed(sizes):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def layout_class(tensors, strides) -> str:
+    """The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a
+    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key
+    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another
+    of the same shape; it costs no compilation, as Triton compiles one kernel per class."""
+    return "".join("1" if s == 1 else "D" if s % 16 == 0 else "-" for s in strides) + ":" + \
+        "".join("-" if t.data_ptr() % 16 else "D" for t in tensors)
+
+
+def fp32_precision() -> str:
+    """``"tf32"`` where torch lets fp32 matrix products use TF32, else ``"ieee"``.
+
+    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older
+    ``allow_tf32``; torch raises on reading one after the other was set, so either may
+    answer, and ``"ieee"`` where neither does.  Read once per kernel, at its first launch;
+    :meth:`Launcher.forget` has it read again."""
+    matmul = torch.backends.cuda.matmul
+    try:
+        return "tf32" if matmul.fp32_precision == "tf32" else "ieee"
+    except Exception:
+        pass
+    try:
+        return "tf32" if matmul.allow_tf32 else "ieee"
+    except Exception:
+        return "ieee"
+
+
+def _finish(w_ptr, c_ptr, scale, NUMEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr,
+            HAS_SCALE: tl.constexpr):
+    # Split reductions wrote SPLIT partial results, one after the other; add them in order.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < NUMEL
+    acc = tl.load(w_ptr + offs, mask=mask, other=0.0)
+    for s in range(1, SPLIT):
+        acc += tl.load(w_ptr + s * NUMEL + offs, mask=mask, other=0.0)
+    if HAS_SCALE:
+        acc = acc * scale
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+_FINISH: dict = {}      # interpreted or not -> the jitted ``_finish`` (triton.jit reads TRITON_INTERPRET)
+
+
+def finish_kernel(interpret: bool):
+    """The split-K second pass, jitted once per mode (interpreted for CPU tensors, or not)."""
+    kernel = _FINISH.get(interpret)
+    if kernel is None:
+        kernel = _FINISH[interpret] = triton.jit(_finish)
+    return kernel
+
+
+# Tuning results persist across processes (Triton's cache folder) where this Triton can.
+_PERSIST = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
+
+
+def _arg_names(kernel) -> list[str]:
+    names = getattr(kernel, "arg_names", None)
+    return list(names) if names is not None else list(inspect.signature(kernel.fn).parameters)
+
+
+class Launcher:
+    """Launches one generated kernel.  ``layout(*operands)`` (the module's) returns one
+    launch's output shape, stride arguments (between the pointers and ``scale``) and
+    sizes (the ``size_*`` constants and the group extents, plus ``MERGED_K`` where the
+    kernel has it); ``kind`` (``matmul``, ``reduce``, ``fused``) says how the grid and the
+    K split follow from them, ``configs`` names the autotuner's table (:func:`config_table`),
+    ``offsets`` is 32 or 64 (a 32-bit kernel refuses views that reach 2^31 elements)."""
+
+    def __init__(self, kernel, layout, *, kind: str, dtype: str, configs: str, offsets: int = 32):
+        self.kernel, self.layout, self.kind, self.dtype = kernel, layout, kind, dtype
+        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.layouts: dict = {}          # layout key -> Layout (cleared, never rebound: modules hold it)
+        self.compiled_launches = not self.interpret     # off for good once one fails
+        self.precision = None            # torch's fp32 matmul precision, read at the first launch
+        self.int64 = offsets == 64
+        self.dot = kind != REDUCE
+        self.acc = torch.float64 if dtype == "float64" else torch.float32
+        self.granule = K_GRANULE.get(kind)          # None: the kernel never splits K
+        names = _arg_names(kernel)
+        self.pointers = sum(n.endswith("_ptr") for n in names)
+        self.tile_t = "BLOCK_T" in names
+        self.configs = config_table(configs, dtype)
+        key = [n for n in names if n.startswith("size_")] + \
+            [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
+        pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
+        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST)(kernel)
+        self.finish = finish_kernel(self.interpret) if self.granule else None
+
+    def prune(self, configs, named_args, **kwargs):
+        """The configs worth timing for this shape: no tile (block) much larger than the
+        problem (the K slice), none over the shared-memory budget; the smallest where
+        nothing else is left."""
+        K = min(kwargs["K"], kwargs["K_SPLIT"])
+        if self.kind == REDUCE:
+            O = kwargs["O"]
+            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(O, 1))
+                    and c.kwargs["BLOCK_K"] <= max(1, triton.next_power_of_2(max(K, 1)))]
+            return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_O"] * c.kwargs["BLOCK_K"])]
+        M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
+        itemsize = BITS[self.dtype] // 8
+        fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
+        kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
+                and fit(K, c.kwargs["BLOCK_K"])
+                and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
+                and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
+                * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= SHARED_MEMORY]
+        return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+    def split(self, programs, K, dominant, processors, outputs):
+        """:func:`split` with this kernel's granule."""
+        return split(programs, K, dominant, processors, outputs, self.granule)
+
+    def processors(self, device) -> int:
+        return processors(device)
+
+    def first(self, key, operands, scale):
+        """Launch a layout not seen before, and keep what launching it takes under ``key``."""
+        shape, args, sizes = self.layout(*operands)
+        c = operands[0].new_empty(shape)  # the first operand's dtype and device, contiguous
+        if c.numel() == 0:
+            return c
+        if not self.int64:
+            for t in operands:
+                if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:
+                    raise OverflowError("a view spans 2^31 elements or more: this kernel has 32-bit offsets")
+        if self.dot and self.dtype == "float32" and self.precision is None:
+            self.precision = fp32_precision()
+        meta, grid, splits = self._meta(sizes, operands, args, c, scale)
+        if len(self.layouts) >= MAX_LAYOUTS:
+            self.layouts.clear()
+        known = Layout(self, tuple(c.shape), args, meta, grid, splits)
+        known.run((*operands, c), scale)
+        self.layouts[key] = known
+        return c
+
+    def _meta(self, sizes, operands, args, c, scale):
+        """The constexprs, the grid and the K split of one layout."""
+        meta = dict(sizes)
+        K = meta["K"]
+        if self.kind == REDUCE:
+            O = meta["O"]
+            SPLIT_K, K_SPLIT = self.split(triton.cdiv(O, 64), K, False, self.processors(c.device), O)
+            grid = lambda m: (triton.cdiv(O, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
+            blocks = dict(BLOCK_O=block(O, 1, 256), BLOCK_K=block(K, 1, 64))
+        else:
+            M, N, BATCH, T = meta["M"], meta["N"], meta["BATCH"], meta.get("T", 1)
+            blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
+            if self.tile_t:
+                blocks["BLOCK_T"] = block(T, 1, 4)
+            if self.kind == MATMUL:
+                tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(N, 128)
+                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, N), self.processors(c.device), c.numel())
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
+                                  * triton.cdiv(T, m.get("BLOCK_T", 1)), SPLIT_K)
+            else:
+                SPLIT_K = K_SPLIT = None
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH,)  # noqa: E731
+        if SPLIT_K is not None:
+            meta.update(SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT)
+        meta.update(HAS_SCALE=scale != 1.0, LAYOUT=layout_class(operands, args))
+        if self.dot:
+            meta["GROUP_M"] = 8
+            if self.dtype == "float32":
+                meta["PRECISION"] = "ieee" if self.interpret else self.precision   # the interpreter has no TF32
+            elif self.dtype == "bfloat16":
+                meta["UPCAST"] = self.interpret          # the interpreter has no bfloat16 dot
+        if self.interpret:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid
+            meta.update(blocks)
+            grid = grid(meta)
+        return meta, grid, SPLIT_K or 1
+
+    def no_compiled_launches(self) -> None:
+        """Launch through the autotuner and Triton's JIT from now on (nothing is lost but time)."""
+        self.compiled_launches = False
+        for known in self.layouts.values():
+            known.compiled = None
+
+    def forget(self) -> None:
+        """Forget the layouts set up so far and torch's fp32 precision: the next launch of
+        each sets it up again."""
+        self.precision = None
+        self.layouts.clear()
+
+
+class Layout:
+    """What launching one layout takes: the output's shape, the arguments, the constexprs,
+    the grid and the K split; on a GPU, once Triton has compiled the kernel (unsplit), its
+    compiled launcher."""
+
+    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled")
+
+    def __init__(self, launcher: Launcher, shape, args, meta, grid, split):
+        self.launcher, self.shape, self.args, self.meta, self.grid = launcher, shape, args, meta, grid
+        self.split = split
+        self.compiled = None
+
+    def run(self, pointers, scale):
+        """Launch on ``pointers`` (the operands, then the output)."""
+        if self.split > 1:
+            self.run_split(pointers, scale)
+            return
+        if self.compiled is not None and self.compiled(pointers, scale):
+            return
+        launcher = self.launcher
+        if launcher.interpret:
+            launcher.kernel[self.grid](*pointers, *self.args, scale, **self.meta)
+            return
+        kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
+        if self.compiled is None and launcher.compiled_launches:
+            self.compiled = compiled_launcher(launcher, kernel, self)
+
+    def run_split(self, pointers, scale):
+        """Partial sums of the K slices into a workspace, then the fixed-order second pass."""
+        launcher, c = self.launcher, pointers[-1]
+        w = torch.empty((self.split, c.numel()), dtype=launcher.acc, device=c.device)
+        (launcher.kernel if launcher.interpret else launcher.tuned)[self.grid](
+            *pointers[:-1], w, *self.args, scale, **self.meta)
+        size = 1024
+        launcher.finish[(triton.cdiv(c.numel(), size),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,
+                                                         BLOCK=size, HAS_SCALE=scale != 1.0)
+
+
+def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
+    """``run(pointers, scale)`` launching ``kernel``, which Triton compiled for ``layout``,
+    with the config the autotuner chose and a ready grid, as JITFunction.run launches it
+    (triton 3.6-3.9) but without re-binding, re-specializing and hashing every argument
+    and rebuilding the autotuner's key each time.  ``run`` returns False where Triton's
+    own path must launch instead: launch hooks (a profiler), another current device, an
+    output not 16-byte aligned.  Anything unexpected turns these launches off for good."""
+    try:
+        tuned = launcher.tuned
+        config = tuned.best_config
+        meta = {**layout.meta, **config.kwargs}
+        params = tuned.fn.params
+        n = launcher.pointers + len(layout.args) + 1  # pointers, strides, scale
+        if [p.is_constexpr for p in params] != [False] * n + [True] * (len(params) - n) \
+                or len(kernel.src.signature) != len(params) \
+                or (kernel.metadata.num_warps, kernel.metadata.num_stages) != (config.num_warps, config.num_stages):
+            raise RuntimeError("this Triton's kernel does not look as expected")
+        constexprs = tuple(meta[p.name] for p in params[n:])
+        g0, g1, g2 = (tuple(layout.grid(meta)) + (1, 1))[:3]
+        call = kernel.run  # (first: it loads the kernel where that is still to do)
+        function, packed = kernel.function, kernel.packed_metadata
+        if function is None:
+            raise RuntimeError("the compiled kernel is not loaded")
+        driver = triton.runtime.driver.active
+        current_device, current_stream = driver.get_current_device, driver.get_current_stream
+        device = current_device()
+        hooks = triton.knobs.runtime
+        args = layout.args
+    except Exception:
+        launcher.no_compiled_launches()
+        return None
+
+    def run(pointers, scale):
+        enter = hooks.launch_enter_hook
+        if (enter is not None and getattr(enter, "calls", True)) or pointers[-1].data_ptr() % 16 \
+                or current_device() != device:
+            return False
+        try:
+            call(g0, g1, g2, current_stream(device), function, packed, None, enter, hooks.launch_exit_hook,
+                 *pointers, *args, scale, *constexprs)
+        except Exception:
+            launcher.no_compiled_launches()
+            return False
+        return True
+    return run
+
+
+__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "contiguous", "block",
+           "processors", "layout_class", "fp32_precision", "finish_kernel", "SHARED_MEMORY", "K_GRANULE"]

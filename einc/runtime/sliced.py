@@ -1,0 +1,210 @@
+"""Running a sliced plan: every slice through one inner cache entry, into an accumulator.
+
+The slicing itself (which indices, in what chunks, the live-memory bound) is planned in
+:mod:`einc.planner.slicing`; this module runs it.  :class:`Runner` runs a sliced plan, or
+a range of its slices (:mod:`einc.distributed` spreads the ranges over ranks); steps whose
+operands hold no sliced index run once per call, before the slice loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from .. import config, slicecost
+from ..planner.equation import letter, parse
+from ..planner.options import Options
+from ..planner.plan import Plan, build_plan
+from ..planner.slicing import check_cost, hoisting, linear_path
+from .dispatch import Entry
+from .select import Choice
+from .torch_executor import step_functions
+
+
+def accumulator_dtype(dtype):
+    """The dtype a sliced result is summed in: float32 for 16-bit floats, complex64 for
+    complex32, the result's own otherwise."""
+    return {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+            torch.complex32: torch.complex64}.get(dtype, dtype)
+
+
+def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
+    """The sliced result's dtype: torch.einsum's (``result_dtype``), or where torch cannot
+    say (None), what einc's torch executor gives the same path unsliced (int64 for
+    integers whose sum torch itself trips on)."""
+    if result_dtype is not None:
+        return result_dtype
+    return step_functions(build_plan(plan.graph, plan.equation, Options.of(plan.path)), operand_dtypes)[1]
+
+
+_VIEWS_KEPT = 4096       # at most this many views of one operand are kept through a call (Runner.add)
+
+
+class Runner:
+    """Runs the slices of a sliced :class:`~einc.planner.plan.Plan` through the engine's entry for
+    one slice (``entry_of(equation, operands, options)``), into an accumulator."""
+
+    def __init__(self, plan: Plan, result_dtype, select, entry_of):
+        s = plan.slicing
+        g = plan.graph
+        self.plan = plan
+        self.slicing = s
+        self.eq = parse(s.text)
+        self.options = Options.of(plan.path, None, select)
+        position = {i: j for j, i in enumerate(s.indices)}
+        chunked = {i for i, c in zip(s.indices, s.chunks) if c > 1}
+        # (dimension, sliced index's position, whether it is chunked: narrowed, not selected), last dims first
+        self.operand_dims = [sorted(((d, position[i], i in chunked) for d, i in enumerate(t) if i in position),
+                                    reverse=True) for t in g.inputs]
+        self.output_dims = sorted(((d, position[i], i in chunked) for d, i in enumerate(g.output) if i in position),
+                                  reverse=True)
+        self.shape = tuple(g.sizes[i] for i in g.output)
+        self.result_dtype = result_dtype
+        self.entry_of = entry_of
+        self.entry = None           # the (first) slice's cache entry, once a slice ran
+        self.entries = {}           # chunk lengths -> the slice entry for them (a last, shorter chunk has its own)
+        self._hoist(plan)
+
+    def _hoist(self, plan: Plan) -> None:
+        """Split the slice's steps: those whose operands hold no sliced index run once per
+        call (:meth:`hoisted`); the rest, over the remaining operands and the hoisted
+        results they consume (the ``roots``), run per slice."""
+        g, n, sliced = plan.graph, plan.num_operands, set(self.slicing.indices)
+        dropped = {i for i, c in zip(self.slicing.indices, self.slicing.chunks) if c == 1}
+        order, roots = hoisting(plan.steps, g.inputs, n, sliced)
+        indices = [tuple(i for i in t if i not in dropped) for t in g.inputs] + [st.output for st in plan.steps]
+        leaves = {v: {v} for v in range(n)}
+        for step in plan.steps:
+            leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
+        self.roots = []             # (value id, its equation, its leaf operands, its linear path)
+        for r in roots:
+            ops = sorted(leaves[r])
+            steps = [st for st in plan.steps if st.result <= r and leaves[st.result] <= leaves[r]]
+            text = ",".join("".join(letter(i) for i in indices[v]) for v in ops) + "->" + \
+                "".join(letter(i) for i in indices[r])
+            self.roots.append((r, parse(text), ops, linear_path(ops, steps)))
+        hoisted = set().union(*(leaves[r] for r in roots)) if roots else set()
+        self.rest = [v for v in range(n) if v not in hoisted] + list(roots)
+        steps = order[sum(len(path) for *_, path in self.roots):]      # the per-slice steps
+        text = ",".join("".join(letter(i) for i in indices[v]) for v in self.rest) + "->" + \
+            "".join(letter(i) for i in plan.graph.output if i not in dropped)
+        self.eq = parse(text)
+        self.options = Options.of(linear_path(self.rest, steps), None, self.options.select)
+        self.root_entries = [None] * len(self.roots)
+
+    def hoisted(self, operands):
+        """The hoisted results, one per root, computed once per call."""
+        values = {}
+        for k, (r, eq, ops, path) in enumerate(self.roots):
+            args = [operands[v] for v in ops]
+            if self.root_entries[k] is None:
+                self.root_entries[k] = self.entry_of(eq, args, Options.of(path, None, self.options.select))
+            values[r] = self.root_entries[k].run(args)
+        return values
+
+    def accumulator(self, operands):
+        return torch.zeros(self.shape, dtype=accumulator_dtype(self.result_dtype), device=operands[0].device)
+
+    def add(self, acc, operands, start: int, stop: int) -> None:
+        """Contract slices ``start .. stop-1`` and add each into ``acc`` (or write it into its
+        place, for a sliced output index).  A run estimated longer than a few seconds
+        reports progress (:class:`einc.slicecost.Progress`); an interrupt (Ctrl-C) leaves
+        ``acc`` part-summed, so callers hand out only an accumulator of their own making,
+        once every slice ran.
+
+        The loop does per slice only what depends on it: the slices are walked in order
+        (the last index fastest), and each operand's view of a slice -- a ``select`` for
+        an index taken one value at a time, a ``narrow`` for a chunk -- is made once per
+        call for each chunk of the sliced indices it holds and kept (views hold no memory)."""
+        if start >= stop:
+            return
+        roots = self.hoisted(operands)
+        s = self.slicing
+        estimate = s.seconds * (stop - start) / s.num_slices
+        progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
+            if estimate > slicecost.PROGRESS_SECONDS else None
+        chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
+        partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
+
+        def view(tensor, dims, pos):
+            for d, j, chunk in dims:
+                first = pos[j] * chunks[j]
+                tensor = tensor.narrow(d, first, min(chunks[j], sizes[j] - first)) if chunk else \
+                    tensor.select(d, first)
+            return tensor
+        slots = [(v, self.operand_dims[v] if v < n else None) for v in self.rest]
+        caches = [({} if dims and self._few(dims) else None) for _, dims in slots]
+        out_cache = {} if self.output_dims and self._few(self.output_dims) else None
+        entry = self.entry if not partial else None
+        try:
+            for pos in itertools.islice(itertools.product(*map(range, s.counts)), start, stop):
+                ops = []
+                for (v, dims), cache in zip(slots, caches):
+                    if dims is None:
+                        ops.append(roots[v])
+                    elif not dims:
+                        ops.append(operands[v])
+                    elif cache is None:
+                        ops.append(view(operands[v], dims, pos))
+                    else:
+                        key = tuple([pos[j] for _, j, _ in dims])
+                        found = cache.get(key)
+                        if found is None:
+                            found = cache[key] = view(operands[v], dims, pos)
+                        ops.append(found)
+                if entry is None:
+                    lengths = tuple([min(c, d - p * c) for p, c, d in zip(pos, chunks, sizes)])
+                    entry = entries.get(lengths)
+                    if entry is None:
+                        entry = entries[lengths] = self.entry_of(self.eq, ops, self.options)
+                        self.entry = self.entry or entry
+                part = entry.run(ops)
+                if out_cache is None:
+                    target = view(acc, self.output_dims, pos)
+                else:
+                    key = tuple([pos[j] for _, j, _ in self.output_dims])
+                    target = out_cache.get(key)
+                    if target is None:
+                        target = out_cache[key] = view(acc, self.output_dims, pos)
+                target.add_(part)
+                del part, target, ops       # this slice's part is freed before the next slice runs
+                if partial:
+                    entry = None
+                if progress is not None:
+                    progress.advance()
+        finally:
+            if progress is not None:
+                progress.close()
+
+    def _few(self, dims) -> bool:
+        """Whether the views of one operand over ``dims`` are few enough to keep for a call."""
+        return math.prod(self.slicing.counts[j] for _, j, _ in dims) <= _VIEWS_KEPT
+
+    def finish(self, acc):
+        return acc if acc.dtype == self.result_dtype else acc.to(self.result_dtype)
+
+    def __call__(self, operands):
+        acc = self.accumulator(operands)
+        self.add(acc, operands, 0, self.slicing.num_slices)
+        return self.finish(acc)
+
+
+def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
+    """The plan cache's entry for a sliced plan: runs every slice with one inner entry;
+    what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
+    cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
+    check_cost(plan, executor="triton" if cuda else "torch")
+    runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
+    entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
+
+    def run(ops):
+        out = runner(ops)
+        entry.backend, entry.choices, entry.inner = runner.entry.backend, runner.entry.choices, runner.entry
+        return out
+    entry.run = run
+    return entry
+
+
+__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype"]
