@@ -282,7 +282,7 @@ class NamedCase:
 
 def named_case(case: Case, rng: random.Random) -> NamedCase:
     """``case`` in named notation (string convention; the output made explicit)."""
-    from einc.equation import parse
+    from einc.planner.equation import parse
     names = [f"{case.letters[x]}{x}" if rng.random() < 0.5 else case.letters[x] for x in range(len(case.letters))]
     by_letter = {c: x for x, c in enumerate(case.letters)}
     output = case.output
