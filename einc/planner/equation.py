@@ -131,6 +131,18 @@ def _invalid(ch: str, i: int) -> str:
             f"{ch!r} is not a letter (einc takes any letter), '...', ',' or one '->'")
 
 
+def term_spans(text: str, start: int, stop: int) -> list:
+    """``(start, stop)`` of each comma-separated term of ``text[start:stop]`` (the operands'
+    side of an equation), in order."""
+    spans = []
+    while True:
+        comma = text.find(",", start, stop)
+        spans.append((start, stop if comma < 0 else comma))
+        if comma < 0:
+            return spans
+        start = comma + 1
+
+
 @functools.lru_cache(maxsize=4096)
 def parse(text: str) -> Equation:
     """Parse an equation string as ``torch.einsum`` reads it.
@@ -146,16 +158,10 @@ def parse(text: str) -> Equation:
         if ch in "->" and not (arrow >= 0 and arrow <= i <= arrow + 1):
             raise _err(EquationError, _invalid(ch, i), text, i)
     inputs, input_positions = [], []
-    start = 0
-    while True:
-        comma = text.find(",", start, lhs_stop)
-        stop = lhs_stop if comma < 0 else comma
+    for start, stop in term_spans(text, 0, lhs_stop):
         labels, positions = _parse_term(text, start, stop, f"operand {len(inputs)}")
         inputs.append(labels)
         input_positions.append(positions)
-        if comma < 0:
-            break
-        start = comma + 1
     if arrow >= 0:
         if text.find(",", arrow) >= 0:
             raise _err(EquationError, _invalid(",", text.find(",", arrow)) + "; the output (after '->') is "

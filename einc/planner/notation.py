@@ -33,7 +33,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .equation import ELLIPSIS, _LETTERS, letter, parse
+from .equation import ELLIPSIS, _LETTERS, letter, parse, term_spans
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, OperandTypeError, OutError, \
     ShapeError, SizeKeywordError, caret
 
@@ -170,16 +170,10 @@ def structure(text: str) -> Named:
         bad = min(i for i in (text.find("->", arrow + 2), text.find(",", arrow)) if i >= 0)
         raise _err(EquationError, "the output (after '->') is one term, and there is one '->'", text, bad)
     inputs, in_pos = [], []
-    start = 0
-    while True:
-        comma = text.find(",", start, arrow)
-        stop = arrow if comma < 0 else comma
+    for start, stop in term_spans(text, 0, arrow):
         axes, positions = _term(text, start, stop, f"operand {len(inputs)}")
         inputs.append(axes)
         in_pos.append(positions)
-        if comma < 0:
-            break
-        start = comma + 1
     output, out_pos = _term(text, arrow + 2, len(text), "output")
     seen = {n for axes in inputs for axis in axes if axis != ELLIPSIS for n in axis}
     used = set()
