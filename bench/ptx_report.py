@@ -417,7 +417,7 @@ def main(argv=None) -> int:
         parser.error(f"no workload with generated kernels matches {args.filter!r}")
     rows = report(workloads, args.configs, log=lambda line: print(line, flush=True))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        Path(args.json).write_text("[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n]\n")  # one kernel config a line
     if args.markdown:
         print(markdown(rows))
     print(summary(rows))

@@ -55,7 +55,9 @@ MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 # fp32's 128x256 and 64x128 tiles (the FMA dot, torch's default fp32 precision, spilled up
 # to 4 KB there), gave fp32's 64x64 tile 8 warps, 16-bit's 32x64 tile BLOCK_K 32 and its
 # 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
-# with triton 3.6 and 3.7).
+# with triton 3.6 and 3.7).  Not so for the pairwise family's fp32 kernels (tensors of four
+# to six permuted indices): 1 to 3 of their 115 configs spill 8-24 bytes with each triton,
+# a different config with each (README, "The kernels as the compiler sees them").
 _MATMUL = {
     16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
          (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
