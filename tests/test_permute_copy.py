@@ -11,7 +11,7 @@ import torch
 
 import einc
 from einc.runtime import permute_copy as pc
-from einc.runtime.permute_copy import MAX_WIDE, MIN_BYTES, permuted_copy, wide_plan
+from einc.runtime.permute_copy import MIN_BYTES, permuted_copy, wide_plan
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64, torch.int64,
           torch.int32, torch.int8, torch.bool]
@@ -167,9 +167,9 @@ def test_wide_plan_takes_short_runs_only():
     for run, itemsize, want in [
         (2, 4, torch.int64),            # 8 bytes: one int64
         (4, 4, torch.complex128),       # 16 bytes: one complex128
-        (6, 4, torch.int64),            # 24 bytes: three int64
+        (6, 4, False),                  # 24 bytes: three int64 lost to the plain copy
         (8, 4, torch.complex128),       # 32 bytes: two complex128
-        (12, 4, torch.complex128),      # 48 bytes: three complex128 (MAX_WIDE)
+        (12, 4, torch.complex128),      # 48 bytes: three complex128, the most
         (16, 4, False),                 # 64 bytes: four, no gain
         (10, 4, False),                 # 40 bytes: five int64
         (3, 4, False),                  # 12 bytes: no wide element divides it
@@ -187,7 +187,6 @@ def test_wide_plan_takes_short_runs_only():
             assert got is False, (run, itemsize)
         else:
             assert got == (shape[:2] + (run,), want), (run, itemsize, got)
-    assert MAX_WIDE == 3
 
 
 def test_wide_plan_merges_the_run_over_several_indices_and_size_one_gaps():
@@ -195,11 +194,12 @@ def test_wide_plan_merges_the_run_over_several_indices_and_size_one_gaps():
     assert wide_plan((5, 6, 2, 2), (4, 20, 2, 1), 0, 4) == ((5, 6, 4), torch.complex128)
     assert wide_plan((5, 6, 1, 4), (4, 20, 99, 1), 0, 4) == ((5, 6, 4), torch.complex128)
     assert wide_plan((6, 4), (4, 1), 0, 4) is False                       # contiguous: nothing to permute
-    # an offset or a stride a multiple of 2 floats but not 4: int64 pairs; of neither: none
-    assert wide_plan((5, 6, 4), (4, 20, 1), 2, 4) == ((5, 6, 4), torch.int64)
-    assert wide_plan((5, 6, 4), (6, 20, 1), 0, 4) == ((5, 6, 4), torch.int64)
-    assert wide_plan((5, 6, 4), (4, 20, 1), 1, 4) is False
-    assert wide_plan((5, 6, 4), (5, 20, 1), 0, 4) is False
+    # an offset or a stride a multiple of 2 floats but not 4: no complex128 (and two int64
+    # per run are not taken); runs of 2 floats then still go as one int64
+    assert wide_plan((5, 6, 4), (4, 20, 1), 2, 4) is False
+    assert wide_plan((5, 6, 4), (6, 20, 1), 0, 4) is False
+    assert wide_plan((5, 6, 2), (2, 10, 1), 2, 4) == ((5, 6, 2), torch.int64)
+    assert wide_plan((5, 6, 2), (2, 10, 1), 1, 4) is False
 
 
 def test_the_thresholds_boundaries():

@@ -11,15 +11,16 @@ thread, the development machine).  :func:`permuted_copy` therefore:
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
   as a 2-D transpose, which torch copies faster than the same copy expressed as a
   3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``);
-- copies a tensor of at least :data:`MIN_BYTES` whose run is 8 to 48 bytes as wider
-  elements (the run's bytes reinterpreted as ``int64`` or ``complex128``, at most
-  :data:`MAX_WIDE` of them per run): the copy moves the same bits in fewer, wider
-  elements.  ``python bench/permute_copy.py``, float32, 1 thread: runs of 2 and 4
-  floats (8 and 16 bytes: one wide element) copy in ~0.45x the time (bool and float16
-  runs of 8 bytes in ~0.25-0.4x), runs of 8 and 12 floats (two and three complex128)
-  in ~0.85-0.9x, runs of 6 (three int64) ~0.95x; four or more wide elements, no gain
-  (~1.05x), hence :data:`MAX_WIDE`; below ~64K float32 the extra views (~4 us) cost
-  more than they save, hence :data:`MIN_BYTES`.
+- copies a tensor of at least :data:`MIN_BYTES` whose run is 8 bytes, or 16, 32 or
+  48 bytes, as wider elements (the run's bytes reinterpreted as one ``int64``, or one
+  to three ``complex128``): the copy moves the same bits in fewer, wider elements.
+  ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
+  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.85-0.95x torch's time;
+  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x, of 8
+  bytes in ~0.4-0.9x, more where the source's rows are far apart in memory than near;
+  runs of 3 int64 (24 bytes) lost (~1.1x) and runs of 4 or more complex128 gained
+  nothing (~1.05x), hence the widths allowed; below ~64K float32 the extra views (~4
+  us) cost more than they save, hence :data:`MIN_BYTES`.
 - copies everything else with ``permute(...).contiguous()``.
 
 Blocked copies (the destination's outer or inner indices in chunks that stay in
@@ -42,8 +43,8 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
-MAX_WIDE = 3            # wide elements per run, at most
-_WIDE = ((16, torch.complex128), (8, torch.int64))
+# The wide elements: (bytes, dtype, the most of them per run).
+_WIDE = ((16, torch.complex128, 3), (8, torch.int64, 1))
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
@@ -112,9 +113,9 @@ def wide_plan(shape, strides, offset, itemsize):
     if k == 0:
         return False                    # contiguous: no permutation
     nbytes = run * itemsize
-    for width, dtype in _WIDE:
+    for width, dtype, most in _WIDE:
         ratio = width // itemsize
-        if width <= itemsize or nbytes % width or nbytes > MAX_WIDE * width:
+        if width <= itemsize or nbytes % width or nbytes > most * width:
             continue
         if offset % ratio or any(s % ratio for s in strides[:k]):
             continue
@@ -122,4 +123,4 @@ def wide_plan(shape, strides, offset, itemsize):
     return False
 
 
-__all__ = ["MAX_WIDE", "MIN_BYTES", "permuted_copy", "wide_plan"]
+__all__ = ["MIN_BYTES", "permuted_copy", "wide_plan"]
