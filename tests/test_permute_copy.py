@@ -186,19 +186,20 @@ def test_wide_plan_takes_short_runs_only():
         if want is False:
             assert got is False, (run, itemsize)
         else:
-            assert got == (shape[:2] + (run,), want), (run, itemsize, got)
+            assert got == (shape[:2] + (run,), want, {torch.int64: 8, torch.complex128: 16}[want] // itemsize), \
+                (run, itemsize, got)
 
 
 def test_wide_plan_merges_the_run_over_several_indices_and_size_one_gaps():
     # dst (a, b, c, d) from src (b, a, c, d) with c=2, d=2 contiguous: a run of 4 floats
-    assert wide_plan((5, 6, 2, 2), (4, 20, 2, 1), 0, 4) == ((5, 6, 4), torch.complex128)
-    assert wide_plan((5, 6, 1, 4), (4, 20, 99, 1), 0, 4) == ((5, 6, 4), torch.complex128)
+    assert wide_plan((5, 6, 2, 2), (4, 20, 2, 1), 0, 4) == ((5, 6, 4), torch.complex128, 4)
+    assert wide_plan((5, 6, 1, 4), (4, 20, 99, 1), 0, 4) == ((5, 6, 4), torch.complex128, 4)
     assert wide_plan((6, 4), (4, 1), 0, 4) is False                       # contiguous: nothing to permute
     # an offset or a stride a multiple of 2 floats but not 4: no complex128 (and two int64
     # per run are not taken); runs of 2 floats then still go as one int64
     assert wide_plan((5, 6, 4), (4, 20, 1), 2, 4) is False
     assert wide_plan((5, 6, 4), (6, 20, 1), 0, 4) is False
-    assert wide_plan((5, 6, 2), (2, 10, 1), 2, 4) == ((5, 6, 2), torch.int64)
+    assert wide_plan((5, 6, 2), (2, 10, 1), 2, 4) == ((5, 6, 2), torch.int64, 2)
     assert wide_plan((5, 6, 2), (2, 10, 1), 1, 4) is False
 
 

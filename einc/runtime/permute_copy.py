@@ -67,43 +67,50 @@ def permuted_copy(src, dst, sizes):
         cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
         shape = tuple(sizes[i] for i in dst)
         return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
-    elems = math.prod(sizes[i] for i in dst)
-    if elems == 0:
+    shape = tuple(sizes[i] for i in src)
+    if 0 in shape:
         return lambda x: x.permute(perm).contiguous()
-    return _Copy(perm, elems)
+    return _Copy(perm, shape)
 
 
 class _Copy:
-    """``x.permute(perm).contiguous()``, as wide elements where that is cheaper."""
+    """``x.permute(perm).contiguous()``, as wide elements where that is cheaper: decided
+    once per element size for an ``x`` of ``shape`` with the contiguous strides (the
+    product of a step, or an operand as it comes); any other layout takes the plain
+    copy."""
 
-    __slots__ = ("perm", "elems", "memo")
+    __slots__ = ("perm", "contiguous", "shape", "strides", "plans")
 
-    def __init__(self, perm, elems):
-        self.perm, self.elems, self.memo = perm, elems, {}
+    def __init__(self, perm, shape):
+        strides, acc = [0] * len(shape), 1
+        for d in reversed(range(len(shape))):
+            strides[d] = acc
+            acc *= shape[d]
+        self.perm, self.contiguous = perm, tuple(strides)
+        self.shape = tuple(shape[p] for p in perm)
+        self.strides = tuple(strides[p] for p in perm)
+        self.plans = {}
 
     def __call__(self, x):
         y = x.permute(self.perm)
-        isz = x.element_size()
-        if (self.elems * isz < MIN_BYTES or type(x) is not torch.Tensor or x.requires_grad
-                or x.device.type != "cpu" or x.layout != torch.strided or x.is_conj() or x.is_neg()
+        plan = self.plans.get(x.element_size())
+        if plan is None:
+            isz = x.element_size()
+            plan = math.prod(self.shape) * isz >= MIN_BYTES and wide_plan(self.shape, self.strides, 0, isz)
+            self.plans[isz] = plan
+        if (plan is False or type(x) is not torch.Tensor or x.requires_grad or x.device.type != "cpu"
+                or x.stride() != self.contiguous or x.storage_offset() % plan[2] or x.is_conj() or x.is_neg()
                 or _forward_ad._current_level >= 0 or _wrapped(x)):
             return y.contiguous()
-        key = (y.stride(), y.storage_offset(), isz)
-        how = self.memo.get(key)
-        if how is None:
-            if len(self.memo) >= 16:
-                self.memo.clear()
-            how = self.memo[key] = wide_plan(y.shape, y.stride(), y.storage_offset(), isz)
-        if how is False:
-            return y.contiguous()
-        merged, dtype = how
+        merged, dtype, _ = plan
         return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(y.shape)
 
 
 def wide_plan(shape, strides, offset, itemsize):
     """How a tensor of ``shape``/``strides`` (in elements of ``itemsize`` bytes, from
-    ``offset``) is copied as wide elements: ``(shape with the run merged, wide dtype)``,
-    or False where the plain copy is cheaper or the bits cannot be reinterpreted."""
+    ``offset``) is copied as wide elements: ``(shape with the run merged, wide dtype,
+    elements per wide element)``, or False where the plain copy is cheaper or the bits
+    cannot be reinterpreted."""
     run, expect, k = 1, 1, len(shape)
     while k and (shape[k - 1] == 1 or strides[k - 1] == expect):
         if shape[k - 1] != 1:
@@ -119,7 +126,7 @@ def wide_plan(shape, strides, offset, itemsize):
             continue
         if offset % ratio or any(s % ratio for s in strides[:k]):
             continue
-        return tuple(shape[:k]) + (run,), dtype
+        return tuple(shape[:k]) + (run,), dtype, ratio
     return False
 
 
