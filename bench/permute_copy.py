@@ -133,7 +133,7 @@ def methods(x, perm):
     fast = pc.permuted_copy(src, dst, sizes)
     plan = pc.wide_plan(tuple(y.shape), y.stride(), 0, x.element_size())
     if plan is not False:
-        merged, wide = plan
+        merged, wide, _ = plan
         fns["wide"] = lambda: y.reshape(merged).view(wide).contiguous().view(x.dtype).view(out_shape)
 
     def blocked():

@@ -238,11 +238,20 @@ def test_a_large_short_run_copy_is_exact_and_wide():
         _check(x, src, dst, sizes)
 
 
-def test_block_swaps_are_two_dimensional_transposes():
-    sizes = dict(b=3, i=4, j=5)
-    x = _random((3, 4, 5), torch.float32)
-    for src, dst in [("bij", "ijb"), ("bij", "jbi")]:
-        _check(x, list(src), list(dst), sizes)
+def test_block_swaps_are_two_dimensional_transposes_where_both_blocks_are_long():
+    """Exact on both sides of TRANSPOSE_MIN, and the 2-D transpose taken only from it."""
+    assert pc.TRANSPOSE_MIN == 32
+    # (b, i, j) -> (i, j, b): blocks b and i*j = 8*5; -> (j, b, i): blocks b*8 and j = 5
+    for b, taken in ((31, (False, False)), (32, (True, False)), (3, (False, False))):
+        sizes = dict(b=b, i=8, j=5)
+        x = _random((b, 8, 5), torch.float32)
+        for src, dst, take in [("bij", "ijb", taken[0]), ("bij", "jbi", taken[1])]:
+            fn = permuted_copy(list(src), list(dst), sizes)
+            assert isinstance(fn, pc._Copy) != take, (b, dst)
+            _check(x, list(src), list(dst), sizes)
+    sizes = dict(b=4, i=8, j=32)                       # blocks of 32 both: (j, b, i) taken
+    assert not isinstance(permuted_copy(list("bij"), list("jbi"), sizes), pc._Copy)
+    _check(_random((4, 8, 32), torch.float32), list("bij"), list("jbi"), sizes)
 
 
 # ------------------------------------------------------------------------------ through einc

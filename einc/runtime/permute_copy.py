@@ -10,7 +10,9 @@ thread, the development machine).  :func:`permuted_copy` therefore:
 
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
   as a 2-D transpose, which torch copies faster than the same copy expressed as a
-  3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``);
+  3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.5-0.9x the time where
+  both blocks hold 32 elements or more), but slower where a block is short (16 or 24
+  elements: 1.1-2.5x the time), hence :data:`TRANSPOSE_MIN`;
 - copies a tensor of at least :data:`MIN_BYTES` whose run is 8 bytes, or 16, 32 or
   48 bytes, as wider elements (the run's bytes reinterpreted as one ``int64``, or one
   to three ``complex128``): the copy moves the same bits in fewer, wider elements.
@@ -43,6 +45,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
+TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
 # The wide elements: (bytes, dtype, the most of them per run).
 _WIDE = ((16, torch.complex128, 3), (8, torch.int64, 1))
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
@@ -65,8 +68,9 @@ def permuted_copy(src, dst, sizes):
     if cut is not None:
         rows = math.prod(sizes[i] for i in src[:len(dst) - cut])
         cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
-        shape = tuple(sizes[i] for i in dst)
-        return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
+        if min(rows, cols) >= TRANSPOSE_MIN:
+            shape = tuple(sizes[i] for i in dst)
+            return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
     shape = tuple(sizes[i] for i in src)
     if 0 in shape:
         return lambda x: x.permute(perm).contiguous()
@@ -130,4 +134,4 @@ def wide_plan(shape, strides, offset, itemsize):
     return False
 
 
-__all__ = ["MIN_BYTES", "permuted_copy", "wide_plan"]
+__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "permuted_copy", "wide_plan"]
