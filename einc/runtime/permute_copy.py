@@ -10,19 +10,19 @@ thread, the development machine).  :func:`permuted_copy` therefore:
 
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
   as a 2-D transpose, which torch copies faster than the same copy expressed as a
-  3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.5-0.9x the time where
-  both blocks hold 32 elements or more), but slower where a block is short (16 or 24
-  elements: 1.1-2.5x the time), hence :data:`TRANSPOSE_MIN`;
+  3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.35-0.9x the time where
+  both blocks hold 32 elements or more), but slower where a block is short (8 or 16
+  elements: 1.1-2.5x the time; 24: either way), hence :data:`TRANSPOSE_MIN`;
 - copies a tensor of at least :data:`MIN_BYTES` whose run is 8 bytes, or 16, 32 or
   48 bytes, as wider elements (the run's bytes reinterpreted as one ``int64``, or one
   to three ``complex128``): the copy moves the same bits in fewer, wider elements.
   ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
-  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.85-0.95x torch's time;
-  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x, of 8
-  bytes in ~0.4-0.9x, more where the source's rows are far apart in memory than near;
-  runs of 3 int64 (24 bytes) lost (~1.1x) and runs of 4 or more complex128 gained
-  nothing (~1.05x), hence the widths allowed; below ~64K float32 the extra views (~4
-  us) cost more than they save, hence :data:`MIN_BYTES`.
+  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.83-0.97x torch's time;
+  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.75x, of 8
+  bytes ~0.4x (bool), ~0.9x (float16), 0.45-1.05x by shape (float32); runs of 3 int64
+  (24 bytes) lost (~1.1x) and runs of 4 or more complex128 gained nothing (~1.05x),
+  hence the widths allowed; below ~64K float32 the extra views (~4 us) cost more than
+  they save, hence :data:`MIN_BYTES`.
 - copies everything else with ``permute(...).contiguous()``.
 
 Blocked copies (the destination's outer or inner indices in chunks that stay in
@@ -33,8 +33,9 @@ strided copy.
 
 Reinterpreting the bits is exact for every dtype (a copy does no arithmetic on them),
 but ``Tensor.view(dtype)`` is not differentiable: the wide copy is taken only for a
-plain CPU tensor that no autograd mode (backward, forward AD, ``torch.func``) tracks
-and that has no lazy conjugate or negative bit; anything else takes the plain copy.
+plain CPU tensor with contiguous strides that no autograd mode (backward, forward AD,
+``torch.func``) tracks and that has no lazy conjugate or negative bit; anything else
+takes the plain copy.
 """
 
 from __future__ import annotations
