@@ -165,7 +165,7 @@ def test_forward_ad_and_torch_func_see_the_plain_copy(wide_always):
 def test_wide_plan_takes_short_runs_only():
     shape = (16, 16, 8)
     for run, itemsize, want in [
-        (2, 4, torch.int64),            # 8 bytes: one int64
+        (2, 4, False),                  # 8 bytes, a pair of floats: one int64 would be a loss
         (4, 4, torch.complex128),       # 16 bytes: one complex128
         (6, 4, False),                  # 24 bytes: three int64 lost to the plain copy
         (8, 4, torch.complex128),       # 32 bytes: two complex128
@@ -177,7 +177,8 @@ def test_wide_plan_takes_short_runs_only():
         (8, 2, complex),                # float16 runs of 8: one complex128
         (8, 1, torch.int64),            # bool runs of 8: one int64
         (1, 16, False),                 # complex128 is as wide as it gets
-        (2, 8, torch.complex128),       # float64 pairs
+        (2, 8, False),                  # float64 pairs: two per wide element, not taken
+        (4, 2, torch.int64),            # float16 runs of 4: one int64
     ]:
         strides = (run, 16 * run, 1)        # (b, a, c) -> (a, b, c): the last index kept
         got = wide_plan(shape[:2] + (run,), strides, 0, itemsize)
@@ -196,11 +197,11 @@ def test_wide_plan_merges_the_run_over_several_indices_and_size_one_gaps():
     assert wide_plan((5, 6, 1, 4), (4, 20, 99, 1), 0, 4) == ((5, 6, 4), torch.complex128, 4)
     assert wide_plan((6, 4), (4, 1), 0, 4) is False                       # contiguous: nothing to permute
     # an offset or a stride a multiple of 2 floats but not 4: no complex128 (and two int64
-    # per run are not taken); runs of 2 floats then still go as one int64
+    # per run are not taken); float16 runs of 4 go as one int64 from an offset of 4
     assert wide_plan((5, 6, 4), (4, 20, 1), 2, 4) is False
     assert wide_plan((5, 6, 4), (6, 20, 1), 0, 4) is False
-    assert wide_plan((5, 6, 2), (2, 10, 1), 2, 4) == ((5, 6, 2), torch.int64, 2)
-    assert wide_plan((5, 6, 2), (2, 10, 1), 1, 4) is False
+    assert wide_plan((5, 6, 4), (4, 20, 1), 4, 2) == ((5, 6, 4), torch.int64, 4)
+    assert wide_plan((5, 6, 4), (4, 20, 1), 2, 2) is False
 
 
 def test_the_thresholds_boundaries():

@@ -15,11 +15,13 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   elements: 1.1-2.5x the time; 24: either way), hence :data:`TRANSPOSE_MIN`;
 - copies a tensor of at least :data:`MIN_BYTES` whose run is 8 bytes, or 16, 32 or
   48 bytes, as wider elements (the run's bytes reinterpreted as one ``int64``, or one
-  to three ``complex128``): the copy moves the same bits in fewer, wider elements.
+  to three ``complex128``, each of at least four of the tensor's elements): the copy
+  moves the same bits in fewer, wider elements.
   ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
   CCSD(T) results' runs of 8 float32 (two complex128) in ~0.83-0.97x torch's time;
   runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.75x, of 8
-  bytes ~0.4x (bool), ~0.9x (float16), 0.45-1.05x by shape (float32); runs of 3 int64
+  bytes ~0.4x (8 bool), ~0.9-0.95x (4 float16); pairs (2 float32 as one int64) 0.45x
+  on one shape but 1.0-1.1x on another, hence four elements at least; runs of 3 int64
   (24 bytes) lost (~1.1x) and runs of 4 or more complex128 gained nothing (~1.05x),
   hence the widths allowed; below ~64K float32 the extra views (~4 us) cost more than
   they save, hence :data:`MIN_BYTES`.
@@ -127,7 +129,7 @@ def wide_plan(shape, strides, offset, itemsize):
     nbytes = run * itemsize
     for width, dtype, most in _WIDE:
         ratio = width // itemsize
-        if width <= itemsize or nbytes % width or nbytes > most * width:
+        if width < 4 * itemsize or nbytes % width or nbytes > most * width:
             continue
         if offset % ratio or any(s % ratio for s in strides[:k]):
             continue
