@@ -18,9 +18,9 @@ Methods (each builds a fresh result, as the executor does), timed in interleaved
 
 - ``memcpy``: a contiguous copy of as many bytes (the bandwidth bound);
 - ``torch``: ``x.permute(p).contiguous()``;
-- ``einc``: ``einc.runtime.permute_copy.permuted_copy`` (the 2-D transpose of block
-  swaps, the wide copy of runs of 8-48 bytes);
-- ``wide``: the wide copy forced at any size (where a wide dtype divides the run);
+- ``einc``: ``einc.runtime.permute_copy.permuted_copy`` (the 2-D transpose of long
+  block swaps, the wide copy of runs of 16-48 bytes);
+- ``wide``: the wide copy at any size, where it applies;
 - ``blocked``: a ``copy_`` per slice of the result's leading index (each slice's source
   and result smaller, closer to the cache);
 - ``inner``: a ``copy_`` per chunk of 256 elements of the result's innermost index

@@ -13,18 +13,19 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.35-0.9x the time where
   both blocks hold 32 elements or more), but slower where a block is short (8 or 16
   elements: 1.1-2.5x the time; 24: either way), hence :data:`TRANSPOSE_MIN`;
-- copies a tensor of at least :data:`MIN_BYTES` whose run is 8 bytes, or 16, 32 or
-  48 bytes, as wider elements (the run's bytes reinterpreted as one ``int64``, or one
-  to three ``complex128``, each of at least four of the tensor's elements): the copy
-  moves the same bits in fewer, wider elements.
+- copies a tensor of at least :data:`MIN_BYTES` whose run is 16, 32 or 48 bytes, as
+  wider elements (the run's bytes reinterpreted as one to :data:`WIDE_MOST`
+  ``complex128``, each of at least four of the tensor's elements): the copy moves the
+  same bits in fewer, wider elements.
   ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
   CCSD(T) results' runs of 8 float32 (two complex128) in ~0.83-0.97x torch's time;
-  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.75x, of 8
-  bytes ~0.4x (8 bool), ~0.9-0.95x (4 float16); pairs (2 float32 as one int64) 0.45x
-  on one shape but 1.0-1.1x on another, hence four elements at least; runs of 3 int64
-  (24 bytes) lost (~1.1x) and runs of 4 or more complex128 gained nothing (~1.05x),
-  hence the widths allowed; below ~64K float32 the extra views (~4 us) cost more than
-  they save, hence :data:`MIN_BYTES`.
+  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x; runs
+  of 4 or more complex128 gained nothing (~1.0x), hence :data:`WIDE_MOST`.  Runs of 8
+  bytes as one ``int64`` were not robust (8 bool ~0.4x, but 4 float16 0.9-1.3x and 2
+  float32 0.45-1.1x by shape and load), nor three ``int64`` (24 bytes, ~1.1x), nor
+  pairs as ``complex128`` (float64, complex64: 0.55x in one measurement only): none is
+  taken.  Below ~64K float32 the extra views (~4 us) cost more than they save, hence
+  :data:`MIN_BYTES`.
 - copies everything else with ``permute(...).contiguous()``.
 
 Blocked copies (the destination's outer or inner indices in chunks that stay in
@@ -49,8 +50,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
-# The wide elements: (bytes, dtype, the most of them per run).
-_WIDE = ((16, torch.complex128, 3), (8, torch.int64, 1))
+WIDE_MOST = 3           # wide (complex128) elements per run, at most
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
@@ -127,14 +127,12 @@ def wide_plan(shape, strides, offset, itemsize):
     if k == 0:
         return False                    # contiguous: no permutation
     nbytes = run * itemsize
-    for width, dtype, most in _WIDE:
-        ratio = width // itemsize
-        if width < 4 * itemsize or nbytes % width or nbytes > most * width:
-            continue
-        if offset % ratio or any(s % ratio for s in strides[:k]):
-            continue
-        return tuple(shape[:k]) + (run,), dtype, ratio
-    return False
+    ratio = 16 // itemsize
+    if ratio < 4 or nbytes % 16 or nbytes > WIDE_MOST * 16:
+        return False
+    if offset % ratio or any(s % ratio for s in strides[:k]):
+        return False
+    return tuple(shape[:k]) + (run,), torch.complex128, ratio
 
 
-__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "permuted_copy", "wide_plan"]
+__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "wide_plan"]
