@@ -18,7 +18,7 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   ``complex128``, each of at least four of the tensor's elements): the copy moves the
   same bits in fewer, wider elements.
   ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
-  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.83-0.97x torch's time;
+  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.79-0.97x torch's time;
   runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x; runs
   of 4 or more complex128 gained nothing (~1.0x), hence :data:`WIDE_MOST`.  Runs of 8
   bytes as one ``int64`` were not robust (8 bool ~0.4x, but 4 float16 0.9-1.3x and 2
