@@ -27,6 +27,7 @@ from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
+from .permute_copy import permuted_copy as _permuted_copy
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -97,24 +98,6 @@ def _reduce(step, plan, dtype, final, is_input):
             return torch.diag, dtype            # ``ii->i``: one op that copies the diagonal
         tail.append(_fresh)
     return _chain(tail) or (lambda x: x), dtype
-
-
-def _permuted_copy(src, dst, sizes):
-    """``x`` over index order ``src`` -> a contiguous tensor over ``dst``.
-
-    When the permutation swaps two blocks of indices (``(b, i, j) -> (i, j, b)``), the
-    copy is done as a 2-D transpose, which torch copies faster than the same copy
-    expressed as a 3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``); any
-    other permutation is a plain strided copy.
-    """
-    perm = _perm(src, dst)
-    cut = next((k for k in range(1, len(dst)) if dst[k:] + dst[:k] == src), None)
-    if cut is None:
-        return lambda x: x.permute(perm).contiguous()
-    rows = math.prod(sizes[i] for i in src[:len(dst) - cut])
-    cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
-    shape = tuple(sizes[i] for i in dst)
-    return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
 
 
 def _fresh(x):

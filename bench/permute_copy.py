@@ -1,0 +1,222 @@
+"""Permuting copies on the CPU: torch's ``x.permute(...).contiguous()`` against the
+alternatives tried for issue 23 (``einc/runtime/permute_copy.py`` keeps what won).
+
+    python bench/permute_copy.py [--threads 1] [--rounds 21] [--budget 1.5] [--filter TEXT]
+
+Two sets of copies, float32 unless named, each a tensor laid out in one index order
+copied into a contiguous tensor over another:
+
+- ``suite``: the permuting copies the torch executor makes on the suite's ``pairwise``
+  workloads (``cpu`` variants), logged from the executor itself (every ``clone`` of a
+  non-contiguous tensor during one call, ``TorchDispatchMode``), deduplicated;
+- ``runs``: synthetic copies whose innermost run (the trailing indices kept, in order,
+  from the source) is 2 to 16 elements of 1, 2 or 4 bytes.
+
+Methods (each builds a fresh result, as the executor does), timed in interleaved rounds
+(``einc.benchmark.timing``), each ratio the median of the per-round ratios method /
+``torch`` with its 95 % interval:
+
+- ``memcpy``: a contiguous copy of as many bytes (the bandwidth bound);
+- ``torch``: ``x.permute(p).contiguous()``;
+- ``einc``: ``einc.runtime.permute_copy.permuted_copy`` (the 2-D transpose of long
+  block swaps, the wide copy of runs of 16-48 bytes);
+- ``wide``: the wide copy at any size, where it applies;
+- ``blocked``: a ``copy_`` per slice of the result's leading index (each slice's source
+  and result smaller, closer to the cache);
+- ``inner``: a ``copy_`` per chunk of 256 elements of the result's innermost index
+  (the source lines a chunk reads stay in L1);
+- ``twostep``: two permutes through a temporary, first to the result's order with the
+  source's innermost index kept innermost (a copy of long runs), then that index moved
+  into place (a transpose within small blocks).
+
+Markdown on stdout.  Standard library, torch and einc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import einc
+from einc.benchmark.suite import find_suite, load
+from einc.benchmark.timing import interleaved, ratio_interval
+from einc.runtime import permute_copy as pc
+
+METHODS = ("memcpy", "torch", "einc", "wide", "blocked", "inner", "twostep")
+LETTERS = "abcdefghijklmnop"
+
+
+class _Clones(TorchDispatchMode):
+    """Records ``(shape, strides, dtype)`` of every non-contiguous tensor cloned."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.clone.default and not args[0].is_contiguous():
+            x = args[0]
+            self.seen.append((tuple(x.shape), tuple(x.stride()), x.dtype))
+        return func(*args, **(kwargs or {}))
+
+
+def suite_cases(text=""):
+    """``(name, source shape in its own order, permutation to the result, dtype)`` per copy."""
+    found, cases = set(), []
+    wide_from, pc.MIN_BYTES = pc.MIN_BYTES, math.inf          # log the copies as torch would make them
+    try:
+        ops_by_workload = _suite_copies(text)
+    finally:
+        pc.MIN_BYTES = wide_from
+    for wid, seen in ops_by_workload:
+        for shape, strides, dtype in seen:
+            order = sorted(range(len(shape)), key=lambda d: -strides[d])   # the source's own order
+            perm = tuple(order.index(d) for d in range(len(shape)))
+            key = (tuple(shape[d] for d in order), perm)
+            if key not in found and math.prod(shape) >= 1 << 14:
+                found.add(key)
+                cases.append((wid, key[0], perm, dtype))
+    return cases
+
+
+def _suite_copies(text):
+    logged = []
+    for w in load(find_suite())["workloads"]:
+        if w["category"] != "pairwise" or "cpu" not in w["variants"] or text not in w["id"]:
+            continue
+        ops = [torch.randn(s) for s in w["variants"]["cpu"]["shapes"]]
+        einc.einsum(w["equation"], *ops)
+        with _Clones() as log:
+            einc.einsum(w["equation"], *ops)
+        logged.append((w["id"], log.seen))
+    return logged
+
+
+def run_cases():
+    cases = []
+    for dtype in (torch.float32, torch.float16, torch.bool):
+        for run in (2, 4, 6, 8, 12, 16):
+            if dtype != torch.float32 and run in (6, 12):
+                continue
+            rows = (1 << 19) // run
+            a = 64
+            b = rows // (a * 32)
+            cases.append((f"run {run}", (b, a, 32, run), (2, 1, 0, 3), dtype))
+    return cases
+
+
+def _source(shape, dtype):
+    x = torch.randn(shape) * 100
+    return x > 0 if dtype == torch.bool else x.to(dtype)
+
+
+def methods(x, perm):
+    """``{name: fn}`` for the source ``x`` (contiguous, in its own order) and ``perm``."""
+    n = len(perm)
+    src, dst = list(LETTERS[:n]), [LETTERS[p] for p in perm]
+    sizes = dict(zip(src, x.shape))
+    flat = x.reshape(-1)
+    y = x.permute(perm)
+    out_shape = y.shape
+    fns = {"memcpy": lambda: flat.clone(), "torch": lambda: x.permute(perm).contiguous(),
+           "einc": lambda: fast(x)}
+    fast = pc.permuted_copy(src, dst, sizes)
+    plan = pc.wide_plan(tuple(y.shape), y.stride(), 0, x.element_size())
+    if plan is not False:
+        merged, wide, _ = plan
+        fns["wide"] = lambda: y.reshape(merged).view(wide).contiguous().view(x.dtype).view(out_shape)
+
+    def blocked():
+        out = torch.empty(out_shape, dtype=x.dtype)
+        for i in range(out_shape[0]):
+            out[i].copy_(y[i])
+        return out
+    if out_shape[0] <= 64:
+        fns["blocked"] = blocked
+
+    def inner():
+        out = torch.empty(out_shape, dtype=x.dtype)
+        last = out_shape[-1]
+        for j in range(0, last, 256):
+            w = min(256, last - j)
+            out.narrow(-1, j, w).copy_(y.narrow(-1, j, w))
+        return out
+    if out_shape[-1] > 256:
+        fns["inner"] = inner
+    s_inner = n - 1                                    # the source's innermost index
+    if perm[-1] != s_inner:
+        mid = [p for p in perm if p != s_inner] + [s_inner]
+        back = [mid.index(p) for p in perm]
+        fns["twostep"] = lambda: x.permute(mid).contiguous().permute(back).contiguous()
+    for name, fn in fns.items():
+        if name != "memcpy":
+            assert torch.equal(fn(), y.contiguous()), name
+    return fns
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--budget", type=float, default=1.5, help="seconds per copy")
+    p.add_argument("--filter", default="")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    held = torch.empty(30 * 2**20, dtype=torch.uint8)       # as bench/pairwise.py: glibc keeps MiB blocks
+    del held
+    print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
+          f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds at most, "
+          f"{args.budget:g} s per copy; ratios method / torch [95 % interval]\n")
+    print("| set | copy | source shape → permutation | dtype | run bytes | torch µs | "
+          + " | ".join(m for m in METHODS if m != "torch") + " |")
+    print("|---|---|---|---|---:|---:|" + "---:|" * (len(METHODS) - 1))
+    logs = {m: [] for m in METHODS}
+    for set_name, cases in (("suite", suite_cases()), ("runs", run_cases())):
+        for name, shape, perm, dtype in cases:
+            if args.filter not in name:
+                continue
+            x = _source(shape, dtype)
+            fns = methods(x, perm)
+            t, _ = interleaved(fns, rounds=args.rounds, budget=args.budget)
+            y = x.permute(perm)
+            run = 1
+            for d in reversed(range(len(perm))):
+                if y.stride(d) != run:
+                    break
+                run *= y.shape[d]
+            cells = []
+            for m in METHODS:
+                if m == "torch":
+                    continue
+                if m not in t:
+                    cells.append("—")
+                    continue
+                r = ratio_interval(t[m], t["torch"])
+                logs[m].append((set_name, r[0]))
+                cells.append(f"{r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}]")
+            print(f"| {set_name} | {name} | {tuple(shape)} → {perm} | {str(dtype).replace('torch.', '')} | "
+                  f"{run * x.element_size()} | {t['torch'].median * 1e6:.0f} | " + " | ".join(cells) + " |",
+                  flush=True)
+    print()
+    for m in METHODS:
+        for set_name in ("suite", "runs"):
+            vals = [v for s, v in logs[m] if s == set_name]
+            if vals and m != "memcpy":
+                gm = math.exp(statistics.fmean(math.log(v) for v in vals))
+                print(f"- {m} / torch, {set_name}: geomean {gm:.2f} over {len(vals)} copies, "
+                      f"range {min(vals):.2f}-{max(vals):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
