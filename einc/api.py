@@ -66,7 +66,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if sizes:
         return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
-        if args and args[0].__class__ is str and _is_named(args[0]):
+        if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
             return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:

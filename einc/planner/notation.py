@@ -37,6 +37,18 @@ from .equation import ELLIPSIS, _LETTERS, letter, parse, term_spans
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, OperandTypeError, OutError, \
     ShapeError, SizeKeywordError, caret
 
+
+def _is_ellipsis(axis) -> bool:
+    """Whether an axis (a tuple of names) is :data:`ELLIPSIS`, the one axis that is a str.
+    Asked by type, not by ``==``: dynamo (torch 2.11's) cannot compare a tuple with a str
+    while it traces :func:`resolve`."""
+    return isinstance(axis, str)
+
+
+def _has_ellipsis(axes) -> bool:
+    return any(isinstance(axis, str) for axis in axes)
+
+
 # A named-notation mark: a parenthesis, or whitespace between two axis characters.
 _MARK = re.compile(r"[()]|\w\s+\w")
 
@@ -82,7 +94,7 @@ def _where(named: Named, k, a=None, name=None) -> str:
     if a is None:
         return caret(named.text, positions[0][0] if positions else None)
     at, parts = positions[a]
-    if name is not None and axes[a] != ELLIPSIS and name in axes[a]:
+    if name is not None and not _is_ellipsis(axes[a]) and name in axes[a]:
         at = parts[axes[a].index(name)]
     return caret(named.text, at)
 
@@ -117,7 +129,7 @@ def _term(text: str, start: int, stop: int, what: str):
             if group is not None:
                 raise _err(EquationError, f"an ellipsis '...' inside parentheses in {what}: einc splits and "
                            "merges named axes only", text, i)
-            if ELLIPSIS in axes:
+            if _has_ellipsis(axes):
                 raise _err(EquationError, f"a second ellipsis '...' in {what}; each term takes at most one", text, i)
             axes.append(ELLIPSIS)
             positions.append((i, ()))
@@ -175,10 +187,10 @@ def structure(text: str) -> Named:
         inputs.append(axes)
         in_pos.append(positions)
     output, out_pos = _term(text, arrow + 2, len(text), "output")
-    seen = {n for axes in inputs for axis in axes if axis != ELLIPSIS for n in axis}
+    seen = {n for axes in inputs for axis in axes if not _is_ellipsis(axis) for n in axis}
     used = set()
     for a, axis in enumerate(output):
-        if axis == ELLIPSIS:
+        if _is_ellipsis(axis):
             continue
         for n, at in zip(axis, out_pos[a][1]):
             if n in used:
@@ -187,7 +199,7 @@ def structure(text: str) -> Named:
                 raise _err(EquationError, f"output axis {n} does not appear in the equation for any input "
                            "operand", text, at)
             used.add(n)
-    if any(axis == ELLIPSIS for axis in output) and not any(ELLIPSIS in axes for axes in inputs):
+    if any(_is_ellipsis(axis) for axis in output) and not any(_has_ellipsis(axes) for axes in inputs):
         raise _err(EquationError, "the output has '...' but no operand has", text, arrow + 2)
     return _finish(text, tuple(inputs), tuple(in_pos), output, out_pos)
 
@@ -196,7 +208,7 @@ def _finish(text, inputs, in_pos, output, out_pos) -> Named:
     order = []
     for axes in (*inputs, output):
         for axis in axes:
-            if axis != ELLIPSIS:
+            if not _is_ellipsis(axis):
                 order += [n for n in axis if n not in order]
     chosen: dict[str, str] = {}
     taken: set[str] = set()
@@ -214,9 +226,9 @@ def _finish(text, inputs, in_pos, output, out_pos) -> Named:
             chosen[n] = next(free)
 
     def term(axes):
-        return "".join(ELLIPSIS if axis == ELLIPSIS else "".join(chosen[n] for n in axis) for axis in axes)
+        return "".join(ELLIPSIS if _is_ellipsis(axis) else "".join(chosen[n] for n in axis) for axis in axes)
     equation = ",".join(term(axes) for axes in inputs) + "->" + term(output)
-    merges = not all(axis == ELLIPSIS or len(axis) == 1 for axis in output)
+    merges = not all(_is_ellipsis(axis) or len(axis) == 1 for axis in output)
     return Named(text, inputs, output, in_pos, out_pos, tuple((n, chosen[n]) for n in order), equation, merges)
 
 
@@ -263,14 +275,14 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     plain = {}          # name -> [(size, operand, axis)]
     composites = []     # (total, names, operand, axis)
     for k, (axes, shape) in enumerate(zip(named.inputs, shapes)):
-        fixed = sum(axis != ELLIPSIS for axis in axes)
+        fixed = sum(not _is_ellipsis(axis) for axis in axes)
         ndim = len(shape)
-        if ndim < fixed if ELLIPSIS in axes else ndim != fixed:
+        if ndim < fixed if _has_ellipsis(axes) else ndim != fixed:
             raise bad(ShapeError, f"operand {k} has {ndim} dimensions but the equation gives it "
-                      f"{'at least ' if ELLIPSIS in axes else ''}{fixed} axes", _where(named, k))
+                      f"{'at least ' if _has_ellipsis(axes) else ''}{fixed} axes", _where(named, k))
         d = 0
         for a, axis in enumerate(axes):
-            if axis == ELLIPSIS:
+            if _is_ellipsis(axis):
                 d += ndim - fixed
                 continue
             size = shape[d]
@@ -327,7 +339,7 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                 missing = []
         if missing:
             which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
-            regrouped = [g for g in named.output if g != ELLIPSIS and len(g) > 1 and set(g) & set(missing)
+            regrouped = [g for g in named.output if not _is_ellipsis(g) and len(g) > 1 and set(g) & set(missing)
                          and g != axis]
             also = f" (the output groups them as ({' '.join(regrouped[0])}))" if regrouped else ""
             raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing gives "
@@ -345,13 +357,13 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                           f"operand {k}", _where(named, k, a, n))
     views = []
     for axes, shape in zip(named.inputs, shapes):
-        if all(axis == ELLIPSIS or len(axis) == 1 for axis in axes):
+        if all(_is_ellipsis(axis) or len(axis) == 1 for axis in axes):
             views.append(None)
             continue
-        fixed = sum(axis != ELLIPSIS for axis in axes)
+        fixed = sum(not _is_ellipsis(axis) for axis in axes)
         view, d = [], 0
         for axis in axes:
-            if axis == ELLIPSIS:
+            if _is_ellipsis(axis):
                 view += list(shape[d:d + len(shape) - fixed])
                 d += len(shape) - fixed
                 continue
@@ -370,7 +382,7 @@ def _moves_whole(named: Named, axis: tuple, names) -> bool:
     gives the same result)."""
     for axes in (*named.inputs, named.output):
         for other in axes:
-            if other != ELLIPSIS and other != axis and any(n in other for n in names):
+            if not _is_ellipsis(other) and other != axis and any(n in other for n in names):
                 return False
     return True
 
@@ -380,10 +392,10 @@ def output_shape(named: Named, result_shape):
     merged, ``1`` inserted), or None where they are the same."""
     if not named.merges:
         return None
-    fixed = sum(len(axis) for axis in named.output if axis != ELLIPSIS)
+    fixed = sum(len(axis) for axis in named.output if not _is_ellipsis(axis))
     shape, d = [], 0
     for axis in named.output:
-        if axis == ELLIPSIS:
+        if _is_ellipsis(axis):
             m = len(result_shape) - fixed
             shape += list(result_shape[d:d + m])
             d += m
@@ -421,7 +433,7 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
     :func:`structure`, or the door's copy of it that dynamo reads as a constant; while
     ``tracing()`` the sizes are resolved on every call (they may be symbolic; errors go
     through ``fail``, see :func:`resolve`), else cached."""
-    if not args or args[0].__class__ is not str:
+    if not args or not isinstance(args[0], str):     # not __class__: torch 2.11's dynamo reads it as no str
         raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
     operands = args[1:]
@@ -448,10 +460,10 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
 
 def _split_out(named: Named, known: dict, out):
     """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
-    fixed = sum(axis != ELLIPSIS for axis in named.output)
-    shape, d, ok = [], 0, out.dim() >= fixed if ELLIPSIS in named.output else out.dim() == fixed
+    fixed = sum(not _is_ellipsis(axis) for axis in named.output)
+    shape, d, ok = [], 0, out.dim() >= fixed if _has_ellipsis(named.output) else out.dim() == fixed
     for axis in named.output if ok else ():
-        if axis == ELLIPSIS:
+        if _is_ellipsis(axis):
             m = out.dim() - fixed
             shape += list(out.shape[d:d + m])
             d += m
@@ -465,7 +477,7 @@ def _split_out(named: Named, known: dict, out):
             return out.view(shape)
     except RuntimeError:
         pass
-    want = ", ".join("..." if axis == ELLIPSIS else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
+    want = ", ".join("..." if _is_ellipsis(axis) else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
                      for axis in named.output)
     raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
                    + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
@@ -571,13 +583,13 @@ def describe(named: Named, shapes, known) -> str:
              "  sizes: " + ", ".join(f"{n}={known[n]}" for n in letters if n in known)]
     for k, axes in enumerate(named.inputs):
         for axis in axes:
-            if axis != ELLIPSIS and len(axis) > 1:
+            if not _is_ellipsis(axis) and len(axis) > 1:
                 lines.append(f"  operand {k}: ({' '.join(axis)}) split into " + " ".join(
                     f"{n}={known[n]}" for n in axis) + " by strides: a view, no copy")
             elif axis == ():
                 lines.append(f"  operand {k}: its axis '1' dropped: a view, no copy")
     for axis in named.output:
-        if axis != ELLIPSIS and len(axis) > 1:
+        if not _is_ellipsis(axis) and len(axis) > 1:
             lines.append(f"  output: ({' '.join(axis)}) merged from " + " ".join(f"{n}={known[n]}" for n in axis)
                          + ": a view of einc's contiguous result, no copy")
         elif axis == ():
