@@ -14,7 +14,7 @@ import warnings
 from .. import config
 from ..planner import fuse
 from ..errors import ConfigError
-from ..codegen.lower import supported
+from ..codegen.lower import contiguous, supported
 from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
 from .program import unit_functions, unroll
@@ -176,12 +176,6 @@ def _value_strides(plan, shapes, strides=None):
     """Each value's strides (operands: ``strides``, or contiguous ``shapes`` where not
     given; results: contiguous in their step's output order, as kernels and blas steps
     write them)."""
-    def contiguous(shape):
-        strides, acc = [], 1
-        for size in reversed(shape):
-            strides.append(acc)
-            acc *= max(size, 1)
-        return tuple(reversed(strides))
     values = {v: contiguous(tuple(sh)) for v, sh in enumerate(shapes)}
     for step in plan.steps:
         values[step.result] = contiguous(tuple(plan.graph.sizes[i] for i in step.output))

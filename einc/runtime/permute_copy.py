@@ -48,6 +48,8 @@ import math
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
+from ..codegen.lower import contiguous
+
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
 WIDE_MOST = 3           # wide (complex128) elements per run, at most
@@ -89,11 +91,8 @@ class _Copy:
     __slots__ = ("perm", "contiguous", "shape", "strides", "plans")
 
     def __init__(self, perm, shape):
-        strides, acc = [0] * len(shape), 1
-        for d in reversed(range(len(shape))):
-            strides[d] = acc
-            acc *= shape[d]
-        self.perm, self.contiguous = perm, tuple(strides)
+        strides = contiguous(shape)
+        self.perm, self.contiguous = perm, strides
         self.shape = tuple(shape[p] for p in perm)
         self.strides = tuple(strides[p] for p in perm)
         self.plans = {}

@@ -41,6 +41,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+from ..codegen.lower import contiguous
+
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
@@ -85,11 +87,8 @@ def _size(idx, sizes):
 
 
 def _strides(order, sizes):
-    st, acc = {}, 1
-    for i in reversed(order):
-        st[i] = acc
-        acc *= sizes[i]
-    return st
+    """Each index's stride in a contiguous tensor over ``order``."""
+    return dict(zip(order, contiguous([sizes[i] for i in order])))
 
 
 def copy_ns(src, dst, sizes, expanded=1):
