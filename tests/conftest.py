@@ -40,14 +40,19 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def kernel_device(monkeypatch, tmp_path_factory):
-    """The device whose tensors run generated kernels: ``cuda`` on a GPU machine, else
-    ``cpu`` with ``EINC_BACKEND=triton`` (the interpreter).  A fresh cache folder, and
-    einc's caches emptied before and after."""
+    """The device whose tensors run generated kernels: ``cuda:N`` (the current GPU, with its
+    index, as a tensor's ``.device`` says) on a GPU machine, with ``EINC_SELECT=kernel`` so
+    that every step runs its generated kernel (a GPU's default would time cuBLAS against
+    it and might keep cuBLAS: test_select tests that choice), else ``cpu`` with
+    ``EINC_BACKEND=triton`` (the interpreter, where ``kernel`` is the default already).
+    A fresh cache folder, and einc's caches emptied before and after."""
     pytest.importorskip("triton")
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "einc-cache"))
-    if not GPU:
+    if GPU:
+        monkeypatch.setenv("EINC_SELECT", "kernel")
+    else:
         monkeypatch.setenv("EINC_BACKEND", "triton")
     import einc
     einc.cache_clear()
-    yield torch.device("cuda" if GPU else "cpu")
+    yield torch.device("cuda", torch.cuda.current_device()) if GPU else torch.device("cpu")
     einc.cache_clear()

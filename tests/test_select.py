@@ -204,3 +204,35 @@ def test_a_copy_free_torch_layout_is_not_timed_twice(timed):
     a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
     einc.einsum("bij,bjk->bik", a, b, select="measure")
     assert len(seen) == 2 and not any(getattr(f, "ttgt", None) is not None for f in seen)
+
+
+@pytest.mark.parametrize("equation,shapes,path", [
+    ("bi,oij,bj->bo", [(6, 5), (7, 5, 4), (6, 4)], [(0, 2), (0, 1)]),               # a fused prologue
+    ("ad,ac,db,dc->ab", [(4, 6), (4, 5), (6, 3), (6, 5)], None),                     # fused on two sides
+])
+def test_measure_runs_a_fused_plan_whose_values_skip_ids(kernel_device, monkeypatch, tmp_path, equation, shapes, path):
+    """Measure mode (a GPU's default) on a plan with fused steps: a fused step's result id
+    skips its parts' ids, so the first call must find values by id, not by position (it
+    indexed past the end on an H200, fell back to torch and warned).  The op's scale goes
+    into the last kernel's epilogue on the first call as on later ones; gradients run."""
+    import einc.custom_op  # noqa: F401
+    from einc.planner.options import encode
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EINC_SELECT", "measure")
+    monkeypatch.setattr(select, "timer", lambda fn, args: 1.0 if getattr(fn, "__name__", "") == "launch" else 5.0)
+    einc.cache_clear()
+    g = torch.Generator().manual_seed(11)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device).requires_grad_() for s in shapes]
+    optimize, memory = encode(path or "auto", None)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")      # a fallback to torch warns: fail instead
+        for _ in range(2):                                      # the measuring first call, then the chosen
+            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.5)
+            torch.testing.assert_close(out, 0.5 * torch.einsum(equation, *ops))
+            grads = torch.autograd.grad(out.sum(), ops)
+            expected = torch.autograd.grad((0.5 * torch.einsum(equation, *ops)).sum(), ops)
+            for got, want in zip(grads, expected):
+                torch.testing.assert_close(got, want)
+        shown = einc.explain(equation, *ops, optimize=path or "auto", select="measure")
+    assert any(s.kind == "fused" for s in shown.steps), str(shown)
+    einc.cache_clear()

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..codegen.lower import contiguous, supported
 from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
-from .program import unit_functions, unroll
+from .program import scaled, unit_functions, unroll
 
 _warned: set = set()
 
@@ -264,9 +264,10 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
     faster (or the decision remembered on disk), then run the chosen functions from then on."""
     plan = entry.plan
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
+    final = len(plan.steps) - 1
 
     def first(ops, scale=None):
-        values = list(ops)
+        values = dict(enumerate(ops))       # by value id: a fused step's result skips its parts' ids
         choices, functions = [], []
         try:
             for s, step in enumerate(plan.steps):
@@ -288,10 +289,13 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 fn = candidates.get(choice.backend, other)
                 choices.append(choice)
                 functions.append(fn)
-                values.append(fn(*args))
+                if s == final and scale is not None:      # into the kernel's epilogue, as unroll does
+                    values[step.result] = scaled(fn)(*args, scale)
+                else:
+                    values[step.result] = fn(*args)
                 for v in step.operands:     # an intermediate is freed after its last use, as unroll's are
                     if v >= plan.num_operands and last[v] == s:
-                        values[v] = None
+                        del values[v]
                 del args
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             _fall_back(plan, e)
@@ -300,7 +304,7 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
             return torch_run(ops, scale)
         entry.choices = choices
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
-        return values[-1] if scale is None else values[-1] * scale
+        return values[plan.steps[-1].result]
     return first
 
 

@@ -34,7 +34,7 @@ def unroll(plan, step_functions):
         env[f"step{s}"] = fn
         args = ", ".join(name(v) for v in step.operands)
         if s == final:
-            env["scaled"] = _scaled(fn)
+            env["scaled"] = scaled(fn)
             lines += ["    if scale is None:", f"        t{step.result} = step{s}({args})", "    else:",
                       f"        t{step.result} = scaled({args}, scale)"]
         else:
@@ -52,7 +52,7 @@ def unroll(plan, step_functions):
     return env["run"]
 
 
-def _scaled(fn):
+def scaled(fn):
     """``fn`` with a last positional argument ``scale`` multiplying its result."""
     code = getattr(fn, "__code__", None)
     if code is not None and not code.co_flags & inspect.CO_VARKEYWORDS:     # a plain function: its names
