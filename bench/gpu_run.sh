@@ -5,8 +5,10 @@
 #     bash bench/gpu_run.sh COMMIT [BUDGET_S]
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
-# gpu_eval.py --part gemm, pairwise, rest (all --quick), the kernel tests compiled for
-# real (pytest -m "kernels or gpu", 8 workers), then --part compare with what is left.
+# gpu_eval.py --part gemm, pairwise, rest, compare (all --quick; compare's SASS check
+# reads the most recent kernels in the Triton cache, so it runs while those are the
+# suite's), then the kernel tests compiled for real (pytest -m "kernels or gpu", 8
+# workers) with what is left.
 # Everything lands in $W and is packed into $OUT/gpu.tgz after every step (the tool
 # brings back at most 8 files, so one archive), and the gates of each part are
 # printed last.  Nothing is installed: PYTHONPATH points at the checkout.
@@ -45,7 +47,9 @@ part gemm 110
 part pairwise 100
 part rest 80
 
-s=$(( $(left) - 100 )); (( s > 150 )) && s=150
+part compare 90
+
+s=$(( $(left) - 20 )); (( s > 200 )) && s=200
 if (( s >= 40 )); then
   step "pytest -m 'kernels or gpu' (limit $s s)"
   timeout "$s" python3 -m pytest -m "kernels or gpu" -n 8 -q -p no:cacheprovider -p no:benchmark \
@@ -54,7 +58,6 @@ if (( s >= 40 )); then
   pack
 fi
 
-part compare $(( $(left) - 25 ))
 
 step "summary"
 for d in gemm pairwise rest compare; do
