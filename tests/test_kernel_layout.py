@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from einc.planner.equation import parse
 from einc.planner.graph import build
@@ -59,16 +60,15 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
     return out
 
 
-# Two-operand permuted contractions (the suite's pairwise family) whose groups cannot all
-# be ordered for unit stride: a group shared by two tensors has its unit-stride index
-# last in one and elsewhere in the other (``aebf,dfce->abcd``: K runs (e, f) in A, (f, e)
-# in B; ``dbea,ec->abcd``: M ends with a in A, with d in the result).  A tile over one
-# group order then misses one tensor's unit stride; it needs a tile over two indices of
-# a group, which the lowering does not build.  On a GPU, measure mode times these
-# kernels against copy + cuBLAS (runtime/select.py).  strict: the day the lowering
-# handles them, these marks must go.
-NO_UNIT_TILE_YET = {"pw_ttm_dbea_ec", "pw_ttm_efbad_cf", "pw_ccsd_aebf_dfce", "pw_ccsd_aebf_fdec",
-                    "pw_ccsdt_dega_gfbc", "pw_ccsdt_dfgb_geac", "pw_ccsdt_degb_gfac", "pw_sum3_abcde_fedc"}
+# Two-operand permuted contractions (the suite's pairwise family) whose tiles cannot all
+# run along unit stride: a group shared by two tensors has its unit-stride index last in
+# one and elsewhere in the other.  Where that index is a row or column index the lowering
+# moves it into the tile's T axis (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e));
+# where it is summed (``aebf,dfce->abcd``: K is ordered for A's unit stride, and B's is
+# the other K index) it would need a tile over two K indices summed after the product,
+# which the lowering does not build.  On a GPU, measure mode times these kernels against copy +
+# cuBLAS (runtime/select.py).  strict: the day the lowering handles them, these marks go.
+NO_UNIT_TILE_YET = {"pw_ccsd_aebf_dfce", "pw_sum3_abcde_fedc"}
 TILED = [pytest.param(*g, marks=pytest.mark.xfail(strict=True, reason="a group's unit-stride index differs "
                                                    "between two tensors (see NO_UNIT_TILE_YET)"))
          if g[0] in NO_UNIT_TILE_YET else g for g in GPU]
@@ -119,3 +119,40 @@ def test_strided_operands_reorder_the_groups():
     rows = kernel_tiles("abk,kn->abn", shapes, "float32", [(1, 4, 32), (6, 1)])   # A's unit stride: a
     (k,) = {k for _, k, _, _ in rows}
     assert all(ok for *_, ok in rows) and k.group("m") == (1, 0)
+
+
+STRANDED = [    # a tensor's unit-stride index inside a row or column group: moved into the tile's T
+    ("dega,gfbc->abcdef", [(3, 5, 6, 2), (6, 3, 4, 2)]),        # B's g inside N = (f, g, e)
+    ("dfgb,geac->abcdef", [(3, 5, 6, 4), (6, 5, 2, 2)]),
+    ("dbea,ec->abcd", [(5, 3, 6, 4), (6, 7)]),                  # B's d inside N
+    ("efbad,cf->abcde", [(3, 5, 2, 4, 6), (3, 5)]),
+    ("aebf,fdec->abcd", [(3, 4, 5, 6), (6, 2, 4, 7)]),
+]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layouts", [("plain", "plain"), ("transposed", "permuted"), ("sliced", "expanded")])
+@pytest.mark.parametrize("equation,shapes", STRANDED, ids=[e for e, _ in STRANDED])
+def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(kernel_device, equation, shapes, layouts,
+                                                                                dtype):
+    """Where the groups' orders leave a tensor no unit-stride tile axis and its unit-stride
+    index is a row or column index, that index is the tile's T axis (a 3-D dot with the
+    other operand broadcast along it), every tile then has a unit-stride axis, and the
+    kernel's answer matches float64 for contiguous, permuted, sliced and expanded inputs,
+    sizes that fill no block (2-7)."""
+    import einc
+    import fuzz
+    from oracle import assert_close, reference
+    rows = kernel_tiles(equation, shapes, str(dtype).removeprefix("torch."))
+    (k,) = {k for _, k, _, _ in rows}
+    batch = set(parse(equation).inputs[0]) & set(parse(equation).inputs[1]) & set(parse(equation).output)
+    assert k.group("t") and not batch and all(ok for *_, ok in rows), k.groups
+    g = torch.Generator().manual_seed(5)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    out = einc.einsum(equation, *ops)
+    assert all(b.startswith("triton") for b in einc.explain(equation, *ops).backends)
+    assert out.is_contiguous()
+    assert out.dtype == dtype
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype)

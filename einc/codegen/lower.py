@@ -16,7 +16,9 @@ given; intermediates are always contiguous in their step's output order):
   the strides of the operand whose unit-stride index is summed (A first), slowest
   first, so the last index of a group, the fastest-varying, is the unit-stride one;
 - a batch index with unit stride in the result or an operand is moved into the tile
-  (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements;
+  (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements; where no
+  batch index is, a row or column index that is some tensor's only way to a unit-stride
+  axis moves there instead (the other operand broadcast along T);
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K.
 """
@@ -67,6 +69,37 @@ def _by_stride(indices, st) -> tuple[int, ...]:
     return tuple(sorted(indices, key=lambda i: -st.get(i, 0) if st.get(i, 0) else -math.inf))
 
 
+def _unit_axis(st: dict[int, int], axes) -> bool:
+    """Whether one of a tile's ``axes`` (index groups, slowest first) runs along the tensor's
+    unit stride: the fastest index of the axis that the tensor varies along has stride 1
+    (a tensor with no unit-stride index is a gather anyway: true)."""
+    if not any(v == 1 for v in st.values()):
+        return True
+    for axis in axes:
+        varying = [i for i in axis if st.get(i, 0)]
+        if varying and st[varying[-1]] == 1:
+            return True
+    return False
+
+
+def _stranded(m: list, n: list, k: list, st_a, st_b, st_c) -> list:
+    """``[u]`` where a tensor's tile would have no unit-stride axis and its unit-stride
+    index ``u`` is a row or column index (``m`` or ``n``: removed from there), else ``[]``.
+
+    A group shared by two tensors is ordered for one of them: ``dega,gfbc->abcdef`` orders
+    N = (f, g, e) for the result's unit stride (e), so B's unit-stride g lies inside N and
+    B's tile is a gather of single elements.  Moved into the tile's T axis (a 3-D dot, the
+    tensor without ``u`` broadcast along it), ``u`` runs along B's memory and the other
+    tensors keep theirs.  A summed index stays in K (its tile would need a sum over T).
+    """
+    for st, axes in ((st_a, (m, k)), (st_b, (k, n)), (st_c, (m, n))):
+        u = unit_index(st)
+        if u is not None and not _unit_axis(st, axes) and (u in m or u in n):
+            (m if u in m else n).remove(u)
+            return [u]
+    return []
+
+
 def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
     """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).
@@ -103,8 +136,11 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
         shared = [i for i in summed if i in ta and i in tb]
         ua, ub = unit_index(st[0]), unit_index(st[1])
         k_by = st[0] if ua in shared or ub not in shared else st[1]
-        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", _by_stride(m, st[0])),
-                  ("n", _by_stride(n, st_c)), ("k", _by_stride(shared, k_by)),
+        m, n, k = list(_by_stride(m, st[0])), list(_by_stride(n, st_c)), list(_by_stride(shared, k_by))
+        if not t:
+            t = _stranded(m, n, k, st[0], st[1], st_c)
+        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)),
+                  ("n", tuple(n)), ("k", tuple(k)),
                   ("ka", _by_stride([i for i in summed if i in ta and i not in tb], st[0])),
                   ("kb", _by_stride([i for i in summed if i in tb and i not in ta], st[1])))
         kind = MATMUL

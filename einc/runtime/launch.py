@@ -66,11 +66,17 @@ _MATMUL = {
          (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
     64: [(64, 64, 16, 4, 2), (32, 64, 16, 4, 3), (16, 32, 16, 4, 3), (16, 16, 16, 2, 2)],
 }
-# A batch index inside the tile (3-D dot, which Triton runs on mma.sync, not wgmma):
-# (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); the tiles that compile
-# without spills for both of the suite's such kernels with triton 3.6 to 3.9 (deeper or
-# larger ones spilled 8 bytes to 29 KB with one triton or another).
-_TILE_T = [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)]
+# An index inside the tile's T axis (a batch index, or a row or column index that is an
+# operand's only way to unit stride: a 3-D dot, which Triton runs on mma.sync, not wgmma):
+# (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), per dtype's bits; the tiles
+# that compile without spills for the suite's such kernels with triton 3.6 to 3.9 (16-bit:
+# deeper or larger ones spilled 8 bytes to 29 KB with one triton or another; fp32, the FMA
+# dot: 2x64x32 spilled 536-844 bytes on the pairwise family's 4- and 5-index kernels;
+# fp64, checked on float64 copies of those kernels: 8x16x16 and 1x32x16 on 4 warps
+# spilled 16-180 bytes with triton 3.6, 3.7 or 3.8).
+_TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)],
+           32: [(2, 32, 32, 32, 4, 3), (4, 16, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 32, 32, 4, 3)],
+           64: [(2, 32, 32, 16, 4, 2), (4, 16, 16, 16, 4, 2), (2, 16, 32, 16, 4, 2), (1, 32, 32, 16, 8, 2)]}
 # Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
 _REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
 _REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
@@ -98,7 +104,7 @@ def config_table(table: str, dtype: str) -> list:
                 for bm, bn, bk, w, s in _MATMUL[bits]]
     if table == "matmul-t":
         return [triton.Config({"BLOCK_T": bt, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-                for bt, bm, bn, bk, w, s in _TILE_T]
+                for bt, bm, bn, bk, w, s in _TILE_T[bits]]
     if table == "fused":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bm, bn, bk, w, s in _FUSED[bits]]
