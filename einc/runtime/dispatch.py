@@ -295,7 +295,7 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                     values[step.result] = fn(*args)
                 for v in step.operands:     # an intermediate is freed after its last use, as unroll's are
                     if v >= plan.num_operands and last[v] == s:
-                        del values[v]
+                        values.pop(v, None)
                 del args
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             _fall_back(plan, e)
