@@ -156,3 +156,24 @@ def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(
     assert out.is_contiguous()
     assert out.dtype == dtype
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype)
+
+
+@pytest.mark.kernels
+def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatch):
+    """A long K over few outputs splits K across programs (partial sums, then the shared
+    finish kernel); with a row or column index in T the partial sums land where the
+    result's strides say and add up to the float64 answer."""
+    import einc
+    from einc.runtime import launch
+    from oracle import assert_close, reference
+    splits = []
+    real = launch.split
+    monkeypatch.setattr(launch, "split", lambda *a, **k: splits.append(real(*a, **k)) or splits[-1])
+    equation = "km,kyxu->mxuy"          # B's unit-stride u inside N = (x, u, y), ordered for C's y
+    g = torch.Generator().manual_seed(8)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in [(4096, 3), (4096, 3, 2, 5)]]
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, [(4096, 3), (4096, 3, 2, 5)], "float64")}
+    assert len(k.group("t")) == 1 and k.group("t")[0] not in k.group("batch")
+    out = einc.einsum(equation, *ops)
+    assert splits and splits[0][0] > 1, splits                  # (SPLIT_K, K_SPLIT)
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=4096)
