@@ -65,8 +65,16 @@ def kernel_source(k: Kernel, name: str) -> str:
         for op in (a, b, c):
             L.append(f"    {op.name}_ptr += {offset(op, batch, op.dims, 'pid_batch')}")
     L += ["    c_ptr += pid_k * (BATCH * T * M * N)  # this slice's partial sums (pid_k = 0 without split-K)"]
-    L += ["", "    # Rows (M), columns (N) and the batch index in the tile (T): offsets wrapped into",
-          "    # range (no load needs a row mask), split into their indices."]
+    if t and all(i in a.dims and i in b.dims for i in t):
+        L += ["", "    # Rows (M), columns (N) and the tile's third axis (T, here a batch index): offsets",
+              "    # wrapped into range (no load needs a row mask), split into their indices."]
+    elif t:
+        L += ["", "    # Rows (M), columns (N) and the tile's third axis (T, here a row or column index moved",
+              "    # there for a unit-stride load, the other operand broadcast along it): offsets wrapped",
+              "    # into range (no load needs a row mask), split into their indices."]
+    else:
+        L += ["", "    # Rows (M) and columns (N): offsets wrapped into range (no load needs a row mask),",
+              "    # split into their indices."]
     if t:
         L += [f"    rt = (pid_t * BLOCK_T + tl.arange(0, BLOCK_T)){wide}",
               "    offs_t = rt if EVEN_T else rt % T"]
