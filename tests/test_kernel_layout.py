@@ -26,7 +26,7 @@ def tiles(kernel):
     g = kernel.group
     if kernel.kind == MATMUL:
         a, b = kernel.inputs
-        return [(a.name, a.dims, [g("t"), g("m"), g("k")]), (b.name, b.dims, [g("t"), g("k"), g("n")]),
+        return [(a.name, a.dims, [g("t"), g("m"), g("kt"), g("k")]), (b.name, b.dims, [g("t"), g("kt"), g("k"), g("n")]),
                 ("c", kernel.output.dims, [g("t"), g("m"), g("n")])]
     axes = [g("o"), g("k")] if g("k") else [g("o")]
     return [(op.name, op.dims, axes) for op in kernel.inputs] + [("c", kernel.output.dims, [g("o")])]
@@ -60,21 +60,12 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
     return out
 
 
-# Two-operand permuted contractions (the suite's pairwise family) whose tiles cannot all
-# run along unit stride: a group shared by two tensors has its unit-stride index last in
-# one and elsewhere in the other.  Where that index is a row or column index the lowering
-# moves it into the tile's T axis (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e));
-# where it is summed (``aebf,dfce->abcd``: K is ordered for A's unit stride, and B's is
-# the other K index) it would need a tile over two K indices summed after the product,
-# which the lowering does not build.  On a GPU, measure mode times these kernels against copy +
-# cuBLAS (runtime/select.py).  strict: the day the lowering handles them, these marks go.
-NO_UNIT_TILE_YET = {"pw_ccsd_aebf_dfce", "pw_sum3_abcde_fedc"}
-TILED = [pytest.param(*g, marks=pytest.mark.xfail(strict=True, reason="a group's unit-stride index differs "
-                                                   "between two tensors (see NO_UNIT_TILE_YET)"))
-         if g[0] in NO_UNIT_TILE_YET else g for g in GPU]
-
-
-@pytest.mark.parametrize("wid,equation,shapes,dtype", TILED, ids=[g[0] for g in GPU])
+# Two-operand permuted contractions (the suite's pairwise family) used to have tiles with
+# no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
+# the other's inside.  A row or column index stranded so rides in the tile's T axis
+# (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e)); a summed one leads a second K axis
+# of the tile (``aebf,dfce->abcd``: K = (b, d) runs along A's d, B's b leads ``kt``).
+@pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
 def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, dtype):
     bad = [(s + 1, k.name, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
     assert not bad, f"{wid}: tiles with no unit-stride axis (step, kernel, tensor): {bad}"
@@ -121,33 +112,36 @@ def test_strided_operands_reorder_the_groups():
     assert all(ok for *_, ok in rows) and k.group("m") == (1, 0)
 
 
-STRANDED = [    # a tensor's unit-stride index inside a row or column group: moved into the tile's T
-    ("dega,gfbc->abcdef", [(3, 5, 6, 2), (6, 3, 4, 2)]),        # B's g inside N = (f, g, e)
-    ("dfgb,geac->abcdef", [(3, 5, 6, 4), (6, 5, 2, 2)]),
-    ("dbea,ec->abcd", [(5, 3, 6, 4), (6, 7)]),                  # B's d inside N
-    ("efbad,cf->abcde", [(3, 5, 2, 4, 6), (3, 5)]),
-    ("aebf,fdec->abcd", [(3, 4, 5, 6), (6, 2, 4, 7)]),
+STRANDED = [    # a tensor's unit-stride index inside a group: a row or column index moves into T,
+    ("dega,gfbc->abcdef", [(3, 5, 6, 2), (6, 3, 4, 2)], "t"),   # B's g inside N = (f, g, e)
+    ("dfgb,geac->abcdef", [(3, 5, 6, 4), (6, 5, 2, 2)], "t"),
+    ("dbea,ec->abcd", [(5, 3, 6, 4), (6, 7)], "t"),             # B's d inside N
+    ("efbad,cf->abcde", [(3, 5, 2, 4, 6), (3, 5)], "t"),
+    ("aebf,fdec->abcd", [(3, 4, 5, 6), (6, 2, 4, 7)], "t"),
+    ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)], "kt"),    # a summed one leads K's first axis
+    ("abcde,fedc->bfa", [(3, 5, 2, 6, 7), (4, 7, 6, 2)], "kt"),
+    ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)], "kt"),     # K blocks masked on both axes
 ]
 
 
 @pytest.mark.kernels
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("layouts", [("plain", "plain"), ("transposed", "permuted"), ("sliced", "expanded")])
-@pytest.mark.parametrize("equation,shapes", STRANDED, ids=[e for e, _ in STRANDED])
-def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(kernel_device, equation, shapes, layouts,
-                                                                                dtype):
-    """Where the groups' orders leave a tensor no unit-stride tile axis and its unit-stride
-    index is a row or column index, that index is the tile's T axis (a 3-D dot with the
-    other operand broadcast along it), every tile then has a unit-stride axis, and the
-    kernel's answer matches float64 for contiguous, permuted, sliced and expanded inputs,
-    sizes that fill no block (2-7)."""
+@pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
+def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(kernel_device, equation, shapes, group,
+                                                                                layouts, dtype):
+    """Where the groups' orders leave a tensor no unit-stride tile axis, its unit-stride
+    index leads a tile axis of its own (T for a row or column index, a 3-D dot with the
+    other operand broadcast along it; ``kt`` for a summed one, K loaded as a 2-D block),
+    every tile then has a unit-stride axis, and the kernel's answer matches float64 for
+    contiguous, permuted, sliced and expanded inputs, sizes that fill no block."""
     import einc
     import fuzz
     from oracle import assert_close, reference
     rows = kernel_tiles(equation, shapes, str(dtype).removeprefix("torch."))
     (k,) = {k for _, k, _, _ in rows}
     batch = set(parse(equation).inputs[0]) & set(parse(equation).inputs[1]) & set(parse(equation).output)
-    assert k.group("t") and not batch and all(ok for *_, ok in rows), k.groups
+    assert k.group(group) and not batch and all(ok for *_, ok in rows), k.groups
     g = torch.Generator().manual_seed(5)
     ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
            for s, lay in zip(shapes, layouts)]

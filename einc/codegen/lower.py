@@ -18,7 +18,8 @@ given; intermediates are always contiguous in their step's output order):
 - a batch index with unit stride in the result or an operand is moved into the tile
   (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements; where no
   batch index is, a row or column index that is some tensor's only way to a unit-stride
-  axis moves there instead (the other operand broadcast along T);
+  axis moves there instead (the other operand broadcast along T); where that index is
+  summed, K is loaded as a 2-D block (group ``kt``, ending in it, then ``k``);
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K.
 """
@@ -100,6 +101,24 @@ def _stranded(m: list, n: list, k: list, st_a, st_b, st_c) -> list:
     return []
 
 
+def _stranded_k(k: list, st_a, st_b) -> list:
+    """The leading part of K (removed from ``k``) where an operand's tile would have no
+    unit-stride axis because its unit-stride index ``u`` is summed but not K's fastest:
+    K = (kt..., u) + (the rest), loaded as a 2-D block of the tile (``kt`` then ``k``,
+    flattened for the product), so ``u`` and the other operand's unit-stride index, K's
+    last, each lead an axis.  ``[]`` where no operand is so stranded.
+
+    ``aebf,dfce->abcd``: K = (b, d) runs along A's d; B's unit-stride b leads K's first
+    axis instead of being walked in steps of B's row length."""
+    for st, axes in ((st_a, (k,)), (st_b, (k,))):
+        u = unit_index(st)
+        if u in k[:-1] and not _unit_axis(st, axes):
+            j = k.index(u) + 1
+            kt, k[:] = k[:j], k[j:]
+            return kt
+    return []
+
+
 def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
     """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).
@@ -137,12 +156,13 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
         ua, ub = unit_index(st[0]), unit_index(st[1])
         k_by = st[0] if ua in shared or ub not in shared else st[1]
         m, n, k = list(_by_stride(m, st[0])), list(_by_stride(n, st_c)), list(_by_stride(shared, k_by))
+        ka = _by_stride([i for i in summed if i in ta and i not in tb], st[0])
+        kb = _by_stride([i for i in summed if i in tb and i not in ta], st[1])
         if not t:
             t = _stranded(m, n, k, st[0], st[1], st_c)
+        kt = _stranded_k(k, st[0], st[1]) if not (t or ka or kb) else []
         groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)),
-                  ("n", tuple(n)), ("k", tuple(k)),
-                  ("ka", _by_stride([i for i in summed if i in ta and i not in tb], st[0])),
-                  ("kb", _by_stride([i for i in summed if i in tb and i not in ta], st[1])))
+                  ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
     else:
         dims = list(step.inputs)

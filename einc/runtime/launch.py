@@ -77,6 +77,15 @@ _MATMUL = {
 _TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)],
            32: [(2, 32, 32, 32, 4, 3), (4, 16, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 32, 32, 4, 3)],
            64: [(2, 32, 32, 16, 4, 2), (4, 16, 16, 16, 4, 2), (2, 16, 32, 16, 4, 2), (1, 32, 32, 16, 8, 2)]}
+# K loaded as a 2-D block (group ``kt`` by group ``k``, each led by one operand's
+# unit-stride index; never split; a 2-D dot, so 16-bit data stays on wgmma): (BLOCK_M,
+# BLOCK_N, BLOCK_KT, BLOCK_K, num_warps, num_stages); spill-free with triton 3.6 to 3.9 on
+# the suite's two such kernels (fp32) and on bfloat16 and float64 copies of them (fp32
+# 32x32 and 16x32 tiles with BLOCK_KT 4 spilled 8-36 bytes with one triton or another,
+# 16-bit 128x64 1.4 KB, fp64 32x32 24 bytes).
+_TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4, 3), (32, 32, 8, 8, 4, 3)],
+            32: [(64, 64, 4, 8, 4, 3), (64, 64, 8, 4, 4, 3), (64, 32, 8, 4, 4, 2), (16, 32, 8, 4, 4, 3)],
+            64: [(32, 16, 4, 4, 4, 2), (16, 32, 4, 4, 4, 2), (16, 16, 4, 4, 4, 2)]}
 # Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
 _REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
 _REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
@@ -105,6 +114,9 @@ def config_table(table: str, dtype: str) -> list:
     if table == "matmul-t":
         return [triton.Config({"BLOCK_T": bt, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bt, bm, bn, bk, w, s in _TILE_T[bits]]
+    if table == "matmul-kt":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_KT": bkt, "BLOCK_K": bk}, num_warps=w,
+                              num_stages=s) for bm, bn, bkt, bk, w, s in _TILE_KT[bits]]
     if table == "fused":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bm, bn, bk, w, s in _FUSED[bits]]
@@ -234,6 +246,7 @@ class Launcher:
         names = _arg_names(kernel)
         self.pointers = sum(n.endswith("_ptr") for n in names)
         self.tile_t = "BLOCK_T" in names
+        self.tile_kt = "BLOCK_KT" in names         # K loaded as a 2-D block: never split
         self.configs = config_table(configs, dtype)
         key = [n for n in names if n.startswith("size_")] + \
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
@@ -254,11 +267,13 @@ class Launcher:
         M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
         itemsize = BITS[self.dtype] // 8
         fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
+        KT = kwargs.get("KT", 1)
         kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
                 and fit(K, c.kwargs["BLOCK_K"])
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
+                and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= SHARED_MEMORY]
+                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= SHARED_MEMORY]
         return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
     def split(self, programs, K, dominant, processors, outputs):
@@ -302,7 +317,12 @@ class Launcher:
             blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
             if self.tile_t:
                 blocks["BLOCK_T"] = block(T, 1, 4)
-            if self.kind == MATMUL:
+            if self.tile_kt:            # the product's K is BLOCK_KT * BLOCK_K >= 16
+                blocks.update(BLOCK_KT=block(meta["KT"], 1, 4), BLOCK_K=block(K, 16, 16))
+            if self.kind == MATMUL and self.tile_kt:
+                SPLIT_K, K_SPLIT = 1, K
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH, 1)  # noqa: E731
+            elif self.kind == MATMUL:
                 tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(N, 128)
                 SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, N), self.processors(c.device), c.numel())
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
