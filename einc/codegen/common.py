@@ -71,6 +71,24 @@ def offset(op: Operand | str, indices, dims, flat: str) -> str:
     return " + ".join(terms) if terms else f"{flat} * 0"
 
 
+def dot(kernel: Kernel, pad: str) -> list[str]:
+    """The lines adding the product of the ``a`` and ``b`` tiles into ``acc``, indented by
+    ``pad``: at torch's fp32 precision (``PRECISION``), in fp64 for fp64, and for bfloat16
+    upcast first under the interpreter (``UPCAST``), which has no bfloat16 product."""
+    L = []
+    if kernel.dtype == "bfloat16":
+        L += [f"{pad}if UPCAST:  # Triton's CPU interpreter has no bfloat16 matrix product",
+              f"{pad}    a = a.to(tl.float32)",
+              f"{pad}    b = b.to(tl.float32)"]
+    if kernel.dtype == "float32":
+        L.append(f"{pad}acc = tl.dot(a, b, acc, input_precision=PRECISION)")
+    elif kernel.dtype == "float64":
+        L.append(f"{pad}acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
+    else:
+        L.append(f"{pad}acc = tl.dot(a, b, acc)")
+    return L
+
+
 def wrap(items, pad, width=100):
     """Join ``items`` with spaces into lines no longer than ``width``."""
     lines, line = [], pad

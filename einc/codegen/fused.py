@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .ir import index_name
 from . import launcher
-from .common import SUITE_ORIGIN, grouped_tiles, offset, product, signature, size, split, stride
+from .common import SUITE_ORIGIN, dot, grouped_tiles, offset, product, signature, size, split, stride
 
 _ELEMENT = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 
@@ -123,16 +123,7 @@ def kernel_source(k, name: str) -> str:
           "        mask_b = (offs_k[:, None] < K) & (offs_n[None, :] < N)"]
     L += _tile(k, k.a, "rows", "k", "        ", "a")
     L += _tile(k, k.b, "kr", "cols", "        ", "b")
-    if k.dtype == "bfloat16":
-        L += ["        if UPCAST:  # Triton's CPU interpreter has no bfloat16 matrix product",
-              "            a = a.to(tl.float32)",
-              "            b = b.to(tl.float32)"]
-    if k.dtype == "float32":
-        L.append("        acc = tl.dot(a, b, acc, input_precision=PRECISION)")
-    elif k.dtype == "float64":
-        L.append("        acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
-    else:
-        L.append("        acc = tl.dot(a, b, acc)")
+    L += dot(k, "        ")
     L += ["", "    # Epilogue: the fused broadcast factors, scale, cast, store in the final layout.",
           "    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)"]
     for op in k.e:

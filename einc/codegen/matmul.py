@@ -12,7 +12,7 @@ partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.launch`) adds
 from __future__ import annotations
 
 from .ir import Kernel
-from .common import (grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
+from .common import (dot, grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
                      stride_params)
 
 
@@ -187,23 +187,7 @@ def _two_axis_loop(k: Kernel, pad) -> list[str]:
          " other=0.0)",
          f"{pad}        a = tl.reshape(a, (BLOCK_M, BLOCK_KT * BLOCK_K))",
          f"{pad}        b = tl.reshape(b, (BLOCK_KT * BLOCK_K, BLOCK_N))"] + \
-        [pad + "    " + line for line in _dot(k)]
-
-
-def _dot(k: Kernel) -> list[str]:
-    """The product of the A and B tiles into the accumulator (indented by 4)."""
-    L = []
-    if k.dtype == "bfloat16":
-        L += ["    if UPCAST:  # Triton's CPU interpreter has no bfloat16 matrix product",
-              "        a = a.to(tl.float32)",
-              "        b = b.to(tl.float32)"]
-    if k.dtype == "float32":
-        L.append("    acc = tl.dot(a, b, acc, input_precision=PRECISION)")
-    elif k.dtype == "float64":
-        L.append("    acc = tl.dot(a, b, acc, out_dtype=tl.float64)")
-    else:
-        L.append("    acc = tl.dot(a, b, acc)")
-    return L
+        dot(k, pad + "        ")
 
 
 def _tile_product(k: Kernel, a_shape, b_shape) -> list[str]:
@@ -232,7 +216,7 @@ def _tile_product(k: Kernel, a_shape, b_shape) -> list[str]:
                   f"        {op.name} = tl.load({op.name}_ptrs)",
                   "    else:",
                   f"        {op.name} = tl.load({op.name}_ptrs, mask={mask}, other=0.0)"]
-    return L + _dot(k)
+    return L + dot(k, "    ")
 
 
 def extents(k: Kernel) -> dict[str, str]:
