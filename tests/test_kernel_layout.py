@@ -171,3 +171,26 @@ def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatc
     out = einc.einsum(equation, *ops)
     assert splits and splits[0][0] > 1, splits                  # (SPLIT_K, K_SPLIT)
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=4096)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5]], ids=["t", "kt"])
+def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device, equation, shapes, group):
+    """The variant for tensors of 2^31 elements or more casts every tile's offsets to
+    64 bits, the T axis's and the 2-D K block's included, and gives the same answer on
+    small operands."""
+    import dataclasses
+    from einc.codegen import render
+    from einc.runtime import loader
+    from oracle import assert_close, reference
+    eq = parse(equation)
+    (kernel,) = lower_program(build_plan(build(eq, shapes), eq.text), "float64", shapes)
+    assert kernel.group(group)
+    wide = dataclasses.replace(kernel, int64=True, name=kernel.name + "_wide")
+    source = render(wide)
+    aranges = [line for line in source.splitlines() if "tl.arange(" in line and "=" in line]
+    assert aranges and all(".to(tl.int64)" in line for line in aranges), aranges
+    g = torch.Generator().manual_seed(12)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in shapes]
+    out = loader.load(wide.name, source).launch(*ops)
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64)

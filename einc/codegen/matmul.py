@@ -167,8 +167,10 @@ def _two_axis_loop(k: Kernel, pad) -> list[str]:
     splits K: SPLIT_K is 1)."""
     a, b = k.inputs
     kt, kk = k.group("kt"), k.group("k")
+    wide = ".to(tl.int64)" if k.int64 else ""
     return [f"{pad}for kt0 in range(0, KT, BLOCK_KT):",
-            f"{pad}    offs_kt = kt0 + tl.arange(0, BLOCK_KT)"] + split("offs_kt", kt, pad + "    ") + \
+            f"{pad}    offs_kt = " + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
+        split("offs_kt", kt, pad + "    ") + \
         [f"{pad}    a_kt = {offset(a, kt, a.dims, 'offs_kt')}",
          f"{pad}    b_kt = {offset(b, kt, b.dims, 'offs_kt')}",
          f"{pad}    for k0 in range(0, K, BLOCK_K):",
