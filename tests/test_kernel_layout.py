@@ -194,3 +194,25 @@ def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device
     ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in shapes]
     out = loader.load(wide.name, source).launch(*ops)
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64)
+
+
+@pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
+def test_every_suite_kernels_host_passes_only_names_its_kernel_takes(wid, equation, shapes, dtype):
+    """``layout``'s sizes go to the kernel as keywords: Triton's interpreter ignores one the
+    kernel does not take, its autotuner on a GPU refuses it (a 2-D K block's host once
+    passed ``MERGED_K``, which only the ptx report's compile showed).  Checked on meta
+    tensors of the suite's shapes, no launch."""
+    pytest.importorskip("triton")
+    from einc.codegen import render
+    from einc.runtime import launch, loader
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    values = dict(enumerate(shapes))
+    for step, kernel in zip(plan.steps, lower_program(plan, dtype, shapes)):
+        module = loader.load(kernel.name, render(kernel))
+        operands = [torch.empty(values[v], device="meta") for v in step.operands]
+        roles = [operands[kernel.params.index(op.name)] for op in kernel.inputs]
+        _, _, sizes = module.layout(*roles)
+        taken = set(launch._arg_names(module.launcher.kernel))
+        assert set(sizes) <= taken, (kernel.name, set(sizes) - taken)
+        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
