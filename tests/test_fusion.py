@@ -319,8 +319,9 @@ def test_measured_selection_times_the_fused_kernel_against_its_parts_on_torch(on
     from einc.runtime import select
     for winner in ("triton", "torch"):
         einc.cache_clear()
-        timings = iter([1.0, 2.0] if winner == "triton" else [2.0, 1.0])
-        monkeypatch.setattr(select, "timer", lambda fn, args: next(timings))
+        fast = winner                                   # the kernel is the function called ``launch``
+        monkeypatch.setattr(select, "timer", lambda fn, args, fast=fast: 1.0 if (
+            getattr(fn, "__name__", "") == "launch") == (fast == "triton") else 2.0)
         monkeypatch.setattr(select, "remember", lambda key, choice: None)
         monkeypatch.setattr(select, "remembered", lambda key: None)
         eq, shapes, path = BILINEAR

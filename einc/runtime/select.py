@@ -9,8 +9,8 @@ chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
 (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
-  are timed on that call's own operands and intermediates (CUDA events, a few runs,
-  never while a CUDA graph is being captured) and the fastest is kept, as inductor's
+  are timed on that call's own operands and intermediates (CUDA events, a few runs
+  each, interleaved: :func:`measure`; never while a CUDA graph is being captured) and the fastest is kept, as inductor's
   algorithm selection does with ATen.  Decisions are remembered in the cache folder
   (``decisions.json``), keyed by device, torch and triton versions and the step's
   signature (indices, shapes, strides, dtype), so a new process does not time again;
@@ -20,7 +20,7 @@ chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
   Triton's CPU interpreter, where timings mean nothing).
 
-:data:`timer` times one candidate; tests replace it.
+:data:`timer` times one run of one candidate; tests replace it.
 """
 
 from __future__ import annotations
@@ -60,30 +60,22 @@ def mode_for(select: str | None, device_type: str) -> str:
 # ----------------------------------------------------------------------- timing
 
 def _cuda_time(fn, args) -> float:
-    fn(*args)                                           # warm-up: compile, autotune, allocate
-    times = []
-    for _ in range(REPEATS):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000.0)
-    return statistics.median(times)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(*args)
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1000.0
 
 
 def _host_time(fn, args) -> float:
+    t0 = time.perf_counter()
     fn(*args)
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn(*args)
-        times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
+    return (time.perf_counter() - t0) * 1e6
 
 
 def default_timer(fn, args) -> float:
-    """µs per run of ``fn(*args)``: CUDA events on CUDA tensors, the host clock elsewhere."""
+    """µs of one run of ``fn(*args)``: CUDA events on CUDA tensors, the host clock elsewhere."""
     on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
     return _cuda_time(fn, args) if on_cuda else _host_time(fn, args)
 
@@ -182,8 +174,22 @@ def forget() -> None:
 
 
 def measure(candidates: dict, args) -> Choice:
-    """Time each candidate function on ``args``; the fastest, with every timing."""
-    timings = {name: round(timer(fn, args), 3) for name, fn in candidates.items()}
+    """Time each candidate function on ``args``; the fastest, with every timing.
+
+    Each runs once untimed (compile, autotune, allocate), then :data:`REPEATS` rounds
+    time one run of each, the order rotated every round (two candidates run A B, B A,
+    A B, ...), and each keeps its median.  Timed one after the other instead, a clock or
+    power drift of the device over the candidates' runs (hundreds of ms for large
+    float64 products) favours whichever ran first.
+    """
+    names = list(candidates)
+    for fn in candidates.values():
+        fn(*args)
+    samples = {name: [] for name in names}
+    for r in range(REPEATS):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name].append(timer(candidates[name], args))
+    timings = {name: round(statistics.median(samples[name]), 3) for name in names}
     best = min(timings, key=timings.get)
     others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
     return Choice(best, f"measured: {others}", timings)
