@@ -12,9 +12,13 @@ torch.compile, torch.export or torch.jit.trace it becomes one call of the custom
 torch.einsum's; under autocast it takes torch.einsum's dtype there; when an
 operand requires grad under grad mode, or a torch.func transform is active, it runs
 through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
-open :func:`einc.shared_intermediates` context take :func:`_special_call`.  The default
+open :func:`einc.shared_intermediates` context take :func:`special_call`.  The default
 options are taken after a check that torch's ``torch.backends.opt_einsum`` settings are at
 their defaults (four dict lookups).
+
+opt_einsum's door routes its calls through the same functions: :func:`call_options`,
+:func:`eager_call`, :func:`special_call`, :func:`traced_call`, :func:`tracing`,
+:func:`reject_backend` and :func:`shape_of` (the rest of this module is its own).
 """
 
 from __future__ import annotations
@@ -62,13 +66,13 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     torch.Size([2, 4])
     """
     if backend is not None and backend not in TORCH_BACKENDS:
-        _reject_backend(backend)
+        reject_backend(backend)
     if sizes:
         return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
         if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
             return _named(args, sizes, optimize, memory_limit, select, out, backend)
-        return _traced(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
+        return traced_call(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
     if args and args[0].__class__ is str:
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
@@ -88,9 +92,9 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
             _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
         options = DEFAULT       # the default, torch's settings at theirs: no lookup
     else:
-        options = _options(optimize, memory_limit, select)
+        options = call_options(optimize, memory_limit, select)
     if out is not None or _SHARING:
-        return _special_call(eq, operands, options, out)
+        return special_call(eq, operands, options, out)
     if _autocast_any():
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
@@ -105,17 +109,17 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend):
     tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
     options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
     options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
-    if not _tracing() and args and args[0].__class__ is str:
+    if not tracing() and args and args[0].__class__ is str:
         operands = _operands_of(args)
         if _has_torch_function(operands):
             relevant = tuple(operands) + ((out,) if out is not None else ())
             more = {"out": out} if out is not None else {}
             return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
                                                          **sizes)
-    return notation.einsum(einsum, args, sizes, out, options, _named_structure, _tracing, _named_error)
+    return notation.einsum(einsum, args, sizes, out, options, _named_structure, tracing, _named_error)
 
 
-def _tracing() -> bool:
+def tracing() -> bool:
     return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
 
 
@@ -209,7 +213,7 @@ def torch_settings() -> tuple:
             _OE_OWN.get("strategy", _OE_MOD.get("strategy", AUTO)))
 
 
-def _options(optimize, memory_limit, select) -> Options:
+def call_options(optimize, memory_limit, select) -> Options:
     """The call's options; einc's default ``optimize`` under torch's settings where it was
     not passed (see :func:`einc.planner.options.torch_optimize`)."""
     if optimize is DEFAULT_OPTIMIZE:
@@ -225,7 +229,7 @@ def _options(optimize, memory_limit, select) -> Options:
 TORCH_BACKENDS = ("auto", "torch")
 
 
-def _reject_backend(backend):
+def reject_backend(backend):
     raise ArgumentError(f"einc runs on torch tensors only: backend={backend!r} is not one einc can use (it "
                         "accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
                         "for torch tensors drop backend= or pass backend='torch'")
@@ -233,7 +237,7 @@ def _reject_backend(backend):
 
 # ----------------------------------------------------------------------- out= and sharing
 
-def _special_call(eq: Equation, operands, options: Options, out):
+def special_call(eq: Equation, operands, options: Options, out):
     """A call with ``out=`` or inside :func:`einc.shared_intermediates`: checks ``out``
     first (nothing is written on an error), runs the plan (step by step through the
     sharing cache where there is one), then writes ``out``."""
@@ -241,12 +245,12 @@ def _special_call(eq: Equation, operands, options: Options, out):
         _check_out(out, operands)
     cache = sharing.current_cache()
     if cache is None:
-        result = _call(eq, operands, options)
+        result = eager_call(eq, operands, options)
     else:
         engine.check_operands(eq, operands)
         plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
         step_options = Options.of(_AUTO, None, options.select)
-        result = sharing.run(plan, operands, cache, lambda text, ops: _call(parse(text), ops, step_options))
+        result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(parse(text), ops, step_options))
     return result if out is None else _write_out(out, result)
 
 
@@ -260,7 +264,7 @@ def _shared_plan(eq: Equation, shapes, options: Options) -> Plan:
 engine.register("shared_plans", _shared_plan.cache_info, _shared_plan.cache_clear)
 
 
-def _call(eq: Equation, operands, options: Options):
+def eager_call(eq: Equation, operands, options: Options):
     """einsum's eager call below the front end: autocast, autograd, the engine."""
     if _autocast_any():
         return _autocast_call(eq, operands, options)
@@ -318,7 +322,7 @@ _ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathErro
 
 # ----------------------------------------------------------------------- under torch.compile
 
-def _traced(args, optimize, memory_limit, select, out):
+def traced_call(args, optimize, memory_limit, select, out):
     """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`)."""
     if select is not None:
         raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
@@ -412,7 +416,7 @@ def _autocast_call(eq: Equation, operands, options: Options):
         return autograd.einsum(eq, operands, options)
 
 
-def _shape_of(x):
+def shape_of(x):
     if isinstance(x, torch.Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype")):    # a tensor, an array
         return tuple(x.shape)
     try:
@@ -449,8 +453,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
         # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
-    options = _options(optimize, memory_limit, select)
-    shapes = [_shape_of(x) for x in operands_or_shapes]
+    options = call_options(optimize, memory_limit, select)
+    shapes = [shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
     plan = entry.plan if entry is not None else plan_for(eq, shapes, options)

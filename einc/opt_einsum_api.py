@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import torch
 
-from . import autograd
+from . import autograd, sharing
 from .planner import notation
-from .api import (TORCH_BACKENDS, _AUTO, _SHARING, _call, _compiler, _dynamo_tracing, _jit_tracing, _options,
-                  _reject_backend, _shape_of, _special_call, _traced, einsum, explain)
+from .api import (TORCH_BACKENDS, call_options, eager_call, einsum, explain, reject_backend, shape_of, special_call,
+                  traced_call, tracing)
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
 from .planner import plan_for
 from .planner.equation import Equation, letter, parse, sublist_equation
-from .planner.options import DEFAULT_OPTIMIZE, Options
+from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
 from .runtime import dispatch
 
@@ -52,7 +52,7 @@ class ContractExpression:
         """The contraction of these operands (the variable ones); ``out`` and ``backend``
         as for :func:`einsum`."""
         if backend is not None and backend not in TORCH_BACKENDS:
-            _reject_backend(backend)
+            reject_backend(backend)
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         try:
@@ -63,11 +63,11 @@ class ContractExpression:
         if wrong:
             self._check(operands)
         operands = (*operands, *self._folded)
-        if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
-            return _traced((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
-        if out is not None or _SHARING:
-            return _special_call(self._eq, operands, self._options, out)
-        return _call(self._eq, operands, self._options)
+        if tracing():
+            return traced_call((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
+        if out is not None or sharing.STACKS:
+            return special_call(self._eq, operands, self._options, out)
+        return eager_call(self._eq, operands, self._options)
 
     def _check(self, operands):
         for k, o in enumerate(operands):
@@ -154,8 +154,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
-    options = _options(_opt_einsum_optimize(optimize), memory_limit, select)
-    shapes = [_shape_of(x) for x in items]
+    options = call_options(_opt_einsum_optimize(optimize), memory_limit, select)
+    shapes = [shape_of(x) for x in items]
     plan = plan_for(eq, shapes, options)
     return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
 
@@ -176,12 +176,12 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
         info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                        dtype=dtype, device=device, **sizes)
-        path_info = PathInfo(info, [_shape_of(x) for x in args[1:]])
+        path_info = PathInfo(info, [shape_of(x) for x in args[1:]])
         return path_info.path, path_info
     eq, items = _equation_and_args(args)
     info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                    dtype=dtype, device=device)
-    path_info = PathInfo(info, [_shape_of(x) for x in items])
+    path_info = PathInfo(info, [shape_of(x) for x in items])
     return path_info.path, path_info
 
 
@@ -204,20 +204,20 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     torch.Size([2, 4])
     """
     if backend is not None and backend not in TORCH_BACKENDS:
-        _reject_backend(backend)
+        reject_backend(backend)
     if dtype is not None or order != "K" or casting != "safe":
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
             args = _cast_operands(args, _torch_dtype(dtype), casting)
     if optimize is None or optimize is True:
-        optimize = _AUTO
+        optimize = AUTO
     return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
 
 
 def _opt_einsum_optimize(optimize):
     """opt_einsum's spelling: ``None`` and ``True`` mean ``"auto"`` (einc's ``einsum`` reads
     None as left to right, as numpy's ``optimize=False``)."""
-    return _AUTO if optimize is None or optimize is True else optimize
+    return AUTO if optimize is None or optimize is True else optimize
 
 
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
