@@ -1,5 +1,6 @@
 """torch.einsum's door: ``einsum``, ``explain``, ``shared_intermediates`` and the cache
-controls (opt_einsum's door, ``contract`` and its kin, is :mod:`einc.opt_einsum_api`).  Each turns its arguments into an :class:`~einc.planner.equation.Equation`, an
+controls (opt_einsum's door, ``contract`` and its kin, is :mod:`einc.opt_einsum_api`).
+Each turns its arguments into an :class:`~einc.planner.equation.Equation`, an
 :class:`~einc.planner.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 

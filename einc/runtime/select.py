@@ -10,8 +10,8 @@ chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs
-  each, interleaved: :func:`measure`; never while a CUDA graph is being captured) and the fastest is kept, as inductor's
-  algorithm selection does with ATen.  Decisions are remembered in the cache folder
+  each, interleaved: :func:`measure`; never while a CUDA graph is being captured) and
+  the fastest is kept, as inductor's algorithm selection does with ATen.  Decisions are remembered in the cache folder
   (``decisions.json``), keyed by device, torch and triton versions and the step's
   signature (indices, shapes, strides, dtype), so a new process does not time again;
   a damaged or foreign file is ignored with one warning.
