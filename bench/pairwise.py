@@ -76,16 +76,24 @@ def measure(w, rounds, budget):
     return ok, timings, n
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cpu_setup(argv, doc, rounds, budget, unit):
+    """The CPU scripts' common start (this one and bench/permute_copy.py): ``--threads``,
+    ``--rounds``, ``--budget`` (seconds per ``unit``) and ``--filter`` parsed, the thread
+    count set, and a 30 MiB allocation made and freed (see the module's docstring)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--budget", type=float, default=4.0, help="seconds per workload")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--budget", type=float, default=budget, help=f"seconds per {unit}")
     p.add_argument("--filter", default="")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    held = torch.empty(30 * 2**20, dtype=torch.uint8)       # see the module's docstring
+    held = torch.empty(30 * 2**20, dtype=torch.uint8)
     del held
+    return args
+
+
+def main(argv=None):
+    args = cpu_setup(argv, __doc__, 15, 4.0, "workload")
     suite = load(find_suite())
     rows = []
     for w in workloads(suite, args.filter):

@@ -34,7 +34,6 @@ Markdown on stdout.  Standard library, torch and einc.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import platform
@@ -51,6 +50,8 @@ import einc
 from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
 from einc.runtime import permute_copy as pc
+
+from bench.pairwise import cpu_setup
 
 METHODS = ("memcpy", "torch", "einc", "wide", "blocked", "inner", "twostep")
 LETTERS = "abcdefghijklmnop"
@@ -165,15 +166,7 @@ def methods(x, perm):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=21)
-    p.add_argument("--budget", type=float, default=1.5, help="seconds per copy")
-    p.add_argument("--filter", default="")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    held = torch.empty(30 * 2**20, dtype=torch.uint8)       # as bench/pairwise.py: glibc keeps MiB blocks
-    del held
+    args = cpu_setup(argv, __doc__, 21, 1.5, "copy")
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds at most, "
           f"{args.budget:g} s per copy; ratios method / torch [95 % interval]\n")
