@@ -5,10 +5,10 @@
 #     bash bench/gpu_run.sh COMMIT [BUDGET_S]
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
-# gpu_eval.py --part pairwise, rest, gemm, compare (all --quick; PARTS="..." to choose;
-# compare's SASS check reads the most recent kernels in the Triton cache, so it runs
-# while those are the suite's), then the kernel tests compiled for real (pytest -m
-# "kernels or gpu", 8 workers) with what is left.
+# gpu_eval.py --part pairwise, bench/gpu_orders.py, then --part rest, gemm, compare (all
+# --quick; PARTS="..." to choose; compare's SASS check reads the most recent kernels in
+# the Triton cache, so it runs while those are the suite's), then the kernel tests
+# compiled for real (pytest -m "kernels or gpu", 8 workers) with what is left.
 # Everything lands in $W and is packed into $OUT/gpu.tgz after every step (the tool
 # brings back at most 8 files, so one archive), and the gates of each part are
 # printed last.  Nothing is installed: PYTHONPATH points at the checkout.
@@ -44,10 +44,22 @@ part() {   # part NAME SECONDS
 }
 
 # PARTS reorders or narrows them (default: what the open issue needs first: the pairwise
-# family, whose 17 rows the first H200 run's 100 s cut at 14, then rest, gemm, compare).
-for p in ${PARTS:-pairwise rest gemm compare}; do
+# family, whose 17 rows the first H200 run's 100 s cut at 14, bench/gpu_orders.py, then
+# rest, gemm, compare).
+orders() {   # bench/gpu_orders.py: the CCSD(T) kernels with M ordered for the result's stores
+  local s=60
+  (( $(left) < s + 20 )) && s=$(( $(left) - 20 ))
+  if (( s < 30 )); then echo "skip orders: $(left) s left"; return; fi
+  step "gpu_orders (limit $s s)"
+  timeout "$s" python3 bench/gpu_orders.py --out "$W" >"$W/orders.log" 2>&1
+  echo "exit $?" >>"$W/orders.log"
+  pack
+}
+
+for p in ${PARTS:-pairwise orders rest gemm compare}; do
   case $p in
     pairwise) part pairwise 130 ;;
+    orders) orders ;;
     rest) part rest 80 ;;
     gemm) part gemm 100 ;;
     compare) part compare 90 ;;
@@ -72,6 +84,7 @@ for d in gemm pairwise rest compare; do
   sed -n '/^== gates ==/,$p' "$W/$d.log" | grep -v '^$' | cut -c1-400
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
+if [ -f "$W/orders.log" ]; then echo "---- orders"; cut -c1-300 "$W/orders.log"; fi
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
 pack
 ls -la "$OUT"
