@@ -5,10 +5,11 @@
 #     bash bench/gpu_run.sh COMMIT [BUDGET_S]
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
-# gpu_eval.py --part pairwise, bench/gpu_orders.py, then --part rest, gemm, compare (all
-# --quick; PARTS="..." to choose; compare's SASS check reads the most recent kernels in
-# the Triton cache, so it runs while those are the suite's), then the kernel tests
-# compiled for real (pytest -m "kernels or gpu", 8 workers) with what is left.
+# gpu_eval.py --part pairwise, bench/gpu_orders.py, the kernel tests compiled for real
+# (pytest -m "kernels or gpu", 8 workers, at most 200 s), then --part rest, gemm and
+# compare with what is left (all --quick; PARTS="..." to choose; compare's SASS check
+# reads the most recent kernels in the Triton cache, so it runs while those are the
+# suite's).
 # Everything lands in $W and is packed into $OUT/gpu.tgz after every step (the tool
 # brings back at most 8 files, so one archive), and the gates of each part are
 # printed last.  Nothing is installed: PYTHONPATH points at the checkout.
@@ -43,9 +44,20 @@ part() {   # part NAME SECONDS
   pack
 }
 
-# PARTS reorders or narrows them (default: what the open issue needs first: the pairwise
-# family, whose 17 rows the first H200 run's 100 s cut at 14, bench/gpu_orders.py, then
-# rest, gemm, compare).
+tests() {    # the kernel tests compiled for real: at most 200 s
+  local s=$(( $(left) - 20 )); (( s > 200 )) && s=200
+  if (( s < 40 )); then echo "skip tests: $(left) s left"; return; fi
+  step "pytest -m 'kernels or gpu' (limit $s s)"
+  timeout "$s" python3 -m pytest -m "kernels or gpu" -n 8 -q -p no:cacheprovider -p no:benchmark \
+      --timeout 90 -rfE --junitxml="$W/pytest.xml" >"$W/pytest.log" 2>&1
+  echo "exit $?" >>"$W/pytest.log"
+  pack
+}
+
+# PARTS reorders or narrows them. The default puts first what the open issue needs: the
+# pairwise family (whose 17 rows the first H200 run's 100 s cut at 14), bench/gpu_orders.py,
+# then the kernel tests (the T-axis and 2-D K kernels have never been compiled for a GPU
+# before), then rest, gemm and compare with what is left.
 orders() {   # bench/gpu_orders.py: the CCSD(T) kernels with M ordered for the result's stores
   local s=60
   (( $(left) < s + 20 )) && s=$(( $(left) - 20 ))
@@ -56,10 +68,11 @@ orders() {   # bench/gpu_orders.py: the CCSD(T) kernels with M ordered for the r
   pack
 }
 
-for p in ${PARTS:-pairwise orders rest gemm compare}; do
+for p in ${PARTS:-pairwise orders tests rest gemm compare}; do
   case $p in
     pairwise) part pairwise 130 ;;
     orders) orders ;;
+    tests) tests ;;
     rest) part rest 80 ;;
     gemm) part gemm 100 ;;
     compare) part compare 90 ;;
@@ -67,14 +80,6 @@ for p in ${PARTS:-pairwise orders rest gemm compare}; do
   esac
 done
 
-s=$(( $(left) - 20 )); (( s > 200 )) && s=200
-if (( s >= 40 )); then
-  step "pytest -m 'kernels or gpu' (limit $s s)"
-  timeout "$s" python3 -m pytest -m "kernels or gpu" -n 8 -q -p no:cacheprovider -p no:benchmark \
-      --timeout 90 -rfE --junitxml="$W/pytest.xml" >"$W/pytest.log" 2>&1
-  echo "exit $?" >>"$W/pytest.log"
-  pack
-fi
 
 
 step "summary"
