@@ -56,8 +56,8 @@ tests() {    # the kernel tests compiled for real: at most 200 s
 
 # PARTS reorders or narrows them. The default puts first what the open issue needs: the
 # pairwise family (whose 17 rows the first H200 run's 100 s cut at 14), bench/gpu_orders.py,
-# then the kernel tests (the T-axis and 2-D K kernels have never run on a GPU
-# before), then rest, gemm and compare with what is left.
+# then the kernel tests (the T-axis and 2-D K kernels have never run on a GPU), then
+# rest, gemm and compare with what is left.
 orders() {   # bench/gpu_orders.py: the CCSD(T) kernels with M ordered for the result's stores
   local s=60
   (( $(left) < s + 20 )) && s=$(( $(left) - 20 ))
