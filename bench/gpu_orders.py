@@ -76,7 +76,12 @@ def main(argv=None) -> int:
         from triton.testing import do_bench
 
         def bench(fn):
-            return float(do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median")) * 1e3
+            try:
+                ms = do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median")
+            except TypeError:                   # a triton without return_mode
+                ms = do_bench(fn, warmup=args.warmup, rep=args.rep, quantiles=[0.5])
+                ms = ms[0] if isinstance(ms, (list, tuple)) else ms
+            return float(ms) * 1e3
     else:
         def bench(fn):
             times = []
