@@ -240,12 +240,7 @@ class Ctx:
     def bench(self, fn) -> float:
         """Seconds per call of ``fn`` (already warmed up): see :meth:`timer_name`."""
         if self.do_bench is not None:
-            try:
-                ms = self.do_bench(fn, warmup=self.warmup, rep=self.rep, return_mode="median")
-            except TypeError:                   # a triton without return_mode
-                ms = self.do_bench(fn, warmup=self.warmup, rep=self.rep, quantiles=[0.5])
-                ms = ms[0] if isinstance(ms, (list, tuple)) else ms
-            return float(ms) * 1e-3
+            return median_ms(self.do_bench, fn, self.warmup, self.rep) * 1e-3
         n, _ = calibrate(fn, self.target, sync=self.sync)
         return statistics.median(time_batch(fn, n, self.sync) for _ in range(self.rounds))
 
@@ -253,6 +248,17 @@ class Ctx:
         """Seconds per call of back-to-back calls, synchronized at the ends of each batch."""
         fn()
         return statistics.median(time_batch(fn, self.host_calls, self.sync) for _ in range(self.host_batches))
+
+
+def median_ms(do_bench, fn, warmup, rep) -> float:
+    """``triton.testing.do_bench``'s median of ``fn`` in ms (through ``quantiles`` with a
+    triton whose do_bench has no ``return_mode``)."""
+    try:
+        ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+    except TypeError:
+        ms = do_bench(fn, warmup=warmup, rep=rep, quantiles=[0.5])
+        ms = ms[0] if isinstance(ms, (list, tuple)) else ms
+    return float(ms)
 
 
 def _has_select() -> bool:

@@ -75,13 +75,10 @@ def main(argv=None) -> int:
     if args.device == "cuda":
         from triton.testing import do_bench
 
+        from bench.gpu_eval import median_ms
+
         def bench(fn):
-            try:
-                ms = do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median")
-            except TypeError:                   # a triton without return_mode
-                ms = do_bench(fn, warmup=args.warmup, rep=args.rep, quantiles=[0.5])
-                ms = ms[0] if isinstance(ms, (list, tuple)) else ms
-            return float(ms) * 1e3
+            return median_ms(do_bench, fn, args.warmup, args.rep) * 1e3
     else:
         def bench(fn):
             times = []

@@ -46,7 +46,7 @@ def _is_ellipsis(axis) -> bool:
 
 
 def _has_ellipsis(axes) -> bool:
-    return any(isinstance(axis, str) for axis in axes)
+    return any(_is_ellipsis(axis) for axis in axes)
 
 
 # A named-notation mark: a parenthesis, or whitespace between two axis characters.
