@@ -156,15 +156,6 @@ def merged(sizes, strides) -> bool:
     return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))
 
 
-def contiguous(*sizes) -> tuple[int, ...]:
-    """The strides of a new contiguous tensor of these sizes (a fused kernel's output)."""
-    strides, acc = [], 1
-    for n in reversed(sizes):
-        strides.append(acc)
-        acc *= n
-    return tuple(reversed(strides))
-
-
 def layout_class(tensors, strides) -> str:
     """The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a
     multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key
@@ -442,5 +433,5 @@ def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
     return run
 
 
-__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "contiguous", "block",
+__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "block",
            "processors", "layout_class", "fp32_precision", "finish_kernel", "SHARED_MEMORY", "K_GRANULE"]

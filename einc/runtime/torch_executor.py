@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from ..codegen.lower import contiguous
 from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
@@ -339,10 +340,7 @@ def _strided_matrices(out, groups, sizes) -> bool:
     copies matrix by matrix, once per product.  (Where the groups do not merge, the
     reshape's backward copies it once anyway; where a matrix axis has unit stride,
     BLAS reads it as it is.)"""
-    strides, acc = {}, 1
-    for i in reversed(out):
-        strides[i] = acc
-        acc *= max(sizes[i], 1)
+    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
     merged = []
     for grp in groups:
         live = [i for i in grp if sizes[i] != 1]
