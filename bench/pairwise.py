@@ -1,10 +1,11 @@
 """The suite's pairwise family on the CPU: einc against torch.einsum, torch.einsum +
 ``.contiguous()`` and opt_einsum's ``contract_expression(..., backend="torch")``.
 
-    python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT]
+    python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT] [--variant cpu]
 
 Per workload of the suite's ``pairwise`` category (``cpu`` variants, float32, ``torch.randn``
-with seed 0): the four methods timed in interleaved rounds (``einc.benchmark.timing``),
+with seed 0; ``--variant gpu``: the GPU variants' shapes, ~256 MiB per tensor, still on the
+CPU): the four methods timed in interleaved rounds (``einc.benchmark.timing``),
 each ratio the median of the per-round ratios einc / method (round k of every method is
 timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
@@ -44,14 +45,14 @@ from einc.benchmark.timing import interleaved, ratio_interval
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
 
 
-def workloads(suite, text=""):
-    return [w for w in suite["workloads"] if w["category"] == "pairwise" and "cpu" in w["variants"]
+def workloads(suite, text="", variant="cpu"):
+    return [w for w in suite["workloads"] if w["category"] == "pairwise" and variant in w["variants"]
             and text in w["id"]]
 
 
-def operands(w):
+def operands(w, variant="cpu"):
     g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in w["variants"]["cpu"]["shapes"]]
+    return [torch.randn(s, generator=g) for s in w["variants"][variant]["shapes"]]
 
 
 def check(eq, ops):
@@ -61,9 +62,9 @@ def check(eq, ops):
         out.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()) if ref.numel() else 0.0)
 
 
-def measure(w, rounds, budget):
+def measure(w, rounds, budget, variant="cpu"):
     eq = w["equation"]
-    ops = operands(w)
+    ops = operands(w, variant)
     expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
     fns = {"torch": lambda: torch.einsum(eq, *ops),
            "torch_contiguous": lambda: torch.einsum(eq, *ops).contiguous(),
@@ -76,11 +77,14 @@ def measure(w, rounds, budget):
     return ok, timings, n
 
 
-def cpu_setup(argv, doc, rounds, budget, unit):
+def cpu_setup(argv, doc, rounds, budget, unit, options=None):
     """The CPU scripts' common start (this one and bench/permute_copy.py): ``--threads``,
-    ``--rounds``, ``--budget`` (seconds per ``unit``) and ``--filter`` parsed, the thread
-    count set, and a 30 MiB allocation made and freed (see the module's docstring)."""
+    ``--rounds``, ``--budget`` (seconds per ``unit``), ``--filter`` and what ``options(parser)``
+    adds parsed, the thread count set, and a 30 MiB allocation made and freed (see the
+    module's docstring)."""
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if options:
+        options(p)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--budget", type=float, default=budget, help=f"seconds per {unit}")
@@ -93,17 +97,20 @@ def cpu_setup(argv, doc, rounds, budget, unit):
 
 
 def main(argv=None):
-    args = cpu_setup(argv, __doc__, 15, 4.0, "workload")
+    args = cpu_setup(argv, __doc__, 15, 4.0, "workload",
+                     lambda p: p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
+                                              help="the workloads' shapes (gpu: ~256 MiB tensors, on the CPU)"))
     suite = load(find_suite())
     rows = []
-    for w in workloads(suite, args.filter):
-        ok, t, n = measure(w, args.rounds, args.budget)
+    for w in workloads(suite, args.filter, args.variant):
+        ok, t, n = measure(w, args.rounds, args.budget, args.variant)
         r = {m: ratio_interval(t["einc"], t[m]) for m in METHODS[:3]}
         rows.append((w, ok, t, n, r))
         print(f"{w['id']}: einc {t['einc'].median * 1e6:.0f} us, /torch {r['torch'][0]:.2f}, "
               f"/contiguous {r['torch_contiguous'][0]:.2f}, /opt_einsum {r['opt_einsum'][0]:.2f}", file=sys.stderr)
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
-          f"with {args.threads} thread(s), opt_einsum {opt_einsum.__version__}, float32; medians of "
+          f"with {args.threads} thread(s), opt_einsum {opt_einsum.__version__}, float32, {args.variant} "
+          f"variants' shapes; medians of "
           f"{args.rounds} interleaved rounds at most, {args.budget:g} s per workload\n")
     print("| id | equation | torch µs | + .contiguous() µs | opt_einsum µs | einc µs | einc/torch | "
           "einc/(torch + .contiguous()) | einc/opt_einsum | check |")

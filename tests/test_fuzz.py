@@ -90,8 +90,9 @@ def test_torch_executor(case, seed):
 def test_torch_executor_in_every_layout(case, seed, choice):
     """Each contraction step in a layout drawn among those the copy-cost model weighs
     (runtime/ttgt.py: which operand is left, which indices are batch, their order),
-    not only the cheapest."""
-    from einc.runtime import ttgt
+    not only the cheapest; a last product whose result is permuted made in chunks of a
+    drawn size (runtime/chunked.py), as only large ones are."""
+    from einc.runtime import chunked, ttgt
     real, drawn = ttgt.pick, []
 
     def pick(found):
@@ -99,10 +100,13 @@ def test_torch_executor_in_every_layout(case, seed, choice):
         return found[choice % len(found)]
     einc.cache_clear()
     ttgt.pick, small, ttgt.SMALL = pick, ttgt.SMALL, 0        # every layout, as large steps weigh them
+    least, chunk = chunked.MIN_BYTES, chunked.CHUNK_BYTES
+    chunked.MIN_BYTES, chunked.CHUNK_BYTES = 0, 2 << (choice % 10)
     try:
         _differential(case, fuzz.operands(case, seed), _einsum)
     finally:
         ttgt.pick, ttgt.SMALL = real, small
+        chunked.MIN_BYTES, chunked.CHUNK_BYTES = least, chunk
         einc.cache_clear()
     if drawn:
         event(f"a layout among {min(drawn)}-{max(drawn)}")

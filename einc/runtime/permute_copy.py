@@ -32,13 +32,15 @@ Blocked copies (the destination's outer or inner indices in chunks that stay in
 cache, one ``copy_`` per chunk) and two partial permutes through a temporary were
 measured too and lost or tied on the pairwise family's copies (the README's pairwise
 section); transposing copies (the source's unit-stride index moved) keep torch's own
-strided copy.
+strided copy.  What does pay, for products larger than the last-level cache, is making
+the product itself a chunk at a time, each chunk copied while in cache:
+:mod:`einc.runtime.chunked`.
 
 Reinterpreting the bits is exact for every dtype (a copy does no arithmetic on them),
 but ``Tensor.view(dtype)`` is not differentiable: the wide copy is taken only for a
-plain CPU tensor with contiguous strides that no autograd mode (backward, forward AD,
-``torch.func``) tracks and that has no lazy conjugate or negative bit; anything else
-takes the plain copy.
+plain CPU tensor with contiguous strides that nothing tracks (:func:`untracked`: no
+gradient to be taken, forward AD, ``torch.func`` or tracing) and that has no lazy
+conjugate or negative bit; anything else takes the plain copy.
 """
 
 from __future__ import annotations
@@ -104,12 +106,20 @@ class _Copy:
             isz = x.element_size()
             plan = math.prod(self.shape) * isz >= MIN_BYTES and wide_plan(self.shape, self.strides, 0, isz)
             self.plans[isz] = plan
-        if (plan is False or type(x) is not torch.Tensor or x.requires_grad or x.device.type != "cpu"
-                or x.stride() != self.contiguous or x.storage_offset() % plan[2] or x.is_conj() or x.is_neg()
-                or _forward_ad._current_level >= 0 or _wrapped(x)):
+        if (plan is False or not untracked(x) or x.stride() != self.contiguous or x.storage_offset() % plan[2]
+                or x.is_conj() or x.is_neg()):
             return y.contiguous()
         merged, dtype, _ = plan
         return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(y.shape)
+
+
+def untracked(x) -> bool:
+    """Whether ``x`` is a plain CPU tensor that nothing records: no autograd (a gradient
+    to be taken, forward AD, ``torch.func``), no tracing (``torch.jit.trace``), no tensor
+    subclass (fake tensors under ``torch.compile``).  Ops that are not differentiable
+    (``view(dtype)``, ``out=``) may run on it."""
+    return (type(x) is torch.Tensor and x.device.type == "cpu" and not (x.requires_grad and torch.is_grad_enabled())
+            and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
 
 
 def wide_plan(shape, strides, offset, itemsize):
@@ -134,4 +144,4 @@ def wide_plan(shape, strides, offset, itemsize):
     return tuple(shape[:k]) + (run,), torch.complex128, ratio
 
 
-__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "wide_plan"]
+__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "untracked", "wide_plan"]

@@ -14,7 +14,9 @@ layout of each product (which operand is left, which indices are batch, their or
 the one whose copies cost least (:mod:`einc.runtime.ttgt`); where a gradient will be taken, an operand whose
 matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
-matrices gets a one-copy backward (:class:`_Relayout`).
+matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
+large last product whose result is permuted is made a chunk at a time, each chunk copied
+into the result while in cache (:mod:`einc.runtime.chunked`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
+from .chunked import plan_chunks
 from .permute_copy import permuted_copy as _permuted_copy
 
 
@@ -173,7 +176,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
     if lay.swap:
         prep_a, prep_b, ta, tb = prep_b, prep_a, tb, ta
-    fn = _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip)
+    fn = _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip, da.itemsize)
     return (_tagged(fn, lay) if lay.copies else fn), da
 
 
@@ -203,7 +206,7 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
     return _chain_out(core, _chain(post))
 
 
-def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip=""):
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
     """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
     operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
     result put in ``out``'s order.  A batch index missing from an operand is broadcast
@@ -242,9 +245,13 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip=""):
     core = _binary(mm, a_fn, b_fn)
     if stack_a or stack_b:
         core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
-    if swap:
-        core = _swapped(core)
-    return _chain_out(core, _chain(post))
+    step = _chain_out(core, _chain(post))
+    chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
+    if chunks is not None:
+        whole = _chain_out(_binary(mm, None, None), _chain(post))
+        step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn) if not (stack_a or stack_b) else \
+            _with_grad(_binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn), step)
+    return _swapped(step) if swap else step
 
 
 def _broadcast(term, missing, sizes):

@@ -1,0 +1,249 @@
+"""runtime/chunked.py: the last product and its permuting copy, a chunk at a time.
+
+Chunks are taken for products of 16 MiB and more; most tests here lower the thresholds
+(``chunks_always``) so that small two-operand contractions, drawn with every role of an
+index (batch, rows, columns, summed), sizes 0 to 4, every dtype and layout, are cut into
+chunks of a drawn size, and check them against torch.einsum on float64 / int64 copies.
+"""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import event, given, note
+from hypothesis import strategies as st
+
+import einc
+import fuzz
+from einc.runtime import chunked
+
+ROLES = ("batch", "m", "n", "k")
+
+
+@pytest.fixture(autouse=True)
+def _plan_every_shape(monkeypatch):
+    """Every call runs einc's own plan (a new shape of an equation planned before could
+    run torch's op: runtime/admission.py)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+
+
+@pytest.fixture
+def chunks_always(monkeypatch):
+    """Every permuted last product cut, in chunks of 64 bytes per thread."""
+    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """How many calls ran in chunks, and how many chunks."""
+    count = {"calls": 0, "chunks": 0}
+    real = chunked.Chunks.cut
+
+    def cut(self, threads):
+        found = real(self, threads)
+        return found and _counted(found, count)
+    monkeypatch.setattr(chunked.Chunks, "cut", cut)
+    return count
+
+
+def _counted(found, count):
+    count["calls"] += 1
+    count["chunks"] += len(found[1])
+    return found
+
+
+def _oracle(eq, ops):
+    return torch.einsum(eq, *[fuzz.upcast(o) for o in ops])
+
+
+def _assert_matches(out, ref, dtype, extent):
+    assert out.is_contiguous() and out.dtype == dtype and tuple(out.shape) == tuple(ref.shape)
+    if dtype.is_floating_point or dtype.is_complex:
+        rtol, atol = fuzz._TOL[dtype]
+        torch.testing.assert_close(out.to(ref.dtype), ref, rtol=rtol * 4, atol=atol * extent * 4)
+    else:
+        assert torch.equal(out, ref.to(dtype))
+
+
+@st.composite
+def contractions(draw):
+    """``(equation, shapes, summed extent)``: two operands, each index a batch, row,
+    column or summed one (at least one of each but batch), of size 0 to 5 (0 rarely),
+    every term and the output in a drawn order."""
+    n = draw(st.integers(3, 7))
+    roles = draw(st.lists(st.sampled_from(ROLES), min_size=n, max_size=n))
+    roles[:3] = ["m", "n", "k"]                     # a matrix product with both sides
+    sizes = draw(st.lists(st.sampled_from((0,) + (1, 2, 3, 4, 5) * 4), min_size=n, max_size=n))
+    letters = "abcdefgh"[:n]
+    a = [c for c, r in zip(letters, roles) if r in ("batch", "m", "k")]
+    b = [c for c, r in zip(letters, roles) if r in ("batch", "n", "k")]
+    out = [c for c, r in zip(letters, roles) if r != "k"]
+    a, b, out = (draw(st.permutations(t)) for t in (a, b, out))
+    size = dict(zip(letters, sizes))
+    extent = math.prod(size[c] for c, r in zip(letters, roles) if r == "k")
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [[size[c] for c in a], [size[c] for c in b]], extent
+
+
+@fuzz.profile(quick=300, share=0.05)
+@given(case=contractions(), dtype=st.sampled_from(fuzz.ALL_DTYPES), layouts=st.lists(
+    st.sampled_from(fuzz.LAYOUTS), min_size=2, max_size=2), chunk=st.integers(0, 8), seed=st.integers(0, 99),
+    choice=st.integers(0, 2**16))
+def test_chunks_match_torch_einsum(chunks_always, taken, monkeypatch, case, dtype, layouts, chunk, seed, choice):
+    """In a layout drawn among those the copy-cost model weighs (most put the product in
+    another order than the result), chunks of 1 to 256 bytes per thread."""
+    from einc.runtime import ttgt
+    eq, shapes, extent = case
+    fixed, chunked.CHUNK_BYTES = chunked.CHUNK_BYTES, 1 << chunk
+    monkeypatch.setattr(ttgt, "SMALL", 0)
+    monkeypatch.setattr(ttgt, "pick", lambda found: found[choice % len(found)])
+    runs = taken["calls"]
+    try:
+        values = fuzz.values(SimpleNamespace(shapes=shapes, dtype=dtype), seed)
+        ops = [fuzz.lay_out(t, lay) for t, lay in zip(values, layouts)]
+        note(f"{eq} {shapes} {dtype} {layouts} chunks of {1 << chunk} bytes")
+        before = [o.clone() for o in ops]
+        try:
+            dtype_out = torch.einsum(eq, *ops).dtype
+        except RuntimeError as e:                   # bool sums torch cannot run: the same error
+            with pytest.raises(type(e)):
+                einc.einsum(eq, *ops)
+            event("torch raises")
+        else:
+            _assert_matches(einc.einsum(eq, *ops), _oracle(eq, ops), dtype_out, extent)
+            event("in chunks" if taken["calls"] > runs else "whole")
+        assert all(torch.equal(o, b) for o, b in zip(ops, before))
+    finally:
+        chunked.CHUNK_BYTES = fixed
+        einc.cache_clear()
+
+
+# ----------------------------------------------------------------- the cut itself
+
+@pytest.mark.parametrize("target, most", [(1, 1), (16, 1), (64, 2), (100, 2), (300, 6), (600, 18)])
+def test_the_chunks_cover_every_row_and_every_element_of_the_result_once(monkeypatch, target, most):
+    """``dega,gfbc->abcdef``'s product over (d, e, a | f, b, c), 30 rows of 8 float32, cut
+    along d, e, a: the chunks' row ranges tile the rows in order, their destinations tile
+    the result, and a chunk holds the most rows that fit the target (960 bytes in all;
+    one value of d: 192, of (d, e): 64, of (d, e, a): 32; 600 bytes: three values of d)."""
+    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    sizes = dict(zip("abcdefg", (2, 2, 2, 5, 3, 2, 4)))
+    natural, out, lead = list("deafbc"), list("abcdef"), list("dea")
+    rows_most, parts = chunked._cut(natural, out, lead, sizes, 4, target)
+    rows = sizes["d"] * sizes["e"] * sizes["a"]
+    assert [p[0] for p in parts] == [0] + [p[1] for p in parts[:-1]] and parts[-1][1] == rows
+    assert max(hi - lo for lo, hi, *_ in parts) == rows_most == most
+    hits = torch.zeros([sizes[i] for i in out], dtype=torch.int64)
+    for lo, hi, index, view, perm in parts:
+        hits[index] += 1
+        assert math.prod(view) == (hi - lo) * sizes["f"] * sizes["b"] * sizes["c"]
+        assert hits[index].shape == torch.Size([view[p] for p in perm])
+    assert torch.equal(hits, torch.ones_like(hits))
+
+
+def test_no_cut_below_the_threshold_or_into_one_chunk(monkeypatch):
+    sizes = dict(a=4, b=4, c=4)
+    args = (list("abc"), list("cba"), list("a"), sizes, 4)
+    assert chunked.plan_chunks(*args, False) is None                    # 256 bytes: below MIN_BYTES
+    assert chunked._cut(*args, 16) is None
+    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    assert chunked._cut(*args, 256) is None                             # the whole product fits one chunk
+    assert [hi - lo for lo, hi, *_ in chunked._cut(*args, 255)[1]] == [3, 1]  # 3 values of a, then 1
+    sizes["a"] = 0
+    assert chunked.plan_chunks(*args, False) is None                    # nothing to compute
+
+
+def test_the_thresholds_boundaries(monkeypatch, taken):
+    """A permuted result's product of MIN_BYTES runs in chunks of about CHUNK_BYTES per
+    thread; one just below runs whole."""
+    monkeypatch.setattr(chunked, "MIN_BYTES", 1 << 16)
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 1 << 12)
+    eq = "abk,kcd->acbd"                # interleaved: no layout writes the result directly
+    a, b = torch.randn(8, 16, 8), torch.randn(8, 8, 16)        # a product of 8 * 16 * 8 * 16 float32
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        for first in (8, 7):
+            einc.cache_clear()
+            x = a[:first]
+            torch.testing.assert_close(einc.einsum(eq, x, b), torch.einsum(eq, x, b).contiguous())
+        assert taken["calls"] == 1                              # 64 KiB: cut; 56 KiB: whole
+        assert taken["chunks"] == (1 << 16) // (1 << 12)
+    finally:
+        torch.set_num_threads(threads)
+        einc.cache_clear()
+
+
+def test_a_large_permuted_result_runs_in_chunks_at_the_default_thresholds(taken):
+    """``degb,gfac->abcdef`` with a 16 MiB result: chunks, and the same numbers as the
+    whole product."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(8, 16, 16, 16, generator=g), torch.randn(16, 8, 16, 16, generator=g)
+    einc.cache_clear()
+    out = einc.einsum("degb,gfac->abcdef", a, b)
+    assert taken["calls"] == 1 and taken["chunks"] >= 8
+    ref = torch.einsum("degb,gfac->abcdef", a.double(), b.double())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    assert out.is_contiguous()
+
+
+# ----------------------------------------------------------------- what may not be cut
+
+def test_gradients_take_the_whole_product_and_agree(chunks_always, taken):
+    a = torch.randn(4, 3, 5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    out = einc.einsum("abk,kc->bca", a, b)
+    assert taken["calls"] == 0
+    w = torch.randn(out.shape, dtype=torch.float64)
+    got = torch.autograd.grad((out * w).sum(), (a, b))
+    want = torch.autograd.grad((torch.einsum("abk,kc->bca", a, b) * w).sum(), (a, b))
+    for g_, e in zip(got, want):
+        torch.testing.assert_close(g_, e)
+    with torch.no_grad():                                       # parameters at inference: cut
+        torch.testing.assert_close(einc.einsum("abk,kc->bca", a, b), torch.einsum("abk,kc->bca", a, b))
+    assert taken["calls"] == 1
+
+
+def test_forward_ad_vmap_and_jacrev_are_right(chunks_always):
+    """einc's own rules run these on plain tensors (chunks may run there); a tracked
+    tensor never reaches ``out=``."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jacrev, vmap
+    a, b = torch.randn(4, 3, 5, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64)
+    eq = "abk,kc->bca"
+    with fwAD.dual_level():
+        t = torch.randn_like(a)
+        out = fwAD.unpack_dual(einc.einsum(eq, fwAD.make_dual(a, t), b))
+    torch.testing.assert_close(out.primal, torch.einsum(eq, a, b))
+    torch.testing.assert_close(out.tangent, torch.einsum(eq, t, b))
+    stack = torch.randn(2, 4, 3, 5, dtype=torch.float64)
+    torch.testing.assert_close(vmap(lambda x: einc.einsum(eq, x, b))(stack), torch.einsum("zabk,kc->zbca", stack, b))
+    torch.testing.assert_close(jacrev(lambda x: einc.einsum(eq, x, b))(a), jacrev(lambda x: torch.einsum(eq, x, b))(a))
+
+
+def test_compiled_and_traced_calls_are_right(chunks_always):
+    a, b = torch.randn(4, 3, 5), torch.randn(5, 6)
+    eq = "abk,kc->bca"
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: einc.einsum(eq, x, y), fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(a, b), torch.einsum(eq, a, b))
+    traced = torch.jit.trace(lambda x, y: einc.einsum(eq, x, y), (a, b))
+    a2 = torch.randn(4, 3, 5)
+    torch.testing.assert_close(traced(a2, b), torch.einsum(eq, a2, b))
+
+
+def test_the_benchmark_runs_and_checks(capsys):
+    """``bench/chunked.py`` at small scales: a row per size, each checked."""
+    from bench import chunked as bench_chunked
+    threads = torch.get_num_threads()
+    try:
+        assert bench_chunked.main(["--filter", "dega", "--scales", "0.25,0.5", "--rounds", "5", "--budget", "0.1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| pw_ccsdt_dega_gfbc")]
+    assert len(rows) == 2 and all(row.endswith("| ok |") for row in rows)
+    assert chunked.MIN_BYTES == 1 << 24 and chunked.Chunks.cut.__name__ == "cut"     # restored
