@@ -247,3 +247,18 @@ def test_the_benchmark_runs_and_checks(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| pw_ccsdt_dega_gfbc")]
     assert len(rows) == 2 and all(row.endswith("| ok |") for row in rows)
     assert chunked.MIN_BYTES == 1 << 24 and chunked.Chunks.cut.__name__ == "cut"     # restored
+
+
+def test_threads_calling_at_once_each_get_their_own_chunks(chunks_always, taken):
+    """Each call cuts into its own buffer: four threads on one plan, each result right."""
+    from concurrent.futures import ThreadPoolExecutor
+    eq = "dega,gfbc->abcdef"
+    g = torch.Generator().manual_seed(1)
+    pairs = [(torch.randn(2, 3, 4, 5, generator=g), torch.randn(4, 2, 3, 2, generator=g)) for _ in range(4)]
+    einc.einsum(eq, *pairs[0])                                  # one plan for all
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda ab: [einc.einsum(eq, *ab) for _ in range(50)], pairs))
+    for (a, b), runs in zip(pairs, outs):
+        want = torch.einsum(eq, a, b)
+        assert all(torch.allclose(r, want, atol=1e-6) for r in runs)
+    assert taken["calls"] > 100                                 # (the count itself is not locked)
