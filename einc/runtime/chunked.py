@@ -26,6 +26,7 @@ follow: they are taken only for plain CPU tensors that nothing tracks
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -37,10 +38,9 @@ CHUNK_BYTES = 1 << 20   # a chunk's product, per thread
 
 
 class Chunks:
-    """The chunks of one step's product, decided once: ``(rows, destination index,
-    shape of the chunk over the product's order)`` per chunk, for a given thread count."""
+    """The chunks of one step's product, decided once per thread count (:meth:`cut`)."""
 
-    __slots__ = ("natural", "out", "lead", "sizes", "itemsize", "perm", "shape", "by_threads")
+    __slots__ = ("natural", "out", "lead", "sizes", "itemsize", "shape", "by_threads")
 
     def __init__(self, natural, out, lead, sizes, itemsize):
         self.natural, self.out, self.lead, self.sizes = list(natural), list(out), list(lead), sizes
@@ -49,8 +49,10 @@ class Chunks:
         self.by_threads = {}
 
     def cut(self, threads):
-        """``(rows per chunk at most, [(lo, hi, index into the result, view shape, perm)])``,
-        or None where the product is too small to cut or has one chunk."""
+        """``(rows per chunk at most, [(lo, hi, index, view, perm)])``: per chunk, its range
+        of rows of dimension 0, the index of its slab of the result, its shape over the
+        product's order and the permutation to the slab's; None where the product is too
+        small to cut or would be one chunk."""
         found = self.by_threads.get(threads, False)
         if found is False:
             found = self.by_threads[threads] = _cut(self.natural, self.out, self.lead, self.sizes,
@@ -79,7 +81,7 @@ def _cut(natural, out, lead, sizes, itemsize, target):
     perm = tuple(src.index(i) for i in dst)
     chunks = []
     strides = [math.prod(sizes[i] for i in lead[q + 1:]) for q in range(len(lead))]
-    for values in _values([sizes[i] for i in fixed]):
+    for values in itertools.product(*(range(sizes[i]) for i in fixed)):
         base = sum(v * strides[q] for q, v in enumerate(values))
         for j in range(0, sizes[x], k):
             kk = min(k, sizes[x] - j)
@@ -93,16 +95,6 @@ def _cut(natural, out, lead, sizes, itemsize, target):
     if len(chunks) < 2:
         return None
     return k * rows, chunks
-
-
-def _values(extents):
-    """Every tuple of values of indices with these extents, in row-major order."""
-    if not extents:
-        yield ()
-        return
-    for v in range(extents[0]):
-        for rest in _values(extents[1:]):
-            yield (v,) + rest
 
 
 def plan_chunks(natural, out, lead, sizes, itemsize, batched):

@@ -247,10 +247,10 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
     step = _chain_out(core, _chain(post))
     chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
-    if chunks is not None:
-        whole = _chain_out(_binary(mm, None, None), _chain(post))
-        step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn) if not (stack_a or stack_b) else \
-            _with_grad(_binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn), step)
+    if chunks is not None:       # (the whole product where a gradient is taken: see runtime/chunked.py)
+        whole = _chain_out(mm, _chain(post))
+        cut = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
+        step = _with_grad(cut, step) if stack_a or stack_b else cut
     return _swapped(step) if swap else step
 
 
