@@ -211,6 +211,14 @@ def operands(case: Case, seed: int, device="cpu"):
 
 # ----------------------------------------------------------------- oracle
 
+def trips_on_int64_promotion(error: Exception) -> bool:
+    """Whether torch.einsum raised because it promoted a summed integer operand to int64
+    and then multiplied it with the other, unpromoted one ("expected scalar type ...",
+    or "expected m1 and m2 to have the same dtype" from ``mm``): einc contracts in the
+    wider dtype instead, and answers."""
+    return "expected scalar type" in str(error) or "to have the same dtype" in str(error)
+
+
 def upcast(x: torch.Tensor) -> torch.Tensor:
     if x.dtype.is_complex:
         return x.to(torch.complex128)

@@ -1,4 +1,6 @@
-"""A plan's last matrix product and the permuting copy into its result, a chunk at a time.
+"""Large products made a chunk at a time on the CPU: a plan's last matrix product with the
+permuting copy into its result (:func:`plan_chunks`), and a multiply and sum
+(:func:`plan_sum_chunks`).
 
 Where the last step's product is laid out in another order than the result (the copy-cost
 model's choice: ``runtime/ttgt.py``), the torch executor computes the whole product, then
@@ -14,14 +16,26 @@ size of the result.
 Measured on the development machine (2-core AMD EPYC, 1 MiB L2 per core, 32 MiB L3;
 torch 2.13, float32) with ``python bench/chunked.py --threads 1`` and ``2`` (the suite's
 CCSD(T) terms scaled; the README's pairwise section has the table): chunks/whole
-0.30-0.71 at results of 32 MiB and more, 0.66-0.90 at 16-24 MiB, 0.68-1.23 at 8-12 MiB,
-where the product and the result fit the L3 together (1.13-1.23 at 8 MiB with 2
+0.30-0.81 at results of 32 MiB and more, 0.66-1.07 at 16-24 MiB, 0.68-1.30 at 8-12 MiB,
+where the product and the result fit the L3 together (1.13-1.30 at 8 MiB with 2
 threads), hence :data:`MIN_BYTES`.  Chunks of 512 KiB to 4 MiB per thread did
 about equally well at 32 MiB (``--chunk-kib``), 128 KiB ones worse.
 
-The chunks write through ``out=``, which autograd, ``torch.func`` and tracing do not
-follow: they are taken only for plain CPU tensors that nothing tracks
-(:func:`~einc.runtime.permute_copy.untracked`); anything else runs the whole product.
+A multiply and sum (a ``dot`` step, ``bij,bij->b``, or a few long sums, ``ij,ij->``)
+materialized the whole product ``a * b`` before summing it: a temporary the size of all
+the indices together.  :func:`plan_sum_chunks` cuts it along its leading dimensions into
+blocks of the same size as above, each block's sum copied into its slab of the result
+(or, for a later block of the same outputs, along a summed dimension, added to it); the
+sums stay torch's cascade within a block, so the result is as accurate as the whole sum
+(on ``bij,bij->b`` at 64 MiB and 1 GiB, 75x and 350x closer to float64 than
+torch.einsum's matrix product).  ``bench/chunked.py`` on ``bij,bij->b``: 0.18-0.19x the
+time at a 128 MiB product, 0.86-1.02x at 12-16 MiB, 1.1-1.4x below, with 1 and 2
+threads: the same :data:`MIN_BYTES`.
+
+Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd,
+``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
+nothing tracks (:func:`~einc.runtime.permute_copy.untracked`); anything else runs the
+whole product.
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ import math
 
 import torch
 
+from ..codegen.lower import contiguous
 from .permute_copy import untracked
 
 MIN_BYTES = 1 << 24     # smaller products: in one piece (they and the result fit the L3)
@@ -60,41 +75,47 @@ class Chunks:
         return found
 
 
+def _blocks(extents, inner, itemsize, target):
+    """A tensor whose leading dimensions have ``extents`` (``inner`` elements per value of
+    all of them) cut into blocks of about ``target`` bytes: per block, a slice of each
+    leading dimension (ranges of one value of the dimensions before the one cut, a range
+    of that one, the whole of those after), in row-major order; None where the whole fits
+    the target or the cut would give one block."""
+    p, per = 0, math.prod(extents) * inner
+    while p < len(extents) and per * itemsize > target:
+        per //= extents[p]
+        p += 1
+    if p == 0:
+        return None
+    n = extents[p - 1]
+    k = max(1, min(n, target // max(per * itemsize, 1)))
+    blocks = [tuple(slice(v, v + 1) for v in values) + (slice(j, min(j + k, n)),) + (slice(None),) * (len(extents) - p)
+              for values in itertools.product(*(range(e) for e in extents[:p - 1])) for j in range(0, n, k)]
+    return blocks if len(blocks) > 1 else None
+
+
+def _span(sl, extent):
+    return (sl.stop if sl.stop is not None else extent) - (sl.start or 0)
+
+
 def _cut(natural, out, lead, sizes, itemsize, target):
     total = math.prod(sizes[i] for i in natural)
     if total * itemsize < MIN_BYTES:
         return None
-    # Chunks are ranges of values of lead[p - 1], within one value of each of lead[:p - 1],
-    # for the first p at which one value of lead[:p] holds no more than the target.
-    p, per = 0, total
-    while p < len(lead) and per * itemsize > target:
-        per //= sizes[lead[p]]
-        p += 1
-    if p == 0:
+    extents = [sizes[i] for i in lead]
+    blocks = _blocks(extents, total // max(math.prod(extents), 1), itemsize, target)
+    if blocks is None:
         return None
-    x = lead[p - 1]
-    rows = math.prod(sizes[i] for i in lead[p:])       # rows of dimension 0 per value of x
-    k = max(1, min(sizes[x], target // max(per * itemsize, 1)))
-    fixed = lead[:p - 1]
-    src = natural[p - 1:]
-    dst = [i for i in out if i not in fixed]
-    perm = tuple(src.index(i) for i in dst)
+    perm = tuple(natural.index(i) for i in out)
+    strides = contiguous(extents)                  # rows of dimension 0 per value of each lead index
     chunks = []
-    strides = [math.prod(sizes[i] for i in lead[q + 1:]) for q in range(len(lead))]
-    for values in itertools.product(*(range(sizes[i]) for i in fixed)):
-        base = sum(v * strides[q] for q, v in enumerate(values))
-        for j in range(0, sizes[x], k):
-            kk = min(k, sizes[x] - j)
-            index = [slice(None)] * len(out)
-            for q, v in enumerate(values):
-                index[out.index(lead[q])] = v
-            index[out.index(x)] = slice(j, j + kk)
-            lo = base + j * rows
-            view = (kk,) + tuple(sizes[i] for i in src[1:])
-            chunks.append((lo, lo + kk * rows, tuple(index), view, perm))
-    if len(chunks) < 2:
-        return None
-    return k * rows, chunks
+    for block in blocks:
+        lo = sum((sl.start or 0) * st for sl, st in zip(block, strides))
+        rows = math.prod(_span(sl, e) for sl, e in zip(block, extents))
+        index = tuple(block[lead.index(i)] if i in lead else slice(None) for i in out)
+        view = tuple(_span(sl, e) for sl, e in zip(block, extents)) + tuple(sizes[i] for i in natural[len(lead):])
+        chunks.append((lo, lo + rows, index, view, perm))
+    return max(hi - lo for lo, hi, *_ in chunks), chunks
 
 
 def plan_chunks(natural, out, lead, sizes, itemsize, batched):
@@ -124,4 +145,41 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
     return run
 
 
-__all__ = ["CHUNK_BYTES", "MIN_BYTES", "plan_chunks"]
+def plan_sum_chunks(shape, k_dims, itemsize):
+    """``fn(a, b, whole)``: ``whole(a, b)``, the sum over the dimensions ``k_dims`` of
+    ``a * b`` (tensors that broadcast to ``shape``), a block of ``shape`` at a time where
+    that applies: each block's product and sum, its sum copied into (or, for a later
+    block of the same outputs, added to) the result.  None where no product of this
+    size is ever cut."""
+    total = math.prod(shape)
+    if not total or total * itemsize < MIN_BYTES:
+        return None
+    kept = [d for d in range(len(shape)) if d not in k_dims]
+    kept_shape = tuple(shape[d] for d in kept)
+    by_threads = {}
+
+    def on(x, block):               # a block of x, whole along the dimensions it broadcasts
+        return tuple(slice(None) if x.shape[d] == 1 else sl for d, sl in enumerate(block))
+
+    def run(a, b, whole):
+        threads = torch.get_num_threads()
+        blocks = by_threads.get(threads, False)
+        if blocks is False:
+            blocks = by_threads[threads] = _blocks(list(shape), 1, itemsize, CHUNK_BYTES * threads)
+        if blocks is None or not (untracked(a) and untracked(b)) or a.dtype.itemsize != itemsize:
+            return whole(a, b)
+        result = None
+        for block in blocks:
+            part = whole(a[on(a, block)], b[on(b, block)])
+            if result is None:
+                result = part.new_empty(kept_shape)
+            slab = result[tuple(block[d] for d in kept)]
+            if all(block[d].start in (0, None) for d in k_dims):
+                slab.copy_(part)            # the first block of these outputs
+            else:
+                slab.add_(part)
+        return result
+    return run
+
+
+__all__ = ["CHUNK_BYTES", "MIN_BYTES", "plan_chunks", "plan_sum_chunks"]

@@ -16,7 +16,8 @@ matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
 matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied
-into the result while in cache (:mod:`einc.runtime.chunked`).
+into the result while in cache, and a large multiply and sum a block at a time
+(:mod:`einc.runtime.chunked`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
-from .chunked import plan_chunks
+from .chunked import plan_chunks, plan_sum_chunks
 from .permute_copy import permuted_copy as _permuted_copy
 
 
@@ -156,7 +157,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
         prep_b = _chain([prep_b, lambda x: x.to(da)])
     _check_dtypes(step, plan, da, db)
     if kind == DOT:
-        return _dot(ta, tb, out, summed, prep_a, prep_b, da, final), da
+        return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes), da
     kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
     terms = math.prod(g.sizes[i] for i in summed & sa & sb)
     if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
@@ -166,8 +167,8 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
         # (against float64, ten to a hundred times the error at that length, in float32).
         full = out + [i for i in ta if i in summed]
         k_dims = tuple(range(len(out), len(full)))
-        core = _binary(lambda a, b: (a * b).sum(k_dims), _chain([prep_a, _aligned(ta, full, g.sizes)]),
-                       _chain([prep_b, _aligned(tb, full, g.sizes)]))
+        core = _binary(_mul_sum(lambda a, b: (a * b).sum(k_dims), full, k_dims, g.sizes, da.itemsize),
+                       _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
 
     # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
@@ -189,7 +190,14 @@ def _tagged(fn, lay):
     return run
 
 
-def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
+def _mul_sum(whole, full, k_dims, sizes, itemsize):
+    """``whole(a, b)`` (a multiply and sum over tensors laid along ``full``), a block at a
+    time where the product is large (:func:`einc.runtime.chunked.plan_sum_chunks`)."""
+    chunks = plan_sum_chunks(tuple(sizes[i] for i in full), k_dims, itemsize)
+    return whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+
+
+def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
     """Multiply and sum: ``ta`` and ``tb`` hold the same indices (the summed ones and the
     batch ones, which are ``out``)."""
     perm_b = _perm(tb, ta)
@@ -200,7 +208,8 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final):
         mul_sum = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
     else:
         mul_sum = lambda a, b: (a * b).sum(k_dims)  # noqa: E731
-    core = _binary(mul_sum, prep_a, _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
+    core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype.itemsize), prep_a,
+                   _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
     post = [(lambda x: x.permute(perm_out)) if perm_out else None,
             (lambda x: x.contiguous()) if final else None]
     return _chain_out(core, _chain(post))

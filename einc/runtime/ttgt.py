@@ -14,10 +14,12 @@ each with its :func:`cost` in nanoseconds from rates measured with torch's ops o
 CPU (1 thread, float32, the development machine):
 
 - a copy that keeps the source's unit-stride index innermost moves ~0.2 ns per element,
-  more where the runs it keeps contiguous are short (8 elements: ~0.75 ns), and more
-  where consecutive runs of the result lie far apart in the source (the CCSD(T) result
-  ``abcdef``, runs of 8 floats, from ``(d, e, b, a, c, f)``: runs 128 KiB apart, ~1.3x
-  the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart, ~2x); one that
+  more where the runs it keeps contiguous are short (8 elements: ~0.75 ns), and that
+  per-run part more where consecutive runs of the result lie far apart in the source
+  (the CCSD(T) result ``abcdef``, runs of 8 floats, from ``(d, e, b, a, c, f)``: runs
+  128 KiB apart, ~1.3x the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart,
+  ~2x, and no more beyond 2 Mi elements; a run of thousands of elements pays little for
+  its distance); one that
   moves it (a transpose of the innermost axis) ~0.7-0.9 ns, more with short innermost
   indices, and 2-5x that where both innermost indices lie thousands of elements apart
   in the other layout (power-of-two strides); ~10 % less where the outermost indices
@@ -48,7 +50,8 @@ SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps con
 COPY_MOVE = 0.7         # ns per element: one that moves it,
 SHORT_INNER = 4         # ... plus this over the shorter of the two innermost indices,
 CONFLICT = 2.5          # ... times this where each innermost index is 4096 elements or more apart in the other
-FAR_STEP = 1 << 17      # a copy keeping it: times (1 + the source stride between consecutive runs / this)
+FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
+FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
@@ -116,7 +119,7 @@ def copy_ns(src, dst, sizes, expanded=1):
             run *= sizes[i]
             kept += 1
         step = _strides(src, sizes)[dst[-1 - kept]]     # how far apart in the source the runs follow
-        return elems * (COPY_KEEP + SHORT_RUN / run) * (1 + step / FAR_STEP)
+        return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
     far = _strides(src, sizes)[dst[-1]] >= 4096 and _strides(dst, sizes)[src[-1]] >= 4096
     return elems * (COPY_MOVE + SHORT_INNER / min(sizes[src[-1]], sizes[dst[-1]])) * (CONFLICT if far else 1)
 
