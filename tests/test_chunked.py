@@ -356,3 +356,17 @@ def test_gradients_of_a_dot_step_take_the_whole_sum(chunks_always):
     want = torch.autograd.grad(torch.einsum("bij,bji->b", a, b).sum(), (a, b))
     for g_, e in zip(got, want):
         torch.testing.assert_close(g_, e)
+
+
+def test_half_precision_sums_are_not_added_block_by_block(chunks_always, blocks_cut, monkeypatch):
+    """``ij,ij->`` in bfloat16, cut along a summed index, would add partial sums each
+    rounded to 8 bits: the whole multiply and sum runs instead (torch's sum accumulates
+    in float32 within it), bit for bit; ``bi,bi->b`` cut along its kept index runs in
+    blocks, each row's sum the same bits."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(64, 64, generator=g).bfloat16(), torch.randn(64, 64, generator=g).bfloat16()
+    assert torch.equal(einc.einsum("ij,ij->", a, b), (a * b).sum())
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64 * 2 // torch.get_num_threads())     # a row per block
+    einc.cache_clear()
+    assert torch.equal(einc.einsum("bi,bi->b", a, b), (a * b).sum(1))
+    assert blocks_cut["plans"] == 2                 # both planned blocks

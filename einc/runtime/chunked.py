@@ -25,7 +25,8 @@ A multiply and sum (a ``dot`` step, ``bij,bij->b``, or a few long sums, ``ij,ij-
 materialized the whole product ``a * b`` before summing it: a temporary the size of all
 the indices together.  :func:`plan_sum_chunks` cuts it along its leading dimensions into
 blocks of the same size as above, each block's sum copied into its slab of the result
-(or, for a later block of the same outputs, along a summed dimension, added to it); the
+(or, for a later block of the same outputs, along a summed dimension, added to it: not in
+float16 or bfloat16, whose partial sums would be rounded first, where the whole runs); the
 sums stay torch's cascade within a block, so the result is as accurate as the whole sum
 (on ``bij,bij->b`` at 64 MiB and 1 GiB, 75x and 350x closer to float64 than
 torch.einsum's matrix product).  ``bench/chunked.py`` on ``bij,bij->b``: 0.18-0.19x the
@@ -50,6 +51,7 @@ from .permute_copy import untracked
 
 MIN_BYTES = 1 << 24     # smaller products: in one piece (they and the result fit the L3)
 CHUNK_BYTES = 1 << 20   # a chunk's product, per thread
+_HALF = (torch.float16, torch.bfloat16)
 
 
 class Chunks:
@@ -163,21 +165,24 @@ def plan_sum_chunks(shape, k_dims, itemsize):
 
     def run(a, b, whole):
         threads = torch.get_num_threads()
-        blocks = by_threads.get(threads, False)
-        if blocks is False:
-            blocks = by_threads[threads] = _blocks(list(shape), 1, itemsize, CHUNK_BYTES * threads)
-        if blocks is None or not (untracked(a) and untracked(b)) or a.dtype.itemsize != itemsize:
-            return whole(a, b)
+        found = by_threads.get(threads, False)
+        if found is False:
+            blocks = _blocks(list(shape), 1, itemsize, CHUNK_BYTES * threads)
+            found = by_threads[threads] = blocks and [(block, all(block[d].start in (0, None) for d in k_dims))
+                                                      for block in blocks]
+        if not found or not (untracked(a) and untracked(b)) or a.dtype.itemsize != itemsize or \
+                (a.dtype in _HALF and not all(first for _, first in found)):
+            return whole(a, b)          # (half-precision partial sums would be rounded before adding)
         result = None
-        for block in blocks:
+        for block, first in found:
             part = whole(a[on(a, block)], b[on(b, block)])
             if result is None:
                 result = part.new_empty(kept_shape)
             slab = result[tuple(block[d] for d in kept)]
-            if all(block[d].start in (0, None) for d in k_dims):
+            if first:
                 slab.copy_(part)            # the first block of these outputs
             else:
-                slab.add_(part)
+                slab.add_(part)             # a later one, along a summed dimension
         return result
     return run
 
