@@ -66,10 +66,10 @@ class Chunks:
         self.by_threads = {}
 
     def cut(self, threads):
-        """``(rows per chunk at most, [(lo, hi, index, view, perm)])``: per chunk, its range
-        of rows of dimension 0, the index of its slab of the result, its shape over the
-        product's order and the permutation to the slab's; None where the product is too
-        small to cut or would be one chunk."""
+        """``(rows per chunk at most, the permutation from the product's order to the
+        result's, [(lo, hi, index, view)])``: per chunk, its range of rows of dimension 0,
+        the index of its slab of the result and its shape over the product's order; None
+        where the product is too small to cut or would be one chunk."""
         found = self.by_threads.get(threads, False)
         if found is False:
             found = self.by_threads[threads] = _cut(self.natural, self.out, self.lead, self.sizes,
@@ -116,8 +116,8 @@ def _cut(natural, out, lead, sizes, itemsize, target):
         rows = math.prod(_span(sl, e) for sl, e in zip(block, extents))
         index = tuple(block[lead.index(i)] if i in lead else slice(None) for i in out)
         view = tuple(_span(sl, e) for sl, e in zip(block, extents)) + tuple(sizes[i] for i in natural[len(lead):])
-        chunks.append((lo, lo + rows, index, view, perm))
-    return max(hi - lo for lo, hi, *_ in chunks), chunks
+        chunks.append((lo, lo + rows, index, view))
+    return max(hi - lo for lo, hi, *_ in chunks), perm, chunks
 
 
 def plan_chunks(natural, out, lead, sizes, itemsize, batched):
@@ -132,14 +132,13 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
     mm = torch.bmm if batched else torch.mm
 
     def run(a, b, whole):
-        cut = chunks.cut(torch.get_num_threads()) if untracked(a) and untracked(b) and \
-            a.dtype.itemsize == itemsize else None
+        cut = chunks.cut(torch.get_num_threads()) if untracked(a) and untracked(b) else None
         if cut is None:
             return whole(a, b)
-        most, parts = cut
+        most, perm, parts = cut
         result = a.new_empty(chunks.shape)
         buffer = a.new_empty((most,) + tuple(a.shape[1:-1]) + tuple(b.shape[-1:]))
-        for lo, hi, index, view, perm in parts:
+        for lo, hi, index, view in parts:
             part = buffer[:hi - lo]
             mm(a[lo:hi], b[lo:hi] if batched else b, out=part)
             result[index].copy_(part.view(view).permute(perm))
@@ -170,8 +169,7 @@ def plan_sum_chunks(shape, k_dims, itemsize):
             blocks = _blocks(list(shape), 1, itemsize, CHUNK_BYTES * threads)
             found = by_threads[threads] = blocks and [(block, all(block[d].start in (0, None) for d in k_dims))
                                                       for block in blocks]
-        if not found or not (untracked(a) and untracked(b)) or a.dtype.itemsize != itemsize or \
-                (a.dtype in _HALF and not all(first for _, first in found)):
+        if not found or not (untracked(a) and untracked(b)) or (a.dtype in _HALF and not all(f for _, f in found)):
             return whole(a, b)          # (half-precision partial sums would be rounded before adding)
         result = None
         for block, first in found:
