@@ -321,3 +321,32 @@ def test_the_triton_executor_agrees(kernel_device, eq, shapes):
     expected = torch.einsum(eq, *[o.double() for o in ops])
     out = einc.einsum(eq, *ops)
     torch.testing.assert_close(out.double(), expected.to(out.device), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------- bench/layouts.py
+
+def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
+    """``bench/layouts.py``: the steps a changed constant moves, timed and checked; the rest
+    listed as unchanged; the model's constants and ``choose`` restored after."""
+    from bench import layouts
+    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, ttgt.choose
+    try:    # matrices that cost a second each: xyk,kz->yzx no longer runs as a stack over y
+        assert layouts.main(["--set", "PER_MATRIX=1e9", "--filter", "^(pw_ttm_xyk_kz|tiny_gemm_16)$",
+                             "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 1 of 1 steps change" in out
+    assert "default: `abc,cd->bda: b | d | a | c copies -`" in out      # the stack over y, copying nothing
+    rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
+    assert len(rows) == 1 and rows[0].endswith("| ok |")
+    assert "layouts unchanged (1): tiny_gemm_16" in out
+    assert ttgt.PER_MATRIX == before and ttgt.choose is real
+
+
+@pytest.mark.parametrize("bad", ["NOPE=1", "SMALL=many", "pick=1"])
+def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
+    from bench import layouts
+    with pytest.raises(SystemExit) as e:
+        layouts.main(["--set", bad])
+    assert e.value.code == 2 and "--set" in capsys.readouterr().err

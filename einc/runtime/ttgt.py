@@ -18,12 +18,12 @@ CPU (1 thread, float32, the development machine):
   per-run part more where consecutive runs of the result lie far apart in the source
   (the CCSD(T) result ``abcdef``, runs of 8 floats, from ``(d, e, b, a, c, f)``: runs
   128 KiB apart, ~1.3x the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart,
-  ~2x, and no more beyond 2 Mi elements; a run of thousands of elements pays little for
-  its distance); one that
-  moves it (a transpose of the innermost axis) ~0.7-0.9 ns, more with short innermost
-  indices, and 2-5x that where both innermost indices lie thousands of elements apart
-  in the other layout (power-of-two strides); ~10 % less where the outermost indices
-  agree and leave blocks that stay in cache;
+  ~2x, and no more beyond 2 MiB apart (512 Ki float32 elements); a run of thousands of
+  elements pays little for its distance); one that moves it (a transpose of the
+  innermost axis) ~0.7-0.9 ns, more with short innermost indices, and 2-5x that where
+  both innermost indices lie thousands of elements apart in the other layout
+  (power-of-two strides); ~10 % less where the outermost indices agree and leave blocks
+  that stay in cache;
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate) or where the left operand's unit stride runs along
   its rows with few columns, plus ~60 ns per matrix of a batch.

@@ -1,0 +1,162 @@
+"""The copy-cost model's layouts with a setting changed, against its defaults, on the CPU.
+
+    python bench/layouts.py --set NAME=VALUE [--set ...] [--filter REGEX] [--variant cpu|gpu]
+                            [--threads 2] [--rounds 4] [--budget 20] [--all]
+
+``NAME`` is one of the model's constants in ``einc/runtime/ttgt.py`` (``FAR_MOST``,
+``COPY_KEEP``, ...; ``inf`` allowed).  Per workload of the suite (ids matching ``REGEX``;
+``--variant gpu``: the GPU variants' shapes and dtypes, still on the CPU), einc's plan is
+built twice, once with the settings and once with the defaults, and every layout the
+model picks is logged (``ttgt.choose``).  A workload whose layouts do not change is
+listed as such and not timed (``--all`` times it anyway).  One that changes gets its steps
+printed (operands -> result: the batch | M | N | K groups, and which of the left, right
+and result tensors are copied) and both entries are timed on the same operands in
+interleaved rounds (``einc.benchmark.timing``): medians, and the median of the paired
+per-round ratios setting/default with its 95 % interval.  Before timing, both results are
+checked against torch.einsum on float64 copies where that result is at most 512 MiB, else
+against each other.  This is how a change of the model's constants is weighed: what moves,
+and by how much (the README's pairwise section cites its runs).  Standard library, torch
+and einc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import re
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch
+
+import einc
+from einc.benchmark.suite import find_suite, load
+from einc.benchmark.timing import interleaved, ratio_interval
+from einc.planner.equation import letter, parse
+from einc.planner.options import DEFAULT
+from einc.runtime import engine, ttgt
+
+_ORACLE_MOST = 512 << 20     # bytes of a float64 result checked against torch.einsum
+
+
+def setting(text):
+    """``NAME=VALUE`` -> (name, value), for a numeric constant of ``einc.runtime.ttgt``."""
+    name, _, value = text.partition("=")
+    now = getattr(ttgt, name, None)
+    if not name.isupper() or isinstance(now, bool) or not isinstance(now, (int, float)):
+        known = ", ".join(n for n, v in vars(ttgt).items() if n.isupper() and isinstance(v, (int, float)))
+        raise argparse.ArgumentTypeError(f"{name!r} is not a constant of einc/runtime/ttgt.py ({known})")
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the value must be a number or inf") from None
+    return name, int(number) if isinstance(now, int) and number.is_integer() else number
+
+
+def operands(w, variant):
+    v = w["variants"][variant]
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, generator=g, dtype=getattr(torch, v["dtype"])) for s in v["shapes"]]
+    if w["category"] == "tensor_network":           # (as einc bench: products of ~30 tensors in range)
+        ops = [o / o.norm() for o in ops]
+    return ops
+
+
+def _term(t):
+    return "".join(letter(i) for i in t)
+
+
+def built(eq, ops, settings):
+    """(the entry, the layouts the model picked while building it: the torch executor
+    chooses each step's layout then), with ``settings`` in force."""
+    saved = {name: getattr(ttgt, name) for name, _ in settings}
+    picked, real = [], ttgt.choose
+
+    def choose(ta, tb, out, *rest, **kw):
+        lay = real(ta, tb, out, *rest, **kw)
+        picked.append(f"{_term(ta)},{_term(tb)}->{_term(out)}: "
+                      + " | ".join(_term(g) or "-" for g in lay.groups) + f" copies {lay.copies or '-'}")
+        return lay
+    try:
+        for name, value in settings:
+            setattr(ttgt, name, value)
+        ttgt.choose = choose
+        ttgt._candidates.cache_clear()
+        einc.cache_clear()
+        entry = engine.entry(parse(eq), ops, DEFAULT)
+    finally:
+        for name, value in saved.items():
+            setattr(ttgt, name, value)
+        ttgt.choose = real
+        ttgt._candidates.cache_clear()
+        einc.cache_clear()
+    return entry, picked
+
+
+def check(outs, eq, ops):
+    """'ok' (both match torch.einsum on float64 copies), 'agree' (the result too large for
+    that: both match each other) or 'MISMATCH'."""
+    a, b = outs
+    if a.numel() * 8 <= _ORACLE_MOST:
+        ref = torch.einsum(eq, *[o.double() for o in ops])
+        tol = 1e-2 if a.dtype in (torch.float16, torch.bfloat16) else 1e-4
+        good = all(torch.allclose(o.double(), ref, rtol=tol, atol=tol * float(ref.abs().max())) for o in outs)
+        return "ok" if good else "MISMATCH"
+    tol = 1e-2 if a.dtype in (torch.float16, torch.bfloat16) else 1e-4
+    return "agree" if torch.allclose(a, b, rtol=tol, atol=tol * float(a.abs().max())) else "MISMATCH"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="The copy-cost model's layouts with a setting changed, against "
+                                            "its defaults (einc/runtime/ttgt.py), on the CPU.")
+    p.add_argument("--set", dest="settings", type=setting, action="append", required=True,
+                   metavar="NAME=VALUE", help="a constant of einc/runtime/ttgt.py and its value (repeatable)")
+    p.add_argument("--filter", default="", help="a regular expression over workload ids")
+    p.add_argument("--variant", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload")
+    p.add_argument("--all", action="store_true", help="time workloads whose layouts do not change too")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    wanted = re.compile(args.filter)
+    named = ", ".join(f"{n}={v}" for n, v in args.settings)
+    print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
+          f"with {args.threads} thread(s), the suite's {args.variant} variants; setting: {named}\n")
+    rows, same = [], []
+    for w in load(find_suite())["workloads"]:
+        if args.variant not in w["variants"] or not wanted.search(w["id"]):
+            continue
+        eq, ops = w["equation"], operands(w, args.variant)
+        new, new_layouts = built(eq, ops, args.settings)
+        old, old_layouts = built(eq, ops, [])
+        if new_layouts == old_layouts and not args.all:
+            same.append(w["id"])
+            continue
+        changed = [(a, b) for a, b in zip(old_layouts, new_layouts) if a != b]
+        print(f"**{w['id']}** `{eq}`: {len(changed)} of {len(old_layouts)} steps change")
+        for a, b in changed:
+            print(f"- default: `{a}`\n  setting: `{b}`")
+        status = check([new.run(ops), old.run(ops)], eq, ops)
+        t, n = interleaved({"default": lambda: old.run(ops), "setting": lambda: new.run(ops)},
+                           rounds=args.rounds, budget=args.budget, min_rounds=min(args.rounds, 3))
+        r = ratio_interval(t["setting"], t["default"])
+        rows.append((w["id"], t["default"].median, t["setting"].median, r, n, status))
+        print(flush=True)
+        del ops
+    if rows:
+        print("| id | default ms | setting ms | setting/default | rounds | check |")
+        print("|---|---:|---:|---:|---:|---|")
+        for wid, a, b, r, n, status in rows:
+            print(f"| {wid} | {a * 1e3:.4g} | {b * 1e3:.4g} | {r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}] | {n} | {status} |")
+        print(f"\ngeomean setting/default: {math.exp(sum(math.log(r[3][0]) for r in rows) / len(rows)):.3f}")
+    print(f"\nlayouts unchanged ({len(same)}): {', '.join(same) if same else 'none'}")
+    return 1 if any(r[5] == "MISMATCH" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
