@@ -23,7 +23,10 @@ mkdir -p "$W" "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.tcache \
        EINC_CACHE_DIR=$PWD/.ecache TRITON_CACHE_AUTOTUNING=1
 left() { echo $((BUDGET - (SECONDS - T0))); }
-pack() { tar czf "$OUT/gpu.tgz" -C "$W" --exclude=out . 2>/dev/null; }
+pack() {   # (measure mode's timings per candidate, decisions.json, travel too)
+  cp -f "$EINC_CACHE_DIR/decisions.json" "$W/" 2>/dev/null
+  tar czf "$OUT/gpu.tgz" -C "$W" --exclude=out . 2>/dev/null
+}
 step() { echo "== $1 at $((SECONDS - T0)) s, $(left) s left =="; }
 
 {

@@ -209,6 +209,32 @@ def test_a_large_permuted_result_runs_in_chunks_at_the_default_thresholds(taken)
     assert out.is_contiguous()
 
 
+def test_the_candidate_for_any_device_cuts_plain_tensors_and_leaves_tracked_ones_whole(chunks_always, taken):
+    """``plan_chunks(...).anywhere`` (measure mode's candidate on CUDA): the same chunks and
+    numbers as the CPU's path for plain tensors; the whole product for one that autograd
+    records."""
+    sizes = dict(zip("abcdefg", (2, 2, 2, 5, 3, 2, 4)))
+    natural, out, lead = list("deafbc"), list("abcdef"), list("dea")
+    run = chunked.plan_chunks(natural, out, lead, sizes, 8, False)
+    a = torch.randn(5 * 3 * 2, 4, dtype=torch.float64)
+    b = torch.randn(4, 2 * 2 * 2, dtype=torch.float64)
+    whole_calls = []
+
+    def whole(x, y):
+        whole_calls.append(True)
+        return (x @ y).view(5, 3, 2, 2, 2, 2).permute(2, 4, 5, 0, 1, 3).contiguous()
+    expected = whole(a, b)
+    whole_calls.clear()
+    for fn in (run, run.anywhere):
+        got = fn(a, b, whole)
+        assert got.is_contiguous()
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert taken["calls"] == 2 and not whole_calls
+    tracked = a.clone().requires_grad_()
+    torch.testing.assert_close(run.anywhere(tracked, b, whole), expected)
+    assert whole_calls and taken["calls"] == 2
+
+
 # ----------------------------------------------------------------- what may not be cut
 
 def test_gradients_take_the_whole_product_and_agree(chunks_always, taken):

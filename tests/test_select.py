@@ -197,6 +197,69 @@ def test_measure_times_the_copy_cost_models_layout_as_a_third_candidate(timed, m
     assert not seen                                                  # the decision came from the file
 
 
+def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypatch):
+    """Where the last step's product is copied, permuted, into the result, that step made a
+    chunk at a time (``chunked.plan_chunks(...).anywhere``: on CUDA, chunks of half the
+    L2) is timed beside the kernel and the torch executor's step; the fastest wins, is
+    remembered as ``chunks`` and gives the right answer on every later call."""
+    from einc.runtime import chunked
+    device, seen, folder = timed
+    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
+    ran = []
+    real_plan = chunked.plan_chunks
+
+    def plan_chunks(*args):
+        run = real_plan(*args)
+        if run is not None:
+            anywhere = run.anywhere
+
+            def spied(a, b, whole):
+                ran.append(True)
+                return anywhere(a, b, whole)
+            run.anywhere = spied
+        return run
+    monkeypatch.setattr(chunked, "plan_chunks", plan_chunks)
+    monkeypatch.setattr("einc.runtime.torch_executor.plan_chunks", plan_chunks)
+
+    def fake(fn, args):
+        seen.append(fn)
+        ran.clear()
+        fn(*args)
+        return 5.0 if getattr(fn, "__name__", "") == "launch" else 0.25 if ran else 1.0
+    monkeypatch.setattr(select, "timer", fake)
+    eq = "dega,gfbc->abcdef"
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 3, 4, 5, generator=g).to(device), torch.randn(4, 2, 3, 2, generator=g).to(device)
+    expected = torch.einsum(eq, a.double(), b.double())
+    for _ in range(2):
+        out = einc.einsum(eq, a, b, select="measure")
+        assert out.is_contiguous()
+        torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 3 * select.REPEATS                           # kernel, torch step, chunks; then no timing
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert decision["backend"] == "chunks" and set(decision["us"]) == {"triton", "torch", "chunks"}
+    assert einc.explain(eq, a, b, select="measure").backends == ("torch in chunks",)
+    einc.cache_clear()                                               # as a new process
+    seen.clear()
+    ran.clear()
+    torch.testing.assert_close(einc.einsum(eq, a, b, select="measure").double(), expected, rtol=1e-5, atol=1e-5)
+    assert not seen and ran                                          # the file's decision: chunks, untimed
+
+
+def test_chunks_on_cuda_take_half_its_l2(monkeypatch):
+    """The chunk size on a CUDA device: half its L2 as torch reports it, else a fixed size;
+    on the CPU, per thread."""
+    from types import SimpleNamespace
+
+    from einc.runtime import chunked
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(L2_cache_size=50 << 20))
+    assert chunked.device_chunk_bytes(torch.device("cuda", 0)) == 25 << 20
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace())
+    assert chunked.device_chunk_bytes(torch.device("cuda", 0)) == chunked.DEVICE_CHUNK_BYTES
+    assert chunked.device_chunk_bytes(torch.device("cpu")) == chunked.CHUNK_BYTES * torch.get_num_threads()
+
+
 def test_a_copy_free_torch_layout_is_not_timed_twice(timed):
     """The model's layout of a plain batched product copies nothing: it is the cuBLAS
     product itself, timed once (as ``blas``)."""

@@ -1,4 +1,4 @@
-"""Large products made a chunk at a time on the CPU: a plan's last matrix product with the
+"""Large products made a chunk at a time: a plan's last matrix product with the
 permuting copy into its result (:func:`plan_chunks`), and a multiply and sum
 (:func:`plan_sum_chunks`).
 
@@ -37,6 +37,15 @@ Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd
 ``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
 nothing tracks (:func:`~einc.runtime.permute_copy.untracked`); anything else runs the
 whole product.
+
+On CUDA the chunks are not taken by default but offered: measure mode (the default
+there, :mod:`einc.runtime.select`) times the last product in chunks of half the L2 cache
+(``plan_chunks(...).anywhere``: ~25 MB on an H100, ~30 MB on an H200, as torch reports
+their L2) beside cuBLAS, the generated kernel and the whole product and copy.  The idea
+is the CPU's: the copy reads each chunk from L2, so the permuted product is never
+written whole to memory and read back (on the CCSD(T) terms of the GPU variants, 512 MiB
+each way).  **Not yet timed on a GPU**: no
+GPU has been lent since it was written; measure mode keeps it only where it is faster.
 """
 
 from __future__ import annotations
@@ -47,33 +56,35 @@ import math
 import torch
 
 from ..codegen.lower import contiguous
-from .permute_copy import untracked
+from .permute_copy import plain, untracked
 
 MIN_BYTES = 1 << 24     # smaller products: in one piece (they and the result fit the L3)
 CHUNK_BYTES = 1 << 20   # a chunk's product, per thread
+DEVICE_CHUNK_BYTES = 1 << 25    # a chunk's product on a CUDA device that does not tell its L2 size
 _HALF = (torch.float16, torch.bfloat16)
 
 
 class Chunks:
-    """The chunks of one step's product, decided once per thread count (:meth:`cut`)."""
+    """The chunks of one step's product, decided once per chunk size (:meth:`cut`)."""
 
-    __slots__ = ("natural", "out", "lead", "sizes", "itemsize", "shape", "by_threads")
+    __slots__ = ("natural", "out", "lead", "sizes", "itemsize", "shape", "by_target")
 
     def __init__(self, natural, out, lead, sizes, itemsize):
         self.natural, self.out, self.lead, self.sizes = list(natural), list(out), list(lead), sizes
         self.itemsize = itemsize
         self.shape = tuple(sizes[i] for i in out)
-        self.by_threads = {}
+        self.by_target = {}
 
-    def cut(self, threads):
+    def cut(self, target):
         """``(rows per chunk at most, the permutation from the product's order to the
-        result's, [(lo, hi, index, view)])``: per chunk, its range of rows of dimension 0,
-        the index of its slab of the result and its shape over the product's order; None
-        where the product is too small to cut or would be one chunk."""
-        found = self.by_threads.get(threads, False)
+        result's, [(lo, hi, index, view)])`` for chunks of about ``target`` bytes: per
+        chunk, its range of rows of dimension 0, the index of its slab of the result and
+        its shape over the product's order; None where the product is too small to cut or
+        would be one chunk."""
+        found = self.by_target.get(target, False)
         if found is False:
-            found = self.by_threads[threads] = _cut(self.natural, self.out, self.lead, self.sizes,
-                                                    self.itemsize, CHUNK_BYTES * threads)
+            found = self.by_target[target] = _cut(self.natural, self.out, self.lead, self.sizes,
+                                                  self.itemsize, target)
         return found
 
 
@@ -123,16 +134,19 @@ def _cut(natural, out, lead, sizes, itemsize, target):
 def plan_chunks(natural, out, lead, sizes, itemsize, batched):
     """``fn(a, b, whole)``: the product of the matrices (stacks, if ``batched``) ``a`` and
     ``b`` over ``natural`` (its first dimension the indices ``lead``), as a contiguous
-    tensor over ``out``, a chunk at a time where that applies, else ``whole(a, b)``.
-    None where no product of these sizes is ever cut."""
+    tensor over ``out``, a chunk at a time where that applies (plain CPU tensors: see
+    :func:`~einc.runtime.permute_copy.untracked`), else ``whole(a, b)``.  ``fn.anywhere``
+    does the same on any device (CUDA: chunks of half the L2 cache), the candidate that
+    measure mode times beside the others (:mod:`einc.runtime.select`).  None where no
+    product of these sizes is ever cut."""
     total = math.prod(sizes[i] for i in natural)
     if not total or total * itemsize < MIN_BYTES or not lead:
         return None
     chunks = Chunks(natural, out, lead, sizes, itemsize)
     mm = torch.bmm if batched else torch.mm
 
-    def run(a, b, whole):
-        cut = chunks.cut(torch.get_num_threads()) if untracked(a) and untracked(b) else None
+    def in_chunks(a, b, whole, target):
+        cut = chunks.cut(target)
         if cut is None:
             return whole(a, b)
         most, perm, parts = cut
@@ -143,7 +157,27 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
             mm(a[lo:hi], b[lo:hi] if batched else b, out=part)
             result[index].copy_(part.view(view).permute(perm))
         return result
+
+    def run(a, b, whole):
+        if untracked(a) and untracked(b):
+            return in_chunks(a, b, whole, CHUNK_BYTES * torch.get_num_threads())
+        return whole(a, b)
+
+    def anywhere(a, b, whole):
+        if plain(a) and plain(b):
+            return in_chunks(a, b, whole, device_chunk_bytes(a.device))
+        return whole(a, b)
+    run.anywhere = anywhere
     return run
+
+
+def device_chunk_bytes(device) -> int:
+    """Bytes of a chunk's product on ``device``: half its L2 cache on CUDA (the chunk is
+    copied from there into the result), :data:`CHUNK_BYTES` per thread on the CPU."""
+    if device.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        return max(l2 // 2, CHUNK_BYTES) if l2 else DEVICE_CHUNK_BYTES
+    return CHUNK_BYTES * torch.get_num_threads()
 
 
 def plan_sum_chunks(shape, k_dims, itemsize):
@@ -185,4 +219,4 @@ def plan_sum_chunks(shape, k_dims, itemsize):
     return run
 
 
-__all__ = ["CHUNK_BYTES", "MIN_BYTES", "plan_chunks", "plan_sum_chunks"]
+__all__ = ["CHUNK_BYTES", "DEVICE_CHUNK_BYTES", "MIN_BYTES", "device_chunk_bytes", "plan_chunks", "plan_sum_chunks"]

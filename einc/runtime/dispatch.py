@@ -167,9 +167,12 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         if mode == "measure":
             choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
     kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
-    names = [f"triton {k.name}" if c.backend == "triton" else ("blas bmm/mm" if c.backend == "blas" else "torch")
+    names = [f"triton {k.name}" if c.backend == "triton" else _TORCH_NAMES.get(c.backend, "torch")
              for c, k in zip(choices, kernels)]
     return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
+
+
+_TORCH_NAMES = {"blas": "blas bmm/mm", "chunks": "torch in chunks"}
 
 
 def _value_strides(plan, shapes, strides=None):
@@ -278,6 +281,8 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                 candidates = {"triton": launches[s], name: other}
                 if name == "blas" and getattr(torch_fns[s], "ttgt", None) is not None:
                     candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
+                if getattr(torch_fns[s], "chunked", None) is not None:
+                    candidates["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
                 key = select.signature(step, args[0].device, args)
                 choice = select.remembered(key)
                 if choice is None or choice.backend not in candidates:

@@ -113,13 +113,19 @@ class _Copy:
         return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(y.shape)
 
 
-def untracked(x) -> bool:
-    """Whether ``x`` is a plain CPU tensor that nothing records: no autograd (a gradient
-    to be taken, forward AD, ``torch.func``), no tracing (``torch.jit.trace``), no tensor
+def plain(x) -> bool:
+    """Whether ``x`` is a plain tensor that nothing records: no autograd (a gradient to be
+    taken, forward AD, ``torch.func``), no tracing (``torch.jit.trace``), no tensor
     subclass (fake tensors under ``torch.compile``).  Ops that are not differentiable
     (``view(dtype)``, ``out=``) may run on it."""
-    return (type(x) is torch.Tensor and x.device.type == "cpu" and not (x.requires_grad and torch.is_grad_enabled())
+    return (type(x) is torch.Tensor and not (x.requires_grad and torch.is_grad_enabled())
             and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
+
+
+def untracked(x) -> bool:
+    """Whether ``x`` is a :func:`plain` CPU tensor (the copies here and the chunks of
+    :mod:`einc.runtime.chunked` are measured on the CPU)."""
+    return x.device.type == "cpu" and plain(x)
 
 
 def wide_plan(shape, strides, offset, itemsize):
@@ -144,4 +150,4 @@ def wide_plan(shape, strides, offset, itemsize):
     return tuple(shape[:k]) + (run,), torch.complex128, ratio
 
 
-__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "untracked", "wide_plan"]
+__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "plain", "untracked", "wide_plan"]

@@ -5,7 +5,10 @@ with no copy where the step is one strided-batched matrix product on its operand
 they are (``blas``, :mod:`einc.runtime.blas`), and the torch executor's step
 (``torch``: for a contraction, copies and then cuBLAS in the layout the copy-cost model
 chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
-``blas`` one, and a third beside it where its layout copies something.  The mode
+``blas`` one, and a third beside it where its layout copies something; where that
+step's product (16 MiB or more) is copied, permuted, into the result, the same made a
+chunk of half the L2 cache at a time (``chunks``, :mod:`einc.runtime.chunked`), so
+that the product is never written whole to memory.  The mode
 (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
@@ -38,13 +41,14 @@ from .. import config
 from ..planner.equation import letter
 
 REPEATS = 5
+BACKENDS = ("blas", "triton", "torch", "chunks")
 
 
 @dataclass
 class Choice:
     """What runs one step, why, and the measured µs per candidate (if measured)."""
 
-    backend: str                    # "blas", "triton" or "torch"
+    backend: str                    # one of BACKENDS
     reason: str
     timings: dict = field(default_factory=dict)
 
@@ -141,7 +145,7 @@ def remembered(key: str) -> Choice | None:
     """The decision kept for a step signature, if any."""
     with _lock:
         found = _load().get(key)
-    if not isinstance(found, dict) or found.get("backend") not in ("blas", "triton", "torch"):
+    if not isinstance(found, dict) or found.get("backend") not in BACKENDS:
         return None
     return Choice(found["backend"], "measured earlier (decisions.json)", dict(found.get("us", {})))
 
@@ -195,5 +199,5 @@ def measure(candidates: dict, args) -> Choice:
     return Choice(best, f"measured: {others}", timings)
 
 
-__all__ = ["Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered", "remember",
+__all__ = ["BACKENDS", "Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered", "remember",
            "forget", "capturing"]

@@ -177,16 +177,17 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
     if lay.swap:
         prep_a, prep_b, ta, tb = prep_b, prep_a, tb, ta
-    fn = _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip, da.itemsize)
-    return (_tagged(fn, lay) if lay.copies else fn), da
+    fn, chunked = _matmul(ta, tb, lay.groups, out, g.sizes, final, prep_a, prep_b, lay.swap, lay.flip, da.itemsize)
+    return (_tagged(fn, lay, chunked) if lay.copies else fn), da
 
 
-def _tagged(fn, lay):
-    """``fn`` carrying its layout as ``fn.ttgt`` (measure mode on CUDA times a step that
-    copies as a candidate of its own: runtime/dispatch.py)."""
+def _tagged(fn, lay, chunked=None):
+    """``fn`` carrying its layout as ``fn.ttgt`` and, where its product may be made in
+    chunks, the step made so on any device as ``fn.chunked`` (measure mode on CUDA times
+    a step that copies, and its chunks, as candidates of their own: runtime/dispatch.py)."""
     def run(a, b):
         return fn(a, b)
-    run.ttgt = lay
+    run.ttgt, run.chunked = lay, chunked
     return run
 
 
@@ -218,7 +219,8 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
 def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
     """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
     operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
-    result put in ``out``'s order.  A batch index missing from an operand is broadcast
+    result put in ``out``'s order; with the same in chunks on any device, or None
+    (:func:`einc.runtime.chunked.plan_chunks`).  A batch index missing from an operand is broadcast
     (stride 0; copied expanded where it merges with the operand's own batch indices).
     An operand named in ``flip`` (``l``, ``r``) is copied into the transposes of its
     matrices (:func:`_flipped`)."""
@@ -256,11 +258,15 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
     step = _chain_out(core, _chain(post))
     chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
+    anywhere = None
     if chunks is not None:       # (the whole product where a gradient is taken: see runtime/chunked.py)
         whole = _chain_out(mm, _chain(post))
         cut = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         step = _with_grad(cut, step) if stack_a or stack_b else cut
-    return _swapped(step) if swap else step
+        anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
+    if swap:
+        step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
+    return step, anywhere
 
 
 def _broadcast(term, missing, sizes):
