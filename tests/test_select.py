@@ -253,10 +253,20 @@ def test_chunks_on_cuda_take_half_its_l2(monkeypatch):
     from types import SimpleNamespace
 
     from einc.runtime import chunked
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(L2_cache_size=50 << 20))
-    assert chunked.device_chunk_bytes(torch.device("cuda", 0)) == 25 << 20
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace())
-    assert chunked.device_chunk_bytes(torch.device("cuda", 0)) == chunked.DEVICE_CHUNK_BYTES
+    asked = []
+
+    def properties(index, **l2):
+        asked.append(index)
+        return SimpleNamespace(**l2)
+    try:
+        chunked._l2_bytes.cache_clear()
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: properties(i, L2_cache_size=50 << 20))
+        assert chunked.device_chunk_bytes(torch.device("cuda", 1)) == 25 << 20
+        assert chunked.device_chunk_bytes(torch.device("cuda", 1)) == 25 << 20 and asked == [1]    # asked once
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: properties(i))
+        assert chunked.device_chunk_bytes(torch.device("cuda", 0)) == chunked.DEVICE_CHUNK_BYTES
+    finally:
+        chunked._l2_bytes.cache_clear()
     assert chunked.device_chunk_bytes(torch.device("cpu")) == chunked.CHUNK_BYTES * torch.get_num_threads()
 
 

@@ -44,12 +44,13 @@ there, :mod:`einc.runtime.select`) times the last product in chunks of half the 
 their L2) beside cuBLAS, the generated kernel and the whole product and copy.  The idea
 is the CPU's: the copy reads each chunk from L2, so the permuted product is never
 written whole to memory and read back (on the CCSD(T) terms of the GPU variants, 512 MiB
-each way).  **Not yet timed on a GPU**: no
-GPU has been lent since it was written; measure mode keeps it only where it is faster.
+each way).  **Not yet timed on a GPU**: no GPU has been lent since it was written;
+measure mode keeps it only where it is faster.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -160,7 +161,7 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
 
     def run(a, b, whole):
         if untracked(a) and untracked(b):
-            return in_chunks(a, b, whole, CHUNK_BYTES * torch.get_num_threads())
+            return in_chunks(a, b, whole, device_chunk_bytes(a.device))
         return whole(a, b)
 
     def anywhere(a, b, whole):
@@ -175,9 +176,14 @@ def device_chunk_bytes(device) -> int:
     """Bytes of a chunk's product on ``device``: half its L2 cache on CUDA (the chunk is
     copied from there into the result), :data:`CHUNK_BYTES` per thread on the CPU."""
     if device.type == "cuda":
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        l2 = _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
         return max(l2 // 2, CHUNK_BYTES) if l2 else DEVICE_CHUNK_BYTES
     return CHUNK_BYTES * torch.get_num_threads()
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_bytes(index: int) -> int:
+    return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)
 
 
 def plan_sum_chunks(shape, k_dims, itemsize):
