@@ -153,10 +153,14 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
         most, perm, parts = cut
         result = a.new_empty(chunks.shape)
         buffer = a.new_empty((most,) + tuple(a.shape[1:-1]) + tuple(b.shape[-1:]))
+        sources = {}                # the buffer as a chunk of each shape, and that permuted
         for lo, hi, index, view in parts:
-            part = buffer[:hi - lo]
-            mm(a[lo:hi], b[lo:hi] if batched else b, out=part)
-            result[index].copy_(part.view(view).permute(perm))
+            found = sources.get(view)
+            if found is None:
+                part = buffer[:hi - lo]
+                found = sources[view] = (part, part.view(view).permute(perm))
+            mm(a[lo:hi], b[lo:hi] if batched else b, out=found[0])
+            result[index].copy_(found[1])
         return result
 
     def run(a, b, whole):
