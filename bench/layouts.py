@@ -1,18 +1,20 @@
 """The copy-cost model's layouts with a setting changed, against its defaults, on the CPU.
 
     python bench/layouts.py --set NAME=VALUE [--set ...] [--filter REGEX] [--variant cpu|gpu]
-                            [--threads 2] [--rounds 4] [--budget 20] [--all]
+                            [--threads 2] [--rounds 4] [--budget 20] [--all] [--train]
 
 ``NAME`` is one of the model's constants in ``einc/runtime/ttgt.py`` (``FAR_MOST``,
 ``COPY_KEEP``, ...; ``inf`` allowed).  Per workload of the suite (ids matching ``REGEX``;
 ``--variant gpu``: the GPU variants' shapes and dtypes, still on the CPU), einc's plan is
 built twice, once with the settings and once with the defaults, and every layout the
-model picks is logged (``ttgt.choose``).  A workload whose layouts do not change is
+model picks is logged (each step's, and where it differs the one for training:
+``ttgt.for_training``).  A workload whose layouts do not change is
 listed as such and not timed (``--all`` times it anyway).  One that changes gets its steps
 printed (operands -> result: the batch | M | N | K groups, and which of the left, right
 and result tensors are copied) and both entries are timed on the same operands in
-interleaved rounds (``einc.benchmark.timing``): medians, and the median of the paired
-per-round ratios setting/default with its 95 % interval.  Before timing, both results are
+interleaved rounds (``einc.benchmark.timing``; ``--train``: a training step, the result
+and its gradients as autograd takes them through the torch executor's ops): medians,
+and the median of the paired per-round ratios setting/default with its 95 % interval.  Before timing, both results are
 checked against torch.einsum on float64 copies where that result is at most 512 MiB, else
 against each other.  This is how a change of the model's constants is weighed: what moves,
 and by how much (the README's pairwise section cites its runs).  Standard library, torch
@@ -70,28 +72,35 @@ def _term(t):
     return "".join(letter(i) for i in t)
 
 
+def _shown(ta, tb, out, lay, note=""):
+    return (f"{_term(ta)},{_term(tb)}->{_term(out)}{note}: " + " | ".join(_term(g) or "-" for g in lay.groups)
+            + f" copies {lay.copies or '-'}")
+
+
 def built(eq, ops, settings):
     """(the entry, the layouts the model picked while building it: the torch executor
-    chooses each step's layout then), with ``settings`` in force."""
+    chooses each step's layout then, and where a gradient will be taken another one if
+    :func:`~einc.runtime.ttgt.for_training` says so), with ``settings`` in force."""
     saved = {name: getattr(ttgt, name) for name, _ in settings}
-    picked, real = [], ttgt.choose
+    picked, real_training = [], ttgt.for_training
 
-    def choose(ta, tb, out, *rest, **kw):
-        lay = real(ta, tb, out, *rest, **kw)
-        picked.append(f"{_term(ta)},{_term(tb)}->{_term(out)}: "
-                      + " | ".join(_term(g) or "-" for g in lay.groups) + f" copies {lay.copies or '-'}")
-        return lay
+    def for_training(lay, ta, tb, out, *rest, **kw):
+        found = real_training(lay, ta, tb, out, *rest, **kw)
+        picked.append(_shown(ta, tb, out, lay))
+        if found is not lay:
+            picked.append(_shown(ta, tb, out, found, " (training)"))
+        return found
     try:
         for name, value in settings:
             setattr(ttgt, name, value)
-        ttgt.choose = choose
+        ttgt.for_training = for_training
         ttgt._candidates.cache_clear()
         einc.cache_clear()
         entry = engine.entry(parse(eq), ops, DEFAULT)
     finally:
         for name, value in saved.items():
             setattr(ttgt, name, value)
-        ttgt.choose = real
+        ttgt.for_training = real_training
         ttgt._candidates.cache_clear()
         einc.cache_clear()
     return entry, picked
@@ -110,6 +119,21 @@ def check(outs, eq, ops):
     return "agree" if torch.allclose(a, b, rtol=tol, atol=tol * float(a.abs().max())) else "MISMATCH"
 
 
+def _training_step(ops):
+    """``fn(entry)``: a training step through ``entry``, as einc runs one on the CPU (the
+    torch executor's ops recorded by autograd): its result and the floating operands'
+    gradients for a fixed upstream gradient."""
+    leaves = [o.requires_grad_() for o in ops if o.is_floating_point()]
+    upstream = []
+
+    def step(entry):
+        out = entry.run(ops)
+        if not upstream:
+            upstream.append(torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype))
+        return torch.autograd.grad(out, leaves, upstream[0])
+    return step
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="The copy-cost model's layouts with a setting changed, against "
                                             "its defaults (einc/runtime/ttgt.py), on the CPU.")
@@ -121,6 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload")
     p.add_argument("--all", action="store_true", help="time workloads whose layouts do not change too")
+    p.add_argument("--train", action="store_true", help="time a training step (forward and the gradients)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     wanted = re.compile(args.filter)
@@ -137,12 +162,17 @@ def main(argv=None) -> int:
         if new_layouts == old_layouts and not args.all:
             same.append(w["id"])
             continue
-        changed = [(a, b) for a, b in zip(old_layouts, new_layouts) if a != b]
-        print(f"**{w['id']}** `{eq}`: {len(changed)} of {len(old_layouts)} steps change")
-        for a, b in changed:
-            print(f"- default: `{a}`\n  setting: `{b}`")
+        only_old = [line for line in old_layouts if line not in new_layouts]
+        only_new = [line for line in new_layouts if line not in old_layouts]
+        print(f"**{w['id']}** `{eq}`: {len(only_old)} layout(s) only with the defaults, {len(only_new)} only "
+              f"with the setting")
+        for line in only_old:
+            print(f"- default: `{line}`")
+        for line in only_new:
+            print(f"- setting: `{line}`")
         status = check([new.run(ops), old.run(ops)], eq, ops)
-        t, n = interleaved({"default": lambda: old.run(ops), "setting": lambda: new.run(ops)},
+        step = _training_step(ops) if args.train else (lambda entry: entry.run(ops))
+        t, n = interleaved({"default": lambda: step(old), "setting": lambda: step(new)},
                            rounds=args.rounds, budget=args.budget, min_rounds=min(args.rounds, 3))
         r = ratio_interval(t["setting"], t["default"])
         rows.append((w["id"], t["default"].median, t["setting"].median, r, n, status))

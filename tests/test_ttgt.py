@@ -138,6 +138,67 @@ def test_the_final_copy_keeps_the_innermost_index_where_it_can():
     assert keep == min(c for key, c in same.items() if key[0] == ("b",) and key[1] == ("a",))
 
 
+def _training(eq, sizes):
+    ins, out = eq.split("->")
+    ta, tb = ins.split(",")
+    lay = _choose(eq, sizes)
+    return lay, ttgt.for_training(lay, list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
+
+
+def test_training_broadcasts_an_operand_only_where_its_partial_gradients_cost_little():
+    """``BTD,NDH->BTNH`` (a Gemma query projection): the forward reads BTD broadcast over
+    the 8 values of N; its gradient would be 8 partial ones of its size, summed, so the
+    training layout copies NDH once instead and runs one product.  ``xyk,kz->yzx``'s
+    broadcast kz has 160 partial gradients of 3840 elements, cheaper than copying xyk."""
+    lay, training = _training("BTD,NDH->BTNH", dict(B=1, T=128, D=512, N=8, H=64))
+    assert lay.broadcast == ("N",) and training.broadcast == () and "r" in training.copies
+    lay, training = _training("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
+    assert lay.broadcast == ("y",) and training is lay
+    lay, training = _training("ij,jk->ik", dict(i=64, j=64, k=64))
+    assert training is lay                                  # nothing broadcast
+
+
+def test_the_training_layout_runs_where_a_gradient_is_taken_and_is_exact(monkeypatch):
+    """The forward's layout without a gradient, the training one with: both exact, and the
+    gradients torch.einsum's."""
+    picked = []
+    real = tx._matmul
+
+    def spy(ta, tb, groups, *rest):
+        found = real(ta, tb, groups, *rest)
+        fn = found[0]
+        picked.append(groups[0])
+
+        def run(a, b):
+            seen.append(tuple(groups[0]))
+            return fn(a, b)
+        return run, found[1]
+    seen = []
+    monkeypatch.setattr(tx, "_matmul", spy)
+    eq = "BTD,NDH->BTNH"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 128, 512, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(8, 512, 64, dtype=torch.float64, generator=g, requires_grad=True)
+    einc.cache_clear()
+    with torch.no_grad():
+        torch.testing.assert_close(einc.einsum(eq, x, w), torch.einsum(eq, x, w))
+    out = einc.einsum(eq, x, w)
+    assert len(picked) == 2 and len(seen) == 2 and seen[0] != seen[1]      # two layouts, one each
+    assert set(seen[0]) != set() and seen[1] == ()                          # N in the batch; no batch
+    torch.testing.assert_close(out, torch.einsum(eq, x, w))
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=g)
+    got = torch.autograd.grad(out, (x, w), gout)
+    want = torch.autograd.grad(torch.einsum(eq, x, w), (x, w), gout)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    einc.cache_clear()
+    monkeypatch.setattr(tx, "_matmul", real)
+    from einc.planner import plan_for
+    from einc.planner.options import DEFAULT
+    (fn,), _ = tx.step_functions(plan_for(parse(eq), [x.shape, w.shape], DEFAULT), [x.dtype, w.dtype])
+    assert fn.ttgt.broadcast and fn.chunked is None         # measure mode's candidate: the forward's layout
+
+
 def test_a_broadcast_operand_is_copied_expanded_only_within_the_allowance():
     """An own index moved into a batch with shared indices makes the other operand's batch
     group mix a real index with a broadcast one: that operand is copied expanded, which
@@ -190,7 +251,12 @@ def _layouts(eq, shapes):
     """The candidates the executor weighs for the equation's (one) contraction step."""
     seen = []
     real = ttgt.pick
-    ttgt.pick = lambda found: seen.extend(found) or real(found)
+
+    def pick(found):
+        if not seen:                # the forward's choice (a training layout's comes after)
+            seen.extend(found)
+        return real(found)
+    ttgt.pick = pick
     try:
         plan = build_plan(build(parse(eq), shapes))
         tx.step_functions(plan, [torch.float64] * len(shapes))
@@ -200,13 +266,15 @@ def _layouts(eq, shapes):
 
 
 def _forced(plan, lay, dtype=torch.float64):
-    real = ttgt.pick
+    """The step functions with ``lay`` as the layout, with a gradient or without."""
+    real, training = ttgt.pick, ttgt.for_training
     same = lambda f: (f.swap, f.batch, f.m, f.n, f.k) == (lay.swap, lay.batch, lay.m, lay.n, lay.k)  # noqa: E731
     ttgt.pick = lambda found: next(f for f in found if same(f))
+    ttgt.for_training = lambda forward, *args, **kw: forward
     try:
         fns, _ = tx.step_functions(plan, [dtype] * plan.num_operands)
     finally:
-        ttgt.pick = real
+        ttgt.pick, ttgt.for_training = real, training
     return fns
 
 
@@ -327,21 +395,37 @@ def test_the_triton_executor_agrees(kernel_device, eq, shapes):
 
 def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     """``bench/layouts.py``: the steps a changed constant moves, timed and checked; the rest
-    listed as unchanged; the model's constants and ``choose`` restored after."""
+    listed as unchanged; the model's constants and ``for_training`` restored after."""
     from bench import layouts
-    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, ttgt.choose
+    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, ttgt.for_training
     try:    # matrices that cost a second each: xyk,kz->yzx no longer runs as a stack over y
         assert layouts.main(["--set", "PER_MATRIX=1e9", "--filter", "^(pw_ttm_xyk_kz|tiny_gemm_16)$",
                              "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 1 of 1 steps change" in out
-    assert "default: `abc,cd->bda: b | d | a | c copies -`" in out      # the stack over y, copying nothing
+    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 1 layout(s) only with the defaults, 1 only with the setting" in out
+    assert "- default: `abc,cd->bda: b | d | a | c copies -`" in out    # the stack over y, copying nothing
     rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
     assert len(rows) == 1 and rows[0].endswith("| ok |")
     assert "layouts unchanged (1): tiny_gemm_16" in out
-    assert ttgt.PER_MATRIX == before and ttgt.choose is real
+    assert ttgt.PER_MATRIX == before and ttgt.for_training is real
+
+
+def test_the_layouts_benchmark_times_a_training_step(capsys):
+    """``--train``: the training layout ``for_training`` adds for ``BTD,NDH->BTNH`` is gone
+    when partial gradients cost nothing, and a training step is timed and checked."""
+    from bench import layouts
+    threads = torch.get_num_threads()
+    try:
+        assert layouts.main(["--set", "GRAD_PARTIAL=0", "--filter", "^gemma_q_proj$", "--train",
+                             "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "- default: `abc,dce->abde (training): - | ab | de | c copies r`" in out
+    rows = [line for line in out.splitlines() if line.startswith("| gemma_q_proj |")]
+    assert len(rows) == 1 and rows[0].endswith("| ok |")
 
 
 @pytest.mark.parametrize("bad", ["NOPE=1", "SMALL=many", "pick=1"])

@@ -57,6 +57,7 @@ GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
 PER_MATRIX = 60         # ns per matrix of a batched product
+GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
 # Steps whose tensors all have fewer elements than this weigh only the layouts with the
 # result's group orders and no index moved into the batch (swap and the summed indices'
 # order still chosen): their copies cost microseconds, the full search ~1 ms a step.
@@ -207,14 +208,15 @@ def _orders(group, terms):
     return found
 
 
-def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None):
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
     enumerated: no own index moved into the batch first, groups ordered as in ``out``
-    first, so that ties keep those.  Moved into the batch: the leading own indices of
-    ``out``, ``ta`` or ``tb`` (up to the first summed one); each group ordered as one of the
-    tensors holding it orders it.  A step whose tensors all have fewer than ``small``
-    elements (default :data:`SMALL`) weighs only the first of those moves and orders."""
+    first, so that ties keep those.  Moved into the batch (unless ``broadcast`` is false):
+    the leading own indices of ``out``, ``ta`` or ``tb`` (up to the first summed one), the
+    other operand broadcast over them; each group ordered as one of the tensors holding it
+    orders it.  A step whose tensors all have fewer than ``small`` elements (default
+    :data:`SMALL`) weighs only the first of those moves and orders."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
@@ -224,7 +226,7 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None):
     few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)
     memo = {}
     moves = [()]
-    for term in () if few else (out, ta, tb):
+    for term in () if few or not broadcast else (out, ta, tb):
         lead = []
         for i in term:
             if i in k_set:
@@ -260,16 +262,34 @@ def pick(found):
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small):
-    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small))
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast):
+    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast))
 
 
-def choose(ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
-    """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature)."""
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True) -> Layout:
+    """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
+    with ``broadcast`` false, among those that broadcast neither operand."""
     used = sorted(set(ta) | set(tb))
     local = {i: sizes[i] for i in used}
     return pick(list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                                 itemsize, SMALL)))
+                                 itemsize, SMALL, broadcast)))
 
 
-__all__ = ["Layout", "candidates", "choose", "cost", "operand", "pick"]
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
+    """The layout to run where a gradient will be taken, given ``lay``, the forward's.
+
+    An operand broadcast over batch indices it lacks gets, in the backward, one partial
+    gradient per value of those indices, summed afterwards: as many of its own size,
+    written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
+    the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
+    here each such element costs :data:`GRAD_PARTIAL` ns, and the cheapest layout that
+    broadcasts neither operand is taken where it costs less than ``lay`` with them."""
+    if not lay.broadcast:
+        return lay
+    lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
+    partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
+    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False)
+    return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
+
+
+__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick"]
