@@ -223,13 +223,13 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
 
 
 def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
-    """The step as one ``bmm``/``mm`` over ``groups`` = (batch, rows, cols, summed): each
-    operand permuted and merged to (batch, rows, summed) / (batch, summed, cols), the
-    result put in ``out``'s order; with the same in chunks on any device, or None
-    (:func:`einc.runtime.chunked.plan_chunks`).  A batch index missing from an operand is broadcast
-    (stride 0; copied expanded where it merges with the operand's own batch indices).
-    An operand named in ``flip`` (``l``, ``r``) is copied into the transposes of its
-    matrices (:func:`_flipped`)."""
+    """``(step, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
+    cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
+    summed, cols), the result put in ``out``'s order; and the same a chunk at a time on
+    any device, or None (:func:`einc.runtime.chunked.plan_chunks`).  A batch index
+    missing from an operand is broadcast (stride 0; copied expanded where it merges with
+    the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
+    copied into the transposes of its matrices (:func:`_flipped`)."""
     batch, m, n, k = groups
     size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
