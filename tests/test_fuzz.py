@@ -156,6 +156,48 @@ def test_gradients(case, seed):
             torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
 
 
+@fuzz.profile(quick=300, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float64], max_operands=3), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_gradients_in_every_layout(case, seed, choice):
+    """Gradients through a layout drawn among those the copy-cost model weighs, and where it
+    broadcasts an operand, through the training layout ``ttgt.for_training`` may take
+    instead (made to switch half the time), against torch's."""
+    from einc.runtime import ttgt
+    real, partial, training = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training
+    switched = []
+
+    def for_training(lay, *args, **kw):
+        found = training(lay, *args, **kw)
+        switched.append(found is not lay)
+        return found
+    einc.cache_clear()
+    ttgt.pick, small, ttgt.SMALL = (lambda found: found[choice % len(found)]), ttgt.SMALL, 0
+    ttgt.GRAD_PARTIAL, ttgt.for_training = (1e9 if choice % 2 else 0.0), for_training
+    try:
+        base = [v.requires_grad_() for v in fuzz.values(case, seed)]
+        try:
+            expected = torch.einsum(case.oracle_equation, *base)
+        except Exception as e:     # noqa: BLE001
+            with pytest.raises(type(e)):
+                einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
+            return
+        w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
+        want = torch.autograd.grad((expected * w).sum(), base, allow_unused=True)
+        out = einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
+        torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9 * case.summed_extent())
+        got = torch.autograd.grad((out * w).sum(), base, allow_unused=True)
+    finally:
+        ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, ttgt.for_training = real, small, partial, training
+        einc.cache_clear()
+    event("a training layout of its own" if any(switched) else "the forward's layout")
+    for g, e in zip(got, want):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+
+
 def test_gradcheck_sample():
     """torch's gradcheck (numerical against analytical) on a few fixed cases."""
     for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),
