@@ -132,28 +132,35 @@ def test_generated_kernels(kernel_device, case, seed):
 
 # ---------------------------------------------------------------- autograd
 
-@fuzz.profile(quick=60, share=0.1)
-@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=4), seed=st.integers(0, 2**16))
-def test_gradients(case, seed):
-    """Gradients of ``sum(out * w)`` for a random ``w``, against torch's, through every layout."""
+def _check_gradients(case, seed):
+    """The result and the gradients of ``sum(out * w)`` for a random ``w`` through einc,
+    against torch's (or the error torch.einsum raises); the number of operands."""
     base = [v.requires_grad_() for v in fuzz.values(case, seed)]
+    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
     try:
         expected = torch.einsum(case.oracle_equation, *base)
     except Exception as e:     # noqa: BLE001
         with pytest.raises(type(e)):
-            einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
-        return
+            einc.einsum(*case.args(laid))
+        return len(base)
     w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
     want = torch.autograd.grad((expected * w).real.sum(), base, allow_unused=True)
-    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
     out = einc.einsum(*case.args(laid))
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9 * case.summed_extent())
     got = torch.autograd.grad((out * w).real.sum(), base, allow_unused=True)
-    event(f"{len(base)} operand(s)")
     for g, e in zip(got, want):
         if e is None:
             assert g is None or not g.any()
         else:
             torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+    return len(base)
+
+
+@fuzz.profile(quick=60, share=0.1)
+@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=4), seed=st.integers(0, 2**16))
+def test_gradients(case, seed):
+    """Gradients of ``sum(out * w)`` for a random ``w``, against torch's, through every layout."""
+    event(f"{_check_gradients(case, seed)} operand(s)")
 
 
 @fuzz.profile(quick=300, share=0.05)
@@ -175,27 +182,11 @@ def test_gradients_in_every_layout(case, seed, choice):
     ttgt.pick, small, ttgt.SMALL = (lambda found: found[choice % len(found)]), ttgt.SMALL, 0
     ttgt.GRAD_PARTIAL, ttgt.for_training = (1e9 if choice % 2 else 0.0), for_training
     try:
-        base = [v.requires_grad_() for v in fuzz.values(case, seed)]
-        try:
-            expected = torch.einsum(case.oracle_equation, *base)
-        except Exception as e:     # noqa: BLE001
-            with pytest.raises(type(e)):
-                einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
-            return
-        w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
-        want = torch.autograd.grad((expected * w).sum(), base, allow_unused=True)
-        out = einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
-        torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9 * case.summed_extent())
-        got = torch.autograd.grad((out * w).sum(), base, allow_unused=True)
+        _check_gradients(case, seed)
     finally:
         ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, ttgt.for_training = real, small, partial, training
         einc.cache_clear()
     event("a training layout of its own" if any(switched) else "the forward's layout")
-    for g, e in zip(got, want):
-        if e is None:
-            assert g is None or not g.any()
-        else:
-            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
 
 
 def test_gradcheck_sample():
