@@ -174,17 +174,16 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
     # copies cost least (runtime/ttgt.py: which operand is left, which indices are batch,
     # the order inside each group).
-    def contract(lay):
+    def contract(lay):              # (fn, the same in chunks or None)
         pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-        fn, chunked = _matmul(xa, xb, lay.groups, out, g.sizes, final, pa, pb, lay.swap, lay.flip, da.itemsize)
-        return _tagged(fn, lay, chunked) if lay.copies else fn
+        return _matmul(xa, xb, lay.groups, out, g.sizes, final, pa, pb, lay.swap, lay.flip, da.itemsize)
 
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
-    fn = contract(lay)
+    fn, chunked = contract(lay)
     training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
     if training is not lay:         # a broadcast operand's gradient would cost more: runtime/ttgt.py
-        fn = _with_grad(fn, contract(training), tag=fn)
-    return fn, da
+        fn = _with_grad(fn, contract(training)[0])
+    return (_tagged(fn, lay, chunked) if lay.copies else fn), da
 
 
 def _tagged(fn, lay, chunked=None):
@@ -332,18 +331,15 @@ def _flipped(term, groups, shape, sizes):
     return _chain([copy, lambda x: x.view(tshape).transpose(-1, -2)])
 
 
-def _with_grad(plain, training, tag=None):
+def _with_grad(plain, training):
     """``plain(a, b)``, or ``training(a, b)`` where autograd will record the product (an
-    operand requires grad, grad mode on); carrying ``tag``'s ``ttgt`` and ``chunked``
-    (:func:`_tagged`: measure mode's candidates, which run without a gradient)."""
+    operand requires grad, grad mode on)."""
     grad_enabled = torch.is_grad_enabled
 
     def run(a, b):
         if (a.requires_grad or b.requires_grad) and grad_enabled():
             return training(a, b)
         return plain(a, b)
-    if tag is not None:
-        run.ttgt, run.chunked = getattr(tag, "ttgt", None), getattr(tag, "chunked", None)
     return run
 
 
