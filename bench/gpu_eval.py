@@ -147,7 +147,7 @@ import torch  # noqa: E402
 
 import einc  # noqa: E402
 from einc.benchmark import roofline as roofs  # noqa: E402
-from einc.benchmark.runner import operands  # noqa: E402
+from einc.benchmark.runner import in_range, operands  # noqa: E402
 from einc.benchmark.suite import find_suite, variant_name  # noqa: E402
 from einc.benchmark.suite import load as load_suite  # noqa: E402
 from einc.benchmark.timing import calibrate, time_batch  # noqa: E402
@@ -334,9 +334,7 @@ def fresh_operands(w, ops, seed: int):
     """Operands like ``ops`` with new random values (seed ``seed``), scaled as the runner scales."""
     torch.manual_seed(seed)
     new = [torch.randn_like(o) for o in ops]
-    if w["category"] == "tensor_network":
-        new = [o / o.norm() for o in new]
-    return new
+    return in_range(w["equation"], new) if w["category"] == "tensor_network" else new
 
 
 def first_line(e: BaseException) -> str:

@@ -36,6 +36,7 @@ if __package__ in (None, ""):
 import torch
 
 import einc
+from einc.benchmark.runner import operands
 from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
 from einc.planner.equation import letter, parse
@@ -57,15 +58,6 @@ def setting(text):
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: the value must be a number or inf") from None
     return name, int(number) if isinstance(now, int) and number.is_integer() else number
-
-
-def operands(w, variant):
-    v = w["variants"][variant]
-    g = torch.Generator().manual_seed(0)
-    ops = [torch.randn(s, generator=g, dtype=getattr(torch, v["dtype"])) for s in v["shapes"]]
-    if w["category"] == "tensor_network":           # (as einc bench: products of ~30 tensors in range)
-        ops = [o / o.norm() for o in ops]
-    return ops
 
 
 def _term(t):
@@ -156,7 +148,7 @@ def main(argv=None) -> int:
     for w in load(find_suite())["workloads"]:
         if args.variant not in w["variants"] or not wanted.search(w["id"]):
             continue
-        eq, ops = w["equation"], operands(w, args.variant)
+        eq, ops = w["equation"], operands(w, "cpu", args.variant)
         new, new_layouts = built(eq, ops, args.settings)
         old, old_layouts = built(eq, ops, [])
         if new_layouts == old_layouts and not args.all:

@@ -39,6 +39,7 @@ import opt_einsum
 import torch
 
 import einc
+from einc.benchmark.runner import operands
 from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
 
@@ -50,11 +51,6 @@ def workloads(suite, text="", variant="cpu"):
             and text in w["id"]]
 
 
-def operands(w, variant="cpu"):
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(s, generator=g) for s in w["variants"][variant]["shapes"]]
-
-
 def check(eq, ops):
     ref = torch.einsum(eq, *[o.double() for o in ops])
     out = einc.einsum(eq, *ops)
@@ -64,7 +60,7 @@ def check(eq, ops):
 
 def measure(w, rounds, budget, variant="cpu"):
     eq = w["equation"]
-    ops = operands(w, variant)
+    ops = operands(w, "cpu", variant)
     expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
     fns = {"torch": lambda: torch.einsum(eq, *ops),
            "torch_contiguous": lambda: torch.einsum(eq, *ops).contiguous(),

@@ -196,3 +196,23 @@ def test_a_quick_dispatch_run_writes_its_own_files(tmp_path):
     assert dispatch.run(tmp_path, rounds=1, quick=True) == 0
     assert (tmp_path / "dispatch.csv").read_text() == "the full run's"
     assert len((tmp_path / "dispatch_quick.csv").read_text().splitlines()) == 1 + len(dispatch.SIZES)
+
+
+@pytest.mark.parametrize("wid,variant", [("mps_inner_product", "gpu"), ("randreg_tn", "cpu")])
+def test_tensor_network_operands_give_a_result_float32_can_hold(wid, variant):
+    """Normalized alone, the 32 tensors of the gpu variant of mps_inner_product contract
+    to 1e-41, below float32's normal range, where torch.einsum itself is 1 % off float64.
+    The runner scales them alike so the result's largest magnitude is 1, and float32 then
+    agrees with float64 to rounding."""
+    import torch
+    w = next(w for w in json.loads(SUITE.read_text())["workloads"] if w["id"] == wid)
+    ops = runner.operands(w, "cpu", variant)
+    wide = torch.complex128 if ops[0].is_complex() else torch.float64
+    ref = torch.einsum(w["equation"], *[o.to(wide) for o in ops])
+    assert abs(float(ref.abs().max()) - 1.0) < 1e-6
+    got = torch.einsum(w["equation"], *ops).to(wide)
+    assert float(((got - ref).abs() / ref.abs()).max()) < 1e-4
+    if variant == "gpu":
+        bare = [o / o.norm() for o in ops]
+        tiny = torch.einsum(w["equation"], *[o.to(wide) for o in bare])
+        assert float(tiny.abs().max()) < torch.finfo(torch.float32).tiny       # what the scaling avoids

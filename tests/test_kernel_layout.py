@@ -3,6 +3,7 @@ axis, over the suite's GPU variants (plans built from the suite's shapes and dty
 contiguous operands as the suite runs them; no GPU needed)."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -149,7 +150,42 @@ def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(
     assert all(b.startswith("triton") for b in einc.explain(equation, *ops).backends)
     assert out.is_contiguous()
     assert out.dtype == dtype
-    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype)
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=_extent(equation, shapes))
+
+
+def _extent(equation, shapes):
+    """How many terms are summed into each element of the result."""
+    eq = parse(equation)
+    sizes = {i: n for term, shape in zip(eq.inputs, shapes) for i, n in zip(term, shape)}
+    return math.prod(n for i, n in sizes.items() if i not in eq.output)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
+def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(kernel_device, equation, shapes,
+                                                                                group):
+    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D K
+    block for the stranded index: the same indices in M, N and K as the default kernel's,
+    a different kernel, and the float64 answer (for inputs in another layout too: a
+    kernel reads any strides)."""
+    import fuzz
+    from einc.runtime import triton_executor
+    from oracle import assert_close, reference
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    (k,) = lower_program(plan, "float32", shapes)
+    (p,) = lower_program(plan, "float32", shapes, unit_tiles=False)
+    assert k.group(group) and not p.group("t") and not p.group("kt") and p.name != k.name
+    every = lambda x: sorted(i for g in ("t", "m", "n", "kt", "k") for i in x.group(g))    # noqa: E731
+    assert every(p) == every(k)
+    g = torch.Generator().manual_seed(3)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), "permuted").to(kernel_device)
+           for s in shapes]
+    (launch,) = triton_executor.plain_launches(plan, torch.float64, shapes).values()
+    out = launch(*ops)
+    assert out.is_contiguous()
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64,
+                 extent=_extent(equation, shapes))
 
 
 @pytest.mark.kernels

@@ -236,15 +236,53 @@ def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypa
         out = einc.einsum(eq, a, b, select="measure")
         assert out.is_contiguous()
         torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
-    assert len(seen) == 3 * select.REPEATS                           # kernel, torch step, chunks; then no timing
+    assert len(seen) == 4 * select.REPEATS          # kernel, torch step, chunks, plain kernel; then no timing
     ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
-    assert decision["backend"] == "chunks" and set(decision["us"]) == {"triton", "torch", "chunks"}
+    assert decision["backend"] == "chunks" and set(decision["us"]) == {"triton", "torch", "chunks", "plain"}
     assert einc.explain(eq, a, b, select="measure").backends == ("torch in chunks",)
     einc.cache_clear()                                               # as a new process
     seen.clear()
     ran.clear()
     torch.testing.assert_close(einc.einsum(eq, a, b, select="measure").double(), expected, rtol=1e-5, atol=1e-5)
     assert not seen and ran                                          # the file's decision: chunks, untimed
+
+
+def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index(timed, monkeypatch):
+    """Where the default kernel moved a stranded unit-stride index into the tile's T axis
+    (CCSD(T)'s ``dega,gfbc->abcdef``: B's g), the kernel lowered without the move is timed
+    beside it; when it is the fastest it runs, is remembered as ``plain``, explain names
+    it, and the answer is right on every call.  A step with nothing stranded has no
+    ``plain`` candidate."""
+    from einc.runtime import triton_executor
+    device, seen, folder = timed
+    eq = "dega,gfbc->abcdef"
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 3, 4, 5, generator=g).to(device), torch.randn(4, 2, 3, 2, generator=g).to(device)
+    plan = einc.explain(eq, a, b, select="kernel").plan
+    (plain,) = triton_executor.plain_launches(plan, a.dtype, [a.shape, b.shape]).values()
+    (default,) = einc.explain(eq, a, b, select="kernel").backends
+
+    def fake(fn, args):
+        seen.append(fn)
+        fn(*args)
+        return 0.5 if fn.__module__ == plain.__module__ else 5.0 if fn.__name__ == "launch" else 1.0
+    monkeypatch.setattr(select, "timer", fake)
+    expected = torch.einsum(eq, a.double(), b.double())
+    for _ in range(2):
+        out = einc.einsum(eq, a, b, select="measure")
+        assert out.is_contiguous()
+        torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 3 * select.REPEATS                           # kernel, plain kernel, torch step
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert decision == {"backend": "plain", "us": {"triton": 5.0, "torch": 1.0, "plain": 0.5}}
+    (name,) = einc.explain(eq, a, b, select="measure").backends
+    assert name == f"triton {plain.__module__.rpartition('.')[2]}" and name != default and default.startswith("triton ")
+    assert not triton_executor.plain_launches(einc.explain("bij,bjk->bik", (2, 3, 4), (2, 4, 5)).plan,
+                                              a.dtype, [(2, 3, 4), (2, 4, 5)])
+    einc.cache_clear()                                               # as a new process
+    seen.clear()
+    torch.testing.assert_close(einc.einsum(eq, a, b, select="measure").double(), expected, rtol=1e-5, atol=1e-5)
+    assert not seen                                                  # the file's decision, untimed
 
 
 def test_chunks_on_cuda_take_half_its_l2(monkeypatch):

@@ -18,6 +18,7 @@ models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend=
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -91,14 +92,30 @@ def _contiguous_einsum(eq, *ops):
     return torch_einsum(eq, *ops).contiguous()
 
 
-def operands(w: dict, device: str = "cpu") -> list[torch.Tensor]:
-    """The workload's operands for ``device``: ``torch.randn`` with seed 0 in the variant's dtype."""
-    v = w["variants"][variant_name(device)]
-    torch.manual_seed(0)
+def operands(w: dict, device: str = "cpu", variant: str | None = None, seed: int = 0) -> list[torch.Tensor]:
+    """The workload's operands on ``device``: ``torch.randn`` with seed ``seed`` in the
+    dtype of ``variant`` (default: the variant for ``device``); a tensor network's put in
+    range (:func:`in_range`)."""
+    v = w["variants"][variant or variant_name(device)]
+    torch.manual_seed(seed)
     dtype = getattr(torch, v["dtype"])
     ops = [torch.randn(*s, dtype=dtype, device=device) for s in v["shapes"]]
-    if w["category"] == "tensor_network":           # keep products of ~30 tensors in float32 range
-        ops = [o / o.norm() for o in ops]
+    return in_range(w["equation"], ops) if w["category"] == "tensor_network" else ops
+
+
+def in_range(equation: str, ops) -> list[torch.Tensor]:
+    """Tensor-network operands, normalized and then all scaled by one factor so that the
+    result's largest magnitude is about 1.  Normalized alone, a product of ~30 tensors
+    can fall below float32's normal range (the gpu variant of ``mps_inner_product``:
+    1e-41, where float32 keeps two or three digits and any order of the sum is 1 % off
+    float64), and then rounding, not the contraction, is what a check measures (and
+    subnormal arithmetic what a CPU timing measures)."""
+    ops = [o / o.norm() for o in ops]
+    wide = torch.complex128 if ops[0].is_complex() else torch.float64
+    with torch.no_grad():
+        peak = float(torch_einsum(equation, *[o.to(wide) for o in ops]).abs().max())
+    if peak > 0 and math.isfinite(peak):
+        ops = [o * peak ** (-1.0 / len(ops)) for o in ops]
     return ops
 
 

@@ -119,9 +119,12 @@ def _stranded_k(k: list, st_a, st_b) -> list:
     return []
 
 
-def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
+def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=True) -> Kernel:
     """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
-    (strides; a value missing there is contiguous).
+    (strides; a value missing there is contiguous).  ``unit_tiles=False`` leaves a stranded
+    unit-stride index where its group's order puts it (no ``t`` or ``kt`` made for it: that
+    tensor's tile is a gather): measure mode times that kernel beside the default one
+    (``plain``, :mod:`einc.runtime.select`).
 
     >>> from einc.planner.equation import parse
     >>> from einc.planner.graph import build
@@ -158,9 +161,9 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None) -> Kernel:
         m, n, k = list(_by_stride(m, st[0])), list(_by_stride(n, st_c)), list(_by_stride(shared, k_by))
         ka = _by_stride([i for i in summed if i in ta and i not in tb], st[0])
         kb = _by_stride([i for i in summed if i in tb and i not in ta], st[1])
-        if not t:
+        if not t and unit_tiles:
             t = _stranded(m, n, k, st[0], st[1], st_c)
-        kt = _stranded_k(k, st[0], st[1]) if not (t or ka or kb) else []
+        kt = _stranded_k(k, st[0], st[1]) if unit_tiles and not (t or ka or kb) else []
         groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)),
                   ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
@@ -268,16 +271,19 @@ def _merged_strides(sts) -> dict[int, int]:
     return out
 
 
-def lower_program(plan: Plan, dtype: str, shapes, strides=None) -> tuple:
+def lower_program(plan: Plan, dtype: str, shapes, strides=None, unit_tiles=True) -> tuple:
     """Every step of ``plan`` (a plan, or :func:`~einc.planner.fuse.fuse_plan`'s program:
     fused steps included) as a kernel: the one lowering entry.  ``shapes`` (``strides``,
-    optional: contiguous) are the operands'; intermediates are contiguous."""
+    optional: contiguous) are the operands'; intermediates are contiguous.
+    ``unit_tiles``: see :func:`lower_step` (fused kernels have no such choice)."""
     values = {v: tuple(sh) for v, sh in enumerate(shapes)}
     given = {v: tuple(x) for v, x in enumerate(strides)} if strides is not None else {}
     kernels = []
     for s, step in enumerate(plan.steps):
-        lowered = lower_fused if step.kind == FUSED else lower_step
-        kernels.append(lowered(plan, s, dtype, values, given))
+        if step.kind == FUSED:
+            kernels.append(lower_fused(plan, s, dtype, values, given))
+        else:
+            kernels.append(lower_step(plan, s, dtype, values, given, unit_tiles))
         values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
     return tuple(kernels)
 

@@ -167,7 +167,10 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         if mode == "measure":
             choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
     kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
-    names = [f"triton {k.name}" if c.backend == "triton" else _TORCH_NAMES.get(c.backend, "torch")
+    if any(c.backend == "plain" for c in choices):
+        plain = triton_executor.kernels(plan, dtypes[0], shapes, strides, unit_tiles=False)
+        kernels = [p if c.backend == "plain" else k for c, k, p in zip(choices, kernels, plain)]
+    names = [f"triton {k.name}" if c.backend in ("triton", "plain") else _TORCH_NAMES.get(c.backend, "torch")
              for c, k in zip(choices, kernels)]
     return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
 
@@ -231,8 +234,10 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
         program = triton_executor.program(plan, dtypes[0])
         torch_fns, plan = unit_functions(program, plan, torch_fns), program
     operand_strides = tuple(tuple(o.stride()) for o in operands)
+    shapes = [tuple(o.shape) for o in operands]
     try:
-        launches = triton_executor.launches(plan, dtypes[0], [tuple(o.shape) for o in operands], operand_strides)
+        launches = triton_executor.launches(plan, dtypes[0], shapes, operand_strides)
+        plain = triton_executor.plain_launches(plan, dtypes[0], shapes, operand_strides) if mode == "measure" else {}
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer
@@ -240,7 +245,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
         return entry
     entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
-        entry.run = _measuring_call(entry, launches, torch_fns, torch_run)
+        entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
     strides = _value_strides(plan, [o.shape for o in operands], operand_strides)
@@ -262,9 +267,10 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
     return torch_fns[s]
 
 
-def _measuring_call(entry, launches, torch_fns, torch_run):
+def _measuring_call(entry, launches, plain, torch_fns, torch_run):
     """The entry's first run: time each step's candidates on this call's values, keep the
-    faster (or the decision remembered on disk), then run the chosen functions from then on."""
+    fastest (or the decision remembered on disk), then run the chosen functions from then on.
+    ``plain``: the steps' ``plain`` kernels where they differ from ``launches``'."""
     plan = entry.plan
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
@@ -283,6 +289,8 @@ def _measuring_call(entry, launches, torch_fns, torch_run):
                     candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
                 if getattr(torch_fns[s], "chunked", None) is not None:
                     candidates["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
+                if s in plain:
+                    candidates["plain"] = plain[s]      # the kernel without the stranded index's T axis or K block
                 key = select.signature(step, args[0].device, args)
                 choice = select.remembered(key)
                 if choice is None or choice.backend not in candidates:

@@ -8,8 +8,12 @@ chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
 ``blas`` one, and a third beside it where its layout copies something; where that
 step's product (16 MiB or more) is copied, permuted, into the result, the same made a
 chunk of half the L2 cache at a time (``chunks``, :mod:`einc.runtime.chunked`), so
-that the product is never written whole to memory.  The mode
-(``EINC_SELECT`` or the ``select=`` keyword) decides:
+that the product is never written whole to memory.  Where the default kernel moved a
+stranded unit-stride index into the tile's T axis or a 2-D K block
+(:mod:`einc.codegen.lower`), the kernel lowered without that move (``plain``: M, N and K
+ordered as the result and the other operand want, the stranded tensor's tile a gather)
+is a candidate too: which of the two is faster depends on the shapes and the device.
+The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs
@@ -41,7 +45,7 @@ from .. import config
 from ..planner.equation import letter
 
 REPEATS = 5
-BACKENDS = ("blas", "triton", "torch", "chunks")
+BACKENDS = ("blas", "triton", "torch", "chunks", "plain")
 
 
 @dataclass

@@ -57,14 +57,28 @@ def program(plan, dtype):
     return fuse.fuse_plan(plan, dtype_name(dtype))
 
 
-def kernels(plan, dtype, shapes, strides=None):
+def kernels(plan, dtype, shapes, strides=None, unit_tiles=True):
     """The plan's kernels (IR) for operands of ``dtype`` and ``shapes`` (fused steps included),
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
-    right)."""
-    return lower_program(plan, dtype_name(dtype), shapes, strides)
+    right); ``unit_tiles=False``: the ``plain`` lowering (:func:`einc.codegen.lower.lower_step`)."""
+    return lower_program(plan, dtype_name(dtype), shapes, strides, unit_tiles)
+
+
+def _launch(kernel):
+    """A kernel's ``launch`` function (written into the kernel cache, its first line saying
+    how the cache regenerates it, and loaded)."""
+    return load(kernel.name, cache_source(render(kernel))).launch
 
 
 def launches(plan, dtype, shapes, strides=None):
-    """The ``launch`` function of each step's generated kernel (written into the kernel cache,
-    its first line saying how the cache regenerates it, and loaded)."""
-    return [load(k.name, cache_source(render(k))).launch for k in kernels(plan, dtype, shapes, strides)]
+    """The ``launch`` function of each step's generated kernel."""
+    return [_launch(k) for k in kernels(plan, dtype, shapes, strides)]
+
+
+def plain_launches(plan, dtype, shapes, strides=None) -> dict:
+    """``{step: launch}`` of the ``plain`` kernels that differ from the default ones: the
+    steps where a stranded unit-stride index was moved into the tile's T axis or a 2-D K
+    block (elsewhere the two lowerings are the same kernel)."""
+    default = kernels(plan, dtype, shapes, strides)
+    plain = kernels(plan, dtype, shapes, strides, unit_tiles=False)
+    return {s: _launch(p) for s, (k, p) in enumerate(zip(default, plain)) if p.name != k.name}
