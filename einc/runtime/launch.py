@@ -6,8 +6,9 @@ arguments and group extents from the operands, one line building its :class:`Lau
 and a short ``launch()``.  Everything else a launch takes lives here, once:
 
 - **Configs and autotuning.**  Per kind and dtype (:func:`config_table`), pruned per shape
-  (:meth:`Launcher.prune`: extent, shared memory); the autotuner keeps its results in
-  Triton's cache folder across processes where this Triton can (``cache_results``).
+  (:meth:`Launcher.prune`: extent, shared memory), timed by :func:`tuning_bench` (one run
+  for a slow config); the autotuner keeps its results in Triton's cache folder across
+  processes where this Triton can (``cache_results``).
 - **Layouts.**  ``launch()`` costs little after the first call with a given *layout* (the
   operands' shapes, strides, dtypes, device and 16-byte alignment, and whether there is a
   scale): the first launch of a layout (:meth:`Launcher.first`) reads the sizes, refuses
@@ -207,8 +208,41 @@ def finish_kernel(interpret: bool):
     return kernel
 
 
+SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
+
+
+def _one_run_ms(fn) -> float:
+    """ms of one run of ``fn`` on the current CUDA stream."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop)
+
+
+def tuning_bench(kernel_call, quantiles=None):
+    """The autotuner's timer (``triton.autotune(do_bench=...)``).
+
+    Triton's ``do_bench`` runs a config at least 9 times however slow it is (a first run
+    that compiles, 5 to estimate, a warm-up, then enough for its 100 ms, at least 1):
+    on an H100 autotuning a kernel whose configs took 75-300 ms a launch took 18-19 s of
+    einc's first call.  Here a config runs once to compile, then once timed; where that
+    run took :data:`SLOW_MS` or more, it is the measurement (one run of several ms is
+    within a few percent of the median); faster configs are timed by Triton's
+    ``do_bench``, as before."""
+    kernel_call()
+    ms = _one_run_ms(kernel_call)
+    if ms >= SLOW_MS:
+        return [ms] * len(quantiles) if quantiles else ms
+    import triton.testing
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+
 # Tuning results persist across processes (Triton's cache folder) where this Triton can.
-_PERSIST = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
+_AUTOTUNE = inspect.signature(triton.autotune).parameters
+_PERSIST = {"cache_results": True} if "cache_results" in _AUTOTUNE else {}
+_BENCH = {"do_bench": tuning_bench} if "do_bench" in _AUTOTUNE else {}
 
 
 def _arg_names(kernel) -> list[str]:
@@ -242,7 +276,7 @@ class Launcher:
         key = [n for n in names if n.startswith("size_")] + \
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
         pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
-        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST)(kernel)
+        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST, **_BENCH)(kernel)
         self.finish = finish_kernel(self.interpret) if self.granule else None
 
     def prune(self, configs, named_args, **kwargs):
