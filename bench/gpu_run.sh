@@ -5,7 +5,7 @@
 #     bash bench/gpu_run.sh COMMIT [BUDGET_S]
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
-# gpu_eval.py --part pairwise, bench/gpu_orders.py, the kernel tests compiled for real
+# gpu_eval.py --part pairwise, the kernel tests compiled for real
 # (pytest -m "kernels or gpu", 8 workers, at most 200 s), then --part rest, gemm and
 # compare with what is left (all --quick; PARTS="..." to choose; compare's SASS check
 # reads the most recent kernels in the Triton cache, so it runs while those are the
@@ -58,23 +58,12 @@ tests() {    # the kernel tests compiled for real: at most 200 s
 }
 
 # PARTS reorders or narrows them. The default puts first what the open issue needs: the
-# pairwise family (whose 17 rows the first H200 run's 100 s cut at 14), bench/gpu_orders.py,
-# then the kernel tests (the T-axis and 2-D K kernels have never run on a GPU), then
-# rest, gemm and compare with what is left.
-orders() {   # bench/gpu_orders.py: the CCSD(T) kernels with M ordered for the result's stores
-  local s=60
-  (( $(left) < s + 20 )) && s=$(( $(left) - 20 ))
-  if (( s < 30 )); then echo "skip orders: $(left) s left"; return; fi
-  step "gpu_orders (limit $s s)"
-  timeout "$s" python3 bench/gpu_orders.py --out "$W" >"$W/orders.log" 2>&1
-  echo "exit $?" >>"$W/orders.log"
-  pack
-}
-
-for p in ${PARTS:-pairwise orders tests rest gemm compare}; do
+# pairwise family (measure mode's plain-kernel candidate, first run on an H100 on
+# 2026-11-26, has not run on an H200), then the kernel tests at the new head, then rest,
+# gemm and compare with what is left.
+for p in ${PARTS:-pairwise tests rest gemm compare}; do
   case $p in
     pairwise) part pairwise 130 ;;
-    orders) orders ;;
     tests) tests ;;
     rest) part rest 80 ;;
     gemm) part gemm 100 ;;
@@ -92,7 +81,6 @@ for d in gemm pairwise rest compare; do
   sed -n '/^== gates ==/,$p' "$W/$d.log" | grep -v '^$' | cut -c1-400
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
-if [ -f "$W/orders.log" ]; then echo "---- orders"; cut -c1-300 "$W/orders.log"; fi
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
 pack
 ls -la "$OUT"
