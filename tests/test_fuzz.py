@@ -12,6 +12,7 @@ Quick and deterministic by default; the long run before a release is
 ``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py --hypothesis-show-statistics``.
 """
 
+import math
 import warnings
 
 import pytest
@@ -128,6 +129,53 @@ def test_generated_kernels(kernel_device, case, seed):
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
         _differential(case, fuzz.operands(case, seed, kernel_device), _einsum)
+
+
+@st.composite
+def permuted_pairs(draw):
+    """``(equation, shapes)``: one contraction of two operands with row, column and summed
+    indices (one to three each, sizes 1-5) in drawn orders in both operands and the
+    result, the kind whose unit-stride index is often stranded inside another's group."""
+    letters = iter("abcdefghij")
+    m, n, k = ([next(letters) for _ in range(draw(st.integers(1, 3)))] for _ in range(3))
+    a, b, out = (draw(st.permutations(x)) for x in (m + k, k + n, m + n))
+    sizes = {i: draw(st.integers(1, 5)) for i in m + n + k}
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=40, share=0.05)
+@given(pair=permuted_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+       layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
+def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, seed):
+    """A two-operand permuted contraction through the default kernel (a stranded
+    unit-stride index moved into the tile's T axis or a 2-D K block) and through the
+    kernel lowered without that move (measure mode's ``plain``): both give the float64
+    answer, for operands in drawn layouts."""
+    from oracle import assert_close, reference
+    from einc.runtime import triton_executor
+    equation, shapes = pair
+    g = torch.Generator().manual_seed(seed)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    expected = reference(equation, *[o.cpu() for o in ops])
+    extent = math.prod(n for i, n in zip(equation.split(",")[0], shapes[0]) if i in equation.split(",")[1])
+    kernels = triton_executor.kernels
+    for unit_tiles in (True, False):
+        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+            mp.setattr(triton_executor, "kernels", lambda plan, dt, sh, st=None, unit_tiles=unit_tiles:
+                       kernels(plan, dt, sh, st, unit_tiles))
+            warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+            einc.cache_clear()
+            try:
+                out = einc.einsum(equation, *ops)
+            finally:
+                einc.cache_clear()
+        assert out.is_contiguous() and out.dtype == dtype
+        assert_close(out.cpu(), expected, dtype, extent=extent)
+    plan = einc.explain(equation, *ops).plan
+    differs = triton_executor.plain_launches(plan, dtype, [o.shape for o in ops], [o.stride() for o in ops])
+    event(f"the plain kernel {'differs' if differs else 'is the default'}")
 
 
 # ---------------------------------------------------------------- autograd

@@ -285,6 +285,29 @@ def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index
     assert not seen                                                  # the file's decision, untimed
 
 
+def test_a_plain_kernel_that_fails_is_left_out_of_the_measurement(timed, monkeypatch):
+    """The plain kernel is an optional candidate: where it fails to build, lower or run
+    (here its first run raises), measure mode times the others, with no warning and no
+    fallback of the entry; any other candidate's failure still raises from measure."""
+    from einc.runtime import triton_executor
+    device, seen, folder = timed
+
+    def broken(*args):
+        raise RuntimeError("out of resource")
+    monkeypatch.setattr(triton_executor, "plain_launches", lambda *a: {0: broken})
+    eq = "dega,gfbc->abcdef"
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 3, 4, 5, generator=g).to(device), torch.randn(4, 2, 3, 2, generator=g).to(device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")
+        out = einc.einsum(eq, a, b, select="measure")
+    torch.testing.assert_close(out.double(), torch.einsum(eq, a.double(), b.double()), rtol=1e-5, atol=1e-5)
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert set(decision["us"]) == {"triton", "torch"}
+    with pytest.raises(RuntimeError, match="out of resource"):
+        select.measure({"triton": broken, "torch": lambda *x: None}, (a, b))
+
+
 def test_chunks_on_cuda_take_half_its_l2(monkeypatch):
     """The chunk size on a CUDA device: half its L2 as torch reports it, else a fixed size;
     on the CPU, per thread."""

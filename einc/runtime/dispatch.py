@@ -237,7 +237,6 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     shapes = [tuple(o.shape) for o in operands]
     try:
         launches = triton_executor.launches(plan, dtypes[0], shapes, operand_strides)
-        plain = triton_executor.plain_launches(plan, dtypes[0], shapes, operand_strides) if mode == "measure" else {}
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer
@@ -245,6 +244,12 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
         return entry
     entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
+        try:
+            plain = triton_executor.plain_launches(plan, dtypes[0], shapes, operand_strides)
+        except ConfigError:
+            raise
+        except Exception:       # an optional candidate: the default kernels still run
+            plain = {}
         entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry

@@ -46,6 +46,7 @@ from ..planner.equation import letter
 
 REPEATS = 5
 BACKENDS = ("blas", "triton", "torch", "chunks", "plain")
+OPTIONAL = ("plain",)       # a candidate that fails its first run is dropped, not an error
 
 
 @dataclass
@@ -188,11 +189,18 @@ def measure(candidates: dict, args) -> Choice:
     time one run of each, the order rotated every round (two candidates run A B, B A,
     A B, ...), and each keeps its median.  Timed one after the other instead, a clock or
     power drift of the device over the candidates' runs (hundreds of ms for large
-    float64 products) favours whichever ran first.
+    float64 products) favours whichever ran first.  An :data:`OPTIONAL` candidate whose
+    first run raises is left out; any other's error is raised.
     """
+    candidates = dict(candidates)
+    for name, fn in list(candidates.items()):
+        try:
+            fn(*args)
+        except Exception:
+            if name not in OPTIONAL:
+                raise
+            del candidates[name]        # (a plain kernel that does not compile: not a candidate)
     names = list(candidates)
-    for fn in candidates.values():
-        fn(*args)
     samples = {name: [] for name in names}
     for r in range(REPEATS):
         for name in names[r % len(names):] + names[:r % len(names)]:
