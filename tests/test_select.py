@@ -285,25 +285,48 @@ def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index
     assert not seen                                                  # the file's decision, untimed
 
 
-def test_a_plain_kernel_that_fails_is_left_out_of_the_measurement(timed, monkeypatch):
-    """The plain kernel is an optional candidate: where it fails to build, lower or run
-    (here its first run raises), measure mode times the others, with no warning and no
-    fallback of the entry; any other candidate's failure still raises from measure."""
+@pytest.mark.parametrize("fails", ["to run", "to load"])
+def test_a_plain_kernel_that_fails_is_left_out_of_the_measurement(timed, monkeypatch, fails):
+    """The plain kernel is an optional candidate: where it fails to load or to run, measure
+    mode times the others, with no warning and no fallback of the entry (any other
+    candidate's failure still raises from measure); and a new process that remembers a
+    decision other than ``plain`` does not load the plain kernel at all."""
     from einc.runtime import triton_executor
     device, seen, folder = timed
+    real_plain, real_launch = triton_executor.plain_kernels, triton_executor.launch_of
+    names, loaded = set(), []
 
     def broken(*args):
         raise RuntimeError("out of resource")
-    monkeypatch.setattr(triton_executor, "plain_launches", lambda *a: {0: broken})
+
+    def plain_kernels(*args):
+        found = real_plain(*args)
+        names.update(k.name for k in found.values())
+        return found
+
+    def launch_of(kernel):
+        if kernel.name not in names:
+            return real_launch(kernel)
+        loaded.append(kernel.name)
+        if fails == "to load":
+            raise SyntaxError("a generator bug")
+        return broken
+    monkeypatch.setattr(triton_executor, "plain_kernels", plain_kernels)
+    monkeypatch.setattr(triton_executor, "launch_of", launch_of)
     eq = "dega,gfbc->abcdef"
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(2, 3, 4, 5, generator=g).to(device), torch.randn(4, 2, 3, 2, generator=g).to(device)
+    expected = torch.einsum(eq, a.double(), b.double())
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")
         out = einc.einsum(eq, a, b, select="measure")
-    torch.testing.assert_close(out.double(), torch.einsum(eq, a.double(), b.double()), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
+    assert names and len(loaded) == 1
     ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
     assert set(decision["us"]) == {"triton", "torch"}
+    einc.cache_clear()                                               # as a new process: the file decides
+    torch.testing.assert_close(einc.einsum(eq, a, b, select="measure").double(), expected, rtol=1e-5, atol=1e-5)
+    assert len(loaded) == 1                                          # the plain kernel was not loaded again
     with pytest.raises(RuntimeError, match="out of resource"):
         select.measure({"triton": broken, "torch": lambda *x: None}, (a, b))
 

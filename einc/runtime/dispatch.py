@@ -245,7 +245,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
         try:
-            plain = triton_executor.plain_launches(plan, dtypes[0], shapes, operand_strides)
+            plain = triton_executor.plain_kernels(plan, dtypes[0], shapes, operand_strides)
         except ConfigError:
             raise
         except Exception:       # an optional candidate: the default kernels still run
@@ -275,7 +275,8 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
 def _measuring_call(entry, launches, plain, torch_fns, torch_run):
     """The entry's first run: time each step's candidates on this call's values, keep the
     fastest (or the decision remembered on disk), then run the chosen functions from then on.
-    ``plain``: the steps' ``plain`` kernels where they differ from ``launches``'."""
+    ``plain``: the steps' ``plain`` kernels (IR) where they differ from ``launches``'
+    kernels, loaded only where a step is timed or its remembered choice is ``plain``."""
     plan = entry.plan
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
@@ -294,10 +295,12 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                     candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
                 if getattr(torch_fns[s], "chunked", None) is not None:
                     candidates["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
-                if s in plain:
-                    candidates["plain"] = plain[s]      # the kernel without the stranded index's T axis or K block
                 key = select.signature(step, args[0].device, args)
                 choice = select.remembered(key)
+                if s in plain and (choice is None or choice.backend not in candidates):
+                    candidates["plain"] = _optional(plain[s])   # the kernel without the stranded index's move
+                    if candidates["plain"] is None:
+                        del candidates["plain"]
                 if choice is None or choice.backend not in candidates:
                     if select.capturing():
                         choice = _static_choices(plan, strides, "model", args[0].dtype)[s]
@@ -324,6 +327,16 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
         return values[plan.steps[-1].result]
     return first
+
+
+def _optional(kernel):
+    """``kernel``'s launch function, or None where it does not load (an optional candidate)."""
+    try:
+        return triton_executor.launch_of(kernel)
+    except ConfigError:
+        raise
+    except Exception:
+        return None
 
 
 def _cast(run, dtype):

@@ -64,7 +64,7 @@ def kernels(plan, dtype, shapes, strides=None, unit_tiles=True):
     return lower_program(plan, dtype_name(dtype), shapes, strides, unit_tiles)
 
 
-def _launch(kernel):
+def launch_of(kernel):
     """A kernel's ``launch`` function (written into the kernel cache, its first line saying
     how the cache regenerates it, and loaded)."""
     return load(kernel.name, cache_source(render(kernel))).launch
@@ -72,13 +72,19 @@ def _launch(kernel):
 
 def launches(plan, dtype, shapes, strides=None):
     """The ``launch`` function of each step's generated kernel."""
-    return [_launch(k) for k in kernels(plan, dtype, shapes, strides)]
+    return [launch_of(k) for k in kernels(plan, dtype, shapes, strides)]
+
+
+def plain_kernels(plan, dtype, shapes, strides=None) -> dict:
+    """``{step: kernel}`` of the ``plain`` kernels that differ from the default ones: the
+    steps where a stranded unit-stride index was moved into the tile's T axis or a 2-D K
+    block (elsewhere the two lowerings are the same kernel).  Not loaded: measure mode
+    loads one (:func:`launch_of`) only to time it or to run it."""
+    default = kernels(plan, dtype, shapes, strides)
+    plain = kernels(plan, dtype, shapes, strides, unit_tiles=False)
+    return {s: p for s, (k, p) in enumerate(zip(default, plain)) if p.name != k.name}
 
 
 def plain_launches(plan, dtype, shapes, strides=None) -> dict:
-    """``{step: launch}`` of the ``plain`` kernels that differ from the default ones: the
-    steps where a stranded unit-stride index was moved into the tile's T axis or a 2-D K
-    block (elsewhere the two lowerings are the same kernel)."""
-    default = kernels(plan, dtype, shapes, strides)
-    plain = kernels(plan, dtype, shapes, strides, unit_tiles=False)
-    return {s: _launch(p) for s, (k, p) in enumerate(zip(default, plain)) if p.name != k.name}
+    """``{step: launch}`` of :func:`plain_kernels`."""
+    return {s: launch_of(k) for s, k in plain_kernels(plan, dtype, shapes, strides).items()}
