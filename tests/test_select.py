@@ -2,6 +2,7 @@
 measurement (here with a fake timer), by the cost model, or forced; decisions remembered
 in the cache folder.  Kernels run under Triton's interpreter on this machine."""
 
+import contextlib
 import json
 import warnings
 
@@ -329,6 +330,33 @@ def test_a_plain_kernel_that_fails_is_left_out_of_the_measurement(timed, monkeyp
     assert len(loaded) == 1                                          # the plain kernel was not loaded again
     with pytest.raises(RuntimeError, match="out of resource"):
         select.measure({"triton": broken, "torch": lambda *x: None}, (a, b))
+
+
+def test_measure_clears_the_cache_before_every_timed_run(monkeypatch):
+    """Every timed run follows a clear of the L2 (``cold_cache``); on CPU tensors the
+    clear allocates nothing and does nothing."""
+    events = []
+
+    @contextlib.contextmanager
+    def cold(args):
+        events.append("enter")
+        yield lambda: events.append("clear")
+        events.append("exit")
+    monkeypatch.setattr(select, "cold_cache", cold)
+    monkeypatch.setattr(select, "timer", lambda fn, args: events.append(fn.__name__) or 1.0)
+
+    def a(*args):
+        pass
+
+    def b(*args):
+        pass
+    select.measure({"a": a, "b": b}, (torch.ones(1),))
+    timed = events[1:-1]
+    assert events[0] == "enter" and events[-1] == "exit"
+    assert timed == ["clear", "a", "clear", "b", "clear", "b", "clear", "a"] + timed[8:] and len(timed) == 4 * select.REPEATS
+    monkeypatch.undo()
+    with select.cold_cache((torch.ones(3), 2.0)) as clear:
+        assert clear() is None
 
 
 def test_chunks_on_cuda_take_half_its_l2(monkeypatch):

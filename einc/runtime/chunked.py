@@ -178,9 +178,14 @@ def device_chunk_bytes(device) -> int:
     """Bytes of a chunk's product on ``device``: half its L2 cache on CUDA (the chunk is
     copied from there into the result), :data:`CHUNK_BYTES` per thread on the CPU."""
     if device.type == "cuda":
-        l2 = _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
+        l2 = l2_bytes(device)
         return max(l2 // 2, CHUNK_BYTES) if l2 else DEVICE_CHUNK_BYTES
     return CHUNK_BYTES * torch.get_num_threads()
+
+
+def l2_bytes(device) -> int:
+    """The L2 cache of a CUDA ``device`` in bytes (0 where torch does not say)."""
+    return _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @functools.lru_cache(maxsize=None)
@@ -227,4 +232,5 @@ def plan_sum_chunks(shape, k_dims, itemsize):
     return run
 
 
-__all__ = ["CHUNK_BYTES", "DEVICE_CHUNK_BYTES", "MIN_BYTES", "device_chunk_bytes", "plan_chunks", "plan_sum_chunks"]
+__all__ = ["CHUNK_BYTES", "DEVICE_CHUNK_BYTES", "MIN_BYTES", "device_chunk_bytes", "l2_bytes", "plan_chunks",
+           "plan_sum_chunks"]

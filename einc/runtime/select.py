@@ -32,6 +32,7 @@ The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
@@ -43,6 +44,7 @@ import torch
 
 from .. import config
 from ..planner.equation import letter
+from .chunked import l2_bytes
 
 REPEATS = 5
 BACKENDS = ("blas", "triton", "torch", "chunks", "plain")
@@ -182,6 +184,27 @@ def forget() -> None:
         _warned = False
 
 
+@contextlib.contextmanager
+def cold_cache(args):
+    """``clear()``, which overwrites the L2 cache of the CUDA devices ``args`` are on (a
+    buffer of twice its size zeroed; 256 MB where torch does not tell the L2's size, as
+    Triton's ``do_bench``), so a timed run does not find in L2 what the run before left
+    there: uncleared, the candidates of ``gshard_combine`` timed 976 and 982 µs on an
+    H100, where ``do_bench`` gave 843 and 725.  A no-op for CPU tensors.  The buffers
+    are freed on exit."""
+    devices = {a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda}
+    buffers = [torch.empty((2 * l2_bytes(d) or 256 * 10**6) // 4, dtype=torch.int32, device=d)
+               for d in devices]
+
+    def clear():
+        for b in buffers:
+            b.zero_()
+    try:
+        yield clear
+    finally:
+        buffers.clear()
+
+
 def measure(candidates: dict, args) -> Choice:
     """Time each candidate function on ``args``; the fastest, with every timing.
 
@@ -189,8 +212,10 @@ def measure(candidates: dict, args) -> Choice:
     time one run of each, the order rotated every round (two candidates run A B, B A,
     A B, ...), and each keeps its median.  Timed one after the other instead, a clock or
     power drift of the device over the candidates' runs (hundreds of ms for large
-    float64 products) favours whichever ran first.  An :data:`OPTIONAL` candidate whose
-    first run raises is left out; any other's error is raised.
+    float64 products) favours whichever ran first.  Before each timed run on a CUDA
+    device its L2 cache is cleared (:func:`cold_cache`), as ``triton.testing.do_bench``
+    and inductor's autotuning clear it.  An :data:`OPTIONAL` candidate whose first run
+    raises is left out; any other's error is raised.
     """
     candidates = dict(candidates)
     for name, fn in list(candidates.items()):
@@ -202,9 +227,11 @@ def measure(candidates: dict, args) -> Choice:
             del candidates[name]        # (a plain kernel that does not compile: not a candidate)
     names = list(candidates)
     samples = {name: [] for name in names}
-    for r in range(REPEATS):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            samples[name].append(timer(candidates[name], args))
+    with cold_cache(args) as clear:
+        for r in range(REPEATS):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                clear()
+                samples[name].append(timer(candidates[name], args))
     timings = {name: round(statistics.median(samples[name]), 3) for name in names}
     best = min(timings, key=timings.get)
     others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
