@@ -359,6 +359,32 @@ def test_measure_clears_the_cache_before_every_timed_run(monkeypatch):
         assert clear() is None
 
 
+@pytest.mark.parametrize("room", [True, False])
+def test_the_cache_clear_zeroes_twice_the_l2_or_nothing_on_a_full_device(monkeypatch, room):
+    """On a CUDA device (stood in for here) the clear zeroes a buffer of twice its L2 before
+    each timed run; where the device has no room for it, timing goes on without it."""
+    from unittest import mock
+    made, zeroed = [], []
+
+    class Buffer:
+        def zero_(self):
+            zeroed.append(True)
+
+    def empty(n, dtype, device):
+        if not room:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        made.append((n, dtype, device))
+        return Buffer()
+    monkeypatch.setattr(select, "l2_bytes", lambda device: 50 << 20)
+    monkeypatch.setattr(select.torch, "empty", empty)
+    x = mock.Mock(spec=torch.Tensor, is_cuda=True, device=torch.device("cuda", 0))
+    with select.cold_cache((x, x)) as clear:
+        clear()
+        clear()
+    assert made == ([((100 << 20) // 4, torch.int32, torch.device("cuda", 0))] if room else [])
+    assert len(zeroed) == (2 if room else 0)
+
+
 def test_chunks_on_cuda_take_half_its_l2(monkeypatch):
     """The chunk size on a CUDA device: half its L2 as torch reports it, else a fixed size;
     on the CPU, per thread."""
