@@ -174,7 +174,7 @@ def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, s
         assert out.is_contiguous() and out.dtype == dtype
         assert_close(out.cpu(), expected, dtype, extent=extent)
     plan = einc.explain(equation, *ops).plan
-    differs = triton_executor.plain_launches(plan, dtype, [o.shape for o in ops], [o.stride() for o in ops])
+    differs = triton_executor.plain_kernels(plan, dtype, [o.shape for o in ops], [o.stride() for o in ops])
     event(f"the plain kernel {'differs' if differs else 'is the default'}")
 
 

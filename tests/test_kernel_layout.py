@@ -181,7 +181,8 @@ def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(
     g = torch.Generator().manual_seed(3)
     ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), "permuted").to(kernel_device)
            for s in shapes]
-    (launch,) = triton_executor.plain_launches(plan, torch.float64, shapes).values()
+    (kernel,) = triton_executor.plain_kernels(plan, torch.float64, shapes).values()
+    launch = triton_executor.launch_of(kernel)
     out = launch(*ops)
     assert out.is_contiguous()
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64,

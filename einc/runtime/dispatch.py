@@ -253,7 +253,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
         entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
-    strides = _value_strides(plan, [o.shape for o in operands], operand_strides)
+    strides = _value_strides(plan, shapes, operand_strides)
     entry.choices = _static_choices(plan, strides, mode, dtypes[0])
     functions = [_step_function(plan, s, c.backend, launches, torch_fns, strides)
                  for s, c in enumerate(entry.choices)]
@@ -298,9 +298,9 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                 key = select.signature(step, args[0].device, args)
                 choice = select.remembered(key)
                 if s in plain and (choice is None or choice.backend not in candidates):
-                    candidates["plain"] = _optional(plain[s])   # the kernel without the stranded index's move
-                    if candidates["plain"] is None:
-                        del candidates["plain"]
+                    loaded = _optional(plain[s])    # the kernel without the stranded index's move
+                    if loaded is not None:
+                        candidates["plain"] = loaded
                 if choice is None or choice.backend not in candidates:
                     if select.capturing():
                         choice = _static_choices(plan, strides, "model", args[0].dtype)[s]

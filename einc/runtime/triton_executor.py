@@ -83,8 +83,3 @@ def plain_kernels(plan, dtype, shapes, strides=None) -> dict:
     default = kernels(plan, dtype, shapes, strides)
     plain = kernels(plan, dtype, shapes, strides, unit_tiles=False)
     return {s: p for s, (k, p) in enumerate(zip(default, plain)) if p.name != k.name}
-
-
-def plain_launches(plan, dtype, shapes, strides=None) -> dict:
-    """``{step: launch}`` of :func:`plain_kernels`."""
-    return {s: launch_of(k) for s, k in plain_kernels(plan, dtype, shapes, strides).items()}
