@@ -100,7 +100,7 @@ def test_results_stay_right_as_layouts_come_and_go(fresh):
 def test_the_span_check_runs_once_per_layout(fresh, monkeypatch):
     m = fresh("ij,jk->ik", [(5, 6), (6, 7)])
     assert "2**31" not in inspect.getsource(m.launch)           # the per-call path has no span check
-    assert "2**31" in inspect.getsource(launch.Launcher.first)  # only the first launch of a layout
+    assert "2**31" in inspect.getsource(launch.Launcher._set_up)   # only the first launch of a layout
     first = count_calls(monkeypatch, m.launcher, "first")
     a, b = layouts((5, 6)), layouts((6, 7))
     for _ in range(4):
@@ -483,3 +483,73 @@ def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_
 def _kernel_for_tuning(x_ptr, K: tl.constexpr, K_SPLIT: tl.constexpr, O: tl.constexpr, BLOCK_O: tl.constexpr,
                        BLOCK_K: tl.constexpr):
     pass
+
+
+class FixedConfigKernel:
+    """A launcher's ``kernel`` on a GPU as ``screen`` indexes it: records the arguments of
+    each launch (a config's constexprs and ``num_warps``... among them) and launches the
+    real kernel, interpreted, with them."""
+
+    def __init__(self, jit):
+        self.jit, self.calls = jit, []
+
+    def __getitem__(self, grid):
+        def run(*args, **meta):
+            self.calls.append(meta)
+            self.jit[grid(meta) if callable(grid) else grid](*args, **meta)
+        return run
+
+
+SPLIT_MM = ("ij,jk->ik", [(4, 1100), (1100, 5)], MM[2])          # K split in slices: a workspace and a second pass
+
+
+@interpreter
+@pytest.mark.parametrize("case", [MM, RED, FUSED_MM, SPLIT_MM], ids=["mm", "red", "fused", "split"])
+def test_screen_launches_the_first_config_untuned_and_keeps_nothing(fresh, monkeypatch, case):
+    """``screen`` (measure mode's first round) launches the kernel once with the first config
+    the autotuner would time for the shape, never through the autotuner, sets up no layout,
+    and answers right; the next ``launch`` of that layout is set up and tuned as usual.  Under
+    the interpreter, ``screen`` is one interpreted launch."""
+    equation, shapes, config = case
+    m = fresh(equation, shapes, torch.float64, PATHS.get(equation))
+    g = torch.Generator().manual_seed(7)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(equation, *ops)
+    ops = [ops[i] for i in ORDERS.get(equation, range(len(ops)))]
+    torch.testing.assert_close(m.screen(*ops), expected)           # the interpreter's own path
+    assert not m.launcher.layouts
+    tuner = as_if_on_a_gpu(monkeypatch, m, config)
+    fixed = FixedConfigKernel(m.launcher.kernel)
+    monkeypatch.setattr(m.launcher, "kernel", fixed)
+    torch.testing.assert_close(m.screen(*ops), expected)
+    assert tuner.calls == 0 and not m.launcher.layouts
+    (meta,) = fixed.calls                                          # one launch (a split's second pass is another kernel)
+    first = m.launcher.first_config(meta)
+    assert first in m.launcher.configs and first.all_kwargs().items() <= meta.items()
+    if case is MM:                                                 # fp64, 40x35 over 6: the 64x64x16 tile, 4 warps, 2 stages
+        assert (meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["num_warps"], meta["num_stages"]) == \
+            (64, 64, 16, 4, 2)
+    if case is SPLIT_MM:
+        assert meta["SPLIT_K"] > 1
+    torch.testing.assert_close(m.launch(*ops), expected)             # then tuned, as ever
+    assert tuner.calls == 1 and len(m.launcher.layouts) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [[(64, 32), (32, 48)], [(4, 4096), (4096, 5)]], ids=["mm", "split"])
+def test_screen_on_a_gpu(monkeypatch, tmp_path, shapes):
+    """On a real GPU: ``screen`` compiles and runs the first config untuned (a split-K layout
+    through its workspace and second pass), answers right and keeps no layout; ``launch``
+    then sets the layout up, tuned."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    einc.cache_clear()
+    a, b = (torch.randn(s, dtype=torch.float64, device="cuda") for s in shapes)
+    plan = einc.explain("ij,jk->ik", a, b, select="kernel").plan
+    (kernel,) = triton_executor.kernels(plan, a.dtype, shapes)
+    run = triton_executor.launch_of(kernel)
+    module = sys.modules[run.__module__]
+    torch.testing.assert_close(triton_executor.screen_of(run)(a, b), a @ b)
+    assert not module.launcher.layouts
+    torch.testing.assert_close(run(a, b), a @ b)
+    assert len(module.launcher.layouts) == 1
+    einc.cache_clear()

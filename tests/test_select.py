@@ -4,6 +4,7 @@ in the cache folder.  Kernels run under Triton's interpreter on this machine."""
 
 import contextlib
 import json
+import sys
 import warnings
 
 import pytest
@@ -19,6 +20,7 @@ from einc.planner.plan import build_plan
 from einc.runtime import blas, select
 
 pytestmark = pytest.mark.kernels
+TIMED = select.REPEATS + 1      # timed runs of a candidate that measure keeps: the first round, then the rounds
 
 
 def _step(equation, shapes):
@@ -104,12 +106,12 @@ def test_measure_keeps_the_faster_and_remembers_it(timed):
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
     info = einc.explain("bij,bjk->bik", a, b, select="measure")
     assert info.backends == ("blas bmm/mm",) and "measured" in info.reasons[0] and "triton 5 µs" in info.reasons[0]
-    assert len(seen) == 2 * select.REPEATS                           # both candidates, REPEATS runs each
+    assert len(seen) == 2 * TIMED                                    # both candidates, TIMED runs each
     saved = json.loads((folder / "decisions.json").read_text())["steps"]
     ((key, decision),) = saved.items()
     assert decision == {"backend": "blas", "us": {"triton": 5.0, "blas": 1.0}} and "torch " in key
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
-    assert len(seen) == 2 * select.REPEATS                           # the cached entry: no timing
+    assert len(seen) == 2 * TIMED                           # the cached entry: no timing
     einc.cache_clear()                                               # as a new process
     seen.clear()
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
@@ -123,7 +125,7 @@ def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed):
     a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
     with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file"):
         torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
-    assert len(seen) == 2 * select.REPEATS                           # timed afresh
+    assert len(seen) == 2 * TIMED                           # timed afresh
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")     # no second warning
@@ -186,12 +188,12 @@ def test_measure_times_the_copy_cost_models_layout_as_a_third_candidate(timed, m
     monkeypatch.setattr(select, "timer", fake)
     a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
-    assert len(seen) == 3 * select.REPEATS and sum(getattr(f, "ttgt", None) is not None for f in seen) == select.REPEATS
+    assert len(seen) == 3 * TIMED and sum(getattr(f, "ttgt", None) is not None for f in seen) == TIMED
     ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
     assert decision == {"backend": "torch", "us": {"triton": 5.0, "blas": 1.0, "torch": 0.5}}
     assert einc.explain("bij,bjk->bik", a, b, select="measure").backends == ("torch",)
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
-    assert len(seen) == 3 * select.REPEATS                           # no timing on later calls
+    assert len(seen) == 3 * TIMED                           # no timing on later calls
     einc.cache_clear()
     seen.clear()
     torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
@@ -227,7 +229,7 @@ def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypa
         seen.append(fn)
         ran.clear()
         fn(*args)
-        return 5.0 if getattr(fn, "__name__", "") == "launch" else 0.25 if ran else 1.0
+        return 5.0 if getattr(fn, "__name__", "") == "launch" else 0.5 if ran else 1.0
     monkeypatch.setattr(select, "timer", fake)
     eq = "dega,gfbc->abcdef"
     g = torch.Generator().manual_seed(0)
@@ -237,7 +239,7 @@ def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypa
         out = einc.einsum(eq, a, b, select="measure")
         assert out.is_contiguous()
         torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
-    assert len(seen) == 4 * select.REPEATS          # kernel, torch step, chunks, plain kernel; then no timing
+    assert len(seen) == 4 * TIMED                 # kernel, torch step, chunks, plain kernel; then no timing
     ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
     assert decision["backend"] == "chunks" and set(decision["us"]) == {"triton", "torch", "chunks", "plain"}
     assert einc.explain(eq, a, b, select="measure").backends == ("torch in chunks",)
@@ -274,7 +276,7 @@ def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index
         out = einc.einsum(eq, a, b, select="measure")
         assert out.is_contiguous()
         torch.testing.assert_close(out.double(), expected, rtol=1e-5, atol=1e-5)
-    assert len(seen) == 3 * select.REPEATS                           # kernel, plain kernel, torch step
+    assert len(seen) == 3 * TIMED                           # kernel, plain kernel, torch step
     ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
     assert decision == {"backend": "plain", "us": {"triton": 5.0, "torch": 1.0, "plain": 0.5}}
     (name,) = einc.explain(eq, a, b, select="measure").backends
@@ -354,7 +356,8 @@ def test_measure_clears_the_cache_before_every_timed_run(monkeypatch):
     select.measure({"a": a, "b": b}, (torch.ones(1),))
     timed = events[1:-1]
     assert events[0] == "enter" and events[-1] == "exit"
-    assert timed == ["clear", "a", "clear", "b", "clear", "b", "clear", "a"] + timed[8:] and len(timed) == 4 * select.REPEATS
+    assert timed[:12] == ["clear", "a", "clear", "b"] + ["clear", "a", "clear", "b", "clear", "b", "clear", "a"]
+    assert len(timed) == 2 * 2 * TIMED          # the first round, then the rotated rounds
     monkeypatch.undo()
     with select.cold_cache((torch.ones(3), 2.0)) as clear:
         assert clear() is None
@@ -415,7 +418,7 @@ def test_a_copy_free_torch_layout_is_not_timed_twice(timed):
     device, seen, _ = timed
     a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
     einc.einsum("bij,bjk->bik", a, b, select="measure")
-    assert len(seen) == 2 * select.REPEATS and not any(getattr(f, "ttgt", None) is not None for f in seen)
+    assert len(seen) == 2 * TIMED and not any(getattr(f, "ttgt", None) is not None for f in seen)
 
 
 def test_measure_interleaves_the_candidates_so_a_drift_does_not_pick(monkeypatch):
@@ -439,10 +442,88 @@ def test_measure_interleaves_the_candidates_so_a_drift_does_not_pick(monkeypatch
         return run
     choice = select.measure({"triton": candidate("triton", 5.0), "blas": candidate("blas", 4.0)}, ())
     assert choice.backend == "blas", choice.reason
-    assert runs == {"triton": select.REPEATS + 1, "blas": select.REPEATS + 1, "torch": 0}   # one warm-up each
-    assert [f.__name__ for f in clock[:4]] == ["triton", "blas", "blas", "triton"]   # A B, B A, ...
+    assert runs == {"triton": TIMED + 1, "blas": TIMED + 1, "torch": 0}   # one warm-up each
+    assert [f.__name__ for f in clock[2:6]] == ["triton", "blas", "blas", "triton"]   # A B, B A, ... after the first round
     three = select.measure({n: candidate(n, us) for n, us in (("triton", 3.0), ("blas", 2.0), ("torch", 1.0))}, ())
     assert three.backend == "torch" and set(three.timings) == {"triton", "blas", "torch"}
+
+
+def _counting(runs, name, us):
+    def run(*args):
+        runs.append(name)
+        return us
+    run.__name__ = name
+    return run
+
+
+def test_the_first_round_leaves_out_a_candidate_far_behind_before_tuning_it(monkeypatch):
+    """A kernel runs its first round as its screen has it (one config, untuned); where that
+    takes SCREEN times the round's fastest or more, the kernel itself never runs (it is not
+    autotuned), its time is kept and the reason says so; a kernel within the factor runs
+    (tuned) and is timed in the rounds; any candidate far behind is left out, and where
+    one is left it is chosen without the rounds."""
+    monkeypatch.setattr(select, "timer", lambda fn, args: fn(*args))
+    runs = []
+    us = {"triton": 1.0, "screen triton": 9.0, "plain": 3.0, "screen plain": 3.5, "torch": 2.0}
+    fn = {n: _counting(runs, n, t) for n, t in us.items()}
+    choice = select.measure({"triton": fn["triton"], "torch": fn["torch"], "plain": fn["plain"]}, (),
+                            {"triton": fn["screen triton"], "plain": fn["screen plain"]})
+    assert choice.backend == "torch" and "triton" not in runs               # 9 >= 4 x 2: never tuned
+    assert runs.count("screen triton") == 2 and runs.count("screen plain") == 2   # compile, then timed once
+    assert runs.count("plain") == 1 + select.REPEATS and runs.count("torch") == 2 + select.REPEATS
+    assert choice.timings == {"torch": 2.0, "plain": 3.0, "triton": 9.0}
+    assert "left out: triton 9 µs" in choice.reason
+    runs.clear()
+    alone = select.measure({"triton": fn["triton"], "torch": fn["torch"]}, (), {"triton": fn["screen triton"]})
+    assert alone.backend == "torch" and alone.timings == {"torch": 2.0, "triton": 9.0}
+    assert runs == ["screen triton", "screen triton", "torch", "torch"]      # no rounds for one candidate
+    runs.clear()
+    slow_torch = select.measure({"triton": fn["triton"], "torch": _counting(runs, "torch", 40.0)}, (),
+                                {"triton": fn["screen plain"]})
+    assert slow_torch.backend == "triton" and slow_torch.timings == {"triton": 3.5, "torch": 40.0}
+    assert runs.count("triton") == 1 and runs.count("torch") == 2           # tuned once, for the later calls
+
+
+def test_a_screen_that_fails_leaves_the_first_round_to_the_kernels_own_launch(monkeypatch):
+    """Screening saves time, it decides nothing: where a kernel's screen raises, its own
+    launch runs the first round (and an error there is raised as ever, or leaves out an
+    optional candidate)."""
+    monkeypatch.setattr(select, "timer", lambda fn, args: fn(*args))
+    runs = []
+
+    def broken(*args):
+        raise RuntimeError("no such config")
+    choice = select.measure({"triton": _counting(runs, "triton", 1.0), "torch": _counting(runs, "torch", 2.0)}, (),
+                            {"triton": broken})
+    assert choice.backend == "triton" and runs.count("triton") == 2 + select.REPEATS
+    failing = {"triton": _counting(runs, "triton", 1.0), "plain": broken, "torch": _counting(runs, "torch", 2.0)}
+    assert set(select.measure(failing, (), {"plain": broken}).timings) == {"triton", "torch"}
+    with pytest.raises(RuntimeError, match="no such config"):
+        select.measure({"triton": broken, "torch": _counting(runs, "torch", 2.0)}, (), {"triton": broken})
+
+
+def test_measure_mode_does_not_tune_a_kernel_its_first_round_left_out(timed, monkeypatch):
+    """Through einc.einsum: the kernel's one-config run takes 10 times cuBLAS's, so its
+    launch never runs (nothing tuned), cuBLAS is chosen, remembered with the kernel's
+    time, and explain says why."""
+    device, seen, folder = timed
+
+    def fake(fn, args):
+        seen.append(fn.__name__)
+        fn(*args)
+        return 10.0 if fn.__name__ == "screen" else 5.0 if fn.__name__ == "launch" else 1.0
+    monkeypatch.setattr(select, "timer", fake)
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    for _ in range(2):
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert seen == ["screen", "run"]                                # the first round only: one candidate left
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert decision == {"backend": "blas", "us": {"blas": 1.0, "triton": 10.0}}
+    shown = einc.explain("bij,bjk->bik", a, b, select="measure")
+    assert shown.backends == ("blas bmm/mm",) and "left out: triton 10 µs" in shown.reasons[0]
+    (kernel,) = einc.explain("bij,bjk->bik", a, b, select="kernel").backends
+    module = sys.modules["einc_kernels." + kernel.removeprefix("triton ")]
+    assert not module.launcher.layouts                               # launch() never ran: no layout set up
 
 
 @pytest.mark.parametrize("equation,shapes,path", [

@@ -64,7 +64,7 @@ def imports(k) -> str:
 
 
 def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
-    """The host side: ``layout``, the launcher, ``launch``.  ``extents``: group extent ->
+    """The host side: ``layout``, the launcher, ``launch`` and ``screen``.  ``extents``: group extent ->
     its expression of sizes; ``strides``: the kernel's stride parameters, in order."""
     inputs = [op.name for op in k.inputs]
     operands = "(" + ", ".join(inputs) + ("," if len(inputs) == 1 else "") + ")"
@@ -97,6 +97,11 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
         f"    c = {inputs[0]}.new_empty(known.shape)  # {inputs[0]}'s dtype and device",
         f"    known.run(({', '.join(inputs)}, c), scale)",
         "    return c",
+        "",
+        "",
+        f"def screen({', '.join(params)}, scale=1.0):",
+        "    \"\"\"launch() with one config, untuned (measure mode's first round); keeps nothing.\"\"\"",
+        f"    return launcher.screen({operands}, scale)",
         ""]
     return "\n".join(L)
 

@@ -305,7 +305,9 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                     if select.capturing():
                         choice = _static_choices(plan, strides, "model", args[0].dtype)[s]
                     else:
-                        choice = select.measure(candidates, args)
+                        screens = {n: triton_executor.screen_of(candidates[n]) for n in ("triton", "plain")
+                                   if n in candidates}
+                        choice = select.measure(candidates, args, {n: f for n, f in screens.items() if f})
                         select.remember(key, choice)
                 fn = candidates.get(choice.backend, other)
                 choices.append(choice)

@@ -8,7 +8,8 @@ and a short ``launch()``.  Everything else a launch takes lives here, once:
 - **Configs and autotuning.**  Per kind and dtype (:func:`config_table`), pruned per shape
   (:meth:`Launcher.prune`: extent, shared memory), timed by :func:`tuning_bench` (one run
   for a slow config); the autotuner keeps its results in Triton's cache folder across
-  processes where this Triton can (``cache_results``).
+  processes where this Triton can (``cache_results``).  ``screen()`` (:meth:`Launcher.screen`)
+  launches the first of them untuned, for measure mode's first round.
 - **Layouts.**  ``launch()`` costs little after the first call with a given *layout* (the
   operands' shapes, strides, dtypes, device and 16-byte alignment, and whether there is a
   scale): the first launch of a layout (:meth:`Launcher.first`) reads the sizes, refuses
@@ -310,10 +311,39 @@ class Launcher:
 
     def first(self, key, operands, scale):
         """Launch a layout not seen before, and keep what launching it takes under ``key``."""
+        c, known = self._set_up(operands, scale)
+        if known is None:
+            return c
+        if len(self.layouts) >= MAX_LAYOUTS:
+            self.layouts.clear()
+        known.run((*operands, c), scale)
+        self.layouts[key] = known
+        return c
+
+    def screen(self, operands, scale=1.0):
+        """Launch once with one config and no tuning: the first config the autotuner would
+        time for this shape (:meth:`prune`; under the interpreter, its one config).  Measure
+        mode's first round (:func:`einc.runtime.select.measure`) runs a kernel so before
+        deciding whether it is worth tuning.  Nothing is kept: the next launch of this layout
+        is set up and tuned as usual (Triton reuses the config's compiled kernel)."""
+        c, known = self._set_up(operands, scale)
+        if known is not None:
+            if not self.interpret:
+                known.config = self.first_config(known.meta)
+            known.run((*operands, c), scale)
+        return c
+
+    def first_config(self, meta):
+        """The config the autotuner times first for a launch with these constexprs."""
+        return (self.configs if self.kind == FUSED else self.prune(self.configs, None, **meta))[0]
+
+    def _set_up(self, operands, scale):
+        """``(output, Layout)`` of a launch on ``operands`` (``(output, None)`` where the
+        output is empty: nothing to launch)."""
         shape, args, sizes = self.layout(*operands)
         c = operands[0].new_empty(shape)  # the first operand's dtype and device, contiguous
         if c.numel() == 0:
-            return c
+            return c, None
         if not self.int64:
             for t in operands:
                 if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:
@@ -321,12 +351,7 @@ class Launcher:
         if self.dot and self.dtype == "float32" and self.precision is None:
             self.precision = fp32_precision()
         meta, grid, splits = self._meta(sizes, operands, args, c, scale)
-        if len(self.layouts) >= MAX_LAYOUTS:
-            self.layouts.clear()
-        known = Layout(self, tuple(c.shape), args, meta, grid, splits)
-        known.run((*operands, c), scale)
-        self.layouts[key] = known
-        return c
+        return c, Layout(self, tuple(c.shape), args, meta, grid, splits)
 
     def _meta(self, sizes, operands, args, c, scale):
         """The constexprs, the grid and the K split of one layout."""
@@ -385,14 +410,24 @@ class Launcher:
 class Layout:
     """What launching one layout takes: the output's shape, the arguments, the constexprs,
     the grid and the K split; on a GPU, once Triton has compiled the kernel (unsplit), its
-    compiled launcher."""
+    compiled launcher, or a ``config`` that it runs with instead of the autotuner's
+    (:meth:`Launcher.screen`)."""
 
-    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled")
+    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled", "config")
 
     def __init__(self, launcher: Launcher, shape, args, meta, grid, split):
         self.launcher, self.shape, self.args, self.meta, self.grid = launcher, shape, args, meta, grid
         self.split = split
         self.compiled = None
+        self.config = None
+
+    def _kernel(self):
+        """The kernel to index with the grid, and the config's arguments to add: the
+        autotuned kernel, else (the interpreter, or a fixed config) the kernel itself."""
+        launcher = self.launcher
+        if self.config is not None:
+            return launcher.kernel, self.config.all_kwargs()
+        return (launcher.kernel if launcher.interpret else launcher.tuned), {}
 
     def run(self, pointers, scale):
         """Launch on ``pointers`` (the operands, then the output)."""
@@ -402,8 +437,9 @@ class Layout:
         if self.compiled is not None and self.compiled(pointers, scale):
             return
         launcher = self.launcher
-        if launcher.interpret:
-            launcher.kernel[self.grid](*pointers, *self.args, scale, **self.meta)
+        if launcher.interpret or self.config is not None:
+            kernel, fixed = self._kernel()
+            kernel[self.grid](*pointers, *self.args, scale, **self.meta, **fixed)
             return
         kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
         if self.compiled is None and launcher.compiled_launches:
@@ -413,8 +449,8 @@ class Layout:
         """Partial sums of the K slices into a workspace, then the fixed-order second pass."""
         launcher, c = self.launcher, pointers[-1]
         w = torch.empty((self.split, c.numel()), dtype=launcher.acc, device=c.device)
-        (launcher.kernel if launcher.interpret else launcher.tuned)[self.grid](
-            *pointers[:-1], w, *self.args, scale, **self.meta)
+        kernel, fixed = self._kernel()
+        kernel[self.grid](*pointers[:-1], w, *self.args, scale, **self.meta, **fixed)
         size = 1024
         launcher.finish[(triton.cdiv(c.numel(), size),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,
                                                          BLOCK=size, HAS_SCALE=scale != 1.0)

@@ -17,11 +17,13 @@ The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
 - ``measure`` (the default on CUDA): on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs
-  each, interleaved: :func:`measure`; never while a CUDA graph is being captured) and
-  the fastest is kept, as inductor's algorithm selection does with ATen.  Decisions are remembered in the cache folder
-  (``decisions.json``), keyed by device, torch and triton versions and the step's
-  signature (indices, shapes, strides, dtype), so a new process does not time again;
-  a damaged or foreign file is ignored with one warning.
+  each, interleaved, after a first round that leaves out a candidate far behind, a
+  kernel before it is autotuned: :func:`measure`; never while a CUDA graph is being
+  captured) and the fastest is kept, as inductor's algorithm selection does with ATen.
+  Decisions are remembered in the cache folder (``decisions.json``), keyed by device,
+  torch and triton versions and the step's signature (indices, shapes, strides, dtype),
+  so a new process does not time again; a damaged or foreign file is ignored with one
+  warning.
 - ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
   kernel (which reads any strides and fuses what torch would run as several ops).
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
@@ -47,6 +49,7 @@ from ..planner.equation import letter
 from .chunked import l2_bytes
 
 REPEATS = 5
+SCREEN = 4.0        # a candidate this many times the first round's fastest, or slower, is left out
 BACKENDS = ("blas", "triton", "torch", "chunks", "plain")
 OPTIONAL = ("plain",)       # a candidate that fails its first run is dropped, not an error
 
@@ -208,36 +211,73 @@ def cold_cache(args):
         buffers.clear()
 
 
-def measure(candidates: dict, args) -> Choice:
+def measure(candidates: dict, args, screens=None) -> Choice:
     """Time each candidate function on ``args``; the fastest, with every timing.
 
-    Each runs once untimed (compile, autotune, allocate), then :data:`REPEATS` rounds
-    time one run of each, the order rotated every round (two candidates run A B, B A,
-    A B, ...), and each keeps its median.  Timed one after the other instead, a clock or
-    power drift of the device over the candidates' runs (hundreds of ms for large
-    float64 products) favours whichever ran first.  Before each timed run on a CUDA
-    device its L2 cache is cleared (:func:`cold_cache`), as ``triton.testing.do_bench``
-    and inductor's autotuning clear it.  An :data:`OPTIONAL` candidate whose first run
-    raises is left out; any other's error is raised.
+    A first round runs each candidate once untimed (compile, allocate), then times one
+    run of it; a generated kernel runs there as its ``screens`` function has it (one
+    config, untuned: :meth:`einc.runtime.launch.Launcher.screen`), so that it is not
+    autotuned before it has shown it could win.  A candidate whose time is
+    :data:`SCREEN` times the round's fastest or more is left out (its time is kept among
+    the timings): on an H100 the kernels of ``pw_ccsd_aebf_*`` took 75-165 ms a run
+    against torch's 19 ms, and their autotuning most of a 28-32 s first call.  The
+    others (a kernel: autotuned by its untimed run) are then timed in :data:`REPEATS`
+    rounds, one run of each a round, the order rotated every round (two candidates run A
+    B, B A, A B, ...), and each keeps its median.  Timed one after the other instead, a
+    clock or power drift of the device over the candidates' runs (hundreds of ms for
+    large float64 products) favours whichever ran first.  Where one candidate is left,
+    it is chosen without the rounds.  Before each timed run on a CUDA device its L2 cache
+    is cleared (:func:`cold_cache`), as ``triton.testing.do_bench`` and inductor's
+    autotuning clear it.  An :data:`OPTIONAL` candidate that raises is left out; any
+    other's error is raised.
     """
-    candidates = dict(candidates)
-    for name, fn in list(candidates.items()):
+    candidates, screens = dict(candidates), screens or {}
+
+    def runs(name, fn) -> bool:
         try:
             fn(*args)
+            return True
         except Exception:
             if name not in OPTIONAL:
                 raise
             del candidates[name]        # (a plain kernel that does not compile: not a candidate)
-    names = list(candidates)
-    samples = {name: [] for name in names}
+            return False
+
+    first, screened = {}, set()
     with cold_cache(args) as clear:
-        for r in range(REPEATS):
+        for name in list(candidates):
+            fn = screens.get(name)
+            try:
+                if fn is not None:
+                    fn(*args)
+                    screened.add(name)
+            except Exception:           # the kernel's own launch will say whether it runs
+                fn = None
+            if fn is None:
+                fn = candidates[name]
+                if not runs(name, fn):
+                    continue
+            clear()
+            first[name] = timer(fn, args)
+        fastest = min(first.values())
+        left_out = {n: t for n, t in first.items() if t > fastest and t >= SCREEN * fastest}
+        for name in left_out:
+            del candidates[name]
+        for name in [n for n in candidates if n in screened]:
+            runs(name, candidates[name])        # the kernel as it will run: autotuned
+        names = list(candidates)
+        samples = {name: [] for name in names}
+        for r in range(REPEATS if len(names) > 1 else 0):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 clear()
                 samples[name].append(timer(candidates[name], args))
-    timings = {name: round(statistics.median(samples[name]), 3) for name in names}
+    timings = {name: round(statistics.median(samples[name]) if samples[name] else first[name], 3) for name in names}
     best = min(timings, key=timings.get)
     others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
+    if left_out:
+        others += "; after the first round (kernels: one config, untuned), left out: " + \
+            ", ".join(f"{n} {t:.4g} µs" for n, t in left_out.items())
+        timings.update({n: round(t, 3) for n, t in left_out.items()})
     return Choice(best, f"measured: {others}", timings)
 
 

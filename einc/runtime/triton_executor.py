@@ -70,6 +70,13 @@ def launch_of(kernel):
     return load(kernel.name, cache_source(render(kernel))).launch
 
 
+def screen_of(launch):
+    """The ``screen`` function beside a ``launch`` function (the same generated module's:
+    one config, untuned; measure mode's first round, :func:`einc.runtime.select.measure`);
+    None for a function that is not a generated module's."""
+    return getattr(launch, "__globals__", {}).get("screen")
+
+
 def launches(plan, dtype, shapes, strides=None):
     """The ``launch`` function of each step's generated kernel."""
     return [launch_of(k) for k in kernels(plan, dtype, shapes, strides)]
