@@ -6,7 +6,8 @@
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
 # gpu_eval.py --part pairwise, the kernel tests compiled for real
-# (pytest -m "kernels or gpu", 8 workers, at most 200 s), then --part rest, gemm and
+# (pytest -m "kernels or gpu", 8 workers, at most 200 s), gpu_variants.py (the CCSD(T)
+# kernel in each lowering and tile config, at most 100 s), then --part rest, gemm and
 # compare with what is left (all --quick; PARTS="..." to choose; compare's SASS check
 # reads the most recent kernels in the Triton cache, so it runs while those are the
 # suite's).
@@ -57,14 +58,24 @@ tests() {    # the kernel tests compiled for real: at most 200 s
   pack
 }
 
+variants() {   # every lowering and tile config of the CCSD(T) kernel: at most 100 s
+  local s=$(( $(left) - 20 )); (( s > 100 )) && s=100
+  if (( s < 40 )); then echo "skip variants: $(left) s left"; return; fi
+  step "gpu_variants.py (deadline $((s - 15)) s)"
+  timeout "$s" python3 bench/gpu_variants.py --out "$W" --deadline $((s - 15)) >"$W/variants.log" 2>&1
+  echo "exit $?" >>"$W/variants.log"
+  pack
+}
+
 # PARTS reorders or narrows them. The default puts first what the open issue needs: the
-# pairwise family (measure mode's plain-kernel candidate, first run on an H100 on
-# 2026-11-26, has not run on an H200), then the kernel tests at the new head, then rest,
-# gemm and compare with what is left.
-for p in ${PARTS:-pairwise tests rest gemm compare}; do
+# pairwise family (measure mode's first round and plain-kernel candidate; plain has not
+# run on an H200), then the kernel tests at the new head, then the CCSD(T) kernel's
+# variants, then rest, gemm and compare with what is left.
+for p in ${PARTS:-pairwise tests variants rest gemm compare}; do
   case $p in
     pairwise) part pairwise 130 ;;
     tests) tests ;;
+    variants) variants ;;
     rest) part rest 80 ;;
     gemm) part gemm 100 ;;
     compare) part compare 90 ;;
@@ -82,5 +93,6 @@ for d in gemm pairwise rest compare; do
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
+if [ -f "$W/variants.log" ]; then echo "---- variants"; grep -v "^ *$" "$W/variants.log" | head -n 30 | cut -c1-200; fi
 pack
 ls -la "$OUT"

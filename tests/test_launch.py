@@ -529,6 +529,10 @@ def test_screen_launches_the_first_config_untuned_and_keeps_nothing(fresh, monke
     if case is MM:                                                 # fp64, 40x35 over 6: the 64x64x16 tile, 4 warps, 2 stages
         assert (meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["num_warps"], meta["num_stages"]) == \
             (64, 64, 16, 4, 2)
+        other = m.launcher.configs[-1]                             # a config named: that one (bench/gpu_variants.py)
+        torch.testing.assert_close(m.launcher.screen(tuple(ops), 1.0, other), expected)
+        assert other.all_kwargs().items() <= fixed.calls[-1].items() and other != first
+        fixed.calls.pop()
     if case is SPLIT_MM:
         assert meta["SPLIT_K"] > 1
     torch.testing.assert_close(m.launch(*ops), expected)             # then tuned, as ever

@@ -320,16 +320,18 @@ class Launcher:
         self.layouts[key] = known
         return c
 
-    def screen(self, operands, scale=1.0):
-        """Launch once with one config and no tuning: the first config the autotuner would
-        time for this shape (:meth:`prune`; under the interpreter, its one config).  Measure
-        mode's first round (:func:`einc.runtime.select.measure`) runs a kernel so before
-        deciding whether it is worth tuning.  Nothing is kept: the next launch of this layout
-        is set up and tuned as usual (Triton reuses the config's compiled kernel)."""
+    def screen(self, operands, scale=1.0, config=None):
+        """Launch once with one config and no tuning: ``config`` (a ``triton.Config`` of this
+        kernel's table), by default the first config the autotuner would time for this shape
+        (:meth:`prune`); under the interpreter, its one config.  Measure mode's first round
+        (:func:`einc.runtime.select.measure`) runs a kernel so before deciding whether it is
+        worth tuning (``bench/gpu_variants.py`` times configs so).  Nothing is kept: the next
+        launch of this layout is set up and tuned as usual (Triton reuses the config's
+        compiled kernel)."""
         c, known = self._set_up(operands, scale)
         if known is not None:
             if not self.interpret:
-                known.config = self.first_config(known.meta)
+                known.config = config or self.first_config(known.meta)
             known.run((*operands, c), scale)
         return c
 
