@@ -10,13 +10,16 @@ einc's ``plain`` kernel in 630 µs, where torch.einsum's matrix product writes t
 unpermuted (a view) in 340 µs and the roofline is 183.  Measure mode only ever sees the
 autotuner's best config of each lowering; this script shows every config of each:
 
-- ``default``: the lowering's own kernel (a stranded unit-stride index moved into the
-  tile's T axis or a 2-D K block: ``einc/codegen/lower.py``);
-- ``plain``: ``unit_tiles=False`` (the stranded tensor's tile a gather);
+- ``default``: the lowering's own kernel (``einc/codegen/lower.py``; for these
+  write-bound terms, since after d4fab77, N loaded as a 2-D block, ``nt`` by ``n``, so
+  that B's tile runs along B's unit stride; before, B's unit-stride index rode in T);
+- ``plain``: ``unit_tiles=False`` (B's tile a gather: 630 µs on the H100);
 - ``m_by_result``: ``plain`` with the rows (M) ordered by the result's strides instead of
   A's: a tile then stores runs of BLOCK_M x 16 floats instead of 64-256 bytes, and A
   (small enough to stay in L2) is the gather.  On the T-axis lowering it lost
-  (1594-1744 µs against 1467, at e1b85bd); on ``plain`` it was never timed.
+  (1594-1744 µs against 1467, at e1b85bd); on ``plain`` it was never timed;
+- ``default_m_by_result``: ``default`` with M so ordered (both loads of B and stores long
+  runs, A the gather).
 
 Each lowering runs with each config of its launcher's table (all of them, unpruned) and,
 for 2-D tiles, :data:`EXTRA` (tiles shaped for the result's runs), one config a run and
@@ -71,7 +74,9 @@ def lowerings(plan, dtype, shapes):
     (default,) = triton_executor.kernels(plan, dtype, shapes)
     (plain,) = triton_executor.kernels(plan, dtype, shapes, unit_tiles=False)
     found, seen = [], set()
-    for name, k in (("default", default), ("plain", plain), ("m_by_result", m_by_result(plain, plan.graph.sizes))):
+    sizes = plan.graph.sizes
+    for name, k in (("default", default), ("plain", plain), ("default_m_by_result", m_by_result(default, sizes)),
+                    ("m_by_result", m_by_result(plain, sizes))):        # (in the order a deadline should cut)
         if k.name not in seen:
             seen.add(k.name)
             found.append((name, k))

@@ -1,6 +1,6 @@
 """bench/gpu_variants.py in its CPU smoke mode (Triton's interpreter, every index of size 3):
-the CCSD(T) term lowers to three different kernels (default, plain, rows ordered for the
-result's stores), each right through both of its paths (one fixed config and no tuning, as
+the CCSD(T) term lowers to four different kernels (default: N as a 2-D block; plain; each
+with its rows ordered for the result's stores), each right through both of its paths (one fixed config and no tuning, as
 ``Launcher.screen`` runs it, and the autotuned launch)."""
 
 import csv
@@ -30,7 +30,8 @@ def test_every_lowering_of_a_ccsdt_kernel_is_right_through_both_paths(tmp_path, 
         einc.cache_clear()
     with open(tmp_path / "gpu_variants.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert rc == 0 and [r["variant"] for r in rows] == ["default"] * 2 + ["plain"] * 2 + ["m_by_result"] * 2
-    assert [r["config"] == "tuned" for r in rows] == [False, True] * 3
+    variants = ["default", "plain", "default_m_by_result", "m_by_result"]
+    assert rc == 0 and [r["variant"] for r in rows] == [v for v in variants for _ in range(2)]
+    assert [r["config"] == "tuned" for r in rows] == [False, True] * 4
     assert all(r["ok"] == "True" and float(r["err"]) <= 1e-5 and not r["error"] for r in rows)
-    assert len({r["kernel"] for r in rows}) == 3
+    assert len({r["kernel"] for r in rows}) == 4

@@ -27,8 +27,9 @@ def tiles(kernel):
     g = kernel.group
     if kernel.kind == MATMUL:
         a, b = kernel.inputs
-        return [(a.name, a.dims, [g("t"), g("m"), g("kt"), g("k")]), (b.name, b.dims, [g("t"), g("kt"), g("k"), g("n")]),
-                ("c", kernel.output.dims, [g("t"), g("m"), g("n")])]
+        return [(a.name, a.dims, [g("t"), g("m"), g("kt"), g("k")]),
+                (b.name, b.dims, [g("t"), g("kt"), g("k"), g("nt"), g("n")]),
+                ("c", kernel.output.dims, [g("t"), g("m"), g("nt"), g("n")])]
     axes = [g("o"), g("k")] if g("k") else [g("o")]
     return [(op.name, op.dims, axes) for op in kernel.inputs] + [("c", kernel.output.dims, [g("o")])]
 
@@ -64,8 +65,10 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
 # Two-operand permuted contractions (the suite's pairwise family) used to have tiles with
 # no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
 # the other's inside.  A row or column index stranded so rides in the tile's T axis
-# (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e)); a summed one leads a second K axis
-# of the tile (``aebf,dfce->abcd``: K = (b, d) runs along A's d, B's b leads ``kt``).
+# (``dbea,ec->abcd``: B's d, inside N), or in a write-bound step leads a second N axis
+# of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends ``nt`` = (f, g));
+# a summed one leads a second K axis (``aebf,dfce->abcd``: K = (b, d) runs along A's d,
+# B's b leads ``kt``).
 @pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
 def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, dtype):
     bad = [(s + 1, k.name, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
@@ -119,6 +122,10 @@ STRANDED = [    # a tensor's unit-stride index inside a group: a row or column i
     ("dbea,ec->abcd", [(5, 3, 6, 4), (6, 7)], "t"),             # B's d inside N
     ("efbad,cf->abcde", [(3, 5, 2, 4, 6), (3, 5)], "t"),
     ("aebf,fdec->abcd", [(3, 4, 5, 6), (6, 2, 4, 7)], "t"),
+    ("dega,gfbc->abcdef", [(3, 5, 2, 2), (2, 3, 4, 2)], "nt"),  # write-bound (K = 2): N's first axis
+    ("dfgb,geac->abcdef", [(3, 5, 2, 4), (2, 5, 2, 2)], "nt"),
+    ("dega,gfbc->abcdef", [(3, 5, 3, 7), (3, 3, 19, 2)], "nt"),  # N's blocks masked on both axes
+    ("dhega,gfbc->abcdef", [(3, 2, 5, 2, 2), (2, 3, 4, 2)], "t"),   # write-bound, but A sums h of its own
     ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)], "kt"),    # a summed one leads K's first axis
     ("abcde,fedc->bfa", [(3, 5, 2, 6, 7), (4, 7, 6, 2)], "kt"),
     ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)], "kt"),     # K blocks masked on both axes
@@ -132,8 +139,9 @@ STRANDED = [    # a tensor's unit-stride index inside a group: a row or column i
 def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(kernel_device, equation, shapes, group,
                                                                                 layouts, dtype):
     """Where the groups' orders leave a tensor no unit-stride tile axis, its unit-stride
-    index leads a tile axis of its own (T for a row or column index, a 3-D dot with the
-    other operand broadcast along it; ``kt`` for a summed one, K loaded as a 2-D block),
+    index leads a tile axis of its own (``nt`` for a column index, N loaded as a 2-D block;
+    ``kt`` for a summed one, K loaded as a 2-D block; T for a row or column index where an
+    operand sums an index of its own, a 3-D dot with the other operand broadcast along it),
     every tile then has a unit-stride axis, and the kernel's answer matches float64 for
     contiguous, permuted, sliced and expanded inputs, sizes that fill no block."""
     import einc
@@ -164,8 +172,8 @@ def _extent(equation, shapes):
 @pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
 def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(kernel_device, equation, shapes,
                                                                                 group):
-    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D K
-    block for the stranded index: the same indices in M, N and K as the default kernel's,
+    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D N or
+    K block for the stranded index: the same indices in M, N and K as the default kernel's,
     a different kernel, and the float64 answer (for inputs in another layout too: a
     kernel reads any strides)."""
     import fuzz
@@ -175,8 +183,8 @@ def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(
     plan = build_plan(build(eq, shapes), eq.text)
     (k,) = lower_program(plan, "float32", shapes)
     (p,) = lower_program(plan, "float32", shapes, unit_tiles=False)
-    assert k.group(group) and not p.group("t") and not p.group("kt") and p.name != k.name
-    every = lambda x: sorted(i for g in ("t", "m", "n", "kt", "k") for i in x.group(g))    # noqa: E731
+    assert k.group(group) and not p.group("t") and not p.group("kt") and not p.group("nt") and p.name != k.name
+    every = lambda x: sorted(i for g in ("t", "m", "nt", "n", "kt", "k", "ka", "kb") for i in x.group(g))  # noqa: E731
     assert every(p) == every(k)
     g = torch.Generator().manual_seed(3)
     ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), "permuted").to(kernel_device)
@@ -211,10 +219,33 @@ def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatc
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5]], ids=["t", "kt"])
+def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
+    """Only write-bound steps (K short) load N as a 2-D block, and the launcher does not
+    split their K; but the kernel splits K as every matmul kernel does: lowered so for a
+    long K and forced to two slices, the partial sums land where the result's strides say
+    and add up to the float64 answer."""
+    import einc
+    from einc.codegen import lower
+    from einc.runtime import launch
+    from oracle import assert_close, reference
+    monkeypatch.setattr(lower, "WRITE_BOUND", 0)
+    splits = []
+    monkeypatch.setattr(launch, "split", lambda programs, K, *rest: splits.append(K) or (2, K // 2))
+    equation, shapes = "dega,gfbc->abcdef", [(3, 5, 128, 2), (128, 3, 4, 2)]
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, "float64")}
+    assert k.group("nt")
+    g = torch.Generator().manual_seed(9)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in shapes]
+    out = einc.einsum(equation, *ops)
+    assert splits == [128]                                      # one layout, split in two slices of 64
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=128)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5], STRANDED[9]], ids=["t", "nt", "kt"])
 def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device, equation, shapes, group):
     """The variant for tensors of 2^31 elements or more casts every tile's offsets to
-    64 bits, the T axis's and the 2-D K block's included, and gives the same answer on
+    64 bits, the T axis's and the 2-D N and K blocks' included, and gives the same answer on
     small operands."""
     import dataclasses
     from einc.codegen import render

@@ -117,13 +117,14 @@ def signature(name: str, groups, constexprs) -> list[str]:
     return lines + ["):"]
 
 
-def grouped_tiles(wide: str) -> list[str]:
+def grouped_tiles(wide: str, columns: str = "tl.cdiv(N, BLOCK_N)") -> list[str]:
     """The kernel lines that map ``pid`` (after the batch entry is taken out of it) to a
     tile ``(pid_m, pid_n)``, in groups of ``GROUP_M`` rows of tiles (L2 reuse); ``wide``
-    is the 64-bit cast appended where offsets need it (``""`` otherwise)."""
+    is the 64-bit cast appended where offsets need it (``""`` otherwise); ``columns``, the
+    number of tiles along N."""
     return [
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
-        "    num_pid_n = tl.cdiv(N, BLOCK_N)",
+        f"    num_pid_n = {columns}",
         "    tiles = num_pid_m * num_pid_n",
         f"    pid_batch = (pid // tiles){wide}",
         "    pid = pid % tiles",

@@ -43,7 +43,8 @@ def table(k) -> str:
     if k.kind == FUSED:
         return "fused"
     if k.kind == MATMUL:
-        return "matmul-t" if k.group("t") else "matmul-kt" if k.group("kt") else "matmul"
+        return "matmul-t" if k.group("t") else "matmul-kt" if k.group("kt") else "matmul-nt" if k.group("nt") \
+            else "matmul"
     return ("reduce-k" if k.fast_k else "reduce-o") if k.group("k") else "elementwise"
 
 

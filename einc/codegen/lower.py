@@ -18,8 +18,9 @@ given; intermediates are always contiguous in their step's output order):
 - a batch index with unit stride in the result or an operand is moved into the tile
   (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements; where no
   batch index is, a row or column index that is some tensor's only way to a unit-stride
-  axis moves there instead (the other operand broadcast along T); where that index is
-  summed, K is loaded as a 2-D block (group ``kt``, ending in it, then ``k``);
+  axis moves there instead (the other operand broadcast along T), or, in a write-bound
+  step, N is loaded as a 2-D block (group ``nt``, ending in it, then ``n``); where that
+  index is summed, K is loaded as a 2-D block (group ``kt``, ending in it, then ``k``);
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K.
 """
@@ -35,6 +36,10 @@ from ..planner.fuse import FusedStep
 from ..planner.plan import CONTRACT, Plan, Step
 
 INT32_LIMIT = 2**31
+# A step whose result has this many times the elements of its two operands together, or
+# more, is write-bound (its K is short): there a stranded column index leads a 2-D N block
+# (``nt``) rather than riding in T (see :func:`_stranded_n`).
+WRITE_BOUND = 4
 
 
 def supported(dtypes) -> bool:
@@ -92,6 +97,8 @@ def _stranded(m: list, n: list, k: list, st_a, st_b, st_c) -> list:
     B's tile is a gather of single elements.  Moved into the tile's T axis (a 3-D dot, the
     tensor without ``u`` broadcast along it), ``u`` runs along B's memory and the other
     tensors keep theirs.  A summed index stays in K (its tile would need a sum over T).
+    (That step is write-bound, and there N is loaded as a 2-D block instead:
+    :func:`_stranded_n`; ``dbea,ec->abcd``, B's d inside N, takes T.)
     """
     for st, axes in ((st_a, (m, k)), (st_b, (k, n)), (st_c, (m, n))):
         u = unit_index(st)
@@ -119,10 +126,31 @@ def _stranded_k(k: list, st_a, st_b) -> list:
     return []
 
 
+def _stranded_n(n: list, st_b) -> list:
+    """The leading part of N (removed from ``n``) through B's unit-stride index ``u`` where
+    ``u`` lies in N but not last (N is ordered for the result's unit stride, so B's tile
+    would be a gather): N = (nt..., u) + (the rest), loaded as a 2-D block of the tile
+    (``nt`` then ``n``), so ``u`` leads one axis of B's tile and the result's unit-stride
+    index the other, of the tile as of the result's.  ``[]`` where B is not so stranded.
+
+    ``dega,gfbc->abcdef`` (CCSD(T)): N = (f, g, e) runs along the result's e; B's tile
+    is (K, (f, g), e), read along B's g, and the product is stored along e.  Taken in
+    write-bound steps only (:data:`WRITE_BOUND`): compiled for sm_90a (triton 3.9), the
+    CCSD(T) terms' kernels (K = 32) load 16 bytes at a time and spill nothing, but those
+    of the tensor-times-matrix and CCSD terms (K of 88-7744, the loads pipelined over
+    many K steps) spilled 0.8-5 KB in every config tried: there the index rides in T."""
+    u = unit_index(st_b)
+    if u in n[:-1] and not _unit_axis(st_b, (n,)):
+        j = n.index(u) + 1
+        nt, n[:] = n[:j], n[j:]
+        return nt
+    return []
+
+
 def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=True) -> Kernel:
     """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).  ``unit_tiles=False`` leaves a stranded
-    unit-stride index where its group's order puts it (no ``t`` or ``kt`` made for it: that
+    unit-stride index where its group's order puts it (no ``t``, ``nt`` or ``kt`` made for it: that
     tensor's tile is a gather): measure mode times that kernel beside the default one
     (``plain``, :mod:`einc.runtime.select`).
 
@@ -161,10 +189,12 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
         m, n, k = list(_by_stride(m, st[0])), list(_by_stride(n, st_c)), list(_by_stride(shared, k_by))
         ka = _by_stride([i for i in summed if i in ta and i not in tb], st[0])
         kb = _by_stride([i for i in summed if i in tb and i not in ta], st[1])
-        if not t and unit_tiles:
+        write_bound = math.prod(out_shape) >= WRITE_BOUND * sum(math.prod(sh) for sh in in_shapes)
+        nt = _stranded_n(n, st[1]) if unit_tiles and write_bound and not (t or ka or kb) else []
+        if not (t or nt) and unit_tiles:
             t = _stranded(m, n, k, st[0], st[1], st_c)
-        kt = _stranded_k(k, st[0], st[1]) if unit_tiles and not (t or ka or kb) else []
-        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)),
+        kt = _stranded_k(k, st[0], st[1]) if unit_tiles and not (t or nt or ka or kb) else []
+        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)), ("nt", tuple(nt)),
                   ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
     else:

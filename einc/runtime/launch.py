@@ -88,6 +88,20 @@ _TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4,
 _TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4, 3), (32, 32, 8, 8, 4, 3)],
             32: [(64, 64, 4, 8, 4, 3), (64, 64, 8, 4, 4, 3), (64, 32, 8, 4, 4, 2), (16, 32, 8, 4, 4, 3)],
             64: [(32, 16, 4, 4, 4, 2), (16, 32, 4, 4, 4, 2), (16, 16, 4, 4, 4, 2)]}
+# N loaded as a 2-D block (group ``nt``, ending in B's unit-stride index, by group ``n``,
+# ending in the result's: write-bound steps; a 2-D dot of BLOCK_NT * BLOCK_N columns):
+# (BLOCK_M, BLOCK_NT, BLOCK_N, BLOCK_K, num_warps, num_stages).  BLOCK_N spans the
+# result's runs (16 for the suite's CCSD(T) terms, up to 64), BLOCK_NT the blocks of B's
+# unit-stride index beside them.  Compiled for sm_90a with triton 3.6 to 3.9 on the
+# suite's CCSD(T) terms (fp32) and on float64, float16 and bfloat16 copies: no config
+# spills (fp64's 64-row tile on 4 warps spilled 96 bytes with 3.6 and 3.7: 8 warps),
+# 16-byte loads, wgmma for 16-bit tiles of 64 rows or more; 16-bit K steps of 32 too,
+# for K = 32.  Not yet run on a GPU.
+_TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
+                 (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
+            32: [(128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3), (64, 4, 32, 32, 4, 3), (128, 2, 64, 32, 8, 3),
+                 (32, 4, 16, 32, 4, 3)],
+            64: [(64, 4, 16, 16, 8, 2), (32, 4, 16, 16, 4, 3), (32, 2, 32, 16, 4, 3), (16, 4, 16, 16, 4, 2)]}
 # Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
 _REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
 _REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
@@ -107,7 +121,8 @@ MAX_LAYOUTS = 64                    # a caller cycling through more layouts star
 
 def config_table(table: str, dtype: str) -> list:
     """The ``triton.Config`` list named ``table`` (a generated module's ``configs=``) for ``dtype``:
-    ``matmul``, ``matmul-t`` (a batch index in the tile), ``reduce-k`` / ``reduce-o`` (the
+    ``matmul``, ``matmul-t`` (a batch index in the tile), ``matmul-kt`` / ``matmul-nt`` (K / N
+    loaded as a 2-D block), ``reduce-k`` / ``reduce-o`` (the
     unit-stride axis is K / O), ``elementwise`` (a reduce kernel with no K), ``fused``."""
     bits = BITS[dtype]
     if table == "matmul":
@@ -116,6 +131,9 @@ def config_table(table: str, dtype: str) -> list:
     if table == "matmul-t":
         return [triton.Config({"BLOCK_T": bt, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bt, bm, bn, bk, w, s in _TILE_T[bits]]
+    if table == "matmul-nt":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_NT": bnt, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w,
+                              num_stages=s) for bm, bnt, bn, bk, w, s in _TILE_NT[bits]]
     if table == "matmul-kt":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_KT": bkt, "BLOCK_K": bk}, num_warps=w,
                               num_stages=s) for bm, bn, bkt, bk, w, s in _TILE_KT[bits]]
@@ -273,6 +291,7 @@ class Launcher:
         self.pointers = sum(n.endswith("_ptr") for n in names)
         self.tile_t = "BLOCK_T" in names
         self.tile_kt = "BLOCK_KT" in names         # K loaded as a 2-D block: never split
+        self.tile_nt = "BLOCK_NT" in names         # N loaded as a 2-D block
         self.configs = config_table(configs, dtype)
         key = [n for n in names if n.startswith("size_")] + \
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
@@ -293,13 +312,15 @@ class Launcher:
         M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
         itemsize = BITS[self.dtype] // 8
         fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
-        KT = kwargs.get("KT", 1)
+        KT, NT = kwargs.get("KT", 1), kwargs.get("NT", 1)
         kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
                 and fit(K, c.kwargs["BLOCK_K"])
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
+                and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
                 and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= SHARED_MEMORY]
+                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
+                <= SHARED_MEMORY]
         return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
     def split(self, programs, K, dominant, processors, outputs):
@@ -371,14 +392,19 @@ class Launcher:
                 blocks["BLOCK_T"] = block(T, 1, 4)
             if self.tile_kt:            # the product's K is BLOCK_KT * BLOCK_K >= 16
                 blocks.update(BLOCK_KT=block(meta["KT"], 1, 4), BLOCK_K=block(K, 16, 16))
+            if self.tile_nt:            # the product's N is BLOCK_NT * BLOCK_N >= 16
+                blocks["BLOCK_NT"] = block(meta["NT"], 1, 4)
             if self.kind == MATMUL and self.tile_kt:
                 SPLIT_K, K_SPLIT = 1, K
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH, 1)  # noqa: E731
             elif self.kind == MATMUL:
-                tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(N, 128)
-                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, N), self.processors(c.device), c.numel())
+                NT = meta.get("NT", 1)      # N as a 2-D block: NT's blocks by the inner N's
+                tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(NT * N, 128)
+                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, NT * N), self.processors(c.device),
+                                              c.numel())
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
-                                  * triton.cdiv(T, m.get("BLOCK_T", 1)), SPLIT_K)
+                                  * triton.cdiv(T, m.get("BLOCK_T", 1)) * triton.cdiv(NT, m.get("BLOCK_NT", 1)),
+                                  SPLIT_K)
             else:
                 SPLIT_K = K_SPLIT = None
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH,)  # noqa: E731
