@@ -149,7 +149,7 @@ def permuted_pairs(draw):
        layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
 def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, seed):
     """A two-operand permuted contraction through the default kernel (a stranded
-    unit-stride index moved into the tile's T axis or a 2-D K block) and through the
+    unit-stride index moved into the tile's T axis or a 2-D N or K block) and through the
     kernel lowered without that move (measure mode's ``plain``): both give the float64
     answer, for operands in drawn layouts."""
     from oracle import assert_close, reference
@@ -174,8 +174,10 @@ def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, s
         assert out.is_contiguous() and out.dtype == dtype
         assert_close(out.cpu(), expected, dtype, extent=extent)
     plan = einc.explain(equation, *ops).plan
-    differs = triton_executor.plain_kernels(plan, dtype, [o.shape for o in ops], [o.stride() for o in ops])
-    event(f"the plain kernel {'differs' if differs else 'is the default'}")
+    laid = [o.shape for o in ops], [o.stride() for o in ops]
+    moved = sorted({g for k in kernels(plan, dtype, *laid) for g in ("t", "nt", "kt") if k.group(g)})
+    differs = triton_executor.plain_kernels(plan, dtype, *laid)
+    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs else "the plain kernel is the default")
 
 
 # ---------------------------------------------------------------- autograd
