@@ -143,6 +143,23 @@ def permuted_pairs(draw):
     return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
 
 
+@st.composite
+def write_bound_pairs(draw):
+    """``(equation, shapes)`` as :func:`permuted_pairs`, biased to the write-bound steps
+    whose default kernel loads N as a 2-D block: two or three row and column indices
+    (sizes 3-5), one summed index of size 1-2, B's last dimension a column index and the
+    result's last another (so B's unit-stride index lies inside N)."""
+    letters = iter("abcdefghij")
+    m, n = ([next(letters) for _ in range(draw(st.integers(2, 3)))] for _ in range(2))
+    k = [next(letters)]
+    a = draw(st.permutations(m + k))
+    b = draw(st.permutations(k + n).filter(lambda t: t[-1] in n))
+    out = draw(st.permutations(m + n).filter(lambda t: t[-1] in n and t[-1] != b[-1]))
+    sizes = {i: draw(st.integers(3, 5)) for i in m + n}
+    sizes[k[0]] = draw(st.integers(1, 2))
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
+
+
 @pytest.mark.kernels
 @fuzz.profile(quick=40, share=0.05)
 @given(pair=permuted_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
@@ -152,6 +169,21 @@ def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, s
     unit-stride index moved into the tile's T axis or a 2-D N or K block) and through the
     kernel lowered without that move (measure mode's ``plain``): both give the float64
     answer, for operands in drawn layouts."""
+    _both_lowerings(kernel_device, pair, dtype, layouts, seed)
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=20, share=0.02)
+@given(pair=write_bound_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+       layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
+def test_both_lowerings_of_write_bound_pairs(kernel_device, pair, dtype, layouts, seed):
+    """The same for drawn write-bound pairs with B's unit-stride index inside N, where the
+    default kernel loads N as a 2-D block (``nt``) unless a drawn layout moved the unit
+    strides."""
+    _both_lowerings(kernel_device, pair, dtype, layouts, seed)
+
+
+def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
     from oracle import assert_close, reference
     from einc.runtime import triton_executor
     equation, shapes = pair
