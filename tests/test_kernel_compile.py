@@ -36,6 +36,10 @@ CASES = [  # equation, shapes, dtype, extra constexprs
     ("bij,bij->b", [(4, 300, 200), (4, 300, 200)], "float32", {"MERGED_K": True}),   # split reduction
     ("bij,bjk->b", [(4, 30, 20), (4, 20, 10)], "bfloat16", {}),           # reduce with one-operand sums
     ("i,j->ij", [(1000,), (64,)], "float32", {}),                         # elementwise
+    ("dega,gfbc->abcdef", [(16, 16, 32, 32), (32, 16, 32, 32)], "float32", {}),   # write-bound: N as a 2-D block
+    ("dega,gfbc->abcdef", [(16, 16, 32, 32), (32, 16, 32, 32)], "bfloat16", {}),  # the same on wgmma
+    ("aebf,dfce->abcd", [(24, 24, 24, 24), (24, 24, 24, 24)], "float32", {}),     # K as a 2-D block
+    ("dbea,ec->abcd", [(24, 24, 24, 24), (24, 24)], "float32", {}),      # a stranded column index in T
 ]
 target = GPUTarget("cuda", 90, 32)
 for equation, shapes, dtype, extra in CASES:
@@ -53,9 +57,12 @@ for equation, shapes, dtype, extra in CASES:
     meta = dict(named, **ext, HAS_SCALE=True, LAYOUT="-1:DD")
     if k.kind == MATMUL:
         meta.update(GROUP_M=8, PRECISION="tf32", UPCAST=False)
-        tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(ext["N"], 128)
-        split = mod.launcher.split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], ext["N"]), 132,
+        cols = ext.get("NT", 1) * ext["N"]
+        tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(cols, 128)
+        split = mod.launcher.split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], cols), 132,
                                    math.prod(sizes[i] for i in k.output.dims))
+        if k.group("kt"):
+            split = (1, ext["K"])                          # (a 2-D K block is never split)
     else:
         split = mod.launcher.split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
     meta.update(SPLIT_K=split[0], K_SPLIT=split[1], **extra)
@@ -125,6 +132,8 @@ def test_kernels_compile_for_hopper():
                           timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     lines = done.stdout.splitlines()
-    assert sum(line.startswith("compiled") for line in lines) >= 13, done.stdout
+    assert sum(line.startswith("compiled") for line in lines) >= 21, done.stdout
+    for kind in ("BLOCK_NT", "BLOCK_KT", "BLOCK_T"):                # each tile shape the lowering makes
+        assert any(line.startswith("compiled einc_mm_") and f"'{kind}'" in line for line in lines), (kind, done.stdout)
     assert sum(line.startswith("compiled einc_fused_") for line in lines) == 4, done.stdout
     assert any("_finish" in line for line in lines) and any("split 1 " not in line + " " for line in lines)
