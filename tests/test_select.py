@@ -250,18 +250,22 @@ def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypa
     assert not seen and ran                                          # the file's decision: chunks, untimed
 
 
-def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index(timed, monkeypatch):
-    """Where the default kernel moved a stranded unit-stride index into the tile's T axis
-    (CCSD(T)'s ``dega,gfbc->abcdef``: B's g), the kernel lowered without the move is timed
-    beside it; when it is the fastest it runs, is remembered as ``plain``, explain names
-    it, and the answer is right on every call.  A step with nothing stranded has no
-    ``plain`` candidate."""
+@pytest.mark.parametrize("shapes,move", [([(2, 3, 4, 5), (4, 2, 3, 2)], "t"), ([(2, 3, 2, 5), (2, 2, 3, 2)], "nt")],
+                         ids=["T", "2-D N block (write-bound)"])
+def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index(timed, monkeypatch, shapes, move):
+    """Where the default kernel moved a stranded unit-stride index into the tile's T axis or
+    (a write-bound step) a 2-D N block (CCSD(T)'s ``dega,gfbc->abcdef``: B's g), the kernel
+    lowered without the move is timed beside it; when it is the fastest it runs, is
+    remembered as ``plain``, explain names it, and the answer is right on every call.  A
+    step with nothing stranded has no ``plain`` candidate."""
     from einc.runtime import triton_executor
     device, seen, folder = timed
     eq = "dega,gfbc->abcdef"
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(2, 3, 4, 5, generator=g).to(device), torch.randn(4, 2, 3, 2, generator=g).to(device)
+    a, b = (torch.randn(s, generator=g).to(device) for s in shapes)
     plan = einc.explain(eq, a, b, select="kernel").plan
+    (lowered,) = triton_executor.kernels(plan, a.dtype, [a.shape, b.shape])
+    assert lowered.group(move)
     (kernel,) = triton_executor.plain_kernels(plan, a.dtype, [a.shape, b.shape]).values()
     plain = triton_executor.launch_of(kernel)
     (default,) = einc.explain(eq, a, b, select="kernel").backends
