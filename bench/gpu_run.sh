@@ -6,7 +6,8 @@
 #
 # Order (most valuable first, each step bounded so the budget is kept): the versions,
 # gpu_eval.py --part pairwise, the kernel tests compiled for real
-# (pytest -m "kernels or gpu", 8 workers, at most 200 s), gpu_variants.py (the CCSD(T)
+# (pytest -m "kernels or gpu", 8 workers, at most 200 s, 150 s a test: the fuzz tests of
+# both lowerings compile a kernel per drawn shape), gpu_variants.py (the CCSD(T)
 # kernel in each lowering and tile config, at most 100 s), then --part rest, gemm and
 # compare with what is left (all --quick; PARTS="..." to choose; compare's SASS check
 # reads the most recent kernels in the Triton cache, so it runs while those are the
@@ -53,7 +54,7 @@ tests() {    # the kernel tests compiled for real: at most 200 s
   if (( s < 40 )); then echo "skip tests: $(left) s left"; return; fi
   step "pytest -m 'kernels or gpu' (limit $s s)"
   timeout "$s" python3 -m pytest -m "kernels or gpu" -n 8 -q -p no:cacheprovider -p no:benchmark \
-      --timeout 90 -rfE --junitxml="$W/pytest.xml" >"$W/pytest.log" 2>&1
+      --timeout 150 -rfE --junitxml="$W/pytest.xml" >"$W/pytest.log" 2>&1
   echo "exit $?" >>"$W/pytest.log"
   pack
 }
