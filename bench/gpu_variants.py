@@ -21,8 +21,9 @@ autotuner's best config of each lowering; this script shows every config of each
 - ``default_m_by_result``: ``default`` with M so ordered (both loads of B and stores long
   runs, A the gather).
 
-Each lowering runs with each config of its launcher's table (all of them, unpruned) and,
-for 2-D tiles, :data:`EXTRA` (tiles shaped for the result's runs), one config a run and
+Each lowering runs with each config of its launcher's table (all of them, unpruned) and
+:data:`EXTRA` (2-D tiles shaped for the result's runs) or :data:`EXTRA_NT` (2-D N blocks
+taller and wider than the table's), one config a run and
 no autotuning (``Launcher.screen(..., config=)``), then autotuned as einc runs it
 (``tuned``).  Each is checked against float64 and timed with ``triton.testing.do_bench``
 (median, L2 flushed), beside torch.einsum and torch.einsum + ``.contiguous()``.  A table
@@ -53,6 +54,10 @@ DEFAULT = r"^pw_ccsdt_dega"     # the three CCSD(T) rows behave alike (657-693 Â
 # result per program (K = 32: one K step, so the stores are most of a program's time).
 EXTRA = [(256, 16, 32, 8, 2), (128, 16, 32, 4, 2), (64, 16, 32, 4, 2), (256, 32, 32, 8, 2), (128, 32, 32, 4, 3),
          (64, 128, 32, 4, 3), (128, 128, 32, 4, 3), (64, 256, 32, 8, 2), (256, 64, 32, 8, 2)]
+# Beside the 2-D N block's list (``matmul-nt``): (BLOCK_M, BLOCK_NT, BLOCK_N, BLOCK_K, num_warps,
+# num_stages), taller and wider tiles and fewer warps (some may spill: the table says).
+EXTRA_NT = [(256, 8, 16, 32, 8, 2), (128, 16, 16, 32, 8, 2), (64, 16, 16, 32, 4, 2), (128, 4, 16, 32, 4, 3),
+            (256, 4, 16, 32, 8, 2), (128, 8, 16, 32, 4, 2)]
 FIELDS = ["id", "equation", "variant", "kernel", "config", "us", "err", "ok", "torch_us", "torch_c_us", "error"]
 
 
@@ -85,12 +90,14 @@ def lowerings(plan, dtype, shapes):
 
 def configs(launcher):
     """``[(label, triton.Config or None)]``: the launcher's whole table, :data:`EXTRA` for a 2-D
-    tile, and None (autotuned) last."""
+    tile (:data:`EXTRA_NT` for a 2-D N block), and None (autotuned) last."""
     import triton
     table = list(launcher.configs)
-    if not launcher.tile_t and not launcher.tile_kt and launcher.kind == "matmul":
-        have = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
-                for c in table}
+    have = {tuple(c.kwargs.values()) + (c.num_warps, c.num_stages) for c in table}
+    if launcher.tile_nt:
+        table += [triton.Config({"BLOCK_M": m, "BLOCK_NT": nt, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
+                  for m, nt, n, k, w, s in EXTRA_NT if (m, nt, n, k, w, s) not in have]
+    elif not launcher.tile_t and not launcher.tile_kt and launcher.kind == "matmul":
         table += [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                   for m, n, k, w, s in EXTRA if (m, n, k, w, s) not in have]
     label = lambda c: "x".join(str(v) for v in c.kwargs.values()) + f" w{c.num_warps} s{c.num_stages}"  # noqa: E731
