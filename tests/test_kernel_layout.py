@@ -219,6 +219,27 @@ def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatc
 
 
 @pytest.mark.kernels
+@pytest.mark.parametrize("equation", ["zdega,zgfbc->zabcdef", "zdega,zgfbc->abczdef"])
+def test_n_as_a_2d_block_beside_a_batch_index(kernel_device, equation):
+    """A write-bound step with a batch index (walked by the grid, leading or inside the
+    result) and B's unit-stride index inside N: N loaded as a 2-D block, every tile with a
+    unit-stride axis, and the float64 answer for contiguous and permuted operands."""
+    import einc
+    import fuzz
+    from oracle import assert_close, reference
+    shapes = [(3, 3, 5, 2, 2), (3, 2, 3, 4, 2)]
+    rows = kernel_tiles(equation, shapes, "float64")
+    (k,) = {k for _, k, _, _ in rows}
+    assert k.group("batch") and k.group("nt") and not k.group("t") and all(ok for *_, ok in rows), k.groups
+    g = torch.Generator().manual_seed(4)
+    for layout in ("plain", "permuted"):
+        ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), layout).to(kernel_device) for s in shapes]
+        out = einc.einsum(equation, *ops)
+        assert out.is_contiguous()
+        assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=2)
+
+
+@pytest.mark.kernels
 def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
     """Only write-bound steps (K short) load N as a 2-D block, and the launcher does not
     split their K; but the kernel splits K as every matmul kernel does: lowered so for a
