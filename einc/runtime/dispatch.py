@@ -236,7 +236,8 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     operand_strides = tuple(tuple(o.stride()) for o in operands)
     shapes = [tuple(o.shape) for o in operands]
     try:
-        launches = triton_executor.launches(plan, dtypes[0], shapes, operand_strides)
+        lowered = triton_executor.kernels(plan, dtypes[0], shapes, operand_strides)
+        launches = [triton_executor.launch_of(k) for k in lowered]
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer
@@ -245,7 +246,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
         try:
-            plain = triton_executor.plain_kernels(plan, dtypes[0], shapes, operand_strides)
+            plain = triton_executor.plain_kernels(plan, dtypes[0], shapes, operand_strides, lowered)
         except ConfigError:
             raise
         except Exception:       # an optional candidate: the default kernels still run

@@ -77,16 +77,12 @@ def screen_of(launch):
     return getattr(launch, "__globals__", {}).get("screen")
 
 
-def launches(plan, dtype, shapes, strides=None):
-    """The ``launch`` function of each step's generated kernel."""
-    return [launch_of(k) for k in kernels(plan, dtype, shapes, strides)]
-
-
-def plain_kernels(plan, dtype, shapes, strides=None) -> dict:
-    """``{step: kernel}`` of the ``plain`` kernels that differ from the default ones: the
-    steps where a stranded unit-stride index was moved into the tile's T axis or a 2-D K
-    block (elsewhere the two lowerings are the same kernel).  Not loaded: measure mode
-    loads one (:func:`launch_of`) only to time it or to run it."""
-    default = kernels(plan, dtype, shapes, strides)
+def plain_kernels(plan, dtype, shapes, strides=None, default=None) -> dict:
+    """``{step: kernel}`` of the ``plain`` kernels that differ from the default ones
+    (``default``, where the caller lowered them already): the steps where a stranded
+    unit-stride index was moved into the tile's T axis or a 2-D N or K block (elsewhere the
+    two lowerings are the same kernel).  Not loaded: measure mode loads one
+    (:func:`launch_of`) only to time it or to run it."""
+    default = default or kernels(plan, dtype, shapes, strides)
     plain = kernels(plan, dtype, shapes, strides, unit_tiles=False)
     return {s: p for s, (k, p) in enumerate(zip(default, plain)) if p.name != k.name}
