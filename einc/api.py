@@ -459,7 +459,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
     plan = entry.plan if entry is not None else plan_for(eq, shapes, options)
-    types = [x.dtype for x in tensors] if tensors else [dtype or torch.float32] * len(shapes)
+    types = [x.dtype for x in tensors] if tensors else \
+        [torch.float32 if dtype is None else dtypes.torch_dtype(dtype, "explain()")] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None

@@ -16,7 +16,7 @@ from .planner import plan_for
 from .planner.equation import Equation, letter, parse, sublist_equation
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
-from .runtime import dispatch
+from .runtime import dispatch, dtypes
 
 
 class ContractExpression:
@@ -173,6 +173,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
+    dtype = None if dtype is None else dtypes.torch_dtype(dtype, "contract_path()")
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
         info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                        dtype=dtype, device=device, **sizes)
@@ -208,7 +209,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     if dtype is not None or order != "K" or casting != "safe":
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
-            args = _cast_operands(args, _torch_dtype(dtype), casting)
+            args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
     if optimize is None or optimize is True:
         optimize = AUTO
     return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
@@ -232,19 +233,7 @@ def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **un
     if casting not in _CASTINGS:
         raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
     if dtype is not None:
-        _torch_dtype(dtype)
-
-
-def _torch_dtype(dtype) -> torch.dtype:
-    """A torch dtype from a torch dtype or a dtype's name (``"float64"``, numpy's dtypes)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
-    found = getattr(torch, name, None) if isinstance(name, str) else None
-    if not isinstance(found, torch.dtype):
-        raise DtypeError(f"contract(): dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
-                         "torch.float64")
-    return found
+        dtypes.torch_dtype(dtype, "contract()")
 
 
 def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:

@@ -70,6 +70,25 @@ def test_explain_names_the_backend_of_each_step(monkeypatch):
     assert c64.backends == ("torch",)
 
 
+def test_explain_takes_a_dtype_by_name(monkeypatch):
+    """explain and contract_path describe shapes in a dtype given as a torch dtype or its
+    name (numpy's dtypes too), the same on every device; anything else is refused."""
+    import numpy as np
+    from einc.errors import DtypeError
+    monkeypatch.delenv("EINC_BACKEND", raising=False)
+    shapes = ((2, 8, 4, 16), (2, 8, 4, 16))
+    for device in ("cuda", "cpu"):
+        by_dtype = einc.explain("bqhd,bkhd->bhqk", *shapes, dtype=torch.float16, device=device)
+        for name in ("float16", np.float16, np.dtype("float16")):
+            by_name = einc.explain("bqhd,bkhd->bhqk", *shapes, dtype=name, device=device)
+            assert by_name.backends == by_dtype.backends and str(by_name) == str(by_dtype)
+        path, info = einc.contract_path("bqhd,bkhd->bhqk", *shapes, dtype="float16", device=device)
+        assert path == [(0, 1)] and info.backends == by_dtype.backends
+    for door in (einc.explain, einc.contract_path):
+        with pytest.raises(DtypeError, match=rf"{door.__name__}\(\): dtype='float7' is not a dtype torch has"):
+            door("ij,jk->ik", (2, 3), (3, 4), dtype="float7", device="cuda")
+
+
 def test_scale_is_fused_into_the_epilogue(triton_backend):
     """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
     from einc.planner.equation import parse

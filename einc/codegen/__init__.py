@@ -21,7 +21,7 @@ NAME_PLACEHOLDER = "einc_kernel_name_placeholder"
 
 def render(kernel: Kernel) -> str:
     """The complete module source for ``kernel`` (named ``kernel.name``, or the placeholder;
-    a :class:`~einc.planner.fuse.FusedKernel` renders through :mod:`.fused`)."""
+    a :class:`~einc.codegen.ir.FusedKernel` renders through :mod:`.fused`)."""
     name = kernel.name or NAME_PLACEHOLDER
     if kernel.kind == FUSED:
         return fused.render(kernel, name)

@@ -1,6 +1,6 @@
 """The ``fused`` template: a strided matrix product with fused operand products and epilogue.
 
-``C[out] = prod(e) * sum over k of prod(a) * prod(b)`` for a :class:`~einc.planner.fuse.FusedKernel`:
+``C[out] = prod(e) * sum over k of prod(a) * prod(b)`` for a :class:`~einc.codegen.ir.FusedKernel`:
 each (BLOCK_M, BLOCK_K) tile of A is the product of the tiles of its factors ``a0, a1``
 loaded straight from their strides (a factor lacking an index is broadcast along it), so a
 ``product`` step that feeds the contraction is computed in registers and never written;

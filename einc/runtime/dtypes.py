@@ -18,7 +18,20 @@ import functools
 
 import torch
 
-from ..errors import UnsupportedDtypeError
+from ..errors import DtypeError, UnsupportedDtypeError
+
+
+def torch_dtype(dtype, door: str) -> torch.dtype:
+    """A torch dtype from a torch dtype or a dtype's name (``"float64"``, numpy's dtypes);
+    :class:`~einc.errors.DtypeError`, naming ``door`` (``"contract()"``), for anything else."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
+    found = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(found, torch.dtype):
+        raise DtypeError(f"{door}: dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
+                         "torch.float64")
+    return found
 
 
 def _stand_in(shape) -> tuple[int, ...]:
