@@ -108,7 +108,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
             raise failure
         result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
         base = build_plan(graph, eq.text, Options.of(path, None, options.select))
-        plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, memory_limit),
+        plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, options.memory_limit),
                                    planner, chunks, bound)
         slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
         runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),

@@ -265,6 +265,22 @@ def test_explicit_path_is_not_reused_for_gradients():
     torch.testing.assert_close(a.grad, (b @ c).detach().sum(1).expand(2, 3))
 
 
+def test_a_random_optimizer_instance_is_not_reused_for_gradients():
+    """opt_einsum's RandomGreedy answers for the one contraction it is first called with
+    (it raises for any other); the gradient einsums plan with "auto", backward and
+    torch.func.grad alike, and the instance keeps the forward's search."""
+    import opt_einsum
+    a, b, c = _inputs([(2, 3), (3, 4), (4, 5)], seed=12)
+    optimizer = opt_einsum.RandomGreedy(max_repeats=4)
+    einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimizer).sum().backward()
+    want = (b @ c).detach().sum(1).expand(2, 3)
+    torch.testing.assert_close(a.grad, want)
+    assert optimizer.best["flops"] < float("inf") and len(optimizer.costs) == 4
+    fresh = opt_einsum.RandomGreedy(max_repeats=4)
+    g = torch.func.grad(lambda x: einc.einsum("ij,jk,kl->il", x, b, c, optimize=fresh).sum())(a.detach())
+    torch.testing.assert_close(g, want)
+
+
 def test_sublists_with_large_indices():
     a, b = _inputs([(3, 4), (4, 2)], seed=11)
     f = lambda a, b: einc.einsum(a, [100, 260], b, [260, 7000], [7000, 100])     # noqa: E731

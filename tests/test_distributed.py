@@ -19,6 +19,7 @@ CASES = [   # equation, shapes, memory_limit, dtype
     ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)], 20, "float64"),     # 7 slices: uneven over 2 and 4
     ("ab,bc,cd,da->", [(6, 7), (7, 8), (8, 5), (5, 6)], 10, "float64"),
     ("ij,jk->ik", [(4, 5), (5, 3)], None, "float64"),                   # not sliced: one slice
+    ("ij,jk->ik", [(4, 5), (5, 3)], -1, "float64"),                     # opt_einsum's "no limit"
     ("ij,jk,kl->il", [(6, 40), (40, 5), (5, 6)], 4, "float16"),
     ("ij,jk,kl->il", [(6, 7), (7, 5), (5, 6)], 4, "complex64"),
     ("ij,jk,kl->il", [(6, 7), (7, 5), (5, 6)], 4, "int16"),          # gloo and NCCL have no int16 sum

@@ -50,6 +50,28 @@ def test_optimizer_names_pathoptimizer_and_explicit_path():
     assert einc.explain("ij,jk,kl->il", a, b, c, optimize=False).path == ((0, 1), (0, 1))
 
 
+def test_a_callers_optimizer_is_called_as_opt_einsum_calls_it():
+    """A PathOptimizer gets frozensets of one-letter labels and sizes by label, so one
+    written for opt_einsum runs, and an instance opt_einsum has planned a contraction with
+    can plan the same contraction in einc."""
+    seen = []
+
+    class Letters(opt_einsum.paths.PathOptimizer):
+        def __call__(self, inputs, output, size_dict, memory_limit=None):
+            seen.append((inputs, output, size_dict))
+            order = sorted(range(len(inputs)), key=lambda k: "".join(sorted(inputs[k])))  # strings only
+            return [(order[-2], order[-1])] + [(0, 1)] * (len(inputs) - 2)
+
+    a, b, c = torch.randn(4, 5), torch.randn(5, 6), torch.randn(6, 2)
+    torch.testing.assert_close(einc.einsum("ij,jk,kl->il", a, b, c, optimize=Letters()), a @ b @ c)
+    inputs, output, size_dict = seen[0]
+    assert all(isinstance(t, frozenset) for t in inputs) and isinstance(output, frozenset)
+    assert sorted(size_dict.items()) == [("a", 4), ("b", 5), ("c", 6), ("d", 2)]
+    shared = opt_einsum.RandomGreedy(max_repeats=4)
+    path, _ = opt_einsum.contract_path("ab,bc,cd->ad", a, b, c, optimize=shared)
+    assert einc.contract_path("ab,bc,cd->ad", a, b, c, optimize=shared)[0] == path
+
+
 def test_memory_limit_is_honoured():
     shapes = [(10, 10), (10, 10), (10, 10)]
     eq = "ab,cd,ef->abcdef"

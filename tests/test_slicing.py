@@ -332,10 +332,16 @@ def test_size_zero_and_size_one_indices():
 
 
 def test_a_limit_below_one_element_is_an_error():
+    """As in opt_einsum: -1 (or None) is no limit, any other number below 1 an error, named
+    as given; numpy's integers are numbers."""
+    import numpy as np
     ops = _operands([(4, 5), (5, 6)])
-    with pytest.raises(PathError, match="at least 1"):
-        einc.einsum("ij,jk->ik", *ops, memory_limit=0)
+    for limit in (0, -5, 0.5, float("nan")):
+        with pytest.raises(PathError, match=rf"memory_limit={limit!r} elements .* at least 1"):
+            einc.einsum("ij,jk->ik", *ops, memory_limit=limit)
     assert_close(einc.einsum("ij,jk->ik", *ops, memory_limit=-1), reference("ij,jk->ik", *ops), torch.float64)
+    three = _operands([(4, 5), (5, 6), (6, 3)])
+    assert einc.explain("ij,jk,kl->il", *three, memory_limit=np.int64(5)).slicing is not None
 
 
 def test_contract_expression_with_constants_and_a_limit():

@@ -11,6 +11,8 @@ equation).  Pure Python: opt_einsum is the only import beyond the standard libra
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import threading
 
 import opt_einsum
@@ -91,8 +93,12 @@ class Options:
         return opt, None
 
     def for_gradient(self) -> Options:
-        """The options of a gradient's einsum: an explicit path does not carry over."""
-        return Options.of(AUTO, self.memory_limit, self.select) if isinstance(self.optimize, tuple) else self
+        """The options of a gradient's einsum: ``"auto"`` in place of an explicit path
+        and of a random optimizer instance (opt_einsum's ``RandomGreedy``), which answers
+        for the one contraction it was first called with."""
+        if isinstance(self.optimize, (tuple, opt_einsum.path_random.RandomOptimizer)):
+            return Options.of(AUTO, self.memory_limit, self.select)
+        return self
 
     def to_op(self) -> tuple[str, str]:
         """The custom op's ``optimize`` and ``memory_limit`` strings (``select`` does not
@@ -145,10 +151,15 @@ def _normalize_optimize(optimize):
 def _normalize_memory_limit(memory_limit):
     if memory_limit is None or memory_limit == "max_input":
         return memory_limit
-    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float)):
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real):   # numpy's numbers too
         raise PathError(f"einsum(): memory_limit must be None, a number of elements or 'max_input', "
                         f"got {memory_limit!r}")
-    return None if memory_limit < 0 else int(memory_limit)     # opt_einsum: -1 means no limit
+    if memory_limit == -1:              # opt_einsum's spelling of no limit
+        return None
+    if not memory_limit >= 1:           # (NaN too)
+        raise PathError(f"einsum(): memory_limit={memory_limit!r} elements cannot hold any intermediate; "
+                        "give at least 1 (or None, or -1, for no limit)")
+    return None if math.isinf(memory_limit) else int(memory_limit)
 
 
 def _auto(inputs, output, size_dict, memory_limit=None):

@@ -6,7 +6,7 @@ Values are numbered as in SSA form: operands are ``T0 .. Tn-1`` and step ``s``
 produces ``T(n+s)``.  Each step records the indices of its operands (repeats and
 indices unique to one operand included: executors fold those into the step), the
 indices it keeps, in order, the indices it sums, and what it costs.  Pure Python:
-opt_einsum (through :mod:`einc.planner.options`) is the only import beyond the standard library.
+opt_einsum is the only import beyond the standard library.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+
+import opt_einsum
 
 from ..errors import PathError
 from .graph import ContractionGraph
@@ -149,11 +151,19 @@ def _path(graph: ContractionGraph, options: Options):
         found = _PATHS.get(key)
         if found is not None:
             return found[0], (found[1] if found[1] != graph.sizes else None)
-    # Int labels: their hashes, unlike strings', are the same in every process, so set
-    # iteration order (which breaks ties in greedy searches) and the path are too.
-    inputs = [set(term) for term in graph.inputs]
-    output = set(graph.output)
-    size_dict = dict(enumerate(graph.sizes))
+    if isinstance(options.optimize, str):
+        # einc's own searches get int labels: their hashes, unlike strings', are the same
+        # in every process, so set iteration order (which breaks ties in greedy searches)
+        # and the path are too.
+        inputs = [set(term) for term in graph.inputs]
+        output = set(graph.output)
+        size_dict = dict(enumerate(graph.sizes))
+    else:
+        # A caller's optimizer gets what opt_einsum gives one: frozensets of one-letter
+        # labels, and sizes by label.
+        inputs = [frozenset(opt_einsum.get_symbol(i) for i in term) for term in graph.inputs]
+        output = frozenset(opt_einsum.get_symbol(i) for i in graph.output)
+        size_dict = {opt_einsum.get_symbol(i): s for i, s in enumerate(graph.sizes)}
     memory_limit = options.memory_limit
     if memory_limit == "max_input":
         memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)

@@ -137,10 +137,7 @@ def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
     """The limit in elements (``"max_input"``: the largest operand's size)."""
     if memory_limit == "max_input":
         return max((math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs), default=1)
-    if memory_limit is not None and memory_limit < 1:
-        raise PathError(f"einsum(): memory_limit={memory_limit} elements cannot hold any intermediate; "
-                        "give at least 1 (or None, or -1, for no limit)")
-    return memory_limit
+    return memory_limit                 # (checked by Options: None, or at least 1)
 
 
 LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
