@@ -312,6 +312,38 @@ def test_in_place_writes_keep_reads_in_place():
     assert len(rewrites) == 3 and all(r.fused == 1 and r.scale_on == "-" for r in rewrites)
 
 
+@pytest.mark.parametrize("equation", ["ii->i", "ij->ji", "ij->ij"])
+def test_an_einsum_torch_returns_as_a_view_stays_a_view(equation):
+    """A one-operand einsum that sums nothing is a view in torch: a write through it
+    reaches its operand, and the matrix product after reads the written tensor. Even
+    with rewrite="all" it is left as written (and reported so)."""
+    def fn(a, b):
+        v = torch.einsum(equation, a)
+        v.mul_(0.5)
+        return a @ b, v
+    a, b = _randn(4, 4), _randn(4, 3, seed=1)
+    mine, theirs = a.clone(), a.clone()
+    got, want = _compile(fn, mine, b, backend=ALL), fn(theirs, b)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+    torch.testing.assert_close(mine, theirs)
+    report = einc.dynamo.last_report
+    assert [x.reason for x in report.left] == ["a view of its operand"] and len(report.rewrites) == 1
+
+
+@pytest.mark.parametrize("factor", [math.inf, -math.inf, math.nan])
+def test_a_factor_that_is_not_finite_stays_where_it_was(factor):
+    """inf moved onto an operand would make NaN of its zeros (inf * 0); it stays a graph op."""
+    x, u, v = _randn(3, 4), _randn(4, 2, seed=1), _randn(2, 5, seed=2)
+    x[0] = 0.0
+    fn = lambda x, u, v: (x @ (u @ v)) * factor      # noqa: E731
+    got, want = _compile(fn, x, u, v, backend=ALL), fn(x, u, v)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert all(r.scale_on == "-" for r in einc.dynamo.last_report.rewrites)
+    div = lambda x, u, v: (x @ (u @ v)) / 0      # noqa: E731
+    torch.testing.assert_close(_compile(div, x, u, v, backend=ALL), div(x, u, v), equal_nan=True)
+
+
 def test_every_reported_rewrite_is_in_the_graph():
     graphs = []
 

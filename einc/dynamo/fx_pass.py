@@ -378,7 +378,10 @@ def rewrite(gm: torch.fx.GraphModule, policy: str = FEWER_FLOPS, left: list | No
     rewrites = []
     for c, cost in alive:
         unfused = sum(written[s] for s in c.sources)
-        if policy == ALL or cost < unfused:
+        if _view(c):            # torch's result is a view of the operand: writes through it must reach it
+            if left is not None:
+                left.append(Left(_text(c), tuple(c.sources), 1, cost, unfused, "a view of its operand"))
+        elif policy == ALL or cost < unfused:
             rewrites.append(emit(gm, c, unfused, replaced))
         elif left is not None:
             left.append(Left(_text(c), tuple(c.sources), len(c.sources), cost, unfused,
@@ -388,6 +391,12 @@ def rewrite(gm: torch.fx.GraphModule, policy: str = FEWER_FLOPS, left: list | No
         gm.graph.lint()
         gm.recompile()
     return rewrites
+
+
+def _view(c: Contraction) -> bool:
+    """Whether torch.einsum may return this contraction as a view of its one operand (it
+    sums nothing: a permutation, a diagonal), which an einsum's fresh result is not."""
+    return len(c.operands) == 1 and not c.factors and set(c.terms[0]) <= set(c.output)
 
 
 def _erase_replaced(graph):

@@ -9,6 +9,7 @@ each node's ``meta["example_value"]`` (hints under dynamic shapes).
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -64,8 +65,9 @@ def _scalar(x) -> bool:
 
 
 def scalar_factor(node):
-    """``(tensor node, factor, "mul" | "div")`` if ``node`` scales a tensor by a real
-    scalar without changing its dtype or shape (``int_tensor * 0.5`` does not qualify)."""
+    """``(tensor node, factor, "mul" | "div")`` if ``node`` scales a tensor by a real,
+    finite scalar (not a division by 0) without changing its dtype or shape
+    (``int_tensor * 0.5`` does not qualify)."""
     if node.kwargs and set(node.kwargs) - {"rounding_mode"} or node.kwargs.get("rounding_mode") is not None:
         return None
     if len(node.args) != 2:
@@ -81,6 +83,9 @@ def scalar_factor(node):
         found = a, b, "div"
     if found is None:
         return None
+    factor = found[1]
+    if isinstance(factor, (int, float)) and (not math.isfinite(factor) or (found[2] == "div" and factor == 0)):
+        return None     # moved onto an operand, inf (or a division by 0) would turn its zeros into NaN
     x, out = val(found[0]), val(node)
     if not isinstance(out, torch.Tensor) or out.dtype != x.dtype or out.shape != x.shape:
         return None
