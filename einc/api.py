@@ -409,10 +409,7 @@ def _autocast_call(eq: Equation, operands, options: Options):
     """
     engine.check_operands(eq, operands)
     device = operands[0].device.type
-    if torch.is_autocast_enabled(device):
-        cast = torch.get_autocast_dtype(device)
-        if dtypes.autocast_dtype(eq.torch_text, operands) == cast:
-            operands = [o.to(cast) if dtypes.autocast_eligible(o, cast) else o for o in operands]
+    operands = dtypes.autocast_operands(eq.torch_text, operands, device)
     with torch.autocast(device, enabled=False):     # (autocast on another device only: as is)
         return autograd.einsum(eq, operands, options)
 

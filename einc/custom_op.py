@@ -134,14 +134,15 @@ _lib.impl("einsum", _autograd_kernel, "Autograd")
 
 
 def _autocast_kernel(device_type: str, key):
-    """Under autocast the op behaves like torch.einsum on CUDA: floating operands (not
-    float64) are cast to the autocast dtype, then the op runs with autocast off.  (The
-    cast is then part of traced graphs, so the fake and the real kernels agree.)"""
+    """Under autocast the op behaves like torch.einsum, as :func:`einc.einsum` does: its
+    floating operands (not float64) are cast to the autocast dtype where torch.einsum's
+    result takes it (:func:`~einc.runtime.dtypes.autocast_operands`), then the op runs
+    with autocast off.  (The cast is then part of traced graphs, so the fake and the real
+    kernels agree.)"""
     keys = torch._C.DispatchKeySet(key)
 
     def kernel(equation, operands, optimize, memory_limit, scale=1.0):
-        dtype = torch.get_autocast_dtype(device_type)
-        cast = [o.to(dtype) if dtypes.autocast_eligible(o, dtype) else o for o in operands]
+        cast = dtypes.autocast_operands(parse(equation).torch_text, operands, device_type)
         with torch._C._ExcludeDispatchKeyGuard(keys):
             return einsum_op(equation, cast, optimize, memory_limit, scale)
     return kernel

@@ -2,6 +2,8 @@
 outputs and gradients equal to eager.  Most tests use the aot_eager backend (dynamo +
 AOTAutograd + the op's fake implementation, no C++ compile); one runs inductor."""
 
+import contextlib
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -140,6 +142,33 @@ def test_autocast_inside_compile_casts_like_torch_einsum():
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b)
     assert [g.dtype for g in got] == [torch.bfloat16, torch.bfloat16]
     torch.testing.assert_close(got[0], (a.bfloat16() @ b.bfloat16()))
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["autocast-inside", "autocast-outside"])
+@pytest.mark.parametrize("backend", ["aot_eager", "einc"])
+def test_autocast_keeps_torch_einsums_dtype_where_it_runs_no_matrix_product(inside, backend):
+    """On a CPU torch.einsum autocasts only through its matrix products: an elementwise
+    product or a lone sum stays float32, compiled as in eager, whether autocast is entered
+    inside the compiled function or around it."""
+    torch._dynamo.reset()
+    a, b = _randn(8, 8, dtype=torch.float32), _randn(8, 8, seed=1, dtype=torch.float32)
+    cases = [("ij,jk->ik", 2), ("ij,ij->ij", 2), ("ij->i", 1), ("ij,ij,ij->ij", 3)]
+
+    def autocast(on):
+        return torch.autocast("cpu", dtype=torch.bfloat16) if on else contextlib.nullcontext()
+
+    def f(a, b):
+        with autocast(inside):
+            return [einc.einsum(eq, *(a, b, a)[:n]) for eq, n in cases]
+    with autocast(True):
+        want = [torch.einsum(eq, *(a, b, a)[:n]) for eq, n in cases]
+    outside = autocast(not inside)
+    options = {"inner": "eager", "rewrite": "all"} if backend == "einc" else None
+    with outside:
+        got = torch.compile(f, fullgraph=True, backend=backend, options=options)(a, b)
+    assert [g.dtype for g in got] == [w.dtype for w in want] == [torch.bfloat16] + [torch.float32] * 3
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
 
 
 @pytest.mark.parametrize("strict", [True, False], ids=["strict", "non-strict"])

@@ -70,6 +70,19 @@ def autocast_dtype(equation: str, operands):
     return answer if isinstance(answer, torch.dtype) else None
 
 
+def autocast_operands(equation: str, operands, device_type: str):
+    """``operands`` as torch.einsum would compute them under the autocast in force on
+    ``device_type``: cast to the autocast dtype (floating, not float64) where torch.einsum's
+    result takes that dtype -- on a CPU only its matrix products autocast, so
+    ``ij,ij->ij`` stays float32 -- else as they are."""
+    if not torch.is_autocast_enabled(device_type):
+        return list(operands)
+    cast = torch.get_autocast_dtype(device_type)
+    if autocast_dtype(equation, operands) != cast:
+        return list(operands)
+    return [o.to(cast) if autocast_eligible(o, cast) else o for o in operands]
+
+
 def _torch_path(equation: str, shapes):
     """The contraction order torch.einsum takes for operands of these (real) shapes: with
     three or more, opt_einsum's path for torch's strategy, flattened as torch passes it;
