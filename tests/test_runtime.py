@@ -89,6 +89,21 @@ def test_explain_takes_a_dtype_by_name(monkeypatch):
             door("ij,jk->ik", (2, 3), (3, 4), dtype="float7", device="cuda")
 
 
+def test_explain_and_path_info_copy_and_pickle():
+    """explain's answer and contract_path's PathInfo copy, deep-copy and pickle (as
+    opt_einsum's PathInfo does), and print the same afterwards."""
+    import copy
+    import pickle
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
+    _, info = einc.contract_path("ij,jk,kl->il", a, b, c)
+    explained = einc.explain("ij,jk,kl->il", a, b, c)
+    for original in (info, explained):
+        for again in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+            twin = again(original)
+            assert type(twin) is type(original) and str(twin) == str(original)
+            assert twin.path == original.path and twin.backends == original.backends
+
+
 def test_scale_is_fused_into_the_epilogue(triton_backend):
     """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
     from einc.planner.equation import parse

@@ -90,6 +90,8 @@ class Explanation:
         self.reasons = tuple(reasons)
 
     def __getattr__(self, name):
+        if name.startswith("__") or name == "plan":     # (copy and pickle ask before plan is set)
+            raise AttributeError(name)
         return getattr(self.plan, name)
 
     def __str__(self) -> str:
