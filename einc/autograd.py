@@ -40,6 +40,15 @@ from .planner.options import Options
 from .runtime import engine
 from .runtime.cache import LRUCache
 
+def _functionalizing() -> bool:
+    """Whether a torch.func ``functionalize`` is among the active transforms (a Function
+    under it fails at that level, whatever transforms lie in between)."""
+    return any(i.key() == _FUNCTIONALIZE for i in _interpreter_stack() or ())
+
+
+_interpreter_stack = torch._C._functorch.get_interpreter_stack
+_FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize
+
 # Whether a call needs the Function; bound once (about 0.1 us plus 0.05 us per operand).
 transforms_active = torch._C._are_functorch_transforms_active
 grad_enabled = torch.is_grad_enabled
@@ -82,6 +91,8 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     and under torch.func transforms (vmap then stays one einc call over one more index),
     :class:`EinsumFunction` supplies the derivatives as einsums.
     """
+    if transforms_active() and _functionalizing():
+        return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
     if not transforms_active():
         result = engine.unplanned(eq, operands, options)    # torch's op, which autograd records
         if result is not None:

@@ -171,6 +171,54 @@ def test_torch_jit_trace_of_a_contract_expression_records_the_op():
     torch.testing.assert_close(f(*ops), ops[0] @ ops[1] @ ops[2])
 
 
+# ---------------------------------------------------------------- 5. make_fx and functionalize
+
+SYMBOLIC = [("ij,jk->ik", [(3, 4), (4, 5)], [(6, 7), (7, 2)]), ("ij->ji", [(3, 4)], [(5, 2)]),
+            ("ii->i", [(3, 3)], [(5, 5)]),
+            ("bij,bjk,bkl->bil", [(2, 3, 4), (2, 4, 5), (2, 5, 6)], [(3, 2, 7), (3, 7, 1), (3, 1, 4)])]
+
+
+@pytest.mark.parametrize("eq,traced_at,run_at", SYMBOLIC)
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_make_fx_symbolic_tracing_holds_at_every_shape(eq, traced_at, run_at, requires_grad):
+    """make_fx with symbolic sizes (no number to plan with): the graph records torch's
+    einsum, right at other shapes, with einc's contiguous result."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    traced = [torch.randn(s, dtype=torch.float64, requires_grad=requires_grad) for s in traced_at]
+    gm = make_fx(lambda *ops: einc.einsum(eq, *ops), tracing_mode="symbolic")(*traced)
+    ops = [torch.randn(s, dtype=torch.float64) for s in run_at]
+    out = gm(*ops)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, torch_einsum(eq, *ops))
+
+
+def test_functionalize_at_any_depth_of_the_transforms():
+    """torch.func.functionalize has no rule for an autograd.Function: under it, alone or
+    around or inside vmap and grad, einc runs torch's einsum, and in-place writes on its
+    result are functionalized."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functionalize, grad, vmap
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
+    stack = torch.randn(2, 3, 4, dtype=torch.float64)
+    mm = lambda x, y: einc.einsum("ij,jk->ik", x, y)        # noqa: E731
+    loss = lambda x, y: mm(x, y).sin().sum()                 # noqa: E731
+    torch.testing.assert_close(functionalize(mm)(a, b), a @ b)
+    torch.testing.assert_close(functionalize(vmap(mm, (0, None)))(stack, b), stack @ b)
+    torch.testing.assert_close(vmap(functionalize(mm), (0, None))(stack, b), stack @ b)
+    want = torch.cos(a @ b) @ b.T
+    torch.testing.assert_close(grad(functionalize(loss))(a, b), want)
+    torch.testing.assert_close(functionalize(grad(loss))(a, b), want)
+
+    def written(x, y):
+        z = einc.einsum("ij,jk->ik", x, y)
+        z.add_(1.0)
+        return einc.einsum("ik,ik->i", z, z)
+    gm = make_fx(functionalize(written), tracing_mode="symbolic")(a, b)
+    assert not any(str(n.target).endswith("_.Tensor") for n in gm.graph.nodes)     # no in-place op left
+    x, y = torch.randn(5, 2, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+    torch.testing.assert_close(gm(x, y), ((x @ y + 1) ** 2).sum(1))
+
+
 def test_onnx_export_of_a_model_calling_einc(tmp_path):
     """torch.onnx.export (the TorchScript exporter, which needs no onnxscript) records ONNX's
     Einsum where torch.einsum's would, and the exported model computes the same."""

@@ -95,6 +95,11 @@ def unplanned(key, operands):
     return _fresh(result, operands)
 
 
+def fresh_einsum(text: str, operands):
+    """torch's einsum of ``operands`` as a fresh contiguous tensor."""
+    return _fresh(_einsum(text, list(operands)), operands)
+
+
 def _fresh(result, operands):
     """``result`` as a contiguous tensor that shares no memory with an operand (torch's einsum
     may return a permuted view, or a view of an operand: ``ij->ji``, ``ii->i``)."""

@@ -39,13 +39,22 @@ def run(eq: Equation, operands, options: Options):
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
-    entry = _plans.get(key)
+    try:
+        entry = _plans.get(key)
+    except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
+        return torch_op(eq, operands)
     if entry is None:
         result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
         if result is not None:
             return result
         entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
     return entry.run(operands)
+
+
+def torch_op(eq: Equation, operands):
+    """torch's own einsum of ``operands``, as a fresh contiguous tensor: for calls no plan
+    can serve -- symbolic sizes (``make_fx``'s symbolic tracing), ``functionalize``."""
+    return admission.fresh_einsum(eq.torch_text, operands)
 
 
 def run_scaled(eq: Equation, operands, options: Options, scale: float):
@@ -79,8 +88,11 @@ def unplanned(eq: Equation, operands, options: Options):
                tuple([(o.shape, o.dtype) for o in operands]))
     except (AttributeError, IndexError):
         return None
-    if _plans.peek(key) is not None:
-        return None
+    try:
+        if _plans.peek(key) is not None:
+            return None
+    except TypeError:                   # symbolic sizes, as in run
+        return torch_op(eq, operands)
     return admission.unplanned(key, operands)
 
 
