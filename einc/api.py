@@ -35,7 +35,7 @@ from .errors import ArgumentError, EquationError, OperandCountError, OperandType
     ShapeError, SizeKeywordError
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
-from .runtime import dispatch, dtypes, engine
+from .runtime import dispatch, dtypes, engine, triton_executor
 from .runtime.explain import explanation
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
@@ -127,6 +127,9 @@ def tracing() -> bool:
 def _named_error(cls, message: str) -> None:
     """A named equation's error while dynamo traces: einc's own under ``fullgraph=True``."""
     _reject_under_fullgraph(cls.__name__, message)
+
+
+triton_executor.claim_interpreter()     # before torch._dynamo (imported just below) imports triton
 
 
 @torch.compiler.assume_constant_result

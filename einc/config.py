@@ -19,7 +19,7 @@ accepted.  An empty value counts as unset.
                        torch executor otherwise; ``torch``: always the torch executor;
                        ``triton``: generated kernels for CPU tensors too, run by Triton's
                        interpreter (einc sets ``TRITON_INTERPRET=1`` for that where it
-                       is unset).
+                       is unset, before it imports triton, where no CUDA device is present).
 ``EINC_SELECT``        where generated kernels may run, what runs each step: ``auto``
                        (default: ``measure`` on CUDA, ``kernel`` under the interpreter),
                        ``measure`` (time cuBLAS / torch ops and the kernel on the first

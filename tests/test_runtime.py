@@ -104,6 +104,28 @@ def test_explain_and_path_info_copy_and_pickle():
             assert twin.path == original.path and twin.backends == original.backends
 
 
+def test_einc_backend_triton_alone_runs_kernels_on_a_cpu(tmp_path):
+    """EINC_BACKEND=triton with TRITON_INTERPRET unset, on a machine without a CUDA
+    device: einc sets TRITON_INTERPRET=1 before its front door imports torch._dynamo
+    (which imports triton), so the kernels run under the interpreter, without a warning."""
+    import os
+    import subprocess
+    import sys
+    if torch.cuda.is_available():
+        pytest.skip("with a CUDA device einc leaves TRITON_INTERPRET to the user")
+    script = ("import os, warnings, torch, einc\n"
+              "warnings.simplefilter('error')\n"
+              "a = torch.randn(4, 5)\n"
+              "torch.testing.assert_close(einc.einsum('ij,jk->ik', a, a.T), a @ a.T)\n"
+              "print(os.environ.get('TRITON_INTERPRET'), einc.explain('ij,jk->ik', a, a.T).backends[0].split()[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(EINC_BACKEND="triton", EINC_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    interpret, backend = done.stdout.split()
+    assert (interpret, backend) == ("1", "triton")
+
+
 def test_scale_is_fused_into_the_epilogue(triton_backend):
     """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
     from einc.planner.equation import parse

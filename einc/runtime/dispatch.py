@@ -50,8 +50,9 @@ def _kernels_wanted(device_type: str, dtypes) -> bool:
 
 
 _NO_INTERPRETER = ("einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, but TRITON_INTERPRET "
-                   "is set to a false value, or triton was imported before TRITON_INTERPRET=1 was set (set it "
-                   "before importing triton). Running on the torch executor")
+                   "is set to a false value, or triton was imported before it was set (torch.compile imports it; "
+                   "einc sets it before its own import of triton where no CUDA device is present): set "
+                   "TRITON_INTERPRET=1 before importing triton. Running on the torch executor")
 _NO_TRITON = "einc: triton is not installed; running on the torch executor (pip install 'einc[triton]')"
 
 

@@ -34,6 +34,22 @@ def interpreter_possible() -> bool:
     return wanted if wanted is not None else "triton" not in sys.modules
 
 
+def claim_interpreter() -> None:
+    """Set ``TRITON_INTERPRET=1`` now where ``EINC_BACKEND=triton`` will run kernels on
+    CPU tensors (no CUDA device) and nothing set it: called before einc's front door
+    imports torch._dynamo, which imports triton -- after that it is too late to switch
+    (triton's own ``@jit`` helpers are compiled functions then, which an interpreted
+    kernel cannot call).  A bad ``EINC_BACKEND`` is reported where it is read."""
+    try:
+        wanted = config.backend() == "triton" and config.triton_interpret() is None
+    except Exception:   # noqa: BLE001 - the setting's own error comes when a key is planned
+        return
+    if wanted and "triton" not in sys.modules:
+        import torch
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+
+
 def use_interpreter() -> bool:
     """Whether generated kernels run under Triton's CPU interpreter (for CPU tensors).
 
