@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import tempfile
 import textwrap
 import traceback
 from pathlib import Path
@@ -25,6 +27,72 @@ from .codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
 
 
 # ----------------------------------------------------------------------- argument types
+
+def _positive_int(text: str) -> int:
+    """A whole number >= 1 (``--rounds``, ``--threads``); argparse reports anything else."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _number(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
+    return x
+
+
+def _positive_float(text: str) -> float:
+    """A finite number > 0 (``--budget``)."""
+    x = _number(text)
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return x
+
+
+def _non_negative_float(text: str) -> float:
+    """A finite number >= 0 (``--wait``: 0 is "do not wait")."""
+    x = _number(text)
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
+    return x
+
+
+def _folder_name(text: str) -> str:
+    """An output folder's name (``dump -o``, ``bench --out``): not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path: name the output folder")
+    return text
+
+
+def _output_folder(text: str, option: str) -> Path:
+    """The output folder ``text`` of ``option``, created if missing and checked writable,
+    before anything is computed or timed: one that names a file, or that cannot be
+    created or written, is an :class:`ArgumentError` (exit status 2)."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise ArgumentError(f"{option} {text}: names a file; {option} takes a folder (created if missing)")
+    above = next((a for a in out.absolute().parents if a.exists()), None)
+    if not out.exists() and above is not None and not above.is_dir():
+        raise ArgumentError(f"{option} {text}: {above} is not a folder; {option} takes a folder (created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArgumentError(f"{option} {text}: cannot create the folder ({e.strerror or e})") from None
+    try:
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise ArgumentError(f"{option} {text}: cannot write in the folder ({e.strerror or e})") from None
+    return out
+
 
 def parse_shapes(text: str) -> list[tuple[int, ...]]:
     """``'8x64x32,8x32x16'`` -> ``[(8, 64, 32), (8, 32, 16)]``; ``()`` is a 0-d operand.
@@ -116,11 +184,8 @@ def cmd_dump(args) -> int:
         files = {"plan.txt": str(plan) + "\n"}
         note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
                 "(kernels exist for float16, bfloat16, float32 and float64)")
-    if args.out:
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ArgumentError(f"-o {args.out}: names a file; -o takes a folder (created if missing)")
-        out.mkdir(parents=True, exist_ok=True)
+    if args.out is not None:
+        out = _output_folder(args.out, "-o")
         for old in [*out.glob("step*_einc_*.py"), *out.glob("plan.txt")]:    # an earlier dump's files
             old.unlink()
         for name, text in files.items():
@@ -158,14 +223,14 @@ def _dump_suite(args) -> int:
         v = w["variants"].get("gpu")
         if not isinstance(v, dict) or "shapes" not in v or "dtype" not in v:
             raise ArgumentError(f"{path}: workload {w['id']!r} has no gpu variant with shapes and dtype")
+    out = None if args.out is None else _output_folder(args.out, "-o")
     tree = dump.golden(path)
-    if not args.out:
+    if out is None:
         for folder, files in sorted(tree.items()):
             for name, text in files.items():
                 print(f"# {'=' * 24} {folder}/{name} {'=' * 24}\n")
                 print(text)
         return 0
-    out = Path(args.out)
     if out.is_dir():       # dump.write replaces every folder under OUT: only generated ones may be there
         strays = [c.name for c in out.iterdir() if c.is_dir() and not (c / "plan.txt").is_file()]
         if strays:
@@ -185,7 +250,7 @@ def cmd_explain(args) -> int:
     from . import api
 
     named = _named(args)
-    optimize = False if args.optimize in ("left-to-right", "false", "none") else args.optimize
+    optimize = _optimize(args.optimize, opt_einsum)
     kw = dict(dtype=getattr(torch, args.dtype), device=args.device)
     plan = api.explain(args.equation, *args.shapes, optimize=optimize, **kw)
     plain = dict(kw, select="blas")     # the other orders as plain plans: no kernel fuses their steps
@@ -219,6 +284,27 @@ def cmd_explain(args) -> int:
     if "error" in td:
         print(f"  torch.einsum default: not computed ({td['error']})")
     return 0
+
+
+_LEFT_TO_RIGHT = ("left-to-right", "false", "none")      # the Python API's optimize=False (or None)
+
+
+def _optimize(text: str, opt_einsum):
+    """``--optimize``: an opt_einsum strategy, ``auto`` (also ``true``), ``cotengra``, or
+    left to right (``left-to-right``, ``false``, ``none``), in any case; the Python
+    API's other values (a PathOptimizer, an explicit path) have no command line spelling."""
+    from .planner.options import AUTO, COTENGRA
+
+    name = text.strip().lower()
+    if name in _LEFT_TO_RIGHT:
+        return False
+    if name == "true":
+        return AUTO
+    names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {AUTO, COTENGRA})
+    if name not in names:
+        raise ArgumentError(f"unknown optimize={text!r}; valid: {', '.join(names)}, or left-to-right "
+                            "(also false or none; true is auto)")
+    return name
 
 
 def _x(speedup) -> str:
@@ -268,23 +354,22 @@ def cmd_bench(args) -> int:
 
     from .benchmark.suite import find_suite
 
-    if args.threads:
+    if args.no_models and not args.train and not args.dispatch:
+        raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
+    out = None if args.out is None else _output_folder(args.out, "--out")     # before the run, not after it
+    if args.threads is not None:
         torch.set_num_threads(args.threads)
     from .benchmark.runner import bench_suite, default_out
 
     if args.dispatch:
         from .benchmark import dispatch
-        if args.out:
-            out = Path(args.out)
-        else:
+        if out is None:
             try:
                 out = default_out(find_suite(args.suite))
             except ArgumentError:           # the dispatch benchmark needs no suite
                 out = Path("einc-bench")
         return dispatch.run(out, args.rounds, args.quick)
-    if args.no_models and not args.train:
-        raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
-    return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=args.out,
+    return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=out,
                        rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart,
                        train=args.train, models=not args.no_models, wait=args.wait,
                        threads_set=args.threads is not None)
@@ -453,7 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
     p.add_argument("--suite", nargs="?", const="", default=None, metavar="PATH",
                    help="regenerate the golden kernels of a suite (default bench/suite.json, see bench --help)")
-    p.add_argument("-o", "--out", metavar="DIR", help="write files to DIR instead of printing them")
+    p.add_argument("-o", "--out", type=_folder_name, metavar="DIR",
+                   help="write files to DIR (created if missing) instead of printing them")
     p.add_argument("--size", type=parse_size, action="append", metavar="NAME=N",
                    help="an axis size of a named equation, e.g. --size h=8 (repeat for more)")
     p.set_defaults(func=cmd_dump, parser=p)
@@ -467,8 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", required=True,
                    help="operand shapes, e.g. 64x8,8x64,64x8")
     p.add_argument("--optimize", default="auto",
-                   help="an opt_einsum strategy (auto, optimal, dp, greedy, branch-2, random-greedy, ...) "
-                        "or left-to-right (default auto)")
+                   help="an opt_einsum strategy (auto, optimal, dp, greedy, branch-2, random-greedy, ...), "
+                        "cotengra, or left-to-right (also false or none, as optimize=False; default auto)")
     p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="operand device (default cpu)")
     p.add_argument("--json", action="store_true", help="print a JSON object instead of tables")
@@ -485,14 +571,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu: the suite's cpu variants (float32); cuda: its gpu variants (default cpu)")
     p.add_argument("--filter", default="", metavar="TEXT", help="only workloads whose id or category contains TEXT")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: results/ beside the suite file)")
+    p.add_argument("--out", type=_folder_name, metavar="DIR",
+                   help="output folder, created if missing (default: results/ beside the suite file)")
     p.add_argument("--quick", action="store_true", help="7 rounds and 1 s per workload (a smoke test)")
-    p.add_argument("--rounds", type=int, metavar="N", help="rounds per workload (default 31; --quick 7)")
-    p.add_argument("--budget", type=float, metavar="S", help="seconds per workload (default 4; --quick 1)")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch.set_num_threads(N) (default: torch's, or 1 on a busy machine, see below)")
-    p.add_argument("--wait", type=float, default=60.0, metavar="S",
-                   help="on a busy machine, seconds to wait for it to quieten (default 60)")
+    p.add_argument("--rounds", type=_positive_int, metavar="N",
+                   help="rounds per workload, at least 1 (default 31; --quick 7)")
+    p.add_argument("--budget", type=_positive_float, metavar="S",
+                   help="seconds per workload, more than 0 (default 4; --quick 1)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="torch.set_num_threads(N), at least 1 (default: torch's, or 1 on a busy machine, see below)")
+    p.add_argument("--wait", type=_non_negative_float, default=60.0, metavar="S",
+                   help="on a busy machine, seconds to wait for it to quieten; 0: do not wait (default 60)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
                    help="run the per-call overhead micro-benchmark instead (writes dispatch.md/.csv)")
@@ -552,7 +641,7 @@ def main(argv=None) -> int:
     except BrokenPipeError:                 # e.g. `einc dump ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except OSError as e:                    # e.g. -o names a file, or a folder that cannot be written
+    except OSError as e:                    # a write that failed after the output folder was checked (disk full)
         _traceback_if_debug()
         print(f"{name}: error: {e}", file=sys.stderr)
         return 1

@@ -126,6 +126,116 @@ def test_bad_equations_and_arguments_exit_2_with_one_error_line(argv, message, c
     assert "Traceback" not in err
 
 
+def usage_error(argv, capsys) -> str:
+    """The first line of the error of ``main(argv)``, which must exit 2 (argparse's
+    SystemExit or main's return) with one error line and no traceback."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "internal error" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith(f"einc {argv[0]}: error: ")]
+    return line
+
+
+NO_RUN = ["--suite", str(SUITE), "--filter", "no-such-workload"]      # nothing would be timed, even unchecked
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--rounds", "-1", "argument --rounds: must be at least 1, got -1"),
+    ("--rounds", "0", "argument --rounds: must be at least 1, got 0"),
+    ("--rounds", "2.5", "argument --rounds: expected a whole number >= 1, got '2.5'"),
+    ("--threads", "-3", "argument --threads: must be at least 1, got -3"),
+    ("--threads", "0", "argument --threads: must be at least 1, got 0"),
+    ("--budget", "-1", "argument --budget: must be greater than 0, got -1"),
+    ("--budget", "0", "argument --budget: must be greater than 0, got 0"),
+    ("--budget", "nan", "argument --budget: expected a finite number of seconds, got 'nan'"),
+    ("--wait", "-5", "argument --wait: must be at least 0, got -5"),
+    ("--wait", "inf", "argument --wait: expected a finite number of seconds, got 'inf'"),
+])
+def test_bench_numbers_out_of_range_are_usage_errors(option, value, message, capsys):
+    """--rounds -1 was an internal error (no median for empty data) and --threads -3 one
+    from torch.set_num_threads, both exit 1; --threads 0, --budget -1 and --wait -5 ran."""
+    assert usage_error(["bench", *NO_RUN, option, value], capsys) == f"einc bench: error: {message}"
+
+
+@pytest.mark.parametrize("argv", [
+    ["dump", "ij->j", "--shapes", "2x3", "-o", ""],
+    ["dump", "--suite", str(SUITE), "-o", ""],
+    ["bench", *NO_RUN, "--out", ""],
+])
+def test_an_empty_output_path_is_a_usage_error(argv, capsys):
+    """dump -o '' printed the files instead of writing them."""
+    assert usage_error(argv, capsys).endswith("error: argument -o/--out: an empty path: name the output folder"
+                                              if argv[0] == "dump" else
+                                              "error: argument --out: an empty path: name the output folder")
+    assert capsys.readouterr().out == ""
+
+
+def _output_argv(command, out):
+    return {"dump": ["dump", "ij->j", "--shapes", "2x3", "-o", out],
+            "dump --suite": ["dump", "--suite", str(SUITE), "-o", out],
+            "bench": ["bench", "--suite", str(SUITE), "--quick", "--filter", "tiny_gemm", "--out", out],
+            "bench --dispatch": ["bench", "--dispatch", "--quick", "--rounds", "1", "--out", out]}[command]
+
+
+@pytest.mark.parametrize("command", ["dump", "dump --suite", "bench", "bench --dispatch"])
+def test_an_output_folder_under_a_file_is_a_usage_error(command, tmp_path, capsys):
+    """-o /dev/null/x exited 1 with '[Errno 20] Not a directory' (bench: after the whole run)."""
+    (tmp_path / "a_file").write_text("keep me")
+    out = str(tmp_path / "a_file" / "x")
+    option = "-o" if command.startswith("dump") else "--out"
+    line = usage_error(_output_argv(command, out), capsys)
+    assert line == (f"einc {command.split()[0]}: error: {option} {out}: {tmp_path / 'a_file'} is not a folder; "
+                    f"{option} takes a folder (created if missing)")
+    assert (tmp_path / "a_file").read_text() == "keep me"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc (no folder can be created there)")
+@pytest.mark.parametrize("command", ["dump", "dump --suite", "bench"])
+@pytest.mark.parametrize("out, message", [("/proc/einc-forbidden", "cannot create the folder ("),
+                                          ("/proc", "cannot write in the folder (")])
+def test_an_output_folder_that_cannot_be_created_or_written_is_a_usage_error(command, out, message, capsys):
+    """-o /proc/forbidden exited 1 with '[Errno 2] No such file or directory' (bench: after the run)."""
+    option = "-o" if command.startswith("dump") else "--out"
+    line = usage_error(_output_argv(command, out), capsys)
+    assert line.startswith(f"einc {command.split()[0]}: error: {option} {out}: {message}")
+
+
+@pytest.mark.parametrize("dispatch", [[], ["--dispatch", "--rounds", "1"]])
+def test_bench_out_that_names_a_file_is_refused_before_the_run(dispatch, tmp_path, capsys):
+    """bench --out FILE timed the whole suite, then failed with '[Errno 17] File exists', exit 1."""
+    target = tmp_path / "a_file"
+    target.write_text("keep me")
+    argv = ["bench", "--suite", str(SUITE), "--quick", "--filter", "tiny_gemm", *dispatch, "--out", str(target)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"einc bench: error: --out {target}: names a file; --out takes a folder "
+                                "(created if missing)"]             # nothing timed: no progress, no duration
+    assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("spelling", ["False", "false", "FALSE", "none", "None", "left-to-right"])
+def test_explain_takes_false_for_left_to_right(spelling, capsys):
+    """As the Python API's optimize=False (or None); --optimize False was refused."""
+    argv = ["explain", "ij,jk,kl->il", "--shapes", "64x8,8x64,64x8", "--json", "--optimize"]
+    assert main([*argv, spelling]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["optimizer"] == "left-to-right" and info["path"] == [[0, 1], [0, 1]] == info["left_to_right"]["path"]
+    assert main([*argv, "True"]) == 0
+    assert json.loads(capsys.readouterr().out)["optimizer"] == "auto"
+
+
+def test_explain_lists_only_the_optimize_values_the_command_line_takes(capsys):
+    """The error listed 'a PathOptimizer, or an explicit path', which the command line cannot take."""
+    line = usage_error(["explain", "ij,jk->ik", "--shapes", "2x3,3x4", "--optimize", "nope"], capsys)
+    assert line.startswith("einc explain: error: unknown optimize='nope'; valid: auto, ")
+    assert "greedy" in line and line.endswith("or left-to-right (also false or none; true is auto)")
+    assert "PathOptimizer" not in line and "explicit path" not in line
+
+
 def test_a_bad_equation_points_at_the_index(capsys):
     assert main(["dump", "ij,jk->iz", "--shapes", "2x3,3x4"]) == 2
     assert capsys.readouterr().err.splitlines()[1:] == ["  ij,jk->iz", "          ^"]
@@ -321,6 +431,17 @@ def test_bench_quick_writes_csv_markdown_and_chart(tmp_path, capsys):
     assert "## By category" in (tmp_path / "suite_cpu_quick_small.md").read_text()
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "suite_cpu_quick_small.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_takes_the_smallest_valid_numbers_and_creates_its_folder(tmp_path):
+    """--rounds 1, --threads 1 and --wait 0 (do not wait) are in range; --out is created,
+    with its parents, before the run.  In a subprocess: --threads sets torch's threads."""
+    out = tmp_path / "new" / "folder"
+    done = run_cli("bench", "--suite", str(SUITE), "--quick", "--filter", "tiny_gemm", "--rounds", "1",
+                   "--threads", "1", "--wait", "0", "--budget", "0.1", "--no-chart", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1 torch thread(s)" in done.stderr
+    assert (out / "suite_cpu_quick_tiny_gemm.csv").is_file()
 
 
 def test_bench_without_matplotlib_still_writes_csv_and_markdown(tmp_path):
