@@ -125,7 +125,8 @@ def build(eq: Equation, shapes) -> ContractionGraph:
             elif n != 1 and n != old:
                 ellipsis = label.startswith("...")
                 if many:
-                    head = f"Size of label '{label}' for operand {k} ({old}) does not match previous terms ({n})"
+                    # torch's sentence (opt_einsum's), with its sizes the right way round
+                    head = f"Size of label '{label}' for operand {k} ({n}) does not match previous terms ({old})"
                 elif ellipsis:
                     head = (f"dimension {d} covered by ellipsis in operand {k} has size {n} which does not "
                             f"broadcast with previously seen ellipsis with size {old} for the respective dimension")
