@@ -5,6 +5,10 @@ that ``import einc as oe`` runs code written for ``opt_einsum``.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
+import opt_einsum
 import torch
 
 from . import autograd, sharing
@@ -29,17 +33,24 @@ class ContractExpression:
     constant operands are contracted once, when the expression is built (as
     opt_einsum's expressions do), and each call runs the rest.
 
+    As opt_einsum's, ``contraction`` is the equation as given (the interleaved form
+    spelled with opt_einsum's letters), each run of constant terms in brackets
+    (``"[ij],jk,[kl]->il"``), and ``num_args`` the number of operands a call takes (the
+    constants not counted).
+
     >>> expr = einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))  # doctest: +SKIP
     >>> expr(torch.ones(2, 3), torch.ones(3, 4)).shape                  # doctest: +SKIP
     torch.Size([2, 4])
     """
 
-    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options):
+    def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options, text=None):
         self.equation = eq.text
         self.shapes = tuple(shapes)
         self.plan = plan
         self.constants = tuple(sorted(constants))
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
+        self.contraction = _const_einsum_str(eq.text if text is None else text, self.constants)
+        self.num_args = len(self._variables)
         if constants:
             self._text, self._folded = _fold_constants(plan, constants, options)
             self._options = options
@@ -120,6 +131,34 @@ def _letters(indices) -> str:
     return "".join(letter(i) for i in indices)
 
 
+def _const_einsum_str(text: str, constants) -> str:
+    """opt_einsum's ``ContractExpression.contraction``: ``text`` with the constant terms in
+    brackets, a run of adjacent ones in one pair (``"[ij,jk],kl->il"``)."""
+    if not constants:
+        return text
+    lhs, arrow, rhs = text.partition("->")
+    terms = [f"[{t}]" if k in constants else t for k, t in enumerate(lhs.split(","))]
+    return (",".join(terms) + arrow + rhs).replace("],[", ",")
+
+
+def _interleaved_text(args, fallback: str) -> str:
+    """The equation opt_einsum makes of the interleaved form ``(x0, sub0, x1, sub1, ...,
+    [output])``: its symbols sorted, lettered ``a``, ``b``, ... in that order
+    (``fallback``, einc's own spelling, where they cannot be sorted)."""
+    subs = [list(args[k]) for k in range(1, len(args) - len(args) % 2, 2)]
+    try:
+        symbols = sorted({s for sub in subs for s in sub if s is not Ellipsis})
+        letters = {s: opt_einsum.get_symbol(k) for k, s in enumerate(symbols)}
+
+        def spell(sub) -> str:
+            return "".join("..." if s is Ellipsis else letters[s] for s in sub)
+
+        text = ",".join(spell(sub) for sub in subs)
+        return text + ("->" + spell(list(args[-1])) if len(args) % 2 else "")
+    except (TypeError, KeyError):
+        return fallback
+
+
 def _equation_and_args(args):
     """``(equation, rest)`` from ``(equation, *rest)`` or opt_einsum's interleaved form
     ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes."""
@@ -146,8 +185,11 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
-        return notation.expression(contract_expression, args, sizes, constants, dict(
+        expr = notation.expression(contract_expression, args, sizes, constants, dict(
             optimize=optimize, memory_limit=memory_limit, select=select, **kwargs))
+        expr.contraction = _const_einsum_str(args[0], expr.constants)   # the named equation, as given
+        expr.num_args = len(expr.shapes) - len(expr.constants)
+        return expr
     eq, items = _equation_and_args(args)
     constants = sorted(set(int(k) for k in (constants or ())))
     for k in constants:
@@ -157,7 +199,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     options = call_options(_opt_einsum_optimize(optimize), memory_limit, select)
     shapes = [shape_of(x) for x in items]
     plan = plan_for(eq, shapes, options)
-    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options)
+    text = args[0] if isinstance(args[0], str) else _interleaved_text(args, eq.text)
+    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
 
 
 def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
@@ -187,7 +230,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
 
 def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=True, optimize=DEFAULT_OPTIMIZE,
-             memory_limit=None, backend="auto", select=None):
+             memory_limit=None, backend="auto", select=None, **sizes):
     """opt_einsum's ``contract`` on einc: :func:`einsum` with opt_einsum's keywords, so that
     ``import einc as oe`` runs code written for ``opt_einsum.contract`` on torch tensors.
 
@@ -198,7 +241,8 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     by ``casting`` (numpy's names: ``"no"``/``"equiv"`` the same dtype, ``"safe"`` where
     torch's type promotion keeps the target, ``"same_kind"`` as ``torch.can_cast``,
     ``"unsafe"`` any).  ``order`` is ``"K"`` or ``"C"``: einc's results are always
-    C-contiguous.
+    C-contiguous.  A named equation (:mod:`einc.planner.notation`) takes its sizes as
+    further keywords, as for :func:`einsum`: ``contract("b (h d), h d e -> b (h e)", x, w, h=8)``.
 
     >>> import torch, einc
     >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
@@ -212,7 +256,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
             args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
     if optimize is None or optimize is True:
         optimize = AUTO
-    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out)
+    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out, **sizes)
 
 
 def _opt_einsum_optimize(optimize):
@@ -267,11 +311,13 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
 class PathInfo(dispatch.Explanation):
     """:func:`contract_path`'s info: :func:`explain`'s answer (prints as its table; the
     plan's attributes read through) with opt_einsum's ``PathInfo`` names:
-    ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost``, ``speedup``,
-    ``largest_intermediate``, ``path`` (a list of tuples), ``eq`` (the equation with
-    its output, ellipses spelled out), ``input_subscripts``, ``output_subscript``,
-    ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's result size) and
-    ``scale_list`` (each step's number of indices)."""
+    ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost`` and ``speedup``
+    (opt_einsum's: see :attr:`naive_cost`), ``largest_intermediate``, ``path`` (a list of
+    tuples), ``eq`` (the equation with its output, ellipses spelled out), ``input_subscripts``,
+    ``output_subscript``, ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's
+    result size) and ``scale_list`` (each step's number of indices).  Its table shows
+    these ``naive_cost`` and ``speedup``; ``info.plan`` keeps einc's own count
+    (``plan.naive_flops``), which ``explain`` shows."""
 
     def __init__(self, info: dispatch.Explanation, shapes):
         super().__init__(info.plan, info.backends, info.note, info.reasons)
@@ -283,7 +329,25 @@ class PathInfo(dispatch.Explanation):
 
     @property
     def naive_cost(self) -> int:
-        return self.plan.naive_flops
+        """opt_einsum's naive count: every index of the equation in one loop nest, times
+        the number of operands less one (at least 1), plus 1 where an index is shared by
+        two operands (summed or not), as ``opt_einsum.contract_path`` counts it.  (einc's
+        ``plan.naive_flops`` adds the 1 where an index is summed instead.)"""
+        terms = [set(t) for t in self.input_subscripts.split(",")]
+        indices = set().union(*terms)
+        size = self.size_dict
+        inner = sum(len(t) for t in terms) > len(indices)
+        return math.prod(size[i] for i in indices) * (max(1, len(terms) - 1) + inner)
+
+    @property
+    def speedup(self) -> float:
+        """``naive_cost / opt_cost`` (over 1 where ``opt_cost`` is 0), as opt_einsum's."""
+        return self.naive_cost / max(self.opt_cost, 1)
+
+    def __str__(self) -> str:
+        fields = {f.name: getattr(self.plan, f.name) for f in dataclasses.fields(self.plan)}
+        fields["naive_flops"] = self.naive_cost
+        return str(dispatch.Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons))
 
     @property
     def path(self) -> list:
@@ -292,11 +356,17 @@ class PathInfo(dispatch.Explanation):
     @property
     def _letters(self) -> tuple:
         """Each index's letter: its own, or for an ellipsis dimension the next letter the
-        equation does not use (as opt_einsum spells ellipses out)."""
+        equation does not use (as opt_einsum spells ellipses out).  A size-1 dimension
+        broadcast against a larger one, an index of its own in einc's graph, shares the
+        letter of the dimension it broadcasts with, as in opt_einsum."""
         names = self.plan.graph.names
         used = {n for n in names if len(n) == 1}
         unused = (c for c in map(letter, range(len(used) + len(names))) if c not in used)
-        return tuple(n if len(n) == 1 else next(unused) for n in names)
+        letters: dict = {}
+        for n in names:
+            if n not in letters:
+                letters[n] = n if len(n) == 1 else next(unused)
+        return tuple(letters[n] for n in names)
 
     def _term(self, indices) -> str:
         letters = self._letters
@@ -320,7 +390,12 @@ class PathInfo(dispatch.Explanation):
 
     @property
     def size_dict(self) -> dict:
-        return dict(zip(self._letters, self.plan.graph.sizes))
+        """letter -> size; a letter broadcast (size 1 against n) has size n, as in opt_einsum."""
+        sizes: dict = {}
+        for c, n in zip(self._letters, self.plan.graph.sizes):
+            if sizes.get(c, 1) == 1:
+                sizes[c] = n
+        return sizes
 
     @property
     def size_list(self) -> list:
@@ -329,3 +404,12 @@ class PathInfo(dispatch.Explanation):
     @property
     def scale_list(self) -> list:
         return [len({i for t in step.inputs for i in t}) for step in self.plan.steps]
+
+
+class _OptEinsumCounts(Plan):
+    """A plan as :class:`PathInfo`'s table shows it: its speedup opt_einsum's, over at
+    least 1 flop (its ``naive_flops`` is set to :attr:`PathInfo.naive_cost`)."""
+
+    @property
+    def speedup(self) -> float:
+        return self.naive_flops / max(self.flops, 1)

@@ -1,14 +1,18 @@
 """einc.contract and opt_einsum's keywords: out= (written in place, checked, torch's
 autograd rule, nothing written and inputs untouched on an error), backend=, dtype /
-order / casting / use_blas, and the PathInfo attributes."""
+order / casting / use_blas, sizes by keyword, explicit paths of numpy integers, the
+PathInfo attributes (opt_einsum's counts) and ContractExpression's ``contraction`` and
+``num_args``."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 import torch
 
 import einc
-from einc.errors import ArgumentError, DtypeError, EincError, OperandTypeError, OutError
+from einc.errors import ArgumentError, DtypeError, EincError, OperandTypeError, OutError, PathError
 from oracle import reference
 
 
@@ -196,3 +200,127 @@ def test_path_info_has_opt_einsum_attributes():
     assert len(info.eq.split("->")[0].split(",")) == 4 and info.eq.split("->")[1] == info.output_subscript
     assert info.speedup == pytest.approx(info.naive_cost / info.opt_cost)
     assert "Optimized FLOP count" in str(info)
+
+
+@pytest.mark.parametrize("eq, shapes, naive", [("d,d->d", [(3,), (3,)], 6), ("ac->", [(3, 3)], 9),
+                                               ("ij->", [(2, 3)], 6)])
+def test_path_info_naive_cost_and_speedup_are_opt_einsum_s(eq, shapes, naive):
+    """opt_einsum adds 1 to the naive count's factor where an index is shared by two
+    operands (a Hadamard product too), not where one is summed; einc's plan keeps its own."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    path, info = einc.contract_path(eq, *shapes)
+    _, ref = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=path)
+    assert info.naive_cost == ref.naive_cost == naive
+    assert info.speedup == pytest.approx(float(ref.speedup), rel=1e-12)
+    assert f"Naive FLOP count:  {naive:.4g}\n" in str(info)          # the table shows the same count
+    assert f"Theoretical speedup:  {info.speedup:.4g}\n" in str(info)
+    explained = einc.explain(eq, *shapes)                              # explain and the plan: einc's count
+    assert info.plan.naive_flops == explained.naive_flops
+    assert f"Naive FLOP count:  {explained.naive_flops:.4g}\n" in str(explained)
+
+
+def _random_equation(rng):
+    """1-4 operands over a few letters, with repeated indices (diagonals), scalars, sums,
+    outer products and size-1 dimensions; an index has one size everywhere."""
+    letters = rng.sample("abcdefg", rng.randint(1, 6))
+    size = {c: rng.choice([1, 1, 2, 3, 4]) for c in letters}
+    terms = ["".join(rng.choice(letters) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 4))]
+    used = sorted(set("".join(terms)))
+    out = [c for c in used if rng.random() < 0.4]
+    rng.shuffle(out)
+    eq = ",".join(terms) if rng.random() < 0.2 else ",".join(terms) + "->" + "".join(out)
+    return eq, [tuple(size[c] for c in t) for t in terms]
+
+
+def test_path_info_costs_match_opt_einsum_on_random_equations():
+    opt_einsum = pytest.importorskip("opt_einsum")
+    rng = random.Random(0)
+    for _ in range(200):
+        eq, shapes = _random_equation(rng)
+        path, info = einc.contract_path(eq, *shapes)
+        _, ref = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=path)
+        where = f"{eq} {shapes} path {path}"
+        for name in ("naive_cost", "opt_cost", "largest_intermediate", "size_list", "scale_list", "size_dict", "eq"):
+            assert getattr(info, name) == getattr(ref, name), f"{name}: {where}"
+        assert info.speedup == pytest.approx(float(ref.speedup), rel=1e-12), where
+
+
+def test_path_info_letters_of_broadcast_dimensions_are_opt_einsum_s():
+    """A size-1 dimension against a larger one (an index of its own in einc's graph) is
+    opt_einsum's one letter of the larger size: in ``size_dict``, ``eq`` and ``naive_cost``."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    for eq, shapes in [("ij,jk->ik", [(2, 1), (3, 4)]), ("hbhg,hggb", [(1, 1, 1, 5), (3, 5, 5, 1)])]:
+        path, info = einc.contract_path(eq, *shapes)
+        _, ref = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=path)
+        assert (info.size_dict, info.eq, info.naive_cost) == (ref.size_dict, ref.eq, ref.naive_cost), eq
+    path, info = einc.contract_path("...i,...i->...", (1, 3), (4, 3))     # one letter for the ellipsis dimension
+    _, ref = opt_einsum.contract_path("...i,...i->...", (1, 3), (4, 3), shapes=True, optimize=path)
+    assert (info.eq, info.size_dict) == ("ai,ai->a", {"a": 4, "i": 3})
+    assert (ref.eq, ref.size_dict) == ("bi,bi->b", {"b": 4, "i": 3})       # opt_einsum's letter: its own choice
+    assert info.naive_cost == ref.naive_cost == 24
+
+
+def test_contract_takes_sizes_by_keyword_for_a_named_equation():
+    x, w = _ops((3, 8), (5, 8))
+    eq = "b (h d), e (h d) -> b h e"            # only composites: h is known by its keyword alone
+    expected = reference("bhd,ehd->bhe", x.view(3, 2, 4), w.view(5, 2, 4))
+    torch.testing.assert_close(einc.contract(eq, x, w, h=2), expected)
+    torch.testing.assert_close(einc.contract(eq, x.float(), w.float(), h=2, dtype="float64"), expected)
+    out = torch.empty(3, 2, 5, dtype=torch.float64)
+    assert einc.contract(eq, x, w, h=2, out=out) is out
+    torch.testing.assert_close(out, expected)
+    merged = einc.contract("b (h d), h d e -> b (h e)", x, torch.ones(2, 4, 5, dtype=torch.float64), h=2)
+    assert merged.shape == (3, 10)
+    assert einc.contract_path(eq, x, w, h=2)[0] == list(einc.contract_expression(eq, x.shape, w.shape, h=2).plan.path)
+    with pytest.raises(EincError, match="nothing gives the size of h and d"):
+        einc.contract(eq, x, w)
+    with pytest.raises(TypeError, match="unknown keyword q=2"):
+        einc.contract(eq, x, w, h=2, q=2)
+
+
+@pytest.mark.parametrize("door", ["einsum", "contract"])
+def test_explicit_path_of_numpy_integers(door):
+    np = pytest.importorskip("numpy")
+    ops = _ops(*SHAPES)
+    expected = reference(EQ, *ops)
+    for path in ([(np.int64(0), np.int64(1)), (0, 1)], ((np.int32(1), np.intp(2)), (np.int8(0), 1))):
+        torch.testing.assert_close(getattr(einc, door)(EQ, *ops, optimize=path), expected)
+        found, _ = einc.contract_path(EQ, *SHAPES, optimize=path)
+        assert found == [tuple(int(i) for i in c) for c in path]
+        assert all(type(i) is int for c in found for i in c)
+    with pytest.raises(PathError, match="explicit path"):
+        getattr(einc, door)(EQ, *ops, optimize=[(True, False), (0, 1)])     # bools stay refused
+
+
+def _t(*shape):
+    return torch.ones(*shape, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("make, constants, num_args", [
+    (lambda: ("ij,jk,kl->il", (3, 4), (4, 5), (5, 2)), (), 3),
+    (lambda: ("ij,jk,kl", (3, 4), (4, 5), (5, 2)), (), 3),
+    (lambda: ("ij, jk ->ik", (3, 4), (4, 5)), (), 2),
+    (lambda: ("...ij,jk->...ik", (2, 3, 4), (4, 5)), (), 2),
+    (lambda: ("ij,jk,kl->il", _t(3, 4), (4, 5), _t(5, 2)), (0, 2), 1),
+    (lambda: ("ij,jk,kl->il", _t(3, 4), _t(4, 5), (5, 2)), (0, 1), 1),
+    (lambda: ("ij,jk,kl,lm->im", (3, 4), _t(4, 5), _t(5, 2), (2, 6)), (2, 1), 2),
+    (lambda: ((3, 4), [0, 1], (4, 5), [1, 2], [0, 2]), (), 2),
+    (lambda: ((3, 4), [7, 30], (4, 5), [30, 2]), (), 2),
+    (lambda: (_t(3, 4), [0, 1], (4, 5), [1, 2], [0, 2]), (0,), 1),
+])
+def test_expression_contraction_and_num_args_as_opt_einsum(make, constants, num_args):
+    """``contraction``: the equation as given (interleaved: in opt_einsum's letters), the
+    constant terms bracketed; ``num_args``: how many operands a call takes."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    ours = einc.contract_expression(*make(), constants=constants)
+    theirs = opt_einsum.contract_expression(*[a.numpy() if isinstance(a, torch.Tensor) else a for a in make()],
+                                            constants=constants)
+    assert ours.contraction == theirs.contraction
+    assert ours.num_args == theirs.num_args == num_args
+
+
+def test_named_expression_contraction_and_num_args():
+    expr = einc.contract_expression("b (h d), h d e -> b (h e)", (3, 8), _t(2, 4, 5), constants=[1])
+    assert expr.contraction == "b (h d),[ h d e ]-> b (h e)"
+    assert expr.num_args == 1
+    assert einc.contract_expression("b (h d), e (h d) -> b h e", (3, 8), (5, 8), h=2).num_args == 2

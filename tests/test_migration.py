@@ -9,6 +9,7 @@ import torch
 
 PAGE = '''
 import opt_einsum as oe
+import numpy as np
 import torch
 
 torch.manual_seed(0)
@@ -26,6 +27,7 @@ results["optimal"] = oe.contract("ij,jk,kl->il", a, b, c, optimize="optimal")
 results["dp"] = oe.contract("ij,jk,kl,lm->im", a, b, c, d, optimize="dp")
 results["true"] = oe.contract("ij,jk,kl->il", a, b, c, optimize=True)
 results["explicit_path"] = oe.contract("ij,jk,kl->il", a, b, c, optimize=[(0, 1), (0, 1)])
+results["numpy_int_path"] = oe.contract("ij,jk,kl->il", a, b, c, optimize=[(np.int64(0), np.int64(1)), (0, 1)])
 results["max_input"] = oe.contract("ij,jk,kl->il", a, b, c, memory_limit="max_input")
 results["use_blas"] = oe.contract("ij,jk->ik", a, b, use_blas=False)
 results["backend"] = oe.contract("ij,jk->ik", a, b, backend="torch")
@@ -59,6 +61,13 @@ results["shapes_path"] = path
 results["shapes_opt_cost"] = info.opt_cost
 path, info = oe.contract_path("ij,jk,kl->il", a, b, c, optimize="greedy")
 results["greedy_path"] = path
+# naive_cost counts 1 more where an index is shared by two operands, not where one is summed
+path, info = oe.contract_path("ij->", a)
+results["sum_naive_cost"] = info.naive_cost
+results["sum_speedup"] = round(float(info.speedup), 9)
+path, info = oe.contract_path("ij,ij->ij", a, a)
+results["hadamard_naive_cost"] = info.naive_cost
+results["hadamard_speedup"] = round(float(info.speedup), 9)
 
 # contract_expression, with out=, backend= and constants
 expr = oe.contract_expression("ij,jk,kl->il", (4, 5), (5, 6), (6, 3))
@@ -71,6 +80,12 @@ const = oe.contract_expression("ij,jk,kl->il", a, (5, 6), c, constants=[0, 2])
 results["expr_constants"] = const(b)
 results["expr_constants_again"] = const(b * 2)
 results["expr_interleaved"] = oe.contract_expression((4, 5), [0, 1], (5, 6), [1, 2], [0, 2])(a, b)
+# the expression's equation (constants bracketed) and how many operands a call takes
+results["expr_contraction"] = expr.contraction
+results["expr_num_args"] = expr.num_args
+results["expr_constants_contraction"] = const.contraction
+results["expr_constants_num_args"] = const.num_args
+results["expr_interleaved_contraction"] = oe.contract_expression((4, 5), [3, 7], (5, 6), [7, 1]).contraction
 
 # shared_intermediates: marginals of one network, intermediates reused
 with oe.shared_intermediates() as cache:

@@ -140,10 +140,10 @@ def _normalize_optimize(optimize):
         for pair in optimize:
             if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
                 continue
-            if not isinstance(pair, (list, tuple)) or not all(
-                    isinstance(i, int) and not isinstance(i, bool) for i in pair):
+            if not isinstance(pair, (list, tuple)) or not all(      # numpy's integers too, as opt_einsum takes
+                    isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in pair):
                 raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
-            path.append(tuple(pair))
+            path.append(tuple(int(i) for i in pair))
         return tuple(path), "explicit"
     raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
 
