@@ -37,8 +37,10 @@ class UnsupportedDtypeError(EincError, NotImplementedError):
     """A dtype torch cannot contract (``bool`` has no matrix product)."""
 
 
-class OperandTypeError(EincError, TypeError):
-    """An operand is not a tensor, or a sublist holds something other than ints."""
+class OperandTypeError(EincError, TypeError, ValueError):
+    """An operand is not a tensor, or a sublist holds something other than ints.  (torch
+    raises TypeError for some of these calls and, through opt_einsum, ValueError for
+    others: this is both.)"""
 
 
 class ArgumentError(EincError, ValueError):

@@ -64,7 +64,8 @@ def test_sublist_with_two_ellipses_raises_like_torch():
         einc.einsum(x, [0, ..., ...])
 
 
-@pytest.mark.parametrize("sublist", [np.array([0, 1]), range(2), [np.int64(0), np.int32(1)], (0, 1)])
+@pytest.mark.parametrize("sublist", [np.array([0, 1]), range(2), [np.int64(0), np.int32(1)], (0, 1),
+                                     torch.tensor([0, 1])])
 def test_sublists_of_numpy_arrays_ranges_and_numpy_ints(sublist):
     x = torch.randn(3, 4)
     torch.testing.assert_close(einc.einsum(x, sublist, [1]), torch.einsum(x, sublist, [1]))
@@ -160,3 +161,17 @@ def test_contract_expression_runs_the_engine():
     x = torch.randn(1, 3, requires_grad=True)
     expr(x, x).backward()
     torch.testing.assert_close(x.grad, 2 * x.detach())
+
+
+def test_a_sparse_operand_gets_torchs_own_einsum():
+    """A sparse (non-strided) first operand runs torch's einsum as torch runs it: the
+    transpose of a sparse tensor stays sparse, and what torch cannot do raises torch's error."""
+    s = torch.randn(3, 4).to_sparse()
+    for f in (einc.einsum, lambda eq, x: einc.einsum(eq, x.requires_grad_())):
+        out = f("ij->ji", s.clone())
+        assert out.layout == torch.sparse_coo
+        torch.testing.assert_close(out.to_dense(), s.to_dense().T)
+    with pytest.raises(RuntimeError) as torch_err:
+        torch.einsum("ij,jk->ik", s, torch.randn(4, 2))
+    with pytest.raises(RuntimeError, match=str(torch_err.value)):
+        einc.einsum("ij,jk->ik", s, torch.randn(4, 2))

@@ -125,6 +125,16 @@ def test_sublist_errors():
     with pytest.raises(TypeError):
         einc.einsum(A, ["a", "b"])
     assert einc.einsum(A, [0, 60]).shape == A.shape         # beyond torch's [0, 52)
+    with pytest.raises(errors.ArgumentError, match="1000000 in the list of operand 0 is beyond the .* letters"):
+        einc.einsum(A, [0, 10**6])                          # and beyond einc's
+    with pytest.raises(errors.OperandTypeError, match="must be a list of ints"):
+        einc.einsum(A, torch.tensor([[0, 1]]))              # a 2-d tensor is not a sublist
+    for args in [(A, [0, 1], B, [1, 2], [0, 2], [0, 2]), ("ij,jk,kl", A, B, None)]:
+        with pytest.raises(Exception) as torch_err:       # torch: ValueError (through opt_einsum)
+            torch.einsum(*args)
+        with pytest.raises(errors.OperandTypeError) as einc_err:
+            einc.einsum(*args)
+        assert isinstance(einc_err.value, type(torch_err.value)) and isinstance(einc_err.value, TypeError)
 
 
 def test_bad_optimizer_and_path():

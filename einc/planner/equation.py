@@ -182,8 +182,9 @@ _SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + "".join(_alphabet(False)[52:]
 def sublist_equation(args) -> tuple[str, list]:
     """torch's sublist call ``(op0, sub0, op1, sub1, ..., [output])`` -> ``(text, operands)``.
 
-    A sublist is any sequence of non-negative ints (numpy arrays, ``range`` and numpy
-    integers too) and ``Ellipsis``; any int is an index (torch stops at 52).  Plain
+    A sublist is any sequence of non-negative ints (numpy arrays, 1-d integer tensors,
+    ``range`` and numpy integers too) and ``Ellipsis``; any int is an index (torch stops
+    at 52; einc at the last letter it has, past 137,000).  Plain
     Python, so that dynamo traces it under torch.compile.
 
     >>> sublist_equation(("x", [0, 1], "y", [1, 30]))
@@ -201,7 +202,7 @@ def sublist_equation(args) -> tuple[str, list]:
 
 
 def _sublist_term(sub, what: str) -> str:
-    if isinstance(sub, (str, bytes)) or hasattr(sub, "__torch_function__") or not hasattr(sub, "__iter__"):
+    if isinstance(sub, (str, bytes)) or not hasattr(sub, "__iter__") or getattr(sub, "ndim", 1) != 1:
         raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list of ints and Ellipsis, "
                                f"got {type(sub).__name__}")
     out = ""
@@ -226,6 +227,9 @@ def _sublist_letter(s, what: str) -> str:
     if i < 0:
         raise ArgumentError(f"einsum(): subscript in subscript list is not within the valid range [0, 52): "
                             f"{i} in the list of {what} is negative (einc takes any int >= 0)")
+    if i >= len(_SUBLIST_LETTERS) and i >= len(_alphabet(True)):
+        raise ArgumentError(f"einsum(): subscript in subscript list is not within the valid range [0, 52): "
+                            f"{i} in the list of {what} is beyond the {len(_alphabet(True))} letters einc has")
     return _SUBLIST_LETTERS[i] if i < len(_SUBLIST_LETTERS) else letter(i)
 
 

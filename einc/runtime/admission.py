@@ -95,6 +95,11 @@ def unplanned(key, operands):
     return _fresh(result, operands)
 
 
+def einsum(text: str, operands):
+    """torch's einsum of ``operands``, as torch returns it (a sparse layout, say)."""
+    return _einsum(text, list(operands))
+
+
 def fresh_einsum(text: str, operands):
     """torch's einsum of ``operands`` as a fresh contiguous tensor."""
     return _fresh(_einsum(text, list(operands)), operands)

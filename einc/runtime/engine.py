@@ -44,6 +44,8 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return torch_op(eq, operands)
     if entry is None:
+        if first.layout is not torch.strided:   # sparse or mkldnn: torch's op, whose layouts it knows
+            return admission.einsum(eq.torch_text, operands)
         result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
         if result is not None:
             return result
@@ -93,6 +95,8 @@ def unplanned(eq: Equation, operands, options: Options):
             return None
     except TypeError:                   # symbolic sizes, as in run
         return torch_op(eq, operands)
+    if first.layout is not torch.strided:
+        return admission.einsum(eq.torch_text, operands)
     return admission.unplanned(key, operands)
 
 
