@@ -318,6 +318,11 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                 continue
             part = functools.reduce(operator.mul, (known[n] for n in axis if n in known), 1)
             if part == 0:
+                if total:       # total = 0 * x has no solution
+                    given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
+                    raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, which {given} "
+                              f"cannot make: a size 0 leaves no size for {unknown[0]}",
+                              _where(named, k, a, unknown[0]))
                 continue        # 0 = 0 * x says nothing of x
             if total % part != 0:
                 given = " * ".join(f"{n}={known[n]}" for n in axis if n in known)
