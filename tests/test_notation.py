@@ -247,6 +247,8 @@ A30 = torch.randn(2, 30)
       "  (a b) -> (b a)\n   ^"]),
     ("(a b) c, a -> (a b c)", [torch.randn(6, 2), torch.randn(4)], {}, errors.ShapeError,
      ["(a b) of operand 0 has size 6, which a=4 does not divide"]),
+    ("b (optimize d) -> b d", [A30], {}, errors.ShapeError,   # named like einsum's keyword
+     ["nothing gives the size of optimize, and it cannot be passed by keyword", "rename the axis"]),
     ("b (h d) -> b d", [A30], {"h": 0}, errors.ShapeError,           # 30 = 0 * d: no d at all
      ["(h d) of operand 0 has size 30, which h=0 cannot make", "no size for d", "  b (h d) -> b d\n       ^"]),
     ("b (h d) -> b h d", [A30], {"heads": 8}, errors.SizeKeywordError,

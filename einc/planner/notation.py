@@ -252,6 +252,11 @@ def _size(name, value, fail=None):
     return value
 
 
+# The doors' own keywords (einsum's, contract's, contract_expression's): never a size.
+DOOR_KEYWORDS = frozenset({"optimize", "memory_limit", "select", "out", "backend", "dtype", "order", "casting",
+                           "use_blas", "constants", "device", "shapes"})
+
+
 def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     """Every name's size from the operands' shapes and the keyword ``sizes``, checked:
     ``(sizes by name, view shape of each operand or None where it is used as is)``.
@@ -343,6 +348,11 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                     known[n] = total // part if i == 0 else 1
                 missing = []
         if missing:
+            taken = [n for n in missing if n in DOOR_KEYWORDS]
+            if taken:
+                raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
+                          f"gives the size of {taken[0]}, and it cannot be passed by keyword: {taken[0]}= is "
+                          f"einsum's own keyword; rename the axis", _where(named, k, a, taken[0]))
             which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
             regrouped = [g for g in named.output if not _is_ellipsis(g) and len(g) > 1 and set(g) & set(missing)
                          and g != axis]
