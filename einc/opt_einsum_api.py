@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 import opt_einsum
 import torch
@@ -164,8 +165,34 @@ def _equation_and_args(args):
     ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes."""
     if args and isinstance(args[0], str):
         return parse(args[0]), list(args[1:])
-    text, rest = sublist_equation(args)
+    text, rest = sublist_equation(_int_labels(args))
     return parse(text), rest
+
+
+def _int_labels(args):
+    """The interleaved form with its labels as ints: opt_einsum takes any hashable,
+    sortable labels (``["x", "y"]``, tuples) and letters them in sorted order; ints (and
+    ``Ellipsis``) stay as they are, as torch's sublists take them."""
+    if not args or isinstance(args[0], str):
+        return args
+    subs = [args[k] for k in range(1, len(args), 2)] + ([args[-1]] if len(args) % 2 else [])
+    try:
+        labels = {s for sub in subs for s in sub if s is not Ellipsis}
+    except TypeError:           # not iterable, or unhashable: the sublist checks say so
+        return args
+    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in labels):
+        return args
+    try:
+        number = {s: k for k, s in enumerate(sorted(labels))}
+    except TypeError:
+        raise OperandTypeError(f"contract(): the labels of the interleaved form must sort together (opt_einsum "
+                               f"letters them in sorted order), got {sorted(map(repr, labels))}") from None
+    out = list(args)
+    for k in range(1, len(args), 2):
+        out[k] = [s if s is Ellipsis else number[s] for s in args[k]]
+    if len(args) % 2:
+        out[-1] = [s if s is Ellipsis else number[s] for s in args[-1]]
+    return tuple(out)
 
 
 def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
@@ -256,7 +283,8 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
             args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
     if optimize is None or optimize is True:
         optimize = AUTO
-    return einsum(*args, optimize=optimize, memory_limit=memory_limit, select=select, out=out, **sizes)
+    return einsum(*_int_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
+                  **sizes)
 
 
 def _opt_einsum_optimize(optimize):

@@ -324,3 +324,23 @@ def test_named_expression_contraction_and_num_args():
     assert expr.contraction == "b (h d),[ h d e ]-> b (h e)"
     assert expr.num_args == 1
     assert einc.contract_expression("b (h d), e (h d) -> b h e", (3, 8), (5, 8), h=2).num_args == 2
+
+
+def test_interleaved_labels_of_any_sortable_kind():
+    """opt_einsum's interleaved form takes any hashable labels that sort together (it
+    letters them in sorted order): strings and tuples as well as ints, in contract,
+    contract_path and contract_expression."""
+    import opt_einsum
+    a, b = torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(einc.contract(a, ["x", "y"], b, ["y", "z"], ["z", "x"]), (a @ b).T)
+    torch.testing.assert_close(einc.contract(a, [("p", 1), ("p", 2)], b, [("p", 2), ("q", 0)]), a @ b)
+    torch.testing.assert_close(einc.contract(a.T, ["x", ...], b, ["x", "y"]), a @ b)
+    for args in [(a, ["x", "y"], b, ["y", "z"]), (a, ["x", "y"], b, ["y", "z"], ["z", "x"])]:
+        path, info = einc.contract_path(*args)
+        want, want_info = opt_einsum.contract_path(*[x.numpy() if isinstance(x, torch.Tensor) else x for x in args])
+        assert path == want and info.opt_cost == want_info.opt_cost and info.size_list == want_info.size_list
+    expr = einc.contract_expression((2, 3), ["x", "y"], (3, 4), ["y", "z"], ["x", "z"])
+    assert expr.contraction == "ab,bc->ac"
+    torch.testing.assert_close(expr(a, b), a @ b)
+    with pytest.raises(OperandTypeError, match="must sort together"):
+        einc.contract(a, ["x", 1], b, [1, 2])
