@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import EincError
 from .planner.equation import Equation, letter, parse
 from .planner.graph import ContractionGraph, build
 from .planner.options import Options
@@ -245,6 +246,14 @@ def batched(eq: Equation, in_dims, operands, contract):
     """vmap: the batch dimension becomes one more index; returns ``(result, 0)``."""
     logical = [tuple(o.shape[:d]) + tuple(o.shape[d + 1:]) if d is not None else tuple(o.shape)
                for o, d in zip(operands, in_dims)]
+    try:
+        return _batched(eq, in_dims, operands, contract, logical)
+    except EincError:
+        build(eq, logical)      # the caller's equation, sizes and caret where these shapes do not fit it
+        raise
+
+
+def _batched(eq: Equation, in_dims, operands, contract, logical):
     g = derive(eq, logical).graph
     b = len(g.sizes)
     terms, moved = [], []

@@ -141,3 +141,17 @@ def test_grad_of_vmap():
     f = lambda w: vmap(lambda x: einc.einsum("ij,jk->ik", x, w))(xs).sin().sum()   # noqa: E731
     g = lambda w: torch.einsum("bij,jk->bik", xs, w).sin().sum()                  # noqa: E731
     torch.testing.assert_close(grad(f)(w), grad(g)(w))
+
+
+def test_a_shape_error_under_vmap_names_the_callers_equation():
+    """Under vmap einc contracts a rewritten equation (one more index for the batch); a
+    shape that does not fit is still reported in the caller's terms, as torch does."""
+    from einc.errors import ShapeError
+    with pytest.raises(RuntimeError) as torch_err:
+        vmap(lambda x, y: torch.einsum("ij,jk->ik", x, y))(torch.randn(5, 2, 3), torch.randn(5, 4, 4))
+    with pytest.raises(ShapeError) as einc_err:
+        vmap(lambda x, y: einc.einsum("ij,jk->ik", x, y))(torch.randn(5, 2, 3), torch.randn(5, 4, 4))
+    message = str(einc_err.value)
+    assert message.startswith(str(torch_err.value).splitlines()[0])
+    assert "subscript 'j' has size 4 in operand 1 ('jk') but size 3 in operand 0 ('ij')" in message
+    assert "  ij,jk->ik\n     ^" in message
