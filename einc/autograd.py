@@ -41,6 +41,7 @@ from .planner.options import Options
 from .runtime import engine
 from .runtime.cache import LRUCache
 
+
 def _functionalizing() -> bool:
     """Whether a torch.func ``functionalize`` is among the active transforms (a Function
     under it fails at that level, whatever transforms lie in between)."""
