@@ -57,6 +57,23 @@ def test_defaults_keep_einc_default():
     assert einc.explain(EQ, *SHAPES).path == ((1, 2), (0, 1))
 
 
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_left_to_right_is_left_to_right_for_any_number_of_operands(n):
+    """optimize=False (and torch's opt_einsum switched off) is ((A B) C) D ...: each step
+    takes the next operand and the last result, never an outer product of later ones."""
+    letters = "abcdefgh"
+    eq = ",".join(letters[k:k + 2] for k in range(n)) + f"->a{letters[n]}"
+    shapes = [(8, 8)] * n
+    info = einc.explain(eq, *shapes, optimize=False)
+    assert [info.describe(step).split("->")[0].split(",")[0] for step in info.steps[1:]] == \
+        [letters[k:k + 2] for k in range(2, n)]        # operand k joins at step k - 1
+    assert info.largest_intermediate == 64
+    with settings(enabled=False):
+        assert einc.explain(eq, *shapes).path == info.path
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    torch.testing.assert_close(einc.einsum(eq, *ops, optimize=False), reference(eq, *ops))
+
+
 def test_enabled_false_contracts_left_to_right_as_torch_does():
     einc.cache_clear()
     ops = _ops()

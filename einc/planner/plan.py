@@ -140,7 +140,7 @@ def _path(graph: ContractionGraph, options: Options):
         return ((0,),), None
     if path == LEFT_TO_RIGHT or (fn is not None and 0 in graph.sizes):
         # All costs are zero when a size is 0; any order will do.
-        return tuple((0, 1) for _ in range(n - 1)), None
+        return left_to_right(n), None
     if path is not None:
         return path, None
     if n == 2:
@@ -174,6 +174,17 @@ def _path(graph: ContractionGraph, options: Options):
             while len(_PATHS) > PATH_CACHE_SIZE:
                 _PATHS.popitem(last=False)
     return path, None
+
+
+def left_to_right(n: int) -> tuple:
+    """torch.einsum's order without opt_einsum, ``((A B) C) D ...``, as a linear path
+    (each result goes to the end of the list, so every step after the first pairs the
+    next operand, now first, with the last result).
+
+    >>> left_to_right(4)
+    ((0, 1), (0, 2), (0, 1))
+    """
+    return ((0, 1),) + tuple((0, n - 1 - s) for s in range(1, n - 1)) if n > 1 else ((0,),)
 
 
 def size_class(sizes) -> tuple[int, ...]:
