@@ -725,3 +725,20 @@ def test_the_suggested_limit_slices_where_the_flops_outweigh_the_overhead():
     half = einc.explain(eq, *ops, memory_limit=suggested // 2).slicing
     assert half.seconds > 2 * half.unsliced_seconds or half.live > suggested // 2
     assert_close(einc.einsum(eq, *ops, memory_limit=suggested), reference(eq, *ops), torch.float64, extent=300)
+
+
+def test_explain_after_a_sliced_run_with_steps_hoisted_out_of_the_slices():
+    """A step that holds no sliced index runs once per call, apart from the slices; explain
+    after the run still gives one row per step of the plan (it raised IndexError, and
+    to_dict put the backends on the wrong steps)."""
+    from networks import grid
+    eq_grid = grid(4, 5, 4)[0]
+    cases = [("abc,cd,de->abe", [(6, 7, 8), (8, 9), (9, 5)], 200),
+             (eq_grid, [(4,) * len(t) for t in eq_grid.split("->")[0].split(",")], "max_input")]
+    for eq, shapes, limit in cases:
+        ops = _operands(shapes)
+        einc.einsum(eq, *ops, memory_limit=limit)
+        info = einc.explain(eq, *ops, memory_limit=limit)
+        assert info.slicing is not None
+        assert len(info.backends) == len(info.steps) == len(info.to_dict()["steps"])
+        assert str(info).count("\n") > len(info.steps)
