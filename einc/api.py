@@ -248,14 +248,25 @@ def special_call(eq: Equation, operands, options: Options, out):
     if out is not None:
         _check_out(out, operands)
     cache = sharing.current_cache()
-    if cache is None:
+    if cache is None or options.memory_limit is not None:   # a bounded call keeps no whole intermediates
         result = eager_call(eq, operands, options)
     else:
         engine.check_operands(eq, operands)
         plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
         step_options = Options.of(_AUTO, None, options.select)
-        result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(parse(text), ops, step_options))
+        result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(parse(text), _alike(ops), step_options))
+        want = dtypes.result_dtype(eq.torch_text, [o.shape for o in operands], [o.dtype for o in operands])
+        if want is not None and result.dtype != want:
+            result = result.to(want)        # torch.einsum's dtype for the whole call, as einsum gives it
     return result if out is None else _write_out(out, result)
+
+
+def _alike(ops):
+    """A shared step's operands: integers of several widths (an int64 intermediate beside
+    an int32 operand; einc contracts integers in int64) widened to int64."""
+    if len({o.dtype for o in ops}) > 1 and not any(o.dtype.is_floating_point or o.dtype.is_complex for o in ops):
+        return [o.to(torch.int64) for o in ops]
+    return ops
 
 
 @functools.lru_cache(maxsize=1024)

@@ -134,3 +134,26 @@ def test_sharing_is_per_thread():
         thread.join()
         assert sharing.currently_sharing()
     assert seen == {"sharing": False, "same": False}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.int16, torch.int64])
+@pytest.mark.parametrize("eq", ["ab,bc,cd->a", "ab,bc,cd->ad", "ab,bc->ac"])
+def test_integer_operands_give_what_einsum_gives(eq, dtype):
+    """Step by step, an int64 intermediate meets an int32 operand (einc contracts integers
+    in int64): the steps widen it, and the result has the dtype and value einsum's has."""
+    g = torch.Generator().manual_seed(3)
+    ops = [torch.randint(0, 3, s, generator=g).to(dtype) for s in [(3, 4), (4, 5), (5, 2)][:eq.count(",") + 1]]
+    want = einc.einsum(eq, *ops)
+    with einc.shared_intermediates():
+        got = einc.einsum(eq, *ops)
+        again = einc.einsum(eq, *ops)
+    assert got.dtype == again.dtype == want.dtype
+    assert torch.equal(got, want) and torch.equal(again, want)
+
+
+def test_a_memory_limit_inside_a_context_is_kept():
+    """A bounded call keeps no whole intermediates: it runs sliced, as outside a context."""
+    a, b = torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)
+    with einc.shared_intermediates() as cache:
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, memory_limit=5), a @ b)
+        assert not sharing.count_cached_ops(cache)["einsum"]
