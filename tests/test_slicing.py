@@ -742,3 +742,17 @@ def test_explain_after_a_sliced_run_with_steps_hoisted_out_of_the_slices():
         assert info.slicing is not None
         assert len(info.backends) == len(info.steps) == len(info.to_dict()["steps"])
         assert str(info).count("\n") > len(info.steps)
+
+
+@pytest.mark.parametrize("name", ["uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("eq,shapes", [("ii->i", [(4, 4)]), ("ij->ji", [(4, 4)]), ("i,j->ij", [(4,), (4,)])])
+def test_sliced_unsigned_integers_wider_than_a_byte(name, eq, shapes):
+    """torch has no addition for uint16/32/64: their slices add up in int64, to the same bits."""
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"torch {torch.__version__} has no {name}")
+    ops = [torch.randint(0, 100, s, generator=torch.Generator().manual_seed(1)).to(dtype) for s in shapes]
+    want = torch.einsum(eq, *ops)
+    got = einc.einsum(eq, *ops, memory_limit=2)
+    assert einc.explain(eq, *ops, memory_limit=2).slicing is not None
+    assert got.dtype == want.dtype and torch.equal(got.to(torch.int64), want.to(torch.int64))

@@ -25,9 +25,14 @@ from .torch_executor import step_functions
 
 def accumulator_dtype(dtype):
     """The dtype a sliced result is summed in: float32 for 16-bit floats, complex64 for
-    complex32, the result's own otherwise."""
-    return {torch.float16: torch.float32, torch.bfloat16: torch.float32,
-            torch.complex32: torch.complex64}.get(dtype, dtype)
+    complex32, int64 for the unsigned integers wider than 8 bits (torch has no addition
+    for them; int64 wraps to the same bits), the result's own otherwise."""
+    return _ACCUMULATORS.get(dtype, dtype)
+
+
+_WIDE_UNSIGNED = frozenset(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
+_ACCUMULATORS = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64,
+                 **{dtype: torch.int64 for dtype in _WIDE_UNSIGNED}}
 
 
 def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
@@ -126,6 +131,7 @@ class Runner:
         progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
             if estimate > slicecost.PROGRESS_SECONDS else None
         chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
+        widen = acc.dtype == torch.int64 and self.result_dtype in _WIDE_UNSIGNED   # torch cannot mix them in add_
         partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
 
         def view(tensor, dims, pos):
@@ -168,7 +174,7 @@ class Runner:
                     target = out_cache.get(key)
                     if target is None:
                         target = out_cache[key] = view(acc, self.output_dims, pos)
-                target.add_(part)
+                target.add_(part.to(torch.int64) if widen else part)
                 del part, target, ops       # this slice's part is freed before the next slice runs
                 if partial:
                     entry = None
