@@ -3,6 +3,7 @@ outputs and gradients equal to eager.  Most tests use the aot_eager backend (dyn
 AOTAutograd + the op's fake implementation, no C++ compile); one runs inductor."""
 
 import contextlib
+import math
 
 import pytest
 import torch
@@ -193,3 +194,14 @@ def test_contract_expression_compiles_without_graph_breaks():
     a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
     compiled = torch.compile(lambda x, y, z: expr(x, y, z) * 2, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(a, b, c), 2 * (a @ b @ c))
+
+
+@pytest.mark.parametrize("limit", [math.inf, 20.0, -1, "max_input"])
+def test_memory_limits_a_compiled_call_takes_as_an_eager_one(limit):
+    """The op carries memory_limit as text: inf (no limit) and whole floats as in eager
+    calls (inf overflowed int() while dynamo traced)."""
+    torch._dynamo.reset()
+    a, b, c = _randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2)
+    f = torch.compile(lambda x, y, z: einc.einsum("ij,jk,kl->il", x, y, z, memory_limit=limit),
+                      backend="eager", fullgraph=True)
+    torch.testing.assert_close(f(a, b, c), einc.einsum("ij,jk,kl->il", a, b, c, memory_limit=limit))

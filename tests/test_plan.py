@@ -128,3 +128,15 @@ def test_graph_checks_the_number_of_shapes():
     from einc.errors import OperandCountError
     with pytest.raises(OperandCountError):
         build(parse("ij,jk->ik"), [(2, 3)])
+
+
+def test_true_and_one_are_not_the_same_argument():
+    """True == 1 and False == 0 in Python: a valid optimize=True/False or memory_limit=1
+    used first must not make the invalid optimize=1/0 or memory_limit=True/False pass."""
+    from einc.errors import PathError
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
+    for valid in [dict(memory_limit=1), dict(optimize=True), dict(optimize=False), dict(memory_limit=0.0 + 1)]:
+        einc.einsum("ij,jk,kl->il", a, b, c, **valid)
+    for invalid in [dict(memory_limit=True), dict(memory_limit=False), dict(optimize=1), dict(optimize=0)]:
+        with pytest.raises(PathError):
+            einc.einsum("ij,jk,kl->il", a, b, c, **invalid)

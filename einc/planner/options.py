@@ -74,7 +74,10 @@ class Options:
             try:
                 if len(INTERNED) >= _MAX_INTERNED:
                     INTERNED.clear()
-                INTERNED[optimize, memory_limit, select] = options
+                # True == 1 and False == 0 as keys: a valid optimize=True or memory_limit=1 is
+                # not interned as given, so that optimize=1 or memory_limit=True never finds it
+                if optimize.__class__ is not bool and not (memory_limit == 1 and memory_limit.__class__ is not bool):
+                    INTERNED[optimize, memory_limit, select] = options
             except TypeError:
                 pass
         return options
@@ -241,8 +244,12 @@ def encode(optimize, memory_limit) -> tuple[str, str]:
         limit = ""
     elif isinstance(memory_limit, str):
         limit = memory_limit
-    else:
-        limit = str(int(memory_limit))
+    elif isinstance(memory_limit, float) and memory_limit == math.inf:
+        limit = ""                      # no limit, as in eager calls
+    elif isinstance(memory_limit, int) and not isinstance(memory_limit, bool):
+        limit = str(memory_limit)
+    else:                               # 0.5, NaN, True, ...: the op's decoding validates them as eager calls do
+        limit = repr(memory_limit)
     return text, limit
 
 
@@ -258,9 +265,20 @@ def _decoded(optimize: str, memory_limit: str) -> Options:
             raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
     else:
         opt = optimize
-    limit = None if not memory_limit else memory_limit if not memory_limit.lstrip("-").isdigit() \
-        else int(memory_limit)
-    return Options.of(opt, limit)
+    return Options.of(opt, _decoded_limit(memory_limit))
+
+
+def _decoded_limit(text: str):
+    """The ``memory_limit`` that :func:`encode` wrote as ``text``: None, an int, a float, or
+    a string (``"max_input"``; anything else is refused by :meth:`Options.of`)."""
+    if not text:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def cache_clear() -> None:
