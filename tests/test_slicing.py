@@ -756,3 +756,16 @@ def test_sliced_unsigned_integers_wider_than_a_byte(name, eq, shapes):
     got = einc.einsum(eq, *ops, memory_limit=2)
     assert einc.explain(eq, *ops, memory_limit=2).slicing is not None
     assert got.dtype == want.dtype and torch.equal(got.to(torch.int64), want.to(torch.int64))
+
+
+def test_a_max_input_refusal_names_max_input():
+    """The refusal of a slicing that costs too much names the limit as the caller gave it:
+    'max_input' (with the number it stood for), not only the number."""
+    from types import SimpleNamespace
+    from einc import slicecost
+    costly = dict(memory_limit=200, num_slices=40000, estimate=lambda executor: (50.0, 40.0, 0.1))
+    live = slicecost.refusal(SimpleNamespace(bound="live", **costly))
+    given = slicecost.refusal(SimpleNamespace(bound="intermediate", **costly))
+    assert live.startswith("memory_limit=200 elements is met only by 40000 slices")
+    assert given.startswith("memory_limit='max_input' (each intermediate within the largest operand, 200 elements) "
+                            "is met only by 40000 slices")
