@@ -20,7 +20,8 @@ at more than ``EINC_SLICE_OVERHEAD`` (default 100) times the same estimate of th
 unsliced contraction, and more than :data:`FLOOR_SECONDS` (both with the figures of
 the executor the operands' device runs: Triton's for CUDA tensors), building the call's
 entry raises :class:`~einc.errors.MemoryLimitError` -- before any slice runs -- naming the
-estimated slices and time and the smallest limit whose slicing is estimated within 2x
+estimated slices and time and, on the same path, the smallest power-of-two limit whose
+slicing is estimated within 2x
 (:func:`einc.planner.slicing.check_cost`, :func:`einc.planner.slicing.suggest_limit`).  ``explain``
 still shows such a plan, with the same sentence.
 """

@@ -276,8 +276,8 @@ def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -
     whole = " (what this path holds unsliced: every slicing of it is estimated above that)" \
         if limit >= s.unsliced_live else ""
     raise MemoryLimitError(
-        f"einsum(): {sentence}. The smallest limit estimated within {slicecost.WITHIN:g}x of the unsliced time "
-        f"is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
+        f"einsum(): {sentence}. On this path the smallest limit (a power of two) estimated within "
+        f"{slicecost.WITHIN:g}x of the unsliced time is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
         f"slicing anyway (einc.explain shows the plan)\n  {plan.equation}")
 
 
