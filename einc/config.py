@@ -6,7 +6,8 @@ program can change it between calls) and checked then: a bad value raises
 accepted.  An empty value counts as unset.
 
 ``EINC_CACHE_SIZE``    how many plans the in-memory cache keeps: a positive integer
-                       (default 4096).
+                       (default 4096); read once, when the engine is imported
+                       (``einc.set_cache_size`` changes it afterwards).
 ``EINC_CACHE_DIR``     the folder for generated kernel modules (they go in its
                        ``kernels`` folder): an absolute path, ``~`` expanded.  Default
                        ``$XDG_CACHE_HOME/einc``, or ``~/.cache/einc`` where
