@@ -139,3 +139,49 @@ def test_scale_is_fused_into_the_epilogue(triton_backend):
         launch = loader.load(kernel.name, triton_executor.render(kernel)).launch
         torch.testing.assert_close(launch(*ops, scale=0.25), 0.25 * torch.einsum(eq, *ops))
         torch.testing.assert_close(launch(*ops), torch.einsum(eq, *ops))
+
+
+@pytest.mark.parametrize("select", ["kernel", "model", "measure"])
+def test_operands_a_kernel_would_misread_run_on_torch(triton_backend, select):
+    """A view with the negative bit (z.conj().imag: its values are the negated memory) and a
+    zero tensor have no memory a kernel can read as they are: that call runs on torch, the
+    kernels stay for the next."""
+    triton_executor.use_interpreter()
+    negated = torch.randn(6, 7, dtype=torch.complex128).conj().imag
+    assert negated.is_neg()
+    b = torch.randn(7, 5, dtype=torch.float64)
+    for eq, ops in [("ij,jk->ik", (negated, b)), ("ij->i", (negated,)), ("ii->i", (negated[:, :6],)),
+                    ("ij,jk->ik", (b.T, negated.T))]:
+        torch.testing.assert_close(einc.einsum(eq, *ops, select=select), torch.einsum(eq, *ops))
+    zero = torch._efficientzerotensor((6, 7), dtype=torch.float64)
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", zero, b, select=select), torch.zeros(6, 5, dtype=torch.float64))
+    plain = torch.randn(6, 7, dtype=torch.float64)
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", plain, b, select=select), plain @ b)
+    explained = einc.explain("ij,jk->ik", plain, b, select=select)
+    if select == "measure":     # measured on this call (the first kernels could read): any candidate may win
+        assert "measured" in str(explained) and "failed" not in str(explained)
+    else:
+        assert explained.backends[0].startswith("triton einc_mm_")
+
+
+def test_a_fake_first_call_leaves_the_kernels_to_real_ones(triton_backend):
+    """A first call on fake tensors (a fake mode: no memory to launch on) runs on torch and
+    does not move the entry off its kernels."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    triton_executor.use_interpreter()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with FakeTensorMode() as mode:
+        assert einc.einsum("ij,jk->ik", mode.from_tensor(a), mode.from_tensor(b), select="kernel").shape == (3, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # no "a generated kernel failed" warning either
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="kernel"), a @ b)
+    assert einc.explain("ij,jk->ik", a, b, select="kernel").backends[0].startswith("triton einc_mm_")
+
+
+def test_the_op_scales_a_sliced_plan():
+    """torch.ops.einc.einsum(..., scale) on a plan sliced by memory_limit (it raised TypeError)."""
+    import einc.custom_op  # noqa: F401 - registers the op
+    a, b, c = (torch.randn(s, dtype=torch.float64) for s in [(8, 30), (30, 30), (30, 8)])
+    out = torch.ops.einc.einsum("ij,jk,kl->il", [a, b, c], "auto", "100", 0.5)
+    assert einc.explain("ij,jk,kl->il", a, b, c, memory_limit=100).slicing is not None
+    torch.testing.assert_close(out, 0.5 * (a @ b @ c))

@@ -286,6 +286,8 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
     final = len(plan.steps) - 1
 
     def first(ops, scale=None):
+        if _unreadable(ops):                # this call on torch; measure on a call kernels can read
+            return torch_run(ops, scale)
         values = dict(enumerate(ops))       # by value id: a fused step's result skips its parts' ids
         choices, functions = [], []
         try:
@@ -325,6 +327,8 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                         values.pop(v, None)
                 del args
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
+            if _this_call_only(e, ops):
+                return torch_run(ops, scale)
             _fall_back(plan, e)
             entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
             entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(entry.plan.steps)
@@ -359,9 +363,13 @@ def _first_call(entry, triton_run, torch_run):
     runs that one call on torch.  ``try`` costs nothing until something raises.
     """
     def first(ops, scale=None):
+        if _unreadable(ops):
+            return torch_run(ops, scale)
         try:
             out = triton_run(ops, scale)
         except Exception as e:
+            if _this_call_only(e, ops):
+                return torch_run(ops, scale)
             _fall_back(entry.plan, e)
             entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
             return torch_run(ops, scale)
@@ -369,12 +377,36 @@ def _first_call(entry, triton_run, torch_run):
         return out
 
     def run(ops, scale=None):
+        if _unreadable(ops):
+            return torch_run(ops, scale)
         try:
             return triton_run(ops, scale)
         except Exception as e:
-            _fall_back(entry.plan, e)
+            if not _this_call_only(e, ops):
+                _fall_back(entry.plan, e)
             return torch_run(ops, scale)
     return first
+
+
+def _unreadable(ops) -> bool:
+    """Whether a generated kernel, which reads an operand's memory through its strides,
+    would misread one: a tensor with the negative bit (a view such as ``z.conj().imag``,
+    whose values are the negated memory) or a zero tensor (no memory).  torch's ops read
+    them right; a C call per operand."""
+    for o in ops:
+        if o.is_neg() or o._is_zerotensor():
+            return True
+    return False
+
+
+def _this_call_only(error, ops) -> bool:
+    """Whether a kernel's failure is this call's operands', not the kernel's: a view that
+    32-bit offsets cannot reach (:mod:`einc.runtime.launch`), or fake tensors (a fake mode,
+    tracing: no memory to launch on).  Such a call runs on torch and the kernels stay."""
+    if isinstance(error, OverflowError):
+        return True
+    from torch._subclasses.fake_tensor import FakeTensor
+    return any(isinstance(o, FakeTensor) for o in ops)
 
 
 def _fall_back(plan, error):

@@ -205,10 +205,10 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
-    def run(ops):
+    def run(ops, scale=None):
         out = runner(ops)
         entry.backend, entry.choices, entry.inner = runner.entry.backend, runner.entry.choices, runner.entry
-        return out
+        return out if scale is None else out * scale    # as the unrolled program scales a torch step
     entry.run = run
     return entry
 
