@@ -175,3 +175,13 @@ def test_a_sparse_operand_gets_torchs_own_einsum():
         torch.einsum("ij,jk->ik", s, torch.randn(4, 2))
     with pytest.raises(RuntimeError, match=str(torch_err.value)):
         einc.einsum("ij,jk->ik", s, torch.randn(4, 2))
+
+
+def test_operands_on_several_devices_get_torchs_answer():
+    """A meta operand among CPU ones: torch's einsum answers (a meta result), not a plan for
+    the first operand's device (which returned uninitialised CPU memory)."""
+    a, b = torch.ones(3, 4), torch.ones(4, 5, device="meta")
+    want = torch.einsum("ij,jk->ik", a, b)
+    got = einc.einsum("ij,jk->ik", a, b)
+    assert got.device == want.device and got.shape == want.shape
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", a, torch.ones(4, 5)), torch.full((3, 5), 4.0))

@@ -44,7 +44,7 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return torch_op(eq, operands)
     if entry is None:
-        if first.layout is not torch.strided:   # sparse or mkldnn: torch's op, whose layouts it knows
+        if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
         result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
         if result is not None:
@@ -95,9 +95,19 @@ def unplanned(eq: Equation, operands, options: Options):
             return None
     except TypeError:                   # symbolic sizes, as in run
         return torch_op(eq, operands)
-    if first.layout is not torch.strided:
+    if _torch_own(first, operands):
         return admission.einsum(eq.torch_text, operands)
     return admission.unplanned(key, operands)
+
+
+def _torch_own(first, operands) -> bool:
+    """Calls that are torch's to answer, as torch answers them (asked where no plan is
+    cached): a sparse (or mkldnn) first operand, or operands on several devices (torch
+    raises, or, with a meta tensor among CPU ones, gives a meta result)."""
+    if first.layout is not torch.strided:
+        return True
+    device = first.device
+    return any(o.device != device for o in operands)
 
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
