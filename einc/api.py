@@ -475,4 +475,4 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None
-    return explanation(plan, device_type, types, shapes, entry, select, strides)
+    return explanation(plan, device_type, types, shapes, entry, options.select, strides)

@@ -185,3 +185,11 @@ def test_the_op_scales_a_sliced_plan():
     out = torch.ops.einc.einsum("ij,jk,kl->il", [a, b, c], "auto", "100", 0.5)
     assert einc.explain("ij,jk,kl->il", a, b, c, memory_limit=100).slicing is not None
     torch.testing.assert_close(out, 0.5 * (a @ b @ c))
+
+
+def test_select_in_any_case_as_einc_select():
+    """select= takes any case, as EINC_SELECT does (it refused "KERNEL")."""
+    a = torch.randn(3, 4)
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", a, a.T, select="KERNEL"), a @ a.T)
+    assert einc.explain("ij,jk->ik", (3, 4), (4, 5), device="cuda", select="Kernel").backends == \
+        einc.explain("ij,jk->ik", (3, 4), (4, 5), device="cuda", select="kernel").backends

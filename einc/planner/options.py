@@ -60,6 +60,8 @@ class Options:
             pass
         optimize_n, name = _normalize_optimize(optimize)
         limit = _normalize_memory_limit(memory_limit)
+        if isinstance(select, str):
+            select = select.lower()         # any case, as EINC_SELECT
         if select is not None and select not in SELECT:
             raise ArgumentError(f"einsum(): select must be one of {', '.join(SELECT)} (or None for EINC_SELECT), "
                                 f"got {select!r}")
