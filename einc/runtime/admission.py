@@ -47,11 +47,11 @@ _lock = threading.Lock()
 
 def _family(key):
     canonical, options, device, layout, shapes = key
-    return canonical, options, device, layout, tuple([(len(s), d) for s, d in shapes])
+    return canonical, options, device, layout, tuple([(len(s), d) for s, d, _ in shapes])
 
 
 def _dims_class(key):
-    return size_class([s for shape, _ in key[4] for s in shape])
+    return size_class([s for shape, *_ in key[4] for s in shape])
 
 
 def planned(key, eq, plan) -> None:

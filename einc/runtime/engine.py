@@ -35,7 +35,7 @@ def run(eq: Equation, operands, options: Options):
     try:
         first = operands[0]
         key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype) for o in operands]))
+               tuple([(o.shape, o.dtype, o.device) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -71,7 +71,7 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
     try:
         first = operands[0]
         key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype) for o in operands]))
+               tuple([(o.shape, o.dtype, o.device) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -87,7 +87,7 @@ def unplanned(eq: Equation, operands, options: Options):
     try:
         first = operands[0]
         key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype) for o in operands]))
+               tuple([(o.shape, o.dtype, o.device) for o in operands]))
     except (AttributeError, IndexError):
         return None
     try:
@@ -113,7 +113,7 @@ def _torch_own(first, operands) -> bool:
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
     """The cache entry :func:`run` would use for these operands, if it was built."""
     first = operands[0]
-    key = (eq.canonical, options, first.device, first.layout, tuple([(o.shape, o.dtype) for o in operands]))
+    key = (eq.canonical, options, first.device, first.layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
     return _plans.peek(key)
 
 
