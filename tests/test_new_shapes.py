@@ -193,3 +193,16 @@ def test_torch_compile_with_dynamic_shapes_and_a_parameter():
     for size in (16, 32, 64):
         x = torch.rand(size, size)
         torch.testing.assert_close(compiled(x), torch_einsum("aeb,dbc->daec", x.reshape(size, -1, 16), weight))
+
+
+@pytest.mark.parametrize("name,value", [("EINC_NEW_SHAPES", "sometimes"), ("EINC_SELECT", "fastest"),
+                                        ("EINC_SLICE_OVERHEAD", "lots")])
+def test_a_bad_setting_is_reported_when_a_key_is_first_planned(monkeypatch, name, value):
+    """A setting a rare path reads (a 17th shape, a kernel entry, a costly slicing) is
+    still checked when any key is planned, not hours into a run."""
+    einc.cache_clear()
+    monkeypatch.setenv(name, value)
+    with pytest.raises(einc.errors.ConfigError, match=name):
+        einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
+    monkeypatch.delenv(name)
+    einc.cache_clear()

@@ -143,6 +143,8 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
 
 def _compile(eq: Equation, operands, options: Options, key) -> Entry:
     check_operands(eq, operands)
+    for setting in (config.new_shapes, config.select, config.slice_overhead):
+        setting()       # a bad value is reported when a key is planned, not when a rare path first reads it
     plan = plan_for(eq, [o.shape for o in operands], options)
     built = entry_for(eq, plan, operands, options)
     if built.backend == "torch":    # generated kernels are what a kernel entry is for: plan them
