@@ -164,6 +164,14 @@ def parse_junit(path: Path) -> Run:
     return run
 
 
+def _hear_ctrl_c() -> None:
+    """In the child, before pytest starts: SIGINT back to its default, which Python turns
+    into KeyboardInterrupt. A process started in the background by a shell without job
+    control (``nox ... &``) ignores SIGINT, and its children inherit that, so the timeout's
+    SIGINT would go unheard and the run be killed without its junit file."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_pytest(cwd: Path, args: list[str], env: dict, patched: bool, out: Path, label: str,
                timeout: float = 900) -> Run:
     """One pytest run in a subprocess: junit XML and (patched) the plugin's counts in ``out``."""
@@ -183,7 +191,7 @@ def run_pytest(cwd: Path, args: list[str], env: dict, patched: bool, out: Path, 
     command += args
     start, interrupted = time.perf_counter(), False
     with subprocess.Popen(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True) as proc:
+                          text=True, preexec_fn=_hear_ctrl_c if os.name == "posix" else None) as proc:
         try:
             log, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -3,6 +3,7 @@ torch.einsum, calls counted inside einc) and its reading of junit files, on a sm
 test file run unpatched and patched in subprocesses."""
 
 import textwrap
+import signal
 import time
 
 import pytest
@@ -113,7 +114,13 @@ def test_a_run_past_its_timeout_is_interrupted_and_keeps_the_tests_it_ran(tmp_pa
     (tmp_path / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
                                            "def test_slow():\n    time.sleep(600)\n")
     start = time.perf_counter()
-    run = libraries.run_pytest(tmp_path, ["test_slow.py"], {}, True, tmp_path / "out", "slow", timeout=20)
+    # as when started in the background by a shell without job control (nox ... &): SIGINT
+    # ignored, which the child would inherit -- the run must still hear its Ctrl-C
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = libraries.run_pytest(tmp_path, ["test_slow.py"], {}, True, tmp_path / "out", "slow", timeout=20)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - start < 200
     assert run.complete is False
     assert run.outcomes["test_slow::test_quick"][0] == "passed"
