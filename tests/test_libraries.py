@@ -2,8 +2,8 @@
 torch.einsum, calls counted inside einc) and its reading of junit files, on a small local
 test file run unpatched and patched in subprocesses."""
 
-import textwrap
 import signal
+import textwrap
 import time
 
 import pytest
