@@ -206,3 +206,18 @@ def test_a_bad_setting_is_reported_when_a_key_is_first_planned(monkeypatch, name
         einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
     monkeypatch.delenv(name)
     einc.cache_clear()
+
+
+def test_the_families_remembered_are_bounded(monkeypatch):
+    """Each equation's count of planned shapes is remembered, up to MAX_FAMILIES: beyond,
+    the oldest family is forgotten (it plans its first shapes again), so a stream of
+    ever-new equations does not grow memory without bound."""
+    einc.cache_clear()
+    monkeypatch.setattr(admission, "MAX_FAMILIES", 3)
+    for rank in range(2, 8):
+        eq = "abcdefgh"[:rank] + "->a"                              # a new family each time
+        x = torch.randn((2,) * rank, dtype=torch.float64)
+        torch.testing.assert_close(einc.einsum(eq, x), x.sum(tuple(range(1, rank))))
+        assert len(admission._families) <= 3
+    assert len(admission._families) == 3
+    einc.cache_clear()

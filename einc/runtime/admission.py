@@ -40,6 +40,7 @@ from ..planner.plan import size_class
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
+MAX_FAMILIES = 16384    # families remembered (each a few hundred bytes); beyond, the oldest is forgotten
 
 _families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, shapes planned]
 _lock = threading.Lock()
@@ -64,7 +65,11 @@ def planned(key, eq, plan) -> None:
         return
     ordered = n >= 3 and options.optimize is not False     # else torch's left-to-right order is einc's
     with _lock:
-        family = _families.setdefault(_family(key), [eq.torch_text, {} if ordered else None, 0])
+        family = _families.get(_family(key))
+        if family is None:
+            while len(_families) >= MAX_FAMILIES:   # the oldest forgotten: it plans 16 shapes again
+                del _families[next(iter(_families))]
+            family = _families[_family(key)] = [eq.torch_text, {} if ordered else None, 0]
         if ordered:
             family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
         family[2] += 1
