@@ -142,22 +142,30 @@ def _const_einsum_str(text: str, constants) -> str:
     return (",".join(terms) + arrow + rhs).replace("],[", ",")
 
 
+def _sublists(args) -> list:
+    """The sublists of the interleaved form ``(x0, sub0, x1, sub1, ..., [output])``, the
+    output's last where it is given."""
+    return [args[k] for k in range(1, len(args), 2)] + ([args[-1]] if len(args) % 2 else [])
+
+
+def _ranks(subs) -> dict:
+    """Each label's place among all of ``subs``' labels sorted, as opt_einsum letters them
+    (``TypeError`` where they do not sort together)."""
+    return {s: k for k, s in enumerate(sorted({s for sub in subs for s in sub if s is not Ellipsis}))}
+
+
 def _interleaved_text(args, fallback: str) -> str:
-    """The equation opt_einsum makes of the interleaved form ``(x0, sub0, x1, sub1, ...,
-    [output])``: its symbols sorted, lettered ``a``, ``b``, ... in that order
-    (``fallback``, einc's own spelling, where they cannot be sorted)."""
-    subs = [list(args[k]) for k in range(1, len(args) - len(args) % 2, 2)]
+    """The equation opt_einsum makes of the interleaved form: its labels sorted, lettered
+    ``a``, ``b``, ... in that order (``fallback``, einc's own spelling, where they cannot
+    be sorted)."""
+    subs = _sublists(args)
     try:
-        symbols = sorted({s for sub in subs for s in sub if s is not Ellipsis})
-        letters = {s: opt_einsum.get_symbol(k) for k, s in enumerate(symbols)}
-
-        def spell(sub) -> str:
-            return "".join("..." if s is Ellipsis else letters[s] for s in sub)
-
-        text = ",".join(spell(sub) for sub in subs)
-        return text + ("->" + spell(list(args[-1])) if len(args) % 2 else "")
-    except (TypeError, KeyError):
+        rank = _ranks(subs)
+    except TypeError:
         return fallback
+    terms = ["".join("..." if s is Ellipsis else opt_einsum.get_symbol(rank[s]) for s in sub) for sub in subs]
+    operands = len(args) // 2
+    return ",".join(terms[:operands]) + ("->" + terms[operands] if len(args) % 2 else "")
 
 
 def _equation_and_args(args):
@@ -175,7 +183,7 @@ def _int_labels(args):
     ``Ellipsis``) stay as they are, as torch's sublists take them."""
     if not args or isinstance(args[0], str):
         return args
-    subs = [args[k] for k in range(1, len(args), 2)] + ([args[-1]] if len(args) % 2 else [])
+    subs = _sublists(args)
     try:
         labels = {s for sub in subs for s in sub if s is not Ellipsis}
     except TypeError:           # not iterable, or unhashable: the sublist checks say so
@@ -183,7 +191,7 @@ def _int_labels(args):
     if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in labels):
         return args
     try:
-        number = {s: k for k, s in enumerate(sorted(labels))}
+        number = _ranks(subs)
     except TypeError:
         raise OperandTypeError(f"contract(): the labels of the interleaved form must sort together (opt_einsum "
                                f"letters them in sorted order), got {sorted(map(repr, labels))}") from None

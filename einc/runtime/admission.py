@@ -47,12 +47,12 @@ _lock = threading.Lock()
 
 
 def _family(key):
-    canonical, options, device, layout, shapes = key
-    return canonical, options, device, layout, tuple([(len(s), d) for s, d, _ in shapes])
+    canonical, options, layout, operands = key
+    return canonical, options, operands[0][2], layout, tuple([(len(s), d) for s, d, _ in operands])
 
 
 def _dims_class(key):
-    return size_class([s for shape, *_ in key[4] for s in shape])
+    return size_class([s for shape, *_ in key[3] for s in shape])
 
 
 def planned(key, eq, plan) -> None:

@@ -2,10 +2,10 @@
 
 ``einc.einsum``, ``contract_expression``, ``explain``, the autograd Function and the
 custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
-options, the first operand's device and layout, every operand's shape and dtype), look
+options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
-:func:`entry_for`.  Operands on mixed devices or layouts fail inside torch's ops, as
-they do in torch.einsum.
+:func:`entry_for`.  Calls no plan serves get torch's own einsum: a sparse first operand
+or operands on several devices (on a miss), symbolic sizes (the key does not hash).
 
 The module also owns :func:`cache_info` and :func:`cache_clear` over every cache einc
 keeps: modules above the runtime (autograd, the custom op) register theirs here.
@@ -34,8 +34,7 @@ def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
     try:
         first = operands[0]
-        key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype, o.device) for o in operands]))
+        key = (eq.canonical, options, first.layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -69,9 +68,7 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
     """The cache entry :func:`run` uses for these operands, built on a miss (the key as
     in :func:`run`, which builds it inline to stay one call deep)."""
     try:
-        first = operands[0]
-        key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype, o.device) for o in operands]))
+        key = _key(eq, operands, options)
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -85,9 +82,7 @@ def unplanned(eq: Equation, operands, options: Options):
     """torch's einsum of ``operands`` where their shape is one einc does not plan (see
     :mod:`einc.runtime.admission`), else None."""
     try:
-        first = operands[0]
-        key = (eq.canonical, options, first.device, first.layout,
-               tuple([(o.shape, o.dtype, o.device) for o in operands]))
+        key = _key(eq, operands, options)
     except (AttributeError, IndexError):
         return None
     try:
@@ -95,7 +90,7 @@ def unplanned(eq: Equation, operands, options: Options):
             return None
     except TypeError:                   # symbolic sizes, as in run
         return torch_op(eq, operands)
-    if _torch_own(first, operands):
+    if _torch_own(operands[0], operands):
         return admission.einsum(eq.torch_text, operands)
     return admission.unplanned(key, operands)
 
@@ -112,9 +107,14 @@ def _torch_own(first, operands) -> bool:
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
     """The cache entry :func:`run` would use for these operands, if it was built."""
-    first = operands[0]
-    key = (eq.canonical, options, first.device, first.layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
-    return _plans.peek(key)
+    return _plans.peek(_key(eq, operands, options))
+
+
+def _key(eq: Equation, operands, options: Options) -> tuple:
+    """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
+    deep): the canonical equation, the options, the first operand's layout, and each
+    operand's shape, dtype and device."""
+    return (eq.canonical, options, operands[0].layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
 
 
 def check_operands(eq: Equation, operands) -> None:

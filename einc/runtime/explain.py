@@ -26,19 +26,19 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
     s = plan.slicing
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
     ran = entry.inner if entry is not None else None
-    if ran is not None and _rows(ran.plan) != len(plan.steps):
+    if ran is not None and sum(_rows(ran.plan)) != len(plan.steps):
         ran = None      # steps hoisted out of the slices ran apart: describe one whole slice as planned
     inner = describe(ran.plan if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
     # one row per step of the sliced plan: a fused step's kernel on each plan step it runs
-    counts = [len(step.numbers) if step.kind == FUSED else 1 for step in inner.plan.steps]
+    counts = _rows(inner.plan)
     backends = [b for b, n in zip(inner.backends, counts) for _ in range(n)]
     reasons = [r for r, n in zip(inner.reasons, counts) for _ in range(n)]
     return Explanation(plan, backends, inner.note, reasons)
 
 
-def _rows(plan: Plan) -> int:
-    """How many steps of the unfused plan ``plan``'s steps run."""
-    return sum(len(step.numbers) if step.kind == FUSED else 1 for step in plan.steps)
+def _rows(plan: Plan) -> list[int]:
+    """For each step of ``plan``, how many steps of the unfused plan it runs."""
+    return [len(step.numbers) if step.kind == FUSED else 1 for step in plan.steps]
 
 
 __all__ = ["explanation"]
