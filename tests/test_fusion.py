@@ -460,7 +460,8 @@ def test_fused_kernels_on_random_sizes_and_layouts(kernel_device, case, sizes, d
         out = einc.einsum(equation, *ops, optimize=path)
     assert out.dtype == dtype and out.is_contiguous()
     assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=32)
-    assert any(s.kind == FUSED for s in einc.explain(equation, *ops, optimize=path).steps) or not out.numel()
+    explained = einc.explain(equation, *ops, optimize=path)
+    assert any(s.kind == FUSED for s in explained.steps) or not out.numel() or "the result is zeros" in explained.note
 
 
 @pytest.mark.kernels

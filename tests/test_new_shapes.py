@@ -52,7 +52,8 @@ def test_an_equation_whose_shapes_keep_changing_runs_torchs_op_for_new_ones(eq, 
             out.numel() == 0
         torch.testing.assert_close(out, expected, rtol=0, atol=0)       # exactly torch's result
         torch.testing.assert_close(einc.einsum(eq, *ops), out, rtol=0, atol=0)     # and again: never planned
-    assert _plans() == admission.STABLE_SHAPES
+    # ... except shapes with a size 0: planned, so a sum over nothing is zeros beside an inf
+    assert _plans() == admission.STABLE_SHAPES + sizes.count(0)
     again = make(FIRST[0])                                # a planned shape still runs its plan
     torch.testing.assert_close(einc.einsum(eq, *again), torch_einsum(eq, *again))
     assert einc.cache_info().plans.hits >= 1

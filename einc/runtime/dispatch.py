@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import warnings
 
+import torch
+
 from .. import config
 from ..planner import fuse
 from ..errors import ConfigError
@@ -150,6 +152,10 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
     operands it was built on), else what would be chosen for operands of ``shapes`` and
     ``strides`` (contiguous where not given; the cost model where the choice would be
     measured).  The kernels named are the ones :func:`build_entry` loads for those strides."""
+    empty = empty_sum(plan)
+    if empty is not None:
+        return Explanation(plan, ["torch"] * len(plan.steps), f"no step runs: the result is zeros, a sum over {empty}, "
+                           "of size 0, whatever the other operands hold")
     if entry is not None:
         choices = entry.choices
         backend = entry.backend
@@ -218,12 +224,42 @@ def _static_choices(plan, strides, mode, dtype):
     return choices
 
 
+def empty_sum(plan) -> str | None:
+    """The name of an index of size 0 that ``plan`` sums over, else None."""
+    g = plan.graph
+    out = set(g.output)
+    return next((g.names[i] for t in g.inputs for i in t if g.sizes[i] == 0 and i not in out), None)
+
+
+def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
+    """The entry of a plan that sums over an index of size 0 (``index``): the result is
+    zeros, as the sum over nothing is, whatever the other operands hold.  Any order of
+    steps would otherwise multiply that empty sum's 0 by the others: 0 * inf is NaN
+    (torch.einsum gives NaN or 0 there as its path happens to fall; numpy.einsum 0)."""
+    shape = tuple(plan.graph.sizes[i] for i in plan.graph.output)
+
+    def run(ops, scale=None):
+        out = torch.zeros(shape, dtype=result_dtype, device=device)
+        if torch.is_grad_enabled() and any(o.requires_grad for o in ops):
+            # The result is 0 for any values, so every gradient is 0: an empty slice's sum
+            # of each operand joins it to the graph with exactly that derivative.
+            for o in ops:
+                if o.requires_grad:
+                    out = out + o.reshape(-1)[:0].sum()
+        return out
+    run.plan = plan
+    return Entry(plan, run, "torch", [select.Choice("torch", "")] * len(plan.steps))
+
+
 def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     """Compile ``plan`` for these operands: the torch executor, and where generated
     kernels may run, a backend per step (see :mod:`einc.runtime.select`); the result is
     cast to ``result_dtype`` (torch.einsum's) where the executor's differs."""
     dtypes = [o.dtype for o in operands]
     torch_fns, natural = torch_executor.step_functions(plan, dtypes)     # also checks the dtypes
+    empty = empty_sum(plan)
+    if empty is not None:
+        return zeros_entry(plan, operands[0].device, result_dtype or natural, empty)
     torch_run = unroll(plan, torch_fns)
     if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)

@@ -34,6 +34,22 @@ def torch_dtype(dtype, door: str) -> torch.dtype:
     return found
 
 
+# Integer dtypes narrower than int64, and bool.  Where the result is int64, einc contracts
+# them in int64 from the first step (:func:`exact_integers`), so no step wraps in the
+# narrow dtype before the result's: torch.einsum promotes only where its path happens to
+# sum an index alone, so with three or more operands its values wrap or not as that path
+# falls (uint8 ``ad,b,a,a,a->``), and a slice's smaller equation may not promote at all.
+NARROW_INTEGRAL = frozenset((torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32))
+
+
+def exact_integers(tensors, result_dtype):
+    """``tensors``, those of a narrow integer dtype made int64 where ``result_dtype`` is
+    int64 (None: torch cannot say, so einc answers in int64); else ``tensors`` itself."""
+    if not any(t.dtype in NARROW_INTEGRAL for t in tensors) or result_dtype not in (torch.int64, None):
+        return tensors
+    return [t.to(torch.int64) if t.dtype in NARROW_INTEGRAL else t for t in tensors]
+
+
 def _stand_in(shape) -> tuple[int, ...]:
     return tuple(0 if s == 0 else 1 if s == 1 else 2 for s in shape)
 

@@ -19,6 +19,7 @@ from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicing import check_cost, hoisting, linear_path
 from .dispatch import Entry
+from .dtypes import exact_integers
 from .select import Choice
 from .torch_executor import step_functions
 
@@ -103,11 +104,18 @@ class Runner:
         """The hoisted results, one per root, computed once per call."""
         values = {}
         for k, (r, eq, ops, path) in enumerate(self.roots):
-            args = [operands[v] for v in ops]
+            args = self._exact([operands[v] for v in ops])
             if self.root_entries[k] is None:
                 self.root_entries[k] = self.entry_of(eq, args, Options.of(path, None, self.options.select))
             values[r] = self.root_entries[k].run(args)
         return values
+
+    def _exact(self, tensors):
+        """``tensors`` in int64 where the result is and they are narrower integers
+        (:func:`~einc.runtime.dtypes.exact_integers`): a slice's smaller equation would keep
+        torch's narrow dtype (a summed index of size 1 there is squeezed, not summed) and
+        wrap before the int64 sum.  Made per slice, so the operands are never copied whole."""
+        return exact_integers(tensors, self.result_dtype)
 
     def accumulator(self, operands):
         return torch.zeros(self.shape, dtype=accumulator_dtype(self.result_dtype), device=operands[0].device)
@@ -160,6 +168,7 @@ class Runner:
                         if found is None:
                             found = cache[key] = view(operands[v], dims, pos)
                         ops.append(found)
+                ops = self._exact(ops)
                 if entry is None:
                     lengths = tuple([min(c, d - p * c) for p, c, d in zip(pos, chunks, sizes)])
                     entry = entries.get(lengths)
