@@ -1,6 +1,6 @@
 """What einc does differently on the older releases of its supported range: one place.
 
-The supported range (torch 2.11-2.15, triton 3.6-3.9: README "Supported versions",
+The supported range (torch 2.10-2.15, triton 3.6-3.9: README "Supported versions",
 ``noxfile.py``) needs one shim, applied where a generated module is loaded under
 Triton's CPU interpreter:
 

@@ -332,8 +332,10 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
         if not isinstance(o, torch.Tensor):
             raise OperandTypeError(f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
         if not _castable(o.dtype, dtype, casting):
+            looser = " or ".join(repr(c) for c in _CASTINGS[_CASTINGS.index(casting) + 1:]
+                                 if _castable(o.dtype, dtype, c))
             raise DtypeError(f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
-                             f"casting={casting!r}; pass casting='same_kind' or 'unsafe' to allow it")
+                             f"casting={casting!r}; pass casting={looser} to allow it")
         return o.to(dtype)
     if args and isinstance(args[0], str):
         operands = args[1:]
