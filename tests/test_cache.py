@@ -122,3 +122,68 @@ def test_contract_expression_runs_the_generated_kernels(kernel_device):
     torch.testing.assert_close(expr(a, b), a @ b)
     (backend,) = einc.explain("ij,jk->ik", a, b, optimize=expr.plan.path).backends
     assert backend.startswith("triton einc_mm_")
+
+
+def _slow_path(inputs, output, sizes, memory_limit=None):     # a PathOptimizer that takes its time
+    import time
+    time.sleep(1.5)
+    return [(0, 1), (0, 1)]
+
+
+def _call_and_report(queue):
+    x = torch.ones(2, 2)
+    queue.put(einc.einsum("ab,bc,cd->ad", x, x, x, optimize=_slow_path).sum().item())
+
+
+def test_a_child_forked_while_a_thread_plans_gets_fresh_locks():
+    """A process forked while another of its threads builds a plan: the child's copy of
+    that key's lock was held for ever (no thread of the child would release it), so the
+    child's first call with that key waited for ever."""
+    import multiprocessing
+    einc.cache_clear()
+    einc.einsum("i->", torch.ones(2))
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    planner = threading.Thread(target=_call_and_report, args=(queue,))
+    planner.start()
+    import time
+    time.sleep(0.5)                                 # the thread is inside the slow plan, holding its key's lock
+    child = ctx.Process(target=_call_and_report, args=(queue,))
+    child.start()
+    child.join(30)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    planner.join()
+    assert not hung and child.exitcode == 0
+    assert [queue.get(timeout=5), queue.get(timeout=5)] == [16.0, 16.0]      # ones(2, 2) cubed: 4 everywhere
+
+
+def test_a_call_torch_refuses_keeps_no_frame_alive():
+    """torch's refusals are cached (the dtype probe) without their tracebacks: those held
+    every frame of the call that asked, the caller's operands and locals, until cache_clear."""
+    import gc
+    import weakref
+    einc.cache_clear()
+
+    def step(a, b):
+        activations = torch.zeros(100, 100)
+        out = einc.einsum("ijk,jl->il", a, b)      # torch.einsum raises on its int64 promotion; einc answers
+        return out, weakref.ref(activations)
+    a, b = torch.ones(2, 3, 2, dtype=torch.int32), torch.ones(3, 2, dtype=torch.int32)
+    out, local = step(a, b)
+    operand = weakref.ref(a)
+    del a, b
+    gc.collect()
+    assert out.dtype == torch.int64 and local() is None and operand() is None
+
+    def refused(x, y):
+        activations = torch.zeros(100, 100)
+        try:
+            einc.einsum("ij,jk->ik", x, y)
+        except RuntimeError:
+            pass
+        return weakref.ref(activations)
+    local = refused(torch.ones(2, 2), torch.ones(2, 2, dtype=torch.float64))
+    gc.collect()
+    assert local() is None

@@ -246,6 +246,22 @@ def test_a_shared_world_writable_folder_of_someone_else_is_refused(fresh, monkey
     assert mode(shared) == 0o777                # not einc's to change
 
 
+@pytest.mark.parametrize("create", [True, False])
+def test_a_folder_under_a_file_is_refused_by_name(fresh, monkeypatch, create):
+    """EINC_CACHE_DIR=a/file/sub: refused with what is wrong (it said "cannot write kernel
+    modules to None ([Errno 17] File exists)" and tried the path for every kernel)."""
+    (fresh / "afile").write_text("")
+    monkeypatch.setenv("EINC_CACHE_DIR", str(fresh / "afile" / "sub"))
+    with pytest.warns(RuntimeWarning, match=f"refusing the kernel cache folder {fresh / 'afile' / 'sub'}: a part "
+                                            "of its path is a file, not a folder"):
+        folder = diskcache.kernel_dir(create=create)
+    assert folder == fresh / "tmp" / f"einc-{os.geteuid()}" / "kernels"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # one warning, and the kernels go to the fallback
+        module = loader.load("einc_test_under_a_file", source_of("einc_test_under_a_file"))
+    assert Path(module.__file__).parent == folder
+
+
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
 def test_your_own_folder_that_others_can_write_is_refused_and_left_alone(fresh, monkeypatch):
     mine = fresh / "mine"

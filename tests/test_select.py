@@ -119,17 +119,36 @@ def test_measure_keeps_the_faster_and_remembers_it(timed):
     assert "decisions.json" in einc.explain("bij,bjk->bik", a, b, select="measure").reasons[0]
 
 
-def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed):
+@pytest.mark.parametrize("damaged", ["{not json", '{"format": 1, "steps": []}', '{"format": 1, "steps": 5}',
+                                     '{"format": 2, "steps": {}}', '[1, 2]'])
+def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed, damaged):
     device, seen, folder = timed
-    (folder / "decisions.json").write_text("{not json")
+    (folder / "decisions.json").write_text(damaged)
     a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
     with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file"):
         torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
     assert len(seen) == 2 * TIMED                           # timed afresh
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")     # no second warning
+        warnings.simplefilter("error")                      # no second warning, nor a kernel given up
+        einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")
+    assert einc.explain("ij,jk->ik", a, b, select="measure").backends[0] != "torch"
     assert json.loads((folder / "decisions.json").read_text())["format"] == 1     # rewritten, valid
+
+
+@pytest.mark.parametrize("timings", ['5', '"xy"', '[1, 2]', 'null'])
+def test_a_decision_with_damaged_timings_is_still_taken(timed, timings):
+    device, seen, folder = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    einc.einsum("bij,bjk->bik", a, b, select="measure")
+    saved = json.loads((folder / "decisions.json").read_text())
+    ((key, decision),) = saved["steps"].items()
+    (folder / "decisions.json").write_text(json.dumps(saved).replace(json.dumps(decision["us"]), timings))
+    einc.cache_clear()                                      # as a new process
+    seen.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+    assert not seen and einc.explain("bij,bjk->bik", a, b, select="measure").backends == ("blas bmm/mm",)
 
 
 def test_model_blas_and_kernel_modes(timed):

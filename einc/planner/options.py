@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
 import threading
 
 import opt_einsum
@@ -31,6 +32,7 @@ INTERNED: dict = {}
 _MAX_INTERNED = 4096
 _by_value: dict = {}
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 
 
 class Options:

@@ -12,6 +12,7 @@ opt_einsum is the only import beyond the standard library.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -206,6 +207,7 @@ def size_class(sizes) -> tuple[int, ...]:
 PATH_CACHE_SIZE = 4096      # paths kept per (equation, size class, strategy); the oldest go first
 _PATHS: OrderedDict = OrderedDict()
 _PATHS_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_PATHS_LOCK._at_fork_reinit)   # a fork while another thread holds it
 
 
 def path_cache_clear() -> None:

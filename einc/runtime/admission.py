@@ -32,6 +32,7 @@ size class the family has no path for (three or more operands), operands with a 
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -45,6 +46,7 @@ MAX_FAMILIES = 16384    # families remembered (each a few hundred bytes); beyond
 
 _families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, shapes planned]
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 
 
 def _family(key):

@@ -2,18 +2,33 @@
 
 A hit is one dictionary lookup (plus an LRU touch).  On a miss the first thread
 builds the entry under a per-key lock; threads asking for the same key at the same
-moment wait for it instead of building it again.  A thread that asks for a key it is
+moment wait for it instead of building it again.  A child process forked while another
+thread was building gets fresh locks (that thread does not exist in the child, and its
+key would otherwise wait for ever there).  A thread that asks for a key it is
 building itself (the build called back into einc for the same key) gets
 :class:`~einc.errors.ReentrantCallError` instead of waiting on its own lock for ever.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
 from ..errors import ReentrantCallError
+
+
+_caches: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for cache in list(_caches):
+        cache._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class CacheInfo(NamedTuple):
@@ -32,6 +47,11 @@ class LRUCache:
         self._mine = threading.local()      # .keys: the keys this thread is building
         self.hits = 0
         self.misses = 0
+        _caches.add(self)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._building = {}
 
     def get(self, key):
         """The entry for ``key`` or None; counts a hit when found."""

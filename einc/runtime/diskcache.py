@@ -44,6 +44,7 @@ from .. import config
 STALE_TMP_SECONDS = 3600        # a temporary file this old is left from a killed writer
 _warned: set = set()
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 _private_tmp: Path | None = None
 
 
@@ -107,11 +108,13 @@ def _problem(path: Path, *, own: bool, create: bool, links: bool = True) -> str 
     ``own``: the folder is einc's by name, so einc may tighten its mode itself.
     ``links``: whether a symbolic link to a folder is acceptable.
     """
-    _make(path, create)
     try:
+        _make(path, create)
         st = os.stat(path) if links else os.lstat(path)
     except FileNotFoundError:
         return None                 # not there yet (``create`` False): nothing to refuse
+    except (NotADirectoryError, FileExistsError):   # (mkdir's error where a file stands on the path)
+        return "a part of its path is a file, not a folder"
     if stat.S_ISLNK(st.st_mode):
         return "it is a symbolic link"
     if not stat.S_ISDIR(st.st_mode):

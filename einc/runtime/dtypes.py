@@ -130,7 +130,10 @@ def _probe(equation, shapes, dtypes, device, autocast, path):
                     return torch._VF.einsum(equation, probes).dtype
                 return torch._VF.einsum(equation, probes, path=list(path)).dtype
     except Exception as e:      # noqa: BLE001 - the caller decides what torch's failure means
-        return e
+        # Kept in the cache: without its traceback, which would keep every frame of the
+        # call that asked alive (the caller's operands and locals) until the cache is cleared.
+        e.__context__ = e.__cause__ = None
+        return e.with_traceback(None)
 
 
 def cache_info():

@@ -15,6 +15,7 @@ changed or evicted.
 from __future__ import annotations
 
 import linecache
+import os
 import sys
 import threading
 import types
@@ -26,6 +27,7 @@ from . import diskcache
 
 _modules: dict = {}
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 _warned: set = set()
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import threading
 import time
@@ -105,6 +106,7 @@ def capturing() -> bool:
 # ----------------------------------------------------------------------- decisions on disk
 
 _lock = threading.Lock()
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 _decisions: dict | None = None
 _warned = False
 
@@ -157,7 +159,9 @@ def remembered(key: str) -> Choice | None:
         found = _load().get(key)
     if not isinstance(found, dict) or found.get("backend") not in BACKENDS:
         return None
-    return Choice(found["backend"], "measured earlier (decisions.json)", dict(found.get("us", {})))
+    timings = found.get("us")
+    return Choice(found["backend"], "measured earlier (decisions.json)",
+                  dict(timings) if isinstance(timings, dict) else {})
 
 
 def remember(key: str, choice: Choice) -> None:
@@ -170,8 +174,10 @@ def remember(key: str, choice: Choice) -> None:
         try:
             path = _path()
             try:
-                on_disk = json.loads(path.read_text(encoding="utf-8")).get("steps", {})
+                on_disk = json.loads(path.read_text(encoding="utf-8"))["steps"]
             except Exception:       # noqa: BLE001 - absent or damaged: ours replaces it
+                on_disk = {}
+            if not isinstance(on_disk, dict):   # a foreign file's "steps": ours replaces it
                 on_disk = {}
             on_disk.update(decisions)
             diskcache.write(path, json.dumps({"format": 1, "steps": on_disk}, indent=1, sort_keys=True).encode())
