@@ -95,6 +95,22 @@ def test_step_kinds():
     assert kinds("ii->i", (3, 3)) == [REDUCE]
 
 
+def test_a_chain_of_products_is_laid_out_in_the_results_order():
+    """Products' intermediates follow the result's order, the indices it lacks after, so that
+    the last step permutes nothing; matrix products keep batch, A's free, B's free."""
+    n = 16
+    letters = "abcdefghijklmnop"
+    plan = einc.explain(",".join(letters) + "->" + letters, *[(2,)] * n, optimize=[(0, 1)] + [(0, n - k) for k in range(2, n)])
+    assert all(s.kind == PRODUCT for s in plan.steps)
+    for step in plan.steps:
+        out = plan.graph.term(step.output)
+        assert out == "".join(sorted(out)), out        # in the result's order, never reversed
+    plan = einc.explain("ab,c,cd->abd", (2, 3), (4,), (4, 5), optimize=[(0, 1), (0, 1)])
+    assert plan.graph.term(plan.steps[0].output) == "abc"           # c, not in the result, last
+    plan = einc.explain("ab,bc,cd->ad", (2, 3), (3, 4), (4, 5), optimize=[(1, 2), (0, 1)])
+    assert plan.graph.term(plan.steps[0].output) == "bd" and plan.steps[0].kind == CONTRACT
+
+
 def test_explain_table_and_contract_expression():
     plan = einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))
     text = str(plan)

@@ -285,11 +285,18 @@ def _make_step(operands, result, indices, others, graph, last) -> Step:
         output = graph.output
     else:
         kept = [i for i in seen if i in needed]
-        if len(terms) == 2:
+        if len(terms) == 2 and (set(terms[0]) & set(terms[1])) - needed:
             a, b = set(terms[0]), set(terms[1])
             # Natural order for a matrix product: batch, then A's free, then B's free.
             output = tuple([i for i in kept if i in a and i in b] + [i for i in kept if i in a and i not in b]
                            + [i for i in kept if i not in a])
+        elif len(terms) == 2:
+            # A product (nothing shared is summed): in the result's order, the indices it
+            # lacks after, so that a chain of products ends in the result's order, with no
+            # permuting copy (in a matrix product's order, a chain that puts each new
+            # operand first reverses it: 16 vectors' outer product spent 86 % in that copy).
+            place = {i: k for k, i in enumerate(graph.output)}
+            output = tuple(sorted(kept, key=lambda i: place.get(i, len(place))))
         else:
             output = tuple(kept)
     summed = tuple(i for i in seen if i not in output)
