@@ -434,3 +434,45 @@ def test_no_fusion_across_grad_mode_switches():
     ga, gb = torch.autograd.grad(out, (a, b))
     torch.testing.assert_close(ga, b.detach())
     torch.testing.assert_close(gb, a.detach())
+
+
+@pytest.mark.parametrize("activation", [
+    torch.nn.LeakyReLU(0.1, inplace=True), torch.nn.Hardtanh(-0.1, 0.1, inplace=True), torch.nn.ReLU6(inplace=True),
+    torch.nn.ELU(inplace=True), torch.nn.SELU(inplace=True), lambda x: torch.nn.functional.relu(x, True)],
+    ids=["leaky_relu", "hardtanh", "relu6", "elu", "selu", "relu_positional"])
+def test_an_inplace_flag_passed_by_position_is_a_write(activation):
+    """nn modules pass ``inplace`` by position (``F.hardtanh(x, -0.1, 0.1, True)``), as the
+    graph keeps it: the pass took it for a pure op and moved reads of ``x`` past the write."""
+    u, v = _randn(8, 2), _randn(2, 8, seed=1)
+
+    def f(x):
+        uv = u @ v
+        xs = x * 0.5
+        r = activation(x)               # writes into x
+        return xs @ uv + r
+    x = _randn(3, 8, seed=2)
+    for backend in (ALL, EAGER):
+        torch.testing.assert_close(_compile(f, x.clone(), backend=backend), f(x.clone()))
+
+
+def test_a_factor_that_would_overflow_an_operand_scales_the_result():
+    """float16: ``x * 1000`` is inf where ``x @ (A @ B) * 1000`` is finite; numbers whose
+    product overflows, and a float argument that is 0 when run, scale the result as written."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(2, 6, generator=g) * 100).half()
+    a, b = (torch.randn(6, 5, generator=g) * 0.01).half(), (torch.randn(5, 7, generator=g) * 0.1).half()
+    fn = lambda x, a, b: x @ (a @ b) * 1000.0      # noqa: E731
+    got, want = _compile(fn, x, a, b, backend=ALL), fn(x, a, b)
+    assert want.isfinite().all() and got.isfinite().all()
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2.0)
+    assert einc.dynamo.last_report.rewrites[0].scale_on == "output"
+    x, a, b = _randn(2, 6), _randn(6, 5, seed=1), _randn(5, 7, seed=2)
+    x[1] = 0.0
+    huge = lambda x, a, b: x @ (a @ b) * 1e200 * 1e200      # noqa: E731
+    torch.testing.assert_close(_compile(huge, x.double(), a.double(), b.double(), backend=EAGER),
+                               huge(x.double(), a.double(), b.double()), equal_nan=True)
+    div = lambda x, a, b, s: x @ (a @ b) / s     # noqa: E731
+    torch._dynamo.reset()
+    f = torch.compile(div, backend=EAGER)
+    f(x, a, b, 2.0)
+    torch.testing.assert_close(f(x, a, b, 0.0), div(x, a, b, 0.0), equal_nan=True)

@@ -281,9 +281,43 @@ def _numel(c: Contraction, term) -> int:
     return math.prod(c.sizes[i] for i in term)
 
 
-def _apply(graph, x, factors):
-    """``x`` times the product of ``factors``; constants are folded into one, except that a
-    lone constant keeps its own operation (so ``/ 8`` stays a division)."""
+def _folded(factors):
+    """The product of ``factors`` as a float where they are all numbers, else None."""
+    if not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f, _ in factors):
+        return None
+    scale = 1.0
+    for f, kind in factors:
+        scale = scale * f if kind == "mul" else scale / f
+    return float(scale)
+
+
+HEADROOM = 2.0 ** 64     # operand magnitudes a factor moved onto an operand must leave finite
+
+
+def _on_an_operand(c: Contraction) -> bool:
+    """Whether ``c``'s factors may scale an operand instead of the result: numbers whose
+    product is finite and at most 1 in magnitude, or small enough that operand values up to
+    :data:`HEADROOM` stay finite in the dtype (float32, bfloat16, float64 for any factor
+    up to ~1e19; float16, whose largest is 65504, for none above 1: ``x @ (A @ B) * 1000``
+    made ``x * 1000`` inf where the result is finite).  Symbolic factors may be 0 or inf
+    only when run (``/ s``, a float argument), and numbers' product may overflow where each
+    is finite (``* 1e200 * 1e200``): on an operand, inf times its zeros would be NaN."""
+    scale = _folded(c.factors)
+    if scale is None or not math.isfinite(scale):
+        return False
+    example = val(c.operands[0])
+    largest = torch.finfo(example.dtype).max if isinstance(example, torch.Tensor) else 0.0
+    return abs(scale) <= 1 or abs(scale) * HEADROOM <= largest
+
+
+def _apply(graph, x, factors, fold=True):
+    """``x`` times the product of ``factors``; constants are folded into one (unless not
+    ``fold``: each as written, in order), except that a lone constant keeps its own
+    operation (so ``/ 8`` stays a division)."""
+    if not fold:
+        for f, kind in factors:
+            x = graph.call_function(operator.mul if kind == "mul" else operator.truediv, (x, f))
+        return x
     consts = [(f, kind) for f, kind in factors if not isinstance(f, torch.fx.Node)]
     for f, kind in factors:
         if isinstance(f, torch.fx.Node):
@@ -303,16 +337,14 @@ def _epilogue_scale(c: Contraction):
     costs nothing); None otherwise (the factors stay ops in the graph, on the smallest
     tensor, where inductor may fuse them into their neighbours)."""
     from ..runtime import dispatch
-    if not c.factors or not all(isinstance(f, (int, float)) and not isinstance(f, bool) for f, _ in c.factors):
+    scale = _folded(c.factors) if c.factors else None
+    if scale is None or not math.isfinite(scale):       # an overflowing product: applied as written
         return None
     example = val(c.operands[0])
     if not isinstance(example, torch.Tensor) or \
             dispatch.decide(example.device.type, [example.dtype])[0] != "triton":
         return None
-    scale = 1.0
-    for f, kind in c.factors:
-        scale = scale * f if kind == "mul" else scale / f
-    return float(scale)
+    return scale
 
 
 def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict) -> Rewrite:
@@ -333,7 +365,8 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             scale_on = "epilogue"
         elif c.factors:
             sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
-            target = min(range(len(sizes)), key=lambda k: (sizes[k], k))
+            target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if _on_an_operand(c) \
+                else len(operands)
             if target < len(operands):
                 operands[target] = _apply(graph, operands[target], c.factors)
                 scale_on = f"operand {target}"
@@ -342,7 +375,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         if scale is None:
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
         if target == len(operands):
-            new = _apply(graph, new, c.factors)
+            new = _apply(graph, new, c.factors, fold=_on_an_operand(c))
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")
     c.out.replace_all_uses_with(new)
     replaced[c.out] = new

@@ -9,6 +9,8 @@ each node's ``meta["example_value"]`` (hints under dynamic shapes).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 
@@ -199,10 +201,14 @@ _INPLACE_OPERATORS = (operator.setitem, operator.iadd, operator.isub, operator.i
 
 
 def mutates(node) -> bool:
-    """Whether ``node`` may write into a tensor (in-place op, ``out=``, ``inplace=True``)."""
+    """Whether ``node`` may write into a tensor (in-place op, ``out=``, an ``inplace`` flag
+    that is not False, by keyword or by position: ``F.hardtanh(x, -1, 1, True)``, as
+    ``nn.LeakyReLU(0.1, inplace=True)`` calls it)."""
     if node.op not in ("call_function", "call_method"):
         return node.op == "call_module"
-    if node.kwargs.get("out") is not None or node.kwargs.get("inplace") is True:
+    if node.kwargs.get("out") is not None or node.kwargs.get("inplace", False) is not False:
+        return True
+    if node.op == "call_function" and _inplace_flag(node):
         return True
     if node.op == "call_function" and node.target in _INPLACE_OPERATORS:
         return True
@@ -210,6 +216,30 @@ def mutates(node) -> bool:
         return node.target._schema.is_mutable
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     return isinstance(name, str) and name.endswith("_") and not name.endswith("__")
+
+
+def _inplace_flag(node) -> bool:
+    """Whether ``node``'s function has an ``inplace`` parameter that this call sets to
+    anything but False (a call that does not bind counts as in place)."""
+    try:
+        signature = _signature(node.target)
+    except TypeError:                   # a target that does not hash
+        return False
+    if signature is None or "inplace" not in signature.parameters:
+        return False
+    try:
+        bound = signature.bind(*node.args, **node.kwargs)
+    except TypeError:
+        return True
+    return bound.arguments.get("inplace", signature.parameters["inplace"].default) is not False
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(fn):
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):     # a builtin without one
+        return None
 
 
 __all__ = ["val", "shape", "is_call", "scalar_factor", "permutation", "equation_of", "accepts", "mutates"]
