@@ -99,7 +99,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if _autocast_any():
         return _autocast_call(eq, operands, options)
     # autograd.einsum's test, inline: the no-grad hot path stays one call down to the engine.
-    if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()):
+    if _transforms_active() or (_any_requires_grad(*operands) and _grad_enabled()) or _FORWARD_AD._current_level >= 0:
         return autograd.differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
 
@@ -155,6 +155,7 @@ _compiler = torch.compiler if hasattr(torch.compiler, "_is_compiling_flag") else
 _transforms_active = autograd.transforms_active
 _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
+_FORWARD_AD = autograd.forward_ad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
 _jit_tracing = torch._C._get_tracing_state
 _has_torch_function = torch._C._has_torch_function

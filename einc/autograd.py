@@ -42,19 +42,23 @@ from .runtime import engine
 from .runtime.cache import LRUCache
 
 
-def _functionalizing() -> bool:
-    """Whether a torch.func ``functionalize`` is among the active transforms (a Function
-    under it fails at that level, whatever transforms lie in between)."""
-    return any(i.key() == _FUNCTIONALIZE for i in _interpreter_stack() or ())
-
-
 _interpreter_stack = torch._C._functorch.get_interpreter_stack
-_FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize
+_FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize     # a Function under it fails
+_VMAP = torch._C._functorch.TransformType.Vmap
 
 # Whether a call needs the Function; bound once (about 0.1 us plus 0.05 us per operand).
 transforms_active = torch._C._are_functorch_transforms_active
 grad_enabled = torch.is_grad_enabled
 any_requires_grad = torch._C._any_requires_grad
+# Forward AD: inside ``forward_ad.dual_level()`` an operand may be a dual tensor, which
+# need not require grad; generated kernels and cuBLAS ``out=`` views drop its tangent.
+forward_ad = torch.autograd.forward_ad
+
+
+def needs_derivatives(operands) -> bool:
+    """Whether autograd, forward AD or a torch.func transform must see through this call."""
+    return transforms_active() or (any_requires_grad(*operands) and grad_enabled()) or \
+        forward_ad._current_level >= 0
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class Call:
 def einsum(eq: Equation, operands, options: Options) -> torch.Tensor:
     """``eq`` on ``operands``: :func:`differentiable` when a gradient or a torch.func
     transform needs it, else straight on the engine."""
-    if transforms_active() or (any_requires_grad(*operands) and grad_enabled()):
+    if needs_derivatives(operands):
         return differentiable(eq, operands, options)
     return engine.run(eq, operands, options)
 
@@ -85,17 +89,20 @@ def einsum(eq: Equation, operands, options: Options) -> torch.Tensor:
 def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     """A call that autograd or a torch.func transform must see through.
 
-    Under plain autograd, where the plan runs only torch ops (the torch executor: CPU
-    tensors, dtypes without kernels) they differentiate themselves: the plan runs as is
-    and torch records its ops, so the backward is torch's own (no Function, no saved-
-    tensor bookkeeping, no gradient einsums to plan) -- two to three times faster than the
-    Function for small calls.  Where generated kernels or cuBLAS views (``out=``) run,
-    and under torch.func transforms (vmap then stays one einc call over one more index),
+    Under plain autograd, forward AD and torch.func transforms other than ``vmap``
+    (``grad``, ``jvp``, ``vjp``), where the plan runs only torch ops (the torch executor:
+    CPU tensors, dtypes without kernels) they differentiate themselves: the plan runs as
+    is and torch records its ops, so the backward is torch's own (no Function, no saved-
+    tensor bookkeeping, no gradient einsums to plan) -- two to six times faster than the
+    Function for small calls (``bench/func_overhead.py``: torch's machinery for a Function
+    under a transform is Python).  Where generated kernels or cuBLAS views (``out=``) run,
+    and under ``vmap`` (which then stays one einc call, planned over one more index),
     :class:`EinsumFunction` supplies the derivatives as einsums.
     """
-    if transforms_active() and _functionalizing():
+    transforms = transforms_active() and {i.key() for i in _interpreter_stack() or ()}
+    if transforms and _FUNCTIONALIZE in transforms:
         return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
-    if not transforms_active():
+    if not transforms or _VMAP not in transforms:
         result = engine.unplanned(eq, operands, options)    # torch's op, which autograd records
         if result is not None:
             return result
@@ -174,13 +181,13 @@ def derive(eq: Equation, shapes) -> Derived:
     return _derived.get_or_build(key, make)
 
 
-def scatter(grad: torch.Tensor, recipe: GradRecipe, operand: torch.Tensor) -> torch.Tensor:
-    """The gradient einsum's result, put into ``operand``'s layout (out of place)."""
+def scatter(grad: torch.Tensor, recipe: GradRecipe, shape) -> torch.Tensor:
+    """The gradient einsum's result, put into the layout of an operand of ``shape`` (out of place)."""
     order = list(recipe.result)
     if recipe.lonely:
         n = len(recipe.lonely)
         grad = grad.reshape(tuple(grad.shape) + (1,) * n).expand(
-            *grad.shape, *[operand.shape[d] for _, d in recipe.lonely])
+            *grad.shape, *[shape[d] for _, d in recipe.lonely])
         order += [i for i, _ in recipe.lonely]
     for i, r in recipe.repeats:
         d = order.index(i)
@@ -202,15 +209,17 @@ def scatter(grad: torch.Tensor, recipe: GradRecipe, operand: torch.Tensor) -> to
     return grad
 
 
-def operand_grads(eq: Equation, operands, grad_out, needed, contract):
+def operand_grads(eq: Equation, operands, grad_out, needed, contract, shapes, dtypes):
     """The gradient of every operand ``k`` with ``needed[k]``, else None.
 
+    ``operands`` holds each operand whose value a gradient reads (every other operand's
+    gradient does), else None; ``shapes`` and ``dtypes`` describe them all.
     ``contract(equation_text, *tensors)`` runs an einsum: :func:`einc.einsum` in
     eager mode, the custom op when traced.
     """
-    d = derive(eq, [o.shape for o in operands])
+    d = derive(eq, shapes)
     grads = []
-    for k, op in enumerate(operands):
+    for k, dtype in enumerate(dtypes):
         if not needed[k]:
             grads.append(None)
             continue
@@ -222,11 +231,11 @@ def operand_grads(eq: Equation, operands, grad_out, needed, contract):
             for a in args[1:]:
                 wide = torch.promote_types(wide, a.dtype)
             args = [a.to(wide) for a in args]
-        g = scatter(contract(recipe.equation, *args), recipe, op)
-        if g.dtype != op.dtype:
-            if g.is_complex() and not op.is_complex():
+        g = scatter(contract(recipe.equation, *args), recipe, shapes[k])
+        if g.dtype != dtype:
+            if g.is_complex() and not dtype.is_complex:
                 g = g.real
-            g = g.to(op.dtype)
+            g = g.to(dtype)
         grads.append(g)
     return grads
 
@@ -287,8 +296,17 @@ class EinsumFunction(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.call = inputs[0]
         ctx.set_materialize_grads(False)       # an operand without a tangent costs no einsum
-        ctx.save_for_backward(*inputs[1:])
-        ctx.save_for_forward(*inputs[1:])
+        operands, needed = inputs[1:], ctx.needs_input_grad[1:]
+        # Only the operands a gradient reads: every other operand's gradient reads one, none
+        # its own (so an inference tensor beside one that requires grad, as torch allows).
+        # An inference tensor cannot be saved: a copy of it is (torch's own einsum saves the
+        # tensors its decomposition makes of one, not the tensor itself).
+        read = [any(needed[:j]) or any(needed[j + 1:]) for j in range(len(operands))]
+        ctx.save_for_backward(*[(o.clone() if o.is_inference() else o) if r else None
+                                for o, r in zip(operands, read)])
+        ctx.reads = any(read)     # else the backward asks for nothing saved: it may run twice, as torch's
+        ctx.shapes, ctx.dtypes = [o.shape for o in operands], [o.dtype for o in operands]
+        ctx.save_for_forward(*operands)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -296,8 +314,9 @@ class EinsumFunction(torch.autograd.Function):
         if grad_out is None:
             return (None,) * (1 + n)
         call = ctx.call
-        grads = operand_grads(call.eq, ctx.saved_tensors, grad_out, ctx.needs_input_grad[1:],
-                              lambda text, *ops: call.contract(text, *ops, gradient=True))
+        saved = ctx.saved_tensors if ctx.reads else (None,) * n
+        grads = operand_grads(call.eq, saved, grad_out, ctx.needs_input_grad[1:],
+                              lambda text, *ops: call.contract(text, *ops, gradient=True), ctx.shapes, ctx.dtypes)
         return (None, *grads)
 
     @staticmethod

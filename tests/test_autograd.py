@@ -286,3 +286,66 @@ def test_sublists_with_large_indices():
     f = lambda a, b: einc.einsum(a, [100, 260], b, [260, 7000], [7000, 100])     # noqa: E731
     assert torch.autograd.gradcheck(f, (a, b))
     assert torch.autograd.gradgradcheck(f, (a, b))
+
+
+@pytest.fixture(params=["torch", "kernels"])
+def derivative_device(request):
+    """Both executors: the torch executor's ops carry derivatives themselves; generated
+    kernels (CUDA's default; Triton's interpreter here) need einc's Function."""
+    if request.param == "kernels":
+        return request.getfixturevalue("kernel_device")
+    einc.cache_clear()
+    return torch.device("cpu")
+
+
+def test_a_dual_tensor_that_does_not_require_grad_keeps_its_tangent(derivative_device):
+    """Forward AD: a dual operand need not require grad; where kernels ran the call its
+    tangent was dropped, and jacobian(strategy="forward-mode") was all zeros."""
+    import torch.autograd.forward_ad as fwAD
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(s, dtype=torch.float64, generator=g).to(derivative_device) for s in [(2, 3), (3, 4)])
+    t = torch.randn(2, 3, dtype=torch.float64, generator=g).to(derivative_device)
+    with fwAD.dual_level():
+        got = fwAD.unpack_dual(einc.einsum("ij,jk->ik", fwAD.make_dual(a, t), b)).tangent
+        want = fwAD.unpack_dual(torch.einsum("ij,jk->ik", fwAD.make_dual(a, t), b)).tangent
+        assert got is not None
+        torch.testing.assert_close(got, want)
+        empty = fwAD.make_dual(torch.zeros(2, 0, dtype=torch.float64), torch.zeros(2, 0, dtype=torch.float64))
+        zero = fwAD.unpack_dual(einc.einsum("ij,jk->ik", empty, torch.zeros(0, 3, dtype=torch.float64))).tangent
+        assert zero is not None and torch.equal(zero, torch.zeros(2, 3, dtype=torch.float64))   # a sum over nothing
+    for eq, x, y in [("ij,jk->ik", a, b), ("ii->i", a[:, :2], None)]:
+        fn = (lambda f: (lambda x: f(eq, x, y))) if y is not None else (lambda f: (lambda x: f(eq, x)))
+        got = torch.autograd.functional.jacobian(fn(einc.einsum), x, vectorize=True, strategy="forward-mode")
+        torch.testing.assert_close(got, torch.autograd.functional.jacobian(fn(torch.einsum), x, vectorize=True,
+                                                                           strategy="forward-mode"))
+
+
+def test_batched_gradients_of_a_sliced_contraction():
+    """is_grads_batched (jacobian(vectorize=True), gradcheck's batched check) on a sliced
+    plan: its in-place adds into the result could not take the batch."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(s, dtype=torch.float64, generator=g, requires_grad=True) for s in [(4, 6), (6, 4)])
+    v = torch.randn(3, 4, 4, dtype=torch.float64, generator=g)
+    got = torch.autograd.grad(einc.einsum("ij,jk->ik", a, b, memory_limit=4), (a, b), v, is_grads_batched=True)
+    want = torch.autograd.grad(torch.einsum("ij,jk->ik", a, b), (a, b), v, is_grads_batched=True)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+    assert torch.autograd.gradcheck(lambda x, y: einc.einsum("ij,jk->ik", x, y, memory_limit=4), (a, b),
+                                    check_batched_grad=True)
+
+
+def test_the_function_saves_only_what_a_gradient_reads(derivative_device):
+    """An inference tensor beside one that requires grad, and a second backward of a sum
+    (nothing saved), work as with torch.einsum; where kernels ran the call, every operand
+    was saved, and both raised."""
+    with torch.inference_mode():
+        a = torch.randn(2, 3, dtype=torch.float64).to(derivative_device)
+    b = torch.randn(1, dtype=torch.float64, device=derivative_device, requires_grad=True)    # j broadcast:
+    einc.einsum("ij,j->i", a, b).sum().backward()           # torch.einsum saves a's sum, not a, and allows it
+    torch.testing.assert_close(b.grad, a.sum().reshape(1))
+    x = torch.randn(3, 3, dtype=torch.float64, device=derivative_device, requires_grad=True)
+    for eq in ("ii->", "ij->j", "ii->i"):
+        out = einc.einsum(eq, x).sum()
+        out.backward()
+        out.backward()                  # nothing saved: torch allows it, so does einc
+    assert x.grad is not None

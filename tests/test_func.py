@@ -82,14 +82,36 @@ def test_jacrev_and_jacfwd():
     torch.testing.assert_close(jacfwd(lambda x: einc.einsum("ij,jk->ki", x, y))(x), want)
 
 
-def test_jvp_uses_einsum_per_tangent(calls):
-    x, y = _randn(3, 4), _randn(4, 6, seed=1)
-    tx = _randn(3, 4, seed=2)
+def test_jvp_uses_einsum_per_tangent(calls, kernel_device):
+    """Where kernels run the call (einc's Function): one einsum per operand with a tangent."""
+    x, y = _randn(3, 4).to(kernel_device), _randn(4, 6, seed=1).to(kernel_device)
+    tx = _randn(3, 4, seed=2).to(kernel_device)
     calls.clear()
     out, t = jvp(lambda x: einc.einsum("ij,jk->ik", x, y), (x,), (tx,))
     torch.testing.assert_close(t, tx @ y)
     torch.testing.assert_close(out, x @ y)
     assert len(calls) == 2                     # the primal, and one tangent term (y has none)
+
+
+def test_grad_and_jvp_run_the_torch_executors_ops_as_they_are():
+    """Under grad and jvp (not vmap) a plan of torch ops runs as is, and torch.func
+    differentiates its ops: no Function, whose machinery under a transform is Python
+    (grad of a 4x4 product: 4x torch.einsum's time through it, 0.65x without;
+    bench/func_overhead.py)."""
+    from einc import autograd
+    x, y = _randn(3, 4), _randn(4, 6, seed=1)
+    applied = []
+    apply = autograd.EinsumFunction.apply
+    autograd.EinsumFunction.apply = lambda *a: applied.append(1) or apply(*a)
+    try:
+        out, t = jvp(lambda x: einc.einsum("ij,jk->ik", x, y), (x,), (_randn(3, 4, seed=2),))
+        torch.testing.assert_close(t, _randn(3, 4, seed=2) @ y)
+        torch.testing.assert_close(grad(lambda x: einc.einsum("ij,jk->ik", x, y).sum())(x), y.sum(1).expand(3, 4))
+        assert not applied
+        vmap(lambda x: einc.einsum("ij,jk->ik", x, y))(x[None])
+        assert applied                         # vmap: one einc call over one more index, through the Function
+    finally:
+        autograd.EinsumFunction.apply = apply
 
 
 def test_hessian_of_cubic():

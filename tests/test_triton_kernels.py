@@ -48,7 +48,9 @@ FLOAT_FAMILY = [f for f in FAMILY]
 def test_family_through_kernels(equation, shapes, dtype):
     g = torch.Generator().manual_seed(0)
     ops = [torch.randn(s, generator=g, dtype=torch.float64).to(dtype).to(DEV) for s in shapes]
-    assert all(b.startswith("triton ") for b in _run(equation, ops, dtype))
+    backends = _run(equation, ops, dtype)
+    # (a sum over an index of size 0 runs nothing: its result is zeros)
+    assert all(b.startswith("triton ") for b in backends) or "the result is zeros" in einc.explain(equation, *ops).note
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

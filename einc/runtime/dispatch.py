@@ -240,11 +240,12 @@ def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
 
     def run(ops, scale=None):
         out = torch.zeros(shape, dtype=result_dtype, device=device)
-        if torch.is_grad_enabled() and any(o.requires_grad for o in ops):
-            # The result is 0 for any values, so every gradient is 0: an empty slice's sum
-            # of each operand joins it to the graph with exactly that derivative.
+        if (torch.is_grad_enabled() and any(o.requires_grad for o in ops)) or \
+                torch.autograd.forward_ad._current_level >= 0:
+            # The result is 0 for any values, so every derivative is 0: an empty slice's sum
+            # of each operand joins it to the graph (and a dual operand's tangent) as exactly that.
             for o in ops:
-                if o.requires_grad:
+                if o.is_floating_point() or o.is_complex():
                     out = out + o.reshape(-1)[:0].sum()
         return out
     run.plan = plan
@@ -438,11 +439,13 @@ def _unreadable(ops) -> bool:
 def _this_call_only(error, ops) -> bool:
     """Whether a kernel's failure is this call's operands', not the kernel's: a view that
     32-bit offsets cannot reach (:mod:`einc.runtime.launch`), or fake tensors (a fake mode,
-    tracing: no memory to launch on).  Such a call runs on torch and the kernels stay."""
+    tracing) and other tensors without storage (the batched tangents of
+    ``jacobian(vectorize=True)``): no memory to launch on.  Such a call runs on torch and
+    the kernels stay."""
     if isinstance(error, OverflowError):
         return True
     from torch._subclasses.fake_tensor import FakeTensor
-    return any(isinstance(o, FakeTensor) for o in ops)
+    return any(isinstance(o, FakeTensor) or not torch._C._has_storage(o) for o in ops)
 
 
 def _fall_back(plan, error):

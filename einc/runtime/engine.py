@@ -137,12 +137,13 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     shapes = [o.shape for o in operands]
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
     if plan.slicing is not None:    # one inner entry runs every slice
-        return sliced.build_entry(plan, operands, result_dtype, options.select, entry)
+        return sliced.build_entry(plan, operands, result_dtype, options.select, entry,
+                                  unsliced=lambda ops: run(eq, ops, Options.of(plan.path, None, options.select)))
     exact = dtypes.exact_integers(operands, result_dtype)
     built = dispatch.build_entry(plan, exact, result_dtype, options.select)
     if exact is not operands:       # narrow integers with an int64 result: contracted in int64
-        run = built.run
-        built.run = lambda ops, scale=None: run(dtypes.exact_integers(ops, result_dtype), scale)
+        narrow = built.run
+        built.run = lambda ops, scale=None: narrow(dtypes.exact_integers(ops, result_dtype), scale)
     return built
 
 

@@ -206,15 +206,25 @@ class Runner:
         return self.finish(acc)
 
 
-def build_entry(plan: Plan, operands, result_dtype, select, entry_of):
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor    # torch.autograd's is_grads_batched
+
+
+def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=None):
     """The plan cache's entry for a sliced plan: runs every slice with one inner entry;
-    what runs each step (``backend``, ``choices``) is the inner entry's once it ran."""
+    what runs each step (``backend``, ``choices``) is the inner entry's once it ran.
+    Operands batched by ``torch.autograd.grad(..., is_grads_batched=True)`` (a batched
+    backward, ``jacobian(vectorize=True)``) run ``unsliced(operands)`` instead: the plan's
+    path unsliced (each slice's sum is added in place into the result, which such a batch
+    cannot do; nor has torch's einsum op a rule for it)."""
     cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
     check_cost(plan, executor="triton" if cuda else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
     def run(ops, scale=None):
+        if unsliced is not None and any(_legacy_batched(o) for o in ops):
+            out = unsliced(ops)     # batched gradients (is_grads_batched): add_ into a slice cannot take them
+            return out if scale is None else out * scale
         out = runner(ops)
         entry.backend, entry.choices, entry.inner = runner.entry.backend, runner.entry.choices, runner.entry
         return out if scale is None else out * scale    # as the unrolled program scales a torch step

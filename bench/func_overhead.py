@@ -1,0 +1,76 @@
+"""What a torch.func transform costs einc per call, against torch.einsum under the same
+transform: vmap and grad of small contractions, where the fixed cost is the whole story.
+
+    python bench/func_overhead.py [--rounds N] [--budget S] [--threads N]
+
+Under any torch.func transform ``einc.einsum`` runs as an ``autograd.Function``
+(``einc/autograd.py``), whose vmap and grad machinery in torch is Python; torch.einsum's
+rules are C++.  Each row times both, interleaved (``einc.benchmark.timing``), and prints
+the medians and the paired ratio with its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):                      # run as a script: make `einc` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from torch.func import grad, vmap  # noqa: E402
+
+import einc  # noqa: E402
+from einc.benchmark.timing import interleaved, ratio_interval  # noqa: E402
+
+
+def rows():
+    """(name, einc callable, torch callable), each already checked against the other."""
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+    x, a4, b4 = randn(8, 30, 30), randn(8, 4, 4), randn(8, 4, 4)
+    a, b = randn(128, 128), randn(128, 128)
+    for name, make, args in [
+        ("vmap ii->i, 8x30x30", lambda f: vmap(lambda m: f("ii->i", m)), (x,)),
+        ("vmap ij,jk->ik, 8x4x4", lambda f: vmap(lambda p, q: f("ij,jk->ik", p, q)), (a4, b4)),
+        ("grad ij,jk->ik, 4x4", lambda f: grad(lambda p, q: f("ij,jk->ik", p, q).sum()), (a4[0], b4[0])),
+        ("grad ij,jk->ik, 128x128", lambda f: grad(lambda p, q: f("ij,jk->ik", p, q).sum()), (a, b)),
+        ("plain autograd ij,jk->ik, 4x4 (no transform)", None, (a4[0], b4[0])),
+    ]:
+        if make is None:
+            p, q = (t.clone().requires_grad_() for t in args)
+
+            def backward(f, p=p, q=q):
+                return lambda: torch.autograd.grad(f("ij,jk->ik", p, q).sum(), (p, q))
+            mine, theirs = backward(einc.einsum), backward(torch.einsum)
+        else:
+            fe, ft = make(einc.einsum), make(torch.einsum)
+            mine, theirs = (lambda fe=fe: fe(*args)), (lambda ft=ft: ft(*args))
+        got, want = mine(), theirs()
+        for u, v in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
+        yield name, mine, theirs
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=31)
+    p.add_argument("--budget", type=float, default=3.0, help="seconds per row")
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s); medians, einc/torch [95 % interval]")
+    print("| call | einc µs | torch.einsum µs | einc/torch |\n|---|---:|---:|---:|")
+    for name, mine, theirs in rows():
+        t, _ = interleaved({"einc": mine, "torch": theirs}, args.rounds, args.budget)
+        r, lo, hi = ratio_interval(t["einc"], t["torch"])
+        print(f"| {name} | {t['einc'].median * 1e6:.0f} | {t['torch'].median * 1e6:.0f} | "
+              f"{r:.2f} [{lo:.2f}-{hi:.2f}] |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
