@@ -249,11 +249,15 @@ def special_call(eq: Equation, operands, options: Options, out):
     if out is not None:
         _check_out(out, operands)
     cache = sharing.current_cache()
-    if cache is None or options.memory_limit is not None:   # a bounded call keeps no whole intermediates
-        result = eager_call(eq, operands, options)
-    else:
+    plan = None
+    if cache is not None and options.memory_limit is None:  # a bounded call keeps no whole intermediates
         engine.check_operands(eq, operands)
         plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
+        if plan.empty_sum is not None:      # zeros, as the whole call gives them: no step to share
+            plan = None
+    if plan is None:
+        result = eager_call(eq, operands, options)
+    else:
         step_options = Options.of(_AUTO, None, options.select)
         result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(parse(text), _alike(ops), step_options))
         want = dtypes.result_dtype(eq.torch_text, [o.shape for o in operands], [o.dtype for o in operands])

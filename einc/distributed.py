@@ -112,7 +112,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
                                    planner, chunks, bound)
         slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
         runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
-                                options.select, engine.entry)
+                                options.select, engine.entry, [o.dtype for o in operands])
         start, stop = share(plan.slicing.num_slices, rank, world)
         acc = runner.accumulator(operands)
         t = time.perf_counter()

@@ -96,7 +96,7 @@ def test_cache_clear_empties_every_cache():
     """Plans, parsed equations, gradient recipes, the op's dtypes, torch's dtype probes,
     options: each holds something after work, and nothing after cache_clear()."""
     a = torch.randn(3, 4, dtype=torch.float64)
-    torch.func.grad(lambda x: einc.einsum("ij,jk->", x, x.T))(a)              # plans, gradient recipes
+    torch.func.vmap(lambda x: einc.einsum("ij,jk->", x, x.T))(a[None])       # plans, the batched equation's recipe
     einc.einsum("ij,jk->ik", torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32))
     einc.einsum("ij->j", torch.ones(2, 2), optimize="greedy")
     torch.compile(lambda x: einc.einsum("ij->i", x), backend="eager", fullgraph=True)(torch.ones(2, 2))
@@ -124,8 +124,12 @@ def test_contract_expression_runs_the_generated_kernels(kernel_device):
     assert backend.startswith("triton einc_mm_")
 
 
+_PLANNING = threading.Event()
+
+
 def _slow_path(inputs, output, sizes, memory_limit=None):     # a PathOptimizer that takes its time
     import time
+    _PLANNING.set()
     time.sleep(1.5)
     return [(0, 1), (0, 1)]
 
@@ -144,10 +148,10 @@ def test_a_child_forked_while_a_thread_plans_gets_fresh_locks():
     einc.einsum("i->", torch.ones(2))
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
+    _PLANNING.clear()
     planner = threading.Thread(target=_call_and_report, args=(queue,))
     planner.start()
-    import time
-    time.sleep(0.5)                                 # the thread is inside the slow plan, holding its key's lock
+    assert _PLANNING.wait(30)                       # the thread is inside the slow plan, holding its key's lock
     child = ctx.Process(target=_call_and_report, args=(queue,))
     child.start()
     child.join(30)

@@ -466,6 +466,15 @@ def test_a_factor_that_would_overflow_an_operand_scales_the_result():
     assert want.isfinite().all() and got.isfinite().all()
     torch.testing.assert_close(got, want, rtol=2e-2, atol=2.0)
     assert einc.dynamo.last_report.rewrites[0].scale_on == "output"
+    tiny = lambda x, a, b: x @ (a @ b) * 1e-5      # noqa: E731  (x * 1e-5 flushes 1e-3 to 0 in float16)
+    x, a, b = torch.full((2, 6), 1e-3).half(), torch.full((6, 5), 100.0).half(), torch.full((5, 7), 20.0).half()
+    got, want = _compile(tiny, x, a, b, backend=ALL), tiny(x, a, b)
+    assert (want > 5e-4).all()
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=1e-5)
+    x = torch.full((2, 6), 2e-3).half()                   # 120, but eager's * 1000 overflows before / 1000
+    both = lambda x, a, b: x @ (a @ b) * 1000.0 / 1000.0      # noqa: E731
+    assert not both(x, a, b).isfinite().any() and _compile(both, x, a, b, backend=ALL).isfinite().all()
+    assert einc.dynamo.last_report.rewrites[0].scale_on == "nothing (they multiply to 1)"
     x, a, b = _randn(2, 6), _randn(6, 5, seed=1), _randn(5, 7, seed=2)
     x[1] = 0.0
     huge = lambda x, a, b: x @ (a @ b) * 1e200 * 1e200      # noqa: E731

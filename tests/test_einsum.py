@@ -199,8 +199,13 @@ def test_a_sum_over_nothing_is_zero_beside_inf_and_nan(equation, shapes, executo
         assert out.device == device and torch.equal(out.cpu(), torch.zeros(expected_shape)), (equation, fill, out)
     ops = [torch.full(s, float("inf"), requires_grad=True, device=device) for s in shapes]
     out = einc.einsum(equation, *ops)
-    out.sum().backward()
-    assert all(o.grad is not None and o.grad.shape == o.shape for o in ops)
+    grads = torch.autograd.grad(out.sum(), ops, create_graph=True)
+    assert all(torch.equal(g.cpu(), torch.zeros(o.shape)) for g, o in zip(grads, ops))    # the result is constant
+    again = torch.autograd.grad(sum(g.sum() for g in grads), ops, allow_unused=True)    # double backward too
+    assert all(g is None or not g.count_nonzero() for g in again)
+    with einc.shared_intermediates():           # step by step, the empty sum would meet the inf
+        shared = einc.einsum(equation, *[torch.full(s, float("inf"), device=device) for s in shapes])
+    assert torch.equal(shared.cpu(), torch.zeros(shared.shape))
 
 
 def test_a_sum_over_nothing_is_zero_past_the_planned_shapes():

@@ -79,7 +79,8 @@ class Rewrite:
     fused: int                 # contractions merged into it (1: none)
     flops: int                 # einc's plan of the emitted equation
     unfused_flops: int         # the original contractions in torch's order, summed
-    scale_on: str              # "-", "operand k", "output", or "epilogue" (the op's scale: in the kernel)
+    scale_on: str              # "-", "operand k", "output", "epilogue" (the op's scale: in the kernel),
+    #                            or "nothing (they multiply to 1)"
 
     def __str__(self) -> str:
         return (f"{self.equation:<28} <- {' + '.join(self.sources)}  (fused {self.fused}, flops {self.flops:.4g} "
@@ -291,23 +292,24 @@ def _folded(factors):
     return float(scale)
 
 
-HEADROOM = 2.0 ** 64     # operand magnitudes a factor moved onto an operand must leave finite
+HEADROOM = 2.0 ** 64     # operand magnitudes, large and small, a factor moved onto an operand keeps finite and normal
 
 
 def _on_an_operand(c: Contraction) -> bool:
     """Whether ``c``'s factors may scale an operand instead of the result: numbers whose
-    product is finite and at most 1 in magnitude, or small enough that operand values up to
-    :data:`HEADROOM` stay finite in the dtype (float32, bfloat16, float64 for any factor
-    up to ~1e19; float16, whose largest is 65504, for none above 1: ``x @ (A @ B) * 1000``
-    made ``x * 1000`` inf where the result is finite).  Symbolic factors may be 0 or inf
-    only when run (``/ s``, a float argument), and numbers' product may overflow where each
-    is finite (``* 1e200 * 1e200``): on an operand, inf times its zeros would be NaN."""
+    product leaves operand values between 1/:data:`HEADROOM` and :data:`HEADROOM` finite
+    and normal in the dtype -- from ~2e-19 to ~2e19 in float32, bfloat16 and float64;
+    none in float16, whose range is 6e-5 to 65504 (``x @ (A @ B) * 1000`` made ``x * 1000``
+    inf where the result is finite, ``* 1e-5`` flushed ``x`` to 0 where it is 6e-4).
+    Symbolic factors may be 0 or inf only when run (``/ s``, a float argument), and
+    numbers' product may overflow where each is finite (``* 1e200 * 1e200``): on an
+    operand, inf times its zeros would be NaN."""
     scale = _folded(c.factors)
-    if scale is None or not math.isfinite(scale):
-        return False
     example = val(c.operands[0])
-    largest = torch.finfo(example.dtype).max if isinstance(example, torch.Tensor) else 0.0
-    return abs(scale) <= 1 or abs(scale) * HEADROOM <= largest
+    if scale is None or not math.isfinite(scale) or not isinstance(example, torch.Tensor):
+        return False
+    info = torch.finfo(example.dtype)
+    return HEADROOM * info.tiny <= abs(scale) <= info.max / HEADROOM
 
 
 def _apply(graph, x, factors, fold=True):
@@ -363,6 +365,8 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
             scale_on = "epilogue"
+        elif c.factors and _folded(c.factors) == 1.0:
+            scale_on = "nothing (they multiply to 1)"     # (x @ w) * 1000 / 1000: nothing to overflow
         elif c.factors:
             sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
             target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if _on_an_operand(c) \

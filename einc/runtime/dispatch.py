@@ -152,9 +152,9 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
     operands it was built on), else what would be chosen for operands of ``shapes`` and
     ``strides`` (contiguous where not given; the cost model where the choice would be
     measured).  The kernels named are the ones :func:`build_entry` loads for those strides."""
-    empty = empty_sum(plan)
+    empty = plan.empty_sum
     if empty is not None:
-        return Explanation(plan, ["torch"] * len(plan.steps), f"no step runs: the result is zeros, a sum over {empty}, "
+        return Explanation(plan, ["torch"] * len(plan.steps), f"the steps above do not run: the result is zeros, a sum over {empty}, "
                            "of size 0, whatever the other operands hold")
     if entry is not None:
         choices = entry.choices
@@ -224,13 +224,6 @@ def _static_choices(plan, strides, mode, dtype):
     return choices
 
 
-def empty_sum(plan) -> str | None:
-    """The name of an index of size 0 that ``plan`` sums over, else None."""
-    g = plan.graph
-    out = set(g.output)
-    return next((g.names[i] for t in g.inputs for i in t if g.sizes[i] == 0 and i not in out), None)
-
-
 def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
     """The entry of a plan that sums over an index of size 0 (``index``): the result is
     zeros, as the sum over nothing is, whatever the other operands hold.  Any order of
@@ -242,11 +235,12 @@ def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
         out = torch.zeros(shape, dtype=result_dtype, device=device)
         if (torch.is_grad_enabled() and any(o.requires_grad for o in ops)) or \
                 torch.autograd.forward_ad._current_level >= 0:
-            # The result is 0 for any values, so every derivative is 0: an empty slice's sum
-            # of each operand joins it to the graph (and a dual operand's tangent) as exactly that.
+            # The result is 0 for any values, so every derivative is 0: a sum over an empty
+            # slice of each operand joins it to the graph (and a dual operand's tangent) as
+            # exactly that, at every order (exp: each derivative still reads the operand).
             for o in ops:
                 if o.is_floating_point() or o.is_complex():
-                    out = out + o.reshape(-1)[:0].sum()
+                    out = out + o.reshape(-1)[:0].exp().sum()
         return out
     run.plan = plan
     return Entry(plan, run, "torch", [select.Choice("torch", "")] * len(plan.steps))
@@ -258,7 +252,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
     cast to ``result_dtype`` (torch.einsum's) where the executor's differs."""
     dtypes = [o.dtype for o in operands]
     torch_fns, natural = torch_executor.step_functions(plan, dtypes)     # also checks the dtypes
-    empty = empty_sum(plan)
+    empty = plan.empty_sum
     if empty is not None:
         return zeros_entry(plan, operands[0].device, result_dtype or natural, empty)
     torch_run = unroll(plan, torch_fns)

@@ -35,18 +35,23 @@ def torch_dtype(dtype, door: str) -> torch.dtype:
 
 
 # Integer dtypes narrower than int64, and bool.  Where the result is int64, einc contracts
-# them in int64 from the first step (:func:`exact_integers`), so no step wraps in the
+# them in int64 from the first step (:func:`in_int64`, :func:`widened`), so no step wraps in the
 # narrow dtype before the result's: torch.einsum promotes only where its path happens to
 # sum an index alone, so with three or more operands its values wrap or not as that path
 # falls (uint8 ``ad,b,a,a,a->``), and a slice's smaller equation may not promote at all.
 NARROW_INTEGRAL = frozenset((torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32))
 
 
-def exact_integers(tensors, result_dtype):
-    """``tensors``, those of a narrow integer dtype made int64 where ``result_dtype`` is
-    int64 (None: torch cannot say, so einc answers in int64); else ``tensors`` itself."""
-    if not any(t.dtype in NARROW_INTEGRAL for t in tensors) or result_dtype not in (torch.int64, None):
-        return tensors
+def in_int64(dtypes, result_dtype) -> bool:
+    """Whether operands of ``dtypes`` are contracted in int64: one narrow integer dtype
+    (operands of several dtypes raise einc's DtypeError, as torch's ops do), where
+    ``result_dtype`` is int64 (None: torch cannot say, so einc answers in int64)."""
+    kinds = set(dtypes)
+    return len(kinds) == 1 and kinds <= NARROW_INTEGRAL and result_dtype in (torch.int64, None)
+
+
+def widened(tensors):
+    """``tensors``, those of a narrow integer dtype made int64."""
     return [t.to(torch.int64) if t.dtype in NARROW_INTEGRAL else t for t in tensors]
 
 

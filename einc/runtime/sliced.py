@@ -19,7 +19,7 @@ from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicing import check_cost, hoisting, linear_path
 from .dispatch import Entry
-from .dtypes import exact_integers
+from .dtypes import in_int64, widened
 from .select import Choice
 from .torch_executor import step_functions
 
@@ -52,7 +52,7 @@ class Runner:
     """Runs the slices of a sliced :class:`~einc.planner.plan.Plan` through the engine's entry for
     one slice (``entry_of(equation, operands, options)``), into an accumulator."""
 
-    def __init__(self, plan: Plan, result_dtype, select, entry_of):
+    def __init__(self, plan: Plan, result_dtype, select, entry_of, operand_dtypes=()):
         s = plan.slicing
         g = plan.graph
         self.plan = plan
@@ -71,6 +71,7 @@ class Runner:
         self.entry_of = entry_of
         self.entry = None           # the (first) slice's cache entry, once a slice ran
         self.entries = {}           # chunk lengths -> the slice entry for them (a last, shorter chunk has its own)
+        self.in_int64 = in_int64(operand_dtypes, result_dtype)     # narrow integers contracted in int64
         self._hoist(plan)
 
     def _hoist(self, plan: Plan) -> None:
@@ -111,11 +112,12 @@ class Runner:
         return values
 
     def _exact(self, tensors):
-        """``tensors`` in int64 where the result is and they are narrower integers
-        (:func:`~einc.runtime.dtypes.exact_integers`): a slice's smaller equation would keep
-        torch's narrow dtype (a summed index of size 1 there is squeezed, not summed) and
-        wrap before the int64 sum.  Made per slice, so the operands are never copied whole."""
-        return exact_integers(tensors, self.result_dtype)
+        """``tensors`` in int64 where the call's operands are contracted so
+        (:func:`~einc.runtime.dtypes.in_int64`):
+        a slice's smaller equation would keep torch's narrow dtype (a summed index of size 1
+        there is squeezed, not summed) and wrap before the int64 sum.  Made per slice, so
+        the operands are never copied whole."""
+        return widened(tensors) if self.in_int64 else tensors
 
     def accumulator(self, operands):
         return torch.zeros(self.shape, dtype=accumulator_dtype(self.result_dtype), device=operands[0].device)
@@ -218,7 +220,8 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     cannot do; nor has torch's einsum op a rule for it)."""
     cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
     check_cost(plan, executor="triton" if cuda else "torch")
-    runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of)
+    runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of,
+                    [o.dtype for o in operands])
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
 
     def run(ops, scale=None):
