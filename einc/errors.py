@@ -8,9 +8,27 @@ opt_einsum's path search, which runs first) with three or more: those einc error
 derive from both.  Each message starts with torch's own sentence for the condition
 (code written against torch matches it with ``assertRaisesRegex``), then names the
 operand, the index and the sizes, and points at the equation with a caret.
+
+einc's warnings go through :func:`warn`, which names the caller's line.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category=RuntimeWarning) -> None:
+    """Warn as from the first line outside einc that led here (the caller's), so that
+    ``warnings.filterwarnings(module=...)`` and the once-per-location rule apply to the
+    caller's code, not einc's."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class EincError(Exception):

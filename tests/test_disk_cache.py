@@ -253,8 +253,9 @@ def test_a_folder_under_a_file_is_refused_by_name(fresh, monkeypatch, create):
     (fresh / "afile").write_text("")
     monkeypatch.setenv("EINC_CACHE_DIR", str(fresh / "afile" / "sub"))
     with pytest.warns(RuntimeWarning, match=f"refusing the kernel cache folder {fresh / 'afile' / 'sub'}: a part "
-                                            "of its path is a file, not a folder"):
+                                            "of its path is a file, not a folder") as got:
         folder = diskcache.kernel_dir(create=create)
+    assert [w.filename for w in got] == [__file__]          # the caller's line, not einc's
     assert folder == fresh / "tmp" / f"einc-{os.geteuid()}" / "kernels"
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # one warning, and the kernels go to the fallback

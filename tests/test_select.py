@@ -125,8 +125,9 @@ def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed, damaged):
     device, seen, folder = timed
     (folder / "decisions.json").write_text(damaged)
     a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
-    with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file"):
+    with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file") as got:
         torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
+    assert [w.filename for w in got] == [__file__]          # the caller's line, not einc's
     assert len(seen) == 2 * TIMED                           # timed afresh
     with warnings.catch_warnings():
         warnings.simplefilter("error")                      # no second warning, nor a kernel given up

@@ -35,11 +35,11 @@ import stat
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import config
+from ..errors import warn
 
 STALE_TMP_SECONDS = 3600        # a temporary file this old is left from a killed writer
 _warned: set = set()
@@ -79,7 +79,7 @@ def _warn(key, message: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warn(message)
 
 
 def _mode(st: os.stat_result) -> str:

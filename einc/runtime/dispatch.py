@@ -9,13 +9,12 @@ back to the torch executor with one warning: never a crash, never a wrong answer
 
 from __future__ import annotations
 
-import warnings
 
 import torch
 
 from .. import config
 from ..planner import fuse
-from ..errors import ConfigError
+from ..errors import ConfigError, warn
 from ..codegen.lower import contiguous, supported
 from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
@@ -456,4 +455,4 @@ def forget_warnings() -> None:
 def _warn_once(key, message):
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        warn(message)

@@ -19,10 +19,9 @@ import os
 import sys
 import threading
 import types
-import warnings
 
 from .. import _compat
-from ..errors import EincError
+from ..errors import EincError, warn
 from . import diskcache
 
 _modules: dict = {}
@@ -68,8 +67,8 @@ def _file_for(name: str, source: str):
         key = str(directory)
         if key not in _warned:
             _warned.add(key)
-            warnings.warn(f"einc: cannot write kernel modules to {directory} ({e}); running them from "
-                          "memory (set EINC_CACHE_DIR to a folder you can write)", RuntimeWarning, stacklevel=4)
+            warn(f"einc: cannot write kernel modules to {directory} ({e}); running them from "
+                 "memory (set EINC_CACHE_DIR to a folder you can write)")
         return (directory / f"{name}.py") if directory is not None else f"<einc kernel {name}>"
 
 

@@ -40,12 +40,12 @@ import os
 import statistics
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import config
+from ..errors import warn
 from ..planner.equation import letter
 from .chunked import l2_bytes
 
@@ -147,8 +147,8 @@ def _load() -> dict:
         except Exception as e:      # noqa: BLE001 - a damaged or foreign file: start afresh
             if not _warned:
                 _warned = True
-                warnings.warn(f"einc: ignoring the backend decisions file {_path()} ({type(e).__name__}: {e}); "
-                              "steps will be timed again", RuntimeWarning, stacklevel=4)
+                warn(f"einc: ignoring the backend decisions file {_path()} ({type(e).__name__}: {e}); "
+                     "steps will be timed again")
             _decisions = {}
     return _decisions
 
