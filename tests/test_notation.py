@@ -566,3 +566,17 @@ def test_a_composite_moved_whole_needs_no_sizes():
     with pytest.raises(errors.ShapeError, match="nothing gives the size of b and h"):
         einc.einsum("(b h) q k -> b (h q) k", y)        # separated on the output: the sizes are needed
     assert torch.equal(einc.einsum("(b h) q k -> b (h q) k", y, b=2), y.reshape(2, 12, 5))
+    x = torch.arange(24.0)
+    assert torch.equal(einc.einsum("(a b d) -> d", x, d=3), x.reshape(8, 3).sum(0))     # a b together: any split
+    for eq in ("(a d b) -> d", "(a d b), d -> "):       # d between a and b: each split sums other elements
+        with pytest.raises(errors.ShapeError, match="nothing gives the size of a and b"):
+            einc.einsum(eq, x, *([torch.ones(3)] if "," in eq else []), d=3)
+
+
+def test_a_size_keyword_is_checked_on_every_call():
+    """A cached call must not let h=2.0 through where h=2 was seen (2.0 == 2 as a key)."""
+    x = torch.randn(2, 6)
+    assert einc.einsum("b (h d) -> b h d", x, h=2).shape == (2, 2, 3)
+    with pytest.raises(errors.ArgumentError, match="the size h=2.0 must be an int"):
+        einc.einsum("b (h d) -> b h d", x, h=2.0)
+    assert einc.einsum("b (h d) -> b h d", x, h=torch.tensor(2)).shape == (2, 2, 3)

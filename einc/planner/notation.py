@@ -392,9 +392,13 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
 
 
 def _moves_whole(named: Named, axis: tuple, names) -> bool:
-    """Whether every axis holding one of ``names``, on the inputs and the output, is the
-    composite ``axis`` itself (then its parts are never separated, and any split of it
-    gives the same result)."""
+    """Whether ``names`` stand together inside the composite ``axis``, and every axis
+    holding one of them, on the inputs and the output, is ``axis`` itself: then they are
+    never separated, and any split of their block gives the same result.  (Not so in
+    ``(a d b) -> d``: which elements share a ``d`` depends on how a and b split.)"""
+    place = sorted(axis.index(n) for n in names)
+    if place != list(range(place[0], place[0] + len(place))):
+        return False
     for axes in (*named.inputs, named.output):
         for other in axes:
             if not _is_ellipsis(other) and other != axis and any(n in other for n in names):
@@ -460,7 +464,15 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
     if traced:
         known, view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)
     else:
-        known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), tuple(sizes.items()))
+        # The cache is keyed on ints: h=2.0 (refused) must not find h=2's entry, nor a 0-d
+        # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
+        # resolved uncached, which raises the error that names it.
+        try:
+            key = tuple((k, operator.index(v)) for k, v in sizes.items())
+        except TypeError:
+            resolve(named, [o.shape for o in operands], sizes)
+            raise AssertionError("resolve accepted a size that is not an int") from None
+        known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), key)
         known = dict(known)
     views = _views(operands, view_shapes)
     if not named.merges:

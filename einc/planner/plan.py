@@ -156,7 +156,9 @@ def _path(graph: ContractionGraph, options: Options):
     if n == 2:
         return ((0, 1),), None          # the only order there is
     key = None
-    if options.memory_limit is None and isinstance(options.optimize, str):     # a named, stateless search
+    if options.memory_limit is None and options.optimize == "auto":
+        # einc's default search, kept for the size class: a strategy the caller names
+        # ("optimal", "dp", ...) searches every shape, as it promises that shape's path
         key = (graph.inputs, graph.output, size_class(graph.sizes), options.optimize)
         found = _PATHS.get(key)
         if found is not None:

@@ -79,8 +79,10 @@ def planned(key, eq, plan) -> None:
 
 
 def _reusable(optimize) -> bool:
-    """A strategy name, False (left to right) or an explicit path: the same for every shape."""
-    return optimize is False or isinstance(optimize, (str, tuple))
+    """einc's default search ("auto", whose path is kept for its size class), False (left to
+    right) or an explicit path: the same for every shape.  A strategy the caller names
+    searches every shape, as it promises that shape's path."""
+    return optimize is False or isinstance(optimize, tuple) or optimize == "auto"
 
 
 def unplanned(key, operands):
