@@ -354,6 +354,8 @@ def test_explain_numbers_the_ellipsis_dims_where_a_step_splits_them():
      ["no generated kernels for int64"], ["operands are on the"]),
     (["ij,jk->ik", "--shapes", "4x4,4x4", "--device", "cuda"], {"EINC_BACKEND": "torch"},
      ["the torch executor runs every step (torch operations): EINC_BACKEND=torch"], ["operands are on the"]),
+    (["ij,jk->ik", "--shapes", "4x4,4x4", "--dtype", "complex64"], {"EINC_BACKEND": "triton"},  # CPU kernels asked
+     ["no generated kernels for complex64"], ["operands are on the"]),
 ])
 def test_explain_says_in_plain_words_what_runs_the_steps(argv, env, expect, absent, capsys, monkeypatch):
     """The backend note explains the backend that runs, and the copy only where a step is a matrix product."""

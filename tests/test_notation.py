@@ -254,7 +254,7 @@ A30 = torch.randn(2, 30)
     ("b (h d) -> b h d", [A30], {"heads": 8}, errors.SizeKeywordError,
      ["unknown keyword heads=8", "its axes: b, h, d"]),
     ("ij,jk", [A30.T, A30], {"optimise": "greedy"}, TypeError,       # as torch.einsum's unexpected keyword
-     ["unknown keyword optimise='greedy'", "neither one of einsum's keywords nor an axis"]),
+     ["unknown keyword optimise='greedy'", "neither a keyword of this function nor an axis"]),
     ("b 2x -> b", [A30], {}, errors.EquationError, ["'2x'", "not an axis name", "  b 2x -> b\n    ^"]),
     ("b (h (d)) -> b", [A30], {}, errors.EquationError, ["nested", "\n       ^"]),
     ("b (h d -> b", [A30], {}, errors.EquationError, ["never closed"]),

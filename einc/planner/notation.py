@@ -272,8 +272,8 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     names = dict(named.letters)
     for key in sizes:
         if key not in names:
-            raise bad(SizeKeywordError, f"unknown keyword {key}={sizes[key]!r}: {key} is neither one of einsum's "
-                      f"keywords nor an axis of the equation (its axes: {', '.join(names) or 'none'})",
+            raise bad(SizeKeywordError, f"unknown keyword {key}={sizes[key]!r}: {key} is neither a keyword of this "
+                      f"function nor an axis of the equation (its axes: {', '.join(names) or 'none'})",
                       caret(named.text, None))
     known = {k: _size(k, v, fail) for k, v in sizes.items()}
     keyword = set(known)
@@ -352,7 +352,8 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             if taken:
                 raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
                           f"gives the size of {taken[0]}, and it cannot be passed by keyword: {taken[0]}= is "
-                          f"einsum's own keyword; rename the axis", _where(named, k, a, taken[0]))
+                          f"a keyword of einc's functions (einsum, contract, explain, contract_path, contract_expression); "
+                          f"rename the axis", _where(named, k, a, taken[0]))
             which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
             regrouped = [g for g in named.output if not _is_ellipsis(g) and len(g) > 1 and set(g) & set(missing)
                          and g != axis]
