@@ -252,6 +252,9 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
     dtype = None if dtype is None else dtypes.torch_dtype(dtype, "contract_path()")
+    if len(args) == 2 and isinstance(args[1], (list, tuple)) and args[1] and \
+            all(isinstance(t, torch.Tensor) for t in args[1]):
+        args = (args[0], *args[1])      # the operands as one list, as einsum and explain take them
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
         info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                        dtype=dtype, device=device, **sizes)

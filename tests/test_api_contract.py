@@ -345,3 +345,15 @@ def test_interleaved_labels_of_any_sortable_kind():
     torch.testing.assert_close(expr(a, b), a @ b)
     with pytest.raises(OperandTypeError, match="must sort together"):
         einc.contract(a, ["x", 1], b, [1, 2])
+
+
+def test_contract_path_takes_the_operands_as_one_list():
+    """As einsum and explain do (it raised a bare 'only one element tensors' ValueError);
+    a lone shape stays a shape."""
+    x, w = torch.randn(2, 3, 32), torch.randn(8, 4, 5)
+    assert einc.contract_path("b n (h d), h d e -> b n (h e)", [x, w], h=8)[0] == [(0, 1)]
+    a, b, c = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)
+    path, info = einc.contract_path("ij,jk,kl->il", [a, b, c])
+    want_path, want = einc.contract_path("ij,jk,kl->il", a, b, c)
+    assert path == want_path and info.opt_cost == want.opt_cost
+    assert einc.contract_path("ij->i", (3, 4))[1].size_dict == {"i": 3, "j": 4}
