@@ -245,12 +245,13 @@ def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
     return Entry(plan, run, "torch", [select.Choice("torch", "")] * len(plan.steps))
 
 
-def build_entry(plan, operands, result_dtype=None, select_mode=None) -> Entry:
+def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False) -> Entry:
     """Compile ``plan`` for these operands: the torch executor, and where generated
     kernels may run, a backend per step (see :mod:`einc.runtime.select`); the result is
-    cast to ``result_dtype`` (torch.einsum's) where the executor's differs."""
+    cast to ``result_dtype`` (torch.einsum's) where the executor's differs.  With
+    ``widen``, narrow integer operands are contracted in int64 (no kernel takes integers)."""
     dtypes = [o.dtype for o in operands]
-    torch_fns, natural = torch_executor.step_functions(plan, dtypes)     # also checks the dtypes
+    torch_fns, natural = torch_executor.step_functions(plan, dtypes, widen)     # also checks the dtypes
     empty = plan.empty_sum
     if empty is not None:
         return zeros_entry(plan, operands[0].device, result_dtype or natural, empty)

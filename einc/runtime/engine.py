@@ -139,12 +139,8 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     if plan.slicing is not None:    # one inner entry runs every slice
         return sliced.build_entry(plan, operands, result_dtype, options.select, entry,
                                   unsliced=lambda ops: run(eq, ops, Options.of(plan.path, None, options.select)))
-    if not dtypes.in_int64([o.dtype for o in operands], result_dtype):
-        return dispatch.build_entry(plan, operands, result_dtype, options.select)
-    built = dispatch.build_entry(plan, dtypes.widened(operands), result_dtype, options.select)
-    narrow = built.run          # narrow integers with an int64 result: contracted in int64
-    built.run = lambda ops, scale=None: narrow(dtypes.widened(ops), scale)
-    return built
+    return dispatch.build_entry(plan, operands, result_dtype, options.select,
+                                widen=dtypes.in_int64([o.dtype for o in operands], result_dtype))
 
 
 def _compile(eq: Equation, operands, options: Options, key) -> Entry:

@@ -28,6 +28,7 @@ import torch
 
 from ..codegen.lower import contiguous
 from ..errors import DtypeError
+from .dtypes import NARROW_INTEGRAL
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
@@ -59,13 +60,15 @@ def _chain(fns):
     return chained
 
 
-def _prep(term, lonely, plan: Plan, dtype):
+def _prep(term, lonely, plan: Plan, dtype, widen=False):
     """Diagonals, squeezes and sums of the indices ``lonely`` to this operand.
 
     Returns ``(fn or None, remaining term, dtype after, whether it computes)``.
     A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
     or more operands torch squeezes size-1 indices instead of summing them, so for
-    integral dtypes einc does the same to give the same result dtype.
+    integral dtypes einc does the same to give the same result dtype.  With ``widen``
+    a narrow integer operand that no sum here promotes is made int64 (after its sums
+    and views: no larger copy than the step needs).
     """
     g = plan.graph
     term = list(term)
@@ -88,11 +91,15 @@ def _prep(term, lonely, plan: Plan, dtype):
         term = [i for i in term if i not in lonely]
         if _integral(dtype):
             dtype = torch.int64
-    return _chain(fns), term, dtype, bool(summed)
+    cast = widen and dtype in NARROW_INTEGRAL
+    if cast:
+        fns.append(lambda x: x.to(torch.int64))
+        dtype = torch.int64
+    return _chain(fns), term, dtype, bool(summed) or cast
 
 
-def _reduce(step, plan, dtype, final, is_input):
-    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype)
+def _reduce(step, plan, dtype, final, is_input, widen=False):
+    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype, widen)
     perm = _perm(term, list(step.output))
     tail = [fn, (lambda x: x.permute(perm)) if perm else None]
     if final and (computed or not is_input):
@@ -124,7 +131,7 @@ def _aligned(term, out, sizes):
     return _chain(fns)
 
 
-def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
+def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False):
     g = plan.graph
     ta, tb = step.inputs
     sa, sb = set(ta), set(tb)
@@ -133,8 +140,8 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform):
     if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
         kind = PRODUCT      # the shared sums run over size 1: a product, as in torch.einsum
     drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
-    prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0])
-    prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1])
+    prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
+    prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1], widen)
     out = list(step.output)
     if kind == PRODUCT:
         al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
@@ -442,10 +449,13 @@ def _check_dtypes(step, plan, da, db):
             f"convert them first\n  {plan.equation}")
 
 
-def step_functions(plan: Plan, dtypes):
+def step_functions(plan: Plan, dtypes, widen: bool = False):
     """``(one function per step, the result's dtype)``: each step's function takes that
     step's operands and returns a tensor over its output indices (the last one a fresh
-    contiguous tensor); ``runtime/program.unroll`` chains them.
+    contiguous tensor); ``runtime/program.unroll`` chains them.  With ``widen``
+    (:func:`einc.runtime.dtypes.in_int64`), narrow integer operands are made int64 by the
+    step that reads them, after its sums (which promote them anyway) and views: one at a
+    time, as torch's own promotion holds them, not all at once.
 
     Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
     """
@@ -456,9 +466,9 @@ def step_functions(plan: Plan, dtypes):
     for s, step in enumerate(plan.steps):
         final = s == len(plan.steps) - 1
         if step.kind == REDUCE:
-            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n)
+            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n, widen)
         else:
-            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform)
+            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform, widen)
         dts.append(dt)
         functions.append(fn)
     return functions, dts[-1]
