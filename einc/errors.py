@@ -21,14 +21,23 @@ import warnings
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def _torch_package() -> str:
+    torch = sys.modules.get("torch")
+    return os.path.dirname(os.path.abspath(torch.__file__)) + os.sep if torch is not None else _PACKAGE
+
+
 def warn(message: str, category=RuntimeWarning) -> None:
-    """Warn as from the first line outside einc that led here (the caller's), so that
+    """Warn as from the first line outside einc and torch that led here (the caller's:
+    under vmap or torch.compile, torch's own frames stand between), so that
     ``warnings.filterwarnings(module=...)`` and the once-per-location rule apply to the
-    caller's code, not einc's."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    caller's code, not einc's; where every frame is theirs, the outermost."""
+    inside = (_PACKAGE, _torch_package())
+    frame, level, last = sys._getframe(1), 2, 2
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
+        if frame is not None:
+            last = level
+    warnings.warn(message, category, stacklevel=level if frame is not None else last)
 
 
 class EincError(Exception):

@@ -253,8 +253,8 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     """
     dtype = None if dtype is None else dtypes.torch_dtype(dtype, "contract_path()")
     if len(args) == 2 and isinstance(args[1], (list, tuple)) and args[1] and \
-            all(isinstance(t, torch.Tensor) for t in args[1]):
-        args = (args[0], *args[1])      # the operands as one list, as einsum and explain take them
+            all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
+        args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
         info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                        dtype=dtype, device=device, **sizes)

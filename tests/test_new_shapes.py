@@ -233,3 +233,33 @@ def test_the_families_remembered_are_bounded(monkeypatch):
         assert len(admission._families) <= 3
     assert len(admission._families) == 3
     einc.cache_clear()
+
+
+def test_a_named_strategy_past_the_planned_shapes_runs_torchs_op_with_its_own_search():
+    """Shapes past the first ones are not planned under "greedy" either (they were, every
+    one, when named strategies stopped keeping a size class's path): torch's op, with the
+    path opt_einsum's greedy search finds for that shape."""
+    import opt_einsum
+    eq = "ij,jk,kl->il"
+    make = lambda n: [torch.randn(n, 3), torch.randn(3, n + 1), torch.randn(n + 1, 2)]     # noqa: E731
+    for n in FIRST:
+        einc.einsum(eq, *make(n), optimize="greedy")
+    assert _plans() == admission.STABLE_SHAPES
+    for n in (300, 301, 5000):
+        ops = make(n)
+        path = opt_einsum.contract_path(eq, *ops, optimize="greedy")[0]
+        want = torch._VF.einsum(eq, ops, path=[i for p in path for i in p])
+        torch.testing.assert_close(einc.einsum(eq, *ops, optimize="greedy"), want, rtol=0, atol=0)
+    assert _plans() == admission.STABLE_SHAPES
+
+
+def test_narrow_integers_past_the_planned_shapes_stay_exact():
+    """torch's op wraps uint8 ab,ab,c-> where its path multiplies before it sums; einc's
+    answer must not depend on how many shapes came first."""
+    eq = "ab,ab,c->"
+    make = lambda n: [torch.full((n, 2), 200, dtype=torch.uint8), torch.full((n, 2), 200, dtype=torch.uint8),  # noqa: E731
+                      torch.full((3,), 200, dtype=torch.uint8)]
+    for n in FIRST:
+        einc.einsum(eq, *make(n))
+    ops = make(120)                     # the size class of the first shapes: it has a path
+    assert einc.einsum(eq, *ops) == torch.einsum(eq, *[o.long() for o in ops]) == 120 * 2 * 200 * 200 * 3 * 200

@@ -12,7 +12,9 @@ lengths -- and from then on a call whose shape the family has not planned runs
 ``torch._VF.einsum``: torch's einsum op itself (never the ``torch.einsum`` attribute,
 which a user may have made einc), given, for three or more operands, the path einc
 planned for the family's size class (:func:`einc.planner.plan.size_class`), so it pays no path
-search where torch.einsum runs one on every call.  That is exactly torch.einsum's result
+search where torch.einsum runs one on every call (under a strategy the caller names,
+``"optimal"``, ``"greedy"``, ..., the path opt_einsum's search of that strategy finds for
+the shape, as torch.einsum would find it).  That is exactly torch.einsum's result
 (its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
 
 The choice is made per shape and never changes: a shape is planned on its first call or
@@ -26,7 +28,9 @@ Always planned: an equation's first shapes (above), equations whose plan runs ge
 kernels (the kernels are what such an entry is for, and the kernel tests must run them),
 calls with a ``memory_limit`` (sliced plans), a ``PathOptimizer`` object, operands of a
 size class the family has no path for (three or more operands), operands with a size 0
-(a sum over an index of size 0 is zeros in einc, whatever the other operands hold), and calls torch refuses
+(a sum over an index of size 0 is zeros in einc, whatever the other operands hold),
+narrow integer operands (einc contracts them exactly where the result is int64; torch's
+op may wrap), and calls torch refuses
 (planning then raises einc's own error, which names the operand, index and sizes).
 """
 
@@ -35,10 +39,12 @@ from __future__ import annotations
 import os
 import threading
 
+import opt_einsum
 import torch
 
 from .. import config
 from ..planner.plan import size_class
+from .dtypes import NARROW_INTEGRAL
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
@@ -67,22 +73,24 @@ def planned(key, eq, plan) -> None:
     if n >= 3 and any(len(c) != 2 for c in plan.path):     # torch takes a path of pairs only
         return
     ordered = n >= 3 and options.optimize is not False     # else torch's left-to-right order is einc's
+    # A strategy the caller names ("optimal", "greedy", ...) is asked for each new shape's
+    # path (opt_einsum's search, as torch.einsum runs it on every call): no path is kept.
+    searched = ordered and isinstance(options.optimize, str) and options.optimize != "auto"
     with _lock:
         family = _families.get(_family(key))
         if family is None:
             while len(_families) >= MAX_FAMILIES:   # the oldest forgotten: it plans 16 shapes again
                 del _families[next(iter(_families))]
-            family = _families[_family(key)] = [eq.torch_text, {} if ordered else None, 0]
-        if ordered:
+            paths = options.optimize if searched else {} if ordered else None
+            family = _families[_family(key)] = [eq.torch_text, paths, 0]
+        if ordered and not searched:
             family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
         family[2] += 1
 
 
 def _reusable(optimize) -> bool:
-    """einc's default search ("auto", whose path is kept for its size class), False (left to
-    right) or an explicit path: the same for every shape.  A strategy the caller names
-    searches every shape, as it promises that shape's path."""
-    return optimize is False or isinstance(optimize, tuple) or optimize == "auto"
+    """A strategy name, False (left to right) or an explicit path: the same for every shape."""
+    return optimize is False or isinstance(optimize, (str, tuple))
 
 
 def unplanned(key, operands):
@@ -91,12 +99,18 @@ def unplanned(key, operands):
     family = _families.get(_family(key))
     if family is None or family[2] < STABLE_SHAPES or config.new_shapes() == "plan":
         return None
-    if any(0 in shape for shape, _, _ in key[3]):   # planned: a sum over an index of size 0 is zeros,
-        return None                                 # where torch's op may give NaN beside an inf
+    for shape, dtype, _ in key[3]:
+        # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN
+        # beside an inf; narrow integers are contracted exactly, where torch's op may wrap.
+        if 0 in shape or dtype in NARROW_INTEGRAL:
+            return None
     text, paths, _ = family
     try:
         if paths is None:
             result = _einsum(text, list(operands))
+        elif isinstance(paths, str):        # the caller's strategy: this shape's path
+            path = opt_einsum.contract_path(text, *[o.shape for o in operands], shapes=True, optimize=paths)[0]
+            result = _einsum(text, list(operands), path=[i for pair in path for i in pair])
         else:
             path = paths.get(_dims_class(key))
             if path is None:        # a size class without a path: plan it (and so find one)
