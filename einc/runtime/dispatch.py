@@ -116,7 +116,7 @@ def _torch_note(plan, device_type: str, dtypes, why) -> str:
         reason = why.removeprefix("einc: ").split("; running on")[0]
     elif config.backend() == "torch":
         reason = "EINC_BACKEND=torch"
-    elif device_type != "cuda" and config.backend() != "triton":
+    elif device_type not in ("cuda", "cpu") or (device_type == "cpu" and config.backend() != "triton"):
         reason = (f"the operands are on the {device_type.upper()}, and generated kernels run on CUDA tensors "
                   "(EINC_BACKEND=triton runs them through Triton's interpreter, for testing)")
     elif not supported(triton_executor.dtype_name(d) for d in dtypes):
