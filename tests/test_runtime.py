@@ -193,3 +193,12 @@ def test_select_in_any_case_as_einc_select():
     torch.testing.assert_close(einc.einsum("ij,jk->ik", a, a.T, select="KERNEL"), a @ a.T)
     assert einc.explain("ij,jk->ik", (3, 4), (4, 5), device="cuda", select="Kernel").backends == \
         einc.explain("ij,jk->ik", (3, 4), (4, 5), device="cuda", select="kernel").backends
+
+
+def test_explain_names_the_device_where_kernels_were_asked_for_on_another(monkeypatch):
+    """EINC_BACKEND=triton runs kernels on CPU and CUDA tensors; on meta tensors explain
+    says the device is why (it said the kernels could not be built, with no warning)."""
+    monkeypatch.setenv("EINC_BACKEND", "triton")
+    a = torch.ones(2, 2, device="meta")
+    note = einc.explain("ij,jk->ik", a, a).note
+    assert "the operands are on the META" in note and "could not be built" not in note
