@@ -68,7 +68,7 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 _INTEGER = re.compile(r"[0-9]+")
-_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
+_DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")     # 100, 2.5, .5, 1e9
 
 
 def _raw(name: str) -> str | None:
@@ -117,7 +117,7 @@ def cache_max_bytes() -> int:
     if value is None:
         return DEFAULT_CACHE_MAX_MB * MB
     text = value.strip()
-    if not _DECIMAL.fullmatch(text) or float(text) <= 0:
+    if not _DECIMAL.fullmatch(text) or not 0 < float(text) < float("inf"):
         raise _bad("EINC_CACHE_MAX_MB", value,
                    "a positive number of megabytes, decimals allowed (the bound on the kernel modules on disk; "
                    f"default {DEFAULT_CACHE_MAX_MB})")

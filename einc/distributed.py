@@ -56,30 +56,38 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     ``timings``, a dict if given, receives this rank's ``slices`` (start, stop),
     ``seconds`` spent contracting them (before the all-reduce) and ``num_slices``.
     """
-    if args and isinstance(args[0], str):
-        operands = args[1:]
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        eq = parse(args[0])
-    else:
-        text, operands = sublist_equation(args)
-        eq = parse(text)
-    operands = list(operands)
-    engine.check_operands(eq, operands)
-    if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
-        raise ArgumentError("einc.distributed.einsum(): the result is not differentiable (the all-reduce is "
-                            "not an autograd op); call it under torch.no_grad() or with detached operands")
-    options = Options.of(optimize, memory_limit, select)
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    device = operands[0].device
-    shapes = [tuple(o.shape) for o in operands]
+    operands = args[1:] if args and isinstance(args[0], str) else ()
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
     failure = None
-    try:        # a rank whose shapes do not fit fails below, with the others, not alone before a collective
+    # Whatever fails on one rank fails below, with the others, never alone before a
+    # collective (the others would wait in it until the group's timeout).
+    try:
+        if args and isinstance(args[0], str):
+            eq = parse(args[0])
+        else:
+            text, operands = sublist_equation(args)
+            eq = parse(text)
+        operands = list(operands)
+        engine.check_operands(eq, operands)
+        if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
+            raise ArgumentError("einc.distributed.einsum(): the result is not differentiable (the all-reduce is "
+                                "not an autograd op); call it under torch.no_grad() or with detached operands")
+        options = Options.of(optimize, memory_limit, select)
+        shapes = [tuple(o.shape) for o in operands]
+        mine = (shapes, [str(o.dtype) for o in operands])
         graph = build(eq, shapes)
     except Exception as e:
         failure = e
+        mine = None
+    if failure is not None and not dist.is_initialized():
+        raise failure               # no process group: no rank waits for this one
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    device = _device(operands, group)
 
-    # The plan: the first rank's choice of path and sliced indices, on every rank.
+    # The plan: the first rank's choice of path and sliced indices, on every rank, with its
+    # operands' shapes and dtypes: a rank whose operands differ fails (a contraction of other
+    # shapes, all-reduced with the others', would be wrong on every rank).
     decision, error = [None], None
     if rank == 0:
         try:
@@ -89,7 +97,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
             decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
                            plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
                            plan.slicing.chunks if plan.slicing else (),
-                           plan.slicing.bound if plan.slicing else slicing.LIVE)
+                           plan.slicing.bound if plan.slicing else slicing.LIVE, mine)
         except Exception as e:      # every rank must hear of it, not wait in the broadcast
             error = e
             decision[0] = f"{type(e).__name__}: {e}"
@@ -98,8 +106,14 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     if isinstance(decision[0], str):
         if error is not None:
             raise error
+        if failure is not None:
+            raise failure
         raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
-    path, indices, planner, name, chunks, bound = decision[0]
+    path, indices, planner, name, chunks, bound, theirs = decision[0]
+    if failure is None and mine != theirs:
+        failure = EincError(f"einc.distributed.einsum(): rank {rank}'s operands (shapes {mine[0]}, dtypes "
+                            f"{mine[1]}) differ from rank 0's (shapes {theirs[0]}, dtypes {theirs[1]}): every "
+                            "rank must pass the same shapes and dtypes")
 
     acc, seconds = None, 0.0
     start = stop = 0
@@ -155,6 +169,17 @@ def _sum(acc, group) -> None:
         acc.copy_(wide)
     else:
         dist.all_reduce(acc, group=group)
+
+
+def _device(operands, group) -> torch.device:
+    """The device of this rank's collectives: its first operand's, else (no tensor to ask)
+    the one the group's backend needs."""
+    first = operands[0] if operands else None
+    if isinstance(first, torch.Tensor):
+        return first.device
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _global_rank(group, rank: int) -> int:

@@ -79,6 +79,29 @@ def _worker(rank, world, port, folder):
             einc.distributed.einsum("ij,jk->ik", a, b, memory_limit=2)
         except Exception as e:
             report["shape_failure"] = f"{type(e).__name__}: {e}"
+        # Rank 1 fails before any collective (its equation, a gradient, other shapes or
+        # dtypes, all fitting their equation): every rank raises, none waits in a collective
+        # until the timeout, none returns a sum of other contractions.
+        one = dist.get_rank() == 1
+        early = {
+            "equation": lambda: einc.distributed.einsum("ij,jk->iz" if one else "ij,jk->ik", torch.ones(4, 5),
+                                                        torch.ones(5, 3), memory_limit=2),
+            "grad": lambda: einc.distributed.einsum("ij,jk->ik", torch.ones(4, 5, requires_grad=one),
+                                                    torch.ones(5, 3), memory_limit=2),
+            "shapes": lambda: einc.distributed.einsum("ij,jk->ik", torch.ones(4, 6 if one else 5),
+                                                      torch.ones(6 if one else 5, 3), memory_limit=2),
+            "dtypes": lambda: einc.distributed.einsum("ij,jk->ik", torch.ones(4, 5, dtype=torch.float64 if one else
+                                                                              torch.float32),
+                                                      torch.ones(5, 3, dtype=torch.float64 if one else torch.float32),
+                                                      memory_limit=2),
+        }
+        report["early"] = {}
+        for name, call in early.items():
+            try:
+                call()
+                report["early"][name] = "returned"
+            except Exception as e:
+                report["early"][name] = f"{type(e).__name__}: {e}"
     finally:
         with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
             json.dump(report, f)
@@ -112,6 +135,10 @@ def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
             assert "ShapeError" in report["shape_failure"]
         else:
             assert "rank 1 of" in report["shape_failure"]
+        for name, got in report["early"].items():
+            want = {"equation": "EquationError", "grad": "not differentiable",
+                    "shapes": "differ from rank 0's", "dtypes": "differ from rank 0's"}[name]
+            assert (want in got) if r == 1 else ("rank 1 of" in got and "every rank raises" in got), (name, r, got)
     # Every slice is contracted exactly once.
     for c in range(len(CASES)):
         spans = [reports[r]["cases"][c]["slices"] for r in range(world)]
