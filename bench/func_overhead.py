@@ -1,12 +1,14 @@
-"""What a torch.func transform costs einc per call, against torch.einsum under the same
-transform: vmap and grad of small contractions, where the fixed cost is the whole story.
+"""What a torch.func transform costs einc per call, against torch.einsum and opt_einsum under
+the same transform: vmap and grad of small contractions, where the fixed cost is the whole story.
 
     python bench/func_overhead.py [--rounds N] [--budget S] [--threads N]
 
-Under any torch.func transform ``einc.einsum`` runs as an ``autograd.Function``
-(``einc/autograd.py``), whose vmap and grad machinery in torch is Python; torch.einsum's
-rules are C++.  Each row times both, interleaved (``einc.benchmark.timing``), and prints
-the medians and the paired ratio with its 95 % interval.
+Under ``vmap`` ``einc.einsum`` runs as an ``autograd.Function`` (``einc/autograd.py``), whose
+vmap machinery in torch is Python; under ``grad`` the torch executor's plan runs as is (its
+ops differentiated by torch), as under plain autograd; torch.einsum's
+rules are C++.  Each row times einc, torch.einsum and opt_einsum's ``contract`` (torch
+backend) under the same transform, interleaved (``einc.benchmark.timing``), and prints the
+medians and the paired ratios with their 95 % intervals.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):                      # run as a script: make `einc` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 from torch.func import grad, vmap  # noqa: E402
 
@@ -25,8 +28,17 @@ import einc  # noqa: E402
 from einc.benchmark.timing import interleaved, ratio_interval  # noqa: E402
 
 
+def _opt_einsum(eq, *ops):
+    """opt_einsum's contract on torch tensors (tensordot and permutes: torch ops, which
+    torch.func transforms as they are)."""
+    return opt_einsum.contract(eq, *ops, backend="torch")
+
+
+METHODS = {"einc": einc.einsum, "torch": torch.einsum, "opt_einsum": _opt_einsum}
+
+
 def rows():
-    """(name, einc callable, torch callable), each already checked against the other."""
+    """(name, {method: callable}), each method's result checked against torch.einsum's."""
     g = torch.Generator().manual_seed(0)
 
     def randn(*shape):
@@ -45,14 +57,15 @@ def rows():
 
             def backward(f, p=p, q=q):
                 return lambda: torch.autograd.grad(f("ij,jk->ik", p, q).sum(), (p, q))
-            mine, theirs = backward(einc.einsum), backward(torch.einsum)
+            fns = {m: backward(f) for m, f in METHODS.items()}
         else:
-            fe, ft = make(einc.einsum), make(torch.einsum)
-            mine, theirs = (lambda fe=fe: fe(*args)), (lambda ft=ft: ft(*args))
-        got, want = mine(), theirs()
-        for u, v in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-            torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
-        yield name, mine, theirs
+            fns = {m: (lambda made=make(f): made(*args)) for m, f in METHODS.items()}
+        want = fns["torch"]()
+        for m, fn in fns.items():
+            got = fn()
+            for u, v in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-4)
+        yield name, fns
 
 
 def main(argv=None) -> int:
@@ -62,13 +75,16 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s); medians, einc/torch [95 % interval]")
-    print("| call | einc µs | torch.einsum µs | einc/torch |\n|---|---:|---:|---:|")
-    for name, mine, theirs in rows():
-        t, _ = interleaved({"einc": mine, "torch": theirs}, args.rounds, args.budget)
+    print(f"torch {torch.__version__}, opt_einsum {opt_einsum.__version__}, {args.threads} thread(s); "
+          "medians, ratios with their 95 % intervals")
+    print("| call | einc µs | torch.einsum µs | opt_einsum µs | einc/torch | einc/opt_einsum |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    for name, fns in rows():
+        t, _ = interleaved(fns, args.rounds, args.budget)
         r, lo, hi = ratio_interval(t["einc"], t["torch"])
+        ro, lo_o, hi_o = ratio_interval(t["einc"], t["opt_einsum"])
         print(f"| {name} | {t['einc'].median * 1e6:.0f} | {t['torch'].median * 1e6:.0f} | "
-              f"{r:.2f} [{lo:.2f}-{hi:.2f}] |")
+              f"{t['opt_einsum'].median * 1e6:.0f} | {r:.2f} [{lo:.2f}-{hi:.2f}] | {ro:.2f} [{lo_o:.2f}-{hi_o:.2f}] |")
     return 0
 
 

@@ -368,9 +368,9 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         elif c.factors and _folded(c.factors) == 1.0:
             scale_on = "nothing (they multiply to 1)"     # (x @ w) * 1000 / 1000: nothing to overflow
         elif c.factors:
+            movable = _on_an_operand(c)
             sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
-            target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if _on_an_operand(c) \
-                else len(operands)
+            target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
             if target < len(operands):
                 operands[target] = _apply(graph, operands[target], c.factors)
                 scale_on = f"operand {target}"
@@ -379,7 +379,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         if scale is None:
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
         if target == len(operands):
-            new = _apply(graph, new, c.factors, fold=_on_an_operand(c))
+            new = _apply(graph, new, c.factors, fold=movable)
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")
     c.out.replace_all_uses_with(new)
     replaced[c.out] = new

@@ -9,7 +9,6 @@ back to the torch executor with one warning: never a crash, never a wrong answer
 
 from __future__ import annotations
 
-
 import torch
 
 from .. import config

@@ -113,10 +113,11 @@ class Runner:
 
     def _exact(self, tensors):
         """``tensors`` in int64 where the call's operands are contracted so
-        (:func:`~einc.runtime.dtypes.in_int64`):
-        a slice's smaller equation would keep torch's narrow dtype (a summed index of size 1
-        there is squeezed, not summed) and wrap before the int64 sum.  Made per slice, so
-        the operands are never copied whole."""
+        (:func:`~einc.runtime.dtypes.in_int64`): a slice's smaller equation would keep
+        torch's narrow dtype (a summed index of size 1 there is squeezed, not summed) and
+        wrap before the int64 sum.  Made per slice and freed with it: the slice's views,
+        and each whole operand the slice reads (copied again for every slice: exact and
+        bounded in memory, not fast; sliced narrow-integer plans are rare)."""
         return widened(tensors) if self.in_int64 else tensors
 
     def accumulator(self, operands):

@@ -28,10 +28,10 @@ import torch
 
 from ..codegen.lower import contiguous
 from ..errors import DtypeError
-from .dtypes import NARROW_INTEGRAL
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
+from .dtypes import NARROW_INTEGRAL
 from .chunked import plan_chunks, plan_sum_chunks
 from .permute_copy import permuted_copy as _permuted_copy
 
