@@ -10,7 +10,10 @@ to run fastest.  The estimate of one call of a sliced plan:
 ``flop_seconds`` and ``step_seconds`` are per executor (:data:`EXECUTOR_COSTS`): the
 fixed cost of one step (Python dispatch, views, allocations, a launch) and the time per
 flop (opt_einsum's count) on the small operands a slice holds; the ``+ 1`` is the
-slice's own work (viewing the operands, adding its part into the result).  Plans are
+slice's own work (viewing the operands, adding its part into the result).  Where a
+summed index is sliced, the flops include those adds (one per element of a slice's
+result, per slice): the sums its steps leave to the slicing, so that a step sliced down
+to a product counts what it did unsliced, not half.  Plans are
 made before the device is known (the plan cache is per device, the plan is not), so the
 slicer weighs the torch executor's figures, the larger per-flop time: on a GPU, where
 flops are cheaper, it may choose more slices than needed, never fewer.

@@ -72,9 +72,32 @@ def test_explain_shows_sliced_indices_slice_count_and_overhead():
     assert s.live > 1
     assert "is less than what must be alive together" in text
     assert s.overhead > 1.0
-    assert info.flops == s.inner.flops * s.num_slices
+    # each slice's steps, and each slice's one-element result added into the accumulator
+    assert info.flops == (s.inner.flops + 1) * s.num_slices
     d = info.to_dict()
     assert d["slicing"]["slices"] == s.num_slices and d["slicing"]["planner"] == "einc"
+
+
+def test_slicing_every_summed_index_counts_the_adds_it_leaves_to_the_accumulator():
+    # Each slice of a 40x40 product sliced everywhere is one multiply; its add into the
+    # result is the sum the step no longer does: the same flops as unsliced, not half.
+    a, b = _operands([(40, 40), (40, 40)])
+    info = einc.explain("ij,jk->ik", a, b, memory_limit=1)
+    s = info.slicing
+    assert s.num_slices == 40 ** 3
+    assert info.flops == s.unsliced_flops == 2 * 40 ** 3 and s.overhead == 1.0
+    assert "Slicing FLOP overhead:  1x" in str(info)
+    # Where slicing i and k alone fits, it is now preferred to slicing the summed j, whose
+    # adds cost (before, j was taken as often as k): windows written, nothing added.
+    for limit in (1600, 2000):
+        info = einc.explain("ij,jk->ik", a, b, optimize=[(0, 1)], memory_limit=limit)
+        assert sorted(info.graph.term(info.slicing.indices)) == ["i", "k"]
+        assert info.flops == info.slicing.unsliced_flops
+    # Where j must be sliced too (400 elements: the step's copies count), its adds are counted
+    info = einc.explain("ij,jk->ik", a, b, optimize=[(0, 1)], memory_limit=400)
+    s = info.slicing
+    assert sorted(info.graph.term(s.indices)) == ["i", "j", "k"]
+    assert info.flops == s.unsliced_flops + s.num_slices * s.inner.steps[-1].size
 
 
 class _Allocations(TorchDispatchMode):
@@ -463,6 +486,24 @@ def test_integer_results_keep_the_unsliced_dtype(eq, dtype):
     assert sliced.dtype == unsliced.dtype and torch.equal(sliced, unsliced)
 
 
+def test_narrow_integers_no_slice_cuts_are_widened_once_per_call(monkeypatch):
+    # ijx,k->ik in int8 has an int64 result (torch sums x and j alone); i sliced: the
+    # k operand, read whole by every slice, is made int64 once per call, not per slice.
+    from einc.runtime import sliced
+    widened, real = [], sliced.widened
+    monkeypatch.setattr(sliced, "widened", lambda ts: widened.extend(t.shape for t in ts if t.dtype != torch.int64)
+                        or real(ts))
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(0, 100, (40, 30, 3), generator=g, dtype=torch.int8)
+    b = torch.randint(0, 100, (20,), generator=g, dtype=torch.int8)
+    info = einc.explain("ijx,k->ik", a, b, memory_limit=400)
+    assert info.graph.term(info.slicing.indices) == "i" and info.slicing.num_slices > 4
+    out = einc.einsum("ijx,k->ik", a, b, memory_limit=400)
+    assert out.dtype == torch.int64 and torch.equal(out, torch.einsum("ijx,k->ik", a.long(), b.long()))
+    assert widened.count((20,)) == 1                                        # was once per slice
+    assert sum(shape[1:] == (30, 3) for shape in widened) == info.slicing.num_slices      # a's slices, each
+
+
 def test_slice_invariant_steps_run_once_per_call(monkeypatch):
     # x is sliced: ab,bc does not hold it, so that step runs once per call, not once per slice.
     from einc.runtime.sliced import Runner
@@ -589,7 +630,9 @@ def test_the_estimate_counts_per_slice_steps_and_hoisted_steps_once():
     assert s.estimate("triton") != s.estimate("torch")
     # the steps holding x split their flops over the slices; those after x is summed repeat per slice
     per_slice = [st for st in plan.steps if 3 not in set().union(*st.inputs)][1:]      # ab,bc (hoisted) aside
-    assert s.flops == s.unsliced_flops + 2 * sum(st.flops for st in per_slice) and s.overhead == s.flops / 6048
+    # and each slice's 3x3 result is added into the accumulator (x is summed)
+    assert s.flops == s.unsliced_flops + 2 * sum(st.flops for st in per_slice) + 3 * 9
+    assert s.overhead == s.flops / 6048
 
 
 def test_max_input_bounds_each_intermediate_as_opt_einsum_does():

@@ -258,6 +258,10 @@ class _Model:
             summed = any(chunks.get(i) != 1 for i in step.summed)
             flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
                 math.prod(counts[i] for i in sliced if i not in self.seen[k])
+        if sliced.difference(self.base.graph.output):
+            # a sliced index is summed: each slice's result is added into the accumulator (the
+            # sums a step leaves to the slicing, one value at a time, are these adds)
+            flops += math.prod(counts.values()) * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
         total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
         return flops, total, fixed, once, per
 

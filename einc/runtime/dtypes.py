@@ -36,8 +36,8 @@ def torch_dtype(dtype, door: str) -> torch.dtype:
 
 # Integer dtypes narrower than int64, and bool.  Where the result is int64, einc contracts
 # them in int64 (:func:`in_int64`: each operand made int64 by the step that reads it, after
-# the sums that promote it anyway, ``torch_executor.step_functions``; per slice in a sliced
-# plan, :func:`widened`), so no step wraps in the narrow dtype before the result's:
+# the sums that promote it anyway, ``torch_executor.step_functions``; in a sliced plan,
+# :func:`widened`, each slice's views per slice and an operand no slice cuts once per call), so no step wraps in the narrow dtype before the result's:
 # torch.einsum promotes only where its path happens to sum an index alone, so with three
 # or more operands its values wrap or not as that path falls (uint8 ``ad,b,a,a,a->``), and
 # a slice's smaller equation may not promote at all.

@@ -115,9 +115,9 @@ class Runner:
         """``tensors`` in int64 where the call's operands are contracted so
         (:func:`~einc.runtime.dtypes.in_int64`): a slice's smaller equation would keep
         torch's narrow dtype (a summed index of size 1 there is squeezed, not summed) and
-        wrap before the int64 sum.  Made per slice and freed with it: the slice's views,
-        and each whole operand the slice reads (copied again for every slice: exact and
-        bounded in memory, not fast; sliced narrow-integer plans are rare)."""
+        wrap before the int64 sum.  A slice's views are widened per slice and freed with
+        it; an operand no slice cuts, once per call (:meth:`add`): it is read whole by
+        every slice, so the copy is alive at each slice's peak either way."""
         return widened(tensors) if self.in_int64 else tensors
 
     def accumulator(self, operands):
@@ -137,6 +137,8 @@ class Runner:
         if start >= stop:
             return
         roots = self.hoisted(operands)
+        if self.in_int64:       # an operand no slice cuts: widened once per call, not once per slice
+            operands = [o if self.operand_dims[v] else widened([o])[0] for v, o in enumerate(operands)]
         s = self.slicing
         estimate = s.seconds * (stop - start) / s.num_slices
         progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
