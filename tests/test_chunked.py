@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
@@ -388,15 +389,54 @@ def test_gradients_of_a_dot_step_take_the_whole_sum(chunks_always, monkeypatch):
     assert asked and not any(asked)
 
 
-def test_half_precision_sums_are_not_added_block_by_block(chunks_always, blocks_cut, monkeypatch):
-    """``ij,ij->`` in bfloat16, cut along a summed index, would add partial sums each
-    rounded to 8 bits: the whole multiply and sum runs instead (torch's sum accumulates
-    in float32 within it), bit for bit; ``bi,bi->b`` cut along its kept index runs in
-    blocks, each row's sum the same bits."""
+def test_half_precision_sums_in_blocks_add_float32_partials(chunks_always, blocks_cut, monkeypatch):
+    """``ij,ij->`` in bfloat16, cut along a summed index: each block's sum is float32 and
+    the total is rounded once, as torch's whole sum accumulates (partial sums added in
+    bfloat16 would each be rounded to 8 bits); ``bi,bi->b`` cut along its kept index runs
+    in blocks, each row's sum the same bits as torch's."""
     g = torch.Generator().manual_seed(5)
     a, b = torch.randn(64, 64, generator=g).bfloat16(), torch.randn(64, 64, generator=g).bfloat16()
-    assert torch.equal(einc.einsum("ij,ij->", a, b), (a * b).sum())
+    exact = (a * b).double().sum()                  # the products, rounded as both round them
+    got = einc.einsum("ij,ij->", a, b)
+    assert got.dtype == torch.bfloat16 and got.shape == ()
+    assert torch.equal(got, exact.float().bfloat16())    # float32 partials: one rounding
     monkeypatch.setattr(chunked, "CHUNK_BYTES", 64 * 2 // torch.get_num_threads())     # a row per block
     einc.cache_clear()
+    assert torch.equal(einc.einsum("ij,ij->", a, b), exact.float().bfloat16())
     assert torch.equal(einc.einsum("bi,bi->b", a, b), (a * b).sum(1))
-    assert blocks_cut["plans"] == 2                 # both planned blocks
+    assert blocks_cut["plans"] == 3                 # all planned blocks
+
+
+class _Largest(TorchDispatchMode):
+    """The most elements any op allocated."""
+
+    def __init__(self):
+        super().__init__()
+        self.most = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            if isinstance(t, torch.Tensor) and t._base is None and not func._schema.is_mutable:
+                self.most = max(self.most, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("eq", ["ij,ij->", "ij,ij->j"])
+def test_a_large_half_precision_sum_makes_no_temporary_the_size_of_an_operand(blocks_cut, dtype, eq):
+    """At the default thresholds (a 17 MiB product): blocks of about 1 MiB, not the whole
+    ``a * b``; as accurate as the whole sum."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3000, 3000, generator=g).to(dtype), torch.randn(3000, 3000, generator=g).to(dtype)
+    einc.cache_clear()
+    einc.einsum(eq, a[:2], b[:2])                   # (plans made outside the count)
+    with _Largest() as seen:
+        out = einc.einsum(eq, a, b)
+    assert blocks_cut["plans"] >= 1
+    assert seen.most * dtype.itemsize <= 4 * chunked.CHUNK_BYTES * torch.get_num_threads()
+    exact = torch.einsum(eq, (a * b).double(), torch.ones_like(b, dtype=torch.float64))
+    whole = (a * b).sum(tuple(range(2 - len(eq.split("->")[1]))))
+    assert out.dtype == dtype and out.shape == exact.shape
+    assert float((out.double() - exact).abs().max()) <= float((whole.double() - exact).abs().max()) + \
+        float(torch.finfo(dtype).eps * exact.abs().max())
