@@ -26,12 +26,26 @@ def _torch_package() -> str:
     return os.path.dirname(os.path.abspath(torch.__file__)) + os.sep if torch is not None else _PACKAGE
 
 
+def _generated() -> tuple[str, ...]:
+    """Where torch's generated code lives: FX graph modules (``<eval_with_key>.N``) and,
+    once inductor was imported, its cache of compiled modules."""
+    found = ("<eval_with_key>",)
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if utils is not None:
+        try:
+            found += (os.path.abspath(utils.cache_dir()) + os.sep,)
+        except Exception:           # (a cache folder it cannot make: no compiled module there)
+            pass
+    return found
+
+
 def warn(message: str, category=RuntimeWarning) -> None:
     """Warn as from the first line outside einc and torch that led here (the caller's:
-    under vmap or torch.compile, torch's own frames stand between), so that
-    ``warnings.filterwarnings(module=...)`` and the once-per-location rule apply to the
-    caller's code, not einc's; where every frame is theirs, the outermost."""
-    inside = (_PACKAGE, _torch_package())
+    under vmap or torch.compile, torch's own frames and the code it generated stand
+    between), so that ``warnings.filterwarnings(module=...)`` and the once-per-location
+    rule apply to the caller's code, not einc's; where every frame is theirs, the
+    outermost."""
+    inside = (_PACKAGE, _torch_package()) + _generated()
     frame, level, last = sys._getframe(1), 2, 2
     while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1

@@ -159,3 +159,23 @@ def test_expression_shape_check():
         expr(A, torch.randn(4, 6))
     with pytest.raises(errors.OperandCountError):
         expr(A)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_warning_under_torch_compile_names_the_callers_file(kernel_device, monkeypatch, tmp_path, backend):
+    """einc's warnings skip einc's, torch's and torch's generated frames (the FX graph's
+    ``<eval_with_key>``, inductor's compiled module: they named those), so a warning from
+    a compiled call names the user's file.  Here: the kernel cache folder under a file,
+    refused when the compiled call loads its kernel."""
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path / "afile" / "sub"))
+    einc.cache_clear()
+
+    def f(a, b):
+        return einc.einsum("ij,jk->ik", a, b) * 2
+    torch._dynamo.reset()
+    a, b = torch.randn(3, 4, device=kernel_device), torch.randn(4, 5, device=kernel_device)
+    with pytest.warns(RuntimeWarning, match="refusing the kernel cache folder") as got:
+        out = torch.compile(f, backend=backend, fullgraph=True)(a, b)
+    torch.testing.assert_close(out, a @ b * 2)
+    assert {w.filename for w in got if "refusing the kernel cache" in str(w.message)} == {__file__}
