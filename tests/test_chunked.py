@@ -390,20 +390,19 @@ def test_gradients_of_a_dot_step_take_the_whole_sum(chunks_always, monkeypatch):
 
 
 def test_half_precision_sums_in_blocks_add_float32_partials(chunks_always, blocks_cut, monkeypatch):
-    """``ij,ij->`` in bfloat16, cut along a summed index: each block's sum is float32 and
-    the total is rounded once, as torch's whole sum accumulates (partial sums added in
-    bfloat16 would each be rounded to 8 bits); ``bi,bi->b`` cut along its kept index runs
-    in blocks, each row's sum the same bits as torch's."""
+    """``ij,ij->`` in bfloat16, cut along a summed index: each block multiplies and sums in
+    float32 and the total is rounded once (partial sums added in bfloat16 would each be
+    rounded to 8 bits); ``bi,bi->b`` cut along its kept index runs in blocks too."""
     g = torch.Generator().manual_seed(5)
     a, b = torch.randn(64, 64, generator=g).bfloat16(), torch.randn(64, 64, generator=g).bfloat16()
-    exact = (a * b).double().sum()                  # the products, rounded as both round them
+    exact = (a.double() * b.double()).sum()          # bfloat16 products are exact in float32
     got = einc.einsum("ij,ij->", a, b)
     assert got.dtype == torch.bfloat16 and got.shape == ()
     assert torch.equal(got, exact.float().bfloat16())    # float32 partials: one rounding
     monkeypatch.setattr(chunked, "CHUNK_BYTES", 64 * 2 // torch.get_num_threads())     # a row per block
     einc.cache_clear()
     assert torch.equal(einc.einsum("ij,ij->", a, b), exact.float().bfloat16())
-    assert torch.equal(einc.einsum("bi,bi->b", a, b), (a * b).sum(1))
+    assert torch.equal(einc.einsum("bi,bi->b", a, b), (a.float() * b.float()).sum(1).bfloat16())
     assert blocks_cut["plans"] == 3                 # all planned blocks
 
 

@@ -253,3 +253,31 @@ def test_an_int64_result_of_narrow_integers_never_wraps(equation, shapes, memory
     assert out.dtype == expected_dtype
     if expected_dtype == torch.int64:
         assert torch.equal(out.cpu(), torch.einsum(equation, *[o.cpu().long() for o in ops])), out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("equation,shapes", [("i,i->", [(2,), (2,)]), ("bi,bi->b", [(3, 2), (3, 2)]),
+                                             ("ij,ij->", [(3, 2), (3, 2)]), ("bi,ib->b", [(3, 2), (2, 3)]),
+                                             ("abc,abcd->d", [(3, 2, 1), (3, 2, 1, 4)])])
+def test_half_precision_multiply_and_sum_multiplies_in_float32(equation, shapes, dtype):
+    """A multiply and sum (a dot step, a few long sums) multiplied float16 operands in
+    float16: 300 * 300 overflowed to inf, and +inf - inf gave NaN where torch.einsum (a
+    matrix product, float32 products) sums to 0; and each product lost the bits the sum
+    needs. Now the products are float32, as in torch's matrix product and einc's kernels."""
+    big = 300.0 if dtype == torch.float16 else 1e19     # (bfloat16 overflows where float32 does)
+    a = torch.full(shapes[0], big, dtype=dtype)
+    b = torch.full(shapes[1], big, dtype=dtype)
+    b.select(-1 if equation != "bi,ib->b" else 0, -1).neg_()           # pairs that cancel
+    if equation == "abc,abcd->d":
+        b = torch.full(shapes[1], big, dtype=dtype)
+        b[:, 1].neg_()
+    want = torch.einsum(equation, a.double(), b.double()).to(dtype)
+    got = einc.einsum(equation, a, b)
+    assert got.dtype == dtype and torch.equal(got, want), (got, want)
+    assert torch.equal(got, torch.einsum(equation, a, b))
+    g = torch.Generator().manual_seed(0)            # and as accurate as torch.einsum on random values
+    x = torch.randn([s * 40 for s in shapes[0]], generator=g).to(dtype)
+    y = torch.randn([s * 40 for s in shapes[1]], generator=g).to(dtype)
+    exact = torch.einsum(equation, x.double(), y.double())
+    err = float((einc.einsum(equation, x, y).double() - exact).abs().max())
+    assert err <= float((torch.einsum(equation, x, y).double() - exact).abs().max()) * 1.01 + 1e-12

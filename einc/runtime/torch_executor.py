@@ -174,7 +174,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False):
         # (against float64, ten to a hundred times the error at that length, in float32).
         full = out + [i for i in ta if i in summed]
         k_dims = tuple(range(len(out), len(full)))
-        core = _binary(_mul_sum(lambda a, b: (a * b).sum(k_dims), full, k_dims, g.sizes, da.itemsize),
+        core = _binary(_mul_sum(lambda a, b: _times(a, b).sum(k_dims), full, k_dims, g.sizes, da),
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
 
@@ -203,11 +203,26 @@ def _tagged(fn, lay, chunked=None):
     return run
 
 
-def _mul_sum(whole, full, k_dims, sizes, itemsize):
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _times(a, b):
+    """``a * b``; in float32 for float16 / bfloat16, as a matrix product multiplies them
+    (torch.einsum's ``bmm``, einc's kernels): a product rounded to float16 may overflow
+    (300 * 300 is inf, and inf - inf NaN where torch sums to 0) or lose the bits the sum needs."""
+    if a.dtype not in _HALF:
+        return a * b
+    return torch.mul(a.float(), b) if a.numel() <= b.numel() else torch.mul(a, b.float())
+
+
+def _mul_sum(whole, full, k_dims, sizes, dtype):
     """``whole(a, b)`` (a multiply and sum over tensors laid along ``full``), a block at a
-    time where the product is large (:func:`einc.runtime.chunked.plan_sum_chunks`)."""
-    chunks = plan_sum_chunks(tuple(sizes[i] for i in full), k_dims, itemsize)
-    return whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+    time where the product is large (:func:`einc.runtime.chunked.plan_sum_chunks`); for
+    float16 / bfloat16 ``whole`` sums float32 products (:func:`_times`), and the result is
+    rounded once, at the end."""
+    chunks = plan_sum_chunks(tuple(sizes[i] for i in full), k_dims, dtype.itemsize)
+    run = whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+    return run if dtype not in _HALF else (lambda a, b: run(a, b).to(dtype))
 
 
 def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
@@ -220,8 +235,8 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
     if _integral(dtype):        # keep the operands' dtype, as torch.einsum's matrix product does
         mul_sum = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
     else:
-        mul_sum = lambda a, b: (a * b).sum(k_dims)  # noqa: E731
-    core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype.itemsize), prep_a,
+        mul_sum = lambda a, b: _times(a, b).sum(k_dims)  # noqa: E731
+    core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype), prep_a,
                    _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
     post = [(lambda x: x.permute(perm_out)) if perm_out else None,
             (lambda x: x.contiguous()) if final else None]
