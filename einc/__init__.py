@@ -27,8 +27,12 @@ __version__ = "0.1.0"
 _API_NAMES = ("einsum", "explain", "shared_intermediates", "count_cached_ops", "cache_info", "cache_clear",
               "set_cache_size")
 _OPT_EINSUM_NAMES = ("contract", "contract_expression", "contract_path", "ContractExpression", "PathInfo")
+# opt_einsum's own, as ``import einc as oe`` code reaches them (``oe.RandomGreedy(...)``,
+# ``oe.paths.greedy``): the very objects, which einc's ``optimize=`` takes.
+_FROM_OPT_EINSUM = ("BranchBound", "DynamicProgramming", "RandomGreedy", "get_symbol", "paths")
 
-__all__ = [*_API_NAMES, *_OPT_EINSUM_NAMES, "EincError", "MemoryLimitError", "Plan", "Step", "__version__"]
+__all__ = [*_API_NAMES, *_OPT_EINSUM_NAMES, *_FROM_OPT_EINSUM, "EincError", "MemoryLimitError", "Plan", "Step",
+           "__version__"]
 
 
 def __getattr__(name: str):
@@ -39,6 +43,9 @@ def __getattr__(name: str):
         globals().update({n: getattr(api, n) for n in _API_NAMES})
         globals().update({n: getattr(oe, n) for n in _OPT_EINSUM_NAMES})
         return globals()[name]
+    if name in _FROM_OPT_EINSUM:
+        value = globals()[name] = getattr(importlib.import_module("opt_einsum"), name)
+        return value
     if not name.startswith("__"):
         # Submodules as attributes (``einc.api``, ``einc.runtime``), as an eager
         # ``__init__`` provided them.

@@ -25,11 +25,15 @@ opt_einsum's door routes its calls through the same functions: :func:`call_optio
 from __future__ import annotations
 
 import functools
+import math
+import numbers
+import operator
 
 import torch
 
 from . import autograd, custom_op, sharing
 from .planner import notation, plan_for, slicing
+from .planner.graph import build
 from .planner.equation import Equation, parse, sublist_equation
 from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
     ShapeError, SizeKeywordError
@@ -437,13 +441,25 @@ def shape_of(x):
     if isinstance(x, torch.Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype")):    # a tensor, an array
         return tuple(x.shape)
     try:
-        shape = tuple(int(s) for s in x)
+        sizes = tuple(x)
     except TypeError:
         raise OperandTypeError(f"expected a tensor or a shape (a sequence of ints), got {type(x).__name__}") \
             from None
+    shape = tuple(_size(s, sizes) for s in sizes)
     if any(s < 0 for s in shape):
         raise ShapeError(f"a shape cannot hold negative sizes: {shape}")
     return shape
+
+
+def _size(s, shape) -> int:
+    """A size of a shape given as numbers: an int (numpy's, a 0-d tensor's, a float such as
+    8.0 that is one), never 8.5 taken as 8."""
+    try:
+        return operator.index(s)
+    except TypeError:
+        if isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and float(s).is_integer():
+            return int(s)
+    raise OperandTypeError(f"a shape's sizes must be whole numbers, got {s!r} in {shape!r}")
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
@@ -471,12 +487,18 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
     options = call_options(optimize, memory_limit, select)
+    engine.check_settings()         # as einsum would: explain describes a run that can happen
     shapes = [shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
     plan = entry.plan if entry is not None else plan_for(eq, shapes, options)
-    types = [x.dtype for x in tensors] if tensors else \
-        [torch.float32 if dtype is None else dtypes.torch_dtype(dtype, "explain()")] * len(shapes)
+    if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
+        plan = plan.renamed(eq.text, build(eq, shapes).names)
+    asked = None if dtype is None else dtypes.torch_dtype(dtype, "explain()")
+    if tensors and asked is not None and any(x.dtype != asked for x in tensors):
+        raise ArgumentError(f"explain(): dtype={asked} describes operands given as shapes; these tensors are "
+                            f"{', '.join(sorted({str(x.dtype) for x in tensors}))} (cast them, or pass shapes)")
+    types = [x.dtype for x in tensors] if tensors else [asked or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import textwrap
 import traceback
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from . import config
 from .errors import ArgumentError, EincError, OperandCountError
@@ -232,9 +232,11 @@ def _dump_suite(args) -> int:
                 print(text)
         return 0
     if out.is_dir():       # dump.write replaces every folder under OUT: only generated ones may be there
-        strays = [c.name for c in out.iterdir() if c.is_dir() and not (c / "plan.txt").is_file()]
+        strays = [c.name for c in out.iterdir()
+                  if c.is_dir() and (c.is_symlink() or not (c / "plan.txt").is_file())]
         if strays:
-            raise ArgumentError(f"{out}/ holds folders that einc did not generate ({', '.join(sorted(strays))}); "
+            raise ArgumentError(f"{out}/ holds folders (or links) that einc did not generate "
+                                f"({', '.join(sorted(strays))}); "
                                 "refusing to replace them: choose an empty or a generated kernels folder")
     dump.write(tree, out)
     print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {out}/ (from {path})")
@@ -266,7 +268,7 @@ def cmd_explain(args) -> int:
         print(named)
     print(plan)
     print()
-    print("Cost of other contraction orders (flops as opt_einsum counts them: a multiply-add is 2):")
+    print("Cost of other contraction orders (flops as opt_einsum counts a step's: a multiply-add is 2):")
     rows = [("order", "flops", "largest intermediate", "einc's speedup")]
     rows.append((f"einc (optimize={plan.optimizer!r})", f"{plan.flops:.4g}", f"{plan.largest_intermediate:.4g}",
                  "1"))
@@ -276,7 +278,7 @@ def cmd_explain(args) -> int:
                      f"{td['largest_intermediate']:.4g}", _x(td["speedup"])))
     rows.append(("left to right", f"{left.flops:.4g}", f"{left.largest_intermediate:.4g}",
                  _x(info["left_to_right"]["speedup"])))
-    rows.append(("naive (one loop nest over all indices)", f"{plan.naive_flops:.4g}", "-",
+    rows.append(("naive (one loop nest over all indices, einc's count)", f"{plan.naive_flops:.4g}", "-",
                  _x(info["naive"]["speedup"])))
     widths = [max(len(r[c]) for r in rows) for c in range(4)]
     for r in rows:
@@ -354,7 +356,7 @@ def cmd_bench(args) -> int:
 
     from .benchmark.suite import find_suite
 
-    if args.no_models and not args.train and not args.dispatch:
+    if args.no_models and not args.train and not args.dispatch:     # (--dispatch says so below)
         raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
     out = None if args.out is None else _output_folder(args.out, "--out")     # before the run, not after it
     if args.threads is not None:
@@ -363,6 +365,12 @@ def cmd_bench(args) -> int:
 
     if args.dispatch:
         from .benchmark import dispatch
+        others = [flag for flag, given in (("--device cuda", args.device != "cpu"), ("--filter", bool(args.filter)),
+                                           ("--budget", args.budget is not None), ("--train", args.train),
+                                           ("--no-models", args.no_models)) if given]
+        if others:
+            raise ArgumentError(f"--dispatch times 4x4 matrix chains on the CPU and takes --rounds, --quick, "
+                                f"--threads and --out, not {', '.join(others)}")
         if out is None:
             try:
                 out = default_out(find_suite(args.suite))
@@ -584,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on a busy machine, seconds to wait for it to quieten; 0: do not wait (default 60)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
-                   help="run the per-call overhead micro-benchmark instead (writes dispatch.md/.csv)")
+                   help="run the per-call overhead micro-benchmark instead: 4x4 matrix chains on the CPU "
+                        "(writes dispatch.md/.csv; takes --rounds, --quick, --threads and --out only)")
     p.add_argument("--train", action="store_true",
                    help="time forward + backward (torch.autograd.grad) instead of forward; writes "
                         "suite_<device>_train.* and models_train.* (see below)")
@@ -622,8 +631,9 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit status (argparse exits 2 itself on bad usage)."""
     parser = build_parser()
     args = parser.parse_args(_equations_first(sys.argv[1:] if argv is None else list(argv)))
-    if getattr(args, "equation", None):
-        args.equation = args.equation.replace("\0", "-", 1)
+    for name, value in vars(args).items():      # unmasked wherever it went: an equation, or a value (-o "->x")
+        if isinstance(value, (str, PurePath)) and str(value).startswith("\0"):
+            setattr(args, name, type(value)("-" + str(value)[1:]))
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from .planner import plan_for
 from .planner.equation import Equation, letter, parse, sublist_equation
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
+from .planner.slicing import linear_path
 from .runtime import dispatch, dtypes
 
 
@@ -52,12 +53,11 @@ class ContractExpression:
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
         self.contraction = _const_einsum_str(eq.text if text is None else text, self.constants)
         self.num_args = len(self._variables)
-        if constants:
-            self._text, self._folded = _fold_constants(plan, constants, options)
-            self._options = options
+        if constants:   # what is left of the planned path, over the operands left
+            self._text, self._folded, path = _fold_constants(plan, constants, options)
         else:   # the planned path, as explicit options: the same plan for every call
-            self._text, self._folded = eq.text, ()
-            self._options = Options.of(plan.path, options.memory_limit, options.select)
+            self._text, self._folded, path = eq.text, (), plan.path
+        self._options = Options.of(path, options.memory_limit, options.select)
         self._eq = parse(self._text)
 
     def __call__(self, *operands, out=None, backend=None):
@@ -109,11 +109,14 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
 
     Returns the equation of what is left -- the variable operands (in order), then the
     constant values still needed, over the graph's indices (ellipses and broadcasting
-    resolved) -- and those constant values.
+    resolved) --, those constant values, and the plan's other steps as a path over them
+    (the path or optimizer the caller gave was for the whole equation: the operands are
+    fewer and in another order).
     """
     g = plan.graph
     values = dict(constants)                # value id -> tensor
     terms = {k: g.inputs[k] for k in range(g.num_operands)}
+    rest = []
     for step in plan.steps:
         terms[step.result] = step.output
         if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
@@ -122,10 +125,12 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
                                                   options.for_gradient())
             for v in step.operands:
                 del values[v]
+        else:
+            rest.append(step)
     variables = [k for k in range(g.num_operands) if k not in constants]
     kept = sorted(values)
     text = ",".join(_letters(terms[v]) for v in variables + kept) + "->" + _letters(g.output)
-    return text, tuple(values[v] for v in kept)
+    return text, tuple(values[v] for v in kept), linear_path(variables + kept, rest) or ((0,),)
 
 
 def _letters(indices) -> str:
@@ -261,7 +266,11 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
         path_info = PathInfo(info, [shape_of(x) for x in args[1:]])
         return path_info.path, path_info
     eq, items = _equation_and_args(args)
-    info = explain(eq.text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+    text = eq.text
+    if not isinstance(args[0], str):    # the interleaved form: its labels lettered as opt_einsum letters them
+        ours = _interleaved_text(args, eq.text)
+        text = ours if ours.isascii() else eq.text      # (past 52 labels opt_einsum's letters are not ASCII)
+    info = explain(text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                    dtype=dtype, device=device)
     path_info = PathInfo(info, [shape_of(x) for x in items])
     return path_info.path, path_info

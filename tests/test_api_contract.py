@@ -357,3 +357,17 @@ def test_contract_path_takes_the_operands_as_one_list():
     want_path, want = einc.contract_path("ij,jk,kl->il", a, b, c)
     assert path == want_path and info.opt_cost == want.opt_cost
     assert einc.contract_path("ij->i", (3, 4))[1].size_dict == {"i": 3, "j": 4}
+
+
+def test_explain_and_contract_path_spell_the_callers_letters_after_an_equal_equation_ran():
+    """The plan cache keys on the canonical equation: a plan cached for ``ij,jk,kl->il``
+    serves ``ab,bc,cd->ad`` too, and explain and contract_path showed its letters."""
+    a, b, c = torch.randn(4, 5), torch.randn(5, 6), torch.randn(6, 3)
+    einc.einsum("ij,jk,kl->il", a, b, c)
+    info = einc.explain("ab,bc,cd->ad", a, b, c)
+    assert info.plan.equation == "ab,bc,cd->ad" and "Complete contraction:  ab,bc,cd->ad" in str(info)
+    assert {info.plan.describe(s) for s in info.plan.steps} <= {"bc,cd->bd", "ab,bd->ad", "ab,bc->ac", "ac,cd->ad"}
+    _, path_info = einc.contract_path("ab,bc,cd->ad", a, b, c)
+    assert path_info.eq == "ab,bc,cd->ad" and path_info.size_dict == {"a": 4, "b": 5, "c": 6, "d": 3}
+    _, path_info = einc.contract_path(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3])     # opt_einsum's letters
+    assert path_info.eq == "ab,bc,cd->ad"

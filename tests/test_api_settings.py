@@ -202,3 +202,19 @@ def test_out_errors_under_fullgraph_are_einc_messages():
             torch.compile(f, fullgraph=True, backend="eager")(*grad_ops, out)
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES"])
+def test_explain_refuses_a_bad_setting_as_einsum_does(monkeypatch, name):
+    """explain plans a key as einsum does, so a bad value of a setting planning reads is
+    refused by both (explain printed a plan for a call einsum refuses)."""
+    from einc.errors import ConfigError
+    a, b, c = torch.randn(4, 3), torch.randn(3, 5), torch.randn(5, 2)
+    einc.cache_clear()
+    monkeypatch.setenv(name, "bogus")
+    with pytest.raises(ConfigError, match=name):
+        einc.einsum("ij,jk,kl->il", a, b, c)
+    with pytest.raises(ConfigError, match=name):
+        einc.explain("ij,jk,kl->il", a, b, c)
+    with pytest.raises(ConfigError, match=name):
+        einc.explain("ij,jk,kl->il", (4, 3), (3, 5), (5, 2))

@@ -293,7 +293,7 @@ def test_explain_prints_the_cost_table(capsys):
     assert main(["explain", "ij,jk,kl->il", "--shapes", "64x8,8x64,64x8"]) == 0
     out = capsys.readouterr().out
     assert "backend" in out and "torch.einsum default (opt_einsum 'auto'" in out
-    assert "left to right" in out and "naive (one loop nest over all indices)" in out
+    assert "left to right" in out and "naive (one loop nest over all indices, einc's count)" in out
 
 
 def test_explain_json(capsys):
@@ -539,3 +539,99 @@ def test_an_output_that_names_a_file_is_refused(tmp_path, capsys):
 def test_dir_of_the_package_shows_only_public_names():
     import einc
     assert dir(einc) == sorted(einc.__all__) and "importlib" not in dir(einc)
+
+
+# ----------------------------------------------------------------------- hand-written suites and odd arguments
+
+def _suite(tmp_path, *workloads) -> str:
+    path = tmp_path / "suite.json"
+    path.write_text(json.dumps({"workloads": [
+        {"category": "c", "equation": "ij,jk->ik",
+         "variants": {"gpu": {"shapes": [[2, 3], [3, 5]], "dtype": "float32"},
+                      "cpu": {"shapes": [[2, 3], [3, 5]], "dtype": "float32"}}, **w} for w in workloads]}))
+    return str(path)
+
+
+@pytest.mark.parametrize("workloads, message", [
+    ([{"id": "{tmp}/abs"}], "workload id '{tmp}/abs' is not a plain name"),
+    ([{"id": "../../escape"}], "workload id '../../escape' is not a plain name"),
+    ([{"id": "classic_matmul"}], "workload id 'classic_matmul' is not a plain name"),
+    ([{"id": "twice"}, {"id": "twice"}], "workload id 'twice' is given twice"),
+    ([{"id": "f32", "variants": {"gpu": {"shapes": [[2, 3], [3, 5]], "dtype": "f32"}}}],
+     "variant 'gpu': dtype 'f32' is not one of"),
+])
+@pytest.mark.parametrize("command", ["dump", "bench"])
+def test_a_suite_whose_ids_or_dtypes_are_not_plain_is_refused(tmp_path, capsys, workloads, message, command):
+    """An id names a folder of `einc dump --suite -o OUT`: '/tmp/abs' and '../..' wrote outside
+    OUT, 'classic_matmul' was silently replaced by the classic; a dtype 'f32' was skipped."""
+    workloads = [dict(w, id=w["id"].replace("{tmp}", str(tmp_path))) for w in workloads]
+    message = message.replace("{tmp}", str(tmp_path))
+    argv = ["dump", "--suite", _suite(tmp_path, *workloads), "-o", str(tmp_path / "out")] if command == "dump" else \
+        ["bench", "--suite", _suite(tmp_path, *workloads), "--quick", "--rounds", "1", "--out", str(tmp_path / "b")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err.splitlines()[0] and "Traceback" not in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "abs").exists()
+
+
+def test_dump_suite_refuses_a_linked_folder_in_its_output(tmp_path, capsys):
+    """A link to a folder holding a plan.txt passed the check; writing then failed on it
+    ('Cannot call rmtree on a symbolic link', exit 1) with the folder half-deleted."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    assert main(["dump", "--suite", str(SUITE), "-o", str(out)]) == 0
+    elsewhere.mkdir()
+    (elsewhere / "plan.txt").write_text("keep me")
+    (out / "link").symlink_to(elsewhere)
+    before = tree_of(out)
+    capsys.readouterr()
+    assert main(["dump", "--suite", str(SUITE), "-o", str(out)]) == 2
+    assert "link" in capsys.readouterr().err
+    assert tree_of(out) == before and (elsewhere / "plan.txt").read_text() == "keep me"
+
+
+def test_bench_reports_a_bad_suite_equation_per_workload_and_runs_a_0d_operand(tmp_path, capsys):
+    """A suite equation torch.einsum refuses is that workload's error, not 'internal error'
+    (exit 1); a 0-d operand ('shapes': [[]]) was never made (torch.randn(*[]))."""
+    path = _suite(tmp_path, {"id": "bad", "equation": "ij,jk->iz"},
+                  {"id": "scalar", "equation": "->", "variants": {"cpu": {"shapes": [[]], "dtype": "float32"}}},
+                  {"id": "ints", "equation": "ij,jk->ik",
+                   "variants": {"cpu": {"shapes": [[2, 3], [3, 5]], "dtype": "int64"}}})
+    code = main(["bench", "--suite", path, "--quick", "--rounds", "1", "--budget", "0.05", "--wait", "0",
+                 "--no-chart", "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Traceback" not in err
+    assert "bad: torch: ERROR" in err
+    assert "!!! scalar" not in err and "!!! ints" not in err        # made and checked
+    assert code == 1                # a workload failed: reported, the others timed
+    markdown = next((tmp_path / "b").glob("*.md")).read_text()
+    assert "budget 0.05 s/workload" in markdown
+
+
+def test_an_output_folder_starting_with_a_dash_and_holding_an_arrow(tmp_path, capsys, monkeypatch):
+    """The mask that lets an equation start with '-' ('->') also caught -o '->x': 'embedded null byte'."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["dump", "ij->", "--shapes", "3x4", "-o", "->x"]) == 0
+    assert (tmp_path / "->x" / "plan.txt").is_file()
+    assert main(["explain", "->", "--shapes", "()", "--json"]) == 0
+
+
+@pytest.mark.parametrize("extra", [["--device", "cuda"], ["--filter", "x"], ["--budget", "1"], ["--train"]])
+def test_bench_dispatch_refuses_the_options_it_does_not_take(extra, capsys):
+    """It ignored them: --device cuda timed the CPU and exited 0."""
+    assert main(["bench", "--dispatch", "--quick", *extra]) == 2
+    assert f"not {' '.join(extra[:1])}" in capsys.readouterr().err
+
+
+def test_explain_refuses_sizes_that_are_not_whole_and_a_dtype_the_tensors_lack():
+    """(64, 8.5) was planned as 8; dtype= beside tensors was ignored."""
+    import torch
+
+    import einc
+    from einc.errors import ArgumentError, OperandTypeError
+    with pytest.raises(OperandTypeError, match=r"whole numbers, got 8.5 in \(64, 8.5\)"):
+        einc.explain("ij,jk->ik", (64, 8.5), (8.5, 64))
+    assert einc.explain("ij,jk->ik", (64, 8.0), (8, 64)).plan.flops == 2 * 64 * 8 * 64
+    a = torch.randn(3, 4)
+    with pytest.raises(ArgumentError, match="dtype=torch.float16 describes operands given as shapes"):
+        einc.explain("ij,jk->ik", a, a.T, dtype=torch.float16)
+    assert einc.explain("ij,jk->ik", a, a.T, dtype=torch.float32).plan.flops == 72

@@ -34,6 +34,36 @@ results["backend"] = oe.contract("ij,jk->ik", a, b, backend="torch")
 results["ellipsis"] = oe.contract("...ij,jk->...ik", batch, b)
 results["hadamard"] = oe.contract("ij,ij,ij->ij", a, a, a)
 
+# opt_einsum's optimizer objects through the module, an unhashable one (a @dataclass), a path
+# as a numpy array, a Decimal limit (opt_einsum's type hints), 'max_input' on an outer product
+import dataclasses
+import decimal
+
+@dataclasses.dataclass
+class Greedy(oe.paths.PathOptimizer):
+    cost_fn: str = "memory-removed"
+
+    def __call__(self, inputs, output, size_dict, memory_limit=None):
+        return oe.paths.greedy(inputs, output, size_dict, memory_limit, cost_fn=self.cost_fn)
+
+results["random_greedy_object"] = oe.contract("ij,jk,kl->il", a, b, c, optimize=oe.RandomGreedy(max_repeats=4))
+results["dp_object"] = oe.contract_path("ij,jk,kl,lm->im", a, b, c, d, optimize=oe.DynamicProgramming())[0]
+results["dataclass_optimizer"] = oe.contract_path("ij,jk,kl,lm->im", a, b, c, d, optimize=Greedy())[0]
+results["dataclass_optimizer_result"] = oe.contract("ij,jk,kl,lm->im", a, b, c, d, optimize=Greedy())
+results["ndarray_path"] = oe.contract("ij,jk,kl->il", a, b, c, optimize=np.array([[1, 2], [0, 1]]))
+results["decimal_limit"] = oe.contract("ij,jk,kl->il", a, b, c, memory_limit=decimal.Decimal(30))
+results["symbol"] = oe.get_symbol(30)
+x = torch.randn(16, dtype=torch.float64)
+results["max_input_outer"] = oe.contract_path("i,j,k->ijk", x, x, x, memory_limit="max_input")[0]
+
+# constants with an explicit path (written for the whole equation) and with an optimizer object
+const_path = oe.contract_expression("ij,jk,kl,lm->im", a, b, (6, 3), (3, 4), constants=[0, 1],
+                                    optimize=[(0, 1), (0, 1), (0, 1)])
+results["constants_path"] = const_path(c, d)
+const_rg = oe.contract_expression("ij,jk,kl,lm->im", (4, 5), b, (6, 3), d, constants=[1, 3],
+                                  optimize=oe.RandomGreedy(max_repeats=4))
+results["constants_random_greedy"] = const_rg(a, c)
+
 # out=: written in place and returned
 out = torch.empty(4, 4, dtype=torch.float64)
 returned = oe.contract("ij,jk,kl,lm->im", a, b, c, d, out=out)
@@ -55,6 +85,11 @@ results["shapes"] = [tuple(s) for s in info.shapes]
 results["input_subscripts"] = info.input_subscripts
 results["output_subscript"] = info.output_subscript
 results["indices"] = sorted(info.indices)
+# the interleaved form's PathInfo: opt_einsum's letters
+path, info = oe.contract_path(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3])
+results["interleaved_eq"] = info.eq
+results["interleaved_size_dict"] = dict(info.size_dict)
+results["interleaved_path"] = path
 results["info_printable"] = "Optimized FLOP count" in str(info)
 path, info = oe.contract_path("ij,jk,kl->il", (4, 5), (5, 6), (6, 3), shapes=True)
 results["shapes_path"] = path

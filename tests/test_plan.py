@@ -10,6 +10,8 @@ import torch
 import einc
 from einc.planner.equation import parse
 from einc.planner.graph import build
+from einc.planner import plan_for
+from einc.planner.options import Options
 from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
 
 
@@ -77,10 +79,13 @@ def test_memory_limit_is_honoured():
     eq = "ab,cd,ef->abcdef"
     limited = einc.explain(eq, *shapes, memory_limit=100, optimize="greedy")
     assert limited.path == ((0, 1, 2),)
-    # "max_input": opt_einsum's bound, each intermediate at most the largest operand's size (100)
-    info = einc.explain(eq, *shapes, memory_limit="max_input")
-    assert info.slicing.memory_limit == 100 and info.slicing.bound == "intermediate"
-    assert info.largest_intermediate <= 100 < info.slicing.unsliced_largest
+    # "max_input": opt_einsum's bound, each intermediate at most the largest operand's or the
+    # output's size: 10^6 here (no slicing); 1000 for a tetrahedron of 10x10x10 tensors,
+    # whose every order makes an intermediate of 10^4
+    assert einc.explain(eq, *shapes, memory_limit="max_input").slicing is None
+    info = einc.explain("abc,ade,bdf,cef->", *[(10, 10, 10)] * 4, memory_limit="max_input")
+    assert info.slicing.memory_limit == 1000 and info.slicing.bound == "intermediate"
+    assert info.largest_intermediate <= 1000 < info.slicing.unsliced_largest
     # a number: einc's live bound, what is alive at once (step copies included)
     info = einc.explain(eq, *shapes, memory_limit=100)
     assert info.slicing.bound == "live" and info.slicing.live <= 100 < info.slicing.unsliced_live
@@ -156,3 +161,17 @@ def test_true_and_one_are_not_the_same_argument():
     for invalid in [dict(memory_limit=True), dict(memory_limit=False), dict(optimize=1), dict(optimize=0)]:
         with pytest.raises(PathError):
             einc.einsum("ij,jk,kl->il", a, b, c, **invalid)
+
+
+@pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", "branch-2", "random-greedy"])
+def test_an_empty_kept_index_is_planned_as_size_one_not_left_to_right(optimize):
+    """``ij,jk,kl->il`` with l = 0: every order costs 0 flops, so a size 0 was planned left
+    to right, whose first step is an n x n outer product of the other operands (10^10
+    elements at n = 10^5, from 0.8 MB of operands); torch's order touches the empty one."""
+    n = 100_000
+    plan = plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 0)], Options.of(optimize))
+    assert plan.largest_intermediate == 0 and plan.flops == 0
+    assert plan.path == plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 1)], Options.of(optimize)).path
+    a, b, c = torch.randn(300, 1), torch.randn(1, 300), torch.randn(300, 0)
+    out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize)
+    assert out.shape == (300, 0) and out.dtype == torch.float32

@@ -811,5 +811,31 @@ def test_a_max_input_refusal_names_max_input():
     live = slicecost.refusal(SimpleNamespace(bound="live", **costly))
     given = slicecost.refusal(SimpleNamespace(bound="intermediate", **costly))
     assert live.startswith("memory_limit=200 elements is met only by 40000 slices")
-    assert given.startswith("memory_limit='max_input' (each intermediate within the largest operand, 200 elements) "
+    assert given.startswith("memory_limit='max_input' (each intermediate within the largest operand or the output, "
+                            "200 elements) "
                             "is met only by 40000 slices")
+
+
+@pytest.mark.parametrize("eq,shapes", [("i,j,k->ijk", [(16,), (16,), (16,)]), ("bi,bj,bk->bijk", [(32, 8)] * 3),
+                                       ("ii,ij,jk->k", [(6, 6), (6, 3), (3, 2)]), ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
+def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shapes):
+    """opt_einsum's 'max_input' is the largest of the operands' and the output's sizes (a
+    repeated index counted as often as it appears): einc's was the operands' alone (``ii``
+    as n), so an outer product was cut into 256 slices (n=16; a MemoryLimitError from
+    n=160) where opt_einsum runs one contraction."""
+    import opt_einsum as oe
+    ops = _operands(shapes)
+    info = einc.explain(eq, *ops, memory_limit="max_input")
+    assert info.slicing is None             # a path keeps every intermediate within it
+    assert_close(einc.einsum(eq, *ops, memory_limit="max_input"), reference(eq, *ops), torch.float64)
+    seen = []
+
+    class Recording(oe.paths.PathOptimizer):
+        def __call__(self, inputs, output, size_dict, memory_limit=None):
+            seen.append(memory_limit)
+            return oe.paths.greedy(inputs, output, size_dict, memory_limit)
+    optimizer = Recording()
+    _, theirs = oe.contract_path(eq, *ops, optimize=optimizer, memory_limit="max_input")
+    einc.einsum(eq, *ops, optimize=optimizer, memory_limit="max_input")
+    assert len(seen) == 2 and seen[1] == seen[0] == max([o.numel() for o in ops] + [math.prod(
+        info.graph.sizes[i] for i in info.graph.output)])

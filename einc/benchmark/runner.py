@@ -76,9 +76,12 @@ def methods(eq: str, ops, call=forward_call) -> dict:
     fns = {"torch": call(torch_einsum, eq, ops),
            "opt_einsum": call(opt_einsum.contract, eq, ops, backend="torch"),
            "einc": call(einc.einsum, eq, ops)}
-    with torch.no_grad():
-        if not torch_einsum(eq, *ops).is_contiguous():
-            fns[CONTIGUOUS] = call(_contiguous_einsum, eq, ops)
+    try:
+        with torch.no_grad():
+            if not torch_einsum(eq, *ops).is_contiguous():
+                fns[CONTIGUOUS] = call(_contiguous_einsum, eq, ops)
+    except Exception:               # noqa: BLE001 -- torch.einsum's own call reports it (bench_workload)
+        pass
     return fns
 
 
@@ -99,7 +102,12 @@ def operands(w: dict, device: str = "cpu", variant: str | None = None, seed: int
     v = w["variants"][variant or variant_name(device)]
     torch.manual_seed(seed)
     dtype = getattr(torch, v["dtype"])
-    ops = [torch.randn(*s, dtype=dtype, device=device) for s in v["shapes"]]
+    if dtype.is_floating_point or dtype.is_complex:
+        ops = [torch.randn(tuple(s), dtype=dtype, device=device) for s in v["shapes"]]
+    else:                           # integers and bool: small values (-3..3; bool 0 or 1)
+        low = 0 if dtype in (torch.bool, torch.uint8) else -3
+        ops = [torch.randint(low, 2 if dtype == torch.bool else 4, tuple(s), device=device).to(dtype)
+               for s in v["shapes"]]
     return in_range(w["equation"], ops) if w["category"] == "tensor_network" else ops
 
 
@@ -398,7 +406,7 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     extra_header = [
         f"timed: {mode.timed}",
         f"timing: median over rounds of per-call time; {opts.rounds} rounds requested, "
-        f"budget {opts.budget:.1f} s/workload (min {opts.min_rounds} rounds), batches ≥ 2 ms, "
+        f"budget {opts.budget:g} s/workload (min {opts.min_rounds} rounds), batches ≥ 2 ms, "
         f"methods interleaved in shuffled order; warm-up call untimed"
         + ("; CUDA synchronized before and after each batch" if gpu else "")]
     if roofline:
@@ -756,7 +764,7 @@ def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=Fa
         "randn of the output's shape, seed 1; no .grad accumulated); eager = the module as written; "
         "inductor = torch.compile(model); einc = torch.compile(model, backend=\"einc\") (einc's FX pass, "
         "then inductor, which also compiles the backward)",
-        f"timing: median over up to {opts.rounds} rounds (budget {opts.budget:.1f} s/model, min "
+        f"timing: median over up to {opts.rounds} rounds (budget {opts.budget:g} s/model, min "
         f"{opts.min_rounds} rounds) of per-call time, batches ≥ 2 ms, methods interleaved in shuffled order; "
         "the first (compiling) call is untimed and checked: output and parameter gradients against eager's "
         "(float32 tolerances of the suite)",

@@ -13,8 +13,10 @@ Each workload has an ``id``, a ``category``, an ``equation`` and two variants,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from ..codegen.ir import DTYPE_NAMES
 from ..errors import ArgumentError
 
 SUITE_NAME = Path("bench") / "suite.json"
@@ -52,11 +54,28 @@ def load(path) -> dict:
     workloads = suite.get("workloads") if isinstance(suite, dict) else None
     if not isinstance(workloads, list):
         raise ArgumentError(f"{path} is not a workload suite: it has no 'workloads' list")
+    seen = set()
     for w in workloads:
         missing = [k for k in ("id", "category", "equation", "variants") if k not in w]
         if missing:
             raise ArgumentError(f"{path}: workload {w.get('id', '?')!r} lacks {', '.join(missing)}")
+        # an id names a folder (einc dump --suite) and rows: a plain name, once, none of dump's own
+        if not isinstance(w["id"], str) or not _ID.fullmatch(w["id"]) or w["id"].startswith("classic_"):
+            raise ArgumentError(f"{path}: workload id {w['id']!r} is not a plain name (letters, digits, '_', "
+                                "'.' and '-', not starting with '.' or 'classic_')")
+        if w["id"] in seen:
+            raise ArgumentError(f"{path}: workload id {w['id']!r} is given twice")
+        seen.add(w["id"])
+        variants = w["variants"] if isinstance(w["variants"], dict) else {}
+        for name, v in variants.items():
+            dtype = v.get("dtype") if isinstance(v, dict) else None
+            if dtype not in DTYPE_NAMES:
+                raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r}: dtype {dtype!r} is not one "
+                                    f"of {', '.join(DTYPE_NAMES)}")
     return suite
+
+
+_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def variant_name(device: str) -> str:

@@ -10,6 +10,7 @@ equation).  Pure Python: opt_einsum is the only import beyond the standard libra
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
 import numbers
@@ -72,9 +73,14 @@ class Options:
                 _by_value.clear()
                 INTERNED.clear()
                 _by_value[(AUTO, None, None)] = DEFAULT
-            options = _by_value.get((optimize_n, limit, select))
+            try:
+                hash(optimize_n)
+                value = optimize_n
+            except TypeError:       # an optimizer object without a hash (a @dataclass): by identity,
+                value = ("object", id(optimize_n))       # alive as long as its Options here holds it
+            options = _by_value.get((value, limit, select))
             if options is None:
-                options = _by_value[(optimize_n, limit, select)] = Options(optimize_n, limit, name, select)
+                options = _by_value[(value, limit, select)] = Options(optimize_n, limit, name, select)
             try:
                 if len(INTERNED) >= _MAX_INTERNED:
                     INTERNED.clear()
@@ -125,7 +131,17 @@ DEFAULT = Options(AUTO, None, AUTO)     # einsum's default, the same object for 
 _by_value[(AUTO, None, None)] = DEFAULT
 
 
+def _arrays_as_lists(optimize):
+    """A path given as a numpy array (or as a list of them), as opt_einsum takes it: lists."""
+    if getattr(optimize, "ndim", 0) >= 1 and hasattr(optimize, "tolist"):
+        return optimize.tolist()
+    if isinstance(optimize, (list, tuple)):
+        return [p.tolist() if getattr(p, "ndim", 0) >= 1 and hasattr(p, "tolist") else p for p in optimize]
+    return optimize
+
+
 def _normalize_optimize(optimize):
+    optimize = _arrays_as_lists(optimize)
     if optimize is True or optimize == AUTO:
         return AUTO, AUTO
     if optimize is False or optimize is None:
@@ -158,6 +174,9 @@ def _normalize_optimize(optimize):
 def _normalize_memory_limit(memory_limit):
     if memory_limit is None or memory_limit == "max_input":
         return memory_limit
+    if isinstance(memory_limit, decimal.Decimal):      # in opt_einsum's type hints
+        whole = memory_limit.is_finite() and memory_limit == memory_limit.to_integral_value()
+        memory_limit = int(memory_limit) if whole else float(memory_limit)
     if isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real):   # numpy's numbers too
         raise PathError(f"einsum(): memory_limit must be None, a number of elements or 'max_input', "
                         f"got {memory_limit!r}")
@@ -226,6 +245,7 @@ def torch_optimize(enabled, strategy):
 def encode(optimize, memory_limit) -> tuple[str, str]:
     """``optimize`` and ``memory_limit`` as the custom op's strings.  Plain code that dynamo
     traces under torch.compile; validation happens when the op decodes them."""
+    optimize = _arrays_as_lists(optimize)
     if isinstance(optimize, str):
         text = optimize
     elif optimize is True:

@@ -15,7 +15,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import opt_einsum
 
@@ -81,6 +81,11 @@ class Plan:
         g = self.graph
         out = set(g.output)
         return next((g.names[i] for t in g.inputs for i in t if g.sizes[i] == 0 and i not in out), None)
+
+    def renamed(self, equation: str, names) -> Plan:
+        """This plan for ``equation``, equal to its own but for the letters (the same
+        canonical form: the plan cache's key), whose graph names its indices ``names``."""
+        return replace(self, equation=equation, graph=replace(self.graph, names=tuple(names)))
 
     def describe(self, step: Step) -> str:
         """``'ij,jk->ik'`` for a step, in the graph's index names."""
@@ -148,8 +153,7 @@ def _path(graph: ContractionGraph, options: Options):
     n = graph.num_operands
     if n == 1:
         return ((0,),), None
-    if path == LEFT_TO_RIGHT or (fn is not None and 0 in graph.sizes):
-        # All costs are zero when a size is 0; any order will do.
+    if path == LEFT_TO_RIGHT:
         return left_to_right(n), None
     if path is not None:
         return path, None
@@ -169,7 +173,11 @@ def _path(graph: ContractionGraph, options: Options):
         # and the path are too.
         inputs = [set(term) for term in graph.inputs]
         output = set(graph.output)
-        size_dict = dict(enumerate(graph.sizes))
+        # A size 0 weighed as 1: every cost holding it is 0, so the searches would take any
+        # order, and left to right may build a large product of the other operands only to
+        # meet the empty one (ij,jk,kl->il with l=0: an n x n intermediate); as 1, the order
+        # is that of the same network with the index of size 1, whose costs bound these.
+        size_dict = {i: s or 1 for i, s in enumerate(graph.sizes)}
     else:
         # A caller's optimizer gets what opt_einsum gives one: frozensets of one-letter
         # labels, and sizes by label.
@@ -178,7 +186,7 @@ def _path(graph: ContractionGraph, options: Options):
         size_dict = {opt_einsum.get_symbol(i): s for i, s in enumerate(graph.sizes)}
     memory_limit = options.memory_limit
     if memory_limit == "max_input":
-        memory_limit = max(math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs)
+        memory_limit = max_input(graph)
     path = tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
     if key is not None:
         with _PATHS_LOCK:
@@ -186,6 +194,12 @@ def _path(graph: ContractionGraph, options: Options):
             while len(_PATHS) > PATH_CACHE_SIZE:
                 _PATHS.popitem(last=False)
     return path, None
+
+
+def max_input(graph: ContractionGraph) -> int:
+    """``memory_limit="max_input"`` in elements, as opt_einsum counts it: the largest of the
+    operands and the output (each term's size, a repeated index as often as it appears)."""
+    return max(math.prod(graph.sizes[i] for i in t) for t in (*graph.inputs, graph.output))
 
 
 def left_to_right(n: int) -> tuple:

@@ -27,8 +27,8 @@ with each index behind the peak sliced to one element cannot be met: slicing sto
 and ``explain`` shows the peak that remains.
 
 Two kinds of bound (``Slicing.bound``): a number is the *live* bound above; ``"max_input"``
-has opt_einsum's meaning, each intermediate alone at most the largest operand (no
-copies, nothing summed over what is alive together): a path that keeps to it runs
+has opt_einsum's meaning, each intermediate alone at most the largest operand or the
+output (no copies, nothing summed over what is alive together): a path that keeps to it runs
 unsliced, else the slicing meets that per-intermediate bound.
 
 Who chooses what to slice:
@@ -62,7 +62,7 @@ from .equation import letter
 from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .options import AUTO, COTENGRA, Options
-from .plan import Plan, build_plan, flop_count
+from .plan import Plan, build_plan, flop_count, max_input
 
 _INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
 
@@ -134,9 +134,9 @@ def is_cotengra(optimize) -> bool:
 
 
 def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
-    """The limit in elements (``"max_input"``: the largest operand's size)."""
+    """The limit in elements (``"max_input"``: opt_einsum's, :func:`~einc.planner.plan.max_input`)."""
     if memory_limit == "max_input":
-        return max((math.prod(graph.sizes[i] for i in set(t)) for t in graph.inputs), default=1)
+        return max_input(graph)
     return memory_limit                 # (checked by Options: None, or at least 1)
 
 

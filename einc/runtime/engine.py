@@ -143,10 +143,17 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
                                 widen=dtypes.in_int64([o.dtype for o in operands], result_dtype))
 
 
+def check_settings() -> None:
+    """Raise ConfigError for a bad value of a setting planning reads (``EINC_NEW_SHAPES``,
+    ``EINC_SELECT``, ``EINC_SLICE_OVERHEAD``): when a key is planned -- or explained --, not
+    when a rare path first reads it."""
+    for setting in (config.new_shapes, config.select, config.slice_overhead):
+        setting()
+
+
 def _compile(eq: Equation, operands, options: Options, key) -> Entry:
     check_operands(eq, operands)
-    for setting in (config.new_shapes, config.select, config.slice_overhead):
-        setting()       # a bad value is reported when a key is planned, not when a rare path first reads it
+    check_settings()
     plan = plan_for(eq, [o.shape for o in operands], options)
     built = entry_for(eq, plan, operands, options)
     if built.backend == "torch":    # generated kernels are what a kernel entry is for: plan them
@@ -215,5 +222,5 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_count", "plan_for", "entry_for", "register",
-           "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
+__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_settings", "check_count",
+           "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
