@@ -32,7 +32,9 @@ def _plan_every_shape(monkeypatch):
 @pytest.fixture
 def chunks_always(monkeypatch):
     """Every permuted last product cut, in chunks of 64 bytes per thread."""
+    from einc.runtime import torch_executor
     monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    monkeypatch.setattr(torch_executor, "HALF_MIN_BYTES", 0)
     monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
     einc.cache_clear()
     yield

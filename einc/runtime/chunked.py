@@ -194,14 +194,15 @@ def _l2_bytes(index: int) -> int:
     return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)
 
 
-def plan_sum_chunks(shape, k_dims, itemsize):
+def plan_sum_chunks(shape, k_dims, itemsize, min_bytes=None):
     """``fn(a, b, whole)``: ``whole(a, b)``, the sum over the dimensions ``k_dims`` of
-    ``a * b`` (tensors that broadcast to ``shape``), a block of ``shape`` at a time where
-    that applies: each block's product and sum, its sum copied into (or, for a later
-    block of the same outputs, added to) the result.  None where no product of this
-    size is ever cut."""
+    ``a * b`` (tensors that broadcast to ``shape``, whose product has elements of
+    ``itemsize`` bytes), a block of ``shape`` at a time where that applies: each block's
+    product and sum, its sum copied into (or, for a later block of the same outputs,
+    added to) the result.  None where no product of this size (``min_bytes`` or more) is
+    ever cut (default :data:`MIN_BYTES`)."""
     total = math.prod(shape)
-    if not total or total * itemsize < MIN_BYTES:
+    if not total or total * itemsize < (MIN_BYTES if min_bytes is None else min_bytes):
         return None
     kept = [d for d in range(len(shape)) if d not in k_dims]
     kept_shape = tuple(shape[d] for d in kept)
