@@ -490,9 +490,9 @@ def test_narrow_integers_no_slice_cuts_are_widened_once_per_call(monkeypatch):
     # ijx,k->ik in int8 has an int64 result (torch sums x and j alone); i sliced: the
     # k operand, read whole by every slice, is made int64 once per call, not per slice.
     from einc.runtime import sliced
-    widened, real = [], sliced.widened
-    monkeypatch.setattr(sliced, "widened", lambda ts: widened.extend(t.shape for t in ts if t.dtype != torch.int64)
-                        or real(ts))
+    widened, real = [], sliced.Runner._exact
+    monkeypatch.setattr(sliced.Runner, "_exact", lambda self, ts: widened.extend(
+        t.shape for t in ts if t.dtype != torch.int64) or real(self, ts))
     g = torch.Generator().manual_seed(0)
     a = torch.randint(0, 100, (40, 30, 3), generator=g, dtype=torch.int8)
     b = torch.randint(0, 100, (20,), generator=g, dtype=torch.int8)
@@ -839,3 +839,28 @@ def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shap
     einc.einsum(eq, *ops, optimize=optimizer, memory_limit="max_input")
     assert len(seen) == 2 and seen[1] == seen[0] == max([o.numel() for o in ops] + [math.prod(
         info.graph.sizes[i] for i in info.graph.output)])
+
+
+
+@pytest.mark.parametrize("executor", ["torch", "kernels"])
+@pytest.mark.parametrize("equation,operands,limit", [
+    ("ij,jk->ik", lambda: (torch.full((2, 1000), 30.), torch.cat([torch.full((500, 3), 30.),
+                                                                  torch.full((500, 3), -30.)])), 1000),
+    ("i,i->", lambda: (torch.full((1000,), 300.), torch.cat([torch.full((500,), 300.),
+                                                             torch.full((500,), -300.)])), 100),
+    (",aa->", lambda: (torch.tensor(300.), torch.diag(torch.tensor([300., -300., -100.]))), 1),
+    ("b,a->a", lambda: (torch.tensor([300., -300., 200.]), torch.full((4,), 300.)), 1),
+])
+def test_float16_slices_reach_the_accumulator_unrounded(equation, operands, limit, executor, request):
+    """A slice's part of a float16 sum was rounded to float16 before the float32
+    accumulator: one chunk's sum may overflow where the whole does not, and +inf - inf
+    across slices gave NaN where torch.einsum gives 0; a slice that multiplies what torch
+    sums first overflowed in its product (``,aa->``: NaN for -30000). Each slice now
+    contracts in float32."""
+    device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
+    ops = [o.half().to(device) for o in operands()]
+    assert einc.explain(equation, *ops, memory_limit=limit).slicing is not None
+    got = einc.einsum(equation, *ops, memory_limit=limit)
+    want = torch.einsum(equation, *[o.cpu() for o in ops])
+    assert got.dtype == torch.float16 and torch.equal(got.cpu(), want), (got, want)
+    assert torch.equal(want, torch.einsum(equation, *[o.cpu().double() for o in ops]).half())
