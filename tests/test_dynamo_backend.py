@@ -485,3 +485,28 @@ def test_a_factor_that_would_overflow_an_operand_scales_the_result():
     f = torch.compile(div, backend=EAGER)
     f(x, a, b, 2.0)
     torch.testing.assert_close(f(x, a, b, 0.0), div(x, a, b, 0.0), equal_nan=True)
+
+
+def test_in_float16_a_factor_written_on_an_operand_stays_on_it():
+    """A scale on an operand guards what is computed from it: moved onto the result, the
+    fused chain's intermediate (or the single product) overflowed where eager is finite."""
+    x, A, B = torch.full((2, 64), 10.).half(), torch.full((64, 64), 300.).half(), torch.full((64, 64), 1e-3).half()
+    chain = lambda x, A, B: x @ ((A * 1e-3) @ B)          # noqa: E731
+    want = chain(x, A, B)
+    assert want.isfinite().all()
+    for backend in (EAGER, ALL):
+        got = _compile(chain, x, A, B, backend=backend)
+        assert got.isfinite().all()
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=0.1)
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.fused == 2 and r.scale_on == "operand 1 (as written)"
+    a, b = torch.full((2, 64), 300.).half(), torch.full((64, 3), 300.).half()
+    single = lambda a, b: (a / 1000) @ b * 2.0              # noqa: E731
+    got, want = _compile(single, a, b, backend=ALL), single(a, b)
+    assert want.isfinite().all() and torch.equal(got, want)
+    assert einc.dynamo.last_report.rewrites[0].scale_on == "operand 0 and output (as written)"
+    s = lambda a, b, t: (a / t) @ b                           # noqa: E731  (a symbolic factor: as written too)
+    torch._dynamo.reset()
+    f = torch.compile(s, backend=ALL)
+    for t in (1000.0, 0.0):
+        torch.testing.assert_close(f(a.float(), b.float(), t), s(a.float(), b.float(), t), equal_nan=True)

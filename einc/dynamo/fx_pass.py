@@ -68,6 +68,7 @@ class Contraction:
     sources: list = field(default_factory=list)     # names of the original nodes
     exclusive: list = field(default_factory=list)   # per operand: may it be fused into this one
     written: object = None      # torch's order for the node: None (one order), False (left to right), a path
+    placed: list = field(default_factory=list)      # per operand: those of ``factors`` written on it
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def contraction(node, stop=frozenset(), movable=True):
         g = build(parse(text), [shape(a) for a in args])
     except Exception:           # not a valid einsum for these shapes: leave the node alone
         return None
-    operands, terms, factors, exclusive = [], [], [], []
+    operands, terms, factors, exclusive, placed = [], [], [], [], []
     for a, term in zip(args, g.inputs):
         src, perm, fs, excl = _resolve(a, movable and args.count(a) == 1, stop)
         if perm is not None:
@@ -161,9 +162,10 @@ def contraction(node, stop=frozenset(), movable=True):
         operands.append(src)
         terms.append(tuple(term))
         factors += fs
+        placed.append(fs)
         exclusive.append(excl)
     c = Contraction(node, operands, terms, g.output, dict(enumerate(g.sizes)), factors, [node.name], exclusive,
-                    _torch_order(text, args))
+                    _torch_order(text, args), placed)
     if movable:
         _absorb_users(c)
     return c
@@ -237,7 +239,8 @@ def fuse(producer: Contraction, consumer: Contraction, p: int) -> Contraction:
     return Contraction(consumer.out, consumer.operands[:p] + producer.operands + consumer.operands[p + 1:],
                        consumer.terms[:p] + terms + consumer.terms[p + 1:], consumer.output, sizes,
                        producer.factors + consumer.factors, producer.sources + consumer.sources,
-                       consumer.exclusive[:p] + producer.exclusive + consumer.exclusive[p + 1:])
+                       consumer.exclusive[:p] + producer.exclusive + consumer.exclusive[p + 1:],
+                       placed=consumer.placed[:p] + producer.placed + consumer.placed[p + 1:])
 
 
 def fuse_all(found: list) -> list:
@@ -296,7 +299,8 @@ HEADROOM = 2.0 ** 64     # operand magnitudes, large and small, a factor moved o
 
 
 def _on_an_operand(c: Contraction) -> bool:
-    """Whether ``c``'s factors may scale an operand instead of the result: numbers whose
+    """Whether ``c``'s factors may be multiplied into one and scale any operand (else each
+    stays where it was written, :func:`emit`): numbers whose
     product leaves operand values between 1/:data:`HEADROOM` and :data:`HEADROOM` finite
     and normal in the dtype -- from ~2e-19 to ~2e19 in float32, bfloat16 and float64;
     none in float16, whose range is 6e-5 to 65504 (``x @ (A @ B) * 1000`` made ``x * 1000``
@@ -360,7 +364,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
     operands = [replaced.get(o, o) for o in c.operands]
     scale_on = "-"
     with graph.inserting_before(c.out):
-        target = None
+        target, rest = None, []
         scale = _epilogue_scale(c)
         if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
@@ -374,12 +378,22 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             if target < len(operands):
                 operands[target] = _apply(graph, operands[target], c.factors)
                 scale_on = f"operand {target}"
+                rest = []
             else:
-                scale_on = "output"
+                # the result is the smallest tensor; or the factors may not move onto an operand
+                # (float16; symbolic or overflowing ones): then each factor written on an operand
+                # stays there, as written (in float16 a scale such as x @ ((A * 1e-3) @ B) guards
+                # an intermediate against overflow), and the others scale the result
+                mine = [] if movable else [(k, fs) for k, fs in enumerate(c.placed) if fs]
+                for k, fs in mine:
+                    operands[k] = _apply(graph, operands[k], fs, fold=False)
+                rest = [f for f in c.factors if not any(f is g for _, fs in mine for g in fs)]
+                scale_on = " and ".join([f"operand {k}" for k, _ in mine] + (["output"] if rest else [])) + \
+                    (" (as written)" if mine else "")
         if scale is None:
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
-        if target == len(operands):
-            new = _apply(graph, new, c.factors, fold=movable)
+        if target == len(operands) and rest:
+            new = _apply(graph, new, rest, fold=movable)
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")
     c.out.replace_all_uses_with(new)
     replaced[c.out] = new
