@@ -10,7 +10,6 @@ Pure Python: needs neither torch nor triton (nor a GPU).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
@@ -45,8 +44,10 @@ def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
 
 def golden(suite_path: Path) -> dict[str, dict[str, str]]:
     """Folder name -> files, for every suite workload (gpu variant) and classic equation."""
+    from .benchmark.suite import load     # checked: plain ids (folder names), dtypes by name
+
     out: dict[str, dict[str, str]] = {}
-    suite = json.loads(Path(suite_path).read_text())
+    suite = load(suite_path)
     for w in suite["workloads"]:
         v = w["variants"]["gpu"]
         if v["dtype"] in KERNEL_DTYPES:      # complex workloads run on torch: no kernels

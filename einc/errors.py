@@ -31,10 +31,11 @@ def _generated() -> tuple[str, ...]:
     once inductor was imported, its cache of compiled modules."""
     found = ("<eval_with_key>",)
     utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
-    if utils is not None:
+    if utils is not None:       # (cache_dir() would set TORCHINDUCTOR_CACHE_DIR and make the folder)
         try:
-            found += (os.path.abspath(utils.cache_dir()) + os.sep,)
-        except Exception:           # (a cache folder it cannot make: no compiled module there)
+            folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or utils.default_cache_dir()
+            found += (os.path.abspath(folder) + os.sep,)
+        except Exception:           # noqa: BLE001 -- another torch's layout: the FX frames only
             pass
     return found
 

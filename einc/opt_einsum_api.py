@@ -57,7 +57,11 @@ class ContractExpression:
             self._text, self._folded, path = _fold_constants(plan, constants, options)
         else:   # the planned path, as explicit options: the same plan for every call
             self._text, self._folded, path = eq.text, (), plan.path
-        self._options = Options.of(path, options.memory_limit, options.select)
+        # A plan that keeps to the limit runs as it is: the limit asked again of the folded
+        # remainder ("max_input" of its fewer, smaller operands) could slice what the whole
+        # equation's bound let run; a sliced plan folds nothing and slices again the same.
+        limit = options.memory_limit if plan.slicing is not None else None
+        self._options = Options.of(path, limit, options.select)
         self._eq = parse(self._text)
 
     def __call__(self, *operands, out=None, backend=None):

@@ -635,3 +635,17 @@ def test_explain_refuses_sizes_that_are_not_whole_and_a_dtype_the_tensors_lack()
     with pytest.raises(ArgumentError, match="dtype=torch.float16 describes operands given as shapes"):
         einc.explain("ij,jk->ik", a, a.T, dtype=torch.float16)
     assert einc.explain("ij,jk->ik", a, a.T, dtype=torch.float32).plan.flops == 72
+
+
+def test_a_suite_takes_dtype_aliases_and_refuses_variants_that_are_not_an_object(tmp_path, capsys):
+    """'double' and 'half' ran before suites were checked (and --dtype takes them); a list of
+    variants passed the check and crashed dump ('internal error')."""
+    path = _suite(tmp_path, {"id": "alias", "variants": {"cpu": {"shapes": [[2, 3], [3, 5]], "dtype": "double"},
+                                                         "gpu": {"shapes": [[2, 3], [3, 5]], "dtype": "half"}}})
+    assert main(["dump", "--suite", path, "-o", str(tmp_path / "out")]) == 0
+    assert any((tmp_path / "out" / "alias").glob("step*.py"))     # "half": float16 kernels, not skipped
+    path = _suite(tmp_path, {"id": "listed", "variants": [{"shapes": [[2, 3], [3, 5]], "dtype": "float32"}]})
+    capsys.readouterr()
+    assert main(["dump", "--suite", path, "-o", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert "'variants' is not an object" in err and "internal error" not in err

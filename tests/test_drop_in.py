@@ -214,3 +214,22 @@ def test_operands_on_several_devices_get_torchs_answer():
     got = einc.einsum("ij,jk->ik", a, b)
     assert got.device == want.device and got.shape == want.shape
     torch.testing.assert_close(einc.einsum("ij,jk->ik", a, torch.ones(4, 5)), torch.full((3, 5), 4.0))
+
+
+def test_contract_expression_constants_keep_the_whole_equations_memory_limit():
+    """'max_input' asked again of the folded remainder (its operands fewer and smaller)
+    sliced a path the whole equation's bound let run: 100 slices, 35x einsum's time."""
+    n = 100
+    g = torch.Generator().manual_seed(0)
+    A, u = torch.randn(n, n, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64)
+    rest = [torch.randn(n, generator=g, dtype=torch.float64) for _ in range(5)]
+    eq, path = "ij,j,i,a,b,a,b->", [(0, 1), (1, 2), (1, 4), (1, 3), (0, 1), (0, 1)]
+    assert einc.explain(eq, A, u, *rest, optimize=path, memory_limit="max_input").slicing is None
+    expr = einc.contract_expression(eq, A, u, *[(n,)] * 5, constants=[0, 1], optimize=path, memory_limit="max_input")
+    ran = einc.explain(expr._text, *rest, *expr._folded, optimize=expr._options.resolve()[1],
+                       memory_limit=expr._options.memory_limit)
+    assert ran.slicing is None
+    torch.testing.assert_close(expr(*rest), torch.einsum(eq, A, u, *rest))
+    sliced = einc.contract_expression("ij,jk,kl->il", A, (n, n), (n, n), constants=[0], memory_limit=2000)
+    assert sliced.plan.slicing is not None and sliced._options.memory_limit == 2000      # sliced: as asked
+    torch.testing.assert_close(sliced(A, A), A @ A @ A)

@@ -163,15 +163,20 @@ def test_true_and_one_are_not_the_same_argument():
             einc.einsum("ij,jk,kl->il", a, b, c, **invalid)
 
 
-@pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", "branch-2", "random-greedy"])
-def test_an_empty_kept_index_is_planned_as_size_one_not_left_to_right(optimize):
+@pytest.mark.parametrize("memory_limit", [None, 10 ** 9, "max_input", 5])
+@pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", "branch-2", "random-greedy", "cotengra"])
+def test_an_empty_kept_index_is_planned_as_size_one_not_left_to_right(optimize, memory_limit):
     """``ij,jk,kl->il`` with l = 0: every order costs 0 flops, so a size 0 was planned left
     to right, whose first step is an n x n outer product of the other operands (10^10
-    elements at n = 10^5, from 0.8 MB of operands); torch's order touches the empty one."""
+    elements at n = 10^5, from 0.8 MB of operands); torch's order touches the empty one.
+    With a memory_limit or cotengra the slicer's own shortcut planned left to right too."""
+    if optimize == "cotengra":
+        pytest.importorskip("cotengra")
     n = 100_000
-    plan = plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 0)], Options.of(optimize))
-    assert plan.largest_intermediate == 0 and plan.flops == 0
-    assert plan.path == plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 1)], Options.of(optimize)).path
+    plan = plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 0)], Options.of(optimize, memory_limit))
+    assert plan.largest_intermediate == 0 and plan.flops == 0 and plan.slicing is None
+    if optimize != "cotengra":
+        assert plan.path == plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 1)], Options.of(optimize)).path
     a, b, c = torch.randn(300, 1), torch.randn(1, 300), torch.randn(300, 0)
-    out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize)
+    out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize, memory_limit=memory_limit)
     assert out.shape == (300, 0) and out.dtype == torch.float32

@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from ..codegen.ir import DTYPE_NAMES
+from ..codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
 from ..errors import ArgumentError
 
 SUITE_NAME = Path("bench") / "suite.json"
@@ -66,12 +66,15 @@ def load(path) -> dict:
         if w["id"] in seen:
             raise ArgumentError(f"{path}: workload id {w['id']!r} is given twice")
         seen.add(w["id"])
-        variants = w["variants"] if isinstance(w["variants"], dict) else {}
-        for name, v in variants.items():
+        if not isinstance(w["variants"], dict):
+            raise ArgumentError(f"{path}: workload {w['id']!r}: 'variants' is not an object of variants by name")
+        for name, v in w["variants"].items():
             dtype = v.get("dtype") if isinstance(v, dict) else None
+            if dtype in DTYPE_ALIASES:      # "half", "double", ...: as --dtype takes them
+                v["dtype"] = dtype = DTYPE_ALIASES[dtype]
             if dtype not in DTYPE_NAMES:
                 raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r}: dtype {dtype!r} is not one "
-                                    f"of {', '.join(DTYPE_NAMES)}")
+                                    f"of {', '.join(DTYPE_NAMES)} (or {', '.join(DTYPE_ALIASES)})")
     return suite
 
 

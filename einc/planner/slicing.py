@@ -54,6 +54,7 @@ their results stay alive through every slice, and the live bound counts them so.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -151,8 +152,11 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     cotengra = is_cotengra(options.optimize)
     if limit is None and not cotengra:
         return build_plan(graph, equation, options)
-    if 0 in graph.sizes:        # nothing is allocated but the (empty) result
-        return build_plan(graph, equation, Options.of(False, None, options.select))
+    if 0 in graph.sizes:
+        # The result is empty, or zeros (a sum over nothing): the caller's order (einc's for
+        # cotengra) with no limit, which weighs the empty index as 1 (plan._path) and so
+        # meets it early; left to right built ij,jk -> ik before the empty kl in ij,jk,kl->il.
+        return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, None, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
         path, theirs = _cotengra_path(graph, options.optimize, limit)
@@ -198,13 +202,21 @@ class _Model:
     slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
     of a call (:meth:`cost`, :mod:`einc.slicecost`)."""
 
-    def __init__(self, base: Plan, bound: str):
-        self.base, self.bound = base, bound
+    def __init__(self, base: Plan, bound: str, adds: bool = True):
+        self.base, self.bound, self.adds = base, bound, adds
         self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
         self.inputs = base.graph.inputs
         self.seen = [frozenset().union(*step.inputs) for step in self.steps]
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
         self._peaks, self._costs = {}, {}
+
+    def without_adds(self) -> "_Model":
+        """The same slicings, their cost without the adds into the accumulator (the moments,
+        the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
+        may steer away from a cheaper mix of summed and kept indices."""
+        other = _Model(self.base, self.bound, adds=False)
+        other._peaks = self._peaks
+        return other
 
     def _moments(self, chunks, limit):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
@@ -258,7 +270,7 @@ class _Model:
             summed = any(chunks.get(i) != 1 for i in step.summed)
             flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
                 math.prod(counts[i] for i in sliced if i not in self.seen[k])
-        if sliced.difference(self.base.graph.output):
+        if self.adds and sliced.difference(self.base.graph.output):
             # a sliced index is summed: each slice's result is added into the accumulator (the
             # sums a step leaves to the slicing, one value at a time, are these adds)
             flops += math.prod(counts.values()) * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
@@ -338,12 +350,15 @@ def _larger_chunks(d: int, c: int) -> list[int]:
 
 def _choose(model: _Model, limit: int, fixed=()) -> dict[int, int]:
     """einc's rule: the slicing of ``model``'s plan, ``{index: values per slice}``, that
-    meets ``limit`` at the least estimated cost.  Two greedy cuts (:func:`_cut`), each
+    meets ``limit`` at the least estimated cost.  Greedy cuts (:func:`_cut`) by two rules,
+    each guided by the model and by the model without the adds into the accumulator (they
+    may steer the first cuts away from summed indices and miss a cheaper mix), each
     widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
     ``fixed`` indices (cotengra's) stay sliced one value at a time."""
     best = None
-    for rule in (_BY_COST, _BY_PEAK):
-        chunks = _widen(model, limit, _cut(model, limit, fixed, rule), fixed)
+    guides = (model, model.without_adds())
+    for guide, rule in itertools.product(guides, (_BY_COST, _BY_PEAK)):
+        chunks = _widen(model, limit, _cut(guide, limit, fixed, rule), fixed)
         key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
         if best is None or key < best[0]:
             best = key, chunks
