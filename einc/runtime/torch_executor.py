@@ -219,11 +219,7 @@ def _times(a, b):
     (300 * 300 is inf, and inf - inf NaN where torch sums to 0) or lose the bits the sum needs."""
     if a.dtype not in _HALF:
         return a * b
-    if a.shape == torch.broadcast_shapes(a.shape, b.shape):
-        return a.float().mul_(b)        # one float32 temporary, b read as it is
-    if b.shape == torch.broadcast_shapes(a.shape, b.shape):
-        return b.float().mul_(a)
-    return torch.mul(a.float(), b.float())
+    return a.float() * b if a.numel() <= b.numel() else a * b.float()     # the smaller one copied
 
 
 def _mul_sum(whole, full, k_dims, sizes, dtype):
