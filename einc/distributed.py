@@ -128,7 +128,7 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
                                 options.select, engine.entry, [o.dtype for o in operands])
         start, stop = share(plan.slicing.num_slices, rank, world)
-        acc = runner.accumulator(operands)
+        acc = runner.accumulator(operands, summed=True)      # (the ranks' parts are summed)
         t = time.perf_counter()
         runner.add(acc, operands, start, stop)
         seconds = time.perf_counter() - t

@@ -248,7 +248,9 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     """Compile ``plan`` for these operands: the torch executor, and where generated
     kernels may run, a backend per step (see :mod:`einc.runtime.select`); the result is
     cast to ``result_dtype`` (torch.einsum's) where the executor's differs.  With
-    ``widen``, narrow integer operands are contracted in int64 (no kernel takes integers)."""
+    ``widen``, narrow integer operands are contracted in int64 (no kernel takes integers),
+    16-bit floats in float32 (a slice of a sliced plan: runtime/sliced.py), each made so by
+    the step that reads it, on the torch executor."""
     dtypes = [o.dtype for o in operands]
     torch_fns, natural = torch_executor.step_functions(plan, dtypes, widen)     # also checks the dtypes
     empty = plan.empty_sum
@@ -260,7 +262,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     device_type = operands[0].device.type
     torch_run.plan = plan       # what the torch executor runs (a fused program falls back to it)
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
-    if choose(device_type, dtypes) != "triton":
+    if widen or choose(device_type, dtypes) != "triton":      # (kernels take each dtype as it is)
         return entry
     mode = select.mode_for(select_mode, device_type)
     if mode != "blas":      # generated kernels may run: fuse the steps that save memory traffic

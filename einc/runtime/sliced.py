@@ -14,12 +14,13 @@ import math
 import torch
 
 from .. import config, slicecost
+from ..planner import plan_for
 from ..planner.equation import letter, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicing import check_cost, hoisting, linear_path
-from .dispatch import Entry
-from .dtypes import in_int64
+from .dispatch import Entry, build_entry as _build_entry
+from .dtypes import in_int64, widened
 from .select import Choice
 from .torch_executor import step_functions
 
@@ -34,18 +35,6 @@ def accumulator_dtype(dtype):
 _WIDE_UNSIGNED = frozenset(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
 _ACCUMULATORS = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64,
                  **{dtype: torch.int64 for dtype in _WIDE_UNSIGNED}}
-
-
-def _wide(operand_dtypes, result_dtype):
-    """The dtype the slices contract in where it is not the operands' own: int64 for narrow
-    integers with an int64 result (:func:`~einc.runtime.dtypes.in_int64`), the accumulator's
-    (float32, complex64) for 16-bit floats of one dtype, else None."""
-    if in_int64(operand_dtypes, result_dtype):
-        return torch.int64
-    kinds = set(operand_dtypes)
-    if len(kinds) == 1 and result_dtype in kinds and result_dtype in _HALF_FLOATS:
-        return _ACCUMULATORS[result_dtype]
-    return None
 
 
 _HALF_FLOATS = (torch.float16, torch.bfloat16, torch.complex32)
@@ -86,7 +75,10 @@ class Runner:
         self.entry_of = entry_of
         self.entry = None           # the (first) slice's cache entry, once a slice ran
         self.entries = {}           # chunk lengths -> the slice entry for them (a last, shorter chunk has its own)
-        self.wide = _wide(operand_dtypes, result_dtype)       # what each slice contracts in, if not as given
+        self.in_int64 = in_int64(operand_dtypes, result_dtype)     # narrow integers contracted in int64
+        # 16-bit floats: each slice's steps widen their inputs to float32 (complex32: complex64)
+        kinds = set(operand_dtypes)
+        self.half = len(kinds) == 1 and result_dtype in kinds and result_dtype in _HALF_FLOATS
         self._hoist(plan)
 
     def _hoist(self, plan: Plan) -> None:
@@ -127,22 +119,38 @@ class Runner:
         return values
 
     def _exact(self, tensors):
-        """``tensors`` in :attr:`wide` (:func:`_wide`): narrow integers in int64 where the
-        call's operands are contracted so (:func:`~einc.runtime.dtypes.in_int64`): a
-        slice's smaller equation would keep torch's narrow dtype (a summed index of size 1
-        there is squeezed, not summed) and wrap before the int64 sum; float16 / bfloat16 in
-        float32 (complex32 in complex64), so that a slice's part of a sum reaches the
-        accumulator unrounded: one chunk of a sum may overflow float16 where the whole
-        does not (inf - inf: NaN across slices), and a slice may multiply what torch sums
-        first.  A slice's views are widened per slice and freed with it; an operand no
-        slice cuts, once per call (:meth:`add`): it is read whole by every slice, so the
-        copy is alive at each slice's peak either way."""
-        if self.wide is None:
-            return tensors
-        return [t.to(self.wide) if t.dtype != self.wide else t for t in tensors]
+        """``tensors`` in int64 where the call's operands are contracted so
+        (:func:`~einc.runtime.dtypes.in_int64`): a slice's smaller equation would keep
+        torch's narrow dtype (a summed index of size 1 there is squeezed, not summed) and
+        wrap before the int64 sum.  A slice's views are widened per slice and freed with
+        it; an operand no slice cuts, once per call (:meth:`add`): it is read whole by
+        every slice, so the copy is alive at each slice's peak either way."""
+        return widened(tensors) if self.in_int64 else tensors
 
-    def accumulator(self, operands):
-        return torch.zeros(self.shape, dtype=accumulator_dtype(self.result_dtype), device=operands[0].device)
+    def _slice_entry(self, ops):
+        """The entry that runs one slice: the engine's (its plan cache), or for 16-bit floats
+        one of the runner's own, whose steps each widen their inputs to float32 as they read
+        them (``widen``, on the torch executor), so that the slice's part of a sum reaches
+        the float32 accumulator unrounded: one chunk of a sum may overflow float16 where the
+        whole does not (inf - inf: NaN across slices), and a slice may multiply what torch
+        sums first (``,aa->`` sliced on ``a``).  The copies are a step's inputs, as the
+        live bound counts them; nothing is widened whole."""
+        if not self.half:
+            return self.entry_of(self.eq, ops, self.options)
+        plan = plan_for(self.eq, [o.shape for o in ops], self.options)
+        return _build_entry(plan, ops, None, self.options.select, widen=True)
+
+    def accumulator(self, operands, summed: bool = False):
+        """Zeros the slices add into: of :func:`accumulator_dtype` where a sliced index is
+        summed (parts of one element's sum added together) or the accumulator is ``summed``
+        with others (:mod:`einc.distributed`'s ranks); where every sliced index is kept,
+        each element is one slice's, rounded once however it is stored: the result's
+        dtype, no second tensor to convert (a float32 one beside a float16 result was 3x
+        the result's memory)."""
+        summed = summed or bool(set(self.slicing.indices) - set(self.plan.graph.output))
+        dtype = accumulator_dtype(self.result_dtype) if summed or self.result_dtype in _WIDE_UNSIGNED else \
+            self.result_dtype
+        return torch.zeros(self.shape, dtype=dtype, device=operands[0].device)
 
     def add(self, acc, operands, start: int, stop: int) -> None:
         """Contract slices ``start .. stop-1`` and add each into ``acc`` (or write it into its
@@ -158,8 +166,8 @@ class Runner:
         if start >= stop:
             return
         roots = self.hoisted(operands)
-        if self.wide is not None:       # an operand no slice cuts: widened once per call, not per slice
-            operands = [o if self.operand_dims[v] else self._exact([o])[0] for v, o in enumerate(operands)]
+        if self.in_int64:       # an operand no slice cuts: widened once per call, not once per slice
+            operands = [o if self.operand_dims[v] else widened([o])[0] for v, o in enumerate(operands)]
         s = self.slicing
         estimate = s.seconds * (stop - start) / s.num_slices
         progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
@@ -199,7 +207,7 @@ class Runner:
                     lengths = tuple([min(c, d - p * c) for p, c, d in zip(pos, chunks, sizes)])
                     entry = entries.get(lengths)
                     if entry is None:
-                        entry = entries[lengths] = self.entry_of(self.eq, ops, self.options)
+                        entry = entries[lengths] = self._slice_entry(ops)
                         self.entry = self.entry or entry
                 part = entry.run(ops)
                 if out_cache is None:

@@ -23,6 +23,7 @@ into the result while in cache, and a large multiply and sum a block at a time
 from __future__ import annotations
 
 import math
+import string
 
 import torch
 
@@ -33,7 +34,12 @@ from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
 from .dtypes import NARROW_INTEGRAL
 from .chunked import plan_chunks, plan_sum_chunks
-from .permute_copy import permuted_copy as _permuted_copy
+from .permute_copy import permuted_copy as _permuted_copy, untracked
+
+_HALF = (torch.float16, torch.bfloat16)
+# what ``widen`` makes of a dtype (see _prep)
+WIDER = {**{dtype: torch.int64 for dtype in NARROW_INTEGRAL}, torch.float16: torch.float32,
+         torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -67,8 +73,10 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
     or more operands torch squeezes size-1 indices instead of summing them, so for
     integral dtypes einc does the same to give the same result dtype.  With ``widen``
-    a narrow integer operand that no sum here promotes is made int64 (after its sums
-    and views: no larger copy than the step needs).
+    a narrow integer operand that no sum here promotes is made int64, a float16 /
+    bfloat16 one float32 (complex32: complex64), after its sums and views: no larger
+    copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
+    with an int64 result, 16-bit floats in a slice of a sliced plan, runtime/sliced.py).
     """
     g = plan.graph
     term = list(term)
@@ -91,10 +99,11 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
         term = [i for i in term if i not in lonely]
         if _integral(dtype):
             dtype = torch.int64
-    cast = widen and dtype in NARROW_INTEGRAL
+    wide = WIDER.get(dtype) if widen else None
+    cast = wide is not None
     if cast:
-        fns.append(lambda x: x.to(torch.int64))
-        dtype = torch.int64
+        fns.append(lambda x: x.to(wide))
+        dtype = wide
     return _chain(fns), term, dtype, bool(summed) or cast
 
 
@@ -203,8 +212,6 @@ def _tagged(fn, lay, chunked=None):
     return run
 
 
-_HALF = (torch.float16, torch.bfloat16)
-
 
 # float16 / bfloat16 products are made in float32 in blocks from this size of the float32
 # product up (below, whole): three whole float32 temporaries cost more than the blocks
@@ -228,12 +235,23 @@ def _mul_sum(whole, full, k_dims, sizes, dtype):
     float16 / bfloat16 ``whole`` sums float32 products (:func:`_times`), in blocks from
     :data:`HALF_MIN_BYTES`, and the result is rounded once, at the end."""
     shape = tuple(sizes[i] for i in full)
-    if dtype in _HALF:
-        chunks = plan_sum_chunks(shape, k_dims, 4, HALF_MIN_BYTES)
-    else:
+    if dtype not in _HALF:
         chunks = plan_sum_chunks(shape, k_dims, dtype.itemsize)
+        return whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+    chunks = plan_sum_chunks(shape, k_dims, 4, HALF_MIN_BYTES)
     run = whole if chunks is None else (lambda a, b: chunks(a, b, whole))
-    return run if dtype not in _HALF else (lambda a, b: run(a, b).to(dtype))
+    # Where autograd (or a transform, or tracing) records the step, torch's own einsum op
+    # runs it, a matrix product that multiplies in float32 too and saves the operands as
+    # they are (the float32 copy would be saved for the backward: 34 MiB beside torch's
+    # nothing for ij,ij-> on 3000 x 3000).
+    letters = string.ascii_letters[:len(full)]
+    text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims)
+
+    def half(a, b):
+        if untracked(a) and untracked(b):
+            return run(a, b).to(dtype)
+        return torch._VF.einsum(text, [a, b])
+    return half
 
 
 def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
