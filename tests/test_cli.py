@@ -559,6 +559,8 @@ def _suite(tmp_path, *workloads) -> str:
     ([{"id": "twice"}, {"id": "twice"}], "workload id 'twice' is given twice"),
     ([{"id": "f32", "variants": {"gpu": {"shapes": [[2, 3], [3, 5]], "dtype": "f32"}}}],
      "variant 'gpu': dtype 'f32' is not one of"),
+    ([{"id": "listed", "variants": {"gpu": {"shapes": [[2, 3], [3, 5]], "dtype": ["half"]}}}],
+     "variant 'gpu': dtype ['half'] is not one of"),
 ])
 @pytest.mark.parametrize("command", ["dump", "bench"])
 def test_a_suite_whose_ids_or_dtypes_are_not_plain_is_refused(tmp_path, capsys, workloads, message, command):

@@ -510,3 +510,37 @@ def test_in_float16_a_factor_written_on_an_operand_stays_on_it():
     f = torch.compile(s, backend=ALL)
     for t in (1000.0, 0.0):
         torch.testing.assert_close(f(a.float(), b.float(), t), s(a.float(), b.float(), t), equal_nan=True)
+
+
+def test_in_float16_factors_stay_where_written_in_chains_in_order_and_on_kernels():
+    """A factor on a producer's result that its consumer reads keeps the two apart (fused,
+    ``x @ ((A @ B) * 1e-2)`` overflowed at ``x @ A``); two factors on one operand apply in
+    the order written (``(A * 1e-3) * 2e3``: reversed, ``A * 2e3`` overflowed)."""
+    h = lambda v, *s: torch.full(s, v).half()               # noqa: E731
+    inside = lambda x, A, B: x @ ((A @ B) * 1e-2)             # noqa: E731
+    x, A, B = h(100., 2, 64), h(3., 64, 64), h(1., 64, 64)
+    want = inside(x, A, B)
+    for backend in (EAGER, ALL):
+        got = _compile(inside, x, A, B, backend=backend)
+        assert want.isfinite().all() and torch.equal(got, want)
+    assert all(r.fused == 1 for r in einc.dynamo.last_report.rewrites)
+    twice = lambda A, B: ((A * 1e-3) * 2e3) @ B               # noqa: E731
+    A, B = h(100., 2, 64), h(1e-3, 64, 64)
+    want = twice(A, B)
+    got = _compile(twice, A, B, backend=ALL)
+    assert want.isfinite().all() and torch.equal(got, want)
+    assert einc.dynamo.last_report.rewrites[0].scale_on == "operand 0 (as written)"
+
+
+@pytest.mark.interpreter
+def test_in_float16_a_factor_on_an_operand_is_not_moved_into_the_kernels_epilogue(kernel_device):
+    """On the generated kernels (CUDA's default) the factor went into the last kernel's
+    epilogue, after the float16 intermediate ``x @ A`` had overflowed."""
+    x, A, B = (torch.full((2, 64), 10.).half().to(kernel_device), torch.full((64, 64), 300.).half().to(kernel_device),
+               torch.full((64, 64), 1e-3).half().to(kernel_device))
+    chain = lambda x, A, B: x @ ((A * 1e-3) @ B)          # noqa: E731
+    want = chain(x.cpu(), A.cpu(), B.cpu())
+    got = _compile(chain, x, A, B, backend=EAGER)
+    assert want.isfinite().all() and got.isfinite().all()
+    torch.testing.assert_close(got.cpu(), want, rtol=2e-2, atol=0.1)
+    assert einc.dynamo.last_report.rewrites[0].scale_on != "epilogue"

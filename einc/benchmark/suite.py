@@ -56,6 +56,8 @@ def load(path) -> dict:
         raise ArgumentError(f"{path} is not a workload suite: it has no 'workloads' list")
     seen = set()
     for w in workloads:
+        if not isinstance(w, dict):
+            raise ArgumentError(f"{path}: a workload is not an object: {w!r:.60}")
         missing = [k for k in ("id", "category", "equation", "variants") if k not in w]
         if missing:
             raise ArgumentError(f"{path}: workload {w.get('id', '?')!r} lacks {', '.join(missing)}")
@@ -70,7 +72,7 @@ def load(path) -> dict:
             raise ArgumentError(f"{path}: workload {w['id']!r}: 'variants' is not an object of variants by name")
         for name, v in w["variants"].items():
             dtype = v.get("dtype") if isinstance(v, dict) else None
-            if dtype in DTYPE_ALIASES:      # "half", "double", ...: as --dtype takes them
+            if isinstance(dtype, str) and dtype in DTYPE_ALIASES:      # "half", "double": as --dtype takes them
                 v["dtype"] = dtype = DTYPE_ALIASES[dtype]
             if dtype not in DTYPE_NAMES:
                 raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r}: dtype {dtype!r} is not one "

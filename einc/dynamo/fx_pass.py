@@ -81,7 +81,8 @@ class Rewrite:
     flops: int                 # einc's plan of the emitted equation
     unfused_flops: int         # the original contractions in torch's order, summed
     scale_on: str              # "-", "operand k", "output", "epilogue" (the op's scale: in the kernel),
-    #                            or "nothing (they multiply to 1)"
+    #                            "nothing (they multiply to 1)", or where they stay as written
+    #                            ("operand 1 (as written)", "operand 0 and output (as written)")
 
     def __str__(self) -> str:
         return (f"{self.equation:<28} <- {' + '.join(self.sources)}  (fused {self.fused}, flops {self.flops:.4g} "
@@ -162,7 +163,7 @@ def contraction(node, stop=frozenset(), movable=True):
         operands.append(src)
         terms.append(tuple(term))
         factors += fs
-        placed.append(fs)
+        placed.append(fs[::-1])     # (read from the contraction outwards: as written, innermost first)
         exclusive.append(excl)
     c = Contraction(node, operands, terms, g.output, dict(enumerate(g.sizes)), factors, [node.name], exclusive,
                     _torch_order(text, args), placed)
@@ -243,6 +244,15 @@ def fuse(producer: Contraction, consumer: Contraction, p: int) -> Contraction:
                        placed=consumer.placed[:p] + producer.placed + consumer.placed[p + 1:])
 
 
+def _scales_inside(producer: Contraction, fused: Contraction) -> bool:
+    """Whether fusing would leave a factor on the producer's result inside the chain while
+    the fused contraction's factors may not be moved (float16, symbolic, overflowing): it
+    guards the consumer's operand (``x @ ((A @ B) * 1e-2)``), so the two stay apart."""
+    on_operands = [f for fs in producer.placed for f in fs]
+    inside = [f for f in producer.factors if not any(f is g for g in on_operands)]
+    return bool(inside) and not _on_an_operand(fused)
+
+
 def fuse_all(found: list) -> list:
     """Fuse producers into consumers (graph order) where the planned flops do not grow.
 
@@ -261,7 +271,7 @@ def fuse_all(found: list) -> list:
                     continue
                 fused = fuse(prod[0], c, p)
                 fused_cost = flops(fused)
-                if fused_cost <= cost + prod[1]:
+                if fused_cost <= cost + prod[1] and not _scales_inside(prod[0], fused):
                     del by_out[src]
                     alive.remove(prod)
                     c, cost = fused, fused_cost
@@ -345,6 +355,8 @@ def _epilogue_scale(c: Contraction):
     from ..runtime import dispatch
     scale = _folded(c.factors) if c.factors else None
     if scale is None or not math.isfinite(scale):       # an overflowing product: applied as written
+        return None
+    if any(c.placed) and not _on_an_operand(c):         # float16: those on operands stay there
         return None
     example = val(c.operands[0])
     if not isinstance(example, torch.Tensor) or \

@@ -20,9 +20,11 @@ result permuted into a contiguous copy.  The most elements held at once over the
 (:func:`live_peak`, the slice's part of the result included) is what must fit in the
 limit -- and with it every single intermediate.  Not counted: the operands (each slice
 views them), the full result, which cannot be sliced away (it is allocated once, in a
-float32 accumulator for float16 / bfloat16 results, complex64 for complex32), what
-autograd saves for the backward when a gradient will be taken, and the second copy of an
-integer or bool input converted (bool -> int64) for a matrix product.  A limit smaller than what must be alive together
+float32 accumulator for float16 / bfloat16 results where a sliced index is summed,
+complex64 for complex32), what autograd saves for the backward when a gradient will be
+taken, and the second copy of an input converted for a matrix product (bool -> int64, a
+narrow integer -> int64, a 16-bit float -> float32 in a slice: runtime/sliced.py), the
+conversion counted in elements as the step's copy of it.  A limit smaller than what must be alive together
 with each index behind the peak sliced to one element cannot be met: slicing stops there,
 and ``explain`` shows the peak that remains.
 
@@ -478,8 +480,9 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
       larger of the two counts.
 
     The step's kind is the slice's (the sliced indices left out), as the slice's plan has
-    it.  Not counted: an integer or bool input converted for a matrix product (bool ->
-    int64, an integer widened to an int64 sum) and then copied again for ``mm``."""
+    it.  Not counted: an input converted for a matrix product (bool -> int64, an integer
+    widened to an int64 sum, a 16-bit float to float32 in a slice) and then copied again
+    for ``mm``."""
     if not isinstance(sliced, (set, frozenset)):
         sliced = set(sliced)
 
