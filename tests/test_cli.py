@@ -651,3 +651,10 @@ def test_a_suite_takes_dtype_aliases_and_refuses_variants_that_are_not_an_object
     assert main(["dump", "--suite", path, "-o", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
     assert "'variants' is not an object" in err and "internal error" not in err
+
+
+def test_a_suite_category_or_equation_that_is_not_a_string_is_refused(tmp_path, capsys):
+    path = _suite(tmp_path, {"id": "num", "category": 5})
+    assert main(["bench", "--suite", path, "--filter", "zz", "--quick", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "category 5 is not a string" in err and "internal error" not in err

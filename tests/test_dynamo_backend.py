@@ -544,3 +544,16 @@ def test_in_float16_a_factor_on_an_operand_is_not_moved_into_the_kernels_epilogu
     assert want.isfinite().all() and got.isfinite().all()
     torch.testing.assert_close(got.cpu(), want, rtol=2e-2, atol=0.1)
     assert einc.dynamo.last_report.rewrites[0].scale_on != "epilogue"
+
+
+def test_in_float16_factors_that_multiply_to_1_keep_the_one_on_an_operand():
+    """(x @ ((A * 1e-3) @ B)) * 1000: scaled down, then back up; dropping both let the
+    fused chain's x @ A overflow where eager is finite."""
+    x, A, B = torch.full((2, 64), 10.).half(), torch.full((64, 64), 300.).half(), torch.full((64, 64), 1e-3).half()
+    for f in (lambda x, A, B: (x @ ((A * 1e-3) @ B)) * 1000, lambda x, A, B: (x @ ((A * 1e-3) @ B)) / 1e-3):
+        want = f(x, A, B)
+        for backend in (EAGER, ALL):
+            got = _compile(f, x, A, B, backend=backend)
+            assert want.isfinite().all() and got.isfinite().all()
+            torch.testing.assert_close(got, want, rtol=2e-2, atol=1.0)
+        assert einc.dynamo.last_report.rewrites[0].scale_on == "operand 1 and output (as written)"

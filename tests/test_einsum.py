@@ -305,3 +305,30 @@ def test_half_precision_multiply_and_sum_under_autograd_saves_the_operands_as_th
     other = torch.full(shapes[1], 300.0).to(dtype)
     other.select(-1, -1).neg_()
     assert torch.equal(einc.einsum(equation, big, other), torch.einsum(equation, big, other))
+
+
+def test_half_precision_multiply_and_sum_past_52_dimensions_under_autograd():
+    """The step's own einsum for torch's op is spelled in 52 letters: past them, einc's
+    float32 multiply-and-sum runs (it raised)."""
+    shape = (1,) * 30 + (2,) * 8 + (1,) * 20 + (4,)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(shape, generator=g).half().requires_grad_()
+    b = torch.randn(shape, generator=g).half()
+    got, want = einc.einsum("...i,...i->...", a, b), torch.einsum("...i,...i->...", a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    grad, = torch.autograd.grad(got.sum(), a)
+    torch.testing.assert_close(grad, torch.autograd.grad(want.sum(), a)[0])
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_sliced_wide_unsigned_full_reduction(dtype):
+    """Every index sliced, a slice is one element that no sum promotes: its uint16 part met
+    the int64 accumulator ('Promotion for uint16, uint32, uint64 types is not supported')."""
+    dt = getattr(torch, dtype, None)
+    if dt is None:
+        pytest.skip(f"torch {torch.__version__} has no {dtype}")
+    a = torch.randint(0, 60000, (8, 7)).to(dt)
+    want = torch.einsum("ba->", a)
+    got = einc.einsum("ba->", a, memory_limit=1)
+    assert got.dtype == want.dtype and torch.equal(got, want)

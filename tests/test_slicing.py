@@ -918,3 +918,11 @@ def test_slicing_only_kept_indices_accumulates_in_the_results_dtype(dtype):
     assert out.dtype == dtype and max(n for n, _ in seen.sizes) <= out.numel()
     assert [n for n, _ in seen.sizes].count(out.numel()) == 1      # the result, no accumulator beside it
     assert_close(out, reference("ij,jk->ik", a, b), dtype, extent=8)
+
+
+def test_explain_says_why_16_bit_float_slices_run_the_torch_executor(monkeypatch):
+    monkeypatch.setenv("EINC_BACKEND", "triton")
+    a, b = torch.randn(32, 8).half(), torch.randn(8, 32).half()
+    info = einc.explain("ij,jk->ik", a, b, memory_limit=300)
+    assert info.slicing is not None and set(info.backends) == {"torch"}
+    assert "contracts in float32" in info.note and "could not be built" not in info.note

@@ -61,6 +61,9 @@ def load(path) -> dict:
         missing = [k for k in ("id", "category", "equation", "variants") if k not in w]
         if missing:
             raise ArgumentError(f"{path}: workload {w.get('id', '?')!r} lacks {', '.join(missing)}")
+        for key in ("category", "equation"):
+            if not isinstance(w[key], str):
+                raise ArgumentError(f"{path}: workload {w['id']!r}: {key} {w[key]!r} is not a string")
         # an id names a folder (einc dump --suite) and rows: a plain name, once, none of dump's own
         if not isinstance(w["id"], str) or not _ID.fullmatch(w["id"]) or w["id"].startswith("classic_"):
             raise ArgumentError(f"{path}: workload id {w['id']!r} is not a plain name (letters, digits, '_', "

@@ -381,7 +381,9 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
             scale_on = "epilogue"
-        elif c.factors and _folded(c.factors) == 1.0:
+        elif c.factors and _folded(c.factors) == 1.0 and (_on_an_operand(c) or not any(c.placed)):
+            # (in float16 a factor on an operand guards an intermediate even where a factor on
+            # the result undoes it: (x @ ((A * 1e-3) @ B)) * 1000; it stays, below)
             scale_on = "nothing (they multiply to 1)"     # (x @ w) * 1000 / 1000: nothing to overflow
         elif c.factors:
             movable = _on_an_operand(c)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..planner.fuse import FUSED
 from ..planner.plan import Plan
-from .dispatch import Explanation, describe
+from .dispatch import Explanation, _torch_note, describe
+from .sliced import HALF_FLOATS
 
 
 def explanation(plan: Plan, device_type: str, dtypes, shapes, entry=None, select_mode=None,
@@ -24,6 +25,10 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
     """``explain``'s answer for a sliced plan: what runs each step of one slice (once a slice
     ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
     s = plan.slicing
+    if len(set(dtypes)) == 1 and dtypes[0] in HALF_FLOATS:      # runtime/sliced.py: Runner._slice_entry
+        why = ("each slice of a 16-bit float plan contracts in float32, each step making its inputs float32 "
+               "as it reads them (generated kernels take each dtype as it is)")
+        return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(s.inner, device_type, dtypes, why))
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
     ran = entry.inner if entry is not None else None
     if ran is not None and sum(_rows(ran.plan)) != len(plan.steps):

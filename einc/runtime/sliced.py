@@ -37,7 +37,7 @@ _ACCUMULATORS = {torch.float16: torch.float32, torch.bfloat16: torch.float32, to
                  **{dtype: torch.int64 for dtype in _WIDE_UNSIGNED}}
 
 
-_HALF_FLOATS = (torch.float16, torch.bfloat16, torch.complex32)
+HALF_FLOATS = (torch.float16, torch.bfloat16, torch.complex32)
 
 
 def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
@@ -78,7 +78,7 @@ class Runner:
         self.in_int64 = in_int64(operand_dtypes, result_dtype)     # narrow integers contracted in int64
         # 16-bit floats: each slice's steps widen their inputs to float32 (complex32: complex64)
         kinds = set(operand_dtypes)
-        self.half = len(kinds) == 1 and result_dtype in kinds and result_dtype in _HALF_FLOATS
+        self.half = len(kinds) == 1 and result_dtype in kinds and result_dtype in HALF_FLOATS
         self._hoist(plan)
 
     def _hoist(self, plan: Plan) -> None:
@@ -173,7 +173,6 @@ class Runner:
         progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
             if estimate > slicecost.PROGRESS_SECONDS else None
         chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
-        widen = acc.dtype == torch.int64 and self.result_dtype in _WIDE_UNSIGNED   # torch cannot mix them in add_
         partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
 
         def view(tensor, dims, pos):
@@ -217,7 +216,9 @@ class Runner:
                     target = out_cache.get(key)
                     if target is None:
                         target = out_cache[key] = view(acc, self.output_dims, pos)
-                target.add_(part.to(torch.int64) if widen else part)
+                if acc.dtype == torch.int64 and part.dtype in _WIDE_UNSIGNED:    # torch cannot mix them in add_
+                    part = part.to(torch.int64)
+                target.add_(part)
                 del part, target, ops       # this slice's part is freed before the next slice runs
                 if partial:
                     entry = None
@@ -250,8 +251,9 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     backward, ``jacobian(vectorize=True)``) run ``unsliced(operands)`` instead: the plan's
     path unsliced (each slice's sum is added in place into the result, which such a batch
     cannot do; nor has torch's einsum op a rule for it)."""
-    cuda = operands[0].device.type == "cuda" and config.backend() != "torch"
-    check_cost(plan, executor="triton" if cuda else "torch")
+    kernels = operands[0].device.type == "cuda" and config.backend() != "torch" and \
+        operands[0].dtype not in HALF_FLOATS        # (16-bit float slices run the torch executor)
+    check_cost(plan, executor="triton" if kernels else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of,
                     [o.dtype for o in operands])
     entry = Entry(plan, None, "torch", [Choice("torch", "")] * len(plan.steps))
@@ -267,4 +269,4 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     return entry
 
 
-__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype"]
+__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype", "HALF_FLOATS"]

@@ -248,7 +248,7 @@ def _mul_sum(whole, full, k_dims, sizes, dtype):
     text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims)
 
     def half(a, b):
-        if untracked(a) and untracked(b):
+        if len(full) > len(string.ascii_letters) or (untracked(a) and untracked(b)):
             return run(a, b).to(dtype)
         return torch._VF.einsum(text, [a, b])
     return half
