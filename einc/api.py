@@ -455,7 +455,8 @@ def _size(s, shape) -> int:
     """A size of a shape given as numbers: an int (numpy's, a 0-d tensor's, a float such as
     8.0 that is one), never 8.5 taken as 8."""
     try:
-        return operator.index(s)
+        if not isinstance(s, bool):         # (True is no size: torch refuses it)
+            return operator.index(s)
     except TypeError:
         if isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and float(s).is_integer():
             return int(s)

@@ -367,10 +367,11 @@ def cmd_bench(args) -> int:
         from .benchmark import dispatch
         others = [flag for flag, given in (("--device cuda", args.device != "cpu"), ("--filter", bool(args.filter)),
                                            ("--budget", args.budget is not None), ("--train", args.train),
-                                           ("--no-models", args.no_models)) if given]
+                                           ("--no-models", args.no_models), ("--wait", args.wait is not None),
+                                           ("--no-chart", args.no_chart)) if given]
         if others:
             raise ArgumentError(f"--dispatch times 4x4 matrix chains on the CPU and takes --rounds, --quick, "
-                                f"--threads and --out, not {', '.join(others)}")
+                                f"--threads and --out (--suite: where results go by default), not {', '.join(others)}")
         if out is None:
             try:
                 out = default_out(find_suite(args.suite))
@@ -379,7 +380,7 @@ def cmd_bench(args) -> int:
         return dispatch.run(out, args.rounds, args.quick)
     return bench_suite(find_suite(args.suite), device=args.device, text=args.filter, out=out,
                        rounds=args.rounds, budget=args.budget, quick=args.quick, chart=not args.no_chart,
-                       train=args.train, models=not args.no_models, wait=args.wait,
+                       train=args.train, models=not args.no_models, wait=60.0 if args.wait is None else args.wait,
                        threads_set=args.threads is not None)
 
 
@@ -588,12 +589,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per workload, more than 0 (default 4; --quick 1)")
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="torch.set_num_threads(N), at least 1 (default: torch's, or 1 on a busy machine, see below)")
-    p.add_argument("--wait", type=_non_negative_float, default=60.0, metavar="S",
+    p.add_argument("--wait", type=_non_negative_float, metavar="S",
                    help="on a busy machine, seconds to wait for it to quieten; 0: do not wait (default 60)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
                    help="run the per-call overhead micro-benchmark instead: 4x4 matrix chains on the CPU "
-                        "(writes dispatch.md/.csv; takes --rounds, --quick, --threads and --out only)")
+                        "(writes dispatch.md/.csv; takes --rounds, --quick, --threads and --out only, and "
+                        "--suite for where results go by default)")
     p.add_argument("--train", action="store_true",
                    help="time forward + backward (torch.autograd.grad) instead of forward; writes "
                         "suite_<device>_train.* and models_train.* (see below)")

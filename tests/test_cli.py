@@ -617,7 +617,8 @@ def test_an_output_folder_starting_with_a_dash_and_holding_an_arrow(tmp_path, ca
     assert main(["explain", "->", "--shapes", "()", "--json"]) == 0
 
 
-@pytest.mark.parametrize("extra", [["--device", "cuda"], ["--filter", "x"], ["--budget", "1"], ["--train"]])
+@pytest.mark.parametrize("extra", [["--device", "cuda"], ["--filter", "x"], ["--budget", "1"], ["--train"],
+                                   ["--wait", "5"], ["--no-chart"]])
 def test_bench_dispatch_refuses_the_options_it_does_not_take(extra, capsys):
     """It ignored them: --device cuda timed the CPU and exited 0."""
     assert main(["bench", "--dispatch", "--quick", *extra]) == 2
@@ -632,6 +633,8 @@ def test_explain_refuses_sizes_that_are_not_whole_and_a_dtype_the_tensors_lack()
     from einc.errors import ArgumentError, OperandTypeError
     with pytest.raises(OperandTypeError, match=r"whole numbers, got 8.5 in \(64, 8.5\)"):
         einc.explain("ij,jk->ik", (64, 8.5), (8.5, 64))
+    with pytest.raises(OperandTypeError, match="got True"):
+        einc.explain("ij,jk->ik", (64, True), (1, 64))
     assert einc.explain("ij,jk->ik", (64, 8.0), (8, 64)).plan.flops == 2 * 64 * 8 * 64
     a = torch.randn(3, 4)
     with pytest.raises(ArgumentError, match="dtype=torch.float16 describes operands given as shapes"):
@@ -651,6 +654,9 @@ def test_a_suite_takes_dtype_aliases_and_refuses_variants_that_are_not_an_object
     assert main(["dump", "--suite", path, "-o", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
     assert "'variants' is not an object" in err and "internal error" not in err
+    path = _suite(tmp_path, {"id": "text", "variants": {"gpu": "float32"}})
+    assert main(["dump", "--suite", path, "-o", str(tmp_path / "out3")]) == 2
+    assert "variant 'gpu' is not an object" in capsys.readouterr().err
 
 
 def test_a_suite_category_or_equation_that_is_not_a_string_is_refused(tmp_path, capsys):

@@ -74,7 +74,9 @@ def load(path) -> dict:
         if not isinstance(w["variants"], dict):
             raise ArgumentError(f"{path}: workload {w['id']!r}: 'variants' is not an object of variants by name")
         for name, v in w["variants"].items():
-            dtype = v.get("dtype") if isinstance(v, dict) else None
+            if not isinstance(v, dict):
+                raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r} is not an object")
+            dtype = v.get("dtype")
             if isinstance(dtype, str) and dtype in DTYPE_ALIASES:      # "half", "double": as --dtype takes them
                 v["dtype"] = dtype = DTYPE_ALIASES[dtype]
             if dtype not in DTYPE_NAMES:

@@ -41,7 +41,8 @@ Who chooses what to slice:
   fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
   halved where they are behind a moment over the limit, then widened back to the largest
   that fits, the slicing estimated fastest (:mod:`einc.slicecost`: the flops of every
-  slice plus a fixed cost per step of a slice) kept; the faster of the two paths wins.
+  slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
+  cost per step of a slice) kept; the faster of the two paths wins.
 
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own

@@ -214,9 +214,10 @@ def _tagged(fn, lay, chunked=None):
 
 
 # float16 / bfloat16 products are made in float32 in blocks from this size of the float32
-# product up (below, whole): three whole float32 temporaries cost more than the blocks
-# (bfloat16 bij,bij->b at 64x256x256, 1 thread: 15 ms whole, 1.2 ms in blocks, 0.8 ms in
-# bfloat16; torch.einsum 8 ms).
+# product up (below, whole): whole float32 temporaries cost more than the blocks (bfloat16
+# bij,bij->b at 64x256x256, 1 thread, medians of 9 calls, an ad hoc script on the shared
+# development machine: 15 ms whole, 1.2 ms in blocks, 0.8 ms in bfloat16; torch.einsum 8 ms;
+# the README's figures are einc's whole call).
 HALF_MIN_BYTES = 1 << 20
 
 
