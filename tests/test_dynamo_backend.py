@@ -557,3 +557,17 @@ def test_in_float16_factors_that_multiply_to_1_keep_the_one_on_an_operand():
             assert want.isfinite().all() and got.isfinite().all()
             torch.testing.assert_close(got, want, rtol=2e-2, atol=1.0)
         assert einc.dynamo.last_report.rewrites[0].scale_on == "operand 1 and output (as written)"
+
+
+def test_a_factor_on_a_result_fused_first_is_not_moved_past_a_chain_whose_factors_may_not_move():
+    """((A @ B) * 1e-2) @ ((u * 1e-25) @ v): the first fusion carried ``* 1e-2`` inside the
+    chain, and the second (whose 1e-27 may not move) then put it on the output: inf where
+    eager is 8e36; with the consumer's operands swapped it was right."""
+    A = B = torch.full((2, 2), 1e19)
+    u, v = torch.ones(2, 2), torch.full((2, 2), 1e25)
+    for f in (lambda A, B, u, v: ((A @ B) * 1e-2) @ ((u * 1e-25) @ v),
+              lambda A, B, u, v: ((u * 1e-25) @ v).t() @ ((A @ B) * 1e-2)):
+        want = f(A, B, u, v)
+        assert want.isfinite().all()
+        got = _compile(f, A, B, u, v, backend=ALL)
+        torch.testing.assert_close(got, want)

@@ -1,5 +1,7 @@
 """einc.einsum against the float64 oracle on a fixed family of equations, layouts and dtypes."""
 
+import math
+
 import pytest
 import torch
 
@@ -331,4 +333,19 @@ def test_sliced_wide_unsigned_full_reduction(dtype):
     a = torch.randint(0, 60000, (8, 7)).to(dt)
     want = torch.einsum("ba->", a)
     got = einc.einsum("ba->", a, memory_limit=1)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("equation,shapes,limit", [("a,b->", [(4,), (5,)], 3), ("ab,c->", [(2, 3), (5,)], 4)])
+def test_sliced_wide_unsigned_meet_an_int64_sum(dtype, equation, shapes, limit):
+    """A slice's step met the int64 sum of one operand and the other's uint16 as is: torch
+    has no promotion between them ('Promotion for uint16, uint32, uint64 types is not
+    supported'); the unsigned side is made int64 there too."""
+    dt = getattr(torch, dtype, None)
+    if dt is None:
+        pytest.skip(f"torch {torch.__version__} has no {dtype}")
+    ops = [torch.arange(math.prod(s)).reshape(s).to(dt) for s in shapes]
+    want = torch.einsum(equation, *ops)
+    got = einc.einsum(equation, *ops, memory_limit=limit)
     assert got.dtype == want.dtype and torch.equal(got, want)

@@ -69,6 +69,7 @@ class Contraction:
     exclusive: list = field(default_factory=list)   # per operand: may it be fused into this one
     written: object = None      # torch's order for the node: None (one order), False (left to right), a path
     placed: list = field(default_factory=list)      # per operand: those of ``factors`` written on it
+    inside: list = field(default_factory=list)      # those of ``factors`` on a fused producer's result
 
 
 @dataclass(frozen=True)
@@ -241,16 +242,22 @@ def fuse(producer: Contraction, consumer: Contraction, p: int) -> Contraction:
                        consumer.terms[:p] + terms + consumer.terms[p + 1:], consumer.output, sizes,
                        producer.factors + consumer.factors, producer.sources + consumer.sources,
                        consumer.exclusive[:p] + producer.exclusive + consumer.exclusive[p + 1:],
-                       placed=consumer.placed[:p] + producer.placed + consumer.placed[p + 1:])
+                       placed=consumer.placed[:p] + producer.placed + consumer.placed[p + 1:],
+                       inside=consumer.inside + producer.inside + _on_result(producer))
 
 
-def _scales_inside(producer: Contraction, fused: Contraction) -> bool:
-    """Whether fusing would leave a factor on the producer's result inside the chain while
-    the fused contraction's factors may not be moved (float16, symbolic, overflowing): it
-    guards the consumer's operand (``x @ ((A @ B) * 1e-2)``), so the two stay apart."""
-    on_operands = [f for fs in producer.placed for f in fs]
-    inside = [f for f in producer.factors if not any(f is g for g in on_operands)]
-    return bool(inside) and not _on_an_operand(fused)
+def _on_result(c: Contraction) -> list:
+    """``c``'s factors on its own result (not on an operand, nor inside a fused chain)."""
+    other = [f for fs in c.placed for f in fs] + c.inside
+    return [f for f in c.factors if not any(f is g for g in other)]
+
+
+def _scales_inside(fused: Contraction) -> bool:
+    """Whether a fused chain would hold a factor on an intermediate result (a producer's,
+    fused now or before) while its factors may not be moved (float16, symbolic,
+    overflowing): it guards what reads that result (``x @ ((A @ B) * 1e-2)``), so the two
+    stay apart."""
+    return bool(fused.inside) and not _on_an_operand(fused)
 
 
 def fuse_all(found: list) -> list:
@@ -271,7 +278,7 @@ def fuse_all(found: list) -> list:
                     continue
                 fused = fuse(prod[0], c, p)
                 fused_cost = flops(fused)
-                if fused_cost <= cost + prod[1] and not _scales_inside(prod[0], fused):
+                if fused_cost <= cost + prod[1] and not _scales_inside(fused):
                     del by_out[src]
                     alive.remove(prod)
                     c, cost = fused, fused_cost

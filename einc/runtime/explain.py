@@ -26,7 +26,8 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
     ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
     s = plan.slicing
     if len(set(dtypes)) == 1 and dtypes[0] in HALF_FLOATS:      # runtime/sliced.py: Runner._slice_entry
-        why = ("each slice of a 16-bit float plan contracts in float32, each step making its inputs float32 "
+        wide = "complex64" if dtypes[0].is_complex else "float32"
+        why = (f"each slice of a 16-bit float plan contracts in {wide}, each step making its inputs {wide} "
                "as it reads them (generated kernels take each dtype as it is)")
         return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(s.inner, device_type, dtypes, why))
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]

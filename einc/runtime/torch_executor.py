@@ -37,6 +37,7 @@ from .chunked import plan_chunks, plan_sum_chunks
 from .permute_copy import permuted_copy as _permuted_copy, untracked
 
 _HALF = (torch.float16, torch.bfloat16)
+_WIDE_UNSIGNED = frozenset(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
 # what ``widen`` makes of a dtype (see _prep)
 WIDER = {**{dtype: torch.int64 for dtype in NARROW_INTEGRAL}, torch.float16: torch.float32,
          torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
@@ -152,6 +153,12 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False):
     prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
     prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1], widen)
     out = list(step.output)
+    if da != db and torch.int64 in (da, db) and {da, db} & _WIDE_UNSIGNED:
+        # a sum made one side int64 (torch's promotion); torch has none with uint16/32/64
+        # (a slice's step may meet them so: a,b-> sliced): the unsigned side in int64 too
+        prep_a = _chain([prep_a, lambda x: x.to(torch.int64)]) if da != torch.int64 else prep_a
+        prep_b = _chain([prep_b, lambda x: x.to(torch.int64)]) if db != torch.int64 else prep_b
+        da = db = torch.int64
     if kind == PRODUCT:
         al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
         core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
