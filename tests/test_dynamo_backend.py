@@ -571,3 +571,13 @@ def test_a_factor_on_a_result_fused_first_is_not_moved_past_a_chain_whose_factor
         assert want.isfinite().all()
         got = _compile(f, A, B, u, v, backend=ALL)
         torch.testing.assert_close(got, want)
+
+
+def test_the_report_says_a_factor_kept_two_contractions_apart():
+    """It said 'no flops saved' though fusing would have saved them."""
+    h = lambda v, *s: torch.full(s, v).half()               # noqa: E731
+    f = lambda x, A, B: x @ ((A @ B) * 1e-3)                 # noqa: E731
+    x, A, B = h(100., 2, 64), h(3., 64, 64), h(1., 64, 64)
+    torch.testing.assert_close(_compile(f, x, A, B, backend=EAGER), f(x, A, B))
+    left = einc.dynamo.last_report.left
+    assert len(left) == 2 and all("not fused with" in x.reason and "may not move" in x.reason for x in left)

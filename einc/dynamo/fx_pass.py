@@ -70,6 +70,7 @@ class Contraction:
     written: object = None      # torch's order for the node: None (one order), False (left to right), a path
     placed: list = field(default_factory=list)      # per operand: those of ``factors`` written on it
     inside: list = field(default_factory=list)      # those of ``factors`` on a fused producer's result
+    apart: list = field(default_factory=list)       # names of contractions a factor kept from fusing with it
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,10 @@ def fuse_all(found: list) -> list:
                     continue
                 fused = fuse(prod[0], c, p)
                 fused_cost = flops(fused)
-                if fused_cost <= cost + prod[1] and not _scales_inside(fused):
+                if fused_cost <= cost + prod[1] and _scales_inside(fused):
+                    c.apart += prod[0].sources
+                    prod[0].apart += c.sources
+                elif fused_cost <= cost + prod[1]:
                     del by_out[src]
                     alive.remove(prod)
                     c, cost = fused, fused_cost
@@ -456,8 +460,11 @@ def rewrite(gm: torch.fx.GraphModule, policy: str = FEWER_FLOPS, left: list | No
         elif policy == ALL or cost < unfused:
             rewrites.append(emit(gm, c, unfused, replaced))
         elif left is not None:
-            left.append(Left(_text(c), tuple(c.sources), len(c.sources), cost, unfused,
-                             "no flops saved" if cost == unfused else "einc's plan needs more flops"))
+            why = "no flops saved" if cost == unfused else "einc's plan needs more flops"
+            if c.apart:
+                why += (f"; not fused with {', '.join(dict.fromkeys(c.apart))}: a factor on the result one reads "
+                        "from the other may not move (float16, symbolic or overflowing)")
+            left.append(Left(_text(c), tuple(c.sources), len(c.sources), cost, unfused, why))
     if rewrites:
         _erase_replaced(gm.graph)
         gm.graph.lint()
