@@ -561,6 +561,8 @@ def _suite(tmp_path, *workloads) -> str:
      "variant 'gpu': dtype 'f32' is not one of"),
     ([{"id": "listed", "variants": {"gpu": {"shapes": [[2, 3], [3, 5]], "dtype": ["half"]}}}],
      "variant 'gpu': dtype ['half'] is not one of"),
+    ([{"id": "yes", "variants": {"gpu": {"shapes": [[2, True], [3, 5]], "dtype": "half"}}}],
+     "variant 'gpu': shapes [[2, True], [3, 5]] is not a list of shapes"),
 ])
 @pytest.mark.parametrize("command", ["dump", "bench"])
 def test_a_suite_whose_ids_or_dtypes_are_not_plain_is_refused(tmp_path, capsys, workloads, message, command):

@@ -80,10 +80,31 @@ def test_chain_at_equal_flops_is_left_as_written():
 
 def test_scale_goes_to_output_when_it_is_smallest():
     x, w = _randn(4, 50), _randn(50, 2, seed=1)
-    fn = lambda x, w: torch.mm(x * 3.0, w) / 8.0       # noqa: E731
+    fn = lambda x, w: torch.mm(x, w) * 3.0 / 8.0       # noqa: E731
     torch.testing.assert_close(_compile(fn, x, w, backend=ALL), fn(x, w))
     (r,) = einc.dynamo.last_report.rewrites
     assert r.scale_on == "output"
+    # A factor written on an operand scaled what eager computed from it: the result, scaled
+    # after, would leave that unscaled (it may overflow): the smallest operand takes them.
+    fn = lambda x, w: torch.mm(x * 3.0, w) / 8.0       # noqa: E731
+    torch.testing.assert_close(_compile(fn, x, w, backend=ALL), fn(x, w))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on == "operand 1"
+
+
+def test_a_factor_written_before_the_result_is_not_moved_after_the_chain():
+    """float32, every factor within 2^-64..2^64: moved onto the result (or the kernel's
+    epilogue), x @ ((A @ B) * 1e-2) left the fused chain unscaled, inf where eager is 3.7e36."""
+    x = torch.full((2, 4), 3e28)
+    A, B = torch.full((4, 4), 2e9), torch.full((4, 1), 1.0)        # the result, 2 x 1, is the smallest
+    for f in (lambda x, A, B: x @ ((A @ B) * 1e-2), lambda x, A, B: x @ ((A * 1e-2) @ B)):
+        want = f(x, A, B)
+        assert want.isfinite().all()
+        for backend in (EAGER, ALL):
+            got = _compile(f, x, A, B, backend=backend)
+            assert got.isfinite().all()
+            torch.testing.assert_close(got, want)
+        assert all(r.scale_on.startswith("operand") for r in einc.dynamo.last_report.rewrites)
 
 
 def test_all_contraction_kinds_are_recognized():

@@ -580,3 +580,12 @@ def test_a_size_keyword_is_checked_on_every_call():
     with pytest.raises(errors.ArgumentError, match="the size h=2.0 must be an int"):
         einc.einsum("b (h d) -> b h d", x, h=2.0)
     assert einc.einsum("b (h d) -> b h d", x, h=torch.tensor(2)).shape == (2, 2, 3)
+
+
+@pytest.mark.parametrize("value", [True, torch.tensor(True)], ids=["bool", "bool-tensor"])
+def test_a_boolean_is_no_size(value):
+    """operator.index takes True as 1: h=True was planned as h=1."""
+    with pytest.raises(einc.errors.ArgumentError, match="must be an int"):
+        einc.einsum("b (h d) -> b h d", torch.randn(2, 6), h=value)
+    with pytest.raises(einc.errors.OperandTypeError, match="whole numbers"):
+        einc.explain("ij->", (value, 3))

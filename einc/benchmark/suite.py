@@ -76,6 +76,11 @@ def load(path) -> dict:
         for name, v in w["variants"].items():
             if not isinstance(v, dict):
                 raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r} is not an object")
+            shapes = v.get("shapes")
+            if not isinstance(shapes, list) or not all(
+                    isinstance(sh, list) and all(type(n) is int and n >= 0 for n in sh) for sh in shapes):
+                raise ArgumentError(f"{path}: workload {w['id']!r}, variant {name!r}: shapes {shapes!r:.80} is not "
+                                    "a list of shapes (lists of sizes, whole numbers from 0)")
             dtype = v.get("dtype")
             if isinstance(dtype, str) and dtype in DTYPE_ALIASES:      # "half", "double": as --dtype takes them
                 v["dtype"] = dtype = DTYPE_ALIASES[dtype]

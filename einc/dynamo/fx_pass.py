@@ -367,8 +367,8 @@ def _epilogue_scale(c: Contraction):
     scale = _folded(c.factors) if c.factors else None
     if scale is None or not math.isfinite(scale):       # an overflowing product: applied as written
         return None
-    if any(c.placed) and not _on_an_operand(c):         # float16: those on operands stay there
-        return None
+    if any(c.placed) or c.inside:       # a factor written on an operand or an intermediate goes onto an
+        return None                     # operand (emit), not after the chain, which it scaled in eager
     example = val(c.operands[0])
     if not isinstance(example, torch.Tensor) or \
             dispatch.decide(example.device.type, [example.dtype])[0] != "triton":
@@ -399,6 +399,8 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         elif c.factors:
             movable = _on_an_operand(c)
             sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
+            if c.inside or any(c.placed):   # a factor written before the result: scaling the result
+                sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
             target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
             if target < len(operands):
                 operands[target] = _apply(graph, operands[target], c.factors)

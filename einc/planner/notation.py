@@ -241,9 +241,16 @@ def _fail(fail, cls, message: str):
     return cls(message)
 
 
+def _boolean(value) -> bool:
+    """True, False, a bool tensor or numpy bool: no size (operator.index takes them)."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("torch.bool", "bool")
+
+
 def _size(name, value, fail=None):
     if value.__class__ is not int and type(value).__name__ != "SymInt":
         try:
+            if _boolean(value):
+                raise TypeError
             value = operator.index(value)
         except TypeError:
             raise _fail(fail, ArgumentError, f"einsum(): the size {name}={value!r} must be an int") from None
@@ -469,6 +476,8 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
         # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
         # resolved uncached, which raises the error that names it.
         try:
+            if any(_boolean(v) for v in sizes.values()):
+                raise TypeError
             key = tuple((k, operator.index(v)) for k, v in sizes.items())
         except TypeError:
             resolve(named, [o.shape for o in operands], sizes)
