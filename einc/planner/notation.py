@@ -242,8 +242,10 @@ def _fail(fail, cls, message: str):
 
 
 def _boolean(value) -> bool:
-    """True, False, a bool tensor or numpy bool: no size (operator.index takes them)."""
-    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("torch.bool", "bool")
+    """True, False, a bool tensor or numpy bool: no size (operator.index takes them).  By
+    type name: a symbolic size under torch.compile has no attribute to ask."""
+    kind = type(value).__name__
+    return isinstance(value, bool) or kind == "bool_" or (kind == "Tensor" and str(value.dtype) == "torch.bool")
 
 
 def _size(name, value, fail=None):
