@@ -455,7 +455,7 @@ def _size(s, shape) -> int:
     """A size of a shape given as numbers: an int (numpy's, a 0-d tensor's, a float such as
     8.0 that is one), never 8.5 taken as 8."""
     try:
-        if not isinstance(s, bool) and getattr(s, "dtype", None) != torch.bool:   # (True is no size)
+        if not notation.is_boolean(s):      # (operator.index takes True as 1)
             return operator.index(s)
     except TypeError:
         if isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and float(s).is_integer():

@@ -76,7 +76,11 @@ def test_dump_of_a_dtype_without_kernels_prints_the_plan(capsys):
 
 
 def test_dump_suite_equals_the_committed_kernels(tmp_path, capsys):
-    """`einc dump --suite -o DIR` writes exactly kernels/ (so the CLI and kernels/ never disagree)."""
+    """`einc dump --suite -o DIR` writes exactly kernels/ (so the CLI and kernels/ never disagree).
+    As the command runs, in a fresh process: with einc's caches empty (a path found earlier
+    in this process for the same size class would be reused, and the plan would say so)."""
+    import einc
+    einc.cache_clear()
     assert main(["dump", "--suite", str(SUITE), "-o", str(tmp_path)]) == 0
     generated = tree_of(tmp_path)
     assert len(generated) > 30

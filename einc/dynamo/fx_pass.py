@@ -405,7 +405,6 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             if target < len(operands):
                 operands[target] = _apply(graph, operands[target], c.factors)
                 scale_on = f"operand {target}"
-                rest = []
             else:
                 # the result is the smallest tensor; or the factors may not move onto an operand
                 # (float16; symbolic or overflowing ones): then each factor written on an operand

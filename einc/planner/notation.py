@@ -241,7 +241,7 @@ def _fail(fail, cls, message: str):
     return cls(message)
 
 
-def _boolean(value) -> bool:
+def is_boolean(value) -> bool:
     """True, False, a bool tensor or numpy bool: no size (operator.index takes them).  By
     type name: a symbolic size under torch.compile has no attribute to ask."""
     kind = type(value).__name__
@@ -251,7 +251,7 @@ def _boolean(value) -> bool:
 def _size(name, value, fail=None):
     if value.__class__ is not int and type(value).__name__ != "SymInt":
         try:
-            if _boolean(value):
+            if is_boolean(value):
                 raise TypeError
             value = operator.index(value)
         except TypeError:
@@ -478,7 +478,7 @@ def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracin
         # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
         # resolved uncached, which raises the error that names it.
         try:
-            if any(_boolean(v) for v in sizes.values()):
+            if any(is_boolean(v) for v in sizes.values()):
                 raise TypeError
             key = tuple((k, operator.index(v)) for k, v in sizes.items())
         except TypeError:

@@ -37,11 +37,18 @@ def torch_dtype(dtype, door: str) -> torch.dtype:
 # Integer dtypes narrower than int64, and bool.  Where the result is int64, einc contracts
 # them in int64 (:func:`in_int64`: each operand made int64 by the step that reads it, after
 # the sums that promote it anyway, ``torch_executor.step_functions``; in a sliced plan,
-# :func:`widened`, each slice's views per slice and an operand no slice cuts once per call), so no step wraps in the narrow dtype before the result's:
-# torch.einsum promotes only where its path happens to sum an index alone, so with three
-# or more operands its values wrap or not as that path falls (uint8 ``ad,b,a,a,a->``), and
-# a slice's smaller equation may not promote at all.
+# :func:`widened`, each slice's views per slice and an operand no slice cuts once per
+# call), so no step wraps in the narrow dtype before the result's: torch.einsum promotes
+# only where its path happens to sum an index alone, so with three or more operands its
+# values wrap or not as that path falls (uint8 ``ad,b,a,a,a->``), and a slice's smaller
+# equation may not promote at all.
 NARROW_INTEGRAL = frozenset((torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32))
+# Unsigned integers wider than 8 bits: torch has no promotion or addition between them and
+# int64 (einc meets them in int64 where a sum promoted one side, or in a sliced accumulator).
+WIDE_UNSIGNED = frozenset(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
+# 16-bit floats and the dtype their sums and sliced parts are kept in (float16 overflows at
+# 65504; bfloat16 keeps 8 bits).
+FLOAT32_OF = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 
 
 def in_int64(dtypes, result_dtype) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..planner.fuse import FUSED
 from ..planner.plan import Plan
 from .dispatch import Explanation, _torch_note, describe
-from .sliced import HALF_FLOATS
+from .dtypes import FLOAT32_OF
 
 
 def explanation(plan: Plan, device_type: str, dtypes, shapes, entry=None, select_mode=None,
@@ -25,8 +25,8 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
     """``explain``'s answer for a sliced plan: what runs each step of one slice (once a slice
     ran, what its entry runs: its plan, fused where kernels run, and its kernels)."""
     s = plan.slicing
-    if len(set(dtypes)) == 1 and dtypes[0] in HALF_FLOATS:      # runtime/sliced.py: Runner._slice_entry
-        wide = "complex64" if dtypes[0].is_complex else "float32"
+    if len(set(dtypes)) == 1 and dtypes[0] in FLOAT32_OF:      # runtime/sliced.py: Runner._slice_entry
+        wide = str(FLOAT32_OF[dtypes[0]]).removeprefix("torch.")
         why = (f"each slice of a 16-bit float plan contracts in {wide}, each step making its inputs {wide} "
                "as it reads them (generated kernels take each dtype as it is)")
         return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(s.inner, device_type, dtypes, why))

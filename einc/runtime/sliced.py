@@ -20,7 +20,7 @@ from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicing import check_cost, hoisting, linear_path
 from .dispatch import Entry, build_entry as _build_entry
-from .dtypes import in_int64, widened
+from .dtypes import FLOAT32_OF, WIDE_UNSIGNED, in_int64, widened
 from .select import Choice
 from .torch_executor import step_functions
 
@@ -32,12 +32,7 @@ def accumulator_dtype(dtype):
     return _ACCUMULATORS.get(dtype, dtype)
 
 
-_WIDE_UNSIGNED = frozenset(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
-_ACCUMULATORS = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64,
-                 **{dtype: torch.int64 for dtype in _WIDE_UNSIGNED}}
-
-
-HALF_FLOATS = (torch.float16, torch.bfloat16, torch.complex32)
+_ACCUMULATORS = {**FLOAT32_OF, **{dtype: torch.int64 for dtype in WIDE_UNSIGNED}}
 
 
 def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
@@ -78,7 +73,7 @@ class Runner:
         self.in_int64 = in_int64(operand_dtypes, result_dtype)     # narrow integers contracted in int64
         # 16-bit floats: each slice's steps widen their inputs to float32 (complex32: complex64)
         kinds = set(operand_dtypes)
-        self.half = len(kinds) == 1 and result_dtype in kinds and result_dtype in HALF_FLOATS
+        self.half = len(kinds) == 1 and result_dtype in kinds and result_dtype in FLOAT32_OF
         self._hoist(plan)
 
     def _hoist(self, plan: Plan) -> None:
@@ -148,7 +143,7 @@ class Runner:
         dtype, no second tensor to convert (a float32 one beside a float16 result was 3x
         the result's memory)."""
         summed = summed or bool(set(self.slicing.indices) - set(self.plan.graph.output))
-        dtype = accumulator_dtype(self.result_dtype) if summed or self.result_dtype in _WIDE_UNSIGNED else \
+        dtype = accumulator_dtype(self.result_dtype) if summed or self.result_dtype in WIDE_UNSIGNED else \
             self.result_dtype
         return torch.zeros(self.shape, dtype=dtype, device=operands[0].device)
 
@@ -216,7 +211,7 @@ class Runner:
                     target = out_cache.get(key)
                     if target is None:
                         target = out_cache[key] = view(acc, self.output_dims, pos)
-                if acc.dtype == torch.int64 and part.dtype in _WIDE_UNSIGNED:    # torch cannot mix them in add_
+                if acc.dtype == torch.int64 and part.dtype in WIDE_UNSIGNED:    # torch cannot mix them in add_
                     part = part.to(torch.int64)
                 target.add_(part)
                 del part, target, ops       # this slice's part is freed before the next slice runs
@@ -252,7 +247,7 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     path unsliced (each slice's sum is added in place into the result, which such a batch
     cannot do; nor has torch's einsum op a rule for it)."""
     kernels = operands[0].device.type == "cuda" and config.backend() != "torch" and \
-        operands[0].dtype not in HALF_FLOATS        # (16-bit float slices run the torch executor)
+        operands[0].dtype not in FLOAT32_OF        # (16-bit float slices run the torch executor)
     check_cost(plan, executor="triton" if kernels else "torch")
     runner = Runner(plan, natural_dtype(plan, result_dtype, [o.dtype for o in operands]), select, entry_of,
                     [o.dtype for o in operands])
@@ -269,4 +264,4 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     return entry
 
 
-__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype", "HALF_FLOATS"]
+__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype"]

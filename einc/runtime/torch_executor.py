@@ -32,15 +32,12 @@ from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
-from .dtypes import NARROW_INTEGRAL
+from .dtypes import FLOAT32_OF, NARROW_INTEGRAL, WIDE_UNSIGNED
 from .chunked import plan_chunks, plan_sum_chunks
 from .permute_copy import permuted_copy as _permuted_copy, untracked
 
 _HALF = (torch.float16, torch.bfloat16)
-_WIDE_UNSIGNED = frozenset(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
-# what ``widen`` makes of a dtype (see _prep)
-WIDER = {**{dtype: torch.int64 for dtype in NARROW_INTEGRAL}, torch.float16: torch.float32,
-         torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
+WIDER = {**{dtype: torch.int64 for dtype in NARROW_INTEGRAL}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -153,7 +150,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False):
     prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
     prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1], widen)
     out = list(step.output)
-    if da != db and torch.int64 in (da, db) and {da, db} & _WIDE_UNSIGNED:
+    if da != db and torch.int64 in (da, db) and {da, db} & WIDE_UNSIGNED:
         # a sum made one side int64 (torch's promotion); torch has none with uint16/32/64
         # (a slice's step may meet them so: a,b-> sliced): the unsigned side in int64 too
         prep_a = _chain([prep_a, lambda x: x.to(torch.int64)]) if da != torch.int64 else prep_a
@@ -219,7 +216,6 @@ def _tagged(fn, lay, chunked=None):
     return run
 
 
-
 # float16 / bfloat16 products are made in float32 in blocks from this size of the float32
 # product up (below, whole): whole float32 temporaries cost more than the blocks (bfloat16
 # bij,bij->b at 64x256x256, 1 thread, medians of 9 calls, an ad hoc script on the shared
@@ -252,11 +248,13 @@ def _mul_sum(whole, full, k_dims, sizes, dtype):
     # runs it, a matrix product that multiplies in float32 too and saves the operands as
     # they are (the float32 copy would be saved for the backward: 34 MiB beside torch's
     # nothing for ij,ij-> on 3000 x 3000).
+    # (spelled in torch's 52 letters; past them, einc's own multiply-and-sum always runs)
     letters = string.ascii_letters[:len(full)]
-    text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims)
+    text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims) \
+        if len(full) <= len(string.ascii_letters) else None
 
     def half(a, b):
-        if len(full) > len(string.ascii_letters) or (untracked(a) and untracked(b)):
+        if text is None or (untracked(a) and untracked(b)):
             return run(a, b).to(dtype)
         return torch._VF.einsum(text, [a, b])
     return half
@@ -505,9 +503,10 @@ def step_functions(plan: Plan, dtypes, widen: bool = False):
     """``(one function per step, the result's dtype)``: each step's function takes that
     step's operands and returns a tensor over its output indices (the last one a fresh
     contiguous tensor); ``runtime/program.unroll`` chains them.  With ``widen``
-    (:func:`einc.runtime.dtypes.in_int64`), narrow integer operands are made int64 by the
-    step that reads them, after its sums (which promote them anyway) and views: one at a
-    time, as torch's own promotion holds them, not all at once.
+    (:func:`einc.runtime.dtypes.in_int64`; 16-bit floats in a slice, runtime/sliced.py),
+    narrow integer operands are made int64, 16-bit floats float32, by the step that reads
+    them, after its sums and views: one at a time, as torch's own promotion holds them,
+    not all at once.
 
     Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
     """
