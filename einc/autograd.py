@@ -19,7 +19,9 @@ whether its forward and its gradient einsums run the engine or the op.
 - ``jvp``: forward mode; the sum over operands of the einsum with that operand
   replaced by its tangent.
 - ``vmap``: a vmapped dimension becomes one more index of the same equation, so a
-  vmapped call is one einc call.
+  vmapped call is one einc call (three or more operands, or a numeric memory limit:
+  :func:`_vmap_as_is`; one or two operands run their plan's torch ops, which torch
+  batches itself).
 
 Gradient equations depend on the operands' shapes only through which dimensions
 have size 1 (broadcasting) and the ranks, so they are cached on that, and sizes are
@@ -89,27 +91,44 @@ def einsum(eq: Equation, operands, options: Options) -> torch.Tensor:
 def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     """A call that autograd or a torch.func transform must see through.
 
-    Under plain autograd, forward AD and torch.func transforms other than ``vmap``
-    (``grad``, ``jvp``, ``vjp``), where the plan runs only torch ops (the torch executor:
-    CPU tensors, dtypes without kernels) they differentiate themselves: the plan runs as
-    is and torch records its ops, so the backward is torch's own (no Function, no saved-
-    tensor bookkeeping, no gradient einsums to plan) -- two to six times faster than the
-    Function for small calls (``bench/func_overhead.py``: torch's machinery for a Function
-    under a transform is Python).  Where generated kernels or cuBLAS views (``out=``) run,
-    and under ``vmap`` (which then stays one einc call, planned over one more index),
+    Under plain autograd, forward AD and torch.func transforms (``grad``, ``jvp``,
+    ``vjp``; ``vmap`` of one or two operands, see :func:`_vmap_as_is`), where the plan
+    runs only torch ops (the torch executor: CPU tensors, dtypes without kernels) they
+    differentiate, and batch, themselves: the plan runs as is and torch records its ops,
+    so the backward is torch's own (no Function, no saved-tensor bookkeeping, no gradient
+    einsums to plan) -- two to six times faster than the Function for small calls
+    (``bench/func_overhead.py``: torch's machinery for a Function under a transform is
+    Python).  Where generated kernels or cuBLAS views (``out=``) run, and under the other
+    ``vmap`` calls (which then stay one einc call, planned over one more index),
     :class:`EinsumFunction` supplies the derivatives as einsums.
     """
     transforms = transforms_active() and {i.key() for i in _interpreter_stack() or ()}
     if transforms and _FUNCTIONALIZE in transforms:
         return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
-    if not transforms or _VMAP not in transforms:
+    vmapped = transforms and _VMAP in transforms
+    if not vmapped or _vmap_as_is(operands, options):
         result = engine.unplanned(eq, operands, options)    # torch's op, which autograd records
         if result is not None:
             return result
         entry = engine.entry(eq, operands, options)
-        if entry.backend == "torch" and entry.plan.slicing is None:    # sliced: gradients sliced too
+        # sliced: gradients sliced too; under vmap a sum over size 0 would give zeros made
+        # without the batched operands, which vmap expands (stride 0, not a fresh tensor)
+        if entry.backend == "torch" and entry.plan.slicing is None and not (vmapped and entry.plan.empty_sum is not None):
             return entry.run(operands)
     return EinsumFunction.apply(Call(eq, options), *operands)
+
+
+def _vmap_as_is(operands, options) -> bool:
+    """Whether a call under ``vmap`` runs its plan's torch ops as they are, each batched
+    by torch's own rule (in C++): one or two operands, so one step, whose order the batch
+    cannot change; no numeric memory limit (the plan bounds one batch element; the
+    Function's call over one more index bounds the whole batch); CPU tensors (elsewhere
+    the entry would run, and measure, generated kernels, which take no batched tensor).
+    The other calls, where a batch may make another order cheaper, take the Function's
+    rule: one einc call planned over the batch index, for about 0.1 ms a call of torch's
+    Python machinery."""
+    return len(operands) <= 2 and options.memory_limit in (None, "max_input") and \
+        all(o.device.type == "cpu" for o in operands)
 
 
 @dataclass(frozen=True)

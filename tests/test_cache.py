@@ -96,7 +96,8 @@ def test_cache_clear_empties_every_cache():
     """Plans, parsed equations, gradient recipes, the op's dtypes, torch's dtype probes,
     options: each holds something after work, and nothing after cache_clear()."""
     a = torch.randn(3, 4, dtype=torch.float64)
-    torch.func.vmap(lambda x: einc.einsum("ij,jk->", x, x.T))(a[None])       # plans, the batched equation's recipe
+    v = torch.randn(3, dtype=torch.float64)
+    torch.func.vmap(lambda x: einc.einsum("ij,jk,k->", x, x.T, v))(a[None])     # plans, the batched equation's recipe
     einc.einsum("ij,jk->ik", torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2, dtype=torch.int32))
     einc.einsum("ij->j", torch.ones(2, 2), optimize="greedy")
     torch.compile(lambda x: einc.einsum("ij->i", x), backend="eager", fullgraph=True)(torch.ones(2, 2))

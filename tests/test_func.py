@@ -1,5 +1,8 @@
-"""torch.func over einc.einsum: vmap (one einc call per vmapped call), grad, jacrev,
-jacfwd, jvp, hessian, functional_call, and nestings such as vmap(grad(...))."""
+"""torch.func over einc.einsum: vmap (batched, never a loop: one or two operands through
+torch's batching rules, more as one einc call over one more index), grad, jacrev, jacfwd,
+jvp, hessian, functional_call, and nestings such as vmap(grad(...))."""
+
+import warnings
 
 import pytest
 import torch
@@ -49,23 +52,71 @@ def _batched(shape, dim, b, seed):
     return _randn(*full, seed=seed)
 
 
+@pytest.fixture
+def no_loop():
+    """Asserts, on leaving, that torch's vmap ran no op as a loop (its slow fallback,
+    which warns when asked to)."""
+    enable = torch._C._functorch._set_vmap_fallback_warning_enabled
+    enable(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:
+        enable(False)
+    assert not [str(w.message) for w in caught if "performance drop" in str(w.message)]
+
+
+@pytest.fixture
+def applied(monkeypatch):
+    """How many times einc's autograd.Function was applied."""
+    from einc import autograd
+    seen = []
+    apply = autograd.EinsumFunction.apply
+    monkeypatch.setattr(autograd.EinsumFunction, "apply", lambda *a: seen.append(1) or apply(*a))
+    return seen
+
+
 @pytest.mark.parametrize("equation,shapes,in_dims", VMAP_CASES, ids=[f"{c[0]}:{c[2]}" for c in VMAP_CASES])
-def test_vmap_is_one_call_and_matches_loop(equation, shapes, in_dims, calls):
+def test_vmap_is_batched_and_matches_loop(equation, shapes, in_dims, calls, applied, no_loop):
+    """One or two operands: the plan's torch ops, each batched by torch (no Function, whose
+    machinery costs ~0.1 ms); three or more: one einc call over one more index."""
     b = 3
     ops = [_batched(s, d, b, k) for k, (s, d) in enumerate(zip(shapes, in_dims))]
     calls.clear()
     out = vmap(lambda *x: einc.einsum(equation, *x), in_dims=in_dims)(*ops)
-    assert len(calls) == 1                     # the batch is one more index, not a loop
+    if len(shapes) <= 2:
+        assert not applied and not calls
+    else:
+        assert len(calls) == 1 and len(applied) == 1    # the batch is one more index, not a loop
+        assert len(set(calls[0].replace(",", "").replace("-", "").replace(">", ""))) == \
+            len(set(equation.replace(",", "").replace("-", "").replace(">", ""))) + 1
     slices = [[o.select(d, i) if d is not None else o for o, d in zip(ops, in_dims)] for i in range(b)]
     torch.testing.assert_close(out, torch.stack([reference(equation, *s) for s in slices]))
+    assert out.is_contiguous()
 
 
-def test_nested_vmap(calls):
+def test_nested_vmap(calls, applied, no_loop):
     a, w = _randn(2, 5, 3, 4), _randn(4, 6, seed=1)
     calls.clear()
     out = vmap(vmap(lambda x, y: einc.einsum("ij,jk->ik", x, y), in_dims=(0, None)), in_dims=(0, None))(a, w)
-    assert len(calls) == 1
+    assert not calls and not applied
     torch.testing.assert_close(out, torch.einsum("cbij,jk->cbik", a, w))
+    v = _randn(6, seed=2)
+    out = vmap(vmap(lambda x, y, z: einc.einsum("ij,jk,k->i", x, y, z), in_dims=(0, None, None)),
+               in_dims=(0, None, None))(a, w, v)
+    assert len(calls) == 1 and len(set(calls[0]) - set(",->")) == 5     # one run, over both batch indices
+    torch.testing.assert_close(out, torch.einsum("cbij,jk,k->cbi", a, w, v))
+
+
+def test_vmap_with_a_memory_limit_bounds_the_whole_batch(calls, applied):
+    """A numeric memory limit bounds the whole vmapped call: it runs as one einc call over
+    one more index, planned (and sliced) for the batch, not per element."""
+    a, w = _randn(8, 6, 5), _randn(5, 7, seed=1)
+    calls.clear()
+    out = vmap(lambda x: einc.einsum("ij,jk->ik", x, w, memory_limit=100))(a)
+    assert len(calls) == 1 and len(applied) == 1
+    torch.testing.assert_close(out, torch.einsum("bij,jk->bik", a, w))
 
 
 def test_grad():
@@ -94,10 +145,10 @@ def test_jvp_uses_einsum_per_tangent(calls, kernel_device):
 
 
 def test_grad_and_jvp_run_the_torch_executors_ops_as_they_are():
-    """Under grad and jvp (not vmap) a plan of torch ops runs as is, and torch.func
-    differentiates its ops: no Function, whose machinery under a transform is Python
-    (grad of a 4x4 product: 4x torch.einsum's time through it, 0.65x without;
-    bench/func_overhead.py)."""
+    """Under grad and jvp (and vmap of one or two operands) a plan of torch ops runs as
+    is, and torch.func differentiates its ops: no Function, whose machinery under a
+    transform is Python (grad of a 4x4 product: 4x torch.einsum's time through it, 0.65x
+    without; bench/func_overhead.py)."""
     from einc import autograd
     x, y = _randn(3, 4), _randn(4, 6, seed=1)
     applied = []
@@ -109,7 +160,9 @@ def test_grad_and_jvp_run_the_torch_executors_ops_as_they_are():
         torch.testing.assert_close(grad(lambda x: einc.einsum("ij,jk->ik", x, y).sum())(x), y.sum(1).expand(3, 4))
         assert not applied
         vmap(lambda x: einc.einsum("ij,jk->ik", x, y))(x[None])
-        assert applied                         # vmap: one einc call over one more index, through the Function
+        assert not applied
+        vmap(lambda x: einc.einsum("ij,jk,k->i", x, y, y[0]))(x[None])
+        assert applied                         # three operands: one einc call over one more index, through the Function
     finally:
         autograd.EinsumFunction.apply = apply
 
@@ -150,11 +203,16 @@ def test_functional_call_and_per_sample_grads():
 def test_vmap_of_grad_with_diagonal_and_lonely_indices(calls):
     xs = _randn(4, 3, 3, 2)
     f = lambda x: einc.einsum("iij->j", x).pow(2).sum()     # noqa: E731
-    calls.clear()
     got = vmap(grad(f))(xs)
     want = vmap(grad(lambda x: torch.einsum("iij->j", x).pow(2).sum()))(xs)
     torch.testing.assert_close(got, want)
-    assert len(calls) == 2                     # forward and the one gradient einsum, each batched
+    v = _randn(2, seed=1)
+    f = lambda x: einc.einsum("iij,j,k->jk", x, v, v).pow(2).sum()     # noqa: E731
+    calls.clear()
+    got = vmap(grad(f))(xs)
+    want = vmap(grad(lambda x: torch.einsum("iij,j,k->jk", x, v, v).pow(2).sum()))(xs)
+    torch.testing.assert_close(got, want)
+    assert len(calls) == 2                     # three operands: forward and the one gradient einsum, each batched
 
 
 def test_grad_of_vmap():

@@ -5,7 +5,7 @@ them through one way of calling einc: the torch executor (``einc.einsum`` on CPU
 tensors; also with each contraction step in a layout drawn among those its copy-cost
 model weighs, not only the cheapest), the generated Triton kernels under Triton's interpreter, a
 ``contract_expression``, autograd (gradients against torch's on float64), and the
-compiled op (``torch.compile(fullgraph=True)``).  Where torch.einsum raises, einc
+compiled op (``torch.compile(fullgraph=True)``), and ``vmap``.  Where torch.einsum raises, einc
 must raise the same built-in type; inputs must be unchanged either way.
 
 Quick and deterministic by default; the long run before a release is
@@ -278,6 +278,65 @@ def test_gradcheck_sample():
         ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
         assert torch.autograd.gradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
         assert torch.autograd.gradgradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
+
+
+# ---------------------------------------------------------------- vmap
+
+def _vmapped_operands(case, seed, dims, b):
+    """Per operand: ``b`` draws of the case's operand stacked along ``dims[k]`` (None:
+    one draw, not batched), in the case's layout; and the per-element operands."""
+    draws = [fuzz.values(case, seed + e) for e in range(b)]
+    ops, elements = [], [[] for _ in range(b)]
+    for k, (d, lay) in enumerate(zip(dims, case.layouts)):
+        if d is None:
+            op = fuzz.lay_out(draws[0][k], lay)
+            for e in range(b):
+                elements[e].append(op)
+        else:
+            op = fuzz.lay_out(torch.stack([draws[e][k] for e in range(b)], d), lay)
+            for e in range(b):
+                elements[e].append(op.select(d, e))
+        ops.append(op)
+    return ops, elements
+
+
+@fuzz.profile(quick=300, share=0.1)
+@given(case=fuzz.cases(max_operands=4), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16),
+       b=st.integers(1, 3))
+def test_vmapped(case, seed, choice, b):
+    """``vmap`` over random operand dimensions (some operands not batched), every dtype
+    and layout: each batch element against the oracle on it, errors of torch's type, and
+    no op that torch's vmap runs as a loop (its slow fallback warns).  One or two operands
+    run their plan's ops under torch's batching rules; more, the Function's vmap rule."""
+    dims = [None if (choice >> (2 * k)) % 4 == 0 else (choice >> (2 * k)) % (len(s) + 1)
+            for k, s in enumerate(case.shapes)]
+    if all(d is None for d in dims):
+        dims[0] = 0
+    ops, elements = _vmapped_operands(case, seed, dims, b)
+    note(f"{case.equation}  shapes={case.shapes}  dtype={case.dtype}  layouts={case.layouts}  in_dims={dims}  b={b}")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, elements[0])
+    run = torch.func.vmap(lambda *xs: einc.einsum(*case.args(xs)), in_dims=tuple(dims))
+    if error is not None and not fuzz.trips_on_int64_promotion(error):
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(*ops)
+    else:
+        fallback = torch._C._functorch._set_vmap_fallback_warning_enabled
+        fallback(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = run(*ops)
+        finally:
+            fallback(False)
+        assert not [w for w in caught if "performance drop" in str(w.message)], [str(w.message) for w in caught]
+        assert out.is_contiguous() and out.shape[0] == b
+        for e in range(b):
+            fuzz.check_result(case, out[e], elements[e], None if expected is None else expected.dtype)
+        event(f"{len(ops)} operand(s), {sum(d is not None for d in dims)} batched")
+    for o, c in zip(ops, before):
+        assert torch.equal(o, c), "an input was changed"
 
 
 # ---------------------------------------------------------------- the compiled op
