@@ -51,7 +51,7 @@ def _capture(graphs, **options):
 
 # ----------------------------------------------------------------------- the pass on small graphs
 
-def test_matmul_chain_fuses_into_one_einsum_with_scalar_on_smallest():
+def test_matmul_chain_fuses_into_one_einsum_with_its_scalar_on_the_result():
     a, b, c, d = _randn(20, 20), _randn(20, 20, seed=1), _randn(20, 20, seed=2), _randn(20, 2, seed=3)
     fn = lambda a, b, c, d: (a @ b @ c @ d) * 2.0     # noqa: E731
     out = _compile(fn, a, b, c, d)
@@ -59,7 +59,33 @@ def test_matmul_chain_fuses_into_one_einsum_with_scalar_on_smallest():
     (r,) = einc.dynamo.last_report.rewrites
     assert r.fused == 3 and r.equation == "ab,bc,cd,de->ae"
     assert r.flops == 4800 and r.unfused_flops == 33600   # a(b(cd)) against ((ab)c)d
-    assert r.scale_on == "operand 3"                   # d (20x2) ties with the output: first wins
+    assert r.scale_on == "output"       # written on the chain's result: on an operand it would scale intermediates
+
+
+def test_a_single_contractions_scalar_goes_onto_its_smallest_tensor():
+    q, k = _randn(2, 8), _randn(64, 8, seed=1)
+    fn = lambda q, k: (q @ k.T) * 0.125     # noqa: E731
+    torch.testing.assert_close(_compile(fn, q, k, backend=ALL), fn(q, k))
+    (r,) = einc.dynamo.last_report.rewrites
+    assert r.scale_on == "operand 0"    # q (2x8) is smaller than the result (2x64) and k
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
+    """``(x @ (A @ B)) * 1e15``, fused and run as ``((x @ A) @ B)``: the factor moved onto
+    ``x`` made ``x @ A`` overflow (6e52) where eager's intermediates and result (4e36) are
+    finite; on the result it scales only what eager's scaled.  With factors on an operand
+    too, each group stays on its side."""
+    x, A, B = (torch.full((1, 64), 1e18, dtype=dtype), torch.full((64, 64), 1e18, dtype=dtype),
+               torch.full((64, 64), 1e-18, dtype=dtype))
+    for fn, where in [(lambda x, A, B: (x @ (A @ B)) * 1e15, "output"),
+                      (lambda x, A, B: (x @ ((A * 0.5) @ B)) * 1e15, "operand 0 and output")]:
+        want = fn(x, A, B)
+        assert torch.isfinite(want).all()
+        got = _compile(fn, x, A, B)
+        (r,) = einc.dynamo.last_report.rewrites
+        assert r.fused == 2 and r.scale_on == where
+        torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
 
 
 def test_chain_at_equal_flops_is_left_as_written():

@@ -84,7 +84,8 @@ class Rewrite:
     unfused_flops: int         # the original contractions in torch's order, summed
     scale_on: str              # "-", "operand k", "output", "epilogue" (the op's scale: in the kernel),
     #                            "nothing (they multiply to 1)", or where they stay as written
-    #                            ("operand 1 (as written)", "operand 0 and output (as written)")
+    #                            ("operand 1 (as written)", "operand 0 and output (as written)"),
+    #                            or a chain's factors on an operand and its result's on it ("operand 0 and output")
 
     def __str__(self) -> str:
         return (f"{self.equation:<28} <- {' + '.join(self.sources)}  (fused {self.fused}, flops {self.flops:.4g} "
@@ -319,8 +320,8 @@ def _folded(factors):
 HEADROOM = 2.0 ** 64     # operand magnitudes, large and small, a factor moved onto an operand keeps finite and normal
 
 
-def _on_an_operand(c: Contraction) -> bool:
-    """Whether ``c``'s factors may be multiplied into one and scale any operand (else each
+def _on_an_operand(c: Contraction, factors=None) -> bool:
+    """Whether ``c``'s factors (or ``factors``) may be multiplied into one and scale any operand (else each
     stays where it was written, :func:`emit`): numbers whose
     product leaves operand values between 1/:data:`HEADROOM` and :data:`HEADROOM` finite
     and normal in the dtype -- from ~2e-19 to ~2e19 in float32, bfloat16 and float64;
@@ -329,7 +330,7 @@ def _on_an_operand(c: Contraction) -> bool:
     Symbolic factors may be 0 or inf only when run (``/ s``, a float argument), and
     numbers' product may overflow where each is finite (``* 1e200 * 1e200``): on an
     operand, inf times its zeros would be NaN."""
-    scale = _folded(c.factors)
+    scale = _folded(c.factors if factors is None else factors)
     example = val(c.operands[0])
     if scale is None or not math.isfinite(scale) or not isinstance(example, torch.Tensor):
         return False
@@ -387,7 +388,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
     operands = [replaced.get(o, o) for o in c.operands]
     scale_on = "-"
     with graph.inserting_before(c.out):
-        target, rest = None, []
+        rest = []
         scale = _epilogue_scale(c)
         if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
@@ -397,29 +398,37 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             # the result undoes it: (x @ ((A * 1e-3) @ B)) * 1000; it stays, below)
             scale_on = "nothing (they multiply to 1)"     # (x @ w) * 1000 / 1000: nothing to overflow
         elif c.factors:
-            movable = _on_an_operand(c)
-            sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
-            if c.inside or any(c.placed):   # a factor written before the result: scaling the result
-                sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
-            target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
-            if target < len(operands):
-                operands[target] = _apply(graph, operands[target], c.factors)
-                scale_on = f"operand {target}"
-            else:
-                # the result is the smallest tensor; or the factors may not move onto an operand
-                # (float16; symbolic or overflowing ones): then each factor written on an operand
-                # stays there, as written (in float16 a scale such as x @ ((A * 1e-3) @ B) guards
-                # an intermediate against overflow), and the others scale the result
-                mine = [] if movable else [(k, fs) for k, fs in enumerate(c.placed) if fs]
-                for k, fs in mine:
-                    operands[k] = _apply(graph, operands[k], fs, fold=False)
-                rest = [f for f in c.factors if not any(f is g for _, fs in mine for g in fs)]
-                scale_on = " and ".join([f"operand {k}" for k, _ in mine] + (["output"] if rest else [])) + \
-                    (" (as written)" if mine else "")
+            # a chain's factors written on its result stay there: on an operand they would
+            # scale the chain's intermediates, which eager's did not (they may overflow:
+            # (x @ (A @ B)) * 1e15 ran as ((x * 1e15) @ A) @ B, inf where eager is 4e36)
+            kept = _on_result(c) if len(c.terms) > 2 else []
+            factors = [f for f in c.factors if not any(f is g for g in kept)]
+            movable = _on_an_operand(c, factors)
+            places, mine = [], []
+            if factors:
+                sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
+                if c.inside or any(c.placed):   # a factor written before the result: scaling the result
+                    sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
+                target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
+                if target < len(operands):
+                    operands[target] = _apply(graph, operands[target], factors)
+                    places.append(f"operand {target}")
+                else:
+                    # the result is the smallest tensor; or the factors may not move onto an operand
+                    # (float16; symbolic or overflowing ones): then each factor written on an operand
+                    # stays there, as written (in float16 a scale such as x @ ((A * 1e-3) @ B) guards
+                    # an intermediate against overflow), and the others scale the result
+                    mine = [] if movable else [(k, fs) for k, fs in enumerate(c.placed) if fs]
+                    for k, fs in mine:
+                        operands[k] = _apply(graph, operands[k], fs, fold=False)
+                        places.append(f"operand {k}")
+                    rest = [f for f in factors if not any(f is g for _, fs in mine for g in fs)]
+            rest = rest + kept
+            scale_on = " and ".join(places + (["output"] if rest else [])) + (" (as written)" if mine else "")
         if scale is None:
             new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", ""))
-        if target == len(operands) and rest:
-            new = _apply(graph, new, rest, fold=movable)
+        if rest:
+            new = _apply(graph, new, rest, fold=_on_an_operand(c, rest))
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")
     c.out.replace_all_uses_with(new)
     replaced[c.out] = new
