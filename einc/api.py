@@ -263,8 +263,12 @@ def special_call(eq: Equation, operands, options: Options, out):
         result = eager_call(eq, operands, options)
     else:
         step_options = Options.of(_AUTO, None, options.select)
-        result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(parse(text), _alike(ops), step_options))
         want = dtypes.result_dtype(eq.torch_text, [o.shape for o in operands], [o.dtype for o in operands])
+        # narrow integers with an int64 result: each step in int64, as the whole call runs them
+        # (a step in the narrow dtype would wrap before the sum that promotes it)
+        exact = dtypes.in_int64([o.dtype for o in operands], want)
+        result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(
+            parse(text), dtypes.widened(ops) if exact else _alike(ops), step_options), "int64" if exact else None)
         if want is not None and result.dtype != want:
             result = result.to(want)        # torch.einsum's dtype for the whole call, as einsum gives it
     return result if out is None else _write_out(out, result)

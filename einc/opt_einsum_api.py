@@ -53,6 +53,9 @@ class ContractExpression:
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
         self.contraction = _const_einsum_str(eq.text if text is None else text, self.constants)
         self.num_args = len(self._variables)
+        self._widen = bool(constants) and _in_int64(eq, shapes, constants)
+        if self._widen:     # folded in int64, and each call's operands made so: no step wraps
+            constants = {k: v.to(torch.int64) for k, v in constants.items()}
         if constants:   # what is left of the planned path, over the operands left
             self._text, self._folded, path = _fold_constants(plan, constants, options)
         else:   # the planned path, as explicit options: the same plan for every call
@@ -78,6 +81,8 @@ class ContractExpression:
             wrong = True
         if wrong:
             self._check(operands)
+        if self._widen:
+            operands = dtypes.widened(operands)
         operands = (*operands, *self._folded)
         if tracing():
             return traced_call((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
@@ -106,6 +111,21 @@ class ContractExpression:
 
     def __str__(self) -> str:
         return str(self.plan)
+
+
+def _in_int64(eq: Equation, shapes, constants: dict) -> bool:
+    """Whether a call with operands of the constants' one narrow integer dtype is contracted
+    in int64 (:func:`einc.runtime.dtypes.in_int64`: its result is int64), so that its
+    constants are folded in int64: a folded step in the narrow dtype would wrap before the
+    sum that promotes it (``ab,bc,c,d->a`` with int8 100s: 64000 for 40000000)."""
+    kinds = {c.dtype for c in constants.values()}
+    if len(kinds) != 1 or not kinds <= dtypes.INT64_EXACT:
+        return False
+    try:
+        want = dtypes.result_dtype(eq.torch_text, shapes, list(kinds) * len(shapes))
+    except Exception:       # noqa: BLE001  (torch has no such op: a call raises it)
+        return False
+    return dtypes.in_int64(kinds, want)
 
 
 def _fold_constants(plan: Plan, constants: dict, options: Options):

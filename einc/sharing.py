@@ -73,9 +73,10 @@ def count_cached_ops(cache: dict) -> Counter:
     return Counter(key[0] for key in cache)
 
 
-def run(plan, operands, cache: dict, contract):
+def run(plan, operands, cache: dict, contract, tag=None):
     """Run ``plan`` on ``operands`` step by step, each step's result looked up in or added
-    to ``cache``; ``contract(equation, operands)`` computes a step."""
+    to ``cache``; ``contract(equation, operands)`` computes a step.  ``tag`` keeps apart
+    steps computed another way on the same tensors (``"int64"``: narrow integers widened)."""
     values = dict(enumerate(operands))
     for step in plan.steps:
         ops = [values.pop(v) for v in step.operands]
@@ -83,7 +84,7 @@ def run(plan, operands, cache: dict, contract):
         output = "".join(letter(i) for i in step.output)
         ordered = sorted(zip(terms, ops), key=lambda pair: id(pair[1]))
         key = ("einsum", parse(",".join(t for t, _ in ordered) + "->" + output).canonical,
-               tuple(id(o) for _, o in ordered))
+               tuple(id(o) for _, o in ordered)) + ((tag,) if tag else ())
         result = cache.get(key)
         if result is None:
             for o in ops:

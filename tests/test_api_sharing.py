@@ -151,6 +151,28 @@ def test_integer_operands_give_what_einsum_gives(eq, dtype):
     assert torch.equal(got, want) and torch.equal(again, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32])
+def test_narrow_integers_with_an_int64_result_are_exact_step_by_step_and_folded(dtype):
+    """Where the result is int64 (``d`` summed alone), einc contracts narrow integers in
+    int64: shared step by step and with constants folded once too (int8 100s in
+    ``ab,bc,c,d->a``: shared 0 and folded 64000, where the sum is 40000000).  A shared step
+    computed so is not taken by a call that runs it in the narrow dtype."""
+    value = 100 if dtype != torch.int32 else 50000
+    a, c, v, d = (torch.full(s, value).to(dtype) for s in [(3, 4), (4, 5), (5,), (2,)])
+    eq = "ab,bc,c,d->a"
+    want = torch.einsum(eq, *[t.to(torch.int64) for t in (a, c, v, d)])
+    assert torch.equal(einc.einsum(eq, a, c, v, d), want)
+    with einc.shared_intermediates():
+        got, again = einc.einsum(eq, a, c, v, d), einc.einsum(eq, a, c, v, d)
+        narrow = einc.einsum("ab,bc,c->a", a, c, v)        # int8 result: steps in int8, as torch's
+    assert got.dtype == again.dtype == torch.int64
+    assert torch.equal(got, want) and torch.equal(again, want)
+    assert narrow.dtype == torch.einsum("ab,bc,c->a", a, c, v).dtype
+    assert torch.equal(narrow, einc.einsum("ab,bc,c->a", a, c, v))
+    expr = einc.contract_expression(eq, a.shape, c, v, d.shape, constants=[1, 2])
+    assert torch.equal(expr(a, d), want) and expr(a, d).dtype == torch.int64
+
+
 def test_a_memory_limit_inside_a_context_is_kept():
     """A bounded call keeps no whole intermediates: it runs sliced, as outside a context."""
     a, b = torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)

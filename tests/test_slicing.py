@@ -804,6 +804,24 @@ def test_sliced_unsigned_integers_wider_than_a_byte(name, eq, shapes):
     assert got.dtype == want.dtype and torch.equal(got.to(torch.int64), want.to(torch.int64))
 
 
+@pytest.mark.parametrize("name,value", [("uint16", 300), ("uint32", 70000)])
+@pytest.mark.parametrize("eq,shapes", [("ef,acf->a", [(2, 2), (3, 2, 2)]), ("ij,jk->", [(3, 4), (4, 2)])])
+def test_sliced_wide_unsigned_products_do_not_wrap(name, value, eq, shapes):
+    """Where the result is int64, uint16/32 operands are contracted in int64 in a slice too:
+    a slice that is a bare product (every index sliced) multiplied two uint16 300s in uint16
+    (24464) before the int64 accumulator saw them (195712 for 720000)."""
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"torch {torch.__version__} has no {name}")
+    ops = [torch.full(s, value).to(dtype) for s in shapes]
+    want = torch.einsum(eq, *[o.to(torch.int64) for o in ops])
+    assert torch.equal(torch.einsum(eq, *ops), want)        # torch's own result is exact here
+    for limit in (1, 2, None):
+        got = einc.einsum(eq, *ops, memory_limit=limit)
+        assert got.dtype == torch.int64 and torch.equal(got, want), limit
+    assert einc.explain(eq, *ops, memory_limit=1).slicing is not None
+
+
 def test_a_max_input_refusal_names_max_input():
     """The refusal of a slicing that costs too much names the limit as the caller gave it:
     'max_input' (with the number it stood for), not only the number."""

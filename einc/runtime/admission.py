@@ -44,7 +44,7 @@ import torch
 
 from .. import config
 from ..planner.plan import size_class
-from .dtypes import NARROW_INTEGRAL
+from .dtypes import INT64_EXACT
 
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
@@ -102,7 +102,7 @@ def unplanned(key, operands):
     for shape, dtype, _ in key[3]:
         # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN
         # beside an inf; narrow integers are contracted exactly, where torch's op may wrap.
-        if 0 in shape or dtype in NARROW_INTEGRAL:
+        if 0 in shape or dtype in INT64_EXACT:
             return None
     text, paths, _ = family
     try:

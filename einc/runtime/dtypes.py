@@ -46,6 +46,11 @@ NARROW_INTEGRAL = frozenset((torch.bool, torch.int8, torch.uint8, torch.int16, t
 # Unsigned integers wider than 8 bits: torch has no promotion or addition between them and
 # int64 (einc meets them in int64 where a sum promoted one side, or in a sliced accumulator).
 WIDE_UNSIGNED = frozenset(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name))
+# What einc contracts in int64 where the result is int64: the narrow integers, and the wide
+# unsigned ones, which a slice's product would otherwise multiply in their own dtype
+# (uint16 300 * 300 wrapped to 24464 before the int64 accumulator; uint64 as int64 keeps
+# the bits: the result is int64 arithmetic, as torch's).
+INT64_EXACT = NARROW_INTEGRAL | WIDE_UNSIGNED
 # 16-bit floats and the dtype their sums and sliced parts are kept in (float16 overflows at
 # 65504; bfloat16 keeps 8 bits).
 FLOAT32_OF = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
@@ -56,12 +61,12 @@ def in_int64(dtypes, result_dtype) -> bool:
     (operands of several dtypes raise einc's DtypeError, as torch's ops do), where
     ``result_dtype`` is int64 (None: torch cannot say, so einc answers in int64)."""
     kinds = set(dtypes)
-    return len(kinds) == 1 and kinds <= NARROW_INTEGRAL and result_dtype in (torch.int64, None)
+    return len(kinds) == 1 and kinds <= INT64_EXACT and result_dtype in (torch.int64, None)
 
 
 def widened(tensors):
-    """``tensors``, those of a narrow integer dtype made int64."""
-    return [t.to(torch.int64) if t.dtype in NARROW_INTEGRAL else t for t in tensors]
+    """``tensors``, those of a dtype :data:`INT64_EXACT` holds made int64."""
+    return [t.to(torch.int64) if t.dtype in INT64_EXACT else t for t in tensors]
 
 
 def _stand_in(shape) -> tuple[int, ...]:

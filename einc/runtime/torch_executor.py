@@ -32,12 +32,12 @@ from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
-from .dtypes import FLOAT32_OF, NARROW_INTEGRAL, WIDE_UNSIGNED
+from .dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from .chunked import plan_chunks, plan_sum_chunks
 from .permute_copy import permuted_copy as _permuted_copy, untracked
 
 _HALF = (torch.float16, torch.bfloat16)
-WIDER = {**{dtype: torch.int64 for dtype in NARROW_INTEGRAL}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
+WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
 
 
 def _integral(dtype: torch.dtype) -> bool:
@@ -71,7 +71,7 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
     or more operands torch squeezes size-1 indices instead of summing them, so for
     integral dtypes einc does the same to give the same result dtype.  With ``widen``
-    a narrow integer operand that no sum here promotes is made int64, a float16 /
+    an integer operand narrower than int64 (or uint16/32/64) that no sum here promotes is made int64, a float16 /
     bfloat16 one float32 (complex32: complex64), after its sums and views: no larger
     copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
     with an int64 result, 16-bit floats in a slice of a sliced plan, runtime/sliced.py).
