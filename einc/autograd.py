@@ -128,7 +128,25 @@ def _vmap_as_is(operands, options) -> bool:
     rule: one einc call planned over the batch index, for about 0.1 ms a call of torch's
     Python machinery."""
     return len(operands) <= 2 and options.memory_limit in (None, "max_input") and \
-        all(o.device.type == "cpu" for o in operands)
+        all(o.device.type == "cpu" and _batch_outermost(o) for o in operands)
+
+
+_is_batched = torch._C._functorch.is_batchedtensor
+_bdim = torch._C._functorch.maybe_get_bdim
+_physical = torch._C._functorch.get_unwrapped
+
+
+def _batch_outermost(x) -> bool:
+    """Whether ``x``, where vmap batches it, holds its batch dimension outermost in memory:
+    torch's batching rules move the batch dimension to the front, so elsewhere each copy
+    the plan makes (laid out for one batch element's strides) would read across the batch
+    (``abk,kj->bja`` vmapped over a dimension between ``b`` and ``k``: one copy took 0.5 ms
+    of the call's 0.5 ms, where the Function's one call over the batch index took 0.27)."""
+    if not _is_batched(x):
+        return True
+    physical, bdim = _physical(x), _bdim(x)
+    strides = [st for st, n in zip(physical.stride(), physical.shape) if n != 1]
+    return physical.shape[bdim] == 1 or physical.stride(bdim) >= max(strides)
 
 
 @dataclass(frozen=True)

@@ -434,3 +434,45 @@ def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
     with pytest.raises(SystemExit) as e:
         layouts.main(["--set", bad])
     assert e.value.code == 2 and "--set" in capsys.readouterr().err
+
+
+_VIEWS = ("view", "permute", "expand", "as_strided", "alias", "transpose", "select", "slice", "squeeze", "unsqueeze")
+
+
+def _copies_of(numel, run):
+    """The ops (not views) that make a tensor of ``numel`` elements while ``run()`` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Made(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and out.numel() == numel and not any(v in str(func) for v in _VIEWS):
+                self.ops.append(str(func))
+            return out
+    with Made() as made:
+        result = run()
+    return made.ops, result
+
+
+@pytest.mark.parametrize("perm,eq", [((2, 0, 1, 3), "zabk,kj->zbja"), ((1, 0, 2), "bak,kj->abj")])
+def test_a_permuted_operand_is_read_in_its_memory_order(perm, eq):
+    """The copy-cost model weighs an operand as laid out in its term's order: a permuted view
+    of a contiguous tensor is read in its memory order (``torch_executor.memory_orders``),
+    so the layout that copies it not at all is found (``zabk,kj->zbja`` on a view of a
+    contiguous ``abzk`` tensor copied it across its rows: 2.2x the time of the contiguous
+    call).  A contiguous operand of the same shapes keeps an entry of its own."""
+    full = (36, 32, 8, 36)[:len(perm)]
+    a = torch.randn(*full, dtype=torch.float64)
+    view = a.permute(perm)
+    w = torch.randn(view.shape[-1], 12, dtype=torch.float64)
+    einc.einsum(eq, view, w)
+    copies, out = _copies_of(a.numel(), lambda: einc.einsum(eq, view, w))
+    assert not copies, copies
+    torch.testing.assert_close(out, torch.einsum(eq, view, w))
+    plain = view.contiguous()
+    torch.testing.assert_close(einc.einsum(eq, plain, w), torch.einsum(eq, plain, w))
+    assert not _copies_of(a.numel(), lambda: einc.einsum(eq, plain, w))[0]

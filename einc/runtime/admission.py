@@ -57,7 +57,7 @@ os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while anoth
 
 def _family(key):
     canonical, options, layout, operands = key
-    return canonical, options, operands[0][2], layout, tuple([(len(s), d) for s, d, _ in operands])
+    return canonical, options, operands[0][2], layout, tuple([(len(s), d) for s, d, *_ in operands])
 
 
 def _dims_class(key):
@@ -99,7 +99,7 @@ def unplanned(key, operands):
     family = _families.get(_family(key))
     if family is None or family[2] < STABLE_SHAPES or config.new_shapes() == "plan":
         return None
-    for shape, dtype, _ in key[3]:
+    for shape, dtype, *_ in key[3]:
         # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN
         # beside an inf; narrow integers are contracted exactly, where torch's op may wrap.
         if 0 in shape or dtype in INT64_EXACT:

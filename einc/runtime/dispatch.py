@@ -252,7 +252,8 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     16-bit floats in float32 (a slice of a sliced plan: runtime/sliced.py), each made so by
     the step that reads it, on the torch executor."""
     dtypes = [o.dtype for o in operands]
-    torch_fns, natural = torch_executor.step_functions(plan, dtypes, widen)     # also checks the dtypes
+    torch_fns, natural = torch_executor.step_functions(plan, dtypes, widen,      # also checks the dtypes
+                                                       torch_executor.memory_orders(operands))
     empty = plan.empty_sum
     if empty is not None:
         return zeros_entry(plan, operands[0].device, result_dtype or natural, empty)

@@ -34,7 +34,8 @@ def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
     try:
         first = operands[0]
-        key = (eq.canonical, options, first.layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
+        key = (eq.canonical, options, first.layout,
+               tuple([(o.shape, o.dtype, o.device, o.is_contiguous()) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -113,8 +114,10 @@ def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
 def _key(eq: Equation, operands, options: Options) -> tuple:
     """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
     deep): the canonical equation, the options, the first operand's layout, and each
-    operand's shape, dtype and device."""
-    return (eq.canonical, options, operands[0].layout, tuple([(o.shape, o.dtype, o.device) for o in operands]))
+    operand's shape, dtype, device and whether it is contiguous (the torch executor reads a
+    permuted operand in its memory order: ``torch_executor.memory_orders``)."""
+    return (eq.canonical, options, operands[0].layout,
+            tuple([(o.shape, o.dtype, o.device, o.is_contiguous()) for o in operands]))
 
 
 def check_operands(eq: Equation, operands) -> None:
