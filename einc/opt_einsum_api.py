@@ -53,8 +53,12 @@ class ContractExpression:
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
         self.contraction = _const_einsum_str(eq.text if text is None else text, self.constants)
         self.num_args = len(self._variables)
-        self._widen = bool(constants) and _in_int64(eq, shapes, constants)
-        if self._widen:     # folded in int64, and each call's operands made so: no step wraps
+        # Narrow integer constants whose result is int64: folded in int64, and a call's operands
+        # of their dtype made int64 too, so that no step wraps (as einsum's whole call runs);
+        # operands of another dtype meet the constants folded as they are, as einsum's would.
+        self._narrow = next(iter(constants.values())).dtype if constants and _in_int64(eq, shapes, constants) else None
+        self._given, self._given_folded, self._fold_options = constants, None, options
+        if self._narrow is not None:
             constants = {k: v.to(torch.int64) for k, v in constants.items()}
         if constants:   # what is left of the planned path, over the operands left
             self._text, self._folded, path = _fold_constants(plan, constants, options)
@@ -81,14 +85,25 @@ class ContractExpression:
             wrong = True
         if wrong:
             self._check(operands)
-        if self._widen:
-            operands = dtypes.widened(operands)
-        operands = (*operands, *self._folded)
+        folded = self._folded
+        if self._narrow is not None:
+            if all(o.dtype == self._narrow for o in operands):
+                operands = _widened(operands)
+            else:
+                folded = self._folded_as_given()
+        operands = (*operands, *folded)
         if tracing():
             return traced_call((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
         if out is not None or sharing.STACKS:
             return special_call(self._eq, operands, self._options, out)
         return eager_call(self._eq, operands, self._options)
+
+    def _folded_as_given(self):
+        """The constants folded in their own dtype, for operands of another dtype (made on
+        the first such call)."""
+        if self._given_folded is None:
+            self._given_folded = _fold_constants(self.plan, self._given, self._fold_options)[1]
+        return self._given_folded
 
     def _check(self, operands):
         for k, o in enumerate(operands):
@@ -111,6 +126,22 @@ class ContractExpression:
 
     def __str__(self) -> str:
         return str(self.plan)
+
+
+def _widened(operands):
+    """``operands`` made int64; inside :func:`einc.shared_intermediates` each one once per
+    context (kept in its cache), so that a repeated call shares its steps (keyed on the
+    tensors' identities) instead of adding new ones."""
+    cache = sharing.current_cache()
+    if cache is None:
+        return dtypes.widened(operands)
+    out = []
+    for o in operands:
+        found = cache.get(("widened", id(o)))
+        if found is None or found[0] is not o:
+            found = cache["widened", id(o)] = (o, o.to(torch.int64))
+        out.append(found[1])
+    return out
 
 
 def _in_int64(eq: Equation, shapes, constants: dict) -> bool:

@@ -69,7 +69,9 @@ def currently_sharing() -> bool:
 
 def count_cached_ops(cache: dict) -> Counter:
     """How many entries of each kind the cache holds: ``"einsum"`` (step results) and
-    ``"tensor"`` (operands kept alive), as opt_einsum's function of that name counts."""
+    ``"tensor"`` (operands kept alive), as opt_einsum's function of that name counts
+    (and einc's own ``"widened"``: narrow integer operands of a ContractExpression with
+    constants, made int64 once per context)."""
     return Counter(key[0] for key in cache)
 
 

@@ -88,6 +88,22 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
         torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_chains_factors_that_nearly_cancel_move_together(dtype):
+    """A factor on an operand or intermediate and one on the chain's result that undo each
+    other move as their product (x * 10): kept apart, x * 1e18 overflowed the fused chain's
+    x @ A where eager's intermediates and result (4e14) are finite."""
+    x, A, B = (torch.full((1, 64), 1e10, dtype=dtype), torch.full((64, 64), 1e10, dtype=dtype),
+               torch.full((64, 64), 1e-10, dtype=dtype))
+    for fn in [lambda x, A, B: (x @ ((A @ B) * 1e18)) * 1e-17, lambda x, A, B: (x @ (A @ (B * 1e18))) * 1e-17]:
+        want = fn(x, A, B)
+        got = _compile(fn, x, A, B)
+        (r,) = einc.dynamo.last_report.rewrites
+        assert r.fused == 2 and r.scale_on == "operand 0"
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
+
+
 def test_chain_at_equal_flops_is_left_as_written():
     a, b, c = _randn(2, 20), _randn(20, 20, seed=1), _randn(20, 20, seed=2)
     fn = lambda a, b, c: a @ b @ c        # noqa: E731  (left to right is already optimal)

@@ -237,3 +237,30 @@ def test_a_shape_error_under_vmap_names_the_callers_equation():
     assert message.startswith(str(torch_err.value).splitlines()[0])
     assert "subscript 'j' has size 4 in operand 1 ('jk') but size 3 in operand 0 ('ij')" in message
     assert "  ij,jk->ik\n     ^" in message
+
+
+def test_a_shape_torch_answers_is_fresh_under_vmap_and_grad(monkeypatch):
+    """Past an equation's planned shapes a new one runs torch's einsum op (runtime/admission.py),
+    whose view of an operand is copied: under vmap and grad the alias test saw only the
+    wrappers, and ``vmap(ij->ij)`` returned a view of the caller's tensor (zeroing it
+    zeroed the input)."""
+    monkeypatch.delenv("EINC_NEW_SHAPES", raising=False)
+    from einc.runtime import admission
+    for n in range(2, admission.STABLE_SHAPES + 2):
+        einc.einsum("ij->ij", torch.randn(n, n))
+    x = torch.randn(3, 20, 20)
+    out = vmap(lambda a: einc.einsum("ij->ij", a))(x)
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    out.zero_()
+    assert x.abs().sum() > 0
+    y = torch.randn(21, 21)
+    g = grad(lambda a: (einc.einsum("ij->ij", a) * a).sum())(y)
+    torch.testing.assert_close(g, 2 * y)
+    seen = []
+
+    def keep(a):
+        r = einc.einsum("ij->ij", a)
+        seen.append(admission._is_alias_of(r, a))
+        return r.sum()
+    grad(keep)(torch.randn(22, 22))
+    assert seen == [False]

@@ -338,6 +338,15 @@ def _on_an_operand(c: Contraction, factors=None) -> bool:
     return HEADROOM * info.tiny <= abs(scale) <= info.max / HEADROOM
 
 
+def _nearer_one(whole, part) -> bool:
+    """Whether the numbers ``whole`` multiply to a product nearer 1 (in magnitude, on a log
+    scale) than ``part``'s."""
+    a, b = _folded(whole), _folded(part)
+    if a is None or b is None or not all(math.isfinite(v) and v != 0 for v in (a, b)):
+        return False
+    return abs(math.log(abs(a))) <= abs(math.log(abs(b)))
+
+
 def _apply(graph, x, factors, fold=True):
     """``x`` times the product of ``factors``; constants are folded into one (unless not
     ``fold``: each as written, in order), except that a lone constant keeps its own
@@ -403,6 +412,10 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             # (x @ (A @ B)) * 1e15 ran as ((x * 1e15) @ A) @ B, inf where eager is 4e36)
             kept = _on_result(c) if len(c.terms) > 2 else []
             factors = [f for f in c.factors if not any(f is g for g in kept)]
+            if kept and factors and _nearer_one(c.factors, factors):
+                # the result's factors undo most of the others': folded together they move
+                # less ((x @ ((A @ B) * 1e18)) * 1e-17 is x * 10, where x * 1e18 overflowed)
+                kept, factors = [], c.factors
             movable = _on_an_operand(c, factors)
             places, mine = [], []
             if factors:

@@ -143,8 +143,23 @@ def _fresh(result, operands):
 # Whether two tensors share a storage, compared as storages, not data pointers: fake tensors
 # (torch.compile's fake kernel probes the result dtype on them; shape inference runs einsum
 # under FakeTensorMode) have no data pointer, and reading one raises while dynamo traces.
-_is_alias_of = getattr(torch._C, "_is_alias_of", None) or (
+_alias_of = getattr(torch._C, "_is_alias_of", None) or (
     lambda a, b: a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_unwrapped = torch._C._functorch.get_unwrapped
+
+
+def _innermost(t):
+    """``t`` without its torch.func wrappers (vmap's, grad's): the alias test on a wrapper
+    says no for a view torch's einsum made of a wrapped operand (``vmap`` of ``ij->ij``
+    past the planned shapes returned a view of the caller's tensor)."""
+    while _wrapped(t):
+        t = _unwrapped(t)
+    return t
+
+
+def _is_alias_of(a, b) -> bool:
+    return _alias_of(_innermost(a), _innermost(b))
 
 
 def clear() -> None:
