@@ -103,7 +103,7 @@ def test_slicing_every_summed_index_counts_the_adds_it_leaves_to_the_accumulator
 
 
 class _Allocations(TorchDispatchMode):
-    """The largest tensor any op produced, beside ``exempt`` element counts."""
+    """``(numel, op)`` of each tensor an op allocated (views and in-place ops make none)."""
 
     def __init__(self):
         super().__init__()
@@ -111,8 +111,11 @@ class _Allocations(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        schema = func._schema
+        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+            return out
         for t in out if isinstance(out, (list, tuple)) else [out]:
-            if isinstance(t, torch.Tensor) and t._base is None and not func._schema.is_mutable:
+            if isinstance(t, torch.Tensor):
                 self.sizes.append((t.numel(), str(func)))
         return out
 

@@ -15,7 +15,7 @@ from einc.planner.plan import build_plan
 from einc.planner.slicing import live_peak
 from einc.runtime import torch_executor as tx
 from einc.runtime import ttgt
-from test_slicing import _Live
+from test_slicing import _Allocations, _Live
 
 
 @pytest.fixture(autouse=True)
@@ -436,26 +436,11 @@ def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
     assert e.value.code == 2 and "--set" in capsys.readouterr().err
 
 
-_VIEWS = ("view", "permute", "expand", "as_strided", "alias", "transpose", "select", "slice", "squeeze", "unsqueeze")
-
-
 def _copies_of(numel, run):
-    """The ops (not views) that make a tensor of ``numel`` elements while ``run()`` runs."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Made(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if isinstance(out, torch.Tensor) and out.numel() == numel and not any(v in str(func) for v in _VIEWS):
-                self.ops.append(str(func))
-            return out
-    with Made() as made:
+    """The ops that make a new tensor (no view) of ``numel`` elements while ``run()`` runs."""
+    with _Allocations() as made:
         result = run()
-    return made.ops, result
+    return [f for n, f in made.sizes if n == numel], result
 
 
 @pytest.mark.parametrize("perm,eq", [((2, 0, 1, 3), "zabk,kj->zbja"), ((1, 0, 2), "bak,kj->abj")])
