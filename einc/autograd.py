@@ -19,9 +19,9 @@ whether its forward and its gradient einsums run the engine or the op.
 - ``jvp``: forward mode; the sum over operands of the einsum with that operand
   replaced by its tangent.
 - ``vmap``: a vmapped dimension becomes one more index of the same equation, so a
-  vmapped call is one einc call (three or more operands, or a numeric memory limit:
-  :func:`_vmap_as_is`; one or two operands run their plan's torch ops, which torch
-  batches itself).
+  vmapped call is one einc call (three or more operands, a numeric memory limit, a GPU,
+  a batch dimension inside an operand: :func:`_vmap_as_is`; else the one or two operands
+  run their plan's torch ops, which torch batches itself).
 
 Gradient equations depend on the operands' shapes only through which dimensions
 have size 1 (broadcasting) and the ranks, so they are cached on that, and sizes are
@@ -123,7 +123,8 @@ def _vmap_as_is(operands, options) -> bool:
     by torch's own rule (in C++): one or two operands, so one step, whose order the batch
     cannot change; no numeric memory limit (the plan bounds one batch element; the
     Function's call over one more index bounds the whole batch); CPU tensors (elsewhere
-    the entry would run, and measure, generated kernels, which take no batched tensor).
+    the entry would run, and measure, generated kernels, which take no batched tensor);
+    each batch dimension outermost in memory (:func:`_batch_outermost`).
     The other calls, where a batch may make another order cheaper, take the Function's
     rule: one einc call planned over the batch index, for about 0.1 ms a call of torch's
     Python machinery."""
@@ -140,8 +141,9 @@ def _batch_outermost(x) -> bool:
     """Whether ``x``, where vmap batches it, holds its batch dimension outermost in memory:
     torch's batching rules move the batch dimension to the front, so elsewhere each copy
     the plan makes (laid out for one batch element's strides) would read across the batch
-    (``abk,kj->bja`` vmapped over a dimension between ``b`` and ``k``: one copy took 0.5 ms
-    of the call's 0.5 ms, where the Function's one call over the batch index took 0.27)."""
+    (``abk,kj->bja`` vmapped over a dimension between ``b`` and ``k`` of a 36x32x8x36
+    tensor: 0.47 ms, nearly all of it one such copy, where the Function's one call over
+    the batch index takes 0.31 ms and torch.einsum + ``.contiguous()`` 0.27)."""
     if not _is_batched(x):
         return True
     physical, bdim = _physical(x), _bdim(x)
