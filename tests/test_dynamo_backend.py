@@ -88,6 +88,20 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
         torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
 
 
+def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():
+    """Folded, ``1e-11 * 1e15`` is nearer 1 than ``1e-11`` but not near it: moved onto ``x``
+    as 1e4 it overflowed the fused chain's ``x @ A`` (5.8e34) where eager scaled ``B`` down
+    first and gives 3.7e21."""
+    x, A, B = torch.full((1, 64), 3e16), torch.full((64, 64), 3e16), torch.full((64, 64), 1e-19)
+    for fn in [lambda x, A, B: (x @ (A @ (B * 1e-11))) * 1e15, lambda x, A, B: (x @ ((A @ B) * 1e-11)) * 1e15]:
+        want = fn(x, A, B)
+        got = _compile(fn, x, A, B)
+        (r,) = einc.dynamo.last_report.rewrites
+        assert r.fused == 2 and r.scale_on == "operand 0 and output"
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.double(), want.double(), rtol=1e-3, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_chains_factors_that_nearly_cancel_move_together(dtype):
     """A factor on an operand or intermediate and one on the chain's result that undo each

@@ -59,6 +59,26 @@ def test_an_equation_whose_shapes_keep_changing_runs_torchs_op_for_new_ones(eq, 
     assert einc.cache_info().plans.hits >= 1
 
 
+def test_a_shape_in_another_layout_counts_once():
+    """The plan cache keys on the strides of an operand that is not contiguous, so a shape
+    called contiguous and transposed makes two entries, but one of the equation's first 16
+    shapes: counted per entry, only 8 shapes were planned before new ones ran torch's op;
+    and once 16 are planned, a planned shape in a new layout is planned too."""
+    eq = "ij,jk->ik"
+    for n in FIRST:
+        a, b = torch.randn(n, 3), torch.randn(3, 4)
+        einc.einsum(eq, a, b)
+        einc.einsum(eq, a.T.contiguous().T, b)      # the same shape, column-major
+    assert _plans() == 2 * admission.STABLE_SHAPES
+    einc.einsum(eq, torch.randn(3, FIRST[0]).T, torch.randn(3, 4))    # column-major again: its entry
+    assert _plans() == 2 * admission.STABLE_SHAPES
+    c = torch.randn(FIRST[0], 6)[:, ::2]           # a planned shape in a third layout: strides (6, 2)
+    einc.einsum(eq, c, torch.randn(3, 4))
+    assert _plans() == 2 * admission.STABLE_SHAPES + 1
+    einc.einsum(eq, torch.randn(500, 3), torch.randn(3, 4))     # a new shape: torch's op, not planned
+    assert _plans() == 2 * admission.STABLE_SHAPES + 1
+
+
 def test_three_operands_of_a_new_size_class_are_planned():
     eq = "zuvw,zu,zvj->zwj"
     make = lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)]     # noqa: E731

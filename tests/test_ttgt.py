@@ -461,3 +461,29 @@ def test_a_permuted_operand_is_read_in_its_memory_order(perm, eq):
     plain = view.contiguous()
     torch.testing.assert_close(einc.einsum(eq, plain, w), torch.einsum(eq, plain, w))
     assert not _copies_of(a.numel(), lambda: einc.einsum(eq, plain, w))[0]
+
+
+def test_each_layout_of_a_shape_has_its_own_entry():
+    """An entry reads its operands in the memory order of the layout it was made for; the
+    plan cache keys on the strides of operands that are not contiguous, so the same call
+    gives the same bits whatever layout of the same shapes ran first (keyed on contiguity
+    alone, another layout's order ran it: other bits, and up to 2.1x the time)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 5, 40, generator=g).permute(1, 2, 0)       # (b, a, k) laid out (k, b, a)
+    w = torch.randn(300, 7, generator=g)
+    first = einc.einsum("bak,kj->abj", x, w)
+    einc.cache_clear()
+    einc.einsum("bak,kj->abj", torch.randn(40, 5, 300, generator=g).permute(1, 0, 2), w)   # laid out (a, b, k)
+    again = einc.einsum("bak,kj->abj", x, w)
+    assert torch.equal(first, again)
+    assert einc.cache_info().plans.currsize == 2
+
+
+def test_a_small_permuted_operand_is_read_as_it_is(monkeypatch):
+    """Below ``ttgt.SMALL`` elements the model weighs no copies, so a permute to memory order
+    is only overhead: ``ab,bc->ac`` on an 8x8 ``a.T`` ran two permutes (3.7 -> 6.4 us)."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    assert tx.memory_orders([a.T, b]) is None
+    big = torch.randn(64, 128)
+    assert tx.memory_orders([big.T, b]) == ((1, 0), None)

@@ -338,13 +338,19 @@ def _on_an_operand(c: Contraction, factors=None) -> bool:
     return HEADROOM * info.tiny <= abs(scale) <= info.max / HEADROOM
 
 
-def _nearer_one(whole, part) -> bool:
-    """Whether the numbers ``whole`` multiply to a product nearer 1 (in magnitude, on a log
-    scale) than ``part``'s."""
+UNDONE = 16.0   # factors whose product is within this of 1 (either way) nearly undo each other
+
+
+def _nearly_undone(whole, part) -> bool:
+    """Whether the numbers ``whole`` multiply to a product within :data:`UNDONE` of 1 and
+    nearer 1 than ``part``'s: they nearly undo each other, and moved together scale an
+    operand by little (``1e18 * 1e-17``).  Merely nearer 1 is not enough: ``1e-11 * 1e15``
+    moved 1e4 onto ``x``, and the fused chain's ``x @ A`` overflowed where eager's scaled
+    ``B`` down first."""
     a, b = _folded(whole), _folded(part)
     if a is None or b is None or not all(math.isfinite(v) and v != 0 for v in (a, b)):
         return False
-    return abs(math.log(abs(a))) <= abs(math.log(abs(b)))
+    return abs(math.log(abs(a))) <= min(math.log(UNDONE), abs(math.log(abs(b))))
 
 
 def _apply(graph, x, factors, fold=True):
@@ -412,7 +418,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             # (x @ (A @ B)) * 1e15 ran as ((x * 1e15) @ A) @ B, inf where eager is 4e36)
             kept = _on_result(c) if len(c.terms) > 2 else []
             factors = [f for f in c.factors if not any(f is g for g in kept)]
-            if kept and factors and _nearer_one(c.factors, factors):
+            if kept and factors and _nearly_undone(c.factors, factors):
                 # the result's factors undo most of the others': folded together they move
                 # less ((x @ ((A @ B) * 1e18)) * 1e-17 is x * 10, where x * 1e18 overflowed)
                 kept, factors = [], c.factors

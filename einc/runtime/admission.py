@@ -50,7 +50,7 @@ _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Pytho
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
 MAX_FAMILIES = 16384    # families remembered (each a few hundred bytes); beyond, the oldest is forgotten
 
-_families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, shapes planned]
+_families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, {shapes planned}]
 _lock = threading.Lock()
 os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 
@@ -82,10 +82,11 @@ def planned(key, eq, plan) -> None:
             while len(_families) >= MAX_FAMILIES:   # the oldest forgotten: it plans 16 shapes again
                 del _families[next(iter(_families))]
             paths = options.optimize if searched else {} if ordered else None
-            family = _families[_family(key)] = [eq.torch_text, paths, 0]
+            family = _families[_family(key)] = [eq.torch_text, paths, set()]
         if ordered and not searched:
             family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
-        family[2] += 1
+        if len(family[2]) < STABLE_SHAPES:      # (a shape in another layout counts once)
+            family[2].add(tuple(shape for shape, *_ in key[3]))
 
 
 def _reusable(optimize) -> bool:
@@ -97,7 +98,8 @@ def unplanned(key, operands):
     """torch's einsum of ``operands`` where ``key`` is a shape its family does not plan
     (see the module's docstring), else None (plan it)."""
     family = _families.get(_family(key))
-    if family is None or family[2] < STABLE_SHAPES or config.new_shapes() == "plan":
+    if family is None or len(family[2]) < STABLE_SHAPES or config.new_shapes() == "plan" or \
+            tuple(shape for shape, *_ in key[3]) in family[2]:      # a planned shape in another layout
         return None
     for shape, dtype, *_ in key[3]:
         # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN

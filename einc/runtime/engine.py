@@ -35,7 +35,7 @@ def run(eq: Equation, operands, options: Options):
     try:
         first = operands[0]
         key = (eq.canonical, options, first.layout,
-               tuple([(o.shape, o.dtype, o.device, o.is_contiguous()) for o in operands]))
+               tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else o.stride()) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -114,10 +114,11 @@ def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
 def _key(eq: Equation, operands, options: Options) -> tuple:
     """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
     deep): the canonical equation, the options, the first operand's layout, and each
-    operand's shape, dtype, device and whether it is contiguous (the torch executor reads a
-    permuted operand in its memory order: ``torch_executor.memory_orders``)."""
+    operand's shape, dtype, device and, where it is not contiguous, strides (the torch
+    executor reads a permuted operand in its memory order, ``torch_executor.memory_orders``:
+    an entry is made for one layout, whose bits it gives every time)."""
     return (eq.canonical, options, operands[0].layout,
-            tuple([(o.shape, o.dtype, o.device, o.is_contiguous()) for o in operands]))
+            tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else o.stride()) for o in operands]))
 
 
 def check_operands(eq: Equation, operands) -> None:
