@@ -307,7 +307,8 @@ def test_vmapped(case, seed, choice, b):
     """``vmap`` over random operand dimensions (some operands not batched), every dtype
     and layout: each batch element against the oracle on it, errors of torch's type, and
     no op that torch's vmap runs as a loop (its slow fallback warns).  One or two operands
-    run their plan's ops under torch's batching rules; more, the Function's vmap rule."""
+    batched outermost run their plan's ops under torch's batching rules; the others (a
+    batch inside an operand, three or more operands), the Function's vmap rule."""
     dims = [None if (choice >> (2 * k)) % 4 == 0 else (choice >> (2 * k)) % (len(s) + 1)
             for k, s in enumerate(case.shapes)]
     if all(d is None for d in dims):
