@@ -104,16 +104,22 @@ def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_chains_factors_that_nearly_cancel_move_together(dtype):
-    """A factor on an operand or intermediate and one on the chain's result that undo each
-    other move as their product (x * 10): kept apart, x * 1e18 overflowed the fused chain's
-    x @ A where eager's intermediates and result (4e14) are finite."""
+    """A factor on an operand or intermediate and one on the chain's result that nearly undo
+    each other scale the result together, and the chain runs as if none was written: kept
+    apart, x * 1e18 overflowed the fused chain's x @ A where eager's intermediates and
+    result (4e14) are finite; folded onto x, x * 10 tipped an x @ A at 5.8e37 over."""
     x, A, B = (torch.full((1, 64), 1e10, dtype=dtype), torch.full((64, 64), 1e10, dtype=dtype),
                torch.full((64, 64), 1e-10, dtype=dtype))
-    for fn in [lambda x, A, B: (x @ ((A @ B) * 1e18)) * 1e-17, lambda x, A, B: (x @ (A @ (B * 1e18))) * 1e-17]:
-        want = fn(x, A, B)
-        got = _compile(fn, x, A, B)
+    near = (torch.full((1, 64), 9.5e17, dtype=dtype), torch.full((64, 64), 9.5e17, dtype=dtype),
+            torch.full((64, 64), 1e-19, dtype=dtype))
+    for fn, ops in [(lambda x, A, B: (x @ ((A @ B) * 1e18)) * 1e-17, (x, A, B)),
+                    (lambda x, A, B: (x @ (A @ (B * 1e18))) * 1e-17, (x, A, B)),
+                    (lambda x, A, B: (x @ (A @ (B * 1e-18))) * 1e19, near)]:
+        want = fn(*ops)
+        assert torch.isfinite(want).all()
+        got = _compile(fn, *ops)
         (r,) = einc.dynamo.last_report.rewrites
-        assert r.fused == 2 and r.scale_on == "operand 0"
+        assert r.fused == 2 and r.scale_on == "output"
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
 

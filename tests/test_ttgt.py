@@ -465,9 +465,10 @@ def test_a_permuted_operand_is_read_in_its_memory_order(perm, eq):
 
 def test_each_layout_of_a_shape_has_its_own_entry():
     """An entry reads its operands in the memory order of the layout it was made for; the
-    plan cache keys on the strides of operands that are not contiguous, so the same call
+    plan cache keys on that order for operands that are not contiguous, so the same call
     gives the same bits whatever layout of the same shapes ran first (keyed on contiguity
-    alone, another layout's order ran it: other bits, and up to 2.1x the time)."""
+    alone, another layout's order ran it: other bits, and up to 2.1x the time), and a
+    window of a padded batch, with new strides each call, is not planned each call."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(300, 5, 40, generator=g).permute(1, 2, 0)       # (b, a, k) laid out (k, b, a)
     w = torch.randn(300, 7, generator=g)
@@ -477,6 +478,9 @@ def test_each_layout_of_a_shape_has_its_own_entry():
     again = einc.einsum("bak,kj->abj", x, w)
     assert torch.equal(first, again)
     assert einc.cache_info().plans.currsize == 2
+    padded = torch.randn(300, 5, 48, generator=g)[:, :, :40].permute(1, 2, 0)    # other strides, the same order
+    torch.testing.assert_close(einc.einsum("bak,kj->abj", padded, w), torch.einsum("bak,kj->abj", padded, w))
+    assert einc.cache_info().plans.currsize == 2    # one entry per order a shape is read in, not per strides
 
 
 def test_a_small_permuted_operand_is_read_as_it_is(monkeypatch):

@@ -343,10 +343,10 @@ UNDONE = 16.0   # factors whose product is within this of 1 (either way) nearly 
 
 def _nearly_undone(whole, part) -> bool:
     """Whether the numbers ``whole`` multiply to a product within :data:`UNDONE` of 1 and
-    nearer 1 than ``part``'s: they nearly undo each other, and moved together scale an
-    operand by little (``1e18 * 1e-17``).  Merely nearer 1 is not enough: ``1e-11 * 1e15``
-    moved 1e4 onto ``x``, and the fused chain's ``x @ A`` overflowed where eager's scaled
-    ``B`` down first."""
+    nearer 1 than ``part``'s: they nearly undo each other (``1e18 * 1e-17``), and scaling
+    the result alone leaves the chain as if none was written.  Merely nearer 1 is not
+    enough: ``1e-11 * 1e15`` would leave the chain 1e11 larger than eager's, whose ``B``
+    was scaled down first."""
     a, b = _folded(whole), _folded(part)
     if a is None or b is None or not all(math.isfinite(v) and v != 0 for v in (a, b)):
         return False
@@ -418,10 +418,12 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
             # (x @ (A @ B)) * 1e15 ran as ((x * 1e15) @ A) @ B, inf where eager is 4e36)
             kept = _on_result(c) if len(c.terms) > 2 else []
             factors = [f for f in c.factors if not any(f is g for g in kept)]
-            if kept and factors and _nearly_undone(c.factors, factors):
-                # the result's factors undo most of the others': folded together they move
-                # less ((x @ ((A @ B) * 1e18)) * 1e-17 is x * 10, where x * 1e18 overflowed)
-                kept, factors = [], c.factors
+            if kept and factors and _on_an_operand(c) and _nearly_undone(c.factors, factors):
+                # the result's factors undo most of the others': all scale the result, and the
+                # chain runs as if unwritten ((x @ ((A @ B) * 1e18)) * 1e-17: x * 1e18 overflowed;
+                # (x @ (A @ (B * 1e-18))) * 1e19 as x * 10 tipped an x @ A at 5.8e37 over); where
+                # factors may not move (float16, symbolic), one on an operand stays, as written
+                kept, factors = c.factors, []
             movable = _on_an_operand(c, factors)
             places, mine = [], []
             if factors:

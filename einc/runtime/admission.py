@@ -17,8 +17,9 @@ search where torch.einsum runs one on every call (under a strategy the caller na
 the shape, as torch.einsum would find it).  That is exactly torch.einsum's result
 (its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
 
-The choice is made per shape and never changes: a shape is planned on its first call or
-never (while its plan stays in the cache), so the same call gives the same bits every
+The choice is made per shape (and memory layout: a shape in several layouts counts once
+among the 16, and a new layout past them runs torch's op) and never changes: a shape is
+planned on its first call or never (while its plan stays in the cache), so the same call gives the same bits every
 time, and a ``torch.utils.checkpoint`` recomputation runs the ops its forward ran.
 Shapes that are not planned never fill the plan cache, so a long generation does not
 evict the plans that recur.  ``EINC_NEW_SHAPES=plan`` plans every shape (the
@@ -98,8 +99,7 @@ def unplanned(key, operands):
     """torch's einsum of ``operands`` where ``key`` is a shape its family does not plan
     (see the module's docstring), else None (plan it)."""
     family = _families.get(_family(key))
-    if family is None or len(family[2]) < STABLE_SHAPES or config.new_shapes() == "plan" or \
-            tuple(shape for shape, *_ in key[3]) in family[2]:      # a planned shape in another layout
+    if family is None or len(family[2]) < STABLE_SHAPES or config.new_shapes() == "plan":
         return None
     for shape, dtype, *_ in key[3]:
         # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN

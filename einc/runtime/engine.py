@@ -26,6 +26,7 @@ from ..planner.plan import Plan, path_cache_clear
 from . import admission, dispatch, dtypes, loader, select, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
+from .torch_executor import read_order
 
 _plans = LRUCache(config.cache_size())
 
@@ -35,7 +36,7 @@ def run(eq: Equation, operands, options: Options):
     try:
         first = operands[0]
         key = (eq.canonical, options, first.layout,
-               tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else o.stride()) for o in operands]))
+               tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -114,11 +115,12 @@ def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
 def _key(eq: Equation, operands, options: Options) -> tuple:
     """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
     deep): the canonical equation, the options, the first operand's layout, and each
-    operand's shape, dtype, device and, where it is not contiguous, strides (the torch
-    executor reads a permuted operand in its memory order, ``torch_executor.memory_orders``:
-    an entry is made for one layout, whose bits it gives every time)."""
+    operand's shape, dtype, device and, where it is not contiguous, the order the torch
+    executor reads it in (``torch_executor.read_order``): an entry is made for one such
+    order, whose bits it gives every time, and a shape has a few at most, whatever the
+    strides (a window of a padded batch has new strides each call)."""
     return (eq.canonical, options, operands[0].layout,
-            tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else o.stride()) for o in operands]))
+            tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -139,15 +139,21 @@ def _aligned(term, out, sizes):
 
 
 def memory_orders(operands):
-    """Per operand, the order of its dimensions in memory, outermost first, where that is
-    not the order they have (None where it is, where the operand is contiguous, or where it
-    is smaller than ``ttgt.SMALL``, whose copies the model does not weigh: a permute there
-    is only overhead, ``ab,bc->ac`` on 8x8 ``a.T`` 3.7 -> 6.4 us); None for all.  Stride-0
-    (expanded) and size-1 dimensions count as outermost.  The plan cache keys on the
-    strides of operands that are not contiguous (runtime/engine.py)."""
-    orders = [None if o.is_contiguous() or o.numel() < ttgt.SMALL else _memory_order(o.shape, o.stride())
-              for o in operands]
+    """Per operand, :func:`read_order`; None where every operand is read as it is."""
+    orders = [read_order(o) for o in operands]
     return tuple(orders) if any(orders) else None
+
+
+def read_order(x):
+    """The order of ``x``'s dimensions in memory, outermost first, which a contraction step
+    reads it in; None where that is the order they have, where ``x`` is contiguous, or
+    where it is smaller than ``ttgt.SMALL``, whose copies the model does not weigh (a
+    permute there is only overhead: ``ab,bc->ac`` on 8x8 ``a.T`` 3.7 -> 6.4 us).  Stride-0
+    (expanded) and size-1 dimensions count as outermost.  Part of the plan cache's key
+    (runtime/engine.py): an entry is made for one such order, whatever the strides."""
+    if x.is_contiguous() or x.numel() < ttgt.SMALL:
+        return None
+    return _memory_order(x.shape, x.stride())
 
 
 def _memory_order(shape, strides):
@@ -558,4 +564,4 @@ def step_functions(plan: Plan, dtypes, widen: bool = False, orders=None):
     return functions, dts[-1]
 
 
-__all__ = ["step_functions", "memory_orders", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]
+__all__ = ["step_functions", "memory_orders", "read_order", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]
