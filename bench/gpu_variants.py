@@ -69,7 +69,7 @@ def m_by_result(kernel, sizes):
         return kernel
     shape = kernel.shapes[-1]
     st_c = lower.index_strides(kernel.output.dims, shape, lower.contiguous(shape), sizes)
-    groups = tuple((g, lower._by_stride(idx, st_c) if g == "m" else idx) for g, idx in kernel.groups)
+    groups = tuple((g, lower.by_stride(idx, st_c) if g == "m" else idx) for g, idx in kernel.groups)
     return kernel if groups == kernel.groups else lower._named(dataclasses.replace(kernel, groups=groups, name=""))
 
 

@@ -57,7 +57,9 @@ class ContractExpression:
         # of their dtype made int64 too, so that no step wraps (as einsum's whole call runs);
         # operands of another dtype meet the constants folded as they are, as einsum's would.
         self._narrow = next(iter(constants.values())).dtype if constants and _in_int64(eq, shapes, constants) else None
-        self._given, self._given_folded, self._fold_options = constants, None, options
+        # (the constants as given are kept only for that: folded, they are not needed)
+        self._given = constants if self._narrow is not None else None
+        self._given_folded, self._fold_options = None, options
         if self._narrow is not None:
             constants = {k: v.to(torch.int64) for k, v in constants.items()}
         if constants:   # what is left of the planned path, over the operands left

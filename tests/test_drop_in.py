@@ -131,6 +131,23 @@ def test_no_arguments_and_too_many_operands_raise_value_error():
 
 # ---------------------------------------------------------------- opt_einsum users
 
+def test_contract_expression_keeps_no_constant_it_folded():
+    """Folded constants are not needed again (only narrow integers keep theirs, for calls
+    of another dtype): a float expression held every constant as given besides its fold."""
+    import gc
+    import weakref
+    b, c = torch.randn(30, 40), torch.randn(40, 5)
+    refs = [weakref.ref(b), weakref.ref(c)]
+    expr = einc.contract_expression("ab,bc,cd->ad", (200, 30), b, c, constants=[1, 2])
+    assert [t.shape for t in expr._folded] == [(30, 5)]     # b @ c, folded (its plan contracts them first)
+    want = torch.randn(200, 30)
+    expected = want @ (b @ c)
+    del b, c
+    gc.collect()
+    assert all(r() is None for r in refs)
+    torch.testing.assert_close(expr(want), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_contract_expression_with_constants_folds_them_once():
     a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 6)
     expr = einc.contract_expression("ij,jk,kl->il", a, b, (5, 6), constants=[0, 1])

@@ -70,7 +70,7 @@ def unit_index(st: dict[int, int]):
     return next((i for i, s in reversed(list(st.items())) if s == 1), None)
 
 
-def _by_stride(indices, st) -> tuple[int, ...]:
+def by_stride(indices, st) -> tuple[int, ...]:
     """``indices`` slowest first by the strides ``st`` (stable; absent = broadcast, slowest)."""
     return tuple(sorted(indices, key=lambda i: -st.get(i, 0) if st.get(i, 0) else -math.inf))
 
@@ -187,15 +187,15 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
         shared = [i for i in summed if i in ta and i in tb]
         ua, ub = unit_index(st[0]), unit_index(st[1])
         k_by = st[0] if ua in shared or ub not in shared else st[1]
-        m, n, k = list(_by_stride(m, st[0])), list(_by_stride(n, st_c)), list(_by_stride(shared, k_by))
-        ka = _by_stride([i for i in summed if i in ta and i not in tb], st[0])
-        kb = _by_stride([i for i in summed if i in tb and i not in ta], st[1])
+        m, n, k = list(by_stride(m, st[0])), list(by_stride(n, st_c)), list(by_stride(shared, k_by))
+        ka = by_stride([i for i in summed if i in ta and i not in tb], st[0])
+        kb = by_stride([i for i in summed if i in tb and i not in ta], st[1])
         write_bound = math.prod(out_shape) >= WRITE_BOUND * sum(math.prod(sh) for sh in in_shapes)
         nt = _stranded_n(n, st[1]) if unit_tiles and write_bound and not (t or ka or kb) else []
         if not (t or nt) and unit_tiles:
             t = _stranded(m, n, k, st[0], st[1], st_c)
         kt = _stranded_k(k, st[0], st[1]) if unit_tiles and not (t or nt or ka or kb) else []
-        groups = (("batch", _by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)), ("nt", tuple(nt)),
+        groups = (("batch", by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)), ("nt", tuple(nt)),
                   ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
     else:
@@ -206,8 +206,8 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
             lonely = [[] for _ in dims]
         shared = [i for i in summed if not any(i in x for x in lonely)]
         k_by = next((x for x in st if unit_index(x) in shared), st[0])
-        groups = (("o", tuple(step.output)), ("k", _by_stride(shared, k_by))) + \
-            tuple((f"k{nm}", _by_stride(x, y)) for nm, x, y in zip("ab", lonely, st))
+        groups = (("o", tuple(step.output)), ("k", by_stride(shared, k_by))) + \
+            tuple((f"k{nm}", by_stride(x, y)) for nm, x, y in zip("ab", lonely, st))
         kind = REDUCE
         fast_k = any(unit_index(x) in shared for x in st)
     names = "abc"[: len(dims)]
@@ -271,11 +271,11 @@ def lower_fused(plan: Plan, s: int, dtype: str, shapes, strides=None) -> FusedKe
     tb = {i for t in terms[na:na + nb] for i in t}
     shared = [i for i in step.summed if i in ta and i in tb]
     k_by = side_b if unit_index(side_b) in shared and unit_index(side_a) not in shared else side_a
-    groups = (("batch", _by_stride(step.batch, st_c)),
-              ("m", _by_stride([i for i in step.output if i in ta and i not in tb], side_a)),
-              ("n", _by_stride([i for i in step.output if i in tb and i not in ta], st_c)),
-              ("k", _by_stride(shared, k_by)
-               + _by_stride([i for i in step.summed if not (i in ta and i in tb)], k_by)))
+    groups = (("batch", by_stride(step.batch, st_c)),
+              ("m", by_stride([i for i in step.output if i in ta and i not in tb], side_a)),
+              ("n", by_stride([i for i in step.output if i in tb and i not in ta], st_c)),
+              ("k", by_stride(shared, k_by)
+               + by_stride([i for i in step.summed if not (i in ta and i in tb)], k_by)))
     a = tuple(Operand(f"a{j}", terms[j]) for j in range(na))
     b = tuple(Operand(f"b{j}", terms[na + j]) for j in range(nb))
     e = tuple(Operand(f"e{j}", terms[na + nb + j]) for j in range(ne))
@@ -319,4 +319,4 @@ def lower_program(plan: Plan, dtype: str, shapes, strides=None, unit_tiles=True)
     return tuple(kernels)
 
 
-__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]
+__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "by_stride", "REDUCE", "MATMUL", "FUSED"]

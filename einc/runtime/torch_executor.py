@@ -27,7 +27,7 @@ import string
 
 import torch
 
-from ..codegen.lower import contiguous
+from ..codegen.lower import by_stride, contiguous
 from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
@@ -157,7 +157,7 @@ def read_order(x):
 
 
 def _memory_order(shape, strides):
-    order = tuple(sorted(range(len(shape)), key=lambda d: (shape[d] > 1 and strides[d] > 0, -strides[d], d)))
+    order = by_stride(range(len(shape)), {d: st for d, (n, st) in enumerate(zip(shape, strides)) if n > 1})
     return None if order == tuple(range(len(shape))) else order
 
 
