@@ -74,7 +74,7 @@ variants() {   # every lowering and tile config of the CCSD(T) kernel: at most 1
 # variants, then rest, gemm and compare with what is left.
 for p in ${PARTS:-pairwise tests variants rest gemm compare}; do
   case $p in
-    pairwise) part pairwise 130 ;;
+    pairwise) part pairwise ${PAIRWISE_S:-130} ;;
     tests) tests ;;
     variants) variants ;;
     rest) part rest 80 ;;
