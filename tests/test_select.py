@@ -81,6 +81,37 @@ def test_other_strides_at_call_time_are_classified_again_or_fall_back():
     assert calls == [1]
 
 
+GEMMS = ["ij,jk->ik", "ij,jk->ki", "ik,jk->ij", "bij,bjk->bik", "bij,bjk->bki", "bji,bkj->bik", "abk,kc->abc",
+         "kb,bak->a", "i,i->", "bi,bj->bij"]
+
+
+@fuzz.profile(60, 0.01)
+@given(equation=st.sampled_from(GEMMS), data=st.data())
+def test_gemm_steps_in_every_layout_size_and_dtype(equation, data):
+    """A step that classifies as a GEMM gives torch.einsum's values, contiguous, in the
+    operands' dtype, operands untouched: every layout, sizes 0 to 3 (0 and 1 are the
+    special strides), each float dtype."""
+    terms, out = equation.split("->")
+    labels = sorted(set(terms.replace(",", "")))
+    sizes = dict(zip(labels, data.draw(st.lists(st.integers(0, 3), min_size=len(labels), max_size=len(labels)))))
+    dtype = data.draw(st.sampled_from([torch.float64, torch.float32, torch.bfloat16, torch.float16]))
+    shapes = [tuple(sizes[c] for c in t) for t in terms.split(",")]
+    ops = [fuzz.lay_out(torch.randn(s, dtype=torch.float64), data.draw(st.sampled_from(fuzz.LAYOUTS))).to(dtype)
+           if s else torch.randn(s, dtype=torch.float64).to(dtype) for s in shapes]
+    before = [o.clone() for o in ops]
+    plan = build_plan(build(parse(equation), shapes))
+    step = plan.steps[-1]
+    fn = blas.step_function(step, plan.graph.sizes, ops[0].stride(), ops[1].stride(), fallback=None)
+    if fn is None:
+        return
+    got = fn(*ops)
+    want = torch.einsum(equation, *[o.double() for o in ops])
+    assert got.shape == want.shape and got.dtype == dtype and got.is_contiguous()
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}[dtype]
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+    assert all(torch.equal(o, b) for o, b in zip(ops, before))
+
+
 # ----------------------------------------------------------------------- choosing per step
 
 @pytest.fixture

@@ -133,15 +133,18 @@ def step_function(step: Step, sizes, a_strides, b_strides, fallback):
             return fallback(a, b)
         if gemm.swap:
             a, b = b, a
-        c = torch.empty(out_shape, dtype=a.dtype, device=a.device)
-        av = a.as_strided(*gemm.a_view, a.storage_offset())
-        bv = b.as_strided(*gemm.b_view, b.storage_offset())
-        cv = c.view(gemm.c_shape)
+        # bmm / mm write a new contiguous (batch, rows, cols) -- the contiguous result's
+        # layout read as ``c_shape`` -- so it is the result viewed as its own shape (fewer host
+        # ops than an empty result written through ``out=``: tiny steps are host-bound on CUDA)
         if gemm.batched:
-            torch.bmm(av, bv, out=cv)
+            c = torch.bmm(a.as_strided(*gemm.a_view, a.storage_offset()),
+                          b.as_strided(*gemm.b_view, b.storage_offset()))
         else:
-            torch.mm(av[0], bv[0], out=cv[0])
-        return c
+            (_, *a_size), (_, *a_stride) = gemm.a_view
+            (_, *b_size), (_, *b_stride) = gemm.b_view
+            c = torch.mm(a.as_strided(a_size, a_stride, a.storage_offset()),
+                         b.as_strided(b_size, b_stride, b.storage_offset()))
+        return c.view(out_shape)
     return run
 
 
