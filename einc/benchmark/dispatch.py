@@ -165,6 +165,53 @@ def run_kernels_noop(out, rounds: int | None = None, quick: bool = False) -> int
     return 1 if bad else 0
 
 
+BLAS_STEPS = [("ij,jk->ik", [(16, 16), (16, 16)]), ("ij,jk->ki", [(16, 16), (16, 16)]),
+              ("bij,bjk->bik", [(4, 16, 16), (4, 16, 16)])]
+
+
+def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
+    """The host cost of one cuBLAS step as einc runs it (:func:`einc.runtime.blas.step_function`:
+    the step as ``torch.mm`` / ``torch.bmm`` on strided views) against the bare ``mm`` / ``bmm``
+    and torch.einsum, on tiny float32 operands (CUDA when there is one, synchronized at the ends
+    of each batch; else the CPU); writes OUT/dispatch_blas_steps.md and .csv.  1 if a step's
+    result was wrong or it was no GEMM, else 0."""
+    from ..planner.equation import parse
+    from ..planner.graph import build
+    from ..planner.plan import build_plan
+    from ..runtime import blas
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    rounds = rounds or (9 if quick else 31)
+    budget = 1.0 if quick else 3.0
+    load, table, data, bad = report.Load(), [], [], False
+    for eq, shapes in BLAS_STEPS:
+        torch.manual_seed(0)
+        a, b = (torch.randn(s, device=device) for s in shapes)
+        plan = build_plan(build(parse(eq), shapes))
+        step = blas.step_function(plan.steps[-1], plan.graph.sizes, a.stride(), b.stride(), fallback=None)
+        bare = torch.bmm if a.dim() == 3 else torch.mm
+        fns = {"einc step": lambda: step(a, b), "bare": lambda: bare(a, b),
+               "torch.einsum": lambda: torch.einsum(eq, a, b)}
+        if step is None or not torch.allclose(fns["einc step"](), torch.einsum(eq, a, b).contiguous(), atol=1e-5):
+            bad = True
+            print(f"!!! {eq}: einc's cuBLAS step {'is no GEMM' if step is None else 'is wrong'}", file=sys.stderr)
+            continue
+        timings, n_rounds = interleaved(fns, rounds, budget, min_rounds=min(rounds, 5), sync=sync)
+        m = [timings[n].median for n in fns]
+        table.append([f"`{eq}`", "×".join(map(str, shapes[0])), *map(report.us, m)])
+        data.append([eq, device, *[round(v * 1e6, 3) for v in m], n_rounds])
+    md = report.header(f"einc's cuBLAS step, host cost ({device})", "float32", load, [
+        "the step as einc runs it (einc.runtime.blas.step_function) against the bare mm/bmm on the same "
+        f"operands and torch.einsum; median over up to {rounds} rounds (budget {budget:.0f} s/step), "
+        "interleaved, batches ≥ 2 ms" + (", synchronized at the ends of each batch" if sync else "")])
+    md += report.markdown_table(["step", "A", "einc step µs", "bare mm/bmm µs", "torch.einsum µs"], table)
+    report.write(out, "dispatch_blas_steps", md,
+                 ["equation", "device", "einc_step_us", "bare_us", "torch_einsum_us", "rounds"], data)
+    print("\n".join(md))
+    return 1 if bad else 0
+
+
 def main(argv=None, default_out="bench/results") -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=None, help="rounds per equation (default 31, quick 9)")
@@ -174,9 +221,14 @@ def main(argv=None, default_out="bench/results") -> int:
     p.add_argument("--kernels-noop", action="store_true",
                    help="einc's own Python per kernel step instead: CPU tensors through the generated kernels "
                         "(Triton's interpreter) with the kernel launches replaced by no-ops")
+    p.add_argument("--blas-steps", action="store_true",
+                   help="the host cost of einc's cuBLAS step (strided views into torch.mm/bmm) against the bare "
+                        "mm/bmm and torch.einsum, tiny float32 operands (CUDA if present, else the CPU)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.kernels_noop:
         return run_kernels_noop(args.out, args.rounds, args.quick)
+    if args.blas_steps:
+        return run_blas_steps(args.out, args.rounds, args.quick)
     return run(args.out, args.rounds, args.quick)

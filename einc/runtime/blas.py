@@ -123,28 +123,39 @@ def step_function(step: Step, sizes, a_strides, b_strides, fallback):
     if plan_gemm is None:
         return None
     out_shape = tuple(sizes[i] for i in step.output)
-    known = {(tuple(a_strides), tuple(b_strides)): plan_gemm}
+    shapes = [tuple(sizes[i] for i in term) for term in step.inputs]
+
+    def calls(strides):
+        """How to run the step on operands with these strides: ``(swap, product, view of
+        the left operand, view of the right)``, a view ``(size, stride)`` or None where it
+        is the operand itself; None where they are no GEMM."""
+        gemm = classify(step, sizes, *strides)[0]
+        if gemm is None:
+            return None
+        views = (gemm.a_view, gemm.b_view) if gemm.batched else \
+            ((v[0][1:], v[1][1:]) for v in (gemm.a_view, gemm.b_view))
+        own = (shapes[::-1], strides[::-1]) if gemm.swap else (shapes, strides)
+        views = [None if (tuple(size), tuple(stride)) == (shape, tuple(st)) else (size, stride)
+                 for (size, stride), shape, st in zip(views, *own)]
+        return gemm.swap, torch.bmm if gemm.batched else torch.mm, *views
+
+    known = {(tuple(a_strides), tuple(b_strides)): calls((tuple(a_strides), tuple(b_strides)))}
 
     def run(a, b):
-        gemm = known.get((a.stride(), b.stride()), False)
-        if gemm is False:
-            gemm = known[a.stride(), b.stride()] = classify(step, sizes, a.stride(), b.stride())[0]
-        if gemm is None:
+        key = (a.stride(), b.stride())
+        how = known.get(key, False)
+        if how is False:
+            how = known[key] = calls(key)
+        if how is None:
             return fallback(a, b)
-        if gemm.swap:
+        swap, product, va, vb = how
+        if swap:
             a, b = b, a
-        # bmm / mm write a new contiguous (batch, rows, cols) -- the contiguous result's
-        # layout read as ``c_shape`` -- so it is the result viewed as its own shape (fewer host
-        # ops than an empty result written through ``out=``: tiny steps are host-bound on CUDA)
-        if gemm.batched:
-            c = torch.bmm(a.as_strided(*gemm.a_view, a.storage_offset()),
-                          b.as_strided(*gemm.b_view, b.storage_offset()))
-        else:
-            (_, *a_size), (_, *a_stride) = gemm.a_view
-            (_, *b_size), (_, *b_stride) = gemm.b_view
-            c = torch.mm(a.as_strided(a_size, a_stride, a.storage_offset()),
-                         b.as_strided(b_size, b_stride, b.storage_offset()))
-        return c.view(out_shape)
+        # bmm / mm allocate a contiguous (batch, rows, cols) -- the contiguous result's layout
+        # (read as the Gemm's c_shape) -- so their product is the result, viewed as its shape:
+        # no empty result written through out= (tiny steps are host-bound on CUDA)
+        return product(a if va is None else a.as_strided(*va, a.storage_offset()),
+                       b if vb is None else b.as_strided(*vb, b.storage_offset())).view(out_shape)
     return run
 
 
