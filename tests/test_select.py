@@ -539,6 +539,34 @@ def test_the_first_round_leaves_out_a_candidate_far_behind_before_tuning_it(monk
     assert runs.count("triton") == 1 and runs.count("torch") == 2           # tuned once, for the later calls
 
 
+def test_the_first_round_times_the_device_alone_and_the_rounds_the_call(monkeypatch):
+    """On CUDA operands the default timer's first round hides the host's work before the
+    launch (a kernel's one-config run is set up and launched through Triton's JIT path,
+    hundreds of µs on an H100 that its usual launch does not pay; counted, every small
+    kernel was left out), and the rounds count it, as a call does.  A replaced timer (a
+    test's) times every run.  (The device timer itself needs a GPU: the kernel tests.)"""
+    class OnCuda(torch.Tensor):
+        is_cuda = True
+    arg = torch.zeros(1).as_subclass(OnCuda)
+    seen = []
+    monkeypatch.setattr(select, "_device_time", lambda fn, args: seen.append(("device", fn.__name__)) or 1.0)
+    monkeypatch.setattr(select, "_cuda_time", lambda fn, args: seen.append(("call", fn.__name__)) or 1.0)
+    monkeypatch.setattr(select, "cold_cache", lambda args: contextlib.nullcontext(lambda: None))
+
+    def kernel(*args):
+        pass
+
+    def cublas(*args):
+        pass
+    select.measure({"triton": kernel, "blas": cublas}, (arg,))
+    assert seen[:2] == [("device", "kernel"), ("device", "cublas")]
+    assert sorted(seen[2:]) == sorted([("call", "kernel"), ("call", "cublas")] * select.REPEATS)
+    seen.clear()
+    monkeypatch.setattr(select, "timer", lambda fn, args: seen.append(("replaced", fn.__name__)) or 1.0)
+    select.measure({"triton": kernel, "blas": cublas}, (arg,))
+    assert {how for how, _ in seen} == {"replaced"} and len(seen) == 2 + 2 * select.REPEATS
+
+
 def test_a_screen_that_fails_leaves_the_first_round_to_the_kernels_own_launch(monkeypatch):
     """Screening saves time, it decides nothing: where a kernel's screen raises, its own
     launch runs the first round (and an error there is raised as ever, or leaves out an
