@@ -88,6 +88,26 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
         torch.testing.assert_close(got.double(), want.double(), rtol=2e-2, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_factor_never_moves_onto_an_earlier_contractions_result(dtype):
+    """With ``rewrite="all"``, ``einsum(y, B) * 1e15`` where ``y`` (~4e36) is an earlier
+    contraction's result that is kept (so not fused): moved onto ``y``, the smallest tensor,
+    the factor made it inf where eager gives 3.2e34.  Such a result is no operand whose
+    magnitude HEADROOM bounds; the factor goes onto another tensor, here the result."""
+    x, A, B = (torch.full((4, 8), 1e18, dtype=dtype), torch.full((8, 8), 5e17, dtype=dtype),
+               torch.full((8, 64), 1e-18, dtype=dtype))
+
+    def fn(x, A, B):
+        y = torch.einsum("ij,jk->ik", x, A)
+        return torch.einsum("ik,kl->il", y, B) * 1e15, y
+    want = fn(x, A, B)
+    got = _compile(fn, x, A, B, backend=ALL)
+    assert [r.scale_on for r in einc.dynamo.last_report.rewrites] == ["-", "output"]
+    assert torch.isfinite(got[0]).all()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=0)
+
+
 def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():
     """Folded, ``1e-11 * 1e15`` is nearer 1 than ``1e-11`` but not near it: moved onto ``x``
     as 1e4 it overflowed the fused chain's ``x @ A`` (5.8e34) where eager scaled ``B`` down

@@ -430,6 +430,11 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
                 sizes = [_numel(c, t) for t in c.terms] + [_numel(c, c.output)]
                 if c.inside or any(c.placed):   # a factor written before the result: scaling the result
                     sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
+                for k, o in enumerate(c.operands):
+                    if o in replaced:   # an earlier contraction's result: no operand HEADROOM bounds, its
+                        sizes[k] = math.inf     # values eager's, however large (einsum(y, B) * 1e15, y ~ 4e36:
+                                                # y * 1e15 was inf where eager gives 3.2e34)
+                movable = movable and min(sizes) < math.inf     # (else each factor as written)
                 target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
                 if target < len(operands):
                     operands[target] = _apply(graph, operands[target], factors)
