@@ -81,6 +81,19 @@ def test_other_strides_at_call_time_are_classified_again_or_fall_back():
     assert calls == [1]
 
 
+def test_a_step_function_keeps_a_bounded_number_of_stride_patterns():
+    """A caller cycling through many strides (windows of a padded batch) gets right values
+    from each, and the step keeps at most MAX_PATTERNS worked out."""
+    step, sizes = _step("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])
+    fn = blas.step_function(step, sizes, *_strides((2, 3, 4), (2, 4, 5)), fallback=None)
+    b = torch.randn(2, 4, 5, dtype=torch.float64)
+    for pad in range(blas.MAX_PATTERNS + 6):
+        a = torch.randn(2, 3, 4 + pad, dtype=torch.float64)[:, :, :4]    # rows 4 + pad apart
+        torch.testing.assert_close(fn(a, b), a @ b)
+    known = fn.__closure__[fn.__code__.co_freevars.index("known")].cell_contents
+    assert 1 <= len(known) <= blas.MAX_PATTERNS
+
+
 GEMMS = ["ij,jk->ik", "ij,jk->ki", "ik,jk->ij", "bij,bjk->bik", "bij,bjk->bki", "bji,bkj->bik", "abk,kc->abc",
          "kb,bak->a", "i,i->", "bi,bj->bij"]
 
@@ -539,32 +552,74 @@ def test_the_first_round_leaves_out_a_candidate_far_behind_before_tuning_it(monk
     assert runs.count("triton") == 1 and runs.count("torch") == 2           # tuned once, for the later calls
 
 
-def test_the_first_round_times_the_device_alone_and_the_rounds_the_call(monkeypatch):
-    """On CUDA operands the default timer's first round hides the host's work before the
-    launch (a kernel's one-config run is set up and launched through Triton's JIT path,
-    hundreds of µs on an H100 that its usual launch does not pay; counted, every small
-    kernel was left out), and the rounds count it, as a call does.  A replaced timer (a
-    test's) times every run.  (The device timer itself needs a GPU: the kernel tests.)"""
-    class OnCuda(torch.Tensor):
-        is_cuda = True
-    arg = torch.zeros(1).as_subclass(OnCuda)
+class _OnCuda(torch.Tensor):
+    is_cuda = True      # (a CPU tensor that the timers take for a CUDA one)
+
+
+def test_the_first_round_times_a_kernels_screen_on_the_device_alone(monkeypatch):
+    """On CUDA operands the default timer times a kernel's one-config first-round run with
+    the host's work before the launch hidden (it is set up and launched through Triton's
+    JIT path, hundreds of µs on an H100 that the kernel's usual launch does not pay;
+    counted, every small kernel was left out), and everything else with it counted, as a
+    call pays it: the other candidates' first runs and every run of the rounds.  A
+    replaced timer (a test's) times every run.  (The events themselves need a GPU.)"""
+    arg = torch.zeros(1).as_subclass(_OnCuda)
     seen = []
-    monkeypatch.setattr(select, "_device_time", lambda fn, args: seen.append(("device", fn.__name__)) or 1.0)
-    monkeypatch.setattr(select, "_cuda_time", lambda fn, args: seen.append(("call", fn.__name__)) or 1.0)
+    monkeypatch.setattr(select, "_cuda_time",
+                        lambda fn, args, hide_host=False: seen.append((hide_host, fn.__name__)) or 1.0)
     monkeypatch.setattr(select, "cold_cache", lambda args: contextlib.nullcontext(lambda: None))
 
     def kernel(*args):
         pass
 
+    def screen(*args):
+        pass
+
     def cublas(*args):
         pass
-    select.measure({"triton": kernel, "blas": cublas}, (arg,))
-    assert seen[:2] == [("device", "kernel"), ("device", "cublas")]
-    assert sorted(seen[2:]) == sorted([("call", "kernel"), ("call", "cublas")] * select.REPEATS)
+    select.measure({"triton": kernel, "blas": cublas}, (arg,), {"triton": screen})
+    assert seen[:2] == [(True, "screen"), (False, "cublas")]
+    assert sorted(seen[2:]) == sorted([(False, "kernel"), (False, "cublas")] * select.REPEATS)
     seen.clear()
     monkeypatch.setattr(select, "timer", lambda fn, args: seen.append(("replaced", fn.__name__)) or 1.0)
-    select.measure({"triton": kernel, "blas": cublas}, (arg,))
+    select.measure({"triton": kernel, "blas": cublas}, (arg,), {"triton": screen})
     assert {how for how, _ in seen} == {"replaced"} and len(seen) == 2 + 2 * select.REPEATS
+
+
+def test_hiding_the_host_sleeps_the_stream_before_the_start_event(monkeypatch):
+    """``_cuda_time(hide_host=True)`` queues the sleep, then the start event, then the run,
+    then the stop event, all under the operands' device; without it, no sleep."""
+    order = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.name = "start" if not any(e == "new start" for e in order) else "stop"
+            order.append(f"new {self.name}")
+
+        def record(self):
+            order.append(f"record {self.name}")
+
+        def synchronize(self):
+            order.append(f"sync {self.name}")
+
+        def elapsed_time(self, other):
+            return 0.002
+
+    @contextlib.contextmanager
+    def device(d):
+        order.append("enter device")
+        yield
+        order.append("leave device")
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: order.append(f"sleep {cycles}"))
+    monkeypatch.setattr(torch.cuda, "device", device)
+    arg = torch.zeros(1).as_subclass(_OnCuda)
+    assert select._cuda_time(lambda *a: order.append("run"), (arg,), hide_host=True) == 2.0
+    assert order == ["enter device", "new start", "new stop", f"sleep {select.HIDE_HOST_CYCLES}", "record start",
+                     "run", "record stop", "sync stop", "leave device"]
+    order.clear()
+    select._cuda_time(lambda *a: order.append("run"), (arg,))
+    assert not any(o.startswith("sleep") for o in order) and order.index("record start") < order.index("run")
 
 
 def test_a_screen_that_fails_leaves_the_first_round_to_the_kernels_own_launch(monkeypatch):

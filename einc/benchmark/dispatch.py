@@ -165,14 +165,16 @@ def run_kernels_noop(out, rounds: int | None = None, quick: bool = False) -> int
     return 1 if bad else 0
 
 
-BLAS_STEPS = [("ij,jk->ik", [(16, 16), (16, 16)]), ("ij,jk->ki", [(16, 16), (16, 16)]),
-              ("bij,bjk->bik", [(4, 16, 16), (4, 16, 16)])]
+# (equation, shapes, the same product as a bare mm/bmm: for ``->ki``, Cᵀ = Bᵀ·Aᵀ as the step runs it)
+BLAS_STEPS = [("ij,jk->ik", [(16, 16), (16, 16)], lambda a, b: torch.mm(a, b)),
+              ("ij,jk->ki", [(16, 16), (16, 16)], lambda a, b: torch.mm(b.t(), a.t())),
+              ("bij,bjk->bik", [(4, 16, 16), (4, 16, 16)], lambda a, b: torch.bmm(a, b))]
 
 
 def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
     """The host cost of one cuBLAS step as einc runs it (:func:`einc.runtime.blas.step_function`:
     the step as ``torch.mm`` / ``torch.bmm`` on strided views) against the bare ``mm`` / ``bmm``
-    and torch.einsum, on tiny float32 operands (CUDA when there is one, synchronized at the ends
+    of the same product and torch.einsum, on tiny float32 operands (CUDA when there is one, synchronized at the ends
     of each batch; else the CPU); writes OUT/dispatch_blas_steps.md and .csv.  1 if a step's
     result was wrong or it was no GEMM, else 0."""
     from ..planner.equation import parse
@@ -185,15 +187,16 @@ def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
     rounds = rounds or (9 if quick else 31)
     budget = 1.0 if quick else 3.0
     load, table, data, bad = report.Load(), [], [], False
-    for eq, shapes in BLAS_STEPS:
+    for eq, shapes, product in BLAS_STEPS:
         torch.manual_seed(0)
         a, b = (torch.randn(s, device=device) for s in shapes)
         plan = build_plan(build(parse(eq), shapes))
         step = blas.step_function(plan.steps[-1], plan.graph.sizes, a.stride(), b.stride(), fallback=None)
-        bare = torch.bmm if a.dim() == 3 else torch.mm
-        fns = {"einc step": lambda: step(a, b), "bare": lambda: bare(a, b),
+        fns = {"einc step": lambda: step(a, b), "bare": lambda: product(a, b),
                "torch.einsum": lambda: torch.einsum(eq, a, b)}
-        if step is None or not torch.allclose(fns["einc step"](), torch.einsum(eq, a, b).contiguous(), atol=1e-5):
+        got = None if step is None else fns["einc step"]()
+        if got is None or not got.is_contiguous() or not torch.allclose(got, torch.einsum(eq, a, b), atol=1e-5) \
+                or not torch.allclose(fns["bare"]().reshape(got.shape), got, atol=1e-5):
             bad = True
             print(f"!!! {eq}: einc's cuBLAS step {'is no GEMM' if step is None else 'is wrong'}", file=sys.stderr)
             continue

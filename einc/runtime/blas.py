@@ -6,9 +6,11 @@ operands and the result), rows (first operand and result), columns (second opera
 and result), summed (both operands) -- merges into one stride per operand, each
 operand has a unit-stride matrix axis, and the contiguous result reads as
 ``(batch, rows, columns)``, or as ``(batch, columns, rows)``, which is the product with
-the operands swapped (Cᵀ = Bᵀ·Aᵀ).  Then the step is ``torch.bmm`` / ``torch.mm`` with
-``out=`` on ``as_strided`` views of the operands and the result: cuBLAS takes the
-transposes and the batch stride natively, nothing is copied.  Anything else (a
+the operands swapped (Cᵀ = Bᵀ·Aᵀ).  Then the step is ``torch.bmm`` / ``torch.mm`` on
+the operands (``as_strided`` views of them where their shape or strides differ from the
+product's): cuBLAS takes the transposes and the batch stride natively, nothing is
+copied, and the contiguous product it returns, viewed as the step's output, is the
+result.  Anything else (a
 diagonal, an index summed in one operand only, a result order that is no matrix, a
 group that does not merge) is not a GEMM step; :func:`classify` says why, in words
 ``explain`` shows.
@@ -22,6 +24,9 @@ from dataclasses import dataclass
 import torch
 
 from ..planner.plan import CONTRACT, Step
+
+
+MAX_PATTERNS = 64      # stride patterns a step function keeps worked out (as the kernel launcher's layouts)
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,8 @@ def step_function(step: Step, sizes, a_strides, b_strides, fallback):
         key = (a.stride(), b.stride())
         how = known.get(key, False)
         if how is False:
+            if len(known) >= MAX_PATTERNS:     # a caller cycling through strides starts again
+                known.clear()
             how = known[key] = calls(key)
         if how is None:
             return fallback(a, b)

@@ -96,12 +96,15 @@ _TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4,
 # suite's CCSD(T) terms (fp32) and on float64, float16 and bfloat16 copies: no config
 # spills (fp64's 64-row tile on 4 warps spilled 96 bytes with 3.6 and 3.7: 8 warps),
 # 16-byte loads, wgmma for 16-bit tiles of 64 rows or more; 16-bit K steps of 32 too,
-# for K = 32.  On an H100 (bench/gpu_variants.py at ddf8303, pw_ccsdt_dega_gfbc, fp32): the
-# first two fp32 configs ran 412 and 430 µs, the rest 502-2053 (torch.einsum's view 342);
-# 16-bit and fp64 not yet run on a GPU.
+# for K = 32.  Except fp32's second and third: on an H100 with triton 3.6 (bench/gpu_variants.py
+# at ddf8303, pw_ccsdt_dega_gfbc) they ran 412 and 430 µs, the others 502-2053 (the first:
+# 502; torch.einsum's view 342), though they spill 144 bytes with 3.6 (1.2-1.9 KB with
+# 3.9: ptx_report), so they follow a config that does not, the one a kernel's first-round
+# run takes (Launcher.first_config), and the autotuner times them.  16-bit and fp64 not
+# yet run on a GPU.
 _TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
                  (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
-            32: [(64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
+            32: [(128, 8, 16, 32, 8, 3), (64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (64, 8, 16, 32, 4, 3),
                  (64, 4, 32, 32, 4, 3), (128, 2, 64, 32, 8, 3), (32, 4, 16, 32, 4, 3)],
             64: [(64, 4, 16, 16, 8, 2), (32, 4, 16, 16, 4, 3), (32, 2, 32, 16, 4, 3), (16, 4, 16, 16, 4, 2)]}
 # Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)

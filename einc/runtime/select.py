@@ -51,7 +51,7 @@ from .chunked import l2_bytes
 
 REPEATS = 5
 SCREEN = 4.0        # a candidate this many times the first round's fastest, or slower, is left out
-# GPU cycles the stream sleeps before a first-round run (~1.2 ms at an H100's 1.7 GHz): a
+# GPU cycles the stream sleeps before a kernel's first-round run (~1.2 ms at an H100's 1.7 GHz): a
 # kernel's one-config run there is set up and launched through Triton's JIT path, whose
 # host time (on an H100, 284-459 µs a run of a 5-60 µs kernel: decisions.json at ddf8303)
 # CUDA events would count and the kernel's usual launch does not pay
@@ -79,29 +79,22 @@ def mode_for(select: str | None, device_type: str) -> str:
 
 # ----------------------------------------------------------------------- timing
 
-def _cuda_time(fn, args) -> float:
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1000.0
-
-
-def _device_time(fn, args) -> float:
-    """µs of one run of ``fn(*args)`` on the device alone: the stream is kept busy first
+def _cuda_time(fn, args, hide_host=False) -> float:
+    """µs of one run of ``fn(*args)`` between CUDA events on the current stream of the
+    operands' device.  ``hide_host``: the stream is kept busy first
     (:data:`HIDE_HOST_CYCLES`), so the host's work before the launch overlaps that instead
-    of showing between the events."""
-    sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is None:
-        return _cuda_time(fn, args)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    sleep(HIDE_HOST_CYCLES)
-    start.record()
-    fn(*args)
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1000.0
+    of showing between the events: the device's time alone."""
+    device = next(a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda)
+    with torch.cuda.device(device):     # (events on another device's stream would time nothing)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sleep = getattr(torch.cuda, "_sleep", None) if hide_host else None
+        if sleep is not None:
+            sleep(HIDE_HOST_CYCLES)
+        start.record()
+        fn(*args)
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1000.0
 
 
 def _host_time(fn, args) -> float:
@@ -112,19 +105,19 @@ def _host_time(fn, args) -> float:
 
 def default_timer(fn, args, host: bool = True) -> float:
     """µs of one run of ``fn(*args)``: CUDA events on CUDA tensors (with ``host=False``, the
-    host's work before the launch hidden: :func:`_device_time`), the host clock elsewhere."""
+    host's work before the launch hidden: :func:`_cuda_time`), the host clock elsewhere."""
     on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-    if not on_cuda:
-        return _host_time(fn, args)
-    return _cuda_time(fn, args) if host else _device_time(fn, args)
+    return _cuda_time(fn, args, hide_host=not host) if on_cuda else _host_time(fn, args)
 
 
 timer = default_timer
 
 
-def _first_round_time(fn, args) -> float:
-    """The first round's time of one run: the device's alone where :data:`timer` is the
-    default one (a replaced timer, a test's, times it as every other run)."""
+def _screen_time(fn, args) -> float:
+    """The first round's time of a kernel's one-config run: the device's alone where
+    :data:`timer` is the default one (a replaced timer, a test's, times it as every other
+    run).  Only the screen's: the other candidates pay their host time on every call, and
+    it counts."""
     return default_timer(fn, args, host=False) if timer is default_timer else timer(fn, args)
 
 
@@ -257,13 +250,15 @@ def measure(candidates: dict, args, screens=None) -> Choice:
     :data:`SCREEN` times the round's fastest or more is left out (its time is kept among
     the timings): on an H100 the kernels of ``pw_ccsd_aebf_*`` took 75-165 ms a run
     against torch's 19 ms, and their autotuning most of a 28-32 s first call.  The first
-    round times the device alone (:func:`_first_round_time`): with the host's time counted,
+    round times a kernel's one-config run on the device alone (:func:`_screen_time`): with
+    the host's time counted,
     an H100 at ddf8303 timed small kernels' one-config runs at 284-459 µs (5-60 µs kernels,
     set up and launched through Triton's JIT path) and left them all out, so steps the
     kernel had won (``ab,bc->ac`` at 16×16: 38 µs against cuBLAS's 54 at e1b85bd) went to
-    cuBLAS.  The others (a kernel: autotuned by its untimed run) are then timed in
-    :data:`REPEATS` rounds, one run of each a round, the order rotated every round (two candidates run A
-    B, B A, A B, ...), and each keeps its median.  Timed one after the other instead, a
+    cuBLAS (the other candidates' first runs count their host time, which they pay on
+    every call).  The others (a kernel: autotuned by its untimed run) are then timed in
+    :data:`REPEATS` rounds, one run of each a round, the order rotated every round (two
+    candidates run A B, B A, A B, ...), and each keeps its median.  Timed one after the other instead, a
     clock or power drift of the device over the candidates' runs (hundreds of ms for
     large float64 products) favours whichever ran first.  Where one candidate is left,
     it is chosen without the rounds.  Before each timed run on a CUDA device its L2 cache
@@ -298,7 +293,7 @@ def measure(candidates: dict, args, screens=None) -> Choice:
                 if not runs(name, fn):
                     continue
             clear()
-            first[name] = _first_round_time(fn, args)
+            first[name] = _screen_time(fn, args) if name in screened else timer(fn, args)
         fastest = min(first.values())
         left_out = {n: t for n, t in first.items() if t > fastest and t >= SCREEN * fastest}
         for name in left_out:
