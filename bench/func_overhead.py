@@ -3,9 +3,10 @@ the same transform: vmap and grad of small contractions, where the fixed cost is
 
     python bench/func_overhead.py [--rounds N] [--budget S] [--threads N]
 
-Under ``vmap`` of three or more operands ``einc.einsum`` runs as an ``autograd.Function``
-(``einc/autograd.py``, one call planned over the batch index), whose vmap machinery in torch
-is Python; under ``vmap`` of one or two operands and under ``grad`` the torch executor's
+Under ``vmap`` of three or more operands not all batched ``einc.einsum`` runs as an
+``autograd.Function`` (``einc/autograd.py``, one call planned over the batch index), whose vmap
+machinery in torch is Python; under ``vmap`` of one or two operands, or of more all batched,
+and under ``grad`` the torch executor's
 plan runs as is (its ops batched or differentiated by torch), as under plain autograd;
 torch.einsum's rules are C++.  Each row times einc, torch.einsum and opt_einsum's ``contract`` (torch
 backend) under the same transform, interleaved (``einc.benchmark.timing``), and prints the
@@ -44,7 +45,7 @@ def rows():
 
     def randn(*shape):
         return torch.randn(*shape, generator=g)
-    x, a4, b4, v4 = randn(8, 30, 30), randn(8, 4, 4), randn(8, 4, 4), randn(4)
+    x, a4, b4, c4, v4 = randn(8, 30, 30), randn(8, 4, 4), randn(8, 4, 4), randn(8, 4, 4), randn(4)
     a, b, a16 = randn(128, 128), randn(128, 128), randn(16, 128, 128)
     for name, make, args in [
         ("vmap ii->i, 8x30x30", lambda f: vmap(lambda m: f("ii->i", m)), (x,)),
@@ -53,6 +54,8 @@ def rows():
          lambda f: vmap(lambda p, q: f("ij,jk->ik", p, q), in_dims=(0, None)), (a16, b)),
         ("vmap ij,jk,k->i, 8x4x4 (three operands)",
          lambda f: vmap(lambda p, q, r: f("ij,jk,k->i", p, q, r), in_dims=(0, 0, None)), (a4, b4, v4)),
+        ("vmap ij,jk,kl->il, 8x4x4 (three operands, all batched)",
+         lambda f: vmap(lambda p, q, r: f("ij,jk,kl->il", p, q, r)), (a4, b4, c4)),
         ("grad ij,jk->ik, 4x4", lambda f: grad(lambda p, q: f("ij,jk->ik", p, q).sum()), (a4[0], b4[0])),
         ("grad ij,jk->ik, 128x128", lambda f: grad(lambda p, q: f("ij,jk->ik", p, q).sum()), (a, b)),
         ("plain autograd ij,jk->ik, 4x4 (no transform)", None, (a4[0], b4[0])),

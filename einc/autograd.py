@@ -19,9 +19,9 @@ whether its forward and its gradient einsums run the engine or the op.
 - ``jvp``: forward mode; the sum over operands of the einsum with that operand
   replaced by its tangent.
 - ``vmap``: a vmapped dimension becomes one more index of the same equation, so a
-  vmapped call is one einc call (three or more operands, a numeric memory limit, a GPU,
-  a batch dimension inside an operand: :func:`_vmap_as_is`; else the one or two operands
-  run their plan's torch ops, which torch batches itself).
+  vmapped call is one einc call (three or more operands not all batched, a numeric
+  memory limit, a GPU, a batch dimension inside an operand: :func:`_vmap_as_is`; else
+  the operands run their plan's torch ops, which torch batches itself).
 
 Gradient equations depend on the operands' shapes only through which dimensions
 have size 1 (broadcasting) and the ranks, so they are cached on that, and sizes are
@@ -121,20 +121,31 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
 def _vmap_as_is(operands, options) -> bool:
     """Whether a call under ``vmap`` runs its plan's torch ops as they are, each batched
     by torch's own rule (in C++): one or two operands, so one step, whose order the batch
-    cannot change; no numeric memory limit (the plan bounds one batch element; the
+    cannot change, or more where the innermost vmap batches every one of them
+    (:func:`_all_batched_here`); no numeric memory limit (the plan bounds one batch element; the
     Function's call over one more index bounds the whole batch); CPU tensors (elsewhere
     the entry would run, and measure, generated kernels, which take no batched tensor);
     each batch dimension outermost in memory (:func:`_batch_outermost`).
-    The other calls, where a batch may make another order cheaper, take the Function's
+    The other calls, where a batch of some operands may make another order cheaper, take the Function's
     rule: one einc call planned over the batch index, for about 0.1 ms a call of torch's
     Python machinery."""
-    return len(operands) <= 2 and options.memory_limit in (None, "max_input") and \
-        all(o.device.type == "cpu" and _batch_outermost(o) for o in operands)
+    return (len(operands) <= 2 or _all_batched_here(operands)) and options.memory_limit in (None, "max_input") \
+        and all(o.device.type == "cpu" and _batch_outermost(o) for o in operands)
 
 
 _is_batched = torch._C._functorch.is_batchedtensor
 _bdim = torch._C._functorch.maybe_get_bdim
 _physical = torch._C._functorch.get_unwrapped
+_level = torch._C._functorch.maybe_get_level
+_current_level = torch._C._functorch.current_level
+
+
+def _all_batched_here(operands) -> bool:
+    """Whether the innermost ``vmap`` batches every operand: its batch is then one more
+    index of every operand and of the result, which scales each step's cost alike and
+    leaves the plan's order the best one."""
+    level = _current_level()
+    return all(_is_batched(o) and _level(o) == level for o in operands)
 
 
 def _batch_outermost(x) -> bool:
