@@ -50,7 +50,7 @@ from ..planner.equation import letter
 from .chunked import l2_bytes
 
 REPEATS = 5
-SCREEN = 4.0        # a candidate this many times the first round's fastest, or slower, is left out
+SCREEN = 4.0        # a screened kernel this many times the first round's fastest, or slower, is left out
 # GPU cycles the stream sleeps before a kernel's first-round run (~1.2 ms at an H100's 1.7 GHz): a
 # kernel's one-config run there is set up and launched through Triton's JIT path, whose
 # host time (on an H100, 284-459 µs a run of a 5-60 µs kernel: decisions.json at ddf8303)
@@ -246,20 +246,22 @@ def measure(candidates: dict, args, screens=None) -> Choice:
     A first round runs each candidate once untimed (compile, allocate), then times one
     run of it; a generated kernel runs there as its ``screens`` function has it (one
     config, untuned: :meth:`einc.runtime.launch.Launcher.screen`), so that it is not
-    autotuned before it has shown it could win.  A candidate whose time is
+    autotuned before it has shown it could win.  A kernel so screened whose time is
     :data:`SCREEN` times the round's fastest or more is left out (its time is kept among
     the timings): on an H100 the kernels of ``pw_ccsd_aebf_*`` took 75-165 ms a run
-    against torch's 19 ms, and their autotuning most of a 28-32 s first call.  The first
-    round times a kernel's one-config run on the device alone (:func:`_screen_time`): with
-    the host's time counted,
-    an H100 at ddf8303 timed small kernels' one-config runs at 284-459 µs (5-60 µs kernels,
-    set up and launched through Triton's JIT path) and left them all out, so steps the
-    kernel had won (``ab,bc->ac`` at 16×16: 38 µs against cuBLAS's 54 at e1b85bd) went to
-    cuBLAS (the other candidates' first runs count their host time, which they pay on
-    every call).  The others (a kernel: autotuned by its untimed run) are then timed in
-    :data:`REPEATS` rounds, one run of each a round, the order rotated every round (two
-    candidates run A B, B A, A B, ...), and each keeps its median.  Timed one after the other instead, a
-    clock or power drift of the device over the candidates' runs (hundreds of ms for
+    against torch's 19 ms, and their autotuning most of a 28-32 s first call.  Its
+    one-config run is timed on the device alone (:func:`_screen_time`): with the host's
+    time counted, an H100 at ddf8303 timed small kernels' one-config runs at 284-459 µs
+    (5-60 µs kernels, set up and launched through Triton's JIT path) and left them all
+    out, so steps the kernel had won (``ab,bc->ac`` at 16×16: 38 µs against cuBLAS's 54
+    at e1b85bd) went to cuBLAS.  The other candidates' first runs count the host time
+    they pay on every call, so a kernel is left out only where its device time alone is
+    4× another's whole call; and they are never left out (on device time a host-bound
+    step may look far behind a kernel it beats per call, or the other way).  The rest
+    (a kernel: autotuned by its untimed run) are then timed in :data:`REPEATS` rounds, a
+    call's time, one run of each a round, the order rotated every round (two candidates
+    run A B, B A, A B, ...), and each keeps its median.  Timed one after the other
+    instead, a clock or power drift of the device over the candidates' runs (hundreds of ms for
     large float64 products) favours whichever ran first.  Where one candidate is left,
     it is chosen without the rounds.  Before each timed run on a CUDA device its L2 cache
     is cleared (:func:`cold_cache`), as ``triton.testing.do_bench`` and inductor's
@@ -295,7 +297,7 @@ def measure(candidates: dict, args, screens=None) -> Choice:
             clear()
             first[name] = _screen_time(fn, args) if name in screened else timer(fn, args)
         fastest = min(first.values())
-        left_out = {n: t for n, t in first.items() if t > fastest and t >= SCREEN * fastest}
+        left_out = {n: t for n, t in first.items() if n in screened and t > fastest and t >= SCREEN * fastest}
         for name in left_out:
             del candidates[name]
         for name in [n for n in candidates if n in screened]:
