@@ -89,23 +89,36 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_factor_never_moves_onto_an_earlier_contractions_result(dtype):
-    """With ``rewrite="all"``, ``einsum(y, B) * 1e15`` where ``y`` (~4e36) is an earlier
-    contraction's result that is kept (so not fused): moved onto ``y``, the smallest tensor,
-    the factor made it inf where eager gives 3.2e34.  Such a result is no operand whose
-    magnitude HEADROOM bounds; the factor goes onto another tensor, here the result."""
+def test_a_factor_never_moves_onto_a_value_computed_in_the_graph(dtype):
+    """``(y @ B) * 1e15`` where ``y`` (~4e36) was computed in the graph: moved onto ``y``, the
+    smallest tensor, the factor made it inf where eager gives 3.2e34 -- with
+    ``rewrite="all"`` where ``y`` is an earlier contraction's kept result (r9) or that
+    result through an activation (r13), and under the default policy where ``y``'s own
+    product is left as written (r13).  Only graph inputs (and views of them) are operands
+    whose magnitude HEADROOM bounds; the factor goes onto another tensor, here the result
+    or an input."""
     x, A, B = (torch.full((4, 8), 1e18, dtype=dtype), torch.full((8, 8), 5e17, dtype=dtype),
                torch.full((8, 64), 1e-18, dtype=dtype))
 
-    def fn(x, A, B):
+    def kept(x, A, B):
         y = torch.einsum("ij,jk->ik", x, A)
         return torch.einsum("ik,kl->il", y, B) * 1e15, y
-    want = fn(x, A, B)
-    got = _compile(fn, x, A, B, backend=ALL)
-    assert [r.scale_on for r in einc.dynamo.last_report.rewrites] == ["-", "output"]
-    assert torch.isfinite(got[0]).all()
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=0)
+
+    def activated(x, A, B):
+        return (torch.relu(x @ A) @ B) * 1e15
+
+    def chained(x, A, B):      # the chain (y, B * 1e15, B.T[:, :2]) saves flops and is rewritten, y = x @ A is not
+        y = x @ A
+        return (y @ (B * 1e15)) @ B.T[:, :2], y
+    for fn, backend, where in [(kept, ALL, ["-", "output"]), (activated, ALL, ["-", "output"]),
+                               (chained, EAGER, ["operand 2"])]:
+        want = fn(x, A, B)
+        got = _compile(fn, x, A, B, backend=backend)
+        assert [r.scale_on for r in einc.dynamo.last_report.rewrites] == where
+        assert not any(r.scale_on.startswith("operand 0") for r in einc.dynamo.last_report.rewrites)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            assert torch.isfinite(g).all()
+            torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=0)
 
 
 def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():

@@ -338,6 +338,30 @@ def _on_an_operand(c: Contraction, factors=None) -> bool:
     return HEADROOM * info.tiny <= abs(scale) <= info.max / HEADROOM
 
 
+# Views that keep their input's values (read through to the tensor they view).
+_VIEW_METHODS = frozenset({"t", "transpose", "permute", "view", "reshape", "unsqueeze", "squeeze", "expand",
+                           "contiguous", "flatten", "unflatten", "swapaxes", "movedim"})
+_VIEW_FUNCTIONS = frozenset({torch.t, torch.transpose, torch.permute, torch.reshape, torch.unsqueeze, torch.squeeze,
+                             torch.flatten, torch.swapaxes, torch.movedim, operator.getitem})
+_VIEW_ATTRIBUTES = frozenset({"T", "mT"})
+
+
+def _an_input(node) -> bool:
+    """Whether ``node`` is a graph input or parameter (``placeholder``/``get_attr``), or a view
+    of one: the operands whose magnitudes :data:`HEADROOM` assumes bounded.  A value computed
+    in the graph (a product, an activation) is whatever eager's was."""
+    while isinstance(node, torch.fx.Node):
+        if node.op in ("placeholder", "get_attr"):
+            return True
+        view = (node.op == "call_method" and node.target in _VIEW_METHODS) or \
+            (node.op == "call_function" and (node.target in _VIEW_FUNCTIONS or (
+                node.target is getattr and len(node.args) == 2 and node.args[1] in _VIEW_ATTRIBUTES)))
+        if not view or not node.args:
+            return False
+        node = node.args[0]
+    return False
+
+
 UNDONE = 16.0   # factors whose product is within this of 1 (either way) nearly undo each other
 
 
@@ -431,8 +455,8 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
                 if c.inside or any(c.placed):   # a factor written before the result: scaling the result
                     sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
                 for k, o in enumerate(c.operands):
-                    if o in replaced:   # an earlier contraction's result: no operand HEADROOM bounds, its
-                        sizes[k] = math.inf     # values eager's, however large (einsum(y, B) * 1e15, y ~ 4e36:
+                    if not _an_input(o):    # computed in the graph: no operand HEADROOM bounds, its values
+                        sizes[k] = math.inf     # eager's, however large (einsum(y, B) * 1e15, y = x @ A ~ 4e36:
                                                 # y * 1e15 was inf where eager gives 3.2e34)
                 movable = movable and min(sizes) < math.inf     # (else each factor as written)
                 target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
