@@ -40,7 +40,7 @@ from .errors import EincError
 from .planner.equation import Equation, letter, parse
 from .planner.graph import ContractionGraph, build
 from .planner.options import Options
-from .runtime import engine
+from .runtime import dtypes, engine
 from .runtime.cache import LRUCache
 
 
@@ -307,10 +307,20 @@ def batched(eq: Equation, in_dims, operands, contract):
     logical = [tuple(o.shape[:d]) + tuple(o.shape[d + 1:]) if d is not None else tuple(o.shape)
                for o, d in zip(operands, in_dims)]
     try:
-        return _batched(eq, in_dims, operands, contract, logical)
+        result, dim = _batched(eq, in_dims, operands, contract, logical)
     except EincError:
         build(eq, logical)      # the caller's equation, sizes and caret where these shapes do not fit it
         raise
+    if not (result.dtype.is_floating_point or result.dtype.is_complex):
+        # torch's integer result dtype depends on the shapes (its sums promote to int64, its
+        # products do not): the batched equation's may not be one batch element's.  Where they
+        # differ, an index of size 0 is summed or the result is empty (2,800 random equations
+        # of narrow integers and bool, sizes 0-3): every value is 0 and the cast exact
+        # ("d,dab,,,->" in int32 gave int32 where torch gives int64, r13)
+        want = dtypes.result_dtype(eq.torch_text, logical, [o.dtype for o in operands])
+        if want is not None and want != result.dtype:
+            result = result.to(want)
+    return result, dim
 
 
 def _batched(eq: Equation, in_dims, operands, contract, logical):

@@ -268,3 +268,18 @@ def test_a_shape_torch_answers_is_fresh_under_vmap_and_grad(monkeypatch):
         return r.sum()
     grad(keep)(torch.randn(22, 22))
     assert seen == [False]
+
+
+@pytest.mark.parametrize("equation,shapes,dtype", [
+    ("d,dab,,,->", [(0,), (0, 2, 1), (), (), ()], torch.int32),
+    ("aa,db,e,ed,,e->b", [(2, 2), (0, 3), (2,), (2, 0), (), (2,)], torch.int8),
+    ("aa,db,e,ed,,e->b", [(2, 2), (0, 3), (2,), (2, 0), (), (2,)], torch.bool),
+])
+def test_vmap_of_an_empty_integer_sum_has_torchs_dtype(equation, shapes, dtype):
+    """Through the Function's vmap rule (a sum over size 0 keeps it): torch's integer result
+    dtype depends on the shapes, and the batched equation's was not one element's (r13)."""
+    ops = [torch.ones((2,) + s, dtype=dtype) for s in shapes]
+    want = vmap(lambda *x: torch.einsum(equation, *x))(*ops)
+    got = vmap(lambda *x: einc.einsum(equation, *x))(*ops)
+    assert got.dtype == want.dtype == torch.einsum(equation, *[o[0] for o in ops]).dtype
+    assert torch.equal(got, want)
