@@ -121,6 +121,39 @@ def test_a_factor_never_moves_onto_a_value_computed_in_the_graph(dtype):
             torch.testing.assert_close(g.double(), w.double(), rtol=2e-2, atol=0)
 
 
+def test_a_bitcast_input_is_no_bounded_operand():
+    """``xi.view(torch.float32)`` of an int32 input reinterprets its bits (9.9e27 here): no
+    view of an input's values, so the factor does not go onto it (r14: inf where eager
+    gives 1.98e23)."""
+    xi, B = torch.full((2, 2), 0x6E000000, dtype=torch.int32), torch.full((2, 64), 1e-20)
+    fn = lambda xi, B: (xi.view(torch.float32) @ B) * 1e15     # noqa: E731
+    got = _compile(fn, xi, B, backend=ALL)
+    assert einc.dynamo.last_report.rewrites[0].scale_on == "operand 1"
+    torch.testing.assert_close(got, fn(xi, B))
+
+
+def test_a_factor_still_moves_onto_a_cast_or_copy_of_a_parameter():
+    """A parameter read through a value-preserving cast, copy or part (``w.to(x.dtype)``,
+    ``.detach()``, ``.narrow``, a ``split``'s piece) is still a bounded operand: the factor
+    goes onto it where it is the smallest tensor (r14: these had sent it to a 4x larger one)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(_randn(16, 4))
+            self.w2 = torch.nn.Parameter(_randn(4, 64, seed=1))
+
+        def forward(self, x, k):
+            w1 = [self.w1.to(x.dtype), self.w1.detach(), self.w1.clone().narrow(1, 0, 4),
+                  torch.split(self.w1, 4, dim=1)[0]][k]
+            return (x @ (w1 * 1e-3)) @ self.w2
+    m, x = M(), _randn(8, 16, seed=2)
+    for k in range(4):
+        got = _compile(lambda x: m(x, k), x, backend=ALL)
+        torch.testing.assert_close(got, m(x, k))
+        (r,) = einc.dynamo.last_report.rewrites
+        assert r.scale_on == "operand 1", (k, r.scale_on)
+
+
 def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():
     """Folded, ``1e-11 * 1e15`` is nearer 1 than ``1e-11`` but not near it: moved onto ``x``
     as 1e4 it overflowed the fused chain's ``x @ A`` (5.8e34) where eager scaled ``B`` down

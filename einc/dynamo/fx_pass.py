@@ -338,25 +338,34 @@ def _on_an_operand(c: Contraction, factors=None) -> bool:
     return HEADROOM * info.tiny <= abs(scale) <= info.max / HEADROOM
 
 
-# Views that keep their input's values (read through to the tensor they view).
-_VIEW_METHODS = frozenset({"t", "transpose", "permute", "view", "reshape", "unsqueeze", "squeeze", "expand",
-                           "contiguous", "flatten", "unflatten", "swapaxes", "movedim"})
-_VIEW_FUNCTIONS = frozenset({torch.t, torch.transpose, torch.permute, torch.reshape, torch.unsqueeze, torch.squeeze,
-                             torch.flatten, torch.swapaxes, torch.movedim, operator.getitem})
-_VIEW_ATTRIBUTES = frozenset({"T", "mT"})
+# Ops that keep their input's values (read through to the tensor they read): views, copies,
+# value-preserving casts (``view(dtype)``, which reinterprets the bits, is not one) and parts.
+_SAME_VALUES = frozenset({"t", "transpose", "permute", "view", "reshape", "unsqueeze", "squeeze", "expand",
+                          "contiguous", "flatten", "unflatten", "swapaxes", "movedim", "view_as", "reshape_as",
+                          "expand_as", "detach", "clone", "to", "float", "double", "bfloat16", "type", "narrow",
+                          "select", "split", "chunk", "unbind", "diagonal"})
+_SAME_VALUES_FUNCTIONS = frozenset({torch.t, torch.transpose, torch.permute, torch.reshape, torch.unsqueeze,
+                                    torch.squeeze, torch.flatten, torch.swapaxes, torch.movedim, torch.detach,
+                                    torch.clone, torch.narrow, torch.select, torch.split, torch.chunk, torch.unbind,
+                                    torch.diagonal, operator.getitem})
+_SAME_VALUES_ATTRIBUTES = frozenset({"T", "mT"})
 
 
 def _an_input(node) -> bool:
-    """Whether ``node`` is a graph input or parameter (``placeholder``/``get_attr``), or a view
-    of one: the operands whose magnitudes :data:`HEADROOM` assumes bounded.  A value computed
-    in the graph (a product, an activation) is whatever eager's was."""
+    """Whether ``node`` is a graph input or parameter (``placeholder``/``get_attr``), or a
+    view, copy or value-preserving cast of one: the operands whose magnitudes
+    :data:`HEADROOM` assumes bounded.  A value computed in the graph (a product, an
+    activation) is eager's, of any size.  (Past a graph break a value computed before it
+    is an input of the next graph, and assumed bounded: the README says so.)"""
     while isinstance(node, torch.fx.Node):
         if node.op in ("placeholder", "get_attr"):
             return True
-        view = (node.op == "call_method" and node.target in _VIEW_METHODS) or \
-            (node.op == "call_function" and (node.target in _VIEW_FUNCTIONS or (
-                node.target is getattr and len(node.args) == 2 and node.args[1] in _VIEW_ATTRIBUTES)))
-        if not view or not node.args:
+        same = (node.op == "call_method" and node.target in _SAME_VALUES) or \
+            (node.op == "call_function" and (node.target in _SAME_VALUES_FUNCTIONS or (
+                node.target is getattr and len(node.args) == 2 and node.args[1] in _SAME_VALUES_ATTRIBUTES)))
+        bits = node.target == "view" and any(isinstance(a, torch.dtype) for a in (*node.args[1:],
+                                                                                   *node.kwargs.values()))
+        if not same or bits or not node.args:
             return False
         node = node.args[0]
     return False
@@ -456,7 +465,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
                     sizes[-1] = math.inf        # would leave the chain unscaled where eager's was (it may overflow)
                 for k, o in enumerate(c.operands):
                     if not _an_input(o):    # computed in the graph: no operand HEADROOM bounds, its values
-                        sizes[k] = math.inf     # eager's, however large (einsum(y, B) * 1e15, y = x @ A ~ 4e36:
+                        sizes[k] = math.inf     # eager's, however large ((y @ B) * 1e15, y = x @ A ~ 4e36:
                                                 # y * 1e15 was inf where eager gives 3.2e34)
                 movable = movable and min(sizes) < math.inf     # (else each factor as written)
                 target = min(range(len(sizes)), key=lambda k: (sizes[k], k)) if movable else len(operands)
