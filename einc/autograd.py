@@ -310,6 +310,7 @@ def batched(eq: Equation, in_dims, operands, contract):
         result, dim = _batched(eq, in_dims, operands, contract, logical)
     except EincError:
         build(eq, logical)      # the caller's equation, sizes and caret where these shapes do not fit it
+        dtypes.result_dtype(eq.torch_text, logical, [o.dtype for o in operands])     # or dtypes torch refuses
         raise
     if not (result.dtype.is_floating_point or result.dtype.is_complex):
         # torch's integer result dtype depends on the shapes (its sums promote to int64, its

@@ -283,3 +283,12 @@ def test_vmap_of_an_empty_integer_sum_has_torchs_dtype(equation, shapes, dtype):
     got = vmap(lambda *x: einc.einsum(equation, *x))(*ops)
     assert got.dtype == want.dtype == torch.einsum(equation, *[o[0] for o in ops]).dtype
     assert torch.equal(got, want)
+
+
+def test_vmap_error_names_the_callers_equation():
+    """A dtype torch refuses, raised from the Function's vmap rule, names the caller's
+    equation, not the batched one einc runs (r14)."""
+    ops = [torch.ones(2, 2, dtype=torch.bool), torch.ones(2, 2, 2, dtype=torch.bool),
+           torch.ones(3, 2, 2, dtype=torch.bool), torch.ones(2, 2, dtype=torch.bool)]
+    with pytest.raises(NotImplementedError, match=r"'ba,eda,da,dc->cd'"):
+        vmap(lambda *x: einc.einsum("ba,eda,da,dc->cd", *x), in_dims=(None, None, 0, None))(*ops)

@@ -312,7 +312,7 @@ def measure(candidates: dict, args, screens=None) -> Choice:
     best = min(timings, key=timings.get)
     others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
     if left_out:
-        others += "; after the first round (kernels: one config, untuned), left out: " + \
+        others += "; after the first round (kernels: one config, untuned, the device's time alone), left out: " + \
             ", ".join(f"{n} {t:.4g} µs" for n, t in left_out.items())
         timings.update({n: round(t, 3) for n, t in left_out.items()})
     return Choice(best, f"measured: {others}", timings)
