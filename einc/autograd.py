@@ -303,24 +303,32 @@ def tangent(eq: Equation, operands, tangents, contract):
 
 
 def batched(eq: Equation, in_dims, operands, contract):
-    """vmap: the batch dimension becomes one more index; returns ``(result, 0)``."""
+    """vmap: the batch dimension becomes one more index; returns ``(result, 0)``.
+
+    Integer and bool operands: torch's result dtype depends on the shapes (its sums promote
+    to int64, its products do not), so the batched equation's may not be one batch
+    element's, and torch may not evaluate it at all on bool ("d,db,da->" per element gives
+    int64 counts; batched, "da,ab,ac->d" has a bool matrix product torch refuses, r15).  So
+    the element's dtype is found first: where it is int64, the operands are contracted in
+    int64 (exactly what einc does per element: the README's dtype rules), and the result
+    takes it (where they still differ, an index of size 0 is summed or the result is
+    empty: every value is 0, the cast exact; "d,dab,,,->" in int32 gave int32, r13)."""
     logical = [tuple(o.shape[:d]) + tuple(o.shape[d + 1:]) if d is not None else tuple(o.shape)
                for o, d in zip(operands, in_dims)]
+    kinds = [o.dtype for o in operands]
+    want = None
+    if not any(k.is_floating_point or k.is_complex for k in kinds):
+        want = dtypes.result_dtype(eq.torch_text, logical, kinds)   # (raises where torch refuses the dtype)
+        if want == torch.int64 and any(k != torch.int64 for k in kinds):
+            operands = [o.to(torch.int64) for o in operands]
     try:
         result, dim = _batched(eq, in_dims, operands, contract, logical)
     except EincError:
         build(eq, logical)      # the caller's equation, sizes and caret where these shapes do not fit it
-        dtypes.result_dtype(eq.torch_text, logical, [o.dtype for o in operands])     # or dtypes torch refuses
+        dtypes.result_dtype(eq.torch_text, logical, kinds)      # or dtypes torch refuses
         raise
-    if not (result.dtype.is_floating_point or result.dtype.is_complex):
-        # torch's integer result dtype depends on the shapes (its sums promote to int64, its
-        # products do not): the batched equation's may not be one batch element's.  Where they
-        # differ, an index of size 0 is summed or the result is empty (2,800 random equations
-        # of narrow integers and bool, sizes 0-3): every value is 0 and the cast exact
-        # ("d,dab,,,->" in int32 gave int32 where torch gives int64, r13)
-        want = dtypes.result_dtype(eq.torch_text, logical, [o.dtype for o in operands])
-        if want is not None and want != result.dtype:
-            result = result.to(want)
+    if want is not None and want != result.dtype:
+        result = result.to(want)
     return result, dim
 
 

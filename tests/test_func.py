@@ -292,3 +292,18 @@ def test_vmap_error_names_the_callers_equation():
            torch.ones(3, 2, 2, dtype=torch.bool), torch.ones(2, 2, dtype=torch.bool)]
     with pytest.raises(NotImplementedError, match=r"'ba,eda,da,dc->cd'"):
         vmap(lambda *x: einc.einsum("ba,eda,da,dc->cd", *x), in_dims=(None, None, 0, None))(*ops)
+
+
+def test_vmap_of_bool_operands_counts_in_int64_as_each_element_does():
+    """Some operands unbatched, bool: per element ``d,db,da->`` is int64 counts (torch sums);
+    the batched equation has a bool matrix product torch refuses.  The Function's rule now
+    contracts in the element's int64, as einc does per element (r15)."""
+    g = torch.Generator().manual_seed(0)
+    x, y, z = (torch.randint(0, 2, s, generator=g).bool() for s in [(3, 3), (3, 3), (3, 4)])
+    want = torch.stack([torch.einsum("d,db,da->", x[i], y, z) for i in range(3)])
+    got = vmap(lambda *o: einc.einsum("d,db,da->", *o), in_dims=(0, None, None))(x, y, z)
+    assert got.dtype == want.dtype == torch.int64 and torch.equal(got, want)
+    i8 = [t.to(torch.int8) * 100 for t in (x, y, z)]        # int8 whose products wrap: int64 per element
+    want = torch.stack([einc.einsum("d,db,da->", i8[0][i], i8[1], i8[2]) for i in range(3)])
+    got = vmap(lambda *o: einc.einsum("d,db,da->", *o), in_dims=(0, None, None))(*i8)
+    assert got.dtype == want.dtype and torch.equal(got, want)
