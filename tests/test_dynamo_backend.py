@@ -6,6 +6,7 @@ Tests of the rewriting itself on graphs where it saves nothing use ``rewrite="al
 
 import logging
 import math
+import operator
 
 import pytest
 import torch
@@ -730,3 +731,21 @@ def test_the_report_says_a_factor_kept_two_contractions_apart():
     torch.testing.assert_close(_compile(f, x, A, B, backend=EAGER), f(x, A, B))
     left = einc.dynamo.last_report.left
     assert len(left) == 2 and all("not fused with" in x.reason and "may not move" in x.reason for x in left)
+
+
+def test_which_operands_are_inputs_whatever_ops_dynamo_records():
+    """A bounded operand is an input read through ops that keep its values, however the
+    graph spells them: torch 2.14 and 2.15 record ``B.T`` as ``aten.numpy_T`` (the version
+    matrix: the factor went to a larger operand there); ``view(dtype)``, as a method or
+    aten's overload, reinterprets the bits."""
+    from einc.dynamo.fx_pass import _an_input
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    assert _an_input(x)
+    assert _an_input(g.call_function(torch.ops.aten.numpy_T.default, (x,)))
+    assert _an_input(g.call_function(operator.getitem, (g.call_function(getattr, (x, "mT")), 0)))
+    assert _an_input(g.call_method("to", (g.call_method("transpose", (x, 0, 1)), torch.float16)))
+    assert not _an_input(g.call_function(torch.ops.aten.view.dtype, (x, torch.float32)))
+    assert not _an_input(g.call_method("view", (x, torch.int32)))
+    assert not _an_input(g.call_function(torch.relu, (x,)))
+    assert not _an_input(g.call_function(operator.matmul, (x, x)))

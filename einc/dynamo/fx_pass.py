@@ -349,6 +349,15 @@ _SAME_VALUES_FUNCTIONS = frozenset({torch.t, torch.transpose, torch.permute, tor
                                     torch.clone, torch.narrow, torch.select, torch.split, torch.chunk, torch.unbind,
                                     torch.diagonal, operator.getitem})
 _SAME_VALUES_ATTRIBUTES = frozenset({"T", "mT"})
+# aten ops dynamo may record for them (torch 2.14 and 2.15 record ``x.T`` as ``aten.numpy_T``)
+_SAME_VALUES_ATEN = _SAME_VALUES | {"numpy_T", "mT", "slice", "alias", "_unsafe_view"}
+
+
+def _aten_name(target) -> str | None:
+    """``numpy_T`` for ``torch.ops.aten.numpy_T`` (or one of its overloads), else None."""
+    parts = str(target).split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] == "aten" and isinstance(
+        target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) else None
 
 
 def _an_input(node) -> bool:
@@ -362,9 +371,10 @@ def _an_input(node) -> bool:
             return True
         same = (node.op == "call_method" and node.target in _SAME_VALUES) or \
             (node.op == "call_function" and (node.target in _SAME_VALUES_FUNCTIONS or (
-                node.target is getattr and len(node.args) == 2 and node.args[1] in _SAME_VALUES_ATTRIBUTES)))
-        bits = node.target == "view" and any(isinstance(a, torch.dtype) for a in (*node.args[1:],
-                                                                                   *node.kwargs.values()))
+                node.target is getattr and len(node.args) == 2 and node.args[1] in _SAME_VALUES_ATTRIBUTES)
+                or _aten_name(node.target) in _SAME_VALUES_ATEN))
+        bits = "view" in (node.target, _aten_name(node.target)) and any(
+            isinstance(a, torch.dtype) for a in (*node.args[1:], *node.kwargs.values()))
         if not same or bits or not node.args:
             return False
         node = node.args[0]
