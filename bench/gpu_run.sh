@@ -9,7 +9,8 @@
 # (pytest -m "kernels or gpu", 8 workers, at most 200 s, 150 s a test: the fuzz tests of
 # both lowerings compile a kernel per drawn shape), gpu_variants.py (the CCSD(T)
 # kernel in each lowering and tile config, at most 100 s), then --part rest, gemm and
-# compare with what is left (all --quick; PARTS="..." to choose; compare's SASS check
+# compare with what is left (all --quick; PARTS="..." to choose, PAIRWISE_S=... the pairwise
+# part's deadline, default 130 s, which left out 2 of its 17 rows on an H100; compare's SASS check
 # reads the most recent kernels in the Triton cache, so it runs while those are the
 # suite's).
 # Everything lands in $W and is packed into $OUT/gpu.tgz after every step (the tool
