@@ -205,8 +205,8 @@ def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
         table.append([f"`{eq}`", "×".join(map(str, shapes[0])), *map(report.us, m)])
         data.append([eq, device, *[round(v * 1e6, 3) for v in m], n_rounds])
     md = report.header(f"einc's cuBLAS step, host cost ({device})", "float32", load, [
-        "the step as einc runs it (einc.runtime.blas.step_function) against the bare mm/bmm on the same "
-        f"operands and torch.einsum; median over up to {rounds} rounds (budget {budget:.0f} s/step), "
+        "the step as einc runs it (einc.runtime.blas.step_function) against the bare mm/bmm of the same "
+        f"product and torch.einsum; median over up to {rounds} rounds (budget {budget:.0f} s/step), "
         "interleaved, batches ≥ 2 ms" + (", synchronized at the ends of each batch" if sync else "")])
     md += report.markdown_table(["step", "A", "einc step µs", "bare mm/bmm µs", "torch.einsum µs"], table)
     report.write(out, "dispatch_blas_steps", md,

@@ -369,12 +369,12 @@ def _an_input(node) -> bool:
     while isinstance(node, torch.fx.Node):
         if node.op in ("placeholder", "get_attr"):
             return True
+        aten = _aten_name(node.target)
         same = (node.op == "call_method" and node.target in _SAME_VALUES) or \
-            (node.op == "call_function" and (node.target in _SAME_VALUES_FUNCTIONS or (
-                node.target is getattr and len(node.args) == 2 and node.args[1] in _SAME_VALUES_ATTRIBUTES)
-                or _aten_name(node.target) in _SAME_VALUES_ATEN))
-        bits = "view" in (node.target, _aten_name(node.target)) and any(
-            isinstance(a, torch.dtype) for a in (*node.args[1:], *node.kwargs.values()))
+            (node.op == "call_function" and (node.target in _SAME_VALUES_FUNCTIONS or aten in _SAME_VALUES_ATEN or (
+                node.target is getattr and len(node.args) == 2 and node.args[1] in _SAME_VALUES_ATTRIBUTES)))
+        bits = "view" in (node.target, aten) and any(isinstance(a, torch.dtype)
+                                                     for a in (*node.args[1:], *node.kwargs.values()))
         if not same or bits or not node.args:
             return False
         node = node.args[0]

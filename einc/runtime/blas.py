@@ -38,7 +38,6 @@ class Gemm:
     swap: bool
     a_view: tuple[tuple[int, ...], tuple[int, ...]]
     b_view: tuple[tuple[int, ...], tuple[int, ...]]
-    c_shape: tuple[int, ...]          # the (batch, rows, cols) view of the contiguous result
     batched: bool
 
 
@@ -113,10 +112,7 @@ def classify(step: Step, sizes, a_strides, b_strides):
     if swap:        # C is (batch, cols, rows): compute Cᵀ = Bᵀ · Aᵀ
         a_view, b_view = (((bt, cols, kk), (b_view[1][0], b_view[1][2], b_view[1][1])),
                           ((bt, kk, rows), (a_view[1][0], a_view[1][2], a_view[1][1])))
-        c_shape = (bt, cols, rows)
-    else:
-        c_shape = (bt, rows, cols)
-    return Gemm(swap, a_view, b_view, c_shape, bool(batch)), None
+    return Gemm(swap, a_view, b_view, bool(batch)), None
 
 
 def step_function(step: Step, sizes, a_strides, b_strides, fallback):
@@ -159,7 +155,7 @@ def step_function(step: Step, sizes, a_strides, b_strides, fallback):
         if swap:
             a, b = b, a
         # bmm / mm allocate a contiguous (batch, rows, cols) -- the contiguous result's layout
-        # (read as the Gemm's c_shape) -- so their product is the result, viewed as its shape:
+        # (cols and rows where swapped) -- so their product is the result, viewed as its shape:
         # no empty result written through out= (tiny steps are host-bound on CUDA)
         return product(a if va is None else a.as_strided(*va, a.storage_offset()),
                        b if vb is None else b.as_strided(*vb, b.storage_offset())).view(out_shape)
