@@ -39,8 +39,8 @@ from .errors import ArgumentError, EquationError, OperandCountError, OperandType
     ShapeError, SizeKeywordError
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
-from .runtime import dispatch, dtypes, engine, triton_executor
-from .runtime.explain import explanation
+from .runtime import dtypes, engine, triton_executor
+from .runtime.explain import Explanation, explanation
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
@@ -468,7 +468,7 @@ def _size(s, shape) -> int:
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
-            device=None, select=None, **sizes) -> dispatch.Explanation:
+            device=None, select=None, **sizes) -> Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and

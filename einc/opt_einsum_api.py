@@ -22,7 +22,8 @@ from .planner.equation import Equation, letter, parse, sublist_equation
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
 from .planner.slicing import linear_path
-from .runtime import dispatch, dtypes
+from .runtime import dtypes
+from .runtime.explain import Explanation
 
 
 class ContractExpression:
@@ -415,7 +416,7 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
     return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
 
 
-class PathInfo(dispatch.Explanation):
+class PathInfo(Explanation):
     """:func:`contract_path`'s info: :func:`explain`'s answer (prints as its table; the
     plan's attributes read through) with opt_einsum's ``PathInfo`` names:
     ``opt_cost`` (flops of the plan, opt_einsum's count), ``naive_cost`` and ``speedup``
@@ -426,7 +427,7 @@ class PathInfo(dispatch.Explanation):
     these ``naive_cost`` and ``speedup``; ``info.plan`` keeps einc's own count
     (``plan.naive_flops``), which ``explain`` shows."""
 
-    def __init__(self, info: dispatch.Explanation, shapes):
+    def __init__(self, info: Explanation, shapes):
         super().__init__(info.plan, info.backends, info.note, info.reasons)
         self.shapes = [tuple(s) for s in shapes]
 
@@ -454,7 +455,7 @@ class PathInfo(dispatch.Explanation):
     def __str__(self) -> str:
         fields = {f.name: getattr(self.plan, f.name) for f in dataclasses.fields(self.plan)}
         fields["naive_flops"] = self.naive_cost
-        return str(dispatch.Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons))
+        return str(Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons))
 
     @property
     def path(self) -> list:

@@ -15,7 +15,6 @@ from .. import config
 from ..planner import fuse
 from ..errors import ConfigError, warn
 from ..codegen.lower import contiguous, supported
-from ..planner.plan import CONTRACT, format_table
 from . import blas, select, torch_executor, triton_executor
 from .program import scaled, unit_functions, unroll
 
@@ -79,113 +78,7 @@ def choose(device_type: str, dtypes) -> str:
     return backend
 
 
-class Explanation:
-    """A plan with what runs each step and why: ``explain``'s answer.  Prints as the
-    plan's table with a backend column and a line per step; the plan's attributes
-    (``flops``, ``steps``, ``path``, ...) read through."""
-
-    def __init__(self, plan, backends, note, reasons=()):
-        self.plan = plan
-        self.backends = tuple(backends)
-        self.note = note
-        self.reasons = tuple(reasons)
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name == "plan":     # (copy and pickle ask before plan is set)
-            raise AttributeError(name)
-        return getattr(self.plan, name)
-
-    def __str__(self) -> str:
-        text = format_table(self.plan, self.backends, self.note)
-        lines = [f"  step {s + 1}: {b} -- {r}" for s, (b, r) in enumerate(zip(self.backends, self.reasons)) if r]
-        return text + ("\n" + "\n".join(lines) if lines else "")
-
-    def to_dict(self) -> dict:
-        d = self.plan.to_dict()
-        for step, backend, reason in zip(d["steps"], self.backends, self.reasons or [""] * len(self.backends)):
-            step["backend"] = backend
-            step["reason"] = reason
-        d["backend_note"] = self.note
-        return d
-
-
-def _torch_note(plan, device_type: str, dtypes, why) -> str:
-    """In plain words: why torch runs every step, and the copy a matrix product may make."""
-    if why:
-        reason = why.removeprefix("einc: ").split("; running on")[0]
-    elif config.backend() == "torch":
-        reason = "EINC_BACKEND=torch"
-    elif device_type not in ("cuda", "cpu") or (device_type == "cpu" and config.backend() != "triton"):
-        reason = (f"the operands are on the {device_type.upper()}, and generated kernels run on CUDA tensors "
-                  "(EINC_BACKEND=triton runs them through Triton's interpreter, for testing)")
-    elif not supported(triton_executor.dtype_name(d) for d in dtypes):
-        reason = f"no generated kernels for {', '.join(sorted({triton_executor.dtype_name(d) for d in dtypes}))}"
-    else:
-        reason = "the generated kernels could not be built (see the warning)"
-    note = f"the torch executor runs every step (torch operations): {reason}"
-    if any(step.kind == CONTRACT for step in plan.steps):
-        note += ("; a matrix product step copies an operand whose dimensions are not laid out as a batch "
-                 "of matrices")
-    return note
-
-
-def _kernel_note(backends, device_type: str) -> str:
-    """In plain words, what the backends of the steps do (only those that run)."""
-    parts = []
-    if any(b.startswith("triton") for b in backends):
-        parts.append("triton steps run generated kernels, which read the operands through their strides and "
-                     "write a contiguous result" + (" (on CPU tensors through Triton's interpreter: slow, for "
-                                                    "testing)" if device_type != "cuda" else ""))
-    if "blas bmm/mm" in backends:
-        parts.append("blas steps are one batched matrix product (torch.bmm / mm) on views of the operands, "
-                     "with no copy")
-    if "torch" in backends:
-        parts.append("torch steps run torch operations, which may copy an operand")
-    return "; ".join(parts)
-
-
-def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None, strides=None) -> Explanation:
-    """What runs each step of ``plan``: the entry's choices and kernels where it was built
-    (it may have fallen back, or measured; its kernels are lowered for the strides of the
-    operands it was built on), else what would be chosen for operands of ``shapes`` and
-    ``strides`` (contiguous where not given; the cost model where the choice would be
-    measured).  The kernels named are the ones :func:`build_entry` loads for those strides."""
-    empty = plan.empty_sum
-    if empty is not None:
-        return Explanation(plan, ["torch"] * len(plan.steps), f"the steps above do not run: the result is zeros, a sum over {empty}, "
-                           "of size 0, whatever the other operands hold")
-    if entry is not None:
-        choices = entry.choices
-        backend = entry.backend
-        why = None
-        strides = entry.strides if entry.strides is not None else strides
-    else:
-        backend, why = decide(device_type, dtypes)
-        choices = None
-    if backend != "triton":
-        return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(plan, device_type, dtypes, why),
-                           [c.reason for c in choices] if choices else ())
-    if choices is None:
-        mode = select.mode_for(select_mode, device_type)
-        if mode != "blas":          # steps that fuse show as one kernel (an entry's plan is fused already)
-            plan = triton_executor.program(plan, dtypes[0])
-        choices = _static_choices(plan, _value_strides(plan, shapes, strides),
-                                  "model" if mode == "measure" else mode, dtypes[0])
-        if mode == "measure":
-            choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
-    kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
-    if any(c.backend == "plain" for c in choices):
-        plain = triton_executor.kernels(plan, dtypes[0], shapes, strides, unit_tiles=False)
-        kernels = [p if c.backend == "plain" else k for c, k, p in zip(choices, kernels, plain)]
-    names = [f"triton {k.name}" if c.backend in ("triton", "plain") else _TORCH_NAMES.get(c.backend, "torch")
-             for c, k in zip(choices, kernels)]
-    return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
-
-
-_TORCH_NAMES = {"blas": "blas bmm/mm", "chunks": "torch in chunks"}
-
-
-def _value_strides(plan, shapes, strides=None):
+def value_strides(plan, shapes, strides=None):
     """Each value's strides (operands: ``strides``, or contiguous ``shapes`` where not
     given; results: contiguous in their step's output order, as kernels and blas steps
     write them)."""
@@ -201,7 +94,7 @@ def _blas_able(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
-def _static_choices(plan, strides, mode, dtype):
+def static_choices(plan, strides, mode, dtype):
     """Each step's choice without timing (``kernel``, ``blas`` or ``model``)."""
     choices = []
     for step in plan.steps:
@@ -290,8 +183,8 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
         entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
-    strides = _value_strides(plan, shapes, operand_strides)
-    entry.choices = _static_choices(plan, strides, mode, dtypes[0])
+    strides = value_strides(plan, shapes, operand_strides)
+    entry.choices = static_choices(plan, strides, mode, dtypes[0])
     functions = [_step_function(plan, s, c.backend, launches, torch_fns, strides)
                  for s, c in enumerate(entry.choices)]
     entry.run = _first_call(entry, unroll(plan, functions), torch_run)
@@ -342,7 +235,7 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                         candidates["plain"] = loaded
                 if choice is None or choice.backend not in candidates:
                     if select.capturing():
-                        choice = _static_choices(plan, strides, "model", args[0].dtype)[s]
+                        choice = static_choices(plan, strides, "model", args[0].dtype)[s]
                     else:
                         screens = {n: triton_executor.screen_of(candidates[n]) for n in ("triton", "plain")
                                    if n in candidates}

@@ -1,16 +1,125 @@
 """``explain``'s answer: what runs each step of a plan, for these dtypes and device.
 
 :func:`explanation` is the one entry ``einc.explain`` (and opt_einsum's ``contract_path``)
-use: a plain plan is described by :func:`einc.runtime.dispatch.describe`; a sliced plan by
-what runs each step of one slice.
+use: a plain plan is described by :func:`describe` (an :class:`Explanation`); a sliced plan
+by what runs each step of one slice.
 """
 
 from __future__ import annotations
 
+from .. import config
+from ..codegen.lower import supported
 from ..planner.fuse import FUSED
-from ..planner.plan import Plan
-from .dispatch import Explanation, _torch_note, describe
+from ..planner.plan import CONTRACT, Plan, format_table
+from . import select, triton_executor
+from .dispatch import decide, static_choices, value_strides
 from .dtypes import FLOAT32_OF
+
+
+class Explanation:
+    """A plan with what runs each step and why: ``explain``'s answer.  Prints as the
+    plan's table with a backend column and a line per step; the plan's attributes
+    (``flops``, ``steps``, ``path``, ...) read through."""
+
+    def __init__(self, plan, backends, note, reasons=()):
+        self.plan = plan
+        self.backends = tuple(backends)
+        self.note = note
+        self.reasons = tuple(reasons)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name == "plan":     # (copy and pickle ask before plan is set)
+            raise AttributeError(name)
+        return getattr(self.plan, name)
+
+    def __str__(self) -> str:
+        text = format_table(self.plan, self.backends, self.note)
+        lines = [f"  step {s + 1}: {b} -- {r}" for s, (b, r) in enumerate(zip(self.backends, self.reasons)) if r]
+        return text + ("\n" + "\n".join(lines) if lines else "")
+
+    def to_dict(self) -> dict:
+        d = self.plan.to_dict()
+        for step, backend, reason in zip(d["steps"], self.backends, self.reasons or [""] * len(self.backends)):
+            step["backend"] = backend
+            step["reason"] = reason
+        d["backend_note"] = self.note
+        return d
+
+
+def _torch_note(plan, device_type: str, dtypes, why) -> str:
+    """In plain words: why torch runs every step, and the copy a matrix product may make."""
+    if why:
+        reason = why.removeprefix("einc: ").split("; running on")[0]
+    elif config.backend() == "torch":
+        reason = "EINC_BACKEND=torch"
+    elif device_type not in ("cuda", "cpu") or (device_type == "cpu" and config.backend() != "triton"):
+        reason = (f"the operands are on the {device_type.upper()}, and generated kernels run on CUDA tensors "
+                  "(EINC_BACKEND=triton runs them through Triton's interpreter, for testing)")
+    elif not supported(triton_executor.dtype_name(d) for d in dtypes):
+        reason = f"no generated kernels for {', '.join(sorted({triton_executor.dtype_name(d) for d in dtypes}))}"
+    else:
+        reason = "the generated kernels could not be built (see the warning)"
+    note = f"the torch executor runs every step (torch operations): {reason}"
+    if any(step.kind == CONTRACT for step in plan.steps):
+        note += ("; a matrix product step copies an operand whose dimensions are not laid out as a batch "
+                 "of matrices")
+    return note
+
+
+def _kernel_note(backends, device_type: str) -> str:
+    """In plain words, what the backends of the steps do (only those that run)."""
+    parts = []
+    if any(b.startswith("triton") for b in backends):
+        parts.append("triton steps run generated kernels, which read the operands through their strides and "
+                     "write a contiguous result" + (" (on CPU tensors through Triton's interpreter: slow, for "
+                                                    "testing)" if device_type != "cuda" else ""))
+    if "blas bmm/mm" in backends:
+        parts.append("blas steps are one batched matrix product (torch.bmm / mm) on views of the operands, "
+                     "with no copy")
+    if "torch" in backends:
+        parts.append("torch steps run torch operations, which may copy an operand")
+    return "; ".join(parts)
+
+
+def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=None, strides=None) -> Explanation:
+    """What runs each step of ``plan``: the entry's choices and kernels where it was built
+    (it may have fallen back, or measured; its kernels are lowered for the strides of the
+    operands it was built on), else what would be chosen for operands of ``shapes`` and
+    ``strides`` (contiguous where not given; the cost model where the choice would be
+    measured).  The kernels named are the ones :func:`~einc.runtime.dispatch.build_entry` loads for those strides."""
+    empty = plan.empty_sum
+    if empty is not None:
+        return Explanation(plan, ["torch"] * len(plan.steps), f"the steps above do not run: the result is zeros, a sum over {empty}, "
+                           "of size 0, whatever the other operands hold")
+    if entry is not None:
+        choices = entry.choices
+        backend = entry.backend
+        why = None
+        strides = entry.strides if entry.strides is not None else strides
+    else:
+        backend, why = decide(device_type, dtypes)
+        choices = None
+    if backend != "triton":
+        return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(plan, device_type, dtypes, why),
+                           [c.reason for c in choices] if choices else ())
+    if choices is None:
+        mode = select.mode_for(select_mode, device_type)
+        if mode != "blas":          # steps that fuse show as one kernel (an entry's plan is fused already)
+            plan = triton_executor.program(plan, dtypes[0])
+        choices = static_choices(plan, value_strides(plan, shapes, strides),
+                                  "model" if mode == "measure" else mode, dtypes[0])
+        if mode == "measure":
+            choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
+    kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
+    if any(c.backend == "plain" for c in choices):
+        plain = triton_executor.kernels(plan, dtypes[0], shapes, strides, unit_tiles=False)
+        kernels = [p if c.backend == "plain" else k for c, k, p in zip(choices, kernels, plain)]
+    names = [f"triton {k.name}" if c.backend in ("triton", "plain") else _TORCH_NAMES.get(c.backend, "torch")
+             for c, k in zip(choices, kernels)]
+    return Explanation(plan, names, _kernel_note(names, device_type), [c.reason for c in choices])
+
+
+_TORCH_NAMES = {"blas": "blas bmm/mm", "chunks": "torch in chunks"}
 
 
 def explanation(plan: Plan, device_type: str, dtypes, shapes, entry=None, select_mode=None,
@@ -47,4 +156,4 @@ def _rows(plan: Plan) -> list[int]:
     return [len(step.numbers) if step.kind == FUSED else 1 for step in plan.steps]
 
 
-__all__ = ["explanation"]
+__all__ = ["explanation", "describe", "Explanation"]
