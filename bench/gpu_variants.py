@@ -65,11 +65,12 @@ def m_by_result(kernel, sizes):
     """``kernel`` (a matmul's IR) with its M group ordered by the result's strides."""
     from einc.codegen import lower
     from einc.codegen.ir import MATMUL
+    from einc.planner.strides import by_stride, contiguous, index_strides
     if kernel.kind != MATMUL:
         return kernel
     shape = kernel.shapes[-1]
-    st_c = lower.index_strides(kernel.output.dims, shape, lower.contiguous(shape), sizes)
-    groups = tuple((g, lower.by_stride(idx, st_c) if g == "m" else idx) for g, idx in kernel.groups)
+    st_c = index_strides(kernel.output.dims, shape, contiguous(shape), sizes)
+    groups = tuple((g, by_stride(idx, st_c) if g == "m" else idx) for g, idx in kernel.groups)
     return kernel if groups == kernel.groups else lower._named(dataclasses.replace(kernel, groups=groups, name=""))
 
 

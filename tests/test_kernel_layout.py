@@ -12,7 +12,8 @@ import torch
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.codegen.ir import KERNEL_DTYPES, MATMUL
-from einc.codegen.lower import contiguous, index_strides, lower_program
+from einc.codegen.lower import lower_program
+from einc.planner.strides import contiguous, index_strides
 from einc.planner.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,6 +34,7 @@ import math
 from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
 from ..planner.fuse import FusedStep
 from ..planner.plan import CONTRACT, Plan, Step
+from ..planner.strides import by_stride, contiguous, index_strides, unit_index
 
 INT32_LIMIT = 2**31
 # A step whose result has this many times the elements of its two operands together, or
@@ -46,33 +47,6 @@ def supported(dtypes) -> bool:
     """Whether generated kernels handle operands of these dtypes (one float dtype)."""
     dtypes = set(dtypes)
     return len(dtypes) == 1 and next(iter(dtypes)) in KERNEL_DTYPES
-
-
-def contiguous(shape) -> tuple[int, ...]:
-    """Row-major strides of ``shape``."""
-    strides, acc = [], 1
-    for n in reversed(tuple(shape)):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def index_strides(dims, shape, strides, sizes) -> dict[int, int]:
-    """Index -> its stride in a tensor (a repeated index: the sum; a size-1 index: 0)."""
-    out: dict[int, int] = {}
-    for i, n, st in zip(dims, shape, strides):
-        out[i] = out.get(i, 0) + (abs(st) if n > 1 else 0)
-    return {i: (s if sizes[i] > 1 else 0) for i, s in out.items()}
-
-
-def unit_index(st: dict[int, int]):
-    """The index with unit stride in a tensor (None if none)."""
-    return next((i for i, s in reversed(list(st.items())) if s == 1), None)
-
-
-def by_stride(indices, st) -> tuple[int, ...]:
-    """``indices`` slowest first by the strides ``st`` (stable; absent = broadcast, slowest)."""
-    return tuple(sorted(indices, key=lambda i: -st.get(i, 0) if st.get(i, 0) else -math.inf))
 
 
 def _unit_axis(st: dict[int, int], axes) -> bool:
@@ -319,4 +293,4 @@ def lower_program(plan: Plan, dtype: str, shapes, strides=None, unit_tiles=True)
     return tuple(kernels)
 
 
-__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "by_stride", "REDUCE", "MATMUL", "FUSED"]
+__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]

@@ -58,7 +58,7 @@ import math
 
 import torch
 
-from ..codegen.lower import contiguous
+from ..planner.strides import contiguous
 from .permute_copy import plain, untracked
 
 MIN_BYTES = 1 << 24     # smaller products: in one piece (they and the result fit the L3)

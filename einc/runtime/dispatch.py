@@ -14,7 +14,8 @@ import torch
 from .. import config
 from ..planner import fuse
 from ..errors import ConfigError, warn
-from ..codegen.lower import contiguous, supported
+from ..codegen.lower import supported
+from ..planner.strides import contiguous
 from . import blas, select, torch_executor, triton_executor
 from .program import scaled, unit_functions, unroll
 

@@ -50,7 +50,7 @@ import math
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
-from ..codegen.lower import contiguous
+from ..planner.strides import contiguous
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements

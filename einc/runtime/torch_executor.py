@@ -27,7 +27,7 @@ import string
 
 import torch
 
-from ..codegen.lower import by_stride, contiguous
+from ..planner.strides import by_stride, contiguous
 from ..errors import DtypeError
 from ..planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM

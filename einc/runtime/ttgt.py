@@ -45,7 +45,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..codegen.lower import contiguous
+from ..planner.strides import contiguous
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
