@@ -61,21 +61,22 @@ EXTRA_NT = [(256, 8, 16, 32, 8, 2), (128, 16, 16, 32, 8, 2), (64, 16, 16, 32, 4,
 FIELDS = ["id", "equation", "variant", "kernel", "config", "us", "err", "ok", "torch_us", "torch_c_us", "error"]
 
 
-def m_by_result(kernel, sizes):
-    """``kernel`` (a matmul's IR) with its M group ordered by the result's strides."""
-    from einc.codegen import lower
+def m_by_result(module, sizes):
+    """``module`` (a matmul's kernel and source) with its M group ordered by the result's strides."""
+    from einc.codegen import named
     from einc.codegen.ir import MATMUL
     from einc.planner.strides import by_stride, contiguous, index_strides
+    kernel = module.kernel
     if kernel.kind != MATMUL:
-        return kernel
+        return module
     shape = kernel.shapes[-1]
     st_c = index_strides(kernel.output.dims, shape, contiguous(shape), sizes)
     groups = tuple((g, by_stride(idx, st_c) if g == "m" else idx) for g, idx in kernel.groups)
-    return kernel if groups == kernel.groups else lower._named(dataclasses.replace(kernel, groups=groups, name=""))
+    return module if groups == kernel.groups else named(dataclasses.replace(kernel, groups=groups))
 
 
 def lowerings(plan, dtype, shapes):
-    """``[(variant, kernel IR)]`` of the plan's one step, each distinct kernel once."""
+    """``[(variant, kernel module)]`` of the plan's one step, each distinct kernel once."""
     from einc.runtime import triton_executor
     (default,) = triton_executor.kernels(plan, dtype, shapes)
     (plain,) = triton_executor.kernels(plan, dtype, shapes, unit_tiles=False)
@@ -171,8 +172,9 @@ def main(argv=None) -> int:
         plan = einc.explain(eq, *ops, select="kernel").plan
         print(f"{w['id']}: {eq}, shapes {shapes}; torch.einsum {base['torch_us']} µs, "
               f"+ .contiguous() {base['torch_c_us']} µs", flush=True)
-        for variant, kernel in lowerings(plan, ops[0].dtype, shapes):
-            run = triton_executor.launch_of(kernel)
+        for variant, module in lowerings(plan, ops[0].dtype, shapes):
+            run = triton_executor.launch_of(module)
+            kernel = module.kernel
             launcher = sys.modules[run.__module__].launcher
             roles = tuple(ops[kernel.params.index(op.name)] for op in kernel.inputs)
             table = configs(launcher)

@@ -13,9 +13,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .codegen import render
 from .codegen.ir import KERNEL_DTYPES
-from .codegen.lower import lower_program
+from .codegen.lower import modules
 from .planner import plan_for
 from .planner.equation import parse
 from .planner.fuse import fuse_plan, notes
@@ -37,8 +36,8 @@ def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
     eq = parse(equation)
     plan = fuse_plan(plan_for(eq, shapes), dtype)
     files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan)])) + "\n"}
-    for s, kernel in enumerate(lower_program(plan, dtype, shapes)):
-        files[f"step{s + 1}_{kernel.name}.py"] = render(kernel)
+    for s, module in enumerate(modules(plan, dtype, shapes)):
+        files[f"step{s + 1}_{module.name}.py"] = module.source
     return files
 
 

@@ -340,12 +340,11 @@ def test_measured_selection_times_the_fused_kernel_against_its_parts_on_torch(on
 
 def _spy_launches(monkeypatch, equation, shapes, dtype, path=None):
     """The scales each of the plan's generated kernels is launched with (a list per kernel)."""
-    from einc.codegen import render
     from einc.runtime import loader, triton_executor
     plan = triton_executor.program(_plan(equation, shapes, path), dtype)
     seen = []
     for k in triton_executor.kernels(plan, dtype, shapes):
-        module = loader.load(k.name, render(k))
+        module = loader.load(k.name, k.source)
         original, scales = module.launch, []
         seen.append(scales)
 

@@ -34,7 +34,7 @@ def test_modules_live_in_files_and_are_imported_by_path(triton_backend):
 
 
 def test_broken_kernel_falls_back_once_with_the_right_answer(triton_backend, monkeypatch):
-    monkeypatch.setattr(triton_executor, "render", lambda k: "def broken(:\n")
+    monkeypatch.setattr(triton_executor, "cache_source", lambda source: "def broken(:\n")
     a, b = torch.randn(4, 3), torch.randn(3, 2)
     with pytest.warns(RuntimeWarning, match="torch executor"):
         out = einc.einsum("ij,jk->ik", a, b)
@@ -136,7 +136,7 @@ def test_scale_is_fused_into_the_epilogue(triton_backend):
         ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
         plan = build_plan(build(parse(eq), shapes))
         (kernel,) = triton_executor.kernels(plan, torch.float64, shapes)
-        launch = loader.load(kernel.name, triton_executor.render(kernel)).launch
+        launch = loader.load(kernel.name, kernel.source).launch
         torch.testing.assert_close(launch(*ops, scale=0.25), 0.25 * torch.einsum(eq, *ops))
         torch.testing.assert_close(launch(*ops), torch.einsum(eq, *ops))
 

@@ -329,7 +329,7 @@ def test_measure_times_the_plain_kernel_where_the_default_moved_a_stranded_index
     a, b = (torch.randn(s, generator=g).to(device) for s in shapes)
     plan = einc.explain(eq, a, b, select="kernel").plan
     (lowered,) = triton_executor.kernels(plan, a.dtype, [a.shape, b.shape])
-    assert lowered.group(move)
+    assert lowered.kernel.group(move)
     (kernel,) = triton_executor.plain_kernels(plan, a.dtype, [a.shape, b.shape]).values()
     plain = triton_executor.launch_of(kernel)
     (default,) = einc.explain(eq, a, b, select="kernel").backends

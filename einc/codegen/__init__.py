@@ -11,7 +11,11 @@ byte-identical source: no timestamps, paths or set/dict-order dependence.
 
 from __future__ import annotations
 
-from .ir import FUSED, MATMUL, Kernel
+import dataclasses
+import hashlib
+from typing import NamedTuple
+
+from .ir import FUSED, MATMUL, REDUCE, Kernel, index_name
 from . import fused, launcher, matmul, reduce
 from .common import cache_source, header, stride_params
 
@@ -30,4 +34,28 @@ def render(kernel: Kernel) -> str:
                       launcher.source(kernel, name, stage.extents(kernel), stride_params(kernel))])
 
 
-__all__ = ["render", "cache_source", "NAME_PLACEHOLDER"]
+class Module(NamedTuple):
+    """A named kernel and the module source it renders to (rendered once, by :func:`named`)."""
+    kernel: Kernel
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+def named(kernel: Kernel) -> Module:
+    """``kernel`` (unnamed IR: a :class:`Kernel` or :class:`~einc.codegen.ir.FusedKernel`)
+    named by a hash of exactly the module source it renders to -- one rule for every kind
+    of kernel -- together with that source: the kernel is rendered once, with the
+    placeholder, which the name then replaces."""
+    source = render(dataclasses.replace(kernel, name=""))
+    assert NAME_PLACEHOLDER in source
+    digest = hashlib.sha256(source.encode()).hexdigest()[:8]
+    short = "_".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs + (kernel.output,))
+    prefix = {MATMUL: "mm", REDUCE: "red", FUSED: "fused"}[kernel.kind]
+    name = f"einc_{prefix}_{short}_{digest}"
+    return Module(dataclasses.replace(kernel, name=name), source.replace(NAME_PLACEHOLDER, name))
+
+
+__all__ = ["render", "named", "Module", "cache_source", "NAME_PLACEHOLDER"]

@@ -27,10 +27,9 @@ given; intermediates are always contiguous in their step's output order):
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import math
 
+from . import Module, named
 from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
 from ..planner.fuse import FusedStep
 from ..planner.plan import CONTRACT, Plan, Step
@@ -123,7 +122,8 @@ def _stranded_n(n: list, st_b) -> list:
 
 
 def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=True) -> Kernel:
-    """Lower step ``s`` of ``plan``; ``shapes`` (``strides``) map each value id to its shape
+    """Lower step ``s`` of ``plan`` (unnamed: :func:`einc.codegen.named` names it); ``shapes``
+    (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).  ``unit_tiles=False`` leaves a stranded
     unit-stride index where its group's order puts it (no ``t``, ``nt`` or ``kt`` made for it: that
     tensor's tile is a gather): measure mode times that kernel beside the default one
@@ -195,19 +195,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     shapes_ = tuple(in_shapes[j] for j in order) + (out_shape,)
     kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
                     shapes_, dtype, acc, big, fast_k)
-    return _named(kernel)
-
-
-def _named(kernel):
-    """``kernel`` (a :class:`Kernel` or :class:`FusedKernel`) with its name: a hash of exactly
-    the module source it renders to -- one rule for every kind of kernel."""
-    from . import render, NAME_PLACEHOLDER
-    source = render(kernel)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:8]
-    short = "_".join("".join(index_name(i) for i in op.dims) for op in kernel.inputs + (kernel.output,))
-    prefix = {MATMUL: "mm", REDUCE: "red", FUSED: "fused"}[kernel.kind]
-    assert NAME_PLACEHOLDER in source
-    return dataclasses.replace(kernel, name=f"einc_{prefix}_{short}_{digest}")
+    return kernel
 
 
 def _canonical(plan: Plan) -> str:
@@ -225,7 +213,8 @@ def _title(plan: Plan, s: int) -> str:
 
 
 def lower_fused(plan: Plan, s: int, dtype: str, shapes, strides=None) -> FusedKernel:
-    """Lower the :class:`~einc.planner.fuse.FusedStep` ``s`` of ``plan``; ``shapes``
+    """Lower the :class:`~einc.planner.fuse.FusedStep` ``s`` of ``plan`` (unnamed, as
+    :func:`lower_step`'s); ``shapes``
     (``strides``) map value ids to shapes (strides; a value missing there is contiguous).
     Inside each group the indices are ordered by the operands' strides, as for
     :func:`lower_step`: M by the A factors', N and the batch by the output's, K by the
@@ -262,7 +251,7 @@ def lower_fused(plan: Plan, s: int, dtype: str, shapes, strides=None) -> FusedKe
              f"{operands}{over} -> T{step.result}[{term(step.output)}]")
     kernel = FusedKernel(FUSED, "", _canonical(plan), title, groups, a, b, e, Operand("c", step.output),
                          in_shapes + (out_shape,), dtype, acc, big)
-    return _named(kernel)
+    return kernel
 
 
 def _merged_strides(sts) -> dict[int, int]:
@@ -278,19 +267,25 @@ def _merged_strides(sts) -> dict[int, int]:
 
 def lower_program(plan: Plan, dtype: str, shapes, strides=None, unit_tiles=True) -> tuple:
     """Every step of ``plan`` (a plan, or :func:`~einc.planner.fuse.fuse_plan`'s program:
-    fused steps included) as a kernel: the one lowering entry.  ``shapes`` (``strides``,
-    optional: contiguous) are the operands'; intermediates are contiguous.
-    ``unit_tiles``: see :func:`lower_step` (fused kernels have no such choice)."""
+    fused steps included) as a named kernel: :func:`modules`' kernels."""
+    return tuple(m.kernel for m in modules(plan, dtype, shapes, strides, unit_tiles))
+
+
+def modules(plan: Plan, dtype: str, shapes, strides=None, unit_tiles=True) -> tuple[Module, ...]:
+    """Every step of ``plan`` (a plan, or :func:`~einc.planner.fuse.fuse_plan`'s program:
+    fused steps included) as a kernel, named, with its module source: the one lowering
+    entry.  ``shapes`` (``strides``, optional: contiguous) are the operands'; intermediates
+    are contiguous.  ``unit_tiles``: see :func:`lower_step` (fused kernels have no such choice)."""
     values = {v: tuple(sh) for v, sh in enumerate(shapes)}
     given = {v: tuple(x) for v, x in enumerate(strides)} if strides is not None else {}
-    kernels = []
+    found = []
     for s, step in enumerate(plan.steps):
         if step.kind == FUSED:
-            kernels.append(lower_fused(plan, s, dtype, values, given))
+            found.append(named(lower_fused(plan, s, dtype, values, given)))
         else:
-            kernels.append(lower_step(plan, s, dtype, values, given, unit_tiles))
+            found.append(named(lower_step(plan, s, dtype, values, given, unit_tiles)))
         values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)
-    return tuple(kernels)
+    return tuple(found)
 
 
-__all__ = ["lower_program", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]
+__all__ = ["lower_program", "modules", "lower_step", "lower_fused", "supported", "REDUCE", "MATMUL", "FUSED"]

@@ -1,9 +1,9 @@
 """The Triton executor: each plan step runs one generated kernel.
 
-Lowering and rendering are pure (``einc.codegen.lower``, ``einc.codegen``); this module loads
-the rendered modules and chains their ``launch`` functions.  Kernels read every
-operand through its strides, so nothing is permuted, reshaped or copied first, and
-each writes a fresh contiguous result.
+Lowering and rendering are pure (``einc.codegen.lower.modules`` names and renders each
+kernel once); this module loads the rendered modules and chains their ``launch``
+functions.  Kernels read every operand through its strides, so nothing is permuted,
+reshaped or copied first, and each writes a fresh contiguous result.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 
 from .. import config
 from ..planner import fuse
-from ..codegen import cache_source, render
-from ..codegen.lower import lower_program
+from ..codegen import cache_source
+from ..codegen.lower import modules
 from .loader import load
 
 
@@ -74,16 +74,17 @@ def program(plan, dtype):
 
 
 def kernels(plan, dtype, shapes, strides=None, unit_tiles=True):
-    """The plan's kernels (IR) for operands of ``dtype`` and ``shapes`` (fused steps included),
+    """The plan's kernels (:class:`einc.codegen.Module`: the named IR and its source) for
+    operands of ``dtype`` and ``shapes`` (fused steps included),
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
     right); ``unit_tiles=False``: the ``plain`` lowering (:func:`einc.codegen.lower.lower_step`)."""
-    return lower_program(plan, dtype_name(dtype), shapes, strides, unit_tiles)
+    return modules(plan, dtype_name(dtype), shapes, strides, unit_tiles)
 
 
-def launch_of(kernel):
-    """A kernel's ``launch`` function (written into the kernel cache, its first line saying
-    how the cache regenerates it, and loaded)."""
-    return load(kernel.name, cache_source(render(kernel))).launch
+def launch_of(module):
+    """A kernel's ``launch`` function (its :class:`einc.codegen.Module` written into the kernel
+    cache, its first line saying how the cache regenerates it, and loaded)."""
+    return load(module.name, cache_source(module.source)).launch
 
 
 def screen_of(launch):
