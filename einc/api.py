@@ -496,7 +496,7 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     shapes = [shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
     entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
-    plan = entry.plan if entry is not None else plan_for(eq, shapes, options)
+    plan = entry.program if entry is not None else plan_for(eq, shapes, options)
     if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
         plan = plan.renamed(eq.text, build(eq, shapes).names)
     asked = None if dtype is None else dtypes.torch_dtype(dtype, "explain()")

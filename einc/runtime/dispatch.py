@@ -23,17 +23,20 @@ _warned: set = set()
 
 
 class Entry:
-    """A cache entry: the plan, the callable that runs it, which backend that is
-    (``triton`` where generated kernels may run, else ``torch``), and what runs each step
-    (a :class:`~einc.runtime.select.Choice` per step), and the operands' strides its kernels
-    were lowered for (``None`` where it runs none): the kernels that run, which ``explain``
-    names.  A sliced plan's entry also holds, once a slice ran, the entry that runs each
-    slice (``inner``)."""
+    """A cache entry: the plan it was built for (``plan``), the callable that runs it, which
+    backend that is (``triton`` where generated kernels may run, else ``torch``), the steps
+    that callable runs (``program``: the plan, or where kernels run, its fused program; the
+    plan again after a fallback to the torch executor), what runs each of those steps
+    (``choices``, a :class:`~einc.runtime.select.Choice` per step), and the operands'
+    strides its kernels were lowered for (``None`` where it runs none): the kernels that
+    run, which ``explain`` names.  A sliced plan's entry also holds, once a slice ran, the
+    entry that runs each slice (``inner``)."""
 
-    __slots__ = ("plan", "run", "backend", "choices", "strides", "inner")
+    __slots__ = ("plan", "program", "run", "backend", "choices", "strides", "inner")
 
     def __init__(self, plan, run, backend, choices, strides=None):
         self.plan = plan
+        self.program = plan
         self.run = run
         self.backend = backend
         self.choices = choices
@@ -134,7 +137,6 @@ def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
                 if o.is_floating_point() or o.is_complex():
                     out = out + o.reshape(-1)[:0].exp().sum()
         return out
-    run.plan = plan
     return Entry(plan, run, "torch", [select.Choice("torch", "")] * len(plan.steps))
 
 
@@ -155,7 +157,6 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     if result_dtype is not None and result_dtype != natural:
         torch_run = _cast(torch_run, result_dtype)
     device_type = operands[0].device.type
-    torch_run.plan = plan       # what the torch executor runs (a fused program falls back to it)
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
     if widen or choose(device_type, dtypes) != "triton":      # (kernels take each dtype as it is)
         return entry
@@ -173,7 +174,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     except Exception as e:      # a generator bug must not cost the user an answer
         _fall_back(plan, e)
         return entry
-    entry.plan, entry.backend, entry.strides = plan, "triton", operand_strides
+    entry.program, entry.backend, entry.strides = plan, "triton", operand_strides
     if mode == "measure":
         try:
             plain = triton_executor.plain_kernels(plan, dtypes[0], shapes, operand_strides, lowered)
@@ -208,7 +209,7 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
     fastest (or the decision remembered on disk), then run the chosen functions from then on.
     ``plain``: the steps' ``plain`` kernels (IR) where they differ from ``launches``'
     kernels, loaded only where a step is timed or its remembered choice is ``plain``."""
-    plan = entry.plan
+    plan = entry.program
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
 
@@ -257,7 +258,7 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
             if _this_call_only(e, ops):
                 return torch_run(ops, scale)
             _fall_back(plan, e)
-            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
+            entry.run, entry.backend, entry.program = torch_run, "torch", entry.plan
             entry.choices = [select.Choice("torch", "a generated kernel failed")] * len(entry.plan.steps)
             return torch_run(ops, scale)
         entry.choices = choices
@@ -297,8 +298,8 @@ def _first_call(entry, triton_run, torch_run):
         except Exception as e:
             if _this_call_only(e, ops):
                 return torch_run(ops, scale)
-            _fall_back(entry.plan, e)
-            entry.run, entry.backend, entry.plan = torch_run, "torch", torch_run.plan
+            _fall_back(entry.program, e)
+            entry.run, entry.backend, entry.program = torch_run, "torch", entry.plan
             return torch_run(ops, scale)
         entry.run = run
         return out
@@ -310,7 +311,7 @@ def _first_call(entry, triton_run, torch_run):
             return triton_run(ops, scale)
         except Exception as e:
             if not _this_call_only(e, ops):
-                _fall_back(entry.plan, e)
+                _fall_back(entry.program, e)
             return torch_run(ops, scale)
     return first
 

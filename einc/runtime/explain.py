@@ -141,9 +141,9 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
         return Explanation(plan, ["torch"] * len(plan.steps), _torch_note(s.inner, device_type, dtypes, why))
     shapes = [tuple(s.inner.graph.sizes[i] for i in t) for t in s.inner.graph.inputs]
     ran = entry.inner if entry is not None else None
-    if ran is not None and sum(_rows(ran.plan)) != len(plan.steps):
+    if ran is not None and sum(_rows(ran.program)) != len(plan.steps):
         ran = None      # steps hoisted out of the slices ran apart: describe one whole slice as planned
-    inner = describe(ran.plan if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
+    inner = describe(ran.program if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
     # one row per step of the sliced plan: a fused step's kernel on each plan step it runs
     counts = _rows(inner.plan)
     backends = [b for b, n in zip(inner.backends, counts) for _ in range(n)]
