@@ -31,7 +31,7 @@ import operator
 
 import torch
 
-from . import autograd, custom_op, sharing
+from . import autograd, custom_op, named as named_axes, sharing
 from .planner import notation, plan_for, slicing
 from .planner.graph import build
 from .planner.equation import Equation, parse, sublist_equation
@@ -110,7 +110,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
 
 def _named(args, sizes, optimize, memory_limit, select, out, backend):
     """A named equation (or keyword sizes): views, einsum on the resolved equation, the
-    output's reshape (:mod:`einc.planner.notation`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
+    output's reshape (:mod:`einc.named`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
     tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
     options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
     options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
@@ -121,7 +121,18 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend):
             more = {"out": out} if out is not None else {}
             return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,
                                                          **sizes)
-    return notation.einsum(einsum, args, sizes, out, options, _named_structure, tracing, _named_error)
+    tensors = named_axes.operands(args, sizes)
+    named = _named_structure(args[0])
+    named_axes.check_tensors(tensors)
+    traced = tracing()
+    known, view_shapes = named_axes.resolved(named, tensors, sizes, traced, _named_error)
+    views = named_axes.views(tensors, view_shapes)
+    if not named.merges:
+        return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is
+    if out is not None:     # out= seen as the resolved equation's result: einsum checks and writes it
+        einsum(named.equation, *views, out=named_axes.split_out(named, known, out), **options)
+        return out
+    return named_axes.merged(named, einsum(named.equation, *views, **options), traced)
 
 
 def tracing() -> bool:
@@ -483,8 +494,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     if sizes or (isinstance(equation, str) and notation.is_named(equation)):
         if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
             operands_or_shapes = tuple(operands_or_shapes[0])
-        return notation.explain(explain, equation, operands_or_shapes, sizes, dict(
-            optimize=optimize, memory_limit=memory_limit, dtype=dtype, device=device, select=select))
+        named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
+        return named_axes.NamedExplanation(explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
+                                                   dtype=dtype, device=device, select=select), header)
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \

@@ -12,7 +12,7 @@ import numbers
 import opt_einsum
 import torch
 
-from . import autograd, sharing
+from . import autograd, named as named_axes, sharing
 from .planner import notation
 from .api import (TORCH_BACKENDS, call_options, eager_call, einsum, explain, reject_backend, shape_of, special_call,
                   traced_call, tracing)
@@ -283,8 +283,10 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
-        expr = notation.expression(contract_expression, args, sizes, constants, dict(
-            optimize=optimize, memory_limit=memory_limit, select=select, **kwargs))
+        named, shapes, view_shapes, constants, known, viewed = named_axes.expression_parts(args, sizes, constants)
+        inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
+                                    memory_limit=memory_limit, select=select, **kwargs)
+        expr = named_axes.NamedExpression(named, inner, shapes, view_shapes, constants, known)
         expr.contraction = _const_einsum_str(args[0], expr.constants)   # the named equation, as given
         expr.num_args = len(expr.shapes) - len(expr.constants)
         return expr

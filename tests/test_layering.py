@@ -84,7 +84,7 @@ ROOMS = [
     ("planner", ("einc.planner",)),
     ("codegen", ("einc.codegen",)),
     ("runtime", ("einc.runtime",)),
-    ("doors", ("einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
+    ("doors", ("einc.named", "einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
                "einc.opt_einsum_api", "einc.dynamo")),
     ("face", ("einc",)),
     ("tools", ("einc.dump", "einc.benchmark", "einc.cli", "einc.__main__")),

@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc import errors
+from einc import named as named_axes
 from einc.planner import notation
 from oracle import assert_close
 
@@ -122,7 +123,7 @@ def test_the_split_is_a_view_and_adds_no_copy(layout):
     with _Copies() as mode:
         named = notation.structure(EQ)
         _, view_shapes = notation.resolve(named, [x.shape, w.shape], {"h": 4})
-        views = notation._views([x, w], view_shapes)
+        views = named_axes.views([x, w], view_shapes)
     assert mode.copies == [] and set(mode.ops) <= {"aten::view"}, mode.ops
     assert views[0].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
     assert views[0].stride() == x.view(2, 3, 4, 5).stride() if layout != "strided" else True

@@ -20,10 +20,9 @@ splitting one dimension never copies), ``1`` is dropped from the view, the plann
 the parts as ordinary indices, and the output's composite axes are merged by a
 ``reshape`` of einc's fresh contiguous result, which is a view of it.
 
-Pure Python (no torch import): the door functions below take the door they go through
-(``einc.einsum``, ``contract_expression``, ``explain``) as an argument and touch tensors
-only through their methods, so under ``torch.compile`` dynamo traces the views, the one
-call of the custom op on the resolved equation, and the reshape.
+Pure Python (no torch import): this module parses, resolves and describes; the doors'
+glue (the operands' views, the call of the door on the resolved equation, the output's
+reshape) is :mod:`einc.named`.
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ import re
 from dataclasses import dataclass
 
 from .equation import ELLIPSIS, _LETTERS, letter, parse, term_spans
-from ..errors import ArgumentError, EincError, EquationError, OperandCountError, OperandTypeError, OutError, \
-    ShapeError, SizeKeywordError, caret
+from ..errors import ArgumentError, EincError, EquationError, OperandCountError, ShapeError, SizeKeywordError, caret
 
 
 def _is_ellipsis(axis) -> bool:
@@ -432,184 +430,6 @@ def output_shape(named: Named, result_shape):
             shape.append(functools.reduce(operator.mul, result_shape[d:d + len(axis)], 1))
             d += len(axis)
     return tuple(shape)
-
-
-def _views(operands, view_shapes):
-    return [o if v is None else o.view(v) for o, v in zip(operands, view_shapes)]
-
-
-def _check_tensors(operands, door="einsum"):
-    for k, o in enumerate(operands):
-        if not hasattr(o, "shape") or not hasattr(o, "view"):
-            raise OperandTypeError(f"{door}(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
-
-
-# ----------------------------------------------------------------------- the doors
-
-@functools.lru_cache(maxsize=1024)
-def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
-    """:func:`resolve`'s sizes and view shapes, cached for eager calls (concrete shapes)."""
-    known, views = resolve(named, shapes, dict(sizes))
-    return tuple(known.items()), views
-
-
-_merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
-
-
-def einsum(door, args, sizes: dict, out, options: dict, parsed=structure, tracing=None, fail=None):
-    """``einc.einsum`` on a named equation (or with keyword sizes): the operands' views,
-    ``door`` (einc.einsum) on the resolved equation, the output's reshape.  ``parsed`` is
-    :func:`structure`, or the door's copy of it that dynamo reads as a constant; while
-    ``tracing()`` the sizes are resolved on every call (they may be symbolic; errors go
-    through ``fail``, see :func:`resolve`), else cached."""
-    if not args or not isinstance(args[0], str):     # not __class__: torch 2.11's dynamo reads it as no str
-        raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
-                            "the sublist format has none")
-    operands = args[1:]
-    if len(operands) == 1 and operands[0].__class__ in (list, tuple):
-        operands = operands[0]
-    named = parsed(args[0])
-    _check_tensors(operands)
-    traced = tracing is not None and tracing()
-    if traced:
-        known, view_shapes = resolve(named, [o.shape for o in operands], sizes, fail)
-    else:
-        # The cache is keyed on ints: h=2.0 (refused) must not find h=2's entry, nor a 0-d
-        # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
-        # resolved uncached, which raises the error that names it.
-        try:
-            if any(is_boolean(v) for v in sizes.values()):
-                raise TypeError
-            key = tuple((k, operator.index(v)) for k, v in sizes.items())
-        except TypeError:
-            resolve(named, [o.shape for o in operands], sizes)
-            raise AssertionError("resolve accepted a size that is not an int") from None
-        known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in operands), key)
-        known = dict(known)
-    views = _views(operands, view_shapes)
-    if not named.merges:
-        return door(named.equation, *views, out=out, **options)     # no merge: out= as it is
-    if out is not None:     # out= seen as the resolved equation's result: the door checks and writes it
-        door(named.equation, *views, out=_split_out(named, known, out), **options)
-        return out
-    result = door(named.equation, *views, **options)
-    shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
-    return result if shape is None else result.reshape(shape)
-
-
-def _split_out(named: Named, known: dict, out):
-    """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
-    fixed = sum(not _is_ellipsis(axis) for axis in named.output)
-    shape, d, ok = [], 0, out.dim() >= fixed if _has_ellipsis(named.output) else out.dim() == fixed
-    for axis in named.output if ok else ():
-        if _is_ellipsis(axis):
-            m = out.dim() - fixed
-            shape += list(out.shape[d:d + m])
-            d += m
-            continue
-        parts = [known[n] for n in axis]
-        ok = ok and functools.reduce(operator.mul, parts, 1) == out.shape[d]
-        shape += parts
-        d += 1
-    try:
-        if ok:
-            return out.view(shape)
-    except RuntimeError:
-        pass
-    want = ", ".join("..." if _is_ellipsis(axis) else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
-                     for axis in named.output)
-    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
-                   + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
-                      if ok else "") + f"\n{caret(named.text, None)}")
-
-
-def expression(door, args, sizes: dict, constants, options: dict):
-    """``contract_expression`` on a named equation: :class:`NamedExpression`."""
-    if not args or not isinstance(args[0], str):
-        raise ArgumentError("contract_expression(): keyword sizes name the axes of an equation string; the "
-                            "interleaved format has none")
-    named = structure(args[0])
-    items = list(args[1:])
-    shapes = [tuple(x.shape) if hasattr(x, "shape") else tuple(int(s) for s in x) for x in items]
-    known, view_shapes = resolve(named, shapes, sizes)
-    constants = sorted(set(int(k) for k in (constants or ())))
-    viewed = [x.view(v) if (hasattr(x, "view") and v is not None and k in constants) else
-              (v if v is not None else x) for k, (x, v) in enumerate(zip(items, view_shapes))]
-    inner = door(named.equation, *viewed, constants=constants, **options)
-    return NamedExpression(named, inner, shapes, view_shapes, constants, known)
-
-
-class NamedExpression:
-    """A planned named contraction (``contract_expression`` on a named equation): views the
-    operands, calls the expression planned for the resolved equation, merges the output."""
-
-    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
-        self.named = named
-        self._known = known
-        self._description = describe(named, shapes, known)
-        self.equation = named.text
-        self.shapes = tuple(shapes)
-        self.constants = tuple(constants)
-        self._inner = inner
-        self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
-        self._view_shapes = tuple(view_shapes[k] for k in self._variables)
-
-    @property
-    def plan(self):
-        return self._inner.plan
-
-    def __call__(self, *operands, out=None, backend=None):
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        _check_tensors(operands, "contract_expression")
-        for o, k in zip(operands, self._variables):     # (the count: the inner expression checks it)
-            if tuple(o.shape) != self.shapes[k]:
-                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
-                                 f"but the expression was planned for {self.shapes[k]}")
-        views = _views(operands, self._view_shapes) + list(operands[len(self._variables):])
-        if out is not None:
-            self._inner(*views, out=_split_out(self.named, self._known, out) if self.named.merges else out,
-                        backend=backend)
-            return out
-        result = self._inner(*views, backend=backend)
-        shape = output_shape(self.named, result.shape)
-        return result if shape is None else result.reshape(shape)
-
-    def __repr__(self) -> str:
-        return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"
-
-    def __str__(self) -> str:
-        return self._description + "\n" + str(self._inner)
-
-
-def explain(door, text, items, sizes: dict, options: dict):
-    """``explain`` on a named equation: the resolved equation's explanation, headed by how
-    the names were resolved (:class:`NamedExplanation`)."""
-    named = structure(text)
-    shapes = [tuple(x.shape) if hasattr(x, "shape") else tuple(int(s) for s in x) for x in items]
-    known, view_shapes = resolve(named, shapes, sizes)
-    viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
-    return NamedExplanation(door(named.equation, *viewed, **options), describe(named, shapes, known))
-
-
-class NamedExplanation:
-    """:func:`einc.explain`'s answer for a named equation: the resolved equation's
-    explanation (its attributes read through), printed under the names' resolution."""
-
-    def __init__(self, info, header: str):
-        self.info = info
-        self.header = header
-
-    def __getattr__(self, name):
-        return getattr(self.info, name)
-
-    def __str__(self) -> str:
-        return self.header + "\n" + str(self.info)
-
-    def to_dict(self) -> dict:
-        d = self.info.to_dict()
-        d["named"] = self.header
-        return d
 
 
 def describe(named: Named, shapes, known) -> str:

@@ -1,0 +1,203 @@
+"""Named axes at the doors: the operands' views, the output's reshape, ``out=`` split.
+
+:mod:`einc.planner.notation` parses a named equation (``"b n (h d), h d e -> b n (h e)"``)
+and resolves its sizes; this module is the glue each door runs around its own call on
+the resolved equation: :func:`einc.einsum` (:func:`operands`, :func:`views`,
+:func:`split_out`, :func:`merged`), ``contract_expression`` (:func:`expression_parts`,
+:class:`NamedExpression`) and ``explain`` (:func:`explain_parts`,
+:class:`NamedExplanation`).  Tensors are touched only through their methods, so under
+``torch.compile`` dynamo traces the views, the one call of the custom op on the resolved
+equation, and the reshape.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+from .errors import ArgumentError, OperandTypeError, OutError, ShapeError, caret
+from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
+
+
+def views(operands, view_shapes) -> list:
+    """Each operand viewed in its resolved shape (composite axes split; None: as it is)."""
+    return [o if v is None else o.view(v) for o, v in zip(operands, view_shapes)]
+
+
+def check_tensors(operands, door="einsum") -> None:
+    for k, o in enumerate(operands):
+        if not hasattr(o, "shape") or not hasattr(o, "view"):
+            raise OperandTypeError(f"{door}(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
+
+
+def operands(args, sizes: dict) -> list:
+    """The operands of an ``einsum`` call on a named equation (or with keyword sizes):
+    after the equation, or as one list there (unchecked: see :func:`check_tensors`)."""
+    if not args or not isinstance(args[0], str):     # not __class__: torch 2.11's dynamo reads it as no str
+        raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
+                            "the sublist format has none")
+    found = args[1:]
+    if len(found) == 1 and found[0].__class__ in (list, tuple):
+        found = found[0]
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
+    """:func:`resolve`'s sizes and view shapes, cached for eager calls (concrete shapes)."""
+    known, view_shapes = resolve(named, shapes, dict(sizes))
+    return tuple(known.items()), view_shapes
+
+
+_merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
+
+
+def resolved(named: Named, tensors, sizes: dict, traced: bool = False, fail=None) -> tuple[dict, tuple]:
+    """``(sizes of every name, each operand's view shape)``.  While ``traced`` the sizes are
+    resolved on every call (they may be symbolic; errors go through ``fail``, see
+    :func:`~einc.planner.notation.resolve`), else cached."""
+    if traced:
+        return resolve(named, [o.shape for o in tensors], sizes, fail)
+    # The cache is keyed on ints: h=2.0 (refused) must not find h=2's entry, nor a 0-d
+    # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
+    # resolved uncached, which raises the error that names it.
+    try:
+        if any(is_boolean(v) for v in sizes.values()):
+            raise TypeError
+        key = tuple((k, operator.index(v)) for k, v in sizes.items())
+    except TypeError:
+        resolve(named, [o.shape for o in tensors], sizes)
+        raise AssertionError("resolve accepted a size that is not an int") from None
+    known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in tensors), key)
+    return dict(known), view_shapes
+
+
+def merged(named: Named, result, traced: bool = False):
+    """The resolved equation's ``result`` in the named output's shape (composite axes
+    merged: a view of einc's contiguous result)."""
+    shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
+    return result if shape is None else result.reshape(shape)
+
+
+def split_out(named: Named, known: dict, out):
+    """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
+    ellipsis = [isinstance(axis, str) for axis in named.output]     # ELLIPSIS is the one axis that is a str
+    fixed = ellipsis.count(False)
+    shape, d, ok = [], 0, out.dim() >= fixed if any(ellipsis) else out.dim() == fixed
+    for axis, dots in zip(named.output, ellipsis) if ok else ():
+        if dots:
+            m = out.dim() - fixed
+            shape += list(out.shape[d:d + m])
+            d += m
+            continue
+        parts = [known[n] for n in axis]
+        ok = ok and functools.reduce(operator.mul, parts, 1) == out.shape[d]
+        shape += parts
+        d += 1
+    try:
+        if ok:
+            return out.view(shape)
+    except RuntimeError:
+        pass
+    want = ", ".join("..." if dots else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
+                     for axis, dots in zip(named.output, ellipsis))
+    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
+                   + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
+                      if ok else "") + f"\n{caret(named.text, None)}")
+
+
+def _shapes(items) -> list:
+    return [tuple(x.shape) if hasattr(x, "shape") else tuple(int(s) for s in x) for x in items]
+
+
+def expression_parts(args, sizes: dict, constants):
+    """``contract_expression`` on a named equation, before the door plans the resolved one:
+    ``(named, shapes, view shapes, constants, sizes of every name, the items viewed)``."""
+    if not args or not isinstance(args[0], str):
+        raise ArgumentError("contract_expression(): keyword sizes name the axes of an equation string; the "
+                            "interleaved format has none")
+    named = structure(args[0])
+    items = list(args[1:])
+    shapes = _shapes(items)
+    known, view_shapes = resolve(named, shapes, sizes)
+    constants = sorted(set(int(k) for k in (constants or ())))
+    viewed = [x.view(v) if (hasattr(x, "view") and v is not None and k in constants) else
+              (v if v is not None else x) for k, (x, v) in enumerate(zip(items, view_shapes))]
+    return named, shapes, view_shapes, constants, known, viewed
+
+
+class NamedExpression:
+    """A planned named contraction (``contract_expression`` on a named equation): views the
+    operands, calls the expression planned for the resolved equation, merges the output."""
+
+    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
+        self.named = named
+        self._known = known
+        self._description = describe(named, shapes, known)
+        self.equation = named.text
+        self.shapes = tuple(shapes)
+        self.constants = tuple(constants)
+        self._inner = inner
+        self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
+        self._view_shapes = tuple(view_shapes[k] for k in self._variables)
+
+    @property
+    def plan(self):
+        return self._inner.plan
+
+    def __call__(self, *operands, out=None, backend=None):
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        check_tensors(operands, "contract_expression")
+        for o, k in zip(operands, self._variables):     # (the count: the inner expression checks it)
+            if tuple(o.shape) != self.shapes[k]:
+                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
+                                 f"but the expression was planned for {self.shapes[k]}")
+        viewed = views(operands, self._view_shapes) + list(operands[len(self._variables):])
+        if out is not None:
+            self._inner(*viewed, out=split_out(self.named, self._known, out) if self.named.merges else out,
+                        backend=backend)
+            return out
+        result = self._inner(*viewed, backend=backend)
+        shape = output_shape(self.named, result.shape)
+        return result if shape is None else result.reshape(shape)
+
+    def __repr__(self) -> str:
+        return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"
+
+    def __str__(self) -> str:
+        return self._description + "\n" + str(self._inner)
+
+
+def explain_parts(text, items, sizes: dict):
+    """``explain`` on a named equation, before the door explains the resolved one:
+    ``(named, the items viewed, the header saying how the names resolved)``."""
+    named = structure(text)
+    shapes = _shapes(items)
+    known, view_shapes = resolve(named, shapes, sizes)
+    viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
+    return named, viewed, describe(named, shapes, known)
+
+
+class NamedExplanation:
+    """:func:`einc.explain`'s answer for a named equation: the resolved equation's
+    explanation (its attributes read through), printed under the names' resolution."""
+
+    def __init__(self, info, header: str):
+        self.info = info
+        self.header = header
+
+    def __getattr__(self, name):
+        return getattr(self.info, name)
+
+    def __str__(self) -> str:
+        return self.header + "\n" + str(self.info)
+
+    def to_dict(self) -> dict:
+        d = self.info.to_dict()
+        d["named"] = self.header
+        return d
+
+
+__all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
+           "NamedExpression", "explain_parts", "NamedExplanation"]
