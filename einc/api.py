@@ -17,9 +17,9 @@ open :func:`einc.shared_intermediates` context take :func:`special_call`.  The d
 options are taken after a check that torch's ``torch.backends.opt_einsum`` settings are at
 their defaults (four dict lookups).
 
-opt_einsum's door routes its calls through the same functions: :func:`call_options`,
-:func:`eager_call`, :func:`special_call`, :func:`traced_call`, :func:`tracing`,
-:func:`reject_backend` and :func:`shape_of` (the rest of this module is its own).
+opt_einsum's door routes its planned calls through one function, :func:`call`, and
+checks its arguments with :func:`call_options`, :func:`check_backend` and
+:func:`shape_of` (the rest of this module is its own).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
-    if backend is not None and backend not in TORCH_BACKENDS:
-        reject_backend(backend)
+    if backend is not None and backend not in _TORCH_BACKENDS:
+        _reject_backend(backend)
     if sizes:
         return _named(args, sizes, optimize, memory_limit, select, out, backend)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
@@ -246,10 +246,16 @@ def call_options(optimize, memory_limit, select) -> Options:
 
 # ----------------------------------------------------------------------- backend=
 
-TORCH_BACKENDS = ("auto", "torch")
+_TORCH_BACKENDS = ("auto", "torch")
 
 
-def reject_backend(backend):
+def check_backend(backend) -> None:
+    """Raise for a ``backend=`` that names no torch backend (None, ``"auto"``, ``"torch"``)."""
+    if backend is not None and backend not in _TORCH_BACKENDS:
+        _reject_backend(backend)
+
+
+def _reject_backend(backend):
     raise ArgumentError(f"einc runs on torch tensors only: backend={backend!r} is not one einc can use (it "
                         "accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
                         "for torch tensors drop backend= or pass backend='torch'")
@@ -301,6 +307,18 @@ def _shared_plan(eq: Equation, shapes, options: Options) -> Plan:
 
 
 engine.register("shared_plans", _shared_plan.cache_info, _shared_plan.cache_clear)
+
+
+def call(eq: Equation, operands, options: Options, out=None):
+    """einsum on an equation already parsed and options already made (opt_einsum's
+    ``ContractExpression``): the routing of :func:`einsum` below its argument handling --
+    the custom op while compiling, :func:`special_call` for ``out=`` or an open sharing
+    context, else :func:`eager_call`."""
+    if tracing():
+        return traced_call((eq.text, *operands), options.optimize, options.memory_limit, None, out)
+    if out is not None or sharing.STACKS:
+        return special_call(eq, operands, options, out)
+    return eager_call(eq, operands, options)
 
 
 def eager_call(eq: Equation, operands, options: Options):

@@ -14,8 +14,7 @@ import torch
 
 from . import autograd, named as named_axes, sharing
 from .planner import notation
-from .api import (TORCH_BACKENDS, call_options, eager_call, einsum, explain, reject_backend, shape_of, special_call,
-                  traced_call, tracing)
+from .api import call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
 from .planner import plan_for
 from .planner.equation import Equation, letter, parse, sublist_equation
@@ -77,8 +76,7 @@ class ContractExpression:
     def __call__(self, *operands, out=None, backend=None):
         """The contraction of these operands (the variable ones); ``out`` and ``backend``
         as for :func:`einsum`."""
-        if backend is not None and backend not in TORCH_BACKENDS:
-            reject_backend(backend)
+        check_backend(backend)
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         try:
@@ -94,12 +92,7 @@ class ContractExpression:
                 operands = _widened(operands)
             else:
                 folded = self._folded_as_given()
-        operands = (*operands, *folded)
-        if tracing():
-            return traced_call((self._text, *operands), self._options.optimize, self._options.memory_limit, None, out)
-        if out is not None or sharing.STACKS:
-            return special_call(self._eq, operands, self._options, out)
-        return eager_call(self._eq, operands, self._options)
+        return call(self._eq, (*operands, *folded), self._options, out)
 
     def _folded_as_given(self):
         """The constants folded in their own dtype, for operands of another dtype (made on
@@ -355,8 +348,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
-    if backend is not None and backend not in TORCH_BACKENDS:
-        reject_backend(backend)
+    check_backend(backend)
     if dtype is not None or order != "K" or casting != "safe":
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
