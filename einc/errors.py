@@ -129,3 +129,7 @@ class OutError(EincError, RuntimeError):
 class SizeKeywordError(ArgumentError, TypeError):
     """A keyword argument that is neither one of the door's keywords nor an axis of the
     (named) equation: a ``TypeError``, as torch.einsum's unexpected keyword is."""
+
+
+class KernelLoadError(EincError, RuntimeError):
+    """A generated kernel module failed to load; the message holds its numbered source."""

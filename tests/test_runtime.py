@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import einc
+from einc import errors
 from einc.runtime import loader, triton_executor
 
 pytest.importorskip("triton")
@@ -47,7 +48,7 @@ def test_broken_kernel_falls_back_once_with_the_right_answer(triton_backend, mon
 
 def test_load_error_shows_numbered_source_and_path(tmp_path, monkeypatch):
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
-    with pytest.raises(loader.KernelLoadError) as err:
+    with pytest.raises(errors.KernelLoadError) as err:
         loader.load("einc_broken_0", "x = 1\ndef broken(:\n")
     assert "   2  def broken(:" in str(err.value) and str(tmp_path) in str(err.value)
 

@@ -21,17 +21,13 @@ import threading
 import types
 
 from .. import _compat
-from ..errors import EincError, warn
+from ..errors import KernelLoadError, warn
 from . import diskcache
 
 _modules: dict = {}
 _lock = threading.Lock()
 os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 _warned: set = set()
-
-
-class KernelLoadError(EincError, RuntimeError):
-    """A generated module failed to load; the message holds its numbered source."""
 
 
 class _SourceLoader:
