@@ -18,7 +18,7 @@ import torch
 
 import einc
 
-from .load import Load, _cpu_sample  # noqa: F401 -- re-exported: bench/report.py, dispatch, models
+from .load import Load, _cpu_sample  # noqa: F401 -- re-exported: dispatch, models
 
 # The repository holding the einc package (an editable install or a clone); used for
 # the git revision in the header, and only when it is a git checkout.

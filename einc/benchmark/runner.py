@@ -625,7 +625,7 @@ def train_models(suite_path, text: str = "", device: str = "cpu") -> dict:
     if device != "cpu":
         print("einc bench --train: the models' training table is CPU-only; skipped", file=sys.stderr)
         return {}
-    # bench/models.py imports `bench.report`: run it as `bench.models` with its repository on sys.path
+    # run bench/models.py as `bench.models`, with its repository on sys.path
     root = str(path.parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)

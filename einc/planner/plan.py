@@ -141,11 +141,6 @@ def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
 
 # ----------------------------------------------------------------------- the path
 
-def find_path(graph: ContractionGraph, options: Options):
-    """The linear contraction path (opt_einsum's format) for ``graph``."""
-    return _path(graph, options)[0]
-
-
 def _path(graph: ContractionGraph, options: Options):
     """``(path, sizes)``: the path, and where it was found for other sizes of the same
     size class (:func:`size_class`) and reused, those sizes (else None)."""

@@ -19,7 +19,7 @@ def unroll(plan, step_functions):
     With a ``scale`` the result is multiplied by it: inside the last step where its
     function takes a ``scale`` keyword (a generated kernel's ``launch``: the kernel's
     epilogue), else by one multiply after it.  Intermediates are deleted after their last
-    use; the function's source is kept as ``run.source`` for ``einc dump``.
+    use.
     """
     n = plan.num_operands
     last_use = {}
@@ -48,7 +48,6 @@ def unroll(plan, step_functions):
             _CODE.clear()
         code = _CODE.setdefault(source, compile(source, "<einc plan>", "exec"))
     exec(code, env)
-    env["run"].source = source
     return env["run"]
 
 
