@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import EincError
-from .planner.equation import Equation, letter, parse
+from .planner.equation import Equation, parse, term_text, text_of
 from .planner.graph import ContractionGraph, build
 from .planner.options import Options
 from .runtime import dtypes, engine
@@ -194,10 +194,6 @@ _derived = LRUCache(4096)
 engine.register("gradients", _derived.info, _derived.clear)
 
 
-def _term_text(term) -> str:
-    return "".join(letter(i) for i in term)
-
-
 def _grad_recipe(g: ContractionGraph, k: int) -> GradRecipe:
     term = g.inputs[k]
     others = tuple(j for j in range(g.num_operands) if j != k)
@@ -206,8 +202,8 @@ def _grad_recipe(g: ContractionGraph, k: int) -> GradRecipe:
     result = tuple(i for i in unique if i in present)
     lonely = tuple((i, term.index(i)) for i in unique if i not in present)
     repeats = tuple((i, term.count(i)) for i in unique if term.count(i) > 1)
-    equation = ",".join([_term_text(g.output)] + [_term_text(g.inputs[j]) for j in others]) \
-        + "->" + _term_text(result)
+    equation = ",".join([term_text(g.output)] + [term_text(g.inputs[j]) for j in others]) \
+        + "->" + term_text(result)
     return GradRecipe(equation, others, result, lonely, repeats, term)
 
 
@@ -226,7 +222,7 @@ def derive(eq: Equation, shapes) -> Derived:
 
     def make():
         g = build(eq, classes)
-        text = ",".join(_term_text(t) for t in g.inputs) + "->" + _term_text(g.output)
+        text = text_of(g.inputs, g.output)
         return Derived(g, text, tuple(_grad_recipe(g, k) for k in range(g.num_operands)))
     return _derived.get_or_build(key, make)
 
@@ -344,8 +340,8 @@ def _batched(eq: Equation, in_dims, operands, contract, logical):
             terms.append((b,) + t)
             moved.append(o.movedim(d, 0))
     if len(terms) == len([d for d in in_dims if d is None]):   # nothing batched
-        return contract(",".join(map(_term_text, terms)) + "->" + _term_text(g.output), *moved), None
-    text = ",".join(map(_term_text, terms)) + "->" + _term_text((b,) + g.output)
+        return contract(",".join(map(term_text, terms)) + "->" + term_text(g.output), *moved), None
+    text = ",".join(map(term_text, terms)) + "->" + term_text((b,) + g.output)
     return contract(text, *moved), 0
 
 

@@ -17,7 +17,7 @@ from .planner import notation
 from .api import call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
 from .planner import plan_for
-from .planner.equation import Equation, letter, parse, sublist_equation
+from .planner.equation import Equation, letter, parse, sublist_equation, text_of
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
 from .planner.slicing import linear_path
@@ -171,7 +171,7 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
     for step in plan.steps:
         terms[step.result] = step.output
         if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
-            text = ",".join(_letters(t) for t in step.inputs) + "->" + _letters(step.output)
+            text = text_of(step.inputs, step.output)
             values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
                                                   options.for_gradient())
             for v in step.operands:
@@ -180,12 +180,8 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
             rest.append(step)
     variables = [k for k in range(g.num_operands) if k not in constants]
     kept = sorted(values)
-    text = ",".join(_letters(terms[v]) for v in variables + kept) + "->" + _letters(g.output)
+    text = text_of([terms[v] for v in variables + kept], g.output)
     return text, tuple(values[v] for v in kept), linear_path(variables + kept, rest) or ((0,),)
-
-
-def _letters(indices) -> str:
-    return "".join(letter(i) for i in indices)
 
 
 def _const_einsum_str(text: str, constants) -> str:

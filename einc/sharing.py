@@ -24,7 +24,7 @@ import contextlib
 import threading
 from collections import Counter
 
-from .planner.equation import letter, parse
+from .planner.equation import parse, term_text
 
 # thread id -> that thread's caches, innermost last.  Empty when no thread shares:
 # einc.einsum's hot path tests only its truthiness.
@@ -82,8 +82,8 @@ def run(plan, operands, cache: dict, contract, tag=None):
     values = dict(enumerate(operands))
     for step in plan.steps:
         ops = [values.pop(v) for v in step.operands]
-        terms = ["".join(letter(i) for i in t) for t in step.inputs]
-        output = "".join(letter(i) for i in step.output)
+        terms = [term_text(t) for t in step.inputs]
+        output = term_text(step.output)
         ordered = sorted(zip(terms, ops), key=lambda pair: id(pair[1]))
         key = ("einsum", parse(",".join(t for t, _ in ordered) + "->" + output).canonical,
                tuple(id(o) for _, o in ordered)) + ((tag,) if tag else ())

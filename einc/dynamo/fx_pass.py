@@ -44,7 +44,7 @@ import torch
 import torch.fx
 
 from .. import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
-from ..planner.equation import letter, parse
+from ..planner.equation import letter, parse, text_of
 from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape, val
 from ..planner.graph import ContractionGraph, build
 from ..planner.options import Options
@@ -299,8 +299,7 @@ def fuse_all(found: list) -> list:
 
 def _text(c: Contraction) -> str:
     ids = {i: k for k, i in enumerate(dict.fromkeys([i for t in c.terms for i in t] + list(c.output)))}
-    return ",".join("".join(letter(ids[i]) for i in t) for t in c.terms) + "->" + \
-        "".join(letter(ids[i]) for i in c.output)
+    return text_of([[ids[i] for i in t] for t in c.terms], [ids[i] for i in c.output])
 
 
 def _numel(c: Contraction, term) -> int:

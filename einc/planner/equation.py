@@ -38,6 +38,17 @@ def letter(i: int) -> str:
     return table[i]
 
 
+def term_text(indices) -> str:
+    """One term's text: a letter (:func:`letter`) per int index."""
+    return "".join([letter(i) for i in indices])
+
+
+def text_of(inputs, output) -> str:
+    """The equation text of int-index terms: ``text_of([(0, 1), (1, 2)], (0, 2)) == "ab,bc->ac"``
+    (the one way graph, step and slice indices are written back as text)."""
+    return ",".join([term_text(t) for t in inputs]) + "->" + term_text(output)
+
+
 @dataclass(frozen=True)
 class Equation:
     """A parsed equation.

@@ -62,7 +62,7 @@ import math
 from dataclasses import dataclass
 
 from .. import slicecost
-from .equation import letter
+from .equation import text_of
 from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .options import AUTO, COTENGRA, Options
@@ -566,8 +566,7 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
     # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
     inner = build_plan(inner_graph, str(inner_graph), Options.of(linear_path(range(graph.num_operands), base.steps)))
-    text = ",".join("".join(letter(i) for i in t if i in new) for t in graph.inputs) + "->" + \
-        "".join(letter(i) for i in graph.output if i in new)
+    text = text_of([[i for i in t if i in new] for t in graph.inputs], [i for i in graph.output if i in new])
 
     def back(indices):
         return tuple(keep[i] for i in indices)

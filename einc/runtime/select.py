@@ -46,7 +46,7 @@ import torch
 
 from .. import config
 from ..errors import warn
-from ..planner.equation import letter
+from ..planner.equation import text_of
 from .chunked import l2_bytes
 
 REPEATS = 5
@@ -151,8 +151,7 @@ def _environment(device) -> str:
 
 def signature(step, device, operands) -> str:
     """A step's key in the decisions file: device and versions, indices, shapes, strides, dtype."""
-    terms = ",".join("".join(letter(i) for i in t) for t in step.inputs) + "->" + \
-        "".join(letter(i) for i in step.output)
+    terms = text_of(step.inputs, step.output)
     layout = ";".join(f"{tuple(o.shape)}:{tuple(o.stride())}" for o in operands)
     return f"{_environment(device)}|{terms}|{layout}|{operands[0].dtype}"
 

@@ -15,7 +15,7 @@ import torch
 
 from .. import config, slicecost
 from ..planner import plan_for
-from ..planner.equation import letter, parse
+from ..planner.equation import parse, text_of
 from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicing import check_cost, hoisting, linear_path
@@ -91,14 +91,12 @@ class Runner:
         for r in roots:
             ops = sorted(leaves[r])
             steps = [st for st in plan.steps if st.result <= r and leaves[st.result] <= leaves[r]]
-            text = ",".join("".join(letter(i) for i in indices[v]) for v in ops) + "->" + \
-                "".join(letter(i) for i in indices[r])
+            text = text_of([indices[v] for v in ops], indices[r])
             self.roots.append((r, parse(text), ops, linear_path(ops, steps)))
         hoisted = set().union(*(leaves[r] for r in roots)) if roots else set()
         self.rest = [v for v in range(n) if v not in hoisted] + list(roots)
         steps = order[sum(len(path) for *_, path in self.roots):]      # the per-slice steps
-        text = ",".join("".join(letter(i) for i in indices[v]) for v in self.rest) + "->" + \
-            "".join(letter(i) for i in plan.graph.output if i not in dropped)
+        text = text_of([indices[v] for v in self.rest], [i for i in plan.graph.output if i not in dropped])
         self.eq = parse(text)
         self.options = Options.of(linear_path(self.rest, steps), None, self.options.select)
         self.root_entries = [None] * len(self.roots)
