@@ -34,7 +34,7 @@ import torch
 from . import autograd, custom_op, named as named_axes, sharing
 from .planner import notation, plan_for, slicing
 from .planner.graph import build
-from .planner.equation import Equation, parse, sublist_equation
+from .planner.equation import Equation, call_form, parse, sublist_equation
 from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
     ShapeError, SizeKeywordError
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
@@ -78,7 +78,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
         if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
             return _named(args, sizes, optimize, memory_limit, select, out, backend)
         return traced_call(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
-    if args and args[0].__class__ is str:
+    if args and args[0].__class__ is str:      # planner.equation.call_form, inline: one frame less
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
             operands = operands[0]
@@ -448,10 +448,9 @@ def _reject_under_fullgraph(error: str, message: str) -> bool:
 
 
 def _operands_of(args):
-    """The operands of ``einsum(*args)``, string or sublist form."""
+    """The operands of ``einsum(*args)``, string or sublist form (the sublists unchecked)."""
     if args and isinstance(args[0], str):
-        operands = args[1:]
-        return operands[0] if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else operands
+        return call_form(args)[1]
     return args[0::2][:len(args) // 2]
 
 

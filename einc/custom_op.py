@@ -36,7 +36,7 @@ import torch
 
 from . import autograd
 from .planner import notation
-from .planner.equation import parse, sublist_equation
+from .planner.equation import call_form, parse
 from .planner.graph import build
 from .planner.options import Options, encode
 from .runtime import dtypes, engine
@@ -49,12 +49,7 @@ _SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit, flo
 def traced_einsum(equation, operands, optimize, memory_limit):
     """What :func:`einc.einsum` does under torch.compile: one call of the custom op.
     Plain code, traced by dynamo: the options are checked when the op decodes them."""
-    if isinstance(equation, str):
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        text = equation
-    else:
-        text, operands = sublist_equation((equation,) + tuple(operands))
+    text, operands = call_form((equation, *operands))
     if not torch.compiler.is_dynamo_compiling() and _onnx_exporting():
         # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
         return torch._VF.einsum(text, list(operands))

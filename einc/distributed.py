@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from . import config
 from .planner import plan_for, slicing
-from .planner.equation import parse, sublist_equation
+from .planner.equation import call_form, parse
 from .errors import ArgumentError, EincError
 from .planner.graph import build
 from .planner.options import Options
@@ -63,11 +63,8 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     # Whatever fails on one rank fails below, with the others, never alone before a
     # collective (the others would wait in it until the group's timeout).
     try:
-        if args and isinstance(args[0], str):
-            eq = parse(args[0])
-        else:
-            text, operands = sublist_equation(args)
-            eq = parse(text)
+        text, operands = call_form(args)
+        eq = parse(text)
         operands = list(operands)
         engine.check_operands(eq, operands)
         if torch.is_grad_enabled() and any(o.requires_grad for o in operands):

@@ -16,6 +16,7 @@ import functools
 import operator
 
 from .errors import ArgumentError, OperandTypeError, OutError, ShapeError, caret
+from .planner.equation import call_form
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
 
 
@@ -36,10 +37,7 @@ def operands(args, sizes: dict) -> list:
     if not args or not isinstance(args[0], str):     # not __class__: torch 2.11's dynamo reads it as no str
         raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
-    found = args[1:]
-    if len(found) == 1 and found[0].__class__ in (list, tuple):
-        found = found[0]
-    return found
+    return call_form(args)[1]
 
 
 @functools.lru_cache(maxsize=1024)

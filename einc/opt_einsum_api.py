@@ -17,7 +17,7 @@ from .planner import notation
 from .api import call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
 from .planner import plan_for
-from .planner.equation import Equation, letter, parse, sublist_equation, text_of
+from .planner.equation import Equation, call_form, letter, parse, sublist_equation, text_of
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
 from .planner.slicing import linear_path
@@ -398,10 +398,8 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
                              f"casting={casting!r}; pass casting={looser} to allow it")
         return o.to(dtype)
     if args and isinstance(args[0], str):
-        operands = args[1:]
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = operands[0]
-        return (args[0], *[cast(k, o) for k, o in enumerate(operands)])
+        text, operands = call_form(args)
+        return (text, *[cast(k, o) for k, o in enumerate(operands)])
     n = len(args) // 2
     return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
 

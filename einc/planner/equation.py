@@ -212,6 +212,19 @@ def sublist_equation(args) -> tuple[str, list]:
     return text, operands
 
 
+def call_form(args) -> tuple[str, list]:
+    """``(equation text, operands)`` of an einsum call's positional arguments: the string
+    form ``(equation, op0, op1, ...)``, its operands possibly given as one list or tuple,
+    or torch's sublist form (:func:`sublist_equation`).  The one call-form parser;
+    :func:`einc.einsum`'s eager path inlines its string branch."""
+    if args and isinstance(args[0], str):
+        operands = args[1:]
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = operands[0]
+        return args[0], operands
+    return sublist_equation(args)
+
+
 def _sublist_term(sub, what: str) -> str:
     if isinstance(sub, (str, bytes)) or not hasattr(sub, "__iter__") or getattr(sub, "ndim", 1) != 1:
         raise OperandTypeError(f"einsum(): the subscripts of {what} must be a list of ints and Ellipsis, "
