@@ -19,6 +19,7 @@ models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend=
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import time
@@ -521,7 +522,7 @@ def default_out(suite_path) -> Path:
     ``einc-bench/`` under the current directory for the suite installed with the package."""
     from .suite import PACKAGED
 
-    path = Path(suite_path).resolve()
+    path = Path(os.path.abspath(suite_path))       # not resolve(): bench/suite.json is a link to PACKAGED
     return Path("einc-bench") if path == PACKAGED else path.parent / "results"
 
 
@@ -618,7 +619,7 @@ def train_models(suite_path, text: str = "", device: str = "cpu") -> dict:
     CPU models).  The file is imported, not edited: its builders are the one definition."""
     import importlib.util
 
-    path = Path(suite_path).resolve().parent / "models.py"
+    path = Path(os.path.abspath(suite_path)).parent / "models.py"     # beside the link, not its target
     if not path.is_file():
         print(f"einc bench --train: no {path}, so no models' training table", file=sys.stderr)
         return {}

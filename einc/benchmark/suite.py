@@ -2,7 +2,7 @@
 
 The suite ships inside the package (``einc/benchmark/suite.json``, so that ``einc bench``
 and ``einc dump --suite`` work after a wheel install); ``bench/suite.json`` in the
-repository is the same file (a test keeps them identical).
+repository is a symbolic link to it.
 
 Each workload has an ``id``, a ``category``, an ``equation`` and two variants,
 ``cpu`` (small, float32) and ``gpu`` (large, the workload's own dtype), each with
