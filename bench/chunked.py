@@ -1,5 +1,5 @@
 """Products in chunks against the whole product, on the CPU, by size
-(``einc/runtime/chunked.py``: where its thresholds come from).
+(``einc/runtime/torch_executor/chunked.py``: where its thresholds come from).
 
     python bench/chunked.py [--threads 1] [--rounds 15] [--budget 10] [--filter REGEX]
                             [--scales 1,1.5,2,3,4,32] [--chunk-kib 1024]
@@ -33,7 +33,7 @@ import torch
 import einc
 from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
-from einc.runtime import chunked
+from einc.runtime.torch_executor import chunked
 
 from bench.pairwise import cpu_setup
 

@@ -8,7 +8,7 @@ The same as ``einc bench --dispatch`` (the code is in einc/benchmark/dispatch.py
 ``--kernels-noop`` measures einc's own Python per kernel step instead: CPU tensors
 through the generated kernels (Triton's interpreter) with each kernel launch a no-op
 (writes dispatch_kernels_noop.md/.csv).  ``--blas-steps`` times einc's cuBLAS step
-function (``einc/runtime/blas.py``) on tiny operands against the bare mm/bmm and
+function (``einc/runtime/torch_executor/blas.py``) on tiny operands against the bare mm/bmm and
 torch.einsum (CUDA when present, else the CPU; writes dispatch_blas_steps.md/.csv).
 """
 

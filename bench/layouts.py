@@ -3,7 +3,7 @@
     python bench/layouts.py --set NAME=VALUE [--set ...] [--filter REGEX] [--variant cpu|gpu]
                             [--threads 2] [--rounds 4] [--budget 20] [--all] [--train]
 
-``NAME`` is one of the model's constants in ``einc/runtime/ttgt.py`` (``FAR_MOST``,
+``NAME`` is one of the model's constants in ``einc/runtime/torch_executor/ttgt.py`` (``FAR_MOST``,
 ``COPY_KEEP``, ...; ``inf`` allowed).  Per workload of the suite (ids matching ``REGEX``;
 ``--variant gpu``: the GPU variants' shapes and dtypes, still on the CPU), einc's plan is
 built twice, once with the settings and once with the defaults, and every layout the
@@ -41,18 +41,19 @@ from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
-from einc.runtime import engine, ttgt
+from einc.runtime import engine
+from einc.runtime.torch_executor import ttgt
 
 _ORACLE_MOST = 512 << 20     # bytes of a float64 result checked against torch.einsum
 
 
 def setting(text):
-    """``NAME=VALUE`` -> (name, value), for a numeric constant of ``einc.runtime.ttgt``."""
+    """``NAME=VALUE`` -> (name, value), for a numeric constant of ``einc.runtime.torch_executor.ttgt``."""
     name, _, value = text.partition("=")
     now = getattr(ttgt, name, None)
     if not name.isupper() or isinstance(now, bool) or not isinstance(now, (int, float)):
         known = ", ".join(n for n, v in vars(ttgt).items() if n.isupper() and isinstance(v, (int, float)))
-        raise argparse.ArgumentTypeError(f"{name!r} is not a constant of einc/runtime/ttgt.py ({known})")
+        raise argparse.ArgumentTypeError(f"{name!r} is not a constant of einc/runtime/torch_executor/ttgt.py ({known})")
     try:
         number = float(value)
     except ValueError:
@@ -72,7 +73,7 @@ def _shown(ta, tb, out, lay, note=""):
 def built(eq, ops, settings):
     """(the entry, the layouts the model picked while building it: the torch executor
     chooses each step's layout then, and where a gradient will be taken another one if
-    :func:`~einc.runtime.ttgt.for_training` says so), with ``settings`` in force."""
+    :func:`~einc.runtime.torch_executor.ttgt.for_training` says so), with ``settings`` in force."""
     saved = {name: getattr(ttgt, name) for name, _ in settings}
     picked, real_training = [], ttgt.for_training
 
@@ -128,9 +129,9 @@ def _training_step(ops):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="The copy-cost model's layouts with a setting changed, against "
-                                            "its defaults (einc/runtime/ttgt.py), on the CPU.")
+                                            "its defaults (einc/runtime/torch_executor/ttgt.py), on the CPU.")
     p.add_argument("--set", dest="settings", type=setting, action="append", required=True,
-                   metavar="NAME=VALUE", help="a constant of einc/runtime/ttgt.py and its value (repeatable)")
+                   metavar="NAME=VALUE", help="a constant of einc/runtime/torch_executor/ttgt.py and its value (repeatable)")
     p.add_argument("--filter", default="", help="a regular expression over workload ids")
     p.add_argument("--variant", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--threads", type=int, default=2)

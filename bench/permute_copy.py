@@ -1,5 +1,5 @@
 """Permuting copies on the CPU: torch's ``x.permute(...).contiguous()`` against the
-alternatives tried for issue 23 (``einc/runtime/permute_copy.py`` keeps what won).
+alternatives tried for issue 23 (``einc/runtime/torch_executor/permute_copy.py`` keeps what won).
 
     python bench/permute_copy.py [--threads 1] [--rounds 21] [--budget 1.5] [--filter TEXT]
 
@@ -18,7 +18,7 @@ Methods (each builds a fresh result, as the executor does), timed in interleaved
 
 - ``memcpy``: a contiguous copy of as many bytes (the bandwidth bound);
 - ``torch``: ``x.permute(p).contiguous()``;
-- ``einc``: ``einc.runtime.permute_copy.permuted_copy`` (the 2-D transpose of long
+- ``einc``: ``einc.runtime.torch_executor.permute_copy.permuted_copy`` (the 2-D transpose of long
   block swaps, the wide copy of runs of 16-48 bytes);
 - ``wide``: the wide copy at any size, where it applies;
 - ``blocked``: a ``copy_`` per slice of the result's leading index (each slice's source
@@ -49,7 +49,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import einc
 from einc.benchmark.suite import find_suite, load
 from einc.benchmark.timing import interleaved, ratio_interval
-from einc.runtime import permute_copy as pc
+from einc.runtime.torch_executor import permute_copy as pc
 
 from bench.pairwise import cpu_setup
 

@@ -387,7 +387,7 @@ def cmd_bench(args) -> int:
 # ----------------------------------------------------------------------- cache
 
 def cmd_cache(args) -> int:
-    from .runtime import diskcache     # standard library only, like config
+    from .runtime.triton_executor import diskcache     # standard library only, like config
 
     directory = diskcache.kernel_dir(create=False)
     if args.action == "path":

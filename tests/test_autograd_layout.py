@@ -8,7 +8,7 @@ import torch
 
 import einc
 from einc.runtime import torch_executor as tx
-from einc.runtime import ttgt
+from einc.runtime.torch_executor import ttgt
 
 D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.

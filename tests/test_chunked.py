@@ -1,4 +1,4 @@
-"""runtime/chunked.py: the last product and its permuting copy, a chunk at a time.
+"""runtime/torch_executor/chunked.py: the last product and its permuting copy, a chunk at a time.
 
 Chunks are taken for products of 16 MiB and more; most tests here lower the thresholds
 (``chunks_always``) so that small two-operand contractions, drawn with every role of an
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import einc
 import fuzz
-from einc.runtime import chunked, permute_copy
+from einc.runtime.torch_executor import chunked, permute_copy
 
 ROLES = ("batch", "m", "n", "k")
 
@@ -120,7 +120,7 @@ def contractions(draw):
 def test_chunks_match_torch_einsum(chunks_always, taken, monkeypatch, case, dtype, layouts, chunk, seed, choice):
     """In a layout drawn among those the copy-cost model weighs (most put the product in
     another order than the result), chunks of 1 to 256 bytes per thread."""
-    from einc.runtime import ttgt
+    from einc.runtime.torch_executor import ttgt
     monkeypatch.setattr(ttgt, "SMALL", 0)
     monkeypatch.setattr(ttgt, "pick", lambda found: found[choice % len(found)])
     _check_drawn(case, dtype, layouts, chunk, seed, lambda: taken["calls"], "in chunks")

@@ -91,7 +91,7 @@ def test_every_golden_module_parses_and_names_are_python_identifiers():
 def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
     """A module holds its @triton.jit kernel(s) and a short description of how to launch
     them (``layout``, the ``Launcher`` line, ``launch`` and ``screen``): the host machinery is in
-    einc/runtime/launch.py, once, not printed into every module."""
+    einc/runtime/triton_executor/launch.py, once, not printed into every module."""
     for f in (ROOT / "kernels").rglob("*.py"):
         source = f.read_text()
         tree = ast.parse(source)
@@ -99,7 +99,7 @@ def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
         host = [n.name for n in functions if not any(getattr(d, "attr", None) == "jit" for d in n.decorator_list)]
         assert host == ["layout", "launch", "screen"], (f.name, host)
         assert not [n for n in tree.body if isinstance(n, ast.ClassDef)], f.name
-        assert "from einc.runtime.launch import Launcher" in source
+        assert "from einc.runtime.triton_executor.launch import Launcher" in source
         first_host = min(n.lineno for n in functions if n.name == "layout")
         assert len(source.splitlines()) - first_host < 50, f.name
 

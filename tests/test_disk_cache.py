@@ -19,7 +19,7 @@ import einc
 from einc import config
 from einc.cli import main
 from einc.errors import ConfigError, EincError
-from einc.runtime import diskcache, loader
+from einc.runtime.triton_executor import diskcache, loader
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -461,7 +461,7 @@ def test_eviction_removes_temporary_files_left_by_killed_writers(fresh):
 WORKER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from einc.runtime import loader
+    from einc.runtime.triton_executor import loader
     worker, count, shared, gate = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "same", Path(sys.argv[4])
     while not gate.exists():
         time.sleep(0.01)

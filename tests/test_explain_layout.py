@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import einc
-from einc.runtime import loader, triton_executor
+from einc.runtime import triton_executor
+from einc.runtime.triton_executor import loader
 
 pytestmark = pytest.mark.kernels
 

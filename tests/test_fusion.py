@@ -340,7 +340,8 @@ def test_measured_selection_times_the_fused_kernel_against_its_parts_on_torch(on
 
 def _spy_launches(monkeypatch, equation, shapes, dtype, path=None):
     """The scales each of the plan's generated kernels is launched with (a list per kernel)."""
-    from einc.runtime import loader, triton_executor
+    from einc.runtime import triton_executor
+    from einc.runtime.triton_executor import loader
     plan = triton_executor.program(_plan(equation, shapes, path), dtype)
     seen = []
     for k in triton_executor.kernels(plan, dtype, shapes):
@@ -487,7 +488,7 @@ def test_the_64_bit_offset_variant_computes_the_same(kernel_device, equation, sh
     run on small operands: the same answer."""
     import dataclasses
     from einc.codegen import render
-    from einc.runtime import loader
+    from einc.runtime.triton_executor import loader
     (kernel,) = lower_program(fuse_plan(_plan(equation, shapes, path), "float64"), "float64", shapes)
     wide = dataclasses.replace(kernel, int64=True, name=kernel.name + "_wide")
     source = render(wide)

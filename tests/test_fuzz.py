@@ -90,10 +90,10 @@ def test_torch_executor(case, seed):
 @given(case=fuzz.cases(max_operands=4), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16))
 def test_torch_executor_in_every_layout(case, seed, choice):
     """Each contraction step in a layout drawn among those the copy-cost model weighs
-    (runtime/ttgt.py: which operand is left, which indices are batch, their order),
+    (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch, their order),
     not only the cheapest; a last product whose result is permuted made in chunks of a
-    drawn size (runtime/chunked.py), as only large ones are."""
-    from einc.runtime import chunked, ttgt
+    drawn size (runtime/torch_executor/chunked.py), as only large ones are."""
+    from einc.runtime.torch_executor import chunked, ttgt
     real, drawn = ttgt.pick, []
 
     def pick(found):
@@ -252,7 +252,7 @@ def test_gradients_in_every_layout(case, seed, choice):
     """Gradients through a layout drawn among those the copy-cost model weighs, and where it
     broadcasts an operand, through the training layout ``ttgt.for_training`` may take
     instead (made to switch half the time), against torch's."""
-    from einc.runtime import ttgt
+    from einc.runtime.torch_executor import ttgt
     real, partial, training = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training
     switched = []
 

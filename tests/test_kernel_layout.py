@@ -204,7 +204,7 @@ def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatc
     finish kernel); with a row or column index in T the partial sums land where the
     result's strides say and add up to the float64 answer."""
     import einc
-    from einc.runtime import launch
+    from einc.runtime.triton_executor import launch
     from oracle import assert_close, reference
     splits = []
     real = launch.split
@@ -248,7 +248,7 @@ def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
     and add up to the float64 answer."""
     import einc
     from einc.codegen import lower
-    from einc.runtime import launch
+    from einc.runtime.triton_executor import launch
     from oracle import assert_close, reference
     monkeypatch.setattr(lower, "WRITE_BOUND", 0)
     splits = []
@@ -271,7 +271,7 @@ def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device
     small operands."""
     import dataclasses
     from einc.codegen import render
-    from einc.runtime import loader
+    from einc.runtime.triton_executor import loader
     from oracle import assert_close, reference
     eq = parse(equation)
     (kernel,) = lower_program(build_plan(build(eq, shapes), eq.text), "float64", shapes)
@@ -294,7 +294,7 @@ def test_every_suite_kernels_host_passes_only_names_its_kernel_takes(wid, equati
     tensors of the suite's shapes, no launch."""
     pytest.importorskip("triton")
     from einc.codegen import render
-    from einc.runtime import launch, loader
+    from einc.runtime.triton_executor import launch, loader
     eq = parse(equation)
     plan = build_plan(build(eq, shapes), eq.text)
     values = dict(enumerate(shapes))

@@ -7,7 +7,7 @@ import torch
 
 import einc
 from einc.cli import main
-from einc.runtime import diskcache
+from einc.runtime.triton_executor import diskcache
 
 pytestmark = pytest.mark.kernels
 

@@ -12,7 +12,8 @@ from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
-from einc.runtime import launch, loader, triton_executor
+from einc.runtime import triton_executor
+from einc.runtime.triton_executor import launch, loader
 from oracle import assert_close, reference
 
 pytest.importorskip("triton")

@@ -24,7 +24,8 @@ from einc.planner.graph import build
 from einc.codegen.lower import lower_program
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
-from einc.runtime import launch, loader, triton_executor
+from einc.runtime import triton_executor
+from einc.runtime.triton_executor import launch, loader
 
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")

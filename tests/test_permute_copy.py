@@ -1,4 +1,4 @@
-"""runtime/permute_copy.py: a permuting copy equals ``x.permute(...).contiguous()`` bit for
+"""runtime/torch_executor/permute_copy.py: a permuting copy equals ``x.permute(...).contiguous()`` bit for
 bit, for every permutation, dtype, size (0 and 1, and on both sides of the wide copy's
 thresholds), strided, expanded and offset sources, and through autograd; the wide copy is
 taken exactly where the module says; einc's results through it match torch.einsum."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import einc
-from einc.runtime import permute_copy as pc
-from einc.runtime.permute_copy import MIN_BYTES, permuted_copy, wide_plan
+from einc.runtime.torch_executor import permute_copy as pc
+from einc.runtime.torch_executor.permute_copy import MIN_BYTES, permuted_copy, wide_plan
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64, torch.int64,
           torch.int32, torch.int8, torch.bool]

@@ -9,7 +9,8 @@ import torch
 
 import einc
 from einc import errors
-from einc.runtime import loader, triton_executor
+from einc.runtime import triton_executor
+from einc.runtime.triton_executor import loader
 
 pytest.importorskip("triton")
 

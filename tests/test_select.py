@@ -17,7 +17,8 @@ import fuzz
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.plan import build_plan
-from einc.runtime import blas, select
+from einc.runtime import select
+from einc.runtime.torch_executor import blas
 
 pytestmark = pytest.mark.kernels
 TIMED = select.REPEATS + 1      # timed runs of a candidate that measure keeps: the first round, then the rounds
@@ -239,7 +240,7 @@ def test_measure_times_the_copy_cost_models_layout_as_a_third_candidate(timed, m
     """Where the step is a copy-free cuBLAS product and the torch executor's layout copies
     (here forced: the costliest layout), that TTGT step is timed too; the fastest wins and
     is remembered under its name."""
-    from einc.runtime import ttgt
+    from einc.runtime.torch_executor import ttgt
     device, seen, folder = timed
     monkeypatch.setattr(ttgt, "pick", lambda found: max(found, key=lambda lay: lay.cost))
 
@@ -269,7 +270,7 @@ def test_measure_times_the_last_product_in_chunks_as_a_candidate(timed, monkeypa
     chunk at a time (``chunked.plan_chunks(...).anywhere``: on CUDA, chunks of half the
     L2) is timed beside the kernel and the torch executor's step; the fastest wins, is
     remembered as ``chunks`` and gives the right answer on every later call."""
-    from einc.runtime import chunked
+    from einc.runtime.torch_executor import chunked
     device, seen, folder = timed
     monkeypatch.setattr(chunked, "MIN_BYTES", 0)
     monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
@@ -462,7 +463,7 @@ def test_chunks_on_cuda_take_half_its_l2(monkeypatch):
     on the CPU, per thread."""
     from types import SimpleNamespace
 
-    from einc.runtime import chunked
+    from einc.runtime.torch_executor import chunked
     asked = []
 
     def properties(index, **l2):

@@ -1,4 +1,4 @@
-"""The torch executor's layouts for a contraction step (runtime/ttgt.py): the copy-cost
+"""The torch executor's layouts for a contraction step (runtime/torch_executor/ttgt.py): the copy-cost
 model's choice on hand-checked cases, and every layout it may choose exact, through
 views of strided and expanded operands, at sizes 0 and 1, with gradients, and within
 the live-memory bound slicing counts."""
@@ -14,7 +14,7 @@ from einc.planner.graph import build
 from einc.planner.plan import build_plan
 from einc.planner.slicing import live_peak
 from einc.runtime import torch_executor as tx
-from einc.runtime import ttgt
+from einc.runtime.torch_executor import ttgt
 from test_slicing import _Allocations, _Live
 
 

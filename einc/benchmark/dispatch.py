@@ -172,7 +172,7 @@ BLAS_STEPS = [("ij,jk->ik", [(16, 16), (16, 16)], lambda a, b: torch.mm(a, b)),
 
 
 def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
-    """The host cost of one cuBLAS step as einc runs it (:func:`einc.runtime.blas.step_function`:
+    """The host cost of one cuBLAS step as einc runs it (:func:`einc.runtime.torch_executor.blas.step_function`:
     the step as ``torch.mm`` / ``torch.bmm`` on strided views) against the bare ``mm`` / ``bmm``
     of the same product and torch.einsum, on tiny float32 operands (CUDA when there is one, synchronized at the ends
     of each batch; else the CPU); writes OUT/dispatch_blas_steps.md and .csv.  1 if a step's
@@ -180,7 +180,7 @@ def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
     from ..planner.equation import parse
     from ..planner.graph import build
     from ..planner.plan import build_plan
-    from ..runtime import blas
+    from ..runtime.torch_executor import blas
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else None
@@ -205,7 +205,7 @@ def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
         table.append([f"`{eq}`", "×".join(map(str, shapes[0])), *map(report.us, m)])
         data.append([eq, device, *[round(v * 1e6, 3) for v in m], n_rounds])
     md = report.header(f"einc's cuBLAS step, host cost ({device})", "float32", load, [
-        "the step as einc runs it (einc.runtime.blas.step_function) against the bare mm/bmm of the same "
+        "the step as einc runs it (einc.runtime.torch_executor.blas.step_function) against the bare mm/bmm of the same "
         f"product and torch.einsum; median over up to {rounds} rounds (budget {budget:.0f} s/step), "
         "interleaved, batches ≥ 2 ms" + (", synchronized at the ends of each batch" if sync else "")])
     md += report.markdown_table(["step", "A", "einc step µs", "bare mm/bmm µs", "torch.einsum µs"], table)

@@ -5,7 +5,7 @@ dump`` works where no GPU stack is installed.  A module holds a header (equation
 step, dtypes, accumulator, offsets), one ``@triton.jit`` kernel written in the style of
 Triton's matrix-multiplication tutorial, and a short description of how to launch it
 (:mod:`.launcher`: a ``layout`` function, the line building its shared
-:class:`einc.runtime.launch.Launcher`, and ``launch()``).  The same kernel always gives
+:class:`einc.runtime.triton_executor.launch.Launcher`, and ``launch()``).  The same kernel always gives
 byte-identical source: no timestamps, paths or set/dict-order dependence.
 """
 

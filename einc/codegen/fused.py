@@ -9,7 +9,7 @@ over the output tile) before the store, which writes the final layout.  Index si
 group extents are ``tl.constexpr`` (each module serves one shape), so the index splits
 compile to constants.  The module holds the kernel and, as every generated module, a short
 description of how to launch it (:mod:`.launcher`; the shared
-:class:`einc.runtime.launch.Launcher` does the rest), without split-K.
+:class:`einc.runtime.triton_executor.launch.Launcher` does the rest), without split-K.
 """
 
 from __future__ import annotations

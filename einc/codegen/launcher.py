@@ -2,7 +2,7 @@
 
 Every generated module (matmul, reduce and fused) ends the same way: a ``layout``
 function reading one launch's output shape, stride arguments and sizes from the operands,
-one line building its :class:`einc.runtime.launch.Launcher` (which holds the autotuner, the
+one line building its :class:`einc.runtime.triton_executor.launch.Launcher` (which holds the autotuner, the
 configs, the layout cache, the K split and its ``finish`` pass, the compiled-launch fast
 path and the precision policy, once for every module), and ``launch()``: look the layout
 up, allocate the output, run.  Text only: codegen never imports the runtime.
@@ -39,7 +39,7 @@ def stride_source(k, param: str) -> str:
 
 
 def table(k) -> str:
-    """The name of the autotuner's config table (:func:`einc.runtime.launch.config_table`)."""
+    """The name of the autotuner's config table (:func:`einc.runtime.triton_executor.launch.config_table`)."""
     if k.kind == FUSED:
         return "fused"
     if k.kind == MATMUL:
@@ -61,7 +61,7 @@ def merged_k(k) -> str | None:
 
 def imports(k) -> str:
     """The module's import of the shared launcher."""
-    return "from einc.runtime.launch import Launcher" + (", merged" if merged_k(k) else "")
+    return "from einc.runtime.triton_executor.launch import Launcher" + (", merged" if merged_k(k) else "")
 
 
 def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:

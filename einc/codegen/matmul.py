@@ -6,7 +6,7 @@ and columns are wrapped (``% M``) so that loads need no row mask.  Where K is on
 the operand pointers are built once and advanced by ``BLOCK_K`` strides; where it holds
 several, the (constant-divisor) split runs once per iteration.  ``SPLIT_K`` programs
 along the grid's second axis share the K range of one tile (``K_SPLIT`` each) and write
-partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.launch`) adds in a fixed order.
+partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.triton_executor.launch`) adds in a fixed order.
 """
 
 from __future__ import annotations

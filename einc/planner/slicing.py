@@ -454,7 +454,7 @@ def hoisting(steps, inputs, num_operands, sliced):
 FEW_OUTPUTS = 16
 LONG_SUM = 4096
 # - an operand may be broadcast over a batch index of the other's own and copied expanded
-#   (einc.runtime.ttgt) only where the larger operand has COPY_WORTH_SPARING elements or
+#   (einc.runtime.torch_executor.ttgt) only where the larger operand has COPY_WORTH_SPARING elements or
 #   more and the expanded copy at most half of it.
 COPY_WORTH_SPARING = 1 << 16
 
@@ -469,7 +469,7 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
       (a permuted, or strided, view that does not read as matrices is copied, by the
       reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
       half of it, for the other input broadcast over a batch index of its own and copied
-      expanded (:mod:`einc.runtime.ttgt` allows no larger expanded copy);
+      expanded (:mod:`einc.runtime.torch_executor.ttgt` allows no larger expanded copy);
     - a matrix product with few outputs per batch element (one, or at most
       ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more), which the torch executor runs as
       multiply-and-sum: also the elementwise product before its sum;

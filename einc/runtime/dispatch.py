@@ -16,7 +16,8 @@ from ..planner import fuse
 from ..errors import ConfigError, warn
 from ..codegen.lower import supported
 from ..planner.strides import contiguous
-from . import blas, select, torch_executor, triton_executor
+from . import select, torch_executor, triton_executor
+from .torch_executor import blas
 from .program import scaled, unit_functions, unroll
 
 _warned: set = set()
@@ -329,7 +330,7 @@ def _unreadable(ops) -> bool:
 
 def _this_call_only(error, ops) -> bool:
     """Whether a kernel's failure is this call's operands', not the kernel's: a view that
-    32-bit offsets cannot reach (:mod:`einc.runtime.launch`), or fake tensors (a fake mode,
+    32-bit offsets cannot reach (:mod:`einc.runtime.triton_executor.launch`), or fake tensors (a fake mode,
     tracing) and other tensors without storage (the batched tangents of
     ``jacobian(vectorize=True)``): no memory to launch on.  Such a call runs on torch and
     the kernels stay."""

@@ -23,10 +23,11 @@ from ..planner.equation import Equation, parse
 from ..errors import ArgumentError, OperandTypeError
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, loader, select, sliced
+from . import admission, dispatch, dtypes, select, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import read_order
+from .triton_executor import loader
 
 _plans = LRUCache(config.cache_size())
 

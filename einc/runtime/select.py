@@ -2,12 +2,12 @@
 
 Per step the candidates are a generated Triton kernel (``triton``) and torch: cuBLAS
 with no copy where the step is one strided-batched matrix product on its operands as
-they are (``blas``, :mod:`einc.runtime.blas`), and the torch executor's step
+they are (``blas``, :mod:`einc.runtime.torch_executor.blas`), and the torch executor's step
 (``torch``: for a contraction, copies and then cuBLAS in the layout the copy-cost model
-chose, :mod:`einc.runtime.ttgt`), which is the other candidate where there is no
+chose, :mod:`einc.runtime.torch_executor.ttgt`), which is the other candidate where there is no
 ``blas`` one, and a third beside it where its layout copies something; where that
 step's product (16 MiB or more) is copied, permuted, into the result, the same made a
-chunk of half the L2 cache at a time (``chunks``, :mod:`einc.runtime.chunked`), so
+chunk of half the L2 cache at a time (``chunks``, :mod:`einc.runtime.torch_executor.chunked`), so
 that the product is never written whole to memory.  Where the default kernel moved a
 stranded unit-stride index into the tile's T axis or a 2-D N or K block
 (:mod:`einc.codegen.lower`), the kernel lowered without that move (``plain``: M, N and K
@@ -47,7 +47,7 @@ import torch
 from .. import config
 from ..errors import warn
 from ..planner.equation import text_of
-from .chunked import l2_bytes
+from .torch_executor.chunked import l2_bytes
 
 REPEATS = 5
 SCREEN = 4.0        # a screened kernel this many times the first round's fastest, or slower, is left out
@@ -135,7 +135,7 @@ _warned = False
 
 
 def _path():
-    from . import diskcache
+    from .triton_executor import diskcache
     return diskcache.cache_root() / "decisions.json"
 
 
@@ -189,7 +189,7 @@ def remembered(key: str) -> Choice | None:
 def remember(key: str, choice: Choice) -> None:
     """Keep a decision, in memory and in the decisions file (merged with what other
     processes wrote meanwhile; written atomically)."""
-    from . import diskcache
+    from .triton_executor import diskcache
     with _lock:
         decisions = _load()
         decisions[key] = {"backend": choice.backend, "us": choice.timings}
@@ -244,7 +244,7 @@ def measure(candidates: dict, args, screens=None) -> Choice:
 
     A first round runs each candidate once untimed (compile, allocate), then times one
     run of it; a generated kernel runs there as its ``screens`` function has it (one
-    config, untuned: :meth:`einc.runtime.launch.Launcher.screen`), so that it is not
+    config, untuned: :meth:`einc.runtime.triton_executor.launch.Launcher.screen`), so that it is not
     autotuned before it has shown it could win.  A kernel so screened whose time is
     :data:`SCREEN` times the round's fastest or more is left out (its time is kept among
     the timings): on an H100 the kernels of ``pw_ccsd_aebf_*`` took 75-165 ms a run

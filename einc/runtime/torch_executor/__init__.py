@@ -1,0 +1,567 @@
+"""The torch executor: a :class:`~einc.planner.plan.Plan` run step by step on torch ops.
+
+``step_functions`` turns each step into a closure that does only what that step
+needs, decided once per key: diagonals and single-operand sums first (views where
+possible), then a matrix product for ``contract`` steps, multiply-and-sum for
+``dot`` steps (torch.einsum would run a batched matrix-vector product there, ~20x
+slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more for
+``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
+``torch.func`` work through it.  The final step always returns a fresh tensor in
+standard contiguous layout.
+
+Copies around the matrix products, which torch's autograd then differentiates: the
+layout of each product (which operand is left, which indices are batch, their order) is
+the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a gradient will be taken, an operand whose
+matrices have no unit-stride axis is copied once into a contiguous stack
+(:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
+matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
+large last product whose result is permuted is made a chunk at a time, each chunk copied
+into the result while in cache, and a large multiply and sum a block at a time
+(:mod:`einc.runtime.torch_executor.chunked`).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+import torch
+
+from ...planner.strides import by_stride, contiguous
+from ...errors import DtypeError
+from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ...planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
+from . import ttgt
+from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
+from .chunked import plan_chunks, plan_sum_chunks
+from .permute_copy import permuted_copy as _permuted_copy, untracked
+
+_HALF = (torch.float16, torch.bfloat16)
+WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
+
+
+def _integral(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def _perm(src, dst):
+    """The permutation taking index order ``src`` to ``dst``, or None if identity."""
+    p = tuple(src.index(i) for i in dst)
+    return None if p == tuple(range(len(p))) else p
+
+
+def _chain(fns):
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+
+    def chained(x):
+        for f in fns:
+            x = f(x)
+        return x
+    return chained
+
+
+def _prep(term, lonely, plan: Plan, dtype, widen=False):
+    """Diagonals, squeezes and sums of the indices ``lonely`` to this operand.
+
+    Returns ``(fn or None, remaining term, dtype after, whether it computes)``.
+    A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
+    or more operands torch squeezes size-1 indices instead of summing them, so for
+    integral dtypes einc does the same to give the same result dtype.  With ``widen``
+    an integer operand narrower than int64 (or uint16/32/64) that no sum here promotes is made int64, a float16 /
+    bfloat16 one float32 (complex32: complex64), after its sums and views: no larger
+    copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
+    with an int64 result, 16-bit floats in a slice of a sliced plan, runtime/sliced.py).
+    """
+    g = plan.graph
+    term = list(term)
+    fns = []
+    while len(set(term)) != len(term):
+        i = next(i for i in term if term.count(i) > 1)
+        d1 = term.index(i)
+        d2 = term.index(i, d1 + 1)
+        fns.append(lambda x, d1=d1, d2=d2: x.diagonal(0, d1, d2))
+        term = [t for k, t in enumerate(term) if k not in (d1, d2)] + [i]
+    squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
+               and (plan.num_operands > 1 or not _integral(dtype))]
+    if squeeze:
+        sq = tuple(squeeze)
+        fns.append(lambda x: x.squeeze(sq))
+        term = [i for d, i in enumerate(term) if d not in squeeze]
+    summed = tuple(d for d, i in enumerate(term) if i in lonely)
+    if summed:
+        fns.append(lambda x: x.sum(summed))
+        term = [i for i in term if i not in lonely]
+        if _integral(dtype):
+            dtype = torch.int64
+    wide = WIDER.get(dtype) if widen else None
+    cast = wide is not None
+    if cast:
+        fns.append(lambda x: x.to(wide))
+        dtype = wide
+    return _chain(fns), term, dtype, bool(summed) or cast
+
+
+def _reduce(step, plan, dtype, final, is_input, widen=False):
+    fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype, widen)
+    perm = _perm(term, list(step.output))
+    tail = [fn, (lambda x: x.permute(perm)) if perm else None]
+    if final and (computed or not is_input):
+        tail.append(lambda x: x.contiguous())
+    elif final:                                 # only views of the caller's tensor so far
+        term = step.inputs[0]
+        if len(term) == 2 and term[0] == term[1] and step.output == term[:1]:
+            return torch.diag, dtype            # ``ii->i``: one op that copies the diagonal
+        tail.append(_fresh)
+    return _chain(tail) or (lambda x: x), dtype
+
+
+def _fresh(x):
+    """A contiguous tensor that shares no memory with ``x``."""
+    y = x.contiguous()
+    return y.clone() if y is x else y
+
+
+def _aligned(term, out, sizes):
+    """A view of a tensor over ``term`` laid along ``out`` with size-1 gaps, for broadcasting."""
+    present = [i for i in out if i in term]
+    perm = _perm(term, present)
+    shape = tuple(sizes[i] if i in term else 1 for i in out)
+    fns = []
+    if perm:
+        fns.append(lambda x: x.permute(perm))
+    if len(present) != len(out):
+        fns.append(lambda x: x.reshape(shape))
+    return _chain(fns)
+
+
+def memory_orders(operands):
+    """Per operand, :func:`read_order`; None where every operand is read as it is."""
+    orders = [read_order(o) for o in operands]
+    return tuple(orders) if any(orders) else None
+
+
+def read_order(x):
+    """The order of ``x``'s dimensions in memory, outermost first, which a contraction step
+    reads it in; None where that is the order they have, where ``x`` is contiguous, or
+    where it is smaller than ``ttgt.SMALL``, whose copies the model does not weigh (a
+    permute there is only overhead: ``ab,bc->ac`` on 8x8 ``a.T`` 3.7 -> 6.4 us).  Stride-0
+    (expanded) and size-1 dimensions count as outermost.  Part of the plan cache's key
+    (runtime/engine.py): an entry is made for one such order, whatever the strides."""
+    if x.is_contiguous() or x.numel() < ttgt.SMALL:
+        return None
+    return _memory_order(x.shape, x.stride())
+
+
+def _memory_order(shape, strides):
+    order = by_stride(range(len(shape)), {d: st for d, (n, st) in enumerate(zip(shape, strides)) if n > 1})
+    return None if order == tuple(range(len(shape))) else order
+
+
+def _in_memory_order(term, order):
+    """``(view, term)``: an operand over ``term`` viewed with its dimensions in memory order
+    (``order``, :func:`memory_orders`), and the term in that order: the copy-cost model
+    (runtime/torch_executor/ttgt.py) weighs an operand as laid out in its term's order, so a permuted
+    view read as it is would be copied across its rows (``zabk,kj->zbja`` on a permuted
+    view of a contiguous ``abzk`` tensor: 1.5x torch.einsum's time, 2.2x einc's on the
+    contiguous one)."""
+    if order is None:
+        return None, term
+    return (lambda x: x.permute(order)), tuple(term[d] for d in order)
+
+
+def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, orders=(None, None)):
+    g = plan.graph
+    view_a, ta = _in_memory_order(step.inputs[0], orders[0])
+    view_b, tb = _in_memory_order(step.inputs[1], orders[1])
+    sa, sb = set(ta), set(tb)
+    summed = set(step.summed)
+    kind = step.kind
+    if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
+        kind = PRODUCT      # the shared sums run over size 1: a product, as in torch.einsum
+    drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
+    prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
+    prep_b, tb, db, _ = _prep(tb, drop_b, plan, dtypes[1], widen)
+    prep_a, prep_b = _chain([view_a, prep_a]), _chain([view_b, prep_b])
+    out = list(step.output)
+    if da != db and torch.int64 in (da, db) and {da, db} & WIDE_UNSIGNED:
+        # a sum made one side int64 (torch's promotion); torch has none with uint16/32/64
+        # (a slice's step may meet them so: a,b-> sliced): the unsigned side in int64 too
+        prep_a = _chain([prep_a, lambda x: x.to(torch.int64)]) if da != torch.int64 else prep_a
+        prep_b = _chain([prep_b, lambda x: x.to(torch.int64)]) if db != torch.int64 else prep_b
+        da = db = torch.int64
+    if kind == PRODUCT:
+        al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
+        core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
+        dtype = torch.promote_types(da, db)
+        return _chain_out(core, (lambda x: x.contiguous()) if final else None), dtype
+
+    if da != db and uniform:
+        # Only an integer sum promoted one side to int64 (torch.einsum trips over this
+        # itself); contract in the wider dtype.
+        da = db = torch.promote_types(da, db)
+        prep_a = _chain([prep_a, lambda x: x.to(da)])
+        prep_b = _chain([prep_b, lambda x: x.to(da)])
+    if da == db == torch.bool:
+        # torch has no matrix product of bool: contract in int64.  Where torch.einsum
+        # answers (a sum over size 0 or 1, an empty result) the caller casts the result to
+        # its dtype; where it raises, so does the caller (see runtime/dtypes.py).
+        da = db = torch.int64
+        prep_a = _chain([prep_a, lambda x: x.to(da)])
+        prep_b = _chain([prep_b, lambda x: x.to(da)])
+    _check_dtypes(step, plan, da, db)
+    if kind == DOT:
+        return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes), da
+    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
+    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
+    if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
+        # Few outputs per batch element, each a long sum (``abc,abcd->d``: 4 outputs of 68,880
+        # terms): multiply and sum, as a dot step does.  torch's sum adds in a cascade, where a
+        # matrix product of a row by a few columns keeps one running sum over the whole of K
+        # (against float64, ten to a hundred times the error at that length, in float32).
+        full = out + [i for i in ta if i in summed]
+        k_dims = tuple(range(len(out), len(full)))
+        core = _binary(_mul_sum(lambda a, b: _times(a, b).sum(k_dims), full, k_dims, g.sizes, da),
+                       _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
+        return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
+
+    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
+    # copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch,
+    # the order inside each group).
+    def contract(lay):              # (fn, the same in chunks or None)
+        pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
+        return _matmul(xa, xb, lay.groups, out, g.sizes, final, pa, pb, lay.swap, lay.flip, da.itemsize)
+
+    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    fn, chunked = contract(lay)
+    training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    if training is not lay:         # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
+        fn = _with_grad(fn, contract(training)[0])
+    return (_tagged(fn, lay, chunked) if lay.copies else fn), da
+
+
+def _tagged(fn, lay, chunked=None):
+    """``fn`` carrying its layout as ``fn.ttgt`` and, where its product may be made in
+    chunks, the step made so on any device as ``fn.chunked`` (measure mode on CUDA times
+    a step that copies, and its chunks, as candidates of their own: runtime/dispatch.py)."""
+    def run(a, b):
+        return fn(a, b)
+    run.ttgt, run.chunked = lay, chunked
+    return run
+
+
+# float16 / bfloat16 products are made in float32 in blocks from this size of the float32
+# product up (below, whole): whole float32 temporaries cost more than the blocks (bfloat16
+# bij,bij->b at 64x256x256, 1 thread, medians of 9 calls, an ad hoc script on the shared
+# development machine: 15 ms whole, 1.2 ms in blocks, 0.8 ms in bfloat16; torch.einsum 8 ms;
+# the README's figures are einc's whole call).
+HALF_MIN_BYTES = 1 << 20
+
+
+def _times(a, b):
+    """``a * b``; in float32 for float16 / bfloat16, as a matrix product multiplies them
+    (torch.einsum's ``bmm``, einc's kernels): a product rounded to float16 may overflow
+    (300 * 300 is inf, and inf - inf NaN where torch sums to 0) or lose the bits the sum needs."""
+    if a.dtype not in _HALF:
+        return a * b
+    return a.float() * b if a.numel() <= b.numel() else a * b.float()     # the smaller one copied
+
+
+def _mul_sum(whole, full, k_dims, sizes, dtype):
+    """``whole(a, b)`` (a multiply and sum over tensors laid along ``full``), a block at a
+    time where the product is large (:func:`einc.runtime.torch_executor.chunked.plan_sum_chunks`); for
+    float16 / bfloat16 ``whole`` sums float32 products (:func:`_times`), in blocks from
+    :data:`HALF_MIN_BYTES`, and the result is rounded once, at the end."""
+    shape = tuple(sizes[i] for i in full)
+    if dtype not in _HALF:
+        chunks = plan_sum_chunks(shape, k_dims, dtype.itemsize)
+        return whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+    chunks = plan_sum_chunks(shape, k_dims, 4, HALF_MIN_BYTES)
+    run = whole if chunks is None else (lambda a, b: chunks(a, b, whole))
+    # Where autograd (or a transform, or tracing) records the step, torch's own einsum op
+    # runs it, a matrix product that multiplies in float32 too and saves the operands as
+    # they are (the float32 copy would be saved for the backward: 34 MiB beside torch's
+    # nothing for ij,ij-> on 3000 x 3000).
+    # (spelled in torch's 52 letters; past them, einc's own multiply-and-sum always runs)
+    letters = string.ascii_letters[:len(full)]
+    text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims) \
+        if len(full) <= len(string.ascii_letters) else None
+
+    def half(a, b):
+        if text is None or (untracked(a) and untracked(b)):
+            return run(a, b).to(dtype)
+        return torch._VF.einsum(text, [a, b])
+    return half
+
+
+def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
+    """Multiply and sum: ``ta`` and ``tb`` hold the same indices (the summed ones and the
+    batch ones, which are ``out``)."""
+    perm_b = _perm(tb, ta)
+    k_dims = tuple(d for d, i in enumerate(ta) if i in summed)
+    kept = [i for i in ta if i not in summed]
+    perm_out = _perm(kept, out)
+    if _integral(dtype):        # keep the operands' dtype, as torch.einsum's matrix product does
+        mul_sum = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
+    else:
+        mul_sum = lambda a, b: _times(a, b).sum(k_dims)  # noqa: E731
+    core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype), prep_a,
+                   _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
+    post = [(lambda x: x.permute(perm_out)) if perm_out else None,
+            (lambda x: x.contiguous()) if final else None]
+    return _chain_out(core, _chain(post))
+
+
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
+    """``(step, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
+    cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
+    summed, cols), the result put in ``out``'s order; and the same a chunk at a time on
+    any device, or None (:func:`einc.runtime.torch_executor.chunked.plan_chunks`).  A batch index
+    missing from an operand is broadcast (stride 0; copied expanded where it merges with
+    the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
+    copied into the transposes of its matrices (:func:`_flipped`)."""
+    batch, m, n, k = groups
+    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
+    groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
+    mm = torch.bmm
+    if not batch:
+        groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
+        mm = torch.mm
+    prep_a = _chain([prep_a, _broadcast(ta, [i for i in batch if i not in ta], sizes)])
+    prep_b = _chain([prep_b, _broadcast(tb, [i for i in batch if i not in tb], sizes)])
+    ta = list(ta) + [i for i in batch if i not in ta]
+    tb = list(tb) + [i for i in batch if i not in tb]
+    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
+    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
+    if "l" in flip:
+        lay_a, stack_a = _flipped(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes), None
+    if "r" in flip:
+        lay_b, stack_b = _flipped(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes), None
+    natural = batch + m + n
+    res_shape = tuple(sizes[i] for i in natural)
+    perm_out = _perm(natural, out)
+    post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
+    if perm_out and final:
+        copy = _permuted_copy(natural, out, sizes)
+        if _strided_matrices(out, groups_c, sizes):
+            copy = _relayout(copy, _permuted_copy(out, natural, sizes))
+        post.append(copy)
+    elif perm_out:
+        post.append(lambda x: x.permute(perm_out))
+    a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
+    core = _binary(mm, a_fn, b_fn)
+    if stack_a or stack_b:
+        core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
+    step = _chain_out(core, _chain(post))
+    chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
+    anywhere = None
+    if chunks is not None:       # (the whole product where a gradient is taken: see runtime/torch_executor/chunked.py)
+        whole = _chain_out(mm, _chain(post))
+        cut = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
+        step = _with_grad(cut, step) if stack_a or stack_b else cut
+        anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
+    if swap:
+        step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
+    return step, anywhere
+
+
+def _broadcast(term, missing, sizes):
+    """Expand a tensor over ``term`` along the indices ``missing`` (appended), or None."""
+    if not missing:
+        return None
+    ones = (1,) * len(missing)
+    shape = tuple(sizes[i] for i in term) + tuple(sizes[i] for i in missing)
+    return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
+
+
+# The copy model's thresholds, which the planner's live-memory bound counts (see
+# einc.planner.slicing): multiply-and-sum for few long sums (_pairwise), and the size of
+# the larger operand from which an operand may be broadcast over a batch index and copied
+# expanded (runtime/torch_executor/ttgt.py).
+_FEW_OUTPUTS, _LONG_SUM, _COPY_WORTH_SPARING = FEW_OUTPUTS, LONG_SUM, COPY_WORTH_SPARING
+
+
+def _layout(term, groups, shape, sizes):
+    """``(view, stacked)``: ``view`` permutes a tensor over ``term`` to the concatenated
+    ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
+    the same, but where that view is a stack of matrices with no unit-stride axis (a
+    batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
+    contiguous stack.
+
+    CPU BLAS cannot read such a stack, so ``bmm`` copies it matrix by matrix, in the
+    forward and again for each product of the backward.  Where a gradient will be
+    taken, one copy that the backward's products reuse (its own gradient is a view) is
+    cheaper; a forward alone is faster with ``bmm``'s copies, which stay in cache.
+    """
+    order = [i for grp in groups for i in grp]
+    perm = _perm(term, order)
+    merge = any(len(grp) != 1 for grp in groups)
+    view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
+    if perm is None:
+        return view, None
+    copy = _stack_copy(term, groups, shape, sizes)
+
+    def stacked(x):
+        y = view(x)
+        st, sh = y.stride(), y.shape
+        if st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1:
+            return copy(x)
+        return y
+    return view, stacked
+
+
+def _flipped(term, groups, shape, sizes):
+    """A copy of a tensor over ``term`` as the stack of matrices ``groups`` (batch, rows,
+    cols) of shape ``shape``, made as the contiguous stack of their transposes and viewed
+    transposed (BLAS reads either): the copy keeps ``term``'s innermost index innermost
+    where it is the last of the rows."""
+    flipped = groups[:-2] + [groups[-1], groups[-2]]
+    order = [i for grp in flipped for i in grp]
+    tshape = shape[:-2] + (shape[-1], shape[-2])
+    copy = _permuted_copy(term, order, sizes) if _perm(term, order) else (lambda x: x.contiguous())
+    return _chain([copy, lambda x: x.view(tshape).transpose(-1, -2)])
+
+
+def _with_grad(plain, training):
+    """``plain(a, b)``, or ``training(a, b)`` where autograd will record the product (an
+    operand requires grad, grad mode on)."""
+    grad_enabled = torch.is_grad_enabled
+
+    def run(a, b):
+        if (a.requires_grad or b.requires_grad) and grad_enabled():
+            return training(a, b)
+        return plain(a, b)
+    return run
+
+
+def _stack_copy(term, groups, shape, sizes):
+    """A copy of a tensor over ``term`` as the contiguous stack of matrices ``groups``
+    (batch, rows, cols), or of their transposes where that copy is a 2-D transpose
+    (``ikc`` -> ``(c, i, k)`` is one; ``jkc`` -> ``(c, k, j)`` is not, ``(c, j, k)`` is):
+    BLAS reads either as it is."""
+    def is_rotation(order):
+        return any(order[k:] + order[:k] == list(term) for k in range(1, len(order)))
+    flipped = groups[:-2] + [groups[-1], groups[-2]]
+    order, flip = [i for grp in groups for i in grp], [i for grp in flipped for i in grp]
+    if is_rotation(order) or not is_rotation(flip):
+        view = (lambda x: x.view(shape)) if any(len(grp) != 1 for grp in groups) else None
+        return _chain([_permuted_copy(term, order, sizes), view])
+    tshape = shape[:-2] + (shape[-1], shape[-2])
+    return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
+
+
+def _strided_matrices(out, groups, sizes) -> bool:
+    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
+    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
+    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
+    permuted result then reaches the backward's matrix products as a view that ``bmm``
+    copies matrix by matrix, once per product.  (Where the groups do not merge, the
+    reshape's backward copies it once anyway; where a matrix axis has unit stride,
+    BLAS reads it as it is.)"""
+    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
+    merged = []
+    for grp in groups:
+        live = [i for i in grp if sizes[i] != 1]
+        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
+            return False
+        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
+    (rows, sr), (cols, sc) = merged[-2:]
+    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+class _Relayout(torch.autograd.Function):
+    """``there(x)``, a copy into another layout, whose backward is the copy ``back`` of the
+    gradient into ``x``'s layout (a fresh contiguous tensor, which the backward's matrix
+    products read as they are, where the permuted view of the gradient would be copied
+    matrix by matrix).  Twice differentiable: the backward is the same Function."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, there, back):
+        return there(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.there, ctx.back = inputs[1], inputs[2]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _Relayout.apply(grad, ctx.back, ctx.there), None, None
+
+    @staticmethod
+    def jvp(ctx, tangent, _there, _back):
+        return ctx.there(tangent)
+
+
+def _relayout(there, back):
+    """``there`` as a step's last function, with :class:`_Relayout`'s backward where the
+    result will need a gradient (torch's autograd records the step's ops)."""
+    def run(x):
+        if x.requires_grad:
+            return _Relayout.apply(x, there, back)
+        return there(x)
+    return run
+
+
+def _binary(op, fa, fb):
+    if fa is None and fb is None:
+        return op
+    if fb is None:
+        return lambda a, b: op(fa(a), b)
+    if fa is None:
+        return lambda a, b: op(a, fb(b))
+    return lambda a, b: op(fa(a), fb(b))
+
+
+def _swapped(core):
+    return lambda a, b: core(b, a)
+
+
+def _chain_out(core, post):
+    if post is None:
+        return core
+    return lambda *xs: post(core(*xs))
+
+
+def _check_dtypes(step, plan, da, db):
+    if da != db:
+        what = plan.describe(step)
+        raise DtypeError(
+            f"einsum(): step {what} contracts T{step.operands[0]} ({da}) with T{step.operands[1]} ({db}); "
+            f"a contraction needs one dtype (T0..T{plan.num_operands - 1} are the operands in order): "
+            f"convert them first\n  {plan.equation}")
+
+
+def step_functions(plan: Plan, dtypes, widen: bool = False, orders=None):
+    """``(one function per step, the result's dtype)``: each step's function takes that
+    step's operands and returns a tensor over its output indices (the last one a fresh
+    contiguous tensor); ``runtime/program.unroll`` chains them.  With ``widen``
+    (:func:`einc.runtime.dtypes.in_int64`; 16-bit floats in a slice, runtime/sliced.py),
+    narrow integer operands are made int64, 16-bit floats float32, by the step that reads
+    them, after its sums and views: one at a time, as torch's own promotion holds them,
+    not all at once.  ``orders`` (:func:`memory_orders`): the operands' dimensions in
+    memory, which a contraction step reads them in.
+
+    Raises :class:`~einc.errors.DtypeError` if a contraction step would mix dtypes.
+    """
+    n = plan.num_operands
+    dts = list(dtypes)
+    uniform = len(set(dts)) == 1
+    functions = []
+    for s, step in enumerate(plan.steps):
+        final = s == len(plan.steps) - 1
+        if step.kind == REDUCE:
+            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n, widen)
+        else:
+            fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform, widen,
+                               [orders[v] if orders and v < n else None for v in step.operands])
+        dts.append(dt)
+        functions.append(fn)
+    return functions, dts[-1]
+
+
+__all__ = ["step_functions", "memory_orders", "read_order", "CONTRACT", "DOT", "PRODUCT", "REDUCE"]

@@ -1,0 +1,297 @@
+"""How the torch executor runs a contraction step as one (batched) matrix product:
+transpose-transpose-GEMM-transpose, with the copies costed.
+
+A step ``A[ta] B[tb] -> C[out]`` that sums shared indices runs as ``bmm`` over
+(batch, M, K) x (batch, K, N).  Many layouts compute the same result: which operand is
+the left one (computing C or its transpose), which output indices are batch (every
+index of both operands is; an index of one operand's own may join them, the other
+operand then broadcast over it with stride 0, no copy), and the order of the indices
+inside each group.  They differ in what is copied: an operand whose groups are not
+runs of its own index order is copied by the reshape (or, where its matrices have no
+unit-stride axis, by ``bmm``); the result, laid out (batch, M, N), is copied into the
+contiguous ``out`` order unless the two agree.  :func:`candidates` lists the layouts,
+each with its :func:`cost` in nanoseconds from rates measured with torch's ops on the
+CPU (1 thread, float32, the development machine):
+
+- a copy that keeps the source's unit-stride index innermost moves ~0.2 ns per element,
+  more where the runs it keeps contiguous are short (8 elements: ~0.75 ns), and that
+  per-run part more where consecutive runs of the result lie far apart in the source
+  (the CCSD(T) result ``abcdef``, runs of 8 floats, from ``(d, e, b, a, c, f)``: runs
+  128 KiB apart, ~1.3x the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart,
+  ~2x, and no more beyond 2 MiB apart (512 Ki float32 elements); a run of thousands of
+  elements pays little for its distance); one that moves it (a transpose of the
+  innermost axis) ~0.7-0.9 ns, more with short innermost indices, and 2-5x that where
+  both innermost indices lie thousands of elements apart in the other layout
+  (power-of-two strides); ~10 % less where the outermost indices agree and leave blocks
+  that stay in cache;
+- a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
+  8 runs at a quarter of the rate) or where the left operand's unit stride runs along
+  its rows with few columns, plus ~60 ns per matrix of a batch.
+
+:func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
+replace it to run every layout).  A copied operand whose unit-stride index would move
+is copied into its matrices' transposes instead, which BLAS reads as they are
+(``flip``).  Broadcasting an operand over a batch index that merges with its own
+batch indices copies it expanded: that is allowed only where the expanded copy has at
+most half the elements of the larger operand, of at least ``worth_sparing`` elements,
+which :func:`einc.slicing.step_copies` counts.  Where a gradient will be taken, a
+broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
+and may name another layout for that case.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from ...planner.strides import contiguous
+
+COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
+SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
+COPY_MOVE = 0.7         # ns per element: one that moves it,
+SHORT_INNER = 4         # ... plus this over the shorter of the two innermost indices,
+CONFLICT = 2.5          # ... times this where each innermost index is 4096 elements or more apart in the other
+FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
+FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
+BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
+GEMM = 0.0095           # ns per flop of a large float32 matrix product
+SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
+ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
+PER_MATRIX = 60         # ns per matrix of a batched product
+GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
+# Steps whose tensors all have fewer elements than this weigh only the layouts with the
+# result's group orders and no index moved into the batch (swap and the summed indices'
+# order still chosen): their copies cost microseconds, the full search ~1 ms a step.
+SMALL = 1 << 12
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way to run the step: ``swap`` (B is the left operand), the index groups in
+    order (``m``: the left operand's own, ``n``: the right one's), which of the left,
+    right and result tensors are copied (``copies``, a subset of "lrc"), which copied
+    operands are copied as their matrices' transposes (``flip``), and the modelled ns."""
+
+    swap: bool
+    batch: tuple
+    m: tuple
+    n: tuple
+    k: tuple
+    copies: str
+    flip: str
+    cost: float
+    broadcast: tuple = ()   # batch indices one operand lacks (it is broadcast over them)
+
+    @property
+    def groups(self):
+        return [list(self.batch), list(self.m), list(self.n), list(self.k)]
+
+
+def _size(idx, sizes):
+    return math.prod(sizes[i] for i in idx)
+
+
+def _strides(order, sizes):
+    """Each index's stride in a contiguous tensor over ``order``."""
+    return dict(zip(order, contiguous([sizes[i] for i in order])))
+
+
+def copy_ns(src, dst, sizes, expanded=1):
+    """Modelled ns per float32 element times elements of a copy from a contiguous tensor over
+    ``src`` into one over ``dst`` (the same indices; size-1 ones ignored)."""
+    src = [i for i in src if sizes[i] != 1]
+    dst = [i for i in dst if sizes[i] != 1]
+    if src == dst or not dst:
+        return 0.0
+    elems = math.prod(sizes[i] for i in dst) * expanded
+    if not elems:
+        return 0.0
+    lead = 1
+    for i, j in zip(src, dst):
+        if i != j:
+            break
+        lead *= sizes[i]
+    if elems // lead <= 1 << 18:        # a batch of copies of blocks that stay in cache
+        elems *= BLOCKED
+    if src[-1] == dst[-1]:
+        run, kept = 1, 0
+        for i, j in zip(reversed(src), reversed(dst)):
+            if i != j:
+                break
+            run *= sizes[i]
+            kept += 1
+        step = _strides(src, sizes)[dst[-1 - kept]]     # how far apart in the source the runs follow
+        return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
+    far = _strides(src, sizes)[dst[-1]] >= 4096 and _strides(dst, sizes)[src[-1]] >= 4096
+    return elems * (COPY_MOVE + SHORT_INNER / min(sizes[src[-1]], sizes[dst[-1]])) * (CONFLICT if far else 1)
+
+
+def operand(term, groups, sizes):
+    """How a contiguous tensor over ``term`` reads as the stack of matrices ``groups``
+    (batch, rows, cols; indices absent from ``term`` are broadcast, stride 0):
+    ``(copy ns, copy ns if copied flipped, copied elements, unit stride along rows)``;
+    ``copied elements`` is 0 where it reads through views."""
+    live = [i for i in term if sizes[i] != 1]
+    pos = {i: p for p, i in enumerate(live)}
+    views = True
+    wide = []
+    for grp in groups:
+        g = [i for i in grp if sizes[i] != 1]
+        own = [i for i in g if i in pos]
+        wide += [i for i in g if i not in pos]
+        if own and len(own) != len(g):
+            views = False
+        if own and [pos[i] for i in own] != list(range(pos[own[0]], pos[own[0]] + len(own))):
+            views = False
+    rows, cols = ([i for i in grp if sizes[i] != 1] for grp in groups[1:])
+    inner = live[-1] if live else None
+    if views:
+        if inner is None or inner in rows or inner in cols or not rows or not cols:
+            return 0.0, 0.0, 0, bool(rows) and inner == rows[-1] and bool(cols)
+        # a batch index innermost: bmm copies the matrices (no unit-stride axis)
+        ns = copy_ns(live, [i for i in live if i not in rows + cols] + rows + cols, sizes)
+        return ns, ns, _size(term, sizes), False
+    expanded = _size(wide, sizes)
+    order = [i for grp in groups for i in grp]
+    flipped = [i for grp in (groups[0], groups[2], groups[1]) for i in grp]
+    src = live + wide
+    return (copy_ns(src, order, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * expanded,
+            False)
+
+
+def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
+    """``(ns, copies, flip, expanded)`` of one layout (see the module's docstring);
+    ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
+    copy of it broadcast), 0 if none."""
+    left, right = (tb, ta) if swap else (ta, tb)
+    scale = itemsize / 4
+    total, copies, flip, expanded = 0.0, "", "", 0
+    rows_unit = False
+    for name, term, groups in (("l", left, [batch, m, k]), ("r", right, [batch, k, n])):
+        key = (tuple(term), *map(tuple, groups))
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = operand(term, groups, sizes)
+            if memo is not None:
+                memo[key] = found
+        plain, flipped, elems, along_rows = found
+        if elems:
+            copies += name
+            if flipped < plain:
+                flip += name
+                rows_unit = rows_unit or name == "l"
+            total += min(plain, flipped) * scale
+            if elems > _size(term, sizes):
+                expanded = max(expanded, elems)
+        elif name == "l":
+            rows_unit = along_rows
+    natural = [*batch, *m, *n]
+    if [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]:
+        copies += "c"
+        total += copy_ns(natural, out, sizes) * scale
+    b, rows, cols, depth = (_size(g, sizes) for g in (batch, m, n, k))
+    side = max(min(rows, cols), 1)
+    rate = GEMM * scale * (1 + (SHORT_SIDE / side) ** 2)
+    if rows_unit and cols < 80:
+        rate *= 1 + ROWS_UNIT / max(cols, 1)
+    total += 2 * b * rows * cols * depth * rate + b * PER_MATRIX
+    return total, copies, flip, expanded
+
+
+def _orders(group, terms):
+    """The distinct orders of ``group`` that ``terms`` hold (indices a term lacks last, in the
+    first term's order)."""
+    found = []
+    for t in terms:
+        o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
+        if o not in found:
+            found.append(o)
+    return found
+
+
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True):
+    """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
+    ``out``; each operand's lonely indices summed away before), in the order they are
+    enumerated: no own index moved into the batch first, groups ordered as in ``out``
+    first, so that ties keep those.  Moved into the batch (unless ``broadcast`` is false):
+    the leading own indices of ``out``, ``ta`` or ``tb`` (up to the first summed one), the
+    other operand broadcast over them; each group ordered as one of the tensors holding it
+    orders it.  A step whose tensors all have fewer than ``small`` elements (default
+    :data:`SMALL`) weighs only the first of those moves and orders."""
+    sa, sb = set(ta), set(tb)
+    shared = [i for i in out if i in sa and i in sb]
+    own_a = [i for i in out if i in sa and i not in sb]
+    own_b = [i for i in out if i in sb and i not in sa]
+    k_set = [i for i in ta if i in sb and i not in out]
+    largest = max(_size(ta, sizes), _size(tb, sizes))
+    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)
+    memo = {}
+    moves = [()]
+    for term in () if few or not broadcast else (out, ta, tb):
+        lead = []
+        for i in term:
+            if i in k_set:
+                break
+            if i in shared:
+                continue
+            lead.append(i)
+            if tuple(lead) not in moves:
+                moves.append(tuple(lead))
+    found = []
+    for moved in moves:
+        batch_set = shared + [i for i in out if i in moved]
+        m_set = [i for i in own_a if i not in moved]
+        n_set = [i for i in own_b if i not in moved]
+        for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+            for m in _orders(m_set, [out] if few else [out, ta]):
+                for n in _orders(n_set, [out] if few else [out, tb]):
+                    for k in _orders(k_set, [ta, tb]):
+                        for swap in (False, True):
+                            lm, ln = (n, m) if swap else (m, n)
+                            ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k,
+                                                              itemsize, memo)
+                            if expanded and (largest < worth_sparing or 2 * expanded > largest):
+                                continue    # a broadcast operand copied expanded: see the module's docstring
+                            wide = tuple(i for i in batch if i not in sa or i not in sb)
+                            found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
+    return found
+
+
+def pick(found):
+    """The cheapest layout (the first of equals)."""
+    return min(found, key=lambda lay: lay.cost)
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast):
+    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast))
+
+
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True) -> Layout:
+    """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
+    with ``broadcast`` false, among those that broadcast neither operand."""
+    used = sorted(set(ta) | set(tb))
+    local = {i: sizes[i] for i in used}
+    return pick(list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
+                                 itemsize, SMALL, broadcast)))
+
+
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
+    """The layout to run where a gradient will be taken, given ``lay``, the forward's.
+
+    An operand broadcast over batch indices it lacks gets, in the backward, one partial
+    gradient per value of those indices, summed afterwards: as many of its own size,
+    written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
+    the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
+    here each such element costs :data:`GRAD_PARTIAL` ns, and the cheapest layout that
+    broadcasts neither operand is taken where it costs less than ``lay`` with them."""
+    if not lay.broadcast:
+        return lay
+    lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
+    partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
+    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False)
+    return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
+
+
+__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick"]

@@ -1,0 +1,540 @@
+"""The host side of every generated kernel: one :class:`Launcher` that generated modules import.
+
+A generated module (``einc dump``, ``kernels/``, the kernel cache) holds its
+``@triton.jit`` kernel, a ``layout`` function that reads one launch's sizes, stride
+arguments and group extents from the operands, one line building its :class:`Launcher`,
+and a short ``launch()``.  Everything else a launch takes lives here, once:
+
+- **Configs and autotuning.**  Per kind and dtype (:func:`config_table`), pruned per shape
+  (:meth:`Launcher.prune`: extent, shared memory), timed by :func:`tuning_bench` (one run
+  for a slow config); the autotuner keeps its results in Triton's cache folder across
+  processes where this Triton can (``cache_results``).  ``screen()`` (:meth:`Launcher.screen`)
+  launches the first of them untuned, for measure mode's first round.
+- **Layouts.**  ``launch()`` costs little after the first call with a given *layout* (the
+  operands' shapes, strides, dtypes, device and 16-byte alignment, and whether there is a
+  scale): the first launch of a layout (:meth:`Launcher.first`) reads the sizes, refuses
+  views a 32-bit kernel cannot address, decides the K split (split-K for K-dominant matrix
+  products or too few tiles, split reductions for few outputs), builds the arguments, the
+  constexprs and the grid, and keeps them as a :class:`Layout`; a later launch of that
+  layout looks it up, allocates the output and launches.
+- **Split-K.**  A split runs the kernel into a workspace of partial sums, and the one
+  shared ``finish`` kernel adds them in a fixed order, scales and casts: the same bits on
+  every run.
+- **Compiled launches.**  On a GPU the first launch goes through ``triton.autotune`` and
+  ``JITFunction.run``, which compile and specialize (pointer alignment, ``== 1`` and
+  multiple-of-16 integers: a new class is a new layout, so it is seen here first); then
+  :func:`compiled_launcher` keeps the compiled kernel's launcher, the config the autotuner
+  chose and the grid, and later launches call that launcher directly, as
+  ``JITFunction.run`` would (the way FlagGems' ``LibEntry`` skips Triton's per-call Python).
+  Whatever does not look as expected turns those direct launches off for the kernel, for
+  good, and the autotuner path runs as before.  Under Triton's interpreter the interpreter
+  launches every time; the layout cache is the same.
+- **Precision.**  fp32 matrix products read torch's TF32 policy once
+  (:func:`fp32_precision`), at the first launch; :meth:`Launcher.forget` (or
+  ``einc.cache_clear()``, which drops the modules) has it read again.
+
+Written for triton 3.6 to 3.9 (the compiled-launch path reads their internals).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
+
+# Hopper-grade configurations, per dtype's bits: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).
+# 16-bit data: BLOCK_K 64 (128-byte rows, the widest swizzle), 128x256 tiles first, as
+# Triton's tutorial and inductor's H100 lists; fp32 (TF32 or FMA): BLOCK_K 32 (128-byte
+# rows); fp64: tiles whose stages fit shared memory.  :meth:`Launcher.prune` drops, per
+# shape, tiles far larger than the problem and configs over the shared-memory budget.
+# Every config compiles for sm_90a without spilling registers on the suite's kernels with
+# each triton of the version matrix, 3.6 to 3.9 (``bench/ptx_report.py``): that removed
+# fp32's 128x256 and 64x128 tiles (the FMA dot, torch's default fp32 precision, spilled up
+# to 4 KB there), gave fp32's 64x64 tile 8 warps, 16-bit's 32x64 tile BLOCK_K 32 and its
+# 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
+# with triton 3.6 and 3.7).  Not so for the pairwise family's fp32 kernels (tensors of four
+# to six permuted indices): 1 to 3 of their 115 configs spill 8-24 bytes with each triton,
+# a different config with each (README, "The kernels as the compiler sees them").
+_MATMUL = {
+    16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+         (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+         (32, 64, 32, 4, 4), (16, 64, 64, 4, 3), (16, 32, 128, 4, 3), (16, 16, 64, 2, 2)],
+    32: [(128, 128, 32, 8, 4), (128, 64, 32, 4, 4), (64, 64, 32, 8, 4), (32, 64, 32, 4, 4),
+         (16, 64, 32, 4, 3), (16, 32, 64, 4, 3), (16, 16, 32, 2, 3)],
+    64: [(64, 64, 16, 4, 2), (32, 64, 16, 4, 3), (16, 32, 16, 4, 3), (16, 16, 16, 2, 2)],
+}
+# An index inside the tile's T axis (a batch index, or a row or column index that is an
+# operand's only way to unit stride: a 3-D dot, which Triton runs on mma.sync, not wgmma):
+# (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), per dtype's bits; the tiles
+# that compile without spills for the suite's such kernels with triton 3.6 to 3.9 (16-bit:
+# deeper or larger ones spilled 8 bytes to 29 KB with one triton or another; fp32, the FMA
+# dot: 2x64x32 spilled 536-844 bytes on the pairwise family's 4- and 5-index kernels;
+# fp64, checked on float64 copies of those kernels: 8x16x16 and 1x32x16 on 4 warps
+# spilled 16-180 bytes with triton 3.6, 3.7 or 3.8).
+_TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)],
+           32: [(2, 32, 32, 32, 4, 3), (4, 16, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 32, 32, 4, 3)],
+           64: [(2, 32, 32, 16, 4, 2), (4, 16, 16, 16, 4, 2), (2, 16, 32, 16, 4, 2), (1, 32, 32, 16, 8, 2)]}
+# K loaded as a 2-D block (group ``kt`` by group ``k``, each led by one operand's
+# unit-stride index; never split; a 2-D dot, so 16-bit data stays on wgmma): (BLOCK_M,
+# BLOCK_N, BLOCK_KT, BLOCK_K, num_warps, num_stages); spill-free with triton 3.6 to 3.9 on
+# the suite's two such kernels (fp32) and on bfloat16 and float64 copies of them (fp32
+# 32x32 and 16x32 tiles with BLOCK_KT 4 spilled 8-36 bytes with one triton or another,
+# 16-bit 128x64 1.4 KB, fp64 32x32 24 bytes).
+_TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4, 3), (32, 32, 8, 8, 4, 3)],
+            32: [(64, 64, 4, 8, 4, 3), (64, 64, 8, 4, 4, 3), (64, 32, 8, 4, 4, 2), (16, 32, 8, 4, 4, 3)],
+            64: [(32, 16, 4, 4, 4, 2), (16, 32, 4, 4, 4, 2), (16, 16, 4, 4, 4, 2)]}
+# N loaded as a 2-D block (group ``nt``, ending in B's unit-stride index, by group ``n``,
+# ending in the result's: write-bound steps; a 2-D dot of BLOCK_NT * BLOCK_N columns):
+# (BLOCK_M, BLOCK_NT, BLOCK_N, BLOCK_K, num_warps, num_stages).  BLOCK_N spans the
+# result's runs (16 for the suite's CCSD(T) terms, up to 64), BLOCK_NT the blocks of B's
+# unit-stride index beside them.  Compiled for sm_90a with triton 3.6 to 3.9 on the
+# suite's CCSD(T) terms (fp32) and on float64, float16 and bfloat16 copies: no config
+# spills (fp64's 64-row tile on 4 warps spilled 96 bytes with 3.6 and 3.7: 8 warps),
+# 16-byte loads, wgmma for 16-bit tiles of 64 rows or more; 16-bit K steps of 32 too,
+# for K = 32.  Except fp32's second and third: on an H100 with triton 3.6 (bench/gpu_variants.py
+# at ddf8303, pw_ccsdt_dega_gfbc) they ran 412 and 430 µs, the others 502-2053 (the first:
+# 502; torch.einsum's view 342), though they spill 144 bytes with 3.6 (1.2-1.9 KB with
+# 3.9: ptx_report), so they follow a config that does not, the one a kernel's first-round
+# run takes (Launcher.first_config), and the autotuner times them.  16-bit and fp64 not
+# yet run on a GPU.
+_TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
+                 (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
+            32: [(128, 8, 16, 32, 8, 3), (64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (64, 8, 16, 32, 4, 3),
+                 (64, 4, 32, 32, 4, 3), (128, 2, 64, 32, 8, 3), (32, 4, 16, 32, 4, 3)],
+            64: [(64, 4, 16, 16, 8, 2), (32, 4, 16, 16, 4, 3), (32, 2, 32, 16, 4, 3), (16, 4, 16, 16, 4, 2)]}
+# Reductions, by which tile axis has unit stride: (BLOCK_O, BLOCK_K, num_warps)
+_REDUCE_K_FAST = [(1, 2048, 8), (2, 1024, 4), (4, 512, 4), (8, 256, 4), (16, 128, 4), (64, 32, 4)]
+_REDUCE_O_FAST = [(512, 4, 4), (256, 8, 4), (128, 16, 4), (64, 32, 4), (32, 64, 4), (8, 256, 4)]
+_ELEMENTWISE = [(256, 1, 4), (1024, 1, 4), (4096, 1, 8)]   # reduce kernels with no K
+# Fused matrix products (no split-K): 16-bit, and fp32/fp64 with smaller K steps (the FMA
+# dot, torch's default fp32 precision, spilled up to 43 KB with the 16-bit list's tiles).
+_FUSED = {16: [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+               (64, 64, 32, 4, 4), (32, 64, 32, 4, 4), (16, 64, 64, 4, 3)],
+          32: [(64, 64, 16, 4, 4), (32, 64, 32, 4, 4), (16, 64, 32, 4, 3)]}
+_FUSED[64] = _FUSED[32]
+
+SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
+K_GRANULE = {MATMUL: 256, REDUCE: 2048}     # a split-K slice is a multiple of every BLOCK_K
+BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+MAX_LAYOUTS = 64                    # a caller cycling through more layouts starts again
+
+
+def config_table(table: str, dtype: str) -> list:
+    """The ``triton.Config`` list named ``table`` (a generated module's ``configs=``) for ``dtype``:
+    ``matmul``, ``matmul-t`` (a batch index in the tile), ``matmul-kt`` / ``matmul-nt`` (K / N
+    loaded as a 2-D block), ``reduce-k`` / ``reduce-o`` (the
+    unit-stride axis is K / O), ``elementwise`` (a reduce kernel with no K), ``fused``."""
+    bits = BITS[dtype]
+    if table == "matmul":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bm, bn, bk, w, s in _MATMUL[bits]]
+    if table == "matmul-t":
+        return [triton.Config({"BLOCK_T": bt, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bt, bm, bn, bk, w, s in _TILE_T[bits]]
+    if table == "matmul-nt":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_NT": bnt, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w,
+                              num_stages=s) for bm, bnt, bn, bk, w, s in _TILE_NT[bits]]
+    if table == "matmul-kt":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_KT": bkt, "BLOCK_K": bk}, num_warps=w,
+                              num_stages=s) for bm, bn, bkt, bk, w, s in _TILE_KT[bits]]
+    if table == "fused":
+        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+                for bm, bn, bk, w, s in _FUSED[bits]]
+    rows = {"reduce-k": _REDUCE_K_FAST, "reduce-o": _REDUCE_O_FAST, "elementwise": _ELEMENTWISE}[table]
+    return [triton.Config({"BLOCK_O": bo, "BLOCK_K": bk}, num_warps=w) for bo, bk, w in rows]
+
+
+def block(extent: int, low: int, high: int) -> int:
+    """The power of two covering ``extent``, clamped to [low, high]."""
+    return max(low, min(high, triton.next_power_of_2(max(extent, 1))))
+
+
+def processors(device) -> int:
+    """How many programs run at once: the GPU's multiprocessors (4 under the interpreter)."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, granule: int) -> tuple[int, int]:
+    """``(SPLIT_K, K_SPLIT)``: how many programs share one output block's K range, and the
+    slice each sums (a multiple of ``granule``, so of every BLOCK_K).  Split where K
+    dominates or the programs would not fill the processors, and the partial sums
+    (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a fixed
+    order, so a split result has the same bits on every run."""
+    if K < 2 * granule or not (dominant or programs < processors):
+        return 1, max(K, 1)
+    splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))
+    if splits < 2:
+        return 1, max(K, 1)
+    chunk = triton.cdiv(triton.cdiv(K, splits), granule) * granule
+    return triton.cdiv(K, chunk), chunk
+
+
+def merged(sizes, strides) -> bool:
+    """Whether indices of these sizes and strides (slowest first) walk memory as one index."""
+    return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))
+
+
+def layout_class(tensors, strides) -> str:
+    """The layout's class as Triton's JIT specializes a kernel on it: each stride 1, a
+    multiple of 16 or neither; each operand 16-byte aligned or not.  The autotuner's key
+    holds it (``LAYOUT``), so that a config tuned for one layout is not reused for another
+    of the same shape; it costs no compilation, as Triton compiles one kernel per class."""
+    return "".join("1" if s == 1 else "D" if s % 16 == 0 else "-" for s in strides) + ":" + \
+        "".join("-" if t.data_ptr() % 16 else "D" for t in tensors)
+
+
+def fp32_precision() -> str:
+    """``"tf32"`` where torch lets fp32 matrix products use TF32, else ``"ieee"``.
+
+    torch's ``torch.backends.cuda.matmul.fp32_precision`` where it has one, else the older
+    ``allow_tf32``; torch raises on reading one after the other was set, so either may
+    answer, and ``"ieee"`` where neither does.  Read once per kernel, at its first launch;
+    :meth:`Launcher.forget` has it read again."""
+    matmul = torch.backends.cuda.matmul
+    try:
+        return "tf32" if matmul.fp32_precision == "tf32" else "ieee"
+    except Exception:
+        pass
+    try:
+        return "tf32" if matmul.allow_tf32 else "ieee"
+    except Exception:
+        return "ieee"
+
+
+def _finish(w_ptr, c_ptr, scale, NUMEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK: tl.constexpr,
+            HAS_SCALE: tl.constexpr):
+    # Split reductions wrote SPLIT partial results, one after the other; add them in order.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < NUMEL
+    acc = tl.load(w_ptr + offs, mask=mask, other=0.0)
+    for s in range(1, SPLIT):
+        acc += tl.load(w_ptr + s * NUMEL + offs, mask=mask, other=0.0)
+    if HAS_SCALE:
+        acc = acc * scale
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+_FINISH: dict = {}      # interpreted or not -> the jitted ``_finish`` (triton.jit reads TRITON_INTERPRET)
+
+
+def finish_kernel(interpret: bool):
+    """The split-K second pass, jitted once per mode (interpreted for CPU tensors, or not)."""
+    kernel = _FINISH.get(interpret)
+    if kernel is None:
+        kernel = _FINISH[interpret] = triton.jit(_finish)
+    return kernel
+
+
+SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
+
+
+def _one_run_ms(fn) -> float:
+    """ms of one run of ``fn`` on the current CUDA stream."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop)
+
+
+def tuning_bench(kernel_call, quantiles=None):
+    """The autotuner's timer (``triton.autotune(do_bench=...)``).
+
+    Triton's ``do_bench`` runs a config at least 9 times however slow it is (a first run
+    that compiles, 5 to estimate, a warm-up, then enough for its 100 ms, at least 1):
+    on an H100 autotuning a kernel whose configs took 75-300 ms a launch took 18-19 s of
+    einc's first call.  Here a config runs once to compile, then once timed; where that
+    run took :data:`SLOW_MS` or more, it is the measurement (one run of several ms is
+    within a few percent of the median); faster configs are timed by Triton's
+    ``do_bench``, as before."""
+    kernel_call()
+    ms = _one_run_ms(kernel_call)
+    if ms >= SLOW_MS:
+        return [ms] * len(quantiles) if quantiles else ms
+    import triton.testing
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+
+# Tuning results persist across processes (Triton's cache folder) where this Triton can.
+_AUTOTUNE = inspect.signature(triton.autotune).parameters
+_PERSIST = {"cache_results": True} if "cache_results" in _AUTOTUNE else {}
+_BENCH = {"do_bench": tuning_bench} if "do_bench" in _AUTOTUNE else {}
+
+
+def _arg_names(kernel) -> list[str]:
+    names = getattr(kernel, "arg_names", None)
+    return list(names) if names is not None else list(inspect.signature(kernel.fn).parameters)
+
+
+class Launcher:
+    """Launches one generated kernel.  ``layout(*operands)`` (the module's) returns one
+    launch's output shape, stride arguments (between the pointers and ``scale``) and
+    sizes (the ``size_*`` constants and the group extents, plus ``MERGED_K`` where the
+    kernel has it); ``kind`` (``matmul``, ``reduce``, ``fused``) says how the grid and the
+    K split follow from them, ``configs`` names the autotuner's table (:func:`config_table`),
+    ``offsets`` is 32 or 64 (a 32-bit kernel refuses views that reach 2^31 elements)."""
+
+    def __init__(self, kernel, layout, *, kind: str, dtype: str, configs: str, offsets: int = 32):
+        self.kernel, self.layout, self.kind, self.dtype = kernel, layout, kind, dtype
+        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.layouts: dict = {}          # layout key -> Layout (cleared, never rebound: modules hold it)
+        self.compiled_launches = not self.interpret     # off for good once one fails
+        self.precision = None            # torch's fp32 matmul precision, read at the first launch
+        self.int64 = offsets == 64
+        self.dot = kind != REDUCE
+        self.acc = torch.float64 if dtype == "float64" else torch.float32
+        self.granule = K_GRANULE.get(kind)          # None: the kernel never splits K
+        names = _arg_names(kernel)
+        self.pointers = sum(n.endswith("_ptr") for n in names)
+        self.tile_t = "BLOCK_T" in names
+        self.tile_kt = "BLOCK_KT" in names         # K loaded as a 2-D block: never split
+        self.tile_nt = "BLOCK_NT" in names         # N loaded as a 2-D block
+        self.configs = config_table(configs, dtype)
+        key = [n for n in names if n.startswith("size_")] + \
+            [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
+        pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
+        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST, **_BENCH)(kernel)
+        self.finish = finish_kernel(self.interpret) if self.granule else None
+
+    def prune(self, configs, named_args, **kwargs):
+        """The configs worth timing for this shape: no tile (block) much larger than the
+        problem (the K slice), none over the shared-memory budget; the smallest where
+        nothing else is left."""
+        K = min(kwargs["K"], kwargs["K_SPLIT"])
+        if self.kind == REDUCE:
+            O = kwargs["O"]
+            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(O, 1))
+                    and c.kwargs["BLOCK_K"] <= max(1, triton.next_power_of_2(max(K, 1)))]
+            return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_O"] * c.kwargs["BLOCK_K"])]
+        M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
+        itemsize = BITS[self.dtype] // 8
+        fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
+        KT, NT = kwargs.get("KT", 1), kwargs.get("NT", 1)
+        kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
+                and fit(K, c.kwargs["BLOCK_K"])
+                and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
+                and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
+                and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
+                and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
+                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
+                <= SHARED_MEMORY]
+        return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+    def split(self, programs, K, dominant, processors, outputs):
+        """:func:`split` with this kernel's granule."""
+        return split(programs, K, dominant, processors, outputs, self.granule)
+
+    def processors(self, device) -> int:
+        return processors(device)
+
+    def first(self, key, operands, scale):
+        """Launch a layout not seen before, and keep what launching it takes under ``key``."""
+        c, known = self._set_up(operands, scale)
+        if known is None:
+            return c
+        if len(self.layouts) >= MAX_LAYOUTS:
+            self.layouts.clear()
+        known.run((*operands, c), scale)
+        self.layouts[key] = known
+        return c
+
+    def screen(self, operands, scale=1.0, config=None):
+        """Launch once with one config and no tuning: ``config`` (a ``triton.Config`` of this
+        kernel's table), by default the first config the autotuner would time for this shape
+        (:meth:`prune`); under the interpreter, its one config.  Measure mode's first round
+        (:func:`einc.runtime.select.measure`) runs a kernel so before deciding whether it is
+        worth tuning (``bench/gpu_variants.py`` times configs so).  Nothing is kept: the next
+        launch of this layout is set up and tuned as usual (Triton reuses the config's
+        compiled kernel)."""
+        c, known = self._set_up(operands, scale)
+        if known is not None:
+            if not self.interpret:
+                known.config = config or self.first_config(known.meta)
+            known.run((*operands, c), scale)
+        return c
+
+    def first_config(self, meta):
+        """The config the autotuner times first for a launch with these constexprs."""
+        return (self.configs if self.kind == FUSED else self.prune(self.configs, None, **meta))[0]
+
+    def _set_up(self, operands, scale):
+        """``(output, Layout)`` of a launch on ``operands`` (``(output, None)`` where the
+        output is empty: nothing to launch)."""
+        shape, args, sizes = self.layout(*operands)
+        c = operands[0].new_empty(shape)  # the first operand's dtype and device, contiguous
+        if c.numel() == 0:
+            return c, None
+        if not self.int64:
+            for t in operands:
+                if sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) >= 2**31:
+                    raise OverflowError("a view spans 2^31 elements or more: this kernel has 32-bit offsets")
+        if self.dot and self.dtype == "float32" and self.precision is None:
+            self.precision = fp32_precision()
+        meta, grid, splits = self._meta(sizes, operands, args, c, scale)
+        return c, Layout(self, tuple(c.shape), args, meta, grid, splits)
+
+    def _meta(self, sizes, operands, args, c, scale):
+        """The constexprs, the grid and the K split of one layout."""
+        meta = dict(sizes)
+        K = meta["K"]
+        if self.kind == REDUCE:
+            O = meta["O"]
+            SPLIT_K, K_SPLIT = self.split(triton.cdiv(O, 64), K, False, self.processors(c.device), O)
+            grid = lambda m: (triton.cdiv(O, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
+            blocks = dict(BLOCK_O=block(O, 1, 256), BLOCK_K=block(K, 1, 64))
+        else:
+            M, N, BATCH, T = meta["M"], meta["N"], meta["BATCH"], meta.get("T", 1)
+            blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
+            if self.tile_t:
+                blocks["BLOCK_T"] = block(T, 1, 4)
+            if self.tile_kt:            # the product's K is BLOCK_KT * BLOCK_K >= 16
+                blocks.update(BLOCK_KT=block(meta["KT"], 1, 4), BLOCK_K=block(K, 16, 16))
+            if self.tile_nt:            # the product's N is BLOCK_NT * BLOCK_N >= 16
+                blocks["BLOCK_NT"] = block(meta["NT"], 1, 4)
+            if self.kind == MATMUL and self.tile_kt:
+                SPLIT_K, K_SPLIT = 1, K
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH, 1)  # noqa: E731
+            elif self.kind == MATMUL:
+                NT = meta.get("NT", 1)      # N as a 2-D block: NT's blocks by the inner N's
+                tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(NT * N, 128)
+                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, NT * N), self.processors(c.device),
+                                              c.numel())
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
+                                  * triton.cdiv(T, m.get("BLOCK_T", 1)) * triton.cdiv(NT, m.get("BLOCK_NT", 1)),
+                                  SPLIT_K)
+            else:
+                SPLIT_K = K_SPLIT = None
+                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH,)  # noqa: E731
+        if SPLIT_K is not None:
+            meta.update(SPLIT_K=SPLIT_K, K_SPLIT=K_SPLIT)
+        meta.update(HAS_SCALE=scale != 1.0, LAYOUT=layout_class(operands, args))
+        if self.dot:
+            meta["GROUP_M"] = 8
+            if self.dtype == "float32":
+                meta["PRECISION"] = "ieee" if self.interpret else self.precision   # the interpreter has no TF32
+            elif self.dtype == "bfloat16":
+                meta["UPCAST"] = self.interpret          # the interpreter has no bfloat16 dot
+        if self.interpret:  # CPU tensors under Triton's interpreter: one heuristic config, so one grid
+            meta.update(blocks)
+            grid = grid(meta)
+        return meta, grid, SPLIT_K or 1
+
+    def no_compiled_launches(self) -> None:
+        """Launch through the autotuner and Triton's JIT from now on (nothing is lost but time)."""
+        self.compiled_launches = False
+        for known in self.layouts.values():
+            known.compiled = None
+
+    def forget(self) -> None:
+        """Forget the layouts set up so far and torch's fp32 precision: the next launch of
+        each sets it up again."""
+        self.precision = None
+        self.layouts.clear()
+
+
+class Layout:
+    """What launching one layout takes: the output's shape, the arguments, the constexprs,
+    the grid and the K split; on a GPU, once Triton has compiled the kernel (unsplit), its
+    compiled launcher, or a ``config`` that it runs with instead of the autotuner's
+    (:meth:`Launcher.screen`)."""
+
+    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled", "config")
+
+    def __init__(self, launcher: Launcher, shape, args, meta, grid, split):
+        self.launcher, self.shape, self.args, self.meta, self.grid = launcher, shape, args, meta, grid
+        self.split = split
+        self.compiled = None
+        self.config = None
+
+    def _kernel(self):
+        """The kernel to index with the grid, and the config's arguments to add: the
+        autotuned kernel, else (the interpreter, or a fixed config) the kernel itself."""
+        launcher = self.launcher
+        if self.config is not None:
+            return launcher.kernel, self.config.all_kwargs()
+        return (launcher.kernel if launcher.interpret else launcher.tuned), {}
+
+    def run(self, pointers, scale):
+        """Launch on ``pointers`` (the operands, then the output)."""
+        if self.split > 1:
+            self.run_split(pointers, scale)
+            return
+        if self.compiled is not None and self.compiled(pointers, scale):
+            return
+        launcher = self.launcher
+        if launcher.interpret or self.config is not None:
+            kernel, fixed = self._kernel()
+            kernel[self.grid](*pointers, *self.args, scale, **self.meta, **fixed)
+            return
+        kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
+        if self.compiled is None and launcher.compiled_launches:
+            self.compiled = compiled_launcher(launcher, kernel, self)
+
+    def run_split(self, pointers, scale):
+        """Partial sums of the K slices into a workspace, then the fixed-order second pass."""
+        launcher, c = self.launcher, pointers[-1]
+        w = torch.empty((self.split, c.numel()), dtype=launcher.acc, device=c.device)
+        kernel, fixed = self._kernel()
+        kernel[self.grid](*pointers[:-1], w, *self.args, scale, **self.meta, **fixed)
+        size = 1024
+        launcher.finish[(triton.cdiv(c.numel(), size),)](w, c, scale, NUMEL=c.numel(), SPLIT=self.split,
+                                                         BLOCK=size, HAS_SCALE=scale != 1.0)
+
+
+def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
+    """``run(pointers, scale)`` launching ``kernel``, which Triton compiled for ``layout``,
+    with the config the autotuner chose and a ready grid, as JITFunction.run launches it
+    (triton 3.6-3.9) but without re-binding, re-specializing and hashing every argument
+    and rebuilding the autotuner's key each time.  ``run`` returns False where Triton's
+    own path must launch instead: launch hooks (a profiler), another current device, an
+    output not 16-byte aligned.  Anything unexpected turns these launches off for good."""
+    try:
+        tuned = launcher.tuned
+        config = tuned.best_config
+        meta = {**layout.meta, **config.kwargs}
+        params = tuned.fn.params
+        n = launcher.pointers + len(layout.args) + 1  # pointers, strides, scale
+        if [p.is_constexpr for p in params] != [False] * n + [True] * (len(params) - n) \
+                or len(kernel.src.signature) != len(params) \
+                or (kernel.metadata.num_warps, kernel.metadata.num_stages) != (config.num_warps, config.num_stages):
+            raise RuntimeError("this Triton's kernel does not look as expected")
+        constexprs = tuple(meta[p.name] for p in params[n:])
+        g0, g1, g2 = (tuple(layout.grid(meta)) + (1, 1))[:3]
+        call = kernel.run  # (first: it loads the kernel where that is still to do)
+        function, packed = kernel.function, kernel.packed_metadata
+        if function is None:
+            raise RuntimeError("the compiled kernel is not loaded")
+        driver = triton.runtime.driver.active
+        current_device, current_stream = driver.get_current_device, driver.get_current_stream
+        device = current_device()
+        hooks = triton.knobs.runtime
+        args = layout.args
+    except Exception:
+        launcher.no_compiled_launches()
+        return None
+
+    def run(pointers, scale):
+        enter = hooks.launch_enter_hook
+        if (enter is not None and getattr(enter, "calls", True)) or pointers[-1].data_ptr() % 16 \
+                or current_device() != device:
+            return False
+        try:
+            call(g0, g1, g2, current_stream(device), function, packed, None, enter, hooks.launch_exit_hook,
+                 *pointers, *args, scale, *constexprs)
+        except Exception:
+            launcher.no_compiled_launches()
+            return False
+        return True
+    return run
+
+
+__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "block",
+           "processors", "layout_class", "fp32_precision", "finish_kernel", "SHARED_MEMORY", "K_GRANULE"]
