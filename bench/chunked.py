@@ -9,7 +9,7 @@ whose results are permuted copies of a product, and ``batched_frobenius``, a mul
 and sum), and per scale: the ``cpu`` variant's sizes with the first index of the result
 that comes from the first operand multiplied by the scale (the result, and the product
 over all indices that a multiply and sum makes, grow by as much), float32.  einc's call is timed twice in interleaved rounds
-(``einc.benchmark.timing``), the same plan with the chunks on and, for the ``whole``
+(``einc.tools.benchmark.timing``), the same plan with the chunks on and, for the ``whole``
 method, off (``chunked.untracked`` answering False, as for a tensor autograd tracks),
 and the ratio chunks / whole is the median of the per-round ratios with its 95 %
 interval (``--chunk-kib``: the chunks' size per thread).  Both are checked against
@@ -31,8 +31,8 @@ if __package__ in (None, ""):
 import torch
 
 import einc
-from einc.benchmark.suite import find_suite, load
-from einc.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 from einc.runtime.torch_executor import chunked
 
 from bench.pairwise import cpu_setup

@@ -23,9 +23,9 @@ if __package__ in (None, ""):
 import torch  # noqa: E402
 
 import einc  # noqa: E402
-from einc.benchmark.runner import operands  # noqa: E402
-from einc.benchmark.suite import load as load_suite  # noqa: E402
-from einc.benchmark.timing import interleaved  # noqa: E402
+from einc.tools.benchmark.runner import operands  # noqa: E402
+from einc.tools.benchmark.suite import load as load_suite  # noqa: E402
+from einc.tools.benchmark.timing import interleaved  # noqa: E402
 
 SUITE = Path(__file__).resolve().parent / "suite.json"
 

@@ -4,7 +4,7 @@
     python bench/dispatch.py --kernels-noop [--rounds N] [--out DIR] [--quick]
     python bench/dispatch.py --blas-steps [--rounds N] [--out DIR] [--quick] [--threads N]
 
-The same as ``einc bench --dispatch`` (the code is in einc/benchmark/dispatch.py).
+The same as ``einc bench --dispatch`` (the code is in einc/tools/benchmark/dispatch.py).
 ``--kernels-noop`` measures einc's own Python per kernel step instead: CPU tensors
 through the generated kernels (Triton's interpreter) with each kernel launch a no-op
 (writes dispatch_kernels_noop.md/.csv).  ``--blas-steps`` times einc's cuBLAS step
@@ -20,8 +20,8 @@ from pathlib import Path
 if __package__ in (None, ""):                      # run as a script: make `bench` and `einc` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from einc.benchmark import dispatch as _dispatch  # noqa: E402
-from einc.benchmark.dispatch import N, SIZES, chain, run  # noqa: E402
+from einc.tools.benchmark import dispatch as _dispatch  # noqa: E402
+from einc.tools.benchmark.dispatch import N, SIZES, chain, run  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 

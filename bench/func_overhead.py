@@ -9,7 +9,7 @@ machinery in torch is Python; under ``vmap`` of one or two operands, or of more 
 and under ``grad`` the torch executor's
 plan runs as is (its ops batched or differentiated by torch), as under plain autograd;
 torch.einsum's rules are C++.  Each row times einc, torch.einsum and opt_einsum's ``contract`` (torch
-backend) under the same transform, interleaved (``einc.benchmark.timing``), and prints the
+backend) under the same transform, interleaved (``einc.tools.benchmark.timing``), and prints the
 medians and the paired ratios with their 95 % intervals.
 """
 
@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from torch.func import grad, vmap  # noqa: E402
 
 import einc  # noqa: E402
-from einc.benchmark.timing import interleaved, ratio_interval  # noqa: E402
+from einc.tools.benchmark.timing import interleaved, ratio_interval  # noqa: E402
 
 
 def _opt_einsum(eq, *ops):

@@ -41,7 +41,7 @@ Parts (the suite's categories, ``bench/suite.json``, ``gpu`` variants):
 Per workload (every measurement in its own ``try``: a failure is recorded in the CSV's
 ``error`` column and the run goes on):
 
-- operands: ``einc.benchmark.runner.operands`` (``torch.randn`` in the variant's dtype,
+- operands: ``einc.tools.benchmark.runner.operands`` (``torch.randn`` in the variant's dtype,
   seed 0; tensor networks scaled to unit norm); the reference is ``torch.einsum`` on
   float64 (complex128) copies on the same device.
 - correctness: before each checked einc call a NaN-filled block of the output's size is
@@ -54,7 +54,7 @@ Per workload (every measurement in its own ``try``: a failure is recorded in the
 - timings (CSV in µs; on CUDA each is the median of ``triton.testing.do_bench(fn,
   warmup=25, rep=100, return_mode="median")``: CUDA events around each call, L2 flushed
   between calls; on the CPU, or without triton, the median over rounds of calibrated
-  batches timed with ``time.perf_counter``, see ``einc/benchmark/timing.py``):
+  batches timed with ``time.perf_counter``, see ``einc/tools/benchmark/timing.py``):
   ``einc`` (``einc.einsum``, default settings), ``torch`` (``torch.einsum``), ``torch_c``
   (``torch.einsum(...).contiguous()``, ``.clone()`` where the result shares an input's
   storage: the fresh contiguous tensor einc returns), ``einc_blas`` (einc with
@@ -73,7 +73,7 @@ Per workload (every measurement in its own ``try``: a failure is recorded in the
   (``len(einc.explain(eq, *ops).steps)``, column ``k``).
 - ``floor`` = max(flops / peak[dtype], min_bytes / bandwidth), with flops and min_bytes
   from the suite and peak (``torch.mm`` of square matrices) and bandwidth (a 1 GiB
-  device copy) measured at the start of the same run (``einc.benchmark.roofline``);
+  device copy) measured at the start of the same run (``einc.tools.benchmark.roofline``);
   ``%floor`` = 100 * floor / einc.  CUDA only.
 - ratios: ``e/t`` = einc / torch, ``e/tc`` = einc / torch_c, ``e/blas`` = einc /
   einc_blas, ``e/best`` = einc / min(torch_c, einc_blas, oe_plan).
@@ -146,11 +146,11 @@ import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 
 import einc  # noqa: E402
-from einc.benchmark import roofline as roofs  # noqa: E402
-from einc.benchmark.runner import in_range, operands  # noqa: E402
-from einc.benchmark.suite import find_suite, variant_name  # noqa: E402
-from einc.benchmark.suite import load as load_suite  # noqa: E402
-from einc.benchmark.timing import calibrate, time_batch  # noqa: E402
+from einc.tools.benchmark import roofline as roofs  # noqa: E402
+from einc.tools.benchmark.runner import in_range, operands  # noqa: E402
+from einc.tools.benchmark.suite import find_suite, variant_name  # noqa: E402
+from einc.tools.benchmark.suite import load as load_suite  # noqa: E402
+from einc.tools.benchmark.timing import calibrate, time_batch  # noqa: E402
 
 PARTS = {
     "gemm": ("attention", "moe", "bilinear", "layout"),

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import einc  # noqa: E402
-from einc.benchmark.runner import operands  # noqa: E402
+from einc.tools.benchmark.runner import operands  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -123,8 +123,8 @@ def main(argv=None) -> int:
     import torch
 
     import einc
-    from einc.benchmark.runner import operands
-    from einc.benchmark.suite import find_suite, load
+    from einc.tools.benchmark.runner import operands
+    from einc.tools.benchmark.suite import find_suite, load
     from einc.runtime import triton_executor
 
     if args.device == "cuda":

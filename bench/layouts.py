@@ -12,7 +12,7 @@ model picks is logged (each step's, and where it differs the one for training:
 listed as such and not timed (``--all`` times it anyway).  One that changes gets its steps
 printed (operands -> result: the batch | M | N | K groups, and which of the left, right
 and result tensors are copied) and both entries are timed on the same operands in
-interleaved rounds (``einc.benchmark.timing``; ``--train``: a training step, the result
+interleaved rounds (``einc.tools.benchmark.timing``; ``--train``: a training step, the result
 and its gradients as autograd takes them through the torch executor's ops): medians,
 and the median of the paired per-round ratios setting/default with its 95 % interval.  Before timing, both results are
 checked against torch.einsum on float64 copies where that result is at most 512 MiB, else
@@ -36,9 +36,9 @@ if __package__ in (None, ""):
 import torch
 
 import einc
-from einc.benchmark.runner import operands
-from einc.benchmark.suite import find_suite, load
-from einc.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.runner import operands
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine

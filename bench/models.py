@@ -7,7 +7,7 @@ with its default backend (inductor); ``backend="einc"`` (einc's FX pass, which r
 only the contractions where einc's plan saves flops, then inductor); and the einc pass
 with the rest of the graph left eager (``options={"inner": "eager"}``), which separates
 what the rewrite does from what inductor does.  Same interleaved,
-median-of-batches timing as the other benchmarks (einc/benchmark/timing.py); see
+median-of-batches timing as the other benchmarks (einc/tools/benchmark/timing.py); see
 bench/README.md.  Writes OUT/models.md and OUT/models.csv.
 """
 
@@ -26,8 +26,8 @@ import torch  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
 import einc.dynamo  # noqa: E402
-from einc.benchmark import report  # noqa: E402
-from einc.benchmark.timing import interleaved  # noqa: E402
+from einc.tools.benchmark import report  # noqa: E402
+from einc.tools.benchmark.timing import interleaved  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 METHODS = ("eager", "inductor", "einc", "einc+eager")

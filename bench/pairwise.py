@@ -5,7 +5,7 @@
 
 Per workload of the suite's ``pairwise`` category (``cpu`` variants, float32, ``torch.randn``
 with seed 0; ``--variant gpu``: the GPU variants' shapes, ~256 MiB per tensor, still on the
-CPU): the four methods timed in interleaved rounds (``einc.benchmark.timing``),
+CPU): the four methods timed in interleaved rounds (``einc.tools.benchmark.timing``),
 each ratio the median of the per-round ratios einc / method (round k of every method is
 timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
@@ -39,9 +39,9 @@ import opt_einsum
 import torch
 
 import einc
-from einc.benchmark.runner import operands
-from einc.benchmark.suite import find_suite, load
-from einc.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.runner import operands
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
 

@@ -13,7 +13,7 @@ copied into a contiguous tensor over another:
   from the source) is 2 to 16 elements of 1, 2 or 4 bytes.
 
 Methods (each builds a fresh result, as the executor does), timed in interleaved rounds
-(``einc.benchmark.timing``), each ratio the median of the per-round ratios method /
+(``einc.tools.benchmark.timing``), each ratio the median of the per-round ratios method /
 ``torch`` with its 95 % interval:
 
 - ``memcpy``: a contiguous copy of as many bytes (the bandwidth bound);
@@ -47,8 +47,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
-from einc.benchmark.suite import find_suite, load
-from einc.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 from einc.runtime.torch_executor import permute_copy as pc
 
 from bench.pairwise import cpu_setup

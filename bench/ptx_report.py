@@ -407,7 +407,7 @@ def main(argv=None) -> int:
         return 0
     _compiler_environment()
 
-    from einc.benchmark.suite import find_suite, load
+    from einc.tools.benchmark.suite import find_suite, load
     from einc.codegen.ir import KERNEL_DTYPES
 
     suite = load(find_suite(args.suite))

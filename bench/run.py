@@ -3,7 +3,7 @@
     python bench/run.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick] [--threads N] [--wait S] [--dispatch]
     python bench/run.py --train [--no-models] [same options]
 
-The same as ``einc bench`` (the code is in einc/benchmark/); see bench/README.md for
+The same as ``einc bench`` (the code is in einc/tools/benchmark/); see bench/README.md for
 the method.  ``--train`` times forward + backward: the suite (suite_cpu_train.*) and
 the models of bench/models.py (models_train.*).
 """
@@ -19,7 +19,7 @@ if __package__ in (None, ""):                      # run as a script: make `benc
 
 import torch  # noqa: E402
 
-from einc.benchmark.runner import (METHODS, RTOL, Options, bench_suite, bench_workload, cell, check,  # noqa: E402
+from einc.tools.benchmark.runner import (METHODS, RTOL, Options, bench_suite, bench_workload, cell, check,  # noqa: E402
                                    methods, operands, report_suite, short)
 from einc.errors import EincError  # noqa: E402
 
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.dispatch:
-        from einc.benchmark import dispatch
+        from einc.tools.benchmark import dispatch
         return dispatch.run(args.out, args.rounds, args.quick)
     try:
         return bench_suite(SUITE, device="cpu", text=args.filter, out=args.out, rounds=args.rounds,

@@ -3,14 +3,15 @@
 Pipeline, one room per stage, each importing only the rooms below it
 (``tests/test_layering.py``): ``planner/`` (equation -> graph -> plan: opt_einsum
 chooses the order; slicing; fusion decisions) -> ``codegen/`` (kernel IR, lowering,
-Triton source) -> ``runtime/`` (cache, loader, dispatch, executors, the shared kernel
+Triton source) -> ``runtime/`` (cache, dispatch, and one wing per executor:
+``torch_executor/``, ``triton_executor/`` with the loader and the shared kernel
 launcher) -> the doors (``api``: torch.einsum's; ``opt_einsum_api``: opt_einsum's;
-``autograd``, ``custom_op``, ``distributed``, ``dynamo/``: the torch.compile backend)
--> the tools (``dump``, ``benchmark/``, ``cli``).
+``named``, ``autograd``, ``custom_op``, ``distributed``, ``dynamo/``: the torch.compile
+backend) -> ``tools/`` (``cli``, ``dump``, ``benchmark/``).
 
 ``import einc`` loads only the pure stages; the torch-dependent front end
 (``einc.api``: ``einsum``, ``explain``, ...; ``einc.opt_einsum_api``: ``contract``, ...)
-is imported on first use of one of its names, so that ``einc dump`` (``einc.cli``)
+is imported on first use of one of its names, so that ``einc dump`` (``einc.tools.cli``)
 runs without importing torch or triton.
 """
 

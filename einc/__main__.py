@@ -1,7 +1,7 @@
-"""``python -m einc``: the same as the ``einc`` command (see einc/cli.py)."""
+"""``python -m einc``: the same as the ``einc`` command (see einc/tools/cli.py)."""
 
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

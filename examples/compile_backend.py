@@ -25,7 +25,7 @@ compile it.  Two models:
 import torch
 
 import einc.dynamo
-from einc.benchmark.timing import interleaved
+from einc.tools.benchmark.timing import interleaved
 
 
 class Factored(torch.nn.Module):

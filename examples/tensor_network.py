@@ -16,7 +16,7 @@ import torch
 from opt_einsum.testing import rand_equation
 
 import einc
-from einc.benchmark.timing import interleaved
+from einc.tools.benchmark.timing import interleaved
 
 torch.manual_seed(0)
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import einc
-from einc.benchmark import runner
-from einc.cli import main
+from einc.tools.benchmark import runner
+from einc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "bench" / "suite.json"
@@ -203,8 +203,8 @@ def test_models_verdict_fails_only_beyond_the_noise(tmp_path):
     """A model fails where the 95 % interval of its paired per-round ratio einc/inductor lies
     above 1.0; a ratio above 1.0 within the noise is named (with a note where both columns
     run the same compiled code), not failed."""
-    from einc.benchmark import report as report_module
-    from einc.benchmark.timing import Timing
+    from einc.tools.benchmark import report as report_module
+    from einc.tools.benchmark.timing import Timing
 
     def row(name, einc_rounds, rewrites):
         inductor = Timing(1e-3, 1, [1e-3] * 9)
@@ -256,7 +256,7 @@ def test_like_for_like_verdict_fails_only_beyond_the_noise():
 
 
 def test_ratio_interval_is_the_sign_tests_interval_around_the_paired_median():
-    from einc.benchmark.timing import Timing, ratio_interval
+    from einc.tools.benchmark.timing import Timing, ratio_interval
     a = Timing(1, 1, [float(k) for k in range(1, 32)])          # ratios 1 .. 31 against 1
     one = Timing(1, 1, [1.0] * 31)
     # 31 rounds: P(Bin(31, 1/2) <= 9) = 0.015 <= 0.025 < P(<= 10): the 10th and 22nd of the sorted ratios

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from einc.benchmark import load as loadmod
-from einc.benchmark import runner
-from einc.cli import main
+from einc.tools.benchmark import load as loadmod
+from einc.tools.benchmark import runner
+from einc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "bench" / "suite.json"
@@ -157,7 +157,7 @@ def test_the_expected_duration_is_printed_and_plausible(tmp_path, capsys):
 
 def test_the_chart_groups_by_category_and_shows_the_numbers(tmp_path):
     plt = pytest.importorskip("matplotlib.pyplot")
-    from einc.benchmark import chart
+    from einc.tools.benchmark import chart
 
     rows = [{"w": {"id": f"w{k}", "category": cat}, "einc_check": "ok", "et": et, "eo": 0.8}
             for k, (cat, et) in enumerate([("a", 0.5), ("b", 2.0), ("a", 1.25)])]
@@ -174,7 +174,7 @@ def test_the_chart_groups_by_category_and_shows_the_numbers(tmp_path):
 
 def test_the_chart_title_carries_machine_threads_versions_and_the_warning(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from einc.benchmark import chart
+    from einc.tools.benchmark import chart
 
     titles = []
     monkeypatch.setattr(chart, "draw", lambda rows, path, title, roof=None: titles.append(title) or path)
@@ -191,7 +191,7 @@ def test_the_chart_title_carries_machine_threads_versions_and_the_warning(tmp_pa
 
 
 def test_a_quick_dispatch_run_writes_its_own_files(tmp_path):
-    from einc.benchmark import dispatch
+    from einc.tools.benchmark import dispatch
     (tmp_path / "dispatch.csv").write_text("the full run's")
     assert dispatch.run(tmp_path, rounds=1, quick=True) == 0
     assert (tmp_path / "dispatch.csv").read_text() == "the full run's"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from einc.cli import main, parse_shapes
-from einc import dump
+from einc.tools.cli import main, parse_shapes
+from einc.tools import dump
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "bench" / "suite.json"
@@ -103,7 +103,7 @@ def test_dump_imports_neither_torch_nor_triton(tmp_path):
             "    runpy.run_module('einc', run_name='__main__')\n"
             "except SystemExit as e:\n"
             "    assert e.code == 0, e.code\n"
-            "from einc.cli import main\n"
+            "from einc.tools.cli import main\n"
             f"assert main(['dump', '--suite', {str(SUITE)!r}, '-o', {str(tmp_path / 'suite')!r}]) == 0\n"
             "assert main(['cache', 'path']) == 0\n"
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]\n"
@@ -453,7 +453,7 @@ def test_bench_takes_the_smallest_valid_numbers_and_creates_its_folder(tmp_path)
 def test_bench_without_matplotlib_still_writes_csv_and_markdown(tmp_path):
     code = ("import sys\n"
             "sys.modules['matplotlib'] = None            # as if it were not installed\n"
-            "from einc.cli import main\n"
+            "from einc.tools.cli import main\n"
             f"sys.exit(main(['bench', '--suite', {str(SUITE)!r}, '--out', {str(tmp_path)!r}, "
             "'--quick', '--rounds', '3', '--budget', '0.1', '--filter', 'tiny_gemm']))\n")
     done = run_cli(code=code)
@@ -479,8 +479,8 @@ def test_bench_scripts_are_thin_wrappers(tmp_path):
 def test_chart_with_a_roofline(tmp_path):
     """The GPU chart's roofline panel, drawn from synthetic rows (no GPU needed)."""
     pytest.importorskip("matplotlib")
-    from einc.benchmark.chart import draw
-    from einc.benchmark.roofline import Roofline
+    from einc.tools.benchmark.chart import draw
+    from einc.tools.benchmark.roofline import Roofline
 
     roof = Roofline(bandwidth=3e12, peaks={"bfloat16": 7e14, "float32": 5e13})
     rows = [{"w": {"id": f"w{k}", "category": "c"}, "einc_check": "ok", "et": et, "eo": 0.9,
@@ -494,8 +494,8 @@ def test_chart_with_a_roofline(tmp_path):
 
 def test_gpu_report_columns_from_cpu_rows(tmp_path):
     """The CUDA report (throughput and % of roofline columns), fed with CPU rows and a synthetic roofline."""
-    from einc.benchmark import report, runner, suite
-    from einc.benchmark.roofline import Roofline
+    from einc.tools.benchmark import report, runner, suite
+    from einc.tools.benchmark.roofline import Roofline
 
     (w,) = [w for w in suite.load(SUITE)["workloads"] if w["id"] == "tiny_gemm_16"]
     row = runner.bench_workload(w, rounds=3, budget=0.1, min_rounds=1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from einc import dump
+from einc.tools import dump
 from einc.codegen import render
 from einc.planner.equation import parse
 from einc.planner.graph import build
@@ -105,13 +105,13 @@ def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
 
 
 def test_golden_kernels_are_current(tmp_path):
-    """kernels/ is what `python -m einc.dump` writes today."""
+    """kernels/ is what `python -m einc.tools.dump` writes today."""
     tree = dump.golden(ROOT / "bench" / "suite.json")
     committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()
-    assert committed == tree, "kernels/ is stale: run python -m einc.dump"
+    assert committed == tree, "kernels/ is stale: run python -m einc.tools.dump"
 
 
 def test_generation_is_identical_across_processes(tmp_path):
@@ -119,7 +119,7 @@ def test_generation_is_identical_across_processes(tmp_path):
     for seed in ("1", "2"):
         out = tmp_path / seed
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "einc.dump", "--suite", str(ROOT / "bench" / "suite.json"),
+        subprocess.run([sys.executable, "-m", "einc.tools.dump", "--suite", str(ROOT / "bench" / "suite.json"),
                         "--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
         outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert outs[0] == outs[1] and len(outs[0]) > 30
@@ -130,7 +130,7 @@ def test_codegen_does_not_import_torch_or_triton():
             "spec = importlib.util.find_spec('einc')\n"
             "pkg = types.ModuleType('einc'); pkg.__path__ = list(spec.submodule_search_locations)\n"
             "sys.modules['einc'] = pkg\n"
-            "from einc import dump\n"
+            "from einc.tools import dump\n"
             "dump.plan_files('ij,jk->ik', [(4, 4), (4, 4)], 'float16')\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -17,7 +17,7 @@ import pytest
 
 import einc
 from einc import config
-from einc.cli import main
+from einc.tools.cli import main
 from einc.errors import ConfigError, EincError
 from einc.runtime.triton_executor import diskcache, loader
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import einc
-from einc import dump
+from einc.tools import dump
 from einc.planner.equation import parse
 from einc.codegen.lower import lower_program
 from einc.planner.fuse import FUSED, fuse_plan

@@ -155,7 +155,7 @@ def test_gates_from_csvs_later_file_wins(ge, tmp_path, capsys, monkeypatch):
 
 
 def test_parts_cover_the_suite(ge):
-    from einc.benchmark.suite import load
+    from einc.tools.benchmark.suite import load
     suite = load(ROOT / "bench" / "suite.json")
     gemm = {w["id"] for w in ge.select_workloads(suite, "gemm", "", "cuda")}
     rest = {w["id"] for w in ge.select_workloads(suite, "rest", "", "cuda")}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import einc
-from einc.cli import main
+from einc.tools.cli import main
 from einc.runtime.triton_executor import diskcache
 
 pytestmark = pytest.mark.kernels

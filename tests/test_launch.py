@@ -451,7 +451,7 @@ def test_compiled_launches_of_a_fused_kernel_on_a_gpu(monkeypatch, tmp_path):
 
 @interpreter
 def test_the_overhead_benchmark_stubs_launches_and_puts_them_back(fresh, monkeypatch, tmp_path):
-    from einc.benchmark import dispatch
+    from einc.tools.benchmark import dispatch
     monkeypatch.setenv("EINC_BACKEND", "triton")
     assert dispatch.run_kernels_noop(tmp_path / "out", rounds=1, quick=True) == 0
     with open(tmp_path / "out" / "dispatch_kernels_noop.csv", newline="") as f:

@@ -63,7 +63,7 @@ def _outcome(fn):
 
 
 def test_the_benchmark_times_torchs_own_einsum_when_the_attribute_is_patched(monkeypatch):
-    from einc.benchmark import runner
+    from einc.tools.benchmark import runner
     monkeypatch.setattr(torch, "einsum", einc.einsum)
     fns = runner.methods("ij,jk->ik", [torch.randn(2, 3), torch.randn(3, 4)])
     assert fns["torch"].func is torch_einsum and torch_einsum is not einc.einsum

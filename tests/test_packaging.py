@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_packaged_suite_is_the_suite_of_bench():
-    """einc/benchmark/suite.json (shipped in the wheel) is the one copy; bench/suite.json links to it."""
-    packaged, bench = ROOT / "einc" / "benchmark" / "suite.json", ROOT / "bench" / "suite.json"
+    """einc/tools/benchmark/suite.json (shipped in the wheel) is the one copy; bench/suite.json links to it."""
+    packaged, bench = ROOT / "einc" / "tools" / "benchmark" / "suite.json", ROOT / "bench" / "suite.json"
     assert bench.is_symlink() and bench.resolve() == packaged.resolve()
     assert not packaged.is_symlink() and len(json.loads(packaged.read_text())["workloads"]) >= 30
 
@@ -81,10 +81,10 @@ def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     _, wheel, _, _ = installed
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
-        assert z.read("einc/benchmark/suite.json") == (ROOT / "bench" / "suite.json").read_bytes()
+        assert z.read("einc/tools/benchmark/suite.json") == (ROOT / "bench" / "suite.json").read_bytes()
         (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         requires = [ln for ln in z.read(meta).decode().splitlines() if ln.startswith("Requires-Dist:")]
-    assert "einc/py.typed" in names and "einc/cli.py" in names
+    assert "einc/py.typed" in names and "einc/tools/cli.py" in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     base = {r.split(":", 1)[1].strip() for r in requires if "extra ==" not in r}
     assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "opt_einsum", "tqdm"}   # no numpy
@@ -107,7 +107,7 @@ def test_the_wheel_works_outside_the_source_tree(installed):
     assert "Complete contraction:  ij,jk,kl->il" in done.stdout and "torch.einsum default" in done.stdout
 
     done = _run([*einc_cmd, "dump", "--suite", "-o", str(work / "kernels")], cwd=work, env=env)
-    assert str(site / "einc" / "benchmark" / "suite.json") in done.stdout
+    assert str(site / "einc" / "tools" / "benchmark" / "suite.json") in done.stdout
     def tree(root):
         return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.suffix in (".py", ".txt")}
     assert tree(work / "kernels") == tree(ROOT / "kernels")          # the committed golden kernels

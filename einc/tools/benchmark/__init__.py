@@ -4,5 +4,5 @@ only), the suite runner (:mod:`.runner`), the dispatch micro-benchmark
 (:mod:`.dispatch`), reports (:mod:`.report`), the chart (:mod:`.chart`, needs
 matplotlib) and a measured GPU roofline (:mod:`.roofline`).
 
-Nothing is imported here, so ``einc.benchmark.suite`` loads without torch.
+Nothing is imported here, so ``einc.tools.benchmark.suite`` loads without torch.
 """

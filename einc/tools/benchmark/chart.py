@@ -25,7 +25,7 @@ def _pyplot():
 
 
 def draw(rows: list[dict], path, title: str, roofline=None) -> Path:
-    """Write the chart for benchmark ``rows`` (from :func:`einc.benchmark.runner.run`) to ``path``.
+    """Write the chart for benchmark ``rows`` (from :func:`einc.tools.benchmark.runner.run`) to ``path``.
     ``title`` may hold several lines (the runner adds the machine, threads, versions and
     any noise warning)."""
     plt = _pyplot()

@@ -2,7 +2,7 @@
 classic equations, committed so that a change to the code generator shows up in
 review as a diff of kernels.
 
-    python -m einc.dump [--suite bench/suite.json] [--out kernels]
+    python -m einc.tools.dump [--suite bench/suite.json] [--out kernels]
 
 Pure Python: needs neither torch nor triton (nor a GPU).
 """
@@ -13,11 +13,11 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .codegen.ir import KERNEL_DTYPES
-from .codegen.lower import modules
-from .planner import plan_for
-from .planner.equation import parse
-from .planner.fuse import fuse_plan, notes
+from ..codegen.ir import KERNEL_DTYPES
+from ..codegen.lower import modules
+from ..planner import plan_for
+from ..planner.equation import parse
+from ..planner.fuse import fuse_plan, notes
 
 CLASSICS = [  # (name, equation, shapes, dtype)
     ("matmul", "ij,jk->ik", [(512, 256), (256, 128)], "float16"),

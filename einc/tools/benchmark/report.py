@@ -22,7 +22,7 @@ from .load import Load, _cpu_sample  # noqa: F401 -- re-exported: dispatch, mode
 
 # The repository holding the einc package (an editable install or a clone); used for
 # the git revision in the header, and only when it is a git checkout.
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _cpu_model() -> str:

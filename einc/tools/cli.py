@@ -20,9 +20,9 @@ import textwrap
 import traceback
 from pathlib import Path, PurePath
 
-from . import config
-from .errors import ArgumentError, EincError, OperandCountError
-from .codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
+from .. import config
+from ..errors import ArgumentError, EincError, OperandCountError
+from ..codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
 
 
 
@@ -133,7 +133,7 @@ def parse_size(text: str) -> tuple[str, int]:
 def _named(args):
     """A named equation (or ``--size``): the resolved equation and its shapes in ``args``,
     and the description of the names (None for an equation in torch's notation)."""
-    from .planner import notation
+    from ..planner import notation
 
     sizes = dict(args.size or ())
     if not sizes and not notation.is_named(args.equation):
@@ -167,9 +167,9 @@ def cmd_dump(args) -> int:
     if args.shapes is None:
         args.parser.error("--shapes is required with an EQUATION")
     from . import dump
-    from .planner import plan_for
-    from .planner.equation import parse
-    from .codegen.lower import supported
+    from ..planner import plan_for
+    from ..planner.equation import parse
+    from ..codegen.lower import supported
 
     named = _named(args)
     if named is not None:
@@ -206,7 +206,7 @@ def _one_off(files: dict, args) -> dict:
     (the code generator's says ``einc dump --suite``, true of the golden kernels only)."""
     import shlex
 
-    from .codegen.common import SUITE_ORIGIN
+    from ..codegen.common import SUITE_ORIGIN
 
     shapes = ",".join("x".join(map(str, s)) if s else "()" for s in args.shapes)
     origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shapes} --dtype {args.dtype})"
@@ -249,7 +249,7 @@ def cmd_explain(args) -> int:
     import opt_einsum
     import torch
 
-    from . import api
+    from .. import api
 
     named = _named(args)
     optimize = _optimize(args.optimize, opt_einsum)
@@ -295,7 +295,7 @@ def _optimize(text: str, opt_einsum):
     """``--optimize``: an opt_einsum strategy, ``auto`` (also ``true``), ``cotengra``, or
     left to right (``left-to-right``, ``false``, ``none``), in any case; the Python
     API's other values (a PathOptimizer, an explicit path) have no command line spelling."""
-    from .planner.options import AUTO, COTENGRA
+    from ..planner.options import AUTO, COTENGRA
 
     name = text.strip().lower()
     if name in _LEFT_TO_RIGHT:
@@ -387,7 +387,7 @@ def cmd_bench(args) -> int:
 # ----------------------------------------------------------------------- cache
 
 def cmd_cache(args) -> int:
-    from .runtime.triton_executor import diskcache     # standard library only, like config
+    from ..runtime.triton_executor import diskcache     # standard library only, like config
 
     directory = diskcache.kernel_dir(create=False)
     if args.action == "path":
@@ -428,7 +428,7 @@ def _kib(n: int) -> str:
 
 def _equation_of(module: Path) -> str:
     """What a module computes, from its header (the code generator's format)."""
-    from .codegen.common import summary
+    from ..codegen.common import summary
     try:
         with open(module, encoding="utf-8") as f:
             return summary("".join(next(f, "") for _ in range(4)))
@@ -527,7 +527,7 @@ Exit status 1 if einc's result differs from torch.einsum's on any workload (with
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
     parser = argparse.ArgumentParser(
         prog="einc", formatter_class=_FMT,
         description=_fill("einc, an einsum compiler for PyTorch: dump generated kernels, explain plans, "

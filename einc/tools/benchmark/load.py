@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from ..errors import EincError
+from ...errors import EincError
 
 BUSY = 0.3          # cores kept busy by other processes that disturb a run with a thread per core
 TICK = 2.0          # seconds per sample while waiting

@@ -3,8 +3,8 @@
 Used by ``einc bench`` and ``python bench/run.py``.  For each workload of the suite
 (the ``cpu`` variant on the CPU, the ``gpu`` variant on CUDA) the three methods get
 the same operands; einc's and opt_einsum's results are checked against
-torch.einsum's, then the three are timed with :func:`~einc.benchmark.timing.interleaved`.
-Writes ``suite_<device>.md`` and ``.csv`` (and, through :mod:`einc.benchmark.chart`,
+torch.einsum's, then the three are timed with :func:`~einc.tools.benchmark.timing.interleaved`.
+Writes ``suite_<device>.md`` and ``.csv`` (and, through :mod:`einc.tools.benchmark.chart`,
 ``.png``).  See bench/README.md for the method.
 
 Training mode (``einc bench --train``): the same runner with another *call*: each
@@ -33,8 +33,8 @@ import torch
 
 import einc
 
-from ..errors import ArgumentError
-from ..runtime.reference import torch_einsum
+from ...errors import ArgumentError
+from ...runtime.reference import torch_einsum
 from . import report
 from .load import Load, fits, measure, other_cores, settle
 from .load import _cpu_sample as cpu_sample
@@ -279,7 +279,7 @@ def bench_workload(w: dict, rounds: int, budget: float, min_rounds: int, device:
 def like_for_like(timings: dict):
     """einc against the like-for-like baseline -- torch.einsum, plus ``.contiguous()`` where
     its result is a view that is not (:data:`CONTIGUOUS`) -- as ``(baseline name, median,
-    low, high)`` of the paired per-round ratio (:func:`~einc.benchmark.timing.ratio_interval`,
+    low, high)`` of the paired per-round ratio (:func:`~einc.tools.benchmark.timing.ratio_interval`,
     95 %), or None where either was not timed."""
     base = CONTIGUOUS if CONTIGUOUS in timings else "torch"
     if "einc" not in timings or base not in timings:
@@ -541,7 +541,7 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
     A partial run (``quick``, or a ``text`` filter) writes under other names
     (:func:`run_tag`), never over a full run's files.  On a busy machine the run waits
     up to ``wait`` s, pins torch to one thread (unless ``threads_set``) or refuses
-    (:func:`~einc.benchmark.load.settle`), and re-times or flags workloads timed while
+    (:func:`~einc.tools.benchmark.load.settle`), and re-times or flags workloads timed while
     it was busy (:func:`run`)."""
     from . import chart as charts
     from . import roofline as roofs

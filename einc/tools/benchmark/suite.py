@@ -1,6 +1,6 @@
 """The workload suite: where to find it, which workloads to run.
 
-The suite ships inside the package (``einc/benchmark/suite.json``, so that ``einc bench``
+The suite ships inside the package (``einc/tools/benchmark/suite.json``, so that ``einc bench``
 and ``einc dump --suite`` work after a wheel install); ``bench/suite.json`` in the
 repository is a symbolic link to it.
 
@@ -16,12 +16,12 @@ import json
 import re
 from pathlib import Path
 
-from ..codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
-from ..errors import ArgumentError
+from ...codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
+from ...errors import ArgumentError
 
 SUITE_NAME = Path("bench") / "suite.json"
 # The repository that holds the einc package, for an editable install or a clone.
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # The copy installed with the package.
 PACKAGED = Path(__file__).resolve().parent / "suite.json"
 

@@ -3,7 +3,7 @@
 The operands are so small that the arithmetic is negligible: the time is the cost of
 getting from the Python call to the kernels (parsing, path finding or plan lookup,
 dispatch).  Same interleaved, median-of-batches method as the suite
-(:mod:`einc.benchmark.timing`).  Used by ``einc bench --dispatch`` and
+(:mod:`einc.tools.benchmark.timing`).  Used by ``einc bench --dispatch`` and
 ``python bench/dispatch.py``.
 
 ``--kernels-noop`` (:func:`run_kernels_noop`) measures einc's own Python on the
@@ -26,7 +26,7 @@ import sys
 
 import torch
 
-from ..runtime.reference import torch_einsum
+from ...runtime.reference import torch_einsum
 from . import report
 from .runner import METHODS, check, methods
 from .timing import interleaved
@@ -177,10 +177,10 @@ def run_blas_steps(out, rounds: int | None = None, quick: bool = False) -> int:
     of the same product and torch.einsum, on tiny float32 operands (CUDA when there is one, synchronized at the ends
     of each batch; else the CPU); writes OUT/dispatch_blas_steps.md and .csv.  1 if a step's
     result was wrong or it was no GEMM, else 0."""
-    from ..planner.equation import parse
-    from ..planner.graph import build
-    from ..planner.plan import build_plan
-    from ..runtime.torch_executor import blas
+    from ...planner.equation import parse
+    from ...planner.graph import build
+    from ...planner.plan import build_plan
+    from ...runtime.torch_executor import blas
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else None
