@@ -95,7 +95,7 @@ class PathError(EincError, ValueError):
 
 class MemoryLimitError(EincError, ValueError):
     """``memory_limit`` can be met only by a slicing estimated to cost far more than the
-    unsliced contraction (see :mod:`einc.slicecost`); the message names the estimated
+    unsliced contraction (see :mod:`einc.planner.slicecost`); the message names the estimated
     slice count and time and, on the same path, the smallest power-of-two limit that keeps
     the cost within 2x."""
 

@@ -31,7 +31,7 @@ def test_the_packaged_suite_is_the_suite_of_bench():
 
 def test_dependencies_are_what_einc_imports():
     """numpy is not a dependency: nothing in einc imports it (only a test does); tqdm is, for
-    the progress bar of long sliced runs (einc.slicecost)."""
+    the progress bar of long sliced runs (einc.runtime.sliced)."""
     import tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]]

@@ -616,7 +616,7 @@ def test_cost_model_prefers_chunks_to_single_values():
 
 
 def test_the_estimate_counts_per_slice_steps_and_hoisted_steps_once():
-    from einc import slicecost
+    from einc.planner import slicecost
     eq = "ab,bc,cx,xy,yd->ad"
     ops = _operands([(3, 3), (3, 3), (3, 30), (30, 30), (30, 3)])
     plan, _ = _chunked(eq, ops, "x", (10,))
@@ -688,7 +688,7 @@ def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
 
 
 def test_the_refusal_threshold_and_its_switch(monkeypatch):
-    from einc import slicecost
+    from einc.planner import slicecost
     from einc.errors import ConfigError, MemoryLimitError
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
@@ -735,14 +735,14 @@ def test_an_interrupt_leaves_out_and_the_cache_untouched(monkeypatch):
 def test_long_runs_report_progress_to_the_log_or_a_terminal(monkeypatch, caplog):
     import io
     import logging
-    from einc import slicecost
+    from einc.runtime import sliced
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
     einc.cache_clear()
     n = einc.explain(eq, *ops, memory_limit=20).slicing.num_slices
     einc.einsum(eq, *ops, memory_limit=20)
     assert not [r for r in caplog.records if r.name == "einc"]      # a short run says nothing
-    monkeypatch.setattr(slicecost, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(sliced, "PROGRESS_SECONDS", 0.0)
     with caplog.at_level(logging.INFO, logger="einc"):
         out = einc.einsum(eq, *ops, memory_limit=20)
     lines = [r.getMessage() for r in caplog.records if r.name == "einc"]
@@ -829,7 +829,7 @@ def test_a_max_input_refusal_names_max_input():
     """The refusal of a slicing that costs too much names the limit as the caller gave it:
     'max_input' (with the number it stood for), not only the number."""
     from types import SimpleNamespace
-    from einc import slicecost
+    from einc.planner import slicecost
     costly = dict(memory_limit=200, num_slices=40000, estimate=lambda executor: (50.0, 40.0, 0.1))
     live = slicecost.refusal(SimpleNamespace(bound="live", **costly))
     given = slicecost.refusal(SimpleNamespace(bound="intermediate", **costly))

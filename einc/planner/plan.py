@@ -372,7 +372,7 @@ def format_table(plan: Plan, backends=(), note: str = "") -> str:
                   f"{s.unsliced_flops:.4g} unsliced)",
                   f"        Estimated time:  {s.seconds * 1e3:.4g} ms, of which per-slice overhead "
                   f"{s.overhead_seconds * 1e3:.4g} ms (unsliced {s.unsliced_seconds * 1e3:.4g} ms: "
-                  f"{s.seconds / s.unsliced_seconds if s.unsliced_seconds else 1:.3g}x; einc.slicecost)"]
+                  f"{s.seconds / s.unsliced_seconds if s.unsliced_seconds else 1:.3g}x; einc.planner.slicecost)"]
     lines += [f"  {note}" for note in plan.notes]
     rows = [("step", "kind", "operands", "contraction", "summed", "flops", "size")
             + (("backend",) if backends else ())]

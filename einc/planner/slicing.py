@@ -40,7 +40,7 @@ Who chooses what to slice:
 - otherwise einc's rule, by cost: the path einc's optimizer finds under the limit if it
   fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
   halved where they are behind a moment over the limit, then widened back to the largest
-  that fits, the slicing estimated fastest (:mod:`einc.slicecost`: the flops of every
+  that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
   cost per step of a slice) kept; the faster of the two paths wins.
 
@@ -61,7 +61,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .. import slicecost
+from . import slicecost
 from .equation import text_of
 from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
@@ -81,7 +81,7 @@ class Slicing:
     ``bound``: what ``memory_limit`` bounds, ``"live"`` (einc's: what is alive at once,
     step copies included) or ``"intermediate"`` (``"max_input"``, opt_einsum's: each
     intermediate alone).  ``seconds``, ``overhead_seconds`` and ``unsliced_seconds`` are
-    :mod:`einc.slicecost`'s estimates: one call, the per-slice fixed cost within it, and
+    :mod:`einc.planner.slicecost`'s estimates: one call, the per-slice fixed cost within it, and
     the same path unsliced."""
 
     indices: tuple[int, ...]
@@ -203,7 +203,7 @@ def _peak(p: Plan) -> int:
 class _Model:
     """The slicings of one ``base`` plan weighed: for ``chunks`` (index -> values per
     slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
-    of a call (:meth:`cost`, :mod:`einc.slicecost`)."""
+    of a call (:meth:`cost`, :mod:`einc.planner.slicecost`)."""
 
     def __init__(self, base: Plan, bound: str, adds: bool = True):
         self.base, self.bound, self.adds = base, bound, adds
@@ -283,7 +283,7 @@ class _Model:
 
 def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -> None:
     """Raise :class:`~einc.errors.MemoryLimitError` where ``plan``'s slicing costs too
-    much on ``executor`` (:func:`einc.slicecost.refusal`), naming the limit
+    much on ``executor`` (:func:`einc.planner.slicecost.refusal`), naming the limit
     :func:`suggest_limit` finds; ``world`` ranks share the slices (:mod:`einc.distributed`)."""
     s = plan.slicing
     if s is None or world > 1 and s.estimate(executor)[0] / world <= slicecost.FLOOR_SECONDS:
@@ -303,7 +303,7 @@ def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -
 def suggest_limit(plan: Plan, executor: str = slicecost.PLANNING) -> int:
     """The smallest limit in einc's own (live) bound -- a power of two, or what ``plan``'s
     path holds unsliced -- at which that path, sliced by einc's rule, is estimated within
-    :data:`einc.slicecost.WITHIN` times its unsliced time on ``executor``: a bisection
+    :data:`einc.planner.slicecost.WITHIN` times its unsliced time on ``executor``: a bisection
     over the powers of two between ``plan``'s limit and that unsliced peak.  The path is
     ``plan``'s own, so no path search runs again."""
     s = plan.slicing

@@ -9,11 +9,15 @@ operands hold no sliced index run once per call, before the slice loop.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
+import sys
+import time
 
 import torch
 
-from .. import config, slicecost
+from .. import config
+from ..planner.slicecost import time_text
 from ..planner import plan_for
 from ..planner.equation import parse, text_of
 from ..planner.options import Options
@@ -148,7 +152,7 @@ class Runner:
     def add(self, acc, operands, start: int, stop: int) -> None:
         """Contract slices ``start .. stop-1`` and add each into ``acc`` (or write it into its
         place, for a sliced output index).  A run estimated longer than a few seconds
-        reports progress (:class:`einc.slicecost.Progress`); an interrupt (Ctrl-C) leaves
+        reports progress (:class:`Progress`); an interrupt (Ctrl-C) leaves
         ``acc`` part-summed, so callers hand out only an accumulator of their own making,
         once every slice ran.
 
@@ -163,8 +167,8 @@ class Runner:
             operands = [o if self.operand_dims[v] else widened([o])[0] for v, o in enumerate(operands)]
         s = self.slicing
         estimate = s.seconds * (stop - start) / s.num_slices
-        progress = slicecost.Progress(stop - start, estimate, self.plan.equation) \
-            if estimate > slicecost.PROGRESS_SECONDS else None
+        progress = Progress(stop - start, estimate, self.plan.equation) \
+            if estimate > PROGRESS_SECONDS else None
         chunks, sizes, entries, n = s.chunks, s.sizes, self.entries, len(operands)
         partial = any(d % c for d, c in zip(sizes, chunks))     # a last, shorter chunk: its own entry
 
@@ -262,4 +266,38 @@ def build_entry(plan: Plan, operands, result_dtype, select, entry_of, unsliced=N
     return entry
 
 
-__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype"]
+log = logging.getLogger("einc")
+PROGRESS_SECONDS = 3.0      # a run estimated longer than this reports progress
+
+
+class Progress:
+    """Progress of a long sliced run: a tqdm bar where stderr is a terminal, else the
+    ``einc`` logger (a line at the start, about every 10% and at the end).  Used only
+    for runs estimated longer than :data:`PROGRESS_SECONDS`."""
+
+    def __init__(self, total: int, estimate: float, equation: str):
+        what = equation if len(equation) <= 40 else equation[:37] + "..."
+        self.total, self.done, self.what = total, 0, what
+        self.bar = None
+        self.t0 = time.perf_counter()
+        self.step = max(1, total // 10)
+        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False, file=sys.stderr)
+        else:
+            log.info("einc: contracting %s: %d slices, estimated %s", what, total, time_text(estimate))
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.done % self.step < n or self.done == self.total:
+            log.info("einc: %s: %d / %d slices, %s", self.what, self.done, self.total,
+                     time_text(time.perf_counter() - self.t0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["Runner", "build_entry", "accumulator_dtype", "natural_dtype", "Progress", "PROGRESS_SECONDS"]

@@ -31,14 +31,9 @@ still shows such a plan, with the same sentence.
 
 from __future__ import annotations
 
-import logging
-import sys
-import time
 from dataclasses import dataclass
 
-from . import config
-
-log = logging.getLogger("einc")
+from .. import config
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,6 @@ PLANNING = "torch"          # whose figures the slicer weighs (plans are made be
 
 FLOOR_SECONDS = 1.0         # an estimate below this is never refused, whatever the ratio
 WITHIN = 2.0                # the suggested limit keeps the estimate within this many times the unsliced
-PROGRESS_SECONDS = 3.0      # a run estimated longer than this reports progress
 
 
 def seconds(flops: float, once_steps: int, slices: int, slice_steps: int, executor: str = PLANNING):
@@ -96,35 +90,4 @@ def time_text(t: float) -> str:
     return f"{t * 1e3:.3g} ms"
 
 
-class Progress:
-    """Progress of a long sliced run: a tqdm bar where stderr is a terminal, else the
-    ``einc`` logger (a line at the start, about every 10% and at the end).  Used only
-    for runs estimated longer than :data:`PROGRESS_SECONDS`."""
-
-    def __init__(self, total: int, estimate: float, equation: str):
-        what = equation if len(equation) <= 40 else equation[:37] + "..."
-        self.total, self.done, self.what = total, 0, what
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.step = max(1, total // 10)
-        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=f"einc {what}", unit="slice", leave=False, file=sys.stderr)
-        else:
-            log.info("einc: contracting %s: %d slices, estimated %s", what, total, time_text(estimate))
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-        elif self.done % self.step < n or self.done == self.total:
-            log.info("einc: %s: %d / %d slices, %s", self.what, self.done, self.total,
-                     time_text(time.perf_counter() - self.t0))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-__all__ = ["EXECUTOR_COSTS", "ExecutorCost", "seconds", "refusal", "time_text", "Progress", "WITHIN",
-           "FLOOR_SECONDS", "PROGRESS_SECONDS"]
+__all__ = ["EXECUTOR_COSTS", "ExecutorCost", "seconds", "refusal", "time_text", "WITHIN", "FLOOR_SECONDS"]
