@@ -1,9 +1,11 @@
 """The stages stand in pipeline order: planner -> codegen -> runtime -> doors -> tools.
 
-The planner imports neither torch nor triton; no module imports a room above its own
-(at any depth of the file, lazy imports included); planner and codegen never reach the
-runtime, even through other modules; and there is no import cycle.  Run as a script, this
-file prints the import graph by room (``python tests/test_layering.py``)."""
+The planner imports neither torch nor triton, and of einc only errors and config; no
+module imports a room above its own (at any depth of the file, lazy imports included);
+planner and codegen never reach the runtime, even through other modules; the runtime's
+two wings (torch_executor/, triton_executor/) never reach each other; and there is no
+import cycle.  Run as a script, this file prints the import graph by room and the
+rules' findings (``python tests/test_layering.py``)."""
 
 import subprocess
 import sys
@@ -79,6 +81,8 @@ def test_only_the_package_face_opt_einsums_door_and_the_cli_import_api():
 
 
 # The rooms, bottom to top: a module may import its own room and the rooms below it only.
+# A module at the top of einc/ is something a user imports, calls or configures (base,
+# doors, face); a folder is a stage of the pipeline (planner, codegen, runtime), or a tool.
 ROOMS = [
     ("base", ("einc.errors", "einc.config")),
     ("planner", ("einc.planner",)),
@@ -87,8 +91,10 @@ ROOMS = [
     ("doors", ("einc.named", "einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
                "einc.opt_einsum_api", "einc.dynamo")),
     ("face", ("einc",)),
-    ("tools", ("einc.tools.dump", "einc.tools.benchmark", "einc.tools.cli", "einc.__main__")),
+    ("tools", ("einc.tools", "einc.__main__")),
 ]
+WINGS = ("einc.runtime.torch_executor", "einc.runtime.triton_executor")     # the runtime's two executors
+PLANNER_MAY_IMPORT = ("einc.planner", "einc.errors", "einc.config")
 
 
 def room(module: str) -> int:
@@ -120,6 +126,59 @@ def back_arrows(graph) -> list[str]:
             if ROOMS[room(d)][0] in above:
                 bad.append(f"{m} reaches {d}")
     return bad
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _reach(graph, m, seen=None) -> set:
+    """Every module ``m`` imports, directly or through a chain of imports."""
+    seen = set() if seen is None else seen
+    for d in graph.get(m, ()):
+        if d not in seen:
+            seen.add(d)
+            _reach(graph, d, seen)
+    return seen
+
+
+def wing_crossings(graph) -> list[str]:
+    """Every module of one executor wing that reaches the other wing through any chain."""
+    bad = []
+    for m in sorted(graph):
+        for k, wing in enumerate(WINGS):
+            if _within(m, wing):
+                other = WINGS[1 - k]
+                bad += [f"{m} reaches {d}" for d in sorted(_reach(graph, m)) if _within(d, other)]
+    return bad
+
+
+def planner_imports_beyond(graph) -> list[str]:
+    """Every import of a planner module that is einc but not the planner, errors or config."""
+    return [f"{m} -> {d}" for m, deps in sorted(graph.items()) if _within(m, "einc.planner")
+            for d in sorted(deps) if not any(_within(d, p) for p in PLANNER_MAY_IMPORT)]
+
+
+def test_the_torch_wing_and_the_triton_wing_never_import_each_other():
+    graph = _graph()
+    assert any(_within(m, WINGS[0]) for m in graph) and any(_within(m, WINGS[1]) for m in graph)
+    assert not wing_crossings(graph), "\n".join(wing_crossings(graph))
+
+
+def test_the_planner_imports_nothing_of_einc_but_errors_and_config():
+    graph = _graph()
+    assert not planner_imports_beyond(graph), "\n".join(planner_imports_beyond(graph))
+
+
+def test_the_rules_catch_a_crossing():
+    """A torch-wing module reaching the Triton wing through the hub, and a planner module
+    importing the codegen's IR, drawn as synthetic graphs, are each found."""
+    graph = {"einc.runtime.torch_executor.ttgt": {"einc.runtime.select"},
+             "einc.runtime.select": {"einc.runtime.triton_executor.diskcache"},
+             "einc.runtime.triton_executor.diskcache": {"einc.config"}}
+    assert wing_crossings(graph) == ["einc.runtime.torch_executor.ttgt reaches einc.runtime.triton_executor.diskcache"]
+    assert planner_imports_beyond({"einc.planner.fuse": {"einc.codegen.ir", "einc.errors", "einc.planner.plan"}}) == [
+        "einc.planner.fuse -> einc.codegen.ir"]
 
 
 def test_no_module_imports_a_room_above_its_own():
@@ -170,3 +229,5 @@ if __name__ == "__main__":      # the import graph by room, bottom to top
             deps = sorted(d for d in g[m] if d != m)
             print(f"    {m} -> {', '.join(deps) if deps else '-'}")
     print("back arrows:", back_arrows(g) or "none")
+    print("wings crossing:", wing_crossings(g) or "none")
+    print("planner imports beyond errors and config:", planner_imports_beyond(g) or "none")
