@@ -16,7 +16,7 @@ from einc.planner.graph import build
 from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def kernels_for(equation, shapes, dtype="float32"):

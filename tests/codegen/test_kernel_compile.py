@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 triton = pytest.importorskip("triton")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''
 import math, sys, types, linecache

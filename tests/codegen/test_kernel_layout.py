@@ -15,7 +15,7 @@ from einc.codegen.ir import KERNEL_DTYPES, MATMUL
 from einc.codegen.lower import contiguous, index_strides, lower_program
 from einc.planner.plan import build_plan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())
 GPU = [(w["id"], w["equation"], [tuple(s) for s in w["variants"]["gpu"]["shapes"]], w["variants"]["gpu"]["dtype"])
        for w in SUITE["workloads"] if w["variants"]["gpu"]["dtype"] in KERNEL_DTYPES]

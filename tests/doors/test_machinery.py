@@ -1,4 +1,4 @@
-"""einc inside PyTorch's machinery, called directly (``tests/test_patched.py`` runs the same
+"""einc inside PyTorch's machinery, called directly (``tests/doors/test_patched.py`` runs the same
 kinds of code with einc patched in as ``torch.einsum``).  Each of these failed on einc
 before the fix: a deadlock, FX, TorchFunctionMode and tensor subclasses, TorchScript,
 and ``torch.jit.trace`` recording a plan for one shape."""

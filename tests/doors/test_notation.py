@@ -459,7 +459,7 @@ def test_many_layouts_against_manual_views():
 def test_the_readme_section_runs():
     """README "Named and composite axes": its Python blocks run, and the rule is one sentence there."""
     from pathlib import Path
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Named and composite axes", 1)[1].split("\n### ", 1)[0]
     blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
     assert len(blocks) == 2
@@ -527,7 +527,7 @@ def test_gradcheck_sizes_0_and_1(sizes):
 def test_bench_named_runs():
     """bench/named.py (named call vs views, alternating rounds) runs and checks its answers."""
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "bench" / "named.py"
+    script = Path(__file__).resolve().parents[2] / "bench" / "named.py"
     done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| small") or line.startswith("| proj")]

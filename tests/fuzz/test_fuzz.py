@@ -1,6 +1,6 @@
 """The differential fuzzer: random einsum calls, every executor, against torch.einsum.
 
-Each test draws :class:`fuzz.Case` s (see tests/fuzz.py for what they cover) and runs
+Each test draws :class:`fuzz.Case` s (see tests/support/fuzz.py for what they cover) and runs
 them through one way of calling einc: the torch executor (``einc.einsum`` on CPU
 tensors; also with each contraction step in a layout drawn among those its copy-cost
 model weighs, not only the cheapest), the generated Triton kernels under Triton's interpreter, a
@@ -9,7 +9,7 @@ compiled op (``torch.compile(fullgraph=True)``), and ``vmap``.  Where torch.eins
 must raise the same built-in type; inputs must be unchanged either way.
 
 Quick and deterministic by default; the long run before a release is
-``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py --hypothesis-show-statistics``.
+``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/fuzz/test_fuzz.py --hypothesis-show-statistics``.
 """
 
 import math

@@ -1,6 +1,6 @@
 """Property tests of the parser: renaming indices keeps the cache key.
 
-(Results against the oracle are the differential fuzzer's job: tests/test_fuzz.py.)
+(Results against the oracle are the differential fuzzer's job: tests/fuzz/test_fuzz.py.)
 """
 
 from hypothesis import given, settings

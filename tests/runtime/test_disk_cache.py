@@ -21,7 +21,7 @@ from einc.cli import main
 from einc.errors import ConfigError, EincError
 from einc.runtime import diskcache, loader
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------- helpers

@@ -21,7 +21,7 @@ from einc.planner.plan import CONTRACT, PRODUCT, build_plan
 from einc.planner.options import Options
 from oracle import assert_close, reference
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # (equation, shapes, path): paths that put a product step next to a contraction

@@ -228,7 +228,7 @@ def test_the_environment_variable_selects_too(timed, monkeypatch):
 @given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=4), seed=st.integers(0, 2**16))
 def test_mixed_plans_match_torch(kernel_device, mode, case, seed):
     """Random calls with steps on cuBLAS views, generated kernels and torch ops mixed."""
-    from test_fuzz import _differential
+    from tests.fuzz.test_fuzz import _differential
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")
         _differential(case, fuzz.operands(case, seed, kernel_device),

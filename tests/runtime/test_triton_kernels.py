@@ -10,7 +10,7 @@ import torch
 import einc
 from einc.runtime.reference import torch_einsum
 from oracle import assert_close, reference
-from test_einsum import FAMILY
+from tests.doors.test_einsum import FAMILY
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.kernels
@@ -134,7 +134,7 @@ def test_zero_sizes():
     assert torch.equal(out, torch.zeros(3, 5, device=DEV))
 
 
-# Random equations through the generated kernels: tests/test_fuzz.py (test_generated_kernels).
+# Random equations through the generated kernels: tests/fuzz/test_fuzz.py (test_generated_kernels).
 
 
 @pytest.mark.parametrize("equation,shapes", [

@@ -15,7 +15,7 @@ from einc.planner.plan import build_plan
 from einc.planner.slicing import live_peak
 from einc.runtime import torch_executor as tx
 from einc.runtime import ttgt
-from test_slicing import _Allocations, _Live
+from tests.doors.test_slicing import _Allocations, _Live
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The differential fuzzer's strategy and oracle, shared by tests/test_fuzz.py.
+"""The differential fuzzer's strategy and oracle, shared by tests/fuzz/test_fuzz.py.
 
 A :class:`Case` is what a user hands einc: an equation of 1-6 operands, written as a
 string or in torch's sublist format (int labels from 0 to beyond 52), with an implicit

@@ -4,7 +4,7 @@ import importlib.util
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
-    "sliced_network", Path(__file__).resolve().parent.parent / "examples" / "sliced_network.py")
+    "sliced_network", Path(__file__).resolve().parents[2] / "examples" / "sliced_network.py")
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
 

@@ -1,7 +1,7 @@
 """einc installed as torch.einsum, the way a user drops it into a library: a battery of
 real-library-style code, each case compared with torch's own einsum.
 
-Run as a script (``python tests/patched_battery.py``) by ``tests/test_patched.py``, in a
+Run as a script (``python tests/support/patched_battery.py``) by ``tests/doors/test_patched.py``, in a
 process of its own, since the patch changes ``torch.einsum`` for everything after it.
 Prints one line per case: ``ok <name>`` or ``FAIL <name>: <why>``, then a summary line;
 exits 1 when a case fails.  Each case runs with a deadline: a hang is a failure, not a

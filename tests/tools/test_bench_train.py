@@ -19,7 +19,7 @@ import einc
 from einc.benchmark import runner
 from einc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
 TINY = ["--quick", "--rounds", "3", "--budget", "0.1"]
 SUITE_COLUMNS = ["id", "category", "equation", "dtype", "torch_us", "opt_einsum_us", "einc_us", "einc_over_torch",

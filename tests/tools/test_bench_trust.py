@@ -17,7 +17,7 @@ from einc.benchmark import load as loadmod
 from einc.benchmark import runner
 from einc.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
 TINY = ["--rounds", "3", "--budget", "0.1", "--no-chart"]
 

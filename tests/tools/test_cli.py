@@ -13,7 +13,7 @@ import pytest
 from einc.cli import main, parse_shapes
 from einc import dump
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 EXAMPLES = {   # file -> lines (substrings) its output must contain
     "quickstart.py": ["attention scores: (2, 4, 128, 128) contiguous: True", "Complete contraction:"],

@@ -13,7 +13,7 @@ import torch
 
 import einc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_eval.py"
 SMALL = "^(tiny_gemm_16|pose_rel_rotation)$"
 

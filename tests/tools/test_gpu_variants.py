@@ -12,7 +12,7 @@ import pytest
 
 import einc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.interpreter

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_packaged_suite_is_the_suite_of_bench():
@@ -44,7 +44,7 @@ def test_dependencies_are_what_einc_imports():
                 imported.add(words[1].split(".")[0])
     assert "numpy" not in imported and {"torch", "opt_einsum", "tqdm"} <= imported
     test = " ".join(project["optional-dependencies"]["test"])
-    assert "numpy" in test                                  # tests/test_drop_in.py uses it
+    assert "numpy" in test                                  # tests/doors/test_drop_in.py uses it
     assert "setuptools>=70.1" in test                       # builds the wheel offline, without the wheel package
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 triton = pytest.importorskip("triton")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 FIELDS = {"workload", "step", "kernel", "dtype", "registers", "spill_bytes", "shared_bytes", "wgmma", "accumulator",
