@@ -14,8 +14,8 @@ tensors, skipped where it is off), ``gpu`` (tests that need CUDA, skipped withou
 Layout: the test folders mirror the package (``planner/``, ``codegen/``, ``runtime/``,
 ``doors/``, ``dynamo/``, ``tools/``, ``fuzz/``) and are packages, so that two folders may
 hold files of one name; ``support/`` holds the helpers the tests import by bare name
-(``oracle``, ``fuzz``, ``networks``), put on ``sys.path`` here, and the battery
-``test_patched`` runs in a subprocess (``support/patched_battery.py``).
+(``oracle``, ``fuzz``, ``networks``), put on ``sys.path`` here, and the programs the
+tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
 """
 
 import os

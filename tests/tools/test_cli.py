@@ -15,11 +15,13 @@ from einc import dump
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
+SCRIPTS = ROOT / "tests" / "support" / "scripts"
 
 
-def run_cli(*args, env=None, code=None):
-    """``python -m einc ARGS`` (or ``python -c CODE``) in a subprocess; the CompletedProcess."""
-    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "einc", *args]
+def run_cli(*args, env=None, script=None):
+    """``python -m einc ARGS`` (or ``python SCRIPT ARGS``, a script of tests/support/scripts)
+    in a subprocess; the CompletedProcess."""
+    cmd = [sys.executable, str(SCRIPTS / script), *args] if script else [sys.executable, "-m", "einc", *args]
     full_env = {k: v for k, v in os.environ.items() if k != "EINC_DEBUG"}
     full_env.update(env or {})
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=300)
@@ -96,19 +98,7 @@ def test_dump_suite_refuses_to_replace_folders_it_did_not_write(tmp_path, capsys
 
 
 def test_dump_imports_neither_torch_nor_triton(tmp_path):
-    code = ("import runpy, sys\n"
-            "sys.argv = ['einc', 'dump', 'bqhd,bkhd->bhqk', '--shapes', '2x8x4x16,2x8x4x16', "
-            f"'-o', {str(tmp_path)!r}]\n"
-            "try:\n"
-            "    runpy.run_module('einc', run_name='__main__')\n"
-            "except SystemExit as e:\n"
-            "    assert e.code == 0, e.code\n"
-            "from einc.cli import main\n"
-            f"assert main(['dump', '--suite', {str(SUITE)!r}, '-o', {str(tmp_path / 'suite')!r}]) == 0\n"
-            "assert main(['cache', 'path']) == 0\n"
-            "bad = [m for m in ('torch', 'triton') if m in sys.modules]\n"
-            "assert not bad, bad\n")
-    done = run_cli(code=code)
+    done = run_cli(str(tmp_path), str(SUITE), script="dump_imports_no_torch.py")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "plan.txt").is_file() and (tmp_path / "suite" / "classic_matmul").is_dir()
 
@@ -451,12 +441,7 @@ def test_bench_takes_the_smallest_valid_numbers_and_creates_its_folder(tmp_path)
 
 
 def test_bench_without_matplotlib_still_writes_csv_and_markdown(tmp_path):
-    code = ("import sys\n"
-            "sys.modules['matplotlib'] = None            # as if it were not installed\n"
-            "from einc.cli import main\n"
-            f"sys.exit(main(['bench', '--suite', {str(SUITE)!r}, '--out', {str(tmp_path)!r}, "
-            "'--quick', '--rounds', '3', '--budget', '0.1', '--filter', 'tiny_gemm']))\n")
-    done = run_cli(code=code)
+    done = run_cli(str(SUITE), str(tmp_path), script="bench_without_matplotlib.py")
     assert done.returncode == 0, done.stderr
     assert "matplotlib is not installed" in done.stderr and "pip install" in done.stderr
     stem = tmp_path / "suite_cpu_quick_tiny_gemm"
@@ -470,13 +455,8 @@ def test_bench_scripts_are_thin_wrappers(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "suite_cpu_quick_tiny_gemm.md").is_file()
-    code = ("import sys; sys.path.insert(0, 'bench')\n"
-            "import timing, report\n"
-            "from bench import run, dispatch\n"
-            "assert timing.interleaved and timing.calibrate and timing.time_batch and timing.Timing\n"
-            "assert report.Load and report.header and report.write and report.markdown_table and report.geomean\n"
-            "assert run.check and run.methods and run.METHODS and dispatch.chain(3) == 'ab,bc,cd->ad'\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bench_shims.py")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
