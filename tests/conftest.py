@@ -9,7 +9,9 @@ environment says otherwise.
 Markers (``pytest -m``): ``kernels`` (tests that run generated kernels: the
 ``kernel_device`` fixture), ``interpreter`` (tests that need Triton's interpreter on CPU
 tensors, skipped where it is off), ``gpu`` (tests that need CUDA, skipped without it),
-``slow`` (the long fuzz profile and other runs over a minute).
+``slow`` (runs of ten seconds and more: the examples, the wheel build, the patched battery,
+Triton's real compiler, third-party suites, torch.compile with inductor, fresh
+interpreters; ``-m "not slow"`` is the quick loop).
 
 Layout: the test folders mirror the package (``planner/``, ``codegen/``, ``runtime/``,
 ``doors/``, ``dynamo/``, ``tools/``, ``fuzz/``) and are packages, so that two folders may

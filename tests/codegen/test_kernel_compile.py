@@ -24,6 +24,7 @@ def _nvidia_backend() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
 def test_kernels_compile_for_hopper():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

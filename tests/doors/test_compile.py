@@ -98,6 +98,7 @@ def test_path_optimizer_object_needs_a_graph_break():
     torch.testing.assert_close(torch.compile(f, backend="eager")(a, b, c), 2 * a @ b @ c)
 
 
+@pytest.mark.slow
 def test_inductor_static_and_dynamic():
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("inductor")

@@ -112,6 +112,7 @@ def _worker(rank, world, port, folder):
         os._exit(0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [2, 4])
 def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
     mp.spawn(_worker, args=(world, _free_port(), str(tmp_path)), nprocs=world, join=True)

@@ -413,6 +413,7 @@ def test_out_and_torch_function():
     torch.testing.assert_close(traced(x, w), _oracle(x, w, 4))
 
 
+@pytest.mark.slow
 def test_cli_dump_and_explain(tmp_path):
     def run(*argv):
         return subprocess.run([sys.executable, "-m", "einc", *argv], capture_output=True, text=True, cwd=tmp_path)

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parents[1] / "support"
 
 
+@pytest.mark.slow
 def test_the_patched_battery_passes():
     done = subprocess.run([sys.executable, str(HERE / "patched_battery.py")], capture_output=True, text=True,
                           timeout=900, cwd=HERE.parents[1])

@@ -132,6 +132,7 @@ def test_explain_table_and_contract_expression():
     assert einc.explain("ij,jk,kl->il", ops).path == plan.path       # tensors work as well as shapes
 
 
+@pytest.mark.slow
 def test_plans_are_the_same_in_every_process():
     """Greedy searches break ties by set order; einc's int labels make that order fixed."""
     import os

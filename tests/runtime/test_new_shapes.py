@@ -133,6 +133,7 @@ def test_new_shapes_under_autograd_give_torchs_gradients():
     assert _plans() == admission.STABLE_SHAPES
 
 
+@pytest.mark.slow
 def test_memory_limited_calls_are_always_planned(monkeypatch):
     # 8 elements slices these into up to 27,200 slices, which einc refuses by default as not
     # worth it (MemoryLimitError, issue #24): the switch runs them, as this test needs

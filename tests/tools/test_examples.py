@@ -29,6 +29,7 @@ def test_every_example_is_tested():
     assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXAMPLES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_example_runs(name, tmp_path):
     env = dict(os.environ, EINC_CACHE_DIR=str(tmp_path))

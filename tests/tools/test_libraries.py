@@ -66,6 +66,7 @@ def runs(tmp_path_factory):
     return unpatched, patched
 
 
+@pytest.mark.slow
 def test_junit_counts_and_outcomes(runs):
     unpatched, patched = runs
     assert (unpatched.tests, unpatched.passed, unpatched.failed, unpatched.errors, unpatched.skipped) == (7, 4, 1, 1, 1)
@@ -78,6 +79,7 @@ def test_junit_counts_and_outcomes(runs):
     assert unpatched.outcomes["test_local::test_skipped"][0] == "skipped"
 
 
+@pytest.mark.slow
 def test_regressions_are_the_tests_that_fail_only_patched(runs):
     unpatched, patched = runs
     lost = libraries.regressions(unpatched, patched)
@@ -85,6 +87,7 @@ def test_regressions_are_the_tests_that_fail_only_patched(runs):
     assert "einc is installed" in lost[0][2]
 
 
+@pytest.mark.slow
 def test_the_plugin_counts_calls_reaching_einc(runs):
     unpatched, patched = runs
     assert unpatched.counts is None          # no plugin, no counts
@@ -110,6 +113,7 @@ def test_parse_junit_ranks_a_failure_over_a_teardown_error(tmp_path):
     assert (run.tests, run.passed, run.failed, run.errors, run.skipped) == (3, 1, 1, 0, 1)
 
 
+@pytest.mark.slow
 def test_a_run_past_its_timeout_is_interrupted_and_keeps_the_tests_it_ran(tmp_path):
     (tmp_path / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
                                            "def test_slow():\n    time.sleep(600)\n")

@@ -77,6 +77,7 @@ def installed(tmp_path_factory):
     return site, wheel, work, env
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     _, wheel, _, _ = installed
     with zipfile.ZipFile(wheel) as z:
@@ -92,6 +93,7 @@ def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     assert ">=2.10" in torch_range and "<2.16" in torch_range           # the versions the matrix ran (noxfile.py)
 
 
+@pytest.mark.slow
 def test_the_wheel_works_outside_the_source_tree(installed):
     site, _, work, env = installed
     code = ("import einc, torch\n"

@@ -25,6 +25,7 @@ def _nvidia_backend() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
 def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_path):
     out = tmp_path / "ptx.json"
