@@ -87,17 +87,6 @@ def test_result_dtype_matches_eager():
     assert torch.equal(got, f(x))
 
 
-def test_path_optimizer_object_needs_a_graph_break():
-    torch._dynamo.reset()
-    import opt_einsum
-    opt = opt_einsum.RandomGreedy(max_repeats=2)
-    a, b, c = _randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2)
-    f = lambda a, b, c: einc.einsum("ij,jk,kl->il", a, b, c, optimize=opt) * 2   # noqa: E731
-    with pytest.raises(Exception):
-        torch.compile(f, fullgraph=True, backend="eager")(a, b, c)
-    torch.testing.assert_close(torch.compile(f, backend="eager")(a, b, c), 2 * a @ b @ c)
-
-
 @pytest.mark.slow
 def test_inductor_static_and_dynamic():
     torch._dynamo.reset()
