@@ -224,8 +224,17 @@ def test_small_steps_weigh_only_the_results_orders(monkeypatch):
 
 
 def test_size_zero_and_one_give_a_layout():
-    assert _choose("ij,jk->ki", dict(i=0, j=3, k=4)).cost >= 0
-    assert _choose("aij,jk->kia", dict(a=1, i=1, j=1, k=1)).cost >= 0
+    """Sizes 0 and 1 give a layout that places each index in one group, at a finite cost
+    that is the model's cost of that layout; with every size 1 nothing is copied."""
+    for eq, sizes in [("ij,jk->ki", dict(i=0, j=3, k=4)), ("aij,jk->kia", dict(a=1, i=1, j=1, k=1))]:
+        lay = _choose(eq, sizes)
+        ins, out = eq.split("->")
+        ta, tb = ins.split(",")
+        assert sorted("".join(_names(lay))) == sorted(set(ta + tb)), lay
+        assert math.isfinite(lay.cost) and lay.cost >= 0, lay
+        modelled = ttgt.cost(list(ta), list(tb), list(out), sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k)
+        assert (lay.cost, lay.copies, lay.flip) == modelled[:3], (lay, modelled)
+    assert _choose("aij,jk->kia", dict(a=1, i=1, j=1, k=1)).copies == ""
 
 
 # ----------------------------------------------------------------------- every layout exact
