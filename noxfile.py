@@ -10,7 +10,7 @@ its test extra under a constraints file (so pip cannot move torch or triton), pr
 versions it got, and runs ``python -m pytest -q`` (the suite sets ``TRITON_INTERPRET=1``
 itself without a GPU, so the kernel tests run in Triton's interpreter) with a JUnit
 report; from that it writes ``.nox/matrix/<pair>.json`` (counts, seconds, date) and
-fails unless the sm_90 compile test (``tests/test_kernel_compile.py``) passed, not
+fails unless the sm_90 compile test (``tests/codegen/test_kernel_compile.py``) passed, not
 merely skipped.  ``nox -s ptx`` then runs ``bench/ptx_report.py`` (the static kernel
 report) with each triton of the matrix, in those virtualenvs.
 

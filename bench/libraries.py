@@ -14,7 +14,7 @@ writes both, and the raw counts (JSON), into the scratch folder.
     python bench/libraries.py --install                    # every library (downloads; not in CI)
     python bench/libraries.py einops --timeout 600         # one library, already installed
 
-Not part of the test run (it downloads); ``tests/test_libraries.py`` checks the plugin
+Not part of the test run (it downloads); ``tests/tools/test_libraries.py`` checks the plugin
 and the parsing on a local test file.
 """
 

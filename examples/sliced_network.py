@@ -183,7 +183,7 @@ def _rank(rank, world, port, args, directory, queue):
         # The report is sent (the queue's feeder thread flushed); leave without the
         # interpreter's teardown, where gloo's threads now and then abort the process
         # ("terminate called without an active exception") -- torch's, not einc's; as
-        # tests/test_distributed.py's workers do.
+        # tests/doors/test_distributed.py's workers do.
         queue.close()
         queue.join_thread()
         os._exit(code)

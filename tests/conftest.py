@@ -9,7 +9,15 @@ environment says otherwise.
 Markers (``pytest -m``): ``kernels`` (tests that run generated kernels: the
 ``kernel_device`` fixture), ``interpreter`` (tests that need Triton's interpreter on CPU
 tensors, skipped where it is off), ``gpu`` (tests that need CUDA, skipped without it),
-``slow`` (the long fuzz profile and other runs over a minute).
+``slow`` (runs of ten seconds and more: the examples, the wheel build, the patched battery,
+Triton's real compiler, third-party suites, torch.compile with inductor, fresh
+interpreters; ``-m "not slow"`` is the quick loop).
+
+Layout: the test folders mirror the package (``planner/``, ``codegen/``, ``runtime/``,
+``doors/``, ``dynamo/``, ``tools/``, ``fuzz/``) and are packages, so that two folders may
+hold files of one name; ``support/`` holds the helpers the tests import by bare name
+(``oracle``, ``fuzz``, ``networks``), put on ``sys.path`` here, and the programs the
+tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
 """
 
 import os
@@ -22,7 +30,7 @@ GPU = torch.cuda.is_available()
 if not GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 
 
 def _interpreter_on() -> bool:

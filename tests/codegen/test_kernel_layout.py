@@ -1,0 +1,308 @@
+"""Layout-aware lowering: every tile a generated kernel loads or stores has a unit-stride
+axis, over the suite's GPU variants (plans built from the suite's shapes and dtypes, with
+contiguous operands as the suite runs them; no GPU needed)."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.codegen.ir import KERNEL_DTYPES, MATMUL
+from einc.codegen.lower import lower_program
+from einc.planner.strides import contiguous, index_strides
+from einc.planner.plan import build_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())
+GPU = [(w["id"], w["equation"], [tuple(s) for s in w["variants"]["gpu"]["shapes"]], w["variants"]["gpu"]["dtype"])
+       for w in SUITE["workloads"] if w["variants"]["gpu"]["dtype"] in KERNEL_DTYPES]
+
+
+def tiles(kernel):
+    """``(tensor name, dims, tile axes)`` for each tensor the kernel loads or stores; an
+    axis is a group of indices, slowest first."""
+    g = kernel.group
+    if kernel.kind == MATMUL:
+        a, b = kernel.inputs
+        return [(a.name, a.dims, [g("t"), g("m"), g("kt"), g("k")]),
+                (b.name, b.dims, [g("t"), g("kt"), g("k"), g("nt"), g("n")]),
+                ("c", kernel.output.dims, [g("t"), g("m"), g("nt"), g("n")])]
+    axes = [g("o"), g("k")] if g("k") else [g("o")]
+    return [(op.name, op.dims, axes) for op in kernel.inputs] + [("c", kernel.output.dims, [g("o")])]
+
+
+def unit_axis(dims, strides, axes, sizes) -> bool:
+    """Whether some tile axis runs along unit stride in this tensor: the fastest index of
+    the axis that the tensor varies along (broadcast indices repeat an element) has stride 1."""
+    if not any(s == 1 for s in strides.values()):
+        return True                 # one element, or no unit stride to follow (a diagonal: a gather anyway)
+    for axis in axes:
+        varying = [i for i in axis if strides.get(i, 0) != 0]
+        if varying and strides[varying[-1]] == 1:
+            return True
+    return False
+
+
+def kernel_tiles(equation, shapes, dtype, strides=None):
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    sizes = plan.graph.sizes
+    values = {v: (tuple(s), tuple(strides[v]) if strides else contiguous(s)) for v, s in enumerate(shapes)}
+    out = []
+    for s, (step, kernel) in enumerate(zip(plan.steps, lower_program(plan, dtype, shapes, strides))):
+        operands = dict(zip(kernel.params, step.operands))      # kernel name -> value id
+        result = tuple(sizes[i] for i in step.output)
+        values[step.result] = (result, contiguous(result))
+        for name, dims, axes in tiles(kernel):
+            shape, st = values[step.result] if name == "c" else values[operands[name]]
+            out.append((s, kernel, name, unit_axis(dims, index_strides(dims, shape, st, sizes), axes, sizes)))
+    return out
+
+
+# Two-operand permuted contractions (the suite's pairwise family) used to have tiles with
+# no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
+# the other's inside.  A row or column index stranded so rides in the tile's T axis
+# (``dbea,ec->abcd``: B's d, inside N), or in a write-bound step leads a second N axis
+# of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends ``nt`` = (f, g));
+# a summed one leads a second K axis (``aebf,dfce->abcd``: K = (b, d) runs along A's d,
+# B's b leads ``kt``).
+@pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
+def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, dtype):
+    bad = [(s + 1, k.name, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
+    assert not bad, f"{wid}: tiles with no unit-stride axis (step, kernel, tensor): {bad}"
+
+
+def test_the_suite_has_the_layouts_the_review_named():
+    """The walk covers the cases that used to gather: a batch index with unit stride in the
+    result or the operands rides in the tile, and C's unit stride lies along N."""
+    by_id = {g[0]: g for g in GPU}
+    for wid in ("af2_triangle_mult_outgoing", "txl_rel_attn_scores"):
+        _, equation, shapes, dtype = by_id[wid]
+        (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, dtype)}
+        assert k.kind == MATMUL and len(k.group("t")) == 1
+    _, equation, shapes, dtype = by_id["af2_outer_product_mean"]         # acb,ade->dceb: C's unit index b
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, dtype)}
+    assert k.output.dims[-1] in k.group("n") and k.params == ("b", "a")  # A and B swapped
+
+
+def test_the_old_lowering_would_fail_the_walk():
+    """The check can fail: a kernel with groups in output order and fixed roles, as the
+    lowering used to build them, has tiles with no unit-stride axis."""
+    import dataclasses
+    _, equation, shapes, dtype = next(g for g in GPU if g[0] == "af2_triangle_mult_outgoing")
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    (k,) = lower_program(plan, dtype, shapes)
+    old = dataclasses.replace(k, groups=(("batch", k.group("t")), ("t", ()), ("m", k.group("m")), ("n", k.group("n")),
+                                         ("k", k.group("k")), ("ka", ()), ("kb", ())))
+    sizes = plan.graph.sizes
+    st = index_strides(old.inputs[0].dims, shapes[0], contiguous(shapes[0]), sizes)
+    assert not unit_axis(old.inputs[0].dims, st, tiles(old)[0][2], sizes)
+
+
+def test_strided_operands_reorder_the_groups():
+    """The order inside a group follows the operands' strides as given (a transposed
+    operand puts its own unit-stride index last)."""
+    shapes = [(4, 8, 16), (16, 6)]
+    rows = kernel_tiles("abk,kn->abn", shapes, "float32")
+    assert all(ok for *_, ok in rows)
+    (k,) = {k for _, k, _, _ in rows}
+    assert k.group("m") == (0, 1)                                   # contiguous: b fastest
+    rows = kernel_tiles("abk,kn->abn", shapes, "float32", [(1, 4, 32), (6, 1)])   # A's unit stride: a
+    (k,) = {k for _, k, _, _ in rows}
+    assert all(ok for *_, ok in rows) and k.group("m") == (1, 0)
+
+
+STRANDED = [    # a tensor's unit-stride index inside a group: a row or column index moves into T,
+    ("dega,gfbc->abcdef", [(3, 5, 6, 2), (6, 3, 4, 2)], "t"),   # B's g inside N = (f, g, e)
+    ("dfgb,geac->abcdef", [(3, 5, 6, 4), (6, 5, 2, 2)], "t"),
+    ("dbea,ec->abcd", [(5, 3, 6, 4), (6, 7)], "t"),             # B's d inside N
+    ("efbad,cf->abcde", [(3, 5, 2, 4, 6), (3, 5)], "t"),
+    ("aebf,fdec->abcd", [(3, 4, 5, 6), (6, 2, 4, 7)], "t"),
+    ("dega,gfbc->abcdef", [(3, 5, 2, 2), (2, 3, 4, 2)], "nt"),  # write-bound (K = 2): N's first axis
+    ("dfgb,geac->abcdef", [(3, 5, 2, 4), (2, 5, 2, 2)], "nt"),
+    ("dega,gfbc->abcdef", [(3, 5, 3, 7), (3, 3, 19, 2)], "nt"),  # N's blocks masked on both axes
+    ("dhega,gfbc->abcdef", [(3, 2, 5, 2, 2), (2, 3, 4, 2)], "t"),   # write-bound, but A sums h of its own
+    ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)], "kt"),    # a summed one leads K's first axis
+    ("abcde,fedc->bfa", [(3, 5, 2, 6, 7), (4, 7, 6, 2)], "kt"),
+    ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)], "kt"),     # K blocks masked on both axes
+]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layouts", [("plain", "plain"), ("transposed", "permuted"), ("sliced", "expanded")])
+@pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
+def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(kernel_device, equation, shapes, group,
+                                                                                layouts, dtype):
+    """Where the groups' orders leave a tensor no unit-stride tile axis, its unit-stride
+    index leads a tile axis of its own (``nt`` for a column index, N loaded as a 2-D block;
+    ``kt`` for a summed one, K loaded as a 2-D block; T for a row or column index where an
+    operand sums an index of its own, a 3-D dot with the other operand broadcast along it),
+    every tile then has a unit-stride axis, and the kernel's answer matches float64 for
+    contiguous, permuted, sliced and expanded inputs, sizes that fill no block."""
+    import einc
+    import fuzz
+    from oracle import assert_close, reference
+    rows = kernel_tiles(equation, shapes, str(dtype).removeprefix("torch."))
+    (k,) = {k for _, k, _, _ in rows}
+    batch = set(parse(equation).inputs[0]) & set(parse(equation).inputs[1]) & set(parse(equation).output)
+    assert k.group(group) and not batch and all(ok for *_, ok in rows), k.groups
+    g = torch.Generator().manual_seed(5)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    out = einc.einsum(equation, *ops)
+    assert all(b.startswith("triton") for b in einc.explain(equation, *ops).backends)
+    assert out.is_contiguous()
+    assert out.dtype == dtype
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=_extent(equation, shapes))
+
+
+def _extent(equation, shapes):
+    """How many terms are summed into each element of the result."""
+    eq = parse(equation)
+    sizes = {i: n for term, shape in zip(eq.inputs, shapes) for i, n in zip(term, shape)}
+    return math.prod(n for i, n in sizes.items() if i not in eq.output)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
+def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(kernel_device, equation, shapes,
+                                                                                group):
+    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D N or
+    K block for the stranded index: the same indices in M, N and K as the default kernel's,
+    a different kernel, and the float64 answer (for inputs in another layout too: a
+    kernel reads any strides)."""
+    import fuzz
+    from einc.runtime import triton_executor
+    from oracle import assert_close, reference
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    (k,) = lower_program(plan, "float32", shapes)
+    (p,) = lower_program(plan, "float32", shapes, unit_tiles=False)
+    assert k.group(group) and not p.group("t") and not p.group("kt") and not p.group("nt") and p.name != k.name
+    every = lambda x: sorted(i for g in ("t", "m", "nt", "n", "kt", "k", "ka", "kb") for i in x.group(g))  # noqa: E731
+    assert every(p) == every(k)
+    g = torch.Generator().manual_seed(3)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), "permuted").to(kernel_device)
+           for s in shapes]
+    (kernel,) = triton_executor.plain_kernels(plan, torch.float64, shapes).values()
+    launch = triton_executor.launch_of(kernel)
+    out = launch(*ops)
+    assert out.is_contiguous()
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64,
+                 extent=_extent(equation, shapes))
+
+
+@pytest.mark.kernels
+def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatch):
+    """A long K over few outputs splits K across programs (partial sums, then the shared
+    finish kernel); with a row or column index in T the partial sums land where the
+    result's strides say and add up to the float64 answer."""
+    import einc
+    from einc.runtime.triton_executor import launch
+    from oracle import assert_close, reference
+    splits = []
+    real = launch.split
+    monkeypatch.setattr(launch, "split", lambda *a, **k: splits.append(real(*a, **k)) or splits[-1])
+    equation = "km,kyxu->mxuy"          # B's unit-stride u inside N = (x, u, y), ordered for C's y
+    g = torch.Generator().manual_seed(8)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in [(4096, 3), (4096, 3, 2, 5)]]
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, [(4096, 3), (4096, 3, 2, 5)], "float64")}
+    assert len(k.group("t")) == 1 and k.group("t")[0] not in k.group("batch")
+    out = einc.einsum(equation, *ops)
+    assert splits and splits[0][0] > 1, splits                  # (SPLIT_K, K_SPLIT)
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=4096)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation", ["zdega,zgfbc->zabcdef", "zdega,zgfbc->abczdef"])
+def test_n_as_a_2d_block_beside_a_batch_index(kernel_device, equation):
+    """A write-bound step with a batch index (walked by the grid, leading or inside the
+    result) and B's unit-stride index inside N: N loaded as a 2-D block, every tile with a
+    unit-stride axis, and the float64 answer for contiguous and permuted operands."""
+    import einc
+    import fuzz
+    from oracle import assert_close, reference
+    shapes = [(3, 3, 5, 2, 2), (3, 2, 3, 4, 2)]
+    rows = kernel_tiles(equation, shapes, "float64")
+    (k,) = {k for _, k, _, _ in rows}
+    assert k.group("batch") and k.group("nt") and not k.group("t") and all(ok for *_, ok in rows), k.groups
+    g = torch.Generator().manual_seed(4)
+    for layout in ("plain", "permuted"):
+        ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), layout).to(kernel_device) for s in shapes]
+        out = einc.einsum(equation, *ops)
+        assert out.is_contiguous()
+        assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=2)
+
+
+@pytest.mark.kernels
+def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
+    """Only write-bound steps (K short) load N as a 2-D block, and the launcher does not
+    split their K; but the kernel splits K as every matmul kernel does: lowered so for a
+    long K and forced to two slices, the partial sums land where the result's strides say
+    and add up to the float64 answer."""
+    import einc
+    from einc.codegen import lower
+    from einc.runtime.triton_executor import launch
+    from oracle import assert_close, reference
+    monkeypatch.setattr(lower, "WRITE_BOUND", 0)
+    splits = []
+    monkeypatch.setattr(launch, "split", lambda programs, K, *rest: splits.append(K) or (2, K // 2))
+    equation, shapes = "dega,gfbc->abcdef", [(3, 5, 128, 2), (128, 3, 4, 2)]
+    (k,) = {k for _, k, _, _ in kernel_tiles(equation, shapes, "float64")}
+    assert k.group("nt")
+    g = torch.Generator().manual_seed(9)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in shapes]
+    out = einc.einsum(equation, *ops)
+    assert splits == [128]                                      # one layout, split in two slices of 64
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64, extent=128)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5], STRANDED[9]], ids=["t", "nt", "kt"])
+def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device, equation, shapes, group):
+    """The variant for tensors of 2^31 elements or more casts every tile's offsets to
+    64 bits, the T axis's and the 2-D N and K blocks' included, and gives the same answer on
+    small operands."""
+    import dataclasses
+    from einc.codegen import render
+    from einc.runtime.triton_executor import loader
+    from oracle import assert_close, reference
+    eq = parse(equation)
+    (kernel,) = lower_program(build_plan(build(eq, shapes), eq.text), "float64", shapes)
+    assert kernel.group(group)
+    wide = dataclasses.replace(kernel, int64=True, name=kernel.name + "_wide")
+    source = render(wide)
+    aranges = [line for line in source.splitlines() if "tl.arange(" in line and "=" in line]
+    assert aranges and all(".to(tl.int64)" in line for line in aranges), aranges
+    g = torch.Generator().manual_seed(12)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).to(kernel_device) for s in shapes]
+    out = loader.load(wide.name, source).launch(*ops)
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), torch.float64)
+
+
+@pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
+def test_every_suite_kernels_host_passes_only_names_its_kernel_takes(wid, equation, shapes, dtype):
+    """``layout``'s sizes go to the kernel as keywords: Triton's interpreter ignores one the
+    kernel does not take, its autotuner on a GPU refuses it (a 2-D K block's host once
+    passed ``MERGED_K``, which only the ptx report's compile showed).  Checked on meta
+    tensors of the suite's shapes, no launch."""
+    pytest.importorskip("triton")
+    from einc.codegen import render
+    from einc.runtime.triton_executor import launch, loader
+    eq = parse(equation)
+    plan = build_plan(build(eq, shapes), eq.text)
+    values = dict(enumerate(shapes))
+    for step, kernel in zip(plan.steps, lower_program(plan, dtype, shapes)):
+        module = loader.load(kernel.name, render(kernel))
+        operands = [torch.empty(values[v], device="meta") for v in step.operands]
+        roles = [operands[kernel.params.index(op.name)] for op in kernel.inputs]
+        _, _, sizes = module.layout(*roles)
+        taken = set(launch._arg_names(module.launcher.kernel))
+        assert set(sizes) <= taken, (kernel.name, set(sizes) - taken)
+        values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)

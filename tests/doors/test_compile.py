@@ -1,0 +1,197 @@
+"""einc.einsum inside torch.compile: fullgraph (no graph breaks), static and dynamic shapes,
+outputs and gradients equal to eager.  Most tests use the aot_eager backend (dynamo +
+AOTAutograd + the op's fake implementation, no C++ compile); one runs inductor."""
+
+import contextlib
+import math
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+import einc
+from oracle import reference
+
+D = torch.float64
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
+
+
+def _randn(*shape, seed=0, dtype=D):
+    return torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+CASES = [
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 2)]),
+    ("iij->j", [(3, 3, 2)]),
+    ("bi,oij,bj->bo", [(2, 3), (4, 3, 5), (2, 5)]),
+]
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("equation,shapes", CASES, ids=[c[0] for c in CASES])
+def test_fullgraph_matches_eager(equation, shapes, dynamic):
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    f = torch.compile(lambda *x: einc.einsum(equation, *x).sin(), fullgraph=True, dynamic=dynamic,
+                      backend=counter)
+    ops = [_randn(*s, seed=k) for k, s in enumerate(shapes)]
+    torch.testing.assert_close(f(*ops), reference(equation, *ops).sin())
+    assert counter.frame_count == 1
+    calls = [n for g in counter.graphs for n in g.graph.nodes if n.op == "call_function"]
+    assert any(n.target is torch.ops.einc.einsum.default for n in calls)
+    if dynamic:          # other sizes, same structure: no recompile
+        bigger = [_randn(*[d + 2 if d > 1 else d for d in s], seed=k) for k, s in enumerate(shapes)]
+        torch.testing.assert_close(f(*bigger), reference(equation, *bigger).sin())
+        assert counter.frame_count == 1
+
+
+def test_gradients_under_compile_dynamic():
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    f = torch.compile(lambda a, b, c: einc.einsum("ij,jkk,kl->li", a, b, c).cos().sum(), fullgraph=True,
+                      dynamic=True, backend=counter)
+    for seed, (i, j, k, l) in enumerate([(2, 3, 4, 5), (4, 2, 3, 6)]):
+        ops = [_randn(i, j, seed=seed).requires_grad_(), _randn(j, k, k, seed=seed + 1).requires_grad_(),
+               _randn(k, l, seed=seed + 2).requires_grad_()]
+        got = torch.autograd.grad(f(*ops), ops)
+        ref_ops = [o.detach().clone().requires_grad_() for o in ops]
+        want = torch.autograd.grad(torch.einsum("ij,jkk,kl->li", *ref_ops).cos().sum(), ref_ops)
+        for x, y in zip(got, want):
+            torch.testing.assert_close(x, y)
+    assert counter.frame_count == 1
+
+
+def test_call_forms_and_options():
+    torch._dynamo.reset()
+    a, b, c = _randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2)
+
+    def f(a, b, c):
+        x = einc.einsum("ij,jk,kl->il", [a, b, c], optimize=[(1, 2), (0, 1)])
+        y = einc.einsum(a, [0, Ellipsis], b, [Ellipsis, 2], [2, 0], optimize="greedy", memory_limit=1000)
+        z = einc.einsum("ij,jk,kl->il", a, b, c, optimize=False, memory_limit="max_input")
+        return x, y, z
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b, c)
+    want = (a @ b @ c, (a @ b).T, a @ b @ c)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+
+
+def test_result_dtype_matches_eager():
+    torch._dynamo.reset()
+    x = torch.randint(-5, 5, (3, 4), dtype=torch.int32)
+    f = lambda x: einc.einsum("ij->i", x)        # noqa: E731  (an integer sum promotes to int64)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    assert got.dtype == f(x).dtype == torch.int64
+    assert torch.equal(got, f(x))
+
+
+@pytest.mark.slow
+def test_inductor_static_and_dynamic():
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("inductor")
+    f = torch.compile(lambda q, k: torch.softmax(einc.einsum("bqd,bkd->bqk", q, k) * 0.5, -1), fullgraph=True,
+                      dynamic=True, backend=counter)
+    for s in (3, 5):     # sizes kept distinct: dynamo gives equal sizes one symbol ("duck sizing")
+        q, k = _randn(2, s, 4, dtype=torch.float32), _randn(2, s + 2, 4, seed=1, dtype=torch.float32)
+        torch.testing.assert_close(f(q, k), torch.softmax(torch.einsum("bqd,bkd->bqk", q, k) * 0.5, -1))
+    assert counter.frame_count == 1
+
+
+def test_the_op_itself_under_autograd_and_torch_func():
+    """torch.ops.einc.einsum (what compiled graphs call): gradients, double backward,
+    vmap, grad, jvp, and hessian, as for einc.einsum."""
+    import einc.custom_op  # noqa: F401  (registers the op)
+    op = torch.ops.einc.einsum.default
+    a = _randn(3, 3, 4).requires_grad_()
+    b = _randn(4, 5, seed=1).requires_grad_()
+    f = lambda a, b: op("iij,jk->ki", [a, b], "auto", "")            # noqa: E731
+    assert torch.autograd.gradcheck(f, (a, b))
+    assert torch.autograd.gradgradcheck(f, (a, b))
+    assert torch.autograd.gradcheck(lambda a, b: op("iij,jk->ki", [a, b], "path:0,1", ""), (a, b))
+    a0, b0 = a.detach(), b.detach()
+    xs = _randn(6, 3, 3, 4, seed=2)
+    ref = lambda a: torch.einsum("iij,jk->ki", a, b0)                   # noqa: E731
+    mine = lambda a: op("iij,jk->ki", [a, b0], "auto", "")              # noqa: E731
+    torch.testing.assert_close(torch.func.vmap(mine)(xs), torch.func.vmap(ref)(xs))
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(lambda a: mine(a).sin().sum()))(xs),
+                               torch.func.vmap(torch.func.grad(lambda a: ref(a).sin().sum()))(xs))
+    t = _randn(3, 3, 4, seed=3)
+    torch.testing.assert_close(torch.func.jvp(mine, (a0,), (t,))[1], ref(t))
+    torch.testing.assert_close(torch.func.hessian(lambda a: mine(a).pow(2).sum())(a0),
+                               torch.func.hessian(lambda a: ref(a).pow(2).sum())(a0))
+
+
+def test_autocast_inside_compile_casts_like_torch_einsum():
+    torch._dynamo.reset()
+    a, b = _randn(8, 8, dtype=torch.float32), _randn(8, 8, seed=1, dtype=torch.float32)
+
+    def f(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return einc.einsum("ij,jk->ik", a, b), einc.einsum("ij,ij->i", a, b)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b)
+    assert [g.dtype for g in got] == [torch.bfloat16, torch.bfloat16]
+    torch.testing.assert_close(got[0], (a.bfloat16() @ b.bfloat16()))
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["autocast-inside", "autocast-outside"])
+@pytest.mark.parametrize("backend", ["aot_eager", "einc"])
+def test_autocast_keeps_torch_einsums_dtype_where_it_runs_no_matrix_product(inside, backend):
+    """On a CPU torch.einsum autocasts only through its matrix products: an elementwise
+    product or a lone sum stays float32, compiled as in eager, whether autocast is entered
+    inside the compiled function or around it."""
+    torch._dynamo.reset()
+    a, b = _randn(8, 8, dtype=torch.float32), _randn(8, 8, seed=1, dtype=torch.float32)
+    cases = [("ij,jk->ik", 2), ("ij,ij->ij", 2), ("ij->i", 1), ("ij,ij,ij->ij", 3)]
+
+    def autocast(on):
+        return torch.autocast("cpu", dtype=torch.bfloat16) if on else contextlib.nullcontext()
+
+    def f(a, b):
+        with autocast(inside):
+            return [einc.einsum(eq, *(a, b, a)[:n]) for eq, n in cases]
+    with autocast(True):
+        want = [torch.einsum(eq, *(a, b, a)[:n]) for eq, n in cases]
+    outside = autocast(not inside)
+    options = {"inner": "eager", "rewrite": "all"} if backend == "einc" else None
+    with outside:
+        got = torch.compile(f, fullgraph=True, backend=backend, options=options)(a, b)
+    assert [g.dtype for g in got] == [w.dtype for w in want] == [torch.bfloat16] + [torch.float32] * 3
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "non-strict"])
+def test_torch_export_with_dynamic_dims(strict):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(_randn(4, 5))
+
+        def forward(self, x):
+            return einc.einsum("bij,jk->bik", x, self.w).relu()
+    m = M()
+    dims = {"x": {0: torch.export.Dim("b"), 1: torch.export.Dim("n")}}
+    ep = torch.export.export(m, (_randn(2, 3, 4, seed=1),), strict=strict, dynamic_shapes=dims)
+    assert any(n.target is torch.ops.einc.einsum.default for n in ep.graph.nodes)
+    x = _randn(5, 7, 4, seed=2)
+    torch.testing.assert_close(ep.module()(x), m(x))
+
+
+def test_contract_expression_compiles_without_graph_breaks():
+    expr = einc.contract_expression("ij,jk,kl->il", (3, 4), (4, 5), (5, 2))
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
+    compiled = torch.compile(lambda x, y, z: expr(x, y, z) * 2, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(a, b, c), 2 * (a @ b @ c))
+
+
+@pytest.mark.parametrize("limit", [math.inf, 20.0, -1, "max_input"])
+def test_memory_limits_a_compiled_call_takes_as_an_eager_one(limit):
+    """The op carries memory_limit as text: inf (no limit) and whole floats as in eager
+    calls (inf overflowed int() while dynamo traced)."""
+    torch._dynamo.reset()
+    a, b, c = _randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2)
+    f = torch.compile(lambda x, y, z: einc.einsum("ij,jk,kl->il", x, y, z, memory_limit=limit),
+                      backend="eager", fullgraph=True)
+    torch.testing.assert_close(f(a, b, c), einc.einsum("ij,jk,kl->il", a, b, c, memory_limit=limit))

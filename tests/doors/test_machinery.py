@@ -1,0 +1,240 @@
+"""einc inside PyTorch's machinery, called directly (``tests/doors/test_patched.py`` runs the same
+kinds of code with einc patched in as ``torch.einsum``).  Each of these failed on einc
+before the fix: a deadlock, FX, TorchFunctionMode and tensor subclasses, TorchScript,
+and ``torch.jit.trace`` recording a plan for one shape."""
+
+import threading
+import warnings
+
+import pytest
+import torch
+import torch.fx
+
+import einc
+from einc.errors import ReentrantCallError
+from einc.runtime.cache import LRUCache
+from einc.runtime.reference import torch_einsum
+
+
+def _in_thread(fn, timeout=60.0):
+    """``fn()``'s result, or the exception it raised, from a thread that must return."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(_outcome(fn)), daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "the call did not return (a deadlock)"
+    return out[0]
+
+
+# ---------------------------------------------------------------- 1. deadlock when patched
+
+@pytest.mark.parametrize("dtypes", [(torch.int64, torch.int64), (torch.bool,), (torch.int32, torch.float32)])
+def test_patched_in_as_torch_einsum_an_integer_call_returns(monkeypatch, dtypes):
+    einc.cache_clear()      # a first call: the plan, and torch's result dtype, are asked for now
+    monkeypatch.setattr(torch, "einsum", einc.einsum)
+    a = torch.randint(0, 5, (3, 4)).to(dtypes[0])
+    ops = (a, torch.randint(0, 5, (4, 5)).to(dtypes[1])) if len(dtypes) == 2 else (a,)
+    eq = "ij,jk->ik" if len(ops) == 2 else "ij->j"
+    out = _in_thread(lambda: torch.einsum(eq, *ops))
+    expected = _outcome(lambda: torch_einsum(eq, *ops))
+    if isinstance(expected, Exception):     # int32 with float32: torch refuses, and so must einc
+        assert isinstance(out, RuntimeError) and isinstance(expected, RuntimeError), (out, expected)
+        return
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected)
+
+
+def test_a_thread_asking_for_the_key_it_builds_gets_an_error_not_a_hang():
+    cache = LRUCache(8)
+    err = _in_thread(lambda: cache.get_or_build("k", lambda: cache.get_or_build("k", lambda: 1)))
+    assert isinstance(err, ReentrantCallError) and isinstance(err, RuntimeError)
+    assert cache.get_or_build("k", lambda: 2) == 2      # the key is free again, and built once
+    assert cache.get_or_build("k", lambda: 3) == 2
+    # another key inside a build is fine
+    assert cache.get_or_build("a", lambda: cache.get_or_build("b", lambda: 4) + 1) == 5
+
+
+def _outcome(fn):
+    """``fn()``, or the exception it raised."""
+    try:
+        return fn()
+    except Exception as e:      # noqa: BLE001 - returned to the test
+        return e
+
+
+def test_the_benchmark_times_torchs_own_einsum_when_the_attribute_is_patched(monkeypatch):
+    from einc.tools.benchmark import runner
+    monkeypatch.setattr(torch, "einsum", einc.einsum)
+    fns = runner.methods("ij,jk->ik", [torch.randn(2, 3), torch.randn(3, 4)])
+    assert fns["torch"].func is torch_einsum and torch_einsum is not einc.einsum
+    assert torch_einsum.__module__ == "torch.functional"
+
+
+# ---------------------------------------------------------------- 2. __torch_function__
+
+def test_fx_symbolic_trace_records_one_einc_node():
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            return einc.einsum("ij,jk->ik", x, y, optimize="greedy")
+
+    gm = torch.fx.symbolic_trace(M())
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert [n.target for n in calls] == [einc.einsum]
+    assert calls[0].kwargs == {"optimize": "greedy"}        # defaults are not recorded
+    x, y = torch.randn(2, 3), torch.randn(3, 4)
+    torch.testing.assert_close(gm(x, y), x @ y)
+
+
+@pytest.mark.parametrize("call,functions", [
+    (lambda f, x, y: f("ij,jk->ik", (x, y)), (torch_einsum, einc.einsum)),
+    (lambda f, x, y: f("ij,jk->ik", [x, y]), (torch_einsum, einc.einsum)),
+    # the sublist format: torch takes a proxy for an equation and records the call as written
+    (lambda f, x, y: f(x, [0, 1], y, [1, 2], [0, 2]), (einc.einsum,))])
+def test_fx_records_the_equation_then_the_operands_as_torch_does(call, functions):
+    # e3nn's codegen calls torch.einsum(eq, (a, b)); opt_einsum_fx then reads node.args[1:] as tensors
+    class M(torch.nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x, y):
+            return call(self.f, x, y)
+
+    nodes = {}
+    for f in functions:
+        gm = torch.fx.symbolic_trace(M(f))
+        node = next(n for n in gm.graph.nodes if n.op == "call_function")
+        assert isinstance(node.args[0], str) and len(node.args) == 3
+        assert all(isinstance(a, torch.fx.Node) and a.op == "placeholder" for a in node.args[1:])
+        nodes[f] = node
+        x, y = torch.randn(2, 3), torch.randn(3, 4)
+        torch.testing.assert_close(gm(x, y), x @ y)
+    if torch_einsum in nodes:
+        assert nodes[einc.einsum].args[0] == nodes[torch_einsum].args[0]
+
+
+def test_a_torch_function_mode_and_a_subclass_see_the_call():
+    seen = []
+
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x, y = torch.randn(2, 3), torch.randn(3, 4)
+    with Mode():
+        out = einc.einsum(x, [0, 1], y, [1, 2], [0, 2])
+    assert einc.einsum in seen
+    torch.testing.assert_close(out, x @ y)
+
+    class Sub(torch.Tensor):
+        pass
+
+    out = einc.einsum("ij,jk->ik", x.as_subclass(Sub), y)
+    assert type(out) is Sub
+    torch.testing.assert_close(out.as_subclass(torch.Tensor), x @ y)
+
+
+# ---------------------------------------------------------------- 3. TorchScript
+
+def test_torch_jit_script_compiles_a_call_to_the_op():
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return einc.einsum("bij,bjk->bik", x, y) + einc.einsum("bij,bjk->bik", [x, y], optimize="greedy")
+
+    s = torch.jit.script(f)
+    assert "einc::einsum" in str(s.graph)
+    for b in (0, 1, 3):
+        x, y = torch.randn(b, 2, 5), torch.randn(b, 5, 4)
+        torch.testing.assert_close(s(x, y), 2 * torch.bmm(x, y))
+
+
+# ---------------------------------------------------------------- 4. torch.jit.trace
+
+@pytest.mark.parametrize("eq,traced_at,run_at", [
+    ("ij->i", [(3, 1)], [(3, 6)]), ("ij->i", [(3, 6)], [(3, 1)]), ("ij->i", [(2, 2)], [(0, 3)]),
+    ("bij,bjk->bik", [(1, 1, 1), (1, 1, 1)], [(2, 3, 4), (2, 4, 5)]),
+    ("ii->i", [(1, 1)], [(4, 4)]), ("i,j->ij", [(1,), (1,)], [(3,), (0,)])])
+def test_torch_jit_trace_is_valid_at_every_shape(eq, traced_at, run_at):
+    f = torch.jit.trace(lambda *ops: einc.einsum(eq, *ops), [torch.randn(s) for s in traced_at])
+    assert "einc::einsum" in str(f.graph)
+    ops = [torch.randn(s) for s in run_at]
+    out, expected = f(*ops), torch_einsum(eq, *ops)
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected)
+
+
+def test_torch_jit_trace_of_a_contract_expression_records_the_op():
+    expr = einc.contract_expression("ij,jk,kl->il", (2, 3), (3, 4), (4, 1))
+    f = torch.jit.trace(lambda a, b, c: expr(a, b, c), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 1)))
+    assert "einc::einsum" in str(f.graph)
+    ops = (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 1))
+    torch.testing.assert_close(f(*ops), ops[0] @ ops[1] @ ops[2])
+
+
+# ---------------------------------------------------------------- 5. make_fx and functionalize
+
+SYMBOLIC = [("ij,jk->ik", [(3, 4), (4, 5)], [(6, 7), (7, 2)]), ("ij->ji", [(3, 4)], [(5, 2)]),
+            ("ii->i", [(3, 3)], [(5, 5)]),
+            ("bij,bjk,bkl->bil", [(2, 3, 4), (2, 4, 5), (2, 5, 6)], [(3, 2, 7), (3, 7, 1), (3, 1, 4)])]
+
+
+@pytest.mark.parametrize("eq,traced_at,run_at", SYMBOLIC)
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_make_fx_symbolic_tracing_holds_at_every_shape(eq, traced_at, run_at, requires_grad):
+    """make_fx with symbolic sizes (no number to plan with): the graph records torch's
+    einsum, right at other shapes, with einc's contiguous result."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    traced = [torch.randn(s, dtype=torch.float64, requires_grad=requires_grad) for s in traced_at]
+    gm = make_fx(lambda *ops: einc.einsum(eq, *ops), tracing_mode="symbolic")(*traced)
+    ops = [torch.randn(s, dtype=torch.float64) for s in run_at]
+    out = gm(*ops)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, torch_einsum(eq, *ops))
+
+
+def test_functionalize_at_any_depth_of_the_transforms():
+    """torch.func.functionalize has no rule for an autograd.Function: under it, alone or
+    around or inside vmap and grad, einc runs torch's einsum, and in-place writes on its
+    result are functionalized."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functionalize, grad, vmap
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
+    stack = torch.randn(2, 3, 4, dtype=torch.float64)
+    mm = lambda x, y: einc.einsum("ij,jk->ik", x, y)        # noqa: E731
+    loss = lambda x, y: mm(x, y).sin().sum()                 # noqa: E731
+    torch.testing.assert_close(functionalize(mm)(a, b), a @ b)
+    torch.testing.assert_close(functionalize(vmap(mm, (0, None)))(stack, b), stack @ b)
+    torch.testing.assert_close(vmap(functionalize(mm), (0, None))(stack, b), stack @ b)
+    want = torch.cos(a @ b) @ b.T
+    torch.testing.assert_close(grad(functionalize(loss))(a, b), want)
+    torch.testing.assert_close(functionalize(grad(loss))(a, b), want)
+
+    def written(x, y):
+        z = einc.einsum("ij,jk->ik", x, y)
+        z.add_(1.0)
+        return einc.einsum("ik,ik->i", z, z)
+    gm = make_fx(functionalize(written), tracing_mode="symbolic")(a, b)
+    assert not any(str(n.target).endswith("_.Tensor") for n in gm.graph.nodes)     # no in-place op left
+    x, y = torch.randn(5, 2, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+    torch.testing.assert_close(gm(x, y), ((x @ y + 1) ** 2).sum(1))
+
+
+def test_onnx_export_of_a_model_calling_einc(tmp_path):
+    """torch.onnx.export (the TorchScript exporter, which needs no onnxscript) records ONNX's
+    Einsum where torch.einsum's would, and the exported model computes the same."""
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    class M(torch.nn.Module):
+        def forward(self, x, y, z):
+            return einc.einsum("bij,bjk,kl->bil", x, y, z)
+
+    ops = (torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(5, 6))
+    path = tmp_path / "m.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(M(), ops, str(path), dynamo=False, input_names=["x", "y", "z"])
+    model = onnx.load(str(path))
+    assert "Einsum" in [n.op_type for n in model.graph.node]
+    (out,) = ReferenceEvaluator(model).run(None, {k: o.numpy() for k, o in zip("xyz", ops)})
+    torch.testing.assert_close(torch.from_numpy(out), torch_einsum("bij,bjk,kl->bil", *ops), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,443 @@
+"""The differential fuzzer: random einsum calls, every executor, against torch.einsum.
+
+Each test draws :class:`fuzz.Case` s (see tests/support/fuzz.py for what they cover) and runs
+them through one way of calling einc: the torch executor (``einc.einsum`` on CPU
+tensors; also with each contraction step in a layout drawn among those its copy-cost
+model weighs, not only the cheapest), the generated Triton kernels under Triton's interpreter, a
+``contract_expression``, autograd (gradients against torch's on float64), and the
+compiled op (``torch.compile(fullgraph=True)``), and ``vmap``.  Where torch.einsum raises, einc
+must raise the same built-in type; inputs must be unchanged either way.
+
+Quick and deterministic by default; the long run before a release is
+``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/fuzz/test_fuzz.py --hypothesis-show-statistics``.
+"""
+
+import math
+import warnings
+
+import pytest
+import torch
+from hypothesis import event, given, note
+from hypothesis import strategies as st
+
+import einc
+import fuzz
+
+
+@pytest.fixture(autouse=True)
+def _plan_every_shape(monkeypatch):
+    """Every case runs einc's own plan: a new shape of an equation drawn before would run
+    torch's op on its first call (runtime/admission.py), which needs no fuzzing."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+
+
+def _torch_answer(case, ops):
+    """torch.einsum's result on the operands as they are, or the exception it raises."""
+    try:
+        return torch.einsum(case.oracle_equation, *ops), None
+    except Exception as e:      # noqa: BLE001
+        return None, e
+
+
+def _differential(case, ops, run):
+    """``run(case, ops)`` against torch.einsum: same error type, or the oracle's answer."""
+    note(f"{case.equation}  shapes={case.shapes}  dtype={case.dtype}  layouts={case.layouts}  "
+         f"oracle: torch.einsum({case.oracle_equation!r}, ...)")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, ops)
+    if error is not None and fuzz.trips_on_int64_promotion(error):
+        # torch.einsum trips over its own int64 promotion of a summed integer operand;
+        # einc contracts in the wider dtype instead.
+        event("torch trips on its int64 promotion")
+        fuzz.check_result(case, run(case, ops), ops)
+    elif error is not None:
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(case, ops)
+    else:
+        event(f"{len(ops)} operand(s), {'sublist' if case.sublist else 'string'}")
+        fuzz.check_result(case, run(case, ops), ops, expected.dtype)
+    for o, b in zip(ops, before):
+        assert torch.equal(o, b), "an input was changed"
+
+
+def _einsum(case, ops):
+    return einc.einsum(*case.args(ops))
+
+
+def _expression(case, ops):
+    if case.sublist:
+        interleaved = []
+        for shape, sub in zip(case.shapes, case.args(ops)[1::2]):
+            interleaved += [shape, sub]
+        if case.output is not None:
+            interleaved.append(case.args(ops)[-1])
+        expr = einc.contract_expression(*interleaved)
+    else:
+        expr = einc.contract_expression(case.args(ops)[0], *case.shapes)
+    return expr(*ops)
+
+
+# ---------------------------------------------------------------- the torch executor
+
+@fuzz.profile(quick=1000, share=1.0)
+@given(case=fuzz.cases(), seed=st.integers(0, 2**16))
+def test_torch_executor(case, seed):
+    _differential(case, fuzz.operands(case, seed), _einsum)
+
+
+@fuzz.profile(quick=1000, share=0.25)
+@given(case=fuzz.cases(max_operands=4), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16))
+def test_torch_executor_in_every_layout(case, seed, choice):
+    """Each contraction step in a layout drawn among those the copy-cost model weighs
+    (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch, their order),
+    not only the cheapest; a last product whose result is permuted made in chunks of a
+    drawn size (runtime/torch_executor/chunked.py), as only large ones are."""
+    from einc.runtime.torch_executor import chunked, ttgt
+    real, drawn = ttgt.pick, []
+
+    def pick(found):
+        drawn.append(len(found))
+        return found[choice % len(found)]
+    einc.cache_clear()
+    ttgt.pick, small, ttgt.SMALL = pick, ttgt.SMALL, 0        # every layout, as large steps weigh them
+    least, chunk = chunked.MIN_BYTES, chunked.CHUNK_BYTES
+    chunked.MIN_BYTES, chunked.CHUNK_BYTES = 0, 2 << (choice % 10)
+    try:
+        _differential(case, fuzz.operands(case, seed), _einsum)
+    finally:
+        ttgt.pick, ttgt.SMALL = real, small
+        chunked.MIN_BYTES, chunked.CHUNK_BYTES = least, chunk
+        einc.cache_clear()
+    if drawn:
+        event(f"a layout among {min(drawn)}-{max(drawn)}")
+
+
+@fuzz.profile(quick=120, share=0.25)
+@given(case=fuzz.cases(), seed=st.integers(0, 2**16))
+def test_contract_expression(case, seed):
+    _differential(case, fuzz.operands(case, seed), _expression)
+
+
+# ---------------------------------------------------------------- generated kernels
+
+@pytest.mark.kernels
+@fuzz.profile(quick=40, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.float16, torch.bfloat16], max_operands=4),
+       seed=st.integers(0, 2**16))
+def test_generated_kernels(kernel_device, case, seed):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        _differential(case, fuzz.operands(case, seed, kernel_device), _einsum)
+
+
+@st.composite
+def permuted_pairs(draw):
+    """``(equation, shapes)``: one contraction of two operands with row, column and summed
+    indices (one to three each, sizes 1-5) in drawn orders in both operands and the
+    result, the kind whose unit-stride index is often stranded inside another's group."""
+    letters = iter("abcdefghij")
+    m, n, k = ([next(letters) for _ in range(draw(st.integers(1, 3)))] for _ in range(3))
+    a, b, out = (draw(st.permutations(x)) for x in (m + k, k + n, m + n))
+    sizes = {i: draw(st.integers(1, 5)) for i in m + n + k}
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
+
+
+@st.composite
+def write_bound_pairs(draw):
+    """``(equation, shapes)`` as :func:`permuted_pairs`, biased to the write-bound steps
+    whose default kernel loads N as a 2-D block: two or three row and column indices
+    (sizes 3-5), one summed index of size 1-2, B's last dimension a column index and the
+    result's last another (so B's unit-stride index lies inside N)."""
+    letters = iter("abcdefghij")
+    m, n = ([next(letters) for _ in range(draw(st.integers(2, 3)))] for _ in range(2))
+    k = [next(letters)]
+    a = draw(st.permutations(m + k))
+    b = draw(st.permutations(k + n).filter(lambda t: t[-1] in n))
+    out = draw(st.permutations(m + n).filter(lambda t: t[-1] in n and t[-1] != b[-1]))
+    sizes = {i: draw(st.integers(3, 5)) for i in m + n}
+    sizes[k[0]] = draw(st.integers(1, 2))
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=40, share=0.05)
+@given(pair=permuted_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+       layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
+def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, seed):
+    """A two-operand permuted contraction through the default kernel (a stranded
+    unit-stride index moved into the tile's T axis or a 2-D N or K block) and through the
+    kernel lowered without that move (measure mode's ``plain``): both give the float64
+    answer, for operands in drawn layouts."""
+    _both_lowerings(kernel_device, pair, dtype, layouts, seed)
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=20, share=0.02)
+@given(pair=write_bound_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+       layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
+def test_both_lowerings_of_write_bound_pairs(kernel_device, pair, dtype, layouts, seed):
+    """The same for drawn write-bound pairs with B's unit-stride index inside N, where the
+    default kernel loads N as a 2-D block (``nt``) unless a drawn layout moved the unit
+    strides."""
+    _both_lowerings(kernel_device, pair, dtype, layouts, seed)
+
+
+def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
+    from oracle import assert_close, reference
+    from einc.runtime import triton_executor
+    equation, shapes = pair
+    g = torch.Generator().manual_seed(seed)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    expected = reference(equation, *[o.cpu() for o in ops])
+    extent = math.prod(n for i, n in zip(equation.split(",")[0], shapes[0]) if i in equation.split(",")[1])
+    kernels = triton_executor.kernels
+    for unit_tiles in (True, False):
+        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+            mp.setattr(triton_executor, "kernels", lambda plan, dt, sh, st=None, unit_tiles=unit_tiles:
+                       kernels(plan, dt, sh, st, unit_tiles))
+            warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+            einc.cache_clear()
+            try:
+                out = einc.einsum(equation, *ops)
+            finally:
+                einc.cache_clear()
+        assert out.is_contiguous() and out.dtype == dtype
+        assert_close(out.cpu(), expected, dtype, extent=extent)
+    plan = einc.explain(equation, *ops).plan
+    laid = [o.shape for o in ops], [o.stride() for o in ops]
+    moved = sorted({g for k, _ in kernels(plan, dtype, *laid) for g in ("t", "nt", "kt") if k.group(g)})
+    differs = triton_executor.plain_kernels(plan, dtype, *laid)
+    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs else "the plain kernel is the default")
+
+
+# ---------------------------------------------------------------- autograd
+
+def _check_gradients(case, seed):
+    """The result and the gradients of ``sum(out * w)`` for a random ``w`` through einc,
+    against torch's (or the error torch.einsum raises); the number of operands."""
+    base = [v.requires_grad_() for v in fuzz.values(case, seed)]
+    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
+    try:
+        expected = torch.einsum(case.oracle_equation, *base)
+    except Exception as e:     # noqa: BLE001
+        with pytest.raises(type(e)):
+            einc.einsum(*case.args(laid))
+        return len(base)
+    w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
+    want = torch.autograd.grad((expected * w).real.sum(), base, allow_unused=True)
+    out = einc.einsum(*case.args(laid))
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9 * case.summed_extent())
+    got = torch.autograd.grad((out * w).real.sum(), base, allow_unused=True)
+    for g, e in zip(got, want):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+    return len(base)
+
+
+@fuzz.profile(quick=60, share=0.1)
+@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=4), seed=st.integers(0, 2**16))
+def test_gradients(case, seed):
+    """Gradients of ``sum(out * w)`` for a random ``w``, against torch's, through every layout."""
+    event(f"{_check_gradients(case, seed)} operand(s)")
+
+
+@fuzz.profile(quick=300, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float64], max_operands=3), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_gradients_in_every_layout(case, seed, choice):
+    """Gradients through a layout drawn among those the copy-cost model weighs, and where it
+    broadcasts an operand, through the training layout ``ttgt.for_training`` may take
+    instead (made to switch half the time), against torch's."""
+    from einc.runtime.torch_executor import ttgt
+    real, partial, training = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training
+    switched = []
+
+    def for_training(lay, *args, **kw):
+        found = training(lay, *args, **kw)
+        switched.append(found is not lay)
+        return found
+    einc.cache_clear()
+    ttgt.pick, small, ttgt.SMALL = (lambda found: found[choice % len(found)]), ttgt.SMALL, 0
+    ttgt.GRAD_PARTIAL, ttgt.for_training = (1e9 if choice % 2 else 0.0), for_training
+    try:
+        _check_gradients(case, seed)
+    finally:
+        ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, ttgt.for_training = real, small, partial, training
+        einc.cache_clear()
+    event("a training layout of its own" if any(switched) else "the forward's layout")
+
+
+def test_gradcheck_sample():
+    """torch's gradcheck (numerical against analytical) on a few fixed cases."""
+    for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),
+                       ("bi,bj->", [(1, 3), (1, 2)]), ("i,i,i->i", [(3,), (1,), (3,)])]:
+        ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+        assert torch.autograd.gradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
+        assert torch.autograd.gradgradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
+
+
+# ---------------------------------------------------------------- vmap
+
+def _vmapped_operands(case, seed, dims, b):
+    """Per operand: ``b`` draws of the case's operand stacked along ``dims[k]`` (None:
+    one draw, not batched), in the case's layout; and the per-element operands."""
+    draws = [fuzz.values(case, seed + e) for e in range(b)]
+    ops, elements = [], [[] for _ in range(b)]
+    for k, (d, lay) in enumerate(zip(dims, case.layouts)):
+        if d is None:
+            op = fuzz.lay_out(draws[0][k], lay)
+            for e in range(b):
+                elements[e].append(op)
+        else:
+            op = fuzz.lay_out(torch.stack([draws[e][k] for e in range(b)], d), lay)
+            for e in range(b):
+                elements[e].append(op.select(d, e))
+        ops.append(op)
+    return ops, elements
+
+
+@fuzz.profile(quick=300, share=0.1)
+@given(case=fuzz.cases(max_operands=4), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16),
+       b=st.integers(1, 3))
+def test_vmapped(case, seed, choice, b):
+    """``vmap`` over random operand dimensions (some operands not batched), every dtype
+    and layout: each batch element against the oracle on it, errors of torch's type, and
+    no op that torch's vmap runs as a loop (its slow fallback warns).  One or two operands
+    batched outermost run their plan's ops under torch's batching rules; the others (a
+    batch inside an operand, three or more operands), the Function's vmap rule."""
+    dims = [None if (choice >> (2 * k)) % 4 == 0 else (choice >> (2 * k)) % (len(s) + 1)
+            for k, s in enumerate(case.shapes)]
+    if all(d is None for d in dims):
+        dims[0] = 0
+    ops, elements = _vmapped_operands(case, seed, dims, b)
+    note(f"{case.equation}  shapes={case.shapes}  dtype={case.dtype}  layouts={case.layouts}  in_dims={dims}  b={b}")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, elements[0])
+    run = torch.func.vmap(lambda *xs: einc.einsum(*case.args(xs)), in_dims=tuple(dims))
+    if error is not None and not fuzz.trips_on_int64_promotion(error):
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(*ops)
+    else:
+        fallback = torch._C._functorch._set_vmap_fallback_warning_enabled
+        fallback(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = run(*ops)
+        finally:
+            fallback(False)
+        assert not [w for w in caught if "performance drop" in str(w.message)], [str(w.message) for w in caught]
+        assert out.is_contiguous() and out.shape[0] == b
+        for e in range(b):
+            fuzz.check_result(case, out[e], elements[e], None if expected is None else expected.dtype)
+        event(f"{len(ops)} operand(s), {sum(d is not None for d in dims)} batched")
+    for o, c in zip(ops, before):
+        assert torch.equal(o, c), "an input was changed"
+
+
+# ---------------------------------------------------------------- the compiled op
+
+@fuzz.profile(quick=8, share=0.005)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.int64], max_operands=3),
+       seed=st.integers(0, 2**16))
+def test_compiled(case, seed):
+    ops = fuzz.operands(case, seed)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *xs: einc.einsum(*case.args(xs)), fullgraph=True, backend="eager")
+    _differential(case, ops, lambda c, xs: compiled(*xs))
+
+
+# ---------------------------------------------------------------- named and composite axes
+
+def _named_differential(named, ops, run):
+    """A named case against torch.einsum on the split views, its result merged."""
+    case = named.case
+    note(f"{named.text}  sizes={named.sizes}  merged shapes={[tuple(o.shape) for o in ops]}  dtype={case.dtype}  "
+         f"layouts={case.layouts}  oracle: torch.einsum({case.oracle_equation!r}, ...)")
+    before = [o.clone() for o in ops]
+    expected, error = _torch_answer(case, named.split(ops))
+    if error is not None and not fuzz.trips_on_int64_promotion(error):
+        event(f"torch raises {type(error).__name__}")
+        with pytest.raises(type(error)):
+            run(named, ops)
+    else:
+        out = run(named, ops)
+        split = named.split(ops)
+        assert out.is_contiguous()
+        if expected is not None:
+            assert out.dtype == expected.dtype
+        ref = named.merge_output(torch.einsum(case.oracle_equation, *[fuzz.upcast(o) for o in split]))
+        assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
+        fuzz.check_result(case, out.reshape(torch.einsum(case.oracle_equation, *[fuzz.upcast(o) for o in split])
+                                            .shape), split)
+        event(f"{len(ops)} operand(s), {named.text.count('(')} composite(s)")
+    for o, b in zip(ops, before):
+        assert torch.equal(o, b), "an input was changed"
+
+
+@fuzz.profile(quick=400, share=0.3)
+@given(case=fuzz.cases(sublist=False), seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_composite_axes(case, seed, shape_seed):
+    """Composite axes drawn over the fuzzer's cases: einc.einsum on the merged operands (every
+    layout of them, keyword sizes where needed) against torch.einsum on their split views."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    _named_differential(named, named.operands(seed), lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
+
+
+@fuzz.profile(quick=30, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float64, torch.complex128], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_gradients(case, seed, shape_seed):
+    """Gradients through the views and the merge, against torch's on the split views."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    base = [v.reshape(m).requires_grad_() for v, m in zip(fuzz.values(case, seed), named.merged)]
+    try:
+        expected = named.merge_output(torch.einsum(case.oracle_equation, *named.split(base)))
+    except Exception as e:     # noqa: BLE001
+        with pytest.raises(type(e)):
+            einc.einsum(named.text, *base, **named.sizes)
+        return
+    w = torch.randn(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(seed))
+    want = torch.autograd.grad((expected * w).real.sum(), base, allow_unused=True)
+    laid = [fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]
+    got = torch.autograd.grad((einc.einsum(named.text, *laid, **named.sizes) * w).real.sum(), base,
+                              allow_unused=True)
+    for g, e in zip(got, want):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=15, share=0.02)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_through_generated_kernels(kernel_device, case, seed, shape_seed):
+    """Composite axes whose split operands the generated kernels read through their strides."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        _named_differential(named, named.operands(seed, kernel_device),
+                            lambda n, xs: einc.einsum(n.text, *xs, **n.sizes))
+
+
+@fuzz.profile(quick=6, share=0.005)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64], max_operands=3, sublist=False),
+       seed=st.integers(0, 2**16), shape_seed=st.integers(0, 2**16))
+def test_named_compiled(case, seed, shape_seed):
+    """Named cases under torch.compile(fullgraph=True, dynamic=True): views, the op, the reshape."""
+    import random
+    named = fuzz.named_case(case, random.Random(shape_seed))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *xs: einc.einsum(named.text, *xs, **named.sizes), fullgraph=True, dynamic=True,
+                             backend="eager")
+    _named_differential(named, named.operands(seed), lambda n, xs: compiled(*xs))

@@ -1,0 +1,288 @@
+"""A new shape of a known equation: what einc reuses, what it runs, and when it plans
+(einc/runtime/admission.py, einc/plan.py's size classes), and the accuracy of long sums."""
+
+import warnings
+
+import pytest
+import torch
+import torch.utils.checkpoint
+
+import einc
+from einc.errors import ShapeError
+from einc.runtime import admission
+from einc.runtime.reference import torch_einsum
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+def _plans():
+    return einc.cache_info().plans.currsize
+
+
+def _vary(eq, make, sizes):
+    """Call ``eq`` at ``sizes``: the equation's first shapes, planned."""
+    for n in sizes:
+        einc.einsum(eq, *make(n))
+
+
+FIRST = range(100, 100 + admission.STABLE_SHAPES)      # the shapes an equation plans before it counts as varying
+
+
+@pytest.mark.parametrize("eq,make,sizes", [
+    ("bij,bjk->bik", lambda n: [torch.randn(n, 3, 4), torch.randn(n, 4, 5)], (60, 0, 1, 70)),
+    ("ij->ji", lambda n: [torch.randn(n, 3)], (60, 0, 1)),                  # torch returns a view of the operand
+    ("ii->i", lambda n: [torch.randn(n, n)], (60, 0, 1)),
+    ("bhid,bhjd->bhij", lambda n: [torch.randn(1, 2, 1, 8), torch.randn(1, 2, n, 8)], (60, 0, 1)),  # permuted view
+    ("zuvw,zu,zvj->zwj", lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], (120, 127)),
+])
+def test_an_equation_whose_shapes_keep_changing_runs_torchs_op_for_new_ones(eq, make, sizes):
+    _vary(eq, make, FIRST)
+    assert _plans() == admission.STABLE_SHAPES          # each of the first shapes planned on its first call
+    for n in sizes:
+        ops = make(n)
+        out = einc.einsum(eq, *ops)
+        expected = torch_einsum(eq, *ops)
+        assert out.is_contiguous() and out.dtype == expected.dtype and out.shape == expected.shape
+        assert all(out.untyped_storage().data_ptr() != o.untyped_storage().data_ptr() for o in ops) or \
+            out.numel() == 0
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)       # exactly torch's result
+        torch.testing.assert_close(einc.einsum(eq, *ops), out, rtol=0, atol=0)     # and again: never planned
+    # ... except shapes with a size 0: planned, so a sum over nothing is zeros beside an inf
+    assert _plans() == admission.STABLE_SHAPES + sizes.count(0)
+    again = make(FIRST[0])                                # a planned shape still runs its plan
+    torch.testing.assert_close(einc.einsum(eq, *again), torch_einsum(eq, *again))
+    assert einc.cache_info().plans.hits >= 1
+
+
+def test_a_shape_in_another_layout_counts_once():
+    """The plan cache keys on the order a non-contiguous operand is read in, so a shape
+    called contiguous and transposed makes two entries, but one of the equation's first 16
+    shapes (counted per entry, only 8 shapes were planned before new ones ran torch's op);
+    other strides read in the same order share the entry; once 16 shapes are planned, a
+    new layout, as a new shape, runs torch's op."""
+    eq = "ij,jk->ik"
+    b = torch.randn(64, 4)
+    for n in FIRST:
+        a = torch.randn(n, 64)
+        einc.einsum(eq, a, b)
+        einc.einsum(eq, a.T.contiguous().T, b)      # the same shape, column-major
+    # (the last shape's second layout came once 16 shapes were planned: torch's op)
+    assert _plans() == 2 * admission.STABLE_SHAPES - 1
+    padded = torch.randn(64, FIRST[0] + 7)[:, :FIRST[0]].T      # column-major with other strides: its entry
+    torch.testing.assert_close(einc.einsum(eq, padded, b), padded @ b)
+    rows = torch.randn(FIRST[0], 128)[:, ::2]       # a third layout (row-major, strided): torch's op now
+    torch.testing.assert_close(einc.einsum(eq, rows, b), rows @ b)
+    einc.einsum(eq, torch.randn(500, 64), b)        # a new shape: torch's op
+    assert _plans() == 2 * admission.STABLE_SHAPES - 1
+
+
+def test_three_operands_of_a_new_size_class_are_planned():
+    eq = "zuvw,zu,zvj->zwj"
+    make = lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)]     # noqa: E731
+    _vary(eq, make, FIRST)
+    einc.einsum(eq, *make(300))         # 300: another octave than 100-115, no path for it yet: planned
+    assert _plans() == admission.STABLE_SHAPES + 1
+    einc.einsum(eq, *make(301))         # the same octave as 300 now has a path: torch's op with it
+    assert _plans() == admission.STABLE_SHAPES + 1
+
+
+def test_einc_new_shapes_plan_plans_every_shape(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    make = lambda n: [torch.randn(n, 3), torch.randn(n, 3)]     # noqa: E731
+    _vary("bi,bi->b", make, FIRST)
+    einc.einsum("bi,bi->b", *make(3))
+    assert _plans() == admission.STABLE_SHAPES + 1
+    monkeypatch.setenv("EINC_NEW_SHAPES", "sometimes")
+    with pytest.raises(einc.errors.ConfigError, match="EINC_NEW_SHAPES"):
+        einc.einsum("bi,bi->b", *make(4))
+
+
+def test_a_bad_new_shape_raises_einc_s_error():
+    _vary("ij,jk->ik", lambda n: [torch.randn(n, 3), torch.randn(3, 4)], FIRST)
+    with pytest.raises(ShapeError, match="operand 1"):
+        einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(5, 4))
+
+
+def test_checkpoint_recomputes_with_the_same_ops():
+    """A checkpointed block runs its forward again in the backward and checks that it saves
+    the same tensors: a shape runs the same ops on every call."""
+    w = torch.randn(6, 6, requires_grad=True)
+    block = lambda x: einc.einsum("bi,ij->bj", x, w).tanh()     # noqa: E731
+    for b in [1, 2] + list(FIRST):          # planned shapes, then shapes that are not
+        x = torch.randn(b, 6, requires_grad=True)
+        torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False).sum().backward()
+        torch.testing.assert_close(x.grad, ((1 - (x @ w).tanh() ** 2) @ w.t()).detach())
+
+
+def test_new_shapes_under_autograd_give_torchs_gradients():
+    eq = "zuvw,zu,zvj->zwj"
+    _vary(eq, lambda n: [torch.randn(n, 3, 3, 3), torch.randn(n, 3), torch.randn(n, 3, 2)], FIRST)
+    for n in (120, 121):
+        ops = [torch.randn(n, 3, 3, 3, requires_grad=True), torch.randn(n, 3, requires_grad=True),
+               torch.randn(n, 3, 2, requires_grad=True)]
+        ref = [o.detach().clone().requires_grad_() for o in ops]
+        einc.einsum(eq, *ops).square().sum().backward()
+        torch_einsum(eq, *ref).square().sum().backward()
+        for o, r in zip(ops, ref):
+            torch.testing.assert_close(o.grad, r.grad)
+    assert _plans() == admission.STABLE_SHAPES
+
+
+@pytest.mark.slow
+def test_memory_limited_calls_are_always_planned(monkeypatch):
+    # 8 elements slices these into up to 27,200 slices, which einc refuses by default as not
+    # worth it (MemoryLimitError, issue #24): the switch runs them, as this test needs
+    monkeypatch.setenv("EINC_SLICE_OVERHEAD", "off")
+    eq = "ab,bc,cd->ad"
+    ops = lambda n: [torch.randn(n, 4), torch.randn(4, 4), torch.randn(4, n)]   # noqa: E731
+    for n in FIRST:
+        einc.einsum(eq, *ops(n), memory_limit=8)
+    before = _plans()
+    einc.einsum(eq, *ops(3), memory_limit=8)
+    assert _plans() > before
+
+
+def test_a_path_is_reused_within_a_size_class_and_explain_says_so():
+    eq = "ab,bc,cd,de->ae"
+    shapes = [(30, 2), (2, 40), (40, 3), (3, 50)]
+    first = einc.explain(eq, *shapes)
+    same_class = einc.explain(eq, (31, 2), (2, 41), (41, 3), (3, 52))
+    other_class = einc.explain(eq, (300, 2), (2, 40), (40, 3), (3, 50))
+    assert same_class.plan.path == first.plan.path
+    assert "Path reused" in str(same_class) and "(30, 2, 40, 3, 50)" in str(same_class)
+    assert "Path reused" not in str(first) and "Path reused" not in str(other_class)
+
+
+def test_a_named_strategy_searches_every_shape():
+    """optimize="optimal" means this shape's optimal path: no path of another shape of its
+    size class (1862 flops where the optimum is 1470)."""
+    import opt_einsum
+    eq, shapes = "ab,bc,cd,de->ae", [(7, 7), (7, 7), (7, 7), (7, 5)]
+    einc.contract_path(eq, (4, 6), (6, 4), (4, 6), (6, 7), optimize="optimal")
+    best = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="optimal")[1].opt_cost
+    info = einc.contract_path(eq, *shapes, optimize="optimal")[1]
+    assert info.opt_cost == best == 1470 and "Path reused" not in str(einc.explain(eq, *shapes, optimize="optimal"))
+
+
+# ---------------------------------------------------------------- long sums
+
+@pytest.mark.parametrize("eq,shapes,broadcast", [
+    ("abc,abcd->d", [(40, 41, 42), (40, 41, 42, 1)], True),         # the library case: 68,880 terms
+    ("abc,abcd->d", [(40, 41, 42), (40, 41, 42, 4)], False),        # einops' case: 4 sums of 68,880 terms
+    ("abc,abc->", [(40, 41, 42), (40, 41, 42)], False),
+    ("bk,bk->b", [(3, 50000), (3, 50000)], False),
+    ("kb,kb->b", [(50000, 3), (50000, 3)], False),
+])
+@pytest.mark.parametrize("executor", ["torch", pytest.param("kernels", marks=[pytest.mark.kernels])])
+def test_long_float32_sums_are_as_accurate_as_torchs(eq, shapes, broadcast, executor, request):
+    device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
+    torch.manual_seed(0)
+    ops = [torch.rand(s, device=device) for s in shapes]
+    if broadcast:
+        ops[1] = ops[1].expand(*shapes[1][:-1], 5)[..., :1]
+    exact = torch_einsum(eq, *[o.double() for o in ops])
+    err = lambda x: ((x.double() - exact).abs() / exact.abs()).max().item()    # noqa: E731
+    # as accurate as torch's best (inductor's blocked reduction; eager torch.einsum's matrix
+    # product on the CPU misses this on the 4-output case: 8.9e-6), and never less accurate
+    # than eager torch, down to 3 float32 ulps: these sums are ~17,000, where one ulp is
+    # 1.1e-7 of the value.  A generated kernel's float32 product is a chain of FMAs per
+    # program (Triton folds a block's product added apart back into the chain), so its
+    # error grows with each program's share of K: on an H200 cuBLAS landed at 1.35e-7 and
+    # einc's kernel at 1.65e-7; on an H100 (e1b85bd) cuBLAS at 0.6e-7, the kernel at 2.8e-7
+    floor = 3 * torch.finfo(torch.float32).eps
+    assert err(einc.einsum(eq, *ops)) <= min(max(err(torch_einsum(eq, *ops)), floor), 1e-6)
+    if executor == "kernels":
+        assert all(b.startswith("triton") for b in einc.explain(eq, *ops).backends)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(4, 3), (3, 5)]), ("ij->ji", [(4, 3)]), ("ii->i", [(4, 4)])])
+def test_a_new_shape_under_fake_tensor_mode_takes_no_data_pointer(eq, shapes):
+    # torch.compile's fake kernel probes the result dtype on fake tensors, and shape-inference
+    # code runs einsum under FakeTensorMode: torch's op on a new shape must not read storage
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    for m in range(admission.STABLE_SHAPES):                     # the equation's shapes keep changing
+        einc.einsum(eq, *[torch.randn(tuple(n + m for n in s)) for s in shapes])
+    bigger = [tuple(n + 100 for n in s) for s in shapes]         # not planned: torch's op
+    with FakeTensorMode(), warnings.catch_warnings():
+        warnings.simplefilter("error")      # "Accessing the data pointer of FakeTensor is deprecated"
+        out = einc.einsum(eq, *[torch.empty(s) for s in bigger])
+        expected = torch_einsum(eq, *[torch.empty(s) for s in bigger])
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+
+
+def test_torch_compile_with_dynamic_shapes_and_a_parameter():
+    # einops' test_torch_compile_for_layers with einc as torch.einsum: the recompile for a
+    # dynamic size probes a new shape of a known equation inside the fake kernel
+    torch._dynamo.reset()
+    weight = torch.nn.Parameter(torch.randn(3, 16, 8))
+
+    def f(x):
+        return einc.einsum("aeb,dbc->daec", x.reshape(x.shape[0], -1, 16), weight)
+
+    compiled = torch.compile(f, fullgraph=True)
+    for size in (16, 32, 64):
+        x = torch.rand(size, size)
+        torch.testing.assert_close(compiled(x), torch_einsum("aeb,dbc->daec", x.reshape(size, -1, 16), weight))
+
+
+@pytest.mark.parametrize("name,value", [("EINC_NEW_SHAPES", "sometimes"), ("EINC_SELECT", "fastest"),
+                                        ("EINC_SLICE_OVERHEAD", "lots")])
+def test_a_bad_setting_is_reported_when_a_key_is_first_planned(monkeypatch, name, value):
+    """A setting a rare path reads (a 17th shape, a kernel entry, a costly slicing) is
+    still checked when any key is planned, not hours into a run."""
+    einc.cache_clear()
+    monkeypatch.setenv(name, value)
+    with pytest.raises(einc.errors.ConfigError, match=name):
+        einc.einsum("ij,jk->ik", torch.randn(2, 3), torch.randn(3, 4))
+    monkeypatch.delenv(name)
+    einc.cache_clear()
+
+
+def test_the_families_remembered_are_bounded(monkeypatch):
+    """Each equation's count of planned shapes is remembered, up to MAX_FAMILIES: beyond,
+    the oldest family is forgotten (it plans its first shapes again), so a stream of
+    ever-new equations does not grow memory without bound."""
+    einc.cache_clear()
+    monkeypatch.setattr(admission, "MAX_FAMILIES", 3)
+    for rank in range(2, 8):
+        eq = "abcdefgh"[:rank] + "->a"                              # a new family each time
+        x = torch.randn((2,) * rank, dtype=torch.float64)
+        torch.testing.assert_close(einc.einsum(eq, x), x.sum(tuple(range(1, rank))))
+        assert len(admission._families) <= 3
+    assert len(admission._families) == 3
+    einc.cache_clear()
+
+
+def test_a_named_strategy_past_the_planned_shapes_runs_torchs_op_with_its_own_search():
+    """Shapes past the first ones are not planned under "greedy" either (they were, every
+    one, when named strategies stopped keeping a size class's path): torch's op, with the
+    path opt_einsum's greedy search finds for that shape."""
+    import opt_einsum
+    eq = "ij,jk,kl->il"
+    make = lambda n: [torch.randn(n, 3), torch.randn(3, n + 1), torch.randn(n + 1, 2)]     # noqa: E731
+    for n in FIRST:
+        einc.einsum(eq, *make(n), optimize="greedy")
+    assert _plans() == admission.STABLE_SHAPES
+    for n in (300, 301, 5000):
+        ops = make(n)
+        path = opt_einsum.contract_path(eq, *ops, optimize="greedy")[0]
+        want = torch._VF.einsum(eq, ops, path=[i for p in path for i in p])
+        torch.testing.assert_close(einc.einsum(eq, *ops, optimize="greedy"), want, rtol=0, atol=0)
+    assert _plans() == admission.STABLE_SHAPES
+
+
+def test_narrow_integers_past_the_planned_shapes_stay_exact():
+    """torch's op wraps uint8 ab,ab,c-> where its path multiplies before it sums; einc's
+    answer must not depend on how many shapes came first."""
+    eq = "ab,ab,c->"
+    make = lambda n: [torch.full((n, 2), 200, dtype=torch.uint8), torch.full((n, 2), 200, dtype=torch.uint8),  # noqa: E731
+                      torch.full((3,), 200, dtype=torch.uint8)]
+    for n in FIRST:
+        einc.einsum(eq, *make(n))
+    ops = make(120)                     # the size class of the first shapes: it has a path
+    assert einc.einsum(eq, *ops) == torch.einsum(eq, *[o.long() for o in ops]) == 120 * 2 * 200 * 200 * 3 * 200

@@ -1,0 +1,502 @@
+"""The torch executor's layouts for a contraction step (runtime/torch_executor/ttgt.py): the copy-cost
+model's choice on hand-checked cases, and every layout it may choose exact, through
+views of strided and expanded operands, at sizes 0 and 1, with gradients, and within
+the live-memory bound slicing counts."""
+
+import math
+
+import pytest
+import torch
+
+import einc
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.planner.plan import build_plan
+from einc.planner.slicing import live_peak
+from einc.runtime import torch_executor as tx
+from einc.runtime.torch_executor import ttgt
+from tests.doors.test_slicing import _Allocations, _Live
+
+
+@pytest.fixture(autouse=True)
+def _every_layout(monkeypatch):
+    """The small test shapes weigh every layout, as large steps do (ttgt.SMALL)."""
+    monkeypatch.setattr(ttgt, "SMALL", 0)
+
+
+def _choose(eq, sizes):
+    ins, out = eq.split("->")
+    ta, tb = ins.split(",")
+    return ttgt.choose(list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
+
+
+def _names(lay):
+    return "".join(lay.batch), "".join(lay.m), "".join(lay.n), "".join(lay.k)
+
+
+# ----------------------------------------------------------------------- the model's choice
+
+def test_a_plain_matrix_product_copies_nothing():
+    lay = _choose("ij,jk->ik", dict(i=64, j=64, k=64))
+    assert (lay.swap, lay.copies, _names(lay)) == (False, "", ("", "i", "k", "j"))
+    lay = _choose("ij,jk->ki", dict(i=64, j=64, k=64))            # C^T = B^T A^T, written as it is
+    assert (lay.swap, lay.copies, _names(lay)) == (True, "", ("", "k", "i", "j"))
+    lay = _choose("bhqd,bhkd->bhqk", dict(b=2, h=4, q=64, k=64, d=32))
+    assert lay.copies == "" and _names(lay) == ("bh", "q", "k", "d")
+
+
+def test_a_batch_of_the_large_operands_own_index_spares_every_copy():
+    """``xyk,kz->yzx`` (the issue's example): as a stack over y of (z, k) x (k, x), B
+    broadcast over y and A read through a view, the product writes the result in place;
+    torch.einsum copies A, opt_einsum copies the result."""
+    lay = _choose("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
+    assert lay.copies == "" and lay.swap and _names(lay) == ("y", "z", "x", "k") and lay.broadcast == ("y",)
+    lay = _choose("abk,kj->bja", dict(a=112, b=128, k=144, j=24))
+    assert lay.copies == "" and _names(lay) == ("b", "j", "a", "k")
+
+
+def test_the_large_operand_is_read_in_place_and_the_small_result_copied():
+    lay = _choose("bda,dc->abc", dict(a=96, b=160, c=32, d=120))
+    assert "l" not in lay.copies and "r" not in lay.copies and lay.copies == "c"
+
+
+@pytest.mark.parametrize("sizes,copied", [
+    (dict(a=64, i=64, b=16, j=16, c=64), "jbc"),       # B is the smaller: B is copied into (b, j) order
+    (dict(a=8, i=8, b=16, j=16, c=4096), "aibj"),      # A is the smaller: A is copied into (j, b) order
+])
+def test_the_smaller_operand_is_the_one_copied(sizes, copied):
+    """``aibj,jbc->aic``: the summed indices run (b, j) in A, (j, b) in B, so one operand
+    is copied: the smaller."""
+    lay = _choose("aibj,jbc->aic", sizes)
+    left, right = ("jbc", "aibj") if lay.swap else ("aibj", "jbc")
+    assert lay.copies == ("l" if left == copied else "r")
+
+
+def test_a_copy_keeps_the_operands_unit_stride_index_innermost():
+    """``degb,gfac->abcdef`` (CCSD(T)): where A's rows run (d, e, b), A is copied as its
+    matrices' transposes (g, deb), so that b, its unit-stride index, stays innermost in
+    the copy; B's order follows the result's (f innermost there)."""
+    sizes = dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16)
+    plain, flipped, _, _ = ttgt.operand(list("degb"), [[], list("deb"), ["g"]], sizes)
+    assert flipped < plain                                  # copied as it is, b would move: priced higher
+    found = ttgt.candidates(list("degb"), list("gfac"), list("abcdef"), sizes, tx._COPY_WORTH_SPARING)
+    deb = [f for f in found if f.m == ("d", "e", "b") and f.n == ("a", "c", "f") and not f.swap]
+    assert deb and all("l" in f.flip for f in deb)
+
+
+def test_the_results_runs_follow_each_other_near_in_the_source():
+    """``degb,gfac->abcdef``: the 2 Mi-element result is copied from runs of 8 floats
+    either way; with M ordered (b, d, e), as in the result, consecutive runs (over e) lie
+    8 KiB apart in the product, against 128 KiB from (d, e, b): a copy measured ~1.3x
+    faster (bench/permute_copy.py's README figures), worth more than keeping b innermost
+    in the copy of A (16 Ki elements)."""
+    sizes = dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16)
+    lay = _choose("degb,gfac->abcdef", sizes)
+    assert not lay.swap and lay.m == ("b", "d", "e") and lay.n == ("a", "c", "f") and "c" in lay.copies
+    assert ttgt.copy_ns(list("bdeacf"), list("abcdef"), sizes) < ttgt.copy_ns(list("debacf"), list("abcdef"), sizes)
+
+
+def test_long_runs_pay_little_for_lying_far_apart():
+    """``BTKGH,BSKH->BTKGS`` (grouped-query attention logits, 2 Gi elements): the product
+    over (B, K | T, G | S) keeps S innermost, so the result is copied in runs of 8192
+    elements; those lie 64 Mi elements apart in the product, which costs a run that long
+    little.  The model used to weigh the distance over the whole copy and pick
+    (B, K | S | T, G), whose copy moves S: 3.1x the time (bench: 3.9 s against 1.25 s)."""
+    sizes = dict(B=4, T=4096, K=8, G=2, H=256, S=4096)
+    lay = _choose("BTKGH,BSKH->BTKGS", sizes)
+    assert not lay.swap and lay.n == ("S",) and set(lay.m) == {"T", "G"}
+
+
+@pytest.mark.parametrize("s, ratio", [(8, (1.4, 3.0)), (4096, (1.0, 1.1))])
+def test_the_distance_between_runs_weighs_by_their_length(s, ratio):
+    """The copy (B, K, T, G, S) -> (B, T, K, G, S), runs of G * S elements following each
+    other T * G * S apart: per element, T = 4096 against T = 8 costs 1.4-3x with runs of
+    16, at most 1.1x with runs of 8192."""
+    def per_element(t):
+        sizes = dict(B=4, K=8, T=t, G=2, S=s)
+        return ttgt.copy_ns(list("BKTGS"), list("BTKGS"), sizes) / math.prod(sizes.values())
+    low, high = ratio
+    assert low <= per_element(4096) / per_element(8) <= high
+
+
+def test_the_results_outermost_index_leads_where_the_operands_copy_is_small():
+    """``dega,gfbc->abcdef``: the 2 Mi-element result is copied either way; with M ordered
+    (a, d, e) as in the result, that copy is a batch over a of blocks that stay in cache,
+    worth more than keeping a innermost in the copy of A (16 Ki elements)."""
+    lay = _choose("dega,gfbc->abcdef", dict(a=16, b=16, c=16, d=8, e=8, f=8, g=16))
+    assert lay.m == ("a", "d", "e") and lay.n[-1] == "f" and "l" not in lay.flip
+
+
+def test_the_final_copy_keeps_the_innermost_index_where_it_can():
+    """``bda,dc->abc``: the result is copied either way; computing C^T (c innermost) or C
+    (a innermost in out): the copy into ``abc`` keeps c innermost only from (b, a, c)."""
+    sizes = dict(a=96, b=160, c=32, d=120)
+    found = ttgt.candidates(list("bda"), list("dc"), list("abc"), sizes, tx._COPY_WORTH_SPARING)
+    same = {(f.batch, f.m, f.n): f.cost for f in found if f.k == ("d",)}
+    keep = same[(("b",), ("a",), ("c",))]
+    assert ttgt.copy_ns(list("bac"), list("abc"), sizes) < ttgt.copy_ns(list("bca"), list("abc"), sizes)
+    assert keep == min(c for key, c in same.items() if key[0] == ("b",) and key[1] == ("a",))
+
+
+def _training(eq, sizes):
+    ins, out = eq.split("->")
+    ta, tb = ins.split(",")
+    lay = _choose(eq, sizes)
+    return lay, ttgt.for_training(lay, list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
+
+
+def test_training_broadcasts_an_operand_only_where_its_partial_gradients_cost_little():
+    """``BTD,NDH->BTNH`` (a Gemma query projection): the forward reads BTD broadcast over
+    the 8 values of N; its gradient would be 8 partial ones of its size, summed, so the
+    training layout copies NDH once instead and runs one product.  ``xyk,kz->yzx``'s
+    broadcast kz has 160 partial gradients of 3840 elements, cheaper than copying xyk."""
+    lay, training = _training("BTD,NDH->BTNH", dict(B=1, T=128, D=512, N=8, H=64))
+    assert lay.broadcast == ("N",) and training.broadcast == () and "r" in training.copies
+    lay, training = _training("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
+    assert lay.broadcast == ("y",) and training is lay
+    lay, training = _training("ij,jk->ik", dict(i=64, j=64, k=64))
+    assert training is lay                                  # nothing broadcast
+
+
+def test_the_training_layout_runs_where_a_gradient_is_taken_and_is_exact(monkeypatch):
+    """The forward's layout without a gradient, the training one with: both exact, and the
+    gradients torch.einsum's."""
+    picked = []
+    real = tx._matmul
+
+    def spy(ta, tb, groups, *rest):
+        found = real(ta, tb, groups, *rest)
+        fn = found[0]
+        picked.append(groups[0])
+
+        def run(a, b):
+            seen.append(tuple(groups[0]))
+            return fn(a, b)
+        return run, found[1]
+    seen = []
+    monkeypatch.setattr(tx, "_matmul", spy)
+    eq = "BTD,NDH->BTNH"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 128, 512, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(8, 512, 64, dtype=torch.float64, generator=g, requires_grad=True)
+    einc.cache_clear()
+    with torch.no_grad():
+        torch.testing.assert_close(einc.einsum(eq, x, w), torch.einsum(eq, x, w))
+    out = einc.einsum(eq, x, w)
+    assert len(picked) == 2 and len(seen) == 2 and seen[0] != seen[1]      # two layouts, one each
+    assert set(seen[0]) != set() and seen[1] == ()                          # N in the batch; no batch
+    torch.testing.assert_close(out, torch.einsum(eq, x, w))
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=g)
+    got = torch.autograd.grad(out, (x, w), gout)
+    want = torch.autograd.grad(torch.einsum(eq, x, w), (x, w), gout)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    einc.cache_clear()
+    monkeypatch.setattr(tx, "_matmul", real)
+    from einc.planner import plan_for
+    from einc.planner.options import DEFAULT
+    (fn,), _ = tx.step_functions(plan_for(parse(eq), [x.shape, w.shape], DEFAULT), [x.dtype, w.dtype])
+    assert fn.ttgt.broadcast and fn.chunked is None         # measure mode's candidate: the forward's layout
+
+
+def test_a_broadcast_operand_is_copied_expanded_only_within_the_allowance():
+    """An own index moved into a batch with shared indices makes the other operand's batch
+    group mix a real index with a broadcast one: that operand is copied expanded, which
+    only layouts with an expanded copy of at most half the larger operand may do."""
+    sizes = dict(b=4, a=64, k=64, c=64)
+    eq = ("bak", "bkc", "bac")
+    for worth in (0, 1 << 30):
+        for lay in ttgt.candidates(*map(list, eq), sizes, worth):
+            _, _, _, expanded = ttgt.cost(*map(list, eq), sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k)
+            if expanded:
+                assert worth == 0 and 2 * expanded <= 4 * 64 * 64
+
+
+def test_small_steps_weigh_only_the_results_orders(monkeypatch):
+    """Below ttgt.SMALL elements a step weighs the layouts with the result's group orders
+    and no index moved into the batch: both operands as left, both orders of K."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    sizes = dict(x=8, y=16, k=12, z=4)
+    found = ttgt.candidates(list("xyk"), list("kz"), list("yzx"), sizes, tx._COPY_WORTH_SPARING)
+    assert {f.swap for f in found} == {False, True} and not any(f.broadcast for f in found)
+    assert all(f.m + f.n in (("y", "x", "z"), ("z", "y", "x")) for f in found)
+    assert len(ttgt.candidates(list("xyk"), list("kz"), list("yzx"), sizes, 0, small=0)) > len(found)
+
+
+def test_size_zero_and_one_give_a_layout():
+    """Sizes 0 and 1 give a layout that places each index in one group, at a finite cost
+    that is the model's cost of that layout; with every size 1 nothing is copied."""
+    for eq, sizes in [("ij,jk->ki", dict(i=0, j=3, k=4)), ("aij,jk->kia", dict(a=1, i=1, j=1, k=1))]:
+        lay = _choose(eq, sizes)
+        ins, out = eq.split("->")
+        ta, tb = ins.split(",")
+        assert sorted("".join(_names(lay))) == sorted(set(ta + tb)), lay
+        assert math.isfinite(lay.cost) and lay.cost >= 0, lay
+        modelled = ttgt.cost(list(ta), list(tb), list(out), sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k)
+        assert (lay.cost, lay.copies, lay.flip) == modelled[:3], (lay, modelled)
+    assert _choose("aij,jk->kia", dict(a=1, i=1, j=1, k=1)).copies == ""
+
+
+# ----------------------------------------------------------------------- every layout exact
+
+CASES = [       # equation, shapes; all with a summed index shared by both operands
+    ("xyk,kz->yzx", [(4, 5, 3), (3, 2)]),
+    ("bda,dc->abc", [(5, 3, 4), (3, 2)]),
+    ("abk,kj->bja", [(3, 4, 5), (5, 2)]),
+    ("dbea,ec->abcd", [(2, 3, 4, 3), (4, 2)]),
+    ("aebf,dfce->abcd", [(2, 3, 2, 3), (2, 3, 2, 3)]),
+    ("dega,gfbc->abcdef", [(2, 2, 3, 2), (3, 2, 2, 2)]),
+    ("abcde,fedc->bfa", [(2, 3, 2, 2, 2), (3, 2, 2, 2)]),
+    ("ijef,mbef->mbij", [(2, 2, 3, 3), (2, 3, 3, 3)]),
+    ("qbhd,kbhd->bhqk", [(3, 2, 2, 4), (5, 2, 2, 4)]),
+    ("bhqk,bkhd->bqhd", [(2, 2, 3, 4), (2, 4, 2, 3)]),
+    ("qQ,Pqrs->QPrs", [(4, 3), (2, 4, 3, 2)]),
+    ("bak,bkc->cab", [(2, 3, 4), (2, 4, 5)]),
+    ("aibj,jbc->aic", [(2, 3, 2, 3), (3, 2, 4)]),
+]
+
+
+def _layouts(eq, shapes):
+    """The candidates the executor weighs for the equation's (one) contraction step."""
+    seen = []
+    real = ttgt.pick
+
+    def pick(found):
+        if not seen:                # the forward's choice (a training layout's comes after)
+            seen.extend(found)
+        return real(found)
+    ttgt.pick = pick
+    try:
+        plan = build_plan(build(parse(eq), shapes))
+        tx.step_functions(plan, [torch.float64] * len(shapes))
+    finally:
+        ttgt.pick = real
+    return plan, seen
+
+
+def _forced(plan, lay, dtype=torch.float64):
+    """The step functions with ``lay`` as the layout, with a gradient or without."""
+    real, training = ttgt.pick, ttgt.for_training
+    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k) == (lay.swap, lay.batch, lay.m, lay.n, lay.k)  # noqa: E731
+    ttgt.pick = lambda found: next(f for f in found if same(f))
+    ttgt.for_training = lambda forward, *args, **kw: forward
+    try:
+        fns, _ = tx.step_functions(plan, [dtype] * plan.num_operands)
+    finally:
+        ttgt.pick, ttgt.for_training = real, training
+    return fns
+
+
+def _run(plan, fns, ops):
+    from einc.runtime.program import unroll
+    return unroll(plan, fns)(list(ops))
+
+
+def _layouts_of(t, kind):
+    if kind == "plain":
+        return t
+    if kind == "transposed":        # the same values, stored with the dimensions reversed
+        return t.permute(*reversed(range(t.dim()))).contiguous().permute(*reversed(range(t.dim())))
+    if kind == "sliced":
+        big = torch.zeros(*[2 * s for s in t.shape], dtype=t.dtype)
+        view = big[tuple(slice(None, None, 2) for _ in t.shape)]
+        view.copy_(t)
+        return view
+    if kind == "expanded":          # a stride-0 dimension: the first one, of the same values
+        return t[:1].expand(t.shape) if t.shape[0] else t
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("kind", ["plain", "transposed", "sliced", "expanded"])
+def test_every_layout_is_exact(eq, shapes, kind):
+    plan, layouts = _layouts(eq, shapes)
+    assert layouts, "a contraction step weighs layouts"
+    g = torch.Generator().manual_seed(3)
+    ops = [_layouts_of(torch.randn(s, dtype=torch.float64, generator=g), kind) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    assert {lay.swap for lay in layouts} == {False, True}
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay), ops)
+        assert out.is_contiguous() and out.shape == expected.shape, lay
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12, msg=lambda m: f"{lay}: {m}")
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("xyk,kz->yzx", [(0, 5, 3), (3, 2)]),         # an empty output index
+    ("xyk,kz->yzx", [(4, 5, 0), (0, 2)]),         # an empty sum: zeros
+    ("xyk,kz->yzx", [(1, 5, 3), (3, 1)]),         # size-1 indices
+    ("dega,gfbc->abcdef", [(1, 2, 3, 1), (3, 1, 2, 1)]),
+    ("bak,bkc->cab", [(1, 3, 4), (1, 4, 5)]),
+])
+def test_every_layout_at_sizes_zero_and_one(eq, shapes):
+    plan, layouts = _layouts(eq, shapes)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay), ops)
+        assert out.is_contiguous()
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("eq,shapes", [CASES[0], CASES[5], CASES[10], CASES[11]], ids=lambda c: str(c))
+def test_every_layout_differentiates(eq, shapes):
+    plan, layouts = _layouts(eq, shapes)
+    ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for lay in layouts:
+        fns = _forced(plan, lay)
+        assert torch.autograd.gradcheck(lambda *x: _run(plan, fns, x), ops), lay
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64])
+def test_every_layout_in_other_dtypes(dtype):
+    eq, shapes = "dega,gfbc->abcdef", [(2, 2, 3, 2), (3, 2, 2, 2)]
+    plan, layouts = _layouts(eq, shapes)
+    ops = [(torch.randn(s) * 4).to(dtype) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    for lay in layouts:
+        out = _run(plan, _forced(plan, lay, dtype), ops)
+        assert out.dtype == expected.dtype
+        torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("eq,shapes", [CASES[0], CASES[1], CASES[5], CASES[10], CASES[11]], ids=lambda c: str(c))
+def test_every_layout_stays_within_the_live_bound(eq, shapes):
+    """What each layout holds at once (operands aside) is within what slicing counts for
+    the step (slicing.step_copies): at most a copy of each operand, an expanded copy
+    within the allowance, and the result's copy."""
+    plan, layouts = _layouts(eq, shapes)
+    bound = live_peak(plan.steps, plan.graph.sizes, plan.num_operands)
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    for lay in layouts:
+        fns = _forced(plan, lay)
+        _run(plan, fns, ops)
+        with _Live() as seen:
+            _run(plan, fns, ops)
+        assert seen.peak <= bound, lay
+
+
+# ----------------------------------------------------------------------- through einc.einsum
+
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+def test_einsum_in_both_conventions(eq, shapes):
+    einc.cache_clear()
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    expected = torch.einsum(eq, *ops)
+    torch.testing.assert_close(einc.einsum(eq, *ops), expected)
+    ins, out = eq.split("->")
+    letters = sorted(set(eq) - set(",->"))
+    sub = lambda t: [letters.index(c) for c in t]  # noqa: E731
+    args = [x for op, t in zip(ops, ins.split(",")) for x in (op, sub(t))] + [sub(out)]
+    torch.testing.assert_close(einc.einsum(*args), expected)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("eq,shapes", CASES[:8], ids=[c[0] for c in CASES[:8]])
+def test_the_triton_executor_agrees(kernel_device, eq, shapes):
+    ops = [torch.randn(s, dtype=torch.float32, device=kernel_device) for s in shapes]
+    expected = torch.einsum(eq, *[o.double() for o in ops])
+    out = einc.einsum(eq, *ops)
+    torch.testing.assert_close(out.double(), expected.to(out.device), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------- bench/layouts.py
+
+def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
+    """``bench/layouts.py``: the steps a changed constant moves, timed and checked; the rest
+    listed as unchanged; the model's constants and ``for_training`` restored after."""
+    from bench import layouts
+    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, ttgt.for_training
+    try:    # matrices that cost a second each: xyk,kz->yzx no longer runs as a stack over y
+        assert layouts.main(["--set", "PER_MATRIX=1e9", "--filter", "^(pw_ttm_xyk_kz|tiny_gemm_16)$",
+                             "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 1 layout(s) only with the defaults, 1 only with the setting" in out
+    assert "- default: `abc,cd->bda: b | d | a | c copies -`" in out    # the stack over y, copying nothing
+    rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
+    assert len(rows) == 1 and rows[0].endswith("| ok |")
+    assert "layouts unchanged (1): tiny_gemm_16" in out
+    assert ttgt.PER_MATRIX == before and ttgt.for_training is real
+
+
+def test_the_layouts_benchmark_times_a_training_step(capsys):
+    """``--train``: the training layout ``for_training`` adds for ``BTD,NDH->BTNH`` is gone
+    when partial gradients cost nothing, and a training step is timed and checked."""
+    from bench import layouts
+    threads = torch.get_num_threads()
+    try:
+        assert layouts.main(["--set", "GRAD_PARTIAL=0", "--filter", "^gemma_q_proj$", "--train",
+                             "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "- default: `abc,dce->abde (training): - | ab | de | c copies r`" in out
+    rows = [line for line in out.splitlines() if line.startswith("| gemma_q_proj |")]
+    assert len(rows) == 1 and rows[0].endswith("| ok |")
+
+
+@pytest.mark.parametrize("bad", ["NOPE=1", "SMALL=many", "pick=1"])
+def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
+    from bench import layouts
+    with pytest.raises(SystemExit) as e:
+        layouts.main(["--set", bad])
+    assert e.value.code == 2 and "--set" in capsys.readouterr().err
+
+
+def _copies_of(numel, run):
+    """The ops that make a new tensor (no view) of ``numel`` elements while ``run()`` runs."""
+    with _Allocations() as made:
+        result = run()
+    return [f for n, f in made.sizes if n == numel], result
+
+
+@pytest.mark.parametrize("perm,eq", [((2, 0, 1, 3), "zabk,kj->zbja"), ((1, 0, 2), "bak,kj->abj")])
+def test_a_permuted_operand_is_read_in_its_memory_order(perm, eq):
+    """The copy-cost model weighs an operand as laid out in its term's order: a permuted view
+    of a contiguous tensor is read in its memory order (``torch_executor.memory_orders``),
+    so the layout that copies it not at all is found (``zabk,kj->zbja`` on a view of a
+    contiguous ``abzk`` tensor copied it across its rows: 2.2x the time of the contiguous
+    call).  A contiguous operand of the same shapes keeps an entry of its own."""
+    full = (36, 32, 8, 36)[:len(perm)]
+    a = torch.randn(*full, dtype=torch.float64)
+    view = a.permute(perm)
+    w = torch.randn(view.shape[-1], 12, dtype=torch.float64)
+    einc.einsum(eq, view, w)
+    copies, out = _copies_of(a.numel(), lambda: einc.einsum(eq, view, w))
+    assert not copies, copies
+    torch.testing.assert_close(out, torch.einsum(eq, view, w))
+    plain = view.contiguous()
+    torch.testing.assert_close(einc.einsum(eq, plain, w), torch.einsum(eq, plain, w))
+    assert not _copies_of(a.numel(), lambda: einc.einsum(eq, plain, w))[0]
+
+
+def test_each_layout_of_a_shape_has_its_own_entry():
+    """An entry reads its operands in the memory order of the layout it was made for; the
+    plan cache keys on that order for operands that are not contiguous, so the same call
+    gives the same bits whatever layout of the same shapes ran first (keyed on contiguity
+    alone, another layout's order ran it: other bits, and up to 2.1x the time), and a
+    window of a padded batch, with new strides each call, is not planned each call."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 5, 40, generator=g).permute(1, 2, 0)       # (b, a, k) laid out (k, b, a)
+    w = torch.randn(300, 7, generator=g)
+    first = einc.einsum("bak,kj->abj", x, w)
+    einc.cache_clear()
+    einc.einsum("bak,kj->abj", torch.randn(40, 5, 300, generator=g).permute(1, 0, 2), w)   # laid out (a, b, k)
+    again = einc.einsum("bak,kj->abj", x, w)
+    assert torch.equal(first, again)
+    assert einc.cache_info().plans.currsize == 2
+    padded = torch.randn(300, 5, 48, generator=g)[:, :, :40].permute(1, 2, 0)    # other strides, the same order
+    torch.testing.assert_close(einc.einsum("bak,kj->abj", padded, w), torch.einsum("bak,kj->abj", padded, w))
+    assert einc.cache_info().plans.currsize == 2    # one entry per order a shape is read in, not per strides
+
+
+def test_a_small_permuted_operand_is_read_as_it_is(monkeypatch):
+    """Below ``ttgt.SMALL`` elements the model weighs no copies, so a permute to memory order
+    is only overhead: ``ab,bc->ac`` on an 8x8 ``a.T`` ran two permutes (3.7 -> 6.4 us)."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    assert tx.memory_orders([a.T, b]) is None
+    big = torch.randn(64, 128)
+    assert tx.memory_orders([big.T, b]) == ((1, 0), None)

@@ -1,0 +1,41 @@
+"""Every example in examples/ runs on the CPU and prints what it is about."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXAMPLES = {   # file -> lines (substrings) its output must contain
+    "quickstart.py": ["attention scores: (2, 4, 128, 128) contiguous: True", "Complete contraction:"],
+    "attention_layouts.py": ["torch.view_as_complex(einc result): ok", "einc result .view(b, s, h*d): ok",
+                             "triton einc_mm_"],
+    "tensor_network.py": ["einc cached call:", "planning (contract_expression):", "Complete contraction:"],
+    "dump_kernel.py": ["torch imported: False | triton imported: False", "the CLI wrote the same source: True",
+                       "def launch("],
+    "compile_backend.py": ["matches eager", "einc backend:", "<- matmul + matmul_1"],
+    "named_axes.py": ["multi-head attention, merged heads in and out: (2, 16, 32) contiguous: True",
+                      "grouped-query attention", "view_as_complex: (2, 16, 4, 4) torch.complex64",
+                      "(g r d) split into g=2 r=2 d=8 by strides: a view, no copy"],
+    "sliced_network.py": ["Sliced indices:", "2 ranks agree with one process: True", "rank slice times:",
+                          "peak growth"],
+}
+
+
+def test_every_example_is_tested():
+    assert sorted(p.name for p in (ROOT / "examples").glob("*.py")) == sorted(EXAMPLES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_runs(name, tmp_path):
+    env = dict(os.environ, EINC_CACHE_DIR=str(tmp_path))
+    env.pop("EINC_BACKEND", None)
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in EXAMPLES[name]:
+        assert line in done.stdout, f"{name}: {line!r} not in its output:\n{done.stdout[-3000:]}"

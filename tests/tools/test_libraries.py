@@ -1,0 +1,132 @@
+"""``bench/libraries.py`` without downloads: its pytest plugin (einc installed as
+torch.einsum, calls counted inside einc) and its reading of junit files, on a small local
+test file run unpatched and patched in subprocesses."""
+
+import signal
+import textwrap
+import time
+
+import pytest
+
+from bench import libraries
+
+TESTS = textwrap.dedent('''
+    import pytest
+    import torch
+    from torch import einsum      # bound at import: must be einc's when patched
+
+    def test_five_calls():
+        a, b = torch.randn(3, 4), torch.randn(4, 5)
+        for _ in range(3):
+            torch.einsum("ij,jk->ik", a, b)
+        einsum("ii->i", torch.randn(3, 3))
+        torch.einsum("ij->", torch.randint(0, 5, (2, 2)))       # integers: the old deadlock
+
+    def test_one_call_with_its_gradient():
+        a = torch.randn(3, 4, requires_grad=True)
+        torch.einsum("ij,ij->", a, torch.randn(3, 4)).backward()   # forward, and one gradient einsum at most
+        assert a.grad is not None
+
+    def test_passes_only_unpatched():
+        assert torch.einsum.__module__ == "torch.functional", "einc is installed"
+
+    def test_fails():
+        assert torch.einsum("i,i->", torch.ones(2), torch.ones(2)).item() == 3.0, "two, not three"
+
+    @pytest.mark.skip(reason="skipped on purpose")
+    def test_skipped():
+        pass
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("fixture broken")
+
+    def test_error(broken):
+        pass
+
+    def test_fx_records_einc():
+        import torch.fx
+        class M(torch.nn.Module):
+            def forward(self, x, y):
+                return torch.einsum("ij,jk->ik", x, y)
+        gm = torch.fx.symbolic_trace(M())
+        names = [getattr(n.target, "__module__", "") for n in gm.graph.nodes if n.op == "call_function"]
+        assert names == [torch.einsum.__module__]
+        gm(torch.randn(2, 2), torch.randn(2, 2))
+''')
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lib")
+    (folder / "test_local.py").write_text(TESTS)
+    out = folder / "out"
+    unpatched = libraries.run_pytest(folder, ["test_local.py"], {}, False, out, "unpatched", timeout=300)
+    patched = libraries.run_pytest(folder, ["test_local.py"], {}, True, out, "patched", timeout=300)
+    return unpatched, patched
+
+
+@pytest.mark.slow
+def test_junit_counts_and_outcomes(runs):
+    unpatched, patched = runs
+    assert (unpatched.tests, unpatched.passed, unpatched.failed, unpatched.errors, unpatched.skipped) == (7, 4, 1, 1, 1)
+    assert (patched.tests, patched.passed, patched.failed, patched.errors, patched.skipped) == (7, 3, 2, 1, 1)
+    assert unpatched.outcomes["test_local::test_fails"][0] == "failed"
+    assert "two, not three" in unpatched.outcomes["test_local::test_fails"][1]
+    assert unpatched.outcomes["test_local::test_error"] == ("error", unpatched.outcomes["test_local::test_error"][1])
+    assert "fixture broken" in unpatched.outcomes["test_local::test_error"][1] or \
+        "setup" in unpatched.outcomes["test_local::test_error"][1]
+    assert unpatched.outcomes["test_local::test_skipped"][0] == "skipped"
+
+
+@pytest.mark.slow
+def test_regressions_are_the_tests_that_fail_only_patched(runs):
+    unpatched, patched = runs
+    lost = libraries.regressions(unpatched, patched)
+    assert [(t, o) for t, o, _ in lost] == [("test_local::test_passes_only_unpatched", "failed")]
+    assert "einc is installed" in lost[0][2]
+
+
+@pytest.mark.slow
+def test_the_plugin_counts_calls_reaching_einc(runs):
+    unpatched, patched = runs
+    assert unpatched.counts is None          # no plugin, no counts
+    counts = patched.counts
+    assert counts["still_patched"] is True
+    # test_five_calls: 5; the gradient test: 1 forward + at most 1 gradient einsum; test_fails: 1;
+    # the fx test: 1 (the traced graph's run; tracing itself reaches __torch_function__ only)
+    assert 8 <= counts["calls"] <= 9, counts
+    assert counts["torch_function"] >= 1, counts       # the fx proxy
+    assert counts["equations"] >= 5, counts
+    row = libraries.row("local", "0", unpatched, patched)
+    assert row.startswith("| local | 0 | 7 | 4 / 1 / 1 / 1 | 3 / 2 / 1 / 1 | ")
+
+
+def test_parse_junit_ranks_a_failure_over_a_teardown_error(tmp_path):
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuites><testsuite><testcase classname="m" name="t1"><failure message="boom">Traceback\nmore</failure>'
+                     '<error message="teardown"/></testcase><testcase classname="m" name="t2">'
+                     '<skipped type="pytest.xfail" message="x"/></testcase><testcase classname="m" name="t3"/>'
+                     '</testsuite></testsuites>')
+    run = libraries.parse_junit(junit)
+    assert run.outcomes == {"m::t1": ("failed", "boom"), "m::t2": ("skipped", "x"), "m::t3": ("passed", "")}
+    assert (run.tests, run.passed, run.failed, run.errors, run.skipped) == (3, 1, 1, 0, 1)
+
+
+@pytest.mark.slow
+def test_a_run_past_its_timeout_is_interrupted_and_keeps_the_tests_it_ran(tmp_path):
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_quick():\n    pass\n\n"
+                                           "def test_slow():\n    time.sleep(600)\n")
+    start = time.perf_counter()
+    # as when started in the background by a shell without job control (nox ... &): SIGINT
+    # ignored, which the child would inherit -- the run must still hear its Ctrl-C
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = libraries.run_pytest(tmp_path, ["test_slow.py"], {}, True, tmp_path / "out", "slow", timeout=20)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert time.perf_counter() - start < 200
+    assert run.complete is False
+    assert run.outcomes["test_slow::test_quick"][0] == "passed"
+    assert run.counts is not None and run.counts["calls"] == 0     # the plugin still wrote its counts
+    assert "(interrupted)" in libraries.row("slow", "0", run, run)
