@@ -123,7 +123,7 @@ def ptx(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def matrix_table(session: nox.Session) -> None:
-    """Print the README's matrix table from the results in .nox/matrix/."""
+    """Print the matrix table (README, Supported versions) from the results in .nox/matrix/."""
     rows = []
     for path in sorted(RESULTS.glob("torch*.json")):
         r = json.loads(path.read_text())

@@ -17,7 +17,7 @@ and its gradients as autograd takes them through the torch executor's ops): medi
 and the median of the paired per-round ratios setting/default with its 95 % interval.  Before timing, both results are
 checked against torch.einsum on float64 copies where that result is at most 512 MiB, else
 against each other.  This is how a change of the model's constants is weighed: what moves,
-and by how much (the README's pairwise section cites its runs).  Standard library, torch
+and by how much (bench/measured/pairwise.md cites its runs).  Standard library, torch
 and einc.
 """
 

@@ -369,7 +369,7 @@ def _compiler_environment() -> None:
 
 
 def versions_table(reports) -> str:
-    """One row per report (a triton version): the README's summary, from the JSON files."""
+    """One row per report (a triton version): the summary in bench/measured/ptx.md, from the JSON files."""
     out = ["| triton | kernels | configs compiled | spilling configs | 16-bit products on >=64x64 2-D tiles on wgmma "
            "| 3-D tiles (mma.sync, exception) | 16-bit accumulators | configs with 16-byte loads | problems |",
            "|---|---:|---:|---:|---|---:|---|---|---:|"]
@@ -390,7 +390,7 @@ def versions_table(reports) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write one object per kernel and config to FILE")
-    parser.add_argument("--markdown", action="store_true", help="print the README's table (one row per kernel)")
+    parser.add_argument("--markdown", action="store_true", help="print bench/measured/ptx.md's table (one row per kernel)")
     parser.add_argument("--suite", default=None, help="the suite file (default: bench/suite.json)")
     parser.add_argument("--filter", action="append", default=[], metavar="TEXT",
                         help="only workloads whose id contains TEXT (repeatable: any of them)")
@@ -398,7 +398,7 @@ def main(argv=None) -> int:
                         help="all: every config the autotuner would time (default); first: the first one it keeps")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 where a kernel has problems")
     parser.add_argument("--tables", nargs="+", metavar="JSON",
-                        help="compile nothing: print the README's tables from reports written with --json "
+                        help="compile nothing: print bench/measured/ptx.md's tables from reports written with --json "
                              "(a summary row per file, then the first file's kernels)")
     args = parser.parse_args(argv)
     if args.tables:

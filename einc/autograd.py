@@ -306,7 +306,7 @@ def batched(eq: Equation, in_dims, operands, contract):
     element's, and torch may not evaluate it at all on bool ("d,db,da->" per element gives
     int64 counts; batched, "da,ab,ac->d" has a bool matrix product torch refuses, r15).  So
     the element's dtype is found first: where it is int64, the operands are contracted in
-    int64 (exactly what einc does per element: the README's dtype rules), and the result
+    int64 (exactly what einc does per element: docs/semantics.md's dtype rules), and the result
     takes it (where they still differ, an index of size 0 is summed or the result is
     empty: every value is 0, the cast exact; "d,dab,,,->" in int32 gave int32, r13)."""
     logical = [tuple(o.shape[:d]) + tuple(o.shape[d + 1:]) if d is not None else tuple(o.shape)

@@ -364,7 +364,7 @@ def _an_input(node) -> bool:
     view, copy or value-preserving cast of one: the operands whose magnitudes
     :data:`HEADROOM` assumes bounded.  A value computed in the graph (a product, an
     activation) is eager's, of any size.  (Past a graph break a value computed before it
-    is an input of the next graph, and assumed bounded: the README says so.)"""
+    is an input of the next graph, and assumed bounded: docs/autograd-and-compile.md says so.)"""
     while isinstance(node, torch.fx.Node):
         if node.op in ("placeholder", "get_attr"):
             return True

@@ -257,7 +257,7 @@ def _tagged(fn, lay, chunked=None):
 # product up (below, whole): whole float32 temporaries cost more than the blocks (bfloat16
 # bij,bij->b at 64x256x256, 1 thread, medians of 9 calls, an ad hoc script on the shared
 # development machine: 15 ms whole, 1.2 ms in blocks, 0.8 ms in bfloat16; torch.einsum 8 ms;
-# the README's figures are einc's whole call).
+# the figures in bench/measured/ are einc's whole call).
 HALF_MIN_BYTES = 1 << 20
 
 

@@ -15,7 +15,7 @@ size of the result.
 
 Measured on the development machine (2-core AMD EPYC, 1 MiB L2 per core, 32 MiB L3;
 torch 2.13, float32) with ``python bench/chunked.py --threads 1`` and ``2`` (the suite's
-CCSD(T) terms scaled; the README's pairwise section has the table): chunks/whole
+CCSD(T) terms scaled; bench/measured/chunks.md has the table): chunks/whole
 0.30-0.81 at results of 32 MiB and more, 0.66-1.07 at 16-24 MiB, 0.68-1.30 at 8-12 MiB,
 where the product and the result fit the L3 together (1.13-1.30 at 8 MiB with 2
 threads), hence :data:`MIN_BYTES`.  Chunks of 512 KiB to 4 MiB per thread did

@@ -17,7 +17,7 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   wider elements (the run's bytes reinterpreted as one to :data:`WIDE_MOST`
   ``complex128``, each of at least four of the tensor's elements): the copy moves the
   same bits in fewer, wider elements.
-  ``python bench/permute_copy.py`` (1 thread, the README's pairwise section): the
+  ``python bench/permute_copy.py`` (1 thread, bench/measured/pairwise.md): the
   CCSD(T) results' runs of 8 float32 (two complex128) in ~0.79-0.97x torch's time;
   runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x; runs
   of 4 or more complex128 gained nothing (~1.0x), hence :data:`WIDE_MOST`.  Runs of 8
@@ -30,7 +30,7 @@ thread, the development machine).  :func:`permuted_copy` therefore:
 
 Blocked copies (the destination's outer or inner indices in chunks that stay in
 cache, one ``copy_`` per chunk) and two partial permutes through a temporary were
-measured too and lost or tied on the pairwise family's copies (the README's pairwise
+measured too and lost or tied on the pairwise family's copies (bench/measured/pairwise.md's
 section); transposing copies (the source's unit-stride index moved) keep torch's own
 strided copy.  What does pay, for products larger than the last-level cache, is making
 the product itself a chunk at a time, each chunk copied while in cache:
