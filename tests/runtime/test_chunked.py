@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import einc
 import fuzz
+from oracle import TOL
 from einc.runtime.torch_executor import chunked, permute_copy
 
 ROLES = ("batch", "m", "n", "k")
@@ -67,7 +68,7 @@ def _oracle(eq, ops):
 def _assert_matches(out, ref, dtype, extent):
     assert out.is_contiguous() and out.dtype == dtype and tuple(out.shape) == tuple(ref.shape)
     if dtype.is_floating_point or dtype.is_complex:
-        rtol, atol = fuzz._TOL[dtype]
+        rtol, atol = TOL[dtype]
         torch.testing.assert_close(out.to(ref.dtype), ref, rtol=rtol * 4, atol=atol * extent * 4)
     else:
         assert torch.equal(out, ref.to(dtype))

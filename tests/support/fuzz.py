@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
+from oracle import TOL
 
 ELL = Ellipsis
 LETTERS = string.ascii_letters              # what torch.einsum's strings take
@@ -227,10 +228,6 @@ def upcast(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.int64)
 
 
-_TOL = {torch.float16: (1e-2, 2e-3), torch.bfloat16: (2e-2, 1e-2), torch.float32: (1e-5, 1e-6),
-        torch.float64: (1e-10, 1e-12), torch.complex64: (1e-5, 1e-6), torch.complex128: (1e-10, 1e-12)}
-
-
 def check_result(case: Case, out: torch.Tensor, ops, expected_dtype=None):
     """``out`` against the oracle: shape, dtype (torch.einsum's), values, a fresh
     contiguous tensor that shares no memory with an operand."""
@@ -247,7 +244,7 @@ def check_result(case: Case, out: torch.Tensor, ops, expected_dtype=None):
     elif not (out.dtype.is_floating_point or out.dtype.is_complex):
         assert torch.equal(out, ref.to(out.dtype)), (out, ref)   # integer results wrap like torch's
     else:
-        rtol, atol = _TOL[out.dtype if out.dtype in _TOL else case.dtype]
+        rtol, atol = TOL[out.dtype if out.dtype in TOL else case.dtype]
         torch.testing.assert_close(out.to(ref.dtype), ref, rtol=rtol * 4, atol=atol * case.summed_extent() * 4,
                                    equal_nan=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-_TOL = {  # dtype: (rtol, atol per unit of summed extent)
+TOL = {  # dtype: (rtol, atol per unit of summed extent); the suite's one tolerance table
     torch.float16: (1e-2, 2e-3),
     torch.bfloat16: (2e-2, 1e-2),
     torch.float32: (1e-5, 1e-6),
@@ -35,7 +35,7 @@ def assert_close(actual, expected, dtype, extent=1):
     if not (dtype.is_floating_point or dtype.is_complex):
         assert torch.equal(actual.to(torch.int64), expected.to(torch.int64))
         return
-    rtol, atol = _TOL[dtype]
+    rtol, atol = TOL[dtype]
     act = actual.to(expected.dtype)
     torch.testing.assert_close(act, expected, rtol=rtol * 4, atol=atol * max(1, extent) * 4,
                                equal_nan=True)
