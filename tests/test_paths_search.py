@@ -6,12 +6,17 @@ import random
 import subprocess
 import sys
 
+import json
+import stat
+
 import opt_einsum
 import pytest
 import torch
 
 import einc
+from einc.planner import pathcache
 from einc.planner import search as S
+from einc.planner.equation import letter
 from einc.planner.options import DP_OPERANDS, _auto
 from einc.planner.plan import path_cache_clear
 
@@ -32,6 +37,14 @@ def _regular(n, d_min, d_max, seed):
 def _equation(inputs):
     labels = sorted({i for t in inputs for i in t})
     return ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(monkeypatch, tmp_path):
+    """A fresh cache folder for each test (remembered paths would answer the searches)."""
+    folder = tmp_path / "einc-cache"
+    monkeypatch.setenv("EINC_CACHE_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture
@@ -126,8 +139,9 @@ def test_the_same_seed_gives_the_same_path_in_any_process():
             "assert 'trials' in report.reason, report.reason\n"
             "print(path)\n")
     outs = set()
-    for hashseed in ("1", "2"):
-        env = dict(os.environ, PYTHONHASHSEED=hashseed, PYTHONPATH=os.pathsep.join(
+    for hashseed in ("1", "2"):       # each in a fresh cache folder, so that both search
+        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
+                   PYTHONPATH=os.pathsep.join(
             [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
@@ -143,6 +157,7 @@ def test_without_cotengra_the_budget_goes_to_random_greedy(monkeypatch):
     assert report.method == "random greedy (cotengrust)"
     assert report.best_seconds <= report.greedy_seconds
     monkeypatch.setattr(S, "_cotengrust", lambda: None)
+    pathcache.clear()
     _, report = S.search(inputs, set(), sizes)
     assert report.method == "random greedy (opt_einsum)" and report.trials > 2
     assert report.seconds < 0.3 + 0.5
@@ -187,3 +202,101 @@ def test_a_long_search_shows_a_progress_bar_on_a_terminal(monkeypatch, capsys):
     inputs, sizes = _regular(60, 3, 5, seed=4)
     S.search(inputs, set(), sizes)
     assert "einc path search" in tty.text
+
+
+# ----------------------------------------------------------------------- remembered paths
+
+SECOND = ("import json, sys, time\n"
+          "from einc.planner import search as S, plan_for\n"
+          "from einc.planner.equation import letter\n"
+          "import tests.test_paths_search as T\n"
+          "S.CAP = 0.3\n"
+          "inputs, sizes = T._regular(60, 3, 5, seed=4)\n"
+          "labels = sorted({i for t in inputs for i in t})\n"
+          "eq = ','.join(''.join(letter(labels.index(i)) for i in sorted(t)) for t in inputs) + '->'\n"
+          "shapes = [[sizes[i] for i in sorted(t)] for t in inputs]\n"
+          "t = time.perf_counter()\n"
+          "found = S.search(inputs, set(), sizes)[0]\n"
+          "search = time.perf_counter() - t\n"
+          "t = time.perf_counter()\n"
+          "plan = plan_for(eq, shapes)\n"
+          "print(json.dumps([search, time.perf_counter() - t, plan.notes, plan.path, found]))\n")
+
+
+def test_a_second_process_finds_the_path_on_disk_in_10_ms(cache_dir):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", SECOND], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout))
+    (first, _, _, first_path, first_found), (second, planned, notes, path, found) = runs
+    assert first > 0.05                         # the first process searched
+    assert "remembered (einc.planner.pathcache)" in notes[0] and path == first_path and found == first_found
+    # the search's part of planning: reading the entry; the rest is building the plan's 59 steps
+    assert second <= 0.010 and planned <= 0.050
+    (entry,) = (cache_dir / "paths").iterdir()        # plan_for's network is S.search's, numbered alike
+    assert entry.suffix == ".json" and stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE((cache_dir / "paths").stat().st_mode) == 0o700
+
+
+def _search_and_entry(monkeypatch):
+    monkeypatch.setattr(S, "CAP", 0.2)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    path, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method
+    again = S.search(inputs, set(), sizes)
+    assert again[0] == path and again[1].method.startswith("remembered")
+    (entry,) = pathcache.folder().iterdir()
+    return inputs, sizes, path, entry
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not utf-8", "foreign key", "other version", "bad path",
+                                    "short path", "bad report", "link"])
+def test_a_corrupt_or_foreign_entry_is_ignored(monkeypatch, damage):
+    inputs, sizes, path, entry = _search_and_entry(monkeypatch)
+    record = json.loads(entry.read_text())
+    if damage == "garbage":
+        entry.write_text("{not json")
+    elif damage == "not utf-8":
+        entry.write_bytes(b"\xff\xfe" * 10)
+    elif damage == "foreign key":
+        entry.write_text(json.dumps(dict(record, key="0" * 64)))
+    elif damage == "other version":
+        entry.write_text(json.dumps(dict(record, version="einc-paths-0")))
+    elif damage == "bad path":
+        entry.write_text(json.dumps(dict(record, path=[[0, 0]] + record["path"][1:])))
+    elif damage == "short path":
+        entry.write_text(json.dumps(dict(record, path=record["path"][:-1])))
+    elif damage == "bad report":
+        entry.write_text(json.dumps(dict(record, report=dict(record["report"], trials="many"))))
+    else:
+        target = entry.with_name("elsewhere.txt")
+        entry.rename(target)
+        entry.symlink_to(target)
+    again, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method
+    assert S.path_cost(inputs, set(), sizes, again)[0] > 0
+    if damage != "link":            # written again, whole
+        assert json.loads(entry.read_text())["key"] == record["key"]
+
+
+def test_a_folder_others_can_write_is_not_used(monkeypatch, cache_dir):
+    inputs, sizes, path, entry = _search_and_entry(monkeypatch)
+    os.chmod(cache_dir / "paths", 0o777)
+    with pytest.warns(RuntimeWarning, match="others can write it"):
+        assert pathcache.folder() is None
+        _, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method        # the entry there is not read
+
+
+def test_the_folder_is_bounded(monkeypatch):
+    monkeypatch.setattr(pathcache, "MAX_ENTRIES", 3)
+    for k in range(5):
+        pathcache.store(f"{k:064x}", "v", ((0, 1),), {})
+        os.utime(pathcache.folder() / f"{k:064x}.json", (1000 + k, 1000 + k))
+    names = sorted(p.name for p in pathcache.folder().iterdir())
+    assert len(names) == 3 and names[-1] == f"{4:064x}.json"
+    assert pathcache.load(f"{4:064x}", "v", 2) == (((0, 1),), json.loads((pathcache.folder() / names[-1]).read_text()))
+    assert pathcache.load(f"{4:064x}", "v", 3) is None         # a path for another network

@@ -20,6 +20,8 @@ how many trees it tried and why it stopped (``explain`` prints it).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib.util
 import logging
 import math
 import random
@@ -29,6 +31,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 import opt_einsum
+
+from . import pathcache
 
 log = logging.getLogger("einc")
 
@@ -121,7 +125,57 @@ def budget_for(seconds: float) -> float:
     return min(CAP, FRACTION * seconds)
 
 
+def version(seed: int = SEED) -> str:
+    """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
+    found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
+    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, HYPER_FLOOR, CAP, MAX_TRIALS, CONVERGED,
+                              WRITE_FACTOR, seed, *found)))
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
+    """``(path, report)``: the path a search finds (:func:`find`), or the one an earlier
+    search of the same network found and einc remembered (einc.planner.pathcache)."""
+    t0 = time.perf_counter()
+    inputs = [frozenset(t) for t in inputs]
+    output = frozenset(output)
+    tag = version(seed)
+    name = pathcache.key(inputs, output, size_dict, memory_limit, tag)
+    hit = pathcache.load(name, tag, len(inputs))
+    if hit is not None:
+        path, record = hit
+        was = _report_of(record.get("report"))
+        if was is not None:
+            return path, dataclasses.replace(
+                was, seconds=time.perf_counter() - t0, trials=0,
+                method=f"remembered (einc.planner.pathcache): {was.method}",
+                reason=f"found by an earlier search of {_time(was.seconds)} and {was.trials} trees ({was.reason})")
+    path, report = find(inputs, output, size_dict, memory_limit, seed)
+    if report.seconds >= pathcache.STORE_SECONDS:
+        pathcache.store(name, tag, path, {"report": dataclasses.asdict(report)})
+    return path, report
+
+
+def _report_of(data) -> Report | None:
+    """The :class:`Report` a remembered entry holds, where it holds a well-formed one."""
+    fields = {f.name: f.type for f in dataclasses.fields(Report)}
+    if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    for k, v in data.items():
+        want = (str,) if fields[k] == "str" else (int,) if fields[k] == "int" else (int, float)
+        if type(v) not in want:
+            return None
+    return Report(**data)
+
+
+def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     """``(path, report)``: a linear path for ``inputs`` (sets of int indices) -> ``output``,
     found within the budget the greedy path's predicted time affords.  With a
     ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
