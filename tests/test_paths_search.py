@@ -16,7 +16,7 @@ import torch
 import einc
 from einc.planner import pathcache
 from einc.planner import search as S
-from einc.planner.equation import letter
+from einc.errors import EquationError
 from einc.planner.options import DP_OPERANDS, _auto
 from einc.planner.plan import path_cache_clear
 
@@ -300,3 +300,35 @@ def test_the_folder_is_bounded(monkeypatch):
     assert len(names) == 3 and names[-1] == f"{4:064x}.json"
     assert pathcache.load(f"{4:064x}", "v", 2) == (((0, 1),), json.loads((pathcache.folder() / names[-1]).read_text()))
     assert pathcache.load(f"{4:064x}", "v", 3) is None         # a path for another network
+
+
+# ----------------------------------------------------------------------- opt_einsum's symbols
+
+def test_every_symbol_opt_einsum_writes_is_an_index():
+    from einc.planner.equation import parse
+    symbols = [opt_einsum.get_symbol(i) for i in (*range(6000), 55295, 55296, 60000, 100000, 1000000)]
+    assert "×" in symbols and "÷" in symbols and not all(s.isalpha() for s in symbols)
+    for k in range(0, len(symbols), 500):
+        chunk = symbols[k:k + 500]
+        eq = parse(",".join(chunk) + "->" + "".join(chunk[:3]))
+        assert [t[0] for t in eq.inputs] == chunk and eq.output == tuple(chunk[:3])
+    assert parse("ij,jk->ik") == parse("ij,jk->ik") and parse("ij,jk").output == ("i", "k")
+    with pytest.raises(EquationError, match="U\\+00C0"):
+        parse("i1,jk")
+
+
+def test_an_equation_opt_einsum_writes_contracts_as_its_letters_do():
+    # '×' (75), '÷' (107) and a combining mark (U+0300, 628) as indices, implicit output too
+    x, d, c = opt_einsum.get_symbol(75), opt_einsum.get_symbol(107), opt_einsum.get_symbol(628)
+    assert (x, d, c) == ("×", "÷", "\u0300")
+    ops = [torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64),
+           torch.randn(5, 2, dtype=torch.float64)]
+    for eq, ref in ((f"a{x},{x}{d},{d}{c}->a{c}", "ab,bc,cd->ad"), (f"{c}{x},{x}{d}", "db,bc")):
+        torch.testing.assert_close(einc.einsum(eq, *ops[:eq.count(",") + 1]),
+                                   torch.einsum(ref, *ops[:eq.count(",") + 1]))
+    # an opt_einsum-made equation of 80 operands (symbols past the letters), as opt_einsum contracts it
+    from opt_einsum.testing import rand_equation
+    eq, shapes = rand_equation(80, 3, seed=3, d_min=2, d_max=3)
+    assert any(not ch.isalpha() and ch not in ",->" for ch in eq)
+    ops = [torch.rand(s, dtype=torch.float64) for s in shapes]
+    torch.testing.assert_close(einc.einsum(eq, *ops), opt_einsum.contract(eq, *ops, backend="torch"))
