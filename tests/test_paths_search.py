@@ -75,7 +75,10 @@ def test_path_cost_counts_as_einc_does():
 
 
 def test_the_budget_is_a_share_of_the_predicted_time_capped():
-    assert S.budget_for(1.0) == pytest.approx(S.FRACTION)
+    assert S.budget_for(0.005) == 0                       # greedy at once
+    assert S.budget_for(0.05) == pytest.approx(0.05)      # up to the predicted time itself
+    assert S.budget_for(1.0) == pytest.approx(S.SMALL)    # ... up to a tenth of a second
+    assert S.budget_for(100.0) == pytest.approx(100 * S.FRACTION)
     assert S.budget_for(1e9) == S.CAP
     assert S.predicted_seconds(1e9, 0, 0) == pytest.approx(1e9 * S.FLOP_SECONDS)
 
@@ -119,11 +122,11 @@ def test_the_path_is_right(fresh):
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
-def test_past_a_tenth_of_a_second_the_hyper_optimizer_runs_and_beats_greedy(monkeypatch):
+def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(monkeypatch):
     monkeypatch.setattr(S, "CAP", 0.6)
     inputs, sizes = _regular(60, 3, 5, seed=4)
     _, report = S.search(inputs, set(), sizes)
-    assert report.budget >= S.HYPER_FLOOR
+    assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR
     assert "hyper-optimizer" in report.method
     assert report.best_seconds < report.greedy_seconds
     assert report.seconds < S.CAP + 3     # the last trial may run past it
@@ -198,6 +201,7 @@ def test_a_long_search_shows_a_progress_bar_on_a_terminal(monkeypatch, capsys):
     tty = Tty()
     monkeypatch.setattr(sys, "stderr", tty)
     monkeypatch.setattr(S, "PROGRESS_SECONDS", 0.1)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.1)
     monkeypatch.setattr(S, "CAP", 0.3)
     inputs, sizes = _regular(60, 3, 5, seed=4)
     S.search(inputs, set(), sizes)
@@ -332,3 +336,4 @@ def test_an_equation_opt_einsum_writes_contracts_as_its_letters_do():
     assert any(not ch.isalpha() and ch not in ",->" for ch in eq)
     ops = [torch.rand(s, dtype=torch.float64) for s in shapes]
     torch.testing.assert_close(einc.einsum(eq, *ops), opt_einsum.contract(eq, *ops, backend="torch"))
+

@@ -48,8 +48,10 @@ WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight o
 
 FRACTION = 0.05         # of the best predicted contraction time, spent searching
 FLOOR = 0.0005          # seconds: a smaller budget keeps the greedy path
-HYPER_FLOOR = 0.1       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
-QUICK_SHARE = 0.1       # of a hyper search's budget, given to random greedy trials first
+SMALL = 0.1             # seconds: a budget may reach this, or the predicted time itself where that is less
+HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
+QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
+RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 CONVERGED = 128         # trials without a better tree end a hyper search
@@ -121,14 +123,21 @@ def predicted_seconds(flops: float, written: float, steps: int) -> float:
 
 
 def budget_for(seconds: float) -> float:
-    """The search time a contraction predicted at ``seconds`` affords."""
-    return min(CAP, FRACTION * seconds)
+    """The search time a contraction predicted at ``seconds`` affords: none where
+    :data:`FRACTION` of it is under :data:`FLOOR` (greedy at once), else that fraction,
+    but at least the predicted time itself up to :data:`SMALL` (a search of a tenth of a
+    second pays for itself on a contraction of that order from the second call on), and
+    at most :data:`CAP`."""
+    if FRACTION * seconds < FLOOR:
+        return 0.0
+    return min(CAP, max(FRACTION * seconds, min(SMALL, seconds)))
 
 
 def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
-    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, HYPER_FLOOR, CAP, MAX_TRIALS, CONVERGED,
+    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, CAP, MAX_TRIALS,
+                              CONVERGED, RECONF_SECONDS,
                               WRITE_FACTOR, seed, *found)))
 
 
@@ -197,7 +206,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return path, _report("random greedy (opt_einsum, under the memory limit)", t0, 128,
                              "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
                              size_dict, path, budget)
-    if budget < FLOOR:
+    if budget == 0:
         return path, _report("greedy", t0, 1, f"budget under the {_time(FLOOR)} floor "
                              f"({FRACTION:.0%} of the greedy path's predicted time)", greedy, greedy,
                              inputs, output, size_dict, path, budget)
@@ -207,15 +216,20 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         method = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     else:
         # seeded random greedy first (cheap, often close), then the hyper-optimizer
-        quick, quick_trials = None, 0
+        quick, quick_trials, refined = None, 0, ""
         if memory_limit is None:
             quick, quick_trials, _ = _random_greedy(inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget)
+            if budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
+                quick = _reconfigured(ctg, inputs, output, size_dict, quick)
+                quick_trials += 1
+                refined = " (its best tree refined)"
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy)
         trials += quick_trials
         if quick is not None and _predict(inputs, output, size_dict, quick) < _predict(
                 inputs, output, size_dict, best):
             best = quick
-        method = "random greedy, then hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
+        method = ("random greedy" + refined + ", then " if quick is not None else "") + \
+            "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
             "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
     seconds = _predict(inputs, output, size_dict, best)
     if memory_limit is None and seconds > greedy:        # never worse than the first path
@@ -316,6 +330,17 @@ def _seeded(seed):
         yield
     finally:
         random.setstate(state)
+
+
+def _reconfigured(ctg, inputs, output, size_dict, path):
+    """``path`` refined by cotengra's subtree reconfiguration (subtrees of 8 leaves), ranked
+    as the hyper-optimizer ranks trees."""
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
+        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=8)
+    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
+        return path
+    return _linear(tree.get_path())
 
 
 _REGISTERED = False
