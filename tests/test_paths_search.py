@@ -337,3 +337,46 @@ def test_an_equation_opt_einsum_writes_contracts_as_its_letters_do():
     ops = [torch.rand(s, dtype=torch.float64) for s in shapes]
     torch.testing.assert_close(einc.einsum(eq, *ops), opt_einsum.contract(eq, *ops, backend="torch"))
 
+
+# ----------------------------------------------------------------------- the objective
+
+def test_trees_are_ranked_by_predicted_time_with_a_derived_write_weight(monkeypatch):
+    # an intermediate element: a write, a read and a permuting copy's read and write, 4 bytes at 10 GB/s,
+    # against a flop at 5 GFLOP/s
+    assert S.WRITE_FACTOR == pytest.approx((4 * 4 / 10e9) / 0.2e-9) == pytest.approx(8)
+    # of two paths with equal flops, the one writing fewer elements is predicted faster
+    assert S.predicted_seconds(1e9, 1e6, 10) < S.predicted_seconds(1e9, 2e6, 10)
+    if not HAS_COTENGRA:
+        return
+    seen = {}
+    real = S._cotengra().HyperOptimizer
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+    monkeypatch.setattr(S._cotengra(), "HyperOptimizer", spy)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.0)
+    monkeypatch.setattr(S, "FLOOR", 0.0)
+    monkeypatch.setattr(S, "MAX_TRIALS", 3)
+    inputs, sizes = _regular(30, 2, 4, seed=5)
+    S.find(inputs, set(), sizes)
+    assert seen["minimize"] == "combo-8" and seen["slicing_reconf_opts"] is None
+    S.find(inputs, set(), sizes, memory_limit=64)
+    assert seen["slicing_reconf_opts"] == {"target_size": 64}
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_under_a_memory_limit_the_hyper_search_slices_inside_and_einc_keeps_the_bound(monkeypatch, fresh):
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.0)      # the hyper tier on a network small enough to run
+    monkeypatch.setattr(S, "FLOOR", 0.0)
+    monkeypatch.setattr(S, "MAX_TRIALS", 6)
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    eq = _equation(inputs)
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    ops = [torch.rand(s, dtype=torch.float64) + 0.5 for s in shapes]
+    info = einc.explain(eq, *ops, memory_limit=256)
+    text = str(info)
+    assert "slicing reconfiguration" in text
+    assert info.slicing is None or info.slicing.live <= 256 or info.largest_intermediate <= 256
+    out = einc.einsum(eq, *ops, memory_limit=256)
+    torch.testing.assert_close(out, opt_einsum.contract(eq, *ops, backend="torch"))
