@@ -75,8 +75,8 @@ def test_path_cost_counts_as_einc_does():
 
 
 def test_the_budget_is_a_share_of_the_predicted_time_capped():
-    assert S.budget_for(0.005) == 0                       # greedy at once
-    assert S.budget_for(0.05) == pytest.approx(0.05)      # up to the predicted time itself
+    assert S.budget_for(0.001) == 0                       # greedy at once
+    assert S.budget_for(0.005) == pytest.approx(0.005)    # up to the predicted time itself
     assert S.budget_for(1.0) == pytest.approx(S.SMALL)    # ... up to a tenth of a second
     assert S.budget_for(100.0) == pytest.approx(100 * S.FRACTION)
     assert S.budget_for(1e9) == S.CAP
@@ -124,12 +124,25 @@ def test_the_path_is_right(fresh):
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(monkeypatch):
     monkeypatch.setattr(S, "CAP", 0.6)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.05)     # still reached with the random greedy tree's budget
     inputs, sizes = _regular(60, 3, 5, seed=4)
     _, report = S.search(inputs, set(), sizes)
     assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR
     assert "hyper-optimizer" in report.method
     assert report.best_seconds < report.greedy_seconds
     assert report.seconds < S.CAP + 3     # the last trial may run past it
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimizer(monkeypatch):
+    # the greedy path predicts a minute (a 0.6 s budget), random greedy finds one of about
+    # a second, whose budget (0.1 s) is under the hyper-optimizer's half second: no kahypar trial runs
+    monkeypatch.setattr(S, "CAP", 0.6)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    _, report = S.search(inputs, set(), sizes)
+    assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR > S.budget_for(report.best_seconds)
+    assert report.method == "random greedy (cotengrust)" and "not reached" in report.reason
+    assert report.seconds < S.QUICK_SHARE * S.CAP + 0.2
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")

@@ -2,19 +2,22 @@
 
 :func:`search` first finds a greedy path (milliseconds), predicts what the contraction it
 gives will cost (:func:`predicted_seconds`: flops, the traffic of the intermediates, a
-fixed cost per step, at nominal CPU figures), and spends search time in proportion:
-:data:`FRACTION` of the best prediction so far, at most :data:`CAP` seconds.  A budget
-under :data:`FLOOR` keeps the greedy path (a network that contracts in a millisecond is
-not worth searching); a small one runs seeded random-greedy trials (cotengrust's, else
-opt_einsum's); from :data:`HYPER_FLOOR` on, cotengra's hyper-optimizer runs (seeded greedy
+fixed cost per step, at nominal CPU figures), and spends search time as
+:func:`budget_for` affords: none where :data:`FRACTION` of the prediction is under
+:data:`FLOOR` (a network that contracts in milliseconds keeps its greedy path at once),
+else that fraction but at least the predicted time up to :data:`SMALL`, at most
+:data:`CAP`.  A budget under :data:`HYPER_FLOOR` runs seeded random greedy trials
+(cotengrust's, else opt_einsum's); from there on, random greedy trials first, their best
+tree refined by subtree reconfiguration, then cotengra's hyper-optimizer (seeded greedy
 trials and kahypar partitions, each refined by subtree reconfiguration), trees ranked by
-predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra the same budget
-goes to random greedy trials.
+predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra the budget goes
+to random greedy trials.  Paths of searches of a few milliseconds or more are remembered
+on disk (:mod:`einc.planner.pathcache`).
 
 Deterministic for a given :data:`SEED` where the search stops on its trial count or its
 convergence; where it stops on its time budget, how many trials fit depends on the
 machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
-how many trees it tried and why it stopped (``explain`` prints it).
+how many trees it tried and why it stopped (``explain`` prints it).  docs/paths.md.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ STEP_SECONDS = 15e-6
 WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight of written elements
 
 FRACTION = 0.05         # of the best predicted contraction time, spent searching
-FLOOR = 0.0005          # seconds: a smaller budget keeps the greedy path
+FLOOR = 0.0001          # seconds: a smaller budget keeps the greedy path
 SMALL = 0.1             # seconds: a budget may reach this, or the predicted time itself where that is less
 HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
@@ -219,6 +222,13 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         quick, quick_trials, refined = None, 0, ""
         if memory_limit is None:
             quick, quick_trials, _ = _random_greedy(inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget)
+            # the budget of the best tree so far: where it no longer reaches the hyper-optimizer, stop here
+            budget = min(budget, max(budget_for(_predict(inputs, output, size_dict, quick)), FLOOR))
+            if budget < HYPER_FLOOR:
+                return _finish("random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)"), t0,
+                               quick_trials + 1, "time budget spent (of the best predicted time, the hyper-optimizer's "
+                               f"{_time(HYPER_FLOOR)} not reached)", greedy, path, quick, inputs, output, size_dict,
+                               budget, memory_limit)
             if budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
                 quick = _reconfigured(ctg, inputs, output, size_dict, quick)
                 quick_trials += 1
@@ -231,10 +241,15 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         method = ("random greedy" + refined + ", then " if quick is not None else "") + \
             "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
             "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
+    return _finish(method, t0, trials + 1, reason, greedy, path, best, inputs, output, size_dict, budget, memory_limit)
+
+
+def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
+    """``(path, report)``: ``best``, or the ``first`` (greedy) path where that is predicted faster."""
     seconds = _predict(inputs, output, size_dict, best)
     if memory_limit is None and seconds > greedy:        # never worse than the first path
-        best, seconds = path, greedy
-    return best, _report(method, t0, trials + 1, reason, greedy, seconds, inputs, output, size_dict, best, budget)
+        best, seconds = first, greedy
+    return best, _report(method, t0, trials, reason, greedy, seconds, inputs, output, size_dict, best, budget)
 
 
 def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget) -> Report:
