@@ -214,16 +214,21 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                              f"({FRACTION:.0%} of the greedy path's predicted time)", greedy, greedy,
                              inputs, output, size_dict, path, budget)
     ctg = _cotengra() if budget >= HYPER_FLOOR else None
+    def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one
+        return min(budget, max(budget_for(seconds), FLOOR))
+
     if ctg is None:
-        best, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, budget)
+        best, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, budget, affords)
         method = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     else:
         # seeded random greedy first (cheap, often close), then the hyper-optimizer
         quick, quick_trials, refined = None, 0, ""
         if memory_limit is None:
-            quick, quick_trials, _ = _random_greedy(inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget)
-            # the budget of the best tree so far: where it no longer reaches the hyper-optimizer, stop here
-            budget = min(budget, max(budget_for(_predict(inputs, output, size_dict, quick)), FLOOR))
+            # a share of the budget, or all of the best tree's where that no longer reaches the hyper-optimizer
+            quick, quick_trials, _ = _random_greedy(
+                inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget,
+                lambda seconds: affords(seconds) * (QUICK_SHARE if affords(seconds) >= HYPER_FLOOR else 1))
+            budget = affords(_predict(inputs, output, size_dict, quick))
             if budget < HYPER_FLOOR:
                 return _finish("random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)"), t0,
                                quick_trials + 1, "time budget spent (of the best predicted time, the hyper-optimizer's "
@@ -233,11 +238,11 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                 quick = _reconfigured(ctg, inputs, output, size_dict, quick)
                 quick_trials += 1
                 refined = " (its best tree refined)"
-        best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy)
+        known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
+        best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known)
         trials += quick_trials
-        if quick is not None and _predict(inputs, output, size_dict, quick) < _predict(
-                inputs, output, size_dict, best):
-            best = quick
+        if best is None or (quick is not None and known < _predict(inputs, output, size_dict, best)):
+            best = quick if quick is not None else path
         method = ("random greedy" + refined + ", then " if quick is not None else "") + \
             "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
             "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
@@ -309,8 +314,10 @@ def _greedy(inputs, output, size_dict, memory_limit):
     return _linear(opt_einsum.paths.greedy([set(t) for t in inputs], set(output), size_dict, memory_limit))
 
 
-def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget):
-    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason)``."""
+def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None):
+    """Seeded random greedy trials until ``budget`` is spent, or, with cotengrust, the
+    ``limit(predicted seconds)`` of the best tree so far where that is less: ``(path,
+    trials, reason)``."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
         best, best_flops, trials = None, math.inf, 0
@@ -321,11 +328,13 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget):
                                                                       use_ssa=True)
             trials += batch
             if log10_flops < best_flops:
-                best, best_flops = ssa, log10_flops
+                best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
+                if limit is not None:
+                    budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
             if time.perf_counter() - t0 >= budget:
-                return _linear(rust.ssa_to_linear(best, len(inputs))), trials, "time budget spent"
+                return best, trials, "time budget spent"
             if trials >= MAX_TRIALS:
-                return _linear(rust.ssa_to_linear(best, len(inputs))), trials, f"{MAX_TRIALS} trials"
+                return best, trials, f"{MAX_TRIALS} trials"
             batch = min(2 * batch, 64)
     opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
                                   minimize="flops")
@@ -386,9 +395,10 @@ def _register(ctg):
     _REGISTERED = True
 
 
-def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds):
+def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf):
     """cotengra's hyper-optimizer, one trial at a time, until the budget of the best tree
-    so far is spent: ``(path, trials, reason, budget)``."""
+    so far (``known``: the predicted seconds of the best found before) is spent:
+    ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
     methods = ["einc-greedy" if m == "greedy" else m for m in _methods()]
     slicing = {"target_size": memory_limit} if memory_limit is not None else None
@@ -396,22 +406,24 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
                              parallel=False, optlib="sbplx", seed=seed, reconf_opts={},
                              slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
     args = _strings(inputs, output, size_dict)
-    budget = budget_for(greedy_seconds)
+    budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     reason = ""
     try:
         with _seeded(seed):
             while True:
                 opt.search(*args)
-                flops, written, _, steps = path_cost(inputs, output, size_dict, opt.tree.get_path())
-                best = predicted_seconds(flops, written, steps)
+                best, flops = known, math.nan
+                if "tree" in opt.best:
+                    flops, written, _, steps = path_cost(inputs, output, size_dict, opt.tree.get_path())
+                    best = min(best, predicted_seconds(flops, written, steps))
                 budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
                 elapsed = time.perf_counter() - t0
                 trials = len(opt.scores)
                 if progress is not None:
                     progress.update(elapsed, trials, flops)
                 if elapsed >= budget:
-                    reason = f"time budget spent ({FRACTION:.0%} of the best predicted time" + \
+                    reason = "time budget spent (of the best predicted time" + \
                         (f", capped at {CAP:g} s)" if budget >= CAP else ")")
                     break
                 if trials >= MAX_TRIALS:
@@ -423,7 +435,8 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     finally:
         if progress is not None:
             progress.close()
-    return _linear(opt.tree.get_path()), len(opt.scores), reason, budget
+    path = _linear(opt.tree.get_path()) if "tree" in opt.best else None
+    return path, len(opt.scores), reason, budget
 
 
 class _Progress:
@@ -443,7 +456,9 @@ class _Progress:
         if self.bar is not None:
             step = round(min(elapsed, self.total), 1) - self.last
             self.last += step
-            self.bar.set_postfix_str(f"{trials} trees, log10 flops {math.log10(max(flops, 1)):.2f}", refresh=False)
+            if flops == flops:      # not NaN: a tree was found
+                self.bar.set_postfix_str(f"{trials} trees, log10 flops {math.log10(max(flops, 1)):.2f}",
+                                         refresh=False)
             self.bar.update(step)
 
     def close(self) -> None:
