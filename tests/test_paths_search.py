@@ -6,6 +6,7 @@ import random
 import subprocess
 import sys
 
+import inspect
 import json
 import stat
 
@@ -148,9 +149,9 @@ def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimize
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_same_seed_gives_the_same_path_in_any_process():
     # trial counts, not the clock, end these searches: the paths must agree
-    code = ("from einc.planner import search as S; import tests.test_paths_search as T\n"
+    code = ("import random\nfrom einc.planner import search as S\n" + inspect.getsource(_regular) +
             "S.FRACTION, S.CAP, S.MAX_TRIALS = 1e9, 1e9, 5\n"
-            "inputs, sizes = T._regular(50, 2, 4, seed=2)\n"
+            "inputs, sizes = _regular(50, 2, 4, seed=2)\n"
             "path, report = S.search(inputs, set(), sizes)\n"
             "assert 'trials' in report.reason, report.reason\n"
             "print(path)\n")
@@ -226,9 +227,9 @@ def test_a_long_search_shows_a_progress_bar_on_a_terminal(monkeypatch, capsys):
 SECOND = ("import json, sys, time\n"
           "from einc.planner import search as S, plan_for\n"
           "from einc.planner.equation import letter\n"
-          "import tests.test_paths_search as T\n"
+          "import random\n" + inspect.getsource(_regular) +
           "S.CAP = 0.3\n"
-          "inputs, sizes = T._regular(60, 3, 5, seed=4)\n"
+          "inputs, sizes = _regular(60, 3, 5, seed=4)\n"
           "labels = sorted({i for t in inputs for i in t})\n"
           "eq = ','.join(''.join(letter(labels.index(i)) for i in sorted(t)) for t in inputs) + '->'\n"
           "shapes = [[sizes[i] for i in sorted(t)] for t in inputs]\n"
