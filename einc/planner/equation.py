@@ -16,6 +16,11 @@ from ..errors import ArgumentError, EquationError, OperandTypeError, caret
 
 ELLIPSIS = "..."
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# Every character from U+00C0 on is an index, letter or not: opt_einsum.get_symbol writes
+# them past its 52 letters ('×' is get_symbol(75), then '÷', combining marks, CJK...), and
+# opt_einsum and the equations its tools and the einsum benchmark publish use them.
+# None of einc's syntax ('.', ',', '->', ' ') lies there.
+SYMBOLS_FROM = "\u00c0"
 
 
 @functools.lru_cache(maxsize=2)
@@ -128,7 +133,7 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
             labels.append(ELLIPSIS)
             positions.append(i)
             i += 3
-        elif ch.isalpha():
+        elif ch.isalpha() or ch >= SYMBOLS_FROM:
             labels.append(ch)
             positions.append(i)
             i += 1
@@ -139,7 +144,8 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
 
 def _invalid(ch: str, i: int) -> str:
     return (f"invalid subscript given at index {i} in the equation string, subscripts must be in [a-zA-Z]: "
-            f"{ch!r} is not a letter (einc takes any letter), '...', ',' or one '->'")
+            f"{ch!r} is not a letter (einc takes any letter, and any character from U+00C0 on, as "
+            "opt_einsum.get_symbol writes them), '...', ',' or one '->'")
 
 
 def term_spans(text: str, start: int, stop: int) -> list:

@@ -188,20 +188,28 @@ def _normalize_memory_limit(memory_limit):
     return None if math.isinf(memory_limit) else int(memory_limit)
 
 
-def _auto(inputs, output, size_dict, memory_limit=None):
+DP_OPERANDS = 16        # dynamic programming's reach; beyond it, einc.planner.search
+
+
+def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
 
     Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
-    opt_einsum's ``dp``), then 128 seeded random-greedy trials.
+    opt_einsum's ``dp``), then :func:`einc.planner.search.search`: a greedy path, then a
+    search whose time is in proportion to the contraction's predicted time (cotengra's
+    hyper-optimizer where it is installed).  ``reports``, a list, receives the search's
+    :class:`~einc.planner.search.Report`.
     """
     n = len(inputs)
     if n <= 5:
-        fn = opt_einsum.paths.optimal
-    elif n <= 16:
-        fn = opt_einsum.paths.dynamic_programming
-    else:
-        fn = opt_einsum.path_random.random_greedy_128
-    return fn(inputs, output, size_dict, memory_limit)
+        return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
+    if n <= DP_OPERANDS:
+        return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
+    from . import search
+    path, report = search.search(inputs, output, size_dict, memory_limit)
+    if reports is not None:
+        reports.append(report)
+    return path
 
 
 # ----------------------------------------------------------------------- torch's global settings

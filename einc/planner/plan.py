@@ -21,7 +21,7 @@ import opt_einsum
 
 from ..errors import PathError
 from .graph import ContractionGraph
-from .options import LEFT_TO_RIGHT, Options
+from .options import LEFT_TO_RIGHT, Options, _auto
 
 # Step kinds: what an executor has to do.
 CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
@@ -142,18 +142,19 @@ def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
 # ----------------------------------------------------------------------- the path
 
 def _path(graph: ContractionGraph, options: Options):
-    """``(path, sizes)``: the path, and where it was found for other sizes of the same
-    size class (:func:`size_class`) and reused, those sizes (else None)."""
+    """``(path, sizes, notes)``: the path, where it was found for other sizes of the same
+    size class (:func:`size_class`) and reused, those sizes (else None), and what the
+    search says of itself (einc's default past dynamic programming's reach)."""
     fn, path = options.resolve()
     n = graph.num_operands
     if n == 1:
-        return ((0,),), None
+        return ((0,),), None, ()
     if path == LEFT_TO_RIGHT:
-        return left_to_right(n), None
+        return left_to_right(n), None, ()
     if path is not None:
-        return path, None
+        return path, None, ()
     if n == 2:
-        return ((0, 1),), None          # the only order there is
+        return ((0, 1),), None, ()          # the only order there is
     key = None
     if options.memory_limit is None and options.optimize == "auto":
         # einc's default search, kept for the size class: a strategy the caller names
@@ -161,7 +162,7 @@ def _path(graph: ContractionGraph, options: Options):
         key = (graph.inputs, graph.output, size_class(graph.sizes), options.optimize)
         found = _PATHS.get(key)
         if found is not None:
-            return found[0], (found[1] if found[1] != graph.sizes else None)
+            return found[0], (found[1] if found[1] != graph.sizes else None), found[2]
     if isinstance(options.optimize, str):
         # einc's own searches get int labels: their hashes, unlike strings', are the same
         # in every process, so set iteration order (which breaks ties in greedy searches)
@@ -182,13 +183,17 @@ def _path(graph: ContractionGraph, options: Options):
     memory_limit = options.memory_limit
     if memory_limit == "max_input":
         memory_limit = max_input(graph)
-    path = tuple(tuple(int(i) for i in c) for c in fn(inputs, output, size_dict, memory_limit))
+    reports: list = []
+    found = fn(inputs, output, size_dict, memory_limit, reports) if fn is _auto else \
+        fn(inputs, output, size_dict, memory_limit)
+    path = tuple(tuple(int(i) for i in c) for c in found)
+    notes = tuple(r.text() for r in reports)
     if key is not None:
         with _PATHS_LOCK:
-            _PATHS[key] = (path, graph.sizes)
+            _PATHS[key] = (path, graph.sizes, notes)
             while len(_PATHS) > PATH_CACHE_SIZE:
                 _PATHS.popitem(last=False)
-    return path, None
+    return path, None, notes
 
 
 def max_input(graph: ContractionGraph) -> int:
@@ -248,7 +253,7 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     ['contract', 'contract']
     """
     options = options or Options.of()
-    path, found_for = _path(graph, options)
+    path, found_for, searched = _path(graph, options)
     n = graph.num_operands
     sizes = graph.sizes
     live = list(range(n))                   # value ids, in opt_einsum's list order
@@ -283,9 +288,9 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
     flops = sum(s.flops for s in steps)
     largest = max(s.size for s in steps)
-    notes = () if found_for is None else (
+    notes = searched + (() if found_for is None else (
         f"Path reused: found for sizes {found_for} and kept for these sizes {graph.sizes}, which lie in the "
-        "same size class (each 0, 1 or in the same power-of-two octave); a new class searches again",)
+        "same size class (each 0, 1 or in the same power-of-two octave); a new class searches again",))
     return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest,
                 notes=notes)
 

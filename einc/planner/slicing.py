@@ -61,6 +61,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import opt_einsum
+
 from . import slicecost
 from .equation import text_of
 from ..errors import MemoryLimitError, PathError
@@ -614,9 +616,11 @@ def _cotengra_path(graph: ContractionGraph, optimize, limit):
     ctg = _cotengra()
     if graph.num_operands == 1:
         return ((0,),), ()
-    inputs = [tuple(t) for t in graph.inputs]
-    output = tuple(graph.output)
-    size_dict = dict(enumerate(graph.sizes))
+    # one-character labels: cotengra hands them to cotengrust (where installed), which takes no others
+    symbol = opt_einsum.get_symbol
+    inputs = [tuple(symbol(i) for i in t) for t in graph.inputs]
+    output = tuple(symbol(i) for i in graph.output)
+    size_dict = {symbol(i): s for i, s in enumerate(graph.sizes)}
     if isinstance(optimize, str):
         optimize = ctg.HyperOptimizer(methods=["greedy"], max_repeats=32, minimize="flops", parallel=False,
                                       progbar=False, reconf_opts=None,
@@ -628,7 +632,8 @@ def _cotengra_path(graph: ContractionGraph, optimize, limit):
     if limit is not None and tree.max_size() > limit:
         tree = tree.slice(target_size=limit)
     path = tuple(tuple(int(i) for i in c) for c in tree.get_path())
-    return path, tuple(int(i) for i in tree.sliced_inds)
+    index = {symbol(i): i for i in range(len(graph.sizes))}
+    return path, tuple(index[i] for i in tree.sliced_inds)
 
 
 def compared(theirs: Plan, options: Options) -> Plan:

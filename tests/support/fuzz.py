@@ -23,6 +23,7 @@ import random
 import string
 from dataclasses import dataclass
 
+import opt_einsum
 import torch
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
@@ -65,6 +66,8 @@ class Case:
     layouts: list
     sizes: list             # size of each label
     ell_sizes: list         # sizes of the (widest) ellipsis
+    symbols: list | None = None     # opt_einsum.get_symbol symbols the string convention writes instead of letters,
+                                    # in the letters' sort order (an implicit output sorts alike)
 
     def _text(self, names) -> str:
         def term(t):
@@ -79,7 +82,7 @@ class Case:
             return "sublist " + repr([[("..." if x is ELL else self.ints[x]) for x in t] for t in self.terms]) + (
                 "" if self.output is None else " -> " + repr([("..." if x is ELL else self.ints[x])
                                                               for x in self.output]))
-        return self._text(self.letters)
+        return self._text(self.symbols or self.letters)
 
     @property
     def oracle_equation(self) -> str:
@@ -93,7 +96,7 @@ class Case:
     def args(self, operands) -> tuple:
         """einc.einsum's positional arguments for ``operands`` in this calling convention."""
         if not self.sublist:
-            return (self._text(self.letters), *operands)
+            return (self._text(self.symbols or self.letters), *operands)
         out = []
         for op, t in zip(operands, self.terms):
             out += [op, [x if x is ELL else self.ints[x] for x in t]]
@@ -158,7 +161,13 @@ def make_case(rng: random.Random, dtypes=ALL_DTYPES, max_operands=6, sublist=Non
     dtype = rng.choice(dtypes)
     conv = rng.random() < 0.5 if sublist is None else sublist
     lay = [rng.choice(layouts) for _ in range(n)]
-    return Case(terms, output, shapes, dtype, ints, letters, conv, lay, sizes, ell_sizes)
+    symbols = None
+    if not conv and rng.random() < 0.25:        # drawn last: the cases above stay as they were
+        drawn = [opt_einsum.get_symbol(i) for i in sorted(rng.sample(range(52, 6000), k))]
+        symbols = [""] * k
+        for r, x in enumerate(sorted(range(k), key=lambda x: letters[x])):
+            symbols[x] = drawn[r]
+    return Case(terms, output, shapes, dtype, ints, letters, conv, lay, sizes, ell_sizes, symbols)
 
 
 # ----------------------------------------------------------------- operands

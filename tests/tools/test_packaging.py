@@ -32,11 +32,12 @@ def test_the_packaged_suite_is_the_suite_of_bench():
 def test_dependencies_are_what_einc_imports():
     """numpy is a dependency though nothing in einc imports it: without it torch's first
     import warns ("Failed to initialize NumPy"); tqdm is, for the progress bar of long
-    sliced runs (einc.runtime.sliced)."""
+    sliced runs (einc.runtime.sliced); cotengra, cotengrust and kahypar for the path search
+    past 16 operands (einc.planner.search, which imports them lazily)."""
     import tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]]
-    assert names == ["torch", "numpy", "opt_einsum", "tqdm"]
+    assert names == ["torch", "numpy", "opt_einsum", "tqdm", "cotengra", "cotengrust", "kahypar"]
     imported = set()
     for path in (ROOT / "einc").rglob("*.py"):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -89,7 +90,8 @@ def test_the_wheel_holds_the_suite_and_the_right_requirements(installed):
     assert "einc/py.typed" in names and "einc/tools/cli.py" in names
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     base = {r.split(":", 1)[1].strip() for r in requires if "extra ==" not in r}
-    assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "numpy", "opt_einsum", "tqdm"}
+    assert {b.split(">")[0].split("<")[0] for b in base} == {"torch", "numpy", "opt_einsum", "tqdm", "cotengra",
+                                                              "cotengrust", "kahypar"}
     (torch_range,) = [b for b in base if b.startswith("torch")]
     assert ">=2.10" in torch_range and "<2.16" in torch_range           # the versions the matrix ran (noxfile.py)
 

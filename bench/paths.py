@@ -1,0 +1,286 @@
+"""einc's default contraction paths on networks of 20-500 tensors, against cotengra and opt_einsum.
+
+The instances come from the generators of the ``einsum-benchmark`` package (Blacher et
+al., 2024), seeds fixed: random 3-regular graphs, random connected networks and
+hypernetworks, lattices, trees, matrix chains, matrix product states and the
+language-model-like networks (QAOA circuits need quimb, which is not installed here:
+left out).  For each instance every path is scored with one cost model
+(einc.planner.search.path_cost: opt_einsum's flop count, a multiply-add counting 2, and the
+largest intermediate), and timed as it is planned:
+
+- einc: ``einc.planner.plan_for`` with the default options (``auto``), a fresh cache folder
+  (so the path search runs: nothing is remembered);
+- cotengra: ``HyperOptimizer(max_time=--seconds, max_repeats=10**6, parallel=False)``
+  (greedy and kahypar, subtree reconfiguration, flops minimized: its defaults);
+- opt_einsum: ``greedy`` and ``random-greedy-128`` (einc's former default past 16 operands).
+
+Where the best path contracts in a few seconds on the CPU (at most --execute-flops flops and
+2^25 elements), the first call end to end (planning included) is timed once per tool on
+float64 operands: ``einc.einsum``, cotengra's ``einsum`` (its default quick optimizer, then
+``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is checked
+against opt_einsum's.
+
+    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-2026-12-01.md] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+warnings.filterwarnings("ignore")
+
+
+def instances(only=None):
+    """``(name, equation, shapes)``, 20 to 500 tensors (``only``: the families whose name holds it)."""
+    from einsum_benchmark.generators.language_model.generator import p_first_and_last
+    from einsum_benchmark.generators.quantum_computing.mps_product import matrix_product_state
+    from einsum_benchmark.generators.random.connected_hypernetwork import connected_hypernetwork
+    from einsum_benchmark.generators.random.connected_network import connected_network
+    from einsum_benchmark.generators.random.randreg import regular
+    from einsum_benchmark.generators.structured.lattice import lattice
+    from einsum_benchmark.generators.structured.matrix_chain import generate_mcm
+    from einsum_benchmark.generators.structured.tree import tree
+    made = [
+        ("random 3-regular", lambda: regular(20, 3, seed=1)),
+        ("random 3-regular", lambda: regular(60, 3, seed=1)),
+        ("random 3-regular", lambda: regular(100, 3, seed=1)),
+        ("random 3-regular", lambda: regular(200, 3, seed=1)),
+        ("random 3-regular", lambda: regular(300, 3, seed=1)),
+        ("random connected", lambda: connected_network(100, 2.5, max_axis_size=4, seed=0)),
+        ("random connected", lambda: connected_network(250, 2.5, max_axis_size=4, seed=0)),
+        ("random hypernetwork", lambda: connected_hypernetwork(60, 2.5, max_tensor_order=5, max_edge_order=3,
+                                                               max_axis_size=4, seed=1)),
+        ("random hypernetwork", lambda: connected_hypernetwork(150, 2.5, max_tensor_order=5, max_edge_order=3,
+                                                               max_axis_size=4, seed=0)),
+        ("lattice 8x8", lambda: lattice((8, 8), d_min=2, d_max=4, seed=0)),
+        ("lattice 5x5x5", lambda: lattice((5, 5, 5), d_min=2, d_max=3, seed=0)),
+        ("tree", lambda: tree(100)),
+        ("tree", lambda: tree(500)),
+        ("matrix chain", lambda: generate_mcm(50, seed=0)),
+        ("matrix chain", lambda: generate_mcm(500, 10, 100, seed=0)),
+        ("MPS product", lambda: matrix_product_state(25, bond_dim=20, seed=0)),
+        ("MPS product", lambda: matrix_product_state(200, bond_dim=20, seed=0)),
+        ("language model", lambda: p_first_and_last(3, 4, 4)),
+        ("language model", lambda: p_first_and_last(4, 4, 4)),
+    ]
+    for name, make in made:
+        if only and only not in name:
+            continue
+        try:
+            eq, shapes = make()[:2]
+        except ValueError as e:     # a generator that cannot draw this instance
+            print(f"{name}: not generated ({e})", file=sys.stderr)
+            continue
+        shapes = [tuple(int(d) for d in s) for s in shapes]
+        yield f"{name} ({len(shapes)})", _symbols(str(eq)), shapes
+
+
+def _symbols(eq: str) -> str:
+    """``eq`` with its labels renamed to opt_einsum.get_symbol's, in order of appearance
+    (the language-model generator writes digits, which neither torch nor einc take)."""
+    import opt_einsum
+    names: dict = {}
+    return "".join(c if c in ",->" else names.setdefault(c, opt_einsum.get_symbol(len(names))) for c in eq)
+
+
+def network(eq, shapes):
+    """Int-labelled ``(inputs, output, sizes)`` of ``eq`` for scoring paths."""
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    terms = lhs.split(",")
+    names: dict = {}
+    inputs = [frozenset(names.setdefault(c, len(names)) for c in t) for t in terms]
+    sizes = {}
+    for t, s in zip(terms, shapes):
+        for c, d in zip(t, s):
+            sizes[names[c]] = d
+    if out is None:
+        counts: dict = {}
+        for t in terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+    return inputs, frozenset(names[c] for c in out), sizes
+
+
+def score(net, path):
+    from einc.planner.search import path_cost
+    inputs, output, sizes = net
+    flops, _, largest, _ = path_cost(inputs, output, {i: s or 1 for i, s in sizes.items()}, path)
+    return flops, largest
+
+
+def plan_einc(eq, shapes):
+    import einc
+    from einc.planner import plan_for
+    from einc.planner.plan import path_cache_clear
+    path_cache_clear()
+    einc.cache_clear()
+    t = time.perf_counter()
+    plan = plan_for(eq, shapes)
+    return time.perf_counter() - t, plan.path, next((n for n in plan.notes if n.startswith("Path search")), "")
+
+
+def plan_cotengra(eq, shapes, seconds):
+    import cotengra as ctg
+    inputs, output = eq.split("->")
+    sizes = {c: d for t, s in zip(inputs.split(","), shapes) for c, d in zip(t, s)}
+    opt = ctg.HyperOptimizer(max_time=seconds, max_repeats=10 ** 6, parallel=False, progbar=False)
+    t = time.perf_counter()
+    tree = opt.search(inputs.split(","), output, sizes)
+    return time.perf_counter() - t, tuple(tree.get_path()), len(opt.scores)
+
+
+def plan_opt_einsum(eq, shapes, optimize):
+    import opt_einsum
+    t = time.perf_counter()
+    path, _ = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)
+    return time.perf_counter() - t, tuple(path)
+
+
+def end_to_end(eq, shapes, fresh_cache):
+    """First-call seconds of einc, cotengra and opt_einsum on the same float64 operands, and
+    einc's largest relative difference from opt_einsum's result."""
+    import cotengra as ctg
+    import opt_einsum
+    import torch
+    import einc
+    gen = torch.Generator().manual_seed(0)
+    # entries near 1, each summed bond of size d weighed 1/sqrt(d) on both sides: results near 1
+    lhs, out_labels = eq.split("->")
+    ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
+           * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out_labels)
+           for t, s in zip(lhs.split(","), shapes)]
+    out = {}
+    os.environ["EINC_CACHE_DIR"] = fresh_cache()
+    einc.cache_clear()
+    from einc.planner.plan import path_cache_clear
+    path_cache_clear()
+    t = time.perf_counter()
+    mine = einc.einsum(eq, *ops)
+    out["einc"] = time.perf_counter() - t
+    t = time.perf_counter()
+    theirs = ctg.einsum(eq, *ops)
+    out["cotengra"] = time.perf_counter() - t
+    t = time.perf_counter()
+    ref = opt_einsum.contract(eq, *ops, backend="torch")
+    out["opt_einsum"] = time.perf_counter() - t
+    scale = ref.abs().max().item() or 1.0
+    out["diff"] = (mine - ref).abs().max().item() / scale
+    out["cotengra_diff"] = (theirs - ref).abs().max().item() / scale
+    return out
+
+
+def versions() -> str:
+    import importlib.metadata as md
+    names = ["torch", "opt_einsum", "cotengra", "cotengrust", "kahypar", "einsum_benchmark"]
+    found = []
+    for n in names:
+        try:
+            found.append(f"{n} {md.version(n)}")
+        except md.PackageNotFoundError:
+            found.append(f"{n} absent")
+    return ", ".join(found)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="cotengra's HyperOptimizer time")
+    ap.add_argument("--execute-flops", type=float, default=2e9)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / "paths-2026-12-01.md"))
+    ap.add_argument("--only", default=None, help="the families whose name holds this text")
+    args = ap.parse_args(argv)
+    tmp = tempfile.TemporaryDirectory(prefix="einc-paths-bench-")
+    count = [0]
+
+    def fresh_cache():
+        count[0] += 1
+        return os.path.join(tmp.name, str(count[0]))
+
+    rows, runs = [], []
+    started = time.perf_counter()
+    for name, eq, shapes in instances(args.only):
+        net = network(eq, shapes)
+        os.environ["EINC_CACHE_DIR"] = fresh_cache()
+        e_t, e_path, note = plan_einc(eq, shapes)
+        c_t, c_path, c_trials = plan_cotengra(eq, shapes, args.seconds)
+        g_t, g_path = plan_opt_einsum(eq, shapes, "greedy")
+        r_t, r_path = plan_opt_einsum(eq, shapes, "random-greedy-128")
+        e, c, g, r = (score(net, p) for p in (e_path, c_path, g_path, r_path))
+        best = min(c[0], e[0])
+        row = dict(name=name, einc=e, einc_t=e_t, ctg=c, ctg_t=c_t, ctg_trials=c_trials, greedy=g, greedy_t=g_t,
+                   rg=r, rg_t=r_t, ratio=e[0] / c[0], note=note)
+        if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
+            runs.append((name, end_to_end(eq, shapes, fresh_cache)))
+        rows.append(row)
+        print(f"{name}: einc {math.log10(e[0]):.2f} ({e_t:.2f} s), cotengra {math.log10(c[0]):.2f} ({c_t:.1f} s), "
+              f"greedy {math.log10(g[0]):.2f}, random-greedy-128 {math.log10(r[0]):.2f} ({r_t:.2f} s)",
+              file=sys.stderr, flush=True)
+    wall = time.perf_counter() - started
+    Path(args.out).write_text(report(rows, runs, args, wall))
+    print(f"wrote {args.out} ({wall:.0f} s)", file=sys.stderr)
+
+
+def _f(x):
+    flops, largest = x
+    return f"{math.log10(flops):.2f}, 2^{math.log2(largest):.0f}"
+
+
+def report(rows, runs, args, wall) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows)) if rows else float("nan")
+    worst = max(rows, key=lambda r: r["ratio"]) if rows else None
+    lines = [
+        "# Contraction paths on networks of 20-500 tensors: einc's default against cotengra and opt_einsum",
+        "",
+        f"- Machine: {platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs (four other agents "
+        "ran builds and tests at the same time, so every time here is slower and noisier than on an idle "
+        f"machine), {platform.platform()}, Python {platform.python_version()}",
+        f"- Versions: {versions()}; einc at {commit}",
+        f"- Command: `python bench/paths.py --seconds {args.seconds:g} --execute-flops {args.execute_flops:g}`"
+        f" ({wall / 60:.1f} min in all)",
+        "- Paths scored alike (einc.planner.search.path_cost): log10 of opt_einsum's flop count (a multiply-add "
+        "counts 2) and log2 of the largest intermediate in elements.  cotengra: `HyperOptimizer(max_time="
+        f"{args.seconds:g}, parallel=False)`, its defaults otherwise (greedy and kahypar, subtree reconfiguration, "
+        "flops minimized).  TreeSA (omeco) is not installed here: the best of the two is cotengra's or einc's.  "
+        "QAOA instances need quimb (not installed): left out.",
+        "- einc: `einc.planner.plan_for(eq, shapes)` with the default options and a fresh cache folder (the "
+        "search runs; nothing remembered).",
+        "",
+        "| instance (tensors) | einc: log10 flops, log2 largest | einc plan s | cotengra 10 s | cotengra trials "
+        "| einc / cotengra flops | opt_einsum greedy | random-greedy-128 (einc's former default) | its plan s |",
+        "|---|---|---:|---|---:|---:|---|---|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['name']} | {_f(r['einc'])} | {r['einc_t']:.2f} | {_f(r['ctg'])} | {r['ctg_trials']} "
+                     f"| {r['ratio']:.3g}x | {_f(r['greedy'])} | {_f(r['rg'])} | {r['rg_t']:.2f} |")
+    lines += ["", f"Geometric mean of einc / cotengra flops: **{geo:.3g}x**"
+              + (f"; worst {worst['ratio']:.3g}x ({worst['name']})." if worst else "."), ""]
+    lines += ["What einc's search did (its explain line) per instance:", ""]
+    for r in rows:
+        lines.append(f"- {r['name']}: {r['note'].replace('Path search: ', '')}")
+    if runs:
+        lines += ["", "## End to end, first call (planning included), float64 on the CPU", "",
+                  "| instance | einc s | cotengra `einsum` s | opt_einsum `contract` s | max rel. diff from opt_einsum: "
+                  "einc, cotengra |",
+                  "|---|---:|---:|---:|---:|"]
+        for name, o in runs:
+            lines.append(f"| {name} | {o['einc']:.3f} | {o['cotengra']:.3f} | {o['opt_einsum']:.3f} "
+                         f"| {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,470 @@
+"""The path search for networks beyond dynamic programming's reach, within a budget.
+
+:func:`search` first finds a greedy path (milliseconds), predicts what the contraction it
+gives will cost (:func:`predicted_seconds`: flops, the traffic of the intermediates, a
+fixed cost per step, at nominal CPU figures), and spends search time as
+:func:`budget_for` affords: none where :data:`FRACTION` of the prediction is under
+:data:`FLOOR` (a network that contracts in milliseconds keeps its greedy path at once),
+else that fraction but at least the predicted time up to :data:`SMALL`, at most
+:data:`CAP`.  A budget under :data:`HYPER_FLOOR` runs seeded random greedy trials
+(cotengrust's, else opt_einsum's); from there on, random greedy trials first, their best
+tree refined by subtree reconfiguration, then cotengra's hyper-optimizer (seeded greedy
+trials and kahypar partitions, each refined by subtree reconfiguration), trees ranked by
+predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra the budget goes
+to random greedy trials.  Paths of searches of a few milliseconds or more are remembered
+on disk (:mod:`einc.planner.pathcache`).
+
+Deterministic for a given :data:`SEED` where the search stops on its trial count or its
+convergence; where it stops on its time budget, how many trials fit depends on the
+machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
+how many trees it tried and why it stopped (``explain`` prints it).  docs/paths.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import logging
+import math
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import opt_einsum
+
+from . import pathcache
+
+log = logging.getLogger("einc")
+
+# Nominal CPU figures of einc's torch executor (those of einc.planner.slicecost): a flop on
+# operands of tens of elements a side at 5 GFLOP/s, a fixed cost per step.  An
+# intermediate element costs four 4-byte transfers -- its write, its read, and the
+# permuting copy the executor makes of most matrix-product operands (a read and a write;
+# einc.planner.slicing.step_copies) -- at a nominal 10 GB/s: 1.6 ns, eight flops' time.
+FLOP_SECONDS = 0.2e-9
+ELEMENT_SECONDS = 4 * 4 / 10e9
+STEP_SECONDS = 15e-6
+WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight of written elements
+
+FRACTION = 0.05         # of the best predicted contraction time, spent searching
+FLOOR = 0.0001          # seconds: a smaller budget keeps the greedy path
+SMALL = 0.1             # seconds: a budget may reach this, or the predicted time itself where that is less
+HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
+QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
+RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
+CAP = 10.0              # seconds: the most any search runs
+MAX_TRIALS = 1024       # trees: the most any search tries
+CONVERGED = 128         # trials without a better tree end a hyper search
+PROGRESS_SECONDS = 1.0  # a longer budget shows progress
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a search did: ``method`` (``"greedy"``, ``"random greedy"``, ``"hyper"``),
+    ``seconds`` it ran, ``trials`` (trees tried), ``reason`` it stopped, the predicted
+    seconds of the greedy path and of the path kept, and the kept path's flops and largest
+    intermediate (elements)."""
+
+    method: str
+    seconds: float
+    trials: int
+    reason: str
+    greedy_seconds: float
+    best_seconds: float
+    flops: float
+    largest: float
+    budget: float
+
+    def text(self) -> str:
+        gain = self.greedy_seconds / self.best_seconds if self.best_seconds else 1.0
+        return (f"Path search: {self.method}, {self.trials} tree{'s' if self.trials != 1 else ''} in "
+                f"{_time(self.seconds)} (budget {_time(self.budget)}); stopped: {self.reason}; predicted "
+                f"contraction {_time(self.best_seconds)} ({gain:.3g}x better than greedy's "
+                f"{_time(self.greedy_seconds)}; einc.planner.search)")
+
+
+def _time(t: float) -> str:
+    if t >= 1:
+        return f"{t:.3g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t * 1e6:.3g} us"
+
+
+def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
+    """``(flops, written, largest, steps)`` of a linear ``path`` over ``inputs`` (sets of
+    indices): opt_einsum's flop count (as einc's steps count them), the elements of every
+    intermediate written, the largest one, the number of contractions."""
+    terms = [frozenset(t) for t in inputs]
+    count = Counter(i for t in terms for i in t)
+    count.update(set(output))
+    flops = written = largest = 0
+    for c in path:
+        taken = [terms[i] for i in c]
+        for i in sorted(c, reverse=True):
+            terms.pop(i)
+        union = frozenset().union(*taken)
+        for t in taken:
+            count.subtract(t)
+        kept = frozenset(i for i in union if count[i] > 0)
+        flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
+        size = math.prod(sizes[i] for i in kept)
+        written += size
+        largest = max(largest, size)
+        count.update(kept)
+        terms.append(kept)
+    return flops, written, largest, len(path)
+
+
+def predicted_seconds(flops: float, written: float, steps: int) -> float:
+    """einc's nominal time of a contraction (see the module's figures)."""
+    return flops * FLOP_SECONDS + written * ELEMENT_SECONDS + steps * STEP_SECONDS
+
+
+def budget_for(seconds: float) -> float:
+    """The search time a contraction predicted at ``seconds`` affords: none where
+    :data:`FRACTION` of it is under :data:`FLOOR` (greedy at once), else that fraction,
+    but at least the predicted time itself up to :data:`SMALL` (a search of a tenth of a
+    second pays for itself on a contraction of that order from the second call on), and
+    at most :data:`CAP`."""
+    if FRACTION * seconds < FLOOR:
+        return 0.0
+    return min(CAP, max(FRACTION * seconds, min(SMALL, seconds)))
+
+
+def version(seed: int = SEED) -> str:
+    """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
+    found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
+    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, CAP, MAX_TRIALS,
+                              CONVERGED, RECONF_SECONDS,
+                              WRITE_FACTOR, seed, *found)))
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
+    """``(path, report)``: the path a search finds (:func:`find`), or the one an earlier
+    search of the same network found and einc remembered (einc.planner.pathcache)."""
+    t0 = time.perf_counter()
+    inputs = [frozenset(t) for t in inputs]
+    output = frozenset(output)
+    tag = version(seed)
+    name = pathcache.key(inputs, output, size_dict, memory_limit, tag)
+    hit = pathcache.load(name, tag, len(inputs))
+    if hit is not None:
+        path, record = hit
+        was = _report_of(record.get("report"))
+        if was is not None:
+            return path, dataclasses.replace(
+                was, seconds=time.perf_counter() - t0, trials=0,
+                method=f"remembered (einc.planner.pathcache): {was.method}",
+                reason=f"found by an earlier search of {_time(was.seconds)} and {was.trials} trees ({was.reason})")
+    path, report = find(inputs, output, size_dict, memory_limit, seed)
+    if report.seconds >= pathcache.STORE_SECONDS:
+        pathcache.store(name, tag, path, {"report": dataclasses.asdict(report)})
+    return path, report
+
+
+def _report_of(data) -> Report | None:
+    """The :class:`Report` a remembered entry holds, where it holds a well-formed one."""
+    fields = {f.name: f.type for f in dataclasses.fields(Report)}
+    if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    for k, v in data.items():
+        want = (str,) if fields[k] == "str" else (int,) if fields[k] == "int" else (int, float)
+        if type(v) not in want:
+            return None
+    return Report(**data)
+
+
+def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
+    """``(path, report)``: a linear path for ``inputs`` (sets of int indices) -> ``output``,
+    found within the budget the greedy path's predicted time affords.  With a
+    ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
+    where the budget reaches the hyper-optimizer, its trees are ranked as cotengra's
+    slicing reconfiguration slices them to that size; below, or without cotengra, einc's
+    former search under a limit runs (opt_einsum's 128 random greedy trials, which keep
+    to it where they can)."""
+    t0 = time.perf_counter()
+    inputs = [frozenset(t) for t in inputs]
+    output = frozenset(output)
+    path = _greedy(inputs, output, size_dict, None)
+    greedy = _predict(inputs, output, size_dict, path)
+    budget = budget_for(greedy)
+    if memory_limit is not None and (budget < HYPER_FLOOR or _cotengra() is None):
+        # under a limit, einc's former search: opt_einsum's paths keep to it where they can
+        with _seeded(seed):
+            path = _linear(opt_einsum.path_random.random_greedy_128(
+                [set(t) for t in inputs], set(output), size_dict, memory_limit))
+        return path, _report("random greedy (opt_einsum, under the memory limit)", t0, 128,
+                             "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
+                             size_dict, path, budget)
+    if budget == 0:
+        return path, _report("greedy", t0, 1, f"budget under the {_time(FLOOR)} floor "
+                             f"({FRACTION:.0%} of the greedy path's predicted time)", greedy, greedy,
+                             inputs, output, size_dict, path, budget)
+    ctg = _cotengra() if budget >= HYPER_FLOOR else None
+    def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one
+        return min(budget, max(budget_for(seconds), FLOOR))
+
+    if ctg is None:
+        best, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, budget, affords)
+        method = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
+    else:
+        # seeded random greedy first (cheap, often close), then the hyper-optimizer
+        quick, quick_trials, refined = None, 0, ""
+        if memory_limit is None:
+            # a share of the budget, or all of the best tree's where that no longer reaches the hyper-optimizer
+            quick, quick_trials, _ = _random_greedy(
+                inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget,
+                lambda seconds: affords(seconds) * (QUICK_SHARE if affords(seconds) >= HYPER_FLOOR else 1))
+            budget = affords(_predict(inputs, output, size_dict, quick))
+            if budget < HYPER_FLOOR:
+                return _finish("random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)"), t0,
+                               quick_trials + 1, "time budget spent (of the best predicted time, the hyper-optimizer's "
+                               f"{_time(HYPER_FLOOR)} not reached)", greedy, path, quick, inputs, output, size_dict,
+                               budget, memory_limit)
+            if budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
+                quick = _reconfigured(ctg, inputs, output, size_dict, quick)
+                quick_trials += 1
+                refined = " (its best tree refined)"
+        known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
+        best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known)
+        trials += quick_trials
+        if best is None or (quick is not None and known < _predict(inputs, output, size_dict, best)):
+            best = quick if quick is not None else path
+        method = ("random greedy" + refined + ", then " if quick is not None else "") + \
+            "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
+            "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
+    return _finish(method, t0, trials + 1, reason, greedy, path, best, inputs, output, size_dict, budget, memory_limit)
+
+
+def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
+    """``(path, report)``: ``best``, or the ``first`` (greedy) path where that is predicted faster."""
+    seconds = _predict(inputs, output, size_dict, best)
+    if memory_limit is None and seconds > greedy:        # never worse than the first path
+        best, seconds = first, greedy
+    return best, _report(method, t0, trials, reason, greedy, seconds, inputs, output, size_dict, best, budget)
+
+
+def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget) -> Report:
+    flops, _, largest, _ = path_cost(inputs, output, size_dict, path)
+    return Report(method, time.perf_counter() - t0, trials, reason, greedy, best, flops, largest, budget)
+
+
+def _predict(inputs, output, size_dict, path) -> float:
+    flops, written, _, steps = path_cost(inputs, output, size_dict, path)
+    return predicted_seconds(flops, written, steps)
+
+
+def _linear(path) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(i) for i in c) for c in path)
+
+
+def _cotengrust():
+    try:
+        import cotengrust
+    except ImportError:
+        return None
+    return cotengrust
+
+
+def _cotengra():
+    try:
+        import cotengra
+    except ImportError:
+        return None
+    return cotengra
+
+
+def _kahypar() -> bool:
+    try:
+        import kahypar  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _methods() -> tuple[str, ...]:
+    return ("greedy", "kahypar") if _kahypar() else ("greedy", "labels")
+
+
+def _strings(inputs, output, size_dict):
+    """The network with one-character labels (cotengrust takes no others), sorted for a
+    stable order."""
+    sym = opt_einsum.get_symbol
+    return ([tuple(sym(i) for i in sorted(t)) for t in inputs], tuple(sym(i) for i in sorted(output)),
+            {sym(i): s for i, s in size_dict.items()})
+
+
+def _greedy(inputs, output, size_dict, memory_limit):
+    if memory_limit is None and (rust := _cotengrust()) is not None:
+        ssa = rust.optimize_greedy(*_strings(inputs, output, size_dict), use_ssa=True)
+        return _linear(rust.ssa_to_linear(ssa, len(inputs)))
+    return _linear(opt_einsum.paths.greedy([set(t) for t in inputs], set(output), size_dict, memory_limit))
+
+
+def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None):
+    """Seeded random greedy trials until ``budget`` is spent, or, with cotengrust, the
+    ``limit(predicted seconds)`` of the best tree so far where that is less: ``(path,
+    trials, reason)``."""
+    rust = _cotengrust()
+    if rust is not None and memory_limit is None:
+        best, best_flops, trials = None, math.inf, 0
+        args = _strings(inputs, output, size_dict)
+        batch = 8
+        while True:
+            ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
+                                                                      use_ssa=True)
+            trials += batch
+            if log10_flops < best_flops:
+                best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
+                if limit is not None:
+                    budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
+            if time.perf_counter() - t0 >= budget:
+                return best, trials, "time budget spent"
+            if trials >= MAX_TRIALS:
+                return best, trials, f"{MAX_TRIALS} trials"
+            batch = min(2 * batch, 64)
+    opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
+                                  minimize="flops")
+    with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number
+        path = opt([set(t) for t in inputs], set(output), size_dict, memory_limit)
+    trials = len(opt.costs)
+    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials"
+
+
+@contextlib.contextmanager
+def _seeded(seed):
+    """Python's global random numbers seeded for the search (cotengra's trials draw from
+    them) and given back as they were after it."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def _reconfigured(ctg, inputs, output, size_dict, path):
+    """``path`` refined by cotengra's subtree reconfiguration (subtrees of 8 leaves), ranked
+    as the hyper-optimizer ranks trees."""
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
+        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=8)
+    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
+        return path
+    return _linear(tree.get_path())
+
+
+_REGISTERED = False
+
+
+def _register(ctg):
+    """A greedy trial for cotengra's hyper-optimizer that takes its seed from Python's
+    random numbers (cotengra's own leaves cotengrust's unseeded)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from cotengra.hyperoptimizers.hyper import get_hyper_space, register_hyper_function
+
+    def trial(inputs, output, size_dict, random_strength=0.0, temperature=0.0, costmod=1.0):
+        seed = random.randrange(2 ** 31)
+        sizes = ctg.core.jitter_dict(size_dict, random_strength, seed) if random_strength else size_dict
+        rust = _cotengrust()
+        if rust is not None:
+            ssa = rust.optimize_greedy(inputs, output, sizes, temperature=temperature, costmod=costmod, seed=seed,
+                                       use_ssa=True)
+        else:
+            from cotengra.pathfinders.path_basic import optimize_greedy
+            with _seeded(seed):
+                ssa = optimize_greedy(inputs, output, sizes, temperature=temperature, costmod=costmod, use_ssa=True)
+        return ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa)
+
+    register_hyper_function("einc-greedy", trial, dict(get_hyper_space()["greedy"]))
+    _REGISTERED = True
+
+
+def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf):
+    """cotengra's hyper-optimizer, one trial at a time, until the budget of the best tree
+    so far (``known``: the predicted seconds of the best found before) is spent:
+    ``(path or None where every trial failed, trials, reason, budget)``."""
+    _register(ctg)
+    methods = ["einc-greedy" if m == "greedy" else m for m in _methods()]
+    slicing = {"target_size": memory_limit} if memory_limit is not None else None
+    opt = ctg.HyperOptimizer(methods=methods, minimize=f"combo-{WRITE_FACTOR:g}", max_repeats=1,
+                             parallel=False, optlib="sbplx", seed=seed, reconf_opts={},
+                             slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
+    args = _strings(inputs, output, size_dict)
+    budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
+    progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
+    reason = ""
+    try:
+        with _seeded(seed):
+            while True:
+                opt.search(*args)
+                best, flops = known, math.nan
+                if "tree" in opt.best:
+                    flops, written, _, steps = path_cost(inputs, output, size_dict, opt.tree.get_path())
+                    best = min(best, predicted_seconds(flops, written, steps))
+                budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
+                elapsed = time.perf_counter() - t0
+                trials = len(opt.scores)
+                if progress is not None:
+                    progress.update(elapsed, trials, flops)
+                if elapsed >= budget:
+                    reason = "time budget spent (of the best predicted time" + \
+                        (f", capped at {CAP:g} s)" if budget >= CAP else ")")
+                    break
+                if trials >= MAX_TRIALS:
+                    reason = f"{MAX_TRIALS} trials"
+                    break
+                if opt.trials_since_best >= CONVERGED:
+                    reason = f"converged (no better tree in {CONVERGED} trials)"
+                    break
+    finally:
+        if progress is not None:
+            progress.close()
+    path = _linear(opt.tree.get_path()) if "tree" in opt.best else None
+    return path, len(opt.scores), reason, budget
+
+
+class _Progress:
+    """A tqdm bar over the search's seconds where stderr is a terminal, else a log line."""
+
+    def __init__(self, budget: float):
+        self.bar = None
+        self.last = 0.0
+        self.total = round(budget, 1)
+        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, desc="einc path search", unit="s", leave=False, file=sys.stderr)
+        else:
+            log.info("einc: searching a contraction path for up to %s", _time(budget))
+
+    def update(self, elapsed: float, trials: int, flops: float) -> None:
+        if self.bar is not None:
+            step = round(min(elapsed, self.total), 1) - self.last
+            self.last += step
+            if flops == flops:      # not NaN: a tree was found
+                self.bar.set_postfix_str(f"{trials} trees, log10 flops {math.log10(max(flops, 1)):.2f}",
+                                         refresh=False)
+            self.bar.update(step)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "budget_for", "path_cost",
+           "predicted_seconds", "search"]

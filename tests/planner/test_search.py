@@ -1,0 +1,396 @@
+"""einc's default path search past dynamic programming's reach (einc.planner.search): the
+budget, the report, determinism, the fallbacks without cotengra, and the ranking."""
+
+import os
+import random
+import subprocess
+import sys
+
+import inspect
+import json
+import stat
+
+import opt_einsum
+import pytest
+import torch
+
+import einc
+from einc.planner import pathcache
+from einc.planner import search as S
+from einc.errors import EquationError
+from einc.planner.options import DP_OPERANDS, _auto
+from einc.planner.plan import path_cache_clear
+
+HAS_COTENGRA = S._cotengra() is not None
+
+
+def _regular(n, d_min, d_max, seed):
+    """A random 3-regular network of ``n`` tensors (int labels), bonds of d_min..d_max."""
+    rng = random.Random(seed)
+    import networkx as nx
+    g = nx.random_regular_graph(3, n, seed=seed)
+    edge = {tuple(sorted(e)): k for k, e in enumerate(g.edges)}
+    sizes = {k: rng.randint(d_min, d_max) for k in edge.values()}
+    inputs = [frozenset(edge[tuple(sorted((v, u)))] for u in g.neighbors(v)) for v in range(n)]
+    return inputs, sizes
+
+
+def _equation(inputs):
+    labels = sorted({i for t in inputs for i in t})
+    return ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(monkeypatch, tmp_path):
+    """A fresh cache folder for each test (remembered paths would answer the searches)."""
+    folder = tmp_path / "einc-cache"
+    monkeypatch.setenv("EINC_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def fresh():
+    path_cache_clear()
+    einc.cache_clear()
+    yield
+    path_cache_clear()
+    einc.cache_clear()
+
+
+def test_up_to_dynamic_programmings_reach_the_paths_are_dps():
+    rng = random.Random(1)
+    for n in (6, 10, 12, DP_OPERANDS):
+        inputs, sizes = _regular(n, 2, 5, seed=rng.randrange(100))
+        want = opt_einsum.paths.dynamic_programming(inputs, set(), sizes)
+        assert _auto(inputs, set(), sizes) == want
+
+
+def test_path_cost_counts_as_einc_does():
+    # ij,jk,kl->il at 2x3, 3x4, 4x5: (ij,jk) 2*3*4 multiply-adds, then 2*4*5
+    inputs = [frozenset({0, 1}), frozenset({1, 2}), frozenset({2, 3})]
+    sizes = {0: 2, 1: 3, 2: 4, 3: 5}
+    flops, written, largest, steps = S.path_cost(inputs, {0, 3}, sizes, ((0, 1), (0, 1)))
+    plan = einc.planner.plan_for("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)], einc.planner.Options.of(((0, 1), (0, 1))))
+    assert flops == plan.flops == 2 * (24 + 40)
+    assert (written, largest, steps) == (8 + 10, 10, 2)
+
+
+def test_the_budget_is_a_share_of_the_predicted_time_capped():
+    assert S.budget_for(0.001) == 0                       # greedy at once
+    assert S.budget_for(0.005) == pytest.approx(0.005)    # up to the predicted time itself
+    assert S.budget_for(1.0) == pytest.approx(S.SMALL)    # ... up to a tenth of a second
+    assert S.budget_for(100.0) == pytest.approx(100 * S.FRACTION)
+    assert S.budget_for(1e9) == S.CAP
+    assert S.predicted_seconds(1e9, 0, 0) == pytest.approx(1e9 * S.FLOP_SECONDS)
+
+
+def test_a_network_that_contracts_at_once_gets_the_greedy_path_at_once():
+    # a chain of 30 small matrices contracts in well under a millisecond
+    inputs = [frozenset({k, k + 1}) for k in range(30)]
+    sizes = dict.fromkeys(range(31), 3)
+    path, report = S.search(inputs, {0, 30}, sizes)
+    assert report.method == "greedy" and report.trials == 1
+    assert "floor" in report.reason
+    assert report.seconds < 0.1
+    assert S.path_cost(inputs, {0, 30}, sizes, path)[0] == report.flops
+
+
+def test_a_costlier_network_is_searched_within_its_budget_and_explain_says_so(fresh):
+    inputs, sizes = _regular(40, 4, 6, seed=1)
+    path, report = S.search(inputs, set(), sizes)
+    greedy = S._greedy(inputs, frozenset(), sizes, None)
+    assert report.method != "greedy" and report.trials > 1
+    assert report.best_seconds <= report.greedy_seconds
+    assert S._predict(inputs, frozenset(), sizes, path) == pytest.approx(report.best_seconds)
+    assert report.best_seconds <= S._predict(inputs, frozenset(), sizes, greedy)
+    # a budget of 5 % of the greedy path's time, and the overrun of one batch of trials
+    assert report.seconds <= report.budget + 0.25
+    eq = _equation(inputs)
+    labels = sorted({i for t in inputs for i in t})
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    text = str(einc.explain(eq, *[torch.empty(s) for s in shapes]))
+    line = next(x for x in text.splitlines() if "Path search" in x)
+    assert "trees in" in line and "stopped:" in line and "budget" in line
+    assert len(labels) > 52
+
+
+def test_the_path_is_right(fresh):
+    # 20 operands in letters: einc's result against torch.einsum on float64
+    eq = "ab,bc,cd,de,ef,fg,gh,hi,ij,jk,kl,lm,mn,no,op,pq,qr,rs,st,tu,ua->"
+    shapes = [(7, 7)] * 21
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    torch.testing.assert_close(einc.einsum(eq, *ops), torch.einsum(eq, *ops))
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(monkeypatch):
+    monkeypatch.setattr(S, "CAP", 0.6)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.05)     # still reached with the random greedy tree's budget
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    _, report = S.search(inputs, set(), sizes)
+    assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR
+    assert "hyper-optimizer" in report.method
+    assert report.best_seconds < report.greedy_seconds
+    assert report.seconds < S.CAP + 3     # the last trial may run past it
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimizer(monkeypatch):
+    # the greedy path predicts a minute (a 0.6 s budget), random greedy finds one of about
+    # a second, whose budget (0.1 s) is under the hyper-optimizer's half second: no kahypar trial runs
+    monkeypatch.setattr(S, "CAP", 0.6)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    _, report = S.search(inputs, set(), sizes)
+    assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR > S.budget_for(report.best_seconds)
+    assert report.method == "random greedy (cotengrust)" and "not reached" in report.reason
+    assert report.seconds < S.QUICK_SHARE * S.CAP + 0.2
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_the_same_seed_gives_the_same_path_in_any_process():
+    # trial counts, not the clock, end these searches: the paths must agree
+    code = ("import random\nfrom einc.planner import search as S\n" + inspect.getsource(_regular) +
+            "S.FRACTION, S.CAP, S.MAX_TRIALS = 1e9, 1e9, 5\n"
+            "inputs, sizes = _regular(50, 2, 4, seed=2)\n"
+            "path, report = S.search(inputs, set(), sizes)\n"
+            "assert 'trials' in report.reason, report.reason\n"
+            "print(path)\n")
+    outs = set()
+    for hashseed in ("1", "2"):       # each in a fresh cache folder, so that both search
+        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
+                   PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        outs.add(out.stdout)
+    assert len(outs) == 1
+
+
+def test_without_cotengra_the_budget_goes_to_random_greedy(monkeypatch):
+    monkeypatch.setattr(S, "_cotengra", lambda: None)
+    monkeypatch.setattr(S, "CAP", 0.3)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    _, report = S.search(inputs, set(), sizes)
+    assert report.method == "random greedy (cotengrust)"
+    assert report.best_seconds <= report.greedy_seconds
+    monkeypatch.setattr(S, "_cotengrust", lambda: None)
+    pathcache.clear()
+    _, report = S.search(inputs, set(), sizes)
+    assert report.method == "random greedy (opt_einsum)" and report.trials > 2
+    assert report.seconds < 0.3 + 0.5
+    assert report.best_seconds <= report.greedy_seconds
+
+
+def test_einc_imports_and_plans_where_cotengra_is_absent():
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('cotengra', 'cotengrust', 'kahypar'):\n"
+            "            raise ImportError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import einc, torch\n"
+            "eq = ','.join(a + b for a, b in zip('abcdefghijklmnopqrst', 'bcdefghijklmnopqrstu')) + '->au'\n"
+            "ops = [torch.randn(9, 9, dtype=torch.float64) for _ in range(20)]\n"
+            "torch.testing.assert_close(einc.einsum(eq, *ops), torch.einsum(eq, *ops))\n"
+            "assert 'cotengra' not in sys.modules and 'cotengrust' not in sys.modules\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_long_search_shows_a_progress_bar_on_a_terminal(monkeypatch, capsys):
+    class Tty:
+        def __init__(self):
+            self.text = ""
+
+        def write(self, s):
+            self.text += s
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return True
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(S, "PROGRESS_SECONDS", 0.1)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.1)
+    monkeypatch.setattr(S, "CAP", 0.3)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    S.search(inputs, set(), sizes)
+    assert "einc path search" in tty.text
+
+
+# ----------------------------------------------------------------------- remembered paths
+
+SECOND = ("import json, sys, time\n"
+          "from einc.planner import search as S, plan_for\n"
+          "from einc.planner.equation import letter\n"
+          "import random\n" + inspect.getsource(_regular) +
+          "S.CAP = 0.3\n"
+          "inputs, sizes = _regular(60, 3, 5, seed=4)\n"
+          "labels = sorted({i for t in inputs for i in t})\n"
+          "eq = ','.join(''.join(letter(labels.index(i)) for i in sorted(t)) for t in inputs) + '->'\n"
+          "shapes = [[sizes[i] for i in sorted(t)] for t in inputs]\n"
+          "t = time.perf_counter()\n"
+          "found = S.search(inputs, set(), sizes)[0]\n"
+          "search = time.perf_counter() - t\n"
+          "t = time.perf_counter()\n"
+          "plan = plan_for(eq, shapes)\n"
+          "print(json.dumps([search, time.perf_counter() - t, plan.notes, plan.path, found]))\n")
+
+
+def test_a_second_process_finds_the_path_on_disk_in_10_ms(cache_dir):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", SECOND], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout))
+    (first, _, _, first_path, first_found), (second, planned, notes, path, found) = runs
+    assert first > 0.05                         # the first process searched
+    assert "remembered (einc.planner.pathcache)" in notes[0] and path == first_path and found == first_found
+    # the search's part of planning: reading the entry; the rest is building the plan's 59 steps
+    assert second <= 0.010 and planned <= 0.050
+    (entry,) = (cache_dir / "paths").iterdir()        # plan_for's network is S.search's, numbered alike
+    assert entry.suffix == ".json" and stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE((cache_dir / "paths").stat().st_mode) == 0o700
+
+
+def _search_and_entry(monkeypatch):
+    monkeypatch.setattr(S, "CAP", 0.2)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    path, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method
+    again = S.search(inputs, set(), sizes)
+    assert again[0] == path and again[1].method.startswith("remembered")
+    (entry,) = pathcache.folder().iterdir()
+    return inputs, sizes, path, entry
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not utf-8", "foreign key", "other version", "bad path",
+                                    "short path", "bad report", "link"])
+def test_a_corrupt_or_foreign_entry_is_ignored(monkeypatch, damage):
+    inputs, sizes, path, entry = _search_and_entry(monkeypatch)
+    record = json.loads(entry.read_text())
+    if damage == "garbage":
+        entry.write_text("{not json")
+    elif damage == "not utf-8":
+        entry.write_bytes(b"\xff\xfe" * 10)
+    elif damage == "foreign key":
+        entry.write_text(json.dumps(dict(record, key="0" * 64)))
+    elif damage == "other version":
+        entry.write_text(json.dumps(dict(record, version="einc-paths-0")))
+    elif damage == "bad path":
+        entry.write_text(json.dumps(dict(record, path=[[0, 0]] + record["path"][1:])))
+    elif damage == "short path":
+        entry.write_text(json.dumps(dict(record, path=record["path"][:-1])))
+    elif damage == "bad report":
+        entry.write_text(json.dumps(dict(record, report=dict(record["report"], trials="many"))))
+    else:
+        target = entry.with_name("elsewhere.txt")
+        entry.rename(target)
+        entry.symlink_to(target)
+    again, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method
+    assert S.path_cost(inputs, set(), sizes, again)[0] > 0
+    if damage != "link":            # written again, whole
+        assert json.loads(entry.read_text())["key"] == record["key"]
+
+
+def test_a_folder_others_can_write_is_not_used(monkeypatch, cache_dir):
+    inputs, sizes, path, entry = _search_and_entry(monkeypatch)
+    os.chmod(cache_dir / "paths", 0o777)
+    with pytest.warns(RuntimeWarning, match="others can write it"):
+        assert pathcache.folder() is None
+        _, report = S.search(inputs, set(), sizes)
+    assert "remembered" not in report.method        # the entry there is not read
+
+
+def test_the_folder_is_bounded(monkeypatch):
+    monkeypatch.setattr(pathcache, "MAX_ENTRIES", 3)
+    for k in range(5):
+        pathcache.store(f"{k:064x}", "v", ((0, 1),), {})
+        os.utime(pathcache.folder() / f"{k:064x}.json", (1000 + k, 1000 + k))
+    names = sorted(p.name for p in pathcache.folder().iterdir())
+    assert len(names) == 3 and names[-1] == f"{4:064x}.json"
+    assert pathcache.load(f"{4:064x}", "v", 2) == (((0, 1),), json.loads((pathcache.folder() / names[-1]).read_text()))
+    assert pathcache.load(f"{4:064x}", "v", 3) is None         # a path for another network
+
+
+# ----------------------------------------------------------------------- opt_einsum's symbols
+
+def test_every_symbol_opt_einsum_writes_is_an_index():
+    from einc.planner.equation import parse
+    symbols = [opt_einsum.get_symbol(i) for i in (*range(6000), 55295, 55296, 60000, 100000, 1000000)]
+    assert "×" in symbols and "÷" in symbols and not all(s.isalpha() for s in symbols)
+    for k in range(0, len(symbols), 500):
+        chunk = symbols[k:k + 500]
+        eq = parse(",".join(chunk) + "->" + "".join(chunk[:3]))
+        assert [t[0] for t in eq.inputs] == chunk and eq.output == tuple(chunk[:3])
+    assert parse("ij,jk->ik") == parse("ij,jk->ik") and parse("ij,jk").output == ("i", "k")
+    with pytest.raises(EquationError, match="U\\+00C0"):
+        parse("i1,jk")
+
+
+def test_an_equation_opt_einsum_writes_contracts_as_its_letters_do():
+    # '×' (75), '÷' (107) and a combining mark (U+0300, 628) as indices, implicit output too
+    x, d, c = opt_einsum.get_symbol(75), opt_einsum.get_symbol(107), opt_einsum.get_symbol(628)
+    assert (x, d, c) == ("×", "÷", "\u0300")
+    ops = [torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64),
+           torch.randn(5, 2, dtype=torch.float64)]
+    for eq, ref in ((f"a{x},{x}{d},{d}{c}->a{c}", "ab,bc,cd->ad"), (f"{c}{x},{x}{d}", "db,bc")):
+        torch.testing.assert_close(einc.einsum(eq, *ops[:eq.count(",") + 1]),
+                                   torch.einsum(ref, *ops[:eq.count(",") + 1]))
+    # an opt_einsum-made equation of 80 operands (symbols past the letters), as opt_einsum contracts it
+    from opt_einsum.testing import rand_equation
+    eq, shapes = rand_equation(80, 3, seed=3, d_min=2, d_max=3)
+    assert any(not ch.isalpha() and ch not in ",->" for ch in eq)
+    ops = [torch.rand(s, dtype=torch.float64) for s in shapes]
+    torch.testing.assert_close(einc.einsum(eq, *ops), opt_einsum.contract(eq, *ops, backend="torch"))
+
+
+# ----------------------------------------------------------------------- the objective
+
+def test_trees_are_ranked_by_predicted_time_with_a_derived_write_weight(monkeypatch):
+    # an intermediate element: a write, a read and a permuting copy's read and write, 4 bytes at 10 GB/s,
+    # against a flop at 5 GFLOP/s
+    assert S.WRITE_FACTOR == pytest.approx((4 * 4 / 10e9) / 0.2e-9) == pytest.approx(8)
+    # of two paths with equal flops, the one writing fewer elements is predicted faster
+    assert S.predicted_seconds(1e9, 1e6, 10) < S.predicted_seconds(1e9, 2e6, 10)
+    if not HAS_COTENGRA:
+        return
+    seen = {}
+    real = S._cotengra().HyperOptimizer
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+    monkeypatch.setattr(S._cotengra(), "HyperOptimizer", spy)
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.0)
+    monkeypatch.setattr(S, "FLOOR", 0.0)
+    monkeypatch.setattr(S, "MAX_TRIALS", 3)
+    inputs, sizes = _regular(30, 2, 4, seed=5)
+    S.find(inputs, set(), sizes)
+    assert seen["minimize"] == "combo-8" and seen["slicing_reconf_opts"] is None
+    S.find(inputs, set(), sizes, memory_limit=64)
+    assert seen["slicing_reconf_opts"] == {"target_size": 64}
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_under_a_memory_limit_the_hyper_search_slices_inside_and_einc_keeps_the_bound(monkeypatch, fresh):
+    monkeypatch.setattr(S, "HYPER_FLOOR", 0.0)      # the hyper tier on a network small enough to run
+    monkeypatch.setattr(S, "FLOOR", 0.0)
+    monkeypatch.setattr(S, "MAX_TRIALS", 6)
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    eq = _equation(inputs)
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    ops = [torch.rand(s, dtype=torch.float64) + 0.5 for s in shapes]
+    info = einc.explain(eq, *ops, memory_limit=256)
+    text = str(info)
+    assert "slicing reconfiguration" in text
+    assert info.slicing is None or info.slicing.live <= 256 or info.largest_intermediate <= 256
+    out = einc.einsum(eq, *ops, memory_limit=256)
+    torch.testing.assert_close(out, opt_einsum.contract(eq, *ops, backend="torch"))
