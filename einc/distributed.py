@@ -56,57 +56,16 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     ``timings``, a dict if given, receives this rank's ``slices`` (start, stop),
     ``seconds`` spent contracting them (before the all-reduce) and ``num_slices``.
     """
-    operands = args[1:] if args and isinstance(args[0], str) else ()
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = operands[0]
-    failure = None
     # Whatever fails on one rank fails below, with the others, never alone before a
     # collective (the others would wait in it until the group's timeout).
-    try:
-        text, operands = call_form(args)
-        eq = parse(text)
-        operands = list(operands)
-        engine.check_operands(eq, operands)
-        if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
-            raise ArgumentError("einc.distributed.einsum(): the result is not differentiable (the all-reduce is "
-                                "not an autograd op); call it under torch.no_grad() or with detached operands")
-        options = Options.of(optimize, memory_limit, select)
-        shapes = [tuple(o.shape) for o in operands]
-        mine = (shapes, [str(o.dtype) for o in operands])
-        graph = build(eq, shapes)
-    except Exception as e:
-        failure = e
-        mine = None
+    failure, eq, operands, options, shapes, mine, graph = _read(args, optimize, memory_limit, select)
     if failure is not None and not dist.is_initialized():
         raise failure               # no process group: no rank waits for this one
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     device = _device(operands, group)
 
-    # The plan: the first rank's choice of path and sliced indices, on every rank, with its
-    # operands' shapes and dtypes: a rank whose operands differ fails (a contraction of other
-    # shapes, all-reduced with the others', would be wrong on every rank).
-    decision, error = [None], None
-    if rank == 0:
-        try:
-            if failure is not None:
-                raise failure
-            plan = plan_for(eq, shapes, options)
-            decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
-                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
-                           plan.slicing.chunks if plan.slicing else (),
-                           plan.slicing.bound if plan.slicing else slicing.LIVE, mine)
-        except Exception as e:      # every rank must hear of it, not wait in the broadcast
-            error = e
-            decision[0] = f"{type(e).__name__}: {e}"
-    dist.broadcast_object_list(decision, src=_global_rank(group, 0), group=group,
-                               device=device if device.type == "cuda" else None)
-    if isinstance(decision[0], str):
-        if error is not None:
-            raise error
-        if failure is not None:
-            raise failure
-        raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
-    path, indices, planner, name, chunks, bound, theirs = decision[0]
+    path, indices, planner, name, chunks, bound, theirs = _decide(failure, eq, shapes, options, mine, rank,
+                                                                  group, device)
     if failure is None and mine != theirs:
         failure = EincError(f"einc.distributed.einsum(): rank {rank}'s operands (shapes {mine[0]}, dtypes "
                             f"{mine[1]}) differ from rank 0's (shapes {theirs[0]}, dtypes {theirs[1]}): every "
@@ -131,6 +90,74 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         seconds = time.perf_counter() - t
     except Exception as e:
         failure = e
+    _raise_together(failure, eq, rank, world, device, group)
+    if timings is not None:
+        timings.update(slices=(start, stop), seconds=seconds, num_slices=plan.slicing.num_slices)
+    if acc.dtype == torch.bool:         # logical or, as a sum of counts
+        counts = acc.to(torch.int32)
+        dist.all_reduce(counts, group=group)
+        return counts > 0
+    _sum(acc, group)
+    return runner.finish(acc)
+
+
+def _read(args, optimize, memory_limit, select):
+    """The call read and checked on this rank: ``(failure, eq, operands, options, shapes,
+    mine, graph)``, ``failure`` the error it raised (None for what it left unmade), raised
+    later with the other ranks; ``mine``: the operands' shapes and dtypes."""
+    operands = args[1:] if args and isinstance(args[0], str) else ()
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    eq = options = shapes = mine = graph = None
+    try:
+        text, operands = call_form(args)
+        eq = parse(text)
+        operands = list(operands)
+        engine.check_operands(eq, operands)
+        if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
+            raise ArgumentError("einc.distributed.einsum(): the result is not differentiable (the all-reduce is "
+                                "not an autograd op); call it under torch.no_grad() or with detached operands")
+        options = Options.of(optimize, memory_limit, select)
+        shapes = [tuple(o.shape) for o in operands]
+        mine = (shapes, [str(o.dtype) for o in operands])
+        graph = build(eq, shapes)
+    except Exception as e:
+        return e, eq, operands, options, shapes, None, graph
+    return None, eq, operands, options, shapes, mine, graph
+
+
+def _decide(failure, eq, shapes, options, mine, rank: int, group, device) -> tuple:
+    """The plan: the first rank's choice of path and sliced indices, on every rank, with its
+    operands' shapes and dtypes: ``(path, indices, planner, optimizer, chunks, bound,
+    rank 0's shapes and dtypes)``.  A rank whose operands differ fails (a contraction of
+    other shapes, all-reduced with the others', would be wrong on every rank)."""
+    decision, error = [None], None
+    if rank == 0:
+        try:
+            if failure is not None:
+                raise failure
+            plan = plan_for(eq, shapes, options)
+            decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
+                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
+                           plan.slicing.chunks if plan.slicing else (),
+                           plan.slicing.bound if plan.slicing else slicing.LIVE, mine)
+        except Exception as e:      # every rank must hear of it, not wait in the broadcast
+            error = e
+            decision[0] = f"{type(e).__name__}: {e}"
+    dist.broadcast_object_list(decision, src=_global_rank(group, 0), group=group,
+                               device=device if device.type == "cuda" else None)
+    if isinstance(decision[0], str):
+        if error is not None:
+            raise error
+        if failure is not None:
+            raise failure
+        raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
+    return decision[0]
+
+
+def _raise_together(failure, eq, rank: int, world: int, device, group) -> None:
+    """Raise on every rank where any rank failed: the failing rank its own error, the
+    others one naming the failed ranks."""
     failed = torch.zeros(world, dtype=torch.int32, device=device)
     failed[rank] = failure is not None
     dist.all_reduce(failed, group=group)
@@ -141,14 +168,6 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         raise EincError(f"einc.distributed.einsum(): rank{'s' if len(ranks) > 1 else ''} "
                         f"{', '.join(map(str, ranks))} of {world} failed contracting {eq.text!r}; "
                         "every rank raises")
-    if timings is not None:
-        timings.update(slices=(start, stop), seconds=seconds, num_slices=plan.slicing.num_slices)
-    if acc.dtype == torch.bool:         # logical or, as a sum of counts
-        counts = acc.to(torch.int32)
-        dist.all_reduce(counts, group=group)
-        return counts > 0
-    _sum(acc, group)
-    return runner.finish(acc)
 
 
 def _sum(acc, group) -> None:

@@ -52,8 +52,47 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     if len(shapes) != eq.num_operands:
         raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {len(shapes)} "
                                 f"shapes were given\n  {eq.text}")
-    # How many dimensions each ellipsis covers, and the broadcast ellipsis width.
     many = len(shapes) >= 3       # torch.einsum then fails in opt_einsum first, with its wording
+    ell_dims = _ellipsis_dims(eq, shapes, many)
+    width = max(ell_dims, default=0)
+    expanded = [_expand(labels, n, width) for labels, n in zip(eq.inputs, ell_dims)]
+    size = _label_sizes(eq, expanded, shapes, many)
+
+    ids: dict[str, int] = {}
+    names: list[str] = []
+
+    def index_of(label: str) -> int:
+        if label not in ids:
+            ids[label] = len(names)
+            names.append(label)
+        return ids[label]
+
+    for labels in expanded:
+        for label in labels:
+            index_of(label)
+
+    # A size-1 dimension against a larger size gets an index of its own.
+    inputs = []
+    for k, (labels, shape) in enumerate(zip(expanded, shapes)):
+        term = []
+        for label, n in zip(labels, shape):
+            if n == 1 and size[label] != 1:
+                term.append(index_of(f"{label}'{k}"))
+            else:
+                term.append(ids[label])
+        inputs.append(tuple(term))
+    sizes = [size.get(name, 1) for name in names]
+
+    out_labels = _expand(eq.output, width, width)
+    output = tuple(ids[label] if label in ids else index_of(label) for label in out_labels)
+    sizes += [1] * (len(names) - len(sizes))
+    display = [_display(name) for name in names]
+    return ContractionGraph(tuple(inputs), output, tuple(sizes), tuple(display))
+
+
+def _ellipsis_dims(eq: Equation, shapes, many: bool) -> list[int]:
+    """How many dimensions each operand's ellipsis covers (0 without one); ``many``: three
+    operands or more, where torch.einsum words its errors as opt_einsum does."""
     ell_dims = []
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes)):
         named = len(labels) - (ELLIPSIS in labels)
@@ -76,33 +115,23 @@ def build(eq: Equation, shapes) -> ContractionGraph:
                     f"einsum(): {head}: operand {k} ('{eq.term(k)}') has shape {tuple(shape)}, "
                     f"{len(shape)} dimensions for {named} subscripts\n{eq.where(k)}")
             ell_dims.append(0)
-    width = max(ell_dims, default=0)
+    return ell_dims
 
-    ids: dict[str, int] = {}
-    names: list[str] = []
 
-    def index_of(label: str) -> int:
-        if label not in ids:
-            ids[label] = len(names)
-            names.append(label)
-        return ids[label]
+def _expand(labels, n_ell: int, width: int) -> list[str]:
+    """``labels`` with the ellipsis spelled out: ellipsis dimension j (0 = leftmost of the
+    widest ellipsis, ``width`` dimensions) is the pseudo-label ``...j``."""
+    out = []
+    for label in labels:
+        if label == ELLIPSIS:
+            out.extend(f"...{width - n_ell + j}" for j in range(n_ell))
+        else:
+            out.append(label)
+    return out
 
-    # Ellipsis dimension j (0 = leftmost of the widest ellipsis) is the pseudo-label "...j".
-    def expand(labels, n_ell):
-        out = []
-        for label in labels:
-            if label == ELLIPSIS:
-                out.extend(f"...{width - n_ell + j}" for j in range(n_ell))
-            else:
-                out.append(label)
-        return out
 
-    expanded = [expand(labels, n) for labels, n in zip(eq.inputs, ell_dims)]
-    for labels in expanded:
-        for label in labels:
-            index_of(label)
-
-    # One size per label: equal sizes, or 1 broadcasting against the other.
+def _label_sizes(eq: Equation, expanded, shapes, many: bool) -> dict[str, int]:
+    """One size per label: equal sizes, or 1 broadcasting against the other."""
     size: dict[str, int] = {}
     first: dict[str, int] = {}
     for k, (labels, shape) in enumerate(zip(expanded, shapes)):
@@ -139,23 +168,7 @@ def build(eq: Equation, shapes) -> ContractionGraph:
                     f"operand {first[label]} ('{eq.term(first[label])}'); sizes must match or be 1\n"
                     f"{eq.where(k, label if not ellipsis else ELLIPSIS)}")
 
-    # A size-1 dimension against a larger size gets an index of its own.
-    inputs = []
-    for k, (labels, shape) in enumerate(zip(expanded, shapes)):
-        term = []
-        for label, n in zip(labels, shape):
-            if n == 1 and size[label] != 1:
-                term.append(index_of(f"{label}'{k}"))
-            else:
-                term.append(ids[label])
-        inputs.append(tuple(term))
-    sizes = [size.get(name, 1) for name in names]
-
-    out_labels = expand(eq.output, width)
-    output = tuple(ids[label] if label in ids else index_of(label) for label in out_labels)
-    sizes += [1] * (len(names) - len(sizes))
-    display = [_display(name) for name in names]
-    return ContractionGraph(tuple(inputs), output, tuple(sizes), tuple(display))
+    return size
 
 
 def _display(name: str) -> str:

@@ -284,6 +284,26 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                       caret(named.text, None))
     known = {k: _size(k, v, fail) for k, v in sizes.items()}
     keyword = set(known)
+    plain, composites = _axis_sizes(named, shapes, bad)
+    in_composite = {n for _, axis, _, _ in composites for n in axis}
+    _agree_plain(named, plain, known, keyword, in_composite, bad)
+    weak = {n: 1 for n in plain if n not in known}      # only broadcast dimensions: a composite may say more
+    _solve_composites(named, composites, known, bad)
+    for n, v in weak.items():
+        known.setdefault(n, v)
+    _check_composites(named, composites, known, bad)
+    for n, seen in plain.items():
+        for size, k, a in seen:
+            if size != known[n] and size != 1:
+                raise bad(ShapeError, f"axis {n} has two sizes: {known[n]} (from a composite axis) and {size} in "
+                          f"operand {k}", _where(named, k, a, n))
+    return known, _view_shapes(named, shapes, known)
+
+
+def _axis_sizes(named: Named, shapes, bad) -> tuple[dict, list]:
+    """Each operand's axes against its shape: ``(plain, composites)``, the sizes seen of
+    each plain axis ``{name: [(size, operand, axis)]}`` and the composite axes
+    ``[(total, names, operand, axis)]``; ``bad`` makes the error to raise."""
     plain = {}          # name -> [(size, operand, axis)]
     composites = []     # (total, names, operand, axis)
     for k, (axes, shape) in enumerate(zip(named.inputs, shapes)):
@@ -307,7 +327,12 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                 plain.setdefault(axis[0], []).append((size, k, a))
             else:
                 composites.append((size, axis, k, a))
-    in_composite = {n for _, axis, _, _ in composites for n in axis}
+    return plain, composites
+
+
+def _agree_plain(named: Named, plain, known, keyword, in_composite, bad) -> None:
+    """Check that the plain axes agree with each other and with a keyword; record their
+    sizes in ``known``."""
     for n, seen in plain.items():       # plain axes agree with each other and with a keyword
         full = [s for s in seen if s[0] != 1]
         if n in keyword and not full and n not in in_composite and known[n] != 1:
@@ -320,7 +345,11 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                           _where(named, k, a, n))
         if n not in known and full:
             known[n] = first
-    weak = {n: 1 for n in plain if n not in known}      # only broadcast dimensions: a composite may say more
+
+
+def _solve_composites(named: Named, composites, known, bad) -> None:
+    """Give each unknown part of a composite its size where it is the one part unknown,
+    until nothing changes (sizes recorded in ``known``)."""
     progress = True
     while progress:     # a composite with one unknown part gives it
         progress = False
@@ -343,8 +372,11 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                           _where(named, k, a, unknown[0]))
             known[unknown[0]] = total // part
             progress = True
-    for n, v in weak.items():
-        known.setdefault(n, v)
+
+
+def _check_composites(named: Named, composites, known, bad) -> None:
+    """Every composite's parts known (a block that moves whole takes the size and 1s) and
+    multiplying to its size; else the error that says what to pass."""
     for total, axis, k, a in composites:
         missing = [n for n in axis if n not in known]
         if missing and _moves_whole(named, axis, missing):
@@ -373,11 +405,10 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
             parts = " * ".join(f"{n}={known[n]}" for n in axis)
             raise bad(ShapeError, f"({' '.join(axis)}) of operand {k} has size {total}, but {parts} is {product}",
                       _where(named, k, a))
-    for n, seen in plain.items():
-        for size, k, a in seen:
-            if size != known[n] and size != 1:
-                raise bad(ShapeError, f"axis {n} has two sizes: {known[n]} (from a composite axis) and {size} in "
-                          f"operand {k}", _where(named, k, a, n))
+
+
+def _view_shapes(named: Named, shapes, known) -> tuple:
+    """The view shape of each operand, its composites split (None where it is used as is)."""
     views = []
     for axes, shape in zip(named.inputs, shapes):
         if all(_is_ellipsis(axis) or len(axis) == 1 for axis in axes):
@@ -396,7 +427,7 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                 view += [known[n] for n in axis]
             d += 1
         views.append(tuple(view))
-    return known, tuple(views)
+    return tuple(views)
 
 
 def _moves_whole(named: Named, axis: tuple, names) -> bool:

@@ -67,6 +67,7 @@ from . import slicecost
 from .equation import text_of
 from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
+from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, hoisting, live_peak, step_copies
 from .options import AUTO, COTENGRA, Options
 from .plan import Plan, build_plan, flop_count, max_input
 
@@ -428,125 +429,6 @@ def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
             if found is not None and model.cost(found)[1] < model.cost(chunks)[1]:
                 chunks, changed = found, True
     return chunks
-
-
-def hoisting(steps, inputs, num_operands, sliced):
-    """The order one call runs ``steps`` in when ``sliced`` indices are fixed per slice, and
-    the hoisted results kept alive across the slice loop (the ``roots``): the steps whose
-    operands hold no sliced index run once, before the loop, root by root; the rest run
-    per slice.  Without a sliced index nothing is hoisted."""
-    sliced = set(sliced)
-    if not sliced:
-        return tuple(steps), ()
-    invariant = [not sliced.intersection(t) for t in inputs]
-    leaves = {v: {v} for v in range(num_operands)}
-    for step in steps:
-        invariant.append(all(invariant[v] for v in step.operands))
-        leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
-    roots = tuple(sorted({v for step in steps if not invariant[step.result]
-                          for v in step.operands if v >= num_operands and invariant[v]}))
-    order = [st for r in roots for st in steps if st.result <= r and leaves[st.result] <= leaves[r]]
-    return tuple(order) + tuple(st for st in steps if not invariant[st.result]), roots
-
-
-# The torch executor's copy model, which the live bound counts (step_copies) and the torch
-# executor follows (einc.runtime.torch_executor imports these):
-# - a contraction with at most FEW_OUTPUTS outputs per batch element, each a sum of at
-#   least LONG_SUM terms, runs as multiply-and-sum: accurate, and memory-bound either way;
-FEW_OUTPUTS = 16
-LONG_SUM = 4096
-# - an operand may be broadcast over a batch index of the other's own and copied expanded
-#   (einc.runtime.torch_executor.ttgt) only where the larger operand has COPY_WORTH_SPARING elements or
-#   more and the expanded copy at most half of it.
-COPY_WORTH_SPARING = 1 << 16
-
-
-def step_copies(step, sizes, final: bool, sliced=()) -> int:
-    """The most elements ``step`` may allocate inside itself at once, beyond its output
-    (the torch executor's copies; the Triton executor makes none), with the ``sliced``
-    indices fixed (size 1 in ``sizes``, absent from the slice's plan).  Counted, at the
-    step's fullest moment:
-
-    - a matrix product (a ``contract`` step): a copy of each input laid out for ``mm``
-      (a permuted, or strided, view that does not read as matrices is copied, by the
-      reshape or by ``mm`` itself); where an input has ``2**16`` elements or more, also
-      half of it, for the other input broadcast over a batch index of its own and copied
-      expanded (:mod:`einc.runtime.torch_executor.ttgt` allows no larger expanded copy);
-    - a matrix product with few outputs per batch element (one, or at most
-      ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more), which the torch executor runs as
-      multiply-and-sum: also the elementwise product before its sum;
-    - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
-      over the indices the other lacks); for ``dot``, the elementwise product of the
-      inputs before the sum;
-    - the last step of an entry (``final``): the permuted contiguous copy of its result
-      while the raw one is alive -- made after the inputs' copies are freed, so the
-      larger of the two counts.
-
-    The step's kind is the slice's (the sliced indices left out), as the slice's plan has
-    it.  Not counted: an input converted for a matrix product (bool -> int64, an integer
-    widened to an int64 sum, a 16-bit float to float32 in a slice) and then copied again
-    for ``mm``."""
-    if not isinstance(sliced, (set, frozenset)):
-        sliced = set(sliced)
-
-    def size(term):
-        return math.prod([sizes[i] for i in set(term)])
-    last = size(step.output) if final else 0
-    if len(step.inputs) == 1:
-        return last
-    ta, tb = step.inputs
-    a, b = set(ta) - sliced, set(tb) - sliced
-    summed = set(step.summed) - sliced
-    shared = summed & a & b
-    if shared and not set(step.output) - sliced <= a & b:       # a matrix product
-        na, nb = size(ta), size(tb)
-        copies = na + nb
-        if max(na, nb) >= COPY_WORTH_SPARING:
-            copies += max(na, nb) // 2
-        outputs = size((set(step.output) - sliced) - (a & b))
-        if outputs == 1 or (outputs <= FEW_OUTPUTS and size(shared) >= LONG_SUM):   # run as multiply-and-sum
-            copies += size((set(step.output) - sliced) | shared)
-    else:
-        copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
-        if shared:                                                  # dot: a * b, then its sum
-            copies += size(a & b)
-    return max(copies, last)
-
-
-def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
-    """Per step, the elements alive at its fullest moment and the values behind them:
-    ``(elements, value ids)``, the values only where the elements exceed ``over``.  Counted: the intermediates alive (its inputs, other
-    branches' pending results), its output and the copies it makes inside itself
-    (:func:`step_copies`; a step whose result is in ``finals`` is an entry's last).  An
-    intermediate lives from the step that makes it until the step that consumes it;
-    operands (ids below ``num_operands``) are the caller's tensors, or views of them,
-    and cost nothing but their copies; the ``kept`` values (hoisted results) are never
-    freed."""
-    last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
-    live, total = {}, 0
-    for s, step in enumerate(steps):
-        out = math.prod([sizes[i] for i in step.output])
-        now = total + out + step_copies(step, sizes, step.result in finals, sliced)
-        yield now, ((*live, *step.operands, step.result) if now > over else ())
-        for v in step.operands:
-            if v >= num_operands and last.get(v) == s:
-                total -= live.pop(v)
-        live[step.result] = out
-        total += out
-
-
-def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) -> int:
-    """The most elements alive at once when ``steps`` run: intermediates, the last step's
-    result included, and the copies steps make inside themselves (:func:`_lives`), with
-    ``sliced`` indices of the graph's ``inputs`` cut per slice (hoisted steps first,
-    their results alive throughout; see :func:`hoisting`), of which the ``dropped`` ones
-    (default: all) take one value per slice, the others a chunk (its size in ``sizes``):
-    what ``memory_limit`` bounds."""
-    order, roots = hoisting(steps, inputs, num_operands, sliced)
-    finals = set(roots) | ({order[-1].result} if order else set())
-    dropped = sliced if dropped is None else dropped
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf)),
-               default=0)
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,

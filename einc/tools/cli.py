@@ -12,123 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-import tempfile
-import textwrap
 import traceback
 from pathlib import Path, PurePath
 
 from .. import config
 from ..errors import ArgumentError, EincError, OperandCountError
-from ..codegen.ir import DTYPE_ALIASES, DTYPE_NAMES
+from .arguments import (folder_name, non_negative_float, output_folder, parse_dtype, parse_shapes,
+                        parse_size, positive_float, positive_int)
+from .helptext import CACHE_EXAMPLES, DUMP_EXAMPLES, EXPLAIN_EXAMPLES, FMT, bench_examples, fill
 
 
-
-# ----------------------------------------------------------------------- argument types
-
-def _positive_int(text: str) -> int:
-    """A whole number >= 1 (``--rounds``, ``--threads``); argparse reports anything else."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _number(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(x):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
-    return x
-
-
-def _positive_float(text: str) -> float:
-    """A finite number > 0 (``--budget``)."""
-    x = _number(text)
-    if x <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return x
-
-
-def _non_negative_float(text: str) -> float:
-    """A finite number >= 0 (``--wait``: 0 is "do not wait")."""
-    x = _number(text)
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
-    return x
-
-
-def _folder_name(text: str) -> str:
-    """An output folder's name (``dump -o``, ``bench --out``): not empty."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path: name the output folder")
-    return text
-
-
-def _output_folder(text: str, option: str) -> Path:
-    """The output folder ``text`` of ``option``, created if missing and checked writable,
-    before anything is computed or timed: one that names a file, or that cannot be
-    created or written, is an :class:`ArgumentError` (exit status 2)."""
-    out = Path(text)
-    if out.exists() and not out.is_dir():
-        raise ArgumentError(f"{option} {text}: names a file; {option} takes a folder (created if missing)")
-    above = next((a for a in out.absolute().parents if a.exists()), None)
-    if not out.exists() and above is not None and not above.is_dir():
-        raise ArgumentError(f"{option} {text}: {above} is not a folder; {option} takes a folder (created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ArgumentError(f"{option} {text}: cannot create the folder ({e.strerror or e})") from None
-    try:
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as e:
-        raise ArgumentError(f"{option} {text}: cannot write in the folder ({e.strerror or e})") from None
-    return out
-
-
-def parse_shapes(text: str) -> list[tuple[int, ...]]:
-    """``'8x64x32,8x32x16'`` -> ``[(8, 64, 32), (8, 32, 16)]``; ``()`` is a 0-d operand.
-
-    >>> parse_shapes("8x64x32, 64, ()")
-    [(8, 64, 32), (64,), ()]
-    """
-    shapes = []
-    for part in text.split(","):
-        part = part.strip()
-        if part == "()":
-            shapes.append(())
-            continue
-        try:
-            dims = tuple(int(d) for d in part.lower().split("x"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"bad shape {part!r}: write each operand's sizes joined by 'x' and separate operands "
-                "with commas, e.g. 8x64x32,8x32x16 (and () for a 0-d operand)") from None
-        if any(d < 0 for d in dims):
-            raise argparse.ArgumentTypeError(f"bad shape {part!r}: sizes cannot be negative")
-        shapes.append(dims)
-    return shapes
-
-
-def parse_size(text: str) -> tuple[str, int]:
-    """``'h=8'`` -> ``('h', 8)``: an axis size for a named equation (``--size h=8``)."""
-    name, eq, value = text.partition("=")
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if not eq or not name.strip() or size < 0:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: write NAME=N, e.g. h=8")
-    return name.strip(), size
-
+# ----------------------------------------------------------------------- shared by the commands
 
 def _named(args):
     """A named equation (or ``--size``): the resolved equation and its shapes in ``args``,
@@ -140,13 +36,6 @@ def _named(args):
         return None
     args.equation, args.shapes, text = notation.for_cli(args.equation, args.shapes, sizes)
     return text
-
-
-def parse_dtype(text: str) -> str:
-    name = DTYPE_ALIASES.get(text.lower(), text.lower())
-    if name not in DTYPE_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; valid: {', '.join(DTYPE_NAMES)}")
-    return name
 
 
 def _check_count(eq, shapes) -> None:
@@ -185,7 +74,7 @@ def cmd_dump(args) -> int:
         note = (f"no generated kernels for {args.dtype}: the torch executor runs this plan "
                 "(kernels exist for float16, bfloat16, float32 and float64)")
     if args.out is not None:
-        out = _output_folder(args.out, "-o")
+        out = output_folder(args.out, "-o")
         for old in [*out.glob("step*_einc_*.py"), *out.glob("plan.txt")]:    # an earlier dump's files
             old.unlink()
         for name, text in files.items():
@@ -223,7 +112,7 @@ def _dump_suite(args) -> int:
         v = w["variants"].get("gpu")
         if not isinstance(v, dict) or "shapes" not in v or "dtype" not in v:
             raise ArgumentError(f"{path}: workload {w['id']!r} has no gpu variant with shapes and dtype")
-    out = None if args.out is None else _output_folder(args.out, "-o")
+    out = None if args.out is None else output_folder(args.out, "-o")
     tree = dump.golden(path)
     if out is None:
         for folder, files in sorted(tree.items()):
@@ -358,7 +247,7 @@ def cmd_bench(args) -> int:
 
     if args.no_models and not args.train and not args.dispatch:     # (--dispatch says so below)
         raise ArgumentError("--no-models goes with --train (the forward suite times no models)")
-    out = None if args.out is None else _output_folder(args.out, "--out")     # before the run, not after it
+    out = None if args.out is None else output_folder(args.out, "--out")     # before the run, not after it
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     from .benchmark.runner import bench_suite, default_out
@@ -438,126 +327,47 @@ def _equation_of(module: Path) -> str:
 
 # ----------------------------------------------------------------------- parser
 
-_FMT = argparse.RawDescriptionHelpFormatter   # keeps the examples' layout; descriptions are filled here
-
-
-def _fill(text: str) -> str:
-    return textwrap.fill(text, 88)
-
-_DUMP_EXAMPLES = """\
-examples:
-  einc dump "bij,bjk->bik" --shapes 8x64x32,8x32x16 --dtype float16
-      print the plan and the Triton module of every step
-  einc dump "bqhd,bkhd->bhqk" --shapes 2x128x4x32,2x128x4x32 -o /tmp/attn
-      write /tmp/attn/plan.txt and /tmp/attn/step1_einc_mm_....py
-  einc dump --suite -o kernels
-      regenerate the committed golden kernels (kernels/) from bench/suite.json
-  einc dump --suite path/to/suite.json -o /tmp/golden
-  einc dump "b n (h d), h d e -> b n (h e)" --shapes 2x128x256,8x32x64 --size h=8
-      a named equation: how its names resolve, then the resolved equation's plan and kernels
-
-Shapes: one operand's sizes joined by 'x', operands separated by commas; () is a
-0-d operand. Needs neither torch nor triton nor a GPU: the kernels are printed, not
-compiled. The plan is the default one (optimize='auto'), as einc.einsum runs it.
-"""
-
-_EXPLAIN_EXAMPLES = """\
-examples:
-  einc explain "ij,jk,kl->il" --shapes 64x8,8x64,64x8
-      the plan table, then its cost against torch.einsum's default order, left to
-      right, and the naive single loop nest
-  einc explain "bqhd,bkhd->bhqk" --shapes 8x2048x32x128,8x2048x32x128 \\
-      --dtype bfloat16 --device cuda
-      which backend runs each step for CUDA bfloat16 operands
-  einc explain "ab,bc,cd,de->ae" --shapes 8x512,512x8,8x512,512x8 --optimize greedy --json
-  einc explain "b n (h d), h d e -> b n (h e)" --shapes 2x128x256,8x32x64 --size h=8
-      a named equation (see README "Named and composite axes")
-
-torch.einsum's default order is opt_einsum's path for torch.backends.opt_einsum.strategy
-('auto'), costed by einc in the same units (a multiply-add counts 2 flops).
-"""
-
-_CACHE_EXAMPLES = """\
-examples:
-  einc cache path       the folder of generated kernel modules (EINC_CACHE_DIR/kernels;
-                        default $XDG_CACHE_HOME/einc/kernels or ~/.cache/einc/kernels)
-  einc cache list       each module with its size and equation, and the total against
-                        the bound EINC_CACHE_MAX_MB (default 100 MB)
-  einc cache clear      delete the modules (they are regenerated on demand)
-
-The folder is private (mode 0700); one that belongs to someone else, or that others
-can write, is refused with a warning and a private folder under the temporary
-folder is used instead (einc cache path shows which).
-"""
-
-
-def _bench_examples() -> str:
-    from .benchmark.suite import PACKAGED, REPO, SUITE_NAME
-    return f"""\
-examples:
-  einc bench                               the CPU suite (float32); prints its expected duration
-  einc bench --quick --filter attention    a smoke test of the attention workloads
-  einc bench --device cuda --out /tmp/gpu  the GPU variants, with a roofline chart
-  einc bench --dispatch                    per-call overhead on tiny matrix chains
-  einc bench --train                       forward + backward: the suite, then bench/models.py's models
-  einc bench --train --no-models --quick   a smoke test of the suite in training mode
-
-The default suite is {SUITE_NAME} in the current directory, else in the repository
-that holds the einc package ({REPO / SUITE_NAME}), else the one installed with
-einc ({PACKAGED}; its results go to ./einc-bench/).
-Outputs under --out (default: results/ beside the suite file): suite_<device>.md,
-suite_<device>.csv and suite_<device>.png (speedup per workload, grouped by category,
-with the numbers on the bars; on CUDA also achieved TFLOP/s against a roofline
-measured on the device). The PNG needs matplotlib (pip install 'einc[bench]').
-A --quick or --filter run writes suite_<device>_quick.*, suite_<device>_<filter>.*
-(or both tags), never over a full run's files.
-On a busy machine (other processes keep cores busy that torch's threads need; the
-scheduler would then set the timings) it waits up to --wait seconds, then times with
-one torch thread if a core is free for it (unless --threads is given), else refuses
-(exit status 2); a workload timed while the machine got busy is timed again, else
-flagged and left out of the summary. --quick runs go on, marked as not trustworthy.
-With --train: suite_<device>_train.md/.csv/.png (each method's timed call is the
-forward and torch.autograd.grad of every floating operand; einc's output and gradients
-are checked against torch.einsum's) and models_train.md/.csv (forward + backward of
-the models in models.py beside the suite file, eager / inductor / backend="einc";
---filter selects models by name too; CPU only).
-Exit status 1 if einc's result differs from torch.einsum's on any workload (with
---train: its output or a gradient; or a compiled model's from eager's).
-"""
-
-
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
     parser = argparse.ArgumentParser(
-        prog="einc", formatter_class=_FMT,
-        description=_fill("einc, an einsum compiler for PyTorch: dump generated kernels, explain plans, "
-                          "benchmark, manage the kernel cache."),
+        prog="einc", formatter_class=FMT,
+        description=fill("einc, an einsum compiler for PyTorch: dump generated kernels, explain plans, "
+                         "benchmark, manage the kernel cache."),
         epilog="run 'einc COMMAND --help' for a command's options and examples; set EINC_DEBUG=1 for "
                "tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"einc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_dump(sub)
+    _add_explain(sub)
+    _add_bench(sub)
+    _add_cache(sub)
+    return parser
 
+
+def _add_dump(sub) -> None:
     p = sub.add_parser("dump", help="print or write the plan and the Triton source of every kernel",
-                       description=_fill("Print (or write to -o DIR) the plan and the generated Triton module "
-                                         "of every step of an equation, or regenerate the golden kernels of a "
-                                         "whole suite."),
-                       epilog=_DUMP_EXAMPLES, formatter_class=_FMT)
+                       description=fill("Print (or write to -o DIR) the plan and the generated Triton module "
+                                        "of every step of an equation, or regenerate the golden kernels of a "
+                                        "whole suite."),
+                       epilog=DUMP_EXAMPLES, formatter_class=FMT)
     p.add_argument("equation", nargs="?", metavar="EQUATION", help="an einsum equation, e.g. 'ij,jk->ik'")
     p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", help="operand shapes, e.g. 8x64x32,8x32x16")
     p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
     p.add_argument("--suite", nargs="?", const="", default=None, metavar="PATH",
                    help="regenerate the golden kernels of a suite (default bench/suite.json, see bench --help)")
-    p.add_argument("-o", "--out", type=_folder_name, metavar="DIR",
+    p.add_argument("-o", "--out", type=folder_name, metavar="DIR",
                    help="write files to DIR (created if missing) instead of printing them")
     p.add_argument("--size", type=parse_size, action="append", metavar="NAME=N",
                    help="an axis size of a named equation, e.g. --size h=8 (repeat for more)")
     p.set_defaults(func=cmd_dump, parser=p)
 
+
+def _add_explain(sub) -> None:
     p = sub.add_parser("explain", help="the plan's cost table, against torch.einsum's default order",
-                       description=_fill("Print the plan einc runs (per step: kind, operands, contraction, "
-                                         "summed indices, flops, size, backend) and its cost against other "
-                                         "orders."),
-                       epilog=_EXPLAIN_EXAMPLES, formatter_class=_FMT)
+                       description=fill("Print the plan einc runs (per step: kind, operands, contraction, "
+                                        "summed indices, flops, size, backend) and its cost against other "
+                                        "orders."),
+                       epilog=EXPLAIN_EXAMPLES, formatter_class=FMT)
     p.add_argument("equation", metavar="EQUATION")
     p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", required=True,
                    help="operand shapes, e.g. 64x8,8x64,64x8")
@@ -571,25 +381,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an axis size of a named equation, e.g. --size h=8 (repeat for more)")
     p.set_defaults(func=cmd_explain, parser=p)
 
+
+def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="time a workload suite against torch.einsum and opt_einsum",
-                       description=_fill("Time the workloads of a suite with torch.einsum, opt_einsum.contract "
-                                         "and einc.einsum on the same operands; write Markdown, CSV and a PNG "
-                                         "chart."),
-                       epilog=_bench_examples(), formatter_class=_FMT)
+                       description=fill("Time the workloads of a suite with torch.einsum, opt_einsum.contract "
+                                        "and einc.einsum on the same operands; write Markdown, CSV and a PNG "
+                                        "chart."),
+                       epilog=bench_examples(), formatter_class=FMT)
     p.add_argument("--suite", metavar="PATH", help="the suite file (default: bench/suite.json, see below)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu: the suite's cpu variants (float32); cuda: its gpu variants (default cpu)")
     p.add_argument("--filter", default="", metavar="TEXT", help="only workloads whose id or category contains TEXT")
-    p.add_argument("--out", type=_folder_name, metavar="DIR",
+    p.add_argument("--out", type=folder_name, metavar="DIR",
                    help="output folder, created if missing (default: results/ beside the suite file)")
     p.add_argument("--quick", action="store_true", help="7 rounds and 1 s per workload (a smoke test)")
-    p.add_argument("--rounds", type=_positive_int, metavar="N",
+    p.add_argument("--rounds", type=positive_int, metavar="N",
                    help="rounds per workload, at least 1 (default 31; --quick 7)")
-    p.add_argument("--budget", type=_positive_float, metavar="S",
+    p.add_argument("--budget", type=positive_float, metavar="S",
                    help="seconds per workload, more than 0 (default 4; --quick 1)")
-    p.add_argument("--threads", type=_positive_int, metavar="N",
+    p.add_argument("--threads", type=positive_int, metavar="N",
                    help="torch.set_num_threads(N), at least 1 (default: torch's, or 1 on a busy machine, see below)")
-    p.add_argument("--wait", type=_non_negative_float, metavar="S",
+    p.add_argument("--wait", type=non_negative_float, metavar="S",
                    help="on a busy machine, seconds to wait for it to quieten; 0: do not wait (default 60)")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--dispatch", action="store_true",
@@ -604,13 +416,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "inductor, minutes)")
     p.set_defaults(func=cmd_bench, parser=p)
 
+
+def _add_cache(sub) -> None:
     p = sub.add_parser("cache", help="the kernel cache folder: path, list, clear",
-                       description=_fill("Show, list or clear the folder where einc writes generated kernel "
-                                         "modules."),
-                       epilog=_CACHE_EXAMPLES, formatter_class=_FMT)
+                       description=fill("Show, list or clear the folder where einc writes generated kernel "
+                                        "modules."),
+                       epilog=CACHE_EXAMPLES, formatter_class=FMT)
     p.add_argument("action", choices=("path", "list", "clear"))
     p.set_defaults(func=cmd_cache, parser=p)
-    return parser
 
 
 # ----------------------------------------------------------------------- main

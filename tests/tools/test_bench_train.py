@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import einc
-from einc.tools.benchmark import runner
+from einc.tools.benchmark import runner, train
 from einc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def stand_in(tmp_path, monkeypatch):
     def fake_compile(model, method):
         setup.compiled.append(method)
         return doubled_gradient(model) if method == "einc" and setup.wrong else model
-    monkeypatch.setattr(runner, "_compile", fake_compile)
+    monkeypatch.setattr(train, "_compile", fake_compile)
     return setup
 
 
@@ -186,13 +186,13 @@ def test_an_unchanged_graph_compiled_from_inductors_cache_is_noted(stand_in, tmp
     suite, out = stand_in.suite, tmp_path / "out"
     monkeypatch.setattr(einc.dynamo, "last_report", einc.dynamo.Report())     # nothing rewritten
     hits = iter(range(100))
-    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: next(hits))          # a hit on every compile
+    monkeypatch.setattr(train, "_fx_cache_hits", lambda: next(hits))          # a hit on every compile
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
                  "--filter", "lin"]) == 0
     (row,) = rows_of(out / "models_train_quick_lin.csv")
     assert row["einc_rewrites"] == "0 einsum(s) from 0 contraction(s), 0 left to inductor " \
                                    "(inductor's own graph: FX-graph cache hit)"
-    monkeypatch.setattr(runner, "_fx_cache_hits", lambda: 0)                   # no hit: no note
+    monkeypatch.setattr(train, "_fx_cache_hits", lambda: 0)                   # no hit: no note
     assert main(["bench", "--suite", str(suite), "--out", str(out), "--train", "--no-chart", *TINY,
                  "--filter", "lin"]) == 0
     (row,) = rows_of(out / "models_train_quick_lin.csv")
@@ -212,17 +212,17 @@ def test_models_verdict_fails_only_beyond_the_noise(tmp_path):
         return {"name": name, "med": {"eager": 2e-3, "inductor": 1e-3, "einc": einc_t.median},
                 "timings": {"einc": einc_t, "inductor": inductor, "eager": inductor}, "rounds": 9, "first": {},
                 "status": {}, "rewrites": rewrites, "check": "ok"}
-    same = "0 einsum(s) from 0 contraction(s), 1 left to inductor" + runner.SAME_CODE_NOTE
+    same = "0 einsum(s) from 0 contraction(s), 1 left to inductor" + train.SAME_CODE_NOTE
     noisy = [0.97e-3, 0.98e-3, 0.99e-3, 1.01e-3, 1.02e-3, 1.03e-3, 1.04e-3, 1.05e-3, 1.06e-3]   # median 1.02
     slower = [1.1e-3, 1.12e-3, 1.15e-3, 1.18e-3, 1.2e-3, 1.21e-3, 1.22e-3, 1.25e-3, 1.3e-3]      # all above
     opts = runner.Options(rounds=9, budget=1.0, mode="train")
-    _, _, summary = runner.report_models_train([row("a", noisy, same), row("b", [0.9e-3] * 9, "1 einsum(s)")],
-                                               tmp_path, opts, report_module.Load(), quiet=True)
+    _, _, summary = train.report_models_train([row("a", noisy, same), row("b", [0.9e-3] * 9, "1 einsum(s)")],
+                                              tmp_path, opts, report_module.Load(), quiet=True)
     assert summary[1] == "- target einc/inductor ≤ 1.0 on every model: PASS (above 1.0 within the timing " \
                          "noise: a 1.020, interval from 0.980: the same compiled code as inductor's)"
-    _, _, summary = runner.report_models_train([row("a", noisy, "1 einsum(s) from 1 contraction(s)"),
-                                                row("c", slower, same)], tmp_path, opts, report_module.Load(),
-                                               quiet=True)
+    _, _, summary = train.report_models_train([row("a", noisy, "1 einsum(s) from 1 contraction(s)"),
+                                               row("c", slower, same)], tmp_path, opts, report_module.Load(),
+                                              quiet=True)
     assert summary[1] == "- target einc/inductor ≤ 1.0 on every model: **FAIL** (c (1.200) above or not " \
                          "correct) (above 1.0 within the timing noise: a 1.020, interval from 0.980)"
 
@@ -248,10 +248,10 @@ def test_like_for_like_verdict_fails_only_beyond_the_noise():
         return {"w": {"id": name}, "einc_check": check, "like": like}
     rows = [row("a", ("torch", 1.02, 0.97, 1.05)), row("b", (runner.CONTIGUOUS, 0.9, 0.85, 0.95)),
             row("c", ("torch", 0.8, 0.7, 0.9))]
-    line = runner.like_verdict(rows, 1.0)
+    line = train.like_verdict(rows, 1.0)
     assert line.endswith("PASS; above 1.0 but within the noise: a (1.020, interval 0.970-1.050)")
     assert "where torch returns a non-contiguous view: b 0.900)" in line
-    line = runner.like_verdict(rows + [row("d", ("torch", 1.1, 1.04, 1.2))], 1.0)
+    line = train.like_verdict(rows + [row("d", ("torch", 1.1, 1.04, 1.2))], 1.0)
     assert "**FAIL**; above: d (1.100, interval 1.040-1.200)" in line
 
 

@@ -30,7 +30,7 @@ import torch
 from ...planner.strides import by_stride, contiguous
 from ...errors import DtypeError
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
-from ...planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
+from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from . import ttgt
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from .chunked import plan_chunks, plan_sum_chunks

@@ -34,7 +34,7 @@ is copied into its matrices' transposes instead, which BLAS reads as they are
 (``flip``).  Broadcasting an operand over a batch index that merges with its own
 batch indices copies it expanded: that is allowed only where the expanded copy has at
 most half the elements of the larger operand, of at least ``worth_sparing`` elements,
-which :func:`einc.slicing.step_copies` counts.  Where a gradient will be taken, a
+which :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
 and may name another layout for that case.
 """

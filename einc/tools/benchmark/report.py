@@ -125,3 +125,8 @@ def write(out_dir, stem: str, md_lines: list[str], csv_columns: list[str], csv_r
     if not quiet:
         print(f"\nwrote {out / (stem + '.md')} and {out / (stem + '.csv')}")
     return out / f"{stem}.md", out / f"{stem}.csv"
+
+
+def cell(text: str) -> str:
+    """Text made safe for one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")

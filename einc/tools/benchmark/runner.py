@@ -12,8 +12,8 @@ method's timed call is ``out = method(eq, *ops); torch.autograd.grad(out, float_
 (forward and backward, a fixed random upstream gradient ``g``), and einc's output and
 gradients are checked against torch.einsum's (:data:`TRAIN`).  It writes
 ``suite_<device>_train.md``/``.csv``/``.png`` beside the forward files, and
-(:func:`bench_models_train`) ``models_train.md``/``.csv``: forward + backward of the
-models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend="einc")``.
+(:mod:`einc.tools.benchmark.train`) ``models_train.md``/``.csv``: forward + backward of
+the models of ``bench/models.py`` under eager, inductor and ``torch.compile(backend="einc")``.
 """
 
 from __future__ import annotations
@@ -23,77 +23,23 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Callable
 
-import opt_einsum
 import torch
-
-import einc
 
 from ...errors import ArgumentError
 from ...runtime.reference import torch_einsum
 from . import report
+from .calls import (CONTIGUOUS, FORWARD, METHODS, MODES, RTOL, TOLERANCES, TRAIN, Mode,  # noqa: F401 -- re-exported
+                    Options, check, check_train, differentiable, forward_call, methods, train_prepare, train_step,
+                    upstream)
 from .load import Load, fits, measure, other_cores, settle
 from .load import _cpu_sample as cpu_sample
+from .report import cell
 from .progress import Progress
 from .suite import variant_name
 from .timing import interleaved, ratio_interval
-
-METHODS = ("torch", "opt_einsum", "einc")
-RTOL = 1e-3
-# (rtol, atol as a fraction of max|ref|) for the comparison with torch.einsum's result
-TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2), "float32": (RTOL, 1e-4),
-              "complex64": (RTOL, 1e-4), "float64": (1e-7, 1e-9), "complex128": (1e-7, 1e-9)}
-
-
-@dataclass
-class Options:
-    """What to run and how long: ``rounds`` per workload within ``budget`` seconds (at
-    least ``min_rounds``); ``mode`` is ``"forward"`` or ``"train"`` (a key of :data:`MODES`)."""
-
-    device: str = "cpu"
-    rounds: int = 31
-    budget: float = 4.0
-    min_rounds: int = 5
-    mode: str = "forward"
-    tag: str = ""              # ends the file stems of a partial run (--quick, --filter): see run_tag
-    wait: float = 60.0         # seconds to wait for an idle machine (before the run and before a re-time)
-    guard: bool = True         # re-time, then flag, a workload timed while other processes kept cores busy
-
-
-def forward_call(fn, eq: str, ops, **kwargs):
-    """The forward suite's timed call: ``fn(eq, *ops, **kwargs)``."""
-    return partial(fn, eq, *ops, **kwargs)
-
-
-def methods(eq: str, ops, call=forward_call) -> dict:
-    """The three callables compared, each bound to the same operands by ``call(fn, eq,
-    ops, **kwargs)`` (:func:`forward_call`, or a training step from :func:`train_prepare`);
-    and, where torch.einsum's result is not contiguous, :data:`CONTIGUOUS`: torch.einsum
-    followed by the ``.contiguous()`` copy that einc's result includes."""
-    fns = {"torch": call(torch_einsum, eq, ops),
-           "opt_einsum": call(opt_einsum.contract, eq, ops, backend="torch"),
-           "einc": call(einc.einsum, eq, ops)}
-    try:
-        with torch.no_grad():
-            if not torch_einsum(eq, *ops).is_contiguous():
-                fns[CONTIGUOUS] = call(_contiguous_einsum, eq, ops)
-    except Exception:               # noqa: BLE001 -- torch.einsum's own call reports it (bench_workload)
-        pass
-    return fns
-
-
-# torch.einsum may return a permuted or strided view (``ii->i``: the diagonal of its
-# operand); einc always returns a fresh contiguous tensor, which costs a copy there.  The
-# like-for-like baseline of such a workload is torch.einsum plus that copy.
-CONTIGUOUS = "torch_contiguous"
-
-
-def _contiguous_einsum(eq, *ops):
-    return torch_einsum(eq, *ops).contiguous()
+from .train import bench_models_train, report_models_train, train_models, train_verdicts
 
 
 def operands(w: dict, device: str = "cpu", variant: str | None = None, seed: int = 0) -> list[torch.Tensor]:
@@ -126,105 +72,6 @@ def in_range(equation: str, ops) -> list[torch.Tensor]:
     if peak > 0 and math.isfinite(peak):
         ops = [o * peak ** (-1.0 / len(ops)) for o in ops]
     return ops
-
-
-def check(out, ref) -> str:
-    """'ok' or a description of how ``out`` differs from the torch.einsum result ``ref``.
-
-    allclose with the dtype's rtol (1e-3 for float32) and atol scaled to the output's
-    magnitude (1e-4 * max|ref| for float32).
-    """
-    if out.shape != ref.shape or out.dtype != ref.dtype:
-        return f"MISMATCH shape/dtype {tuple(out.shape)}/{out.dtype} vs {tuple(ref.shape)}/{ref.dtype}"
-    rtol, atol = TOLERANCES.get(str(ref.dtype).replace("torch.", ""), (RTOL, 1e-4))
-    scale = ref.abs().max().item() if ref.numel() else 0.0
-    if torch.allclose(out, ref, rtol=rtol, atol=atol * scale + 1e-30, equal_nan=True):
-        return "ok"
-    return f"MISMATCH max abs diff {(out - ref).abs().max().item():.3g} (max abs ref {scale:.3g})"
-
-
-def differentiable(t: torch.Tensor) -> bool:
-    """Whether autograd can take a gradient with respect to ``t`` (floating or complex)."""
-    return t.is_floating_point() or t.is_complex()
-
-
-def train_step(fn, eq: str, ops, wrt, g, **kwargs):
-    """One training step of ``fn``: ``out = fn(eq, *ops); torch.autograd.grad(out, wrt, g)``;
-    returns ``(out, grads)`` (no ``.grad`` is accumulated)."""
-    grad = torch.autograd.grad
-
-    def step():
-        out = fn(eq, *ops, **kwargs)
-        return out, grad(out, wrt, g)
-    return step
-
-
-def upstream(out: torch.Tensor) -> torch.Tensor:
-    """The fixed random upstream gradient for an output like ``out``: ``randn``, seed 1."""
-    gen = torch.Generator(device=out.device).manual_seed(1)
-    return torch.randn(out.shape, dtype=out.dtype, device=out.device, generator=gen)
-
-
-def train_prepare(eq: str, ops):
-    """Training mode's set-up: the floating and complex operands require grad (in place),
-    ``g`` is :func:`upstream` of torch.einsum's output; returns the call for :func:`methods`."""
-    wrt = [o.requires_grad_(True) for o in ops if differentiable(o)]
-    if not wrt:
-        raise ValueError("no floating-point operand to differentiate")
-    with torch.no_grad():
-        g = upstream(torch_einsum(eq, *ops))
-    return lambda fn, eq, ops, **kwargs: train_step(fn, eq, ops, wrt, g, **kwargs)
-
-
-def check_train(result, ref) -> str:
-    """:func:`check` of the output and then of each operand's gradient of a :func:`train_step`
-    result against torch.einsum's; 'ok' or the first difference."""
-    (out, grads), (ref_out, ref_grads) = result, ref
-    s = check(out, ref_out)
-    if s != "ok":
-        return s.replace("MISMATCH", "MISMATCH in the output:", 1)
-    for k, (a, b) in enumerate(zip(grads, ref_grads)):
-        if a is None or b is None:
-            if a is not b:
-                return f"MISMATCH gradient of operand {k}: {'None' if a is None else 'a tensor'} vs " \
-                       f"{'None' if b is None else 'a tensor'}"
-            continue
-        s = check(a, b)
-        if s != "ok":
-            return s.replace("MISMATCH", f"MISMATCH gradient of operand {k}:", 1)
-    return "ok"
-
-
-@dataclass(frozen=True)
-class Mode:
-    """What the runner times: ``prepare(eq, ops)`` returns the ``call`` that binds each
-    method to the operands (see :func:`methods`); ``compare(result, torch_result)`` says
-    'ok' or how einc's (or opt_einsum's) result differs; ``suffix`` ends the file stem."""
-
-    name: str
-    prepare: Callable
-    compare: Callable
-    suffix: str
-    title: str
-    timed: str                 # what one timed call does, for the report's header
-
-
-FORWARD = Mode("forward", lambda eq, ops: forward_call, check, "", "einc suite benchmark",
-               "one call `method(eq, *ops)`")
-TRAIN = Mode("train", train_prepare, check_train, "_train", "einc training benchmark (forward + backward)",
-             "one call `out = method(eq, *ops); torch.autograd.grad(out, float_ops, g)` (forward and "
-             "backward; every floating/complex operand requires grad; `g` a fixed randn of the output's "
-             "shape, seed 1; no .grad accumulated); check: einc's output and every gradient against "
-             "torch.einsum's")
-MODES = {m.name: m for m in (FORWARD, TRAIN)}
-
-# Targets of the training benchmark (issue 13), judged in the training report.
-TRAIN_TARGET_MAX = 1.0         # einc/torch on every workload
-TRAIN_TARGET_GEOMEAN = 0.7     # geomean einc/torch
-MODELS_TARGET_MAX = 1.0        # einc backend / inductor on every model
-# A model the backend left to inductor unchanged, compiled from inductor's FX-graph
-# cache (its rewrites cell ends with this note), runs inductor's code in both columns.
-SAME_CODE_NOTE = " (inductor's own graph: FX-graph cache hit)"
 
 
 def _sync(device: str):
@@ -289,11 +136,6 @@ def like_for_like(timings: dict):
 
 def short(eq: str, n: int = 48) -> str:
     return eq if len(eq) <= n else eq[: n - 1] + "…"
-
-
-def cell(text: str) -> str:
-    """Text made safe for one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def run(workloads: list[dict], opts: Options, progress: Progress | None = None,
@@ -364,40 +206,7 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     cols = ["id", "category", "equation", "torch µs", "opt_einsum µs", "einc µs", "einc/torch",
             "einc/opt_einsum", "einc/(torch + .contiguous())"] + \
         (["einc TFLOP/s", "einc % roofline"] if gpu else []) + ["grad check" if train else "check"]
-    table, data = [], []
-    for r in rows:
-        w, m, v = r["w"], r["med"], r["variant"]
-        et, eo = report.ratio(m["einc"], m["torch"]), report.ratio(m["einc"], m["opt_einsum"])
-        r["et"], r["eo"] = et, eo
-        contiguous = r["timings"].get(CONTIGUOUS)
-        ec = report.ratio(m["einc"], contiguous and contiguous.median)
-        like = r.get("like")
-        r["rates"] = {k: _rate(v.get("flops"), m[k]) for k in METHODS}
-        r["roof"] = roofline.bound(v) if roofline else None
-        chk = "ok" if r["einc_check"] == "ok" else f"**{cell(r['einc_check'])}**"
-        if r["oe_check"] != "ok":
-            chk += f" (opt_einsum: {cell(r['oe_check'])})"
-        if r.get("noisy"):
-            chk += f" **(timed while other processes kept {r['other_cores']:.1f} cores busy: left out)**"
-        extra = []
-        if gpu:
-            rate, roof = r["rates"]["einc"], r["roof"]
-            extra = ["—" if rate is None else f"{rate / 1e12:.3g}",
-                     "—" if rate is None or not roof else f"{100 * rate / roof:.0f}"]
-        table.append([w["id"], w["category"], f"`{short(w['equation'])}`", *map(report.us, m.values()),
-                      report.fmt_ratio(et), report.fmt_ratio(eo), report.fmt_ratio(ec), *extra, chk])
-        data.append([w["id"], w["category"], w["equation"], v["dtype"],
-                     *[None if x is None else round(x * 1e6, 3) for x in m.values()],
-                     None if et is None else round(et, 4), None if eo is None else round(eo, 4),
-                     r["einc_check"], r["rounds"], *[r["timings"][k].calls if k in r["timings"] else None
-                                                     for k in METHODS],
-                     None if "einc" not in r["first"] else round(r["first"]["einc"] * 1e6, 1),
-                     v.get("flops"), v.get("min_bytes"),
-                     *[None if r["rates"][k] is None else round(r["rates"][k] / 1e9, 3) for k in METHODS],
-                     None if r["roof"] is None else round(r["roof"] / 1e9, 3),
-                     _cores(r.get("other_cores")), "yes" if r.get("noisy") else "",
-                     None if contiguous is None else round(contiguous.median * 1e6, 3),
-                     *([None] * 3 if like is None else [round(x, 4) for x in like[1:]])])
+    table, data = _suite_rows(rows, gpu, roofline)
     ok = [r for r in rows if r["einc_check"] == "ok" and r["et"] is not None and not r.get("noisy")]
     gt, go = report.geomean(r["et"] for r in ok), report.geomean(r["eo"] for r in ok)
     worst = max(ok, key=lambda r: r["et"], default=None)
@@ -443,59 +252,49 @@ def report_suite(rows: list[dict], out_dir, opts: Options, load, roofline=None, 
     return md_path, csv_path, summary
 
 
+def _suite_rows(rows: list[dict], gpu: bool, roofline) -> tuple[list, list]:
+    """The report's table rows and CSV rows, one per workload; sets each row's ratios
+    (``et``, ``eo``), ``rates`` and ``roof``, which the summary reads."""
+    table, data = [], []
+    for r in rows:
+        w, m, v = r["w"], r["med"], r["variant"]
+        et, eo = report.ratio(m["einc"], m["torch"]), report.ratio(m["einc"], m["opt_einsum"])
+        r["et"], r["eo"] = et, eo
+        contiguous = r["timings"].get(CONTIGUOUS)
+        ec = report.ratio(m["einc"], contiguous and contiguous.median)
+        like = r.get("like")
+        r["rates"] = {k: _rate(v.get("flops"), m[k]) for k in METHODS}
+        r["roof"] = roofline.bound(v) if roofline else None
+        chk = "ok" if r["einc_check"] == "ok" else f"**{cell(r['einc_check'])}**"
+        if r["oe_check"] != "ok":
+            chk += f" (opt_einsum: {cell(r['oe_check'])})"
+        if r.get("noisy"):
+            chk += f" **(timed while other processes kept {r['other_cores']:.1f} cores busy: left out)**"
+        extra = []
+        if gpu:
+            rate, roof = r["rates"]["einc"], r["roof"]
+            extra = ["—" if rate is None else f"{rate / 1e12:.3g}",
+                     "—" if rate is None or not roof else f"{100 * rate / roof:.0f}"]
+        table.append([w["id"], w["category"], f"`{short(w['equation'])}`", *map(report.us, m.values()),
+                      report.fmt_ratio(et), report.fmt_ratio(eo), report.fmt_ratio(ec), *extra, chk])
+        data.append([w["id"], w["category"], w["equation"], v["dtype"],
+                     *[None if x is None else round(x * 1e6, 3) for x in m.values()],
+                     None if et is None else round(et, 4), None if eo is None else round(eo, 4),
+                     r["einc_check"], r["rounds"], *[r["timings"][k].calls if k in r["timings"] else None
+                                                     for k in METHODS],
+                     None if "einc" not in r["first"] else round(r["first"]["einc"] * 1e6, 1),
+                     v.get("flops"), v.get("min_bytes"),
+                     *[None if r["rates"][k] is None else round(r["rates"][k] / 1e9, 3) for k in METHODS],
+                     None if r["roof"] is None else round(r["roof"] / 1e9, 3),
+                     _cores(r.get("other_cores")), "yes" if r.get("noisy") else "",
+                     None if contiguous is None else round(contiguous.median * 1e6, 3),
+                     *([None] * 3 if like is None else [round(x, 4) for x in like[1:]])])
+    return table, data
+
+
 def _cores(x):
     """Cores kept busy by other processes, for the CSV ('' where unknown)."""
     return "" if x is None or x != x else round(x, 2)
-
-
-def verdict(passed: bool) -> str:
-    return "PASS" if passed else "**FAIL**"
-
-
-def _fine(r) -> str:
-    """A ratio judged against a target, to 3 decimals (1.004 is above 1.0; "1.00" would not say so)."""
-    return "—" if r is None else f"{r:.3f}"
-
-
-def train_verdicts(rows: list[dict], geomean_et) -> list[str]:
-    """The training targets' verdict lines: einc/torch ≤ 1.0 on every workload (a wrong or
-    failed einc fails it), as measured and like for like (:func:`like_verdict`); geomean ≤ 0.7."""
-    over = [f"{r['w']['id']} ({_fine(r['et'])})" for r in rows
-            if r["einc_check"] != "ok" or r["et"] is None or r["et"] > TRAIN_TARGET_MAX]
-    return [f"- target einc/torch ≤ {TRAIN_TARGET_MAX:.1f} on every workload, ratio of the medians as measured: "
-            f"{verdict(not over)}"
-            + (f" ({len(over)} of {len(rows)} above or not correct: {', '.join(over)})" if over else ""),
-            like_verdict(rows, TRAIN_TARGET_MAX),
-            f"- target geomean einc/torch ≤ {TRAIN_TARGET_GEOMEAN:.1f}: "
-            f"{verdict(geomean_et is not None and geomean_et <= TRAIN_TARGET_GEOMEAN)} "
-            f"({report.fmt_ratio(geomean_et)})"]
-
-
-def like_verdict(rows: list[dict], target: float) -> str:
-    """The same target like for like and beyond timing noise: einc against torch.einsum
-    plus the ``.contiguous()`` copy where torch's result is a non-contiguous view (einc's
-    never is), and a workload fails only where the 95 % interval of the paired per-round
-    ratio lies wholly above ``target`` (or einc is wrong); each exception is named."""
-    fail, within, copied = [], [], []
-    for r in rows:
-        like = r.get("like")
-        if r["einc_check"] != "ok" or like is None:
-            fail.append(f"{r['w']['id']} (not timed or not correct)")
-            continue
-        base, med, lo, hi = like
-        if base == CONTIGUOUS:
-            copied.append(f"{r['w']['id']} {med:.3f}")
-        text = f"{r['w']['id']} ({med:.3f}, interval {lo:.3f}-{hi:.3f})"
-        if lo > target:
-            fail.append(text)
-        elif med > target:
-            within.append(text)
-    return (f"- target einc/torch ≤ {target:.1f} on every workload, like for like (against torch.einsum + "
-            f".contiguous() where torch returns a non-contiguous view: {', '.join(copied) or 'none'}) and beyond "
-            f"timing noise (a workload fails where the 95 % interval of its per-round ratio lies above "
-            f"{target:.1f}): {verdict(not fail)}"
-            + (f"; above: {', '.join(fail)}" if fail else "")
-            + (f"; above {target:.1f} but within the noise: {', '.join(within)}" if within else ""))
 
 
 def _by_category(rows: list[dict]) -> list[list[str]]:
@@ -535,7 +334,8 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
 
     ``train``: time forward + backward (:data:`TRAIN`) and write ``suite_<device>_train.*``;
     then, unless ``models`` is false, also the models of ``bench/models.py`` (beside the
-    suite file) whose name contains ``text`` (:func:`bench_models_train`).  In training
+    suite file) whose name contains ``text``
+    (:func:`~einc.tools.benchmark.train.bench_models_train`).  In training
     mode ``text`` may match models only.
 
     A partial run (``quick``, or a ``text`` filter) writes under other names
@@ -605,177 +405,3 @@ def bench_suite(suite_path, *, device: str = "cpu", text: str = "", out=None, ro
         report_models_train(mrows, out, mopts, load)
         status = max(status, 1 if any(r["check"] != "ok" for r in mrows) else 0)
     return status
-
-
-# ------------------------------------------------------------------ models, training
-
-MODEL_METHODS = ("eager", "inductor", "einc")
-
-
-def train_models(suite_path, text: str = "", device: str = "cpu") -> dict:
-    """``{name: (module, inputs)}`` from ``models()`` of ``bench/models.py`` beside the
-    suite file, the names containing ``text``; ``{}`` (with a note on stderr) where there
-    is no such file, it has no ``models()``, or ``device`` is not the CPU (the models are
-    CPU models).  The file is imported, not edited: its builders are the one definition."""
-    import importlib.util
-
-    path = Path(os.path.abspath(suite_path)).parent / "models.py"     # beside the link, not its target
-    if not path.is_file():
-        print(f"einc bench --train: no {path}, so no models' training table", file=sys.stderr)
-        return {}
-    if device != "cpu":
-        print("einc bench --train: the models' training table is CPU-only; skipped", file=sys.stderr)
-        return {}
-    # run bench/models.py as `bench.models`, with its repository on sys.path
-    root = str(path.parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    mod = sys.modules.get("bench.models")
-    if mod is None or Path(getattr(mod, "__file__", "")).resolve() != path:
-        spec = importlib.util.spec_from_file_location("bench.models", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    build = getattr(mod, "models", None)
-    if not callable(build):
-        print(f"einc bench --train: {path} has no models() builder; no models' training table", file=sys.stderr)
-        return {}
-    return {name: mi for name, mi in build().items() if text in name}
-
-
-def _compile(model, method: str):
-    if method == "eager":
-        return model
-    if method == "inductor":
-        return torch.compile(model)
-    return torch.compile(model, backend="einc")
-
-
-def _model_step(f, inputs, params, g):
-    def step():
-        out = f(*inputs)
-        return out, torch.autograd.grad(out, params, g)
-    return step
-
-
-def _fx_cache_hits() -> int:
-    """Inductor's FX-graph cache hits so far in this process."""
-    from torch._dynamo.utils import counters
-    return counters["inductor"]["fxgraph_cache_hit"]
-
-
-def bench_model_train(name: str, model, inputs, opts: Options) -> dict:
-    """One model's training row: forward + backward (``torch.autograd.grad`` with respect to
-    its parameters, upstream gradient :func:`upstream`) under :data:`MODEL_METHODS`; the first
-    (compiling) call is untimed and its output and gradients are checked against eager's;
-    then the methods are timed interleaved."""
-    import torch._dynamo
-
-    import einc.dynamo
-
-    torch._dynamo.reset()
-    params = [p for p in model.parameters() if p.requires_grad]
-    row = {"name": name, "med": dict.fromkeys(MODEL_METHODS), "timings": {}, "rounds": 0, "first": {},
-           "status": {}, "rewrites": "", "check": "ok"}
-    with torch.no_grad():
-        g = upstream(model(*inputs))
-    fns, results = {}, {}
-    for method in MODEL_METHODS:
-        hits = _fx_cache_hits()
-        t0 = time.perf_counter()
-        try:
-            fns[method] = _model_step(_compile(model, method), inputs, params, g)
-            results[method] = fns[method]()
-        except Exception as e:                      # noqa: BLE001 -- report, don't abort the table
-            row["status"][method] = f"ERROR {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            fns.pop(method, None)
-        row["first"][method] = time.perf_counter() - t0
-        if method == "einc" and method in results:
-            r = einc.dynamo.last_report
-            row["rewrites"] = f"{len(r)} einsum(s) from {len(r) + r.fused} contraction(s)" + (
-                f", {r.kept} left to inductor" if isinstance(getattr(r, "kept", None), int) else "")
-            if not len(r) and _fx_cache_hits() > hits:
-                # the graphs inductor got are the ones it compiled for the inductor column
-                row["rewrites"] += SAME_CODE_NOTE
-    ref = results.get("eager")
-    for method in MODEL_METHODS[1:]:
-        if method in results:
-            row["status"][method] = check_train(results[method], ref) if ref is not None else "unchecked"
-    bad = {k: s for k, s in row["status"].items() if s != "ok"}
-    for k, s in bad.items():
-        print(f"!!! model {name}: {k}: {s}", file=sys.stderr)
-    row["check"] = "ok" if not bad else "; ".join(f"{k}: {s}" for k, s in bad.items())
-    del results, ref
-    timed = {k: f for k, f in fns.items() if not row["status"].get(k, "ok").startswith("ERROR")}
-    if timed:
-        row["timings"], row["rounds"] = interleaved(timed, opts.rounds, opts.budget, opts.min_rounds)
-        row["med"] = {k: (row["timings"][k].median if k in row["timings"] else None) for k in MODEL_METHODS}
-    return row
-
-
-def bench_models_train(model_set: dict, opts: Options) -> list[dict]:
-    """:func:`bench_model_train` for each of ``{name: (module, inputs)}``, in order."""
-    progress, rows = Progress(len(model_set)), []
-    for name, (model, inputs) in model_set.items():
-        progress.start(f"model {name}")
-        rows.append(bench_model_train(name, model, inputs, opts))
-        progress.advance()
-    progress.close()
-    return rows
-
-
-def report_models_train(rows: list[dict], out_dir, opts: Options, load, quiet=False):
-    """Write OUT/models_train.md and .csv; returns (md path, csv path, summary lines)."""
-    table, data = [], []
-    for r in rows:
-        m = r["med"]
-        ei, ee = report.ratio(m["einc"], m["inductor"]), report.ratio(m["einc"], m["eager"])
-        r["ei"] = ei
-        chk = "ok" if r["check"] == "ok" else f"**{cell(r['check'])}**"
-        first = r["first"]
-        table.append([r["name"], *[report.us(m[k]) for k in MODEL_METHODS], report.fmt_ratio(ei),
-                      report.fmt_ratio(ee), f"{first.get('inductor', 0):.1f} / {first.get('einc', 0):.1f}",
-                      r["rewrites"], chk])
-        data.append([r["name"], *[None if m[k] is None else round(m[k] * 1e6, 3) for k in MODEL_METHODS],
-                     None if ei is None else round(ei, 4), None if ee is None else round(ee, 4),
-                     *[None if k not in first else round(first[k], 3) for k in MODEL_METHODS], r["rewrites"],
-                     r["check"], r["rounds"],
-                     *[r["timings"][k].calls if k in r["timings"] else None for k in MODEL_METHODS]])
-    # A model fails where einc's result is wrong, or where the 95 % interval of the paired
-    # per-round ratio einc/inductor lies wholly above the target (as the suite's like-for-like
-    # verdict); a ratio above it within the noise is named, with a note where the backend
-    # rewrote nothing and its compile was inductor's own (an FX-graph cache hit): both
-    # columns then run the same compiled code.
-    over, within = [], []
-    for r in rows:
-        t = r["timings"]
-        lo = ratio_interval(t["einc"], t["inductor"])[1] if "einc" in t and "inductor" in t else r["ei"]
-        if r["check"] != "ok" or r["ei"] is None or lo > MODELS_TARGET_MAX:
-            over.append(f"{r['name']} ({_fine(r['ei'])})")
-        elif r["ei"] > MODELS_TARGET_MAX:
-            within.append(f"{r['name']} {_fine(r['ei'])}, interval from {lo:.3f}"
-                          + (": the same compiled code as inductor's" if r["rewrites"].endswith(SAME_CODE_NOTE)
-                             else ""))
-    summary = [f"- models: {len(rows)}; geomean einc/inductor: "
-               f"{report.fmt_ratio(report.geomean(r['ei'] for r in rows if r['check'] == 'ok'))}",
-               f"- target einc/inductor ≤ {MODELS_TARGET_MAX:.1f} on every model: {verdict(not over)}"
-               + (f" ({', '.join(over)} above or not correct)" if over else "")
-               + (f" (above {MODELS_TARGET_MAX:.1f} within the timing noise: {'; '.join(within)})" if within else "")]
-    md = report.header("einc training benchmark: models (forward + backward)", "float32", load, [
-        "timed: one training step `out = f(*inputs); torch.autograd.grad(out, parameters, g)` (`g` a fixed "
-        "randn of the output's shape, seed 1; no .grad accumulated); eager = the module as written; "
-        "inductor = torch.compile(model); einc = torch.compile(model, backend=\"einc\") (einc's FX pass, "
-        "then inductor, which also compiles the backward)",
-        f"timing: median over up to {opts.rounds} rounds (budget {opts.budget:g} s/model, min "
-        f"{opts.min_rounds} rounds) of per-call time, batches ≥ 2 ms, methods interleaved in shuffled order; "
-        "the first (compiling) call is untimed and checked: output and parameter gradients against eager's "
-        "(float32 tolerances of the suite)",
-        "compile s: the first call (dynamo + backend, forward and backward), inductor / einc",
-        "models: `models()` of bench/models.py (imported, unchanged)"], device=opts.device)
-    md += report.markdown_table(["model", *[f"{k} µs" for k in MODEL_METHODS], "einc/inductor", "einc/eager",
-                                 "compile s", "einc rewrites", "grad check"], table)
-    md += ["", "## Summary", ""] + summary
-    cols = ["model", *[f"{k}_us" for k in MODEL_METHODS], "einc_over_inductor", "einc_over_eager",
-            *[f"{k}_first_call_s" for k in MODEL_METHODS], "einc_rewrites", "grad_check", "rounds",
-            *[f"{k}_calls_per_batch" for k in MODEL_METHODS]]
-    md_path, csv_path = report.write(out_dir, f"models_train{opts.tag}", md, cols, data, quiet=quiet)
-    return md_path, csv_path, summary
