@@ -31,11 +31,10 @@ if __package__ in (None, ""):
 import torch
 
 import einc
+from bench.pairwise import cpu_setup
+from einc.runtime.torch_executor import chunked
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
-from einc.runtime.torch_executor import chunked
-
-from bench.pairwise import cpu_setup
 
 DEFAULT = r"^pw_ccsdt_|^batched_frobenius$"
 

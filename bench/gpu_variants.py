@@ -123,9 +123,9 @@ def main(argv=None) -> int:
     import torch
 
     import einc
+    from einc.runtime import triton_executor
     from einc.tools.benchmark.runner import operands
     from einc.tools.benchmark.suite import find_suite, load
-    from einc.runtime import triton_executor
 
     if args.device == "cuda":
         from triton.testing import do_bench

@@ -36,13 +36,13 @@ if __package__ in (None, ""):
 import torch
 
 import einc
-from einc.tools.benchmark.runner import operands
-from einc.tools.benchmark.suite import find_suite, load
-from einc.tools.benchmark.timing import interleaved, ratio_interval
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine
 from einc.runtime.torch_executor import ttgt
+from einc.tools.benchmark.runner import operands
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 
 _ORACLE_MOST = 512 << 20     # bytes of a float64 result checked against torch.einsum
 

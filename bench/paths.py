@@ -155,6 +155,7 @@ def end_to_end(eq, shapes, fresh_cache):
     import cotengra as ctg
     import opt_einsum
     import torch
+
     import einc
     gen = torch.Generator().manual_seed(0)
     # entries near 1, each summed bond of size d weighed 1/sqrt(d) on both sides: results near 1

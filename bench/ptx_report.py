@@ -33,7 +33,6 @@ import argparse
 import collections
 import json
 import linecache
-import math
 import os
 import re
 import subprocess
@@ -42,7 +41,6 @@ import tempfile
 import time
 import types
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,8 +79,8 @@ def launches(equation, shapes, dtype):
     kernels run, launched on meta tensors as on an H100."""
     import torch
 
-    from einc.planner.equation import parse
     from einc.codegen.lower import lower_program
+    from einc.planner.equation import parse
     from einc.planner.fuse import fuse_plan
     from einc.planner.graph import build
     from einc.planner.plan import build_plan
@@ -407,8 +405,8 @@ def main(argv=None) -> int:
         return 0
     _compiler_environment()
 
-    from einc.tools.benchmark.suite import find_suite, load
     from einc.codegen.ir import KERNEL_DTYPES
+    from einc.tools.benchmark.suite import find_suite, load
 
     suite = load(find_suite(args.suite))
     workloads = [w for w in suite["workloads"] if (not args.filter or any(t in w["id"] for t in args.filter))

@@ -19,9 +19,20 @@ if __package__ in (None, ""):                      # run as a script: make `benc
 
 import torch  # noqa: E402
 
-from einc.tools.benchmark.runner import (METHODS, RTOL, Options, bench_suite, bench_workload, cell, check,  # noqa: E402
-                                   methods, operands, report_suite, short)
 from einc.errors import EincError  # noqa: E402
+from einc.tools.benchmark.runner import (  # noqa: E402
+    METHODS,
+    RTOL,
+    Options,
+    bench_suite,
+    bench_workload,
+    cell,
+    check,
+    methods,
+    operands,
+    report_suite,
+    short,
+)
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "suite.json"

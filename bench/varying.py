@@ -47,9 +47,9 @@ import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 
 import einc  # noqa: E402
-from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 from einc.runtime import admission  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
+from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 
 
 def _forward(eq, make, repeat=1):

@@ -31,17 +31,26 @@ import operator
 
 import torch
 
-from . import autograd, custom_op, named as named_axes, sharing
+from . import autograd, custom_op, sharing
+from . import named as named_axes
+from .errors import (
+    ArgumentError,
+    EquationError,
+    OperandCountError,
+    OperandTypeError,
+    OutError,
+    PathError,
+    ShapeError,
+    SizeKeywordError,
+)
 from .planner import notation, plan_for, slicing
-from .planner.graph import build
 from .planner.equation import Equation, call_form, parse, sublist_equation
-from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
-    ShapeError, SizeKeywordError
+from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
 from .runtime import dtypes, engine, triton_executor
-from .runtime.explain import Explanation, explanation
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
+from .runtime.explain import Explanation, explanation
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 

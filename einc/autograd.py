@@ -43,7 +43,6 @@ from .planner.options import Options
 from .runtime import dtypes, engine
 from .runtime.cache import LRUCache
 
-
 _interpreter_stack = torch._C._functorch.get_interpreter_stack
 _FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize     # a Function under it fails
 _VMAP = torch._C._functorch.TransformType.Vmap

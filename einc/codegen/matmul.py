@@ -11,9 +11,19 @@ partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.triton_execut
 
 from __future__ import annotations
 
+from .common import (
+    dot,
+    grouped_tiles,
+    offset,
+    output_strides,
+    product,
+    signature,
+    size_params,
+    split,
+    stride,
+    stride_params,
+)
 from .ir import Kernel
-from .common import (dot, grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
-                     stride_params)
 
 
 def _axes(has_t: bool):

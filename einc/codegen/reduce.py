@@ -13,8 +13,8 @@ order.
 
 from __future__ import annotations
 
-from .ir import Kernel, Operand
 from .common import offset, product, signature, size_params, split, stride, stride_params
+from .ir import Kernel, Operand
 
 
 def kernel_source(k: Kernel, name: str) -> str:

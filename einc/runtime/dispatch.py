@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 
 from .. import config
-from ..planner import fuse
-from ..errors import ConfigError, warn
 from ..codegen.lower import supported
+from ..errors import ConfigError, warn
+from ..planner import fuse
 from ..planner.strides import contiguous
 from . import select, torch_executor, triton_executor
-from .torch_executor import blas
 from .program import scaled, unit_functions, unroll
+from .torch_executor import blas
 
 _warned: set = set()
 

@@ -5,16 +5,16 @@ run to run), for every kernel dtype, with sizes 0, 1 and sizes no block divides.
 
 import pytest
 import torch
+from oracle import assert_close, reference
 
 import einc
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor
 from einc.runtime.triton_executor import launch, loader
-from oracle import assert_close, reference
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.interpreter

@@ -7,10 +7,10 @@ import math
 
 import pytest
 import torch
+from oracle import reference
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import einc
-from oracle import reference
 
 D = torch.float64
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")

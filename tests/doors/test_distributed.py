@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from networks import grid
 
 from einc.distributed import share
-from networks import grid
 
 _GRID = grid(4, 5, 4)[0]        # issue #24's 4x5 grid, bond 4: at 1024 elements, chunks of 2 values
 CASES = [   # equation, shapes, memory_limit, dtype

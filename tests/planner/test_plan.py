@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import einc
+from einc.planner import plan_for
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.planner import plan_for
 from einc.planner.options import Options
 from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
 

@@ -18,10 +18,10 @@ import torch
 
 import einc
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.fuse import FUSED, fuse_plan
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor

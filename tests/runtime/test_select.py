@@ -7,13 +7,13 @@ import json
 import sys
 import warnings
 
+import fuzz
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import einc
-import fuzz
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.plan import build_plan

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from einc.tools.cli import main, parse_shapes
 from einc.tools import dump
+from einc.tools.cli import main, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"

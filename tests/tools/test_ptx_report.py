@@ -36,7 +36,7 @@ def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_p
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     rows = json.loads(out.read_text())
-    assert all(FIELDS <= set(r) for r in rows)
+    assert all(set(r) >= FIELDS for r in rows)
     assert {r["workload"] for r in rows} == {"attn_scores_bhqd", "batched_frobenius"}
     assert all(r["triton"] == triton.__version__ and r["ptxas_log"] == "triton" for r in rows)
 

@@ -27,14 +27,15 @@ import string
 
 import torch
 
-from ...planner.strides import by_stride, contiguous
 from ...errors import DtypeError
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.slicing import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
-from . import ttgt
+from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
+from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
-from .permute_copy import permuted_copy as _permuted_copy, untracked
+from .permute_copy import permuted_copy as _permuted_copy
+from .permute_copy import untracked
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype

@@ -189,7 +189,7 @@ def l2_bytes(device) -> int:
     return _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _l2_bytes(index: int) -> int:
     return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)
 

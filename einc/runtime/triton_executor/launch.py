@@ -167,7 +167,7 @@ def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, 
     dominates or the programs would not fill the processors, and the partial sums
     (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a fixed
     order, so a split result has the same bits on every run."""
-    if K < 2 * granule or not (dominant or programs < processors):
+    if 2 * granule > K or not (dominant or programs < processors):
         return 1, max(K, 1)
     splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))
     if splits < 2:
@@ -405,7 +405,7 @@ class Launcher:
             elif self.kind == MATMUL:
                 NT = meta.get("NT", 1)      # N as a 2-D block: NT's blocks by the inner N's
                 tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(NT * N, 128)
-                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, NT * N), self.processors(c.device),
+                SPLIT_K, K_SPLIT = self.split(tiles, K, 32 * max(M, NT * N) <= K, self.processors(c.device),
                                               c.numel())
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
                                   * triton.cdiv(T, m.get("BLOCK_T", 1)) * triton.cdiv(NT, m.get("BLOCK_NT", 1)),
