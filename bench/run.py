@@ -1,6 +1,7 @@
 """Suite benchmark: torch.einsum vs opt_einsum.contract vs einc.einsum on the CPU variants.
 
-    python bench/run.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick] [--threads N] [--wait S] [--dispatch]
+    python bench/run.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick]
+                        [--threads N] [--wait S] [--dispatch]
     python bench/run.py --train [--no-models] [same options]
 
 The same as ``einc bench`` (the code is in einc/tools/benchmark/); see bench/README.md for

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     print(f"EINC_NEW_SHAPES={einc.config.new_shapes()}; "
           f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
-          f"{args.rounds} rounds x {args.calls} calls; load average {open('/proc/loadavg').read().split()[0]}"
+          f"{args.rounds} rounds x {args.calls} calls; load average {Path('/proc/loadavg').read_text().split()[0]}"
           if Path("/proc/loadavg").exists() else "")
     print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc/torch [95% interval] |")
     print("|---|---|---|---|---|---|")

@@ -521,8 +521,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
             operands_or_shapes = tuple(operands_or_shapes[0])
         named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
-        return named_axes.NamedExplanation(explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
-                                                   dtype=dtype, device=device, select=select), header)
+        shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
+                        dtype=dtype, device=device, select=select)
+        return named_axes.NamedExplanation(shown, header)
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \

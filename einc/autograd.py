@@ -112,7 +112,8 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
         entry = engine.entry(eq, operands, options)
         # sliced: gradients sliced too; under vmap a sum over size 0 would give zeros made
         # without the batched operands, which vmap expands (stride 0, not a fresh tensor)
-        if entry.backend == "torch" and entry.plan.slicing is None and not (vmapped and entry.plan.empty_sum is not None):
+        if (entry.backend == "torch" and entry.plan.slicing is None
+                and not (vmapped and entry.plan.empty_sum is not None)):
             return entry.run(operands)
     return EinsumFunction.apply(Call(eq, options), *operands)
 

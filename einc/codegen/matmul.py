@@ -216,7 +216,8 @@ def _two_axis_loop(k: Kernel, pad) -> list[str]:
     kt, kk = k.group("kt"), k.group("k")
     wide = ".to(tl.int64)" if k.int64 else ""
     return [f"{pad}for kt0 in range(0, KT, BLOCK_KT):",
-            f"{pad}    offs_kt = " + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
+            f"{pad}    offs_kt = "
+            + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
         split("offs_kt", kt, pad + "    ") + \
         [f"{pad}    a_kt = {offset(a, kt, a.dims, 'offs_kt')}",
          f"{pad}    b_kt = {offset(b, kt, b.dims, 'offs_kt')}",

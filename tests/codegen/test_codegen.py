@@ -107,7 +107,8 @@ def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
 def test_golden_kernels_are_current(tmp_path):
     """kernels/ is what `python -m einc.tools.dump` writes today."""
     tree = dump.golden(ROOT / "bench" / "suite.json")
-    committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
+    committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*")
+                 if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()

@@ -114,7 +114,7 @@ def test_nothing_is_kept_after_exit():
     again = einc.contract("ab,bc,cd->ad", x, y, z)
     assert einc.contract("ab,bc,cd->ad", x, y, z) is not again      # no sharing outside a context
     with pytest.raises(ZeroDivisionError), einc.shared_intermediates():
-        1 / 0
+        _ = 1 / 0
     assert sharing.STACKS == {}
 
 

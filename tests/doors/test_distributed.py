@@ -119,7 +119,7 @@ def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
     for r, report in enumerate(reports):
         assert len(report["cases"]) == len(CASES)
-        for case, (eq, shapes, limit, dtype) in zip(report["cases"], CASES):
+        for case, (eq, _shapes, _limit, dtype) in zip(report["cases"], CASES):
             assert case["dtype"] == case["expected_dtype"]
             tol = 1e-2 if dtype == "float16" else 1e-5 if dtype == "complex64" else 1e-12
             assert case["max_diff"] <= tol * max(1.0, case["scale"]), (eq, r, case)

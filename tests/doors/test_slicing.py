@@ -843,7 +843,8 @@ def test_a_max_input_refusal_names_max_input():
 
 
 @pytest.mark.parametrize("eq,shapes", [("i,j,k->ijk", [(16,), (16,), (16,)]), ("bi,bj,bk->bijk", [(32, 8)] * 3),
-                                       ("ii,ij,jk->k", [(6, 6), (6, 3), (3, 2)]), ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
+                                       ("ii,ij,jk->k", [(6, 6), (6, 3), (3, 2)]),
+                                       ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
 def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shapes):
     """opt_einsum's 'max_input' is the largest of the operands' and the output's sizes (a
     repeated index counted as often as it appears): einc's was the operands' alone (``ii``

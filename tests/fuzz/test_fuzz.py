@@ -210,7 +210,8 @@ def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
     laid = [o.shape for o in ops], [o.stride() for o in ops]
     moved = sorted({g for k, _ in kernels(plan, dtype, *laid) for g in ("t", "nt", "kt") if k.group(g)})
     differs = triton_executor.plain_kernels(plan, dtype, *laid)
-    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs else "the plain kernel is the default")
+    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs
+          else "the plain kernel is the default")
 
 
 # ---------------------------------------------------------------- autograd

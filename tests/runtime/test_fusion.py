@@ -408,7 +408,8 @@ def test_backend_passes_constant_factors_to_the_kernel(on_kernels, monkeypatch):
     assert_close(out.cpu(), 0.125 * reference("ij,jk->ik", a.cpu(), b.cpu()), torch.float32, extent=8)
     (r,) = einc.dynamo.last_report.rewrites
     assert r.scale_on == "epilogue"
-    (node,) = [n for n in graphs[0].graph.nodes if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
+    (node,) = [n for n in graphs[0].graph.nodes
+               if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
     assert node.args[4] == 0.125
     import operator
     scalar_ops = (operator.mul, operator.truediv, torch.mul, torch.div)

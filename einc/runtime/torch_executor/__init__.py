@@ -11,8 +11,8 @@ standard contiguous layout.
 
 Copies around the matrix products, which torch's autograd then differentiates: the
 layout of each product (which operand is left, which indices are batch, their order) is
-the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a gradient will be taken, an operand whose
-matrices have no unit-stride axis is copied once into a contiguous stack
+the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
+gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
 matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied

@@ -310,8 +310,8 @@ class Launcher:
         nothing else is left."""
         K = min(kwargs["K"], kwargs["K_SPLIT"])
         if self.kind == REDUCE:
-            O = kwargs["O"]
-            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(O, 1))
+            outputs = kwargs["O"]
+            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(outputs, 1))
                     and c.kwargs["BLOCK_K"] <= max(1, triton.next_power_of_2(max(K, 1)))]
             return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_O"] * c.kwargs["BLOCK_K"])]
         M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
@@ -324,9 +324,11 @@ class Launcher:
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
                 and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
+                * c.kwargs.get("BLOCK_KT", 1)
+                * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
                 <= SHARED_MEMORY]
-        return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+        return kept or [min(configs,
+                            key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
     def split(self, programs, K, dominant, processors, outputs):
         """:func:`split` with this kernel's granule."""
@@ -386,10 +388,10 @@ class Launcher:
         meta = dict(sizes)
         K = meta["K"]
         if self.kind == REDUCE:
-            O = meta["O"]
-            SPLIT_K, K_SPLIT = self.split(triton.cdiv(O, 64), K, False, self.processors(c.device), O)
-            grid = lambda m: (triton.cdiv(O, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
-            blocks = dict(BLOCK_O=block(O, 1, 256), BLOCK_K=block(K, 1, 64))
+            outputs = meta["O"]
+            SPLIT_K, K_SPLIT = self.split(triton.cdiv(outputs, 64), K, False, self.processors(c.device), outputs)
+            grid = lambda m: (triton.cdiv(outputs, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
+            blocks = dict(BLOCK_O=block(outputs, 1, 256), BLOCK_K=block(K, 1, 64))
         else:
             M, N, BATCH, T = meta["M"], meta["N"], meta["BATCH"], meta.get("T", 1)
             blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
