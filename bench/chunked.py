@@ -8,13 +8,13 @@ Per workload of the suite whose id matches ``--filter`` (default: the CCSD(T) te
 whose results are permuted copies of a product, and ``batched_frobenius``, a multiply
 and sum), and per scale: the ``cpu`` variant's sizes with the first index of the result
 that comes from the first operand multiplied by the scale (the result, and the product
-over all indices that a multiply and sum makes, grow by as much), float32.  einc's call is timed twice in interleaved rounds
-(``einc.tools.benchmark.timing``), the same plan with the chunks on and, for the ``whole``
-method, off (``chunked.untracked`` answering False, as for a tensor autograd tracks),
-and the ratio chunks / whole is the median of the per-round ratios with its 95 %
-interval (``--chunk-kib``: the chunks' size per thread).  Both are checked against
-torch.einsum on float64 copies first.  Markdown on stdout.  Standard library, torch
-and einc.
+over all indices that a multiply and sum makes, grow by as much), float32.  einc's call
+is timed twice in interleaved rounds (``einc.tools.benchmark.timing``), the same plan
+with the chunks on and, for the ``whole`` method, off (``chunked.untracked`` answering
+False, as for a tensor autograd tracks), and the ratio chunks / whole is the median of
+the per-round ratios with its 95 % interval (``--chunk-kib``: the chunks' size per
+thread).  Both are checked against torch.einsum on float64 copies first.  Markdown on
+stdout.  Standard library, torch and einc.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ if __package__ in (None, ""):
 import torch
 
 import einc
+from bench.pairwise import cpu_setup
+from einc.runtime.torch_executor import chunked
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
-from einc.runtime.torch_executor import chunked
-
-from bench.pairwise import cpu_setup
 
 DEFAULT = r"^pw_ccsdt_|^batched_frobenius$"
 
@@ -87,7 +86,7 @@ def main(argv=None):
             print(f"| {w['id']} | `{eq}` | {mib[0]:.3g} | {mib[1]:.0f} | {t['whole'].median * 1e3:.2f} | "
                   f"{t['chunks'].median * 1e3:.2f} "
                   f"| {r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}] | {'ok' if ok else 'MISMATCH'} |", flush=True)
-            del ops, ref
+            ops = ref = None  # not `del`: ruff reads a later del as undefining the lambdas' names
             einc.cache_clear()
     chunked.MIN_BYTES, chunked.CHUNK_BYTES = least, chunk
     return 0

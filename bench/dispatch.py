@@ -21,7 +21,7 @@ if __package__ in (None, ""):                      # run as a script: make `benc
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from einc.tools.benchmark import dispatch as _dispatch  # noqa: E402
-from einc.tools.benchmark.dispatch import N, SIZES, chain, run  # noqa: E402
+from einc.tools.benchmark.dispatch import SIZES, N, chain, run  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 

@@ -123,9 +123,9 @@ def main(argv=None) -> int:
     import torch
 
     import einc
+    from einc.runtime import triton_executor
     from einc.tools.benchmark.runner import operands
     from einc.tools.benchmark.suite import find_suite, load
-    from einc.runtime import triton_executor
 
     if args.device == "cuda":
         from triton.testing import do_bench
@@ -196,7 +196,8 @@ def main(argv=None) -> int:
                     err = float((fn().double() - ref).norm()) / norm
                     row.update(us=f"{bench(fn):.1f}", err=f"{err:.2g}", ok=err <= 1e-5)
                 except Exception as e:      # noqa: BLE001 - a config that does not compile or fit: its row says so
-                    row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                    row["error"] = f"{type(e).__name__}: {first}"[:200]
                 record(row)
         einc.cache_clear()
         mine = sorted((r for r in rows if r["id"] == w["id"]), key=lambda r: float(r["us"]) if r["us"] else 1e18)

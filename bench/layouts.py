@@ -36,13 +36,13 @@ if __package__ in (None, ""):
 import torch
 
 import einc
-from einc.tools.benchmark.runner import operands
-from einc.tools.benchmark.suite import find_suite, load
-from einc.tools.benchmark.timing import interleaved, ratio_interval
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine
 from einc.runtime.torch_executor import ttgt
+from einc.tools.benchmark.runner import operands
+from einc.tools.benchmark.suite import find_suite, load
+from einc.tools.benchmark.timing import interleaved, ratio_interval
 
 _ORACLE_MOST = 512 << 20     # bytes of a float64 result checked against torch.einsum
 
@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="The copy-cost model's layouts with a setting changed, against "
                                             "its defaults (einc/runtime/torch_executor/ttgt.py), on the CPU.")
     p.add_argument("--set", dest="settings", type=setting, action="append", required=True,
-                   metavar="NAME=VALUE", help="a constant of einc/runtime/torch_executor/ttgt.py and its value (repeatable)")
+                   metavar="NAME=VALUE",
+                   help="a constant of einc/runtime/torch_executor/ttgt.py and its value (repeatable)")
     p.add_argument("--filter", default="", help="a regular expression over workload ids")
     p.add_argument("--variant", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--threads", type=int, default=2)
@@ -170,7 +171,7 @@ def main(argv=None) -> int:
         r = ratio_interval(t["setting"], t["default"])
         rows.append((w["id"], t["default"].median, t["setting"].median, r, n, status))
         print(flush=True)
-        del ops
+        ops = None  # not `del`: ruff reads a later del as undefining the lambdas' names
     if rows:
         print("| id | default ms | setting ms | setting/default | rounds | check |")
         print("|---|---:|---:|---:|---:|---|")

@@ -111,7 +111,7 @@ def main(argv=None):
     print("| id | equation | torch µs | + .contiguous() µs | opt_einsum µs | einc µs | einc/torch | "
           "einc/(torch + .contiguous()) | einc/opt_einsum | check |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for w, ok, t, n, r in rows:
+    for w, ok, t, _, r in rows:
         us = [f"{t[m].median * 1e6:.0f}" for m in METHODS]
         cells = [f"{r[m][0]:.2f} [{r[m][1]:.2f}-{r[m][2]:.2f}]" for m in METHODS[:3]]
         print(f"| {w['id']} | `{w['equation']}` | " + " | ".join(us) + " | " + " | ".join(cells)

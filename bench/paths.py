@@ -155,6 +155,7 @@ def end_to_end(eq, shapes, fresh_cache):
     import cotengra as ctg
     import opt_einsum
     import torch
+
     import einc
     gen = torch.Generator().manual_seed(0)
     # entries near 1, each summed bond of size d weighed 1/sqrt(d) on both sides: results near 1
@@ -273,8 +274,8 @@ def report(rows, runs, args, wall) -> str:
         lines.append(f"- {r['name']}: {r['note'].replace('Path search: ', '')}")
     if runs:
         lines += ["", "## End to end, first call (planning included), float64 on the CPU", "",
-                  "| instance | einc s | cotengra `einsum` s | opt_einsum `contract` s | max rel. diff from opt_einsum: "
-                  "einc, cotengra |",
+                  "| instance | einc s | cotengra `einsum` s | opt_einsum `contract` s "
+                  "| max rel. diff from opt_einsum: einc, cotengra |",
                   "|---|---:|---:|---:|---:|"]
         for name, o in runs:
             lines.append(f"| {name} | {o['einc']:.3f} | {o['cotengra']:.3f} | {o['opt_einsum']:.3f} "

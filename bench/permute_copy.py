@@ -47,11 +47,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
+from bench.pairwise import cpu_setup
+from einc.runtime.torch_executor import permute_copy as pc
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
-from einc.runtime.torch_executor import permute_copy as pc
-
-from bench.pairwise import cpu_setup
 
 METHODS = ("memcpy", "torch", "einc", "wide", "blocked", "inner", "twostep")
 LETTERS = "abcdefghijklmnop"

@@ -33,7 +33,6 @@ import argparse
 import collections
 import json
 import linecache
-import math
 import os
 import re
 import subprocess
@@ -42,7 +41,6 @@ import tempfile
 import time
 import types
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,8 +79,8 @@ def launches(equation, shapes, dtype):
     kernels run, launched on meta tensors as on an H100."""
     import torch
 
-    from einc.planner.equation import parse
     from einc.codegen.lower import lower_program
+    from einc.planner.equation import parse
     from einc.planner.fuse import fuse_plan
     from einc.planner.graph import build
     from einc.planner.plan import build_plan
@@ -188,8 +186,8 @@ def ptxas_info(log: str) -> dict:
 
 
 _MMA = re.compile(r"^\s*(wgmma\.mma_async|mma\.sync)\.[\w.]*", re.M)
-_ARITH = re.compile(r"^\s*(?:add|fma|sub)(?:\.rn|\.rz|\.rm|\.rp)?(?:\.ftz)?(?:\.sat)?\.(f64|f32|bf16x2|bf16|f16x2|f16)\b",
-                    re.M)
+_ARITH = re.compile(r"^\s*(?:add|fma|sub)(?:\.rn|\.rz|\.rm|\.rp)?(?:\.ftz)?(?:\.sat)?"
+                    r"\.(f64|f32|bf16x2|bf16|f16x2|f16)\b", re.M)
 _LOAD = re.compile(r"^\s*(?:@!?%p\d+\s+)?(ld\.global[\w.]*|cp\.async\.c[ag]\.shared\.global[\w.]*)\s+[^;]*;", re.M)
 _WIDTH = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
           "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
@@ -377,7 +375,8 @@ def versions_table(reports) -> str:
         big = [r for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] in ("mm", "fused")
                and r["config"].get("BLOCK_M", 0) >= 64 and r["config"].get("BLOCK_N", 0) >= 64
                and r["config"]["num_warps"] >= 4 and "BLOCK_T" not in r["config"]]
-        accs = collections.Counter(r["accumulator"] for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] != "finish")
+        accs = collections.Counter(r["accumulator"] for r in rows
+                                   if r["dtype"] in SIXTEEN_BIT and r["kind"] != "finish")
         wide = sum("16" in r["global_load_widths"] for r in rows)
         out.append(f"| {rows[0]['triton']} | {len({(r['workload'], r['step'], r['kernel']) for r in rows})} | "
                    f"{len(rows)} | {sum(r['spill_bytes'] > 0 for r in rows)} | "
@@ -390,7 +389,8 @@ def versions_table(reports) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="write one object per kernel and config to FILE")
-    parser.add_argument("--markdown", action="store_true", help="print bench/measured/ptx.md's table (one row per kernel)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print bench/measured/ptx.md's table (one row per kernel)")
     parser.add_argument("--suite", default=None, help="the suite file (default: bench/suite.json)")
     parser.add_argument("--filter", action="append", default=[], metavar="TEXT",
                         help="only workloads whose id contains TEXT (repeatable: any of them)")
@@ -407,8 +407,8 @@ def main(argv=None) -> int:
         return 0
     _compiler_environment()
 
-    from einc.tools.benchmark.suite import find_suite, load
     from einc.codegen.ir import KERNEL_DTYPES
+    from einc.tools.benchmark.suite import find_suite, load
 
     suite = load(find_suite(args.suite))
     workloads = [w for w in suite["workloads"] if (not args.filter or any(t in w["id"] for t in args.filter))
@@ -417,7 +417,8 @@ def main(argv=None) -> int:
         parser.error(f"no workload with generated kernels matches {args.filter!r}")
     rows = report(workloads, args.configs, log=lambda line: print(line, flush=True))
     if args.json:
-        Path(args.json).write_text("[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n]\n")  # one kernel config a line
+        # one kernel config a line
+        Path(args.json).write_text("[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n]\n")
     if args.markdown:
         print(markdown(rows))
     print(summary(rows))

@@ -1,6 +1,7 @@
 """Suite benchmark: torch.einsum vs opt_einsum.contract vs einc.einsum on the CPU variants.
 
-    python bench/run.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick] [--threads N] [--wait S] [--dispatch]
+    python bench/run.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick]
+                        [--threads N] [--wait S] [--dispatch]
     python bench/run.py --train [--no-models] [same options]
 
 The same as ``einc bench`` (the code is in einc/tools/benchmark/); see bench/README.md for
@@ -19,9 +20,20 @@ if __package__ in (None, ""):                      # run as a script: make `benc
 
 import torch  # noqa: E402
 
-from einc.tools.benchmark.runner import (METHODS, RTOL, Options, bench_suite, bench_workload, cell, check,  # noqa: E402
-                                   methods, operands, report_suite, short)
 from einc.errors import EincError  # noqa: E402
+from einc.tools.benchmark.runner import (  # noqa: E402
+    METHODS,
+    RTOL,
+    Options,
+    bench_suite,
+    bench_workload,
+    cell,
+    check,
+    methods,
+    operands,
+    report_suite,
+    short,
+)
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "suite.json"

@@ -14,8 +14,8 @@ indices: the comparison stays like for like).  Interleaved,
 slower, ratio <= 1), and the peak growth of the heap in use during one call of each
 (glibc's ``mallinfo2``, sampled after every torch op) and the growth of the process's
 peak resident set size during one call (after a warm-up, with freed memory handed back
-and the peak reset: Linux), against ``limit + operands + result`` (target: within 1.5x), with einc's unsliced contraction of the same path for
-scale.  quimb is not used: it
+and the peak reset: Linux), against ``limit + operands + result`` (target: within 1.5x),
+with einc's unsliced contraction of the same path for scale.  quimb is not used: it
 contracts through cotengra, so it would time the same code.
 
 A second table times a small network at tight limits, where per-slice overhead dominates

@@ -47,9 +47,9 @@ import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 
 import einc  # noqa: E402
-from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 from einc.runtime import admission  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
+from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 
 
 def _forward(eq, make, repeat=1):
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     print(f"EINC_NEW_SHAPES={einc.config.new_shapes()}; "
           f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
-          f"{args.rounds} rounds x {args.calls} calls; load average {open('/proc/loadavg').read().split()[0]}"
+          f"{args.rounds} rounds x {args.calls} calls; load average {Path('/proc/loadavg').read_text().split()[0]}"
           if Path("/proc/loadavg").exists() else "")
     print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc/torch [95% interval] |")
     print("|---|---|---|---|---|---|")

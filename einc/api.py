@@ -31,17 +31,26 @@ import operator
 
 import torch
 
-from . import autograd, custom_op, named as named_axes, sharing
+from . import autograd, custom_op, sharing
+from . import named as named_axes
+from .errors import (
+    ArgumentError,
+    EquationError,
+    OperandCountError,
+    OperandTypeError,
+    OutError,
+    PathError,
+    ShapeError,
+    SizeKeywordError,
+)
 from .planner import notation, plan_for, slicing
-from .planner.graph import build
 from .planner.equation import Equation, call_form, parse, sublist_equation
-from .errors import ArgumentError, EquationError, OperandCountError, OperandTypeError, OutError, PathError, \
-    ShapeError, SizeKeywordError
+from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
 from .runtime import dtypes, engine, triton_executor
-from .runtime.explain import Explanation, explanation
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
+from .runtime.explain import Explanation, explanation
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
@@ -512,8 +521,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
             operands_or_shapes = tuple(operands_or_shapes[0])
         named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
-        return named_axes.NamedExplanation(explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
-                                                   dtype=dtype, device=device, select=select), header)
+        shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
+                        dtype=dtype, device=device, select=select)
+        return named_axes.NamedExplanation(shown, header)
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \

@@ -43,7 +43,6 @@ from .planner.options import Options
 from .runtime import dtypes, engine
 from .runtime.cache import LRUCache
 
-
 _interpreter_stack = torch._C._functorch.get_interpreter_stack
 _FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize     # a Function under it fails
 _VMAP = torch._C._functorch.TransformType.Vmap
@@ -113,7 +112,8 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
         entry = engine.entry(eq, operands, options)
         # sliced: gradients sliced too; under vmap a sum over size 0 would give zeros made
         # without the batched operands, which vmap expands (stride 0, not a fresh tensor)
-        if entry.backend == "torch" and entry.plan.slicing is None and not (vmapped and entry.plan.empty_sum is not None):
+        if (entry.backend == "torch" and entry.plan.slicing is None
+                and not (vmapped and entry.plan.empty_sum is not None)):
             return entry.run(operands)
     return EinsumFunction.apply(Call(eq, options), *operands)
 

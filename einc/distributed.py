@@ -28,9 +28,9 @@ import torch
 import torch.distributed as dist
 
 from . import config
+from .errors import ArgumentError, EincError
 from .planner import plan_for, slicing
 from .planner.equation import call_form, parse
-from .errors import ArgumentError, EincError
 from .planner.graph import build
 from .planner.options import Options
 from .planner.plan import build_plan

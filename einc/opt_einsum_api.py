@@ -12,11 +12,11 @@ import numbers
 import opt_einsum
 import torch
 
-from . import autograd, named as named_axes, sharing
-from .planner import notation
+from . import autograd, sharing
+from . import named as named_axes
 from .api import call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
-from .planner import plan_for
+from .planner import notation, plan_for
 from .planner.equation import Equation, call_form, letter, parse, sublist_equation, text_of
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 
 # 1. Programmatic: attention logits on sequence-major operands, in bfloat16.

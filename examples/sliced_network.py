@@ -235,7 +235,8 @@ def main(args, directory):
           f"{timings['largest'] * itemsize / 2 ** 20:.2f} MiB)")
     ranks = results[1:]
     times = [r[4]["seconds"] for r in ranks]
-    print(f"2 ranks agree with one process: {all(abs(r[1] - amplitude) <= 1e-5 * max(1.0, abs(amplitude)) for r in ranks)}")
+    agree = all(abs(r[1] - amplitude) <= 1e-5 * max(1.0, abs(amplitude)) for r in ranks)
+    print(f"2 ranks agree with one process: {agree}")
     print(f"rank slice times: {' / '.join(f'{t * 1e3:.1f} ms' for t in times)} "
           f"(slower / faster = {max(times) / max(min(times), 1e-9):.2f}; target <= 1.2)")
     print(f"|amplitude|^2 = {abs(amplitude) ** 2:.4e} (a random circuit: about 2^-{args[0] * args[1]} = "

@@ -177,11 +177,14 @@ def test_a_back_arrow_fails_the_check():
         "einc.planner.slicing -> einc.runtime.dispatch (planner imports runtime)",
         "einc.planner.slicing reaches einc.runtime.dispatch"]
     assert back_arrows({"einc.planner.fuse": {"einc.codegen.lower"}, "einc.codegen.lower": {"einc.codegen"},
-                        "einc.codegen": set()})[0] == "einc.planner.fuse -> einc.codegen.lower (planner imports codegen)"
-    assert back_arrows({"einc.codegen.lower": {"einc.codegen.x"}, "einc.codegen.x": {"einc.runtime.triton_executor.loader"},
+                        "einc.codegen": set()})[0] == \
+        "einc.planner.fuse -> einc.codegen.lower (planner imports codegen)"
+    assert back_arrows({"einc.codegen.lower": {"einc.codegen.x"},
+                        "einc.codegen.x": {"einc.runtime.triton_executor.loader"},
                         "einc.runtime.triton_executor.loader": set()}) == [
         "einc.codegen.x -> einc.runtime.triton_executor.loader (codegen imports runtime)",
-        "einc.codegen.lower reaches einc.runtime.triton_executor.loader", "einc.codegen.x reaches einc.runtime.triton_executor.loader"]
+        "einc.codegen.lower reaches einc.runtime.triton_executor.loader",
+        "einc.codegen.x reaches einc.runtime.triton_executor.loader"]
     assert not back_arrows({"einc.runtime.engine": {"einc.planner.plan"}, "einc.planner.plan": {"einc.errors"},
                             "einc.errors": set()})
 

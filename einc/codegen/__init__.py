@@ -15,9 +15,9 @@ import dataclasses
 import hashlib
 from typing import NamedTuple
 
-from .ir import FUSED, MATMUL, REDUCE, Kernel, index_name
 from . import fused, launcher, matmul, reduce
 from .common import cache_source, header, stride_params
+from .ir import FUSED, MATMUL, REDUCE, Kernel, index_name
 
 # The kernel's name while its source is hashed (einc.codegen.lower names every kernel by that hash).
 NAME_PLACEHOLDER = "einc_kernel_name_placeholder"

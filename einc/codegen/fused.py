@@ -14,9 +14,9 @@ description of how to launch it (:mod:`.launcher`; the shared
 
 from __future__ import annotations
 
-from .ir import index_name
 from . import launcher
 from .common import SUITE_ORIGIN, dot, grouped_tiles, offset, product, signature, size, split, stride
+from .ir import index_name
 
 _ELEMENT = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
 

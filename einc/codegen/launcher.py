@@ -10,7 +10,8 @@ up, allocate the output, run.  Text only: codegen never imports the runtime.
 
 from __future__ import annotations
 
-from .common import size, stride, stride_params, wrap as _wrap
+from .common import size, stride, stride_params
+from .common import wrap as _wrap
 from .ir import FUSED, MATMUL, index_name
 
 

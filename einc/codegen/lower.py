@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 
-from . import Module, named
-from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
 from ..planner.fuse import FusedStep
 from ..planner.plan import CONTRACT, Plan, Step
 from ..planner.strides import by_stride, contiguous, index_strides, unit_index
+from . import Module, named
+from .ir import FUSED, KERNEL_DTYPES, MATMUL, REDUCE, FusedKernel, Kernel, Operand, index_name
 
 INT32_LIMIT = 2**31
 # A step whose result has this many times the elements of its two operands together, or

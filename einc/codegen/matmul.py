@@ -11,9 +11,19 @@ partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.triton_execut
 
 from __future__ import annotations
 
+from .common import (
+    dot,
+    grouped_tiles,
+    offset,
+    output_strides,
+    product,
+    signature,
+    size_params,
+    split,
+    stride,
+    stride_params,
+)
 from .ir import Kernel
-from .common import (dot, grouped_tiles, offset, output_strides, product, signature, size_params, split, stride,
-                     stride_params)
 
 
 def _axes(has_t: bool):
@@ -206,7 +216,8 @@ def _two_axis_loop(k: Kernel, pad) -> list[str]:
     kt, kk = k.group("kt"), k.group("k")
     wide = ".to(tl.int64)" if k.int64 else ""
     return [f"{pad}for kt0 in range(0, KT, BLOCK_KT):",
-            f"{pad}    offs_kt = " + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
+            f"{pad}    offs_kt = "
+            + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
         split("offs_kt", kt, pad + "    ") + \
         [f"{pad}    a_kt = {offset(a, kt, a.dims, 'offs_kt')}",
          f"{pad}    b_kt = {offset(b, kt, b.dims, 'offs_kt')}",

@@ -7,14 +7,14 @@ reduced across threads once, after the loop.  Which tile axis is the fast one fo
 the unit stride: the lowering puts the unit-stride summed index last in K, the output's
 order fixes O's, and the launcher's configs are long along whichever axis has it.
 ``SPLIT_K`` programs along the grid's second axis share the K range of one block of
-outputs (``K_SPLIT`` each) and write partial sums that the shared ``finish`` kernel (:mod:`einc.runtime.triton_executor.launch`) adds in a fixed
-order.
+outputs (``K_SPLIT`` each) and write partial sums that the shared ``finish`` kernel
+(:mod:`einc.runtime.triton_executor.launch`) adds in a fixed order.
 """
 
 from __future__ import annotations
 
-from .ir import Kernel, Operand
 from .common import offset, product, signature, size_params, split, stride, stride_params
+from .ir import Kernel, Operand
 
 
 def kernel_source(k: Kernel, name: str) -> str:

@@ -99,7 +99,7 @@ def backend(gm, example_inputs, options=None, mode=None):
     """The ``torch.compile`` backend: rewrite the contractions where einc's plan saves
     flops, then inductor (or eager) for the graph."""
     global last_report
-    from . import fx_pass          # torch.fx and the planner: imported on first use only
+    from . import fx_pass  # torch.fx and the planner: imported on first use only
 
     options = dict(options or {})
     inner = options.pop("inner", "inductor")
@@ -135,7 +135,7 @@ def inductor(gm, example_inputs, mode=None, options=None):
     wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
     if wrapper is not None:
         return wrapper(mode, options or None, None)(gm, example_inputs)
-    from torch._inductor.compile_fx import compile_fx      # torch without the wrapper (not seen in 2.11-2.13)
+    from torch._inductor.compile_fx import compile_fx  # torch without the wrapper (not seen in 2.11-2.13)
     if mode and mode != "default":
         from torch._inductor import list_mode_options
         options = {**list_mode_options(mode), **(options or {})}

@@ -45,10 +45,10 @@ import torch.fx
 
 from .. import custom_op  # noqa: F401  (registers torch.ops.einc.einsum)
 from ..planner.equation import letter, parse, text_of
-from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape, val
 from ..planner.graph import ContractionGraph, build
 from ..planner.options import Options
 from ..planner.plan import build_plan
+from .fx_patterns import accepts, equation_of, mutates, permutation, scalar_factor, shape, val
 
 FEWER_FLOPS = "fewer_flops"     # rewrite where einc's plan needs fewer flops than the nodes as written
 ALL = "all"                     # rewrite every contraction found

@@ -15,8 +15,8 @@ operand's tiles (``R`` passes: the other side's free extent over a 128-row tile)
 unfused, a prologue costs ``X + Y + T`` (the product step) ``+ R*T`` (the contraction's
 reads of T); fused, ``R*(X + Y)``.  It fuses where the difference is not negative (at equal
 bytes one launch fewer wins): always for an outer product (``T`` much larger than ``X + Y``),
-not for an elementwise product the contraction would read many times.  An epilogue saves writing ``T`` and reading it back
-(``2*T``), always positive.
+not for an elementwise product the contraction would read many times.  An epilogue saves
+writing ``T`` and reading it back (``2*T``), always positive.
 
 The result is a :class:`~einc.planner.plan.Plan` whose steps are the plan's, with each fused group
 replaced by one :class:`FusedStep` (kind ``fused``) at the place of its last step: the
@@ -133,7 +133,7 @@ def fuse_plan(plan: Plan, dtype: str) -> Plan:
             (len(sides[0][0]), len(sides[1][0]), len(e_ops)), saved * itemsize)
     if not groups:
         return plan
-    steps = tuple(groups[s] if s in groups else step for s, step in enumerate(plan.steps)
+    steps = tuple(groups.get(s, step) for s, step in enumerate(plan.steps)
                   if s in groups or s not in taken)
     return replace(plan, steps=steps, largest_intermediate=max(st.size for st in steps))
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .equation import ELLIPSIS, Equation
 from ..errors import OperandCountError, ShapeError, caret
+from .equation import ELLIPSIS, Equation
 
 
 @dataclass(frozen=True)

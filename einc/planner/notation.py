@@ -32,8 +32,8 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .equation import ELLIPSIS, _LETTERS, letter, parse, term_spans
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, ShapeError, SizeKeywordError, caret
+from .equation import _LETTERS, ELLIPSIS, letter, parse, term_spans
 
 
 def _is_ellipsis(axis) -> bool:
@@ -391,7 +391,8 @@ def _check_composites(named: Named, composites, known, bad) -> None:
             if taken:
                 raise bad(ShapeError, f"cannot split ({' '.join(axis)}) of operand {k} (size {total}): nothing "
                           f"gives the size of {taken[0]}, and it cannot be passed by keyword: {taken[0]}= is "
-                          f"a keyword of einc's functions (einsum, contract, explain, contract_path, contract_expression); "
+                          f"a keyword of einc's functions (einsum, contract, explain, contract_path, "
+                          f"contract_expression); "
                           f"rename the axis", _where(named, k, a, taken[0]))
             which = f"{missing[0]}=..." if len(missing) == 1 else "all but one of them"
             regrouped = [g for g in named.output if not _is_ellipsis(g) and len(g) > 1 and set(g) & set(missing)

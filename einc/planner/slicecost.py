@@ -73,8 +73,11 @@ def refusal(slicing, executor: str = PLANNING) -> str | None:
     ratio = total / unsliced if unsliced else 1.0
     if slicing.memory_limit is None or total <= FLOOR_SECONDS or ratio <= config.slice_overhead():
         return None
-    limit = f"memory_limit='max_input' (each intermediate within the largest operand or the output, " \
-        f"{slicing.memory_limit} elements)" if slicing.bound == "intermediate" else f"memory_limit={slicing.memory_limit} elements"
+    if slicing.bound == "intermediate":
+        limit = (f"memory_limit='max_input' (each intermediate within the largest operand or the output, "
+                 f"{slicing.memory_limit} elements)")
+    else:
+        limit = f"memory_limit={slicing.memory_limit} elements"
     return (f"{limit} is met only by {slicing.num_slices} slices, "
             f"estimated at {time_text(total)} ({ratio:.0f}x the unsliced {time_text(unsliced)}, "
             f"{time_text(fixed)} of it per-slice overhead)")

@@ -63,9 +63,9 @@ from dataclasses import dataclass
 
 import opt_einsum
 
+from ..errors import MemoryLimitError, PathError
 from . import slicecost
 from .equation import text_of
-from ..errors import MemoryLimitError, PathError
 from .graph import ContractionGraph
 from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, hoisting, live_peak, step_copies
 from .options import AUTO, COTENGRA, Options
@@ -216,7 +216,7 @@ class _Model:
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
         self._peaks, self._costs = {}, {}
 
-    def without_adds(self) -> "_Model":
+    def without_adds(self) -> _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
         the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
         may steer away from a cheaper mix of summed and kept indices."""
@@ -299,7 +299,8 @@ def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -
         if limit >= s.unsliced_live else ""
     raise MemoryLimitError(
         f"einsum(): {sentence}. On this path the smallest limit (a power of two) estimated within "
-        f"{slicecost.WITHIN:g}x of the unsliced time is memory_limit={limit}{whole}; pass that or more, or set EINC_SLICE_OVERHEAD=off to run this "
+        f"{slicecost.WITHIN:g}x of the unsliced time is memory_limit={limit}{whole}; pass that or more, "
+        "or set EINC_SLICE_OVERHEAD=off to run this "
         f"slicing anyway (einc.explain shows the plan)\n  {plan.equation}")
 
 
@@ -549,6 +550,6 @@ def linear_path(values, steps) -> tuple[tuple[int, ...], ...]:
     return tuple(path)
 
 
-__all__ = ["Slicing", "LIVE", "INTERMEDIATE", "FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "plan", "sliced_plan",
-           "estimator", "check_cost", "suggest_limit", "live_peak", "step_copies", "hoisting", "linear_path", "compared",
-           "is_cotengra", "memory_limit_of"]
+__all__ = ["Slicing", "LIVE", "INTERMEDIATE", "FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "plan",
+           "sliced_plan", "estimator", "check_cost", "suggest_limit", "live_peak", "step_copies", "hoisting",
+           "linear_path", "compared", "is_cotengra", "memory_limit_of"]

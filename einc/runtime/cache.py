@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 from ..errors import ReentrantCallError
 
-
 _caches: weakref.WeakSet = weakref.WeakSet()
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 
 from .. import config
-from ..planner import fuse
-from ..errors import ConfigError, warn
 from ..codegen.lower import supported
+from ..errors import ConfigError, warn
+from ..planner import fuse
 from ..planner.strides import contiguous
 from . import select, torch_executor, triton_executor
-from .torch_executor import blas
 from .program import scaled, unit_functions, unroll
+from .torch_executor import blas
 
 _warned: set = set()
 
@@ -322,10 +322,7 @@ def _unreadable(ops) -> bool:
     would misread one: a tensor with the negative bit (a view such as ``z.conj().imag``,
     whose values are the negated memory) or a zero tensor (no memory).  torch's ops read
     them right; a C call per operand."""
-    for o in ops:
-        if o.is_neg() or o._is_zerotensor():
-            return True
-    return False
+    return any(o.is_neg() or o._is_zerotensor() for o in ops)
 
 
 def _this_call_only(error, ops) -> bool:

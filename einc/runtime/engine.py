@@ -18,9 +18,10 @@ from typing import NamedTuple
 import torch
 
 from .. import config
-from ..planner import check_count, options as options_module, plan_for
-from ..planner.equation import Equation, parse
 from ..errors import ArgumentError, OperandTypeError
+from ..planner import check_count, plan_for
+from ..planner import options as options_module
+from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
 from . import admission, dispatch, dtypes, select, sliced

@@ -89,7 +89,8 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
     measured).  The kernels named are the ones :func:`~einc.runtime.dispatch.build_entry` loads for those strides."""
     empty = plan.empty_sum
     if empty is not None:
-        return Explanation(plan, ["torch"] * len(plan.steps), f"the steps above do not run: the result is zeros, a sum over {empty}, "
+        return Explanation(plan, ["torch"] * len(plan.steps),
+                           f"the steps above do not run: the result is zeros, a sum over {empty}, "
                            "of size 0, whatever the other operands hold")
     if entry is not None:
         choices = entry.choices
@@ -143,7 +144,8 @@ def _sliced(plan: Plan, device_type: str, dtypes, entry=None, select_mode=None) 
     ran = entry.inner if entry is not None else None
     if ran is not None and sum(_rows(ran.program)) != len(plan.steps):
         ran = None      # steps hoisted out of the slices ran apart: describe one whole slice as planned
-    inner = describe(ran.program if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry, select_mode)
+    inner = describe(ran.program if ran is not None else s.inner, device_type, dtypes, shapes, ran or entry,
+                     select_mode)
     # one row per step of the sliced plan: a fused step's kernel on each plan step it runs
     counts = _rows(inner.plan)
     backends = [b for b, n in zip(inner.backends, counts) for _ in range(n)]

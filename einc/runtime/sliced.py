@@ -17,13 +17,14 @@ import time
 import torch
 
 from .. import config
-from ..planner.slicecost import time_text
 from ..planner import plan_for
 from ..planner.equation import parse, text_of
 from ..planner.options import Options
 from ..planner.plan import Plan, build_plan
+from ..planner.slicecost import time_text
 from ..planner.slicing import check_cost, hoisting, linear_path
-from .dispatch import Entry, build_entry as _build_entry
+from .dispatch import Entry
+from .dispatch import build_entry as _build_entry
 from .dtypes import FLOAT32_OF, WIDE_UNSIGNED, in_int64, widened
 from .select import Choice
 from .torch_executor import step_functions

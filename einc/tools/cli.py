@@ -19,10 +19,17 @@ from pathlib import Path, PurePath
 
 from .. import config
 from ..errors import ArgumentError, EincError, OperandCountError
-from .arguments import (folder_name, non_negative_float, output_folder, parse_dtype, parse_shapes,
-                        parse_size, positive_float, positive_int)
+from .arguments import (
+    folder_name,
+    non_negative_float,
+    output_folder,
+    parse_dtype,
+    parse_shapes,
+    parse_size,
+    positive_float,
+    positive_int,
+)
 from .helptext import CACHE_EXAMPLES, DUMP_EXAMPLES, EXPLAIN_EXAMPLES, FMT, bench_examples, fill
-
 
 # ----------------------------------------------------------------------- shared by the commands
 
@@ -55,10 +62,10 @@ def cmd_dump(args) -> int:
         args.parser.error("give an EQUATION (with --shapes) or --suite")
     if args.shapes is None:
         args.parser.error("--shapes is required with an EQUATION")
-    from . import dump
+    from ..codegen.lower import supported
     from ..planner import plan_for
     from ..planner.equation import parse
-    from ..codegen.lower import supported
+    from . import dump
 
     named = _named(args)
     if named is not None:
@@ -104,8 +111,8 @@ def _one_off(files: dict, args) -> dict:
 
 
 def _dump_suite(args) -> int:
-    from .benchmark.suite import find_suite, load
     from . import dump
+    from .benchmark.suite import find_suite, load
 
     path = find_suite(args.suite or None)
     for w in load(path)["workloads"]:
@@ -276,7 +283,7 @@ def cmd_bench(args) -> int:
 # ----------------------------------------------------------------------- cache
 
 def cmd_cache(args) -> int:
-    from ..runtime.triton_executor import diskcache     # standard library only, like config
+    from ..runtime.triton_executor import diskcache  # standard library only, like config
 
     directory = diskcache.kernel_dir(create=False)
     if args.action == "path":

@@ -43,7 +43,7 @@ def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
 
 def golden(suite_path: Path) -> dict[str, dict[str, str]]:
     """Folder name -> files, for every suite workload (gpu variant) and classic equation."""
-    from .benchmark.suite import load     # checked: plain ids (folder names), dtypes by name
+    from .benchmark.suite import load  # checked: plain ids (folder names), dtypes by name
 
     out: dict[str, dict[str, str]] = {}
     suite = load(suite_path)

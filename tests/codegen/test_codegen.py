@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from einc.tools import dump
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
+from einc.tools import dump
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +107,8 @@ def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
 def test_golden_kernels_are_current(tmp_path):
     """kernels/ is what `python -m einc.tools.dump` writes today."""
     tree = dump.golden(ROOT / "bench" / "suite.json")
-    committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*") if p.is_file() and p.parent != ROOT / "kernels"}
+    committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*")
+                 if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()
@@ -135,6 +136,7 @@ def test_one_module_per_structure_named_by_its_source():
     on the shape or the plan around the step: the same structure at another size, or in
     another plan, is the same module; the name hashes exactly the source."""
     import hashlib
+
     from einc.codegen import NAME_PLACEHOLDER
     (a,) = kernels_for("bij,bjk->bik", [(8, 128, 64), (8, 64, 32)])
     (b,) = kernels_for("bij,bjk->bik", [(8, 129, 64), (8, 64, 32)])

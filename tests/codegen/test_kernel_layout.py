@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from einc.planner.equation import parse
-from einc.planner.graph import build
 from einc.codegen.ir import KERNEL_DTYPES, MATMUL
 from einc.codegen.lower import lower_program
-from einc.planner.strides import contiguous, index_strides
+from einc.planner.equation import parse
+from einc.planner.graph import build
 from einc.planner.plan import build_plan
+from einc.planner.strides import contiguous, index_strides
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = json.loads((ROOT / "bench" / "suite.json").read_text())
@@ -145,9 +145,10 @@ def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(
     operand sums an index of its own, a 3-D dot with the other operand broadcast along it),
     every tile then has a unit-stride axis, and the kernel's answer matches float64 for
     contiguous, permuted, sliced and expanded inputs, sizes that fill no block."""
-    import einc
     import fuzz
     from oracle import assert_close, reference
+
+    import einc
     rows = kernel_tiles(equation, shapes, str(dtype).removeprefix("torch."))
     (k,) = {k for _, k, _, _ in rows}
     batch = set(parse(equation).inputs[0]) & set(parse(equation).inputs[1]) & set(parse(equation).output)
@@ -178,8 +179,9 @@ def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(
     a different kernel, and the float64 answer (for inputs in another layout too: a
     kernel reads any strides)."""
     import fuzz
-    from einc.runtime import triton_executor
     from oracle import assert_close, reference
+
+    from einc.runtime import triton_executor
     eq = parse(equation)
     plan = build_plan(build(eq, shapes), eq.text)
     (k,) = lower_program(plan, "float32", shapes)
@@ -203,9 +205,10 @@ def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatc
     """A long K over few outputs splits K across programs (partial sums, then the shared
     finish kernel); with a row or column index in T the partial sums land where the
     result's strides say and add up to the float64 answer."""
+    from oracle import assert_close, reference
+
     import einc
     from einc.runtime.triton_executor import launch
-    from oracle import assert_close, reference
     splits = []
     real = launch.split
     monkeypatch.setattr(launch, "split", lambda *a, **k: splits.append(real(*a, **k)) or splits[-1])
@@ -225,9 +228,10 @@ def test_n_as_a_2d_block_beside_a_batch_index(kernel_device, equation):
     """A write-bound step with a batch index (walked by the grid, leading or inside the
     result) and B's unit-stride index inside N: N loaded as a 2-D block, every tile with a
     unit-stride axis, and the float64 answer for contiguous and permuted operands."""
-    import einc
     import fuzz
     from oracle import assert_close, reference
+
+    import einc
     shapes = [(3, 3, 5, 2, 2), (3, 2, 3, 4, 2)]
     rows = kernel_tiles(equation, shapes, "float64")
     (k,) = {k for _, k, _, _ in rows}
@@ -246,10 +250,11 @@ def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
     split their K; but the kernel splits K as every matmul kernel does: lowered so for a
     long K and forced to two slices, the partial sums land where the result's strides say
     and add up to the float64 answer."""
+    from oracle import assert_close, reference
+
     import einc
     from einc.codegen import lower
     from einc.runtime.triton_executor import launch
-    from oracle import assert_close, reference
     monkeypatch.setattr(lower, "WRITE_BOUND", 0)
     splits = []
     monkeypatch.setattr(launch, "split", lambda programs, K, *rest: splits.append(K) or (2, K // 2))
@@ -270,9 +275,11 @@ def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device
     64 bits, the T axis's and the 2-D N and K blocks' included, and gives the same answer on
     small operands."""
     import dataclasses
+
+    from oracle import assert_close, reference
+
     from einc.codegen import render
     from einc.runtime.triton_executor import loader
-    from oracle import assert_close, reference
     eq = parse(equation)
     (kernel,) = lower_program(build_plan(build(eq, shapes), eq.text), "float64", shapes)
     assert kernel.group(group)

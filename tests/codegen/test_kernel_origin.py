@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import einc
-from einc.tools.cli import main
 from einc.runtime.triton_executor import diskcache
+from einc.tools.cli import main
 
 pytestmark = pytest.mark.kernels
 

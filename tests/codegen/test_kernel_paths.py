@@ -5,16 +5,16 @@ run to run), for every kernel dtype, with sizes 0, 1 and sizes no block divides.
 
 import pytest
 import torch
+from oracle import assert_close, reference
 
 import einc
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor
 from einc.runtime.triton_executor import launch, loader
-from oracle import assert_close, reference
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.interpreter
@@ -156,7 +156,8 @@ def test_configs_are_pruned_by_extent_and_shared_memory(module):
     assert len(m.launcher.prune(m.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes)) > len(kept)
     assert m.launcher.prune(m.launcher.configs, {}, M=1, N=1, K=1, **sizes)                  # never empty
     _, m64 = module("ij,jk->ik", [(16, 32), (32, 16)], torch.float64)
-    for c in m64.launcher.prune(m64.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes):  # fp64 stages fit shared memory
+    # fp64 stages fit shared memory
+    for c in m64.launcher.prune(m64.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes):
         assert c.num_stages * 8 * c.kwargs["BLOCK_K"] * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= 200 * 1024
     assert launch._PERSIST == {"cache_results": True}                        # tuning persists (triton >= 3.2)
 

@@ -10,10 +10,10 @@ import random
 
 import pytest
 import torch
+from oracle import reference
 
 import einc
 from einc.errors import ArgumentError, DtypeError, EincError, OperandTypeError, OutError, PathError
-from oracle import reference
 
 
 def _ops(*shapes, dtype=torch.float64, seed=0):

@@ -8,13 +8,13 @@ import contextlib
 
 import pytest
 import torch
+from oracle import reference
 
 import einc
-from einc.planner.equation import parse
 from einc.errors import PathError
+from einc.planner.equation import parse
 from einc.planner.options import DEFAULT, Options
 from einc.runtime import engine
-from oracle import reference
 
 OE = torch.backends.opt_einsum
 EQ = "ij,jk,kl->il"

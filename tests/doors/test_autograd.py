@@ -5,10 +5,10 @@ kernels run (and directly, on every equation of the family)."""
 
 import pytest
 import torch
+from oracle import reference
 
 import einc
 from einc.runtime import engine
-from oracle import reference
 
 D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.

@@ -7,10 +7,10 @@ import math
 
 import pytest
 import torch
+from oracle import reference
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import einc
-from oracle import reference
 
 D = torch.float64
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
@@ -52,9 +52,9 @@ def test_gradients_under_compile_dynamic():
     counter = CompileCounterWithBackend("aot_eager")
     f = torch.compile(lambda a, b, c: einc.einsum("ij,jkk,kl->li", a, b, c).cos().sum(), fullgraph=True,
                       dynamic=True, backend=counter)
-    for seed, (i, j, k, l) in enumerate([(2, 3, 4, 5), (4, 2, 3, 6)]):
+    for seed, (i, j, k, m) in enumerate([(2, 3, 4, 5), (4, 2, 3, 6)]):
         ops = [_randn(i, j, seed=seed).requires_grad_(), _randn(j, k, k, seed=seed + 1).requires_grad_(),
-               _randn(k, l, seed=seed + 2).requires_grad_()]
+               _randn(k, m, seed=seed + 2).requires_grad_()]
         got = torch.autograd.grad(f(*ops), ops)
         ref_ops = [o.detach().clone().requires_grad_() for o in ops]
         want = torch.autograd.grad(torch.einsum("ij,jkk,kl->li", *ref_ops).cos().sum(), ref_ops)

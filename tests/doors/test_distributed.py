@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from networks import grid
 
 from einc.distributed import share
-from networks import grid
 
 _GRID = grid(4, 5, 4)[0]        # issue #24's 4x5 grid, bond 4: at 1024 elements, chunks of 2 values
 CASES = [   # equation, shapes, memory_limit, dtype
@@ -119,7 +119,7 @@ def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
     for r, report in enumerate(reports):
         assert len(report["cases"]) == len(CASES)
-        for case, (eq, shapes, limit, dtype) in zip(report["cases"], CASES):
+        for case, (eq, _shapes, _limit, dtype) in zip(report["cases"], CASES):
             assert case["dtype"] == case["expected_dtype"]
             tol = 1e-2 if dtype == "float16" else 1e-5 if dtype == "complex64" else 1e-12
             assert case["max_diff"] <= tol * max(1.0, case["scale"]), (eq, r, case)

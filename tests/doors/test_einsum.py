@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
+from oracle import assert_close, reference
 
 import einc
-from oracle import assert_close, reference
 
 FAMILY = [
     ("ij,jk->ik", [(3, 4), (4, 5)]),

@@ -6,11 +6,11 @@ import warnings
 
 import pytest
 import torch
+from oracle import reference
 from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import einc
 from einc.runtime import engine
-from oracle import reference
 
 D = torch.float64
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")

@@ -196,8 +196,8 @@ def test_functionalize_at_any_depth_of_the_transforms():
     """torch.func.functionalize has no rule for an autograd.Function: under it, alone or
     around or inside vmap and grad, einc runs torch's einsum, and in-place writes on its
     result are functionalized."""
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functionalize, grad, vmap
+    from torch.fx.experimental.proxy_tensor import make_fx
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
     stack = torch.randn(2, 3, 4, dtype=torch.float64)
     mm = lambda x, y: einc.einsum("ij,jk->ik", x, y)        # noqa: E731

@@ -12,13 +12,13 @@ import warnings
 
 import pytest
 import torch
+from oracle import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc import errors
 from einc import named as named_axes
 from einc.planner import notation
-from oracle import assert_close
 
 EQ = "b n (h d), h d e -> b n (h e)"
 LETTERS = "bnhd,hde->bnhe"

@@ -8,6 +8,7 @@ import weakref
 
 import pytest
 import torch
+from oracle import assert_close, reference
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
@@ -15,7 +16,6 @@ from einc.errors import PathError
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
 from einc.planner.slicing import live_peak
-from oracle import assert_close, reference
 
 CASES = [   # equation, shapes, memory_limit
     ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)], 20),
@@ -547,8 +547,8 @@ def _chunked(eq, ops, indices, chunks, limit=None):
     from einc.planner.graph import build
     from einc.planner.options import Options
     from einc.planner.plan import build_plan
-    from einc.runtime import engine
     from einc.planner.slicing import sliced_plan
+    from einc.runtime import engine
     from einc.runtime.sliced import Runner
     graph = build(parse(eq), [o.shape for o in ops])
     base = build_plan(graph, eq, Options.of())
@@ -661,6 +661,7 @@ def test_max_input_bounds_each_intermediate_as_opt_einsum_does():
 
 def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
     import time
+
     from einc.errors import EincError, MemoryLimitError
     eq, ops = _grid()
     einc.cache_clear()
@@ -678,7 +679,7 @@ def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
     suggested = int(text.split("estimated within 2x of the unsliced time is memory_limit=")[1].split(";")[0]
                     .split(" ")[0])
     assert (suggested == s.unsliced_live) == ("what this path holds unsliced" in text)
-    assert 64 < suggested
+    assert suggested > 64
     ok = einc.explain(eq, *ops, memory_limit=suggested).slicing
     assert ok is None or ok.seconds <= 2 * ok.unsliced_seconds
     if suggested // 2 > 64:          # the smallest power of two that does: half of it does not
@@ -688,8 +689,8 @@ def test_a_limit_that_cannot_pay_raises_naming_a_workable_limit():
 
 
 def test_the_refusal_threshold_and_its_switch(monkeypatch):
-    from einc.planner import slicecost
     from einc.errors import ConfigError, MemoryLimitError
+    from einc.planner import slicecost
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
     monkeypatch.setattr(slicecost, "FLOOR_SECONDS", 0.0)        # 5040 slices: far over 100x, but fast
@@ -735,6 +736,7 @@ def test_an_interrupt_leaves_out_and_the_cache_untouched(monkeypatch):
 def test_long_runs_report_progress_to_the_log_or_a_terminal(monkeypatch, caplog):
     import io
     import logging
+
     from einc.runtime import sliced
     ops = _operands([(8, 9), (9, 10), (10, 7)])
     eq = "ij,jk,kl->il"
@@ -829,6 +831,7 @@ def test_a_max_input_refusal_names_max_input():
     """The refusal of a slicing that costs too much names the limit as the caller gave it:
     'max_input' (with the number it stood for), not only the number."""
     from types import SimpleNamespace
+
     from einc.planner import slicecost
     costly = dict(memory_limit=200, num_slices=40000, estimate=lambda executor: (50.0, 40.0, 0.1))
     live = slicecost.refusal(SimpleNamespace(bound="live", **costly))
@@ -840,7 +843,8 @@ def test_a_max_input_refusal_names_max_input():
 
 
 @pytest.mark.parametrize("eq,shapes", [("i,j,k->ijk", [(16,), (16,), (16,)]), ("bi,bj,bk->bijk", [(32, 8)] * 3),
-                                       ("ii,ij,jk->k", [(6, 6), (6, 3), (3, 2)]), ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
+                                       ("ii,ij,jk->k", [(6, 6), (6, 3), (3, 2)]),
+                                       ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
 def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shapes):
     """opt_einsum's 'max_input' is the largest of the operands' and the output's sizes (a
     repeated index counted as often as it appears): einc's was the operands' alone (``ii``

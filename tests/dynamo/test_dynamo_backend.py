@@ -239,7 +239,8 @@ def test_a_factor_written_before_the_result_is_not_moved_after_the_chain():
 def test_all_contraction_kinds_are_recognized():
     def fn(a, b, v, w):
         return (torch.einsum("bij,bjk->bik", a, b), torch.bmm(a, b), a.matmul(b),
-                torch.tensordot(a, b, dims=([2], [1])), torch.tensordot(v, w, 1), v @ w, w.T @ v, torch.nn.functional.linear(a, w.T), v @ v, b.mT @ v,
+                torch.tensordot(a, b, dims=([2], [1])), torch.tensordot(v, w, 1), v @ w, w.T @ v,
+                torch.nn.functional.linear(a, w.T), v @ v, b.mT @ v,
                 torch.mm(w.t(), a[0].permute(1, 0)))
     a, b = _randn(2, 3, 4), _randn(2, 4, 5, seed=1)
     v, w = _randn(4, seed=2), _randn(4, 3, seed=3)

@@ -15,13 +15,13 @@ Quick and deterministic by default; the long run before a release is
 import math
 import warnings
 
+import fuzz
 import pytest
 import torch
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 import einc
-import fuzz
 
 
 @pytest.fixture(autouse=True)
@@ -185,6 +185,7 @@ def test_both_lowerings_of_write_bound_pairs(kernel_device, pair, dtype, layouts
 
 def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
     from oracle import assert_close, reference
+
     from einc.runtime import triton_executor
     equation, shapes = pair
     g = torch.Generator().manual_seed(seed)
@@ -209,7 +210,8 @@ def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
     laid = [o.shape for o in ops], [o.stride() for o in ops]
     moved = sorted({g for k, _ in kernels(plan, dtype, *laid) for g in ("t", "nt", "kt") if k.group(g)})
     differs = triton_executor.plain_kernels(plan, dtype, *laid)
-    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs else "the plain kernel is the default")
+    event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs
+          else "the plain kernel is the default")
 
 
 # ---------------------------------------------------------------- autograd

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import einc
+from einc.planner import plan_for
 from einc.planner.equation import parse
 from einc.planner.graph import build
-from einc.planner import plan_for
 from einc.planner.options import Options
 from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
 
@@ -105,7 +105,8 @@ def test_a_chain_of_products_is_laid_out_in_the_results_order():
     the last step permutes nothing; matrix products keep batch, A's free, B's free."""
     n = 16
     letters = "abcdefghijklmnop"
-    plan = einc.explain(",".join(letters) + "->" + letters, *[(2,)] * n, optimize=[(0, 1)] + [(0, n - k) for k in range(2, n)])
+    plan = einc.explain(",".join(letters) + "->" + letters, *[(2,)] * n,
+                        optimize=[(0, 1)] + [(0, n - k) for k in range(2, n)])
     assert all(s.kind == PRODUCT for s in plan.steps)
     for step in plan.steps:
         out = plan.graph.term(step.output)

@@ -1,23 +1,22 @@
 """einc's default path search past dynamic programming's reach (einc.planner.search): the
 budget, the report, determinism, the fallbacks without cotengra, and the ranking."""
 
-import os
-import random
-import subprocess
-import sys
-
 import inspect
 import json
+import os
+import random
 import stat
+import subprocess
+import sys
 
 import opt_einsum
 import pytest
 import torch
 
 import einc
+from einc.errors import EquationError
 from einc.planner import pathcache
 from einc.planner import search as S
-from einc.errors import EquationError
 from einc.planner.options import DP_OPERANDS, _auto
 from einc.planner.plan import path_cache_clear
 

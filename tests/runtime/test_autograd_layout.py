@@ -162,7 +162,8 @@ def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
     # operand over an index of the other's own moved into the batch, where there is one
     monkeypatch.setattr(ttgt, "SMALL", 0)                       # small steps weigh such layouts too
     used = []
-    monkeypatch.setattr(ttgt, "pick", lambda found: used.append(min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
+    monkeypatch.setattr(ttgt, "pick",
+                        lambda found: used.append(min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
                         or used[-1])
     ops = _inputs(shapes, seed=5)
     out = einc.einsum(equation, *ops)

@@ -9,15 +9,15 @@ chunks of a drawn size, and check them against torch.einsum on float64 / int64 c
 import math
 from types import SimpleNamespace
 
+import fuzz
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from hypothesis import event, given, note
 from hypothesis import strategies as st
+from oracle import TOL
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
-import fuzz
-from oracle import TOL
 from einc.runtime.torch_executor import chunked, permute_copy
 
 ROLES = ("batch", "m", "n", "k")

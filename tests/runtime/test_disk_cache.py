@@ -17,9 +17,9 @@ import pytest
 
 import einc
 from einc import config
-from einc.tools.cli import main
 from einc.errors import ConfigError, EincError
 from einc.runtime.triton_executor import diskcache, loader
+from einc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,6 +168,7 @@ def test_triton_runs_the_verified_source_even_when_the_file_changes_after_loadin
     """Triton (its @jit and the interpreter's rewrite at launch) reads source by file name:
     it gets the source einc verified, not what the file holds later."""
     import torch
+
     from einc.planner.equation import parse
     from einc.planner.graph import build
     from einc.planner.plan import build_plan

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from oracle import assert_close, reference
 
 import einc
-from einc.tools import dump
-from einc.planner.equation import parse
 from einc.codegen.lower import lower_program
+from einc.planner.equation import parse
 from einc.planner.fuse import FUSED, fuse_plan
-from einc.runtime.program import unit_functions
 from einc.planner.graph import build
-from einc.planner.plan import CONTRACT, PRODUCT, build_plan
 from einc.planner.options import Options
-from oracle import assert_close, reference
+from einc.planner.plan import CONTRACT, PRODUCT, build_plan
+from einc.runtime.program import unit_functions
+from einc.tools import dump
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -181,7 +181,7 @@ def test_suite_gpu_variants_fused_workloads_launch_fewer_kernels_than_plan_steps
         assert launches == len(plan.steps) - sum(len(s.parts) - 1 for s in fused)
         if launches < len(plan.steps):
             fewer[w["id"]] = (launches, len(plan.steps))
-            assert all(f"triton einc_fused_" in b for b, s in zip(shown.backends, shown.steps) if s.kind == FUSED)
+            assert all("triton einc_fused_" in b for b, s in zip(shown.backends, shown.steps) if s.kind == FUSED)
             assert len(kernels) >= len(fused)
             assert "fused into one kernel" in str(shown)
     assert fewer["torch_bilinear"] == (1, 2) and fewer["linear_attn_output"] == (1, 2)
@@ -408,7 +408,8 @@ def test_backend_passes_constant_factors_to_the_kernel(on_kernels, monkeypatch):
     assert_close(out.cpu(), 0.125 * reference("ij,jk->ik", a.cpu(), b.cpu()), torch.float32, extent=8)
     (r,) = einc.dynamo.last_report.rewrites
     assert r.scale_on == "epilogue"
-    (node,) = [n for n in graphs[0].graph.nodes if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
+    (node,) = [n for n in graphs[0].graph.nodes
+               if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
     assert node.args[4] == 0.125
     import operator
     scalar_ops = (operator.mul, operator.truediv, torch.mul, torch.div)
@@ -487,6 +488,7 @@ def test_the_64_bit_offset_variant_computes_the_same(kernel_device, equation, sh
     """The variant for tensors of 2^31 elements or more (64-bit offsets, no span check),
     run on small operands: the same answer."""
     import dataclasses
+
     from einc.codegen import render
     from einc.runtime.triton_executor import loader
     (kernel,) = lower_program(fuse_plan(_plan(equation, shapes, path), "float64"), "float64", shapes)

@@ -18,10 +18,10 @@ import torch
 
 import einc
 from einc.codegen import render
+from einc.codegen.lower import lower_program
 from einc.planner.equation import parse
 from einc.planner.fuse import FUSED, fuse_plan
 from einc.planner.graph import build
-from einc.codegen.lower import lower_program
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor
@@ -216,7 +216,7 @@ def test_the_fp32_precision_reader_follows_torch_and_never_raises(fresh, monkeyp
 
 def _has_new_api(matmul) -> bool:
     try:
-        matmul.fp32_precision
+        _ = matmul.fp32_precision
     except AttributeError:
         return False
     return True
@@ -481,8 +481,9 @@ def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_
         assert launcher.tuned.do_bench is launch.tuning_bench
 
 
-def _kernel_for_tuning(x_ptr, K: tl.constexpr, K_SPLIT: tl.constexpr, O: tl.constexpr, BLOCK_O: tl.constexpr,
-                       BLOCK_K: tl.constexpr):
+# the parameters are named as the launcher passes them: O is the reduce kernel's output count
+def _kernel_for_tuning(x_ptr, K: tl.constexpr, K_SPLIT: tl.constexpr, O: tl.constexpr,  # noqa: E741
+                       BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
     pass
 
 
@@ -524,10 +525,11 @@ def test_screen_launches_the_first_config_untuned_and_keeps_nothing(fresh, monke
     monkeypatch.setattr(m.launcher, "kernel", fixed)
     torch.testing.assert_close(m.screen(*ops), expected)
     assert tuner.calls == 0 and not m.launcher.layouts
-    (meta,) = fixed.calls                                          # one launch (a split's second pass is another kernel)
+    # one launch (a split's second pass is another kernel)
+    (meta,) = fixed.calls
     first = m.launcher.first_config(meta)
     assert first in m.launcher.configs and first.all_kwargs().items() <= meta.items()
-    if case is MM:                                                 # fp64, 40x35 over 6: the 64x64x16 tile, 4 warps, 2 stages
+    if case is MM:        # fp64, 40x35 over 6: the 64x64x16 tile, 4 warps, 2 stages
         assert (meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"], meta["num_warps"], meta["num_stages"]) == \
             (64, 64, 16, 4, 2)
         other = m.launcher.configs[-1]                             # a config named: that one (bench/gpu_variants.py)

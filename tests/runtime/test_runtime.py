@@ -76,6 +76,7 @@ def test_explain_takes_a_dtype_by_name(monkeypatch):
     """explain and contract_path describe shapes in a dtype given as a torch dtype or its
     name (numpy's dtypes too), the same on every device; anything else is refused."""
     import numpy as np
+
     from einc.errors import DtypeError
     monkeypatch.delenv("EINC_BACKEND", raising=False)
     shapes = ((2, 8, 4, 16), (2, 8, 4, 16))

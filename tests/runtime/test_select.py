@@ -7,13 +7,13 @@ import json
 import sys
 import warnings
 
+import fuzz
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import einc
-import fuzz
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.plan import build_plan
@@ -512,7 +512,8 @@ def test_measure_interleaves_the_candidates_so_a_drift_does_not_pick(monkeypatch
     choice = select.measure({"triton": candidate("triton", 5.0), "blas": candidate("blas", 4.0)}, ())
     assert choice.backend == "blas", choice.reason
     assert runs == {"triton": TIMED + 1, "blas": TIMED + 1, "torch": 0}   # one warm-up each
-    assert [f.__name__ for f in clock[2:6]] == ["triton", "blas", "blas", "triton"]   # A B, B A, ... after the first round
+    # A B, B A, ... after the first round
+    assert [f.__name__ for f in clock[2:6]] == ["triton", "blas", "blas", "triton"]
     three = select.measure({n: candidate(n, us) for n, us in (("triton", 3.0), ("blas", 2.0), ("torch", 1.0))}, ())
     assert three.backend == "torch" and set(three.timings) == {"triton", "blas", "torch"}
 

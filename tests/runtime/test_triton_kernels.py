@@ -6,10 +6,10 @@ import warnings
 
 import pytest
 import torch
+from oracle import assert_close, reference
 
 import einc
 from einc.runtime.reference import torch_einsum
-from oracle import assert_close, reference
 from tests.doors.test_einsum import FAMILY
 
 pytest.importorskip("triton")

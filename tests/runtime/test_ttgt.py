@@ -418,7 +418,7 @@ def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
     assert len(rows) == 1 and rows[0].endswith("| ok |")
     assert "layouts unchanged (1): tiny_gemm_16" in out
-    assert ttgt.PER_MATRIX == before and ttgt.for_training is real
+    assert before == ttgt.PER_MATRIX and ttgt.for_training is real
 
 
 def test_the_layouts_benchmark_times_a_training_step(capsys):

@@ -22,7 +22,7 @@ import torch.fx
 import torch.utils.checkpoint
 
 torch_einsum = torch.einsum             # torch's own, taken before the patch
-import einc                             # noqa: E402
+import einc  # noqa: E402
 
 torch.einsum = einc.einsum
 torch.functional.einsum = einc.einsum

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from einc.tools.cli import main, parse_shapes
 from einc.tools import dump
+from einc.tools.cli import main, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
@@ -106,7 +106,8 @@ def test_dump_imports_neither_torch_nor_triton(tmp_path):
 # ----------------------------------------------------------------------- errors and exit codes
 
 @pytest.mark.parametrize("argv, message", [
-    (["dump", "ij,jk->iz", "--shapes", "2x3,3x4"], "output subscript z does not appear in the equation for any input operand"),
+    (["dump", "ij,jk->iz", "--shapes", "2x3,3x4"],
+     "output subscript z does not appear in the equation for any input operand"),
     (["dump", "ij,jk->ik", "--shapes", "2x3"], "names 2 operands but --shapes gives 1"),
     (["dump", "ij,jk->ik", "--shapes", "2x3,4x5"], "subscript 'j' has size 4"),
     (["explain", "ij,jk->ik", "--shapes", "2x3,3x4", "--optimize", "nope"], "unknown optimize='nope'"),
@@ -254,7 +255,8 @@ def test_traceback_only_with_einc_debug():
     loud = run_cli("dump", "ij,jk->iz", "--shapes", "2x3,3x4", env={"EINC_DEBUG": "1"})
     assert quiet.returncode == loud.returncode == 2
     assert "Traceback" not in quiet.stderr
-    assert quiet.stderr.splitlines()[0] == "einc dump: error: output subscript z does not appear in the equation for any input operand"
+    assert quiet.stderr.splitlines()[0] == \
+        "einc dump: error: output subscript z does not appear in the equation for any input operand"
     assert "Traceback" in loud.stderr and "EquationError" in loud.stderr
 
 

@@ -74,7 +74,8 @@ def test_smoke_csv_table_and_gates(ge, tmp_path, capsys):
         assert int(r["k"]) == 1
         for col in ("einc_us", "torch_us", "torch_c_us", "einc_blas_us", "oe_plan_us", "host_einc_us"):
             assert float(r[col]) > 0, (col, r)
-        first_s = float(r["first_s"])                # einc's first call plans (the cache is empty): slower than a cached call
+        # einc's first call plans (the cache is empty): slower than a cached call
+        first_s = float(r["first_s"])
         assert 0 < first_s < 60 and first_s * 1e6 > float(r["einc_us"]), r
         assert r["graph_us"] == "" and r["graph_note"].startswith("n/a")
         assert float(r["e_t"]) == pytest.approx(float(r["einc_us"]) / float(r["torch_us"]), rel=1e-4)

@@ -104,7 +104,8 @@ def test_the_plugin_counts_calls_reaching_einc(runs):
 
 def test_parse_junit_ranks_a_failure_over_a_teardown_error(tmp_path):
     junit = tmp_path / "j.xml"
-    junit.write_text('<testsuites><testsuite><testcase classname="m" name="t1"><failure message="boom">Traceback\nmore</failure>'
+    junit.write_text('<testsuites><testsuite><testcase classname="m" name="t1">'
+                     '<failure message="boom">Traceback\nmore</failure>'
                      '<error message="teardown"/></testcase><testcase classname="m" name="t2">'
                      '<skipped type="pytest.xfail" message="x"/></testcase><testcase classname="m" name="t3"/>'
                      '</testsuite></testsuites>')

@@ -36,7 +36,7 @@ def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_p
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     rows = json.loads(out.read_text())
-    assert all(FIELDS <= set(r) for r in rows)
+    assert all(set(r) >= FIELDS for r in rows)
     assert {r["workload"] for r in rows} == {"attn_scores_bhqd", "batched_frobenius"}
     assert all(r["triton"] == triton.__version__ and r["ptxas_log"] == "triton" for r in rows)
 
@@ -57,7 +57,8 @@ def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_p
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert tables.returncode == 0, tables.stderr[-2000:]
     kernels = len({(r["workload"], r["step"], r["kernel"]) for r in rows})     # a split's second pass counts
-    assert f"| {triton.__version__} | {kernels} | {len(rows)} | 0 |" in tables.stdout and "`einc_mm_abcd_abed_abce_" in tables.stdout
+    assert f"| {triton.__version__} | {kernels} | {len(rows)} | 0 |" in tables.stdout
+    assert "`einc_mm_abcd_abed_abce_" in tables.stdout
     assert f"triton {triton.__version__}, sm_90a: {len({(r['workload'], r['kernel']) for r in rows})} kernels" \
         in done.stdout                                            # the summary line
 

@@ -11,8 +11,8 @@ standard contiguous layout.
 
 Copies around the matrix products, which torch's autograd then differentiates: the
 layout of each product (which operand is left, which indices are batch, their order) is
-the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a gradient will be taken, an operand whose
-matrices have no unit-stride axis is copied once into a contiguous stack
+the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
+gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
 matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied
@@ -27,14 +27,15 @@ import string
 
 import torch
 
-from ...planner.strides import by_stride, contiguous
 from ...errors import DtypeError
-from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
-from . import ttgt
+from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
+from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
+from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
-from .permute_copy import permuted_copy as _permuted_copy, untracked
+from .permute_copy import permuted_copy as _permuted_copy
+from .permute_copy import untracked
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype

@@ -25,7 +25,6 @@ import torch
 
 from ...planner.plan import CONTRACT, Step
 
-
 MAX_PATTERNS = 64      # stride patterns a step function keeps worked out (as the kernel launcher's layouts)
 
 

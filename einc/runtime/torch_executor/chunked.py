@@ -27,11 +27,11 @@ the indices together.  :func:`plan_sum_chunks` cuts it along its leading dimensi
 blocks of the same size as above, each block's sum copied into its slab of the result
 (or, for a later block of the same outputs, along a summed dimension, added to it; in
 float16 or bfloat16 the torch executor's ``whole`` multiplies and sums in float32, so the
-partial sums are float32, rounded once at the end); the sums stay torch's cascade within a block, so the result is as accurate as the whole sum
-(on ``bij,bij->b`` at 64 MiB and 1 GiB, 75x and 350x closer to float64 than
-torch.einsum's matrix product).  ``bench/chunked.py`` on ``bij,bij->b``: 0.18-0.19x the
-time at a 128 MiB product, 0.86-1.02x at 12-16 MiB, 1.1-1.4x below, with 1 and 2
-threads: the same :data:`MIN_BYTES`.
+partial sums are float32, rounded once at the end); the sums stay torch's cascade within
+a block, so the result is as accurate as the whole sum (on ``bij,bij->b`` at 64 MiB and
+1 GiB, 75x and 350x closer to float64 than torch.einsum's matrix product).
+``bench/chunked.py`` on ``bij,bij->b``: 0.18-0.19x the time at a 128 MiB product,
+0.86-1.02x at 12-16 MiB, 1.1-1.4x below, with 1 and 2 threads: the same :data:`MIN_BYTES`.
 
 Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd,
 ``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
@@ -189,7 +189,7 @@ def l2_bytes(device) -> int:
     return _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _l2_bytes(index: int) -> int:
     return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)
 

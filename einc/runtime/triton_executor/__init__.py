@@ -13,9 +13,9 @@ import os
 import sys
 
 from ... import config
-from ...planner import fuse
 from ...codegen import cache_source
 from ...codegen.lower import modules
+from ...planner import fuse
 from .loader import load
 
 

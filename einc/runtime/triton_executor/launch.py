@@ -167,7 +167,7 @@ def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, 
     dominates or the programs would not fill the processors, and the partial sums
     (``outputs`` per slice) stay under 2^31 elements; a second pass adds them in a fixed
     order, so a split result has the same bits on every run."""
-    if K < 2 * granule or not (dominant or programs < processors):
+    if 2 * granule > K or not (dominant or programs < processors):
         return 1, max(K, 1)
     splits = min(64, K // granule, max(2, (2 * processors) // max(programs, 1)), 2**31 // max(outputs, 1))
     if splits < 2:
@@ -310,8 +310,8 @@ class Launcher:
         nothing else is left."""
         K = min(kwargs["K"], kwargs["K_SPLIT"])
         if self.kind == REDUCE:
-            O = kwargs["O"]
-            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(O, 1))
+            outputs = kwargs["O"]
+            kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(outputs, 1))
                     and c.kwargs["BLOCK_K"] <= max(1, triton.next_power_of_2(max(K, 1)))]
             return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_O"] * c.kwargs["BLOCK_K"])]
         M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
@@ -324,9 +324,11 @@ class Launcher:
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
                 and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * c.kwargs.get("BLOCK_KT", 1) * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
+                * c.kwargs.get("BLOCK_KT", 1)
+                * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
                 <= SHARED_MEMORY]
-        return kept or [min(configs, key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+        return kept or [min(configs,
+                            key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
     def split(self, programs, K, dominant, processors, outputs):
         """:func:`split` with this kernel's granule."""
@@ -386,10 +388,10 @@ class Launcher:
         meta = dict(sizes)
         K = meta["K"]
         if self.kind == REDUCE:
-            O = meta["O"]
-            SPLIT_K, K_SPLIT = self.split(triton.cdiv(O, 64), K, False, self.processors(c.device), O)
-            grid = lambda m: (triton.cdiv(O, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
-            blocks = dict(BLOCK_O=block(O, 1, 256), BLOCK_K=block(K, 1, 64))
+            outputs = meta["O"]
+            SPLIT_K, K_SPLIT = self.split(triton.cdiv(outputs, 64), K, False, self.processors(c.device), outputs)
+            grid = lambda m: (triton.cdiv(outputs, m["BLOCK_O"]), SPLIT_K)  # noqa: E731
+            blocks = dict(BLOCK_O=block(outputs, 1, 256), BLOCK_K=block(K, 1, 64))
         else:
             M, N, BATCH, T = meta["M"], meta["N"], meta["BATCH"], meta.get("T", 1)
             blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
@@ -405,7 +407,7 @@ class Launcher:
             elif self.kind == MATMUL:
                 NT = meta.get("NT", 1)      # N as a 2-D block: NT's blocks by the inner N's
                 tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(NT * N, 128)
-                SPLIT_K, K_SPLIT = self.split(tiles, K, K >= 32 * max(M, NT * N), self.processors(c.device),
+                SPLIT_K, K_SPLIT = self.split(tiles, K, 32 * max(M, NT * N) <= K, self.processors(c.device),
                                               c.numel())
                 grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH  # noqa: E731
                                   * triton.cdiv(T, m.get("BLOCK_T", 1)) * triton.cdiv(NT, m.get("BLOCK_NT", 1)),

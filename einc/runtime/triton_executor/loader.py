@@ -20,9 +20,8 @@ import sys
 import threading
 import types
 
-from . import compat
 from ...errors import KernelLoadError, warn
-from . import diskcache
+from . import compat, diskcache
 
 _modules: dict = {}
 _lock = threading.Lock()

@@ -30,13 +30,29 @@ import torch
 from ...errors import ArgumentError
 from ...runtime.reference import torch_einsum
 from . import report
-from .calls import (CONTIGUOUS, FORWARD, METHODS, MODES, RTOL, TOLERANCES, TRAIN, Mode,  # noqa: F401 -- re-exported
-                    Options, check, check_train, differentiable, forward_call, methods, train_prepare, train_step,
-                    upstream)
+from .calls import (  # noqa: F401 -- re-exported
+    CONTIGUOUS,
+    FORWARD,
+    METHODS,
+    MODES,
+    RTOL,
+    TOLERANCES,
+    TRAIN,
+    Mode,
+    Options,
+    check,
+    check_train,
+    differentiable,
+    forward_call,
+    methods,
+    train_prepare,
+    train_step,
+    upstream,
+)
 from .load import Load, fits, measure, other_cores, settle
 from .load import _cpu_sample as cpu_sample
-from .report import cell
 from .progress import Progress
+from .report import cell
 from .suite import variant_name
 from .timing import interleaved, ratio_interval
 from .train import bench_models_train, report_models_train, train_models, train_verdicts

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from . import report
-from .progress import Progress
 from .calls import CONTIGUOUS, Options, check_train, upstream
+from .progress import Progress
 from .report import cell
 from .timing import interleaved, ratio_interval
 
