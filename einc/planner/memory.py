@@ -102,9 +102,9 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
     Counted: the intermediates alive (its inputs, other branches' pending results), its
     output and the copies it makes inside itself (:func:`step_copies`; a step whose result
     is in ``finals`` is an entry's last).  An intermediate lives from the step that makes
-    it until the step that consumes it; operands (ids below ``num_operands``) are the caller's tensors, or views of them,
-    and cost nothing but their copies; the ``kept`` values (hoisted results) are never
-    freed."""
+    it until the step that consumes it; operands (ids below ``num_operands``) are the
+    caller's tensors, or views of them, and cost nothing but their copies; the ``kept``
+    values (hoisted results) are never freed."""
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     for s, step in enumerate(steps):
