@@ -55,6 +55,7 @@ SMALL = 0.1             # seconds: a budget may reach this, or the predicted tim
 HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
+QUICK_RECONF_SECONDS = 0.0005   # per tensor: a refinement by subtrees of 6 leaves, run on a small budget
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 CONVERGED = 128         # trials without a better tree end a hyper search
@@ -140,7 +141,7 @@ def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, CAP, MAX_TRIALS,
-                              CONVERGED, RECONF_SECONDS,
+                              CONVERGED, RECONF_SECONDS, QUICK_RECONF_SECONDS,
                               WRITE_FACTOR, seed, *found)))
 
 
@@ -220,6 +221,16 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     if ctg is None:
         best, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, budget, affords)
         method = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
+        # Refining the best tree by small subtrees gains more than further trials on
+        # lattices and regular graphs, in tens of milliseconds: worth it where the plan is
+        # kept for every later call, up to a tenth of a second beyond a small budget.
+        quick_ctg = _cotengra()
+        if quick_ctg is not None and QUICK_RECONF_SECONDS * len(inputs) <= max(budget, SMALL):
+            refined = _reconfigured(quick_ctg, inputs, output, size_dict, best, subtree_size=6)
+            if _predict(inputs, output, size_dict, refined) < _predict(inputs, output, size_dict, best):
+                best = refined
+            trials += 1
+            method += ", its best tree refined (cotengra: subtrees of 6)"
     else:
         # seeded random greedy first (cheap, often close), then the hyper-optimizer
         quick, quick_trials, refined = None, 0, ""
@@ -356,12 +367,12 @@ def _seeded(seed):
         random.setstate(state)
 
 
-def _reconfigured(ctg, inputs, output, size_dict, path):
-    """``path`` refined by cotengra's subtree reconfiguration (subtrees of 8 leaves), ranked
-    as the hyper-optimizer ranks trees."""
+def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8):
+    """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
+    leaves), ranked as the hyper-optimizer ranks trees."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=8)
+        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size)
     except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
         return path
     return _linear(tree.get_path())

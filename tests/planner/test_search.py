@@ -393,3 +393,31 @@ def test_under_a_memory_limit_the_hyper_search_slices_inside_and_einc_keeps_the_
     assert info.slicing is None or info.slicing.live <= 256 or info.largest_intermediate <= 256
     out = einc.einsum(eq, *ops, memory_limit=256)
     torch.testing.assert_close(out, opt_einsum.contract(eq, *ops, backend="torch"))
+
+
+def _lattice(rows, cols, d_min, d_max, seed):
+    """A ``rows`` x ``cols`` square lattice network (int labels), bonds of d_min..d_max."""
+    rng = random.Random(seed)
+    bonds, terms = {}, [set() for _ in range(rows * cols)]
+    for r in range(rows):
+        for c in range(cols):
+            for dr, dc in ((0, 1), (1, 0)):
+                if r + dr < rows and c + dc < cols:
+                    k = len(bonds)
+                    bonds[k] = rng.randint(d_min, d_max)
+                    terms[r * cols + c].add(k)
+                    terms[(r + dr) * cols + c + dc].add(k)
+    return [frozenset(t) for t in terms], bonds
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the refinement is cotengra's subtree reconfiguration")
+def test_a_small_budget_refines_its_best_tree(monkeypatch):
+    inputs, sizes = _lattice(8, 8, 2, 4, seed=0)
+    greedy = S._predict(inputs, frozenset(), sizes, S._greedy(inputs, frozenset(), sizes, None))
+    assert 0 < S.budget_for(greedy) < S.HYPER_FLOOR                  # the random greedy tier
+    path, report = S.find(inputs, set(), sizes)
+    assert "refined" in report.method and report.trials >= 2
+    monkeypatch.setattr(S, "QUICK_RECONF_SECONDS", float("inf"))     # no refinement
+    plain, plain_report = S.find(inputs, set(), sizes)
+    assert "refined" not in plain_report.method
+    assert report.best_seconds < plain_report.best_seconds            # the refinement found a better tree
