@@ -32,6 +32,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -690,11 +691,12 @@ def equations(case_name: str, budget: float = 1.0) -> str:
 
 
 class Worker:
-    def __init__(self, case: str, patched: bool):
+    def __init__(self, case: str, patched: bool, cache_dir: str):
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "OMP_NUM_THREADS": "1",
+            "EINC_CACHE_DIR": cache_dir,
         }
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", case, "--side", "patched" if patched else "unpatched"],
@@ -725,11 +727,14 @@ class Worker:
 
 def measure(case: Case, rounds: int, target: float, seed: int = 0) -> dict:
     """One module's row: both workers started one after the other (each first step alone on
-    the machine), then ``rounds`` rounds of one batch each, in shuffled order."""
+    the machine), then ``rounds`` rounds of one batch each, in shuffled order.  The workers
+    get an empty einc cache folder, so the first step finds no path remembered on disk
+    by an earlier run, as on a user's first run."""
     sides = {}
+    cache = tempfile.TemporaryDirectory(prefix="einc-real-modules-")
     try:
-        sides["unpatched"] = Worker(case.name, False)
-        sides["patched"] = Worker(case.name, True)
+        sides["unpatched"] = Worker(case.name, False, cache.name)
+        sides["patched"] = Worker(case.name, True, cache.name)
         note = (
             "" if same_answers(sides["unpatched"].first["check"], sides["patched"].first["check"]) else "ANSWERS DIFFER"
         )
@@ -746,6 +751,7 @@ def measure(case: Case, rounds: int, target: float, seed: int = 0) -> dict:
     finally:
         for w in sides.values():
             w.close()
+        cache.cleanup()
 
 
 def missing(case: Case) -> str | None:

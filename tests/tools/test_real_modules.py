@@ -136,6 +136,31 @@ def test_two_workers_time_the_torch_only_module(tmp_path):
     assert "| torch-bilinear |" in (tmp_path / "real-modules.md").read_text()
 
 
+def test_measure_gives_the_workers_an_empty_cache_folder_of_their_own(monkeypatch):
+    # a path remembered on disk by an earlier run would make einc's first step look cheap
+    import os
+
+    seen = []
+
+    class FakeWorker:
+        def __init__(self, case, patched, cache_dir):
+            seen.append((patched, cache_dir, os.listdir(cache_dir)))
+            self.first = {"first": 0.002 if patched else 0.001, "check": [1.0]}
+
+        def ask(self, command):
+            return {"n": 1} if command.startswith("calibrate") else {"per_call": 1e-3, "calls": 1}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(rm, "Worker", FakeWorker)
+    row = rm.measure(rm.CASES["torch-bilinear"], rounds=3, target=0.001)
+    assert [p for p, _, _ in seen] == [False, True] and seen[0][1] == seen[1][1]
+    assert seen[0][2] == [] and not os.path.exists(seen[0][1])  # empty while used, gone after
+    assert seen[0][1] != os.environ.get("EINC_CACHE_DIR")
+    assert row["first_ratio"] == 2.0 and row["ratio"] == 1.0 and row["calls"] == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in rm.CASES if n != "torch-bilinear"])
 def test_each_real_module_gives_the_same_answers_patched(name, request):
