@@ -99,8 +99,8 @@ def installed_version(name: str) -> str | None:
 def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
     """(the folder pytest runs in, its arguments) for ``lib``'s tests."""
     if not lib.sdist_tests:
-        out = subprocess.run([sys.executable, "-c", f"import {lib.name}, os; print(os.path.dirname({lib.name}.__file__))"],
-                             capture_output=True, text=True, check=True)
+        where = f"import {lib.name}, os; print(os.path.dirname({lib.name}.__file__))"
+        out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True)
         package = Path(out.stdout.strip())
         target = package / lib.package_tests if lib.package_tests else package
         return package.parent, [str(target.relative_to(package.parent)), *lib.pytest_args]
@@ -230,8 +230,8 @@ def row(name: str, version: str, unpatched: Run, patched: Run) -> str:
         return f"{r.passed} / {r.failed} / {r.errors} / {r.skipped}" + ("" if r.complete else " (interrupted)")
     c = patched.counts or {}
     reached = f"{c.get('calls', 0):,} ({c.get('torch_op', 0):,} by torch's op; {c.get('equations', 0):,} equations)"
-    return (f"| {name} | {version} | {max(unpatched.tests, patched.tests)} | {cells(unpatched)} | {cells(patched)} | {reached} | "
-            f"{unpatched.seconds:.0f} s / {patched.seconds:.0f} s |")
+    return (f"| {name} | {version} | {max(unpatched.tests, patched.tests)} | {cells(unpatched)} | {cells(patched)} | "
+            f"{reached} | {unpatched.seconds:.0f} s / {patched.seconds:.0f} s |")
 
 
 HEADER = ("| library | version | tests | unpatched passed / failed / errors / skipped | "
@@ -243,7 +243,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("libraries", nargs="*", help=f"default: all ({', '.join(LIBRARIES)})")
     parser.add_argument("--install", action="store_true", help="pip install the pinned versions first")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="scratch folder (default bench/results/libraries)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="scratch folder (default bench/results/libraries)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
     args = parser.parse_args(argv)
     names = args.libraries or list(LIBRARIES)
@@ -270,9 +271,10 @@ def main(argv=None) -> int:
         lost = regressions(unpatched, patched)
         details.append(f"**{name}**: {len(lost)} tests fail patched and pass unpatched"
                        + "".join(f"\n- `{t}` ({o}): {m}" for t, o, m in lost))
+        kept = ("tests", "passed", "failed", "errors", "skipped", "seconds")
         raw[name] = {"version": version, "note": lib.note, "args": pytest_args,
-                     "unpatched": {k: getattr(unpatched, k) for k in ("tests", "passed", "failed", "errors", "skipped", "seconds")},
-                     "patched": {k: getattr(patched, k) for k in ("tests", "passed", "failed", "errors", "skipped", "seconds")},
+                     "unpatched": {k: getattr(unpatched, k) for k in kept},
+                     "patched": {k: getattr(patched, k) for k in kept},
                      "counts": patched.counts, "regressions": lost,
                      "complete": unpatched.complete and patched.complete}
         print(rows[-1], file=sys.stderr, flush=True)
