@@ -32,6 +32,7 @@ symbolic.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -392,5 +393,9 @@ class EinsumFunction(torch.autograd.Function):
     def vmap(info, in_dims, call, *operands):
         return batched(call.eq, in_dims[1:], operands, call.contract)
 
+
+# torch binds every apply's arguments to forward's signature where setup_context is
+# defined, building the signature anew each time unless the function carries one.
+EinsumFunction.forward.__signature__ = inspect.signature(EinsumFunction.forward)
 
 __all__ = ["EinsumFunction", "Call", "einsum", "differentiable", "derive", "operand_grads", "tangent", "batched"]

@@ -196,3 +196,19 @@ def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
     einc.einsum("ikc,jkc->ijc", a, b)
     assert copies                                   # with grad mode on: the stack copies
     einc.cache_clear()
+
+
+def test_autograd_functions_carry_their_signature(monkeypatch):
+    """torch binds each apply's arguments to forward's signature (setup_context is
+    defined): the signature is built once, not on every call, for both einc Functions."""
+    import inspect
+
+    from einc.autograd import EinsumFunction
+    built = []
+    real = inspect._signature_from_function
+    monkeypatch.setattr(inspect, "_signature_from_function", lambda *a, **k: built.append(a) or real(*a, **k))
+    x = torch.randn(4, 8, requires_grad=True)
+    y = tx._Relayout.apply(x, lambda t: t.t().contiguous(), lambda t: t.t().contiguous())
+    assert torch.equal(y, x.t())
+    assert not [a for a in built if getattr(a[1], "__qualname__", "").startswith("_Relayout")]
+    assert inspect.signature(EinsumFunction.forward) is EinsumFunction.forward.__signature__

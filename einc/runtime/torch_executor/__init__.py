@@ -22,6 +22,7 @@ into the result while in cache, and a large multiply and sum a block at a time
 
 from __future__ import annotations
 
+import inspect
 import math
 import string
 
@@ -496,6 +497,11 @@ class _Relayout(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, tangent, _there, _back):
         return ctx.there(tangent)
+
+
+# torch binds every apply's arguments to forward's signature where setup_context is
+# defined, building the signature anew each time unless the function carries one.
+_Relayout.forward.__signature__ = inspect.signature(_Relayout.forward)
 
 
 def _relayout(there, back):
