@@ -153,16 +153,25 @@ def _named_error(cls, message: str) -> None:
     _reject_under_fullgraph(cls.__name__, message)
 
 
-triton_executor.claim_interpreter()     # before torch._dynamo (imported just below) imports triton
+triton_executor.claim_interpreter()     # before torch._dynamo (torch.compile imports it) imports triton
 
 
-@torch.compiler.assume_constant_result
+def _constant_result(fn):
+    """``torch.compiler.assume_constant_result``: dynamo reads ``fn`` once while tracing and
+    keeps its result as a constant.  The mark is the attribute torch's decorator sets; set
+    here because torch's imports dynamo, which would cost einc's first call seconds."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+
+@_constant_result
 def _is_named(text: str) -> bool:
     """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""
     return notation.is_named(text)
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _named_structure(text: str):
     """:func:`einc.planner.notation.structure`, read once while dynamo traces (the parse itself is
     not traced: only the views, the op and the reshape are)."""
@@ -396,7 +405,9 @@ def traced_call(args, optimize, memory_limit, select, out):
         optimize = _traced_default_optimize()
     elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
-        return _untraced_einsum(args, optimize, memory_limit, out)     # a graph break: the call runs eagerly
+        # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
+        # 2.11's dynamo failed building guards on its plan cache when it traced it)
+        return torch.compiler.disable(_untraced_einsum)(args, optimize, memory_limit, out)
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
@@ -410,11 +421,10 @@ def traced_call(args, optimize, memory_limit, select, out):
     return out.copy_(result)
 
 
-@torch.compiler.disable
 def _untraced_einsum(args, optimize, memory_limit, out):
     """einsum run eagerly where the compiled op cannot carry the call (a PathOptimizer
-    object): dynamo breaks the graph here and does not trace into einc's runtime (torch
-    2.11's dynamo failed building guards on its plan cache when it did)."""
+    object); :func:`traced_call` calls it through ``torch.compiler.disable``, applied there
+    rather than here so that importing einc does not import dynamo."""
     return einsum(*args, optimize=optimize, memory_limit=memory_limit, out=out)
 
 
@@ -426,7 +436,7 @@ def _refuse_traced(error: str, message: str):
     raise _ERRORS[error](message)
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _traced_default_optimize():
     """einc's default under torch's settings, read once while tracing (as torch.einsum's
     decomposition reads them when it is traced)."""
@@ -440,7 +450,7 @@ def _traced_optimizer_message(name: str) -> str:
             "pass a strategy name such as 'greedy' or 'dp'")
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _reject_under_fullgraph(error: str, message: str) -> bool:
     """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
     called at trace time, so dynamo reports this exception rather than its generic
