@@ -45,9 +45,21 @@ def test_no_candidate_of_a_free_result_counts_its_copy(eq, shapes):
     sizes = {c: n for t, s in zip((ta, tb), shapes) for c, n in zip(t, s)}
     for lay in ttgt.candidates(list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING):
         kept = ttgt.without_result_copy(lay, list(out), sizes)
-        assert "c" not in kept.copies and kept.cost <= lay.cost
-        assert (kept.cost < lay.cost) == ("c" in lay.copies and ttgt.copy_ns(
-            [*lay.batch, *lay.m, *lay.n], list(out), sizes) > 0)
+        assert "c" not in kept.copies
+        if "c" in lay.copies:
+            copy = ttgt.copy_ns([*lay.batch, *lay.m, *lay.n], list(out), sizes)
+            assert kept.cost == pytest.approx(lay.cost - copy, abs=1e-3) and copy > 0
+        else:
+            assert kept.cost == pytest.approx(lay.cost, abs=1e-3)
+
+
+def test_layouts_equal_but_for_the_result_copy_stay_equal():
+    """``bhqk,bkhd->bqhd`` (attention's values): the plain product and the swapped one
+    (``B`` copied as its matrices' transposes) cost the same once neither copies the
+    result; the first of them is kept, not the one the subtraction's rounding made
+    cheaper by 1e-10 ns (the swapped product took 1.6 ms where the plain one took 0.95)."""
+    lay = _choose("bhqk,bkhd->bqhd", dict(b=4, h=8, q=128, k=128, d=64), True)
+    assert not lay.swap and lay.flip == "" and lay.copies == "r"
 
 
 def _every_layout(plan, dtype=torch.float64):
