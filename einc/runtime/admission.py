@@ -15,7 +15,8 @@ planned for the family's size class (:func:`einc.planner.plan.size_class`), so i
 search where torch.einsum runs one on every call (under a strategy the caller names,
 ``"optimal"``, ``"greedy"``, ..., the path opt_einsum's search of that strategy finds for
 the shape, as torch.einsum would find it).  That is exactly torch.einsum's result
-(its ops, its dtype), made a fresh contiguous tensor as einc's results always are.
+(its ops, its dtype), made a fresh contiguous tensor as einc's results are (with
+``layout="any"``, a fresh dense one: torch's order kept where it is dense).
 
 The choice is made per shape (and memory layout: a shape in several layouts counts once
 among the 16, and a new layout past them runs torch's op) and never changes: a shape is
@@ -47,6 +48,7 @@ from .. import config
 from ..planner.plan import size_class
 from .dtypes import INT64_EXACT
 
+_non_overlapping_and_dense = torch.ops.aten.is_non_overlapping_and_dense.default
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
 MAX_FAMILIES = 16384    # families remembered (each a few hundred bytes); beyond, the oldest is forgotten
@@ -65,8 +67,9 @@ def _dims_class(key):
     return size_class([s for shape, *_ in key[3] for s in shape])
 
 
-def planned(key, eq, plan) -> None:
-    """Record that ``key`` was planned (its family's count, and its size class's path)."""
+def planned(key, eq, plan, layout="contiguous") -> None:
+    """Record that ``key`` was planned (its family's count, and its size class's path), and
+    the result layout (``"contiguous"`` or ``"any"``) the family's unplanned shapes take."""
     options = key[1]
     if plan.slicing is not None or options.memory_limit is not None or not _reusable(options.optimize):
         return
@@ -83,7 +86,7 @@ def planned(key, eq, plan) -> None:
             while len(_families) >= MAX_FAMILIES:   # the oldest forgotten: it plans 16 shapes again
                 del _families[next(iter(_families))]
             paths = options.optimize if searched else {} if ordered else None
-            family = _families[_family(key)] = [eq.torch_text, paths, set()]
+            family = _families[_family(key)] = [eq.torch_text, paths, set(), layout]
         if ordered and not searched:
             family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
         if len(family[2]) < STABLE_SHAPES:      # (a shape in another layout counts once)
@@ -106,7 +109,7 @@ def unplanned(key, operands):
         # beside an inf; narrow integers are contracted exactly, where torch's op may wrap.
         if 0 in shape or dtype in INT64_EXACT:
             return None
-    text, paths, _ = family
+    text, paths, _, layout = family
     try:
         if paths is None:
             result = _einsum(text, list(operands))
@@ -120,7 +123,7 @@ def unplanned(key, operands):
             result = _einsum(text, list(operands), path=list(path))
     except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
         return None
-    return _fresh(result, operands)
+    return _fresh(result, operands) if layout == "contiguous" else _dense(result, operands)
 
 
 def einsum(text: str, operands):
@@ -139,6 +142,18 @@ def _fresh(result, operands):
     result = result.contiguous()
     if result.numel() and any(_is_alias_of(result, o) for o in operands):
         result = result.clone()
+    return result
+
+
+def _dense(result, operands):
+    """``result`` as a dense, non-overlapping tensor that shares no memory with an operand,
+    in torch's order where it is one (``layout="any"``): torch's einsum may return a
+    permuted view of its last product (kept), or a view of an operand (copied, with its
+    strides where it is dense: ``ij->ji``; a diagonal, ``ii->i``, contiguous)."""
+    if not _non_overlapping_and_dense(result):
+        return _fresh(result, operands)
+    if result.numel() and any(_is_alias_of(result, o) for o in operands):
+        return result.clone()
     return result
 
 

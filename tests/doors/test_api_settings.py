@@ -206,7 +206,7 @@ def test_out_errors_under_fullgraph_are_einc_messages():
         torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES"])
+@pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES", "EINC_LAYOUT"])
 def test_explain_refuses_a_bad_setting_as_einsum_does(monkeypatch, name):
     """explain plans a key as einsum does, so a bad value of a setting planning reads is
     refused by both (explain printed a plan for a call einsum refuses)."""
