@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import logging
 import math
 import random
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import opt_einsum
@@ -101,22 +101,26 @@ def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
     indices): opt_einsum's flop count (as einc's steps count them), the elements of every
     intermediate written, the largest one, the number of contractions."""
     terms = [frozenset(t) for t in inputs]
-    count = Counter(i for t in terms for i in t)
-    count.update(set(output))
+    count: dict = {}
+    for t in (*terms, frozenset(output)):
+        for i in t:
+            count[i] = count.get(i, 0) + 1
     flops = written = largest = 0
     for c in path:
         taken = [terms[i] for i in c]
         for i in sorted(c, reverse=True):
-            terms.pop(i)
+            del terms[i]
         union = frozenset().union(*taken)
         for t in taken:
-            count.subtract(t)
-        kept = frozenset(i for i in union if count[i] > 0)
+            for i in t:
+                count[i] -= 1
+        kept = frozenset(i for i in union if count[i])
         flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
         size = math.prod(sizes[i] for i in kept)
         written += size
         largest = max(largest, size)
-        count.update(kept)
+        for i in kept:
+            count[i] += 1
         terms.append(kept)
     return flops, written, largest, len(path)
 
@@ -269,13 +273,24 @@ def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, siz
 
 
 def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget) -> Report:
-    flops, _, largest, _ = path_cost(inputs, output, size_dict, path)
+    flops, _, largest, _ = _cost(inputs, output, size_dict, path)
     return Report(method, time.perf_counter() - t0, trials, reason, greedy, best, flops, largest, budget)
 
 
 def _predict(inputs, output, size_dict, path) -> float:
-    flops, written, _, steps = path_cost(inputs, output, size_dict, path)
+    flops, written, _, steps = _cost(inputs, output, size_dict, path)
     return predicted_seconds(flops, written, steps)
+
+
+def _cost(inputs, output, size_dict, path):
+    """:func:`path_cost`, remembered for the last few paths (a search asks for the same ones
+    again, and on hundreds of tensors each costs milliseconds)."""
+    return _costed(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
+
+
+@functools.lru_cache(maxsize=32)
+def _costed(inputs, output, sizes, path):
+    return path_cost(inputs, output, dict(sizes), path)
 
 
 def _linear(path) -> tuple[tuple[int, ...], ...]:

@@ -74,6 +74,16 @@ def test_path_cost_counts_as_einc_does():
     assert (written, largest, steps) == (8 + 10, 10, 2)
 
 
+def test_path_cost_agrees_with_opt_einsum_on_a_network_of_40_tensors():
+    inputs, sizes = _regular(40, 2, 5, seed=3)
+    path = S._greedy(inputs, frozenset(), sizes, None)
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    _, info = opt_einsum.contract_path(_equation(inputs), *shapes, shapes=True, optimize=[list(c) for c in path])
+    flops, _, largest, steps = S.path_cost(inputs, frozenset(), sizes, path)
+    assert (flops, largest, steps) == (info.opt_cost, info.largest_intermediate, len(inputs) - 1)
+    assert S._cost(inputs, frozenset(), sizes, path) == S.path_cost(inputs, frozenset(), sizes, path)
+
+
 def test_the_budget_is_a_share_of_the_predicted_time_capped():
     assert S.budget_for(0.001) == 0                       # greedy at once
     assert S.budget_for(0.005) == pytest.approx(0.005)    # up to the predicted time itself
