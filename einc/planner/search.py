@@ -350,6 +350,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
         args = _strings(inputs, output, size_dict)
         batch = 8
         while True:
+            start = time.perf_counter()
             ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
                                                                       use_ssa=True)
             trials += batch
@@ -357,11 +358,15 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
                 if limit is not None:
                     budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
-            if time.perf_counter() - t0 >= budget:
+            now = time.perf_counter()
+            if now - t0 >= budget:
                 return best, trials, "time budget spent"
             if trials >= MAX_TRIALS:
                 return best, trials, f"{MAX_TRIALS} trials"
-            batch = min(2 * batch, 64)
+            # twice as many as before, up to 64, and no more than the time left holds (a trial
+            # on hundreds of tensors takes milliseconds)
+            each = (now - start) / batch
+            batch = max(1, min(2 * batch, 64, int((budget - (now - t0)) / each) if each > 0 else 64))
     opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
                                   minimize="flops")
     with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number

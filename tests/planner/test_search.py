@@ -8,6 +8,7 @@ import random
 import stat
 import subprocess
 import sys
+import time
 
 import opt_einsum
 import pytest
@@ -91,6 +92,33 @@ def test_the_budget_is_a_share_of_the_predicted_time_capped():
     assert S.budget_for(100.0) == pytest.approx(100 * S.FRACTION)
     assert S.budget_for(1e9) == S.CAP
     assert S.predicted_seconds(1e9, 0, 0) == pytest.approx(1e9 * S.FLOP_SECONDS)
+
+
+def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch):
+    # a trial on hundreds of tensors takes milliseconds: batches sized by the time left, not
+    # doubled blindly (here each trial takes 2 ms)
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's batches")
+    sizes_asked = []
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, ntrials, **kwargs):
+            sizes_asked.append(ntrials)
+            time.sleep(0.002 * ntrials)
+            return rust.optimize_random_greedy_track_flops(*args, ntrials=1, **kwargs)
+    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    inputs, sizes = _regular(30, 2, 4, seed=1)
+    start = time.perf_counter()
+    _, trials, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, start, 0.15)
+    elapsed = time.perf_counter() - start
+    # doubled: 8, 16, 32 trials (112 ms), then 64 more (240 ms in all); here about 19 more
+    assert reason == "time budget spent" and sizes_asked[:3] == [8, 16, 32]
+    assert len(sizes_asked) == 3 or sizes_asked[3] < 32
+    assert elapsed < 0.15 + 0.05
 
 
 def test_a_network_that_contracts_at_once_gets_the_greedy_path_at_once():
