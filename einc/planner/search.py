@@ -56,6 +56,10 @@ HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a tr
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 QUICK_RECONF_SECONDS = 0.0005   # per tensor: a refinement by subtrees of 6 leaves, run on a small budget
+# cotengrust's random greedy weighing of the tensors removed against the one made, in
+# turn by batch: its own range (matrix chains need its ends), and a narrower one that
+# finds better trees on regular graphs and the language-model networks
+COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 CONVERGED = 128         # trials without a better tree end a hyper search
@@ -145,7 +149,7 @@ def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, CAP, MAX_TRIALS,
-                              CONVERGED, RECONF_SECONDS, QUICK_RECONF_SECONDS,
+                              CONVERGED, RECONF_SECONDS, QUICK_RECONF_SECONDS, COSTMODS,
                               WRITE_FACTOR, seed, *found)))
 
 
@@ -346,13 +350,14 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     trials, reason)``."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
-        best, best_flops, trials = None, math.inf, 0
+        best, best_flops, trials, rounds = None, math.inf, 0, 0
         args = _strings(inputs, output, size_dict)
         batch = 8
         while True:
             start = time.perf_counter()
             ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
-                                                                      use_ssa=True)
+                                                                      costmod=COSTMODS[rounds % 2], use_ssa=True)
+            rounds += 1
             trials += batch
             if log10_flops < best_flops:
                 best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops

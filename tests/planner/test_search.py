@@ -121,6 +121,28 @@ def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch):
     assert elapsed < 0.15 + 0.05
 
 
+def test_random_greedy_batches_take_turns_with_two_costmod_ranges(monkeypatch):
+    # cotengrust's own range (matrix chains need its ends), then a narrower one, in turn
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's batches")
+    seen = []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, **kwargs):
+            seen.append(kwargs["costmod"])
+            return rust.optimize_random_greedy_track_flops(*args, **kwargs)
+    monkeypatch.setattr(S, "_cotengrust", lambda: Spy())
+    monkeypatch.setattr(S, "MAX_TRIALS", 64)
+    inputs, sizes = _regular(30, 2, 4, seed=1)
+    _, trials, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    assert reason == "64 trials" and len(seen) >= 3
+    assert seen[:3] == [(0.1, 4.0), (0.5, 2.0), (0.1, 4.0)] == [S.COSTMODS[0], S.COSTMODS[1], S.COSTMODS[0]]
+
+
 def test_a_network_that_contracts_at_once_gets_the_greedy_path_at_once():
     # a chain of 30 small matrices contracts in well under a millisecond
     inputs = [frozenset({k, k + 1}) for k in range(30)]
