@@ -488,23 +488,28 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     args = _strings(inputs, output, size_dict)
     budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
-    reason = ""
+    reason, longest = "", 0.0
     try:
         with _seeded(seed):
             while True:
+                start = time.perf_counter()
                 opt.search(*args)
                 best, flops = known, math.nan
                 if "tree" in opt.best:
-                    flops, written, _, steps = path_cost(inputs, output, size_dict, opt.tree.get_path())
+                    flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
                     best = min(best, predicted_seconds(flops, written, steps))
                 budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
                 elapsed = time.perf_counter() - t0
+                longest = max(longest, elapsed - (start - t0))
                 trials = len(opt.scores)
                 if progress is not None:
                     progress.update(elapsed, trials, flops)
-                if elapsed >= budget:
+                # a kahypar trial on hundreds of tensors may take seconds: none is begun
+                # that, as long as the longest so far, would end past the budget
+                if elapsed + longest >= budget:
                     reason = "time budget spent (of the best predicted time" + \
-                        (f", capped at {CAP:g} s)" if budget >= CAP else ")")
+                        (f", capped at {CAP:g} s" if budget >= CAP else "") + \
+                        ("; the next trial would end past it)" if elapsed < budget else ")")
                     break
                 if trials >= MAX_TRIALS:
                     reason = f"{MAX_TRIALS} trials"
