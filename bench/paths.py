@@ -20,7 +20,7 @@ float64 operands: ``einc.einsum``, cotengra's ``einsum`` (its default quick opti
 ``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is checked
 against opt_einsum's.
 
-    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-2026-12-01.md] [--only NAME]
+    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md] [--only NAME]
 """
 
 from __future__ import annotations
@@ -199,7 +199,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="cotengra's HyperOptimizer time")
     ap.add_argument("--execute-flops", type=float, default=2e9)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / "paths-2026-12-01.md"))
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / f"paths-{today}.md"),
+                    help="the page to write (default: today's, so that an earlier page is not overwritten)")
     ap.add_argument("--only", default=None, help="the families whose name holds this text")
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory(prefix="einc-paths-bench-")
