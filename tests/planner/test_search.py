@@ -525,7 +525,11 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
     assert 0 < S.budget_for(greedy) < S.HYPER_FLOOR                  # the random greedy tier
     path, report = S.find(inputs, set(), sizes)
     assert "refined" in report.method and report.trials >= 2
-    monkeypatch.setattr(S, "_refine", lambda ctg, inputs, output, sizes, best, t0: (best, ()))   # no refinement
-    plain, plain_report = S.find(inputs, set(), sizes)
-    assert "refined" not in plain_report.method
-    assert report.best_seconds < plain_report.best_seconds            # the refinement found a better tree
+    # the same best random greedy tree (64 trials, not the clock), refined and not
+    monkeypatch.setattr(S, "MAX_TRIALS", 64)
+    best, _, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    assert reason == "64 trials"
+    monkeypatch.setattr(S, "SMALL", 30.0)                             # an allowance no refinement reaches
+    refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, time.perf_counter())
+    assert sizes_run == (6, 8)
+    assert S._predict(inputs, frozenset(), sizes, refined) < S._predict(inputs, frozenset(), sizes, best)
