@@ -183,7 +183,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
             raise
         except Exception:       # an optional candidate: the default kernels still run
             plain = {}
-        entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
+        entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run, [k.name for k in lowered])
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
     strides = value_strides(plan, shapes, operand_strides)
@@ -205,11 +205,16 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
     return torch_fns[s]
 
 
-def _measuring_call(entry, launches, plain, torch_fns, torch_run):
+def _kernel_names(s, names, plain) -> tuple:
+    return (names[s], plain[s].name) if s in plain else (names[s],)
+
+
+def _measuring_call(entry, launches, plain, torch_fns, torch_run, names):
     """The entry's first run: time each step's candidates on this call's values, keep the
     fastest (or the decision remembered on disk), then run the chosen functions from then on.
     ``plain``: the steps' ``plain`` kernels (IR) where they differ from ``launches``'
-    kernels, loaded only where a step is timed or its remembered choice is ``plain``."""
+    kernels, loaded only where a step is timed or its remembered choice is ``plain``;
+    ``names``: the default kernels' names (in the decisions' keys)."""
     plan = entry.program
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
@@ -230,7 +235,7 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
                     candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
                 if getattr(torch_fns[s], "chunked", None) is not None:
                     candidates["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
-                key = select.signature(step, args[0].device, args)
+                key = select.signature(step, args[0].device, args, _kernel_names(s, names, plain))
                 choice = select.remembered(key)
                 if s in plain and (choice is None or choice.backend not in candidates):
                     loaded = _optional(plain[s])    # the kernel without the stranded index's move
