@@ -15,18 +15,29 @@ ordered as the result and the other operand want, the stranded tensor's tile a g
 is a candidate too: which of the two is faster depends on the shapes and the device.
 The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
-- ``measure`` (the default on CUDA): on the first call of a key each step's candidates
+- ``learn`` (the default on CUDA): a first call that waits for no timing and no
+  tuning.  Each step starts on the model's choice (:func:`einc.runtime.dispatch.static_choices`:
+  cuBLAS for a copy-free matrix product, the kernel where it fuses or writes a permuted
+  result, copies and cuBLAS otherwise); a step whose kernel is not compiled yet runs
+  cuBLAS or the torch step meanwhile, while a background thread loads the kernel and
+  compiles and tunes it on stand-in tensors of the same layout
+  (:mod:`einc.runtime.learn`).  From the second call on, each call times one candidate
+  per step with CUDA events (read on a later call: no synchronization), and once every
+  candidate has :data:`einc.runtime.learn.SAMPLES` timings the fastest is kept and
+  remembered, as measure mode's decisions are.
+- ``measure``: on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs
   each, interleaved, after a first round that leaves out a candidate far behind, a
   kernel before it is autotuned: :func:`measure`; never while a CUDA graph is being
   captured) and the fastest is kept, as inductor's algorithm selection does with ATen.
-  Decisions are remembered in the cache folder (``decisions.json``), keyed by device,
-  driver, CUDA, torch, triton and einc versions, the step's signature (indices, shapes,
-  strides, dtype) and the names of its kernel candidates, which end in a hash of their
-  source (:func:`signature`): a new process does not time again, and a changed kernel or
-  version is timed afresh.  A damaged or foreign file is ignored with one warning; an
-  older einc's file (format 1, whose keys lacked einc's version and the kernels) is
-  replaced without one.
+  It costs the first call seconds where kernels are tuned.
+- Decisions (``learn`` and ``measure``) are remembered in the cache folder
+  (``decisions.json``), keyed by device, driver, CUDA, torch, triton and einc versions,
+  the step's signature (indices, shapes, strides, dtype) and the names of its kernel
+  candidates, which end in a hash of their source (:func:`signature`): a new process does
+  not time again, and a changed kernel or version is timed afresh.  A damaged or foreign
+  file is ignored with one warning; an older einc's file (format 1, whose keys lacked
+  einc's version and the kernels) is replaced without one.
 - ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
   kernel (which reads any strides and fuses what torch would run as several ops).
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
@@ -79,7 +90,7 @@ def mode_for(select: str | None, device_type: str) -> str:
     """The mode in force: the keyword, else ``EINC_SELECT``; ``auto`` resolved by device."""
     mode = select or config.select()
     if mode == "auto":
-        return "measure" if device_type == "cuda" else "kernel"
+        return "learn" if device_type == "cuda" else "kernel"
     return mode
 
 
