@@ -147,9 +147,8 @@ def settle(timeout=None) -> bool:
 
 
 def forget() -> None:
-    """Drop the queued jobs and wait for a running one: as in a new process."""
-    with _worker.cond:
-        _worker.jobs.clear()
+    """Wait for the background thread's jobs (``einc.cache_clear``).  None is dropped: an
+    entry still held elsewhere (a ``contract_expression``) waits for its kernels' jobs."""
     _worker.settle()
 
 
@@ -178,18 +177,16 @@ _streams: dict = {}
 def _warm(fn, layout) -> None:
     """Launch ``fn`` once on stand-ins of ``layout`` and wait for it: on a CUDA device, on a
     stream of the worker's own, so the caller's stream never waits for the compile."""
-    args = stand_ins(layout)
-    scale = (2.0,) if layout[-1] else ()
-    call = (lambda: fn(*args, scale=scale[0])) if scale else (lambda: fn(*args))
-    device = args[0].device if args else torch.device("cpu")
+    scale = {"scale": 2.0} if layout[-1] else {}
+    device = layout[0][4] if len(layout) > 1 else torch.device("cpu")
     if device.type != "cuda":
-        call()
+        fn(*stand_ins(layout), **scale)
         return
     stream = _streams.get(device)
     if stream is None:
         stream = _streams[device] = torch.cuda.Stream(device)
-    with torch.cuda.device(device), torch.cuda.stream(stream):
-        call()
+    with torch.cuda.device(device), torch.cuda.stream(stream):     # (the stand-ins made on it too)
+        fn(*stand_ins(layout), **scale)
     stream.synchronize()
 
 
