@@ -21,6 +21,7 @@ from .program import scaled, unit_functions, unroll
 from .torch_executor import blas
 
 _warned: set = set()
+LEARNING = "; learning from the calls"     # the end of an undecided step's reason in learn mode
 
 
 class Entry:
@@ -209,9 +210,10 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
         except Exception:       # an optional candidate: the default kernels still run
             plain = {}
         if mode == "learn":
-            static = static_choices(plan, strides, "learn", dtypes[0])
+            static = [select.Choice(c.backend, c.reason + LEARNING)
+                      for c in static_choices(plan, strides, "learn", dtypes[0])]
             entry.run = _learning_call(entry, lowered, plain, torch_fns, torch_run, static)
-            entry.choices = [select.Choice(c.backend, c.reason + "; learning from the calls") for c in static]
+            entry.choices = static
             return entry
         entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run, [k.name for k in lowered])
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)

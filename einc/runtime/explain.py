@@ -12,7 +12,7 @@ from ..codegen.lower import supported
 from ..planner.fuse import FUSED
 from ..planner.plan import CONTRACT, Plan, format_table
 from . import select, triton_executor
-from .dispatch import decide, static_choices, value_strides
+from .dispatch import LEARNING, decide, static_choices, value_strides
 from .dtypes import FLOAT32_OF
 
 
@@ -110,7 +110,7 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
         choices = static_choices(plan, value_strides(plan, shapes, strides),
                                   "model" if mode == "measure" else mode, dtypes[0])
         if mode in ("measure", "learn"):
-            then = "; measured on the first call" if mode == "measure" else "; learning from the calls"
+            then = "; measured on the first call" if mode == "measure" else LEARNING
             choices = [select.Choice(c.backend, c.reason + then) for c in choices]
     kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
     if any(c.backend == "plain" for c in choices):

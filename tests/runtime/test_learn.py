@@ -103,6 +103,7 @@ def test_the_first_call_neither_times_nor_waits_for_a_kernel(learning, monkeypat
         shown = einc.explain(PERMUTED, x, y)
         assert shown.backends[0].startswith("triton ") and shown.reasons[0].startswith("modelled")
         assert einc.explain("bij,bjk->bik", a, b).backends == ("blas bmm/mm",)
+        assert all(r.endswith("; learning from the calls") for r in einc.explain("bij,bjk->bik", a, b).reasons)
     finally:
         gate.set()
     learn.settle()
