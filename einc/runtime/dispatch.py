@@ -21,7 +21,6 @@ from .program import scaled, unit_functions, unroll
 from .torch_executor import blas
 
 _warned: set = set()
-LEARNING = "; learning from the calls"     # the end of an undecided step's reason in learn mode
 
 
 class Entry:
@@ -210,7 +209,7 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
         except Exception:       # an optional candidate: the default kernels still run
             plain = {}
         if mode == "learn":
-            static = [select.Choice(c.backend, c.reason + LEARNING)
+            static = [select.Choice(c.backend, c.reason + learn.LEARNING)
                       for c in static_choices(plan, strides, "learn", dtypes[0])]
             entry.run = _learning_call(entry, lowered, plain, torch_fns, torch_run, static)
             entry.choices = static

@@ -12,8 +12,9 @@ from ..codegen.lower import supported
 from ..planner.fuse import FUSED
 from ..planner.plan import CONTRACT, Plan, format_table
 from . import select, triton_executor
-from .dispatch import LEARNING, decide, static_choices, value_strides
+from .dispatch import decide, static_choices, value_strides
 from .dtypes import FLOAT32_OF
+from .learn import LEARNING
 
 
 class Explanation:

@@ -44,6 +44,7 @@ import torch
 from .select import SCREEN, Choice
 
 SAMPLES = 3                     # timings of each candidate before a step's choice is kept
+LEARNING = "; learning from the calls"      # the end of an undecided step's reason (explain)
 KERNELS = ("triton", "plain")   # the candidates that must be made ready off the critical path
 EXIT_WAIT_S = 30.0              # at exit, how long to wait for a job already running
 
@@ -308,7 +309,7 @@ class Learner:
         st.failed[name] = error
         if st.decided and st.choice.backend == name:
             st.decided = False
-            st.choice = Choice(st.fallback, f"the remembered {name} failed: learning again")
+            st.choice = Choice(st.fallback, f"the remembered {name} failed{LEARNING}")
 
     def failures(self) -> list:
         """``(step, name, error)`` of the background failures not reported yet (each once)."""
@@ -370,5 +371,5 @@ class Learner:
         return [st.choice for st in self.steps]
 
 
-__all__ = ["Learner", "SAMPLES", "KERNELS", "timer", "default_timer", "settle", "forget", "layout_of",
+__all__ = ["Learner", "SAMPLES", "LEARNING", "KERNELS", "timer", "default_timer", "settle", "forget", "layout_of",
            "stand_ins"]

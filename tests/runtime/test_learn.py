@@ -230,6 +230,34 @@ def test_a_kernel_that_fails_in_the_background_is_dropped_with_one_warning(learn
     assert einc.explain(equation, q, k).backends == ("torch",) and "kernel" not in seen
 
 
+def test_a_remembered_kernel_that_fails_to_load_is_learned_again(learning, monkeypatch):
+    """A decision read from the file names a kernel that now fails to load (another
+    machine's compiler, a generator bug): the step runs torch's step meanwhile, says so
+    once, and learns again among the candidates left."""
+    device, seen, us, folder = learning
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    _learn(PERMUTED, [x, y])
+    (remembered,) = einc.explain(PERMUTED, x, y).backends
+    assert remembered.startswith("triton ")
+    einc.cache_clear()                                               # as a new process
+    seen.clear()
+    real = triton_executor.launch_of
+
+    def broken(kernel):
+        if threading.current_thread().name == "einc-kernels":
+            raise RuntimeError("no such GPU")
+        return real(kernel)
+    monkeypatch.setattr(triton_executor, "launch_of", broken)
+    with pytest.warns(RuntimeWarning, match="no such GPU") as got:
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+        learn.settle()
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+        assert einc.explain(PERMUTED, x, y).reasons[0].endswith(learn.LEARNING)     # undecided again
+        _learn(PERMUTED, [x, y])
+    assert len([w for w in got if "no such GPU" in str(w.message)]) == 1
+    assert einc.explain(PERMUTED, x, y).backends == ("torch",) and set(seen) == {"other"}
+
+
 def test_calls_a_kernel_cannot_read_run_on_torch_and_learning_goes_on(learning):
     """Fake tensors (no memory) and a view with the negative bit (its values are the
     negated memory) run on torch, and the entry learns from the calls that kernels can read."""
