@@ -183,7 +183,7 @@ TABLE_LIMIT = 12000
 
 COLUMNS = [
     "id", "category", "dtype", "equation", "shapes", "status", "error", "k", "backends", "warning",
-    "err", "err_torch", "nan", "poison", "tol", "first_s",
+    "err", "err_torch", "nan", "poison", "tol", "first_s", "learn_calls",
     "einc_us", "torch_us", "torch_c_us", "einc_blas_us", "err_blas", "einc_kernel_us", "err_kernel",
     "backends_kernel", "oe_plan_us",
     "host_einc_us", "host_torch_us", "graph_us", "graph_err", "graph_note", "host_step_us",
@@ -301,6 +301,23 @@ def rel_err(out, ref) -> float:
     del d
     den = torch.linalg.vector_norm(ref).item()
     return num / den if den > 0 else num
+
+
+def learn_until_decided(fn, eq, ops, calls=60) -> int | None:
+    """Learn mode (the CUDA default) times one candidate per call once kernels are ready:
+    call ``fn`` until every step of the entry is decided, waiting for the background thread
+    between calls (at most ``calls``), so that the timings that follow are the steady
+    state's.  How many calls it took, or None where this einc has no learn mode."""
+    try:
+        from einc.runtime import learn
+    except ImportError:
+        return None
+    for n in range(1, calls + 1):
+        if not any(r.endswith("learning from the calls") for r in einc.explain(eq, *ops).reasons):
+            return n - 1
+        fn()
+        learn.settle(30)
+    return calls
 
 
 def has_nan(out) -> bool:
@@ -481,6 +498,13 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
                 hit2, err2, nan2 = False, math.inf, False
             del ops2, ref2
             row["err"], row["nan"], row["poison"] = max(err1, err2), nan1 or nan2, int(hit1) + int(hit2)
+            row["learn_calls"] = attempt("learn", lambda: learn_until_decided(einc_fn, eq, ops))
+            got3 = attempt("einc call once decided", lambda: poisoned_call(einc_fn, numel, dtype, dev, sync))
+            if got3 is not None:            # the decided program's answer is checked too
+                out3, hit3, _ = got3
+                row["err"], row["nan"] = max(row["err"], rel_err(out3, ref)), row["nan"] or has_nan(out3)
+                row["poison"] += int(hit3)
+                del out3
             ex = attempt("explain", lambda: einc.explain(eq, *ops))
             if ex is not None:
                 row["k"] = len(ex.steps)
