@@ -2,10 +2,11 @@
 ``.contiguous()`` and opt_einsum's ``contract_expression(..., backend="torch")``.
 
     python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT] [--variant cpu]
+                             [--category pairwise[,permuted]]
 
-Per workload of the suite's ``pairwise`` category (``cpu`` variants, float32, ``torch.randn``
-with seed 0; ``--variant gpu``: the GPU variants' shapes, ~256 MiB per tensor, still on the
-CPU): the four methods timed in interleaved rounds (``einc.tools.benchmark.timing``),
+Per workload of the suite's ``pairwise`` category (or those ``--category`` names; ``cpu``
+variants, float32, ``torch.randn`` with seed 0; ``--variant gpu``: the GPU variants' shapes,
+~256 MiB per tensor, still on the CPU): the four methods timed in interleaved rounds (``einc.tools.benchmark.timing``),
 each ratio the median of the per-round ratios einc / method (round k of every method is
 timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
@@ -46,8 +47,8 @@ from einc.tools.benchmark.timing import interleaved, ratio_interval
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
 
 
-def workloads(suite, text="", variant="cpu"):
-    return [w for w in suite["workloads"] if w["category"] == "pairwise" and variant in w["variants"]
+def workloads(suite, text="", variant="cpu", categories=("pairwise",)):
+    return [w for w in suite["workloads"] if w["category"] in categories and variant in w["variants"]
             and text in w["id"]]
 
 
@@ -94,11 +95,13 @@ def cpu_setup(argv, doc, rounds, budget, unit, options=None):
 
 def main(argv=None):
     args = cpu_setup(argv, __doc__, 15, 4.0, "workload",
-                     lambda p: p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
-                                              help="the workloads' shapes (gpu: ~256 MiB tensors, on the CPU)"))
+                     lambda p: (p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
+                                               help="the workloads' shapes (gpu: ~256 MiB tensors, on the CPU)"),
+                                p.add_argument("--category", default="pairwise",
+                                               help="the suite's categories, comma-separated")))
     suite = load(find_suite())
     rows = []
-    for w in workloads(suite, args.filter, args.variant):
+    for w in workloads(suite, args.filter, args.variant, tuple(args.category.split(","))):
         ok, t, n = measure(w, args.rounds, args.budget, args.variant)
         r = {m: ratio_interval(t["einc"], t[m]) for m in METHODS[:3]}
         rows.append((w, ok, t, n, r))
