@@ -44,6 +44,7 @@ def tiles_always(monkeypatch):
     """Every transposing copy cut as finely as the plan allows (the thresholds are tested
     on their own), and no wide copy in the way."""
     monkeypatch.setattr(pc, "MIN_BYTES", 0)
+    monkeypatch.setattr(pc, "TILE_BYTES", 0)
     monkeypatch.setattr(pc, "TILE_LINES", 1)
     monkeypatch.setattr(pc, "TILE_PAGES", 1)
     monkeypatch.setattr(pc, "TILE_LEAST", 1)
@@ -124,10 +125,18 @@ def test_gradients_and_forward_ad_see_the_plain_copy(tiles_always):
 
 # ------------------------------------------------------------------------------ the plan
 
-def test_no_tiles_where_the_loops_fit_or_nothing_is_transposed():
+def test_no_tiles_where_the_loops_fit_or_nothing_is_transposed(monkeypatch):
+    monkeypatch.setattr(pc, "TILE_BYTES", 0)
     assert tile_plan((64, 64, 64), (1, 4096, 64), 4) is False           # 4096 lines, 64 pages: fits
     assert tile_plan((64, 64, 64), (64, 4096, 1), 4) is False           # the unit stride stays innermost
     assert tile_plan((64, 64, 64), (2, 8192, 128), 4) is False          # no unit stride at all
+    assert tile_plan((64, 64, 128), (1, 8192, 64), 4)                   # 8192 lines on 128 pages: tiles
+
+
+def test_tensors_that_stay_in_l2_whole_are_not_tiled():
+    shape, strides = (64, 64, 128), (1, 8192, 64)                       # 2 MiB of float32: tiles
+    assert tile_plan(shape, strides, 4) and pc.TILE_BYTES == 1 << 21
+    assert tile_plan(shape, strides, 2) is False                        # 1 MiB of float16: whole
 
 
 def test_the_farthest_dimension_is_cut_first_and_the_tiles_are_few():

@@ -65,6 +65,7 @@ from ...planner.strides import contiguous
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
 WIDE_MOST = 3           # wide (complex128) elements per run, at most
+TILE_BYTES = 1 << 21    # tiled copies: from this size
 TILE_LINES = 1 << 12    # a tile's copy: source lines read per value of the source's unit-stride index,
 TILE_PAGES = 64         # ... on at most this many pages,
 TILE_LEAST = 1 << 15    # ... and at least this many elements per tile,
@@ -186,15 +187,16 @@ def tile_plan(shape, strides, itemsize):
     torch copies in the destination's order, and loops over every destination dimension
     inside the source's unit-stride one once per value of it: the source lines and pages
     those loops read are read again for the next value and must stay in cache and in the
-    TLB meanwhile.  Those dimensions are cut, the one farthest apart in the source first,
-    until the loops read at most :data:`TILE_LINES` lines on at most :data:`TILE_PAGES`
-    4 KiB pages, or the tiles would hold fewer than :data:`TILE_LEAST` elements each
-    (each costs a copy's set-up).  The destination's innermost dimension is cut into
-    runs of :data:`TILE_ROW` bytes at least (shorter runs would write parts of lines)."""
+    TLB meanwhile (tensors under :data:`TILE_BYTES` stay in L2 whole: they are not cut).
+    Those dimensions are cut, the one farthest apart in the source first, until the loops
+    read at most :data:`TILE_LINES` lines on at most :data:`TILE_PAGES` 4 KiB pages, or the
+    tiles would hold fewer than :data:`TILE_LEAST` elements each (each costs a copy's
+    set-up).  The destination's innermost dimension is cut into runs of :data:`TILE_ROW`
+    bytes at least (shorter runs would write parts of lines)."""
     unit = [d for d in range(len(shape)) if strides[d] == 1 and shape[d] != 1]
     inner = [d for d in range(unit[0] + 1, len(shape)) if shape[d] != 1] if unit else []
-    if not inner:
-        return False                    # no unit stride, or it stays innermost: not a transpose
+    if not inner or math.prod(shape) * itemsize < TILE_BYTES:
+        return False                    # not a transpose, or small enough to stay in L2 whole
     per_page, per_line = max(4096 // itemsize, 1), max(64 // itemsize, 1)
     extent = {d: shape[d] for d in inner}
 
@@ -236,5 +238,5 @@ def _tiles(t, ways):
     return tiles
 
 
-__all__ = ["MIN_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW", "TRANSPOSE_MIN", "WIDE_MOST",
-           "permuted_copy", "plain", "tile_plan", "untracked", "wide_plan"]
+__all__ = ["MIN_BYTES", "TILE_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW", "TRANSPOSE_MIN",
+           "WIDE_MOST", "permuted_copy", "plain", "tile_plan", "untracked", "wide_plan"]
