@@ -33,7 +33,9 @@ Methods (each builds a fresh result, as the executor does), timed in interleaved
 (3 to 6 indices, 1-32 MiB of float32, short innermost indices among them), each timed
 against ``clone`` of the same bytes: ``torch`` (``x.permute(p).contiguous()``) and
 ``einc`` (``permuted_copy``), per shape the geomean and the worst ratio to ``clone``, how
-many copies exceed 2x, and the worst permutations.
+many copies exceed 2x, and the worst permutations.  Each ratio is the median over
+``--rounds`` interleaved rounds of per-round ratios of this thread's CPU time
+(``bench.pairwise.cpu_interleaved``; ``--budget`` is not used).
 
 Markdown on stdout.  Standard library, torch and einc.
 """
@@ -54,7 +56,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
-from bench.pairwise import cpu_setup
+from bench.pairwise import cpu_interleaved, cpu_setup
 from einc.runtime.torch_executor import permute_copy as pc
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
@@ -156,7 +158,7 @@ def perm_rows(args):
             fns = {"clone": x.clone, "torch": lambda perm=perm: x.permute(perm).contiguous(),
                    "einc": lambda fast=fast: fast(x)}
             assert torch.equal(fns["einc"](), fns["torch"]()), (shape, perm)
-            t, _ = interleaved(fns, rounds=args.rounds, budget=args.budget)
+            t = cpu_interleaved(fns, args.rounds)
             yield label, shape, perm, {m: ratio_interval(t[m], t["clone"])[0] for m in ("torch", "einc")}
 
 
