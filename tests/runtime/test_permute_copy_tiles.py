@@ -177,3 +177,13 @@ def test_einc_results_through_the_tiles(dtype):
         assert torch.equal(out.detach(), got)
         out.backward(torch.ones_like(out))
         assert torch.allclose(a.grad, torch.einsum("jk,cjba->akbc", b, torch.ones_like(ref)))
+
+
+def test_the_result_is_on_the_sources_device_whatever_the_default(tiles_always):
+    """The tiles' result is allocated beside the source, not on torch's default device."""
+    x = _random((4, 6, 5, 3), torch.float32)
+    fn = permuted_copy(list("abcd"), list("dcab"), dict(zip("abcd", x.shape)))
+    with torch.device("meta"):
+        got = fn(x)
+    assert fn.plans[4][0] == "tiles" and got.device == x.device
+    assert _same_bits(got, x.permute(3, 2, 0, 1).contiguous())

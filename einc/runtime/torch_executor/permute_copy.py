@@ -131,7 +131,7 @@ class _Copy:
         if plan and untracked(x) and x.stride() == self.contiguous and not x.is_conj() and not x.is_neg():
             y = x.permute(self.perm)
             if plan[0] == "tiles":
-                out = torch.empty(self.shape, dtype=x.dtype)
+                out = torch.empty(self.shape, dtype=x.dtype, device=x.device)
                 torch._foreach_copy_(_tiles(out, plan[1]), _tiles(y, plan[1]))
                 return out
             _, merged, dtype, ratio = plan
