@@ -27,7 +27,8 @@ Parts (the suite's categories, ``bench/suite.json``, ``gpu`` variants):
   tensor networks come last, so the deadline drops them first), plus a cProfile of
   einc's host path on ``tiny_gemm_16`` and ``scf_diis_error``;
 - ``pairwise``: the 17 two-operand permuted contractions (TCCG, CCSD, CCSD(T),
-  tensor-times-matrix, AO->MO, attention layouts), a fourth command;
+  tensor-times-matrix, AO->MO, attention layouts), then the 7 of the ``permuted``
+  family (reversed or scrambled results around small summed indices), a fourth command;
 - ``compare``: six rows against ``torch.compile(lambda *o: torch.einsum(eq, *o),
   dynamic=False)`` (inductor: default mode for all six, ``max-autotune-no-cudagraphs``
   for gemma_q_proj and gshard_expert_ffn, ``reduce-overhead`` for matrix_chain_4), then
@@ -155,7 +156,7 @@ from einc.tools.benchmark.timing import calibrate, time_batch  # noqa: E402
 PARTS = {
     "gemm": ("attention", "moe", "bilinear", "layout"),
     "rest": ("small", "reduction", "chain", "chemistry", "tensor_network"),
-    "pairwise": ("pairwise",),      # two-operand permuted contractions (issue 23), a fourth command
+    "pairwise": ("pairwise", "permuted"),   # two-operand permuted contractions (issue 23), a fourth command
 }
 # compare part: workload id -> torch.compile modes (None = default)
 COMPARE = {
