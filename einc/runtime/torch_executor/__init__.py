@@ -326,22 +326,13 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
     copied into the transposes of its matrices (:func:`_flipped`)."""
     batch, m, n, k = groups
-    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
     mm = torch.bmm
     if not batch:
         groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
         mm = torch.mm
-    prep_a = _chain([prep_a, _broadcast(ta, [i for i in batch if i not in ta], sizes)])
-    prep_b = _chain([prep_b, _broadcast(tb, [i for i in batch if i not in tb], sizes)])
-    ta = list(ta) + [i for i in batch if i not in ta]
-    tb = list(tb) + [i for i in batch if i not in tb]
-    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
-    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
-    if "l" in flip:
-        lay_a, stack_a = _flipped(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes), None
-    if "r" in flip:
-        lay_b, stack_b = _flipped(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes), None
+    prep_a, lay_a, stack_a = _read(ta, groups_a, sizes, prep_a, "l" in flip)
+    prep_b, lay_b, stack_b = _read(tb, groups_b, sizes, prep_b, "r" in flip)
     natural = batch + m + n
     res_shape = tuple(sizes[i] for i in natural)
     perm_out = _perm(natural, out)
@@ -368,6 +359,22 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
     return step, anywhere
+
+
+def _read(term, groups, sizes, prep, flip):
+    """``(prep, view, stacked)``: an operand over ``term`` as the stack of matrices ``groups``
+    (:func:`_layout`; :func:`_flipped` with ``flip``), ``prep`` broadcasting it over the
+    batch indices it lacks.  One lacking every batch index of size > 1 is laid out alone,
+    copied at most once, then expanded (stride 0), as runtime/torch_executor/ttgt.py counts it."""
+    shape = tuple(math.prod(sizes[i] for i in grp) for grp in groups)
+    missing = [i for i in groups[0] if i not in term] if len(groups) == 3 else []
+    if missing and all(sizes[i] == 1 for i in groups[0] if i in term):
+        own, one = [[i for i in groups[0] if i in term], *groups[1:]], (1, *shape[1:])
+        expand = lambda x: x.expand(shape)  # noqa: E731
+        lay, stack = (_flipped(term, own, one, sizes), None) if flip else _layout(term, own, one, sizes)
+        return prep, _chain([lay, expand]), stack and _chain([stack, expand])
+    prep, term = _chain([prep, _broadcast(term, missing, sizes)]), list(term) + missing
+    return (prep, _flipped(term, groups, shape, sizes), None) if flip else (prep, *_layout(term, groups, shape, sizes))
 
 
 def _broadcast(term, missing, sizes):

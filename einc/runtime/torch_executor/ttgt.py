@@ -31,10 +31,13 @@ CPU (1 thread, float32, the development machine):
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
 is copied into its matrices' transposes instead, which BLAS reads as they are
-(``flip``).  Broadcasting an operand over a batch index that merges with its own
-batch indices copies it expanded: that is allowed only where the expanded copy has at
-most half the elements of the larger operand, of at least ``worth_sparing`` elements,
-which :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
+(``flip``).  An operand that lacks every batch index (size-1 ones aside) is read with
+stride 0 over the batch, as torch's ``bmm`` reads a broadcast operand: where its matrices
+need a copy, the operand alone is copied, once, and then expanded.  Broadcasting an
+operand over a batch index that merges with its own batch indices copies it expanded:
+that is allowed only where the expanded copy has at most half the elements of the larger
+operand, of at least ``worth_sparing`` elements, which
+:func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
 and may name another layout for that case.
 """
@@ -152,6 +155,12 @@ def operand(term, groups, sizes):
         # a batch index innermost: bmm copies the matrices (no unit-stride axis)
         ns = copy_ns(live, [i for i in live if i not in rows + cols] + rows + cols, sizes)
         return ns, ns, _size(term, sizes), False
+    if wide and not any(i in pos for i in groups[0]):
+        # broadcast over every batch index it has: its matrices copied once, then expanded
+        # (stride 0), as bmm reads them
+        order = [i for grp in groups[1:] for i in grp]
+        flipped = [i for grp in (groups[2], groups[1]) for i in grp]
+        return copy_ns(live, order, sizes), copy_ns(live, flipped, sizes), _size(term, sizes), False
     expanded = _size(wide, sizes)
     order = [i for grp in groups for i in grp]
     flipped = [i for grp in (groups[0], groups[2], groups[1]) for i in grp]
