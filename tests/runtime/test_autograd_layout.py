@@ -75,6 +75,24 @@ def test_relayout_only_where_the_gradient_is_strided_matrices():
         assert einc.einsum(*CASES[0][:1], *_inputs(CASES[0][1])).grad_fn is None
 
 
+def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
+    """pykeen's NTN ``bcda,bca->bcd`` (A (256, 1, 4, 16), B (1, 500, 16)): the product runs
+    (c, bd) and its rows do not merge in the result, so the gradient reaches it through
+    a copy either way; from ``permute_copy.MIN_BYTES`` up the one-copy backward makes it
+    (and the forward's copy) with einc's permuting copy.  Below, torch's own (the
+    shapes of ``CASES``); the gradients are torch.einsum's either way."""
+    from einc.runtime.torch_executor.permute_copy import MIN_BYTES
+    eq = "bcda,bca->bcd"
+    assert 8 * 5 * 4 * 8 < MIN_BYTES <= 256 * 500 * 4 * 8      # float64 results
+    for shapes, relayout in [([(256, 1, 4, 16), (1, 500, 16)], True), ([(8, 1, 4, 16), (1, 5, 16)], False)]:
+        ops = _inputs(shapes, seed=4)
+        out = einc.einsum(eq, *ops)
+        assert ("_RelayoutBackward" in _grad_fns(out)) == relayout, shapes
+        g = torch.randn(out.shape, dtype=D)
+        for x, y in zip(torch.autograd.grad(out, ops, g), torch.autograd.grad(torch.einsum(eq, *ops), ops, g)):
+            torch.testing.assert_close(x, y)
+
+
 def test_relayout_backward_is_contiguous_in_the_products_layout():
     x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
     there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)

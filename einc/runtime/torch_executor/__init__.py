@@ -14,7 +14,8 @@ layout of each product (which operand is left, which indices are batch, their or
 the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
 gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
-matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
+matrices, or a large one whose gradient torch would copy anyway, gets a one-copy
+backward (:class:`_Relayout`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied
 into the result while in cache, and a large multiply and sum a block at a time
 (:mod:`einc.runtime.torch_executor.chunked`).
@@ -35,8 +36,8 @@ from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
+from .permute_copy import MIN_BYTES, untracked
 from .permute_copy import permuted_copy as _permuted_copy
-from .permute_copy import untracked
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
@@ -339,7 +340,7 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
-        if _strided_matrices(out, groups_c, sizes):
+        if _strided_matrices(out, groups_c, sizes) or _copied_back(out, groups_c, sizes, itemsize):
             copy = _relayout(copy, _permuted_copy(out, natural, sizes))
         post.append(copy)
     elif perm_out:
@@ -479,6 +480,20 @@ def _strided_matrices(out, groups, sizes) -> bool:
         merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
     (rows, sr), (cols, sc) = merged[-2:]
     return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+def _copied_back(out, groups, sizes, itemsize) -> bool:
+    """Whether the gradient of a permuted result of ``permute_copy.MIN_BYTES`` or more
+    reaches the products through the reshape's copy (a group that does not merge in a
+    contiguous tensor over ``out``), which torch makes element by element; the one-copy
+    backward (:class:`_Relayout`) makes it as ``permute_copy.permuted_copy`` does (in wide
+    elements where the runs allow), and the forward's copy too, which nothing tracks
+    inside the Function (pykeen's NTN ``bcda,bca->bcd``: both copies of runs of 4 float32)."""
+    if math.prod(sizes[i] for i in out) * itemsize < MIN_BYTES:
+        return False
+    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
+    live = [[i for i in grp if sizes[i] != 1] for grp in groups]
+    return any(strides[a] != strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
 
 
 class _Relayout(torch.autograd.Function):
