@@ -14,14 +14,21 @@ einc's result and gradients are checked against torch.einsum's on float64 copies
 Markdown on stdout: the table and the targets (pykeen's NTN, ``bcast_ntn_score_t``, at
 most 1.0x torch.einsum forward and forward + backward; no workload above 1.05x
 torch.einsum + ``.contiguous()`` forward).  A 30 MiB allocation is made and freed first,
-as in bench/pairwise.py.  Standard library, torch and einc.
+as in bench/pairwise.py.  ``--clock thread`` (the default) times each batch in the calling
+thread's CPU time (``time.thread_time``: with one thread torch runs its ops there), which
+leaves out the time other processes hold the core on a shared machine; ``--clock wall``
+takes ``einc.tools.benchmark.timing``'s wall-clock batches.  Standard library, torch and einc.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
+import random
+import statistics
 import sys
+import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,7 +39,7 @@ import einc
 from bench.pairwise import check, cpu_setup
 from einc.tools.benchmark.runner import operands
 from einc.tools.benchmark.suite import find_suite, load
-from einc.tools.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.timing import Timing, interleaved, ratio_interval
 
 NTN = "bcast_ntn_score_t"
 
@@ -52,7 +59,35 @@ def check_grads(eq, ops, grad):
                for g, w in zip(got, want))
 
 
-def measure(w, rounds, budget):
+def thread_interleaved(fns, rounds, budget, target=2e-3, seed=0):
+    """:func:`interleaved` in the calling thread's CPU time: batches of at least ``target``
+    seconds, every callable once a round in a shuffled order, rounds lowered to about
+    ``budget`` seconds in all (at least 5)."""
+    def batch(fn, n):
+        gc.disable()
+        try:
+            t0 = time.thread_time()
+            for _ in range(n):
+                fn()
+            return (time.thread_time() - t0) / n
+        finally:
+            gc.enable()
+    calls = {}
+    for name, fn in fns.items():
+        n = 1
+        while (per := batch(fn, n)) * n < target:
+            n = max(2 * n, int(1.2 * target / max(per, 1e-7)))
+        calls[name] = (n, per)
+    rounds = max(5, min(rounds, int(budget / max(sum(n * p for n, p in calls.values()), 1e-9))))
+    samples, order, rng = {name: [] for name in fns}, list(fns), random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            samples[name].append(batch(fns[name], calls[name][0]))
+    return {name: Timing(statistics.median(s), calls[name][0], s) for name, s in samples.items()}, rounds
+
+
+def measure(w, rounds, budget, clock="thread"):
     """``(checked, forward timings, forward + backward timings)``."""
     eq = w["equation"]
     ops = operands(w, "cpu")
@@ -69,15 +104,17 @@ def measure(w, rounds, budget):
     ok = check(eq, ops) and check_grads(eq, ops, grad)
     for f in (*forward.values(), *backward.values()):
         f()
-    return ok, interleaved(forward, rounds=rounds, budget=budget / 2)[0], \
-        interleaved(backward, rounds=rounds, budget=budget / 2)[0]
+    timed = thread_interleaved if clock == "thread" else interleaved
+    return ok, timed(forward, rounds=rounds, budget=budget / 2)[0], timed(backward, rounds=rounds, budget=budget / 2)[0]
 
 
 def main(argv=None):
-    args = cpu_setup(argv, __doc__, 15, 4.0, "workload")
+    args = cpu_setup(argv, __doc__, 15, 4.0, "workload",
+                     lambda p: p.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                                              help="the thread's CPU time (default) or wall-clock time"))
     rows = []
     for w in workloads(load(find_suite()), args.filter):
-        ok, fw, fb = measure(w, args.rounds, args.budget)
+        ok, fw, fb = measure(w, args.rounds, args.budget, args.clock)
         r = {"torch": ratio_interval(fw["einc"], fw["torch"]),
              "torch_contiguous": ratio_interval(fw["einc"], fw["torch_contiguous"]),
              "backward": ratio_interval(fb["einc"], fb["torch"])}
@@ -86,7 +123,7 @@ def main(argv=None):
               f"/contiguous {r['torch_contiguous'][0]:.2f}, forward + backward {r['backward'][0]:.2f}", file=sys.stderr)
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s), float32, cpu variants' shapes; medians of {args.rounds} interleaved "
-          f"rounds at most, {args.budget:g} s per workload\n")
+          f"rounds at most, {args.budget:g} s per workload, {args.clock} clock\n")
     print("| id | equation | shapes | torch µs | + .contiguous() µs | einc µs | einc/torch | "
           "einc/(torch + .contiguous()) | fwd+bwd torch µs | fwd+bwd einc µs | fwd+bwd einc/torch | check |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
