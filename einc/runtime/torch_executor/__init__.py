@@ -36,7 +36,7 @@ from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
-from .permute_copy import MIN_BYTES, untracked
+from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -340,7 +340,7 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
-        if _strided_matrices(out, groups_c, sizes) or _copied_back(out, groups_c, sizes, itemsize):
+        if _strided_matrices(out, groups_c, sizes) or _copied_back(natural, out, groups_c, sizes, itemsize):
             copy = _relayout(copy, _permuted_copy(out, natural, sizes))
         post.append(copy)
     elif perm_out:
@@ -482,18 +482,22 @@ def _strided_matrices(out, groups, sizes) -> bool:
     return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
 
 
-def _copied_back(out, groups, sizes, itemsize) -> bool:
-    """Whether the gradient of a permuted result of ``permute_copy.MIN_BYTES`` or more
-    reaches the products through the reshape's copy (a group that does not merge in a
-    contiguous tensor over ``out``), which torch makes element by element; the one-copy
-    backward (:class:`_Relayout`) makes it as ``permute_copy.permuted_copy`` does (in wide
-    elements where the runs allow), and the forward's copy too, which nothing tracks
-    inside the Function (pykeen's NTN ``bcda,bca->bcd``: both copies of runs of 4 float32)."""
+def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
+    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, which
+    ``permute_copy.permuted_copy`` copies in wide elements (runs of 16-48 bytes), has its
+    gradient reach the products through the reshape's copy (a group that does not merge
+    in a contiguous tensor over ``out``), which torch makes element by element: the
+    one-copy backward (:class:`_Relayout`) makes it wide, and the forward's copy too,
+    which nothing tracks inside the Function (pykeen's NTN ``bcda,bca->bcd``: both copies
+    of runs of 4 float32)."""
     if math.prod(sizes[i] for i in out) * itemsize < MIN_BYTES:
         return False
     strides = dict(zip(out, contiguous([sizes[i] for i in out])))
     live = [[i for i in grp if sizes[i] != 1] for grp in groups]
-    return any(strides[a] != strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
+    if all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:])):
+        return False
+    source = dict(zip(natural, contiguous([sizes[i] for i in natural])))
+    return bool(wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
 
 
 class _Relayout(torch.autograd.Function):
