@@ -257,6 +257,52 @@ def test_a_broadcast_operand_runs_without_an_expanded_copy():
         torch.testing.assert_close(a, b)
 
 
+def test_a_product_per_value_of_the_results_first_index_writes_the_result_in_place():
+    """``bhij,bhjk->bhik`` with A ``(8, 1, 64, 32)`` and B ``(1, 12, 32, 64)``: one product
+    over both batch indices would copy both operands expanded, or the result; looped
+    over ``b``, each product reads A's matrix with stride 0 over ``h`` and B as it is,
+    and writes its slab of the result: nothing is copied, at ``LOOP`` ns a product."""
+    sizes = dict(b=8, h=12, i=64, j=32, k=64)
+    lay = _choose("bij,hjk->bhik", sizes)
+    assert lay.outer == ("b",) and lay.batch == ("h",) and lay.copies == "" and lay.broadcast == ("h",)
+    inner = ttgt.cost(list("ij"), list("hjk"), list("hik"), sizes, False, ("h",), ("i",), ("k",), ("j",))[0]
+    assert lay.cost == 8 * (inner + ttgt.LOOP)
+    flat = ttgt.choose(list("bij"), list("hjk"), list("bhik"), sizes, tx._COPY_WORTH_SPARING, loops=False)
+    assert not flat.outer and "c" in flat.copies and lay.cost < flat.cost   # one product copies the result
+    assert not _choose("ij,jk->ik", dict(i=64, j=64, k=64)).outer          # nothing to gain
+
+
+def test_a_looped_step_allocates_only_its_result_and_falls_back_under_autograd():
+    """The looped layout above runs as modelled: the only tensor it allocates is the
+    result, exact; where a gradient is taken, the step runs one product (``out=`` is not
+    differentiable) and the gradients are torch.einsum's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    eq, shapes = "bhij,bhjk->bhik", [(8, 1, 64, 32), (1, 12, 32, 64)]
+    plan, layouts = _layouts(eq, shapes)
+    lay = next(f for f in layouts if f.outer)
+    made = []
+
+    class Fresh(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func._overloadpacket in (torch.ops.aten.empty, torch.ops.aten.clone, torch.ops.aten.empty_like,
+                                        torch.ops.aten._unsafe_view, torch.ops.aten.contiguous):
+                made.append(out.numel())
+            return out
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
+    fns = _forced(plan, lay)
+    with Fresh():
+        out = _run(plan, fns, ops)
+    assert made == [8 * 12 * 64 * 64] and out.is_contiguous()
+    torch.testing.assert_close(out, torch.einsum(eq, *ops))
+    ops = [o.requires_grad_() for o in ops]
+    out = _run(plan, fns, ops)
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=g)
+    for a, b in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(eq, *ops), ops, gout)):
+        torch.testing.assert_close(a, b)
+
+
 def test_small_steps_weigh_only_the_results_orders(monkeypatch):
     """Below ttgt.SMALL elements a step weighs the layouts with the result's group orders
     and no index moved into the batch: both operands as left, both orders of K."""
@@ -324,8 +370,9 @@ def _layouts(eq, shapes):
 def _forced(plan, lay, dtype=torch.float64):
     """The step functions with ``lay`` as the layout, with a gradient or without."""
     real, training = ttgt.pick, ttgt.for_training
-    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k) == (lay.swap, lay.batch, lay.m, lay.n, lay.k)  # noqa: E731
-    ttgt.pick = lambda found: next(f for f in found if same(f))
+    key = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.outer)  # noqa: E731
+    # (a looped layout's step also chooses the layout of one product it runs under autograd)
+    ttgt.pick = lambda found: next((f for f in found if key(f) == key(lay)), None) or real(found)
     ttgt.for_training = lambda forward, *args, **kw: forward
     try:
         fns, _ = tx.step_functions(plan, [dtype] * plan.num_operands)

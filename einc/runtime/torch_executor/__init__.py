@@ -36,6 +36,7 @@ from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
+from .looped import looped
 from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
 
@@ -239,11 +240,15 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         return _matmul(xa, xb, lay.groups, out, g.sizes, final, pa, pb, lay.swap, lay.flip, da.itemsize)
 
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
-    fn, chunked = contract(lay)
-    training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
-    if training is not lay:         # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
+    flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
+    fn, chunked = contract(flat)
+    training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
         fn = _with_grad(fn, contract(training)[0])
-    return (_tagged(fn, lay, chunked) if lay.copies else fn), da
+    if lay.outer:
+        read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
+        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, fn, read), da
+    return (_tagged(fn, flat, chunked) if flat.copies else fn), da
 
 
 def _tagged(fn, lay, chunked=None):
@@ -483,21 +488,16 @@ def _strided_matrices(out, groups, sizes) -> bool:
 
 
 def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
-    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, which
-    ``permute_copy.permuted_copy`` copies in wide elements (runs of 16-48 bytes), has its
-    gradient reach the products through the reshape's copy (a group that does not merge
-    in a contiguous tensor over ``out``), which torch makes element by element: the
-    one-copy backward (:class:`_Relayout`) makes it wide, and the forward's copy too,
-    which nothing tracks inside the Function (pykeen's NTN ``bcda,bca->bcd``: both copies
-    of runs of 4 float32)."""
-    if math.prod(sizes[i] for i in out) * itemsize < MIN_BYTES:
-        return False
-    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
+    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, copied in wide
+    elements (``permute_copy.wide_plan``), has a group that does not merge in ``out``: its
+    gradient reaches the products through the reshape's copy, element by element, which
+    the one-copy backward (:class:`_Relayout`) makes wide, and the forward's copy too
+    (pykeen's NTN ``bcda,bca->bcd``: runs of 4 float32)."""
+    strides, source = (dict(zip(t, contiguous([sizes[i] for i in t]))) for t in (out, natural))
     live = [[i for i in grp if sizes[i] != 1] for grp in groups]
-    if all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:])):
-        return False
-    source = dict(zip(natural, contiguous([sizes[i] for i in natural])))
-    return bool(wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
+    merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
+    return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
+        wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
 
 
 class _Relayout(torch.autograd.Function):

@@ -44,6 +44,7 @@ and may name another layout for that case.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) time
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
 PER_MATRIX = 60         # ns per matrix of a batched product
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
+LOOP = 8000             # ns per product of a looped layout: its views and its call (~5-12 us measured)
 # Steps whose tensors all have fewer elements than this weigh only the layouts with the
 # result's group orders and no index moved into the batch (swap and the summed indices'
 # order still chosen): their copies cost microseconds, the full search ~1 ms a step.
@@ -85,6 +87,7 @@ class Layout:
     flip: str
     cost: float
     broadcast: tuple = ()   # batch indices one operand lacks (it is broadcast over them)
+    outer: tuple = ()       # the result's first index, looped over: one product per value (see candidates)
 
     @property
     def groups(self):
@@ -219,7 +222,7 @@ def _orders(group, terms):
     return found
 
 
-def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True):
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
     enumerated: no own index moved into the batch first, groups ordered as in ``out``
@@ -227,7 +230,16 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     the leading own indices of ``out``, ``ta`` or ``tb`` (up to the first summed one), the
     other operand broadcast over them; each group ordered as one of the tensors holding it
     orders it.  A step whose tensors all have fewer than ``small`` elements (default
-    :data:`SMALL`) weighs only the first of those moves and orders."""
+    :data:`SMALL`) weighs only the first of those moves and orders.
+
+    Then (unless ``loops`` is false) the looped layouts: where the result's first index
+    is one operand's own, one product per value of it, each written into its slab of the
+    result, for every layout of the step without that index whose product is laid out
+    as the rest of the result (no copy of it), at :data:`LOOP` ns more per product.
+    ``bhij,bhjk->bhik`` with size-1 dimensions one each way (A ``(b, 1, i, j)``, B
+    ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
+    it is, each product written where the result holds it; one product over both
+    batch indices would copy both operands expanded, or the result."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
@@ -264,6 +276,12 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
                                 continue    # a broadcast operand copied expanded: see the module's docstring
                             wide = tuple(i for i in batch if i not in sa or i not in sb)
                             found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
+    first = out[0] if out else None
+    if loops and not few and first in (own_a + own_b) and sizes[first] > 1:
+        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                           worth_sparing, itemsize, small, broadcast, False)
+        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
+                  for lay in inner if "c" not in lay.copies]
     return found
 
 
@@ -273,17 +291,20 @@ def pick(found):
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast):
-    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast))
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops):
+    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast,
+                            loops))
 
 
-def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True) -> Layout:
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True) -> Layout:
     """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
-    with ``broadcast`` false, among those that broadcast neither operand."""
+    with ``broadcast`` false, among those that broadcast neither operand; with ``loops``
+    false, among those that run one product (what autograd records: a looped layout
+    writes into its result with ``out=``)."""
     used = sorted(set(ta) | set(tb))
     local = {i: sizes[i] for i in used}
     return pick(list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                                 itemsize, SMALL, broadcast)))
+                                 itemsize, SMALL, broadcast, loops)))
 
 
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
@@ -299,7 +320,7 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
         return lay
     lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
     partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False)
+    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False)
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
