@@ -379,17 +379,10 @@ def _read(term, groups, sizes, prep, flip):
         expand = lambda x: x.expand(shape)  # noqa: E731
         lay, stack = (_flipped(term, own, one, sizes), None) if flip else _layout(term, own, one, sizes)
         return prep, _chain([lay, expand]), stack and _chain([stack, expand])
-    prep, term = _chain([prep, _broadcast(term, missing, sizes)]), list(term) + missing
+    if missing:                 # expanded along the missing indices, appended (copied by the view's reshape)
+        wide, ones = tuple(sizes[i] for i in [*term, *missing]), (1,) * len(missing)
+        prep, term = _chain([prep, lambda x: x.reshape(tuple(x.shape) + ones).expand(wide)]), [*term, *missing]
     return (prep, _flipped(term, groups, shape, sizes), None) if flip else (prep, *_layout(term, groups, shape, sizes))
-
-
-def _broadcast(term, missing, sizes):
-    """Expand a tensor over ``term`` along the indices ``missing`` (appended), or None."""
-    if not missing:
-        return None
-    ones = (1,) * len(missing)
-    shape = tuple(sizes[i] for i in term) + tuple(sizes[i] for i in missing)
-    return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
 
 
 # The copy model's thresholds, which the planner's live-memory bound counts (see
@@ -404,13 +397,9 @@ def _layout(term, groups, shape, sizes):
     ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
     the same, but where that view is a stack of matrices with no unit-stride axis (a
     batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
-    contiguous stack.
-
-    CPU BLAS cannot read such a stack, so ``bmm`` copies it matrix by matrix, in the
-    forward and again for each product of the backward.  Where a gradient will be
-    taken, one copy that the backward's products reuse (its own gradient is a view) is
-    cheaper; a forward alone is faster with ``bmm``'s copies, which stay in cache.
-    """
+    contiguous stack: ``bmm`` would copy it matrix by matrix, in the forward and again
+    for each product of the backward, where one copy that the backward's products reuse
+    is cheaper (a forward alone is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
     merge = any(len(grp) != 1 for grp in groups)
