@@ -233,9 +233,11 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     :data:`SMALL`) weighs only the first of those moves and orders.
 
     Then (unless ``loops`` is false) the looped layouts: where the result's first index
-    is one operand's own, one product per value of it, each written into its slab of the
-    result, for every layout of the step without that index whose product is laid out
-    as the rest of the result (no copy of it), at :data:`LOOP` ns more per product.
+    is one operand's own and its outermost (each slice of the operand one block, laid
+    out as the operand less that index, which the model weighs), one product per value
+    of it, each written into its slab of the result, for every layout of the step
+    without that index whose product is laid out as the rest of the result (no copy of
+    it), at :data:`LOOP` ns more per product.
     ``bhij,bhjk->bhik`` with size-1 dimensions one each way (A ``(b, 1, i, j)``, B
     ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
     it is, each product written where the result holds it; one product over both
@@ -277,7 +279,8 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
                             wide = tuple(i for i in batch if i not in sa or i not in sb)
                             found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
     first = out[0] if out else None
-    if loops and not few and first in (own_a + own_b) and sizes[first] > 1:
+    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
+    if loops and not few and first in (own_a + own_b) and first in leads and sizes[first] > 1:
         inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
                            worth_sparing, itemsize, small, broadcast, False)
         found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
