@@ -229,6 +229,21 @@ def test_an_operand_broadcast_over_the_whole_batch_is_copied_once_then_expanded(
                      ("j",))[3] == 0                    # no expanded copy
 
 
+def test_ntn_reads_both_operands_in_place():
+    """pykeen's NTN ``bcda,bca->bcd`` (A (256, 1, 4, 16), B (1, 500, 16); after the size-1
+    dimensions are squeezed, ``bda,ca->bcd``): one product reads both operands as they are
+    and only the result is copied into ``(b, c, d)``; the layout that writes it in place
+    (per ``b``, B's ``(500 x 16)`` with stride 0 against A's ``(16 x 4)``) is weighed, its
+    thin products priced above that copy; no looped layout (``b``'s slices would be those
+    thin products too)."""
+    sizes = dict(b=256, d=4, a=16, c=500)
+    lay = _choose("bda,ca->bcd", sizes)
+    assert lay.copies == "c" and not lay.outer and not lay.broadcast
+    found = ttgt.candidates(list("bda"), list("ca"), list("bcd"), sizes, tx._COPY_WORTH_SPARING)
+    direct = next(f for f in found if f.batch == ("b",) and f.copies == "" and not f.outer)
+    assert direct.broadcast == ("b",) and direct.cost > lay.cost
+
+
 def test_a_broadcast_operand_runs_without_an_expanded_copy():
     """The executor makes the copy the model counts: running the layout above allocates no
     tensor of B's expanded size (8 x 12 x 32 x 64 elements), and is exact, with gradients."""
