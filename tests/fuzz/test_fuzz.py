@@ -113,6 +113,60 @@ def test_torch_executor_in_every_layout(case, seed, choice):
         event(f"a layout among {min(drawn)}-{max(drawn)}")
 
 
+def _in_drawn_layouts(choice, check):
+    """``check()`` with each contraction step in a layout drawn among those the copy-cost
+    model weighs (every one, as large steps weigh them), and the training layout where it
+    differs; the numbers of layouts drawn among."""
+    from einc.runtime.torch_executor import ttgt
+    real, drawn = ttgt.pick, []
+
+    def pick(found):
+        drawn.append(len(found))
+        return found[choice % len(found)]
+    einc.cache_clear()
+    ttgt.pick, small, ttgt.SMALL = pick, ttgt.SMALL, 0
+    try:
+        check()
+    finally:
+        ttgt.pick, ttgt.SMALL = real, small
+        einc.cache_clear()
+    return drawn
+
+
+@fuzz.profile(quick=300, share=0.1)
+@given(case=fuzz.broadcast_cases(), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16))
+def test_broadcast_operands_in_every_layout(case, seed, choice):
+    """Two operands whose size-1 dimensions broadcast, in every orientation
+    (fuzz.broadcast_cases), each step in a drawn layout: the broadcast operand read with
+    stride 0 or copied once (runtime/torch_executor/ttgt.py)."""
+    drawn = _in_drawn_layouts(choice, lambda: _differential(case, fuzz.operands(case, seed), _einsum))
+    for found in sorted(fuzz.broadcasts(case)):
+        event(found)
+    if drawn:
+        event(f"a layout among {min(drawn)}-{max(drawn)}")
+
+
+@fuzz.profile(quick=120, share=0.05)
+@given(case=fuzz.broadcast_cases(dtypes=[torch.float64]), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_broadcast_gradients_in_every_layout(case, seed, choice):
+    """The same cases' gradients, against torch's: a broadcast operand's gradient sums its
+    partial ones (autograd's ``expand`` backward)."""
+    _in_drawn_layouts(choice, lambda: _check_gradients(case, seed))
+    for found in sorted(fuzz.broadcasts(case)):
+        event(found)
+
+
+def test_broadcast_cases_cover_every_orientation():
+    """The broadcast pairs the fuzzer draws hold every side and role, and each side at once."""
+    import random
+    drawn = [fuzz.make_broadcast_case(random.Random(s)) for s in range(200)]
+    seen = set().union(*(fuzz.broadcasts(c) for c in drawn))
+    assert seen == set(fuzz.BROADCASTS), seen
+    assert any({b.split("/")[0] for b in fuzz.broadcasts(c)} == {"left", "right"} for c in drawn)
+    assert all(fuzz.broadcasts(c) for c in drawn)
+
+
 @fuzz.profile(quick=120, share=0.25)
 @given(case=fuzz.cases(), seed=st.integers(0, 2**16))
 def test_contract_expression(case, seed):

@@ -75,6 +75,26 @@ def test_relayout_only_where_the_gradient_is_strided_matrices():
         assert einc.einsum(*CASES[0][:1], *_inputs(CASES[0][1])).grad_fn is None
 
 
+def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
+    """pykeen's NTN ``bcda,bca->bcd`` (A (256, 1, 4, 16), B (1, 500, 16)): the product runs
+    (c, bd) and its rows do not merge in the result, so the gradient reaches it through
+    a copy either way; from ``permute_copy.MIN_BYTES`` up, where that copy runs in wide
+    elements (runs of 4 float32: 16 bytes), the one-copy backward makes it (and the
+    forward's copy).  float64 runs (32 bytes, no wide copy) and small results keep
+    torch's own; the gradients are torch.einsum's either way."""
+    from einc.runtime.torch_executor.permute_copy import MIN_BYTES
+    eq, big, small = "bcda,bca->bcd", [(256, 1, 4, 16), (1, 500, 16)], [(8, 1, 4, 16), (1, 5, 16)]
+    assert 8 * 5 * 4 * 4 < MIN_BYTES <= 256 * 500 * 4 * 4
+    for shapes, dtype, relayout in [(big, torch.float32, True), (big, D, False), (small, torch.float32, False)]:
+        g = torch.Generator().manual_seed(4)
+        ops = [torch.randn(s, dtype=dtype, generator=g).requires_grad_() for s in shapes]
+        out = einc.einsum(eq, *ops)
+        assert ("_RelayoutBackward" in _grad_fns(out)) == relayout, (shapes, dtype)
+        gout = torch.randn(out.shape, dtype=dtype, generator=g)
+        for x, y in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(eq, *ops), ops, gout)):
+            torch.testing.assert_close(x, y)
+
+
 def test_relayout_backward_is_contiguous_in_the_products_layout():
     x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
     there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)

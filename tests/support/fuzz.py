@@ -170,6 +170,59 @@ def make_case(rng: random.Random, dtypes=ALL_DTYPES, max_operands=6, sublist=Non
     return Case(terms, output, shapes, dtype, ints, letters, conv, lay, sizes, ell_sizes, symbols)
 
 
+# ----------------------------------------------------------------- broadcast pairs
+
+BROADCASTS = [f"{side}/{role}" for side in ("left", "right") for role in ("batch", "summed")]
+
+
+def broadcast_cases(dtypes=ALL_DTYPES, layouts=LAYOUTS):
+    """Two-operand cases whose shared labels broadcast: a size-1 dimension against a larger
+    one, held by the left operand, the right one or each (one label each way, as pykeen's
+    NTN ``bcda,bca->bcd``), in the output (a batch index) or summed, beside shared labels
+    that do not broadcast and each operand's own (sizes 2-5, so that the broadcasts are
+    real; :func:`broadcasts` names what a case holds)."""
+    return st.integers(0, 2**32 - 1).map(lambda seed: make_broadcast_case(random.Random(seed), dtypes, layouts))
+
+
+def make_broadcast_case(rng: random.Random, dtypes=ALL_DTYPES, layouts=LAYOUTS) -> Case:
+    sides = rng.choice([["left"], ["right"], ["left", "right"]])
+    k = len(sides) + rng.randint(1, 5)
+    sizes = [rng.randint(2, 5) for _ in range(k)]
+    roles = [rng.choice(["shared", "shared", "left", "right"]) for _ in range(k - len(sides))]
+    kept = [rng.random() < 0.5 for _ in range(k)]
+    if not any(kept) and rng.random() < 0.7:
+        kept[rng.randrange(k)] = True
+    terms, shapes = [[], []], [[], []]
+    for x in range(k):
+        side = sides[x] if x < len(sides) else None
+        for op, name in enumerate(("left", "right")):
+            if side or roles[x - len(sides)] in ("shared", name):
+                terms[op].append(x)
+                shapes[op].append(1 if side == name else sizes[x])
+    for t, sh in zip(terms, shapes):
+        order = rng.sample(range(len(t)), len(t))
+        t[:], sh[:] = [t[i] for i in order], [sh[i] for i in order]
+    output = [x for x in range(k) if kept[x]]
+    rng.shuffle(output)
+    ints, letters = rng.sample(_INT_LABELS, k), rng.sample(LETTERS, k)
+    lay = [rng.choice(layouts) for _ in range(2)]
+    return Case(terms, output, [tuple(sh) for sh in shapes], rng.choice(dtypes), ints, letters, rng.random() < 0.5,
+                lay, sizes, [])
+
+
+def broadcasts(case: Case) -> set:
+    """The broadcasts of a two-operand case: ``side/role`` for each label of size 1 in one
+    operand and larger in the other (``side``: the operand holding the 1; ``role``:
+    ``batch`` where the output keeps the label, else ``summed``)."""
+    found = set()
+    for op, side in enumerate(("left", "right")):
+        other = dict(zip(case.terms[1 - op], case.shapes[1 - op]))
+        for x, n in zip(case.terms[op], case.shapes[op]):
+            if n == 1 and other.get(x, 1) > 1:
+                found.add(f"{side}/{'batch' if x in (case.output or ()) else 'summed'}")
+    return found
+
+
 # ----------------------------------------------------------------- operands
 
 def values(case: Case, seed: int):

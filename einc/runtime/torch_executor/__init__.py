@@ -16,7 +16,8 @@ layout of each product (which operand is left, which indices are batch, their or
 the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
 gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
-matrices gets a one-copy backward (:class:`_Relayout`).  Where no gradient is taken, a
+matrices, or a large one whose gradient torch would copy anyway, gets a one-copy
+backward (:class:`_Relayout`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied
 into the result while in cache, and a large multiply and sum a block at a time
 (:mod:`einc.runtime.torch_executor.chunked`).
@@ -24,7 +25,6 @@ into the result while in cache, and a large multiply and sum a block at a time
 
 from __future__ import annotations
 
-import inspect
 import math
 import string
 
@@ -37,8 +37,11 @@ from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
 from .chunked import plan_chunks, plan_sum_chunks
+from .looped import looped
+from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
-from .permute_copy import untracked
+from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
+from .relayout import relayout as _relayout
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
@@ -256,12 +259,16 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
                        da.itemsize)
 
-    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
-    fn, chunked = contract(lay)
-    training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
-    if training is not lay:         # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
+    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
+    flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
+    fn, chunked = contract(flat)
+    training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
+    if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
         fn = _with_grad(fn, contract(training)[0])
-    return (_tagged(fn, lay, chunked) if lay.copies else fn), da
+    if lay.outer:
+        read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
+        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, fn, read), da
+    return (_tagged(fn, flat, chunked) if flat.copies else fn), da
 
 
 def _tagged(fn, lay, chunked=None):
@@ -344,29 +351,20 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
     copied into the transposes of its matrices (:func:`_flipped`)."""
     batch, m, n, k = groups
-    size = lambda idx: math.prod(sizes[i] for i in idx)  # noqa: E731
     groups_a, groups_b, groups_c = [batch, m, k], [batch, k, n], [batch, m, n]
     mm = torch.bmm
     if not batch:
         groups_a, groups_b, groups_c = groups_a[1:], groups_b[1:], groups_c[1:]
         mm = torch.mm
-    prep_a = _chain([prep_a, _broadcast(ta, [i for i in batch if i not in ta], sizes)])
-    prep_b = _chain([prep_b, _broadcast(tb, [i for i in batch if i not in tb], sizes)])
-    ta = list(ta) + [i for i in batch if i not in ta]
-    tb = list(tb) + [i for i in batch if i not in tb]
-    lay_a, stack_a = _layout(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes)
-    lay_b, stack_b = _layout(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes)
-    if "l" in flip:
-        lay_a, stack_a = _flipped(ta, groups_a, tuple(size(grp) for grp in groups_a), sizes), None
-    if "r" in flip:
-        lay_b, stack_b = _flipped(tb, groups_b, tuple(size(grp) for grp in groups_b), sizes), None
+    prep_a, lay_a, stack_a = _read(ta, groups_a, sizes, prep_a, "l" in flip)
+    prep_b, lay_b, stack_b = _read(tb, groups_b, sizes, prep_b, "r" in flip)
     natural = batch + m + n
     res_shape = tuple(sizes[i] for i in natural)
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
-        if _strided_matrices(out, groups_c, sizes):
+        if _strided_matrices(out, groups_c, sizes) or _copied_back(natural, out, groups_c, sizes, itemsize):
             copy = _relayout(copy, _permuted_copy(out, natural, sizes))
         post.append(copy)
     elif perm_out:
@@ -388,13 +386,22 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     return step, anywhere
 
 
-def _broadcast(term, missing, sizes):
-    """Expand a tensor over ``term`` along the indices ``missing`` (appended), or None."""
-    if not missing:
-        return None
-    ones = (1,) * len(missing)
-    shape = tuple(sizes[i] for i in term) + tuple(sizes[i] for i in missing)
-    return lambda x: x.reshape(tuple(x.shape) + ones).expand(shape)
+def _read(term, groups, sizes, prep, flip):
+    """``(prep, view, stacked)``: an operand over ``term`` as the stack of matrices ``groups``
+    (:func:`_layout`; :func:`_flipped` with ``flip``), ``prep`` broadcasting it over the
+    batch indices it lacks.  One lacking every batch index of size > 1 is laid out alone,
+    copied at most once, then expanded (stride 0), as runtime/torch_executor/ttgt.py counts it."""
+    shape = tuple(math.prod(sizes[i] for i in grp) for grp in groups)
+    missing = [i for i in groups[0] if i not in term] if len(groups) == 3 else []
+    if missing and all(sizes[i] == 1 for i in groups[0] if i in term):
+        own, one = [[i for i in groups[0] if i in term], *groups[1:]], (1, *shape[1:])
+        expand = lambda x: x.expand(shape)  # noqa: E731
+        lay, stack = (_flipped(term, own, one, sizes), None) if flip else _layout(term, own, one, sizes)
+        return prep, _chain([lay, expand]), stack and _chain([stack, expand])
+    if missing:                 # expanded along the missing indices, appended (copied by the view's reshape)
+        wide, ones = tuple(sizes[i] for i in [*term, *missing]), (1,) * len(missing)
+        prep, term = _chain([prep, lambda x: x.reshape(tuple(x.shape) + ones).expand(wide)]), [*term, *missing]
+    return (prep, _flipped(term, groups, shape, sizes), None) if flip else (prep, *_layout(term, groups, shape, sizes))
 
 
 # The copy model's thresholds, which the planner's live-memory bound counts (see
@@ -409,13 +416,9 @@ def _layout(term, groups, shape, sizes):
     ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
     the same, but where that view is a stack of matrices with no unit-stride axis (a
     batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
-    contiguous stack.
-
-    CPU BLAS cannot read such a stack, so ``bmm`` copies it matrix by matrix, in the
-    forward and again for each product of the backward.  Where a gradient will be
-    taken, one copy that the backward's products reuse (its own gradient is a view) is
-    cheaper; a forward alone is faster with ``bmm``'s copies, which stay in cache.
-    """
+    contiguous stack: ``bmm`` would copy it matrix by matrix, in the forward and again
+    for each product of the backward, where one copy that the backward's products reuse
+    is cheaper (a forward alone is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
     merge = any(len(grp) != 1 for grp in groups)
@@ -492,44 +495,17 @@ def _strided_matrices(out, groups, sizes) -> bool:
     return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
 
 
-class _Relayout(torch.autograd.Function):
-    """``there(x)``, a copy into another layout, whose backward is the copy ``back`` of the
-    gradient into ``x``'s layout (a fresh contiguous tensor, which the backward's matrix
-    products read as they are, where the permuted view of the gradient would be copied
-    matrix by matrix).  Twice differentiable: the backward is the same Function."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x, there, back):
-        return there(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.there, ctx.back = inputs[1], inputs[2]
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _Relayout.apply(grad, ctx.back, ctx.there), None, None
-
-    @staticmethod
-    def jvp(ctx, tangent, _there, _back):
-        return ctx.there(tangent)
-
-
-# torch binds every apply's arguments to forward's signature where setup_context is
-# defined, building the signature anew each time unless the function carries one.
-_Relayout.forward.__signature__ = inspect.signature(_Relayout.forward)
-
-
-def _relayout(there, back):
-    """``there`` as a step's last function, with :class:`_Relayout`'s backward where the
-    result will need a gradient (torch's autograd records the step's ops)."""
-    def run(x):
-        if x.requires_grad:
-            return _Relayout.apply(x, there, back)
-        return there(x)
-    return run
+def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
+    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, copied in wide
+    elements (``permute_copy.wide_plan``), has a group that does not merge in ``out``: its
+    gradient reaches the products through the reshape's copy, element by element, which
+    the one-copy backward (:class:`_Relayout`) makes wide, and the forward's copy too
+    (pykeen's NTN ``bcda,bca->bcd``: runs of 4 float32)."""
+    strides, source = (dict(zip(t, contiguous([sizes[i] for i in t]))) for t in (out, natural))
+    live = [[i for i in grp if sizes[i] != 1] for grp in groups]
+    merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
+    return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
+        wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
 
 
 def _binary(op, fa, fb):

@@ -32,10 +32,13 @@ CPU (1 thread, float32, the development machine):
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
 is copied into its matrices' transposes instead, which BLAS reads as they are
-(``flip``).  Broadcasting an operand over a batch index that merges with its own
-batch indices copies it expanded: that is allowed only where the expanded copy has at
-most half the elements of the larger operand, of at least ``worth_sparing`` elements,
-which :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
+(``flip``).  An operand that lacks every batch index (size-1 ones aside) is read with
+stride 0 over the batch, as torch's ``bmm`` reads a broadcast operand: where its matrices
+need a copy, the operand alone is copied, once, and then expanded.  Broadcasting an
+operand over a batch index that merges with its own batch indices copies it expanded:
+that is allowed only where the expanded copy has at most half the elements of the larger
+operand, of at least ``worth_sparing`` elements, which
+:func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
 and may name another layout for that case.
 """
@@ -62,6 +65,7 @@ SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) time
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
 PER_MATRIX = 60         # ns per matrix of a batched product
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
+LOOP = 8000             # ns per product of a looped layout: its views and its call (~5-12 us measured)
 # Steps whose tensors all have fewer elements than this weigh only the layouts with the
 # result's group orders and no index moved into the batch (swap and the summed indices'
 # order still chosen): their copies cost microseconds, the full search ~1 ms a step.
@@ -84,6 +88,7 @@ class Layout:
     flip: str
     cost: float
     broadcast: tuple = ()   # batch indices one operand lacks (it is broadcast over them)
+    outer: tuple = ()       # the result's first index, looped over: one product per value (see candidates)
 
     @property
     def groups(self):
@@ -154,6 +159,12 @@ def operand(term, groups, sizes):
         # a batch index innermost: bmm copies the matrices (no unit-stride axis)
         ns = copy_ns(live, [i for i in live if i not in rows + cols] + rows + cols, sizes)
         return ns, ns, _size(term, sizes), False
+    if wide and not any(i in pos for i in groups[0]):
+        # broadcast over every batch index it has: its matrices copied once, then expanded
+        # (stride 0), as bmm reads them
+        order = [i for grp in groups[1:] for i in grp]
+        flipped = [i for grp in (groups[2], groups[1]) for i in grp]
+        return copy_ns(live, order, sizes), copy_ns(live, flipped, sizes), _size(term, sizes), False
     expanded = _size(wide, sizes)
     order = [i for grp in groups for i in grp]
     flipped = [i for grp in (groups[0], groups[2], groups[1]) for i in grp]
@@ -212,7 +223,7 @@ def _orders(group, terms):
     return found
 
 
-def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True):
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
     enumerated: no own index moved into the batch first, groups ordered as in ``out``
@@ -220,7 +231,18 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     the leading own indices of ``out``, ``ta`` or ``tb`` (up to the first summed one), the
     other operand broadcast over them; each group ordered as one of the tensors holding it
     orders it.  A step whose tensors all have fewer than ``small`` elements (default
-    :data:`SMALL`) weighs only the first of those moves and orders."""
+    :data:`SMALL`) weighs only the first of those moves and orders.
+
+    Then (unless ``loops`` is false) the looped layouts: where the result's first index
+    is one operand's own and its outermost (each slice of the operand one block, laid
+    out as the operand less that index, which the model weighs), one product per value
+    of it, each written into its slab of the result, for every layout of the step
+    without that index whose product is laid out as the rest of the result (no copy of
+    it), at :data:`LOOP` ns more per product.
+    ``bhij,bhjk->bhik`` with size-1 dimensions one each way (A ``(b, 1, i, j)``, B
+    ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
+    it is, each product written where the result holds it; one product over both
+    batch indices would copy both operands expanded, or the result."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
@@ -257,6 +279,13 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
                                 continue    # a broadcast operand copied expanded: see the module's docstring
                             wide = tuple(i for i in batch if i not in sa or i not in sb)
                             found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
+    first = out[0] if out else None
+    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
+    if loops and not few and first in (own_a + own_b) and first in leads and sizes[first] > 1:
+        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                           worth_sparing, itemsize, small, broadcast, False)
+        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
+                  for lay in inner if "c" not in lay.copies]
     return found
 
 
@@ -266,19 +295,22 @@ def pick(found):
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast):
-    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast))
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops):
+    return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast,
+                            loops))
 
 
-def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, free_out=False) -> Layout:
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True, free_out=False) -> Layout:
     """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
-    with ``broadcast`` false, among those that broadcast neither operand; with ``free_out``
-    (the last step where the caller takes any layout) no copy of the result is counted,
-    so each candidate's own order of the result is kept (:func:`without_result_copy`)."""
+    with ``broadcast`` false, among those that broadcast neither operand; with ``loops``
+    false, among those that run one product (what autograd records: a looped layout
+    writes into its result with ``out=``); with ``free_out`` (the last step where the
+    caller takes any layout) no copy of the result is counted, so each candidate's own
+    order of the result is kept (:func:`without_result_copy`)."""
     used = sorted(set(ta) | set(tb))
     local = {i: sizes[i] for i in used}
     found = list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                             itemsize, SMALL, broadcast))
+                             itemsize, SMALL, broadcast, loops))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
@@ -306,7 +338,7 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
         return lay
     lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
     partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, free_out=free_out)
+    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False, free_out=free_out)
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
