@@ -213,16 +213,6 @@ def left_to_right(n: int) -> tuple:
     return ((0, 1),) + tuple((0, n - 1 - s) for s in range(1, n - 1)) if n > 1 else ((0,),)
 
 
-def size_class(sizes) -> tuple[int, ...]:
-    """The class of each size: 0, 1, or the power of two it lies below (``bit_length``), so
-    sizes within the same octave share a class.
-
-    >>> size_class((0, 1, 2, 3, 4, 1000, 1023, 1024))
-    (0, 1, 2, 2, 3, 10, 10, 11)
-    """
-    return tuple(s.bit_length() if s > 1 else s for s in sizes)
-
-
 PATH_CACHE_SIZE = 4096      # paths kept per (equation, sizes, strategy); the oldest go first
 _PATHS: OrderedDict = OrderedDict()
 _PATHS_LOCK = threading.Lock()

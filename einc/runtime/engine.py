@@ -5,7 +5,9 @@ custom op all end here.  :func:`run` is the hot path: build the key (canonical e
 options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
 :func:`entry_for`.  Calls no plan serves get torch's own einsum: a sparse first operand
-or operands on several devices (on a miss), symbolic sizes (the key does not hash).
+or operands on several devices (on a miss), under ``EINC_NEW_SHAPES=torch`` small calls
+(:mod:`einc.runtime.admission`: a rule on the call, never on what ran before), symbolic
+sizes (the key does not hash).
 
 The module also owns :func:`cache_info` and :func:`cache_clear` over every cache einc
 keeps: modules above the runtime (autograd, the custom op) register theirs here.
@@ -49,10 +51,10 @@ def run(eq: Equation, operands, options: Options):
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
-        result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
+        result = admission.small_call(eq, operands, options)    # EINC_NEW_SHAPES=torch: a small call is torch's
         if result is not None:
             return result
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
+        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return entry.run(operands)
 
 
@@ -78,12 +80,12 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return found
 
 
 def unplanned(eq: Equation, operands, options: Options):
-    """torch's einsum of ``operands`` where their shape is one einc does not plan (see
+    """torch's einsum of ``operands`` where the call is one einc does not plan (see
     :mod:`einc.runtime.admission`), else None."""
     try:
         key = _key(eq, operands, options)
@@ -96,7 +98,7 @@ def unplanned(eq: Equation, operands, options: Options):
         return torch_op(eq, operands)
     if _torch_own(operands[0], operands):
         return admission.einsum(eq.torch_text, operands)
-    return admission.unplanned(key, operands)
+    return admission.small_call(eq, operands, options)
 
 
 def _torch_own(first, operands) -> bool:
@@ -159,14 +161,11 @@ def check_settings() -> None:
         setting()
 
 
-def _compile(eq: Equation, operands, options: Options, key) -> Entry:
+def _compile(eq: Equation, operands, options: Options) -> Entry:
     check_operands(eq, operands)
     check_settings()
     plan = plan_for(eq, [o.shape for o in operands], options)
-    built = entry_for(eq, plan, operands, options)
-    if built.backend == "torch":    # generated kernels are what a kernel entry is for: plan them
-        admission.planned(key, eq, plan)
-    return built
+    return entry_for(eq, plan, operands, options)
 
 
 # ----------------------------------------------------------------------- every cache
@@ -230,5 +229,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_settings", "check_count",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "cached_entry",
+           "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
