@@ -5,9 +5,10 @@ custom op all end here.  :func:`run` is the hot path: build the key (canonical e
 options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
 :func:`entry_for`.  Calls no plan serves get torch's own einsum: a sparse first operand
-or operands on several devices (on a miss), under ``EINC_NEW_SHAPES=torch`` small calls
-(:mod:`einc.runtime.admission`: a rule on the call, never on what ran before), symbolic
-sizes (the key does not hash).
+or operands on several devices (on a miss), and under ``EINC_NEW_SHAPES=torch`` small
+calls (:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
+Symbolic sizes (the key does not hash) become one call of the custom op, which runs this
+engine on the sizes it meets at run time (:func:`on_symbolic`).
 
 The module also owns :func:`cache_info` and :func:`cache_clear` over every cache einc
 keeps: modules above the runtime (autograd, the custom op) register theirs here.
@@ -47,7 +48,7 @@ def run(eq: Equation, operands, options: Options):
     try:
         entry = _plans.get(key)
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
-        return torch_op(eq, operands)
+        return symbolic(eq, operands, options)
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
@@ -60,8 +61,27 @@ def run(eq: Equation, operands, options: Options):
 
 def torch_op(eq: Equation, operands):
     """torch's own einsum of ``operands``, as a fresh contiguous tensor: for calls no plan
-    can serve -- symbolic sizes (``make_fx``'s symbolic tracing), ``functionalize``."""
+    can serve (``functionalize``, which has no rule for einc's autograd Function)."""
     return admission.fresh_einsum(eq.torch_text, operands)
+
+
+_symbolic_door = None       # (eq, operands, options) -> the custom op's call: set by einc.custom_op
+
+
+def on_symbolic(door) -> None:
+    """Set what a call with symbolic sizes becomes: the custom op ``einc::einsum``, so that a
+    graph traced with symbolic sizes (``make_fx(..., tracing_mode="symbolic")``) runs
+    einc's plan for the sizes it meets at run time, as the same call run eagerly does."""
+    global _symbolic_door
+    _symbolic_door = door
+
+
+def symbolic(eq: Equation, operands, options: Options):
+    """A call whose sizes are symbolic: one call of the custom op (torch's op where it is not
+    defined)."""
+    if _symbolic_door is None:
+        return torch_op(eq, operands)
+    return _symbolic_door(eq, operands, options)
 
 
 def run_scaled(eq: Equation, operands, options: Options, scale: float):
@@ -86,7 +106,7 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
 
 def unplanned(eq: Equation, operands, options: Options):
     """torch's einsum of ``operands`` where the call is one einc does not plan (see
-    :mod:`einc.runtime.admission`), else None."""
+    :mod:`einc.runtime.admission`; the custom op's call for symbolic sizes), else None."""
     try:
         key = _key(eq, operands, options)
     except (AttributeError, IndexError):
@@ -95,7 +115,7 @@ def unplanned(eq: Equation, operands, options: Options):
         if _plans.peek(key) is not None:
             return None
     except TypeError:                   # symbolic sizes, as in run
-        return torch_op(eq, operands)
+        return symbolic(eq, operands, options)
     if _torch_own(operands[0], operands):
         return admission.einsum(eq.torch_text, operands)
     return admission.small_call(eq, operands, options)
@@ -229,6 +249,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "cached_entry",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "cached_entry",
            "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]
