@@ -161,9 +161,10 @@ def fresh_einsum(text: str, operands):
 
 def _fresh(result, operands):
     """``result`` as a contiguous tensor that shares no memory with an operand (torch's einsum
-    may return a permuted view, or a view of an operand: ``ij->ji``, ``ii->i``)."""
+    may return a permuted view, or a view of its one operand: ``ij->ji``, ``ii->i``; of two
+    or more it multiplies, which makes a new tensor, so only one operand is compared)."""
     result = result.contiguous()
-    if result.numel() and any(_is_alias_of(result, o) for o in operands):
+    if len(operands) == 1 and result.numel() and _is_alias_of(result, operands[0]):
         result = result.clone()
     return result
 
