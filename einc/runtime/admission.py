@@ -21,7 +21,7 @@ or recomputed by ``torch.utils.checkpoint``.
   planned nor cached, so a new shape costs torch's own call; larger calls are planned.
   For three or more operands torch's op gets einc's path for the call's size class
   (each size 0, 1 or in the same power-of-two octave: the planner searches a class once,
-  at sizes of its own, :func:`einc.planner.plan.class_sizes`), or under a strategy the
+  at sizes of its own, :func:`class_sizes`), or under a strategy the
   caller names (``"greedy"``, ``"optimal"``, ...) opt_einsum's path of that strategy for
   the shape, as torch.einsum finds it.  The result is exactly torch.einsum's, made a
   fresh contiguous tensor as einc's results always are.
@@ -52,7 +52,7 @@ _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Pytho
 SMALL_CALL = 2 ** 20    # multiply-adds at most which, under EINC_NEW_SHAPES=torch, torch's op answers a call
 
 # einc's path per (canonical equation, options, size class): a function of the class alone
-# (the planner searches each class at sizes of its own), so a bounded memo of it.
+# (searched once, at the class's own sizes: class_sizes), so a bounded memo of it.
 _paths = LRUCache(4096)
 
 
