@@ -24,7 +24,9 @@ or recomputed by ``torch.utils.checkpoint``.
   at sizes of its own, :func:`class_sizes`), or under a strategy the
   caller names (``"greedy"``, ``"optimal"``, ...) opt_einsum's path of that strategy for
   the shape, as torch.einsum finds it.  The result is exactly torch.einsum's, made a
-  fresh contiguous tensor as einc's results always are.
+  fresh contiguous tensor as einc's results always are.  The setting is read where no
+  plan is cached (a small call never leaves one, scaled or not): call ``einc.cache_clear()``
+  after changing it.
 
 Under ``torch`` these calls are planned at any size: calls whose plan runs generated
 kernels (the kernels are what such an entry is for), calls with a ``memory_limit``

@@ -86,7 +86,12 @@ def symbolic(eq: Equation, operands, options: Options):
 
 def run_scaled(eq: Equation, operands, options: Options, scale: float):
     """:func:`run` times ``scale``, applied in the last generated kernel's epilogue where one
-    runs the last step (else by one multiply after it)."""
+    runs the last step (else by one multiply after it).  A call torch's op answers
+    (:func:`unplanned`) is that times ``scale``, and makes no entry: an entry would answer
+    the same call without a scale from then on."""
+    result = unplanned(eq, operands, options)
+    if result is not None:
+        return result * scale
     return entry(eq, operands, options).run(operands, scale)
 
 

@@ -276,3 +276,15 @@ def test_torch_mode_results_share_no_memory_with_the_operands(torch_mode):
         if out.numel():
             assert all(not torch._C._is_alias_of(out, o) for o in ops), (case.equation, case.shapes)
     assert checked > 200
+
+
+def test_a_scaled_call_in_torch_mode_leaves_no_plan_behind(torch_mode):
+    """The custom op's scaled form (what the dynamo backend emits) of a small call is torch's
+    op times the scale, and plans nothing: a plan it left would answer the plain call from
+    then on, so the plain call's answer would depend on what ran before."""
+    import einc.custom_op  # noqa: F401  (registers the op)
+    a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
+    want = torch._VF.einsum("bhid,bhjd->bhij", [a, b]).contiguous()
+    scaled = torch.ops.einc.einsum.default("bhid,bhjd->bhij", [a, b], "auto", "", 0.5)
+    assert torch.equal(scaled, want * 0.5) and _plans() == 0
+    assert torch.equal(einc.einsum("bhid,bhjd->bhij", a, b), want)
