@@ -46,7 +46,7 @@ from .errors import (
 from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, call_form, parse, sublist_equation
 from .planner.graph import build
-from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
+from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS, Options, layout_message, torch_optimize
 from .planner.plan import Plan
 from .runtime import dtypes, engine, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
@@ -54,7 +54,8 @@ from .runtime.explain import Explanation, explanation
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, **sizes):
+def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, layout=None,
+           **sizes):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
@@ -66,8 +67,12 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     right, a ``strategy`` other than ``"auto"`` runs that strategy.  ``select`` says how
     each step's backend is chosen where generated kernels may run (``"measure"``,
     ``"model"``, ``"blas"``, ``"kernel"``; default ``EINC_SELECT``, see
-    :mod:`einc.runtime.select`).  The result is a fresh tensor in standard contiguous
-    layout, with torch.einsum's dtype (under autocast too) -- or ``out``, written in
+    :mod:`einc.runtime.select`).  The result is a fresh tensor (never a view of an
+    operand), with torch.einsum's dtype (under autocast too); ``layout`` says how it is
+    laid out: ``"contiguous"`` (the default, unless ``EINC_LAYOUT`` says otherwise)
+    standard contiguous, ``"any"`` dense and non-overlapping in the order einc's cheapest
+    plan writes it (as torch.einsum and opt_einsum return it, with no final copy; under
+    torch.compile, contiguous) -- or ``out``, written in
     place, where given (it must have the result's shape, dtype and device; as for
     torch's ``out=``, not with operands that require grad under grad mode).
     ``backend`` is accepted for opt_einsum's sake where it names torch (None, ``"auto"``,
@@ -82,11 +87,11 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if backend is not None and backend not in _TORCH_BACKENDS:
         _reject_backend(backend)
     if sizes:
-        return _named(args, sizes, optimize, memory_limit, select, out, backend)
+        return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
         if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
-            return _named(args, sizes, optimize, memory_limit, select, out, backend)
-        return traced_call(args, optimize, memory_limit, select, out)   # torch.compile, export, jit.trace: the op
+            return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
+        return traced_call(args, optimize, memory_limit, select, out, layout)   # compile, export, jit.trace: the op
     if args and args[0].__class__ is str:      # planner.equation.call_form, inline: one frame less
         operands = args[1:]
         if len(operands) == 1 and operands[0].__class__ in (list, tuple):
@@ -96,17 +101,17 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
         except EquationError:
             if not notation.is_named(args[0]):
                 raise
-            return _named(args, sizes, optimize, memory_limit, select, out, backend)
+            return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
     else:
         text, operands = sublist_equation(args)
         eq = parse(text)
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
-        return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend)
-    if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and \
+        return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend, layout)
+    if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and layout is None and \
             _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
         options = DEFAULT       # the default, torch's settings at theirs: no lookup
     else:
-        options = call_options(optimize, memory_limit, select)
+        options = call_options(optimize, memory_limit, select, layout)
     if out is not None or _SHARING:
         return special_call(eq, operands, options, out)
     if _autocast_any():
@@ -117,11 +122,12 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     return engine.run(eq, operands, options)
 
 
-def _named(args, sizes, optimize, memory_limit, select, out, backend):
+def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=None):
     """A named equation (or keyword sizes): views, einsum on the resolved equation, the
     output's reshape (:mod:`einc.named`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
     tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
-    options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend}
+    options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend,
+               "layout": layout}
     options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     if not tracing() and args and args[0].__class__ is str:
         operands = _operands_of(args)
@@ -153,16 +159,25 @@ def _named_error(cls, message: str) -> None:
     _reject_under_fullgraph(cls.__name__, message)
 
 
-triton_executor.claim_interpreter()     # before torch._dynamo (imported just below) imports triton
+triton_executor.claim_interpreter()     # before torch._dynamo (torch.compile imports it) imports triton
 
 
-@torch.compiler.assume_constant_result
+def _constant_result(fn):
+    """``torch.compiler.assume_constant_result``: dynamo reads ``fn`` once while tracing and
+    keeps its result as a constant.  The mark is the attribute torch's decorator sets; set
+    here because torch's imports dynamo, which would cost einc's first call seconds."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+
+@_constant_result
 def _is_named(text: str) -> bool:
     """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""
     return notation.is_named(text)
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _named_structure(text: str):
     """:func:`einc.planner.notation.structure`, read once while dynamo traces (the parse itself is
     not traced: only the views, the op and the reshape are)."""
@@ -189,7 +204,7 @@ _SHARING = sharing.STACKS      # non-empty while some thread is inside shared_in
 
 # ----------------------------------------------------------------------- __torch_function__ and TorchScript
 
-def _torch_function(args, operands, optimize, memory_limit, select, out, backend):
+def _torch_function(args, operands, optimize, memory_limit, select, out, backend, layout=None):
     """``__torch_function__`` dispatch, as torch.einsum takes part in it: an ``fx.Proxy``
     records one ``call_function`` node of :func:`einsum`, a ``TorchFunctionMode`` or a tensor
     subclass sees the call (and calls :func:`einsum` again, with its own handling off).
@@ -198,7 +213,8 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
     wrote."""
-    given = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "out": out, "backend": backend}
+    given = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "out": out, "backend": backend,
+             "layout": layout}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     relevant = tuple(operands) + ((out,) if out is not None else ())
     return torch.overrides.handle_torch_function(einsum, relevant, *args, **kwargs)
@@ -242,15 +258,15 @@ def torch_settings() -> tuple:
             _OE_OWN.get("strategy", _OE_MOD.get("strategy", AUTO)))
 
 
-def call_options(optimize, memory_limit, select) -> Options:
+def call_options(optimize, memory_limit, select, layout=None) -> Options:
     """The call's options; einc's default ``optimize`` under torch's settings where it was
     not passed (see :func:`einc.planner.options.torch_optimize`)."""
     if optimize is DEFAULT_OPTIMIZE:
         optimize = torch_optimize(*torch_settings())
     try:
-        return INTERNED[optimize, memory_limit, select]
+        return INTERNED[optimize, memory_limit, select, layout]
     except (KeyError, TypeError):
-        return Options.of(optimize, memory_limit, select)
+        return Options.of(optimize, memory_limit, select, layout)
 
 
 # ----------------------------------------------------------------------- backend=
@@ -288,7 +304,7 @@ def special_call(eq: Equation, operands, options: Options, out):
     if plan is None:
         result = eager_call(eq, operands, options)
     else:
-        step_options = Options.of(_AUTO, None, options.select)
+        step_options = Options.of(_AUTO, None, options.select, options.layout)
         want = dtypes.result_dtype(eq.torch_text, [o.shape for o in operands], [o.dtype for o in operands])
         # narrow integers with an int64 result: each step in int64, as the whole call runs them
         # (a step in the narrow dtype would wrap before the sum that promotes it)
@@ -388,15 +404,21 @@ _ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathErro
 
 # ----------------------------------------------------------------------- under torch.compile
 
-def traced_call(args, optimize, memory_limit, select, out):
-    """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`)."""
+def traced_call(args, optimize, memory_limit, select, out, layout=None):
+    """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`).
+    ``layout`` is checked; the op's result is contiguous, which both layouts allow (its fake
+    kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
     if select is not None:
         raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
+    if layout is not None and not (isinstance(layout, str) and layout.lower() in LAYOUTS):
+        _refuse_traced("ArgumentError", layout_message(layout))
     if optimize is DEFAULT_OPTIMIZE:
         optimize = _traced_default_optimize()
     elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
-        return _untraced_einsum(args, optimize, memory_limit, out)     # a graph break: the call runs eagerly
+        # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
+        # 2.11's dynamo failed building guards on its plan cache when it traced it)
+        return torch.compiler.disable(_untraced_einsum)(args, optimize, memory_limit, out, layout)
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
@@ -410,12 +432,11 @@ def traced_call(args, optimize, memory_limit, select, out):
     return out.copy_(result)
 
 
-@torch.compiler.disable
-def _untraced_einsum(args, optimize, memory_limit, out):
+def _untraced_einsum(args, optimize, memory_limit, out, layout=None):
     """einsum run eagerly where the compiled op cannot carry the call (a PathOptimizer
-    object): dynamo breaks the graph here and does not trace into einc's runtime (torch
-    2.11's dynamo failed building guards on its plan cache when it did)."""
-    return einsum(*args, optimize=optimize, memory_limit=memory_limit, out=out)
+    object); :func:`traced_call` calls it through ``torch.compiler.disable``, applied there
+    rather than here so that importing einc does not import dynamo."""
+    return einsum(*args, optimize=optimize, memory_limit=memory_limit, out=out, layout=layout)
 
 
 def _refuse_traced(error: str, message: str):
@@ -426,7 +447,7 @@ def _refuse_traced(error: str, message: str):
     raise _ERRORS[error](message)
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _traced_default_optimize():
     """einc's default under torch's settings, read once while tracing (as torch.einsum's
     decomposition reads them when it is traced)."""
@@ -440,7 +461,7 @@ def _traced_optimizer_message(name: str) -> str:
             "pass a strategy name such as 'greedy' or 'dp'")
 
 
-@torch.compiler.assume_constant_result
+@_constant_result
 def _reject_under_fullgraph(error: str, message: str) -> bool:
     """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
     called at trace time, so dynamo reports this exception rather than its generic
@@ -505,7 +526,7 @@ def _size(s, shape) -> int:
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,
-            device=None, select=None, **sizes) -> Explanation:
+            device=None, select=None, layout=None, **sizes) -> Explanation:
     """The plan einc runs for these operands (tensors, or shapes with ``dtype`` and
     ``device``, default float32 on the CPU), with what runs each step; print it for a
     table.  For tensors whose plan einc has already run, each step shows what ran and
@@ -513,7 +534,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     ``torch``); otherwise what would run for these tensors' strides (contiguous operands
     for shapes), decided by the cost model -- also for ``device="cuda"`` on a machine
     without a GPU.  A named equation (:mod:`einc.planner.notation`, sizes by keyword) is explained
-    as its resolved equation, under a header saying how the names resolved.
+    as its resolved equation, under a header saying how the names resolved.  ``layout``
+    as for :func:`einsum`: with ``"any"`` the last step's copy into the result's order is
+    neither counted nor made, and the note says so.
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
@@ -522,7 +545,7 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
             operands_or_shapes = tuple(operands_or_shapes[0])
         named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
         shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
-                        dtype=dtype, device=device, select=select)
+                        dtype=dtype, device=device, select=select, layout=layout)
         return named_axes.NamedExplanation(shown, header)
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
@@ -530,7 +553,7 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
         # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
-    options = call_options(optimize, memory_limit, select)
+    options = call_options(optimize, memory_limit, select, layout)
     engine.check_settings()         # as einsum would: explain describes a run that can happen
     shapes = [shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
@@ -546,4 +569,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None
-    return explanation(plan, device_type, types, shapes, entry, options.select, strides)
+    shown = explanation(plan, device_type, types, shapes, entry, options.select, strides)
+    if options.result_layout() == "any":
+        shown.note += ("; layout 'any': the result is a fresh dense tensor in the order the last step writes it "
+                       "(no final copy into the equation's order)")
+    return shown

@@ -28,6 +28,12 @@ accepted.  An empty value counts as unset.
                        ``model`` (decide without timing), ``blas`` (never a generated
                        kernel), ``kernel`` (always one).  The keyword ``select=`` of
                        ``einc.einsum`` overrides it.
+``EINC_LAYOUT``        the result's layout where a call does not pass ``layout=``:
+                       ``contiguous`` (default: a fresh standard-contiguous tensor) or
+                       ``any`` (a fresh dense, non-overlapping tensor in whatever order
+                       einc's cheapest plan writes it, as torch.einsum and opt_einsum
+                       return; never a view of an operand).  Read when a key is first
+                       planned: call ``einc.cache_clear()`` after changing it.
 ``EINC_SLICE_OVERHEAD`` the most a ``memory_limit`` may cost: a sliced plan estimated at
                        more than this many times the unsliced contraction's time (and
                        more than a second) raises :class:`~einc.errors.MemoryLimitError`;
@@ -191,6 +197,15 @@ def select() -> str:
     """``EINC_SELECT``: how each step's backend is chosen (default ``auto``)."""
     return _choice("EINC_SELECT", SELECT, "one of auto, measure (time both on the first call), model (no timing), "
                    "blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
+
+
+LAYOUTS = ("contiguous", "any")
+
+
+def layout() -> str:
+    """``EINC_LAYOUT``: the result's layout, ``contiguous`` (default) or ``any`` (any case)."""
+    return _choice("EINC_LAYOUT", LAYOUTS, "contiguous (a fresh standard-contiguous result) or any (a fresh dense "
+                   "result in the order einc's plan writes it)")
 
 
 def debug() -> bool:

@@ -25,7 +25,9 @@ trace-time planning with symbolic sizes and behaves the same under every backend
 (inductor, eager, aot_eager, einc's own).  The op is defined with ``torch.library.Library``
 rather than ``torch.library.custom_op``, whose Python wrappers cost about 12 us a call
 (this op adds about 3 us to ``einc.einsum`` when a compiled graph runs it).
-``optimize`` and ``memory_limit`` travel as strings; a ``PathOptimizer`` object cannot,
+``optimize`` and ``memory_limit`` travel as strings (``layout`` does not: the fake kernel
+states a contiguous result before any plan exists, so the op returns one in either
+layout, see :meth:`einc.planner.options.Options.from_op`); a ``PathOptimizer`` object cannot,
 so under torch.compile ``optimize`` must be a strategy name, a bool, or an explicit
 path (a ``PathOptimizer`` makes dynamo fall back to eager for that frame, and fails
 under ``fullgraph=True``).
@@ -40,7 +42,7 @@ from . import autograd
 from .planner import notation
 from .planner.equation import call_form, parse
 from .planner.graph import build
-from .planner.options import Options, encode
+from .planner.options import AUTO, Options, encode
 from .runtime import dtypes, engine
 
 # ``scale`` multiplies the result (the torch.compile backend passes its constant factors
@@ -83,10 +85,13 @@ einsum_op = torch.ops.einc.einsum.default
 # TorchScript's door (``torch.jit.script`` of code calling ``einc.einsum``): the operands
 # last among the positional arguments, so that ``einsum(eq, a, b)`` packs ``a, b`` into the
 # list as it does for ``aten::einsum``; it decomposes into the op above (which has every kernel).
-_lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="auto", str memory_limit="") -> Tensor')
+# ``layout`` is checked and has no effect: the op's result is contiguous, which both allow.
+_lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="auto", str memory_limit="", '
+            'str layout="contiguous") -> Tensor')
 
 
-def _script(equation, operands, optimize="auto", memory_limit=""):
+def _script(equation, operands, optimize="auto", memory_limit="", layout="contiguous"):
+    Options.of(AUTO, None, None, layout)
     if notation.is_named(equation):     # a named equation (no keyword sizes in TorchScript): views, op, reshape
         named = notation.structure(equation)
         views = notation.resolve(named, [o.shape for o in operands], {})[1]

@@ -72,7 +72,8 @@ def resolved(named: Named, tensors, sizes: dict, traced: bool = False, fail=None
 
 def merged(named: Named, result, traced: bool = False):
     """The resolved equation's ``result`` in the named output's shape (composite axes
-    merged: a view of einc's contiguous result)."""
+    merged: a view of einc's contiguous result; of a ``layout="any"`` one, a view where its
+    strides merge, else a contiguous copy: dense either way)."""
     shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
     return result if shape is None else result.reshape(shape)
 

@@ -70,7 +70,7 @@ class ContractExpression:
         # remainder ("max_input" of its fewer, smaller operands) could slice what the whole
         # equation's bound let run; a sliced plan folds nothing and slices again the same.
         limit = options.memory_limit if plan.slicing is not None else None
-        self._options = Options.of(path, limit, options.select)
+        self._options = Options.of(path, limit, options.select, options.layout)
         self._eq = parse(self._text)
 
     def __call__(self, *operands, out=None, backend=None):
@@ -256,7 +256,7 @@ def _int_labels(args):
 
 
 def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
-                        use_blas=True, **kwargs) -> ContractExpression:
+                        use_blas=True, layout=None, **kwargs) -> ContractExpression:
     """Plan a contraction once for given shapes and return a reusable callable, as
     opt_einsum's ``contract_expression``: ``contract_expression("ij,jk->ik", (2, 3), (3, 4))``
     or interleaved, ``contract_expression((2, 3), [0, 1], (3, 4), [1, 2], [0, 2])``.
@@ -266,15 +266,17 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     opt_einsum, ``optimize=None`` or ``True`` means ``"auto"``; ``use_blas`` is accepted
     and has no effect (einc chooses matrix products itself); ``dtype``, ``order`` and
     ``casting`` as for :func:`contract`, checked here and applied by no call (give the
-    expression operands of the dtype you want).  A named equation (:mod:`einc.planner.notation`)
-    takes its sizes as further keywords.
+    expression operands of the dtype you want).  ``layout`` as for :func:`einsum`, for
+    every call of the expression (``order="C"`` asks for ``"contiguous"``).  A named
+    equation (:mod:`einc.planner.notation`) takes its sizes as further keywords.
     """
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
+    layout = _layout_of("contract_expression", kwargs.get("order", "K"), layout)
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
         named, shapes, view_shapes, constants, known, viewed = named_axes.expression_parts(args, sizes, constants)
         inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
-                                    memory_limit=memory_limit, select=select, **kwargs)
+                                    memory_limit=memory_limit, select=select, layout=layout, **kwargs)
         expr = named_axes.NamedExpression(named, inner, shapes, view_shapes, constants, known)
         expr.contraction = _const_einsum_str(args[0], expr.constants)   # the named equation, as given
         expr.num_args = len(expr.shapes) - len(expr.constants)
@@ -285,7 +287,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
-    options = call_options(_opt_einsum_optimize(optimize), memory_limit, select)
+    options = call_options(_opt_einsum_optimize(optimize), memory_limit, select, layout)
     shapes = [shape_of(x) for x in items]
     plan = plan_for(eq, shapes, options)
     text = args[0] if isinstance(args[0], str) else _interleaved_text(args, eq.text)
@@ -326,7 +328,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
 
 def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=True, optimize=DEFAULT_OPTIMIZE,
-             memory_limit=None, backend="auto", select=None, **sizes):
+             memory_limit=None, backend="auto", select=None, layout=None, **sizes):
     """opt_einsum's ``contract`` on einc: :func:`einsum` with opt_einsum's keywords, so that
     ``import einc as oe`` runs code written for ``opt_einsum.contract`` on torch tensors.
 
@@ -336,8 +338,9 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     (a torch dtype, or its name such as ``"float64"``) casts the operands first, allowed
     by ``casting`` (numpy's names: ``"no"``/``"equiv"`` the same dtype, ``"safe"`` where
     torch's type promotion keeps the target, ``"same_kind"`` as ``torch.can_cast``,
-    ``"unsafe"`` any).  ``order`` is ``"K"`` or ``"C"``: einc's results are always
-    C-contiguous.  A named equation (:mod:`einc.planner.notation`) takes its sizes as
+    ``"unsafe"`` any).  ``layout`` as for :func:`einsum`; ``order`` is ``"K"`` (the
+    result as ``layout`` says) or ``"C"`` (C-contiguous: ``layout="contiguous"``, which
+    ``layout="any"`` contradicts).  A named equation (:mod:`einc.planner.notation`) takes its sizes as
     further keywords, as for :func:`einsum`: ``contract("b (h d), h d e -> b (h e)", x, w, h=8)``.
 
     >>> import torch, einc
@@ -349,10 +352,11 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
             args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
+        layout = _layout_of("contract", order, layout)
     if optimize is None or optimize is True:
         optimize = AUTO
     return einsum(*_int_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
-                  **sizes)
+                  layout=layout, **sizes)
 
 
 def _opt_einsum_optimize(optimize):
@@ -364,12 +368,22 @@ def _opt_einsum_optimize(optimize):
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
+def _layout_of(door: str, order: str, layout):
+    """The ``layout`` numpy's ``order`` asks for: ``"C"`` a C-contiguous result."""
+    if order != "C":
+        return layout
+    if isinstance(layout, str) and layout.lower() == "any":
+        raise ArgumentError(f"{door}(): order='C' asks for a C-contiguous result, layout='any' for any dense "
+                            "layout: pass one of them")
+    return "contiguous" if layout is None else layout
+
+
 def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
     if unknown:
         raise ArgumentError(f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
     if order not in ("K", "C"):
-        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are always "
-                            "C-contiguous (order 'K' or 'C')")
+        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are C-contiguous, "
+                            "or with layout='any' dense in its plan's order (order 'K' or 'C')")
     if casting not in _CASTINGS:
         raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
     if dtype is not None:

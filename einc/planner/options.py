@@ -1,4 +1,4 @@
-"""A call's planner options -- ``optimize`` and ``memory_limit`` -- validated once.
+"""A call's options -- ``optimize``, ``memory_limit``, ``select``, ``layout`` -- validated once.
 
 One :class:`Options` gives everything the rest of einc needs from them: the plan
 cache's key (an interned object: equal options are the same object, so the key hashes
@@ -21,14 +21,17 @@ import opt_einsum
 import opt_einsum.path_random
 from opt_einsum.paths import PathOptimizer
 
-from ..config import SELECT
+from .. import config
+from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError
 
 AUTO = "auto"
 COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.planner.slicing
 LEFT_TO_RIGHT = "left-to-right"
 
-# (optimize, memory_limit) as given -> Options; read directly by einc.einsum's hot path.
+CONTIGUOUS, ANY = LAYOUTS       # the result's layout: a fresh standard-contiguous tensor, or any dense one
+
+# (optimize, memory_limit, select, layout) as given -> Options; read directly by einc.einsum's hot path.
 INTERNED: dict = {}
 _MAX_INTERNED = 4096
 _by_value: dict = {}
@@ -40,25 +43,29 @@ class Options:
     """``optimize``: ``"auto"``, an opt_einsum strategy name, ``False`` (left to right),
     an explicit path (a tuple of tuples of ints) or a path function / ``PathOptimizer``;
     ``memory_limit``: None, a number of elements, or ``"max_input"``; ``select``: how each
-    step's backend is chosen (None: ``EINC_SELECT``; see :mod:`einc.runtime.select`)."""
+    step's backend is chosen (None: ``EINC_SELECT``; see :mod:`einc.runtime.select`);
+    ``layout``: the result's, ``"contiguous"`` (a fresh standard-contiguous tensor) or
+    ``"any"`` (a fresh dense, non-overlapping tensor in the order the plan writes it), None
+    for ``EINC_LAYOUT`` (read when the key is planned: :meth:`result_layout`)."""
 
-    __slots__ = ("optimize", "memory_limit", "name", "select")
+    __slots__ = ("optimize", "memory_limit", "name", "select", "layout")
 
-    def __init__(self, optimize, memory_limit, name, select=None):
+    def __init__(self, optimize, memory_limit, name, select=None, layout=None):
         self.optimize = optimize
         self.memory_limit = memory_limit
         self.name = name                # for the plan's printout
         self.select = select
+        self.layout = layout
 
     @staticmethod
-    def of(optimize=AUTO, memory_limit=None, select=None) -> Options:
-        """The validated, interned options for these arguments (cached per argument triple).
+    def of(optimize=AUTO, memory_limit=None, select=None, layout=None) -> Options:
+        """The validated, interned options for these arguments (cached per argument tuple).
 
         >>> Options.of("greedy") is Options.of("greedy")
         True
         """
         try:
-            return INTERNED[optimize, memory_limit, select]
+            return INTERNED[optimize, memory_limit, select, layout]
         except (KeyError, TypeError):   # new, or unhashable (a list path)
             pass
         optimize_n, name = _normalize_optimize(optimize)
@@ -68,29 +75,35 @@ class Options:
         if select is not None and select not in SELECT:
             raise ArgumentError(f"einsum(): select must be one of {', '.join(SELECT)} (or None for EINC_SELECT), "
                                 f"got {select!r}")
+        layout_n = _normalize_layout(layout)
         with _lock:
             if len(_by_value) >= _MAX_INTERNED:     # bounded: forgetting costs plan-cache misses only
                 _by_value.clear()
                 INTERNED.clear()
-                _by_value[(AUTO, None, None)] = DEFAULT
+                _by_value[(AUTO, None, None, None)] = DEFAULT
             try:
                 hash(optimize_n)
                 value = optimize_n
             except TypeError:       # an optimizer object without a hash (a @dataclass): by identity,
                 value = ("object", id(optimize_n))       # alive as long as its Options here holds it
-            options = _by_value.get((value, limit, select))
+            options = _by_value.get((value, limit, select, layout_n))
             if options is None:
-                options = _by_value[(value, limit, select)] = Options(optimize_n, limit, name, select)
+                options = _by_value[(value, limit, select, layout_n)] = Options(optimize_n, limit, name, select,
+                                                                               layout_n)
             try:
                 if len(INTERNED) >= _MAX_INTERNED:
                     INTERNED.clear()
                 # True == 1 and False == 0 as keys: a valid optimize=True or memory_limit=1 is
                 # not interned as given, so that optimize=1 or memory_limit=True never finds it
                 if optimize.__class__ is not bool and not (memory_limit == 1 and memory_limit.__class__ is not bool):
-                    INTERNED[optimize, memory_limit, select] = options
+                    INTERNED[optimize, memory_limit, select, layout] = options
             except TypeError:
                 pass
         return options
+
+    def result_layout(self) -> str:
+        """``"contiguous"`` or ``"any"``: ``layout``, or ``EINC_LAYOUT`` where it is None."""
+        return self.layout or config.layout()
 
     def resolve(self):
         """``(path_function or None, explicit path or None)``."""
@@ -110,25 +123,46 @@ class Options:
         and of a random optimizer instance (opt_einsum's ``RandomGreedy``), which answers
         for the one contraction it was first called with."""
         if isinstance(self.optimize, (tuple, opt_einsum.path_random.RandomOptimizer)):
-            return Options.of(AUTO, self.memory_limit, self.select)
+            return Options.of(AUTO, self.memory_limit, self.select, self.layout)
         return self
 
     def to_op(self) -> tuple[str, str]:
         """The custom op's ``optimize`` and ``memory_limit`` strings (``select`` does not
-        travel: under torch.compile it is ``EINC_SELECT``'s)."""
+        travel: under torch.compile it is ``EINC_SELECT``'s; nor does ``layout``: the op's
+        result is contiguous, which both layouts allow, see :meth:`from_op`)."""
         return encode(self.optimize, self.memory_limit)
 
     @staticmethod
     def from_op(optimize: str, memory_limit: str) -> Options:
-        """The options the op's strings stand for (cached)."""
+        """The options the op's strings stand for (cached), with ``layout="contiguous"``
+        whatever ``EINC_LAYOUT`` says: the op's fake kernel states its result's strides
+        before any plan exists (sizes may be symbolic), and compiled code reads the result
+        through them."""
         return _decoded(optimize, memory_limit)
 
     def __repr__(self) -> str:
-        return f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r}, select={self.select!r})"
+        return (f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r}, select={self.select!r}, "
+                f"layout={self.layout!r})")
 
 
 DEFAULT = Options(AUTO, None, AUTO)     # einsum's default, the same object for good
-_by_value[(AUTO, None, None)] = DEFAULT
+_by_value[(AUTO, None, None, None)] = DEFAULT
+
+
+def _normalize_layout(layout):
+    """``layout`` as given: None, or ``"contiguous"`` / ``"any"`` in any case."""
+    if layout is None:
+        return None
+    if isinstance(layout, str) and layout.lower() in LAYOUTS:
+        return layout.lower()
+    raise ArgumentError(layout_message(layout))
+
+
+def layout_message(layout) -> str:
+    """The error for a bad ``layout=``."""
+    return (f"einsum(): layout must be one of {', '.join(map(repr, LAYOUTS))} (or None for EINC_LAYOUT), got "
+            f"{layout!r}: 'contiguous' returns a fresh standard-contiguous tensor, 'any' a fresh dense tensor in "
+            "the order einc's plan writes it")
 
 
 def _arrays_as_lists(optimize):
@@ -204,12 +238,31 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     if n <= 5:
         return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
     if n <= DP_OPERANDS:
-        return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
+        return _dynamic_programming(inputs, output, size_dict, memory_limit)
     from . import search
     path, report = search.search(inputs, output, size_dict, memory_limit)
     if reports is not None:
         reports.append(report)
     return path
+
+
+def _dynamic_programming(inputs, output, size_dict, memory_limit):
+    """A path of least flops among those without outer products: opt_einsum's ``dp``
+    search, run by cotengrust's implementation of it where installed (in Rust: the same
+    optimum, found 4-6 times faster, which is most of a 10-operand einsum's first call)
+    and no memory limit applies (cotengrust's takes none); else opt_einsum's."""
+    if memory_limit is None:
+        try:
+            import cotengrust
+        except ImportError:
+            cotengrust = None
+        if cotengrust is not None:
+            label = {i: opt_einsum.get_symbol(k) for k, i in enumerate(size_dict)}   # it takes 1-character labels
+            found = cotengrust.optimize_optimal([[label[i] for i in term] for term in inputs],
+                                                [label[i] for i in output],
+                                                {label[i]: float(s) for i, s in size_dict.items()}, minimize="flops")
+            return [tuple(c) for c in found]
+    return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
 
 
 # ----------------------------------------------------------------------- torch's global settings
@@ -297,7 +350,7 @@ def _decoded(optimize: str, memory_limit: str) -> Options:
             raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
     else:
         opt = optimize
-    return Options.of(opt, _decoded_limit(memory_limit))
+    return Options.of(opt, _decoded_limit(memory_limit), None, CONTIGUOUS)
 
 
 def _decoded_limit(text: str):
@@ -318,7 +371,7 @@ def cache_clear() -> None:
     with _lock:
         INTERNED.clear()
         _by_value.clear()
-        _by_value[(AUTO, None, None)] = DEFAULT
+        _by_value[(AUTO, None, None, None)] = DEFAULT
     _decoded.cache_clear()
 
 
@@ -327,5 +380,6 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "encode", "AUTO", "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
+__all__ = ["Options", "encode", "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
+           "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
            "torch_optimize"]

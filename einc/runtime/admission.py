@@ -24,7 +24,8 @@ or recomputed by ``torch.utils.checkpoint``.
   at sizes of its own, :func:`class_sizes`), or under a strategy the
   caller names (``"greedy"``, ``"optimal"``, ...) opt_einsum's path of that strategy for
   the shape, as torch.einsum finds it.  The result is exactly torch.einsum's, made a
-  fresh contiguous tensor as einc's results always are.  The setting is read where no
+  fresh contiguous tensor as einc's results are (with ``layout="any"``, a fresh dense
+  one: torch's order kept where it is dense).  The setting is read where no
   plan is cached (a small call never leaves one, scaled or not): call ``einc.cache_clear()``
   after changing it.
 
@@ -50,6 +51,7 @@ from . import dispatch
 from .cache import LRUCache
 from .dtypes import INT64_EXACT
 
+_non_overlapping_and_dense = torch.ops.aten.is_non_overlapping_and_dense.default
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
 SMALL_CALL = 2 ** 20    # multiply-adds at most which, under EINC_NEW_SHAPES=torch, torch's op answers a call
 
@@ -83,7 +85,7 @@ def small_call(eq, operands, options):
             result = _einsum(text, list(operands), path=path)
     except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
         return None
-    return _fresh(result, operands)
+    return _fresh(result, operands) if options.result_layout() == "contiguous" else _dense(result, operands)
 
 
 _texts: dict = {}       # equation text -> torch's spelling of it (eq.torch_text is worked out anew each time)
@@ -168,6 +170,18 @@ def _fresh(result, operands):
     result = result.contiguous()
     if len(operands) == 1 and result.numel() and _is_alias_of(result, operands[0]):
         result = result.clone()
+    return result
+
+
+def _dense(result, operands):
+    """``result`` as a dense, non-overlapping tensor that shares no memory with an operand,
+    in torch's order where it is one (``layout="any"``): torch's einsum may return a
+    permuted view of its last product (kept), or a view of its one operand (copied, with
+    its strides where it is dense: ``ij->ji``; a diagonal, ``ii->i``, contiguous)."""
+    if not _non_overlapping_and_dense(result):
+        return _fresh(result, operands)
+    if len(operands) == 1 and result.numel() and _is_alias_of(result, operands[0]):
+        return result.clone()
     return result
 
 

@@ -141,16 +141,18 @@ def zeros_entry(plan, device, result_dtype, index: str) -> Entry:
     return Entry(plan, run, "torch", [select.Choice("torch", "")] * len(plan.steps))
 
 
-def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False) -> Entry:
+def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False, layout="contiguous") -> Entry:
     """Compile ``plan`` for these operands: the torch executor, and where generated
     kernels may run, a backend per step (see :mod:`einc.runtime.select`); the result is
-    cast to ``result_dtype`` (torch.einsum's) where the executor's differs.  With
+    cast to ``result_dtype`` (torch.einsum's) where the executor's differs.  ``layout``:
+    the result's, ``"contiguous"`` or ``"any"`` (the torch executor's last step keeps the
+    order it writes; generated kernels and zeros are contiguous, which both allow).  With
     ``widen``, narrow integer operands are contracted in int64 (no kernel takes integers),
     16-bit floats in float32 (a slice of a sliced plan: runtime/sliced.py), each made so by
     the step that reads it, on the torch executor."""
     dtypes = [o.dtype for o in operands]
     torch_fns, natural = torch_executor.step_functions(plan, dtypes, widen,      # also checks the dtypes
-                                                       torch_executor.memory_orders(operands))
+                                                       torch_executor.memory_orders(operands), layout)
     empty = plan.empty_sum
     if empty is not None:
         return zeros_entry(plan, operands[0].device, result_dtype or natural, empty)

@@ -171,18 +171,19 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     step, results in torch.einsum's dtype."""
     shapes = [o.shape for o in operands]
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
-    if plan.slicing is not None:    # one inner entry runs every slice
-        return sliced.build_entry(plan, operands, result_dtype, options.select, entry,
-                                  unsliced=lambda ops: run(eq, ops, Options.of(plan.path, None, options.select)))
+    if plan.slicing is not None:    # one inner entry runs every slice (into a contiguous result)
+        return sliced.build_entry(plan, operands, result_dtype, options.select, entry, unsliced=lambda ops: run(
+            eq, ops, Options.of(plan.path, None, options.select, options.layout)))
     return dispatch.build_entry(plan, operands, result_dtype, options.select,
-                                widen=dtypes.in_int64([o.dtype for o in operands], result_dtype))
+                                widen=dtypes.in_int64([o.dtype for o in operands], result_dtype),
+                                layout=options.result_layout())
 
 
 def check_settings() -> None:
     """Raise ConfigError for a bad value of a setting planning reads (``EINC_NEW_SHAPES``,
-    ``EINC_SELECT``, ``EINC_SLICE_OVERHEAD``): when a key is planned -- or explained --, not
-    when a rare path first reads it."""
-    for setting in (config.new_shapes, config.select, config.slice_overhead):
+    ``EINC_SELECT``, ``EINC_SLICE_OVERHEAD``, ``EINC_LAYOUT``): when a key is planned -- or
+    explained --, not when a rare path first reads it."""
+    for setting in (config.new_shapes, config.select, config.slice_overhead, config.layout):
         setting()
 
 

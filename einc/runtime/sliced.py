@@ -19,7 +19,7 @@ import torch
 from .. import config
 from ..planner import plan_for
 from ..planner.equation import parse, text_of
-from ..planner.options import Options
+from ..planner.options import ANY, Options
 from ..planner.plan import Plan, build_plan
 from ..planner.slicecost import time_text
 from ..planner.slicing import check_cost, hoisting, linear_path
@@ -62,7 +62,8 @@ class Runner:
         self.plan = plan
         self.slicing = s
         self.eq = parse(s.text)
-        self.options = Options.of(plan.path, None, select)
+        # each slice's result is only added into the accumulator: in the order its plan writes it
+        self.options = Options.of(plan.path, None, select, ANY)
         position = {i: j for j, i in enumerate(s.indices)}
         chunked = {i for i, c in zip(s.indices, s.chunks) if c > 1}
         # (dimension, sliced index's position, whether it is chunked: narrowed, not selected), last dims first
@@ -103,7 +104,7 @@ class Runner:
         steps = order[sum(len(path) for *_, path in self.roots):]      # the per-slice steps
         text = text_of([indices[v] for v in self.rest], [i for i in plan.graph.output if i not in dropped])
         self.eq = parse(text)
-        self.options = Options.of(linear_path(self.rest, steps), None, self.options.select)
+        self.options = Options.of(linear_path(self.rest, steps), None, self.options.select, ANY)
         self.root_entries = [None] * len(self.roots)
 
     def hoisted(self, operands):
@@ -112,7 +113,7 @@ class Runner:
         for k, (r, eq, ops, path) in enumerate(self.roots):
             args = self._exact([operands[v] for v in ops])
             if self.root_entries[k] is None:
-                self.root_entries[k] = self.entry_of(eq, args, Options.of(path, None, self.options.select))
+                self.root_entries[k] = self.entry_of(eq, args, Options.of(path, None, self.options.select, ANY))
             values[r] = self.root_entries[k].run(args)
         return values
 
@@ -136,7 +137,7 @@ class Runner:
         if not self.half:
             return self.entry_of(self.eq, ops, self.options)
         plan = plan_for(self.eq, [o.shape for o in ops], self.options)
-        return _build_entry(plan, ops, None, self.options.select, widen=True)
+        return _build_entry(plan, ops, None, self.options.select, widen=True, layout=ANY)
 
     def accumulator(self, operands, summed: bool = False):
         """Zeros the slices add into: of :func:`accumulator_dtype` where a sliced index is

@@ -5,6 +5,8 @@ torch.compile(fullgraph=True) raises einc's message."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -204,7 +206,7 @@ def test_out_errors_under_fullgraph_are_einc_messages():
         torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES"])
+@pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES", "EINC_LAYOUT"])
 def test_explain_refuses_a_bad_setting_as_einsum_does(monkeypatch, name):
     """explain plans a key as einsum does, so a bad value of a setting planning reads is
     refused by both (explain printed a plan for a call einsum refuses)."""
@@ -218,3 +220,14 @@ def test_explain_refuses_a_bad_setting_as_einsum_does(monkeypatch, name):
         einc.explain("ij,jk,kl->il", a, b, c)
     with pytest.raises(ConfigError, match=name):
         einc.explain("ij,jk,kl->il", (4, 3), (3, 5), (5, 2))
+
+
+def test_an_eager_call_does_not_import_dynamo():
+    # torch.compile imports dynamo (seconds on a small machine); an eager einsum must not
+    code = ("import sys, torch, einc\n"
+            "x = torch.ones(2, 3)\n"
+            "einc.einsum('ij,jk->ik', x, x.T); einc.einsum('ij,jk,kl->il', x, x.T, x)\n"
+            "einc.contract('ij,jk->ik', x, x.T); einc.explain('ij,jk->ik', x, x.T)\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]

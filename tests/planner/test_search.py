@@ -57,11 +57,23 @@ def fresh():
 
 
 def test_up_to_dynamic_programmings_reach_the_paths_are_dps():
+    # cotengrust runs opt_einsum's dp search where installed: the same least cost, ties
+    # broken its own way; with a memory limit (which cotengrust's takes no part in) and
+    # without cotengrust, opt_einsum's dp itself
     rng = random.Random(1)
     for n in (6, 10, 12, DP_OPERANDS):
         inputs, sizes = _regular(n, 2, 5, seed=rng.randrange(100))
         want = opt_einsum.paths.dynamic_programming(inputs, set(), sizes)
-        assert _auto(inputs, set(), sizes) == want
+        got = _auto(inputs, set(), sizes)
+        assert S.path_cost(inputs, set(), sizes, got)[0] == S.path_cost(inputs, set(), sizes, want)[0]
+        assert _auto(inputs, set(), sizes, memory_limit=10 ** 6) == \
+            opt_einsum.paths.dynamic_programming(inputs, set(), sizes, 10 ** 6)
+
+
+def test_dynamic_programming_runs_without_cotengrust(monkeypatch):
+    inputs, sizes = _regular(10, 2, 5, seed=3)
+    monkeypatch.setitem(sys.modules, "cotengrust", None)       # as where it is not installed
+    assert _auto(inputs, set(), sizes) == opt_einsum.paths.dynamic_programming(inputs, set(), sizes)
 
 
 def test_path_cost_counts_as_einc_does():

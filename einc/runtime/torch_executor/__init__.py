@@ -6,8 +6,10 @@ possible), then a matrix product for ``contract`` steps, multiply-and-sum for
 ``dot`` steps (torch.einsum would run a batched matrix-vector product there, ~20x
 slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more for
 ``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
-``torch.func`` work through it.  The final step always returns a fresh tensor in
-standard contiguous layout.
+``torch.func`` work through it.  The final step returns a fresh tensor in standard
+contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one in the
+order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
+view, no final copy planned or made.
 
 Copies around the matrix products, which torch's autograd then differentiates: the
 layout of each product (which operand is left, which indices are batch, their order) is
@@ -107,17 +109,17 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     return _chain(fns), term, dtype, bool(summed) or cast
 
 
-def _reduce(step, plan, dtype, final, is_input, widen=False):
+def _reduce(step, plan, dtype, final, is_input, widen=False, free=False):
     fn, term, dtype, computed = _prep(step.inputs[0], set(step.summed), plan, dtype, widen)
     perm = _perm(term, list(step.output))
     tail = [fn, (lambda x: x.permute(perm)) if perm else None]
     if final and (computed or not is_input):
-        tail.append(lambda x: x.contiguous())
+        tail.append(_dense if free and not computed else _finish(free))
     elif final:                                 # only views of the caller's tensor so far
         term = step.inputs[0]
         if len(term) == 2 and term[0] == term[1] and step.output == term[:1]:
             return torch.diag, dtype            # ``ii->i``: one op that copies the diagonal
-        tail.append(_fresh)
+        tail.append(torch.clone if free else _fresh)   # "any": a dense view's strides kept (``ij->ji``)
     return _chain(tail) or (lambda x: x), dtype
 
 
@@ -125,6 +127,19 @@ def _fresh(x):
     """A contiguous tensor that shares no memory with ``x``."""
     y = x.contiguous()
     return y.clone() if y is x else y
+
+
+def _dense(x, check=torch.ops.aten.is_non_overlapping_and_dense.default):
+    """``x`` where it is dense and non-overlapping (a view of an intermediate, a diagonal,
+    may not be), else a contiguous copy."""
+    return x if check(x) else x.contiguous()
+
+
+def _finish(free):
+    """The final step's last function on a tensor its ops computed: contiguous, or with
+    ``free`` (``layout="any"``) none (torch allocates an op's result dense, and a
+    permutation keeps it so)."""
+    return None if free else torch.Tensor.contiguous
 
 
 def _aligned(term, out, sizes):
@@ -175,7 +190,7 @@ def _in_memory_order(term, order):
     return (lambda x: x.permute(order)), tuple(term[d] for d in order)
 
 
-def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, orders=(None, None)):
+def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, orders=(None, None), free=False):
     g = plan.graph
     view_a, ta = _in_memory_order(step.inputs[0], orders[0])
     view_b, tb = _in_memory_order(step.inputs[1], orders[1])
@@ -199,7 +214,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
         core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
         dtype = torch.promote_types(da, db)
-        return _chain_out(core, (lambda x: x.contiguous()) if final else None), dtype
+        return _chain_out(core, _finish(free) if final else None), dtype
 
     if da != db and uniform:
         # Only an integer sum promoted one side to int64 (torch.einsum trips over this
@@ -216,7 +231,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         prep_b = _chain([prep_b, lambda x: x.to(da)])
     _check_dtypes(step, plan, da, db)
     if kind == DOT:
-        return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes), da
+        return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes, free), da
     kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
     terms = math.prod(g.sizes[i] for i in summed & sa & sb)
     if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
@@ -228,18 +243,22 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         k_dims = tuple(range(len(out), len(full)))
         core = _binary(_mul_sum(lambda a, b: _times(a, b).sum(k_dims), full, k_dims, g.sizes, da),
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
-        return _chain_out(core, (lambda x: x.contiguous()) if final else None), da
+        return _chain_out(core, _finish(free) if final else None), da
 
     # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
     # copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch,
-    # the order inside each group).
+    # the order inside each group).  The last step of ``layout="any"`` (``free_out``) prices
+    # and makes no final copy: the product's output permuted as a view, as earlier steps'.
+    free_out = final and free
+
     def contract(lay):              # (fn, the same in chunks or None)
         pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-        return _matmul(xa, xb, lay.groups, out, g.sizes, final, pa, pb, lay.swap, lay.flip, da.itemsize)
+        return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
+                       da.itemsize)
 
-    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
     fn, chunked = contract(lay)
-    training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize)
+    training = ttgt.for_training(lay, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
     if training is not lay:         # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
         fn = _with_grad(fn, contract(training)[0])
     return (_tagged(fn, lay, chunked) if lay.copies else fn), da
@@ -299,7 +318,7 @@ def _mul_sum(whole, full, k_dims, sizes, dtype):
     return half
 
 
-def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
+def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
     """Multiply and sum: ``ta`` and ``tb`` hold the same indices (the summed ones and the
     batch ones, which are ``out``)."""
     perm_b = _perm(tb, ta)
@@ -312,8 +331,7 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes):
         mul_sum = lambda a, b: _times(a, b).sum(k_dims)  # noqa: E731
     core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype), prep_a,
                    _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
-    post = [(lambda x: x.permute(perm_out)) if perm_out else None,
-            (lambda x: x.contiguous()) if final else None]
+    post = [(lambda x: x.permute(perm_out)) if perm_out else None, _finish(free) if final else None]
     return _chain_out(core, _chain(post))
 
 
@@ -543,10 +561,11 @@ def _check_dtypes(step, plan, da, db):
             f"convert them first\n  {plan.equation}")
 
 
-def step_functions(plan: Plan, dtypes, widen: bool = False, orders=None):
+def step_functions(plan: Plan, dtypes, widen: bool = False, orders=None, layout: str = "contiguous"):
     """``(one function per step, the result's dtype)``: each step's function takes that
     step's operands and returns a tensor over its output indices (the last one a fresh
-    contiguous tensor); ``runtime/program.unroll`` chains them.  With ``widen``
+    tensor: contiguous, or with ``layout="any"`` dense and non-overlapping in the order
+    its last op writes); ``runtime/program.unroll`` chains them.  With ``widen``
     (:func:`einc.runtime.dtypes.in_int64`; 16-bit floats in a slice, runtime/sliced.py),
     narrow integer operands are made int64, 16-bit floats float32, by the step that reads
     them, after its sums and views: one at a time, as torch's own promotion holds them,
@@ -558,14 +577,15 @@ def step_functions(plan: Plan, dtypes, widen: bool = False, orders=None):
     n = plan.num_operands
     dts = list(dtypes)
     uniform = len(set(dts)) == 1
+    free = layout == "any"
     functions = []
     for s, step in enumerate(plan.steps):
         final = s == len(plan.steps) - 1
         if step.kind == REDUCE:
-            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n, widen)
+            fn, dt = _reduce(step, plan, dts[step.operands[0]], final, step.operands[0] < n, widen, free)
         else:
             fn, dt = _pairwise(step, plan, [dts[v] for v in step.operands], final, uniform, widen,
-                               [orders[v] if orders and v < n else None for v in step.operands])
+                               [orders[v] if orders and v < n else None for v in step.operands], free)
         dts.append(dt)
         functions.append(fn)
     return functions, dts[-1]

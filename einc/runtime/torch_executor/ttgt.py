@@ -41,6 +41,7 @@ and may name another layout for that case.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -268,16 +269,30 @@ def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast):
     return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast))
 
 
-def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True) -> Layout:
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, free_out=False) -> Layout:
     """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
-    with ``broadcast`` false, among those that broadcast neither operand."""
+    with ``broadcast`` false, among those that broadcast neither operand; with ``free_out``
+    (the last step where the caller takes any layout) no copy of the result is counted,
+    so each candidate's own order of the result is kept (:func:`without_result_copy`)."""
     used = sorted(set(ta) | set(tb))
     local = {i: sizes[i] for i in used}
-    return pick(list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                                 itemsize, SMALL, broadcast)))
+    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
+                             itemsize, SMALL, broadcast))
+    if free_out:
+        found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
+    return pick(found)
 
 
-def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
+def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
+    """``lay`` where its result is kept in the order the product writes it: its cost less
+    :func:`cost`'s copy into ``out``, ``c`` dropped from its copies.  The cost is rounded
+    to a thousandth of a ns, so that layouts equal but for that copy stay equal (the first
+    of equals is kept: the subtraction's rounding error picked a swapped product)."""
+    saved = copy_ns([*lay.batch, *lay.m, *lay.n], out, sizes) * itemsize / 4 if "c" in lay.copies else 0.0
+    return dataclasses.replace(lay, copies=lay.copies.replace("c", ""), cost=round(lay.cost - saved, 3))
+
+
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> Layout:
     """The layout to run where a gradient will be taken, given ``lay``, the forward's.
 
     An operand broadcast over batch indices it lacks gets, in the backward, one partial
@@ -290,8 +305,8 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4) -> Layout:
         return lay
     lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
     partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False)
+    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, free_out=free_out)
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
-__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick"]
+__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick", "without_result_copy"]
