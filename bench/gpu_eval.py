@@ -27,7 +27,8 @@ Parts (the suite's categories, ``bench/suite.json``, ``gpu`` variants):
   tensor networks come last, so the deadline drops them first), plus a cProfile of
   einc's host path on ``tiny_gemm_16`` and ``scf_diis_error``;
 - ``pairwise``: the 17 two-operand permuted contractions (TCCG, CCSD, CCSD(T),
-  tensor-times-matrix, AO->MO, attention layouts), a fourth command;
+  tensor-times-matrix, AO->MO, attention layouts), then the 7 of the ``permuted``
+  family (reversed or scrambled results around small summed indices), a fourth command;
 - ``compare``: six rows against ``torch.compile(lambda *o: torch.einsum(eq, *o),
   dynamic=False)`` (inductor: default mode for all six, ``max-autotune-no-cudagraphs``
   for gemma_q_proj and gshard_expert_ffn, ``reduce-overhead`` for matrix_chain_4), then
@@ -155,7 +156,7 @@ from einc.tools.benchmark.timing import calibrate, time_batch  # noqa: E402
 PARTS = {
     "gemm": ("attention", "moe", "bilinear", "layout"),
     "rest": ("small", "reduction", "chain", "chemistry", "tensor_network"),
-    "pairwise": ("pairwise",),      # two-operand permuted contractions (issue 23), a fourth command
+    "pairwise": ("pairwise", "permuted"),   # two-operand permuted contractions (issue 23), a fourth command
 }
 # compare part: workload id -> torch.compile modes (None = default)
 COMPARE = {
@@ -183,7 +184,7 @@ TABLE_LIMIT = 12000
 
 COLUMNS = [
     "id", "category", "dtype", "equation", "shapes", "status", "error", "k", "backends", "warning",
-    "err", "err_torch", "nan", "poison", "tol", "first_s",
+    "err", "err_torch", "nan", "poison", "tol", "first_s", "learn_calls",
     "einc_us", "torch_us", "torch_c_us", "einc_blas_us", "err_blas", "einc_kernel_us", "err_kernel",
     "backends_kernel", "oe_plan_us",
     "host_einc_us", "host_torch_us", "graph_us", "graph_err", "graph_note", "host_step_us",
@@ -301,6 +302,23 @@ def rel_err(out, ref) -> float:
     del d
     den = torch.linalg.vector_norm(ref).item()
     return num / den if den > 0 else num
+
+
+def learn_until_decided(fn, eq, ops, calls=60) -> int | None:
+    """Learn mode (the CUDA default) times one candidate per call once kernels are ready:
+    call ``fn`` until every step of the entry is decided, waiting for the background thread
+    between calls (at most ``calls``), so that the timings that follow are the steady
+    state's.  How many calls it took, or None where this einc has no learn mode."""
+    try:
+        from einc.runtime import learn
+    except ImportError:
+        return None
+    for n in range(1, calls + 1):
+        if not any(r.endswith("learning from the calls") for r in einc.explain(eq, *ops).reasons):
+            return n - 1
+        fn()
+        learn.settle(30)
+    return calls
 
 
 def has_nan(out) -> bool:
@@ -481,6 +499,13 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
                 hit2, err2, nan2 = False, math.inf, False
             del ops2, ref2
             row["err"], row["nan"], row["poison"] = max(err1, err2), nan1 or nan2, int(hit1) + int(hit2)
+            row["learn_calls"] = attempt("learn", lambda: learn_until_decided(einc_fn, eq, ops))
+            got3 = attempt("einc call once decided", lambda: poisoned_call(einc_fn, numel, dtype, dev, sync))
+            if got3 is not None:            # the decided program's answer is checked too
+                out3, hit3, _ = got3
+                row["err"], row["nan"] = max(row["err"], rel_err(out3, ref)), row["nan"] or has_nan(out3)
+                row["poison"] += int(hit3)
+                del out3
             ex = attempt("explain", lambda: einc.explain(eq, *ops))
             if ex is not None:
                 row["k"] = len(ex.steps)

@@ -1,58 +1,122 @@
 #!/usr/bin/env bash
-# One lent GPU's whole check, in one call of the device tool (a lease is short: 15
-# device-minutes a session, machine start included).  Run from the repository root:
+# One lent GPU's whole check, in one call of the device tool, under 8 minutes on a cold
+# machine (a lease is 15 device-minutes, machine start included).  Run from the
+# repository root, as checked out (nothing is installed: PYTHONPATH points at the
+# checkout; torch, triton and opt_einsum come with the GPU image):
 #
-#     bash bench/gpu_run.sh COMMIT [BUDGET_S]
+#     bash bench/gpu_run.sh COMMIT [BUDGET_S]          # default 420 s
+#     bash bench/gpu_run.sh --dry-run                  # on a CPU: each Python part's smoke test
 #
-# Order (most valuable first, each step bounded so the budget is kept): the versions,
-# gpu_eval.py --part pairwise, the kernel tests compiled for real
-# (pytest -m "kernels or gpu", 8 workers, at most 200 s, 150 s a test: the fuzz tests of
-# both lowerings compile a kernel per drawn shape), gpu_variants.py (the CCSD(T)
-# kernel in each lowering and tile config, at most 100 s), then --part rest, gemm and
-# compare with what is left (all --quick; PARTS="..." to choose, PAIRWISE_S=... the pairwise
-# part's deadline, default 130 s, which left out 2 of its 17 rows on an H100; compare's SASS check
-# reads the most recent kernels in the Triton cache, so it runs while those are the
-# suite's).
-# Everything lands in $W and is packed into $OUT/gpu.tgz after every step (the tool
-# brings back at most 8 files, so one archive), and the gates of each part are
-# printed last.  Nothing is installed: PYTHONPATH points at the checkout.
+# Parts, in order (PARTS="first gemm" chooses and orders them; each has its own deadline
+# and is skipped where too little of the budget is left):
+#   first   bench/gpu_first.py --part first, with empty Triton and einc caches: the
+#           default's (learn mode's) first call per new key against torch's path,
+#           calls 2-20, the background thread's compile time, the steady state in
+#           interleaved rounds against forced kernels, cuBLAS and torch.einsum, the
+#           pairwise family's rows among them (170 s)
+#   rest    gpu_eval.py --part rest --quick: host time per step (GATE 3) (60 s)
+#   gemm    gpu_eval.py --part gemm --quick: forced kernels (e_kern) against the same plan
+#           on cuBLAS (einc_blas) (90 s)
+#   train   bench/gpu_first.py --part train: forward + backward against torch.einsum (50 s)
+#   peers   bench/gpu_first.py --part peers: CuPy's einsum and jax.jit(jnp.einsum) where
+#           they import (35 s)
+# and, only where PARTS names them: pairwise, compare (gpu_eval), tests (pytest -m
+# "kernels or gpu"), variants (gpu_variants.py).
+#
+# Everything lands in one folder named as bench/measured/ names a run's folder,
+# <device>-<date> (a README.md stub with the device, driver, versions and commit, the
+# CSVs and logs), packed into $OUT/gpu.tgz after every part (the tool brings back at most
+# 8 files); unpack it into bench/measured/ and write the narrative in the stub.
 set -u
-COMMIT=${1:-unknown}
-BUDGET=${2:-540}
+if [ "${1:-}" = "--dry-run" ]; then     # a CPU machine: does everything start and write its CSV?
+  set -e
+  bash -n "$0"
+  export PYTHONPATH=$PWD EINC_CACHE_DIR=${TMPDIR:-/tmp}/einc-gpu-dry/ecache
+  for p in first train peers; do
+    timeout 300 python3 bench/gpu_first.py --part "$p" --dry-run --deadline 60 --out "${TMPDIR:-/tmp}/einc-gpu-dry"
+  done
+  python3 bench/gpu_eval.py --list --part rest >/dev/null
+  echo "dry run: ok"
+  exit 0
+fi
+COMMIT=${1:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+BUDGET=${2:-420}
 T0=$SECONDS
-W=${W:-/tmp/einc-gpu}
-OUT=${OUT:-$W/out}
+ROOT=${W:-/tmp/einc-gpu}
+OUT=${OUT:-$ROOT/out}
+SLUG=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 | tr 'A-Z' 'a-z' \
+       | sed 's/nvidia //; s/[^a-z0-9]\+/-/g; s/-$//')
+NAME=${SLUG:-gpu}-$(date -u +%Y-%m-%d)
+W=$ROOT/$NAME
 mkdir -p "$W" "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$PWD/.tcache \
-       EINC_CACHE_DIR=$PWD/.ecache TRITON_CACHE_AUTOTUNING=1
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=$ROOT/tcache EINC_CACHE_DIR=$ROOT/ecache \
+       TRITON_CACHE_AUTOTUNING=1
 left() { echo $((BUDGET - (SECONDS - T0))); }
-pack() {   # (measure mode's timings per candidate, decisions.json, travel too)
+pack() {   # (learn and measure modes' timings per candidate, decisions.json, travel too)
   cp -f "$EINC_CACHE_DIR/decisions.json" "$W/" 2>/dev/null
-  tar czf "$OUT/gpu.tgz" -C "$W" --exclude=out . 2>/dev/null
+  tar czf "$OUT/gpu.tgz" -C "$ROOT" "$NAME" 2>/dev/null
 }
-step() { echo "== $1 at $((SECONDS - T0)) s, $(left) s left =="; }
+step() { echo "== $1 at $((SECONDS - T0)) s, $(left) s left =="; echo "- $1: started at $((SECONDS - T0)) s" >>"$W/parts.txt"; }
+budget() {   # budget WANTED: the seconds a part may take now (0: skip it)
+  local s=$1
+  (( $(left) < s + 15 )) && s=$(( $(left) - 15 ))
+  (( s < 25 )) && s=0
+  echo "$s"
+}
 
 {
   echo "commit $COMMIT"
+  date -u +"date %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   python3 -c "import sys, torch, triton, opt_einsum; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'opt_einsum', opt_einsum.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_properties(0).multi_processor_count, 'SMs')"
-  python3 -c "import einc; print('einc imports from', einc.__file__)"
+  python3 -c "import einc; print('einc', einc.__version__, 'imports from', einc.__file__)"
+  for m in cupy jax; do python3 -c "import $m; print('$m', $m.__version__)" 2>/dev/null || echo "$m: not installed"; done
 } 2>&1 | tee "$W/env.txt"
+{
+  echo "# $NAME: einc on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1) at $COMMIT"
+  echo
+  echo "Measured by \`bash bench/gpu_run.sh $COMMIT $BUDGET\` (bench/gpu.md), PARTS=\"${PARTS:-first rest gemm train peers}\"."
+  echo "Narrative: to be written (what the figures say, against the targets of the open issue)."
+  echo
+  echo '```text'
+  cat "$W/env.txt"
+  echo '```'
+  echo
+  echo "Files: gpu_first_first.csv (first calls, steady state), gpu_eval_rest.csv, gpu_eval_gemm.csv,"
+  echo "gpu_first_train.csv, gpu_first_peers.csv, the logs, parts.txt (when each part started), decisions.json."
+} >"$W/README.md"
+pack
 
-part() {   # part NAME SECONDS
-  local d=$1 s=$2
-  (( $(left) < s + 20 )) && s=$(( $(left) - 20 ))
-  if (( s < 30 )); then echo "skip part $d: $(left) s left"; return; fi
-  step "gpu_eval --part $d (deadline $s s)"
-  timeout $((s + 15)) python3 bench/gpu_eval.py --part "$d" --quick --out "$W" \
-      --deadline "$s" --row-timeout 60 >"$W/$d.log" 2>&1
-  echo "exit $?" >>"$W/$d.log"
+first_part() {   # first 170: cold caches of its own
+  local s; s=$(budget 170); (( s == 0 )) && { echo "skip first: $(left) s left"; return; }
+  step "gpu_first --part first (deadline $s s, cold caches)"
+  rm -rf "$ROOT/cold"
+  TRITON_CACHE_DIR=$ROOT/cold/tcache EINC_CACHE_DIR=$ROOT/cold/ecache TRITON_CACHE_AUTOTUNING=0 \
+    timeout $((s + 10)) python3 bench/gpu_first.py --part first --out "$W" --deadline "$s" >"$W/first.log" 2>&1
+  echo "exit $?" >>"$W/first.log"
+  cp -f "$ROOT/cold/ecache/decisions.json" "$W/decisions_first.json" 2>/dev/null
   pack
 }
 
-tests() {    # the kernel tests compiled for real: at most 200 s
-  local s=$(( $(left) - 20 )); (( s > 200 )) && s=200
-  if (( s < 40 )); then echo "skip tests: $(left) s left"; return; fi
+gpu_first() {   # gpu_first PART SECONDS
+  local s; s=$(budget "$2"); (( s == 0 )) && { echo "skip $1: $(left) s left"; return; }
+  step "gpu_first --part $1 (deadline $s s)"
+  timeout $((s + 10)) python3 bench/gpu_first.py --part "$1" --out "$W" --deadline "$s" >"$W/$1.log" 2>&1
+  echo "exit $?" >>"$W/$1.log"
+  pack
+}
+
+part() {   # part NAME SECONDS: a gpu_eval part
+  local s; s=$(budget "$2"); (( s == 0 )) && { echo "skip part $1: $(left) s left"; return; }
+  step "gpu_eval --part $1 (deadline $s s)"
+  timeout $((s + 15)) python3 bench/gpu_eval.py --part "$1" --quick --out "$W" \
+      --deadline "$s" --row-timeout 60 >"$W/$1.log" 2>&1
+  echo "exit $?" >>"$W/$1.log"
+  pack
+}
+
+tests() {    # the kernel tests compiled for real
+  local s; s=$(budget 200); (( s == 0 )) && { echo "skip tests: $(left) s left"; return; }
   step "pytest -m 'kernels or gpu' (limit $s s)"
   timeout "$s" python3 -m pytest -m "kernels or gpu" -n 8 -q -p no:cacheprovider -p no:benchmark \
       --timeout 150 -rfE --junitxml="$W/pytest.xml" >"$W/pytest.log" 2>&1
@@ -60,41 +124,41 @@ tests() {    # the kernel tests compiled for real: at most 200 s
   pack
 }
 
-variants() {   # every lowering and tile config of the CCSD(T) kernel: at most 100 s
-  local s=$(( $(left) - 20 )); (( s > 100 )) && s=100
-  if (( s < 40 )); then echo "skip variants: $(left) s left"; return; fi
+variants() {   # every lowering and tile config of the CCSD(T) kernel
+  local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
   timeout "$s" python3 bench/gpu_variants.py --out "$W" --deadline $((s - 15)) >"$W/variants.log" 2>&1
   echo "exit $?" >>"$W/variants.log"
   pack
 }
 
-# PARTS reorders or narrows them. The default puts first what the open issue needs: the
-# pairwise family (measure mode's first round and plain-kernel candidate; plain has not
-# run on an H200), then the kernel tests at the new head, then the CCSD(T) kernel's
-# variants, then rest, gemm and compare with what is left.
-for p in ${PARTS:-pairwise tests variants rest gemm compare}; do
+for p in ${PARTS:-first rest gemm train peers}; do
   case $p in
-    pairwise) part pairwise ${PAIRWISE_S:-130} ;;
+    first) first_part ;;
+    rest) part rest 60 ;;
+    gemm) part gemm 90 ;;
+    train) gpu_first train 50 ;;
+    peers) gpu_first peers 35 ;;
+    pairwise) part pairwise 130 ;;
+    compare) part compare 90 ;;
     tests) tests ;;
     variants) variants ;;
-    rest) part rest 80 ;;
-    gemm) part gemm 100 ;;
-    compare) part compare 90 ;;
     *) echo "unknown part $p" ;;
   esac
 done
 
-
-
 step "summary"
-for d in gemm pairwise rest compare; do
+for d in first train peers; do
+  [ -f "$W/$d.log" ] || continue
+  echo "---- $d"; grep -v "^ *$" "$W/$d.log" | tail -n 20 | cut -c1-300
+done
+for d in rest gemm pairwise compare; do
   [ -f "$W/$d.log" ] || continue
   echo "---- $d"
   sed -n '/^== gates ==/,$p' "$W/$d.log" | grep -v '^$' | cut -c1-400
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
-if [ -f "$W/variants.log" ]; then echo "---- variants"; grep -v "^ *$" "$W/variants.log" | head -n 30 | cut -c1-200; fi
+echo "total $((SECONDS - T0)) s of $BUDGET" | tee -a "$W/parts.txt"
 pack
 ls -la "$OUT"

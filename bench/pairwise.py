@@ -2,10 +2,11 @@
 ``.contiguous()`` and opt_einsum's ``contract_expression(..., backend="torch")``.
 
     python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT] [--variant cpu]
+                             [--category pairwise[,permuted]] [--clock wall|cpu]
 
-Per workload of the suite's ``pairwise`` category (``cpu`` variants, float32, ``torch.randn``
-with seed 0; ``--variant gpu``: the GPU variants' shapes, ~256 MiB per tensor, still on the
-CPU): the four methods timed in interleaved rounds (``einc.tools.benchmark.timing``),
+Per workload of the suite's ``pairwise`` category (or those ``--category`` names; ``cpu``
+variants, float32, ``torch.randn`` with seed 0; ``--variant gpu``: the GPU variants' shapes,
+~256 MiB per tensor, still on the CPU): the four methods timed in interleaved rounds (``einc.tools.benchmark.timing``),
 each ratio the median of the per-round ratios einc / method (round k of every method is
 timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
@@ -26,11 +27,13 @@ the whole suite first).  Standard library, torch, opt_einsum and einc.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import platform
 import statistics
 import sys
+import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,13 +44,13 @@ import torch
 import einc
 from einc.tools.benchmark.runner import operands
 from einc.tools.benchmark.suite import find_suite, load
-from einc.tools.benchmark.timing import interleaved, ratio_interval
+from einc.tools.benchmark.timing import Timing, interleaved, ratio_interval
 
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
 
 
-def workloads(suite, text="", variant="cpu"):
-    return [w for w in suite["workloads"] if w["category"] == "pairwise" and variant in w["variants"]
+def workloads(suite, text="", variant="cpu", categories=("pairwise",)):
+    return [w for w in suite["workloads"] if w["category"] in categories and variant in w["variants"]
             and text in w["id"]]
 
 
@@ -58,7 +61,7 @@ def check(eq, ops):
         out.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()) if ref.numel() else 0.0)
 
 
-def measure(w, rounds, budget, variant="cpu"):
+def measure(w, rounds, budget, variant="cpu", clock="wall"):
     eq = w["equation"]
     ops = operands(w, "cpu", variant)
     expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
@@ -69,8 +72,36 @@ def measure(w, rounds, budget, variant="cpu"):
     ok = check(eq, ops)
     for f in fns.values():
         f()
+    if clock == "cpu":
+        return ok, cpu_interleaved(fns, rounds), rounds
     timings, n = interleaved(fns, rounds=rounds, budget=budget)
     return ok, timings, n
+
+
+def cpu_interleaved(fns, rounds, target=2e-3):
+    """As :func:`einc.tools.benchmark.timing.interleaved` (``{name: Timing}``, batches of
+    about ``target`` s timed round-robin, every round run), on this thread's CPU clock: on
+    a shared machine the wall clock also counts other processes' time slices, which swamp
+    calls of a few milliseconds.  The callables must already be warmed up."""
+    calls = {}
+    for name, fn in fns.items():
+        t0 = time.thread_time()
+        fn()
+        calls[name] = max(1, round(target / max(time.thread_time() - t0, 1e-6)))
+    samples = {name: [] for name in fns}
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                t0 = time.thread_time()
+                for _ in range(calls[name]):
+                    fn()
+                samples[name].append((time.thread_time() - t0) / calls[name])
+    finally:
+        if enabled:
+            gc.enable()
+    return {name: Timing(statistics.median(v), calls[name], v) for name, v in samples.items()}
 
 
 def cpu_setup(argv, doc, rounds, budget, unit, options=None):
@@ -94,12 +125,16 @@ def cpu_setup(argv, doc, rounds, budget, unit, options=None):
 
 def main(argv=None):
     args = cpu_setup(argv, __doc__, 15, 4.0, "workload",
-                     lambda p: p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
-                                              help="the workloads' shapes (gpu: ~256 MiB tensors, on the CPU)"))
+                     lambda p: (p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
+                                               help="the workloads' shapes (gpu: ~256 MiB tensors, on the CPU)"),
+                                p.add_argument("--category", default="pairwise",
+                                               help="the suite's categories, comma-separated"),
+                                p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                                               help="cpu: this thread's CPU time (a shared machine)")))
     suite = load(find_suite())
     rows = []
-    for w in workloads(suite, args.filter, args.variant):
-        ok, t, n = measure(w, args.rounds, args.budget, args.variant)
+    for w in workloads(suite, args.filter, args.variant, tuple(args.category.split(","))):
+        ok, t, n = measure(w, args.rounds, args.budget, args.variant, args.clock)
         r = {m: ratio_interval(t["einc"], t[m]) for m in METHODS[:3]}
         rows.append((w, ok, t, n, r))
         print(f"{w['id']}: einc {t['einc'].median * 1e6:.0f} us, /torch {r['torch'][0]:.2f}, "

@@ -20,7 +20,7 @@ float64 operands: ``einc.einsum``, cotengra's ``einsum`` (its default quick opti
 ``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is checked
 against opt_einsum's.
 
-    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-2026-12-01.md] [--only NAME]
+    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md] [--only NAME]
 """
 
 from __future__ import annotations
@@ -199,7 +199,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="cotengra's HyperOptimizer time")
     ap.add_argument("--execute-flops", type=float, default=2e9)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / "paths-2026-12-01.md"))
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / f"paths-{today}.md"),
+                    help="the page to write (default: today's, so that an earlier page is not overwritten)")
     ap.add_argument("--only", default=None, help="the families whose name holds this text")
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory(prefix="einc-paths-bench-")
@@ -210,6 +212,7 @@ def main(argv=None):
         return os.path.join(tmp.name, str(count[0]))
 
     rows, runs = [], []
+    loads = [os.getloadavg()[0]]
     started = time.perf_counter()
     for name, eq, shapes in instances(args.only):
         net = network(eq, shapes)
@@ -225,11 +228,12 @@ def main(argv=None):
         if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
             runs.append((name, end_to_end(eq, shapes, fresh_cache)))
         rows.append(row)
+        loads.append(os.getloadavg()[0])
         print(f"{name}: einc {math.log10(e[0]):.2f} ({e_t:.2f} s), cotengra {math.log10(c[0]):.2f} ({c_t:.1f} s), "
               f"greedy {math.log10(g[0]):.2f}, random-greedy-128 {math.log10(r[0]):.2f} ({r_t:.2f} s)",
               file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
-    Path(args.out).write_text(report(rows, runs, args, wall))
+    Path(args.out).write_text(report(rows, runs, args, wall, loads))
     print(f"wrote {args.out} ({wall:.0f} s)", file=sys.stderr)
 
 
@@ -238,7 +242,7 @@ def _f(x):
     return f"{math.log10(flops):.2f}, 2^{math.log2(largest):.0f}"
 
 
-def report(rows, runs, args, wall) -> str:
+def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows)) if rows else float("nan")
@@ -246,9 +250,9 @@ def report(rows, runs, args, wall) -> str:
     lines = [
         "# Contraction paths on networks of 20-500 tensors: einc's default against cotengra and opt_einsum",
         "",
-        f"- Machine: {platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs (four other agents "
-        "ran builds and tests at the same time, so every time here is slower and noisier than on an idle "
-        f"machine), {platform.platform()}, Python {platform.python_version()}",
+        f"- Machine: {platform.machine()}, {os.cpu_count()} CPU cores shared with other jobs (the 1-minute load "
+        f"average ran {min(loads):.1f}-{max(loads):.1f} over the run, so every time here is slower and noisier "
+        f"than on an idle machine), {platform.platform()}, Python {platform.python_version()}",
         f"- Versions: {versions()}; einc at {commit}",
         f"- Command: `python bench/paths.py --seconds {args.seconds:g} --execute-flops {args.execute_flops:g}`"
         f" ({wall / 60:.1f} min in all)",

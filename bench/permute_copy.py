@@ -29,11 +29,20 @@ Methods (each builds a fresh result, as the executor does), timed in interleaved
   source's innermost index kept innermost (a copy of long runs), then that index moved
   into place (a transpose within small blocks).
 
+``--perms``: every permutation (the identity excepted) of the tensors in :data:`PERM_SHAPES`
+(3 to 6 indices, 1-32 MiB of float32, short innermost indices among them), each timed
+against ``clone`` of the same bytes: ``torch`` (``x.permute(p).contiguous()``) and
+``einc`` (``permuted_copy``), per shape the geomean and the worst ratio to ``clone``, how
+many copies exceed 2x, and the worst permutations.  Each ratio is the median over
+``--rounds`` interleaved rounds of per-round ratios of this thread's CPU time
+(``bench.pairwise.cpu_interleaved``; ``--budget`` is not used).
+
 Markdown on stdout.  Standard library, torch and einc.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import platform
@@ -47,7 +56,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
-from bench.pairwise import cpu_setup
+from bench.pairwise import cpu_interleaved, cpu_setup
 from einc.runtime.torch_executor import permute_copy as pc
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
@@ -115,6 +124,74 @@ def run_cases():
     return cases
 
 
+# (label, shape): the source in its own order, float32, 1-32 MiB
+PERM_SHAPES = (
+    ("3: 64^3, 1 MiB", (64, 64, 64)),
+    ("3: 512x512x32, 32 MiB", (512, 512, 32)),
+    ("3: 1024x1024x4, 16 MiB", (1024, 1024, 4)),
+    ("3: 4x1024x1024, 16 MiB", (4, 1024, 1024)),
+    ("4: 24x48x40x48, 8.4 MiB", (24, 48, 40, 48)),
+    ("4: 16x16x16x64, 1 MiB", (16, 16, 16, 64)),
+    ("4: 64x64x64x4, 4 MiB", (64, 64, 64, 4)),
+    ("4: 128x8x128x64, 32 MiB", (128, 8, 128, 64)),
+    ("5: 16x24x20x16x8, 7.5 MiB", (16, 24, 20, 16, 8)),
+    ("5: 8x32x8x32x16, 4 MiB", (8, 32, 8, 32, 16)),
+    ("5: 32x2x64x32x2, 1 MiB", (32, 2, 64, 32, 2)),
+    ("6: 8^6, 1 MiB", (8,) * 6),
+    ("6: 16x8x12x8x6x16, 4.5 MiB", (16, 8, 12, 8, 6, 16)),
+)
+
+
+def perm_rows(args):
+    """Every permutation of every :data:`PERM_SHAPES` tensor: ``(label, shape, perm,
+    {method: ratio to clone})``, the methods ``torch`` and ``einc``."""
+    for label, shape in PERM_SHAPES:
+        if args.filter not in label:
+            continue
+        x = torch.randn(shape)
+        n = len(shape)
+        src = list(LETTERS[:n])
+        for perm in itertools.permutations(range(n)):
+            if perm == tuple(range(n)):
+                continue
+            fast = pc.permuted_copy(src, [LETTERS[p] for p in perm], dict(zip(src, shape)))
+            fns = {"clone": x.clone, "torch": lambda perm=perm: x.permute(perm).contiguous(),
+                   "einc": lambda fast=fast: fast(x)}
+            assert torch.equal(fns["einc"](), fns["torch"]()), (shape, perm)
+            t = cpu_interleaved(fns, args.rounds)
+            yield label, shape, perm, {m: ratio_interval(t[m], t["clone"])[0] for m in ("torch", "einc")}
+
+
+def perms_main(args):
+    print("| tensor | copies | torch / clone: geomean, max | einc / clone: geomean, max | einc > 2x | "
+          "einc's worst (ratio) |")
+    print("|---|---:|---|---|---:|---|")
+    by_label, everything = {}, []
+    for label, _shape, perm, r in perm_rows(args):
+        by_label.setdefault(label, []).append((perm, r))
+        everything.append((label, perm, r))
+        print(f"{label} {perm}: torch {r['torch']:.2f}, einc {r['einc']:.2f}", file=sys.stderr, flush=True)
+    for label, rows in by_label.items():
+        cells = []
+        for m in ("torch", "einc"):
+            vals = [r[m] for _, r in rows]
+            cells.append(f"{_geomean(vals):.2f}, {max(vals):.2f}")
+        worst = sorted(rows, key=lambda pr: -pr[1]["einc"])[:3]
+        over = sum(r["einc"] > 2 for _, r in rows)
+        print(f"| {label} | {len(rows)} | {cells[0]} | {cells[1]} | {over} | "
+              + ", ".join(f"{p} ({r['einc']:.2f})" for p, r in worst) + " |")
+    print()
+    for m in ("torch", "einc"):
+        vals = [r[m] for *_, r in everything]
+        if vals:
+            print(f"- {m} / clone over all {len(vals)} copies: geomean {_geomean(vals):.2f}, max {max(vals):.2f}, "
+                  f"{sum(v > 2 for v in vals)} above 2x")
+
+
+def _geomean(vals):
+    return math.exp(statistics.fmean(math.log(v) for v in vals))
+
+
 def _source(shape, dtype):
     x = torch.randn(shape) * 100
     return x > 0 if dtype == torch.bool else x.to(dtype)
@@ -165,10 +242,15 @@ def methods(x, perm):
 
 
 def main(argv=None):
-    args = cpu_setup(argv, __doc__, 21, 1.5, "copy")
+    args = cpu_setup(argv, __doc__, 21, 1.5, "copy",
+                     lambda p: p.add_argument("--perms", action="store_true",
+                                              help="every permutation of 3-6 index tensors against clone"))
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds at most, "
-          f"{args.budget:g} s per copy; ratios method / torch [95 % interval]\n")
+          f"{args.budget:g} s per copy; ratios method / {'clone' if args.perms else 'torch [95 % interval]'}\n")
+    if args.perms:
+        perms_main(args)
+        return 0
     print("| set | copy | source shape → permutation | dtype | run bytes | torch µs | "
           + " | ".join(m for m in METHODS if m != "torch") + " |")
     print("|---|---|---|---|---:|---:|" + "---:|" * (len(METHODS) - 1))

@@ -65,7 +65,7 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     right.  Not passed, it is ``"auto"`` unless torch's settings say otherwise, as they
     do for torch.einsum: ``torch.backends.opt_einsum.enabled = False`` contracts left to
     right, a ``strategy`` other than ``"auto"`` runs that strategy.  ``select`` says how
-    each step's backend is chosen where generated kernels may run (``"measure"``,
+    each step's backend is chosen where generated kernels may run (``"learn"``, ``"measure"``,
     ``"model"``, ``"blas"``, ``"kernel"``; default ``EINC_SELECT``, see
     :mod:`einc.runtime.select`).  The result is a fresh tensor (never a view of an
     operand), with torch.einsum's dtype (under autocast too); ``layout`` says how it is

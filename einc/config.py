@@ -22,9 +22,12 @@ accepted.  An empty value counts as unset.
                        interpreter (einc sets ``TRITON_INTERPRET=1`` for that where it
                        is unset, before it imports triton, where no CUDA device is present).
 ``EINC_SELECT``        where generated kernels may run, what runs each step: ``auto``
-                       (default: ``measure`` on CUDA, ``kernel`` under the interpreter),
-                       ``measure`` (time cuBLAS / torch ops and the kernel on the first
-                       call of a key, keep the faster, remember it in the cache folder),
+                       (default: ``learn`` on CUDA, ``kernel`` under the interpreter),
+                       ``learn`` (the first call runs the model's choice at once while
+                       kernels compile in a background thread; later calls time one
+                       candidate each, the fastest is kept and remembered in the cache
+                       folder), ``measure`` (time cuBLAS / torch ops and the kernel on
+                       the first call of a key, keep the faster, remember it),
                        ``model`` (decide without timing), ``blas`` (never a generated
                        kernel), ``kernel`` (always one).  The keyword ``select=`` of
                        ``einc.einsum`` overrides it.
@@ -190,13 +193,14 @@ def new_shapes() -> str:
                    "multiply-adds runs torch's einsum op, every time)")
 
 
-SELECT = ("auto", "measure", "model", "blas", "kernel")
+SELECT = ("auto", "learn", "measure", "model", "blas", "kernel")
 
 
 def select() -> str:
     """``EINC_SELECT``: how each step's backend is chosen (default ``auto``)."""
-    return _choice("EINC_SELECT", SELECT, "one of auto, measure (time both on the first call), model (no timing), "
-                   "blas (cuBLAS or torch ops, no generated kernel), kernel (generated kernels)")
+    return _choice("EINC_SELECT", SELECT, "one of auto, learn (learn from later calls), measure (time on the "
+                   "first call), model (no timing), blas (cuBLAS or torch ops, no generated kernel), "
+                   "kernel (generated kernels)")
 
 
 LAYOUTS = ("contiguous", "any")

@@ -3,20 +3,21 @@
 :func:`search` first finds a greedy path (milliseconds), predicts what the contraction it
 gives will cost (:func:`predicted_seconds`: flops, the traffic of the intermediates, a
 fixed cost per step, at nominal CPU figures), and spends search time as
-:func:`budget_for` affords: none where :data:`FRACTION` of the prediction is under
-:data:`FLOOR` (a network that contracts in milliseconds keeps its greedy path at once),
-else that fraction but at least the predicted time up to :data:`SMALL`, at most
-:data:`CAP`.  A budget under :data:`HYPER_FLOOR` runs seeded random greedy trials
-(cotengrust's, else opt_einsum's); from there on, random greedy trials first, their best
-tree refined by subtree reconfiguration, then cotengra's hyper-optimizer (seeded greedy
-trials and kahypar partitions, each refined by subtree reconfiguration), trees ranked by
-predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra the budget goes
-to random greedy trials.  Paths of searches of a few milliseconds or more are remembered
-on disk (:mod:`einc.planner.pathcache`).
+:func:`budget_for` affords: :data:`FRACTION` of the prediction plus :data:`REPAY` times
+it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; no search runs past
+its :func:`allowance` (that fraction plus :data:`SMALL`).  A budget under
+:data:`HYPER_FLOOR` runs seeded random greedy trials (cotengrust's, else opt_einsum's; at
+least :data:`MIN_TRIALS` where half the allowance holds them), then refines the best
+tree by cotengra's subtree reconfiguration up to the allowance.  From there on, random
+greedy trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
+greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
+are ranked by predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra
+the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
+more are remembered on disk (:mod:`einc.planner.pathcache`).
 
 Deterministic for a given :data:`SEED` where the search stops on its trial count or its
-convergence; where it stops on its time budget, how many trials fit depends on the
-machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
+convergence (and a refinement on running out of subtrees); where the clock stops it, how
+many trials fit depends on the machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
 how many trees it tried and why it stopped (``explain`` prints it).  docs/paths.md.
 """
 
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import logging
 import math
 import random
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import opt_einsum
@@ -49,15 +50,22 @@ ELEMENT_SECONDS = 4 * 4 / 10e9
 STEP_SECONDS = 15e-6
 WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight of written elements
 
-FRACTION = 0.05         # of the best predicted contraction time, spent searching
-FLOOR = 0.0001          # seconds: a smaller budget keeps the greedy path
-SMALL = 0.1             # seconds: a budget may reach this, or the predicted time itself where that is less
+FRACTION = 0.1          # of the best predicted contraction time, spent searching
+FLOOR = 0.005           # seconds: the least any search past dynamic programming's reach is given
+SMALL = 0.1             # seconds: added to the fraction, or REPAY times the predicted time where that is less
+REPAY = 10              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
 HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
+REFINE_SHARE = 0.5      # of a small search's allowance, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
-QUICK_RECONF_SECONDS = 0.0005   # per tensor: a refinement by subtrees of 6 leaves, run on a small budget
+RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
+# cotengrust's random greedy weighing of the tensors removed against the one made, in
+# turn by batch: its own range (matrix chains need its ends), and a narrower one that
+# finds better trees on regular graphs and the language-model networks
+COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
+MIN_TRIALS = 128        # trees: the least a search below the hyper-optimizer tries, within its allowance
 CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
 SEED = 0
@@ -101,22 +109,26 @@ def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
     indices): opt_einsum's flop count (as einc's steps count them), the elements of every
     intermediate written, the largest one, the number of contractions."""
     terms = [frozenset(t) for t in inputs]
-    count = Counter(i for t in terms for i in t)
-    count.update(set(output))
+    count: dict = {}
+    for t in (*terms, frozenset(output)):
+        for i in t:
+            count[i] = count.get(i, 0) + 1
     flops = written = largest = 0
     for c in path:
         taken = [terms[i] for i in c]
         for i in sorted(c, reverse=True):
-            terms.pop(i)
+            del terms[i]
         union = frozenset().union(*taken)
         for t in taken:
-            count.subtract(t)
-        kept = frozenset(i for i in union if count[i] > 0)
+            for i in t:
+                count[i] -= 1
+        kept = frozenset(i for i in union if count[i])
         flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
         size = math.prod(sizes[i] for i in kept)
         written += size
         largest = max(largest, size)
-        count.update(kept)
+        for i in kept:
+            count[i] += 1
         terms.append(kept)
     return flops, written, largest, len(path)
 
@@ -127,22 +139,27 @@ def predicted_seconds(flops: float, written: float, steps: int) -> float:
 
 
 def budget_for(seconds: float) -> float:
-    """The search time a contraction predicted at ``seconds`` affords: none where
-    :data:`FRACTION` of it is under :data:`FLOOR` (greedy at once), else that fraction,
-    but at least the predicted time itself up to :data:`SMALL` (a search of a tenth of a
-    second pays for itself on a contraction of that order from the second call on), and
-    at most :data:`CAP`."""
-    if FRACTION * seconds < FLOOR:
-        return 0.0
-    return min(CAP, max(FRACTION * seconds, min(SMALL, seconds)))
+    """The search time a contraction predicted at ``seconds`` affords: :data:`FRACTION` of
+    it, plus :data:`REPAY` times it up to :data:`SMALL` (the plan is paid once per key and
+    remembered), at least :data:`FLOOR` (a few milliseconds of random greedy trials find
+    far better trees than greedy's on networks that contract in a millisecond), at most
+    :data:`CAP`."""
+    return min(CAP, FRACTION * seconds + min(SMALL, max(FLOOR, REPAY * seconds)))
+
+
+def allowance(seconds: float) -> float:
+    """The most a search of a contraction predicted at ``seconds`` may run in all:
+    :data:`FRACTION` of it plus :data:`SMALL`, at most :data:`CAP`.  Refining the best
+    random greedy tree of a small budget may run up to it."""
+    return min(CAP, FRACTION * seconds + SMALL)
 
 
 def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
-    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, CAP, MAX_TRIALS,
-                              CONVERGED, RECONF_SECONDS, QUICK_RECONF_SECONDS,
-                              WRITE_FACTOR, seed, *found)))
+    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
+                              MAX_TRIALS, MIN_TRIALS, CONVERGED, RECONF_SECONDS, RECONF_CHUNK, COSTMODS,
+                              REPAY, WRITE_FACTOR, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -196,13 +213,14 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     slicing reconfiguration slices them to that size; below, or without cotengra, einc's
     former search under a limit runs (opt_einsum's 128 random greedy trials, which keep
     to it where they can)."""
+    ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
     t0 = time.perf_counter()
     inputs = [frozenset(t) for t in inputs]
     output = frozenset(output)
     path = _greedy(inputs, output, size_dict, None)
     greedy = _predict(inputs, output, size_dict, path)
     budget = budget_for(greedy)
-    if memory_limit is not None and (budget < HYPER_FLOOR or _cotengra() is None):
+    if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
         # under a limit, einc's former search: opt_einsum's paths keep to it where they can
         with _seeded(seed):
             path = _linear(opt_einsum.path_random.random_greedy_128(
@@ -210,54 +228,70 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return path, _report("random greedy (opt_einsum, under the memory limit)", t0, 128,
                              "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
                              size_dict, path, budget)
-    if budget == 0:
-        return path, _report("greedy", t0, 1, f"budget under the {_time(FLOOR)} floor "
-                             f"({FRACTION:.0%} of the greedy path's predicted time)", greedy, greedy,
-                             inputs, output, size_dict, path, budget)
-    ctg = _cotengra() if budget >= HYPER_FLOOR else None
-    def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one
-        return min(budget, max(budget_for(seconds), FLOOR))
 
-    if ctg is None:
-        best, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, budget, affords)
-        method = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
-        # Refining the best tree by small subtrees gains more than further trials on
-        # lattices and regular graphs, in tens of milliseconds: worth it where the plan is
-        # kept for every later call, up to a tenth of a second beyond a small budget.
-        quick_ctg = _cotengra()
-        if quick_ctg is not None and QUICK_RECONF_SECONDS * len(inputs) <= max(budget, SMALL):
-            refined = _reconfigured(quick_ctg, inputs, output, size_dict, best, subtree_size=6)
-            if _predict(inputs, output, size_dict, refined) < _predict(inputs, output, size_dict, best):
-                best = refined
-            trials += 1
-            method += ", its best tree refined (cotengra: subtrees of 6)"
-    else:
-        # seeded random greedy first (cheap, often close), then the hyper-optimizer
-        quick, quick_trials, refined = None, 0, ""
-        if memory_limit is None:
-            # a share of the budget, or all of the best tree's where that no longer reaches the hyper-optimizer
-            quick, quick_trials, _ = _random_greedy(
-                inputs, output, size_dict, None, seed, t0, QUICK_SHARE * budget,
-                lambda seconds: affords(seconds) * (QUICK_SHARE if affords(seconds) >= HYPER_FLOOR else 1))
-            budget = affords(_predict(inputs, output, size_dict, quick))
-            if budget < HYPER_FLOOR:
-                return _finish("random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)"), t0,
-                               quick_trials + 1, "time budget spent (of the best predicted time, the hyper-optimizer's "
-                               f"{_time(HYPER_FLOOR)} not reached)", greedy, path, quick, inputs, output, size_dict,
-                               budget, memory_limit)
-            if budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-                quick = _reconfigured(ctg, inputs, output, size_dict, quick)
-                quick_trials += 1
-                refined = " (its best tree refined)"
-        known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
-        best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known)
-        trials += quick_trials
-        if best is None or (quick is not None and known < _predict(inputs, output, size_dict, best)):
-            best = quick if quick is not None else path
-        method = ("random greedy" + refined + ", then " if quick is not None else "") + \
-            "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
-            "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
-    return _finish(method, t0, trials + 1, reason, greedy, path, best, inputs, output, size_dict, budget, memory_limit)
+    def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
+        return min(budget, max(budget_for(seconds), SMALL))     # small one is kept whole
+
+    def trials_get(seconds):    # (budget, most) of random greedy trials for a best tree predicted at ``seconds``
+        if ctg is not None and affords(seconds) >= HYPER_FLOOR:
+            return (QUICK_SHARE * affords(seconds),) * 2
+        most = allowance(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
+        return min(affords(seconds), most), most
+
+    quick, trials, reason = None, 0, ""
+    if memory_limit is None:
+        least = 0 if ctg is not None and budget >= HYPER_FLOOR else MIN_TRIALS
+        first, most = trials_get(greedy)
+        quick, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, first, trials_get, least,
+                                               most)
+        budget = affords(_predict(inputs, output, size_dict, quick))
+    rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
+    if ctg is None or budget < HYPER_FLOOR:
+        method = rg
+        if ctg is not None:
+            quick, refined = _refine(ctg, inputs, output, size_dict, quick, t0)
+            method += ", its best tree refined (cotengra: subtrees of " + " then ".join(map(str, refined)) + ")" \
+                if refined else ""
+            trials += len(refined)
+        if ctg is not None and budget_for(greedy) >= HYPER_FLOOR:
+            reason += f" (of the best predicted time, the hyper-optimizer's {_time(HYPER_FLOOR)} not reached)"
+        return _finish(method, t0, trials + 1, reason, greedy, path, quick, inputs, output, size_dict, budget,
+                       memory_limit)
+    # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
+    refined = ""
+    if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
+        quick = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
+        trials += 1
+        refined = " (its best tree refined)"
+    known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
+    best, hyper_trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
+                                                known)
+    if best is None or (quick is not None and known < _predict(inputs, output, size_dict, best)):
+        best = quick if quick is not None else path
+    method = (rg + refined + ", then " if quick is not None else "") + \
+        "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
+        "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
+    return _finish(method, t0, trials + hyper_trials + 1, reason, greedy, path, best, inputs, output, size_dict,
+                   budget, memory_limit)
+
+
+def _refine(ctg, inputs, output, size_dict, best, t0):
+    """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
+    subtrees of 6 leaves, then of 8, up to the :func:`allowance` of ``best`` (refining the
+    best tree by small subtrees gains more than further trials on lattices, regular graphs
+    and the language-model networks, in tens of milliseconds); ``sizes`` the subtree
+    sizes that ran."""
+    seconds = _predict(inputs, output, size_dict, best)
+    deadline = t0 + allowance(seconds)
+    ran = ()
+    for size in (6, 8):
+        if time.perf_counter() >= deadline:
+            break
+        refined = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline)
+        ran += (size,)
+        if (now := _predict(inputs, output, size_dict, refined)) < seconds:
+            best, seconds = refined, now
+    return best, ran
 
 
 def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
@@ -269,13 +303,24 @@ def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, siz
 
 
 def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget) -> Report:
-    flops, _, largest, _ = path_cost(inputs, output, size_dict, path)
+    flops, _, largest, _ = _cost(inputs, output, size_dict, path)
     return Report(method, time.perf_counter() - t0, trials, reason, greedy, best, flops, largest, budget)
 
 
 def _predict(inputs, output, size_dict, path) -> float:
-    flops, written, _, steps = path_cost(inputs, output, size_dict, path)
+    flops, written, _, steps = _cost(inputs, output, size_dict, path)
     return predicted_seconds(flops, written, steps)
+
+
+def _cost(inputs, output, size_dict, path):
+    """:func:`path_cost`, remembered for the last few paths (a search asks for the same ones
+    again, and on hundreds of tensors each costs milliseconds)."""
+    return _costed(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
+
+
+@functools.lru_cache(maxsize=32)
+def _costed(inputs, output, sizes, path):
+    return path_cost(inputs, output, dict(sizes), path)
 
 
 def _linear(path) -> tuple[tuple[int, ...], ...]:
@@ -325,28 +370,44 @@ def _greedy(inputs, output, size_dict, memory_limit):
     return _linear(opt_einsum.paths.greedy([set(t) for t in inputs], set(output), size_dict, memory_limit))
 
 
-def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None):
-    """Seeded random greedy trials until ``budget`` is spent, or, with cotengrust, the
-    ``limit(predicted seconds)`` of the best tree so far where that is less: ``(path,
-    trials, reason)``."""
+def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, least=0, most=None):
+    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason)``.
+    With cotengrust, ``limit(predicted seconds)`` gives ``(budget, most)`` for the best
+    tree so far (each taken where less than before), and at least ``least`` trials run
+    past the budget, up to ``most`` seconds (so that a loaded machine still tries a
+    fair number of trees, and the count ends a small search, not the clock)."""
+    most = budget if most is None else most
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
-        best, best_flops, trials = None, math.inf, 0
+        best, best_flops, trials, rounds = None, math.inf, 0, 0
         args = _strings(inputs, output, size_dict)
-        batch = 8
+        batch = min(8, least) if least else 8
         while True:
+            start = time.perf_counter()
             ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
-                                                                      use_ssa=True)
+                                                                      costmod=COSTMODS[rounds % 2], use_ssa=True)
+            rounds += 1
             trials += batch
             if log10_flops < best_flops:
                 best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
                 if limit is not None:
-                    budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
-            if time.perf_counter() - t0 >= budget:
-                return best, trials, "time budget spent"
+                    budget, most = (min(x, y) for x, y in zip((budget, most), limit(_predict(
+                        inputs, output, size_dict, best))))
+            now = time.perf_counter()
             if trials >= MAX_TRIALS:
                 return best, trials, f"{MAX_TRIALS} trials"
-            batch = min(2 * batch, 64)
+            if now - t0 >= budget and trials >= least:
+                return best, trials, f"{least} trials (the least; the time budget was spent)" \
+                    if start - t0 >= budget else "time budget spent"
+            if now - t0 >= max(budget, most):
+                return best, trials, f"time allowance spent before {least} trials"
+            # twice as many as before, up to 64, and no more than the time left holds (a trial
+            # on hundreds of tensors takes milliseconds), nor than the least count needs
+            end = max(budget, most) if trials < least else budget
+            each = (now - start) / batch
+            batch = max(1, min(2 * batch, 64, int((end - (now - t0)) / each) if each > 0 else 64))
+            if trials < least:
+                batch = min(batch, least - trials)
     opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
                                   minimize="flops")
     with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number
@@ -367,12 +428,20 @@ def _seeded(seed):
         random.setstate(state)
 
 
-def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8):
+def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
     """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
-    leaves), ranked as the hyper-optimizer ranks trees."""
+    leaves, the costliest first), ranked as the hyper-optimizer ranks trees; by
+    :data:`RECONF_CHUNK` subtrees at a time up to ``deadline`` (``time.perf_counter()``)."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size)
+        done = 0
+        while done < tree.N:        # cotengra's own bound: as many subtrees as leaves
+            seen = sum(map(len, tree.already_optimized.values()))
+            tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
+                                      maxiter=min(RECONF_CHUNK, tree.N - done))
+            done += RECONF_CHUNK
+            if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline:
+                break               # every subtree tried, or the time is spent
     except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
         return path
     return _linear(tree.get_path())
@@ -419,23 +488,28 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     args = _strings(inputs, output, size_dict)
     budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
-    reason = ""
+    reason, longest = "", 0.0
     try:
         with _seeded(seed):
             while True:
+                start = time.perf_counter()
                 opt.search(*args)
                 best, flops = known, math.nan
                 if "tree" in opt.best:
-                    flops, written, _, steps = path_cost(inputs, output, size_dict, opt.tree.get_path())
+                    flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
                     best = min(best, predicted_seconds(flops, written, steps))
                 budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
                 elapsed = time.perf_counter() - t0
+                longest = max(longest, elapsed - (start - t0))
                 trials = len(opt.scores)
                 if progress is not None:
                     progress.update(elapsed, trials, flops)
-                if elapsed >= budget:
+                # a kahypar trial on hundreds of tensors may take seconds: none is begun
+                # that, as long as the longest so far, would end past the budget
+                if elapsed + longest >= budget:
                     reason = "time budget spent (of the best predicted time" + \
-                        (f", capped at {CAP:g} s)" if budget >= CAP else ")")
+                        (f", capped at {CAP:g} s" if budget >= CAP else "") + \
+                        ("; the next trial would end past it)" if elapsed < budget else ")")
                     break
                 if trials >= MAX_TRIALS:
                     reason = f"{MAX_TRIALS} trials"
@@ -477,5 +551,5 @@ class _Progress:
             self.bar.close()
 
 
-__all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "budget_for", "path_cost",
-           "predicted_seconds", "search"]
+__all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",
+           "path_cost", "predicted_seconds", "search"]

@@ -16,7 +16,7 @@ from ..codegen.lower import supported
 from ..errors import ConfigError, warn
 from ..planner import fuse
 from ..planner.strides import contiguous
-from . import select, torch_executor, triton_executor
+from . import learn, select, torch_executor, triton_executor
 from .program import scaled, unit_functions, unroll
 from .torch_executor import blas
 
@@ -99,8 +99,30 @@ def _blas_able(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+def _permuted_result(step, sizes) -> bool:
+    """Whether a matrix product step's result is in no order cuBLAS writes (batch, rows,
+    columns, or batch, columns, rows): torch's step would copy it into place."""
+    ta, tb = step.inputs
+    out = [i for i in step.output if sizes[i] != 1]
+    batch = [i for i in out if i in ta and i in tb]
+    m = [i for i in out if i in ta and i not in tb]
+    n = [i for i in out if i in tb and i not in ta]
+    return out not in (batch + m + n, batch + n + m)
+
+
+def _modelled(step, sizes, why) -> select.Choice:
+    """Learn mode's first choice for a step that is no copy-free matrix product."""
+    if step.kind == "contract" and len(step.inputs) == 2 and _permuted_result(step, sizes):
+        return select.Choice("triton", f"modelled: the kernel writes the result in its order ({why})")
+    if step.kind == "dot":
+        return select.Choice("triton", "modelled: the kernel multiplies and sums in one pass")
+    return select.Choice("torch", f"modelled: torch ops ({why}; they may copy an operand, then cuBLAS)")
+
+
 def static_choices(plan, strides, mode, dtype):
-    """Each step's choice without timing (``kernel``, ``blas`` or ``model``)."""
+    """Each step's choice without timing (``kernel``, ``blas``, ``model``, or ``learn``'s
+    first choice: cuBLAS for a copy-free matrix product, the kernel where it fuses, writes a
+    permuted result or multiplies and sums, torch's copies and cuBLAS otherwise)."""
     choices = []
     for step in plan.steps:
         if step.kind == fuse.FUSED:
@@ -112,6 +134,8 @@ def static_choices(plan, strides, mode, dtype):
             choices.append(select.Choice("triton", "EINC_SELECT / select= kernel"))
         elif gemm is not None:
             choices.append(select.Choice("blas", "one strided-batched matrix product on the operands as they are"))
+        elif mode == "learn":
+            choices.append(_modelled(step, plan.graph.sizes, why))
         elif mode == "blas":
             choices.append(select.Choice("torch", f"torch ops ({why}; they may copy an operand)"))
         else:
@@ -171,24 +195,30 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
     shapes = [tuple(o.shape) for o in operands]
     try:
         lowered = triton_executor.kernels(plan, dtypes[0], shapes, operand_strides)
-        launches = [triton_executor.launch_of(k) for k in lowered]
+        launches = [] if mode == "learn" else [triton_executor.launch_of(k) for k in lowered]   # (learn: later)
     except ConfigError:         # a bad setting (EINC_CACHE_DIR, ...) is the user's to fix: say so
         raise
     except Exception as e:      # a generator bug must not cost the user an answer
         _fall_back(plan, e)
         return entry
     entry.program, entry.backend, entry.strides = plan, "triton", operand_strides
-    if mode == "measure":
+    strides = value_strides(plan, shapes, operand_strides)
+    if mode in ("measure", "learn"):
         try:
             plain = triton_executor.plain_kernels(plan, dtypes[0], shapes, operand_strides, lowered)
         except ConfigError:
             raise
         except Exception:       # an optional candidate: the default kernels still run
             plain = {}
-        entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run)
+        if mode == "learn":
+            static = [select.Choice(c.backend, c.reason + learn.LEARNING)
+                      for c in static_choices(plan, strides, "learn", dtypes[0])]
+            entry.run = _learning_call(entry, lowered, plain, torch_fns, torch_run, static)
+            entry.choices = static
+            return entry
+        entry.run = _measuring_call(entry, launches, plain, torch_fns, torch_run, [k.name for k in lowered])
         entry.choices = [select.Choice("triton", "measured on the first call")] * len(plan.steps)
         return entry
-    strides = value_strides(plan, shapes, operand_strides)
     entry.choices = static_choices(plan, strides, mode, dtypes[0])
     functions = [_step_function(plan, s, c.backend, launches, torch_fns, strides)
                  for s, c in enumerate(entry.choices)]
@@ -207,11 +237,30 @@ def _step_function(plan, s, backend, launches, torch_fns, strides):
     return torch_fns[s]
 
 
-def _measuring_call(entry, launches, plain, torch_fns, torch_run):
+def candidates(plan, s, torch_fns, strides) -> dict:
+    """Step ``s``'s candidates that are no generated kernel, for operands of ``strides``:
+    ``blas`` where the step is one copy-free cuBLAS product, else ``torch``; beside ``blas``,
+    ``torch`` too where the copy-cost model's layout copies; ``chunks`` where the step's
+    product may be made a chunk at a time."""
+    other = _step_function(plan, s, "blas", (), torch_fns, strides)
+    found = {"blas" if other is not torch_fns[s] else "torch": other}
+    if "blas" in found and getattr(torch_fns[s], "ttgt", None) is not None:
+        found["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
+    if getattr(torch_fns[s], "chunked", None) is not None:
+        found["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
+    return found
+
+
+def _kernel_names(s, names, plain) -> tuple:
+    return (names[s], plain[s].name) if s in plain else (names[s],)
+
+
+def _measuring_call(entry, launches, plain, torch_fns, torch_run, names):
     """The entry's first run: time each step's candidates on this call's values, keep the
     fastest (or the decision remembered on disk), then run the chosen functions from then on.
     ``plain``: the steps' ``plain`` kernels (IR) where they differ from ``launches``'
-    kernels, loaded only where a step is timed or its remembered choice is ``plain``."""
+    kernels, loaded only where a step is timed or its remembered choice is ``plain``;
+    ``names``: the default kernels' names (in the decisions' keys)."""
     plan = entry.program
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
@@ -225,37 +274,31 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
             for s, step in enumerate(plan.steps):
                 args = [values[v] for v in step.operands]
                 strides = {v: tuple(values[v].stride()) for v in step.operands}
-                other = _step_function(plan, s, "blas", launches, torch_fns, strides)
-                name = "blas" if other is not torch_fns[s] else "torch"
-                candidates = {"triton": launches[s], name: other}
-                if name == "blas" and getattr(torch_fns[s], "ttgt", None) is not None:
-                    candidates["torch"] = torch_fns[s]      # copies + cuBLAS in the copy-cost model's layout
-                if getattr(torch_fns[s], "chunked", None) is not None:
-                    candidates["chunks"] = torch_fns[s].chunked     # the same, a chunk of the product at a time
-                key = select.signature(step, args[0].device, args)
+                found = candidates(plan, s, torch_fns, strides)
+                other = next(iter(found.values()))
+                candidates_s = {"triton": launches[s], **found}
+                key = select.signature(step, args[0].device, args, _kernel_names(s, names, plain))
                 choice = select.remembered(key)
-                if s in plain and (choice is None or choice.backend not in candidates):
+                if s in plain and (choice is None or choice.backend not in candidates_s):
                     loaded = _optional(plain[s])    # the kernel without the stranded index's move
                     if loaded is not None:
-                        candidates["plain"] = loaded
-                if choice is None or choice.backend not in candidates:
+                        candidates_s["plain"] = loaded
+                if choice is None or choice.backend not in candidates_s:
                     if select.capturing():
                         choice = static_choices(plan, strides, "model", args[0].dtype)[s]
                     else:
-                        screens = {n: triton_executor.screen_of(candidates[n]) for n in ("triton", "plain")
-                                   if n in candidates}
-                        choice = select.measure(candidates, args, {n: f for n, f in screens.items() if f})
+                        screens = {n: triton_executor.screen_of(candidates_s[n]) for n in ("triton", "plain")
+                                   if n in candidates_s}
+                        choice = select.measure(candidates_s, args, {n: f for n, f in screens.items() if f})
                         select.remember(key, choice)
-                fn = candidates.get(choice.backend, other)
+                fn = candidates_s.get(choice.backend, other)
                 choices.append(choice)
                 functions.append(fn)
                 if s == final and scale is not None:      # into the kernel's epilogue, as unroll does
                     values[step.result] = scaled(fn)(*args, scale)
                 else:
                     values[step.result] = fn(*args)
-                for v in step.operands:     # an intermediate is freed after its last use, as unroll's are
-                    if v >= plan.num_operands and last[v] == s:
-                        values.pop(v, None)
+                _free(values, plan, step, s, last)
                 del args
         except Exception as e:      # a kernel that fails to compile: the torch executor, for good
             if _this_call_only(e, ops):
@@ -268,6 +311,86 @@ def _measuring_call(entry, launches, plain, torch_fns, torch_run):
         entry.run = _first_call(entry, unroll(plan, functions), torch_run)
         return values[plan.steps[-1].result]
     return first
+
+
+def _free(values, plan, step, s, last) -> None:
+    """Drop the intermediates step ``s`` read for the last time, as unroll's run does."""
+    for v in step.operands:
+        if v >= plan.num_operands and last[v] == s:
+            values.pop(v, None)
+
+
+def _learning_call(entry, lowered, plain, torch_fns, torch_run, static):
+    """Learn mode's run (:mod:`einc.runtime.learn`) until every step is decided, then the
+    decided program's.  ``lowered``/``plain``: the kernels (IR), loaded only on the
+    background thread; ``static``: the modelled choice per step."""
+    plan = entry.program
+
+    def load(s, name):
+        return triton_executor.launch_of(plain[s] if name == "plain" else lowered[s])
+    learner = learn.Learner(static, load)
+    names = [k.name for k in lowered]
+    calls = [0]
+
+    def call(ops, scale=None):
+        if _unreadable(ops) or _no_memory(ops) or not learner.lock.acquire(blocking=False):
+            return torch_run(ops, scale)        # (another thread is learning on this entry)
+        try:
+            for _, name, error in learner.failures():
+                if name != "plain":
+                    _warn_kernel(plan, error)
+            calls[0] += 1
+            out = _learn_run(learner, plan, ops, scale, calls[0] > 1, torch_fns, names, plain)
+            if out is None:                     # a kernel failed in this call: torch answers it
+                return torch_run(ops, scale)
+            functions, decided = learner.after_call()
+            for key, choice in decided:
+                select.remember(key, choice)
+            entry.choices = learner.choices() + static[len(learner.steps):]
+            if functions is not None:
+                entry.run = _first_call(entry, unroll(plan, functions), torch_run)
+            return out
+        finally:
+            learner.lock.release()
+    return call
+
+
+def _learn_run(learner, plan, ops, scale, timing, torch_fns, names, plain):
+    """One learning call of ``plan`` on ``ops``: each step runs (and, with ``timing``, times)
+    what ``learner`` picks; None where a kernel failed on this call (torch answers it)."""
+    last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
+    final = len(plan.steps) - 1
+    capturing = select.capturing()
+    values = dict(enumerate(ops))           # by value id: a fused step's result skips its parts' ids
+    for s, step in enumerate(plan.steps):
+        args = [values[v] for v in step.operands]
+        if s == len(learner.steps):         # the first call that reaches this step
+            strides = {v: tuple(values[v].stride()) for v in step.operands}
+            key = select.signature(step, args[0].device, args, _kernel_names(s, names, plain))
+            kernels = ("triton", "plain") if s in plain else ("triton",)
+            learner.setup(s, candidates(plan, s, torch_fns, strides), kernels, key, select.remembered(key))
+        scaling = s == final and scale is not None
+        name, fn, timed = learner.pick(s, args, scaling and scale != 1.0, timing and not capturing, not capturing)
+        if scaling:                         # into the kernel's epilogue, as unroll does
+            fn, args = scaled(fn), [*args, scale]
+        try:
+            if timed:
+                out, reading = learn.timer(fn, args)
+                learner.record(s, name, reading)
+            else:
+                out = fn(*args)
+        except Exception as e:
+            if name not in learn.KERNELS:
+                raise
+            if not _this_call_only(e, ops):
+                learner.drop(s, name, e)
+                if name != "plain":
+                    _warn_kernel(plan, e)
+            return None
+        values[step.result] = out
+        _free(values, plan, step, s, last)
+        del args
+    return values[plan.steps[-1].result]
 
 
 def _optional(kernel):
@@ -333,8 +456,11 @@ def _this_call_only(error, ops) -> bool:
     tracing) and other tensors without storage (the batched tangents of
     ``jacobian(vectorize=True)``): no memory to launch on.  Such a call runs on torch and
     the kernels stay."""
-    if isinstance(error, OverflowError):
-        return True
+    return isinstance(error, OverflowError) or _no_memory(ops)
+
+
+def _no_memory(ops) -> bool:
+    """Whether an operand has no memory to launch on: a fake tensor, a tensor without storage."""
     from torch._subclasses.fake_tensor import FakeTensor
     return any(isinstance(o, FakeTensor) or not torch._C._has_storage(o) for o in ops)
 
@@ -343,6 +469,12 @@ def _fall_back(plan, error):
     _warn_once(("kernel", plan.equation), f"einc: a generated kernel for {plan.equation!r} failed "
                f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
                "running this equation on the torch executor")
+
+
+def _warn_kernel(plan, error):
+    _warn_once(("kernel", plan.equation), f"einc: a generated kernel for {plan.equation!r} failed "
+               f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+               "its steps run cuBLAS or torch ops")
 
 
 def forget_warnings() -> None:

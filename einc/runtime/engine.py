@@ -27,7 +27,7 @@ from ..planner import options as options_module
 from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, select, sliced
+from . import admission, dispatch, dtypes, learn, select, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import read_order
@@ -241,6 +241,7 @@ def cache_clear() -> None:
     parse.cache_clear()
     dtypes.cache_clear()
     options_module.cache_clear()
+    learn.forget()              # (before the loader: a kernel made ready in the background loads into it)
     loader.forget()
     select.forget()
     dispatch.forget_warnings()

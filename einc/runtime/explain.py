@@ -14,6 +14,7 @@ from ..planner.plan import CONTRACT, Plan, format_table
 from . import select, triton_executor
 from .dispatch import decide, static_choices, value_strides
 from .dtypes import FLOAT32_OF
+from .learn import LEARNING
 
 
 class Explanation:
@@ -109,8 +110,9 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
             plan = triton_executor.program(plan, dtypes[0])
         choices = static_choices(plan, value_strides(plan, shapes, strides),
                                   "model" if mode == "measure" else mode, dtypes[0])
-        if mode == "measure":
-            choices = [select.Choice(c.backend, c.reason + "; measured on the first call") for c in choices]
+        if mode in ("measure", "learn"):
+            then = "; measured on the first call" if mode == "measure" else LEARNING
+            choices = [select.Choice(c.backend, c.reason + then) for c in choices]
     kernels = triton_executor.kernels(plan, dtypes[0], shapes, strides)
     if any(c.backend == "plain" for c in choices):
         plain = triton_executor.kernels(plan, dtypes[0], shapes, strides, unit_tiles=False)

@@ -15,15 +15,29 @@ ordered as the result and the other operand want, the stranded tensor's tile a g
 is a candidate too: which of the two is faster depends on the shapes and the device.
 The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 
-- ``measure`` (the default on CUDA): on the first call of a key each step's candidates
+- ``learn`` (the default on CUDA): a first call that waits for no timing and no
+  tuning.  Each step starts on the model's choice (:func:`einc.runtime.dispatch.static_choices`:
+  cuBLAS for a copy-free matrix product, the kernel where it fuses or writes a permuted
+  result, copies and cuBLAS otherwise); a step whose kernel is not compiled yet runs
+  cuBLAS or the torch step meanwhile, while a background thread loads the kernel and
+  compiles and tunes it on stand-in tensors of the same layout
+  (:mod:`einc.runtime.learn`).  From the second call on, each call times one candidate
+  per step with CUDA events (read on a later call: no synchronization), and once every
+  candidate has :data:`einc.runtime.learn.SAMPLES` timings the fastest is kept and
+  remembered, as measure mode's decisions are.
+- ``measure``: on the first call of a key each step's candidates
   are timed on that call's own operands and intermediates (CUDA events, a few runs
   each, interleaved, after a first round that leaves out a candidate far behind, a
   kernel before it is autotuned: :func:`measure`; never while a CUDA graph is being
   captured) and the fastest is kept, as inductor's algorithm selection does with ATen.
-  Decisions are remembered in the cache folder (``decisions.json``), keyed by device,
-  torch and triton versions and the step's signature (indices, shapes, strides, dtype),
-  so a new process does not time again; a damaged or foreign file is ignored with one
-  warning.
+  It costs the first call seconds where kernels are tuned.
+- Decisions (``learn`` and ``measure``) are remembered in the cache folder
+  (``decisions.json``), keyed by device, driver, CUDA, torch, triton and einc versions,
+  the step's signature (indices, shapes, strides, dtype) and the names of its kernel
+  candidates, which end in a hash of their source (:func:`signature`): a new process does
+  not time again, and a changed kernel or version is timed afresh.  A damaged or foreign
+  file is ignored with one warning; an older einc's file (format 1, whose keys lacked
+  einc's version and the kernels) is replaced without one.
 - ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
   kernel (which reads any strides and fuses what torch would run as several ops).
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
@@ -35,9 +49,12 @@ The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,7 +90,7 @@ def mode_for(select: str | None, device_type: str) -> str:
     """The mode in force: the keyword, else ``EINC_SELECT``; ``auto`` resolved by device."""
     mode = select or config.select()
     if mode == "auto":
-        return "measure" if device_type == "cuda" else "kernel"
+        return "learn" if device_type == "cuda" else "kernel"
     return mode
 
 
@@ -139,21 +156,42 @@ def _path():
     return diskcache.cache_root() / "decisions.json"
 
 
+FORMAT = 2      # decisions.json's format: 1 keyed steps without einc's version and kernels
+
+
+@functools.cache
+def _driver() -> str:
+    """The CUDA driver's version (``cuDriverGetVersion``), or ``?`` where it cannot be read."""
+    try:
+        version = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return str(version.value)
+    except (OSError, AttributeError):
+        pass
+    return "?"
+
+
 def _environment(device) -> str:
+    version = getattr(sys.modules.get("einc"), "__version__", "?")   # (the package this module is in)
     try:
         import triton
         tv = triton.__version__
     except ImportError:
         tv = "none"
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-    return f"{name}|torch {torch.__version__}|triton {tv}"
+    if device.type == "cuda":
+        name = f"{torch.cuda.get_device_name(device)}|driver {_driver()}|cuda {torch.version.cuda}"
+    else:
+        name = device.type
+    return f"{name}|torch {torch.__version__}|triton {tv}|einc {version}"
 
 
-def signature(step, device, operands) -> str:
-    """A step's key in the decisions file: device and versions, indices, shapes, strides, dtype."""
+def signature(step, device, operands, kernels=()) -> str:
+    """A step's key in the decisions file: device, driver and versions, indices, shapes,
+    strides, dtype, and ``kernels``, the names of the step's kernel candidates (each ends in
+    a hash of its source, so a changed kernel is a new key)."""
     terms = text_of(step.inputs, step.output)
     layout = ";".join(f"{tuple(o.shape)}:{tuple(o.stride())}" for o in operands)
-    return f"{_environment(device)}|{terms}|{layout}|{operands[0].dtype}"
+    return f"{_environment(device)}|{terms}|{layout}|{operands[0].dtype}|{','.join(kernels)}"
 
 
 def _load() -> dict:
@@ -161,7 +199,9 @@ def _load() -> dict:
     if _decisions is None:
         try:
             data = json.loads(_path().read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("steps"), dict):
+            if isinstance(data, dict) and data.get("format") == 1 and isinstance(data.get("steps"), dict):
+                data = {"format": FORMAT, "steps": {}}      # an older einc's keys: stale, replaced
+            if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("steps"), dict):
                 raise ValueError("not an einc decisions file")
             _decisions = data["steps"]
         except FileNotFoundError:
@@ -196,13 +236,14 @@ def remember(key: str, choice: Choice) -> None:
         try:
             path = _path()
             try:
-                on_disk = json.loads(path.read_text(encoding="utf-8"))["steps"]
+                data = json.loads(path.read_text(encoding="utf-8"))
+                on_disk = data["steps"] if data["format"] == FORMAT else {}
             except Exception:       # noqa: BLE001 - absent or damaged: ours replaces it
                 on_disk = {}
             if not isinstance(on_disk, dict):   # a foreign file's "steps": ours replaces it
                 on_disk = {}
             on_disk.update(decisions)
-            diskcache.write(path, json.dumps({"format": 1, "steps": on_disk}, indent=1, sort_keys=True).encode())
+            diskcache.write(path, json.dumps({"format": FORMAT, "steps": on_disk}, indent=1, sort_keys=True).encode())
         except OSError:
             pass                    # an unwritable folder: the decision lives in this process only
 
@@ -317,5 +358,5 @@ def measure(candidates: dict, args, screens=None) -> Choice:
     return Choice(best, f"measured: {others}", timings)
 
 
-__all__ = ["BACKENDS", "Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered", "remember",
-           "forget", "capturing"]
+__all__ = ["BACKENDS", "FORMAT", "Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered",
+           "remember", "forget", "capturing"]

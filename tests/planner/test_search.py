@@ -8,6 +8,7 @@ import random
 import stat
 import subprocess
 import sys
+import time
 
 import opt_einsum
 import pytest
@@ -86,24 +87,90 @@ def test_path_cost_counts_as_einc_does():
     assert (written, largest, steps) == (8 + 10, 10, 2)
 
 
+def test_path_cost_agrees_with_opt_einsum_on_a_network_of_40_tensors():
+    inputs, sizes = _regular(40, 2, 5, seed=3)
+    path = S._greedy(inputs, frozenset(), sizes, None)
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    _, info = opt_einsum.contract_path(_equation(inputs), *shapes, shapes=True, optimize=[list(c) for c in path])
+    flops, _, largest, steps = S.path_cost(inputs, frozenset(), sizes, path)
+    assert (flops, largest, steps) == (info.opt_cost, info.largest_intermediate, len(inputs) - 1)
+    assert S._cost(inputs, frozenset(), sizes, path) == S.path_cost(inputs, frozenset(), sizes, path)
+
+
 def test_the_budget_is_a_share_of_the_predicted_time_capped():
-    assert S.budget_for(0.001) == 0                       # greedy at once
-    assert S.budget_for(0.005) == pytest.approx(0.005)    # up to the predicted time itself
-    assert S.budget_for(1.0) == pytest.approx(S.SMALL)    # ... up to a tenth of a second
-    assert S.budget_for(100.0) == pytest.approx(100 * S.FRACTION)
+    assert S.budget_for(0.0) == pytest.approx(S.FLOOR)                     # a few ms, however small
+    assert S.budget_for(0.001) == pytest.approx(0.001 * S.FRACTION + 0.001 * S.REPAY)
+    assert S.budget_for(1.0) == pytest.approx(S.FRACTION + S.SMALL)        # ... up to a tenth of a second more
+    assert S.budget_for(50.0) == pytest.approx(50 * S.FRACTION + S.SMALL)
     assert S.budget_for(1e9) == S.CAP
     assert S.predicted_seconds(1e9, 0, 0) == pytest.approx(1e9 * S.FLOP_SECONDS)
+    # never more than the allowance: a tenth of the predicted time and a tenth of a second
+    for seconds in (0.0, 1e-4, 0.003, 0.02, 0.3, 4.0, 80.0, 1e5):
+        assert S.budget_for(seconds) <= S.allowance(seconds) <= S.FRACTION * seconds + S.SMALL
 
 
-def test_a_network_that_contracts_at_once_gets_the_greedy_path_at_once():
-    # a chain of 30 small matrices contracts in well under a millisecond
-    inputs = [frozenset({k, k + 1}) for k in range(30)]
-    sizes = dict.fromkeys(range(31), 3)
-    path, report = S.search(inputs, {0, 30}, sizes)
-    assert report.method == "greedy" and report.trials == 1
-    assert "floor" in report.reason
-    assert report.seconds < 0.1
-    assert S.path_cost(inputs, {0, 30}, sizes, path)[0] == report.flops
+def test_a_network_that_contracts_in_a_millisecond_gets_a_few_milliseconds_of_trials():
+    # a random 3-regular network of 60 tensors contracts in about a millisecond: its greedy
+    # path is several times costlier than a few random greedy trials' best
+    inputs, sizes = _regular(60, 2, 2, seed=1)
+    greedy = S._greedy(inputs, frozenset(), sizes, None)
+    greedy_flops = S.path_cost(inputs, frozenset(), sizes, greedy)[0]
+    path, report = S.find(inputs, set(), sizes)
+    assert report.greedy_seconds < 0.002 and report.budget == pytest.approx(S.budget_for(report.greedy_seconds))
+    assert report.method.startswith("random greedy") and report.trials > 1
+    # at least a fair number of trials, past the budget, unless the allowance ran out first
+    assert report.trials >= S.MIN_TRIALS or "allowance spent" in report.reason
+    assert S.path_cost(inputs, frozenset(), sizes, path)[0] == report.flops <= greedy_flops
+    assert report.best_seconds <= report.greedy_seconds
+    assert report.seconds < S.allowance(report.greedy_seconds) + 0.25     # one chunk of refinement past it
+
+
+def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch):
+    # a trial on hundreds of tensors takes milliseconds: batches sized by the time left, not
+    # doubled blindly (here each trial takes 2 ms)
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's batches")
+    sizes_asked = []
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, ntrials, **kwargs):
+            sizes_asked.append(ntrials)
+            time.sleep(0.002 * ntrials)
+            return rust.optimize_random_greedy_track_flops(*args, ntrials=1, **kwargs)
+    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    inputs, sizes = _regular(30, 2, 4, seed=1)
+    start = time.perf_counter()
+    _, trials, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, start, 0.15)
+    elapsed = time.perf_counter() - start
+    # doubled: 8, 16, 32 trials (112 ms), then 64 more (240 ms in all); here about 19 more
+    assert reason == "time budget spent" and sizes_asked[:2] == [8, 16] and max(sizes_asked) <= 32
+    assert elapsed < 0.15 + 0.06
+
+
+def test_random_greedy_batches_take_turns_with_two_costmod_ranges(monkeypatch):
+    # cotengrust's own range (matrix chains need its ends), then a narrower one, in turn
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's batches")
+    seen = []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, **kwargs):
+            seen.append(kwargs["costmod"])
+            return rust.optimize_random_greedy_track_flops(*args, **kwargs)
+    monkeypatch.setattr(S, "_cotengrust", lambda: Spy())
+    monkeypatch.setattr(S, "MAX_TRIALS", 64)
+    inputs, sizes = _regular(30, 2, 4, seed=1)
+    _, trials, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    assert reason == "64 trials" and len(seen) >= 3
+    assert seen[:3] == [(0.1, 4.0), (0.5, 2.0), (0.1, 4.0)] == [S.COSTMODS[0], S.COSTMODS[1], S.COSTMODS[0]]
 
 
 def test_a_costlier_network_is_searched_within_its_budget_and_explain_says_so(fresh):
@@ -114,8 +181,8 @@ def test_a_costlier_network_is_searched_within_its_budget_and_explain_says_so(fr
     assert report.best_seconds <= report.greedy_seconds
     assert S._predict(inputs, frozenset(), sizes, path) == pytest.approx(report.best_seconds)
     assert report.best_seconds <= S._predict(inputs, frozenset(), sizes, greedy)
-    # a budget of 5 % of the greedy path's time, and the overrun of one batch of trials
-    assert report.seconds <= report.budget + 0.25
+    # within the allowance (trials, then the refinement), and the overrun of one chunk of refinement
+    assert report.seconds <= S.allowance(report.greedy_seconds) + 0.25
     eq = _equation(inputs)
     labels = sorted({i for t in inputs for i in t})
     shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
@@ -146,6 +213,25 @@ def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_no_hyper_trial_is_begun_that_would_end_past_the_budget(monkeypatch):
+    # trials of 0.3 s on a 1 s budget: three end by 0.9 s; a fourth would end at 1.2 s
+    ctg = S._cotengra()
+
+    class Slow(ctg.HyperOptimizer):
+        def search(self, *args, **kwargs):
+            time.sleep(0.3)
+            return super().search(*args, **kwargs)
+    monkeypatch.setattr(ctg, "HyperOptimizer", Slow)
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
+    inputs, sizes = _regular(20, 2, 3, seed=1)
+    t0 = time.perf_counter()
+    path, trials, reason, budget = S._hyper(ctg, inputs, frozenset(), sizes, None, 0, t0, 1.0)
+    elapsed = time.perf_counter() - t0
+    assert budget == 1.0 and path is not None and 2 <= trials <= 3
+    assert elapsed < 1.0 and "the next trial would end past it" in reason
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimizer(monkeypatch):
     # the greedy path predicts a minute (a 0.6 s budget), random greedy finds one of about
     # a second, whose budget (0.1 s) is under the hyper-optimizer's half second: no kahypar trial runs
@@ -153,8 +239,9 @@ def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimize
     inputs, sizes = _regular(60, 3, 5, seed=4)
     _, report = S.search(inputs, set(), sizes)
     assert S.budget_for(report.greedy_seconds) >= S.HYPER_FLOOR > S.budget_for(report.best_seconds)
-    assert report.method == "random greedy (cotengrust)" and "not reached" in report.reason
-    assert report.seconds < S.QUICK_SHARE * S.CAP + 0.2
+    assert report.method.startswith("random greedy (cotengrust)") and "not reached" in report.reason
+    assert "hyper-optimizer" not in report.method and "refined" in report.method    # a small budget's refinement
+    assert report.seconds < S.allowance(report.best_seconds) + S.QUICK_SHARE * S.CAP + 0.2
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -175,6 +262,27 @@ def test_the_same_seed_gives_the_same_path_in_any_process():
         assert out.returncode == 0, out.stderr
         outs.add(out.stdout)
     assert len(outs) == 1
+
+
+def test_a_small_search_gives_the_same_path_in_any_process():
+    # the random greedy tier, its trials ended by their count and its refinement by running
+    # out of subtrees (a large allowance), not by the clock: the paths must agree
+    code = ("import random\nfrom einc.planner import search as S\n" + inspect.getsource(_regular) +
+            "S.MAX_TRIALS, S.SMALL, S.FLOOR, S.HYPER_FLOOR = 16, 30.0, 30.0, 1e9\n"
+            "inputs, sizes = _regular(40, 2, 3, seed=2)\n"
+            "path, report = S.search(inputs, set(), sizes)\n"
+            "assert 'trials' in report.reason and 'hyper' not in report.method, report\n"
+            "print(report.method, path)\n")
+    outs = set()
+    for hashseed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
+                   PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        outs.add(out.stdout)
+    assert len(outs) == 1
+    assert not HAS_COTENGRA or "refined" in outs.pop()
 
 
 def test_without_cotengra_the_budget_goes_to_random_greedy(monkeypatch):
@@ -429,7 +537,11 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
     assert 0 < S.budget_for(greedy) < S.HYPER_FLOOR                  # the random greedy tier
     path, report = S.find(inputs, set(), sizes)
     assert "refined" in report.method and report.trials >= 2
-    monkeypatch.setattr(S, "QUICK_RECONF_SECONDS", float("inf"))     # no refinement
-    plain, plain_report = S.find(inputs, set(), sizes)
-    assert "refined" not in plain_report.method
-    assert report.best_seconds < plain_report.best_seconds            # the refinement found a better tree
+    # the same best random greedy tree (64 trials, not the clock), refined and not
+    monkeypatch.setattr(S, "MAX_TRIALS", 64)
+    best, _, reason = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    assert reason == "64 trials"
+    monkeypatch.setattr(S, "SMALL", 30.0)                             # an allowance no refinement reaches
+    refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, time.perf_counter())
+    assert sizes_run == (6, 8)
+    assert S._predict(inputs, frozenset(), sizes, refined) < S._predict(inputs, frozenset(), sizes, best)

@@ -560,3 +560,39 @@ def test_screen_on_a_gpu(monkeypatch, tmp_path, shapes):
     torch.testing.assert_close(run(a, b), a @ b)
     assert len(module.launcher.layouts) == 1
     einc.cache_clear()
+
+
+@interpreter
+def test_layouts_are_set_up_and_interpreted_one_thread_at_a_time(fresh, monkeypatch):
+    """Two threads launching one kernel on new layouts at once (learn mode sets kernels up
+    on a background thread while the caller's thread may launch the same module): setting
+    up a layout and Triton's interpreter run one at a time, and each answer is right."""
+    import threading
+    import time
+    module = fresh("ij,jk->ik", [(5, 6), (6, 7)])
+    launcher = module.launcher
+    active, most, real = [0], [0], launcher._set_up
+
+    def slow(*args):
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        time.sleep(0.05)                     # (the other thread would enter here)
+        try:
+            return real(*args)
+        finally:
+            active[0] -= 1
+    monkeypatch.setattr(launcher, "_set_up", slow)
+    b = torch.randn(6, 7, dtype=torch.float64)
+    pairs = [(a, b) for a in layouts((5, 6)).values()]
+    results = [None] * len(pairs)
+
+    def run(k):
+        results[k] = module.launch(*pairs[k])
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(pairs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert most[0] == 1
+    for (a, b), got in zip(pairs, results):
+        torch.testing.assert_close(got, a @ b)

@@ -165,7 +165,7 @@ def test_measure_keeps_the_faster_and_remembers_it(timed):
 
 
 @pytest.mark.parametrize("damaged", ["{not json", '{"format": 1, "steps": []}', '{"format": 1, "steps": 5}',
-                                     '{"format": 2, "steps": {}}', '[1, 2]'])
+                                     '{"format": 3, "steps": {}}', '[1, 2]'])
 def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed, damaged):
     device, seen, folder = timed
     (folder / "decisions.json").write_text(damaged)
@@ -178,7 +178,43 @@ def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed, damaged):
         warnings.simplefilter("error")                      # no second warning, nor a kernel given up
         einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")
     assert einc.explain("ij,jk->ik", a, b, select="measure").backends[0] != "torch"
-    assert json.loads((folder / "decisions.json").read_text())["format"] == 1     # rewritten, valid
+    assert json.loads((folder / "decisions.json").read_text())["format"] == select.FORMAT    # rewritten, valid
+
+
+def test_an_older_decisions_file_is_replaced_without_a_warning(timed):
+    """A format-1 file (its keys lack einc's version and the kernels: stale) is ignored
+    quietly, the step timed afresh, and the file rewritten in the current format."""
+    device, seen, folder = timed
+    (folder / "decisions.json").write_text(json.dumps({"format": 1, "steps": {"a|b": {"backend": "blas", "us": {}}}}))
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
+    assert len(seen) == 2 * TIMED
+    saved = json.loads((folder / "decisions.json").read_text())
+    assert saved["format"] == select.FORMAT and list(saved["steps"]) != ["a|b"] and len(saved["steps"]) == 1
+
+
+def test_a_decisions_key_holds_the_versions_and_the_kernels_source_hash(timed, monkeypatch):
+    """The key of a step holds einc's, torch's and triton's versions and the names of its
+    kernel candidates (each ends in a hash of the kernel's source): a decision stored under
+    another einc or another kernel source is not taken, the step is timed again."""
+    device, seen, folder = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    einc.einsum("bij,bjk->bik", a, b, select="measure")
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    (kernel,) = einc.explain("bij,bjk->bik", a, b, select="kernel").backends
+    assert f"einc {einc.__version__}|" in key and f"torch {torch.__version__}|" in key
+    assert key.endswith("|" + kernel.removeprefix("triton "))
+    for stale in (key.replace(f"einc {einc.__version__}|", "einc 0.0.0-older|"), key[:-8] + "00000000"):
+        (folder / "decisions.json").write_text(json.dumps({"format": select.FORMAT, "steps": {stale: decision}}))
+        einc.cache_clear()                                           # as a new process
+        seen.clear()
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+        assert len(seen) == 2 * TIMED, stale                         # not taken: timed again
+    monkeypatch.setattr(einc, "__version__", "0.0.0-newer")
+    assert select.signature(einc.explain("bij,bjk->bik", a, b).plan.steps[0], a.device, (a, b)) != \
+        key.rsplit("|", 1)[0] + "|"
 
 
 @pytest.mark.parametrize("timings", ['5', '"xy"', '[1, 2]', 'null'])

@@ -119,6 +119,16 @@ def test_the_distance_between_runs_weighs_by_their_length(s, ratio):
     assert low <= per_element(4096) / per_element(8) <= high
 
 
+def test_a_transpose_of_far_apart_innermost_indices_costs_about_half_again_a_near_one():
+    """Both innermost indices thousands of elements apart in the other layout: the copy is
+    cut into cache-sized tiles (runtime/torch_executor/permute_copy.py), which cost about
+    1.5x a transpose whose loops stay in cache, where torch's own copy cost 2-5x."""
+    sizes = dict(a=64, b=64, c=64, d=32)
+    near = ttgt.copy_ns(list("abcd"), list("badc"), sizes)     # c 32 apart in the source
+    far = ttgt.copy_ns(list("abcd"), list("dbca"), sizes)      # a 262144 apart, d 262144 apart in the result
+    assert 1.2 <= far / near <= 2, far / near
+
+
 def test_the_results_outermost_index_leads_where_the_operands_copy_is_small():
     """``dega,gfbc->abcdef``: the 2 Mi-element result is copied either way; with M ordered
     (a, d, e) as in the result, that copy is a batch over a of blocks that stay in cache,

@@ -308,15 +308,15 @@ def test_explain_json(capsys):
 
 
 def test_explain_shows_the_backend_of_each_step_for_cuda_operands(capsys, monkeypatch):
-    """On a machine without a GPU, --device cuda shows the cost model's decision: cuBLAS for
-    a copy-free batched matrix product, a generated kernel where torch would copy."""
+    """On a machine without a GPU, --device cuda shows learn mode's first choice: cuBLAS for
+    a copy-free batched matrix product, a generated kernel where torch would copy the result."""
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed")
     monkeypatch.delenv("EINC_SELECT", raising=False)
     assert main(["explain", "bij,bjk->bik", "--shapes", "8x64x32,8x32x16", "--dtype", "float16", "--device", "cuda",
                  "--json"]) == 0
     (step,) = json.loads(capsys.readouterr().out)["steps"]
-    assert step["backend"].startswith("blas") and "measured on the first call" in step["reason"]
+    assert step["backend"].startswith("blas") and "learning from the calls" in step["reason"]
     assert main(["explain", "ibnd,jbnd->ijbn", "--shapes", "4x2x3x8,5x2x3x8", "--dtype", "float16", "--device",
                  "cuda", "--json"]) == 0
     (step,) = json.loads(capsys.readouterr().out)["steps"]

@@ -9,7 +9,7 @@ memory's where that run is short: a 6-index CCSD(T) result whose runs are 8 floa
 thread, the development machine).  :func:`permuted_copy` therefore:
 
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
-  as a 2-D transpose, which torch copies faster than the same copy expressed as a
+  as a 2-D transpose where the tiles below are not taken, which torch copies faster than the same copy expressed as a
   3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.35-0.9x the time where
   both blocks hold 32 elements or more), but slower where a block is short (8 or 16
   elements: 1.1-2.5x the time; 24: either way), hence :data:`TRANSPOSE_MIN`;
@@ -26,18 +26,28 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   pairs as ``complex128`` (float64, complex64: 0.55x in one measurement only): none is
   taken.  Below ~64K float32 the extra views (~4 us) cost more than they save, hence
   :data:`MIN_BYTES`.
+- copies a transposing permutation (the source's unit-stride index moved) of at least
+  :data:`MIN_BYTES` in tiles where torch's copy would not keep what it reads in cache
+  (:func:`tile_plan`): torch loops in the destination's order, and every destination
+  index inside the source's unit-stride one is looped over once per value of it; where
+  those loops read more lines or pages than the caches and the TLB hold (the source's
+  innermost index moved outermost, as in ``akbc,jk->cjba``'s result), each source line
+  is fetched again for each of its elements, many times a plain copy's time.  Cutting
+  those loops' farthest indices into tiles, all copied by one ``torch._foreach_copy_``
+  of views (no Python loop per tile), brings it near torch's floor, an element-wise
+  strided copy, which costs about twice a plain copy even from L1 (``python
+  bench/permute_copy.py --perms``, bench/measured/permute-copy-2026-12-02.md);
 - copies everything else with ``permute(...).contiguous()``.
 
-Blocked copies (the destination's outer or inner indices in chunks that stay in
-cache, one ``copy_`` per chunk) and two partial permutes through a temporary were
-measured too and lost or tied on the pairwise family's copies (bench/measured/pairwise.md's
-section); transposing copies (the source's unit-stride index moved) keep torch's own
-strided copy.  What does pay, for products larger than the last-level cache, is making
-the product itself a chunk at a time, each chunk copied while in cache:
-:mod:`einc.runtime.torch_executor.chunked`.
+Two partial permutes through a temporary were measured too and lost to the tiles (two
+passes cost at least two copies); transposes of blocks small enough for the caches keep
+torch's own copy.  What pays beyond that, for products larger than the last-level
+cache, is making the product itself a chunk at a time, each chunk copied while in
+cache: :mod:`einc.runtime.torch_executor.chunked`.
 
 Reinterpreting the bits is exact for every dtype (a copy does no arithmetic on them),
-but ``Tensor.view(dtype)`` is not differentiable: the wide copy is taken only for a
+but ``Tensor.view(dtype)`` and ``_foreach_copy_`` into a fresh tensor are not
+differentiable: the wide and tiled copies are taken only for a
 plain CPU tensor with contiguous strides that nothing tracks (:func:`untracked`: no
 gradient to be taken, forward AD, ``torch.func`` or tracing) and that has no lazy
 conjugate or negative bit; anything else takes the plain copy.
@@ -55,6 +65,11 @@ from ...planner.strides import contiguous
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
 WIDE_MOST = 3           # wide (complex128) elements per run, at most
+TILE_BYTES = 1 << 21    # tiled copies: from this size
+TILE_LINES = 1 << 12    # a tile's copy: source lines read per value of the source's unit-stride index,
+TILE_PAGES = 64         # ... on at most this many pages,
+TILE_LEAST = 1 << 15    # ... and at least this many elements per tile,
+TILE_ROW = 256          # ... and at least this many bytes of the destination's innermost index
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
@@ -68,49 +83,63 @@ def permuted_copy(src, dst, sizes):
     ``dst`` (the same indices in another order; ``sizes`` maps each to its size): a copy,
     unless the permuted view of ``x`` is contiguous already (size-1 indices moved).
     Differentiable as ``x.permute(...).contiguous()`` is (see the module's docstring
-    for when the wide copy is taken)."""
+    for when the wide and the tiled copies are taken)."""
     src, dst = list(src), list(dst)
     perm = tuple(src.index(i) for i in dst)
+    shape = tuple(sizes[i] for i in src)
+    if 0 in shape:
+        return lambda x: x.permute(perm).contiguous()
+    block = None
     cut = _rotation(src, dst)
     if cut is not None:
         rows = math.prod(sizes[i] for i in src[:len(dst) - cut])
         cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
-        if min(rows, cols) >= TRANSPOSE_MIN:
-            shape = tuple(sizes[i] for i in dst)
-            return lambda x: x.reshape(rows, cols).t().contiguous().view(shape)
-    shape = tuple(sizes[i] for i in src)
-    if 0 in shape:
-        return lambda x: x.permute(perm).contiguous()
-    return _Copy(perm, shape)
+        block = (rows, cols) if min(rows, cols) >= TRANSPOSE_MIN else None
+    return _Copy(perm, shape, block)
 
 
 class _Copy:
-    """``x.permute(perm).contiguous()``, as wide elements where that is cheaper: decided
-    once per element size for an ``x`` of ``shape`` with the contiguous strides (the
-    product of a step, or an operand as it comes); any other layout takes the plain
-    copy."""
+    """``x.permute(perm).contiguous()`` for an ``x`` of ``shape``, as wide elements or in
+    tiles where that is cheaper (decided once per element size, for the contiguous
+    strides: the product of a step, or an operand as it comes), else as a 2-D transpose
+    of the blocks ``block`` (rows, cols) where the permutation swaps two long ones, else
+    the plain copy."""
 
-    __slots__ = ("perm", "contiguous", "shape", "strides", "plans")
+    __slots__ = ("perm", "contiguous", "shape", "strides", "block", "plans")
 
-    def __init__(self, perm, shape):
+    def __init__(self, perm, shape, block=None):
         strides = contiguous(shape)
-        self.perm, self.contiguous = perm, strides
+        self.perm, self.contiguous, self.block = perm, strides, block
         self.shape = tuple(shape[p] for p in perm)
         self.strides = tuple(strides[p] for p in perm)
         self.plans = {}
 
+    def plan(self, itemsize):
+        """``("wide", merged shape, dtype, ratio)``, ``("tiles", ways)`` or False."""
+        if math.prod(self.shape) * itemsize < MIN_BYTES:
+            return False
+        wide = wide_plan(self.shape, self.strides, 0, itemsize)
+        if wide:
+            return ("wide", *wide)
+        ways = tile_plan(self.shape, self.strides, itemsize)
+        return ways and ("tiles", ways)
+
     def __call__(self, x):
-        y = x.permute(self.perm)
         plan = self.plans.get(x.element_size())
         if plan is None:
-            isz = x.element_size()
-            plan = math.prod(self.shape) * isz >= MIN_BYTES and wide_plan(self.shape, self.strides, 0, isz)
-            self.plans[isz] = plan
-        if (plan is False or not untracked(x) or x.stride() != self.contiguous or x.storage_offset() % plan[2]
-                or x.is_conj() or x.is_neg()):
-            return y.contiguous()
-        merged, dtype, _ = plan
-        return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(y.shape)
+            plan = self.plans[x.element_size()] = self.plan(x.element_size())
+        if plan and untracked(x) and x.stride() == self.contiguous and not x.is_conj() and not x.is_neg():
+            y = x.permute(self.perm)
+            if plan[0] == "tiles":
+                out = torch.empty(self.shape, dtype=x.dtype, device=x.device)
+                torch._foreach_copy_(_tiles(out, plan[1]), _tiles(y, plan[1]))
+                return out
+            _, merged, dtype, ratio = plan
+            if x.storage_offset() % ratio == 0:
+                return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(self.shape)
+        if self.block:
+            return x.reshape(self.block).t().contiguous().view(self.shape)
+        return x.permute(self.perm).contiguous()
 
 
 def plain(x) -> bool:
@@ -150,4 +179,64 @@ def wide_plan(shape, strides, offset, itemsize):
     return tuple(shape[:k]) + (run,), torch.complex128, ratio
 
 
-__all__ = ["MIN_BYTES", "TRANSPOSE_MIN", "WIDE_MOST", "permuted_copy", "plain", "untracked", "wide_plan"]
+def tile_plan(shape, strides, itemsize):
+    """How a transposing copy of the view ``shape``/``strides`` (the destination's order,
+    the source's strides, in elements of ``itemsize`` bytes) is cut into tiles: the number
+    of ways each dimension is cut (one tile per combination), or False for one copy.
+
+    torch copies in the destination's order, and loops over every destination dimension
+    inside the source's unit-stride one once per value of it: the source lines and pages
+    those loops read are read again for the next value and must stay in cache and in the
+    TLB meanwhile (tensors under :data:`TILE_BYTES` stay in L2 whole: they are not cut).
+    Those dimensions are cut, the one farthest apart in the source first, until the loops
+    read at most :data:`TILE_LINES` lines on at most :data:`TILE_PAGES` 4 KiB pages, or the
+    tiles would hold fewer than :data:`TILE_LEAST` elements each (each costs a copy's
+    set-up).  The destination's innermost dimension is cut into runs of :data:`TILE_ROW`
+    bytes at least (shorter runs would write parts of lines)."""
+    unit = [d for d in range(len(shape)) if strides[d] == 1 and shape[d] != 1]
+    inner = [d for d in range(unit[0] + 1, len(shape)) if shape[d] != 1] if unit else []
+    if not inner or math.prod(shape) * itemsize < TILE_BYTES:
+        return False                    # not a transpose, or small enough to stay in L2 whole
+    per_page, per_line = max(4096 // itemsize, 1), max(64 // itemsize, 1)
+    extent = {d: shape[d] for d in inner}
+
+    def fits():
+        near = math.prod(extent[d] * strides[d] for d in inner if strides[d] < per_line)
+        lines = math.prod(extent[d] for d in inner if strides[d] >= per_line) * max(near // per_line, 1)
+        pages = math.prod(extent[d] for d in inner if strides[d] >= per_page)
+        return lines <= TILE_LINES and pages <= TILE_PAGES
+    most = max(math.prod(shape) // TILE_LEAST, 1)
+    tiles = 1
+    for d in sorted(inner, key=lambda d: -strides[d]):
+        size = extent[d]
+        least = TILE_ROW // itemsize if d == inner[-1] else 1
+        for ways in range(2, size + 1):
+            if fits() or tiles * ways > most or size // ways < least:
+                break
+            if size % ways == 0:
+                extent[d] = size // ways
+        tiles *= size // extent[d]
+    ways = tuple(shape[d] // extent.get(d, shape[d]) for d in range(len(shape)))
+    return ways if tiles > 1 else False
+
+
+def _tiles(t, ways):
+    """The tiles of ``t`` (see :func:`tile_plan`), as a list of views."""
+    outer = []
+    for d in reversed(range(len(ways))):
+        if ways[d] > 1:
+            t = t.unflatten(d, (ways[d], t.shape[d] // ways[d]))
+    pos = 0
+    for d in range(len(ways)):
+        if ways[d] > 1:
+            outer.append(pos)
+            pos += 1
+        pos += 1
+    tiles = [t.permute(outer + [d for d in range(t.dim()) if d not in outer])]
+    for _ in outer:                     # (unbound one at a time: flattening them would copy)
+        tiles = [tile for whole in tiles for tile in whole.unbind(0)]
+    return tiles
+
+
+__all__ = ["MIN_BYTES", "TILE_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW", "TRANSPOSE_MIN",
+           "WIDE_MOST", "permuted_copy", "plain", "tile_plan", "untracked", "wide_plan"]

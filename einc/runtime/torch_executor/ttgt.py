@@ -20,9 +20,10 @@ CPU (1 thread, float32, the development machine):
   128 KiB apart, ~1.3x the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart,
   ~2x, and no more beyond 2 MiB apart (512 Ki float32 elements); a run of thousands of
   elements pays little for its distance); one that moves it (a transpose of the
-  innermost axis) ~0.7-0.9 ns, more with short innermost indices, and 2-5x that where
-  both innermost indices lie thousands of elements apart in the other layout
-  (power-of-two strides); ~10 % less where the outermost indices agree and leave blocks
+  innermost axis) ~0.7-0.9 ns, more with short innermost indices, and ~1.5x that where
+  both innermost indices lie thousands of elements apart in the other layout (copied in
+  cache-sized tiles, :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's
+  own copy took 2-5x); ~10 % less where the outermost indices agree and leave blocks
   that stay in cache;
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate) or where the left operand's unit stride runs along
@@ -52,7 +53,7 @@ COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the u
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
 SHORT_INNER = 4         # ... plus this over the shorter of the two innermost indices,
-CONFLICT = 2.5          # ... times this where each innermost index is 4096 elements or more apart in the other
+CONFLICT = 1.5          # ... times this where each innermost index is 4096 elements or more apart in the other
 FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
 FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 
 import torch
 import triton
@@ -221,6 +222,9 @@ def _finish(w_ptr, c_ptr, scale, NUMEL: tl.constexpr, SPLIT: tl.constexpr, BLOCK
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# Triton's interpreter patches triton.language while it runs a kernel: one interpreted
+# launch at a time in the process (learn mode runs kernels on a background thread too)
+_INTERPRETER = threading.RLock()
 _FINISH: dict = {}      # interpreted or not -> the jitted ``_finish`` (triton.jit reads TRITON_INTERPRET)
 
 
@@ -303,6 +307,11 @@ class Launcher:
         pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
         self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST, **_BENCH)(kernel)
         self.finish = finish_kernel(self.interpret) if self.granule else None
+        # Setting up a layout and Triton's autotuner are not thread-safe, and learn mode sets
+        # kernels up on a background thread while the caller's thread may launch the same
+        # module (another entry's key): both take this lock (a known layout's compiled
+        # launch does not)
+        self.lock = threading.RLock()
 
     def prune(self, configs, named_args, **kwargs):
         """The configs worth timing for this shape: no tile (block) much larger than the
@@ -339,14 +348,15 @@ class Launcher:
 
     def first(self, key, operands, scale):
         """Launch a layout not seen before, and keep what launching it takes under ``key``."""
-        c, known = self._set_up(operands, scale)
-        if known is None:
+        with self.lock:
+            c, known = self._set_up(operands, scale)
+            if known is None:
+                return c
+            if len(self.layouts) >= MAX_LAYOUTS:
+                self.layouts.clear()
+            known.run((*operands, c), scale)
+            self.layouts[key] = known
             return c
-        if len(self.layouts) >= MAX_LAYOUTS:
-            self.layouts.clear()
-        known.run((*operands, c), scale)
-        self.layouts[key] = known
-        return c
 
     def screen(self, operands, scale=1.0, config=None):
         """Launch once with one config and no tuning: ``config`` (a ``triton.Config`` of this
@@ -356,12 +366,13 @@ class Launcher:
         worth tuning (``bench/gpu_variants.py`` times configs so).  Nothing is kept: the next
         launch of this layout is set up and tuned as usual (Triton reuses the config's
         compiled kernel)."""
-        c, known = self._set_up(operands, scale)
-        if known is not None:
-            if not self.interpret:
-                known.config = config or self.first_config(known.meta)
-            known.run((*operands, c), scale)
-        return c
+        with self.lock:
+            c, known = self._set_up(operands, scale)
+            if known is not None:
+                if not self.interpret:
+                    known.config = config or self.first_config(known.meta)
+                known.run((*operands, c), scale)
+            return c
 
     def first_config(self, meta):
         """The config the autotuner times first for a launch with these constexprs."""
@@ -466,19 +477,20 @@ class Layout:
 
     def run(self, pointers, scale):
         """Launch on ``pointers`` (the operands, then the output)."""
-        if self.split > 1:
-            self.run_split(pointers, scale)
-            return
-        if self.compiled is not None and self.compiled(pointers, scale):
+        if self.compiled is not None and self.split == 1 and self.compiled(pointers, scale):
             return
         launcher = self.launcher
-        if launcher.interpret or self.config is not None:
-            kernel, fixed = self._kernel()
-            kernel[self.grid](*pointers, *self.args, scale, **self.meta, **fixed)
-            return
-        kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
-        if self.compiled is None and launcher.compiled_launches:
-            self.compiled = compiled_launcher(launcher, kernel, self)
+        with _INTERPRETER if launcher.interpret else launcher.lock:
+            if self.split > 1:
+                self.run_split(pointers, scale)
+                return
+            if launcher.interpret or self.config is not None:
+                kernel, fixed = self._kernel()
+                kernel[self.grid](*pointers, *self.args, scale, **self.meta, **fixed)
+                return
+            kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
+            if self.compiled is None and launcher.compiled_launches:
+                self.compiled = compiled_launcher(launcher, kernel, self)
 
     def run_split(self, pointers, scale):
         """Partial sums of the K slices into a workspace, then the fixed-order second pass."""

@@ -1,0 +1,352 @@
+"""Learn mode, the CUDA default: the first call runs the modelled choice at once, kernels
+are made ready on a background thread, later calls time one candidate per step (a
+stand-in timer here), the fastest is kept and remembered across processes under a key
+of versions and kernel source hashes.  Kernels run under Triton's interpreter."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+import einc
+from einc.runtime import learn, select, triton_executor
+
+pytestmark = pytest.mark.kernels
+PERMUTED = "dega,gfbc->abcdef"      # a permuted result: the model's first choice is the kernel
+
+
+def _kind(fn) -> str:
+    return "kernel" if getattr(fn, "__module__", "").startswith("einc_kernels") else "other"
+
+
+@pytest.fixture
+def learning(kernel_device, monkeypatch, tmp_path):
+    """Kernels possible (the interpreter on CPU), learn mode, a cache folder of the test's
+    own, and a stand-in timer: a kernel takes ``us["kernel"]`` µs, anything else
+    ``us["other"]``; ``seen`` lists what it timed."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EINC_SELECT", "learn")
+    seen, us = [], {"kernel": 1.0, "other": 5.0}
+
+    def fake(fn, args):
+        out, kind = fn(*args), _kind(fn)
+        seen.append(kind)
+        return out, lambda: us[kind]
+    monkeypatch.setattr(learn, "timer", fake)
+    einc.cache_clear()
+    yield kernel_device, seen, us, tmp_path
+    einc.cache_clear()
+
+
+def _operands(device, shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(device) for s in shapes]
+
+
+def _learn(equation, ops, calls=20):
+    """Call until the steps are decided (each call's answer checked); how many calls it took."""
+    expected = torch.einsum(equation, *ops)
+    for n in range(1, calls + 1):
+        torch.testing.assert_close(einc.einsum(equation, *ops), expected)
+        learn.settle()
+        if all(r.startswith(("learned", "measured earlier")) for r in einc.explain(equation, *ops).reasons):
+            return n
+    raise AssertionError(f"not decided after {calls} calls: {einc.explain(equation, *ops).reasons}")
+
+
+def test_the_default_on_cuda_is_learn_and_the_cpu_keeps_its_own(monkeypatch):
+    monkeypatch.delenv("EINC_SELECT", raising=False)
+    assert select.mode_for(None, "cuda") == "learn"
+    assert select.mode_for(None, "cpu") == "kernel"
+    assert select.mode_for("measure", "cuda") == "measure"          # the opt-in of before
+
+
+def test_the_first_call_neither_times_nor_waits_for_a_kernel(learning, monkeypatch):
+    """The first call runs the modelled choice: a kernel's step runs torch's step while the
+    kernel is loaded on the background thread (held here until the call has returned), a
+    copy-free GEMM runs cuBLAS; nothing is timed.  The kernel runs only once it is ready."""
+    device, seen, _, _ = learning
+    gate, loading = threading.Event(), []
+    real = triton_executor.launch_of
+
+    def held(kernel):
+        loading.append(threading.current_thread() is threading.main_thread())
+        assert gate.wait(60)
+        return real(kernel)
+    monkeypatch.setattr(triton_executor, "launch_of", held)
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    a, b = _operands(device, [(2, 3, 4), (2, 4, 5)])
+    done = {}
+
+    def first():
+        done["permuted"] = einc.einsum(PERMUTED, x, y)
+        done["gemm"] = einc.einsum("bij,bjk->bik", a, b)
+    caller = threading.Thread(target=first)
+    caller.start()
+    caller.join(60)
+    try:
+        assert not caller.is_alive(), "the first call waited for the kernel"
+        torch.testing.assert_close(done["permuted"], torch.einsum(PERMUTED, x, y))
+        torch.testing.assert_close(done["gemm"], a @ b)
+        assert not seen                                                   # nothing timed
+        for _ in range(600):                        # (the thread may not have reached the kernel yet)
+            if loading:
+                break
+            time.sleep(0.1)
+        assert loading and not any(loading)                               # loading: the background's
+        shown = einc.explain(PERMUTED, x, y)
+        assert shown.backends[0].startswith("triton ") and shown.reasons[0].startswith("modelled")
+        assert einc.explain("bij,bjk->bik", a, b).backends == ("blas bmm/mm",)
+        assert all(r.endswith("; learning from the calls") for r in einc.explain("bij,bjk->bik", a, b).reasons)
+    finally:
+        gate.set()
+    learn.settle()
+    for _ in range(3):                                            # one candidate timed a call
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+    assert seen.count("kernel") == 2 and seen.count("other") == 1     # ready: timed from the second call
+
+
+@pytest.mark.parametrize("faster", ["kernel", "other"])
+def test_the_faster_candidate_is_kept_after_a_few_calls(learning, faster):
+    """Each call times one candidate per step; once each has SAMPLES timings the faster
+    (by the stand-in timer) runs from then on, untimed, and is remembered."""
+    device, seen, us, folder = learning
+    us.update({faster: 1.0, "other" if faster == "kernel" else "kernel": 2.0})
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    calls = _learn(PERMUTED, [x, y])
+    assert calls <= 20
+    (name,) = einc.explain(PERMUTED, x, y).backends
+    assert name.startswith("triton ") == (faster == "kernel")
+    assert seen.count("kernel") >= 2 * learn.SAMPLES                 # the kernel and the plain kernel
+    assert seen.count("other") >= learn.SAMPLES
+    timed = len(seen)
+    for _ in range(3):
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+    assert len(seen) == timed                                        # decided: no more timing
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert (decision["backend"] in ("triton", "plain")) == (faster == "kernel")
+    assert set(decision["us"]) == {"triton", "plain", "torch"}
+
+
+def test_a_kernel_far_behind_is_left_out_after_one_timing(learning):
+    """A kernel whose first timing is SCREEN times torch's step or more is not timed again
+    (each of its calls would cost that much more); torch's step is kept, the reason and the
+    file keep the kernels' timings."""
+    device, seen, us, folder = learning
+    us.update({"kernel": 10.0, "other": 1.0})
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    _learn(PERMUTED, [x, y])
+    assert seen.count("kernel") == 2 and seen.count("other") == learn.SAMPLES     # the kernel and the plain one
+    shown = einc.explain(PERMUTED, x, y)
+    assert shown.backends == ("torch",) and "left out after one timing: triton 10 µs, plain 10 µs" in shown.reasons[0]
+    ((key, decision),) = json.loads((folder / "decisions.json").read_text())["steps"].items()
+    assert decision == {"backend": "torch", "us": {"torch": 1.0, "triton": 10.0, "plain": 10.0}}
+
+
+def test_a_fused_plan_learns_with_the_scale_and_gradients(learning):
+    """A plan with a fused step, called through the op with a scale (into the last
+    kernel's epilogue, on stand-ins of the scaled launch too) and differentiated: right on
+    every call while learning and after."""
+    import einc.custom_op  # noqa: F401
+    from einc.planner.options import encode
+    device, _, _, _ = learning
+    equation, shapes, path = "bi,oij,bj->bo", [(6, 5), (7, 5, 4), (6, 4)], [(0, 2), (0, 1)]
+    ops = [o.requires_grad_() for o in _operands(device, shapes, seed=3)]
+    optimize, memory = encode(path, None)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")
+        for _ in range(12):
+            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.5)
+            torch.testing.assert_close(out, 0.5 * torch.einsum(equation, *ops))
+            grads = torch.autograd.grad(out.sum(), ops)
+            for got, want in zip(grads, torch.autograd.grad((0.5 * torch.einsum(equation, *ops)).sum(), ops)):
+                torch.testing.assert_close(got, want)
+            learn.settle()
+    shown = einc.explain(equation, *ops, optimize=path)
+    assert any(s.kind == "fused" for s in shown.steps) and shown.reasons[0].startswith("learned"), shown.reasons
+
+
+def test_threads_calling_while_learning_get_right_answers(learning, monkeypatch):
+    """Calls from several threads while kernels are made ready and timed: every answer is
+    right, and the caller's threads never launch a kernel before its background launch on
+    that layout has finished."""
+    device, _, _, _ = learning
+    real_warm, warmed, early = learn._warm, set(), []
+
+    def warm(fn, layout):
+        real_warm(fn, layout)
+        warmed.add(fn)
+
+    def watched(fn):
+        def launch(*args, **kwargs):
+            if threading.current_thread().name != "einc-kernels" and launch not in warmed:
+                early.append(fn)
+            return fn(*args, **kwargs)
+        launch.__module__ = fn.__module__
+        return launch
+    real_launch = triton_executor.launch_of
+    monkeypatch.setattr(learn, "_warm", warm)
+    monkeypatch.setattr(triton_executor, "launch_of", lambda kernel: watched(real_launch(kernel)))
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    expected, wrong = torch.einsum(PERMUTED, x, y), []
+
+    def work():
+        for _ in range(8):
+            if not torch.allclose(einc.einsum(PERMUTED, x, y), expected):
+                wrong.append(1)
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not wrong and not early
+    assert _learn(PERMUTED, [x, y]) <= 20
+    assert warmed and not early
+
+
+def test_a_kernel_that_fails_in_the_background_is_dropped_with_one_warning(learning, monkeypatch):
+    """A kernel that does not load (a generator bug) is left out; the step learns among
+    the others, the answers stay right, and the caller is told once."""
+    device, seen, us, _ = learning
+    real = triton_executor.launch_of
+
+    def broken(kernel):
+        if threading.current_thread().name == "einc-kernels" and "_mm_" in kernel.name:
+            raise SyntaxError("a generator bug")
+        return real(kernel)
+    monkeypatch.setattr(triton_executor, "launch_of", broken)
+    a, b = _operands(device, [(3, 4), (4, 5)])
+    q, k = _operands(device, [(2, 5, 3, 4), (2, 6, 3, 4)])
+    equation = "bqhd,bkhd->bhqk"        # no copy-free GEMM: the kernel against torch's step
+    with pytest.warns(RuntimeWarning, match="failed .*SyntaxError: a generator bug.*cuBLAS or torch ops") as got:
+        _learn(equation, [q, k])
+    assert len([w for w in got if "generator bug" in str(w.message)]) == 1
+    assert einc.explain(equation, q, k).backends == ("torch",) and "kernel" not in seen
+
+
+def test_a_remembered_kernel_that_fails_to_load_is_learned_again(learning, monkeypatch):
+    """A decision read from the file names a kernel that now fails to load (another
+    machine's compiler, a generator bug): the step runs torch's step meanwhile, says so
+    once, and learns again among the candidates left."""
+    device, seen, us, folder = learning
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    _learn(PERMUTED, [x, y])
+    (remembered,) = einc.explain(PERMUTED, x, y).backends
+    assert remembered.startswith("triton ")
+    einc.cache_clear()                                               # as a new process
+    seen.clear()
+    real = triton_executor.launch_of
+
+    def broken(kernel):
+        if threading.current_thread().name == "einc-kernels":
+            raise RuntimeError("no such GPU")
+        return real(kernel)
+    monkeypatch.setattr(triton_executor, "launch_of", broken)
+    with pytest.warns(RuntimeWarning, match="no such GPU") as got:
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+        learn.settle()
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+        assert einc.explain(PERMUTED, x, y).reasons[0].endswith(learn.LEARNING)     # undecided again
+        _learn(PERMUTED, [x, y])
+    assert len([w for w in got if "no such GPU" in str(w.message)]) == 1
+    assert einc.explain(PERMUTED, x, y).backends == ("torch",) and set(seen) == {"other"}
+
+
+def test_calls_a_kernel_cannot_read_run_on_torch_and_learning_goes_on(learning):
+    """Fake tensors (no memory) and a view with the negative bit (its values are the
+    negated memory) run on torch, and the entry learns from the calls that kernels can read."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    device, seen, _, _ = learning
+    negated = torch.randn(6, 7, dtype=torch.complex128).conj().imag.to(device)
+    b = _operands(device, [(7, 5)])[0]
+    real = negated.resolve_neg()
+    with FakeTensorMode() as mode:
+        assert einc.einsum("ij,jk->ik", mode.from_tensor(real), mode.from_tensor(b)).shape == (6, 5)
+    for _ in range(3):
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", negated, b), torch.einsum("ij,jk->ik", negated, b))
+    assert not seen
+    plain = torch.randn(6, 14, dtype=torch.float64)[:, ::2].to(device)    # strided as the negated view
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _learn("ij,jk->ik", [plain, b])
+
+
+def test_nothing_runs_in_the_background_for_cpu_tensors_by_default(monkeypatch, tmp_path):
+    """Without EINC_BACKEND=triton a CPU tensor runs the torch executor: no kernel, no job."""
+    monkeypatch.delenv("EINC_BACKEND", raising=False)
+    monkeypatch.delenv("EINC_SELECT", raising=False)
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    jobs = []
+    monkeypatch.setattr(learn._worker, "submit", jobs.append)
+    einc.cache_clear()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    for _ in range(3):
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b), a @ b)
+    assert einc.explain("ij,jk->ik", a, b).backends == ("torch",) and not jobs
+    einc.cache_clear()
+
+
+def test_nothing_is_timed_or_compiled_while_a_graph_is_captured(learning, monkeypatch):
+    device, seen, _, _ = learning
+    jobs = []
+    monkeypatch.setattr(learn._worker, "submit", jobs.append)
+    monkeypatch.setattr(select, "capturing", lambda: True)
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    for _ in range(4):
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
+    assert not seen and not jobs
+
+
+_SCRIPT = """
+import json, sys, torch, einc
+from einc.runtime import learn
+timed = []
+def fake(fn, args):
+    out = fn(*args)
+    timed.append(fn)
+    return out, lambda: 1.0 if getattr(fn, "__module__", "").startswith("einc_kernels") else 5.0
+learn.timer = fake
+g = torch.Generator().manual_seed(0)
+x, y = torch.randn(2, 3, 4, 5, generator=g), torch.randn(4, 2, 3, 2, generator=g)
+first = None
+for n in range(20):
+    torch.testing.assert_close(einc.einsum("dega,gfbc->abcdef", x, y), torch.einsum("dega,gfbc->abcdef", x, y))
+    first = first or einc.explain("dega,gfbc->abcdef", x, y).reasons[0]
+    learn.settle()
+shown = einc.explain("dega,gfbc->abcdef", x, y)
+print(json.dumps({"timed": len(timed), "first": first, "backend": shown.backends[0], "reason": shown.reasons[0]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_decision_survives_a_new_process_and_goes_stale_with_a_version_or_kernel(tmp_path):
+    """A second process takes the first's decision without timing anything; a key whose
+    einc version or kernel source hash differs from the current one is not taken: the
+    step is learned again."""
+    env = {**os.environ, "EINC_CACHE_DIR": str(tmp_path), "EINC_BACKEND": "triton", "EINC_SELECT": "learn",
+           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    learned = run()
+    assert learned["timed"] > 0 and learned["reason"].startswith("learned") and learned["backend"].startswith("triton")
+    again = run()
+    assert again["timed"] == 0 and "decisions.json" in again["first"] and again["backend"] == learned["backend"]
+    path = tmp_path / "decisions.json"
+    text = path.read_text()
+    path.write_text(text.replace(f"einc {einc.__version__}|", "einc 0.0.0-older|"))
+    assert run()["timed"] > 0                                        # another einc's decision: learned again
+    saved = json.loads(path.read_text())["steps"]
+    current = next(k for k in saved if f"einc {einc.__version__}|" in k)
+    kernel = current.rsplit("|", 1)[1].split(",")[0]
+    path.write_text(json.dumps({"format": select.FORMAT,
+                                "steps": {current.replace(kernel, kernel[:-8] + "00000000"): saved[current]}}))
+    assert run()["timed"] > 0                                        # another kernel source: learned again
