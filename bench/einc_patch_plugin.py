@@ -14,8 +14,8 @@ kernel and the autograd Function's forward run) and ``einc.autograd.differentiab
 are wrapped with a per-thread depth guard, so a call counts once however many of them it
 passes through (a gradient einsum run by backward counts as a call of its own).  Also
 counted: ``torch_op``, the calls that einc's admission answered with torch's own einsum op
-(a new shape of a known equation, see ``einc.runtime.admission``); ``torch_function``, the
-calls handed to ``__torch_function__`` (fx proxies, modes, subclasses).  Calls made under
+(under ``EINC_NEW_SHAPES=torch``, small calls: ``einc.runtime.admission``); ``torch_function``,
+the calls handed to ``__torch_function__`` (fx proxies, modes, subclasses).  Calls made under
 jit.trace / torch.compile become the custom op, and are counted when its kernel runs
 einc (the wrappers dynamo can reach while it traces take no lock: it cannot enter one).  At the end of the
 run the counts are written as JSON to the file named by ``EINC_PATCH_COUNTS`` (if set).
@@ -79,7 +79,7 @@ def install() -> None:
     _engine.run = _computing(_engine.run)
     _engine.run_scaled = _computing(_engine.run_scaled)
     _autograd.differentiable = _computing(_autograd.differentiable)
-    _admission.unplanned = _tallied("torch_op", _admission.unplanned, lambda result: result is not None)
+    _admission.small_call = _tallied("torch_op", _admission.small_call, lambda result: result is not None)
     _api._torch_function = _tallied("torch_function", _api._torch_function)
     torch.einsum = einc.einsum
     torch.functional.einsum = einc.einsum

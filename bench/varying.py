@@ -1,39 +1,41 @@
-"""Calls whose shapes change every call: what a plan-cache miss on a known equation costs.
+"""Calls whose shapes change every call, and tiny calls: what a new shape costs, and what a
+cached call costs, against torch.einsum.
 
 Real code changes shapes all the time: a graph network's edge count differs every batch, a
 key/value-cached decoder has one more position every step.  torch.einsum pays nothing for
-that (it plans on every call anyway); einc keys its plans by shape, so every new shape is a
-miss.  This times, per call and on 1 thread, ``torch.einsum`` (torch's own, even where
-the attribute is patched), ``opt_einsum.contract(..., backend="torch")`` and
-``einc.einsum``, each call with a shape that einc has not seen before, and the same calls
-at one fixed shape for scale:
+that (it plans on every call anyway); einc keys its plans by shape.  This times, per call
+and on 1 thread, ``torch.einsum`` (torch's own, even where the attribute is patched),
+``opt_einsum.contract(..., backend="torch")``, ``einc.einsum`` as it runs by default
+(``EINC_NEW_SHAPES=plan``: every new shape planned) and ``einc.einsum`` with
+``EINC_NEW_SHAPES=torch`` (a call of at most 2**20 multiply-adds runs torch's op), each
+call with a shape that einc has not seen before, and the same calls at one fixed shape:
 
 - ``zui,zvj->zuvij``  (an equivariant outer product, z edges: 900, 901, ...)
 - ``zuvw,zu,zvj->zwj`` (a tensor product with per-edge weights)
 - ``bhid,bhjd->bhij``  (one decoding step's attention scores, j = 128, 129, ... positions)
+- ``bhid,bhjd->bhij tiny``: 1x2xix16 by 1x2xjx16, i and j in 8..104 (a few hundred
+  elements per operand), every call a new (i, j)
 - ``decode``: the attention scores of a 4-layer decoder: each new position's shape is
   called 4 times in a row (one call per layer);
 - ``train``: the tensor product forward + backward (z edges varying, weights and inputs
-  require grad), as a training step of an equivariant layer runs it.
+  require grad), as a training step of an equivariant layer runs it;
+- ``ij,jk->ik 4x4`` and ``bhid,bhjd->bhij 1x2x32x16``: tiny two-operand calls at one shape
+  (the cached call's fixed cost).
 
-Before the clock starts, every method runs the equation at 17 shapes below the first timed
-one: einc plans an equation's first 16 shapes, and runs torch's own einsum op for
-shapes that come after them (einc/runtime/admission.py), so the timed calls measure a
-program whose shapes keep changing, past its start.  Methods are timed in rounds,
-round-robin in a shuffled order; every call of a round gets the next size, so no einc
-call of the timed rounds finds its shape planned (the sizes mostly stay within one
-power-of-two octave, as real edge counts and cache lengths do).  Reported: median
-microseconds per call per method, and einc's ratio to torch.einsum as the median of the
-paired per-round ratios with a 95% interval.  ``EINC_NEW_SHAPES=plan`` makes einc plan
-every new shape, which shows what a plan costs.
+Methods are timed in rounds, round-robin in a shuffled order (each einc method with its
+``EINC_NEW_SHAPES`` set around its batch, the torch-mode batch after ``einc.cache_clear()``,
+so that no plan the default einc made of the same shapes answers it); every call of a
+round gets the next size, so no einc call of the timed rounds finds its shape planned.
+Reported: median microseconds per call per method, and each einc's ratio to
+torch.einsum as the median of the paired per-round ratios with a 95% interval.
 
     python bench/varying.py [--rounds 9 --calls 20 --threads 1]
-    EINC_NEW_SHAPES=plan python bench/varying.py
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -47,7 +49,6 @@ import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 
 import einc  # noqa: E402
-from einc.runtime import admission  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
 from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 
@@ -79,18 +80,40 @@ def _tp(z):
     return [torch.randn(z, 4, 4, 4), torch.randn(z, 4), torch.randn(z, 4, 3)]
 
 
-WORKLOADS = {
-    "zui,zvj->zuvij": (900, _forward("zui,zvj->zuvij", lambda z: [torch.randn(z, 4, 3), torch.randn(z, 4, 3)])),
-    "zuvw,zu,zvj->zwj": (900, _forward("zuvw,zu,zvj->zwj", _tp)),
+def _tiny(n):
+    """The n-th (i, j) pair of 8..104 (97 x 97 pairs: a new shape every call)."""
+    i, j = 8 + n % 97, 8 + (n // 97) % 97
+    return [torch.randn(1, 2, i, 16), torch.randn(1, 2, j, 16)]
+
+
+BOTH, FIXED = ("one shape", "new every call"), ("one shape",)
+WORKLOADS = {   # name: (first size, build, rows)
+    "zui,zvj->zuvij": (900, _forward("zui,zvj->zuvij", lambda z: [torch.randn(z, 4, 3), torch.randn(z, 4, 3)]),
+                       BOTH),
+    "zuvw,zu,zvj->zwj": (900, _forward("zuvw,zu,zvj->zwj", _tp), BOTH),
     "bhid,bhjd->bhij": (128, _forward("bhid,bhjd->bhij",
-                                      lambda j: [torch.randn(1, 8, 1, 64), torch.randn(1, 8, j, 64)])),
+                                      lambda j: [torch.randn(1, 8, 1, 64), torch.randn(1, 8, j, 64)]), BOTH),
+    "bhid,bhjd->bhij tiny": (3000, _forward("bhid,bhjd->bhij", _tiny), BOTH),
     "decode: 4 layers per position": (128, _forward("bhid,bhjd->bhij", lambda j: [torch.randn(1, 8, 1, 64),
-                                                                              torch.randn(1, 8, j, 64)], repeat=4)),
-    "train zuvw,zu,zvj->zwj": (900, _train("zuvw,zu,zvj->zwj", _tp)),
+                                                                              torch.randn(1, 8, j, 64)], repeat=4),
+                                      BOTH),
+    "train zuvw,zu,zvj->zwj": (900, _train("zuvw,zu,zvj->zwj", _tp), BOTH),
+    "ij,jk->ik 4x4": (4, _forward("ij,jk->ik", lambda n: [torch.randn(n, n), torch.randn(n, n)]), FIXED),
+    "bhid,bhjd->bhij 1x2x32x16": (32, _forward("bhid,bhjd->bhij", lambda n: [torch.randn(1, 2, n, 16),
+                                                                          torch.randn(1, 2, n, 16)]), FIXED),
 }
 
-METHODS = {"torch": torch_einsum, "opt_einsum": lambda eq, *ops: opt_einsum.contract(eq, *ops, backend="torch"),
-           "einc": einc.einsum}
+METHODS = {   # name: (function, EINC_NEW_SHAPES around its batch)
+    "torch": (torch_einsum, None),
+    "opt_einsum": (lambda eq, *ops: opt_einsum.contract(eq, *ops, backend="torch"), None),
+    "einc": (einc.einsum, "plan"),
+    "einc torch-mode": (einc.einsum, "torch"),
+}
+
+
+def _setting(value):
+    if value is not None:
+        os.environ["EINC_NEW_SHAPES"] = value
 
 
 def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int = 0) -> dict:
@@ -99,8 +122,10 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
     rng = random.Random(seed)
     samples = {m: [] for m in METHODS}
     size = start
-    for fn in METHODS.values():             # warm up: the equation has run with its first shapes (planned)
-        for n in range(start - admission.STABLE_SHAPES, start + 1):
+    einc.cache_clear()      # no plan of another workload's shapes (decode's are bhid's)
+    for fn, setting in METHODS.values():     # warm up: the equation has run at up to 17 shapes before
+        _setting(setting)
+        for n in range(max(1, start - 16), start + 1):
             build(fn, n)()
     for _ in range(rounds):
         order = list(METHODS)
@@ -108,7 +133,13 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
         sizes = [start] * calls if fixed else list(range(size, size + calls))
         size += 0 if fixed else calls
         for name in order:
-            steps = [build(METHODS[name], n) for n in sizes]     # operands made before the clock starts
+            fn, setting = METHODS[name]
+            steps = [build(fn, n) for n in sizes]     # operands made before the clock starts
+            _setting(setting)
+            if setting == "torch":      # no plan the other einc made of these shapes answers
+                einc.cache_clear()
+            if setting is not None:     # the parse, and a fixed shape's plan, ready again
+                build(fn, sizes[0] if fixed else start - 1)()
             t0 = time.perf_counter()
             for step in steps:
                 step()
@@ -123,23 +154,22 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"EINC_NEW_SHAPES={einc.config.new_shapes()}; "
-          f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
-          f"{args.rounds} rounds x {args.calls} calls; load average {Path('/proc/loadavg').read_text().split()[0]}"
-          if Path("/proc/loadavg").exists() else "")
-    print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc/torch [95% interval] |")
-    print("|---|---|---|---|---|---|")
-    worst = 0.0
-    for name, (start, build) in WORKLOADS.items():
-        for fixed in (True, False):
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    print(f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
+          f"{args.rounds} rounds x {args.calls} calls; load average {load}")
+    print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc torch-mode µs | einc/torch [95%] "
+          "| einc torch-mode/torch [95%] |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (start, build, rows) in WORKLOADS.items():
+        for row in rows:
+            fixed = row == "one shape"
             t = measure(build, start + (0 if fixed else 1), args.rounds, args.calls, fixed)
-            med, lo, hi = ratio_interval(t["einc"], t["torch"])
-            if not fixed:
-                worst = max(worst, med)
-            print(f"| {name} | {'one shape' if fixed else 'new every call'} | {t['torch'].median * 1e6:.0f} | "
-                  f"{t['opt_einsum'].median * 1e6:.0f} | {t['einc'].median * 1e6:.0f} | "
-                  f"{med:.2f} [{lo:.2f}–{hi:.2f}] |", flush=True)
-    print(f"\nworst einc/torch with a new shape every call: {worst:.2f}")
+            cells = [f"{t[m].median * 1e6:.1f}" for m in METHODS]
+            ratios = []
+            for m in ("einc", "einc torch-mode"):
+                med, lo, hi = ratio_interval(t[m], t["torch"])
+                ratios.append(f"{med:.2f} [{lo:.2f}–{hi:.2f}]")
+            print(f"| {name} | {row} | {' | '.join(cells)} | {' | '.join(ratios)} |", flush=True)
     return 0
 
 

@@ -368,6 +368,8 @@ class EinsumFunction(torch.autograd.Function):
         # An inference tensor cannot be saved: a copy of it is (torch's own einsum saves the
         # tensors its decomposition makes of one, not the tensor itself).
         read = [any(needed[:j]) or any(needed[j + 1:]) for j in range(len(operands))]
+        if ctx.call.traced and any(needed):     # a traced backward runs the call again: every operand
+            read = [True] * len(operands)
         ctx.save_for_backward(*[(o.clone() if o.is_inference() else o) if r else None
                                 for o, r in zip(operands, read)])
         ctx.reads = any(read)     # else the backward asks for nothing saved: it may run twice, as torch's
@@ -381,6 +383,8 @@ class EinsumFunction(torch.autograd.Function):
             return (None,) * (1 + n)
         call = ctx.call
         saved = ctx.saved_tensors if ctx.reads else (None,) * n
+        if call.traced and not grad_enabled() and not transforms_active():     # (double backward: einsums)
+            return (None, *_traced_backward(call, saved, grad_out, ctx.needs_input_grad[1:]))
         grads = operand_grads(call.eq, saved, grad_out, ctx.needs_input_grad[1:],
                               lambda text, *ops: call.contract(text, *ops, gradient=True), ctx.shapes, ctx.dtypes)
         return (None, *grads)
@@ -392,6 +396,15 @@ class EinsumFunction(torch.autograd.Function):
     @staticmethod
     def vmap(info, in_dims, call, *operands):
         return batched(call.eq, in_dims[1:], operands, call.contract)
+
+
+def _traced_backward(call: Call, operands, grad_out, needed):
+    """The custom op's gradients (a compiled or traced graph's backward): one call of
+    ``einc::einsum_backward``, which runs the call again with autograd at run time, so that
+    their bits are the eager call's."""
+    grads = iter(torch.ops.einc.einsum_backward.default(
+        call.eq.text, list(operands), grad_out, list(needed), *call.options.to_op()))
+    return [next(grads) if n else None for n in needed]
 
 
 # torch binds every apply's arguments to forward's signature where setup_context is

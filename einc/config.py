@@ -42,10 +42,11 @@ accepted.  An empty value counts as unset.
                        more than a second) raises :class:`~einc.errors.MemoryLimitError`;
                        a positive number (default 100), or ``off`` to run whatever it
                        costs.
-``EINC_NEW_SHAPES``    what a shape does that is new to an equation einc has already
-                       planned at 16 shapes: ``torch`` (default) runs torch's own einsum
-                       op, every time (see ``runtime/admission.py``); ``plan`` plans it,
-                       so every call runs einc's plan.
+``EINC_NEW_SHAPES``    which calls einc plans: ``plan`` (default) plans every call, each
+                       new shape on its first call; ``torch`` gives a call of at most
+                       2**20 multiply-adds to torch's own einsum op, every time, so a
+                       shape that changes every call costs no plan (a rule on the call,
+                       never on what ran before: see ``runtime/admission.py``).
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -183,13 +184,13 @@ def backend() -> str:
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
 
 
-NEW_SHAPES = ("torch", "plan")
+NEW_SHAPES = ("plan", "torch")
 
 
 def new_shapes() -> str:
-    """``EINC_NEW_SHAPES``: ``torch`` (default) or ``plan`` (any case)."""
-    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "torch (an equation planned at 16 shapes runs torch's einsum op "
-                   "for new ones) or plan (every shape is planned)")
+    """``EINC_NEW_SHAPES``: ``plan`` (default) or ``torch`` (any case)."""
+    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "plan (every call is planned) or torch (a call of at most 2**20 "
+                   "multiply-adds runs torch's einsum op, every time)")
 
 
 SELECT = ("auto", "learn", "measure", "model", "blas", "kernel")

@@ -13,9 +13,11 @@ str memory_limit) -> Tensor``:
   gets the same plans and kernels as eager code, and a new shape under
   ``dynamic=True`` is one more cache entry, not a recompile;
 - its Autograd kernel applies :class:`einc.autograd.EinsumFunction` (the one eager
-  calls use, told by its ``Call`` that it is traced), whose gradient einsums are again
-  calls of the op, so training graphs trace through it (the batching rule is
-  registered for the op too);
+  calls use, told by its ``Call`` that it is traced), whose backward is one call of
+  ``einc::einsum_backward`` (the call again with autograd, at run time: the eager
+  call's gradients, bit for bit) and, for double backward and torch.func transforms,
+  gradient einsums that are again calls of the op, so training graphs trace through
+  it (the batching rule is registered for the op too);
 - inductor treats it as an extern call and compiles the rest of the graph around it.
 
 This was chosen over tracing einc's own Python at compile time because it needs no
@@ -176,6 +178,29 @@ def _result_dtype(equation, types, shapes, optimize, memory_limit):
     return _impl(equation, probes, optimize, memory_limit).dtype
 
 
+# The gradients of a traced call (AOTAutograd's, make_fx's backward): the same call again
+# with autograd, at run time, so that a compiled or traced backward gives the bits the eager
+# call's backward gives (autograd through the plan's own ops where the eager call records
+# them; gradient einsums summed in their own order would round differently).
+_lib.define("einsum_backward(str equation, Tensor[] operands, Tensor grad, bool[] needed, str optimize, "
+            "str memory_limit) -> Tensor[]")
+
+
+def _backward(equation, operands, grad, needed, optimize, memory_limit):
+    with torch.enable_grad():
+        leaves = [o.detach().requires_grad_(n) for o, n in zip(operands, needed)]
+        out = autograd.einsum(parse(equation), leaves, Options.from_op(optimize, memory_limit))
+        wanted = [x for x, n in zip(leaves, needed) if n]
+        grads = torch.autograd.grad(out, wanted, grad, allow_unused=True)
+    return [torch.zeros_like(x) if g is None else g.contiguous() for x, g in zip(wanted, grads)]
+
+
+_lib.impl("einsum_backward", _backward, "CompositeExplicitAutograd")
+torch.library.register_fake(
+    "einc::einsum_backward", lambda equation, operands, grad, needed, optimize, memory_limit:
+    [o.new_empty(o.shape) for o, n in zip(operands, needed) if n], lib=_lib)
+
+
 def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
     call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
     out, dim = autograd.batched(call.eq, in_dims[1], operands, call.contract)
@@ -185,5 +210,15 @@ def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
 torch.library.register_vmap("einc::einsum", _vmap, lib=_lib)
 
 engine.register("traced", _result_dtype.cache_info, _result_dtype.cache_clear)
+
+
+def _symbolic(eq, operands, options):
+    """A call with symbolic sizes (``make_fx``'s symbolic tracing): the op, whose fake kernel
+    gives the result's symbolic shape and which runs einc's plan at run time, as the same
+    call run eagerly does (torch's einsum there would sum in another order)."""
+    return einsum_op(eq.text, list(operands), *options.to_op())
+
+
+engine.on_symbolic(_symbolic)
 
 __all__ = ["einsum_op", "traced_einsum"]

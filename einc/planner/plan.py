@@ -142,27 +142,27 @@ def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
 # ----------------------------------------------------------------------- the path
 
 def _path(graph: ContractionGraph, options: Options):
-    """``(path, sizes, notes)``: the path, where it was found for other sizes of the same
-    size class (:func:`size_class`) and reused, those sizes (else None), and what the
-    search says of itself (einc's default past dynamic programming's reach)."""
+    """``(path, notes)``: the path, and what the search says of itself (einc's default past
+    dynamic programming's reach).  A path is searched for the call's own sizes and kept
+    for them: never one found for other sizes, so that the order a call sums in is a
+    function of the call, whatever shapes came first."""
     fn, path = options.resolve()
     n = graph.num_operands
     if n == 1:
-        return ((0,),), None, ()
+        return ((0,),), ()
     if path == LEFT_TO_RIGHT:
-        return left_to_right(n), None, ()
+        return left_to_right(n), ()
     if path is not None:
-        return path, None, ()
+        return path, ()
     if n == 2:
-        return ((0, 1),), None, ()          # the only order there is
+        return ((0, 1),), ()          # the only order there is
     key = None
     if options.memory_limit is None and options.optimize == "auto":
-        # einc's default search, kept for the size class: a strategy the caller names
-        # ("optimal", "dp", ...) searches every shape, as it promises that shape's path
-        key = (graph.inputs, graph.output, size_class(graph.sizes), options.optimize)
+        # einc's default search, kept for these sizes (another layout or dtype of the shape)
+        key = (graph.inputs, graph.output, graph.sizes, options.optimize)
         found = _PATHS.get(key)
         if found is not None:
-            return found[0], (found[1] if found[1] != graph.sizes else None), found[2]
+            return found
     if isinstance(options.optimize, str):
         # einc's own searches get int labels: their hashes, unlike strings', are the same
         # in every process, so set iteration order (which breaks ties in greedy searches)
@@ -190,10 +190,10 @@ def _path(graph: ContractionGraph, options: Options):
     notes = tuple(r.text() for r in reports)
     if key is not None:
         with _PATHS_LOCK:
-            _PATHS[key] = (path, graph.sizes, notes)
+            _PATHS[key] = (path, notes)
             while len(_PATHS) > PATH_CACHE_SIZE:
                 _PATHS.popitem(last=False)
-    return path, None, notes
+    return path, notes
 
 
 def max_input(graph: ContractionGraph) -> int:
@@ -213,23 +213,7 @@ def left_to_right(n: int) -> tuple:
     return ((0, 1),) + tuple((0, n - 1 - s) for s in range(1, n - 1)) if n > 1 else ((0,),)
 
 
-def size_class(sizes) -> tuple[int, ...]:
-    """The class of each size for reusing a path: 0, 1, or the power of two it lies below
-    (``bit_length``), so sizes within the same octave share a class.
-
-    A new shape of a known equation (a graph network's edge count, a growing key/value
-    cache) whose sizes all stay in their class reuses the path found for the first
-    shape of the class instead of searching again; ``explain`` says so.  Within an
-    octave the reused order's cost is within a small factor of the optimum, where
-    a search would cost a plan's worth of time on every new shape.
-
-    >>> size_class((0, 1, 2, 3, 4, 1000, 1023, 1024))
-    (0, 1, 2, 2, 3, 10, 10, 11)
-    """
-    return tuple(s.bit_length() if s > 1 else s for s in sizes)
-
-
-PATH_CACHE_SIZE = 4096      # paths kept per (equation, size class, strategy); the oldest go first
+PATH_CACHE_SIZE = 4096      # paths kept per (equation, sizes, strategy); the oldest go first
 _PATHS: OrderedDict = OrderedDict()
 _PATHS_LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_PATHS_LOCK._at_fork_reinit)   # a fork while another thread holds it
@@ -253,7 +237,7 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     ['contract', 'contract']
     """
     options = options or Options.of()
-    path, found_for, searched = _path(graph, options)
+    path, notes = _path(graph, options)
     n = graph.num_operands
     sizes = graph.sizes
     live = list(range(n))                   # value ids, in opt_einsum's list order
@@ -288,9 +272,6 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
     flops = sum(s.flops for s in steps)
     largest = max(s.size for s in steps)
-    notes = searched + (() if found_for is None else (
-        f"Path reused: found for sizes {found_for} and kept for these sizes {graph.sizes}, which lie in the "
-        "same size class (each 0, 1 or in the same power-of-two octave); a new class searches again",))
     return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest,
                 notes=notes)
 

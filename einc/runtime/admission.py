@@ -1,129 +1,156 @@
-"""Which shapes are planned: an equation's first shapes are; once its shapes keep
-changing, a new shape runs torch's own einsum op instead.
+"""Which calls einc plans, and which torch's own einsum op answers: a rule on the call
+itself, never on what ran before it.
 
-einc keys plans by exact shapes.  Real code changes shapes all the time -- a graph
-network's edge count differs every batch, a key/value-cached decoder has one more
-position every step -- and planning a shape (the graph, the plan, the executor's step
-functions) costs several times torch.einsum's whole call, which a shape that is called
-only a few times never repays.  So an equation's first :data:`STABLE_SHAPES` shapes (per
-canonical equation, options, device, layout, dtypes and ranks: a *family*) are planned
-on their first call, as always -- a fixed batch, a last short batch, a few sequence
-lengths -- and from then on a call whose shape the family has not planned runs
-``torch._VF.einsum``: torch's einsum op itself (never the ``torch.einsum`` attribute,
-which a user may have made einc), given, for three or more operands, the path einc
-planned for the family's size class (:func:`einc.planner.plan.size_class`), so it pays no path
-search where torch.einsum runs one on every call (under a strategy the caller names,
-``"optimal"``, ``"greedy"``, ..., the path opt_einsum's search of that strategy finds for
-the shape, as torch.einsum would find it).  That is exactly torch.einsum's result
-(its ops, its dtype), made a fresh contiguous tensor as einc's results are (with
-``layout="any"``, a fresh dense one: torch's order kept where it is dense).
+einc keys plans by exact shapes, and the answer of a call -- which backend runs it and in
+what order it sums -- is a function of the call alone: its equation, shapes, strides,
+dtypes, device, options and einc's settings.  So the same operands give the same bits
+in every process, whatever shapes came first, and eagerly, traced (``make_fx``, real,
+fake or symbolic), under ``torch.compile`` (the custom op runs :func:`einc.runtime.engine.run`)
+or recomputed by ``torch.utils.checkpoint``.
 
-The choice is made per shape (and memory layout: a shape in several layouts counts once
-among the 16, and a new layout past them runs torch's op) and never changes: a shape is
-planned on its first call or never (while its plan stays in the cache), so the same call gives the same bits every
-time, and a ``torch.utils.checkpoint`` recomputation runs the ops its forward ran.
-Shapes that are not planned never fill the plan cache, so a long generation does not
-evict the plans that recur.  ``EINC_NEW_SHAPES=plan`` plans every shape (the
-differential fuzzer runs so, to test einc's executors on every case).
+``EINC_NEW_SHAPES`` says how the rule reads:
 
-Always planned: an equation's first shapes (above), equations whose plan runs generated
-kernels (the kernels are what such an entry is for, and the kernel tests must run them),
-calls with a ``memory_limit`` (sliced plans), a ``PathOptimizer`` object, operands of a
-size class the family has no path for (three or more operands), operands with a size 0
-(a sum over an index of size 0 is zeros in einc, whatever the other operands hold),
-narrow integer operands (einc contracts them exactly where the result is int64; torch's
-op may wrap), and calls torch refuses
-(planning then raises einc's own error, which names the operand, index and sizes).
+- ``plan`` (the default): every call is planned, each new shape on its first call; the
+  plan cache (``EINC_CACHE_SIZE``) bounds the memory this takes.  A new shape costs a
+  plan (on a CPU about 0.1-0.2 ms for two operands), so code whose shapes change every call
+  (a graph network's edge count, a key/value-cached decoder's length) pays it on
+  every call there;
+- ``torch``: a call of at most :data:`SMALL_CALL` multiply-adds (the product of its index
+  sizes) runs ``torch._VF.einsum`` -- torch's einsum op itself, never the
+  ``torch.einsum`` attribute, which a user may have made einc -- every time, and is never
+  planned nor cached, so a new shape costs torch's own call; larger calls are planned.
+  For three or more operands torch's op gets einc's path for the call's size class
+  (each size 0, 1 or in the same power-of-two octave: the planner searches a class once,
+  at sizes of its own, :func:`class_sizes`), or under a strategy the
+  caller names (``"greedy"``, ``"optimal"``, ...) opt_einsum's path of that strategy for
+  the shape, as torch.einsum finds it.  The result is exactly torch.einsum's, made a
+  fresh contiguous tensor as einc's results are (with ``layout="any"``, a fresh dense
+  one: torch's order kept where it is dense).  The setting is read where no
+  plan is cached (a small call never leaves one, scaled or not): call ``einc.cache_clear()``
+  after changing it.
+
+Under ``torch`` these calls are planned at any size: calls whose plan runs generated
+kernels (the kernels are what such an entry is for), calls with a ``memory_limit``
+(sliced plans), a ``PathOptimizer`` object, operands with a size 0 (a sum over an
+index of size 0 is zeros in einc, whatever the other operands hold), narrow integer
+operands (einc contracts them exactly where the result is int64; torch's op may wrap),
+and calls torch refuses (planning then raises einc's own error, which names the
+operand, index and sizes).
 """
 
 from __future__ import annotations
 
-import os
-import threading
+import math
 
 import opt_einsum
 import torch
 
 from .. import config
-from ..planner.plan import size_class
+from ..planner import plan_for
+from . import dispatch
+from .cache import LRUCache
 from .dtypes import INT64_EXACT
 
 _non_overlapping_and_dense = torch.ops.aten.is_non_overlapping_and_dense.default
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
-STABLE_SHAPES = 16      # shapes planned per family before new ones run torch's op
-MAX_FAMILIES = 16384    # families remembered (each a few hundred bytes); beyond, the oldest is forgotten
+SMALL_CALL = 2 ** 20    # multiply-adds at most which, under EINC_NEW_SHAPES=torch, torch's op answers a call
 
-_families: dict = {}    # family -> [torch's equation text, {size class: flat path} or None, {shapes planned}]
-_lock = threading.Lock()
-os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
-
-
-def _family(key):
-    canonical, options, layout, operands = key
-    return canonical, options, operands[0][2], layout, tuple([(len(s), d) for s, d, *_ in operands])
+# einc's path per (canonical equation, options, size class): a function of the class alone
+# (searched once, at the class's own sizes: class_sizes), so a bounded memo of it.
+_paths = LRUCache(4096)
 
 
-def _dims_class(key):
-    return size_class([s for shape, *_ in key[3] for s in shape])
+def small_call(eq, operands, options):
+    """torch's einsum of ``operands`` where ``EINC_NEW_SHAPES=torch`` gives this call to
+    torch's op (see the module's docstring), else None (plan it)."""
+    if options.memory_limit is not None or config.new_shapes() != "torch" or not _reusable(options.optimize):
+        return None
+    work = _work(eq, operands)
+    # Planned: generated kernels are what a kernel entry is for.
+    if work is None or work > SMALL_CALL or \
+            dispatch.decide(operands[0].device.type, [o.dtype for o in operands])[0] != "torch":
+        return None
+    text = _texts.get(eq.text)
+    if text is None:
+        if len(_texts) >= 4096:     # a stream of ever-new equations: start again
+            _texts.clear()
+        text = _texts[eq.text] = eq.torch_text
+    try:
+        if len(operands) < 3 or options.optimize is False:
+            result = _einsum(text, list(operands))      # torch's left-to-right order is einc's
+        else:
+            path = _path(eq, operands, options, text)
+            if path is None:
+                return None
+            result = _einsum(text, list(operands), path=path)
+    except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
+        return None
+    return _fresh(result, operands) if options.result_layout() == "contiguous" else _dense(result, operands)
 
 
-def planned(key, eq, plan, layout="contiguous") -> None:
-    """Record that ``key`` was planned (its family's count, and its size class's path), and
-    the result layout (``"contiguous"`` or ``"any"``) the family's unplanned shapes take."""
-    options = key[1]
-    if plan.slicing is not None or options.memory_limit is not None or not _reusable(options.optimize):
-        return
-    n = plan.num_operands
-    if n >= 3 and any(len(c) != 2 for c in plan.path):     # torch takes a path of pairs only
-        return
-    ordered = n >= 3 and options.optimize is not False     # else torch's left-to-right order is einc's
-    # A strategy the caller names ("optimal", "greedy", ...) is asked for each new shape's
-    # path (opt_einsum's search, as torch.einsum runs it on every call): no path is kept.
-    searched = ordered and isinstance(options.optimize, str) and options.optimize != "auto"
-    with _lock:
-        family = _families.get(_family(key))
-        if family is None:
-            while len(_families) >= MAX_FAMILIES:   # the oldest forgotten: it plans 16 shapes again
-                del _families[next(iter(_families))]
-            paths = options.optimize if searched else {} if ordered else None
-            family = _families[_family(key)] = [eq.torch_text, paths, set(), layout]
-        if ordered and not searched:
-            family[1][_dims_class(key)] = tuple(i for pair in plan.path for i in pair)
-        if len(family[2]) < STABLE_SHAPES:      # (a shape in another layout counts once)
-            family[2].add(tuple(shape for shape, *_ in key[3]))
+_texts: dict = {}       # equation text -> torch's spelling of it (eq.torch_text is worked out anew each time)
+
+
+def _work(eq, operands):
+    """The call's multiply-adds: the product of its index sizes (an ellipsis's dimensions
+    indices of their own, broadcast); None where einc plans the call whatever its size: a
+    size 0 (a sum over an index of size 0 is zeros in einc, where torch's op may give NaN
+    beside an inf), narrow integers (contracted exactly, where torch's op may wrap), a
+    symbolic size, shapes that do not fit ``eq`` (planning raises einc's error)."""
+    sizes: dict = {}
+    for labels, o in zip(eq.inputs, operands):
+        shape = o.shape
+        if o.dtype in INT64_EXACT:
+            return None
+        if "..." in labels:
+            at = labels.index("...")
+            width = len(shape) - len(labels) + 1
+            labels = labels[:at] + tuple(f"...{width - k}" for k in range(width)) + labels[at + 1:]
+        if len(labels) != len(shape):
+            return None
+        for label, n in zip(labels, shape):
+            if n.__class__ is not int or n == 0:
+                return None
+            if sizes.get(label, 1) == 1:
+                sizes[label] = n
+    return math.prod(sizes.values())
+
+
+def _path(eq, operands, options, text):
+    """The flat path torch's op gets for three or more operands: einc's for the call's size
+    class, or the named strategy's for this shape; None where einc's path is not one
+    torch takes (a step of one or of three operands)."""
+    optimize = options.optimize
+    if isinstance(optimize, tuple):
+        pairs = optimize
+    elif optimize == "auto":
+        shapes = [class_sizes(o.shape) for o in operands]
+        key = (eq.canonical, options, tuple(shapes))
+        pairs = _paths.get(key)
+        if pairs is None:
+            pairs = _paths.get_or_build(key, lambda: plan_for(eq, shapes, options).path)
+    else:       # the caller's strategy: this shape's path, as torch.einsum searches it
+        pairs = opt_einsum.contract_path(text, *[o.shape for o in operands], shapes=True, optimize=optimize)[0]
+    if any(len(c) != 2 for c in pairs):
+        return None
+    return [i for pair in pairs for i in pair]
+
+
+def class_sizes(sizes) -> tuple[int, ...]:
+    """The sizes a size class's path is searched at: 0 and 1 as they are, and the middle of
+    each power-of-two octave (3 for 2-3, 6 for 4-7, 768 for 512-1023): within an octave
+    the path's cost is within a small factor of the optimum, where a search on every new
+    shape would cost what a plan costs.
+
+    >>> class_sizes((0, 1, 2, 3, 4, 1000))
+    (0, 1, 3, 3, 6, 768)
+    """
+    return tuple(s if s <= 1 else 3 << (s.bit_length() - 2) for s in sizes)
 
 
 def _reusable(optimize) -> bool:
     """A strategy name, False (left to right) or an explicit path: the same for every shape."""
     return optimize is False or isinstance(optimize, (str, tuple))
-
-
-def unplanned(key, operands):
-    """torch's einsum of ``operands`` where ``key`` is a shape its family does not plan
-    (see the module's docstring), else None (plan it)."""
-    family = _families.get(_family(key))
-    if family is None or len(family[2]) < STABLE_SHAPES or config.new_shapes() == "plan":
-        return None
-    for shape, dtype, *_ in key[3]:
-        # Planned: a sum over an index of size 0 is zeros, where torch's op may give NaN
-        # beside an inf; narrow integers are contracted exactly, where torch's op may wrap.
-        if 0 in shape or dtype in INT64_EXACT:
-            return None
-    text, paths, _, layout = family
-    try:
-        if paths is None:
-            result = _einsum(text, list(operands))
-        elif isinstance(paths, str):        # the caller's strategy: this shape's path
-            path = opt_einsum.contract_path(text, *[o.shape for o in operands], shapes=True, optimize=paths)[0]
-            result = _einsum(text, list(operands), path=[i for pair in path for i in pair])
-        else:
-            path = paths.get(_dims_class(key))
-            if path is None:        # a size class without a path: plan it (and so find one)
-                return None
-            result = _einsum(text, list(operands), path=list(path))
-    except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
-        return None
-    return _fresh(result, operands) if layout == "contiguous" else _dense(result, operands)
 
 
 def einsum(text: str, operands):
@@ -138,9 +165,10 @@ def fresh_einsum(text: str, operands):
 
 def _fresh(result, operands):
     """``result`` as a contiguous tensor that shares no memory with an operand (torch's einsum
-    may return a permuted view, or a view of an operand: ``ij->ji``, ``ii->i``)."""
+    may return a permuted view, or a view of its one operand: ``ij->ji``, ``ii->i``; of two
+    or more it multiplies, which makes a new tensor, so only one operand is compared)."""
     result = result.contiguous()
-    if result.numel() and any(_is_alias_of(result, o) for o in operands):
+    if len(operands) == 1 and result.numel() and _is_alias_of(result, operands[0]):
         result = result.clone()
     return result
 
@@ -148,11 +176,11 @@ def _fresh(result, operands):
 def _dense(result, operands):
     """``result`` as a dense, non-overlapping tensor that shares no memory with an operand,
     in torch's order where it is one (``layout="any"``): torch's einsum may return a
-    permuted view of its last product (kept), or a view of an operand (copied, with its
-    strides where it is dense: ``ij->ji``; a diagonal, ``ii->i``, contiguous)."""
+    permuted view of its last product (kept), or a view of its one operand (copied, with
+    its strides where it is dense: ``ij->ji``; a diagonal, ``ii->i``, contiguous)."""
     if not _non_overlapping_and_dense(result):
         return _fresh(result, operands)
-    if result.numel() and any(_is_alias_of(result, o) for o in operands):
+    if len(operands) == 1 and result.numel() and _is_alias_of(result, operands[0]):
         return result.clone()
     return result
 
@@ -168,8 +196,8 @@ _unwrapped = torch._C._functorch.get_unwrapped
 
 def _innermost(t):
     """``t`` without its torch.func wrappers (vmap's, grad's): the alias test on a wrapper
-    says no for a view torch's einsum made of a wrapped operand (``vmap`` of ``ij->ij``
-    past the planned shapes returned a view of the caller's tensor)."""
+    says no for a view torch's einsum made of a wrapped operand (``vmap`` of a small
+    ``ij->ij`` returned a view of the caller's tensor)."""
     while _wrapped(t):
         t = _unwrapped(t)
     return t
@@ -180,8 +208,8 @@ def _is_alias_of(a, b) -> bool:
 
 
 def clear() -> None:
-    with _lock:
-        _families.clear()
+    _paths.clear()
+    _texts.clear()
 
 
-__all__ = ["planned", "unplanned", "clear", "STABLE_SHAPES"]
+__all__ = ["small_call", "einsum", "fresh_einsum", "clear", "SMALL_CALL"]

@@ -5,7 +5,10 @@ custom op all end here.  :func:`run` is the hot path: build the key (canonical e
 options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
 :func:`entry_for`.  Calls no plan serves get torch's own einsum: a sparse first operand
-or operands on several devices (on a miss), symbolic sizes (the key does not hash).
+or operands on several devices (on a miss), and under ``EINC_NEW_SHAPES=torch`` small
+calls (:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
+Symbolic sizes (the key does not hash) become one call of the custom op, which runs this
+engine on the sizes it meets at run time (:func:`on_symbolic`).
 
 The module also owns :func:`cache_info` and :func:`cache_clear` over every cache einc
 keeps: modules above the runtime (autograd, the custom op) register theirs here.
@@ -45,26 +48,50 @@ def run(eq: Equation, operands, options: Options):
     try:
         entry = _plans.get(key)
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
-        return torch_op(eq, operands)
+        return symbolic(eq, operands, options)
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
-        result = admission.unplanned(key, operands)     # an equation whose shapes keep changing: torch's op
+        result = admission.small_call(eq, operands, options)    # EINC_NEW_SHAPES=torch: a small call is torch's
         if result is not None:
             return result
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
+        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return entry.run(operands)
 
 
 def torch_op(eq: Equation, operands):
     """torch's own einsum of ``operands``, as a fresh contiguous tensor: for calls no plan
-    can serve -- symbolic sizes (``make_fx``'s symbolic tracing), ``functionalize``."""
+    can serve (``functionalize``, which has no rule for einc's autograd Function)."""
     return admission.fresh_einsum(eq.torch_text, operands)
+
+
+_symbolic_door = None       # (eq, operands, options) -> the custom op's call: set by einc.custom_op
+
+
+def on_symbolic(door) -> None:
+    """Set what a call with symbolic sizes becomes: the custom op ``einc::einsum``, so that a
+    graph traced with symbolic sizes (``make_fx(..., tracing_mode="symbolic")``) runs
+    einc's plan for the sizes it meets at run time, as the same call run eagerly does."""
+    global _symbolic_door
+    _symbolic_door = door
+
+
+def symbolic(eq: Equation, operands, options: Options):
+    """A call whose sizes are symbolic: one call of the custom op (torch's op where it is not
+    defined)."""
+    if _symbolic_door is None:
+        return torch_op(eq, operands)
+    return _symbolic_door(eq, operands, options)
 
 
 def run_scaled(eq: Equation, operands, options: Options, scale: float):
     """:func:`run` times ``scale``, applied in the last generated kernel's epilogue where one
-    runs the last step (else by one multiply after it)."""
+    runs the last step (else by one multiply after it).  A call torch's op answers
+    (:func:`unplanned`) is that times ``scale``, and makes no entry: an entry would answer
+    the same call without a scale from then on."""
+    result = unplanned(eq, operands, options)
+    if result is not None:
+        return result * scale
     return entry(eq, operands, options).run(operands, scale)
 
 
@@ -78,13 +105,13 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key))
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return found
 
 
 def unplanned(eq: Equation, operands, options: Options):
-    """torch's einsum of ``operands`` where their shape is one einc does not plan (see
-    :mod:`einc.runtime.admission`), else None."""
+    """torch's einsum of ``operands`` where the call is one einc does not plan (see
+    :mod:`einc.runtime.admission`; the custom op's call for symbolic sizes), else None."""
     try:
         key = _key(eq, operands, options)
     except (AttributeError, IndexError):
@@ -93,10 +120,10 @@ def unplanned(eq: Equation, operands, options: Options):
         if _plans.peek(key) is not None:
             return None
     except TypeError:                   # symbolic sizes, as in run
-        return torch_op(eq, operands)
+        return symbolic(eq, operands, options)
     if _torch_own(operands[0], operands):
         return admission.einsum(eq.torch_text, operands)
-    return admission.unplanned(key, operands)
+    return admission.small_call(eq, operands, options)
 
 
 def _torch_own(first, operands) -> bool:
@@ -160,14 +187,11 @@ def check_settings() -> None:
         setting()
 
 
-def _compile(eq: Equation, operands, options: Options, key) -> Entry:
+def _compile(eq: Equation, operands, options: Options) -> Entry:
     check_operands(eq, operands)
     check_settings()
     plan = plan_for(eq, [o.shape for o in operands], options)
-    built = entry_for(eq, plan, operands, options)
-    if built.backend == "torch":    # generated kernels are what a kernel entry is for: plan them
-        admission.planned(key, eq, plan, options.result_layout())
-    return built
+    return entry_for(eq, plan, operands, options)
 
 
 # ----------------------------------------------------------------------- every cache
@@ -232,5 +256,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "cached_entry", "check_operands", "check_settings", "check_count",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "cached_entry",
+           "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

@@ -26,8 +26,9 @@ import einc
 
 @pytest.fixture(autouse=True)
 def _plan_every_shape(monkeypatch):
-    """Every case runs einc's own plan: a new shape of an equation drawn before would run
-    torch's op on its first call (runtime/admission.py), which needs no fuzzing."""
+    """Every case runs einc's own plan, whatever the environment says: under
+    EINC_NEW_SHAPES=torch a small call would run torch's op (runtime/admission.py), which
+    needs no fuzzing."""
     monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
 
 

@@ -25,8 +25,8 @@ ROLES = ("batch", "m", "n", "k")
 
 @pytest.fixture(autouse=True)
 def _plan_every_shape(monkeypatch):
-    """Every call runs einc's own plan (a new shape of an equation planned before could
-    run torch's op: runtime/admission.py)."""
+    """Every call runs einc's own plan, whatever the environment says (under
+    EINC_NEW_SHAPES=torch a small call would run torch's op: runtime/admission.py)."""
     monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
 
 

@@ -1,0 +1,178 @@
+"""One answer per call: the same operands give the same bits whether einc is called
+eagerly, traced by ``make_fx`` (real, fake, symbolic) or ``aot_function``, compiled with
+``torch.compile(fullgraph=True)``, or called after many other shapes -- forward and
+gradients, over the fuzzer's equations (einc/runtime/admission.py states the rule: the
+answer is a function of the call, never of what ran before)."""
+
+import random
+
+import fuzz
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import einc
+from einc.runtime import admission
+
+SEEDS = range(40)
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+def _cases(seeds):
+    """Fuzzer cases of float dtypes that torch.einsum answers, with their operands."""
+    found = []
+    for seed in seeds:
+        case = fuzz.make_case(random.Random(seed), dtypes=DTYPES, max_operands=4)
+        ops = fuzz.operands(case, seed)
+        try:
+            torch.einsum(case.oracle_equation, *ops)
+        except Exception:       # noqa: BLE001 - a call torch refuses has no answer to compare
+            continue
+        found.append((case, ops))
+    return found
+
+
+CASES = _cases(SEEDS)
+
+
+def _forward(case):
+    return lambda *ops: einc.einsum(*case.args(ops))
+
+
+def _gradients(case):
+    """The gradients of ``(einsum * weight).sum()`` with respect to every operand."""
+    def grads(weight, *ops):
+        out = einc.einsum(*case.args(ops))
+        return torch.autograd.grad((out * weight).sum(), ops, allow_unused=True)
+    return grads
+
+
+def _leaves(ops):
+    return [o.detach().clone().requires_grad_() for o in ops]
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None or b is None:
+        return a is None and b is None or (a if b is None else b).abs().max() == 0
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def test_the_fuzzer_draws_enough_cases():
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "torch"])
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_make_fx_graphs_give_the_eager_bits(mode, new_shapes, monkeypatch):
+    """A graph traced with real, fake or symbolic tensors, run on the operands, gives what
+    the eager call gives, forward and gradients (with symbolic sizes the graph holds the
+    custom op, which runs einc's plan at run time, not torch's einsum)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    for case, ops in CASES:
+        expected = _forward(case)(*ops)
+        graph = make_fx(_forward(case), tracing_mode=mode)(*ops)
+        assert _same(graph(*ops), expected), (mode, case.equation, case.shapes)
+        weight = torch.rand(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(1))
+        leaves = _leaves(ops)
+        grads = _gradients(case)(weight, *leaves)
+        traced = make_fx(_gradients(case), tracing_mode=mode)(weight, *_leaves(ops))
+        assert _same(traced(weight, *leaves), grads), (mode, "gradients", case.equation, case.shapes)
+
+
+def test_a_symbolic_trace_holds_einc_s_op():
+    a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
+    graph = make_fx(lambda a, b: einc.einsum("bhid,bhjd->bhij", a, b), tracing_mode="symbolic")(a, b)
+    targets = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+    assert targets == {"einc.einsum.default"}, targets
+    c, d = torch.randn(1, 2, 30, 16), torch.randn(1, 2, 7, 16)       # other sizes: the same graph
+    assert torch.equal(graph(c, d), einc.einsum("bhid,bhjd->bhij", c, d))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_calls_give_the_eager_bits(backend):
+    """torch.compile(fullgraph=True): the custom op runs einc's plan at run time; forward
+    and gradients equal the eager call's."""
+    torch._dynamo.reset()
+    for case, ops in CASES[:12]:
+        expected = _forward(case)(*ops)
+        weight = torch.rand(expected.shape, dtype=expected.dtype, generator=torch.Generator().manual_seed(1))
+        leaves = _leaves(ops)
+        grads = _gradients(case)(weight, *leaves)
+        compiled = torch.compile(_forward(case), fullgraph=True, backend=backend, dynamic=False)
+        assert _same(compiled(*ops), expected), (backend, case.equation, case.shapes)
+        mine = _leaves(ops)
+        out = compiled(*mine)
+        if out.requires_grad:
+            assert _same(torch.autograd.grad((out * weight).sum(), mine, allow_unused=True), grads), \
+                (backend, "gradients", case.equation, case.shapes)
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "torch"])
+def test_a_call_gives_the_same_bits_after_a_thousand_other_shapes(new_shapes, monkeypatch):
+    """The backend and order are a function of the call: the first call of a process and
+    the same call after a thousand other shapes of its equation (and every fuzzer case)
+    agree, bit for bit."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    eqs = {
+        "bhid,bhjd->bhij": lambda n: [torch.randn(1, 2, n, 16), torch.randn(1, 2, n + 3, 16)],
+        "bgoxy,bgckxy->gock": lambda n: [torch.randn(2, 3, 4, n, 6), torch.randn(2, 3, 5, 2, n, 6)],
+        "zuvw,zu,zvj->zwj": lambda n: [torch.randn(n, 3, 4, 5), torch.randn(n, 3), torch.randn(n, 4, 2)],
+    }
+    probes = {eq: make(40) for eq, make in eqs.items()}
+    first = {eq: einc.einsum(eq, *ops) for eq, ops in probes.items()}
+    fuzzed = [_forward(case)(*ops) for case, ops in CASES]
+    einc.cache_clear()
+    for n in range(1, 1001):
+        eq = list(eqs)[n % len(eqs)]
+        einc.einsum(eq, *eqs[eq](1 + n % 340))
+    for eq, ops in probes.items():
+        assert torch.equal(einc.einsum(eq, *ops), first[eq]), eq
+    for (case, ops), expected in zip(reversed(CASES), reversed(fuzzed)):
+        assert _same(_forward(case)(*ops), expected), (case.equation, case.shapes)
+
+
+def test_gradients_after_other_shapes_and_under_checkpoint_agree():
+    eq = "bgoxy,bgckxy->gock"
+    make = lambda n: [torch.randn(2, 3, 4, n, 6), torch.randn(2, 3, 5, 2, n, 6)]   # noqa: E731
+    ops = make(9)
+    leaves = _leaves(ops)
+    first = torch.autograd.grad(einc.einsum(eq, *leaves).tanh().sum(), leaves)
+    for n in range(10, 60):
+        einc.einsum(eq, *make(n))
+    again = _leaves(ops)
+    out = torch.utils.checkpoint.checkpoint(lambda a, b: einc.einsum(eq, a, b).tanh(), *again, use_reentrant=False)
+    assert _same(torch.autograd.grad(out.sum(), again), first)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(3, 4), (4, 5)]),
+                                       ("bgoxy,bgckxy->gock", [(2, 3, 4, 5, 6), (2, 3, 7, 2, 5, 6)]),
+                                       ("ab,bc,cd->ad", [(3, 4), (4, 5), (5, 2)])])
+def test_opcheck_passes_on_einc_s_op(eq, shapes):
+    ops = [torch.randn(s, requires_grad=True) for s in shapes]
+    result = torch.library.opcheck(torch.ops.einc.einsum.default, (eq, ops, "auto", ""))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_torch_mode_answers_small_calls_with_torch_s_op_and_plans_large_ones(monkeypatch):
+    """EINC_NEW_SHAPES=torch: a call of at most SMALL_CALL multiply-adds is torch's op, every
+    time (nothing planned); a larger one is planned."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "torch")
+    a, b = torch.randn(1, 2, 100, 16), torch.randn(1, 2, 100, 16)
+    for _ in range(3):
+        out = einc.einsum("bhid,bhjd->bhij", a, b)
+        assert torch.equal(out, torch._VF.einsum("bhid,bhjd->bhij", [a, b]).contiguous())
+    assert einc.cache_info().plans.currsize == 0
+    big = torch.randn(64, 128), torch.randn(128, 129)
+    assert admission.SMALL_CALL < 64 * 128 * 129
+    einc.einsum("ij,jk->ik", *big)
+    assert einc.cache_info().plans.currsize == 1
