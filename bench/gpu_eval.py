@@ -28,7 +28,8 @@ Parts (the suite's categories, ``bench/suite.json``, ``gpu`` variants):
   einc's host path on ``tiny_gemm_16`` and ``scf_diis_error``;
 - ``pairwise``: the 17 two-operand permuted contractions (TCCG, CCSD, CCSD(T),
   tensor-times-matrix, AO->MO, attention layouts), then the 7 of the ``permuted``
-  family (reversed or scrambled results around small summed indices), a fourth command;
+  family (reversed or scrambled results around small summed indices) and the
+  ``broadcast`` family's GPU rows (size-1 dimensions that broadcast), a fourth command;
 - ``compare``: six rows against ``torch.compile(lambda *o: torch.einsum(eq, *o),
   dynamic=False)`` (inductor: default mode for all six, ``max-autotune-no-cudagraphs``
   for gemma_q_proj and gshard_expert_ffn, ``reduce-overhead`` for matrix_chain_4), then
@@ -156,7 +157,7 @@ from einc.tools.benchmark.timing import calibrate, time_batch  # noqa: E402
 PARTS = {
     "gemm": ("attention", "moe", "bilinear", "layout"),
     "rest": ("small", "reduction", "chain", "chemistry", "tensor_network"),
-    "pairwise": ("pairwise", "permuted"),   # two-operand permuted contractions (issue 23), a fourth command
+    "pairwise": ("pairwise", "permuted", "broadcast"),  # two-operand contractions, a fourth command
 }
 # compare part: workload id -> torch.compile modes (None = default)
 COMPARE = {
