@@ -134,10 +134,10 @@ class Options:
 
     @staticmethod
     def from_op(optimize: str, memory_limit: str) -> Options:
-        """The options the op's strings stand for (cached), with ``layout="contiguous"``
-        whatever ``EINC_LAYOUT`` says: the op's fake kernel states its result's strides
-        before any plan exists (sizes may be symbolic), and compiled code reads the result
-        through them."""
+        """The options the op's strings stand for (cached: ``einc.cache_clear()`` after a change
+        of ``EINC_LAYOUT``), with a contiguous result whatever ``EINC_LAYOUT`` says: the op's
+        fake kernel states its result's strides before any plan exists (sizes may be
+        symbolic), and compiled code reads the result through them."""
         return _decoded(optimize, memory_limit)
 
     def __repr__(self) -> str:
@@ -350,7 +350,9 @@ def _decoded(optimize: str, memory_limit: str) -> Options:
             raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
     else:
         opt = optimize
-    return Options.of(opt, _decoded_limit(memory_limit), None, CONTIGUOUS)
+    # Where EINC_LAYOUT leaves results contiguous, the eager call's options (layout None):
+    # the op's calls and eager ones share their plans, and explain names what the op ran.
+    return Options.of(opt, _decoded_limit(memory_limit), None, None if config.layout() == CONTIGUOUS else CONTIGUOUS)
 
 
 def _decoded_limit(text: str):
