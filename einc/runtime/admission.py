@@ -12,9 +12,9 @@ or recomputed by ``torch.utils.checkpoint``.
 
 - ``plan`` (the default): every call is planned, each new shape on its first call; the
   plan cache (``EINC_CACHE_SIZE``) bounds the memory this takes.  A new shape costs a
-  plan (on a CPU about 0.1-0.2 ms for two operands), so code whose shapes change every call
+  plan (many times a small call's own time), so code whose shapes change every call
   (a graph network's edge count, a key/value-cached decoder's length) pays it on
-  every call there;
+  every call there, and should set ``torch``;
 - ``torch``: a call of at most :data:`SMALL_CALL` multiply-adds (the product of its index
   sizes) runs ``torch._VF.einsum`` -- torch's einsum op itself, never the
   ``torch.einsum`` attribute, which a user may have made einc -- every time, and is never
