@@ -170,7 +170,6 @@ def _constant_result(fn):
     return fn
 
 
-
 @_constant_result
 def _is_named(text: str) -> bool:
     """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""

@@ -249,7 +249,7 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
 def _dynamic_programming(inputs, output, size_dict, memory_limit):
     """A path of least flops among those without outer products: opt_einsum's ``dp``
     search, run by cotengrust's implementation of it where installed (in Rust: the same
-    optimum, found 4-6 times faster, which is most of a 10-operand einsum's first call)
+    optimum, found faster, and the search is most of a 10-operand einsum's first call)
     and no memory limit applies (cotengrust's takes none); else opt_einsum's."""
     if memory_limit is None:
         try:

@@ -15,6 +15,7 @@ from .. import config
 from ..codegen.lower import supported
 from ..errors import ConfigError, warn
 from ..planner import fuse
+from ..planner.plan import CONTRACT, DOT
 from ..planner.strides import contiguous
 from . import learn, select, torch_executor, triton_executor
 from .program import scaled, unit_functions, unroll
@@ -112,9 +113,9 @@ def _permuted_result(step, sizes) -> bool:
 
 def _modelled(step, sizes, why) -> select.Choice:
     """Learn mode's first choice for a step that is no copy-free matrix product."""
-    if step.kind == "contract" and len(step.inputs) == 2 and _permuted_result(step, sizes):
+    if step.kind == CONTRACT and len(step.inputs) == 2 and _permuted_result(step, sizes):
         return select.Choice("triton", f"modelled: the kernel writes the result in its order ({why})")
-    if step.kind == "dot":
+    if step.kind == DOT:
         return select.Choice("triton", "modelled: the kernel multiplies and sums in one pass")
     return select.Choice("torch", f"modelled: torch ops ({why}; they may copy an operand, then cuBLAS)")
 
