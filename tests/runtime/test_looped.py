@@ -109,3 +109,15 @@ def test_a_looped_step_s_derivatives_are_torch_s(loops):
     _, jvp = torch.func.jvp(lambda a, b: einc.einsum(EQ, a, b), primals, tangents)
     _, want = torch.func.jvp(lambda a, b: torch.einsum(EQ, a, b), primals, tangents)
     torch.testing.assert_close(jvp, want)
+
+
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_a_traced_looped_step_gives_the_eager_bits(mode, loops):
+    """``make_fx`` (fake tensors record the step: the stacked products) gives the bits of
+    the eager call, which writes each product into its slab."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    ops = _operands(torch.float32, (8, 12, 64, 16, 64), seed=3)
+    eager = einc.einsum(EQ, *ops)
+    assert loops
+    graph = make_fx(lambda a, b: einc.einsum(EQ, a, b), tracing_mode=mode)(*ops)
+    assert torch.equal(graph(*ops), eager)
