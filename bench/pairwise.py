@@ -12,11 +12,13 @@ timed back to back), with its 95 % interval (the sign test's).  opt_einsum's exp
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
 permuted view where einc returns a contiguous tensor (the ``+ .contiguous()`` column is
 the like-for-like one).  Before timing, einc's result is checked against torch.einsum's
-on float64 copies.  Markdown on stdout: the table, the geomeans, and the issue's targets
-(family geomean einc/torch.einsum <= 0.9, einc/opt_einsum <= 1.0, no workload above
-1.05x torch.einsum + ``.contiguous()``), and what a contiguous result alone costs: the
-geomeans of (torch.einsum + ``.contiguous()``) over torch.einsum and over opt_einsum,
-which einc would have if it matched torch.einsum + ``.contiguous()`` everywhere.
+on float64 copies, and for the layout ``EINC_LAYOUT`` asks (``any``: dense and
+non-overlapping, in any order, and no view of an operand; else contiguous).  Markdown on
+stdout: the table, the geomeans, and the issue's targets (family geomean einc/torch.einsum
+<= 0.9, einc/opt_einsum <= 1.0, no workload above 1.05x torch.einsum + ``.contiguous()``),
+and what a contiguous result alone costs: the geomeans of (torch.einsum +
+``.contiguous()``) over torch.einsum and over opt_einsum, which einc would have if it
+matched torch.einsum + ``.contiguous()`` everywhere.
 
 A 30 MiB allocation is made and freed first: glibc then keeps tensors of a few MiB on its
 heap instead of mapping fresh pages for each (whose page faults cost ~1 ms per call on
@@ -42,11 +44,13 @@ import opt_einsum
 import torch
 
 import einc
+from einc import config
 from einc.tools.benchmark.runner import operands
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import Timing, interleaved, ratio_interval
 
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
+dense = torch.ops.aten.is_non_overlapping_and_dense.default
 
 
 def workloads(suite, text="", variant="cpu", categories=("pairwise",)):
@@ -55,10 +59,19 @@ def workloads(suite, text="", variant="cpu", categories=("pairwise",)):
 
 
 def check(eq, ops):
+    """Whether einc's result has torch.einsum's values (on float64 copies) and the layout
+    ``EINC_LAYOUT`` asks for: contiguous, or under ``any`` a fresh dense tensor in any order."""
     ref = torch.einsum(eq, *[o.double() for o in ops])
     out = einc.einsum(eq, *ops)
-    return out.shape == ref.shape and out.is_contiguous() and torch.allclose(
+    right = out.shape == ref.shape and torch.allclose(
         out.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()) if ref.numel() else 0.0)
+    if config.layout() != "any":
+        return right and out.is_contiguous()
+    return right and dense(out) and (out.numel() == 0 or not any(_shares_memory(out, o) for o in ops))
+
+
+def _shares_memory(a, b) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def measure(w, rounds, budget, variant="cpu", clock="wall"):
@@ -141,7 +154,7 @@ def main(argv=None):
               f"/contiguous {r['torch_contiguous'][0]:.2f}, /opt_einsum {r['opt_einsum'][0]:.2f}", file=sys.stderr)
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s), opt_einsum {opt_einsum.__version__}, float32, {args.variant} "
-          f"variants' shapes; medians of "
+          f"variants' shapes, einc's result layout {config.layout()}; medians of "
           f"{args.rounds} interleaved rounds at most, {args.budget:g} s per workload\n")
     print("| id | equation | torch µs | + .contiguous() µs | opt_einsum µs | einc µs | einc/torch | "
           "einc/(torch + .contiguous()) | einc/opt_einsum | check |")

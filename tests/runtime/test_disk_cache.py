@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import einc
-from einc import config
+from einc import cachefiles, config
 from einc.errors import ConfigError, EincError
 from einc.runtime.triton_executor import diskcache, loader
 from einc.tools.cli import main
@@ -89,8 +89,8 @@ def foreign(path: Path, monkeypatch) -> None:
         os.chown(path, 65534, 65534)
     else:
         ino = os.stat(path).st_ino
-        real = diskcache.is_yours
-        monkeypatch.setattr(diskcache, "is_yours", lambda st: st.st_ino != ino and real(st))
+        real = cachefiles.is_yours
+        monkeypatch.setattr(cachefiles, "is_yours", lambda st: st.st_ino != ino and real(st))
 
 
 def mode(path: Path) -> int:

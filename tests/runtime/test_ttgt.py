@@ -308,10 +308,10 @@ def test_only_an_operands_outermost_index_is_looped_over():
     assert any(f.outer == ("a",) for f in found)
 
 
-def test_a_looped_step_allocates_only_its_result_and_falls_back_under_autograd():
+def test_a_looped_step_allocates_only_its_result_and_is_differentiable():
     """The looped layout above runs as modelled: the only tensor it allocates is the
-    result, exact; where a gradient is taken, the step runs one product (``out=`` is not
-    differentiable) and the gradients are torch.einsum's."""
+    result, exact; where a gradient is taken, the same products run stacked (``out=`` is
+    not differentiable: tests/runtime/test_looped.py) and the gradients are torch.einsum's."""
     from torch.utils._python_dispatch import TorchDispatchMode
     eq, shapes = "bhij,bhjk->bhik", [(8, 1, 64, 32), (1, 12, 32, 64)]
     plan, layouts = _layouts(eq, shapes)

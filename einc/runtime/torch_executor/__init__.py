@@ -267,7 +267,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         fn = _with_grad(fn, contract(training)[0])
     if lay.outer:
         read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
-        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, fn, read), da
+        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, read), da
     return (_tagged(fn, flat, chunked) if flat.copies else fn), da
 
 

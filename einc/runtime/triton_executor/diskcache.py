@@ -3,7 +3,8 @@
 einc writes each generated module to ``<cache folder>/kernels/<name>.py`` so that
 Triton, tracebacks and ``einc cache list`` can show it; the loader never imports that
 file: it runs the source einc generated, held in memory (``runtime/triton_executor/loader.py``).
-This module keeps the files honest and the folder safe:
+This module keeps the files honest and the folder safe, by the rules of
+:mod:`einc.cachefiles` (shared with the remembered paths):
 
 - **Verified.**  :func:`store` compares the file's bytes with the generated source;
   a missing, unreadable, damaged (e.g. not UTF-8) or different file is rewritten
@@ -31,18 +32,16 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ... import config
-from ...errors import warn
+from ... import cachefiles, config
+from ...cachefiles import problem, read, touch, write
 
-STALE_TMP_SECONDS = 3600        # a temporary file this old is left from a killed writer
-_warned: set = set()
+KERNELS = "the kernel cache folder"     # what the folders are, in warnings
 _lock = threading.Lock()
 os.register_at_fork(after_in_child=_lock._at_fork_reinit)   # a fork while another thread holds it
 _private_tmp: Path | None = None
@@ -58,101 +57,25 @@ class Usage(NamedTuple):
 def forget() -> None:
     """Forget the warnings given and the private fallback folder chosen, as in a new process."""
     global _private_tmp
+    cachefiles.forget()
     with _lock:
-        _warned.clear()
         _private_tmp = None
-
-
-def _uid() -> int | None:
-    """The effective user id (None where the platform has none, e.g. Windows)."""
-    return os.geteuid() if hasattr(os, "geteuid") else None
-
-
-def is_yours(st: os.stat_result) -> bool:
-    """Whether the file or folder ``st`` describes belongs to this process's user."""
-    uid = _uid()
-    return uid is None or st.st_uid == uid
-
-
-def _warn(key, message: str) -> None:
-    with _lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    warn(message)
-
-
-def _mode(st: os.stat_result) -> str:
-    return f"{stat.S_IMODE(st.st_mode):04o}"
-
-
-def _writable_by_others(st: os.stat_result) -> bool:
-    return _uid() is not None and bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
-
-
-def _make(path: Path, create: bool) -> None:
-    """Create ``path`` (mode 0700, whatever the umask) if it is missing and ``create``."""
-    if not create or os.path.lexists(path):
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:         # another process made it first: checked like any folder
-        return
-    os.chmod(path, 0o700)           # mkdir's mode is subject to the umask
-
-
-def _problem(path: Path, *, own: bool, create: bool, links: bool = True) -> str | None:
-    """Why ``path`` must not hold kernel modules, or None where it may (creating it if asked).
-
-    ``own``: the folder is einc's by name, so einc may tighten its mode itself.
-    ``links``: whether a symbolic link to a folder is acceptable.
-    """
-    try:
-        _make(path, create)
-        st = os.stat(path) if links else os.lstat(path)
-    except FileNotFoundError:
-        return None                 # not there yet (``create`` False): nothing to refuse
-    except (NotADirectoryError, FileExistsError):   # (mkdir's error where a file stands on the path)
-        return "a part of its path is a file, not a folder"
-    if stat.S_ISLNK(st.st_mode):
-        return "it is a symbolic link"
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is not a folder"
-    if not is_yours(st):
-        others = " and others can write it" if _writable_by_others(st) else ""
-        return f"it belongs to user id {st.st_uid}, not to you (user id {_uid()}){others} (mode {_mode(st)})"
-    if not _writable_by_others(st):
-        return None
-    if not own:
-        return (f"others can write it (mode {_mode(st)}), so they could plant modules there; "
-                f"make it private (chmod 700 {path}) or choose another EINC_CACHE_DIR")
-    try:
-        os.chmod(path, 0o700)
-        tightened = os.stat(path)
-    except OSError as e:
-        return f"others can write it (mode {_mode(st)}) and einc could not make it private ({e})"
-    if _writable_by_others(tightened):
-        return f"others can write it (mode {_mode(st)}) and einc could not make it private"
-    _warn(("tightened", str(path)), f"einc: the kernel cache folder {path} was writable by others "
-                                    f"(mode {_mode(st)}); einc made it private (mode 0700)")
-    return None
 
 
 def _refusal(root: Path, *, own: bool, create: bool, links: bool = True):
     """``(folder, why)`` where ``root`` or its ``kernels`` folder must not be used, else None."""
-    why = _problem(root, own=own, create=create, links=links)
+    why = problem(root, own=KERNELS if own else "", create=create, links=links)
     if why is not None:
         return root, why
     kernels = root / "kernels"
-    why = _problem(kernels, own=True, create=create, links=False)
+    why = problem(kernels, own=KERNELS, create=create, links=False)
     return (kernels, why) if why is not None else None
 
 
 def _fallback_root(create: bool) -> Path:
     """``<tempdir>/einc-<uid>`` where it is safe, else a fresh private folder for this process."""
     global _private_tmp
-    uid = _uid()
+    uid = cachefiles.uid()
     shared = Path(tempfile.gettempdir()) / f"einc-{uid if uid is not None else 'user'}"
     refused = _refusal(shared, own=True, create=create, links=False)
     if refused is None:
@@ -162,10 +85,10 @@ def _fallback_root(create: bool) -> Path:
             _private_tmp = Path(tempfile.mkdtemp(prefix=f"einc-{uid}-"))       # 0700, a fresh name
             atexit.register(shutil.rmtree, _private_tmp, True)
         private = _private_tmp
-    _make(private / "kernels", create)
+    cachefiles.make(private / "kernels", create)
     folder, why = refused
-    _warn(("refused", str(folder)), f"einc: refusing the kernel cache folder {folder}: {why}. "
-                                    f"Using {private} for this process")
+    cachefiles.warn_once(("refused", str(folder)), f"einc: refusing the kernel cache folder {folder}: {why}. "
+                                                   f"Using {private} for this process")
     return private
 
 
@@ -177,8 +100,8 @@ def cache_root(create: bool = True) -> Path:
         return root
     fallback = _fallback_root(create)
     folder, why = refused
-    _warn(("refused", str(folder)), f"einc: refusing the kernel cache folder {folder}: {why}. "
-                                    f"Kernel modules go to {fallback / 'kernels'} instead")
+    cachefiles.warn_once(("refused", str(folder)), f"einc: refusing the kernel cache folder {folder}: {why}. "
+                                                   f"Kernel modules go to {fallback / 'kernels'} instead")
     return fallback
 
 
@@ -188,51 +111,6 @@ def kernel_dir(create: bool = True) -> Path:
 
 
 # ----------------------------------------------------------------------- files
-
-def read(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path``, or None (missing, unreadable, a link, a FIFO...)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a temporary file in its folder, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)     # mode 0600
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def touch(path: Path) -> None:
-    """Mark ``path`` as just used (its modification time orders eviction)."""
-    try:
-        os.utime(path)
-    except OSError:                 # evicted by another process meanwhile: nothing to mark
-        pass
-
 
 def store(name: str, source: str, directory: Path | None = None) -> Path:
     """Make ``directory/name.py`` hold exactly ``source`` and return its path.
@@ -259,57 +137,15 @@ def is_module(name: str) -> bool:
     return name.startswith("einc_") and name.endswith(".py")
 
 
-def _is_tmp(name: str) -> bool:
-    return name.startswith(".einc_") and name.endswith(".tmp")
-
-
 def _scan(directory: Path, now: float | None = None):
-    """``[(mtime_ns, name, size)]`` of the modules in ``directory``; removes stale temporary files."""
-    entries = []
-    try:
-        listing = list(os.scandir(directory))
-    except OSError:
-        return entries
-    for entry in listing:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:             # removed meanwhile
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if is_module(entry.name):
-            entries.append((st.st_mtime_ns, entry.name, st.st_size))
-        elif now is not None and _is_tmp(entry.name) and now - st.st_mtime > STALE_TMP_SECONDS:
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
-    return entries
+    """``[(mtime_ns, name, size)]`` of the modules in ``directory``; with ``now``, removes stale temporary files."""
+    return cachefiles.scan(directory, is_module, now)
 
 
 def evict(directory: Path, bound: int, keep: str | None = None) -> list[str]:
-    """Delete the least recently used modules while their total size exceeds ``bound``.
-
-    ``keep`` (a file name) is never deleted.  Safe with other processes doing the
-    same: a file someone else deleted first counts as gone.  Returns the names deleted.
-    """
-    entries = _scan(directory, now=time.time())
-    total = sum(size for _, _, size in entries)
-    removed = []
-    for _, name, size in sorted(entries):
-        if total <= bound:
-            break
-        if name == keep:
-            continue
-        try:
-            os.unlink(directory / name)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            continue
-        total -= size
-        removed.append(name)
-    return removed
+    """Delete the least recently used modules while their total size exceeds ``bound``
+    (``keep``, a file name, never; :func:`einc.cachefiles.evict`).  Returns the names deleted."""
+    return cachefiles.evict(directory, _scan(directory, now=time.time()), bound, keep)
 
 
 def usage(directory: Path | None = None) -> Usage:

@@ -1,0 +1,123 @@
+"""Looped layouts (runtime/torch_executor/looped.py): one product per value of the result's
+first index gives the same bits whether or not autograd records the call -- the same
+products run either way -- and its gradients, second derivatives and forward-mode
+derivatives are torch.einsum's."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import einc
+import einc.runtime.torch_executor as tx
+
+EQ = "bhij,bhjk->bhik"
+# (b, h, i, j, k) of A (b, 1, i, j) and B (1, h, j, k), size-1 dimensions one each way: the
+# case of the module's docstring, at odd sizes and at sizes where BLAS blocks differently
+SHAPES = {
+    torch.float32: [(2, 3, 129, 16, 130), (3, 12, 64, 31, 64), (8, 12, 33, 16, 130), (2, 3, 257, 257, 64),
+                    (8, 3, 257, 31, 130), (3, 12, 129, 257, 130)],
+    torch.float64: [(2, 3, 64, 31, 130), (2, 12, 257, 16, 9), (3, 12, 33, 31, 130), (8, 3, 129, 257, 64),
+                    (3, 3, 257, 257, 130), (8, 12, 64, 16, 64)],
+    torch.bfloat16: [(2, 12, 64, 31, 130), (3, 3, 257, 16, 130), (2, 12, 129, 257, 64), (8, 12, 257, 31, 130),
+                     (3, 12, 129, 16, 64)],
+}
+TOLERANCE = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.float64: {},
+             torch.bfloat16: {"atol": 0.1, "rtol": 0.02}}
+CASES = [(dtype, shape) for dtype, shapes in SHAPES.items() for shape in shapes]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+@pytest.fixture
+def loops(monkeypatch):
+    """How many looped steps were built (the torch executor's ``looped`` wrapped)."""
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(args[0])
+        return made(*args, **kwargs)
+    made = tx.looped
+    monkeypatch.setattr(tx, "looped", counted)
+    return built
+
+
+def _operands(dtype, shape, seed=0):
+    b, h, i, j, k = shape
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in ((b, 1, i, j), (1, h, j, k))]
+
+
+class _Products(TorchDispatchMode):
+    """The matrix products run below autograd: op name less its overload, shapes, strides."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._overloadpacket in (torch.ops.aten.mm, torch.ops.aten.bmm):
+            self.seen.append((str(func._overloadpacket), [(tuple(a.shape), a.stride()) for a in args[:2]]))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(("dtype", "shape"), CASES, ids=str)
+def test_a_looped_step_gives_the_same_bits_with_and_without_autograd(dtype, shape, loops):
+    ops = _operands(dtype, shape)
+    plain = einc.einsum(EQ, *ops)
+    assert len(loops) == 1 and loops[0].outer == (0,), "the sweep's shapes take the looped layout"
+    recorded = einc.einsum(EQ, *[o.clone().requires_grad_() for o in ops])
+    assert recorded.requires_grad and recorded.shape == plain.shape
+    assert torch.equal(recorded.detach(), plain)
+    assert torch.equal(einc.einsum(EQ, ops[0].clone().requires_grad_(), ops[1]).detach(), plain)
+    want = torch.einsum(EQ, *[o.double() for o in ops])
+    torch.testing.assert_close(plain.double(), want, **TOLERANCE[dtype])
+
+
+def test_autograd_records_the_same_products_as_a_plain_call(loops):
+    """Under autograd the step runs one product per value of ``b``, each of the shapes and
+    strides the plain call writes into its slab of the result with ``out=``."""
+    ops = _operands(torch.float32, (8, 12, 64, 16, 64))
+    with _Products() as plain:
+        einc.einsum(EQ, *ops)
+    with _Products() as recorded:
+        einc.einsum(EQ, *[o.clone().requires_grad_() for o in ops])
+    assert loops and len(plain.seen) == 8
+    assert recorded.seen == plain.seen
+
+
+def test_a_looped_step_s_derivatives_are_torch_s(loops):
+    """Gradients, second derivatives and forward-mode derivatives through the looped
+    products (``unbind`` and ``stack`` record them) agree with torch.einsum's."""
+    ops = [o.requires_grad_() for o in _operands(torch.float64, (3, 12, 64, 31, 64), seed=1)]
+    out = einc.einsum(EQ, *ops)
+    assert loops
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    got = torch.autograd.grad(out, ops, gout, create_graph=True)
+    want = torch.autograd.grad(torch.einsum(EQ, *ops), ops, gout, create_graph=True)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    second = torch.autograd.grad(sum((g * g).sum() for g in got), ops)
+    for a, b in zip(second, torch.autograd.grad(sum((g * g).sum() for g in want), ops)):
+        torch.testing.assert_close(a, b)
+    tangents = tuple(torch.randn(o.shape, dtype=torch.float64) for o in ops)
+    primals = tuple(o.detach() for o in ops)
+    _, jvp = torch.func.jvp(lambda a, b: einc.einsum(EQ, a, b), primals, tangents)
+    _, want = torch.func.jvp(lambda a, b: torch.einsum(EQ, a, b), primals, tangents)
+    torch.testing.assert_close(jvp, want)
+
+
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_a_traced_looped_step_gives_the_eager_bits(mode, loops):
+    """``make_fx`` (fake tensors record the step: the stacked products) gives the bits of
+    the eager call, which writes each product into its slab."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    ops = _operands(torch.float32, (8, 12, 64, 16, 64), seed=3)
+    eager = einc.einsum(EQ, *ops)
+    assert loops
+    graph = make_fx(lambda a, b: einc.einsum(EQ, a, b), tracing_mode=mode)(*ops)
+    assert torch.equal(graph(*ops), eager)
