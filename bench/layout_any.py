@@ -60,7 +60,7 @@ def permuted_operands(equation, sizes):
 def check(eq, ops):
     ref = torch.einsum(eq, *[o.double() for o in ops])
     tol = 1e-4 * float(ref.abs().max()) if ref.numel() else 0.0
-    results = {"any": einc.einsum(eq, *ops, layout="any"), "contiguous": einc.einsum(eq, *ops)}
+    results = {"any": einc.einsum(eq, *ops, layout="any"), "contiguous": einc.einsum(eq, *ops, layout="contiguous")}
     return all(out.shape == ref.shape and dense(out) and torch.allclose(out.double(), ref, rtol=1e-4, atol=tol)
                for out in results.values()) and results["contiguous"].is_contiguous()
 
@@ -68,7 +68,7 @@ def check(eq, ops):
 def measure(eq, ops, rounds, budget):
     expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
     fns = {"einc_any": lambda: einc.einsum(eq, *ops, layout="any"),
-           "einc": lambda: einc.einsum(eq, *ops),
+           "einc": lambda: einc.einsum(eq, *ops, layout="contiguous"),
            "torch": lambda: torch.einsum(eq, *ops),
            "opt_einsum": lambda: expr(*ops, backend="torch")}
     ok = check(eq, ops)
