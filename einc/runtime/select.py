@@ -37,7 +37,9 @@ The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
   candidates, which end in a hash of their source (:func:`signature`): a new process does
   not time again, and a changed kernel or version is timed afresh.  A damaged or foreign
   file is ignored with one warning; an older einc's file (format 1, whose keys lacked
-  einc's version and the kernels) is replaced without one.
+  einc's version and the kernels) is replaced without one.  ``einc tune``
+  (:mod:`einc.tools.tune`) makes them ahead of time, timing each step as ``measure``
+  does under :func:`tuning`.
 - ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
   kernel (which reads any strides and fuses what torch would run as several ops).
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
