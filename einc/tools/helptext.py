@@ -57,6 +57,8 @@ examples:
       or a JSON object {"equation": ..., "shapes": [[...], ...], "dtype": ...,
       "strides": [[...], ...]} (dtype and strides optional); or the whole file
       one JSON array of such objects; # starts a comment line
+  EINC_RECORD=$PWD/calls.jsonl python train.py; einc tune --calls calls.jsonl
+      record a program's calls (each new plan's), then tune them
   einc tune --calls calls.txt --dry-run
       the plans and learn mode's first choices, without timing (also without a GPU)
 

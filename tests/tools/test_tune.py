@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import einc
+from einc.errors import ConfigError
 from einc.runtime import select
 from einc.tools.cli import main
 
@@ -222,3 +223,55 @@ def test_a_dry_run_plans_without_timing_or_writing(tmp_path, capsys, monkeypatch
     (call,) = json.loads(capsys.readouterr().out)["calls"]
     assert call["dtype"] == "float32" and len(call["plan"]["steps"]) >= 1
     assert not (tmp_path / "decisions.json").exists()
+
+
+# ----------------------------------------------------------------------- EINC_RECORD
+
+def test_a_program_records_its_calls_for_einc_tune(tmp_path, monkeypatch, capsys):
+    """EINC_RECORD appends each call that makes a new plan cache entry, once, as a line
+    einc tune reads: the strides of an operand that is not contiguous, no call whose
+    operands differ in dtype (einc tune takes one a call)."""
+    record = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("EINC_RECORD", str(record))
+    einc.cache_clear()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    for _ in range(3):
+        einc.einsum("ij,jk->ik", a, b)
+    y = torch.randn(2, 4, 5, dtype=torch.float64).transpose(1, 2)
+    einc.einsum("bij,bkj->bik", torch.randn(2, 3, 4, dtype=torch.float64), y)
+    with pytest.raises(einc.EincError, match="one dtype"):
+        einc.einsum("ij,jk->ik", a, b.double())                             # mixed dtypes: not written
+    einc.einsum(a, [0, 1], b, [1, 2], [0, 2])                            # the first call, in sublists
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert lines == [
+        {"equation": "ij,jk->ik", "shapes": [[3, 4], [4, 5]], "dtype": "float32", "device": "cpu"},
+        {"equation": "bij,bkj->bik", "shapes": [[2, 3, 4], [2, 5, 4]], "dtype": "float64",
+         "strides": [[12, 4, 1], [20, 1, 5]], "device": "cpu"},
+    ]
+    einc.cache_clear()
+    monkeypatch.delenv("EINC_RECORD")
+    assert main(["tune", "--calls", str(record), "--device", "cuda", "--dry-run", "--json"]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    assert [(c["equation"], c["dtype"]) for c in calls] == [("ij,jk->ik", "float32"), ("bij,bkj->bik", "float64")]
+    (call,) = tune_calls(record, "bij")
+    assert call.strides == [(12, 4, 1), (20, 1, 5)]
+
+
+def tune_calls(path, prefix):
+    from einc.tools import tune
+    return [c for c in tune.read_calls(str(path), "float32") if c.equation.startswith(prefix)]
+
+
+def test_a_bad_or_unwritable_record_file_is_said_once(tmp_path, monkeypatch):
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    monkeypatch.setenv("EINC_RECORD", "calls.jsonl")
+    einc.cache_clear()
+    with pytest.raises(ConfigError, match="EINC_RECORD"):
+        einc.einsum("ij,jk->ik", a, b)
+    monkeypatch.setenv("EINC_RECORD", str(tmp_path))                      # a folder: cannot be appended to
+    einc.cache_clear()
+    with pytest.warns(RuntimeWarning, match="cannot append to EINC_RECORD") as caught:
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b), a @ b)
+        torch.testing.assert_close(einc.einsum("ik,kj->ij", a, b), a @ b)
+    assert len([w for w in caught if "EINC_RECORD" in str(w.message)]) == 1
+    einc.cache_clear()
