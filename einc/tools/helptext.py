@@ -69,7 +69,8 @@ fastest first, and the winner. Decisions hold for the same device, driver, versi
 shapes, strides and dtype (the operands of a call are contiguous unless the file gives
 strides). On the CPU there is nothing to choose unless EINC_BACKEND=triton runs the
 kernels through Triton's interpreter (for testing only).
-Exit status: 0 done, 2 a bad call, file or option, or a device that cannot be tuned.
+Exit status: 0 done, 2 a bad call, file or option, or a device that cannot be tuned
+(before anything is timed), 1 a call that failed on the device (the others are tuned).
 """
 
 CACHE_EXAMPLES = """\

@@ -145,18 +145,17 @@ def operands(call: Call, device):
     fresh memory)."""
     import torch
 
-    dtype = getattr(torch, call.dtype)
-    g = torch.Generator().manual_seed(0)
+    dtype, device = getattr(torch, call.dtype), torch.device(device)
+    g = torch.Generator(device).manual_seed(0)      # (made on the device: no copy of large operands)
     out = []
     for k, shape in enumerate(call.shapes):
         stride = call.strides[k] if call.strides else None
         extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if stride and all(shape) else None
         size = (extent,) if extent is not None else shape
         if dtype.is_floating_point or dtype.is_complex:
-            t = torch.randn(size, generator=g, dtype=torch.float64).to(dtype)
+            t = torch.randn(size, generator=g, dtype=dtype, device=device)
         else:
-            t = torch.randint(0, 2, size, generator=g).to(dtype)
-        t = t.to(device)
+            t = torch.randint(0, 2, size, generator=g, device=device).to(dtype)
         out.append(t.as_strided(shape, stride) if extent is not None else t)
     return out
 
@@ -169,18 +168,26 @@ def tune(calls: list[Call], device, repeats: int) -> list[Call]:
 
     with select.tuning(repeats) as held:
         for call in calls:
-            ops = operands(call, device)
             start = len(held.asked)
             before = set(held.decided)
-            hits = einc.cache_info().plans.hits
-            einc.einsum(call.equation, *ops, select="measure")
-            if einc.cache_info().plans.hits > hits:     # an entry made for other strides of the same order
-                einc.cache_clear()
+            ops = []
+            try:
+                ops = operands(call, device)
+                hits = einc.cache_info().plans.hits
                 einc.einsum(call.equation, *ops, select="measure")
+                if einc.cache_info().plans.hits > hits:     # an entry made for other strides of the same order
+                    einc.cache_clear()
+                    einc.einsum(call.equation, *ops, select="measure")
+            except EincError:                           # a setting or a call einc refuses: the user's to fix
+                raise
+            except (RuntimeError, ValueError) as e:     # out of memory, a device error: the other calls go on
+                first = str(e).splitlines()[0] if str(e) else ""
+                call.note = f"failed: {type(e).__name__}: {first}"
+            del ops
             for key in held.asked[start:]:
                 call.steps.append(_row(key, held.decided.get(key), key not in before))
-            if not call.steps:
-                call.note = _why_nothing(call, ops)
+            if not call.steps and not call.note:
+                call.note = _why_nothing(call, device)
     return calls
 
 
@@ -196,13 +203,13 @@ def _row(key: str, choice, timed: bool) -> dict:
     return row
 
 
-def _why_nothing(call: Call, ops) -> str:
+def _why_nothing(call: Call, device) -> str:
     import einc
     from einc import config
 
     if config.new_shapes() == "torch":
         return "nothing timed: EINC_NEW_SHAPES=torch answers calls this small with torch's einsum"
-    note = einc.explain(call.equation, *ops, select="measure").note
+    note = einc.explain(call.equation, *operands(call, device), select="measure").note
     return f"nothing to choose: {note}" if note else "nothing to choose"
 
 
@@ -223,11 +230,11 @@ def cmd_tune(args) -> int:
     if args.json:
         print(json.dumps({"device": device, "repeats": repeats, "decisions": path,
                           "calls": [_as_dict(c) for c in calls], "summary": _summary(calls)}, indent=2))
-        return 0
+        return 1 if _summary(calls)["calls_failed"] else 0
     for call in calls:
         _print_call(call, repeats)
     _print_summary(calls, device, path)
-    return 0
+    return 1 if _summary(calls)["calls_failed"] else 0
 
 
 def _calls_of(args) -> list[Call]:
@@ -253,7 +260,8 @@ def _calls_of(args) -> list[Call]:
 
 
 _CPU = ("on the CPU every step runs torch's ops: generated kernels run on CUDA tensors, so there is nothing "
-        "to choose. einc tune times each step's candidates for a CUDA device; --dry-run shows the plans here. "
+        "to choose. einc tune times each step's candidates on a CUDA device; --dry-run --device cuda shows the "
+        "plans and learn mode's first choices for one here. "
         "EINC_BACKEND=triton runs the kernels through Triton's interpreter on the CPU (for testing: its timings "
         "say nothing about a GPU)")
 
@@ -333,7 +341,8 @@ def _summary(calls) -> dict:
             winners[r["winner"]] = winners.get(r["winner"], 0) + 1
     return {"calls": len(calls), "steps_timed": len(rows), "winners": winners,
             "steps_shared": sum(not r["timed"] for c in calls for r in c.steps),
-            "calls_without_choice": sum(not c.steps for c in calls)}
+            "calls_without_choice": sum(not c.steps and not c.note.startswith("failed") for c in calls),
+            "calls_failed": sum(c.note.startswith("failed") for c in calls)}
 
 
 def _print_summary(calls, device: str, path: str) -> None:
@@ -341,12 +350,16 @@ def _print_summary(calls, device: str, path: str) -> None:
     wins = ", ".join(f"{n} {k}" for n, k in sorted(s["winners"].items(), key=lambda x: -x[1])) or "none"
     print(f"{s['calls']} call(s), {s['steps_timed']} step(s) timed on {device}; winners: {wins}"
           + (f"; {s['steps_shared']} step(s) met again in a later call" if s["steps_shared"] else "")
-          + (f"; {s['calls_without_choice']} call(s) with nothing to choose" if s["calls_without_choice"] else ""))
+          + (f"; {s['calls_without_choice']} call(s) with nothing to choose" if s["calls_without_choice"] else "")
+          + (f"; {s['calls_failed']} call(s) FAILED (see above)" if s["calls_failed"] else ""))
+    if not s["steps_timed"]:
+        print("Nothing written.")
+        return
     print(fill(f"Decisions written to {path}. Learn mode (the CUDA default) and measure mode take them on a key's "
                "first call in any later process with the same device, driver and torch, triton and einc versions "
                "and the same operand shapes, strides and dtype; a step whose winner is a kernel runs cuBLAS or "
-               "torch's ops until the kernel is loaded in the background (compiled and tuned now, it is found in "
-               "Triton's cache)."))
+               "torch's ops until the background thread has loaded the kernel (its binary is in Triton's cache "
+               "now)."))
 
 
 def _as_dict(call: Call) -> dict:

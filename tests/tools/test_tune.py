@@ -275,3 +275,33 @@ def test_a_bad_or_unwritable_record_file_is_said_once(tmp_path, monkeypatch):
         torch.testing.assert_close(einc.einsum("ik,kj->ij", a, b), a @ b)
     assert len([w for w in caught if "EINC_RECORD" in str(w.message)]) == 1
     einc.cache_clear()
+
+
+@pytest.mark.kernels
+def test_a_call_that_fails_on_the_device_leaves_the_others_tuned(tuning, monkeypatch, capsys):
+    """Out of memory making one call's operands: that call is reported, the rest are tuned,
+    and the exit status is 1."""
+    from einc.tools import tune
+    device, seen, us, folder = tuning
+    real = tune.operands
+
+    def short_of_memory(call, where):
+        if call.shapes[0] == (2, 3, 4):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+        return real(call, where)
+    monkeypatch.setattr(tune, "operands", short_of_memory)
+    calls = _calls(folder, "bij,bjk->bik 2x3x4,2x4x5\nij,jk->ik 3x4,4x5\n")
+    assert main(["tune", "--calls", calls, "--device", device.type, "--repeats", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "failed: OutOfMemoryError: CUDA out of memory" in out and "1 call(s) FAILED" in out
+    assert "2 call(s), 1 step(s) timed" in out
+    assert len(json.loads((folder / "decisions.json").read_text())["steps"]) == 1
+
+
+@pytest.mark.kernels
+def test_a_call_without_kernels_has_nothing_to_choose(tuning, capsys):
+    device, seen, us, folder = tuning
+    assert main(["tune", "ij,jk->ik", "--shapes", "3x4,4x5", "--dtype", "int64", "--device", device.type]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to choose: " in out and "no generated kernels for int64" in out and "Nothing written." in out
+    assert not seen and not (folder / "decisions.json").exists()
