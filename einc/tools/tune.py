@@ -222,7 +222,7 @@ def cmd_tune(args) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.dry_run:
         return _dry_run(calls, device, args.json)
-    _check_device(device, calls)
+    _check_device(device)
     from einc.runtime import select
     repeats = args.repeats or select.REPEATS
     tune(calls, torch.device(device), repeats)
@@ -266,7 +266,7 @@ _CPU = ("on the CPU every step runs torch's ops: generated kernels run on CUDA t
         "say nothing about a GPU)")
 
 
-def _check_device(device: str, calls) -> None:
+def _check_device(device: str) -> None:
     import torch
 
     from einc import config
@@ -295,7 +295,7 @@ def _dry_run(calls, device: str, as_json: bool) -> int:
     for call, e in zip(calls, shown):
         print(f"{_title(call)}\n{e}\n")
     print(f"{len(calls)} call(s) planned for {device}; nothing timed, nothing written (the backends shown are "
-          "learn mode's first choices, before any decision)")
+          "learn mode's first choices for contiguous operands, before any decision)")
     return 0
 
 
