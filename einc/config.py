@@ -47,6 +47,10 @@ accepted.  An empty value counts as unset.
                        2**20 multiply-adds to torch's own einsum op, every time, so a
                        shape that changes every call costs no plan (a rule on the call,
                        never on what ran before: see ``runtime/admission.py``).
+``EINC_RECORD``        a file to which each call that makes a new plan cache entry is
+                       appended, one JSON object a line, for ``einc tune --calls``:
+                       an absolute path, ``~`` expanded (default: none, nothing
+                       recorded; see ``runtime/record.py``).
 ``EINC_DEBUG``         ``1``/``true``/``yes``/``on`` print tracebacks in the command
                        line; ``0``/``false``/``no``/``off`` (default) do not.
 
@@ -210,6 +214,18 @@ def layout() -> str:
     """``EINC_LAYOUT``: the result's layout, ``contiguous`` (default) or ``any`` (any case)."""
     return _choice("EINC_LAYOUT", LAYOUTS, "contiguous (a fresh standard-contiguous result) or any (a fresh dense "
                    "result in the order einc's plan writes it)")
+
+
+def record() -> Path | None:
+    """``EINC_RECORD``: the file that calls making new entries are appended to, or None."""
+    value = _raw("EINC_RECORD")
+    if value is None:
+        return None
+    path = _expand(value)
+    if not os.path.isabs(path):
+        raise _bad("EINC_RECORD", value,
+                   "an absolute path (~ is expanded; a relative path would depend on the working folder)")
+    return Path(path)
 
 
 def debug() -> bool:

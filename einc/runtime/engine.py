@@ -27,7 +27,7 @@ from ..planner import options as options_module
 from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, learn, select, sliced
+from . import admission, dispatch, dtypes, learn, record, select, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import read_order
@@ -190,6 +190,7 @@ def check_settings() -> None:
 def _compile(eq: Equation, operands, options: Options) -> Entry:
     check_operands(eq, operands)
     check_settings()
+    record.note(eq, operands)           # EINC_RECORD: the calls einc tune is to time
     plan = plan_for(eq, [o.shape for o in operands], options)
     return entry_for(eq, plan, operands, options)
 
@@ -244,6 +245,7 @@ def cache_clear() -> None:
     learn.forget()              # (before the loader: a kernel made ready in the background loads into it)
     loader.forget()
     select.forget()
+    record.forget()
     dispatch.forget_warnings()
     for _, clear in _registered.values():
         clear()

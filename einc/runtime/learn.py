@@ -5,8 +5,9 @@ Per entry a :class:`Learner` holds each step's candidates (the same ones measure
 times: :func:`einc.runtime.dispatch.candidates`) and its state:
 
 - **The first call** runs each step's modelled choice (or the one ``decisions.json``
-  remembers); a step whose choice is a kernel runs its fallback (cuBLAS or the torch
-  step) until the kernel is ready.  Nothing is timed, nothing waits.
+  remembers: learned by an earlier process, or timed ahead of time by ``einc tune``); a
+  step whose choice is a kernel runs its fallback (cuBLAS or the torch step) until the
+  kernel is ready.  Nothing is timed, nothing waits.
 - **Kernels are made ready off the critical path**: a kernel candidate that a call would
   run on a layout (shapes, strides, dtype, 16-byte alignment, device, scale) not ready
   yet is handed to one background thread (:class:`_Worker`), which loads its module

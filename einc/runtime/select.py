@@ -37,7 +37,9 @@ The mode (``EINC_SELECT`` or the ``select=`` keyword) decides:
   candidates, which end in a hash of their source (:func:`signature`): a new process does
   not time again, and a changed kernel or version is timed afresh.  A damaged or foreign
   file is ignored with one warning; an older einc's file (format 1, whose keys lacked
-  einc's version and the kernels) is replaced without one.
+  einc's version and the kernels) is replaced without one.  ``einc tune``
+  (:mod:`einc.tools.tune`) makes them ahead of time, timing each step as ``measure``
+  does under :func:`tuning`.
 - ``model``: no timing: ``blas`` where the step is a copy-free matrix product, else the
   kernel (which reads any strides and fuses what torch would run as several ops).
 - ``blas``: never a generated kernel.  ``kernel``: always one (the default under
@@ -84,6 +86,7 @@ class Choice:
     backend: str                    # one of BACKENDS
     reason: str
     timings: dict = field(default_factory=dict)
+    left_out: tuple = ()            # the timed candidates left out after one untuned run
 
 
 def mode_for(select: str | None, device_type: str) -> str:
@@ -156,6 +159,11 @@ def _path():
     return diskcache.cache_root() / "decisions.json"
 
 
+def decisions_path():
+    """The decisions file (``decisions.json`` in the cache folder)."""
+    return _path()
+
+
 FORMAT = 2      # decisions.json's format: 1 keyed steps without einc's version and kernels
 
 
@@ -215,8 +223,52 @@ def _load() -> dict:
     return _decisions
 
 
+def step_of(key: str) -> dict:
+    """The parts of a :func:`signature` that describe its step: ``step`` (its indices),
+    ``layout`` (each operand's shape and strides), ``dtype`` and ``kernels``."""
+    head, layout, dtype, kernels = key.rsplit("|", 3)
+    return {"step": head.rsplit("|", 1)[-1], "layout": layout, "dtype": dtype,
+            "kernels": kernels.split(",") if kernels else []}
+
+
+class Tuning:
+    """What :func:`tuning` holds: ``repeats``, the rounds :func:`measure` times; ``asked``,
+    each step key :func:`remembered` was asked for, in order; ``decided``, key -> the
+    :class:`Choice` kept under it."""
+
+    def __init__(self, repeats: int):
+        self.repeats = repeats
+        self.asked: list = []
+        self.decided: dict = {}
+
+
+_tuning: Tuning | None = None
+
+
+@contextlib.contextmanager
+def tuning(repeats: int = REPEATS):
+    """``einc tune``: while held, :func:`remembered` answers only the decisions kept under it,
+    so measure mode times every step afresh (once, however many calls meet it),
+    :func:`measure` times ``repeats`` rounds, and the keys asked and the decisions kept
+    are listed in the :class:`Tuning` it yields.  Decisions go to ``decisions.json`` as
+    always.  One at a time, in one thread (a command line's)."""
+    global _tuning
+    if _tuning is not None:
+        raise RuntimeError("select.tuning() is already held")
+    _tuning = Tuning(repeats)
+    try:
+        yield _tuning
+    finally:
+        _tuning = None
+
+
 def remembered(key: str) -> Choice | None:
-    """The decision kept for a step signature, if any."""
+    """The decision kept for a step signature, if any (under :func:`tuning`, only one
+    kept under it)."""
+    held = _tuning
+    if held is not None:
+        held.asked.append(key)
+        return held.decided.get(key)
     with _lock:
         found = _load().get(key)
     if not isinstance(found, dict) or found.get("backend") not in BACKENDS:
@@ -230,6 +282,9 @@ def remember(key: str, choice: Choice) -> None:
     """Keep a decision, in memory and in the decisions file (merged with what other
     processes wrote meanwhile; written atomically)."""
     from .triton_executor import diskcache
+    held = _tuning
+    if held is not None:
+        held.decided[key] = choice
     with _lock:
         decisions = _load()
         decisions[key] = {"backend": choice.backend, "us": choice.timings}
@@ -344,7 +399,8 @@ def measure(candidates: dict, args, screens=None) -> Choice:
             runs(name, candidates[name])        # the kernel as it will run: autotuned
         names = list(candidates)
         samples = {name: [] for name in names}
-        for r in range(REPEATS if len(names) > 1 else 0):
+        repeats = REPEATS if _tuning is None else _tuning.repeats
+        for r in range(repeats if len(names) > 1 else 0):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 clear()
                 samples[name].append(timer(candidates[name], args))
@@ -355,8 +411,9 @@ def measure(candidates: dict, args, screens=None) -> Choice:
         others += "; after the first round (kernels: one config, untuned, the device's time alone), left out: " + \
             ", ".join(f"{n} {t:.4g} µs" for n, t in left_out.items())
         timings.update({n: round(t, 3) for n, t in left_out.items()})
-    return Choice(best, f"measured: {others}", timings)
+    return Choice(best, f"measured: {others}", timings, tuple(left_out))
 
 
 __all__ = ["BACKENDS", "FORMAT", "Choice", "mode_for", "timer", "default_timer", "measure", "signature", "remembered",
-           "remember", "forget", "capturing"]
+           "remember", "forget", "capturing", "step_of", "tuning", "Tuning",
+           "decisions_path"]

@@ -1,4 +1,4 @@
-"""The ``einc`` command line (also ``python -m einc``): dump, explain, bench, cache.
+"""The ``einc`` command line (also ``python -m einc``): dump, explain, bench, tune, cache.
 
 ``einc dump`` runs only the pure stages (parse, graph, plan, lower, codegen), so it
 works where neither torch nor triton is installed; ``explain`` and ``bench`` import
@@ -30,6 +30,7 @@ from .arguments import (
     positive_int,
 )
 from .helptext import CACHE_EXAMPLES, DUMP_EXAMPLES, EXPLAIN_EXAMPLES, FMT, bench_examples, fill
+from .tune import add_parser as _add_tune
 
 # ----------------------------------------------------------------------- shared by the commands
 
@@ -339,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="einc", formatter_class=FMT,
         description=fill("einc, an einsum compiler for PyTorch: dump generated kernels, explain plans, "
-                         "benchmark, manage the kernel cache."),
+                         "benchmark, tune the backends ahead of time, manage the kernel cache."),
         epilog="run 'einc COMMAND --help' for a command's options and examples; set EINC_DEBUG=1 for "
                "tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"einc {__version__}")
@@ -347,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dump(sub)
     _add_explain(sub)
     _add_bench(sub)
+    _add_tune(sub)
     _add_cache(sub)
     return parser
 

@@ -46,6 +46,33 @@ torch.einsum's default order is opt_einsum's path for torch.backends.opt_einsum.
 ('auto'), costed by einc in the same units (a multiply-add counts 2 flops).
 """
 
+TUNE_EXAMPLES = """\
+examples:
+  einc tune "bij,bjk->bik" --shapes 8x2048x64,8x64x2048 --dtype bfloat16
+      time each step's candidates (cuBLAS, the generated kernel, torch's ops) on CUDA
+      and keep the winners where learn mode reads them
+  einc tune --calls calls.txt --dtype float16 --repeats 9
+      every call of a file, one a line: EQUATION SHAPES [DTYPE], e.g.
+          bqhd,bkhd->bhqk 8x2048x32x128,8x2048x32x128 bfloat16
+      or a JSON object {"equation": ..., "shapes": [[...], ...], "dtype": ...,
+      "strides": [[...], ...]} (dtype and strides optional); or the whole file
+      one JSON array of such objects; # starts a comment line
+  EINC_RECORD=$PWD/calls.jsonl python train.py; einc tune --calls calls.jsonl
+      record a program's calls (each new plan's), then tune them
+  einc tune --calls calls.txt --dry-run
+      the plans and learn mode's first choices, without timing (also without a GPU)
+
+Each call runs once on random operands, every step timed as EINC_SELECT=measure times
+it (the L2 cleared before each run, rounds interleaved, the median kept), afresh even
+where decisions.json holds a decision. The table shows each step's candidates in µs,
+fastest first, and the winner. Decisions hold for the same device, driver, versions,
+shapes, strides and dtype (the operands of a call are contiguous unless the file gives
+strides). On the CPU there is nothing to choose unless EINC_BACKEND=triton runs the
+kernels through Triton's interpreter (for testing only).
+Exit status: 0 done, 2 a bad call, file or option, or a device that cannot be tuned
+(before anything is timed), 1 a call that failed on the device (the others are tuned).
+"""
+
 CACHE_EXAMPLES = """\
 examples:
   einc cache path       the folder of generated kernel modules (EINC_CACHE_DIR/kernels;

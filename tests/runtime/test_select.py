@@ -195,6 +195,32 @@ def test_an_older_decisions_file_is_replaced_without_a_warning(timed):
     assert saved["format"] == select.FORMAT and list(saved["steps"]) != ["a|b"] and len(saved["steps"]) == 1
 
 
+def test_tuning_times_a_remembered_step_afresh_and_lists_what_it_kept(timed):
+    """Under ``select.tuning`` (``einc tune``) a decision on disk is not taken: the step is
+    timed again, in the rounds asked for, and the key and the decision kept are listed (a
+    second entry meeting the same step takes the one kept under it, untimed)."""
+    device, seen, folder = timed
+    a, b = torch.randn(2, 3, 4, device=device), torch.randn(2, 4, 5, device=device)
+    einc.einsum("bij,bjk->bik", a, b, select="measure")
+    einc.cache_clear()
+    seen.clear()
+    with select.tuning(repeats=2) as held:
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+        assert len(seen) == 2 * (1 + 2)                             # both candidates, a first round and 2
+        (key,) = held.asked
+        assert held.decided[key].backend == "blas" and set(held.decided[key].timings) == {"blas", "triton"}
+        part = select.step_of(key)
+        assert (part["step"], part["layout"], part["dtype"]) == \
+            ("abc,acd->abd", "(2, 3, 4):(12, 4, 1);(2, 4, 5):(20, 5, 1)", "torch.float32")
+        assert [k[:8] for k in part["kernels"]] == ["einc_mm_"]
+        einc.cache_clear()
+        seen.clear()
+        torch.testing.assert_close(einc.einsum("bij,bjk->bik", a, b, select="measure"), a @ b)
+        assert not seen and held.asked == [key, key]                 # kept under tuning: not timed twice
+    einc.cache_clear()
+    assert select.remembered(key).backend == "blas"                 # and on disk, as always
+
+
 def test_a_decisions_key_holds_the_versions_and_the_kernels_source_hash(timed, monkeypatch):
     """The key of a step holds einc's, torch's and triton's versions and the names of its
     kernel candidates (each ends in a hash of the kernel's source): a decision stored under

@@ -1,4 +1,5 @@
-"""The ``einc`` command line: dump, explain, bench, cache; exit codes and error output."""
+"""The ``einc`` command line: dump, explain, bench, cache; exit codes and error output (tune:
+test_tune.py)."""
 
 import importlib.util
 import json
@@ -261,7 +262,7 @@ def test_traceback_only_with_einc_debug():
 
 
 def test_help_of_each_command_has_worked_examples(capsys):
-    for command in ("dump", "explain", "bench", "cache"):
+    for command in ("dump", "explain", "bench", "tune", "cache"):
         with pytest.raises(SystemExit) as e:
             main([command, "--help"])
         assert e.value.code == 0
