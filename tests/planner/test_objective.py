@@ -1,0 +1,98 @@
+"""einc's path objective (einc.planner.objective): the step kinds and copies it weighs, the
+random greedy shortlist it re-ranks, and the search under a memory limit that ranks trees
+as they are sliced."""
+
+import random
+
+import pytest
+
+from einc.planner import objective as O
+from einc.planner import search as S
+from einc.planner.memory import live_peak
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path / "einc-cache"))
+
+
+def _regular(n, d_min, d_max, seed):
+    import networkx as nx
+    rng = random.Random(seed)
+    g = nx.random_regular_graph(3, n, seed=seed)
+    edge = {tuple(sorted(e)): k for k, e in enumerate(g.edges)}
+    sizes = {k: rng.randint(d_min, d_max) for k in edge.values()}
+    return [frozenset(edge[tuple(sorted((v, u)))] for u in g.neighbors(v)) for v in range(n)], sizes
+
+
+def _kinds(eq, size, **sizes):
+    lhs, out = eq.split("->")
+    a, b = (frozenset(t) for t in lhs.split(","))
+    return dict(zip(O.FEATURES, O.step_features(a, b, frozenset(out), {**dict.fromkeys(eq, size), **sizes})))
+
+
+def test_each_step_kind_is_weighed_at_its_own_rate():
+    mm = _kinds("ij,jk->ik", 64)
+    assert mm["gemm"] > 2 * 64 ** 3 and mm["mul_sum"] == 0       # a matrix product, short sides dearer
+    assert _kinds("bij,bjk->bik", 64)["matrices"] == 64
+    dot = _kinds("ij,ij->i", 64)
+    assert dot["gemm"] == 0 and dot["mul_sum"] == 64 * 64         # multiply and sum
+    few = _kinds("ijk,jk->i", 64, i=8)          # few outputs, long sums: run as multiply-and-sum
+    assert few["gemm"] == 0 and few["mul_sum"] == 8 * 64 * 64
+    assert _kinds("ijk,jk->i", 64, i=32)["gemm"] > 0
+    outer = _kinds("ij,kl->ijkl", 8)
+    assert outer["gemm"] == outer["mul_sum"] == 0 and outer["written"] == 8 ** 4
+    # the operands of a matrix product are counted copied (einc.planner.memory.step_copies)
+    assert mm["copies"] == 2 * 64 * 64
+    # a step of short indices moves short runs: dearer per element copied
+    assert _kinds("ij,jk->ik", 4)["short_copies"] / _kinds("ij,jk->ik", 4)["copies"] == pytest.approx(1 / 4)
+
+
+def test_a_contraction_of_three_runs_pairwise_as_einc_builds_it():
+    inputs = [frozenset("ij"), frozenset("jk"), frozenset("kl")]
+    sizes = {"i": 8, "j": 9, "k": 10, "l": 11}
+    assert O.features(inputs, frozenset("il"), sizes, ((0, 1, 2),)) == \
+        O.features(inputs, frozenset("il"), sizes, ((0, 1), (0, 1)))
+    assert len(O.steps(inputs, frozenset("il"), ((0, 1, 2),))) == 2
+    assert O.seconds(inputs, frozenset("il"), sizes, ((0, 1), (0, 1))) == pytest.approx(
+        O.weigh(O.features(inputs, frozenset("il"), sizes, ((0, 1), (0, 1)))))
+
+
+def _disagreeing(inputs, sizes):
+    """Two random greedy trees whose flops and predicted seconds rank them oppositely."""
+    import cotengrust
+    args = S._strings(inputs, set(), sizes)
+    trees = []
+    for seed in range(40):
+        ssa = cotengrust.optimize_greedy(*args, temperature=0.3, costmod=1.0, seed=seed, use_ssa=True)
+        trees.append(S._linear(cotengrust.ssa_to_linear(ssa, len(inputs))))
+    scored = [(S.path_cost(inputs, set(), sizes, p)[0], O.seconds(inputs, set(), sizes, p), p) for p in trees]
+    for f1, s1, p1 in scored:
+        for f2, s2, p2 in scored:
+            if f1 < f2 < 2 * f1 and s2 < s1:
+                return (f1, p1), (f2, p2)
+    return None
+
+
+def test_the_shortlist_ranks_the_best_few_by_flops_by_predicted_seconds():
+    pytest.importorskip("cotengrust")
+    import math
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    pair = _disagreeing(inputs, sizes)
+    assert pair is not None
+    (f1, p1), (f2, p2) = pair
+    ranked = O.Shortlist(inputs, frozenset(), sizes)
+    assert ranked.add(math.log10(f1), p1) and ranked.best == p1
+    assert ranked.add(math.log10(f2), p2) and ranked.best == p2     # more flops, predicted faster
+    assert not ranked.add(math.log10(f1) + 1, p1[::-1])             # ten times the least flops: not weighed
+
+
+def test_a_path_sliced_by_the_objective_keeps_to_the_limit():
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    path = S._greedy(inputs, frozenset(), sizes, None)
+    nodes = O.steps(inputs, frozenset(), path)
+    whole = live_peak(nodes, sizes, len(inputs), inputs)
+    over, seconds = O.sliced_seconds(inputs, frozenset(), sizes, path, whole)
+    assert not over and seconds == pytest.approx(O.seconds(inputs, frozenset(), sizes, path))
+    over, tight = O.sliced_seconds(inputs, frozenset(), sizes, path, 256)
+    assert not over and tight > seconds
