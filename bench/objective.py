@@ -256,9 +256,81 @@ def fit(rounds):
     return rates, len(y), float(np.median(err)), float(np.median(err_old)), float(np.max(err))
 
 
+# ----------------------------------------------------------------------- under a memory limit
+
+def sliced_rows(rounds):
+    """einc under ``memory_limit``: the former search (opt_einsum's random greedy path under the
+    limit; einc's slicer then compares it with the unlimited path) against the search that
+    ranks its trees as sliced.  Both run the real ``einc.einsum`` with fresh caches."""
+    import os
+    import tempfile
+
+    import opt_einsum
+    import torch
+    from einsum_benchmark.generators.random.randreg import regular
+    from einsum_benchmark.generators.structured.lattice import lattice
+
+    import einc
+    from bench.paths import _symbols
+    from einc.planner import objective
+    from einc.planner.plan import path_cache_clear
+    torch.set_num_threads(1)
+    cases = [("3-regular (24)", regular(24, 3, d_min=2, d_max=4, seed=6), (256, 1024)),
+             ("3-regular (40)", regular(40, 3, d_min=2, d_max=4, seed=3), (1024, 4096)),
+             ("lattice 6x6", lattice((6, 6), d_min=2, d_max=4, seed=2), (256, 1024))]
+    former = {"least_sliced": lambda paths, *a: tuple(map(tuple, paths[0])), "sliced_reconfigured": lambda *a: []}
+    rows = []
+    for name, made, limits in cases:
+        eq, shapes = _symbols(str(made[0])), [tuple(int(d) for d in s) for s in made[1]]
+        if "->" not in eq:
+            eq += "->"
+        ops = operands(eq, shapes)
+        ref = opt_einsum.contract(eq, *[o.double() for o in ops], backend="torch")
+        for limit in limits:
+            row = {"name": name, "limit": limit}
+            calls = {}
+            for label in ("former", "new"):
+                saved = {k: getattr(objective, k) for k in former}
+                if label == "former":
+                    for k, v in former.items():
+                        setattr(objective, k, v)
+                try:
+                    os.environ["EINC_CACHE_DIR"] = tempfile.mkdtemp()
+                    einc.cache_clear()
+                    path_cache_clear()
+                    t = time.perf_counter()
+                    out = einc.einsum(eq, *ops, memory_limit=limit)
+                    row[f"{label} first s"] = time.perf_counter() - t
+                    info = einc.explain(eq, *ops, memory_limit=limit)
+                except einc.MemoryLimitError as e:     # a slicing estimated far dearer than the unsliced
+                    row[f"{label} first s"] = time.perf_counter() - t
+                    row[f"{label} slices"] = str(e).split(" slices")[0].rsplit(" ", 1)[-1] + " (refused)"
+                    row[f"{label} err"], row[f"{label} ms"] = 0.0, math.nan
+                    continue
+                finally:
+                    for k, v in saved.items():
+                        setattr(objective, k, v)
+                err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+                row[f"{label} slices"] = info.slicing.num_slices if info.slicing else 1
+                row[f"{label} err"] = err
+                calls[label] = info
+            times = {k: [] for k in calls}
+            for _ in range(rounds):
+                for label, info in calls.items():
+                    t = time.perf_counter()
+                    einc.einsum(eq, *ops, optimize=list(info.path), memory_limit=limit)
+                    times[label].append(time.perf_counter() - t)
+            for label in calls:
+                row[f"{label} ms"] = statistics.median(times[label]) * 1e3
+            rows.append(row)
+            print(row, file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--sliced", action="store_true", help="time the search under a memory limit, former and new")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -270,6 +342,12 @@ def main(argv=None):
               f"worst {worst:.3f}")
         for name, r in zip(objective.FEATURES, rates):
             print(f"  {name}: {r:.4g}")
+        return
+    if args.sliced:
+        for r in sliced_rows(args.rounds):
+            print(f"| {r['name']} | {r['limit']} | {r['former slices']} | {r['former ms']:.3g} | {r['new slices']} | "
+                  f"{r['new ms']:.3g} | {r['former ms'] / r['new ms']:.2f} | {r['former first s']:.2f} | "
+                  f"{r['new first s']:.2f} | {max(r['former err'], r['new err']):.1e} |")
         return
     rows = evaluate(args.rounds)
     lines = ["| network (tensors) | paths | fastest ms | rho flops | rho former | rho new | picked/fastest: flops "

@@ -222,11 +222,19 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     greedy = _predict(inputs, output, size_dict, path)
     budget = budget_for(greedy)
     if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
-        # under a limit, einc's former search: opt_einsum's paths keep to it where they can
+        # under a limit: opt_einsum's random greedy trials, whose paths keep to it where they
+        # can, the unlimited search's path, that tree reconfigured as cotengra slices it, and
+        # the greedy path, ranked as each is sliced: the slicing chosen with the tree
         with _seeded(seed):
-            path = _linear(opt_einsum.path_random.random_greedy_128(
+            limited = _linear(opt_einsum.path_random.random_greedy_128(
                 [set(t) for t in inputs], set(output), size_dict, memory_limit))
-        return path, _report("random greedy (opt_einsum, under the memory limit)", t0, 128,
+        free = search(inputs, output, size_dict, None, seed)[0]
+        more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
+                                                                    memory_limit, WRITE_FACTOR)
+        path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
+        return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
+                             (" and its tree sliced and reconfigured (cotengra)" if more else "") +
+                             ", ranked as sliced to the limit (einc.planner.objective)", t0, 130 + len(more),
                              "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
                              size_dict, path, budget)
 
