@@ -55,13 +55,14 @@ SHORT_COPY = 1.98e-9    # ... plus this over the step's typical index size
 WRITE = 0.16e-9         # s per element of a step's result
 SHORT_WRITE = 2.6e-9    # ... plus this over the step's typical index size
 STEP = 23.4e-6          # s: the fixed cost of one step, and of the call's own work
-VERSION = "objective-1"     # part of a remembered path's key (einc.planner.search.version)
+VERSION = "objective-2"     # part of a remembered path's key (einc.planner.search.version)
 
 FEATURES = ("gemm", "matrices", "mul_sum", "copies", "short_copies", "written", "short_written", "steps")
 RATES = (GEMM, PER_MATRIX, MUL_SUM, COPY, SHORT_COPY, WRITE, SHORT_WRITE, STEP)
 
 SHORTLIST = 8           # trees a random greedy search re-ranks by seconds: the best by flops
 WINDOW = 4.0            # ... within this factor of the best flops
+TIE = 0.02              # trees predicted within this share of each other are ranked by flops
 
 _Step = namedtuple("_Step", "inputs output summed")
 
@@ -174,31 +175,45 @@ def seconds(inputs, output, sizes, path) -> float:
     return weigh(features(inputs, output, sizes, path))
 
 
+def pick(scored):
+    """The index of the tree to keep of ``scored`` ``(flops, seconds)`` pairs: the least
+    flops, unless another is predicted more than :data:`TIE` faster than the kept one
+    (taken in order of flops).  Within a few percent the prediction does not tell trees
+    apart -- on small networks the fixed cost per step makes every tree's alike, and what
+    differs is layout, which it does not see -- and flops decide."""
+    order = sorted(range(len(scored)), key=lambda k: scored[k][0])
+    best = order[0]
+    for k in order[1:]:
+        if scored[k][1] < scored[best][1] * (1 - TIE):
+            best = k
+    return best
+
+
 class Shortlist:
     """The few best trees of a random greedy search by flops (:data:`SHORTLIST`, within
-    :data:`WINDOW` of the least), ranked by :func:`seconds`: flops alone ranks a tree of
-    many small matrix products or copies above a faster one."""
+    :data:`WINDOW` of the least), the one kept chosen by :func:`pick`: flops alone ranks
+    a tree of many small matrix products or copies above a faster one."""
 
     def __init__(self, inputs, output, sizes, size: int = SHORTLIST, window: float = WINDOW):
         self.net = (inputs, output, sizes)
         self.size, self.window = size, math.log10(window)
-        self.kept: list = []            # (log10 flops, path), least first
+        self.kept: list = []            # (log10 flops, seconds, path), least flops first
         self.best, self.best_seconds = None, math.inf
 
     def add(self, log10_flops: float, path) -> bool:
-        """Offer ``path`` of ``log10_flops``: whether it is the new best by seconds."""
+        """Offer ``path`` of ``log10_flops``: whether the tree kept changed."""
         if self.kept and (log10_flops > self.kept[0][0] + self.window or
                           (len(self.kept) >= self.size and log10_flops >= self.kept[-1][0])):
             return False
-        if any(p == path for _, p in self.kept):
+        if any(k[2] == path for k in self.kept):
             return False
-        self.kept = sorted([*self.kept, (log10_flops, path)], key=lambda fp: fp[0])[:self.size]
-        self.kept = [fp for fp in self.kept if fp[0] <= self.kept[0][0] + self.window]
-        now = seconds(*self.net, path)
-        if now < self.best_seconds:
-            self.best, self.best_seconds = path, now
-            return True
-        return False
+        kept = sorted([*self.kept, (log10_flops, seconds(*self.net, path), path)], key=lambda k: k[0])
+        self.kept = [k for k in kept[:self.size] if k[0] <= kept[0][0] + self.window]
+        _, now, best = self.kept[pick([k[:2] for k in self.kept])]
+        if best == self.best:
+            return False
+        self.best, self.best_seconds = best, now
+        return True
 
 
 def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float]:

@@ -495,7 +495,8 @@ def test_trees_are_ranked_by_predicted_time_with_a_derived_write_weight(monkeypa
     inputs, sizes = _regular(30, 2, 4, seed=5)
     S.find(inputs, set(), sizes)
     # trials scored by einc's objective; subtree reconfiguration weighs combo-8 locally
-    assert seen["minimize"].get_dynamic_programming_minimize() == f"combo-{S.WRITE_FACTOR}" and seen["slicing_reconf_opts"] is None
+    assert seen["minimize"].get_dynamic_programming_minimize() == f"combo-{S.WRITE_FACTOR}"
+    assert seen["slicing_reconf_opts"] is None
     path = ((0, 1),) * (len(inputs) - 1)
     tree = S._cotengra().ContractionTree.from_path(*S._strings(inputs, set(), sizes), path=path)
     assert seen["minimize"]({"tree": tree}) == pytest.approx(math.log2(1 + 1e9 * objective.seconds(
