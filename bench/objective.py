@@ -1,20 +1,25 @@
 """Does einc's path objective rank paths as einc's torch executor runs them?
 
 For each network, several candidate paths (greedy, random greedy trees of several seeds
-and temperatures, the best of them by flops, by the former score and by the new one) are
-contracted by ``einc.einsum(eq, *operands, optimize=path)`` (float32, 1 thread,
-``--rounds`` interleaved rounds, medians).  Each path is scored three ways: opt_einsum's
-flops, the former score (``einc.planner.search.predicted_seconds``: nominal flops,
-intermediates and steps) and the new one (``einc.planner.objective.seconds``); reported
-per network: the Spearman rank correlation of each score with the measured time, and the
-time of the path each score picks against the fastest path measured.
+and temperatures, the best of them by flops, by the former score and by the new one, and
+past 16 tensors the paths einc's search finds with the former ranking and with the new
+one) are contracted by ``einc.einsum(eq, *operands, optimize=path)`` (float32, 1 thread,
+``--rounds`` interleaved rounds, medians of the calling thread's CPU time; a call under
+5 ms repeated to about 5 ms a round).  Each path is scored three ways: opt_einsum's flops, the former score
+(``einc.planner.search.predicted_seconds``: nominal flops, intermediates and steps) and
+the new one (``einc.planner.objective.seconds``); reported per network: the Spearman rank
+correlation of each score with the measured time, and the time of the path each score
+picks against the fastest path measured (the new score's pick is
+``einc.planner.objective.pick``'s: within 2 % flops decide).
 
 ``--fit`` instead times a training set (two-operand steps of every kind, and random trees
 of small networks from other generators and seeds than the evaluation's) and fits the
 objective's rates (:data:`einc.planner.objective.FEATURES`) by non-negative least squares
-on relative error.
+on relative error.  ``--sliced`` times einc under ``memory_limit`` with the former
+search (opt_einsum's random greedy path under the limit) and the new one (trees ranked
+as they are sliced).
 
-    python bench/objective.py [--fit] [--rounds 5] [--out bench/measured/objective-<UTC date>.md]
+    python bench/objective.py [--fit | --sliced] [--rounds 5] [--out bench/measured/objective-<UTC date>.md]
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
+# The calling thread's CPU time: with one torch thread the contraction runs in it, and a
+# machine shared with other jobs preempts it less than it stretches the wall clock.
+CLOCK = time.thread_time
 MAX_FLOPS = 1.5e9           # candidate paths above this (or its largest intermediate above 2**24) are left out
 
 
@@ -86,13 +94,18 @@ def time_paths(eq, shapes, paths, rounds):
     import einc
     ops = operands(eq, shapes)
     times = [[] for _ in paths]
+    reps = []
     for p in paths:
-        einc.einsum(eq, *ops, optimize=list(p))     # planned and built once, before the clock
+        for _ in range(3):      # planned and built, and the calls after the first settled, before the clock
+            t = CLOCK()
+            einc.einsum(eq, *ops, optimize=list(p))
+        reps.append(max(1, int(0.005 / max(CLOCK() - t, 1e-6))))    # calls of a few ms timed together
     for _ in range(rounds):
         for k, p in enumerate(paths):
-            t = time.perf_counter()
-            einc.einsum(eq, *ops, optimize=list(p))
-            times[k].append(time.perf_counter() - t)
+            t = CLOCK()
+            for _ in range(reps[k]):
+                einc.einsum(eq, *ops, optimize=list(p))
+            times[k].append((CLOCK() - t) / reps[k])
     return [statistics.median(t) for t in times]
 
 
@@ -143,17 +156,48 @@ def candidates(net, seed=0, count=10):
     if not scored:
         return {}
     out = {"greedy": scored[0][0]} if scored[0][0] == found[0] else {}
-    for key in ("flops", "old", "new"):
+    for key in ("flops", "old"):
         out.setdefault(f"best by {key}", min(scored, key=lambda ps: ps[1][key])[0])
+    from einc.planner import objective
+    out.setdefault("best by new", scored[objective.pick([(s["flops"], s["new"]) for _, s in scored])][0])
+    if len(net[0]) > 16:            # einc's own search past dynamic programming's reach
+        for label, former in (("search, former ranking", True), ("search, new ranking", False)):
+            out[label] = searched(net, former)
     rng = random.Random(seed)
     rest = [p for p, _ in scored if p not in out.values()]
-    for k, p in enumerate(rng.sample(rest, min(len(rest), count - len(set(out.values()))))):
+    for k, p in enumerate(rng.sample(rest, max(0, min(len(rest), count - len(set(out.values())))))):
         out[f"tree {k}"] = p
     return out
 
 
+def searched(net, former):
+    """The path einc's search finds (a fresh cache); with ``former``, every ranking by the
+    former nominal score (einc.planner.search.predicted_seconds) instead of the objective,
+    and the hyper-optimizer's by cotengra's combo of flops and writes."""
+    import os
+    import tempfile
+
+    from einc.planner import objective
+    from einc.planner import search as S
+    inputs, output, sizes = net
+    saved = objective.seconds, objective.hyper_objective
+    if former:
+        objective.seconds = lambda i, o, s, p: S.predicted_seconds(*(lambda c: (c[0], c[1], c[3]))(
+            S.path_cost(i, o, s, p)))
+        objective.hyper_objective = lambda limit, factor: f"combo-{factor:g}"
+    S._ranked.cache_clear()
+    try:
+        os.environ["EINC_CACHE_DIR"] = tempfile.mkdtemp()
+        return tuple(map(tuple, S.search(inputs, output, {i: d or 1 for i, d in sizes.items()})[0]))
+    finally:
+        objective.seconds, objective.hyper_objective = saved
+        S._ranked.cache_clear()
+
+
 def evaluate(rounds):
     import torch
+
+    from einc.planner import objective
     torch.set_num_threads(1)
     rows = []
     for name, eq, shapes in evaluation_instances():
@@ -171,7 +215,10 @@ def evaluate(rounds):
             vals = [s[key] for s in sc]
             row[f"rho {key}"] = spearman(vals, times)
             row[f"pick {key}"] = times[vals.index(min(vals))] / min(times)
+        row["pick new"] = times[objective.pick([(s["flops"], s["new"]) for s in sc])] / min(times)
         row["predicted/measured"] = sc[times.index(min(times))]["new"] / min(times)
+        for label in ("search, former ranking", "search, new ranking"):
+            row[label] = times[paths.index(cands[label])] / min(times) if label in cands else math.nan
         rows.append(row)
         print(name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()},
               f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
@@ -317,9 +364,9 @@ def sliced_rows(rounds):
             times = {k: [] for k in calls}
             for _ in range(rounds):
                 for label, info in calls.items():
-                    t = time.perf_counter()
+                    t = CLOCK()
                     einc.einsum(eq, *ops, optimize=list(info.path), memory_limit=limit)
-                    times[label].append(time.perf_counter() - t)
+                    times[label].append(CLOCK() - t)
             for label in calls:
                 row[f"{label} ms"] = statistics.median(times[label]) * 1e3
             rows.append(row)
@@ -351,26 +398,33 @@ def main(argv=None):
         return
     rows = evaluate(args.rounds)
     lines = ["| network (tensors) | paths | fastest ms | rho flops | rho former | rho new | picked/fastest: flops "
-             "| former | new | new predicted / measured (fastest) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| former | new | einc's search/fastest: former ranking | new ranking | predicted/measured (fastest) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['paths']} | {r['fastest'] * 1e3:.3g} | {r['rho flops']:.2f} | "
                      f"{r['rho old']:.2f} | {r['rho new']:.2f} | {r['pick flops']:.2f} | {r['pick old']:.2f} | "
-                     f"{r['pick new']:.2f} | {r['predicted/measured']:.2f} |")
+                     f"{r['pick new']:.2f} | {r['search, former ranking']:.2f} | {r['search, new ranking']:.2f} | "
+                     f"{r['predicted/measured']:.2f} |")
+
+    def mean(key):
+        found = [r[key] for r in rows if r[key] == r[key]]
+        return statistics.mean(found)
 
     def gmean(key):
-        return math.exp(statistics.mean(math.log(r[key]) for r in rows))
+        found = [r[key] for r in rows if r[key] == r[key]]
+        return math.exp(statistics.mean(math.log(x) for x in found))
     lines.append("")
-    lines.append(f"Mean rho: flops {statistics.mean(r['rho flops'] for r in rows):.2f}, former "
-                 f"{statistics.mean(r['rho old'] for r in rows):.2f}, "
-                 f"new {statistics.mean(r['rho new'] for r in rows):.2f}. "
+    lines.append(f"Mean rho (ties rank alike; networks whose paths all tie left out): flops {mean('rho flops'):.2f}, "
+                 f"former {mean('rho old'):.2f}, new {mean('rho new'):.2f}. "
                  f"Geometric mean of picked/fastest: flops {gmean('pick flops'):.3f}, former {gmean('pick old'):.3f}, "
-                 f"new {gmean('pick new'):.3f}.")
+                 f"new {gmean('pick new'):.3f}; einc's search, former ranking {gmean('search, former ranking'):.3f}, "
+                 f"new ranking {gmean('search, new ranking'):.3f}.")
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=ROOT).stdout.strip()
     head = (f"- Machine: {platform.machine()}, {platform.platform()}, Python {platform.python_version()}; "
             f"einc at {rev}; "
-            f"float32, 1 thread, medians of {args.rounds} interleaved rounds; {time.perf_counter() - t0:.0f} s in all")
+            f"float32, 1 thread, medians of {args.rounds} interleaved rounds of thread CPU time; "
+            f"{time.perf_counter() - t0:.0f} s in all")
     text = "\n".join([head, "", *lines])
     print(text)
     if args.out:
