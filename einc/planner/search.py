@@ -211,9 +211,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     found within the budget the greedy path's predicted time affords.  With a
     ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
     where the budget reaches the hyper-optimizer, its trees are ranked as cotengra's
-    slicing reconfiguration slices them to that size; below, or without cotengra, einc's
-    former search under a limit runs (opt_einsum's 128 random greedy trials, which keep
-    to it where they can)."""
+    slicing reconfiguration slices them to that size; below, or without cotengra, a few
+    trees (opt_einsum's 128 random greedy trials under the limit, the unlimited search's,
+    greedy's, and cotengra's slicing reconfiguration of the unlimited one) are ranked by
+    their predicted time once sliced (einc.planner.objective.least_sliced)."""
     ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
     t0 = time.perf_counter()
     inputs = [frozenset(t) for t in inputs]
