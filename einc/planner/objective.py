@@ -55,12 +55,12 @@ SHORT_COPY = 1.98e-9    # ... plus this over the step's typical index size
 WRITE = 0.16e-9         # s per element of a step's result
 SHORT_WRITE = 2.6e-9    # ... plus this over the step's typical index size
 STEP = 23.4e-6          # s: the fixed cost of one step, and of the call's own work
-VERSION = "objective-2"     # part of a remembered path's key (einc.planner.search.version)
+VERSION = "objective-3"     # part of a remembered path's key (einc.planner.search.version)
 
 FEATURES = ("gemm", "matrices", "mul_sum", "copies", "short_copies", "written", "short_written", "steps")
 RATES = (GEMM, PER_MATRIX, MUL_SUM, COPY, SHORT_COPY, WRITE, SHORT_WRITE, STEP)
 
-SHORTLIST = 8           # trees a random greedy search re-ranks by seconds: the best by flops
+SHORTLIST = 4           # trees a random greedy search re-ranks by seconds: the best by flops
 WINDOW = 4.0            # ... within this factor of the best flops
 TIE = 0.02              # trees predicted within this share of each other are ranked by flops
 
@@ -155,13 +155,32 @@ def node_features(node, sizes) -> tuple:
     return step_features(*node.inputs, node.output, sizes, node.final)
 
 
-def features(inputs, output, sizes, path) -> tuple:
+def features(inputs, output, sizes, path, memo=None) -> tuple:
     """The :data:`FEATURES` of a linear ``path`` over ``inputs`` (sets of indices), summed
-    over its :func:`steps`."""
-    total = [0.0] * len(FEATURES)
+    over its :func:`steps`; ``memo`` (a dict) keeps each step's for other paths of the
+    same network (random greedy trees share most of their steps)."""
+    found = []
     for node in steps(inputs, output, path):
-        total = [x + y for x, y in zip(total, node_features(node, sizes))]
-    return tuple(total)
+        if memo is None:
+            found.append(node_features(node, sizes))
+            continue
+        key = (node.inputs, node.output, node.final)
+        one = memo.get(key)
+        if one is None:
+            one = memo[key] = node_features(node, sizes)
+        found.append(one)
+    return tuple(map(sum, zip(*found))) if found else (0.0,) * len(FEATURES)
+
+
+@functools.lru_cache(maxsize=4)
+def _memo(key) -> dict:
+    return {}
+
+
+def memo_for(inputs, output, sizes) -> dict:
+    """A memo of :func:`features` for the network (the same dict for the same network, for
+    the last few networks): a search weighs many trees that share most of their steps."""
+    return _memo((tuple(frozenset(t) for t in inputs), frozenset(output), tuple(sorted(sizes.items()))))
 
 
 def weigh(found, rates=RATES) -> float:
@@ -169,10 +188,10 @@ def weigh(found, rates=RATES) -> float:
     return sum(x * r for x, r in zip(found, rates))
 
 
-def seconds(inputs, output, sizes, path) -> float:
+def seconds(inputs, output, sizes, path, memo=None) -> float:
     """einc's predicted seconds of one call contracting ``path`` on the torch executor (see
-    the module docstring)."""
-    return weigh(features(inputs, output, sizes, path))
+    the module docstring; ``memo``: :func:`features`')."""
+    return weigh(features(inputs, output, sizes, path, memo))
 
 
 def pick(scored):
@@ -191,29 +210,34 @@ def pick(scored):
 
 class Shortlist:
     """The few best trees of a random greedy search by flops (:data:`SHORTLIST`, within
-    :data:`WINDOW` of the least), the one kept chosen by :func:`pick`: flops alone ranks
-    a tree of many small matrix products or copies above a faster one."""
+    :data:`WINDOW` of the least); :meth:`best` keeps one of them by :func:`pick`: flops
+    alone ranks a tree of many small matrix products or copies above a faster one.  The
+    trees are weighed once, when the search ends, so that the trials keep their time."""
 
     def __init__(self, inputs, output, sizes, size: int = SHORTLIST, window: float = WINDOW):
         self.net = (inputs, output, sizes)
         self.size, self.window = size, math.log10(window)
-        self.kept: list = []            # (log10 flops, seconds, path), least flops first
-        self.best, self.best_seconds = None, math.inf
+        self.kept: list = []            # (log10 flops, path), least flops first
+        self.memo = memo_for(inputs, output, sizes)
 
-    def add(self, log10_flops: float, path) -> bool:
-        """Offer ``path`` of ``log10_flops``: whether the tree kept changed."""
-        if self.kept and (log10_flops > self.kept[0][0] + self.window or
-                          (len(self.kept) >= self.size and log10_flops >= self.kept[-1][0])):
-            return False
-        if any(k[2] == path for k in self.kept):
-            return False
-        kept = sorted([*self.kept, (log10_flops, seconds(*self.net, path), path)], key=lambda k: k[0])
+    def wants(self, log10_flops: float) -> bool:
+        """Whether a tree of ``log10_flops`` would be kept."""
+        return not self.kept or (log10_flops <= self.kept[0][0] + self.window and
+                                 (len(self.kept) < self.size or log10_flops < self.kept[-1][0]))
+
+    def add(self, log10_flops: float, path) -> None:
+        """Offer ``path`` of ``log10_flops``."""
+        if not self.wants(log10_flops) or any(p == path for _, p in self.kept):
+            return
+        kept = sorted([*self.kept, (log10_flops, path)], key=lambda k: k[0])
         self.kept = [k for k in kept[:self.size] if k[0] <= kept[0][0] + self.window]
-        _, now, best = self.kept[pick([k[:2] for k in self.kept])]
-        if best == self.best:
-            return False
-        self.best, self.best_seconds = best, now
-        return True
+
+    def best(self):
+        """The tree kept (None if none was offered)."""
+        if not self.kept:
+            return None
+        scored = [(f, seconds(*self.net, p, self.memo)) for f, p in self.kept]
+        return self.kept[pick(scored)][1]
 
 
 def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float]:

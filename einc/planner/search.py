@@ -332,7 +332,8 @@ def _rank(inputs, output, size_dict, path) -> float:
 
 @functools.lru_cache(maxsize=32)
 def _ranked(inputs, output, sizes, path):
-    return objective.seconds(inputs, output, dict(sizes), path)
+    sizes = dict(sizes)
+    return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
 
 
 def _cost(inputs, output, size_dict, path):
@@ -402,7 +403,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     most = budget if most is None else most
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
-        best, trials, rounds = None, 0, 0
+        best, best_flops, trials, rounds = None, math.inf, 0, 0
         ranked = objective.Shortlist(inputs, output, size_dict)     # the best few by flops, ranked by seconds
         args = _strings(inputs, output, size_dict)
         batch = min(8, least) if least else 8
@@ -412,19 +413,21 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                                                                       costmod=COSTMODS[rounds % 2], use_ssa=True)
             rounds += 1
             trials += batch
-            if ranked.add(log10_flops, _linear(rust.ssa_to_linear(ssa, len(inputs)))):
-                best = ranked.best
+            if ranked.wants(log10_flops):
+                ranked.add(log10_flops, _linear(rust.ssa_to_linear(ssa, len(inputs))))
+            if log10_flops < best_flops:
+                best, best_flops = ranked.kept[0][1], log10_flops
                 if limit is not None:
                     budget, most = (min(x, y) for x, y in zip((budget, most), limit(_predict(
                         inputs, output, size_dict, best))))
             now = time.perf_counter()
             if trials >= MAX_TRIALS:
-                return best, trials, f"{MAX_TRIALS} trials"
+                return ranked.best(), trials, f"{MAX_TRIALS} trials"
             if now - t0 >= budget and trials >= least:
-                return best, trials, f"{least} trials (the least; the time budget was spent)" \
+                return ranked.best(), trials, f"{least} trials (the least; the time budget was spent)" \
                     if start - t0 >= budget else "time budget spent"
             if now - t0 >= max(budget, most):
-                return best, trials, f"time allowance spent before {least} trials"
+                return ranked.best(), trials, f"time allowance spent before {least} trials"
             # twice as many as before, up to 64, and no more than the time left holds (a trial
             # on hundreds of tensors takes milliseconds), nor than the least count needs
             end = max(budget, most) if trials < least else budget

@@ -87,9 +87,11 @@ def test_the_shortlist_ranks_the_best_few_by_flops_by_predicted_seconds():
     assert pair is not None
     (f1, p1), (f2, p2) = pair
     ranked = O.Shortlist(inputs, frozenset(), sizes)
-    assert ranked.add(math.log10(f1), p1) and ranked.best == p1
-    assert ranked.add(math.log10(f2), p2) and ranked.best == p2     # more flops, predicted faster
-    assert not ranked.add(math.log10(f1) + 1, p1[::-1])             # ten times the least flops: not weighed
+    ranked.add(math.log10(f1), p1)
+    assert ranked.best() == p1
+    ranked.add(math.log10(f2), p2)
+    assert ranked.best() == p2                                      # more flops, predicted faster
+    assert not ranked.wants(math.log10(f1) + 1)                     # ten times the least flops: not weighed
 
 
 def test_trees_predicted_within_a_tie_are_ranked_by_flops():
@@ -141,6 +143,6 @@ def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
     monkeypatch.setattr(S, "MAX_TRIALS", 64)
     plain, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     # an objective that prefers more flops: the batches' best trees are re-ranked by it
-    monkeypatch.setattr(O, "seconds", lambda i, o, s, p: 1.0 / S.path_cost(i, o, s, p)[0])
+    monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
     contrary, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]
