@@ -182,7 +182,7 @@ def searched(net, former):
     inputs, output, sizes = net
     saved = objective.seconds, objective.hyper_objective
     if former:
-        objective.seconds = lambda i, o, s, p: S.predicted_seconds(*(lambda c: (c[0], c[1], c[3]))(
+        objective.seconds = lambda i, o, s, p, memo=None: S.predicted_seconds(*(lambda c: (c[0], c[1], c[3]))(
             S.path_cost(i, o, s, p)))
         objective.hyper_objective = lambda limit, factor: f"combo-{factor:g}"
     S._ranked.cache_clear()
