@@ -11,7 +11,8 @@ least :data:`MIN_TRIALS` where half the allowance holds them), then refines the 
 tree by cotengra's subtree reconfiguration up to the allowance.  From there on, random
 greedy trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
-are ranked by predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra
+are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
+the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
 more are remembered on disk (:mod:`einc.planner.pathcache`).
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import opt_einsum
 
-from . import pathcache
+from . import objective, pathcache
 
 log = logging.getLogger("einc")
 
@@ -159,7 +160,7 @@ def version(seed: int = SEED) -> str:
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
                               MAX_TRIALS, MIN_TRIALS, CONVERGED, RECONF_SECONDS, RECONF_CHUNK, COSTMODS,
-                              REPAY, WRITE_FACTOR, seed, *found)))
+                              REPAY, WRITE_FACTOR, objective.VERSION, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -210,9 +211,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     found within the budget the greedy path's predicted time affords.  With a
     ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
     where the budget reaches the hyper-optimizer, its trees are ranked as cotengra's
-    slicing reconfiguration slices them to that size; below, or without cotengra, einc's
-    former search under a limit runs (opt_einsum's 128 random greedy trials, which keep
-    to it where they can)."""
+    slicing reconfiguration slices them to that size; below, or without cotengra, a few
+    trees (opt_einsum's 128 random greedy trials under the limit, the unlimited search's,
+    greedy's, and cotengra's slicing reconfiguration of the unlimited one) are ranked by
+    their predicted time once sliced (einc.planner.objective.least_sliced)."""
     ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
     t0 = time.perf_counter()
     inputs = [frozenset(t) for t in inputs]
@@ -221,11 +223,19 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     greedy = _predict(inputs, output, size_dict, path)
     budget = budget_for(greedy)
     if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
-        # under a limit, einc's former search: opt_einsum's paths keep to it where they can
+        # under a limit: opt_einsum's random greedy trials, whose paths keep to it where they
+        # can, the unlimited search's path, that tree reconfigured as cotengra slices it, and
+        # the greedy path, ranked as each is sliced: the slicing chosen with the tree
         with _seeded(seed):
-            path = _linear(opt_einsum.path_random.random_greedy_128(
+            limited = _linear(opt_einsum.path_random.random_greedy_128(
                 [set(t) for t in inputs], set(output), size_dict, memory_limit))
-        return path, _report("random greedy (opt_einsum, under the memory limit)", t0, 128,
+        free = search(inputs, output, size_dict, None, seed)[0]
+        more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
+                                                                    memory_limit, WRITE_FACTOR)
+        path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
+        return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
+                             (" and its tree sliced and reconfigured (cotengra)" if more else "") +
+                             ", ranked as sliced to the limit (einc.planner.objective)", t0, 130 + len(more),
                              "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
                              size_dict, path, budget)
 
@@ -266,7 +276,8 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
     best, hyper_trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
                                                 known)
-    if best is None or (quick is not None and known < _predict(inputs, output, size_dict, best)):
+    if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
+                        _rank(inputs, output, size_dict, best)):
         best = quick if quick is not None else path
     method = (rg + refined + ", then " if quick is not None else "") + \
         "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
@@ -289,16 +300,16 @@ def _refine(ctg, inputs, output, size_dict, best, t0):
             break
         refined = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline)
         ran += (size,)
-        if (now := _predict(inputs, output, size_dict, refined)) < seconds:
-            best, seconds = refined, now
+        if _rank(inputs, output, size_dict, refined) < _rank(inputs, output, size_dict, best):
+            best = refined
     return best, ran
 
 
 def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
     """``(path, report)``: ``best``, or the ``first`` (greedy) path where that is predicted faster."""
     seconds = _predict(inputs, output, size_dict, best)
-    if memory_limit is None and seconds > greedy:        # never worse than the first path
-        best, seconds = first, greedy
+    if memory_limit is None and _rank(inputs, output, size_dict, best) > _rank(inputs, output, size_dict, first):
+        best, seconds = first, greedy       # never worse than the first path
     return best, _report(method, t0, trials, reason, greedy, seconds, inputs, output, size_dict, best, budget)
 
 
@@ -308,8 +319,21 @@ def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict,
 
 
 def _predict(inputs, output, size_dict, path) -> float:
+    """The nominal seconds of ``path`` (:func:`predicted_seconds`): what budgets and reports weigh."""
     flops, written, _, steps = _cost(inputs, output, size_dict, path)
     return predicted_seconds(flops, written, steps)
+
+
+def _rank(inputs, output, size_dict, path) -> float:
+    """What trees are ranked by: the seconds einc's torch executor is predicted to take
+    (einc.planner.objective), remembered for the last few paths."""
+    return _ranked(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
+
+
+@functools.lru_cache(maxsize=32)
+def _ranked(inputs, output, sizes, path):
+    sizes = dict(sizes)
+    return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
 
 
 def _cost(inputs, output, size_dict, path):
@@ -380,6 +404,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
         best, best_flops, trials, rounds = None, math.inf, 0, 0
+        ranked = objective.Shortlist(inputs, output, size_dict)     # the best few by flops, ranked by seconds
         args = _strings(inputs, output, size_dict)
         batch = min(8, least) if least else 8
         while True:
@@ -388,19 +413,21 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                                                                       costmod=COSTMODS[rounds % 2], use_ssa=True)
             rounds += 1
             trials += batch
+            if ranked.wants(log10_flops):
+                ranked.add(log10_flops, _linear(rust.ssa_to_linear(ssa, len(inputs))))
             if log10_flops < best_flops:
-                best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
+                best, best_flops = ranked.kept[0][1], log10_flops
                 if limit is not None:
                     budget, most = (min(x, y) for x, y in zip((budget, most), limit(_predict(
                         inputs, output, size_dict, best))))
             now = time.perf_counter()
             if trials >= MAX_TRIALS:
-                return best, trials, f"{MAX_TRIALS} trials"
+                return ranked.best(), trials, f"{MAX_TRIALS} trials"
             if now - t0 >= budget and trials >= least:
-                return best, trials, f"{least} trials (the least; the time budget was spent)" \
+                return ranked.best(), trials, f"{least} trials (the least; the time budget was spent)" \
                     if start - t0 >= budget else "time budget spent"
             if now - t0 >= max(budget, most):
-                return best, trials, f"time allowance spent before {least} trials"
+                return ranked.best(), trials, f"time allowance spent before {least} trials"
             # twice as many as before, up to 64, and no more than the time left holds (a trial
             # on hundreds of tensors takes milliseconds), nor than the least count needs
             end = max(budget, most) if trials < least else budget
@@ -482,7 +509,8 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     _register(ctg)
     methods = ["einc-greedy" if m == "greedy" else m for m in _methods()]
     slicing = {"target_size": memory_limit} if memory_limit is not None else None
-    opt = ctg.HyperOptimizer(methods=methods, minimize=f"combo-{WRITE_FACTOR:g}", max_repeats=1,
+    opt = ctg.HyperOptimizer(methods=methods, minimize=objective.hyper_objective(memory_limit, WRITE_FACTOR),
+                             max_repeats=1,
                              parallel=False, optlib="sbplx", seed=seed, reconf_opts={},
                              slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
     args = _strings(inputs, output, size_dict)

@@ -3,6 +3,7 @@ budget, the report, determinism, the fallbacks without cotengra, and the ranking
 
 import inspect
 import json
+import math
 import os
 import random
 import stat
@@ -16,7 +17,7 @@ import torch
 
 import einc
 from einc.errors import EquationError
-from einc.planner import pathcache
+from einc.planner import objective, pathcache
 from einc.planner import search as S
 from einc.planner.options import DP_OPERANDS, _auto
 from einc.planner.plan import path_cache_clear
@@ -493,9 +494,15 @@ def test_trees_are_ranked_by_predicted_time_with_a_derived_write_weight(monkeypa
     monkeypatch.setattr(S, "MAX_TRIALS", 3)
     inputs, sizes = _regular(30, 2, 4, seed=5)
     S.find(inputs, set(), sizes)
-    assert seen["minimize"] == "combo-8" and seen["slicing_reconf_opts"] is None
+    # trials scored by einc's objective; subtree reconfiguration weighs combo-8 locally
+    assert seen["minimize"].get_dynamic_programming_minimize() == f"combo-{S.WRITE_FACTOR}"
+    assert seen["slicing_reconf_opts"] is None
+    path = ((0, 1),) * (len(inputs) - 1)
+    tree = S._cotengra().ContractionTree.from_path(*S._strings(inputs, set(), sizes), path=path)
+    assert seen["minimize"]({"tree": tree}) == pytest.approx(math.log2(1 + 1e9 * objective.seconds(
+        inputs, set(), sizes, path)))
     S.find(inputs, set(), sizes, memory_limit=64)
-    assert seen["slicing_reconf_opts"] == {"target_size": 64}
+    assert seen["slicing_reconf_opts"] == {"target_size": 64} and seen["minimize"] == "combo-8"
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -544,4 +551,4 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
     monkeypatch.setattr(S, "SMALL", 30.0)                             # an allowance no refinement reaches
     refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, time.perf_counter())
     assert sizes_run == (6, 8)
-    assert S._predict(inputs, frozenset(), sizes, refined) < S._predict(inputs, frozenset(), sizes, best)
+    assert S._rank(inputs, frozenset(), sizes, refined) < S._rank(inputs, frozenset(), sizes, best)

@@ -1,0 +1,148 @@
+"""einc's path objective (einc.planner.objective): the step kinds and copies it weighs, the
+random greedy shortlist it re-ranks, and the search under a memory limit that ranks trees
+as they are sliced."""
+
+import random
+
+import opt_einsum
+import pytest
+import torch
+
+import einc
+from einc.planner import objective as O
+from einc.planner import search as S
+from einc.planner.memory import live_peak
+
+HAS_COTENGRA = S._cotengra() is not None
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path / "einc-cache"))
+
+
+def _regular(n, d_min, d_max, seed):
+    import networkx as nx
+    rng = random.Random(seed)
+    g = nx.random_regular_graph(3, n, seed=seed)
+    edge = {tuple(sorted(e)): k for k, e in enumerate(g.edges)}
+    sizes = {k: rng.randint(d_min, d_max) for k in edge.values()}
+    return [frozenset(edge[tuple(sorted((v, u)))] for u in g.neighbors(v)) for v in range(n)], sizes
+
+
+def _kinds(eq, size, **sizes):
+    lhs, out = eq.split("->")
+    a, b = (frozenset(t) for t in lhs.split(","))
+    return dict(zip(O.FEATURES, O.step_features(a, b, frozenset(out), {**dict.fromkeys(eq, size), **sizes})))
+
+
+def test_each_step_kind_is_weighed_at_its_own_rate():
+    mm = _kinds("ij,jk->ik", 64)
+    assert mm["gemm"] > 2 * 64 ** 3 and mm["mul_sum"] == 0       # a matrix product, short sides dearer
+    assert _kinds("bij,bjk->bik", 64)["matrices"] == 64
+    dot = _kinds("ij,ij->i", 64)
+    assert dot["gemm"] == 0 and dot["mul_sum"] == 64 * 64         # multiply and sum
+    few = _kinds("ijk,jk->i", 64, i=8)          # few outputs, long sums: run as multiply-and-sum
+    assert few["gemm"] == 0 and few["mul_sum"] == 8 * 64 * 64
+    assert _kinds("ijk,jk->i", 64, i=32)["gemm"] > 0
+    outer = _kinds("ij,kl->ijkl", 8)
+    assert outer["gemm"] == outer["mul_sum"] == 0 and outer["written"] == 8 ** 4
+    # the operands of a matrix product are counted copied (einc.planner.memory.step_copies)
+    assert mm["copies"] == 2 * 64 * 64
+    # a step of short indices moves short runs: dearer per element copied
+    assert _kinds("ij,jk->ik", 4)["short_copies"] / _kinds("ij,jk->ik", 4)["copies"] == pytest.approx(1 / 4)
+
+
+def test_a_contraction_of_three_runs_pairwise_as_einc_builds_it():
+    inputs = [frozenset("ij"), frozenset("jk"), frozenset("kl")]
+    sizes = {"i": 8, "j": 9, "k": 10, "l": 11}
+    assert O.features(inputs, frozenset("il"), sizes, ((0, 1, 2),)) == \
+        O.features(inputs, frozenset("il"), sizes, ((0, 1), (0, 1)))
+    assert len(O.steps(inputs, frozenset("il"), ((0, 1, 2),))) == 2
+    assert O.seconds(inputs, frozenset("il"), sizes, ((0, 1), (0, 1))) == pytest.approx(
+        O.weigh(O.features(inputs, frozenset("il"), sizes, ((0, 1), (0, 1)))))
+
+
+def _disagreeing(inputs, sizes):
+    """Two random greedy trees whose flops and predicted seconds rank them oppositely."""
+    import cotengrust
+    args = S._strings(inputs, set(), sizes)
+    trees = []
+    for seed in range(40):
+        ssa = cotengrust.optimize_greedy(*args, temperature=0.3, costmod=1.0, seed=seed, use_ssa=True)
+        trees.append(S._linear(cotengrust.ssa_to_linear(ssa, len(inputs))))
+    scored = [(S.path_cost(inputs, set(), sizes, p)[0], O.seconds(inputs, set(), sizes, p), p) for p in trees]
+    for f1, s1, p1 in scored:
+        for f2, s2, p2 in scored:
+            if f1 < f2 < 2 * f1 and s2 < s1 * (1 - O.TIE):
+                return (f1, p1), (f2, p2)
+    return None
+
+
+def test_the_shortlist_ranks_the_best_few_by_flops_by_predicted_seconds():
+    pytest.importorskip("cotengrust")
+    import math
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    pair = _disagreeing(inputs, sizes)
+    assert pair is not None
+    (f1, p1), (f2, p2) = pair
+    ranked = O.Shortlist(inputs, frozenset(), sizes)
+    ranked.add(math.log10(f1), p1)
+    assert ranked.best() == p1
+    ranked.add(math.log10(f2), p2)
+    assert ranked.best() == p2                                      # more flops, predicted faster
+    assert not ranked.wants(math.log10(f1) + 1)                     # ten times the least flops: not weighed
+
+
+def test_trees_predicted_within_a_tie_are_ranked_by_flops():
+    assert O.pick([(300, 1.0), (100, 1.01), (200, 0.5)]) == 2       # half the time: kept
+    assert O.pick([(300, 0.99), (100, 1.0)]) == 1                   # 1 % faster: flops decide
+    assert O.pick([(100, 1.0), (200, 0.97)]) == 1
+
+
+def test_a_path_sliced_by_the_objective_keeps_to_the_limit():
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    path = S._greedy(inputs, frozenset(), sizes, None)
+    nodes = O.steps(inputs, frozenset(), path)
+    whole = live_peak(nodes, sizes, len(inputs), inputs)
+    over, seconds = O.sliced_seconds(inputs, frozenset(), sizes, path, whole)
+    assert not over and seconds == pytest.approx(O.seconds(inputs, frozenset(), sizes, path))
+    over, tight = O.sliced_seconds(inputs, frozenset(), sizes, path, 256)
+    assert not over and tight > seconds
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the tree reconfigured for its slices is cotengra's")
+def test_under_a_memory_limit_the_search_ranks_its_trees_as_sliced(monkeypatch):
+    # below the hyper-optimizer: the tree kept is the one estimated fastest once sliced, faster
+    # than opt_einsum's random greedy path under the limit and the unlimited search's path
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    limit = 256
+    path, report = S.find(inputs, set(), sizes, memory_limit=limit)
+    assert "ranked as sliced" in report.method
+    with S._seeded(S.SEED):
+        limited = S._linear(opt_einsum.path_random.random_greedy_128([set(t) for t in inputs], set(), sizes, limit))
+    free = S.search(inputs, set(), sizes, None)[0]
+    chosen = O.sliced_seconds(inputs, frozenset(), sizes, path, limit)[1]
+    assert chosen < O.sliced_seconds(inputs, frozenset(), sizes, limited, limit)[1]
+    assert chosen <= O.sliced_seconds(inputs, frozenset(), sizes, free, limit)[1]   # (the clock may stop that search)
+    assert S.find(inputs, set(), sizes, memory_limit=limit)[0] == path        # deterministic
+    # and einc runs it within the limit, right
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    ops = [torch.rand([sizes[i] for i in sorted(t)], dtype=torch.float64) + 0.5 for t in inputs]
+    info = einc.explain(eq, *ops, memory_limit=limit)
+    assert info.slicing is not None and info.slicing.live <= limit
+    torch.testing.assert_close(einc.einsum(eq, *ops, memory_limit=limit),
+                               opt_einsum.contract(eq, *ops, backend="torch"))
+
+
+def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
+    pytest.importorskip("cotengrust")
+    import time
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    monkeypatch.setattr(S, "MAX_TRIALS", 64)
+    plain, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    # an objective that prefers more flops: the batches' best trees are re-ranked by it
+    monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
+    contrary, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]
