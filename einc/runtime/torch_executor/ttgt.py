@@ -41,6 +41,11 @@ operand, of at least ``worth_sparing`` elements, which
 :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
 and may name another layout for that case.
+
+:func:`choose` costs few of the candidates: a layout's matrix product alone
+(:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
+so one whose product costs at least the cheapest layout found before it is passed over;
+no ``Layout`` is made but the chosen one, the layout :data:`pick` takes among them all.
 """
 
 from __future__ import annotations
@@ -203,13 +208,19 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
     if [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]:
         copies += "c"
         total += copy_ns(natural, out, sizes) * scale
-    b, rows, cols, depth = (_size(g, sizes) for g in (batch, m, n, k))
+    total += _product_ns(*(_size(g, sizes) for g in (batch, m, n, k)), scale, rows_unit)
+    return total, copies, flip, expanded
+
+
+def _product_ns(b, rows, cols, depth, scale, rows_unit=False):
+    """The modelled ns of the matrix product itself; without ``rows_unit``, the least any
+    layout of these group sizes pays (the product is symmetric in rows and cols), which
+    :func:`choose` bounds a layout's cost by (every copy adds to it)."""
     side = max(min(rows, cols), 1)
     rate = GEMM * scale * (1 + (SHORT_SIDE / side) ** 2)
     if rows_unit and cols < 80:
         rate *= 1 + ROWS_UNIT / max(cols, 1)
-    total += 2 * b * rows * cols * depth * rate + b * PER_MATRIX
-    return total, copies, flip, expanded
+    return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
 
 
 def _orders(group, terms):
@@ -243,13 +254,43 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
     it is, each product written where the result holds it; one product over both
     batch indices would copy both operands expanded, or the result."""
+    found = [Layout(*row) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast)]
+    first = _looped_over(ta, tb, out, sizes, small) if loops else None
+    if first is not None:
+        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                           worth_sparing, itemsize, small, broadcast, False)
+        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
+                  for lay in inner if "c" not in lay.copies]
+    return found
+
+
+def _few(ta, tb, out, sizes, small):
+    """Whether every tensor of the step has fewer than ``small`` elements (default :data:`SMALL`)."""
+    return max(_size(ta, sizes), _size(tb, sizes), _size(out, sizes)) < (SMALL if small is None else small)
+
+
+def _looped_over(ta, tb, out, sizes, small):
+    """The index the looped layouts loop over (the result's first), or None where there are none."""
+    first = out[0] if out else None
+    if first is None or sizes[first] <= 1 or (first in ta) == (first in tb) or _few(ta, tb, out, sizes, small):
+        return None
+    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
+    return first if first in leads else None
+
+
+def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None):
+    """The one-product layouts of :func:`candidates`, in its order, as ``Layout`` fields
+    (those that would copy a broadcast operand expanded left out).  With ``floor`` (a
+    one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
+    product alone (:func:`_product_ns`) costs ``floor[0]`` or more is not costed: it
+    cannot cost less than a layout found before it."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
     own_b = [i for i in out if i in sb and i not in sa]
     k_set = [i for i in ta if i in sb and i not in out]
     largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)
+    few = _few(ta, tb, out, sizes, small)
     memo = {}
     moves = [()]
     for term in () if few or not broadcast else (out, ta, tb):
@@ -262,36 +303,37 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
             lead.append(i)
             if tuple(lead) not in moves:
                 moves.append(tuple(lead))
-    found = []
+    depth = _size(k_set, sizes)
     for moved in moves:
         batch_set = shared + [i for i in out if i in moved]
         m_set = [i for i in own_a if i not in moved]
         n_set = [i for i in own_b if i not in moved]
+        least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
+                            itemsize / 4) if floor is not None else None
+        if floor is not None and least >= floor[0]:
+            continue
         for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
             for m in _orders(m_set, [out] if few else [out, ta]):
                 for n in _orders(n_set, [out] if few else [out, tb]):
                     for k in _orders(k_set, [ta, tb]):
                         for swap in (False, True):
+                            if floor is not None and least >= floor[0]:
+                                continue
                             lm, ln = (n, m) if swap else (m, n)
                             ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k,
                                                               itemsize, memo)
                             if expanded and (largest < worth_sparing or 2 * expanded > largest):
                                 continue    # a broadcast operand copied expanded: see the module's docstring
                             wide = tuple(i for i in batch if i not in sa or i not in sb)
-                            found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
-    first = out[0] if out else None
-    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
-    if loops and not few and first in (own_a + own_b) and first in leads and sizes[first] > 1:
-        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
-                           worth_sparing, itemsize, small, broadcast, False)
-        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
-                  for lay in inner if "c" not in lay.copies]
-    return found
+                            yield swap, batch, lm, ln, k, copies, flip, ns, wide
 
 
 def pick(found):
     """The cheapest layout (the first of equals)."""
     return min(found, key=lambda lay: lay.cost)
+
+
+_PICK = pick        # tests replace ``pick`` to run other layouts: choose then lists every candidate
 
 
 @functools.lru_cache(maxsize=1024)
@@ -308,12 +350,57 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     caller takes any layout) no copy of the result is counted, so each candidate's own
     order of the result is kept (:func:`without_result_copy`)."""
     used = sorted(set(ta) | set(tb))
-    local = {i: sizes[i] for i in used}
-    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                             itemsize, SMALL, broadcast, loops))
+    local = tuple((i, sizes[i]) for i in used)
+    if pick is _PICK and not (loops and free_out):
+        return _cheapest(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops,
+                         free_out)
+    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast,
+                             loops))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
+    """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s),
+    the layouts whose matrix product alone costs as much as the cheapest found before them
+    not costed, and no ``Layout`` made but the one returned."""
+    ta, tb, out, sizes = list(ta), list(tb), list(out), dict(sizes)
+    scale = itemsize / 4
+    best, floor = None, [math.inf]
+    # free_out weighs each layout's cost less its result copy, rounded: a layout's product is
+    # a lower bound of that only up to rounding, of at most the result copy's size
+    slack = 1e-9 * 23 * _size(out, sizes) * scale + 0.001
+    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor):
+        ns = row[7]
+        if free_out:
+            saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
+            ns = round(ns - saved, 3)
+        if best is None or ns < best[0]:       # the first of equals, as pick
+            best = ns, row
+            floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
+    first = _looped_over(ta, tb, out, sizes, small) if loops else None
+    looped = None
+    if first is not None:
+        # a looped layout costs sizes[first] * (its product + LOOP) or more
+        inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP]
+        for row in _flat([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                         worth_sparing, itemsize, small, broadcast, inner_floor):
+            ns = sizes[first] * (row[7] + LOOP)
+            if "c" not in row[5] and ns < best[0]:
+                best, looped = (ns, row), first
+                inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
+    lay = Layout(*best[1])
+    if looped is not None:
+        return dataclasses.replace(lay, outer=(looped,), cost=best[0])
+    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay
+
+
+def cache_clear() -> None:
+    """Forget every step's layouts (after a change of the model's constants)."""
+    _candidates.cache_clear()
+    _cheapest.cache_clear()
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
@@ -342,4 +429,5 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
-__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick", "without_result_copy"]
+__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "operand", "pick",
+           "without_result_copy"]
