@@ -55,8 +55,6 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ...planner.strides import contiguous
-
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
@@ -101,12 +99,13 @@ class Layout:
 
 
 def _size(idx, sizes):
-    return math.prod(sizes[i] for i in idx)
+    return math.prod(map(sizes.__getitem__, idx))
 
 
-def _strides(order, sizes):
-    """Each index's stride in a contiguous tensor over ``order``."""
-    return dict(zip(order, contiguous([sizes[i] for i in order])))
+def _stride(order, i, sizes):
+    """``i``'s stride in a contiguous tensor over ``order`` (a size 0 counted as 1, as
+    ``planner.strides.contiguous`` counts it)."""
+    return math.prod([max(sizes[j], 1) for j in order[order.index(i) + 1:]])
 
 
 def copy_ns(src, dst, sizes, expanded=1):
@@ -133,9 +132,9 @@ def copy_ns(src, dst, sizes, expanded=1):
                 break
             run *= sizes[i]
             kept += 1
-        step = _strides(src, sizes)[dst[-1 - kept]]     # how far apart in the source the runs follow
+        step = _stride(src, dst[-1 - kept], sizes)     # how far apart in the source the runs follow
         return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
-    far = _strides(src, sizes)[dst[-1]] >= 4096 and _strides(dst, sizes)[src[-1]] >= 4096
+    far = _stride(src, dst[-1], sizes) >= 4096 and _stride(dst, src[-1], sizes) >= 4096
     return elems * (COPY_MOVE + SHORT_INNER / min(sizes[src[-1]], sizes[dst[-1]])) * (CONFLICT if far else 1)
 
 
@@ -144,38 +143,56 @@ def operand(term, groups, sizes):
     (batch, rows, cols; indices absent from ``term`` are broadcast, stride 0):
     ``(copy ns, copy ns if copied flipped, copied elements, unit stride along rows)``;
     ``copied elements`` is 0 where it reads through views."""
-    live = [i for i in term if sizes[i] != 1]
+    return _operand(tuple(term), tuple(map(tuple, groups)), sizes)
+
+
+def _operand(term, groups, sizes):
+    ones = frozenset([i for i in term if sizes[i] == 1] + [i for grp in groups for i in grp if sizes[i] == 1])
+    kind, along_rows, src, dst, flipped, wide = _reading(term, groups, ones)
+    if kind is None:
+        return 0.0, 0.0, 0, along_rows
+    if kind == "batch":
+        ns = copy_ns(src, dst, sizes)
+        return ns, ns, _size(term, sizes), False
+    if kind == "matrices":
+        return copy_ns(src, dst, sizes), copy_ns(src, flipped, sizes), _size(term, sizes), False
+    return copy_ns(src, dst, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * _size(wide, sizes), False
+
+
+@functools.lru_cache(maxsize=4096)
+def _reading(term, groups, ones):
+    """What :func:`operand` copies, which depends on the indices of size 1 (``ones``) only,
+    not on the other sizes (kept across steps of one equation and new shapes):
+    ``(kind, unit stride along rows, source order, copy's order, flipped copy's order,
+    broadcast indices)``; ``kind`` None (views), "batch" (a batch index innermost: bmm
+    copies the matrices), "matrices" (its matrices copied once, then expanded) or "copy"."""
+    live = [i for i in term if i not in ones]
     pos = {i: p for p, i in enumerate(live)}
     views = True
     wide = []
     for grp in groups:
-        g = [i for i in grp if sizes[i] != 1]
+        g = [i for i in grp if i not in ones]
         own = [i for i in g if i in pos]
         wide += [i for i in g if i not in pos]
         if own and len(own) != len(g):
             views = False
         if own and [pos[i] for i in own] != list(range(pos[own[0]], pos[own[0]] + len(own))):
             views = False
-    rows, cols = ([i for i in grp if sizes[i] != 1] for grp in groups[1:])
+    rows, cols = ([i for i in grp if i not in ones] for grp in groups[1:])
     inner = live[-1] if live else None
     if views:
         if inner is None or inner in rows or inner in cols or not rows or not cols:
-            return 0.0, 0.0, 0, bool(rows) and inner == rows[-1] and bool(cols)
-        # a batch index innermost: bmm copies the matrices (no unit-stride axis)
-        ns = copy_ns(live, [i for i in live if i not in rows + cols] + rows + cols, sizes)
-        return ns, ns, _size(term, sizes), False
+            return None, bool(rows) and inner == rows[-1] and bool(cols), None, None, None, None
+        return "batch", False, live, [i for i in live if i not in rows + cols] + rows + cols, None, None
     if wide and not any(i in pos for i in groups[0]):
         # broadcast over every batch index it has: its matrices copied once, then expanded
         # (stride 0), as bmm reads them
         order = [i for grp in groups[1:] for i in grp]
         flipped = [i for grp in (groups[2], groups[1]) for i in grp]
-        return copy_ns(live, order, sizes), copy_ns(live, flipped, sizes), _size(term, sizes), False
-    expanded = _size(wide, sizes)
+        return "matrices", False, live, order, flipped, None
     order = [i for grp in groups for i in grp]
     flipped = [i for grp in (groups[0], groups[2], groups[1]) for i in grp]
-    src = live + wide
-    return (copy_ns(src, order, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * expanded,
-            False)
+    return "copy", False, live + wide, order, flipped, wide
 
 
 def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
@@ -187,10 +204,10 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
     total, copies, flip, expanded = 0.0, "", "", 0
     rows_unit = False
     for name, term, groups in (("l", left, [batch, m, k]), ("r", right, [batch, k, n])):
-        key = (tuple(term), *map(tuple, groups))
+        key = (tuple(term), tuple(map(tuple, groups)))
         found = memo.get(key) if memo is not None else None
         if found is None:
-            found = operand(term, groups, sizes)
+            found = _operand(*key, sizes)
             if memo is not None:
                 memo[key] = found
         plain, flipped, elems, along_rows = found
@@ -284,14 +301,34 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
     product alone (:func:`_product_ns`) costs ``floor[0]`` or more is not costed: it
     cannot cost less than a layout found before it."""
+    largest = max(_size(ta, sizes), _size(tb, sizes))
+    few = _few(ta, tb, out, sizes, small)
+    memo = {}
+    moves, k_set = _enumeration(tuple(ta), tuple(tb), tuple(out), few, broadcast)
+    depth = _size(k_set, sizes)
+    for batch_set, m_set, n_set, rows in moves:
+        if floor is not None:
+            least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
+                                itemsize / 4)
+        for swap, batch, lm, ln, k, wide in rows:
+            if floor is not None and least >= floor[0]:
+                break       # and the rest of this move: the floor only falls
+            ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo)
+            if expanded and (largest < worth_sparing or 2 * expanded > largest):
+                continue    # a broadcast operand copied expanded: see the module's docstring
+            yield swap, batch, lm, ln, k, copies, flip, ns, wide
+
+
+@functools.lru_cache(maxsize=1024)
+def _enumeration(ta, tb, out, few, broadcast):
+    """:func:`candidates`'s one-product layouts before they are costed, which depend on
+    the terms and ``few`` only: ``(moves, summed indices)``, per move ``(batch indices,
+    M's, N's, [(swap, batch, left's own, right's own, summed, broadcast over)]``."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
     own_b = [i for i in out if i in sb and i not in sa]
     k_set = [i for i in ta if i in sb and i not in out]
-    largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = _few(ta, tb, out, sizes, small)
-    memo = {}
     moves = [()]
     for term in () if few or not broadcast else (out, ta, tb):
         lead = []
@@ -303,29 +340,20 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
             lead.append(i)
             if tuple(lead) not in moves:
                 moves.append(tuple(lead))
-    depth = _size(k_set, sizes)
+    found = []
     for moved in moves:
         batch_set = shared + [i for i in out if i in moved]
         m_set = [i for i in own_a if i not in moved]
         n_set = [i for i in own_b if i not in moved]
-        least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
-                            itemsize / 4) if floor is not None else None
-        if floor is not None and least >= floor[0]:
-            continue
+        rows = []
         for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+            wide = tuple(i for i in batch if i not in sa or i not in sb)
             for m in _orders(m_set, [out] if few else [out, ta]):
                 for n in _orders(n_set, [out] if few else [out, tb]):
                     for k in _orders(k_set, [ta, tb]):
-                        for swap in (False, True):
-                            if floor is not None and least >= floor[0]:
-                                continue
-                            lm, ln = (n, m) if swap else (m, n)
-                            ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k,
-                                                              itemsize, memo)
-                            if expanded and (largest < worth_sparing or 2 * expanded > largest):
-                                continue    # a broadcast operand copied expanded: see the module's docstring
-                            wide = tuple(i for i in batch if i not in sa or i not in sb)
-                            yield swap, batch, lm, ln, k, copies, flip, ns, wide
+                        rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
+        found.append((batch_set, m_set, n_set, rows))
+    return found, k_set
 
 
 def pick(found):
