@@ -44,8 +44,9 @@ and may name another layout for that case.
 
 :func:`choose` costs few of the candidates: a layout's matrix product alone
 (:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
-so one whose product costs at least the cheapest layout found before it is passed over;
-no ``Layout`` is made but the chosen one, the layout :data:`pick` takes among them all.
+and each copy adds to it, so one whose product, or product and left operand's copy,
+costs at least the cheapest layout found before it is passed over; no ``Layout`` is
+made but the chosen one, the layout :data:`pick` takes among them all.
 """
 
 from __future__ import annotations
@@ -195,10 +196,11 @@ def _reading(term, groups, ones):
     return "copy", False, live + wide, order, flipped, wide
 
 
-def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
+def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0):
     """``(ns, copies, flip, expanded)`` of one layout (see the module's docstring);
     ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
-    copy of it broadcast), 0 if none."""
+    copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
+    as an operand's copies and ``least``, the product's least cost, reach ``floor[0]``."""
     left, right = (tb, ta) if swap else (ta, tb)
     scale = itemsize / 4
     total, copies, flip, expanded = 0.0, "", "", 0
@@ -221,6 +223,8 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
                 expanded = max(expanded, elems)
         elif name == "l":
             rows_unit = along_rows
+        if floor is not None and total + least >= floor[0]:
+            return None
     natural = [*batch, *m, *n]
     if [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]:
         copies += "c"
@@ -299,13 +303,15 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     """The one-product layouts of :func:`candidates`, in its order, as ``Layout`` fields
     (those that would copy a broadcast operand expanded left out).  With ``floor`` (a
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
-    product alone (:func:`_product_ns`) costs ``floor[0]`` or more is not costed: it
-    cannot cost less than a layout found before it."""
+    product alone (:func:`_product_ns`), or with the copies of the operands costed so
+    far, costs ``floor[0]`` or more is left out: it cannot cost less than a layout found
+    before it."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
     moves, k_set = _enumeration(tuple(ta), tuple(tb), tuple(out), few, broadcast)
     depth = _size(k_set, sizes)
+    least = 0.0
     for batch_set, m_set, n_set, rows in moves:
         if floor is not None:
             least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
@@ -313,7 +319,10 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
         for swap, batch, lm, ln, k, wide in rows:
             if floor is not None and least >= floor[0]:
                 break       # and the rest of this move: the floor only falls
-            ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo)
+            found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least)
+            if found is None:
+                continue
+            ns, copies, flip, expanded = found
             if expanded and (largest < worth_sparing or 2 * expanded > largest):
                 continue    # a broadcast operand copied expanded: see the module's docstring
             yield swap, batch, lm, ln, k, copies, flip, ns, wide
