@@ -309,14 +309,17 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
-    moves, k_set = _enumeration(tuple(ta), tuple(tb), tuple(out), few, broadcast)
+    ta, tb, out = tuple(ta), tuple(tb), tuple(out)
+    moves, k_set = _enumeration(ta, tb, out, few, broadcast)
     depth = _size(k_set, sizes)
     least = 0.0
-    for batch_set, m_set, n_set, rows in moves:
+    for batch_set, m_set, n_set in moves:
         if floor is not None:
             least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
                                 itemsize / 4)
-        for swap, batch, lm, ln, k, wide in rows:
+            if least >= floor[0]:
+                continue
+        for swap, batch, lm, ln, k, wide in _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
             if floor is not None and least >= floor[0]:
                 break       # and the rest of this move: the floor only falls
             found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least)
@@ -330,14 +333,13 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
 
 @functools.lru_cache(maxsize=1024)
 def _enumeration(ta, tb, out, few, broadcast):
-    """:func:`candidates`'s one-product layouts before they are costed, which depend on
-    the terms and ``few`` only: ``(moves, summed indices)``, per move ``(batch indices,
-    M's, N's, [(swap, batch, left's own, right's own, summed, broadcast over)]``."""
+    """:func:`candidates`'s moves, which depend on the terms and ``few`` only: ``(moves,
+    summed indices)``, each move as its groups' indices ``(batch, M, N)``."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
     own_b = [i for i in out if i in sb and i not in sa]
-    k_set = [i for i in ta if i in sb and i not in out]
+    k_set = tuple(i for i in ta if i in sb and i not in out)
     moves = [()]
     for term in () if few or not broadcast else (out, ta, tb):
         lead = []
@@ -349,20 +351,22 @@ def _enumeration(ta, tb, out, few, broadcast):
             lead.append(i)
             if tuple(lead) not in moves:
                 moves.append(tuple(lead))
-    found = []
-    for moved in moves:
-        batch_set = shared + [i for i in out if i in moved]
-        m_set = [i for i in own_a if i not in moved]
-        n_set = [i for i in own_b if i not in moved]
-        rows = []
-        for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
-            wide = tuple(i for i in batch if i not in sa or i not in sb)
-            for m in _orders(m_set, [out] if few else [out, ta]):
-                for n in _orders(n_set, [out] if few else [out, tb]):
-                    for k in _orders(k_set, [ta, tb]):
-                        rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
-        found.append((batch_set, m_set, n_set, rows))
-    return found, k_set
+    return [(tuple(shared + [i for i in out if i in moved]), tuple(i for i in own_a if i not in moved),
+             tuple(i for i in own_b if i not in moved)) for moved in moves], k_set
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
+    """A move's layouts before they are costed, in :func:`candidates`'s order: ``(swap,
+    batch, left's own, right's own, summed, broadcast over)``."""
+    rows = []
+    for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+        wide = tuple(i for i in batch if i not in ta or i not in tb)
+        for m in _orders(m_set, [out] if few else [out, ta]):
+            for n in _orders(n_set, [out] if few else [out, tb]):
+                for k in _orders(k_set, [ta, tb]):
+                    rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
+    return rows
 
 
 def pick(found):
@@ -435,9 +439,10 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
 
 
 def cache_clear() -> None:
-    """Forget every step's layouts (after a change of the model's constants)."""
-    _candidates.cache_clear()
-    _cheapest.cache_clear()
+    """Forget every step's layouts (after a change of the model's constants), and what
+    was kept of each equation's terms."""
+    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading):
+        cached.cache_clear()
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
