@@ -44,9 +44,9 @@ and may name another layout for that case.
 
 :func:`choose` costs few of the candidates: a layout's matrix product alone
 (:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
-and each copy adds to it, so one whose product, or product and left operand's copy,
-costs at least the cheapest layout found before it is passed over; no ``Layout`` is
-made but the chosen one, the layout :data:`pick` takes among them all.
+and each copy adds to it, so one whose product, or product and the copies costed so
+far, costs at least the cheapest layout found before it is passed over; no ``Layout``
+is made but the chosen one, the layout :data:`pick` takes among them all.
 """
 
 from __future__ import annotations
@@ -196,14 +196,21 @@ def _reading(term, groups, ones):
     return "copy", False, live + wide, order, flipped, wide
 
 
-def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0):
+def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0, result=True):
     """``(ns, copies, flip, expanded)`` of one layout (see the module's docstring);
     ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
-    as an operand's copies and ``least``, the product's least cost, reach ``floor[0]``."""
+    as the copies costed so far (the result's first, where ``result``) and ``least``, the
+    product's least cost, reach ``floor[0]``: each part of the sum adds to it."""
     left, right = (tb, ta) if swap else (ta, tb)
     scale = itemsize / 4
     total, copies, flip, expanded = 0.0, "", "", 0
+    natural = [*batch, *m, *n]
+    copied = [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]
+    last = copy_ns(natural, out, sizes) * scale if copied else 0.0
+    counted = last if result else 0.0
+    if floor is not None and counted + least >= floor[0]:
+        return None
     rows_unit = False
     for name, term, groups in (("l", left, [batch, m, k]), ("r", right, [batch, k, n])):
         key = (tuple(term), tuple(map(tuple, groups)))
@@ -223,12 +230,11 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
                 expanded = max(expanded, elems)
         elif name == "l":
             rows_unit = along_rows
-        if floor is not None and total + least >= floor[0]:
+        if floor is not None and total + counted + least >= floor[0]:
             return None
-    natural = [*batch, *m, *n]
-    if [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]:
+    if copied:
         copies += "c"
-        total += copy_ns(natural, out, sizes) * scale
+        total += last
     total += _product_ns(*(_size(g, sizes) for g in (batch, m, n, k)), scale, rows_unit)
     return total, copies, flip, expanded
 
@@ -299,13 +305,13 @@ def _looped_over(ta, tb, out, sizes, small):
     return first if first in leads else None
 
 
-def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None):
+def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None, result=True):
     """The one-product layouts of :func:`candidates`, in its order, as ``Layout`` fields
     (those that would copy a broadcast operand expanded left out).  With ``floor`` (a
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
-    product alone (:func:`_product_ns`), or with the copies of the operands costed so
-    far, costs ``floor[0]`` or more is left out: it cannot cost less than a layout found
-    before it."""
+    product alone (:func:`_product_ns`), or with the copies costed so far (the result's,
+    where ``result``, then each operand's), costs ``floor[0]`` or more is left out: it
+    cannot cost less than a layout found before it."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
@@ -322,7 +328,7 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
         for swap, batch, lm, ln, k, wide in _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
             if floor is not None and least >= floor[0]:
                 break       # and the rest of this move: the floor only falls
-            found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least)
+            found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least, result)
             if found is None:
                 continue
             ns, copies, flip, expanded = found
@@ -413,7 +419,7 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     # free_out weighs each layout's cost less its result copy, rounded: a layout's product is
     # a lower bound of that only up to rounding, of at most the result copy's size
     slack = 1e-9 * 23 * _size(out, sizes) * scale + 0.001
-    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor):
+    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
         ns = row[7]
         if free_out:
             saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
