@@ -148,6 +148,7 @@ def operand(term, groups, sizes):
 
 
 def _operand(term, groups, sizes):
+    """:func:`operand` of a term and groups as tuples."""
     ones = frozenset([i for i in term if sizes[i] == 1] + [i for grp in groups for i in grp if sizes[i] == 1])
     kind, along_rows, src, dst, flipped, wide = _reading(term, groups, ones)
     if kind is None:
@@ -411,14 +412,16 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
 @functools.lru_cache(maxsize=1024)
 def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
     """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s),
-    the layouts whose matrix product alone costs as much as the cheapest found before them
-    not costed, and no ``Layout`` made but the one returned."""
+    those that cannot cost less than the cheapest found before them not costed through
+    (:func:`_flat`), and no ``Layout`` made but the one returned."""
     ta, tb, out, sizes = list(ta), list(tb), list(out), dict(sizes)
     scale = itemsize / 4
     best, floor = None, [math.inf]
-    # free_out weighs each layout's cost less its result copy, rounded: a layout's product is
-    # a lower bound of that only up to rounding, of at most the result copy's size
-    slack = 1e-9 * 23 * _size(out, sizes) * scale + 0.001
+    # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds
+    # hold for that only up to the rounding, and the subtraction's error, a few ulps of the
+    # result copy at most (copy_ns's most per element, times the result's elements)
+    most = max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
+    slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
     for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
         ns = row[7]
         if free_out:
