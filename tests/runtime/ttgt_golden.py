@@ -124,7 +124,7 @@ def _suite_steps():
     suite = json.loads((ROOT / "bench" / "suite.json").read_text())
     for w in suite["workloads"]:
         for variant in w["variants"].values():
-            for dtype in {variant["dtype"], *w.get("dtypes", ())}:
+            for dtype in sorted({variant["dtype"], *w.get("dtypes", ())}):    # sorted: the same file each run
                 _plan_steps(w["equation"], [tuple(s) for s in variant["shapes"]], getattr(torch, dtype))
 
 
