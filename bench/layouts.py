@@ -87,14 +87,14 @@ def built(eq, ops, settings):
         for name, value in settings:
             setattr(ttgt, name, value)
         ttgt.for_training = for_training
-        ttgt._candidates.cache_clear()
+        ttgt.cache_clear()
         einc.cache_clear()
         entry = engine.entry(parse(eq), ops, DEFAULT)
     finally:
         for name, value in saved.items():
             setattr(ttgt, name, value)
         ttgt.for_training = real_training
-        ttgt._candidates.cache_clear()
+        ttgt.cache_clear()
         einc.cache_clear()
     return entry, picked
 

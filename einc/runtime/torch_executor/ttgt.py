@@ -41,6 +41,12 @@ operand, of at least ``worth_sparing`` elements, which
 :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
 and may name another layout for that case.
+
+:func:`choose` costs few of the candidates: a layout's matrix product alone
+(:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
+and each copy adds to it, so one whose product, or product and the copies costed so
+far, costs at least the cheapest layout found before it is passed over; no ``Layout``
+is made but the chosen one, the layout :data:`pick` takes among them all.
 """
 
 from __future__ import annotations
@@ -49,8 +55,6 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-
-from ...planner.strides import contiguous
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
@@ -96,12 +100,13 @@ class Layout:
 
 
 def _size(idx, sizes):
-    return math.prod(sizes[i] for i in idx)
+    return math.prod(map(sizes.__getitem__, idx))
 
 
-def _strides(order, sizes):
-    """Each index's stride in a contiguous tensor over ``order``."""
-    return dict(zip(order, contiguous([sizes[i] for i in order])))
+def _stride(order, i, sizes):
+    """``i``'s stride in a contiguous tensor over ``order`` (a size 0 counted as 1, as
+    ``planner.strides.contiguous`` counts it)."""
+    return math.prod([max(sizes[j], 1) for j in order[order.index(i) + 1:]])
 
 
 def copy_ns(src, dst, sizes, expanded=1):
@@ -128,9 +133,9 @@ def copy_ns(src, dst, sizes, expanded=1):
                 break
             run *= sizes[i]
             kept += 1
-        step = _strides(src, sizes)[dst[-1 - kept]]     # how far apart in the source the runs follow
+        step = _stride(src, dst[-1 - kept], sizes)     # how far apart in the source the runs follow
         return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
-    far = _strides(src, sizes)[dst[-1]] >= 4096 and _strides(dst, sizes)[src[-1]] >= 4096
+    far = _stride(src, dst[-1], sizes) >= 4096 and _stride(dst, src[-1], sizes) >= 4096
     return elems * (COPY_MOVE + SHORT_INNER / min(sizes[src[-1]], sizes[dst[-1]])) * (CONFLICT if far else 1)
 
 
@@ -139,53 +144,80 @@ def operand(term, groups, sizes):
     (batch, rows, cols; indices absent from ``term`` are broadcast, stride 0):
     ``(copy ns, copy ns if copied flipped, copied elements, unit stride along rows)``;
     ``copied elements`` is 0 where it reads through views."""
-    live = [i for i in term if sizes[i] != 1]
+    return _operand(tuple(term), tuple(map(tuple, groups)), sizes)
+
+
+def _operand(term, groups, sizes):
+    """:func:`operand` of a term and groups as tuples."""
+    ones = frozenset([i for i in term if sizes[i] == 1] + [i for grp in groups for i in grp if sizes[i] == 1])
+    kind, along_rows, src, dst, flipped, wide = _reading(term, groups, ones)
+    if kind is None:
+        return 0.0, 0.0, 0, along_rows
+    if kind == "batch":
+        ns = copy_ns(src, dst, sizes)
+        return ns, ns, _size(term, sizes), False
+    if kind == "matrices":
+        return copy_ns(src, dst, sizes), copy_ns(src, flipped, sizes), _size(term, sizes), False
+    return copy_ns(src, dst, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * _size(wide, sizes), False
+
+
+@functools.lru_cache(maxsize=4096)
+def _reading(term, groups, ones):
+    """What :func:`operand` copies, which depends on the indices of size 1 (``ones``) only,
+    not on the other sizes (kept across steps of one equation and new shapes):
+    ``(kind, unit stride along rows, source order, copy's order, flipped copy's order,
+    broadcast indices)``; ``kind`` None (views), "batch" (a batch index innermost: bmm
+    copies the matrices), "matrices" (its matrices copied once, then expanded) or "copy"."""
+    live = [i for i in term if i not in ones]
     pos = {i: p for p, i in enumerate(live)}
     views = True
     wide = []
     for grp in groups:
-        g = [i for i in grp if sizes[i] != 1]
+        g = [i for i in grp if i not in ones]
         own = [i for i in g if i in pos]
         wide += [i for i in g if i not in pos]
         if own and len(own) != len(g):
             views = False
         if own and [pos[i] for i in own] != list(range(pos[own[0]], pos[own[0]] + len(own))):
             views = False
-    rows, cols = ([i for i in grp if sizes[i] != 1] for grp in groups[1:])
+    rows, cols = ([i for i in grp if i not in ones] for grp in groups[1:])
     inner = live[-1] if live else None
     if views:
         if inner is None or inner in rows or inner in cols or not rows or not cols:
-            return 0.0, 0.0, 0, bool(rows) and inner == rows[-1] and bool(cols)
-        # a batch index innermost: bmm copies the matrices (no unit-stride axis)
-        ns = copy_ns(live, [i for i in live if i not in rows + cols] + rows + cols, sizes)
-        return ns, ns, _size(term, sizes), False
+            return None, bool(rows) and inner == rows[-1] and bool(cols), None, None, None, None
+        return "batch", False, live, [i for i in live if i not in rows + cols] + rows + cols, None, None
     if wide and not any(i in pos for i in groups[0]):
         # broadcast over every batch index it has: its matrices copied once, then expanded
         # (stride 0), as bmm reads them
         order = [i for grp in groups[1:] for i in grp]
         flipped = [i for grp in (groups[2], groups[1]) for i in grp]
-        return copy_ns(live, order, sizes), copy_ns(live, flipped, sizes), _size(term, sizes), False
-    expanded = _size(wide, sizes)
+        return "matrices", False, live, order, flipped, None
     order = [i for grp in groups for i in grp]
     flipped = [i for grp in (groups[0], groups[2], groups[1]) for i in grp]
-    src = live + wide
-    return (copy_ns(src, order, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * expanded,
-            False)
+    return "copy", False, live + wide, order, flipped, wide
 
 
-def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
+def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0, result=True):
     """``(ns, copies, flip, expanded)`` of one layout (see the module's docstring);
     ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
-    copy of it broadcast), 0 if none."""
+    copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
+    as the copies costed so far (the result's first, where ``result``) and ``least``, the
+    product's least cost, reach ``floor[0]``: each part of the sum adds to it."""
     left, right = (tb, ta) if swap else (ta, tb)
     scale = itemsize / 4
     total, copies, flip, expanded = 0.0, "", "", 0
+    natural = [*batch, *m, *n]
+    copied = [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]
+    last = copy_ns(natural, out, sizes) * scale if copied else 0.0
+    counted = last if result else 0.0
+    if floor is not None and counted + least >= floor[0]:
+        return None
     rows_unit = False
     for name, term, groups in (("l", left, [batch, m, k]), ("r", right, [batch, k, n])):
-        key = (tuple(term), *map(tuple, groups))
+        key = (tuple(term), tuple(map(tuple, groups)))
         found = memo.get(key) if memo is not None else None
         if found is None:
-            found = operand(term, groups, sizes)
+            found = _operand(*key, sizes)
             if memo is not None:
                 memo[key] = found
         plain, flipped, elems, along_rows = found
@@ -199,17 +231,24 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None):
                 expanded = max(expanded, elems)
         elif name == "l":
             rows_unit = along_rows
-    natural = [*batch, *m, *n]
-    if [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]:
+        if floor is not None and total + counted + least >= floor[0]:
+            return None
+    if copied:
         copies += "c"
-        total += copy_ns(natural, out, sizes) * scale
-    b, rows, cols, depth = (_size(g, sizes) for g in (batch, m, n, k))
+        total += last
+    total += _product_ns(*(_size(g, sizes) for g in (batch, m, n, k)), scale, rows_unit)
+    return total, copies, flip, expanded
+
+
+def _product_ns(b, rows, cols, depth, scale, rows_unit=False):
+    """The modelled ns of the matrix product itself; without ``rows_unit``, the least any
+    layout of these group sizes pays (the product is symmetric in rows and cols), which
+    :func:`choose` bounds a layout's cost by (every copy adds to it)."""
     side = max(min(rows, cols), 1)
     rate = GEMM * scale * (1 + (SHORT_SIDE / side) ** 2)
     if rows_unit and cols < 80:
         rate *= 1 + ROWS_UNIT / max(cols, 1)
-    total += 2 * b * rows * cols * depth * rate + b * PER_MATRIX
-    return total, copies, flip, expanded
+    return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
 
 
 def _orders(group, terms):
@@ -243,14 +282,71 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
     it is, each product written where the result holds it; one product over both
     batch indices would copy both operands expanded, or the result."""
+    found = [Layout(*row) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast)]
+    first = _looped_over(ta, tb, out, sizes, small) if loops else None
+    if first is not None:
+        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                           worth_sparing, itemsize, small, broadcast, False)
+        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
+                  for lay in inner if "c" not in lay.copies]
+    return found
+
+
+def _few(ta, tb, out, sizes, small):
+    """Whether every tensor of the step has fewer than ``small`` elements (default :data:`SMALL`)."""
+    return max(_size(ta, sizes), _size(tb, sizes), _size(out, sizes)) < (SMALL if small is None else small)
+
+
+def _looped_over(ta, tb, out, sizes, small):
+    """The index the looped layouts loop over (the result's first), or None where there are none."""
+    first = out[0] if out else None
+    if first is None or sizes[first] <= 1 or (first in ta) == (first in tb) or _few(ta, tb, out, sizes, small):
+        return None
+    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
+    return first if first in leads else None
+
+
+def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None, result=True):
+    """The one-product layouts of :func:`candidates`, in its order, as ``Layout`` fields
+    (those that would copy a broadcast operand expanded left out).  With ``floor`` (a
+    one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
+    product alone (:func:`_product_ns`), or with the copies costed so far (the result's,
+    where ``result``, then each operand's), costs ``floor[0]`` or more is left out: it
+    cannot cost less than a layout found before it."""
+    largest = max(_size(ta, sizes), _size(tb, sizes))
+    few = _few(ta, tb, out, sizes, small)
+    memo = {}
+    ta, tb, out = tuple(ta), tuple(tb), tuple(out)
+    moves, k_set = _enumeration(ta, tb, out, few, broadcast)
+    depth = _size(k_set, sizes)
+    least = 0.0
+    for batch_set, m_set, n_set in moves:
+        if floor is not None:
+            least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
+                                itemsize / 4)
+            if least >= floor[0]:
+                continue
+        for swap, batch, lm, ln, k, wide in _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
+            if floor is not None and least >= floor[0]:
+                break       # and the rest of this move: the floor only falls
+            found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least, result)
+            if found is None:
+                continue
+            ns, copies, flip, expanded = found
+            if expanded and (largest < worth_sparing or 2 * expanded > largest):
+                continue    # a broadcast operand copied expanded: see the module's docstring
+            yield swap, batch, lm, ln, k, copies, flip, ns, wide
+
+
+@functools.lru_cache(maxsize=1024)
+def _enumeration(ta, tb, out, few, broadcast):
+    """:func:`candidates`'s moves, which depend on the terms and ``few`` only: ``(moves,
+    summed indices)``, each move as its groups' indices ``(batch, M, N)``."""
     sa, sb = set(ta), set(tb)
     shared = [i for i in out if i in sa and i in sb]
     own_a = [i for i in out if i in sa and i not in sb]
     own_b = [i for i in out if i in sb and i not in sa]
-    k_set = [i for i in ta if i in sb and i not in out]
-    largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)
-    memo = {}
+    k_set = tuple(i for i in ta if i in sb and i not in out)
     moves = [()]
     for term in () if few or not broadcast else (out, ta, tb):
         lead = []
@@ -262,36 +358,30 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
             lead.append(i)
             if tuple(lead) not in moves:
                 moves.append(tuple(lead))
-    found = []
-    for moved in moves:
-        batch_set = shared + [i for i in out if i in moved]
-        m_set = [i for i in own_a if i not in moved]
-        n_set = [i for i in own_b if i not in moved]
-        for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
-            for m in _orders(m_set, [out] if few else [out, ta]):
-                for n in _orders(n_set, [out] if few else [out, tb]):
-                    for k in _orders(k_set, [ta, tb]):
-                        for swap in (False, True):
-                            lm, ln = (n, m) if swap else (m, n)
-                            ns, copies, flip, expanded = cost(ta, tb, out, sizes, swap, batch, lm, ln, k,
-                                                              itemsize, memo)
-                            if expanded and (largest < worth_sparing or 2 * expanded > largest):
-                                continue    # a broadcast operand copied expanded: see the module's docstring
-                            wide = tuple(i for i in batch if i not in sa or i not in sb)
-                            found.append(Layout(swap, batch, lm, ln, k, copies, flip, ns, wide))
-    first = out[0] if out else None
-    leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
-    if loops and not few and first in (own_a + own_b) and first in leads and sizes[first] > 1:
-        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
-                           worth_sparing, itemsize, small, broadcast, False)
-        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
-                  for lay in inner if "c" not in lay.copies]
-    return found
+    return [(tuple(shared + [i for i in out if i in moved]), tuple(i for i in own_a if i not in moved),
+             tuple(i for i in own_b if i not in moved)) for moved in moves], k_set
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
+    """A move's layouts before they are costed, in :func:`candidates`'s order: ``(swap,
+    batch, left's own, right's own, summed, broadcast over)``."""
+    rows = []
+    for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+        wide = tuple(i for i in batch if i not in ta or i not in tb)
+        for m in _orders(m_set, [out] if few else [out, ta]):
+            for n in _orders(n_set, [out] if few else [out, tb]):
+                for k in _orders(k_set, [ta, tb]):
+                    rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
+    return rows
 
 
 def pick(found):
     """The cheapest layout (the first of equals)."""
     return min(found, key=lambda lay: lay.cost)
+
+
+_PICK = pick        # tests replace ``pick`` to run other layouts: choose then lists every candidate
 
 
 @functools.lru_cache(maxsize=1024)
@@ -308,12 +398,60 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     caller takes any layout) no copy of the result is counted, so each candidate's own
     order of the result is kept (:func:`without_result_copy`)."""
     used = sorted(set(ta) | set(tb))
-    local = {i: sizes[i] for i in used}
-    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), tuple(sorted(local.items())), worth_sparing,
-                             itemsize, SMALL, broadcast, loops))
+    local = tuple((i, sizes[i]) for i in used)
+    if pick is _PICK and not (loops and free_out):
+        return _cheapest(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops,
+                         free_out)
+    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast,
+                             loops))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
+    """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s),
+    those that cannot cost less than the cheapest found before them not costed through
+    (:func:`_flat`), and no ``Layout`` made but the one returned."""
+    ta, tb, out, sizes = list(ta), list(tb), list(out), dict(sizes)
+    scale = itemsize / 4
+    best, floor = None, [math.inf]
+    # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds
+    # hold for that only up to the rounding, and the subtraction's error, a few ulps of the
+    # result copy at most (copy_ns's most per element, times the result's elements)
+    most = max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
+    slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
+    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
+        ns = row[7]
+        if free_out:
+            saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
+            ns = round(ns - saved, 3)
+        if best is None or ns < best[0]:       # the first of equals, as pick
+            best = ns, row
+            floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
+    first = _looped_over(ta, tb, out, sizes, small) if loops else None
+    looped = None
+    if first is not None:
+        # a looped layout costs sizes[first] * (its product + LOOP) or more
+        inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP]
+        for row in _flat([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
+                         worth_sparing, itemsize, small, broadcast, inner_floor):
+            ns = sizes[first] * (row[7] + LOOP)
+            if "c" not in row[5] and ns < best[0]:
+                best, looped = (ns, row), first
+                inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
+    lay = Layout(*best[1])
+    if looped is not None:
+        return dataclasses.replace(lay, outer=(looped,), cost=best[0])
+    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay
+
+
+def cache_clear() -> None:
+    """Forget every step's layouts (after a change of the model's constants), and what
+    was kept of each equation's terms."""
+    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading):
+        cached.cache_clear()
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
@@ -342,4 +480,5 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
-__all__ = ["Layout", "candidates", "choose", "cost", "for_training", "operand", "pick", "without_result_copy"]
+__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "operand", "pick",
+           "without_result_copy"]

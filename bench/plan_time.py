@@ -1,0 +1,157 @@
+"""Planning time where the torch executor's layout choice (runtime/torch_executor/ttgt.py's
+``choose``) weighs most: a new shape every call, and the first call of a large network.
+
+- ``new shape``: ``einc.einsum("bhid,bhjd->bhij")`` on (1, 2, n, 16) operands, n = 128,
+  129, ... (every call a shape einc has not seen: planned, its layout chosen), and
+  ``torch.einsum`` on the same calls;
+- ``connected(100)``: the first call (every cache cleared before it) of einsum_benchmark's
+  random connected network of 100 tensors (``connected_network(100, 2.5, max_axis_size=4,
+  seed=0)``, float32), opt_einsum's greedy path given, so no path is searched.
+
+Per method: the median per call, and the share of it spent in ``ttgt.choose`` (timed by a
+wrapper around it).  With ``--against DIR`` (another checkout of einc, e.g. a ``git
+worktree`` of an older commit), each round runs one fresh process per checkout, in
+alternating order, and the paired per-round ratios (this checkout / the other) are given
+as their median with a 95 % interval.  1 thread.
+
+    python bench/plan_time.py [--rounds 7] [--calls 100] [--against /tmp/einc-before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _timed_choose():
+    """Wrap ``ttgt.choose`` so that its inclusive time is summed; ``(totals, clear)``."""
+    from einc.runtime.torch_executor import ttgt
+    real, spent = ttgt.choose, [0.0]
+
+    def choose(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t
+    ttgt.choose = choose
+    return spent
+
+
+def _clear():
+    import einc
+    from einc.runtime.torch_executor import ttgt
+    einc.cache_clear()
+    if hasattr(ttgt, "cache_clear"):
+        ttgt.cache_clear()
+    else:       # before ttgt.cache_clear
+        ttgt._candidates.cache_clear()
+
+
+def _network():
+    import opt_einsum
+    import torch
+    from einsum_benchmark.generators.random.connected_network import connected_network
+
+    from bench.paths import _symbols
+    eq, shapes = connected_network(100, 2.5, max_axis_size=4, seed=0)[:2]
+    eq, shapes = _symbols(str(eq)), [tuple(int(d) for d in s) for s in shapes]
+    path = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="greedy")[0]
+    gen = torch.Generator().manual_seed(0)
+    return eq, [torch.randn(s, generator=gen) for s in shapes], path
+
+
+def one_round(calls: int) -> dict:
+    """Medians of one process's calls, in seconds, and choose's shares."""
+    import torch
+
+    import einc
+    torch.set_num_threads(1)
+    spent = _timed_choose()
+    out = {}
+    sizes = [128 + i for i in range(calls + 10)]
+    pairs = [(torch.randn(1, 2, n, 16), torch.randn(1, 2, n, 16)) for n in sizes]
+    for a, b in pairs[:10]:         # the first calls import and warm up
+        einc.einsum("bhid,bhjd->bhij", a, b)
+        torch.einsum("bhid,bhjd->bhij", a, b)
+    for name, fn in (("new shape", einc.einsum), ("new shape, torch.einsum", torch.einsum)):
+        times, spent[0] = [], 0.0
+        for a, b in pairs[10:]:
+            t = time.perf_counter()
+            fn("bhid,bhjd->bhij", a, b)
+            times.append(time.perf_counter() - t)
+        out[name] = statistics.median(times)
+        if fn is einc.einsum:
+            out[name + " choose share"] = spent[0] / sum(times)
+    eq, ops, path = _network()
+    times, shares = [], []
+    for _ in range(3):
+        _clear()
+        spent[0] = 0.0
+        t = time.perf_counter()
+        einc.einsum(eq, *ops, optimize=path)
+        times.append(time.perf_counter() - t)
+        shares.append(spent[0] / times[-1])
+    out["connected(100) first call"] = statistics.median(times)
+    out["connected(100) first call choose share"] = statistics.median(shares)
+    return out
+
+
+def _run(root: Path, calls: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(root), EINC_NEW_SHAPES="plan", OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as cache:
+        env["EINC_CACHE_DIR"] = cache
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_time.py"), "--one", str(calls)],
+                              env=env, cwd=root, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _interval(this, other):
+    """The median of the paired per-round ratios ``this / other`` and its 95 % interval."""
+    from einc.tools.benchmark.timing import Timing, ratio_interval
+    return ratio_interval(Timing(0, 0, this), Timing(0, 0, other))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--calls", type=int, default=100)
+    p.add_argument("--against", type=Path, help="another einc checkout, timed in alternate processes")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.one:
+        sys.path.insert(0, str(Path.cwd()))
+        print(json.dumps(one_round(a.one)))
+        return 0
+    roots = [ROOT] + ([a.against.resolve()] if a.against else [])
+    rows = {r: [] for r in roots}
+    for k in range(a.rounds):
+        for root in roots if k % 2 == 0 else roots[::-1]:
+            rows[root].append(_run(root, a.calls))
+    print(f"{a.rounds} rounds, {a.calls} new shapes a round, 1 thread; shared machine")
+    tail = " | this / other (95 % interval) |" if a.against else " |"
+    print("| measure | " + " | ".join(str(r) for r in roots) + tail)
+    print("|---" * (len(roots) + 1 + bool(a.against)) + "|")
+    for key in rows[ROOT][0]:
+        med = [statistics.median(x[key] for x in rows[r]) for r in roots]
+        cells = [f"{m:.3f}" if "share" in key else f"{m * 1e6:.0f} us" for m in med]
+        if a.against and "share" not in key:
+            mid, lo, hi = _interval([x[key] for x in rows[ROOT]], [y[key] for y in rows[roots[1]]])
+            cells.append(f"{mid:.3f} ({lo:.3f}-{hi:.3f})")
+        elif a.against:
+            cells.append("")
+        print(f"| {key} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
