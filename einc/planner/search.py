@@ -4,21 +4,24 @@
 gives will cost (:func:`predicted_seconds`: flops, the traffic of the intermediates, a
 fixed cost per step, at nominal CPU figures), and spends search time as
 :func:`budget_for` affords: :data:`FRACTION` of the prediction plus :data:`REPAY` times
-it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; no search runs past
-its :func:`allowance` (that fraction plus :data:`SMALL`).  A budget under
-:data:`HYPER_FLOOR` runs seeded random greedy trials (cotengrust's, else opt_einsum's; at
-least :data:`MIN_TRIALS` where half the allowance holds them), then refines the best
-tree by cotengra's subtree reconfiguration up to the allowance.  From there on, random
-greedy trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
+it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; its
+:func:`allowance` (that fraction plus :data:`SMALL`) bounds the planning.  A budget under
+:data:`HYPER_FLOOR` is counted, not clocked: seeded random greedy trials (cotengrust's,
+else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the best
+tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
+budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
+clock no longer than :data:`GUARD` times the allowance.  From there on, random greedy
+trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
 are ranked by predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
 more are remembered on disk (:mod:`einc.planner.pathcache`).
 
-Deterministic for a given :data:`SEED` where the search stops on its trial count or its
-convergence (and a refinement on running out of subtrees); where the clock stops it, how
-many trials fit depends on the machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
-how many trees it tried and why it stopped (``explain`` prints it).  docs/paths.md.
+Deterministic for a given :data:`SEED` where the search stops on its counts or its
+convergence: below the hyper-optimizer, unless the guard ends it; where the clock stops
+a hyper-optimizer search, how many trials fit depends on the machine's speed and load,
+and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
+and why it stopped (``explain`` prints it).  docs/paths.md.
 """
 
 from __future__ import annotations
@@ -53,10 +56,10 @@ WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight o
 FRACTION = 0.1          # of the best predicted contraction time, spent searching
 FLOOR = 0.005           # seconds: the least any search past dynamic programming's reach is given
 SMALL = 0.1             # seconds: added to the fraction, or REPAY times the predicted time where that is less
-REPAY = 10              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
+REPAY = 30              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
 HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
-REFINE_SHARE = 0.5      # of a small search's allowance, left to refining the best random greedy tree
+REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
 # cotengrust's random greedy weighing of the tensors removed against the one made, in
@@ -65,7 +68,15 @@ RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
 COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
-MIN_TRIALS = 128        # trees: the least a search below the hyper-optimizer tries, within its allowance
+# Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
+# load), so that its path does not depend on the machine's load: a random greedy trial, per
+# index of every operand (cotengrust); a subtree reconfigured, by its leaves (cotengra), each
+# size tried only where the one before gained.  GUARD: the most a counted search may run, as a
+# multiple of its allowance, where the machine is far slower than nominal.
+TRIAL_SECONDS = 1.2e-6
+SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
+GUARD = 4
+STALE = 32              # random greedy trials end where the latter half of this many or more found no better tree
 CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
 SEED = 0
@@ -158,8 +169,8 @@ def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
-                              MAX_TRIALS, MIN_TRIALS, CONVERGED, RECONF_SECONDS, RECONF_CHUNK, COSTMODS,
-                              REPAY, WRITE_FACTOR, seed, *found)))
+                              MAX_TRIALS, STALE, TRIAL_SECONDS, SUBTREES, GUARD, CONVERGED, RECONF_SECONDS,
+                              RECONF_CHUNK, COSTMODS, REPAY, WRITE_FACTOR, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -232,24 +243,28 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
         return min(budget, max(budget_for(seconds), SMALL))     # small one is kept whole
 
-    def trials_get(seconds):    # (budget, most) of random greedy trials for a best tree predicted at ``seconds``
+    def trials_get(seconds):    # the random greedy trials' share of the budget of a best tree predicted at ``seconds``
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
-            return (QUICK_SHARE * affords(seconds),) * 2
-        most = allowance(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
-        return min(affords(seconds), most), most
+            return QUICK_SHARE * affords(seconds)
+        return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
-    quick, trials, reason = None, 0, ""
+    # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
+    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
+    counted = ctg is None or budget < HYPER_FLOOR
+    per_trial = TRIAL_SECONDS * sum(map(len, inputs))
+    guard = t0 + min(CAP, GUARD * allowance(greedy))
+    quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
-        least = 0 if ctg is not None and budget >= HYPER_FLOOR else MIN_TRIALS
-        first, most = trials_get(greedy)
-        quick, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, first, trials_get, least,
-                                               most)
+        quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
+                                                     trials_get, per_trial if counted else None, guard)
         budget = affords(_predict(inputs, output, size_dict, quick))
     rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     if ctg is None or budget < HYPER_FLOOR:
         method = rg
-        if ctg is not None:
-            quick, refined = _refine(ctg, inputs, output, size_dict, quick, t0)
+        if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
+            left = budget - work if counted else REFINE_SHARE * budget
+            quick, refined = _refine(ctg, inputs, output, size_dict, quick, left,
+                                     guard if counted else t0 + min(CAP, GUARD * allowance(budget)))
             method += ", its best tree refined (cotengra: subtrees of " + " then ".join(map(str, refined)) + ")" \
                 if refined else ""
             trials += len(refined)
@@ -260,7 +275,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
     if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        quick = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
+        quick, _ = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
         trials += 1
         refined = " (its best tree refined)"
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
@@ -275,22 +290,23 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                    budget, memory_limit)
 
 
-def _refine(ctg, inputs, output, size_dict, best, t0):
+def _refine(ctg, inputs, output, size_dict, best, work, deadline):
     """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
-    subtrees of 6 leaves, then of 8, up to the :func:`allowance` of ``best`` (refining the
-    best tree by small subtrees gains more than further trials on lattices, regular graphs
-    and the language-model networks, in tens of milliseconds); ``sizes`` the subtree
-    sizes that ran."""
+    subtrees of 6 leaves, then of 8 (:data:`SUBTREES`), as many as ``work`` seconds
+    afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
+    refining the best tree by small subtrees gains more than further trials on lattices,
+    regular graphs and the language-model networks. ``sizes``: the subtree sizes that ran."""
     seconds = _predict(inputs, output, size_dict, best)
-    deadline = t0 + allowance(seconds)
     ran = ()
-    for size in (6, 8):
-        if time.perf_counter() >= deadline:
+    for size, each in SUBTREES:
+        if work < each or time.perf_counter() >= deadline:
             break
-        refined = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline)
+        refined, tried = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline, int(work / each))
         ran += (size,)
-        if (now := _predict(inputs, output, size_dict, refined)) < seconds:
-            best, seconds = refined, now
+        work -= tried * each
+        if (now := _predict(inputs, output, size_dict, refined)) >= seconds:
+            break           # where small subtrees gain nothing, larger ones (several times dearer) seldom do
+        best, seconds = refined, now
     return best, ran
 
 
@@ -370,18 +386,19 @@ def _greedy(inputs, output, size_dict, memory_limit):
     return _linear(opt_einsum.paths.greedy([set(t) for t in inputs], set(output), size_dict, memory_limit))
 
 
-def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, least=0, most=None):
-    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason)``.
-    With cotengrust, ``limit(predicted seconds)`` gives ``(budget, most)`` for the best
-    tree so far (each taken where less than before), and at least ``least`` trials run
-    past the budget, up to ``most`` seconds (so that a loaded machine still tries a
-    fair number of trees, and the count ends a small search, not the clock)."""
-    most = budget if most is None else most
+def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
+                   guard=math.inf):
+    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
+    work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
+    tree so far (taken where less than before: a better tree affords less search); with
+    ``per_trial`` (nominal seconds), the budget is counted in trials, ``work`` of them,
+    up to the ``guard`` (``time.perf_counter()``), not clocked.  The trials also end where
+    the latter half of :data:`STALE` or more found no better tree."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
-        best, best_flops, trials, rounds = None, math.inf, 0, 0
+        best, best_flops, trials, rounds, found = None, math.inf, 0, 0, 0
         args = _strings(inputs, output, size_dict)
-        batch = min(8, least) if least else 8
+        batch = 8
         while True:
             start = time.perf_counter()
             ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
@@ -389,31 +406,32 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
             rounds += 1
             trials += batch
             if log10_flops < best_flops:
-                best, best_flops = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops
+                best, best_flops, found = _linear(rust.ssa_to_linear(ssa, len(inputs))), log10_flops, trials
                 if limit is not None:
-                    budget, most = (min(x, y) for x, y in zip((budget, most), limit(_predict(
-                        inputs, output, size_dict, best))))
+                    budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
             now = time.perf_counter()
+            work = trials * per_trial if per_trial else 0.0
             if trials >= MAX_TRIALS:
-                return best, trials, f"{MAX_TRIALS} trials"
-            if now - t0 >= budget and trials >= least:
-                return best, trials, f"{least} trials (the least; the time budget was spent)" \
-                    if start - t0 >= budget else "time budget spent"
-            if now - t0 >= max(budget, most):
-                return best, trials, f"time allowance spent before {least} trials"
-            # twice as many as before, up to 64, and no more than the time left holds (a trial
-            # on hundreds of tensors takes milliseconds), nor than the least count needs
-            end = max(budget, most) if trials < least else budget
-            each = (now - start) / batch
-            batch = max(1, min(2 * batch, 64, int((end - (now - t0)) / each) if each > 0 else 64))
-            if trials < least:
-                batch = min(batch, least - trials)
+                return best, trials, f"{MAX_TRIALS} trials", work
+            if per_trial and work >= budget:
+                return best, trials, f"{trials} trials (what the budget affords)", work
+            if not per_trial and now - t0 >= budget:
+                return best, trials, "time budget spent", work
+            if trials >= STALE and trials >= 2 * found:
+                return best, trials, f"converged (no better tree in the last {trials - found} of {trials} trials)", \
+                    work
+            if now >= guard:
+                return best, trials, f"time allowance spent after {trials} trials", work
+            # twice as many as before, up to 64, and no more than the budget holds: counted, or
+            # by the clock (a trial on hundreds of tensors takes milliseconds)
+            each, held = (per_trial, budget - work) if per_trial else ((now - start) / batch, budget - (now - t0))
+            batch = max(1, min(2 * batch, 64, math.ceil(held / each) if each > 0 else 64))
     opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
                                   minimize="flops")
     with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number
         path = opt([set(t) for t in inputs], set(output), size_dict, memory_limit)
     trials = len(opt.costs)
-    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials"
+    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", 0.0
 
 
 @contextlib.contextmanager
@@ -428,23 +446,29 @@ def _seeded(seed):
         random.setstate(state)
 
 
-def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
-    """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
-    leaves, the costliest first), ranked as the hyper-optimizer ranks trees; by
-    :data:`RECONF_CHUNK` subtrees at a time up to ``deadline`` (``time.perf_counter()``)."""
+def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf, most=None):
+    """``(path, tried)``: ``path`` refined by cotengra's subtree reconfiguration (subtrees
+    of ``subtree_size`` leaves, the costliest first), ranked as the hyper-optimizer ranks
+    trees; by :data:`RECONF_CHUNK` subtrees at a time up to ``deadline``
+    (``time.perf_counter()``), and with ``most``, up to that many subtrees and no further
+    than a chunk that gained nothing (the costliest subtrees gain the most); ``tried``:
+    the subtrees tried."""
+    tried = 0
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        done = 0
-        while done < tree.N:        # cotengra's own bound: as many subtrees as leaves
+        cost, end = tree.combo_cost(WRITE_FACTOR), tree.N if most is None else min(tree.N, most)
+        while tried < end:          # cotengra's own bound: as many subtrees as leaves
             seen = sum(map(len, tree.already_optimized.values()))
             tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
-                                      maxiter=min(RECONF_CHUNK, tree.N - done))
-            done += RECONF_CHUNK
-            if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline:
-                break               # every subtree tried, or the time is spent
+                                      maxiter=min(RECONF_CHUNK, end - tried))
+            tried += min(RECONF_CHUNK, end - tried)
+            was, cost = cost, tree.combo_cost(WRITE_FACTOR)
+            if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline \
+                    or (most is not None and cost >= was):
+                break               # every subtree tried, the time spent, or a chunk gained nothing
     except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
-        return path
-    return _linear(tree.get_path())
+        return path, tried
+    return _linear(tree.get_path()), tried
 
 
 _REGISTERED = False
