@@ -275,7 +275,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
     if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        quick, _ = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
+        quick = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
         trials += 1
         refined = " (its best tree refined)"
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
@@ -292,21 +292,26 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 
 def _refine(ctg, inputs, output, size_dict, best, work, deadline):
     """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
-    subtrees of 6 leaves, then of 8 (:data:`SUBTREES`), as many as ``work`` seconds
-    afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
+    subtrees of 6 leaves, then of 8, then of 10 (:data:`SUBTREES`), as many as ``work``
+    seconds afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
     refining the best tree by small subtrees gains more than further trials on lattices,
     regular graphs and the language-model networks. ``sizes``: the subtree sizes that ran."""
-    seconds = _predict(inputs, output, size_dict, best)
     ran = ()
-    for size, each in SUBTREES:
-        if work < each or time.perf_counter() >= deadline:
-            break
-        refined, tried = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline, int(work / each))
-        ran += (size,)
-        work -= tried * each
-        if (now := _predict(inputs, output, size_dict, refined)) >= seconds:
-            break           # where small subtrees gain nothing, larger ones (several times dearer) seldom do
-        best, seconds = refined, now
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=best)
+        for size, each in SUBTREES:
+            if work < each or time.perf_counter() >= deadline:
+                break
+            was = _combo(tree)
+            work -= _reconfigure(tree, size, deadline, int(work / each)) * each
+            ran += (size,)
+            if _combo(tree) >= was:
+                break       # where small subtrees gain nothing, larger ones (several times dearer) seldom do
+    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
+        return best, ran
+    path = _linear(tree.get_path())
+    if _predict(inputs, output, size_dict, path) < _predict(inputs, output, size_dict, best):
+        return path, ran
     return best, ran
 
 
@@ -446,29 +451,43 @@ def _seeded(seed):
         random.setstate(state)
 
 
-def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf, most=None):
-    """``(path, tried)``: ``path`` refined by cotengra's subtree reconfiguration (subtrees
-    of ``subtree_size`` leaves, the costliest first), ranked as the hyper-optimizer ranks
-    trees; by :data:`RECONF_CHUNK` subtrees at a time up to ``deadline``
-    (``time.perf_counter()``), and with ``most``, up to that many subtrees and no further
-    than a chunk that gained nothing (the costliest subtrees gain the most); ``tried``:
-    the subtrees tried."""
-    tried = 0
+def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
+    """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
+    leaves) up to ``deadline`` (``time.perf_counter()``), or kept where cotengra does not
+    take it as a tree."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        cost, end = tree.combo_cost(WRITE_FACTOR), tree.N if most is None else min(tree.N, most)
-        while tried < end:          # cotengra's own bound: as many subtrees as leaves
-            seen = sum(map(len, tree.already_optimized.values()))
-            tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
-                                      maxiter=min(RECONF_CHUNK, end - tried))
-            tried += min(RECONF_CHUNK, end - tried)
-            was, cost = cost, tree.combo_cost(WRITE_FACTOR)
-            if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline \
-                    or (most is not None and cost >= was):
-                break               # every subtree tried, the time spent, or a chunk gained nothing
-    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
-        return path, tried
-    return _linear(tree.get_path()), tried
+        _reconfigure(tree, subtree_size, deadline)
+    except (ValueError, KeyError, IndexError):
+        return path
+    return _linear(tree.get_path())
+
+
+def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
+    """cotengra's subtree reconfiguration of ``tree``, in place: subtrees of
+    ``subtree_size`` leaves, the costliest first, ranked as the hyper-optimizer ranks trees;
+    :data:`RECONF_CHUNK` subtrees (or a sixteenth of the tree, cotengra ranking them anew
+    each time) at a time up to ``deadline`` (``time.perf_counter()``), and with ``most``,
+    up to that many subtrees and no further than a chunk that gained nothing (the costliest
+    subtrees gain the most).  Returns the subtrees tried."""
+    tried, end = 0, tree.N if most is None else min(tree.N, most)
+    chunk, cost = max(RECONF_CHUNK, tree.N // 16), _combo(tree)
+    while tried < end:              # cotengra's own bound: as many subtrees as leaves
+        seen = sum(map(len, tree.already_optimized.values()))
+        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
+                                  maxiter=min(chunk, end - tried))
+        tried += min(chunk, end - tried)
+        was, cost = cost, _combo(tree)
+        if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline \
+                or (most is not None and cost >= was):
+            break                   # every subtree tried, the time spent, or a chunk gained nothing
+    return tried
+
+
+def _combo(tree) -> float:
+    """cotengra's "combo" cost of ``tree`` (flops and :data:`WRITE_FACTOR` per written
+    element), from the totals cotengra keeps up to date as it reconfigures."""
+    return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
 _REGISTERED = False
