@@ -10,7 +10,7 @@ it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; its
 else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the best
 tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
 budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
-clock no longer than :data:`GUARD` times the allowance.  From there on, random greedy
+clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
 trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
 are ranked by predicted time (:data:`WRITE_FACTOR`), not flops alone.  Without cotengra
@@ -72,7 +72,7 @@ MAX_TRIALS = 1024       # trees: the most any search tries
 # load), so that its path does not depend on the machine's load: a random greedy trial, per
 # index of every operand (cotengrust); a subtree reconfigured, by its leaves (cotengra), each
 # size tried only where the one before gained.  GUARD: the most a counted search may run, as a
-# multiple of its allowance, where the machine is far slower than nominal.
+# multiple of its budget, where the machine is far slower than nominal.
 TRIAL_SECONDS = 1.2e-6
 SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
 GUARD = 4
@@ -252,7 +252,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
     counted = ctg is None or budget < HYPER_FLOOR
     per_trial = TRIAL_SECONDS * sum(map(len, inputs))
-    guard = t0 + min(CAP, GUARD * allowance(greedy))
+    guard = t0 + min(CAP, GUARD * budget)
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
@@ -262,9 +262,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     if ctg is None or budget < HYPER_FLOOR:
         method = rg
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
+            best = _predict(inputs, output, size_dict, quick)
             left = budget - work if counted else REFINE_SHARE * budget
             quick, refined = _refine(ctg, inputs, output, size_dict, quick, left,
-                                     guard if counted else t0 + min(CAP, GUARD * allowance(budget)))
+                                     guard if counted else time.perf_counter() + min(GUARD * left, allowance(best)))
             method += ", its best tree refined (cotengra: subtrees of " + " then ".join(map(str, refined)) + ")" \
                 if refined else ""
             trials += len(refined)
