@@ -398,8 +398,8 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
     ``per_trial`` (nominal seconds), the budget is counted in trials, ``work`` of them,
-    up to the ``guard`` (``time.perf_counter()``), not clocked.  The trials also end where
-    the latter half of :data:`STALE` or more found no better tree."""
+    up to the ``guard`` (``time.perf_counter()``), not clocked, and end where the latter
+    half of :data:`STALE` or more found no better tree."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
         best, best_flops, trials, rounds, found = None, math.inf, 0, 0, 0
@@ -423,7 +423,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 return best, trials, f"{trials} trials (what the budget affords)", work
             if not per_trial and now - t0 >= budget:
                 return best, trials, "time budget spent", work
-            if trials >= STALE and trials >= 2 * found:
+            if per_trial and trials >= STALE and trials >= 2 * found:     # (a hyper search's are clocked)
                 return best, trials, f"converged (no better tree in the last {trials - found} of {trials} trials)", \
                     work
             if now >= guard:
