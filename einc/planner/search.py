@@ -397,9 +397,10 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
-    ``per_trial`` (nominal seconds), the budget is counted in trials, ``work`` of them,
-    up to the ``guard`` (``time.perf_counter()``), not clocked, and end where the latter
-    half of :data:`STALE` or more found no better tree."""
+    ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
+    (``time.perf_counter()``), not clocked, and they end where the latter half of
+    :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
+    since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
         best, best_flops, trials, rounds, found = None, math.inf, 0, 0, 0
@@ -416,7 +417,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 if limit is not None:
                     budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
             now = time.perf_counter()
-            work = trials * per_trial if per_trial else 0.0
+            work = trials * per_trial if per_trial else now - t0
             if trials >= MAX_TRIALS:
                 return best, trials, f"{MAX_TRIALS} trials", work
             if per_trial and work >= budget:
@@ -437,7 +438,8 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number
         path = opt([set(t) for t in inputs], set(output), size_dict, memory_limit)
     trials = len(opt.costs)
-    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", 0.0
+    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", \
+        time.perf_counter() - t0
 
 
 @contextlib.contextmanager
@@ -453,9 +455,8 @@ def _seeded(seed):
 
 
 def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
-    """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
-    leaves) up to ``deadline`` (``time.perf_counter()``), or kept where cotengra does not
-    take it as a tree."""
+    """``path`` refined by cotengra's subtree reconfiguration (:func:`_reconfigure`), or kept
+    where cotengra does not take it as a tree."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
         _reconfigure(tree, subtree_size, deadline)
@@ -486,8 +487,7 @@ def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
 
 
 def _combo(tree) -> float:
-    """cotengra's "combo" cost of ``tree`` (flops and :data:`WRITE_FACTOR` per written
-    element), from the totals cotengra keeps up to date as it reconfigures."""
+    """cotengra's "combo" cost of ``tree``, from the totals it keeps up to date."""
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 

@@ -166,6 +166,23 @@ def test_random_greedy_trials_end_where_they_stop_finding_better_trees():
     assert reason.startswith("converged") and trials < 2 * S.STALE + 64 and work == trials * per_trial < 1.0
 
 
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the refinement is cotengra's")
+def test_without_cotengrust_the_refinement_gets_what_the_clocked_trials_left(monkeypatch):
+    # opt_einsum's trials are clocked: the refinement gets the budget less the time they took
+    monkeypatch.setattr(S, "_cotengrust", lambda: None)
+    given = []
+    refine = S._refine
+
+    def spy(ctg, inputs, output, size_dict, best, work, deadline):
+        given.append(work)
+        return refine(ctg, inputs, output, size_dict, best, work, deadline)
+    monkeypatch.setattr(S, "_refine", spy)
+    inputs, sizes = _regular(60, 2, 2, seed=1)
+    _, report = S.find(inputs, set(), sizes)
+    assert report.method.startswith("random greedy (opt_einsum)") and len(given) == 1
+    assert 0 < given[0] <= report.budget * (1 - S.REFINE_SHARE) + 0.005
+
+
 def test_a_counted_search_still_stops_at_its_guard(monkeypatch):
     # on a machine so loaded that the nominal costs are far off, the clock still ends it
     monkeypatch.setattr(S, "GUARD", 1e-9)
