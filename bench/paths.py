@@ -20,7 +20,8 @@ float64 operands: ``einc.einsum``, cotengra's ``einsum`` (its default quick opti
 ``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is checked
 against opt_einsum's.
 
-    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md] [--only NAME]
+    python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md]
+        [--only 'NAME (TENSORS);NAME']
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ warnings.filterwarnings("ignore")
 
 
 def instances(only=None):
-    """``(name, equation, shapes)``, 20 to 500 tensors (``only``: the families whose name holds it)."""
+    """``(name, equation, shapes)``, 20 to 500 tensors (``only``: ``;``-separated texts, the
+    instances whose name, tensor count included, holds one of them)."""
     from einsum_benchmark.generators.language_model.generator import p_first_and_last
     from einsum_benchmark.generators.quantum_computing.mps_product import matrix_product_state
     from einsum_benchmark.generators.random.connected_hypernetwork import connected_hypernetwork
@@ -75,16 +77,18 @@ def instances(only=None):
         ("language model", lambda: p_first_and_last(3, 4, 4)),
         ("language model", lambda: p_first_and_last(4, 4, 4)),
     ]
+    wanted = [w.strip() for w in only.split(";") if w.strip()] if only else []
     for name, make in made:
-        if only and only not in name:
-            continue
         try:
             eq, shapes = make()[:2]
         except ValueError as e:     # a generator that cannot draw this instance
             print(f"{name}: not generated ({e})", file=sys.stderr)
             continue
         shapes = [tuple(int(d) for d in s) for s in shapes]
-        yield f"{name} ({len(shapes)})", _symbols(str(eq)), shapes
+        full = f"{name} ({len(shapes)})"
+        if wanted and not any(w in full for w in wanted):
+            continue
+        yield full, _symbols(str(eq)), shapes
 
 
 def _symbols(eq: str) -> str:
@@ -172,6 +176,11 @@ def end_to_end(eq, shapes, fresh_cache):
     mine = einc.einsum(eq, *ops)
     out["einc"] = time.perf_counter() - t
     t = time.perf_counter()
+    einc.einsum(eq, *ops)
+    out["einc_again"] = time.perf_counter() - t
+    note = next((n for n in einc.explain(eq, *ops).plan.notes if n.startswith("Path search")), "")
+    out["search"] = _search_seconds(note)
+    t = time.perf_counter()
     theirs = ctg.einsum(eq, *ops)
     out["cotengra"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -181,6 +190,13 @@ def end_to_end(eq, shapes, fresh_cache):
     out["diff"] = (mine - ref).abs().max().item() / scale
     out["cotengra_diff"] = (theirs - ref).abs().max().item() / scale
     return out
+
+
+def _search_seconds(note: str) -> float:
+    """The seconds a search ran, from its explain line ("... 58 trees in 37.7 ms ...")."""
+    import re
+    m = re.search(r"trees? in ([0-9.e+]+) (s|ms|us)\b", note)
+    return float(m.group(1)) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[m.group(2)] if m else math.nan
 
 
 def versions() -> str:
@@ -202,7 +218,8 @@ def main(argv=None):
     today = time.strftime("%Y-%m-%d", time.gmtime())
     ap.add_argument("--out", default=str(ROOT / "bench" / "measured" / f"paths-{today}.md"),
                     help="the page to write (default: today's, so that an earlier page is not overwritten)")
-    ap.add_argument("--only", default=None, help="the families whose name holds this text")
+    ap.add_argument("--only", default=None,
+                    help="the instances whose name holds one of these ';'-separated texts, e.g. 'tree (100);MPS'")
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory(prefix="einc-paths-bench-")
     count = [0]
@@ -278,12 +295,12 @@ def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
         lines.append(f"- {r['name']}: {r['note'].replace('Path search: ', '')}")
     if runs:
         lines += ["", "## End to end, first call (planning included), float64 on the CPU", "",
-                  "| instance | einc s | cotengra `einsum` s | opt_einsum `contract` s "
-                  "| max rel. diff from opt_einsum: einc, cotengra |",
-                  "|---|---:|---:|---:|---:|"]
+                  "| instance | einc s | of which its path search s | einc's second call s "
+                  "| cotengra `einsum` s | opt_einsum `contract` s | max rel. diff from opt_einsum: einc, cotengra |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
         for name, o in runs:
-            lines.append(f"| {name} | {o['einc']:.3f} | {o['cotengra']:.3f} | {o['opt_einsum']:.3f} "
-                         f"| {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
+            lines.append(f"| {name} | {o['einc']:.3f} | {o['search']:.3f} | {o['einc_again']:.3f} "
+                         f"| {o['cotengra']:.3f} | {o['opt_einsum']:.3f} | {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
     return "\n".join(lines) + "\n"
 
 

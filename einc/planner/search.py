@@ -4,22 +4,25 @@
 gives will cost (:func:`predicted_seconds`: flops, the traffic of the intermediates, a
 fixed cost per step, at nominal CPU figures), and spends search time as
 :func:`budget_for` affords: :data:`FRACTION` of the prediction plus :data:`REPAY` times
-it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; no search runs past
-its :func:`allowance` (that fraction plus :data:`SMALL`).  A budget under
-:data:`HYPER_FLOOR` runs seeded random greedy trials (cotengrust's, else opt_einsum's; at
-least :data:`MIN_TRIALS` where half the allowance holds them), then refines the best
-tree by cotengra's subtree reconfiguration up to the allowance.  From there on, random
-greedy trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
+it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; its
+:func:`allowance` (that fraction plus :data:`SMALL`) bounds the planning.  A budget under
+:data:`HYPER_FLOOR` is counted, not clocked: seeded random greedy trials (cotengrust's,
+else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the best
+tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
+budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
+clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
+trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
 are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
 the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
 more are remembered on disk (:mod:`einc.planner.pathcache`).
 
-Deterministic for a given :data:`SEED` where the search stops on its trial count or its
-convergence (and a refinement on running out of subtrees); where the clock stops it, how
-many trials fit depends on the machine's speed and load, and so may the path.  :class:`Report` says what ran, how long,
-how many trees it tried and why it stopped (``explain`` prints it).  docs/paths.md.
+Deterministic for a given :data:`SEED` where the search stops on its counts or its
+convergence: below the hyper-optimizer, unless the guard ends it; where the clock stops
+a hyper-optimizer search, how many trials fit depends on the machine's speed and load,
+and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
+and why it stopped (``explain`` prints it).  docs/paths.md.
 """
 
 from __future__ import annotations
@@ -28,18 +31,17 @@ import contextlib
 import dataclasses
 import functools
 import importlib.util
-import logging
 import math
 import random
-import sys
 import time
-from dataclasses import dataclass
 
 import opt_einsum
 
 from . import objective, pathcache
-
-log = logging.getLogger("einc")
+from .searchreport import Progress as _Progress
+from .searchreport import Report
+from .searchreport import report_of as _report_of
+from .searchreport import seconds_text as _time
 
 # Nominal CPU figures of einc's torch executor (those of einc.planner.slicecost): a flop on
 # operands of tens of elements a side at 5 GFLOP/s, a fixed cost per step.  An
@@ -54,10 +56,10 @@ WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight o
 FRACTION = 0.1          # of the best predicted contraction time, spent searching
 FLOOR = 0.005           # seconds: the least any search past dynamic programming's reach is given
 SMALL = 0.1             # seconds: added to the fraction, or REPAY times the predicted time where that is less
-REPAY = 10              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
+REPAY = 20              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
 HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
-REFINE_SHARE = 0.5      # of a small search's allowance, left to refining the best random greedy tree
+REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
 # cotengrust's random greedy weighing of the tensors removed against the one made, in
@@ -66,43 +68,18 @@ RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
 COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
-MIN_TRIALS = 128        # trees: the least a search below the hyper-optimizer tries, within its allowance
+# Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
+# load), so that its path does not depend on the machine's load: a random greedy trial, per
+# index of every operand (cotengrust); a subtree reconfigured, by its leaves (cotengra), each
+# size tried only where the one before gained.  GUARD: the most a counted search may run, as a
+# multiple of its budget, where the machine is far slower than nominal.
+TRIAL_SECONDS = 1.2e-6
+SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
+GUARD = 4
+STALE = 32              # random greedy trials end where the latter half of this many or more found no better tree
 CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
 SEED = 0
-
-
-@dataclass(frozen=True)
-class Report:
-    """What a search did: ``method`` (``"greedy"``, ``"random greedy"``, ``"hyper"``),
-    ``seconds`` it ran, ``trials`` (trees tried), ``reason`` it stopped, the predicted
-    seconds of the greedy path and of the path kept, and the kept path's flops and largest
-    intermediate (elements)."""
-
-    method: str
-    seconds: float
-    trials: int
-    reason: str
-    greedy_seconds: float
-    best_seconds: float
-    flops: float
-    largest: float
-    budget: float
-
-    def text(self) -> str:
-        gain = self.greedy_seconds / self.best_seconds if self.best_seconds else 1.0
-        return (f"Path search: {self.method}, {self.trials} tree{'s' if self.trials != 1 else ''} in "
-                f"{_time(self.seconds)} (budget {_time(self.budget)}); stopped: {self.reason}; predicted "
-                f"contraction {_time(self.best_seconds)} ({gain:.3g}x better than greedy's "
-                f"{_time(self.greedy_seconds)}; einc.planner.search)")
-
-
-def _time(t: float) -> str:
-    if t >= 1:
-        return f"{t:.3g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    return f"{t * 1e6:.3g} us"
 
 
 def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
@@ -159,8 +136,8 @@ def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
-                              MAX_TRIALS, MIN_TRIALS, CONVERGED, RECONF_SECONDS, RECONF_CHUNK, COSTMODS,
-                              REPAY, WRITE_FACTOR, objective.VERSION, seed, *found)))
+                              MAX_TRIALS, STALE, TRIAL_SECONDS, SUBTREES, GUARD, CONVERGED, RECONF_SECONDS,
+                              RECONF_CHUNK, COSTMODS, REPAY, WRITE_FACTOR, objective.VERSION, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -194,18 +171,6 @@ def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     return path, report
 
 
-def _report_of(data) -> Report | None:
-    """The :class:`Report` a remembered entry holds, where it holds a well-formed one."""
-    fields = {f.name: f.type for f in dataclasses.fields(Report)}
-    if not isinstance(data, dict) or set(data) != set(fields):
-        return None
-    for k, v in data.items():
-        want = (str,) if fields[k] == "str" else (int,) if fields[k] == "int" else (int, float)
-        if type(v) not in want:
-            return None
-    return Report(**data)
-
-
 def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     """``(path, report)``: a linear path for ``inputs`` (sets of int indices) -> ``output``,
     found within the budget the greedy path's predicted time affords.  With a
@@ -223,43 +188,34 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     greedy = _predict(inputs, output, size_dict, path)
     budget = budget_for(greedy)
     if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
-        # under a limit: opt_einsum's random greedy trials, whose paths keep to it where they
-        # can, the unlimited search's path, that tree reconfigured as cotengra slices it, and
-        # the greedy path, ranked as each is sliced: the slicing chosen with the tree
-        with _seeded(seed):
-            limited = _linear(opt_einsum.path_random.random_greedy_128(
-                [set(t) for t in inputs], set(output), size_dict, memory_limit))
-        free = search(inputs, output, size_dict, None, seed)[0]
-        more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
-                                                                    memory_limit, WRITE_FACTOR)
-        path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
-        return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
-                             (" and its tree sliced and reconfigured (cotengra)" if more else "") +
-                             ", ranked as sliced to the limit (einc.planner.objective)", t0, 130 + len(more),
-                             "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
-                             size_dict, path, budget)
+        return _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget)
 
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
         return min(budget, max(budget_for(seconds), SMALL))     # small one is kept whole
 
-    def trials_get(seconds):    # (budget, most) of random greedy trials for a best tree predicted at ``seconds``
+    def trials_get(seconds):    # the random greedy trials' share of the budget of a best tree predicted at ``seconds``
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
-            return (QUICK_SHARE * affords(seconds),) * 2
-        most = allowance(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
-        return min(affords(seconds), most), most
+            return QUICK_SHARE * affords(seconds)
+        return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
-    quick, trials, reason = None, 0, ""
+    # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
+    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
+    counted = ctg is None or budget < HYPER_FLOOR
+    per_trial = TRIAL_SECONDS * sum(map(len, inputs))
+    guard = t0 + min(CAP, GUARD * budget)
+    quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
-        least = 0 if ctg is not None and budget >= HYPER_FLOOR else MIN_TRIALS
-        first, most = trials_get(greedy)
-        quick, trials, reason = _random_greedy(inputs, output, size_dict, None, seed, t0, first, trials_get, least,
-                                               most)
+        quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
+                                                     trials_get, per_trial if counted else None, guard)
         budget = affords(_predict(inputs, output, size_dict, quick))
     rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     if ctg is None or budget < HYPER_FLOOR:
         method = rg
-        if ctg is not None:
-            quick, refined = _refine(ctg, inputs, output, size_dict, quick, t0)
+        if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
+            best = _predict(inputs, output, size_dict, quick)
+            left = budget - work if counted else REFINE_SHARE * budget
+            quick, refined = _refine(ctg, inputs, output, size_dict, quick, left,
+                                     guard if counted else time.perf_counter() + min(GUARD * left, allowance(best)))
             method += ", its best tree refined (cotengra: subtrees of " + " then ".join(map(str, refined)) + ")" \
                 if refined else ""
             trials += len(refined)
@@ -286,22 +242,47 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                    budget, memory_limit)
 
 
-def _refine(ctg, inputs, output, size_dict, best, t0):
+def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget):
+    """``(path, report)`` under a limit below the hyper-optimizer: opt_einsum's random
+    greedy trials, whose paths keep to it where they can, the unlimited search's path, that
+    tree reconfigured as cotengra slices it, and the greedy ``path``, ranked as each is
+    sliced: the slicing chosen with the tree."""
+    with _seeded(seed):
+        limited = _linear(opt_einsum.path_random.random_greedy_128(
+            [set(t) for t in inputs], set(output), size_dict, memory_limit))
+    free = search(inputs, output, size_dict, None, seed)[0]
+    more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
+                                                                memory_limit, WRITE_FACTOR)
+    path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
+    return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
+                         (" and its tree sliced and reconfigured (cotengra)" if more else "") +
+                         ", ranked as sliced to the limit (einc.planner.objective)", t0, 130 + len(more),
+                         "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
+                         size_dict, path, budget)
+
+
+def _refine(ctg, inputs, output, size_dict, best, work, deadline):
     """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
-    subtrees of 6 leaves, then of 8, up to the :func:`allowance` of ``best`` (refining the
-    best tree by small subtrees gains more than further trials on lattices, regular graphs
-    and the language-model networks, in tens of milliseconds); ``sizes`` the subtree
-    sizes that ran."""
-    seconds = _predict(inputs, output, size_dict, best)
-    deadline = t0 + allowance(seconds)
+    subtrees of 6 leaves, then of 8, then of 10 (:data:`SUBTREES`), as many as ``work``
+    seconds afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
+    refining the best tree by small subtrees gains more than further trials on lattices,
+    regular graphs and the language-model networks. ``sizes``: the subtree sizes that ran."""
     ran = ()
-    for size in (6, 8):
-        if time.perf_counter() >= deadline:
-            break
-        refined = _reconfigured(ctg, inputs, output, size_dict, best, size, deadline)
-        ran += (size,)
-        if _rank(inputs, output, size_dict, refined) < _rank(inputs, output, size_dict, best):
-            best = refined
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=best)
+        for size, each in SUBTREES:
+            if work < each or time.perf_counter() >= deadline:
+                break
+            was = _combo(tree)
+            work -= _reconfigure(tree, size, deadline, int(work / each)) * each
+            ran += (size,)
+            if _combo(tree) >= was:
+                break       # where small subtrees gain nothing, larger ones (several times dearer) seldom do
+    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
+        return best, ran
+    path = _linear(tree.get_path())
+    if _rank(inputs, output, size_dict, path) < _rank(inputs, output, size_dict, best):
+        return path, ran
     return best, ran
 
 
@@ -394,19 +375,21 @@ def _greedy(inputs, output, size_dict, memory_limit):
     return _linear(opt_einsum.paths.greedy([set(t) for t in inputs], set(output), size_dict, memory_limit))
 
 
-def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, least=0, most=None):
-    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason)``.
-    With cotengrust, ``limit(predicted seconds)`` gives ``(budget, most)`` for the best
-    tree so far (each taken where less than before), and at least ``least`` trials run
-    past the budget, up to ``most`` seconds (so that a loaded machine still tries a
-    fair number of trees, and the count ends a small search, not the clock)."""
-    most = budget if most is None else most
+def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
+                   guard=math.inf):
+    """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
+    work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
+    tree so far (taken where less than before: a better tree affords less search); with
+    ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
+    (``time.perf_counter()``), not clocked, and they end where the latter half of
+    :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
+    since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
-        best, best_flops, trials, rounds = None, math.inf, 0, 0
+        best, best_flops, trials, rounds, found = None, math.inf, 0, 0, 0
         ranked = objective.Shortlist(inputs, output, size_dict)     # the best few by flops, ranked by seconds
         args = _strings(inputs, output, size_dict)
-        batch = min(8, least) if least else 8
+        batch = 8
         while True:
             start = time.perf_counter()
             ssa, log10_flops = rust.optimize_random_greedy_track_flops(*args, ntrials=batch, seed=seed + trials,
@@ -416,31 +399,33 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
             if ranked.wants(log10_flops):
                 ranked.add(log10_flops, _linear(rust.ssa_to_linear(ssa, len(inputs))))
             if log10_flops < best_flops:
-                best, best_flops = ranked.kept[0][1], log10_flops
+                best, best_flops, found = ranked.kept[0][1], log10_flops, trials
                 if limit is not None:
-                    budget, most = (min(x, y) for x, y in zip((budget, most), limit(_predict(
-                        inputs, output, size_dict, best))))
+                    budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
             now = time.perf_counter()
+            work = trials * per_trial if per_trial else now - t0
             if trials >= MAX_TRIALS:
-                return ranked.best(), trials, f"{MAX_TRIALS} trials"
-            if now - t0 >= budget and trials >= least:
-                return ranked.best(), trials, f"{least} trials (the least; the time budget was spent)" \
-                    if start - t0 >= budget else "time budget spent"
-            if now - t0 >= max(budget, most):
-                return ranked.best(), trials, f"time allowance spent before {least} trials"
-            # twice as many as before, up to 64, and no more than the time left holds (a trial
-            # on hundreds of tensors takes milliseconds), nor than the least count needs
-            end = max(budget, most) if trials < least else budget
-            each = (now - start) / batch
-            batch = max(1, min(2 * batch, 64, int((end - (now - t0)) / each) if each > 0 else 64))
-            if trials < least:
-                batch = min(batch, least - trials)
+                return ranked.best(), trials, f"{MAX_TRIALS} trials", work
+            if per_trial and work >= budget:
+                return ranked.best(), trials, f"{trials} trials (what the budget affords)", work
+            if not per_trial and now - t0 >= budget:
+                return ranked.best(), trials, "time budget spent", work
+            if per_trial and trials >= STALE and trials >= 2 * found:     # (a hyper search's are clocked)
+                reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
+                return ranked.best(), trials, reason, work
+            if now >= guard:
+                return ranked.best(), trials, f"time allowance spent after {trials} trials", work
+            # twice as many as before, up to 64, and no more than the budget holds: counted, or
+            # by the clock (a trial on hundreds of tensors takes milliseconds)
+            each, held = (per_trial, budget - work) if per_trial else ((now - start) / batch, budget - (now - t0))
+            batch = max(1, min(2 * batch, 64, math.ceil(held / each) if each > 0 else 64))
     opt = opt_einsum.RandomGreedy(max_repeats=MAX_TRIALS, max_time=max(0.0, budget - (time.perf_counter() - t0)),
                                   minimize="flops")
     with _seeded(seed):     # opt_einsum seeds Python's random numbers with each trial's number
         path = opt([set(t) for t in inputs], set(output), size_dict, memory_limit)
     trials = len(opt.costs)
-    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials"
+    return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", \
+        time.perf_counter() - t0
 
 
 @contextlib.contextmanager
@@ -456,22 +441,40 @@ def _seeded(seed):
 
 
 def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
-    """``path`` refined by cotengra's subtree reconfiguration (subtrees of ``subtree_size``
-    leaves, the costliest first), ranked as the hyper-optimizer ranks trees; by
-    :data:`RECONF_CHUNK` subtrees at a time up to ``deadline`` (``time.perf_counter()``)."""
+    """``path`` refined by cotengra's subtree reconfiguration (:func:`_reconfigure`), or kept
+    where cotengra does not take it as a tree."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        done = 0
-        while done < tree.N:        # cotengra's own bound: as many subtrees as leaves
-            seen = sum(map(len, tree.already_optimized.values()))
-            tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
-                                      maxiter=min(RECONF_CHUNK, tree.N - done))
-            done += RECONF_CHUNK
-            if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline:
-                break               # every subtree tried, or the time is spent
-    except (ValueError, KeyError, IndexError):      # a path cotengra does not take as a tree: kept as it is
+        _reconfigure(tree, subtree_size, deadline)
+    except (ValueError, KeyError, IndexError):
         return path
     return _linear(tree.get_path())
+
+
+def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
+    """cotengra's subtree reconfiguration of ``tree``, in place: subtrees of
+    ``subtree_size`` leaves, the costliest first, ranked as the hyper-optimizer ranks trees;
+    :data:`RECONF_CHUNK` subtrees (or a sixteenth of the tree, cotengra ranking them anew
+    each time) at a time up to ``deadline`` (``time.perf_counter()``), and with ``most``,
+    up to that many subtrees and no further than a chunk that gained nothing (the costliest
+    subtrees gain the most).  Returns the subtrees tried."""
+    tried, end = 0, tree.N if most is None else min(tree.N, most)
+    chunk, cost = max(RECONF_CHUNK, tree.N // 16), _combo(tree)
+    while tried < end:              # cotengra's own bound: as many subtrees as leaves
+        seen = sum(map(len, tree.already_optimized.values()))
+        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
+                                  maxiter=min(chunk, end - tried))
+        tried += min(chunk, end - tried)
+        was, cost = cost, _combo(tree)
+        if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline \
+                or (most is not None and cost >= was):
+            break                   # every subtree tried, the time spent, or a chunk gained nothing
+    return tried
+
+
+def _combo(tree) -> float:
+    """cotengra's "combo" cost of ``tree``, from the totals it keeps up to date."""
+    return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
 _REGISTERED = False
@@ -550,33 +553,6 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
             progress.close()
     path = _linear(opt.tree.get_path()) if "tree" in opt.best else None
     return path, len(opt.scores), reason, budget
-
-
-class _Progress:
-    """A tqdm bar over the search's seconds where stderr is a terminal, else a log line."""
-
-    def __init__(self, budget: float):
-        self.bar = None
-        self.last = 0.0
-        self.total = round(budget, 1)
-        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
-            from tqdm import tqdm
-            self.bar = tqdm(total=self.total, desc="einc path search", unit="s", leave=False, file=sys.stderr)
-        else:
-            log.info("einc: searching a contraction path for up to %s", _time(budget))
-
-    def update(self, elapsed: float, trials: int, flops: float) -> None:
-        if self.bar is not None:
-            step = round(min(elapsed, self.total), 1) - self.last
-            self.last += step
-            if flops == flops:      # not NaN: a tree was found
-                self.bar.set_postfix_str(f"{trials} trees, log10 flops {math.log10(max(flops, 1)):.2f}",
-                                         refresh=False)
-            self.bar.update(step)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 __all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",

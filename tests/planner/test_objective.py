@@ -141,8 +141,8 @@ def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
     import time
     inputs, sizes = _regular(40, 2, 4, seed=3)
     monkeypatch.setattr(S, "MAX_TRIALS", 64)
-    plain, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    plain, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     # an objective that prefers more flops: the batches' best trees are re-ranked by it
     monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
-    contrary, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
+    contrary, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]

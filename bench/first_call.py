@@ -1,0 +1,102 @@
+"""Where einc's first call goes on the executable networks of bench/paths.py.
+
+For each network that contracts in a few seconds on the CPU (float64 operands, as in
+bench/paths.py's end-to-end table), the first ``einc.einsum`` call of a fresh process state
+(fresh plan and path caches) is split into: the path search (``einc.planner.search.find``),
+the torch executor's layout choice (``ttgt.choose``, its copy-cost model, once per step as the
+steps are built), the contraction (taken as einc's second call, which runs the same plan) and
+the rest (parsing, plan building, step building outside ``ttgt.choose``).  Both are timed by
+wrapping the two functions; neither is changed.  ``opt_einsum.contract`` (its own path, torch
+backend) is timed after each einc call.  Median of ``--rounds`` interleaved rounds; 1 thread.
+
+    python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME']
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# the networks bench/paths.py executes (their best path within 2e9 flops and 2^25 elements)
+EXECUTABLE = ("random 3-regular (20)", "random 3-regular (60)", "random 3-regular (100)", "random connected (100)",
+              "random hypernetwork (60)", "lattice 8x8 (64)", "tree (100)", "matrix chain (50)", "matrix chain (500)",
+              "MPS product (50)", "MPS product (400)", "language model (52)", "language model (114)")
+
+
+def _timed(module, name, spent, key):
+    """``module.name`` wrapped so that its seconds add up in ``spent[key]``."""
+    inner = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            spent[key + " result"] = inner(*args, **kwargs)
+            return spent[key + " result"]
+        finally:
+            spent[key] += time.perf_counter() - start
+    setattr(module, name, wrapper)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
+    args = ap.parse_args(argv)
+    import opt_einsum
+    import torch
+
+    import einc
+    from bench.paths import instances
+    from einc.planner import search
+    from einc.planner.plan import path_cache_clear
+    from einc.runtime.torch_executor import ttgt
+    torch.set_num_threads(1)
+    spent = {"search": 0.0, "ttgt": 0.0}
+    _timed(search, "find", spent, "search")
+    _timed(ttgt, "choose", spent, "ttgt")
+    tmp = tempfile.TemporaryDirectory(prefix="einc-first-call-")
+    nets = [n for n in instances(args.only) if n[0] in EXECUTABLE]
+    rows: dict = {}
+    for r in range(args.rounds):
+        for name, eq, shapes in nets:
+            lhs, out = eq.split("->")
+            gen = torch.Generator().manual_seed(0)
+            ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
+                   * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out) for t, s in zip(lhs.split(","), shapes)]
+            os.environ["EINC_CACHE_DIR"] = os.path.join(tmp.name, f"{r}-{name}")
+            einc.cache_clear()
+            path_cache_clear()
+            spent.update(search=0.0, ttgt=0.0)
+            spent["search result"] = None
+            start = time.perf_counter()
+            einc.einsum(eq, *ops)
+            first = time.perf_counter() - start
+            parts = dict(spent)
+            found = parts["search result"]
+            predicted = found[1].best_seconds if found is not None else math.nan
+            start = time.perf_counter()
+            einc.einsum(eq, *ops)
+            again = time.perf_counter() - start
+            start = time.perf_counter()
+            opt_einsum.contract(eq, *ops, backend="torch")
+            theirs = time.perf_counter() - start
+            rows.setdefault(name, []).append((first, parts["search"], parts["ttgt"], again, theirs, predicted))
+    print("| network | einc first call ms | path search | `ttgt.choose` | contraction (second call) | rest "
+          "| opt_einsum `contract` ms | first call / opt_einsum | search's predicted contraction ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, runs in rows.items():
+        first, found, chosen, again, theirs, predicted = (sorted(x)[len(x) // 2] for x in zip(*runs))
+        rest = first - found - chosen - again
+        print(f"| {name} | {first * 1e3:.1f} | {found * 1e3:.1f} | {chosen * 1e3:.1f} | {again * 1e3:.1f} "
+              f"| {rest * 1e3:.1f} | {theirs * 1e3:.1f} | {first / theirs:.2f} | {predicted * 1e3:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

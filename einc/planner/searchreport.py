@@ -1,0 +1,88 @@
+"""What a path search reports (:class:`Report`, ``explain``'s line) and how it shows a long
+search's progress (:class:`Progress`); :mod:`einc.planner.search` fills them."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import sys
+from dataclasses import dataclass
+
+log = logging.getLogger("einc")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a search did: ``method`` (``"greedy"``, ``"random greedy"``, ``"hyper"``),
+    ``seconds`` it ran, ``trials`` (trees tried), ``reason`` it stopped, the predicted
+    seconds of the greedy path and of the path kept, and the kept path's flops and largest
+    intermediate (elements)."""
+
+    method: str
+    seconds: float
+    trials: int
+    reason: str
+    greedy_seconds: float
+    best_seconds: float
+    flops: float
+    largest: float
+    budget: float
+
+    def text(self) -> str:
+        gain = self.greedy_seconds / self.best_seconds if self.best_seconds else 1.0
+        return (f"Path search: {self.method}, {self.trials} tree{'s' if self.trials != 1 else ''} in "
+                f"{seconds_text(self.seconds)} (budget {seconds_text(self.budget)}); stopped: {self.reason}; predicted "
+                f"contraction {seconds_text(self.best_seconds)} ({gain:.3g}x better than greedy's "
+                f"{seconds_text(self.greedy_seconds)}; einc.planner.search)")
+
+
+def seconds_text(t: float) -> str:
+    """``t`` seconds as a short text: 1.2 s, 3.4 ms, 56 us."""
+    if t >= 1:
+        return f"{t:.3g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t * 1e6:.3g} us"
+
+
+def report_of(data) -> Report | None:
+    """The :class:`Report` a remembered entry holds, where it holds a well-formed one."""
+    fields = {f.name: f.type for f in dataclasses.fields(Report)}
+    if not isinstance(data, dict) or set(data) != set(fields):
+        return None
+    for k, v in data.items():
+        want = (str,) if fields[k] == "str" else (int,) if fields[k] == "int" else (int, float)
+        if type(v) not in want:
+            return None
+    return Report(**data)
+
+
+class Progress:
+    """A tqdm bar over the search's seconds where stderr is a terminal, else a log line."""
+
+    def __init__(self, budget: float):
+        self.bar = None
+        self.last = 0.0
+        self.total = round(budget, 1)
+        if sys.stderr is not None and getattr(sys.stderr, "isatty", lambda: False)():
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, desc="einc path search", unit="s", leave=False, file=sys.stderr)
+        else:
+            log.info("einc: searching a contraction path for up to %s", seconds_text(budget))
+
+    def update(self, elapsed: float, trials: int, flops: float) -> None:
+        if self.bar is not None:
+            step = round(min(elapsed, self.total), 1) - self.last
+            self.last += step
+            if flops == flops:      # not NaN: a tree was found
+                self.bar.set_postfix_str(f"{trials} trees, log10 flops {math.log10(max(flops, 1)):.2f}",
+                                         refresh=False)
+            self.bar.update(step)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+__all__ = ["Progress", "Report", "report_of", "seconds_text"]
