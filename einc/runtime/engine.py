@@ -27,7 +27,7 @@ from ..planner import options as options_module
 from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, learn, select, sliced
+from . import admission, dispatch, dtypes, learn, select, sizeclass, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import read_order
@@ -52,10 +52,12 @@ def run(eq: Equation, operands, options: Options):
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
-        result = admission.small_call(eq, operands, options)    # EINC_NEW_SHAPES=torch: a small call is torch's
-        if result is not None:
-            return result
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+        mode = config.new_shapes()
+        if mode == "torch":
+            result = admission.small_call(eq, operands, options)    # a small call is torch's
+            if result is not None:
+                return result
+        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key, mode))
     return entry.run(operands)
 
 
@@ -105,7 +107,7 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key, config.new_shapes()))
     return found
 
 
@@ -137,8 +139,10 @@ def _torch_own(first, operands) -> bool:
 
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
-    """The cache entry :func:`run` would use for these operands, if it was built."""
-    return _plans.peek(_key(eq, operands, options))
+    """The cache entry :func:`run` would use for these operands, if it was built for their
+    shapes (a size class's entry holds a plan made at the class's sizes: None)."""
+    found = _plans.peek(_key(eq, operands, options))
+    return None if found is None or found.size_class is not None else found
 
 
 def _key(eq: Equation, operands, options: Options) -> tuple:
@@ -187,7 +191,14 @@ def check_settings() -> None:
         setting()
 
 
-def _compile(eq: Equation, operands, options: Options) -> Entry:
+def _compile(eq: Equation, operands, options: Options, key, mode: str) -> Entry:
+    """Under ``EINC_NEW_SHAPES=class`` (``mode``), the entry of the call's size class where one
+    serves it (:mod:`einc.runtime.sizeclass`: the settings are checked where the class is
+    planned); else the plan of the call's shape."""
+    if mode == "class":
+        found = sizeclass.entry(eq, operands, options, tuple([o[3] for o in key[3]]), check_settings)
+        if found is not None:
+            return found
     check_operands(eq, operands)
     check_settings()
     plan = plan_for(eq, [o.shape for o in operands], options)
@@ -236,6 +247,7 @@ def cache_clear() -> None:
     """Empty every cache, and forget which warnings were given: as in a new process
     (kernel modules on disk stay; ``einc cache clear`` removes them)."""
     _plans.clear()
+    sizeclass.clear()
     admission.clear()
     path_cache_clear()
     parse.cache_clear()
