@@ -52,13 +52,34 @@ def run(eq: Equation, operands, options: Options):
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
-        mode = config.new_shapes()
-        if mode == "torch":
-            result = admission.small_call(eq, operands, options)    # a small call is torch's
-            if result is not None:
-                return result
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key, mode))
+        entry = _miss(eq, operands, options, key)
+        if entry.__class__ is not Entry:    # torch's op answered
+            return entry[0]
     return entry.run(operands)
+
+
+def _miss(eq: Equation, operands, options: Options, key):
+    """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
+    shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
+    mode = config.new_shapes()
+    if mode == "torch":
+        result = admission.small_call(eq, operands, options)    # a small call is torch's
+        if result is not None:
+            return (result,)
+    elif mode == "class":
+        found = _of_class(eq, operands, options, key)
+        if found is not None:
+            return found
+    return _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+
+
+def _of_class(eq: Equation, operands, options: Options, key) -> Entry | None:
+    """The entry of the call's size class, kept under ``key`` too (:mod:`einc.runtime.sizeclass`;
+    the settings are checked where the class is planned), or None where there is none."""
+    found = sizeclass.entry(eq, operands, options, tuple([o[3] for o in key[3]]), check_settings)
+    if found is not None:
+        _plans.put(key, found)
+    return found
 
 
 def torch_op(eq: Equation, operands):
@@ -107,7 +128,11 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options, key, config.new_shapes()))
+        if config.new_shapes() == "class":
+            found = _of_class(eq, operands, options, key)
+            if found is not None:
+                return found
+        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return found
 
 
@@ -191,14 +216,7 @@ def check_settings() -> None:
         setting()
 
 
-def _compile(eq: Equation, operands, options: Options, key, mode: str) -> Entry:
-    """Under ``EINC_NEW_SHAPES=class`` (``mode``), the entry of the call's size class where one
-    serves it (:mod:`einc.runtime.sizeclass`: the settings are checked where the class is
-    planned); else the plan of the call's shape."""
-    if mode == "class":
-        found = sizeclass.entry(eq, operands, options, tuple([o[3] for o in key[3]]), check_settings)
-        if found is not None:
-            return found
+def _compile(eq: Equation, operands, options: Options) -> Entry:
     check_operands(eq, operands)
     check_settings()
     plan = plan_for(eq, [o.shape for o in operands], options)

@@ -44,8 +44,9 @@ def entry(eq, operands, options, orders, check=None):
         return None
     first = operands[0]
     dtype = first.dtype
-    if not (dtype.is_floating_point or dtype.is_complex) or any(
-            o.dtype is not dtype or o.layout is not _strided for o in operands):
+    if not (dtype.is_floating_point or dtype.is_complex) or first.layout is not _strided:
+        return None
+    if len(operands) == 2 and (operands[1].dtype is not dtype or operands[1].layout is not _strided):
         return None
     shapes = canonical(eq, operands)
     if shapes is None:
