@@ -169,9 +169,11 @@ def _contract(src: _Source, lay, ta, tb, out) -> bool:
     whether that is the product's result as it is (no permutation)."""
     batch, m, n, k = lay.groups
     left, right = (("b", tb), ("a", ta)) if lay.swap else (("a", ta), ("b", tb))
-    for (v, term), groups, side in ((left, [batch, m, k], "l"), (right, [batch, k, n], "r")):
-        if not batch:
-            groups = groups[1:]
+    # One matrix per side: ``matmul`` takes the batch indices as they are (one op, not a
+    # reshape of each operand and of the result around ``bmm``, which it runs).
+    stacked = len(batch) > 1 and len(m) == len(n) == len(k) == 1
+    lead = [[i] for i in batch] if stacked else [batch] if batch else []
+    for (v, term), groups, side in ((left, [*lead, m, k], "l"), (right, [*lead, k, n], "r")):
         if side in lay.flip:        # copied as the transposes of its matrices, which BLAS reads as they are
             flipped = groups[:-2] + [groups[-1], groups[-2]]
             src.permute(v, term, [i for grp in flipped for i in grp])
@@ -182,9 +184,9 @@ def _contract(src: _Source, lay, ta, tb, out) -> bool:
             order = [i for grp in groups for i in grp]
             src.permute(v, term, order)
             src.reshape(v, groups, order)
-    src.lines.append(f"c = torch.{'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
+    src.lines.append(f"c = torch.{'matmul' if stacked else 'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
     natural = batch + m + n
-    if any(len(grp) != 1 for grp in ([batch] if batch else []) + [m, n]):
+    if any(len(grp) != 1 for grp in [*lead, m, n]):
         src.reshape("c", [[i] for i in natural])
     src.permute("c", natural, out)
     return _perm(natural, out) is None
