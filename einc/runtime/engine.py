@@ -39,9 +39,14 @@ _plans = LRUCache(config.cache_size())
 def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
     try:
-        first = operands[0]
-        key = (eq.canonical, options, first.layout,
-               tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
+        if len(operands) == 2:          # _key's, inline: the commonest call one call deep
+            first, b = operands
+            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.device,
+                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.device,
+                   b.is_contiguous() or read_order(b))
+        else:
+            first = operands[0]
+            key = _key(eq, operands, options)
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -67,19 +72,11 @@ def _miss(eq: Equation, operands, options: Options, key):
         if result is not None:
             return (result,)
     elif mode == "class":
-        found = _of_class(eq, operands, options, key)
+        found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
         if found is not None:
+            _plans.put(key, found)
             return found
     return _plans.get_or_build(key, lambda: _compile(eq, operands, options))
-
-
-def _of_class(eq: Equation, operands, options: Options, key) -> Entry | None:
-    """The entry of the call's size class, kept under ``key`` too (:mod:`einc.runtime.sizeclass`;
-    the settings are checked where the class is planned), or None where there is none."""
-    found = sizeclass.entry(eq, operands, options, tuple([o[3] for o in key[3]]), check_settings)
-    if found is not None:
-        _plans.put(key, found)
-    return found
 
 
 def torch_op(eq: Equation, operands):
@@ -129,8 +126,9 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
     found = _plans.get(key)
     if found is None:
         if config.new_shapes() == "class":
-            found = _of_class(eq, operands, options, key)
+            found = sizeclass.entry(eq, operands, options, key, check_settings)
             if found is not None:
+                _plans.put(key, found)
                 return found
         found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return found
@@ -171,14 +169,17 @@ def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
 
 
 def _key(eq: Equation, operands, options: Options) -> tuple:
-    """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
-    deep): the canonical equation, the options, the first operand's layout, and each
-    operand's shape, dtype, device and, where it is not contiguous, the order the torch
-    executor reads it in (``torch_executor.read_order``): an entry is made for one such
-    order, whose bits it gives every time, and a shape has a few at most, whatever the
-    strides (a window of a padded batch has new strides each call)."""
-    return (eq.canonical, options, operands[0].layout,
-            tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
+    """The plan cache's key of a call (:func:`run` builds the same inline for two operands,
+    to stay one call deep), flat: the canonical equation, the options, the first operand's
+    layout, and each operand's shape, dtype, device and True where it is contiguous, else
+    the order the torch executor reads it in (``torch_executor.read_order``; None where it
+    reads it as it is): an entry is made for one such order, whose bits it gives every
+    time, and a shape has a few at most, whatever the strides (a window of a padded batch
+    has new strides each call)."""
+    first = operands[0]
+    return (eq.canonical, options, first.layout,
+            *[x for o in operands for x in (o.shape, o.dtype, o.device, o.is_contiguous() or read_order(o))])
+
 
 
 def check_operands(eq: Equation, operands) -> None:

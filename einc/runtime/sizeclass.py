@@ -35,43 +35,47 @@ _strided = torch.strided
 _CHOICE = select.Choice("torch", "one plan for the call's size class, its sizes read at run time")
 
 
-def entry(eq, operands, options, orders, check=None):
+def entry(eq, operands, options, key, check=None):
     """The entry of the call's size class (see the module's docstring), or None where the
-    call is planned per shape.  ``orders``: the operands' :func:`read_order`, as in the plan
-    cache's key; ``check()`` is called where a class is planned (the settings' check)."""
-    if len(operands) > 2 or len(operands) != len(eq.inputs) or options.memory_limit is not None or \
-            not _reusable(options.optimize):
+    call is planned per shape.  ``key``: the call's plan cache key (``engine._key``: after
+    the equation, options and first layout, each operand's shape, dtype, device and
+    contiguity or read order); ``check()`` is called where a class is planned (the
+    settings' check)."""
+    shapes = key[3::4]
+    n = len(shapes)
+    optimize = options.optimize
+    if n > 2 or n != len(eq.inputs) or options.memory_limit is not None or not (
+            optimize.__class__ is str or optimize is False or optimize.__class__ is tuple):
+        return None                 # (a PathOptimizer object may keep what it saw)
+    dtype = key[4]
+    if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided or \
+            (n == 2 and (key[8] is not dtype or operands[1].layout is not _strided)):
         return None
-    first = operands[0]
-    dtype = first.dtype
-    if not (dtype.is_floating_point or dtype.is_complex) or first.layout is not _strided:
+    canon = canonical(eq, shapes)
+    if canon is None:
         return None
-    if len(operands) == 2 and (operands[1].dtype is not dtype or operands[1].layout is not _strided):
-        return None
-    shapes = canonical(eq, operands)
-    if shapes is None:
-        return None
-    key = (eq.canonical, options, shapes, dtype, first.device, orders)
-    found = _classes.get(key)
+    device, layouts = key[5], key[6::4]
+    found = _classes.peek((eq.canonical, options, canon, dtype, device, layouts))
     if found is None:
-        found = _classes.get_or_build(key, lambda: _build(eq, shapes, dtype, first.device, orders, options, check))
+        orders = tuple([None if x is True else x for x in layouts])
+        found = _classes.get_or_build((eq.canonical, options, canon, dtype, device, layouts),
+                                      lambda: _build(eq, canon, dtype, device, orders, options, check))
     return found or None
 
 
-def canonical(eq, operands):
-    """Each operand's shape made canonical (1 kept, every other size the middle of its
-    power-of-two octave), or None where the call is not one a class serves: a size 0,
-    shapes that do not fit ``eq`` (two sizes of one index that differ and are not 1, or
-    differ at all within one operand: planning the shape raises einc's error), more than
+def canonical(eq, shapes):
+    """Each shape made canonical (1 kept, every other size the middle of its power-of-two
+    octave), or None where the call is not one a class serves: a size 0, shapes that do
+    not fit ``eq`` (two sizes of one index that differ and are not 1, or differ at all
+    within one operand: planning the shape raises einc's error), more than
     :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a function generated
     per equation and ranks (:func:`_classifier`)."""
-    shapes = [o.shape for o in operands]
-    key = (eq.canonical, tuple(map(len, shapes)))
+    key = (eq.canonical, *map(len, shapes))
     fn = _classifiers.get(key)
     if fn is None:
         if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
             _classifiers.clear()
-        fn = _classifiers[key] = _classifier(eq, key[1])
+        fn = _classifiers[key] = _classifier(eq, key[1:])
     try:
         return fn(*shapes)
     except (IndexError, TypeError):         # a size past the table, a symbolic size
@@ -187,12 +191,6 @@ def _build(eq, shapes, dtype, device, orders, options, check):
     if run is None:
         return False
     return dispatch.Entry(plan, run, "torch", [_CHOICE], size_class=shapes)
-
-
-def _reusable(optimize) -> bool:
-    """A strategy name, False or an explicit path: no ``PathOptimizer`` object, which may
-    keep what it saw."""
-    return optimize is False or isinstance(optimize, (str, tuple))
 
 
 def clear() -> None:
