@@ -26,8 +26,8 @@ the same calls at one fixed shape:
 
 Methods are timed in rounds, round-robin in a shuffled order (each einc method with its
 ``EINC_NEW_SHAPES`` set around its batch, and the plan cache's entries of shapes emptied
-before it, and the paths searched for shapes, so that nothing another einc method made
-of the same shapes answers it; the
+before it, and the paths and the copy-cost model's layouts searched for shapes, so that
+nothing another einc method made of the same shapes answers it; the
 size classes stay, as in a process that has run a while: before the rounds, the default
 einc runs every shape once, so that each class the rounds meet is planned); every call of
 a round gets the next size, so no einc call of the timed rounds finds its shape planned.
@@ -57,6 +57,7 @@ import einc  # noqa: E402
 from einc.planner.plan import path_cache_clear  # noqa: E402
 from einc.runtime import engine  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
+from einc.runtime.torch_executor import ttgt  # noqa: E402
 from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 
 
@@ -151,6 +152,7 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
             if setting is not None:     # no entry or path another einc made of these shapes answers
                 engine._plans.clear()   # (the shapes' entries only: size classes stay)
                 path_cache_clear()
+                ttgt._candidates.cache_clear()      # (the copy-cost model's layouts, per sizes)
             if setting is not None:     # the parse, and a fixed shape's plan, ready again
                 build(fn, sizes[0] if fixed else start - 1)()
             t0 = time.perf_counter()
