@@ -49,7 +49,7 @@ class _Source:
     def __init__(self):
         self.lines: list[str] = []
         self.size: dict = {}
-        self.env: dict = {"torch": torch}
+        self.env: dict = {"mm": torch.mm, "bmm": torch.bmm, "matmul": torch.matmul}
 
     def read(self, v: str, term) -> None:
         self.lines.append(f"s{v} = {v}.shape")
@@ -184,7 +184,7 @@ def _contract(src: _Source, lay, ta, tb, out) -> bool:
             order = [i for grp in groups for i in grp]
             src.permute(v, term, order)
             src.reshape(v, groups, order)
-    src.lines.append(f"c = torch.{'matmul' if stacked else 'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
+    src.lines.append(f"c = {'matmul' if stacked else 'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
     natural = batch + m + n
     if any(len(grp) != 1 for grp in [*lead, m, n]):
         src.reshape("c", [[i] for i in natural])
