@@ -245,6 +245,7 @@ class EincCacheInfo(NamedTuple):
     dtypes: CacheInfo       # torch.einsum's result dtype per equation, shape class and dtypes
     kernels: CacheInfo      # generated kernel modules loaded in this process
     options: CacheInfo      # validated optimize / memory_limit pairs
+    classes: CacheInfo      # size class -> its plan's entry (runtime/sizeclass.py)
 
 
 def _lru(info) -> CacheInfo:
@@ -262,7 +263,7 @@ def cache_info() -> EincCacheInfo:
         plans=_plans.info(), equations=_lru(parse.cache_info()),
         gradients=extra.get("gradients", _empty()), traced=extra.get("traced", _empty()),
         dtypes=_lru(dtypes.cache_info()), kernels=CacheInfo(0, 0, None, loader.loaded()),
-        options=CacheInfo(0, 0, None, options_module.cache_size()))
+        options=CacheInfo(0, 0, None, options_module.cache_size()), classes=sizeclass.info())
 
 
 def cache_clear() -> None:
