@@ -133,6 +133,7 @@ def test_a_class_is_planned_once_at_its_own_sizes(monkeypatch):
     for i in range(8, 16):
         einc.einsum("bhid,bhjd->bhij", torch.randn(1, 2, i, 16), torch.randn(1, 2, 23 - i, 16))
     assert planned == [((1, 3, 12, 24), (1, 3, 12, 24))]        # (2: the middle of 2-3)
+    assert einc.cache_info().classes.currsize == 1
     assert einc.cache_info().plans.currsize == 8     # each shape's key names its class's entry
 
 
@@ -194,3 +195,34 @@ def test_sizes_past_the_generated_table_are_classed_too():
     assert sizeclass.info().currsize == 1
     assert sizeclass.canonical(parse("ij,j->i"), [(3, 20000), (20001,)]) is None
     assert sizeclass.canonical(parse("ij,j->i"), [(3, 20000), (1,)]) == ((3, 24576), (1,))
+
+
+def test_a_scaled_call_runs_the_class_s_plan_times_the_scale():
+    """The compile backend's scaled call (``engine.run_scaled``) on a class's entry."""
+    eq = parse("bhid,bhjd->bhij")
+    a, b = torch.randn(1, 2, 9, 16, dtype=torch.float64), torch.randn(1, 2, 11, 16, dtype=torch.float64)
+    out = engine.run_scaled(eq, (a, b), DEFAULT, 0.25)
+    torch.testing.assert_close(out, 0.25 * torch.einsum("bhid,bhjd->bhij", a, b))
+    assert sizeclass.info().currsize == 1
+
+
+def test_threads_asking_for_one_class_plan_it_once(monkeypatch):
+    import threading
+    planned = []
+    real = sizeclass.plan_for
+    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(1) or real(*args))
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(8, 16):
+                a, b = torch.randn(1, 2, i, 16, dtype=torch.float64), torch.randn(1, 2, 23 - k, 16, dtype=torch.float64)
+                torch.testing.assert_close(einc.einsum("bhid,bhjd->bhij", a, b), torch.einsum("bhid,bhjd->bhij", a, b))
+        except Exception as e:      # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8, 12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and planned == [1]
