@@ -226,3 +226,25 @@ def test_threads_asking_for_one_class_plan_it_once(monkeypatch):
     for t in threads:
         t.join()
     assert not errors and planned == [1]
+
+
+@pytest.mark.parametrize("eq,shapes", [("bhid,bhjd->bhij", [(1, 2, 9, 16), (1, 2, 11, 16)]),
+                                       ("akbc,jk->cjba", [(6, 33, 5, 4), (3, 33)]),
+                                       ("ij,ij->i", [(5, 300), (5, 300)]), ("iij->ji", [(8, 8, 5)]),
+                                       ("zui,zvj->zuvij", [(30, 3, 5), (30, 3, 4)])])
+def test_torch_func_transforms_through_a_class_plan(eq, shapes):
+    """vmap, jvp and grad of torch.func run the class's torch ops with torch's own rules."""
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
+    batched = [torch.randn((3, *s), dtype=torch.float64, generator=g) for s in shapes]
+    mine = torch.func.vmap(lambda *xs: einc.einsum(eq, *xs))(*batched)
+    torch.testing.assert_close(mine, torch.func.vmap(lambda *xs: torch.einsum(eq, *xs))(*batched))
+    tangents = [torch.randn_like(o) for o in ops]
+    out, tangent = torch.func.jvp(lambda *xs: einc.einsum(eq, *xs), tuple(ops), tuple(tangents))
+    want, want_tangent = torch.func.jvp(lambda *xs: torch.einsum(eq, *xs), tuple(ops), tuple(tangents))
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(tangent, want_tangent)
+    grads = torch.func.grad(lambda *xs: einc.einsum(eq, *xs).sin().sum(), argnums=tuple(range(len(ops))))(*ops)
+    want = torch.func.grad(lambda *xs: torch.einsum(eq, *xs).sin().sum(), argnums=tuple(range(len(ops))))(*ops)
+    torch.testing.assert_close(grads, want)
+    assert sizeclass.info().currsize >= 1
