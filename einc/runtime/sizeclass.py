@@ -26,9 +26,11 @@ import torch
 from ..planner import plan_for
 from . import dispatch, dtypes, select
 from .cache import LRUCache
+from .program import unroll
 from .torch_executor import classed
 
 CLASS_WORK = 2 ** 20     # a class's multiply-adds at its canonical sizes, at most
+MOST_OPERANDS = 8       # operands of a class's call, at most (the generated classifier names them a to h)
 
 _classes = LRUCache(4096)       # class key -> Entry, or False where the class is planned per shape
 _strided = torch.strided
@@ -44,12 +46,16 @@ def entry(eq, operands, options, key, check=None):
     shapes = key[3::4]
     n = len(shapes)
     optimize = options.optimize
-    if n > 2 or n != len(eq.inputs) or options.memory_limit is not None or not (
+    if n > MOST_OPERANDS or n != len(eq.inputs) or options.memory_limit is not None or not (
             optimize.__class__ is str or optimize is False or optimize.__class__ is tuple):
         return None                 # (a PathOptimizer object may keep what it saw)
     dtype = key[4]
-    if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided or \
-            (n == 2 and (key[8] is not dtype or operands[1].layout is not _strided)):
+    if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
+        return None
+    if n == 2:
+        if key[8] is not dtype or operands[1].layout is not _strided:
+            return None
+    elif n > 2 and (any(d is not dtype for d in key[8::4]) or any(o.layout is not _strided for o in operands[1:])):
         return None
     canon = canonical(eq, shapes)
     if canon is None:
@@ -184,13 +190,22 @@ def _build(eq, shapes, dtype, device, orders, options, check):
         plan = plan_for(eq, shapes, options)
     except Exception:       # noqa: BLE001 - planning the call's own shape raises einc's error for it
         return False
-    if plan.slicing is not None or plan.empty_sum is not None or len(plan.steps) != 1:
+    if plan.slicing is not None or plan.empty_sum is not None:
         return False
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, types)
-    run = classed.runner(plan, dtype, orders, options.result_layout(), result_dtype)
-    if run is None:
-        return False
+    if len(plan.steps) == 1:
+        run = classed.runner(plan, dtype, orders, options.result_layout(), result_dtype)
+    else:
+        run = unroll(plan, classed.step_functions(plan, dtype, orders, options.result_layout()))
+        if result_dtype != dtype:
+            run = _cast(run, result_dtype)
     return dispatch.Entry(plan, run, "torch", [_CHOICE], size_class=shapes)
+
+
+def _cast(run, dtype):
+    def cast(ops, scale=None):
+        return run(ops, scale).to(dtype)
+    return cast
 
 
 def clear() -> None:

@@ -45,7 +45,7 @@ def _cases():
     found = []
     for seed in SEEDS:
         rng = random.Random(seed)
-        case = fuzz.make_case(rng, dtypes=fuzz.FLOATS, max_operands=2)
+        case = fuzz.make_case(rng, dtypes=fuzz.FLOATS, max_operands=4)
         for variant in (case, _scaled(case, rng), _scaled(case, rng)):
             ops = fuzz.operands(variant, seed)
             try:
@@ -154,7 +154,8 @@ def test_other_settings_and_larger_calls_are_planned_per_shape(monkeypatch):
     a, b = torch.randn(64, 128), torch.randn(128, 129)
     einc.einsum("ij,jk->ik", a, b)          # past CLASS_WORK at its canonical sizes (96 * 96 * 192)
     assert sizeclass.info().currsize == 0
-    einc.einsum("ij,jk,kl->il", torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 6))   # three operands
+    chain = [torch.randn(2, 2) for _ in range(9)]
+    einc.einsum("ab,bc,cd,de,ef,fg,gh,hi,ij->aj", *chain)      # past MOST_OPERANDS
     einc.einsum("ij,jk->ik", torch.randn(3, 4).to(torch.int32), torch.randn(4, 5).to(torch.int32))
     einc.einsum("ij,jk->ik", torch.randn(3, 0), torch.randn(0, 5))
     assert sizeclass.info().currsize == 0
@@ -248,3 +249,20 @@ def test_torch_func_transforms_through_a_class_plan(eq, shapes):
     want = torch.func.grad(lambda *xs: torch.einsum(eq, *xs).sin().sum(), argnums=tuple(range(len(ops))))(*ops)
     torch.testing.assert_close(grads, want)
     assert sizeclass.info().currsize >= 1
+
+
+def test_three_operands_run_their_class_s_path_and_steps():
+    """A call of three operands: the path and each step's layout chosen at the class's
+    sizes, intermediates laid along their steps' outputs; one plan for the class."""
+    def make(z):
+        g = torch.Generator().manual_seed(z)
+        return [torch.randn(z, 4, 5, 3, dtype=torch.float64, generator=g), torch.randn(z, 4, dtype=torch.float64,
+                generator=g), torch.randn(z, 5, 2, dtype=torch.float64, generator=g)]
+    calls = [make(z) for z in (300, 511, 260, 400)]
+    first = [einc.einsum("zuvw,zu,zvj->zwj", *ops) for ops in calls]
+    for ops, out in zip(calls, first):
+        torch.testing.assert_close(out, torch.einsum("zuvw,zu,zvj->zwj", *ops))
+    assert sizeclass.info().currsize == 1
+    einc.cache_clear()
+    assert all(torch.equal(einc.einsum("zuvw,zu,zvj->zwj", *ops), out)
+               for ops, out in reversed(list(zip(calls, first))))

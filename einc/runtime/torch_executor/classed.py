@@ -70,13 +70,18 @@ class _Source:
         dims = [" * ".join(self.size[i] for i in g) or "1" for g in groups]
         self.lines.append(f"{v} = {v}.reshape(({', '.join(dims)},))")
 
-    def function(self, result: str, finish: str, cast) -> callable:
+    def function(self, result: str, finish: str, cast, whole: bool = True) -> callable:
+        """``run(ops, scale=None)`` where the step is the whole plan (``whole``), else
+        ``step(a, b)``, one step of several."""
         tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
         self.env["result_dtype"] = cast
         used = "\n".join(self.lines)
         lines = [line for line in self.lines if not (line.startswith("s") and f"{line.split()[0]}[" not in used)]
+        if whole:
+            lines = ["a, b = ops", *lines]
         body = "\n".join(f"    {line}" for line in lines)
-        source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n"
+        source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
+            if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
         exec(compile(source, "<einc size class>", "exec"), self.env)
         run = self.env["run"]
         run.source = source
@@ -96,9 +101,31 @@ def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
     if step.kind == REDUCE:
         fn, natural = _reduce(step, plan, dtype, True, True, False, free)
         return _one(fn, result_dtype if result_dtype is not None and result_dtype != natural else None)
+    return _pairwise(plan, step, dtype, orders or (None, None), free, True, cast)
+
+
+def step_functions(plan, dtype, orders=None, layout="contiguous"):
+    """One function per step of ``plan`` (several steps, planned at a class's sizes) for
+    values of any shape of the class, as :func:`runner` makes its one step: each
+    intermediate laid along its step's output indices as a view, the last one contiguous
+    (or dense, with ``layout="any"``); ``runtime/program.unroll`` chains them."""
+    free, n = layout == "any", plan.num_operands
+    functions = []
+    for s, step in enumerate(plan.steps):
+        final = s == len(plan.steps) - 1
+        if step.kind == REDUCE:
+            functions.append(_reduce(step, plan, dtype, final, step.operands[0] < n, False, free)[0])
+        else:
+            reads = [orders[v] if orders and v < n else None for v in step.operands]
+            functions.append(_pairwise(plan, step, dtype, reads, free, final, None, whole=False))
+    return functions
+
+
+def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
+    """A two-operand step's function (:meth:`_Source.function`): ``final``, its result
+    contiguous (unless ``free``) and cast to ``cast``."""
     src = _Source()
     g = plan.graph
-    orders = orders or (None, None)
     view_a, ta = _in_memory_order(step.inputs[0], orders[0])
     view_b, tb = _in_memory_order(step.inputs[1], orders[1])
     sa, sb, summed = set(ta), set(tb), set(step.summed)
@@ -108,7 +135,6 @@ def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
     drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
     prep_a, ta, _, _ = _prep(ta, drop_a, plan, dtype)
     prep_b, tb, _, _ = _prep(tb, drop_b, plan, dtype)
-    src.lines.append("a, b = ops")
     for v, view, prep in (("a", view_a, prep_a), ("b", view_b, prep_b)):
         fn = _chain([view, prep])
         if fn is not None:
@@ -117,12 +143,12 @@ def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
     src.read("a", ta)
     src.read("b", tb)
     out = list(step.output)
-    finish = "" if free else ".contiguous()"
+    finish = "" if free or not final else ".contiguous()"
     if kind == PRODUCT:
         _align(src, "a", ta, out)
         _align(src, "b", tb, out)
         src.lines.append("c = a * b")
-        return src.function("c", finish, cast)
+        return src.function("c", finish, cast, whole)
     kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
     terms = math.prod(g.sizes[i] for i in summed & sa & sb)
     if kind == DOT or kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM):
@@ -131,12 +157,12 @@ def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
         _align(src, "b", tb, full)
         src.env["mul_sum"] = _mul_sum(len(out), len(full), dtype)
         src.lines.append("c = mul_sum(a, b)")
-        return src.function("c", finish, cast)
+        return src.function("c", finish, cast, whole)
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
-                      free_out=free)
+                      free_out=free and final)
     if _contract(src, lay, ta, tb, out):
         finish = ""             # the product's own result, in the equation's order: contiguous
-    return src.function("c", finish, cast)
+    return src.function("c", finish, cast, whole)
 
 
 def _mul_sum(kept: int, rank: int, dtype):
@@ -204,4 +230,4 @@ def _one(fn, cast):
     return run
 
 
-__all__ = ["runner"]
+__all__ = ["runner", "step_functions"]
