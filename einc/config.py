@@ -43,7 +43,7 @@ accepted.  An empty value counts as unset.
                        a positive number (default 100), or ``off`` to run whatever it
                        costs.
 ``EINC_NEW_SHAPES``    how einc plans a new shape: ``class`` (default) runs a small call
-                       of one or two operands on the plan of its size class, planned
+                       of up to eight operands on the plan of its size class, planned
                        once per class (see ``runtime/sizeclass.py``), and plans every
                        other call per shape; ``plan`` plans every call per shape, each
                        new shape on its first call; ``torch`` gives a call of at most
@@ -192,7 +192,7 @@ NEW_SHAPES = ("class", "plan", "torch")
 
 def new_shapes() -> str:
     """``EINC_NEW_SHAPES``: ``class`` (default), ``plan`` or ``torch`` (any case)."""
-    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "class (a small call of one or two operands runs its size "
+    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "class (a small call of up to eight operands runs its size "
                    "class's plan), plan (every call is planned per shape) or torch (a call of at most 2**20 "
                    "multiply-adds runs torch's einsum op, every time)")
 

@@ -10,7 +10,7 @@ or recomputed by ``torch.utils.checkpoint``.
 
 ``EINC_NEW_SHAPES`` says how the rule reads:
 
-- ``class`` (the default): a small call of one or two operands runs the plan of its size
+- ``class`` (the default): a small call of up to eight operands runs the plan of its size
   class, planned once per class at the class's own sizes (:mod:`einc.runtime.sizeclass`),
   so a new shape of a known class costs no planning; every other call is planned as
   under ``plan``;

@@ -4,7 +4,7 @@
 custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
 options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
-:func:`entry_for`, or, for a small call of one or two operands under the default
+:func:`entry_for`, or, for a small call of up to eight operands under the default
 ``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
 shape of a known class takes its class's entry, put under the shape's key).  Calls no
 plan serves get torch's own einsum: a sparse first operand or operands on several

@@ -1,4 +1,4 @@
-"""Plans that serve a whole size class: small calls of one or two operands, planned once
+"""Plans that serve a whole size class: small calls of up to eight operands, planned once
 per class instead of once per shape.
 
 A call's class is its canonical equation, options, dtype, device, each operand's
@@ -10,7 +10,7 @@ every shape of the class (:func:`einc.runtime.torch_executor.classed.runner`: th
 are read at run time).  So a new shape of a known class costs no planning, and the
 answer stays a function of the call: which class it is in, and that class's plan.
 
-Served this way: calls of one or two operands of one float or complex dtype, strided,
+Served this way: calls of one to eight operands of one float or complex dtype, strided,
 on a device where the torch executor runs (generated kernels are lowered per shape),
 with no size 0, no ``memory_limit`` and no ``PathOptimizer`` object, whose canonical
 sizes multiply to at most :data:`CLASS_WORK`.  Larger calls keep their per-shape plans,

@@ -1,9 +1,10 @@
-"""One function that runs every shape of a size class: a plan of one step (one or two
-operands), its decisions taken once at the class's own sizes, its sizes read at run time.
+"""Functions that run every shape of a size class: a plan's steps, their decisions taken
+once at the class's own sizes, their sizes read at run time.
 
 :mod:`einc.runtime.sizeclass` plans a class of small calls once, at canonical sizes (each
-size 1 kept, every other the middle of its power-of-two octave); :func:`runner` turns that
-plan into ``run(operands, scale=None)``, which takes any shape of the class.  What it
+size 1 kept, every other the middle of its power-of-two octave); :func:`runner` turns a
+plan of one step into ``run(operands, scale=None)``, which takes any shape of the class,
+and :func:`step_functions` a plan of several into one function per step.  What it
 decides at the class's sizes: the step's kind (a matrix product, a multiply and sum, a
 broadcasting product, a one-operand sum or copy), and for a matrix product the copy-cost
 model's layout (:func:`einc.runtime.torch_executor.ttgt.choose`: which operand is left,
