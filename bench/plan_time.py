@@ -54,7 +54,7 @@ def _clear():
     if hasattr(ttgt, "cache_clear"):
         ttgt.cache_clear()
     else:       # before ttgt.cache_clear
-        ttgt._candidates.cache_clear()
+        ttgt.cache_clear()
 
 
 def _network():

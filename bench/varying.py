@@ -6,9 +6,11 @@ key/value-cached decoder has one more position every step.  torch.einsum pays no
 that (it plans on every call anyway); einc keys its plans by shape.  This times, per call
 and on 1 thread, ``torch.einsum`` (torch's own, even where the attribute is patched),
 ``opt_einsum.contract(..., backend="torch")``, ``einc.einsum`` as it runs by default
-(``EINC_NEW_SHAPES=plan``: every new shape planned) and ``einc.einsum`` with
-``EINC_NEW_SHAPES=torch`` (a call of at most 2**20 multiply-adds runs torch's op), each
-call with a shape that einc has not seen before, and the same calls at one fixed shape:
+(``EINC_NEW_SHAPES=class``: a small call of one or two operands runs its size class's
+plan), ``einc.einsum`` with ``EINC_NEW_SHAPES=plan`` (every new shape planned, the
+default before size classes) and with ``EINC_NEW_SHAPES=torch`` (a call of at most 2**20
+multiply-adds runs torch's op), each call with a shape that einc has not seen before, and
+the same calls at one fixed shape:
 
 - ``zui,zvj->zuvij``  (an equivariant outer product, z edges: 900, 901, ...)
 - ``zuvw,zu,zvj->zwj`` (a tensor product with per-edge weights)
@@ -23,9 +25,12 @@ call with a shape that einc has not seen before, and the same calls at one fixed
   (the cached call's fixed cost).
 
 Methods are timed in rounds, round-robin in a shuffled order (each einc method with its
-``EINC_NEW_SHAPES`` set around its batch, the torch-mode batch after ``einc.cache_clear()``,
-so that no plan the default einc made of the same shapes answers it); every call of a
-round gets the next size, so no einc call of the timed rounds finds its shape planned.
+``EINC_NEW_SHAPES`` set around its batch, and the plan cache's entries of shapes emptied
+before it, and the paths and the copy-cost model's layouts searched for shapes, so that
+nothing another einc method made of the same shapes answers it; the
+size classes stay, as in a process that has run a while: before the rounds, the default
+einc runs every shape once, so that each class the rounds meet is planned); every call of
+a round gets the next size, so no einc call of the timed rounds finds its shape planned.
 Reported: median microseconds per call per method, and each einc's ratio to
 torch.einsum as the median of the paired per-round ratios with a 95% interval.
 
@@ -49,7 +54,10 @@ import opt_einsum  # noqa: E402
 import torch  # noqa: E402
 
 import einc  # noqa: E402
+from einc.planner.plan import path_cache_clear  # noqa: E402
+from einc.runtime import engine  # noqa: E402
 from einc.runtime.reference import torch_einsum  # noqa: E402
+from einc.runtime.torch_executor import ttgt  # noqa: E402
 from einc.tools.benchmark.timing import Timing, ratio_interval  # noqa: E402
 
 
@@ -106,9 +114,11 @@ WORKLOADS = {   # name: (first size, build, rows)
 METHODS = {   # name: (function, EINC_NEW_SHAPES around its batch)
     "torch": (torch_einsum, None),
     "opt_einsum": (lambda eq, *ops: opt_einsum.contract(eq, *ops, backend="torch"), None),
-    "einc": (einc.einsum, "plan"),
+    "einc": (einc.einsum, "class"),
+    "einc plan-mode": (einc.einsum, "plan"),
     "einc torch-mode": (einc.einsum, "torch"),
 }
+EINCS = [m for m, (_, setting) in METHODS.items() if setting is not None]
 
 
 def _setting(value):
@@ -127,6 +137,9 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
         _setting(setting)
         for n in range(max(1, start - 16), start + 1):
             build(fn, n)()
+    _setting("class")       # every size class of the rounds planned, as in a process that ran a while
+    for n in ([start] if fixed else range(start, start + rounds * calls)):
+        build(einc.einsum, n)()
     for _ in range(rounds):
         order = list(METHODS)
         rng.shuffle(order)
@@ -136,8 +149,10 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
             fn, setting = METHODS[name]
             steps = [build(fn, n) for n in sizes]     # operands made before the clock starts
             _setting(setting)
-            if setting == "torch":      # no plan the other einc made of these shapes answers
-                einc.cache_clear()
+            if setting is not None:     # no entry or path another einc made of these shapes answers
+                engine._plans.clear()   # (the shapes' entries only: size classes stay)
+                path_cache_clear()
+                ttgt.cache_clear()      # (the copy-cost model's layouts, per sizes)
             if setting is not None:     # the parse, and a fixed shape's plan, ready again
                 build(fn, sizes[0] if fixed else start - 1)()
             t0 = time.perf_counter()
@@ -157,16 +172,16 @@ def main(argv=None) -> int:
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     print(f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
           f"{args.rounds} rounds x {args.calls} calls; load average {load}")
-    print("| workload | shapes | torch µs | opt_einsum µs | einc µs | einc torch-mode µs | einc/torch [95%] "
-          "| einc torch-mode/torch [95%] |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| workload | shapes | " + " | ".join(f"{m} µs" for m in METHODS) + " | "
+          + " | ".join(f"{m}/torch [95%]" for m in EINCS) + " |")
+    print("|---|---|" + "---|" * (len(METHODS) + len(EINCS)))
     for name, (start, build, rows) in WORKLOADS.items():
         for row in rows:
             fixed = row == "one shape"
             t = measure(build, start + (0 if fixed else 1), args.rounds, args.calls, fixed)
             cells = [f"{t[m].median * 1e6:.1f}" for m in METHODS]
             ratios = []
-            for m in ("einc", "einc torch-mode"):
+            for m in EINCS:
                 med, lo, hi = ratio_interval(t[m], t["torch"])
                 ratios.append(f"{med:.2f} [{lo:.2f}–{hi:.2f}]")
             print(f"| {name} | {row} | {' | '.join(cells)} | {' | '.join(ratios)} |", flush=True)

@@ -42,11 +42,14 @@ accepted.  An empty value counts as unset.
                        more than a second) raises :class:`~einc.errors.MemoryLimitError`;
                        a positive number (default 100), or ``off`` to run whatever it
                        costs.
-``EINC_NEW_SHAPES``    which calls einc plans: ``plan`` (default) plans every call, each
+``EINC_NEW_SHAPES``    how einc plans a new shape: ``class`` (default) runs a small call
+                       of up to eight operands on the plan of its size class, planned
+                       once per class (see ``runtime/sizeclass.py``), and plans every
+                       other call per shape; ``plan`` plans every call per shape, each
                        new shape on its first call; ``torch`` gives a call of at most
                        2**20 multiply-adds to torch's own einsum op, every time, so a
-                       shape that changes every call costs no plan (a rule on the call,
-                       never on what ran before: see ``runtime/admission.py``).
+                       shape that changes every call costs no plan (each a rule on the
+                       call, never on what ran before: see ``runtime/admission.py``).
 ``EINC_RECORD``        a file to which each call that makes a new plan cache entry is
                        appended, one JSON object a line, for ``einc tune --calls``:
                        an absolute path, ``~`` expanded (default: none, nothing
@@ -188,12 +191,13 @@ def backend() -> str:
                    "triton (kernels for CPU tensors too, under Triton's interpreter)")
 
 
-NEW_SHAPES = ("plan", "torch")
+NEW_SHAPES = ("class", "plan", "torch")
 
 
 def new_shapes() -> str:
-    """``EINC_NEW_SHAPES``: ``plan`` (default) or ``torch`` (any case)."""
-    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "plan (every call is planned) or torch (a call of at most 2**20 "
+    """``EINC_NEW_SHAPES``: ``class`` (default), ``plan`` or ``torch`` (any case)."""
+    return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "class (a small call of up to eight operands runs its size "
+                   "class's plan), plan (every call is planned per shape) or torch (a call of at most 2**20 "
                    "multiply-adds runs torch's einsum op, every time)")
 
 

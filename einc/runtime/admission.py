@@ -10,11 +10,15 @@ or recomputed by ``torch.utils.checkpoint``.
 
 ``EINC_NEW_SHAPES`` says how the rule reads:
 
-- ``plan`` (the default): every call is planned, each new shape on its first call; the
+- ``class`` (the default): a small call of up to eight operands runs the plan of its size
+  class, planned once per class at the class's own sizes (:mod:`einc.runtime.sizeclass`),
+  so a new shape of a known class costs no planning; every other call is planned as
+  under ``plan``;
+- ``plan``: every call is planned per shape, each new shape on its first call; the
   plan cache (``EINC_CACHE_SIZE``) bounds the memory this takes.  A new shape costs a
   plan (many times a small call's own time), so code whose shapes change every call
   (a graph network's edge count, a key/value-cached decoder's length) pays it on
-  every call there, and should set ``torch``;
+  every call there;
 - ``torch``: a call of at most :data:`SMALL_CALL` multiply-adds (the product of its index
   sizes) runs ``torch._VF.einsum`` -- torch's einsum op itself, never the
   ``torch.einsum`` attribute, which a user may have made einc -- every time, and is never

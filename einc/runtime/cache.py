@@ -96,6 +96,15 @@ class LRUCache:
                 if self._building.get(key) is lock and not lock.locked():
                     del self._building[key]
 
+    def put(self, key, entry) -> None:
+        """Keep ``entry`` for ``key``, built already (an entry shared by many keys), counted
+        as a miss; evicts the least recently used past the bound."""
+        with self._lock:
+            self.misses += 1
+            self._data[key] = entry
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
     def peek(self, key):
         """The entry for ``key`` or None, counting nothing and touching nothing."""
         return self._data.get(key)

@@ -32,11 +32,13 @@ class Entry:
     (``choices``, a :class:`~einc.runtime.select.Choice` per step), and the operands'
     strides its kernels were lowered for (``None`` where it runs none): the kernels that
     run, which ``explain`` names.  A sliced plan's entry also holds, once a slice ran, the
-    entry that runs each slice (``inner``)."""
+    entry that runs each slice (``inner``).  The entry of a size class
+    (:mod:`einc.runtime.sizeclass`) holds the class's canonical shapes (``size_class``), at
+    which its ``plan`` was made."""
 
-    __slots__ = ("plan", "program", "run", "backend", "choices", "strides", "inner")
+    __slots__ = ("plan", "program", "run", "backend", "choices", "strides", "inner", "size_class")
 
-    def __init__(self, plan, run, backend, choices, strides=None):
+    def __init__(self, plan, run, backend, choices, strides=None, size_class=None):
         self.plan = plan
         self.program = plan
         self.run = run
@@ -44,6 +46,7 @@ class Entry:
         self.choices = choices
         self.strides = strides
         self.inner = None
+        self.size_class = size_class
 
 
 def _kernels_wanted(device_type: str, dtypes) -> bool:

@@ -4,9 +4,12 @@
 custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
 options, the first operand's layout, every operand's shape, dtype and device), look
 up the entry, run it; everything else happens once per key, in :func:`plan_for` and
-:func:`entry_for`.  Calls no plan serves get torch's own einsum: a sparse first operand
-or operands on several devices (on a miss), and under ``EINC_NEW_SHAPES=torch`` small
-calls (:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
+:func:`entry_for`, or, for a small call of up to eight operands under the default
+``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
+shape of a known class takes its class's entry, put under the shape's key).  Calls no
+plan serves get torch's own einsum: a sparse first operand or operands on several
+devices (on a miss), and under ``EINC_NEW_SHAPES=torch`` small calls
+(:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
 Symbolic sizes (the key does not hash) become one call of the custom op, which runs this
 engine on the sizes it meets at run time (:func:`on_symbolic`).
 
@@ -27,7 +30,7 @@ from ..planner import options as options_module
 from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, learn, record, select, sliced
+from . import admission, dispatch, dtypes, learn, record, select, sizeclass, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import read_order
@@ -39,9 +42,14 @@ _plans = LRUCache(config.cache_size())
 def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
     try:
-        first = operands[0]
-        key = (eq.canonical, options, first.layout,
-               tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
+        if len(operands) == 2:          # _key's, inline: the commonest call one call deep
+            first, b = operands
+            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.device,
+                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.device,
+                   b.is_contiguous() or read_order(b))
+        else:
+            first = operands[0]
+            key = _key(eq, operands, options)
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
@@ -52,11 +60,26 @@ def run(eq: Equation, operands, options: Options):
     if entry is None:
         if _torch_own(first, operands):
             return admission.einsum(eq.torch_text, operands)
-        result = admission.small_call(eq, operands, options)    # EINC_NEW_SHAPES=torch: a small call is torch's
-        if result is not None:
-            return result
-        entry = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+        entry = _miss(eq, operands, options, key)
+        if entry.__class__ is not Entry:    # torch's op answered
+            return entry[0]
     return entry.run(operands)
+
+
+def _miss(eq: Equation, operands, options: Options, key):
+    """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
+    shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
+    mode = config.new_shapes()
+    if mode == "torch":
+        result = admission.small_call(eq, operands, options)    # a small call is torch's
+        if result is not None:
+            return (result,)
+    elif mode == "class":
+        found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
+        if found is not None:
+            _plans.put(key, found)
+            return found
+    return _plans.get_or_build(key, lambda: _compile(eq, operands, options))
 
 
 def torch_op(eq: Equation, operands):
@@ -105,6 +128,11 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     if found is None:
+        if config.new_shapes() == "class":
+            found = sizeclass.entry(eq, operands, options, key, check_settings)
+            if found is not None:
+                _plans.put(key, found)
+                return found
         found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
     return found
 
@@ -137,19 +165,24 @@ def _torch_own(first, operands) -> bool:
 
 
 def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
-    """The cache entry :func:`run` would use for these operands, if it was built."""
-    return _plans.peek(_key(eq, operands, options))
+    """The cache entry :func:`run` would use for these operands, if it was built for their
+    shapes (a size class's entry holds a plan made at the class's sizes: None)."""
+    found = _plans.peek(_key(eq, operands, options))
+    return None if found is None or found.size_class is not None else found
 
 
 def _key(eq: Equation, operands, options: Options) -> tuple:
-    """The plan cache's key of a call (:func:`run` builds the same inline, to stay one call
-    deep): the canonical equation, the options, the first operand's layout, and each
-    operand's shape, dtype, device and, where it is not contiguous, the order the torch
-    executor reads it in (``torch_executor.read_order``): an entry is made for one such
-    order, whose bits it gives every time, and a shape has a few at most, whatever the
-    strides (a window of a padded batch has new strides each call)."""
-    return (eq.canonical, options, operands[0].layout,
-            tuple([(o.shape, o.dtype, o.device, None if o.is_contiguous() else read_order(o)) for o in operands]))
+    """The plan cache's key of a call (:func:`run` builds the same inline for two operands,
+    to stay one call deep), flat: the canonical equation, the options, the first operand's
+    layout, and each operand's shape, dtype, device and True where it is contiguous, else
+    the order the torch executor reads it in (``torch_executor.read_order``; None where it
+    reads it as it is): an entry is made for one such order, whose bits it gives every
+    time, and a shape has a few at most, whatever the strides (a window of a padded batch
+    has new strides each call)."""
+    first = operands[0]
+    return (eq.canonical, options, first.layout,
+            *[x for o in operands for x in (o.shape, o.dtype, o.device, o.is_contiguous() or read_order(o))])
+
 
 
 def check_operands(eq: Equation, operands) -> None:
@@ -213,6 +246,7 @@ class EincCacheInfo(NamedTuple):
     dtypes: CacheInfo       # torch.einsum's result dtype per equation, shape class and dtypes
     kernels: CacheInfo      # generated kernel modules loaded in this process
     options: CacheInfo      # validated optimize / memory_limit pairs
+    classes: CacheInfo      # size class -> its plan's entry (runtime/sizeclass.py)
 
 
 def _lru(info) -> CacheInfo:
@@ -230,13 +264,14 @@ def cache_info() -> EincCacheInfo:
         plans=_plans.info(), equations=_lru(parse.cache_info()),
         gradients=extra.get("gradients", _empty()), traced=extra.get("traced", _empty()),
         dtypes=_lru(dtypes.cache_info()), kernels=CacheInfo(0, 0, None, loader.loaded()),
-        options=CacheInfo(0, 0, None, options_module.cache_size()))
+        options=CacheInfo(0, 0, None, options_module.cache_size()), classes=sizeclass.info())
 
 
 def cache_clear() -> None:
     """Empty every cache, and forget which warnings were given: as in a new process
     (kernel modules on disk stay; ``einc cache clear`` removes them)."""
     _plans.clear()
+    sizeclass.clear()
     admission.clear()
     path_cache_clear()
     parse.cache_clear()

@@ -46,8 +46,9 @@ def settings(**values):
 
 
 def _ran_with(ops, options) -> bool:
-    """Whether einsum's last calls built a plan under ``options`` for these operands."""
-    return engine.cached_entry(parse(EQ), ops, options) is not None
+    """Whether einsum's last calls built a plan under ``options`` for these operands (their
+    shape's, or their size class's: both keyed by the options)."""
+    return engine._plans.peek(engine._key(parse(EQ), ops, options)) is not None
 
 
 def test_defaults_keep_einc_default():

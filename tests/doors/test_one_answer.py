@@ -70,7 +70,7 @@ def test_the_fuzzer_draws_enough_cases():
     assert len(CASES) >= 25
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "torch"])
+@pytest.mark.parametrize("new_shapes", ["class", "plan", "torch"])
 @pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
 def test_make_fx_graphs_give_the_eager_bits(mode, new_shapes, monkeypatch):
     """A graph traced with real, fake or symbolic tensors, run on the operands, gives what
@@ -117,7 +117,7 @@ def test_compiled_calls_give_the_eager_bits(backend):
         torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "torch"])
+@pytest.mark.parametrize("new_shapes", ["class", "plan", "torch"])
 def test_a_call_gives_the_same_bits_after_a_thousand_other_shapes(new_shapes, monkeypatch):
     """The backend and order are a function of the call: the first call of a process and
     the same call after a thousand other shapes of its equation (and every fuzzer case)
@@ -176,3 +176,36 @@ def test_torch_mode_answers_small_calls_with_torch_s_op_and_plans_large_ones(mon
     assert admission.SMALL_CALL < 64 * 128 * 129
     einc.einsum("ij,jk->ik", *big)
     assert einc.cache_info().plans.currsize == 1
+
+
+# Shapes of one size class each (runtime/sizeclass.py): one plan, made at the class's sizes.
+CLASS_CALLS = {
+    "bhid,bhjd->bhij": [[(1, 2, i, 16), (1, 2, j, 16)] for i, j in ((9, 11), (15, 8), (12, 12), (8, 14))],
+    "akbc,jk->cjba": [[(6, k, 5, 4), (3, k)] for k in (33, 40, 63)],
+    "ij,ij->i": [[(i, 300), (i, 300)] for i in (5, 7, 4)],
+}
+
+
+@pytest.mark.parametrize("eq", list(CLASS_CALLS))
+def test_shapes_of_one_class_agree_in_any_order_eager_traced_and_compiled(eq, monkeypatch):
+    """Under EINC_NEW_SHAPES=class, shapes of one size class give the same bits whichever
+    came first, eagerly, in a graph traced with symbolic sizes on another shape of the
+    class, and compiled (fullgraph, dynamic sizes), forward and gradients."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    g = torch.Generator().manual_seed(0)
+    calls = [[torch.randn(s, generator=g) for s in shapes] for shapes in CLASS_CALLS[eq]]
+    run = lambda *ops: einc.einsum(eq, *ops)  # noqa: E731
+    expected = [run(*ops) for ops in calls]
+    einc.cache_clear()
+    assert all(_same(run(*ops), want) for ops, want in zip(reversed(calls), reversed(expected)))
+    graph = make_fx(run, tracing_mode="symbolic")(*calls[0])
+    assert all(_same(graph(*ops), want) for ops, want in zip(calls, expected))
+    torch._dynamo.reset()
+    compiled = torch.compile(run, fullgraph=True, backend="aot_eager", dynamic=True)
+    for ops, want in zip(calls, expected):
+        assert _same(compiled(*ops), want)
+        leaves, mine = _leaves(ops), _leaves(ops)
+        weight = torch.rand(want.shape, generator=torch.Generator().manual_seed(1))
+        grads = torch.autograd.grad((run(*leaves) * weight).sum(), leaves)
+        assert _same(torch.autograd.grad((compiled(*mine) * weight).sum(), mine), grads)
+    torch._dynamo.reset()

@@ -14,6 +14,16 @@ D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
+
+@pytest.fixture(autouse=True)
+def _per_shape_plans(monkeypatch):
+    """These small calls test the per-shape executor's layouts: planned per shape, not by
+    their size class (runtime/sizeclass.py)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
 # (equation, shapes): a batch index innermost in the result (txl, af2), a result whose
 # rows do not merge (gemma's GQA logits), a permuted result the matrix products read as
 # it is, and operands with the batch index innermost.

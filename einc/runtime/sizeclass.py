@@ -1,0 +1,220 @@
+"""Plans that serve a whole size class: small calls of up to eight operands, planned once
+per class instead of once per shape.
+
+A call's class is its canonical equation, options, dtype, device, each operand's
+dimensions in memory order where it is not contiguous (as the plan cache's key has it),
+and each size made canonical (:func:`canonical`: 1 kept, every other the middle of its
+power-of-two octave, 6 for 4 to 7, 96 for 64 to 127).  A class is planned once, at those
+canonical sizes -- never at the first shape that happened to come -- and its plan runs
+every shape of the class (:func:`einc.runtime.torch_executor.classed.runner`: the sizes
+are read at run time).  So a new shape of a known class costs no planning, and the
+answer stays a function of the call: which class it is in, and that class's plan.
+
+Served this way: calls of one to eight operands of one float or complex dtype, strided,
+on a device where the torch executor runs (generated kernels are lowered per shape),
+with no size 0, no ``memory_limit`` and no ``PathOptimizer`` object, whose canonical
+sizes multiply to at most :data:`CLASS_WORK`.  Larger calls keep their per-shape plans,
+where the copy-cost model and the chunked copies pay for the planning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..planner import plan_for
+from . import dispatch, dtypes, select
+from .cache import LRUCache
+from .program import unroll
+from .torch_executor import classed
+
+CLASS_WORK = 2 ** 20     # a class's multiply-adds at its canonical sizes, at most
+MOST_OPERANDS = 8       # operands of a class's call, at most (the generated classifier names them a to h)
+
+_classes = LRUCache(4096)       # class key -> Entry, or False where the class is planned per shape
+_strided = torch.strided
+_CHOICE = select.Choice("torch", "one plan for the call's size class, its sizes read at run time")
+
+
+def entry(eq, operands, options, key, check=None):
+    """The entry of the call's size class (see the module's docstring), or None where the
+    call is planned per shape.  ``key``: the call's plan cache key (``engine._key``: after
+    the equation, options and first layout, each operand's shape, dtype, device and
+    contiguity or read order); ``check()`` is called where a class is planned (the
+    settings' check)."""
+    shapes = key[3::4]
+    n = len(shapes)
+    optimize = options.optimize
+    if n > MOST_OPERANDS or n != len(eq.inputs) or options.memory_limit is not None or not (
+            optimize.__class__ is str or optimize is False or optimize.__class__ is tuple):
+        return None                 # (a PathOptimizer object may keep what it saw)
+    dtype = key[4]
+    if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
+        return None
+    if n == 2:
+        if key[8] is not dtype or operands[1].layout is not _strided:
+            return None
+    elif n > 2 and (any(d is not dtype for d in key[8::4]) or any(o.layout is not _strided for o in operands[1:])):
+        return None
+    canon = canonical(eq, shapes)
+    if canon is None:
+        return None
+    device, layouts = key[5], key[6::4]
+    found = _classes.peek((eq.canonical, options, canon, dtype, device, layouts))
+    if found is None:
+        orders = tuple([None if x is True else x for x in layouts])
+        found = _classes.get_or_build((eq.canonical, options, canon, dtype, device, layouts),
+                                      lambda: _build(eq, canon, dtype, device, orders, options, check))
+    return found or None
+
+
+def canonical(eq, shapes):
+    """Each shape made canonical (1 kept, every other size the middle of its power-of-two
+    octave), or None where the call is not one a class serves: a size 0, shapes that do
+    not fit ``eq`` (two sizes of one index that differ and are not 1, or differ at all
+    within one operand: planning the shape raises einc's error), more than
+    :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a function generated
+    per equation and ranks (:func:`_classifier`)."""
+    key = (eq.canonical, *map(len, shapes))
+    fn = _classifiers.get(key)
+    if fn is None:
+        if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
+            _classifiers.clear()
+        fn = _classifiers[key] = _classifier(eq, key[1:])
+    try:
+        return fn(*shapes)
+    except (IndexError, TypeError):         # a size past the table, a symbolic size
+        return None if any(n.__class__ is not int for shape in shapes for n in shape) else \
+            _slow_canonical(eq, shapes)
+
+
+_classifiers: dict = {}
+_TABLE = 1 << 14
+
+
+def canonical_size(n: int) -> int:
+    """1 (or 0) as it is, else the middle of ``n``'s power-of-two octave: 3 for 2-3, 6 for
+    4-7, 96 for 64-127.
+
+    >>> [canonical_size(n) for n in (0, 1, 2, 3, 4, 7, 100)]
+    [0, 1, 3, 3, 6, 6, 96]
+    """
+    return n if n <= 1 else 3 << (n.bit_length() - 2)
+
+
+_C = [canonical_size(n) for n in range(_TABLE)]
+
+
+def _labels(eq, ranks):
+    """Each operand's labels, an ellipsis's dimensions named by their place from the right;
+    None where a rank does not fit its term."""
+    found = []
+    for labels, rank in zip(eq.inputs, ranks):
+        if "..." in labels:
+            at = labels.index("...")
+            width = rank - len(labels) + 1
+            if width < 0:
+                return None
+            labels = labels[:at] + tuple(f"...{width - k}" for k in range(width)) + labels[at + 1:]
+        if len(labels) != rank:
+            return None
+        found.append(labels)
+    return found
+
+
+def _classifier(eq, ranks):
+    """``fn(*shapes)`` of :func:`canonical`, as straight-line source for ``eq`` at ``ranks``."""
+    terms = _labels(eq, ranks)
+    if terms is None:
+        return lambda *shapes: None
+    names = "abcdefgh"[:len(ranks)]
+    dims: dict = {}             # label -> [(operand, variable)]
+    lines = [f"def classify({', '.join(f's{v}' for v in names)}):"]
+    for v, term in zip(names, terms):
+        lines.append(f"    if 0 in s{v}:\n        return None")
+        if term:
+            lines.append(f"    {''.join(f'{v}{d}, ' for d in range(len(term)))}= s{v}")
+            lines.append(f"    {''.join(f'c{v}{d}, ' for d in range(len(term)))}= "
+                         f"{''.join(f'C[{v}{d}], ' for d in range(len(term)))}")
+        for d, label in enumerate(term):
+            dims.setdefault(label, []).append((v, f"{v}{d}"))
+    checks, work = [], []
+    for found in dims.values():
+        first = found[0][1]
+        for v, x in found[1:]:
+            checks.append(f"{x} == {first}" if v == found[0][0] else f"({x} == {first} or {x} == 1 or {first} == 1)")
+        work.append(f"c{first}" if len(found) == 1 else f"max({', '.join('c' + x for _, x in found)})")
+    if checks:
+        lines.append(f"    if not ({' and '.join(checks)}):\n        return None")
+    lines.append(f"    if {' * '.join(work) or '1'} > {CLASS_WORK}:\n        return None")
+    shapes = ", ".join("(" + "".join(f"c{v}{d}, " for d in range(len(t))) + ")" for v, t in zip(names, terms))
+    lines.append(f"    return ({shapes},)")
+    env = {"C": _C}
+    exec(compile("\n".join(lines) + "\n", "<einc size class>", "exec"), env)
+    return env["classify"]
+
+
+def _slow_canonical(eq, shapes):
+    """:func:`canonical` for shapes with a size past the generated function's table."""
+    terms = _labels(eq, tuple(map(len, shapes)))
+    if terms is None:
+        return None
+    sizes: dict = {}
+    found = []
+    for labels, shape in zip(terms, shapes):
+        mine: dict = {}
+        for label, n in zip(labels, shape):
+            if n == 0 or mine.setdefault(label, n) != n:
+                return None
+            seen = sizes.get(label)
+            if seen is None or seen == 1:
+                sizes[label] = n
+            elif n != 1 and n != seen:
+                return None
+        found.append(tuple(canonical_size(n) for n in shape))
+    if math.prod(canonical_size(n) for n in sizes.values()) > CLASS_WORK:
+        return None
+    return tuple(found)
+
+
+def _build(eq, shapes, dtype, device, orders, options, check):
+    """The class's entry, planned at its canonical ``shapes``; False where it is planned per
+    shape (generated kernels would run, the plan is not one step, a layout that loops)."""
+    if check is not None:
+        check()
+    types = [dtype] * len(shapes)
+    if dispatch.decide(device.type, types) != ("torch", None):    # (kernels, or a warning to give)
+        return False
+    try:
+        plan = plan_for(eq, shapes, options)
+    except Exception:       # noqa: BLE001 - planning the call's own shape raises einc's error for it
+        return False
+    if plan.slicing is not None or plan.empty_sum is not None:
+        return False
+    result_dtype = dtypes.result_dtype(eq.torch_text, shapes, types)
+    if len(plan.steps) == 1:
+        run = classed.runner(plan, dtype, orders, options.result_layout(), result_dtype)
+    else:
+        run = unroll(plan, classed.step_functions(plan, dtype, orders, options.result_layout()))
+        if result_dtype != dtype:
+            run = _cast(run, result_dtype)
+    return dispatch.Entry(plan, run, "torch", [_CHOICE], size_class=shapes)
+
+
+def _cast(run, dtype):
+    def cast(ops, scale=None):
+        return run(ops, scale).to(dtype)
+    return cast
+
+
+def clear() -> None:
+    _classes.clear()
+    _classifiers.clear()
+
+
+def info():
+    return _classes.info()
+
+
+__all__ = ["entry", "canonical", "clear", "info", "CLASS_WORK"]

@@ -1,0 +1,234 @@
+"""Functions that run every shape of a size class: a plan's steps, their decisions taken
+once at the class's own sizes, their sizes read at run time.
+
+:mod:`einc.runtime.sizeclass` plans a class of small calls once, at canonical sizes (each
+size 1 kept, every other the middle of its power-of-two octave); :func:`runner` turns a
+plan of one step into ``run(operands, scale=None)``, which takes any shape of the class,
+and :func:`step_functions` a plan of several into one function per step.  What it
+decides at the class's sizes: the step's kind (a matrix product, a multiply and sum, a
+broadcasting product, a one-operand sum or copy), and for a matrix product the copy-cost
+model's layout (:func:`einc.runtime.torch_executor.ttgt.choose`: which operand is left,
+the order inside each group, which operand is copied as its matrices' transposes), among
+the layouts that broadcast neither operand and run one product.  The function is
+generated as source whose reshapes multiply the operands' sizes as the call brings them,
+so a new shape of the class costs no planning, and the class's calls run the same ops in
+the same order whatever shapes came before.
+
+The chunked, tiled and looped variants of the per-shape executor are left out: a class
+is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cache.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+import torch
+
+from ...planner.plan import DOT, PRODUCT, REDUCE
+from . import (
+    _COPY_WORTH_SPARING,
+    _FEW_OUTPUTS,
+    _LONG_SUM,
+    _chain,
+    _in_memory_order,
+    _perm,
+    _prep,
+    _reduce,
+    _times,
+    ttgt,
+)
+from .permute_copy import untracked
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+class _Source:
+    """The lines of the generated function, and each index's size as an expression on
+    the shapes read so far."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.size: dict = {}
+        self.env: dict = {"mm": torch.mm, "bmm": torch.bmm, "matmul": torch.matmul}
+
+    def read(self, v: str, term) -> None:
+        self.lines.append(f"s{v} = {v}.shape")
+        for d, i in enumerate(term):
+            self.size.setdefault(i, f"s{v}[{d}]")
+
+    def permute(self, v: str, term, order) -> None:
+        p = _perm(list(term), list(order))
+        if p:
+            self.lines.append(f"{v} = {v}.permute({p})")
+
+    def reshape(self, v: str, groups, have=None) -> None:
+        """``v`` (laid along ``have``, the groups' indices in order) as one dimension per
+        group: the product of its sizes, 1 for an empty group; nothing where every group
+        is one index already."""
+        if have is not None and all(len(g) == 1 for g in groups) and [g[0] for g in groups] == list(have):
+            return
+        dims = [" * ".join(self.size[i] for i in g) or "1" for g in groups]
+        self.lines.append(f"{v} = {v}.reshape(({', '.join(dims)},))")
+
+    def function(self, result: str, finish: str, cast, whole: bool = True) -> callable:
+        """``run(ops, scale=None)`` where the step is the whole plan (``whole``), else
+        ``step(a, b)``, one step of several."""
+        tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
+        self.env["result_dtype"] = cast
+        used = "\n".join(self.lines)
+        lines = [line for line in self.lines if not (line.startswith("s") and f"{line.split()[0]}[" not in used)]
+        if whole:
+            lines = ["a, b = ops", *lines]
+        body = "\n".join(f"    {line}" for line in lines)
+        source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
+            if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
+        exec(compile(source, "<einc size class>", "exec"), self.env)
+        run = self.env["run"]
+        run.source = source
+        return run
+
+
+def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
+    """``run(operands, scale=None)`` of ``plan`` (one step, planned at a class's sizes) for
+    operands of ``dtype`` (one float or complex dtype) of any shape of the class, read in
+    ``orders`` (:func:`einc.runtime.torch_executor.memory_orders`); the result contiguous,
+    or with ``layout="any"`` dense in the order the last op writes it, and cast to
+    ``result_dtype`` where given and different.  None where the step is none of the kinds
+    above (a matrix product whose cheapest layout loops)."""
+    step = plan.steps[0]
+    free = layout == "any"
+    cast = result_dtype if result_dtype is not None and result_dtype != dtype else None
+    if step.kind == REDUCE:
+        fn, natural = _reduce(step, plan, dtype, True, True, False, free)
+        return _one(fn, result_dtype if result_dtype is not None and result_dtype != natural else None)
+    return _pairwise(plan, step, dtype, orders or (None, None), free, True, cast)
+
+
+def step_functions(plan, dtype, orders=None, layout="contiguous"):
+    """One function per step of ``plan`` (several steps, planned at a class's sizes) for
+    values of any shape of the class, as :func:`runner` makes its one step: each
+    intermediate laid along its step's output indices as a view, the last one contiguous
+    (or dense, with ``layout="any"``); ``runtime/program.unroll`` chains them."""
+    free, n = layout == "any", plan.num_operands
+    functions = []
+    for s, step in enumerate(plan.steps):
+        final = s == len(plan.steps) - 1
+        if step.kind == REDUCE:
+            functions.append(_reduce(step, plan, dtype, final, step.operands[0] < n, False, free)[0])
+        else:
+            reads = [orders[v] if orders and v < n else None for v in step.operands]
+            functions.append(_pairwise(plan, step, dtype, reads, free, final, None, whole=False))
+    return functions
+
+
+def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
+    """A two-operand step's function (:meth:`_Source.function`): ``final``, its result
+    contiguous (unless ``free``) and cast to ``cast``."""
+    src = _Source()
+    g = plan.graph
+    view_a, ta = _in_memory_order(step.inputs[0], orders[0])
+    view_b, tb = _in_memory_order(step.inputs[1], orders[1])
+    sa, sb, summed = set(ta), set(tb), set(step.summed)
+    kind = step.kind
+    if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
+        kind = PRODUCT      # the shared sums run over size 1: a product, as in the per-shape executor
+    drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
+    prep_a, ta, _, _ = _prep(ta, drop_a, plan, dtype)
+    prep_b, tb, _, _ = _prep(tb, drop_b, plan, dtype)
+    for v, view, prep in (("a", view_a, prep_a), ("b", view_b, prep_b)):
+        fn = _chain([view, prep])
+        if fn is not None:
+            src.env[f"prep_{v}"] = fn
+            src.lines.append(f"{v} = prep_{v}({v})")
+    src.read("a", ta)
+    src.read("b", tb)
+    out = list(step.output)
+    finish = "" if free or not final else ".contiguous()"
+    if kind == PRODUCT:
+        _align(src, "a", ta, out)
+        _align(src, "b", tb, out)
+        src.lines.append("c = a * b")
+        return src.function("c", finish, cast, whole)
+    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
+    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
+    if kind == DOT or kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM):
+        full = out + [i for i in ta if i in summed]
+        _align(src, "a", ta, full)
+        _align(src, "b", tb, full)
+        src.env["mul_sum"] = _mul_sum(len(out), len(full), dtype)
+        src.lines.append("c = mul_sum(a, b)")
+        return src.function("c", finish, cast, whole)
+    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
+                      free_out=free and final)
+    if _contract(src, lay, ta, tb, out):
+        finish = ""             # the product's own result, in the equation's order: contiguous
+    return src.function("c", finish, cast, whole)
+
+
+def _mul_sum(kept: int, rank: int, dtype):
+    """``fn(a, b)``: the sum of ``a * b`` over dimensions ``kept`` onwards (of ``rank``).  For
+    float16 / bfloat16 the products are float32 and the sum rounded once; where autograd
+    records the step, torch's own einsum op runs it (a matrix product that multiplies in
+    float32 too, and saves the operands as they are, not a float32 copy)."""
+    dims = tuple(range(kept, rank))
+    if dtype not in _HALF:
+        return lambda a, b: _times(a, b).sum(dims)
+    text = f"{string.ascii_letters[:rank]},{string.ascii_letters[:rank]}->{string.ascii_letters[:kept]}" \
+        if rank <= len(string.ascii_letters) else None
+
+    def half(a, b):
+        if text is None or (untracked(a) and untracked(b)):
+            return _times(a, b).sum(dims).to(dtype)
+        return torch._VF.einsum(text, [a, b])
+    return half
+
+
+def _align(src: _Source, v: str, term, full) -> None:
+    """``v`` over ``term`` as a view laid along ``full``, size 1 where it lacks an index."""
+    present = [i for i in full if i in term]
+    src.permute(v, term, present)
+    src.reshape(v, [[i] if i in term else [] for i in full], present)
+
+
+def _contract(src: _Source, lay, ta, tb, out) -> bool:
+    """One ``mm``/``bmm`` in ``lay``'s layout, its result put in ``out``'s order as a view;
+    whether that is the product's result as it is (no permutation)."""
+    batch, m, n, k = lay.groups
+    left, right = (("b", tb), ("a", ta)) if lay.swap else (("a", ta), ("b", tb))
+    # One matrix per side: ``matmul`` takes the batch indices as they are (one op, not a
+    # reshape of each operand and of the result around ``bmm``, which it runs).
+    stacked = len(batch) > 1 and len(m) == len(n) == len(k) == 1
+    lead = [[i] for i in batch] if stacked else [batch] if batch else []
+    for (v, term), groups, side in ((left, [*lead, m, k], "l"), (right, [*lead, k, n], "r")):
+        if side in lay.flip:        # copied as the transposes of its matrices, which BLAS reads as they are
+            flipped = groups[:-2] + [groups[-1], groups[-2]]
+            src.permute(v, term, [i for grp in flipped for i in grp])
+            src.lines.append(f"{v} = {v}.contiguous()")
+            src.reshape(v, flipped)
+            src.lines.append(f"{v} = {v}.transpose(-1, -2)")
+        else:
+            order = [i for grp in groups for i in grp]
+            src.permute(v, term, order)
+            src.reshape(v, groups, order)
+    src.lines.append(f"c = {'matmul' if stacked else 'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
+    natural = batch + m + n
+    if any(len(grp) != 1 for grp in [*lead, m, n]):
+        src.reshape("c", [[i] for i in natural])
+    src.permute("c", natural, out)
+    return _perm(natural, out) is None
+
+
+def _one(fn, cast):
+    if cast is None:
+        def run(ops, scale=None):
+            r = fn(ops[0])
+            return r if scale is None else r * scale
+    else:
+        def run(ops, scale=None):
+            r = fn(ops[0]).to(cast)
+            return r if scale is None else r * scale
+    return run
+
+
+__all__ = ["runner", "step_functions"]

@@ -1,0 +1,268 @@
+"""Plans that serve a size class (runtime/sizeclass.py): a small call of one or two
+operands runs its class's plan, made once at the class's canonical sizes, whatever shape
+of the class it has; checked against torch.einsum on float64 copies over the fuzzer's
+equations (sizes 0 and 1, broadcasting, ellipses, repeated indices, transposed, sliced,
+expanded and offset operands, both calling conventions), with gradients, and for one
+answer whatever shapes of the class came first."""
+
+import dataclasses
+import random
+
+import fuzz
+import pytest
+import torch
+
+import einc
+from einc.planner.equation import parse
+from einc.planner.options import DEFAULT
+from einc.runtime import engine, sizeclass
+from einc.runtime.torch_executor import ttgt
+
+SEEDS = range(600)
+
+
+@pytest.fixture(autouse=True)
+def _class_plans(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+def _scaled(case, rng):
+    """``case`` with every size above 1 scaled into a larger octave (the same map for every
+    dimension of one size, so the shapes still fit the equation)."""
+    sizes = {s for shape in case.shapes for s in shape if s > 1} | {s for s in case.sizes if s > 1}
+    new = {s: rng.randint(4 * s, 8 * s - 1) for s in sorted(sizes)}
+    grow = lambda s: new.get(s, s)  # noqa: E731
+    return dataclasses.replace(case, shapes=[tuple(map(grow, sh)) for sh in case.shapes],
+                               sizes=[grow(s) for s in case.sizes], ell_sizes=[grow(s) for s in case.ell_sizes])
+
+
+def _cases():
+    """Fuzzer cases of one or two float operands that torch.einsum answers, each at its
+    own sizes and scaled twice."""
+    found = []
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        case = fuzz.make_case(rng, dtypes=fuzz.FLOATS, max_operands=4)
+        for variant in (case, _scaled(case, rng), _scaled(case, rng)):
+            ops = fuzz.operands(variant, seed)
+            try:
+                torch.einsum(variant.oracle_equation, *ops)
+            except Exception:       # noqa: BLE001 - error parity is the fuzzer's
+                continue
+            found.append((variant, ops))
+    return found
+
+
+CASES = _cases()
+
+
+def _served_by_a_class(case, ops) -> bool:
+    eq = parse(case.oracle_equation)
+    entry = engine._plans.peek(engine._key(eq, ops, DEFAULT))
+    return entry is not None and entry.size_class is not None
+
+
+def test_class_plans_give_torch_s_answer_over_the_fuzzer_s_equations():
+    served = 0
+    for case, ops in CASES:
+        before = [o.clone() for o in ops]
+        out = einc.einsum(*case.args(ops))
+        fuzz.check_result(case, out, ops, torch.einsum(case.oracle_equation, *ops).dtype)
+        assert all(torch.equal(o, b) for o, b in zip(ops, before))
+        served += _served_by_a_class(case, ops)
+    assert served >= len(CASES) // 2, (served, len(CASES))
+
+
+def test_class_plans_give_torch_s_gradients():
+    checked = 0
+    for case, ops in CASES:
+        shapes = [o.shape for o in ops]
+        if case.dtype != torch.float64 or sizeclass.canonical(parse(case.oracle_equation), shapes) is None:
+            continue
+        leaves = [o.detach().clone().requires_grad_() for o in ops]
+        mine = [o.detach().clone().requires_grad_() for o in ops]
+        ref = torch.einsum(case.oracle_equation, *leaves)
+        out = einc.einsum(*case.args(mine))
+        weight = torch.rand(ref.shape, dtype=ref.dtype, generator=torch.Generator().manual_seed(3))
+        expected = torch.autograd.grad((ref * weight).sum(), leaves, allow_unused=True)
+        got = torch.autograd.grad((out * weight).sum(), mine, allow_unused=True)
+        for g, e in zip(got, expected):
+            if e is None:
+                assert g is None or not g.abs().max()
+            else:
+                torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9 * case.summed_extent())
+        checked += 1
+    assert checked >= 100, checked
+
+
+CLASS = {   # equation: shapes of one size class, in no particular order
+    "bhid,bhjd->bhij": [[(1, 2, i, 16), (1, 2, j, 16)] for i, j in ((9, 11), (15, 8), (12, 12), (8, 14))],
+    "ij,jk->ik": [[(i, j), (j, k)] for i, j, k in ((4, 5, 6), (7, 4, 4), (5, 7, 5))],
+    "akbc,jk->cjba": [[(a, k, 9, 10), (3, k, )] for a, k in ((33, 40), (63, 33), (40, 63))],
+    "zui,zvj->zuvij": [[(z, 3, 5), (z, 3, 4)] for z in (260, 300, 511)],
+    "ij,ij->i": [[(i, j), (i, j)] for i, j in ((5, 300), (7, 260), (4, 511))],
+    "iij->ji": [[(i, i, 5)] for i in (8, 13, 15)],
+    "b...,b...->...": [[(3, 5, 1), (3, 5, 6)], [(2, 6, 1), (2, 6, 5)]],
+}
+
+
+@pytest.mark.parametrize("eq", list(CLASS))
+def test_shapes_of_one_class_give_the_same_bits_in_any_order(eq):
+    g = torch.Generator().manual_seed(0)
+    ops = [[torch.randn(s, generator=g) for s in shapes] for shapes in CLASS[eq]]
+    first = [einc.einsum(eq, *o) for o in ops]
+    assert sizeclass.info().currsize == 1
+    einc.cache_clear()
+    again = [einc.einsum(eq, *o) for o in reversed(ops)][::-1]
+    for a, b, o in zip(first, again, ops):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a.double(), torch.einsum(eq, *[x.double() for x in o]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_class_is_planned_once_at_its_own_sizes(monkeypatch):
+    planned = []
+    real = sizeclass.plan_for
+
+    def plan_for(eq, shapes, options):
+        planned.append(tuple(map(tuple, shapes)))
+        return real(eq, shapes, options)
+    monkeypatch.setattr(sizeclass, "plan_for", plan_for)
+    for i in range(8, 16):
+        einc.einsum("bhid,bhjd->bhij", torch.randn(1, 2, i, 16), torch.randn(1, 2, 23 - i, 16))
+    assert planned == [((1, 3, 12, 24), (1, 3, 12, 24))]        # (2: the middle of 2-3)
+    assert einc.cache_info().classes.currsize == 1
+    assert einc.cache_info().plans.currsize == 8     # each shape's key names its class's entry
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(4, 5), (6, 3)]), ("iij->j", [(5, 6, 2)]),
+                                       ("bij,bjk->bik", [(2, 3, 4), (3, 4, 5)]),
+                                       ("ij,ij->", [(5, 3), (6, 3)])])
+def test_shapes_that_do_not_fit_raise_as_torch_does(eq, shapes):
+    """Sizes of one class that do not fit each other (5 and 6 are one octave) are refused,
+    never contracted by a plan that merges them."""
+    ops = [torch.randn(s) for s in shapes]
+    with pytest.raises(RuntimeError):
+        torch.einsum(eq, *ops)
+    with pytest.raises(RuntimeError):
+        einc.einsum(eq, *ops)
+
+
+def test_other_settings_and_larger_calls_are_planned_per_shape(monkeypatch):
+    a, b = torch.randn(64, 128), torch.randn(128, 129)
+    einc.einsum("ij,jk->ik", a, b)          # past CLASS_WORK at its canonical sizes (96 * 96 * 192)
+    assert sizeclass.info().currsize == 0
+    chain = [torch.randn(2, 2) for _ in range(9)]
+    einc.einsum("ab,bc,cd,de,ef,fg,gh,hi,ij->aj", *chain)      # past MOST_OPERANDS
+    einc.einsum("ij,jk->ik", torch.randn(3, 4).to(torch.int32), torch.randn(4, 5).to(torch.int32))
+    einc.einsum("ij,jk->ik", torch.randn(3, 0), torch.randn(0, 5))
+    assert sizeclass.info().currsize == 0
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.einsum("ij,jk->ik", torch.randn(3, 4), torch.randn(4, 5))
+    assert sizeclass.info().currsize == 0 and einc.cache_info().plans.currsize == 5
+
+
+def test_layout_any_and_scale_on_a_class_plan():
+    a, b = torch.randn(6, 5, 7, 8), torch.randn(3, 5)
+    out = einc.einsum("akbc,jk->cjba", a, b, layout="any")
+    assert torch.ops.aten.is_non_overlapping_and_dense.default(out)
+    torch.testing.assert_close(out, torch.einsum("akbc,jk->cjba", a, b))
+    expr = einc.contract_expression("akbc,jk->cjba", a.shape, b.shape)
+    torch.testing.assert_close(expr(a, b), torch.einsum("akbc,jk->cjba", a, b))
+    assert sizeclass.info().currsize == 2
+
+
+def test_the_class_s_layout_is_the_copy_model_s_choice_at_its_sizes(monkeypatch):
+    """The layout is chosen once, at the canonical sizes, by the copy-cost model."""
+    seen = []
+    real = ttgt.choose
+
+    def choose(ta, tb, out, sizes, *args, **kw):
+        seen.append(tuple(sizes))
+        return real(ta, tb, out, sizes, *args, **kw)
+    monkeypatch.setattr(ttgt, "choose", choose)
+    for k in (33, 40, 63):
+        einc.einsum("akbc,jk->cjba", torch.randn(6, k, 7, 8), torch.randn(3, k))
+    assert seen == [(6, 48, 6, 12, 3)]
+
+
+def test_sizes_past_the_generated_table_are_classed_too():
+    """A size past the generated classifier's table (2**14) is read the slow way."""
+    for n in (20000, 30000):
+        a, b = torch.randn(3, n, dtype=torch.float64), torch.randn(n, dtype=torch.float64)
+        torch.testing.assert_close(einc.einsum("ij,j->i", a, b), torch.einsum("ij,j->i", a, b))
+    assert sizeclass.info().currsize == 1
+    assert sizeclass.canonical(parse("ij,j->i"), [(3, 20000), (20001,)]) is None
+    assert sizeclass.canonical(parse("ij,j->i"), [(3, 20000), (1,)]) == ((3, 24576), (1,))
+
+
+def test_a_scaled_call_runs_the_class_s_plan_times_the_scale():
+    """The compile backend's scaled call (``engine.run_scaled``) on a class's entry."""
+    eq = parse("bhid,bhjd->bhij")
+    a, b = torch.randn(1, 2, 9, 16, dtype=torch.float64), torch.randn(1, 2, 11, 16, dtype=torch.float64)
+    out = engine.run_scaled(eq, (a, b), DEFAULT, 0.25)
+    torch.testing.assert_close(out, 0.25 * torch.einsum("bhid,bhjd->bhij", a, b))
+    assert sizeclass.info().currsize == 1
+
+
+def test_threads_asking_for_one_class_plan_it_once(monkeypatch):
+    import threading
+    planned = []
+    real = sizeclass.plan_for
+    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(1) or real(*args))
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(8, 16):
+                a, b = torch.randn(1, 2, i, 16, dtype=torch.float64), torch.randn(1, 2, 23 - k, 16, dtype=torch.float64)
+                torch.testing.assert_close(einc.einsum("bhid,bhjd->bhij", a, b), torch.einsum("bhid,bhjd->bhij", a, b))
+        except Exception as e:      # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8, 12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and planned == [1]
+
+
+@pytest.mark.parametrize("eq,shapes", [("bhid,bhjd->bhij", [(1, 2, 9, 16), (1, 2, 11, 16)]),
+                                       ("akbc,jk->cjba", [(6, 33, 5, 4), (3, 33)]),
+                                       ("ij,ij->i", [(5, 300), (5, 300)]), ("iij->ji", [(8, 8, 5)]),
+                                       ("zui,zvj->zuvij", [(30, 3, 5), (30, 3, 4)])])
+def test_torch_func_transforms_through_a_class_plan(eq, shapes):
+    """vmap, jvp and grad of torch.func run the class's torch ops with torch's own rules."""
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
+    batched = [torch.randn((3, *s), dtype=torch.float64, generator=g) for s in shapes]
+    mine = torch.func.vmap(lambda *xs: einc.einsum(eq, *xs))(*batched)
+    torch.testing.assert_close(mine, torch.func.vmap(lambda *xs: torch.einsum(eq, *xs))(*batched))
+    tangents = [torch.randn_like(o) for o in ops]
+    out, tangent = torch.func.jvp(lambda *xs: einc.einsum(eq, *xs), tuple(ops), tuple(tangents))
+    want, want_tangent = torch.func.jvp(lambda *xs: torch.einsum(eq, *xs), tuple(ops), tuple(tangents))
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(tangent, want_tangent)
+    grads = torch.func.grad(lambda *xs: einc.einsum(eq, *xs).sin().sum(), argnums=tuple(range(len(ops))))(*ops)
+    want = torch.func.grad(lambda *xs: torch.einsum(eq, *xs).sin().sum(), argnums=tuple(range(len(ops))))(*ops)
+    torch.testing.assert_close(grads, want)
+    assert sizeclass.info().currsize >= 1
+
+
+def test_three_operands_run_their_class_s_path_and_steps():
+    """A call of three operands: the path and each step's layout chosen at the class's
+    sizes, intermediates laid along their steps' outputs; one plan for the class."""
+    def make(z):
+        g = torch.Generator().manual_seed(z)
+        return [torch.randn(z, 4, 5, 3, dtype=torch.float64, generator=g), torch.randn(z, 4, dtype=torch.float64,
+                generator=g), torch.randn(z, 5, 2, dtype=torch.float64, generator=g)]
+    calls = [make(z) for z in (300, 511, 260, 400)]
+    first = [einc.einsum("zuvw,zu,zvj->zwj", *ops) for ops in calls]
+    for ops, out in zip(calls, first):
+        torch.testing.assert_close(out, torch.einsum("zuvw,zu,zvj->zwj", *ops))
+    assert sizeclass.info().currsize == 1
+    einc.cache_clear()
+    assert all(torch.equal(einc.einsum("zuvw,zu,zvj->zwj", *ops), out)
+               for ops, out in reversed(list(zip(calls, first))))
