@@ -27,6 +27,7 @@ and why it stopped (``explain`` prints it).  docs/paths.md.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -62,18 +63,20 @@ QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy tri
 REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
-# a small search of this many tensors or more, whose refinement affords it, also refines one
-# kahypar partition tree (cotengra's, of these parameters, at a nominal cost per tensor); its
-# trials then get PARTITION_TRIALS of the budget, and each tree PROBE of what the partition left
+# a small search of PARTITION_TENSORS or more, whose refinement affords it, also refines a kahypar
+# partition tree (cotengra's, of these parameters, at PARTITION_SECONDS per tensor); its trials then
+# get PARTITION_TRIALS of the budget, and each tree PROBE of what the partition left
 PARTITION = {"parts": 4, "cutoff": 25, "imbalance": 0.1, "random_strength": 0.01, "weight_edges": "log"}
-PARTITION_TENSORS = 100
-PARTITION_SECONDS = 0.5e-3
-PARTITION_TRIALS = 0.2
-PROBE = 0.25
+PARTITION_TENSORS, PARTITION_SECONDS, PARTITION_TRIALS, PROBE = 100, 0.5e-3, 0.2, 0.25
 # cotengrust's random greedy weighing of the tensors removed against the one made, in
 # turn by batch: its own range (matrix chains need its ends), and a narrower one that
 # finds better trees on regular graphs and the language-model networks
 COSTMODS = ((0.1, 4.0), (0.5, 2.0))
+# the hyper-optimizer's kahypar trials without hyperedges: fewer parts, less noise, larger leaves
+# than cotengra's ranges, whose trials seldom beat the refined random greedy tree (on hypergraphs they do)
+KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
+                 "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
+                 "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -146,7 +149,7 @@ def version(seed: int = SEED) -> str:
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
                               MAX_TRIALS, STALE, TRIAL_SECONDS, SUBTREES, GUARD, CONVERGED, RECONF_SECONDS,
                               RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS, PARTITION_SECONDS,
-                              PARTITION_TRIALS, PROBE, WRITE_FACTOR, objective.VERSION, seed, *found)))
+                              PARTITION_TRIALS, PROBE, KAHYPAR_SPACE, WRITE_FACTOR, objective.VERSION, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -368,28 +371,24 @@ def _linear(path) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(i) for i in c) for c in path)
 
 
-def _cotengrust():
+def _optional(name):
+    """The module ``name``, or None where it cannot be imported."""
     try:
-        import cotengrust
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return cotengrust
+
+
+def _cotengrust():
+    return _optional("cotengrust")
 
 
 def _cotengra():
-    try:
-        import cotengra
-    except ImportError:
-        return None
-    return cotengra
+    return _optional("cotengra")
 
 
 def _kahypar() -> bool:
-    try:
-        import kahypar  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _optional("kahypar") is not None
 
 
 def _methods() -> tuple[str, ...]:
@@ -538,6 +537,10 @@ def _register(ctg):
         return ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa)
 
     register_hyper_function("einc-greedy", trial, dict(get_hyper_space()["greedy"]))
+    if _kahypar():
+        from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+        register_hyper_function("einc-kahypar", kahypar_to_tree.trial_fn,
+                                {**get_hyper_space()["kahypar"], **KAHYPAR_SPACE})
     _REGISTERED = True
 
 
@@ -546,7 +549,8 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     so far (``known``: the predicted seconds of the best found before) is spent:
     ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
-    methods = ["einc-greedy" if m == "greedy" else m for m in _methods()]
+    graph = max(collections.Counter(i for t in inputs for i in t).values()) <= 2     # no hyperedges
+    methods = [{"greedy": "einc-greedy", "kahypar": "einc-kahypar" if graph else m}.get(m, m) for m in _methods()]
     slicing = {"target_size": memory_limit} if memory_limit is not None else None
     opt = ctg.HyperOptimizer(methods=methods, minimize=objective.hyper_objective(memory_limit, WRITE_FACTOR),
                              max_repeats=1,

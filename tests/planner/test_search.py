@@ -646,3 +646,23 @@ def test_a_network_under_a_hundred_tensors_gets_no_partition_tree(monkeypatch):
     inputs, sizes = _lattice(8, 8, 2, 4, seed=0)
     _, report = S.find(inputs, set(), sizes)
     assert len(inputs) < S.PARTITION_TENSORS and "refined" in report.method and "partition" not in report.method
+
+
+@pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar(), reason="cotengra's kahypar trials")
+def test_the_hyper_optimizer_narrows_kahypar_where_the_network_has_no_hyperedges(monkeypatch):
+    ctg = S._cotengra()
+    asked, real = [], ctg.HyperOptimizer
+
+    def recording(*args, methods, **kwargs):
+        asked.append(methods)
+        return real(*args, methods=methods, **kwargs)
+    monkeypatch.setattr(ctg, "HyperOptimizer", recording)
+    inputs, sizes = _regular(30, 2, 3, seed=0)
+    hyperedges = [*inputs, frozenset({0, 1})]       # bonds 0 and 1 on three tensors each
+    for network in (inputs, hyperedges):
+        path, trials, _, _ = S._hyper(ctg, network, frozenset(), sizes, None, 0, time.perf_counter(), 1e-3)
+        assert path is not None and trials >= 1
+    assert asked == [["einc-greedy", "einc-kahypar"], ["einc-greedy", "kahypar"]]
+    from cotengra.hyperoptimizers.hyper import get_hyper_space
+    space = get_hyper_space()
+    assert space["einc-kahypar"]["parts"]["max"] == 4 < space["kahypar"]["parts"]["max"]
