@@ -549,7 +549,7 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     so far (``known``: the predicted seconds of the best found before) is spent:
     ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
-    graph = max(collections.Counter(i for t in inputs for i in t).values()) <= 2     # no hyperedges
+    graph = max(collections.Counter(i for t in inputs for i in t).values(), default=0) <= 2     # no hyperedges
     methods = [{"greedy": "einc-greedy", "kahypar": "einc-kahypar" if graph else m}.get(m, m) for m in _methods()]
     slicing = {"target_size": memory_limit} if memory_limit is not None else None
     opt = ctg.HyperOptimizer(methods=methods, minimize=objective.hyper_objective(memory_limit, WRITE_FACTOR),
