@@ -27,6 +27,7 @@ and why it stopped (``explain`` prints it).  docs/paths.md.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -62,10 +63,20 @@ QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy tri
 REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
 RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
+# a small search of PARTITION_TENSORS or more, whose refinement affords it, also refines a kahypar
+# partition tree (cotengra's, of these parameters, at PARTITION_SECONDS per tensor); its trials then
+# get PARTITION_TRIALS of the budget, and each tree PROBE of what the partition left
+PARTITION = {"parts": 4, "cutoff": 25, "imbalance": 0.1, "random_strength": 0.01, "weight_edges": "log"}
+PARTITION_TENSORS, PARTITION_SECONDS, PARTITION_TRIALS, PROBE = 100, 0.5e-3, 0.2, 0.25
 # cotengrust's random greedy weighing of the tensors removed against the one made, in
 # turn by batch: its own range (matrix chains need its ends), and a narrower one that
 # finds better trees on regular graphs and the language-model networks
 COSTMODS = ((0.1, 4.0), (0.5, 2.0))
+# the hyper-optimizer's kahypar trials without hyperedges: fewer parts, less noise, larger leaves
+# than cotengra's ranges, whose trials seldom beat the refined random greedy tree (on hypergraphs they do)
+KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
+                 "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
+                 "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -137,7 +148,8 @@ def version(seed: int = SEED) -> str:
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
                               MAX_TRIALS, STALE, TRIAL_SECONDS, SUBTREES, GUARD, CONVERGED, RECONF_SECONDS,
-                              RECONF_CHUNK, COSTMODS, REPAY, WRITE_FACTOR, objective.VERSION, seed, *found)))
+                              RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS, PARTITION_SECONDS,
+                              PARTITION_TRIALS, PROBE, KAHYPAR_SPACE, WRITE_FACTOR, objective.VERSION, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -196,6 +208,9 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     def trials_get(seconds):    # the random greedy trials' share of the budget of a best tree predicted at ``seconds``
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
             return QUICK_SHARE * affords(seconds)
+        if ctg is not None and budget < HYPER_FLOOR and _partitions(affords(seconds) * (1 - PARTITION_TRIALS),
+                                                                    len(inputs)):
+            return affords(seconds) * PARTITION_TRIALS      # the rest: a partition tree, and both refined
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
     # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
@@ -214,10 +229,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
             left = budget - work if counted else REFINE_SHARE * budget
-            quick, refined = _refine(ctg, inputs, output, size_dict, quick, left,
-                                     guard if counted else time.perf_counter() + min(GUARD * left, allowance(best)))
-            method += ", its best tree refined (cotengra: subtrees of " + " then ".join(map(str, refined)) + ")" \
-                if refined else ""
+            quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, guard if counted
+                                              else time.perf_counter() + min(GUARD * left, allowance(best)), seed)
+            method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
+                + "subtrees of " + " then ".join(map(str, refined)) + ")" if refined else ""
             trials += len(refined)
         if ctg is not None and budget_for(greedy) >= HYPER_FLOOR:
             reason += f" (of the best predicted time, the hyper-optimizer's {_time(HYPER_FLOOR)} not reached)"
@@ -261,7 +276,7 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
                          size_dict, path, budget)
 
 
-def _refine(ctg, inputs, output, size_dict, best, work, deadline):
+def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTREES):
     """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
     subtrees of 6 leaves, then of 8, then of 10 (:data:`SUBTREES`), as many as ``work``
     seconds afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
@@ -270,7 +285,7 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline):
     ran = ()
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=best)
-        for size, each in SUBTREES:
+        for size, each in subtrees:
             if work < each or time.perf_counter() >= deadline:
                 break
             was = _combo(tree)
@@ -284,6 +299,30 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline):
     if _rank(inputs, output, size_dict, path) < _rank(inputs, output, size_dict, best):
         return path, ran
     return best, ran
+
+
+def _partitions(work, tensors) -> bool:
+    """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`)."""
+    return tensors >= PARTITION_TENSORS and work >= 1.5 * PARTITION_SECONDS * tensors and _kahypar()
+
+
+def _refined(ctg, inputs, output, size_dict, best, work, deadline, seed):
+    """``(path, sizes, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
+    affords one, of a kahypar partition tree too: both by subtrees of 6 leaves with
+    :data:`PROBE` of the work left each, then the better one by larger subtrees with the
+    rest.  On random regular and connected graphs of a hundred tensors a partition tree so
+    refined reaches about half the flops of the best random greedy tree's."""
+    if not _partitions(work, len(inputs)):
+        return (*_refine(ctg, inputs, output, size_dict, best, work, deadline), False)
+    from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+    with _seeded(seed):
+        tree = kahypar_to_tree.trial_fn(*_strings(inputs, output, size_dict), seed=seed, **PARTITION)
+    work -= PARTITION_SECONDS * len(inputs)
+    probed = [(*_refine(ctg, inputs, output, size_dict, p, PROBE * work, deadline, SUBTREES[:1]), p is best)
+              for p in (best, _linear(tree.get_path()))]
+    path, ran, kept = min(probed, key=lambda r: (_rank(inputs, output, size_dict, r[0]), not r[2]))
+    path, more = _refine(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, deadline, SUBTREES[1:])
+    return path, ran + more, not kept
 
 
 def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
@@ -332,28 +371,24 @@ def _linear(path) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(i) for i in c) for c in path)
 
 
-def _cotengrust():
+def _optional(name):
+    """The module ``name``, or None where it cannot be imported."""
     try:
-        import cotengrust
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return cotengrust
+
+
+def _cotengrust():
+    return _optional("cotengrust")
 
 
 def _cotengra():
-    try:
-        import cotengra
-    except ImportError:
-        return None
-    return cotengra
+    return _optional("cotengra")
 
 
 def _kahypar() -> bool:
-    try:
-        import kahypar  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _optional("kahypar") is not None
 
 
 def _methods() -> tuple[str, ...]:
@@ -502,6 +537,10 @@ def _register(ctg):
         return ctg.ContractionTree.from_path(inputs, output, size_dict, ssa_path=ssa)
 
     register_hyper_function("einc-greedy", trial, dict(get_hyper_space()["greedy"]))
+    if _kahypar():
+        from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+        register_hyper_function("einc-kahypar", kahypar_to_tree.trial_fn,
+                                {**get_hyper_space()["kahypar"], **KAHYPAR_SPACE})
     _REGISTERED = True
 
 
@@ -510,7 +549,8 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
     so far (``known``: the predicted seconds of the best found before) is spent:
     ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
-    methods = ["einc-greedy" if m == "greedy" else m for m in _methods()]
+    graph = max(collections.Counter(i for t in inputs for i in t).values(), default=0) <= 2     # no hyperedges
+    methods = [{"greedy": "einc-greedy", "kahypar": "einc-kahypar" if graph else m}.get(m, m) for m in _methods()]
     slicing = {"target_size": memory_limit} if memory_limit is not None else None
     opt = ctg.HyperOptimizer(methods=methods, minimize=objective.hyper_objective(memory_limit, WRITE_FACTOR),
                              max_repeats=1,

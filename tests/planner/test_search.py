@@ -620,3 +620,50 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
     refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, 1e9, math.inf)
     assert sizes_run[0] == 6 and set(sizes_run) <= {size for size, _ in S.SUBTREES}
     assert S._rank(inputs, frozenset(), sizes, refined) < S._rank(inputs, frozenset(), sizes, best)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar() or S._cotengrust() is None,
+                    reason="cotengrust's counted trials, cotengra's kahypar partition")
+def test_a_small_search_of_a_hundred_tensors_refines_a_partition_tree_too(monkeypatch):
+    # a random 3-regular network of 100 tensors: random greedy trees and their refinement
+    # stop at about twice the flops of a kahypar partition tree so refined
+    monkeypatch.setattr(S, "GUARD", 100)      # counted, not ended by the clock on a loaded machine
+    inputs, sizes = _regular(100, 2, 3, seed=1)
+    path, report = S.find(inputs, set(), sizes)
+    assert report.budget < S.HYPER_FLOOR and "kahypar partition" in report.method
+    assert S.find(inputs, set(), sizes)[0] == path                       # counted: the same path again
+    monkeypatch.setattr(S, "PARTITION_TENSORS", 10 ** 9)
+    _, without = S.find(inputs, set(), sizes)
+    assert "partition" not in without.method and report.flops < 0.75 * without.flops
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the refinement is cotengra's")
+def test_a_network_under_a_hundred_tensors_gets_no_partition_tree(monkeypatch):
+    from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a partition tree on a network of fewer than PARTITION_TENSORS tensors")
+    monkeypatch.setattr(kahypar_to_tree, "trial_fn", refuse)
+    inputs, sizes = _lattice(8, 8, 2, 4, seed=0)
+    _, report = S.find(inputs, set(), sizes)
+    assert len(inputs) < S.PARTITION_TENSORS and "refined" in report.method and "partition" not in report.method
+
+
+@pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar(), reason="cotengra's kahypar trials")
+def test_the_hyper_optimizer_narrows_kahypar_where_the_network_has_no_hyperedges(monkeypatch):
+    ctg = S._cotengra()
+    asked, real = [], ctg.HyperOptimizer
+
+    def recording(*args, methods, **kwargs):
+        asked.append(methods)
+        return real(*args, methods=methods, **kwargs)
+    monkeypatch.setattr(ctg, "HyperOptimizer", recording)
+    inputs, sizes = _regular(30, 2, 3, seed=0)
+    hyperedges = [*inputs, frozenset({0, 1})]       # bonds 0 and 1 on three tensors each
+    for network in (inputs, hyperedges):
+        path, trials, _, _ = S._hyper(ctg, network, frozenset(), sizes, None, 0, time.perf_counter(), 1e-3)
+        assert path is not None and trials >= 1
+    assert asked == [["einc-greedy", "einc-kahypar"], ["einc-greedy", "kahypar"]]
+    from cotengra.hyperoptimizers.hyper import get_hyper_space
+    space = get_hyper_space()
+    assert space["einc-kahypar"]["parts"]["max"] == 4 < space["kahypar"]["parts"]["max"]
