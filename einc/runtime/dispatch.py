@@ -103,20 +103,9 @@ def _blas_able(dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
-def _permuted_result(step, sizes) -> bool:
-    """Whether a matrix product step's result is in no order cuBLAS writes (batch, rows,
-    columns, or batch, columns, rows): torch's step would copy it into place."""
-    ta, tb = step.inputs
-    out = [i for i in step.output if sizes[i] != 1]
-    batch = [i for i in out if i in ta and i in tb]
-    m = [i for i in out if i in ta and i not in tb]
-    n = [i for i in out if i in tb and i not in ta]
-    return out not in (batch + m + n, batch + n + m)
-
-
 def _modelled(step, sizes, why) -> select.Choice:
     """Learn mode's first choice for a step that is no copy-free matrix product."""
-    if step.kind == CONTRACT and len(step.inputs) == 2 and _permuted_result(step, sizes):
+    if step.kind == CONTRACT and len(step.inputs) == 2 and blas.result_order(step, sizes)[3] is None:
         return select.Choice("triton", f"modelled: the kernel writes the result in its order ({why})")
     if step.kind == DOT:
         return select.Choice("triton", "modelled: the kernel multiplies and sums in one pass")

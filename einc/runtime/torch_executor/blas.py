@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ...planner.plan import CONTRACT, Step
+from . import ttgt
 
 MAX_PATTERNS = 64      # stride patterns a step function keeps worked out (as the kernel launcher's layouts)
 
@@ -66,6 +67,17 @@ def _matrix(rows, cols, sr, sc):
     return None
 
 
+def result_order(step: Step, sizes) -> tuple[list, list, list, bool | None]:
+    """``(batch, rows, cols, swap)`` of a two-operand step's result (size-1 indices left
+    out; :func:`einc.runtime.torch_executor.ttgt.groups`): ``swap`` False where the result
+    is laid out (batch, rows, columns), True where (batch, columns, rows), None where in
+    neither order, which no matrix product writes."""
+    out = [i for i in step.output if sizes[i] != 1]
+    batch, m, n = ttgt.groups(*step.inputs, out)
+    swap = False if out == batch + m + n else True if out == batch + n + m else None
+    return batch, m, n, swap
+
+
 def classify(step: Step, sizes, a_strides, b_strides):
     """``(Gemm, None)`` where ``step`` runs as one matrix product on operands with these
     strides, else ``(None, why not)``."""
@@ -78,15 +90,8 @@ def classify(step: Step, sizes, a_strides, b_strides):
     summed = set(step.summed)
     if not summed <= set(ta) & set(tb):
         return None, "an index is summed within one operand only"
-    out = [i for i in step.output if sizes[i] != 1]
-    batch = [i for i in out if i in ta and i in tb]
-    m = [i for i in out if i in ta and i not in tb]
-    n = [i for i in out if i in tb and i not in ta]
-    if out == batch + m + n:
-        swap = False
-    elif out == batch + n + m:
-        swap = True
-    else:
+    batch, m, n, swap = result_order(step, sizes)
+    if swap is None:
         return None, "the result's index order is not batch, rows, columns"
     k = sorted((i for i in ta if i in summed and sizes[i] != 1), key=lambda i: -a_strides[ta.index(i)])
     groups = {"a": (ta, a_strides), "b": (tb, b_strides)}
@@ -161,4 +166,4 @@ def step_function(step: Step, sizes, a_strides, b_strides, fallback):
     return run
 
 
-__all__ = ["Gemm", "classify", "step_function"]
+__all__ = ["Gemm", "classify", "result_order", "step_function"]

@@ -262,6 +262,14 @@ def _orders(group, terms):
     return found
 
 
+def groups(ta, tb, out):
+    """``(batch, m, n)``: the indices of ``out`` that both operands hold, that ``ta`` alone
+    holds and that ``tb`` alone holds, each in ``out``'s order."""
+    sa, sb = set(ta), set(tb)
+    return ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
+            [i for i in out if i in sb and i not in sa])
+
+
 def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
@@ -342,10 +350,8 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
 def _enumeration(ta, tb, out, few, broadcast):
     """:func:`candidates`'s moves, which depend on the terms and ``few`` only: ``(moves,
     summed indices)``, each move as its groups' indices ``(batch, M, N)``."""
-    sa, sb = set(ta), set(tb)
-    shared = [i for i in out if i in sa and i in sb]
-    own_a = [i for i in out if i in sa and i not in sb]
-    own_b = [i for i in out if i in sb and i not in sa]
+    sb = set(tb)
+    shared, own_a, own_b = groups(ta, tb, out)
     k_set = tuple(i for i in ta if i in sb and i not in out)
     moves = [()]
     for term in () if few or not broadcast else (out, ta, tb):
@@ -480,5 +486,5 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
 
 
-__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "operand", "pick",
+__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "groups", "operand", "pick",
            "without_result_copy"]
