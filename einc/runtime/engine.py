@@ -78,6 +78,7 @@ def _miss(eq: Equation, operands, options: Options, key):
         found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
         if found is not None:
             _plans.put(key, found)
+            record.note(eq, operands)   # EINC_RECORD: a new shape's entry, as _compile's
             return found
     return _plans.get_or_build(key, lambda: _compile(eq, operands, options))
 
