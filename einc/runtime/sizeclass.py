@@ -12,8 +12,11 @@ answer stays a function of the call: which class it is in, and that class's plan
 
 Served this way: calls of one to eight operands of one float or complex dtype, strided,
 on a device where the torch executor runs (generated kernels are lowered per shape),
-with no size 0, no ``memory_limit`` and no ``PathOptimizer`` object, whose canonical
-sizes multiply to at most :data:`CLASS_WORK`.  Larger calls keep their per-shape plans,
+with no size 0, no ``memory_limit``, and einc's default search (``"auto"``), left to right
+or an explicit path (a strategy the caller names, ``"greedy"`` or ``"optimal"``, is asked
+for its path for the call's shape, as opt_einsum and torch.einsum give it; a
+``PathOptimizer`` object may keep what it saw), whose canonical sizes multiply to at most
+:data:`CLASS_WORK`.  Larger calls keep their per-shape plans,
 where the copy-cost model and the chunked copies pay for the planning.
 """
 
@@ -24,6 +27,7 @@ import math
 import torch
 
 from ..planner import plan_for
+from ..planner.options import AUTO
 from . import dispatch, dtypes, select
 from .cache import LRUCache
 from .program import unroll
@@ -47,8 +51,8 @@ def entry(eq, operands, options, key, check=None):
     n = len(shapes)
     optimize = options.optimize
     if n > MOST_OPERANDS or n != len(eq.inputs) or options.memory_limit is not None or not (
-            optimize.__class__ is str or optimize is False or optimize.__class__ is tuple):
-        return None                 # (a PathOptimizer object may keep what it saw)
+            optimize == AUTO or optimize is False or optimize.__class__ is tuple):
+        return None     # a strategy named ("greedy", "optimal"): its path for this shape; an object may keep state
     dtype = key[4]
     if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
         return None
