@@ -246,7 +246,9 @@ def _ops(fn) -> str:
         if " = " not in line or line.endswith(" = ops") or line.endswith(".shape"):
             continue
         target, op = line.split(" = ", 1)
-        ops.append(_RESHAPE.sub(".reshape", op.split(" if ")[0] if target == "r" else op))
+        op = op.split(" if ")[0] if target == "r" else op
+        if not op.isidentifier():       # (the result as the last op left it: no op)
+            ops.append(_RESHAPE.sub(".reshape", op))
     return "; ".join(ops)
 
 

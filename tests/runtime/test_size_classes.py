@@ -298,5 +298,7 @@ def test_explain_and_contract_path_describe_the_class_s_plan_that_runs():
     assert tuple(path) == ran.plan.path and info.opt_cost == cost
     assert not before.size_class.cached and after.size_class.cached
     assert after.to_dict()["size_class"]["canonical_shapes"] == [[3, 3], [3, 12], [12, 6]]
+    pair = [o.to(torch.complex64) for o in ops[:2]]     # each op the class's step runs, and no more
+    assert [r.split(": ", 1)[1] for r in einc.explain("ab,bc->ac", *pair).reasons] == ["mm(a, b)"]
     big = einc.explain(eq, (64, 128), (128, 129), (129, 2))         # past CLASS_WORK: planned per shape
     assert big.size_class is None and "Size class" not in str(big)
