@@ -50,7 +50,7 @@ from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS,
 from .planner.plan import Plan
 from .runtime import dtypes, engine, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
-from .runtime.explain import Explanation, explanation
+from .runtime.explain import Explanation, explanation, size_class
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
@@ -556,19 +556,31 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     engine.check_settings()         # as einsum would: explain describes a run that can happen
     shapes = [shape_of(x) for x in operands_or_shapes]
     tensors = [x for x in operands_or_shapes if isinstance(x, torch.Tensor)]
-    entry = engine.cached_entry(eq, tensors, options) if tensors and len(tensors) == len(shapes) else None
-    plan = entry.program if entry is not None else plan_for(eq, shapes, options)
-    if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
-        plan = plan.renamed(eq.text, build(eq, shapes).names)
     asked = None if dtype is None else dtypes.torch_dtype(dtype, "explain()")
     if tensors and asked is not None and any(x.dtype != asked for x in tensors):
         raise ArgumentError(f"explain(): dtype={asked} describes operands given as shapes; these tensors are "
                             f"{', '.join(sorted({str(x.dtype) for x in tensors}))} (cast them, or pass shapes)")
     types = [x.dtype for x in tensors] if tensors else [asked or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
+    whole = bool(tensors) and len(tensors) == len(shapes)
+    # the entry einc runs for the call: cached, or its size class's (whose plan is made at the class's sizes)
+    entry, cached = None, False
+    if whole:
+        entry, cached = engine.explained_entry(eq, tensors, options)
+    elif not tensors and shapes:
+        entry, cached = engine.explained_entry(eq, None, options, shapes, types[0], torch.device(device or "cpu"))
+    classed = None
+    if entry is not None and entry.size_class is not None:     # the class's path, at this call's sizes
+        classed = size_class(eq, shapes, entry, options, cached)
+        plan = classed.at_call
+    else:
+        plan = entry.program if entry is not None else plan_for(eq, shapes, options)
+    if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
+        plan = plan.renamed(eq.text, build(eq, shapes).names)
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
-    strides = [tuple(x.stride()) for x in tensors] if tensors and len(tensors) == len(shapes) else None
+    strides = [tuple(x.stride()) for x in tensors] if whole else None
     shown = explanation(plan, device_type, types, shapes, entry, options.select, strides)
+    shown.size_class = classed
     if options.result_layout() == "any":
         shown.note += ("; layout 'any': the result is a fresh dense tensor in the order the last step writes it "
                        "(no final copy into the equation's order)")

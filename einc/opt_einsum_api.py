@@ -430,7 +430,7 @@ class PathInfo(Explanation):
     (``plan.naive_flops``), which ``explain`` shows."""
 
     def __init__(self, info: Explanation, shapes):
-        super().__init__(info.plan, info.backends, info.note, info.reasons)
+        super().__init__(info.plan, info.backends, info.note, info.reasons, info.size_class)
         self.shapes = [tuple(s) for s in shapes]
 
     @property
@@ -457,7 +457,7 @@ class PathInfo(Explanation):
     def __str__(self) -> str:
         fields = {f.name: getattr(self.plan, f.name) for f in dataclasses.fields(self.plan)}
         fields["naive_flops"] = self.naive_cost
-        return str(Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons))
+        return str(Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons, self.size_class))
 
     @property
     def path(self) -> list:

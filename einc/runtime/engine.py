@@ -165,11 +165,22 @@ def _torch_own(first, operands) -> bool:
     return any(o.device != device for o in operands)
 
 
-def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
-    """The cache entry :func:`run` would use for these operands, if it was built for their
-    shapes (a size class's entry holds a plan made at the class's sizes: None)."""
-    found = _plans.peek(_key(eq, operands, options))
-    return None if found is None or found.size_class is not None else found
+def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype=None, device=None):
+    """``(entry, cached)``: the entry :func:`run` would use for these operands -- the cached
+    one, or where none is, the call's size class's (``EINC_NEW_SHAPES=class``; planned for
+    ``explain`` and not kept where the class is new) -- and whether it was cached; ``(None,
+    False)`` where the call would be planned per shape.  Operands given as ``shapes``
+    (``operands`` None): contiguous, of ``dtype`` on ``device``."""
+    if operands is None:
+        key = (eq.canonical, options, torch.strided, *[x for s in shapes for x in (tuple(s), dtype, device, True)])
+    else:
+        key = _key(eq, operands, options)
+        found = _plans.peek(key)
+        if found is not None:
+            return found, True
+    if config.new_shapes() != "class":
+        return None, False
+    return sizeclass.explained(eq, operands, options, key)
 
 
 def _key(eq: Equation, operands, options: Options) -> tuple:
@@ -294,6 +305,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "cached_entry",
+__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "explained_entry",
            "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

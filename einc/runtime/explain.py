@@ -7,9 +7,14 @@ by what runs each step of one slice.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import NamedTuple
+
 from .. import config
 from ..codegen.lower import supported
+from ..planner import plan_for
 from ..planner.fuse import FUSED
+from ..planner.options import Options
 from ..planner.plan import CONTRACT, Plan, format_table
 from . import select, triton_executor
 from .dispatch import decide, static_choices, value_strides
@@ -22,11 +27,12 @@ class Explanation:
     plan's table with a backend column and a line per step; the plan's attributes
     (``flops``, ``steps``, ``path``, ...) read through."""
 
-    def __init__(self, plan, backends, note, reasons=()):
+    def __init__(self, plan, backends, note, reasons=(), size_class=None):
         self.plan = plan
         self.backends = tuple(backends)
         self.note = note
         self.reasons = tuple(reasons)
+        self.size_class = size_class        # a SizeClass where the call runs its size class's plan
 
     def __getattr__(self, name):
         if name.startswith("__") or name == "plan":     # (copy and pickle ask before plan is set)
@@ -36,6 +42,8 @@ class Explanation:
     def __str__(self) -> str:
         text = format_table(self.plan, self.backends, self.note)
         lines = [f"  step {s + 1}: {b} -- {r}" for s, (b, r) in enumerate(zip(self.backends, self.reasons)) if r]
+        if self.size_class is not None:
+            lines.append(f"  {self.size_class}")
         return text + ("\n" + "\n".join(lines) if lines else "")
 
     def to_dict(self) -> dict:
@@ -44,7 +52,44 @@ class Explanation:
             step["backend"] = backend
             step["reason"] = reason
         d["backend_note"] = self.note
+        c = self.size_class
+        if c is not None:
+            d["size_class"] = {"shapes": [list(x) for x in c.shapes],
+                               "canonical_shapes": [list(x) for x in c.canonical], "cached": c.cached,
+                               "path": [list(x) for x in c.plan.path]}
         return d
+
+
+class SizeClass(NamedTuple):
+    """What ``explain`` says of a call that runs its size class's plan
+    (:mod:`einc.runtime.sizeclass`): the call's ``shapes``, the class's ``canonical``
+    shapes, at which its plan (``plan``: the path and each step's layout) was made, whether
+    the class was planned already (``cached``), and that path at the call's own sizes
+    (``at_call``: the same steps, with this call's flops and sizes; the table shows it)."""
+
+    shapes: tuple
+    canonical: tuple
+    cached: bool
+    plan: Plan
+    at_call: Plan
+
+    def __str__(self) -> str:
+        shapes = ", ".join(str(tuple(s)) for s in self.shapes)
+        canonical = ", ".join(str(tuple(s)) for s in self.canonical)
+        state = "planned already" if self.cached else "not planned yet (planned here for explain, and not kept)"
+        return (f"Size class: this call runs the plan of its size class, planned once at the canonical shapes "
+                f"{canonical} (each size 1 kept, every other the middle of its power-of-two octave), where its "
+                f"path and each step's layout were chosen; the table shows that path at this call's sizes "
+                f"{shapes}, which the class's steps read at run time; the class is {state}")
+
+
+def size_class(eq, shapes, entry, options, cached: bool) -> SizeClass:
+    """The :class:`SizeClass` of a call whose entry is its size class's: the class's path
+    at the call's ``shapes`` (the steps the class's plan has, at these sizes)."""
+    plan = entry.plan
+    at_call = plan_for(eq, shapes, Options.of(plan.path, None, options.select, options.layout))
+    at_call = dataclasses.replace(at_call, optimizer=plan.optimizer, notes=plan.notes)
+    return SizeClass(tuple(map(tuple, shapes)), tuple(map(tuple, entry.size_class)), cached, plan, at_call)
 
 
 def _torch_note(plan, device_type: str, dtypes, why) -> str:
@@ -160,4 +205,4 @@ def _rows(plan: Plan) -> list[int]:
     return [len(step.numbers) if step.kind == FUSED else 1 for step in plan.steps]
 
 
-__all__ = ["explanation", "describe", "Explanation"]
+__all__ = ["explanation", "describe", "size_class", "Explanation", "SizeClass"]

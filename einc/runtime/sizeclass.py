@@ -12,18 +12,23 @@ answer stays a function of the call: which class it is in, and that class's plan
 
 Served this way: calls of one to eight operands of one float or complex dtype, strided,
 on a device where the torch executor runs (generated kernels are lowered per shape),
-with no size 0, no ``memory_limit`` and no ``PathOptimizer`` object, whose canonical
-sizes multiply to at most :data:`CLASS_WORK`.  Larger calls keep their per-shape plans,
+with no size 0, no ``memory_limit``, and einc's default search (``"auto"``), left to right
+or an explicit path (a strategy the caller names, ``"greedy"`` or ``"optimal"``, is asked
+for its path for the call's shape, as opt_einsum and torch.einsum give it; a
+``PathOptimizer`` object may keep what it saw), whose canonical sizes multiply to at most
+:data:`CLASS_WORK`.  Larger calls keep their per-shape plans,
 where the copy-cost model and the chunked copies pay for the planning.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
 from ..planner import plan_for
+from ..planner.options import AUTO
 from . import dispatch, dtypes, select
 from .cache import LRUCache
 from .program import unroll
@@ -34,7 +39,7 @@ MOST_OPERANDS = 8       # operands of a class's call, at most (the generated cla
 
 _classes = LRUCache(4096)       # class key -> Entry, or False where the class is planned per shape
 _strided = torch.strided
-_CHOICE = select.Choice("torch", "one plan for the call's size class, its sizes read at run time")
+_REASON = "the size class's step, its layout chosen at the class's sizes"
 
 
 def entry(eq, operands, options, key, check=None):
@@ -43,30 +48,55 @@ def entry(eq, operands, options, key, check=None):
     the equation, options and first layout, each operand's shape, dtype, device and
     contiguity or read order); ``check()`` is called where a class is planned (the
     settings' check)."""
+    found = _class_key(eq, operands, options, key)
+    if found is None:
+        return None
+    ckey, canon = found
+    entry = _classes.peek(ckey)
+    if entry is None:
+        entry = _classes.get_or_build(ckey, lambda: _build(eq, canon, ckey[3], ckey[4], _orders(ckey), options, check))
+    return entry or None
+
+
+def explained(eq, operands, options, key):
+    """``(entry, cached)`` for ``explain``: the entry of the call's size class as
+    :func:`entry` gives it, and whether the class was planned already; a class not
+    planned yet is planned here and not kept (``explain`` leaves the caches as they are).
+    ``operands`` None: operands given as shapes, strided.  ``(None, False)`` where the
+    call is planned per shape."""
+    found = _class_key(eq, operands, options, key)
+    if found is None:
+        return None, False
+    ckey, canon = found
+    entry = _classes.peek(ckey)
+    if entry is not None:
+        return entry or None, True
+    return _build(eq, canon, ckey[3], ckey[4], _orders(ckey), options, None) or None, False
+
+
+def _orders(ckey):
+    return tuple([None if x is True else x for x in ckey[5]])
+
+
+def _class_key(eq, operands, options, key):
+    """``(class key, canonical shapes)`` of the call whose plan cache key is ``key``, or
+    None where no class serves it."""
     shapes = key[3::4]
     n = len(shapes)
     optimize = options.optimize
     if n > MOST_OPERANDS or n != len(eq.inputs) or options.memory_limit is not None or not (
-            optimize.__class__ is str or optimize is False or optimize.__class__ is tuple):
-        return None                 # (a PathOptimizer object may keep what it saw)
+            optimize == AUTO or optimize is False or optimize.__class__ is tuple):
+        return None     # a strategy named ("greedy", "optimal"): its path for this shape; an object may keep state
     dtype = key[4]
     if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
         return None
-    if n == 2:
-        if key[8] is not dtype or operands[1].layout is not _strided:
-            return None
-    elif n > 2 and (any(d is not dtype for d in key[8::4]) or any(o.layout is not _strided for o in operands[1:])):
+    if n > 1 and (any(d is not dtype for d in key[8::4]) or (
+            operands is not None and any(o.layout is not _strided for o in operands[1:]))):
         return None
     canon = canonical(eq, shapes)
     if canon is None:
         return None
-    device, layouts = key[5], key[6::4]
-    found = _classes.peek((eq.canonical, options, canon, dtype, device, layouts))
-    if found is None:
-        orders = tuple([None if x is True else x for x in layouts])
-        found = _classes.get_or_build((eq.canonical, options, canon, dtype, device, layouts),
-                                      lambda: _build(eq, canon, dtype, device, orders, options, check))
-    return found or None
+    return (eq.canonical, options, canon, dtype, key[5], key[6::4]), canon
 
 
 def canonical(eq, shapes):
@@ -195,11 +225,34 @@ def _build(eq, shapes, dtype, device, orders, options, check):
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, types)
     if len(plan.steps) == 1:
         run = classed.runner(plan, dtype, orders, options.result_layout(), result_dtype)
+        functions = [run]
     else:
-        run = unroll(plan, classed.step_functions(plan, dtype, orders, options.result_layout()))
+        functions = classed.step_functions(plan, dtype, orders, options.result_layout())
+        run = unroll(plan, functions)
         if result_dtype != dtype:
             run = _cast(run, result_dtype)
-    return dispatch.Entry(plan, run, "torch", [_CHOICE], size_class=shapes)
+    choices = [select.Choice("torch", f"{_REASON}: {_ops(fn)}" if hasattr(fn, "source") else _REASON)
+               for fn in functions]
+    return dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+
+
+def _ops(fn) -> str:
+    """The torch ops a generated step function runs, in order (its layout: the permutations,
+    copies and matrix product), from its source; reshapes shown without their sizes, which
+    are the call's."""
+    ops = []
+    for line in fn.source.splitlines()[1:]:
+        line = line.strip()
+        if " = " not in line or line.endswith(" = ops") or line.endswith(".shape"):
+            continue
+        target, op = line.split(" = ", 1)
+        op = op.split(" if ")[0] if target == "r" else op
+        if not op.isidentifier():       # (the result as the last op left it: no op)
+            ops.append(_RESHAPE.sub(".reshape", op))
+    return "; ".join(ops)
+
+
+_RESHAPE = re.compile(r"\.reshape\(\(.*\)\)")
 
 
 def _cast(run, dtype):

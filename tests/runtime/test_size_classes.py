@@ -266,3 +266,39 @@ def test_three_operands_run_their_class_s_path_and_steps():
     einc.cache_clear()
     assert all(torch.equal(einc.einsum("zuvw,zu,zvj->zwj", *ops), out)
                for ops, out in reversed(list(zip(calls, first))))
+
+
+def test_explain_and_contract_path_describe_the_class_s_plan_that_runs():
+    """A call its size class serves runs the class's path, which is not always the path
+    planned for its shape alone: here ``(1, 2)`` first, chosen at the canonical sizes
+    (3, 3), (3, 12), (12, 6), where (2, 3), (3, 8), (8, 4) alone would take ``(0, 1)``
+    first.  explain and contract_path give the path that runs, each step's layout as the
+    class's step runs it, and the costs at the call's sizes; before the class is planned
+    (planned for explain, not kept) and after."""
+    import opt_einsum
+
+    from einc.planner import plan_for
+    eq, shapes = "ab,bc,cd->ad", [(2, 3), (3, 8), (8, 4)]
+    own = plan_for(eq, shapes)
+    before = einc.explain(eq, *shapes)
+    assert sizeclass.info().currsize == 0 and einc.cache_info().plans.currsize == 0
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    torch.testing.assert_close(einc.einsum(eq, *ops), torch.einsum(eq, *ops))
+    ran = engine._plans.peek(engine._key(parse(eq), ops, DEFAULT))
+    assert ran.size_class == ((3, 3), (3, 12), (12, 6))
+    after = einc.explain(eq, *ops)
+    path, info = einc.contract_path(eq, *shapes)
+    cost = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=path)[1].opt_cost
+    for shown in (before, after, info):
+        assert tuple(shown.path) == ran.plan.path != own.path
+        assert shown.size_class.plan.path == ran.plan.path and shown.size_class.canonical == ran.size_class
+        assert shown.reasons == tuple(c.reason for c in ran.choices) and "mm(" in shown.reasons[0]
+        assert shown.flops == cost > own.flops
+        assert "Size class: this call runs the plan of its size class" in str(shown)
+    assert tuple(path) == ran.plan.path and info.opt_cost == cost
+    assert not before.size_class.cached and after.size_class.cached
+    assert after.to_dict()["size_class"]["canonical_shapes"] == [[3, 3], [3, 12], [12, 6]]
+    pair = [o.to(torch.complex64) for o in ops[:2]]     # each op the class's step runs, and no more
+    assert [r.split(": ", 1)[1] for r in einc.explain("ab,bc->ac", *pair).reasons] == ["mm(a, b)"]
+    big = einc.explain(eq, (64, 128), (128, 129), (129, 2))         # past CLASS_WORK: planned per shape
+    assert big.size_class is None and "Size class" not in str(big)
