@@ -48,8 +48,8 @@ def run(eq: Equation, operands, options: Options):
     try:
         if len(operands) == 2:          # _key's, inline: the commonest call one call deep
             first, b = operands
-            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.device,
-                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.device,
+            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
+                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
                    b.is_contiguous() or read_order(b))
         else:
             first = operands[0]
@@ -184,14 +184,16 @@ def cached_entry(eq: Equation, operands, options: Options) -> Entry | None:
 def _key(eq: Equation, operands, options: Options) -> tuple:
     """The plan cache's key of a call (:func:`run` builds the same inline for two operands,
     to stay one call deep), flat: the canonical equation, the options, the first operand's
-    layout, and each operand's shape, dtype, device and True where it is contiguous, else
-    the order the torch executor reads it in (``torch_executor.read_order``; None where it
-    reads it as it is): an entry is made for one such order, whose bits it gives every
-    time, and a shape has a few at most, whatever the strides (a window of a padded batch
-    has new strides each call)."""
+    layout, and each operand's shape, dtype, device (True for the CPU: a bool is read, hashed
+    and compared at once, where a device object is made for each read) and True where it is
+    contiguous, else the order the torch executor reads it in (``torch_executor.read_order``;
+    None where it reads it as it is): an entry is made for one such order, whose bits it
+    gives every time, and a shape has a few at most, whatever the strides (a window of a
+    padded batch has new strides each call)."""
     first = operands[0]
     return (eq.canonical, options, first.layout,
-            *[x for o in operands for x in (o.shape, o.dtype, o.device, o.is_contiguous() or read_order(o))])
+            *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
+                                            o.is_contiguous() or read_order(o))])
 
 
 

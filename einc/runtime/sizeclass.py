@@ -40,8 +40,8 @@ _CHOICE = select.Choice("torch", "one plan for the call's size class, its sizes 
 def entry(eq, operands, options, key, check=None):
     """The entry of the call's size class (see the module's docstring), or None where the
     call is planned per shape.  ``key``: the call's plan cache key (``engine._key``: after
-    the equation, options and first layout, each operand's shape, dtype, device and
-    contiguity or read order); ``check()`` is called where a class is planned (the
+    the equation, options and first layout, each operand's shape, dtype, device (True for
+    the CPU) and contiguity or read order); ``check()`` is called where a class is planned (the
     settings' check)."""
     shapes = key[3::4]
     n = len(shapes)
@@ -60,7 +60,7 @@ def entry(eq, operands, options, key, check=None):
     canon = canonical(eq, shapes)
     if canon is None:
         return None
-    device, layouts = key[5], key[6::4]
+    device, layouts = operands[0].device, key[6::4]     # (the key's device is True for the CPU)
     found = _classes.peek((eq.canonical, options, canon, dtype, device, layouts))
     if found is None:
         orders = tuple([None if x is True else x for x in layouts])
