@@ -37,6 +37,10 @@ from .torch_executor import read_order
 from .triton_executor import loader
 
 _plans = LRUCache(config.cache_size())
+# The hot path's hit, as LRUCache.get makes it, without its frame: the dict's own lookup and
+# LRU touch (the dict is the cache's for its life; clear and resize empty it in place).
+_found = _plans._data.get
+_touch = _plans._data.move_to_end
 
 
 def run(eq: Equation, operands, options: Options):
@@ -44,8 +48,8 @@ def run(eq: Equation, operands, options: Options):
     try:
         if len(operands) == 2:          # _key's, inline: the commonest call one call deep
             first, b = operands
-            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.device,
-                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.device,
+            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
+                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
                    b.is_contiguous() or read_order(b))
         else:
             first = operands[0]
@@ -54,7 +58,7 @@ def run(eq: Equation, operands, options: Options):
         check_operands(eq, operands)
         raise
     try:
-        entry = _plans.get(key)
+        entry = _found(key)             # _plans.get's hit, inline (one frame less): counted and touched below
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
     if entry is None:
@@ -63,6 +67,12 @@ def run(eq: Equation, operands, options: Options):
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
             return entry[0]
+        return entry.run(operands)
+    _plans.hits += 1
+    try:
+        _touch(key)
+    except KeyError:                    # evicted by another thread in between: still a valid entry
+        pass
     return entry.run(operands)
 
 
@@ -186,14 +196,16 @@ def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype
 def _key(eq: Equation, operands, options: Options) -> tuple:
     """The plan cache's key of a call (:func:`run` builds the same inline for two operands,
     to stay one call deep), flat: the canonical equation, the options, the first operand's
-    layout, and each operand's shape, dtype, device and True where it is contiguous, else
-    the order the torch executor reads it in (``torch_executor.read_order``; None where it
-    reads it as it is): an entry is made for one such order, whose bits it gives every
-    time, and a shape has a few at most, whatever the strides (a window of a padded batch
-    has new strides each call)."""
+    layout, and each operand's shape, dtype, device (True for the CPU: a bool is read, hashed
+    and compared at once, where a device object is made for each read) and True where it is
+    contiguous, else the order the torch executor reads it in (``torch_executor.read_order``;
+    None where it reads it as it is): an entry is made for one such order, whose bits it
+    gives every time, and a shape has a few at most, whatever the strides (a window of a
+    padded batch has new strides each call)."""
     first = operands[0]
     return (eq.canonical, options, first.layout,
-            *[x for o in operands for x in (o.shape, o.dtype, o.device, o.is_contiguous() or read_order(o))])
+            *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
+                                            o.is_contiguous() or read_order(o))])
 
 
 

@@ -39,14 +39,15 @@ MOST_OPERANDS = 8       # operands of a class's call, at most (the generated cla
 
 _classes = LRUCache(4096)       # class key -> Entry, or False where the class is planned per shape
 _strided = torch.strided
+_CPU = torch.device("cpu")
 _REASON = "the size class's step, its layout chosen at the class's sizes"
 
 
 def entry(eq, operands, options, key, check=None):
     """The entry of the call's size class (see the module's docstring), or None where the
     call is planned per shape.  ``key``: the call's plan cache key (``engine._key``: after
-    the equation, options and first layout, each operand's shape, dtype, device and
-    contiguity or read order); ``check()`` is called where a class is planned (the
+    the equation, options and first layout, each operand's shape, dtype, device (True for
+    the CPU) and contiguity or read order); ``check()`` is called where a class is planned (the
     settings' check)."""
     found = _class_key(eq, operands, options, key)
     if found is None:
@@ -96,7 +97,8 @@ def _class_key(eq, operands, options, key):
     canon = canonical(eq, shapes)
     if canon is None:
         return None
-    return (eq.canonical, options, canon, dtype, key[5], key[6::4]), canon
+    device = _CPU if key[5] is True else key[5]     # (the key's device is True for the CPU)
+    return (eq.canonical, options, canon, dtype, device, key[6::4]), canon
 
 
 def canonical(eq, shapes):

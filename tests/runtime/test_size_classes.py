@@ -302,3 +302,22 @@ def test_explain_and_contract_path_describe_the_class_s_plan_that_runs():
     assert [r.split(": ", 1)[1] for r in einc.explain("ab,bc->ac", *pair).reasons] == ["mm(a, b)"]
     big = einc.explain(eq, (64, 128), (128, 129), (129, 2))         # past CLASS_WORK: planned per shape
     assert big.size_class is None and "Size class" not in str(big)
+
+
+@pytest.mark.parametrize("three", [False, True])
+def test_a_device_keeps_its_own_entry_and_class(three):
+    """The plan cache's key names the CPU by a bool, any other device by itself: a call on
+    the meta device after the same shapes on the CPU (and back) gets its own entry and size
+    class, and a result on its operands' device."""
+    eq = "ij,jk,kl->il" if three else "ij,jk->ik"
+    cpu = [torch.randn(4, 4, dtype=torch.float64) for _ in range(3 if three else 2)]
+    meta = [o.to("meta") for o in cpu]
+    want = torch.einsum(eq, *cpu)
+    for ops in (cpu, meta, cpu, meta):
+        got = einc.einsum(eq, *ops)
+        assert got.device == ops[0].device and got.shape == want.shape
+        if got.device.type == "cpu":
+            torch.testing.assert_close(got, want)
+    entries = {engine._key(parse(eq), ops, DEFAULT)[5] for ops in (cpu, meta)}
+    assert entries == {True, torch.device("meta")}
+    assert engine.cache_info().plans.currsize == 2 and engine.cache_info().classes.currsize == 2
