@@ -79,12 +79,17 @@ def run(eq: Equation, operands, options: Options):
 def _miss(eq: Equation, operands, options: Options, key):
     """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
     shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
-    mode = config.new_shapes()
-    if mode == "torch":
+    if config.new_shapes() == "torch":
         result = admission.small_call(eq, operands, options)    # a small call is torch's
         if result is not None:
             return (result,)
-    elif mode == "class":
+    return _built(eq, operands, options, key)
+
+
+def _built(eq: Equation, operands, options: Options, key) -> Entry:
+    """The entry for ``key``, not cached, kept: its size class's (``EINC_NEW_SHAPES=class``),
+    else the shape's plan, built."""
+    if config.new_shapes() == "class":
         found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
         if found is not None:
             _plans.put(key, found)
@@ -138,14 +143,7 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         check_operands(eq, operands)
         raise
     found = _plans.get(key)
-    if found is None:
-        if config.new_shapes() == "class":
-            found = sizeclass.entry(eq, operands, options, key, check_settings)
-            if found is not None:
-                _plans.put(key, found)
-                return found
-        found = _plans.get_or_build(key, lambda: _compile(eq, operands, options))
-    return found
+    return found if found is not None else _built(eq, operands, options, key)
 
 
 def unplanned(eq: Equation, operands, options: Options):
@@ -206,7 +204,6 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     return (eq.canonical, options, first.layout,
             *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
                                             o.is_contiguous() or read_order(o))])
-
 
 
 def check_operands(eq: Equation, operands) -> None:
