@@ -232,3 +232,42 @@ def test_an_eager_call_does_not_import_dynamo():
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_settings_follow_every_change_of_the_environment(monkeypatch):
+    """Settings are read from the environment's own dict (no Mapping frames): a value set,
+    changed, blanked or removed through os.environ is seen by the next read, and an
+    environment replaced by a plain mapping is still read."""
+    import os
+
+    from einc import config
+    from einc.errors import ConfigError
+    monkeypatch.delenv("EINC_NEW_SHAPES", raising=False)
+    assert config.new_shapes() == "class"
+    monkeypatch.setenv("EINC_NEW_SHAPES", "PLAN")
+    assert config.new_shapes() == "plan"
+    os.environ["EINC_NEW_SHAPES"] = "torch"
+    assert config.new_shapes() == "torch"
+    os.environ["EINC_NEW_SHAPES"] = "  "
+    assert config.new_shapes() == "class"
+    os.environ.update({"EINC_NEW_SHAPES": "bogus"})
+    with pytest.raises(ConfigError, match="EINC_NEW_SHAPES"):
+        config.new_shapes()
+    del os.environ["EINC_NEW_SHAPES"]
+    assert config.new_shapes() == "class"
+    monkeypatch.setattr(os, "environ", {"EINC_NEW_SHAPES": "plan"})
+    assert config.new_shapes() == "plan"
+
+
+def test_a_new_shape_sees_a_setting_changed_between_calls(monkeypatch):
+    """A miss reads EINC_NEW_SHAPES once and acts on it: under ``plan`` a new shape is
+    planned per shape (no size class), under ``class`` the next new shape takes its class."""
+    from einc.runtime import sizeclass
+    einc.cache_clear()
+    a, b = torch.randn(2, 5), torch.randn(5, 3)
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.einsum("ij,jk->ik", a, b)
+    assert sizeclass._classes.info().currsize == 0
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    torch.testing.assert_close(einc.einsum("ij,jk->ik", a[:, :4], b[:4]), a[:, :4] @ b[:4])
+    assert sizeclass._classes.info().currsize == 1
