@@ -54,6 +54,7 @@ from ..planner import plan_for
 from . import dispatch
 from .cache import LRUCache
 from .dtypes import INT64_EXACT
+from .reference import torch_einsum
 
 _non_overlapping_and_dense = torch.ops.aten.is_non_overlapping_and_dense.default
 _einsum = torch._VF.einsum    # torch's einsum op (``torch.einsum`` is its Python front, which a user may replace)
@@ -158,13 +159,15 @@ def _reusable(optimize) -> bool:
 
 
 def einsum(text: str, operands):
-    """torch's einsum of ``operands``, as torch returns it (a sparse layout, say)."""
-    return _einsum(text, list(operands))
+    """torch's einsum of ``operands``, as ``torch.einsum`` returns it (a sparse layout, say):
+    its Python front, which takes opt_einsum's path for three operands or more, since with
+    operands on several devices the result's device depends on the order of the products."""
+    return torch_einsum(text, *operands)
 
 
 def fresh_einsum(text: str, operands):
-    """torch's einsum of ``operands`` as a fresh contiguous tensor."""
-    return _fresh(_einsum(text, list(operands)), operands)
+    """torch's einsum of ``operands`` (as :func:`einsum`) as a fresh contiguous tensor."""
+    return _fresh(torch_einsum(text, *operands), operands)
 
 
 def _fresh(result, operands):

@@ -233,6 +233,21 @@ def test_operands_on_several_devices_get_torchs_answer():
     torch.testing.assert_close(einc.einsum("ij,jk->ik", a, torch.ones(4, 5)), torch.full((3, 5), 4.0))
 
 
+@pytest.mark.parametrize(("n", "where"), [(2, 0), (2, 1), (3, 0), (3, 1), (3, 2)])
+def test_a_meta_operand_anywhere_gets_torchs_answer(n, where):
+    """Which operands are on which device is read from the plan cache's key, for two operands
+    and for more: a meta operand in any position among CPU ones gets torch's own answer
+    (torch's front takes opt_einsum's path for three operands, and the result's device
+    depends on the order of the products: einc ran the op left to right and gave a CPU
+    tensor of uninitialised memory where torch gives a meta result)."""
+    eq = "ij,jk->ik" if n == 2 else "ij,jk,kl->il"
+    shapes = [(3, 4), (4, 5), (5, 2)][:n]
+    ops = [torch.ones(*s, device="meta" if k == where else "cpu") for k, s in enumerate(shapes)]
+    want = torch.einsum(eq, *ops)
+    got = einc.einsum(eq, *ops)
+    assert got.device == want.device and got.shape == want.shape
+
+
 def test_contract_expression_constants_keep_the_whole_equations_memory_limit():
     """'max_input' asked again of the folded remainder (its operands fewer and smaller)
     sliced a path the whole equation's bound let run: 100 slices, 35x einsum's time."""
