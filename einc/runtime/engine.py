@@ -41,6 +41,7 @@ _plans = LRUCache(config.cache_size())
 # LRU touch (the dict is the cache's for its life; clear and resize empty it in place).
 _found = _plans._data.get
 _touch = _plans._data.move_to_end
+_strided = torch.strided
 
 
 def run(eq: Equation, operands, options: Options):
@@ -62,7 +63,7 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
     if entry is None:
-        if _torch_own(first, operands):
+        if key[2] is not _strided or key[5::4].count(key[5]) != len(operands):    # _torch_own, from the key
             return admission.einsum(eq.torch_text, operands)
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
@@ -79,17 +80,18 @@ def run(eq: Equation, operands, options: Options):
 def _miss(eq: Equation, operands, options: Options, key):
     """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
     shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
-    if config.new_shapes() == "torch":
+    mode = config.new_shapes()
+    if mode == "torch":
         result = admission.small_call(eq, operands, options)    # a small call is torch's
         if result is not None:
             return (result,)
-    return _built(eq, operands, options, key)
+    return _built(eq, operands, options, key, mode)
 
 
-def _built(eq: Equation, operands, options: Options, key) -> Entry:
-    """The entry for ``key``, not cached, kept: its size class's (``EINC_NEW_SHAPES=class``),
-    else the shape's plan, built."""
-    if config.new_shapes() == "class":
+def _built(eq: Equation, operands, options: Options, key, mode=None) -> Entry:
+    """The entry for ``key``, not cached, kept: its size class's (``EINC_NEW_SHAPES=class``;
+    ``mode``: the setting, where the caller has read it), else the shape's plan, built."""
+    if (mode or config.new_shapes()) == "class":
         found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
         if found is not None:
             _plans.put(key, found)
