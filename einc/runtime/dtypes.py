@@ -73,6 +73,13 @@ def _stand_in(shape) -> tuple[int, ...]:
     return tuple(0 if s == 0 else 1 if s == 1 else 2 for s in shape)
 
 
+# One of these throughout: torch.einsum returns it and has every kernel it needs.  Other
+# floating dtypes are asked of torch (float8: torch's matrix product has no kernel for it
+# on every device; complex32 none at all on the CPU).
+_COMPUTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+                       torch.complex128))
+
+
 def result_dtype(equation: str, shapes, dtypes):
     """The dtype torch.einsum returns for operands of ``shapes`` and ``dtypes``; None when
     torch cannot say (the equation uses letters torch does not take, or torch trips on its
@@ -83,7 +90,7 @@ def result_dtype(equation: str, shapes, dtypes):
     torch.int64
     """
     dtypes = tuple(dtypes)
-    if len(set(dtypes)) == 1 and (dtypes[0].is_floating_point or dtypes[0].is_complex):
+    if len(set(dtypes)) == 1 and dtypes[0] in _COMPUTED:
         return dtypes[0]
     answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None,
                     _torch_path(equation, shapes))

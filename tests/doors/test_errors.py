@@ -34,6 +34,12 @@ CASES = [
      ["ellipsis", "size 5", "size 3"]),
     ("ij,jk->ik", [A, B.double()], errors.DtypeError, ["torch.float32", "torch.float64", "ij,jk->ik"]),
     ("ij,jk->ik", [A > 0, B > 0], errors.UnsupportedDtypeError, ["bool"]),
+    # torch.mm has float8 kernels on the CPU but torch.einsum's bmm has none: einc answered
+    # the matrix-shaped call (mm) and raised torch's bare error on the batched one
+    ("ij,jk->ik", [A.to(torch.float8_e4m3fn), B.to(torch.float8_e4m3fn)], errors.UnsupportedDtypeError,
+     ["float8_e4m3fn"]),
+    ("bij,bjk->bik", [A[None].to(torch.float8_e5m2), B[None].to(torch.float8_e5m2)], errors.UnsupportedDtypeError,
+     ["float8_e5m2"]),
     ("ij->ij", [[[1.0, 2.0]]], errors.OperandTypeError, ["operand 0", "list"]),
     ("ij,jk->ik", [A, 3], errors.OperandTypeError, ["operand 1", "int"]),
 ]
