@@ -126,6 +126,7 @@ _FUSED = {16: [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
 _FUSED[64] = _FUSED[32]
 
 SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
+BLOCK_SHARED = 227 * 1024           # all of a block's: with the TMA variant's staging tile for C
 K_GRANULE = {MATMUL: 256, REDUCE: 2048}     # a split-K slice is a multiple of every BLOCK_K
 BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 MAX_LAYOUTS = 64                    # a caller cycling through more layouts starts again
@@ -339,16 +340,16 @@ class Launcher:
         itemsize = BITS[self.dtype] // 8
         fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
         KT, NT = kwargs.get("KT", 1), kwargs.get("NT", 1)
+        tiles = lambda c: (c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]  # noqa: E731
+                           * c.kwargs.get("BLOCK_KT", 1)
+                           * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"]))
+        store = lambda c: itemsize * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] if kwargs.get("TMA_C") == 1 else 0  # noqa: E731
         kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
                 and fit(K, c.kwargs["BLOCK_K"])
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
-                and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * c.kwargs.get("BLOCK_KT", 1)
-                * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
-                + (itemsize * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] if kwargs.get("TMA_C") == 1 else 0)
-                <= SHARED_MEMORY]
+                and tiles(c) <= SHARED_MEMORY and tiles(c) + store(c) <= BLOCK_SHARED]
         return kept or [min(configs,
                             key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
