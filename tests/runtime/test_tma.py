@@ -40,10 +40,14 @@ def anywhere(monkeypatch, tmp_path):
     einc.cache_clear()
 
 
-def _module(equation, shapes, dtype, strides=None):
-    name = triton_executor.dtype_name(dtype)
+def _kernel(equation, shapes, dtype, strides=None):
     plan = build_plan(build(parse(equation), shapes), equation)
-    (kernel,) = lower_program(plan, name, shapes, strides)
+    (kernel,) = lower_program(plan, triton_executor.dtype_name(dtype), shapes, strides)
+    return kernel
+
+
+def _module(equation, shapes, dtype, strides=None):
+    kernel = _kernel(equation, shapes, dtype, strides)
     return loader.load(kernel.name, render(kernel))
 
 
@@ -69,7 +73,12 @@ CASES = [
     ("bij,bjk->bik", [(3, 70, 24), (3, 24, 65)], [None, [0, 2, 1]], (1, 2, 0)),  # B along K, odd N: masked store
     ("bij,bjk->bik", [(1, 64, 16), (1, 16, 80)], [None, None], (1, 1, 1)),      # a batch of size 1
     ("bhqd,bhkd->bhqk", [(2, 2, 72, 32), (2, 2, 96, 32)], [None, None], (1, 2, 1)),  # two batch indices
-]
+    # groups that are no single stride in a tensor: an axis per index (GETT)
+    ("abc,dce->abde", [(2, 40, 32), (3, 32, 64)], [None, None], (1, 1, 1)),      # B's N = de, K between
+    ("bqhd,bkhd->bhqk", [(2, 64, 3, 32), (2, 80, 3, 32)], [None, None], (1, 2, 1)),  # the batch bh, q between
+    ("ade,abc->dbec", [(8, 4, 64), (8, 3, 64)], [None, None], (2, 1, 0)),      # rows and columns split in C,
+    ("ade,abc->dbec", [(8, 2, 128), (8, 3, 256)], [None, None], (2, 1, 1)),    # stored masked, or where every
+]                                                                                # block divides e and c, through C's
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -97,13 +106,23 @@ def test_variant_against_float64(anywhere, equation, shapes, orders, axes, dtype
 
 
 @pytest.mark.parametrize("case", ["misaligned stride", "misaligned base", "few rows", "size one", "split K",
-                                  "not hopper"])
+                                  "not hopper", "straddling tile"])
 def test_module_kernel_where_no_descriptor_fits(anywhere, monkeypatch, case):
     """Where the variant does not apply the module's own kernel runs the layout, and
     answers right: strides or a base off 16 bytes, fewer than 64 rows, a size-1 index whose
-    stride breaks the rule, K split, a device without TMA."""
+    stride breaks the rule, K split, a device without TMA, a group read index by index
+    whose last index no block divides (a tile would straddle two of its outer indices)."""
     dtype = torch.float16
     g = torch.Generator().manual_seed(2)
+    if case == "straddling tile":          # B = dce: N = de with e = 40, no multiple of 64
+        shapes = [(2, 40, 32), (3, 32, 40)]
+        ops = [_operand(s, dtype, g) for s in shapes]
+        m = _module("abc,dce->abde", shapes, dtype)
+        assert m.launcher.tma is not None and ("b", "n") in _kernel("abc,dce->abde", shapes, dtype).split
+        out = m.launch(*ops)
+        assert _layout(m).variant is None
+        assert_close(out, reference("abc,dce->abde", *ops), dtype, extent=32)
+        return
     shapes = {"misaligned stride": [(72, 30), (30, 64)], "few rows": [(40, 32), (32, 64)],
               "size one": [(64, 1), (1, 64)], "split K": [(64, 4096), (4096, 64)]}.get(case, [(64, 32), (32, 64)])
     ops = [_operand(s, dtype, g, offset=1 if case == "misaligned base" and i == 0 else 0)
@@ -145,6 +164,9 @@ def test_axis_reads_groups_as_descriptors_do():
     assert tma.axis((((), ()), ((4, 16), (40 * 16, 40)), cols), 2) == 1         # two indices, one stride
     assert tma.axis((((), ()), ((4, 16), (40 * 17, 40)), cols), 2) == -1        # two indices, two strides
     assert tma.axis((((), ()), ((64,), (2,)), ((40,), (128,))), 2) == 0         # no unit stride
+    gett = (((), ()), ((32,), (64,)), ((3, 64), (32 * 64, 1)))                # N = de, K between: an axis each
+    assert tma.axis(gett, 2) == -1 and tma.axis(gett, 2, (False, False, True)) == 1
+    assert tma.axis((((), ()), ((32,), (64,)), ((3, 64), (30, 1))), 2, (False, False, True)) == 0   # 60 bytes
 
 
 def test_allocator_set_where_none_is_and_never_replaced():
@@ -170,3 +192,17 @@ def test_allocator_set_where_none_is_and_never_replaced():
         t.join()
     assert seen["fresh"] is tma._scratch
     assert seen["caller"][0] is seen["caller"][1]
+
+
+def test_lowering_names_the_groups_that_are_no_single_stride():
+    """``Kernel.split``: the (tensor, group) pairs the TMA variant reads index by index, from
+    the strides the kernel is lowered for."""
+    half = torch.float16
+    assert _kernel("abc,dce->abde", [(2, 40, 32), (3, 32, 64)], half).split == (("b", "n"),)
+    assert _kernel("bij,bjk->bik", [(3, 64, 16), (3, 16, 64)], half).split == ()
+    attn = _kernel("bqhd,bkhd->bhqk", [(2, 64, 3, 32), (2, 80, 3, 32)], half)
+    assert set(attn.split) == {("a", "batch"), ("b", "batch")}
+    a = (40 * 16, 16, 1)
+    for memory, order in (((16, 64, 3), (1, 0, 2)), ((64, 3, 16), (0, 2, 1))):   # B kept as (c, d, e), (d, e, c)
+        b = torch.empty(memory).permute(order).stride()                          # N = de walks it as one index
+        assert _kernel("abc,dce->abde", [(2, 40, 16), (64, 16, 3)], half, [a, b]).split == ()

@@ -127,6 +127,8 @@ _FUSED[64] = _FUSED[32]
 
 SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
 BLOCK_SHARED = 227 * 1024           # all of a block's: with the TMA variant's staging tile for C
+# the TMA variant's sizes a block must divide (a tile never straddles an index read through its own axis)
+_TMA_QUANTA = (("TMA_QM", "BLOCK_M"), ("TMA_QN", "BLOCK_N"), ("TMA_QK", "BLOCK_K"))
 K_GRANULE = {MATMUL: 256, REDUCE: 2048}     # a split-K slice is a multiple of every BLOCK_K
 BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 MAX_LAYOUTS = 64                    # a caller cycling through more layouts starts again
@@ -349,7 +351,8 @@ class Launcher:
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
-                and tiles(c) <= SHARED_MEMORY and tiles(c) + store(c) <= BLOCK_SHARED]
+                and tiles(c) <= SHARED_MEMORY and tiles(c) + store(c) <= BLOCK_SHARED
+                and all(kwargs.get(q, 0) % c.kwargs[b] == 0 for q, b in _TMA_QUANTA)]
         return kept or [min(configs,
                             key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 

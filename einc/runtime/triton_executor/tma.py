@@ -37,6 +37,7 @@ import triton
 CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (128, 64, 64, 4, 4),
            (64, 128, 64, 4, 4), (64, 64, 64, 4, 4)]
 MIN_TILE = 64           # rows and columns both at least this: the smallest tile above
+LARGEST = (max(c[0] for c in CONFIGS), max(c[1] for c in CONFIGS))     # BLOCK_M, BLOCK_N
 ANYWHERE = False        # tests: take the variant under Triton's interpreter too (it runs descriptors)
 
 
@@ -45,21 +46,23 @@ def configs() -> list:
             for bm, bn, bk, w, s in CONFIGS]
 
 
-def axis(groups, itemsize: int) -> int:
+def axis(groups, itemsize: int, split=(False, False, False)) -> int:
     """How a tensor descriptor reads a tensor whose tile axes are ``groups`` -- ``(sizes,
     strides)`` of each group's indices, slowest first: the batch (possibly no index), then
-    the tile's two axes: 1 where the last axis runs along unit stride, 2 where the one
-    before does, 0 where no descriptor can read it (every stride but the unit one must be a
-    positive multiple of 16 bytes), -1 where a group does not walk memory as one index (each
-    index's stride the next one's times its size): then no flat stride reaches it at all."""
-    flat = []
-    for sizes, strides in groups:
-        if any(s != n * t for s, n, t in zip(strides, sizes[1:], strides[1:])):
+    the tile's two axes -- where the kernel gives each index of a ``split`` group an axis of
+    its own and every other group one axis: 1 where the last axis runs along unit stride,
+    2 where the one before does, 0 where no descriptor can read it (every stride but the
+    unit one must be a positive multiple of 16 bytes), -1 where a group read as one axis
+    does not walk memory as one index (each index's stride the next one's times its size)."""
+    rest, last = [], []
+    for (sizes, strides), own in zip(groups, split):
+        if not own and any(s != n * t for s, n, t in zip(strides, sizes[1:], strides[1:])):
             return -1
-        flat.append(strides[-1] if strides else None)
-    batch, outer, inner = flat
+        rest += list(strides[:-1]) if own else []
+        last.append(strides[-1] if strides else None)
+    batch, outer, inner = last
     unit = 1 if inner == 1 else 2 if outer == 1 else 0
-    rest = [s for s in (batch, inner if unit == 2 else outer) if s is not None]
+    rest += [s for s in (batch, inner if unit == 2 else outer) if s is not None]
     if not unit or any(s <= 0 or (s * itemsize) % 16 for s in rest):
         return 0
     return unit
@@ -100,11 +103,12 @@ class Variant:
 
     def applies(self, meta, axes, splits, operands, where: bool) -> bool:
         """Whether a layout with these constexprs and operands runs this kernel: ``axes``
-        are A's, B's and C's :func:`axis` (the module's ``layout`` computes them), ``where``
+        are A's, B's and C's :func:`axis` and the sizes the blocks must divide (the module's
+        ``layout`` computes them: each a multiple of the smallest block, 64), ``where``
         whether the device has TMA (:meth:`Launcher.tma_device`)."""
-        a_axis, b_axis, c_axis = axes
-        return bool(where and splits == 1 and a_axis > 0 and b_axis > 0 and c_axis >= 0
-                    and meta["M"] >= MIN_TILE and meta["N"] >= MIN_TILE
+        a_axis, b_axis, _, quanta, _ = axes
+        return bool(where and splits == 1 and a_axis > 0 and b_axis > 0
+                    and meta["M"] >= MIN_TILE and meta["N"] >= MIN_TILE and all(q % MIN_TILE == 0 for q in quanta)
                     and all(t.data_ptr() % 16 == 0 for t in operands))
 
     def meta(self, meta, axes, interpret: bool, processors: int) -> tuple[dict, object]:
@@ -112,7 +116,9 @@ class Variant:
         descriptors' axes: C is stored through one where its axis is 1) and its persistent
         grid: one program per multiprocessor, or per tile where there are fewer."""
         mine = {k: v for k, v in meta.items() if k in self.names}
-        mine.update(TMA_A=axes[0], TMA_B=axes[1], TMA_C=axes[2])
+        (qm, qn, qk), c_quanta = axes[3:]
+        c_desc = axes[2] == 1 and all(q % b == 0 for q, b in zip(c_quanta, LARGEST))   # whatever the config
+        mine.update(TMA_A=axes[0], TMA_B=axes[1], TMA_C=int(c_desc), TMA_QM=qm, TMA_QN=qn, TMA_QK=qk)
         rows, cols, batch = meta["M"], meta["N"], meta["BATCH"]
         tiles = lambda m: batch * triton.cdiv(rows, m["BLOCK_M"]) * triton.cdiv(cols, m["BLOCK_N"])  # noqa: E731
         if interpret:      # one config, so one grid, as for the module's kernel
