@@ -19,7 +19,8 @@
 #           on cuBLAS (einc_blas) (70 s)
 #   train   bench/gpu_first.py --part train: forward + backward against torch.einsum (50 s)
 #   tma     bench/gpu_tma.py: the TMA variant of plain bf16/fp16 GEMMs (4096^2 x 4096 and
-#           more) against cuBLAS and the module's own kernel, two configs each (55 s)
+#           more) and of a permuted step of that size against cuBLAS (after torch.einsum's
+#           copies) and the module's own kernel, two configs each (55 s)
 # and, only where PARTS names them: peers (bench/gpu_first.py --part peers: CuPy's einsum
 # and jax.jit(jnp.einsum) where they import, 35 s), pairwise, compare (gpu_eval), tests
 # (pytest -m "kernels or gpu"), variants (gpu_variants.py).

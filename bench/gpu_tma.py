@@ -5,10 +5,13 @@
 
 Per row of :data:`ROWS` (plain bf16/fp16 GEMMs of 4096^2 x 4096 and more, in the three
 layouts a descriptor reads: A and B row-major, B read along K as in ``x @ W.T``, A read
-along M), the generated module of the one-step plan is loaded and timed three ways, each
-checked against an fp32 ``torch.matmul`` of the same operands:
+along M; and a permuted step of the same size, ``gemma_q_proj``'s ``abc,dce->abde``,
+whose weight the variant reads GETT-style, an axis per index), the generated module of
+the one-step plan is loaded and timed three ways, each checked against an fp32
+``torch.einsum`` of the same operands:
 
-- ``cublas``: ``torch.einsum`` on the same tensors (cuBLAS, transposes folded into the call);
+- ``cublas``: ``torch.einsum`` on the same tensors (cuBLAS, transposes folded into the
+  call; for the permuted step, the copies it makes first and then cuBLAS);
 - ``tma``: the module's TMA variant (``<name>_tma``, persistent tiles over tensor
   descriptors) in each of the first ``--configs`` configs its launcher keeps for the shape;
 - ``kernel``: the module's own kernel (the launcher told the device has no TMA), likewise.
@@ -37,27 +40,35 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-# id, equation, sizes of m, n, k, dtype
+# id, equation, operand shapes (contiguous), dtype
 ROWS = [
-    ("bf16_nn_4096", "mk,kn->mn", (4096, 4096, 4096), "bfloat16"),
-    ("bf16_nt_4096", "mk,nk->mn", (4096, 4096, 4096), "bfloat16"),     # x @ W.T: B read along K
-    ("bf16_tn_4096", "km,kn->mn", (4096, 4096, 4096), "bfloat16"),     # A read along M
-    ("bf16_nn_8192", "mk,kn->mn", (8192, 8192, 4096), "bfloat16"),
-    ("fp16_nn_4096", "mk,kn->mn", (4096, 4096, 4096), "float16"),
+    ("bf16_nn_4096", "mk,kn->mn", [(4096, 4096), (4096, 4096)], "bfloat16"),
+    ("bf16_gett_4096", "abc,dce->abde", [(4, 1024, 4096), (32, 4096, 128)], "bfloat16"),   # N = de, K between
+    ("bf16_nt_4096", "mk,nk->mn", [(4096, 4096), (4096, 4096)], "bfloat16"),     # x @ W.T: B read along K
+    ("bf16_tn_4096", "km,kn->mn", [(4096, 4096), (4096, 4096)], "bfloat16"),     # A read along M
+    ("bf16_nn_8192", "mk,kn->mn", [(8192, 4096), (4096, 8192)], "bfloat16"),
+    ("fp16_nn_4096", "mk,kn->mn", [(4096, 4096), (4096, 4096)], "float16"),
 ]
-DRY = [("dry_nn", "mk,kn->mn", (72, 64, 40), "bfloat16"), ("dry_nt", "mk,nk->mn", (64, 80, 24), "float16")]
+DRY = [("dry_nn", "mk,kn->mn", [(72, 40), (40, 64)], "bfloat16"),
+       ("dry_nt", "mk,nk->mn", [(64, 24), (80, 24)], "float16"),
+       ("dry_gett", "abc,dce->abde", [(2, 40, 32), (3, 32, 64)], "bfloat16")]
 ROUNDS = 3
-FIELDS = ["row", "equation", "m", "n", "k", "dtype", "candidate", "config", "us", "tflops", "err", "cublas_over",
-          "error"]
+FIELDS = ["row", "equation", "shapes", "dtype", "candidate", "config", "us", "tflops", "err", "cublas_over", "error"]
 
 
-def operands(equation, sizes, dtype, device, seed=0):
+def operands(shapes, dtype, device, seed=0):
     import torch
-    m, n, k = sizes
-    extent = dict(m=m, n=n, k=k)
     g = torch.Generator(device="cpu").manual_seed(seed)
-    return [(torch.randn([extent[c] for c in term], generator=g) / 8).to(getattr(torch, dtype)).to(device)
-            for term in equation.split("->")[0].split(",")]
+    return [(torch.randn(s, generator=g) / 8).to(getattr(torch, dtype)).to(device) for s in shapes]
+
+
+def flops(equation, shapes) -> float:
+    """2 x the product of every index's size (a contraction's multiply-adds)."""
+    sizes = {c: n for term, shape in zip(equation.split("->")[0].split(","), shapes) for c, n in zip(term, shape)}
+    total = 2.0
+    for n in sizes.values():
+        total *= n
+    return total
 
 
 def module_of(equation, ops):
@@ -103,8 +114,8 @@ def _config_text(config) -> str:
 def measure_row(row, device, how_many, bench):
     """The CSV lines of one row: cuBLAS, then each config of the variant and of the kernel."""
     import torch
-    rid, equation, sizes, dtype = row
-    ops = operands(equation, sizes, dtype, device)
+    rid, equation, shapes, dtype = row
+    ops = operands(shapes, dtype, device)
     expected = torch.einsum(equation, *[o.float() for o in ops])
     kernel, module = module_of(equation, ops)
     if module.launcher.tma is None:
@@ -120,11 +131,11 @@ def measure_row(row, device, how_many, bench):
     for _ in range(ROUNDS):
         for name, text, run, _out in candidates:
             results[(name, text)]["us"] = min(results[(name, text)]["us"], bench(run))
-    m, n, k = sizes
-    flops = 2.0 * m * n * k
+    work = flops(equation, shapes)
     cublas = results[("cublas", "torch.einsum")]["us"]
-    return [dict(row=rid, equation=equation, m=m, n=n, k=k, dtype=dtype, candidate=name, config=text,
-                 us=round(r["us"], 2), tflops=round(flops / r["us"] / 1e6, 1), err=f"{r['err']:.2e}",
+    return [dict(row=rid, equation=equation, shapes=" ".join("x".join(map(str, s)) for s in shapes), dtype=dtype,
+                 candidate=name, config=text, us=round(r["us"], 2), tflops=round(work / r["us"] / 1e6, 1),
+                 err=f"{r['err']:.2e}",
                  cublas_over=round(cublas / r["us"], 3), error="")
             for (name, text), r in results.items()]
 
@@ -138,17 +149,17 @@ def write(lines, path):
 
 def summary(lines) -> str:
     """Per row: the best config of each candidate, its µs and cuBLAS's time over it."""
-    out = [f"{'row':14} {'cublas us':>10} {'tma us':>9} {'kernel us':>10} {'tma/cublas':>11} "
+    out = [f"{'row':16} {'cublas us':>10} {'tma us':>9} {'kernel us':>10} {'tma/cublas':>11} "
            f"{'kernel/cublas':>14} {'tma vs kernel':>14}  best tma config"]
     for rid in dict.fromkeys(x["row"] for x in lines):
         rs = [x for x in lines if x["row"] == rid and not x["error"]]
         best = {c: min((x for x in rs if x["candidate"] == c), key=lambda x: x["us"], default=None)
                 for c in ("cublas", "tma", "kernel")}
         if not all(best.values()):
-            out.append(f"{rid:14} incomplete: {[x['error'] for x in lines if x['row'] == rid and x['error']]}")
+            out.append(f"{rid:16} incomplete: {[x['error'] for x in lines if x['row'] == rid and x['error']]}")
             continue
         cb, tm, kn = (best[c]["us"] for c in ("cublas", "tma", "kernel"))
-        out.append(f"{rid:14} {cb:10.1f} {tm:9.1f} {kn:10.1f} {cb / tm:11.3f} {cb / kn:14.3f} {kn / tm:14.3f}  "
+        out.append(f"{rid:16} {cb:10.1f} {tm:9.1f} {kn:10.1f} {cb / tm:11.3f} {cb / kn:14.3f} {kn / tm:14.3f}  "
                    f"{best['tma']['config']}")
     return "\n".join(out)
 

@@ -32,7 +32,7 @@ def test_the_tma_comparison_runs_and_takes_the_variant(tmp_path, monkeypatch, ca
     with open(tmp_path / "gpu_tma.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert rc == 0 and [(r["row"], r["candidate"]) for r in rows] == \
-        [(row, c) for row in ("dry_nn", "dry_nt") for c in ("cublas", "tma", "kernel")]
+        [(row, c) for row in ("dry_nn", "dry_nt", "dry_gett") for c in ("cublas", "tma", "kernel")]
     assert all(not r["error"] and float(r["err"]) < 1e-2 and float(r["us"]) > 0 for r in rows)
     out = capsys.readouterr().out
     assert "tma/cublas" in out and "incomplete" not in out
