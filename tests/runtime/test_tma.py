@@ -206,3 +206,38 @@ def test_lowering_names_the_groups_that_are_no_single_stride():
     for memory, order in (((16, 64, 3), (1, 0, 2)), ((64, 3, 16), (0, 2, 1))):   # B kept as (c, d, e), (d, e, c)
         b = torch.empty(memory).permute(order).stride()                          # N = de walks it as one index
         assert _kernel("abc,dce->abde", [(2, 40, 16), (64, 16, 3)], half, [a, b]).split == ()
+
+
+def test_the_compiled_launch_path_serves_the_variant(anywhere, monkeypatch):
+    """As on a GPU (stand-ins for Triton's autotuner and compiled kernel, which launch the
+    real kernel through the interpreter with the values they are handed): the first launch
+    of a layout goes through the variant's autotuner, later ones call its compiled kernel
+    directly with every argument in its place; the module kernel's autotuner is never
+    asked, and the descriptors' allocator is seen to before every launch."""
+    from types import SimpleNamespace
+
+    from tests.runtime.test_launch import StandInAutotuner
+    dtype = torch.float16
+    shapes = [(72, 40), (40, 64)]
+    m = _module("ij,jk->ik", shapes, dtype)
+    launcher = m.launcher
+    config = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=2)
+    tuner = StandInAutotuner(launcher.tma.kernel, config, launcher.tma.tuned)
+    monkeypatch.setattr(launcher, "interpret", False)
+    monkeypatch.setattr(launcher, "compiled_launches", True)
+    monkeypatch.setattr(launcher.tma, "tuned", tuner)
+    monkeypatch.setattr(launcher, "tuned", None)                 # the module kernel's: never asked
+    monkeypatch.setattr(launcher, "tma_device", lambda device: True)
+    allocator = []
+    monkeypatch.setattr(tma, "ensure_allocator", lambda: allocator.append(1))
+    driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda d: f"stream of device {d}")
+    monkeypatch.setattr(triton.runtime, "driver", SimpleNamespace(active=driver))
+    g = torch.Generator().manual_seed(6)
+    ops = [_operand(s, dtype, g) for s in shapes]
+    expected = reference("ij,jk->ik", *ops)
+    for _ in range(3):
+        assert_close(m.launch(*ops), expected, dtype, extent=40)
+    known = _layout(m)
+    assert known.variant is launcher.tma and known.compiled is not None
+    assert (tuner.calls, tuner.kernel.launches, len(allocator)) == (1, 2, 3)
+    assert known.grid(dict(known.meta, **config.kwargs)) == (2,)     # persistent: two tiles, four "processors"
