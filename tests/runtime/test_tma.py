@@ -241,3 +241,27 @@ def test_the_compiled_launch_path_serves_the_variant(anywhere, monkeypatch):
     assert known.variant is launcher.tma and known.compiled is not None
     assert (tuner.calls, tuner.kernel.launches, len(allocator)) == (1, 2, 3)
     assert known.grid(dict(known.meta, **config.kwargs)) == (2,)     # persistent: two tiles, four "processors"
+
+
+def test_a_failing_variant_warns_and_the_module_kernel_answers(anywhere, monkeypatch):
+    """Where the variant fails at its first launch (a Triton or driver without what it needs),
+    einc says so once, the module's own kernel answers that call, and the variant is not
+    taken again."""
+    class Failing:
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                raise RuntimeError("no tensor descriptors here")
+            return launch
+
+    dtype = torch.float16
+    shapes = [(64, 32), (32, 64)]
+    m = _module("ij,jk->ik", shapes, dtype)
+    monkeypatch.setattr(m.launcher.tma, "kernel", Failing())
+    g = torch.Generator().manual_seed(8)
+    ops = [_operand(s, dtype, g) for s in shapes]
+    with pytest.warns(RuntimeWarning, match="TMA variant of .* failed .*no tensor descriptors here"):
+        out = m.launch(*ops)
+    assert_close(out, reference("ij,jk->ik", *ops), dtype, extent=32)
+    assert m.launcher.tma is None and _layout(m).variant is None
+    other = [_operand(s, dtype, g) for s in [(128, 32), (32, 64)]]
+    assert_close(m.launch(*other), reference("ij,jk->ik", *other), dtype, extent=32)   # no warning: not tried

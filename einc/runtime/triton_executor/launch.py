@@ -375,7 +375,12 @@ class Launcher:
                 return c
             if len(self.layouts) >= MAX_LAYOUTS:
                 self.layouts.clear()
-            known.run((*operands, c), scale)
+            try:
+                known.run((*operands, c), scale)
+            except Exception as e:
+                if known.variant is None:
+                    raise
+                known = _tma.fall_back(self, e, operands, scale, c)     # the module's kernel from now on
             self.layouts[key] = known
             return c
 

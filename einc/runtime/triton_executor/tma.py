@@ -27,6 +27,7 @@ where none is, and never replaces a caller's.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 import triton
@@ -91,6 +92,19 @@ def ensure_allocator() -> None:
         triton.set_allocator(_scratch)
 
 
+def fall_back(launcher, error, operands, scale, c):
+    """After the TMA variant failed to compile or run here (a Triton or driver without what it
+    needs): say so, never take it again, and launch the layout on the module's kernel into
+    ``c``; returns that layout."""
+    name = getattr(launcher.kernel, "__name__", "a kernel")
+    warnings.warn(f"einc: the TMA variant of {name} failed ({type(error).__name__}: {str(error)[:200]}); "
+                  "its module's own kernel runs instead", RuntimeWarning, stacklevel=3)
+    launcher.tma = None
+    known = launcher._set_up(operands, scale)[1]
+    known.run((*operands, c), scale)
+    return known
+
+
 class Variant:
     """The TMA kernel of one module, its autotuner and its configs."""
 
@@ -127,4 +141,4 @@ class Variant:
         return mine, lambda m: (min(processors, tiles(m)),)
 
 
-__all__ = ["Variant", "axis", "supported_device", "ensure_allocator", "CONFIGS", "ANYWHERE"]
+__all__ = ["Variant", "axis", "supported_device", "ensure_allocator", "fall_back", "CONFIGS", "ANYWHERE"]
