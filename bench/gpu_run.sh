@@ -16,12 +16,14 @@
 #           pairwise family's rows among them (170 s)
 #   rest    gpu_eval.py --part rest --quick: host time per step (GATE 3) (60 s)
 #   gemm    gpu_eval.py --part gemm --quick: forced kernels (e_kern) against the same plan
-#           on cuBLAS (einc_blas) (90 s)
+#           on cuBLAS (einc_blas) (70 s)
 #   train   bench/gpu_first.py --part train: forward + backward against torch.einsum (50 s)
-#   peers   bench/gpu_first.py --part peers: CuPy's einsum and jax.jit(jnp.einsum) where
-#           they import (35 s)
-# and, only where PARTS names them: pairwise, compare (gpu_eval), tests (pytest -m
-# "kernels or gpu"), variants (gpu_variants.py).
+#   tma     bench/gpu_tma.py: the TMA variant of plain bf16/fp16 GEMMs (4096^2 x 4096 and
+#           more) and of a permuted step of that size against cuBLAS (after torch.einsum's
+#           copies) and the module's own kernel, two configs each (55 s)
+# and, only where PARTS names them: peers (bench/gpu_first.py --part peers: CuPy's einsum
+# and jax.jit(jnp.einsum) where they import, 35 s), pairwise, compare (gpu_eval), tests
+# (pytest -m "kernels or gpu"), variants (gpu_variants.py).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -36,6 +38,7 @@ if [ "${1:-}" = "--dry-run" ]; then     # a CPU machine: does everything start a
     timeout 300 python3 bench/gpu_first.py --part "$p" --dry-run --deadline 60 --out "${TMPDIR:-/tmp}/einc-gpu-dry"
   done
   python3 bench/gpu_eval.py --list --part rest >/dev/null
+  timeout 300 python3 bench/gpu_tma.py --dry-run --out "${TMPDIR:-/tmp}/einc-gpu-dry"
   echo "dry run: ok"
   exit 0
 fi
@@ -75,7 +78,7 @@ budget() {   # budget WANTED: the seconds a part may take now (0: skip it)
 {
   echo "# $NAME: einc on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1) at $COMMIT"
   echo
-  echo "Measured by \`bash bench/gpu_run.sh $COMMIT $BUDGET\` (bench/gpu.md), PARTS=\"${PARTS:-first rest gemm train peers}\"."
+  echo "Measured by \`bash bench/gpu_run.sh $COMMIT $BUDGET\` (bench/gpu.md), PARTS=\"${PARTS:-first rest gemm train tma}\"."
   echo "Narrative: to be written (what the figures say, against the targets of the open issue)."
   echo
   echo '```text'
@@ -83,7 +86,7 @@ budget() {   # budget WANTED: the seconds a part may take now (0: skip it)
   echo '```'
   echo
   echo "Files: gpu_first_first.csv (first calls, steady state), gpu_eval_rest.csv, gpu_eval_gemm.csv,"
-  echo "gpu_first_train.csv, gpu_first_peers.csv, the logs, parts.txt (when each part started), decisions.json."
+  echo "gpu_first_train.csv, gpu_tma.csv, the logs, parts.txt (when each part started), decisions.json."
 } >"$W/README.md"
 pack
 
@@ -124,6 +127,14 @@ tests() {    # the kernel tests compiled for real
   pack
 }
 
+tma_part() {   # the TMA variant against cuBLAS and the module's kernel on plain GEMMs
+  local s; s=$(budget 55); (( s == 0 )) && { echo "skip tma: $(left) s left"; return; }
+  step "gpu_tma.py (deadline $((s - 20)) s)"
+  timeout "$s" python3 bench/gpu_tma.py --out "$W" --deadline $((s - 20)) >"$W/tma.log" 2>&1
+  echo "exit $?" >>"$W/tma.log"
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -132,13 +143,14 @@ variants() {   # every lowering and tile config of the CCSD(T) kernel
   pack
 }
 
-for p in ${PARTS:-first rest gemm train peers}; do
+for p in ${PARTS:-first rest gemm train tma}; do
   case $p in
     first) first_part ;;
     rest) part rest 60 ;;
-    gemm) part gemm 90 ;;
+    gemm) part gemm 70 ;;
     train) gpu_first train 50 ;;
     peers) gpu_first peers 35 ;;
+    tma) tma_part ;;
     pairwise) part pairwise 130 ;;
     compare) part compare 90 ;;
     tests) tests ;;
@@ -148,7 +160,7 @@ for p in ${PARTS:-first rest gemm train peers}; do
 done
 
 step "summary"
-for d in first train peers; do
+for d in first train peers tma; do
   [ -f "$W/$d.log" ] || continue
   echo "---- $d"; grep -v "^ *$" "$W/$d.log" | tail -n 20 | cut -c1-300
 done

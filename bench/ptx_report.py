@@ -7,7 +7,8 @@ For each workload's gpu variant this builds the plan the generated kernels run (
 fused as at run time), loads each step's module, and runs its host side (``launch``)
 on meta tensors of the workload's shapes with the autotuner and the split-K second
 pass replaced by a recorder: so the arguments, constants, K split and grid are the
-ones a launch on an H100 (132 SMs) computes.  Each recorded kernel is compiled for
+ones a launch on an H100 (132 SMs) computes -- the TMA variant of a 16-bit matrix product
+(``<name>_tma``) where the launcher takes it on such a device.  Each recorded kernel is compiled for
 sm_90a (``GPUTarget("cuda", 90, 32)``) with the installed Triton's compiler — its own
 argument specialization (integers equal to 1 become constants, multiples of 16 and
 16-byte-aligned pointers are marked divisible, as on a GPU) — in each config the
@@ -19,12 +20,14 @@ Per kernel and config it reports registers, spill bytes (stores + loads) and sta
 frame from ptxas, shared memory as Triton allocates it, the MMA instruction
 (``wgmma.mma_async`` or ``mma.sync``; none for kernels without a matrix product or with
 an FMA dot), the accumulator type (the MMA's D type; for kernels without MMA the widest
-float type of the adds and FMAs), and the widths of the global loads (``ld.global`` and
-``cp.async``).  ``problems`` lists what the targets condemn: spills; a 16-bit matrix
+float type of the adds and FMAs), the widths of the global loads (``ld.global`` and
+``cp.async``) and the count of bulk tensor copies (``cp.async.bulk.tensor``: TMA).
+``problems`` lists what the targets condemn: spills; a 16-bit matrix
 product with a tile of at least 64x64 (2-D, 4+ warps) not on wgmma; a 16-bit kernel
-not accumulating in fp32.  ``exceptions`` lists where a target does not apply: a 3-D dot
-(a batch index inside the tile) is never on wgmma, which takes 2-D tiles.  The exit
-status is 0 even where problems are found (it is a report); ``--strict`` makes it 1.
+not accumulating in fp32; a TMA variant without bulk tensor copies.  ``exceptions`` lists
+where a target does not apply: a 3-D dot (a batch index inside the tile) is never on
+wgmma, which takes 2-D tiles.  The exit status is 0 even where problems are found (it
+is a report); ``--strict`` makes it 1.
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ def launches(equation, shapes, dtype):
         fn = getattr(mod, kernel.name)
         launcher = mod.launcher
         launcher.tuned = _Recorder(fn, calls)
+        if launcher.tma is not None:         # the TMA variant, taken as on an H100 where it applies
+            launcher.tma.tuned = _Recorder(launcher.tma.kernel, calls)
+            launcher.tma_device = lambda device: True
         if launcher.finish is not None:
             launcher.finish = _Recorder(launcher.finish, calls, finish=True)
         launcher.processors = lambda device: SMS
@@ -185,6 +191,7 @@ def ptxas_info(log: str) -> dict:
             "spill_bytes": int(spill.group(2)) + int(spill.group(3))}
 
 
+_BULK = re.compile(r"^\s*(?:@!?%p\d+\s+)?cp\.async\.bulk\.tensor\.\d+d\.[\w:.]*", re.M)
 _MMA = re.compile(r"^\s*(wgmma\.mma_async|mma\.sync)\.[\w.]*", re.M)
 _ARITH = re.compile(r"^\s*(?:add|fma|sub)(?:\.rn|\.rz|\.rm|\.rp)?(?:\.ftz)?(?:\.sat)?"
                     r"\.(f64|f32|bf16x2|bf16|f16x2|f16)\b", re.M)
@@ -224,7 +231,9 @@ def read_ptx(ptx: str) -> dict:
             lanes = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
             width = next((_WIDTH[p] for p in reversed(parts) if p in _WIDTH), 0)
             widths[lanes * width] += 1
+    bulk = [m.group(0).split()[-1] for m in _BULK.finditer(ptx)]
     return {"mma": mma, "wgmma": mma == "wgmma", "mma_instructions": mmas,
+            "bulk_tensor_copies": len(bulk), "bulk_tensor_kinds": sorted(set(bulk)),
             "accumulator": "/".join(sorted(accumulators)) or None,
             "arith_types": dict(sorted(arith.items())),
             "global_load_widths": {str(k): v for k, v in sorted(widths.items())},
@@ -249,6 +258,8 @@ def problems(row: dict) -> list[str]:
         found.append("a 16-bit product on a >=64x64 tile without wgmma")
     if row["dtype"] in SIXTEEN_BIT and row["kind"] != "finish" and row["accumulator"] != "f32":
         found.append(f"16-bit kernel accumulating in {row['accumulator']}")
+    if row.get("tma") and not row["bulk_tensor_copies"]:
+        found.append("a TMA variant without bulk tensor copies")
     return found
 
 
@@ -260,9 +271,10 @@ def exceptions(row: dict) -> list[str]:
     return []
 
 
-def _configs(mod, meta, which):
+def _configs(mod, fn, meta, which):
     launcher = mod.launcher      # fused kernels are not pruned (their autotuner has no pruning)
-    pruned = list(launcher.configs) if launcher.kind == "fused" else launcher.prune(launcher.configs, {}, **meta)
+    configs = launcher.tma.configs if launcher.tma is not None and fn is launcher.tma.kernel else launcher.configs
+    pruned = list(configs) if launcher.kind == "fused" else launcher.prune(configs, {}, **meta)
     return pruned[:1] if which == "first" else pruned
 
 
@@ -279,7 +291,7 @@ def report(workloads, which="all", log=print) -> list[dict]:
                 if finish:
                     configs = [None]
                 else:
-                    configs = _configs(mod, meta, which)
+                    configs = _configs(mod, fn, meta, which)
                 for config in configs:
                     warps, stages = (4, 3) if config is None else (config.num_warps, config.num_stages)
                     full = dict(meta, **({} if config is None else config.kwargs))
@@ -288,6 +300,7 @@ def report(workloads, which="all", log=print) -> list[dict]:
                     ptx = compiled.asm["ptx"]
                     row = {"workload": w["id"], "step": step, "kernel": fn.__name__,
                            "kind": "finish" if finish else kind, "dtype": v["dtype"],
+                           "tma": fn.__name__.endswith("_tma"),
                            "config": {**({} if config is None else config.kwargs),
                                       "num_warps": warps, "num_stages": stages},
                            "split_k": meta.get("SPLIT_K", meta.get("SPLIT", 1)),
@@ -315,7 +328,8 @@ def _line(row):
     return (f"{row['workload']:28} {row['step']} {row['kernel'][:44]:44} {row['dtype']:8} {_tile(row):12} "
             f"w{row['config']['num_warps']} s{row['config']['num_stages']} regs {row['registers']:3} "
             f"spill {row['spill_bytes']} smem {row['shared_bytes']:6} {row['mma'] or '-':8} "
-            f"acc {row['accumulator']} loads {row['global_load_widths']} {'; '.join(row['problems'])}"
+            f"acc {row['accumulator']} loads {row['global_load_widths']} bulk {row['bulk_tensor_copies']} "
+            f"{'; '.join(row['problems'])}"
             f"{' (exception: ' + '; '.join(row['exceptions']) + ')' if row['exceptions'] else ''}")
 
 
@@ -325,8 +339,8 @@ def markdown(rows) -> str:
     for r in rows:
         groups.setdefault((r["workload"], r["step"], r["kernel"]), []).append(r)
     out = ["| workload | step | kernel | dtype | configs | registers | spill bytes | shared KiB | MMA | accumulator "
-           "| global loads (bytes: count, largest tile) | problems |",
-           "|---|---:|---|---|---:|---|---:|---|---|---|---|---|"]
+           "| global loads (bytes: count, largest tile) | bulk tensor copies | problems |",
+           "|---|---:|---|---|---:|---|---:|---|---|---|---|---:|---|"]
     for (workload, step, kernel), rs in groups.items():
         regs = sorted(r["registers"] for r in rs)
         smem = sorted(r["shared_bytes"] for r in rs)
@@ -338,7 +352,8 @@ def markdown(rows) -> str:
         span = lambda xs: f"{xs[0]}" if xs[0] == xs[-1] else f"{xs[0]}-{xs[-1]}"  # noqa: E731
         out.append(f"| {workload} | {step} | `{kernel}` | {rs[0]['dtype']} | {len(rs)} | {span(regs)} | "
                    f"{max(r['spill_bytes'] for r in rs)} | {span([round(s / 1024, 1) for s in smem])} | "
-                   f"{', '.join(mmas)} | {', '.join(accs)} | {loads} | {'; '.join(found) or 'none'} |")
+                   f"{', '.join(mmas)} | {', '.join(accs)} | {loads} | {rs[0].get('bulk_tensor_copies', 0)} | "
+                   f"{'; '.join(found) or 'none'} |")
     return "\n".join(out)
 
 
@@ -346,11 +361,14 @@ def summary(rows) -> str:
     import triton
     kernels = {(r["workload"], r["step"], r["kernel"]) for r in rows}
     sixteen_mm = [r for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] in ("mm", "fused")]
+    tma = [r for r in rows if r.get("tma")]
     return (f"triton {triton.__version__}, sm_90a: {len(kernels)} kernels of {len({r['workload'] for r in rows})} "
             f"workloads, {len(rows)} compiled configs; spilling configs: {sum(r['spill_bytes'] > 0 for r in rows)}; "
             f"16-bit matrix-product configs on wgmma: {sum(r['wgmma'] for r in sixteen_mm)} of {len(sixteen_mm)}; "
             f"accumulators of 16-bit kernels: "
             f"{dict(collections.Counter(r['accumulator'] for r in rows if r['dtype'] in SIXTEEN_BIT))}; "
+            f"TMA variant configs with bulk tensor copies and wgmma: "
+            f"{sum(bool(r['bulk_tensor_copies']) and r['wgmma'] for r in tma)} of {len(tma)}; "
             f"configs with problems: {sum(bool(r['problems']) for r in rows)}; "
             f"configs with explained exceptions: {sum(bool(r['exceptions']) for r in rows)}")
 
@@ -369,8 +387,9 @@ def _compiler_environment() -> None:
 def versions_table(reports) -> str:
     """One row per report (a triton version): the summary in bench/measured/ptx.md, from the JSON files."""
     out = ["| triton | kernels | configs compiled | spilling configs | 16-bit products on >=64x64 2-D tiles on wgmma "
-           "| 3-D tiles (mma.sync, exception) | 16-bit accumulators | configs with 16-byte loads | problems |",
-           "|---|---:|---:|---:|---|---:|---|---|---:|"]
+           "| 3-D tiles (mma.sync, exception) | 16-bit accumulators | configs with 16-byte loads "
+           "| TMA variant configs with bulk tensor copies and wgmma | problems |",
+           "|---|---:|---:|---:|---|---:|---|---|---|---:|"]
     for rows in reports:
         big = [r for r in rows if r["dtype"] in SIXTEEN_BIT and r["kind"] in ("mm", "fused")
                and r["config"].get("BLOCK_M", 0) >= 64 and r["config"].get("BLOCK_N", 0) >= 64
@@ -378,10 +397,13 @@ def versions_table(reports) -> str:
         accs = collections.Counter(r["accumulator"] for r in rows
                                    if r["dtype"] in SIXTEEN_BIT and r["kind"] != "finish")
         wide = sum("16" in r["global_load_widths"] for r in rows)
+        tma = [r for r in rows if r.get("tma")]
+        bulk = sum(bool(r["bulk_tensor_copies"]) and r["wgmma"] for r in tma)
         out.append(f"| {rows[0]['triton']} | {len({(r['workload'], r['step'], r['kernel']) for r in rows})} | "
                    f"{len(rows)} | {sum(r['spill_bytes'] > 0 for r in rows)} | "
                    f"{sum(r['wgmma'] for r in big)} of {len(big)} | {sum(bool(r['exceptions']) for r in rows)} | "
                    f"{', '.join(f'{a}: {n}' for a, n in sorted(accs.items()))} | {wide} of {len(rows)} | "
+                   f"{bulk} of {len(tma)} | "
                    f"{sum(bool(r['problems']) for r in rows)} |")
     return "\n".join(out)
 

@@ -3,7 +3,8 @@
 Pure Python: this package *writes* ``import triton`` but never runs it, so ``einc
 dump`` works where no GPU stack is installed.  A module holds a header (equation,
 step, dtypes, accumulator, offsets), one ``@triton.jit`` kernel written in the style of
-Triton's matrix-multiplication tutorial, and a short description of how to launch it
+Triton's matrix-multiplication tutorial (a 16-bit matrix product of plain groups also
+its TMA variant, :mod:`.matmul_tma`, which the launcher takes on Hopper), and a short description of how to launch it
 (:mod:`.launcher`: a ``layout`` function, the line building its shared
 :class:`einc.runtime.triton_executor.launch.Launcher`, and ``launch()``).  The same kernel always gives
 byte-identical source: no timestamps, paths or set/dict-order dependence.
@@ -15,7 +16,7 @@ import dataclasses
 import hashlib
 from typing import NamedTuple
 
-from . import fused, launcher, matmul, reduce
+from . import fused, launcher, matmul, matmul_tma, reduce
 from .common import cache_source, header, stride_params
 from .ir import FUSED, MATMUL, REDUCE, Kernel, index_name
 
@@ -30,7 +31,8 @@ def render(kernel: Kernel) -> str:
     if kernel.kind == FUSED:
         return fused.render(kernel, name)
     stage = matmul if kernel.kind == MATMUL else reduce
-    return "\n".join([header(kernel, name, launcher.imports(kernel)), stage.kernel_source(kernel, name),
+    variant = [matmul_tma.kernel_source(kernel, name)] if matmul_tma.eligible(kernel) else []
+    return "\n".join([header(kernel, name, launcher.imports(kernel)), stage.kernel_source(kernel, name), *variant,
                       launcher.source(kernel, name, stage.extents(kernel), stride_params(kernel))])
 
 

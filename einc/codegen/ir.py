@@ -75,6 +75,10 @@ class Kernel:
     acc: str                                    # accumulator dtype
     int64: bool                                 # 64-bit offsets
     fast_k: bool = False                        # reduce: an operand's unit stride is summed (K is the fast axis)
+    # matmul: (operand name, group name) of each group of several indices that does not walk
+    # that tensor's memory as one index in the strides it was lowered for (``gemma``'s weight
+    # ``dce``: N = de with K between); the TMA variant gives each of its indices a descriptor axis
+    split: tuple[tuple[str, str], ...] = ()
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

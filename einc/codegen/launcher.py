@@ -10,6 +10,7 @@ up, allocate the output, run.  Text only: codegen never imports the runtime.
 
 from __future__ import annotations
 
+from . import matmul_tma
 from .common import size, stride, stride_params
 from .common import wrap as _wrap
 from .ir import FUSED, MATMUL, index_name
@@ -62,7 +63,8 @@ def merged_k(k) -> str | None:
 
 def imports(k) -> str:
     """The module's import of the shared launcher."""
-    return "from einc.runtime.triton_executor.launch import Launcher" + (", merged" if merged_k(k) else "")
+    return "from einc.runtime.triton_executor.launch import Launcher" + (", merged" if merged_k(k) else "") + \
+        (", tma_axis" if matmul_tma.eligible(k) else "")
 
 
 def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
@@ -79,14 +81,19 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
         L.append(f"    {size(i)} = {where[i]}")
     out_sizes = [size(i) for i in k.output.dims]
     L += ["    strides = ("] + _wrap([stride_source(k, p) + "," for p in strides], "        ") + ["    )"]
+    tma = matmul_tma.eligible(k)
+    if tma:
+        L += matmul_tma.axes(k, lambda p: stride_source(k, p))
     sizes = [f"{size(i)}={size(i)}," for _, g in k.groups for i in g] + [f"{g}={e}," for g, e in extents.items()]
     merged = merged_k(k)
     if merged:
         sizes.append(f"MERGED_K={merged},")
+    if tma:
+        sizes.append("TMA=tma,")
     L += ["    sizes = dict("] + _wrap(sizes, "        ") + ["    )"]
     L += ["    return (" + ", ".join(out_sizes) + ("," if len(out_sizes) == 1 else "") + "), strides, sizes", "", ""]
     L += [f"launcher = Launcher({name}, layout, kind=\"{k.kind}\", dtype=\"{k.dtype}\", configs=\"{table(k)}\", "
-          f"offsets={64 if k.int64 else 32})",
+          f"offsets={64 if k.int64 else 32}" + (f", tma={name}_tma)" if tma else ")"),
           "_layouts, forget = launcher.layouts, launcher.forget", "", ""]
     key = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
     key[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"

@@ -193,9 +193,23 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     # then runs the step).
     big = any(math.prod(sh) >= INT32_LIMIT for sh in in_shapes + (out_shape,))
     shapes_ = tuple(in_shapes[j] for j in order) + (out_shape,)
+    split = _split_groups(groups, inputs, st + [st_c], sizes) if kind == MATMUL else ()
     kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
-                    shapes_, dtype, acc, big, fast_k)
+                    shapes_, dtype, acc, big, fast_k, split)
     return kernel
+
+
+def _split_groups(groups, inputs, strides, sizes) -> tuple[tuple[str, str], ...]:
+    """``(operand, group)`` where a group of several indices is not one stride in that
+    operand (``strides``: A's, B's, then the result's, by index): each index's stride is not
+    the next one's times its size."""
+    found = []
+    for name, st in zip([op.name for op in inputs] + ["c"], strides):
+        for g, ix in groups:
+            ix = [i for i in ix if i in st]
+            if len(ix) > 1 and any(st[i] != sizes[j] * st[j] for i, j in zip(ix, ix[1:])):
+                found.append((name, g))
+    return tuple(found)
 
 
 def _canonical(plan: Plan) -> str:

@@ -37,4 +37,5 @@ def test_kernels_compile_for_hopper():
     for kind in ("BLOCK_NT", "BLOCK_KT", "BLOCK_T"):                # each tile shape the lowering makes
         assert any(line.startswith("compiled einc_mm_") and f"'{kind}'" in line for line in lines), (kind, done.stdout)
     assert sum(line.startswith("compiled einc_fused_") for line in lines) == 4, done.stdout
+    assert sum(line.startswith("compiled einc_mm_") and "_tma " in line for line in lines) == 6, done.stdout
     assert any("_finish" in line for line in lines) and any("split 1 " not in line + " " for line in lines)

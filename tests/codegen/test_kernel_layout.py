@@ -311,5 +311,11 @@ def test_every_suite_kernels_host_passes_only_names_its_kernel_takes(wid, equati
         roles = [operands[kernel.params.index(op.name)] for op in kernel.inputs]
         _, _, sizes = module.layout(*roles)
         taken = set(launch._arg_names(module.launcher.kernel))
+        variant = module.launcher.tma
+        if variant is not None:   # the descriptors' axes, which the launcher takes out (and MERGED_K,
+            # which the TMA kernel has no use for: its axes say whether K is one stride)
+            assert {"TMA_A", "TMA_B", "TMA_C"} <= variant.names and sizes["TMA"] is not None
+            assert set(sizes) - {"TMA", "MERGED_K"} <= variant.names, (kernel.name, set(sizes) - variant.names)
+            taken.add("TMA")
         assert set(sizes) <= taken, (kernel.name, set(sizes) - taken)
         values[step.result] = tuple(plan.graph.sizes[i] for i in step.output)

@@ -29,6 +29,10 @@ and a short ``launch()``.  Everything else a launch takes lives here, once:
   Whatever does not look as expected turns those direct launches off for the kernel, for
   good, and the autotuner path runs as before.  Under Triton's interpreter the interpreter
   launches every time; the layout cache is the same.
+- **The TMA variant.**  A 16-bit matrix product's module may hold a second kernel
+  reading its operands through tensor descriptors, on a persistent grid (:mod:`.tma`);
+  the first launch of a layout takes it where it applies (Hopper, no K split, operands
+  a descriptor can read), and the layout then launches it as it would the module's.
 - **Precision.**  fp32 matrix products read torch's TF32 policy once
   (:func:`fp32_precision`), at the first launch; :meth:`Launcher.forget` (or
   ``einc.cache_clear()``, which drops the modules) has it read again.
@@ -45,6 +49,8 @@ import threading
 import torch
 import triton
 import triton.language as tl
+
+from . import tma as _tma
 
 MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 
@@ -120,9 +126,15 @@ _FUSED = {16: [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
 _FUSED[64] = _FUSED[32]
 
 SHARED_MEMORY = 200 * 1024          # the budget for pipelined operand tiles (H100: 227 KiB per block)
+BLOCK_SHARED = 227 * 1024           # all of a block's: with the TMA variant's staging tile for C
+# the TMA variant's sizes a block must divide (a tile never straddles an index read through its own axis)
+_TMA_QUANTA = (("TMA_QM", "BLOCK_M"), ("TMA_QN", "BLOCK_N"), ("TMA_QK", "BLOCK_K"))
 K_GRANULE = {MATMUL: 256, REDUCE: 2048}     # a split-K slice is a multiple of every BLOCK_K
 BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 MAX_LAYOUTS = 64                    # a caller cycling through more layouts starts again
+
+
+tma_axis = _tma.axis       # the generated modules' ``layout`` reads their descriptors' axes with it
 
 
 def config_table(table: str, dtype: str) -> list:
@@ -284,9 +296,10 @@ class Launcher:
     sizes (the ``size_*`` constants and the group extents, plus ``MERGED_K`` where the
     kernel has it); ``kind`` (``matmul``, ``reduce``, ``fused``) says how the grid and the
     K split follow from them, ``configs`` names the autotuner's table (:func:`config_table`),
-    ``offsets`` is 32 or 64 (a 32-bit kernel refuses views that reach 2^31 elements)."""
+    ``offsets`` is 32 or 64 (a 32-bit kernel refuses views that reach 2^31 elements);
+    ``tma``, the module's TMA variant of its kernel, where it has one (:mod:`.tma`)."""
 
-    def __init__(self, kernel, layout, *, kind: str, dtype: str, configs: str, offsets: int = 32):
+    def __init__(self, kernel, layout, *, kind: str, dtype: str, configs: str, offsets: int = 32, tma=None):
         self.kernel, self.layout, self.kind, self.dtype = kernel, layout, kind, dtype
         self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
         self.layouts: dict = {}          # layout key -> Layout (cleared, never rebound: modules hold it)
@@ -306,6 +319,8 @@ class Launcher:
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
         pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
         self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST, **_BENCH)(kernel)
+        self.tma = None if tma is None else \
+            _tma.Variant(tma, key + ["TMA_A", "TMA_B", "TMA_C"], self.prune, {**_PERSIST, **_BENCH})
         self.finish = finish_kernel(self.interpret) if self.granule else None
         # Setting up a layout and Triton's autotuner are not thread-safe, and learn mode sets
         # kernels up on a background thread while the caller's thread may launch the same
@@ -317,7 +332,7 @@ class Launcher:
         """The configs worth timing for this shape: no tile (block) much larger than the
         problem (the K slice), none over the shared-memory budget; the smallest where
         nothing else is left."""
-        K = min(kwargs["K"], kwargs["K_SPLIT"])
+        K = min(kwargs["K"], kwargs.get("K_SPLIT", kwargs["K"]))     # (the TMA variant never splits K)
         if self.kind == REDUCE:
             outputs = kwargs["O"]
             kept = [c for c in configs if c.kwargs["BLOCK_O"] <= triton.next_power_of_2(max(outputs, 1))
@@ -327,15 +342,17 @@ class Launcher:
         itemsize = BITS[self.dtype] // 8
         fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
         KT, NT = kwargs.get("KT", 1), kwargs.get("NT", 1)
+        tiles = lambda c: (c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]  # noqa: E731
+                           * c.kwargs.get("BLOCK_KT", 1)
+                           * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"]))
+        store = lambda c: itemsize * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] if kwargs.get("TMA_C") == 1 else 0  # noqa: E731
         kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
                 and fit(K, c.kwargs["BLOCK_K"])
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
                 and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
-                and c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]
-                * c.kwargs.get("BLOCK_KT", 1)
-                * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"])
-                <= SHARED_MEMORY]
+                and tiles(c) <= SHARED_MEMORY and tiles(c) + store(c) <= BLOCK_SHARED
+                and all(kwargs.get(q, 0) % c.kwargs[b] == 0 for q, b in _TMA_QUANTA)]
         return kept or [min(configs,
                             key=lambda c: c.kwargs.get("BLOCK_T", 1) * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
 
@@ -346,6 +363,10 @@ class Launcher:
     def processors(self, device) -> int:
         return processors(device)
 
+    def tma_device(self, device) -> bool:
+        """Whether the TMA variant may run on ``device`` (under the interpreter: where tests say so)."""
+        return _tma.ANYWHERE if self.interpret else _tma.supported_device(device)
+
     def first(self, key, operands, scale):
         """Launch a layout not seen before, and keep what launching it takes under ``key``."""
         with self.lock:
@@ -354,7 +375,12 @@ class Launcher:
                 return c
             if len(self.layouts) >= MAX_LAYOUTS:
                 self.layouts.clear()
-            known.run((*operands, c), scale)
+            try:
+                known.run((*operands, c), scale)
+            except Exception as e:
+                if known.variant is None:
+                    raise
+                known = _tma.fall_back(self, e, operands, scale, c)     # the module's kernel from now on
             self.layouts[key] = known
             return c
 
@@ -376,7 +402,8 @@ class Launcher:
 
     def first_config(self, meta):
         """The config the autotuner times first for a launch with these constexprs."""
-        return (self.configs if self.kind == FUSED else self.prune(self.configs, None, **meta))[0]
+        configs = self.tma.configs if "TMA_A" in meta else self.configs
+        return (configs if self.kind == FUSED else self.prune(configs, None, **meta))[0]
 
     def _set_up(self, operands, scale):
         """``(output, Layout)`` of a launch on ``operands`` (``(output, None)`` where the
@@ -392,7 +419,11 @@ class Launcher:
         if self.dot and self.dtype == "float32" and self.precision is None:
             self.precision = fp32_precision()
         meta, grid, splits = self._meta(sizes, operands, args, c, scale)
-        return c, Layout(self, tuple(c.shape), args, meta, grid, splits)
+        axes, variant = meta.pop("TMA", None), None
+        if self.tma is not None and self.tma.applies(meta, axes, splits, operands, self.tma_device(c.device)):
+            variant = self.tma
+            meta, grid = variant.meta(meta, axes, self.interpret, self.processors(c.device))
+        return c, Layout(self, tuple(c.shape), args, meta, grid, splits, variant)
 
     def _meta(self, sizes, operands, args, c, scale):
         """The constexprs, the grid and the K split of one layout."""
@@ -455,28 +486,36 @@ class Launcher:
 
 class Layout:
     """What launching one layout takes: the output's shape, the arguments, the constexprs,
-    the grid and the K split; on a GPU, once Triton has compiled the kernel (unsplit), its
-    compiled launcher, or a ``config`` that it runs with instead of the autotuner's
-    (:meth:`Launcher.screen`)."""
+    the grid and the K split; the TMA :class:`~.tma.Variant` where it runs this layout
+    (else None: the module's kernel); on a GPU, once Triton has compiled the kernel
+    (unsplit), its compiled launcher, or a ``config`` that it runs with instead of the
+    autotuner's (:meth:`Launcher.screen`)."""
 
-    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled", "config")
+    __slots__ = ("launcher", "shape", "args", "meta", "grid", "split", "compiled", "config", "variant")
 
-    def __init__(self, launcher: Launcher, shape, args, meta, grid, split):
+    def __init__(self, launcher: Launcher, shape, args, meta, grid, split, variant=None):
         self.launcher, self.shape, self.args, self.meta, self.grid = launcher, shape, args, meta, grid
-        self.split = split
+        self.split, self.variant = split, variant
         self.compiled = None
         self.config = None
+
+    @property
+    def tuned(self):
+        """The autotuned kernel this layout launches."""
+        return (self.variant or self.launcher).tuned
 
     def _kernel(self):
         """The kernel to index with the grid, and the config's arguments to add: the
         autotuned kernel, else (the interpreter, or a fixed config) the kernel itself."""
-        launcher = self.launcher
+        kernel = (self.variant or self.launcher).kernel
         if self.config is not None:
-            return launcher.kernel, self.config.all_kwargs()
-        return (launcher.kernel if launcher.interpret else launcher.tuned), {}
+            return kernel, self.config.all_kwargs()
+        return (kernel if self.launcher.interpret else self.tuned), {}
 
     def run(self, pointers, scale):
         """Launch on ``pointers`` (the operands, then the output)."""
+        if self.variant is not None and not self.launcher.interpret:
+            _tma.ensure_allocator()        # the descriptors' scratch, on this thread
         if self.compiled is not None and self.split == 1 and self.compiled(pointers, scale):
             return
         launcher = self.launcher
@@ -488,7 +527,7 @@ class Layout:
                 kernel, fixed = self._kernel()
                 kernel[self.grid](*pointers, *self.args, scale, **self.meta, **fixed)
                 return
-            kernel = launcher.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
+            kernel = self.tuned[self.grid](*pointers, *self.args, scale, **self.meta)
             if self.compiled is None and launcher.compiled_launches:
                 self.compiled = compiled_launcher(launcher, kernel, self)
 
@@ -511,7 +550,7 @@ def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
     own path must launch instead: launch hooks (a profiler), another current device, an
     output not 16-byte aligned.  Anything unexpected turns these launches off for good."""
     try:
-        tuned = launcher.tuned
+        tuned = layout.tuned
         config = tuned.best_config
         meta = {**layout.meta, **config.kwargs}
         params = tuned.fn.params

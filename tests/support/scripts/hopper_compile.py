@@ -7,6 +7,7 @@ import math
 import types
 
 import checkout  # noqa: F401
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -22,7 +23,9 @@ from einc.planner.plan import build_plan
 
 TY = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 CASES = [  # equation, shapes, dtype, extra constexprs
-    ("ij,jk->ik", [(256, 512), (512, 384)], "bfloat16", {}),              # 2-D tile, wgmma
+    ("ij,jk->ik", [(256, 512), (512, 384)], "bfloat16", {}),              # 2-D tile, wgmma; the TMA variant
+    ("bij,bjk->bik", [(4, 256, 512), (4, 512, 384)], "float16", {}),      # the TMA variant with a batch axis
+    ("abc,dce->abde", [(4, 64, 512), (8, 512, 128)], "bfloat16", {}),     # and with an axis per index of B's N
     ("ikc,jkc->ijc", [(64, 96, 32), (48, 96, 32)], "bfloat16", {}),       # batch index in the tile: 3-D dot
     ("ij,jk->ki", [(64, 8192), (8192, 64)], "float32", {}),               # swapped roles, split-K
     ("abc,bcd->ad", [(40, 6, 50), (6, 50, 24)], "float64", {"MERGED_K": False}),   # K split into indices
@@ -77,6 +80,22 @@ for equation, shapes, dtype, extra in CASES:
         sig = dict(w_ptr="*" + TY[k.acc], c_ptr="*" + TY[dtype], scale="fp32", **{p: "constexpr" for p in cex})
         triton.compile(ASTSource(fin, sig, cex), target=target)
         print("compiled", k.name + "_finish", "split", split[0])
+    tma = mod.launcher.tma
+    for axes in ((1, 1, 1), (2, 2, 0)) if tma is not None else ():     # the TMA variant, as the launcher takes it
+        roles = [torch.empty(shapes[k.params.index(op.name)], device="meta") for op in k.inputs]
+        quanta = mod.layout(*roles)[2]["TMA"][3]
+        tfn, taxes = tma.kernel, dict(TMA_A=axes[0], TMA_B=axes[1], TMA_C=axes[2], TMA_QM=quanta[0], TMA_QN=quanta[1],
+                                      TMA_QK=quanta[2])
+        config = mod.launcher.prune(tma.configs, {}, **dict(meta, **taxes))[0]
+        cex = {p: v for p, v in dict(meta, **config.kwargs, **taxes).items() if p in tfn.arg_names}
+        sig = {p: "constexpr" if p in cex else ("*" + TY[dtype]) if p.endswith("_ptr") else "fp32" if p == "scale"
+               else "i32" for p in tfn.arg_names}
+        compiled = triton.compile(ASTSource(tfn, sig, cex), target=target,
+                                  options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+        ptx = compiled.asm["ptx"]
+        assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx, (k.name, axes)
+        assert compiled.metadata.shared <= 227 * 1024, (k.name, config, compiled.metadata.shared)
+        print("compiled", k.name + "_tma", axes, config.kwargs, "shared", compiled.metadata.shared)
 
 # Fused steps (a product step in the tile loads; a factor in the epilogue), as the fused launcher calls them.
 for equation, shapes, path, dtype in [
