@@ -123,3 +123,14 @@ def test_the_readme_is_a_landing_page():
     hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"[a-f]", w) and re.search(r"\d", w)]
     assert not hashes, f"commit hashes in README.md: {hashes}"
     assert not re.findall(r"(?<![\w&])#\d+\b|\bissue \d+", text, re.I), "issue numbers in README.md"
+
+
+def test_every_example_and_page_is_listed():
+    """README.md's examples table names every script in examples/, and both indexes every docs page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = set(re.findall(r"^\| \[examples/(\w+\.py)\]\(examples/\1\) \|", readme, re.M))
+    assert examples == {p.name for p in (ROOT / "examples").glob("*.py")}
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert set(re.findall(r"^- \[docs/([\w-]+\.md)\]\(docs/\1\)", readme, re.M)) == pages
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    assert set(re.findall(r"^\| \[([\w-]+\.md)\]\(\1\) \|", index, re.M)) == pages
