@@ -1,9 +1,9 @@
 """The version matrix: einc's full test suite on each supported torch/triton pair.
 
-    nox -s tests                        # every pair (large downloads: see README "Supported versions")
+    nox -s tests                        # every pair (large downloads: see docs/testing.md, "The version matrix")
     nox -s "tests(torch2.11.0-triton3.6.0)"   # one pair (nox -l lists them)
     nox -s ptx                          # bench/ptx_report.py with each triton, in the virtualenvs tests left
-    nox -s matrix_table                 # the README table, from the results the runs left
+    nox -s matrix_table                 # bench/measured/versions.md's table, from the results the runs left
 
 Each session makes its own virtualenv, installs torch and triton pinned, then einc with
 its test extra under a constraints file (so pip cannot move torch or triton), prints the
@@ -123,7 +123,7 @@ def ptx(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def matrix_table(session: nox.Session) -> None:
-    """Print the matrix table (README, Supported versions) from the results in .nox/matrix/."""
+    """Print the matrix table (bench/measured/versions.md) from the results in .nox/matrix/."""
     rows = []
     for path in sorted(RESULTS.glob("torch*.json")):
         r = json.loads(path.read_text())

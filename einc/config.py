@@ -8,8 +8,10 @@ accepted.  An empty value counts as unset.
 ``EINC_CACHE_SIZE``    how many plans the in-memory cache keeps: a positive integer
                        (default 4096); read once, when the engine is imported
                        (``einc.set_cache_size`` changes it afterwards).
-``EINC_CACHE_DIR``     the folder for generated kernel modules (they go in its
-                       ``kernels`` folder): an absolute path, ``~`` expanded.  Default
+``EINC_CACHE_DIR``     the cache folder: generated kernel modules (its ``kernels``
+                       folder), remembered contraction paths (``paths``) and learn
+                       mode's decisions (``decisions.json``): an absolute path, ``~``
+                       expanded.  Default
                        ``$XDG_CACHE_HOME/einc``, or ``~/.cache/einc`` where
                        ``XDG_CACHE_HOME`` is unset, empty or relative (the XDG rules
                        say to ignore a relative value).

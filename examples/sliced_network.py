@@ -3,8 +3,9 @@ one process and on 2 torch.distributed ranks (gloo, localhost).
 
 The circuit: qubits on a grid, layers of random two-qubit unitaries cycling over four
 coupling patterns; as a tensor network, one tensor per gate and per boundary state.
-cotengra plans it (einc's own planner and slicing rule where cotengra is not installed),
-sliced so that the intermediates alive together never exceed ``LIMIT`` elements.  Each run prints its time and
+einc plans it with its default search (which finds the same path for this network on
+every run) and slices it so that the intermediates alive together never exceed
+``LIMIT`` elements.  Each run prints its time and
 its peak memory: the growth of the process's peak resident set size during the
 contraction (the peak is reset first where Linux allows it), against the target
 ``1.5 x (limit + operands + result)`` bytes.
@@ -16,14 +17,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import random
 import resource
 import socket
 import sys
 import tempfile
 import time
 import traceback
-import warnings
 
 import torch
 import torch.multiprocessing as mp
@@ -70,7 +69,7 @@ def grid(rows: int = 4, cols: int = 5, bond: int = 4, seed: int = 0, dtype=torch
     """``(equation, operands)`` of a closed 2D grid tensor network: one tensor per site,
     one index of size ``bond`` per nearest-neighbour pair (so a site holds at most
     ``bond ** 4`` elements), the result a scalar.  The 4x5 grid of bond 4 in float64 is
-    the network of issue #24: 141k flops unsliced, operands of at most 256 elements."""
+    the grid of bench/measured/sliced.md: 141k flops unsliced, operands of at most 256 elements."""
     g = torch.Generator().manual_seed(seed)
     letters = iter(einc.planner.equation.letter(i) for i in range(10 ** 6))
     bonds = {}
@@ -92,27 +91,6 @@ def grid(rows: int = 4, cols: int = 5, bond: int = 4, seed: int = 0, dtype=torch
 def interleaved(ops, subs):
     """einsum's sublist form: ``op0, sub0, op1, sub1, ..., []`` (the amplitude is a scalar)."""
     return [x for pair in zip(ops, subs) for x in pair] + [[]]
-
-
-def optimizer(limit: int, directory: str):
-    """cotengra's reusable hyper-optimizer, sliced to ``limit`` by cotengra (einc slices
-    further where the intermediates alive together exceed ``memory_limit``); its trees
-    are kept in ``directory``, so every process of this example contracts the same tree,
-    and its search is seeded, so every run finds the same one.  None without cotengra:
-    einc's default planner and slicing rule."""
-    try:
-        import cotengra as ctg
-    except ImportError:
-        return None
-    random.seed(0)
-    try:
-        import numpy
-        numpy.random.seed(0)
-    except ImportError:
-        pass
-    warnings.filterwarnings("ignore", message=".*kahypar.*")
-    return ctg.ReusableHyperOptimizer(methods=["greedy"], max_repeats=16, progbar=False, parallel=False,
-                                      slicing_opts={"target_size": limit}, directory=directory)
 
 
 def _rss_kib(field: str) -> int:
@@ -146,13 +124,11 @@ def measured(fn):
     return out, seconds, max(0, peak - before) * 1024
 
 
-def _single(args, directory, queue):
+def _single(args, queue):
     torch.set_num_threads(1)
     ops, subs = circuit(*args)
-    opt = optimizer(LIMIT, directory)
-    kw = {"optimize": opt} if opt is not None else {}
-    out, seconds, peak = measured(lambda: einc.einsum(*interleaved(ops, subs), memory_limit=LIMIT, **kw))
-    info = einc.contract_path(*interleaved(ops, subs), memory_limit=LIMIT, **kw)[1]
+    out, seconds, peak = measured(lambda: einc.einsum(*interleaved(ops, subs), memory_limit=LIMIT))
+    info = einc.contract_path(*interleaved(ops, subs), memory_limit=LIMIT)[1]
     s = info.slicing
     queue.put(("single", complex(out), seconds, peak, {"num_slices": s.num_slices if s else 1}))
     # The control: the same path, not sliced, in the same process.
@@ -161,7 +137,7 @@ def _single(args, directory, queue):
                {"num_slices": 1, "largest": s.unsliced_largest if s else info.largest_intermediate}))
 
 
-def _rank(rank, world, port, args, directory, queue):
+def _rank(rank, world, port, args, queue):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch.distributed as dist
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
@@ -169,11 +145,9 @@ def _rank(rank, world, port, args, directory, queue):
     code = 1
     try:
         ops, subs = circuit(*args)
-        opt = optimizer(LIMIT, directory)
-        kw = {"optimize": opt} if opt is not None else {}
         timings = {}
         out, seconds, peak = measured(lambda: einc.distributed.einsum(*interleaved(ops, subs), memory_limit=LIMIT,
-                                                                      timings=timings, **kw))
+                                                                      timings=timings))
         queue.put((f"rank {rank}", complex(out), seconds, peak, timings))
         code = 0
     except BaseException:
@@ -195,13 +169,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def main(args, directory):
+def main(args):
     ops, subs = circuit(*args)
-    opt = optimizer(LIMIT, directory)
-    kw = {"optimize": opt} if opt is not None else {}
-    info = einc.contract_path(*interleaved(ops, subs), memory_limit=LIMIT, **kw)[1]
-    print(f"circuit {args[0]}x{args[1]} qubits, depth {args[2]}: {len(ops)} tensors, "
-          f"planner {'cotengra' if opt is not None else 'einc (cotengra not installed)'}")
+    info = einc.contract_path(*interleaved(ops, subs), memory_limit=LIMIT)[1]
+    print(f"circuit {args[0]}x{args[1]} qubits, depth {args[2]}: {len(ops)} tensors")
     text = str(info).splitlines()
     print("\n".join(text[1:text.index(next(line for line in text if line.startswith("---")))]))
     s = info.slicing
@@ -211,14 +182,14 @@ def main(args, directory):
         print(f"sliced: {s.num_slices} slices over {len(s.indices)} indices, flops overhead {s.overhead:.3g}x")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    p = ctx.Process(target=_single, args=(args, directory, queue))
+    p = ctx.Process(target=_single, args=(args, queue))
     p.start()
     p.join()
     if p.exitcode:
         raise SystemExit(f"the single-process run failed (exit code {p.exitcode})")
     results = [queue.get(timeout=60)]
     control = queue.get(timeout=60)
-    mp.start_processes(_rank, args=(2, _free_port(), args, directory, queue), nprocs=2, join=True, start_method="spawn")
+    mp.start_processes(_rank, args=(2, _free_port(), args, queue), nprocs=2, join=True, start_method="spawn")
     results += sorted([queue.get(timeout=60), queue.get(timeout=60)])
     print(f"memory target: peak growth <= 1.5 x (limit + operands + result) = {1.5 * bound / 2 ** 20:.2f} MiB")
     amplitude = results[0][1]
@@ -246,5 +217,4 @@ def main(args, directory):
 if __name__ == "__main__":
     given = [int(a) for a in sys.argv[1:4]]
     os.environ.setdefault("EINC_CACHE_DIR", tempfile.mkdtemp(prefix="einc-example-"))
-    with tempfile.TemporaryDirectory(prefix="einc-example-trees-") as trees:
-        main(tuple(given) if len(given) == 3 else (ROWS, COLS, DEPTH), trees)
+    main(tuple(given) if len(given) == 3 else (ROWS, COLS, DEPTH))

@@ -4,9 +4,10 @@ Run: python examples/tensor_network.py
 
 Networks have tens of operands, and the contraction order decides the cost: a bad
 order is exponentially worse.  torch.einsum asks opt_einsum for an order on every
-call; einc searches once per equation and shapes (harder: dynamic programming up to
-16 operands, 128 random-greedy trials beyond), caches the plan, and then a call costs
-a dictionary lookup plus the steps.
+call; einc searches once per equation and shapes (harder: exhaustive up to 5 operands,
+dynamic programming up to 16, beyond a search budgeted by the contraction's predicted
+time: docs/paths.md), caches the plan, and then a call costs a dictionary lookup plus
+the steps.
 """
 
 import time
@@ -73,9 +74,10 @@ print(f"   torch.einsum's order (opt_einsum 'auto'): {float(info.opt_cost):.4g} 
 eq, shapes = rand_equation(14, 3, seed=12, d_min=2, d_max=6)
 tensors = [torch.randn(*s) / 2 for s in shapes]
 print(f"\n2. random 3-regular network: {eq}")
-expr = einc.contract_expression(eq, *shapes)            # plan once for these shapes
+einc.contract_expression(eq, *shapes)                  # imports and warms up what planning uses
+einc.cache_clear()                                      # so that the call timed below plans
 t0 = time.perf_counter()
-einc.contract_expression(eq, *shapes)
+expr = einc.contract_expression(eq, *shapes)            # plan once for these shapes
 plan_s = time.perf_counter() - t0
 torch.testing.assert_close(expr(*tensors), torch.einsum(eq, *tensors), rtol=1e-4, atol=1e-4)
 call_s, torch_s = per_call(einc=lambda: expr(*tensors), torch=lambda: torch.einsum(eq, *tensors))

@@ -1,0 +1,136 @@
+"""The docs tell the truth about the code, where a machine can check it cheaply: links and
+anchors resolve, the Python blocks run, every ``einc`` command line parses, the settings
+tables name config.py's settings with its defaults, and README.md stays a landing page."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from einc import config
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md",
+         ROOT / "bench" / "gpu.md"]
+MARKDOWN = PAGES + sorted((ROOT / "bench" / "measured").rglob("*.md"))
+# Blocks that show a pattern of a call, not a program: their names (model, eq, method) are the reader's.
+FRAGMENTS = {
+    ("README.md", 'model = torch.compile(model, backend="einc")'),
+    ("docs/slicing.md", "out = einc.einsum(eq, *tensors, memory_limit=2**20)"),
+    ("bench/README.md", "out = method(eq, *ops); torch.autograd.grad(out, float_ops, g)"),
+}
+_FENCED = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def _blocks(page: Path, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M)
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, -1, -2 for repeats."""
+    found, seen = set(), {}
+    for heading in re.findall(r"^#+\s+(.*?)\s*$", _FENCED.sub("", page.read_text(encoding="utf-8")), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=_name)
+def test_relative_links_and_anchors_resolve(page):
+    text = _FENCED.sub("", page.read_text(encoding="utf-8"))
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{link}: no such file")
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.append(f"{link}: no such heading in {_name(target)}")
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p, "python")], ids=_name)
+def test_python_blocks_run_as_shown(page, tmp_path, monkeypatch):
+    """Each page's blocks run in order in one namespace, as a reader pastes them."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    namespace: dict = {}
+    for block in _blocks(page, "python"):
+        if (_name(page), block.splitlines()[0].split("  #")[0].strip()) in FRAGMENTS:
+            continue
+        exec(compile(block, _name(page), "exec"), namespace)
+
+
+def test_every_fragment_is_still_on_its_page():
+    firsts = {(_name(p), b.splitlines()[0].split("  #")[0].strip()) for p in PAGES for b in _blocks(p, "python")}
+    assert firsts >= FRAGMENTS
+
+
+def _command_lines():
+    """``einc ...`` lines of the pages' shell blocks, environment assignments and comments left out."""
+    for page in PAGES:
+        for block in _blocks(page, "sh"):
+            for line in block.splitlines():
+                words = shlex.split(line, comments=True)
+                while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                    words = words[1:]
+                if words[:1] == ["einc"]:
+                    yield pytest.param(words[1:], id=f"{_name(page)}: {' '.join(words)}")
+
+
+@pytest.mark.parametrize("args", list(_command_lines()))
+def test_einc_command_lines_parse(args):
+    from einc.tools.cli import build_parser
+    parsed = build_parser().parse_args(args)        # argparse exits 2 on an unknown command or option
+    assert parsed.command == args[0]
+
+
+def _settings_table(page: str) -> dict[str, tuple[str, str]]:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(EINC_[A-Z_]+)` \| (.*) \| (.*) \|$", text, re.M)
+    return {name: (accepts, default) for name, accepts, default in rows}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
+def test_settings_tables_match_config(page):
+    table = _settings_table(page)
+    documented = set(re.findall(r"^``(EINC_[A-Z_]+)``", config.__doc__, re.M))
+    assert set(table) == documented
+    defaults = {"EINC_CACHE_SIZE": str(config.DEFAULT_CACHE_SIZE),
+                "EINC_CACHE_MAX_MB": str(config.DEFAULT_CACHE_MAX_MB),
+                "EINC_SLICE_OVERHEAD": str(config.DEFAULT_SLICE_OVERHEAD), "EINC_BACKEND": f"`{config.BACKENDS[0]}`",
+                "EINC_NEW_SHAPES": f"`{config.NEW_SHAPES[0]}`", "EINC_LAYOUT": f"`{config.LAYOUTS[0]}`",
+                "EINC_SELECT": f"`{config.SELECT[0]}`"}
+    for name, default in defaults.items():
+        assert table[name][1].startswith(default), (name, table[name][1])
+    for name, choices in (("EINC_BACKEND", config.BACKENDS), ("EINC_NEW_SHAPES", config.NEW_SHAPES),
+                          ("EINC_LAYOUT", config.LAYOUTS), ("EINC_SELECT", config.SELECT)):
+        named = set(re.findall(r"`([a-z]+)`", table[name][0] + " " + table[name][1])) & set(choices)
+        assert named >= set(choices), (name, set(choices) - named)
+
+
+def test_the_readme_is_a_landing_page():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 400
+    hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"[a-f]", w) and re.search(r"\d", w)]
+    assert not hashes, f"commit hashes in README.md: {hashes}"
+    assert not re.findall(r"(?<![\w&])#\d+\b|\bissue \d+", text, re.I), "issue numbers in README.md"
+
+
+def test_every_example_and_page_is_listed():
+    """README.md's examples table names every script in examples/, and both indexes every docs page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = set(re.findall(r"^\| \[examples/(\w+\.py)\]\(examples/\1\) \|", readme, re.M))
+    assert examples == {p.name for p in (ROOT / "examples").glob("*.py")}
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert set(re.findall(r"^- \[docs/([\w-]+\.md)\]\(docs/\1\)", readme, re.M)) == pages
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    assert set(re.findall(r"^\| \[([\w-]+\.md)\]\(\1\) \|", index, re.M)) == pages
