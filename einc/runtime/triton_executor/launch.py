@@ -66,7 +66,7 @@ MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 # 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
 # with triton 3.6 and 3.7).  Not so for the pairwise family's fp32 kernels (tensors of four
 # to six permuted indices): 1 to 3 of their 115 configs spill 8-24 bytes with each triton,
-# a different config with each (README, "The kernels as the compiler sees them").
+# a different config with each (bench/measured/ptx.md).
 _MATMUL = {
     16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
          (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
