@@ -537,6 +537,10 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     as for :func:`einsum`: with ``"any"`` the last step's copy into the result's order is
     neither counted nor made, and the note says so.
 
+    Called as ``explain(equation, *operands)`` or in torch's sublist form
+    ``explain(op0, sublist0, op1, sublist1, ..., [output_sublist])``, each operand a tensor
+    or a shape.
+
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
     if sizes or (isinstance(equation, str) and notation.is_named(equation)):
@@ -546,6 +550,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
                         dtype=dtype, device=device, select=select, layout=layout)
         return named_axes.NamedExplanation(shown, header)
+    if not isinstance(equation, str):       # torch's sublist form, as einsum and contract_path take it
+        equation, operands_or_shapes = sublist_equation((equation, *operands_or_shapes))
     eq = parse(equation)
     if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
             operands_or_shapes[0] and \

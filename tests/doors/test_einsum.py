@@ -224,6 +224,18 @@ def test_explain_says_a_sum_over_nothing_is_zeros():
     assert "the result is zeros, a sum over d, of size 0" in str(einc.explain("d,d,->", (0,), (0,), ()))
 
 
+def test_explain_takes_the_sublist_form_as_einsum_does():
+    """explain(op0, sub0, op1, sub1, [out]) describes the call einsum runs in that form (it
+    raised 'the equation must be a str'), with tensors or shapes, implicit output too."""
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    want = einc.explain("ij,jk->ik", a, b).to_dict()
+    for got in (einc.explain(a, [0, 1], b, [1, 2], [0, 2]), einc.explain((2, 3), [0, 1], (3, 4), [1, 2], [0, 2]),
+                einc.explain(a, [0, 1], b, [1, 2])):
+        d = got.to_dict()
+        assert d["path"] == want["path"] and d["totals"] == want["totals"]
+    assert einc.explain(a, [5, 0], b, [0, 7], [7, 5]).to_dict()["steps"][0]["contraction"] == "FA,AH->HF"
+
+
 WRAPPING = [("bc,d->b", [(2, 2), (1,)], None), ("bc,d->", [(2, 2), (1,)], None), ("da,->", [(2, 1), ()], None),
             ("ad,b,a,a,a->", [(1, 2), (2,), (1,), (1,), (1,)], None),
             ("db,bece,db,c,ade->dec", [(1, 1), (1, 1, 1, 1), (1, 1), (1,), (2, 1, 1)], None),
