@@ -11,24 +11,42 @@ moment.  Steps whose operands hold no sliced index run once, before the slice lo
 from __future__ import annotations
 
 import math
+import operator
 
 
-def hoisting(steps, inputs, num_operands, sliced):
+def hoisting(steps, inputs, num_operands, sliced, below=None):
     """The order one call runs ``steps`` in when ``sliced`` indices are fixed per slice, and
     the hoisted results kept alive across the slice loop (the ``roots``): the steps whose
     operands hold no sliced index run once, before the loop, root by root; the rest run
-    per slice.  Without a sliced index nothing is hoisted."""
+    per slice.  Without a sliced index nothing is hoisted.  ``below``: per step, the set
+    of the indices of the operands under it, where the caller keeps it."""
     sliced = set(sliced)
     if not sliced:
         return tuple(steps), ()
-    invariant = [not sliced.intersection(t) for t in inputs]
-    leaves = {v: {v} for v in range(num_operands)}
-    for step in steps:
-        invariant.append(all(invariant[v] for v in step.operands))
-        leaves[step.result] = set().union(*(leaves[v] for v in step.operands))
+    invariant = [sliced.isdisjoint(t) for t in inputs]
+    if below is None:
+        for step in steps:
+            invariant.append(all(invariant[v] for v in step.operands))
+    else:
+        invariant += [sliced.isdisjoint(b) for b in below]
     roots = tuple(sorted({v for step in steps if not invariant[step.result]
                           for v in step.operands if v >= num_operands and invariant[v]}))
-    order = [st for r in roots for st in steps if st.result <= r and leaves[st.result] <= leaves[r]]
+    # Each root's subtree (the steps that make it), found from the root down: the subtrees
+    # of a contraction tree's roots are disjoint.
+    making = {step.result: step for step in steps}
+    root_of = {}
+    for r in roots:
+        stack = [r]
+        while stack:
+            v = stack.pop()
+            if v in making:
+                root_of[v] = r
+                stack.extend(making[v].operands)
+    under = {r: [] for r in roots}
+    for st in steps:
+        if st.result in root_of:
+            under[root_of[st.result]].append(st)
+    order = [st for r in roots for st in under[r]]
     return tuple(order) + tuple(st for st in steps if not invariant[st.result]), roots
 
 
@@ -96,7 +114,7 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     return max(copies, last)
 
 
-def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
+def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1, memo=None):
     """Per step, the elements alive at its fullest moment and the values behind them:
     ``(elements, value ids)``, the values only where the elements exceed ``over``.
     Counted: the intermediates alive (its inputs, other branches' pending results), its
@@ -104,18 +122,45 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1):
     is in ``finals`` is an entry's last).  An intermediate lives from the step that makes
     it until the step that consumes it; operands (ids below ``num_operands``) are the
     caller's tensors, or views of them, and cost nothing but their copies; the ``kept``
-    values (hoisted results) are never freed."""
+    values (hoisted results) are never freed.  ``memo``: a dict kept by a caller that
+    weighs many sizes and slicings of the same steps (:mod:`einc.planner.slicing`), where
+    each step's output and copies are kept by what they depend on: the sizes of the
+    step's own indices, which of them are ``sliced``, and whether it is a last step."""
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
+    if memo is not None:
+        flags = [False] * len(sizes)
+        for i in sliced:
+            flags[i] = True
     for s, step in enumerate(steps):
-        out = math.prod([sizes[i] for i in step.output])
-        now = total + out + step_copies(step, sizes, step.result in finals, sliced)
+        if memo is None:
+            out, copies = _step_elements(step, sizes, step.result in finals, sliced)
+        else:
+            own = memo.get(step.result)      # (a memo serves one plan's steps: a result id names a step)
+            if own is None:
+                own = memo[step.result] = _reader(set(step.output).union(*step.inputs))
+            final = step.result in finals
+            key = (step.result, final, own(sizes), own(flags))
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = _step_elements(step, sizes, final, sliced)
+            out, copies = found
+        now = total + out + copies
         yield now, ((*live, *step.operands, step.result) if now > over else ())
         for v in step.operands:
             if v >= num_operands and last.get(v) == s:
                 total -= live.pop(v)
         live[step.result] = out
         total += out
+
+
+def _reader(indices):
+    """A function reading ``indices``' entries of a sequence at once (a tuple, or one entry)."""
+    return operator.itemgetter(*sorted(indices)) if indices else (lambda _: ())
+
+
+def _step_elements(step, sizes, final, sliced):
+    return math.prod([sizes[i] for i in step.output]), step_copies(step, sizes, final, sliced)
 
 
 def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) -> int:

@@ -215,25 +215,40 @@ class _Model:
         self.seen = [frozenset().union(*step.inputs) for step in self.steps]
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
         self._peaks, self._costs = {}, {}
+        self._hoisted, self._steps = {}, {}     # hoisting per sliced set; _lives' memo of steps
+        # each step's flops over a full slice, with its summed indices summed in it or not
+        self._flops = [tuple(flop_count(seen, summed, len(step.inputs), self.full) for summed in (False, True))
+                       for seen, step in zip(self.seen, self.steps)]
+        # each step's summed indices, and the indices of the operands below it (a step runs
+        # once per call where none of these is sliced)
+        below = [frozenset(t) for t in self.inputs]
+        for step in self.steps:
+            below.append(frozenset().union(*(below[v] for v in step.operands)))
+        self._below = below[self.n:]
+        self._summed = [frozenset(step.summed) for step in self.steps]
 
     def without_adds(self) -> _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
         the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
         may steer away from a cheaper mix of summed and kept indices."""
         other = _Model(self.base, self.bound, adds=False)
-        other._peaks = self._peaks
+        other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
         return other
 
     def _moments(self, chunks, limit):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
         values only for the moments over ``limit``."""
         sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
-        order, roots = hoisting(self.steps, self.inputs, self.n, tuple(chunks))
+        sliced = frozenset(chunks)
+        hoisted = self._hoisted.get(sliced)
+        if hoisted is None:     # it depends on which indices are sliced, not on their chunks
+            hoisted = self._hoisted[sliced] = hoisting(self.steps, self.inputs, self.n, sliced, self._below)
+        order, roots = hoisted
         if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
             return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
         finals = set(roots) | ({order[-1].result} if order else set())
         dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit))
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit, self._steps))
 
     def peak(self, chunks, limit):
         """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
@@ -264,18 +279,16 @@ class _Model:
     def _cost(self, chunks):
         sliced = set(chunks)
         counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
-        invariant = [not sliced.intersection(t) for t in self.inputs]
+        dropped = {i for i, c in chunks.items() if c == 1}
         flops = once = per = 0
         for k, step in enumerate(self.steps):
-            invariant.append(all(invariant[v] for v in step.operands))
-            if invariant[-1]:
+            if sliced.isdisjoint(self._below[k]):
                 once += 1
                 flops += step.flops
                 continue
             per += 1
-            summed = any(chunks.get(i) != 1 for i in step.summed)
-            flops += flop_count(self.seen[k], summed, len(step.inputs), self.full) * \
-                math.prod(counts[i] for i in sliced if i not in self.seen[k])
+            summed = not dropped.issuperset(self._summed[k])   # a summed index not taken one value at a time
+            flops += self._flops[k][summed] * math.prod([counts[i] for i in sliced.difference(self.seen[k])])
         if self.adds and sliced.difference(self.base.graph.output):
             # a sliced index is summed: each slice's result is added into the accumulator (the
             # sums a step leaves to the slicing, one value at a time, are these adds)

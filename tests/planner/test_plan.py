@@ -182,3 +182,26 @@ def test_an_empty_kept_index_is_planned_as_size_one_not_left_to_right(optimize, 
     a, b, c = torch.randn(300, 1), torch.randn(1, 300), torch.randn(300, 0)
     out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize, memory_limit=memory_limit)
     assert out.shape == (300, 0) and out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_slicers_memos_weigh_as_the_plain_live_model(seed):
+    """The slicer weighs thousands of slicings of one plan: hoisting from the indices under
+    each step, and each step's elements from a memo, give what the plain functions give."""
+    from einc.planner import memory
+    from einc.planner.slicing import _Model
+    rng = random.Random(seed)
+    eq, shapes = opt_einsum.testing.rand_equation(rng.randint(3, 24), 3, seed=seed, d_min=2, d_max=4)
+    p = plan_for(eq, shapes, Options.of("greedy"))
+    g, n = p.graph, len(p.graph.inputs)
+    model, memo = _Model(p, "live"), {}
+    for _ in range(6):
+        sliced = rng.sample(range(len(g.sizes)), rng.randint(1, min(4, len(g.sizes))))
+        want = memory.hoisting(p.steps, g.inputs, n, sliced)
+        assert memory.hoisting(p.steps, g.inputs, n, frozenset(sliced), model._below) == want
+        order, roots = want
+        sizes = [1 if i in sliced else d for i, d in enumerate(g.sizes)]
+        finals = set(roots) | ({order[-1].result} if order else set())
+        plain = list(memory._lives(order, sizes, n, set(roots), finals, set(sliced)))
+        for _ in range(2):      # the second time from the memo
+            assert list(memory._lives(order, sizes, n, set(roots), finals, set(sliced), -1, memo)) == plain
