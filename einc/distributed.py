@@ -35,6 +35,7 @@ from .planner.graph import build
 from .planner.options import Options
 from .planner.plan import build_plan
 from .runtime import dtypes, engine, sliced
+from .runtime.cache import LRUCache
 
 
 def share(num_slices: int, rank: int, world: int) -> tuple[int, int]:
@@ -76,13 +77,11 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
     try:
         if failure is not None:
             raise failure
-        result_dtype = dtypes.result_dtype(eq.torch_text, shapes, [o.dtype for o in operands])
-        base = build_plan(graph, eq.text, Options.of(path, None, options.select))
-        plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, options.memory_limit),
-                                   planner, chunks, bound)
-        slicing.check_cost(plan, world, "triton" if device.type == "cuda" and config.backend() != "torch" else "torch")
-        runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
-                                options.select, engine.entry, [o.dtype for o in operands])
+        types = tuple(o.dtype for o in operands)
+        executor = "triton" if device.type == "cuda" and config.backend() != "torch" else "torch"
+        key = (eq.text, tuple(shapes), types, options, device, world, executor, path, indices, planner, chunks, bound)
+        plan, runner = _runners.get_or_build(key, lambda: _runner(eq, graph, operands, options, world, executor, path,
+                                                                   indices, planner, chunks, bound))
         start, stop = share(plan.slicing.num_slices, rank, world)
         acc = runner.accumulator(operands, summed=True)      # (the ranks' parts are summed)
         t = time.perf_counter()
@@ -99,6 +98,28 @@ def einsum(*args, optimize="auto", memory_limit=None, group=None, select=None, t
         return counts > 0
     _sum(acc, group)
     return runner.finish(acc)
+
+
+# A call's sliced plan and its runner, kept per key on every rank (the runner keeps its
+# slices' entries), and rank 0's decision per equation, shapes and options: a call that
+# came before plans nothing.  Every rank still takes part in the decision's broadcast, so
+# a rank whose caches differ from the others' (emptied, or a new process) waits in no
+# collective alone.
+_runners = LRUCache(64)
+_decisions = LRUCache(256)
+engine.register("distributed", lambda: _runners.info(), lambda: (_runners.clear(), _decisions.clear()))
+
+
+def _runner(eq, graph, operands, options, world, executor, path, indices, planner, chunks, bound):
+    """``(plan, runner)`` of the decided slicing, its cost checked for ``world`` ranks."""
+    result_dtype = dtypes.result_dtype(eq.torch_text, [o.shape for o in operands], [o.dtype for o in operands])
+    base = build_plan(graph, eq.text, Options.of(path, None, options.select))
+    plan = slicing.sliced_plan(graph, eq.text, base, indices, slicing.memory_limit_of(graph, options.memory_limit),
+                               planner, chunks, bound)
+    slicing.check_cost(plan, world, executor)
+    runner = sliced.Runner(plan, sliced.natural_dtype(plan, result_dtype, [o.dtype for o in operands]),
+                           options.select, engine.entry, [o.dtype for o in operands])
+    return plan, runner
 
 
 def _read(args, optimize, memory_limit, select):
@@ -136,11 +157,8 @@ def _decide(failure, eq, shapes, options, mine, rank: int, group, device) -> tup
         try:
             if failure is not None:
                 raise failure
-            plan = plan_for(eq, shapes, options)
-            decision[0] = (plan.path, plan.slicing.indices if plan.slicing else (),
-                           plan.slicing.planner if plan.slicing else "einc", plan.optimizer,
-                           plan.slicing.chunks if plan.slicing else (),
-                           plan.slicing.bound if plan.slicing else slicing.LIVE, mine)
+            decision[0] = (*_decisions.get_or_build((eq.text, tuple(shapes), options),
+                                                    lambda: _decision(eq, shapes, options)), mine)
         except Exception as e:      # every rank must hear of it, not wait in the broadcast
             error = e
             decision[0] = f"{type(e).__name__}: {e}"
@@ -153,6 +171,14 @@ def _decide(failure, eq, shapes, options, mine, rank: int, group, device) -> tup
             raise failure
         raise EincError(f"einc.distributed.einsum(): planning failed on rank 0: {decision[0]}")
     return decision[0]
+
+
+def _decision(eq, shapes, options) -> tuple:
+    """``(path, sliced indices, planner, optimizer, chunks, bound)`` of the plan for the call."""
+    plan = plan_for(eq, shapes, options)
+    s = plan.slicing
+    return (plan.path, s.indices if s else (), s.planner if s else "einc", plan.optimizer, s.chunks if s else (),
+            s.bound if s else slicing.LIVE)
 
 
 def _raise_together(failure, eq, rank: int, world: int, device, group) -> None:

@@ -58,6 +58,18 @@ def _worker(rank, world, port, folder):
                                     "chunked": bool(s and any(c > 1 for c in s.chunks)),
                                     "expected_dtype": str(single.dtype), "slices": list(timings["slices"]),
                                     "num_slices": timings["num_slices"]})
+        # The same call again plans nothing (it planned on every call) and gives the same bits.
+        eq, shapes, limit, dtype = CASES[0]
+        ops = _operands(shapes, dtype)
+        first = einc.distributed.einsum(eq, *ops, memory_limit=limit)
+        planned, plan_for, runner = [], einc.distributed.plan_for, einc.runtime.sliced.Runner.__init__
+        einc.distributed.plan_for = lambda *a, **k: planned.append("plan") or plan_for(*a, **k)
+        einc.runtime.sliced.Runner.__init__ = lambda *a, **k: planned.append("runner") or runner(*a, **k)
+        try:
+            again = einc.distributed.einsum(eq, *ops, memory_limit=limit)
+        finally:
+            einc.distributed.plan_for, einc.runtime.sliced.Runner.__init__ = plan_for, runner
+        report["again"] = {"planned": planned, "same": bool(torch.equal(first, again))}
         # Rank 1 fails while contracting its slices: every rank must raise, none may hang.
         original = einc.runtime.sliced.Runner.add
 
@@ -126,6 +138,7 @@ def test_slices_over_gloo_ranks_match_one_process(world, tmp_path):
             if eq == _GRID:
                 assert case["chunked"] and case["num_slices"] > 1
             assert case["slices"] == list(share(case["num_slices"], r, world))
+        assert report["again"] == {"planned": [], "same": True}, report["again"]
         assert report["failure"] is not None
         if r == 1:
             assert "injected failure on rank 1" in report["failure"]
