@@ -321,3 +321,41 @@ def test_a_device_keeps_its_own_entry_and_class(three):
     entries = {engine._key(parse(eq), ops, DEFAULT)[5] for ops in (cpu, meta)}
     assert entries == {True, torch.device("meta")}
     assert engine.cache_info().plans.currsize == 2 and engine.cache_info().classes.currsize == 2
+
+
+def _counting_compiles(monkeypatch):
+    """The sources einc compiles for its size classes from now on (the classifiers and the
+    classes' step functions)."""
+    import builtins
+    compiled, real = [], builtins.compile
+
+    def counting(source, filename, *args, **kwargs):
+        if filename == "<einc size class>":
+            compiled.append(source)
+        return real(source, filename, *args, **kwargs)
+    monkeypatch.setattr(builtins, "compile", counting)
+    return compiled
+
+
+def test_the_first_shapes_of_an_equation_are_classed_by_a_loop_then_by_generated_code(monkeypatch):
+    """A compile costs what some fifty runs of the loop cost: an equation seen once (most
+    of a first training step's) compiles no classifier."""
+    compiled = _counting_compiles(monkeypatch)
+    eq = parse("bij,bjk->bik")
+    for n in range(sizeclass.SIGHTS_BEFORE_CODE):
+        assert sizeclass.canonical(eq, [(2, 3, 4 + n), (2, 4 + n, 5)]) == ((3, 3, sizeclass.canonical_size(4 + n)),
+                                                                            (3, sizeclass.canonical_size(4 + n), 6))
+    assert compiled == []
+    assert sizeclass.canonical(eq, [(2, 3, 7), (2, 7, 5)]) == ((3, 3, 6), (3, 6, 6))
+    assert len(compiled) == 1 and compiled[0].startswith("def classify(")
+
+
+def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes():
+    checked = 0
+    for case, ops in CASES:
+        eq, shapes = parse(case.oracle_equation), [tuple(o.shape) for o in ops]
+        generated = sizeclass._classifier(eq, tuple(map(len, shapes)))
+        assert generated(*shapes) == sizeclass._slow_canonical(eq, shapes), (case.oracle_equation, shapes)
+        checked += generated(*shapes) is not None
+    assert checked >= len(CASES) // 2
+
