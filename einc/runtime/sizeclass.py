@@ -273,6 +273,7 @@ def _cast(run, dtype):
 def clear() -> None:
     _classes.clear()
     _classifiers.clear()
+    classed.clear()
 
 
 def info():

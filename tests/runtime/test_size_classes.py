@@ -359,3 +359,15 @@ def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes()
         checked += generated(*shapes) is not None
     assert checked >= len(CASES) // 2
 
+
+def test_classes_of_one_structure_compile_their_step_once(monkeypatch):
+    """float32 and float64 are two classes of ``ij,jk->ik`` with one step's text: compiled
+    once, each with its own environment, each giving its own dtype's answer."""
+    compiled = _counting_compiles(monkeypatch)
+    outs = []
+    for dtype in (torch.float32, torch.float64):
+        a, b = torch.randn(5, 6, dtype=dtype), torch.randn(6, 7, dtype=dtype)
+        outs.append(einc.einsum("ij,jk->ik", a, b))
+        torch.testing.assert_close(outs[-1], a @ b)
+    assert sizeclass.info().currsize == 2 and [o.dtype for o in outs] == [torch.float32, torch.float64]
+    assert len(compiled) == 1 and compiled[0].startswith("def run(")

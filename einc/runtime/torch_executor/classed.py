@@ -83,10 +83,29 @@ class _Source:
         body = "\n".join(f"    {line}" for line in lines)
         source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
             if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
-        exec(compile(source, "<einc size class>", "exec"), self.env)
+        exec(_code(source), self.env)
         run = self.env["run"]
         run.source = source
         return run
+
+
+_codes: dict = {}       # source -> its code object
+
+
+def _code(source: str):
+    """``source`` compiled, once: classes of one structure (an equation's size-1 patterns,
+    dtypes, devices) often generate the same text, each with its own environment, and a
+    compile costs more than planning the class does."""
+    code = _codes.get(source)
+    if code is None:
+        if len(_codes) >= 4096:     # a stream of ever-new structures: start again
+            _codes.clear()
+        code = _codes[source] = compile(source, "<einc size class>", "exec")
+    return code
+
+
+def clear() -> None:
+    _codes.clear()
 
 
 def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
@@ -231,4 +250,4 @@ def _one(fn, cast):
     return run
 
 
-__all__ = ["runner", "step_functions"]
+__all__ = ["runner", "step_functions", "clear"]
