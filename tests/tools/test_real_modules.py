@@ -171,7 +171,8 @@ def test_first_steps_run_each_in_a_fresh_process_with_a_cache_folder_of_its_own(
     class FakeWorker:
         def __init__(self, case, patched, cache_dir):
             seen.append((patched, cache_dir, os.listdir(cache_dir)))
-            self.first = {"first": next(times), "check": [1.0]}
+            t = next(times)
+            self.first = {"first": t, "first_cpu": t / 2, "check": [1.0]}
             self.closed = False
 
         def close(self):
@@ -187,7 +188,8 @@ def test_first_steps_run_each_in_a_fresh_process_with_a_cache_folder_of_its_own(
     assert row["first_unpatched_s"] == sorted(first[False])[1] and row["first_patched_s"] == sorted(first[True])[1]
     assert row["first_ratio"] == row["first_patched_s"] / row["first_unpatched_s"] and row["runs"] == 3
     assert row["pair_low"] <= row["pair_median"] <= row["pair_high"] and row["note"] == ""
-    assert rm.first_row(row).startswith("| torch-bilinear | 3 | ")
+    assert row["cpu_patched_s"] == row["first_patched_s"] / 2 and row["cpu_unpatched_s"] == row["first_unpatched_s"] / 2
+    assert rm.first_row(row).startswith("| torch-bilinear | 3 | ") and rm.first_row(row).count("|") == 8
 
 
 @pytest.mark.slow
