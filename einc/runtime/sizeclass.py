@@ -242,7 +242,11 @@ def _build(eq, shapes, dtype, device, orders, options, check):
             run = _cast(run, result_dtype)
     choices = [select.Choice("torch", f"{_REASON}: {_ops(fn)}" if hasattr(fn, "source") else _REASON)
                for fn in functions]
-    return dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+    entry = dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+    promote = getattr(run, "promote", None)
+    if promote is not None:     # interpreted until it is called often enough to pay for its compile
+        promote(entry)
+    return entry
 
 
 def _ops(fn) -> str:
