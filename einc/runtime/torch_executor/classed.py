@@ -12,7 +12,10 @@ the order inside each group, which operand is copied as its matrices' transposes
 the layouts that broadcast neither operand and run one product.  The function is
 generated as source whose reshapes multiply the operands' sizes as the call brings them,
 so a new shape of the class costs no planning, and the class's calls run the same ops in
-the same order whatever shapes came before.
+the same order whatever shapes came before.  A plan of one step runs its ops one by one
+(the same ops, the same arguments) for its first :data:`CALLS_BEFORE_CODE` calls, and its
+compiled source after them: a compile costs as much as planning the class, and most
+classes of a first training step run a few times.  Sources are compiled once per text.
 
 The chunked, tiled and looped variants of the per-shape executor are left out: a class
 is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cache.
