@@ -17,9 +17,10 @@ finally counts the einsum calls of one step (``bench/einc_patch_plugin.py``'s co
     python bench/real_modules.py pykeen-ntn mace          # some modules (already installed)
     python bench/real_modules.py --list
     python bench/real_modules.py --equations pykeen-ntn   # each einsum call of one step, timed alone
+    python bench/real_modules.py --first 7 e3nn-tp       # first steps only: 7 fresh processes a side
 
 A module whose library is missing is skipped with the command that installs it.  Writes
-OUT/real-modules.md and .json.
+OUT/real-modules.md and .json (with ``--first``, OUT/first-steps.md and .json).
 """
 
 from __future__ import annotations
@@ -552,10 +553,10 @@ def worker(case_name: str, patched: bool) -> None:
     torch.manual_seed(0)
     case = CASES[case_name]
     step = globals()[case.build](case_name)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = step()
-    first = time.perf_counter() - t0
-    print(json.dumps({"first": first, "check": checksum(result)}), file=proto)
+    first, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"first": first, "first_cpu": cpu, "check": checksum(result)}), file=proto)
     from einc.tools.benchmark.timing import calibrate, time_batch
 
     for line in sys.stdin:
@@ -754,6 +755,69 @@ def measure(case: Case, rounds: int, target: float, seed: int = 0) -> dict:
         cache.cleanup()
 
 
+def first_steps(case: Case, runs: int, seed: int = 0) -> dict:
+    """``runs`` first steps a side, each in a fresh worker process with an empty einc cache
+    folder of its own (no path remembered on disk, no plan in memory), the two sides' processes
+    in turn in a shuffled order each run: a row with both sides' medians, their ratio, and the
+    ratios of the run's pairs (their median and range); and the medians of the first steps'
+    CPU time (the process's), which a shared machine's other jobs move less.  A first step is
+    one timing, so one process's is noise; the median of several is what a fix can be shown
+    against."""
+    import statistics
+
+    times: dict = {"unpatched": [], "patched": []}
+    cpu: dict = {"unpatched": [], "patched": []}
+    order, rng, note = list(times), random.Random(seed), ""
+    for _ in range(runs):
+        rng.shuffle(order)
+        checks = {}
+        for side in order:
+            with tempfile.TemporaryDirectory(prefix="einc-first-step-") as cache:
+                w = Worker(case.name, side == "patched", cache)
+                w.close()
+            times[side].append(w.first["first"])
+            cpu[side].append(w.first.get("first_cpu", w.first["first"]))
+            checks[side] = w.first["check"]
+        if not same_answers(checks["unpatched"], checks["patched"]):
+            note = "ANSWERS DIFFER"
+    pairs = sorted(p / u for u, p in zip(times["unpatched"], times["patched"]))
+    unpatched, patched = statistics.median(times["unpatched"]), statistics.median(times["patched"])
+    return {
+        "module": case.name,
+        "runs": runs,
+        "first_unpatched_s": unpatched,
+        "first_patched_s": patched,
+        "first_ratio": patched / unpatched,
+        "pair_median": statistics.median(pairs),
+        "pair_low": pairs[0],
+        "pair_high": pairs[-1],
+        "cpu_unpatched_s": statistics.median(cpu["unpatched"]),
+        "cpu_patched_s": statistics.median(cpu["patched"]),
+        "unpatched_all": times["unpatched"],
+        "patched_all": times["patched"],
+        "note": note,
+    }
+
+
+FIRST_HEADER = (
+    "| module | runs | first step ms, unpatched / patched (medians) | ratio of the medians "
+    "| the runs' ratios: median (lowest-highest) | CPU time ms, unpatched / patched (medians) "
+    "| ratio of the CPU medians |\n|---|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def first_row(r: dict) -> str:
+    if "skipped" in r:
+        return f"| {r['module']} | skipped: {r['skipped']} | | | | | |"
+    return (
+        f"| {r['module']} | {r['runs']} | {1e3 * r['first_unpatched_s']:.3g} / {1e3 * r['first_patched_s']:.3g} | "
+        f"{r['first_ratio']:.2f} | {r['pair_median']:.2f} ({r['pair_low']:.2f}-{r['pair_high']:.2f}) | "
+        f"{1e3 * r['cpu_unpatched_s']:.3g} / {1e3 * r['cpu_patched_s']:.3g} | "
+        f"{r['cpu_patched_s'] / r['cpu_unpatched_s']:.2f} |"
+        + (f" {r['note']}" if r.get("note") else "")
+    )
+
+
 def missing(case: Case) -> str | None:
     """Why ``case`` cannot run here, or None."""
     if case.importable and importlib.util.find_spec(case.importable) is None:
@@ -769,6 +833,12 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=0.05, help="seconds a batch lasts at least (default 0.05)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--list", action="store_true")
+    parser.add_argument(
+        "--first",
+        type=int,
+        metavar="N",
+        help="instead: first steps only, N fresh processes a side with empty caches, medians",
+    )
     parser.add_argument(
         "--equations",
         metavar="MODULE",
@@ -809,17 +879,18 @@ def main(argv=None) -> int:
             rows.append({"module": name, "skipped": why})
             continue
         try:
-            row = measure(case, args.rounds, args.target)
+            row = first_steps(case, args.first) if args.first else measure(case, args.rounds, args.target)
         except (RuntimeError, OSError, ValueError) as e:  # a worker that died (an import, a crash): reported, not fatal
             row = {"module": name, "skipped": f"failed: {type(e).__name__}: {e}"}
         if case.library:
             row["version"] = installed_version(INSTALLS[case.library].name)
         rows.append(row)
-        print(table_row(row), file=sys.stderr, flush=True)
-    text = table(rows)
+        print((first_row if args.first else table_row)(row), file=sys.stderr, flush=True)
+    text = "\n".join([FIRST_HEADER, *map(first_row, rows)]) if args.first else table(rows)
     print(text)
-    (args.out / "real-modules.md").write_text(text + "\n")
-    (args.out / "real-modules.json").write_text(json.dumps(rows, indent=1))
+    stem = "first-steps" if args.first else "real-modules"
+    (args.out / f"{stem}.md").write_text(text + "\n")
+    (args.out / f"{stem}.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 

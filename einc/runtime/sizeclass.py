@@ -106,13 +106,19 @@ def canonical(eq, shapes):
     octave), or None where the call is not one a class serves: a size 0, shapes that do
     not fit ``eq`` (two sizes of one index that differ and are not 1, or differ at all
     within one operand: planning the shape raises einc's error), more than
-    :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a function generated
-    per equation and ranks (:func:`_classifier`)."""
+    :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a loop over the
+    labels (:func:`_slow_canonical`) the first :data:`SIGHTS_BEFORE_CODE` times an equation
+    and ranks come, then by a function generated for them (:func:`_classifier`): its compile
+    costs as much as dozens of runs of the loop, paid only where new shapes keep coming."""
     key = (eq.canonical, *map(len, shapes))
-    fn = _classifiers.get(key)
-    if fn is None:
-        if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
-            _classifiers.clear()
+    fn = _classifiers.get(key, 0)
+    if fn.__class__ is int:         # (the sights so far)
+        if fn < SIGHTS_BEFORE_CODE:
+            if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
+                _classifiers.clear()
+            _classifiers[key] = fn + 1
+            return None if any(n.__class__ is not int for shape in shapes for n in shape) else \
+                _slow_canonical(eq, shapes)
         fn = _classifiers[key] = _classifier(eq, key[1:])
     try:
         return fn(*shapes)
@@ -121,7 +127,8 @@ def canonical(eq, shapes):
             _slow_canonical(eq, shapes)
 
 
-_classifiers: dict = {}
+_classifiers: dict = {}      # (equation, ranks) -> the generated function, or the sights so far
+SIGHTS_BEFORE_CODE = 16
 _TABLE = 1 << 14
 
 
@@ -235,7 +242,11 @@ def _build(eq, shapes, dtype, device, orders, options, check):
             run = _cast(run, result_dtype)
     choices = [select.Choice("torch", f"{_REASON}: {_ops(fn)}" if hasattr(fn, "source") else _REASON)
                for fn in functions]
-    return dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+    entry = dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+    promote = getattr(run, "promote", None)
+    if promote is not None:     # interpreted until it is called often enough to pay for its compile
+        promote(entry)
+    return entry
 
 
 def _ops(fn) -> str:
@@ -266,6 +277,7 @@ def _cast(run, dtype):
 def clear() -> None:
     _classes.clear()
     _classifiers.clear()
+    classed.clear()
 
 
 def info():

@@ -321,3 +321,90 @@ def test_a_device_keeps_its_own_entry_and_class(three):
     entries = {engine._key(parse(eq), ops, DEFAULT)[5] for ops in (cpu, meta)}
     assert entries == {True, torch.device("meta")}
     assert engine.cache_info().plans.currsize == 2 and engine.cache_info().classes.currsize == 2
+
+
+def _counting_compiles(monkeypatch):
+    """The sources einc compiles for its size classes from now on (the classifiers and the
+    classes' step functions)."""
+    import builtins
+    compiled, real = [], builtins.compile
+
+    def counting(source, filename, *args, **kwargs):
+        if filename == "<einc size class>":
+            compiled.append(source)
+        return real(source, filename, *args, **kwargs)
+    monkeypatch.setattr(builtins, "compile", counting)
+    return compiled
+
+
+def test_the_first_shapes_of_an_equation_are_classed_by_a_loop_then_by_generated_code(monkeypatch):
+    """A compile costs what some fifty runs of the loop cost: an equation seen once (most
+    of a first training step's) compiles no classifier."""
+    compiled = _counting_compiles(monkeypatch)
+    eq = parse("bij,bjk->bik")
+    for n in range(sizeclass.SIGHTS_BEFORE_CODE):
+        assert sizeclass.canonical(eq, [(2, 3, 4 + n), (2, 4 + n, 5)]) == ((3, 3, sizeclass.canonical_size(4 + n)),
+                                                                            (3, sizeclass.canonical_size(4 + n), 6))
+    assert compiled == []
+    assert sizeclass.canonical(eq, [(2, 3, 7), (2, 7, 5)]) == ((3, 3, 6), (3, 6, 6))
+    assert len(compiled) == 1 and compiled[0].startswith("def classify(")
+
+
+def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes():
+    checked = 0
+    for case, ops in CASES:
+        eq, shapes = parse(case.oracle_equation), [tuple(o.shape) for o in ops]
+        generated = sizeclass._classifier(eq, tuple(map(len, shapes)))
+        assert generated(*shapes) == sizeclass._slow_canonical(eq, shapes), (case.oracle_equation, shapes)
+        checked += generated(*shapes) is not None
+    assert checked >= len(CASES) // 2
+
+
+def test_classes_of_one_structure_compile_their_step_once(monkeypatch):
+    """float32 and float64 are two classes of ``ij,jk->ik`` with one step's text: compiled
+    once, each with its own environment, each giving its own dtype's answer."""
+    compiled = _counting_compiles(monkeypatch)
+    for dtype in (torch.float32, torch.float64):
+        a, b = torch.randn(5, 6, dtype=dtype), torch.randn(6, 7, dtype=dtype)
+        run = engine.entry(parse("ij,jk->ik"), (a, b), DEFAULT).run.compiled()
+        out = run((a, b))
+        assert out.dtype == dtype
+        torch.testing.assert_close(out, a @ b)
+    assert sizeclass.info().currsize == 2
+    assert len(compiled) == 1 and compiled[0].startswith("def run(")
+
+def test_a_class_s_step_runs_interpreted_then_compiled_with_the_same_bits(monkeypatch):
+    """A class's first calls run its step's ops one by one, with no compile (most classes of
+    a first training step run once or a few times); the call that has run it often enough
+    puts the compiled function in the entry; both give the same bits, gradients too."""
+    from einc.runtime.torch_executor import classed
+    compiled = _counting_compiles(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 9, 5, generator=g, requires_grad=True)
+    b = torch.randn(4, 5, 11, generator=g).transpose(1, 2)     # read in another order
+    first = einc.einsum("bij,bkj->bik", a, b)
+    (ga,) = torch.autograd.grad(first.square().sum(), a)
+    assert compiled == []
+    entry = engine.entry(parse("bij,bkj->bik"), (a, b), DEFAULT)
+    interpreted = entry.run
+    for _ in range(classed.CALLS_BEFORE_CODE):
+        out = einc.einsum("bij,bkj->bik", a, b)
+    assert entry.run is not interpreted and len(compiled) == 1 and compiled[0].startswith("def run(")
+    again = einc.einsum("bij,bkj->bik", a, b)
+    (ga2,) = torch.autograd.grad(again.square().sum(), a)
+    assert torch.equal(first, out) and torch.equal(first, again) and torch.equal(ga, ga2)
+    torch.testing.assert_close(first, torch.einsum("bij,bkj->bik", a, b))
+
+
+def test_interpreted_and_compiled_steps_give_the_same_bits_over_the_fuzzer_s_equations():
+    checked = 0
+    for case, ops in CASES:
+        eq = parse(case.oracle_equation)
+        einc.einsum(*case.args(ops))
+        entry = engine._plans.peek(engine._key(eq, ops, DEFAULT))
+        if entry is None or entry.size_class is None or not hasattr(entry.run, "compiled"):
+            continue
+        assert torch.equal(entry.run(ops), entry.run.compiled()(ops)), case.oracle_equation
+        assert torch.equal(entry.run(ops, 0.5), entry.run.compiled()(ops, 0.5))
+        checked += 1
+    assert checked >= len(CASES) // 6, (checked, len(CASES))

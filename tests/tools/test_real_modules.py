@@ -161,6 +161,37 @@ def test_measure_gives_the_workers_an_empty_cache_folder_of_their_own(monkeypatc
     assert row["first_ratio"] == 2.0 and row["ratio"] == 1.0 and row["calls"] == 1
 
 
+def test_first_steps_run_each_in_a_fresh_process_with_a_cache_folder_of_its_own(monkeypatch):
+    # one process's first step is noise: several a side, each new, each with nothing cached
+    import os
+
+    seen = []
+    times = iter([0.010, 0.030, 0.012, 0.020, 0.011, 0.026])  # in the order the workers start
+
+    class FakeWorker:
+        def __init__(self, case, patched, cache_dir):
+            seen.append((patched, cache_dir, os.listdir(cache_dir)))
+            t = next(times)
+            self.first = {"first": t, "first_cpu": t / 2, "check": [1.0]}
+            self.closed = False
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(rm, "Worker", FakeWorker)
+    row = rm.first_steps(rm.CASES["torch-bilinear"], runs=3)
+    assert len(seen) == 6 and sorted(p for p, _, _ in seen) == [False] * 3 + [True] * 3
+    assert len({d for _, d, _ in seen}) == 6 and all(listing == [] and not os.path.exists(d) for _, d, listing in seen)
+    first = {True: [], False: []}
+    for (patched, _, _), t in zip(seen, [0.010, 0.030, 0.012, 0.020, 0.011, 0.026]):
+        first[patched].append(t)
+    assert row["first_unpatched_s"] == sorted(first[False])[1] and row["first_patched_s"] == sorted(first[True])[1]
+    assert row["first_ratio"] == row["first_patched_s"] / row["first_unpatched_s"] and row["runs"] == 3
+    assert row["pair_low"] <= row["pair_median"] <= row["pair_high"] and row["note"] == ""
+    assert row["cpu_patched_s"] == row["first_patched_s"] / 2 and row["cpu_unpatched_s"] == row["first_unpatched_s"] / 2
+    assert rm.first_row(row).startswith("| torch-bilinear | 3 | ") and rm.first_row(row).count("|") == 8
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in rm.CASES if n != "torch-bilinear"])
 def test_each_real_module_gives_the_same_answers_patched(name, request):

@@ -12,7 +12,10 @@ the order inside each group, which operand is copied as its matrices' transposes
 the layouts that broadcast neither operand and run one product.  The function is
 generated as source whose reshapes multiply the operands' sizes as the call brings them,
 so a new shape of the class costs no planning, and the class's calls run the same ops in
-the same order whatever shapes came before.
+the same order whatever shapes came before.  A plan of one step runs its ops one by one
+(the same ops, the same arguments) for its first :data:`CALLS_BEFORE_CODE` calls, and its
+compiled source after them: a compile costs as much as planning the class, and most
+classes of a first training step run a few times.  Sources are compiled once per text.
 
 The chunked, tiled and looped variants of the per-shape executor are left out: a class
 is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cache.
@@ -44,23 +47,47 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 class _Source:
-    """The lines of the generated function, and each index's size as an expression on
-    the shapes read so far."""
+    """The lines of the generated function, each with the same operation as a function of
+    the values so far (``ops``: what :func:`_interpreted` runs), and each index's size as an
+    expression on the shapes read so far (and as the shape and dimension it is read from)."""
 
     def __init__(self):
         self.lines: list[str] = []
+        self.ops: list = []
         self.size: dict = {}
+        self.where: dict = {}
         self.env: dict = {"mm": torch.mm, "bmm": torch.bmm, "matmul": torch.matmul}
 
+    def emit(self, line: str, op) -> None:
+        self.lines.append(line)
+        self.ops.append(op)
+
+    def call(self, target: str, fn: str, *args: str) -> None:
+        """``target = fn(*args)``, ``fn`` a name in the environment."""
+        f = self.env[fn]
+        if len(args) == 1:
+            (x,) = args
+            op = lambda e: e.__setitem__(target, f(e[x]))      # noqa: E731
+        else:
+            x, y = args
+            op = lambda e: e.__setitem__(target, f(e[x], e[y]))     # noqa: E731
+        self.emit(f"{target} = {fn}({', '.join(args)})", op)
+
+    def method(self, v: str, name: str, *args) -> None:
+        """``v = v.name(*args)``, the arguments constants."""
+        self.emit(f"{v} = {v}.{name}({', '.join(map(repr, args))})",
+                  lambda e: e.__setitem__(v, getattr(e[v], name)(*args)))
+
     def read(self, v: str, term) -> None:
-        self.lines.append(f"s{v} = {v}.shape")
+        self.emit(f"s{v} = {v}.shape", lambda e: e.__setitem__(f"s{v}", e[v].shape))
         for d, i in enumerate(term):
             self.size.setdefault(i, f"s{v}[{d}]")
+            self.where.setdefault(i, (f"s{v}", d))
 
     def permute(self, v: str, term, order) -> None:
         p = _perm(list(term), list(order))
         if p:
-            self.lines.append(f"{v} = {v}.permute({p})")
+            self.method(v, "permute", p)
 
     def reshape(self, v: str, groups, have=None) -> None:
         """``v`` (laid along ``have``, the groups' indices in order) as one dimension per
@@ -69,11 +96,15 @@ class _Source:
         if have is not None and all(len(g) == 1 for g in groups) and [g[0] for g in groups] == list(have):
             return
         dims = [" * ".join(self.size[i] for i in g) or "1" for g in groups]
-        self.lines.append(f"{v} = {v}.reshape(({', '.join(dims)},))")
+        read = [[self.where[i] for i in g] for g in groups]
+        self.emit(f"{v} = {v}.reshape(({', '.join(dims)},))", lambda e: e.__setitem__(
+            v, e[v].reshape(tuple([math.prod([e[s][d] for s, d in g]) for g in read]))))
 
     def function(self, result: str, finish: str, cast, whole: bool = True) -> callable:
-        """``run(ops, scale=None)`` where the step is the whole plan (``whole``), else
-        ``step(a, b)``, one step of several."""
+        """``run(ops, scale=None)`` where the step is the whole plan (``whole``: run by
+        :func:`_interpreted` until it has run :data:`CALLS_BEFORE_CODE` times, then compiled
+        :func:`promoted` by the entry that holds it), else ``step(a, b)``, one step of
+        several, compiled."""
         tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
         self.env["result_dtype"] = cast
         used = "\n".join(self.lines)
@@ -83,10 +114,70 @@ class _Source:
         body = "\n".join(f"    {line}" for line in lines)
         source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
             if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
-        exec(compile(source, "<einc size class>", "exec"), self.env)
-        run = self.env["run"]
-        run.source = source
-        return run
+        if whole:
+            return _interpreted(tuple(self.ops), result, bool(finish), cast, source, self.env)
+        return _compiled(source, self.env)
+
+
+CALLS_BEFORE_CODE = 16      # calls a class's step runs interpreted before it is compiled
+
+
+def _compiled(source: str, env: dict):
+    exec(_code(source), env)
+    run = env["run"]
+    run.source = source
+    return run
+
+
+def _interpreted(ops, result: str, contiguous: bool, cast, source: str, env: dict):
+    """The step as ``run(operands, scale=None)`` that runs ``ops`` in turn: the same torch ops,
+    in the same order, with the same arguments, as the compiled ``source`` -- so the same
+    bits --, without its compile, which costs as much as planning a class does and more than
+    dozens of runs of the loop: most classes of a first training step run once or a few times.
+    ``run.promote(entry)`` makes it swap ``entry.run`` for the compiled function
+    (``run.compiled()``) at its :data:`CALLS_BEFORE_CODE`-th call."""
+    holder, calls = [], [0]
+
+    def compiled():
+        return _compiled(source, env)
+
+    def run(operands, scale=None):
+        calls[0] += 1
+        if calls[0] >= CALLS_BEFORE_CODE and holder:
+            holder[0].run = compiled()
+        a, b = operands
+        e = {"a": a, "b": b}
+        for op in ops:
+            op(e)
+        r = e[result]
+        if contiguous:
+            r = r.contiguous()
+        if cast is not None:
+            r = r.to(cast)
+        return r if scale is None else r * scale
+    run.source = source
+    run.compiled = compiled
+    run.promote = holder.append
+    return run
+
+
+_codes: dict = {}       # source -> its code object
+
+
+def _code(source: str):
+    """``source`` compiled, once: classes of one structure (an equation's size-1 patterns,
+    dtypes, devices) often generate the same text, each with its own environment, and a
+    compile costs more than planning the class does."""
+    code = _codes.get(source)
+    if code is None:
+        if len(_codes) >= 4096:     # a stream of ever-new structures: start again
+            _codes.clear()
+        code = _codes[source] = compile(source, "<einc size class>", "exec")
+    return code
+
+
+def clear() -> None:
+    _codes.clear()
 
 
 def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
@@ -140,7 +231,7 @@ def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
         fn = _chain([view, prep])
         if fn is not None:
             src.env[f"prep_{v}"] = fn
-            src.lines.append(f"{v} = prep_{v}({v})")
+            src.call(v, f"prep_{v}", v)
     src.read("a", ta)
     src.read("b", tb)
     out = list(step.output)
@@ -148,7 +239,7 @@ def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
     if kind == PRODUCT:
         _align(src, "a", ta, out)
         _align(src, "b", tb, out)
-        src.lines.append("c = a * b")
+        src.emit("c = a * b", lambda e: e.__setitem__("c", e["a"] * e["b"]))
         return src.function("c", finish, cast, whole)
     kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
     terms = math.prod(g.sizes[i] for i in summed & sa & sb)
@@ -157,7 +248,7 @@ def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
         _align(src, "a", ta, full)
         _align(src, "b", tb, full)
         src.env["mul_sum"] = _mul_sum(len(out), len(full), dtype)
-        src.lines.append("c = mul_sum(a, b)")
+        src.call("c", "mul_sum", "a", "b")
         return src.function("c", finish, cast, whole)
     lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
                       free_out=free and final)
@@ -204,14 +295,14 @@ def _contract(src: _Source, lay, ta, tb, out) -> bool:
         if side in lay.flip:        # copied as the transposes of its matrices, which BLAS reads as they are
             flipped = groups[:-2] + [groups[-1], groups[-2]]
             src.permute(v, term, [i for grp in flipped for i in grp])
-            src.lines.append(f"{v} = {v}.contiguous()")
+            src.method(v, "contiguous")
             src.reshape(v, flipped)
-            src.lines.append(f"{v} = {v}.transpose(-1, -2)")
+            src.method(v, "transpose", -1, -2)
         else:
             order = [i for grp in groups for i in grp]
             src.permute(v, term, order)
             src.reshape(v, groups, order)
-    src.lines.append(f"c = {'matmul' if stacked else 'bmm' if batch else 'mm'}({left[0]}, {right[0]})")
+    src.call("c", "matmul" if stacked else "bmm" if batch else "mm", left[0], right[0])
     natural = batch + m + n
     if any(len(grp) != 1 for grp in [*lead, m, n]):
         src.reshape("c", [[i] for i in natural])
@@ -231,4 +322,4 @@ def _one(fn, cast):
     return run
 
 
-__all__ = ["runner", "step_functions"]
+__all__ = ["runner", "step_functions", "clear"]
