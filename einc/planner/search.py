@@ -39,6 +39,8 @@ import time
 import opt_einsum
 
 from . import objective, pathcache
+from .pathcost import cost as _cost
+from .pathcost import path_cost
 from .searchreport import Progress as _Progress
 from .searchreport import Report
 from .searchreport import report_of as _report_of
@@ -91,35 +93,6 @@ STALE = 32              # random greedy trials end where the latter half of this
 CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
 SEED = 0
-
-
-def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
-    """``(flops, written, largest, steps)`` of a linear ``path`` over ``inputs`` (sets of
-    indices): opt_einsum's flop count (as einc's steps count them), the elements of every
-    intermediate written, the largest one, the number of contractions."""
-    terms = [frozenset(t) for t in inputs]
-    count: dict = {}
-    for t in (*terms, frozenset(output)):
-        for i in t:
-            count[i] = count.get(i, 0) + 1
-    flops = written = largest = 0
-    for c in path:
-        taken = [terms[i] for i in c]
-        for i in sorted(c, reverse=True):
-            del terms[i]
-        union = frozenset().union(*taken)
-        for t in taken:
-            for i in t:
-                count[i] -= 1
-        kept = frozenset(i for i in union if count[i])
-        flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
-        size = math.prod(sizes[i] for i in kept)
-        written += size
-        largest = max(largest, size)
-        for i in kept:
-            count[i] += 1
-        terms.append(kept)
-    return flops, written, largest, len(path)
 
 
 def predicted_seconds(flops: float, written: float, steps: int) -> float:
@@ -354,17 +327,6 @@ def _rank(inputs, output, size_dict, path) -> float:
 def _ranked(inputs, output, sizes, path):
     sizes = dict(sizes)
     return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
-
-
-def _cost(inputs, output, size_dict, path):
-    """:func:`path_cost`, remembered for the last few paths (a search asks for the same ones
-    again, and on hundreds of tensors each costs milliseconds)."""
-    return _costed(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
-
-
-@functools.lru_cache(maxsize=32)
-def _costed(inputs, output, sizes, path):
-    return path_cost(inputs, output, dict(sizes), path)
 
 
 def _linear(path) -> tuple[tuple[int, ...], ...]:
