@@ -232,11 +232,12 @@ class Shortlist:
         kept = sorted([*self.kept, (log10_flops, path)], key=lambda k: k[0])
         self.kept = [k for k in kept[:self.size] if k[0] <= kept[0][0] + self.window]
 
-    def best(self):
-        """The tree kept (None if none was offered)."""
+    def best(self, rank=None):
+        """The tree kept (None if none was offered); ``rank(path)``, where given, is its
+        :func:`seconds` (the search's, which remembers them for its later looks)."""
         if not self.kept:
             return None
-        scored = [(f, seconds(*self.net, p, self.memo)) for f, p in self.kept]
+        scored = [(f, rank(p) if rank is not None else seconds(*self.net, p, self.memo)) for f, p in self.kept]
         return self.kept[pick(scored)][1]
 
 

@@ -144,5 +144,6 @@ def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
     plain, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     # an objective that prefers more flops: the batches' best trees are re-ranked by it
     monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
+    S._ranked.cache_clear()         # the search remembers the last few trees' ranks
     contrary, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]
