@@ -48,9 +48,8 @@ def main(argv=None):
     import torch
 
     import einc
-    from bench.paths import EXECUTABLE, instances
+    from bench.paths import EXECUTABLE, forget, instances
     from einc.planner import search
-    from einc.planner.plan import path_cache_clear
     from einc.runtime.torch_executor import ttgt
     torch.set_num_threads(1)
     spent = {"search": 0.0, "ttgt": 0.0}
@@ -66,9 +65,8 @@ def main(argv=None):
             ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
                    * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out) for t, s in zip(lhs.split(","), shapes)]
             os.environ["EINC_CACHE_DIR"] = os.path.join(tmp.name, f"{r}-{name}")
-            einc.cache_clear()
-            path_cache_clear()
-            ttgt.cache_clear()      # as in a new process: no step's layout known
+            forget()                # as in a new process: no plan, path or memo of the search's,
+            ttgt.cache_clear()      # and no step's layout known
             spent.update(search=0.0, ttgt=0.0)
             spent["search result"] = None
             start = time.perf_counter()

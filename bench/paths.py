@@ -141,12 +141,26 @@ def allowance_of(net, path):
     return allowance(predicted_seconds(flops, written, steps))
 
 
-def plan_einc(eq, shapes):
+def forget():
+    """einc as in a new process: no plan, no path, no memo of the search's costs and ranks."""
+    import importlib
+
     import einc
-    from einc.planner import plan_for
     from einc.planner.plan import path_cache_clear
     path_cache_clear()
     einc.cache_clear()
+    for module, memo in (("pathcost", "_costed"), ("search", "_costed"), ("search", "_ranked"), ("objective", "_memo")):
+        try:
+            found = getattr(importlib.import_module(f"einc.planner.{module}"), memo, None)
+        except ImportError:     # an older einc, to compare with
+            continue
+        if found is not None:
+            found.cache_clear()
+
+
+def plan_einc(eq, shapes):
+    from einc.planner import plan_for
+    forget()
     t, c = time.perf_counter(), time.process_time()
     plan = plan_for(eq, shapes)
     return time.perf_counter() - t, time.process_time() - c, plan.path, \
@@ -180,7 +194,6 @@ def end_to_end(eq, shapes, fresh_cache, rounds=1):
     import torch
 
     import einc
-    from einc.planner.plan import path_cache_clear
     from einc.runtime.torch_executor import ttgt
     gen = torch.Generator().manual_seed(0)
     # entries near 1, each summed bond of size d weighed 1/sqrt(d) on both sides: results near 1
@@ -198,8 +211,7 @@ def end_to_end(eq, shapes, fresh_cache, rounds=1):
         return result
     for _ in range(rounds):
         os.environ["EINC_CACHE_DIR"] = fresh_cache()
-        einc.cache_clear()
-        path_cache_clear()
+        forget()
         ttgt.cache_clear()          # as in a new process: no step's layout known
         mine = timed("einc", lambda: einc.einsum(eq, *ops))
         timed("einc_again", lambda: einc.einsum(eq, *ops))
