@@ -12,6 +12,8 @@ largest intermediate), and timed as it is planned:
   (so the path search runs: nothing is remembered);
 - cotengra: ``HyperOptimizer(max_time=--seconds, max_repeats=10**6, parallel=False)``
   (greedy and kahypar, subtree reconfiguration, flops minimized: its defaults);
+- TreeSA's simulated annealing as cotengra has it (``plan_anneal``, --seconds; the omeco
+  package does not build here), unless ``--no-anneal``;
 - opt_einsum: ``greedy`` and ``random-greedy-128`` (einc's former default past 16 operands).
 
 Where the best path contracts in a few seconds on the CPU (at most --execute-flops flops and
@@ -177,6 +179,32 @@ def plan_cotengra(eq, shapes, seconds):
     return time.perf_counter() - t, tuple(tree.get_path()), len(opt.scores)
 
 
+def plan_anneal(eq, shapes, seconds):
+    """TreeSA's method in cotengra (``ContractionTree.simulated_anneal``, after Kalachev et al.
+    and OMEinsumContractionOrders.jl's ``treesa``): annealing runs from opt_einsum's greedy
+    tree, seeded 0, 1, ..., flops minimized, 20 temperature steps of 20 sweeps each, until
+    ``seconds`` are spent (none begun that, as long as the longest so far, would end past
+    them); the best tree.  ``(seconds, path, runs)``."""
+    import cotengra as ctg
+    import opt_einsum
+    inputs, output = eq.split("->")
+    sizes = {c: d for t, s in zip(inputs.split(","), shapes) for c, d in zip(t, s)}
+    t = time.perf_counter()
+    greedy = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="greedy")[0]
+    tree = ctg.ContractionTree.from_path(inputs.split(","), output, sizes, path=greedy)
+    best, runs, longest = tree, 0, 0.0
+    while True:
+        start = time.perf_counter()
+        found = tree.simulated_anneal(minimize="flops", seed=runs, tsteps=20, numiter=20)
+        runs += 1
+        if found.total_flops() < best.total_flops():
+            best = found
+        now = time.perf_counter()
+        longest = max(longest, now - start)
+        if now - t + longest > seconds:
+            return now - t, tuple(best.get_path()), runs
+
+
 def plan_opt_einsum(eq, shapes, optimize):
     import opt_einsum
     t = time.perf_counter()
@@ -257,6 +285,8 @@ def main(argv=None):
     ap.add_argument("--executable", action="store_true",
                     help="only the instances whose best path contracts in a few seconds (EXECUTABLE)")
     ap.add_argument("--rounds", type=int, default=3, help="end-to-end rounds (medians)")
+    ap.add_argument("--no-anneal", dest="anneal", action="store_false",
+                    help="leave out the TreeSA-like peer (cotengra's simulated annealing, --seconds)")
     args = ap.parse_args(argv)
     import torch
     torch.set_num_threads(1)
@@ -277,18 +307,21 @@ def main(argv=None):
         os.environ["EINC_CACHE_DIR"] = fresh_cache()
         e_t, e_cpu, e_path, note = plan_einc(eq, shapes)
         c_t, c_path, c_trials = plan_cotengra(eq, shapes, args.seconds)
+        a_t, a_path, a_runs = plan_anneal(eq, shapes, args.seconds) if args.anneal else (0.0, c_path, 0)
         g_t, g_path = plan_opt_einsum(eq, shapes, "greedy")
         r_t, r_path = plan_opt_einsum(eq, shapes, "random-greedy-128")
-        e, c, g, r = (score(net, p) for p in (e_path, c_path, g_path, r_path))
+        e, c, a, g, r = (score(net, p) for p in (e_path, c_path, a_path, g_path, r_path))
         allow = allowance_of(net, e_path)
         best = min(c[0], e[0])
         row = dict(name=name, einc=e, einc_t=e_t, einc_cpu=e_cpu, allow=allow, ctg=c, ctg_t=c_t, ctg_trials=c_trials,
-                   greedy=g, greedy_t=g_t, rg=r, rg_t=r_t, ratio=e[0] / c[0], note=note)
+                   anneal=a, anneal_runs=a_runs, greedy=g, greedy_t=g_t, rg=r, rg_t=r_t,
+                   ratio=e[0] / min(c[0], a[0]), note=note)
         if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
             runs.append((name, end_to_end(eq, shapes, fresh_cache, args.rounds)))
         rows.append(row)
         loads.append(os.getloadavg()[0])
         print(f"{name}: einc {math.log10(e[0]):.2f} ({e_t:.2f} s), cotengra {math.log10(c[0]):.2f} ({c_t:.1f} s), "
+              f"annealing {math.log10(a[0]):.2f} ({a_t:.1f} s), "
               f"greedy {math.log10(g[0]):.2f}, random-greedy-128 {math.log10(r[0]):.2f} ({r_t:.2f} s)",
               file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
@@ -314,31 +347,33 @@ def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
         f"than on an idle machine), {platform.platform()}, Python {platform.python_version()}",
         f"- Versions: {versions()}; einc at {commit}",
         f"- Command: `python bench/paths.py --seconds {args.seconds:g} --execute-flops {args.execute_flops:g}"
-        f" --rounds {args.rounds}{' --executable' if args.executable else ''}`"
+        f" --rounds {args.rounds}{' --executable' if args.executable else ''}{'' if args.anneal else ' --no-anneal'}`"
         f" ({wall / 60:.1f} min in all)",
         "- Paths scored alike (einc.planner.search.path_cost): log10 of opt_einsum's flop count (a multiply-add "
         "counts 2) and log2 of the largest intermediate in elements.  cotengra: `HyperOptimizer(max_time="
         f"{args.seconds:g}, parallel=False)`, its defaults otherwise (greedy and kahypar, subtree reconfiguration, "
-        "flops minimized).  TreeSA (omeco) is not installed here: the best of the two is cotengra's or einc's.  "
-        "QAOA instances need quimb (not installed): left out.",
+        "flops minimized).  TreeSA: omeco does not build here (its crates cannot be fetched); its method as "
+        f"cotengra has it (`simulated_anneal`, runs from the greedy tree for {args.seconds:g} s: `plan_anneal`)"
+        + ("" if args.anneal else ", left out of this run") + ".  The ratio is einc's flops over the best of the "
+        "peers'.  QAOA instances need quimb (not installed): left out.",
         "- einc: `einc.planner.plan_for(eq, shapes)` with the default options and a fresh cache folder (the "
         "search runs; nothing remembered).",
         "",
         "| instance (tensors) | einc: log10 flops, log2 largest | einc plan s (CPU s) | its allowance s "
-        "| cotengra 10 s | cotengra trials | einc / cotengra flops | opt_einsum greedy "
-        "| random-greedy-128 (einc's former default) | its plan s |",
-        "|---|---|---:|---:|---|---:|---:|---|---|---:|",
+        f"| cotengra {args.seconds:g} s | cotengra trials | annealing {args.seconds:g} s (runs) "
+        "| einc / best peer flops | opt_einsum greedy | random-greedy-128 (einc's former default) | its plan s |",
+        "|---|---|---:|---:|---|---:|---|---:|---|---|---:|",
     ]
     for r in rows:
         lines.append(f"| {r['name']} | {_f(r['einc'])} | {r['einc_t']:.2f} ({r['einc_cpu']:.2f}) | {r['allow']:.2f} "
-                     f"| {_f(r['ctg'])} | {r['ctg_trials']} | {r['ratio']:.3g}x | {_f(r['greedy'])} | {_f(r['rg'])} "
-                     f"| {r['rg_t']:.2f} |")
+                     f"| {_f(r['ctg'])} | {r['ctg_trials']} | {_f(r['anneal'])} ({r['anneal_runs']}) "
+                     f"| {r['ratio']:.3g}x | {_f(r['greedy'])} | {_f(r['rg'])} | {r['rg_t']:.2f} |")
     within = sum(r["ratio"] <= 2 for r in rows)
     allowed = sum(r["einc_t"] <= r["allow"] for r in rows)
     allowed_cpu = sum(r["einc_cpu"] <= r["allow"] for r in rows)
-    lines += ["", f"Geometric mean of einc / cotengra flops: **{geo:.3g}x**"
+    lines += ["", f"Geometric mean of einc / the best peer's flops: **{geo:.3g}x**"
               + (f"; worst {worst['ratio']:.3g}x ({worst['name']})." if worst else "."),
-              f"Within 2x of cotengra's flops: **{within} of {len(rows)}**. Planned within the allowance (10 % of "
+              f"Within 2x of the best peer's flops: **{within} of {len(rows)}**. Planned within the allowance (10 % of "
               f"the predicted time + 0.1 s): **{allowed} of {len(rows)}** by the clock, **{allowed_cpu} of "
               f"{len(rows)}** by CPU time.", ""]
     lines += ["What einc's search did (its explain line) per instance:", ""]
