@@ -24,11 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# the networks bench/paths.py executes (their best path within 2e9 flops and 2^25 elements)
-EXECUTABLE = ("random 3-regular (20)", "random 3-regular (60)", "random 3-regular (100)", "random connected (100)",
-              "random hypernetwork (60)", "lattice 8x8 (64)", "tree (100)", "matrix chain (50)", "matrix chain (500)",
-              "MPS product (50)", "MPS product (400)", "language model (52)", "language model (114)")
-
 
 def _timed(module, name, spent, key):
     """``module.name`` wrapped so that its seconds add up in ``spent[key]``."""
@@ -53,9 +48,8 @@ def main(argv=None):
     import torch
 
     import einc
-    from bench.paths import instances
+    from bench.paths import EXECUTABLE, forget, instances
     from einc.planner import search
-    from einc.planner.plan import path_cache_clear
     from einc.runtime.torch_executor import ttgt
     torch.set_num_threads(1)
     spent = {"search": 0.0, "ttgt": 0.0}
@@ -71,8 +65,8 @@ def main(argv=None):
             ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
                    * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out) for t, s in zip(lhs.split(","), shapes)]
             os.environ["EINC_CACHE_DIR"] = os.path.join(tmp.name, f"{r}-{name}")
-            einc.cache_clear()
-            path_cache_clear()
+            forget()                # as in a new process: no plan, path or memo of the search's,
+            ttgt.cache_clear()      # and no step's layout known
             spent.update(search=0.0, ttgt=0.0)
             spent["search result"] = None
             start = time.perf_counter()

@@ -12,16 +12,19 @@ largest intermediate), and timed as it is planned:
   (so the path search runs: nothing is remembered);
 - cotengra: ``HyperOptimizer(max_time=--seconds, max_repeats=10**6, parallel=False)``
   (greedy and kahypar, subtree reconfiguration, flops minimized: its defaults);
+- TreeSA's simulated annealing as cotengra has it (``plan_anneal``, --seconds; the omeco
+  package does not build here), unless ``--no-anneal``;
 - opt_einsum: ``greedy`` and ``random-greedy-128`` (einc's former default past 16 operands).
 
 Where the best path contracts in a few seconds on the CPU (at most --execute-flops flops and
-2^25 elements), the first call end to end (planning included) is timed once per tool on
-float64 operands: ``einc.einsum``, cotengra's ``einsum`` (its default quick optimizer, then
-``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is checked
-against opt_einsum's.
+2^25 elements), the first call end to end (planning included) is timed per tool on float64
+operands, one thread, the median of --rounds rounds (each einc call with every cache
+cleared, cotengra's expression not cached): ``einc.einsum``, cotengra's ``einsum`` (its
+default quick optimizer, then ``tree.contract``), ``opt_einsum.contract`` (its ``auto``
+path); einc's result is checked against opt_einsum's.
 
     python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md]
-        [--only 'NAME (TENSORS);NAME']
+        [--only 'NAME (TENSORS);NAME'] [--executable] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 warnings.filterwarnings("ignore")
+
+
+# the networks whose best path contracts in a few seconds on the CPU (within 2e9 flops and 2^25
+# elements): the end-to-end table's (bench/first_call.py's too)
+EXECUTABLE = ("random 3-regular (20)", "random 3-regular (60)", "random 3-regular (100)", "random connected (100)",
+              "random hypernetwork (60)", "lattice 8x8 (64)", "tree (100)", "matrix chain (50)", "matrix chain (500)",
+              "MPS product (50)", "MPS product (400)", "language model (52)", "language model (114)")
 
 
 def instances(only=None):
@@ -125,15 +135,38 @@ def score(net, path):
     return flops, largest
 
 
-def plan_einc(eq, shapes):
+def allowance_of(net, path):
+    """einc's planning allowance for ``path`` (einc.planner.search.allowance of its predicted time)."""
+    from einc.planner.search import allowance, path_cost, predicted_seconds
+    inputs, output, sizes = net
+    flops, written, _, steps = path_cost(inputs, output, {i: s or 1 for i, s in sizes.items()}, path)
+    return allowance(predicted_seconds(flops, written, steps))
+
+
+def forget():
+    """einc as in a new process: no plan, no path, no memo of the search's costs and ranks."""
+    import importlib
+
     import einc
-    from einc.planner import plan_for
     from einc.planner.plan import path_cache_clear
     path_cache_clear()
     einc.cache_clear()
-    t = time.perf_counter()
+    for module, memo in (("pathcost", "_costed"), ("search", "_costed"), ("search", "_ranked"), ("objective", "_memo")):
+        try:
+            found = getattr(importlib.import_module(f"einc.planner.{module}"), memo, None)
+        except ImportError:     # an older einc, to compare with
+            continue
+        if found is not None:
+            found.cache_clear()
+
+
+def plan_einc(eq, shapes):
+    from einc.planner import plan_for
+    forget()
+    t, c = time.perf_counter(), time.process_time()
     plan = plan_for(eq, shapes)
-    return time.perf_counter() - t, plan.path, next((n for n in plan.notes if n.startswith("Path search")), "")
+    return time.perf_counter() - t, time.process_time() - c, plan.path, \
+        next((n for n in plan.notes if n.startswith("Path search")), "")
 
 
 def plan_cotengra(eq, shapes, seconds):
@@ -146,6 +179,32 @@ def plan_cotengra(eq, shapes, seconds):
     return time.perf_counter() - t, tuple(tree.get_path()), len(opt.scores)
 
 
+def plan_anneal(eq, shapes, seconds):
+    """TreeSA's method in cotengra (``ContractionTree.simulated_anneal``, after Kalachev et al.
+    and OMEinsumContractionOrders.jl's ``treesa``): annealing runs from opt_einsum's greedy
+    tree, seeded 0, 1, ..., flops minimized, 20 temperature steps of 20 sweeps each, until
+    ``seconds`` are spent (none begun that, as long as the longest so far, would end past
+    them); the best tree.  ``(seconds, path, runs)``."""
+    import cotengra as ctg
+    import opt_einsum
+    inputs, output = eq.split("->")
+    sizes = {c: d for t, s in zip(inputs.split(","), shapes) for c, d in zip(t, s)}
+    t = time.perf_counter()
+    greedy = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="greedy")[0]
+    tree = ctg.ContractionTree.from_path(inputs.split(","), output, sizes, path=greedy)
+    best, runs, longest = tree, 0, 0.0
+    while True:
+        start = time.perf_counter()
+        found = tree.simulated_anneal(minimize="flops", seed=runs, tsteps=20, numiter=20)
+        runs += 1
+        if found.total_flops() < best.total_flops():
+            best = found
+        now = time.perf_counter()
+        longest = max(longest, now - start)
+        if now - t + longest > seconds:
+            return now - t, tuple(best.get_path()), runs
+
+
 def plan_opt_einsum(eq, shapes, optimize):
     import opt_einsum
     t = time.perf_counter()
@@ -153,39 +212,42 @@ def plan_opt_einsum(eq, shapes, optimize):
     return time.perf_counter() - t, tuple(path)
 
 
-def end_to_end(eq, shapes, fresh_cache):
-    """First-call seconds of einc, cotengra and opt_einsum on the same float64 operands, and
-    einc's largest relative difference from opt_einsum's result."""
+def end_to_end(eq, shapes, fresh_cache, rounds=1):
+    """First-call seconds of einc, cotengra and opt_einsum on the same float64 operands (the
+    median of ``rounds``, each einc call with every cache cleared, layouts included, and
+    cotengra's expression not cached), and einc's largest relative difference from
+    opt_einsum's result."""
     import cotengra as ctg
     import opt_einsum
     import torch
 
     import einc
+    from einc.runtime.torch_executor import ttgt
     gen = torch.Generator().manual_seed(0)
     # entries near 1, each summed bond of size d weighed 1/sqrt(d) on both sides: results near 1
     lhs, out_labels = eq.split("->")
     ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
            * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out_labels)
            for t, s in zip(lhs.split(","), shapes)]
-    out = {}
-    os.environ["EINC_CACHE_DIR"] = fresh_cache()
-    einc.cache_clear()
-    from einc.planner.plan import path_cache_clear
-    path_cache_clear()
-    t = time.perf_counter()
-    mine = einc.einsum(eq, *ops)
-    out["einc"] = time.perf_counter() - t
-    t = time.perf_counter()
-    einc.einsum(eq, *ops)
-    out["einc_again"] = time.perf_counter() - t
-    note = next((n for n in einc.explain(eq, *ops).plan.notes if n.startswith("Path search")), "")
-    out["search"] = _search_seconds(note)
-    t = time.perf_counter()
-    theirs = ctg.einsum(eq, *ops)
-    out["cotengra"] = time.perf_counter() - t
-    t = time.perf_counter()
-    ref = opt_einsum.contract(eq, *ops, backend="torch")
-    out["opt_einsum"] = time.perf_counter() - t
+    runs: dict = {}
+
+    def timed(key, fn):
+        t, c = time.perf_counter(), time.process_time()
+        result = fn()
+        runs.setdefault(key, []).append(time.perf_counter() - t)
+        runs.setdefault(key + "_cpu", []).append(time.process_time() - c)
+        return result
+    for _ in range(rounds):
+        os.environ["EINC_CACHE_DIR"] = fresh_cache()
+        forget()
+        ttgt.cache_clear()          # as in a new process: no step's layout known
+        mine = timed("einc", lambda: einc.einsum(eq, *ops))
+        timed("einc_again", lambda: einc.einsum(eq, *ops))
+        note = next((n for n in einc.explain(eq, *ops).plan.notes if n.startswith("Path search")), "")
+        runs.setdefault("search", []).append(_search_seconds(note))
+        theirs = timed("cotengra", lambda: ctg.einsum(eq, *ops, cache_expression=False))
+        ref = timed("opt_einsum", lambda: opt_einsum.contract(eq, *ops, backend="torch"))
+    out = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
     scale = ref.abs().max().item() or 1.0
     out["diff"] = (mine - ref).abs().max().item() / scale
     out["cotengra_diff"] = (theirs - ref).abs().max().item() / scale
@@ -220,7 +282,14 @@ def main(argv=None):
                     help="the page to write (default: today's, so that an earlier page is not overwritten)")
     ap.add_argument("--only", default=None,
                     help="the instances whose name holds one of these ';'-separated texts, e.g. 'tree (100);MPS'")
+    ap.add_argument("--executable", action="store_true",
+                    help="only the instances whose best path contracts in a few seconds (EXECUTABLE)")
+    ap.add_argument("--rounds", type=int, default=3, help="end-to-end rounds (medians)")
+    ap.add_argument("--no-anneal", dest="anneal", action="store_false",
+                    help="leave out the TreeSA-like peer (cotengra's simulated annealing, --seconds)")
     args = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
     tmp = tempfile.TemporaryDirectory(prefix="einc-paths-bench-")
     count = [0]
 
@@ -232,21 +301,27 @@ def main(argv=None):
     loads = [os.getloadavg()[0]]
     started = time.perf_counter()
     for name, eq, shapes in instances(args.only):
+        if args.executable and name not in EXECUTABLE:
+            continue
         net = network(eq, shapes)
         os.environ["EINC_CACHE_DIR"] = fresh_cache()
-        e_t, e_path, note = plan_einc(eq, shapes)
+        e_t, e_cpu, e_path, note = plan_einc(eq, shapes)
         c_t, c_path, c_trials = plan_cotengra(eq, shapes, args.seconds)
+        a_t, a_path, a_runs = plan_anneal(eq, shapes, args.seconds) if args.anneal else (0.0, c_path, 0)
         g_t, g_path = plan_opt_einsum(eq, shapes, "greedy")
         r_t, r_path = plan_opt_einsum(eq, shapes, "random-greedy-128")
-        e, c, g, r = (score(net, p) for p in (e_path, c_path, g_path, r_path))
+        e, c, a, g, r = (score(net, p) for p in (e_path, c_path, a_path, g_path, r_path))
+        allow = allowance_of(net, e_path)
         best = min(c[0], e[0])
-        row = dict(name=name, einc=e, einc_t=e_t, ctg=c, ctg_t=c_t, ctg_trials=c_trials, greedy=g, greedy_t=g_t,
-                   rg=r, rg_t=r_t, ratio=e[0] / c[0], note=note)
+        row = dict(name=name, einc=e, einc_t=e_t, einc_cpu=e_cpu, allow=allow, ctg=c, ctg_t=c_t, ctg_trials=c_trials,
+                   anneal=a, anneal_runs=a_runs, greedy=g, greedy_t=g_t, rg=r, rg_t=r_t,
+                   ratio=e[0] / min(c[0], a[0]), note=note)
         if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
-            runs.append((name, end_to_end(eq, shapes, fresh_cache)))
+            runs.append((name, end_to_end(eq, shapes, fresh_cache, args.rounds)))
         rows.append(row)
         loads.append(os.getloadavg()[0])
         print(f"{name}: einc {math.log10(e[0]):.2f} ({e_t:.2f} s), cotengra {math.log10(c[0]):.2f} ({c_t:.1f} s), "
+              f"annealing {math.log10(a[0]):.2f} ({a_t:.1f} s), "
               f"greedy {math.log10(g[0]):.2f}, random-greedy-128 {math.log10(r[0]):.2f} ({r_t:.2f} s)",
               file=sys.stderr, flush=True)
     wall = time.perf_counter() - started
@@ -271,36 +346,54 @@ def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
         f"average ran {min(loads):.1f}-{max(loads):.1f} over the run, so every time here is slower and noisier "
         f"than on an idle machine), {platform.platform()}, Python {platform.python_version()}",
         f"- Versions: {versions()}; einc at {commit}",
-        f"- Command: `python bench/paths.py --seconds {args.seconds:g} --execute-flops {args.execute_flops:g}`"
+        f"- Command: `python bench/paths.py --seconds {args.seconds:g} --execute-flops {args.execute_flops:g}"
+        f" --rounds {args.rounds}{' --executable' if args.executable else ''}{'' if args.anneal else ' --no-anneal'}`"
         f" ({wall / 60:.1f} min in all)",
         "- Paths scored alike (einc.planner.search.path_cost): log10 of opt_einsum's flop count (a multiply-add "
         "counts 2) and log2 of the largest intermediate in elements.  cotengra: `HyperOptimizer(max_time="
         f"{args.seconds:g}, parallel=False)`, its defaults otherwise (greedy and kahypar, subtree reconfiguration, "
-        "flops minimized).  TreeSA (omeco) is not installed here: the best of the two is cotengra's or einc's.  "
-        "QAOA instances need quimb (not installed): left out.",
+        "flops minimized).  TreeSA: omeco does not build here (its crates cannot be fetched); its method as "
+        f"cotengra has it (`simulated_anneal`, runs from the greedy tree for {args.seconds:g} s: `plan_anneal`)"
+        + ("" if args.anneal else ", left out of this run") + ".  The ratio is einc's flops over the best of the "
+        "peers'.  QAOA instances need quimb (not installed): left out.",
         "- einc: `einc.planner.plan_for(eq, shapes)` with the default options and a fresh cache folder (the "
         "search runs; nothing remembered).",
         "",
-        "| instance (tensors) | einc: log10 flops, log2 largest | einc plan s | cotengra 10 s | cotengra trials "
-        "| einc / cotengra flops | opt_einsum greedy | random-greedy-128 (einc's former default) | its plan s |",
-        "|---|---|---:|---|---:|---:|---|---|---:|",
+        "| instance (tensors) | einc: log10 flops, log2 largest | einc plan s (CPU s) | its allowance s "
+        f"| cotengra {args.seconds:g} s | cotengra trials | annealing {args.seconds:g} s (runs) "
+        "| einc / best peer flops | opt_einsum greedy | random-greedy-128 (einc's former default) | its plan s |",
+        "|---|---|---:|---:|---|---:|---|---:|---|---|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['name']} | {_f(r['einc'])} | {r['einc_t']:.2f} | {_f(r['ctg'])} | {r['ctg_trials']} "
+        lines.append(f"| {r['name']} | {_f(r['einc'])} | {r['einc_t']:.2f} ({r['einc_cpu']:.2f}) | {r['allow']:.2f} "
+                     f"| {_f(r['ctg'])} | {r['ctg_trials']} | {_f(r['anneal'])} ({r['anneal_runs']}) "
                      f"| {r['ratio']:.3g}x | {_f(r['greedy'])} | {_f(r['rg'])} | {r['rg_t']:.2f} |")
-    lines += ["", f"Geometric mean of einc / cotengra flops: **{geo:.3g}x**"
-              + (f"; worst {worst['ratio']:.3g}x ({worst['name']})." if worst else "."), ""]
+    within = sum(r["ratio"] <= 2 for r in rows)
+    allowed = sum(r["einc_t"] <= r["allow"] for r in rows)
+    allowed_cpu = sum(r["einc_cpu"] <= r["allow"] for r in rows)
+    lines += ["", f"Geometric mean of einc / the best peer's flops: **{geo:.3g}x**"
+              + (f"; worst {worst['ratio']:.3g}x ({worst['name']})." if worst else "."),
+              f"Within 2x of the best peer's flops: **{within} of {len(rows)}**. Planned within the allowance (10 % of "
+              f"the predicted time + 0.1 s): **{allowed} of {len(rows)}** by the clock, **{allowed_cpu} of "
+              f"{len(rows)}** by CPU time.", ""]
     lines += ["What einc's search did (its explain line) per instance:", ""]
     for r in rows:
         lines.append(f"- {r['name']}: {r['note'].replace('Path search: ', '')}")
     if runs:
         lines += ["", "## End to end, first call (planning included), float64 on the CPU", "",
+                  f"Medians of {args.rounds} rounds, each einc call a first one (every cache cleared).", "",
                   "| instance | einc s | of which its path search s | einc's second call s "
-                  "| cotengra `einsum` s | opt_einsum `contract` s | max rel. diff from opt_einsum: einc, cotengra |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| cotengra `einsum` s | opt_einsum `contract` s | einc / opt_einsum (CPU time) "
+                  "| max rel. diff from opt_einsum: einc, cotengra |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, o in runs:
             lines.append(f"| {name} | {o['einc']:.3f} | {o['search']:.3f} | {o['einc_again']:.3f} "
-                         f"| {o['cotengra']:.3f} | {o['opt_einsum']:.3f} | {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
+                         f"| {o['cotengra']:.3f} | {o['opt_einsum']:.3f} | {o['einc'] / o['opt_einsum']:.2f} "
+                         f"({o['einc_cpu'] / o['opt_einsum_cpu']:.2f}) | {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
+        faster = sum(o["einc"] <= o["opt_einsum"] for _, o in runs)
+        faster_cpu = sum(o["einc_cpu"] <= o["opt_einsum_cpu"] for _, o in runs)
+        lines += ["", f"einc's first call no slower than `opt_einsum.contract`: **{faster} of {len(runs)}** by the "
+                  f"clock, **{faster_cpu} of {len(runs)}** by CPU time."]
     return "\n".join(lines) + "\n"
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections import namedtuple
 
 from .memory import FEW_OUTPUTS, LONG_SUM, _lives, hoisting, live_peak, step_copies
@@ -232,11 +233,12 @@ class Shortlist:
         kept = sorted([*self.kept, (log10_flops, path)], key=lambda k: k[0])
         self.kept = [k for k in kept[:self.size] if k[0] <= kept[0][0] + self.window]
 
-    def best(self):
-        """The tree kept (None if none was offered)."""
+    def best(self, rank=None):
+        """The tree kept (None if none was offered); ``rank(path)``, where given, is its
+        :func:`seconds` (the search's, which remembers them for its later looks)."""
         if not self.kept:
             return None
-        scored = [(f, seconds(*self.net, p, self.memo)) for f, p in self.kept]
+        scored = [(f, rank(p) if rank is not None else seconds(*self.net, p, self.memo)) for f, p in self.kept]
         return self.kept[pick(scored)][1]
 
 
@@ -316,8 +318,9 @@ def sliced_reconfigured(ctg, net, path, limit: int, factor: float) -> list:
     between), unsliced, for each of two targets: ``limit`` and a quarter of it (cotengra
     bounds each intermediate alone, einc what is alive at once, copies included).  ``net``
     is ``(inputs, output, sizes)`` with one-character labels (cotengra's)."""
-    found = []
+    found, state = [], random.getstate()
     for target in (limit, limit // 4):
+        random.seed(target)         # cotengra's slicer draws from Python's random numbers: the same path each time
         try:
             tree = ctg.ContractionTree.from_path(*net, path=path)
             tree.slice_and_reconfigure_(target_size=max(target, 2), minimize=f"combo-{factor:g}",
@@ -325,6 +328,8 @@ def sliced_reconfigured(ctg, net, path, limit: int, factor: float) -> list:
             tree.unslice_all_()
         except (ValueError, KeyError, IndexError, RuntimeError):    # a path cotengra does not take as a tree
             continue
+        finally:
+            random.setstate(state)
         found.append(tuple(tuple(int(i) for i in c) for c in tree.get_path()))
     return found
 

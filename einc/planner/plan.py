@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, replace
 
 import opt_einsum
@@ -242,6 +242,9 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     sizes = graph.sizes
     live = list(range(n))                   # value ids, in opt_einsum's list order
     indices = {k: graph.inputs[k] for k in range(n)}
+    # how many values not yet contracted hold each index: a step's result keeps those the
+    # others hold (counted, not gathered from every other value: quadratic on hundreds)
+    held = Counter(i for t in graph.inputs for i in set(t))
     steps: list[Step] = []
     for contraction in path:
         if not contraction or len(set(contraction)) != len(contraction) or any(
@@ -256,7 +259,9 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
             group = taken[:2]
             rest = taken[2:]
             last = not live and not rest
-            step = _make_step(group, len(steps) + n, indices, live + rest, graph, last)
+            held.subtract(i for v in group for i in set(indices[v]))
+            step = _make_step(group, len(steps) + n, indices, held, graph, last)
+            held.update(set(step.output))
             steps.append(step)
             indices[step.result] = step.output
             taken = [step.result] + rest
@@ -266,7 +271,7 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     if len(live) != 1:
         raise PathError(f"einsum(): path {list(path)} leaves {len(live)} operands uncontracted")
     if steps[-1].output != graph.output:      # e.g. an explicit path ending on a pairwise step kept order
-        steps.append(_make_step([live[0]], len(steps) + n, indices, [], graph, True))
+        steps.append(_make_step([live[0]], len(steps) + n, indices, Counter(), graph, True))
 
     all_indices = {i for t in graph.inputs for i in t}
     naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
@@ -282,17 +287,13 @@ def _follows(term, order) -> bool:
     return place == sorted(place)
 
 
-def _make_step(operands, result, indices, others, graph, last) -> Step:
+def _make_step(operands, result, indices, held, graph, last) -> Step:
+    """The step contracting ``operands``; ``held``: per index, how many other values not
+    yet contracted hold it (what the result must keep, with the output's)."""
     sizes = graph.sizes
     terms = [indices[v] for v in operands]
-    needed = set(graph.output)
-    for v in others:
-        needed.update(indices[v])
-    seen: list[int] = []
-    for t in terms:
-        for i in t:
-            if i not in seen:
-                seen.append(i)
+    seen = list(dict.fromkeys(i for t in terms for i in t))
+    needed = set(graph.output).union(i for i in seen if held[i] > 0)
     if last:
         output = graph.output
     else:

@@ -39,6 +39,8 @@ import time
 import opt_einsum
 
 from . import objective, pathcache
+from .pathcost import cost as _cost
+from .pathcost import path_cost
 from .searchreport import Progress as _Progress
 from .searchreport import Report
 from .searchreport import report_of as _report_of
@@ -67,7 +69,8 @@ RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
 # partition tree (cotengra's, of these parameters, at PARTITION_SECONDS per tensor); its trials then
 # get PARTITION_TRIALS of the budget, and each tree PROBE of what the partition left
 PARTITION = {"parts": 4, "cutoff": 25, "imbalance": 0.1, "random_strength": 0.01, "weight_edges": "log"}
-PARTITION_TENSORS, PARTITION_SECONDS, PARTITION_TRIALS, PROBE = 100, 0.5e-3, 0.2, 0.25
+PARTITION_TENSORS, PARTITION_SECONDS, PARTITION_TRIALS, PROBE = 100, 0.7e-3, 0.1, 0.25
+PARTITION_AFFORD = 1.2        # a partition is made where the refinement's work is this many partitions' or more
 # cotengrust's random greedy weighing of the tensors removed against the one made, in
 # turn by batch: its own range (matrix chains need its ends), and a narrower one that
 # finds better trees on regular graphs and the language-model networks
@@ -86,40 +89,16 @@ MAX_TRIALS = 1024       # trees: the most any search tries
 # multiple of its budget, where the machine is far slower than nominal.
 TRIAL_SECONDS = 1.2e-6
 SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
+# per tensor, a tree ranked by the objective, made by cotengra from a path (and its path read
+# back), or ranked subtree by subtree for a chunk of reconfiguration: on hundreds of tensors
+# these cost as much as the trials and subtrees themselves
+PER_TENSOR = 12e-6
 GUARD = 4
-STALE = 32              # random greedy trials end where the latter half of this many or more found no better tree
+STALE = 16              # random greedy trials end where the latter half of this many or more found no better tree,
+STALE_GAIN = 0.01       # ... better by this much of log10 flops (2.3 %) or more
 CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
 SEED = 0
-
-
-def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
-    """``(flops, written, largest, steps)`` of a linear ``path`` over ``inputs`` (sets of
-    indices): opt_einsum's flop count (as einc's steps count them), the elements of every
-    intermediate written, the largest one, the number of contractions."""
-    terms = [frozenset(t) for t in inputs]
-    count: dict = {}
-    for t in (*terms, frozenset(output)):
-        for i in t:
-            count[i] = count.get(i, 0) + 1
-    flops = written = largest = 0
-    for c in path:
-        taken = [terms[i] for i in c]
-        for i in sorted(c, reverse=True):
-            del terms[i]
-        union = frozenset().union(*taken)
-        for t in taken:
-            for i in t:
-                count[i] -= 1
-        kept = frozenset(i for i in union if count[i])
-        flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
-        size = math.prod(sizes[i] for i in kept)
-        written += size
-        largest = max(largest, size)
-        for i in kept:
-            count[i] += 1
-        terms.append(kept)
-    return flops, written, largest, len(path)
 
 
 def predicted_seconds(flops: float, written: float, steps: int) -> float:
@@ -147,9 +126,10 @@ def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
     found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
-                              MAX_TRIALS, STALE, TRIAL_SECONDS, SUBTREES, GUARD, CONVERGED, RECONF_SECONDS,
-                              RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS, PARTITION_SECONDS,
-                              PARTITION_TRIALS, PROBE, KAHYPAR_SPACE, WRITE_FACTOR, objective.VERSION, seed, *found)))
+                              MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
+                              RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
+                              PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
+                              WRITE_FACTOR, objective.VERSION, seed, *found)))
 
 
 def _installed(name: str) -> bool:
@@ -202,6 +182,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
         return _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget)
 
+    # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
+    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
+    counted = ctg is None or budget < HYPER_FLOOR
+
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
         return min(budget, max(budget_for(seconds), SMALL))     # small one is kept whole
 
@@ -213,9 +197,6 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
             return affords(seconds) * PARTITION_TRIALS      # the rest: a partition tree, and both refined
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
-    # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
-    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
-    counted = ctg is None or budget < HYPER_FLOOR
     per_trial = TRIAL_SECONDS * sum(map(len, inputs))
     guard = t0 + min(CAP, GUARD * budget)
     quick, trials, reason, work = None, 0, "", 0.0
@@ -228,7 +209,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         method = rg
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
-            left = budget - work if counted else REFINE_SHARE * budget
+            left = budget - work - PER_TENSOR * len(inputs) if counted else REFINE_SHARE * budget    # (greedy's rank)
             quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, guard if counted
                                               else time.perf_counter() + min(GUARD * left, allowance(best)), seed)
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
@@ -282,10 +263,14 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTR
     seconds afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
     refining the best tree by small subtrees gains more than further trials on lattices,
     regular graphs and the language-model networks. ``sizes``: the subtree sizes that ran."""
-    ran = ()
+    ran, n = (), len(inputs)
+    work -= 2 * PER_TENSOR * n      # the tree made from the path, and the refined one's path ranked
+    if not subtrees or work < subtrees[0][1]:
+        return best, ran
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=best)
         for size, each in subtrees:
+            each += PER_TENSOR * n / max(RECONF_CHUNK, n // 16)     # its share of its chunk's ranking
             if work < each or time.perf_counter() >= deadline:
                 break
             was = _combo(tree)
@@ -303,7 +288,7 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTR
 
 def _partitions(work, tensors) -> bool:
     """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`)."""
-    return tensors >= PARTITION_TENSORS and work >= 1.5 * PARTITION_SECONDS * tensors and _kahypar()
+    return tensors >= PARTITION_TENSORS and work >= PARTITION_AFFORD * PARTITION_SECONDS * tensors and _kahypar()
 
 
 def _refined(ctg, inputs, output, size_dict, best, work, deadline, seed):
@@ -354,17 +339,6 @@ def _rank(inputs, output, size_dict, path) -> float:
 def _ranked(inputs, output, sizes, path):
     sizes = dict(sizes)
     return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
-
-
-def _cost(inputs, output, size_dict, path):
-    """:func:`path_cost`, remembered for the last few paths (a search asks for the same ones
-    again, and on hundreds of tensors each costs milliseconds)."""
-    return _costed(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
-
-
-@functools.lru_cache(maxsize=32)
-def _costed(inputs, output, sizes, path):
-    return path_cost(inputs, output, dict(sizes), path)
 
 
 def _linear(path) -> tuple[tuple[int, ...], ...]:
@@ -423,6 +397,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     if rust is not None and memory_limit is None:
         best, best_flops, trials, rounds, found = None, math.inf, 0, 0, 0
         ranked = objective.Shortlist(inputs, output, size_dict)     # the best few by flops, ranked by seconds
+        rank = functools.partial(_rank, inputs, output, size_dict)
         args = _strings(inputs, output, size_dict)
         batch = 8
         while True:
@@ -434,22 +409,24 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
             if ranked.wants(log10_flops):
                 ranked.add(log10_flops, _linear(rust.ssa_to_linear(ssa, len(inputs))))
             if log10_flops < best_flops:
-                best, best_flops, found = ranked.kept[0][1], log10_flops, trials
+                if log10_flops < best_flops - STALE_GAIN:
+                    found = trials          # (a gain of a few percent does not keep the trials going)
+                best, best_flops = ranked.kept[0][1], log10_flops
                 if limit is not None:
                     budget = min(budget, limit(_predict(inputs, output, size_dict, best)))
-            now = time.perf_counter()
-            work = trials * per_trial if per_trial else now - t0
+            now = time.perf_counter()       # counted: the trials, and the shortlist's ranking
+            work = trials * per_trial + PER_TENSOR * len(inputs) * len(ranked.kept) if per_trial else now - t0
             if trials >= MAX_TRIALS:
-                return ranked.best(), trials, f"{MAX_TRIALS} trials", work
+                return ranked.best(rank), trials, f"{MAX_TRIALS} trials", work
             if per_trial and work >= budget:
-                return ranked.best(), trials, f"{trials} trials (what the budget affords)", work
+                return ranked.best(rank), trials, f"{trials} trials (what the budget affords)", work
             if not per_trial and now - t0 >= budget:
-                return ranked.best(), trials, "time budget spent", work
+                return ranked.best(rank), trials, "time budget spent", work
             if per_trial and trials >= STALE and trials >= 2 * found:     # (a hyper search's are clocked)
                 reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
-                return ranked.best(), trials, reason, work
+                return ranked.best(rank), trials, reason, work
             if now >= guard:
-                return ranked.best(), trials, f"time allowance spent after {trials} trials", work
+                return ranked.best(rank), trials, f"time allowance spent after {trials} trials", work
             # twice as many as before, up to 64, and no more than the budget holds: counted, or
             # by the clock (a trial on hundreds of tensors takes milliseconds)
             each, held = (per_trial, budget - work) if per_trial else ((now - start) / batch, budget - (now - t0))

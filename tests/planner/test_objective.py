@@ -144,5 +144,23 @@ def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
     plain, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     # an objective that prefers more flops: the batches' best trees are re-ranked by it
     monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
+    S._ranked.cache_clear()         # the search remembers the last few trees' ranks
     contrary, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="cotengra's slicing reconfiguration")
+def test_the_sliced_reconfigured_trees_do_not_depend_on_pythons_random_numbers():
+    # cotengra's slicer draws from Python's random numbers: seeded, the same trees whatever
+    # state the caller left them in (the search under a memory limit is deterministic), and
+    # that state given back
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    net = S._strings(inputs, frozenset(), sizes)
+    path = S.find(inputs, set(), sizes)[0]
+    found = []
+    for seed in range(4):
+        random.seed(seed)
+        state = random.getstate()
+        found.append(O.sliced_reconfigured(S._cotengra(), net, path, 256, S.WRITE_FACTOR))
+        assert random.getstate() == state
+    assert found[0] and all(f == found[0] for f in found)

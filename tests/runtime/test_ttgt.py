@@ -635,3 +635,19 @@ def test_a_small_permuted_operand_is_read_as_it_is(monkeypatch):
     assert tx.memory_orders([a.T, b]) is None
     big = torch.randn(64, 128)
     assert tx.memory_orders([big.T, b]) == ((1, 0), None)
+
+
+def test_steps_alike_but_for_their_names_share_one_choice():
+    # the choice depends on where each index stands and its size, not its name: a chain's or
+    # a matrix product state's steps, alike but for their names, are chosen once
+    ttgt.cache_clear()
+    sizes = {"b": 8, "i": 64, "j": 32, "k": 48, "c": 8, "x": 64, "y": 32, "z": 48}
+    first = _choose("bij,jkb->ikb", sizes)
+    hits = ttgt._cheapest.cache_info().hits
+    second = _choose("cxy,yzc->xzc", sizes)
+    assert ttgt._cheapest.cache_info().hits == hits + 1
+    named = str.maketrans("bijk", "cxyz")
+    assert _names(second) == tuple(g.translate(named) for g in _names(first))
+    assert (second.swap, second.copies, second.flip, second.cost, second.broadcast, second.outer) == \
+        (first.swap, first.copies, first.flip, first.cost, tuple(i.translate(named) for i in first.broadcast),
+         tuple(i.translate(named) for i in first.outer))

@@ -403,16 +403,29 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     writes into its result with ``out=``); with ``free_out`` (the last step where the
     caller takes any layout) no copy of the result is counted, so each candidate's own
     order of the result is kept (:func:`without_result_copy`)."""
+    if pick is _PICK and not (loops and free_out):
+        # the choice depends on the indices' places in the terms and their sizes, not on
+        # their names: the step renamed 0, 1, ... in order of appearance, so that the
+        # steps of a network alike but for their names (a chain, a lattice) share it
+        names = tuple(dict.fromkeys([*ta, *tb, *out]))
+        place = {i: k for k, i in enumerate(names)}
+        lay = _cheapest(tuple(map(place.__getitem__, ta)), tuple(map(place.__getitem__, tb)),
+                        tuple(map(place.__getitem__, out)), tuple(enumerate(map(sizes.__getitem__, names))),
+                        worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
+        return _named(lay, names)
     used = sorted(set(ta) | set(tb))
     local = tuple((i, sizes[i]) for i in used)
-    if pick is _PICK and not (loops and free_out):
-        return _cheapest(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops,
-                         free_out)
     found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast,
                              loops))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
+
+
+def _named(lay: Layout, names) -> Layout:
+    """``lay`` of a step renamed 0, 1, ... with its indices named ``names`` again."""
+    return dataclasses.replace(lay, **{f: tuple(names[i] for i in getattr(lay, f))
+                                       for f in ("batch", "m", "n", "k", "broadcast", "outer")})
 
 
 @functools.lru_cache(maxsize=1024)
