@@ -129,7 +129,7 @@ def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1, m
     last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
     live, total = {}, 0
     if memo is not None:
-        flags = [False] * len(sizes)
+        flags = dict.fromkeys(sizes, False) if isinstance(sizes, dict) else [False] * len(sizes)
         for i in sliced:
             flags[i] = True
     for s, step in enumerate(steps):
@@ -163,18 +163,27 @@ def _step_elements(step, sizes, final, sliced):
     return math.prod([sizes[i] for i in step.output]), step_copies(step, sizes, final, sliced)
 
 
-def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None) -> int:
+def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None, memo=None, below=None) -> int:
     """The most elements alive at once when ``steps`` run: intermediates, the last step's
     result included, and the copies steps make inside themselves (:func:`_lives`), with
     ``sliced`` indices of the graph's ``inputs`` cut per slice (hoisted steps first,
     their results alive throughout; see :func:`hoisting`), of which the ``dropped`` ones
     (default: all) take one value per slice, the others a chunk (its size in ``sizes``):
-    what ``memory_limit`` bounds."""
-    order, roots = hoisting(steps, inputs, num_operands, sliced)
+    what ``memory_limit`` bounds.  ``memo`` and ``below`` as :func:`_lives` and
+    :func:`hoisting` take them, for a caller that weighs many slicings of ``steps``."""
+    order, roots = hoisting(steps, inputs, num_operands, sliced, below)
     finals = set(roots) | ({order[-1].result} if order else set())
     dropped = sliced if dropped is None else dropped
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf)),
+    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf, memo)),
                default=0)
 
 
-__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "step_copies", "live_peak", "hoisting"]
+def below_steps(steps, inputs) -> list:
+    """Per step, the set of the indices of the operands under it (:func:`hoisting`'s ``below``)."""
+    below = [frozenset(t) for t in inputs]
+    for step in steps:
+        below.append(frozenset().union(*(below[v] for v in step.operands)))
+    return below[len(inputs):]
+
+
+__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "step_copies", "live_peak", "hoisting", "below_steps"]

@@ -44,7 +44,7 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import FEW_OUTPUTS, LONG_SUM, _lives, hoisting, live_peak, step_copies
+from .memory import FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -255,11 +255,14 @@ def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float
     nodes = steps(inputs, output, path)
     inputs = [frozenset(t) for t in inputs]
     sliced: set = set()
-    peak = _peak(nodes, inputs, sizes, sliced)
+    memo, below = {}, below_steps(nodes, inputs)      # (many slicings of one path are weighed)
+
+    def peak_of(cut):
+        return live_peak(nodes, _cut(sizes, cut), len(inputs), inputs, tuple(cut), None, memo, below)
+    peak = peak_of(sliced)
     while peak > limit:
-        behind = _behind(nodes, inputs, sizes, sliced, limit)
-        tried = sorted((_peak(nodes, inputs, sizes, sliced | {i}), repr(i), i) for i in behind - sliced
-                       if sizes[i] > 1)
+        behind = _behind(nodes, inputs, sizes, sliced, limit, memo, below)
+        tried = sorted((peak_of(sliced | {i}), repr(i), i) for i in behind - sliced if sizes[i] > 1)
         if not tried or tried[0][0] >= peak:
             break               # nothing lowers it: the limit cannot be met on this path
         meeting = [t for t in tried if t[0] <= limit]
@@ -273,18 +276,15 @@ def _cut(sizes, sliced):
     return {i: 1 if i in sliced else d for i, d in sizes.items()} if sliced else sizes
 
 
-def _peak(nodes, inputs, sizes, sliced):
-    return live_peak(nodes, _cut(sizes, sliced), len(inputs), inputs, tuple(sliced))
-
-
-def _behind(nodes, inputs, sizes, sliced, limit):
+def _behind(nodes, inputs, sizes, sliced, limit, memo=None, below=None):
     """The indices of the tensors alive at the moments over ``limit`` (as
     :func:`einc.planner.memory.live_peak` counts them)."""
-    order, roots = hoisting(nodes, inputs, len(inputs), tuple(sliced))
+    order, roots = hoisting(nodes, inputs, len(inputs), tuple(sliced), below)
     finals = set(roots) | ({order[-1].result} if order else set())
     terms = [*inputs, *(n.output for n in nodes)]
     values = set()
-    for _, alive in _lives(order, _cut(sizes, sliced), len(inputs), set(roots), finals, tuple(sliced), limit):
+    for _, alive in _lives(order, _cut(sizes, sliced), len(inputs), set(roots), finals, tuple(sliced), limit,
+                           memo):
         values.update(alive)
     return set().union(*(terms[v] for v in values))
 

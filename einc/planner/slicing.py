@@ -67,7 +67,7 @@ from ..errors import MemoryLimitError, PathError
 from . import slicecost
 from .equation import text_of
 from .graph import ContractionGraph
-from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, hoisting, live_peak, step_copies
+from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
 from .options import AUTO, COTENGRA, Options
 from .plan import Plan, build_plan, flop_count, max_input
 
@@ -221,10 +221,7 @@ class _Model:
                        for seen, step in zip(self.seen, self.steps)]
         # each step's summed indices, and the indices of the operands below it (a step runs
         # once per call where none of these is sliced)
-        below = [frozenset(t) for t in self.inputs]
-        for step in self.steps:
-            below.append(frozenset().union(*(below[v] for v in step.operands)))
-        self._below = below[self.n:]
+        self._below = below_steps(self.steps, self.inputs)
         self._summed = [frozenset(step.summed) for step in self.steps]
 
     def without_adds(self) -> _Model:
