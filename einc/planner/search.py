@@ -94,6 +94,12 @@ SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
 # these cost as much as the trials and subtrees themselves
 PER_TENSOR = 12e-6
 GUARD = 4
+# Under a memory limit below the hyper-optimizer, opt_einsum's random greedy trials (in
+# Python, the limit checked at each step) are counted too: LIMITED_TRIAL_SECONDS per index
+# of every operand, in LIMITED_SHARE of the budget, LIMITED_MIN to LIMITED_MAX of them.
+LIMITED_TRIAL_SECONDS = 40e-6
+LIMITED_SHARE = 0.5
+LIMITED_MIN, LIMITED_MAX = 16, 128
 STALE = 16              # random greedy trials end where the latter half of this many or more found no better tree,
 STALE_GAIN = 0.01       # ... better by this much of log10 flops (2.3 %) or more
 CONVERGED = 128         # trials without a better tree end a hyper search
@@ -169,7 +175,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
     where the budget reaches the hyper-optimizer, its trees are ranked as cotengra's
     slicing reconfiguration slices them to that size; below, or without cotengra, a few
-    trees (opt_einsum's 128 random greedy trials under the limit, the unlimited search's,
+    trees (opt_einsum's random greedy trials under the limit, as many as the budget affords, the unlimited search's,
     greedy's, and cotengra's slicing reconfiguration of the unlimited one) are ranked by
     their predicted time once sliced (einc.planner.objective.least_sliced)."""
     ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
@@ -243,17 +249,19 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
     greedy trials, whose paths keep to it where they can, the unlimited search's path, that
     tree reconfigured as cotengra slices it, and the greedy ``path``, ranked as each is
     sliced: the slicing chosen with the tree."""
+    trials = max(LIMITED_MIN, min(LIMITED_MAX, int(LIMITED_SHARE * budget / (LIMITED_TRIAL_SECONDS *
+                                                                              sum(map(len, inputs))))))
     with _seeded(seed):
-        limited = _linear(opt_einsum.path_random.random_greedy_128(
-            [set(t) for t in inputs], set(output), size_dict, memory_limit))
+        limited = _linear(opt_einsum.path_random.random_greedy(
+            [set(t) for t in inputs], set(output), size_dict, memory_limit, max_repeats=trials))
     free = search(inputs, output, size_dict, None, seed)[0]
     more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
                                                                 memory_limit, WRITE_FACTOR)
     path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
     return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
                          (" and its tree sliced and reconfigured (cotengra)" if more else "") +
-                         ", ranked as sliced to the limit (einc.planner.objective)", t0, 130 + len(more),
-                         "128 trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
+                         ", ranked as sliced to the limit (einc.planner.objective)", t0, trials + 2 + len(more),
+                         f"{trials} trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
                          size_dict, path, budget)
 
 
