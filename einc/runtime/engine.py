@@ -63,7 +63,7 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
     if entry is None:
-        if key[2] is not _strided or key[5::4].count(key[5]) != len(operands):    # _torch_own, from the key
+        if _torch_own(key, len(operands)):
             return admission.einsum(eq.torch_text, operands)
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
@@ -160,19 +160,17 @@ def unplanned(eq: Equation, operands, options: Options):
             return None
     except TypeError:                   # symbolic sizes, as in run
         return symbolic(eq, operands, options)
-    if _torch_own(operands[0], operands):
+    if _torch_own(key, len(operands)):
         return admission.einsum(eq.torch_text, operands)
     return admission.small_call(eq, operands, options)
 
 
-def _torch_own(first, operands) -> bool:
-    """Calls that are torch's to answer, as torch answers them (asked where no plan is
-    cached): a sparse (or mkldnn) first operand, or operands on several devices (torch
-    raises, or, with a meta tensor among CPU ones, gives a meta result)."""
-    if first.layout is not torch.strided:
-        return True
-    device = first.device
-    return any(o.device != device for o in operands)
+def _torch_own(key, n: int) -> bool:
+    """Whether the call of plan cache key ``key`` (:func:`_key`, ``n`` operands) is torch's
+    to answer, as torch answers it (asked where no plan is cached): a sparse (or mkldnn)
+    first operand, or operands on several devices (torch raises, or, with a meta tensor
+    among CPU ones, gives a meta result)."""
+    return key[2] is not _strided or key[5::4].count(key[5]) != n
 
 
 def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype=None, device=None):
@@ -182,7 +180,8 @@ def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype
     False)`` where the call would be planned per shape.  Operands given as ``shapes``
     (``operands`` None): contiguous, of ``dtype`` on ``device``."""
     if operands is None:
-        key = (eq.canonical, options, torch.strided, *[x for s in shapes for x in (tuple(s), dtype, device, True)])
+        place = device.type == "cpu" or device      # as _key spells a device
+        key = (eq.canonical, options, torch.strided, *[x for s in shapes for x in (tuple(s), dtype, place, True)])
     else:
         key = _key(eq, operands, options)
         found = _plans.peek(key)
