@@ -92,10 +92,10 @@ _DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")     # 1
 
 def _raw(name: str) -> str | None:
     """The variable's value, or None where it is unset or empty (blank).  Settings are read
-    on every call that plans, so the read skips ``os.environ.get``'s Mapping frames and key
-    encoding (a microsecond, a tenth of what a new tiny shape costs beyond torch's own
-    einsum): the encoded key is kept, and the value looked up in the environment's own
-    dict, which every change through ``os.environ`` updates."""
+    on every call that plans (a new tiny shape of a size class among them), so the read
+    skips ``os.environ.get``'s Mapping frames and key encoding: the encoded key is kept,
+    and the value looked up in the environment's own dict, which every change through
+    ``os.environ`` updates."""
     environ = os.environ
     try:
         raw = environ._data.get(_ENCODED.get(name) or _encoded(environ, name))
@@ -112,8 +112,8 @@ _ENCODED: dict = {}
 
 
 def _encoded(environ, name: str):
-    key = _ENCODED[name] = environ.encodekey(name)
-    return key
+    _ENCODED[name] = environ.encodekey(name)
+    return _ENCODED[name]
 
 
 def _bad(name: str, value: str, expected: str) -> ConfigError:
