@@ -85,11 +85,18 @@ def _scratch(size: int, alignment: int, stream):
 
 def ensure_allocator() -> None:
     """Give Triton an allocator for the descriptors' scratch where this thread has none
-    (Triton keeps it per thread, in a context variable)."""
-    from triton.runtime import _allocation
-    current = getattr(_allocation, "_allocator", None)
-    if current is None or isinstance(current.get(), _allocation.NullAllocator):
+    (Triton keeps it per thread, in a context variable).  Asked before each launch of
+    the variant: the context variable is read, the module found once."""
+    allocation = _allocation[0]
+    if allocation is None:
+        from triton.runtime import _allocation as allocation
+        _allocation[0] = allocation
+    current = getattr(allocation, "_allocator", None)
+    if current is None or isinstance(current.get(), allocation.NullAllocator):
         triton.set_allocator(_scratch)
+
+
+_allocation = [None]    # triton.runtime._allocation, imported at the first launch
 
 
 def fall_back(launcher, error, operands, scale, c):
