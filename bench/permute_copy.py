@@ -2,6 +2,7 @@
 alternatives tried for issue 23 (``einc/runtime/torch_executor/permute_copy.py`` keeps what won).
 
     python bench/permute_copy.py [--threads 1] [--rounds 21] [--budget 1.5] [--filter TEXT]
+                                 [--perms [--tblis] | --contract]
 
 Two sets of copies, float32 unless named, each a tensor laid out in one index order
 copied into a contiguous tensor over another:
@@ -35,9 +36,20 @@ against ``clone`` of the same bytes: ``torch`` (``x.permute(p).contiguous()``) a
 ``einc`` (``permuted_copy``), per shape the geomean and the worst ratio to ``clone``, how
 many copies exceed 2x, and the worst permutations.  Each ratio is the median over
 ``--rounds`` interleaved rounds of per-round ratios of this thread's CPU time
-(``bench.pairwise.cpu_interleaved``; ``--budget`` is not used).
+(``bench.pairwise.cpu_interleaved``; ``--budget`` is not used).  ``--tblis`` adds a peer,
+``tblis``: TBLIS's permuting add (``pytblis.add``, B = A permuted, ``alpha=1``, ``beta=0``)
+from the source's numpy view into a fresh torch tensor's memory, on ``--threads`` TBLIS
+threads (needs pytblis, not a dependency of einc; with one thread it runs on the calling
+thread, so its CPU time is counted).
 
-Markdown on stdout.  Standard library, torch and einc.
+``--contract`` (with pytblis): the suite's ``permuted`` and ``pairwise`` workloads (``cpu``
+variants, float32), TBLIS's contraction (``pytblis.contract``, no explicit transposes)
+into a fresh contiguous torch tensor against einc (contiguous result) and opt_einsum's
+expression (built once, ``backend="torch"``: a view where torch's is one), this thread's
+CPU time as above: per workload the medians of per-round ratios to opt_einsum.
+
+Markdown on stdout.  Standard library, torch and einc (``--tblis``, ``--contract``: pytblis;
+``--contract``: opt_einsum).
 """
 
 from __future__ import annotations
@@ -142,9 +154,22 @@ PERM_SHAPES = (
 )
 
 
+def tblis_copy(perm, shape):
+    """``fn(x)``: ``x.permute(perm).contiguous()`` for an ``x`` of ``shape``, by ``pytblis.add``."""
+    import pytblis
+    src, dst = LETTERS[:len(perm)], "".join(LETTERS[p] for p in perm)
+    out_shape = tuple(shape[p] for p in perm)
+
+    def fn(x):
+        out = torch.empty(out_shape, dtype=x.dtype)
+        pytblis.add(x.numpy(), out.numpy(), src, dst, alpha=1.0, beta=0.0)   # beta's default is 1
+        return out
+    return fn
+
+
 def perm_rows(args):
     """Every permutation of every :data:`PERM_SHAPES` tensor: ``(label, shape, perm,
-    {method: ratio to clone})``, the methods ``torch`` and ``einc``."""
+    {method: ratio to clone})``, the methods ``torch`` and ``einc`` (and ``tblis``)."""
     for label, shape in PERM_SHAPES:
         if args.filter not in label:
             continue
@@ -157,35 +182,83 @@ def perm_rows(args):
             fast = pc.permuted_copy(src, [LETTERS[p] for p in perm], dict(zip(src, shape)))
             fns = {"clone": x.clone, "torch": lambda perm=perm: x.permute(perm).contiguous(),
                    "einc": lambda fast=fast: fast(x)}
-            assert torch.equal(fns["einc"](), fns["torch"]()), (shape, perm)
+            if args.tblis:
+                tblis = tblis_copy(perm, shape)
+                fns["tblis"] = lambda tblis=tblis: tblis(x)
+            for m in fns:
+                if m not in ("clone", "torch"):
+                    assert torch.equal(fns[m](), fns["torch"]()), (m, shape, perm)
             t = cpu_interleaved(fns, args.rounds)
-            yield label, shape, perm, {m: ratio_interval(t[m], t["clone"])[0] for m in ("torch", "einc")}
+            yield label, shape, perm, {m: ratio_interval(t[m], t["clone"])[0] for m in fns if m != "clone"}
 
 
 def perms_main(args):
-    print("| tensor | copies | torch / clone: geomean, max | einc / clone: geomean, max | einc > 2x | "
-          "einc's worst (ratio) |")
-    print("|---|---:|---|---|---:|---|")
+    peers = ("torch", "einc", "tblis") if args.tblis else ("torch", "einc")
+    best = peers[-1]
+    print("| tensor | copies | " + " | ".join(f"{m} / clone: geomean, max" for m in peers)
+          + f" | {best} > 2x | {best}'s worst (ratio) |")
+    print("|---|---:|" + "---|" * len(peers) + "---:|---|")
     by_label, everything = {}, []
     for label, _shape, perm, r in perm_rows(args):
         by_label.setdefault(label, []).append((perm, r))
         everything.append((label, perm, r))
-        print(f"{label} {perm}: torch {r['torch']:.2f}, einc {r['einc']:.2f}", file=sys.stderr, flush=True)
+        print(f"{label} {perm}: " + ", ".join(f"{m} {r[m]:.2f}" for m in peers), file=sys.stderr, flush=True)
     for label, rows in by_label.items():
         cells = []
-        for m in ("torch", "einc"):
+        for m in peers:
             vals = [r[m] for _, r in rows]
             cells.append(f"{_geomean(vals):.2f}, {max(vals):.2f}")
-        worst = sorted(rows, key=lambda pr: -pr[1]["einc"])[:3]
-        over = sum(r["einc"] > 2 for _, r in rows)
-        print(f"| {label} | {len(rows)} | {cells[0]} | {cells[1]} | {over} | "
-              + ", ".join(f"{p} ({r['einc']:.2f})" for p, r in worst) + " |")
+        worst = sorted(rows, key=lambda pr: -pr[1][best])[:3]
+        over = sum(r[best] > 2 for _, r in rows)
+        print(f"| {label} | {len(rows)} | " + " | ".join(cells) + f" | {over} | "
+              + ", ".join(f"{p} ({r[best]:.2f})" for p, r in worst) + " |")
     print()
-    for m in ("torch", "einc"):
+    if args.tblis:
+        vals = [r["tblis"] / r["einc"] for *_, r in everything]
+        if vals:
+            print(f"- tblis / einc over all {len(vals)} copies: geomean {_geomean(vals):.2f}, "
+                  f"range {min(vals):.2f}-{max(vals):.2f}, tblis faster by 20 % or more on "
+                  f"{sum(v < 1 / 1.2 for v in vals)}, slower by 20 % or more on {sum(v > 1.2 for v in vals)}")
+    for m in peers:
         vals = [r[m] for *_, r in everything]
         if vals:
             print(f"- {m} / clone over all {len(vals)} copies: geomean {_geomean(vals):.2f}, max {max(vals):.2f}, "
                   f"{sum(v > 2 for v in vals)} above 2x")
+
+
+def contract_main(args):
+    import opt_einsum
+    import pytblis
+
+    from bench.pairwise import workloads
+    from einc.tools.benchmark.runner import operands
+    print("| family | id | equation | opt_einsum µs | einc / opt_einsum | tblis / opt_einsum | tblis / einc |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    by_family = {}
+    for w in workloads(load(find_suite()), args.filter, "cpu", ("permuted", "pairwise")):
+        eq, ops = w["equation"], operands(w, "cpu", "cpu")
+        expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
+        shape = einc.einsum(eq, *ops).shape
+
+        def tblis(eq=eq, ops=ops, shape=shape):
+            out = torch.empty(shape, dtype=ops[0].dtype)
+            pytblis.contract(eq, *[o.numpy() for o in ops], out=out.numpy(), allow_partial_trace=True)
+            return out
+        fns = {"opt_einsum": lambda eq=eq, ops=ops: expr(*ops, backend="torch"),
+               "einc": lambda eq=eq, ops=ops: einc.einsum(eq, *ops), "tblis": tblis}
+        ref = torch.einsum(eq, *[o.double() for o in ops])
+        assert torch.allclose(tblis().double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max())), w["id"]
+        t = cpu_interleaved(fns, args.rounds)
+        r = {m: ratio_interval(t[m], t["opt_einsum"])[0] for m in ("einc", "tblis")}
+        r["tblis / einc"] = ratio_interval(t["tblis"], t["einc"])[0]
+        by_family.setdefault(w["category"], []).append(r)
+        print(f"| {w['category']} | {w['id']} | `{eq}` | {t['opt_einsum'].median * 1e6:.0f} | {r['einc']:.2f} | "
+              f"{r['tblis']:.2f} | {r['tblis / einc']:.2f} |", flush=True)
+    print()
+    for family, rows in by_family.items():
+        print(f"- {family} ({len(rows)}): geomean " + ", ".join(
+            f"{m if m == 'tblis / einc' else m + ' / opt_einsum'} {_geomean([r[m] for r in rows]):.2f}"
+            for m in ("einc", "tblis", "tblis / einc")))
 
 
 def _geomean(vals):
@@ -243,13 +316,28 @@ def methods(x, perm):
 
 def main(argv=None):
     args = cpu_setup(argv, __doc__, 21, 1.5, "copy",
-                     lambda p: p.add_argument("--perms", action="store_true",
-                                              help="every permutation of 3-6 index tensors against clone"))
+                     lambda p: (p.add_argument("--perms", action="store_true",
+                                               help="every permutation of 3-6 index tensors against clone"),
+                                p.add_argument("--tblis", action="store_true",
+                                               help="with --perms: pytblis.add as a peer"),
+                                p.add_argument("--contract", action="store_true",
+                                               help="pytblis.contract on the permuted and pairwise families")))
+    if args.tblis or args.contract:
+        try:
+            import pytblis
+        except ImportError:
+            print("--tblis and --contract need pytblis (pip install pytblis)", file=sys.stderr)
+            return 2
+        pytblis.set_num_threads(args.threads)
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds at most, "
-          f"{args.budget:g} s per copy; ratios method / {'clone' if args.perms else 'torch [95 % interval]'}\n")
+          f"{args.budget:g} s per copy; ratios method / "
+          f"{'clone' if args.perms else 'opt_einsum' if args.contract else 'torch [95 % interval]'}\n")
     if args.perms:
         perms_main(args)
+        return 0
+    if args.contract:
+        contract_main(args)
         return 0
     print("| set | copy | source shape → permutation | dtype | run bytes | torch µs | "
           + " | ".join(m for m in METHODS if m != "torch") + " |")
