@@ -42,7 +42,9 @@ Who chooses what to slice:
   halved where they are behind a moment over the limit, then widened back to the largest
   that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
-  cost per step of a slice) kept; the faster of the two paths wins.
+  cost per step of a slice) kept; the faster of the two paths wins.  Past 16 operands,
+  with einc's default search, that choice is kept on disk beside the search's path and
+  read back by the next process (:mod:`einc.planner.slicecache`).
 
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own
