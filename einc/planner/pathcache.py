@@ -4,7 +4,9 @@ An entry is a JSON file ``<cache folder>/paths/<key>.json`` (never pickle: loadi
 runs no code), ``key`` the SHA-256 of the network's structure and sizes, the memory
 limit, and :data:`VERSION`, which names the search and its budget figures (a change to
 either misses every old entry).  Only searches that ran :data:`STORE_SECONDS` or longer
-are stored: a greedy path costs less to find again than to read.
+are stored: a greedy path costs less to find again than to read.  Under a memory limit,
+the entry also keeps the slicing einc's slicer chose for the path (``slicings``, read and
+checked by :mod:`einc.planner.slicecache`).
 
 The kernel cache's safety rules (:mod:`einc.cachefiles`, shared with it), for a folder
 of data rather than code: the ``paths`` folder is made owner-only (0700) and used only
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from .. import cachefiles, config
 
-VERSION = "einc-paths-1"        # with the search's figures appended by the caller (search.version())
+VERSION = "einc-paths-2"        # with the search's figures appended by the caller (search.version())
 STORE_SECONDS = 0.005           # a shorter search is not stored
 MAX_ENTRIES = 2000              # files kept; the least recently used go first
 MAX_BYTES = 1 << 20             # a larger file is no entry of einc's

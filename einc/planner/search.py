@@ -146,14 +146,20 @@ def _installed(name: str) -> bool:
         return False
 
 
+def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
+    """``(name, version)`` of the network's entry in the path cache: where :func:`search`
+    remembers its path (and einc.planner.slicecache the slicing of it)."""
+    tag = version(seed)
+    return pathcache.key(inputs, output, size_dict, memory_limit, tag), tag
+
+
 def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     """``(path, report)``: the path a search finds (:func:`find`), or the one an earlier
     search of the same network found and einc remembered (einc.planner.pathcache)."""
     t0 = time.perf_counter()
     inputs = [frozenset(t) for t in inputs]
     output = frozenset(output)
-    tag = version(seed)
-    name = pathcache.key(inputs, output, size_dict, memory_limit, tag)
+    name, tag = entry(inputs, output, size_dict, memory_limit, seed)
     hit = pathcache.load(name, tag, len(inputs))
     if hit is not None:
         path, record = hit
@@ -581,4 +587,4 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
 
 
 __all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",
-           "path_cost", "predicted_seconds", "search"]
+           "entry", "path_cost", "predicted_seconds", "search"]

@@ -42,7 +42,9 @@ Who chooses what to slice:
   halved where they are behind a moment over the limit, then widened back to the largest
   that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
-  cost per step of a slice) kept; the faster of the two paths wins.
+  cost per step of a slice) kept; the faster of the two paths wins.  Past 16 operands,
+  with einc's default search, that choice is kept on disk beside the search's path and
+  read back by the next process (:mod:`einc.planner.slicecache`).
 
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own
@@ -59,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import time
 from dataclasses import dataclass
 
 import opt_einsum
@@ -68,7 +71,7 @@ from . import slicecost
 from .equation import text_of
 from .graph import ContractionGraph
 from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
-from .options import AUTO, COTENGRA, Options
+from .options import AUTO, COTENGRA, DP_OPERANDS, Options
 from .plan import Plan, build_plan, flop_count, max_input
 
 _INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
@@ -174,6 +177,11 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         planner = "cotengra" if set(chunks) == set(theirs) else "cotengra and einc"     # einc sliced more
         return sliced_plan(graph, equation, base, tuple(chunks), limit, planner, tuple(chunks.values()),
                            bound) if chunks else base
+    # einc's search keeps its path on disk, and the slicing of it with it (remembered only
+    # where the path does not fit unsliced)
+    remembers = options.optimize == AUTO and graph.num_operands > DP_OPERANDS
+    if remembers and (found := _recalled(graph, equation, options, unlimited, limit, bound)) is not None:
+        return found
     candidates = []
     try:
         within = build_plan(graph, equation, options)
@@ -187,14 +195,40 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
-    best = None
+    best, t0 = None, time.perf_counter()
     for base in candidates:
         chunks = _choose(_Model(base, bound), limit, ())
         p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
         key = (_peak(p) > limit, p.slicing.seconds, p.flops)
         if best is None or key < best[0]:
             best = key, p
+    if remembers and _peak(best[1]) <= limit:
+        _remember(graph, limit, bound, best[1], within, time.perf_counter() - t0)
     return best[1]
+
+
+def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
+    """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
+    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
+    Only the path it slices is planned (its search's path read from disk)."""
+    from . import slicecache  # (with the path cache: only where einc's search runs)
+    memo = slicecache.lookup(graph, limit, bound)
+    if memo is None:
+        return None
+    base = build_plan(graph, equation, options if memo.base == slicecache.LIMITED else unlimited)
+    if base.path != memo.path:
+        return None
+    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound)
+    return p if _peak(p) <= limit else None
+
+
+def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float) -> None:
+    """Keep the slicing of ``p``, chosen in ``seconds``, beside the search's path on disk."""
+    from . import slicecache
+    if seconds >= slicecache.STORE_SECONDS:
+        base = slicecache.LIMITED if within is not None and p.path == within.path else slicecache.UNLIMITED
+        slicecache.remember(graph, limit, bound, slicecache.Remembered(base, p.path, p.slicing.indices,
+                                                                       p.slicing.chunks))
 
 
 def _peak(p: Plan) -> int:

@@ -1,0 +1,103 @@
+"""The slicing einc's slicer chose, remembered beside the path in the path cache's entry.
+
+Under a ``memory_limit``, a path of einc's search (:mod:`einc.planner.search`, past dynamic
+programming's reach) is remembered on disk (:mod:`einc.planner.pathcache`); choosing how
+to slice it (:func:`einc.planner.slicing.plan`: two candidate paths, each weighed over
+thousands of slicings) costs far more than reading it.  So the entry of the search under
+the limit also keeps, per bound (``"live"``, ``"intermediate"``: the limit ``"max_input"``
+shares the key of its number), the slicing chosen: which candidate path was sliced (the
+search's under the limit, or the unlimited search's), that path, and the sliced indices
+with their chunks, in the slicer's order.  A second process builds that sliced plan from
+them -- the same plan the slicer's choice gives, steps, slices and notes -- instead of
+choosing again.
+
+Remembered only where the slicing met the limit, its choice took :data:`STORE_SECONDS`
+or longer, and the search's entry is on disk (a search too short to be remembered leaves
+none: the slicing is then chosen again).  Read as the path cache reads (JSON, a regular
+file, its safety rules), and used only where every field checks against this network:
+the slicer's version (:func:`version`: its figures, so that a change of rule misses),
+the candidate's path (it must be the path planned here), indices of this network, each
+chunk a whole number from 1 to below its index's size; the slicer then checks that the
+plan so sliced keeps to the limit (its live peak, one pass over the steps).  Anything
+else is ignored: the slicer chooses again and its choice overwrites the entry.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import memory, pathcache, slicecost
+
+SLICER = "einc-slicer-1"        # the slicer's rule (einc.planner.slicing._choose); its figures appended
+STORE_SECONDS = pathcache.STORE_SECONDS     # a shorter choice is not stored
+LIMITED, UNLIMITED = "limited", "unlimited"     # which candidate path was sliced
+
+
+class Remembered(NamedTuple):
+    base: str                   # LIMITED or UNLIMITED
+    path: tuple                 # that candidate's path
+    indices: tuple[int, ...]    # sliced, in the slicer's order
+    chunks: tuple[int, ...]     # values per slice of each
+
+
+def version() -> str:
+    """The slicer's name and the figures its choice depends on."""
+    cost = slicecost.EXECUTOR_COSTS[slicecost.PLANNING]
+    return ":".join(map(str, (SLICER, cost.step_seconds, cost.flop_seconds, memory.FEW_OUTPUTS, memory.LONG_SUM,
+                              memory.COPY_WORTH_SPARING)))
+
+
+def _entry(graph, limit):
+    """``(name, version)`` of the path cache's entry of einc's search of ``graph`` under
+    ``limit``, numbered as :func:`einc.planner.plan.build_plan` hands it to the search."""
+    from . import search  # (as einc.planner.options imports it: only where a search runs)
+    inputs = [frozenset(t) for t in graph.inputs]
+    return search.entry(inputs, frozenset(graph.output), {i: s or 1 for i, s in enumerate(graph.sizes)}, limit)
+
+
+def lookup(graph, limit: int, bound: str) -> Remembered | None:
+    """The slicing remembered for ``graph`` under ``limit`` and ``bound``, where its
+    fields check against ``graph`` (see the module docstring), else None."""
+    name, tag = _entry(graph, limit)
+    hit = pathcache.load(name, tag, graph.num_operands)
+    if hit is None:
+        return None
+    slicings = hit[1].get("slicings")
+    return valid(slicings.get(bound), graph) if isinstance(slicings, dict) else None
+
+
+def valid(record, graph) -> Remembered | None:
+    """``record`` (one bound's slicing, as read) as a :class:`Remembered` of ``graph``, or
+    None where any field is missing, of the wrong type, or names what ``graph`` has not."""
+    if not isinstance(record, dict) or record.get("slicer") != version() or record.get("base") not in (LIMITED,
+                                                                                                        UNLIMITED):
+        return None
+    path = pathcache.valid_path(record.get("path"), graph.num_operands)
+    indices, chunks = record.get("indices"), record.get("chunks")
+    if path is None or not isinstance(indices, list) or not isinstance(chunks, list) or not indices or \
+            len(indices) != len(chunks) or len(set(indices)) != len(indices):
+        return None
+    sizes = graph.sizes
+    if not all(type(i) is int and 0 <= i < len(sizes) for i in indices) or \
+            not all(type(c) is int and 1 <= c < sizes[i] for i, c in zip(indices, chunks)):
+        return None
+    return Remembered(record["base"], path, tuple(indices), tuple(chunks))
+
+
+def remember(graph, limit: int, bound: str, chosen: Remembered) -> None:
+    """Keep ``chosen`` in the entry of the search of ``graph`` under ``limit`` (none is
+    written where that search left no entry), beside the slicings of the other bound."""
+    name, tag = _entry(graph, limit)
+    hit = pathcache.load(name, tag, graph.num_operands)
+    if hit is None:
+        return
+    path, record = hit
+    slicings = record.get("slicings")
+    slicings = {b: s for b, s in slicings.items() if b != bound and isinstance(s, dict)} \
+        if isinstance(slicings, dict) else {}
+    slicings[bound] = {"slicer": version(), "base": chosen.base, "path": [list(c) for c in chosen.path],
+                       "indices": list(chosen.indices), "chunks": list(chosen.chunks)}
+    pathcache.store(name, tag, path, dict(record, slicings=slicings))
+
+
+__all__ = ["LIMITED", "UNLIMITED", "Remembered", "SLICER", "STORE_SECONDS", "lookup", "remember", "valid", "version"]
