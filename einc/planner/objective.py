@@ -75,28 +75,28 @@ def _size(term, sizes) -> int:
 def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
     """The :data:`FEATURES` of one step ``a, b -> kept`` (sets of indices): what
     :data:`RATES` weigh."""
-    union = a | b
+    union, both = a | b, a & b
     summed = union - kept
-    shared = {i for i in a & b & summed if sizes[i] != 1}
+    shared = {i for i in both & summed if sizes[i] != 1}
     # each operand's own summed indices are summed away first (a copy, counted below)
     ra, rb = a - (summed - b), b - (summed - a)
     gemm = matrices = mul_sum = 0
     if not shared:
         pass                    # an elementwise or outer product: its result's write
-    elif kept <= a & b:
+    elif kept <= both:
         mul_sum = _size(ra | rb, sizes)
     else:
-        own = _size(kept - (a & b), sizes)
+        own = _size(kept - both, sizes)
         terms = _size(shared, sizes)
         if own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM):
             mul_sum = _size(kept | shared, sizes)
         else:
-            batch = _size(kept & a & b, sizes)
+            batch = _size(kept & both, sizes)
             rows, cols = _size((kept & ra) - rb, sizes), _size((kept & rb) - ra, sizes)
             side = max(min(rows, cols, terms), 1)
             gemm = 2 * batch * rows * cols * terms * (1 + (SHORT_SIDE / side) ** 2)
             matrices = batch if batch > 1 else 0
-    copies = step_copies(_Step((tuple(a), tuple(b)), tuple(kept), tuple(summed)), sizes, False)
+    copies = step_copies(_Step((a, b), kept, summed), sizes, False)      # (sets: it reads them as sets)
     written = _size(kept, sizes)
     if final:
         copies += written
