@@ -8,13 +8,19 @@ steps are built), the contraction (taken as einc's second call, which runs the s
 the rest (parsing, plan building, step building outside ``ttgt.choose``).  Both are timed by
 wrapping the two functions; neither is changed.  ``opt_einsum.contract`` (its own path, torch
 backend) is timed after each einc call.  Median of ``--rounds`` interleaved rounds; 1 thread.
+``--clock cpu`` times the thread's CPU time instead of the clock (a shared machine);
+``--collect`` runs a full garbage collection before each timed call, so that none that an
+earlier call's objects make due lands in the call timed (a full collection in a process
+that has imported torch and cotengra takes tens of milliseconds, more than most of these
+calls: which call pays it follows from everything allocated before).
 
-    python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME']
+    python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME'] [--clock cpu] [--collect]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import sys
@@ -25,17 +31,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def _timed(module, name, spent, key):
-    """``module.name`` wrapped so that its seconds add up in ``spent[key]``."""
+def _timed(module, name, spent, key, clock=time.perf_counter):
+    """``module.name`` wrapped so that its seconds (by ``clock``) add up in ``spent[key]``."""
     inner = getattr(module, name)
 
     def wrapper(*args, **kwargs):
-        start = time.perf_counter()
+        start = clock()
         try:
             spent[key + " result"] = inner(*args, **kwargs)
             return spent[key + " result"]
         finally:
-            spent[key] += time.perf_counter() - start
+            spent[key] += clock() - start
     setattr(module, name, wrapper)
 
 
@@ -43,7 +49,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the thread's CPU time")
+    ap.add_argument("--collect", action="store_true", help="a full garbage collection before each timed call")
     args = ap.parse_args(argv)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    settle = gc.collect if args.collect else (lambda: None)
     import opt_einsum
     import torch
 
@@ -53,8 +63,8 @@ def main(argv=None):
     from einc.runtime.torch_executor import ttgt
     torch.set_num_threads(1)
     spent = {"search": 0.0, "ttgt": 0.0}
-    _timed(search, "find", spent, "search")
-    _timed(ttgt, "choose", spent, "ttgt")
+    _timed(search, "find", spent, "search", clock)
+    _timed(ttgt, "choose", spent, "ttgt", clock)
     tmp = tempfile.TemporaryDirectory(prefix="einc-first-call-")
     nets = [n for n in instances(args.only) if n[0] in EXECUTABLE]
     rows: dict = {}
@@ -69,18 +79,21 @@ def main(argv=None):
             ttgt.cache_clear()      # and no step's layout known
             spent.update(search=0.0, ttgt=0.0)
             spent["search result"] = None
-            start = time.perf_counter()
+            settle()
+            start = clock()
             einc.einsum(eq, *ops)
-            first = time.perf_counter() - start
+            first = clock() - start
             parts = dict(spent)
             found = parts["search result"]
             predicted = found[1].best_seconds if found is not None else math.nan
-            start = time.perf_counter()
+            settle()
+            start = clock()
             einc.einsum(eq, *ops)
-            again = time.perf_counter() - start
-            start = time.perf_counter()
+            again = clock() - start
+            settle()
+            start = clock()
             opt_einsum.contract(eq, *ops, backend="torch")
-            theirs = time.perf_counter() - start
+            theirs = clock() - start
             rows.setdefault(name, []).append((first, parts["search"], parts["ttgt"], again, theirs, predicted))
     print("| network | einc first call ms | path search | `ttgt.choose` | contraction (second call) | rest "
           "| opt_einsum `contract` ms | first call / opt_einsum | search's predicted contraction ms |")

@@ -96,17 +96,18 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     if len(step.inputs) == 1:
         return last
     ta, tb = step.inputs
-    a, b = set(ta) - sliced, set(tb) - sliced
+    a, b = (set(ta) - sliced, set(tb) - sliced) if sliced else (set(ta), set(tb))
     summed = set(step.summed) - sliced
     shared = summed & a & b
-    if shared and not set(step.output) - sliced <= a & b:       # a matrix product
+    out = set(step.output) - sliced
+    if shared and not out <= a & b:       # a matrix product
         na, nb = size(ta), size(tb)
         copies = na + nb
         if max(na, nb) >= COPY_WORTH_SPARING:
             copies += max(na, nb) // 2
-        outputs = size((set(step.output) - sliced) - (a & b))
+        outputs = size(out - (a & b))
         if outputs == 1 or (outputs <= FEW_OUTPUTS and size(shared) >= LONG_SUM):   # run as multiply-and-sum
-            copies += size((set(step.output) - sliced) | shared)
+            copies += size(out | shared)
     else:
         copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
         if shared:                                                  # dot: a * b, then its sum

@@ -69,40 +69,41 @@ _Step = namedtuple("_Step", "inputs output summed")
 
 
 def _size(term, sizes) -> int:
-    return math.prod(sizes[i] for i in term)
+    return math.prod([sizes[i] for i in term])
 
 
 def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
     """The :data:`FEATURES` of one step ``a, b -> kept`` (sets of indices): what
     :data:`RATES` weigh."""
-    summed = (a | b) - kept
-    shared = {i for i in a & b & summed if sizes[i] != 1}
+    union, both = a | b, a & b
+    summed = union - kept
+    shared = {i for i in both & summed if sizes[i] != 1}
     # each operand's own summed indices are summed away first (a copy, counted below)
     ra, rb = a - (summed - b), b - (summed - a)
     gemm = matrices = mul_sum = 0
     if not shared:
         pass                    # an elementwise or outer product: its result's write
-    elif kept <= a & b:
+    elif kept <= both:
         mul_sum = _size(ra | rb, sizes)
     else:
-        own = _size(kept - (a & b), sizes)
+        own = _size(kept - both, sizes)
         terms = _size(shared, sizes)
         if own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM):
             mul_sum = _size(kept | shared, sizes)
         else:
-            batch = _size(kept & a & b, sizes)
+            batch = _size(kept & both, sizes)
             rows, cols = _size((kept & ra) - rb, sizes), _size((kept & rb) - ra, sizes)
             side = max(min(rows, cols, terms), 1)
             gemm = 2 * batch * rows * cols * terms * (1 + (SHORT_SIDE / side) ** 2)
             matrices = batch if batch > 1 else 0
-    copies = step_copies(_Step((tuple(a), tuple(b)), tuple(kept), tuple(summed)), sizes, False)
+    copies = step_copies(_Step((a, b), kept, summed), sizes, False)      # (sets: it reads them as sets)
     written = _size(kept, sizes)
     if final:
         copies += written
     # the copies and writes of tensors of short indices move short runs (einc's layout
     # model, runtime/torch_executor/ttgt.py, prices a run of r elements ~1 / r more per
     # element): weighed by one over the step's typical index size
-    dims = [sizes[i] for i in a | b if sizes[i] > 1]
+    dims = [sizes[i] for i in union if sizes[i] > 1]
     typical = math.exp(sum(map(math.log, dims)) / len(dims)) if dims else 1.0
     return gemm, matrices, mul_sum, copies, copies / typical, written, written / typical, 1
 
@@ -124,6 +125,23 @@ def steps(inputs, output, path) -> list:
             count[i] = count.get(i, 0) + 1
     found: list = []
     for n, c in enumerate(path):
+        if len(c) == 2:         # (most steps: one pair, kept as below with no later operand)
+            x, y = (c[0], c[1]) if c[0] < c[1] else (c[1], c[0])
+            v, acc, w, t = ids[x], terms[x], ids[y], terms[y]
+            del terms[y], ids[y], terms[x], ids[x]
+            for i in acc:
+                count[i] -= 1
+            for i in t:
+                count[i] -= 1
+            union = acc | t
+            kept = frozenset([i for i in union if count[i]])
+            value = len(inputs) + len(found)
+            found.append(_Node((v, w), value, (acc, t), kept, union - kept, n == len(path) - 1))
+            for i in kept:
+                count[i] += 1
+            terms.append(kept)
+            ids.append(value)
+            continue
         taken = [(ids[i], terms[i]) for i in sorted(c)]
         for i in sorted(c, reverse=True):
             del terms[i], ids[i]

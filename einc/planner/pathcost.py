@@ -23,13 +23,13 @@ def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
         taken = [terms[i] for i in c]
         for i in sorted(c, reverse=True):
             del terms[i]
-        union = frozenset().union(*taken)
+        union = taken[0] | taken[1] if len(taken) == 2 else frozenset().union(*taken)
         for t in taken:
             for i in t:
                 count[i] -= 1
-        kept = frozenset(i for i in union if count[i])
-        flops += math.prod(sizes[i] for i in union) * (max(1, len(c) - 1) + (len(kept) < len(union)))
-        size = math.prod(sizes[i] for i in kept)
+        kept = frozenset([i for i in union if count[i]])
+        flops += math.prod([sizes[i] for i in union]) * (max(1, len(c) - 1) + (len(kept) < len(union)))
+        size = math.prod([sizes[i] for i in kept])
         written += size
         largest = max(largest, size)
         for i in kept:

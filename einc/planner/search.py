@@ -385,10 +385,17 @@ def _methods() -> tuple[str, ...]:
 
 def _strings(inputs, output, size_dict):
     """The network with one-character labels (cotengrust takes no others), sorted for a
-    stable order."""
+    stable order: a copy of the last few networks' (a search converts its network
+    several times)."""
+    found = _labelled(tuple(inputs), frozenset(output), tuple(size_dict.items()))
+    return list(found[0]), found[1], dict(found[2])
+
+
+@functools.lru_cache(maxsize=4)
+def _labelled(inputs, output, sizes):
     sym = opt_einsum.get_symbol
-    return ([tuple(sym(i) for i in sorted(t)) for t in inputs], tuple(sym(i) for i in sorted(output)),
-            {sym(i): s for i, s in size_dict.items()})
+    return [tuple(sym(i) for i in sorted(t)) for t in inputs], tuple(sym(i) for i in sorted(output)), \
+        {sym(i): s for i, s in sizes}
 
 
 def _greedy(inputs, output, size_dict, memory_limit):

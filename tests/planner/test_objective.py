@@ -79,6 +79,33 @@ def _disagreeing(inputs, sizes):
     return None
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_steps_weighed_are_the_steps_einc_builds(seed):
+    """A random path over a random network, pairs and larger contractions mixed: the
+    objective's steps are the plan's, value for value (operands, indices kept and summed,
+    the last one marked)."""
+    from einc.planner import plan_for
+    from einc.planner.options import Options
+    inputs, sizes = _regular(12, 2, 3, seed)
+    rng = random.Random(seed)
+    n, path = len(inputs), []
+    while n > 1:
+        take = rng.sample(range(n), min(n, rng.choice((2, 2, 2, 3))))
+        path.append(tuple(take))
+        n -= len(take) - 1
+    letter = {i: opt_einsum.get_symbol(i) for i in sizes}
+    eq = ",".join("".join(letter[i] for i in sorted(t)) for t in inputs) + "->"
+    plan = plan_for(eq, [tuple(sizes[i] for i in sorted(t)) for t in inputs], Options.of(path))
+    g = plan.graph
+    nodes = O.steps([frozenset(t) for t in g.inputs], frozenset(g.output), path)
+    assert len(nodes) == len(plan.steps) > len(path)        # (a contraction of three is two steps)
+    for node, step in zip(nodes, plan.steps):
+        assert node.operands == step.operands and node.result == step.result
+        assert node.inputs == tuple(frozenset(t) for t in step.inputs)
+        assert node.output == frozenset(step.output) and node.summed == frozenset(step.summed)
+    assert [node.final for node in nodes] == [False] * (len(nodes) - 1) + [True]
+
+
 def test_the_shortlist_ranks_the_best_few_by_flops_by_predicted_seconds():
     pytest.importorskip("cotengrust")
     import math

@@ -714,3 +714,20 @@ def test_the_hyper_optimizer_narrows_kahypar_where_the_network_has_no_hyperedges
     from cotengra.hyperoptimizers.hyper import get_hyper_space
     space = get_hyper_space()
     assert space["einc-kahypar"]["parts"]["max"] == 4 < space["kahypar"]["parts"]["max"]
+
+
+def test_the_labelled_network_is_made_once_and_handed_out_as_copies(monkeypatch):
+    """The search converts its network to one-letter labels once; a caller that changes
+    what it got (cotengra is given these lists and dicts) changes no later caller's."""
+    inputs, output, sizes = [frozenset({0, 1}), frozenset({1, 2})], frozenset({0, 2}), {0: 2, 1: 3, 2: 4}
+    S._labelled.cache_clear()
+    calls = []
+    real = S.opt_einsum.get_symbol
+    monkeypatch.setattr(S.opt_einsum, "get_symbol", lambda i: calls.append(i) or real(i))
+    first = S._strings(inputs, output, sizes)
+    assert first == ([("a", "b"), ("b", "c")], ("a", "c"), {"a": 2, "b": 3, "c": 4})
+    made = len(calls)
+    first[0].append(("z",))
+    first[2]["z"] = 9
+    assert S._strings(inputs, output, sizes) == ([("a", "b"), ("b", "c")], ("a", "c"), {"a": 2, "b": 3, "c": 4})
+    assert len(calls) == made

@@ -228,6 +228,45 @@ def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
     einc.cache_clear()
 
 
+def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
+    """The stack copies and a broadcast operand's training layout are made on the first
+    call that records a gradient, not when the steps are built: a first call without one
+    builds none of them; the call with one then gives torch's answer and gradients."""
+    made = []
+    real_stack, real_matmul = tx._stack_copy, tx._matmul
+    monkeypatch.setattr(tx, "_stack_copy", lambda *a: made.append("stack") or real_stack(*a))
+    monkeypatch.setattr(tx, "_matmul", lambda *a: made.append("matmul") or real_matmul(*a))
+    einc.cache_clear()
+    a, b = _inputs([(4, 3, 2), (5, 3, 2)], seed=7)
+    with torch.no_grad():
+        out = einc.einsum("ikc,jkc->ijc", a, b)
+    assert made == ["matmul"]                       # the forward's product only
+    torch.testing.assert_close(out, torch.einsum("ikc,jkc->ijc", a.detach(), b.detach()))
+    out = einc.einsum("ikc,jkc->ijc", a, b)
+    assert "stack" in made
+    ref = torch.einsum("ikc,jkc->ijc", a, b)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
+        torch.testing.assert_close(x, y)
+    einc.cache_clear()
+    # a broadcast operand's product (qQ over P): its training layout's product made on first use
+    monkeypatch.setattr(ttgt, "SMALL", 0)
+    monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
+    made.clear()
+    a, b = _inputs([(4, 3), (2, 4, 3, 2)], seed=8)
+    with torch.no_grad():
+        einc.einsum("qQ,Pqrs->QPrs", a, b)
+    assert made.count("matmul") == 1
+    out = einc.einsum("qQ,Pqrs->QPrs", a, b)
+    assert made.count("matmul") == 2
+    ref = torch.einsum("qQ,Pqrs->QPrs", a, b)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
+        torch.testing.assert_close(x, y)
+    einc.cache_clear()
+
+
 def test_autograd_functions_carry_their_signature(monkeypatch):
     """torch binds each apply's arguments to forward's signature (setup_context is
     defined): the signature is built once, not on every call, for both einc Functions."""

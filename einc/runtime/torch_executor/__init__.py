@@ -264,7 +264,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     fn, chunked = contract(flat)
     training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
     if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
-        fn = _with_grad(fn, contract(training)[0])
+        fn = _with_grad(fn, _on_first_use(lambda: contract(training)[0]))
     if lay.outer:
         read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
         return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, read), da
@@ -425,7 +425,7 @@ def _layout(term, groups, shape, sizes):
     view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
     if perm is None:
         return view, None
-    copy = _stack_copy(term, groups, shape, sizes)
+    copy = _on_first_use(lambda: _stack_copy(term, groups, shape, sizes))
 
     def stacked(x):
         y = view(x)
@@ -434,6 +434,18 @@ def _layout(term, groups, shape, sizes):
             return copy(x)
         return y
     return view, stacked
+
+
+def _on_first_use(make):
+    """A function that calls the one ``make()`` returns, made on its first call: what
+    only a gradient's products run (most first calls take none) is built when one does."""
+    made = []
+
+    def run(*args):
+        if not made:
+            made.append(make())
+        return made[0](*args)
+    return run
 
 
 def _flipped(term, groups, shape, sizes):

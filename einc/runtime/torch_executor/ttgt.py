@@ -149,7 +149,7 @@ def operand(term, groups, sizes):
 
 def _operand(term, groups, sizes):
     """:func:`operand` of a term and groups as tuples."""
-    ones = frozenset([i for i in term if sizes[i] == 1] + [i for grp in groups for i in grp if sizes[i] == 1])
+    ones = frozenset([i for i in (*term, *groups[0], *groups[1], *groups[2]) if sizes[i] == 1])
     kind, along_rows, src, dst, flipped, wide = _reading(term, groups, ones)
     if kind is None:
         return 0.0, 0.0, 0, along_rows
@@ -168,19 +168,20 @@ def _reading(term, groups, ones):
     ``(kind, unit stride along rows, source order, copy's order, flipped copy's order,
     broadcast indices)``; ``kind`` None (views), "batch" (a batch index innermost: bmm
     copies the matrices), "matrices" (its matrices copied once, then expanded) or "copy"."""
-    live = [i for i in term if i not in ones]
+    live = [i for i in term if i not in ones] if ones else list(term)
     pos = {i: p for p, i in enumerate(live)}
     views = True
     wide = []
     for grp in groups:
-        g = [i for i in grp if i not in ones]
+        g = [i for i in grp if i not in ones] if ones else grp
         own = [i for i in g if i in pos]
-        wide += [i for i in g if i not in pos]
-        if own and len(own) != len(g):
+        if len(own) != len(g):
+            wide += [i for i in g if i not in pos]
+            views = views and not own
+        if views and own and [pos[i] for i in own] != list(range(pos[own[0]], pos[own[0]] + len(own))):
             views = False
-        if own and [pos[i] for i in own] != list(range(pos[own[0]], pos[own[0]] + len(own))):
-            views = False
-    rows, cols = ([i for i in grp if i not in ones] for grp in groups[1:])
+    rows = [i for i in groups[1] if i not in ones] if ones else list(groups[1])
+    cols = [i for i in groups[2] if i not in ones] if ones else list(groups[2])
     inner = live[-1] if live else None
     if views:
         if inner is None or inner in rows or inner in cols or not rows or not cols:
@@ -206,9 +207,15 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     left, right = (tb, ta) if swap else (ta, tb)
     scale = itemsize / 4
     total, copies, flip, expanded = 0.0, "", "", 0
-    natural = [*batch, *m, *n]
-    copied = [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]
-    last = copy_ns(natural, out, sizes) * scale if copied else 0.0
+    natural = (*batch, *m, *n)
+    found = memo.get((None, natural)) if memo is not None else None     # (layouts of a step share it)
+    if found is None:
+        copied = [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]
+        found = copied, copy_ns(natural, out, sizes) if copied else 0.0
+        if memo is not None:
+            memo[None, natural] = found
+    copied = found[0]
+    last = found[1] * scale if copied else 0.0
     counted = last if result else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
@@ -424,8 +431,10 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
 
 def _named(lay: Layout, names) -> Layout:
     """``lay`` of a step renamed 0, 1, ... with its indices named ``names`` again."""
-    return dataclasses.replace(lay, **{f: tuple(names[i] for i in getattr(lay, f))
-                                       for f in ("batch", "m", "n", "k", "broadcast", "outer")})
+    name = names.__getitem__
+    return Layout(lay.swap, tuple(map(name, lay.batch)), tuple(map(name, lay.m)), tuple(map(name, lay.n)),
+                  tuple(map(name, lay.k)), lay.copies, lay.flip, lay.cost, tuple(map(name, lay.broadcast)),
+                  tuple(map(name, lay.outer)))
 
 
 @functools.lru_cache(maxsize=1024)
