@@ -72,6 +72,64 @@ def test_up_to_dynamic_programmings_reach_the_paths_are_dps():
             opt_einsum.paths.dynamic_programming(inputs, set(), sizes, 10 ** 6)
 
 
+def _letters(equation, sizes):
+    """``(inputs, output, sizes)`` of ``equation`` with int labels, as einc's searches take them."""
+    lhs, out = equation.split("->")
+    label = {c: k for k, c in enumerate(sorted(sizes))}
+    return [{label[c] for c in t} for t in lhs.split(",")], {label[c] for c in out}, \
+        {label[c]: s for c, s in sizes.items()}
+
+
+def _products(inputs, output, sizes, path):
+    """cotengrust's flops of a linear ``path``: each pair's product of its indices' sizes."""
+    terms, total = [set(t) for t in inputs], 0
+    for pair in path:
+        taken = [terms.pop(k) for k in sorted(pair, reverse=True)]
+        both = set().union(*taken)
+        total += math.prod(sizes[i] for i in both) if len(taken) == 2 else 0
+        rest = set(output).union(*terms)
+        terms.append({i for i in both if i in rest})
+    return total
+
+
+# tensorly-torch's CP linear layer: one rank index of 1024 on nine of ten operands
+CP_LAYER = ("bcdef,a,ga,ha,ia,ja,ca,da,ea,fa->bghij", {"a": 1024, "b": 64, **{c: 4 for c in "cdefghij"}})
+
+
+@pytest.mark.skipif(S._cotengrust() is None, reason="cotengrust's dp")
+@pytest.mark.parametrize("equation, sizes", [CP_LAYER, ("ab,bc,cd,de,ef,fg->ag", dict(zip("abcdefg", range(2, 9))))])
+def test_the_dp_starts_its_sieve_at_a_paths_cost(monkeypatch, equation, sizes):
+    # cotengrust's dp searches again at every doubling of its cap, from 2 flops up to the
+    # optimum: started at a random greedy path's cost, it searches once
+    import cotengrust
+    caps, real = [], cotengrust.optimize_optimal
+
+    def recorded(*args, **kwargs):
+        caps.append(kwargs.get("cost_cap"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(cotengrust, "optimize_optimal", recorded)
+    inputs, output, sizes = _letters(equation, sizes)
+    got = _auto(inputs, output, sizes)
+    want = opt_einsum.paths.dynamic_programming(inputs, output, sizes)
+    assert S.path_cost(inputs, output, sizes, got)[0] == S.path_cost(inputs, output, sizes, want)[0]
+    assert caps[0] is not None and math.log(_products(inputs, output, sizes, got)) <= caps[0]
+    assert caps[0] <= math.log(_products(inputs, output, sizes, S._greedy(inputs, output, sizes, None))) + 1e-3
+
+
+def test_a_cost_without_a_finite_log_leaves_the_dp_its_own_start():
+    from einc.planner.options import _cost_cap
+
+    class Rust:
+        def __init__(self, log10_flops):
+            self.log10_flops = log10_flops
+
+        def optimize_random_greedy_track_flops(self, *network, **kwargs):
+            return [], self.log10_flops
+    # a cap of -inf would stay -inf through cotengrust's doublings, which never end
+    assert [_cost_cap(Rust(f), ([], [], {})) for f in (-math.inf, math.nan, math.inf, 0.0)] == [None] * 4
+    assert _cost_cap(Rust(2.0), ([], [], {})) == pytest.approx(2 * math.log(10), rel=1e-4)
+
+
 def test_dynamic_programming_runs_without_cotengrust(monkeypatch):
     inputs, sizes = _regular(10, 2, 5, seed=3)
     monkeypatch.setitem(sys.modules, "cotengrust", None)       # as where it is not installed
