@@ -1,10 +1,12 @@
 """The copy-cost model's layouts with a setting changed, against its defaults, on the CPU.
 
     python bench/layouts.py --set NAME=VALUE [--set ...] [--filter REGEX] [--variant cpu|gpu]
-                            [--threads 2] [--rounds 4] [--budget 20] [--all] [--train]
+                            [--threads 2] [--rounds 4] [--budget 20] [--all] [--train] [--clock cpu]
+                            [--equation EQ SHAPES]
 
 ``NAME`` is one of the model's constants in ``einc/runtime/torch_executor/ttgt.py`` (``FAR_MOST``,
-``COPY_KEEP``, ...; ``inf`` allowed).  Per workload of the suite (ids matching ``REGEX``;
+``COPY_KEEP``, ...; ``inf`` allowed).  Per workload of the suite (or per ``--equation``,
+a call of one's own on float32 operands of the shapes given, ``AxBxC,DxE``), ids matching ``REGEX``;
 ``--variant gpu``: the GPU variants' shapes and dtypes, still on the CPU), einc's plan is
 built twice, once with the settings and once with the defaults, and every layout the
 model picks is logged (each step's, and where it differs the one for training:
@@ -12,7 +14,8 @@ model picks is logged (each step's, and where it differs the one for training:
 listed as such and not timed (``--all`` times it anyway).  One that changes gets its steps
 printed (operands -> result: the batch | M | N | K groups, and which of the left, right
 and result tensors are copied) and both entries are timed on the same operands in
-interleaved rounds (``einc.tools.benchmark.timing``; ``--train``: a training step, the result
+interleaved rounds (``einc.tools.benchmark.timing``; ``--clock cpu``: in this thread's CPU time, as
+bench/pairwise.py times, for a shared machine; ``--train``: a training step, the result
 and its gradients as autograd takes them through the torch executor's ops): medians,
 and the median of the paired per-round ratios setting/default with its 95 % interval.  Before timing, both results are
 checked against torch.einsum on float64 copies where that result is at most 512 MiB, else
@@ -36,6 +39,7 @@ if __package__ in (None, ""):
 import torch
 
 import einc
+from bench.pairwise import cpu_interleaved
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine
@@ -127,6 +131,18 @@ def _training_step(ops):
     return step
 
 
+def _workloads(args):
+    """``(id, equation, a function making its operands)`` of each call to weigh: those of
+    ``--equation`` where given, else the suite's workloads of ``args.variant``."""
+    if args.equation:
+        def made(shapes):
+            gen = torch.Generator().manual_seed(0)
+            return lambda: [torch.randn(tuple(map(int, s.split("x"))), generator=gen) for s in shapes.split(",")]
+        return [(f"{eq} {shapes}", eq, made(shapes)) for eq, shapes in args.equation]
+    return [(w["id"], w["equation"], lambda w=w: operands(w, "cpu", args.variant))
+            for w in load(find_suite())["workloads"] if args.variant in w["variants"]]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="The copy-cost model's layouts with a setting changed, against "
                                             "its defaults (einc/runtime/torch_executor/ttgt.py), on the CPU.")
@@ -140,6 +156,11 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per workload")
     p.add_argument("--all", action="store_true", help="time workloads whose layouts do not change too")
     p.add_argument("--train", action="store_true", help="time a training step (forward and the gradients)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: time in this thread's CPU time (bench/pairwise.py's cpu_interleaved; with --threads 1)")
+    p.add_argument("--equation", nargs=2, action="append", metavar=("EQ", "SHAPES"), default=[],
+                   help="a call of one's own instead of the suite's, float32, e.g. 'bij,bjk->bik' 64x128x1,64x32x96 "
+                        "(size-1 dimensions broadcast; repeatable)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     wanted = re.compile(args.filter)
@@ -147,18 +168,18 @@ def main(argv=None) -> int:
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s), the suite's {args.variant} variants; setting: {named}\n")
     rows, same = [], []
-    for w in load(find_suite())["workloads"]:
-        if args.variant not in w["variants"] or not wanted.search(w["id"]):
+    for wid, eq, make in _workloads(args):
+        if not wanted.search(wid):
             continue
-        eq, ops = w["equation"], operands(w, "cpu", args.variant)
+        ops = make()
         new, new_layouts = built(eq, ops, args.settings)
         old, old_layouts = built(eq, ops, [])
         if new_layouts == old_layouts and not args.all:
-            same.append(w["id"])
+            same.append(wid)
             continue
         only_old = [line for line in old_layouts if line not in new_layouts]
         only_new = [line for line in new_layouts if line not in old_layouts]
-        print(f"**{w['id']}** `{eq}`: {len(only_old)} layout(s) only with the defaults, {len(only_new)} only "
+        print(f"**{wid}** `{eq}`: {len(only_old)} layout(s) only with the defaults, {len(only_new)} only "
               f"with the setting")
         for line in only_old:
             print(f"- default: `{line}`")
@@ -166,10 +187,15 @@ def main(argv=None) -> int:
             print(f"- setting: `{line}`")
         status = check([new.run(ops), old.run(ops)], eq, ops)
         step = _training_step(ops) if args.train else (lambda entry: entry.run(ops))
-        t, n = interleaved({"default": lambda: step(old), "setting": lambda: step(new)},
-                           rounds=args.rounds, budget=args.budget, min_rounds=min(args.rounds, 3))
+        fns = {"default": lambda: step(old), "setting": lambda: step(new)}
+        if args.clock == "cpu":
+            for fn in fns.values():
+                fn()
+            t, n = cpu_interleaved(fns, args.rounds), args.rounds
+        else:
+            t, n = interleaved(fns, rounds=args.rounds, budget=args.budget, min_rounds=min(args.rounds, 3))
         r = ratio_interval(t["setting"], t["default"])
-        rows.append((w["id"], t["default"].median, t["setting"].median, r, n, status))
+        rows.append((wid, t["default"].median, t["setting"].median, r, n, status))
         print(flush=True)
         ops = None  # not `del`: ruff reads a later del as undefining the lambdas' names
     if rows:

@@ -17,6 +17,7 @@ finally counts the einsum calls of one step (``bench/einc_patch_plugin.py``'s co
     python bench/real_modules.py pykeen-ntn mace          # some modules (already installed)
     python bench/real_modules.py --list
     python bench/real_modules.py --equations pykeen-ntn   # each einsum call of one step, timed alone
+    python bench/real_modules.py --equations pykeen-ntn --clock cpu   # ... in the thread's CPU time
     python bench/real_modules.py --first 7 e3nn-tp       # first steps only: 7 fresh processes a side
 
 A module whose library is missing is skipped with the command that installs it.  Writes
@@ -621,9 +622,11 @@ EQUATIONS_HEADER = (
 )
 
 
-def time_call(eq: str, ops, torch_einsum, budget: float) -> list[tuple]:
+def time_call(eq: str, ops, torch_einsum, budget: float, clock: str = "wall") -> list[tuple]:
     """``[(torch's median s, einc / torch, low, high)]`` for the forward and for forward +
-    backward of one recorded call, on fresh operands of its shapes and strides."""
+    backward of one recorded call, on fresh operands of its shapes and strides; ``clock``
+    ``cpu``: 21 rounds in the thread's CPU time (bench/pairwise.py's ``cpu_interleaved``,
+    for a shared machine), else wall-clock rounds within ``budget`` seconds."""
     import torch
 
     import einc
@@ -655,12 +658,17 @@ def time_call(eq: str, ops, torch_einsum, budget: float) -> list[tuple]:
     ):
         for f in fns.values():
             f()
-        t, _ = interleaved(fns, rounds=11, budget=budget, min_rounds=7)
+        if clock == "cpu":
+            from bench.pairwise import cpu_interleaved
+
+            t = cpu_interleaved(fns, 21)
+        else:
+            t, _ = interleaved(fns, rounds=11, budget=budget, min_rounds=7)
         timed.append((t["torch"].median, *ratio_interval(t["einc"], t["torch"])))
     return timed
 
 
-def equations(case_name: str, budget: float = 1.0) -> str:
+def equations(case_name: str, budget: float = 1.0, clock: str = "wall") -> str:
     """A Markdown table: each distinct einsum call of one patched step of ``case_name``,
     timed alone (operands with its shapes and strides), torch.einsum against einc.einsum,
     forward and forward + backward, 1 thread."""
@@ -680,7 +688,7 @@ def equations(case_name: str, budget: float = 1.0) -> str:
             str(shape) + ("" if torch.empty(shape).stride() == stride else f" ({stride})")
             for shape, stride, _, _ in ops
         )
-        (t1, r1, lo1, hi1), (t2, r2, lo2, hi2) = time_call(eq, ops, torch_einsum, budget)
+        (t1, r1, lo1, hi1), (t2, r2, lo2, hi2) = time_call(eq, ops, torch_einsum, budget, clock)
         lines.append(
             f"| `{eq}` | {desc} | {n} | {1e6 * t1:.0f} | {r1:.2f} ({lo1:.2f}-{hi1:.2f}) | "
             f"{1e6 * t2:.0f} | {r2:.2f} ({lo2:.2f}-{hi2:.2f}) |"
@@ -844,6 +852,12 @@ def main(argv=None) -> int:
         metavar="MODULE",
         help="instead: each einsum call of one patched step of MODULE, timed alone against torch.einsum",
     )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="with --equations: cpu times in the thread's CPU time (a shared machine)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -856,7 +870,7 @@ def main(argv=None) -> int:
         why = missing(CASES[args.equations])
         if why:
             sys.exit(f"{args.equations}: {why}")
-        print(equations(args.equations))
+        print(equations(args.equations, clock=args.clock))
         return 0
     if args.list:
         for c in CASES.values():

@@ -254,6 +254,35 @@ def test_block_swaps_are_two_dimensional_transposes_where_both_blocks_are_long()
     _check(_random((4, 8, 32), torch.float32), list("bij"), list("jbi"), sizes)
 
 
+def test_a_wide_block_swap_is_a_two_dimensional_transpose_of_complex128(wide_always):
+    """Runs of one complex128 whose other indices swap two blocks (pykeen's NTN result
+    ``(c, b, d) -> (b, c, d)``, ``d`` of 4 float32) copy as a 2-D transpose of complex128,
+    exact; runs of two complex128, blocks shorter than TRANSPOSE_MIN, and permutations of
+    the other indices that are not a block swap keep the 3-D wide copy."""
+    sizes = dict(b=256, c=500, d=4)
+    fn = permuted_copy(list("cbd"), list("bcd"), sizes)
+    assert fn.plan(4)[-1] == (500, 256)
+    _check(_random((500, 256, 4), torch.float32), list("cbd"), list("bcd"), sizes)
+    sizes = dict(a=3, b=40, c=50, d=4)                      # (a, b, c, d) -> (c, a, b, d): blocks ab and c
+    assert permuted_copy(list("abcd"), list("cabd"), sizes).plan(4)[-1] == (120, 50)
+    assert permuted_copy(list("abcd"), list("cbad"), sizes).plan(4)[-1] is None        # no block swap
+    _check(_random((3, 40, 50, 4), torch.float32), list("abcd"), list("cabd"), sizes)
+    _check(_random((3, 40, 50, 4), torch.float32), list("abcd"), list("cbad"), sizes)
+    sizes = dict(c=500, b=31, d=4, e=1)                     # a block of 31, and a size-1 index between
+    assert permuted_copy(list("cebd"), list("bced"), sizes).plan(4)[-1] is None
+    assert permuted_copy(list("cebd"), list("bced"), dict(sizes, b=32)).plan(4)[-1] == (500, 32)
+    _check(_random((500, 1, 32, 4), torch.float32), list("cebd"), list("bced"), dict(sizes, b=32))
+    sizes = dict(b=256, c=500, d=8)                         # runs of two complex128
+    assert permuted_copy(list("cbd"), list("bcd"), sizes).plan(4)[-1] is None
+
+
+def test_a_wide_block_swap_from_an_offset_source_takes_the_plain_copy(wide_always):
+    sizes = dict(b=64, c=300, d=4)
+    flat = _random((64 * 300 * 4 + 1,), torch.float32)
+    x = flat[1:].view(300, 64, 4)                           # offset by one float32: no complex128 view
+    _check(x, list("cbd"), list("bcd"), sizes)
+
+
 # ------------------------------------------------------------------------------ through einc
 
 @pytest.mark.parametrize("eq", ["dega,gfbc->abcdef", "degb,gfac->abcdef", "dfgb,geac->abcdef"])

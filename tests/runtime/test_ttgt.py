@@ -569,6 +569,24 @@ def test_the_layouts_benchmark_times_a_training_step(capsys):
     assert len(rows) == 1 and rows[0].endswith("| ok |")
 
 
+def test_the_layouts_benchmark_weighs_a_call_of_ones_own_in_cpu_time(capsys):
+    """``--equation EQ SHAPES`` instead of the suite (pw_ttm_xyk_kz's call, given by hand),
+    timed with ``--clock cpu``: the same layouts move as in the suite's run above."""
+    from bench import layouts
+    threads = torch.get_num_threads()
+    call = "xyk,kz->yzx 96x160x120,120x32"
+    try:
+        assert layouts.main(["--set", "PER_MATRIX=1e9", "--equation", *call.split(), "--threads", "1",
+                             "--rounds", "3", "--clock", "cpu"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert f"**{call}** `xyk,kz->yzx`: 1 layout(s) only with the defaults, 1 only with the setting" in out
+    assert "- default: `abc,cd->bda: b | d | a | c copies -`" in out
+    rows = [line for line in out.splitlines() if line.startswith(f"| {call} |")]
+    assert len(rows) == 1 and rows[0].endswith("| 3 | ok |")
+
+
 @pytest.mark.parametrize("bad", ["NOPE=1", "SMALL=many", "pick=1"])
 def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
     from bench import layouts

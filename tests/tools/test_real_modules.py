@@ -110,6 +110,16 @@ def test_time_call_times_forward_and_backward_of_a_recorded_call():
         assert median > 0 and 0 < low <= ratio <= high
 
 
+def test_time_call_in_cpu_time_runs_its_rounds():
+    import torch
+
+    ops = (((3, 4), (4, 1), torch.float32, True), ((4, 5), (1, 4), torch.float32, False))
+    timed = rm.time_call("ij,jk->ik", ops, torch.functional.einsum, budget=0.05, clock="cpu")
+    assert len(timed) == 2
+    for median, ratio, low, high in timed:
+        assert median > 0 and 0 < low <= ratio <= high
+
+
 def test_two_workers_time_the_torch_only_module(tmp_path):
     out = subprocess.run(
         [

@@ -25,7 +25,10 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   float32 0.45-1.1x by shape and load), nor three ``int64`` (24 bytes, ~1.1x), nor
   pairs as ``complex128`` (float64, complex64: 0.55x in one measurement only): none is
   taken.  Below ~64K float32 the extra views (~4 us) cost more than they save, hence
-  :data:`MIN_BYTES`.
+  :data:`MIN_BYTES`.  Where each run is one ``complex128`` and the other indices swap
+  two blocks of :data:`TRANSPOSE_MIN` or more (pykeen's NTN result ``(c, b, d) -> (b,
+  c, d)``), the wide copy is a 2-D transpose, which torch copies in cache-sized blocks
+  (``bench/broadcast.py``, bench/measured/broadcast-2026-12-02.md);
 - copies a transposing permutation (the source's unit-stride index moved) of at least
   :data:`MIN_BYTES` in tiles where torch's copy would not keep what it reads in cache
   (:func:`tile_plan`): torch loops in the destination's order, and every destination
@@ -115,14 +118,30 @@ class _Copy:
         self.plans = {}
 
     def plan(self, itemsize):
-        """``("wide", merged shape, dtype, ratio)``, ``("tiles", ways)`` or False."""
+        """``("wide", merged shape, dtype, ratio, wide block)``, ``("tiles", ways)`` or False."""
         if math.prod(self.shape) * itemsize < MIN_BYTES:
             return False
         wide = wide_plan(self.shape, self.strides, 0, itemsize)
         if wide:
-            return ("wide", *wide)
+            return ("wide", *wide, self._wide_block(len(wide[0]) - 1, wide[2], itemsize))
         ways = tile_plan(self.shape, self.strides, itemsize)
         return ways and ("tiles", ways)
+
+    def _wide_block(self, k, ratio, itemsize):
+        """``(rows, cols)`` where the wide copy, its runs one ``complex128`` each, swaps two
+        blocks of the source's other indices (``(c, b, d) -> (b, c, d)``, ``d`` the run): a 2-D
+        transpose, which torch copies in cache-sized blocks, where the same copy as a
+        permutation of three or more dimensions reads the source with a long stride per
+        element (pykeen's NTN result, ``(500, 256, 4)`` float32: ~0.6x the time); else None."""
+        source = [d for d in range(len(self.contiguous)) if d not in self.perm[k:]]
+        shape = {d: self.shape[self.perm.index(d)] for d in source}
+        live = [d for d in source if shape[d] != 1]
+        cut = _rotation(live, [d for d in self.perm[:k] if shape[d] != 1])
+        if cut is None or math.prod(self.shape[k:]) * itemsize != 16:
+            return None
+        split = len(live) - cut
+        rows, cols = math.prod(shape[d] for d in live[:split]), math.prod(shape[d] for d in live[split:])
+        return (rows, cols) if min(rows, cols) >= TRANSPOSE_MIN else None
 
     def __call__(self, x):
         plan = self.plans.get(x.element_size())
@@ -134,7 +153,9 @@ class _Copy:
                 out = torch.empty(self.shape, dtype=x.dtype, device=x.device)
                 torch._foreach_copy_(_tiles(out, plan[1]), _tiles(y, plan[1]))
                 return out
-            _, merged, dtype, ratio = plan
+            _, merged, dtype, ratio, block = plan
+            if x.storage_offset() % ratio == 0 and block:
+                return x.view(block[0], -1).view(dtype).t().contiguous().view(x.dtype).view(self.shape)
             if x.storage_offset() % ratio == 0:
                 return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(self.shape)
         if self.block:

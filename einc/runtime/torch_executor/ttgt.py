@@ -26,8 +26,11 @@ CPU (1 thread, float32, the development machine):
   own copy took 2-5x); ~10 % less where the outermost indices agree and leave blocks
   that stay in cache;
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
-  8 runs at a quarter of the rate) or where the left operand's unit stride runs along
-  its rows with few columns, plus ~60 ns per matrix of a batch.
+  8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
+  tenth, not the hundredth that law carried on gives, and no side slower than that) or
+  where the left operand's unit stride runs along its rows with few columns, plus ~60 ns
+  per matrix of a batch; its backward, where a side is 1, ~600 ns more per matrix (an
+  outer product);
 
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
@@ -39,8 +42,9 @@ operand over a batch index that merges with its own batch indices copies it expa
 that is allowed only where the expanded copy has at most half the elements of the larger
 operand, of at least ``worth_sparing`` elements, which
 :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
-broadcast operand's gradient is a sum of partial ones: :func:`for_training` weighs them
-and may name another layout for that case.
+broadcast operand's gradient is a sum of partial ones, and the backward of a batched
+product with a side of 1 makes one outer product (a product of depth 1) per matrix:
+:func:`for_training` weighs both and may name another layout for that case.
 
 :func:`choose` costs few of the candidates: a layout's matrix product alone
 (:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
@@ -65,9 +69,11 @@ FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) 
 FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
-SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate
+SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate,
+MATVEC = 10             # ... at most this times: a side of 1 (a matrix-vector product)
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
 PER_MATRIX = 60         # ns per matrix of a batched product
+OUTER = 600             # ns per matrix of a batched product of depth 1 (the backward of one with a side of 1)
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
 LOOP = 8000             # ns per product of a looped layout: its views and its call (~5-12 us measured)
 # Steps whose tensors all have fewer elements than this weigh only the layouts with the
@@ -252,7 +258,7 @@ def _product_ns(b, rows, cols, depth, scale, rows_unit=False):
     layout of these group sizes pays (the product is symmetric in rows and cols), which
     :func:`choose` bounds a layout's cost by (every copy adds to it)."""
     side = max(min(rows, cols), 1)
-    rate = GEMM * scale * (1 + (SHORT_SIDE / side) ** 2)
+    rate = GEMM * scale * min(1 + (SHORT_SIDE / side) ** 2, MATVEC)
     if rows_unit and cols < 80:
         rate *= 1 + ROWS_UNIT / max(cols, 1)
     return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
@@ -499,13 +505,27 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
     the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
     here each such element costs :data:`GRAD_PARTIAL` ns, and the cheapest layout that
-    broadcasts neither operand is taken where it costs less than ``lay`` with them."""
+    broadcasts neither operand is taken where it costs less than ``lay`` with them, each
+    with its backward's outer products (:func:`_outer_ns`: ``ceab,ca->ceb`` read as
+    products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over ``e``, makes one per
+    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``)."""
     if not lay.broadcast:
         return lay
     lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
     partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
     plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False, free_out=free_out)
-    return plain if plain.cost < lay.cost + partial * GRAD_PARTIAL * itemsize / 4 else lay
+    ns = lay.cost + partial * GRAD_PARTIAL * itemsize / 4 + _outer_ns(lay, sizes)
+    return plain if plain.cost + _outer_ns(plain, sizes) < ns else lay
+
+
+def _outer_ns(lay, sizes):
+    """The modelled ns of the outer products the backward of ``lay``'s product makes: where
+    its matrices have a side of 1 (and the other side and the depth are longer), the
+    gradient of the operand that is a matrix is one product of depth 1 per matrix
+    (:data:`OUTER`)."""
+    rows, cols, depth = (_size(g, sizes) for g in (lay.m, lay.n, lay.k))
+    thin = min(rows, cols) == 1 and max(rows, cols) > 1 and depth > 1
+    return _size(lay.batch, sizes) * OUTER if thin and lay.batch else 0.0
 
 
 __all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "groups", "operand", "pick",
