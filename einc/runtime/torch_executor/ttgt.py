@@ -50,7 +50,10 @@ product with a side of 1 makes one outer product (a product of depth 1) per matr
 (:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
 and each copy adds to it, so one whose product, or product and the copies costed so
 far, costs at least the cheapest layout found before it is passed over; no ``Layout``
-is made but the chosen one, the layout :data:`pick` takes among them all.
+is made but the chosen one, the layout :data:`pick` takes among them all.  What depends
+on the indices' orders alone (a step's layouts before they are costed, how an operand
+reads as matrices, what a copy keeps in place) is kept across steps, so that a step
+computes its sizes' products and the rates only.
 """
 
 from __future__ import annotations
@@ -109,40 +112,62 @@ def _size(idx, sizes):
     return math.prod(map(sizes.__getitem__, idx))
 
 
-def _stride(order, i, sizes):
-    """``i``'s stride in a contiguous tensor over ``order`` (a size 0 counted as 1, as
-    ``planner.strides.contiguous`` counts it)."""
-    return math.prod([max(sizes[j], 1) for j in order[order.index(i) + 1:]])
+def _stride(after, sizes):
+    """The stride of the index before ``after`` in a contiguous tensor whose order ends with
+    ``after`` (a size 0 counted as 1, as ``planner.strides.contiguous`` counts it)."""
+    return math.prod([max(sizes[j], 1) for j in after])
 
 
 def copy_ns(src, dst, sizes, expanded=1):
     """Modelled ns per float32 element times elements of a copy from a contiguous tensor over
     ``src`` into one over ``dst`` (the same indices; size-1 ones ignored)."""
-    src = [i for i in src if sizes[i] != 1]
-    dst = [i for i in dst if sizes[i] != 1]
+    src = tuple([i for i in src if sizes[i] != 1])
+    dst = tuple([i for i in dst if sizes[i] != 1])
+    return _planned_copy_ns(_copy_plan(src, dst), dst, sizes, expanded)
+
+
+@functools.lru_cache(maxsize=4096)
+def _copy_plan(src, dst):
+    """What :func:`copy_ns` reads of the sizes, which depends on the orders ``src`` and ``dst``
+    (size-1 indices left out) only: None where nothing is copied, else ``(the leading
+    indices the two orders agree on, True and the trailing indices they agree on and the
+    indices after the next one of ``dst`` in ``src`` (the runs' distance), or False and the
+    indices after ``dst``'s innermost in ``src``, those after ``src``'s in ``dst``, and the
+    two innermost indices)``."""
     if src == dst or not dst:
-        return 0.0
-    elems = math.prod(sizes[i] for i in dst) * expanded
-    if not elems:
-        return 0.0
-    lead = 1
+        return None
+    lead = []
     for i, j in zip(src, dst):
         if i != j:
             break
-        lead *= sizes[i]
-    if elems // lead <= 1 << 18:        # a batch of copies of blocks that stay in cache
-        elems *= BLOCKED
+        lead.append(i)
     if src[-1] == dst[-1]:
-        run, kept = 1, 0
+        kept = []
         for i, j in zip(reversed(src), reversed(dst)):
             if i != j:
                 break
-            run *= sizes[i]
-            kept += 1
-        step = _stride(src, dst[-1 - kept], sizes)     # how far apart in the source the runs follow
+            kept.append(i)
+        after = src[src.index(dst[-1 - len(kept)]) + 1:]
+        return tuple(lead), True, tuple(kept), after
+    return tuple(lead), False, src[src.index(dst[-1]) + 1:], dst[dst.index(src[-1]) + 1:], src[-1], dst[-1]
+
+
+def _planned_copy_ns(plan, dst, sizes, expanded=1):
+    """:func:`copy_ns` of a copy into ``dst`` (size-1 indices left out) given its :func:`_copy_plan`."""
+    if plan is None:
+        return 0.0
+    elems = math.prod([sizes[i] for i in dst]) * expanded
+    if not elems:
+        return 0.0
+    if elems // math.prod([sizes[i] for i in plan[0]]) <= 1 << 18:     # a batch of copies of blocks that stay in cache
+        elems *= BLOCKED
+    if plan[1]:
+        run = math.prod([sizes[i] for i in plan[2]])
+        step = _stride(plan[3], sizes)      # how far apart in the source the runs follow
         return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
-    far = _stride(src, dst[-1], sizes) >= 4096 and _stride(dst, src[-1], sizes) >= 4096
-    return elems * (COPY_MOVE + SHORT_INNER / min(sizes[src[-1]], sizes[dst[-1]])) * (CONFLICT if far else 1)
+    _, _, after_src, after_dst, inner_src, inner_dst = plan
+    far = _stride(after_src, sizes) >= 4096 and _stride(after_dst, sizes) >= 4096
+    return elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * (CONFLICT if far else 1)
 
 
 def operand(term, groups, sizes):
@@ -153,27 +178,44 @@ def operand(term, groups, sizes):
     return _operand(tuple(term), tuple(map(tuple, groups)), sizes)
 
 
-def _operand(term, groups, sizes):
-    """:func:`operand` of a term and groups as tuples."""
-    ones = frozenset([i for i in (*term, *groups[0], *groups[1], *groups[2]) if sizes[i] == 1])
-    kind, along_rows, src, dst, flipped, wide = _reading(term, groups, ones)
+def _operand(term, groups, sizes, ones=None):
+    """:func:`operand` of a term and groups as tuples (``ones``: the step's indices of size 1,
+    where known)."""
+    if ones is None or ones:
+        ones = frozenset([i for i in (*term, *groups[0], *groups[1], *groups[2]) if sizes[i] == 1])
+    kind, along_rows, (plan, dst), (flipped_plan, flipped), wide = _reading(term, groups, ones)
     if kind is None:
         return 0.0, 0.0, 0, along_rows
     if kind == "batch":
-        ns = copy_ns(src, dst, sizes)
+        ns = _planned_copy_ns(plan, dst, sizes)
         return ns, ns, _size(term, sizes), False
     if kind == "matrices":
-        return copy_ns(src, dst, sizes), copy_ns(src, flipped, sizes), _size(term, sizes), False
-    return copy_ns(src, dst, sizes, 1), copy_ns(src, flipped, sizes, 1), _size(term, sizes) * _size(wide, sizes), False
+        return (_planned_copy_ns(plan, dst, sizes), _planned_copy_ns(flipped_plan, flipped, sizes),
+                _size(term, sizes), False)
+    return (_planned_copy_ns(plan, dst, sizes, 1), _planned_copy_ns(flipped_plan, flipped, sizes, 1),
+            _size(term, sizes) * _size(wide, sizes), False)
 
 
 @functools.lru_cache(maxsize=4096)
 def _reading(term, groups, ones):
     """What :func:`operand` copies, which depends on the indices of size 1 (``ones``) only,
     not on the other sizes (kept across steps of one equation and new shapes):
-    ``(kind, unit stride along rows, source order, copy's order, flipped copy's order,
-    broadcast indices)``; ``kind`` None (views), "batch" (a batch index innermost: bmm
-    copies the matrices), "matrices" (its matrices copied once, then expanded) or "copy"."""
+    ``(kind, unit stride along rows, (the copy's :func:`_copy_plan`, its order), the same of
+    the flipped copy, broadcast indices)``, orders without ``ones``; ``kind`` None (views),
+    "batch" (a batch index innermost: bmm copies the matrices), "matrices" (its matrices
+    copied once, then expanded) or "copy"."""
+    kind, along_rows, src, dst, flipped, wide = _read(term, groups, ones)
+    if kind is None:
+        return kind, along_rows, (None, None), (None, None), None
+    src = tuple([i for i in src if i not in ones])
+    dst = tuple([i for i in dst if i not in ones])
+    flipped = tuple([i for i in flipped if i not in ones]) if flipped is not None else dst
+    return kind, along_rows, (_copy_plan(src, dst), dst), (_copy_plan(src, flipped), flipped), wide
+
+
+def _read(term, groups, ones):
+    """:func:`_reading`'s orders, with size-1 indices: ``(kind, unit stride along rows, source
+    order, copy's order, flipped copy's order or None, broadcast indices)``."""
     live = [i for i in term if i not in ones] if ones else list(term)
     pos = {i: p for p, i in enumerate(live)}
     views = True
@@ -210,46 +252,54 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
     as the copies costed so far (the result's first, where ``result``) and ``least``, the
     product's least cost, reach ``floor[0]``: each part of the sum adds to it."""
+    ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
+    ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
+    dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
+    return _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, itemsize / 4, {} if memo is None else memo,
+                 floor, least, result)
+
+
+def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, floor, least, result):
+    """:func:`cost` of tuples, given the step's indices of size 1 (``ones``), the groups' sizes
+    (``dims``), ``itemsize / 4`` (``scale``) and a dict (``memo``) the layouts of one step share."""
     left, right = (tb, ta) if swap else (ta, tb)
-    scale = itemsize / 4
     total, copies, flip, expanded = 0.0, "", "", 0
     natural = (*batch, *m, *n)
-    found = memo.get((None, natural)) if memo is not None else None     # (layouts of a step share it)
-    if found is None:
-        copied = [i for i in natural if sizes[i] != 1] != [i for i in out if sizes[i] != 1]
-        found = copied, copy_ns(natural, out, sizes) if copied else 0.0
-        if memo is not None:
-            memo[None, natural] = found
-    copied = found[0]
-    last = found[1] * scale if copied else 0.0
-    counted = last if result else 0.0
+    if (None, natural) in memo:         # the result's copy, None where none (layouts of a step share it)
+        last = memo[None, natural]
+    else:
+        if ones:
+            copied = [i for i in natural if i not in ones] != [i for i in out if i not in ones]
+        else:
+            copied = natural != out
+        last = memo[None, natural] = copy_ns(natural, out, sizes) if copied else None
+    counted = last * scale if result and last is not None else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
     rows_unit = False
-    for name, term, groups in (("l", left, [batch, m, k]), ("r", right, [batch, k, n])):
-        key = (tuple(term), tuple(map(tuple, groups)))
-        found = memo.get(key) if memo is not None else None
+    for name, term, groups in (("l", left, (batch, m, k)), ("r", right, (batch, k, n))):
+        key = (term, groups)
+        found = memo.get(key)
         if found is None:
-            found = _operand(*key, sizes)
-            if memo is not None:
-                memo[key] = found
-        plain, flipped, elems, along_rows = found
+            found = _operand(term, groups, sizes, ones)
+            found = memo[key] = (*found, found[2] if found[2] > _size(term, sizes) else 0)
+        plain, flipped, elems, along_rows, widened = found
         if elems:
             copies += name
             if flipped < plain:
                 flip += name
                 rows_unit = rows_unit or name == "l"
             total += min(plain, flipped) * scale
-            if elems > _size(term, sizes):
-                expanded = max(expanded, elems)
+            if widened:
+                expanded = max(expanded, widened)
         elif name == "l":
             rows_unit = along_rows
         if floor is not None and total + counted + least >= floor[0]:
             return None
-    if copied:
+    if last is not None:
         copies += "c"
-        total += last
-    total += _product_ns(*(_size(g, sizes) for g in (batch, m, n, k)), scale, rows_unit)
+        total += last * scale
+    total += _product_ns(*dims, scale, rows_unit)
     return total, copies, flip, expanded
 
 
@@ -338,19 +388,23 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     few = _few(ta, tb, out, sizes, small)
     memo = {}
     ta, tb, out = tuple(ta), tuple(tb), tuple(out)
+    ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
+    scale = itemsize / 4
     moves, k_set = _enumeration(ta, tb, out, few, broadcast)
     depth = _size(k_set, sizes)
     least = 0.0
     for batch_set, m_set, n_set in moves:
+        dims = _size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth
+        swapped = dims[0], dims[2], dims[1], depth
         if floor is not None:
-            least = _product_ns(_size(batch_set, sizes), _size(m_set, sizes), _size(n_set, sizes), depth,
-                                itemsize / 4)
+            least = _product_ns(*dims, scale)
             if least >= floor[0]:
                 continue
         for swap, batch, lm, ln, k, wide in _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
             if floor is not None and least >= floor[0]:
                 break       # and the rest of this move: the floor only falls
-            found = cost(ta, tb, out, sizes, swap, batch, lm, ln, k, itemsize, memo, floor, least, result)
+            found = _cost(ta, tb, out, sizes, ones, swap, batch, lm, ln, k, swapped if swap else dims, scale, memo,
+                          floor, least, result)
             if found is None:
                 continue
             ns, copies, flip, expanded = found
@@ -423,7 +477,7 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
         names = tuple(dict.fromkeys([*ta, *tb, *out]))
         place = {i: k for k, i in enumerate(names)}
         lay = _cheapest(tuple(map(place.__getitem__, ta)), tuple(map(place.__getitem__, tb)),
-                        tuple(map(place.__getitem__, out)), tuple(enumerate(map(sizes.__getitem__, names))),
+                        tuple(map(place.__getitem__, out)), tuple(map(sizes.__getitem__, names)),
                         worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
         return _named(lay, names)
     used = sorted(set(ta) | set(tb))
@@ -447,8 +501,8 @@ def _named(lay: Layout, names) -> Layout:
 def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
     """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s),
     those that cannot cost less than the cheapest found before them not costed through
-    (:func:`_flat`), and no ``Layout`` made but the one returned."""
-    ta, tb, out, sizes = list(ta), list(tb), list(out), dict(sizes)
+    (:func:`_flat`), and no ``Layout`` made but the one returned; the indices are 0, 1, ...,
+    ``sizes`` their sizes in that order."""
     scale = itemsize / 4
     best, floor = None, [math.inf]
     # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds
@@ -484,7 +538,7 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
 def cache_clear() -> None:
     """Forget every step's layouts (after a change of the model's constants), and what
     was kept of each equation's terms."""
-    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading):
+    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading, _copy_plan):
         cached.cache_clear()
 
 

@@ -1,0 +1,110 @@
+"""What the copy-cost model keeps between steps (runtime/torch_executor/ttgt.py): the layout of a
+step renamed by position, each operand reading's orders and each copy's plan are kept
+across steps.  A step or a copy decided with the caches full must decide as one decided
+with them empty, over steps alike but for their sizes, their indices of size 1 and 0,
+their item size or their flags, which share the keys' other fields: a key that lacked a
+field the result depends on would hand one of them another's answer."""
+
+import random
+
+import pytest
+
+from einc.runtime.torch_executor import ttgt
+
+
+@pytest.fixture(autouse=True)
+def _every_layout(monkeypatch):
+    """Every layout weighed, as large steps are (ttgt.SMALL)."""
+    monkeypatch.setattr(ttgt, "SMALL", 0)
+    ttgt.cache_clear()
+
+
+def _sized(names, rng):
+    return {i: rng.choice([0, 1, 1, 2, 3, 8, 64, 1000]) for i in names}
+
+
+def _alike_copies(rng):
+    """Copies whose orders repeat with other sizes, and orders that share a source."""
+    cases = []
+    for _ in range(60):
+        src = rng.sample("abcdef", rng.randint(1, 6))
+        for dst in (rng.sample(src, len(src)) for _ in range(3)):
+            cases += [(src, dst, _sized(src, rng), rng.choice([1, 1, 4])) for _ in range(3)]
+    return cases
+
+
+def test_a_copy_costs_the_same_with_its_plan_kept():
+    cases = _alike_copies(random.Random(0))
+    kept = [ttgt.copy_ns(src, dst, sizes, expanded) for src, dst, sizes, expanded in cases]
+    assert ttgt._copy_plan.cache_info().hits > len(cases) // 3
+    fresh = []
+    for src, dst, sizes, expanded in cases:
+        ttgt.cache_clear()
+        fresh.append(ttgt.copy_ns(src, dst, sizes, expanded))
+    assert kept == fresh
+    assert len(set(kept)) > len(cases) // 8         # the sizes matter: not one answer for all
+
+
+# renamed by position, each of a pair the same but for one term (its first: an index of the
+# result more; its second, its result: another order), and the same but for the names
+EQUATIONS = [("ab", "bc", "ac"), ("abc", "bc", "ac"), ("abc", "cb", "ac"), ("abc", "bc", "ca"), ("xy", "yz", "xz"),
+             ("abd", "bdc", "ac"), ("xzy", "zyw", "xw"), ("abc", "cd", "abd"), ("bhij", "bhjk", "bhik"),
+             ("bhij", "bhjk", "bhki"), ("ijk", "jkl", "lik"), ("kji", "lkj", "ilk")]
+
+
+def _alike_steps(rng):
+    """Steps that, renamed by position, are one equation: with the same sizes by position,
+    item size, flags and ``SMALL`` (each a hit), and with one of those changed (each a miss
+    that shares every other field of the key); sizes with size-1 and size-0 indices."""
+    steps = []
+    for _ in range(10):
+        by_place = [rng.choice([0, 1, 1, 2, 3, 8, 64, 1000]) for _ in range(5)]
+        by_place = [s if s or rng.random() < 0.2 else 1 for s in by_place]
+        step = dict(worth=rng.choice([0, 1 << 12]), itemsize=rng.choice([2, 4, 8]), small=rng.choice([0, 1 << 12]),
+                    broadcast=rng.random() < 0.7, loops=rng.random() < 0.5, free_out=rng.random() < 0.3)
+        for ta, tb, out in EQUATIONS:
+            sizes = dict(zip(dict.fromkeys(ta + tb + out), by_place))
+            steps.append((list(ta), list(tb), list(out), sizes, step))
+            changed = rng.choice(["sizes", *step])
+            if changed == "sizes":
+                twin = step
+                sizes = {**sizes, rng.choice(list(sizes)): rng.choice([0, 1, 5, 4096])}
+            else:
+                twin = {**step, changed: {"worth": (1 << 12) - step["worth"], "small": (1 << 12) - step["small"],
+                                          "itemsize": {2: 8, 4: 2, 8: 4}[step["itemsize"]]}.get(
+                                              changed, not step[changed])}
+            steps.append((list(ta), list(tb), list(out), sizes, twin))
+    return steps
+
+
+def _choices(steps, fresh):
+    found = []
+    small = ttgt.SMALL
+    try:
+        for ta, tb, out, sizes, step in steps:
+            if fresh:
+                ttgt.cache_clear()
+            ttgt.SMALL = step["small"]
+            found.append(ttgt.choose(ta, tb, out, sizes, step["worth"], step["itemsize"], step["broadcast"],
+                                     step["loops"], step["free_out"]))
+    finally:
+        ttgt.SMALL = small
+    return found
+
+
+def test_a_step_decides_the_same_with_the_choices_kept():
+    steps = _alike_steps(random.Random(1))
+    kept = _choices(steps, fresh=False)
+    assert ttgt._cheapest.cache_info().hits > 0 and ttgt._reading.cache_info().hits > len(steps)
+    fresh = _choices(steps, fresh=True)
+    assert kept == fresh
+    assert len({(lay.swap, lay.copies, lay.flip, lay.outer) for lay in kept}) > 4     # the steps differ
+
+
+def test_the_search_keeps_what_pick_takes_among_every_candidate(monkeypatch):
+    """The search with its caches full against :data:`pick` over the whole list."""
+    steps = _alike_steps(random.Random(2))
+    fast = _choices(steps, fresh=False)
+    real = ttgt.pick
+    monkeypatch.setattr(ttgt, "pick", lambda found: real(found))
+    assert _choices(steps, fresh=False) == fast
