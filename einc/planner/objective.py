@@ -44,7 +44,7 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
+from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -65,8 +65,6 @@ SHORTLIST = 4           # trees a random greedy search re-ranks by seconds: the 
 WINDOW = 4.0            # ... within this factor of the best flops
 TIE = 0.02              # trees predicted within this share of each other are ranked by flops
 
-_Step = namedtuple("_Step", "inputs output summed")
-
 
 def _size(term, sizes) -> int:
     return math.prod([sizes[i] for i in term])
@@ -74,36 +72,61 @@ def _size(term, sizes) -> int:
 
 def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
     """The :data:`FEATURES` of one step ``a, b -> kept`` (sets of indices): what
-    :data:`RATES` weigh."""
-    union, both = a | b, a & b
-    summed = union - kept
-    shared = {i for i in both & summed if sizes[i] != 1}
-    # each operand's own summed indices are summed away first (a copy, counted below)
-    ra, rb = a - (summed - b), b - (summed - a)
+    :data:`RATES` weigh.  One walk over the step's indices multiplies out every size it
+    needs (a search weighs thousands of steps); its copies are
+    :func:`einc.planner.memory.step_copies`' count (``tests/planner/test_objective.py``
+    holds the two together)."""
+    union = a | b
+    na = nb = written = own = terms = batch = rows = cols = 1
+    shared = summed_shared = kept_own = holds_a = holds_b = False
+    dims = []
+    for i in union:
+        s = sizes[i]
+        if s > 1:
+            dims.append(s)
+        in_a, in_b = i in a, i in b
+        if in_a:
+            na *= s
+        if in_b:
+            nb *= s
+        if i in kept:
+            written *= s
+            if in_a and in_b:
+                batch *= s
+            else:
+                kept_own = True         # a kept index not of both operands
+                own *= s
+                if in_a:
+                    rows *= s
+                else:
+                    cols *= s
+        else:
+            holds_a, holds_b = holds_a or in_a, holds_b or in_b
+            if in_a and in_b:
+                terms *= s
+                summed_shared = True
+                shared = shared or s != 1
     gemm = matrices = mul_sum = 0
+    mul_sum_run = own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM)
     if not shared:
         pass                    # an elementwise or outer product: its result's write
-    elif kept <= both:
-        mul_sum = _size(ra | rb, sizes)
+    elif not kept_own or mul_sum_run:    # a dot, or a matrix product run as multiply-and-sum
+        mul_sum = written * terms
     else:
-        own = _size(kept - both, sizes)
-        terms = _size(shared, sizes)
-        if own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM):
-            mul_sum = _size(kept | shared, sizes)
-        else:
-            batch = _size(kept & both, sizes)
-            rows, cols = _size((kept & ra) - rb, sizes), _size((kept & rb) - ra, sizes)
-            side = max(min(rows, cols, terms), 1)
-            gemm = 2 * batch * rows * cols * terms * (1 + (SHORT_SIDE / side) ** 2)
-            matrices = batch if batch > 1 else 0
-    copies = step_copies(_Step((a, b), kept, summed), sizes, False)      # (sets: it reads them as sets)
-    written = _size(kept, sizes)
+        side = max(min(rows, cols, terms), 1)
+        gemm = 2 * batch * rows * cols * terms * (1 + (SHORT_SIDE / side) ** 2)
+        matrices = batch if batch > 1 else 0
+    if summed_shared and kept_own:        # a matrix product: each operand laid out for mm
+        copies = na + nb + (max(na, nb) // 2 if max(na, nb) >= COPY_WORTH_SPARING else 0)
+        if mul_sum_run:
+            copies += written * terms
+    else:                       # each operand holding a summed index summed, a dot's product
+        copies = (na if holds_a else 0) + (nb if holds_b else 0) + (batch * terms if summed_shared else 0)
     if final:
         copies += written
     # the copies and writes of tensors of short indices move short runs (einc's layout
     # model, runtime/torch_executor/ttgt.py, prices a run of r elements ~1 / r more per
     # element): weighed by one over the step's typical index size
-    dims = [sizes[i] for i in union if sizes[i] > 1]
     typical = math.exp(sum(map(math.log, dims)) / len(dims)) if dims else 1.0
     return gemm, matrices, mul_sum, copies, copies / typical, written, written / typical, 1
 
@@ -178,6 +201,9 @@ def features(inputs, output, sizes, path, memo=None) -> tuple:
     """The :data:`FEATURES` of a linear ``path`` over ``inputs`` (sets of indices), summed
     over its :func:`steps`; ``memo`` (a dict) keeps each step's for other paths of the
     same network (random greedy trees share most of their steps)."""
+    if all(len(c) == 2 for c in path):
+        found = _pair_features(inputs, output, sizes, path, memo)
+        return tuple(map(sum, zip(*found))) if found else (0.0,) * len(FEATURES)
     found = []
     for node in steps(inputs, output, path):
         if memo is None:
@@ -189,6 +215,40 @@ def features(inputs, output, sizes, path, memo=None) -> tuple:
             one = memo[key] = node_features(node, sizes)
         found.append(one)
     return tuple(map(sum, zip(*found))) if found else (0.0,) * len(FEATURES)
+
+
+def _pair_features(inputs, output, sizes, path, memo) -> list:
+    """Each step's :data:`FEATURES` of a ``path`` of pairs alone (most are): the walk of
+    :func:`steps`, without its nodes, each step looked up in ``memo`` (where given) under
+    :func:`features`' key."""
+    terms = [frozenset(t) for t in inputs]
+    count: dict = {}
+    for t in (*terms, frozenset(output)):
+        for i in t:
+            count[i] = count.get(i, 0) + 1
+    found, last = [], len(path) - 1
+    for n, (x, y) in enumerate(path):
+        if x > y:
+            x, y = y, x
+        acc, t = terms[x], terms[y]
+        del terms[y], terms[x]
+        for i in acc:
+            count[i] -= 1
+        for i in t:
+            count[i] -= 1
+        kept = frozenset([i for i in acc | t if count[i]])
+        if memo is None:
+            found.append(step_features(acc, t, kept, sizes, n == last))
+        else:
+            key = ((acc, t), kept, n == last)
+            one = memo.get(key)
+            if one is None:
+                one = memo[key] = step_features(acc, t, kept, sizes, n == last)
+            found.append(one)
+        for i in kept:
+            count[i] += 1
+        terms.append(kept)
+    return found
 
 
 @functools.lru_cache(maxsize=4)

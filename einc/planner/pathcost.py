@@ -20,10 +20,18 @@ def path_cost(inputs, output, sizes, path) -> tuple[int, int, int, int]:
             count[i] = count.get(i, 0) + 1
     flops = written = largest = 0
     for c in path:
-        taken = [terms[i] for i in c]
-        for i in sorted(c, reverse=True):
-            del terms[i]
-        union = taken[0] | taken[1] if len(taken) == 2 else frozenset().union(*taken)
+        if len(c) == 2:         # (most steps: one pair)
+            x, y = c
+            taken = terms[x], terms[y]
+            if x < y:
+                x, y = y, x
+            del terms[x], terms[y]
+            union = taken[0] | taken[1]
+        else:
+            taken = [terms[i] for i in c]
+            for i in sorted(c, reverse=True):
+                del terms[i]
+            union = frozenset().union(*taken)
         for t in taken:
             for i in t:
                 count[i] -= 1

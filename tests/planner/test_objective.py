@@ -2,6 +2,7 @@
 random greedy shortlist it re-ranks, and the search under a memory limit that ranks trees
 as they are sliced."""
 
+import math
 import random
 
 import opt_einsum
@@ -191,3 +192,68 @@ def test_the_sliced_reconfigured_trees_do_not_depend_on_pythons_random_numbers()
         found.append(O.sliced_reconfigured(S._cotengra(), net, path, 256, S.WRITE_FACTOR))
         assert random.getstate() == state
     assert found[0] and all(f == found[0] for f in found)
+
+
+def _features_by_sets(a, b, kept, sizes, final):
+    """The step's features as sets name them (what ``O.step_features`` computes in one
+    walk), its copies by ``memory.step_copies``."""
+    from collections import namedtuple
+
+    from einc.planner.memory import FEW_OUTPUTS, LONG_SUM, step_copies
+
+    def size(term):
+        return math.prod(sizes[i] for i in term)
+    union, both = a | b, a & b
+    summed = union - kept
+    shared = {i for i in both & summed if sizes[i] != 1}
+    ra, rb = a - (summed - b), b - (summed - a)
+    gemm = matrices = mul_sum = 0
+    if shared and kept <= both:
+        mul_sum = size(ra | rb)
+    elif shared:
+        own, terms = size(kept - both), size(shared)
+        if own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM):
+            mul_sum = size(kept | shared)
+        else:
+            batch, rows, cols = size(kept & both), size((kept & ra) - rb), size((kept & rb) - ra)
+            gemm = 2 * batch * rows * cols * terms * (1 + (O.SHORT_SIDE / max(min(rows, cols, terms), 1)) ** 2)
+            matrices = batch if batch > 1 else 0
+    step = namedtuple("Step", "inputs output summed")((a, b), kept, summed)
+    copies = step_copies(step, sizes, False) + (size(kept) if final else 0)
+    dims = [sizes[i] for i in union if sizes[i] > 1]
+    typical = math.exp(sum(map(math.log, dims)) / len(dims)) if dims else 1.0
+    return gemm, matrices, mul_sum, copies, copies / typical, size(kept), size(kept) / typical, 1
+
+
+def test_a_steps_features_are_those_its_sets_and_step_copies_give():
+    # every kind of step, size-1 and large indices among them: the one walk multiplies out
+    # what the sets name, and counts the copies as memory.step_copies does, to the bit
+    rng = random.Random(7)
+    for _ in range(3000):
+        labels = range(rng.randint(1, 9))
+        sizes = {i: rng.choice((1, 1, 2, 3, 16, 17, 64, 300, 5000)) for i in labels}
+        a = frozenset(i for i in labels if rng.random() < 0.6)
+        b = frozenset(i for i in labels if rng.random() < 0.6)
+        kept = frozenset(i for i in a | b if rng.random() < 0.5)
+        final = rng.random() < 0.3
+        assert O.step_features(a, b, kept, sizes, final) == _features_by_sets(a, b, kept, sizes, final)
+
+
+def _net(eq, size=8):
+    lhs, out = eq.split("->")
+    return [frozenset(t) for t in lhs.split(",")], frozenset(out), dict.fromkeys(eq.replace(",", "").replace("->", ""),
+                                                                                 size)
+
+
+@pytest.mark.parametrize("first, second, path", [
+    ("ij,jk->ik", "ij,jk,ik->ik", ((0, 1),)),         # the same first step, last in one only
+    ("ij,jk->ik", "ij,jk->ijk", ((0, 1),)),           # the same operands, another result
+    ("ij,jk->ik", "ijl,jk->ik", ((0, 1),)),           # another operand, the same result
+])
+def test_the_step_memo_tells_apart_steps_differing_in_one_field(first, second, path):
+    # features' memo is keyed by a step's operands, result and whether it is the last: two
+    # steps differing in only one of them, weighed with one memo, each keep their own
+    memo: dict = {}
+    assert O.features(*_net(first), path, memo) == O.features(*_net(first), path)
+    whole = (*path, (0, 1)) if second.count(",") == 2 else path
+    assert O.features(*_net(second), whole, memo) == O.features(*_net(second), whole)
