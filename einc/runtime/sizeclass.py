@@ -240,13 +240,30 @@ def _build(eq, shapes, dtype, device, orders, options, check):
         run = unroll(plan, functions)
         if result_dtype != dtype:
             run = _cast(run, result_dtype)
-    choices = [select.Choice("torch", f"{_REASON}: {_ops(fn)}" if hasattr(fn, "source") else _REASON)
-               for fn in functions]
+    choices = [select.Choice("torch", _reason(fn)) for fn in functions]
     entry = dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
     promote = getattr(run, "promote", None)
     if promote is not None:     # interpreted until it is called often enough to pay for its compile
         promote(entry)
     return entry
+
+
+def _reason(fn) -> str:
+    """What ``explain`` says runs a class's step function: its ops (:func:`_ops`), read once
+    per source text (classes of one equation and pattern of size-1 dimensions often
+    generate the same text)."""
+    source = getattr(fn, "source", None)
+    if source is None:
+        return _REASON
+    reason = _reasons.get(source)
+    if reason is None:
+        if len(_reasons) >= 4096:   # a stream of ever-new structures: start again
+            _reasons.clear()
+        reason = _reasons[source] = f"{_REASON}: {_ops(fn)}"
+    return reason
+
+
+_reasons: dict = {}     # a step function's source -> its reason
 
 
 def _ops(fn) -> str:
@@ -277,6 +294,7 @@ def _cast(run, dtype):
 def clear() -> None:
     _classes.clear()
     _classifiers.clear()
+    _reasons.clear()
     classed.clear()
 
 

@@ -373,6 +373,20 @@ def test_classes_of_one_structure_compile_their_step_once(monkeypatch):
     assert sizeclass.info().currsize == 2
     assert len(compiled) == 1 and compiled[0].startswith("def run(")
 
+def test_classes_of_one_structure_read_their_step_s_ops_once(monkeypatch):
+    """``explain``'s reason for a class's step is read from its source once per text: a
+    second class of the same text (another octave of ``ij,jk->ik``) takes the first's
+    reason, the same words, without reading the source again."""
+    reads = []
+    ops = sizeclass._ops
+    monkeypatch.setattr(sizeclass, "_ops", lambda fn: reads.append(fn.source) or ops(fn))
+    entries = [engine.entry(parse("ij,jk->ik"), (torch.randn(m, 6), torch.randn(6, 7)), DEFAULT) for m in (5, 40)]
+    assert entries[0].size_class != entries[1].size_class
+    assert entries[0].run.source == entries[1].run.source
+    assert [c.reason for c in entries[0].choices] == [c.reason for c in entries[1].choices]
+    assert "mm(a, b)" in entries[0].choices[0].reason and len(reads) == 1
+
+
 def test_a_class_s_step_runs_interpreted_then_compiled_with_the_same_bits(monkeypatch):
     """A class's first calls run its step's ops one by one, with no compile (most classes of
     a first training step run once or a few times); the call that has run it often enough
