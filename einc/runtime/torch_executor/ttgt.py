@@ -53,7 +53,8 @@ far, costs at least the cheapest layout found before it is passed over; no ``Lay
 is made but the chosen one, the layout :data:`pick` takes among them all.  What depends
 on the indices' orders alone (a step's layouts before they are costed, how an operand
 reads as matrices, what a copy keeps in place) is kept across steps, so that a step
-computes its sizes' products and the rates only.
+computes its sizes' products and the rates only; an operand copied, read by the two swaps
+as transposed matrices, is costed once.
 """
 
 from __future__ import annotations
@@ -175,25 +176,26 @@ def operand(term, groups, sizes):
     (batch, rows, cols; indices absent from ``term`` are broadcast, stride 0):
     ``(copy ns, copy ns if copied flipped, copied elements, unit stride along rows)``;
     ``copied elements`` is 0 where it reads through views."""
-    return _operand(tuple(term), tuple(map(tuple, groups)), sizes)
+    return _operand(tuple(term), tuple(map(tuple, groups)), sizes)[:4]
 
 
 def _operand(term, groups, sizes, ones=None):
     """:func:`operand` of a term and groups as tuples (``ones``: the step's indices of size 1,
-    where known)."""
+    where known), and whether it costs the same read with rows and cols swapped, its two
+    copies swapped (a copy of it or of its matrices: each order the other's flipped one)."""
     if ones is None or ones:
         ones = frozenset([i for i in (*term, *groups[0], *groups[1], *groups[2]) if sizes[i] == 1])
     kind, along_rows, (plan, dst), (flipped_plan, flipped), wide = _reading(term, groups, ones)
     if kind is None:
-        return 0.0, 0.0, 0, along_rows
+        return 0.0, 0.0, 0, along_rows, False
     if kind == "batch":
         ns = _planned_copy_ns(plan, dst, sizes)
-        return ns, ns, _size(term, sizes), False
+        return ns, ns, _size(term, sizes), False, False
     if kind == "matrices":
         return (_planned_copy_ns(plan, dst, sizes), _planned_copy_ns(flipped_plan, flipped, sizes),
-                _size(term, sizes), False)
+                _size(term, sizes), False, True)
     return (_planned_copy_ns(plan, dst, sizes, 1), _planned_copy_ns(flipped_plan, flipped, sizes, 1),
-            _size(term, sizes) * _size(wide, sizes), False)
+            _size(term, sizes) * _size(wide, sizes), False, True)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -207,9 +209,9 @@ def _reading(term, groups, ones):
     kind, along_rows, src, dst, flipped, wide = _read(term, groups, ones)
     if kind is None:
         return kind, along_rows, (None, None), (None, None), None
-    src = tuple([i for i in src if i not in ones])
-    dst = tuple([i for i in dst if i not in ones])
-    flipped = tuple([i for i in flipped if i not in ones]) if flipped is not None else dst
+    live = (lambda order: tuple([i for i in order if i not in ones])) if ones else tuple
+    src, dst = live(src), live(dst)
+    flipped = live(flipped) if flipped is not None else dst
     return kind, along_rows, (_copy_plan(src, dst), dst), (_copy_plan(src, flipped), flipped), wide
 
 
@@ -251,7 +253,8 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
     as the copies costed so far (the result's first, where ``result``) and ``least``, the
-    product's least cost, reach ``floor[0]``: each part of the sum adds to it."""
+    product's least cost, reach ``floor[0]``: each part of the sum adds to it; with ``result``
+    None, None where the result is copied."""
     ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
     dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
@@ -273,6 +276,8 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
         else:
             copied = natural != out
         last = memo[None, natural] = copy_ns(natural, out, sizes) if copied else None
+    if last is not None and result is None:
+        return None
     counted = last * scale if result and last is not None else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
@@ -281,9 +286,14 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
         key = (term, groups)
         found = memo.get(key)
         if found is None:
-            found = _operand(term, groups, sizes, ones)
-            found = memo[key] = (*found, found[2] if found[2] > _size(term, sizes) else 0)
-        plain, flipped, elems, along_rows, widened = found
+            # the other swap's reading of this operand, its matrices transposed, where costed
+            twin = memo.get((term, (groups[0], groups[2], groups[1])))
+            if twin is not None and twin[5]:
+                found = memo[key] = (twin[1], twin[0], *twin[2:])
+            else:
+                found = _operand(term, groups, sizes, ones)
+                found = memo[key] = (*found[:4], found[2] if found[2] > _size(term, sizes) else 0, found[4])
+        plain, flipped, elems, along_rows, widened, _ = found
         if elems:
             copies += name
             if flipped < plain:
@@ -383,7 +393,8 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
     product alone (:func:`_product_ns`), or with the copies costed so far (the result's,
     where ``result``, then each operand's), costs ``floor[0]`` or more is left out: it
-    cannot cost less than a layout found before it."""
+    cannot cost less than a layout found before it.  With ``result`` None, a layout that
+    copies the result is left out (the looped layouts' products write theirs in place)."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
@@ -431,8 +442,8 @@ def _enumeration(ta, tb, out, few, broadcast):
             lead.append(i)
             if tuple(lead) not in moves:
                 moves.append(tuple(lead))
-    return [(tuple(shared + [i for i in out if i in moved]), tuple(i for i in own_a if i not in moved),
-             tuple(i for i in own_b if i not in moved)) for moved in moves], k_set
+    return [(tuple(shared + [i for i in out if i in moved]), tuple([i for i in own_a if i not in moved]),
+             tuple([i for i in own_b if i not in moved])) for moved in map(set, moves)], k_set
 
 
 @functools.lru_cache(maxsize=1024)
@@ -440,11 +451,13 @@ def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
     """A move's layouts before they are costed, in :func:`candidates`'s order: ``(swap,
     batch, left's own, right's own, summed, broadcast over)``."""
     rows = []
+    ms, ns, ks = _orders(m_set, [out] if few else [out, ta]), _orders(n_set, [out] if few else [out, tb]), \
+        _orders(k_set, [ta, tb])
     for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
         wide = tuple(i for i in batch if i not in ta or i not in tb)
-        for m in _orders(m_set, [out] if few else [out, ta]):
-            for n in _orders(n_set, [out] if few else [out, tb]):
-                for k in _orders(k_set, [ta, tb]):
+        for m in ms:
+            for n in ns:
+                for k in ks:
                     rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
     return rows
 
@@ -520,13 +533,13 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
             floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
     first = _looped_over(ta, tb, out, sizes, small) if loops else None
     looped = None
-    if first is not None:
-        # a looped layout costs sizes[first] * (its product + LOOP) or more
-        inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP]
+    # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
+    inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
+    if inner_floor[0] > 0:
         for row in _flat([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
-                         worth_sparing, itemsize, small, broadcast, inner_floor):
+                         worth_sparing, itemsize, small, broadcast, inner_floor, None):
             ns = sizes[first] * (row[7] + LOOP)
-            if "c" not in row[5] and ns < best[0]:
+            if ns < best[0]:
                 best, looped = (ns, row), first
                 inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
     lay = Layout(*best[1])
