@@ -101,18 +101,30 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     shared = summed & a & b
     out = set(step.output) - sliced
     if shared and not out <= a & b:       # a matrix product
-        na, nb = size(ta), size(tb)
-        copies = na + nb
-        if max(na, nb) >= COPY_WORTH_SPARING:
-            copies += max(na, nb) // 2
-        outputs = size(out - (a & b))
-        if outputs == 1 or (outputs <= FEW_OUTPUTS and size(shared) >= LONG_SUM):   # run as multiply-and-sum
-            copies += size(out | shared)
+        sums = runs_as_mul_sum(size(out - (a & b)), size(shared))
+        copies = counted_copies(size(ta), size(tb), True, True, True, size(out | shared) if sums else 0)
     else:
-        copies = (size(ta) if summed.intersection(ta) else 0) + (size(tb) if summed.intersection(tb) else 0)
-        if shared:                                                  # dot: a * b, then its sum
-            copies += size(a & b)
+        copies = counted_copies(size(ta), size(tb), bool(summed.intersection(ta)), bool(summed.intersection(tb)),
+                                False, size(a & b) if shared else 0)
     return max(copies, last)
+
+
+def runs_as_mul_sum(outputs: int, terms: int) -> bool:
+    """Whether the torch executor runs a matrix product with ``outputs`` elements per
+    batch element (its own kept indices) and sums of ``terms`` as multiply-and-sum."""
+    return outputs == 1 or (outputs <= FEW_OUTPUTS and terms >= LONG_SUM)
+
+
+def counted_copies(na: int, nb: int, holds_a: bool, holds_b: bool, matrix: bool, product: int) -> int:
+    """:func:`step_copies`' count of a two-operand step from its parts, where the planner's
+    objective (:mod:`einc.planner.objective`) also takes it: operands of ``na`` and ``nb``
+    elements; for a matrix product (``matrix``) both laid out for ``mm`` (the larger again
+    in half where it is worth sparing) and ``product`` the elementwise product's elements
+    where it runs as multiply-and-sum, else 0; otherwise each operand holding a summed
+    index (``holds_a``, ``holds_b``) summed, and ``product`` a dot's elementwise product."""
+    if matrix:
+        return na + nb + (max(na, nb) // 2 if max(na, nb) >= COPY_WORTH_SPARING else 0) + product
+    return (na if holds_a else 0) + (nb if holds_b else 0) + product
 
 
 def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1, memo=None):
@@ -187,4 +199,5 @@ def below_steps(steps, inputs) -> list:
     return below[len(inputs):]
 
 
-__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "step_copies", "live_peak", "hoisting", "below_steps"]
+__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "counted_copies", "runs_as_mul_sum", "step_copies",
+           "live_peak", "hoisting", "below_steps"]

@@ -44,7 +44,7 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak
+from .memory import _lives, below_steps, counted_copies, hoisting, live_peak, runs_as_mul_sum
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -73,9 +73,8 @@ def _size(term, sizes) -> int:
 def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
     """The :data:`FEATURES` of one step ``a, b -> kept`` (sets of indices): what
     :data:`RATES` weigh.  One walk over the step's indices multiplies out every size it
-    needs (a search weighs thousands of steps); its copies are
-    :func:`einc.planner.memory.step_copies`' count (``tests/planner/test_objective.py``
-    holds the two together)."""
+    needs (a search weighs thousands of steps); its copies are counted by
+    :func:`einc.planner.memory.step_copies`' rule (``counted_copies``)."""
     union = a | b
     na = nb = written = own = terms = batch = rows = cols = 1
     shared = summed_shared = kept_own = holds_a = holds_b = False
@@ -107,7 +106,7 @@ def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
                 summed_shared = True
                 shared = shared or s != 1
     gemm = matrices = mul_sum = 0
-    mul_sum_run = own == 1 or (own <= FEW_OUTPUTS and terms >= LONG_SUM)
+    mul_sum_run = runs_as_mul_sum(own, terms)
     if not shared:
         pass                    # an elementwise or outer product: its result's write
     elif not kept_own or mul_sum_run:    # a dot, or a matrix product run as multiply-and-sum
@@ -116,12 +115,10 @@ def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
         side = max(min(rows, cols, terms), 1)
         gemm = 2 * batch * rows * cols * terms * (1 + (SHORT_SIDE / side) ** 2)
         matrices = batch if batch > 1 else 0
-    if summed_shared and kept_own:        # a matrix product: each operand laid out for mm
-        copies = na + nb + (max(na, nb) // 2 if max(na, nb) >= COPY_WORTH_SPARING else 0)
-        if mul_sum_run:
-            copies += written * terms
-    else:                       # each operand holding a summed index summed, a dot's product
-        copies = (na if holds_a else 0) + (nb if holds_b else 0) + (batch * terms if summed_shared else 0)
+    if summed_shared and kept_own:        # a matrix product
+        copies = counted_copies(na, nb, True, True, True, written * terms if mul_sum_run else 0)
+    else:
+        copies = counted_copies(na, nb, holds_a, holds_b, False, batch * terms if summed_shared else 0)
     if final:
         copies += written
     # the copies and writes of tensors of short indices move short runs (einc's layout
