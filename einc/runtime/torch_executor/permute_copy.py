@@ -132,7 +132,7 @@ class _Copy:
         blocks of the source's other indices (``(c, b, d) -> (b, c, d)``, ``d`` the run): a 2-D
         transpose, which torch copies in cache-sized blocks, where the same copy as a
         permutation of three or more dimensions reads the source with a long stride per
-        element (pykeen's NTN result, ``(500, 256, 4)`` float32: ~0.6x the time); else None."""
+        element (pykeen's NTN result, ``(500, 256, 4)`` float32); else None."""
         source = [d for d in range(len(self.contiguous)) if d not in self.perm[k:]]
         shape = {d: self.shape[self.perm.index(d)] for d in source}
         live = [d for d in source if shape[d] != 1]
