@@ -151,8 +151,8 @@ def forget():
     from einc.planner.plan import path_cache_clear
     path_cache_clear()
     einc.cache_clear()
-    for module, memo in (("pathcost", "_costed"), ("search", "_costed"), ("search", "_ranked"), ("search", "_labelled"),
-                         ("objective", "_memo")):
+    for module, memo in (("pathcost", "_costed"), ("search", "_costed"), ("search", "_ranked"),
+                         ("search", "_labelled"), ("libraries", "_labelled"), ("objective", "_memo")):
         try:
             found = getattr(importlib.import_module(f"einc.planner.{module}"), memo, None)
         except ImportError:     # an older einc, to compare with

@@ -28,10 +28,8 @@ and why it stopped (``explain`` prints it).  docs/paths.md.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import functools
-import importlib.util
 import math
 import random
 import time
@@ -39,6 +37,7 @@ import time
 import opt_einsum
 
 from . import objective, pathcache
+from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
 from .pathcost import path_cost
 from .searchreport import Progress as _Progress
@@ -136,14 +135,6 @@ def version(seed: int = SEED) -> str:
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
                               WRITE_FACTOR, objective.VERSION, seed, *found)))
-
-
-def _installed(name: str) -> bool:
-    """Whether ``name`` can be imported, without importing it."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
@@ -355,47 +346,12 @@ def _ranked(inputs, output, sizes, path):
     return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
 
 
-def _linear(path) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(int(i) for i in c) for c in path)
-
-
-def _optional(name):
-    """The module ``name``, or None where it cannot be imported."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
 def _cotengrust():
     return _optional("cotengrust")
 
 
 def _cotengra():
     return _optional("cotengra")
-
-
-def _kahypar() -> bool:
-    return _optional("kahypar") is not None
-
-
-def _methods() -> tuple[str, ...]:
-    return ("greedy", "kahypar") if _kahypar() else ("greedy", "labels")
-
-
-def _strings(inputs, output, size_dict):
-    """The network with one-character labels (cotengrust takes no others), sorted for a
-    stable order: a copy of the last few networks' (a search converts its network
-    several times)."""
-    found = _labelled(tuple(inputs), frozenset(output), tuple(size_dict.items()))
-    return list(found[0]), found[1], dict(found[2])
-
-
-@functools.lru_cache(maxsize=4)
-def _labelled(inputs, output, sizes):
-    sym = opt_einsum.get_symbol
-    return [tuple(sym(i) for i in sorted(t)) for t in inputs], tuple(sym(i) for i in sorted(output)), \
-        {sym(i): s for i, s in sizes}
 
 
 def _greedy(inputs, output, size_dict, memory_limit):
@@ -459,18 +415,6 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     trials = len(opt.costs)
     return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", \
         time.perf_counter() - t0
-
-
-@contextlib.contextmanager
-def _seeded(seed):
-    """Python's global random numbers seeded for the search (cotengra's trials draw from
-    them) and given back as they were after it."""
-    state = random.getstate()
-    random.seed(seed)
-    try:
-        yield
-    finally:
-        random.setstate(state)
 
 
 def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):

@@ -17,7 +17,7 @@ import torch
 
 import einc
 from einc.errors import EquationError
-from einc.planner import objective, pathcache
+from einc.planner import libraries, objective, pathcache
 from einc.planner import search as S
 from einc.planner.options import DP_OPERANDS, _auto
 from einc.planner.plan import path_cache_clear
@@ -780,7 +780,7 @@ def test_the_labelled_network_is_made_once_and_handed_out_as_copies(monkeypatch)
     """The search converts its network to one-letter labels once; a caller that changes
     what it got (cotengra is given these lists and dicts) changes no later caller's."""
     inputs, output, sizes = [frozenset({0, 1}), frozenset({1, 2})], frozenset({0, 2}), {0: 2, 1: 3, 2: 4}
-    S._labelled.cache_clear()
+    libraries._labelled.cache_clear()
     calls = []
     real = S.opt_einsum.get_symbol
     monkeypatch.setattr(S.opt_einsum, "get_symbol", lambda i: calls.append(i) or real(i))
