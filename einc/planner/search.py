@@ -12,7 +12,9 @@ tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many 
 budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
 clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
 trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
-greedy trials and kahypar partitions, each refined by subtree reconfiguration).  Trees
+greedy trials and kahypar partitions, each refined by subtree reconfiguration) up to
+:data:`HYPER_SHARE` of the budget, then its best tree annealed (cotengra's simulated
+annealing, TreeSA's method) for the rest.  Trees
 are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
 the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
@@ -79,6 +81,13 @@ COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
                  "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
                  "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
+# the hyper-optimizer's share of its budget; the rest anneals its best tree (TreeSA's method, as
+# cotengra has it: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each run seeded anew
+# from the best tree so far), which on hypergraphs and lattices finds trees its trials do not
+HYPER_SHARE = 0.5
+ANNEAL_STEPS, ANNEAL_SWEEPS = 20, 20
+ANNEAL_SECONDS = 3e-3   # per tensor: what a run is taken to last before the first one has been timed
+ANNEAL_STALE = 8        # runs in a row that found no better tree end the annealing
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -134,7 +143,8 @@ def version(seed: int = SEED) -> str:
                               MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
-                              WRITE_FACTOR, objective.VERSION, seed, *found)))
+                              WRITE_FACTOR, HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE,
+                              objective.VERSION, seed, *found)))
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
@@ -228,17 +238,37 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         quick = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
         trials += 1
         refined = " (its best tree refined)"
-    known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
-    best, hyper_trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
-                                                known)
-    if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
-                        _rank(inputs, output, size_dict, best)):
-        best = quick if quick is not None else path
+    best, hyper_trials, reason, budget, annealed = _hyper_annealed(ctg, inputs, output, size_dict, memory_limit,
+                                                                   seed, t0, greedy, budget, quick, path)
     method = (rg + refined + ", then " if quick is not None else "") + \
         "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
-        "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")"
-    return _finish(method, t0, trials + hyper_trials + 1, reason, greedy, path, best, inputs, output, size_dict,
-                   budget, memory_limit)
+        "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")" + \
+        (", its best tree annealed (cotengra's simulated annealing)" if annealed else "")
+    return _finish(method, t0, trials + hyper_trials + annealed + 1, reason, greedy, path, best, inputs, output,
+                   size_dict, budget, memory_limit)
+
+
+def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
+    """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (all of it under a
+    memory limit), then its best tree, or ``quick`` where ranked better, annealed for the
+    rest: ``(best path, trials, reason, budget, annealing runs)``."""
+    known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
+    progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
+    try:
+        best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
+                                              known, HYPER_SHARE if memory_limit is None else 1.0, progress)
+        if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
+                            _rank(inputs, output, size_dict, best)):
+            best = quick if quick is not None else path
+        annealed = 0
+        if memory_limit is None and HYPER_SHARE < 1:
+            best, annealed, why = _annealed(ctg, inputs, output, size_dict, best, t0, t0 + budget, seed, progress)
+            reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
+                "; no time left to anneal its best tree"
+    finally:
+        if progress is not None:
+            progress.close()
+    return best, trials, reason, budget, annealed
 
 
 def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget):
@@ -454,6 +484,32 @@ def _combo(tree) -> float:
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
+def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress=None):
+    """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing (TreeSA's
+    method) run after run, each seeded anew and begun from the best tree so far, up to
+    ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so far,
+    or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
+    :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked as the search
+    ranks them."""
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
+    except (ValueError, KeyError, IndexError):
+        return path, 0, "cotengra did not take the path as a tree"
+    rank, runs, longest, gained = _rank(inputs, output, size_dict, path), 0, ANNEAL_SECONDS * len(inputs), 0
+    while (start := time.perf_counter()) + longest < deadline and runs - gained < ANNEAL_STALE:
+        found = tree.simulated_anneal(minimize=f"combo-{WRITE_FACTOR:g}", seed=seed + runs, tsteps=ANNEAL_STEPS,
+                                      numiter=ANNEAL_SWEEPS)
+        runs += 1
+        longest = max(longest, time.perf_counter() - start)
+        candidate = _linear(found.get_path())
+        if (r := _rank(inputs, output, size_dict, candidate)) < rank:
+            tree, path, rank, gained = found, candidate, r, runs
+        if progress is not None:
+            progress.update(time.perf_counter() - t0, runs, tree.total_flops())
+    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
+        f"converged: no better tree in the last {ANNEAL_STALE}"
+
+
 _REGISTERED = False
 
 
@@ -486,8 +542,9 @@ def _register(ctg):
     _REGISTERED = True
 
 
-def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf):
-    """cotengra's hyper-optimizer, one trial at a time, until the budget of the best tree
+def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf, share=1.0,
+           progress=None):
+    """cotengra's hyper-optimizer, one trial at a time, until ``share`` of the budget of the best tree
     so far (``known``: the predicted seconds of the best found before) is spent:
     ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
@@ -500,39 +557,35 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
                              slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
     args = _strings(inputs, output, size_dict)
     budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
-    progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     reason, longest = "", 0.0
-    try:
-        with _seeded(seed):
-            while True:
-                start = time.perf_counter()
-                opt.search(*args)
-                best, flops = known, math.nan
-                if "tree" in opt.best:
-                    flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
-                    best = min(best, predicted_seconds(flops, written, steps))
-                budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
-                elapsed = time.perf_counter() - t0
-                longest = max(longest, elapsed - (start - t0))
-                trials = len(opt.scores)
-                if progress is not None:
-                    progress.update(elapsed, trials, flops)
-                # a kahypar trial on hundreds of tensors may take seconds: none is begun
-                # that, as long as the longest so far, would end past the budget
-                if elapsed + longest >= budget:
-                    reason = "time budget spent (of the best predicted time" + \
-                        (f", capped at {CAP:g} s" if budget >= CAP else "") + \
-                        ("; the next trial would end past it)" if elapsed < budget else ")")
-                    break
-                if trials >= MAX_TRIALS:
-                    reason = f"{MAX_TRIALS} trials"
-                    break
-                if opt.trials_since_best >= CONVERGED:
-                    reason = f"converged (no better tree in {CONVERGED} trials)"
-                    break
-    finally:
-        if progress is not None:
-            progress.close()
+    with _seeded(seed):
+        while True:
+            start = time.perf_counter()
+            opt.search(*args)
+            best, flops = known, math.nan
+            if "tree" in opt.best:
+                flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
+                best = min(best, predicted_seconds(flops, written, steps))
+            budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
+            elapsed = time.perf_counter() - t0
+            longest = max(longest, elapsed - (start - t0))
+            trials = len(opt.scores)
+            if progress is not None:
+                progress.update(elapsed, trials, flops)
+            # a kahypar trial on hundreds of tensors may take seconds: none is begun
+            # that, as long as the longest so far, would end past the budget
+            if elapsed + longest >= share * budget:
+                reason = ("its share of the " if share < 1 else "") + \
+                    "time budget spent (of the best predicted time" + \
+                    (f", capped at {CAP:g} s" if budget >= CAP else "") + \
+                    ("; the next trial would end past it)" if elapsed < share * budget else ")")
+                break
+            if trials >= MAX_TRIALS:
+                reason = f"{MAX_TRIALS} trials"
+                break
+            if opt.trials_since_best >= CONVERGED:
+                reason = f"converged (no better tree in {CONVERGED} trials)"
+                break
     path = _linear(opt.tree.get_path()) if "tree" in opt.best else None
     return path, len(opt.scores), reason, budget
 

@@ -406,6 +406,66 @@ def test_no_hyper_trial_is_begun_that_would_end_past_the_budget(monkeypatch):
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(monkeypatch):
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
+    monkeypatch.setattr(S, "ANNEAL_SECONDS", 1e-4)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    ran = []
+    annealed = S._annealed
+
+    def spy(*args, **kwargs):
+        ran.append(time.perf_counter())
+        return annealed(*args, **kwargs)
+    monkeypatch.setattr(S, "_annealed", spy)
+    t0 = time.perf_counter()
+    path, report = S.find(inputs, set(), sizes)
+    assert "hyper-optimizer" in report.method and "annealed" in report.method, report
+    assert "its share of the time budget spent" in report.reason and "annealing runs" in report.reason, report
+    assert len(ran) == 1 and ran[0] - t0 < 1.0       # begun within the budget, not after it
+    assert len(path) == len(inputs) - 1
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
+    ctg = S._cotengra()
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    output = frozenset()
+    linear = tuple((0, 1) for _ in range(len(inputs) - 1))     # left to right: a poor tree
+    path, runs, _ = S._annealed(ctg, inputs, output, sizes, linear, time.perf_counter(), time.perf_counter() + 0.3, 0)
+    assert runs >= 1
+    assert S._rank(inputs, output, sizes, path) < S._rank(inputs, output, sizes, linear)
+    again, _, _ = S._annealed(ctg, inputs, output, sizes, path, time.perf_counter(), time.perf_counter() + 0.3, 0)
+    assert S._rank(inputs, output, sizes, again) <= S._rank(inputs, output, sizes, path)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock():
+    ctg = S._cotengra()
+    inputs, sizes = _regular(12, 2, 3, seed=3)
+    start = time.perf_counter()
+    path, runs, why = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(11)), start,
+                                  start + 600.0, 0)
+    assert why.startswith("converged") and S.ANNEAL_STALE <= runs < 100, (runs, why)
+    assert time.perf_counter() - start < 60
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch):
+    ctg = S._cotengra()
+    slow = ctg.ContractionTree.simulated_anneal
+
+    def anneal(self, *args, **kwargs):
+        time.sleep(0.3)
+        return slow(self, *args, **kwargs)
+    monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
+    inputs, sizes = _regular(20, 2, 3, seed=1)
+    start = time.perf_counter()
+    linear = tuple((0, 1) for _ in range(19))
+    path, runs, _ = S._annealed(ctg, inputs, frozenset(), sizes, linear, start, start + 1.0, 0)
+    assert 2 <= runs <= 3 and time.perf_counter() - start < 1.0 + 0.3
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimizer(monkeypatch):
     # the greedy path predicts a minute (a 0.6 s budget), random greedy finds one of about
     # a second, whose budget (0.1 s) is under the hyper-optimizer's half second: no kahypar trial runs
