@@ -387,6 +387,19 @@ def test_classes_of_one_structure_read_their_step_s_ops_once(monkeypatch):
     assert "mm(a, b)" in entries[0].choices[0].reason and len(reads) == 1
 
 
+def test_a_class_s_reason_is_read_when_explain_asks(monkeypatch):
+    """A class planned by a call does not read its step's ops for ``explain`` (most classes
+    are never explained); ``explain`` reads them, with the same words as before."""
+    reads = []
+    ops = sizeclass._ops
+    monkeypatch.setattr(sizeclass, "_ops", lambda fn: reads.append(fn.source) or ops(fn))
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    einc.einsum("ij,jk->ik", a, b)
+    assert reads == []
+    shown = str(einc.explain("ij,jk->ik", a, b))
+    assert len(reads) == 1 and "the size class's step, its layout chosen at the class's sizes: mm(a, b)" in shown
+
+
 def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     """Classes of one equation, options and pattern of size-1 dimensions at other octaves
     take the first one's plan at their sizes and, where their sizes decide alike (the same
