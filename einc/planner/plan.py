@@ -281,6 +281,28 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
                 notes=notes)
 
 
+def resized(plan: Plan, sizes) -> Plan:
+    """``plan`` with its indices at ``sizes`` (one per index of its graph, 1 where the graph's
+    is 1 and only there): :func:`build_plan`'s plan of that graph where its path does not
+    depend on the sizes (one or two operands, or a path given), its steps' costs counted
+    again, as :func:`_make_step` counts them.
+
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> resized(build_plan(build(parse("ij,jk->ik"), [(2, 3), (3, 4)])), (5, 6, 7)).flops
+    420
+    """
+    g = plan.graph
+    sizes = tuple(sizes)
+    steps = tuple([Step(s.kind, s.operands, s.result, s.inputs, s.output, s.batch, s.summed,
+                        flop_count(dict.fromkeys(i for t in s.inputs for i in t), bool(s.summed), len(s.inputs), sizes),
+                        math.prod([sizes[i] for i in s.output])) for s in plan.steps])
+    all_indices = {i for t in g.inputs for i in t}
+    naive = flop_count(all_indices, bool(all_indices - set(g.output)), g.num_operands, sizes)
+    return Plan(ContractionGraph(g.inputs, g.output, sizes, g.names), plan.equation, plan.optimizer, plan.path, steps,
+                naive, sum(s.flops for s in steps), max(s.size for s in steps), notes=plan.notes)
+
+
 def _follows(term, order) -> bool:
     """Whether ``term``'s indices appear in ``order`` in the same order."""
     place = [order.index(i) for i in dict.fromkeys(term) if i in order]

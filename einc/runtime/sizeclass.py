@@ -8,7 +8,9 @@ power-of-two octave, 6 for 4 to 7, 96 for 64 to 127).  A class is planned once, 
 canonical sizes -- never at the first shape that happened to come -- and its plan runs
 every shape of the class (:func:`einc.runtime.torch_executor.classed.runner`: the sizes
 are read at run time).  So a new shape of a known class costs no planning, and the
-answer stays a function of the call: which class it is in, and that class's plan.
+answer stays a function of the call: which class it is in, and that class's plan.  A class
+whose path does not depend on its sizes takes the plan of an earlier class of the same
+equation, options and pattern of size-1 dimensions, at its own sizes (:func:`_plan`).
 
 Served this way: calls of one to eight operands of one float or complex dtype, strided,
 on a device where the torch executor runs (generated kernels are lowered per shape),
@@ -29,6 +31,7 @@ import torch
 
 from ..planner import plan_for
 from ..planner.options import AUTO
+from ..planner.plan import resized
 from . import dispatch, dtypes, select
 from .cache import LRUCache
 from .program import unroll
@@ -226,7 +229,7 @@ def _build(eq, shapes, dtype, device, orders, options, check):
     if dispatch.decide(device.type, types) != ("torch", None):    # (kernels, or a warning to give)
         return False
     try:
-        plan = plan_for(eq, shapes, options)
+        plan = _plan(eq, shapes, options)
     except Exception:       # noqa: BLE001 - planning the call's own shape raises einc's error for it
         return False
     if plan.slicing is not None or plan.empty_sum is not None:
@@ -240,12 +243,50 @@ def _build(eq, shapes, dtype, device, orders, options, check):
         run = unroll(plan, functions)
         if result_dtype != dtype:
             run = _cast(run, result_dtype)
-    choices = [select.Choice("torch", _reason(fn)) for fn in functions]
+    choices = [_Told(fn) for fn in functions]
     entry = dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
     promote = getattr(run, "promote", None)
     if promote is not None:     # interpreted until it is called often enough to pay for its compile
         promote(entry)
     return entry
+
+
+def _plan(eq, shapes, options):
+    """``plan_for``'s plan of the class: where the path does not depend on the sizes (one or
+    two operands, left to right, a path given), an earlier class's of the same equation,
+    options and pattern of size-1 dimensions (so the same graph but for its sizes), at these
+    sizes."""
+    if len(shapes) > 2 and options.optimize == AUTO:
+        return plan_for(eq, shapes, options)
+    key = (eq.text, options, tuple([tuple([n == 1 for n in shape]) for shape in shapes]))
+    found = _plans.get(key)
+    if found is None:
+        plan = plan_for(eq, shapes, options)
+        if len(_plans) >= 4096:     # a stream of ever-new structures: start again
+            _plans.clear()
+        first: dict = {}        # each index's size: its first dimension's (1 where no operand has it)
+        for k, term in enumerate(plan.graph.inputs):
+            for d, i in enumerate(term):
+                first.setdefault(i, (k, d))
+        _plans[key] = plan, [first.get(i) for i in range(len(plan.graph.sizes))]
+        return plan
+    plan, places = found
+    return resized(plan, [1 if at is None else shapes[at[0]][at[1]] for at in places])
+
+
+_plans: dict = {}       # (equation, options, size-1 pattern) -> (a plan, where each index's size is read)
+
+
+class _Told(select.Choice):
+    """The choice of a class's step function, whose reason (:func:`_reason`) is read from
+    its source when ``explain`` asks for it, not when the class is planned."""
+
+    def __init__(self, fn):
+        self.backend, self.timings, self.left_out, self._fn = "torch", {}, (), fn
+
+    @property
+    def reason(self) -> str:
+        return _reason(self._fn)
 
 
 def _reason(fn) -> str:
@@ -295,6 +336,7 @@ def clear() -> None:
     _classes.clear()
     _classifiers.clear()
     _reasons.clear()
+    _plans.clear()
     classed.clear()
 
 

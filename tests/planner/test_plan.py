@@ -12,7 +12,7 @@ from einc.planner import plan_for
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.options import Options
-from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan
+from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan, resized
 
 
 def _opt_cost(eq, shapes, optimize):
@@ -205,3 +205,25 @@ def test_the_slicers_memos_weigh_as_the_plain_live_model(seed):
         plain = list(memory._lives(order, sizes, n, set(roots), finals, set(sliced)))
         for _ in range(2):      # the second time from the memo
             assert list(memory._lives(order, sizes, n, set(roots), finals, set(sliced), -1, memo)) == plain
+
+
+@pytest.mark.parametrize("eq", ["ij,jk->ik", "bij,bkj->bik", "ab,cb->abc", "ii,ij->j", "i,i->", "...ij,jk->...ik",
+                                "aij->ja", "ij,jk,kl->il"])
+def test_a_plan_resized_is_the_plan_of_its_sizes(eq):
+    """A plan whose path does not depend on the sizes (one or two operands, a path given),
+    at other sizes with the same size-1 dimensions, is the plan planned at those sizes."""
+    rng = random.Random(eq)
+    e = parse(eq)
+    options = Options.of(False) if e.num_operands > 2 else Options.of("auto")
+    compared = 0
+    for _ in range(40):
+        ones = [{label: rng.random() < 0.3 for label in t} for t in e.inputs]     # (an ellipsis: one dimension)
+        plans = []
+        for _ in range(2):
+            size = {}
+            shapes = [tuple(1 if mine[label] else size.setdefault(label, rng.randint(2, 40)) for label in t)
+                      for t, mine in zip(e.inputs, ones)]
+            plans.append(plan_for(e, shapes, options))
+        assert resized(plans[0], plans[1].graph.sizes) == plans[1]
+        compared += plans[0].graph.sizes != plans[1].graph.sizes
+    assert compared >= 30

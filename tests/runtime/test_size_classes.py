@@ -387,6 +387,60 @@ def test_classes_of_one_structure_read_their_step_s_ops_once(monkeypatch):
     assert "mm(a, b)" in entries[0].choices[0].reason and len(reads) == 1
 
 
+def test_a_class_s_reason_is_read_when_explain_asks(monkeypatch):
+    """A class planned by a call does not read its step's ops for ``explain`` (most classes
+    are never explained); ``explain`` reads them, with the same words as before."""
+    reads = []
+    ops = sizeclass._ops
+    monkeypatch.setattr(sizeclass, "_ops", lambda fn: reads.append(fn.source) or ops(fn))
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    einc.einsum("ij,jk->ik", a, b)
+    assert reads == []
+    shown = str(einc.explain("ij,jk->ik", a, b))
+    assert len(reads) == 1 and "the size class's step, its layout chosen at the class's sizes: mm(a, b)" in shown
+
+
+def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
+    """Classes of one equation, options and pattern of size-1 dimensions at other octaves
+    take the first one's plan at their sizes and, where their sizes decide alike (the same
+    layout), its step's ops: planned once, built once, each class its own plan's sizes."""
+    from einc.runtime.torch_executor import classed
+    planned, emitted = [], []
+    plan_for, emit = sizeclass.plan_for, classed._emitted
+    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(args[1]) or plan_for(*args))
+    monkeypatch.setattr(classed, "_emitted", lambda *args: emitted.append(args) or emit(*args))
+    eq = parse("bij,bjk->bik")
+    entries = [engine.entry(eq, (torch.randn(b, 9, 5), torch.randn(b, 5, 11)), DEFAULT) for b in (3, 6, 12)]
+    assert len({e.size_class for e in entries}) == 3 and len(planned) == 1 and len(emitted) == 1
+    for e in entries:
+        assert e.plan == plan_for(eq, e.size_class, DEFAULT)
+    assert entries[1].run is not entries[0].run and entries[1].run.source == entries[0].run.source
+    engine.entry(eq, (torch.randn(1, 9, 5), torch.randn(7, 5, 11)), DEFAULT)    # broadcast: another structure
+    assert len(planned) == 2 and len(emitted) == 2
+
+
+def test_classes_sharing_a_structure_get_the_plan_and_step_of_their_own_sizes():
+    """Over the fuzzer's equations, each class built with what earlier classes of its
+    structure left (plans, steps' analyses and ops) has the plan, the step functions' text
+    and the reasons it gets when built alone."""
+    from einc.runtime.torch_executor import classed
+    checked = 0
+    for case, ops in CASES:
+        eq = parse(case.oracle_equation)
+        key = engine._key(eq, ops, DEFAULT)
+        shared, _ = sizeclass.explained(eq, ops, DEFAULT, key)
+        if shared is None:
+            continue
+        sizeclass._plans.clear()
+        classed._steps.clear()
+        alone, _ = sizeclass.explained(eq, ops, DEFAULT, key)
+        assert shared.plan == alone.plan, case.oracle_equation
+        assert getattr(shared.run, "source", None) == getattr(alone.run, "source", None)
+        assert [c.reason for c in shared.choices] == [c.reason for c in alone.choices]
+        checked += 1
+    assert checked >= len(CASES) // 2, (checked, len(CASES))
+
+
 def test_a_class_s_step_runs_interpreted_then_compiled_with_the_same_bits(monkeypatch):
     """A class's first calls run its step's ops one by one, with no compile (most classes of
     a first training step run once or a few times); the call that has run it often enough

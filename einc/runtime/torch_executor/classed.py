@@ -15,7 +15,9 @@ so a new shape of the class costs no planning, and the class's calls run the sam
 the same order whatever shapes came before.  A plan of one step runs its ops one by one
 (the same ops, the same arguments) for its first :data:`CALLS_BEFORE_CODE` calls, and its
 compiled source after them: a compile costs as much as planning the class, and most
-classes of a first training step run a few times.  Sources are compiled once per text.
+classes of a first training step run a few times.  Sources are compiled once per text, and
+steps alike but for their sizes (classes of one equation and pattern of size-1 dimensions)
+share their analysis, and their ops where their sizes take the same decisions.
 
 The chunked, tiled and looped variants of the per-shape executor are left out: a class
 is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cache.
@@ -101,10 +103,10 @@ class _Source:
             v, e[v].reshape(tuple([math.prod([e[s][d] for s, d in g]) for g in read]))))
 
     def function(self, result: str, finish: str, cast, whole: bool = True) -> callable:
-        """``run(ops, scale=None)`` where the step is the whole plan (``whole``: run by
-        :func:`_interpreted` until it has run :data:`CALLS_BEFORE_CODE` times, then compiled
-        :func:`promoted` by the entry that holds it), else ``step(a, b)``, one step of
-        several, compiled."""
+        """``made()``, which gives ``run(ops, scale=None)`` where the step is the whole plan
+        (``whole``: a new one each time, run by :func:`_interpreted` until it has run
+        :data:`CALLS_BEFORE_CODE` times, then compiled :func:`promoted` by the entry that
+        holds it), else ``step(a, b)``, one step of several, compiled."""
         tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
         self.env["result_dtype"] = cast
         used = "\n".join(self.lines)
@@ -115,8 +117,10 @@ class _Source:
         source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
             if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
         if whole:
-            return _interpreted(tuple(self.ops), result, bool(finish), cast, source, self.env)
-        return _compiled(source, self.env)
+            ops, env = tuple(self.ops), self.env
+            return lambda: _interpreted(ops, result, bool(finish), cast, source, env)
+        step = _compiled(source, self.env)
+        return lambda: step
 
 
 CALLS_BEFORE_CODE = 16      # calls a class's step runs interpreted before it is compiled
@@ -178,6 +182,7 @@ def _code(source: str):
 
 def clear() -> None:
     _codes.clear()
+    _steps.clear()
 
 
 def runner(plan, dtype, orders=None, layout="contiguous", result_dtype=None):
@@ -208,15 +213,43 @@ def step_functions(plan, dtype, orders=None, layout="contiguous"):
         if step.kind == REDUCE:
             functions.append(_reduce(step, plan, dtype, final, step.operands[0] < n, False, free)[0])
         else:
-            reads = [orders[v] if orders and v < n else None for v in step.operands]
+            reads = tuple([orders[v] if orders and v < n else None for v in step.operands])
             functions.append(_pairwise(plan, step, dtype, reads, free, final, None, whole=False))
     return functions
 
 
 def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
     """A two-operand step's function (:meth:`_Source.function`): ``final``, its result
-    contiguous (unless ``free``) and cast to ``cast``."""
-    src = _Source()
+    contiguous (unless ``free``) and cast to ``cast``.  What the function does depends on
+    the step's indices, which of them have size 1, and the decisions taken at its sizes (a
+    matrix product's layout): steps alike in those (classes of one equation and pattern of
+    size-1 dimensions, at other sizes) share the step's analysis and the function's ops."""
+    g = plan.graph
+    ones = frozenset([i for t in step.inputs for i in t if g.sizes[i] == 1])
+    key = (step.kind, step.inputs, step.output, step.summed, plan.num_operands, ones, dtype, orders, free, final, cast,
+           whole)
+    found = _steps.get(key)
+    if found is None:
+        if len(_steps) >= 4096:     # a stream of ever-new structures: start again
+            _steps.clear()
+        found = _steps[key] = (_analysed(plan, step, dtype, orders), {})
+    (views, preps, ta, tb, kind), made = found
+    out = list(step.output)
+    decision, lay = _decision(kind, ta, tb, out, step.summed, g.sizes, dtype, free and final)
+    fn = made.get(decision)
+    if fn is None:
+        fn = made[decision] = _emitted(views, preps, ta, tb, out, step.summed, decision, lay, dtype,
+                                       "" if free or not final else ".contiguous()", cast, whole)
+    return fn()
+
+
+_steps: dict = {}       # a step's structure (see _pairwise) -> (its analysis, {decision: made function})
+
+
+def _analysed(plan, step, dtype, orders):
+    """What a two-operand step does before its sizes decide: each operand's view in memory
+    order and preparation (diagonals, squeezes, sums of its own indices), the terms after
+    them, and the step's kind (one whose shared sums all run over size 1 is a product)."""
     g = plan.graph
     view_a, ta = _in_memory_order(step.inputs[0], orders[0])
     view_b, tb = _in_memory_order(step.inputs[1], orders[1])
@@ -227,31 +260,49 @@ def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
     drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
     prep_a, ta, _, _ = _prep(ta, drop_a, plan, dtype)
     prep_b, tb, _, _ = _prep(tb, drop_b, plan, dtype)
-    for v, view, prep in (("a", view_a, prep_a), ("b", view_b, prep_b)):
+    return (view_a, view_b), (prep_a, prep_b), ta, tb, kind
+
+
+def _decision(kind, ta, tb, out, summed, sizes, dtype, free_out):
+    """``(key, layout)``: what the step's sizes decide, as a key (``PRODUCT``; ``DOT`` for a
+    multiply and sum; else the matrix product's layout as the ops read it) and the layout
+    (None but for a matrix product)."""
+    if kind == PRODUCT:
+        return PRODUCT, None
+    sa, sb = set(ta), set(tb)
+    kept = math.prod(sizes[i] for i in out if i not in sa or i not in sb)
+    terms = math.prod(sizes[i] for i in summed if i in sa and i in sb)
+    if kind == DOT or kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM):
+        return DOT, None
+    lay = ttgt.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
+                      free_out=free_out)
+    return (lay.swap, lay.batch, lay.m, lay.n, lay.k, lay.flip), lay
+
+
+def _emitted(views, preps, ta, tb, out, summed, decision, lay, dtype, finish, cast, whole):
+    """:meth:`_Source.function`'s ``made`` of the step: its operands viewed and prepared,
+    then, as :func:`_decision` says, a product, a multiply and sum, or the matrix product
+    in layout ``lay``, into ``out``."""
+    src = _Source()
+    for v, view, prep in zip("ab", views, preps):
         fn = _chain([view, prep])
         if fn is not None:
             src.env[f"prep_{v}"] = fn
             src.call(v, f"prep_{v}", v)
     src.read("a", ta)
     src.read("b", tb)
-    out = list(step.output)
-    finish = "" if free or not final else ".contiguous()"
-    if kind == PRODUCT:
+    if decision == PRODUCT:
         _align(src, "a", ta, out)
         _align(src, "b", tb, out)
         src.emit("c = a * b", lambda e: e.__setitem__("c", e["a"] * e["b"]))
         return src.function("c", finish, cast, whole)
-    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
-    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
-    if kind == DOT or kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM):
+    if decision == DOT:
         full = out + [i for i in ta if i in summed]
         _align(src, "a", ta, full)
         _align(src, "b", tb, full)
         src.env["mul_sum"] = _mul_sum(len(out), len(full), dtype)
         src.call("c", "mul_sum", "a", "b")
         return src.function("c", finish, cast, whole)
-    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
-                      free_out=free and final)
     if _contract(src, lay, ta, tb, out):
         finish = ""             # the product's own result, in the equation's order: contiguous
     return src.function("c", finish, cast, whole)
