@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import einc
+from einc.planner import plan_for
 from einc.planner.equation import parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine, sizeclass
@@ -417,6 +418,19 @@ def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     assert entries[1].run is not entries[0].run and entries[1].run.source == entries[0].run.source
     engine.entry(eq, (torch.randn(1, 9, 5), torch.randn(7, 5, 11)), DEFAULT)    # broadcast: another structure
     assert len(planned) == 2 and len(emitted) == 2
+
+
+def test_a_searched_path_of_three_operands_is_never_taken_from_another_class():
+    """A searched path of three operands depends on the sizes: a class takes its own,
+    whichever class of its structure came first."""
+    eq = parse("ij,jk,kl->il")
+    options = DEFAULT
+    wide = (torch.randn(2, 24), torch.randn(24, 24), torch.randn(24, 24))     # (ij, jk) first
+    tall = (torch.randn(24, 24), torch.randn(24, 24), torch.randn(24, 2))     # (jk, kl) first
+    first, second = (engine.entry(eq, ops, options) for ops in (wide, tall))
+    assert first.size_class != second.size_class
+    assert first.plan.path != second.plan.path
+    assert second.plan == plan_for(eq, second.size_class, options)
 
 
 def test_classes_sharing_a_structure_get_the_plan_and_step_of_their_own_sizes():
