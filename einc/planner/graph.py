@@ -90,6 +90,35 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     return ContractionGraph(tuple(inputs), output, tuple(sizes), tuple(display))
 
 
+def cycles(inputs) -> int:
+    """The independent cycles of a network of tensors ``inputs`` (index sets; an index on
+    k tensors joins them as k - 1 edges would): its cyclomatic number, 0 for a tree or a
+    chain.
+
+    >>> cycles([{0, 1}, {1, 2}, {2, 0}]), cycles([{0}, {0, 1}, {1}])
+    (1, 0)
+    """
+    owner: dict = {}
+    parent = list(range(len(inputs)))
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+    found = 0
+    for k, term in enumerate(inputs):
+        for i in term:
+            j = owner.setdefault(i, k)
+            if j != k:
+                a, b = root(j), root(k)
+                if a == b:
+                    found += 1      # the edge closes a cycle
+                else:
+                    parent[a] = b
+    return found
+
+
 def _ellipsis_dims(eq: Equation, shapes, many: bool) -> list[int]:
     """How many dimensions each operand's ellipsis covers (0 without one); ``many``: three
     operands or more, where torch.einsum words its errors as opt_einsum does."""

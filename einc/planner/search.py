@@ -39,6 +39,7 @@ import time
 import opt_einsum
 
 from . import objective, pathcache
+from .graph import cycles
 from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
 from .pathcost import path_cost
@@ -206,7 +207,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
             return QUICK_SHARE * affords(seconds)
         if ctg is not None and budget < HYPER_FLOOR and _partitions(affords(seconds) * (1 - PARTITION_TRIALS),
-                                                                    len(inputs)):
+                                                                    inputs):
             return affords(seconds) * PARTITION_TRIALS      # the rest: a partition tree, and both refined
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
@@ -321,9 +322,12 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTR
     return best, ran
 
 
-def _partitions(work, tensors) -> bool:
-    """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`)."""
-    return tensors >= PARTITION_TENSORS and work >= PARTITION_AFFORD * PARTITION_SECONDS * tensors and _kahypar()
+def _partitions(work, inputs) -> bool:
+    """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`),
+    and the network has cycles (a tree's or a chain's best order is the random greedy's)."""
+    n = len(inputs)
+    return n >= PARTITION_TENSORS and work >= PARTITION_AFFORD * PARTITION_SECONDS * n and _kahypar() and \
+        cycles(inputs) > 0
 
 
 def _refined(ctg, inputs, output, size_dict, best, work, deadline, seed):
@@ -332,7 +336,7 @@ def _refined(ctg, inputs, output, size_dict, best, work, deadline, seed):
     :data:`PROBE` of the work left each, then the better one by larger subtrees with the
     rest.  On random regular and connected graphs of a hundred tensors a partition tree so
     refined reaches about half the flops of the best random greedy tree's."""
-    if not _partitions(work, len(inputs)):
+    if not _partitions(work, inputs):
         return (*_refine(ctg, inputs, output, size_dict, best, work, deadline), False)
     from cotengra.pathfinders.path_kahypar import kahypar_to_tree
     with _seeded(seed):

@@ -816,6 +816,28 @@ def test_a_network_under_a_hundred_tensors_gets_no_partition_tree(monkeypatch):
     assert len(inputs) < S.PARTITION_TENSORS and "refined" in report.method and "partition" not in report.method
 
 
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the refinement is cotengra's")
+def test_a_network_without_cycles_gets_no_partition_tree(monkeypatch):
+    # a random tree of 120 tensors, with a budget that would afford a partition tree
+    from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a partition tree on a network without cycles")
+    monkeypatch.setattr(kahypar_to_tree, "trial_fn", refuse)
+    monkeypatch.setattr(S, "GUARD", 100)
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 0.3)     # under the hyper-optimizer's floor
+    rng = random.Random(3)
+    inputs = [frozenset()] * 120
+    for k in range(1, 120):         # tensor k joins one earlier tensor by index k
+        j = rng.randrange(k)
+        inputs[j], inputs[k] = inputs[j] | {k}, inputs[k] | {k}
+    sizes = {i: rng.randint(2, 8) for i in range(1, 120)}
+    assert S.cycles(inputs) == 0
+    path, report = S.find(inputs, set(), sizes)
+    assert report.budget >= S.PARTITION_AFFORD * S.PARTITION_SECONDS * len(inputs) and "refined" in report.method
+    assert len(path) == len(inputs) - 1 and "partition" not in report.method
+
+
 @pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar(), reason="cotengra's kahypar trials")
 def test_the_hyper_optimizer_narrows_kahypar_where_the_network_has_no_hyperedges(monkeypatch):
     ctg = S._cotengra()
