@@ -87,6 +87,32 @@ def test_lru_stamps_evict_as_an_order_of_uses_would():
             assert set(cache._data) == set(order[k:])
 
 
+def test_threads_hitting_and_evicting_keep_the_bound_and_one_heap_item_per_key():
+    cache, errors = LRUCache(maxsize=4), []
+    barrier = threading.Barrier(4)
+
+    def work(seed):
+        rng = random.Random(seed)
+        try:
+            barrier.wait()
+            for _ in range(3000):
+                key = rng.randrange(10)
+                if rng.random() < 0.5:
+                    assert cache.get_or_build(key, lambda: key) == key
+                else:
+                    assert cache.get(key) in (None, key)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(cache._data) <= 4 and sorted(k for _, _, k in cache._order) == sorted(cache._data)
+
+
 def test_plan_cache_evicts_the_least_recently_hit_and_counts_hits():
     einc.cache_clear()
     old = einc.cache_info().plans.maxsize
