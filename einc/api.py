@@ -4,18 +4,17 @@ Each turns its arguments into an :class:`~einc.planner.equation.Equation`, an
 :class:`~einc.planner.options.Options` and operands (or shapes), and goes down to the engine
 (:mod:`einc.runtime.engine`); nothing below imports this module.
 
-The hot path of :func:`einsum` on a cached key: the parsed equation (an lru lookup by
-string), the options (a dict lookup), the routing checks, then ``engine.run`` (the key,
-a dict lookup, the entry's run function).  Four checks route a call elsewhere: under
-torch.compile, torch.export or torch.jit.trace it becomes one call of the custom op
-``einc::einsum`` (:mod:`einc.custom_op`); an operand or mode with ``__torch_function__``
-(an ``fx.Proxy``, a tensor subclass, a ``TorchFunctionMode``) gets the call as it gets
-torch.einsum's; under autocast it takes torch.einsum's dtype there; when an
-operand requires grad under grad mode, or a torch.func transform is active, it runs
+The hot path of :func:`einsum` on a cached key, called without keywords (no default filled
+in): the parsed equation (an lru lookup by string), the routing checks, the default options
+where torch's ``torch.backends.opt_einsum`` settings are at theirs (four dict reads), then
+``engine.run`` (the key, a dict lookup, the entry's run function).  Four checks route a
+call elsewhere: under torch.compile, torch.export or torch.jit.trace it becomes one call of
+the custom op ``einc::einsum`` (:mod:`einc.custom_op`); an operand or mode with
+``__torch_function__`` (an ``fx.Proxy``, a tensor subclass, a ``TorchFunctionMode``) gets
+the call as it gets torch.einsum's; under autocast it takes torch.einsum's dtype there;
+when an operand requires grad under grad mode, or a torch.func transform is active, it runs
 through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
-open :func:`einc.shared_intermediates` context take :func:`special_call`.  The default
-options are taken after a check that torch's ``torch.backends.opt_einsum`` settings are at
-their defaults (four dict lookups).
+open :func:`einc.shared_intermediates` context take :func:`special_call`.
 
 opt_einsum's door routes its planned calls through one function, :func:`call`, and
 checks its arguments with :func:`call_options`, :func:`check_backend` and
@@ -25,6 +24,7 @@ checks its arguments with :func:`call_options`, :func:`check_backend` and
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import numbers
 import operator
@@ -54,8 +54,7 @@ from .runtime.explain import Explanation, explanation, size_class
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
-def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, layout=None,
-           **sizes):
+def einsum(*args, **sizes):
     """Evaluate an einsum like ``torch.einsum``, planning once per key.
 
     Called as ``einsum(equation, *operands)`` or in torch's sublist format
@@ -84,11 +83,14 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
-    if backend is not None and backend not in _TORCH_BACKENDS:
-        _reject_backend(backend)
-    if sizes:
-        return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
-    if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None:
+    optimize, memory_limit, select, out, backend, layout = _NO_OPTIONS
+    if sizes:       # the options, out of the dict the call makes (a call without keywords fills no default)
+        optimize, memory_limit, select, out, backend, layout = [sizes.pop(k, v) for k, v in _KEYWORDS.items()]
+        if backend is not None and backend not in _TORCH_BACKENDS:
+            _reject_backend(backend)
+        if sizes:
+            return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
+    if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing():
         if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
             return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
         return traced_call(args, optimize, memory_limit, select, out, layout)   # compile, export, jit.trace: the op
@@ -108,8 +110,9 @@ def einsum(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
         return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend, layout)
     if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and layout is None and \
-            _OE_OWN.get("enabled", _OE_MOD["enabled"]) and _OE_OWN.get("strategy", _OE_MOD["strategy"]) == _AUTO:
-        options = DEFAULT       # the default, torch's settings at theirs: no lookup
+            "enabled" not in _OE_OWN and "strategy" not in _OE_OWN and _OE_MOD["enabled"] and \
+            _OE_MOD["strategy"] == _AUTO:
+        options = DEFAULT       # the default, torch's settings at theirs (neither assigned): no lookup
     else:
         options = call_options(optimize, memory_limit, select, layout)
     if out is not None or _SHARING:
@@ -151,7 +154,7 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
 
 
 def tracing() -> bool:
-    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing() is not None)
+    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing())
 
 
 def _named_error(cls, message: str) -> None:
@@ -195,8 +198,12 @@ _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
 _FORWARD_AD = autograd.forward_ad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
-_jit_tracing = torch._C._get_tracing_state
+_jit_tracing = torch._C._is_tracing        # _get_tracing_state() is not None, without making its answer
 _has_torch_function = torch._C._has_torch_function
+_KEYWORDS = dict(optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, layout=None)
+_NO_OPTIONS = tuple(_KEYWORDS.values())
+einsum.__signature__ = inspect.signature(lambda *args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
+                                         out=None, backend=None, layout=None, **sizes: None)
 _AUTO = AUTO
 _SHARING = sharing.STACKS      # non-empty while some thread is inside shared_intermediates()
 
@@ -245,10 +252,10 @@ _register_for_torchscript()
 # same two dicts directly -- four dict lookups, where the attribute read costs a Python
 # ``__getattr__`` -- on every default call, so a change is seen by the next call.
 _OE = torch.backends.opt_einsum
-_OE_OWN = vars(_OE)
+_OE_OWN = vars(_OE) if hasattr(_OE, "m") else {}      # (a plain module: its own dict is the one place)
 _OE_MOD = vars(getattr(_OE, "m", _OE))
 if "enabled" not in _OE_MOD or "strategy" not in _OE_MOD:     # a torch that keeps them elsewhere
-    _OE_OWN = _OE_MOD = {"enabled": True, "strategy": AUTO}
+    _OE_OWN, _OE_MOD = {}, {"enabled": True, "strategy": AUTO}
 
 
 def torch_settings() -> tuple:

@@ -1,6 +1,13 @@
 """A bounded, thread-safe LRU cache whose misses are built once per key.
 
-A hit is one dictionary lookup (plus an LRU touch).  On a miss the first thread
+A hit is one dictionary lookup and a stamp: each key's slot (``[entry, stamp]``) records
+the hit count at its last use, so a hit touches the slot it found rather than hashing the
+key again to move it in an order.  The least recently used key is found when one must go
+(past the bound, which a full cache meets once per miss): a heap of ``(stamp, number,
+key)``, one item per key, whose stamp may lag the slot's; the smallest item whose stamp
+is still its slot's is the least recently used, and a lagging one is pushed back with
+its slot's stamp.  Keys stamped alike (inserted between two hits) go in the order they
+were inserted (``number``, the miss count at insertion).  On a miss the first thread
 builds the entry under a per-key lock; threads asking for the same key at the same
 moment wait for it instead of building it again.  A child process forked while another
 thread was building gets fresh locks (that thread does not exist in the child, and its
@@ -11,10 +18,10 @@ building itself (the build called back into einc for the same key) gets
 
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 import weakref
-from collections import OrderedDict
 from typing import NamedTuple
 
 from ..errors import ReentrantCallError
@@ -40,7 +47,8 @@ class CacheInfo(NamedTuple):
 class LRUCache:
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
-        self._data: OrderedDict = OrderedDict()
+        self._data: dict = {}               # key -> [entry, stamp]: the hit count at the key's last use
+        self._order: list = []              # heap of (stamp, number, key), one per key (see the module's doc)
         self._lock = threading.Lock()
         self._building: dict = {}
         self._mine = threading.local()      # .keys: the keys this thread is building
@@ -54,20 +62,18 @@ class LRUCache:
 
     def get(self, key):
         """The entry for ``key`` or None; counts a hit when found."""
-        entry = self._data.get(key)
-        if entry is not None:
-            self.hits += 1          # approximate under threads; it is a statistic
-            try:
-                self._data.move_to_end(key)
-            except KeyError:        # evicted by another thread in between: still a valid entry
-                pass
-        return entry
+        slot = self._data.get(key)
+        if slot is None:
+            return None
+        self.hits = slot[1] = self.hits + 1     # approximate under threads; it is a statistic
+        return slot[0]
 
     def get_or_build(self, key, build):
         """The entry for ``key``, built with ``build()`` by exactly one thread on a miss."""
-        entry = self.get(key)
-        if entry is not None:
-            return entry
+        slot = self._data.get(key)
+        if slot is not None:
+            self.hits = slot[1] = self.hits + 1
+            return slot[0]
         mine = self._mine.__dict__.setdefault("keys", set())
         if key in mine:
             raise ReentrantCallError(
@@ -79,16 +85,13 @@ class LRUCache:
         mine.add(key)
         try:
             with lock:
-                entry = self._data.get(key)
-                if entry is not None:
+                slot = self._data.get(key)
+                if slot is not None:        # another thread built it meanwhile (counted, not a use)
                     self.hits += 1
-                    return entry
+                    return slot[0]
                 entry = build()
                 with self._lock:
-                    self.misses += 1
-                    self._data[key] = entry
-                    while len(self._data) > self.maxsize:
-                        self._data.popitem(last=False)
+                    self._insert(key, entry)
                 return entry
         finally:
             mine.discard(key)
@@ -100,21 +103,42 @@ class LRUCache:
         """Keep ``entry`` for ``key``, built already (an entry shared by many keys), counted
         as a miss; evicts the least recently used past the bound."""
         with self._lock:
-            self.misses += 1
-            self._data[key] = entry
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            self._insert(key, entry)
+
+    def _insert(self, key, entry) -> None:
+        """Keep ``entry`` for ``key`` as a miss (under the lock): a new key is the most recently
+        used; a kept one takes the entry where it stands."""
+        self.misses += 1
+        slot = self._data.get(key)
+        if slot is not None:
+            slot[0] = entry
+            return
+        self._data[key] = [entry, self.hits]
+        heapq.heappush(self._order, (self.hits, self.misses, key))
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used keys past the bound (under the lock)."""
+        data, order = self._data, self._order
+        while len(data) > self.maxsize:
+            stamp, number, key = order[0]
+            used = data[key][1]
+            if used == stamp:
+                heapq.heappop(order)
+                del data[key]
+            else:                           # used since it was pushed: back in at its last use
+                heapq.heapreplace(order, (used, number, key))
 
     def peek(self, key):
         """The entry for ``key`` or None, counting nothing and touching nothing."""
-        return self._data.get(key)
+        slot = self._data.get(key)
+        return None if slot is None else slot[0]
 
     def resize(self, maxsize: int) -> None:
         """Bound the cache to ``maxsize`` entries, evicting the least recently used now."""
         with self._lock:
             self.maxsize = maxsize
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            self._evict()
 
     def info(self) -> CacheInfo:
         return CacheInfo(self.hits, self.misses, self.maxsize, len(self._data))
@@ -122,4 +146,5 @@ class LRUCache:
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._order.clear()
             self.hits = self.misses = 0

@@ -37,10 +37,9 @@ from .torch_executor import read_order
 from .triton_executor import loader
 
 _plans = LRUCache(config.cache_size())
-# The hot path's hit, as LRUCache.get makes it, without its frame: the dict's own lookup and
-# LRU touch (the dict is the cache's for its life; clear and resize empty it in place).
+# The hot path's hit, as LRUCache.get makes it, without its frame: the dict's own lookup of the
+# key's slot, stamped below (the dict is the cache's for its life; clear and resize empty it in place).
 _found = _plans._data.get
-_touch = _plans._data.move_to_end
 _strided = torch.strided
 
 
@@ -59,22 +58,18 @@ def run(eq: Equation, operands, options: Options):
         check_operands(eq, operands)
         raise
     try:
-        entry = _found(key)             # _plans.get's hit, inline (one frame less): counted and touched below
+        slot = _found(key)              # _plans.get's hit, inline (one frame less): counted and stamped below
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
-    if entry is None:
+    if slot is None:
         if _torch_own(key, len(operands)):
             return admission.einsum(eq.torch_text, operands)
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
             return entry[0]
         return entry.run(operands)
-    _plans.hits += 1
-    try:
-        _touch(key)
-    except KeyError:                    # evicted by another thread in between: still a valid entry
-        pass
-    return entry.run(operands)
+    _plans.hits = slot[1] = _plans.hits + 1
+    return slot[0].run(operands)
 
 
 def _miss(eq: Equation, operands, options: Options, key):

@@ -5,6 +5,7 @@ torch.compile(fullgraph=True) raises einc's message."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import subprocess
 import sys
 
@@ -58,6 +59,20 @@ def test_defaults_keep_einc_default():
     torch.testing.assert_close(einc.einsum(EQ, *ops), reference(EQ, *ops))
     assert _ran_with(ops, DEFAULT)
     assert einc.explain(EQ, *SHAPES).path == ((1, 2), (0, 1))
+
+
+def test_keywords_at_their_defaults_are_the_call_without_keywords():
+    """einsum takes its keywords out of the call's own dict: its signature still names them,
+    and a call passing each at its default is the call without any (the same key)."""
+    params = inspect.signature(einc.einsum).parameters
+    assert list(params) == ["args", "optimize", "memory_limit", "select", "out", "backend", "layout", "sizes"]
+    assert {params[k].kind for k in list(params)[1:-1]} == {inspect.Parameter.KEYWORD_ONLY}
+    assert params["optimize"].default == "auto" and params["layout"].default is None
+    einc.cache_clear()
+    ops = _ops()
+    einc.einsum(EQ, *ops, memory_limit=None, select=None, out=None, backend=None, layout=None)
+    torch.testing.assert_close(einc.einsum(EQ, *ops), reference(EQ, *ops))
+    assert _ran_with(ops, DEFAULT) and einc.cache_info().plans[:2] == (1, 1)      # (hits, misses)
 
 
 @pytest.mark.parametrize("n", [4, 5, 6])

@@ -1,6 +1,8 @@
 """The plan cache: one plan per key, canonical keys, LRU bound, thread safety."""
 
+import random
 import threading
+from collections import OrderedDict
 
 import torch
 
@@ -30,6 +32,109 @@ def test_lru_bound_and_order():
         cache.get_or_build(key, lambda key=key: built.append(key) or key)
     assert built == ["a", "b", "c", "b"]            # "b" was evicted by "c" ("a" was fresher)
     assert cache.info().currsize == 2
+
+
+class _OrderedModel:
+    """The LRU as an order of keys (an OrderedDict moved on each use): what the cache's
+    stamps must agree with, hit for hit and eviction for eviction."""
+
+    def __init__(self, maxsize):
+        self.maxsize, self.data, self.hits, self.misses = maxsize, OrderedDict(), 0, 0
+
+    def get(self, key):
+        if key in self.data:
+            self.hits += 1
+            self.data.move_to_end(key)
+            return self.data[key]
+        return None
+
+    def put(self, key, entry):
+        self.misses += 1
+        self.data[key] = entry          # a kept key stays where it stands
+        self.resize(self.maxsize)
+
+    def resize(self, maxsize):
+        self.maxsize = maxsize
+        while len(self.data) > maxsize:
+            self.data.popitem(last=False)
+
+
+def test_lru_stamps_evict_as_an_order_of_uses_would():
+    rng = random.Random(0)
+    for maxsize in (1, 2, 3, 8):
+        cache, model = LRUCache(maxsize), _OrderedModel(maxsize)
+        for step in range(3000):
+            key, op = rng.randrange(12), rng.random()
+            if op < 0.4:
+                assert cache.get(key) == model.get(key)
+            elif op < 0.6:
+                model.get(key) if key in model.data else model.put(key, (key, step))
+                assert cache.get_or_build(key, lambda: (key, step)) == model.data[key]
+            elif op < 0.85:
+                cache.put(key, (key, step))
+                model.put(key, (key, step))
+            elif op < 0.95:
+                assert cache.peek(key) == model.data.get(key)
+            else:
+                size = rng.randint(1, 8)
+                cache.resize(size)
+                model.resize(size)
+            assert set(cache._data) == set(model.data), step
+            assert cache.info() == (model.hits, model.misses, model.maxsize, len(model.data))
+        order = list(model.data)        # least recently used first: shrinking drops them in turn
+        for k in range(len(order) + 1):
+            cache.resize(len(order) - k)
+            assert set(cache._data) == set(order[k:])
+
+
+def test_threads_hitting_and_evicting_keep_the_bound_and_one_heap_item_per_key():
+    cache, errors = LRUCache(maxsize=4), []
+    barrier = threading.Barrier(4)
+
+    def work(seed):
+        rng = random.Random(seed)
+        try:
+            barrier.wait()
+            for _ in range(3000):
+                key = rng.randrange(10)
+                if rng.random() < 0.5:
+                    assert cache.get_or_build(key, lambda: key) == key
+                else:
+                    assert cache.get(key) in (None, key)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(cache._data) <= 4 and sorted(k for _, _, k in cache._order) == sorted(cache._data)
+
+
+def test_plan_cache_evicts_the_least_recently_hit_and_counts_hits():
+    einc.cache_clear()
+    old = einc.cache_info().plans.maxsize
+    ops = {n: torch.randn(n, 2) for n in range(1, 6)}
+
+    def calls(*sizes):
+        for n in sizes:
+            einc.einsum("ij->j", ops[n])
+        return einc.cache_info().plans[:2]      # (hits, misses)
+
+    try:
+        einc.set_cache_size(3)
+        assert calls(1, 2, 3, 1) == (1, 3)      # least recently used first: 2, 3, 1
+        assert calls(4) == (1, 4)               # 2 goes: 3, 1, 4
+        assert calls(1) == (2, 4)               # 3, 4, 1
+        assert calls(3) == (3, 4)               # 4, 1, 3
+        assert calls(5) == (3, 5)               # 4 goes: 1, 3, 5
+        assert calls(1, 3, 5) == (6, 5)
+        assert calls(2) == (6, 6) and calls(4) == (6, 7)
+        assert einc.cache_info().plans.currsize == 3
+    finally:
+        einc.set_cache_size(old)
 
 
 def test_set_cache_size_bounds_the_plan_cache():
