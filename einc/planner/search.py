@@ -82,10 +82,11 @@ COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
                  "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
                  "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
-# the hyper-optimizer's share of its budget; the rest anneals its best tree (TreeSA's method, as
-# cotengra has it: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each run seeded anew
-# from the best tree so far), which on hypergraphs and lattices finds trees its trials do not
-HYPER_SHARE = 0.5
+# the hyper-optimizer runs until this share of the budget has passed (after the random greedy
+# trials' QUICK_SHARE: a trial or a few, at least one); the rest anneals its best tree (TreeSA's
+# method, as cotengra has it: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each run
+# seeded anew from the best tree so far), which finds trees its further trials do not
+HYPER_SHARE = 0.3
 ANNEAL_STEPS, ANNEAL_SWEEPS = 20, 20
 ANNEAL_SECONDS = 3e-3   # per tensor: what a run is taken to last before the first one has been timed
 ANNEAL_STALE = 8        # runs in a row that found no better tree end the annealing
