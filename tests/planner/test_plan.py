@@ -266,3 +266,18 @@ def test_a_plan_of_one_step_is_the_step_loops(case):
     assert (p.path, p.naive_flops, p.flops, p.largest_intermediate) == (path, naive, flops, largest)
     assert [(s.kind, s.operands, s.result, s.inputs, s.output, s.batch, s.summed, s.flops, s.size)
             for s in p.steps] == steps
+
+
+@pytest.mark.parametrize("eq, shapes, inputs, output, sizes, names", [
+    ("ij,jk->ik", [(2, 1), (3, 4)], ((0, 3), (1, 2)), (0, 2), (2, 3, 4, 1), ("i", "j", "k", "j")),
+    ("...ij,j...->i...", [(5, 1, 2, 3), (3, 1, 4)], ((0, 4, 2, 3), (3, 5, 1)), (2, 0, 1), (5, 4, 2, 3, 1, 1),
+     ("…0", "…1", "i", "j", "…1", "…0")),
+    ("ba,a...->...b", [(1, 2), (1, 1)], ((0, 1), (3, 2)), (2, 0), (1, 2, 1, 1), ("b", "a", "…0", "a")),
+    ("ii...->...", [(2, 2)], ((0, 0),), (), (2,), ("i",)),
+])
+def test_a_graph_numbers_its_indices_in_order_of_appearance(eq, shapes, inputs, output, sizes, names):
+    """Indices are numbered as they first appear in the operands, then a size-1 dimension
+    broadcast against a larger one gets an index of its own (shown by its label's name),
+    and an ellipsis's dimensions are numbered from the widest's left."""
+    g = build(parse(eq), shapes)
+    assert (g.inputs, g.output, g.sizes, g.names) == (inputs, output, sizes, names)
