@@ -136,7 +136,7 @@ class Plan:
 def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
     """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
     factor = max(1, num_terms - 1) + (1 if summed else 0)
-    return math.prod(sizes[i] for i in indices) * factor
+    return math.prod([sizes[i] for i in indices]) * factor
 
 
 # ----------------------------------------------------------------------- the path
@@ -321,7 +321,7 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
     ``last`` step, which keeps the output's)."""
     sizes = graph.sizes
     terms = [indices[v] for v in operands]
-    seen = list(dict.fromkeys(i for t in terms for i in t))
+    seen = list(dict.fromkeys([i for t in terms for i in t]))
     if last:
         output = graph.output
     else:
@@ -345,12 +345,12 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
                            + [i for i in kept if i not in a])
         else:
             output = tuple(kept)
-    summed = tuple(i for i in seen if i not in output)
+    summed = tuple([i for i in seen if i not in output])
     if len(terms) == 1:
         kind, batch = REDUCE, ()
     else:
         a, b = set(terms[0]), set(terms[1])
-        batch = tuple(i for i in output if i in a and i in b)
+        batch = tuple([i for i in output if i in a and i in b])
         shared_summed = [i for i in summed if i in a and i in b]
         if not shared_summed:
             kind = PRODUCT
@@ -359,7 +359,7 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
         else:
             kind = CONTRACT
     flops = flop_count(seen, bool(summed), len(terms), sizes)
-    size = math.prod(sizes[i] for i in output)
+    size = math.prod([sizes[i] for i in output])
     return Step(kind, tuple(operands), result, tuple(terms), tuple(output), batch, summed, flops, size)
 
 
