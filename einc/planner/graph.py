@@ -58,18 +58,11 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     expanded = [_expand(labels, n, width) for labels, n in zip(eq.inputs, ell_dims)]
     size = _label_sizes(eq, expanded, shapes, many)
 
-    ids: dict[str, int] = {}
-    names: list[str] = []
-
-    def index_of(label: str) -> int:
-        if label not in ids:
-            ids[label] = len(names)
-            names.append(label)
-        return ids[label]
-
+    ids: dict[str, int] = {}        # each index's name -> its number, in order of first appearance
     for labels in expanded:
         for label in labels:
-            index_of(label)
+            if label not in ids:
+                ids[label] = len(ids)
 
     # A size-1 dimension against a larger size gets an index of its own.
     inputs = []
@@ -77,16 +70,16 @@ def build(eq: Equation, shapes) -> ContractionGraph:
         term = []
         for label, n in zip(labels, shape):
             if n == 1 and size[label] != 1:
-                term.append(index_of(f"{label}'{k}"))
+                own = f"{label}'{k}"
+                term.append(ids.setdefault(own, len(ids)))
             else:
                 term.append(ids[label])
         inputs.append(tuple(term))
-    sizes = [size.get(name, 1) for name in names]
 
     out_labels = _expand(eq.output, width, width)
-    output = tuple(ids[label] if label in ids else index_of(label) for label in out_labels)
-    sizes += [1] * (len(names) - len(sizes))
-    display = [_display(name) for name in names]
+    output = tuple([ids.setdefault(label, len(ids)) for label in out_labels])
+    sizes = [size.get(name, 1) for name in ids]
+    display = [name if len(name) == 1 else _display(name) for name in ids]
     return ContractionGraph(tuple(inputs), output, tuple(sizes), tuple(display))
 
 
@@ -147,9 +140,11 @@ def _ellipsis_dims(eq: Equation, shapes, many: bool) -> list[int]:
     return ell_dims
 
 
-def _expand(labels, n_ell: int, width: int) -> list[str]:
+def _expand(labels, n_ell: int, width: int):
     """``labels`` with the ellipsis spelled out: ellipsis dimension j (0 = leftmost of the
     widest ellipsis, ``width`` dimensions) is the pseudo-label ``...j``."""
+    if ELLIPSIS not in labels:
+        return labels
     out = []
     for label in labels:
         if label == ELLIPSIS:

@@ -136,7 +136,7 @@ class Plan:
 def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
     """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
     factor = max(1, num_terms - 1) + (1 if summed else 0)
-    return math.prod(sizes[i] for i in indices) * factor
+    return math.prod([sizes[i] for i in indices]) * factor
 
 
 # ----------------------------------------------------------------------- the path
@@ -240,8 +240,14 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     path, notes = _path(graph, options)
     n = graph.num_operands
     sizes = graph.sizes
-    live = list(range(n))                   # value ids, in opt_einsum's list order
     indices = {k: graph.inputs[k] for k in range(n)}
+    if n <= 2 and len(path) == 1 and sorted(path[0]) == list(range(n)):
+        # One step of every operand, the last: what the loop below makes of it, without
+        # counting which values hold which index (only steps before the last need that).
+        step = _make_step(list(range(n)), n, indices, None, graph, True)
+        return Plan(graph, equation or str(graph), options.name, tuple(path), (step,), step.flops, step.flops,
+                    step.size, notes=notes)
+    live = list(range(n))                   # value ids, in opt_einsum's list order
     # how many values not yet contracted hold each index: a step's result keeps those the
     # others hold (counted, not gathered from every other value: quadratic on hundreds)
     held = Counter(i for t in graph.inputs for i in set(t))
@@ -311,14 +317,15 @@ def _follows(term, order) -> bool:
 
 def _make_step(operands, result, indices, held, graph, last) -> Step:
     """The step contracting ``operands``; ``held``: per index, how many other values not
-    yet contracted hold it (what the result must keep, with the output's)."""
+    yet contracted hold it (what the result must keep, with the output's; unread for the
+    ``last`` step, which keeps the output's)."""
     sizes = graph.sizes
     terms = [indices[v] for v in operands]
-    seen = list(dict.fromkeys(i for t in terms for i in t))
-    needed = set(graph.output).union(i for i in seen if held[i] > 0)
+    seen = list(dict.fromkeys([i for t in terms for i in t]))
     if last:
         output = graph.output
     else:
+        needed = set(graph.output).union(i for i in seen if held[i] > 0)
         kept = [i for i in seen if i in needed]
         in_order = tuple(i for i in graph.output if i in kept)
         if len(terms) == 2 and not (set(terms[0]) & set(terms[1])) - needed and len(in_order) == len(kept) \
@@ -338,12 +345,12 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
                            + [i for i in kept if i not in a])
         else:
             output = tuple(kept)
-    summed = tuple(i for i in seen if i not in output)
+    summed = tuple([i for i in seen if i not in output])
     if len(terms) == 1:
         kind, batch = REDUCE, ()
     else:
         a, b = set(terms[0]), set(terms[1])
-        batch = tuple(i for i in output if i in a and i in b)
+        batch = tuple([i for i in output if i in a and i in b])
         shared_summed = [i for i in summed if i in a and i in b]
         if not shared_summed:
             kind = PRODUCT
@@ -352,7 +359,7 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
         else:
             kind = CONTRACT
     flops = flop_count(seen, bool(summed), len(terms), sizes)
-    size = math.prod(sizes[i] for i in output)
+    size = math.prod([sizes[i] for i in output])
     return Step(kind, tuple(operands), result, tuple(terms), tuple(output), batch, summed, flops, size)
 
 

@@ -227,3 +227,57 @@ def test_a_plan_resized_is_the_plan_of_its_sizes(eq):
         assert resized(plans[0], plans[1].graph.sizes) == plans[1]
         compared += plans[0].graph.sizes != plans[1].graph.sizes
     assert compared >= 30
+
+
+# Plans of one step (one or two operands), as the step loop of build_plan made them before
+# it took them apart: kinds, terms, kept and summed indices, costs.
+_ONE_STEP = [
+    ('ij,jk->ik', [(2, 3), (3, 4)], 'auto', ((0, 1),), 48, 48, 8,
+     [('contract', (0, 1), 2, ((0, 1), (1, 2)), (0, 2), (), (1,), 48, 8)]),
+    ('ij,jk->ik', [(2, 3), (3, 4)], ((1, 0),), ((1, 0),), 48, 48, 8,
+     [('contract', (0, 1), 2, ((0, 1), (1, 2)), (0, 2), (), (1,), 48, 8)]),
+    ('bij,bkj->bik', [(5, 1, 3), (5, 4, 3)], 'auto', ((0, 1),), 120, 120, 20,
+     [('contract', (0, 1), 2, ((0, 1, 2), (0, 3, 2)), (0, 1, 3), (0,), (2,), 120, 20)]),
+    ('ab,cb->abc', [(2, 3), (4, 3)], 'auto', ((0, 1),), 24, 24, 24,
+     [('product', (0, 1), 2, ((0, 1), (2, 1)), (0, 1, 2), (1,), (), 24, 24)]),
+    ('ii,ij->j', [(3, 3), (3, 2)], 'auto', ((0, 1),), 12, 12, 2,
+     [('contract', (0, 1), 2, ((0, 0), (0, 1)), (1,), (), (0,), 12, 2)]),
+    ('i,i->', [(4,), (4,)], False, ((0, 1),), 8, 8, 1,
+     [('dot', (0, 1), 2, ((0,), (0,)), (), (), (0,), 8, 1)]),
+    ('iij->ji', [(3, 3, 2)], 'auto', ((0,),), 6, 6, 6,
+     [('reduce', (0,), 1, ((0, 0, 1),), (1, 0), (), (), 6, 6)]),
+    ('...ij,jk->k...i', [(2, 1, 3, 4), (4, 5)], 'auto', ((0, 1),), 240, 240, 30,
+     [('contract', (0, 1), 2, ((0, 1, 2, 3), (3, 4)), (4, 0, 1, 2), (), (3,), 240, 30)]),
+    ('ab,ab->ba', [(0, 2), (1, 2)], 'greedy', ((0, 1),), 0, 0, 0,
+     [('product', (0, 1), 2, ((0, 1), (2, 1)), (1, 0), (1,), (2,), 0, 0)]),
+    ('edb,eca->ecdab', [(384, 1, 3), (384, 24, 1)], 'auto', ((0, 1),), 27648, 27648, 27648,
+     [('product', (0, 1), 2, ((0, 1, 2), (0, 3, 4)), (0, 3, 1, 4, 2), (0,), (), 27648, 27648)]),
+    ('ij->', [(3, 4)], False, ((0,),), 24, 24, 1,
+     [('reduce', (0,), 1, ((0, 1),), (), (), (0, 1), 24, 1)]),
+]
+
+
+@pytest.mark.parametrize("case", _ONE_STEP, ids=lambda c: f"{c[0]}-{c[2]}")
+def test_a_plan_of_one_step_is_the_step_loops(case):
+    """A plan of one or two operands in one step is what the general step loop gives
+    (diagonals, broadcast dimensions, an ellipsis, an empty index, a path given reversed)."""
+    eq, shapes, optimize, path, naive, flops, largest, steps = case
+    p = plan_for(eq, shapes, Options.of(optimize))
+    assert (p.path, p.naive_flops, p.flops, p.largest_intermediate) == (path, naive, flops, largest)
+    assert [(s.kind, s.operands, s.result, s.inputs, s.output, s.batch, s.summed, s.flops, s.size)
+            for s in p.steps] == steps
+
+
+@pytest.mark.parametrize("eq, shapes, inputs, output, sizes, names", [
+    ("ij,jk->ik", [(2, 1), (3, 4)], ((0, 3), (1, 2)), (0, 2), (2, 3, 4, 1), ("i", "j", "k", "j")),
+    ("...ij,j...->i...", [(5, 1, 2, 3), (3, 1, 4)], ((0, 4, 2, 3), (3, 5, 1)), (2, 0, 1), (5, 4, 2, 3, 1, 1),
+     ("…0", "…1", "i", "j", "…1", "…0")),
+    ("ba,a...->...b", [(1, 2), (1, 1)], ((0, 1), (3, 2)), (2, 0), (1, 2, 1, 1), ("b", "a", "…0", "a")),
+    ("ii...->...", [(2, 2)], ((0, 0),), (), (2,), ("i",)),
+])
+def test_a_graph_numbers_its_indices_in_order_of_appearance(eq, shapes, inputs, output, sizes, names):
+    """Indices are numbered as they first appear in the operands, then a size-1 dimension
+    broadcast against a larger one gets an index of its own (shown by its label's name),
+    and an ellipsis's dimensions are numbered from the widest's left."""
+    g = build(parse(eq), shapes)
+    assert (g.inputs, g.output, g.sizes, g.names) == (inputs, output, sizes, names)

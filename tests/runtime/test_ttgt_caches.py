@@ -5,6 +5,7 @@ with them empty, over steps alike but for their sizes, their indices of size 1 a
 their item size or their flags, which share the keys' other fields: a key that lacked a
 field the result depends on would hand one of them another's answer."""
 
+import dataclasses
 import random
 
 import pytest
@@ -108,3 +109,24 @@ def test_the_search_keeps_what_pick_takes_among_every_candidate(monkeypatch):
     real = ttgt.pick
     monkeypatch.setattr(ttgt, "pick", lambda found: real(found))
     assert _choices(steps, fresh=False) == fast
+
+
+def test_a_step_named_by_place_decides_as_one_named_otherwise(monkeypatch):
+    """A step whose indices are already 0, 1, ... in order of appearance (a size class's
+    step) takes its layout as the search keeps it: renamed, that is the layout of the same
+    step named otherwise, and pick's among every candidate."""
+    steps = _alike_steps(random.Random(3))
+    placed = []
+    for ta, tb, out, sizes, step in steps:
+        place = {i: k for k, i in enumerate(dict.fromkeys(ta + tb + out))}
+        placed.append(([place[i] for i in ta], [place[i] for i in tb], [place[i] for i in out],
+                       {place[i]: s for i, s in sizes.items()}, step))
+    named = _choices(steps, fresh=False)
+    by_place = _choices(placed, fresh=False)
+    for lay, (ta, tb, out, _, _), mine in zip(named, steps, by_place):
+        name = list(dict.fromkeys(ta + tb + out)).__getitem__
+        assert dataclasses.replace(mine, **{f: tuple(map(name, getattr(mine, f)))
+                                            for f in ("batch", "m", "n", "k", "broadcast", "outer")}) == lay
+    real = ttgt.pick
+    monkeypatch.setattr(ttgt, "pick", lambda found: real(found))
+    assert _choices(placed, fresh=False) == by_place

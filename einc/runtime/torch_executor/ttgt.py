@@ -488,10 +488,9 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
         # their names: the step renamed 0, 1, ... in order of appearance, so that the
         # steps of a network alike but for their names (a chain, a lattice) share it
         names = tuple(dict.fromkeys([*ta, *tb, *out]))
-        place = {i: k for k, i in enumerate(names)}
-        lay = _cheapest(tuple(map(place.__getitem__, ta)), tuple(map(place.__getitem__, tb)),
-                        tuple(map(place.__getitem__, out)), tuple(map(sizes.__getitem__, names)),
-                        worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
+        place = {i: k for k, i in enumerate(names)}.__getitem__
+        lay = _cheapest(tuple(map(place, ta)), tuple(map(place, tb)), tuple(map(place, out)), tuple(map(
+            sizes.__getitem__, names)), worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
         return _named(lay, names)
     used = sorted(set(ta) | set(tb))
     local = tuple((i, sizes[i]) for i in used)
@@ -504,6 +503,8 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
 
 def _named(lay: Layout, names) -> Layout:
     """``lay`` of a step renamed 0, 1, ... with its indices named ``names`` again."""
+    if names == tuple(range(len(names))):       # named so already (a class's step is): as it is kept
+        return lay
     name = names.__getitem__
     return Layout(lay.swap, tuple(map(name, lay.batch)), tuple(map(name, lay.m)), tuple(map(name, lay.n)),
                   tuple(map(name, lay.k)), lay.copies, lay.flip, lay.cost, tuple(map(name, lay.broadcast)),
