@@ -82,14 +82,11 @@ COSTMODS = ((0.1, 4.0), (0.5, 2.0))
 KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
                  "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
                  "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
-# the hyper-optimizer runs until this share of the budget has passed (after the random greedy
-# trials' QUICK_SHARE: a trial or a few, at least one); the rest anneals its best tree (TreeSA's
-# method, as cotengra has it: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each run
-# seeded anew from the best tree so far), which finds trees its further trials do not
-HYPER_SHARE = 0.3
-ANNEAL_STEPS, ANNEAL_SWEEPS = 20, 20
-ANNEAL_SECONDS = 3e-3   # per tensor: what a run is taken to last before the first one has been timed
-ANNEAL_STALE = 8        # runs in a row that found no better tree end the annealing
+# the hyper-optimizer runs until this share of the budget has passed (after the random greedy trials'
+# QUICK_SHARE: a trial or a few); the rest anneals its best tree (TreeSA's method, as cotengra has it:
+# ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each seeded anew, from the best tree so far;
+# ANNEAL_SECONDS a tensor: a run's time before one is timed; ANNEAL_STALE runs without a better tree end it)
+HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE = 0.3, 20, 20, 3e-3, 8
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -264,7 +261,9 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
             best = quick if quick is not None else path
         annealed = 0
         if memory_limit is None and HYPER_SHARE < 1:
-            best, annealed, why = _annealed(ctg, inputs, output, size_dict, best, t0, t0 + budget, seed, progress)
+            best, annealed, why = _annealed(ctg, inputs, output, size_dict, best, t0, t0 + budget, seed, progress,
+                                            lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)),
+                                                               FLOOR))
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:
@@ -489,13 +488,14 @@ def _combo(tree) -> float:
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
-def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress=None):
+def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress=None, afford=None):
     """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing (TreeSA's
     method) run after run, each seeded anew and begun from the best tree so far, up to
     ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so far,
     or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
     :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked as the search
-    ranks them."""
+    ranks them.  ``afford(path)``: the deadline a better tree affords (a better tree, less
+    search), where sooner."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
     except (ValueError, KeyError, IndexError):
@@ -509,6 +509,7 @@ def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress
         candidate = _linear(found.get_path())
         if (r := _rank(inputs, output, size_dict, candidate)) < rank:
             tree, path, rank, gained = found, candidate, r, runs
+            deadline = deadline if afford is None else min(deadline, afford(path))
         if progress is not None:
             progress.update(time.perf_counter() - t0, runs, tree.total_flops())
     return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \

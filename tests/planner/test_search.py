@@ -450,6 +450,17 @@ def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clo
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_better_annealed_tree_affords_less_search():
+    ctg = S._cotengra()
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    start = time.perf_counter()
+    path, runs, why = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(29)), start,
+                                  start + 600.0, 0, afford=lambda p: time.perf_counter())
+    assert runs == 1 and why == "time budget spent"     # the first run's better tree affords no more
+    assert time.perf_counter() - start < 60
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch):
     ctg = S._cotengra()
     slow = ctg.ContractionTree.simulated_anneal
