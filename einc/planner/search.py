@@ -511,7 +511,7 @@ def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress
             tree, path, rank, gained = found, candidate, r, runs
             deadline = deadline if afford is None else min(deadline, afford(path))
         if progress is not None:
-            progress.update(time.perf_counter() - t0, runs, tree.total_flops())
+            progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
     return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
         f"converged: no better tree in the last {ANNEAL_STALE}"
 

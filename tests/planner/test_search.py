@@ -450,6 +450,21 @@ def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clo
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_shows_its_best_tree_s_flops_as_the_search_counts_them():
+    ctg = S._cotengra()
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    shown = []
+
+    class Bar:
+        def update(self, elapsed, trials, flops):
+            shown.append(flops)
+    start = time.perf_counter()
+    path, runs, _ = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(29)), start,
+                                start + 0.3, 0, Bar())
+    assert len(shown) == runs >= 1 and shown[-1] == S.path_cost(inputs, frozenset(), sizes, path)[0]
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_a_better_annealed_tree_affords_less_search():
     ctg = S._cotengra()
     inputs, sizes = _regular(30, 3, 4, seed=2)
