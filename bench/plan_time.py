@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -106,15 +103,6 @@ def one_round(calls: int) -> dict:
     return out
 
 
-def _run(root: Path, calls: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(root), EINC_NEW_SHAPES="plan", OMP_NUM_THREADS="1")
-    with tempfile.TemporaryDirectory() as cache:
-        env["EINC_CACHE_DIR"] = cache
-        done = subprocess.run([sys.executable, str(ROOT / "bench" / "plan_time.py"), "--one", str(calls)],
-                              env=env, cwd=root, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _interval(this, other):
     """The median of the paired per-round ratios ``this / other`` and its 95 % interval."""
     from einc.tools.benchmark.timing import Timing, ratio_interval
@@ -132,11 +120,9 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path.cwd()))
         print(json.dumps(one_round(a.one)))
         return 0
+    from checkouts import rounds
     roots = [ROOT] + ([a.against.resolve()] if a.against else [])
-    rows = {r: [] for r in roots}
-    for k in range(a.rounds):
-        for root in roots if k % 2 == 0 else roots[::-1]:
-            rows[root].append(_run(root, a.calls))
+    rows = rounds(ROOT / "bench" / "plan_time.py", roots, a.rounds, a.calls, EINC_NEW_SHAPES="plan")
     print(f"{a.rounds} rounds, {a.calls} new shapes a round, 1 thread; shared machine")
     tail = " | this / other (95 % interval) |" if a.against else " |"
     print("| measure | " + " | ".join(str(r) for r in roots) + tail)

@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -96,13 +94,6 @@ def one_round(repeat: int) -> dict:
     return out
 
 
-def _run(root: Path, repeat: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "small_plans.py"), "--one", str(repeat)],
-                          env=env, cwd=root, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
@@ -114,12 +105,11 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path.cwd()))
         print(json.dumps(one_round(a.one)))
         return 0
+    from checkouts import rounds
+
     from einc.tools.benchmark.timing import Timing, ratio_interval
     roots = [ROOT] + ([a.against.resolve()] if a.against else [])
-    rows = {r: [] for r in roots}
-    for k in range(a.rounds):
-        for root in roots if k % 2 == 0 else roots[::-1]:
-            rows[root].append(_run(root, a.repeat))
+    rows = rounds(ROOT / "bench" / "small_plans.py", roots, a.rounds, a.repeat)
     print(f"{a.rounds} rounds, {a.repeat} repeats a round, thread CPU time, 1 thread; shared machine")
     tail = " | this / other (95 % interval) |" if a.against else " |"
     print("| measure, us | " + " | ".join(str(r) for r in roots) + tail)
