@@ -425,52 +425,51 @@ def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(mon
     assert len(path) == len(inputs) - 1
 
 
+def _annealed(inputs, sizes, seconds, **kwargs):
+    """``(path, runs, why, start, linear)``: annealing from the left-to-right tree (a poor
+    one) of ``inputs`` for up to ``seconds``."""
+    linear = tuple((0, 1) for _ in range(len(inputs) - 1))
+    start = time.perf_counter()
+    return (*S._annealed(S._cotengra(), inputs, frozenset(), sizes, linear, start, start + seconds, 0, **kwargs),
+            start, linear)
+
+
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
-    ctg = S._cotengra()
     inputs, sizes = _regular(30, 3, 4, seed=2)
     output = frozenset()
-    linear = tuple((0, 1) for _ in range(len(inputs) - 1))     # left to right: a poor tree
-    path, runs, _ = S._annealed(ctg, inputs, output, sizes, linear, time.perf_counter(), time.perf_counter() + 0.3, 0)
+    path, runs, _, _, linear = _annealed(inputs, sizes, 0.3)
     assert runs >= 1
     assert S._rank(inputs, output, sizes, path) < S._rank(inputs, output, sizes, linear)
-    again, _, _ = S._annealed(ctg, inputs, output, sizes, path, time.perf_counter(), time.perf_counter() + 0.3, 0)
+    again, _, _ = S._annealed(S._cotengra(), inputs, output, sizes, path, time.perf_counter(),
+                              time.perf_counter() + 0.3, 0)
     assert S._rank(inputs, output, sizes, again) <= S._rank(inputs, output, sizes, path)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock():
-    ctg = S._cotengra()
     inputs, sizes = _regular(12, 2, 3, seed=3)
-    start = time.perf_counter()
-    path, runs, why = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(11)), start,
-                                  start + 600.0, 0)
+    path, runs, why, start, _ = _annealed(inputs, sizes, 600.0)
     assert why.startswith("converged") and S.ANNEAL_STALE <= runs < 100, (runs, why)
     assert time.perf_counter() - start < 60
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_annealing_shows_its_best_tree_s_flops_as_the_search_counts_them():
-    ctg = S._cotengra()
     inputs, sizes = _regular(30, 3, 4, seed=2)
     shown = []
 
     class Bar:
         def update(self, elapsed, trials, flops):
             shown.append(flops)
-    start = time.perf_counter()
-    path, runs, _ = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(29)), start,
-                                start + 0.3, 0, Bar())
+    path, runs, _, _, _ = _annealed(inputs, sizes, 0.3, progress=Bar())
     assert len(shown) == runs >= 1 and shown[-1] == S.path_cost(inputs, frozenset(), sizes, path)[0]
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_a_better_annealed_tree_affords_less_search():
-    ctg = S._cotengra()
     inputs, sizes = _regular(30, 3, 4, seed=2)
-    start = time.perf_counter()
-    path, runs, why = S._annealed(ctg, inputs, frozenset(), sizes, tuple((0, 1) for _ in range(29)), start,
-                                  start + 600.0, 0, afford=lambda p: time.perf_counter())
+    path, runs, why, start, _ = _annealed(inputs, sizes, 600.0, afford=lambda p: time.perf_counter())
     assert runs == 1 and why == "time budget spent"     # the first run's better tree affords no more
     assert time.perf_counter() - start < 60
 
@@ -485,9 +484,7 @@ def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch)
         return slow(self, *args, **kwargs)
     monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
     inputs, sizes = _regular(20, 2, 3, seed=1)
-    start = time.perf_counter()
-    linear = tuple((0, 1) for _ in range(19))
-    path, runs, _ = S._annealed(ctg, inputs, frozenset(), sizes, linear, start, start + 1.0, 0)
+    path, runs, _, start, _ = _annealed(inputs, sizes, 1.0)
     assert 2 <= runs <= 3 and time.perf_counter() - start < 1.0 + 0.3
 
 
