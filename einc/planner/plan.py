@@ -253,21 +253,24 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     held = Counter(i for t in graph.inputs for i in set(t))
     steps: list[Step] = []
     for contraction in path:
-        if not contraction or len(set(contraction)) != len(contraction) or any(
-                not 0 <= i < len(live) for i in contraction):
+        order = sorted(contraction)
+        if not order or len(set(order)) != len(order) or not 0 <= order[0] <= order[-1] < len(live):
             raise PathError(f"einsum(): invalid contraction {contraction} in path {list(path)} "
                             f"({len(live)} operands remain at that point)")
-        taken = [live[i] for i in sorted(contraction)]
-        for i in sorted(contraction, reverse=True):
+        taken = [live[i] for i in order]
+        for i in reversed(order):
             live.pop(i)
         # A contraction of three or more operands runs pairwise, left to right.
         while True:
             group = taken[:2]
             rest = taken[2:]
             last = not live and not rest
-            held.subtract(i for v in group for i in set(indices[v]))
+            for v in group:
+                for i in set(indices[v]):
+                    held[i] -= 1
             step = _make_step(group, len(steps) + n, indices, held, graph, last)
-            held.update(set(step.output))
+            for i in step.output:       # distinct
+                held[i] += 1
             steps.append(step)
             indices[step.result] = step.output
             taken = [step.result] + rest
@@ -321,14 +324,17 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
     ``last`` step, which keeps the output's)."""
     sizes = graph.sizes
     terms = [indices[v] for v in operands]
-    seen = list(dict.fromkeys([i for t in terms for i in t]))
+    seen = list(dict.fromkeys(terms[0] + terms[1] if len(terms) == 2 else [i for t in terms for i in t]))
+    pair = len(terms) == 2
+    if pair:
+        a, b = set(terms[0]), set(terms[1])
     if last:
         output = graph.output
     else:
-        needed = set(graph.output).union(i for i in seen if held[i] > 0)
-        kept = [i for i in seen if i in needed]
-        in_order = tuple(i for i in graph.output if i in kept)
-        if len(terms) == 2 and not (set(terms[0]) & set(terms[1])) - needed and len(in_order) == len(kept) \
+        wanted = graph.output
+        kept = [i for i in seen if held[i] > 0 or i in wanted]
+        in_order = tuple([i for i in wanted if i in kept])
+        if pair and (a & b).issubset(kept) and len(in_order) == len(kept) \
                 and all(_follows(t, in_order) for t in terms):
             # A product (nothing shared is summed) of the result's indices only, whose
             # operands already run in the result's order: in that order, so that a chain of
@@ -338,21 +344,18 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
             # with an index still to be summed is read best so by the step that sums it, and
             # one whose operand runs otherwise would read it across its strides.
             output = in_order
-        elif len(terms) == 2:
-            a, b = set(terms[0]), set(terms[1])
+        elif pair:
             # Natural order for a matrix product: batch, then A's free, then B's free.
             output = tuple([i for i in kept if i in a and i in b] + [i for i in kept if i in a and i not in b]
                            + [i for i in kept if i not in a])
         else:
             output = tuple(kept)
     summed = tuple([i for i in seen if i not in output])
-    if len(terms) == 1:
+    if not pair:
         kind, batch = REDUCE, ()
     else:
-        a, b = set(terms[0]), set(terms[1])
         batch = tuple([i for i in output if i in a and i in b])
-        shared_summed = [i for i in summed if i in a and i in b]
-        if not shared_summed:
+        if not any(i in a and i in b for i in summed):
             kind = PRODUCT
         elif len(batch) == len(output):
             kind = DOT
