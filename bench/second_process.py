@@ -1,0 +1,112 @@
+"""Planning bench/paths.py's networks again in a second process, the path read from disk.
+
+For each network of bench/paths.py (einsum_benchmark's generators, 20-500 tensors), a new
+cache folder (``EINC_CACHE_DIR``); a first process plans it (``einc.planner.plan_for`` of
+the equation and shapes: the search runs, and its path is stored where the search ran
+long enough to be, einc.planner.pathcache.STORE_SECONDS); then a second process, einc
+imported before the clock, times the same ``plan_for``: wall and thread CPU time, einc's
+lazy imports that call makes included, and which modules it imported.  The second
+process then plans again ``--again`` times with its in-memory caches cleared (the disk
+kept): the least of those is the planning alone, whatever a shared machine's load adds.
+Bytecode is written and a warm-up process runs first, so compiling einc is not timed.
+
+    python bench/second_process.py [--only 'NAME (TENSORS);NAME'] [--again 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _network(name):
+    from bench.paths import instances
+    for full, eq, shapes in instances(name):
+        if full == name:
+            return eq, shapes
+    raise KeyError(name)
+
+
+def child(name: str, again: int) -> dict:
+    """One process's figures: ``plan_for`` once, then ``again`` times from a cleared memory."""
+    eq, shapes = _network(name)
+    import einc
+    from einc.planner import plan_for
+    from einc.planner.plan import path_cache_clear
+    before = set(sys.modules)
+    t, c = time.perf_counter(), time.thread_time()
+    plan = plan_for(eq, shapes)
+    wall, cpu = time.perf_counter() - t, time.thread_time() - c
+    imported = sorted(m for m in set(sys.modules) - before if "." not in m or m.startswith("einc."))
+    least = [float("inf"), float("inf")]
+    for _ in range(again):
+        path_cache_clear()
+        einc.cache_clear()
+        t, c = time.perf_counter(), time.thread_time()
+        plan_for(eq, shapes)
+        least = [min(least[0], time.perf_counter() - t), min(least[1], time.thread_time() - c)]
+    search = next((n for n in plan.notes if n.startswith("Path search")), "")
+    return {"wall": wall, "cpu": cpu, "again": least[0], "again_cpu": least[1], "imported": imported,
+            "remembered": "remembered" in search or "from disk" in search, "search": search,
+            "steps": len(plan.path)}
+
+
+def _run(name: str, cache: Path, again: int = 0) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EINC_CACHE_DIR=str(cache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run([sys.executable, __file__, "--child", name, "--again", str(again)], capture_output=True,
+                         text=True, env=env, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
+    ap.add_argument("--again", type=int, default=20, help="plans from a cleared memory in the second process")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.again)))
+        return
+    from bench.paths import instances
+    names = [full for full, _, _ in instances(args.only)]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(names[0], Path(tmp) / "warm")         # bytecode written, nothing timed
+        for k, name in enumerate(names):
+            cache = Path(tmp) / str(k)
+            first, second = _run(name, cache), _run(name, cache, args.again)
+            rows.append((name, first, second))
+            print(f"{name}: first {first['wall']:.3f} s, second {second['wall'] * 1e3:.1f} ms", file=sys.stderr)
+    print(report(rows, os.getloadavg()))
+
+
+def report(rows, load) -> str:
+    lines = [f"Load average after the run: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}.", "",
+             "| network | steps | first process: plan_for s | path on disk | second process: plan_for ms "
+             "(thread CPU ms) | its imports | again, the least: ms (thread CPU ms) |",
+             "|---|---:|---:|---|---:|---|---:|"]
+    for name, first, second in rows:
+        imports = ", ".join(second["imported"]) or "none"
+        lines.append(f"| {name} | {second['steps']} | {first['wall']:.3f} | "
+                     f"{'yes' if second['remembered'] else 'no'} | {second['wall'] * 1e3:.1f} "
+                     f"({second['cpu'] * 1e3:.1f}) | {imports} | {second['again'] * 1e3:.1f} "
+                     f"({second['again_cpu'] * 1e3:.1f}) |")
+    within = sum(second["wall"] <= 0.010 for _, _, second in rows)
+    lines += ["", f"Second process within 10 ms: **{within} of {len(rows)}**."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
