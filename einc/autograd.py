@@ -316,7 +316,8 @@ def batched(eq: Equation, in_dims, operands, contract):
     want = None
     if not any(k.is_floating_point or k.is_complex for k in kinds):
         want = dtypes.result_dtype(eq.torch_text, logical, kinds)   # (raises where torch refuses the dtype)
-        if want == torch.int64 and any(k != torch.int64 for k in kinds):
+        # None: torch trips on its own promotion per element, where einc answers in int64
+        if (want == torch.int64 or dtypes.in_int64(kinds, want)) and any(k != torch.int64 for k in kinds):
             operands = [o.to(torch.int64) for o in operands]
     try:
         result, dim = _batched(eq, in_dims, operands, contract, logical)

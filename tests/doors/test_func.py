@@ -305,3 +305,17 @@ def test_vmap_of_bool_operands_counts_in_int64_as_each_element_does():
     want = torch.stack([einc.einsum("d,db,da->", i8[0][i], i8[1], i8[2]) for i in range(3)])
     got = vmap(lambda *o: einc.einsum("d,db,da->", *o), in_dims=(0, None, None))(*i8)
     assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_vmap_of_bool_operands_where_torch_trips_on_its_promotion_counts_as_each_element():
+    """Per element, torch trips over its own int64 promotion on ``dbc,cd,bbab,ce`` in bool
+    ("expected scalar type Long"), so einc answers in int64; batched, the equation has a
+    bool matrix product torch refuses.  The Function's rule contracts in int64 there too,
+    as the element does (the fuzzer's seed 20261202 drew it)."""
+    g = torch.Generator().manual_seed(0)
+    shapes = [(2, 3, 4, 2), (2, 3), (1, 1, 1, 1), (2, 1)]
+    ops = [torch.randint(0, 2, s, generator=g).bool() for s in shapes]
+    want = torch.stack([einc.einsum("dbc,cd,bbab,ce", ops[0][i], *ops[1:]) for i in range(2)])
+    got = vmap(lambda *o: einc.einsum("dbc,cd,bbab,ce", *o), in_dims=(0, None, None, None))(*ops)
+    assert want.dtype == torch.int64 and got.dtype == want.dtype and torch.equal(got, want)
+    assert torch.equal(want, torch.einsum("zdbc,cd,bbab,ce->zae", *[o.long() for o in ops]))
