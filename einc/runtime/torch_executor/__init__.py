@@ -17,7 +17,8 @@ the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where
 gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
 (:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
 matrices, or a large one whose gradient torch would copy anyway, gets a one-copy
-backward (:class:`_Relayout`).  Where no gradient is taken, a
+backward (:class:`_Relayout`), and a single product runs as ``bmm`` where ``mm``'s
+backward would cost more (:mod:`einc.runtime.torch_executor.backward`).  Where no gradient is taken, a
 large last product whose result is permuted is made a chunk at a time, each chunk copied
 into the result while in cache, and a large multiply and sum a block at a time
 (:mod:`einc.runtime.torch_executor.chunked`).
@@ -36,6 +37,7 @@ from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
+from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
 from .permute_copy import MIN_BYTES, untracked, wide_plan
@@ -371,15 +373,19 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         post.append(lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     core = _binary(mm, a_fn, b_fn)
-    if stack_a or stack_b:
-        core = _with_grad(core, _binary(mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])))
+    # where a gradient is taken: bmm where its backward's products cost less (backward.py)
+    grad_mm = _bmm_of_one if not batch and as_bmm(ta, tb, m, n, k, flip, sizes, itemsize) else mm
+    for_grad = stack_a or stack_b or grad_mm is not mm
+    if for_grad:
+        core = _with_grad(core, _binary(grad_mm, _chain([prep_a, stack_a or lay_a]),
+                                        _chain([prep_b, stack_b or lay_b])))
     step = _chain_out(core, _chain(post))
     chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
     anywhere = None
     if chunks is not None:       # (the whole product where a gradient is taken: see runtime/torch_executor/chunked.py)
         whole = _chain_out(mm, _chain(post))
         cut = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
-        step = _with_grad(cut, step) if stack_a or stack_b else cut
+        step = _with_grad(cut, step) if for_grad else cut
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
@@ -518,6 +524,12 @@ def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
     merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
     return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
         wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
+
+
+def _bmm_of_one(a, b):
+    """``a @ b`` of two matrices as ``bmm`` of one: its backward makes ``G @ b^T`` and
+    ``a^T @ G``, where ``mm``'s makes each gradient in its operand's strides (backward.py)."""
+    return torch.bmm(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0)
 
 
 def _binary(op, fa, fb):

@@ -1,0 +1,59 @@
+"""Which op runs a step's single matrix product where a gradient will be taken: ``mm``
+or ``bmm`` of one matrix, whose backwards make different products.
+
+torch's ``mm`` backward makes each operand's gradient in that operand's strides: for
+``L @ R`` with ``R`` read as a transposed view (column-major), ``R``'s gradient is made
+as ``(G^T @ L)^T``, a product whose left operand ``G^T`` is read along its rows, and
+``L``'s likewise where ``L`` is the column-major one.  ``bmm``'s backward makes
+``G @ R^T`` and ``L^T @ G`` whatever the strides.  The copy-cost model prices a left
+operand read along its rows where the product's other side is short
+(:data:`~einc.runtime.torch_executor.ttgt.ROWS_UNIT`); pykeen's NTN ``bcda,bca->bcd``
+runs as ``(c, a) @ (a, (b, d))`` with ``a`` = 16, whose ``mm`` backward makes
+``((b, d), c) x (c, a)`` with ``G^T`` read along its rows, where ``bmm``'s makes ``(a, c) x (c, (b, d))``,
+its short side the rows (bench/measured/broadcast-2026-12-02.md).  The gradient ``bmm`` makes of a
+column-major operand is transposed against that operand's layout, and a consumer that
+needs the operand's own strides (a leaf's ``.grad``) copies it: :func:`as_bmm` counts
+that copy too, and the views ``bmm`` of one matrix adds, forward and backward
+(:data:`VIEWS`).
+"""
+
+from __future__ import annotations
+
+from . import ttgt
+
+# ns: the two unsqueezes and the squeeze of ``bmm`` of one matrix and their backward
+# (``torch.mm`` against ``bmm`` of 2 x 2 matrices, forward + backward, 1 thread)
+VIEWS = 10000
+
+
+def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
+    """Whether the product of the terms ``left`` over ``(m, k)`` and ``right`` over ``(k, n)``
+    (no batch; ``flip`` names those copied into their matrices' transposes, as
+    :class:`~einc.runtime.torch_executor.ttgt.Layout` does) has a backward the model prices
+    lower as ``bmm`` than as ``mm`` (see the module's docstring)."""
+    rows, cols, depth = (ttgt._size(g, sizes) for g in (m, n, k))
+    if min(rows, cols, depth) < 2:
+        return False        # a side of 1: torch reads such a matrix's strides either way
+    col_l = _column_major(left, m, k, "l" in flip, sizes)
+    col_r = _column_major(right, k, n, "r" in flip, sizes)
+    if not (col_l or col_r):
+        return False        # both make G @ R^T and L^T @ G
+
+    def product(r, c, d, along_rows):
+        return ttgt._product_ns(1, r, c, d, itemsize / 4, along_rows)
+    grad_l = product(depth, rows, cols, col_r) if col_l else product(rows, depth, cols, False)
+    grad_r = product(cols, depth, rows, True) if col_r else product(depth, cols, rows, not col_l)
+    batched = product(rows, depth, cols, False) + product(depth, cols, rows, not col_l) + VIEWS
+    if col_l:
+        batched += ttgt.copy_ns([*m, *k], [*k, *m], sizes) * itemsize / 4
+    if col_r:
+        batched += ttgt.copy_ns([*k, *n], [*n, *k], sizes) * itemsize / 4
+    return batched < grad_l + grad_r
+
+
+def _column_major(term, rows, cols, flipped, sizes) -> bool:
+    """Whether a contiguous tensor over ``term`` reads, as the executor lays it out, as a
+    matrix ``rows`` x ``cols`` with unit stride along its rows: a view whose innermost
+    index is the last of ``rows``, or a copy into the matrix's transpose (``flipped``)."""
+    copied, along_rows = ttgt.operand(term, ((), rows, cols), sizes)[2:]
+    return flipped if copied else along_rows

@@ -1,0 +1,151 @@
+"""A single matrix product run as ``bmm`` of one matrix where a gradient is taken and
+``mm``'s backward would make a gradient with a transposed left operand against a short
+side (runtime/torch_executor/backward.py): the decision, the ops autograd records, and
+results, gradients (first and second order), tangents and transforms equal torch's."""
+
+import pytest
+import torch
+
+import einc
+from einc.runtime import torch_executor as tx
+from einc.runtime.torch_executor import backward
+from einc.runtime.torch_executor.backward import as_bmm
+
+D = torch.float64
+NTN = "bcda,bca->bcd"
+NTN_SIZES = dict(b=256, c=500, d=4, a=16)
+# ``ij,kj->ik`` with a short summed side: ``kj`` reads as the transposed matrix (j, k); small
+# enough for gradcheck, so its tests price bmm's views at nothing (the ``small`` fixture)
+SHORT = ("ij,kj->ik", [(30, 8), (40, 8)])
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def _per_shape_plans(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+@pytest.fixture
+def small(monkeypatch):
+    monkeypatch.setattr(backward, "VIEWS", 0)
+
+
+def _inputs(shapes, seed=0, dtype=D):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=dtype, generator=g).requires_grad_() for s in shapes]
+
+
+def _grad_fns(t):
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        todo.extend(n for n, _ in f.next_functions)
+    return {f.name() for f in seen}
+
+
+def test_decision():
+    """NTN's layout, ``(c, a) @ (a, (b, d))``: ``mm``'s backward makes ``((b, d), c) x (c, a)``
+    with ``(b, d)`` along the rows of its left operand and ``a`` = 16; ``bmm``'s reads ``(a, c) x
+    (c, (b, d))``.  Not where the summed side is long, where no operand is read transposed,
+    or where a side is 1."""
+    assert as_bmm("ca", "bda", ("c",), ("b", "d"), ("a",), "", NTN_SIZES)
+    assert as_bmm("ca", "bda", ("c",), ("b", "d"), ("a",), "r", NTN_SIZES)      # copied flipped: the same
+    long = dict(i=1000, j=1000, k=1000)
+    assert not as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", long)
+    assert not as_bmm("ij", "jk", ("i",), ("k",), ("j",), "", dict(i=1000, j=16, k=1000))
+    assert not as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", dict(i=1, j=16, k=1000))
+    assert not as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", dict(i=0, j=16, k=1000))
+    assert not as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", dict(i=30, j=8, k=40))  # bmm's views cost more
+    assert as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", dict(i=300, j=8, k=400))
+
+
+def test_ntn_backward_runs_bmm_where_a_gradient_is_taken():
+    """Before, autograd recorded ``mm``, whose backward made the operand ``(b, d, a)``'s
+    gradient as ``((b, d), c) x (c, a)`` with the left operand transposed."""
+    a, b = _inputs([(256, 1, 4, 16), (1, 500, 16)], seed=1, dtype=torch.float32)
+    out = einc.einsum(NTN, a, b)
+    names = _grad_fns(out)
+    assert "BmmBackward0" in names and "MmBackward0" not in names
+    g = torch.randn(out.shape)
+    got = torch.autograd.grad(out, (a, b), g)
+    want = torch.autograd.grad(torch.einsum(NTN, a.double(), b.double()), (a, b), g.double())
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        plain = einc.einsum(NTN, a, b)
+    torch.testing.assert_close(plain, out.detach())
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_short_side_results_gradients_and_second_order(transposed, small):
+    eq, shapes = SHORT
+    a, b = _inputs(shapes, seed=2)
+    if transposed:      # operands as transposed views: results and gradients stay torch's
+        a = a.detach().t().contiguous().t().requires_grad_()
+        b = b.detach().t().contiguous().t().requires_grad_()
+    out = einc.einsum(eq, a, b)
+    assert "BmmBackward0" in _grad_fns(out)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, torch.einsum(eq, a, b))
+    g = torch.randn(out.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(torch.einsum(eq, a, b), (a, b), g)):
+        torch.testing.assert_close(x, y)
+    f = lambda *x: einc.einsum(eq, *x)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (a, b))
+    assert torch.autograd.gradgradcheck(f, (a, b))
+
+
+def test_complex_gradients(small):
+    eq, shapes = SHORT
+    a, b = _inputs(shapes, seed=3, dtype=torch.complex128)
+    out = einc.einsum(eq, a, b)
+    assert "BmmBackward0" in _grad_fns(out)
+    g = torch.randn(out.shape, dtype=torch.complex128)
+    for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(torch.einsum(eq, a, b), (a, b), g)):
+        torch.testing.assert_close(x, y)
+
+
+def test_size_zero_and_one_take_mm(small):
+    for shapes in ([(0, 8), (40, 8)], [(1, 8), (40, 8)], [(30, 8), (1, 8)]):
+        a, b = _inputs(shapes, seed=4)
+        out = einc.einsum(SHORT[0], a, b)
+        torch.testing.assert_close(out, torch.einsum(SHORT[0], a, b))
+        g = torch.randn(out.shape, dtype=D)
+        got = torch.autograd.grad(out, (a, b), g, allow_unused=True)
+        want = torch.autograd.grad(torch.einsum(SHORT[0], a, b), (a, b), g, allow_unused=True)
+        for x, y in zip(got, want):
+            torch.testing.assert_close(x, y)
+
+
+def test_forward_mode_and_transforms(small):
+    import torch.autograd.forward_ad as fwAD
+    eq, shapes = SHORT
+    a, b = (t.detach() for t in _inputs(shapes, seed=5))
+    ta = torch.randn(a.shape, dtype=D)
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(einc.einsum(eq, fwAD.make_dual(a, ta), b)).tangent
+    torch.testing.assert_close(tangent, torch.einsum(eq, ta, b))
+    ga = torch.func.grad(lambda x: einc.einsum(eq, x, b).pow(2).sum())(a)
+    want = torch.func.grad(lambda x: torch.einsum(eq, x, b).pow(2).sum())(a)
+    torch.testing.assert_close(ga, want)
+    batched = torch.func.vmap(lambda x: einc.einsum(eq, x, b))(torch.stack([a, 2 * a]))
+    torch.testing.assert_close(batched[1], 2 * torch.einsum(eq, a, b))
+
+
+def test_no_grad_keeps_mm(monkeypatch, small):
+    """Without a gradient the forward runs ``mm`` as before; with one, ``bmm``."""
+    ran = []
+    real = tx._bmm_of_one
+    monkeypatch.setattr(tx, "_bmm_of_one", lambda a, b: ran.append(1) or real(a, b))
+    a, b = _inputs(SHORT[1], seed=6)
+    with torch.no_grad():
+        einc.einsum(SHORT[0], a, b)
+    assert not ran
+    einc.einsum(SHORT[0], a, b)
+    assert ran                      # the same step with grad mode on
