@@ -14,7 +14,7 @@ clock no longer than :data:`GUARD` times the budget.  From there on, random gree
 trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration) up to
 :data:`HYPER_SHARE` of the budget, then its best tree annealed (cotengra's simulated
-annealing, TreeSA's method) for the rest.  Trees
+annealing, TreeSA's method: :mod:`einc.planner.anneal`) for the rest.  Trees
 are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
 the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
@@ -38,7 +38,7 @@ import time
 
 import opt_einsum
 
-from . import objective, pathcache
+from . import anneal, objective, pathcache
 from .graph import cycles
 from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
@@ -83,10 +83,8 @@ KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type"
                  "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
                  "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
 # the hyper-optimizer runs until this share of the budget has passed (after the random greedy trials'
-# QUICK_SHARE: a trial or a few); the rest anneals its best tree (TreeSA's method, as cotengra has it:
-# ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each seeded anew, from the best tree so far;
-# ANNEAL_SECONDS a tensor: a run's time before one is timed; ANNEAL_STALE runs without a better tree end it)
-HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE = 0.3, 20, 20, 3e-3, 8
+# QUICK_SHARE: a trial or a few); the rest anneals its best tree (einc.planner.anneal)
+HYPER_SHARE = 0.3
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -142,8 +140,8 @@ def version(seed: int = SEED) -> str:
                               MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
-                              WRITE_FACTOR, HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE,
-                              objective.VERSION, seed, *found)))
+                              WRITE_FACTOR, HYPER_SHARE, anneal.ANNEAL_STEPS, anneal.ANNEAL_SWEEPS,
+                              anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, objective.VERSION, seed, *found)))
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
@@ -261,9 +259,10 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
             best = quick if quick is not None else path
         annealed = 0
         if memory_limit is None and HYPER_SHARE < 1:
-            best, annealed, why = _annealed(ctg, inputs, output, size_dict, best, t0, t0 + budget, seed, progress,
-                                            lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)),
-                                                               FLOOR))
+            best, annealed, why = anneal.annealed(
+                ctg, inputs, output, size_dict, best, t0, t0 + budget, seed,
+                functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}", progress,
+                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR))
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:
@@ -486,34 +485,6 @@ def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
 def _combo(tree) -> float:
     """cotengra's "combo" cost of ``tree``, from the totals it keeps up to date."""
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
-
-
-def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress=None, afford=None):
-    """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing (TreeSA's
-    method) run after run, each seeded anew and begun from the best tree so far, up to
-    ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so far,
-    or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
-    :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked as the search
-    ranks them.  ``afford(path)``: the deadline a better tree affords (a better tree, less
-    search), where sooner."""
-    try:
-        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-    except (ValueError, KeyError, IndexError):
-        return path, 0, "cotengra did not take the path as a tree"
-    rank, runs, longest, gained = _rank(inputs, output, size_dict, path), 0, ANNEAL_SECONDS * len(inputs), 0
-    while (start := time.perf_counter()) + longest < deadline and runs - gained < ANNEAL_STALE:
-        found = tree.simulated_anneal(minimize=f"combo-{WRITE_FACTOR:g}", seed=seed + runs, tsteps=ANNEAL_STEPS,
-                                      numiter=ANNEAL_SWEEPS)
-        runs += 1
-        longest = max(longest, time.perf_counter() - start)
-        candidate = _linear(found.get_path())
-        if (r := _rank(inputs, output, size_dict, candidate)) < rank:
-            tree, path, rank, gained = found, candidate, r, runs
-            deadline = deadline if afford is None else min(deadline, afford(path))
-        if progress is not None:
-            progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
-    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
-        f"converged: no better tree in the last {ANNEAL_STALE}"
 
 
 _REGISTERED = False

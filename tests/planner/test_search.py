@@ -1,6 +1,7 @@
 """einc's default path search past dynamic programming's reach (einc.planner.search): the
 budget, the report, determinism, the fallbacks without cotengra, and the ranking."""
 
+import functools
 import inspect
 import json
 import math
@@ -17,6 +18,7 @@ import torch
 
 import einc
 from einc.errors import EquationError
+from einc.planner import anneal as A
 from einc.planner import libraries, objective, pathcache
 from einc.planner import search as S
 from einc.planner.options import DP_OPERANDS, _auto
@@ -408,15 +410,15 @@ def test_no_hyper_trial_is_begun_that_would_end_past_the_budget(monkeypatch):
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(monkeypatch):
     monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
-    monkeypatch.setattr(S, "ANNEAL_SECONDS", 1e-4)
+    monkeypatch.setattr(A, "ANNEAL_SECONDS", 1e-4)
     inputs, sizes = _regular(60, 3, 5, seed=4)
     ran = []
-    annealed = S._annealed
+    annealed = A.annealed
 
     def spy(*args, **kwargs):
         ran.append(time.perf_counter())
         return annealed(*args, **kwargs)
-    monkeypatch.setattr(S, "_annealed", spy)
+    monkeypatch.setattr(A, "annealed", spy)
     t0 = time.perf_counter()
     path, report = S.find(inputs, set(), sizes)
     assert "hyper-optimizer" in report.method and "annealed" in report.method, report
@@ -430,8 +432,13 @@ def _annealed(inputs, sizes, seconds, **kwargs):
     one) of ``inputs`` for up to ``seconds``."""
     linear = tuple((0, 1) for _ in range(len(inputs) - 1))
     start = time.perf_counter()
-    return (*S._annealed(S._cotengra(), inputs, frozenset(), sizes, linear, start, start + seconds, 0, **kwargs),
-            start, linear)
+    return (*_anneal(inputs, frozenset(), sizes, linear, start, start + seconds, **kwargs), start, linear)
+
+
+def _anneal(inputs, output, sizes, path, t0, deadline, **kwargs):
+    """einc.planner.anneal.annealed as the search calls it (its ranking, its weight)."""
+    return A.annealed(S._cotengra(), inputs, output, sizes, path, t0, deadline, 0,
+                      functools.partial(S._rank, inputs, output, sizes), f"combo-{S.WRITE_FACTOR:g}", **kwargs)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -441,8 +448,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
     path, runs, _, _, linear = _annealed(inputs, sizes, 0.3)
     assert runs >= 1
     assert S._rank(inputs, output, sizes, path) < S._rank(inputs, output, sizes, linear)
-    again, _, _ = S._annealed(S._cotengra(), inputs, output, sizes, path, time.perf_counter(),
-                              time.perf_counter() + 0.3, 0)
+    again, _, _ = _anneal(inputs, output, sizes, path, time.perf_counter(), time.perf_counter() + 0.3)
     assert S._rank(inputs, output, sizes, again) <= S._rank(inputs, output, sizes, path)
 
 
@@ -450,7 +456,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
 def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock():
     inputs, sizes = _regular(12, 2, 3, seed=3)
     path, runs, why, start, _ = _annealed(inputs, sizes, 600.0)
-    assert why.startswith("converged") and S.ANNEAL_STALE <= runs < 100, (runs, why)
+    assert why.startswith("converged") and A.ANNEAL_STALE <= runs < 100, (runs, why)
     assert time.perf_counter() - start < 60
 
 

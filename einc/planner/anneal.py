@@ -1,0 +1,50 @@
+"""The last stage of a hyper-optimizer search (einc.planner.search): its best tree annealed.
+
+cotengra's simulated annealing (TreeSA's method, after Kalachev et al. and
+OMEinsumContractionOrders.jl), run after run, each seeded anew and begun from the best
+tree so far, kept where the search's ranking of trees ranks it better.  docs/paths.md, step 6.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .libraries import _linear, _strings
+from .pathcost import cost as _cost
+
+# a run: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps; ANNEAL_SECONDS a tensor: a run's time
+# before one is timed; ANNEAL_STALE runs in a row without a better tree end the annealing
+ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE = 20, 20, 3e-3, 8
+
+
+def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
+             afford=None):
+    """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
+    (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
+    begun from the best tree so far, up to ``deadline`` (``time.perf_counter()``; none begun
+    that, as long as the longest so far, or :data:`ANNEAL_SECONDS` a tensor before the
+    first, would end past it) or until :data:`ANNEAL_STALE` runs in a row found no better
+    tree; trees ranked by ``rank(path)``.  ``afford(path)``: the deadline a better tree
+    affords (a better tree, less search), where sooner.  ``progress.update(seconds since
+    t0, runs, flops)`` after each run."""
+    try:
+        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
+    except (ValueError, KeyError, IndexError):
+        return path, 0, "cotengra did not take the path as a tree"
+    best, runs, longest, gained = rank(path), 0, ANNEAL_SECONDS * len(inputs), 0
+    while (start := time.perf_counter()) + longest < deadline and runs - gained < ANNEAL_STALE:
+        found = tree.simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
+                                      numiter=ANNEAL_SWEEPS)
+        runs += 1
+        longest = max(longest, time.perf_counter() - start)
+        candidate = _linear(found.get_path())
+        if (r := rank(candidate)) < best:
+            tree, path, best, gained = found, candidate, r, runs
+            deadline = deadline if afford is None else min(deadline, afford(path))
+        if progress is not None:
+            progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
+    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
+        f"converged: no better tree in the last {ANNEAL_STALE}"
+
+
+__all__ = ["ANNEAL_SECONDS", "ANNEAL_STALE", "ANNEAL_STEPS", "ANNEAL_SWEEPS", "annealed"]
