@@ -11,7 +11,7 @@ else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the
 tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
 budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
 clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
-trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
+trials first (counted too), their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration) up to
 :data:`HYPER_SHARE` of the budget, then its best tree annealed (cotengra's simulated
 annealing, TreeSA's method: :mod:`einc.planner.anneal`) for the rest.  Trees
@@ -193,7 +193,9 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget)
 
     # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
-    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
+    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard; a
+    # hyper search's random greedy trials are counted too, but not ended where they converge
+    # (so ended, they left the hyper-optimizer and annealing poorer trees on hypernetworks and lattices)
     counted = ctg is None or budget < HYPER_FLOOR
 
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
@@ -202,8 +204,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     def trials_get(seconds):    # the random greedy trials' share of the budget of a best tree predicted at ``seconds``
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
             return QUICK_SHARE * affords(seconds)
-        if ctg is not None and budget < HYPER_FLOOR and _partitions(affords(seconds) * (1 - PARTITION_TRIALS),
-                                                                    inputs):
+        if ctg is not None and _partitions(affords(seconds) * (1 - PARTITION_TRIALS), inputs):
             return affords(seconds) * PARTITION_TRIALS      # the rest: a partition tree, and both refined
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
@@ -212,14 +213,14 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
-                                                     trials_get, per_trial if counted else None, guard)
+                                                     trials_get, per_trial, guard, counted)
         budget = affords(_predict(inputs, output, size_dict, quick))
     rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     if ctg is None or budget < HYPER_FLOOR:
         method = rg
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
-            left = budget - work - PER_TENSOR * len(inputs) if counted else REFINE_SHARE * budget    # (greedy's rank)
+            left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
             quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, guard if counted
                                               else time.perf_counter() + min(GUARD * left, allowance(best)), seed)
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
@@ -395,13 +396,13 @@ def _greedy(inputs, output, size_dict, memory_limit):
 
 
 def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
-                   guard=math.inf):
+                   guard=math.inf, converge=True):
     """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
     ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
-    (``time.perf_counter()``), not clocked, and they end where the latter half of
-    :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
+    (``time.perf_counter()``), not clocked, and where ``converge``, they end where the latter
+    half of :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
     since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
@@ -432,7 +433,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 return ranked.best(rank), trials, f"{trials} trials (what the budget affords)", work
             if not per_trial and now - t0 >= budget:
                 return ranked.best(rank), trials, "time budget spent", work
-            if per_trial and trials >= STALE and trials >= 2 * found:     # (a hyper search's are clocked)
+            if per_trial and converge and trials >= STALE and trials >= 2 * found:
                 reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
                 return ranked.best(rank), trials, reason, work
             if now >= guard:

@@ -508,6 +508,38 @@ def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimize
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monkeypatch):
+    # the greedy path affords the hyper-optimizer, the best random greedy tree does not: the
+    # search then is a small one of that tree's budget, its trials and refinement counted, so
+    # a machine three times slower finds the same path, and the work stays within the budget
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's trials")
+    monkeypatch.setattr(S, "CAP", 0.6)
+    monkeypatch.setattr(S, "GUARD", 100)      # the guard is not what this test is about
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    given = []
+    refined = S._refined
+    monkeypatch.setattr(S, "_refined", lambda *args: given.append(args[5]) or refined(*args))
+    path, report = S.find(inputs, set(), sizes)
+    assert "not reached" in report.reason and len(given) == 1
+    assert 0 < given[0] <= report.budget - 8 * S.TRIAL_SECONDS * sum(map(len, inputs))     # what the trials left
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, **kwargs):
+            start = time.perf_counter()
+            out = rust.optimize_random_greedy_track_flops(*args, **kwargs)
+            time.sleep(2 * (time.perf_counter() - start))
+            return out
+    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    slow_path, slow_report = S.find(inputs, set(), sizes)
+    assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_same_seed_gives_the_same_path_in_any_process():
     # trial counts, not the clock, end these searches: the paths must agree
     code = ("import random\nfrom einc.planner import search as S\n" + inspect.getsource(_regular) +
