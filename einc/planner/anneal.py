@@ -25,14 +25,15 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     that, as long as the longest so far, or :data:`ANNEAL_SECONDS` a tensor before the
     first, would end past it) or until :data:`ANNEAL_STALE` runs in a row found no better
     tree; trees ranked by ``rank(path)``.  ``afford(path)``: the deadline a better tree
-    affords (a better tree, less search), where sooner.  ``progress.update(seconds since
-    t0, runs, flops)`` after each run."""
+    affords (a better tree, less search), where sooner; then no run is begun that would end
+    past the deadline a gain like the last one would leave.  ``progress.update(seconds
+    since t0, runs, flops)`` after each run."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
     except (ValueError, KeyError, IndexError):
         return path, 0, "cotengra did not take the path as a tree"
-    best, runs, longest, gained = rank(path), 0, ANNEAL_SECONDS * len(inputs), 0
-    while (start := time.perf_counter()) + longest < deadline and runs - gained < ANNEAL_STALE:
+    best, runs, longest, gained, lost = rank(path), 0, ANNEAL_SECONDS * len(inputs), 0, 0.0
+    while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE:
         found = tree.simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
                                       numiter=ANNEAL_SWEEPS)
         runs += 1
@@ -40,7 +41,9 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
         candidate = _linear(found.get_path())
         if (r := rank(candidate)) < best:
             tree, path, best, gained = found, candidate, r, runs
-            deadline = deadline if afford is None else min(deadline, afford(path))
+            if afford is not None:      # (a run that finds a better tree may end past what that tree affords)
+                affords = afford(path)
+                deadline, lost = min(deadline, affords), max(0.0, deadline - affords)
         if progress is not None:
             progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
     return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \

@@ -481,6 +481,31 @@ def test_a_better_annealed_tree_affords_less_search():
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_begins_no_run_that_a_gain_like_the_last_would_leave_past_its_deadline(monkeypatch):
+    # runs of 0.2 s, each finding a better tree that affords 0.4 s less: the first ends at
+    # 0.2 s, its tree affords 0.6 s; a second run would end at 0.4 s, its tree affording 0.2 s
+    ctg = S._cotengra()
+    slow = ctg.ContractionTree.simulated_anneal
+
+    def anneal(self, *args, **kwargs):
+        time.sleep(0.2)
+        return slow(self, *args, **kwargs)
+    monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
+    inputs, sizes = _regular(12, 2, 3, seed=3)
+    linear = tuple((0, 1) for _ in range(len(inputs) - 1))
+    ranks, gains = iter(range(0, -100, -1)), []
+    start = time.perf_counter()
+
+    def afford(path):
+        gains.append(path)
+        return start + 1.0 - 0.4 * len(set(map(tuple, gains)))
+    path, runs, why = A.annealed(ctg, inputs, frozenset(), sizes, linear, start, start + 1.0, 0,
+                                 lambda p: next(ranks), "flops", afford=afford)
+    assert runs == 1 and why == "time budget spent"
+    assert time.perf_counter() - start < 0.6       # within what its best tree affords
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch):
     ctg = S._cotengra()
     slow = ctg.ContractionTree.simulated_anneal
