@@ -141,7 +141,8 @@ def version(seed: int = SEED) -> str:
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
                               WRITE_FACTOR, HYPER_SHARE, anneal.ANNEAL_STEPS, anneal.ANNEAL_SWEEPS,
-                              anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, objective.VERSION, seed, *found)))
+                              anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, anneal.ANNEAL_RUNNER_UP, objective.VERSION,
+                              seed, *found)))
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
@@ -248,22 +249,23 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 
 def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
     """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (all of it under a
-    memory limit), then its best tree, or ``quick`` where ranked better, annealed for the
-    rest: ``(best path, trials, reason, budget, annealing runs)``."""
+    memory limit), then its best tree and ``quick``, the better-ranked first, annealed in
+    turn for the rest: ``(best path, trials, reason, budget, annealing runs)``."""
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     try:
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
                                               known, HYPER_SHARE if memory_limit is None else 1.0, progress)
+        other = quick       # the runner-up, annealed in turn with the best where ranked near it
         if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
                             _rank(inputs, output, size_dict, best)):
-            best = quick if quick is not None else path
+            best, other = quick if quick is not None else path, best
         annealed = 0
         if memory_limit is None and HYPER_SHARE < 1:
             best, annealed, why = anneal.annealed(
                 ctg, inputs, output, size_dict, best, t0, t0 + budget, seed,
                 functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}", progress,
-                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR))
+                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other)
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:

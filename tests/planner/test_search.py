@@ -506,6 +506,36 @@ def test_annealing_begins_no_run_that_a_gain_like_the_last_would_leave_past_its_
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+@pytest.mark.parametrize("near", [True, False])
+def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(monkeypatch, near):
+    # a runner-up ranked within ANNEAL_RUNNER_UP times the best gets a chain of its own: the
+    # second run starts from it; a far worse one (the left-to-right tree) gets none
+    ctg = S._cotengra()
+    slow = ctg.ContractionTree.simulated_anneal
+    starts = []
+
+    def anneal(self, *args, **kwargs):
+        starts.append(self.total_flops())
+        return slow(self, *args, **kwargs)
+    monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
+    monkeypatch.setattr(A, "ANNEAL_STALE", 4)
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    output = frozenset()
+    best = S._greedy(inputs, output, sizes, None)
+    other = S._random_greedy(inputs, output, sizes, None, 1, time.perf_counter(), 1.0, None,
+                             S.TRIAL_SECONDS, math.inf)[0] if near else tuple((0, 1) for _ in range(len(inputs) - 1))
+    if S._rank(inputs, output, sizes, other) < S._rank(inputs, output, sizes, best):
+        best, other = other, best
+    assert (S._rank(inputs, output, sizes, other) <= A.ANNEAL_RUNNER_UP * S._rank(inputs, output, sizes, best)) == near
+    flops = ctg.ContractionTree.from_path(*libraries._strings(inputs, output, sizes), path=other).total_flops()
+    start = time.perf_counter()
+    path, runs, why = _anneal(inputs, output, sizes, best, start, start + 600.0, other=other)
+    assert runs == len(starts) >= 4 and why.startswith("converged")
+    assert (starts[1] == flops) == near and (flops in starts) == near
+    assert S._rank(inputs, output, sizes, path) <= S._rank(inputs, output, sizes, best)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch):
     ctg = S._cotengra()
     slow = ctg.ContractionTree.simulated_anneal
