@@ -11,10 +11,10 @@ else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the
 tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
 budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
 clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
-trials first, their best tree refined, then cotengra's hyper-optimizer (seeded
+trials first (counted too), their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration) up to
 :data:`HYPER_SHARE` of the budget, then its best tree annealed (cotengra's simulated
-annealing, TreeSA's method) for the rest.  Trees
+annealing, TreeSA's method: :mod:`einc.planner.anneal`) for the rest.  Trees
 are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
 the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
@@ -38,7 +38,7 @@ import time
 
 import opt_einsum
 
-from . import objective, pathcache
+from . import anneal, objective, pathcache
 from .graph import cycles
 from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
@@ -83,10 +83,8 @@ KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type"
                  "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
                  "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
 # the hyper-optimizer runs until this share of the budget has passed (after the random greedy trials'
-# QUICK_SHARE: a trial or a few); the rest anneals its best tree (TreeSA's method, as cotengra has it:
-# ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps a run, each seeded anew, from the best tree so far;
-# ANNEAL_SECONDS a tensor: a run's time before one is timed; ANNEAL_STALE runs without a better tree end it)
-HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE = 0.3, 20, 20, 3e-3, 8
+# QUICK_SHARE: a trial or a few); the rest anneals its best tree (einc.planner.anneal)
+HYPER_SHARE = 0.3
 CAP = 10.0              # seconds: the most any search runs
 MAX_TRIALS = 1024       # trees: the most any search tries
 # Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
@@ -142,8 +140,9 @@ def version(seed: int = SEED) -> str:
                               MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
-                              WRITE_FACTOR, HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE,
-                              objective.VERSION, seed, *found)))
+                              WRITE_FACTOR, HYPER_SHARE, anneal.ANNEAL_STEPS, anneal.ANNEAL_SWEEPS,
+                              anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, anneal.ANNEAL_RUNNER_UP, objective.VERSION,
+                              seed, *found)))
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
@@ -195,7 +194,9 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget)
 
     # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
-    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard
+    # costs), not clocked: the same path on a loaded machine, in more time, up to a guard; a
+    # hyper search's random greedy trials are counted too, but not ended where they converge
+    # (so ended, they left the hyper-optimizer and annealing poorer trees on hypernetworks and lattices)
     counted = ctg is None or budget < HYPER_FLOOR
 
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
@@ -204,8 +205,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     def trials_get(seconds):    # the random greedy trials' share of the budget of a best tree predicted at ``seconds``
         if ctg is not None and affords(seconds) >= HYPER_FLOOR:
             return QUICK_SHARE * affords(seconds)
-        if ctg is not None and budget < HYPER_FLOOR and _partitions(affords(seconds) * (1 - PARTITION_TRIALS),
-                                                                    inputs):
+        if ctg is not None and _partitions(affords(seconds) * (1 - PARTITION_TRIALS), inputs):
             return affords(seconds) * PARTITION_TRIALS      # the rest: a partition tree, and both refined
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
@@ -214,14 +214,14 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
-                                                     trials_get, per_trial if counted else None, guard)
+                                                     trials_get, per_trial, guard, counted)
         budget = affords(_predict(inputs, output, size_dict, quick))
     rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     if ctg is None or budget < HYPER_FLOOR:
         method = rg
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
-            left = budget - work - PER_TENSOR * len(inputs) if counted else REFINE_SHARE * budget    # (greedy's rank)
+            left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
             quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, guard if counted
                                               else time.perf_counter() + min(GUARD * left, allowance(best)), seed)
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
@@ -249,21 +249,23 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 
 def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
     """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (all of it under a
-    memory limit), then its best tree, or ``quick`` where ranked better, annealed for the
-    rest: ``(best path, trials, reason, budget, annealing runs)``."""
+    memory limit), then its best tree and ``quick``, the better-ranked first, annealed in
+    turn for the rest: ``(best path, trials, reason, budget, annealing runs)``."""
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     try:
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
                                               known, HYPER_SHARE if memory_limit is None else 1.0, progress)
+        other = quick       # the runner-up, annealed in turn with the best where ranked near it
         if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
                             _rank(inputs, output, size_dict, best)):
-            best = quick if quick is not None else path
+            best, other = quick if quick is not None else path, best
         annealed = 0
         if memory_limit is None and HYPER_SHARE < 1:
-            best, annealed, why = _annealed(ctg, inputs, output, size_dict, best, t0, t0 + budget, seed, progress,
-                                            lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)),
-                                                               FLOOR))
+            best, annealed, why = anneal.annealed(
+                ctg, inputs, output, size_dict, best, t0, t0 + budget, seed,
+                functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}", progress,
+                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other)
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:
@@ -396,13 +398,13 @@ def _greedy(inputs, output, size_dict, memory_limit):
 
 
 def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
-                   guard=math.inf):
+                   guard=math.inf, converge=True):
     """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
     ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
-    (``time.perf_counter()``), not clocked, and they end where the latter half of
-    :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
+    (``time.perf_counter()``), not clocked, and where ``converge``, they end where the latter
+    half of :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
     since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
@@ -433,7 +435,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 return ranked.best(rank), trials, f"{trials} trials (what the budget affords)", work
             if not per_trial and now - t0 >= budget:
                 return ranked.best(rank), trials, "time budget spent", work
-            if per_trial and trials >= STALE and trials >= 2 * found:     # (a hyper search's are clocked)
+            if per_trial and converge and trials >= STALE and trials >= 2 * found:
                 reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
                 return ranked.best(rank), trials, reason, work
             if now >= guard:
@@ -486,34 +488,6 @@ def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
 def _combo(tree) -> float:
     """cotengra's "combo" cost of ``tree``, from the totals it keeps up to date."""
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
-
-
-def _annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, progress=None, afford=None):
-    """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing (TreeSA's
-    method) run after run, each seeded anew and begun from the best tree so far, up to
-    ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so far,
-    or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
-    :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked as the search
-    ranks them.  ``afford(path)``: the deadline a better tree affords (a better tree, less
-    search), where sooner."""
-    try:
-        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-    except (ValueError, KeyError, IndexError):
-        return path, 0, "cotengra did not take the path as a tree"
-    rank, runs, longest, gained = _rank(inputs, output, size_dict, path), 0, ANNEAL_SECONDS * len(inputs), 0
-    while (start := time.perf_counter()) + longest < deadline and runs - gained < ANNEAL_STALE:
-        found = tree.simulated_anneal(minimize=f"combo-{WRITE_FACTOR:g}", seed=seed + runs, tsteps=ANNEAL_STEPS,
-                                      numiter=ANNEAL_SWEEPS)
-        runs += 1
-        longest = max(longest, time.perf_counter() - start)
-        candidate = _linear(found.get_path())
-        if (r := _rank(inputs, output, size_dict, candidate)) < rank:
-            tree, path, rank, gained = found, candidate, r, runs
-            deadline = deadline if afford is None else min(deadline, afford(path))
-        if progress is not None:
-            progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
-    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
-        f"converged: no better tree in the last {ANNEAL_STALE}"
 
 
 _REGISTERED = False

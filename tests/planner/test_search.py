@@ -1,6 +1,7 @@
 """einc's default path search past dynamic programming's reach (einc.planner.search): the
 budget, the report, determinism, the fallbacks without cotengra, and the ranking."""
 
+import functools
 import inspect
 import json
 import math
@@ -17,6 +18,7 @@ import torch
 
 import einc
 from einc.errors import EquationError
+from einc.planner import anneal as A
 from einc.planner import libraries, objective, pathcache
 from einc.planner import search as S
 from einc.planner.options import DP_OPERANDS, _auto
@@ -408,15 +410,15 @@ def test_no_hyper_trial_is_begun_that_would_end_past_the_budget(monkeypatch):
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(monkeypatch):
     monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
-    monkeypatch.setattr(S, "ANNEAL_SECONDS", 1e-4)
+    monkeypatch.setattr(A, "ANNEAL_SECONDS", 1e-4)
     inputs, sizes = _regular(60, 3, 5, seed=4)
     ran = []
-    annealed = S._annealed
+    annealed = A.annealed
 
     def spy(*args, **kwargs):
         ran.append(time.perf_counter())
         return annealed(*args, **kwargs)
-    monkeypatch.setattr(S, "_annealed", spy)
+    monkeypatch.setattr(A, "annealed", spy)
     t0 = time.perf_counter()
     path, report = S.find(inputs, set(), sizes)
     assert "hyper-optimizer" in report.method and "annealed" in report.method, report
@@ -430,8 +432,13 @@ def _annealed(inputs, sizes, seconds, **kwargs):
     one) of ``inputs`` for up to ``seconds``."""
     linear = tuple((0, 1) for _ in range(len(inputs) - 1))
     start = time.perf_counter()
-    return (*S._annealed(S._cotengra(), inputs, frozenset(), sizes, linear, start, start + seconds, 0, **kwargs),
-            start, linear)
+    return (*_anneal(inputs, frozenset(), sizes, linear, start, start + seconds, **kwargs), start, linear)
+
+
+def _anneal(inputs, output, sizes, path, t0, deadline, **kwargs):
+    """einc.planner.anneal.annealed as the search calls it (its ranking, its weight)."""
+    return A.annealed(S._cotengra(), inputs, output, sizes, path, t0, deadline, 0,
+                      functools.partial(S._rank, inputs, output, sizes), f"combo-{S.WRITE_FACTOR:g}", **kwargs)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -441,8 +448,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
     path, runs, _, _, linear = _annealed(inputs, sizes, 0.3)
     assert runs >= 1
     assert S._rank(inputs, output, sizes, path) < S._rank(inputs, output, sizes, linear)
-    again, _, _ = S._annealed(S._cotengra(), inputs, output, sizes, path, time.perf_counter(),
-                              time.perf_counter() + 0.3, 0)
+    again, _, _ = _anneal(inputs, output, sizes, path, time.perf_counter(), time.perf_counter() + 0.3)
     assert S._rank(inputs, output, sizes, again) <= S._rank(inputs, output, sizes, path)
 
 
@@ -450,7 +456,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
 def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock():
     inputs, sizes = _regular(12, 2, 3, seed=3)
     path, runs, why, start, _ = _annealed(inputs, sizes, 600.0)
-    assert why.startswith("converged") and S.ANNEAL_STALE <= runs < 100, (runs, why)
+    assert why.startswith("converged") and A.ANNEAL_STALE <= runs < 100, (runs, why)
     assert time.perf_counter() - start < 60
 
 
@@ -472,6 +478,61 @@ def test_a_better_annealed_tree_affords_less_search():
     path, runs, why, start, _ = _annealed(inputs, sizes, 600.0, afford=lambda p: time.perf_counter())
     assert runs == 1 and why == "time budget spent"     # the first run's better tree affords no more
     assert time.perf_counter() - start < 60
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_begins_no_run_that_a_gain_like_the_last_would_leave_past_its_deadline(monkeypatch):
+    # runs of 0.2 s, each finding a better tree that affords 0.4 s less: the first ends at
+    # 0.2 s, its tree affords 0.6 s; a second run would end at 0.4 s, its tree affording 0.2 s
+    ctg = S._cotengra()
+    slow = ctg.ContractionTree.simulated_anneal
+
+    def anneal(self, *args, **kwargs):
+        time.sleep(0.2)
+        return slow(self, *args, **kwargs)
+    monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
+    inputs, sizes = _regular(12, 2, 3, seed=3)
+    linear = tuple((0, 1) for _ in range(len(inputs) - 1))
+    ranks, gains = iter(range(0, -100, -1)), []
+    start = time.perf_counter()
+
+    def afford(path):
+        gains.append(path)
+        return start + 1.0 - 0.4 * len(set(map(tuple, gains)))
+    path, runs, why = A.annealed(ctg, inputs, frozenset(), sizes, linear, start, start + 1.0, 0,
+                                 lambda p: next(ranks), "flops", afford=afford)
+    assert runs == 1 and why == "time budget spent"
+    assert time.perf_counter() - start < 0.6       # within what its best tree affords
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+@pytest.mark.parametrize("near", [True, False])
+def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(monkeypatch, near):
+    # a runner-up ranked within ANNEAL_RUNNER_UP times the best gets a chain of its own: the
+    # second run starts from it; a far worse one (the left-to-right tree) gets none
+    ctg = S._cotengra()
+    slow = ctg.ContractionTree.simulated_anneal
+    starts = []
+
+    def anneal(self, *args, **kwargs):
+        starts.append(self.total_flops())
+        return slow(self, *args, **kwargs)
+    monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
+    monkeypatch.setattr(A, "ANNEAL_STALE", 4)
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    output = frozenset()
+    best = S._greedy(inputs, output, sizes, None)
+    other = S._random_greedy(inputs, output, sizes, None, 1, time.perf_counter(), 1.0, None,
+                             S.TRIAL_SECONDS, math.inf)[0] if near else tuple((0, 1) for _ in range(len(inputs) - 1))
+    if S._rank(inputs, output, sizes, other) < S._rank(inputs, output, sizes, best):
+        best, other = other, best
+    assert (S._rank(inputs, output, sizes, other) <= A.ANNEAL_RUNNER_UP * S._rank(inputs, output, sizes, best)) == near
+    flops = ctg.ContractionTree.from_path(*libraries._strings(inputs, output, sizes), path=other).total_flops()
+    start = time.perf_counter()
+    path, runs, why = _anneal(inputs, output, sizes, best, start, start + 600.0, other=other)
+    assert runs == len(starts) >= 4 and why.startswith("converged")
+    assert (starts[1] == flops) == near and (flops in starts) == near
+    assert S._rank(inputs, output, sizes, path) <= S._rank(inputs, output, sizes, best)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -499,6 +560,38 @@ def test_a_search_stops_where_the_best_tree_no_longer_affords_the_hyper_optimize
     assert report.method.startswith("random greedy (cotengrust)") and "not reached" in report.reason
     assert "hyper-optimizer" not in report.method and "refined" in report.method    # a small budget's refinement
     assert report.seconds < S.allowance(report.best_seconds) + S.QUICK_SHARE * S.CAP + 0.2
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monkeypatch):
+    # the greedy path affords the hyper-optimizer, the best random greedy tree does not: the
+    # search then is a small one of that tree's budget, its trials and refinement counted, so
+    # a machine three times slower finds the same path, and the work stays within the budget
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip("cotengrust's trials")
+    monkeypatch.setattr(S, "CAP", 0.6)
+    monkeypatch.setattr(S, "GUARD", 100)      # the guard is not what this test is about
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    given = []
+    refined = S._refined
+    monkeypatch.setattr(S, "_refined", lambda *args: given.append(args[5]) or refined(*args))
+    path, report = S.find(inputs, set(), sizes)
+    assert "not reached" in report.reason and len(given) == 1
+    assert 0 < given[0] <= report.budget - 8 * S.TRIAL_SECONDS * sum(map(len, inputs))     # what the trials left
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        def optimize_random_greedy_track_flops(self, *args, **kwargs):
+            start = time.perf_counter()
+            out = rust.optimize_random_greedy_track_flops(*args, **kwargs)
+            time.sleep(2 * (time.perf_counter() - start))
+            return out
+    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    slow_path, slow_report = S.find(inputs, set(), sizes)
+    assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")

@@ -1,0 +1,67 @@
+"""The last stage of a hyper-optimizer search (einc.planner.search): its best trees annealed.
+
+cotengra's simulated annealing (TreeSA's method, after Kalachev et al. and
+OMEinsumContractionOrders.jl), run after run, each seeded anew and begun from the best
+tree so far of its chain (the search's best tree, and the runner-up from another method, in
+turn), kept where the search's ranking of trees ranks it better.  docs/paths.md, step 6.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .libraries import _linear, _strings
+from .pathcost import cost as _cost
+
+# a run: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps; ANNEAL_SECONDS a tensor: a run's time
+# before one is timed; ANNEAL_STALE runs in a row without a better tree end the annealing; a second
+# start gets its own chain where ranked within ANNEAL_RUNNER_UP times the best (a far worse one's
+# chain spends half the runs on trees that seldom catch up)
+ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_RUNNER_UP = 20, 20, 3e-3, 8, 4
+
+
+def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
+             afford=None, other=None):
+    """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
+    (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
+    begun from the best tree so far; with ``other`` (a start ranked no better than ``path``,
+    from another method, and within :data:`ANNEAL_RUNNER_UP` times its rank), runs take
+    turns between the two chains, each begun from its own best tree: a chain kept to one
+    start can stay among trees the ranking prefers to the better ones the other leads to.
+    Up to ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so
+    far, or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
+    :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked by
+    ``rank(path)``.  ``afford(path)``: the deadline a better tree affords (a better tree,
+    less search), where sooner; then no run is begun that would end past the deadline a
+    gain like the last one would leave.  ``progress.update(seconds since t0, runs, flops)``
+    after each run."""
+    starts = [path] + ([other] if other is not None and list(other) != list(path) and
+                       rank(other) <= ANNEAL_RUNNER_UP * rank(path) else [])
+    try:
+        chains = [ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=p) for p in starts]
+    except (ValueError, KeyError, IndexError):
+        return path, 0, "cotengra did not take the path as a tree"
+    ranks = [rank(p) for p in starts]
+    best, runs, longest, gained, lost = ranks[0], 0, ANNEAL_SECONDS * len(inputs), 0, 0.0
+    while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE:
+        c = runs % len(chains)
+        found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
+                                           numiter=ANNEAL_SWEEPS)
+        runs += 1
+        longest = max(longest, time.perf_counter() - start)
+        candidate = _linear(found.get_path())
+        r = rank(candidate)
+        if r < ranks[c]:
+            chains[c], ranks[c] = found, r
+        if r < best:
+            path, best, gained = candidate, r, runs
+            if afford is not None:      # (a run that finds a better tree may end past what that tree affords)
+                affords = afford(path)
+                deadline, lost = min(deadline, affords), max(0.0, deadline - affords)
+        if progress is not None:
+            progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
+    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
+        f"converged: no better tree in the last {ANNEAL_STALE}"
+
+
+__all__ = ["ANNEAL_RUNNER_UP", "ANNEAL_SECONDS", "ANNEAL_STALE", "ANNEAL_STEPS", "ANNEAL_SWEEPS", "annealed"]
