@@ -234,9 +234,12 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
     if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        quick = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
+        tree = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
         trials += 1
-        refined = " (its best tree refined)"
+        # the reconfiguration weighs flops and writes as cotengra does: kept where einc's objective agrees
+        keep = _rank(inputs, output, size_dict, tree) <= _rank(inputs, output, size_dict, quick)
+        quick = tree if keep else quick
+        refined = " (its best tree refined)" if keep else " (its best tree refined, ranked slower, not kept)"
     best, hyper_trials, reason, budget, annealed = _hyper_annealed(ctg, inputs, output, size_dict, memory_limit,
                                                                    seed, t0, greedy, budget, quick, path)
     method = (rg + refined + ", then " if quick is not None else "") + \

@@ -989,3 +989,24 @@ def test_the_labelled_network_is_made_once_and_handed_out_as_copies(monkeypatch)
     first[2]["z"] = 9
     assert S._strings(inputs, output, sizes) == ([("a", "b"), ("b", "c")], ("a", "c"), {"a": 2, "b": 3, "c": 4})
     assert len(calls) == made
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_the_hyper_tier_keeps_its_best_random_greedy_tree_where_the_refined_one_ranks_slower(monkeypatch):
+    """The subtree reconfiguration before the hyper-optimizer weighs trees as cotengra does;
+    its tree is kept only where einc's objective ranks it no slower than the one it refined."""
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
+    monkeypatch.setattr(A, "ANNEAL_SECONDS", 1e-4)
+    inputs, sizes = _regular(60, 3, 5, seed=4)
+    poor = tuple((0, 1) for _ in range(len(inputs) - 1))      # left to right: ranked far slower
+    handed = []
+    hyper = S._hyper_annealed
+
+    def spy(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
+        handed.append(quick)
+        return hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path)
+    monkeypatch.setattr(S, "_reconfigured", lambda *args, **kwargs: poor)
+    monkeypatch.setattr(S, "_hyper_annealed", spy)
+    _, report = S.find(inputs, set(), sizes)
+    assert len(handed) == 1 and handed[0] is not None and tuple(map(tuple, handed[0])) != poor
+    assert "not kept" in report.method, report
