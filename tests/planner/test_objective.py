@@ -257,3 +257,32 @@ def test_the_step_memo_tells_apart_steps_differing_in_one_field(first, second, p
     assert O.features(*_net(first), path, memo) == O.features(*_net(first), path)
     whole = (*path, (0, 1)) if second.count(",") == 2 else path
     assert O.features(*_net(second), whole, memo) == O.features(*_net(second), whole)
+
+
+def test_paths_ranked_as_sliced_stop_where_their_bound_passes_the_fastest(monkeypatch):
+    # the choice of slicing every path to its end, with fewer live-memory passes: the slicing
+    # of a path that slices poorly (left to right) stops once its slices' steps alone cost
+    # more than the fastest slicing found, and its bound is truly under what it would reach
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    limit, out = 256, frozenset()
+    chain = tuple((0, 1) for _ in range(len(inputs) - 1))
+    paths = [chain, S._greedy(inputs, out, sizes, None), S.search(inputs, out, sizes, None)[0]]
+    full = [O.sliced_seconds(inputs, out, sizes, p, limit) for p in paths]
+    assert not any(over for over, _ in full) and full[0][1] > 10 * min(s for _, s in full)
+    passes = []
+    real = O.live_peak
+    monkeypatch.setattr(O, "live_peak", lambda *a, **k: passes.append(1) or real(*a, **k))
+    assert O.least_sliced(paths, inputs, out, sizes, limit) == paths[min(range(3), key=lambda k: full[k])]
+    ranked = len(passes)
+    passes.clear()
+    for p in paths:
+        O.sliced_seconds(inputs, out, sizes, p, limit)
+    assert ranked < len(passes)
+    turns = O._slicing(inputs, out, sizes, chain, limit)
+    bounds = []
+    while True:
+        try:
+            bounds.append(next(turns))
+        except StopIteration:
+            break
+    assert bounds == sorted(bounds) and bounds[-1] <= full[0][1]
