@@ -64,17 +64,14 @@ import math
 import time
 from dataclasses import dataclass
 
-import opt_einsum
-
-from ..errors import MemoryLimitError, PathError
+from ..errors import MemoryLimitError
 from . import slicecost
+from .cotengrapath import cotengra_path
 from .equation import text_of
 from .graph import ContractionGraph
 from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
 from .plan import Plan, build_plan, flop_count, max_input
-
-_INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, None, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
-        path, theirs = _cotengra_path(graph, options.optimize, limit)
+        path, theirs = cotengra_path(graph, options.optimize, limit)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
         chunks = dict.fromkeys(theirs, 1)
@@ -526,41 +523,6 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
         notes += (f"  Refused:  einsum raises MemoryLimitError: {refused}",)
     return dataclasses.replace(base, steps=steps, flops=flops, largest_intermediate=inner.largest_intermediate,
                                slicing=slicing, notes=base.notes + notes)
-
-
-def _cotengra():
-    try:
-        import cotengra
-    except ImportError:
-        raise PathError(f"einsum(): optimize='cotengra' (or a cotengra optimizer) needs cotengra, which is not "
-                        f"installed: {_INSTALL}") from None
-    return cotengra
-
-
-def _cotengra_path(graph: ContractionGraph, optimize, limit):
-    """cotengra's path and sliced indices for ``graph`` (its default hyper-optimizer for
-    the name ``"cotengra"``, sliced to ``limit`` by cotengra)."""
-    ctg = _cotengra()
-    if graph.num_operands == 1:
-        return ((0,),), ()
-    # one-character labels: cotengra hands them to cotengrust (where installed), which takes no others
-    symbol = opt_einsum.get_symbol
-    inputs = [tuple(symbol(i) for i in t) for t in graph.inputs]
-    output = tuple(symbol(i) for i in graph.output)
-    size_dict = {symbol(i): s for i, s in enumerate(graph.sizes)}
-    if isinstance(optimize, str):
-        optimize = ctg.HyperOptimizer(methods=["greedy"], max_repeats=32, minimize="flops", parallel=False,
-                                      progbar=False, reconf_opts=None,
-                                      slicing_opts={"target_size": limit} if limit is not None else None)
-    if hasattr(optimize, "search"):
-        tree = optimize.search(inputs, output, size_dict)
-    else:
-        tree = ctg.ContractionTree.from_path(inputs, output, size_dict, path=optimize(inputs, output, size_dict))
-    if limit is not None and tree.max_size() > limit:
-        tree = tree.slice(target_size=limit)
-    path = tuple(tuple(int(i) for i in c) for c in tree.get_path())
-    index = {symbol(i): i for i in range(len(graph.sizes))}
-    return path, tuple(index[i] for i in tree.sliced_inds)
 
 
 def compared(theirs: Plan, options: Options) -> Plan:
