@@ -71,7 +71,7 @@ from .equation import text_of
 from .graph import ContractionGraph
 from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
-from .plan import Plan, build_plan, flop_count, max_input
+from .plan import Plan, Step, _path, build_plan, flop_count, max_input, naive_flops
 
 
 @dataclass(frozen=True)
@@ -207,15 +207,19 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
     where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
-    Only the path it slices is planned (its search's path read from disk)."""
+    Only the slice's plan is built: its search's path read from disk, and the figures of
+    the path unsliced remembered with the slicing."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
     memo = slicecache.lookup(graph, limit, bound)
     if memo is None:
         return None
-    base = build_plan(graph, equation, options if memo.base == slicecache.LIMITED else unlimited)
-    if base.path != memo.path:
+    chosen = options if memo.base == slicecache.LIMITED else unlimited
+    path, notes = _path(graph, chosen)
+    if path != memo.path or any(len(c) != 2 for c in path):
         return None
-    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound)
+    flops, largest, unsliced_live, *cost = memo.figures
+    base = Plan(graph, equation or str(graph), chosen.name, path, (), naive_flops(graph), flops, largest, notes=notes)
+    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, (unsliced_live, *cost))
     return p if _peak(p) <= limit else None
 
 
@@ -224,8 +228,9 @@ def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float)
     from . import slicecache
     if seconds >= slicecache.STORE_SECONDS:
         base = slicecache.LIMITED if within is not None and p.path == within.path else slicecache.UNLIMITED
-        slicecache.remember(graph, limit, bound, slicecache.Remembered(base, p.path, p.slicing.indices,
-                                                                       p.slicing.chunks))
+        s = p.slicing
+        figures = (s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops, s.once_steps, s.slice_steps)
+        slicecache.remember(graph, limit, bound, slicecache.Remembered(base, p.path, s.indices, s.chunks, figures))
 
 
 def _peak(p: Plan) -> int:
@@ -474,11 +479,14 @@ def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
-                bound: str = LIVE) -> Plan:
+                bound: str = LIVE, known=None) -> Plan:
     """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
     (values per slice, default 1 each): its steps are one full slice's (sizes and flops
     per slice), its flops the total over all slices.  With no sliced index it is one
-    slice of the whole contraction (:mod:`einc.distributed`)."""
+    slice of the whole contraction (:mod:`einc.distributed`).  ``known``: the figures of
+    ``base``'s path unsliced and so sliced, ``(live peak, flops, steps once, steps per
+    slice)``, where remembered (:mod:`einc.planner.slicecache`); ``base`` then holds no
+    steps, its path pairwise."""
     sliced = tuple(sliced)
     chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
     width = dict(zip(sliced, chunks))
@@ -491,17 +499,24 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
                                    tuple(sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
     # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
     # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
-    inner = build_plan(inner_graph, str(inner_graph), Options.of(linear_path(range(graph.num_operands), base.steps)))
+    pairs = linear_path(range(graph.num_operands), base.steps) if known is None else \
+        tuple(tuple(sorted(c)) for c in base.path)
+    inner = build_plan(inner_graph, str(inner_graph), Options.of(pairs))
     text = text_of([[i for i in t if i in new] for t in graph.inputs], [i for i in graph.output if i in new])
 
     def back(indices):
-        return tuple(keep[i] for i in indices)
-    steps = tuple(dataclasses.replace(s, inputs=tuple(back(t) for t in s.inputs), output=back(s.output),
-                                      batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
+        return tuple([keep[i] for i in indices])
+    steps = tuple([Step(s.kind, s.operands, s.result, tuple([back(t) for t in s.inputs]), back(s.output),
+                        back(s.batch), back(s.summed), s.flops, s.size) for s in inner.steps])
     live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
-    unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-    flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
-    unsliced_seconds = slicecost.seconds(base.flops, len(base.steps), 0, 0)[0]
+    if known is None:
+        unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
+        flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+    else:
+        unsliced_live, flops, once, per = known
+        seconds, fixed = slicecost.seconds(flops, once, math.prod(-(-graph.sizes[i] // c) for i, c in width.items()),
+                                           per)
+    unsliced_seconds = slicecost.seconds(base.flops, once + per, 0, 0)[0]
     slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
                                                                              width.items()),
                       limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,

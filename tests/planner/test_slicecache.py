@@ -81,12 +81,13 @@ def _entry(cache_dir):
 
 def _same(a, b):
     assert a.path == b.path and a.steps == b.steps and a.flops == b.flops
-    assert (a.slicing.indices, a.slicing.chunks, a.slicing.num_slices, a.slicing.live, a.slicing.seconds) == \
-        (b.slicing.indices, b.slicing.chunks, b.slicing.num_slices, b.slicing.live, b.slicing.seconds)
+    assert (a.naive_flops, a.largest_intermediate, a.optimizer) == (b.naive_flops, b.largest_intermediate, b.optimizer)
+    assert a.slicing == b.slicing           # every figure, the slice's plan among them
+    assert a.notes[1:] == b.notes[1:]       # (the first, the search's line, says it was remembered)
 
 
 @pytest.mark.parametrize("network", ["circuit", "grid"])
-def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, network):
+def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, network, monkeypatch):
     if network == "circuit":
         eq, ops, subs = _circuit()
         limit = LIMIT
@@ -107,8 +108,12 @@ def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, n
     assert record["version"].startswith(pathcache.VERSION) and pathcache.VERSION == "einc-paths-2"
     chooses.clear()
     einc.cache_clear()
+    built = []
+    real = slicing.build_plan
+    monkeypatch.setattr(slicing, "build_plan", lambda graph, *a: built.append(graph) or real(graph, *a))
     again = _plan(eq, ops, limit)
     assert not chooses                                  # read, not chosen
+    assert len(built) == 1 and built[0] != again.graph  # and only the slice's plan built, not the path's
     _same(found, again)
     assert "remembered (einc.planner.pathcache)" in again.notes[0]
     assert torch.equal(einc.einsum(eq, *ops, memory_limit=limit), out)          # the same bits
@@ -125,9 +130,11 @@ def test_a_slicing_of_the_unlimited_path_is_read_too(cache_dir, chooses):
     assert list(map(list, unlimited.path)) != record["slicings"]["live"]["path"]
     chunks = slicing._choose(slicing._Model(unlimited, "live"), LIMIT, ())
     theirs = slicing.sliced_plan(graph, eq, unlimited, tuple(chunks), LIMIT, "einc", tuple(chunks.values()))
+    s = theirs.slicing
     file.write_text(json.dumps(dict(record, slicings={"live": dict(
         record["slicings"]["live"], base="unlimited", path=list(map(list, unlimited.path)), indices=list(chunks),
-        chunks=list(chunks.values()))})))
+        chunks=list(chunks.values()), figures=[s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops,
+                                               s.once_steps, s.slice_steps])})))
     chooses.clear()
     again = _plan(eq, ops)
     assert not chooses
@@ -165,6 +172,10 @@ def _damage(kind, record, graph):
         s["slicer"] = "einc-slicer-0"
     elif kind == "breaks the limit":
         s["indices"], s["chunks"] = s["indices"][:1], [1]
+    elif kind == "float figure":
+        s["figures"] = [1.5] + s["figures"][1:]
+    elif kind == "no figures":
+        del s["figures"]
     elif kind == "not a dict":
         return dict(record, slicings={"live": [s]})
     return dict(record, slicings={"live": s})
@@ -172,7 +183,7 @@ def _damage(kind, record, graph):
 
 DAMAGES = ["unknown index", "negative index", "bool index", "repeated index", "whole chunk", "zero chunk",
            "float chunk", "short chunks", "no index", "other base", "other path", "bad path", "other slicer",
-           "breaks the limit", "not a dict"]
+           "breaks the limit", "float figure", "no figures", "not a dict"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
