@@ -45,7 +45,7 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import _lives, below_steps, counted_copies, hoisting, live_peak, runs_as_mul_sum
+from .memory import _lives, below_steps, counted_copies, hoisting, peak_and_excess, runs_as_mul_sum, shared_peaks
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -343,9 +343,15 @@ def _slicing(inputs, output, sizes, path, limit: int):
     inputs = [frozenset(t) for t in inputs]
     sliced: set = set()
     memo, below = {}, below_steps(nodes, inputs)      # (many slicings of one path are weighed)
+    shared = shared_peaks(inputs, output, sizes, path, limit)     # (and the slicer weighs them again)
 
     def peak_of(cut):
-        return live_peak(nodes, _cut(sizes, cut), len(inputs), inputs, tuple(cut), None, memo, below)
+        key = frozenset(cut)
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = peak_and_excess(nodes, _cut(sizes, cut), len(inputs), inputs, key, limit, memo,
+                                                  below)
+        return found[0]
     peak = peak_of(sliced)
     while peak > limit:
         yield _least_cost(below, sizes, sliced)

@@ -69,7 +69,17 @@ from . import slicecost
 from .cotengrapath import cotengra_path
 from .equation import text_of
 from .graph import ContractionGraph
-from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
+from .memory import (
+    COPY_WORTH_SPARING,
+    FEW_OUTPUTS,
+    LONG_SUM,
+    _lives,
+    below_steps,
+    hoisting,
+    live_peak,
+    shared_peaks,
+    step_copies,
+)
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
 from .plan import Plan, Step, _path, build_plan, flop_count, max_input, naive_flops
 
@@ -268,9 +278,9 @@ class _Model:
         other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
         return other
 
-    def _moments(self, chunks, limit):
+    def _moments(self, chunks, over):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
-        values only for the moments over ``limit``."""
+        values only for the moments over ``over``."""
         sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
         sliced = frozenset(chunks)
         hoisted = self._hoisted.get(sliced)
@@ -281,23 +291,34 @@ class _Model:
             return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
         finals = set(roots) | ({order[-1].result} if order else set())
         dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit, self._steps))
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, over, self._steps))
 
     def peak(self, chunks, limit):
-        """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
-        beyond ``limit``, and the values behind the moments over it (remembered per slicing:
-        the passes of :func:`_choose` weigh many slicings more than once)."""
+        """``(peak, excess)``: the most held at once, and the sum of what each moment holds
+        beyond ``limit`` (remembered per slicing: the passes of :func:`_choose` weigh many
+        slicings more than once; those of one value per slice of each index under the live
+        bound also shared with the search's ranking, :func:`einc.planner.memory.shared_peaks`)."""
         key = (frozenset(chunks.items()), limit)
         found = self._peaks.get(key)
         if found is None:
-            found = self._peaks[key] = self._peak(chunks, limit)
+            shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
+            found = shared.get(frozenset(chunks)) if shared is not None else None
+            if found is None:
+                moments = self._moments(chunks, math.inf)
+                found = (max((total for total, _ in moments), default=0),
+                         sum(total - limit for total, _ in moments if total > limit))
+                if shared is not None:
+                    shared[frozenset(chunks)] = found
+            self._peaks[key] = found
         return found
 
-    def _peak(self, chunks, limit):
-        moments = self._moments(chunks, limit)
-        over = [(total, alive) for total, alive in moments if total > limit]
-        return (max((total for total, _ in moments), default=0), sum(total - limit for total, _ in over),
-                {v for _, alive in over for v in alive})
+    def _shared(self, limit) -> dict:
+        graph = self.base.graph
+        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+
+    def behind(self, chunks, limit) -> set:
+        """The values behind the moments of a slice over ``limit``."""
+        return {v for total, alive in self._moments(chunks, limit) if total > limit for v in alive}
 
     def cost(self, chunks):
         """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
@@ -430,8 +451,9 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
     cannot be met: cutting stops there."""
     full = model.full
     chunks = dict.fromkeys(fixed, 1)
-    peak, excess, over = model.peak(chunks, limit)
+    peak, excess = model.peak(chunks, limit)
     while peak > limit:
+        over = model.behind(chunks, limit)
         candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
         if not candidates:
             break
@@ -449,7 +471,7 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
                 key = (1, result[0], t, i)
             if best is None or key < best[0]:
                 best = key, trial, result
-        _, chunks, (peak, excess, over) = best
+        _, chunks, (peak, excess) = best
     return chunks
 
 
