@@ -28,6 +28,7 @@ else is ignored: the slicer chooses again and its choice overwrites the entry.
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 from . import memory, pathcache, slicecost
@@ -66,12 +67,23 @@ def _entry(graph, limit):
 def lookup(graph, limit: int, bound: str) -> Remembered | None:
     """The slicing remembered for ``graph`` under ``limit`` and ``bound``, where its
     fields check against ``graph`` (see the module docstring), else None."""
+    return recall(graph, limit, bound)[0]
+
+
+def recall(graph, limit: int, bound: str):
+    """``(slicing, searched)``: :func:`lookup`'s slicing, and the path of the search whose
+    entry holds it with that search's report (einc.planner.searchreport.remembered), where
+    both are there and well-formed, else None: read once for both."""
+    from .searchreport import remembered
+    t0 = time.perf_counter()
     name, tag = _entry(graph, limit)
     hit = pathcache.load(name, tag, graph.num_operands)
     if hit is None:
-        return None
+        return None, None
     slicings = hit[1].get("slicings")
-    return valid(slicings.get(bound), graph) if isinstance(slicings, dict) else None
+    found = valid(slicings.get(bound), graph) if isinstance(slicings, dict) else None
+    report = remembered(hit[1], time.perf_counter() - t0) if found is not None else None
+    return found, (hit[0], report) if report is not None else None
 
 
 def valid(record, graph) -> Remembered | None:
@@ -111,4 +123,5 @@ def remember(graph, limit: int, bound: str, chosen: Remembered) -> None:
     pathcache.store(name, tag, path, dict(record, slicings=slicings))
 
 
-__all__ = ["LIMITED", "UNLIMITED", "Remembered", "SLICER", "STORE_SECONDS", "lookup", "remember", "valid", "version"]
+__all__ = ["LIMITED", "UNLIMITED", "Remembered", "SLICER", "STORE_SECONDS", "lookup", "recall", "remember", "valid",
+           "version"]

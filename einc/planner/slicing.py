@@ -217,14 +217,16 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
     where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
-    Only the slice's plan is built: its search's path read from disk, and the figures of
-    the path unsliced remembered with the slicing."""
+    Only the slice's plan is built: its search's path read from disk (with the slicing,
+    where it is the search's under the limit), and the figures of the path unsliced
+    remembered with the slicing."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
-    memo = slicecache.lookup(graph, limit, bound)
+    memo, searched = slicecache.recall(graph, limit, bound)
     if memo is None:
         return None
     chosen = options if memo.base == slicecache.LIMITED else unlimited
-    path, notes = _path(graph, chosen)
+    path, notes = (searched[0], (searched[1].text(),)) if chosen is options and searched is not None else \
+        _path(graph, chosen)
     if path != memo.path or any(len(c) != 2 for c in path):
         return None
     flops, largest, unsliced_live, *cost = memo.figures

@@ -108,12 +108,14 @@ def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, n
     assert record["version"].startswith(pathcache.VERSION) and pathcache.VERSION == "einc-paths-2"
     chooses.clear()
     einc.cache_clear()
-    built = []
-    real = slicing.build_plan
+    built, read = [], []
+    real, load = slicing.build_plan, pathcache.load
     monkeypatch.setattr(slicing, "build_plan", lambda graph, *a: built.append(graph) or real(graph, *a))
+    monkeypatch.setattr(pathcache, "load", lambda *a: read.append(a[0]) or load(*a))
     again = _plan(eq, ops, limit)
     assert not chooses                                  # read, not chosen
     assert len(built) == 1 and built[0] != again.graph  # and only the slice's plan built, not the path's
+    assert read == [file.stem]                          # from one read of the entry: path, report and slicing
     _same(found, again)
     assert "remembered (einc.planner.pathcache)" in again.notes[0]
     assert torch.equal(einc.einsum(eq, *ops, memory_limit=limit), out)          # the same bits
