@@ -217,9 +217,8 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
     where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
-    Only the slice's plan is built: its search's path read from disk (with the slicing,
-    where it is the search's under the limit), and the figures of the path unsliced
-    remembered with the slicing."""
+    Only the slice's plan is built: from the search's path, read with the slicing (or
+    from disk), and the path's figures unsliced remembered with it."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
     memo, searched = slicecache.recall(graph, limit, bound)
     if memo is None:
@@ -464,6 +463,8 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
         for i in candidates:
             trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
             result = model.peak(trial, limit)
+            if rule == _BY_PEAK and best is not None and result[0] > best[0][0]:
+                continue            # (its time is weighed only where its peak is the least so far)
             t = model.cost(trial)[1]
             if rule == _BY_PEAK:
                 key = (result[0], t, i)
@@ -533,18 +534,17 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     steps = tuple([Step(s.kind, s.operands, s.result, tuple([back(t) for t in s.inputs]), back(s.output),
                         back(s.batch), back(s.summed), s.flops, s.size) for s in inner.steps])
     live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
+    num = math.prod(-(-graph.sizes[i] // c) for i, c in width.items())
     if known is None:
         unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
         flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
     else:
         unsliced_live, flops, once, per = known
-        seconds, fixed = slicecost.seconds(flops, once, math.prod(-(-graph.sizes[i] // c) for i, c in width.items()),
-                                           per)
+        seconds, fixed = slicecost.seconds(flops, once, num, per)
     unsliced_seconds = slicecost.seconds(base.flops, once + per, 0, 0)[0]
-    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
-                                                                             width.items()),
-                      limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,
-                      chunks, bound, flops, seconds, fixed, unsliced_seconds, once, per)
+    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), num, limit, base.flops, base.largest_intermediate,
+                      inner, text, planner, live, unsliced_live, chunks, bound, flops, seconds, fixed, unsliced_seconds,
+                      once, per)
     if bound == INTERMEDIATE:
         fits = inner.largest_intermediate <= limit
         bounds = (f"; the limit, {limit} (memory_limit='max_input', opt_einsum's meaning), bounds each "
