@@ -49,6 +49,13 @@ class Remembered(NamedTuple):
     figures: tuple[int, ...] = ()
 
 
+def of(base: str, plan) -> Remembered:
+    """The slicing of the sliced ``plan`` (einc.planner.slicing's) of candidate ``base``, to remember."""
+    s = plan.slicing
+    return Remembered(base, plan.path, s.indices, s.chunks, (s.unsliced_flops, s.unsliced_largest, s.unsliced_live,
+                                                             s.flops, s.once_steps, s.slice_steps))
+
+
 def version() -> str:
     """The slicer's name and the figures its choice depends on."""
     cost = slicecost.EXECUTOR_COSTS[slicecost.PLANNING]
@@ -123,5 +130,5 @@ def remember(graph, limit: int, bound: str, chosen: Remembered) -> None:
     pathcache.store(name, tag, path, dict(record, slicings=slicings))
 
 
-__all__ = ["LIMITED", "UNLIMITED", "Remembered", "SLICER", "STORE_SECONDS", "lookup", "recall", "remember", "valid",
-           "version"]
+__all__ = ["LIMITED", "UNLIMITED", "Remembered", "SLICER", "STORE_SECONDS", "lookup", "of", "recall", "remember",
+           "valid", "version"]

@@ -216,9 +216,8 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
-    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
-    Only the slice's plan is built: from the search's path, read with the slicing (or
-    from disk), and the path's figures unsliced remembered with it."""
+    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).  Of a
+    pairwise path only the slice's plan is built, the path's figures read with it."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
     memo, searched = slicecache.recall(graph, limit, bound)
     if memo is None:
@@ -226,11 +225,15 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     chosen = options if memo.base == slicecache.LIMITED else unlimited
     path, notes = (searched[0], (searched[1].text(),)) if chosen is options and searched is not None else \
         _path(graph, chosen)
-    if path != memo.path or any(len(c) != 2 for c in path):
+    if path != memo.path:
         return None
     flops, largest, unsliced_live, *cost = memo.figures
-    base = Plan(graph, equation or str(graph), chosen.name, path, (), naive_flops(graph), flops, largest, notes=notes)
-    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, (unsliced_live, *cost))
+    base, known = Plan(graph, equation or str(graph), chosen.name, path, (), naive_flops(graph), flops, largest,
+                       notes=notes), (unsliced_live, *cost)
+    if any(len(c) != 2 for c in path):      # a step over more operands: the pairs its plan makes
+        base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
+                                          notes=notes), None
+    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
     return p if _peak(p) <= limit else None
 
 
@@ -239,9 +242,7 @@ def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float)
     from . import slicecache
     if seconds >= slicecache.STORE_SECONDS:
         base = slicecache.LIMITED if within is not None and p.path == within.path else slicecache.UNLIMITED
-        s = p.slicing
-        figures = (s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops, s.once_steps, s.slice_steps)
-        slicecache.remember(graph, limit, bound, slicecache.Remembered(base, p.path, s.indices, s.chunks, figures))
+        slicecache.remember(graph, limit, bound, slicecache.of(base, p))
 
 
 def _peak(p: Plan) -> int:
@@ -508,10 +509,9 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
     (values per slice, default 1 each): its steps are one full slice's (sizes and flops
     per slice), its flops the total over all slices.  With no sliced index it is one
-    slice of the whole contraction (:mod:`einc.distributed`).  ``known``: the figures of
-    ``base``'s path unsliced and so sliced, ``(live peak, flops, steps once, steps per
-    slice)``, where remembered (:mod:`einc.planner.slicecache`); ``base`` then holds no
-    steps, its path pairwise."""
+    slice of the whole contraction (:mod:`einc.distributed`).  ``known``: ``(live peak
+    unsliced, flops, steps once, steps per slice)``, remembered (:mod:`einc.planner.slicecache`)
+    for a ``base`` of no steps, its path pairwise."""
     sliced = tuple(sliced)
     chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
     width = dict(zip(sliced, chunks))

@@ -143,6 +143,27 @@ def test_a_slicing_of_the_unlimited_path_is_read_too(cache_dir, chooses):
     _same(theirs, again)
 
 
+
+def test_a_slicing_of_a_path_with_a_step_over_three_operands_is_read_too(cache_dir, chooses):
+    # the path's last two steps taken as one of three operands (opt_einsum's answer where no
+    # pair fits its limit): its plan runs them pairwise, and its slicing is read, not chosen
+    eq, ops, _ = _circuit()
+    _plan(eq, ops)
+    file, record = _entry(cache_dir)
+    graph = build(parse(eq), [tuple(o.shape) for o in ops])
+    path = tuple(map(tuple, record["path"][:-2])) + ((0, 1, 2),)
+    base = slicing.build_plan(graph, eq, Options.of(path))
+    chunks = slicing._choose(slicing._Model(base, "live"), LIMIT, ())
+    theirs = slicing.sliced_plan(graph, eq, base, tuple(chunks), LIMIT, "einc", tuple(chunks.values()))
+    s = theirs.slicing
+    file.write_text(json.dumps(dict(record, path=list(map(list, path)), slicings={"live": dict(
+        record["slicings"]["live"], path=list(map(list, path)), indices=list(chunks), chunks=list(chunks.values()),
+        figures=[s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops, s.once_steps, s.slice_steps])})))
+    chooses.clear()
+    again = _plan(eq, ops)
+    assert not chooses and again.path == path
+    assert (again.steps, again.flops, again.slicing) == (theirs.steps, theirs.flops, theirs.slicing)
+
 def _damage(kind, record, graph):
     s = dict(record["slicings"]["live"])
     n = len(graph.sizes)
