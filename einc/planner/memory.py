@@ -10,6 +10,7 @@ moment.  Steps whose operands hold no sliced index run once, before the slice lo
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -191,6 +192,37 @@ def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None, me
                default=0)
 
 
+def peak_and_excess(steps, sizes, num_operands, inputs, sliced, limit, memo=None, below=None) -> tuple[int, int]:
+    """``(peak, excess)`` of ``steps`` with the ``sliced`` indices taken one value per slice
+    (size 1 in ``sizes``): :func:`live_peak`, and the sum of what each moment holds beyond
+    ``limit`` (what the slicer's cuts weigh); ``memo`` and ``below`` as it takes them."""
+    order, roots = hoisting(steps, inputs, num_operands, sliced, below)
+    finals = set(roots) | ({order[-1].result} if order else set())
+    peak = excess = 0
+    for now, _ in _lives(order, sizes, num_operands, set(roots), finals, sliced, math.inf, memo):
+        peak = max(peak, now)
+        if now > limit:
+            excess += now - limit
+    return peak, excess
+
+
+def shared_peaks(inputs, output, sizes, path, limit) -> dict:
+    """A memo of :func:`peak_and_excess` per set of indices sliced one value at a time, for
+    the network ``inputs -> output`` (``sizes``: by index, a dict or a sequence), its linear
+    ``path`` and ``limit``: the same dict for the same arguments, for the last few.  The
+    search ranks its candidate paths as sliced (:mod:`einc.planner.objective`) and the
+    slicer (:mod:`einc.planner.slicing`) then slices two of them, over many of the same
+    slicings: the moments weighed once serve both."""
+    named = sorted(sizes.items()) if isinstance(sizes, dict) else list(enumerate(sizes))
+    return _shared((tuple(frozenset(t) for t in inputs), frozenset(output), tuple(named), tuple(map(tuple, path)),
+                    limit))
+
+
+@functools.lru_cache(maxsize=8)
+def _shared(key) -> dict:
+    return {}
+
+
 def below_steps(steps, inputs) -> list:
     """Per step, the set of the indices of the operands under it (:func:`hoisting`'s ``below``)."""
     below = [frozenset(t) for t in inputs]
@@ -200,4 +232,4 @@ def below_steps(steps, inputs) -> list:
 
 
 __all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "counted_copies", "runs_as_mul_sum", "step_copies",
-           "live_peak", "hoisting", "below_steps"]
+           "live_peak", "hoisting", "below_steps", "peak_and_excess", "shared_peaks"]

@@ -40,11 +40,12 @@ hyper-optimizer's trials.  Pure: no torch.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 import random
 from collections import namedtuple
 
-from .memory import _lives, below_steps, counted_copies, hoisting, live_peak, runs_as_mul_sum
+from .memory import _lives, below_steps, counted_copies, hoisting, peak_and_excess, runs_as_mul_sum, shared_peaks
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -327,15 +328,33 @@ def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float
     runs once per slice at its sliced size, a step whose operands hold no sliced index
     once (:func:`einc.planner.memory.hoisting`), and each slice costs :data:`STEP` more
     and, where a summed index is sliced, the write of its part into the result."""
+    turns = _slicing(inputs, output, sizes, path, limit)
+    while True:
+        try:
+            next(turns)
+        except StopIteration as done:
+            return done.value
+
+
+def _slicing(inputs, output, sizes, path, limit: int):
+    """:func:`sliced_seconds` turn by turn: before each, yields the least cost of the
+    slicing so far and of any it may grow to (:func:`_least_cost`); returns ``(over, seconds)``."""
     nodes = steps(inputs, output, path)
     inputs = [frozenset(t) for t in inputs]
     sliced: set = set()
     memo, below = {}, below_steps(nodes, inputs)      # (many slicings of one path are weighed)
+    shared = shared_peaks(inputs, output, sizes, path, limit)     # (and the slicer weighs them again)
 
     def peak_of(cut):
-        return live_peak(nodes, _cut(sizes, cut), len(inputs), inputs, tuple(cut), None, memo, below)
+        key = frozenset(cut)
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = peak_and_excess(nodes, _cut(sizes, cut), len(inputs), inputs, key, limit, memo,
+                                                  below)
+        return found[0]
     peak = peak_of(sliced)
     while peak > limit:
+        yield _least_cost(below, sizes, sliced)
         behind = _behind(nodes, inputs, sizes, sliced, limit, memo, below)
         tried = sorted((peak_of(sliced | {i}), repr(i), i) for i in behind - sliced if sizes[i] > 1)
         if not tried or tried[0][0] >= peak:
@@ -345,6 +364,17 @@ def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float
             if meeting else tried[0]
         sliced.add(i)
     return peak > limit, _sliced_cost(nodes, inputs, output, sizes, sliced)
+
+
+def _least_cost(below, sizes, sliced) -> float:
+    """A bound under :func:`_sliced_cost` of ``sliced`` and of every slicing that slices
+    more: :data:`STEP` for each step run once, for each step run per slice, and for each
+    slice (every step's features weigh at least that much; slicing more only adds slices
+    and takes steps out of the hoisted ones).  ``below``: :func:`~einc.planner.memory.below_steps`."""
+    if not sliced:
+        return STEP * len(below)
+    per = sum(1 for b in below if not sliced.isdisjoint(b))
+    return STEP * (len(below) - per + math.prod(sizes[i] for i in sliced) * (per + 1))
 
 
 def _cut(sizes, sliced):
@@ -382,9 +412,24 @@ def _sliced_cost(nodes, inputs, output, sizes, sliced):
 
 def least_sliced(paths, inputs, output, sizes, limit: int):
     """The first of ``paths`` estimated fastest once sliced to ``limit`` (:func:`sliced_seconds`;
-    one that cannot meet the limit last)."""
+    one that cannot meet the limit last).  Their slicings run turn by turn, the one of
+    least bound (:func:`_least_cost`) next, until every slicing left is bound to cost more
+    than the fastest found that meets the limit: a path so stopped is slower, whatever it
+    would slice further, so the choice is the one of slicing every path to the end."""
     unique = list(dict.fromkeys(tuple(map(tuple, p)) for p in paths))
-    return min(unique, key=lambda p: sliced_seconds(inputs, output, sizes, p, limit))
+    runs = [_slicing(inputs, output, sizes, p, limit) for p in unique]
+    waiting = [(0.0, k) for k in range(len(unique))]
+    best = None         # (over, seconds, k) of the fastest slicing ended
+    while waiting:
+        bound, k = heapq.heappop(waiting)
+        if best is not None and not best[0] and bound > best[1]:
+            break
+        try:
+            heapq.heappush(waiting, (next(runs[k]), k))
+        except StopIteration as done:
+            if best is None or (*done.value, k) < best:
+                best = (*done.value, k)
+    return unique[best[2]]
 
 
 def sliced_reconfigured(ctg, net, path, limit: int, factor: float) -> list:

@@ -239,7 +239,6 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     options = options or Options.of()
     path, notes = _path(graph, options)
     n = graph.num_operands
-    sizes = graph.sizes
     indices = {k: graph.inputs[k] for k in range(n)}
     if n <= 2 and len(path) == 1 and sorted(path[0]) == list(range(n)):
         # One step of every operand, the last: what the loop below makes of it, without
@@ -282,12 +281,16 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     if steps[-1].output != graph.output:      # e.g. an explicit path ending on a pairwise step kept order
         steps.append(_make_step([live[0]], len(steps) + n, indices, Counter(), graph, True))
 
-    all_indices = {i for t in graph.inputs for i in t}
-    naive = flop_count(all_indices, bool(all_indices - set(graph.output)), n, sizes)
     flops = sum(s.flops for s in steps)
     largest = max(s.size for s in steps)
-    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive, flops, largest,
-                notes=notes)
+    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive_flops(graph), flops,
+                largest, notes=notes)
+
+
+def naive_flops(graph: ContractionGraph) -> int:
+    """The flops of contracting ``graph`` in one step (a plan's ``naive_flops``)."""
+    all_indices = {i for t in graph.inputs for i in t}
+    return flop_count(all_indices, bool(all_indices - set(graph.output)), graph.num_operands, graph.sizes)
 
 
 def resized(plan: Plan, sizes) -> Plan:

@@ -45,7 +45,7 @@ from .pathcost import cost as _cost
 from .pathcost import path_cost
 from .searchreport import Progress as _Progress
 from .searchreport import Report
-from .searchreport import report_of as _report_of
+from .searchreport import remembered as _remembered
 from .searchreport import seconds_text as _time
 
 # Nominal CPU figures of einc's torch executor (those of einc.planner.slicecost): a flop on
@@ -160,14 +160,8 @@ def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     output = frozenset(output)
     name, tag = entry(inputs, output, size_dict, memory_limit, seed)
     hit = pathcache.load(name, tag, len(inputs))
-    if hit is not None:
-        path, record = hit
-        was = _report_of(record.get("report"))
-        if was is not None:
-            return path, dataclasses.replace(
-                was, seconds=time.perf_counter() - t0, trials=0,
-                method=f"remembered (einc.planner.pathcache): {was.method}",
-                reason=f"found by an earlier search of {_time(was.seconds)} and {was.trials} trees ({was.reason})")
+    if hit is not None and (was := _remembered(hit[1], time.perf_counter() - t0)) is not None:
+        return hit[0], was
     path, report = find(inputs, output, size_dict, memory_limit, seed)
     if report.seconds >= pathcache.STORE_SECONDS:
         pathcache.store(name, tag, path, {"report": dataclasses.asdict(report)})

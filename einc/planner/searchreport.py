@@ -58,6 +58,18 @@ def report_of(data) -> Report | None:
     return Report(**data)
 
 
+def remembered(record: dict, seconds: float) -> Report | None:
+    """The report of a path an earlier search found, read back in ``seconds`` from its
+    entry ``record`` (einc.planner.pathcache), where it holds a well-formed one."""
+    was = report_of(record.get("report"))
+    if was is None:
+        return None
+    return dataclasses.replace(was, seconds=seconds, trials=0,
+                               method=f"remembered (einc.planner.pathcache): {was.method}",
+                               reason=f"found by an earlier search of {seconds_text(was.seconds)} and {was.trials} "
+                                      f"trees ({was.reason})")
+
+
 class Progress:
     """A tqdm bar over the search's seconds where stderr is a terminal, else a log line."""
 
@@ -85,4 +97,4 @@ class Progress:
             self.bar.close()
 
 
-__all__ = ["Progress", "Report", "report_of", "seconds_text"]
+__all__ = ["Progress", "Report", "remembered", "report_of", "seconds_text"]

@@ -64,17 +64,24 @@ import math
 import time
 from dataclasses import dataclass
 
-import opt_einsum
-
-from ..errors import MemoryLimitError, PathError
+from ..errors import MemoryLimitError
 from . import slicecost
+from .cotengrapath import cotengra_path
 from .equation import text_of
 from .graph import ContractionGraph
-from .memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM, _lives, below_steps, hoisting, live_peak, step_copies
+from .memory import (
+    COPY_WORTH_SPARING,
+    FEW_OUTPUTS,
+    LONG_SUM,
+    _lives,
+    below_steps,
+    hoisting,
+    live_peak,
+    shared_peaks,
+    step_copies,
+)
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
-from .plan import Plan, build_plan, flop_count, max_input
-
-_INSTALL = "pip install 'einc[tn]' (or pip install cotengra)"
+from .plan import Plan, Step, _path, build_plan, flop_count, max_input, naive_flops
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, None, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
-        path, theirs = _cotengra_path(graph, options.optimize, limit)
+        path, theirs = cotengra_path(graph, options.optimize, limit)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
         chunks = dict.fromkeys(theirs, 1)
@@ -209,16 +216,24 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
-    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).
-    Only the path it slices is planned (its search's path read from disk)."""
+    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).  Of a
+    pairwise path only the slice's plan is built, the path's figures read with it."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
-    memo = slicecache.lookup(graph, limit, bound)
+    memo, searched = slicecache.recall(graph, limit, bound)
     if memo is None:
         return None
-    base = build_plan(graph, equation, options if memo.base == slicecache.LIMITED else unlimited)
-    if base.path != memo.path:
+    chosen = options if memo.base == slicecache.LIMITED else unlimited
+    path, notes = (searched[0], (searched[1].text(),)) if chosen is options and searched is not None else \
+        _path(graph, chosen)
+    if path != memo.path:
         return None
-    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound)
+    flops, largest, unsliced_live, *cost = memo.figures
+    base, known = Plan(graph, equation or str(graph), chosen.name, path, (), naive_flops(graph), flops, largest,
+                       notes=notes), (unsliced_live, *cost)
+    if any(len(c) != 2 for c in path):      # a step over more operands: the pairs its plan makes
+        base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
+                                          notes=notes), None
+    p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
     return p if _peak(p) <= limit else None
 
 
@@ -227,8 +242,7 @@ def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float)
     from . import slicecache
     if seconds >= slicecache.STORE_SECONDS:
         base = slicecache.LIMITED if within is not None and p.path == within.path else slicecache.UNLIMITED
-        slicecache.remember(graph, limit, bound, slicecache.Remembered(base, p.path, p.slicing.indices,
-                                                                       p.slicing.chunks))
+        slicecache.remember(graph, limit, bound, slicecache.of(base, p))
 
 
 def _peak(p: Plan) -> int:
@@ -266,9 +280,9 @@ class _Model:
         other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
         return other
 
-    def _moments(self, chunks, limit):
+    def _moments(self, chunks, over):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
-        values only for the moments over ``limit``."""
+        values only for the moments over ``over``."""
         sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
         sliced = frozenset(chunks)
         hoisted = self._hoisted.get(sliced)
@@ -279,23 +293,34 @@ class _Model:
             return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
         finals = set(roots) | ({order[-1].result} if order else set())
         dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, limit, self._steps))
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, over, self._steps))
 
     def peak(self, chunks, limit):
-        """``(peak, excess, over)``: the most held at once, the sum of what each moment holds
-        beyond ``limit``, and the values behind the moments over it (remembered per slicing:
-        the passes of :func:`_choose` weigh many slicings more than once)."""
+        """``(peak, excess)``: the most held at once, and the sum of what each moment holds
+        beyond ``limit`` (remembered per slicing: the passes of :func:`_choose` weigh many
+        slicings more than once; those of one value per slice of each index under the live
+        bound also shared with the search's ranking, :func:`einc.planner.memory.shared_peaks`)."""
         key = (frozenset(chunks.items()), limit)
         found = self._peaks.get(key)
         if found is None:
-            found = self._peaks[key] = self._peak(chunks, limit)
+            shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
+            found = shared.get(frozenset(chunks)) if shared is not None else None
+            if found is None:
+                moments = self._moments(chunks, math.inf)
+                found = (max((total for total, _ in moments), default=0),
+                         sum(total - limit for total, _ in moments if total > limit))
+                if shared is not None:
+                    shared[frozenset(chunks)] = found
+            self._peaks[key] = found
         return found
 
-    def _peak(self, chunks, limit):
-        moments = self._moments(chunks, limit)
-        over = [(total, alive) for total, alive in moments if total > limit]
-        return (max((total for total, _ in moments), default=0), sum(total - limit for total, _ in over),
-                {v for _, alive in over for v in alive})
+    def _shared(self, limit) -> dict:
+        graph = self.base.graph
+        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+
+    def behind(self, chunks, limit) -> set:
+        """The values behind the moments of a slice over ``limit``."""
+        return {v for total, alive in self._moments(chunks, limit) if total > limit for v in alive}
 
     def cost(self, chunks):
         """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
@@ -428,8 +453,9 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
     cannot be met: cutting stops there."""
     full = model.full
     chunks = dict.fromkeys(fixed, 1)
-    peak, excess, over = model.peak(chunks, limit)
+    peak, excess = model.peak(chunks, limit)
     while peak > limit:
+        over = model.behind(chunks, limit)
         candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
         if not candidates:
             break
@@ -438,6 +464,8 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
         for i in candidates:
             trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
             result = model.peak(trial, limit)
+            if rule == _BY_PEAK and best is not None and result[0] > best[0][0]:
+                continue            # (its time is weighed only where its peak is the least so far)
             t = model.cost(trial)[1]
             if rule == _BY_PEAK:
                 key = (result[0], t, i)
@@ -447,7 +475,7 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
                 key = (1, result[0], t, i)
             if best is None or key < best[0]:
                 best = key, trial, result
-        _, chunks, (peak, excess, over) = best
+        _, chunks, (peak, excess) = best
     return chunks
 
 
@@ -477,11 +505,13 @@ def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
-                bound: str = LIVE) -> Plan:
+                bound: str = LIVE, known=None) -> Plan:
     """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
     (values per slice, default 1 each): its steps are one full slice's (sizes and flops
     per slice), its flops the total over all slices.  With no sliced index it is one
-    slice of the whole contraction (:mod:`einc.distributed`)."""
+    slice of the whole contraction (:mod:`einc.distributed`).  ``known``: ``(live peak
+    unsliced, flops, steps once, steps per slice)``, remembered (:mod:`einc.planner.slicecache`)
+    for a ``base`` of no steps, its path pairwise."""
     sliced = tuple(sliced)
     chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
     width = dict(zip(sliced, chunks))
@@ -494,21 +524,27 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
                                    tuple(sizes[i] for i in keep), tuple(graph.names[i] for i in keep))
     # base's steps as a pairwise path: a step over more operands (opt_einsum's answer where no
     # path fits its limit) would be split anew for the slice's sizes, maybe otherwise
-    inner = build_plan(inner_graph, str(inner_graph), Options.of(linear_path(range(graph.num_operands), base.steps)))
+    pairs = linear_path(range(graph.num_operands), base.steps) if known is None else \
+        tuple(tuple(sorted(c)) for c in base.path)
+    inner = build_plan(inner_graph, str(inner_graph), Options.of(pairs))
     text = text_of([[i for i in t if i in new] for t in graph.inputs], [i for i in graph.output if i in new])
 
     def back(indices):
-        return tuple(keep[i] for i in indices)
-    steps = tuple(dataclasses.replace(s, inputs=tuple(back(t) for t in s.inputs), output=back(s.output),
-                                      batch=back(s.batch), summed=back(s.summed)) for s in inner.steps)
+        return tuple([keep[i] for i in indices])
+    steps = tuple([Step(s.kind, s.operands, s.result, tuple([back(t) for t in s.inputs]), back(s.output),
+                        back(s.batch), back(s.summed), s.flops, s.size) for s in inner.steps])
     live = live_peak(steps, sizes, graph.num_operands, graph.inputs, sliced, dropped)
-    unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-    flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
-    unsliced_seconds = slicecost.seconds(base.flops, len(base.steps), 0, 0)[0]
-    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), math.prod(-(-graph.sizes[i] // c) for i, c in
-                                                                             width.items()),
-                      limit, base.flops, base.largest_intermediate, inner, text, planner, live, unsliced_live,
-                      chunks, bound, flops, seconds, fixed, unsliced_seconds, once, per)
+    num = math.prod(-(-graph.sizes[i] // c) for i, c in width.items())
+    if known is None:
+        unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
+        flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+    else:
+        unsliced_live, flops, once, per = known
+        seconds, fixed = slicecost.seconds(flops, once, num, per)
+    unsliced_seconds = slicecost.seconds(base.flops, once + per, 0, 0)[0]
+    slicing = Slicing(sliced, tuple(graph.sizes[i] for i in sliced), num, limit, base.flops, base.largest_intermediate,
+                      inner, text, planner, live, unsliced_live, chunks, bound, flops, seconds, fixed, unsliced_seconds,
+                      once, per)
     if bound == INTERMEDIATE:
         fits = inner.largest_intermediate <= limit
         bounds = (f"; the limit, {limit} (memory_limit='max_input', opt_einsum's meaning), bounds each "
@@ -526,41 +562,6 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
         notes += (f"  Refused:  einsum raises MemoryLimitError: {refused}",)
     return dataclasses.replace(base, steps=steps, flops=flops, largest_intermediate=inner.largest_intermediate,
                                slicing=slicing, notes=base.notes + notes)
-
-
-def _cotengra():
-    try:
-        import cotengra
-    except ImportError:
-        raise PathError(f"einsum(): optimize='cotengra' (or a cotengra optimizer) needs cotengra, which is not "
-                        f"installed: {_INSTALL}") from None
-    return cotengra
-
-
-def _cotengra_path(graph: ContractionGraph, optimize, limit):
-    """cotengra's path and sliced indices for ``graph`` (its default hyper-optimizer for
-    the name ``"cotengra"``, sliced to ``limit`` by cotengra)."""
-    ctg = _cotengra()
-    if graph.num_operands == 1:
-        return ((0,),), ()
-    # one-character labels: cotengra hands them to cotengrust (where installed), which takes no others
-    symbol = opt_einsum.get_symbol
-    inputs = [tuple(symbol(i) for i in t) for t in graph.inputs]
-    output = tuple(symbol(i) for i in graph.output)
-    size_dict = {symbol(i): s for i, s in enumerate(graph.sizes)}
-    if isinstance(optimize, str):
-        optimize = ctg.HyperOptimizer(methods=["greedy"], max_repeats=32, minimize="flops", parallel=False,
-                                      progbar=False, reconf_opts=None,
-                                      slicing_opts={"target_size": limit} if limit is not None else None)
-    if hasattr(optimize, "search"):
-        tree = optimize.search(inputs, output, size_dict)
-    else:
-        tree = ctg.ContractionTree.from_path(inputs, output, size_dict, path=optimize(inputs, output, size_dict))
-    if limit is not None and tree.max_size() > limit:
-        tree = tree.slice(target_size=limit)
-    path = tuple(tuple(int(i) for i in c) for c in tree.get_path())
-    index = {symbol(i): i for i in range(len(graph.sizes))}
-    return path, tuple(index[i] for i in tree.sliced_inds)
 
 
 def compared(theirs: Plan, options: Options) -> Plan:

@@ -257,3 +257,63 @@ def test_the_step_memo_tells_apart_steps_differing_in_one_field(first, second, p
     assert O.features(*_net(first), path, memo) == O.features(*_net(first), path)
     whole = (*path, (0, 1)) if second.count(",") == 2 else path
     assert O.features(*_net(second), whole, memo) == O.features(*_net(second), whole)
+
+
+def test_paths_ranked_as_sliced_stop_where_their_bound_passes_the_fastest(monkeypatch):
+    # the choice of slicing every path to its end, with fewer live-memory passes: the slicing
+    # of a path that slices poorly (left to right) stops once its slices' steps alone cost
+    # more than the fastest slicing found, and its bound is truly under what it would reach
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    limit, out = 256, frozenset()
+    chain = tuple((0, 1) for _ in range(len(inputs) - 1))
+    paths = [chain, S._greedy(inputs, out, sizes, None), S.search(inputs, out, sizes, None)[0]]
+    from einc.planner import memory
+    monkeypatch.setattr(memory, "_shared", lambda key: {})      # each slicing weighs its moments anew
+    full = [O.sliced_seconds(inputs, out, sizes, p, limit) for p in paths]
+    assert not any(over for over, _ in full) and full[0][1] > 10 * min(s for _, s in full)
+    passes = []
+    real = O.peak_and_excess
+    monkeypatch.setattr(O, "peak_and_excess", lambda *a, **k: passes.append(1) or real(*a, **k))
+    assert O.least_sliced(paths, inputs, out, sizes, limit) == paths[min(range(3), key=lambda k: full[k])]
+    ranked = len(passes)
+    passes.clear()
+    for p in paths:
+        O.sliced_seconds(inputs, out, sizes, p, limit)
+    assert ranked < len(passes)
+    turns = O._slicing(inputs, out, sizes, chain, limit)
+    bounds = []
+    while True:
+        try:
+            bounds.append(next(turns))
+        except StopIteration:
+            break
+    assert bounds == sorted(bounds) and bounds[-1] <= full[0][1]
+
+
+def test_the_slicer_weighs_again_none_of_the_slicings_the_search_ranked(monkeypatch):
+    # the search ranks its paths as sliced (one value per slice) and the slicer then slices
+    # two of them over many of the same slicings: those moments are weighed once, and the
+    # plan is the one of weighing them all again
+    from einc.planner import memory, pathcache, plan_for, slicing
+    from einc.planner.options import Options
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)      # nothing remembered: both plans search
+    passes = []
+    real = slicing._Model._moments
+
+    def moments(self, chunks, over):
+        passes.append(chunks)
+        return real(self, chunks, over)
+    monkeypatch.setattr(slicing._Model, "_moments", moments)
+    getattr(getattr(memory, "_shared", None), "cache_clear", lambda: None)()
+    shared = plan_for(eq, shapes, Options.of("auto", 256, None))
+    weighed = len(passes)
+    passes.clear()
+    monkeypatch.setattr(memory, "_shared", lambda key: {}, raising=False)
+    alone = plan_for(eq, shapes, Options.of("auto", 256, None))
+    assert shared.slicing is not None and shared.slicing.live <= 256
+    assert (shared.path, shared.steps, shared.slicing) == (alone.path, alone.steps, alone.slicing)
+    assert weighed < len(passes)

@@ -281,3 +281,20 @@ def test_a_graph_numbers_its_indices_in_order_of_appearance(eq, shapes, inputs, 
     and an ellipsis's dimensions are numbered from the widest's left."""
     g = build(parse(eq), shapes)
     assert (g.inputs, g.output, g.sizes, g.names) == (inputs, output, sizes, names)
+
+
+
+def test_the_slicers_cut_by_peak_times_only_the_halvings_of_the_least_peak():
+    # cutting by peak, a halving whose peak is above the least found so far is not taken
+    # whatever its time: fewer halvings are timed than weighed, and the cut meets the limit
+    from einc.planner import slicing
+    inputs = ["ab", "bc", "cd", "de", "ea", "af", "fg", "gh", "hb", "ci", "ij", "jd"]
+    p = plan_for(",".join(inputs) + "->", [(4, 4)] * len(inputs), Options.of("greedy"))
+    model = slicing._Model(p, "live")
+    weighed, timed = [], []
+    peak, cost = model.peak, model.cost
+    model.peak = lambda chunks, limit: weighed.append(dict(chunks)) or peak(chunks, limit)
+    model.cost = lambda chunks: timed.append(dict(chunks)) or cost(chunks)
+    chunks = slicing._cut(model, 64, (), slicing._BY_PEAK)
+    assert peak(chunks, 64)[0] <= 64 < peak({}, 64)[0]
+    assert len(timed) < len(weighed)

@@ -81,12 +81,13 @@ def _entry(cache_dir):
 
 def _same(a, b):
     assert a.path == b.path and a.steps == b.steps and a.flops == b.flops
-    assert (a.slicing.indices, a.slicing.chunks, a.slicing.num_slices, a.slicing.live, a.slicing.seconds) == \
-        (b.slicing.indices, b.slicing.chunks, b.slicing.num_slices, b.slicing.live, b.slicing.seconds)
+    assert (a.naive_flops, a.largest_intermediate, a.optimizer) == (b.naive_flops, b.largest_intermediate, b.optimizer)
+    assert a.slicing == b.slicing           # every figure, the slice's plan among them
+    assert a.notes[1:] == b.notes[1:]       # (the first, the search's line, says it was remembered)
 
 
 @pytest.mark.parametrize("network", ["circuit", "grid"])
-def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, network):
+def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, network, monkeypatch):
     if network == "circuit":
         eq, ops, subs = _circuit()
         limit = LIMIT
@@ -107,8 +108,14 @@ def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, n
     assert record["version"].startswith(pathcache.VERSION) and pathcache.VERSION == "einc-paths-2"
     chooses.clear()
     einc.cache_clear()
+    built, read = [], []
+    real, load = slicing.build_plan, pathcache.load
+    monkeypatch.setattr(slicing, "build_plan", lambda graph, *a: built.append(graph) or real(graph, *a))
+    monkeypatch.setattr(pathcache, "load", lambda *a: read.append(a[0]) or load(*a))
     again = _plan(eq, ops, limit)
     assert not chooses                                  # read, not chosen
+    assert len(built) == 1 and built[0] != again.graph  # and only the slice's plan built, not the path's
+    assert read == [file.stem]                          # from one read of the entry: path, report and slicing
     _same(found, again)
     assert "remembered (einc.planner.pathcache)" in again.notes[0]
     assert torch.equal(einc.einsum(eq, *ops, memory_limit=limit), out)          # the same bits
@@ -125,14 +132,37 @@ def test_a_slicing_of_the_unlimited_path_is_read_too(cache_dir, chooses):
     assert list(map(list, unlimited.path)) != record["slicings"]["live"]["path"]
     chunks = slicing._choose(slicing._Model(unlimited, "live"), LIMIT, ())
     theirs = slicing.sliced_plan(graph, eq, unlimited, tuple(chunks), LIMIT, "einc", tuple(chunks.values()))
+    s = theirs.slicing
     file.write_text(json.dumps(dict(record, slicings={"live": dict(
         record["slicings"]["live"], base="unlimited", path=list(map(list, unlimited.path)), indices=list(chunks),
-        chunks=list(chunks.values()))})))
+        chunks=list(chunks.values()), figures=[s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops,
+                                               s.once_steps, s.slice_steps])})))
     chooses.clear()
     again = _plan(eq, ops)
     assert not chooses
     _same(theirs, again)
 
+
+
+def test_a_slicing_of_a_path_with_a_step_over_three_operands_is_read_too(cache_dir, chooses):
+    # the path's last two steps taken as one of three operands (opt_einsum's answer where no
+    # pair fits its limit): its plan runs them pairwise, and its slicing is read, not chosen
+    eq, ops, _ = _circuit()
+    _plan(eq, ops)
+    file, record = _entry(cache_dir)
+    graph = build(parse(eq), [tuple(o.shape) for o in ops])
+    path = tuple(map(tuple, record["path"][:-2])) + ((0, 1, 2),)
+    base = slicing.build_plan(graph, eq, Options.of(path))
+    chunks = slicing._choose(slicing._Model(base, "live"), LIMIT, ())
+    theirs = slicing.sliced_plan(graph, eq, base, tuple(chunks), LIMIT, "einc", tuple(chunks.values()))
+    s = theirs.slicing
+    file.write_text(json.dumps(dict(record, path=list(map(list, path)), slicings={"live": dict(
+        record["slicings"]["live"], path=list(map(list, path)), indices=list(chunks), chunks=list(chunks.values()),
+        figures=[s.unsliced_flops, s.unsliced_largest, s.unsliced_live, s.flops, s.once_steps, s.slice_steps])})))
+    chooses.clear()
+    again = _plan(eq, ops)
+    assert not chooses and again.path == path
+    assert (again.steps, again.flops, again.slicing) == (theirs.steps, theirs.flops, theirs.slicing)
 
 def _damage(kind, record, graph):
     s = dict(record["slicings"]["live"])
@@ -165,6 +195,10 @@ def _damage(kind, record, graph):
         s["slicer"] = "einc-slicer-0"
     elif kind == "breaks the limit":
         s["indices"], s["chunks"] = s["indices"][:1], [1]
+    elif kind == "float figure":
+        s["figures"] = [1.5] + s["figures"][1:]
+    elif kind == "no figures":
+        del s["figures"]
     elif kind == "not a dict":
         return dict(record, slicings={"live": [s]})
     return dict(record, slicings={"live": s})
@@ -172,7 +206,7 @@ def _damage(kind, record, graph):
 
 DAMAGES = ["unknown index", "negative index", "bool index", "repeated index", "whole chunk", "zero chunk",
            "float chunk", "short chunks", "no index", "other base", "other path", "bad path", "other slicer",
-           "breaks the limit", "not a dict"]
+           "breaks the limit", "float figure", "no figures", "not a dict"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
