@@ -5,6 +5,7 @@ results, gradients (first and second order) and forward-mode tangents stay torch
 
 import pytest
 import torch
+from autograd_graph import grad_fns, leaves
 
 import einc
 from einc.runtime import torch_executor as tx
@@ -37,25 +38,9 @@ CASES = [
 IDS = [e for e, _ in CASES]
 
 
-def _inputs(shapes, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, dtype=D, generator=g).requires_grad_() for s in shapes]
-
-
-def _grad_fns(t):
-    seen, todo = set(), [t.grad_fn]
-    while todo:
-        f = todo.pop()
-        if f is None or f in seen:
-            continue
-        seen.add(f)
-        todo.extend(n for n, _ in f.next_functions)
-    return {f.name() for f in seen}
-
-
 @pytest.mark.parametrize("equation,shapes", CASES, ids=IDS)
 def test_output_and_gradients_match_torch(equation, shapes):
-    ops = _inputs(shapes, seed=1)
+    ops = leaves(shapes, seed=1)
     out = einc.einsum(equation, *ops)
     ref = torch.einsum(equation, *ops)
     assert out.is_contiguous() and all(out.data_ptr() != o.data_ptr() for o in ops)
@@ -67,7 +52,7 @@ def test_output_and_gradients_match_torch(equation, shapes):
 
 @pytest.mark.parametrize("equation,shapes", CASES, ids=IDS)
 def test_gradcheck_and_gradgradcheck(equation, shapes):
-    ops = _inputs(shapes, seed=2)
+    ops = leaves(shapes, seed=2)
     f = lambda *x: einc.einsum(equation, *x)  # noqa: E731
     assert torch.autograd.gradcheck(f, ops)
     assert torch.autograd.gradgradcheck(f, ops)
@@ -78,11 +63,11 @@ def test_relayout_only_where_the_gradient_is_strided_matrices():
     that do not merge: the reshape's backward copies once anyway) and ``ibk`` (row-major
     matrices, read as they are) keep torch's own."""
     for equation, shapes in CASES[:2]:
-        assert "_RelayoutBackward" in _grad_fns(einc.einsum(equation, *_inputs(shapes))), equation
+        assert "_RelayoutBackward" in grad_fns(einc.einsum(equation, *leaves(shapes))), equation
     for equation, shapes in CASES[2:4]:
-        assert "_RelayoutBackward" not in _grad_fns(einc.einsum(equation, *_inputs(shapes))), equation
+        assert "_RelayoutBackward" not in grad_fns(einc.einsum(equation, *leaves(shapes))), equation
     with torch.no_grad():                     # no gradient: the plain copy, no Function
-        assert einc.einsum(*CASES[0][:1], *_inputs(CASES[0][1])).grad_fn is None
+        assert einc.einsum(*CASES[0][:1], *leaves(CASES[0][1])).grad_fn is None
 
 
 def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
@@ -99,7 +84,7 @@ def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
         g = torch.Generator().manual_seed(4)
         ops = [torch.randn(s, dtype=dtype, generator=g).requires_grad_() for s in shapes]
         out = einc.einsum(eq, *ops)
-        assert ("_RelayoutBackward" in _grad_fns(out)) == relayout, (shapes, dtype)
+        assert ("_RelayoutBackward" in grad_fns(out)) == relayout, (shapes, dtype)
         gout = torch.randn(out.shape, dtype=dtype, generator=g)
         for x, y in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(eq, *ops), ops, gout)):
             torch.testing.assert_close(x, y)
@@ -153,7 +138,7 @@ def test_operand_with_batch_innermost_is_copied_once_where_a_gradient_is_taken()
 
 def test_forward_mode_through_relayout():
     import torch.autograd.forward_ad as fwAD
-    a, b = _inputs([(3, 2, 2, 4), (5, 2, 2, 4)], seed=3)
+    a, b = leaves([(3, 2, 2, 4), (5, 2, 2, 4)], seed=3)
     ta = torch.randn(3, 2, 2, 4, dtype=D)
     with fwAD.dual_level():
         out = einc.einsum("ibnd,jbnd->ijbn", fwAD.make_dual(a, ta), b)
@@ -162,7 +147,7 @@ def test_forward_mode_through_relayout():
 
 
 def test_vmap_and_grad_of_relayout_equations():
-    a, b = (t.detach() for t in _inputs([(4, 3, 2), (5, 3, 2)], seed=4))
+    a, b = (t.detach() for t in leaves([(4, 3, 2), (5, 3, 2)], seed=4))
     batched = torch.func.vmap(lambda x: einc.einsum("ikc,jkc->ijc", x, b))(torch.stack([a, 2 * a]))
     torch.testing.assert_close(batched[1], 2 * torch.einsum("ikc,jkc->ijc", a, b))
     ga = torch.func.grad(lambda x: einc.einsum("ikc,jkc->ijc", x, b).pow(2).sum())(a)
@@ -195,7 +180,7 @@ def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
     monkeypatch.setattr(ttgt, "pick",
                         lambda found: used.append(min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
                         or used[-1])
-    ops = _inputs(shapes, seed=5)
+    ops = leaves(shapes, seed=5)
     out = einc.einsum(equation, *ops)
     assert any(lay.broadcast for lay in used)
     ref = torch.einsum(equation, *ops)
@@ -218,7 +203,7 @@ def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
     real = tx._stack_copy
     monkeypatch.setattr(tx, "_stack_copy", lambda *a: (lambda f: lambda x: copies.append(1) or f(x))(real(*a)))
     einc.cache_clear()
-    a, b = _inputs([(4, 3, 2), (5, 3, 2)], seed=6)
+    a, b = leaves([(4, 3, 2), (5, 3, 2)], seed=6)
     with torch.no_grad():
         out = einc.einsum("ikc,jkc->ijc", a, b)
     assert not copies and out.grad_fn is None
@@ -237,7 +222,7 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     monkeypatch.setattr(tx, "_stack_copy", lambda *a: made.append("stack") or real_stack(*a))
     monkeypatch.setattr(tx, "_matmul", lambda *a: made.append("matmul") or real_matmul(*a))
     einc.cache_clear()
-    a, b = _inputs([(4, 3, 2), (5, 3, 2)], seed=7)
+    a, b = leaves([(4, 3, 2), (5, 3, 2)], seed=7)
     with torch.no_grad():
         out = einc.einsum("ikc,jkc->ijc", a, b)
     assert made == ["matmul"]                       # the forward's product only
@@ -254,7 +239,7 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     monkeypatch.setattr(ttgt, "SMALL", 0)
     monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
     made.clear()
-    a, b = _inputs([(4, 3), (2, 4, 3, 2)], seed=8)
+    a, b = leaves([(4, 3), (2, 4, 3, 2)], seed=8)
     with torch.no_grad():
         einc.einsum("qQ,Pqrs->QPrs", a, b)
     assert made.count("matmul") == 1

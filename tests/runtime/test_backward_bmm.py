@@ -5,6 +5,7 @@ results, gradients (first and second order), tangents and transforms equal torch
 
 import pytest
 import torch
+from autograd_graph import grad_fns, leaves
 
 import einc
 from einc.runtime import torch_executor as tx
@@ -33,22 +34,6 @@ def small(monkeypatch):
     monkeypatch.setattr(backward, "VIEWS", 0)
 
 
-def _inputs(shapes, seed=0, dtype=D):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, dtype=dtype, generator=g).requires_grad_() for s in shapes]
-
-
-def _grad_fns(t):
-    seen, todo = set(), [t.grad_fn]
-    while todo:
-        f = todo.pop()
-        if f is None or f in seen:
-            continue
-        seen.add(f)
-        todo.extend(n for n, _ in f.next_functions)
-    return {f.name() for f in seen}
-
-
 def test_decision():
     """NTN's layout, ``(c, a) @ (a, (b, d))``: ``mm``'s backward makes ``((b, d), c) x (c, a)``
     with ``(b, d)`` along the rows of its left operand and ``a`` = 16; ``bmm``'s reads ``(a, c) x
@@ -68,9 +53,9 @@ def test_decision():
 def test_ntn_backward_runs_bmm_where_a_gradient_is_taken():
     """Before, autograd recorded ``mm``, whose backward made the operand ``(b, d, a)``'s
     gradient as ``((b, d), c) x (c, a)`` with the left operand transposed."""
-    a, b = _inputs([(256, 1, 4, 16), (1, 500, 16)], seed=1, dtype=torch.float32)
+    a, b = leaves([(256, 1, 4, 16), (1, 500, 16)], seed=1, dtype=torch.float32)
     out = einc.einsum(NTN, a, b)
-    names = _grad_fns(out)
+    names = grad_fns(out)
     assert "BmmBackward0" in names and "MmBackward0" not in names
     g = torch.randn(out.shape)
     got = torch.autograd.grad(out, (a, b), g)
@@ -85,12 +70,12 @@ def test_ntn_backward_runs_bmm_where_a_gradient_is_taken():
 @pytest.mark.parametrize("transposed", [False, True])
 def test_short_side_results_gradients_and_second_order(transposed, small):
     eq, shapes = SHORT
-    a, b = _inputs(shapes, seed=2)
+    a, b = leaves(shapes, seed=2)
     if transposed:      # operands as transposed views: results and gradients stay torch's
         a = a.detach().t().contiguous().t().requires_grad_()
         b = b.detach().t().contiguous().t().requires_grad_()
     out = einc.einsum(eq, a, b)
-    assert "BmmBackward0" in _grad_fns(out)
+    assert "BmmBackward0" in grad_fns(out)
     assert out.is_contiguous()
     torch.testing.assert_close(out, torch.einsum(eq, a, b))
     g = torch.randn(out.shape, dtype=D)
@@ -103,9 +88,9 @@ def test_short_side_results_gradients_and_second_order(transposed, small):
 
 def test_complex_gradients(small):
     eq, shapes = SHORT
-    a, b = _inputs(shapes, seed=3, dtype=torch.complex128)
+    a, b = leaves(shapes, seed=3, dtype=torch.complex128)
     out = einc.einsum(eq, a, b)
-    assert "BmmBackward0" in _grad_fns(out)
+    assert "BmmBackward0" in grad_fns(out)
     g = torch.randn(out.shape, dtype=torch.complex128)
     for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(torch.einsum(eq, a, b), (a, b), g)):
         torch.testing.assert_close(x, y)
@@ -113,7 +98,7 @@ def test_complex_gradients(small):
 
 def test_size_zero_and_one_take_mm(small):
     for shapes in ([(0, 8), (40, 8)], [(1, 8), (40, 8)], [(30, 8), (1, 8)]):
-        a, b = _inputs(shapes, seed=4)
+        a, b = leaves(shapes, seed=4)
         out = einc.einsum(SHORT[0], a, b)
         torch.testing.assert_close(out, torch.einsum(SHORT[0], a, b))
         g = torch.randn(out.shape, dtype=D)
@@ -126,7 +111,7 @@ def test_size_zero_and_one_take_mm(small):
 def test_forward_mode_and_transforms(small):
     import torch.autograd.forward_ad as fwAD
     eq, shapes = SHORT
-    a, b = (t.detach() for t in _inputs(shapes, seed=5))
+    a, b = (t.detach() for t in leaves(shapes, seed=5))
     ta = torch.randn(a.shape, dtype=D)
     with fwAD.dual_level():
         tangent = fwAD.unpack_dual(einc.einsum(eq, fwAD.make_dual(a, ta), b)).tangent
@@ -143,7 +128,7 @@ def test_no_grad_keeps_mm(monkeypatch, small):
     ran = []
     real = tx._bmm_of_one
     monkeypatch.setattr(tx, "_bmm_of_one", lambda a, b: ran.append(1) or real(a, b))
-    a, b = _inputs(SHORT[1], seed=6)
+    a, b = leaves(SHORT[1], seed=6)
     with torch.no_grad():
         einc.einsum(SHORT[0], a, b)
     assert not ran
