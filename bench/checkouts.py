@@ -16,14 +16,23 @@ import tempfile
 from pathlib import Path
 
 
+def child(script: Path, root: Path, args, cache, **env) -> dict:
+    """The JSON object ``script *args`` prints on its last line, run from ``root`` with einc
+    from there and ``cache`` as its cache folder; bytecode is written, so that a later
+    process does not compile einc's modules again inside what it times."""
+    environ = dict(os.environ, PYTHONPATH=str(root), EINC_CACHE_DIR=str(cache), **env)
+    environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run([sys.executable, str(script), *map(str, args)], env=environ, cwd=root,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def one_round(script: Path, root: Path, arg, **env) -> dict:
     """The figures ``script --one arg`` prints, run from ``root`` with einc from there."""
     with tempfile.TemporaryDirectory() as cache:
-        done = subprocess.run([sys.executable, str(script), "--one", str(arg)],
-                              env=dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1",
-                                       EINC_CACHE_DIR=cache, **env),
-                              cwd=root, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return child(script, root, ("--one", arg), cache, OMP_NUM_THREADS="1", **env)
 
 
 def rounds(script: Path, roots, count: int, arg, **env) -> dict:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,13 +60,8 @@ def child(name: str, again: int) -> dict:
 
 
 def _run(name: str, cache: Path, again: int = 0) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), EINC_CACHE_DIR=str(cache))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run([sys.executable, __file__, "--child", name, "--again", str(again)], capture_output=True,
-                         text=True, env=env, cwd=ROOT)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from checkouts import child
+    return child(Path(__file__), ROOT, ("--child", name, "--again", again), cache)
 
 
 def main(argv=None) -> None:

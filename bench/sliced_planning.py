@@ -33,7 +33,6 @@ import os
 import re
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -104,13 +103,8 @@ def child(name, again: int) -> dict:
 
 
 def _run(checkout, name, cache, again=0) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(checkout), EINC_CACHE_DIR=str(cache))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run([sys.executable, __file__, "--child", name, "--again", str(again)], capture_output=True,
-                         text=True, env=env, cwd=checkout)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from checkouts import child
+    return child(Path(__file__), checkout, ("--child", name, "--again", again), cache)
 
 
 def main(argv=None) -> None:
