@@ -309,10 +309,9 @@ def resized(plan: Plan, sizes) -> Plan:
     steps = tuple([Step(s.kind, s.operands, s.result, s.inputs, s.output, s.batch, s.summed,
                         flop_count(dict.fromkeys(i for t in s.inputs for i in t), bool(s.summed), len(s.inputs), sizes),
                         math.prod([sizes[i] for i in s.output])) for s in plan.steps])
-    all_indices = {i for t in g.inputs for i in t}
-    naive = flop_count(all_indices, bool(all_indices - set(g.output)), g.num_operands, sizes)
-    return Plan(ContractionGraph(g.inputs, g.output, sizes, g.names), plan.equation, plan.optimizer, plan.path, steps,
-                naive, sum(s.flops for s in steps), max(s.size for s in steps), notes=plan.notes)
+    graph = ContractionGraph(g.inputs, g.output, sizes, g.names)
+    return Plan(graph, plan.equation, plan.optimizer, plan.path, steps, naive_flops(graph), sum(s.flops for s in steps),
+                max(s.size for s in steps), notes=plan.notes)
 
 
 def _follows(term, order) -> bool:
