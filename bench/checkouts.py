@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,3 +44,22 @@ def rounds(script: Path, roots, count: int, arg, **env) -> dict:
         for root in roots if k % 2 == 0 else roots[::-1]:
             found[root].append(one_round(script, root, arg, **env))
     return found
+
+
+def table(rows: dict, roots, first: str, cell=lambda key, m: f"{m * 1e6:.0f}", paired=lambda key: True) -> list:
+    """Markdown lines of :func:`rounds`' ``rows``: per figure, its median under each root
+    (``cell(key, median)``) and, with two roots, the median of the paired per-round ratios
+    of the first over the second with its 95 % interval, where ``paired(key)``."""
+    from einc.tools.benchmark.timing import Timing, ratio_interval
+    two = len(roots) > 1
+    tail = " | this / other (95 % interval) |" if two else " |"
+    lines = [f"| {first} | " + " | ".join(str(r) for r in roots) + tail, "|---" * (len(roots) + 1 + two) + "|"]
+    for key in rows[roots[0]][0]:
+        cells = [cell(key, statistics.median(x[key] for x in rows[r])) for r in roots]
+        if two:
+            cells.append("{:.3f} ({:.3f}-{:.3f})".format(*ratio_interval(
+                Timing(0, 0, [x[key] for x in rows[roots[0]]]), Timing(0, 0, [y[key] for y in rows[roots[1]]])))
+                if paired(key) else "")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines
+

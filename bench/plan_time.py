@@ -103,12 +103,6 @@ def one_round(calls: int) -> dict:
     return out
 
 
-def _interval(this, other):
-    """The median of the paired per-round ratios ``this / other`` and its 95 % interval."""
-    from einc.tools.benchmark.timing import Timing, ratio_interval
-    return ratio_interval(Timing(0, 0, this), Timing(0, 0, other))
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
@@ -120,22 +114,12 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path.cwd()))
         print(json.dumps(one_round(a.one)))
         return 0
-    from checkouts import rounds
+    from checkouts import rounds, table
     roots = [ROOT] + ([a.against.resolve()] if a.against else [])
     rows = rounds(ROOT / "bench" / "plan_time.py", roots, a.rounds, a.calls, EINC_NEW_SHAPES="plan")
     print(f"{a.rounds} rounds, {a.calls} new shapes a round, 1 thread; shared machine")
-    tail = " | this / other (95 % interval) |" if a.against else " |"
-    print("| measure | " + " | ".join(str(r) for r in roots) + tail)
-    print("|---" * (len(roots) + 1 + bool(a.against)) + "|")
-    for key in rows[ROOT][0]:
-        med = [statistics.median(x[key] for x in rows[r]) for r in roots]
-        cells = [f"{m:.3f}" if "share" in key else f"{m * 1e6:.0f} us" for m in med]
-        if a.against and "share" not in key:
-            mid, lo, hi = _interval([x[key] for x in rows[ROOT]], [y[key] for y in rows[roots[1]]])
-            cells.append(f"{mid:.3f} ({lo:.3f}-{hi:.3f})")
-        elif a.against:
-            cells.append("")
-        print(f"| {key} | " + " | ".join(cells) + " |")
+    print("\n".join(table(rows, roots, "measure", lambda key, m: f"{m:.3f}" if "share" in key else f"{m * 1e6:.0f} us",
+                           lambda key: "share" not in key)))
     return 0
 
 

@@ -105,22 +105,11 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path.cwd()))
         print(json.dumps(one_round(a.one)))
         return 0
-    from checkouts import rounds
-
-    from einc.tools.benchmark.timing import Timing, ratio_interval
+    from checkouts import rounds, table
     roots = [ROOT] + ([a.against.resolve()] if a.against else [])
     rows = rounds(ROOT / "bench" / "small_plans.py", roots, a.rounds, a.repeat)
     print(f"{a.rounds} rounds, {a.repeat} repeats a round, thread CPU time, 1 thread; shared machine")
-    tail = " | this / other (95 % interval) |" if a.against else " |"
-    print("| measure, us | " + " | ".join(str(r) for r in roots) + tail)
-    print("|---" * (len(roots) + 1 + bool(a.against)) + "|")
-    for key in rows[ROOT][0]:
-        cells = [f"{statistics.median(x[key] for x in rows[r]) * 1e6:.0f}" for r in roots]
-        if a.against:
-            mid, lo, hi = ratio_interval(Timing(0, 0, [x[key] for x in rows[ROOT]]),
-                                         Timing(0, 0, [y[key] for y in rows[roots[1]]]))
-            cells.append(f"{mid:.3f} ({lo:.3f}-{hi:.3f})")
-        print(f"| {key} | " + " | ".join(cells) + " |")
+    print("\n".join(table(rows, roots, "measure, us")))
     return 0
 
 
