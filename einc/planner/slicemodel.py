@@ -11,6 +11,7 @@ from .memory import _lives, below_steps, hoisting, shared_peaks
 from .plan import Plan, flop_count
 
 LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
+COST_PASS = 0.2     # a slicing's cost (a sum over the steps) weighed as this share of a live-memory pass
 
 
 class _Model:
@@ -18,8 +19,9 @@ class _Model:
     slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
     of a call (:meth:`cost`, :mod:`einc.planner.slicecost`)."""
 
-    def __init__(self, base: Plan, bound: str, adds: bool = True):
+    def __init__(self, base: Plan, bound: str, adds: bool = True, count=None):
         self.base, self.bound, self.adds = base, bound, adds
+        self.count = [0] if count is None else count   # live-memory passes: a peak or cost weighed, the moments behind
         self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
         self.inputs = base.graph.inputs
         self.seen = [frozenset().union(*step.inputs) for step in self.steps]
@@ -38,7 +40,7 @@ class _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
         the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
         may steer away from a cheaper mix of summed and kept indices."""
-        other = _Model(self.base, self.bound, adds=False)
+        other = _Model(self.base, self.bound, adds=False, count=self.count)
         other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
         return other
 
@@ -65,6 +67,7 @@ class _Model:
         key = (frozenset(chunks.items()), limit)
         found = self._peaks.get(key)
         if found is None:
+            self.count[0] += 1      # (counted whether or not the search weighed it: the same count either way)
             shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
             found = shared.get(frozenset(chunks)) if shared is not None else None
             if found is None:
@@ -82,6 +85,7 @@ class _Model:
 
     def behind(self, chunks, limit) -> set:
         """The values behind the moments of a slice over ``limit``."""
+        self.count[0] += 1
         return {v for total, alive in self._moments(chunks, limit) if total > limit for v in alive}
 
     def cost(self, chunks):
@@ -91,6 +95,7 @@ class _Model:
         key = frozenset(chunks.items())
         found = self._costs.get(key)
         if found is None:
+            self.count[0] += COST_PASS
             found = self._costs[key] = self._cost(chunks)
         return found
 
@@ -115,4 +120,4 @@ class _Model:
         return flops, total, fixed, once, per
 
 
-__all__ = ["INTERMEDIATE", "LIVE"]
+__all__ = ["COST_PASS", "INTERMEDIATE", "LIVE"]

@@ -43,8 +43,9 @@ Who chooses what to slice:
   that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
   cost per step of a slice) kept; the faster of the two paths wins.  Past 16 operands,
-  with einc's default search, that choice is kept on disk beside the search's path and
-  read back by the next process (:mod:`einc.planner.slicecache`).
+  with einc's default search, the slicer has its share of the search's budget
+  (:mod:`einc.planner.slicebudget`), and its choice is kept on disk beside the search's
+  path and read back by the next process (:mod:`einc.planner.slicecache`).
 
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own
@@ -155,6 +156,8 @@ def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
     return memory_limit                 # (checked by Options: None, or at least 1)
 
 
+
+
 def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     """The plan for ``graph``: :func:`~einc.planner.plan.build_plan`'s where no limit applies and
     cotengra is not asked, else a plan sliced as needed (see the module docstring)."""
@@ -197,16 +200,30 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
-    best, t0 = None, time.perf_counter()
+    best, t0, weighed = None, time.perf_counter(), 0
+    share = _share(graph, candidates[0]) if remembers else None       # (with einc's search: its budget's)
     for base in candidates:
-        chunks = _choose(_Model(base, bound), limit, ())
+        if share is not None and best is not None and not share.afford():
+            break
+        chunks = _choose(_Model(base, bound, count=share.count if share is not None else None), limit, (), share)
         p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+        weighed += 1
         key = (_peak(p) > limit, p.slicing.seconds, p.flops)
         if best is None or key < best[0]:
             best = key, p
     if remembers and _peak(best[1]) <= limit:
         _remember(graph, limit, bound, best[1], within, time.perf_counter() - t0)
+    if share is not None:
+        return dataclasses.replace(best[1], notes=best[1].notes + (share.text(len(candidates), weighed, _RULES),))
     return best[1]
+
+
+def _share(graph, base: Plan):
+    """The slicer's share of the budget of planning ``graph`` under a limit
+    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps."""
+    from . import search, slicebudget  # (only where einc's search runs)
+    budget = search.sliced_budget(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
+    return slicebudget.Slicer(budget, len(base.steps))
 
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
@@ -229,7 +246,10 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
         base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
                                           notes=notes), None
     p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
-    return p if _peak(p) <= limit else None
+    if _peak(p) > limit:
+        return None
+    return dataclasses.replace(p, notes=p.notes + ("Slicer: remembered, the slicing an earlier plan chose "
+                                                   "(einc.planner.slicecache)",))
 
 
 def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float) -> None:
@@ -317,16 +337,27 @@ def _larger_chunks(d: int, c: int) -> list[int]:
     return sorted(set(out))
 
 
-def _choose(model: _Model, limit: int, fixed=()) -> dict[int, int]:
+_RULES = 4         # the cuts _choose makes: two rules, each by two guides
+
+
+def _choose(model: _Model, limit: int, fixed=(), share=None) -> dict[int, int]:
     """einc's rule: the slicing of ``model``'s plan, ``{index: values per slice}``, that
     meets ``limit`` at the least estimated cost.  Greedy cuts (:func:`_cut`) by two rules,
     each guided by the model and by the model without the adds into the accumulator (they
     may steer the first cuts away from summed indices and miss a cheaper mix), each
     widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
-    ``fixed`` indices (cotengra's) stay sliced one value at a time."""
+    ``fixed`` indices (cotengra's) stay sliced one value at a time.  ``share``
+    (:class:`einc.planner.slicebudget.Slicer`), where given, is asked between the cuts
+    whether another is afforded: the first always runs."""
     best = None
     guides = (model, model.without_adds())
-    for guide, rule in itertools.product(guides, (_BY_COST, _BY_PEAK)):
+    # (the cuts by peak first: on the networks of bench/sliced_planning.py they are the
+    # cheaper and they win; under a budget the first cut may be the only one)
+    for rule, guide in itertools.product((_BY_PEAK, _BY_COST), guides):
+        if share is not None and best is not None and not share.afford():
+            break
+        if share is not None:
+            share.rules += 1
         chunks = _widen(model, limit, _cut(guide, limit, fixed, rule), fixed)
         key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
         if best is None or key < best[0]:
