@@ -95,3 +95,21 @@ def test_the_ledger_counts_marks_and_stops_at_its_guard():
     assert ledger.left(0.5) == pytest.approx(0.02) and ledger.left(0.2) == 0.0
     assert "a stage 30 ms (why)" in ledger.text()
     assert slicebudget.rounds(4096, 256) == 4 and slicebudget.rounds(100, 256) == 0
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
+def test_the_sliced_choice_is_counted_not_clocked(monkeypatch):
+    # a clock running twice as fast (a machine half as fast, or loaded) plans the same path
+    # and slicing: the stages stop on their counts, and the guard is far off
+    import time
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    limit = 1024
+    eq, shapes = _equation(inputs, sizes)
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
+    calm, _ = _planned(monkeypatch, eq, shapes, limit)
+    real = time.perf_counter
+    origin = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 2 * (real() - origin))
+    busy, _ = _planned(monkeypatch, eq, shapes, limit)
+    assert (busy.path, busy.slicing) == (calm.path, calm.slicing)
+    assert [n for n in busy.notes if "Slicer:" in n] == [n for n in calm.notes if "Slicer:" in n]
