@@ -319,13 +319,23 @@ def sliced_rows(rounds):
 
     import einc
     from bench.paths import _symbols
-    from einc.planner import objective
+    from einc.planner import search
     from einc.planner.plan import path_cache_clear
     torch.set_num_threads(1)
     cases = [("3-regular (24)", regular(24, 3, d_min=2, d_max=4, seed=6), (256, 1024)),
              ("3-regular (40)", regular(40, 3, d_min=2, d_max=4, seed=3), (1024, 4096)),
              ("lattice 6x6", lattice((6, 6), d_min=2, d_max=4, seed=2), (256, 1024))]
-    former = {"least_sliced": lambda paths, *a: tuple(map(tuple, paths[0])), "sliced_reconfigured": lambda *a: []}
+
+    def former_limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget):
+        # opt_einsum's random greedy path under the limit alone, 16 to 128 trials as half the budget affords
+        trials = max(16, min(128, int(0.5 * budget / (search.LIMITED_TRIAL_SECONDS * sum(map(len, inputs))))))
+        with search._seeded(seed):
+            found = search._linear(opt_einsum.path_random.random_greedy(
+                [set(t) for t in inputs], set(output), size_dict, memory_limit, max_repeats=trials))
+        return found, search._report("random greedy under the limit (former)", t0, trials, "", greedy,
+                                     search._predict(inputs, output, size_dict, found), inputs, output, size_dict,
+                                     found, budget)
+    former = {"_limited": former_limited}
     rows = []
     for name, made, limits in cases:
         eq, shapes = _symbols(str(made[0])), [tuple(int(d) for d in s) for s in made[1]]
@@ -337,10 +347,10 @@ def sliced_rows(rounds):
             row = {"name": name, "limit": limit}
             calls = {}
             for label in ("former", "new"):
-                saved = {k: getattr(objective, k) for k in former}
+                saved = {k: getattr(search, k) for k in former}
                 if label == "former":
                     for k, v in former.items():
-                        setattr(objective, k, v)
+                        setattr(search, k, v)
                 try:
                     os.environ["EINC_CACHE_DIR"] = tempfile.mkdtemp()
                     einc.cache_clear()
@@ -356,7 +366,7 @@ def sliced_rows(rounds):
                     continue
                 finally:
                     for k, v in saved.items():
-                        setattr(objective, k, v)
+                        setattr(search, k, v)
                 err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
                 row[f"{label} slices"] = info.slicing.num_slices if info.slicing else 1
                 row[f"{label} err"] = err

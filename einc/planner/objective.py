@@ -40,7 +40,6 @@ hyper-optimizer's trials.  Pure: no torch.
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 import random
 from collections import namedtuple
@@ -336,34 +335,42 @@ def sliced_seconds(inputs, output, sizes, path, limit: int) -> tuple[bool, float
             return done.value
 
 
-def _slicing(inputs, output, sizes, path, limit: int):
+def _slicing(inputs, output, sizes, path, limit: int, count=None):
     """:func:`sliced_seconds` turn by turn: before each, yields the least cost of the
-    slicing so far and of any it may grow to (:func:`_least_cost`); returns ``(over, seconds)``."""
+    slicing so far and of any it may grow to (:func:`_least_cost`); returns ``(over,
+    seconds)``.  ``count[0]``, where given, is raised by each live-memory pass the slicing
+    weighs (a peak asked, whether or not shared, the moments behind the peak, a cost)."""
     nodes = steps(inputs, output, path)
     inputs = [frozenset(t) for t in inputs]
     sliced: set = set()
     memo, below = {}, below_steps(nodes, inputs)      # (many slicings of one path are weighed)
     shared = shared_peaks(inputs, output, sizes, path, limit)     # (and the slicer weighs them again)
+    count = [0] if count is None else count
 
     def peak_of(cut):
+        count[0] += 1
         key = frozenset(cut)
         found = shared.get(key)
         if found is None:
             found = shared[key] = peak_and_excess(nodes, _cut(sizes, cut), len(inputs), inputs, key, limit, memo,
                                                   below)
         return found[0]
+
+    def cost_of(cut):
+        count[0] += 1
+        return _sliced_cost(nodes, inputs, output, sizes, cut)
     peak = peak_of(sliced)
     while peak > limit:
         yield _least_cost(below, sizes, sliced)
+        count[0] += 1
         behind = _behind(nodes, inputs, sizes, sliced, limit, memo, below)
         tried = sorted((peak_of(sliced | {i}), repr(i), i) for i in behind - sliced if sizes[i] > 1)
         if not tried or tried[0][0] >= peak:
             break               # nothing lowers it: the limit cannot be met on this path
         meeting = [t for t in tried if t[0] <= limit]
-        peak, _, i = min(meeting, key=lambda t: _sliced_cost(nodes, inputs, output, sizes, sliced | {t[2]})) \
-            if meeting else tried[0]
+        peak, _, i = min(meeting, key=lambda t: cost_of(sliced | {t[2]})) if meeting else tried[0]
         sliced.add(i)
-    return peak > limit, _sliced_cost(nodes, inputs, output, sizes, sliced)
+    return peak > limit, cost_of(sliced)
 
 
 def _least_cost(below, sizes, sliced) -> float:
@@ -412,46 +419,79 @@ def _sliced_cost(nodes, inputs, output, sizes, sliced):
 
 def least_sliced(paths, inputs, output, sizes, limit: int):
     """The first of ``paths`` estimated fastest once sliced to ``limit`` (:func:`sliced_seconds`;
-    one that cannot meet the limit last).  Their slicings run turn by turn, the one of
-    least bound (:func:`_least_cost`) next, until every slicing left is bound to cost more
-    than the fastest found that meets the limit: a path so stopped is slower, whatever it
-    would slice further, so the choice is the one of slicing every path to the end."""
+    one that cannot meet the limit last): :func:`ranked_sliced` with no bound on its passes."""
+    return ranked_sliced(paths, inputs, output, sizes, limit)[0]
+
+
+def ranked_sliced(paths, inputs, output, sizes, limit: int, most: float = math.inf):
+    """``(path, passes, ranked, why)``: of ``paths`` (the likeliest first), the one
+    estimated fastest once sliced to ``limit`` (:func:`sliced_seconds`; one that cannot
+    meet the limit last, ties to the first), the live-memory passes weighed, the paths
+    ranked, and why the ranking stopped.  Each path's slicing runs turn by turn and stops
+    where its bound (:func:`_least_cost`) passes the fastest slicing found that meets the
+    limit: a path so stopped is slower whatever it would slice further, so with every path
+    ranked the choice is the one of slicing them all to the end.  The ranking stops once
+    ``most`` passes are spent, between turns: a path it leaves half sliced is not kept,
+    and where none was ranked to its end, the first is (einc's slicer then compares it
+    with the unlimited path)."""
     unique = list(dict.fromkeys(tuple(map(tuple, p)) for p in paths))
-    runs = [_slicing(inputs, output, sizes, p, limit) for p in unique]
-    waiting = [(0.0, k) for k in range(len(unique))]
-    best = None         # (over, seconds, k) of the fastest slicing ended
-    while waiting:
-        bound, k = heapq.heappop(waiting)
-        if best is not None and not best[0] and bound > best[1]:
-            break
+    count, best, why = [0], None, f"every tree ranked ({len(unique)})"
+    for k, path in enumerate(unique):
+        turns = _slicing(inputs, output, sizes, path, limit, count)
         try:
-            heapq.heappush(waiting, (next(runs[k]), k))
+            while True:
+                bound = next(turns)
+                if best is not None and not best[0] and bound > best[1]:
+                    break           # bound to be slower than the fastest found
+                if count[0] >= most:
+                    return unique[best[2] if best else 0], count[0], k, \
+                        f"its share spent in tree {k + 1} of {len(unique)}" + ("" if best else ", the first kept")
         except StopIteration as done:
             if best is None or (*done.value, k) < best:
                 best = (*done.value, k)
-    return unique[best[2]]
+        if k + 1 < len(unique) and count[0] >= most:
+            return unique[best[2]], count[0], k + 1, f"its share spent after {k + 1} of {len(unique)} trees"
+    return unique[best[2]], count[0], len(unique), why
 
 
-def sliced_reconfigured(ctg, net, path, limit: int, factor: float) -> list:
-    """``path`` as cotengra's slicing reconfiguration leaves it (``slice_and_reconfigure``:
-    indices sliced one at a time, subtrees of the tree reconfigured for the sliced costs
-    between), unsliced, for each of two targets: ``limit`` and a quarter of it (cotengra
-    bounds each intermediate alone, einc what is alive at once, copies included).  ``net``
-    is ``(inputs, output, sizes)`` with one-character labels (cotengra's)."""
-    found, state = [], random.getstate()
-    for target in (limit, limit // 4):
+def sliced_reconfigured(ctg, net, path, limit: int, factor: float, most: float = math.inf,
+                        deadline: float = math.inf) -> tuple[list, int, str]:
+    """``(paths, rounds, what ran)``: ``path`` as cotengra's slicing reconfiguration leaves
+    it (its ``slice_and_reconfigure``, round by round: indices sliced, then subtrees of the
+    tree reconfigured for the sliced costs), unsliced, for each of two targets: a quarter
+    of ``limit``, then ``limit`` (cotengra bounds each intermediate alone, einc what is alive at
+    once, copies included); the rounds run.  ``net`` is ``(inputs, output, sizes)`` with
+    one-character labels (cotengra's).  At most ``most`` rounds in all: a target whose
+    rounds (:func:`einc.planner.slicebudget.rounds`) do not fit what is left is not begun;
+    past ``deadline`` (``time.perf_counter()``) no round is, and a target so stopped is
+    kept as it is."""
+    import time
+
+    from cotengra.scoring import get_score_fn
+
+    from .slicebudget import rounds
+    found, ran, done, state = [], [], 0, random.getstate()
+    minimize = get_score_fn(f"combo-{factor:g}")
+    for target in (max(limit // 4, 2), max(limit, 2)):     # (the quarter's tree is the faster more often)
         random.seed(target)         # cotengra's slicer draws from Python's random numbers: the same path each time
         try:
             tree = ctg.ContractionTree.from_path(*net, path=path)
-            tree.slice_and_reconfigure_(target_size=max(target, 2), minimize=f"combo-{factor:g}",
-                                        reconf_opts={"subtree_size": 6})
+            if done + rounds(tree.max_size(), target) > most:
+                ran.append(f"target {target} not begun ({rounds(tree.max_size(), target)} rounds)")
+                continue
+            began = done
+            while tree.max_size() > target and done < most and time.perf_counter() < deadline:
+                tree.slice_(temperature=0.01, target_slices=2, minimize=minimize, allow_outer=True, max_repeats=16)
+                tree.subtree_reconfigure_(subtree_size=6, minimize=minimize)
+                done += 1
             tree.unslice_all_()
+            ran.append(f"target {target}: {done - began} round" + ("s" if done - began != 1 else ""))
         except (ValueError, KeyError, IndexError, RuntimeError):    # a path cotengra does not take as a tree
             continue
         finally:
             random.setstate(state)
         found.append(tuple(tuple(int(i) for i in c) for c in tree.get_path()))
-    return found
+    return found, done, ", ".join(ran)
 
 
 def hyper_objective(memory_limit, factor: float):

@@ -38,7 +38,7 @@ import time
 
 import opt_einsum
 
-from . import anneal, objective, pathcache
+from . import anneal, objective, pathcache, slicebudget
 from .graph import cycles
 from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
@@ -101,10 +101,10 @@ PER_TENSOR = 12e-6
 GUARD = 4
 # Under a memory limit below the hyper-optimizer, opt_einsum's random greedy trials (in
 # Python, the limit checked at each step) are counted too: LIMITED_TRIAL_SECONDS per index
-# of every operand, in LIMITED_SHARE of the budget, LIMITED_MIN to LIMITED_MAX of them.
+# of every operand, as many as their share of the budget affords (einc.planner.slicebudget),
+# up to LIMITED_MAX.
 LIMITED_TRIAL_SECONDS = 40e-6
-LIMITED_SHARE = 0.5
-LIMITED_MIN, LIMITED_MAX = 16, 128
+LIMITED_MAX = 128
 STALE = 16              # random greedy trials end where the latter half of this many or more found no better tree,
 STALE_GAIN = 0.01       # ... better by this much of log10 flops (2.3 %) or more
 CONVERGED = 128         # trials without a better tree end a hyper search
@@ -142,6 +142,7 @@ def version(seed: int = SEED) -> str:
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
                               WRITE_FACTOR, HYPER_SHARE, anneal.ANNEAL_STEPS, anneal.ANNEAL_SWEEPS,
                               anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, anneal.ANNEAL_RUNNER_UP, objective.VERSION,
+                              slicebudget.figures(), LIMITED_TRIAL_SECONDS, LIMITED_MAX,
                               seed, *found)))
 
 
@@ -174,9 +175,10 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     ``memory_limit`` (elements; einc slices the path it returns, einc.planner.slicing):
     where the budget reaches the hyper-optimizer, its trees are ranked as cotengra's
     slicing reconfiguration slices them to that size; below, or without cotengra, a few
-    trees (opt_einsum's random greedy trials under the limit, as many as the budget affords, the unlimited search's,
-    greedy's, and cotengra's slicing reconfiguration of the unlimited one) are ranked by
-    their predicted time once sliced (einc.planner.objective.least_sliced)."""
+    trees (cotengra's slicing reconfiguration of the unlimited one, the unlimited search's,
+    opt_einsum's random greedy trials under the limit, greedy's) are ranked by their
+    predicted time once sliced (einc.planner.objective.ranked_sliced), within one budget
+    with the slicer (:func:`sliced_budget`, einc.planner.slicebudget)."""
     ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
     t0 = time.perf_counter()
     inputs = [frozenset(t) for t in inputs]
@@ -272,24 +274,51 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
 
 
 def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget):
-    """``(path, report)`` under a limit below the hyper-optimizer: opt_einsum's random
-    greedy trials, whose paths keep to it where they can, the unlimited search's path, that
-    tree reconfigured as cotengra slices it, and the greedy ``path``, ranked as each is
-    sliced: the slicing chosen with the tree."""
-    trials = max(LIMITED_MIN, min(LIMITED_MAX, int(LIMITED_SHARE * budget / (LIMITED_TRIAL_SECONDS *
-                                                                              sum(map(len, inputs))))))
-    with _seeded(seed):
-        limited = _linear(opt_einsum.path_random.random_greedy(
-            [set(t) for t in inputs], set(output), size_dict, memory_limit, max_repeats=trials))
-    free = search(inputs, output, size_dict, None, seed)[0]
-    more = () if ctg is None else objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free,
-                                                                memory_limit, WRITE_FACTOR)
-    path = objective.least_sliced((limited, free, path, *more), inputs, output, size_dict, memory_limit)
-    return path, _report("random greedy (opt_einsum, under the memory limit), the search without it" +
-                         (" and its tree sliced and reconfigured (cotengra)" if more else "") +
-                         ", ranked as sliced to the limit (einc.planner.objective)", t0, trials + 2 + len(more),
-                         f"{trials} trials", greedy, _predict(inputs, output, size_dict, path), inputs, output,
-                         size_dict, path, budget)
+    """``(path, report)`` under a limit below the hyper-optimizer: the unlimited search's
+    path, that tree reconfigured as cotengra slices it, opt_einsum's random greedy trials
+    under the limit and the greedy ``path``, ranked as each is sliced: the slicing chosen
+    with the tree.  The stages share one budget (einc.planner.slicebudget)."""
+    ledger = slicebudget.Ledger(allowance(greedy), t0)     # (sliced_budget's)
+    free, found = search(inputs, output, size_dict, None, seed)
+    ledger.charge("the search without the limit", min(found.budget, slicebudget.FREE_SHARE * ledger.budget),
+                  "its own budget, counted")
+    more, per_round = (), slicebudget.ROUND_SECONDS * len(inputs)
+    if ctg is not None:
+        more, ran, what = objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free, memory_limit,
+                                                        WRITE_FACTOR, ledger.left(slicebudget.RECONF_MARK) // per_round,
+                                                        ledger.guard)
+        ledger.charge("slicing reconfiguration", ran * per_round, what or "nothing to slice")
+    per_trial = LIMITED_TRIAL_SECONDS * sum(map(len, inputs))
+    trials = min(LIMITED_MAX, int(ledger.left(slicebudget.TRIALS_MARK) / per_trial))
+    limited = ()
+    if trials:
+        with _seeded(seed):
+            limited = (_linear(opt_einsum.path_random.random_greedy(
+                [set(t) for t in inputs], set(output), size_dict, memory_limit, max_repeats=trials)),)
+    ledger.charge("random greedy under the limit", trials * per_trial,
+                  (f"{trials} trial" + ("s" if trials != 1 else "")) if trials else "no share left")
+    steps = max(len(inputs) - 1, 1)
+    path, passes, ranked, why = objective.ranked_sliced((*more, free, *limited, path), inputs, output, size_dict,
+                                                        memory_limit, ledger.passes(slicebudget.RANK_MARK, steps))
+    ledger.charge("ranking", passes * steps * slicebudget.PASS_SECONDS, f"{passes} passes; {why}")
+    return path, _report("the search without the limit" +
+                         (", its tree sliced and reconfigured (cotengra)" if more else "") +
+                         (", random greedy under the limit (opt_einsum)" if limited else "") +
+                         ", greedy; ranked as sliced to the limit (einc.planner.objective)", t0, 1 + ranked,
+                         f"stages (counted, einc.planner.slicebudget): {ledger.text()}", greedy,
+                         _predict(inputs, output, size_dict, path), inputs, output, size_dict, path, ledger.budget)
+
+
+def sliced_budget(inputs, output, size_dict) -> float:
+    """The budget the search under a memory limit and the slicer share (einc.planner.slicebudget):
+    the :func:`allowance` of the greedy path's predicted time."""
+    return allowance(_greedy_seconds(tuple(map(frozenset, inputs)), frozenset(output), tuple(size_dict.items())))
+
+
+@functools.lru_cache(maxsize=8)
+def _greedy_seconds(inputs, output, sizes) -> float:
+    size_dict = dict(sizes)
+    return _predict(inputs, output, size_dict, _greedy(inputs, output, size_dict, None))
 
 
 def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTREES):

@@ -31,9 +31,9 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from . import memory, pathcache, slicecost
+from . import memory, pathcache, slicebudget, slicecost
 
-SLICER = "einc-slicer-2"        # the slicer's rule (einc.planner.slicing._choose); its figures appended
+SLICER = "einc-slicer-3"        # the slicer's rule (einc.planner.slicing._choose); its figures appended
 STORE_SECONDS = pathcache.STORE_SECONDS     # a shorter choice is not stored
 LIMITED, UNLIMITED = "limited", "unlimited"     # which candidate path was sliced
 FIGURES = 6                     # Remembered.figures
@@ -60,7 +60,7 @@ def version() -> str:
     """The slicer's name and the figures its choice depends on."""
     cost = slicecost.EXECUTOR_COSTS[slicecost.PLANNING]
     return ":".join(map(str, (SLICER, cost.step_seconds, cost.flop_seconds, memory.FEW_OUTPUTS, memory.LONG_SUM,
-                              memory.COPY_WORTH_SPARING)))
+                              memory.COPY_WORTH_SPARING, slicebudget.figures())))
 
 
 def _entry(graph, limit):

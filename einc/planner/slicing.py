@@ -43,8 +43,9 @@ Who chooses what to slice:
   that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
   cost per step of a slice) kept; the faster of the two paths wins.  Past 16 operands,
-  with einc's default search, that choice is kept on disk beside the search's path and
-  read back by the next process (:mod:`einc.planner.slicecache`).
+  with einc's default search, the slicer has its share of the search's budget
+  (:mod:`einc.planner.slicebudget`), and its choice is kept on disk beside the search's
+  path and read back by the next process (:mod:`einc.planner.slicecache`).
 
 Either way einc checks the result against the bound and, where it is exceeded (a
 cotengra slicing bounds each intermediate alone, without copies), slices more by its own
@@ -73,15 +74,13 @@ from .memory import (
     COPY_WORTH_SPARING,
     FEW_OUTPUTS,
     LONG_SUM,
-    _lives,
-    below_steps,
     hoisting,
     live_peak,
-    shared_peaks,
     step_copies,
 )
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
-from .plan import Plan, Step, _path, build_plan, flop_count, max_input, naive_flops
+from .plan import Plan, Step, _path, build_plan, max_input, naive_flops
+from .slicemodel import INTERMEDIATE, LIVE, _Model
 
 
 @dataclass(frozen=True)
@@ -157,7 +156,6 @@ def memory_limit_of(graph: ContractionGraph, memory_limit) -> int | None:
     return memory_limit                 # (checked by Options: None, or at least 1)
 
 
-LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
 
 
 def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
@@ -202,16 +200,30 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
-    best, t0 = None, time.perf_counter()
+    best, t0, weighed = None, time.perf_counter(), 0
+    share = _share(graph, candidates[0]) if remembers else None       # (with einc's search: its budget's)
     for base in candidates:
-        chunks = _choose(_Model(base, bound), limit, ())
+        if share is not None and best is not None and not share.afford():
+            break
+        chunks = _choose(_Model(base, bound, count=share.count if share is not None else None), limit, (), share)
         p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+        weighed += 1
         key = (_peak(p) > limit, p.slicing.seconds, p.flops)
         if best is None or key < best[0]:
             best = key, p
     if remembers and _peak(best[1]) <= limit:
         _remember(graph, limit, bound, best[1], within, time.perf_counter() - t0)
+    if share is not None:
+        return dataclasses.replace(best[1], notes=best[1].notes + (share.text(len(candidates), weighed, _RULES),))
     return best[1]
+
+
+def _share(graph, base: Plan):
+    """The slicer's share of the budget of planning ``graph`` under a limit
+    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps."""
+    from . import search, slicebudget  # (only where einc's search runs)
+    budget = search.sliced_budget(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
+    return slicebudget.Slicer(budget, len(base.steps))
 
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
@@ -234,7 +246,10 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
         base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
                                           notes=notes), None
     p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
-    return p if _peak(p) <= limit else None
+    if _peak(p) > limit:
+        return None
+    return dataclasses.replace(p, notes=p.notes + ("Slicer: remembered, the slicing an earlier plan chose "
+                                                   "(einc.planner.slicecache)",))
 
 
 def _remember(graph, limit, bound, p: Plan, within: Plan | None, seconds: float) -> None:
@@ -249,108 +264,6 @@ def _peak(p: Plan) -> int:
     """What ``memory_limit`` bounds in sliced plan ``p``."""
     s = p.slicing
     return s.live if s.bound == LIVE else p.largest_intermediate
-
-
-class _Model:
-    """The slicings of one ``base`` plan weighed: for ``chunks`` (index -> values per
-    slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
-    of a call (:meth:`cost`, :mod:`einc.planner.slicecost`)."""
-
-    def __init__(self, base: Plan, bound: str, adds: bool = True):
-        self.base, self.bound, self.adds = base, bound, adds
-        self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
-        self.inputs = base.graph.inputs
-        self.seen = [frozenset().union(*step.inputs) for step in self.steps]
-        self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
-        self._peaks, self._costs = {}, {}
-        self._hoisted, self._steps = {}, {}     # hoisting per sliced set; _lives' memo of steps
-        # each step's flops over a full slice, with its summed indices summed in it or not
-        self._flops = [tuple(flop_count(seen, summed, len(step.inputs), self.full) for summed in (False, True))
-                       for seen, step in zip(self.seen, self.steps)]
-        # each step's summed indices, and the indices of the operands below it (a step runs
-        # once per call where none of these is sliced)
-        self._below = below_steps(self.steps, self.inputs)
-        self._summed = [frozenset(step.summed) for step in self.steps]
-
-    def without_adds(self) -> _Model:
-        """The same slicings, their cost without the adds into the accumulator (the moments,
-        the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
-        may steer away from a cheaper mix of summed and kept indices."""
-        other = _Model(self.base, self.bound, adds=False)
-        other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
-        return other
-
-    def _moments(self, chunks, over):
-        """Per moment of one (full) slice: ``(elements, the values behind them)``, the
-        values only for the moments over ``over``."""
-        sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
-        sliced = frozenset(chunks)
-        hoisted = self._hoisted.get(sliced)
-        if hoisted is None:     # it depends on which indices are sliced, not on their chunks
-            hoisted = self._hoisted[sliced] = hoisting(self.steps, self.inputs, self.n, sliced, self._below)
-        order, roots = hoisted
-        if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
-            return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
-        finals = set(roots) | ({order[-1].result} if order else set())
-        dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, over, self._steps))
-
-    def peak(self, chunks, limit):
-        """``(peak, excess)``: the most held at once, and the sum of what each moment holds
-        beyond ``limit`` (remembered per slicing: the passes of :func:`_choose` weigh many
-        slicings more than once; those of one value per slice of each index under the live
-        bound also shared with the search's ranking, :func:`einc.planner.memory.shared_peaks`)."""
-        key = (frozenset(chunks.items()), limit)
-        found = self._peaks.get(key)
-        if found is None:
-            shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
-            found = shared.get(frozenset(chunks)) if shared is not None else None
-            if found is None:
-                moments = self._moments(chunks, math.inf)
-                found = (max((total for total, _ in moments), default=0),
-                         sum(total - limit for total, _ in moments if total > limit))
-                if shared is not None:
-                    shared[frozenset(chunks)] = found
-            self._peaks[key] = found
-        return found
-
-    def _shared(self, limit) -> dict:
-        graph = self.base.graph
-        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
-
-    def behind(self, chunks, limit) -> set:
-        """The values behind the moments of a slice over ``limit``."""
-        return {v for total, alive in self._moments(chunks, limit) if total > limit for v in alive}
-
-    def cost(self, chunks):
-        """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
-        flops over every slice (a step runs once per slice; the steps holding no sliced
-        index once per call), the estimated time and the per-slice fixed cost within it."""
-        key = frozenset(chunks.items())
-        found = self._costs.get(key)
-        if found is None:
-            found = self._costs[key] = self._cost(chunks)
-        return found
-
-    def _cost(self, chunks):
-        sliced = set(chunks)
-        counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
-        dropped = {i for i, c in chunks.items() if c == 1}
-        flops = once = per = 0
-        for k, step in enumerate(self.steps):
-            if sliced.isdisjoint(self._below[k]):
-                once += 1
-                flops += step.flops
-                continue
-            per += 1
-            summed = not dropped.issuperset(self._summed[k])   # a summed index not taken one value at a time
-            flops += self._flops[k][summed] * math.prod([counts[i] for i in sliced.difference(self.seen[k])])
-        if self.adds and sliced.difference(self.base.graph.output):
-            # a sliced index is summed: each slice's result is added into the accumulator (the
-            # sums a step leaves to the slicing, one value at a time, are these adds)
-            flops += math.prod(counts.values()) * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
-        total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
-        return flops, total, fixed, once, per
 
 
 def check_cost(plan: Plan, world: int = 1, executor: str = slicecost.PLANNING) -> None:
@@ -424,16 +337,27 @@ def _larger_chunks(d: int, c: int) -> list[int]:
     return sorted(set(out))
 
 
-def _choose(model: _Model, limit: int, fixed=()) -> dict[int, int]:
+_RULES = 4         # the cuts _choose makes: two rules, each by two guides
+
+
+def _choose(model: _Model, limit: int, fixed=(), share=None) -> dict[int, int]:
     """einc's rule: the slicing of ``model``'s plan, ``{index: values per slice}``, that
     meets ``limit`` at the least estimated cost.  Greedy cuts (:func:`_cut`) by two rules,
     each guided by the model and by the model without the adds into the accumulator (they
     may steer the first cuts away from summed indices and miss a cheaper mix), each
     widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
-    ``fixed`` indices (cotengra's) stay sliced one value at a time."""
+    ``fixed`` indices (cotengra's) stay sliced one value at a time.  ``share``
+    (:class:`einc.planner.slicebudget.Slicer`), where given, is asked between the cuts
+    whether another is afforded: the first always runs."""
     best = None
     guides = (model, model.without_adds())
-    for guide, rule in itertools.product(guides, (_BY_COST, _BY_PEAK)):
+    # (the cuts by peak first: on the networks of bench/sliced_planning.py they are the
+    # cheaper and they win; under a budget the first cut may be the only one)
+    for rule, guide in itertools.product((_BY_PEAK, _BY_COST), guides):
+        if share is not None and best is not None and not share.afford():
+            break
+        if share is not None:
+            share.rules += 1
         chunks = _widen(model, limit, _cut(guide, limit, fixed, rule), fixed)
         key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
         if best is None or key < best[0]:

@@ -189,7 +189,7 @@ def test_the_sliced_reconfigured_trees_do_not_depend_on_pythons_random_numbers()
     for seed in range(4):
         random.seed(seed)
         state = random.getstate()
-        found.append(O.sliced_reconfigured(S._cotengra(), net, path, 256, S.WRITE_FACTOR))
+        found.append(O.sliced_reconfigured(S._cotengra(), net, path, 256, S.WRITE_FACTOR)[0])
         assert random.getstate() == state
     assert found[0] and all(f == found[0] for f in found)
 
@@ -266,11 +266,11 @@ def test_paths_ranked_as_sliced_stop_where_their_bound_passes_the_fastest(monkey
     inputs, sizes = _regular(24, 2, 4, seed=6)
     limit, out = 256, frozenset()
     chain = tuple((0, 1) for _ in range(len(inputs) - 1))
-    paths = [chain, S._greedy(inputs, out, sizes, None), S.search(inputs, out, sizes, None)[0]]
+    paths = [S.search(inputs, out, sizes, None)[0], S._greedy(inputs, out, sizes, None), chain]     # likeliest first
     from einc.planner import memory
     monkeypatch.setattr(memory, "_shared", lambda key: {})      # each slicing weighs its moments anew
     full = [O.sliced_seconds(inputs, out, sizes, p, limit) for p in paths]
-    assert not any(over for over, _ in full) and full[0][1] > 10 * min(s for _, s in full)
+    assert not any(over for over, _ in full) and full[2][1] > 10 * min(s for _, s in full)
     passes = []
     real = O.peak_and_excess
     monkeypatch.setattr(O, "peak_and_excess", lambda *a, **k: passes.append(1) or real(*a, **k))
@@ -287,7 +287,7 @@ def test_paths_ranked_as_sliced_stop_where_their_bound_passes_the_fastest(monkey
             bounds.append(next(turns))
         except StopIteration:
             break
-    assert bounds == sorted(bounds) and bounds[-1] <= full[0][1]
+    assert bounds == sorted(bounds) and bounds[-1] <= full[2][1]
 
 
 def test_the_slicer_weighs_again_none_of_the_slicings_the_search_ranked(monkeypatch):

@@ -1,0 +1,116 @@
+"""One budget for planning under a memory limit: the search's stages and the slicer's.
+
+Past dynamic programming's reach, a search under ``memory_limit`` below the
+hyper-optimizer (:func:`einc.planner.search._limited`) and einc's slicer after it
+(:func:`einc.planner.slicing.plan`) share one budget
+(:func:`einc.planner.search.sliced_budget`): the allowance of the greedy path's predicted
+time (a tenth of it plus :data:`~einc.planner.search.SMALL`), not the smaller budget of
+the search without a limit, since slicing multiplies the steps a call runs.  Each stage
+runs until the work counted since the start passes its mark, a cumulative share of the
+budget, checked between candidates and between rounds:
+
+1. the search without the limit (its own counted search, remembered and shared with
+   plans without a limit), charged its own budget up to :data:`FREE_SHARE`;
+2. cotengra's slicing reconfiguration of that tree, a quarter of the limit first, then
+   the limit, up to :data:`RECONF_MARK`: a target is begun only where its rounds (each
+   halves the largest intermediate, :func:`rounds`) fit, at :data:`ROUND_SECONDS` a tensor;
+3. opt_einsum's random greedy trials under the limit, up to :data:`TRIALS_MARK`;
+4. the ranking of the trees as sliced (einc.planner.objective.ranked_sliced), the
+   reconfigured trees first, then the unlimited search's, up to :data:`RANK_MARK`, each
+   live-memory pass at :data:`PASS_SECONDS` a step; where it ranks none to the end, the
+   first tree is kept;
+5. einc's slicer, :data:`SLICER_SHARE` of the budget, its passes counted alike: the
+   search's path first, then the unlimited one's, each by its rules in turn.
+
+The floor: the slicer always cuts the search's path by one rule, so a network of any size
+gets a slicing that keeps to the limit where one can.  The work is counted at nominal
+costs (one core, no other load), not clocked, so that the choice is the same on a loaded
+machine, as the counted search's is; on the clock nothing is begun past :data:`GUARD`
+times the budget or the work counted (a far slower machine may then choose otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from .searchreport import seconds_text
+
+FREE_SHARE = 0.2        # of the budget, the most the unlimited search is charged (its own budget)
+RECONF_MARK = 0.75      # the slicing reconfiguration runs up to this share of the budget
+TRIALS_MARK = 0.8       # ... opt_einsum's random greedy trials under the limit up to this
+RANK_MARK = 0.9         # ... the ranking of the trees as sliced up to this
+SLICER_SHARE = 0.2      # the slicer's own share
+ROUND_SECONDS = 0.25e-3     # per tensor: a round of slicing reconfiguration (an index sliced, subtrees of 6 redone)
+PASS_SECONDS = 1.5e-6       # per step: a live-memory pass (a slicing's peak, its moments over the limit, its cost)
+GUARD = 8               # on the clock, nothing is begun past this multiple of the budget or of the work counted
+
+
+def figures() -> tuple:
+    """What the choices depend on: part of the search's and the slicer's versions."""
+    return FREE_SHARE, RECONF_MARK, TRIALS_MARK, RANK_MARK, SLICER_SHARE, ROUND_SECONDS, PASS_SECONDS, GUARD
+
+
+class Ledger:
+    """Work counted against ``budget`` (seconds, nominal) from ``start``
+    (``time.perf_counter()``), and a line per stage saying what it spent and why it stopped."""
+
+    def __init__(self, budget: float, start: float | None = None):
+        self.budget, self.work, self.lines = budget, 0.0, []
+        self.start = time.perf_counter() if start is None else start
+
+    @property
+    def guard(self) -> float:
+        """When, on the clock, no more is begun: :data:`GUARD` times the budget, or the work counted."""
+        return self.start + GUARD * max(self.budget, self.work)
+
+    def left(self, mark: float) -> float:
+        """Nominal seconds left before ``mark`` (a share of the budget), or none past the guard."""
+        return 0.0 if time.perf_counter() >= self.guard else max(0.0, mark * self.budget - self.work)
+
+    def passes(self, mark: float, steps: int) -> float:
+        """The live-memory passes over ``steps`` steps left before ``mark``."""
+        return self.left(mark) / (PASS_SECONDS * max(steps, 1))
+
+    def charge(self, stage: str, seconds: float, why: str) -> None:
+        self.work += seconds
+        self.lines.append(f"{stage} {seconds_text(seconds)} ({why})")
+
+    def text(self) -> str:
+        return "; ".join(self.lines)
+
+
+class Slicer:
+    """The slicer's share: ``afford()`` whether its passes so far leave room for another
+    rule (none past :data:`GUARD` times its share or its work, on the clock), ``count``
+    the passes the slicer's models weigh."""
+
+    def __init__(self, budget: float, steps: int):
+        self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
+        self.start = time.perf_counter()
+        self.count = [0]
+        self.rules = 0
+
+    def work(self) -> float:
+        return self.count[0] * self.steps * PASS_SECONDS
+
+    def afford(self) -> bool:
+        # on the clock, up to GUARD times the work counted (the first cut may pass the share)
+        return self.work() < self.budget and time.perf_counter() - self.start < GUARD * max(self.budget, self.work())
+
+    def text(self, paths: int, weighed: int, rules: int) -> str:
+        stopped = "every rule tried" if self.rules >= rules * paths else \
+            ("its share spent" if self.work() >= self.budget else "its time guard passed")
+        return (f"Slicer: {self.rules} of {rules * paths} rules on {weighed} of {paths} paths, "
+                f"{seconds_text(self.work())} of its {seconds_text(self.budget)} (counted); stopped: {stopped} "
+                f"(einc.planner.slicebudget)")
+
+
+def rounds(largest: float, target: float) -> int:
+    """The rounds of slicing reconfiguration that bring ``largest`` to ``target``: each
+    slices about a factor of two off the largest intermediate."""
+    return max(0, math.ceil(math.log2(largest / target))) if largest > target else 0
+
+
+__all__ = ["FREE_SHARE", "GUARD", "PASS_SECONDS", "RANK_MARK", "RECONF_MARK", "ROUND_SECONDS", "SLICER_SHARE",
+           "TRIALS_MARK", "Ledger", "Slicer", "figures", "rounds"]

@@ -1,0 +1,123 @@
+"""How einc's slicer weighs the slicings of one path (:class:`_Model`): the moments of a
+slice against ``memory_limit`` and the estimated cost of a call, each slicing weighed once;
+:mod:`einc.planner.slicing` chooses among them."""
+
+from __future__ import annotations
+
+import math
+
+from . import slicecost
+from .memory import _lives, below_steps, hoisting, shared_peaks
+from .plan import Plan, flop_count
+
+LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
+COST_PASS = 0.2     # a slicing's cost (a sum over the steps) weighed as this share of a live-memory pass
+
+
+class _Model:
+    """The slicings of one ``base`` plan weighed: for ``chunks`` (index -> values per
+    slice), the moments of a slice against the bound (:meth:`peak`) and the estimated cost
+    of a call (:meth:`cost`, :mod:`einc.planner.slicecost`)."""
+
+    def __init__(self, base: Plan, bound: str, adds: bool = True, count=None):
+        self.base, self.bound, self.adds = base, bound, adds
+        self.count = [0] if count is None else count   # live-memory passes: a peak or cost weighed, the moments behind
+        self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
+        self.inputs = base.graph.inputs
+        self.seen = [frozenset().union(*step.inputs) for step in self.steps]
+        self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
+        self._peaks, self._costs = {}, {}
+        self._hoisted, self._steps = {}, {}     # hoisting per sliced set; _lives' memo of steps
+        # each step's flops over a full slice, with its summed indices summed in it or not
+        self._flops = [tuple(flop_count(seen, summed, len(step.inputs), self.full) for summed in (False, True))
+                       for seen, step in zip(self.seen, self.steps)]
+        # each step's summed indices, and the indices of the operands below it (a step runs
+        # once per call where none of these is sliced)
+        self._below = below_steps(self.steps, self.inputs)
+        self._summed = [frozenset(step.summed) for step in self.steps]
+
+    def without_adds(self) -> _Model:
+        """The same slicings, their cost without the adds into the accumulator (the moments,
+        the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
+        may steer away from a cheaper mix of summed and kept indices."""
+        other = _Model(self.base, self.bound, adds=False, count=self.count)
+        other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
+        return other
+
+    def _moments(self, chunks, over):
+        """Per moment of one (full) slice: ``(elements, the values behind them)``, the
+        values only for the moments over ``over``."""
+        sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
+        sliced = frozenset(chunks)
+        hoisted = self._hoisted.get(sliced)
+        if hoisted is None:     # it depends on which indices are sliced, not on their chunks
+            hoisted = self._hoisted[sliced] = hoisting(self.steps, self.inputs, self.n, sliced, self._below)
+        order, roots = hoisted
+        if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
+            return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
+        finals = set(roots) | ({order[-1].result} if order else set())
+        dropped = {i for i, c in chunks.items() if c == 1}
+        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, over, self._steps))
+
+    def peak(self, chunks, limit):
+        """``(peak, excess)``: the most held at once, and the sum of what each moment holds
+        beyond ``limit`` (remembered per slicing: the passes of :func:`_choose` weigh many
+        slicings more than once; those of one value per slice of each index under the live
+        bound also shared with the search's ranking, :func:`einc.planner.memory.shared_peaks`)."""
+        key = (frozenset(chunks.items()), limit)
+        found = self._peaks.get(key)
+        if found is None:
+            self.count[0] += 1      # (counted whether or not the search weighed it: the same count either way)
+            shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
+            found = shared.get(frozenset(chunks)) if shared is not None else None
+            if found is None:
+                moments = self._moments(chunks, math.inf)
+                found = (max((total for total, _ in moments), default=0),
+                         sum(total - limit for total, _ in moments if total > limit))
+                if shared is not None:
+                    shared[frozenset(chunks)] = found
+            self._peaks[key] = found
+        return found
+
+    def _shared(self, limit) -> dict:
+        graph = self.base.graph
+        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+
+    def behind(self, chunks, limit) -> set:
+        """The values behind the moments of a slice over ``limit``."""
+        self.count[0] += 1
+        return {v for total, alive in self._moments(chunks, limit) if total > limit for v in alive}
+
+    def cost(self, chunks):
+        """``(flops, seconds, fixed seconds, steps once, steps per slice)`` of one call: the
+        flops over every slice (a step runs once per slice; the steps holding no sliced
+        index once per call), the estimated time and the per-slice fixed cost within it."""
+        key = frozenset(chunks.items())
+        found = self._costs.get(key)
+        if found is None:
+            self.count[0] += COST_PASS
+            found = self._costs[key] = self._cost(chunks)
+        return found
+
+    def _cost(self, chunks):
+        sliced = set(chunks)
+        counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
+        dropped = {i for i, c in chunks.items() if c == 1}
+        flops = once = per = 0
+        for k, step in enumerate(self.steps):
+            if sliced.isdisjoint(self._below[k]):
+                once += 1
+                flops += step.flops
+                continue
+            per += 1
+            summed = not dropped.issuperset(self._summed[k])   # a summed index not taken one value at a time
+            flops += self._flops[k][summed] * math.prod([counts[i] for i in sliced.difference(self.seen[k])])
+        if self.adds and sliced.difference(self.base.graph.output):
+            # a sliced index is summed: each slice's result is added into the accumulator (the
+            # sums a step leaves to the slicing, one value at a time, are these adds)
+            flops += math.prod(counts.values()) * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
+        total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
+        return flops, total, fixed, once, per
+
+
+__all__ = ["COST_PASS", "INTERMEDIATE", "LIVE"]

@@ -1,0 +1,115 @@
+"""One budget for planning under a memory limit (einc.planner.slicebudget): the search's
+stages and the slicer keep to the share a test sets, and still slice within the limit."""
+
+import math
+
+import opt_einsum
+import pytest
+import torch
+
+import einc
+from einc.planner import memory, objective, pathcache, plan_for, search, slicebudget, slicing
+from einc.planner.options import Options
+from tests.planner.test_objective import HAS_COTENGRA, _regular
+
+
+def _equation(inputs, sizes):
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    return eq, [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+
+
+def _planned(monkeypatch, eq, shapes, limit):
+    """The plan under ``limit`` with nothing remembered, and the live-memory passes and
+    cotengra reconfiguration rounds it took."""
+    getattr(memory._shared, "cache_clear", lambda: None)()
+    search._greedy_seconds.cache_clear()
+    counted = {"passes": 0, "rounds": 0}
+    real_peak, real_moments = objective.peak_and_excess, slicing._Model._moments
+
+    def peak(*a, **k):
+        counted["passes"] += 1
+        return real_peak(*a, **k)
+
+    def moments(self, chunks, over):
+        counted["passes"] += 1
+        return real_moments(self, chunks, over)
+    monkeypatch.setattr(objective, "peak_and_excess", peak)
+    monkeypatch.setattr(slicing._Model, "_moments", moments)
+    real_reconf = objective.sliced_reconfigured
+
+    def reconf(*a, **k):
+        found = real_reconf(*a, **k)
+        counted["rounds"] += found[1]
+        return found
+    monkeypatch.setattr(objective, "sliced_reconfigured", reconf)
+    p = plan_for(eq, shapes, Options.of("auto", limit, None))
+    monkeypatch.setattr(objective, "peak_and_excess", real_peak)
+    monkeypatch.setattr(slicing._Model, "_moments", real_moments)
+    monkeypatch.setattr(objective, "sliced_reconfigured", real_reconf)
+    return p, counted
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
+def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within_the_limit(monkeypatch):
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    limit = 1024
+    eq, shapes = _equation(inputs, sizes)
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)       # nothing remembered: every plan searches
+    whole, afforded = _planned(monkeypatch, eq, shapes, limit)
+    assert whole.slicing is not None and whole.slicing.live <= limit
+    assert afforded["rounds"] > 0 and afforded["passes"] > 0
+    # a budget of a millisecond: no reconfiguration, no trials, no ranking, one cut by the slicer
+    monkeypatch.setattr(search, "allowance", lambda seconds: 1e-3)
+    tight, spent = _planned(monkeypatch, eq, shapes, limit)
+    assert spent["rounds"] == 0 and spent["passes"] < afforded["passes"] / 2
+    assert tight.slicing is not None and tight.slicing.live <= limit       # the floor: still a slicing within it
+    text = "\n".join(tight.notes)
+    assert "budget 1 ms" in text and "not begun" in text and "no share left" in text
+    assert "Slicer: 1 of" in text and "its share spent" in text
+    # and the slicing so chosen runs right
+    ops = [torch.rand(s, dtype=torch.float64) + 0.5 for s in shapes]
+    info = einc.explain(eq, *ops, memory_limit=limit)
+    assert info.slicing is not None and info.slicing.live <= limit
+    torch.testing.assert_close(einc.einsum(eq, *ops, memory_limit=limit), opt_einsum.contract(eq, *ops,
+                                                                                                backend="torch"))
+
+
+def test_the_ranking_keeps_the_first_tree_where_its_share_ranks_none_to_the_end():
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    out, limit = frozenset(), 256
+    paths = [search._greedy(inputs, out, sizes, None), search.search(inputs, out, sizes, None)[0]]
+    full = objective.ranked_sliced(paths, inputs, out, sizes, limit)
+    assert full[2] == 2 and full[1] > 1
+    none = objective.ranked_sliced(paths, inputs, out, sizes, limit, 0)
+    assert none[0] == tuple(map(tuple, paths[0])) and none[2] == 0 and "the first kept" in none[3]
+    one = objective.ranked_sliced(paths, inputs, out, sizes, limit, full[1] - 1)
+    assert one[1] <= full[1] and one[2] <= 2
+
+
+def test_the_ledger_counts_marks_and_stops_at_its_guard():
+    ledger = slicebudget.Ledger(0.1, start=0.0)         # a guard long past: nothing is left
+    assert ledger.left(1.0) == 0.0
+    ledger = slicebudget.Ledger(0.1)
+    ledger.charge("a stage", 0.03, "why")
+    assert ledger.left(0.5) == pytest.approx(0.02) and ledger.left(0.2) == 0.0
+    assert "a stage 30 ms (why)" in ledger.text()
+    assert slicebudget.rounds(4096, 256) == 4 and slicebudget.rounds(100, 256) == 0
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
+def test_the_sliced_choice_is_counted_not_clocked(monkeypatch):
+    # a clock running twice as fast (a machine half as fast, or loaded) plans the same path
+    # and slicing: the stages stop on their counts, and the guard is far off
+    import time
+    inputs, sizes = _regular(40, 2, 4, seed=3)
+    limit = 1024
+    eq, shapes = _equation(inputs, sizes)
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
+    calm, _ = _planned(monkeypatch, eq, shapes, limit)
+    real = time.perf_counter
+    origin = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: origin + 2 * (real() - origin))
+    busy, _ = _planned(monkeypatch, eq, shapes, limit)
+    assert (busy.path, busy.slicing) == (calm.path, calm.slicing)
+    assert [n for n in busy.notes if "Slicer:" in n] == [n for n in calm.notes if "Slicer:" in n]
