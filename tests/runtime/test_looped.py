@@ -121,3 +121,97 @@ def test_a_traced_looped_step_gives_the_eager_bits(mode, loops):
     assert loops
     graph = make_fx(lambda a, b: einc.einsum(EQ, a, b), tracing_mode=mode)(*ops)
     assert torch.equal(graph(*ops), eager)
+
+
+# A loop over a batch index: ``bhqk,bkhd->bqhd`` (attention's values, B and the result laid
+# out (b, s, h, d)), per ``b`` one product over ``h`` reading B as it is and writing each
+# slab ``(q, h, d)`` in place, where one product over ``(b, h)`` copies B and the result.
+VALUES = "bhqk,bkhd->bqhd"
+# (b, h, q, k, d) where the model takes the loop; d of 2: two columns, the fewest in place
+VALUE_CASES = [(torch.float32, (4, 8, 128, 128, 64)), (torch.float32, (2, 12, 64, 100, 16)),
+               (torch.float32, (2, 4, 100, 33, 64)), (torch.float64, (3, 5, 33, 130, 17)),
+               (torch.float64, (5, 8, 64, 64, 2)), (torch.float64, (3, 2, 257, 64, 20)),
+               (torch.bfloat16, (4, 8, 128, 128, 64)), (torch.complex64, (3, 5, 65, 130, 33)),
+               (torch.complex64, (2, 3, 129, 64, 48))]
+
+
+def _values(dtype, shape, seed=0):
+    b, h, q, k, d = shape
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in ((b, h, q, k), (b, k, h, d))]
+
+
+class _Copies(TorchDispatchMode):
+    """How many copies run below autograd (``copy_``, ``clone``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func._overloadpacket in (torch.ops.aten.copy_, torch.ops.aten.clone)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(("dtype", "shape"), VALUE_CASES, ids=str)
+def test_a_loop_over_a_batch_index_writes_permuted_slabs_in_place(dtype, shape, loops):
+    ops = _values(dtype, shape)
+    with _Copies() as copies:
+        plain = einc.einsum(VALUES, *ops)
+    assert len(loops) == 1 and loops[0].outer == (0,) and loops[0].copies == ""
+    assert copies.count == 0 and plain.is_contiguous()
+    recorded = einc.einsum(VALUES, *[o.clone().requires_grad_() for o in ops])
+    assert torch.equal(recorded.detach(), plain)
+    want = torch.einsum(VALUES, *[o.to(torch.complex128 if o.is_complex() else torch.float64) for o in ops])
+    tolerance = TOLERANCE.get(dtype, {"atol": 1e-4, "rtol": 1e-4})
+    torch.testing.assert_close(plain.to(want.dtype), want, **tolerance)
+
+
+def test_a_loop_over_a_batch_index_records_the_plain_call_s_products(loops):
+    """Under autograd and ``make_fx`` the same products run (each into a tensor of its own,
+    stacked as the result orders them): the same bits, derivatives as torch's."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    ops = _values(torch.float32, (4, 8, 128, 128, 64), seed=4)
+    with _Products() as plain:
+        eager = einc.einsum(VALUES, *ops)
+    with _Products() as recorded:
+        einc.einsum(VALUES, *[o.clone().requires_grad_() for o in ops])
+    assert loops and len(plain.seen) == 4 and recorded.seen == plain.seen
+    for mode in ("real", "fake"):
+        assert torch.equal(make_fx(lambda a, b: einc.einsum(VALUES, a, b), tracing_mode=mode)(*ops)(*ops), eager)
+    wide = [o.double().requires_grad_() for o in _values(torch.float64, (3, 5, 33, 130, 17), seed=5)]
+    gout = torch.randn(torch.einsum(VALUES, *wide).shape, dtype=torch.float64)
+    got = torch.autograd.grad(einc.einsum(VALUES, *wide), wide, gout)
+    for a, b in zip(got, torch.autograd.grad(torch.einsum(VALUES, *wide), wide, gout)):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_batch_index_is_looped_over_only_where_the_slab_is_permuted(loops):
+    """``nlhe,nshe->nhls`` (scores from (b, s, h, d) queries and keys): per ``n`` each slab
+    ``(h, l, s)`` is a product's own order, so no loop (its gradients' stacks would cost
+    more than the operands' copies it spares); and none where the batch index is not the
+    outermost of both operands, or where ``h`` of 1 leaves ``(q, 1, d)`` the product's order."""
+    g = torch.Generator().manual_seed(6)
+    einc.einsum("nlhe,nshe->nhls", torch.randn(2, 256, 4, 64, generator=g), torch.randn(2, 256, 4, 64, generator=g))
+    einc.einsum("bhqk,kbhd->bqhd", torch.randn(4, 8, 128, 128, generator=g), torch.randn(128, 4, 8, 64, generator=g))
+    ops = _values(torch.float32, (2, 1, 64, 257, 64))
+    torch.testing.assert_close(einc.einsum(VALUES, *ops).double(), torch.einsum(VALUES, *[o.double() for o in ops]),
+                               **TOLERANCE[torch.float32])
+    assert loops == []
+
+
+@pytest.mark.parametrize(("groups", "order", "sizes", "expected"), [
+    ((["h"], ["q"], ["d"]), "qhd", dict(h=8, q=128, d=64), True),       # batch stride 64, rows 512
+    ((["h"], ["q"], ["d"]), "hqd", dict(h=8, q=128, d=64), True),       # contiguous
+    ((["h"], ["q"], ["d"]), "qdh", dict(h=8, q=128, d=64), False),      # batch innermost
+    ((["h"], ["q"], ["d"]), "dqh", dict(h=8, q=128, d=64), False),
+    ((["h"], ["q"], ["d"]), "qhd", dict(h=8, q=128, d=1), False),       # one column: a matrix-vector product
+    ((["h"], ["q"], ["d", "e"]), "qdhe", dict(h=8, q=16, d=4, e=4), False),  # cols apart
+    ((["h"], ["q"], ["d", "e"]), "qhde", dict(h=8, q=16, d=4, e=4), True),
+    ((["h"], ["q"], ["d", "e"]), "qhed", dict(h=8, q=16, d=4, e=4), False),  # cols in another order
+    ((["h"], ["q"], ["d", "e"]), "qdhe", dict(h=8, q=16, d=1, e=4), True),   # size 1 anywhere
+    (([], ["q"], ["d"]), "qd", dict(q=3, d=2), True),
+])
+def test_a_slab_is_written_in_place_where_it_reads_as_a_stack_of_matrices(groups, order, sizes, expected):
+    from einc.planner.strides import written_in_place
+    assert written_in_place(groups, list(order), sizes) is expected

@@ -1,8 +1,8 @@
 """The layout search's shortcuts (runtime/torch_executor/ttgt.py) never drop the cheapest layout:
 on random wide steps (8-11 indices, sizes 0, 1 and up, the result's first index an operand's
-own and outermost, so that the looped layouts are weighed), ``choose`` takes what ``pick``
-takes among every candidate; and an operand's reading derived from the other swap's is the
-one costed."""
+own and outermost, or a batch index outermost in both, so that the looped layouts are
+weighed), ``choose`` takes what ``pick`` takes among every candidate; and an operand's
+reading derived from the other swap's is the one costed."""
 
 import random
 
@@ -19,7 +19,7 @@ def _every_layout(monkeypatch):
 
 def _wide_step(rng):
     """``(ta, tb, out, sizes)``: 8-11 indices, some of size 0 or 1, A's own index leading
-    A and the result."""
+    A and the result, or a batch index leading all three."""
     while True:
         n = rng.randint(8, 11)
         roles = [rng.choice("bbmnkkmn" if rng.random() < 0.5 else "mnkmn") for _ in range(n)]
@@ -30,8 +30,9 @@ def _wide_step(rng):
         out = [i for i, r in enumerate(roles) if r in "bmn"]
         for t in (ta, tb, out):
             rng.shuffle(t)
-        lead = next(i for i in ta if roles[i] == "m")
-        for t in (ta, out):
+        shared = "b" in roles and rng.random() < 0.3      # a batch index leading both and the result
+        lead = next(i for i in ta if roles[i] == ("b" if shared else "m"))
+        for t in (ta, tb, out) if shared else (ta, out):
             t.remove(lead)
             t.insert(0, lead)
         if "n" in roles and rng.random() < 0.5:       # B's own index next: looped layouts may pay

@@ -34,6 +34,12 @@ def looped(lay, ta, tb, out, sizes, prep_a, prep_b, read):
     mm = torch.bmm if batch else torch.mm
     slab = tuple(math.prod(sizes[i] for i in grp) for grp in ([batch, m, n] if batch else [m, n]))
     shape = tuple(sizes[i] for i in out)
+    # the product's order, where the slab's differs: each product written into a view of its
+    # slab so laid (einc.planner.strides.written_in_place), or, recorded, stacked permuted
+    natural, rest = [*batch, *m, *n], list(out[1:])
+    live = [i for i in natural if sizes[i] != 1] != [i for i in rest if sizes[i] != 1]
+    to_natural = [rest.index(i) for i in natural] if live else None
+    to_rest, unstacked = [natural.index(i) for i in rest], tuple(sizes[i] for i in natural)
 
     def run(a, b):
         record = not (plain(a) and plain(b))
@@ -44,8 +50,16 @@ def looped(lay, ta, tb, out, sizes, prep_a, prep_b, read):
         lefts = a.unbind(da) if da is not None else itertools.repeat(a, sizes[first])
         rights = b.unbind(db) if db is not None else itertools.repeat(b, sizes[first])
         pairs = ((fa(x), fb(y)) for x, y in zip(lefts, rights))
+        if to_natural is not None and (record or not a.is_cpu):
+            # (on CUDA too: cuBLAS's bits with another ldc are not checked here)
+            return torch.stack([mm(x, y).view(unstacked).permute(to_rest) for x, y in pairs])
         if record:
             return torch.stack([mm(x, y) for x, y in pairs]).view(shape)
+        if to_natural is not None:
+            res = torch.empty(shape, dtype=a.dtype, device=a.device)
+            for slot, (x, y) in zip(res, pairs):
+                mm(x, y, out=slot.permute(to_natural).view(slab))
+            return res
         res = torch.empty((sizes[first], *slab), dtype=a.dtype, device=a.device)
         for slot, (x, y) in zip(res, pairs):
             mm(x, y, out=slot)

@@ -64,6 +64,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+from ...planner.strides import written_in_place
+
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
@@ -254,7 +256,8 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
     as the copies costed so far (the result's first, where ``result``) and ``least``, the
     product's least cost, reach ``floor[0]``: each part of the sum adds to it; with ``result``
-    None, None where the result is copied."""
+    None (a looped layout's slab), None where it cannot be written in place, and with "in
+    place" also where it needs no permuting (:func:`_inner`)."""
     ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
     dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
@@ -271,13 +274,12 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
     if (None, natural) in memo:         # the result's copy, None where none (layouts of a step share it)
         last = memo[None, natural]
     else:
-        if ones:
-            copied = [i for i in natural if i not in ones] != [i for i in out if i not in ones]
-        else:
-            copied = natural != out
+        copied = [i for i in natural if i not in ones] != [i for i in out if i not in ones] if ones else natural != out
         last = memo[None, natural] = copy_ns(natural, out, sizes) if copied else None
-    if last is not None and result is None:
-        return None
+    if result is None or result == "in place":     # a looped layout's product: its slab not copied
+        if (last is None and result) or (last is not None and not written_in_place((batch, m, n), out, sizes)):
+            return None
+        last = None
     counted = last * scale if result and last is not None else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
@@ -354,23 +356,27 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     :data:`SMALL`) weighs only the first of those moves and orders.
 
     Then (unless ``loops`` is false) the looped layouts: where the result's first index
-    is one operand's own and its outermost (each slice of the operand one block, laid
-    out as the operand less that index, which the model weighs), one product per value
-    of it, each written into its slab of the result, for every layout of the step
-    without that index whose product is laid out as the rest of the result (no copy of
-    it), at :data:`LOOP` ns more per product.
-    ``bhij,bhjk->bhik`` with size-1 dimensions one each way (A ``(b, 1, i, j)``, B
-    ``(1, h, j, k)``): per ``b``, A's matrix read with stride 0 over ``h`` against B as
-    it is, each product written where the result holds it; one product over both
-    batch indices would copy both operands expanded, or the result."""
+    is the outermost of the operands holding it, one product per value of it (:data:`LOOP`
+    ns more each) for the layouts of the step without it that :func:`_inner` admits.  Per
+    ``b``, ``bhij,bhjk->bhik`` with A ``(b, 1, i, j)`` and B ``(1, h, j, k)`` reads A with
+    stride 0 over ``h``, and ``bhqk,bkhd->bqhd`` reads B as it is and writes ``(q, h, d)``,
+    where one product copies both operands expanded, or B and the result."""
     found = [Layout(*row) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast)]
     first = _looped_over(ta, tb, out, sizes, small) if loops else None
     if first is not None:
-        inner = candidates([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
-                           worth_sparing, itemsize, small, broadcast, False)
-        found += [dataclasses.replace(lay, outer=(first,), cost=sizes[first] * (lay.cost + LOOP))
-                  for lay in inner if "c" not in lay.copies]
+        found += [dataclasses.replace(Layout(*row), outer=(first,), cost=sizes[first] * (row[7] + LOOP))
+                  for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast))]
     return found
+
+
+def _inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast, floor=None):
+    """:func:`_flat`'s arguments for the looped layouts over ``first``: the step without it,
+    its slab written in place (:func:`einc.planner.strides.written_in_place`); over a batch
+    index, only permuted slabs, no own index moved into the batch (gradients' stacks and
+    products smaller than the rate the model holds would cost more than the loop spares)."""
+    shared = first in ta and first in tb
+    return ([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes, worth_sparing, itemsize,
+            small, broadcast and not shared, floor, "in place" if shared else None)
 
 
 def _few(ta, tb, out, sizes, small):
@@ -381,9 +387,11 @@ def _few(ta, tb, out, sizes, small):
 def _looped_over(ta, tb, out, sizes, small):
     """The index the looped layouts loop over (the result's first), or None where there are none."""
     first = out[0] if out else None
-    if first is None or sizes[first] <= 1 or (first in ta) == (first in tb) or _few(ta, tb, out, sizes, small):
+    if first is None or sizes[first] <= 1 or _few(ta, tb, out, sizes, small):
         return None
     leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
+    if first in ta and first in tb:     # a batch index: the outermost of both
+        return first if leads == [first, first] else None
     return first if first in leads else None
 
 
@@ -393,8 +401,7 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
     product alone (:func:`_product_ns`), or with the copies costed so far (the result's,
     where ``result``, then each operand's), costs ``floor[0]`` or more is left out: it
-    cannot cost less than a layout found before it.  With ``result`` None, a layout that
-    copies the result is left out (the looped layouts' products write theirs in place)."""
+    cannot cost less than a layout found before it.  ``result``: see :func:`cost`."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
@@ -484,16 +491,14 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     caller takes any layout) no copy of the result is counted, so each candidate's own
     order of the result is kept (:func:`without_result_copy`)."""
     if pick is _PICK and not (loops and free_out):
-        # the choice depends on the indices' places in the terms and their sizes, not on
-        # their names: the step renamed 0, 1, ... in order of appearance, so that the
-        # steps of a network alike but for their names (a chain, a lattice) share it
+        # the choice depends on the indices' places and sizes, not their names: renamed 0, 1, ...
+        # in order of appearance, steps alike but for their names (a chain, a lattice) share it
         names = tuple(dict.fromkeys([*ta, *tb, *out]))
         place = {i: k for k, i in enumerate(names)}.__getitem__
         lay = _cheapest(tuple(map(place, ta)), tuple(map(place, tb)), tuple(map(place, out)), tuple(map(
             sizes.__getitem__, names)), worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
         return _named(lay, names)
-    used = sorted(set(ta) | set(tb))
-    local = tuple((i, sizes[i]) for i in used)
+    local = tuple((i, sizes[i]) for i in sorted(set(ta) | set(tb)))
     found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast,
                              loops))
     if free_out:
@@ -513,15 +518,12 @@ def _named(lay: Layout, names) -> Layout:
 
 @functools.lru_cache(maxsize=1024)
 def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
-    """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s),
-    those that cannot cost less than the cheapest found before them not costed through
-    (:func:`_flat`), and no ``Layout`` made but the one returned; the indices are 0, 1, ...,
-    ``sizes`` their sizes in that order."""
-    scale = itemsize / 4
-    best, floor = None, [math.inf]
-    # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds
-    # hold for that only up to the rounding, and the subtraction's error, a few ulps of the
-    # result copy at most (copy_ns's most per element, times the result's elements)
+    """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s), those
+    that cannot cost less than the cheapest found before them not costed through (:func:`_flat`),
+    no ``Layout`` made but the one returned; the indices are 0, 1, ..., ``sizes`` theirs in order."""
+    scale, best, floor = itemsize / 4, None, [math.inf]
+    # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds hold up to that
+    # and the subtraction's error, a few ulps of the result copy at most (copy_ns's most per element, times its size)
     most = max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
     slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
     for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
@@ -532,13 +534,11 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
         if best is None or ns < best[0]:       # the first of equals, as pick
             best = ns, row
             floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
-    first = _looped_over(ta, tb, out, sizes, small) if loops else None
-    looped = None
+    first, looped = _looped_over(ta, tb, out, sizes, small) if loops else None, None
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
     if inner_floor[0] > 0:
-        for row in _flat([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes,
-                         worth_sparing, itemsize, small, broadcast, inner_floor, None):
+        for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast, inner_floor)):
             ns = sizes[first] * (row[7] + LOOP)
             if ns < best[0]:
                 best, looped = (ns, row), first
