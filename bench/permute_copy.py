@@ -2,7 +2,7 @@
 alternatives tried for issue 23 (``einc/runtime/torch_executor/permute_copy.py`` keeps what won).
 
     python bench/permute_copy.py [--threads 1] [--rounds 21] [--budget 1.5] [--filter TEXT]
-                                 [--perms [--tblis] | --contract]
+                                 [--perms [--tblis] | --contract | --model [--json FILE]]
 
 Two sets of copies, float32 unless named, each a tensor laid out in one index order
 copied into a contiguous tensor over another:
@@ -47,6 +47,17 @@ variants, float32), TBLIS's contraction (``pytblis.contract``, no explicit trans
 into a fresh contiguous torch tensor against einc (contiguous result) and opt_einsum's
 expression (built once, ``backend="torch"``: a view where torch's is one), this thread's
 CPU time as above: per workload the medians of per-round ratios to opt_einsum.
+
+``--model``: the copy-cost model (``einc.runtime.torch_executor.ttgt.copy_ns``) against the
+copies it prices: tensors of 3 to 6 indices (:data:`MODEL_TEMPLATES`: short and long
+innermost indices, every permutation of the 3-index ones, five of the others: reversed,
+innermost index moved outermost and back, the two innermost swapped, the two outermost
+swapped) of 64 KiB to 32 MiB, float32 and float64, each timed as ``clone``, ``torch``
+(``permute(...).contiguous()``, what a tensor autograd records takes) and ``einc``
+(``permuted_copy``, what the forward takes), this thread's CPU time as ``--perms``, in ns
+per element beside the model's price (scaled by the element size, as the model is);
+then how often the model orders two copies of one tensor (1.2x or more apart) as
+measured.  ``--json FILE`` keeps every copy's figures.
 
 Markdown on stdout.  Standard library, torch and einc (``--tblis``, ``--contract``: pytblis;
 ``--contract``: opt_einsum).
@@ -314,6 +325,94 @@ def methods(x, perm):
     return fns
 
 
+# (label, shape with 0 for the index sized to the target bytes, permutations): --model's copies
+MODEL_TEMPLATES = (
+    ("3: (F, 4, 500)", (0, 4, 500), "all"),
+    ("3: (F, 500, 4)", (0, 500, 4), "all"),
+    ("3: (F, 64, 64)", (0, 64, 64), "all"),
+    ("3: (F, 16, 2)", (0, 16, 2), "all"),
+    ("4: (F, 16, 16, 16)", (0, 16, 16, 16), "some"),
+    ("4: (F, 64, 4, 4)", (0, 64, 4, 4), "some"),
+    ("5: (F, 8, 8, 8, 8)", (0, 8, 8, 8, 8), "some"),
+    ("5: (F, 2, 16, 16, 2)", (0, 2, 16, 16, 2), "some"),
+    ("6: (F, 4, 8, 4, 8, 4)", (0, 4, 8, 4, 8, 4), "some"),
+)
+MODEL_BYTES = (64 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20)
+
+
+def _model_perms(n, which):
+    """All permutations but the identity, or five: the order reversed, the innermost index
+    moved outermost, the outermost innermost, the two innermost swapped (a transpose) and
+    the two outermost swapped (a copy keeping the innermost index)."""
+    if which == "all":
+        return [p for p in itertools.permutations(range(n)) if p != tuple(range(n))]
+    last, first = n - 1, 0
+    return [tuple(reversed(range(n))), (last, *range(last)), (*range(1, n), first),
+            (*range(n - 2), last, n - 2), (1, 0, *range(2, n))]
+
+
+def model_cases(text=""):
+    """``(label, shape, perm, dtype)`` of --model's copies."""
+    for dtype in (torch.float32, torch.float64):
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        for nbytes in MODEL_BYTES:
+            for label, shape, which in MODEL_TEMPLATES:
+                if text not in label:
+                    continue
+                rest = math.prod(s for s in shape if s)
+                full = tuple(s or max(nbytes // itemsize // rest, 1) for s in shape)
+                for perm in _model_perms(len(shape), which):
+                    yield label, full, perm, dtype
+
+
+def model_row(shape, perm, dtype, rounds):
+    """ns per element of ``clone``, ``torch`` (``permute(...).contiguous()``, the copy a
+    tracked tensor takes) and ``einc`` (``permuted_copy``, an untracked one), and the
+    model's (``ttgt.copy_ns``, scaled by the element size as the model scales it)."""
+    from einc.runtime.torch_executor import ttgt
+    src = LETTERS[:len(shape)]
+    dst = "".join(src[p] for p in perm)
+    sizes = dict(zip(src, shape))
+    x = torch.randn(shape, dtype=dtype)
+    fast = pc.permuted_copy(list(src), list(dst), sizes)
+    fns = {"clone": x.clone, "torch": lambda: x.permute(perm).contiguous(), "einc": lambda: fast(x)}
+    assert torch.equal(fns["einc"](), fns["torch"]())
+    for fn in fns.values():
+        fn()
+    t = cpu_interleaved(fns, rounds)
+    n = x.numel()
+    row = {m: t[m].median * 1e9 / n for m in fns}
+    row["model"] = ttgt.copy_ns(src, dst, sizes) * x.element_size() / 4 / n
+    return row
+
+
+def model_main(args):
+    """--model: every copy of :func:`model_cases`, measured against the copy-cost model."""
+    import json
+    print("| tensor | dtype | MiB | permutation | clone | torch | einc | model | torch / model | einc / model |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for label, shape, perm, dtype in model_cases(args.filter):
+        r = model_row(shape, perm, dtype, args.rounds)
+        mib = math.prod(shape) * torch.empty((), dtype=dtype).element_size() / 2**20
+        rows.append({"label": label, "shape": shape, "perm": perm, "dtype": str(dtype).replace("torch.", ""),
+                     "mib": mib, **r})
+        print(f"| {label} {shape} | {rows[-1]['dtype']} | {mib:.3g} | {perm} | {r['clone']:.3f} | {r['torch']:.3f} | "
+              f"{r['einc']:.3f} | {r['model']:.3f} | {r['torch'] / r['model']:.2f} | {r['einc'] / r['model']:.2f} |",
+              flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f)
+    print()
+    for m in ("torch", "einc"):
+        pairs = [(a, b) for a in rows for b in rows if a["shape"] == b["shape"] and a["dtype"] == b["dtype"]
+                 and a["perm"] < b["perm"] and abs(math.log(a[m] / b[m])) > math.log(1.2)]
+        agree = sum((a[m] < b[m]) == (a["model"] < b["model"]) for a, b in pairs)
+        print(f"- {m}: measured / model geomean {_geomean([r[m] / r['model'] for r in rows]):.2f} "
+              f"over {len(rows)} copies; the model orders {agree} of {len(pairs)} pairs of copies "
+              f"of one tensor as measured (pairs 1.2x or more apart)")
+
+
 def main(argv=None):
     args = cpu_setup(argv, __doc__, 21, 1.5, "copy",
                      lambda p: (p.add_argument("--perms", action="store_true",
@@ -321,7 +420,10 @@ def main(argv=None):
                                 p.add_argument("--tblis", action="store_true",
                                                help="with --perms: pytblis.add as a peer"),
                                 p.add_argument("--contract", action="store_true",
-                                               help="pytblis.contract on the permuted and pairwise families")))
+                                               help="pytblis.contract on the permuted and pairwise families"),
+                                p.add_argument("--model", action="store_true",
+                                               help="copies of 64 KiB-32 MiB against the copy-cost model"),
+                                p.add_argument("--json", help="with --model: every copy's figures, to this file")))
     if args.tblis or args.contract:
         try:
             import pytblis
@@ -329,12 +431,16 @@ def main(argv=None):
             print("--tblis and --contract need pytblis (pip install pytblis)", file=sys.stderr)
             return 2
         pytblis.set_num_threads(args.threads)
+    against = ("clone" if args.perms else "the model, ns per element" if args.model
+               else "opt_einsum" if args.contract else "torch [95 % interval]")
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds at most, "
-          f"{args.budget:g} s per copy; ratios method / "
-          f"{'clone' if args.perms else 'opt_einsum' if args.contract else 'torch [95 % interval]'}\n")
+          f"{args.budget:g} s per copy; ratios method / {against}\n")
     if args.perms:
         perms_main(args)
+        return 0
+    if args.model:
+        model_main(args)
         return 0
     if args.contract:
         contract_main(args)

@@ -71,15 +71,16 @@ def test_relayout_only_where_the_gradient_is_strided_matrices():
 
 
 def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
-    """pykeen's NTN ``bcda,bca->bcd`` (A (256, 1, 4, 16), B (1, 500, 16)): the product runs
-    (c, bd) and its rows do not merge in the result, so the gradient reaches it through
-    a copy either way; from ``permute_copy.MIN_BYTES`` up, where that copy runs in wide
-    elements (runs of 4 float32: 16 bytes), the one-copy backward makes it (and the
-    forward's copy).  float64 runs (32 bytes, no wide copy) and small results keep
-    torch's own; the gradients are torch.einsum's either way."""
+    """pykeen's NTN ``bcda,bca->bcd`` with 8 values of d (A (256, 1, 8, 16), B (1, 500, 16)):
+    the product runs (c, bd) and its rows do not merge in the result, so the gradient
+    reaches it through a copy either way; from ``permute_copy.MIN_BYTES`` up, where that
+    copy runs in wide elements (runs of 8 float32: 32 bytes), the one-copy backward makes
+    it (and the forward's copy).  float64 runs (64 bytes, no wide copy) and small results
+    keep torch's own; the gradients are torch.einsum's either way.  (With 4 values of d the
+    product runs as torch's does, ((b, d), c), and its result is transposed instead.)"""
     from einc.runtime.torch_executor.permute_copy import MIN_BYTES
-    eq, big, small = "bcda,bca->bcd", [(256, 1, 4, 16), (1, 500, 16)], [(8, 1, 4, 16), (1, 5, 16)]
-    assert 8 * 5 * 4 * 4 < MIN_BYTES <= 256 * 500 * 4 * 4
+    eq, big, small = "bcda,bca->bcd", [(256, 1, 8, 16), (1, 500, 16)], [(8, 1, 8, 16), (1, 5, 16)]
+    assert 8 * 5 * 8 * 4 < MIN_BYTES <= 256 * 500 * 8 * 4
     for shapes, dtype, relayout in [(big, torch.float32, True), (big, D, False), (small, torch.float32, False)]:
         g = torch.Generator().manual_seed(4)
         ops = [torch.randn(s, dtype=dtype, generator=g).requires_grad_() for s in shapes]

@@ -14,17 +14,16 @@ each with its :func:`cost` in nanoseconds from rates measured with torch's ops o
 CPU (1 thread, float32, the development machine):
 
 - a copy that keeps the source's unit-stride index innermost moves ~0.2 ns per element,
-  more where the runs it keeps contiguous are short (8 elements: ~0.75 ns), and that
-  per-run part more where consecutive runs of the result lie far apart in the source
-  (the CCSD(T) result ``abcdef``, runs of 8 floats, from ``(d, e, b, a, c, f)``: runs
-  128 KiB apart, ~1.3x the time from ``(b, d, e, a, c, f)``, 8 KiB apart; 1 MiB apart,
-  ~2x, and no more beyond 2 MiB apart (512 Ki float32 elements); a run of thousands of
-  elements pays little for its distance); one that moves it (a transpose of the
-  innermost axis) ~0.7-0.9 ns, more with short innermost indices, and ~1.5x that where
-  both innermost indices lie thousands of elements apart in the other layout (copied in
-  cache-sized tiles, :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's
-  own copy took 2-5x); ~10 % less where the outermost indices agree and leave blocks
-  that stay in cache;
+  more where the runs it keeps contiguous are short (8 elements: ~0.65 ns), and that
+  per-run part more where consecutive runs lie far apart in the source (runs of 8 floats:
+  up to ~2x, from 1 MiB apart; long runs pay little for it); one that moves it (a
+  transpose of the innermost axis) ~0.7-0.8 ns, a little more where an innermost index is
+  short (4: ~0.95 ns), and ~1.5x that where both innermost indices lie thousands of
+  elements apart in the other layout (copied in cache-sized tiles,
+  :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's own copy took
+  2-5x); ~10 % less where the outermost indices agree and leave blocks that stay in cache;
+  ~0.25 ns more per element from 8 Mi elements (fresh pages: a quarter of what they add to
+  a clone: the partial gradients :func:`for_training` weighs are priced without them);
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that) or
@@ -67,13 +66,14 @@ from dataclasses import dataclass
 from ...planner.strides import written_in_place
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
-SHORT_RUN = 4.5         # ... plus this over the length of the runs it keeps contiguous
+SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
-SHORT_INNER = 4         # ... plus this over the shorter of the two innermost indices,
+SHORT_INNER = 1         # ... plus this over the shorter of the two innermost indices,
 CONFLICT = 1.5          # ... times this where each innermost index is 4096 elements or more apart in the other
 FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
 FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
+FRESH, FRESH_FROM = 0.25, 1 << 23   # ns per element more for a copy of this many elements or more (fresh pages)
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate,
 MATVEC = 10             # ... at most this times: a side of 1 (a matrix-vector product)
@@ -162,15 +162,16 @@ def _planned_copy_ns(plan, dst, sizes, expanded=1):
     elems = math.prod([sizes[i] for i in dst]) * expanded
     if not elems:
         return 0.0
+    fresh = elems * FRESH if elems >= FRESH_FROM else 0.0
     if elems // math.prod([sizes[i] for i in plan[0]]) <= 1 << 18:     # a batch of copies of blocks that stay in cache
         elems *= BLOCKED
     if plan[1]:
         run = math.prod([sizes[i] for i in plan[2]])
         step = _stride(plan[3], sizes)      # how far apart in the source the runs follow
-        return elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
+        return fresh + elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
     _, _, after_src, after_dst, inner_src, inner_dst = plan
-    far = _stride(after_src, sizes) >= 4096 and _stride(after_dst, sizes) >= 4096
-    return elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * (CONFLICT if far else 1)
+    far = CONFLICT if _stride(after_src, sizes) >= 4096 and _stride(after_dst, sizes) >= 4096 else 1
+    return fresh + elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * far
 
 
 def operand(term, groups, sizes):
@@ -499,8 +500,7 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
             sizes.__getitem__, names)), worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
         return _named(lay, names)
     local = tuple((i, sizes[i]) for i in sorted(set(ta) | set(tb)))
-    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast,
-                             loops))
+    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
