@@ -524,7 +524,7 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     scale, best, floor = itemsize / 4, None, [math.inf]
     # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds hold up to that
     # and the subtraction's error, a few ulps of the result copy at most (copy_ns's most per element, times its size)
-    most = max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
+    most = FRESH + max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
     slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
     for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
         ns = row[7]
