@@ -108,19 +108,24 @@ def check(outs, eq, ops):
     that: both match each other) or 'MISMATCH'."""
     a, b = outs
     if a.numel() * 8 <= _ORACLE_MOST:
-        ref = torch.einsum(eq, *[o.double() for o in ops])
+        ref = torch.einsum(eq, *[_wide(o) for o in ops])
         tol = 1e-2 if a.dtype in (torch.float16, torch.bfloat16) else 1e-4
-        good = all(torch.allclose(o.double(), ref, rtol=tol, atol=tol * float(ref.abs().max())) for o in outs)
+        good = all(torch.allclose(_wide(o), ref, rtol=tol, atol=tol * float(ref.abs().max())) for o in outs)
         return "ok" if good else "MISMATCH"
     tol = 1e-2 if a.dtype in (torch.float16, torch.bfloat16) else 1e-4
     return "agree" if torch.allclose(a, b, rtol=tol, atol=tol * float(a.abs().max())) else "MISMATCH"
 
 
+def _wide(t):
+    """``t`` in float64, or complex128 where it is complex (``double()`` drops the imaginary part)."""
+    return t.to(torch.complex128) if t.is_complex() else t.double()
+
+
 def _training_step(ops):
     """``fn(entry)``: a training step through ``entry``, as einc runs one on the CPU (the
-    torch executor's ops recorded by autograd): its result and the floating operands'
-    gradients for a fixed upstream gradient."""
-    leaves = [o.requires_grad_() for o in ops if o.is_floating_point()]
+    torch executor's ops recorded by autograd): its result and the floating and complex
+    operands' gradients for a fixed upstream gradient."""
+    leaves = [o.requires_grad_() for o in ops if o.is_floating_point() or o.is_complex()]
     upstream = []
 
     def step(entry):

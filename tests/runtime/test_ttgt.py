@@ -623,6 +623,20 @@ def test_the_layouts_benchmark_weighs_a_call_of_ones_own_in_cpu_time(capsys):
     assert len(rows) == 1 and rows[0].endswith("| 3 | ok |")
 
 
+def test_the_layouts_benchmark_checks_and_trains_complex_operands():
+    """Complex operands (the suite's GPU variants of mps_inner_product, randreg_tn and
+    qaoa_amplitude): checked against complex128, their gradients taken."""
+    from bench import layouts
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(3, 4, dtype=torch.complex64, generator=g), torch.randn(4, 5, dtype=torch.complex64, generator=g)]
+    out = einc.einsum("ij,jk->ik", *ops)
+    assert layouts.check([out, out.clone()], "ij,jk->ik", ops) == "ok"
+    assert layouts.check([out, out.conj()], "ij,jk->ik", ops) == "MISMATCH"
+    entry, _ = layouts.built("ij,jk->ik", ops, [])
+    grads = layouts._training_step(ops)(entry)
+    assert len(grads) == 2 and all(gr.dtype == torch.complex64 for gr in grads)
+
+
 @pytest.mark.parametrize("bad", ["NOPE=1", "SMALL=many", "pick=1"])
 def test_the_layouts_benchmark_names_what_it_cannot_set(bad, capsys):
     from bench import layouts
