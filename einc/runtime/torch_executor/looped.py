@@ -1,12 +1,14 @@
 """Looped layouts of the torch executor: one matrix product per value of the result's first
-index, each written with ``out=`` into its slab of a fresh result
-(runtime/torch_executor/ttgt.py's ``candidates`` says where the model takes them).
+index, each written with ``out=`` into its slab of a fresh result, through a view where the
+slab's order is not the product's (runtime/torch_executor/ttgt.py's ``candidates`` says
+where the model takes them; einc.planner.strides.written_in_place where a view serves).
 
 Where autograd, a transform or tracing records the step (``out=`` is not differentiable),
-the same products run, each into a tensor of its own, stacked into the result: a call
-gives the same bits whether or not an operand requires grad, on any BLAS (one product
-over all the slabs is a GEMM of other sizes, which a BLAS may block, split or dispatch
-differently)."""
+the same products run, each into a tensor of its own, stacked into the result (permuted
+as the slab orders it): a call gives the same bits whether or not an operand requires
+grad, on any BLAS (one product over all the slabs is a GEMM of other sizes, which a BLAS
+may block, split or dispatch differently; a product into a view differs from one into a
+contiguous tensor only in BLAS's ``ldc``)."""
 
 from __future__ import annotations
 
