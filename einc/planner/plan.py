@@ -186,7 +186,7 @@ def _path(graph: ContractionGraph, options: Options):
     reports: list = []
     found = fn(inputs, output, size_dict, memory_limit, reports) if fn is _auto else \
         fn(inputs, output, size_dict, memory_limit)
-    path = tuple(tuple(int(i) for i in c) for c in found)
+    path = tuple([tuple(map(int, c)) for c in found])
     notes = tuple(r.text() for r in reports)
     if key is not None:
         with _PATHS_LOCK:
