@@ -279,9 +279,6 @@ def _steps(graph: ContractionGraph, path) -> list[Step]:
             group = taken[:2]
             rest = taken[2:]
             last = not live and not rest
-            for v in group:
-                for i in set(terms[v]):
-                    held[i] -= 1
             step = _make_step(group, len(terms), terms, held, graph, None if last else wanted)
             for i in step.output:       # distinct
                 held[i] += 1
@@ -333,20 +330,27 @@ def _follows(term, order) -> bool:
 
 def _make_step(operands, result, terms, held, graph, wanted) -> Step:
     """The step contracting ``operands`` (value ids; ``terms``: each value's indices) into
-    value ``result``.  It keeps the indices that ``held`` counts on other values not yet
-    contracted, and those in ``wanted`` (the output's, as a set); the last step, whose
-    ``wanted`` is None, makes the output."""
+    value ``result``.  ``held`` counts, per index, the values not yet contracted that hold
+    it, ``operands`` among them; they are taken off it here.  The result keeps the indices
+    still held elsewhere, and those in ``wanted`` (the output's, as a set); the last step,
+    whose ``wanted`` is None, makes the output."""
     sizes = graph.sizes
-    inputs = tuple([terms[v] for v in operands])
-    pair = len(inputs) == 2
+    pair = len(operands) == 2
     if pair:
+        inputs = (terms[operands[0]], terms[operands[1]])
         a = set(inputs[0])
         both = a.intersection(inputs[1])
         # the indices in order of first appearance: A's, then those only B holds
         seen = list(dict.fromkeys(inputs[0] + inputs[1]))
     else:
+        inputs = tuple([terms[v] for v in operands])
         both = set()
         seen = list(dict.fromkeys([i for t in inputs for i in t]))
+    if held is not None:        # each operand no longer holds its indices (a shared one, two)
+        for i in seen:
+            held[i] -= 1
+        for i in both:
+            held[i] -= 1
     if wanted is None:
         output = graph.output
         gone = set(output)
