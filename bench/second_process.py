@@ -10,7 +10,14 @@ process then plans again ``--again`` times with its in-memory caches cleared (th
 kept): the least of those is the planning alone, whatever a shared machine's load adds.
 Bytecode is written and a warm-up process runs first, so compiling einc is not timed.
 
-    python bench/second_process.py [--only 'NAME (TENSORS);NAME'] [--again 20]
+With ``--against DIR`` (another checkout of einc whose entries have the same key, e.g. a
+``git archive`` of an older commit), the second process of each network runs ``--rounds``
+times under each checkout, in alternating order, each its own copy of this script, both
+reading the entry this checkout's first process stored; the tables give the median per
+checkout and the paired per-round ratios (this checkout / the other) of the second
+process's first ``plan_for``, thread CPU time and wall.
+
+    python bench/second_process.py [--only 'NAME (TENSORS);NAME'] [--again 20] [--against DIR --rounds 5]
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -59,15 +67,17 @@ def child(name: str, again: int) -> dict:
             "steps": len(plan.path)}
 
 
-def _run(name: str, cache: Path, again: int = 0) -> dict:
+def _run(name: str, cache: Path, again: int = 0, root: Path = ROOT) -> dict:
     from checkouts import child
-    return child(Path(__file__), ROOT, ("--child", name, "--again", again), cache)
+    return child(root / "bench" / Path(__file__).name, root, ("--child", name, "--again", again), cache)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
     ap.add_argument("--again", type=int, default=20, help="plans from a cleared memory in the second process")
+    ap.add_argument("--against", type=Path, help="another einc checkout, its second processes alternating")
+    ap.add_argument("--rounds", type=int, default=5, help="second processes per checkout with --against")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -75,6 +85,9 @@ def main(argv=None) -> None:
         return
     from bench.paths import instances
     names = [full for full, _, _ in instances(args.only)]
+    if args.against:
+        print(against(names, [ROOT, args.against.resolve()], args.rounds))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         _run(names[0], Path(tmp) / "warm")         # bytecode written, nothing timed
@@ -84,6 +97,32 @@ def main(argv=None) -> None:
             rows.append((name, first, second))
             print(f"{name}: first {first['wall']:.3f} s, second {second['wall'] * 1e3:.1f} ms", file=sys.stderr)
     print(report(rows, os.getloadavg()))
+
+
+def against(names, roots, rounds: int) -> str:
+    """Tables of the second process's first ``plan_for`` under each checkout of ``roots``
+    (thread CPU time, then wall), ``rounds`` alternating rounds per network."""
+    from checkouts import table
+    found = {root: [{} for _ in range(rounds)] for root in roots}
+    with tempfile.TemporaryDirectory() as tmp:
+        for root in roots:
+            _run(names[0], Path(tmp) / "warm", root=root)
+        for k, name in enumerate(names):
+            cache = Path(tmp) / str(k)
+            _run(name, cache)
+            for r in range(rounds):
+                for root in roots if r % 2 == 0 else roots[::-1]:
+                    found[root][r][name] = _run(name, cache, root=root)
+            print(f"{name}: " + ", ".join(f"{found[root][0][name]['cpu'] * 1e3:.1f}" for root in roots) + " ms",
+                  file=sys.stderr)
+    lines = [f"Load average after the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}.", ""]
+    for figure, what in (("cpu", "thread CPU ms"), ("wall", "wall ms")):
+        rows = {root: [{n: runs[n][figure] for n in names} for runs in found[root]] for root in roots}
+        lines += table(rows, roots, f"second process's plan_for, {what}", lambda key, m: f"{m * 1e3:.1f}") + [""]
+    for root in roots:
+        within = sum(statistics.median(runs[n]["wall"] for runs in found[root]) <= 0.010 for n in names)
+        lines.append(f"{root}: median wall within 10 ms on {within} of {len(names)}.")
+    return "\n".join(lines)
 
 
 def report(rows, load) -> str:

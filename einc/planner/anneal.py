@@ -12,12 +12,7 @@ import time
 
 from .libraries import _linear, _strings
 from .pathcost import cost as _cost
-
-# a run: ANNEAL_STEPS temperatures of ANNEAL_SWEEPS sweeps; ANNEAL_SECONDS a tensor: a run's time
-# before one is timed; ANNEAL_STALE runs in a row without a better tree end the annealing; a second
-# start gets its own chain where ranked within ANNEAL_RUNNER_UP times the best (a far worse one's
-# chain spends half the runs on trees that seldom catch up)
-ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_RUNNER_UP = 20, 20, 3e-3, 8, 4
+from .searchkey import ANNEAL_RUNNER_UP, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_STEPS, ANNEAL_SWEEPS
 
 
 def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,

@@ -56,7 +56,7 @@ SHORT_COPY = 1.98e-9    # ... plus this over the step's typical index size
 WRITE = 0.16e-9         # s per element of a step's result
 SHORT_WRITE = 2.6e-9    # ... plus this over the step's typical index size
 STEP = 23.4e-6          # s: the fixed cost of one step, and of the call's own work
-VERSION = "objective-3"     # part of a remembered path's key (einc.planner.search.version)
+# (a change to the ranking: a new einc.planner.searchkey.OBJECTIVE_VERSION, which remembered paths' key names)
 
 FEATURES = ("gemm", "matrices", "mul_sum", "copies", "short_copies", "written", "short_written", "steps")
 RATES = (GEMM, PER_MATRIX, MUL_SUM, COPY, SHORT_COPY, WRITE, SHORT_WRITE, STEP)

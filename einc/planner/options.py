@@ -229,18 +229,22 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
 
     Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
-    opt_einsum's ``dp``), then :func:`einc.planner.search.search`: a greedy path, then a
-    search whose time is in proportion to the contraction's predicted time (cotengra's
-    hyper-optimizer where it is installed).  ``reports``, a list, receives the search's
-    :class:`~einc.planner.search.Report`.
+    opt_einsum's ``dp``), then :func:`einc.planner.search.search`: the path remembered on
+    disk, else a greedy path, then a search whose time is in proportion to the
+    contraction's predicted time (cotengra's hyper-optimizer where it is installed).
+    ``reports``, a list, receives the search's :class:`~einc.planner.search.Report`.
     """
     n = len(inputs)
     if n <= 5:
         return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
     if n <= DP_OPERANDS:
         return _dynamic_programming(inputs, output, size_dict, memory_limit)
-    from . import search
-    path, report = search.search(inputs, output, size_dict, memory_limit)
+    from .searchkey import recall
+    found, name, tag = recall(inputs, output, size_dict, memory_limit)
+    if found is None:       # (the search's modules are imported only where its path is not on disk)
+        from . import search
+        found = search.searched(inputs, output, size_dict, memory_limit, name, tag)
+    path, report = found
     if reports is not None:
         reports.append(report)
     return path

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import cachefiles, config
 
-VERSION = "einc-paths-2"        # with the search's figures appended by the caller (search.version())
+VERSION = "einc-paths-2"        # with the search's figures appended by the caller (searchkey.version())
 STORE_SECONDS = 0.005           # a shorter search is not stored
 MAX_ENTRIES = 2000              # files kept; the least recently used go first
 MAX_BYTES = 1 << 20             # a larger file is no entry of einc's

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import opt_einsum
@@ -136,7 +136,7 @@ class Plan:
 def flop_count(indices, summed: bool, num_terms: int, sizes) -> int:
     """opt_einsum's convention: a multiply-add counts 2, a product or sum counts 1."""
     factor = max(1, num_terms - 1) + (1 if summed else 0)
-    return math.prod([sizes[i] for i in indices]) * factor
+    return math.prod(map(sizes.__getitem__, indices)) * factor
 
 
 # ----------------------------------------------------------------------- the path
@@ -186,7 +186,7 @@ def _path(graph: ContractionGraph, options: Options):
     reports: list = []
     found = fn(inputs, output, size_dict, memory_limit, reports) if fn is _auto else \
         fn(inputs, output, size_dict, memory_limit)
-    path = tuple(tuple(int(i) for i in c) for c in found)
+    path = tuple([tuple(map(int, c)) for c in found])
     notes = tuple(r.text() for r in reports)
     if key is not None:
         with _PATHS_LOCK:
@@ -239,17 +239,32 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     options = options or Options.of()
     path, notes = _path(graph, options)
     n = graph.num_operands
-    indices = {k: graph.inputs[k] for k in range(n)}
     if n <= 2 and len(path) == 1 and sorted(path[0]) == list(range(n)):
-        # One step of every operand, the last: what the loop below makes of it, without
-        # counting which values hold which index (only steps before the last need that).
-        step = _make_step(list(range(n)), n, indices, None, graph, True)
+        # One step of every operand, the last: what _steps makes of it, without counting
+        # which values hold which index (only steps before the last need that).
+        step = _make_step(list(range(n)), n, list(graph.inputs), None, graph, None)
         return Plan(graph, equation or str(graph), options.name, tuple(path), (step,), step.flops, step.flops,
                     step.size, notes=notes)
+    steps = _steps(graph, path)
+
+    flops = sum(s.flops for s in steps)
+    largest = max(s.size for s in steps)
+    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive_flops(graph), flops,
+                largest, notes=notes)
+
+
+def _steps(graph: ContractionGraph, path) -> list[Step]:
+    """The steps of ``path``, a linear path over ``graph``'s operands (checked here)."""
+    n = graph.num_operands
+    terms = list(graph.inputs)              # per value id, its indices per dimension
     live = list(range(n))                   # value ids, in opt_einsum's list order
     # how many values not yet contracted hold each index: a step's result keeps those the
     # others hold (counted, not gathered from every other value: quadratic on hundreds)
-    held = Counter(i for t in graph.inputs for i in set(t))
+    held = [0] * len(graph.sizes)
+    wanted = set(graph.output)
+    for t in terms:
+        for i in set(t):
+            held[i] += 1
     steps: list[Step] = []
     for contraction in path:
         order = sorted(contraction)
@@ -264,14 +279,11 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
             group = taken[:2]
             rest = taken[2:]
             last = not live and not rest
-            for v in group:
-                for i in set(indices[v]):
-                    held[i] -= 1
-            step = _make_step(group, len(steps) + n, indices, held, graph, last)
+            step = _make_step(group, len(terms), terms, held, graph, None if last else wanted)
             for i in step.output:       # distinct
                 held[i] += 1
             steps.append(step)
-            indices[step.result] = step.output
+            terms.append(step.output)
             taken = [step.result] + rest
             if not rest:
                 break
@@ -279,12 +291,8 @@ def build_plan(graph: ContractionGraph, equation: str = "", options: Options | N
     if len(live) != 1:
         raise PathError(f"einsum(): path {list(path)} leaves {len(live)} operands uncontracted")
     if steps[-1].output != graph.output:      # e.g. an explicit path ending on a pairwise step kept order
-        steps.append(_make_step([live[0]], len(steps) + n, indices, Counter(), graph, True))
-
-    flops = sum(s.flops for s in steps)
-    largest = max(s.size for s in steps)
-    return Plan(graph, equation or str(graph), options.name, tuple(path), tuple(steps), naive_flops(graph), flops,
-                largest, notes=notes)
+        steps.append(_make_step([live[0]], len(terms), terms, None, graph, None))
+    return steps
 
 
 def naive_flops(graph: ContractionGraph) -> int:
@@ -320,24 +328,48 @@ def _follows(term, order) -> bool:
     return place == sorted(place)
 
 
-def _make_step(operands, result, indices, held, graph, last) -> Step:
-    """The step contracting ``operands``; ``held``: per index, how many other values not
-    yet contracted hold it (what the result must keep, with the output's; unread for the
-    ``last`` step, which keeps the output's)."""
+def _make_step(operands, result, terms, held, graph, wanted) -> Step:
+    """The step contracting ``operands`` (value ids; ``terms``: each value's indices) into
+    value ``result``.  ``held`` counts, per index, the values not yet contracted that hold
+    it, ``operands`` among them; they are taken off it here.  The result keeps the indices
+    still held elsewhere, and those in ``wanted`` (the output's, as a set); the last step,
+    whose ``wanted`` is None, makes the output."""
     sizes = graph.sizes
-    terms = [indices[v] for v in operands]
-    seen = list(dict.fromkeys(terms[0] + terms[1] if len(terms) == 2 else [i for t in terms for i in t]))
-    pair = len(terms) == 2
+    pair = len(operands) == 2
     if pair:
-        a, b = set(terms[0]), set(terms[1])
-    if last:
-        output = graph.output
+        inputs = (terms[operands[0]], terms[operands[1]])
+        a = set(inputs[0])
+        both = a.intersection(inputs[1])
+        # the indices in order of first appearance: A's, then those only B holds
+        seen = list(dict.fromkeys(inputs[0] + inputs[1]))
     else:
-        wanted = graph.output
-        kept = [i for i in seen if held[i] > 0 or i in wanted]
-        in_order = tuple([i for i in wanted if i in kept])
-        if pair and (a & b).issubset(kept) and len(in_order) == len(kept) \
-                and all(_follows(t, in_order) for t in terms):
+        inputs = tuple([terms[v] for v in operands])
+        both = set()
+        seen = list(dict.fromkeys([i for t in inputs for i in t]))
+    if held is not None:        # each operand no longer holds its indices (a shared one, two)
+        for i in seen:
+            held[i] -= 1
+        for i in both:
+            held[i] -= 1
+    if wanted is None:
+        output = graph.output
+        gone = set(output)
+        summed = tuple([i for i in seen if i not in gone])
+    else:
+        kept = [i for i in seen if held[i] or i in wanted]
+        summed = tuple([i for i in seen if not (held[i] or i in wanted)]) if len(kept) < len(seen) else ()
+    shares = not both.isdisjoint(summed)        # a shared index is summed
+    batch = ()
+    if wanted is not None:
+        if both.isdisjoint(kept):
+            output = tuple(kept)
+        else:
+            # Natural order for a matrix product: batch, then A's free, then B's free (as
+            # ``seen``, ``kept`` runs A's indices first, then those only B holds).
+            batch = tuple([i for i in kept if i in both])
+            output = batch + tuple([i for i in kept if i not in both])
+        if pair and not shares and kept and all(i in wanted for i in kept) \
+                and all(_follows(t, in_order := tuple([i for i in graph.output if i in kept])) for t in inputs):
             # A product (nothing shared is summed) of the result's indices only, whose
             # operands already run in the result's order: in that order, so that a chain of
             # products ends in it with no permuting copy (in a matrix product's order, a
@@ -346,26 +378,20 @@ def _make_step(operands, result, indices, held, graph, last) -> Step:
             # with an index still to be summed is read best so by the step that sums it, and
             # one whose operand runs otherwise would read it across its strides.
             output = in_order
-        elif pair:
-            # Natural order for a matrix product: batch, then A's free, then B's free.
-            output = tuple([i for i in kept if i in a and i in b] + [i for i in kept if i in a and i not in b]
-                           + [i for i in kept if i not in a])
-        else:
-            output = tuple(kept)
-    summed = tuple([i for i in seen if i not in output])
+            batch = tuple([i for i in output if i in both])
+    elif both:
+        batch = tuple([i for i in output if i in both])
     if not pair:
-        kind, batch = REDUCE, ()
+        kind = REDUCE
+    elif not shares:
+        kind = PRODUCT
+    elif len(batch) == len(output):
+        kind = DOT
     else:
-        batch = tuple([i for i in output if i in a and i in b])
-        if not any(i in a and i in b for i in summed):
-            kind = PRODUCT
-        elif len(batch) == len(output):
-            kind = DOT
-        else:
-            kind = CONTRACT
-    flops = flop_count(seen, bool(summed), len(terms), sizes)
-    size = math.prod([sizes[i] for i in output])
-    return Step(kind, tuple(operands), result, tuple(terms), tuple(output), batch, summed, flops, size)
+        kind = CONTRACT
+    flops = flop_count(seen, bool(summed), len(inputs), sizes)
+    size = math.prod(map(sizes.__getitem__, output))
+    return Step(kind, tuple(operands), result, inputs, output, batch, summed, flops, size)
 
 
 # ----------------------------------------------------------------------- printing

@@ -18,7 +18,9 @@ annealing, TreeSA's method: :mod:`einc.planner.anneal`) for the rest.  Trees
 are ranked by the time einc's torch executor is predicted to take (:mod:`einc.planner.objective`;
 the budgets weigh the nominal figures), not flops alone.  Without cotengra
 the budget goes to random greedy trials.  Paths of searches of a few milliseconds or
-more are remembered on disk (:mod:`einc.planner.pathcache`).
+more are remembered on disk (:mod:`einc.planner.pathcache`), under a key that names the
+figures; they are defined in :mod:`einc.planner.searchkey`, which computes the key and
+reads a remembered path without importing this module.
 
 Deterministic for a given :data:`SEED` where the search stops on its counts or its
 convergence: below the hyper-optimizer, unless the guard ends it; where the clock stops
@@ -30,7 +32,6 @@ and why it stopped (``explain`` prints it).  docs/paths.md.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import math
 import random
@@ -40,80 +41,55 @@ import opt_einsum
 
 from . import anneal, objective, pathcache, slicebudget
 from .graph import cycles
-from .libraries import _installed, _kahypar, _linear, _methods, _optional, _seeded, _strings
+from .libraries import _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
 from .pathcost import path_cost
+from .searchkey import (
+    CAP,
+    CONVERGED,
+    COSTMODS,
+    ELEMENT_SECONDS,
+    FLOOR,
+    FLOP_SECONDS,
+    FRACTION,
+    GUARD,
+    HYPER_FLOOR,
+    HYPER_SHARE,
+    KAHYPAR_SPACE,
+    LIMITED_MAX,
+    LIMITED_TRIAL_SECONDS,
+    MAX_TRIALS,
+    PARTITION,
+    PARTITION_AFFORD,
+    PARTITION_SECONDS,
+    PARTITION_TENSORS,
+    PARTITION_TRIALS,
+    PER_TENSOR,
+    PROBE,
+    QUICK_SHARE,
+    RECONF_CHUNK,
+    RECONF_SECONDS,
+    REFINE_SHARE,
+    REPAY,
+    SEED,
+    SMALL,
+    STALE,
+    STALE_GAIN,
+    STEP_SECONDS,
+    SUBTREES,
+    TRIAL_SECONDS,
+    WRITE_FACTOR,
+    recall,
+)
 from .searchreport import Progress as _Progress
 from .searchreport import Report
-from .searchreport import remembered as _remembered
 from .searchreport import seconds_text as _time
 
-# Nominal CPU figures of einc's torch executor (those of einc.planner.slicecost): a flop on
-# operands of tens of elements a side at 5 GFLOP/s, a fixed cost per step.  An
-# intermediate element costs four 4-byte transfers -- its write, its read, and the
-# permuting copy the executor makes of most matrix-product operands (a read and a write;
-# einc.planner.slicing.step_copies) -- at a nominal 10 GB/s: 1.6 ns, eight flops' time.
-FLOP_SECONDS = 0.2e-9
-ELEMENT_SECONDS = 4 * 4 / 10e9
-STEP_SECONDS = 15e-6
-WRITE_FACTOR = ELEMENT_SECONDS / FLOP_SECONDS      # cotengra's "combo" weight of written elements
-
-FRACTION = 0.1          # of the best predicted contraction time, spent searching
-FLOOR = 0.005           # seconds: the least any search past dynamic programming's reach is given
-SMALL = 0.1             # seconds: added to the fraction, or REPAY times the predicted time where that is less
-REPAY = 20              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
-HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
-QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
-REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
-RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs
-RECONF_CHUNK = 8        # subtrees reconfigured between looks at the clock
-# a small search of PARTITION_TENSORS or more, whose refinement affords it, also refines a kahypar
-# partition tree (cotengra's, of these parameters, at PARTITION_SECONDS per tensor); its trials then
-# get PARTITION_TRIALS of the budget, and each tree PROBE of what the partition left
-PARTITION = {"parts": 4, "cutoff": 25, "imbalance": 0.1, "random_strength": 0.01, "weight_edges": "log"}
-PARTITION_TENSORS, PARTITION_SECONDS, PARTITION_TRIALS, PROBE = 100, 0.7e-3, 0.1, 0.25
-PARTITION_AFFORD = 1.2        # a partition is made where the refinement's work is this many partitions' or more
-# cotengrust's random greedy weighing of the tensors removed against the one made, in
-# turn by batch: its own range (matrix chains need its ends), and a narrower one that
-# finds better trees on regular graphs and the language-model networks
-COSTMODS = ((0.1, 4.0), (0.5, 2.0))
-# the hyper-optimizer's kahypar trials without hyperedges: fewer parts, less noise, larger leaves
-# than cotengra's ranges, whose trials seldom beat the refined random greedy tree (on hypergraphs they do)
-KAHYPAR_SPACE = {"parts": {"type": "INT", "min": 2, "max": 4}, "cutoff": {"type": "INT", "min": 20, "max": 40},
-                 "random_strength": {"type": "FLOAT_EXP", "min": 0.01, "max": 0.1},
-                 "imbalance": {"type": "FLOAT", "min": 0.01, "max": 0.2}}
-# the hyper-optimizer runs until this share of the budget has passed (after the random greedy trials'
-# QUICK_SHARE: a trial or a few); the rest anneals its best tree (einc.planner.anneal)
-HYPER_SHARE = 0.3
-CAP = 10.0              # seconds: the most any search runs
-MAX_TRIALS = 1024       # trees: the most any search tries
-# Below the hyper-optimizer the search's work is counted at nominal costs (one core, no other
-# load), so that its path does not depend on the machine's load: a random greedy trial, per
-# index of every operand (cotengrust); a subtree reconfigured, by its leaves (cotengra), each
-# size tried only where the one before gained.  GUARD: the most a counted search may run, as a
-# multiple of its budget, where the machine is far slower than nominal.
-TRIAL_SECONDS = 1.2e-6
-SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
-# per tensor, a tree ranked by the objective, made by cotengra from a path (and its path read
-# back), or ranked subtree by subtree for a chunk of reconfiguration: on hundreds of tensors
-# these cost as much as the trials and subtrees themselves
-PER_TENSOR = 12e-6
-GUARD = 4
-# Under a memory limit below the hyper-optimizer, opt_einsum's random greedy trials (in
-# Python, the limit checked at each step) are counted too: LIMITED_TRIAL_SECONDS per index
-# of every operand, as many as their share of the budget affords (einc.planner.slicebudget),
-# up to LIMITED_MAX.
-LIMITED_TRIAL_SECONDS = 40e-6
-LIMITED_MAX = 128
-STALE = 16              # random greedy trials end where the latter half of this many or more found no better tree,
-STALE_GAIN = 0.01       # ... better by this much of log10 flops (2.3 %) or more
-CONVERGED = 128         # trials without a better tree end a hyper search
 PROGRESS_SECONDS = 1.0  # a longer budget shows progress
-SEED = 0
 
 
 def predicted_seconds(flops: float, written: float, steps: int) -> float:
-    """einc's nominal time of a contraction (see the module's figures)."""
+    """einc's nominal time of a contraction (see the figures in einc.planner.searchkey)."""
     return flops * FLOP_SECONDS + written * ELEMENT_SECONDS + steps * STEP_SECONDS
 
 
@@ -133,39 +109,20 @@ def allowance(seconds: float) -> float:
     return min(CAP, FRACTION * seconds + SMALL)
 
 
-def version(seed: int = SEED) -> str:
-    """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
-    found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
-    return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
-                              MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
-                              RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,
-                              PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
-                              WRITE_FACTOR, HYPER_SHARE, anneal.ANNEAL_STEPS, anneal.ANNEAL_SWEEPS,
-                              anneal.ANNEAL_SECONDS, anneal.ANNEAL_STALE, anneal.ANNEAL_RUNNER_UP, objective.VERSION,
-                              slicebudget.figures(), LIMITED_TRIAL_SECONDS, LIMITED_MAX,
-                              seed, *found)))
-
-
-def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:
-    """``(name, version)`` of the network's entry in the path cache: where :func:`search`
-    remembers its path (and einc.planner.slicecache the slicing of it)."""
-    tag = version(seed)
-    return pathcache.key(inputs, output, size_dict, memory_limit, tag), tag
-
-
 def search(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
-    """``(path, report)``: the path a search finds (:func:`find`), or the one an earlier
-    search of the same network found and einc remembered (einc.planner.pathcache)."""
-    t0 = time.perf_counter()
-    inputs = [frozenset(t) for t in inputs]
-    output = frozenset(output)
-    name, tag = entry(inputs, output, size_dict, memory_limit, seed)
-    hit = pathcache.load(name, tag, len(inputs))
-    if hit is not None and (was := _remembered(hit[1], time.perf_counter() - t0)) is not None:
-        return hit[0], was
+    """``(path, report)``: the path an earlier search of the same network found and einc
+    remembered (:func:`einc.planner.searchkey.recall`), else the one a search finds
+    (:func:`searched`)."""
+    found, name, tag = recall(inputs, output, size_dict, memory_limit, seed)
+    return found if found is not None else searched(inputs, output, size_dict, memory_limit, name, tag, seed)
+
+
+def searched(inputs, output, size_dict, memory_limit, name, tag, seed: int = SEED):
+    """``(path, report)`` of :func:`find`, its path remembered as entry ``name`` of version
+    ``tag`` (einc.planner.pathcache) where the search ran long enough to be worth it."""
     path, report = find(inputs, output, size_dict, memory_limit, seed)
     if report.seconds >= pathcache.STORE_SECONDS:
-        pathcache.store(name, tag, path, {"report": dataclasses.asdict(report)})
+        pathcache.store(name, tag, path, {"report": report._asdict()})
     return path, report
 
 
@@ -597,4 +554,4 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
 
 
 __all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",
-           "entry", "path_cost", "predicted_seconds", "search"]
+           "path_cost", "predicted_seconds", "search", "searched"]

@@ -3,21 +3,20 @@ search's progress (:class:`Progress`); :mod:`einc.planner.search` fills them."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 log = logging.getLogger("einc")
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """What a search did: ``method`` (``"greedy"``, ``"random greedy"``, ``"hyper"``),
     ``seconds`` it ran, ``trials`` (trees tried), ``reason`` it stopped, the predicted
     seconds of the greedy path and of the path kept, and the kept path's flops and largest
-    intermediate (elements)."""
+    intermediate (elements).  A named tuple, not a frozen dataclass, which is far slower
+    to make: a process that reads its path from disk makes this class."""
 
     method: str
     seconds: float
@@ -46,14 +45,15 @@ def seconds_text(t: float) -> str:
     return f"{t * 1e6:.3g} us"
 
 
+_TYPES = {"method": (str,), "reason": (str,), "trials": (int,)}     # a Report's fields not int or float
+
+
 def report_of(data) -> Report | None:
     """The :class:`Report` a remembered entry holds, where it holds a well-formed one."""
-    fields = {f.name: f.type for f in dataclasses.fields(Report)}
-    if not isinstance(data, dict) or set(data) != set(fields):
+    if not isinstance(data, dict) or set(data) != set(Report._fields):
         return None
     for k, v in data.items():
-        want = (str,) if fields[k] == "str" else (int,) if fields[k] == "int" else (int, float)
-        if type(v) not in want:
+        if type(v) not in _TYPES.get(k, (int, float)):
             return None
     return Report(**data)
 
@@ -64,10 +64,9 @@ def remembered(record: dict, seconds: float) -> Report | None:
     was = report_of(record.get("report"))
     if was is None:
         return None
-    return dataclasses.replace(was, seconds=seconds, trials=0,
-                               method=f"remembered (einc.planner.pathcache): {was.method}",
-                               reason=f"found by an earlier search of {seconds_text(was.seconds)} and {was.trials} "
-                                      f"trees ({was.reason})")
+    return was._replace(seconds=seconds, trials=0, method=f"remembered (einc.planner.pathcache): {was.method}",
+                        reason=f"found by an earlier search of {seconds_text(was.seconds)} and {was.trials} "
+                               f"trees ({was.reason})")
 
 
 class Progress:

@@ -66,9 +66,9 @@ def version() -> str:
 def _entry(graph, limit):
     """``(name, version)`` of the path cache's entry of einc's search of ``graph`` under
     ``limit``, numbered as :func:`einc.planner.plan.build_plan` hands it to the search."""
-    from . import search  # (as einc.planner.options imports it: only where a search runs)
+    from . import searchkey  # (as einc.planner.options imports it: only where a search runs)
     inputs = [frozenset(t) for t in graph.inputs]
-    return search.entry(inputs, frozenset(graph.output), {i: s or 1 for i, s in enumerate(graph.sizes)}, limit)
+    return searchkey.entry(inputs, frozenset(graph.output), {i: s or 1 for i, s in enumerate(graph.sizes)}, limit)
 
 
 def lookup(graph, limit: int, bound: str) -> Remembered | None:
