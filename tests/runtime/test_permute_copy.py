@@ -255,9 +255,11 @@ def _ops(fn, x):
 def test_a_block_swap_is_a_two_dimensional_transpose_only_where_its_rows_alias_in_cache():
     """The suite's ``ibnd,jbnd->ijbn`` result, ``(b, n, i, j) -> (i, j, b, n)`` of 32 x 8192
     float32, is copied as the 4-D permutation (torch's loop over 32 source lines per row
-    beats the 2-D transpose); 256 rows 4 KiB apart (all in one cache set) as a 2-D
-    transpose; the same rows 8000 bytes apart keep the permutation; exact every way."""
+    beats the 2-D transpose); 96 or 256 rows a multiple of 4 KiB apart (all in one cache
+    set) as a 2-D transpose; the same rows 8000 bytes apart keep the permutation; exact
+    every way."""
     cases = [(dict(b=4, n=8, i=64, j=128), torch.float32, False),
+             (dict(b=4, n=24, i=8, j=384), torch.float32, True),             # the suite's tucker: 96 x 3072
              (dict(b=4, n=64, i=8, j=128), torch.float32, True),
              (dict(b=4, n=64, i=8, j=250), torch.float32, False),
              (dict(b=4, n=64, i=8, j=64), torch.float64, True)]
@@ -283,7 +285,9 @@ def test_a_block_swap_is_a_two_dimensional_transpose_only_where_its_rows_alias_i
 
 
 def test_transposes_thresholds():
-    assert pc.transposes(128, 2048, 4) and not pc.transposes(127, 2048, 4)       # rows 8 KiB apart
+    assert pc.transposes(96, 2048, 4) and not pc.transposes(95, 2048, 4)         # rows 8 KiB apart: 96 float32
+    assert pc.transposes(128, 1024, 8) and not pc.transposes(127, 1024, 8)       # ... 128 float64
+    assert pc.transposes(192, 256, 16) and not pc.transposes(191, 256, 16)      # ... 192 complex128
     assert not pc.transposes(32, 8192, 4)                                        # the suite's txl
     assert pc.transposes(512, 32, 16) and not pc.transposes(512, 31, 16)         # cols at least 32
     assert pc.transposes(512, 384, 4) and not pc.transposes(256, 384, 4)         # 1536 bytes apart: 8 sets

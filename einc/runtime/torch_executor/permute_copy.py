@@ -71,7 +71,8 @@ from ...planner.strides import contiguous
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: the source's trailing block at least this long,
-TRANSPOSE_ROWS = 128    # ... its leading block at least this long,
+TRANSPOSE_ROWS = 64     # ... its leading block at least this long, plus
+TRANSPOSE_ROW_BYTE = 8  # ... this many elements per byte of an element,
 TRANSPOSE_PER_SET = 64  # ... and this many times the rows' period in the cache's sets,
 ALIAS_SPAN = 4096       # ... lines this many bytes apart sharing a set
 WIDE_MOST = 3           # wide (complex128) elements per run, at most
@@ -181,12 +182,14 @@ def transposes(rows, cols, itemsize) -> bool:
     sets: lines :data:`ALIAS_SPAN` bytes apart share a set, so the source's rows return to
     a set every ``ALIAS_SPAN / gcd(row stride, ALIAS_SPAN)`` rows, one where the stride is
     a multiple of it.  The transpose pays where ``rows`` is at least
-    :data:`TRANSPOSE_PER_SET` times that period and at least :data:`TRANSPOSE_ROWS`, ``cols``
-    at least :data:`TRANSPOSE_MIN` and the copy :data:`MIN_BYTES` or more; everywhere else
-    the permutation's loop is the faster."""
+    :data:`TRANSPOSE_PER_SET` times that period and long enough for its buffered blocks to
+    cost less than the loop's misses, :data:`TRANSPOSE_ROWS` plus :data:`TRANSPOSE_ROW_BYTE`
+    per byte of an element (wider elements need more rows), ``cols`` at least
+    :data:`TRANSPOSE_MIN` and the copy :data:`MIN_BYTES` or more; everywhere else the
+    permutation's loop is the faster."""
     period = ALIAS_SPAN // math.gcd(cols * itemsize, ALIAS_SPAN)
     return (rows * cols * itemsize >= MIN_BYTES and cols >= TRANSPOSE_MIN
-            and rows >= max(TRANSPOSE_ROWS, TRANSPOSE_PER_SET * period))
+            and rows >= max(TRANSPOSE_ROWS + TRANSPOSE_ROW_BYTE * itemsize, TRANSPOSE_PER_SET * period))
 
 
 def plain(x) -> bool:
@@ -286,5 +289,5 @@ def _tiles(t, ways):
 
 
 __all__ = ["ALIAS_SPAN", "MIN_BYTES", "TILE_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW",
-           "TRANSPOSE_MIN", "TRANSPOSE_PER_SET", "TRANSPOSE_ROWS", "WIDE_MOST", "permuted_copy", "plain",
-           "tile_plan", "transposes", "untracked", "wide_plan"]
+           "TRANSPOSE_MIN", "TRANSPOSE_PER_SET", "TRANSPOSE_ROW_BYTE", "TRANSPOSE_ROWS", "WIDE_MOST",
+           "permuted_copy", "plain", "tile_plan", "transposes", "untracked", "wide_plan"]
