@@ -238,20 +238,62 @@ def test_a_large_short_run_copy_is_exact_and_wide():
         _check(x, src, dst, sizes)
 
 
-def test_block_swaps_are_two_dimensional_transposes_where_both_blocks_are_long():
-    """Exact on both sides of TRANSPOSE_MIN, and the 2-D transpose taken only from it."""
-    assert pc.TRANSPOSE_MIN == 32
-    # (b, i, j) -> (i, j, b): blocks b and i*j = 8*5; -> (j, b, i): blocks b*8 and j = 5
-    for b, taken in ((31, (False, False)), (32, (True, False)), (3, (False, False))):
-        sizes = dict(b=b, i=8, j=5)
-        x = _random((b, 8, 5), torch.float32)
-        for src, dst, take in [("bij", "ijb", taken[0]), ("bij", "jbi", taken[1])]:
-            fn = permuted_copy(list(src), list(dst), sizes)
-            assert bool(fn.block) == take, (b, dst)
-            _check(x, list(src), list(dst), sizes)
-    sizes = dict(b=4, i=8, j=32)                       # blocks of 32 both: (j, b, i) taken
-    assert permuted_copy(list("bij"), list("jbi"), sizes).block == (32, 32)
-    _check(_random((4, 8, 32), torch.float32), list("bij"), list("jbi"), sizes)
+def _ops(fn, x):
+    """The aten ops ``fn(x)`` runs, by name."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+    names = []
+    with Log():
+        out = fn(x)
+    return out, names
+
+
+def test_a_block_swap_is_a_two_dimensional_transpose_only_where_its_rows_alias_in_cache():
+    """The suite's ``ibnd,jbnd->ijbn`` result, ``(b, n, i, j) -> (i, j, b, n)`` of 32 x 8192
+    float32, is copied as the 4-D permutation (torch's loop over 32 source lines per row
+    beats the 2-D transpose); 96 or 256 rows a multiple of 4 KiB apart (all in one cache
+    set) as a 2-D transpose; the same rows 8000 bytes apart keep the permutation; exact
+    every way."""
+    cases = [(dict(b=4, n=8, i=64, j=128), torch.float32, False),
+             (dict(b=4, n=24, i=8, j=384), torch.float32, True),             # the suite's tucker: 96 x 3072
+             (dict(b=4, n=64, i=8, j=128), torch.float32, True),
+             (dict(b=4, n=64, i=8, j=250), torch.float32, False),
+             (dict(b=4, n=64, i=8, j=64), torch.float64, True)]
+    for sizes, dtype, take in cases:
+        x = _random(list(sizes.values()), dtype)
+        fn = permuted_copy(list("bnij"), list("ijbn"), sizes)
+        got, ops = _ops(fn, x)
+        assert ("t" in ops or "transpose" in ops) == take and ("permute" in ops) != take, (sizes, dtype, ops)
+        assert _bits_equal(got, x.permute(2, 3, 0, 1).contiguous())
+    sizes = dict(b=4, n=64, i=8, j=128)                                   # strided, expanded, offset sources
+    fn = permuted_copy(list("bnij"), list("ijbn"), sizes)
+    strided = _random((4, 64, 8, 256), torch.float32)[..., 1:129]
+    expanded = _random((1, 64, 8, 128), torch.float32).expand(4, -1, -1, -1)
+    offset = _random((4 * 64 * 8 * 128 + 3,), torch.float32)[3:].view(4, 64, 8, 128)
+    for x in (strided, expanded, offset):
+        got, ops = _ops(fn, x)
+        assert ("t" in ops or "transpose" in ops) and _bits_equal(got, x.permute(2, 3, 0, 1).contiguous())
+    grad = _random((4, 64, 8, 128), torch.float64).requires_grad_()      # tracked: the transpose too
+    got, ops = _ops(permuted_copy(list("bnij"), list("ijbn"), dict(b=4, n=64, i=8, j=128)), grad)
+    assert "t" in ops or "transpose" in ops
+    got.backward(torch.ones_like(got))
+    assert torch.equal(grad.grad, torch.ones_like(grad))
+
+
+def test_transposes_thresholds():
+    assert pc.transposes(96, 2048, 4) and not pc.transposes(95, 2048, 4)         # rows 8 KiB apart: 96 float32
+    assert pc.transposes(128, 1024, 8) and not pc.transposes(127, 1024, 8)       # ... 128 float64
+    assert pc.transposes(192, 256, 16) and not pc.transposes(191, 256, 16)      # ... 192 complex128
+    assert not pc.transposes(32, 8192, 4)                                        # the suite's txl
+    assert pc.transposes(512, 32, 16) and not pc.transposes(512, 31, 16)         # cols at least 32
+    assert pc.transposes(512, 384, 4) and not pc.transposes(256, 384, 4)         # 1536 bytes apart: 8 sets
+    assert not pc.transposes(2048, 2000, 4)                                      # 8000 bytes apart: 64 sets
+    assert not pc.transposes(4096, 248, 4) and pc.transposes(8192, 248, 4)       # 992 bytes apart: period 128
+    assert pc.transposes(128, 256, 8) and not pc.transposes(128, 256, 4)         # 128 KiB: under MIN_BYTES
 
 
 def test_a_wide_block_swap_is_a_two_dimensional_transpose_of_complex128(wide_always):
@@ -261,19 +303,21 @@ def test_a_wide_block_swap_is_a_two_dimensional_transpose_of_complex128(wide_alw
     the other indices that are not a block swap keep the 3-D wide copy."""
     sizes = dict(b=256, c=500, d=4)
     fn = permuted_copy(list("cbd"), list("bcd"), sizes)
-    assert fn.plan(4)[-1] == (500, 256)
+    assert fn.plan(4)[0][-1] == (500, 256)
     _check(_random((500, 256, 4), torch.float32), list("cbd"), list("bcd"), sizes)
-    sizes = dict(a=3, b=40, c=50, d=4)                      # (a, b, c, d) -> (c, a, b, d): blocks ab and c
-    assert permuted_copy(list("abcd"), list("cabd"), sizes).plan(4)[-1] == (120, 50)
-    assert permuted_copy(list("abcd"), list("cbad"), sizes).plan(4)[-1] is None        # no block swap
-    _check(_random((3, 40, 50, 4), torch.float32), list("abcd"), list("cabd"), sizes)
-    _check(_random((3, 40, 50, 4), torch.float32), list("abcd"), list("cbad"), sizes)
-    sizes = dict(c=500, b=31, d=4, e=1)                     # a block of 31, and a size-1 index between
-    assert permuted_copy(list("cebd"), list("bced"), sizes).plan(4)[-1] is None
-    assert permuted_copy(list("cebd"), list("bced"), dict(sizes, b=32)).plan(4)[-1] == (500, 32)
-    _check(_random((500, 1, 32, 4), torch.float32), list("cebd"), list("bced"), dict(sizes, b=32))
+    assert permuted_copy(list("cbd"), list("bcd"), dict(b=250, c=500, d=4)).plan(4)[0][-1] is None   # 4000 B apart
+    assert permuted_copy(list("cbd"), list("bcd"), dict(b=256, c=64, d=4)).plan(4)[0][-1] is None    # 64 rows
+    sizes = dict(a=4, b=64, c=64, d=4)                      # (a, b, c, d) -> (c, a, b, d): blocks ab and c
+    assert permuted_copy(list("abcd"), list("cabd"), sizes).plan(4)[0][-1] == (256, 64)
+    assert permuted_copy(list("abcd"), list("cbad"), sizes).plan(4)[0][-1] is None     # no block swap
+    _check(_random((4, 64, 64, 4), torch.float32), list("abcd"), list("cabd"), sizes)
+    _check(_random((4, 64, 64, 4), torch.float32), list("abcd"), list("cbad"), sizes)
+    sizes = dict(c=512, b=31, d=4, e=1)                     # a block of 31, and a size-1 index between
+    assert permuted_copy(list("cebd"), list("bced"), sizes).plan(4)[0][-1] is None
+    assert permuted_copy(list("cebd"), list("bced"), dict(sizes, b=32)).plan(4)[0][-1] == (512, 32)
+    _check(_random((512, 1, 32, 4), torch.float32), list("cebd"), list("bced"), dict(sizes, b=32))
     sizes = dict(b=256, c=500, d=8)                         # runs of two complex128
-    assert permuted_copy(list("cbd"), list("bcd"), sizes).plan(4)[-1] is None
+    assert permuted_copy(list("cbd"), list("bcd"), sizes).plan(4)[0][-1] is None
 
 
 def test_a_wide_block_swap_from_an_offset_source_takes_the_plain_copy(wide_always):

@@ -9,10 +9,14 @@ memory's where that run is short: a 6-index CCSD(T) result whose runs are 8 floa
 thread, the development machine).  :func:`permuted_copy` therefore:
 
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
-  as a 2-D transpose where the tiles below are not taken, which torch copies faster than the same copy expressed as a
-  3-D permutation (~1.6x for the suite's ``ibnd,jbnd->ijbn``; 0.35-0.9x the time where
-  both blocks hold 32 elements or more), but slower where a block is short (8 or 16
-  elements: 1.1-2.5x the time; 24: either way), hence :data:`TRANSPOSE_MIN`;
+  as a 2-D transpose (torch's, in cache-sized blocks through a buffer) where the tiles
+  below are not taken and :func:`transposes` says so: only where torch's loop over the
+  permutation reads lines that fall in few cache sets, its source rows a multiple of a
+  large power of two bytes apart, and the blocks are long.  Elsewhere that loop is
+  faster than the transpose, by up to 2.7x where the destination's innermost block is
+  short (32 rows, as the suite's ``ibnd,jbnd->ijbn``: 1.07-1.5x) and 1.06-2.5x up to 1
+  MiB where the rows are not a power of two bytes apart (``python bench/rotations.py``,
+  bench/measured/rotation-copies-2026-12-02.md);
 - copies a tensor of at least :data:`MIN_BYTES` whose run is 16, 32 or 48 bytes, as
   wider elements (the run's bytes reinterpreted as one to :data:`WIDE_MOST`
   ``complex128``, each of at least four of the tensor's elements): the copy moves the
@@ -26,9 +30,9 @@ thread, the development machine).  :func:`permuted_copy` therefore:
   pairs as ``complex128`` (float64, complex64: 0.55x in one measurement only): none is
   taken.  Below ~64K float32 the extra views (~4 us) cost more than they save, hence
   :data:`MIN_BYTES`.  Where each run is one ``complex128`` and the other indices swap
-  two blocks of :data:`TRANSPOSE_MIN` or more (pykeen's NTN result ``(c, b, d) -> (b,
-  c, d)``), the wide copy is a 2-D transpose, which torch copies in cache-sized blocks
-  (``bench/broadcast.py``, bench/measured/broadcast-2026-12-02.md);
+  two blocks where :func:`transposes` says so for 16-byte elements (pykeen's NTN result
+  ``(c, b, d) -> (b, c, d)``), the wide copy is a 2-D transpose of them
+  (``bench/broadcast.py``, bench/measured/broadcast-2026-12-02.md; ``bench/rotations.py``);
 - copies a transposing permutation (the source's unit-stride index moved) of at least
   :data:`MIN_BYTES` in tiles where torch's copy would not keep what it reads in cache
   (:func:`tile_plan`): torch loops in the destination's order, and every destination
@@ -66,7 +70,11 @@ import torch.autograd.forward_ad as _forward_ad
 from ...planner.strides import contiguous
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
-TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: both blocks at least this many elements
+TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: the source's trailing block at least this long,
+TRANSPOSE_ROWS = 64     # ... its leading block at least this long, plus
+TRANSPOSE_ROW_BYTE = 8  # ... this many elements per byte of an element,
+TRANSPOSE_PER_SET = 64  # ... and this many times the rows' period in the cache's sets,
+ALIAS_SPAN = 4096       # ... lines this many bytes apart sharing a set
 WIDE_MOST = 3           # wide (complex128) elements per run, at most
 TILE_BYTES = 1 << 21    # tiled copies: from this size
 TILE_LINES = 1 << 12    # a tile's copy: source lines read per value of the source's unit-stride index,
@@ -95,9 +103,7 @@ def permuted_copy(src, dst, sizes):
     block = None
     cut = _rotation(src, dst)
     if cut is not None:
-        rows = math.prod(sizes[i] for i in src[:len(dst) - cut])
-        cols = math.prod(sizes[i] for i in src[len(dst) - cut:])
-        block = (rows, cols) if min(rows, cols) >= TRANSPOSE_MIN else None
+        block = (math.prod(sizes[i] for i in src[:len(dst) - cut]), math.prod(sizes[i] for i in src[len(dst) - cut:]))
     return _Copy(perm, shape, block)
 
 
@@ -105,8 +111,8 @@ class _Copy:
     """``x.permute(perm).contiguous()`` for an ``x`` of ``shape``, as wide elements or in
     tiles where that is cheaper (decided once per element size, for the contiguous
     strides: the product of a step, or an operand as it comes), else as a 2-D transpose
-    of the blocks ``block`` (rows, cols) where the permutation swaps two long ones, else
-    the plain copy."""
+    of the blocks ``block`` (rows, cols: the permutation swaps two blocks) where
+    :func:`transposes` says so, else the plain copy."""
 
     __slots__ = ("perm", "contiguous", "shape", "strides", "block", "plans")
 
@@ -118,14 +124,17 @@ class _Copy:
         self.plans = {}
 
     def plan(self, itemsize):
-        """``("wide", merged shape, dtype, ratio, wide block)``, ``("tiles", ways)`` or False."""
+        """``("wide", merged shape, dtype, ratio, wide block)``, ``("tiles", ways)`` or False
+        (for a plain contiguous tensor that nothing tracks), and ``block`` where the copy,
+        for any other tensor or where that is False, is a 2-D transpose, else None."""
+        block = self.block if self.block and transposes(*self.block, itemsize) else None
         if math.prod(self.shape) * itemsize < MIN_BYTES:
-            return False
+            return False, block
         wide = wide_plan(self.shape, self.strides, 0, itemsize)
         if wide:
-            return ("wide", *wide, self._wide_block(len(wide[0]) - 1, wide[2], itemsize))
+            return ("wide", *wide, self._wide_block(len(wide[0]) - 1, wide[2], itemsize)), block
         ways = tile_plan(self.shape, self.strides, itemsize)
-        return ways and ("tiles", ways)
+        return ways and ("tiles", ways), block
 
     def _wide_block(self, k, ratio, itemsize):
         """``(rows, cols)`` where the wide copy, its runs one ``complex128`` each, swaps two
@@ -141,26 +150,46 @@ class _Copy:
             return None
         split = len(live) - cut
         rows, cols = math.prod(shape[d] for d in live[:split]), math.prod(shape[d] for d in live[split:])
-        return (rows, cols) if min(rows, cols) >= TRANSPOSE_MIN else None
+        return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        plan = self.plans.get(x.element_size())
-        if plan is None:
-            plan = self.plans[x.element_size()] = self.plan(x.element_size())
+        plans = self.plans.get(x.element_size())
+        if plans is None:
+            plans = self.plans[x.element_size()] = self.plan(x.element_size())
+        plan, block = plans
         if plan and untracked(x) and x.stride() == self.contiguous and not x.is_conj() and not x.is_neg():
             y = x.permute(self.perm)
             if plan[0] == "tiles":
                 out = torch.empty(self.shape, dtype=x.dtype, device=x.device)
                 torch._foreach_copy_(_tiles(out, plan[1]), _tiles(y, plan[1]))
                 return out
-            _, merged, dtype, ratio, block = plan
-            if x.storage_offset() % ratio == 0 and block:
-                return x.view(block[0], -1).view(dtype).t().contiguous().view(x.dtype).view(self.shape)
+            _, merged, dtype, ratio, wide = plan
+            if x.storage_offset() % ratio == 0 and wide:
+                return x.view(wide[0], -1).view(dtype).t().contiguous().view(x.dtype).view(self.shape)
             if x.storage_offset() % ratio == 0:
                 return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(self.shape)
-        if self.block:
-            return x.reshape(self.block).t().contiguous().view(self.shape)
+        if block:
+            return x.reshape(block).t().contiguous().view(self.shape)
         return x.permute(self.perm).contiguous()
+
+
+def transposes(rows, cols, itemsize) -> bool:
+    """Whether a block swap, ``rows`` x ``cols`` elements of ``itemsize`` bytes (rows: the
+    source's leading block, the destination's innermost), copies faster as a 2-D transpose
+    (torch's, in cache-sized blocks through a buffer) than as the permutation (torch's loop
+    over ``rows`` elements of the source, ``cols`` apart, per destination row).  That loop
+    keeps the lines it reads in cache for the next rows unless they share a few cache
+    sets: lines :data:`ALIAS_SPAN` bytes apart share a set, so the source's rows return to
+    a set every ``ALIAS_SPAN / gcd(row stride, ALIAS_SPAN)`` rows, one where the stride is
+    a multiple of it.  The transpose pays where ``rows`` is at least
+    :data:`TRANSPOSE_PER_SET` times that period and long enough for its buffered blocks to
+    cost less than the loop's misses, :data:`TRANSPOSE_ROWS` plus :data:`TRANSPOSE_ROW_BYTE`
+    per byte of an element (wider elements need more rows), ``cols`` at least
+    :data:`TRANSPOSE_MIN` and the copy :data:`MIN_BYTES` or more; everywhere else the
+    permutation's loop is the faster."""
+    period = ALIAS_SPAN // math.gcd(cols * itemsize, ALIAS_SPAN)
+    return (rows * cols * itemsize >= MIN_BYTES and cols >= TRANSPOSE_MIN
+            and rows >= max(TRANSPOSE_ROWS + TRANSPOSE_ROW_BYTE * itemsize, TRANSPOSE_PER_SET * period))
 
 
 def plain(x) -> bool:
@@ -259,5 +288,6 @@ def _tiles(t, ways):
     return tiles
 
 
-__all__ = ["MIN_BYTES", "TILE_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW", "TRANSPOSE_MIN",
-           "WIDE_MOST", "permuted_copy", "plain", "tile_plan", "untracked", "wide_plan"]
+__all__ = ["ALIAS_SPAN", "MIN_BYTES", "TILE_BYTES", "TILE_LEAST", "TILE_LINES", "TILE_PAGES", "TILE_ROW",
+           "TRANSPOSE_MIN", "TRANSPOSE_PER_SET", "TRANSPOSE_ROW_BYTE", "TRANSPOSE_ROWS", "WIDE_MOST",
+           "permuted_copy", "plain", "tile_plan", "transposes", "untracked", "wide_plan"]
