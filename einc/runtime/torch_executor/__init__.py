@@ -85,6 +85,8 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
     with an int64 result, 16-bit floats in a slice of a sliced plan, runtime/sliced.py).
     """
+    if not lonely and not widen and len(set(term)) == len(term):
+        return None, list(term), dtype, False       # (most operands of a network: nothing to do)
     g = plan.graph
     term = list(term)
     fns = []
