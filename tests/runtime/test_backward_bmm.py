@@ -8,6 +8,9 @@ import torch
 from autograd_graph import grad_fns, leaves
 
 import einc
+from einc.planner.equation import parse
+from einc.planner.graph import build
+from einc.planner.plan import build_plan
 from einc.runtime import torch_executor as tx
 from einc.runtime.torch_executor import backward
 from einc.runtime.torch_executor.backward import as_bmm
@@ -134,3 +137,21 @@ def test_no_grad_keeps_mm(monkeypatch, small):
     assert not ran
     einc.einsum(SHORT[0], a, b)
     assert ran                      # the same step with grad mode on
+
+
+def test_decided_on_the_first_gradient(monkeypatch, small):
+    """Building a step prices no backward: ``as_bmm`` runs once, on the first call that
+    takes a gradient, whose step then runs ``bmm`` (a first call with none builds nothing
+    more)."""
+    asked = []
+    real = tx.as_bmm
+    monkeypatch.setattr(tx, "as_bmm", lambda *args: asked.append(args) or real(*args))
+    a, b = leaves(SHORT[1], seed=7)
+    (fn,), _ = tx.step_functions(build_plan(build(parse(SHORT[0]), SHORT[1][0:2])), [D, D])
+    with torch.no_grad():
+        fn(a, b)
+    assert not asked
+    names = grad_fns(fn(a, b))
+    assert len(asked) == 1 and "BmmBackward0" in names and "MmBackward0" not in names
+    fn(a, b)
+    assert len(asked) == 1

@@ -85,6 +85,8 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
     with an int64 result, 16-bit floats in a slice of a sliced plan, runtime/sliced.py).
     """
+    if not lonely and not widen and len(set(term)) == len(term):
+        return None, list(term), dtype, False       # (most operands of a network: nothing to do)
     g = plan.graph
     term = list(term)
     fns = []
@@ -372,21 +374,25 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     elif perm_out:
         post.append(lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
-    core = _binary(mm, a_fn, b_fn)
-    # where a gradient is taken: bmm where its backward's products cost less (backward.py)
-    grad_mm = _bmm_of_one if not batch and as_bmm(ta, tb, m, n, k, flip, sizes, itemsize) else mm
-    for_grad = stack_a or stack_b or grad_mm is not mm
-    if for_grad:
-        core = _with_grad(core, _binary(grad_mm, _chain([prep_a, stack_a or lay_a]),
-                                        _chain([prep_b, stack_b or lay_b])))
-    step = _chain_out(core, _chain(post))
+    post = _chain(post)
+    step = _chain_out(_binary(mm, a_fn, b_fn), post)
     chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
     anywhere = None
     if chunks is not None:       # (the whole product where a gradient is taken: see runtime/torch_executor/chunked.py)
-        whole = _chain_out(mm, _chain(post))
-        cut = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
-        step = _with_grad(cut, step) if for_grad else cut
+        whole = _chain_out(mm, post)
+        step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
+
+    def training(fallback=step):
+        # where a gradient is taken: bmm where its backward's products cost less (backward.py)
+        # and the stacked copies (_layout); else the whole product, or the plain step
+        grad_mm = _bmm_of_one if not batch and as_bmm(ta, tb, m, n, k, flip, sizes, itemsize) else mm
+        if not (stack_a or stack_b or grad_mm is not mm):
+            return fallback
+        whole_step = _binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b]))
+        return _chain_out(whole_step, post)
+    if stack_a or stack_b or not batch:         # (decided on the first call that takes a gradient)
+        step = _with_grad(step, _on_first_use(training))
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
     return step, anywhere
