@@ -55,6 +55,7 @@ from .searchkey import (
     GUARD,
     HYPER_FLOOR,
     HYPER_SHARE,
+    HYPER_STALE,
     KAHYPAR_SPACE,
     LIMITED_MAX,
     LIMITED_TRIAL_SECONDS,
@@ -148,8 +149,8 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 
     # below the hyper-optimizer the search's work is counted (trials and subtrees at nominal
     # costs), not clocked: the same path on a loaded machine, in more time, up to a guard; a
-    # hyper search's random greedy trials are counted too, but not ended where they converge
-    # (so ended, they left the hyper-optimizer and annealing poorer trees on hypernetworks and lattices)
+    # hyper search's random greedy trials are counted too, and end where they converge over a
+    # longer run (ended after STALE, they left the later stages poorer trees on hypernetworks and lattices)
     counted = ctg is None or budget < HYPER_FLOOR
 
     def affords(seconds):       # the budget of a tree predicted at ``seconds``, within the first one; a
@@ -167,7 +168,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
-                                                     trials_get, per_trial, guard, counted)
+                                                     trials_get, per_trial, guard, STALE if counted else HYPER_STALE)
         budget = affords(_predict(inputs, output, size_dict, quick))
     rg = "random greedy" + (" (cotengrust)" if _cotengrust() else " (opt_einsum)")
     if ctg is None or budget < HYPER_FLOOR:
@@ -381,13 +382,13 @@ def _greedy(inputs, output, size_dict, memory_limit):
 
 
 def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
-                   guard=math.inf, converge=True):
+                   guard=math.inf, stale=STALE):
     """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
     ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
-    (``time.perf_counter()``), not clocked, and where ``converge``, they end where the latter
-    half of :data:`STALE` or more found no better tree.  ``work``: the seconds the trials took
+    (``time.perf_counter()``), not clocked, and they end where the latter half of ``stale``
+    trials or more found no better tree.  ``work``: the seconds the trials took
     since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
     if rust is not None and memory_limit is None:
@@ -418,7 +419,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
                 return ranked.best(rank), trials, f"{trials} trials (what the budget affords)", work
             if not per_trial and now - t0 >= budget:
                 return ranked.best(rank), trials, "time budget spent", work
-            if per_trial and converge and trials >= STALE and trials >= 2 * found:
+            if per_trial and trials >= stale and trials >= 2 * found:
                 reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
                 return ranked.best(rank), trials, reason, work
             if now >= guard:

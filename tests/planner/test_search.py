@@ -427,6 +427,22 @@ def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(mon
     assert len(path) == len(inputs) - 1
 
 
+@pytest.mark.skipif(not HAS_COTENGRA or S._cotengrust() is None, reason="cotengrust's trials, cotengra's search")
+def test_a_hyper_searchs_random_greedy_trials_end_where_they_converge_over_a_longer_run(monkeypatch):
+    # a matrix product state: every trial finds the same tree; a hyper search's budget would
+    # afford far more than MAX_TRIALS of them, and they end after HYPER_STALE, not STALE
+    inputs = [frozenset({0, 1})] + [frozenset({i, i + 1, i + 2}) for i in range(1, 60, 2)]
+    sizes = {i: (2 if i % 2 == 0 else 16) for i in range(64)}
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 5.0)
+    ran = []
+    trials = S._random_greedy
+    monkeypatch.setattr(S, "_random_greedy", lambda *args: ran.append(trials(*args)) or ran[-1])
+    monkeypatch.setattr(S, "_hyper_annealed", lambda *args: (args[-1], 0, "stub", 5.0, 0))
+    _, report = S.find(inputs, set(), sizes)
+    assert report.reason == "stub" and len(ran) == 1
+    assert ran[0][2].startswith("converged") and S.HYPER_STALE <= ran[0][1] < min(2 * S.HYPER_STALE, S.MAX_TRIALS)
+
+
 def _annealed(inputs, sizes, seconds, **kwargs):
     """``(path, runs, why, start, linear)``: annealing from the left-to-right tree (a poor
     one) of ``inputs`` for up to ``seconds``."""
