@@ -16,7 +16,7 @@ from .searchkey import ANNEAL_RUNNER_UP, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_ST
 
 
 def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
-             afford=None, other=None):
+             afford=None, other=None, lost=0.0):
     """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
     (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
     begun from the best tree so far; with ``other`` (a start ranked no better than ``path``,
@@ -28,7 +28,8 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked by
     ``rank(path)``.  ``afford(path)``: the deadline a better tree affords (a better tree,
     less search), where sooner; then no run is begun that would end past the deadline a
-    gain like the last one would leave.  ``progress.update(seconds since t0, runs, flops)``
+    gain like the last one would leave (``lost``: the seconds the gain of the stage before
+    brought the deadline forward, before any run's).  ``progress.update(seconds since t0, runs, flops)``
     after each run."""
     starts = [path] + ([other] if other is not None and list(other) != list(path) and
                        rank(other) <= ANNEAL_RUNNER_UP * rank(path) else [])
@@ -37,7 +38,7 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     except (ValueError, KeyError, IndexError):
         return path, 0, "cotengra did not take the path as a tree"
     ranks = [rank(p) for p in starts]
-    best, runs, longest, gained, lost = ranks[0], 0, ANNEAL_SECONDS * len(inputs), 0, 0.0
+    best, runs, longest, gained = ranks[0], 0, ANNEAL_SECONDS * len(inputs), 0
     while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE:
         c = runs % len(chains)
         found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,

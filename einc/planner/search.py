@@ -207,8 +207,11 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
     """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (all of it under a
     memory limit), then its best tree and ``quick``, the better-ranked first, annealed in
-    turn for the rest: ``(best path, trials, reason, budget, annealing runs)``."""
+    turn for the rest: ``(best path, trials, reason, budget, annealing runs)``.  Where the
+    hyper-optimizer's tree brought the budget forward, no annealing run is begun that a
+    gain like that one would leave past its end (einc.planner.anneal's rule after a run's gain)."""
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
+    before = _hyper_budget(greedy, known)
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     try:
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
@@ -222,7 +225,8 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
             best, annealed, why = anneal.annealed(
                 ctg, inputs, output, size_dict, best, t0, t0 + budget, seed,
                 functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}", progress,
-                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other)
+                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other,
+                max(0.0, before - budget))
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:
@@ -474,6 +478,12 @@ def _combo(tree) -> float:
     return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
+def _hyper_budget(greedy_seconds, best_seconds) -> float:
+    """A hyper search's budget once its best tree is predicted at ``best_seconds``: that
+    tree's, within the greedy path's."""
+    return min(budget_for(greedy_seconds), max(budget_for(best_seconds), FLOOR))
+
+
 _REGISTERED = False
 
 
@@ -520,7 +530,7 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
                              parallel=False, optlib="sbplx", seed=seed, reconf_opts={},
                              slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
     args = _strings(inputs, output, size_dict)
-    budget = min(budget_for(greedy_seconds), max(budget_for(known), FLOOR))
+    budget = _hyper_budget(greedy_seconds, known)
     reason, longest = "", 0.0
     with _seeded(seed):
         while True:
@@ -530,7 +540,7 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
             if "tree" in opt.best:
                 flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
                 best = min(best, predicted_seconds(flops, written, steps))
-            budget = min(budget_for(greedy_seconds), max(budget_for(best), FLOOR))
+            budget = _hyper_budget(greedy_seconds, best)
             elapsed = time.perf_counter() - t0
             longest = max(longest, elapsed - (start - t0))
             trials = len(opt.scores)

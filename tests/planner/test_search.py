@@ -443,6 +443,24 @@ def test_a_hyper_searchs_random_greedy_trials_end_where_they_converge_over_a_lon
     assert ran[0][2].startswith("converged") and S.HYPER_STALE <= ran[0][1] < min(2 * S.HYPER_STALE, S.MAX_TRIALS)
 
 
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+@pytest.mark.parametrize("after", [1.0, 0.3])
+def test_no_annealing_run_is_begun_that_a_gain_like_the_hyper_optimizers_would_leave_past_its_end(monkeypatch,
+                                                                                                   after):
+    # the hyper-optimizer's tree brought the budget from 1 s to 0.3 s: a gain like it would
+    # leave none, so annealing begins no run; where its trees gained nothing, annealing runs
+    monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
+    monkeypatch.setattr(A, "ANNEAL_SECONDS", 1e-4)
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    output = frozenset()
+    greedy = S._greedy(inputs, output, sizes, None)
+    monkeypatch.setattr(S, "_hyper", lambda *args: (greedy, 1, "stub", after))
+    best, trials, reason, budget, runs = S._hyper_annealed(S._cotengra(), inputs, output, sizes, None, 0,
+                                                           time.perf_counter(), 1.0, 1.0, None, greedy)
+    assert budget == after and trials == 1
+    assert (runs == 0) == (after < 1.0) and ("no time left" in reason) == (after < 1.0), reason
+
+
 def _annealed(inputs, sizes, seconds, **kwargs):
     """``(path, runs, why, start, linear)``: annealing from the left-to-right tree (a poor
     one) of ``inputs`` for up to ``seconds``."""
