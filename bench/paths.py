@@ -9,7 +9,7 @@ left out).  For each instance every path is scored with one cost model
 largest intermediate), and timed as it is planned:
 
 - einc: ``einc.planner.plan_for`` with the default options (``auto``), a fresh cache folder
-  (so the path search runs: nothing is remembered);
+  (so the path search runs: nothing is remembered), the process's garbage collected first;
 - cotengra: ``HyperOptimizer(max_time=--seconds, max_repeats=10**6, parallel=False)``
   (greedy and kahypar, subtree reconfiguration, flops minimized: its defaults);
 - TreeSA's simulated annealing as cotengra has it (``plan_anneal``, --seconds; the omeco
@@ -30,6 +30,7 @@ path); einc's result is checked against opt_einsum's.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import platform
@@ -164,6 +165,9 @@ def forget():
 def plan_einc(eq, shapes):
     from einc.planner import plan_for
     forget()
+    # what the runs before left (the peers' searches, the contractions): a full collection
+    # over the process's objects, which einc's allocations may happen to set off, is not einc's work
+    gc.collect()
     t, c = time.perf_counter(), time.process_time()
     plan = plan_for(eq, shapes)
     return time.perf_counter() - t, time.process_time() - c, plan.path, \
