@@ -20,7 +20,8 @@ budget, checked between candidates and between rounds:
    live-memory pass at :data:`PASS_SECONDS` a step; where it ranks none to the end, the
    first tree is kept;
 5. einc's slicer, :data:`SLICER_SHARE` of the budget, its passes counted alike: the
-   search's path first, then the unlimited one's, each by its rules in turn.
+   search's path first, then the unlimited one's, each by its rules in turn, a rule begun
+   only where one as long as the longest so far fits what is left of the share.
 
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal
@@ -81,26 +82,40 @@ class Ledger:
 
 
 class Slicer:
-    """The slicer's share: ``afford()`` whether its passes so far leave room for another
-    rule (none past :data:`GUARD` times its share or its work, on the clock), ``count``
-    the passes the slicer's models weigh."""
+    """The slicer's share: ``begin()`` a rule, ``afford()`` whether its passes so far leave
+    room for another as long as the longest so far (none past :data:`GUARD` times its share
+    or its work, on the clock), ``count`` the passes the slicer's models weigh."""
 
     def __init__(self, budget: float, steps: int):
         self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
         self.start = time.perf_counter()
         self.count = [0]
         self.rules = 0
+        self.starts: list[float] = []      # the work counted when each rule began
 
     def work(self) -> float:
         return self.count[0] * self.steps * PASS_SECONDS
 
+    def begin(self) -> None:
+        self.rules += 1
+        self.starts.append(self.work())
+
+    def longest(self) -> float:
+        """The work of the longest rule so far (the last one's up to now)."""
+        return max((b - a for a, b in zip(self.starts, [*self.starts[1:], self.work()])), default=0.0)
+
     def afford(self) -> bool:
-        # on the clock, up to GUARD times the work counted (the first cut may pass the share)
-        return self.work() < self.budget and time.perf_counter() - self.start < GUARD * max(self.budget, self.work())
+        # a rule that, as long as the longest so far, would pass the share is not begun (as a
+        # hyper-optimizer trial is not); on the clock, up to GUARD times the work counted (the
+        # first cut may pass the share)
+        return self.work() + self.longest() < self.budget and \
+            time.perf_counter() - self.start < GUARD * max(self.budget, self.work())
 
     def text(self, paths: int, weighed: int, rules: int) -> str:
         stopped = "every rule tried" if self.rules >= rules * paths else \
-            ("its share spent" if self.work() >= self.budget else "its time guard passed")
+            ("its share spent" if self.work() >= self.budget else
+             "the next rule would pass its share" if self.work() + self.longest() >= self.budget else
+             "its time guard passed")
         return (f"Slicer: {self.rules} of {rules * paths} rules on {weighed} of {paths} paths, "
                 f"{seconds_text(self.work())} of its {seconds_text(self.budget)} (counted); stopped: {stopped} "
                 f"(einc.planner.slicebudget)")

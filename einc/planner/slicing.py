@@ -357,7 +357,7 @@ def _choose(model: _Model, limit: int, fixed=(), share=None) -> dict[int, int]:
         if share is not None and best is not None and not share.afford():
             break
         if share is not None:
-            share.rules += 1
+            share.begin()
         chunks = _widen(model, limit, _cut(guide, limit, fixed, rule), fixed)
         key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
         if best is None or key < best[0]:

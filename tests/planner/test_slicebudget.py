@@ -62,7 +62,7 @@ def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within
     # a budget of a millisecond: no reconfiguration, no trials, no ranking, one cut by the slicer
     monkeypatch.setattr(search, "allowance", lambda seconds: 1e-3)
     tight, spent = _planned(monkeypatch, eq, shapes, limit)
-    assert spent["rounds"] == 0 and spent["passes"] < afforded["passes"] / 2
+    assert spent["rounds"] == 0 and spent["passes"] < afforded["passes"]
     assert tight.slicing is not None and tight.slicing.live <= limit       # the floor: still a slicing within it
     text = "\n".join(tight.notes)
     assert "budget 1 ms" in text and "not begun" in text and "no share left" in text
@@ -113,3 +113,16 @@ def test_the_sliced_choice_is_counted_not_clocked(monkeypatch):
     busy, _ = _planned(monkeypatch, eq, shapes, limit)
     assert (busy.path, busy.slicing) == (calm.path, calm.slicing)
     assert [n for n in busy.notes if "Slicer:" in n] == [n for n in calm.notes if "Slicer:" in n]
+
+
+def test_the_slicer_begins_no_rule_that_one_as_long_as_the_longest_would_take_past_its_share():
+    # a share of 100 passes over one step: after a rule of 40 passes another fits; after two,
+    # a third as long would end at 120: not begun, though 80 passes leave the share unspent
+    share = slicebudget.Slicer(100 * slicebudget.PASS_SECONDS / slicebudget.SLICER_SHARE, steps=1)
+    share.begin()
+    share.count[0] += 40
+    assert share.afford()
+    share.begin()
+    share.count[0] += 40
+    assert share.work() < share.budget and not share.afford()
+    assert "the next rule would pass its share" in share.text(paths=1, weighed=1, rules=8)
