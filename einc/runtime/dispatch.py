@@ -178,6 +178,9 @@ def build_entry(plan, operands, result_dtype=None, select_mode=None, widen=False
         torch_run = _cast(torch_run, result_dtype)
     device_type = operands[0].device.type
     entry = Entry(plan, torch_run, "torch", [select.Choice("torch", "")] * len(plan.steps))
+    promote = getattr(torch_run, "promote", None)
+    if promote is not None:     # a loop over the steps until it is called often enough to pay for its compile
+        promote(entry)
     if widen or choose(device_type, dtypes) != "triton":      # (kernels take each dtype as it is)
         return entry
     mode = select.mode_for(select_mode, device_type)

@@ -13,13 +13,20 @@ from ..planner.plan import Plan
 _CODE: dict = {}
 
 
+CALLS_BEFORE_CODE = 16      # calls a plan's run makes interpreted before its function is compiled
+
+
 def unroll(plan, step_functions):
     """``run(operands, scale=None)`` calling ``step_functions[s]`` on each step's operands in turn.
 
     With a ``scale`` the result is multiplied by it: inside the last step where its
     function takes a ``scale`` keyword (a generated kernel's ``launch``: the kernel's
     epilogue), else by one multiply after it.  Intermediates are deleted after their last
-    use.
+    use.  Its first :data:`CALLS_BEFORE_CODE` calls run the steps by a loop, the later ones
+    one generated function (the same calls, in the same order, with the same arguments):
+    its compile costs more than a first call's loop, and many plans run a few times.
+    ``run.promote(entry)`` has that call put the function in ``entry.run`` where ``run``
+    is there, so that the entry calls it directly.
     """
     n = plan.num_operands
     last_use = {}
@@ -30,18 +37,56 @@ def unroll(plan, step_functions):
     lines = ["def run(ops, scale=None):"]
     env = {}
     final = len(plan.steps) - 1
+    schedule = []
     for s, (step, fn) in enumerate(zip(plan.steps, step_functions)):
         env[f"step{s}"] = fn
         args = ", ".join(name(v) for v in step.operands)
+        dead = [v for v in step.operands if v >= n and last_use[v] == s]
         if s == final:
             env["scaled"] = scaled(fn)
             lines += ["    if scale is None:", f"        t{step.result} = step{s}({args})", "    else:",
                       f"        t{step.result} = scaled({args}, scale)"]
         else:
             lines.append(f"    t{step.result} = step{s}({args})")
-        lines += [f"    del t{v}" for v in step.operands if v >= n and last_use[v] == s]
+        lines += [f"    del t{v}" for v in dead]
+        schedule.append((fn, step.operands, step.result, tuple(dead), s == final))
     lines.append(f"    return t{plan.steps[-1].result}")
-    source = "\n".join(lines) + "\n"
+    return _interpreted(schedule, n, env["scaled"], "\n".join(lines) + "\n", env)
+
+
+def _interpreted(schedule, n, last_scaled, source, env):
+    """:func:`unroll`'s ``run``: ``schedule`` (each step's function, operands, result, the
+    intermediates it reads last, and whether it is the last step) run by a loop, until the
+    call that compiles ``source``."""
+    calls, made, holders = [0], [], []
+
+    def run(ops, scale=None):
+        if made:
+            return made[0](ops, scale)
+        calls[0] += 1
+        if calls[0] >= CALLS_BEFORE_CODE:
+            made.append(_compiled(source, env))
+            for entry in holders:
+                if entry.run is run:
+                    entry.run = made[0]
+            return made[0](ops, scale)
+        values = {}
+        result = None
+        for fn, operands, result, dead, last in schedule:
+            args = [ops[v] if v < n else values[v] for v in operands]
+            if last and scale is not None:
+                values[result] = last_scaled(*args, scale)
+            else:
+                values[result] = fn(*args)
+            del args
+            for v in dead:
+                del values[v]
+        return values[result]
+    run.promote = holders.append
+    return run
+
+
+def _compiled(source, env):
     code = _CODE.get(source)
     if code is None:
         if len(_CODE) >= 4096:

@@ -401,6 +401,59 @@ def test_a_class_s_reason_is_read_when_explain_asks(monkeypatch):
     assert len(reads) == 1 and "the size class's step, its layout chosen at the class's sizes: mm(a, b)" in shown
 
 
+def test_a_class_s_step_is_written_as_source_only_when_compiled_or_explained(monkeypatch):
+    """A class's first calls run its step's ops as recorded, with no source written (most
+    classes run a few times and are never explained); ``explain`` and the compile write it,
+    once, the text the ops were recorded for."""
+    from einc.runtime.torch_executor import classed
+    written = []
+    text = classed._text
+    monkeypatch.setattr(classed, "_text", lambda *args: written.append(args[0]) or text(*args))
+    a, b = torch.randn(3, 5, 6), torch.randn(3, 7, 6).transpose(1, 2)
+    first = einc.einsum("bij,bjk->bik", a, b)
+    assert written == []
+    entry = engine.entry(parse("bij,bjk->bik"), (a, b), DEFAULT)
+    assert "bmm(a, b)" in str(einc.explain("bij,bjk->bik", a, b)) and len(written) == 1
+    for _ in range(classed.CALLS_BEFORE_CODE):
+        einc.einsum("bij,bjk->bik", a, b)
+    assert entry.run.source.startswith("def run(") and len(written) == 1
+    assert torch.equal(einc.einsum("bij,bjk->bik", a, b), first)
+
+
+def _ops_run(run, ops):
+    """The aten ops ``run(ops)`` dispatches, with their arguments' shapes, strides and constants."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    def arg(x):
+        return (tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else x
+
+    class Recording(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append((str(func), [arg(x) for x in args], {k: arg(v) for k, v in (kwargs or {}).items()}))
+            return func(*args, **(kwargs or {}))
+    with Recording():
+        out = run(ops)
+    return seen, out
+
+
+def test_a_class_s_interpreted_ops_are_its_compiled_source_s_over_the_fuzzer_s_equations():
+    """The ops a class's first calls run one by one and those of its compiled source are the
+    same aten ops with the same arguments, and give the same bits."""
+    checked = 0
+    for case, ops in CASES[::3]:
+        eq = parse(case.oracle_equation)
+        entry, _ = sizeclass.explained(eq, ops, DEFAULT, engine._key(eq, ops, DEFAULT))
+        if entry is None or not hasattr(entry.run, "compiled"):
+            continue
+        looped, a = _ops_run(entry.run, ops)
+        compiled, b = _ops_run(entry.run.compiled(), ops)
+        assert looped == compiled and torch.equal(a, b), case.oracle_equation
+        checked += 1
+    assert checked >= len(CASES) // 20, (checked, len(CASES))
+
+
 def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     """Classes of one equation, options and pattern of size-1 dimensions at other octaves
     take the first one's plan at their sizes and, where their sizes decide alike (the same

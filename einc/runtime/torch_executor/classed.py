@@ -25,6 +25,7 @@ is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cach
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 
@@ -49,41 +50,26 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 class _Source:
-    """The lines of the generated function, each with the same operation as a function of
-    the values so far (``ops``: what :func:`_interpreted` runs), and each index's size as an
-    expression on the shapes read so far (and as the shape and dimension it is read from)."""
+    """The ops of the generated function, each a tuple (``ops``) that :class:`_Interpreted`
+    runs and its source is written from (:func:`_text`, when it is compiled or explained),
+    and where each index's size is read: the shape and dimension it is read from."""
 
     def __init__(self):
-        self.lines: list[str] = []
         self.ops: list = []
-        self.size: dict = {}
         self.where: dict = {}
         self.env: dict = {"mm": torch.mm, "bmm": torch.bmm, "matmul": torch.matmul}
 
-    def emit(self, line: str, op) -> None:
-        self.lines.append(line)
-        self.ops.append(op)
-
     def call(self, target: str, fn: str, *args: str) -> None:
         """``target = fn(*args)``, ``fn`` a name in the environment."""
-        f = self.env[fn]
-        if len(args) == 1:
-            (x,) = args
-            op = lambda e: e.__setitem__(target, f(e[x]))      # noqa: E731
-        else:
-            x, y = args
-            op = lambda e: e.__setitem__(target, f(e[x], e[y]))     # noqa: E731
-        self.emit(f"{target} = {fn}({', '.join(args)})", op)
+        self.ops.append(("call", target, fn, args))
 
     def method(self, v: str, name: str, *args) -> None:
         """``v = v.name(*args)``, the arguments constants."""
-        self.emit(f"{v} = {v}.{name}({', '.join(map(repr, args))})",
-                  lambda e: e.__setitem__(v, getattr(e[v], name)(*args)))
+        self.ops.append(("method", v, name, args))
 
     def read(self, v: str, term) -> None:
-        self.emit(f"s{v} = {v}.shape", lambda e: e.__setitem__(f"s{v}", e[v].shape))
+        self.ops.append(("shape", f"s{v}", v))
         for d, i in enumerate(term):
-            self.size.setdefault(i, f"s{v}[{d}]")
             self.where.setdefault(i, (f"s{v}", d))
 
     def permute(self, v: str, term, order) -> None:
@@ -97,30 +83,43 @@ class _Source:
         is one index already."""
         if have is not None and all(len(g) == 1 for g in groups) and [g[0] for g in groups] == list(have):
             return
-        dims = [" * ".join(self.size[i] for i in g) or "1" for g in groups]
-        read = [[self.where[i] for i in g] for g in groups]
-        self.emit(f"{v} = {v}.reshape(({', '.join(dims)},))", lambda e: e.__setitem__(
-            v, e[v].reshape(tuple([math.prod([e[s][d] for s, d in g]) for g in read]))))
+        self.ops.append(("reshape", v, tuple([tuple([self.where[i] for i in g]) for g in groups])))
 
     def function(self, result: str, finish: str, cast, whole: bool = True) -> callable:
         """``made()``, which gives ``run(ops, scale=None)`` where the step is the whole plan
-        (``whole``: a new one each time, run by :func:`_interpreted` until it has run
-        :data:`CALLS_BEFORE_CODE` times, then compiled :func:`promoted` by the entry that
-        holds it), else ``step(a, b)``, one step of several, compiled."""
-        tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
+        (``whole``: a new :class:`_Interpreted` each time, until it has run
+        :data:`CALLS_BEFORE_CODE` times, then compiled by the entry that holds it), else
+        ``step(a, b)``, one step of several, compiled."""
         self.env["result_dtype"] = cast
-        used = "\n".join(self.lines)
-        lines = [line for line in self.lines if not (line.startswith("s") and f"{line.split()[0]}[" not in used)]
+        read = {s for op in self.ops if op[0] == "reshape" for g in op[2] for s, _ in g}
+        ops = tuple([op for op in self.ops if op[0] != "shape" or op[1] in read])   # (shapes no reshape reads)
         if whole:
-            lines = ["a, b = ops", *lines]
-        body = "\n".join(f"    {line}" for line in lines)
-        source = f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n" \
-            if whole else f"def run(a, b):\n{body}\n    return {tail}\n"
-        if whole:
-            ops, env = tuple(self.ops), self.env
-            return lambda: _interpreted(ops, result, bool(finish), cast, source, env)
-        step = _compiled(source, self.env)
+            return functools.partial(_Interpreted, ops, result, finish, cast, self.env)
+        step = _compiled(_text(ops, result, finish, cast, whole), self.env)
         return lambda: step
+
+
+def _text(ops, result: str, finish: str, cast, whole: bool) -> str:
+    """The source of the function that runs ``ops`` (see :meth:`_Source.function`)."""
+    lines = ["a, b = ops"] if whole else []
+    for op in ops:
+        kind, v = op[0], op[1]
+        if kind == "call":
+            lines.append(f"{v} = {op[2]}({', '.join(op[3])})")
+        elif kind == "method":
+            lines.append(f"{v} = {v}.{op[2]}({', '.join(map(repr, op[3]))})")
+        elif kind == "shape":
+            lines.append(f"{v} = {op[2]}.shape")
+        elif kind == "reshape":
+            dims = [" * ".join([f"{s}[{d}]" for s, d in g]) or "1" for g in op[2]]
+            lines.append(f"{v} = {v}.reshape(({', '.join(dims)},))")
+        else:
+            lines.append(f"{v} = {op[2]} * {op[3]}")
+    body = "\n".join([f"    {line}" for line in lines])
+    tail = f"{result}{finish}" + (".to(result_dtype)" if cast is not None else "")
+    if whole:
+        return f"def run(ops, scale=None):\n{body}\n    r = {tail}\n    return r if scale is None else r * scale\n"
+    return f"def run(a, b):\n{body}\n    return {tail}\n"
 
 
 CALLS_BEFORE_CODE = 16      # calls a class's step runs interpreted before it is compiled
@@ -133,36 +132,57 @@ def _compiled(source: str, env: dict):
     return run
 
 
-def _interpreted(ops, result: str, contiguous: bool, cast, source: str, env: dict):
-    """The step as ``run(operands, scale=None)`` that runs ``ops`` in turn: the same torch ops,
-    in the same order, with the same arguments, as the compiled ``source`` -- so the same
+class _Interpreted:
+    """The step as ``run(operands, scale=None)`` that runs its ops in turn: the same torch ops,
+    in the same order, with the same arguments, as the compiled source -- so the same
     bits --, without its compile, which costs as much as planning a class does and more than
     dozens of runs of the loop: most classes of a first training step run once or a few times.
-    ``run.promote(entry)`` makes it swap ``entry.run`` for the compiled function
-    (``run.compiled()``) at its :data:`CALLS_BEFORE_CODE`-th call."""
-    holder, calls = [], [0]
+    Its source is written where asked for (``source``: ``explain``, the compile).
+    ``promote(entry)`` makes it swap ``entry.run`` for the compiled function
+    (``compiled()``) at its :data:`CALLS_BEFORE_CODE`-th call."""
 
-    def compiled():
-        return _compiled(source, env)
+    __slots__ = ("ops", "result", "finish", "cast", "env", "calls", "holder", "_source")
 
-    def run(operands, scale=None):
-        calls[0] += 1
-        if calls[0] >= CALLS_BEFORE_CODE and holder:
-            holder[0].run = compiled()
+    def __init__(self, ops, result: str, finish: str, cast, env: dict):
+        self.ops, self.result, self.finish, self.cast, self.env = ops, result, finish, cast, env
+        self.calls, self.holder, self._source = 0, [], None
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            self._source = _text(self.ops, self.result, self.finish, self.cast, True)
+        return self._source
+
+    def compiled(self):
+        return _compiled(self.source, self.env)
+
+    def promote(self, entry) -> None:
+        self.holder.append(entry)
+
+    def __call__(self, operands, scale=None):
+        self.calls += 1
+        if self.calls >= CALLS_BEFORE_CODE and self.holder:
+            self.holder[0].run = self.compiled()
         a, b = operands
         e = {"a": a, "b": b}
-        for op in ops:
-            op(e)
-        r = e[result]
-        if contiguous:
+        for op in self.ops:
+            kind, v = op[0], op[1]
+            if kind == "reshape":
+                e[v] = e[v].reshape(tuple([math.prod([e[s][d] for s, d in g]) for g in op[2]]))
+            elif kind == "method":
+                e[v] = getattr(e[v], op[2])(*op[3])
+            elif kind == "shape":
+                e[v] = e[op[2]].shape
+            elif kind == "call":
+                e[v] = self.env[op[2]](*[e[x] for x in op[3]])
+            else:
+                e[v] = e[op[2]] * e[op[3]]
+        r = e[self.result]
+        if self.finish:
             r = r.contiguous()
-        if cast is not None:
-            r = r.to(cast)
+        if self.cast is not None:
+            r = r.to(self.cast)
         return r if scale is None else r * scale
-    run.source = source
-    run.compiled = compiled
-    run.promote = holder.append
-    return run
 
 
 _codes: dict = {}       # source -> its code object
@@ -294,7 +314,7 @@ def _emitted(views, preps, ta, tb, out, summed, decision, lay, dtype, finish, ca
     if decision == PRODUCT:
         _align(src, "a", ta, out)
         _align(src, "b", tb, out)
-        src.emit("c = a * b", lambda e: e.__setitem__("c", e["a"] * e["b"]))
+        src.ops.append(("multiply", "c", "a", "b"))
         return src.function("c", finish, cast, whole)
     if decision == DOT:
         full = out + [i for i in ta if i in summed]
