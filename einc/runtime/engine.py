@@ -125,10 +125,31 @@ def run_scaled(eq: Equation, operands, options: Options, scale: float):
     runs the last step (else by one multiply after it).  A call torch's op answers
     (:func:`unplanned`) is that times ``scale``, and makes no entry: an entry would answer
     the same call without a scale from then on."""
-    result = unplanned(eq, operands, options)
-    if result is not None:
-        return result * scale
-    return entry(eq, operands, options).run(operands, scale)
+    found = runnable(eq, operands, options)
+    if found.__class__ is tuple:        # torch's op answered
+        return found[0] * scale
+    return found.run(operands, scale)
+
+
+def runnable(eq: Equation, operands, options: Options):
+    """What :func:`run` runs for these operands, its key built once: the cached entry (a hit,
+    counted as run counts it), else, as on run's miss, ``(result,)`` where torch's op
+    answers (:func:`unplanned`'s calls) or the entry built."""
+    try:
+        key = _key(eq, operands, options)
+    except (AttributeError, IndexError):
+        check_operands(eq, operands)
+        raise
+    try:
+        slot = _found(key)
+    except TypeError:                   # symbolic sizes, as in run
+        return (symbolic(eq, operands, options),)
+    if slot is None:
+        if _torch_own(key, len(operands)):
+            return (admission.einsum(eq.torch_text, operands),)
+        return _miss(eq, operands, options, key)
+    _plans.hits = slot[1] = _plans.hits + 1
+    return slot[0]
 
 
 def entry(eq: Equation, operands, options: Options) -> Entry:
@@ -310,6 +331,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "explained_entry",
-           "check_operands", "check_settings", "check_count",
+__all__ = ["run", "run_scaled", "runnable", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic",
+           "explained_entry", "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

@@ -1,9 +1,13 @@
 """A cached call's work around its ops: the plan cache's key built once a call, and the
 order each operand is read in (part of that key) asked only where it changes a step."""
 
+import pytest
 import torch
 
 import einc
+from einc.planner.equation import parse
+from einc.planner.options import DEFAULT
+from einc.runtime import engine
 from einc.runtime import torch_executor as tx
 from einc.runtime.torch_executor import ttgt
 
@@ -57,3 +61,30 @@ def test_size_one_dimensions_out_of_memory_order_leave_an_operand_read_as_it_is(
         out, ops = _ops(lambda: einc.einsum("bkz,kj->bjz", v, m))
         assert "clone" not in ops and "copy_" not in ops, ops
         torch.testing.assert_close(out, torch.einsum("bkz,kj->bjz", v, m))
+
+
+@pytest.mark.parametrize("door", ["gradient", "scaled"])
+def test_a_cached_call_builds_its_key_once(door, monkeypatch):
+    """The key of a cached call that takes a gradient (or a scale) is built once: the order
+    of a permuted operand, part of the key, was read twice (a peek for torch's op, then the
+    entry's lookup), and counted as one hit."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    x = torch.randn(64, 128, dtype=torch.float64).T         # read in its memory order
+    w = torch.randn(64, 8, dtype=torch.float64, requires_grad=door == "gradient")
+
+    def call():
+        if door == "scaled":
+            return engine.run_scaled(parse("ij,jk->ik"), (x, w), DEFAULT, 2.0)
+        return einc.einsum("ij,jk->ik", x, w)
+    einc.cache_clear()
+    call()
+    real, asked = engine.read_order, []
+    monkeypatch.setattr(engine, "read_order", lambda t: asked.append(t.shape) or real(t))
+    hits = einc.cache_info().plans.hits
+    out = call()
+    assert asked == [x.shape]
+    assert einc.cache_info().plans.hits == hits + 1
+    want = torch.einsum("ij,jk->ik", x, w) * (2.0 if door == "scaled" else 1.0)
+    torch.testing.assert_close(out, want)
+    if door == "gradient":
+        torch.testing.assert_close(torch.autograd.grad(out.sum(), w), torch.autograd.grad(want.sum(), w))
