@@ -100,7 +100,7 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
                and (plan.num_operands > 1 or not _integral(dtype))]
     if squeeze:
-        sq = tuple(squeeze)
+        sq = squeeze[0] if len(squeeze) == 1 else tuple(squeeze)   # one: squeeze.dim, no list to read
         fns.append(lambda x: x.squeeze(sq))
         term = [i for d, i in enumerate(term) if d not in squeeze]
     summed = tuple(d for d, i in enumerate(term) if i in lonely)
