@@ -15,6 +15,7 @@ finally counts the einsum calls of one step (``bench/einc_patch_plugin.py``'s co
 
     python bench/real_modules.py --install                # pinned --no-deps installs, then every module
     python bench/real_modules.py pykeen-ntn mace          # some modules (already installed)
+    python bench/real_modules.py mace --clock cpu         # ... their rounds in each worker's thread CPU time
     python bench/real_modules.py --list
     python bench/real_modules.py --equations pykeen-ntn   # each einsum call of one step, timed alone
     python bench/real_modules.py --equations pykeen-ntn --clock cpu   # ... in the thread's CPU time
@@ -566,7 +567,9 @@ def worker(case_name: str, patched: bool) -> None:
             n, per_call = calibrate(step, float(cmd[1]))
             print(json.dumps({"n": n, "per_call": per_call}), file=proto)
         elif cmd[0] == "batch":
-            print(json.dumps({"per_call": time_batch(step, int(cmd[1]))}), file=proto)
+            n = int(cmd[1])
+            per_call = cpu_batch(step, n) if cmd[2:] == ["cpu"] else time_batch(step, n)
+            print(json.dumps({"per_call": per_call}), file=proto)
         elif cmd[0] == "count":
             calls = None
             if patched:
@@ -579,6 +582,23 @@ def worker(case_name: str, patched: bool) -> None:
             print(json.dumps({"calls": calls}), file=proto)
         else:
             break
+
+
+def cpu_batch(step, n: int) -> float:
+    """The thread's CPU seconds per call of ``n`` back-to-back ``step()`` calls, the GC paused
+    (``time_batch``'s loop): what a shared machine's other jobs move less than the wall clock."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.thread_time()
+        for _ in range(n):
+            step()
+        return (time.thread_time() - t0) / n
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def record_calls(step) -> dict:
@@ -734,9 +754,10 @@ class Worker:
             self.proc.wait(timeout=60)
 
 
-def measure(case: Case, rounds: int, target: float, seed: int = 0) -> dict:
+def measure(case: Case, rounds: int, target: float, seed: int = 0, clock: str = "wall") -> dict:
     """One module's row: both workers started one after the other (each first step alone on
-    the machine), then ``rounds`` rounds of one batch each, in shuffled order.  The workers
+    the machine), then ``rounds`` rounds of one batch each, in shuffled order, timed by the
+    wall clock or (``clock`` "cpu") in each worker's thread CPU time.  The workers
     get an empty einc cache folder, so the first step finds no path remembered on disk
     by an earlier run, as on a user's first run."""
     sides = {}
@@ -753,10 +774,10 @@ def measure(case: Case, rounds: int, target: float, seed: int = 0) -> dict:
         for _ in range(rounds):
             rng.shuffle(order)
             for name in order:
-                samples[name].append(sides[name].ask(f"batch {calls[name]}")["per_call"])
+                samples[name].append(sides[name].ask(f"batch {calls[name]} {clock}")["per_call"])
         count = sides["patched"].ask("count")["calls"]
         first = (sides["unpatched"].first["first"], sides["patched"].first["first"])
-        return summarize(case.name, samples["unpatched"], samples["patched"], first, count, note)
+        return {**summarize(case.name, samples["unpatched"], samples["patched"], first, count, note), "clock": clock}
     finally:
         for w in sides.values():
             w.close()
@@ -856,7 +877,7 @@ def main(argv=None) -> int:
         "--clock",
         choices=("wall", "cpu"),
         default="wall",
-        help="with --equations: cpu times in the thread's CPU time (a shared machine)",
+        help="cpu: the modules' rounds (or with --equations each call) in the thread's CPU time (a shared machine)",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
@@ -893,7 +914,10 @@ def main(argv=None) -> int:
             rows.append({"module": name, "skipped": why})
             continue
         try:
-            row = first_steps(case, args.first) if args.first else measure(case, args.rounds, args.target)
+            if args.first:
+                row = first_steps(case, args.first)
+            else:
+                row = measure(case, args.rounds, args.target, clock=args.clock)
         except (RuntimeError, OSError, ValueError) as e:  # a worker that died (an import, a crash): reported, not fatal
             row = {"module": name, "skipped": f"failed: {type(e).__name__}: {e}"}
         if case.library:

@@ -107,10 +107,9 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
         return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
     vmapped = transforms and _VMAP in transforms
     if not vmapped or _vmap_as_is(operands, options):
-        result = engine.unplanned(eq, operands, options)    # torch's op, which autograd records
-        if result is not None:
-            return result
-        entry = engine.entry(eq, operands, options)
+        entry = engine.runnable(eq, operands, options)
+        if entry.__class__ is tuple:        # torch's op answered, which autograd records
+            return entry[0]
         # sliced: gradients sliced too; under vmap a sum over size 0 would give zeros made
         # without the batched operands, which vmap expands (stride 0, not a fresh tensor)
         if (entry.backend == "torch" and entry.plan.slicing is None

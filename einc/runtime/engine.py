@@ -123,12 +123,35 @@ def symbolic(eq: Equation, operands, options: Options):
 def run_scaled(eq: Equation, operands, options: Options, scale: float):
     """:func:`run` times ``scale``, applied in the last generated kernel's epilogue where one
     runs the last step (else by one multiply after it).  A call torch's op answers
-    (:func:`unplanned`) is that times ``scale``, and makes no entry: an entry would answer
+    (:func:`runnable`) is that times ``scale``, and makes no entry: an entry would answer
     the same call without a scale from then on."""
-    result = unplanned(eq, operands, options)
-    if result is not None:
-        return result * scale
-    return entry(eq, operands, options).run(operands, scale)
+    found = runnable(eq, operands, options)
+    if found.__class__ is tuple:        # torch's op answered
+        return found[0] * scale
+    return found.run(operands, scale)
+
+
+def runnable(eq: Equation, operands, options: Options):
+    """What :func:`run` runs for these operands, its key built once: the cached entry (a hit,
+    counted as run counts it), else, as on run's miss, ``(result,)`` where torch's op
+    answers (a sparse first operand, operands on several devices, a small call under
+    ``EINC_NEW_SHAPES=torch``: runtime/admission.py; symbolic sizes: the custom op's call)
+    or the entry built."""
+    try:
+        key = _key(eq, operands, options)
+    except (AttributeError, IndexError):
+        check_operands(eq, operands)
+        raise
+    try:
+        slot = _found(key)
+    except TypeError:                   # symbolic sizes, as in run
+        return (symbolic(eq, operands, options),)
+    if slot is None:
+        if _torch_own(key, len(operands)):
+            return (admission.einsum(eq.torch_text, operands),)
+        return _miss(eq, operands, options, key)
+    _plans.hits = slot[1] = _plans.hits + 1
+    return slot[0]
 
 
 def entry(eq: Equation, operands, options: Options) -> Entry:
@@ -141,23 +164,6 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
         raise
     found = _plans.get(key)
     return found if found is not None else _built(eq, operands, options, key)
-
-
-def unplanned(eq: Equation, operands, options: Options):
-    """torch's einsum of ``operands`` where the call is one einc does not plan (see
-    :mod:`einc.runtime.admission`; the custom op's call for symbolic sizes), else None."""
-    try:
-        key = _key(eq, operands, options)
-    except (AttributeError, IndexError):
-        return None
-    try:
-        if _plans.peek(key) is not None:
-            return None
-    except TypeError:                   # symbolic sizes, as in run
-        return symbolic(eq, operands, options)
-    if _torch_own(key, len(operands)):
-        return admission.einsum(eq.torch_text, operands)
-    return admission.small_call(eq, operands, options)
 
 
 def _torch_own(key, n: int) -> bool:
@@ -310,6 +316,6 @@ def set_cache_size(maxsize: int) -> None:
     _plans.resize(maxsize)
 
 
-__all__ = ["run", "run_scaled", "entry", "unplanned", "torch_op", "on_symbolic", "symbolic", "explained_entry",
-           "check_operands", "check_settings", "check_count",
+__all__ = ["run", "run_scaled", "runnable", "entry", "torch_op", "on_symbolic", "symbolic",
+           "explained_entry", "check_operands", "check_settings", "check_count",
            "plan_for", "entry_for", "register", "cache_info", "cache_clear", "set_cache_size", "EincCacheInfo"]

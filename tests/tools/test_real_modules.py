@@ -213,3 +213,27 @@ def test_each_real_module_gives_the_same_answers_patched(name, request):
         pytest.skip(rm.missing(case))
     row = rm.measure(case, rounds=1, target=0.001)
     assert row["note"] == "" and row["calls"] >= 1
+
+
+def test_the_modules_rounds_run_in_cpu_time_where_asked(tmp_path):
+    """``--clock cpu`` times each worker's batches in its thread's CPU time (a shared
+    machine's other jobs move it less than the wall clock), and the row says so."""
+    out = subprocess.run(
+        [sys.executable, str(rm.HERE / "real_modules.py"), "torch-bilinear", "--rounds", "3", "--target", "0.005",
+         "--clock", "cpu", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = __import__("json").loads((tmp_path / "real-modules.json").read_text())
+    assert row["clock"] == "cpu" and row["rounds"] == 3 and row["note"] == ""
+    assert row["unpatched_s"] > 0 and row["patched_s"] > 0 and row["low"] <= row["ratio"] <= row["high"]
+
+
+def test_a_cpu_batch_counts_the_threads_time_only():
+    """A batch of steps that sleep takes wall time but next to no CPU time."""
+    import time
+
+    assert rm.cpu_batch(lambda: time.sleep(0.01), 3) < 0.005

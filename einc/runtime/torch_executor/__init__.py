@@ -34,12 +34,13 @@ import torch
 from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
-from ...planner.strides import by_stride, contiguous
+from ...planner.strides import contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import ttgt
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
+from .orders import memory_orders, read_order
 from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
@@ -99,7 +100,7 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
     squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
                and (plan.num_operands > 1 or not _integral(dtype))]
     if squeeze:
-        sq = tuple(squeeze)
+        sq = squeeze[0] if len(squeeze) == 1 else tuple(squeeze)   # one: squeeze.dim, no list to read
         fns.append(lambda x: x.squeeze(sq))
         term = [i for d, i in enumerate(term) if d not in squeeze]
     summed = tuple(d for d, i in enumerate(term) if i in lonely)
@@ -160,29 +161,6 @@ def _aligned(term, out, sizes):
     if len(present) != len(out):
         fns.append(lambda x: x.reshape(shape))
     return _chain(fns)
-
-
-def memory_orders(operands):
-    """Per operand, :func:`read_order`; None where every operand is read as it is."""
-    orders = [read_order(o) for o in operands]
-    return tuple(orders) if any(orders) else None
-
-
-def read_order(x):
-    """The order of ``x``'s dimensions in memory, outermost first, which a contraction step
-    reads it in; None where that is the order they have, where ``x`` is contiguous, or
-    where it is smaller than ``ttgt.SMALL``, whose copies the model does not weigh (a
-    permute there is only overhead: ``ab,bc->ac`` on 8x8 ``a.T`` 3.7 -> 6.4 us).  Stride-0
-    (expanded) and size-1 dimensions count as outermost.  Part of the plan cache's key
-    (runtime/engine.py): an entry is made for one such order, whatever the strides."""
-    if x.is_contiguous() or x.numel() < ttgt.SMALL:
-        return None
-    return _memory_order(x.shape, x.stride())
-
-
-def _memory_order(shape, strides):
-    order = by_stride(range(len(shape)), {d: st for d, (n, st) in enumerate(zip(shape, strides)) if n > 1})
-    return None if order == tuple(range(len(shape))) else order
 
 
 def _in_memory_order(term, order):

@@ -1,0 +1,111 @@
+"""A cached call's work around its ops: the plan cache's key built once a call, and the
+order each operand is read in (part of that key) asked only where it changes a step."""
+
+import pytest
+import torch
+
+import einc
+from einc.planner.equation import parse
+from einc.planner.options import DEFAULT
+from einc.runtime import engine
+from einc.runtime import torch_executor as tx
+from einc.runtime.torch_executor import ttgt
+
+
+def _ops(fn, overloads=False):
+    """``(result, the aten ops fn() runs, by name)``; with ``overloads``, named with their
+    overload (``squeeze.dim``)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(func.__name__ if overloads else func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+    names = []
+    with Log():
+        out = fn()
+    return out, names
+
+
+def _window(rows, cols, width, dtype=torch.float64):
+    """``(rows, cols, 1)`` cut from a ``(rows, width)`` buffer, as e3nn's tensor products cut
+    their inputs: strides ``(width, 1, 1)``, not contiguous, its size-1 dimension innermost
+    where memory order would put it outermost."""
+    return torch.randn(rows, width, dtype=dtype)[:, :cols].reshape(rows, cols, 1)
+
+
+def test_size_one_dimensions_out_of_memory_order_leave_an_operand_read_as_it_is(monkeypatch):
+    """A size-1 dimension holds nothing and the copy-cost model moves none: where it alone
+    stands out of memory order, the operand is read as it is, with no pair of permutes
+    (e3nn's ``edb,eca->ecdab`` on a (256, 16, 1) window ran two, a cost torch.einsum does
+    not pay).  An operand whose larger dimensions are out of order is
+    still read in that order."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    b = _window(256, 16, 144)
+    assert b.stride() == (144, 1, 1) and not b.is_contiguous() and b.numel() >= ttgt.SMALL
+    assert tx.memory_orders([b]) is None
+    assert tx.memory_orders([b.permute(1, 0, 2)]) == ((2, 1, 0),)
+    einc.cache_clear()
+    for a in (_window(256, 1, 9), _window(256, 3, 9).transpose(1, 2)):     # (256, 1, 1) and (256, 1, 3)
+        a = a.requires_grad_()
+        w = b.detach().requires_grad_()
+        einc.einsum("edb,eca->ecdab", a, w)
+        out, ops = _ops(lambda: einc.einsum("edb,eca->ecdab", a, w))
+        assert "permute" not in ops, ops
+        want = torch.einsum("edb,eca->ecdab", a, w)
+        torch.testing.assert_close(out, want)
+        g = torch.randn_like(want)
+        torch.testing.assert_close(torch.autograd.grad(out, (a, w), g), torch.autograd.grad(want, (a, w), g))
+    # a contraction over such an operand, and over its contiguous copy: neither copied
+    x, m = _window(64, 128, 130), torch.randn(128, 8, dtype=torch.float64)
+    for v in (x, x.contiguous()):
+        out, ops = _ops(lambda: einc.einsum("bkz,kj->bjz", v, m))
+        assert "clone" not in ops and "copy_" not in ops, ops
+        torch.testing.assert_close(out, torch.einsum("bkz,kj->bjz", v, m))
+
+
+@pytest.mark.parametrize("door", ["gradient", "scaled"])
+def test_a_cached_call_builds_its_key_once(door, monkeypatch):
+    """The key of a cached call that takes a gradient (or a scale) is built once: the order
+    of a permuted operand, part of the key, was read twice (a peek for torch's op, then the
+    entry's lookup), and counted as one hit."""
+    monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
+    x = torch.randn(64, 128, dtype=torch.float64).T         # read in its memory order
+    w = torch.randn(64, 8, dtype=torch.float64, requires_grad=door == "gradient")
+
+    def call():
+        if door == "scaled":
+            return engine.run_scaled(parse("ij,jk->ik"), (x, w), DEFAULT, 2.0)
+        return einc.einsum("ij,jk->ik", x, w)
+    einc.cache_clear()
+    call()
+    real, asked = engine.read_order, []
+    monkeypatch.setattr(engine, "read_order", lambda t: asked.append(t.shape) or real(t))
+    hits = einc.cache_info().plans.hits
+    out = call()
+    assert asked == [x.shape]
+    assert einc.cache_info().plans.hits == hits + 1
+    want = torch.einsum("ij,jk->ik", x, w) * (2.0 if door == "scaled" else 1.0)
+    torch.testing.assert_close(out, want)
+    if door == "gradient":
+        torch.testing.assert_close(torch.autograd.grad(out.sum(), w), torch.autograd.grad(want.sum(), w))
+
+
+def test_one_size_one_dimension_is_squeezed_as_one_dimension():
+    """An operand's one size-1 dimension summed alone is dropped by ``squeeze.dim``, not by
+    ``squeeze.dims`` with a list of one, whose list costs about as much again as the op
+    (mace's and e3nn's ``cab,cb->ca``, ``dbc,dba->dca``); two such dimensions take one
+    ``squeeze.dims``.  Planned per shape and by size class, each as torch.einsum answers."""
+    for mode in ("plan", "class"):
+        x, y = torch.randn(388, 16, 1, dtype=torch.float64), torch.randn(388, 9, dtype=torch.float64)[:, :1]
+        z = torch.randn(388, 1, 16, 1, dtype=torch.float64)
+        for eq, a, b, want in [("cab,cb->ca", x, y, ["squeeze.dim", "squeeze.dim"]),
+                               ("cdab,cb->ca", z, y, ["squeeze.dims", "squeeze.dim"])]:
+            with pytest.MonkeyPatch.context() as m:
+                m.setenv("EINC_NEW_SHAPES", mode)
+                einc.cache_clear()
+                for _ in range(20):     # past a class's first calls, run op by op
+                    einc.einsum(eq, a, b)
+                out, ops = _ops(lambda: einc.einsum(eq, a, b), overloads=True)
+            assert [op for op in ops if op.startswith("squeeze")] == want, (mode, eq, ops)
+            torch.testing.assert_close(out, torch.einsum(eq, a, b))
