@@ -64,6 +64,7 @@ import math
 from dataclasses import dataclass
 
 from ...planner.strides import written_in_place
+from .orders import _enumeration, _rows, groups
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
@@ -285,16 +286,16 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
     if floor is not None and counted + least >= floor[0]:
         return None
     rows_unit = False
-    for name, term, groups in (("l", left, (batch, m, k)), ("r", right, (batch, k, n))):
-        key = (term, groups)
+    for name, term, stack in (("l", left, (batch, m, k)), ("r", right, (batch, k, n))):
+        key = (term, stack)
         found = memo.get(key)
         if found is None:
             # the other swap's reading of this operand, its matrices transposed, where costed
-            twin = memo.get((term, (groups[0], groups[2], groups[1])))
+            twin = memo.get((term, (stack[0], stack[2], stack[1])))
             if twin is not None and twin[5]:
                 found = memo[key] = (twin[1], twin[0], *twin[2:])
             else:
-                found = _operand(term, groups, sizes, ones)
+                found = _operand(term, stack, sizes, ones)
                 found = memo[key] = (*found[:4], found[2] if found[2] > _size(term, sizes) else 0, found[4])
         plain, flipped, elems, along_rows, widened, _ = found
         if elems:
@@ -325,25 +326,6 @@ def _product_ns(b, rows, cols, depth, scale, rows_unit=False):
     if rows_unit and cols < 80:
         rate *= 1 + ROWS_UNIT / max(cols, 1)
     return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
-
-
-def _orders(group, terms):
-    """The distinct orders of ``group`` that ``terms`` hold (indices a term lacks last, in the
-    first term's order)."""
-    found = []
-    for t in terms:
-        o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
-        if o not in found:
-            found.append(o)
-    return found
-
-
-def groups(ta, tb, out):
-    """``(batch, m, n)``: the indices of ``out`` that both operands hold, that ``ta`` alone
-    holds and that ``tb`` alone holds, each in ``out``'s order."""
-    sa, sb = set(ta), set(tb)
-    return ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
-            [i for i in out if i in sb and i not in sa])
 
 
 def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True):
@@ -430,44 +412,6 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
             if expanded and (largest < worth_sparing or 2 * expanded > largest):
                 continue    # a broadcast operand copied expanded: see the module's docstring
             yield swap, batch, lm, ln, k, copies, flip, ns, wide
-
-
-@functools.lru_cache(maxsize=1024)
-def _enumeration(ta, tb, out, few, broadcast):
-    """:func:`candidates`'s moves, which depend on the terms and ``few`` only: ``(moves,
-    summed indices)``, each move as its groups' indices ``(batch, M, N)``."""
-    sb = set(tb)
-    shared, own_a, own_b = groups(ta, tb, out)
-    k_set = tuple(i for i in ta if i in sb and i not in out)
-    moves = [()]
-    for term in () if few or not broadcast else (out, ta, tb):
-        lead = []
-        for i in term:
-            if i in k_set:
-                break
-            if i in shared:
-                continue
-            lead.append(i)
-            if tuple(lead) not in moves:
-                moves.append(tuple(lead))
-    return [(tuple(shared + [i for i in out if i in moved]), tuple([i for i in own_a if i not in moved]),
-             tuple([i for i in own_b if i not in moved])) for moved in map(set, moves)], k_set
-
-
-@functools.lru_cache(maxsize=1024)
-def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
-    """A move's layouts before they are costed, in :func:`candidates`'s order: ``(swap,
-    batch, left's own, right's own, summed, broadcast over)``."""
-    rows = []
-    ms, ns, ks = _orders(m_set, [out] if few else [out, ta]), _orders(n_set, [out] if few else [out, tb]), \
-        _orders(k_set, [ta, tb])
-    for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
-        wide = tuple(i for i in batch if i not in ta or i not in tb)
-        for m in ms:
-            for n in ns:
-                for k in ks:
-                    rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
-    return rows
 
 
 def pick(found):
