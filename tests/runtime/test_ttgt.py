@@ -45,14 +45,31 @@ def test_a_plain_matrix_product_copies_nothing():
     assert lay.copies == "" and _names(lay) == ("bh", "q", "k", "d")
 
 
-def test_a_batch_of_the_large_operands_own_index_spares_every_copy():
-    """``xyk,kz->yzx`` (the issue's example): as a stack over y of (z, k) x (k, x), B
-    broadcast over y and A read through a view, the product writes the result in place;
-    torch.einsum copies A, opt_einsum copies the result."""
-    lay = _choose("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
-    assert lay.copies == "" and lay.swap and _names(lay) == ("y", "z", "x", "k") and lay.broadcast == ("y",)
-    lay = _choose("abk,kj->bja", dict(a=112, b=128, k=144, j=24))
-    assert lay.copies == "" and _names(lay) == ("b", "j", "a", "k")
+def test_a_batch_of_the_large_operands_own_index_reads_it_along_its_rows():
+    """``abk,kj->bja`` and ``xyk,kz->yzx`` (the issue's examples): a stack over b of (a, k)
+    x (k, j), kj broadcast over b and abk read through a view along its rows, the small
+    result copied; not (j, k) x (k, a), which writes the result in place but reads abk as
+    a right operand along K (``K_UNIT``: MKL's product 1.6-2.3x slower at j = 24,
+    bench/measured/permute-copy-2026-12-02.md); torch.einsum copies abk."""
+    for eq, sizes in (("abk,kj->bja", dict(a=112, b=128, k=144, j=24)),
+                      ("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))):
+        lay = _choose(eq, sizes)
+        assert (lay.swap, lay.copies, _names(lay)) == (False, "c", tuple(eq[i] for i in (1, 0, 5, 2))), eq
+        assert lay.broadcast == (eq[1],)
+
+
+def test_a_right_operand_read_along_k_costs_more_where_the_rows_are_few():
+    """The same product, its right operand read along its columns or along K (a view of
+    ``kj`` or ``jk``): dearer by ``K_UNIT / M`` (at most ``K_UNIT_MOST``) from sides of 8
+    and products of ``K_UNIT_FROM`` multiply-adds."""
+    def product(tb, m, j, k):
+        sizes = dict(i=m, j=j, k=k)
+        return ttgt.cost(list("ij"), list(tb), list("ik"), sizes, False, (), ("i",), ("k",), ("j",))[0]
+    for m, j, k, extra in ((8, 1024, 1024, ttgt.K_UNIT_MOST), (64, 256, 512, ttgt.K_UNIT / 64), (4, 1024, 1024, 0.0),
+                           (64, 32, 32, 0.0)):
+        plain, along_k = product("jk", m, j, k), product("kj", m, j, k)
+        side = ttgt._product_ns(1, m, k, j, 1.0) - ttgt.PER_MATRIX
+        assert along_k == pytest.approx(plain + side * extra, rel=1e-9), m
 
 
 def test_the_large_operand_is_read_in_place_and_the_small_result_copied():
@@ -166,7 +183,10 @@ def test_training_broadcasts_an_operand_only_where_its_partial_gradients_cost_li
     lay, training = _training("BTD,NDH->BTNH", dict(B=1, T=128, D=512, N=8, H=64))
     assert lay.broadcast == ("N",) and training.broadcast == () and "r" in training.copies
     lay, training = _training("xyk,kz->yzx", dict(x=96, y=160, k=120, z=32))
-    assert lay.broadcast == ("y",) and training is lay
+    assert lay.broadcast == ("y",) and lay.copies == "c"
+    # weighed without K_UNIT (whose backward the model does not price): the product writing
+    # the result in place, as the forward's before that rate (a training step 0.85x the other's)
+    assert training.broadcast == ("y",) and training.copies == "" and training.swap
     lay, training = _training("ij,jk->ik", dict(i=64, j=64, k=64))
     assert training is lay                                  # nothing broadcast
 
@@ -581,8 +601,9 @@ def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 1 layout(s) only with the defaults, 1 only with the setting" in out
-    assert "- default: `abc,cd->bda: b | d | a | c copies -`" in out    # the stack over y, copying nothing
+    assert "**pw_ttm_xyk_kz** `xyk,kz->yzx`: 2 layout(s) only with the defaults, 2 only with the setting" in out
+    assert "- default: `abc,cd->bda: b | a | d | c copies c`" in out    # the stack over y, the result copied
+    assert "- default: `abc,cd->bda (training): b | d | a | c copies -`" in out    # ... copying nothing
     rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
     assert len(rows) == 1 and rows[0].endswith("| ok |")
     assert "layouts unchanged (1): tiny_gemm_16" in out
@@ -617,8 +638,8 @@ def test_the_layouts_benchmark_weighs_a_call_of_ones_own_in_cpu_time(capsys):
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    assert f"**{call}** `xyk,kz->yzx`: 1 layout(s) only with the defaults, 1 only with the setting" in out
-    assert "- default: `abc,cd->bda: b | d | a | c copies -`" in out
+    assert f"**{call}** `xyk,kz->yzx`: 2 layout(s) only with the defaults, 2 only with the setting" in out
+    assert "- default: `abc,cd->bda: b | a | d | c copies c`" in out
     rows = [line for line in out.splitlines() if line.startswith(f"| {call} |")]
     assert len(rows) == 1 and rows[0].endswith("| 3 | ok |")
 

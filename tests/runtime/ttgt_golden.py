@@ -78,12 +78,13 @@ class _Recorder:
         from einc.runtime.torch_executor import ttgt
         self.real = real = ttgt.choose
 
-        def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True, free_out=False):
+        def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True, free_out=False,
+                   reads=True):
             used = sorted(set(ta) | set(tb))
             key = (tuple(ta), tuple(tb), tuple(out), tuple((i, sizes[i]) for i in used), worth_sparing, itemsize,
                    (broadcast, loops, free_out))
             self.seen.setdefault(key, None)
-            return real(ta, tb, out, sizes, worth_sparing, itemsize, broadcast, loops, free_out)
+            return real(ta, tb, out, sizes, worth_sparing, itemsize, broadcast, loops, free_out, reads)
         ttgt.choose = choose
         return self
 

@@ -26,8 +26,10 @@ CPU (1 thread, float32, the development machine):
   a clone: the partial gradients :func:`for_training` weighs are priced without them);
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
-  tenth, not the hundredth that law carried on gives, and no side slower than that) or
-  where the left operand's unit stride runs along its rows with few columns, plus ~60 ns
+  tenth, not the hundredth that law carried on gives, and no side slower than that),
+  where the left operand's unit stride runs along its rows with few columns, or where
+  the right operand's runs along K with few rows (MKL's product up to ~1.5-1.8x at 8-32
+  rows, ~1.1x at 112: the forward's choice only, :func:`for_training`), plus ~60 ns
   per matrix of a batch; its backward, where a side is 1, ~600 ns more per matrix (an
   outer product);
 
@@ -64,6 +66,7 @@ import math
 from dataclasses import dataclass
 
 from ...planner.strides import written_in_place
+from .index_orders import _enumeration, _rows, groups
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
@@ -78,6 +81,9 @@ GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate,
 MATVEC = 10             # ... at most this times: a side of 1 (a matrix-vector product)
 ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
+K_UNIT = 16             # right operand read along its rows (unit stride on K): times (1 + K_UNIT / M),
+K_UNIT_MOST = 0.5       # ... at most 1 + this, where M and N are 8 or more (the forward only: see for_training)
+K_UNIT_FROM = 1 << 22   # ... and the product makes this many multiply-adds or more
 PER_MATRIX = 60         # ns per matrix of a batched product
 OUTER = 600             # ns per matrix of a batched product of depth 1 (the backward of one with a side of 1)
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
@@ -262,11 +268,12 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
     dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
-    return _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, itemsize / 4, {} if memo is None else memo,
-                 floor, least, result)
+    found = _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, itemsize / 4, {} if memo is None else memo,
+                  floor, least, result)
+    return None if found is None else found[:4]
 
 
-def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, floor, least, result):
+def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, floor, least, result, reads=True):
     """:func:`cost` of tuples, given the step's indices of size 1 (``ones``), the groups' sizes
     (``dims``), ``itemsize / 4`` (``scale``) and a dict (``memo``) the layouts of one step share."""
     left, right = (tb, ta) if swap else (ta, tb)
@@ -284,69 +291,66 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
     counted = last * scale if result and last is not None else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
-    rows_unit = False
-    for name, term, groups in (("l", left, (batch, m, k)), ("r", right, (batch, k, n))):
-        key = (term, groups)
+    rows_unit = k_unit = False
+    reads = reads and _k_unit_applies(dims)
+    for name, term, stack in (("l", left, (batch, m, k)), ("r", right, (batch, k, n))):
+        key = (term, stack)
         found = memo.get(key)
         if found is None:
             # the other swap's reading of this operand, its matrices transposed, where costed
-            twin = memo.get((term, (groups[0], groups[2], groups[1])))
+            twin = memo.get((term, (stack[0], stack[2], stack[1])))
             if twin is not None and twin[5]:
                 found = memo[key] = (twin[1], twin[0], *twin[2:])
             else:
-                found = _operand(term, groups, sizes, ones)
+                found = _operand(term, stack, sizes, ones)
                 found = memo[key] = (*found[:4], found[2] if found[2] > _size(term, sizes) else 0, found[4])
         plain, flipped, elems, along_rows, widened, _ = found
         if elems:
             copies += name
-            if flipped < plain:
+            # the right operand's flipped copy is read along K: what that adds to the product weighs on it
+            extra = (_product_ns(*dims, scale, rows_unit, True) - _product_ns(*dims, scale, rows_unit)) / scale \
+                if reads and name == "r" else 0.0
+            if flipped + extra < plain:
                 flip += name
                 rows_unit = rows_unit or name == "l"
-            total += min(plain, flipped) * scale
+                k_unit = name == "r"
+            total += (flipped if name in flip else plain) * scale
             if widened:
                 expanded = max(expanded, widened)
         elif name == "l":
             rows_unit = along_rows
+        else:
+            k_unit = along_rows
         if floor is not None and total + counted + least >= floor[0]:
             return None
     if last is not None:
         copies += "c"
         total += last * scale
-    total += _product_ns(*dims, scale, rows_unit)
-    return total, copies, flip, expanded
+    k_read = k_unit and _k_unit_applies(dims)
+    total += _product_ns(*dims, scale, rows_unit, k_unit and reads)
+    return total, copies, flip, expanded, k_read
 
 
-def _product_ns(b, rows, cols, depth, scale, rows_unit=False):
-    """The modelled ns of the matrix product itself; without ``rows_unit``, the least any
+def _k_unit_applies(dims) -> bool:
+    """Whether :data:`K_UNIT` prices a product of ``dims`` (batch, M, N, K): smaller ones cost
+    a few microseconds, where what a copy costs besides its elements (not modelled) weighs more."""
+    return min(dims[1], dims[2]) >= 8 and math.prod(dims) >= K_UNIT_FROM
+
+
+def _product_ns(b, rows, cols, depth, scale, rows_unit=False, k_unit=False):
+    """The modelled ns of the matrix product itself; without ``rows_unit`` and ``k_unit``
+    (the right operand read along its rows, where :func:`_k_unit_applies`), the least any
     layout of these group sizes pays (the product is symmetric in rows and cols), which
     :func:`choose` bounds a layout's cost by (every copy adds to it)."""
     side = max(min(rows, cols), 1)
     rate = GEMM * scale * min(1 + (SHORT_SIDE / side) ** 2, MATVEC)
-    if rows_unit and cols < 80:
-        rate *= 1 + ROWS_UNIT / max(cols, 1)
+    # both operands read so cost about what the dearer reading alone does (bench/measured/permute-copy-2026-12-02.md)
+    rate *= max(1 + ROWS_UNIT / max(cols, 1) if rows_unit and cols < 80 else 1,
+                1 + min(K_UNIT / rows, K_UNIT_MOST) if k_unit else 1)
     return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
 
 
-def _orders(group, terms):
-    """The distinct orders of ``group`` that ``terms`` hold (indices a term lacks last, in the
-    first term's order)."""
-    found = []
-    for t in terms:
-        o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
-        if o not in found:
-            found.append(o)
-    return found
-
-
-def groups(ta, tb, out):
-    """``(batch, m, n)``: the indices of ``out`` that both operands hold, that ``ta`` alone
-    holds and that ``tb`` alone holds, each in ``out``'s order."""
-    sa, sb = set(ta), set(tb)
-    return ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
-            [i for i in out if i in sb and i not in sa])
-
-
-def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True):
+def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True, reads=True):
     """Every layout considered for ``ta, tb -> out`` (summed indices: those of both not in
     ``out``; each operand's lonely indices summed away before), in the order they are
     enumerated: no own index moved into the batch first, groups ordered as in ``out``
@@ -361,12 +365,15 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     ns more each) for the layouts of the step without it that :func:`_inner` admits.  Per
     ``b``, ``bhij,bhjk->bhik`` with A ``(b, 1, i, j)`` and B ``(1, h, j, k)`` reads A with
     stride 0 over ``h``, and ``bhqk,bkhd->bqhd`` reads B as it is and writes ``(q, h, d)``,
-    where one product copies both operands expanded, or B and the result."""
-    found = [Layout(*row) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast)]
+    where one product copies both operands expanded, or B and the result.  ``reads``
+    false: without :data:`K_UNIT` (see :func:`for_training`)."""
+    found = [Layout(*row[:9]) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast,
+                                               reads=reads)]
     first = _looped_over(ta, tb, out, sizes, small) if loops else None
     if first is not None:
-        found += [dataclasses.replace(Layout(*row), outer=(first,), cost=sizes[first] * (row[7] + LOOP))
-                  for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast))]
+        found += [dataclasses.replace(Layout(*row[:9]), outer=(first,), cost=sizes[first] * (row[7] + LOOP))
+                  for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast),
+                                   reads=reads)]
     return found
 
 
@@ -396,13 +403,15 @@ def _looped_over(ta, tb, out, sizes, small):
     return first if first in leads else None
 
 
-def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None, result=True):
+def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=None, result=True, reads=True):
     """The one-product layouts of :func:`candidates`, in its order, as ``Layout`` fields
     (those that would copy a broadcast operand expanded left out).  With ``floor`` (a
     one-item list the caller lowers as it finds cheaper layouts), a layout whose matrix
     product alone (:func:`_product_ns`), or with the copies costed so far (the result's,
     where ``result``, then each operand's), costs ``floor[0]`` or more is left out: it
-    cannot cost less than a layout found before it.  ``result``: see :func:`cost`."""
+    cannot cost less than a layout found before it.  ``result``: see :func:`cost`; ``reads``
+    false: without :data:`K_UNIT`.  Each row ends with whether the product reads its right
+    operand along K (where :data:`K_UNIT` applies, counted or not)."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
     few = _few(ta, tb, out, sizes, small)
     memo = {}
@@ -423,51 +432,13 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
             if floor is not None and least >= floor[0]:
                 break       # and the rest of this move: the floor only falls
             found = _cost(ta, tb, out, sizes, ones, swap, batch, lm, ln, k, swapped if swap else dims, scale, memo,
-                          floor, least, result)
+                          floor, least, result, reads)
             if found is None:
                 continue
-            ns, copies, flip, expanded = found
+            ns, copies, flip, expanded, k_read = found
             if expanded and (largest < worth_sparing or 2 * expanded > largest):
                 continue    # a broadcast operand copied expanded: see the module's docstring
-            yield swap, batch, lm, ln, k, copies, flip, ns, wide
-
-
-@functools.lru_cache(maxsize=1024)
-def _enumeration(ta, tb, out, few, broadcast):
-    """:func:`candidates`'s moves, which depend on the terms and ``few`` only: ``(moves,
-    summed indices)``, each move as its groups' indices ``(batch, M, N)``."""
-    sb = set(tb)
-    shared, own_a, own_b = groups(ta, tb, out)
-    k_set = tuple(i for i in ta if i in sb and i not in out)
-    moves = [()]
-    for term in () if few or not broadcast else (out, ta, tb):
-        lead = []
-        for i in term:
-            if i in k_set:
-                break
-            if i in shared:
-                continue
-            lead.append(i)
-            if tuple(lead) not in moves:
-                moves.append(tuple(lead))
-    return [(tuple(shared + [i for i in out if i in moved]), tuple([i for i in own_a if i not in moved]),
-             tuple([i for i in own_b if i not in moved])) for moved in map(set, moves)], k_set
-
-
-@functools.lru_cache(maxsize=1024)
-def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
-    """A move's layouts before they are costed, in :func:`candidates`'s order: ``(swap,
-    batch, left's own, right's own, summed, broadcast over)``."""
-    rows = []
-    ms, ns, ks = _orders(m_set, [out] if few else [out, ta]), _orders(n_set, [out] if few else [out, tb]), \
-        _orders(k_set, [ta, tb])
-    for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
-        wide = tuple(i for i in batch if i not in ta or i not in tb)
-        for m in ms:
-            for n in ns:
-                for k in ks:
-                    rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
-    return rows
+            yield swap, batch, lm, ln, k, copies, flip, ns, wide, k_read
 
 
 def pick(found):
@@ -479,28 +450,36 @@ _PICK = pick        # tests replace ``pick`` to run other layouts: choose then l
 
 
 @functools.lru_cache(maxsize=1024)
-def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops):
+def _candidates(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, reads=True):
     return tuple(candidates(list(ta), list(tb), list(out), dict(sizes), worth_sparing, itemsize, small, broadcast,
-                            loops))
+                            loops, reads))
 
 
-def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True, free_out=False) -> Layout:
+def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=True, free_out=False,
+           reads=True) -> Layout:
     """The layout :data:`pick` takes among the :func:`candidates` (kept per step signature);
     with ``broadcast`` false, among those that broadcast neither operand; with ``loops``
     false, among those that run one product (what autograd records: a looped layout
     writes into its result with ``out=``); with ``free_out`` (the last step where the
     caller takes any layout) no copy of the result is counted, so each candidate's own
-    order of the result is kept (:func:`without_result_copy`)."""
+    order of the result is kept (:func:`without_result_copy`); with ``reads`` false, the
+    products priced without :data:`K_UNIT` (:func:`for_training`)."""
     if pick is _PICK and not (loops and free_out):
         # the choice depends on the indices' places and sizes, not their names: renamed 0, 1, ...
         # in order of appearance, steps alike but for their names (a chain, a lattice) share it
         names = tuple(dict.fromkeys([*ta, *tb, *out]))
         place = {i: k for k, i in enumerate(names)}.__getitem__
-        lay = _cheapest(tuple(map(place, ta)), tuple(map(place, tb)), tuple(map(place, out)), tuple(map(
+        args = (tuple(map(place, ta)), tuple(map(place, tb)), tuple(map(place, out)), tuple(map(
             sizes.__getitem__, names)), worth_sparing, itemsize, SMALL, broadcast, loops, free_out)
+        # K_UNIT only adds to a layout's cost: the cheapest without it is the cheapest with it
+        # unless it reads its right operand along K, and only then is the search made again
+        lay, k_read = _cheapest(*args, False)
+        if reads and k_read:
+            lay, _ = _cheapest(*args, True)
         return _named(lay, names)
     local = tuple((i, sizes[i]) for i in sorted(set(ta) | set(tb)))
-    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops))
+    found = list(_candidates(tuple(ta), tuple(tb), tuple(out), local, worth_sparing, itemsize, SMALL, broadcast, loops,
+                             reads))
     if free_out:
         found = [without_result_copy(lay, out, sizes, itemsize) for lay in found]
     return pick(found)
@@ -517,16 +496,18 @@ def _named(lay: Layout, names) -> Layout:
 
 
 @functools.lru_cache(maxsize=1024)
-def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out):
-    """:func:`pick` of the :func:`candidates` (``free_out``: :func:`without_result_copy`'s), those
-    that cannot cost less than the cheapest found before them not costed through (:func:`_flat`),
-    no ``Layout`` made but the one returned; the indices are 0, 1, ..., ``sizes`` theirs in order."""
+def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loops, free_out, reads):
+    """``(layout, whether it reads its right operand along K)``: :func:`pick` of the
+    :func:`candidates` (``free_out``: :func:`without_result_copy`'s; ``reads`` false: without
+    :data:`K_UNIT`), those that cannot cost less than the cheapest found before them not costed
+    through (:func:`_flat`), no ``Layout`` made but the one returned; the indices are 0, 1,
+    ..., ``sizes`` theirs in order."""
     scale, best, floor = itemsize / 4, None, [math.inf]
     # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds hold up to that
     # and the subtraction's error, a few ulps of the result copy at most (copy_ns's most per element, times its size)
     most = FRESH + max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
     slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
-    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out):
+    for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out, reads):
         ns = row[7]
         if free_out:
             saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
@@ -538,15 +519,16 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
     if inner_floor[0] > 0:
-        for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast, inner_floor)):
+        for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast, inner_floor),
+                         reads=reads):
             ns = sizes[first] * (row[7] + LOOP)
             if ns < best[0]:
                 best, looped = (ns, row), first
                 inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
-    lay = Layout(*best[1])
+    lay = Layout(*best[1][:9])
     if looped is not None:
-        return dataclasses.replace(lay, outer=(looped,), cost=best[0])
-    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay
+        return dataclasses.replace(lay, outer=(looped,), cost=best[0]), best[1][9]
+    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay, best[1][9]
 
 
 def cache_clear() -> None:
@@ -566,24 +548,38 @@ def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
 
 
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> Layout:
-    """The layout to run where a gradient will be taken, given ``lay``, the forward's.
+    """The layout to run where a gradient will be taken, given ``lay``, the forward's
+    (chosen with ``loops`` as ``not free_out``, the one-product layout where that loops).
 
     An operand broadcast over batch indices it lacks gets, in the backward, one partial
     gradient per value of those indices, summed afterwards: as many of its own size,
     written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
     the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
     here each such element costs :data:`GRAD_PARTIAL` ns, and the cheapest layout that
-    broadcasts neither operand is taken where it costs less than ``lay`` with them, each
+    broadcasts neither operand is taken where it costs less than the forward's with them, each
     with its backward's outer products (:func:`_outer_ns`: ``ceab,ca->ceb`` read as
     products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over ``e``, makes one per
-    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``)."""
-    if not lay.broadcast:
-        return lay
-    lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
-    partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-    plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False, free_out=free_out)
-    ns = lay.cost + partial * GRAD_PARTIAL * itemsize / 4 + _outer_ns(lay, sizes)
-    return plain if plain.cost + _outer_ns(plain, sizes) < ns else lay
+    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``).
+
+    Both are weighed without :data:`K_UNIT`: the backward's products ``G @ R^T`` and
+    ``L^T @ G`` read each operand the other way round, so a layout whose forward reads its
+    right operand along K reads none so in its backward, while those the rate moves the
+    forward to do; the model prices neither backward (``xyk,kz->yzx``, training step:
+    bench/measured/permute-copy-2026-12-02.md)."""
+    base = lay
+    if _size(set(out) | (set(ta) & set(tb)), sizes) >= K_UNIT_FROM:    # else K_UNIT moved nothing
+        base = choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=not free_out, free_out=free_out, reads=False)
+        if base.outer:
+            base = choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False, reads=False)
+    if base.broadcast:
+        lacking = [[i for i in base.broadcast if i not in term] for term in (ta, tb)]
+        partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
+        plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False, free_out=free_out,
+                       reads=False)
+        ns = base.cost + partial * GRAD_PARTIAL * itemsize / 4 + _outer_ns(base, sizes)
+        base = plain if plain.cost + _outer_ns(plain, sizes) < ns else base
+    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.copies, f.flip)  # noqa: E731
+    return lay if same(base) == same(lay) else base
 
 
 def _outer_ns(lay, sizes):

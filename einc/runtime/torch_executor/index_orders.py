@@ -1,0 +1,69 @@
+"""The index orders of the layouts the copy-cost model weighs for a contraction step
+(:mod:`einc.runtime.torch_executor.ttgt`): which indices go into each group (batch, M, N,
+K) and in which orders, functions of the terms alone, kept across steps and shapes."""
+
+from __future__ import annotations
+
+import functools
+
+
+def _orders(group, terms):
+    """The distinct orders of ``group`` that ``terms`` hold (indices a term lacks last, in the
+    first term's order)."""
+    found = []
+    for t in terms:
+        o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
+        if o not in found:
+            found.append(o)
+    return found
+
+
+def groups(ta, tb, out):
+    """``(batch, m, n)``: the indices of ``out`` that both operands hold, that ``ta`` alone
+    holds and that ``tb`` alone holds, each in ``out``'s order."""
+    sa, sb = set(ta), set(tb)
+    return ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
+            [i for i in out if i in sb and i not in sa])
+
+
+@functools.lru_cache(maxsize=1024)
+def _enumeration(ta, tb, out, few, broadcast):
+    """:func:`~einc.runtime.torch_executor.ttgt.candidates`'s moves, which depend on the terms
+    and ``few`` only: ``(moves, summed indices)``, each move as its groups' indices ``(batch,
+    M, N)``."""
+    sb = set(tb)
+    shared, own_a, own_b = groups(ta, tb, out)
+    k_set = tuple(i for i in ta if i in sb and i not in out)
+    moves = [()]
+    for term in () if few or not broadcast else (out, ta, tb):
+        lead = []
+        for i in term:
+            if i in k_set:
+                break
+            if i in shared:
+                continue
+            lead.append(i)
+            if tuple(lead) not in moves:
+                moves.append(tuple(lead))
+    return [(tuple(shared + [i for i in out if i in moved]), tuple([i for i in own_a if i not in moved]),
+             tuple([i for i in own_b if i not in moved])) for moved in map(set, moves)], k_set
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
+    """A move's layouts before they are costed, in
+    :func:`~einc.runtime.torch_executor.ttgt.candidates`'s order: ``(swap, batch, left's own,
+    right's own, summed, broadcast over)``."""
+    rows = []
+    ms, ns, ks = _orders(m_set, [out] if few else [out, ta]), _orders(n_set, [out] if few else [out, tb]), \
+        _orders(k_set, [ta, tb])
+    for batch in _orders(batch_set, [out] if few else [out, ta, tb]):
+        wide = tuple(i for i in batch if i not in ta or i not in tb)
+        for m in ms:
+            for n in ns:
+                for k in ks:
+                    rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
+    return rows
+
+
+__all__ = ["groups"]
