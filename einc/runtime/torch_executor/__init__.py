@@ -36,7 +36,7 @@ from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.strides import by_stride, contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import ttgt
+from . import direct, ttgt
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
@@ -263,7 +263,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
                        da.itemsize)
 
-    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
+    lay = direct.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
     flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
     fn, chunked = contract(flat)
     training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
