@@ -11,16 +11,16 @@ contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one i
 order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
 view, no final copy planned or made.
 
-Copies around the matrix products, which torch's autograd then differentiates: the
-layout of each product (which operand is left, which indices are batch, their order) is
-the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
-gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
-(:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
-matrices, or a large one whose gradient torch would copy anyway, gets a one-copy
-backward (:class:`_Relayout`), and a single product runs as ``bmm`` where ``mm``'s
-backward would cost more (:mod:`einc.runtime.torch_executor.backward`).  Where no gradient is taken, a
-large last product whose result is permuted is made a chunk at a time, each chunk copied
-into the result while in cache, and a large multiply and sum a block at a time
+Copies around the matrix products, which torch's autograd then differentiates: the layout of each
+product (which operand is left, which indices are batch, their order) is the one whose copies cost
+least (:mod:`einc.runtime.torch_executor.ttgt`), unweighed where too small to repay the choice
+(:mod:`einc.runtime.torch_executor.direct`); where a gradient will be taken, an operand whose
+matrices have no unit-stride axis is copied once into a contiguous stack (:func:`_layout`), and a
+permuted result whose gradient would reach ``bmm`` as such matrices, or a large one whose gradient
+torch would copy anyway, gets a one-copy backward (:class:`_Relayout`), and a single product runs as
+``bmm`` where ``mm``'s backward would cost more (:mod:`einc.runtime.torch_executor.backward`). Where
+no gradient is taken, a large last product whose result is permuted is made a chunk at a time, each
+chunk copied into the result while in cache, and a large multiply and sum a block at a time
 (:mod:`einc.runtime.torch_executor.chunked`).
 """
 
