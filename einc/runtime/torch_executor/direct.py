@@ -53,6 +53,8 @@ def _bound(ta, tb, out, sizes, itemsize, within=math.inf):
     if max(elems) >= ttgt.SMALL:
         return None
     scale = itemsize / 4
+    if sum(elems) * (ttgt.COPY_KEEP + ttgt.SHORT_RUN) * scale >= within:
+        return None         # (every copy's dearest rate is that or more)
     saved = sum([e * _dearest(e) for e in elems]) * scale
     if saved >= within:
         return None
