@@ -36,6 +36,19 @@ def test_a_small_step_is_not_weighed(monkeypatch):
     torch.testing.assert_close(got, want, rtol=1e-15, atol=0)
 
 
+def test_a_small_step_is_not_weighed_for_training_either(monkeypatch):
+    monkeypatch.setattr(ttgt, "for_training", lambda *a, **k: pytest.fail("a step this small is not weighed"))
+    a, b, c = (torch.rand(s, dtype=torch.float64, requires_grad=True) for s in ((2, 3), (3, 4), (4, 2)))
+    got = einc.einsum("ab,bc,cd->ad", a, b, c)
+    want, wide = _oracle("ab,bc,cd->ad", [a, b, c], grad=True)
+    torch.testing.assert_close(got, want, rtol=1e-15, atol=0)
+    for g, w in zip(torch.autograd.grad(got.sum(), (a, b, c)), torch.autograd.grad(want.sum(), wide)):
+        torch.testing.assert_close(g, w, rtol=1e-15, atol=1e-15)
+    lay = direct.layout("ab", "bc", "ac", {"a": 2, "b": 3, "c": 4}, 8)
+    assert isinstance(lay, direct.Direct)
+    assert direct.for_training(lay, "ab", "bc", "ac", {"a": 2, "b": 3, "c": 4}, 0, 8) is lay
+
+
 def test_a_larger_step_is_weighed(monkeypatch):
     seen, real = [], ttgt.choose
     monkeypatch.setattr(ttgt, "choose", lambda *a, **k: seen.append(a) or real(*a, **k))

@@ -266,7 +266,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     lay = direct.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
     flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
     fn, chunked = contract(flat)
-    training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
+    training = direct.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
     if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
         fn = _with_grad(fn, _on_first_use(lambda: contract(training)[0]))
     if lay.outer:

@@ -28,6 +28,10 @@ from . import ttgt
 CHOICE_NS = 50e3        # ns: what a small step's layout choice costs (ttgt.choose, in Python)
 
 
+class Direct(ttgt.Layout):
+    """A direct layout (:func:`layout`): not weighed, for the forward or for training."""
+
+
 def _dearest(elems: int) -> float:
     """The most ns per float32 element the copy model charges a copy of ``elems`` elements
     (ttgt._planned_copy_ns at its dearest: runs of one element as far apart as the source
@@ -84,7 +88,7 @@ def layout(ta, tb, out, sizes, itemsize=4):
     copies = "l" * (not empty[0] and ttgt._read(ta, (batch, m, k), ones)[0] is not None) + \
         "r" * (not empty[1] and ttgt._read(tb, (batch, k, n), ones)[0] is not None) + \
         "c" * (live((*batch, *m, *n)) != live(out))
-    return ttgt.Layout(False, batch, m, n, k, copies, "", found[1])
+    return Direct(False, batch, m, n, k, copies, "", found[1])
 
 
 def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, loops=True, free_out=False) -> ttgt.Layout:
@@ -93,4 +97,12 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, loops=True, free_out=F
                                                                loops=loops, free_out=free_out)
 
 
-__all__ = ["CHOICE_NS", "choose", "layout", "most_saved"]
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
+    """``lay`` itself where it is direct (a step too small to weigh is not weighed for
+    training either), else ``ttgt.for_training``'s layout."""
+    if isinstance(lay, Direct):
+        return lay
+    return ttgt.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
+
+
+__all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved"]
