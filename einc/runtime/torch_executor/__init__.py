@@ -11,16 +11,16 @@ contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one i
 order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
 view, no final copy planned or made.
 
-Copies around the matrix products, which torch's autograd then differentiates: the
-layout of each product (which operand is left, which indices are batch, their order) is
-the one whose copies cost least (:mod:`einc.runtime.torch_executor.ttgt`); where a
-gradient will be taken, an operand whose matrices have no unit-stride axis is copied once into a contiguous stack
-(:func:`_layout`), and a permuted result whose gradient would reach ``bmm`` as such
-matrices, or a large one whose gradient torch would copy anyway, gets a one-copy
-backward (:class:`_Relayout`), and a single product runs as ``bmm`` where ``mm``'s
-backward would cost more (:mod:`einc.runtime.torch_executor.backward`).  Where no gradient is taken, a
-large last product whose result is permuted is made a chunk at a time, each chunk copied
-into the result while in cache, and a large multiply and sum a block at a time
+Copies around the matrix products, which torch's autograd then differentiates: the layout of each
+product (which operand is left, which indices are batch, their order) is the one whose copies cost
+least (:mod:`einc.runtime.torch_executor.ttgt`), unweighed where too small to repay the choice
+(:mod:`einc.runtime.torch_executor.direct`); where a gradient will be taken, an operand whose
+matrices have no unit-stride axis is copied once into a contiguous stack (:func:`_layout`), and a
+permuted result whose gradient would reach ``bmm`` as such matrices, or a large one whose gradient
+torch would copy anyway, gets a one-copy backward (:class:`_Relayout`), and a single product runs as
+``bmm`` where ``mm``'s backward would cost more (:mod:`einc.runtime.torch_executor.backward`). Where
+no gradient is taken, a large last product whose result is permuted is made a chunk at a time, each
+chunk copied into the result while in cache, and a large multiply and sum a block at a time
 (:mod:`einc.runtime.torch_executor.chunked`).
 """
 
@@ -36,7 +36,7 @@ from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.strides import contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import ttgt
+from . import direct, ttgt
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
@@ -241,10 +241,10 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
                        da.itemsize)
 
-    lay = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
+    lay = direct.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
     flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
     fn, chunked = contract(flat)
-    training = ttgt.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
+    training = direct.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
     if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
         fn = _with_grad(fn, _on_first_use(lambda: contract(training)[0]))
     if lay.outer:
