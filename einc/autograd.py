@@ -48,7 +48,7 @@ _interpreter_stack = torch._C._functorch.get_interpreter_stack
 _FUNCTIONALIZE = torch._C._functorch.TransformType.Functionalize     # a Function under it fails
 _VMAP = torch._C._functorch.TransformType.Vmap
 
-# Whether a call needs the Function; bound once (about 0.1 us plus 0.05 us per operand).
+# Whether a call needs the Function; bound once, as every call asks (bench/measured/overheads.md).
 transforms_active = torch._C._are_functorch_transforms_active
 grad_enabled = torch.is_grad_enabled
 any_requires_grad = torch._C._any_requires_grad
@@ -96,11 +96,12 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     runs only torch ops (the torch executor: CPU tensors, dtypes without kernels) they
     differentiate, and batch, themselves: the plan runs as is and torch records its ops,
     so the backward is torch's own (no Function, no saved-tensor bookkeeping, no gradient
-    einsums to plan) -- two to six times faster than the Function for small calls
-    (``bench/func_overhead.py``: torch's machinery for a Function under a transform is
-    Python).  Where generated kernels or cuBLAS views (``out=``) run, and under the other
-    ``vmap`` calls (which then stay one einc call, planned over one more index),
-    :class:`EinsumFunction` supplies the derivatives as einsums.
+    einsums to plan) -- several times faster than the Function for small calls
+    (``bench/func_overhead.py``, bench/measured/overheads.md: torch's machinery for a
+    Function under a transform is Python).  Where generated kernels or cuBLAS views
+    (``out=``) run, and under the other ``vmap`` calls (which then stay one einc call,
+    planned over one more index), :class:`EinsumFunction` supplies the derivatives as
+    einsums.
     """
     transforms = transforms_active() and {i.key() for i in _interpreter_stack() or ()}
     if transforms and _FUNCTIONALIZE in transforms:
@@ -127,8 +128,8 @@ def _vmap_as_is(operands, options) -> bool:
     the entry would run, and measure, generated kernels, which take no batched tensor);
     each batch dimension outermost in memory (:func:`_batch_outermost`).
     The other calls, where a batch of some operands may make another order cheaper, take the Function's
-    rule: one einc call planned over the batch index, for about 0.1 ms a call of torch's
-    Python machinery."""
+    rule: one einc call planned over the batch index, which pays torch's Python machinery
+    for a Function on every call (bench/measured/overheads.md)."""
     return (len(operands) <= 2 or _all_batched_here(operands)) and options.memory_limit in (None, "max_input") \
         and all(o.device.type == "cpu" and _batch_outermost(o) for o in operands)
 
@@ -152,9 +153,9 @@ def _batch_outermost(x) -> bool:
     """Whether ``x``, where vmap batches it, holds its batch dimension outermost in memory:
     torch's batching rules move the batch dimension to the front, so elsewhere each copy
     the plan makes (laid out for one batch element's strides) would read across the batch
-    (``abk,kj->bja`` vmapped over a dimension between ``b`` and ``k`` of a 36x32x8x36
-    tensor: 0.47 ms, nearly all of it one such copy, where the Function's one call over
-    the batch index takes 0.31 ms and torch.einsum + ``.contiguous()`` 0.27)."""
+    (``abk,kj->bja`` vmapped over a dimension between ``b`` and ``k``: nearly all its time
+    one such copy, more than the Function's one call over the batch index takes:
+    bench/measured/overheads.md)."""
     if not _is_batched(x):
         return True
     physical, bdim = _physical(x), _bdim(x)

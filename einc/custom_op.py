@@ -23,8 +23,8 @@ str memory_limit) -> Tensor``:
 This was chosen over tracing einc's own Python at compile time because it needs no
 trace-time planning with symbolic sizes and behaves the same under every backend
 (inductor, eager, aot_eager, einc's own).  The op is defined with ``torch.library.Library``
-rather than ``torch.library.custom_op``, whose Python wrappers cost about 12 us a call
-(this op adds about 3 us to ``einc.einsum`` when a compiled graph runs it).
+rather than ``torch.library.custom_op``, whose Python wrappers cost several times what
+this op adds to ``einc.einsum`` when a compiled graph runs it (bench/measured/overheads.md).
 ``optimize`` and ``memory_limit`` travel as strings (``layout`` does not: the fake kernel
 states a contiguous result before any plan exists, so the op returns one in either
 layout, see :meth:`einc.planner.options.Options.from_op`); a ``PathOptimizer`` object cannot,
@@ -112,7 +112,8 @@ def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
     """The Autograd kernel: :class:`einc.autograd.EinsumFunction` when a gradient is needed.
 
     Otherwise it runs einc directly when the operands are plain tensors and no dispatch
-    mode is active (a compiled graph at run time: re-dispatching costs ~7 us a call),
+    mode is active (a compiled graph at run time: re-dispatching would add to every call,
+    bench/measured/overheads.md),
     and re-dispatches below autograd when they are not (fake or functional tensors
     while tracing), so that the op stays one opaque node in traced graphs.
     """

@@ -373,10 +373,11 @@ def _make_step(operands, result, terms, held, graph, wanted) -> Step:
             # A product (nothing shared is summed) of the result's indices only, whose
             # operands already run in the result's order: in that order, so that a chain of
             # products ends in it with no permuting copy (in a matrix product's order, a
-            # chain that puts each new operand first reverses it: 16 vectors' outer product
-            # spent 86 % in that copy).  Otherwise the matrix product's order: a product
-            # with an index still to be summed is read best so by the step that sums it, and
-            # one whose operand runs otherwise would read it across its strides.
+            # chain that puts each new operand first reverses it, and that copy was most of
+            # an outer product of 16 vectors: bench/measured/pairwise.md).  Otherwise the
+            # matrix product's order: a product with an index still to be summed is read
+            # best so by the step that sums it, and one whose operand runs otherwise would
+            # read it across its strides.
             output = in_order
             batch = tuple([i for i in output if i in both])
     elif both:

@@ -21,7 +21,7 @@ from .searchreport import remembered
 # operands of tens of elements a side at 5 GFLOP/s, a fixed cost per step.  An
 # intermediate element costs four 4-byte transfers -- its write, its read, and the
 # permuting copy the executor makes of most matrix-product operands (a read and a write;
-# einc.planner.slicing.step_copies) -- at a nominal 10 GB/s: 1.6 ns, eight flops' time.
+# einc.planner.slicing.step_copies) -- at a nominal 10 GB/s: eight flops' time.
 FLOP_SECONDS = 0.2e-9
 ELEMENT_SECONDS = 4 * 4 / 10e9
 STEP_SECONDS = 15e-6
@@ -31,7 +31,7 @@ FRACTION = 0.1          # of the best predicted contraction time, spent searchin
 FLOOR = 0.005           # seconds: the least any search past dynamic programming's reach is given
 SMALL = 0.1             # seconds: added to the fraction, or REPAY times the predicted time where that is less
 REPAY = 20              # a search as long as this many contractions, up to SMALL, pays for itself in tens of calls
-HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer (a trial takes 10 ms to 2 s)
+HYPER_FLOOR = 0.5       # seconds: from here on cotengra's hyper-optimizer, whose trials are too slow for less
 QUICK_SHARE = 0.3       # of a hyper search's budget, given to random greedy trials first
 REFINE_SHARE = 0.5      # of a small search's budget, left to refining the best random greedy tree
 RECONF_SECONDS = 0.01   # per tensor: the budget left that refining the best random greedy tree needs

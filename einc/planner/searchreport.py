@@ -37,7 +37,7 @@ class Report(NamedTuple):
 
 
 def seconds_text(t: float) -> str:
-    """``t`` seconds as a short text: 1.2 s, 3.4 ms, 56 us."""
+    """``t`` seconds as a short text: three significant digits in s, ms or us."""
     if t >= 1:
         return f"{t:.3g} s"
     if t >= 1e-3:

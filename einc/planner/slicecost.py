@@ -44,11 +44,11 @@ class ExecutorCost:
     flop_seconds: float     # seconds per flop on a slice's small operands
 
 
-# Measured on the development machine (2 CPU cores, torch 2.13.0+cpu, 1 thread, float64):
-# an einc call of one small matrix-product step takes 5-15 us (15 us with the permutes
-# a general step needs); float64 contractions of 16..64-wide operands run at 1.3..21
-# GFLOP/s, 5 GFLOP/s taken.  The Triton executor: a generated kernel's launch through its
-# Python launcher, and an H100-class GPU's float32 throughput on small tiles.
+# Calibrated on the development machine (1 thread, float64; bench/measured/sliced.md): the
+# torch executor's step as an einc call of one small matrix-product step with the permutes
+# a general step needs, its flop rate one within the range float64 contractions of
+# 16..64-wide operands run at.  The Triton executor: a generated kernel's launch through
+# its Python launcher, and an H100-class GPU's float32 throughput on small tiles.
 EXECUTOR_COSTS = {
     "torch": ExecutorCost(step_seconds=15e-6, flop_seconds=0.2e-9),
     "triton": ExecutorCost(step_seconds=20e-6, flop_seconds=1e-12),

@@ -70,9 +70,9 @@ from .torch_executor.chunked import l2_bytes
 
 REPEATS = 5
 SCREEN = 4.0        # a screened kernel this many times the first round's fastest, or slower, is left out
-# GPU cycles the stream sleeps before a kernel's first-round run (~1.2 ms at an H100's 1.7 GHz): a
-# kernel's one-config run there is set up and launched through Triton's JIT path, whose
-# host time (on an H100, 284-459 µs a run of a 5-60 µs kernel: decisions.json at ddf8303)
+# GPU cycles the stream sleeps before a kernel's first-round run (about a millisecond on an
+# H100): a kernel's one-config run there is set up and launched through Triton's JIT path,
+# whose host time (many times a small kernel's run: bench/measured/h100-2026-11-26/README.md)
 # CUDA events would count and the kernel's usual launch does not pay
 HIDE_HOST_CYCLES = 2_000_000
 BACKENDS = ("blas", "triton", "torch", "chunks", "plain")
@@ -316,8 +316,9 @@ def cold_cache(args):
     """``clear()``, which overwrites the L2 cache of the CUDA devices ``args`` are on (a
     buffer of twice its size zeroed; 256 MB where torch does not tell the L2's size, as
     Triton's ``do_bench``), so a timed run does not find in L2 what the run before left
-    there: uncleared, the candidates of ``gshard_combine`` timed 976 and 982 µs on an
-    H100, where ``do_bench`` gave 843 and 725.  A no-op for CPU tensors, and where the
+    there: uncleared, the candidates of ``gshard_combine`` ranked otherwise than
+    ``do_bench`` ranks them (an H100: bench/measured/h100-2026-11-26/README.md).  A no-op
+    for CPU tensors, and where the
     device has no room for the buffer.  The buffers are freed on exit."""
     buffers = []
     for d in {a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda}:
@@ -343,15 +344,15 @@ def measure(candidates: dict, args, screens=None) -> Choice:
     config, untuned: :meth:`einc.runtime.triton_executor.launch.Launcher.screen`), so that it is not
     autotuned before it has shown it could win.  A kernel so screened whose time is
     :data:`SCREEN` times the round's fastest or more is left out (its time is kept among
-    the timings): on an H100 the kernels of ``pw_ccsd_aebf_*`` took 75-165 ms a run
-    against torch's 19 ms, and their autotuning most of a 28-32 s first call.  Its
-    one-config run is timed on the device alone (:func:`_screen_time`): with the host's
-    time counted, an H100 at ddf8303 timed small kernels' one-config runs at 284-459 µs
-    (5-60 µs kernels, set up and launched through Triton's JIT path) and left them all
-    out, so steps the kernel had won (``ab,bc->ac`` at 16×16: 38 µs against cuBLAS's 54
-    at e1b85bd) went to cuBLAS.  The other candidates' first runs count the host time
-    they pay on every call, so a kernel is left out only where its device time alone is
-    4× another's whole call; and they are never left out (on device time a host-bound
+    the timings): a kernel that loses by far would otherwise be autotuned, most of a
+    first call (``pw_ccsd_aebf_*`` on an H100).  Its one-config run is timed on the
+    device alone (:func:`_screen_time`): with the host's time counted, small kernels'
+    one-config runs (set up and launched through Triton's JIT path) read many times the
+    kernels' own time and were all left out, so steps the kernel had won (``ab,bc->ac``
+    at 16×16) went to cuBLAS (both measured in bench/measured/h100-2026-11-26/README.md).
+    The other candidates' first runs count the host time they pay on every call, so a
+    kernel is left out only where its device time alone is :data:`SCREEN` times another's
+    whole call; and they are never left out (on device time a host-bound
     step may look far behind a kernel it beats per call, or the other way).  The rest
     (a kernel: autotuned by its untimed run) are then timed in :data:`REPEATS` rounds, a
     call's time, one run of each a round, the order rotated every round (two candidates

@@ -144,8 +144,8 @@ class Runner:
         summed (parts of one element's sum added together) or the accumulator is ``summed``
         with others (:mod:`einc.distributed`'s ranks); where every sliced index is kept,
         each element is one slice's, rounded once however it is stored: the result's
-        dtype, no second tensor to convert (a float32 one beside a float16 result was 3x
-        the result's memory)."""
+        dtype, no second tensor to convert (a float32 one beside a float16 result would be
+        three times the result's memory)."""
         summed = summed or bool(set(self.slicing.indices) - set(self.plan.graph.output))
         dtype = accumulator_dtype(self.result_dtype) if summed or self.result_dtype in WIDE_UNSIGNED else \
             self.result_dtype

@@ -1,12 +1,12 @@
 """The torch executor: a :class:`~einc.planner.plan.Plan` run step by step on torch ops.
 
-``step_functions`` turns each step into a closure that does only what that step
-needs, decided once per key: diagonals and single-operand sums first (views where
-possible), then a matrix product for ``contract`` steps, multiply-and-sum for
-``dot`` steps (torch.einsum would run a batched matrix-vector product there, ~20x
-slower on CPU), a broadcasting multiply for ``product`` steps, and nothing more for
-``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd and
-``torch.func`` work through it.  The final step returns a fresh tensor in standard
+``step_functions`` turns each step into a closure that does only what that step needs,
+decided once per key: diagonals and single-operand sums first (views where possible),
+then a matrix product for ``contract`` steps, multiply-and-sum for ``dot`` steps
+(torch.einsum would run a batched matrix-vector product there, many times slower on CPU:
+bench/measured/chunks.md), a broadcasting multiply for ``product`` steps, and nothing
+more for ``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd
+and ``torch.func`` work through it.  The final step returns a fresh tensor in standard
 contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one in the
 order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
 view, no final copy planned or made.
@@ -168,8 +168,7 @@ def _in_memory_order(term, order):
     (``order``, :func:`memory_orders`), and the term in that order: the copy-cost model
     (runtime/torch_executor/ttgt.py) weighs an operand as laid out in its term's order, so a permuted
     view read as it is would be copied across its rows (``zabk,kj->zbja`` on a permuted
-    view of a contiguous ``abzk`` tensor: 1.5x torch.einsum's time, 2.2x einc's on the
-    contiguous one)."""
+    view of a contiguous ``abzk`` tensor: measured in bench/measured/pairwise.md)."""
     if order is None:
         return None, term
     return (lambda x: x.permute(order)), tuple(term[d] for d in order)
@@ -263,11 +262,9 @@ def _tagged(fn, lay, chunked=None):
     return run
 
 
-# float16 / bfloat16 products are made in float32 in blocks from this size of the float32
-# product up (below, whole): whole float32 temporaries cost more than the blocks (bfloat16
-# bij,bij->b at 64x256x256, 1 thread, medians of 9 calls, an ad hoc script on the shared
-# development machine: 15 ms whole, 1.2 ms in blocks, 0.8 ms in bfloat16; torch.einsum 8 ms;
-# the figures in bench/measured/ are einc's whole call).
+# float16 / bfloat16 products are made in float32 in blocks from this size (bytes) of the
+# float32 product up (below, whole): whole float32 temporaries cost more than the blocks
+# (bfloat16 bij,bij->b, 1 thread: bench/measured/chunks.md).
 HALF_MIN_BYTES = 1 << 20
 
 

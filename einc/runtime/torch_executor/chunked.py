@@ -13,13 +13,12 @@ leading indices of its first dimension (the batch, else the rows) into chunks of
 copied from there, while in cache, into its slab of the result.  Peak memory drops by the
 size of the result.
 
-Measured on the development machine (2-core AMD EPYC, 1 MiB L2 per core, 32 MiB L3;
-torch 2.13, float32) with ``python bench/chunked.py --threads 1`` and ``2`` (the suite's
-CCSD(T) terms scaled; bench/measured/chunks.md has the table): chunks/whole
-0.30-0.81 at results of 32 MiB and more, 0.66-1.07 at 16-24 MiB, 0.68-1.30 at 8-12 MiB,
-where the product and the result fit the L3 together (1.13-1.30 at 8 MiB with 2
-threads), hence :data:`MIN_BYTES`.  Chunks of 512 KiB to 4 MiB per thread did
-about equally well at 32 MiB (``--chunk-kib``), 128 KiB ones worse.
+Chunks win where the product and the result no longer fit the last-level cache
+together; below, where they do, they gain little or lose, hence :data:`MIN_BYTES`.
+Chunks of 512 KiB to 4 MiB per thread do about equally well (``--chunk-kib``), smaller
+ones worse.  Measured on the development machine (1 MiB L2 per core, 32 MiB L3; float32)
+with ``python bench/chunked.py --threads 1`` and ``2`` on the suite's CCSD(T) terms
+scaled: bench/measured/chunks.md.
 
 A multiply and sum (a ``dot`` step, ``bij,bij->b``, or a few long sums, ``ij,ij->``)
 materialized the whole product ``a * b`` before summing it: a temporary the size of all
@@ -28,10 +27,9 @@ blocks of the same size as above, each block's sum copied into its slab of the r
 (or, for a later block of the same outputs, along a summed dimension, added to it; in
 float16 or bfloat16 the torch executor's ``whole`` multiplies and sums in float32, so the
 partial sums are float32, rounded once at the end); the sums stay torch's cascade within
-a block, so the result is as accurate as the whole sum (on ``bij,bij->b`` at 64 MiB and
-1 GiB, 75x and 350x closer to float64 than torch.einsum's matrix product).
-``bench/chunked.py`` on ``bij,bij->b``: 0.18-0.19x the time at a 128 MiB product,
-0.86-1.02x at 12-16 MiB, 1.1-1.4x below, with 1 and 2 threads: the same :data:`MIN_BYTES`.
+a block, so the result is as accurate as the whole sum, and closer to float64 than
+torch.einsum's matrix product.  ``bench/chunked.py`` on ``bij,bij->b`` gains from the
+same :data:`MIN_BYTES` with 1 and 2 threads, and loses below (bench/measured/chunks.md).
 
 Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd,
 ``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
@@ -44,10 +42,9 @@ there, :mod:`einc.runtime.select`) times the last product in chunks of half the 
 their L2) beside cuBLAS, the generated kernel and the whole product and copy.  The idea
 is the CPU's: the copy reads each chunk from L2, so the permuted product is never
 written whole to memory and read back (on the CCSD(T) terms of the GPU variants, 512 MiB
-each way).  Measure mode keeps it only where it is faster: on an H100 (2026-11-26) it
-won four steps of the suite (``txl_rel_attn_scores`` 827 µs against cuBLAS's 1252,
-``af2_triangle_mult_outgoing`` 4712 against 5137, two bfloat16 steps by 7 and 27 %) and
-lost the CCSD(T) steps to the plain kernel.
+each way).  Measure mode keeps it only where it is faster: on an H100 it won a few
+steps of the suite (``txl_rel_attn_scores``, ``af2_triangle_mult_outgoing``) and lost
+the CCSD(T) steps to the plain kernel (bench/measured/h100-2026-11-26/README.md).
 """
 
 from __future__ import annotations

@@ -5,31 +5,30 @@ torch copies a permuted view element by element in the destination's order, in l
 over the destination's innermost run, the trailing indices that are also contiguous,
 in the same order, in the source.  The cost per element is the loop's more than the
 memory's where that run is short: a 6-index CCSD(T) result whose runs are 8 float32
-(32 bytes) copies at ~0.3-1 ns per element against ~0.1-0.2 ns for a plain copy (1
-thread, the development machine).  :func:`permuted_copy` therefore:
+(32 bytes) copies at several times a plain copy's cost per element (1 thread; measured
+in bench/measured/pairwise.md).  :func:`permuted_copy` therefore:
 
 - copies a permutation that swaps two blocks of indices (``(b, i, j) -> (i, j, b)``)
   as a 2-D transpose (torch's, in cache-sized blocks through a buffer) where the tiles
   below are not taken and :func:`transposes` says so: only where torch's loop over the
   permutation reads lines that fall in few cache sets, its source rows a multiple of a
   large power of two bytes apart, and the blocks are long.  Elsewhere that loop is
-  faster than the transpose, by up to 2.7x where the destination's innermost block is
-  short (32 rows, as the suite's ``ibnd,jbnd->ijbn``: 1.07-1.5x) and 1.06-2.5x up to 1
-  MiB where the rows are not a power of two bytes apart (``python bench/rotations.py``,
+  faster than the transpose, most where the destination's innermost block is short (32
+  rows, as the suite's ``ibnd,jbnd->ijbn``), and up to 1 MiB where the rows are not a
+  power of two bytes apart (``python bench/rotations.py``, measured in
   bench/measured/rotation-copies-2026-12-02.md);
 - copies a tensor of at least :data:`MIN_BYTES` whose run is 16, 32 or 48 bytes, as
   wider elements (the run's bytes reinterpreted as one to :data:`WIDE_MOST`
   ``complex128``, each of at least four of the tensor's elements): the copy moves the
   same bits in fewer, wider elements.
-  ``python bench/permute_copy.py`` (1 thread, bench/measured/pairwise.md): the
-  CCSD(T) results' runs of 8 float32 (two complex128) in ~0.79-0.97x torch's time;
-  runs of 16 bytes (4 float32, 8 float16, 16 bool: one complex128) in ~0.4-0.8x; runs
-  of 4 or more complex128 gained nothing (~1.0x), hence :data:`WIDE_MOST`.  Runs of 8
-  bytes as one ``int64`` were not robust (8 bool ~0.4x, but 4 float16 0.9-1.3x and 2
-  float32 0.45-1.1x by shape and load), nor three ``int64`` (24 bytes, ~1.1x), nor
-  pairs as ``complex128`` (float64, complex64: 0.55x in one measurement only): none is
-  taken.  Below ~64K float32 the extra views (~4 us) cost more than they save, hence
-  :data:`MIN_BYTES`.  Where each run is one ``complex128`` and the other indices swap
+  ``python bench/permute_copy.py`` (1 thread, measured in bench/measured/pairwise.md):
+  the CCSD(T) results' runs of 8 float32 (two complex128) and runs of 16 bytes (4
+  float32, 8 float16, 16 bool: one complex128) copy faster so; runs of 4 or more
+  complex128 gain nothing, hence :data:`WIDE_MOST`.  Runs of 8 bytes as one ``int64``
+  were not robust (faster or slower by dtype, shape and load), nor three ``int64`` (24
+  bytes), nor pairs as ``complex128`` (float64, complex64: a gain in one measurement
+  only): none is taken.  Below :data:`MIN_BYTES` the extra views cost more than they
+  save.  Where each run is one ``complex128`` and the other indices swap
   two blocks where :func:`transposes` says so for 16-byte elements (pykeen's NTN result
   ``(c, b, d) -> (b, c, d)``), the wide copy is a 2-D transpose of them
   (``bench/broadcast.py``, bench/measured/broadcast-2026-12-02.md; ``bench/rotations.py``);

@@ -11,27 +11,29 @@ runs of its own index order is copied by the reshape (or, where its matrices hav
 unit-stride axis, by ``bmm``); the result, laid out (batch, M, N), is copied into the
 contiguous ``out`` order unless the two agree.  :func:`candidates` lists the layouts,
 each with its :func:`cost` in nanoseconds from rates measured with torch's ops on the
-CPU (1 thread, float32, the development machine):
+CPU (1 thread, float32, the development machine; the constants below, calibrated in
+bench/measured/copy-model-2026-12-02.md, pairwise.md and permute-copy-2026-12-02.md):
 
-- a copy that keeps the source's unit-stride index innermost moves ~0.2 ns per element,
-  more where the runs it keeps contiguous are short (8 elements: ~0.65 ns), and that
-  per-run part more where consecutive runs lie far apart in the source (runs of 8 floats:
-  up to ~2x, from 1 MiB apart; long runs pay little for it); one that moves it (a
-  transpose of the innermost axis) ~0.7-0.8 ns, a little more where an innermost index is
-  short (4: ~0.95 ns), and ~1.5x that where both innermost indices lie thousands of
-  elements apart in the other layout (copied in cache-sized tiles,
-  :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's own copy took
-  2-5x); ~10 % less where the outermost indices agree and leave blocks that stay in cache;
-  ~0.25 ns more per element from 8 Mi elements (fresh pages: a quarter of what they add to
-  a clone: the partial gradients :func:`for_training` weighs are priced without them);
-- a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
-  8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
+- a copy that keeps the source's unit-stride index innermost moves :data:`COPY_KEEP` ns
+  per element, more where the runs it keeps contiguous are short (:data:`SHORT_RUN`),
+  and that per-run part more where consecutive runs lie far apart in the source
+  (:data:`FAR_STEP`; long runs pay little for it); one that moves it (a transpose of the
+  innermost axis) :data:`COPY_MOVE` ns, a little more where an innermost index is short
+  (:data:`SHORT_INNER`), and :data:`CONFLICT` times that where both innermost indices
+  lie thousands of elements apart in the other layout (copied in cache-sized tiles,
+  :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's own copy takes
+  several times that); less where the outermost indices agree and leave blocks that
+  stay in cache (:data:`BLOCKED`); :data:`FRESH` ns more per element from
+  :data:`FRESH_FROM` elements (fresh pages: a quarter of what they add to a clone: the
+  partial gradients :func:`for_training` weighs are priced without them);
+- a matrix product :data:`GEMM` ns per flop, slower where a matrix side is short (a side
+  of 8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that),
   where the left operand's unit stride runs along its rows with few columns, or where
-  the right operand's runs along K with few rows (MKL's product up to ~1.5-1.8x at 8-32
-  rows, ~1.1x at 112: the forward's choice only, :func:`for_training`), plus ~60 ns
-  per matrix of a batch; its backward, where a side is 1, ~600 ns more per matrix (an
-  outer product);
+  the right operand's runs along K with few rows (as MKL's product runs slower there,
+  most at 8-32 rows: the forward's choice only, :func:`for_training`), plus
+  :data:`PER_MATRIX` ns per matrix of a batch; its backward, where a side is 1,
+  :data:`OUTER` ns more per matrix (an outer product);
 
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
@@ -87,10 +89,11 @@ K_UNIT_FROM = 1 << 22   # ... and the product makes this many multiply-adds or m
 PER_MATRIX = 60         # ns per matrix of a batched product
 OUTER = 600             # ns per matrix of a batched product of depth 1 (the backward of one with a side of 1)
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
-LOOP = 8000             # ns per product of a looped layout: its views and its call (~5-12 us measured)
+LOOP = 8000             # ns per product of a looped layout: its views and its call (bench/measured/pairwise.md)
 # Steps whose tensors all have fewer elements than this weigh only the layouts with the
 # result's group orders and no index moved into the batch (swap and the summed indices'
-# order still chosen): their copies cost microseconds, the full search ~1 ms a step.
+# order still chosen): their copies save less than the full search costs a step
+# (bench/measured/paths-first-call-2026-12-02.md).
 SMALL = 1 << 12
 
 

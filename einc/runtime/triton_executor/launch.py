@@ -103,12 +103,11 @@ _TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4,
 # suite's CCSD(T) terms (fp32) and on float64, float16 and bfloat16 copies: no config
 # spills (fp64's 64-row tile on 4 warps spilled 96 bytes with 3.6 and 3.7: 8 warps),
 # 16-byte loads, wgmma for 16-bit tiles of 64 rows or more; 16-bit K steps of 32 too,
-# for K = 32.  Except fp32's second and third: on an H100 with triton 3.6 (bench/gpu_variants.py
-# at ddf8303, pw_ccsdt_dega_gfbc) they ran 412 and 430 µs, the others 502-2053 (the first:
-# 502; torch.einsum's view 342), though they spill 144 bytes with 3.6 (1.2-1.9 KB with
-# 3.9: ptx_report), so they follow a config that does not, the one a kernel's first-round
-# run takes (Launcher.first_config), and the autotuner times them.  16-bit and fp64 not
-# yet run on a GPU.
+# for K = 32.  Except fp32's second and third: the fastest on an H100 with triton 3.6
+# (bench/gpu_variants.py, pw_ccsdt_dega_gfbc: bench/measured/h100-2026-11-26/README.md),
+# though they spill 144 bytes with 3.6 (1.2-1.9 KB with 3.9: ptx_report), so they follow
+# a config that does not, the one a kernel's first-round run takes (Launcher.first_config),
+# and the autotuner times them.  16-bit and fp64 not yet run on a GPU.
 _TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
                  (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
             32: [(128, 8, 16, 32, 8, 3), (64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (64, 8, 16, 32, 4, 3),
@@ -266,11 +265,11 @@ def tuning_bench(kernel_call, quantiles=None):
 
     Triton's ``do_bench`` runs a config at least 9 times however slow it is (a first run
     that compiles, 5 to estimate, a warm-up, then enough for its 100 ms, at least 1):
-    on an H100 autotuning a kernel whose configs took 75-300 ms a launch took 18-19 s of
-    einc's first call.  Here a config runs once to compile, then once timed; where that
-    run took :data:`SLOW_MS` or more, it is the measurement (one run of several ms is
-    within a few percent of the median); faster configs are timed by Triton's
-    ``do_bench``, as before."""
+    on an H100 autotuning a kernel whose configs each run for tens of milliseconds took
+    most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
+    runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
+    is the measurement (one run of several ms is within a few percent of the median);
+    faster configs are timed by Triton's ``do_bench``, as before."""
     kernel_call()
     ms = _one_run_ms(kernel_call)
     if ms >= SLOW_MS:

@@ -198,7 +198,7 @@ def expected_seconds(workloads: list[dict], opts: Options) -> float:
     bytes: per workload, rounds of three ≥ 2 ms batches within the budget, plus about
     0.4 s of set-up, warm-up and calibration.  The rates (40 GFLOP/s, 10 GB/s; a
     training step three forward calls) reproduce the timing phase of an idle
-    2-core run (8.5 s forecast, 8.6 s from its medians)."""
+    2-core run (bench/measured/cpu-suite.md)."""
     total = 0.0
     for w in workloads:
         v = w["variants"][variant_name(opts.device)]
