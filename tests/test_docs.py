@@ -134,3 +134,15 @@ def test_every_example_and_page_is_listed():
     assert set(re.findall(r"^- \[docs/([\w-]+\.md)\]\(docs/\1\)", readme, re.M)) == pages
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
     assert set(re.findall(r"^\| \[([\w-]+\.md)\]\(\1\) \|", index, re.M)) == pages
+
+
+def test_architecture_names_every_module():
+    """docs/architecture.md, the code room by room, names each module of einc/ (as ``name``,
+    ``name.py`` or a path ending in it), so a new module is placed in its room."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set()
+    for token in re.findall(r"`([^`\n]+)`", text):
+        token = token.split("(")[0].strip()
+        named.add(token.rsplit("/", 1)[-1].removesuffix(".py"))
+    modules = {p.stem for p in (ROOT / "einc").rglob("*.py") if p.stem != "__init__"}
+    assert modules <= named, sorted(modules - named)
