@@ -146,3 +146,45 @@ def test_architecture_names_every_module():
         named.add(token.rsplit("/", 1)[-1].removesuffix(".py"))
     modules = {p.stem for p in (ROOT / "einc").rglob("*.py") if p.stem != "__init__"}
     assert modules <= named, sorted(modules - named)
+
+
+def _bench_sources(script: str) -> str:
+    """A bench script's text with the bench modules it imports and, where it runs einc's own
+    harness, einc/tools/: where its options are declared."""
+    source = (ROOT / "bench" / script).read_text(encoding="utf-8")
+    texts = [source]
+    for module in re.findall(r"^\s*from bench\.(\w+) import", source, re.M):
+        texts.append((ROOT / "bench" / f"{module}.py").read_text(encoding="utf-8"))
+    if "einc.tools" in source:
+        texts += [p.read_text(encoding="utf-8") for p in (ROOT / "einc" / "tools").rglob("*.py")]
+    return "\n".join(texts)
+
+
+def _undeclared(script: str, text: str) -> list[str]:
+    sources = _bench_sources(script)
+    return [f"{script} {flag}" for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", text)))
+            if f'"{flag}"' not in sources]
+
+
+def test_bench_readme_lists_every_script_once_with_its_options():
+    """bench/README.md's table of scripts has one row per file of bench/, and names only
+    options the script declares."""
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `bench/([\w.]+)` \|(.*)$", text, re.M)
+    files = {p.name for p in (ROOT / "bench").glob("*") if p.suffix in (".py", ".sh")} - {"__init__.py"}
+    assert sorted(name for name, _ in rows) == sorted(files)
+    wrong = [w for name, row in rows if name.endswith(".py") for w in _undeclared(name, row)]
+    assert not wrong, wrong
+
+
+def test_bench_command_lines_name_scripts_and_options_that_exist():
+    """Every ``python bench/NAME.py ARGS`` the pages show: the script exists and takes each option."""
+    wrong = []
+    for page in PAGES:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            for script, args in re.findall(r"python bench/(\w+\.py)((?:[ \t]+\[?[\w./,=-]+\]?)*)", line):
+                if not (ROOT / "bench" / script).exists():
+                    wrong.append(f"{_name(page)}: no bench/{script}")
+                else:
+                    wrong += [f"{_name(page)}: {w}" for w in _undeclared(script, args)]
+    assert not wrong, wrong
