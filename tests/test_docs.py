@@ -188,3 +188,14 @@ def test_bench_command_lines_name_scripts_and_options_that_exist():
                 else:
                     wrong += [f"{_name(page)}: {w}" for w in _undeclared(script, args)]
     assert not wrong, wrong
+
+
+def test_every_setting_einc_reads_is_in_the_settings_tables():
+    """Every ``EINC_*`` name einc's code spells out is a row of both settings tables: a
+    variable read outside config.py, or one config.py's docstring forgot, is caught."""
+    spelled = set()
+    for path in (ROOT / "einc").rglob("*.py"):
+        spelled |= set(re.findall(r"[\"'](EINC_[A-Z][A-Z0-9_]*)[\"']", path.read_text(encoding="utf-8")))
+    assert spelled, "no setting found: the pattern no longer matches the code"
+    for page in ("README.md", "docs/usage.md"):
+        assert spelled <= set(_settings_table(page)), (page, sorted(spelled - set(_settings_table(page))))
