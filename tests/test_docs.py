@@ -178,11 +178,12 @@ def test_bench_readme_lists_every_script_once_with_its_options():
 
 
 def test_bench_command_lines_name_scripts_and_options_that_exist():
-    """Every ``python bench/NAME.py ARGS`` the pages show: the script exists and takes each option."""
+    """Every ``bench/NAME.py ARGS`` the pages show (after ``python``, ``timeout``, ...): the script
+    exists and takes each option."""
     wrong = []
     for page in PAGES:
         for line in page.read_text(encoding="utf-8").splitlines():
-            for script, args in re.findall(r"python bench/(\w+\.py)((?:[ \t]+\[?[\w./,=-]+\]?)*)", line):
+            for script, args in re.findall(r"\bbench/(\w+\.py)((?:[ \t]+\[?[\w./,=-]+\]?)*)", line):
                 if not (ROOT / "bench" / script).exists():
                     wrong.append(f"{_name(page)}: no bench/{script}")
                 else:
