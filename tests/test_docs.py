@@ -200,3 +200,12 @@ def test_every_setting_einc_reads_is_in_the_settings_tables():
     assert spelled, "no setting found: the pattern no longer matches the code"
     for page in ("README.md", "docs/usage.md"):
         assert spelled <= set(_settings_table(page)), (page, sorted(spelled - set(_settings_table(page))))
+
+
+def test_the_readme_quotes_figures_only_in_its_performance_table():
+    """Timings and ratios live under bench/measured/; README.md's one place for them is the
+    Performance section's table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    outside = re.sub(r"^## Performance\n.*?(?=^## )", "", _FENCED.sub("", text), flags=re.S | re.M)
+    figures = re.findall(r"\b\d+(?:[.,]\d+)?(?:-\d+(?:\.\d+)?)? ?(?:ms|µs|us|s|min|minutes?|hours?|x|×)\b", outside)
+    assert not figures, figures
