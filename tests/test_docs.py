@@ -1,6 +1,8 @@
 """The docs tell the truth about the code, where a machine can check it cheaply: links and
 anchors resolve, the Python blocks run, every ``einc`` command line parses, the settings
-tables name config.py's settings with its defaults, and README.md stays a landing page."""
+tables name config.py's settings with its defaults (and every ``EINC_*`` name the code
+spells), architecture.md names every module of einc/, bench/README.md every file of bench/
+with options its script declares, and README.md stays a landing page."""
 
 import re
 import shlex
