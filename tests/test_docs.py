@@ -1,6 +1,8 @@
 """The docs tell the truth about the code, where a machine can check it cheaply: links and
 anchors resolve, the Python blocks run, every ``einc`` command line parses, the settings
-tables name config.py's settings with its defaults, and README.md stays a landing page."""
+tables name config.py's settings with its defaults (and every ``EINC_*`` name the code
+spells), architecture.md names every module of einc/, bench/README.md every file of bench/
+with options its script declares, and README.md stays a landing page."""
 
 import re
 import shlex
@@ -134,3 +136,78 @@ def test_every_example_and_page_is_listed():
     assert set(re.findall(r"^- \[docs/([\w-]+\.md)\]\(docs/\1\)", readme, re.M)) == pages
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
     assert set(re.findall(r"^\| \[([\w-]+\.md)\]\(\1\) \|", index, re.M)) == pages
+
+
+def test_architecture_names_every_module():
+    """docs/architecture.md, the code room by room, names each module of einc/ (as ``name``,
+    ``name.py`` or a path ending in it), so a new module is placed in its room."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set()
+    for token in re.findall(r"`([^`\n]+)`", text):
+        token = token.split("(")[0].strip()
+        named.add(token.rsplit("/", 1)[-1].removesuffix(".py"))
+    modules = {p.stem for p in (ROOT / "einc").rglob("*.py") if p.stem != "__init__"}
+    assert modules <= named, sorted(modules - named)
+
+
+def _bench_sources(script: str) -> str:
+    """A bench script's text with the bench modules it imports and, where it runs einc's own
+    harness, einc/tools/: where its options are declared."""
+    source = (ROOT / "bench" / script).read_text(encoding="utf-8")
+    texts = [source]
+    for module in re.findall(r"^\s*from bench\.(\w+) import", source, re.M):
+        texts.append((ROOT / "bench" / f"{module}.py").read_text(encoding="utf-8"))
+    if "einc.tools" in source:
+        texts += [p.read_text(encoding="utf-8") for p in (ROOT / "einc" / "tools").rglob("*.py")]
+    return "\n".join(texts)
+
+
+def _undeclared(script: str, text: str) -> list[str]:
+    sources = _bench_sources(script)
+    return [f"{script} {flag}" for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", text)))
+            if f'"{flag}"' not in sources]
+
+
+def test_bench_readme_lists_every_script_once_with_its_options():
+    """bench/README.md's table of scripts has one row per file of bench/, and names only
+    options the script declares."""
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `bench/([\w.]+)` \|(.*)$", text, re.M)
+    files = {p.name for p in (ROOT / "bench").glob("*") if p.suffix in (".py", ".sh")} - {"__init__.py"}
+    assert sorted(name for name, _ in rows) == sorted(files)
+    wrong = [w for name, row in rows if name.endswith(".py") for w in _undeclared(name, row)]
+    assert not wrong, wrong
+
+
+def test_bench_command_lines_name_scripts_and_options_that_exist():
+    """Every ``bench/NAME.py ARGS`` the pages show (after ``python``, ``timeout``, ...): the script
+    exists and takes each option."""
+    wrong = []
+    for page in PAGES:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            for script, args in re.findall(r"\bbench/(\w+\.py)((?:[ \t]+\[?[\w./,=-]+\]?)*)", line):
+                if not (ROOT / "bench" / script).exists():
+                    wrong.append(f"{_name(page)}: no bench/{script}")
+                else:
+                    wrong += [f"{_name(page)}: {w}" for w in _undeclared(script, args)]
+    assert not wrong, wrong
+
+
+def test_every_setting_einc_reads_is_in_the_settings_tables():
+    """Every ``EINC_*`` name einc's code spells out is a row of both settings tables: a
+    variable read outside config.py, or one config.py's docstring forgot, is caught."""
+    spelled = set()
+    for path in (ROOT / "einc").rglob("*.py"):
+        spelled |= set(re.findall(r"[\"'](EINC_[A-Z][A-Z0-9_]*)[\"']", path.read_text(encoding="utf-8")))
+    assert spelled, "no setting found: the pattern no longer matches the code"
+    for page in ("README.md", "docs/usage.md"):
+        assert spelled <= set(_settings_table(page)), (page, sorted(spelled - set(_settings_table(page))))
+
+
+def test_the_readme_quotes_figures_only_in_its_performance_table():
+    """Timings and ratios live under bench/measured/; README.md's one place for them is the
+    Performance section's table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    outside = re.sub(r"^## Performance\n.*?(?=^## )", "", _FENCED.sub("", text), flags=re.S | re.M)
+    figures = re.findall(r"\b\d+(?:[.,]\d+)?(?:-\d+(?:\.\d+)?)? ?(?:ms|µs|us|s|min|minutes?|hours?|x|×)\b", outside)
+    assert not figures, figures
