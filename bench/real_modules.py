@@ -20,6 +20,7 @@ finally counts the einsum calls of one step (``bench/einc_patch_plugin.py``'s co
     python bench/real_modules.py --equations pykeen-ntn   # each einsum call of one step, timed alone
     python bench/real_modules.py --equations pykeen-ntn --clock cpu   # ... in the thread's CPU time
     python bench/real_modules.py --first 7 e3nn-tp       # first steps only: 7 fresh processes a side
+    python bench/real_modules.py --first 7 e3nn-tp --collect off   # ... the garbage collector paused in them
 
 A module whose library is missing is skipped with the command that installs it.  Writes
 OUT/real-modules.md and .json (with ``--first``, OUT/first-steps.md and .json).
@@ -539,9 +540,13 @@ def checksum(tensors) -> list[float]:
     return out
 
 
-def worker(case_name: str, patched: bool) -> None:
+def worker(case_name: str, patched: bool, collect: bool = True) -> None:
     """Answers the parent on a private copy of stdout (the libraries' prints go to stderr):
-    one JSON line after the first step, then one per command read from stdin."""
+    one JSON line after the first step, then one per command read from stdin.  ``collect``
+    false: the garbage collector paused during the first step (where a collection lands in
+    it is set by the process's allocation counts, not by the step's work alone)."""
+    import gc
+
     global PATCHED
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -555,10 +560,24 @@ def worker(case_name: str, patched: bool) -> None:
     torch.manual_seed(0)
     case = CASES[case_name]
     step = globals()[case.build](case_name)
+    collections = []  # the generation of each collection during the first step
+
+    def seen(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    if not collect:
+        gc.disable()
+    gc.callbacks.append(seen)
     t0, c0 = time.perf_counter(), time.process_time()
     result = step()
     first, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"first": first, "first_cpu": cpu, "check": checksum(result)}), file=proto)
+    gc.callbacks.remove(seen)
+    gc.enable()
+    print(
+        json.dumps({"first": first, "first_cpu": cpu, "check": checksum(result), "collections": collections}),
+        file=proto,
+    )
     from einc.tools.benchmark.timing import calibrate, time_batch
 
     for line in sys.stdin:
@@ -720,7 +739,7 @@ def equations(case_name: str, budget: float = 1.0, clock: str = "wall") -> str:
 
 
 class Worker:
-    def __init__(self, case: str, patched: bool, cache_dir: str):
+    def __init__(self, case: str, patched: bool, cache_dir: str, collect: bool = True):
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
@@ -728,7 +747,15 @@ class Worker:
             "EINC_CACHE_DIR": cache_dir,
         }
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", case, "--side", "patched" if patched else "unpatched"],
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                case,
+                "--side",
+                "patched" if patched else "unpatched",
+                *([] if collect else ["--collect", "off"]),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -784,14 +811,14 @@ def measure(case: Case, rounds: int, target: float, seed: int = 0, clock: str = 
         cache.cleanup()
 
 
-def first_steps(case: Case, runs: int, seed: int = 0) -> dict:
+def first_steps(case: Case, runs: int, seed: int = 0, collect: bool = True) -> dict:
     """``runs`` first steps a side, each in a fresh worker process with an empty einc cache
     folder of its own (no path remembered on disk, no plan in memory), the two sides' processes
     in turn in a shuffled order each run: a row with both sides' medians, their ratio, and the
     ratios of the run's pairs (their median and range); and the medians of the first steps'
     CPU time (the process's), which a shared machine's other jobs move less.  A first step is
     one timing, so one process's is noise; the median of several is what a fix can be shown
-    against."""
+    against.  ``collect`` false: the garbage collector paused during each first step."""
     import statistics
 
     times: dict = {"unpatched": [], "patched": []}
@@ -802,7 +829,7 @@ def first_steps(case: Case, runs: int, seed: int = 0) -> dict:
         checks = {}
         for side in order:
             with tempfile.TemporaryDirectory(prefix="einc-first-step-") as cache:
-                w = Worker(case.name, side == "patched", cache)
+                w = Worker(case.name, side == "patched", cache, collect)
                 w.close()
             times[side].append(w.first["first"])
             cpu[side].append(w.first.get("first_cpu", w.first["first"]))
@@ -822,6 +849,7 @@ def first_steps(case: Case, runs: int, seed: int = 0) -> dict:
         "pair_high": pairs[-1],
         "cpu_unpatched_s": statistics.median(cpu["unpatched"]),
         "cpu_patched_s": statistics.median(cpu["patched"]),
+        "collect": collect,
         "unpatched_all": times["unpatched"],
         "patched_all": times["patched"],
         "note": note,
@@ -879,11 +907,17 @@ def main(argv=None) -> int:
         default="wall",
         help="cpu: the modules' rounds (or with --equations each call) in the thread's CPU time (a shared machine)",
     )
+    parser.add_argument(
+        "--collect",
+        choices=("on", "off"),
+        default="on",
+        help="with --first, off: the garbage collector paused during each first step",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.side == "patched")
+        worker(args.worker, args.side == "patched", args.collect == "on")
         return 0
     if args.equations:
         if args.equations not in CASES:
@@ -915,7 +949,7 @@ def main(argv=None) -> int:
             continue
         try:
             if args.first:
-                row = first_steps(case, args.first)
+                row = first_steps(case, args.first, collect=args.collect == "on")
             else:
                 row = measure(case, args.rounds, args.target, clock=args.clock)
         except (RuntimeError, OSError, ValueError) as e:  # a worker that died (an import, a crash): reported, not fatal

@@ -155,3 +155,31 @@ def test_decided_on_the_first_gradient(monkeypatch, small):
     assert len(asked) == 1 and "BmmBackward0" in names and "MmBackward0" not in names
     fn(a, b)
     assert len(asked) == 1
+
+
+def test_column_major_reads_the_reading_not_its_copies_prices(monkeypatch):
+    """Whether an operand reads column-major is read from its reading (views or a copy, and
+    the unit stride), as ``ttgt.operand`` gives it, without pricing the copies: the first
+    gradient of a plan decides it per step, in the step."""
+    import random
+
+    from einc.runtime.torch_executor import ttgt
+
+    rng = random.Random(5)
+    cases = []
+    for _ in range(600):
+        idx = list(range(rng.randint(1, 5)))
+        sizes = {i: rng.choice([0, 1, 1, 2, 3, 7]) for i in idx}
+        rng.shuffle(idx)
+        cut = rng.randint(0, len(idx))
+        term = rng.sample(idx, len(idx))
+        for flipped in (False, True):
+            copied, along_rows = ttgt.operand(term, ((), idx[:cut], idx[cut:]), sizes)[2:]
+            cases.append((term, idx[:cut], idx[cut:], flipped, sizes, flipped if copied else along_rows))
+    assert {want for *_, want in cases} == {False, True}
+
+    def priced(*args):
+        raise AssertionError("priced a copy")
+    monkeypatch.setattr(ttgt, "_planned_copy_ns", priced)
+    for term, rows, cols, flipped, sizes, want in cases:
+        assert backward._column_major(term, rows, cols, flipped, sizes) == want

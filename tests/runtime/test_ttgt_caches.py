@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import index_orders, ttgt
 
 
 @pytest.fixture(autouse=True)
@@ -130,3 +130,31 @@ def test_a_step_named_by_place_decides_as_one_named_otherwise(monkeypatch):
     real = ttgt.pick
     monkeypatch.setattr(ttgt, "pick", lambda found: real(found))
     assert _choices(placed, fresh=False) == by_place
+
+
+class _Unread(tuple):
+    """A term that fails when read: a group with one order whatever the terms reads none."""
+
+    def __iter__(self):
+        raise AssertionError("read a term the group's one order does not depend on")
+
+    def __contains__(self, item):
+        raise AssertionError("read a term the group's one order does not depend on")
+
+
+def test_a_group_of_at_most_one_index_has_its_one_order_without_reading_the_other_terms():
+    """An empty group, or one index the first term holds, has one order: listed without a
+    pass over the terms (most groups of a step's layouts are so)."""
+    assert index_orders._orders((), [_Unread("ab"), _Unread("ba")]) == [()]
+    assert index_orders._orders(("b",), ["ab", _Unread("ba")]) == [("b",)]
+    assert index_orders._orders(("b",), ["ac", "ba"]) == [(), ("b",)]      # not in the first term: read
+    rng = random.Random(3)
+    for _ in range(2000):
+        group = tuple(rng.sample("abcdef", rng.randint(0, 3)))
+        terms = [rng.sample("abcdef", rng.randint(0, 6)) for _ in range(rng.randint(1, 3))]
+        found = []
+        for t in terms:         # the definition, term by term
+            o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
+            if o not in found:
+                found.append(o)
+        assert index_orders._orders(group, terms) == found, (group, terms)

@@ -179,7 +179,7 @@ def test_first_steps_run_each_in_a_fresh_process_with_a_cache_folder_of_its_own(
     times = iter([0.010, 0.030, 0.012, 0.020, 0.011, 0.026])  # in the order the workers start
 
     class FakeWorker:
-        def __init__(self, case, patched, cache_dir):
+        def __init__(self, case, patched, cache_dir, collect=True):
             seen.append((patched, cache_dir, os.listdir(cache_dir)))
             t = next(times)
             self.first = {"first": t, "first_cpu": t / 2, "check": [1.0]}
@@ -200,6 +200,36 @@ def test_first_steps_run_each_in_a_fresh_process_with_a_cache_folder_of_its_own(
     assert row["pair_low"] <= row["pair_median"] <= row["pair_high"] and row["note"] == ""
     assert row["cpu_patched_s"] == row["first_patched_s"] / 2 and row["cpu_unpatched_s"] == row["first_unpatched_s"] / 2
     assert rm.first_row(row).startswith("| torch-bilinear | 3 | ") and rm.first_row(row).count("|") == 8
+
+
+def test_first_steps_with_the_collector_paused_pause_it_in_each_worker(monkeypatch):
+    asked = []
+
+    class FakeWorker:
+        def __init__(self, case, patched, cache_dir, collect=True):
+            asked.append(collect)
+            self.first = {"first": 0.01, "check": [1.0]}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(rm, "Worker", FakeWorker)
+    rm.first_steps(rm.CASES["torch-bilinear"], runs=2, collect=False)
+    assert asked == [False] * 4
+
+
+def test_a_worker_reports_the_collections_of_its_first_step(tmp_path):
+    """With the collector paused (``--collect off``) none runs in the first step, and the
+    worker runs on with it on; each worker says which generations were collected in it."""
+    paused = rm.Worker("torch-bilinear", True, str(tmp_path), collect=False)
+    try:
+        assert paused.first["collections"] == []
+        assert paused.ask("calibrate 0.001")["n"] >= 1
+    finally:
+        paused.close()
+    plain = rm.Worker("torch-bilinear", False, str(tmp_path))
+    plain.close()
+    assert isinstance(plain.first["collections"], list)
 
 
 @pytest.mark.slow

@@ -54,6 +54,13 @@ def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
 def _column_major(term, rows, cols, flipped, sizes) -> bool:
     """Whether a contiguous tensor over ``term`` reads, as the executor lays it out, as a
     matrix ``rows`` x ``cols`` with unit stride along its rows: a view whose innermost
-    index is the last of ``rows``, or a copy into the matrix's transpose (``flipped``)."""
-    copied, along_rows = ttgt.operand(term, ((), rows, cols), sizes)[2:]
-    return flipped if copied else along_rows
+    index is the last of ``rows``, or a copy into the matrix's transpose (``flipped``).  Read
+    from the reading :func:`~einc.runtime.torch_executor.ttgt.operand` makes (whether it copies,
+    and its unit stride), not its copies' prices, which this does not need."""
+    term, groups = tuple(term), ((), tuple(rows), tuple(cols))
+    ones = frozenset([i for i in (*term, *groups[1], *groups[2]) if sizes[i] == 1])
+    kind, along_rows, _, _, wide = ttgt._reading(term, groups, ones)
+    if kind is None:        # read through views
+        return along_rows
+    # copied where it has elements to copy (operand's count: a copy broadcast over ``wide``)
+    return flipped if ttgt._size(term, sizes) and (kind != "copy" or ttgt._size(wide, sizes)) else False

@@ -10,6 +10,8 @@ import functools
 def _orders(group, terms):
     """The distinct orders of ``group`` that ``terms`` hold (indices a term lacks last, in the
     first term's order)."""
+    if not group or (len(group) == 1 and group[0] in terms[0]):
+        return [tuple(group)]       # (the one order there is, whatever the other terms)
     found = []
     for t in terms:
         o = tuple([i for i in t if i in group] + [i for i in terms[0] if i in group and i not in t])
