@@ -13,7 +13,7 @@ from ..planner.plan import Plan
 _CODE: dict = {}
 
 
-CALLS_BEFORE_CODE = 16      # calls a plan's run makes interpreted before its function is compiled
+CALLS_BEFORE_CODE = 16      # the call of a plan's run that compiles its function (those before it loop)
 
 
 def unroll(plan, step_functions):
@@ -22,8 +22,9 @@ def unroll(plan, step_functions):
     With a ``scale`` the result is multiplied by it: inside the last step where its
     function takes a ``scale`` keyword (a generated kernel's ``launch``: the kernel's
     epilogue), else by one multiply after it.  Intermediates are deleted after their last
-    use.  Its first :data:`CALLS_BEFORE_CODE` calls run the steps by a loop, the later ones
-    one generated function (the same calls, in the same order, with the same arguments):
+    use.  The calls before its :data:`CALLS_BEFORE_CODE`-th run the steps by a loop, that
+    call and the later ones one generated function (the same calls, in the same order, with
+    the same arguments):
     its compile costs more than a first call's loop, and many plans run a few times.
     ``run.promote(entry)`` has that call put the function in ``entry.run`` where ``run``
     is there, so that the entry calls it directly.

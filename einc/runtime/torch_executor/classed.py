@@ -13,8 +13,8 @@ the layouts that broadcast neither operand and run one product.  The function is
 generated as source whose reshapes multiply the operands' sizes as the call brings them,
 so a new shape of the class costs no planning, and the class's calls run the same ops in
 the same order whatever shapes came before.  A plan of one step runs its ops one by one
-(the same ops, the same arguments) for its first :data:`CALLS_BEFORE_CODE` calls, and its
-compiled source after them: a compile costs as much as planning the class, and most
+(the same ops, the same arguments) for the calls before its :data:`CALLS_BEFORE_CODE`-th,
+and its compiled source from that one on: a compile costs as much as planning the class, and most
 classes of a first training step run a few times.  Sources are compiled once per text, and
 steps alike but for their sizes (classes of one equation and pattern of size-1 dimensions)
 share their analysis, and their ops where their sizes take the same decisions.
@@ -122,7 +122,7 @@ def _text(ops, result: str, finish: str, cast, whole: bool) -> str:
     return f"def run(a, b):\n{body}\n    return {tail}\n"
 
 
-CALLS_BEFORE_CODE = 16      # calls a class's step runs interpreted before it is compiled
+CALLS_BEFORE_CODE = 16      # the call of a class's step that compiles it (those before it run interpreted)
 
 
 def _compiled(source: str, env: dict):
