@@ -3,7 +3,8 @@
 ``einc.einsum``, ``contract_expression``, ``explain``, the autograd Function and the
 custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
 options, the first operand's layout, every operand's shape, dtype and device), look
-up the entry, run it; everything else happens once per key, in :func:`plan_for` and
+up the entry, run it (where its run is one op on the two operands as they come, that op:
+``Entry.direct``); everything else happens once per key, in :func:`plan_for` and
 :func:`entry_for`, or, for a small call of up to eight operands under the default
 ``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
 shape of a known class takes its class's entry, put under the shape's key).  Calls no
@@ -69,7 +70,10 @@ def run(eq: Equation, operands, options: Options):
             return entry[0]
         return entry.run(operands)
     _plans.hits = slot[1] = _plans.hits + 1
-    return slot[0].run(operands)
+    found = slot[0]
+    if found.direct is not None:        # the entry's one call, without its run's frame
+        return found.direct(*operands)
+    return found.run(operands)
 
 
 def _miss(eq: Equation, operands, options: Options, key):

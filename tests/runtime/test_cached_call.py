@@ -1,5 +1,6 @@
-"""A cached call's work around its ops: the plan cache's key built once a call, and the
-order each operand is read in (part of that key) asked only where it changes a step."""
+"""A cached call's work around its ops: the plan cache's key built once a call, the order
+each operand is read in (part of that key) asked only where it changes a step, and a size
+class's one op called without its entry's function around it."""
 
 import pytest
 import torch
@@ -109,3 +110,75 @@ def test_one_size_one_dimension_is_squeezed_as_one_dimension():
                 out, ops = _ops(lambda: einc.einsum(eq, a, b), overloads=True)
             assert [op for op in ops if op.startswith("squeeze")] == want, (mode, eq, ops)
             torch.testing.assert_close(out, torch.einsum(eq, a, b))
+
+
+def _entry_of(eq, *operands):
+    """The plan cache's entry of a call (made by calling it)."""
+    einc.einsum(eq, *operands)
+    return engine.entry(parse(eq), operands, DEFAULT)
+
+
+_MM, _BMM = ("ij,jk->ik", [0, 1], [1, 2], [0, 2]), ("bij,bjk->bik", [0, 1, 2], [0, 2, 3], [0, 1, 3])
+_ONE_OP = [     # (equation and sublists, operands): a class whose step is one op on its operands as they lie
+    (_MM, lambda d: (torch.randn(4, 4, dtype=d), torch.randn(4, 4, dtype=d))),
+    (_MM, lambda d: (torch.randn(3, 5, dtype=d), torch.randn(5, 1, dtype=d))),
+    (_MM, lambda d: (torch.randn(5, 3, dtype=d).T, torch.randn(5, 2, dtype=d))),    # a transposed operand
+    (_BMM, lambda d: (torch.randn(3, 4, 5, dtype=d), torch.randn(3, 5, 6, dtype=d))),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("case", range(len(_ONE_OP)))
+def test_a_cached_one_op_call_runs_its_op_without_the_entry_s_function(case, dtype, monkeypatch):
+    """A size class whose step is one torch op on the two operands as they come (``mm`` of a
+    matrix product read as it lies) is run on a hit by calling that op, not through the
+    entry's ``run`` around it (a Python frame, a third of the rest of a 4x4 call); the
+    answer, the hit count and every other door (a scale, a gradient) as before."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    (eq, sa, sb, so), make = _ONE_OP[case]
+    a, b = make(dtype)
+    entry = _entry_of(eq, a, b)
+    assert entry.direct in (torch.mm, torch.bmm)
+    monkeypatch.setattr(entry, "run", None)         # a hit that reached it would raise
+    hits = einc.cache_info().plans.hits
+    for out in (einc.einsum(eq, a, b), einc.einsum(eq, [a, b]), einc.einsum(a, sa, b, sb, so)):
+        torch.testing.assert_close(out, torch.einsum(eq, a, b))
+        assert out.is_contiguous() and out.dtype == dtype
+    assert einc.cache_info().plans.hits == hits + 3
+    monkeypatch.undo()
+    x, w = a.clone().requires_grad_(), b.clone().requires_grad_()
+    out = einc.einsum(eq, x, w)
+    g = torch.randn_like(out)
+    torch.testing.assert_close(torch.autograd.grad(out, (x, w), g),
+                               torch.autograd.grad(torch.einsum(eq, x, w), (x, w), g))
+    with torch.no_grad():
+        assert not einc.einsum(eq, x, w).requires_grad
+    with torch.inference_mode():
+        torch.testing.assert_close(einc.einsum(eq, a, b), torch.einsum(eq, a, b))
+    torch.testing.assert_close(engine.run_scaled(parse(eq), (a, b), DEFAULT, 2.0), torch.einsum(eq, a, b) * 2)
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,kj->ik", [(4, 4), (4, 4)]),                # a permute first
+    ("ij,jk->ki", [(4, 4), (4, 4)]),                # a permute and a copy after
+    ("bhid,bhjd->bhij", [(1, 2, 32, 16), (1, 2, 32, 16)]),
+    ("ij,jk->ik", [(1, 4), (4, 1)]),                # a multiply and sum
+    ("ij,j->i", [(4, 4), (4,)]),
+    ("ij->j", [(4, 4)]),
+])
+def test_an_entry_that_does_more_than_one_op_runs_through_its_function(eq, shapes, monkeypatch):
+    """Where the step views, copies or casts around its op, or the op takes the operands in
+    another order, there is no op to call directly: the entry's ``run`` answers."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    entry = _entry_of(eq, *ops)
+    assert entry.direct is None
+    calls = []
+    real = entry.run
+    monkeypatch.setattr(entry, "run", lambda o, scale=None: calls.append(1) or real(o, scale))
+    torch.testing.assert_close(einc.einsum(eq, *ops), torch.einsum(eq, *ops))
+    assert calls == [1]
+
+
