@@ -1,6 +1,10 @@
 """A cached call's work around its ops: the plan cache's key built once a call, the order
 each operand is read in (part of that key) asked only where it changes a step, and a size
-class's one op called without its entry's function around it."""
+class's one op called without its entry's function around it; and ``einsum``'s own work on
+a call without keywords."""
+
+import dis
+import sys
 
 import pytest
 import torch
@@ -182,3 +186,35 @@ def test_an_entry_that_does_more_than_one_op_runs_through_its_function(eq, shape
     assert calls == [1]
 
 
+
+def _instructions(fn, code):
+    """The instructions of ``code`` that ``fn()`` runs, in order."""
+    ran, old = [], sys.gettrace()
+
+    def trace(frame, event, arg):
+        frame.f_trace_opcodes = True
+        if event == "opcode" and frame.f_code is code:
+            ran.append(frame.f_lasti)
+        return trace
+    sys.settrace(trace)
+    try:
+        fn()
+    finally:
+        sys.settrace(old)
+    at = {i.offset: i for i in dis.get_instructions(code)}
+    return [at[k] for k in ran]
+
+
+def test_a_call_without_keywords_makes_no_cell_and_reads_no_option():
+    """``einsum``'s own work on a cached call without keywords: no cell made for its keyword
+    dict (a comprehension over the dict made one on every call) and no option read one by
+    one (none was passed: one identity test stands for the four)."""
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    einc.einsum("ij,jk->ik", a, b)
+    code = einc.einsum.__code__
+    assert code.co_cellvars == ()
+    ran = _instructions(lambda: einc.einsum("ij,jk->ik", a, b), code)
+    read = [i.argrepr for i in ran if i.opname.startswith("LOAD_FAST")]
+    assert read and not [r for r in read if any(o in r for o in ("optimize", "memory_limit", "select", "layout"))]
+    out = einc.einsum("ij,jk->ik", a, b, optimize="greedy", layout="any", memory_limit=None)    # options still read
+    torch.testing.assert_close(out, a @ b)
