@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import einc
+from einc.errors import ArgumentError, OperandTypeError
 from einc.planner.equation import parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine
@@ -218,3 +219,33 @@ def test_a_call_without_keywords_makes_no_cell_and_reads_no_option():
     assert read and not [r for r in read if any(o in r for o in ("optimize", "memory_limit", "select", "layout"))]
     out = einc.einsum("ij,jk->ik", a, b, optimize="greedy", layout="any", memory_limit=None)    # options still read
     torch.testing.assert_close(out, a @ b)
+
+
+def test_a_cached_two_operand_call_calls_only_its_reads_its_lookup_and_its_op():
+    """The engine's hit of a two-operand call calls no builtin but the operands' contiguity
+    reads, the plan cache's lookup and the op: the count of operands is not asked (two are
+    unpacked; any other count fails to, and takes ``_key``), and other counts and operands
+    that are not tensors answer and raise as before."""
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    einc.einsum("ij,jk->ik", a, b)
+    calls, code = [], engine.run.__code__
+
+    def profile(frame, event, arg):
+        if event == "c_call" and frame.f_code is code:
+            calls.append(arg.__name__)
+    old = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        einc.einsum("ij,jk->ik", a, b)
+    finally:
+        sys.setprofile(old)
+    assert calls == ["is_contiguous", "is_contiguous", "get", "mm"]
+    for eq, ops in [("ij->ji", (a,)), ("ij,jk,kl->il", (a, b, a)), ("ij,jk->ik", [a, b])]:
+        torch.testing.assert_close(einc.einsum(eq, *ops) if ops.__class__ is tuple else einc.einsum(eq, ops),
+                                   torch.einsum(eq, *ops))
+    for bad in [(a, 2.0), (a, None, b)]:
+        with pytest.raises(OperandTypeError) as raised:
+            engine.run(parse("ij,jk->ik" if len(bad) == 2 else "ij,jk,kl->il"), bad, DEFAULT)
+        assert "element 1" in str(raised.value)
+    with pytest.raises(ArgumentError):
+        engine.run(parse("ij->ij"), (), DEFAULT)
