@@ -83,9 +83,9 @@ def einsum(*args, **sizes):
     >>> einc.einsum("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
     torch.Size([2, 4])
     """
-    optimize, memory_limit, select, out, backend, layout = _NO_OPTIONS
+    optimize, memory_limit, select, out, backend, layout = given = _NO_OPTIONS
     if sizes:       # the options, out of the dict the call makes (a call without keywords fills no default)
-        optimize, memory_limit, select, out, backend, layout = [sizes.pop(k, v) for k, v in _KEYWORDS.items()]
+        optimize, memory_limit, select, out, backend, layout = given = tuple(map(sizes.pop, _KEYWORDS, _NO_OPTIONS))
         if backend is not None and backend not in _TORCH_BACKENDS:
             _reject_backend(backend)
         if sizes:
@@ -109,10 +109,9 @@ def einsum(*args, **sizes):
         eq = parse(text)
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
         return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend, layout)
-    if optimize is DEFAULT_OPTIMIZE and memory_limit is None and select is None and layout is None and \
-            "enabled" not in _OE_OWN and "strategy" not in _OE_OWN and _OE_MOD["enabled"] and \
-            _OE_MOD["strategy"] == _AUTO:
-        options = DEFAULT       # the default, torch's settings at theirs (neither assigned): no lookup
+    if given is _NO_OPTIONS and "enabled" not in _OE_OWN and "strategy" not in _OE_OWN and _OE_MOD["enabled"] and \
+            _OE_MOD["strategy"] == _AUTO:   # no option passed (one test), torch's settings at theirs (neither assigned)
+        options = DEFAULT
     else:
         options = call_options(optimize, memory_limit, select, layout)
     if out is not None or _SHARING:

@@ -34,9 +34,11 @@ class Entry:
     run, which ``explain`` names.  A sliced plan's entry also holds, once a slice ran, the
     entry that runs each slice (``inner``).  The entry of a size class
     (:mod:`einc.runtime.sizeclass`) holds the class's canonical shapes (``size_class``), at
-    which its ``plan`` was made."""
+    which its ``plan`` was made, and where its ``run`` does nothing but call one function on
+    its two operands as they come (``direct``), that function, which a cached call runs
+    without ``run``'s frame."""
 
-    __slots__ = ("plan", "program", "run", "backend", "choices", "strides", "inner", "size_class")
+    __slots__ = ("plan", "program", "run", "backend", "choices", "strides", "inner", "size_class", "direct")
 
     def __init__(self, plan, run, backend, choices, strides=None, size_class=None):
         self.plan = plan
@@ -47,6 +49,7 @@ class Entry:
         self.strides = strides
         self.inner = None
         self.size_class = size_class
+        self.direct = None
 
 
 def _kernels_wanted(device_type: str, dtypes) -> bool:

@@ -3,7 +3,8 @@
 ``einc.einsum``, ``contract_expression``, ``explain``, the autograd Function and the
 custom op all end here.  :func:`run` is the hot path: build the key (canonical equation,
 options, the first operand's layout, every operand's shape, dtype and device), look
-up the entry, run it; everything else happens once per key, in :func:`plan_for` and
+up the entry, run it (where its run is one op on the two operands as they come, that op:
+``Entry.direct``); everything else happens once per key, in :func:`plan_for` and
 :func:`entry_for`, or, for a small call of up to eight operands under the default
 ``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
 shape of a known class takes its class's entry, put under the shape's key).  Calls no
@@ -46,15 +47,13 @@ _strided = torch.strided
 def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
     try:
-        if len(operands) == 2:          # _key's, inline: the commonest call one call deep
-            first, b = operands
-            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
-                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
-                   b.is_contiguous() or read_order(b))
-        else:
-            first = operands[0]
-            key = _key(eq, operands, options)
-    except (AttributeError, IndexError):
+        first, b = operands             # _key's, inline: the commonest call one call deep (and no len())
+        key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
+               first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
+               b.is_contiguous() or read_order(b))
+    except ValueError:                  # not two operands
+        key = _key(eq, operands, options)
+    except AttributeError:
         check_operands(eq, operands)
         raise
     try:
@@ -69,7 +68,10 @@ def run(eq: Equation, operands, options: Options):
             return entry[0]
         return entry.run(operands)
     _plans.hits = slot[1] = _plans.hits + 1
-    return slot[0].run(operands)
+    found = slot[0]
+    if found.direct is not None:        # the entry's one call, without its run's frame
+        return found.direct(*operands)
+    return found.run(operands)
 
 
 def _miss(eq: Equation, operands, options: Options, key):
@@ -137,11 +139,7 @@ def runnable(eq: Equation, operands, options: Options):
     answers (a sparse first operand, operands on several devices, a small call under
     ``EINC_NEW_SHAPES=torch``: runtime/admission.py; symbolic sizes: the custom op's call)
     or the entry built."""
-    try:
-        key = _key(eq, operands, options)
-    except (AttributeError, IndexError):
-        check_operands(eq, operands)
-        raise
+    key = _key(eq, operands, options)
     try:
         slot = _found(key)
     except TypeError:                   # symbolic sizes, as in run
@@ -157,11 +155,7 @@ def runnable(eq: Equation, operands, options: Options):
 def entry(eq: Equation, operands, options: Options) -> Entry:
     """The cache entry :func:`run` uses for these operands, built on a miss (the key as
     in :func:`run`, which builds it inline to stay one call deep)."""
-    try:
-        key = _key(eq, operands, options)
-    except (AttributeError, IndexError):
-        check_operands(eq, operands)
-        raise
+    key = _key(eq, operands, options)
     found = _plans.get(key)
     return found if found is not None else _built(eq, operands, options, key)
 
@@ -201,11 +195,16 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     contiguous, else the order the torch executor reads it in (``torch_executor.read_order``;
     None where it reads it as it is): an entry is made for one such order, whose bits it
     gives every time, and a shape has a few at most, whatever the strides (a window of a
-    padded batch has new strides each call)."""
-    first = operands[0]
-    return (eq.canonical, options, first.layout,
-            *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
-                                            o.is_contiguous() or read_order(o))])
+    padded batch has new strides each call).  Operands that are not tensors, or none, raise
+    torch.einsum's error (:func:`check_operands`)."""
+    try:
+        first = operands[0]
+        return (eq.canonical, options, first.layout,
+                *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
+                                                o.is_contiguous() or read_order(o))])
+    except (AttributeError, IndexError):
+        check_operands(eq, operands)
+        raise
 
 
 def check_operands(eq: Equation, operands) -> None:

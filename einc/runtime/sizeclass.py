@@ -245,6 +245,7 @@ def _build(eq, shapes, dtype, device, orders, options, check):
             run = _cast(run, result_dtype)
     choices = [_Told(fn) for fn in functions]
     entry = dispatch.Entry(plan, run, "torch", choices, size_class=shapes)
+    entry.direct = getattr(run, "direct", None)     # (one call on the two operands: run without its frame)
     promote = getattr(run, "promote", None)
     if promote is not None:     # interpreted until it is called often enough to pay for its compile
         promote(entry)

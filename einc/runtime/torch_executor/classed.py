@@ -159,6 +159,16 @@ class _Interpreted:
     def promote(self, entry) -> None:
         self.holder.append(entry)
 
+    @property
+    def direct(self):
+        """The one function the step calls, on its operands as they come, where it does
+        nothing else (no view, copy, cast or scale of its own): ``mm`` of a product
+        whose operands are its matrices as they lie; else None."""
+        if len(self.ops) != 1 or self.finish or self.cast is not None:
+            return None
+        op = self.ops[0]
+        return self.env[op[2]] if op[0] == "call" and op[1] == self.result and op[3] == ("a", "b") else None
+
     def __call__(self, operands, scale=None):
         self.calls += 1
         if self.calls >= CALLS_BEFORE_CODE and self.holder:
