@@ -27,7 +27,8 @@ CPU (1 thread, float32, the development machine):
 - a matrix product ~0.0095 ns per flop, slower where a matrix side is short (a side of
   8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that),
-  where the left operand's unit stride runs along its rows with few columns, or where
+  where the left operand's unit stride runs along its rows with few columns, many and far
+  apart (a matrix that leaves the cache), or where
   the right operand's runs along K with few rows (MKL's product up to ~1.5-1.8x at 8-32
   rows, ~1.1x at 112: the forward's choice only, :func:`for_training`), plus ~60 ns
   per matrix of a batch; its backward, where a side is 1, ~600 ns more per matrix (an
@@ -80,7 +81,9 @@ FRESH, FRESH_FROM = 0.25, 1 << 23   # ns per element more for a copy of this man
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate,
 MATVEC = 10             # ... at most this times: a side of 1 (a matrix-vector product)
-ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
+ROWS_UNIT = 0.8         # left operand read along its rows (unit stride on M), N < 80: times (1 + ROWS_UNIT
+ROWS_APART = 1 << 10    # ... * min(M's bytes / ROWS_APART, 1) * min(K / ROWS_DEEP, 1)): its columns far apart
+ROWS_DEEP = 512         # ... and many (few, or close: it stays in cache)
 K_UNIT = 16             # right operand read along its rows (unit stride on K): times (1 + K_UNIT / M),
 K_UNIT_MOST = 0.5       # ... at most 1 + this, where M and N are 8 or more (the forward only: see for_training)
 K_UNIT_FROM = 1 << 22   # ... and the product makes this many multiply-adds or more
@@ -345,7 +348,8 @@ def _product_ns(b, rows, cols, depth, scale, rows_unit=False, k_unit=False):
     side = max(min(rows, cols), 1)
     rate = GEMM * scale * min(1 + (SHORT_SIDE / side) ** 2, MATVEC)
     # both operands read so cost about what the dearer reading alone does (bench/measured/permute-copy-2026-12-02.md)
-    rate *= max(1 + ROWS_UNIT / max(cols, 1) if rows_unit and cols < 80 else 1,
+    apart = min(rows * 4 * scale / ROWS_APART, 1) * min(depth / ROWS_DEEP, 1)
+    rate *= max(1 + ROWS_UNIT * apart if rows_unit and cols < 80 else 1,
                 1 + min(K_UNIT / rows, K_UNIT_MOST) if k_unit else 1)
     return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
 
