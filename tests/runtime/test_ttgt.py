@@ -72,6 +72,26 @@ def test_a_right_operand_read_along_k_costs_more_where_the_rows_are_few():
         assert along_k == pytest.approx(plain + side * extra, rel=1e-9), m
 
 
+def test_a_left_operand_read_along_its_rows_costs_more_as_its_matrix_leaves_the_cache():
+    """e3nn's ``ecab,eacd->edb`` (e = 256, c = 1, a = b = 5, d = 16): the stack over e of
+    (d, a) x (a, b), eacd read through a view along its rows, writes the result in place.
+    MKL's product so read measures as read along its columns where the matrix stays in
+    cache (few columns of K, or close ones: a short M), whatever N, and up to ~1.6-3x with
+    hundreds of columns of kilobytes (bench/measured/product-model-2026-12-03.md);
+    ``ROWS_UNIT`` at 18 / N priced e3nn's 16 x 5 matrices 4.6x and copied the (b, d)
+    product into the result, as torch.einsum's layout does."""
+    lay = _choose("ecab,eacd->edb", dict(e=256, c=1, a=5, b=5, d=16))
+    assert (lay.swap, lay.copies, lay.batch, lay.m, lay.n) == (True, "", ("e",), ("d",), ("b",))
+
+    def ratio(rows, cols, depth, scale=1.0):
+        return ttgt._product_ns(1, rows, cols, depth, scale, True) / ttgt._product_ns(1, rows, cols, depth, scale)
+    for cols in (3, 5, 16, 64):
+        assert ratio(16, cols, 5) < 1.001 and ratio(4096, cols, 8) < 1.02 and ratio(16, cols, 2048) < 1.06
+        for rows, depth, scale in ((256, 512, 1.0), (4096, 2048, 1.0), (128, 512, 2.0)):   # 1 KiB apart, 512 deep
+            assert ratio(rows, cols, depth, scale) == pytest.approx(1 + ttgt.ROWS_UNIT, rel=1e-3)
+    assert ratio(4096, 80, 2048) == 1.0
+
+
 def test_the_large_operand_is_read_in_place_and_the_small_result_copied():
     lay = _choose("bda,dc->abc", dict(a=96, b=160, c=32, d=120))
     assert "l" not in lay.copies and "r" not in lay.copies and lay.copies == "c"
@@ -294,17 +314,24 @@ def test_ntn_runs_its_product_as_torch_does():
 
 def test_a_copy_to_fresh_pages_costs_more_per_element(monkeypatch):
     """From 8 Mi elements a copy's result is mapped anew and zeroed page by page: ``abcd,ea->dcbe``
-    at the GPU variant's sizes (a 128 Mi-element result, run on the CPU) copies A once and
+    at the GPU variant's sizes (a 64 Mi-element result, run on the CPU) copies A once and
     writes the result in place, rather than copy A and the result (measured 0.92x the time
-    of that); without the fresh pages' price, short runs priced as measured pick the two."""
+    of that), which pays the fresh pages' price on each element of the result besides."""
     per_element = [ttgt.copy_ns(list("abc"), list("bac"), dict(a=n, b=64, c=64)) / (n * 4096) for n in (1024, 2048)]
     assert per_element[1] - per_element[0] == pytest.approx(ttgt.FRESH)
     sizes = dict(a=8, b=128, c=128, d=256, e=16)
-    assert _names(_choose("abcd,ea->dcbe", sizes)) == ("", "dcb", "e", "a")
+    chosen = _choose("abcd,ea->dcbe", sizes)
+    assert chosen.copies == "l" and chosen.batch + chosen.m == ("d", "c", "b")      # A copied, the result in place
+
+    def gap():
+        found = {(_names(f), f.copies): f.cost for f in ttgt.candidates(list("abcd"), list("ea"), list("dcbe"), sizes,
+                                                                         tx._COPY_WORTH_SPARING)}
+        return found[("cd", "b", "e", "a"), "lc"] - found[_names(chosen), "l"]
+    with_fresh, with_fresh_rate = gap(), ttgt.FRESH      # per element of the result (all but a's)
     monkeypatch.setattr(ttgt, "FRESH", 0.0)
     ttgt.cache_clear()
     try:
-        assert _names(_choose("abcd,ea->dcbe", sizes)) != ("", "dcb", "e", "a")
+        assert with_fresh - gap() == pytest.approx(math.prod(sizes.values()) // 8 * with_fresh_rate, rel=1e-9)
     finally:
         monkeypatch.undo()
         ttgt.cache_clear()      # no layout priced without it kept for later tests

@@ -13,6 +13,10 @@ field, the cost to 9 significant digits), the training layout where it differs, 
 some a digest of every candidate (``candidates``'s order and costs).
 
     python -m tests.runtime.ttgt_golden      # rewrites tests/runtime/data/ttgt_golden.json.gz
+    python -m tests.runtime.ttgt_golden --decisions     # the same cases, their decisions made again
+
+``--decisions`` keeps the file's signatures and rewrites what the model decides of each (a
+change of the model's constants: which decisions it moves, on the cases the file held).
 """
 
 from __future__ import annotations
@@ -215,12 +219,36 @@ def generate(fuzz_count=600, random_count=1500, seed=0):
     return cases
 
 
+def redecide(cases):
+    """``cases`` with their decisions made again (``lay``, ``train``, ``cand``); how many of
+    the forward and training decisions changed."""
+    changed = [0, 0]
+    for case in cases:
+        lay, training = decide(case)
+        row, trained = layout_row(lay), training and layout_row(training)
+        changed[0] += row != case["lay"]
+        changed[1] += trained != case.get("train")
+        case["lay"] = row
+        case.pop("train", None)
+        if trained is not None:
+            case["train"] = trained
+        if "cand" in case:
+            case["cand"] = candidates_digest(case)
+    return changed
+
+
 def main():
     os.environ["EINC_NEW_SHAPES"] = "plan"
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     import torch
     torch.set_num_threads(1)
-    cases = generate()
+    if "--decisions" in sys.argv[1:]:
+        with gzip.open(GOLDEN, "rt") as f:
+            cases = json.load(f)
+        changed = redecide(cases)
+        print(f"{changed[0]} forward and {changed[1]} training decisions of {len(cases)} cases changed")
+    else:
+        cases = generate()
     GOLDEN.parent.mkdir(exist_ok=True)
     with gzip.open(GOLDEN, "wt", compresslevel=9) as f:
         json.dump(cases, f, separators=(",", ":"))

@@ -6,8 +6,8 @@ torch's ``mm`` backward makes each operand's gradient in that operand's strides:
 as ``(G^T @ L)^T``, a product whose left operand ``G^T`` is read along its rows, and
 ``L``'s likewise where ``L`` is the column-major one.  ``bmm``'s backward makes
 ``G @ R^T`` and ``L^T @ G`` whatever the strides.  The copy-cost model prices a left
-operand read along its rows where the product's other side is short
-(:data:`~einc.runtime.torch_executor.ttgt.ROWS_UNIT`); pykeen's NTN ``bcda,bca->bcd``
+operand read along its rows where the product's other side is short and the operand's
+columns are many and far apart (:data:`~einc.runtime.torch_executor.ttgt.ROWS_UNIT`); pykeen's NTN ``bcda,bca->bcd``
 runs as ``(c, a) @ (a, (b, d))`` with ``a`` = 16, whose ``mm`` backward makes
 ``((b, d), c) x (c, a)`` with ``G^T`` read along its rows, where ``bmm``'s makes ``(a, c) x (c, (b, d))``,
 its short side the rows (bench/measured/broadcast-2026-12-02.md).  The gradient ``bmm`` makes of a

@@ -29,11 +29,10 @@ bench/measured/copy-model-2026-12-02.md, pairwise.md and permute-copy-2026-12-02
 - a matrix product :data:`GEMM` ns per flop, slower where a matrix side is short (a side
   of 8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that),
-  where the left operand's unit stride runs along its rows with few columns, or where
-  the right operand's runs along K with few rows (as MKL's product runs slower there,
-  most at 8-32 rows: the forward's choice only, :func:`for_training`), plus
-  :data:`PER_MATRIX` ns per matrix of a batch; its backward, where a side is 1,
-  :data:`OUTER` ns more per matrix (an outer product);
+  where the left operand's unit stride runs along its rows with few columns, many and far
+  apart (:data:`ROWS_UNIT`: a matrix that leaves the cache), or where the right
+  operand's runs along K with few rows (:data:`K_UNIT`, the forward's choice only), plus
+  :data:`PER_MATRIX` ns per matrix; its backward, where a side is 1, :data:`OUTER` more;
 
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
@@ -65,7 +64,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from dataclasses import dataclass
 
 from ...planner.strides import written_in_place
 from .index_orders import _enumeration, _rows, groups
@@ -82,7 +80,9 @@ FRESH, FRESH_FROM = 0.25, 1 << 23   # ns per element more for a copy of this man
 GEMM = 0.0095           # ns per flop of a large float32 matrix product
 SHORT_SIDE = 10         # a matrix side s costs (1 + (SHORT_SIDE / s) ** 2) times the rate,
 MATVEC = 10             # ... at most this times: a side of 1 (a matrix-vector product)
-ROWS_UNIT = 18          # left operand read along its rows (unit stride on M): times (1 + ROWS_UNIT / N), N < 80
+ROWS_UNIT = 0.8         # left operand read along its rows (unit stride on M), N < 80: times (1 + ROWS_UNIT
+ROWS_APART = 1 << 10    # ... * min(M's bytes / ROWS_APART, 1) * min(K / ROWS_DEEP, 1)): its columns far apart
+ROWS_DEEP = 512         # ... and many (few, or close: it stays in cache)
 K_UNIT = 16             # right operand read along its rows (unit stride on K): times (1 + K_UNIT / M),
 K_UNIT_MOST = 0.5       # ... at most 1 + this, where M and N are 8 or more (the forward only: see for_training)
 K_UNIT_FROM = 1 << 22   # ... and the product makes this many multiply-adds or more
@@ -97,7 +97,7 @@ LOOP = 8000             # ns per product of a looped layout: its views and its c
 SMALL = 1 << 12
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Layout:
     """One way to run the step: ``swap`` (B is the left operand), the index groups in
     order (``m``: the left operand's own, ``n``: the right one's), which of the left,
@@ -348,7 +348,8 @@ def _product_ns(b, rows, cols, depth, scale, rows_unit=False, k_unit=False):
     side = max(min(rows, cols), 1)
     rate = GEMM * scale * min(1 + (SHORT_SIDE / side) ** 2, MATVEC)
     # both operands read so cost about what the dearer reading alone does (bench/measured/permute-copy-2026-12-02.md)
-    rate *= max(1 + ROWS_UNIT / max(cols, 1) if rows_unit and cols < 80 else 1,
+    apart = min(rows * 4 * scale / ROWS_APART, 1) * min(depth / ROWS_DEEP, 1)
+    rate *= max(1 + ROWS_UNIT * apart if rows_unit and cols < 80 else 1,
                 1 + min(K_UNIT / rows, K_UNIT_MOST) if k_unit else 1)
     return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
 
