@@ -35,13 +35,15 @@ class _Model:
         # once per call where none of these is sliced)
         self._below = below_steps(self.steps, self.inputs)
         self._summed = [frozenset(step.summed) for step in self.steps]
+        self._limits = {}       # the memo shared with the search's ranking, per limit
 
     def without_adds(self) -> _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
         the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
         may steer away from a cheaper mix of summed and kept indices."""
         other = _Model(self.base, self.bound, adds=False, count=self.count)
-        other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
+        other._peaks, other._hoisted, other._steps, other._limits = self._peaks, self._hoisted, self._steps, \
+            self._limits
         return other
 
     def _moments(self, chunks, over):
@@ -80,8 +82,11 @@ class _Model:
         return found
 
     def _shared(self, limit) -> dict:
-        graph = self.base.graph
-        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+        found = self._limits.get(limit)     # (its key is the whole network's: made once per limit)
+        if found is None:
+            graph = self.base.graph
+            found = self._limits[limit] = shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+        return found
 
     def behind(self, chunks, limit) -> set:
         """The values behind the moments of a slice over ``limit``."""
