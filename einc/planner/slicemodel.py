@@ -14,7 +14,7 @@ from .plan import Plan, flop_count
 
 LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
 COST_PASS = 0.2     # a slicing's cost (a sum over the steps) weighed as this share of a live-memory pass
-FLOOR_STEP = 3.0    # a step's own moment weighed (its copies afresh) as this many steps of a live-memory pass
+FLOOR_STEP = 3.0    # a step's own moment weighed or read back as this many steps of a live-memory pass
 
 
 class _Model:
@@ -39,16 +39,14 @@ class _Model:
         self._below = below_steps(self.steps, self.inputs)
         self._summed = [frozenset(step.summed) for step in self.steps]
         self._limits = {}       # the memo shared with the search's ranking, per limit
-        # (for floors) the steps holding each index, each step's own indices read at once, and
-        # the memos of the steps' own moments and of the floors
-        self._holding, self._own, self._locals, self._floors, self._floor = {}, [], {}, {}, {}
+        # (for floors) each step's own indices read at once, and the memos of the steps' own
+        # moments and of the floors
+        self._own, self._locals, self._floors = [], {}, {}
         self._without = None    # the second guide (without_adds)
         self.met = 0            # the most halvings a cut of this path met (einc.planner.slicing._weigh)
-        for k, step in enumerate(self.steps):
+        for step in self.steps:
             own = sorted(set(step.output).union(*step.inputs))
             self._own.append((operator.itemgetter(*own) if own else (lambda _: ()), frozenset(own)))
-            for i in own:
-                self._holding.setdefault(i, []).append(k)
 
     def without_adds(self) -> _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
@@ -96,11 +94,12 @@ class _Model:
         return found
 
     def floors(self, chunks, candidates) -> dict:
-        """Per index of ``candidates``, a bound under the peak of ``chunks`` with that
+        """Per index of ``candidates``, a bound under the live peak of ``chunks`` with that
         index's chunk halved (as :func:`einc.planner.slicing._cut` halves it), whatever steps
         that slicing hoists: the fullest own moment (:meth:`_local`) of the steps that do
-        not hold the index, which the halving leaves as they are.  :meth:`floor` adds the
-        steps that hold it."""
+        not hold the index, which the halving leaves as they are: one sort of the steps
+        gives every halving's (the steps that hold it, weighed at its halved chunk, would
+        bound it closer but cost more passes than they save where many halvings tie)."""
         found = self._floors.setdefault(frozenset(chunks.items()), {})
         if any(i not in found for i in candidates):
             sizes, flags = self._sized(chunks)
@@ -109,19 +108,6 @@ class _Model:
             for i in candidates:
                 if i not in found:
                     found[i] = next((here[k] for k in fullest if i not in self._own[k][1]), 0)
-        return found
-
-    def floor(self, chunks, i) -> int:
-        """:meth:`floors`' bound for index ``i``, with the own moments of the steps that hold
-        ``i`` at its halved chunk (remembered per slicing and index)."""
-        key = (frozenset(chunks.items()), i)
-        found = self._floor.get(key)
-        if found is None:
-            sizes, flags = self._sized(chunks)
-            sizes[i] = (sizes[i] + 1) // 2
-            flags[i] = sizes[i] == 1
-            found = self._floor[key] = max([self.floors(chunks, (i,))[i],
-                                             *(self._local(k, sizes, flags) for k in self._holding.get(i, ()))])
         return found
 
     def _sized(self, chunks):
@@ -136,22 +122,17 @@ class _Model:
         time): its operands that are intermediates, its output and its copies (an entry's
         last copy counted for the plan's last step only), all alive while it runs, so
         under every moment of it whatever is alive beside them.  Weighed once for each
-        sizes of its own indices, and counted so, each as :data:`FLOOR_STEP` steps of a pass
-        (one read back from the memo, a fraction of that, is not counted)."""
+        sizes of its own indices; counted, weighed anew or read back with the key made
+        for it, as :data:`FLOOR_STEP` steps of a pass."""
+        self.count[0] += FLOOR_STEP / len(self.steps)
         own, indices = self._own[k]
         key = (k, own(sizes), own(flags))
         found = self._locals.get(key)
         if found is None:
-            self.count[0] += FLOOR_STEP / len(self.steps)
             step, n = self.steps[k], self.n
-            out = math.prod([sizes[i] for i in step.output])
-            if self.bound == INTERMEDIATE:
-                found = out
-            else:
-                gone = {i for i in indices if flags[i]}
-                found = out + step_copies(step, sizes, k == len(self.steps) - 1, gone) + \
-                    sum(math.prod([sizes[i] for i in self.indices[v]]) for v in step.operands if v >= n)
-            self._locals[key] = found
+            found = self._locals[key] = math.prod([sizes[i] for i in step.output]) + \
+                step_copies(step, sizes, k == len(self.steps) - 1, {i for i in indices if flags[i]}) + \
+                sum(math.prod([sizes[i] for i in self.indices[v]]) for v in step.operands if v >= n)
         return found
 
     def _shared(self, limit) -> dict:

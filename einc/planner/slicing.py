@@ -392,10 +392,12 @@ def _cut(model: _Model, limit: int, fixed, rule: str, halvings=None) -> dict[int
     by ``rule`` ``"cost"`` the one that adds the least estimated time per element of
     excess it removes, by ``"peak"`` the one that lowers the peak most (ties: less
     time).  Where no index behind an over-limit moment can shrink further, the limit
-    cannot be met: cutting stops there.  By peak, the halvings are weighed in the order of
-    their floors (:meth:`~einc.planner.slicemodel._Model.floors`, bounds under their peaks):
-    one whose floor is above the least peak found so far is not weighed, as it could not
-    be taken.  ``halvings``, where given, gets the count of the halvings each cut met."""
+    cannot be met: cutting stops there.  By peak under the live bound, the halvings are
+    weighed in the order of their floors (:meth:`~einc.planner.slicemodel._Model.floors`,
+    bounds under their peaks): one whose floor is above the least peak found so far is not
+    weighed, as it could not be taken (under opt_einsum's bound a peak is only the largest
+    intermediate, as cheap to weigh as a floor).  ``halvings``, where given, gets the
+    count of the halvings each cut met."""
     full = model.full
     chunks = dict.fromkeys(fixed, 1)
     peak, excess = model.peak(chunks, limit)
@@ -406,20 +408,18 @@ def _cut(model: _Model, limit: int, fixed, rule: str, halvings=None) -> dict[int
             break
         if halvings is not None:
             halvings.append(len(candidates))
-        if rule == _BY_PEAK:
+        floors = None
+        if rule == _BY_PEAK and model.bound == LIVE:
             # a halving whose floor is above the least peak found cannot be taken: the
             # candidates by floor, the rest left unweighed once one passes that peak
             floors = model.floors(chunks, candidates)
             candidates.sort(key=lambda i: (floors[i], i))
-        else:
+        if rule == _BY_COST:
             now = model.cost(chunks)[1]
         best = None
         for i in candidates:
-            if rule == _BY_PEAK and best is not None:
-                if floors[i] > best[0][0]:
-                    break
-                if model.floor(chunks, i) > best[0][0]:
-                    continue
+            if floors is not None and best is not None and floors[i] > best[0][0]:
+                break
             trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
             result = model.peak(trial, limit)
             if rule == _BY_PEAK and best is not None and result[0] > best[0][0]:
