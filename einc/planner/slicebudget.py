@@ -85,8 +85,9 @@ class Ledger:
 
 class Slicer:
     """The slicer's share: ``begin()`` a rule, ``afford()`` whether its passes so far leave
-    room for another as long as the longest so far (none past :data:`GUARD` times its share
-    or its work, on the clock), ``count`` the passes the slicer's models weigh."""
+    room for another as long as the longest so far, or as the passes it is expected to take
+    where more (none past :data:`GUARD` times its share or its work, on the clock), ``count``
+    the passes the slicer's models weigh."""
 
     def __init__(self, budget: float, steps: int):
         self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
