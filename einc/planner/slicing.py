@@ -187,22 +187,26 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     remembers = options.optimize == AUTO and graph.num_operands > DP_OPERANDS
     if remembers and (found := _recalled(graph, equation, options, unlimited, limit, bound)) is not None:
         return found
-    candidates = []
+    candidates, models = [], []         # the paths to slice, and each one's model (one each)
     try:
         within = build_plan(graph, equation, options)
     except (RuntimeError, ValueError):      # opt_einsum's dp: no path under the limit
         within = None
     if within is not None:
-        if _Model(within, bound).peak({}, limit)[0] <= limit:
+        models.append(_Model(within, bound))
+        if models[0].peak({}, limit)[0] <= limit:
             return within
         candidates.append(within)
     if not isinstance(options.optimize, tuple) or within is None:
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
+            models.append(_Model(other, bound))
     t0 = time.perf_counter()
     share = _share(graph, candidates[0]) if remembers else None       # (with einc's search: its budget's)
-    models = [_Model(base, bound, count=share.count if share is not None else None) for base in candidates]
+    if share is not None:
+        for model in models:
+            model.count = share.count
     chosen = [None] * len(models)
     # the cuts by peak of every path before the cuts by cost: under a share, each path is
     # weighed by its cheaper cuts before one is by its dearer ones
@@ -210,11 +214,12 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         for k, model in enumerate(models):
             chosen[k] = _weigh(model, limit, (), share, rules, chosen[k])
     best, weighed = None, 0
-    for base, found in zip(candidates, chosen):
+    for base, model, found in zip(candidates, models, chosen):
         if found is None:
             continue
         chunks = found[1]
-        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound,
+                        model=model)
         weighed += 1
         key = (_peak(p) > limit, p.slicing.seconds, p.flops)
         if best is None or key < best[0]:
@@ -463,13 +468,14 @@ def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
-                bound: str = LIVE, known=None) -> Plan:
+                bound: str = LIVE, known=None, model=None) -> Plan:
     """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
     (values per slice, default 1 each): its steps are one full slice's (sizes and flops
     per slice), its flops the total over all slices.  With no sliced index it is one
     slice of the whole contraction (:mod:`einc.distributed`).  ``known``: ``(live peak
     unsliced, flops, steps once, steps per slice)``, remembered (:mod:`einc.planner.slicecache`)
-    for a ``base`` of no steps, its path pairwise."""
+    for a ``base`` of no steps, its path pairwise.  ``model``: the slicer's model of ``base``
+    (with the adds), whose costs are kept, where it made one."""
     sliced = tuple(sliced)
     chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
     width = dict(zip(sliced, chunks))
@@ -495,7 +501,7 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     num = math.prod(-(-graph.sizes[i] // c) for i, c in width.items())
     if known is None:
         unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-        flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+        flops, seconds, fixed, once, per = (model or _Model(base, bound)).cost(width)
     else:
         unsliced_live, flops, once, per = known
         seconds, fixed = slicecost.seconds(flops, once, num, per)

@@ -156,3 +156,25 @@ def test_a_steps_own_moment_read_back_from_its_memo_is_counted_too():
     once = model.count[0]
     model._local(0, sizes, flags)
     assert once == slicemodel.FLOOR_STEP / len(model.steps) and model.count[0] == 2 * once
+
+
+def test_the_slicer_models_each_path_once(monkeypatch):
+    # a model's figures (each step's flops, the operands under it) take a pass over the
+    # path's steps: the check that the path fits unsliced, the cuts and the sliced plan
+    # share one model per path
+    from einc.planner import memory, pathcache
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
+    getattr(memory._shared, "cache_clear", lambda: None)()
+    made, real = [], slicemodel._Model.__init__
+
+    def init(self, base, *args, **kwargs):
+        made.append(base.path)
+        real(self, base, *args, **kwargs)
+    monkeypatch.setattr(slicemodel._Model, "__init__", init)
+    p = plan_for(eq, shapes, Options.of("auto", 256, None))
+    assert p.slicing is not None and "on 2 of 2 paths" in p.notes[-1]
+    assert len(made) == len(set(made)) == 2
