@@ -23,7 +23,8 @@ budget, checked between candidates and between rounds:
    by peak of the search's path, then of the unlimited one's, then the cuts by cost of
    each, a cut begun only where one as long as the longest so far fits what is left of
    the share, and a cut by cost only where the passes it is expected to take fit too (it
-   weighs in full each halving the cuts by peak of its path met).
+   weighs in full each halving the cuts by peak of its path met), as any cut of a path
+   not cut yet (the halvings the first path's cuts met).
 
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal

@@ -212,7 +212,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     # weighed by its cheaper cuts before one is by its dearer ones
     for rules in ((_BY_PEAK,), (_BY_COST,)):
         for k, model in enumerate(models):
-            chosen[k] = _weigh(model, limit, (), share, rules, chosen[k])
+            chosen[k] = _weigh(model, limit, (), share, rules, chosen[k], models[0].met)
     best, weighed = None, 0
     for base, model, found in zip(candidates, models, chosen):
         if found is None:
@@ -364,18 +364,20 @@ def _choose(model: _Model, limit: int, fixed=(), share=None) -> dict[int, int]:
     return _weigh(model, limit, fixed, share)[1]
 
 
-def _weigh(model: _Model, limit: int, fixed=(), share=None, rules=None, best=None):
+def _weigh(model: _Model, limit: int, fixed=(), share=None, rules=None, best=None, guess=0):
     """:func:`_choose`'s cuts by ``rules`` (default both, by peak first), each by both
     guides: ``(key, chunks)`` of the cheapest, or ``best`` (an earlier call's, by other
     rules) where none of these is cheaper.  ``share``
     (:class:`einc.planner.slicebudget.Slicer`), where given, is asked before each cut
     whether it is afforded, the first of all always run: a cut by peak where one as long
     as the longest so far fits, a cut by cost where the passes it is expected to take fit
-    too (it weighs in full each halving the cuts by peak of this model met).  None where
-    no cut ran."""
+    too (it weighs in full each halving the cuts by peak of this model met).  On a path not
+    cut yet, any cut is expected to weigh in full the ``guess`` halvings (those another
+    path's cuts met): its floors are not yet known to prune.  None where no cut ran."""
     for rule, guide in itertools.product(rules or (_BY_PEAK, _BY_COST), (model, model.without_adds())):
+        met = model.met or guess
         if share is not None and share.rules and \
-                not share.afford((1 + COST_PASS) * model.met if rule == _BY_COST else 0.0):
+                not share.afford((1 + COST_PASS) * met if rule == _BY_COST or not model.met else 0.0):
             continue
         if share is not None:
             share.begin()

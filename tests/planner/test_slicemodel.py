@@ -178,3 +178,36 @@ def test_the_slicer_models_each_path_once(monkeypatch):
     p = plan_for(eq, shapes, Options.of("auto", 256, None))
     assert p.slicing is not None and "on 2 of 2 paths" in p.notes[-1]
     assert len(made) == len(set(made)) == 2
+
+
+def test_a_path_not_cut_yet_is_expected_to_weigh_every_halving_the_first_path_met(monkeypatch):
+    # another path's floors are not yet known to prune: its first cut is begun only where
+    # weighing in full each halving the first path's cuts met would fit, not merely one as
+    # long as the first path's cut, which its floors made short
+    from einc.planner import memory, pathcache
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
+    shares, models, real = [], [], slicing._weigh
+
+    def weigh(model, *args, **kwargs):
+        models.append(model)
+        return real(model, *args, **kwargs)
+    monkeypatch.setattr(slicing, "_weigh", weigh)
+
+    def planned(budget):
+        getattr(memory._shared, "cache_clear", lambda: None)()
+        monkeypatch.setattr(slicing, "_share", lambda graph, base: shares.append(
+            slicebudget.Slicer(budget / slicebudget.SLICER_SHARE, len(base.steps))) or shares[-1])
+        models.clear()
+        return plan_for(eq, shapes, Options.of("auto", 256, None))
+    planned(1.0)
+    free, first = shares[-1], models[0]
+    by_peak = free.starts[2]                    # the work of the first path's two cuts by peak
+    longest = max(free.starts[1], free.starts[2] - free.starts[1])
+    expected = (1 + slicemodel.COST_PASS) * first.met * len(first.steps) * slicebudget.PASS_SECONDS
+    assert expected > longest
+    p = planned(by_peak + (longest + expected) / 2)
+    assert "on 1 of 2 paths" in p.notes[-1] and p.slicing is not None and p.slicing.live <= 256
