@@ -6,9 +6,13 @@ Each network, under its memory limit, gets a new cache folder (``EINC_CACHE_DIR`
 two processes in turn each build the operands, import einc (its API included, before the
 clock) and time one ``einc.explain(equation, *operands, memory_limit=...)``: wall and
 thread CPU time around it, and the part of it in ``plan_for`` (the planner: the search,
-its lazy imports and the slicer; the rest is explain's own description of the steps).
+its lazy imports and the slicer; the rest is explain's own description of the steps), and
+of that the thread CPU time in einc's path search (``einc.planner.search.find``: the greedy
+path, the search under the limit) and in the rest of ``einc.planner.slicing.plan`` (the
+slicer, and the plans it builds).
 Reported per process: those, the whole process's CPU time (imports included), and from
-the plan the search's line, the sliced indices, slices, estimated time and flops.  The
+the plan the search's line, the slicer's (its work counted), the sliced indices, slices,
+estimated time and flops.  The
 second process then explains again :data:`AGAIN` times, einc's lazy imports done: the
 least of those is the planning alone, whatever the load of a shared machine adds.  With
 ``--against DIR`` (another einc checkout, e.g. a ``git worktree`` of an older commit),
@@ -79,11 +83,12 @@ def child(name, again: int) -> dict:
             spent[0] += time.perf_counter() - t
             spent[1] += time.thread_time() - c
     einc.api.plan_for = plan_for
+    parts = _timed_parts()
     gc.collect()        # the collection the imports' objects are due, not the planner's
     t, c = time.perf_counter(), time.thread_time()
     info = einc.explain(eq, *ops, memory_limit=limit)
     wall, cpu = time.perf_counter() - t, time.thread_time() - c
-    planned = list(spent)
+    planned, search_cpu, slicer_cpu = list(spent), parts["search"], parts["plan"] - parts["search"]
     repeats = [(math.nan,) * 4]     # again, einc's lazy imports done: the least of ``again``
     for _ in range(again):
         spent[:] = [0.0, 0.0]
@@ -93,13 +98,40 @@ def child(name, again: int) -> dict:
     again, again_cpu, again_plan, again_plan_cpu = (min(r[k] for r in repeats[1:] or repeats) for k in range(4))
     text = str(info)
     search = re.search(r"Path search: (.*)", text)
+    slicer = re.search(r"Slicer: (.*?) \(einc", text)
     s = info.plan.slicing
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"einc": os.path.dirname(einc.__file__), "wall": wall, "cpu": cpu, "plan_wall": planned[0],
             "plan_cpu": planned[1], "process_cpu": usage.ru_utime + usage.ru_stime, "again": again,
             "again_cpu": again_cpu, "again_plan": again_plan, "again_plan_cpu": again_plan_cpu,
+            "search_cpu": search_cpu, "slicer_cpu": slicer_cpu, "slicer": slicer.group(1) if slicer else "",
             "search": search.group(1) if search else "", "sliced": [info.plan.graph.names[i] for i in s.indices],
             "slices": s.num_slices, "estimated_ms": s.seconds * 1e3, "flops": info.plan.flops}
+
+
+def _timed_parts() -> dict:
+    """Thread CPU seconds in einc's path search (``einc.planner.search.find``, the greedy
+    path and the search under the limit) and in the whole of the slicer's ``plan`` (the
+    search included), each over its outermost calls, as a dict filled as they run."""
+    from einc.planner import search, slicing
+    parts, depth = {"search": 0.0, "plan": 0.0}, {"search": 0, "plan": 0}
+
+    def wrapped(module, name, part):
+        real = getattr(module, name)
+
+        def timed(*args, **kwargs):
+            c = time.thread_time()
+            depth[part] += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                depth[part] -= 1
+                if not depth[part]:
+                    parts[part] += time.thread_time() - c
+        setattr(module, name, timed)
+    wrapped(search, "find", "search")
+    wrapped(slicing, "plan", "plan")
+    return parts
 
 
 def _run(checkout, name, cache, again=0) -> dict:
@@ -144,10 +176,11 @@ def report(rows, load) -> str:
         return f"{med(r[key] for r in runs) * 1e3:.1f}"
     lines = [f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; medians of {len(next(iter(rows.values())))} "
              "rounds; explain and plan_for as wall ms (thread CPU ms)", "",
-             "| network | einc | first: explain s, plan_for s, process CPU s | second: explain, plan_for | "
+             "| network | einc | first: explain s, plan_for s, process CPU s | first: search, slicer "
+             "(thread CPU ms) | second: explain, plan_for | "
              f"second, explain again (least of {AGAIN}): explain, plan_for | second: process CPU s | "
-             "sliced indices, slices | estimated ms | flops | search (first process) |",
-             "|---|---|---|---|---|---:|---|---:|---:|---|"]
+             "sliced indices, slices | estimated ms | flops | search (first process) | slicer (first process) |",
+             "|---|---|---|---|---|---|---:|---|---:|---:|---|---|"]
     for (name, checkout), runs in rows.items():
         first = [f for f, _ in runs]
         second = [s for _, s in runs]
@@ -155,13 +188,14 @@ def report(rows, load) -> str:
         lines.append(
             f"| {name} | {checkout} | {med(f['wall'] for f in first):.2f} ({med(f['cpu'] for f in first):.2f}), "
             f"{med(f['plan_wall'] for f in first):.2f}, {med(f['process_cpu'] for f in first):.2f} | "
+            f"{ms(first, 'search_cpu')}, {ms(first, 'slicer_cpu')} | "
             f"{ms(second, 'wall')} ({ms(second, 'cpu')}), {ms(second, 'plan_wall')} ({ms(second, 'plan_cpu')}) | "
             f"{ms(second, 'again')} ({ms(second, 'again_cpu')}), {ms(second, 'again_plan')} "
             f"({ms(second, 'again_plan_cpu')}) | {med(s['process_cpu'] for s in second):.2f} | "
             f"{', '.join(f0['sliced'])} ({f0['slices']}) | {f0['estimated_ms']:.1f} | {f0['flops']:.4g} | "
-            f"{f0['search']} |")
+            f"{f0['search']} | {f0['slicer']} |")
         if not all((f["sliced"], f["slices"], f["flops"]) == (s["sliced"], s["slices"], s["flops"]) for f, s in runs):
-            lines.append(f"| {name} | {checkout} | (a second process sliced otherwise) | | | | | | | |")
+            lines.append(f"| {name} | {checkout} | (a second process sliced otherwise) | | | | | | | | | |")
     return "\n".join(lines)
 
 if __name__ == "__main__":

@@ -19,9 +19,12 @@ budget, checked between candidates and between rounds:
    reconfigured trees first, then the unlimited search's, up to :data:`RANK_MARK`, each
    live-memory pass at :data:`PASS_SECONDS` a step; where it ranks none to the end, the
    first tree is kept;
-5. einc's slicer, :data:`SLICER_SHARE` of the budget, its passes counted alike: the
-   search's path first, then the unlimited one's, each by its rules in turn, a rule begun
-   only where one as long as the longest so far fits what is left of the share.
+5. einc's slicer, :data:`SLICER_SHARE` of the budget, its passes counted alike: the cuts
+   by peak of the search's path, then of the unlimited one's, then the cuts by cost of
+   each, a cut begun only where one as long as the longest so far fits what is left of
+   the share, and a cut by cost only where the passes it is expected to take fit too (it
+   weighs in full each halving the cuts by peak of its path met), as any cut of a path
+   not cut yet (the halvings the first path's cuts met).
 
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal
@@ -83,8 +86,9 @@ class Ledger:
 
 class Slicer:
     """The slicer's share: ``begin()`` a rule, ``afford()`` whether its passes so far leave
-    room for another as long as the longest so far (none past :data:`GUARD` times its share
-    or its work, on the clock), ``count`` the passes the slicer's models weigh."""
+    room for another as long as the longest so far, or as the passes it is expected to take
+    where more (none past :data:`GUARD` times its share or its work, on the clock), ``count``
+    the passes the slicer's models weigh."""
 
     def __init__(self, budget: float, steps: int):
         self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
@@ -92,6 +96,7 @@ class Slicer:
         self.count = [0]
         self.rules = 0
         self.starts: list[float] = []      # the work counted when each rule began
+        self.need = 0.0                    # the work the last rule asked about was expected to take
 
     def work(self) -> float:
         return self.count[0] * self.steps * PASS_SECONDS
@@ -104,17 +109,20 @@ class Slicer:
         """The work of the longest rule so far (the last one's up to now)."""
         return max((b - a for a, b in zip(self.starts, [*self.starts[1:], self.work()])), default=0.0)
 
-    def afford(self) -> bool:
-        # a rule that, as long as the longest so far, would pass the share is not begun (as a
-        # hyper-optimizer trial is not); on the clock, up to GUARD times the work counted (the
-        # first cut may pass the share)
-        return self.work() + self.longest() < self.budget and \
+    def afford(self, passes: float = 0.0) -> bool:
+        """Whether a rule expected to take ``passes`` live-memory passes, or as long as the
+        longest so far where that is longer, fits what is left of the share."""
+        # a rule that would pass the share is not begun (as a hyper-optimizer trial is not);
+        # on the clock, up to GUARD times the work counted (the first cut may pass the share)
+        self.need = max(self.longest(), passes * self.steps * PASS_SECONDS)
+        return self.work() + self.need < self.budget and \
             time.perf_counter() - self.start < GUARD * max(self.budget, self.work())
 
     def text(self, paths: int, weighed: int, rules: int) -> str:
         stopped = "every rule tried" if self.rules >= rules * paths else \
             ("its share spent" if self.work() >= self.budget else
-             "the next rule would pass its share" if self.work() + self.longest() >= self.budget else
+             f"the next rule would pass its share (expected {seconds_text(self.need)})"
+             if self.work() + self.need >= self.budget else
              "its time guard passed")
         return (f"Slicer: {self.rules} of {rules * paths} rules on {weighed} of {paths} paths, "
                 f"{seconds_text(self.work())} of its {seconds_text(self.budget)} (counted); stopped: {stopped} "

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from . import memory, pathcache, slicebudget, slicecost
 
-SLICER = "einc-slicer-3"        # the slicer's rule (einc.planner.slicing._choose); its figures appended
+SLICER = "einc-slicer-7"        # the slicer's rule (einc.planner.slicing._choose); its figures appended
 STORE_SECONDS = pathcache.STORE_SECONDS     # a shorter choice is not stored
 LIMITED, UNLIMITED = "limited", "unlimited"     # which candidate path was sliced
 FIGURES = 6                     # Remembered.figures

@@ -4,14 +4,17 @@ slice against ``memory_limit`` and the estimated cost of a call, each slicing we
 
 from __future__ import annotations
 
+import copy
 import math
+import operator
 
 from . import slicecost
-from .memory import _lives, below_steps, hoisting, shared_peaks
+from .memory import _lives, below_steps, hoisting, shared_peaks, step_copies
 from .plan import Plan, flop_count
 
 LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
 COST_PASS = 0.2     # a slicing's cost (a sum over the steps) weighed as this share of a live-memory pass
+FLOOR_STEP = 3.0    # a step's own moment weighed or read back as this many steps of a live-memory pass
 
 
 class _Model:
@@ -35,14 +38,25 @@ class _Model:
         # once per call where none of these is sliced)
         self._below = below_steps(self.steps, self.inputs)
         self._summed = [frozenset(step.summed) for step in self.steps]
+        self._limits = {}       # the memo shared with the search's ranking, per limit
+        # (for floors) each step's own indices read at once, and the memos of the steps' own
+        # moments and of the floors
+        self._own, self._locals, self._floors = [], {}, {}
+        self._without = None    # the second guide (without_adds)
+        self.met = 0            # the most halvings a cut of this path met (einc.planner.slicing._weigh)
+        for step in self.steps:
+            own = sorted(set(step.output).union(*step.inputs))
+            self._own.append((operator.itemgetter(*own) if own else (lambda _: ()), frozenset(own)))
 
     def without_adds(self) -> _Model:
         """The same slicings, their cost without the adds into the accumulator (the moments,
         the same, are shared): a second guide for :func:`_cut`, whose greedy cuts the adds
         may steer away from a cheaper mix of summed and kept indices."""
-        other = _Model(self.base, self.bound, adds=False, count=self.count)
-        other._peaks, other._hoisted, other._steps = self._peaks, self._hoisted, self._steps
-        return other
+        if self._without is None:
+            other = copy.copy(self)     # (its memos, count and figures shared: all but the costs)
+            other.adds, other._costs = False, {}
+            self._without = other
+        return self._without
 
     def _moments(self, chunks, over):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
@@ -79,9 +93,54 @@ class _Model:
             self._peaks[key] = found
         return found
 
+    def floors(self, chunks, candidates) -> dict:
+        """Per index of ``candidates``, a bound under the live peak of ``chunks`` with that
+        index's chunk halved (as :func:`einc.planner.slicing._cut` halves it), whatever steps
+        that slicing hoists: the fullest own moment (:meth:`_local`) of the steps that do
+        not hold the index, which the halving leaves as they are: one sort of the steps
+        gives every halving's (the steps that hold it, weighed at its halved chunk, would
+        bound it closer but cost more passes than they save where many halvings tie)."""
+        found = self._floors.setdefault(frozenset(chunks.items()), {})
+        if any(i not in found for i in candidates):
+            sizes, flags = self._sized(chunks)
+            here = [self._local(k, sizes, flags) for k in range(len(self.steps))]
+            fullest = sorted(range(len(here)), key=here.__getitem__, reverse=True)
+            for i in candidates:
+                if i not in found:
+                    found[i] = next((here[k] for k in fullest if i not in self._own[k][1]), 0)
+        return found
+
+    def _sized(self, chunks):
+        """The sizes of one slice of ``chunks``, and which indices it takes one value at a time."""
+        flags = [False] * len(self.full)
+        for i, c in chunks.items():
+            flags[i] = c == 1
+        return [chunks.get(i, d) for i, d in enumerate(self.full)], flags
+
+    def _local(self, k, sizes, flags) -> int:
+        """Step ``k``'s own moment at ``sizes`` (``flags``: the indices taken one value at a
+        time): its operands that are intermediates, its output and its copies (an entry's
+        last copy counted for the plan's last step only), all alive while it runs, so
+        under every moment of it whatever is alive beside them.  Weighed once for each
+        sizes of its own indices; counted, weighed anew or read back with the key made
+        for it, as :data:`FLOOR_STEP` steps of a pass."""
+        self.count[0] += FLOOR_STEP / len(self.steps)
+        own, indices = self._own[k]
+        key = (k, own(sizes), own(flags))
+        found = self._locals.get(key)
+        if found is None:
+            step, n = self.steps[k], self.n
+            found = self._locals[key] = math.prod([sizes[i] for i in step.output]) + \
+                step_copies(step, sizes, k == len(self.steps) - 1, {i for i in indices if flags[i]}) + \
+                sum(math.prod([sizes[i] for i in self.indices[v]]) for v in step.operands if v >= n)
+        return found
+
     def _shared(self, limit) -> dict:
-        graph = self.base.graph
-        return shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+        found = self._limits.get(limit)     # (its key is the whole network's: made once per limit)
+        if found is None:
+            graph = self.base.graph
+            found = self._limits[limit] = shared_peaks(graph.inputs, graph.output, graph.sizes, self.base.path, limit)
+        return found
 
     def behind(self, chunks, limit) -> set:
         """The values behind the moments of a slice over ``limit``."""
@@ -120,4 +179,4 @@ class _Model:
         return flops, total, fixed, once, per
 
 
-__all__ = ["COST_PASS", "INTERMEDIATE", "LIVE"]
+__all__ = ["COST_PASS", "FLOOR_STEP", "INTERMEDIATE", "LIVE"]

@@ -80,7 +80,7 @@ from .memory import (
 )
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
 from .plan import Plan, Step, _path, build_plan, max_input, naive_flops
-from .slicemodel import INTERMEDIATE, LIVE, _Model
+from .slicemodel import COST_PASS, INTERMEDIATE, LIVE, _Model
 
 
 @dataclass(frozen=True)
@@ -187,26 +187,39 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     remembers = options.optimize == AUTO and graph.num_operands > DP_OPERANDS
     if remembers and (found := _recalled(graph, equation, options, unlimited, limit, bound)) is not None:
         return found
-    candidates = []
+    candidates, models = [], []         # the paths to slice, and each one's model (one each)
     try:
         within = build_plan(graph, equation, options)
     except (RuntimeError, ValueError):      # opt_einsum's dp: no path under the limit
         within = None
     if within is not None:
-        if _Model(within, bound).peak({}, limit)[0] <= limit:
+        models.append(_Model(within, bound))
+        if models[0].peak({}, limit)[0] <= limit:
             return within
         candidates.append(within)
     if not isinstance(options.optimize, tuple) or within is None:
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
-    best, t0, weighed = None, time.perf_counter(), 0
+            models.append(_Model(other, bound))
+    t0 = time.perf_counter()
     share = _share(graph, candidates[0]) if remembers else None       # (with einc's search: its budget's)
-    for base in candidates:
-        if share is not None and best is not None and not share.afford():
-            break
-        chunks = _choose(_Model(base, bound, count=share.count if share is not None else None), limit, (), share)
-        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound)
+    if share is not None:
+        for model in models:
+            model.count = share.count
+    chosen = [None] * len(models)
+    # the cuts by peak of every path before the cuts by cost: under a share, each path is
+    # weighed by its cheaper cuts before one is by its dearer ones
+    for rules in ((_BY_PEAK,), (_BY_COST,)):
+        for k, model in enumerate(models):
+            chosen[k] = _weigh(model, limit, (), share, rules, chosen[k], models[0].met)
+    best, weighed = None, 0
+    for base, model, found in zip(candidates, models, chosen):
+        if found is None:
+            continue
+        chunks = found[1]
+        p = sliced_plan(graph, equation, base, tuple(chunks), limit, "einc", tuple(chunks.values()), bound,
+                        model=model)
         weighed += 1
         key = (_peak(p) > limit, p.slicing.seconds, p.flops)
         if best is None or key < best[0]:
@@ -346,35 +359,52 @@ def _choose(model: _Model, limit: int, fixed=(), share=None) -> dict[int, int]:
     each guided by the model and by the model without the adds into the accumulator (they
     may steer the first cuts away from summed indices and miss a cheaper mix), each
     widened (:func:`_widen`); the one estimated cheaper wins (one that fits first).
-    ``fixed`` indices (cotengra's) stay sliced one value at a time.  ``share``
-    (:class:`einc.planner.slicebudget.Slicer`), where given, is asked between the cuts
-    whether another is afforded: the first always runs."""
-    best = None
-    guides = (model, model.without_adds())
-    # (the cuts by peak first: on the networks of bench/sliced_planning.py they are the
-    # cheaper and they win; under a budget the first cut may be the only one)
-    for rule, guide in itertools.product((_BY_PEAK, _BY_COST), guides):
-        if share is not None and best is not None and not share.afford():
-            break
+    ``fixed`` indices (cotengra's) stay sliced one value at a time.  ``share``: as
+    :func:`_weigh` takes it."""
+    return _weigh(model, limit, fixed, share)[1]
+
+
+def _weigh(model: _Model, limit: int, fixed=(), share=None, rules=None, best=None, guess=0):
+    """:func:`_choose`'s cuts by ``rules`` (default both, by peak first), each by both
+    guides: ``(key, chunks)`` of the cheapest, or ``best`` (an earlier call's, by other
+    rules) where none of these is cheaper.  ``share``
+    (:class:`einc.planner.slicebudget.Slicer`), where given, is asked before each cut
+    whether it is afforded, the first of all always run: a cut by peak where one as long
+    as the longest so far fits, a cut by cost where the passes it is expected to take fit
+    too (it weighs in full each halving the cuts by peak of this model met).  On a path not
+    cut yet, any cut is expected to weigh in full the ``guess`` halvings (those another
+    path's cuts met): its floors are not yet known to prune.  None where no cut ran."""
+    for rule, guide in itertools.product(rules or (_BY_PEAK, _BY_COST), (model, model.without_adds())):
+        met = model.met or guess
+        if share is not None and share.rules and \
+                not share.afford((1 + COST_PASS) * met if rule == _BY_COST or not model.met else 0.0):
+            continue
         if share is not None:
             share.begin()
-        chunks = _widen(model, limit, _cut(guide, limit, fixed, rule), fixed)
+        halvings = []
+        chunks = _widen(model, limit, _cut(guide, limit, fixed, rule, halvings), fixed)
+        model.met = max(model.met, sum(halvings))
         key = (model.peak(chunks, limit)[0] > limit, model.cost(chunks)[1])
         if best is None or key < best[0]:
             best = key, chunks
-    return best[1]
+    return best
 
 
 _BY_COST, _BY_PEAK = "cost", "peak"
 
 
-def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
+def _cut(model: _Model, limit: int, fixed, rule: str, halvings=None) -> dict[int, int]:
     """While a moment of a slice holds more than ``limit``, halve the chunk of one index
     behind such a moment (a value alive there, or a step's input, whose copies count):
     by ``rule`` ``"cost"`` the one that adds the least estimated time per element of
     excess it removes, by ``"peak"`` the one that lowers the peak most (ties: less
     time).  Where no index behind an over-limit moment can shrink further, the limit
-    cannot be met: cutting stops there."""
+    cannot be met: cutting stops there.  By peak under the live bound, the halvings are
+    weighed in the order of their floors (:meth:`~einc.planner.slicemodel._Model.floors`,
+    bounds under their peaks): one whose floor is above the least peak found so far is not
+    weighed, as it could not be taken (under opt_einsum's bound a peak is only the largest
+    intermediate, as cheap to weigh as a floor).  ``halvings``, where given, gets the
+    count of the halvings each cut met."""
     full = model.full
     chunks = dict.fromkeys(fixed, 1)
     peak, excess = model.peak(chunks, limit)
@@ -383,9 +413,20 @@ def _cut(model: _Model, limit: int, fixed, rule: str) -> dict[int, int]:
         candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
         if not candidates:
             break
-        now = model.cost(chunks)[1]
+        if halvings is not None:
+            halvings.append(len(candidates))
+        floors = None
+        if rule == _BY_PEAK and model.bound == LIVE:
+            # a halving whose floor is above the least peak found cannot be taken: the
+            # candidates by floor, the rest left unweighed once one passes that peak
+            floors = model.floors(chunks, candidates)
+            candidates.sort(key=lambda i: (floors[i], i))
+        if rule == _BY_COST:
+            now = model.cost(chunks)[1]
         best = None
         for i in candidates:
+            if floors is not None and best is not None and floors[i] > best[0][0]:
+                break
             trial = {**chunks, i: (chunks.get(i, full[i]) + 1) // 2}
             result = model.peak(trial, limit)
             if rule == _BY_PEAK and best is not None and result[0] > best[0][0]:
@@ -429,13 +470,14 @@ def _widen(model: _Model, limit: int, chunks, fixed) -> dict[int, int]:
 
 
 def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limit, planner: str, chunks=None,
-                bound: str = LIVE, known=None) -> Plan:
+                bound: str = LIVE, known=None, model=None) -> Plan:
     """``base`` (a plan of ``graph``) with ``sliced`` indices cut per slice into ``chunks``
     (values per slice, default 1 each): its steps are one full slice's (sizes and flops
     per slice), its flops the total over all slices.  With no sliced index it is one
     slice of the whole contraction (:mod:`einc.distributed`).  ``known``: ``(live peak
     unsliced, flops, steps once, steps per slice)``, remembered (:mod:`einc.planner.slicecache`)
-    for a ``base`` of no steps, its path pairwise."""
+    for a ``base`` of no steps, its path pairwise.  ``model``: the slicer's model of ``base``
+    (with the adds), whose costs are kept, where it made one."""
     sliced = tuple(sliced)
     chunks = tuple(chunks) if chunks is not None else (1,) * len(sliced)
     width = dict(zip(sliced, chunks))
@@ -461,7 +503,7 @@ def sliced_plan(graph: ContractionGraph, equation: str, base: Plan, sliced, limi
     num = math.prod(-(-graph.sizes[i] // c) for i, c in width.items())
     if known is None:
         unsliced_live = live_peak(base.steps, graph.sizes, graph.num_operands)
-        flops, seconds, fixed, once, per = _Model(base, bound).cost(width)
+        flops, seconds, fixed, once, per = (model or _Model(base, bound)).cost(width)
     else:
         unsliced_live, flops, once, per = known
         seconds, fixed = slicecost.seconds(flops, once, num, per)

@@ -55,14 +55,15 @@ def cache_dir(monkeypatch, tmp_path):
 
 @pytest.fixture
 def chooses(monkeypatch):
-    """How many times the slicer chose a slicing (``_choose`` runs once per candidate path)."""
+    """How many times the slicer weighed a slicing (``_weigh`` runs once per candidate path
+    and kind of cut)."""
     calls = []
-    real = slicing._choose
+    real = slicing._weigh
 
-    def choose(*args, **kwargs):
+    def weigh(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(slicing, "_choose", choose)
+    monkeypatch.setattr(slicing, "_weigh", weigh)
     return calls
 
 
