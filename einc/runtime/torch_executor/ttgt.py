@@ -72,7 +72,7 @@ COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the u
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
 SHORT_INNER = 1         # ... plus this over the shorter of the two innermost indices,
-CONFLICT = 1.5          # ... times this where each innermost index is 4096 elements or more apart in the other
+CONFLICT, CONFLICT_APART = 1.5, 4096    # ... times this where both innermost indices lie CONFLICT_APART or more apart
 FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
 FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
@@ -179,7 +179,7 @@ def _planned_copy_ns(plan, dst, sizes, expanded=1):
         step = _stride(plan[3], sizes)      # how far apart in the source the runs follow
         return fresh + elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
     _, _, after_src, after_dst, inner_src, inner_dst = plan
-    far = CONFLICT if _stride(after_src, sizes) >= 4096 and _stride(after_dst, sizes) >= 4096 else 1
+    far = CONFLICT if min(_stride(after_src, sizes), _stride(after_dst, sizes)) >= CONFLICT_APART else 1
     return fresh + elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * far
 
 
