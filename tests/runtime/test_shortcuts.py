@@ -209,6 +209,27 @@ def test_a_run_wrapped_in_a_cast_keeps_its_wrapper_and_bits_across_the_switch(ne
     torch.testing.assert_close(results[0], _oracle(eq, ops), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("eq,shapes", TWO_KINDS)
+@pytest.mark.parametrize("new_shapes", ["plan", "class"])
+def test_vmap_and_func_grad_keep_their_bits_across_the_switch(new_shapes, eq, shapes, monkeypatch):
+    """``torch.func.vmap`` (batched tensors through the plan's own ops) and ``torch.func.grad``
+    called past the switch: each call the first one's bits, and the oracle's value."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    g = torch.Generator().manual_seed(15)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    batch = torch.randn(3, *shapes[0], generator=g, dtype=torch.float64)
+    mapped = torch.func.vmap(lambda x: einc.einsum(eq, x, *ops[1:]))
+    graded = torch.func.grad(lambda x: einc.einsum(eq, x, *ops[1:]).sin().sum())
+    first = mapped(batch), graded(ops[0])
+    for _ in range(program.CALLS_BEFORE_CODE + 2):
+        assert torch.equal(mapped(batch), first[0]) and torch.equal(graded(ops[0]), first[1])
+    ins, out = eq.split("->")
+    torch.testing.assert_close(first[0], _TORCH_EINSUM(f"Z{ins.split(',')[0]},{ins.split(',', 1)[1]}->Z{out}",
+                                                       batch, *ops[1:]), rtol=1e-12, atol=1e-12)
+    theirs = torch.func.grad(lambda x: _TORCH_EINSUM(eq, x, *ops[1:]).sin().sum())(ops[0])
+    torch.testing.assert_close(first[1], theirs, rtol=1e-12, atol=1e-12)
+
+
 def test_a_class_step_s_interpreted_and_compiled_runs_cast_and_scale_alike(monkeypatch):
     """A size class's one-step run of float16 operands (its result cast as torch's) with
     and without a scale, interpreted and compiled: the same bits and ops."""
@@ -499,3 +520,34 @@ def test_direct_and_weighed_steps_answer_alike_through_every_door(choice_ns, mon
     second = torch.func.grad(lambda x: torch.func.grad(f(einc.einsum))(x).sum())(a)
     theirs = torch.func.grad(lambda x: torch.func.grad(f(_TORCH_EINSUM))(x).sum())(a)
     torch.testing.assert_close(second, theirs, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "class"])
+def test_the_einc_backend_s_scaled_calls_keep_their_bits_across_the_switch(new_shapes, monkeypatch):
+    """``torch.compile(backend="einc")`` turns a matmul chain and its factor into einc's op
+    (the factor as the op's scale or a graph op): called past the plan's switch, each call
+    has the first one's bits and the oracle's value, forward and gradients."""
+    import einc.dynamo
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    g = torch.Generator().manual_seed(16)
+    shapes = [(6, 5), (5, 7), (7, 1), (1, 4)]
+    ops = [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a, b, c, d: (a @ b @ c @ d) * 0.5, fullgraph=True,
+                       backend=einc.dynamo.make_backend(inner="eager", rewrite="all"))
+
+    def call():
+        out = fn(*ops)
+        return (out, *torch.autograd.grad(out.sin().sum(), ops))
+    program._CODE.clear()
+    first = call()
+    assert einc.dynamo.last_report.rewrites and not program._CODE
+    for _ in range(program.CALLS_BEFORE_CODE + 2):
+        assert all(map(torch.equal, call(), first))
+    assert program._CODE, "no plan's run switched to compiled code"
+    torch._dynamo.reset()
+    wide = [x.detach().clone().requires_grad_() for x in ops]
+    want = wide[0] @ wide[1] @ wide[2] @ wide[3] * 0.5
+    torch.testing.assert_close(first[0], want, rtol=1e-12, atol=1e-12)
+    for mine, theirs in zip(first[1:], torch.autograd.grad(want.sin().sum(), wide)):
+        torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-12)
