@@ -96,6 +96,28 @@ def test_loop_and_compiled_runs_call_the_same_aten_ops_with_the_same_bits(new_sh
     torch.testing.assert_close(results[0].double(), want, rtol=1e-5, atol=1e-5)
 
 
+SWITCH_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "class"])
+@pytest.mark.parametrize("dtype", SWITCH_DTYPES)
+def test_every_dtype_keeps_its_bits_and_ops_across_the_switch(dtype, new_shapes, monkeypatch):
+    """Each dtype, one tensor passed as several operands (aliased), past the switch: the
+    same ops every call after the first (which builds the entry), the same bits every
+    call, and torch's answer (bools: an elementwise product, the
+    matrix products torch refuses)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    x = (torch.rand(6, 6, generator=torch.Generator().manual_seed(17), dtype=torch.float64) * 4 - 2).round()
+    x = x.to(dtype)
+    eq = "ab,ab,ab->ab" if dtype == torch.bool else "ab,bc,cd->ad"
+    results, seen = _calls(lambda: einc.einsum(eq, x, x, x), program.CALLS_BEFORE_CODE + 3)
+    assert all(s == seen[1] for s in seen[1:]), [i for i, s in enumerate(seen) if s != seen[1]]
+    assert all(torch.equal(r, results[0]) for r in results)
+    want = _TORCH_EINSUM(eq, x, x, x)
+    assert results[0].dtype == want.dtype
+    torch.testing.assert_close(results[0], want, rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_loop_and_compiled_runs_give_the_same_gradients_and_backward_ops(new_shapes, monkeypatch):
     monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
