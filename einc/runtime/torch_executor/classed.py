@@ -139,7 +139,8 @@ class _Interpreted:
     dozens of runs of the loop: most classes of a first training step run once or a few times.
     Its source is written where asked for (``source``: ``explain``, the compile).
     ``promote(entry)`` makes it swap ``entry.run`` for the compiled function
-    (``compiled()``) at its :data:`CALLS_BEFORE_CODE`-th call."""
+    (``compiled()``) at its :data:`CALLS_BEFORE_CODE`-th call, where ``entry.run`` is still
+    it (a wrapper around it stays, as :func:`einc.runtime.program.unroll`'s does)."""
 
     __slots__ = ("ops", "result", "finish", "cast", "env", "calls", "holder", "_source")
 
@@ -172,7 +173,10 @@ class _Interpreted:
     def __call__(self, operands, scale=None):
         self.calls += 1
         if self.calls >= CALLS_BEFORE_CODE and self.holder:
-            self.holder[0].run = self.compiled()
+            held, self.holder = self.holder, []     # (another thread may have taken it since)
+            for entry in held:
+                if entry.run is self:       # (not where the entry's run wraps it: the wrapper stays)
+                    entry.run = self.compiled()
         a, b = operands
         e = {"a": a, "b": b}
         for op in self.ops:
