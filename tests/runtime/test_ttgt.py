@@ -195,6 +195,19 @@ def _training(eq, sizes):
     return lay, ttgt.for_training(lay, list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
 
 
+def test_a_transpose_whose_innermost_indices_lie_a_thousand_apart_conflicts():
+    """The suite's ``akbc,jk->cjba`` (cpu shapes) as the step ``abcd,eb->deca``: its result
+    copied from ``(a, c, d, e)`` has innermost indices 1,920 and 46,080 elements apart in
+    the other order, and copies, in tiles, slower than the one from ``(a, e, c, d)``
+    (bench/measured/copy-model-2026-12-02.md); the layout writing that order is taken,
+    for training too (one thread: see that page for two)."""
+    sizes = {"a": 48, "b": 48, "c": 40, "d": 48, "e": 24}
+    assert ttgt.copy_ns(list("acde"), list("deca"), sizes) > ttgt.copy_ns(list("aecd"), list("deca"), sizes)
+    lay, training = _training("abcd,eb->deca", sizes)
+    assert (lay.swap, _names(lay), lay.copies) == (True, ("a", "e", "cd", "b"), "c")
+    assert (training.swap, _names(training)) == (True, ("a", "e", "cd", "b"))
+
+
 def test_training_broadcasts_an_operand_only_where_its_partial_gradients_cost_little():
     """``BTD,NDH->BTNH`` (a Gemma query projection): the forward reads BTD broadcast over
     the 8 values of N; its gradient would be 8 partial ones of its size, summed, so the

@@ -20,7 +20,7 @@ bench/measured/copy-model-2026-12-02.md, pairwise.md and permute-copy-2026-12-02
   (:data:`FAR_STEP`; long runs pay little for it); one that moves it (a transpose of the
   innermost axis) :data:`COPY_MOVE` ns, a little more where an innermost index is short
   (:data:`SHORT_INNER`), and :data:`CONFLICT` times that where both innermost indices
-  lie thousands of elements apart in the other layout (copied in cache-sized tiles,
+  lie :data:`CONFLICT_APART` elements or more apart in the other layout (in tiles,
   :func:`~einc.runtime.torch_executor.permute_copy.tile_plan`; torch's own copy takes
   several times that); less where the outermost indices agree and leave blocks that
   stay in cache (:data:`BLOCKED`); :data:`FRESH` ns more per element from
@@ -72,7 +72,7 @@ COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the u
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
 COPY_MOVE = 0.7         # ns per element: one that moves it,
 SHORT_INNER = 1         # ... plus this over the shorter of the two innermost indices,
-CONFLICT, CONFLICT_APART = 1.5, 4096    # ... times this where both innermost indices lie CONFLICT_APART or more apart
+CONFLICT, CONFLICT_APART = 1.5, 1024    # ... times this where both innermost indices lie CONFLICT_APART or more apart
 FAR_STEP = 1 << 17      # a copy keeping it: its per-run part (SHORT_RUN / run) times (1 + the source stride
 FAR_MOST = 1 << 19      # between consecutive runs, at most this, / FAR_STEP)
 BLOCKED = 0.9           # a copy whose outermost indices agree, leaving blocks of at most 2**18 elements: times this
