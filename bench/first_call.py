@@ -12,15 +12,21 @@ backend) is timed after each einc call.  Median of ``--rounds`` interleaved roun
 ``--collect`` runs a full garbage collection before each timed call, so that none that an
 earlier call's objects make due lands in the call timed (a full collection in a process
 that has imported torch and cotengra takes tens of milliseconds, more than most of these
-calls: which call pays it follows from everything allocated before).
+calls: which call pays it follows from everything allocated before).  ``--filled N``: the
+cache folder's ``paths`` folder holds N other entries before each first call, as a long-used
+cache does (each network's own entry removed after its round), where the default is a fresh
+folder per call.  ``--phases``: a second table splits the rest, by wrapping the functions
+named there too (a few microseconds a call more).
 
-    python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME'] [--clock cpu] [--collect]
+    python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME'] [--clock cpu] [--collect] [--filled N]
+                               [--phases]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import os
 import sys
@@ -45,12 +51,55 @@ def _timed(module, name, spent, key, clock=time.perf_counter):
     setattr(module, name, wrapper)
 
 
+def _filled(count):
+    """``(the paths folder, its names)``, the folder of ``EINC_CACHE_DIR`` holding ``count``
+    entries (made on the first call: each a well-formed entry of another network)."""
+    from einc.planner import pathcache
+    where = pathcache.folder(create=True)
+    names = set(os.listdir(where))
+    for k in range(len(names), count):
+        name = f"{k:064x}"
+        pathcache.cachefiles.write(where / f"{name}.json", json.dumps(
+            {"key": name, "version": "other", "path": [[0, 1]], "report": {}}).encode())
+    return where, set(os.listdir(where))
+
+
+# --phases: (module, function) timed, inclusive, under each key
+PHASES = {"key": ("einc.planner.searchkey", "recall"), "store": ("einc.planner.pathcache", "store"),
+          "plan": ("einc.runtime.engine", "plan_for"), "entry": ("einc.runtime.engine", "entry_for"),
+          "steps": ("einc.runtime.torch_executor", "step_functions")}
+
+
+def _phases(spent, clock):
+    import importlib
+    for key, (module, name) in PHASES.items():
+        _timed(importlib.import_module(module), name, spent, key, clock)
+
+
+def _print_phases(rows, split):
+    """The rest of each call split: medians over the rounds of each part, the last what none names."""
+    print("\n| network | rest ms | steps built outside `ttgt.choose` | plan outside the search, key and store "
+          "| the path's key (recall) | its store | entry outside the steps | other |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, runs in rows.items():
+        parts = []
+        for (first, found, chosen, again, *_), p in zip(runs, split[name]):
+            rest = first - found - chosen - again
+            named = (p["steps"] - chosen, p["plan"] - found - p["key"] - p["store"], p["key"], p["store"],
+                     p["entry"] - p["steps"])
+            parts.append((rest, *named, rest - sum(named)))
+        cells = " | ".join(f"{sorted(x)[len(x) // 2] * 1e3:.2f}" for x in zip(*parts))
+        print(f"| {name} | {cells} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the thread's CPU time")
     ap.add_argument("--collect", action="store_true", help="a full garbage collection before each timed call")
+    ap.add_argument("--filled", type=int, default=0, help="other entries in the paths folder before each call")
+    ap.add_argument("--phases", action="store_true", help="a second table: the rest split")
     args = ap.parse_args(argv)
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     settle = gc.collect if args.collect else (lambda: None)
@@ -65,19 +114,23 @@ def main(argv=None):
     spent = {"search": 0.0, "ttgt": 0.0}
     _timed(search, "find", spent, "search", clock)
     _timed(ttgt, "choose", spent, "ttgt", clock)
+    if args.phases:
+        _phases(spent, clock)
     tmp = tempfile.TemporaryDirectory(prefix="einc-first-call-")
     nets = [n for n in instances(args.only) if n[0] in EXECUTABLE]
     rows: dict = {}
+    split: dict = {}
     for r in range(args.rounds):
         for name, eq, shapes in nets:
             lhs, out = eq.split("->")
             gen = torch.Generator().manual_seed(0)
             ops = [(torch.rand(s, generator=gen, dtype=torch.float64) + 0.5)
                    * math.prod(d ** -0.5 for c, d in zip(t, s) if c not in out) for t, s in zip(lhs.split(","), shapes)]
-            os.environ["EINC_CACHE_DIR"] = os.path.join(tmp.name, f"{r}-{name}")
+            os.environ["EINC_CACHE_DIR"] = os.path.join(tmp.name, "filled" if args.filled else f"{r}-{name}")
+            others = _filled(args.filled) if args.filled else None
             forget()                # as in a new process: no plan, path or memo of the search's,
             ttgt.cache_clear()      # and no step's layout known
-            spent.update(search=0.0, ttgt=0.0)
+            spent.update({key: 0.0 for key in ("search", "ttgt", *PHASES)})
             spent["search result"] = None
             settle()
             start = clock()
@@ -94,7 +147,11 @@ def main(argv=None):
             start = clock()
             opt_einsum.contract(eq, *ops, backend="torch")
             theirs = clock() - start
+            if others is not None:      # the network's own entry goes: the next round searches again
+                for entry in set(os.listdir(others[0])) - others[1]:
+                    os.unlink(os.path.join(others[0], entry))
             rows.setdefault(name, []).append((first, parts["search"], parts["ttgt"], again, theirs, predicted))
+            split.setdefault(name, []).append(parts)
     print("| network | einc first call ms | path search | `ttgt.choose` | contraction (second call) | rest "
           "| opt_einsum `contract` ms | first call / opt_einsum | search's predicted contraction ms |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -103,6 +160,8 @@ def main(argv=None):
         rest = first - found - chosen - again
         print(f"| {name} | {first * 1e3:.1f} | {found * 1e3:.1f} | {chosen * 1e3:.1f} | {again * 1e3:.1f} "
               f"| {rest * 1e3:.1f} | {theirs * 1e3:.1f} | {first / theirs:.2f} | {predicted * 1e3:.2f} |")
+    if args.phases:
+        _print_phases(rows, split)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,12 @@ warned).  An entry is read only from a regular file (no link followed), and used
 where it parses, names the same key and version, and holds a path that contracts this
 network's operands to one; anything else is ignored (and overwritten by the next
 search).  Entries are written atomically (a temporary file, then ``os.replace``).
-Bounded: beyond :data:`MAX_ENTRIES` files the least recently used go (a hit touches
-its file), and temporary files a killed writer left.  Standard library only.
+Bounded: beyond :data:`MAX_ENTRIES` files the least recently used go, down to
+:data:`EVICT_SHARE` of the bound (a hit touches its file), and temporary files a killed
+writer left.  A store within the bound and no temporary file there counts the folder's
+names and stats none of its files: a folder at the bound is scanned once in
+``(1 - EVICT_SHARE) * MAX_ENTRIES`` stores, not at each.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .. import cachefiles, config
 VERSION = "einc-paths-2"        # with the search's figures appended by the caller (searchkey.version())
 STORE_SECONDS = 0.005           # a shorter search is not stored
 MAX_ENTRIES = 2000              # files kept; the least recently used go first
+EVICT_SHARE = 0.9               # ... down to this share of it, so that the next stores find the folder within it
 MAX_BYTES = 1 << 20             # a larger file is no entry of einc's
 
 
@@ -110,7 +115,7 @@ def valid_path(path, num_operands: int):
 
 def store(name: str, version: str, path, record: dict) -> None:
     """Write entry ``name`` atomically (a private temporary file, then ``os.replace``), then
-    keep the folder within :data:`MAX_ENTRIES`."""
+    keep the folder within :data:`MAX_ENTRIES` (evicting down to :data:`EVICT_SHARE` of it)."""
     where = folder(create=True)
     if where is None:
         return
@@ -121,8 +126,14 @@ def store(name: str, version: str, path, record: dict) -> None:
         cachefiles.warn_once(("paths", "write", str(where)),
                              f"einc: could not remember a contraction path in {where} ({e})")
         return
+    try:
+        names = os.listdir(where)       # names only: a scan stats every file
+    except OSError:
+        return
+    if sum(map(_is_entry, names)) <= MAX_ENTRIES and not any(map(cachefiles.is_tmp, names)):
+        return
     entries = cachefiles.scan(where, _is_entry, now=time.time())
-    cachefiles.evict(where, entries, MAX_ENTRIES, keep=f"{name}.json", weigh=lambda size: 1)
+    cachefiles.evict(where, entries, int(MAX_ENTRIES * EVICT_SHARE), keep=f"{name}.json", weigh=lambda size: 1)
 
 
 def clear() -> int:
@@ -141,4 +152,5 @@ def clear() -> int:
     return gone
 
 
-__all__ = ["key", "load", "store", "clear", "folder", "valid_path", "VERSION", "STORE_SECONDS", "MAX_ENTRIES"]
+__all__ = ["key", "load", "store", "clear", "folder", "valid_path", "VERSION", "STORE_SECONDS", "MAX_ENTRIES",
+           "EVICT_SHARE"]

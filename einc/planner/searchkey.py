@@ -11,6 +11,7 @@ without importing the search, its annealing or its objective.  Pure: no torch.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from . import pathcache, slicebudget
@@ -88,9 +89,18 @@ ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_RUNNER_UP = 20
 OBJECTIVE_VERSION = "objective-3"   # einc.planner.objective's ranking of trees, by name: a new one, a new name
 
 
+@functools.cache
+def _libraries() -> tuple[str, ...]:
+    """The search's optional libraries installed, looked up once a process: the import
+    system's look-ups are most of what a key costs, and every new plan makes one.  A library
+    installed while a process runs is named in the next process's keys (any entry holds a
+    valid path, whichever search found it: the key decides which searches' paths are read)."""
+    return tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
+
+
 def version(seed: int = SEED) -> str:
     """The search's name and figures, part of a remembered path's key (einc.planner.pathcache)."""
-    found = tuple(m for m in ("cotengra", "cotengrust", "kahypar") if _installed(m))
+    found = _libraries()
     return ":".join(map(str, (pathcache.VERSION, FRACTION, FLOOR, SMALL, HYPER_FLOOR, QUICK_SHARE, REFINE_SHARE, CAP,
                               MAX_TRIALS, STALE, STALE_GAIN, TRIAL_SECONDS, SUBTREES, GUARD, PER_TENSOR, CONVERGED,
                               RECONF_SECONDS, RECONF_CHUNK, COSTMODS, REPAY, PARTITION, PARTITION_TENSORS,

@@ -1044,3 +1044,19 @@ def test_the_hyper_tier_keeps_its_best_random_greedy_tree_where_the_refined_one_
     _, report = S.find(inputs, set(), sizes)
     assert len(handed) == 1 and handed[0] is not None and tuple(map(tuple, handed[0])) != poor
     assert "not kept" in report.method, report
+
+
+def test_a_store_within_the_bound_reads_no_entry_s_times(monkeypatch):
+    monkeypatch.setattr(pathcache, "MAX_ENTRIES", 10)
+    scanned = []
+    real = pathcache.cachefiles.scan
+    monkeypatch.setattr(pathcache.cachefiles, "scan", lambda *a, **k: scanned.append(1) or real(*a, **k))
+    for k in range(10):
+        pathcache.store(f"{k:064x}", "v", ((0, 1),), {})
+        os.utime(pathcache.folder() / f"{k:064x}.json", (1000 + k, 1000 + k))
+    assert not scanned                          # within the bound: names counted, no file's times read
+    pathcache.store(f"{10:064x}", "v", ((0, 1),), {})
+    names = sorted(p.name for p in pathcache.folder().iterdir())
+    assert len(scanned) == 1 and len(names) == 9 and names[0] == f"{2:064x}.json"    # the oldest two went
+    pathcache.store(f"{11:064x}", "v", ((0, 1),), {})
+    assert len(scanned) == 1 and len(list(pathcache.folder().iterdir())) == 10

@@ -92,3 +92,15 @@ def test_a_second_process_plans_from_disk_without_importing_the_search(cache_dir
     assert "einc.planner.search" in searched and "remembered (einc.planner.pathcache)" in note and again == path
     assert not {"einc.planner.search", "einc.planner.anneal", "einc.planner.objective", "cotengra",
                 "tqdm"} & set(imported), imported
+
+
+def test_the_key_looks_up_the_installed_libraries_once_a_process(monkeypatch):
+    import importlib.util
+    asked = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: asked.append(name) or real(name, *a))
+    before = searchkey.version()
+    searchkey.version()
+    searchkey.entry([{0, 1}, {1}], {0}, {0: 2, 1: 3})
+    assert asked.count("cotengra") <= 1 and asked.count("kahypar") <= 1
+    assert all(m in before.split(":") for m in ("cotengra", "cotengrust", "kahypar") if real(m) is not None)
