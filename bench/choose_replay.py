@@ -4,9 +4,9 @@ Every ``ttgt.choose`` call that einc's first call makes on bench/paths.py's exec
 networks (float64 operands, fresh caches) is recorded, then replayed per network with
 the model's caches cleared before each network, as in a fresh process: thread CPU time,
 median of ``--rounds``.  With ``--against DIR`` (another checkout of einc), that
-checkout's ttgt.py is loaded beside this one (it imports nothing of einc's), both are
-checked to decide every call alike, and they are timed in alternate order each round,
-so that a shared machine's load falls on both.
+checkout's ttgt.py and index_orders.py are loaded beside this one's (their other imports
+are this checkout's), both are checked to decide every call alike, and they are timed in
+alternate order each round, so that a shared machine's load falls on both.
 
     python bench/choose_replay.py [--rounds 7] [--only 'NAME (TENSORS);NAME'] [--against /tmp/einc-before]
 """
@@ -52,12 +52,24 @@ def _recorded(only):
     return calls
 
 
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module      # dataclasses looks its module up
-    spec.loader.exec_module(module)
-    return module
+def _load(root, name):
+    """``root``'s ttgt.py and the index_orders.py beside it, as a module ``name``; its other
+    relative imports (planner/strides.py) are this checkout's."""
+    package = "einc.runtime.torch_executor"
+    importlib.import_module(package)
+    here = root / "einc/runtime/torch_executor"
+    modules = {}
+    for stem, qual in (("index_orders", f"{name}_index_orders"), ("ttgt", name)):
+        spec = importlib.util.spec_from_file_location(f"{package}.{qual}", here / f"{stem}.py")
+        module = modules[stem] = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module      # dataclasses looks its module up
+        own = sys.modules.get(f"{package}.index_orders")
+        sys.modules[f"{package}.index_orders"] = modules["index_orders"]   # ttgt's `from .index_orders import`
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules[f"{package}.index_orders"] = own
+    return modules["ttgt"]
 
 
 def _replay(model, steps):
@@ -75,8 +87,7 @@ def main(argv=None):
     ap.add_argument("--against", type=Path, help="another einc checkout: its ttgt.py timed beside this one's")
     args = ap.parse_args(argv)
     calls = _recorded(args.only)
-    rel = "einc/runtime/torch_executor/ttgt.py"
-    models = [_load(ROOT / rel, "ttgt_this")] + ([_load(args.against / rel, "ttgt_other")] if args.against else [])
+    models = [_load(ROOT, "ttgt_this")] + ([_load(args.against, "ttgt_other")] if args.against else [])
     for name, steps in calls.items():
         decided = []
         for model in models:
