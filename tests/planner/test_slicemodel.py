@@ -122,15 +122,20 @@ def test_the_cut_by_peak_weighs_a_fraction_of_the_passes_of_weighing_every_halvi
     assert floors.count[0] < every.count[0] / 2
 
 
+
+def _regular_equation():
+    """A random 2-regular network of 24 tensors, its equation and shapes."""
+    inputs, sizes = _regular(24, 2, 4, seed=6)
+    labels = sorted({i for t in inputs for i in t})
+    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
+    return eq, [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+
 def test_the_slicer_cuts_both_paths_by_peak_before_either_by_cost(monkeypatch):
     # under its share, the slicer weighs each path by its cheaper cuts before any path by
     # its dearer ones: the unlimited path may slice the better, and a cut by cost of the
     # search's path must not spend the share it needs
     from einc.planner import memory, pathcache
-    inputs, sizes = _regular(24, 2, 4, seed=6)
-    labels = sorted({i for t in inputs for i in t})
-    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
-    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    eq, shapes = _regular_equation()
     monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)      # nothing remembered: the slicer runs
     monkeypatch.setattr(slicebudget, "SLICER_SHARE", 100.0)          # a share every cut fits
     getattr(memory._shared, "cache_clear", lambda: None)()
@@ -163,10 +168,7 @@ def test_the_slicer_models_each_path_once(monkeypatch):
     # path's steps: the check that the path fits unsliced, the cuts and the sliced plan
     # share one model per path
     from einc.planner import memory, pathcache
-    inputs, sizes = _regular(24, 2, 4, seed=6)
-    labels = sorted({i for t in inputs for i in t})
-    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
-    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    eq, shapes = _regular_equation()
     monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
     getattr(memory._shared, "cache_clear", lambda: None)()
     made, real = [], slicemodel._Model.__init__
@@ -185,10 +187,7 @@ def test_a_path_not_cut_yet_is_expected_to_weigh_every_halving_the_first_path_me
     # weighing in full each halving the first path's cuts met would fit, not merely one as
     # long as the first path's cut, which its floors made short
     from einc.planner import memory, pathcache
-    inputs, sizes = _regular(24, 2, 4, seed=6)
-    labels = sorted({i for t in inputs for i in t})
-    eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
-    shapes = [tuple(sizes[i] for i in sorted(t)) for t in inputs]
+    eq, shapes = _regular_equation()
     monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
     shares, models, real = [], [], slicing._weigh
 
