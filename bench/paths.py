@@ -19,9 +19,11 @@ largest intermediate), and timed as it is planned:
 Where the best path contracts in a few seconds on the CPU (at most --execute-flops flops and
 2^25 elements), the first call end to end (planning included) is timed per tool on float64
 operands, one thread, the median of --rounds rounds (each einc call with every cache
-cleared, cotengra's expression not cached): ``einc.einsum``, cotengra's ``einsum`` (its
-default quick optimizer, then ``tree.contract``), ``opt_einsum.contract`` (its ``auto``
-path); einc's result is checked against opt_einsum's.
+cleared; cotengra's optimizer made afresh, as in a new process, its expression not cached):
+``einc.einsum``, cotengra's ``einsum`` (its default quick optimizer, ``AutoOptimizer``,
+then ``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is
+checked against opt_einsum's, and the flops of the two peers' quick paths are scored
+against the best peer's.
 
     python bench/paths.py [--seconds 10] [--execute-flops 2e9] [--out bench/measured/paths-<UTC date>.md]
         [--only 'NAME (TENSORS);NAME'] [--executable] [--rounds 3]
@@ -217,11 +219,21 @@ def plan_opt_einsum(eq, shapes, optimize):
     return time.perf_counter() - t, tuple(path)
 
 
+def quick_paths(eq, shapes, net):
+    """The flops of the paths the two peers' first calls contract by: cotengra's ``einsum``
+    default (a fresh ``AutoOptimizer``) and ``opt_einsum.contract``'s (``auto``)."""
+    import cotengra as ctg
+    inputs, output = eq.split("->")
+    sizes = {c: d for t, s in zip(inputs.split(","), shapes) for c, d in zip(t, s)}
+    ctg_path = ctg.AutoOptimizer()(inputs.split(","), output, sizes)
+    return score(net, ctg_path)[0], score(net, plan_opt_einsum(eq, shapes, "auto")[1])[0]
+
+
 def end_to_end(eq, shapes, fresh_cache, rounds=1):
     """First-call seconds of einc, cotengra and opt_einsum on the same float64 operands (the
     median of ``rounds``, each einc call with every cache cleared, layouts included, and
-    cotengra's expression not cached), and einc's largest relative difference from
-    opt_einsum's result."""
+    cotengra's optimizer made afresh, its expression not cached), and einc's largest
+    relative difference from opt_einsum's result."""
     import cotengra as ctg
     import opt_einsum
     import torch
@@ -250,7 +262,9 @@ def end_to_end(eq, shapes, fresh_cache, rounds=1):
         timed("einc_again", lambda: einc.einsum(eq, *ops))
         note = next((n for n in einc.explain(eq, *ops).plan.notes if n.startswith("Path search")), "")
         runs.setdefault("search", []).append(_search_seconds(note))
-        theirs = timed("cotengra", lambda: ctg.einsum(eq, *ops, cache_expression=False))
+        # a fresh optimizer: the default one remembers the path it found for the round before
+        theirs = timed("cotengra", lambda: ctg.einsum(eq, *ops, optimize=ctg.AutoOptimizer(),
+                                                      cache_expression=False))
         ref = timed("opt_einsum", lambda: opt_einsum.contract(eq, *ops, backend="torch"))
     out = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
     scale = ref.abs().max().item() or 1.0
@@ -322,7 +336,10 @@ def main(argv=None):
                    anneal=a, anneal_runs=a_runs, greedy=g, greedy_t=g_t, rg=r, rg_t=r_t,
                    ratio=e[0] / min(c[0], a[0]), note=note)
         if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
-            runs.append((name, end_to_end(eq, shapes, fresh_cache, args.rounds)))
+            o = end_to_end(eq, shapes, fresh_cache, args.rounds)
+            o["ctg_quick"], o["oe_quick"] = (f / min(c[0], a[0]) for f in quick_paths(eq, shapes, net))
+            o["einc_flops"] = row["ratio"]
+            runs.append((name, o))
         rows.append(row)
         loads.append(os.getloadavg()[0])
         print(f"{name}: einc {math.log10(e[0]):.2f} ({e_t:.2f} s), cotengra {math.log10(c[0]):.2f} ({c_t:.1f} s), "
@@ -389,16 +406,22 @@ def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
                   f"Medians of {args.rounds} rounds, each einc call a first one (every cache cleared).", "",
                   "| instance | einc s | of which its path search s | einc's second call s "
                   "| cotengra `einsum` s | opt_einsum `contract` s | einc / opt_einsum (CPU time) "
-                  "| max rel. diff from opt_einsum: einc, cotengra |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| max rel. diff from opt_einsum: einc, cotengra "
+                  "| flops / best peer's: einc, cotengra `einsum`, opt_einsum `contract` |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for name, o in runs:
             lines.append(f"| {name} | {o['einc']:.3f} | {o['search']:.3f} | {o['einc_again']:.3f} "
                          f"| {o['cotengra']:.3f} | {o['opt_einsum']:.3f} | {o['einc'] / o['opt_einsum']:.2f} "
-                         f"({o['einc_cpu'] / o['opt_einsum_cpu']:.2f}) | {o['diff']:.1e}, {o['cotengra_diff']:.1e} |")
+                         f"({o['einc_cpu'] / o['opt_einsum_cpu']:.2f}) | {o['diff']:.1e}, {o['cotengra_diff']:.1e} "
+                         f"| {o['einc_flops']:.3g}x, {o['ctg_quick']:.3g}x, {o['oe_quick']:.3g}x |")
         faster = sum(o["einc"] <= o["opt_einsum"] for _, o in runs)
         faster_cpu = sum(o["einc_cpu"] <= o["opt_einsum_cpu"] for _, o in runs)
+        faster_ctg = sum(o["einc"] <= o["cotengra"] for _, o in runs)
         lines += ["", f"einc's first call no slower than `opt_einsum.contract`: **{faster} of {len(runs)}** by the "
-                  f"clock, **{faster_cpu} of {len(runs)}** by CPU time."]
+                  f"clock, **{faster_cpu} of {len(runs)}** by CPU time; no slower than cotengra's `einsum`: "
+                  f"**{faster_ctg} of {len(runs)}** by the clock.  Peers' quick paths within 2x of the best "
+                  f"peer's flops: cotengra's {sum(o['ctg_quick'] <= 2 for _, o in runs)}, opt_einsum's "
+                  f"{sum(o['oe_quick'] <= 2 for _, o in runs)} of {len(runs)}."]
     return "\n".join(lines) + "\n"
 
 
