@@ -11,7 +11,16 @@ are compared (einc's cost model, ``einc.planner.pathcost.path_cost``: flops, ele
 written, largest intermediate).  Prints the totals, the networks whose path changed and
 the slowest few.  1 thread; no torch.
 
+``--opt-einsum``: einc's whole search of 3-16 operands (``options._auto``) against what
+torch.einsum pays for its path, opt_einsum's ``contract_path(..., optimize="auto")``, and
+against its ``optimize="dp"``, each the least thread time of ``--repeats`` in this process,
+on the modules' networks (with the 3-5 operand ones of e3nn-tp, mace, torch-harmonics and
+tensorly-torch's block-TT) and ``--count`` random ones.  ``--fresh N``: the same modules'
+first search in a fresh process (``import einc`` done, the search's own imports not),
+einc's and opt_einsum's ``auto`` in turn, N processes a side: what a first step pays.
+
     python bench/dp_search.py [--count 300] [--seed 0] [--repeats 3]
+    python bench/dp_search.py --opt-einsum --count 20 [--fresh 5]
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,11 +45,21 @@ MODULES = {
 }
 
 
-def networks(count: int, seed: int):
+# The modules' searches of 3-5 operands (e3nn-tp's change-of-basis einsums and mace's share one
+# equation; this is the largest of their sizes).
+SMALL = {
+    "harmonics-vector": ("abcd,d,c->abcd", {"a": 2, "b": 32, "c": 32, "d": 64}),
+    "e3nn-tp": ("ab,cd,ef,acf->bde", dict.fromkeys("abcdef", 6)),
+    "tltorch-blocktt": ("abcde,bfgh,chij,djkl,elmn->agikm",
+                        {"a": 64, **dict.fromkeys("bcdegikm", 4), **dict.fromkeys("hjl", 32), "f": 1, "n": 1}),
+}
+
+
+def networks(count: int, seed: int, small: bool = False):
     """``[(name, equation, sizes)]``: the modules' networks, then ``count`` random ones."""
     from opt_einsum.testing import rand_equation
     rng = random.Random(seed)
-    found = [(name, eq, sizes) for name, (eq, sizes) in MODULES.items()]
+    found = [(name, eq, sizes) for name, (eq, sizes) in ({**SMALL, **MODULES} if small else MODULES).items()]
     for k in range(count):
         n, reg, n_out = rng.randint(6, 16), rng.choice([2, 3, 3, 4]), rng.choice([0, 0, 2, 4])
         eq, _, sizes = rand_equation(n, reg, n_out=n_out, d_min=2, d_max=rng.choice([4, 9, 16]),
@@ -75,12 +96,74 @@ def least(fn, args, repeats: int):
     return best, result
 
 
+def contract_path(eq: str, sizes: dict, strategy: str):
+    """opt_einsum's search as torch.einsum runs it (from shapes here: no torch)."""
+    import opt_einsum
+    shapes = [tuple(sizes[c] for c in t) for t in eq.split("->")[0].split(",")]
+    return opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=strategy)
+
+
+def against_opt_einsum(count: int, seed: int, repeats: int) -> None:
+    """einc's search against opt_einsum's ``auto`` and ``dp``, warm, in this process."""
+    from einc.planner.options import _auto
+    print("| network | operands | einc ms | opt_einsum auto ms | opt_einsum dp ms | einc / auto |\n"
+          "|---|---:|---:|---:|---:|---:|")
+    totals = [0.0, 0.0, 0.0]
+    for name, eq, sizes in networks(count, seed, small=True):
+        n = eq.count(",") + 1
+        times = [least(_auto, numbered(eq, sizes), repeats)[0]] + \
+            [least(contract_path, (eq, sizes, strategy), repeats)[0] for strategy in ("auto", "dp")]
+        totals = [a + b for a, b in zip(totals, times)]
+        print(f"| {name} | {n} | " + " | ".join(f"{1e3 * t:.3f}" for t in times) + f" | {times[0] / times[1]:.2f} |")
+    print("| total | | " + " | ".join(f"{1e3 * t:.1f}" for t in totals) + f" | {totals[0] / totals[1]:.2f} |")
+
+
+def first_search(name: str, side: str) -> None:
+    """Worker: the thread time of a fresh process's first search of module ``name``."""
+    import einc  # noqa: F401  (as a patched first step finds it: imported)
+    eq, sizes = {**SMALL, **MODULES}[name]
+    if side == "einc":
+        from einc.planner.options import _auto
+        start = time.thread_time()
+        _auto(*numbered(eq, sizes))
+    else:
+        start = time.thread_time()
+        contract_path(eq, sizes, "auto")
+    print(time.thread_time() - start)
+
+
+def fresh(runs: int) -> None:
+    """Each module's first search, einc's and opt_einsum's ``auto``, ``runs`` fresh processes a side."""
+    print("| network | einc ms (median, range) | opt_einsum auto ms | einc / auto |\n|---|---:|---:|---:|")
+    for name in {**SMALL, **MODULES}:
+        found = {"einc": [], "auto": []}
+        for k in range(runs):
+            for side in (("einc", "auto") if k % 2 == 0 else ("auto", "einc")):
+                out = subprocess.run([sys.executable, __file__, "--first-search", name, side], check=True,
+                                     capture_output=True, text=True).stdout
+                found[side].append(1e3 * float(out.split()[-1]))
+        e, a = (statistics.median(found[s]) for s in ("einc", "auto"))
+        print(f"| {name} | {e:.2f} ({min(found['einc']):.2f}-{max(found['einc']):.2f}) | {a:.2f} "
+              f"({min(found['auto']):.2f}-{max(found['auto']):.2f}) | {e / a:.2f} |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--opt-einsum", action="store_true", help="einc's search against opt_einsum's auto and dp")
+    parser.add_argument("--fresh", type=int, default=0, help="with --opt-einsum: N fresh processes a side")
+    parser.add_argument("--first-search", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.first_search:
+        first_search(*args.first_search)
+        return 0
+    if args.opt_einsum:
+        against_opt_einsum(args.count, args.seed, args.repeats)
+        if args.fresh:
+            fresh(args.fresh)
+        return 0
     from einc.planner.options import _dynamic_programming
     from einc.planner.pathcost import path_cost
     rows, changed = [], []

@@ -5,7 +5,8 @@ cache's key (an interned object: equal options are the same object, so the key h
 it by identity, in C), the optimizer to run (:meth:`Options.resolve`), the two strings
 the custom op carries (:func:`encode`, :meth:`Options.from_op`), and the options of a
 gradient's einsum (:meth:`Options.for_gradient`: an explicit path belongs to its own
-equation).  Pure Python: opt_einsum is the only import beyond the standard library.
+equation).  Pure Python: opt_einsum, and cotengrust where installed, are the only imports
+beyond the standard library.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from opt_einsum.paths import PathOptimizer
 from .. import config
 from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError
+
+try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
+    import cotengrust  # noqa: F401   first search of 6-16 operands pays no import
+except ImportError:
+    pass
 
 AUTO = "auto"
 COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.planner.slicing
