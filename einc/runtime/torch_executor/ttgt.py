@@ -66,7 +66,7 @@ import functools
 import math
 
 from ...planner.strides import written_in_place
-from .index_orders import _enumeration, _rows, groups
+from .index_orders import _copy_plan, _enumeration, _rows, groups
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
@@ -136,32 +136,6 @@ def copy_ns(src, dst, sizes, expanded=1):
     src = tuple([i for i in src if sizes[i] != 1])
     dst = tuple([i for i in dst if sizes[i] != 1])
     return _planned_copy_ns(_copy_plan(src, dst), dst, sizes, expanded)
-
-
-@functools.lru_cache(maxsize=4096)
-def _copy_plan(src, dst):
-    """What :func:`copy_ns` reads of the sizes, which depends on the orders ``src`` and ``dst``
-    (size-1 indices left out) only: None where nothing is copied, else ``(the leading
-    indices the two orders agree on, True and the trailing indices they agree on and the
-    indices after the next one of ``dst`` in ``src`` (the runs' distance), or False and the
-    indices after ``dst``'s innermost in ``src``, those after ``src``'s in ``dst``, and the
-    two innermost indices)``."""
-    if src == dst or not dst:
-        return None
-    lead = []
-    for i, j in zip(src, dst):
-        if i != j:
-            break
-        lead.append(i)
-    if src[-1] == dst[-1]:
-        kept = []
-        for i, j in zip(reversed(src), reversed(dst)):
-            if i != j:
-                break
-            kept.append(i)
-        after = src[src.index(dst[-1 - len(kept)]) + 1:]
-        return tuple(lead), True, tuple(kept), after
-    return tuple(lead), False, src[src.index(dst[-1]) + 1:], dst[dst.index(src[-1]) + 1:], src[-1], dst[-1]
 
 
 def _planned_copy_ns(plan, dst, sizes, expanded=1):
