@@ -158,3 +158,44 @@ def test_a_group_of_at_most_one_index_has_its_one_order_without_reading_the_othe
             if o not in found:
                 found.append(o)
         assert index_orders._orders(group, terms) == found, (group, terms)
+
+
+def _searches(monkeypatch):
+    """A list that counts the layout searches (ttgt._flat) made from now on."""
+    made, real = [], ttgt._flat
+    monkeypatch.setattr(ttgt, "_flat", lambda *a, **k: made.append(a[:3]) or real(*a, **k))
+    return made
+
+
+def test_the_training_choice_that_broadcasts_neither_operand_is_kept_from_the_forwards_search(monkeypatch):
+    """``BTD,NDH->BTNH``: the forward broadcasts BTD over N, so ``for_training`` weighs the
+    layouts that broadcast neither operand: the first of the forward's moves, whose cheapest
+    its search kept; no search is made again, and the layout is the one a search makes."""
+    ta, tb, out, sizes = list("BTD"), list("NDH"), list("BTNH"), dict(B=1, T=128, D=512, N=8, H=64)
+    lay = ttgt.choose(ta, tb, out, sizes, 1 << 12)
+    assert lay.broadcast == ("N",)
+    made = _searches(monkeypatch)
+    training = ttgt.for_training(lay, ta, tb, out, sizes, 1 << 12)
+    assert made == []
+    plain = ttgt.choose(ta, tb, out, sizes, 1 << 12, broadcast=False, loops=False, reads=False)
+    ttgt.cache_clear()
+    assert ttgt.choose(ta, tb, out, sizes, 1 << 12, broadcast=False, loops=False, reads=False) == plain
+    assert made and not plain.broadcast and training in (lay, plain)
+
+
+def test_the_choices_without_broadcasting_kept_from_searches_with_it_are_a_searchs_own():
+    """Over steps alike but for their sizes and flags: each step's choice without
+    broadcasting or loops, ``reads`` false, asked after its search with broadcasting
+    (kept from it) and asked first (searched)."""
+    steps = [step for seed in (4, 5, 6) for step in _alike_steps(random.Random(seed))]
+    kept, searched, broadcasting = [], [], 0
+    for ta, tb, out, sizes, step in steps:
+        args = ta, tb, out, sizes, step["worth"], step["itemsize"]
+        for flags in ((True, step["loops"]), (True, False)):
+            broadcasting += bool(ttgt.choose(*args, *flags, step["free_out"], reads=False).broadcast)
+        kept.append(ttgt.choose(*args, False, False, step["free_out"], reads=False))
+    for ta, tb, out, sizes, step in steps:
+        ttgt.cache_clear()
+        searched.append(ttgt.choose(ta, tb, out, sizes, step["worth"], step["itemsize"], False, False,
+                                    step["free_out"], reads=False))
+    assert kept == searched and broadcasting > 20

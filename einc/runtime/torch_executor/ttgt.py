@@ -56,7 +56,9 @@ is made but the chosen one, the layout :data:`pick` takes among them all.  What 
 on the indices' orders alone (a step's layouts before they are costed, how an operand
 reads as matrices, what a copy keeps in place) is kept across steps, so that a step
 computes its sizes' products and the rates only; an operand copied, read by the two swaps
-as transposed matrices, is costed once.
+as transposed matrices, is costed once.  A search whose cheapest layout broadcasts an
+operand keeps the cheapest of those that broadcast neither (the first it weighs), which
+:func:`for_training` asks for next.
 """
 
 from __future__ import annotations
@@ -480,12 +482,18 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     :data:`K_UNIT`), those that cannot cost less than the cheapest found before them not costed
     through (:func:`_flat`), no ``Layout`` made but the one returned; the indices are 0, 1,
     ..., ``sizes`` theirs in order."""
-    scale, best, floor = itemsize / 4, None, [math.inf]
+    kept = None if broadcast or loops else _PLAIN.pop((ta, tb, out, sizes, worth_sparing, itemsize, small, free_out,
+                                                       reads), None)
+    if kept is not None:
+        return kept
+    scale, best, floor, plain = itemsize / 4, None, [math.inf], None
     # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds hold up to that
     # and the subtraction's error, a few ulps of the result copy at most (copy_ns's most per element, times its size)
     most = FRESH + max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
     slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
     for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out, reads):
+        if row[8] and plain is None:
+            plain = best        # the cheapest of the first move's layouts, which broadcast neither operand
         ns = row[7]
         if free_out:
             saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
@@ -493,6 +501,12 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
         if best is None or ns < best[0]:       # the first of equals, as pick
             best = ns, row
             floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
+    if best[1][8] and not reads:
+        # for_training asks next for the cheapest that broadcasts neither operand: the first move's, kept for it
+        if len(_PLAIN) >= 1024:
+            _PLAIN.clear()
+        _PLAIN[ta, tb, out, sizes, worth_sparing, itemsize, small, free_out, reads] = \
+            _finished(plain[1], out, sizes, itemsize, free_out)
     first, looped = _looped_over(ta, tb, out, sizes, small) if loops else None, None
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
@@ -503,10 +517,19 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
             if ns < best[0]:
                 best, looped = (ns, row), first
                 inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
-    lay = Layout(*best[1][:9])
     if looped is not None:
-        return dataclasses.replace(lay, outer=(looped,), cost=best[0]), best[1][9]
-    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay, best[1][9]
+        return dataclasses.replace(Layout(*best[1][:9]), outer=(looped,), cost=best[0]), best[1][9]
+    return _finished(best[1], out, sizes, itemsize, free_out)
+
+
+# _cheapest's answers without broadcasting (and loops), reads false, found by its search with them
+_PLAIN = {}
+
+
+def _finished(row, out, sizes, itemsize, free_out):
+    """:func:`_cheapest`'s answer of :func:`_flat`'s ``row``."""
+    lay = Layout(*row[:9])
+    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay, row[9]
 
 
 def cache_clear() -> None:
@@ -514,6 +537,7 @@ def cache_clear() -> None:
     was kept of each equation's terms."""
     for cached in (_candidates, _cheapest, _enumeration, _rows, _reading, _copy_plan):
         cached.cache_clear()
+    _PLAIN.clear()
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
