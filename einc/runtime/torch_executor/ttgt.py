@@ -126,12 +126,6 @@ def _size(idx, sizes):
     return math.prod(map(sizes.__getitem__, idx))
 
 
-def _stride(after, sizes):
-    """The stride of the index before ``after`` in a contiguous tensor whose order ends with
-    ``after`` (a size 0 counted as 1, as ``planner.strides.contiguous`` counts it)."""
-    return math.prod([max(sizes[j], 1) for j in after])
-
-
 def copy_ns(src, dst, sizes, expanded=1):
     """Modelled ns per float32 element times elements of a copy from a contiguous tensor over
     ``src`` into one over ``dst`` (the same indices; size-1 ones ignored)."""
@@ -144,18 +138,20 @@ def _planned_copy_ns(plan, dst, sizes, expanded=1):
     """:func:`copy_ns` of a copy into ``dst`` (size-1 indices left out) given its :func:`_copy_plan`."""
     if plan is None:
         return 0.0
-    elems = math.prod([sizes[i] for i in dst]) * expanded
+    size = sizes.__getitem__
+    elems = math.prod(map(size, dst)) * expanded
     if not elems:
         return 0.0
+    # no size 0 then (src holds dst's indices): the stride of an index, the product of the sizes after it
     fresh = elems * FRESH if elems >= FRESH_FROM else 0.0
-    if elems // math.prod([sizes[i] for i in plan[0]]) <= 1 << 18:     # a batch of copies of blocks that stay in cache
+    if elems // math.prod(map(size, plan[0])) <= 1 << 18:     # a batch of copies of blocks that stay in cache
         elems *= BLOCKED
     if plan[1]:
-        run = math.prod([sizes[i] for i in plan[2]])
-        step = _stride(plan[3], sizes)      # how far apart in the source the runs follow
+        run = math.prod(map(size, plan[2]))
+        step = math.prod(map(size, plan[3]))      # how far apart in the source the runs follow
         return fresh + elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
     _, _, after_src, after_dst, inner_src, inner_dst = plan
-    far = CONFLICT if min(_stride(after_src, sizes), _stride(after_dst, sizes)) >= CONFLICT_APART else 1
+    far = CONFLICT if min(math.prod(map(size, after_src)), math.prod(map(size, after_dst))) >= CONFLICT_APART else 1
     return fresh + elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * far
 
 
