@@ -212,3 +212,29 @@ def test_the_choices_without_broadcasting_kept_from_searches_with_it_are_a_searc
         searched.append(ttgt.choose(ta, tb, out, sizes, step["worth"], step["itemsize"], False, False,
                                     step["free_out"], reads=False))
     assert kept == searched and broadcasting > 20
+
+
+def test_a_choice_makes_one_layout_renamed_or_not_free_out_or_looped(monkeypatch):
+    """The search keeps a layout's fields: ``choose`` makes the one ``Layout`` it returns."""
+    made = []
+
+    class Counted(ttgt.Layout):
+        def __init__(self, *fields):
+            made.append(fields)
+            super().__init__(*fields)
+    monkeypatch.setattr(ttgt, "Layout", Counted)
+    sizes = dict(a=64, b=256, c=96, d=48, e=1, h=12, i=64, j=32, k=64)
+    looped = 0
+    for ta, tb, out in (("ab", "bc", "ac"), ("bad", "dc", "cab"), ("abe", "bc", "ace"), ("bij", "hjk", "bhik")):
+        for flags in ((True, True, False), (True, False, True), (False, False, False)):
+            for named in (False, True):
+                ttgt.cache_clear()
+                renamed = {i: k for k, i in enumerate(dict.fromkeys(ta + tb + out))}
+                step = (list(ta), list(tb), list(out), sizes) if named else (
+                    [renamed[i] for i in ta], [renamed[i] for i in tb], [renamed[i] for i in out],
+                    {renamed[i]: s for i, s in sizes.items() if i in renamed})
+                made.clear()
+                lay = ttgt.choose(*step, 1 << 20, 4, *flags)
+                assert len(made) == 1 and isinstance(lay, Counted)
+                looped += bool(lay.outer)
+    assert looped

@@ -389,7 +389,7 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     false: without :data:`K_UNIT`.  Each row ends with whether the product reads its right
     operand along K (where :data:`K_UNIT` applies, counted or not)."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = _few(ta, tb, out, sizes, small)
+    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)     # _few
     memo = {}
     ta, tb, out = tuple(ta), tuple(tb), tuple(out)
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
@@ -461,14 +461,13 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     return pick(found)
 
 
-def _named(lay: Layout, names) -> Layout:
-    """``lay`` of a step renamed 0, 1, ... with its indices named ``names`` again."""
-    if names == tuple(range(len(names))):       # named so already (a class's step is): as it is kept
-        return lay
+def _named(lay, names) -> Layout:
+    """The ``Layout`` of the fields ``lay`` of a step renamed 0, 1, ..., its indices named ``names`` again."""
+    if names == tuple(range(len(names))):       # named so already (a class's step is)
+        return Layout(*lay)
     name = names.__getitem__
-    return Layout(lay.swap, tuple(map(name, lay.batch)), tuple(map(name, lay.m)), tuple(map(name, lay.n)),
-                  tuple(map(name, lay.k)), lay.copies, lay.flip, lay.cost, tuple(map(name, lay.broadcast)),
-                  tuple(map(name, lay.outer)))
+    return Layout(lay[0], tuple(map(name, lay[1])), tuple(map(name, lay[2])), tuple(map(name, lay[3])),
+                  tuple(map(name, lay[4])), lay[5], lay[6], lay[7], tuple(map(name, lay[8])), tuple(map(name, lay[9])))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -476,8 +475,8 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     """``(layout, whether it reads its right operand along K)``: :func:`pick` of the
     :func:`candidates` (``free_out``: :func:`without_result_copy`'s; ``reads`` false: without
     :data:`K_UNIT`), those that cannot cost less than the cheapest found before them not costed
-    through (:func:`_flat`), no ``Layout`` made but the one returned; the indices are 0, 1,
-    ..., ``sizes`` theirs in order."""
+    through (:func:`_flat`), the layout as a ``Layout``'s fields (:func:`choose` makes the one
+    ``Layout``); the indices are 0, 1, ..., ``sizes`` theirs in order."""
     kept = None if broadcast or loops else _PLAIN.pop((ta, tb, out, sizes, worth_sparing, itemsize, small, free_out,
                                                        reads), None)
     if kept is not None:
@@ -501,8 +500,7 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
         # for_training asks next for the cheapest that broadcasts neither operand: the first move's, kept for it
         if len(_PLAIN) >= 1024:
             _PLAIN.clear()
-        _PLAIN[ta, tb, out, sizes, worth_sparing, itemsize, small, free_out, reads] = \
-            _finished(plain[1], out, sizes, itemsize, free_out)
+        _PLAIN[ta, tb, out, sizes, worth_sparing, itemsize, small, free_out, reads] = _finished(plain, free_out)
     first, looped = _looped_over(ta, tb, out, sizes, small) if loops else None, None
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
@@ -513,19 +511,18 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
             if ns < best[0]:
                 best, looped = (ns, row), first
                 inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
-    if looped is not None:
-        return dataclasses.replace(Layout(*best[1][:9]), outer=(looped,), cost=best[0]), best[1][9]
-    return _finished(best[1], out, sizes, itemsize, free_out)
+    return _finished(best, free_out, () if looped is None else (looped,))
 
 
 # _cheapest's answers without broadcasting (and loops), reads false, found by its search with them
 _PLAIN = {}
 
 
-def _finished(row, out, sizes, itemsize, free_out):
-    """:func:`_cheapest`'s answer of :func:`_flat`'s ``row``."""
-    lay = Layout(*row[:9])
-    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay, row[9]
+def _finished(best, free_out, outer=()):
+    """:func:`_cheapest`'s answer of ``best``, ``(its cost, :func:`_flat`'s row)``: the cost as
+    weighed (``free_out``: less its result copy, as :func:`without_result_copy` makes it)."""
+    ns, row = best
+    return (*row[:5], row[5].replace("c", "") if free_out else row[5], row[6], ns, row[8], outer), row[9]
 
 
 def cache_clear() -> None:
