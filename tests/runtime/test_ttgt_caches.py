@@ -46,6 +46,19 @@ def test_a_copy_costs_the_same_with_its_plan_kept():
     assert len(set(kept)) > len(cases) // 8         # the sizes matter: not one answer for all
 
 
+def test_a_copy_over_an_index_of_size_0_costs_nothing_whatever_the_orders():
+    """A copy's runs and strides are read only where it has elements: none is 0 then, and
+    no size 0 needs counting as 1 in them."""
+    rng = random.Random(5)
+    for _ in range(300):
+        src = rng.sample("abcdef", rng.randint(1, 6))
+        dst = rng.sample(src, len(src))
+        sizes = _sized(src, rng)
+        found = ttgt.copy_ns(src, dst, sizes, rng.choice([1, 4]))
+        moved = [i for i in src if sizes[i] != 1] != [i for i in dst if sizes[i] != 1]
+        assert (found > 0) if moved and 0 not in sizes.values() else found == 0
+
+
 # renamed by position, each of a pair the same but for one term (its first: an index of the
 # result more; its second, its result: another order), and the same but for the names
 EQUATIONS = [("ab", "bc", "ac"), ("abc", "bc", "ac"), ("abc", "cb", "ac"), ("abc", "bc", "ca"), ("xy", "yz", "xz"),
@@ -158,3 +171,70 @@ def test_a_group_of_at_most_one_index_has_its_one_order_without_reading_the_othe
             if o not in found:
                 found.append(o)
         assert index_orders._orders(group, terms) == found, (group, terms)
+
+
+def _searches(monkeypatch):
+    """A list that counts the layout searches (ttgt._flat) made from now on."""
+    made, real = [], ttgt._flat
+    monkeypatch.setattr(ttgt, "_flat", lambda *a, **k: made.append(a[:3]) or real(*a, **k))
+    return made
+
+
+def test_the_training_choice_that_broadcasts_neither_operand_is_kept_from_the_forwards_search(monkeypatch):
+    """``BTD,NDH->BTNH``: the forward broadcasts BTD over N, so ``for_training`` weighs the
+    layouts that broadcast neither operand: the first of the forward's moves, whose cheapest
+    its search kept; no search is made again, and the layout is the one a search makes."""
+    ta, tb, out, sizes = list("BTD"), list("NDH"), list("BTNH"), dict(B=1, T=128, D=512, N=8, H=64)
+    lay = ttgt.choose(ta, tb, out, sizes, 1 << 12)
+    assert lay.broadcast == ("N",)
+    made = _searches(monkeypatch)
+    training = ttgt.for_training(lay, ta, tb, out, sizes, 1 << 12)
+    assert made == []
+    plain = ttgt.choose(ta, tb, out, sizes, 1 << 12, broadcast=False, loops=False, reads=False)
+    ttgt.cache_clear()
+    assert ttgt.choose(ta, tb, out, sizes, 1 << 12, broadcast=False, loops=False, reads=False) == plain
+    assert made and not plain.broadcast and training in (lay, plain)
+
+
+def test_the_choices_without_broadcasting_kept_from_searches_with_it_are_a_searchs_own():
+    """Over steps alike but for their sizes and flags: each step's choice without
+    broadcasting or loops, ``reads`` false, asked after its search with broadcasting
+    (kept from it) and asked first (searched)."""
+    steps = [step for seed in (4, 5, 6) for step in _alike_steps(random.Random(seed))]
+    kept, searched, broadcasting = [], [], 0
+    for ta, tb, out, sizes, step in steps:
+        args = ta, tb, out, sizes, step["worth"], step["itemsize"]
+        for flags in ((True, step["loops"]), (True, False)):
+            broadcasting += bool(ttgt.choose(*args, *flags, step["free_out"], reads=False).broadcast)
+        kept.append(ttgt.choose(*args, False, False, step["free_out"], reads=False))
+    for ta, tb, out, sizes, step in steps:
+        ttgt.cache_clear()
+        searched.append(ttgt.choose(ta, tb, out, sizes, step["worth"], step["itemsize"], False, False,
+                                    step["free_out"], reads=False))
+    assert kept == searched and broadcasting > 20
+
+
+def test_a_choice_makes_one_layout_renamed_or_not_free_out_or_looped(monkeypatch):
+    """The search keeps a layout's fields: ``choose`` makes the one ``Layout`` it returns."""
+    made = []
+
+    class Counted(ttgt.Layout):
+        def __init__(self, *fields):
+            made.append(fields)
+            super().__init__(*fields)
+    monkeypatch.setattr(ttgt, "Layout", Counted)
+    sizes = dict(a=64, b=256, c=96, d=48, e=1, h=12, i=64, j=32, k=64)
+    looped = 0
+    for ta, tb, out in (("ab", "bc", "ac"), ("bad", "dc", "cab"), ("abe", "bc", "ace"), ("bij", "hjk", "bhik")):
+        for flags in ((True, True, False), (True, False, True), (False, False, False)):
+            for named in (False, True):
+                ttgt.cache_clear()
+                renamed = {i: k for k, i in enumerate(dict.fromkeys(ta + tb + out))}
+                step = (list(ta), list(tb), list(out), sizes) if named else (
+                    [renamed[i] for i in ta], [renamed[i] for i in tb], [renamed[i] for i in out],
+                    {renamed[i]: s for i, s in sizes.items() if i in renamed})
+                made.clear()
+                lay = ttgt.choose(*step, 1 << 20, 4, *flags)
+                assert len(made) == 1 and isinstance(lay, Counted)
+                looped += bool(lay.outer)
+    assert looped

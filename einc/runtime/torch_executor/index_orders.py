@@ -1,6 +1,7 @@
 """The index orders of the layouts the copy-cost model weighs for a contraction step
 (:mod:`einc.runtime.torch_executor.ttgt`): which indices go into each group (batch, M, N,
-K) and in which orders, functions of the terms alone, kept across steps and shapes."""
+K) and in which orders, and what a copy from one order into another keeps in place
+(:func:`_copy_plan`): functions of the terms alone, kept across steps and shapes."""
 
 from __future__ import annotations
 
@@ -66,6 +67,32 @@ def _rows(ta, tb, out, few, batch_set, m_set, n_set, k_set):
                 for k in ks:
                     rows += [(False, batch, m, n, k, wide), (True, batch, n, m, k, wide)]
     return rows
+
+
+@functools.lru_cache(maxsize=4096)
+def _copy_plan(src, dst):
+    """What :func:`~einc.runtime.torch_executor.ttgt.copy_ns` reads of the sizes, which
+    depends on the orders ``src`` and ``dst`` (size-1 indices left out) only: None where
+    nothing is copied, else ``(the leading indices the two orders agree on, True and the
+    trailing indices they agree on and the indices after the next one of ``dst`` in ``src``
+    (the runs' distance), or False and the indices after ``dst``'s innermost in ``src``,
+    those after ``src``'s in ``dst``, and the two innermost indices)``."""
+    if src == dst or not dst:
+        return None
+    lead = []
+    for i, j in zip(src, dst):
+        if i != j:
+            break
+        lead.append(i)
+    if src[-1] == dst[-1]:
+        kept = []
+        for i, j in zip(reversed(src), reversed(dst)):
+            if i != j:
+                break
+            kept.append(i)
+        after = src[src.index(dst[-1 - len(kept)]) + 1:]
+        return tuple(lead), True, tuple(kept), after
+    return tuple(lead), False, src[src.index(dst[-1]) + 1:], dst[dst.index(src[-1]) + 1:], src[-1], dst[-1]
 
 
 __all__ = ["groups"]

@@ -56,7 +56,9 @@ is made but the chosen one, the layout :data:`pick` takes among them all.  What 
 on the indices' orders alone (a step's layouts before they are costed, how an operand
 reads as matrices, what a copy keeps in place) is kept across steps, so that a step
 computes its sizes' products and the rates only; an operand copied, read by the two swaps
-as transposed matrices, is costed once.
+as transposed matrices, is costed once.  A search whose cheapest layout broadcasts an
+operand keeps the cheapest of those that broadcast neither (the first it weighs), which
+:func:`for_training` asks for next.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ import functools
 import math
 
 from ...planner.strides import written_in_place
-from .index_orders import _enumeration, _rows, groups
+from .index_orders import _copy_plan, _enumeration, _rows, groups
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
 SHORT_RUN = 3.5         # ... plus this over the length of the runs it keeps contiguous
@@ -124,12 +126,6 @@ def _size(idx, sizes):
     return math.prod(map(sizes.__getitem__, idx))
 
 
-def _stride(after, sizes):
-    """The stride of the index before ``after`` in a contiguous tensor whose order ends with
-    ``after`` (a size 0 counted as 1, as ``planner.strides.contiguous`` counts it)."""
-    return math.prod([max(sizes[j], 1) for j in after])
-
-
 def copy_ns(src, dst, sizes, expanded=1):
     """Modelled ns per float32 element times elements of a copy from a contiguous tensor over
     ``src`` into one over ``dst`` (the same indices; size-1 ones ignored)."""
@@ -138,48 +134,24 @@ def copy_ns(src, dst, sizes, expanded=1):
     return _planned_copy_ns(_copy_plan(src, dst), dst, sizes, expanded)
 
 
-@functools.lru_cache(maxsize=4096)
-def _copy_plan(src, dst):
-    """What :func:`copy_ns` reads of the sizes, which depends on the orders ``src`` and ``dst``
-    (size-1 indices left out) only: None where nothing is copied, else ``(the leading
-    indices the two orders agree on, True and the trailing indices they agree on and the
-    indices after the next one of ``dst`` in ``src`` (the runs' distance), or False and the
-    indices after ``dst``'s innermost in ``src``, those after ``src``'s in ``dst``, and the
-    two innermost indices)``."""
-    if src == dst or not dst:
-        return None
-    lead = []
-    for i, j in zip(src, dst):
-        if i != j:
-            break
-        lead.append(i)
-    if src[-1] == dst[-1]:
-        kept = []
-        for i, j in zip(reversed(src), reversed(dst)):
-            if i != j:
-                break
-            kept.append(i)
-        after = src[src.index(dst[-1 - len(kept)]) + 1:]
-        return tuple(lead), True, tuple(kept), after
-    return tuple(lead), False, src[src.index(dst[-1]) + 1:], dst[dst.index(src[-1]) + 1:], src[-1], dst[-1]
-
-
 def _planned_copy_ns(plan, dst, sizes, expanded=1):
     """:func:`copy_ns` of a copy into ``dst`` (size-1 indices left out) given its :func:`_copy_plan`."""
     if plan is None:
         return 0.0
-    elems = math.prod([sizes[i] for i in dst]) * expanded
+    size = sizes.__getitem__
+    elems = math.prod(map(size, dst)) * expanded
     if not elems:
         return 0.0
+    # no size 0 then (src holds dst's indices): the stride of an index, the product of the sizes after it
     fresh = elems * FRESH if elems >= FRESH_FROM else 0.0
-    if elems // math.prod([sizes[i] for i in plan[0]]) <= 1 << 18:     # a batch of copies of blocks that stay in cache
+    if elems // math.prod(map(size, plan[0])) <= 1 << 18:     # a batch of copies of blocks that stay in cache
         elems *= BLOCKED
     if plan[1]:
-        run = math.prod([sizes[i] for i in plan[2]])
-        step = _stride(plan[3], sizes)      # how far apart in the source the runs follow
+        run = math.prod(map(size, plan[2]))
+        step = math.prod(map(size, plan[3]))      # how far apart in the source the runs follow
         return fresh + elems * (COPY_KEEP + SHORT_RUN / run * (1 + min(step, FAR_MOST) / FAR_STEP))
     _, _, after_src, after_dst, inner_src, inner_dst = plan
-    far = CONFLICT if min(_stride(after_src, sizes), _stride(after_dst, sizes)) >= CONFLICT_APART else 1
+    far = CONFLICT if min(math.prod(map(size, after_src)), math.prod(map(size, after_dst))) >= CONFLICT_APART else 1
     return fresh + elems * (COPY_MOVE + SHORT_INNER / min(sizes[inner_src], sizes[inner_dst])) * far
 
 
@@ -417,7 +389,7 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     false: without :data:`K_UNIT`.  Each row ends with whether the product reads its right
     operand along K (where :data:`K_UNIT` applies, counted or not)."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = _few(ta, tb, out, sizes, small)
+    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)     # _few
     memo = {}
     ta, tb, out = tuple(ta), tuple(tb), tuple(out)
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
@@ -489,14 +461,13 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     return pick(found)
 
 
-def _named(lay: Layout, names) -> Layout:
-    """``lay`` of a step renamed 0, 1, ... with its indices named ``names`` again."""
-    if names == tuple(range(len(names))):       # named so already (a class's step is): as it is kept
-        return lay
+def _named(lay, names) -> Layout:
+    """The ``Layout`` of the fields ``lay`` of a step renamed 0, 1, ..., its indices named ``names`` again."""
+    if names == tuple(range(len(names))):       # named so already (a class's step is)
+        return Layout(*lay)
     name = names.__getitem__
-    return Layout(lay.swap, tuple(map(name, lay.batch)), tuple(map(name, lay.m)), tuple(map(name, lay.n)),
-                  tuple(map(name, lay.k)), lay.copies, lay.flip, lay.cost, tuple(map(name, lay.broadcast)),
-                  tuple(map(name, lay.outer)))
+    return Layout(lay[0], tuple(map(name, lay[1])), tuple(map(name, lay[2])), tuple(map(name, lay[3])),
+                  tuple(map(name, lay[4])), lay[5], lay[6], lay[7], tuple(map(name, lay[8])), tuple(map(name, lay[9])))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -504,14 +475,20 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
     """``(layout, whether it reads its right operand along K)``: :func:`pick` of the
     :func:`candidates` (``free_out``: :func:`without_result_copy`'s; ``reads`` false: without
     :data:`K_UNIT`), those that cannot cost less than the cheapest found before them not costed
-    through (:func:`_flat`), no ``Layout`` made but the one returned; the indices are 0, 1,
-    ..., ``sizes`` theirs in order."""
-    scale, best, floor = itemsize / 4, None, [math.inf]
+    through (:func:`_flat`), the layout as a ``Layout``'s fields (:func:`choose` makes the one
+    ``Layout``); the indices are 0, 1, ..., ``sizes`` theirs in order."""
+    kept = None if broadcast or loops else _PLAIN.pop((ta, tb, out, sizes, worth_sparing, itemsize, small, free_out,
+                                                       reads), None)
+    if kept is not None:
+        return kept
+    scale, best, floor, plain = itemsize / 4, None, [math.inf], None
     # free_out weighs each layout's cost less its result copy, rounded to 0.001: the bounds hold up to that
     # and the subtraction's error, a few ulps of the result copy at most (copy_ns's most per element, times its size)
     most = FRESH + max(COPY_KEEP + SHORT_RUN * (1 + FAR_MOST / FAR_STEP), (COPY_MOVE + SHORT_INNER) * CONFLICT)
     slack = 1e-9 * most * _size(out, sizes) * scale + 0.001
     for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor, not free_out, reads):
+        if row[8] and plain is None:
+            plain = best        # the cheapest of the first move's layouts, which broadcast neither operand
         ns = row[7]
         if free_out:
             saved = copy_ns([*row[1], *row[2], *row[3]], out, sizes) * itemsize / 4 if "c" in row[5] else 0.0
@@ -519,6 +496,11 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
         if best is None or ns < best[0]:       # the first of equals, as pick
             best = ns, row
             floor[0] = (ns + slack) * (1 + 1e-9) if free_out else ns
+    if best[1][8] and not reads:
+        # for_training asks next for the cheapest that broadcasts neither operand: the first move's, kept for it
+        if len(_PLAIN) >= 1024:
+            _PLAIN.clear()
+        _PLAIN[ta, tb, out, sizes, worth_sparing, itemsize, small, free_out, reads] = _finished(plain, free_out)
     first, looped = _looped_over(ta, tb, out, sizes, small) if loops else None, None
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
@@ -529,10 +511,18 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
             if ns < best[0]:
                 best, looped = (ns, row), first
                 inner_floor[0] = ns / sizes[first] * (1 + 1e-9) - LOOP
-    lay = Layout(*best[1][:9])
-    if looped is not None:
-        return dataclasses.replace(lay, outer=(looped,), cost=best[0]), best[1][9]
-    return without_result_copy(lay, out, sizes, itemsize) if free_out else lay, best[1][9]
+    return _finished(best, free_out, () if looped is None else (looped,))
+
+
+# _cheapest's answers without broadcasting (and loops), reads false, found by its search with them
+_PLAIN = {}
+
+
+def _finished(best, free_out, outer=()):
+    """:func:`_cheapest`'s answer of ``best``, ``(its cost, :func:`_flat`'s row)``: the cost as
+    weighed (``free_out``: less its result copy, as :func:`without_result_copy` makes it)."""
+    ns, row = best
+    return (*row[:5], row[5].replace("c", "") if free_out else row[5], row[6], ns, row[8], outer), row[9]
 
 
 def cache_clear() -> None:
@@ -540,6 +530,7 @@ def cache_clear() -> None:
     was kept of each equation's terms."""
     for cached in (_candidates, _cheapest, _enumeration, _rows, _reading, _copy_plan):
         cached.cache_clear()
+    _PLAIN.clear()
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
