@@ -36,7 +36,7 @@ from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ...planner.strides import contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import direct, ttgt
+from . import direct
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
@@ -229,27 +229,41 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, _finish(free) if final else None), da
 
-    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
-    # copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch,
-    # the order inside each group).  The last step of ``layout="any"`` (``free_out``) prices
-    # and makes no final copy: the product's output permuted as a view, as earlier steps'.
+    return _contract(ta, tb, out, g.sizes, prep_a, prep_b, da, final, free), da
+
+
+def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
+    """A contraction step: a matrix product over (batch, M, K) x (batch, K, N), in the layout
+    whose copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which
+    indices are batch, the order inside each group).  The last step of ``layout="any"``
+    (``free_out``) prices and makes no final copy: the product's output permuted as a view,
+    as earlier steps'."""
     free_out = final and free
 
-    def contract(lay):              # (fn, the same in chunks or None)
+    def contract(lay):              # (fn, what makes it for training or None, the same in chunks or None)
         pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-        return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
-                       da.itemsize)
+        return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip,
+                       dtype.itemsize)
 
-    lay = direct.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
-    flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
-    fn, chunked = contract(flat)
-    training = direct.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
-    if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
-        fn = _with_grad(fn, _on_first_use(lambda: contract(training)[0]))
-    if lay.outer:
-        read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
-        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, read), da
-    return (_tagged(fn, flat, chunked) if flat.copies else fn), da
+    lay = direct.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, loops=not free_out,
+                        free_out=free_out)
+    if lay.outer:                   # (runs its own products, recorded or not: runtime/torch_executor/looped.py)
+        read = lambda term, groups, flip: _chain(list(_read(term, groups, sizes, None, flip)[:2]))  # noqa: E731
+        return looped(lay, ta, tb, out, sizes, prep_a, prep_b, read)
+    fn, training, chunked = contract(lay)
+    if direct.weighed(lay):
+        # a broadcast operand's gradient may cost more in this layout (runtime/torch_executor/ttgt.py): the
+        # layout to train in is weighed by the first call that takes a gradient (most first calls take none)
+        def training(forward=training, plain=fn):
+            other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
+                                        free_out=free_out)
+            if other is lay:
+                return forward() if forward else plain
+            fn, make, _ = contract(other)
+            return make() if make else fn
+    if training is not None:
+        fn = _with_grad(fn, _on_first_use(training))
+    return _tagged(fn, lay, chunked) if lay.copies else fn
 
 
 def _tagged(fn, lay, chunked=None):
@@ -322,9 +336,10 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
 
 
 def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
-    """``(step, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
+    """``(step, training, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
     cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
-    summed, cols), the result put in ``out``'s order; and the same a chunk at a time on
+    summed, cols), the result put in ``out``'s order; what makes the step to run where a
+    gradient is taken, or None where that is ``step``; and the same a chunk at a time on
     any device, or None (:func:`einc.runtime.torch_executor.chunked.plan_chunks`).  A batch index
     missing from an operand is broadcast (stride 0; copied expanded where it merges with
     the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
@@ -366,11 +381,12 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
             return fallback
         whole_step = _binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b]))
         return _chain_out(whole_step, post)
-    if stack_a or stack_b or not batch:         # (decided on the first call that takes a gradient)
-        step = _with_grad(step, _on_first_use(training))
+    made = None
+    if stack_a or stack_b or not batch:         # (made by the first call that takes a gradient)
+        made = (lambda: _swapped(training())) if swap else training
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
-    return step, anywhere
+    return step, made, anywhere
 
 
 def _read(term, groups, sizes, prep, flip):

@@ -97,12 +97,18 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, loops=True, free_out=F
                                                                loops=loops, free_out=free_out)
 
 
+def weighed(lay) -> bool:
+    """Whether ``lay`` was weighed (not :class:`Direct`): only then may :func:`for_training`
+    take another layout."""
+    return not isinstance(lay, Direct)
+
+
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
     """``lay`` itself where it is direct (a step too small to weigh is not weighed for
     training either), else ``ttgt.for_training``'s layout."""
-    if isinstance(lay, Direct):
+    if not weighed(lay):
         return lay
     return ttgt.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
 
 
-__all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved"]
+__all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved", "weighed"]
