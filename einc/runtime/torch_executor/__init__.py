@@ -56,11 +56,14 @@ def _integral(dtype: torch.dtype) -> bool:
 
 def _perm(src, dst):
     """The permutation taking index order ``src`` to ``dst``, or None if identity."""
-    p = tuple(src.index(i) for i in dst)
+    p = tuple(map(src.index, dst))
     return None if p == tuple(range(len(p))) else p
 
 
 def _chain(fns):
+    if len(fns) == 2:               # (most chains: a step's view and its layout)
+        f, g = fns
+        return g if f is None else f if g is None else (lambda x: g(f(x)))
     fns = [f for f in fns if f is not None]
     if not fns:
         return None
@@ -181,7 +184,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     sa, sb = set(ta), set(tb)
     summed = set(step.summed)
     kind = step.kind
-    if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
+    if kind != PRODUCT and set(map(g.sizes.__getitem__, summed & sa & sb)) <= {1}:
         kind = PRODUCT      # the shared sums run over size 1: a product, as in torch.einsum
     drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
     prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
@@ -216,8 +219,8 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     _check_dtypes(step, plan, da, db)
     if kind == DOT:
         return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes, free), da
-    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
-    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
+    kept = math.prod(map(g.sizes.__getitem__, [i for i in out if i not in sa or i not in sb]))
+    terms = math.prod(map(g.sizes.__getitem__, summed & sa & sb))
     if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
         # Few outputs per batch element, each a long sum (``abc,abcd->d``: 4 outputs of 68,880
         # terms): multiply and sum, as a dot step does.  torch's sum adds in a cascade, where a
@@ -353,9 +356,9 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     prep_a, lay_a, stack_a = _read(ta, groups_a, sizes, prep_a, "l" in flip)
     prep_b, lay_b, stack_b = _read(tb, groups_b, sizes, prep_b, "r" in flip)
     natural = batch + m + n
-    res_shape = tuple(sizes[i] for i in natural)
+    res_shape = tuple(map(sizes.__getitem__, natural))
     perm_out = _perm(natural, out)
-    post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
+    post = [(lambda x: x.reshape(res_shape)) if _merges(groups_c, natural) else None]
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
         if _strided_matrices(out, groups_c, sizes) or _copied_back(natural, out, groups_c, sizes, itemsize):
@@ -394,7 +397,7 @@ def _read(term, groups, sizes, prep, flip):
     (:func:`_layout`; :func:`_flipped` with ``flip``), ``prep`` broadcasting it over the
     batch indices it lacks.  One lacking every batch index of size > 1 is laid out alone,
     copied at most once, then expanded (stride 0), as runtime/torch_executor/ttgt.py counts it."""
-    shape = tuple(math.prod(sizes[i] for i in grp) for grp in groups)
+    shape = tuple([math.prod(map(sizes.__getitem__, grp)) for grp in groups])
     missing = [i for i in groups[0] if i not in term] if len(groups) == 3 else []
     if missing and all(sizes[i] == 1 for i in groups[0] if i in term):
         own, one = [[i for i in groups[0] if i in term], *groups[1:]], (1, *shape[1:])
@@ -424,8 +427,8 @@ def _layout(term, groups, shape, sizes):
     is cheaper (a forward alone is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
-    merge = any(len(grp) != 1 for grp in groups)
-    view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
+    view = _chain([(lambda x: x.permute(perm)) if perm else None,
+                   (lambda x: x.reshape(shape)) if _merges(groups, order) else None])
     if perm is None:
         return view, None
     copy = _on_first_use(lambda: _stack_copy(term, groups, shape, sizes))
@@ -437,6 +440,11 @@ def _layout(term, groups, shape, sizes):
             return copy(x)
         return y
     return view, stacked
+
+
+def _merges(groups, order) -> bool:
+    """Whether a group of ``groups`` (``order``: their indices) is not one index: a reshape."""
+    return len(order) != len(groups) or not all(groups)
 
 
 def _on_first_use(make):

@@ -65,7 +65,7 @@ def _bound(ta, tb, out, sizes, itemsize, within=math.inf):
     sa, sb = set(ta), set(tb)
     groups = ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
               [i for i in out if i in sb and i not in sa], [i for i in ta if i in sb and i not in out])
-    dims = [math.prod([sizes[i] for i in g]) for g in groups]
+    dims = [math.prod(map(size, g)) for g in groups]
     least = ttgt._product_ns(*dims, scale)
     saved += ttgt._product_ns(*dims, scale, True, ttgt._k_unit_applies(dims)) - least
     return saved, least + saved, groups
