@@ -41,3 +41,13 @@ def test_a_contraction_step_is_built_in_few_python_calls(eq, shapes):
     tx.step_functions(plan, [torch.float64] * plan.num_operands)       # (the layouts' caches warm)
     entered = _frames(plan)
     assert len(entered) <= 60 * len(plan.steps), sorted(entered)
+
+
+def test_what_only_a_gradient_runs_is_kept_as_arguments_not_cells():
+    """What a contraction step keeps for the first call that takes a gradient (its training
+    layout, its stacked copies, ``bmm`` for ``mm``) is a partial of its arguments, made by
+    that call: the step's builders make a closure cell only for what its own views read
+    (Python makes every cell a function's inner functions name on each call, kept as long
+    as one of them is, and the collector traverses each)."""
+    assert tx._contract.__code__.co_cellvars == ()
+    assert set(tx._matmul.__code__.co_cellvars) <= {"res_shape", "perm_out", "chunks", "whole"}

@@ -26,6 +26,7 @@ chunk copied into the result while in cache, and a large multiply and sum a bloc
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 
@@ -34,17 +35,18 @@ import torch
 from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
-from ...planner.strides import contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import direct
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
-from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
+from .permute_copy import untracked
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
+from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
+from .relayout import strided_matrices as _strided_matrices
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
@@ -240,33 +242,48 @@ def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
     whose copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which
     indices are batch, the order inside each group).  The last step of ``layout="any"``
     (``free_out``) prices and makes no final copy: the product's output permuted as a view,
-    as earlier steps'."""
+    as earlier steps'.  (No closure here: what a step keeps for its first gradient is one
+    tuple and one partial, not a cell per name.)"""
     free_out = final and free
-
-    def contract(lay):              # (fn, what makes it for training or None, the same in chunks or None)
-        pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-        return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip,
-                       dtype.itemsize)
-
     lay = direct.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, loops=not free_out,
                         free_out=free_out)
     if lay.outer:                   # (runs its own products, recorded or not: runtime/torch_executor/looped.py)
-        read = lambda term, groups, flip: _chain(list(_read(term, groups, sizes, None, flip)[:2]))  # noqa: E731
-        return looped(lay, ta, tb, out, sizes, prep_a, prep_b, read)
-    fn, training, chunked = contract(lay)
+        return looped(lay, ta, tb, out, sizes, prep_a, prep_b, functools.partial(_read_view, sizes=sizes))
+    step = (ta, tb, out, sizes, prep_a, prep_b, dtype, final, free)
+    fn, training, chunked = _product(lay, *step)
     if direct.weighed(lay):
         # a broadcast operand's gradient may cost more in this layout (runtime/torch_executor/ttgt.py): the
         # layout to train in is weighed by the first call that takes a gradient (most first calls take none)
-        def training(forward=training, plain=fn):
-            other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
-                                        free_out=free_out)
-            if other is lay:
-                return forward() if forward else plain
-            fn, make, _ = contract(other)
-            return make() if make else fn
+        training = functools.partial(_trained, lay, step, training, fn)
     if training is not None:
         fn = _with_grad(fn, _on_first_use(training))
     return _tagged(fn, lay, chunked) if lay.copies else fn
+
+
+def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
+    """:func:`_matmul`'s ``(fn, what makes it for training or None, the same in chunks or None)``
+    of a contraction step in the layout ``lay``."""
+    pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
+    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize)
+
+
+def _trained(lay, step, forward, plain):
+    """What runs a step of layout ``lay`` where a gradient is taken (``step``: :func:`_product`'s
+    arguments less the layout): ``forward()`` (or ``plain``) where ``ttgt.for_training``
+    keeps ``lay``, else the step in the layout it takes, as that layout trains."""
+    ta, tb, out, sizes, _, _, dtype, final, free = step
+    other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
+                                free_out=final and free)
+    if other is lay:
+        return forward() if forward else plain
+    fn, make, _ = _product(other, *step)
+    return make() if make else fn
+
+
+def _read_view(term, groups, flip, sizes):
+    """An operand over ``term`` as the stack of matrices ``groups`` (:func:`_read` without
+    its stacked copy), for a looped layout."""
+    return _chain(list(_read(term, groups, sizes, None, flip)[:2]))
 
 
 def _tagged(fn, lay, chunked=None):
@@ -375,21 +392,31 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         whole = _chain_out(mm, post)
         step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
-
-    def training(fallback=step):
-        # where a gradient is taken: bmm where its backward's products cost less (backward.py)
-        # and the stacked copies (_layout); else the whole product, or the plain step
-        grad_mm = _bmm_of_one if not batch and as_bmm(ta, tb, m, n, k, flip, sizes, itemsize) else mm
-        if not (stack_a or stack_b or grad_mm is not mm):
-            return fallback
-        whole_step = _binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b]))
-        return _chain_out(whole_step, post)
     made = None
     if stack_a or stack_b or not batch:         # (made by the first call that takes a gradient)
-        made = (lambda: _swapped(training())) if swap else training
+        thin = None if batch else (ta, tb, m, n, k, flip, sizes, itemsize)
+        made = functools.partial(_grad_step, step, mm, (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b), post, thin)
+        made = functools.partial(_swapped_made, made) if swap else made
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
     return step, made, anywhere
+
+
+def _grad_step(fallback, mm, a, b, post, thin):
+    """What runs a contraction step where a gradient is taken (made by the first such call):
+    ``bmm`` where its backward's products cost less than ``mm``'s (``thin``: the step's
+    ``(ta, tb, m, n, k, flip, sizes, itemsize)`` where it has no batch; backward.py) and the
+    operands' stacked copies (:func:`_layout`; ``a``, ``b``: each ``(prep, view, stacked)``);
+    else the whole product, or ``fallback``, the plain step."""
+    grad_mm = _bmm_of_one if thin is not None and as_bmm(*thin) else mm
+    (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b) = a, b
+    if not (stack_a or stack_b or grad_mm is not mm):
+        return fallback
+    return _chain_out(_binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])), post)
+
+
+def _swapped_made(make):
+    return _swapped(make())
 
 
 def _read(term, groups, sizes, prep, flip):
@@ -497,38 +524,6 @@ def _stack_copy(term, groups, shape, sizes):
         return _chain([_permuted_copy(term, order, sizes), view])
     tshape = shape[:-2] + (shape[-1], shape[-2])
     return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
-
-
-def _strided_matrices(out, groups, sizes) -> bool:
-    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
-    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
-    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
-    permuted result then reaches the backward's matrix products as a view that ``bmm``
-    copies matrix by matrix, once per product.  (Where the groups do not merge, the
-    reshape's backward copies it once anyway; where a matrix axis has unit stride,
-    BLAS reads it as it is.)"""
-    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
-    merged = []
-    for grp in groups:
-        live = [i for i in grp if sizes[i] != 1]
-        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
-            return False
-        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
-    (rows, sr), (cols, sc) = merged[-2:]
-    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
-
-
-def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
-    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, copied in wide
-    elements (``permute_copy.wide_plan``), has a group that does not merge in ``out``: its
-    gradient reaches the products through the reshape's copy, element by element, which
-    the one-copy backward (:class:`_Relayout`) makes wide, and the forward's copy too
-    (pykeen's NTN ``bcda,bca->bcd``: runs of 4 float32)."""
-    strides, source = (dict(zip(t, contiguous([sizes[i] for i in t]))) for t in (out, natural))
-    live = [[i for i in grp if sizes[i] != 1] for grp in groups]
-    merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
-    return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
-        wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
 
 
 def _bmm_of_one(a, b):
