@@ -76,8 +76,9 @@ def _shown(ta, tb, out, lay, note=""):
 
 def built(eq, ops, settings):
     """(the entry, the layouts the model picked while building it: the torch executor
-    chooses each step's layout then, and where a gradient will be taken another one if
-    :func:`~einc.runtime.torch_executor.ttgt.for_training` says so), with ``settings`` in force."""
+    chooses each step's layout then, and on a first call that takes a gradient, which this
+    makes, another one for training if :func:`~einc.runtime.torch_executor.ttgt.for_training`
+    says so), with ``settings`` in force."""
     saved = {name: getattr(ttgt, name) for name, _ in settings}
     picked, real_training = [], ttgt.for_training
 
@@ -94,6 +95,10 @@ def built(eq, ops, settings):
         ttgt.cache_clear()
         einc.cache_clear()
         entry = engine.entry(parse(eq), ops, DEFAULT)
+        # a step weighs its training layout on the first call that takes a gradient: one, here
+        leaves = [o.detach().requires_grad_() if o.is_floating_point() or o.is_complex() else o for o in ops]
+        if any(o.requires_grad for o in leaves):
+            entry.run(leaves)
     finally:
         for name, value in saved.items():
             setattr(ttgt, name, value)

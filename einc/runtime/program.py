@@ -34,31 +34,17 @@ def unroll(plan, step_functions):
     for s, step in enumerate(plan.steps):
         for v in step.operands:
             last_use[v] = s
-    name = lambda v: f"ops[{v}]" if v < n else f"t{v}"  # noqa: E731
-    lines = ["def run(ops, scale=None):"]
-    env = {}
     final = len(plan.steps) - 1
-    schedule = []
-    for s, (step, fn) in enumerate(zip(plan.steps, step_functions)):
-        env[f"step{s}"] = fn
-        args = ", ".join(name(v) for v in step.operands)
-        dead = [v for v in step.operands if v >= n and last_use[v] == s]
-        if s == final:
-            env["scaled"] = scaled(fn)
-            lines += ["    if scale is None:", f"        t{step.result} = step{s}({args})", "    else:",
-                      f"        t{step.result} = scaled({args}, scale)"]
-        else:
-            lines.append(f"    t{step.result} = step{s}({args})")
-        lines += [f"    del t{v}" for v in dead]
-        schedule.append((fn, step.operands, step.result, tuple(dead), s == final))
-    lines.append(f"    return t{plan.steps[-1].result}")
-    return _interpreted(schedule, n, env["scaled"], "\n".join(lines) + "\n", env)
+    schedule = [(fn, step.operands, step.result, tuple([v for v in step.operands if v >= n and last_use[v] == s]),
+                 s == final) for s, (step, fn) in enumerate(zip(plan.steps, step_functions))]
+    return _interpreted(schedule, n, scaled(schedule[-1][0]))
 
 
-def _interpreted(schedule, n, last_scaled, source, env):
+def _interpreted(schedule, n, last_scaled):
     """:func:`unroll`'s ``run``: ``schedule`` (each step's function, operands, result, the
     intermediates it reads last, and whether it is the last step) run by a loop, until the
-    call that compiles ``source``."""
+    call that compiles the same calls (:func:`_source`, written then: most plans never get
+    there)."""
     calls, made, holders = [0], [], []
 
     def run(ops, scale=None):
@@ -66,7 +52,7 @@ def _interpreted(schedule, n, last_scaled, source, env):
             return made[0](ops, scale)
         calls[0] += 1
         if calls[0] >= CALLS_BEFORE_CODE:
-            made.append(_compiled(source, env))
+            made.append(_compiled(*_source(schedule, n, last_scaled)))
             for entry in holders:
                 if entry.run is run:
                     entry.run = made[0]
@@ -85,6 +71,25 @@ def _interpreted(schedule, n, last_scaled, source, env):
         return values[result]
     run.promote = holders.append
     return run
+
+
+def _source(schedule, n, last_scaled):
+    """``(source, names)``: one function making :func:`_interpreted`'s calls of ``schedule``,
+    its names bound to the step functions (``step0``, ...) and ``last_scaled`` (``scaled``)."""
+    name = lambda v: f"ops[{v}]" if v < n else f"t{v}"  # noqa: E731
+    lines = ["def run(ops, scale=None):"]
+    env = {"scaled": last_scaled}
+    for s, (fn, operands, result, dead, last) in enumerate(schedule):
+        env[f"step{s}"] = fn
+        args = ", ".join(name(v) for v in operands)
+        if last:
+            lines += ["    if scale is None:", f"        t{result} = step{s}({args})", "    else:",
+                      f"        t{result} = scaled({args}, scale)"]
+        else:
+            lines.append(f"    t{result} = step{s}({args})")
+        lines += [f"    del t{v}" for v in dead]
+    lines.append(f"    return t{schedule[-1][2]}")
+    return "\n".join(lines) + "\n", env
 
 
 def _compiled(source, env):

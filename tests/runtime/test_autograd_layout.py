@@ -253,6 +253,35 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     einc.cache_clear()
 
 
+def test_the_training_layout_is_weighed_when_a_gradient_is_taken(monkeypatch):
+    """A weighed step's training layout (``ttgt.for_training``) is weighed by the first
+    call that records a gradient, once, not when the steps are built; where it is another
+    layout, that call runs it and gives torch's answer and gradients."""
+    monkeypatch.setattr(ttgt, "SMALL", 0)                       # small steps are weighed too
+    monkeypatch.setattr(ttgt, "GRAD_PARTIAL", 1e9)              # a broadcast operand's gradient: dearer
+    monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
+    weighed, real = [], ttgt.for_training
+    monkeypatch.setattr(ttgt, "for_training", lambda lay, *a, **k: weighed.append((lay, real(lay, *a, **k)))
+                        or weighed[-1][1])
+    einc.cache_clear()
+    a, b = leaves([(4, 3), (2, 4, 3, 2)], seed=9)
+    with torch.no_grad():
+        out = einc.einsum("qQ,Pqrs->QPrs", a, b)
+    assert weighed == []
+    torch.testing.assert_close(out, torch.einsum("qQ,Pqrs->QPrs", a.detach(), b.detach()))
+    out = einc.einsum("qQ,Pqrs->QPrs", a, b)
+    assert len(weighed) == 1 and weighed[0][0].broadcast and not weighed[0][1].broadcast    # another layout
+    out2 = einc.einsum("qQ,Pqrs->QPrs", a, b)
+    assert len(weighed) == 1
+    g = torch.randn(out.shape, dtype=D)
+    for got in (out, out2):
+        ref = torch.einsum("qQ,Pqrs->QPrs", a, b)
+        torch.testing.assert_close(got, ref)
+        for x, y in zip(torch.autograd.grad(got, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
+            torch.testing.assert_close(x, y)
+    einc.cache_clear()
+
+
 def test_autograd_functions_carry_their_signature(monkeypatch):
     """torch binds each apply's arguments to forward's signature (setup_context is
     defined): the signature is built once, not on every call, for both einc Functions."""

@@ -215,3 +215,19 @@ def test_a_batch_index_is_looped_over_only_where_the_slab_is_permuted(loops):
 def test_a_slab_is_written_in_place_where_it_reads_as_a_stack_of_matrices(groups, order, sizes, expected):
     from einc.planner.strides import written_in_place
     assert written_in_place(groups, list(order), sizes) is expected
+
+
+def test_a_looped_step_builds_no_single_product(loops, monkeypatch):
+    """A looped step runs its own products, recorded or not: building it makes no step of
+    one product (the layout that would run it is not chosen, nor its training layout)."""
+    made, real = [], tx._matmul
+    monkeypatch.setattr(tx, "_matmul", lambda *a: made.append(a) or real(*a))
+    a, b = _operands(torch.float64, SHAPES[torch.float64][0])
+    out = einc.einsum(EQ, a, b)
+    assert loops and not made
+    torch.testing.assert_close(out, torch.einsum(EQ, a, b), rtol=1e-12, atol=1e-12)
+    a, b = (x.requires_grad_() for x in (a, b))
+    out = einc.einsum(EQ, a, b)
+    assert not made
+    for x, y in zip(torch.autograd.grad(out.sum(), (a, b)), torch.autograd.grad(torch.einsum(EQ, a, b).sum(), (a, b))):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)

@@ -231,14 +231,16 @@ def test_the_training_layout_runs_where_a_gradient_is_taken_and_is_exact(monkeyp
     real = tx._matmul
 
     def spy(ta, tb, groups, *rest):
-        found = real(ta, tb, groups, *rest)
-        fn = found[0]
+        fn, make, chunked = real(ta, tb, groups, *rest)
         picked.append(groups[0])
 
-        def run(a, b):
+        def run(a, b, fn=fn):
             seen.append(tuple(groups[0]))
             return fn(a, b)
-        return run, found[1]
+
+        def made():             # (the step made to run where a gradient is taken)
+            return lambda a, b: run(a, b, make())
+        return run, make and made, chunked
     seen = []
     monkeypatch.setattr(tx, "_matmul", spy)
     eq = "BTD,NDH->BTNH"
@@ -350,7 +352,7 @@ def test_a_copy_to_fresh_pages_costs_more_per_element(monkeypatch):
         ttgt.cache_clear()      # no layout priced without it kept for later tests
 
 
-def test_a_broadcast_operand_runs_without_an_expanded_copy():
+def test_a_broadcast_operand_runs_without_an_expanded_copy(trained_as_forced):
     """The executor makes the copy the model counts: running the layout above allocates no
     tensor of B's expanded size (8 x 12 x 32 x 64 elements), and is exact, with gradients."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -499,8 +501,16 @@ def _layouts(eq, shapes):
     return plan, seen
 
 
+@pytest.fixture
+def trained_as_forced(monkeypatch):
+    """Gradients through the forced layout itself: a step weighs its training layout on
+    the first call that takes a gradient, after :func:`_forced` has built it."""
+    monkeypatch.setattr(ttgt, "for_training", lambda forward, *args, **kw: forward)
+
+
 def _forced(plan, lay, dtype=torch.float64):
-    """The step functions with ``lay`` as the layout, with a gradient or without."""
+    """The step functions with ``lay`` as the layout, without a gradient (with one: also
+    the ``trained_as_forced`` fixture)."""
     real, training = ttgt.pick, ttgt.for_training
     key = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.outer)  # noqa: E731
     # (a looped layout's step also chooses the layout of one product it runs under autograd)
@@ -567,7 +577,7 @@ def test_every_layout_at_sizes_zero_and_one(eq, shapes):
 
 @pytest.mark.parametrize("eq,shapes", [CASES[0], CASES[5], CASES[10], CASES[11], CASES[13], CASES[14]],
                          ids=lambda c: str(c))
-def test_every_layout_differentiates(eq, shapes):
+def test_every_layout_differentiates(eq, shapes, trained_as_forced):
     plan, layouts = _layouts(eq, shapes)
     ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
     for lay in layouts:

@@ -64,6 +64,23 @@ def test_a_plan_of_several_steps_runs_by_a_loop_then_compiled_with_the_same_bits
     torch.testing.assert_close(first, torch.einsum(eq, *ops))
 
 
+def test_the_compiled_source_is_written_by_the_call_that_compiles_it(monkeypatch):
+    """A plan's run writes its function's source on the call that compiles it, not when
+    the plan's run is made: the calls before it loop and need none."""
+    written, real = [], program._source
+    monkeypatch.setattr(program, "_source", lambda *a: written.append(a) or real(*a))
+    compiled = _counting_compiles(monkeypatch)
+    plan = plan_for(parse("ab,bc,cd->ad"), [(2, 3), (3, 4), (4, 5)], Options.of(False))
+    run = program.unroll(plan, [_torch_step(step) for step in plan.steps])
+    g = torch.Generator().manual_seed(1)
+    ops = [torch.randn(s, generator=g) for s in ((2, 3), (3, 4), (4, 5))]
+    looped = [run(ops) for _ in range(program.CALLS_BEFORE_CODE - 1)]
+    assert written == [] and compiled == []
+    out = run(ops)
+    assert len(written) == 1 and len(compiled) == 1 and compiled[0].count("step") == len(plan.steps)
+    assert all(torch.equal(x, out) for x in looped) and torch.equal(run(ops), out) and len(written) == 1
+
+
 def _torch_step(step):
     """torch.einsum of one step of two operands."""
     letter = "abcdefghijklmnopqrstuvwxyz".__getitem__

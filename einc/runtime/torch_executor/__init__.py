@@ -26,6 +26,7 @@ chunk copied into the result while in cache, and a large multiply and sum a bloc
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 
@@ -34,17 +35,18 @@ import torch
 from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
-from ...planner.strides import contiguous
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import direct, ttgt
+from . import direct
 from .backward import as_bmm
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
-from .permute_copy import MIN_BYTES, untracked, wide_plan
 from .permute_copy import permuted_copy as _permuted_copy
+from .permute_copy import untracked
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
+from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
+from .relayout import strided_matrices as _strided_matrices
 
 _HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
@@ -56,11 +58,14 @@ def _integral(dtype: torch.dtype) -> bool:
 
 def _perm(src, dst):
     """The permutation taking index order ``src`` to ``dst``, or None if identity."""
-    p = tuple(src.index(i) for i in dst)
+    p = tuple(map(src.index, dst))
     return None if p == tuple(range(len(p))) else p
 
 
 def _chain(fns):
+    if len(fns) == 2:               # (most chains: a step's view and its layout)
+        f, g = fns
+        return g if f is None else f if g is None else (lambda x: g(f(x)))
     fns = [f for f in fns if f is not None]
     if not fns:
         return None
@@ -181,7 +186,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     sa, sb = set(ta), set(tb)
     summed = set(step.summed)
     kind = step.kind
-    if kind != PRODUCT and all(g.sizes[i] == 1 for i in summed & sa & sb):
+    if kind != PRODUCT and set(map(g.sizes.__getitem__, summed & sa & sb)) <= {1}:
         kind = PRODUCT      # the shared sums run over size 1: a product, as in torch.einsum
     drop_a, drop_b = (summed & sa, summed & sb) if kind == PRODUCT else (summed - sb, summed - sa)
     prep_a, ta, da, _ = _prep(ta, drop_a, plan, dtypes[0], widen)
@@ -216,8 +221,8 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
     _check_dtypes(step, plan, da, db)
     if kind == DOT:
         return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes, free), da
-    kept = math.prod(g.sizes[i] for i in out if i not in sa or i not in sb)
-    terms = math.prod(g.sizes[i] for i in summed & sa & sb)
+    kept = math.prod(map(g.sizes.__getitem__, [i for i in out if i not in sa or i not in sb]))
+    terms = math.prod(map(g.sizes.__getitem__, summed & sa & sb))
     if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
         # Few outputs per batch element, each a long sum (``abc,abcd->d``: 4 outputs of 68,880
         # terms): multiply and sum, as a dot step does.  torch's sum adds in a cascade, where a
@@ -229,27 +234,56 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, _finish(free) if final else None), da
 
-    # CONTRACT: a matrix product over (batch, M, K) x (batch, K, N), in the layout whose
-    # copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which indices are batch,
-    # the order inside each group).  The last step of ``layout="any"`` (``free_out``) prices
-    # and makes no final copy: the product's output permuted as a view, as earlier steps'.
+    return _contract(ta, tb, out, g.sizes, prep_a, prep_b, da, final, free), da
+
+
+def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
+    """A contraction step: a matrix product over (batch, M, K) x (batch, K, N), in the layout
+    whose copies cost least (runtime/torch_executor/ttgt.py: which operand is left, which
+    indices are batch, the order inside each group).  The last step of ``layout="any"``
+    (``free_out``) prices and makes no final copy: the product's output permuted as a view,
+    as earlier steps'.  (No closure here: what a step keeps for its first gradient is one
+    tuple and one partial, not a cell per name.)"""
     free_out = final and free
+    lay = direct.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, loops=not free_out,
+                        free_out=free_out)
+    if lay.outer:                   # (runs its own products, recorded or not: runtime/torch_executor/looped.py)
+        return looped(lay, ta, tb, out, sizes, prep_a, prep_b, functools.partial(_read_view, sizes=sizes))
+    step = (ta, tb, out, sizes, prep_a, prep_b, dtype, final, free)
+    fn, training, chunked = _product(lay, *step)
+    if direct.weighed(lay):
+        # a broadcast operand's gradient may cost more in this layout (runtime/torch_executor/ttgt.py): the
+        # layout to train in is weighed by the first call that takes a gradient (most first calls take none)
+        training = functools.partial(_trained, lay, step, training, fn)
+    if training is not None:
+        fn = _with_grad(fn, _on_first_use(training))
+    return _tagged(fn, lay, chunked) if lay.copies else fn
 
-    def contract(lay):              # (fn, the same in chunks or None)
-        pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-        return _matmul(xa, xb, lay.groups, out, g.sizes, final and not free, pa, pb, lay.swap, lay.flip,
-                       da.itemsize)
 
-    lay = direct.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=not free_out, free_out=free_out)
-    flat = ttgt.choose(ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, loops=False) if lay.outer else lay
-    fn, chunked = contract(flat)
-    training = direct.for_training(flat, ta, tb, out, g.sizes, _COPY_WORTH_SPARING, da.itemsize, free_out=free_out)
-    if training is not flat:        # a broadcast operand's gradient would cost more: runtime/torch_executor/ttgt.py
-        fn = _with_grad(fn, _on_first_use(lambda: contract(training)[0]))
-    if lay.outer:
-        read = lambda term, groups, flip: _chain(list(_read(term, groups, g.sizes, None, flip)[:2]))  # noqa: E731
-        return looped(lay, ta, tb, out, g.sizes, prep_a, prep_b, read), da
-    return (_tagged(fn, flat, chunked) if flat.copies else fn), da
+def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
+    """:func:`_matmul`'s ``(fn, what makes it for training or None, the same in chunks or None)``
+    of a contraction step in the layout ``lay``."""
+    pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
+    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize)
+
+
+def _trained(lay, step, forward, plain):
+    """What runs a step of layout ``lay`` where a gradient is taken (``step``: :func:`_product`'s
+    arguments less the layout): ``forward()`` (or ``plain``) where ``ttgt.for_training``
+    keeps ``lay``, else the step in the layout it takes, as that layout trains."""
+    ta, tb, out, sizes, _, _, dtype, final, free = step
+    other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
+                                free_out=final and free)
+    if other is lay:
+        return forward() if forward else plain
+    fn, make, _ = _product(other, *step)
+    return make() if make else fn
+
+
+def _read_view(term, groups, flip, sizes):
+    """An operand over ``term`` as the stack of matrices ``groups`` (:func:`_read` without
+    its stacked copy), for a looped layout."""
+    return _chain(list(_read(term, groups, sizes, None, flip)[:2]))
 
 
 def _tagged(fn, lay, chunked=None):
@@ -322,9 +356,10 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
 
 
 def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
-    """``(step, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
+    """``(step, training, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
     cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
-    summed, cols), the result put in ``out``'s order; and the same a chunk at a time on
+    summed, cols), the result put in ``out``'s order; what makes the step to run where a
+    gradient is taken, or None where that is ``step``; and the same a chunk at a time on
     any device, or None (:func:`einc.runtime.torch_executor.chunked.plan_chunks`).  A batch index
     missing from an operand is broadcast (stride 0; copied expanded where it merges with
     the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
@@ -338,9 +373,9 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     prep_a, lay_a, stack_a = _read(ta, groups_a, sizes, prep_a, "l" in flip)
     prep_b, lay_b, stack_b = _read(tb, groups_b, sizes, prep_b, "r" in flip)
     natural = batch + m + n
-    res_shape = tuple(sizes[i] for i in natural)
+    res_shape = tuple(map(sizes.__getitem__, natural))
     perm_out = _perm(natural, out)
-    post = [(lambda x: x.reshape(res_shape)) if any(len(grp) != 1 for grp in groups_c) else None]
+    post = [(lambda x: x.reshape(res_shape)) if _merges(groups_c, natural) else None]
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
         if _strided_matrices(out, groups_c, sizes) or _copied_back(natural, out, groups_c, sizes, itemsize):
@@ -357,20 +392,31 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         whole = _chain_out(mm, post)
         step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
-
-    def training(fallback=step):
-        # where a gradient is taken: bmm where its backward's products cost less (backward.py)
-        # and the stacked copies (_layout); else the whole product, or the plain step
-        grad_mm = _bmm_of_one if not batch and as_bmm(ta, tb, m, n, k, flip, sizes, itemsize) else mm
-        if not (stack_a or stack_b or grad_mm is not mm):
-            return fallback
-        whole_step = _binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b]))
-        return _chain_out(whole_step, post)
-    if stack_a or stack_b or not batch:         # (decided on the first call that takes a gradient)
-        step = _with_grad(step, _on_first_use(training))
+    made = None
+    if stack_a or stack_b or not batch:         # (made by the first call that takes a gradient)
+        thin = None if batch else (ta, tb, m, n, k, flip, sizes, itemsize)
+        made = functools.partial(_grad_step, step, mm, (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b), post, thin)
+        made = functools.partial(_swapped_made, made) if swap else made
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
-    return step, anywhere
+    return step, made, anywhere
+
+
+def _grad_step(fallback, mm, a, b, post, thin):
+    """What runs a contraction step where a gradient is taken (made by the first such call):
+    ``bmm`` where its backward's products cost less than ``mm``'s (``thin``: the step's
+    ``(ta, tb, m, n, k, flip, sizes, itemsize)`` where it has no batch; backward.py) and the
+    operands' stacked copies (:func:`_layout`; ``a``, ``b``: each ``(prep, view, stacked)``);
+    else the whole product, or ``fallback``, the plain step."""
+    grad_mm = _bmm_of_one if thin is not None and as_bmm(*thin) else mm
+    (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b) = a, b
+    if not (stack_a or stack_b or grad_mm is not mm):
+        return fallback
+    return _chain_out(_binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])), post)
+
+
+def _swapped_made(make):
+    return _swapped(make())
 
 
 def _read(term, groups, sizes, prep, flip):
@@ -378,7 +424,7 @@ def _read(term, groups, sizes, prep, flip):
     (:func:`_layout`; :func:`_flipped` with ``flip``), ``prep`` broadcasting it over the
     batch indices it lacks.  One lacking every batch index of size > 1 is laid out alone,
     copied at most once, then expanded (stride 0), as runtime/torch_executor/ttgt.py counts it."""
-    shape = tuple(math.prod(sizes[i] for i in grp) for grp in groups)
+    shape = tuple([math.prod(map(sizes.__getitem__, grp)) for grp in groups])
     missing = [i for i in groups[0] if i not in term] if len(groups) == 3 else []
     if missing and all(sizes[i] == 1 for i in groups[0] if i in term):
         own, one = [[i for i in groups[0] if i in term], *groups[1:]], (1, *shape[1:])
@@ -408,8 +454,8 @@ def _layout(term, groups, shape, sizes):
     is cheaper (a forward alone is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
-    merge = any(len(grp) != 1 for grp in groups)
-    view = _chain([(lambda x: x.permute(perm)) if perm else None, (lambda x: x.reshape(shape)) if merge else None])
+    view = _chain([(lambda x: x.permute(perm)) if perm else None,
+                   (lambda x: x.reshape(shape)) if _merges(groups, order) else None])
     if perm is None:
         return view, None
     copy = _on_first_use(lambda: _stack_copy(term, groups, shape, sizes))
@@ -421,6 +467,11 @@ def _layout(term, groups, shape, sizes):
             return copy(x)
         return y
     return view, stacked
+
+
+def _merges(groups, order) -> bool:
+    """Whether a group of ``groups`` (``order``: their indices) is not one index: a reshape."""
+    return len(order) != len(groups) or not all(groups)
 
 
 def _on_first_use(make):
@@ -473,38 +524,6 @@ def _stack_copy(term, groups, shape, sizes):
         return _chain([_permuted_copy(term, order, sizes), view])
     tshape = shape[:-2] + (shape[-1], shape[-2])
     return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
-
-
-def _strided_matrices(out, groups, sizes) -> bool:
-    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
-    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
-    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
-    permuted result then reaches the backward's matrix products as a view that ``bmm``
-    copies matrix by matrix, once per product.  (Where the groups do not merge, the
-    reshape's backward copies it once anyway; where a matrix axis has unit stride,
-    BLAS reads it as it is.)"""
-    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
-    merged = []
-    for grp in groups:
-        live = [i for i in grp if sizes[i] != 1]
-        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
-            return False
-        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
-    (rows, sr), (cols, sc) = merged[-2:]
-    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
-
-
-def _copied_back(natural, out, groups, sizes, itemsize) -> bool:
-    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, copied in wide
-    elements (``permute_copy.wide_plan``), has a group that does not merge in ``out``: its
-    gradient reaches the products through the reshape's copy, element by element, which
-    the one-copy backward (:class:`_Relayout`) makes wide, and the forward's copy too
-    (pykeen's NTN ``bcda,bca->bcd``: runs of 4 float32)."""
-    strides, source = (dict(zip(t, contiguous([sizes[i] for i in t]))) for t in (out, natural))
-    live = [[i for i in grp if sizes[i] != 1] for grp in groups]
-    merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
-    return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
-        wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
 
 
 def _bmm_of_one(a, b):

@@ -65,7 +65,7 @@ def _bound(ta, tb, out, sizes, itemsize, within=math.inf):
     sa, sb = set(ta), set(tb)
     groups = ([i for i in out if i in sa and i in sb], [i for i in out if i in sa and i not in sb],
               [i for i in out if i in sb and i not in sa], [i for i in ta if i in sb and i not in out])
-    dims = [math.prod([sizes[i] for i in g]) for g in groups]
+    dims = [math.prod(map(size, g)) for g in groups]
     least = ttgt._product_ns(*dims, scale)
     saved += ttgt._product_ns(*dims, scale, True, ttgt._k_unit_applies(dims)) - least
     return saved, least + saved, groups
@@ -97,12 +97,18 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, loops=True, free_out=F
                                                                loops=loops, free_out=free_out)
 
 
+def weighed(lay) -> bool:
+    """Whether ``lay`` was weighed (not :class:`Direct`): only then may :func:`for_training`
+    take another layout."""
+    return not isinstance(lay, Direct)
+
+
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
     """``lay`` itself where it is direct (a step too small to weigh is not weighed for
     training either), else ``ttgt.for_training``'s layout."""
-    if isinstance(lay, Direct):
+    if not weighed(lay):
         return lay
     return ttgt.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
 
 
-__all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved"]
+__all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved", "weighed"]

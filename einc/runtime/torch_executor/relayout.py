@@ -1,11 +1,16 @@
 """The one-copy backward of a step's last copy: a copy into another layout whose gradient
-is the copy back, one fresh contiguous tensor (see the torch executor's docstring)."""
+is the copy back, one fresh contiguous tensor (see the torch executor's docstring), and
+where a step's last copy takes it (:func:`strided_matrices`, :func:`copied_back`)."""
 
 from __future__ import annotations
 
 import inspect
+import math
 
 import torch
+
+from ...planner.strides import contiguous
+from .permute_copy import MIN_BYTES, wide_plan
 
 
 class _Relayout(torch.autograd.Function):
@@ -46,3 +51,35 @@ def relayout(there, back):
             return _Relayout.apply(x, there, back)
         return there(x)
     return run
+
+
+def strided_matrices(out, groups, sizes) -> bool:
+    """Whether a contiguous tensor over ``out`` reads, through a permutation and a
+    reshape that are views, as the stack of matrices ``groups`` (batch, rows, cols)
+    but with no unit-stride axis (a batch index innermost): the gradient arriving at a
+    permuted result then reaches the backward's matrix products as a view that ``bmm``
+    copies matrix by matrix, once per product.  (Where the groups do not merge, the
+    reshape's backward copies it once anyway; where a matrix axis has unit stride,
+    BLAS reads it as it is.)"""
+    strides = dict(zip(out, contiguous([sizes[i] for i in out])))
+    merged = []
+    for grp in groups:
+        live = [i for i in grp if sizes[i] != 1]
+        if any(strides[a] != strides[b] * sizes[b] for a, b in zip(live, live[1:])):
+            return False
+        merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
+    (rows, sr), (cols, sc) = merged[-2:]
+    return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+def copied_back(natural, out, groups, sizes, itemsize) -> bool:
+    """Whether a permuted result of ``permute_copy.MIN_BYTES`` or more, copied in wide
+    elements (``permute_copy.wide_plan``), has a group that does not merge in ``out``: its
+    gradient reaches the products through the reshape's copy, element by element, which
+    the one-copy backward (:class:`_Relayout`) makes wide, and the forward's copy too
+    (pykeen's NTN ``bcda,bca->bcd``: runs of 4 float32)."""
+    strides, source = (dict(zip(t, contiguous([sizes[i] for i in t]))) for t in (out, natural))
+    live = [[i for i in grp if sizes[i] != 1] for grp in groups]
+    merged = all(strides[a] == strides[b] * sizes[b] for g in live for a, b in zip(g, g[1:]))
+    return math.prod(sizes[i] for i in out) * itemsize >= MIN_BYTES and not merged and bool(
+        wide_plan(tuple(sizes[i] for i in out), tuple(source[i] for i in out), 0, itemsize))
