@@ -351,6 +351,28 @@ def test_the_first_shapes_of_an_equation_are_classed_by_a_loop_then_by_generated
     assert len(compiled) == 1 and compiled[0].startswith("def classify(")
 
 
+def test_an_equation_s_labels_are_resolved_once_for_the_loop(monkeypatch):
+    """The loop that classifies an equation's first shapes resolves its labels (an ellipsis's
+    dimensions among them) once per equation and ranks, not at each sight; a symbolic or
+    zero size, a diagonal of unequal sizes and sizes that do not broadcast are not classed."""
+    resolved = []
+    labels = sizeclass._labels
+    monkeypatch.setattr(sizeclass, "_labels", lambda *args: resolved.append(args[1]) or labels(*args))
+    sizeclass.clear()
+    eq = parse("b...i,bij->bj...")
+    for n in range(2, 8):
+        assert sizeclass.canonical(eq, [(2, 5, n), (2, n, 3)]) == ((3, 6, sizeclass.canonical_size(n)),
+                                                                  (3, sizeclass.canonical_size(n), 3))
+    assert resolved == [(3, 3)]
+    diagonal = parse("bii,bi->b")
+    assert sizeclass.canonical(diagonal, [(2, 3, 3), (1, 3)]) == ((3, 3, 3), (1, 3))
+    unfit = ([(2, 1, 3), (2, 3)], [(2, 3, 3), (2, 4)], [(0, 3, 3), (2, 3)],
+             [(2, 3, 3), (2.0, 3)])        # (2.0: not an int, as a symbolic size is not)
+    for shapes in unfit:
+        assert sizeclass.canonical(diagonal, shapes) is None, shapes
+    assert resolved == [(3, 3), (3, 2)]
+
+
 def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes():
     checked = 0
     for case, ops in CASES:
