@@ -495,6 +495,37 @@ def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     assert len(planned) == 2 and len(emitted) == 2
 
 
+def test_classes_whose_size_1_dimensions_differ_outside_the_sums_share_their_step(monkeypatch):
+    """A step's analysis reads whether its summed indices have size 1, no other size: classes
+    of one equation whose size-1 dimensions differ elsewhere share its analysis and ops, each
+    with its own plan and the ops and bits it gets when built alone; a summed index of
+    size 1 is another step (a product)."""
+    from einc.runtime.torch_executor import classed
+    analysed, emitted = [], []
+    analyse, emit = classed._analysed, classed._emitted
+    monkeypatch.setattr(classed, "_analysed", lambda *args: analysed.append(args) or analyse(*args))
+    monkeypatch.setattr(classed, "_emitted", lambda *args: emitted.append(args) or emit(*args))
+    calls = [("edb,eca->ecdab", [(40, 1, 1), (40, 16, 1)]), ("edb,eca->ecdab", [(40, 1, 3), (40, 16, 1)]),
+             ("edb,eca->ecdab", [(40, 1, 1), (40, 16, 3)]), ("dca,dba->dcb", [(40, 1, 3), (40, 16, 3)]),
+             ("dca,dba->dcb", [(40, 2, 3), (40, 16, 3)]), ("dca,dba->dcb", [(40, 2, 1), (40, 16, 1)])]
+    built = []
+    for k, (text, shapes) in enumerate(calls):
+        eq, ops = parse(text), [torch.randn(*s, generator=torch.Generator().manual_seed(k)) for s in shapes]
+        entry = engine.entry(eq, ops, DEFAULT)
+        assert entry.plan == plan_for(eq, entry.size_class, DEFAULT)
+        built.append((eq, ops, entry.run.source, engine.run(eq, ops, DEFAULT)))
+        if k == 2:
+            assert len(analysed) == len(emitted) == 1      # ecdab's three classes: one product
+    assert len(analysed) == 3       # and dcb's contraction, and its sum over 1
+    for eq, ops, source, result in built:
+        einc.cache_clear()
+        alone = engine.entry(eq, ops, DEFAULT)
+        assert alone.run.source == source
+        assert torch.equal(engine.run(eq, ops, DEFAULT), result)
+        expected = torch.einsum(eq.text, *[o.double() for o in ops])
+        torch.testing.assert_close(result.double(), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_searched_path_of_three_operands_is_never_taken_from_another_class():
     """A searched path of three operands depends on the sizes: a class takes its own,
     whichever class of its structure came first."""
