@@ -24,7 +24,6 @@ where the copy-cost model and the chunked copies pay for the planning.
 
 from __future__ import annotations
 
-import math
 import re
 
 import torch
@@ -110,27 +109,28 @@ def canonical(eq, shapes):
     not fit ``eq`` (two sizes of one index that differ and are not 1, or differ at all
     within one operand: planning the shape raises einc's error), more than
     :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a loop over the
-    labels (:func:`_slow_canonical`) the first :data:`SIGHTS_BEFORE_CODE` times an equation
-    and ranks come, then by a function generated for them (:func:`_classifier`): its compile
-    costs as much as dozens of runs of the loop, paid only where new shapes keep coming."""
+    labels, resolved once (:class:`_Loop`), the first :data:`SIGHTS_BEFORE_CODE` times an
+    equation and ranks come, then by a function generated for them (:func:`_classifier`): its
+    compile costs as much as dozens of runs of the loop, paid only where new shapes keep
+    coming."""
     key = (eq.canonical, *map(len, shapes))
-    fn = _classifiers.get(key, 0)
-    if fn.__class__ is int:         # (the sights so far)
-        if fn < SIGHTS_BEFORE_CODE:
-            if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
-                _classifiers.clear()
-            _classifiers[key] = fn + 1
-            return None if any(n.__class__ is not int for shape in shapes for n in shape) else \
-                _slow_canonical(eq, shapes)
+    fn = _classifiers.get(key)
+    if fn is None:
+        if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
+            _classifiers.clear()
+        fn = _classifiers[key] = _Loop(eq, key[1:])
+    if fn.__class__ is _Loop:
+        if fn.sights < SIGHTS_BEFORE_CODE:
+            fn.sights += 1
+            return fn(shapes)
         fn = _classifiers[key] = _classifier(eq, key[1:])
     try:
         return fn(*shapes)
     except (IndexError, TypeError):         # a size past the table, a symbolic size
-        return None if any(n.__class__ is not int for shape in shapes for n in shape) else \
-            _slow_canonical(eq, shapes)
+        return _slow_canonical(eq, shapes)
 
 
-_classifiers: dict = {}      # (equation, ranks) -> the generated function, or the sights so far
+_classifiers: dict = {}      # (equation, ranks) -> the generated function, or its _Loop until then
 SIGHTS_BEFORE_CODE = 16
 _TABLE = 1 << 14
 
@@ -198,26 +198,50 @@ def _classifier(eq, ranks):
 
 
 def _slow_canonical(eq, shapes):
-    """:func:`canonical` for shapes with a size past the generated function's table."""
-    terms = _labels(eq, tuple(map(len, shapes)))
-    if terms is None:
-        return None
-    sizes: dict = {}
-    found = []
-    for labels, shape in zip(terms, shapes):
-        mine: dict = {}
-        for label, n in zip(labels, shape):
-            if n == 0 or mine.setdefault(label, n) != n:
-                return None
-            seen = sizes.get(label)
-            if seen is None or seen == 1:
-                sizes[label] = n
-            elif n != 1 and n != seen:
-                return None
-        found.append(tuple(canonical_size(n) for n in shape))
-    if math.prod(canonical_size(n) for n in sizes.values()) > CLASS_WORK:
-        return None
-    return tuple(found)
+    """:func:`canonical` for shapes with a size past the generated function's table, or a
+    symbolic one."""
+    return _Loop(eq, tuple(map(len, shapes)))(shapes)
+
+
+class _Loop:
+    """:func:`canonical` of one equation and ranks by a loop over their labels, resolved once
+    (each operand's labels as numbers, the dimensions a repeated label pairs): the
+    classifier of the first :data:`SIGHTS_BEFORE_CODE` sights (``sights``), and of shapes
+    the generated function does not take."""
+
+    __slots__ = ("sights", "terms", "pairs", "count")
+
+    def __init__(self, eq, ranks):
+        self.sights = 0
+        terms = _labels(eq, ranks)
+        ids: dict = {}
+        self.terms = None if terms is None else [[ids.setdefault(x, len(ids)) for x in t] for t in terms]
+        self.pairs = None if terms is None else [
+            [(t.index(x), d) for d, x in enumerate(t) if t.index(x) != d] for t in terms]
+        self.count = len(ids)
+
+    def __call__(self, shapes):
+        if self.terms is None:
+            return None
+        sizes = [1] * self.count
+        found = []
+        for term, pairs, shape in zip(self.terms, self.pairs, shapes):
+            for i, n in zip(term, shape):
+                if n.__class__ is not int or n == 0:
+                    return None
+                seen = sizes[i]
+                if seen == 1:
+                    sizes[i] = n
+                elif n != 1 and n != seen:
+                    return None
+            for d1, d2 in pairs:        # a diagonal: its sizes equal, 1 not broadcast
+                if shape[d1] != shape[d2]:
+                    return None
+            found.append(tuple([_C[n] if n < _TABLE else canonical_size(n) for n in shape]))
+        work = 1
+        for n in sizes:
+            work *= _C[n] if n < _TABLE else canonical_size(n)
+        return None if work > CLASS_WORK else tuple(found)
 
 
 def _build(eq, shapes, dtype, device, orders, options, check):

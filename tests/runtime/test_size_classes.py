@@ -351,6 +351,28 @@ def test_the_first_shapes_of_an_equation_are_classed_by_a_loop_then_by_generated
     assert len(compiled) == 1 and compiled[0].startswith("def classify(")
 
 
+def test_an_equation_s_labels_are_resolved_once_for_the_loop(monkeypatch):
+    """The loop that classifies an equation's first shapes resolves its labels (an ellipsis's
+    dimensions among them) once per equation and ranks, not at each sight; a symbolic or
+    zero size, a diagonal of unequal sizes and sizes that do not broadcast are not classed."""
+    resolved = []
+    labels = sizeclass._labels
+    monkeypatch.setattr(sizeclass, "_labels", lambda *args: resolved.append(args[1]) or labels(*args))
+    sizeclass.clear()
+    eq = parse("b...i,bij->bj...")
+    for n in range(2, 8):
+        assert sizeclass.canonical(eq, [(2, 5, n), (2, n, 3)]) == ((3, 6, sizeclass.canonical_size(n)),
+                                                                  (3, sizeclass.canonical_size(n), 3))
+    assert resolved == [(3, 3)]
+    diagonal = parse("bii,bi->b")
+    assert sizeclass.canonical(diagonal, [(2, 3, 3), (1, 3)]) == ((3, 3, 3), (1, 3))
+    unfit = ([(2, 1, 3), (2, 3)], [(2, 3, 3), (2, 4)], [(0, 3, 3), (2, 3)],
+             [(2, 3, 3), (2.0, 3)])        # (2.0: not an int, as a symbolic size is not)
+    for shapes in unfit:
+        assert sizeclass.canonical(diagonal, shapes) is None, shapes
+    assert resolved == [(3, 3), (3, 2)]
+
+
 def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes():
     checked = 0
     for case, ops in CASES:
@@ -471,6 +493,37 @@ def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     assert entries[1].run is not entries[0].run and entries[1].run.source == entries[0].run.source
     engine.entry(eq, (torch.randn(1, 9, 5), torch.randn(7, 5, 11)), DEFAULT)    # broadcast: another structure
     assert len(planned) == 2 and len(emitted) == 2
+
+
+def test_classes_whose_size_1_dimensions_differ_outside_the_sums_share_their_step(monkeypatch):
+    """A step's analysis reads whether its summed indices have size 1, no other size: classes
+    of one equation whose size-1 dimensions differ elsewhere share its analysis and ops, each
+    with its own plan and the ops and bits it gets when built alone; a summed index of
+    size 1 is another step (a product)."""
+    from einc.runtime.torch_executor import classed
+    analysed, emitted = [], []
+    analyse, emit = classed._analysed, classed._emitted
+    monkeypatch.setattr(classed, "_analysed", lambda *args: analysed.append(args) or analyse(*args))
+    monkeypatch.setattr(classed, "_emitted", lambda *args: emitted.append(args) or emit(*args))
+    calls = [("edb,eca->ecdab", [(40, 1, 1), (40, 16, 1)]), ("edb,eca->ecdab", [(40, 1, 3), (40, 16, 1)]),
+             ("edb,eca->ecdab", [(40, 1, 1), (40, 16, 3)]), ("dca,dba->dcb", [(40, 1, 3), (40, 16, 3)]),
+             ("dca,dba->dcb", [(40, 2, 3), (40, 16, 3)]), ("dca,dba->dcb", [(40, 2, 1), (40, 16, 1)])]
+    built = []
+    for k, (text, shapes) in enumerate(calls):
+        eq, ops = parse(text), [torch.randn(*s, generator=torch.Generator().manual_seed(k)) for s in shapes]
+        entry = engine.entry(eq, ops, DEFAULT)
+        assert entry.plan == plan_for(eq, entry.size_class, DEFAULT)
+        built.append((eq, ops, entry.run.source, engine.run(eq, ops, DEFAULT)))
+        if k == 2:
+            assert len(analysed) == len(emitted) == 1      # ecdab's three classes: one product
+    assert len(analysed) == 3       # and dcb's contraction, and its sum over 1
+    for eq, ops, source, result in built:
+        einc.cache_clear()
+        alone = engine.entry(eq, ops, DEFAULT)
+        assert alone.run.source == source
+        assert torch.equal(engine.run(eq, ops, DEFAULT), result)
+        expected = torch.einsum(eq.text, *[o.double() for o in ops])
+        torch.testing.assert_close(result.double(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_a_searched_path_of_three_operands_is_never_taken_from_another_class():

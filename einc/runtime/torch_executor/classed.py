@@ -16,8 +16,9 @@ the same order whatever shapes came before.  A plan of one step runs its ops one
 (the same ops, the same arguments) for the calls before its :data:`CALLS_BEFORE_CODE`-th,
 and its compiled source from that one on: a compile costs as much as planning the class, and most
 classes of a first training step run a few times.  Sources are compiled once per text, and
-steps alike but for their sizes (classes of one equation and pattern of size-1 dimensions)
-share their analysis, and their ops where their sizes take the same decisions.
+steps alike but for their sizes (classes of one equation, whatever their size-1 dimensions
+outside the step's sums) share their analysis, and their ops where their sizes take the same
+decisions.
 
 The chunked, tiled and looped variants of the per-shape executor are left out: a class
 is small (:data:`einc.runtime.sizeclass.CLASS_WORK`), so its copies stay in cache.
@@ -255,11 +256,12 @@ def step_functions(plan, dtype, orders=None, layout="contiguous"):
 def _pairwise(plan, step, dtype, orders, free, final, cast, whole=True):
     """A two-operand step's function (:meth:`_Source.function`): ``final``, its result
     contiguous (unless ``free``) and cast to ``cast``.  What the function does depends on
-    the step's indices, which of them have size 1, and the decisions taken at its sizes (a
-    matrix product's layout): steps alike in those (classes of one equation and pattern of
-    size-1 dimensions, at other sizes) share the step's analysis and the function's ops."""
+    the step's indices, which of its summed ones have size 1 (:func:`_analysed` reads no
+    other size), and the decisions taken at its sizes (a matrix product's layout): steps
+    alike in those (classes of one equation at other sizes, whatever their size-1
+    dimensions outside the sums) share the step's analysis and the function's ops."""
     g = plan.graph
-    ones = frozenset([i for t in step.inputs for i in t if g.sizes[i] == 1])
+    ones = frozenset([i for i in step.summed if g.sizes[i] == 1])
     key = (step.kind, step.inputs, step.output, step.summed, plan.num_operands, ones, dtype, orders, free, final, cast,
            whole)
     found = _steps.get(key)
@@ -283,7 +285,9 @@ _steps: dict = {}       # a step's structure (see _pairwise) -> (its analysis, {
 def _analysed(plan, step, dtype, orders):
     """What a two-operand step does before its sizes decide: each operand's view in memory
     order and preparation (diagonals, squeezes, sums of its own indices), the terms after
-    them, and the step's kind (one whose shared sums all run over size 1 is a product)."""
+    them, and the step's kind (one whose shared sums all run over size 1 is a product).
+    It reads the sizes of the summed indices only, whether they are 1 (the key of
+    :func:`_pairwise`'s memo)."""
     g = plan.graph
     view_a, ta = _in_memory_order(step.inputs[0], orders[0])
     view_b, tb = _in_memory_order(step.inputs[1], orders[1])
