@@ -20,8 +20,11 @@ hold files of one name; ``support/`` holds the helpers the tests import by bare 
 tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -29,6 +32,13 @@ import torch
 GPU = torch.cuda.is_available()
 if not GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# einc's cache folder for the session (and the processes its tests start): a fresh one,
+# private as einc asks, never the user's, so that no test reads the paths, slicings or
+# kernels another run remembered there, nor leaves its own behind
+_CACHE = tempfile.mkdtemp(prefix="einc-tests-")
+os.environ["EINC_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 
@@ -44,6 +54,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
         if "interpreter" in item.keywords and not _interpreter_on():
             item.add_marker(pytest.mark.skip(reason="needs TRITON_INTERPRET=1 (Triton's CPU interpreter)"))
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """An empty cache folder for one test: nothing an earlier test of the session
+    remembered (a search long enough to be stored on a loaded machine) is read."""
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path / "einc-cache"))
+    return tmp_path / "einc-cache"
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ def _planned(monkeypatch, eq, shapes, limit):
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
-def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within_the_limit(monkeypatch):
+def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within_the_limit(monkeypatch, fresh_cache):
     inputs, sizes = _regular(40, 2, 4, seed=3)
     limit = 1024
     eq, shapes = _equation(inputs, sizes)
@@ -98,7 +98,7 @@ def test_the_ledger_counts_marks_and_stops_at_its_guard():
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
-def test_the_sliced_choice_is_counted_not_clocked(monkeypatch):
+def test_the_sliced_choice_is_counted_not_clocked(monkeypatch, fresh_cache):
     # a clock running twice as fast (a machine half as fast, or loaded) plans the same path
     # and slicing: the stages stop on their counts, and the guard is far off
     import time

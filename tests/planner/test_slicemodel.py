@@ -130,7 +130,7 @@ def _regular_equation():
     eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
     return eq, [tuple(sizes[i] for i in sorted(t)) for t in inputs]
 
-def test_the_slicer_cuts_both_paths_by_peak_before_either_by_cost(monkeypatch):
+def test_the_slicer_cuts_both_paths_by_peak_before_either_by_cost(monkeypatch, fresh_cache):
     # under its share, the slicer weighs each path by its cheaper cuts before any path by
     # its dearer ones: the unlimited path may slice the better, and a cut by cost of the
     # search's path must not spend the share it needs
@@ -163,7 +163,7 @@ def test_a_steps_own_moment_read_back_from_its_memo_is_counted_too():
     assert once == slicemodel.FLOOR_STEP / len(model.steps) and model.count[0] == 2 * once
 
 
-def test_the_slicer_models_each_path_once(monkeypatch):
+def test_the_slicer_models_each_path_once(monkeypatch, fresh_cache):
     # a model's figures (each step's flops, the operands under it) take a pass over the
     # path's steps: the check that the path fits unsliced, the cuts and the sliced plan
     # share one model per path
@@ -182,7 +182,7 @@ def test_the_slicer_models_each_path_once(monkeypatch):
     assert len(made) == len(set(made)) == 2
 
 
-def test_a_path_not_cut_yet_is_expected_to_weigh_every_halving_the_first_path_met(monkeypatch):
+def test_a_path_not_cut_yet_is_expected_to_weigh_every_halving_the_first_path_met(monkeypatch, fresh_cache):
     # another path's floors are not yet known to prune: its first cut is begun only where
     # weighing in full each halving the first path's cuts met would fit, not merely one as
     # long as the first path's cut, which its floors made short

@@ -11,7 +11,7 @@ from einc.planner.options import Options
 from tests.planner.test_objective import _regular
 
 
-def test_the_search_and_the_slicer_are_timed_apart(monkeypatch):
+def test_the_search_and_the_slicer_are_timed_apart(monkeypatch, fresh_cache):
     inputs, sizes = _regular(24, 2, 4, seed=6)
     labels = sorted({i for t in inputs for i in t})
     eq = ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
