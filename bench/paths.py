@@ -249,6 +249,9 @@ def end_to_end(eq, shapes, fresh_cache, rounds=1):
     runs: dict = {}
 
     def timed(key, fn):
+        # the garbage the searches and runs before left: a full collection over it, which any
+        # tool's allocations may set off, is not that tool's work (as plan_einc)
+        gc.collect()
         t, c = time.perf_counter(), time.process_time()
         result = fn()
         runs.setdefault(key, []).append(time.perf_counter() - t)

@@ -21,3 +21,13 @@ def test_einc_is_timed_after_the_garbage_the_runs_before_left_is_collected(monke
     monkeypatch.setattr(einc.planner, "plan_for", lambda eq, shapes: calls.append("plan") or Plan())
     seconds, cpu, path, note = paths.plan_einc("ij,jk->ik", [(2, 3), (3, 4)])
     assert calls[-2:] == ["collect", "plan"] and path == ((0, 1),) and note == "Path search: stub"
+
+
+def test_every_first_call_is_timed_after_the_garbage_the_runs_before_left_is_collected(monkeypatch, tmp_path):
+    # the peers' searches leave much garbage: a full collection it sets off inside one tool's
+    # timed call would be charged to that tool alone
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))    # restored after: end_to_end sets its own
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
+    out = paths.end_to_end("ab,bc->ac", [(2, 3), (3, 4)], lambda: str(tmp_path / str(len(calls))), rounds=2)
+    assert len(calls) == 2 * 4 and out["diff"] < 1e-12
