@@ -389,7 +389,7 @@ def _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, floor=N
     false: without :data:`K_UNIT`.  Each row ends with whether the product reads its right
     operand along K (where :data:`K_UNIT` applies, counted or not)."""
     largest = max(_size(ta, sizes), _size(tb, sizes))
-    few = max(largest, _size(out, sizes)) < (SMALL if small is None else small)     # _few
+    few = _few(ta, tb, out, sizes, small)
     memo = {}
     ta, tb, out = tuple(ta), tuple(tb), tuple(out)
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
