@@ -257,7 +257,7 @@ def _build(eq, shapes, dtype, device, orders, options, check):
         plan = _plan(eq, shapes, options)
     except Exception:       # noqa: BLE001 - planning the call's own shape raises einc's error for it
         return False
-    if plan.slicing is not None or plan.empty_sum is not None:
+    if plan.slicing is not None:    # (no class sums over an empty index: its sizes hold no 0)
         return False
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, types)
     if len(plan.steps) == 1:

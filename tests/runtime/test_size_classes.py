@@ -517,6 +517,19 @@ def test_classes_of_two_operands_are_planned_without_plan_for_once_per_graph(mon
     assert made == [(), (3,)] and planned == []     # (the second operand's first dimension)
 
 
+def test_a_class_build_works_out_nothing_its_class_settles(monkeypatch):
+    """A class's sizes hold no 0 (:func:`sizeclass.canonical` refuses one), so a class build
+    does not ask its plan for a sum over an empty index; its equation's torch spelling
+    (for the result dtype) is worked out once per equation, not once per class."""
+    from einc.planner.plan import Plan
+    monkeypatch.setattr(Plan, "empty_sum", property(lambda self: pytest.fail("a class asked for empty_sum")))
+    eq = parse("qrs,qts->qrt")
+    assert sizeclass.canonical(eq, [(4, 0, 3), (4, 2, 3)]) is None
+    for n in (2, 5, 9):
+        entry = engine.entry(eq, [torch.randn(n, 3, 4), torch.randn(n, 7, 4)], DEFAULT)
+        assert entry.size_class is not None and vars(eq)["torch_text"] == "qrs,qts->qrt"
+
+
 def test_classes_whose_size_1_dimensions_differ_outside_the_sums_share_their_step(monkeypatch):
     """A step's analysis reads whether its summed indices have size 1, no other size: classes
     of one equation whose size-1 dimensions differ elsewhere share its analysis and ops, each
