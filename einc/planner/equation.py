@@ -76,12 +76,13 @@ class Equation:
     def num_operands(self) -> int:
         return len(self.inputs)
 
-    @property
+    @functools.cached_property
     def torch_text(self) -> str:
         """The spelling to hand torch.einsum for the same call (torch's choice of ops, and
         so its result dtype, can depend on the order of the labels): the text as written
         where torch reads it (einc's sublist letters are torch's below 52), else the labels
-        renamed into torch's alphabet in the same order; the canonical form beyond 52."""
+        renamed into torch's alphabet in the same order; the canonical form beyond 52.
+        Worked out once per equation (each size class of a call reads it)."""
         if all(ch in _LETTERS or ch in ".,-> " for ch in self.text):
             return self.text
         labels = sorted({x for t in self.inputs for x in t if x != ELLIPSIS})

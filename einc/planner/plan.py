@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 import opt_einsum
 
 from ..errors import PathError
-from .graph import ContractionGraph
-from .options import LEFT_TO_RIGHT, Options, _auto
+from .equation import ELLIPSIS
+from .graph import ContractionGraph, _display
+from .options import AUTO, LEFT_TO_RIGHT, Options, _auto
 
 # Step kinds: what an executor has to do.
 CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
@@ -320,6 +321,63 @@ def resized(plan: Plan, sizes) -> Plan:
     graph = ContractionGraph(g.inputs, g.output, sizes, g.names)
     return Plan(graph, plan.equation, plan.optimizer, plan.path, steps, naive_flops(graph), sum(s.flops for s in steps),
                 max(s.size for s in steps), notes=plan.notes)
+
+
+class PairPlans:
+    """:func:`build_plan`'s plans of one two-operand equation without an ellipsis, under
+    options whose path is the one order there is (einc's default search or left to right,
+    no memory limit), for shapes that fit it (each label's sizes other than 1 equal: the
+    caller's check) -- as ``plan_for`` gives them, without its general machinery: the
+    labels resolved once, and the graph and step of each pattern of broadcast dimensions (a
+    size 1 against a larger size of its label, an index of its own) made once
+    (:meth:`_structure`); a plan of that pattern at other sizes is the same but for its
+    sizes and costs."""
+
+    __slots__ = ("text", "name", "terms", "output", "labels", "structures")
+
+    def __init__(self, eq, options: Options):
+        self.text, self.name, self.terms, self.output = eq.text, options.name, eq.inputs, eq.output
+        self.labels = eq.inputs[0] + eq.inputs[1]       # each dimension's, the operands' in turn
+        self.structures: dict = {}      # broadcast dimensions -> (graph, each index's label, step, its indices)
+
+    @staticmethod
+    def serves(eq, options: Options) -> bool:
+        """Whether ``eq`` and ``options`` are ones this plans (see the class)."""
+        return len(eq.inputs) == 2 and (options.optimize == AUTO or options.optimize is False) and \
+            options.memory_limit is None and not any(ELLIPSIS in t for t in eq.inputs)
+
+    def plan(self, shapes) -> Plan:
+        dims = (*shapes[0], *shapes[1])
+        size = {label: n for label, n in zip(self.labels, dims) if n != 1}     # each label's, where not 1
+        own = tuple([d for d, (label, n) in enumerate(zip(self.labels, dims)) if n == 1 and label in size])
+        found = self.structures.get(own)
+        if found is None:
+            found = self.structures[own] = self._structure(own)
+        graph, read, s, seen = found
+        sizes = tuple([size.get(label, 1) for label in read])
+        graph = ContractionGraph(graph.inputs, graph.output, sizes, graph.names)
+        step = Step(s.kind, s.operands, s.result, s.inputs, s.output, s.batch, s.summed,
+                    flop_count(seen, bool(s.summed), 2, sizes), math.prod([sizes[i] for i in s.output]))
+        return Plan(graph, self.text, self.name, ((0, 1),), (step,), step.flops, step.flops, step.size)
+
+    def _structure(self, own):
+        """``(graph, read, step, seen)`` of a pattern of broadcast dimensions (``own``: their
+        places among both operands' dimensions), as :func:`einc.planner.graph.build` and
+        :func:`build_plan` make them (at sizes 1: :meth:`plan` puts in the sizes and costs):
+        each index's label in ``read`` (its own name for a broadcast dimension, whose size
+        is 1), the step's indices in ``seen``."""
+        ids = {label: k for k, label in enumerate(dict.fromkeys(self.labels))}
+        flat = [ids[label] for label in self.labels]
+        rank = len(self.terms[0])
+        for d in own:       # in order: as graph.build numbers them
+            k = int(d >= rank)
+            flat[d] = ids.setdefault(f"{self.labels[d]}'{k}", len(ids))
+        inputs = [tuple(flat[:rank]), tuple(flat[rank:])]
+        output = tuple([ids.setdefault(label, len(ids)) for label in self.output])
+        read = tuple(ids)
+        graph = ContractionGraph(tuple(inputs), output, (1,) * len(read),
+                                 tuple([name if len(name) == 1 else _display(name) for name in read]))
+        return graph, read, _make_step([0, 1], 2, inputs, None, graph, None), tuple(dict.fromkeys(flat))
 
 
 def _follows(term, order) -> bool:

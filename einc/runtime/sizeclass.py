@@ -10,7 +10,8 @@ every shape of the class (:func:`einc.runtime.torch_executor.classed.runner`: th
 are read at run time).  So a new shape of a known class costs no planning, and the
 answer stays a function of the call: which class it is in, and that class's plan.  A class
 whose path does not depend on its sizes takes the plan of an earlier class of the same
-equation, options and pattern of size-1 dimensions, at its own sizes (:func:`_plan`).
+equation, options and pattern of size-1 dimensions, at its own sizes; one of two operands,
+its equation's :class:`~einc.planner.plan.PairPlans`' (:func:`_plan`).
 
 Served this way: calls of one to eight operands of one float or complex dtype, strided,
 on a device where the torch executor runs (generated kernels are lowered per shape),
@@ -30,7 +31,7 @@ import torch
 
 from ..planner import plan_for
 from ..planner.options import AUTO
-from ..planner.plan import resized
+from ..planner.plan import PairPlans, resized
 from . import dispatch, dtypes, select
 from .cache import LRUCache
 from .program import unroll
@@ -256,7 +257,7 @@ def _build(eq, shapes, dtype, device, orders, options, check):
         plan = _plan(eq, shapes, options)
     except Exception:       # noqa: BLE001 - planning the call's own shape raises einc's error for it
         return False
-    if plan.slicing is not None or plan.empty_sum is not None:
+    if plan.slicing is not None:    # (no class sums over an empty index: its sizes hold no 0)
         return False
     result_dtype = dtypes.result_dtype(eq.torch_text, shapes, types)
     if len(plan.steps) == 1:
@@ -280,9 +281,18 @@ def _plan(eq, shapes, options):
     """``plan_for``'s plan of the class: where the path does not depend on the sizes (one or
     two operands, left to right, a path given), an earlier class's of the same equation,
     options and pattern of size-1 dimensions (so the same graph but for its sizes), at these
-    sizes."""
+    sizes; for two operands under einc's search or left to right, without an ellipsis,
+    their equation's :class:`~einc.planner.plan.PairPlans`' (one structure for every
+    pattern of one graph)."""
     if len(shapes) > 2 and options.optimize == AUTO:
         return plan_for(eq, shapes, options)
+    pairs = _pairs.get((eq.text, options), False)
+    if pairs is False:
+        if len(_pairs) >= 4096:     # a stream of ever-new equations: start again
+            _pairs.clear()
+        pairs = _pairs[eq.text, options] = PairPlans(eq, options) if PairPlans.serves(eq, options) else None
+    if pairs is not None:
+        return pairs.plan(shapes)
     key = (eq.text, options, tuple([tuple([n == 1 for n in shape]) for shape in shapes]))
     found = _plans.get(key)
     if found is None:
@@ -300,6 +310,7 @@ def _plan(eq, shapes, options):
 
 
 _plans: dict = {}       # (equation, options, size-1 pattern) -> (a plan, where each index's size is read)
+_pairs: dict = {}       # (equation, options) -> its PairPlans, or None where they do not serve it
 
 
 class _Told(select.Choice):
@@ -362,6 +373,7 @@ def clear() -> None:
     _classifiers.clear()
     _reasons.clear()
     _plans.clear()
+    _pairs.clear()
     classed.clear()
 
 

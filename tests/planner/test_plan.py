@@ -12,7 +12,7 @@ from einc.planner import plan_for
 from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.options import Options
-from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, build_plan, resized
+from einc.planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, PairPlans, build_plan, resized
 
 
 def _opt_cost(eq, shapes, optimize):
@@ -227,6 +227,34 @@ def test_a_plan_resized_is_the_plan_of_its_sizes(eq):
         assert resized(plans[0], plans[1].graph.sizes) == plans[1]
         compared += plans[0].graph.sizes != plans[1].graph.sizes
     assert compared >= 30
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_plans_are_plan_for_s_plans(seed):
+    """PairPlans' plan of a two-operand equation (diagonals, broadcast dimensions, sizes 1,
+    an empty output) is ``plan_for``'s at every shape that fits it, whichever patterns it
+    saw before; under einc's search and left to right, a layout asked or not."""
+    rng = random.Random(seed)
+    compared = 0
+    for _ in range(300):
+        letters = "abcdef"[:rng.randint(1, 6)]
+        terms = ["".join(rng.choice(letters) for _ in range(rng.randint(0, 4))) for _ in range(2)]
+        pool = sorted(set("".join(terms)))
+        rng.shuffle(pool)
+        eq = parse(f"{terms[0]},{terms[1]}->{''.join(pool[:rng.randint(0, len(pool))])}")
+        options = rng.choice([Options.of("auto"), Options.of(False), Options.of("auto", None, None, "any")])
+        assert PairPlans.serves(eq, options)
+        pairs = PairPlans(eq, options)
+        for _ in range(3):
+            size = {label: rng.choice([1, 2, 3, 6]) for label in pool}
+            ones = {label: rng.random() < 0.3 for label in pool}
+            shapes = [tuple(1 if ones[label] and k else size[label] for label in t) for k, t in enumerate(terms)]
+            assert pairs.plan(shapes) == plan_for(eq, shapes, options), (eq.text, shapes)
+            compared += 1
+    assert compared == 900
+    assert not PairPlans.serves(parse("...ij,jk->...ik"), Options.of("auto"))
+    assert not PairPlans.serves(parse("ij,jk->ik"), Options.of(((0, 1),)))
+    assert not PairPlans.serves(parse("ij,jk,kl->il"), Options.of(False))
 
 
 # Plans of one step (one or two operands), as the step loop of build_plan made them before

@@ -125,12 +125,12 @@ def test_shapes_of_one_class_give_the_same_bits_in_any_order(eq):
 
 def test_a_class_is_planned_once_at_its_own_sizes(monkeypatch):
     planned = []
-    real = sizeclass.plan_for
+    real = sizeclass._plan
 
-    def plan_for(eq, shapes, options):
+    def plan(eq, shapes, options):
         planned.append(tuple(map(tuple, shapes)))
         return real(eq, shapes, options)
-    monkeypatch.setattr(sizeclass, "plan_for", plan_for)
+    monkeypatch.setattr(sizeclass, "_plan", plan)
     for i in range(8, 16):
         einc.einsum("bhid,bhjd->bhij", torch.randn(1, 2, i, 16), torch.randn(1, 2, 23 - i, 16))
     assert planned == [((1, 3, 12, 24), (1, 3, 12, 24))]        # (2: the middle of 2-3)
@@ -211,8 +211,8 @@ def test_a_scaled_call_runs_the_class_s_plan_times_the_scale():
 def test_threads_asking_for_one_class_plan_it_once(monkeypatch):
     import threading
     planned = []
-    real = sizeclass.plan_for
-    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(1) or real(*args))
+    real = sizeclass._plan
+    monkeypatch.setattr(sizeclass, "_plan", lambda *args: planned.append(1) or real(*args))
     errors = []
 
     def work(k):
@@ -480,10 +480,11 @@ def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     """Classes of one equation, options and pattern of size-1 dimensions at other octaves
     take the first one's plan at their sizes and, where their sizes decide alike (the same
     layout), its step's ops: planned once, built once, each class its own plan's sizes."""
+    from einc.planner.plan import PairPlans
     from einc.runtime.torch_executor import classed
     planned, emitted = [], []
-    plan_for, emit = sizeclass.plan_for, classed._emitted
-    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(args[1]) or plan_for(*args))
+    structure, emit = PairPlans._structure, classed._emitted
+    monkeypatch.setattr(PairPlans, "_structure", lambda *args: planned.append(args[1]) or structure(*args))
     monkeypatch.setattr(classed, "_emitted", lambda *args: emitted.append(args) or emit(*args))
     eq = parse("bij,bjk->bik")
     entries = [engine.entry(eq, (torch.randn(b, 9, 5), torch.randn(b, 5, 11)), DEFAULT) for b in (3, 6, 12)]
@@ -493,6 +494,40 @@ def test_classes_of_one_structure_share_their_plan_and_step(monkeypatch):
     assert entries[1].run is not entries[0].run and entries[1].run.source == entries[0].run.source
     engine.entry(eq, (torch.randn(1, 9, 5), torch.randn(7, 5, 11)), DEFAULT)    # broadcast: another structure
     assert len(planned) == 2 and len(emitted) == 2
+
+
+def test_classes_of_two_operands_are_planned_without_plan_for_once_per_graph(monkeypatch):
+    """A class of two operands takes its plan from its equation's PairPlans, not from
+    ``plan_for``: the classes of e3nn's ``edb,eca->ecdab`` at five patterns of size-1
+    dimensions (none broadcast against a larger size: one graph) make one structure, and
+    each plan is the one ``plan_for`` gives at the class's sizes."""
+    from einc.planner.plan import PairPlans
+    made, planned = [], []
+    structure, real = PairPlans._structure, sizeclass.plan_for
+    monkeypatch.setattr(PairPlans, "_structure", lambda *args: made.append(args[1]) or structure(*args))
+    monkeypatch.setattr(sizeclass, "plan_for", lambda *args: planned.append(args[1]) or real(*args))
+    eq = parse("edb,eca->ecdab")
+    patterns = [((40, 1, 1), (40, 16, 1)), ((40, 1, 3), (40, 16, 1)), ((40, 1, 5), (40, 16, 1)),
+                ((40, 1, 1), (40, 16, 3)), ((40, 1, 1), (40, 16, 5))]
+    entries = [engine.entry(eq, [torch.randn(*s) for s in shapes], DEFAULT) for shapes in patterns]
+    assert len({e.size_class for e in entries}) == 5 and made == [()] and planned == []
+    for e in entries:
+        assert e.plan == real(eq, e.size_class, DEFAULT)
+    engine.entry(eq, [torch.randn(40, 1, 3), torch.randn(1, 16, 1)], DEFAULT)     # e broadcast: another graph
+    assert made == [(), (3,)] and planned == []     # (the second operand's first dimension)
+
+
+def test_a_class_build_works_out_nothing_its_class_settles(monkeypatch):
+    """A class's sizes hold no 0 (:func:`sizeclass.canonical` refuses one), so a class build
+    does not ask its plan for a sum over an empty index; its equation's torch spelling
+    (for the result dtype) is worked out once per equation, not once per class."""
+    from einc.planner.plan import Plan
+    monkeypatch.setattr(Plan, "empty_sum", property(lambda self: pytest.fail("a class asked for empty_sum")))
+    eq = parse("qrs,qts->qrt")
+    assert sizeclass.canonical(eq, [(4, 0, 3), (4, 2, 3)]) is None
+    for n in (2, 5, 9):
+        entry = engine.entry(eq, [torch.randn(n, 3, 4), torch.randn(n, 7, 4)], DEFAULT)
+        assert entry.size_class is not None and vars(eq)["torch_text"] == "qrs,qts->qrt"
 
 
 def test_classes_whose_size_1_dimensions_differ_outside_the_sums_share_their_step(monkeypatch):
@@ -552,6 +587,7 @@ def test_classes_sharing_a_structure_get_the_plan_and_step_of_their_own_sizes():
         if shared is None:
             continue
         sizeclass._plans.clear()
+        sizeclass._pairs.clear()
         classed._steps.clear()
         alone, _ = sizeclass.explained(eq, ops, DEFAULT, key)
         assert shared.plan == alone.plan, case.oracle_equation
