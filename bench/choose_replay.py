@@ -6,7 +6,10 @@ the model's caches cleared before each network, as in a fresh process: thread CP
 median of ``--rounds``.  With ``--against DIR`` (another checkout of einc), that
 checkout's ttgt.py and index_orders.py are loaded beside this one's (their other imports
 are this checkout's), both are checked to decide every call alike, and they are timed in
-alternate order each round, so that a shared machine's load falls on both.
+alternate order each round, so that a shared machine's load falls on both.  Each network's
+allocations: the net count of objects the garbage collector tracks (its generation-0
+count, collection paused) that the replay from empty caches leaves (what the model's
+memos keep, which a first call's collections walk and which bring them on).
 
     python bench/choose_replay.py [--rounds 7] [--only 'NAME (TENSORS);NAME'] [--against /tmp/einc-before]
 """
@@ -14,6 +17,7 @@ alternate order each round, so that a shared machine's load falls on both.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import os
 import sys
@@ -80,6 +84,21 @@ def _replay(model, steps):
     return time.thread_time() - start
 
 
+def _allocations(model, steps):
+    """Net allocations of tracked objects (generation-0 count, collection paused) while
+    ``model`` replays ``steps`` from empty caches."""
+    model.cache_clear()
+    gc.collect()
+    gc.disable()
+    try:
+        start = gc.get_count()[0]
+        for args, kwargs in steps:
+            model.choose(*args, **kwargs)
+        return gc.get_count()[0] - start
+    finally:
+        gc.enable()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -94,24 +113,27 @@ def main(argv=None):
             model.cache_clear()
             decided.append([repr(model.choose(*a, **k)) for a, k in steps])
         assert all(d == decided[0] for d in decided), f"{name}: the checkouts decide differently"
+    made = {name: [_allocations(model, steps) for model in models] for name, steps in calls.items()}
     spent = {name: [[] for _ in models] for name in calls}
     for r in range(args.rounds):
         for name, steps in calls.items():
             for m in (range(len(models)) if r % 2 == 0 else reversed(range(len(models)))):
                 spent[name][m].append(_replay(models[m], steps))
     med = lambda xs: sorted(xs)[len(xs) // 2]      # noqa: E731
-    head = "| network | choose calls | ms |" + (" other ms | this / other |" if args.against else "")
+    head = "| network | choose calls | ms | allocations |" + (
+        " other ms | other allocations | this / other ms |" if args.against else "")
     print(head)
-    print("|---|---:|---:|" + ("---:|---:|" if args.against else ""))
-    totals = [0.0 for _ in models]
+    print("|---|---:|---:|---:|" + ("---:|---:|---:|" if args.against else ""))
+    totals, allocs = [0.0 for _ in models], [0 for _ in models]
     for name, per in spent.items():
         ms = [med(t) * 1e3 for t in per]
         totals = [a + b for a, b in zip(totals, ms)]
-        print(f"| {name} | {len(calls[name])} | {ms[0]:.2f} |" + (f" {ms[1]:.2f} | {ms[0] / ms[1]:.2f} |"
-                                                                   if args.against else ""))
+        allocs = [a + b for a, b in zip(allocs, made[name])]
+        print(f"| {name} | {len(calls[name])} | {ms[0]:.2f} | {made[name][0]} |" + (
+            f" {ms[1]:.2f} | {made[name][1]} | {ms[0] / ms[1]:.2f} |" if args.against else ""))
     count = sum(map(len, calls.values()))
-    print(f"| all | {count} | {totals[0]:.1f} |" + (f" {totals[1]:.1f} | {totals[0] / totals[1]:.2f} |"
-                                                     if args.against else ""))
+    print(f"| all | {count} | {totals[0]:.1f} | {allocs[0]} |" + (
+        f" {totals[1]:.1f} | {allocs[1]} | {totals[0] / totals[1]:.2f} |" if args.against else ""))
 
 
 if __name__ == "__main__":
