@@ -1,13 +1,15 @@
 """A bounded, thread-safe LRU cache whose misses are built once per key.
 
-A hit is one dictionary lookup and a stamp: each key's slot (``[entry, stamp]``) records
-the hit count at its last use, so a hit touches the slot it found rather than hashing the
-key again to move it in an order.  The least recently used key is found when one must go
-(past the bound, which a full cache meets once per miss): a heap of ``(stamp, number,
-key)``, one item per key, whose stamp may lag the slot's; the smallest item whose stamp
-is still its slot's is the least recently used, and a lagging one is pushed back with
-its slot's stamp.  Keys stamped alike (inserted between two hits) go in the order they
-were inserted (``number``, the miss count at insertion).  On a miss the first thread
+A hit is one dictionary lookup and a stamp: each key's slot (``[entry, stamp, number]``)
+records the hit count at its last use, so a hit touches the slot it found rather than
+hashing the key again to move it in an order.  The least recently used key is found when
+one must go (past the bound, which a full cache meets once per miss): a heap of ``(stamp,
+number, key)``, one item per key, whose stamp may lag the slot's; the smallest item whose
+stamp is still its slot's is the least recently used, and a lagging one is pushed back
+with its slot's stamp.  Keys stamped alike (inserted between two hits) go in the order
+they were inserted (``number``, the miss count at insertion, kept in the slot).  The heap
+is made from the slots the first time the bound is passed, and kept from then on: a cache
+that never fills (most) makes no item for each key it keeps.  On a miss the first thread
 builds the entry under a per-key lock; threads asking for the same key at the same
 moment wait for it instead of building it again.  A child process forked while another
 thread was building gets fresh locks (that thread does not exist in the child, and its
@@ -47,8 +49,9 @@ class CacheInfo(NamedTuple):
 class LRUCache:
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
-        self._data: dict = {}               # key -> [entry, stamp]: the hit count at the key's last use
-        self._order: list = []              # heap of (stamp, number, key), one per key (see the module's doc)
+        self._data: dict = {}               # key -> [entry, stamp, number]: the hit count at its last use, the
+        #                                     miss count at its insertion
+        self._order: list = []              # heap of (stamp, number, key), one per key once made (the module's doc)
         self._lock = threading.Lock()
         self._building: dict = {}
         self._mine = threading.local()      # .keys: the keys this thread is building
@@ -113,13 +116,19 @@ class LRUCache:
         if slot is not None:
             slot[0] = entry
             return
-        self._data[key] = [entry, self.hits]
-        heapq.heappush(self._order, (self.hits, self.misses, key))
-        self._evict()
+        self._data[key] = [entry, self.hits, self.misses]
+        if self._order:
+            heapq.heappush(self._order, (self.hits, self.misses, key))
+        if len(self._data) > self.maxsize:
+            self._evict()
 
     def _evict(self) -> None:
-        """Drop the least recently used keys past the bound (under the lock)."""
+        """Drop the least recently used keys past the bound (under the lock), the heap made
+        from the slots where it is not yet (each key's item at its last use)."""
         data, order = self._data, self._order
+        if not order and len(data) > self.maxsize:
+            order[:] = [(slot[1], slot[2], key) for key, slot in data.items()]
+            heapq.heapify(order)
         while len(data) > self.maxsize:
             stamp, number, key = order[0]
             used = data[key][1]

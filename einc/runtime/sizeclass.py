@@ -79,7 +79,17 @@ def explained(eq, operands, options, key):
 
 
 def _orders(ckey):
-    return tuple([None if x is True else x for x in ckey[5]])
+    """The operands' read orders of class key ``ckey`` (None for a contiguous one): one
+    tuple for each pattern, which the class's step memo keys share."""
+    found = _read_orders.get(ckey[5])
+    if found is None:
+        if len(_read_orders) >= 4096:     # a stream of ever-new orders: start again
+            _read_orders.clear()
+        found = _read_orders[ckey[5]] = tuple([None if x is True else x for x in ckey[5]])
+    return found
+
+
+_read_orders: dict = {}     # a class key's orders (True: contiguous) -> the orders a class build reads
 
 
 def _class_key(eq, operands, options, key):
@@ -374,6 +384,7 @@ def clear() -> None:
     _reasons.clear()
     _plans.clear()
     _pairs.clear()
+    _read_orders.clear()
     classed.clear()
 
 

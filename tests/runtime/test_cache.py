@@ -87,6 +87,23 @@ def test_lru_stamps_evict_as_an_order_of_uses_would():
             assert set(cache._data) == set(order[k:])
 
 
+def test_a_cache_within_its_bound_keeps_no_heap_item_per_key():
+    cache = LRUCache(maxsize=8)
+    for k in range(8):
+        cache.put(k, k)
+    assert cache.get_or_build(0, lambda: None) == 0 and cache.get(2) == 2
+    assert cache._order == []       # (the bound not passed yet: no item made)
+    cache.put(8, 8)                 # past it: the heap made from the slots, 1 the least recently used
+    assert sorted(cache._data) == [0, 2, 3, 4, 5, 6, 7, 8]
+    assert sorted(k for _, _, k in cache._order) == sorted(cache._data)
+    cache.put(9, 9)                 # the heap kept from then on: 3 goes
+    assert sorted(cache._data) == [0, 2, 4, 5, 6, 7, 8, 9]
+    assert sorted(k for _, _, k in cache._order) == sorted(cache._data)
+    cache.clear()
+    cache.put(0, 0)
+    assert cache._order == []
+
+
 def test_threads_hitting_and_evicting_keep_the_bound_and_one_heap_item_per_key():
     cache, errors = LRUCache(maxsize=4), []
     barrier = threading.Barrier(4)

@@ -6,6 +6,7 @@ expanded and offset operands, both calling conventions), with gradients, and for
 answer whatever shapes of the class came first."""
 
 import dataclasses
+import gc
 import random
 
 import fuzz
@@ -632,3 +633,36 @@ def test_interpreted_and_compiled_steps_give_the_same_bits_over_the_fuzzer_s_equ
         assert torch.equal(entry.run(ops, 0.5), entry.run.compiled()(ops, 0.5))
         checked += 1
     assert checked >= len(CASES) // 6, (checked, len(CASES))
+
+
+def test_classes_of_one_pattern_of_read_orders_share_one_tuple():
+    """A class build reads the operands' orders (None for a contiguous one) from its class
+    key: keys of one pattern, each key's own tuple, give one tuple (the step memo's keys
+    hold it), not one made per class."""
+    first = sizeclass._orders((None,) * 5 + ((True, (1, 0)),))
+    again = sizeclass._orders((None,) * 5 + (tuple([True, (1, 0)]),))
+    assert first == (None, (1, 0)) and again is first
+
+
+def test_a_class_s_interpreted_run_keeps_its_entry_in_no_container_of_its_own():
+    """The interpreted run a class build makes holds the entry that promotes it itself: one
+    tracked object made for the run and its entry, where a list held it; promoted as
+    before (the entry's run compiled at the run's ``CALLS_BEFORE_CODE``-th call)."""
+    from einc.runtime.torch_executor import classed
+
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    entry = engine.entry(parse("ij,jk->ik"), (a, b), DEFAULT)
+    gc.disable()
+    try:
+        start = gc.get_count()[0]
+        run = classed._Interpreted(entry.run.ops, "c", "", None, entry.run.env)
+        run.promote(entry)
+        made = gc.get_count()[0] - start
+    finally:
+        gc.enable()
+    assert made == 1
+    entry.run = run
+    for _ in range(classed.CALLS_BEFORE_CODE):
+        torch.testing.assert_close(entry.run((a, b)), a @ b)
+    assert entry.run is not run and run.holder is None
+    torch.testing.assert_close(entry.run((a, b)), a @ b)

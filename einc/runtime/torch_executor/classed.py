@@ -147,7 +147,7 @@ class _Interpreted:
 
     def __init__(self, ops, result: str, finish: str, cast, env: dict):
         self.ops, self.result, self.finish, self.cast, self.env = ops, result, finish, cast, env
-        self.calls, self.holder, self._source = 0, [], None
+        self.calls, self.holder, self._source = 0, None, None     # holder: the entry to promote
 
     @property
     def source(self) -> str:
@@ -159,7 +159,7 @@ class _Interpreted:
         return _compiled(self.source, self.env)
 
     def promote(self, entry) -> None:
-        self.holder.append(entry)
+        self.holder = entry     # (one entry: each class build makes its own run)
 
     @property
     def direct(self):
@@ -173,11 +173,10 @@ class _Interpreted:
 
     def __call__(self, operands, scale=None):
         self.calls += 1
-        if self.calls >= CALLS_BEFORE_CODE and self.holder:
-            held, self.holder = self.holder, []     # (another thread may have taken it since)
-            for entry in held:
-                if entry.run is self:       # (not where the entry's run wraps it: the wrapper stays)
-                    entry.run = self.compiled()
+        if self.calls >= CALLS_BEFORE_CODE and self.holder is not None:
+            entry, self.holder = self.holder, None      # (another thread may have taken it since)
+            if entry is not None and entry.run is self:     # (not where the entry's run wraps it: the wrapper stays)
+                entry.run = self.compiled()
         a, b = operands
         e = {"a": a, "b": b}
         for op in self.ops:
