@@ -33,6 +33,7 @@ import gc
 import math
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -91,12 +92,16 @@ def measure(w, rounds, budget, variant="cpu", clock="wall"):
     return ok, timings, n
 
 
-def cpu_interleaved(fns, rounds, target=2e-3):
+def cpu_interleaved(fns, rounds, target=2e-3, seed=None):
     """As :func:`einc.tools.benchmark.timing.interleaved` (``{name: Timing}``, batches of
     about ``target`` s timed round-robin, every round run), on this thread's CPU clock: on
     a shared machine the wall clock also counts other processes' time slices, which swamp
-    calls of a few milliseconds.  The callables must already be warmed up."""
-    calls = {}
+    calls of a few milliseconds.  The callables must already be warmed up.  With ``seed``
+    each round runs them in an order drawn anew (``random.Random(seed)``): a call that
+    allocates a large result can run slower or faster for the call before it (the
+    allocator's reuse of what that one freed), which a fixed order would charge to one
+    method every round."""
+    calls, order, rng = {}, list(fns), random.Random(seed)
     for name, fn in fns.items():
         t0 = time.thread_time()
         fn()
@@ -106,7 +111,10 @@ def cpu_interleaved(fns, rounds, target=2e-3):
     gc.disable()
     try:
         for _ in range(rounds):
-            for name, fn in fns.items():
+            if seed is not None:
+                rng.shuffle(order)
+            for name in order:
+                fn = fns[name]
                 t0 = time.thread_time()
                 for _ in range(calls[name]):
                     fn()
