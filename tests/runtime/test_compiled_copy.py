@@ -30,6 +30,7 @@ def compiling(monkeypatch):
     """Compiled copies on, every size admitted, no compiled copy left from before or after."""
     monkeypatch.setenv("EINC_COPY_COMPILE", "on")
     monkeypatch.setattr(cc, "MIN_BYTES", 0)
+    monkeypatch.setattr(cc, "CALLS", 1)
     cc.forget()
     yield
     cc.forget()
@@ -74,6 +75,16 @@ def test_the_first_call_runs_einc_copy_and_later_calls_the_compiled_one(fake):
     assert fake["runs"] == runs + 1
     _copy()(x)                                  # another copy of the same key: no second compile
     assert cc.settle(60) and fake["compiles"] == 1 and fake["runs"] == runs + 2
+
+
+def test_a_key_is_handed_over_on_its_third_call(fake, monkeypatch):
+    monkeypatch.setattr(cc, "CALLS", 3)
+    f, x = _copy(), _x()
+    for _ in range(2):
+        f(x)
+        assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) is None and cc.seen() == 0
+    f(x)
+    assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) == "ready" and fake["compiles"] == 1
 
 
 def test_nothing_is_compiled_when_the_setting_is_off(fake, monkeypatch):
@@ -192,7 +203,7 @@ from einc.runtime.torch_executor.permute_copy import permuted_copy
 cc.MIN_BYTES = 0
 permuted_copy(list("abc"), list("cba"), dict(a=64, b=32, c=16))(torch.randn(64, 32, 16))
 time.sleep(0.5)
-assert cc._child is not None or cc.state((2, 1, 0), (64, 32, 16), torch.float32) != cc.PENDING
+assert cc._server is not None or cc.state((2, 1, 0), (64, 32, 16), torch.float32) != cc.PENDING
 print("exiting", flush=True)
 """
 
@@ -261,3 +272,19 @@ def test_einc_results_through_compiled_copies_match_torch(compiling, monkeypatch
     assert len(runs) > ran                      # (the compiled copies ran in the call)
     assert torch.equal(first, again) and again.is_contiguous()
     assert torch.allclose(again.double(), want, rtol=1e-5, atol=1e-5 * math.sqrt(8))
+
+
+@pytest.mark.slow
+def test_the_compiling_process_reports_errors_serves_on_and_ends_idle(monkeypatch):
+    monkeypatch.setattr(cc, "IDLE_S", 2)
+    cc._stop()                                  # (a process started with the shorter idle time)
+    with pytest.raises(RuntimeError, match="compile failed"):
+        cc.compile_copy((0, 0), (4, 4), torch.float32, 1)     # not a permutation
+    x = cc.stand_in((8, 6, 4), torch.float32)
+    assert cc.same_bits(cc.compile_copy((2, 0, 1), (8, 6, 4), torch.float32, 1)(x), x.permute(2, 0, 1).contiguous())
+    server = cc._server
+    time.sleep(4)
+    assert server.poll() == 0                   # ended, idle
+    assert cc.same_bits(cc.compile_copy((1, 2, 0), (8, 6, 4), torch.float32, 1)(x), x.permute(1, 2, 0).contiguous())
+    assert cc._server is not server
+    cc._stop()

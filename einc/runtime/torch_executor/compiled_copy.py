@@ -9,15 +9,17 @@ code generator) writes for ``x.permute(p).contiguous()`` transposes 16 x 16 bloc
 vector registers, and runs near a plain copy's time on many copies where einc's does
 not (bench/measured/permute-copy-2026-12-02.md).  Compiling one takes seconds, so:
 
-- **A copy's first calls run einc's own copy**, and hand the copy's key (permutation,
+- **A copy's first calls run einc's own copy**; its :data:`CALLS`-th (a copy run once
+  or twice is never compiled: a script's) hands the copy's key (permutation,
   source shape, dtype, torch's thread count: the generated code is serial for one
   thread, an OpenMP loop for more) to a background daemon thread
   (:class:`~einc.runtime.background.Worker`), one job at a time, in order.
-- **The job** starts a Python process of its own that compiles the FX graph
-  ``x.permute(p).contiguous()`` with ``torch._inductor.compile`` on an example of that
-  shape and dtype, under that thread count (inductor's on-disk caches make a second
-  compile of a key cheap), checks the one kernel it built, ``kernel(const T* in, T*
-  out)``, on random bits, and names its library.  Back in this process the job loads
+- **The job** asks a Python process of einc's (started by the first compile, ended
+  after :data:`IDLE_S` without one, so that a burst of compiles pays its imports once)
+  to compile the FX graph ``x.permute(p).contiguous()`` with ``torch._inductor.compile``
+  on an example of that shape and dtype, under that thread count (inductor's on-disk
+  caches make a second compile of a key cheap); it checks the one kernel inductor
+  built, ``kernel(const T* in, T* out)``, on random bits, and names its library.  Back in this process the job loads
   that library (``ctypes``: no inductor here, and no Python of the compile holding this
   interpreter's lock), runs it on a stand-in of random bits against einc's copy (every
   bit equal, or the key is marked failed), and times both :data:`ROUNDS` times,
@@ -50,6 +52,7 @@ import atexit
 import ctypes
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -61,15 +64,17 @@ from ... import config
 from ..background import Worker
 
 MIN_BYTES = 1 << 18     # smaller copies: einc's own
+CALLS = 3               # a key's calls before it is compiled (a copy run once or twice never is)
 ROUNDS = 5              # timings of each copy in the background
 GAIN = 0.8              # the compiled copy is kept where it takes at most this fraction of einc's
 EXIT_WAIT_S = 2.0       # at exit, how long to wait for the job whose compile was killed
 COMPILE_TIMEOUT_S = 600 # a compile running longer is killed (the key marked failed)
+IDLE_S = 30             # the compiling process ends after this long without a compile
 ADMITTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
                       torch.int8, torch.int16, torch.int32, torch.int64))
 PENDING, FAILED, SLOWER = "pending", "failed", "slower"     # a key's states, besides its compiled copy
 
-_kernels: dict = {}     # key -> PENDING, FAILED, SLOWER or the compiled copy
+_kernels: dict = {}     # key -> its calls so far (below CALLS), PENDING, FAILED, SLOWER or the compiled copy
 _lock = threading.Lock()
 _worker = Worker("einc-copies")
 atexit.register(lambda: _stop())
@@ -78,8 +83,8 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 
 
 def _after_fork():
-    global _worker, _child
-    _worker, _child = Worker("einc-copies"), None
+    global _worker, _server
+    _worker, _server = Worker("einc-copies"), None
     _kernels.clear()    # (a job the parent had queued never runs here)
 
 
@@ -95,16 +100,19 @@ def admits(x) -> bool:
 
 def ready(perm, shape, x, own):
     """The compiled copy of ``x`` (of ``shape``, copied as ``x.permute(perm).contiguous()``),
-    or None while it is not ready, failed or slower; the first call of a key hands it to
-    the background thread (``own``: einc's copy, to check and time it against)."""
+    or None while it is not ready, failed or slower; the :data:`CALLS`-th call of a key
+    hands it to the background thread (``own``: einc's copy, to check and time it
+    against)."""
     key = (perm, shape, x.dtype, torch.get_num_threads())
     fn = _kernels.get(key)
-    if fn is None:
+    if fn is None or fn.__class__ is int:
         with _lock:
-            if key in _kernels:
+            calls = _kernels.get(key, 0)
+            if calls.__class__ is not int:
                 return None
-            _kernels[key] = PENDING
-        _worker.submit(lambda: _make(key, own))
+            _kernels[key] = PENDING if calls + 1 >= CALLS else calls + 1
+        if calls + 1 >= CALLS:
+            _worker.submit(lambda: _make(key, own))
         return None
     return None if fn.__class__ is str else fn
 
@@ -124,36 +132,58 @@ def _make(key, own) -> None:
         _kernels[key] = state
 
 
-# The compile, in a process of its own: inductor's Python work never holds this process's
-# interpreter lock, and a compile still running at exit is killed, not waited for.  It
-# prints the library inductor built and loaded for the graph's one kernel,
-# ``kernel(const T* in, T* out)``, checked there on random bits.
-_CHILD = r"""
-import ctypes, json, re, sys
+# The compiles, in a process of its own (started on the first, gone after IDLE_S without
+# one): inductor's Python work never holds this process's interpreter lock, its imports
+# and set-up are paid once for a burst of compiles, and a compile still running at exit
+# is killed, not waited for.  Per request line ``[perm, shape, dtype, threads]`` it
+# replies with the library inductor built and loaded for the graph's one kernel,
+# ``kernel(const T* in, T* out)``, checked there on random bits, or the error.
+_SERVER = r"""
+import ctypes, json, os, re, select, sys
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)                       # (anything inductor prints goes where stderr goes)
 import torch
-perm, shape, dtype, threads = json.loads(sys.argv[1])
-dtype = getattr(torch, dtype)
-torch.set_num_threads(threads)
 import torch._inductor, torch.fx
 from torch._inductor import codecache
-paths, bindings = [], codecache.CppPythonBindingsCodeCache
+paths, done, bindings = [], {}, codecache.CppPythonBindingsCodeCache
 inner = bindings._load_library_inner.__func__
 bindings._load_library_inner = classmethod(lambda cls, path, key: paths.append(path) or inner(cls, path, key))
-graph = torch.fx.Graph()
-x = graph.placeholder("x")
-graph.output(graph.call_method("contiguous", (graph.call_method("permute", (x, tuple(perm))),)))
-torch._inductor.compile(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.empty(shape, dtype=dtype)])
-assert len(paths) == 1 and paths[0].endswith(".so"), paths
-with open(paths[0][:-3] + ".cpp") as source:
-    assert re.search(r'extern "C"\s+void\s+kernel\(const [\w:]+\* in_ptr0,\s*[\w:]+\* out_ptr0\)', source.read())
-x = torch.empty(shape, dtype=dtype)
-x.view(torch.uint8).random_(0, 2 if dtype == torch.bool else 256)
-out = torch.empty([shape[p] for p in perm], dtype=dtype)
-ctypes.CDLL(paths[0]).kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()))
-assert torch.equal(out.view(torch.uint8), x.permute(perm).contiguous().view(torch.uint8))
-print("\n" + json.dumps(paths[0]))
+KERNEL = re.compile(r'extern "C"\s+void\s+kernel\(const [\w:]+\* in_ptr0,\s*[\w:]+\* out_ptr0\)')
+
+
+def build(perm, shape, dtype, threads):
+    dtype = getattr(torch, dtype)
+    torch.set_num_threads(threads)
+    paths.clear()
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_method("contiguous", (graph.call_method("permute", (x, tuple(perm))),)))
+    torch._inductor.compile(torch.fx.GraphModule(torch.nn.Module(), graph), [torch.empty(shape, dtype=dtype)])
+    assert len(paths) == 1 and paths[0].endswith(".so"), paths
+    with open(paths[0][:-3] + ".cpp") as source:
+        assert KERNEL.search(source.read())
+    x = torch.empty(shape, dtype=dtype)
+    x.view(torch.uint8).random_(0, 2 if dtype == torch.bool else 256)
+    out = torch.empty([shape[p] for p in perm], dtype=dtype)
+    ctypes.CDLL(paths[0]).kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()))
+    assert torch.equal(out.view(torch.uint8), x.permute(perm).contiguous().view(torch.uint8))
+    return paths[0]
+
+
+while select.select([sys.stdin], [], [], float(sys.argv[1]))[0]:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    try:
+        if line not in done:
+            done[line] = build(*json.loads(line))
+        reply = {"path": done[line]}
+    except Exception as e:
+        reply = {"error": repr(e)[-2000:]}
+    replies.write(json.dumps(reply) + "\n")
+    replies.flush()
 """
-_child = None           # the compiling process, while one runs
+_server = None          # the compiling process, while one runs
 
 
 class _Kernel:
@@ -176,32 +206,50 @@ class _Kernel:
 def compile_copy(perm, shape, dtype, threads):
     """``x.permute(perm).contiguous()`` for contiguous tensors ``x`` of ``shape`` and ``dtype``,
     as inductor compiles it for ``threads`` of torch's threads (a serial loop for one, an
-    OpenMP loop for more), in a process of its own (seconds)."""
-    global _child
-    args = json.dumps([list(perm), list(shape), str(dtype).removeprefix("torch."), threads])
+    OpenMP loop for more), in the compiling process (seconds)."""
+    request = json.dumps([list(perm), list(shape), str(dtype).removeprefix("torch."), threads])
+    for _ in range(2):      # (again where the process had just ended, idle)
+        server = _serving()
+        try:
+            server.stdin.write(request + "\n")
+            server.stdin.flush()
+            line = server.stdout.readline() if select.select([server.stdout], [], [], COMPILE_TIMEOUT_S)[0] else ""
+        except OSError:
+            line = ""
+        if line:
+            break
+        idle = server.poll() == 0
+        server.kill()
+        server.wait()
+        if not idle:
+            raise RuntimeError("inductor's compiling process stopped or took too long")
+    reply = json.loads(line)
+    if "path" not in reply:
+        raise RuntimeError(f"inductor's compile failed: {reply.get('error')}")
+    return _Kernel(reply["path"], tuple(shape[p] for p in perm), dtype)
+
+
+def _serving():
+    """The compiling process, started where none runs."""
+    global _server
     with _lock:
-        _child = subprocess.Popen([sys.executable, "-c", _CHILD, args], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = _child.communicate(timeout=COMPILE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        _child.kill()
-        _child.communicate()
-        raise
-    finally:
-        returncode = _child.returncode
-        with _lock:
-            _child = None
-    if returncode != 0:
-        raise RuntimeError(f"inductor's compile failed: {err.strip()[-2000:]}")
-    return _Kernel(json.loads(out.strip().splitlines()[-1]), tuple(shape[p] for p in perm), dtype)
+        if _server is None or _server.poll() is not None:
+            _server = subprocess.Popen([sys.executable, "-c", _SERVER, str(IDLE_S)], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        return _server
 
 
 def _stop() -> None:
-    """At exit: kill a compile still running, drop the queued ones, wait briefly for the job."""
-    child = _child
-    if child is not None:
-        child.kill()
+    """At exit: drop the queued compiles, kill the compiling process, wait briefly for the job."""
+    with _worker.cond:
+        _worker.jobs.clear()
+    server = _server
+    if server is not None:
+        server.kill()
+        try:
+            server.wait(EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
     _worker.stop(EXIT_WAIT_S)
 
 
@@ -243,10 +291,15 @@ def settle(timeout=None) -> bool:
     return _worker.settle(timeout)
 
 
+def seen() -> int:
+    """How many keys have been handed over so far (benchmarks: whether a call handed one)."""
+    return sum(v.__class__ is not int for v in list(_kernels.values()))
+
+
 def state(perm, shape, dtype, threads=None):
-    """A key's state: None (never seen), ``PENDING``, ``FAILED``, ``SLOWER`` or ``"ready"``."""
+    """A key's state: None (not handed over), ``PENDING``, ``FAILED``, ``SLOWER`` or ``"ready"``."""
     fn = _kernels.get((tuple(perm), tuple(shape), dtype, torch.get_num_threads() if threads is None else threads))
-    return fn if fn is None or fn.__class__ is str else "ready"
+    return None if fn is None or fn.__class__ is int else fn if fn.__class__ is str else "ready"
 
 
 def forget() -> None:
@@ -256,5 +309,5 @@ def forget() -> None:
         _kernels.clear()
 
 
-__all__ = ["ADMITTED", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "PENDING", "ROUNDS", "SLOWER", "admits",
-           "compile_copy", "faster", "forget", "ready", "same_bits", "settle", "stand_in", "state"]
+__all__ = ["ADMITTED", "CALLS", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "PENDING", "ROUNDS", "SLOWER", "admits",
+           "compile_copy", "faster", "forget", "ready", "same_bits", "seen", "settle", "stand_in", "state"]
