@@ -2,7 +2,7 @@
 ``.contiguous()`` and opt_einsum's ``contract_expression(..., backend="torch")``.
 
     python bench/pairwise.py [--threads 1] [--rounds 15] [--budget 4] [--filter TEXT] [--variant cpu]
-                             [--category pairwise[,permuted]] [--clock wall|cpu]
+                             [--category pairwise[,permuted]] [--clock wall|cpu] [--settle]
 
 Per workload of the suite's ``pairwise`` category (or those ``--category`` names; ``cpu``
 variants, float32, ``torch.randn`` with seed 0; ``--variant gpu``: the GPU variants' shapes,
@@ -11,7 +11,11 @@ each ratio the median of the per-round ratios einc / method (round k of every me
 timed back to back), with its 95 % interval (the sign test's).  opt_einsum's expression
 is built once, outside the timing, as einc's plan is; it and torch.einsum may return a
 permuted view where einc returns a contiguous tensor (the ``+ .contiguous()`` column is
-the like-for-like one).  Before timing, einc's result is checked against torch.einsum's
+the like-for-like one).  ``--settle``: after the warm-up calls, wait for the copies einc
+compiles in the background (``EINC_COPY_COMPILE``, set on), so that the rounds time
+the steady state (without it a compile may run during the rounds), and time einc with
+the setting off too, in the same rounds: a second table gives einc's ratio to itself
+without compiled copies, and that one's to opt_einsum.  Before timing, einc's result is checked against torch.einsum's
 on float64 copies, and for the layout ``EINC_LAYOUT`` asks (``any``: dense and
 non-overlapping, in any order, and no view of an operand; else contiguous).  Markdown on
 stdout: the table, the geomeans, and the issue's targets (family geomean einc/torch.einsum
@@ -46,11 +50,13 @@ import torch
 
 import einc
 from einc import config
+from einc.runtime.torch_executor import compiled_copy
 from einc.tools.benchmark.runner import operands
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import Timing, interleaved, ratio_interval
 
 METHODS = ("torch", "torch_contiguous", "opt_einsum", "einc")
+SETTLE_CALLS = 8        # --settle: calls until one hands no new copy to the background
 dense = torch.ops.aten.is_non_overlapping_and_dense.default
 
 
@@ -75,7 +81,7 @@ def _shares_memory(a, b) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def measure(w, rounds, budget, variant="cpu", clock="wall"):
+def measure(w, rounds, budget, variant="cpu", clock="wall", settle=False):
     eq = w["equation"]
     ops = operands(w, "cpu", variant)
     expr = opt_einsum.contract_expression(eq, *[o.shape for o in ops])
@@ -86,10 +92,28 @@ def measure(w, rounds, budget, variant="cpu", clock="wall"):
     ok = check(eq, ops)
     for f in fns.values():
         f()
+    if settle:
+        fns["einc"] = lambda: copies("on", eq, ops)
+        fns["einc_copies_off"] = lambda: copies("off", eq, ops)
+        for _ in range(SETTLE_CALLS):      # (a later call may copy what the first did not)
+            seen = compiled_copy.seen()
+            for _ in range(compiled_copy.CALLS):
+                fns["einc"]()
+            compiled_copy.settle()
+            if compiled_copy.seen() == seen:
+                break
+        fns["einc_copies_off"]()
     if clock == "cpu":
-        return ok, cpu_interleaved(fns, rounds), rounds
+        return ok, cpu_interleaved(fns, rounds, seed=0 if settle else None), rounds
     timings, n = interleaved(fns, rounds=rounds, budget=budget)
     return ok, timings, n
+
+
+def copies(setting, eq, ops):
+    """``einc.einsum`` with ``EINC_COPY_COMPILE`` set to ``setting`` (both settings' calls
+    set it, so that each pays the same for it)."""
+    os.environ["EINC_COPY_COMPILE"] = setting
+    return einc.einsum(eq, *ops)
 
 
 def cpu_interleaved(fns, rounds, target=2e-3, seed=None):
@@ -144,6 +168,22 @@ def cpu_setup(argv, doc, rounds, budget, unit, options=None):
     return args
 
 
+def copies_table(rows):
+    """The ``--settle`` table: einc against itself with ``EINC_COPY_COMPILE=off``."""
+    print("\n| id | einc/(einc, compiled copies off) | (einc, compiled copies off)/opt_einsum |")
+    print("|---|---:|---:|")
+    for w, _, t, _, _ in rows:
+        own = ratio_interval(t["einc"], t["einc_copies_off"])
+        off = ratio_interval(t["einc_copies_off"], t["opt_einsum"])
+        print(f"| {w['id']} | {own[0]:.2f} [{own[1]:.2f}-{own[2]:.2f}] | {off[0]:.2f} [{off[1]:.2f}-{off[2]:.2f}] |")
+    gm = {m: math.exp(statistics.fmean(math.log(ratio_interval(row[2]["einc"], row[2][m])[0]) for row in rows))
+          for m in ("einc_copies_off", "opt_einsum")}
+    off = math.exp(statistics.fmean(math.log(ratio_interval(row[2]["einc_copies_off"], row[2]["opt_einsum"])[0])
+                                    for row in rows))
+    print(f"\n- geomean einc/(einc, compiled copies off) {gm['einc_copies_off']:.3f}; einc/opt_einsum "
+          f"{gm['opt_einsum']:.3f} with compiled copies, {off:.3f} without\n")
+
+
 def main(argv=None):
     args = cpu_setup(argv, __doc__, 15, 4.0, "workload",
                      lambda p: (p.add_argument("--variant", choices=("cpu", "gpu"), default="cpu",
@@ -151,18 +191,25 @@ def main(argv=None):
                                 p.add_argument("--category", default="pairwise",
                                                help="the suite's categories, comma-separated"),
                                 p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                                               help="cpu: this thread's CPU time (a shared machine)")))
+                                               help="cpu: this thread's CPU time (a shared machine)"),
+                                p.add_argument("--settle", action="store_true",
+                                               help="wait for the copies compiled in the background before timing")))
     suite = load(find_suite())
+    if args.settle:
+        os.environ["EINC_COPY_COMPILE"] = "on"
+    compiling = config.copy_compile()
     rows = []
     for w in workloads(suite, args.filter, args.variant, tuple(args.category.split(","))):
-        ok, t, n = measure(w, args.rounds, args.budget, args.variant, args.clock)
+        ok, t, n = measure(w, args.rounds, args.budget, args.variant, args.clock, args.settle)
         r = {m: ratio_interval(t["einc"], t[m]) for m in METHODS[:3]}
         rows.append((w, ok, t, n, r))
         print(f"{w['id']}: einc {t['einc'].median * 1e6:.0f} us, /torch {r['torch'][0]:.2f}, "
               f"/contiguous {r['torch_contiguous'][0]:.2f}, /opt_einsum {r['opt_einsum'][0]:.2f}", file=sys.stderr)
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s), opt_einsum {opt_einsum.__version__}, float32, {args.variant} "
-          f"variants' shapes, einc's result layout {config.layout()}; medians of "
+          f"variants' shapes, einc's result layout {config.layout()}, compiled copies "
+          f"{'on' if compiling else 'off'}{' (settled; and off, in the same rounds)' if args.settle else ''}; "
+          f"medians of "
           f"{args.rounds} interleaved rounds at most, {args.budget:g} s per workload\n")
     print("| id | equation | torch µs | + .contiguous() µs | opt_einsum µs | einc µs | einc/torch | "
           "einc/(torch + .contiguous()) | einc/opt_einsum | check |")
@@ -175,6 +222,8 @@ def main(argv=None):
     good = [row for row in rows if row[1]]
     if not good:
         return 1
+    if args.settle:
+        copies_table(good)
     gm = {m: math.exp(statistics.fmean(math.log(row[4][m][0]) for row in good)) for m in METHODS[:3]}
     worst = max(good, key=lambda row: row[4]["torch_contiguous"][0])
     print(f"\n- workloads: {len(rows)}, einc correct on {len(good)}")

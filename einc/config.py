@@ -52,6 +52,11 @@ accepted.  An empty value counts as unset.
                        2**20 multiply-adds to torch's own einsum op, every time, so a
                        shape that changes every call costs no plan (each a rule on the
                        call, never on what ran before: see ``runtime/admission.py``).
+``EINC_COPY_COMPILE``  ``on`` (default): a large transposing copy of the torch executor,
+                       on the CPU, runs as C++ code TorchInductor compiles for it in a
+                       background thread, once that is ready and timed faster than
+                       einc's own copy (``runtime/torch_executor/compiled_copy.py``);
+                       ``off``: never (no compile, no thread).
 ``EINC_RECORD``        a file to which each call that makes a new plan cache entry is
                        appended, one JSON object a line, for ``einc tune --calls``:
                        an absolute path, ``~`` expanded (default: none, nothing
@@ -263,6 +268,20 @@ def debug() -> bool:
     if flag in _FALSE:
         return False
     raise _bad("EINC_DEBUG", value, f"one of {', '.join(_TRUE)} (tracebacks) or {', '.join(_FALSE)} (none)")
+
+
+def copy_compile() -> bool:
+    """``EINC_COPY_COMPILE``: whether large transposing copies may run compiled (default on)."""
+    value = _raw("EINC_COPY_COMPILE")
+    if value is None:
+        return True
+    flag = value.strip().lower()
+    if flag in _TRUE:
+        return True
+    if flag in _FALSE:
+        return False
+    raise _bad("EINC_COPY_COMPILE", value, f"one of {', '.join(_TRUE)} (compiled copies, the default) or "
+               f"{', '.join(_FALSE)} (never)")
 
 
 def triton_interpret() -> bool | None:

@@ -40,6 +40,10 @@ _CACHE = tempfile.mkdtemp(prefix="einc-tests-")
 os.environ["EINC_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
+# no compiled copies (runtime/torch_executor/compiled_copy.py) but in their own tests: a
+# background compile would make a test's timing and its threads depend on earlier tests
+os.environ["EINC_COPY_COMPILE"] = "off"
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 
 

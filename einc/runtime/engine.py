@@ -34,7 +34,7 @@ from ..planner.plan import Plan, path_cache_clear
 from . import admission, dispatch, dtypes, learn, record, select, sizeclass, sliced
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
-from .torch_executor import read_order
+from .torch_executor import compiled_copy, read_order
 from .triton_executor import loader
 
 _plans = LRUCache(config.cache_size())
@@ -299,6 +299,7 @@ def cache_clear() -> None:
     parse.cache_clear()
     dtypes.cache_clear()
     options_module.cache_clear()
+    compiled_copy.forget()
     learn.forget()              # (before the loader: a kernel made ready in the background loads into it)
     loader.forget()
     select.forget()

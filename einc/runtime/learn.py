@@ -38,10 +38,10 @@ import os
 import statistics
 import threading
 import time
-from collections import deque
 
 import torch
 
+from .background import Worker as _Worker
 from .select import SCREEN, Choice
 
 SAMPLES = 3                     # timings of each candidate before a step's choice is kept
@@ -87,52 +87,8 @@ timer = default_timer
 
 # ----------------------------------------------------------------------- the background thread
 
-class _Worker:
-    """One daemon thread running jobs in the order they came."""
-
-    def __init__(self):
-        self.cond = threading.Condition()
-        self.jobs: deque = deque()
-        self.running = 0
-        self.thread = None
-
-    def submit(self, job) -> None:
-        with self.cond:
-            self.jobs.append(job)
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._loop, name="einc-kernels", daemon=True)
-                self.thread.start()
-            self.cond.notify_all()
-
-    def _loop(self):
-        while True:
-            with self.cond:
-                self.cond.wait_for(lambda: self.jobs)
-                job = self.jobs.popleft()
-                self.running += 1
-            try:
-                job()
-            except BaseException:   # noqa: BLE001 - a job records its own failure; the thread goes on
-                pass
-            finally:
-                with self.cond:
-                    self.running -= 1
-                    self.cond.notify_all()
-
-    def settle(self, timeout=None) -> bool:
-        """Wait until no job is queued or running (at most ``timeout`` s); whether none is."""
-        with self.cond:
-            return self.cond.wait_for(lambda: not self.jobs and not self.running, timeout)
-
-    def stop(self) -> None:
-        """Drop the queued jobs and wait a while for a running one (at exit)."""
-        with self.cond:
-            self.jobs.clear()
-        self.settle(EXIT_WAIT_S)
-
-
 _worker = _Worker()
-atexit.register(lambda: _worker.stop())
+atexit.register(lambda: _worker.stop(EXIT_WAIT_S))
 
 
 def _after_fork():

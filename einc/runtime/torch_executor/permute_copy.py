@@ -45,6 +45,10 @@ in bench/measured/pairwise.md).  :func:`permuted_copy` therefore:
   bench/permute_copy.py --perms``, bench/measured/permute-copy-2026-12-02.md);
 - copies everything else with ``permute(...).contiguous()``.
 
+A copy of at least 256 KiB runs, once it is ready, as C++ code TorchInductor compiled for
+it in the background, where that was timed faster than the above
+(:mod:`einc.runtime.torch_executor.compiled_copy`).
+
 Two partial permutes through a temporary were measured too and lost to the tiles (two
 passes cost at least two copies); transposes of blocks small enough for the caches keep
 torch's own copy.  What pays beyond that, for products larger than the last-level
@@ -67,6 +71,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from ...planner.strides import contiguous
+from .compiled_copy import admits, ready
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: the source's trailing block at least this long,
@@ -113,14 +118,17 @@ class _Copy:
     of the blocks ``block`` (rows, cols: the permutation swaps two blocks) where
     :func:`transposes` says so, else the plain copy."""
 
-    __slots__ = ("perm", "contiguous", "shape", "strides", "block", "plans")
+    __slots__ = ("perm", "contiguous", "source", "shape", "strides", "block", "plans", "moves")
 
     def __init__(self, perm, shape, block=None):
         strides = contiguous(shape)
         self.perm, self.contiguous, self.block = perm, strides, block
+        self.source = tuple(shape)
         self.shape = tuple(shape[p] for p in perm)
         self.strides = tuple(strides[p] for p in perm)
         self.plans = {}
+        live = [d for d in perm if shape[d] != 1]
+        self.moves = live != sorted(live)     # (else the permuted view is contiguous: no copy)
 
     def plan(self, itemsize):
         """``("wide", merged shape, dtype, ratio, wide block)``, ``("tiles", ways)`` or False
@@ -152,6 +160,15 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
+        if self.moves and x.stride() == self.contiguous and untracked(x) and admits(x):
+            fn = ready(self.perm, self.source, x, self.own)
+            if fn is not None:
+                return fn(x)
+        return self.own(x)
+
+    def own(self, x):
+        """einc's own copy (the compiled one, where it is ready, runs in its place:
+        :mod:`einc.runtime.torch_executor.compiled_copy`)."""
         plans = self.plans.get(x.element_size())
         if plans is None:
             plans = self.plans[x.element_size()] = self.plan(x.element_size())
