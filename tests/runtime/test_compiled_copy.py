@@ -77,6 +77,19 @@ def test_the_first_call_runs_einc_copy_and_later_calls_the_compiled_one(fake):
     assert cc.settle(60) and fake["compiles"] == 1 and fake["runs"] == runs + 2
 
 
+def test_a_tensor_of_another_shape_with_the_same_strides_runs_einc_copy(fake):
+    """The compiled kernel is made for one shape: a tensor whose leading size differs (its
+    contiguous strides are the same) must not reach it."""
+    f, x = _copy(), _x()
+    f(x)
+    assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) == "ready"
+    other = _x((9,) + SHAPE[1:])
+    assert other.stride() == x.stride()
+    runs = fake["runs"]
+    assert torch.equal(f(other), other.permute(PERM).contiguous())
+    assert fake["runs"] == runs
+
+
 def test_a_key_is_handed_over_on_its_third_call(fake, monkeypatch):
     monkeypatch.setattr(cc, "CALLS", 3)
     f, x = _copy(), _x()

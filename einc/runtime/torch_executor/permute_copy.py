@@ -160,7 +160,7 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        if self.moves and x.stride() == self.contiguous and untracked(x) and admits(x):
+        if self.moves and x.shape == self.source and x.stride() == self.contiguous and untracked(x) and admits(x):
             fn = ready(self.perm, self.source, x, self.own)
             if fn is not None:
                 return fn(x)
