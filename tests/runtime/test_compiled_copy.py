@@ -123,6 +123,37 @@ def test_a_compile_that_fails_marks_the_key_and_never_raises(compiling, monkeypa
     assert cc.state(PERM, SHAPE, x.dtype) == cc.FAILED
 
 
+def test_after_a_failed_compile_no_other_key_is_handed_over(compiling, monkeypatch):
+    """What failed one compile (no compiler, another inductor) would fail the next: a
+    process that cannot compile stops asking."""
+    calls = []
+
+    def broken(perm, shape, dtype, threads):
+        calls.append(shape)
+        raise RuntimeError("no C++ compiler")
+    monkeypatch.setattr(cc, "compile_copy", broken)
+    f, x = _copy(), _x()
+    f(x)
+    assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) == cc.FAILED
+    other = (7, 5, 4, 3)
+    g, y = _copy(other), _x(other)
+    for _ in range(3):
+        assert torch.equal(g(y), y.permute(PERM).contiguous())
+    assert cc.settle(60) and calls == [SHAPE] and cc.state(PERM, other, y.dtype) is None
+    cc.forget()                                 # (forgetting starts over)
+    g(y)
+    assert cc.settle(60) and calls == [SHAPE, other]
+
+
+def test_at_most_most_keys_are_handed_over(fake, monkeypatch):
+    monkeypatch.setattr(cc, "MOST", 2)
+    shapes = [(n, 5, 4, 3) for n in (2, 3, 4)]
+    for shape in shapes:
+        _copy(shape)(_x(shape))
+    assert cc.settle(60) and fake["compiles"] == 2
+    assert [cc.state(PERM, shape, torch.float32) for shape in shapes] == ["ready", "ready", None]
+
+
 def test_a_compiled_copy_that_changes_bits_is_never_used(compiling, monkeypatch):
     monkeypatch.setattr(cc, "compile_copy",
                         lambda perm, shape, dtype, threads: lambda x: x.permute(perm).contiguous() + 1)

@@ -25,8 +25,10 @@ not (bench/measured/permute-copy-2026-12-02.md).  Compiling one takes seconds, s
   bit equal, or the key is marked failed), and times both :data:`ROUNDS` times,
   alternately: the compiled copy is kept where its fastest run is at most :data:`GAIN`
   times einc's, else the key is marked slower.  A compile that fails (no C++ compiler,
-  a dtype or a torch it cannot do, inductor's internals changed) marks the key failed;
-  nothing is raised into a call.
+  a dtype or a torch it cannot do, inductor's internals changed) marks the key failed
+  and hands over no other key in this process (what failed one would fail the next);
+  nothing is raised into a call.  At most :data:`MOST` keys are handed over in a
+  process, so that shapes which keep changing do not keep a compiling process busy.
 - **Later calls** on that key run the compiled copy: a fresh contiguous tensor that
   the kernel writes.
 
@@ -70,11 +72,13 @@ GAIN = 0.8              # the compiled copy is kept where it takes at most this 
 EXIT_WAIT_S = 2.0       # at exit, how long to wait for the job whose compile was killed
 COMPILE_TIMEOUT_S = 600 # a compile running longer is killed (the key marked failed)
 IDLE_S = 30             # the compiling process ends after this long without a compile
+MOST = 256              # keys handed over in a process at most (shapes that keep changing compile no more)
 ADMITTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
                       torch.int8, torch.int16, torch.int32, torch.int64))
 PENDING, FAILED, SLOWER = "pending", "failed", "slower"     # a key's states, besides its compiled copy
 
 _kernels: dict = {}     # key -> its calls so far (below CALLS), PENDING, FAILED, SLOWER or the compiled copy
+_handed = 0             # keys handed over so far, or MOST once a compile failed (this process cannot compile)
 _lock = threading.Lock()
 _worker = Worker("einc-copies")
 atexit.register(lambda: _stop())
@@ -103,14 +107,16 @@ def ready(perm, shape, x, own):
     or None while it is not ready, failed or slower; the :data:`CALLS`-th call of a key
     hands it to the background thread (``own``: einc's copy, to check and time it
     against)."""
+    global _handed
     key = (perm, shape, x.dtype, torch.get_num_threads())
     fn = _kernels.get(key)
     if fn is None or fn.__class__ is int:
         with _lock:
             calls = _kernels.get(key, 0)
-            if calls.__class__ is not int:
+            if calls.__class__ is not int or _handed >= MOST:
                 return None
             _kernels[key] = PENDING if calls + 1 >= CALLS else calls + 1
+            _handed += calls + 1 >= CALLS
         if calls + 1 >= CALLS:
             _worker.submit(lambda: _make(key, own))
         return None
@@ -119,9 +125,15 @@ def ready(perm, shape, x, own):
 
 def _make(key, own) -> None:
     """Compile, check and time ``key``'s copy (on the background thread)."""
+    global _handed
     perm, shape, dtype, threads = key
     try:
         fn = compile_copy(perm, shape, dtype, threads)
+    except Exception:       # noqa: BLE001 - no compiler, or an inductor that differs: none will compile
+        with _lock:
+            _kernels[key], _handed = FAILED, MOST
+        return
+    try:
         x = stand_in(shape, dtype)
         if not same_bits(fn(x), own(x)):
             raise AssertionError(f"inductor's copy {perm} of {shape} {dtype} changed bits")
@@ -304,10 +316,12 @@ def state(perm, shape, dtype, threads=None):
 
 def forget() -> None:
     """Wait for the background compiles, then drop every compiled copy (``einc.cache_clear``)."""
+    global _handed
     _worker.settle()
     with _lock:
         _kernels.clear()
+        _handed = 0
 
 
-__all__ = ["ADMITTED", "CALLS", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "PENDING", "ROUNDS", "SLOWER", "admits",
-           "compile_copy", "faster", "forget", "ready", "same_bits", "seen", "settle", "stand_in", "state"]
+__all__ = ["ADMITTED", "CALLS", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "MOST", "PENDING", "ROUNDS", "SLOWER",
+           "admits", "compile_copy", "faster", "forget", "ready", "same_bits", "seen", "settle", "stand_in", "state"]
