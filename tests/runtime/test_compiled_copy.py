@@ -220,9 +220,9 @@ def test_only_plain_admitted_copies_are_handed_over(fake, monkeypatch, case):
 def test_a_copy_that_moves_only_size_one_indices_stays_a_view(fake):
     x = _x((6, 5, 4, 1))
     f = _copy(x.shape, "abcd", "adbc")
-    assert not f.moves and f(x).data_ptr() == x.data_ptr()
+    assert not f.compiles and f(x).data_ptr() == x.data_ptr()
     assert cc.settle(60) and fake["compiles"] == 0
-    assert _copy((6, 5, 1, 3), "abcd", "adbc").moves and not _copy((1, 1, 1, 1), "abcd", "dcba").moves
+    assert _copy((6, 5, 1, 3), "abcd", "adbc").compiles and not _copy((1, 1, 1, 1), "abcd", "dcba").compiles
 
 
 def test_a_size_zero_copy_never_compiles(fake):
@@ -332,3 +332,12 @@ def test_the_compiling_process_reports_errors_serves_on_and_ends_idle(monkeypatc
     assert cc.same_bits(cc.compile_copy((1, 2, 0), (8, 6, 4), torch.float32, 1)(x), x.permute(1, 2, 0).contiguous())
     assert cc._server is not server
     cc._stop()
+
+
+def test_a_copy_too_small_for_any_admitted_dtype_is_spared_the_checks(compiling, monkeypatch):
+    """``_Copy`` decides once, by its element count, whether a compiled copy could ever
+    run (at the widest admitted dtype, 8 bytes), so that a small copy pays nothing for them."""
+    monkeypatch.setattr(cc, "MIN_BYTES", 8 * math.prod(SHAPE) + 8)
+    assert not _copy().compiles
+    monkeypatch.setattr(cc, "MIN_BYTES", 8 * math.prod(SHAPE))
+    assert _copy().compiles

@@ -71,6 +71,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from ...planner.strides import contiguous
+from . import compiled_copy
 from .compiled_copy import admits, ready
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
@@ -118,7 +119,7 @@ class _Copy:
     of the blocks ``block`` (rows, cols: the permutation swaps two blocks) where
     :func:`transposes` says so, else the plain copy."""
 
-    __slots__ = ("perm", "contiguous", "source", "shape", "strides", "block", "plans", "moves")
+    __slots__ = ("perm", "contiguous", "source", "shape", "strides", "block", "plans", "compiles")
 
     def __init__(self, perm, shape, block=None):
         strides = contiguous(shape)
@@ -128,7 +129,9 @@ class _Copy:
         self.strides = tuple(strides[p] for p in perm)
         self.plans = {}
         live = [d for d in perm if shape[d] != 1]
-        self.moves = live != sorted(live)     # (else the permuted view is contiguous: no copy)
+        # a compiled copy may run: elements are moved (else the permuted view is contiguous),
+        # and enough of them for the widest admitted dtype (a small copy is spared the checks)
+        self.compiles = live != sorted(live) and math.prod(shape) * 8 >= compiled_copy.MIN_BYTES
 
     def plan(self, itemsize):
         """``("wide", merged shape, dtype, ratio, wide block)``, ``("tiles", ways)`` or False
@@ -160,7 +163,7 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        if self.moves and x.shape == self.source and x.stride() == self.contiguous and untracked(x) and admits(x):
+        if self.compiles and x.shape == self.source and x.stride() == self.contiguous and untracked(x) and admits(x):
             fn = ready(self.perm, self.source, x, self.own)
             if fn is not None:
                 return fn(x)
