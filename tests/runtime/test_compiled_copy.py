@@ -331,6 +331,7 @@ def test_the_compiling_process_reports_errors_serves_on_and_ends_idle(monkeypatc
     assert server.poll() == 0                   # ended, idle
     assert cc.same_bits(cc.compile_copy((1, 2, 0), (8, 6, 4), torch.float32, 1)(x), x.permute(1, 2, 0).contiguous())
     assert cc._server is not server
+    assert server.stdin.closed and server.stdout.closed     # (its pipes closed, not left to the collector)
     cc._stop()
 
 

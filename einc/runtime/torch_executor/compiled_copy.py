@@ -231,8 +231,7 @@ def compile_copy(perm, shape, dtype, threads):
         if line:
             break
         idle = server.poll() == 0
-        server.kill()
-        server.wait()
+        _end(server)
         if not idle:
             raise RuntimeError("inductor's compiling process stopped or took too long")
     reply = json.loads(line)
@@ -246,9 +245,26 @@ def _serving():
     global _server
     with _lock:
         if _server is None or _server.poll() is not None:
+            if _server is not None:
+                _end(_server)
             _server = subprocess.Popen([sys.executable, "-c", _SERVER, str(IDLE_S)], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         return _server
+
+
+def _end(server, timeout=None) -> None:
+    """Kill the compiling process ``server``, wait for it (at most ``timeout`` s) and close
+    its pipes."""
+    server.kill()
+    try:
+        server.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return
+    for pipe in (server.stdin, server.stdout):
+        try:
+            pipe.close()
+        except (OSError, ValueError):   # (a pipe the killed process left broken)
+            pass
 
 
 def _stop() -> None:
@@ -257,11 +273,7 @@ def _stop() -> None:
         _worker.jobs.clear()
     server = _server
     if server is not None:
-        server.kill()
-        try:
-            server.wait(EXIT_WAIT_S)
-        except subprocess.TimeoutExpired:
-            pass
+        _end(server, EXIT_WAIT_S)
     _worker.stop(EXIT_WAIT_S)
 
 
