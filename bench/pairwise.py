@@ -104,7 +104,7 @@ def measure(w, rounds, budget, variant="cpu", clock="wall", settle=False):
                 break
         fns["einc_copies_off"]()
     if clock == "cpu":
-        return ok, cpu_interleaved(fns, rounds, seed=0 if settle else None), rounds
+        return ok, cpu_interleaved(fns, rounds), rounds
     timings, n = interleaved(fns, rounds=rounds, budget=budget)
     return ok, timings, n
 
@@ -116,15 +116,15 @@ def copies(setting, eq, ops):
     return einc.einsum(eq, *ops)
 
 
-def cpu_interleaved(fns, rounds, target=2e-3, seed=None):
+def cpu_interleaved(fns, rounds, target=2e-3, seed=0):
     """As :func:`einc.tools.benchmark.timing.interleaved` (``{name: Timing}``, batches of
     about ``target`` s timed round-robin, every round run), on this thread's CPU clock: on
     a shared machine the wall clock also counts other processes' time slices, which swamp
-    calls of a few milliseconds.  The callables must already be warmed up.  With ``seed``
-    each round runs them in an order drawn anew (``random.Random(seed)``): a call that
-    allocates a large result can run slower or faster for the call before it (the
-    allocator's reuse of what that one freed), which a fixed order would charge to one
-    method every round."""
+    calls of a few milliseconds.  The callables must already be warmed up.  Each round
+    runs them in an order drawn anew (``random.Random(seed)``; ``seed=None``: the order
+    given, every round): a call that allocates a large result can run slower or faster
+    for the call before it (the allocator's reuse of what that one freed), which a fixed
+    order would charge to one method every round."""
     calls, order, rng = {}, list(fns), random.Random(seed)
     for name, fn in fns.items():
         t0 = time.thread_time()

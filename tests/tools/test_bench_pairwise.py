@@ -47,3 +47,16 @@ def test_the_check_refuses_wrong_values_a_wrong_layout_and_a_view_of_an_operand(
     view = ops[0].permute(2, 0, 1)          # the operand itself, seen in another order: right values, dense
     monkeypatch.setattr(einc, "einsum", lambda *args: view)
     assert not pairwise.check("bda->abd", ops[:1])
+
+
+def test_cpu_rounds_draw_their_order_anew_by_default():
+    """A method run right after another of the same shapes finds the memory that one
+    freed: a fixed order would charge that to one method every round."""
+    order = []
+    fns = {name: (lambda name=name: order.append(name)) for name in "abcd"}
+    pairwise.cpu_interleaved(fns, rounds=8, target=0)
+    rounds = [tuple(order[4 + 4 * r:8 + 4 * r]) for r in range(8)]     # (after one warm-up call each)
+    assert all(sorted(r) == list("abcd") for r in rounds) and len(set(rounds)) > 1
+    order.clear()
+    pairwise.cpu_interleaved(fns, rounds=3, target=0, seed=None)
+    assert order[4:] == list("abcd") * 3
