@@ -198,12 +198,21 @@ def test_keys_follow_the_thread_count(fake):
     assert cc.state(PERM, SHAPE, x.dtype, threads) == "ready"
 
 
-@pytest.mark.parametrize("case", ["grad", "conj", "complex", "small", "strided", "make_fx"])
+@pytest.mark.parametrize("case", ["forward_ad", "func", "conj", "complex", "small", "strided", "make_fx"])
 def test_only_plain_admitted_copies_are_handed_over(fake, monkeypatch, case):
     f, x = _copy(), _x()
-    if case == "grad":
-        x.requires_grad_(True)
-    elif case == "conj":
+    if case == "forward_ad":
+        import torch.autograd.forward_ad as fwad
+        with fwad.dual_level():
+            got = fwad.unpack_dual(f(fwad.make_dual(x, torch.ones_like(x)))).tangent
+        assert torch.equal(got, torch.ones(SHAPE).permute(PERM)) and cc.settle(60) and fake["compiles"] == 0
+        return
+    if case == "func":
+        got = torch.func.grad(lambda t: (f(t) * torch.arange(t.numel()).view(SHAPE).permute(PERM)).sum())(x)
+        assert torch.equal(got, torch.arange(x.numel(), dtype=x.dtype).view(SHAPE))
+        assert cc.settle(60) and fake["compiles"] == 0
+        return
+    if case == "conj":
         x = torch.randn(SHAPE, dtype=torch.complex64).conj()
     elif case == "complex":
         x = torch.randn(SHAPE, dtype=torch.complex64)
@@ -215,6 +224,27 @@ def test_only_plain_admitted_copies_are_handed_over(fake, monkeypatch, case):
     got = make_fx(f)(x)(x) if case == "make_fx" else f(x)      # (the graph make_fx records, run)
     assert torch.equal(got.detach().resolve_conj(), want)
     assert cc.settle(60) and fake["compiles"] == 0
+
+
+def test_a_copy_autograd_records_runs_compiled_and_differentiates_as_torch_does(fake):
+    """A training step's copy: the compiled copy runs in the forward, and the gradient is
+    the incoming one permuted back, twice differentiable, as torch's permute and copy."""
+    f, x = _copy(), _x().requires_grad_(True)
+    f(x)
+    assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) == "ready"
+    runs = fake["runs"]
+    y = f(x)
+    assert fake["runs"] == runs + 1 and y.is_contiguous() and y.grad_fn is not None
+    assert torch.equal(y, x.detach().permute(PERM).contiguous())
+    g = torch.randn(y.shape, dtype=torch.float64).float().requires_grad_(True)
+    w = x.detach().clone().requires_grad_(True)
+    want = w.permute(PERM).contiguous()
+    (got,) = torch.autograd.grad(y, x, g, create_graph=True)
+    (ref,) = torch.autograd.grad(want, w, g, create_graph=True)
+    assert torch.equal(got, ref)
+    (gg,) = torch.autograd.grad((got * got).sum(), g)       # (through the gradient: twice)
+    (rr,) = torch.autograd.grad((ref * ref).sum(), g)
+    assert torch.equal(gg, rr)
 
 
 def test_a_copy_that_moves_only_size_one_indices_stays_a_view(fake):
@@ -316,6 +346,18 @@ def test_einc_results_through_compiled_copies_match_torch(compiling, monkeypatch
     assert len(runs) > ran                      # (the compiled copies ran in the call)
     assert torch.equal(first, again) and again.is_contiguous()
     assert torch.allclose(again.double(), want, rtol=1e-5, atol=1e-5 * math.sqrt(8))
+    leaves = [o.clone().requires_grad_(True) for o in ops]      # (a training step: the copy autograd records)
+    g = torch.randn(want.shape)
+    for _ in range(cc.CALLS):
+        einc.einsum(eq, *leaves)
+    assert cc.settle(600)
+    ran = len(runs)
+    grads = torch.autograd.grad(einc.einsum(eq, *leaves), leaves, g)
+    assert len(runs) > ran
+    doubles = [o.double().requires_grad_(True) for o in ops]
+    wants = torch.autograd.grad(torch.einsum(eq, *doubles), doubles, g.double())
+    for got, ref in zip(grads, wants):
+        assert torch.allclose(got.double(), ref, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.slow

@@ -35,11 +35,14 @@ not (bench/measured/permute-copy-2026-12-02.md).  Compiling one takes seconds, s
 Only where that is safe and worth it: ``EINC_COPY_COMPILE`` on (the default), a
 :func:`~einc.runtime.torch_executor.permute_copy.untracked` CPU tensor (no autograd,
 forward AD, ``torch.func``, tracing; no tensor subclass: fake tensors under
-``torch.compile``) with no dispatch or function mode active (``make_fx`` records the ops a
-call runs, and a compiled copy's kernel is none), with the contiguous strides the copy
-plans for, no lazy conjugate or negative bit, of a dtype in :data:`ADMITTED`, and of at
-least :data:`MIN_BYTES`.  A copy moves bits and does no arithmetic, so whichever copy
-ran, every bit of the result is the same.
+``torch.compile``), or one that only autograd records
+(:func:`~einc.runtime.torch_executor.permute_copy.recorded`: the copy is then a
+:func:`recorded_copy`, whose gradient is the incoming one permuted back, as
+``x.permute(p).contiguous()``'s), with no dispatch or function mode active (``make_fx``
+records the ops a call runs, and a compiled copy's kernel is none), with the contiguous
+strides the copy plans for, no lazy conjugate or negative bit, of a dtype in
+:data:`ADMITTED`, and of at least :data:`MIN_BYTES`.  A copy moves bits and does no
+arithmetic, so whichever copy ran, every bit of the result is the same.
 
 Nothing of inductor's or dynamo's is imported or configured in this process: the
 compile runs in the other one, under inductor's defaults and the environment's
@@ -121,6 +124,28 @@ def ready(perm, shape, x, own):
             _worker.submit(lambda: _make(key, own))
         return None
     return None if fn.__class__ is str else fn
+
+
+class _Recorded(torch.autograd.Function):
+    """A compiled copy autograd records: the gradient of ``x.permute(perm).contiguous()``,
+    the incoming gradient permuted back (a view, as autograd's own permute gives it)."""
+
+    @staticmethod
+    def forward(ctx, x, fn, perm):
+        ctx.perm = perm
+        return fn(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inverse = [0] * len(ctx.perm)
+        for i, p in enumerate(ctx.perm):
+            inverse[p] = i
+        return grad.permute(inverse), None, None
+
+
+def recorded_copy(fn, x, perm):
+    """``fn(x)``, a compiled copy, where autograd records ``x``: differentiable (twice too)."""
+    return _Recorded.apply(x, fn, perm)
 
 
 def _make(key, own) -> None:
@@ -336,4 +361,5 @@ def forget() -> None:
 
 
 __all__ = ["ADMITTED", "CALLS", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "MOST", "PENDING", "ROUNDS", "SLOWER",
-           "admits", "compile_copy", "faster", "forget", "ready", "same_bits", "seen", "settle", "stand_in", "state"]
+           "admits", "compile_copy", "faster", "forget", "ready", "recorded_copy", "same_bits", "seen", "settle",
+           "stand_in", "state"]

@@ -72,7 +72,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from ...planner.strides import contiguous
 from . import compiled_copy
-from .compiled_copy import admits, ready
+from .compiled_copy import admits, ready, recorded_copy
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: the source's trailing block at least this long,
@@ -163,10 +163,15 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        if self.compiles and x.shape == self.source and x.stride() == self.contiguous and untracked(x) and admits(x):
-            fn = ready(self.perm, self.source, x, self.own)
-            if fn is not None:
-                return fn(x)
+        if self.compiles and x.shape == self.source and x.stride() == self.contiguous and admits(x):
+            if untracked(x):
+                fn = ready(self.perm, self.source, x, self.own)
+                if fn is not None:
+                    return fn(x)
+            elif recorded(x):
+                fn = ready(self.perm, self.source, x, self.own)
+                if fn is not None:
+                    return recorded_copy(fn, x, self.perm)
         return self.own(x)
 
     def own(self, x):
@@ -217,6 +222,13 @@ def plain(x) -> bool:
     subclass (fake tensors under ``torch.compile``).  Ops that are not differentiable
     (``view(dtype)``, ``out=``) may run on it."""
     return (type(x) is torch.Tensor and not (x.requires_grad and torch.is_grad_enabled())
+            and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
+
+
+def recorded(x) -> bool:
+    """Whether ``x`` is a CPU tensor that autograd records and nothing else does: a gradient
+    to be taken, no forward AD, ``torch.func``, tracing or tensor subclass."""
+    return (type(x) is torch.Tensor and x.requires_grad and torch.is_grad_enabled() and x.device.type == "cpu"
             and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
 
 
