@@ -257,31 +257,27 @@ def record() -> Path | None:
     return Path(path)
 
 
-def debug() -> bool:
-    """``EINC_DEBUG``: whether the command line prints tracebacks."""
-    value = _raw("EINC_DEBUG")
+def _flag(name: str, default: bool, on: str, off: str) -> bool:
+    """A yes/no setting: ``default`` where unset; ``on``/``off`` say what each means in the error."""
+    value = _raw(name)
     if value is None:
-        return False
+        return default
     flag = value.strip().lower()
     if flag in _TRUE:
         return True
     if flag in _FALSE:
         return False
-    raise _bad("EINC_DEBUG", value, f"one of {', '.join(_TRUE)} (tracebacks) or {', '.join(_FALSE)} (none)")
+    raise _bad(name, value, f"one of {', '.join(_TRUE)} ({on}) or {', '.join(_FALSE)} ({off})")
+
+
+def debug() -> bool:
+    """``EINC_DEBUG``: whether the command line prints tracebacks."""
+    return _flag("EINC_DEBUG", False, "tracebacks", "none")
 
 
 def copy_compile() -> bool:
     """``EINC_COPY_COMPILE``: whether large transposing copies may run compiled (default on)."""
-    value = _raw("EINC_COPY_COMPILE")
-    if value is None:
-        return True
-    flag = value.strip().lower()
-    if flag in _TRUE:
-        return True
-    if flag in _FALSE:
-        return False
-    raise _bad("EINC_COPY_COMPILE", value, f"one of {', '.join(_TRUE)} (compiled copies, the default) or "
-               f"{', '.join(_FALSE)} (never)")
+    return _flag("EINC_COPY_COMPILE", True, "compiled copies, the default", "never")
 
 
 def triton_interpret() -> bool | None:
