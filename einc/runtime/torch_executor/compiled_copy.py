@@ -36,7 +36,7 @@ Only where that is safe and worth it: ``EINC_COPY_COMPILE`` on (the default), a
 :func:`~einc.runtime.torch_executor.permute_copy.untracked` CPU tensor (no autograd,
 forward AD, ``torch.func``, tracing; no tensor subclass: fake tensors under
 ``torch.compile``), or one that only autograd records
-(:func:`~einc.runtime.torch_executor.permute_copy.recorded`: the copy is then a
+(:func:`~einc.runtime.torch_executor.permute_copy.unwatched`: the copy is then a
 :func:`recorded_copy`, whose gradient is the incoming one permuted back, as
 ``x.permute(p).contiguous()``'s), with no dispatch or function mode active (``make_fx``
 records the ops a call runs, and a compiled copy's kernel is none), with the contiguous

@@ -163,15 +163,11 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        if self.compiles and x.shape == self.source and x.stride() == self.contiguous and admits(x):
-            if untracked(x):
-                fn = ready(self.perm, self.source, x, self.own)
-                if fn is not None:
-                    return fn(x)
-            elif recorded(x):
-                fn = ready(self.perm, self.source, x, self.own)
-                if fn is not None:
-                    return recorded_copy(fn, x, self.perm)
+        if (self.compiles and x.shape == self.source and x.stride() == self.contiguous and x.device.type == "cpu"
+                and unwatched(x) and admits(x)):
+            fn = ready(self.perm, self.source, x, self.own)
+            if fn is not None:
+                return recorded_copy(fn, x, self.perm) if x.requires_grad and torch.is_grad_enabled() else fn(x)
         return self.own(x)
 
     def own(self, x):
@@ -218,18 +214,16 @@ def transposes(rows, cols, itemsize) -> bool:
 
 def plain(x) -> bool:
     """Whether ``x`` is a plain tensor that nothing records: no autograd (a gradient to be
-    taken, forward AD, ``torch.func``), no tracing (``torch.jit.trace``), no tensor
-    subclass (fake tensors under ``torch.compile``).  Ops that are not differentiable
-    (``view(dtype)``, ``out=``) may run on it."""
-    return (type(x) is torch.Tensor and not (x.requires_grad and torch.is_grad_enabled())
-            and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
+    taken), and :func:`unwatched`.  Ops that are not differentiable (``view(dtype)``,
+    ``out=``) may run on it."""
+    return not (x.requires_grad and torch.is_grad_enabled()) and unwatched(x)
 
 
-def recorded(x) -> bool:
-    """Whether ``x`` is a CPU tensor that autograd records and nothing else does: a gradient
-    to be taken, no forward AD, ``torch.func``, tracing or tensor subclass."""
-    return (type(x) is torch.Tensor and x.requires_grad and torch.is_grad_enabled() and x.device.type == "cpu"
-            and _forward_ad._current_level < 0 and not _wrapped(x) and torch._C._get_tracing_state() is None)
+def unwatched(x) -> bool:
+    """Whether nothing but autograd may record ``x``: no forward AD, ``torch.func``, tracing
+    (``torch.jit.trace``) or tensor subclass (fake tensors under ``torch.compile``)."""
+    return (type(x) is torch.Tensor and _forward_ad._current_level < 0 and not _wrapped(x)
+            and torch._C._get_tracing_state() is None)
 
 
 def untracked(x) -> bool:
