@@ -87,6 +87,10 @@ INSTALLS = {
             "torch-ppr",
             "tabulate",
             "requests",
+            "urllib3",  # requests' own dependencies: --no-deps installs none of them
+            "charset_normalizer",
+            "idna",
+            "certifi",
             "pyyaml",
             "pandas",
             "python-dateutil",
