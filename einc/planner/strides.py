@@ -37,23 +37,4 @@ def by_stride(indices, st) -> tuple[int, ...]:
     return tuple(sorted(indices, key=lambda i: -st.get(i, 0) if st.get(i, 0) else -math.inf))
 
 
-def written_in_place(groups, order, sizes) -> bool:
-    """Whether a tensor laid out in ``order`` (outermost first) is, as a view, the stack of
-    matrices ``groups`` (batch, rows, cols) with unit stride along the cols and at least two
-    of them: each group's indices consecutive in ``order`` as in the group, the last of the
-    cols innermost (size-1 indices anywhere).  A matrix product writes such a view with
-    ``out=`` in place, and in the bits of a contiguous result (BLAS's ``ldc`` aside; with
-    one column it runs as a matrix-vector product, whose bits may differ)."""
-    live = [i for i in order if sizes[i] != 1]
-    where = {i: p for p, i in enumerate(live)}
-    cols = [i for i in groups[-1] if sizes[i] != 1]
-    if math.prod(sizes[i] for i in cols) < 2 or live[-1] != cols[-1]:
-        return False
-    for group in groups:
-        places = [where[i] for i in group if sizes[i] != 1]
-        if places and places != list(range(places[0], places[0] + len(places))):
-            return False
-    return True
-
-
-__all__ = ["contiguous", "index_strides", "unit_index", "by_stride", "written_in_place"]
+__all__ = ["contiguous", "index_strides", "unit_index", "by_stride"]

@@ -1,14 +1,14 @@
 """Looped layouts of the torch executor: one matrix product per value of the result's first
-index, each written with ``out=`` into its slab of a fresh result, through a view where the
-slab's order is not the product's (runtime/torch_executor/ttgt.py's ``candidates`` says
-where the model takes them; einc.planner.strides.written_in_place where a view serves).
+index, each written with ``out=`` into its slab of a fresh result (runtime/torch_executor/
+ttgt.py's ``candidates`` says where the model takes them: a slab in the product's own
+order, starting at a multiple of ``ttgt.SLAB_ALIGN`` bytes).
 
 Where autograd, a transform or tracing records the step (``out=`` is not differentiable),
-the same products run, each into a tensor of its own, stacked into the result (permuted
-as the slab orders it): a call gives the same bits whether or not an operand requires
-grad, on any BLAS (one product over all the slabs is a GEMM of other sizes, which a BLAS
-may block, split or dispatch differently; a product into a view differs from one into a
-contiguous tensor only in BLAS's ``ldc``)."""
+the same products run, each into a tensor of its own, stacked into the result: a call
+gives the same bits whether or not an operand requires grad, on any BLAS (one product
+over all the slabs is a GEMM of other sizes, which a BLAS may block, split or dispatch
+differently; a product into a slab differs from one into a fresh tensor only in where
+its output starts, which ``ttgt.SLAB_ALIGN`` keeps alike)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from .permute_copy import plain
 def looped(lay, ta, tb, out, sizes, prep_a, prep_b, read):
     """A looped layout (runtime/torch_executor/ttgt.py's ``candidates``): one product per value
     of the result's first index, written with ``out=`` into its slab of a fresh result
-    (the product laid out as the rest of the result), or, where the step is recorded, the
-    same products stacked (the module's docstring).  ``read(term, groups, flip)``: an
-    operand over ``term`` as the stack of matrices ``groups``, or None where it reads as it
-    is (the torch executor's views)."""
+    (laid out as the product writes it), or, where the step is recorded, the same products
+    stacked (the module's docstring).  ``read(term, groups, flip)``: an operand over
+    ``term`` as the stack of matrices ``groups``, or None where it reads as it is (the torch
+    executor's views)."""
     (first,), (batch, m, n, k) = lay.outer, lay.groups
     xa, xb, pa, pb = (tb, ta, prep_b, prep_a) if lay.swap else (ta, tb, prep_a, prep_b)
     groups_a, groups_b = ([batch, m, k], [batch, k, n]) if batch else ([m, k], [k, n])
@@ -36,12 +36,6 @@ def looped(lay, ta, tb, out, sizes, prep_a, prep_b, read):
     mm = torch.bmm if batch else torch.mm
     slab = tuple(math.prod(sizes[i] for i in grp) for grp in ([batch, m, n] if batch else [m, n]))
     shape = tuple(sizes[i] for i in out)
-    # the product's order, where the slab's differs: each product written into a view of its
-    # slab so laid (einc.planner.strides.written_in_place), or, recorded, stacked permuted
-    natural, rest = [*batch, *m, *n], list(out[1:])
-    live = [i for i in natural if sizes[i] != 1] != [i for i in rest if sizes[i] != 1]
-    to_natural = [rest.index(i) for i in natural] if live else None
-    to_rest, unstacked = [natural.index(i) for i in rest], tuple(sizes[i] for i in natural)
 
     def run(a, b):
         record = not (plain(a) and plain(b))
@@ -52,16 +46,8 @@ def looped(lay, ta, tb, out, sizes, prep_a, prep_b, read):
         lefts = a.unbind(da) if da is not None else itertools.repeat(a, sizes[first])
         rights = b.unbind(db) if db is not None else itertools.repeat(b, sizes[first])
         pairs = ((fa(x), fb(y)) for x, y in zip(lefts, rights))
-        if to_natural is not None and (record or not a.is_cpu):
-            # (on CUDA too: cuBLAS's bits with another ldc are not checked here)
-            return torch.stack([mm(x, y).view(unstacked).permute(to_rest) for x, y in pairs])
         if record:
             return torch.stack([mm(x, y) for x, y in pairs]).view(shape)
-        if to_natural is not None:
-            res = torch.empty(shape, dtype=a.dtype, device=a.device)
-            for slot, (x, y) in zip(res, pairs):
-                mm(x, y, out=slot.permute(to_natural).view(slab))
-            return res
         res = torch.empty((sizes[first], *slab), dtype=a.dtype, device=a.device)
         for slot, (x, y) in zip(res, pairs):
             mm(x, y, out=slot)

@@ -67,7 +67,6 @@ import dataclasses
 import functools
 import math
 
-from ...planner.strides import written_in_place
 from .index_orders import _copy_plan, _enumeration, _rows, groups
 
 COPY_KEEP = 0.2         # ns per float32 element: a permuting copy keeping the unit-stride index innermost,
@@ -238,8 +237,7 @@ def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
     as the copies costed so far (the result's first, where ``result``) and ``least``, the
     product's least cost, reach ``floor[0]``: each part of the sum adds to it; with ``result``
-    None (a looped layout's slab), None where it cannot be written in place, and with "in
-    place" also where it needs no permuting (:func:`_inner`)."""
+    None (a looped layout's slab), None where the slab is not in the product's own order."""
     ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
     dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
@@ -259,10 +257,8 @@ def _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, scale, memo, flo
     else:
         copied = [i for i in natural if i not in ones] != [i for i in out if i not in ones] if ones else natural != out
         last = memo[None, natural] = copy_ns(natural, out, sizes) if copied else None
-    if result is None or result == "in place":     # a looped layout's product: its slab not copied
-        if (last is None and result) or (last is not None and not written_in_place((batch, m, n), out, sizes)):
-            return None
-        last = None
+    if result is None and last is not None:     # a looped layout's slab: in its product's order only
+        return None
     counted = last * scale if result and last is not None else 0.0
     if floor is not None and counted + least >= floor[0]:
         return None
@@ -337,15 +333,15 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     :data:`SMALL`) weighs only the first of those moves and orders.
 
     Then (unless ``loops`` is false) the looped layouts: where the result's first index
-    is the outermost of the operands holding it, one product per value of it (:data:`LOOP`
-    ns more each) for the layouts of the step without it that :func:`_inner` admits.  Per
-    ``b``, ``bhij,bhjk->bhik`` with A ``(b, 1, i, j)`` and B ``(1, h, j, k)`` reads A with
-    stride 0 over ``h``, and ``bhqk,bkhd->bqhd`` reads B as it is and writes ``(q, h, d)``,
-    where one product copies both operands expanded, or B and the result.  ``reads``
-    false: without :data:`K_UNIT` (see :func:`for_training`)."""
+    is the outermost of the one operand holding it (:func:`_looped_over`), one product per
+    value of it (:data:`LOOP` ns more each) for the layouts of the step without it that
+    :func:`_inner` admits.  Per ``b``, ``bhij,bhjk->bhik`` with A ``(b, 1, i, j)`` and B
+    ``(1, h, j, k)`` reads A with stride 0 over ``h``, where one product copies both
+    operands expanded, or B and the result.  ``reads`` false: without :data:`K_UNIT` (see
+    :func:`for_training`)."""
     found = [Layout(*row[:9]) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast,
                                                reads=reads)]
-    first = _looped_over(ta, tb, out, sizes, small) if loops else None
+    first = _looped_over(ta, tb, out, sizes, small, itemsize) if loops else None
     if first is not None:
         found += [dataclasses.replace(Layout(*row[:9]), outer=(first,), cost=sizes[first] * (row[7] + LOOP))
                   for row in _flat(*_inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast),
@@ -355,12 +351,10 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
 
 def _inner(ta, tb, out, first, sizes, worth_sparing, itemsize, small, broadcast, floor=None):
     """:func:`_flat`'s arguments for the looped layouts over ``first``: the step without it,
-    its slab written in place (:func:`einc.planner.strides.written_in_place`); over a batch
-    index, only permuted slabs, no own index moved into the batch (gradients' stacks and
-    products smaller than the rate the model holds would cost more than the loop spares)."""
-    shared = first in ta and first in tb
+    each product written with ``out=`` into its slab of the result, which must be in the
+    product's own order (``result`` None: see :func:`cost`)."""
     return ([i for i in ta if i != first], [i for i in tb if i != first], out[1:], sizes, worth_sparing, itemsize,
-            small, broadcast and not shared, floor, "in place" if shared else None)
+            small, broadcast, floor, None)
 
 
 def _few(ta, tb, out, sizes, small):
@@ -368,14 +362,25 @@ def _few(ta, tb, out, sizes, small):
     return max(_size(ta, sizes), _size(tb, sizes), _size(out, sizes)) < (SMALL if small is None else small)
 
 
-def _looped_over(ta, tb, out, sizes, small):
-    """The index the looped layouts loop over (the result's first), or None where there are none."""
+# A looped layout's products write into slabs of one result, those autograd records into
+# tensors of their own, stacked: the same bits only where each product's output starts as
+# a fresh tensor does, as MKL's results may depend on the output's alignment (seen in
+# float64: bench/measured/zen5-host-2026-12-03.md). So every slab starts at a multiple of
+# this many bytes, as torch's CPU allocations do.
+SLAB_ALIGN = 64
+
+
+def _looped_over(ta, tb, out, sizes, small, itemsize=4):
+    """The index the looped layouts loop over (the result's first), or None where there are
+    none: an index of one operand only, its outermost, whose slabs of the result each start
+    at a multiple of :data:`SLAB_ALIGN` bytes.  (Over a batch index a loop spares nothing
+    where each slab is in its product's order: one batched product writes the same.)"""
     first = out[0] if out else None
-    if first is None or sizes[first] <= 1 or _few(ta, tb, out, sizes, small):
+    if first is None or sizes[first] <= 1 or _few(ta, tb, out, sizes, small) or (first in ta and first in tb):
+        return None
+    if _size(out[1:], sizes) * itemsize % SLAB_ALIGN:
         return None
     leads = [next((i for i in t if sizes[i] != 1), None) for t in (ta, tb)]
-    if first in ta and first in tb:     # a batch index: the outermost of both
-        return first if leads == [first, first] else None
     return first if first in leads else None
 
 
@@ -501,7 +506,7 @@ def _cheapest(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast, loo
         if len(_PLAIN) >= 1024:
             _PLAIN.clear()
         _PLAIN[ta, tb, out, sizes, worth_sparing, itemsize, small, free_out, reads] = _finished(plain, free_out)
-    first, looped = _looped_over(ta, tb, out, sizes, small) if loops else None, None
+    first, looped = _looped_over(ta, tb, out, sizes, small, itemsize) if loops else None, None
     # a looped layout costs sizes[first] * (its product + LOOP) or more (none below 0)
     inner_floor = [best[0] / sizes[first] * (1 + 1e-9) - LOOP] if first is not None else [0.0]
     if inner_floor[0] > 0:
