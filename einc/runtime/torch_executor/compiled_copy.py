@@ -56,6 +56,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import json
+import math
 import os
 import select
 import subprocess
@@ -307,11 +308,7 @@ def stand_in(shape, dtype):
     1 for bool)."""
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, dtype=torch.uint8).bool()
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    n = itemsize
-    for s in shape:
-        n *= s
-    return torch.randint(0, 256, (n,), dtype=torch.uint8).view(dtype).view(shape)
+    return torch.randint(0, 256, (math.prod(shape) * dtype.itemsize,), dtype=torch.uint8).view(dtype).view(shape)
 
 
 def same_bits(a, b) -> bool:
