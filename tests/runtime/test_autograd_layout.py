@@ -1,7 +1,8 @@
 """Layouts on the torch executor under autograd: a permuted result's gradient comes back
-in the matrix products' layout in one copy (``_Relayout``), and an operand whose stack
-of matrices has no unit-stride axis is copied once rather than matrix by matrix; the
-results, gradients (first and second order) and forward-mode tangents stay torch's."""
+in the matrix products' layout in one copy (``_Relayout``), and a step with an operand
+whose stack of matrices has no unit-stride axis runs as recorded.Recorded, whose backward
+copies it once rather than matrix by matrix; the results (the untracked call's bits),
+gradients (first and second order) and forward-mode tangents stay torch's."""
 
 import pytest
 import torch
@@ -59,26 +60,34 @@ def test_gradcheck_and_gradgradcheck(equation, shapes):
 
 
 def test_relayout_only_where_the_gradient_is_strided_matrices():
-    """``ijbn`` and ``ijc`` (batch innermost) take the one-copy backward; ``BTKGS`` (rows
-    that do not merge: the reshape's backward copies once anyway) and ``ibk`` (row-major
-    matrices, read as they are) keep torch's own."""
-    for equation, shapes in CASES[:2]:
-        assert "_RelayoutBackward" in grad_fns(einc.einsum(equation, *leaves(shapes))), equation
+    """``ijbn`` (batch innermost) takes the one-copy backward; ``ijc`` too, inside
+    recorded.Recorded (its operands' matrices have no unit stride), whose backward copies
+    the result's gradient into the product's order once; ``BTKGS`` (rows that do not merge:
+    the reshape's backward copies once anyway) and ``ibk`` (row-major matrices, read as they
+    are) keep torch's own."""
+    assert "_RelayoutBackward" in grad_fns(einc.einsum(CASES[0][0], *leaves(CASES[0][1])))
+    assert "RecordedBackward" in grad_fns(einc.einsum(CASES[1][0], *leaves(CASES[1][1])))
     for equation, shapes in CASES[2:4]:
         assert "_RelayoutBackward" not in grad_fns(einc.einsum(equation, *leaves(shapes))), equation
     with torch.no_grad():                     # no gradient: the plain copy, no Function
         assert einc.einsum(*CASES[0][:1], *leaves(CASES[0][1])).grad_fn is None
 
 
-def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch():
+def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch(monkeypatch):
     """pykeen's NTN ``bcda,bca->bcd`` with 8 values of d (A (256, 1, 8, 16), B (1, 500, 16)):
     the product runs (c, bd) and its rows do not merge in the result, so the gradient
     reaches it through a copy either way; from ``permute_copy.MIN_BYTES`` up, where that
     copy runs in wide elements (runs of 8 float32: 32 bytes), the one-copy backward makes
     it (and the forward's copy).  float64 runs (64 bytes, no wide copy) and small results
     keep torch's own; the gradients are torch.einsum's either way.  (With 4 values of d the
-    product runs as torch's does, ((b, d), c), and its result is transposed instead.)"""
+    product runs as torch's does, ((b, d), c), and its result is transposed instead.)  The
+    forward's layout broadcasts ``bca``, and ``(c, (b, d))`` is the one it trains as, inside
+    recorded.Recorded: here that layout is the one chosen, and its ``mm``'s backward priced
+    below ``bmm``'s (backward.as_bmm), so that autograd records its ops."""
+    from einc.runtime.torch_executor import recorded
     from einc.runtime.torch_executor.permute_copy import MIN_BYTES
+    monkeypatch.setattr(recorded, "as_bmm", lambda *args: False)
+    monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (bool(lay.broadcast), lay.cost)))
     eq, big, small = "bcda,bca->bcd", [(256, 1, 8, 16), (1, 500, 16)], [(8, 1, 8, 16), (1, 5, 16)]
     assert 8 * 5 * 8 * 4 < MIN_BYTES <= 256 * 500 * 8 * 4
     for shapes, dtype, relayout in [(big, torch.float32, True), (big, D, False), (small, torch.float32, False)]:
@@ -114,8 +123,8 @@ def test_strided_matrices():
 
 def test_operand_with_batch_innermost_is_copied_once_where_a_gradient_is_taken():
     """``ikc``'s (c, i, k) matrices have no unit stride: with a gradient to take, the
-    layout copies the operand once into a contiguous stack, which BLAS and the backward
-    read as it is; without one, the view goes to ``bmm`` as it is."""
+    backward (recorded.Recorded's) copies the operand once into a contiguous stack, which
+    its products read as it is; the forward, recorded or not, gives the view to ``bmm``."""
     sizes = {"i": 4, "k": 3, "c": 2, "j": 5}
     a = torch.randn(4, 3, 2, dtype=D)
     view, stacked = tx._layout(list("ikc"), [["c"], ["i"], ["k"]], (2, 4, 3), sizes)
@@ -198,8 +207,9 @@ def test_operand_batch_results_and_gradients(equation, shapes, monkeypatch):
 
 
 def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
-    """Operands that require grad under ``torch.no_grad()``: nothing is recorded, so the
-    forward's own layout runs (no stack copy)."""
+    """Operands that require grad under ``torch.no_grad()``: nothing is recorded, no stack
+    copy; with grad mode on, the same forward (the same bits) inside recorded.Recorded, whose
+    backward makes the stack copies."""
     copies = []
     real = tx._stack_copy
     monkeypatch.setattr(tx, "_stack_copy", lambda *a: (lambda f: lambda x: copies.append(1) or f(x))(real(*a)))
@@ -209,15 +219,18 @@ def test_no_grad_mode_keeps_the_forward_layout(monkeypatch):
         out = einc.einsum("ikc,jkc->ijc", a, b)
     assert not copies and out.grad_fn is None
     torch.testing.assert_close(out, torch.einsum("ikc,jkc->ijc", a.detach(), b.detach()))
-    einc.einsum("ikc,jkc->ijc", a, b)
-    assert copies                                   # with grad mode on: the stack copies
+    tracked = einc.einsum("ikc,jkc->ijc", a, b)
+    assert not copies and torch.equal(tracked.detach(), out) and "RecordedBackward" in grad_fns(tracked)
+    tracked.sum().backward()
+    assert copies                                   # the backward's stack copies
     einc.cache_clear()
 
 
 def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     """The stack copies and a broadcast operand's training layout are made on the first
-    call that records a gradient, not when the steps are built: a first call without one
-    builds none of them; the call with one then gives torch's answer and gradients."""
+    call that records a gradient (the stack copies by its backward), not when the steps are
+    built: a first call without one builds none of them; the call with one then gives
+    torch's answer and gradients."""
     made = []
     real_stack, real_matmul = tx._stack_copy, tx._matmul
     monkeypatch.setattr(tx, "_stack_copy", lambda *a: made.append("stack") or real_stack(*a))
@@ -229,12 +242,12 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     assert made == ["matmul"]                       # the forward's product only
     torch.testing.assert_close(out, torch.einsum("ikc,jkc->ijc", a.detach(), b.detach()))
     out = einc.einsum("ikc,jkc->ijc", a, b)
-    assert "stack" in made
     ref = torch.einsum("ikc,jkc->ijc", a, b)
     torch.testing.assert_close(out, ref)
     g = torch.randn(ref.shape, dtype=D)
     for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
         torch.testing.assert_close(x, y)
+    assert "stack" in made                          # made by the backward
     einc.cache_clear()
     # a broadcast operand's product (qQ over P): its training layout's product made on first use
     monkeypatch.setattr(ttgt, "SMALL", 0)
@@ -256,7 +269,8 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
 def test_the_training_layout_is_weighed_when_a_gradient_is_taken(monkeypatch):
     """A weighed step's training layout (``ttgt.for_training``) is weighed by the first
     call that records a gradient, once, not when the steps are built; where it is another
-    layout, that call runs it and gives torch's answer and gradients."""
+    layout, that call trains as it (recorded.Recorded: the forward's ops, so its bits) and
+    gives torch's answer and gradients."""
     monkeypatch.setattr(ttgt, "SMALL", 0)                       # small steps are weighed too
     monkeypatch.setattr(ttgt, "GRAD_PARTIAL", 1e9)              # a broadcast operand's gradient: dearer
     monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))

@@ -1,6 +1,7 @@
-"""A single matrix product run as ``bmm`` of one matrix where a gradient is taken and
-``mm``'s backward would make a gradient with a transposed left operand against a short
-side (runtime/torch_executor/backward.py): the decision, the ops autograd records, and
+"""A single matrix product whose ``mm`` backward would make a gradient with a transposed
+left operand against a short side (runtime/torch_executor/backward.py) runs, where a
+gradient is taken, as recorded.Recorded: the same ``mm`` forward, the products ``bmm``'s
+backward makes (``G @ R^H``, ``L^H @ G``).  The decision, the node autograd records, and
 results, gradients (first and second order), tangents and transforms equal torch's."""
 
 import pytest
@@ -12,14 +13,14 @@ from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.plan import build_plan
 from einc.runtime import torch_executor as tx
-from einc.runtime.torch_executor import backward
+from einc.runtime.torch_executor import backward, recorded
 from einc.runtime.torch_executor.backward import as_bmm
 
 D = torch.float64
 NTN = "bcda,bca->bcd"
 NTN_SIZES = dict(b=256, c=500, d=4, a=16)
 # ``ij,kj->ik`` with a short summed side: ``kj`` reads as the transposed matrix (j, k); small
-# enough for gradcheck, so its tests run bmm as decided (the ``small`` fixture)
+# enough for gradcheck, so its tests run as recorded as decided (the ``small`` fixture)
 SHORT = ("ij,kj->ik", [(30, 8), (40, 8)])
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
@@ -34,10 +35,10 @@ def _per_shape_plans(monkeypatch):
 
 @pytest.fixture
 def small(monkeypatch):
-    """SHORT's step run as ``bmm`` where a gradient is taken: its matrices stay in cache, where
-    reading one along its rows costs nothing more (ttgt.ROWS_BYTES) and ``as_bmm`` keeps
-    ``mm``; :func:`test_decision` checks where it takes ``bmm``."""
-    monkeypatch.setattr(tx, "as_bmm", lambda *args: True)
+    """SHORT's step run as recorded.Recorded where a gradient is taken: its matrices stay in
+    cache, where reading one along its rows costs nothing more (ttgt.ROWS_BYTES) and
+    ``as_bmm`` keeps ``mm``; :func:`test_decision` checks where it takes ``bmm``."""
+    monkeypatch.setattr(recorded, "as_bmm", lambda *args: True)
 
 
 def test_decision():
@@ -56,13 +57,14 @@ def test_decision():
     assert as_bmm("ij", "kj", ("i",), ("k",), ("j",), "", dict(i=1000, j=8, k=1000))
 
 
-def test_ntn_backward_runs_bmm_where_a_gradient_is_taken():
+def test_ntn_backward_runs_as_recorded_where_a_gradient_is_taken():
     """Before, autograd recorded ``mm``, whose backward made the operand ``(b, d, a)``'s
-    gradient as ``((b, d), c) x (c, a)`` with the left operand transposed."""
+    gradient as ``((b, d), c) x (c, a)`` with the left operand transposed; the step runs as
+    recorded.Recorded, whose forward is the untracked one: the same bits."""
     a, b = leaves([(256, 1, 4, 16), (1, 500, 16)], seed=1, dtype=torch.float32)
     out = einc.einsum(NTN, a, b)
     names = grad_fns(out)
-    assert "BmmBackward0" in names and "MmBackward0" not in names
+    assert "RecordedBackward" in names and "MmBackward0" not in names
     g = torch.randn(out.shape)
     got = torch.autograd.grad(out, (a, b), g)
     want = torch.autograd.grad(torch.einsum(NTN, a.double(), b.double()), (a, b), g.double())
@@ -70,7 +72,7 @@ def test_ntn_backward_runs_bmm_where_a_gradient_is_taken():
         torch.testing.assert_close(x, y, atol=1e-4, rtol=1e-4)
     with torch.no_grad():
         plain = einc.einsum(NTN, a, b)
-    torch.testing.assert_close(plain, out.detach())
+    assert torch.equal(plain, out.detach())
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -81,7 +83,7 @@ def test_short_side_results_gradients_and_second_order(transposed, small):
         a = a.detach().t().contiguous().t().requires_grad_()
         b = b.detach().t().contiguous().t().requires_grad_()
     out = einc.einsum(eq, a, b)
-    assert "BmmBackward0" in grad_fns(out)
+    assert "RecordedBackward" in grad_fns(out)
     assert out.is_contiguous()
     torch.testing.assert_close(out, torch.einsum(eq, a, b))
     g = torch.randn(out.shape, dtype=D)
@@ -96,7 +98,7 @@ def test_complex_gradients(small):
     eq, shapes = SHORT
     a, b = leaves(shapes, seed=3, dtype=torch.complex128)
     out = einc.einsum(eq, a, b)
-    assert "BmmBackward0" in grad_fns(out)
+    assert "RecordedBackward" in grad_fns(out)
     g = torch.randn(out.shape, dtype=torch.complex128)
     for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(torch.einsum(eq, a, b), (a, b), g)):
         torch.testing.assert_close(x, y)
@@ -129,33 +131,31 @@ def test_forward_mode_and_transforms(small):
     torch.testing.assert_close(batched[1], 2 * torch.einsum(eq, a, b))
 
 
-def test_no_grad_keeps_mm(monkeypatch, small):
-    """Without a gradient the forward runs ``mm`` as before; with one, ``bmm``."""
-    ran = []
-    real = tx._bmm_of_one
-    monkeypatch.setattr(tx, "_bmm_of_one", lambda a, b: ran.append(1) or real(a, b))
+def test_no_grad_runs_the_same_mm(small):
+    """Without a gradient the step runs ``mm`` and records nothing; with one, the same
+    ``mm`` inside recorded.Recorded: the same bits."""
     a, b = leaves(SHORT[1], seed=6)
     with torch.no_grad():
-        einc.einsum(SHORT[0], a, b)
-    assert not ran
-    einc.einsum(SHORT[0], a, b)
-    assert ran                      # the same step with grad mode on
+        plain = einc.einsum(SHORT[0], a, b)
+    assert plain.grad_fn is None
+    out = einc.einsum(SHORT[0], a, b)
+    assert "RecordedBackward" in grad_fns(out) and torch.equal(out.detach(), plain)
 
 
 def test_decided_on_the_first_gradient(monkeypatch, small):
     """Building a step prices no backward: ``as_bmm`` runs once, on the first call that
-    takes a gradient, whose step then runs ``bmm`` (a first call with none builds nothing
-    more)."""
+    takes a gradient, whose step then runs as recorded.Recorded (a first call with none
+    builds nothing more)."""
     asked = []
-    real = tx.as_bmm
-    monkeypatch.setattr(tx, "as_bmm", lambda *args: asked.append(args) or real(*args))
+    real = recorded.as_bmm
+    monkeypatch.setattr(recorded, "as_bmm", lambda *args: asked.append(args) or real(*args))
     a, b = leaves(SHORT[1], seed=7)
     (fn,), _ = tx.step_functions(build_plan(build(parse(SHORT[0]), SHORT[1][0:2])), [D, D])
     with torch.no_grad():
         fn(a, b)
     assert not asked
     names = grad_fns(fn(a, b))
-    assert len(asked) == 1 and "BmmBackward0" in names and "MmBackward0" not in names
+    assert len(asked) == 1 and "RecordedBackward" in names and "MmBackward0" not in names
     fn(a, b)
     assert len(asked) == 1
 

@@ -224,23 +224,21 @@ def test_training_broadcasts_an_operand_only_where_its_partial_gradients_cost_li
     assert training is lay                                  # nothing broadcast
 
 
-def test_the_training_layout_runs_where_a_gradient_is_taken_and_is_exact(monkeypatch):
-    """The forward's layout without a gradient, the training one with: both exact, and the
-    gradients torch.einsum's."""
-    picked = []
+def test_the_training_layout_trains_where_a_gradient_is_taken_and_is_exact(monkeypatch):
+    """The forward's layout runs with and without a gradient (the same bits); with one, the
+    step trains as the training layout (recorded.Recorded with its parts: built, never run
+    forward); both exact, and the gradients torch.einsum's."""
+    built = []
     real = tx._matmul
 
     def spy(ta, tb, groups, *rest):
-        fn, make, chunked = real(ta, tb, groups, *rest)
-        picked.append(groups[0])
+        fn, make, chunked, parts = real(ta, tb, groups, *rest)
+        built.append(tuple(groups[0]))
 
         def run(a, b, fn=fn):
             seen.append(tuple(groups[0]))
             return fn(a, b)
-
-        def made():             # (the step made to run where a gradient is taken)
-            return lambda a, b: run(a, b, make())
-        return run, make and made, chunked
+        return run, make, chunked, parts
     seen = []
     monkeypatch.setattr(tx, "_matmul", spy)
     eq = "BTD,NDH->BTNH"
@@ -249,11 +247,11 @@ def test_the_training_layout_runs_where_a_gradient_is_taken_and_is_exact(monkeyp
     w = torch.randn(8, 512, 64, dtype=torch.float64, generator=g, requires_grad=True)
     einc.cache_clear()
     with torch.no_grad():
-        torch.testing.assert_close(einc.einsum(eq, x, w), torch.einsum(eq, x, w))
+        plain = einc.einsum(eq, x, w)
+    torch.testing.assert_close(plain, torch.einsum(eq, x, w))
     out = einc.einsum(eq, x, w)
-    assert len(picked) == 2 and len(seen) == 2 and seen[0] != seen[1]      # two layouts, one each
-    assert set(seen[0]) != set() and seen[1] == ()                          # N in the batch; no batch
-    torch.testing.assert_close(out, torch.einsum(eq, x, w))
+    assert len(built) == 2 and built[0] != () and built[1] == ()       # N in the batch; no batch
+    assert seen == [built[0], built[0]] and torch.equal(out.detach(), plain)
     gout = torch.randn(out.shape, dtype=torch.float64, generator=g)
     got = torch.autograd.grad(out, (x, w), gout)
     want = torch.autograd.grad(torch.einsum(eq, x, w), (x, w), gout)

@@ -14,14 +14,16 @@ view, no final copy planned or made.
 Copies around the matrix products, which torch's autograd then differentiates: the layout of each
 product (which operand is left, which indices are batch, their order) is the one whose copies cost
 least (:mod:`einc.runtime.torch_executor.ttgt`), unweighed where too small to repay the choice
-(:mod:`einc.runtime.torch_executor.direct`); where a gradient will be taken, an operand whose
-matrices have no unit-stride axis is copied once into a contiguous stack (:func:`_layout`), and a
-permuted result whose gradient would reach ``bmm`` as such matrices, or a large one whose gradient
-torch would copy anyway, gets a one-copy backward (:class:`_Relayout`), and a single product runs as
-``bmm`` where ``mm``'s backward would cost more (:mod:`einc.runtime.torch_executor.backward`). Where
-no gradient is taken, a large last product whose result is permuted is made a chunk at a time, each
-chunk copied into the result while in cache, and a large multiply and sum a block at a time
-(:mod:`einc.runtime.torch_executor.chunked`).
+(:mod:`einc.runtime.torch_executor.direct`); a permuted result whose gradient would reach
+``bmm`` as matrices with no unit-stride axis, or a large one whose gradient torch would copy
+anyway, gets a one-copy backward (:class:`_Relayout`).  A large last product whose result is
+permuted is made a chunk at a time, each chunk copied into the result while in cache, and a large
+multiply and sum a block at a time (:mod:`einc.runtime.torch_executor.chunked`).  Where a gradient
+is taken, a step may train in other ops than it runs (an operand whose matrices have no unit-stride
+axis copied once into a contiguous stack, :func:`_layout`; ``bmm``'s backward where ``mm``'s would
+cost more, :mod:`einc.runtime.torch_executor.backward`; a broadcast operand's training layout; the
+whole product of a chunked one): it then runs as :mod:`einc.runtime.torch_executor.recorded`'s
+``Recorded``, the same ops forward, their backward.
 """
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import direct
-from .backward import as_bmm
+from . import direct, recorded
 from .chunked import plan_chunks, plan_sum_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
 from .permute_copy import permuted_copy as _permuted_copy
 from .permute_copy import untracked
+from .recorded import no_unit_stride, recordable
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
 from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
@@ -250,34 +252,43 @@ def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
     if lay.outer:                   # (runs its own products, recorded or not: runtime/torch_executor/looped.py)
         return looped(lay, ta, tb, out, sizes, prep_a, prep_b, functools.partial(_read_view, sizes=sizes))
     step = (ta, tb, out, sizes, prep_a, prep_b, dtype, final, free)
-    fn, training, chunked = _product(lay, *step)
+    fn, training, chunked, _ = _product(lay, *step)
     if direct.weighed(lay):
         # a broadcast operand's gradient may cost more in this layout (runtime/torch_executor/ttgt.py): the
         # layout to train in is weighed by the first call that takes a gradient (most first calls take none)
-        training = functools.partial(_trained, lay, step, training, fn)
+        training = functools.partial(_trained, lay, step, training)
     if training is not None:
-        fn = _with_grad(fn, _on_first_use(training))
+        fn = _with_grad(fn, _on_first_call(functools.partial(_recorded, fn, training)))
     return _tagged(fn, lay, chunked) if lay.copies else fn
 
 
 def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
-    """:func:`_matmul`'s ``(fn, what makes it for training or None, the same in chunks or None)``
-    of a contraction step in the layout ``lay``."""
+    """:func:`_matmul`'s ``(fn, what makes its training parts or None, the same in chunks or None,
+    its parts)`` of a contraction step in the layout ``lay``."""
     pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
     return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize)
 
 
-def _trained(lay, step, forward, plain):
-    """What runs a step of layout ``lay`` where a gradient is taken (``step``: :func:`_product`'s
-    arguments less the layout): ``forward()`` (or ``plain``) where ``ttgt.for_training``
-    keeps ``lay``, else the step in the layout it takes, as that layout trains."""
+def _trained(lay, step, training, a, b):
+    """The :class:`~einc.runtime.torch_executor.recorded.Parts` a step of layout ``lay`` trains
+    as (``step``: :func:`_product`'s arguments less the layout), or None where it trains as it
+    runs: ``training(a, b)``'s (or None) where ``ttgt.for_training`` keeps ``lay``, else those
+    of the layout it takes, with their stacked copies."""
     ta, tb, out, sizes, _, _, dtype, final, free = step
     other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
                                 free_out=final and free)
     if other is lay:
-        return forward() if forward else plain
-    fn, make, _ = _product(other, *step)
-    return make() if make else fn
+        return training(a, b) if training else None
+    return _product(other, *step)[3](True)
+
+
+def _recorded(plain, training, a, b):
+    """What runs a step where autograd records it (made by the first such call, on its
+    operands ``a``, ``b``): ``plain``, or ``plain`` as runtime/torch_executor/recorded.py's
+    ``Recorded``, whose backward is that of ``training(a, b)``'s parts: the same ops
+    forward, so the same bits."""
+    parts = training(a, b)
+    return plain if parts is None else recorded.step(plain, parts)
 
 
 def _read_view(term, groups, flip, sizes):
@@ -356,11 +367,13 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
 
 
 def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
-    """``(step, training, chunked)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch, rows,
-    cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
-    summed, cols), the result put in ``out``'s order; what makes the step to run where a
-    gradient is taken, or None where that is ``step``; and the same a chunk at a time on
-    any device, or None (:func:`einc.runtime.torch_executor.chunked.plan_chunks`).  A batch index
+    """``(step, training, chunked, parts)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch,
+    rows, cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
+    summed, cols), the result put in ``out``'s order; ``training(a, b)``, the parts it trains as
+    where a gradient is taken (None: as it runs), or None where it always trains as it runs;
+    the same a chunk at a time on any device, or None
+    (:func:`einc.runtime.torch_executor.chunked.plan_chunks`); ``parts(stacked)``, its product's
+    :class:`~einc.runtime.torch_executor.recorded.Parts`.  A batch index
     missing from an operand is broadcast (stride 0; copied expanded where it merges with
     the operand's own batch indices).  An operand named in ``flip`` (``l``, ``r``) is
     copied into the transposes of its matrices (:func:`_flipped`)."""
@@ -388,35 +401,24 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     step = _chain_out(_binary(mm, a_fn, b_fn), post)
     chunks = plan_chunks(natural, out, batch or m, sizes, itemsize, bool(batch)) if perm_out and final else None
     anywhere = None
-    if chunks is not None:       # (the whole product where a gradient is taken: see runtime/torch_executor/chunked.py)
+    if chunks is not None:       # (trained as the whole product: runtime/torch_executor/recorded.py)
         whole = _chain_out(mm, post)
         step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
+    reads = (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b)
+    grad_out = _permuted_copy(out, natural, sizes) if perm_out else None
+    parts = functools.partial(recorded.parts, *reads, grad_out, _group_shape(groups_c, sizes), swap)
     made = None
-    if stack_a or stack_b or not batch:         # (made by the first call that takes a gradient)
+    if stack_a or stack_b or not batch or chunks is not None:   # (made by the first call that takes a gradient)
         thin = None if batch else (ta, tb, m, n, k, flip, sizes, itemsize)
-        made = functools.partial(_grad_step, step, mm, (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b), post, thin)
-        made = functools.partial(_swapped_made, made) if swap else made
+        made = functools.partial(recorded.training_parts, parts, reads, chunks is not None, thin, swap)
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
-    return step, made, anywhere
+    return step, made, anywhere, parts
 
 
-def _grad_step(fallback, mm, a, b, post, thin):
-    """What runs a contraction step where a gradient is taken (made by the first such call):
-    ``bmm`` where its backward's products cost less than ``mm``'s (``thin``: the step's
-    ``(ta, tb, m, n, k, flip, sizes, itemsize)`` where it has no batch; backward.py) and the
-    operands' stacked copies (:func:`_layout`; ``a``, ``b``: each ``(prep, view, stacked)``);
-    else the whole product, or ``fallback``, the plain step."""
-    grad_mm = _bmm_of_one if thin is not None and as_bmm(*thin) else mm
-    (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b) = a, b
-    if not (stack_a or stack_b or grad_mm is not mm):
-        return fallback
-    return _chain_out(_binary(grad_mm, _chain([prep_a, stack_a or lay_a]), _chain([prep_b, stack_b or lay_b])), post)
-
-
-def _swapped_made(make):
-    return _swapped(make())
+def _group_shape(groups, sizes):
+    return tuple([math.prod(map(sizes.__getitem__, grp)) for grp in groups])
 
 
 def _read(term, groups, sizes, prep, flip):
@@ -449,9 +451,9 @@ def _layout(term, groups, shape, sizes):
     ``groups`` and merges each group; ``stacked`` (None where nothing is permuted) does
     the same, but where that view is a stack of matrices with no unit-stride axis (a
     batch index innermost, as in ``ikc,jkc->ijc``) it copies the operand once into a
-    contiguous stack: ``bmm`` would copy it matrix by matrix, in the forward and again
-    for each product of the backward, where one copy that the backward's products reuse
-    is cheaper (a forward alone is faster with ``bmm``'s copies, which stay in cache)."""
+    contiguous stack: ``bmm`` would copy it matrix by matrix in each product of the
+    backward, where a recorded step's backward (recorded.py) reads the stack instead (a
+    forward is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
     view = _chain([(lambda x: x.permute(perm)) if perm else None,
@@ -462,16 +464,24 @@ def _layout(term, groups, shape, sizes):
 
     def stacked(x):
         y = view(x)
-        st, sh = y.stride(), y.shape
-        if st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1:
-            return copy(x)
-        return y
+        return copy(x) if no_unit_stride(y) else y
     return view, stacked
 
 
 def _merges(groups, order) -> bool:
     """Whether a group of ``groups`` (``order``: their indices) is not one index: a reshape."""
     return len(order) != len(groups) or not all(groups)
+
+
+def _on_first_call(make):
+    """:func:`_on_first_use`, whose ``make`` takes the first call's arguments."""
+    made = []
+
+    def run(*args):
+        if not made:
+            made.append(make(*args))
+        return made[0](*args)
+    return run
 
 
 def _on_first_use(make):
@@ -499,12 +509,12 @@ def _flipped(term, groups, shape, sizes):
 
 
 def _with_grad(plain, training):
-    """``plain(a, b)``, or ``training(a, b)`` where autograd will record the product (an
-    operand requires grad, grad mode on)."""
+    """``plain(a, b)``, or ``training(a, b)`` where autograd alone will record the product (an
+    operand requires grad, grad mode on, nothing else watching: runtime/torch_executor/recorded.py)."""
     grad_enabled = torch.is_grad_enabled
 
     def run(a, b):
-        if (a.requires_grad or b.requires_grad) and grad_enabled():
+        if (a.requires_grad or b.requires_grad) and grad_enabled() and recordable(a, b):
             return training(a, b)
         return plain(a, b)
     return run
@@ -524,12 +534,6 @@ def _stack_copy(term, groups, shape, sizes):
         return _chain([_permuted_copy(term, order, sizes), view])
     tshape = shape[:-2] + (shape[-1], shape[-2])
     return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
-
-
-def _bmm_of_one(a, b):
-    """``a @ b`` of two matrices as ``bmm`` of one: its backward makes ``G @ b^T`` and
-    ``a^T @ G``, where ``mm``'s makes each gradient in its operand's strides (backward.py)."""
-    return torch.bmm(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0)
 
 
 def _binary(op, fa, fb):

@@ -1,5 +1,6 @@
-"""Which op runs a step's single matrix product where a gradient will be taken: ``mm``
-or ``bmm`` of one matrix, whose backwards make different products.
+"""Whether a step's single matrix product trains with ``bmm``'s backward or ``mm``'s, which
+make different products (runtime/torch_executor/recorded.py makes either, behind the same
+``mm`` forward).
 
 torch's ``mm`` backward makes each operand's gradient in that operand's strides: for
 ``L @ R`` with ``R`` read as a transposed view (column-major), ``R``'s gradient is made
@@ -13,8 +14,8 @@ runs as ``(c, a) @ (a, (b, d))`` with ``a`` = 16, whose ``mm`` backward makes
 its short side the rows (bench/measured/broadcast-2026-12-02.md).  The gradient ``bmm`` makes of a
 column-major operand is transposed against that operand's layout, and a consumer that
 needs the operand's own strides (a leaf's ``.grad``) copies it: :func:`as_bmm` counts
-that copy too, and the views ``bmm`` of one matrix adds, forward and backward
-(:data:`VIEWS`).
+that copy too, and what training so adds, forward and backward (:data:`VIEWS`, measured
+as the views of ``bmm`` of one matrix, forward and backward).
 """
 
 from __future__ import annotations

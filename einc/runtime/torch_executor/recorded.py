@@ -1,0 +1,161 @@
+"""A step that autograd records: run as untracked, trained in other ops where theirs costs less.
+
+Where a gradient is taken, some steps train for less in other ops than they run: the layout
+``ttgt.for_training`` names for a broadcast operand, an operand whose matrices have no
+unit-stride axis copied once into a stack (``bmm`` would copy it matrix by matrix in each
+product of its backward), ``bmm``'s products where ``mm``'s backward reads a transposed
+operand (``backward.py``), the whole product where the untracked call makes it in chunks.
+Other ops forward give other last bits.  Such a step runs as :class:`Recorded`: its forward
+is the untracked step's ops, so a call gives the same bits whether or not autograd records
+it, and its backward is the one autograd would make of the training ops, made without their
+forward product: the training layout's operand matrices (:class:`Parts`) made again from the
+saved operands, the result's gradient put back into the product's shape, the product's two
+gradients, and the operand layouts' own backward (which sums a broadcast operand's partial
+gradients).  Made of differentiable ops, that backward is recorded in turn where a double
+backward asks for it.  The first call that takes a gradient decides whether a step trains
+so (the torch executor's ``_recorded``).
+
+Under a ``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass
+(:func:`~einc.runtime.torch_executor.permute_copy.unwatched`), which record the ops
+themselves, the untracked step's ops run as they are, but a step made in chunks, which they
+cannot record, runs whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from .backward import as_bmm
+from .permute_copy import unwatched
+
+_transforms_active = torch._C._are_functorch_transforms_active
+_run_backward = getattr(torch.autograd.graph, "_engine_run_backward", None)
+
+
+class Parts(NamedTuple):
+    """A layout's matrix product as its backward needs it: ``left`` and ``right`` make the
+    product's operand matrices from the step's operands (the second one first where
+    ``swap``), ``post_grad`` puts the result's gradient back into the product's shape;
+    ``strided``: each operand's gradient made in that operand's strides, as ``mm``'s
+    backward makes it (else as ``bmm``'s, ``G @ R^H`` and ``L^H @ G``: backward.py)."""
+
+    left: Callable
+    right: Callable
+    post_grad: Callable
+    swap: bool
+    strided: bool
+
+
+class Recorded(torch.autograd.Function):
+    """``fn(a, b)``, the untracked step, whose backward is that of ``parts``' product."""
+
+    @staticmethod
+    def forward(ctx, fn, parts, a, b):
+        ctx.parts = parts
+        ctx.save_for_backward(a, b)
+        return fn(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        parts = ctx.parts
+        need_a, need_b = ctx.needs_input_grad[2:]
+        (xl, nl), (xr, nr) = ((b, need_b), (a, need_a)) if parts.swap else ((a, need_a), (b, need_b))
+        create = torch.is_grad_enabled()        # a double backward records this one
+        with torch.enable_grad():
+            il = xl if create else xl.detach().requires_grad_(nl)
+            ir = xr if create else xr.detach().requires_grad_(nr)
+            left, right = parts.left(il), parts.right(ir)
+        g = parts.post_grad(grad)
+        strided, gl, gr = parts.strided, None, None
+        if nl:
+            gm = torch.matmul(right.conj(), g.mT).mT if strided and _column_major(left) else torch.matmul(g, right.mH)
+            gl = _through(left, il, gm, create)
+        if nr:
+            gm = torch.matmul(g.mT, left.conj()).mT if strided and _column_major(right) else torch.matmul(left.mH, g)
+            gr = _through(right, ir, gm, create)
+        ga, gb = (gr, gl) if parts.swap else (gl, gr)
+        return None, None, ga, gb
+
+
+def _column_major(x) -> bool:
+    """Whether the matrix ``x`` is laid out column by column (``mm``'s backward test)."""
+    return x.dim() == 2 and x.stride(0) == 1 and x.stride(1) == x.shape[0]
+
+
+def _through(y, x, gy, create):
+    """The gradient of ``x`` from ``gy``, that of ``y``, one of its operand matrices.  (The
+    engine called as ``torch.autograd.grad`` calls it: its checks of the gradient's shape
+    import sympy on first use, half a second of a first training step.)"""
+    if _run_backward is None:
+        return torch.autograd.grad(y, x, gy, create_graph=create, allow_unused=True)[0]
+    return _run_backward((y,), (gy,), create, create, (x,), True, accumulate_grad=False)[0]
+
+
+def recordable(a, b) -> bool:
+    """Whether autograd alone records a step on ``a`` and ``b`` (no transform, forward AD,
+    tracing or tensor subclass), so that it may run as :class:`Recorded`."""
+    return unwatched(a) and unwatched(b) and not _transforms_active()
+
+
+def parts(a, b, grad_out, shape, swap, stacked, strided=None) -> Parts:
+    """The :class:`Parts` of a product (``a``, ``b``: each operand's ``(prep, view, stacked)``,
+    as the torch executor reads it; ``grad_out`` the copy of the result's gradient into the
+    product's order, or None; ``shape`` the product's), read through the operands' stacked
+    copies where ``stacked``; ``strided`` (default: a single ``mm``, as its own backward does)."""
+    def matrices(prep, view, stack):
+        fns = [f for f in (prep, (stack or view) if stacked else view) if f is not None]
+        return lambda x: _through_all(fns, x)
+
+    def post_grad(g):
+        return (grad_out(g) if grad_out else g).reshape(shape)
+    return Parts(matrices(*a), matrices(*b), post_grad, swap, len(shape) == 2 if strided is None else strided)
+
+
+def _through_all(fns, x):
+    for fn in fns:
+        x = fn(x)
+    return x
+
+
+def training_parts(make, reads, chunked, thin, swap, a, b):
+    """A step's training parts (``make(True)``: made by the first call that takes a gradient,
+    on its operands ``a``, ``b``), or None where it trains as it runs: the whole product where
+    it runs in chunks, its stacked copies where an operand's matrices have no unit-stride axis
+    (``reads``: each ``(prep, view, stacked)``), or its products as ``bmm``'s backward makes
+    them where that costs less than ``mm``'s (``thin``: the step's ``(ta, tb, m, n, k, flip,
+    sizes, itemsize)`` where it has no batch; backward.py)."""
+    xs = (b, a) if swap else (a, b)
+    if chunked or any(_unstrided(*read, x) for read, x in zip(reads, xs)):
+        return make(True)
+    if thin is not None and as_bmm(*thin):
+        return make(True, False)
+    return None
+
+
+def no_unit_stride(y) -> bool:
+    """Whether ``y``'s matrices have no unit-stride axis (BLAS reads neither way)."""
+    st, sh = y.stride(), y.shape
+    return st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1
+
+
+def _unstrided(prep, view, stack, x) -> bool:
+    """Whether the operand ``x`` read as ``view`` (after ``prep``) has matrices with no
+    unit-stride axis, which its ``stack`` would copy (None: never)."""
+    if stack is None:
+        return False
+    for fn in (prep, view):
+        x = x if fn is None else fn(x)
+    return no_unit_stride(x)
+
+
+def step(fn, parts):
+    """``fn(a, b)`` run as :class:`Recorded` with ``parts``' backward."""
+    apply = Recorded.apply
+    return lambda a, b: apply(fn, parts, a, b)
+
+
+__all__ = ["Parts", "Recorded", "no_unit_stride", "parts", "recordable", "step", "training_parts"]
