@@ -405,9 +405,8 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         whole = _chain_out(mm, post)
         step = _binary(lambda a, b: chunks(a, b, whole), a_fn, b_fn)
         anywhere = _binary(lambda a, b: chunks.anywhere(a, b, whole), a_fn, b_fn)
-    reads = (prep_a, lay_a, stack_a), (prep_b, lay_b, stack_b)
-    grad_out = _permuted_copy(out, natural, sizes) if perm_out else None
-    parts = functools.partial(recorded.parts, *reads, grad_out, _group_shape(groups_c, sizes), swap)
+    reads = (a_fn, stack_a and _chain([prep_a, stack_a])), (b_fn, stack_b and _chain([prep_b, stack_b]))
+    parts = functools.partial(recorded.parts, *reads, natural, out, groups_c, sizes, swap)
     made = None
     if stack_a or stack_b or not batch or chunks is not None:   # (made by the first call that takes a gradient)
         thin = None if batch else (ta, tb, m, n, k, flip, sizes, itemsize)
@@ -415,10 +414,6 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
     return step, made, anywhere, parts
-
-
-def _group_shape(groups, sizes):
-    return tuple([math.prod(map(sizes.__getitem__, grp)) for grp in groups])
 
 
 def _read(term, groups, sizes, prep, flip):
@@ -460,7 +455,7 @@ def _layout(term, groups, shape, sizes):
                    (lambda x: x.reshape(shape)) if _merges(groups, order) else None])
     if perm is None:
         return view, None
-    copy = _on_first_use(lambda: _stack_copy(term, groups, shape, sizes))
+    copy = _on_first_call(lambda x: _stack_copy(term, groups, shape, sizes))
 
     def stacked(x):
         y = view(x)
@@ -474,24 +469,14 @@ def _merges(groups, order) -> bool:
 
 
 def _on_first_call(make):
-    """:func:`_on_first_use`, whose ``make`` takes the first call's arguments."""
+    """A function that calls the one ``make(*args)`` returns, made on its first call (with
+    that call's arguments): what only a gradient runs (most first calls take none) is built
+    when one does."""
     made = []
 
     def run(*args):
         if not made:
             made.append(make(*args))
-        return made[0](*args)
-    return run
-
-
-def _on_first_use(make):
-    """A function that calls the one ``make()`` returns, made on its first call: what
-    only a gradient's products run (most first calls take none) is built when one does."""
-    made = []
-
-    def run(*args):
-        if not made:
-            made.append(make())
         return made[0](*args)
     return run
 

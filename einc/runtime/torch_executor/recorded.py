@@ -23,13 +23,14 @@ cannot record, runs whole.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
 from .backward import as_bmm
-from .permute_copy import unwatched
+from .permute_copy import permuted_copy, unwatched
 
 _transforms_active = torch._C._are_functorch_transforms_active
 _run_backward = getattr(torch.autograd.graph, "_engine_run_backward", None)
@@ -101,23 +102,24 @@ def recordable(a, b) -> bool:
     return unwatched(a) and unwatched(b) and not _transforms_active()
 
 
-def parts(a, b, grad_out, shape, swap, stacked, strided=None) -> Parts:
-    """The :class:`Parts` of a product (``a``, ``b``: each operand's ``(prep, view, stacked)``,
-    as the torch executor reads it; ``grad_out`` the copy of the result's gradient into the
-    product's order, or None; ``shape`` the product's), read through the operands' stacked
-    copies where ``stacked``; ``strided`` (default: a single ``mm``, as its own backward does)."""
-    def matrices(prep, view, stack):
-        fns = [f for f in (prep, (stack or view) if stacked else view) if f is not None]
-        return lambda x: _through_all(fns, x)
+def parts(a, b, natural, out, groups, sizes, swap, stacked, strided=None) -> Parts:
+    """The :class:`Parts` of a product (``a``, ``b``: each operand's ``(view, stacked)``, the
+    functions that read it as the product's matrices, None for as it is; its result over
+    ``natural``, the step's over ``out``; ``groups`` the result's matrices), read through the
+    operands' stacked copies where ``stacked``; ``strided`` (default: a single ``mm``, as its
+    own backward does)."""
+    shape = tuple(math.prod(sizes[i] for i in grp) for grp in groups)
+    copy = permuted_copy(out, natural, sizes) if list(out) != list(natural) else None
+
+    def matrices(view, stack):
+        return ((stack or view) if stacked else view) or _same
 
     def post_grad(g):
-        return (grad_out(g) if grad_out else g).reshape(shape)
+        return (copy(g) if copy else g).reshape(shape)
     return Parts(matrices(*a), matrices(*b), post_grad, swap, len(shape) == 2 if strided is None else strided)
 
 
-def _through_all(fns, x):
-    for fn in fns:
-        x = fn(x)
+def _same(x):
     return x
 
 
@@ -125,7 +127,7 @@ def training_parts(make, reads, chunked, thin, swap, a, b):
     """A step's training parts (``make(True)``: made by the first call that takes a gradient,
     on its operands ``a``, ``b``), or None where it trains as it runs: the whole product where
     it runs in chunks, its stacked copies where an operand's matrices have no unit-stride axis
-    (``reads``: each ``(prep, view, stacked)``), or its products as ``bmm``'s backward makes
+    (``reads``: each ``(view, stacked)``), or its products as ``bmm``'s backward makes
     them where that costs less than ``mm``'s (``thin``: the step's ``(ta, tb, m, n, k, flip,
     sizes, itemsize)`` where it has no batch; backward.py)."""
     xs = (b, a) if swap else (a, b)
@@ -142,14 +144,10 @@ def no_unit_stride(y) -> bool:
     return st[-1] != 1 and st[-2] != 1 and sh[-1] != 1 and sh[-2] != 1
 
 
-def _unstrided(prep, view, stack, x) -> bool:
-    """Whether the operand ``x`` read as ``view`` (after ``prep``) has matrices with no
-    unit-stride axis, which its ``stack`` would copy (None: never)."""
-    if stack is None:
-        return False
-    for fn in (prep, view):
-        x = x if fn is None else fn(x)
-    return no_unit_stride(x)
+def _unstrided(view, stack, x) -> bool:
+    """Whether the operand ``x`` read as ``view`` has matrices with no unit-stride axis, which
+    its ``stack`` would copy (None: never)."""
+    return stack is not None and no_unit_stride(view(x) if view else x)
 
 
 def step(fn, parts):
