@@ -299,18 +299,20 @@ def test_half_precision_multiply_and_sum_multiplies_in_float32(equation, shapes,
 @pytest.mark.parametrize("equation,shapes", [("ij,ij->", [(30, 20), (30, 20)]), ("bi,bi->b", [(3, 40), (3, 40)]),
                                              ("abc,abcd->d", [(3, 2, 8), (3, 2, 8, 4)])])
 def test_half_precision_multiply_and_sum_under_autograd_saves_the_operands_as_they_are(equation, shapes, dtype):
-    """Where autograd records the step, torch's own einsum op runs it (a matrix product,
-    float32 products): the float32 copy einc's own multiply-and-sum makes would be saved for
-    the backward (34 MiB beside torch's nothing for ij,ij-> on 3000 x 3000 float16)."""
+    """Where autograd records the step, it runs as summed.Summed: the untracked call's bits,
+    the operands saved as they are (the float32 copy the multiply makes would be saved
+    otherwise: 34 MiB beside torch's nothing for ij,ij-> on 3000 x 3000 float16)."""
     g = torch.Generator().manual_seed(0)
     ops = [torch.randn(s, generator=g).to(dtype).requires_grad_() for s in shapes]
+    with torch.no_grad():
+        plain = einc.einsum(equation, *ops)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         out = einc.einsum(equation, *ops)
     assert saved and all(t.dtype == dtype for t in saved), [t.dtype for t in saved]
+    assert torch.equal(out.detach(), plain)
     grads = torch.autograd.grad(out.sum(), ops)
     want = torch.einsum(equation, *ops)
-    assert torch.equal(out, want)
     for got, expected in zip(grads, torch.autograd.grad(want.sum(), ops)):
         assert got.dtype == dtype and torch.equal(got, expected)
     big = torch.full(shapes[0], 300.0).to(dtype).requires_grad_()      # still float32 products
@@ -320,8 +322,9 @@ def test_half_precision_multiply_and_sum_under_autograd_saves_the_operands_as_th
 
 
 def test_half_precision_multiply_and_sum_past_52_dimensions_under_autograd():
-    """The step's own einsum for torch's op is spelled in 52 letters: past them, einc's
-    float32 multiply-and-sum runs (it raised)."""
+    """A float16 multiply-and-sum of 59 dimensions under autograd, past torch's 52 letters
+    (spelling the step as torch's einsum op, as einc once did there, raised): right, its
+    gradient too."""
     shape = (1,) * 30 + (2,) * 8 + (1,) * 20 + (4,)
     g = torch.Generator().manual_seed(0)
     a = torch.randn(shape, generator=g).half().requires_grad_()

@@ -33,9 +33,9 @@ def _plan_every_shape(monkeypatch):
 @pytest.fixture
 def chunks_always(monkeypatch):
     """Every permuted last product cut, in chunks of 64 bytes per thread."""
-    from einc.runtime import torch_executor
+    from einc.runtime.torch_executor import summed
     monkeypatch.setattr(chunked, "MIN_BYTES", 0)
-    monkeypatch.setattr(torch_executor, "HALF_MIN_BYTES", 0)
+    monkeypatch.setattr(summed, "HALF_MIN_BYTES", 0)
     monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
     einc.cache_clear()
     yield
@@ -381,18 +381,22 @@ def test_a_large_dot_step_runs_in_blocks_at_the_default_thresholds(blocks_cut):
     assert float((out.double() - ref).abs().max()) <= 2 * float(((a * b).sum((1, 2)).double() - ref).abs().max()) + 1e-6
 
 
-def test_gradients_of_a_dot_step_take_the_whole_sum(chunks_always, monkeypatch):
-    """Blocks are planned, but the guard turns away the operands autograd tracks."""
+def test_gradients_of_a_dot_step_run_its_blocks_and_agree(chunks_always, monkeypatch):
+    """Recorded by autograd, a dot step made in blocks runs as summed.Summed: its forward
+    is the untracked step (the blocks run: the bits of the call without autograd), its
+    backward the whole multiply and sum's."""
     asked = []
     monkeypatch.setattr(chunked, "untracked", lambda x: asked.append(permute_copy.untracked(x)) or asked[-1])
     a = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
     b = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
     out = einc.einsum("bij,bji->b", a, b)
+    assert asked and all(asked)
     got = torch.autograd.grad(out.sum(), (a, b))
     want = torch.autograd.grad(torch.einsum("bij,bji->b", a, b).sum(), (a, b))
     for g_, e in zip(got, want):
         torch.testing.assert_close(g_, e)
-    assert asked and not any(asked)
+    with torch.no_grad():
+        assert torch.equal(einc.einsum("bij,bji->b", a, b), out.detach())
 
 
 def test_half_precision_sums_in_blocks_add_float32_partials(chunks_always, blocks_cut, monkeypatch):

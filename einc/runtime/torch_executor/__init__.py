@@ -18,7 +18,8 @@ least (:mod:`einc.runtime.torch_executor.ttgt`), unweighed where too small to re
 ``bmm`` as matrices with no unit-stride axis, or a large one whose gradient torch would copy
 anyway, gets a one-copy backward (:class:`_Relayout`).  A large last product whose result is
 permuted is made a chunk at a time, each chunk copied into the result while in cache, and a large
-multiply and sum a block at a time (:mod:`einc.runtime.torch_executor.chunked`).  Where a gradient
+multiply and sum a block at a time (:mod:`einc.runtime.torch_executor.chunked`; the multiply and sum,
+in float32 for 16-bit floats: :mod:`einc.runtime.torch_executor.summed`).  Where a gradient
 is taken, a step may train in other ops than it runs (an operand whose matrices have no unit-stride
 axis copied once into a contiguous stack, :func:`_layout`; ``bmm``'s backward where ``mm``'s would
 cost more, :mod:`einc.runtime.torch_executor.backward`; a broadcast operand's training layout; the
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import math
-import string
 
 import torch
 
@@ -39,18 +39,17 @@ from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
 from . import direct, recorded
-from .chunked import plan_chunks, plan_sum_chunks
+from .chunked import plan_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
 from .permute_copy import permuted_copy as _permuted_copy
-from .permute_copy import untracked
 from .recorded import no_unit_stride, recordable
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
 from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
 from .relayout import strided_matrices as _strided_matrices
+from .summed import mul_sum
 
-_HALF = (torch.float16, torch.bfloat16)
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
 
 
@@ -232,7 +231,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         # (against float64, ten to a hundred times the error at that length, in float32).
         full = out + [i for i in ta if i in summed]
         k_dims = tuple(range(len(out), len(full)))
-        core = _binary(_mul_sum(lambda a, b: _times(a, b).sum(k_dims), full, k_dims, g.sizes, da),
+        core = _binary(mul_sum(k_dims, da, tuple(g.sizes[i] for i in full)),
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, _finish(free) if final else None), da
 
@@ -307,48 +306,6 @@ def _tagged(fn, lay, chunked=None):
     return run
 
 
-# float16 / bfloat16 products are made in float32 in blocks from this size (bytes) of the
-# float32 product up (below, whole): whole float32 temporaries cost more than the blocks
-# (bfloat16 bij,bij->b, 1 thread: bench/measured/chunks.md).
-HALF_MIN_BYTES = 1 << 20
-
-
-def _times(a, b):
-    """``a * b``; in float32 for float16 / bfloat16, as a matrix product multiplies them
-    (torch.einsum's ``bmm``, einc's kernels): a product rounded to float16 may overflow
-    (300 * 300 is inf, and inf - inf NaN where torch sums to 0) or lose the bits the sum needs."""
-    if a.dtype not in _HALF:
-        return a * b
-    return a.float() * b if a.numel() <= b.numel() else a * b.float()     # the smaller one copied
-
-
-def _mul_sum(whole, full, k_dims, sizes, dtype):
-    """``whole(a, b)`` (a multiply and sum over tensors laid along ``full``), a block at a
-    time where the product is large (:func:`einc.runtime.torch_executor.chunked.plan_sum_chunks`); for
-    float16 / bfloat16 ``whole`` sums float32 products (:func:`_times`), in blocks from
-    :data:`HALF_MIN_BYTES`, and the result is rounded once, at the end."""
-    shape = tuple(sizes[i] for i in full)
-    if dtype not in _HALF:
-        chunks = plan_sum_chunks(shape, k_dims, dtype.itemsize)
-        return whole if chunks is None else (lambda a, b: chunks(a, b, whole))
-    chunks = plan_sum_chunks(shape, k_dims, 4, HALF_MIN_BYTES)
-    run = whole if chunks is None else (lambda a, b: chunks(a, b, whole))
-    # Where autograd (or a transform, or tracing) records the step, torch's own einsum op
-    # runs it, a matrix product that multiplies in float32 too and saves the operands as
-    # they are (the float32 copy would be saved for the backward: 34 MiB beside torch's
-    # nothing for ij,ij-> on 3000 x 3000).
-    # (spelled in torch's 52 letters; past them, einc's own multiply-and-sum always runs)
-    letters = string.ascii_letters[:len(full)]
-    text = f"{letters},{letters}->" + "".join(c for d, c in enumerate(letters) if d not in k_dims) \
-        if len(full) <= len(string.ascii_letters) else None
-
-    def half(a, b):
-        if text is None or (untracked(a) and untracked(b)):
-            return run(a, b).to(dtype)
-        return torch._VF.einsum(text, [a, b])
-    return half
-
-
 def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
     """Multiply and sum: ``ta`` and ``tb`` hold the same indices (the summed ones and the
     batch ones, which are ``out``)."""
@@ -356,11 +313,7 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
     k_dims = tuple(d for d, i in enumerate(ta) if i in summed)
     kept = [i for i in ta if i not in summed]
     perm_out = _perm(kept, out)
-    if _integral(dtype):        # keep the operands' dtype, as torch.einsum's matrix product does
-        mul_sum = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
-    else:
-        mul_sum = lambda a, b: _times(a, b).sum(k_dims)  # noqa: E731
-    core = _binary(_mul_sum(mul_sum, ta, k_dims, sizes, dtype), prep_a,
+    core = _binary(mul_sum(k_dims, dtype, tuple(sizes[i] for i in ta)), prep_a,
                    _chain([prep_b, (lambda x: x.permute(perm_b)) if perm_b else None]))
     post = [(lambda x: x.permute(perm_out)) if perm_out else None, _finish(free) if final else None]
     return _chain_out(core, _chain(post))

@@ -34,9 +34,10 @@ same :data:`MIN_BYTES` with 1 and 2 threads, and loses below (bench/measured/chu
 Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd,
 ``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
 nothing tracks (:func:`~einc.runtime.torch_executor.permute_copy.untracked`); anything else runs the
-whole product.  Where autograd alone records a chunked product, the torch executor runs it
-as runtime/torch_executor/recorded.py's ``Recorded``, whose forward sees plain tensors (the
-chunks run: the bits of the call without autograd) and whose backward is the whole product's.
+whole product.  Where autograd alone records a chunked product (or multiply and sum), it
+runs as runtime/torch_executor/recorded.py's ``Recorded`` (summed.py's ``Summed``), whose
+forward sees plain tensors (the chunks run: the bits of the call without autograd) and whose
+backward is the whole product's.
 
 On CUDA the chunks are not taken by default but offered: measure mode (the default
 there, :mod:`einc.runtime.select`) times the last product in chunks of half the L2 cache

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import string
 
 import torch
 
@@ -42,12 +41,9 @@ from . import (
     _perm,
     _prep,
     _reduce,
-    _times,
     ttgt,
 )
-from .permute_copy import untracked
-
-_HALF = (torch.float16, torch.bfloat16)
+from .summed import mul_sum
 
 
 class _Source:
@@ -337,30 +333,12 @@ def _emitted(views, preps, ta, tb, out, summed, decision, lay, dtype, finish, ca
         full = out + [i for i in ta if i in summed]
         _align(src, "a", ta, full)
         _align(src, "b", tb, full)
-        src.env["mul_sum"] = _mul_sum(len(out), len(full), dtype)
+        src.env["mul_sum"] = mul_sum(tuple(range(len(out), len(full))), dtype)
         src.call("c", "mul_sum", "a", "b")
         return src.function("c", finish, cast, whole)
     if _contract(src, lay, ta, tb, out):
         finish = ""             # the product's own result, in the equation's order: contiguous
     return src.function("c", finish, cast, whole)
-
-
-def _mul_sum(kept: int, rank: int, dtype):
-    """``fn(a, b)``: the sum of ``a * b`` over dimensions ``kept`` onwards (of ``rank``).  For
-    float16 / bfloat16 the products are float32 and the sum rounded once; where autograd
-    records the step, torch's own einsum op runs it (a matrix product that multiplies in
-    float32 too, and saves the operands as they are, not a float32 copy)."""
-    dims = tuple(range(kept, rank))
-    if dtype not in _HALF:
-        return lambda a, b: _times(a, b).sum(dims)
-    text = f"{string.ascii_letters[:rank]},{string.ascii_letters[:rank]}->{string.ascii_letters[:kept]}" \
-        if rank <= len(string.ascii_letters) else None
-
-    def half(a, b):
-        if text is None or (untracked(a) and untracked(b)):
-            return _times(a, b).sum(dims).to(dtype)
-        return torch._VF.einsum(text, [a, b])
-    return half
 
 
 def _align(src: _Source, v: str, term, full) -> None:

@@ -1,0 +1,110 @@
+"""A multiply and sum, ``(a * b).sum(k_dims)``: the same ops, and bits, whether or not
+autograd records it.
+
+For float16 / bfloat16 the products are float32, as in a matrix product (torch.einsum's
+``bmm``, einc's kernels), and the sum is rounded once, at the end: a product rounded to
+float16 may overflow (300 * 300 is inf, and inf - inf NaN where torch sums to 0) or lose
+the bits the sum needs.  A large product is made a block at a time
+(:func:`~einc.runtime.torch_executor.chunked.plan_sum_chunks`).
+
+Autograd would record neither as it runs: the blocks write into a result, and the float32
+copy of a 16-bit operand would be saved for the backward (34 MiB beside nothing for
+``ij,ij->`` on 3000 x 3000 float16).  Where a gradient is taken, such a step runs as
+:class:`Summed`, whose forward is the untracked ops and whose backward is that of
+``(a * b).sum(k_dims)``: each operand's gradient is the result's times the other operand
+(conjugated), summed where the operand broadcasts, that sum a multiply and sum of its own
+(float32 products for 16-bit operands).  It saves the operands as they are.  Under a
+``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass, which
+record the ops themselves, the step runs whole (:func:`~einc.runtime.torch_executor.recorded.recordable`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .chunked import plan_sum_chunks
+from .recorded import recordable
+
+HALF = (torch.float16, torch.bfloat16)
+
+# float16 / bfloat16 products are made in float32 in blocks from this size (bytes) of the
+# float32 product up (below, whole): whole float32 temporaries cost more than the blocks
+# (bfloat16 bij,bij->b, 1 thread: bench/measured/chunks.md).
+HALF_MIN_BYTES = 1 << 20
+
+
+def times(a, b):
+    """``a * b``; in float32 for float16 / bfloat16 (the smaller operand copied)."""
+    if a.dtype not in HALF:
+        return a * b
+    return a.float() * b if a.numel() <= b.numel() else a * b.float()
+
+
+def mul_sum(k_dims, dtype, shape=None):
+    """``fn(a, b)``: the sum over the dimensions ``k_dims`` of ``a * b``, tensors of ``dtype``
+    that broadcast to one shape of the same rank; a block at a time where that shape,
+    ``shape`` (None: never in blocks), is large."""
+    if not (dtype.is_floating_point or dtype.is_complex):   # (the operands' dtype kept, as torch's product does)
+        whole = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
+    else:
+        whole = lambda a, b: times(a, b).sum(k_dims)  # noqa: E731
+    half = dtype in HALF
+    chunks = shape is not None and plan_sum_chunks(shape, k_dims, 4 if half else dtype.itemsize,
+                                                   HALF_MIN_BYTES if half else None)
+    run = (lambda a, b: chunks(a, b, whole)) if chunks else whole
+    if half:
+        summed = run
+        run = lambda a, b: summed(a, b).to(dtype)  # noqa: E731
+    if not (half or chunks):
+        return run                  # autograd records these ops as they run
+    apply = Summed.apply
+
+    def step(a, b):
+        if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled() and recordable(a, b):
+            return apply(run, k_dims, a, b)
+        return run(a, b)            # (recorded by a transform or tracing: the blocks run whole)
+    return step
+
+
+class Summed(torch.autograd.Function):
+    """``fn(a, b)``, the untracked multiply and sum over ``k_dims``, whose backward is that of
+    ``(a * b).sum(k_dims)``."""
+
+    @staticmethod
+    def forward(ctx, fn, k_dims, a, b):
+        ctx.k_dims = k_dims
+        ctx.save_for_backward(a, b)
+        return fn(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        for d in sorted(ctx.k_dims):
+            grad = grad.unsqueeze(d)
+        need_a, need_b = ctx.needs_input_grad[2:]
+        return None, None, _part(grad, b, a) if need_a else None, _part(grad, a, b) if need_b else None
+
+
+def _part(grad, other, x):
+    """``x``'s gradient: ``grad`` times ``other`` (conjugated, as ``mul``'s backward), summed
+    where ``x`` broadcasts, as a multiply and sum of its own (:func:`mul_sum`: float32
+    products for 16-bit operands, rounded once; in blocks where large).  Where nothing is
+    summed, the 16-bit product is that rounding: the float32 product of two 16-bit floats
+    is exact."""
+    full = torch.broadcast_shapes(grad.shape, other.shape)
+    k_dims = tuple(d for d, (n, m) in enumerate(zip(x.shape, full)) if n != m)
+    if not k_dims:
+        if x.dtype in HALF and other.shape[-1] == 1 < full[-1]:
+            # torch's 16-bit multiply runs element by element where the last dimension
+            # broadcasts ``other`` (an outer product): float32 runs vectorized
+            return times(grad, other).to(x.dtype)
+        return grad * other.conj()
+    return _mul_sum(k_dims, x.dtype, tuple(full))(grad, other.conj()).reshape(x.shape)
+
+
+_mul_sum = functools.lru_cache(maxsize=64)(mul_sum)     # (a backward's, by shape)
+
+
+__all__ = ["HALF", "HALF_MIN_BYTES", "Summed", "mul_sum", "times"]
