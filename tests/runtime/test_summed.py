@@ -190,3 +190,18 @@ def test_a_16_bit_gradient_product_is_the_float32_product_rounded_once(dtype):
         x = torch.empty(torch.broadcast_shapes(gs, os_), dtype=dtype)
         want = (grad.float() * other.float()).to(dtype)
         assert torch.equal(summed._part(grad, other, x), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128, *HALF], ids=str)
+@pytest.mark.parametrize("rank", [4, 60], ids=lambda r: f"rank{r}")
+def test_a_broadcast_operand_s_gradient_sums_the_products(dtype, rank):
+    """Past torch's 52 letters the sum is a multiply and sum; within them torch's einsum op."""
+    shape = (1,) * (rank - 4) + (3, 4, 5, 6)
+    x = torch.empty(shape[:-3] + (1, 5, 1), dtype=dtype)              # broadcast along two dims
+    grad = _operands([shape[:-1] + (1,)], dtype, seed=1)[0]            # summed along the last
+    other = _operands([shape], dtype, seed=2)[0]
+    got = summed._part(grad, other, x)
+    want = (grad.to(torch.complex128) * other.to(torch.complex128).conj()).sum_to_size(x.shape)
+    assert got.dtype == dtype and got.shape == x.shape
+    tol = 2e-2 if dtype in HALF else 1e-12
+    torch.testing.assert_close(got.to(torch.complex128), want, rtol=tol, atol=tol)

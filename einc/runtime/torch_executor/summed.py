@@ -12,15 +12,15 @@ copy of a 16-bit operand would be saved for the backward (34 MiB beside nothing 
 ``ij,ij->`` on 3000 x 3000 float16).  Where a gradient is taken, such a step runs as
 :class:`Summed`, whose forward is the untracked ops and whose backward is that of
 ``(a * b).sum(k_dims)``: each operand's gradient is the result's times the other operand
-(conjugated), summed where the operand broadcasts, that sum a multiply and sum of its own
-(float32 products for 16-bit operands).  It saves the operands as they are.  Under a
+(conjugated), summed where the operand broadcasts (by torch's einsum op, in float32 for
+16-bit operands).  It saves the operands as they are.  Under a
 ``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass, which
 record the ops themselves, the step runs whole (:func:`~einc.runtime.torch_executor.recorded.recordable`).
 """
 
 from __future__ import annotations
 
-import functools
+import string
 
 import torch
 
@@ -89,10 +89,11 @@ class Summed(torch.autograd.Function):
 
 def _part(grad, other, x):
     """``x``'s gradient: ``grad`` times ``other`` (conjugated, as ``mul``'s backward), summed
-    where ``x`` broadcasts, as a multiply and sum of its own (:func:`mul_sum`: float32
-    products for 16-bit operands, rounded once; in blocks where large).  Where nothing is
-    summed, the 16-bit product is that rounding: the float32 product of two 16-bit floats
-    is exact."""
+    where ``x`` broadcasts.  Where nothing is summed, a 16-bit product is made in 16 bits,
+    which is the float32 product rounded once (the float32 product of two 16-bit floats
+    is exact).  The sum where ``x`` broadcasts is torch's einsum op (a matrix product:
+    a few terms to an output, where a multiply and sum reduces a short index slowly),
+    in float32 for 16-bit operands, rounded once."""
     full = torch.broadcast_shapes(grad.shape, other.shape)
     k_dims = tuple(d for d, (n, m) in enumerate(zip(x.shape, full)) if n != m)
     if not k_dims:
@@ -101,10 +102,14 @@ def _part(grad, other, x):
             # broadcasts ``other`` (an outer product): float32 runs vectorized
             return times(grad, other).to(x.dtype)
         return grad * other.conj()
-    return _mul_sum(k_dims, x.dtype, tuple(full))(grad, other.conj()).reshape(x.shape)
-
-
-_mul_sum = functools.lru_cache(maxsize=64)(mul_sum)     # (a backward's, by shape)
+    if len(full) > len(string.ascii_letters):
+        return (grad * other.conj()).sum(k_dims, keepdim=True) if x.dtype not in HALF \
+            else times(grad, other).sum(k_dims, keepdim=True).to(x.dtype)
+    letters = string.ascii_letters[:len(full)]
+    kept = "".join(c for d, c in enumerate(letters) if d not in k_dims)
+    if x.dtype in HALF:
+        grad, other = grad.float(), other.float()
+    return torch._VF.einsum(f"{letters},{letters}->{kept}", [grad, other.conj()]).reshape(x.shape).to(x.dtype)
 
 
 __all__ = ["HALF", "HALF_MIN_BYTES", "Summed", "mul_sum", "times"]
