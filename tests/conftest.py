@@ -86,3 +86,27 @@ def kernel_device(monkeypatch, tmp_path_factory):
     einc.cache_clear()
     yield torch.device("cuda", torch.cuda.current_device()) if GPU else torch.device("cpu")
     einc.cache_clear()
+
+
+@pytest.fixture
+def per_shape_plans(monkeypatch):
+    """Every call planned per shape (``EINC_NEW_SHAPES=plan``: the per-shape executor's
+    steps, not a size class's, runtime/sizeclass.py; nor torch's op, which
+    ``EINC_NEW_SHAPES=torch`` gives a small call), einc's caches emptied before and after."""
+    import einc
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+@pytest.fixture
+def applied(monkeypatch):
+    """``applied(cls)``: a function that says how many times ``cls.apply`` (an
+    autograd.Function's) has run since, every call passed on."""
+    def count(cls):
+        seen = []
+        apply = cls.apply
+        monkeypatch.setattr(cls, "apply", lambda *args: seen.append(1) or apply(*args))
+        return lambda: len(seen)
+    return count

@@ -14,17 +14,10 @@ from einc.runtime.torch_executor import ttgt
 
 D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
-
-
-@pytest.fixture(autouse=True)
-def _per_shape_plans(monkeypatch):
-    """These small calls test the per-shape executor's layouts: planned per shape, not by
-    their size class (runtime/sizeclass.py)."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+# These small calls test the per-shape executor's layouts: planned per shape, not by their
+# size class (runtime/sizeclass.py).
+pytestmark = [pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+              pytest.mark.usefixtures("per_shape_plans")]
 
 # (equation, shapes): a batch index innermost in the result (txl, af2), a result whose
 # rows do not merge (gemma's GQA logits), a permuted result the matrix products read as

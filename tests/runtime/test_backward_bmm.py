@@ -22,15 +22,8 @@ NTN_SIZES = dict(b=256, c=500, d=4, a=16)
 # ``ij,kj->ik`` with a short summed side: ``kj`` reads as the transposed matrix (j, k); small
 # enough for gradcheck, so its tests run as recorded as decided (the ``small`` fixture)
 SHORT = ("ij,kj->ik", [(30, 8), (40, 8)])
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
-
-
-@pytest.fixture(autouse=True)
-def _per_shape_plans(monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = [pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+              pytest.mark.usefixtures("per_shape_plans")]
 
 
 @pytest.fixture

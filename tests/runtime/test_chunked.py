@@ -23,23 +23,9 @@ from einc.runtime.torch_executor import chunked, permute_copy
 ROLES = ("batch", "m", "n", "k")
 
 
-@pytest.fixture(autouse=True)
-def _plan_every_shape(monkeypatch):
-    """Every call runs einc's own plan, whatever the environment says (under
-    EINC_NEW_SHAPES=torch a small call would run torch's op: runtime/admission.py)."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
-
-
-@pytest.fixture
-def chunks_always(monkeypatch):
-    """Every permuted last product cut, in chunks of 64 bytes per thread."""
-    from einc.runtime.torch_executor import summed
-    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
-    monkeypatch.setattr(summed, "HALF_MIN_BYTES", 0)
-    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+# every call runs einc's own plan, whatever the environment says (under EINC_NEW_SHAPES=torch a
+# small call would run torch's op: runtime/admission.py)
+pytestmark = pytest.mark.usefixtures("per_shape_plans")
 
 
 @pytest.fixture

@@ -24,21 +24,13 @@ UNSTRIDED = ("ikc,jkc->ijc", [(40, 30, 8), (36, 30, 8)])           # (c, i, k) m
 CASES = [BROADCAST, PERMUTED, UNSTRIDED]
 
 
-@pytest.fixture(autouse=True)
-def _per_shape_plans(monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("per_shape_plans")
 
 
 @pytest.fixture
-def count(monkeypatch):
+def count(applied):
     """How many steps ran as Recorded since the fixture began (``count()``)."""
-    seen = []
-    apply = recorded.Recorded.apply
-    monkeypatch.setattr(recorded.Recorded, "apply", lambda *args: seen.append(1) or apply(*args))
-    return lambda: len(seen)
+    return applied(recorded.Recorded)
 
 
 def _operands(shapes, dtype=D, seed=0):

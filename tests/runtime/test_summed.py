@@ -25,23 +25,9 @@ def new_shapes(request, monkeypatch):
 
 
 @pytest.fixture
-def blocks(monkeypatch):
-    """Every multiply and sum made in blocks of 64 bytes per thread."""
-    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
-    monkeypatch.setattr(summed, "HALF_MIN_BYTES", 0)
-    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
-
-
-@pytest.fixture
-def count(monkeypatch):
+def count(applied):
     """How many steps ran as Summed since the fixture began (``count()``)."""
-    seen = []
-    apply = summed.Summed.apply
-    monkeypatch.setattr(summed.Summed, "apply", lambda *args: seen.append(1) or apply(*args))
-    return lambda: len(seen)
+    return applied(summed.Summed)
 
 
 def _operands(shapes, dtype, seed=0):
@@ -81,8 +67,9 @@ def test_a_half_precision_multiply_and_sum_gives_the_untracked_bits_and_saves_16
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128, *HALF], ids=str)
-def test_a_multiply_and_sum_in_blocks_runs_them_where_a_gradient_is_taken(case, dtype, blocks, count, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")          # (a size class's multiply and sum is never cut)
+def test_a_multiply_and_sum_in_blocks_runs_them_where_a_gradient_is_taken(case, dtype, chunks_always, count,
+                                                                           per_shape_plans, monkeypatch):
+    # (planned per shape: a size class's multiply and sum is never cut)
     eq, shapes = case
     ops = _operands(shapes, dtype)
     cut = []
@@ -111,8 +98,7 @@ def test_a_multiply_and_sum_that_autograd_records_as_it_runs_is_not_wrapped(new_
 
 @pytest.mark.parametrize("case", CASES[:2], ids=lambda c: c[0])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
-def test_first_and_second_order_gradients_are_checked(case, dtype, blocks, count, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+def test_first_and_second_order_gradients_are_checked(case, dtype, chunks_always, count, per_shape_plans):
     eq, shapes = case
     ops = [o.requires_grad_() for o in _operands([[min(s, 4) for s in shape] for shape in shapes], dtype)]
     assert torch.autograd.gradcheck(lambda *xs: einc.einsum(eq, *xs), ops)
@@ -135,8 +121,7 @@ def test_second_order_gradients_in_half_precision_are_close_to_float64s(dtype, n
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16], ids=str)
-def test_transforms_and_tracing_run_the_whole_multiply_and_sum(dtype, blocks, count, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+def test_transforms_and_tracing_run_the_whole_multiply_and_sum(dtype, chunks_always, count, per_shape_plans):
     from torch.func import grad
     eq, shapes = CASES[0]
     a, b = _operands(shapes, dtype)
@@ -151,9 +136,8 @@ def test_transforms_and_tracing_run_the_whole_multiply_and_sum(dtype, blocks, co
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("sizes", [(0, 4, 5), (3, 0, 5), (1, 1, 1), (3, 1, 5), (3, 4, 0)], ids=str)
 @pytest.mark.parametrize("eq", ["bij,bji->b", "bij,bijk->k"])
-def test_sizes_zero_and_one(eq, sizes, dtype, blocks, monkeypatch):
+def test_sizes_zero_and_one(eq, sizes, dtype, chunks_always, per_shape_plans):
     """A dot step, and one output of a sum (``k`` of size 1: a multiply and sum however short)."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
     b_, i, j = sizes
     shapes = [(b_, i, j), (b_, j, i)] if eq == "bij,bji->b" else [(b_, i, j), (b_, i, j, 1)]
     ops = _operands(shapes, dtype)
@@ -166,8 +150,7 @@ def test_sizes_zero_and_one(eq, sizes, dtype, blocks, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=str)
-def test_a_broadcast_operand_with_a_size_one_dimension(dtype, blocks, count, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+def test_a_broadcast_operand_with_a_size_one_dimension(dtype, chunks_always, count, per_shape_plans):
     eq, shapes = "abc,abcd->d", [(16, 1, 256), (16, 1, 256, 4)]         # 4 outputs of 4096 terms
     ops = _operands(shapes, dtype)
     with torch.no_grad():
