@@ -12,6 +12,7 @@ Quick and deterministic by default; the long run before a release is
 ``EINC_FUZZ_EXAMPLES=20000 python -m pytest tests/fuzz/test_fuzz.py --hypothesis-show-statistics``.
 """
 
+import contextlib
 import math
 import warnings
 
@@ -312,15 +313,14 @@ def test_gradients(case, seed):
     event(f"{_check_gradients(case, seed)} operand(s)")
 
 
-@fuzz.profile(quick=300, share=0.05)
-@given(case=fuzz.cases(dtypes=[torch.float64], max_operands=3), seed=st.integers(0, 2**16),
-       choice=st.integers(0, 2**16))
-def test_gradients_in_every_layout(case, seed, choice):
-    """Gradients through a layout drawn among those the copy-cost model weighs, and where it
-    broadcasts an operand, through the training layout ``ttgt.for_training`` may take
-    instead (made to switch half the time), against torch's."""
+@contextlib.contextmanager
+def _drawn_layouts(choice: int):
+    """Every step weighed, its layout drawn by ``choice`` among those the copy-cost model
+    weighs, and the training layout ``ttgt.for_training`` may take made to differ from the
+    forward's where it can for odd ``choice``; yields a list that says, per step that asked,
+    whether it did."""
     from einc.runtime.torch_executor import ttgt
-    real, partial, training = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training
+    real, partial, training, small = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training, ttgt.SMALL
     switched = []
 
     def for_training(lay, *args, **kw):
@@ -328,13 +328,64 @@ def test_gradients_in_every_layout(case, seed, choice):
         switched.append(found is not lay)
         return found
     einc.cache_clear()
-    ttgt.pick, small, ttgt.SMALL = (lambda found: found[choice % len(found)]), ttgt.SMALL, 0
+    ttgt.pick, ttgt.SMALL = (lambda found: found[choice % len(found)]), 0
     ttgt.GRAD_PARTIAL, ttgt.for_training = (1e9 if choice % 2 else 0.0), for_training
     try:
-        _check_gradients(case, seed)
+        yield switched
     finally:
         ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, ttgt.for_training = real, small, partial, training
         einc.cache_clear()
+
+
+@contextlib.contextmanager
+def _cut(on: bool):
+    """Every product and multiply-and-sum cut into 64-byte chunks where ``on``
+    (runtime/torch_executor/chunked.py), einc's caches emptied around it."""
+    from einc.runtime.torch_executor import chunked, summed
+    if not on:
+        yield
+        return
+    saved = chunked.MIN_BYTES, chunked.CHUNK_BYTES, summed.HALF_MIN_BYTES
+    chunked.MIN_BYTES, chunked.CHUNK_BYTES, summed.HALF_MIN_BYTES = 0, 64, 0
+    einc.cache_clear()
+    try:
+        yield
+    finally:
+        chunked.MIN_BYTES, chunked.CHUNK_BYTES, summed.HALF_MIN_BYTES = saved
+        einc.cache_clear()
+
+
+@fuzz.profile(quick=60, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                                torch.complex128], max_operands=4),
+       seed=st.integers(0, 2**16), cut=st.booleans(), choice=st.integers(0, 2**16))
+def test_autograd_leaves_the_bits_alone(case, seed, cut, choice):
+    """One answer per call (docs/semantics.md): the same bits whether or not autograd records
+    the call, through every layout the copy-cost model weighs (a training layout of its own
+    half the time), with products and multiply-and-sums cut into chunks half the time."""
+    base = fuzz.values(case, seed)
+    with _drawn_layouts(choice) as switched, _cut(cut):
+        try:
+            with torch.no_grad():
+                plain = einc.einsum(*case.args([fuzz.lay_out(b, lay) for b, lay in zip(base, case.layouts)]))
+        except Exception:       # noqa: BLE001 - errors are test_differential's
+            return
+        leaves = [b.requires_grad_() for b in base]
+        tracked = einc.einsum(*case.args([fuzz.lay_out(x, lay) for x, lay in zip(leaves, case.layouts)])).detach()
+    assert tracked.dtype == plain.dtype and tracked.shape == plain.shape
+    assert bool(((tracked == plain) | (tracked.isnan() & plain.isnan())).all()), (tracked, plain)
+    event(f"cut: {cut}, " + ("a training layout of its own" if any(switched) else "the forward's layout"))
+
+
+@fuzz.profile(quick=300, share=0.05)
+@given(case=fuzz.cases(dtypes=[torch.float64], max_operands=3), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_gradients_in_every_layout(case, seed, choice):
+    """Gradients through a layout drawn among those the copy-cost model weighs, and where it
+    broadcasts an operand, through the training layout ``ttgt.for_training`` may take
+    instead (made to switch half the time), against torch's."""
+    with _drawn_layouts(choice) as switched:
+        _check_gradients(case, seed)
     event("a training layout of its own" if any(switched) else "the forward's layout")
 
 
