@@ -15,7 +15,7 @@ import einc
 from einc.runtime import admission
 
 SEEDS = range(40)
-DTYPES = [torch.float32, torch.float64]
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
 @pytest.fixture(autouse=True)
