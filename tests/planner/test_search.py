@@ -319,10 +319,11 @@ def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch):
     start = time.perf_counter()
     monkeypatch.setattr(S, "STALE", 10 ** 9)
     _, trials, reason, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, start, 0.15)
-    elapsed = time.perf_counter() - start
-    # doubled: 8, 16, 32 trials (112 ms), then 64 more (240 ms in all); here about 19 more
+    # doubled: 8, 16, 32 trials (112 ms), then 64 more (240 ms in all); here about 19 more.
+    # (The trials' own time, not the wall clock's, which a loaded machine stretches: the
+    # batches are sized by the time left, so load makes them smaller, never larger.)
     assert reason == "time budget spent" and sizes_asked[:2] == [8, 16] and max(sizes_asked) <= 32
-    assert elapsed < 0.15 + 0.06
+    assert 0.002 * sum(sizes_asked) < 0.15 + 0.06
 
 
 def test_random_greedy_batches_take_turns_with_two_costmod_ranges(monkeypatch):
