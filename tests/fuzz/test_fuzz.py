@@ -358,12 +358,15 @@ def _cut(on: bool):
 @fuzz.profile(quick=60, share=0.05)
 @given(case=fuzz.cases(dtypes=[torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
                                 torch.complex128], max_operands=4),
-       seed=st.integers(0, 2**16), cut=st.booleans(), choice=st.integers(0, 2**16))
-def test_autograd_leaves_the_bits_alone(case, seed, cut, choice):
+       seed=st.integers(0, 2**16), cut=st.booleans(), choice=st.integers(0, 2**16),
+       new_shapes=st.sampled_from(["plan", "class"]))
+def test_autograd_leaves_the_bits_alone(case, seed, cut, choice, new_shapes, monkeypatch):
     """One answer per call (docs/semantics.md): the same bits whether or not autograd records
-    the call, through every layout the copy-cost model weighs (a training layout of its own
-    half the time), with products and multiply-and-sums cut into chunks half the time."""
+    the call, planned per shape through every layout the copy-cost model weighs (a training
+    layout of its own half the time) or by its size class, with products and
+    multiply-and-sums cut into chunks half the time."""
     base = fuzz.values(case, seed)
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     with _drawn_layouts(choice) as switched, _cut(cut):
         try:
             with torch.no_grad():
@@ -374,7 +377,7 @@ def test_autograd_leaves_the_bits_alone(case, seed, cut, choice):
         tracked = einc.einsum(*case.args([fuzz.lay_out(x, lay) for x, lay in zip(leaves, case.layouts)])).detach()
     assert tracked.dtype == plain.dtype and tracked.shape == plain.shape
     assert bool(((tracked == plain) | (tracked.isnan() & plain.isnan())).all()), (tracked, plain)
-    event(f"cut: {cut}, " + ("a training layout of its own" if any(switched) else "the forward's layout"))
+    event(f"{new_shapes}, cut: {cut}, " + ("a training layout of its own" if any(switched) else "the forward's layout"))
 
 
 @fuzz.profile(quick=300, share=0.05)
