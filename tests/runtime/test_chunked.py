@@ -225,6 +225,35 @@ def test_the_candidate_for_any_device_cuts_plain_tensors_and_leaves_tracked_ones
     assert whole_calls and taken["calls"] == 2
 
 
+def test_a_recorded_call_joins_the_same_chunks(chunks_always, taken):
+    """Where something records the operands (here autograd, outside ``Recorded``), the CPU's
+    path makes the same chunks, each a tensor of its own, joined in the result's order,
+    which is not the chunks' (``e``, then ``d``, cut; the result ``abcdef``): the same bits
+    as plain tensors, and the whole product's gradients."""
+    sizes = dict(zip("abcdefg", (2, 2, 2, 5, 3, 2, 4)))
+    run = chunked.plan_chunks(list("edafbc"), list("abcdef"), list("eda"), sizes, 8, False)
+    g = torch.Generator().manual_seed(2)
+    a = torch.randn(5 * 3 * 2, 4, dtype=torch.float64, generator=g)
+    b = torch.randn(4, 2 * 2 * 2, dtype=torch.float64, generator=g)
+    whole_calls = []
+
+    def whole(x, y):
+        whole_calls.append(True)
+        return (x @ y).view(3, 5, 2, 2, 2, 2).permute(2, 4, 5, 1, 0, 3).contiguous()
+    plain = run(a, b, whole)
+    assert torch.equal(plain, whole(a, b))
+    whole_calls.clear()
+    x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+    got = run(x, y, whole)
+    assert got.is_contiguous() and torch.equal(got.detach(), plain)
+    assert not whole_calls and taken["calls"] == 2 and taken["chunks"] > 4
+    w = torch.randn(got.shape, dtype=torch.float64, generator=g)
+    grads = torch.autograd.grad((got * w).sum(), (x, y))
+    want = torch.autograd.grad((whole(x, y) * w).sum(), (x, y))
+    for g_, e in zip(grads, want):
+        torch.testing.assert_close(g_, e)
+
+
 # ----------------------------------------------------------------- what may not be cut
 
 def test_gradients_run_the_chunks_and_agree(chunks_always, taken):
@@ -260,6 +289,69 @@ def test_forward_ad_vmap_and_jacrev_are_right(chunks_always):
     stack = torch.randn(2, 4, 3, 5, dtype=torch.float64)
     torch.testing.assert_close(vmap(lambda x: einc.einsum(eq, x, b))(stack), torch.einsum("zabk,kc->zbca", stack, b))
     torch.testing.assert_close(jacrev(lambda x: einc.einsum(eq, x, b))(a), jacrev(lambda x: torch.einsum(eq, x, b))(a))
+
+
+# a permuted last product (two batch indices cut), a dot step, one sum and a sum whose summed
+# indices come before the kept one (partial sums added), a dot step with two kept indices cut,
+# few outputs of long sums
+RECORDED = [("bij,bjk->kbi", [(3, 4, 5), (3, 5, 6)]), ("abij,abjk->kbai", [(2, 3, 4, 5), (2, 3, 5, 6)]),
+            ("bij,bji->b", [(3, 4, 5), (3, 5, 4)]), ("ij,ij->", [(7, 5), (7, 5)]),
+            ("bij,bij->j", [(3, 4, 5), (3, 4, 5)]), ("abij,abij->ba", [(2, 3, 4, 5), (2, 3, 4, 5)]),
+            ("abc,abcd->d", [(16, 16, 16), (16, 16, 16, 2)])]
+WAYS = ["vjp", "jvp", "forward AD", "make_fx fake", "make_fx real"]
+
+
+def _reached(way, eq, a, b):
+    """``einc.einsum(eq, a, b)`` as ``way`` records it: its result, and where the way makes
+    one, the gradient of the first operand from a result's gradient of ones (``vjp``) or the
+    result's tangent along ones in the first operand (``jvp``, forward AD)."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jvp, vjp
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        return einc.einsum(eq, x, b)
+    if way == "vjp":
+        out, back = vjp(f, a)
+        return out, back(torch.ones_like(out))[0]
+    if way == "jvp":
+        return jvp(f, (a,), (torch.ones_like(a),))
+    if way == "forward AD":
+        with fwAD.dual_level():
+            dual = fwAD.unpack_dual(f(fwAD.make_dual(a, torch.ones_like(a))))
+            return dual.primal, dual.tangent
+    graph = make_fx(lambda x, y: einc.einsum(eq, x, y), tracing_mode=way.split()[1])(a, b)
+    return graph(a, b), None
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.complex128], ids=str)
+@pytest.mark.parametrize("case", RECORDED, ids=lambda c: c[0])
+def test_transforms_and_tracers_run_the_same_chunks(chunks_always, taken, blocks_cut, case, dtype, way):
+    """Under a ``torch.func`` transform, forward AD and ``make_fx`` the chunks and blocks run
+    in ops those record (each chunk's product a tensor of its own, a later block's sum added
+    out of place, the result joined by ``torch.cat``): the bits of the plain call, and the
+    derivatives of the whole product."""
+    eq, shapes = case
+    g = torch.Generator().manual_seed(7)
+    wide = torch.complex128 if dtype.is_complex else torch.float64
+    a, b = (torch.randn(s, generator=g, dtype=wide).to(dtype) for s in shapes)
+    plain = einc.einsum(eq, a, b)
+    cut = taken["calls"]
+    assert cut + blocks_cut["plans"] > 0                        # the plain call was cut
+    out, derivative = _reached(way, eq, a, b)
+    assert out.is_contiguous() and torch.equal(out, plain)
+    assert taken["calls"] > cut or not cut                      # a product: cut again
+    if derivative is None:
+        return
+    x, y = a.to(wide).requires_grad_(), b.to(wide)
+    want = torch.einsum(eq, x, y)
+    if way == "vjp":
+        want = torch.autograd.grad(want, x, torch.ones_like(want))[0]
+    else:
+        want = torch.einsum(eq, torch.ones_like(x), y)         # linear in the first operand
+    tol = {torch.bfloat16: 3e-2, torch.float32: 1e-4}.get(dtype, 1e-10)
+    torch.testing.assert_close(derivative.to(wide), want.detach(), rtol=tol, atol=tol * a.numel() ** 0.5)
 
 
 def test_compiled_and_traced_calls_are_right(chunks_always):

@@ -1,8 +1,8 @@
 """A multiply and sum that autograd would not record as it runs (runtime/torch_executor/summed.py:
 one made in blocks, one of float16 / bfloat16 operands multiplied in float32) runs as
 ``Summed`` where a gradient is taken: the untracked call's bits, the operands saved as they
-are, gradients (first and second order, real and complex) as torch's; transforms and tracing
-run the whole multiply and sum."""
+are, gradients (first and second order, real and complex) as torch's; under transforms and
+tracing it does not run as ``Summed`` (their blocks: tests/runtime/test_chunked.py)."""
 
 import pytest
 import torch
@@ -121,7 +121,7 @@ def test_second_order_gradients_in_half_precision_are_close_to_float64s(dtype, n
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16], ids=str)
-def test_transforms_and_tracing_run_the_whole_multiply_and_sum(dtype, chunks_always, count, per_shape_plans):
+def test_transforms_and_tracing_do_not_run_summed(dtype, chunks_always, count, per_shape_plans):
     from torch.func import grad
     eq, shapes = CASES[0]
     a, b = _operands(shapes, dtype)

@@ -32,12 +32,17 @@ torch.einsum's matrix product.  ``bench/chunked.py`` on ``bij,bij->b`` gains fro
 same :data:`MIN_BYTES` with 1 and 2 threads, and loses below (bench/measured/chunks.md).
 
 Chunks and blocks write through ``out=``, ``copy_`` and ``add_``, which autograd,
-``torch.func`` and tracing do not follow: they are taken only for plain CPU tensors that
-nothing tracks (:func:`~einc.runtime.torch_executor.permute_copy.untracked`); anything else runs the
-whole product.  Where autograd alone records a chunked product (or multiply and sum), it
-runs as runtime/torch_executor/recorded.py's ``Recorded`` (summed.py's ``Summed``), whose
-forward sees plain tensors (the chunks run: the bits of the call without autograd) and whose
-backward is the whole product's.
+``torch.func`` and tracing do not follow: so written only for plain CPU tensors that
+nothing tracks (:func:`~einc.runtime.torch_executor.permute_copy.untracked`).  Where autograd
+alone records a chunked product (or multiply and sum), it runs as
+runtime/torch_executor/recorded.py's ``Recorded`` (summed.py's ``Summed``), whose forward
+sees plain tensors (the chunks run: the bits of the call without autograd) and whose
+backward is the whole product's.  Where a ``torch.func`` transform, forward AD or a tensor
+subclass (``make_fx``'s fake tensors) records the operands, the same chunks run in ops it
+records: each chunk's product (or block's sum) a tensor of its own, a later block's sum
+added out of place (the same bits as ``add_``), the result joined by ``torch.cat``; so the
+call gives the bits it gives on plain tensors, where the whole product would sum in
+another order.  On CUDA both run whole.
 
 On CUDA the chunks are not taken by default but offered: measure mode (the default
 there, :mod:`einc.runtime.select`) times the last product in chunks of half the L2 cache
@@ -164,15 +169,57 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
             result[index].copy_(found[1])
         return result
 
+    def joined(a, b, whole, target):
+        """The same chunks in ops that a transform, forward AD or a tracer records: each
+        chunk's product a tensor of its own, the result joined by ``torch.cat``."""
+        cut = chunks.cut(target)
+        if cut is None:
+            return whole(a, b)
+        _, perm, parts = cut
+        made = [mm(a[lo:hi], b[lo:hi] if batched else b).view(view).permute(perm) for lo, hi, _, view in parts]
+        slabs = [_spans(index) for *_, index, _ in parts]
+        return _joined(made, _grid(slabs, [chunks.out.index(i) for i in chunks.lead])).contiguous()
+
     def anywhere(a, b, whole):
         if plain(a) and plain(b):
             return in_chunks(a, b, whole, device_chunk_bytes(a.device))
         return whole(a, b)
 
     def run(a, b, whole):           # taken by default on the CPU only, where it was measured
-        return anywhere(a, b, whole) if a.device.type == "cpu" else whole(a, b)
+        if a.device.type != "cpu":
+            return whole(a, b)
+        if plain(a) and plain(b):
+            return in_chunks(a, b, whole, device_chunk_bytes(a.device))
+        return joined(a, b, whole, device_chunk_bytes(a.device))
     run.anywhere = anywhere
     return run
+
+
+def _spans(index):
+    """An index tuple of slices as ``(start, stop)`` pairs (slices hash from Python 3.12 on)."""
+    return tuple((sl.start, sl.stop) for sl in index)
+
+
+def _grid(slabs, dims):
+    """The blocks ``slabs`` of a tensor (:func:`_spans` of their indices, in row-major
+    order over its dimensions ``dims``) as a grid: ``(dimension, blocks along it)`` for each
+    dimension they cut, in that order."""
+    grid = []
+    for d in dims:
+        n = len({slab[d] for slab in slabs})
+        if n > 1:
+            grid.append((d, n))
+    return grid
+
+
+def _joined(parts, grid):
+    """The tensor whose blocks, in row-major order over ``grid`` (:func:`_grid`), are
+    ``parts``: joined by ``torch.cat``, one dimension at a time."""
+    if not grid:
+        return parts[0]
+    (dim, n), rest = grid[0], grid[1:]
+    per = len(parts) // n
+    return torch.cat([_joined(parts[k * per:(k + 1) * per], rest) for k in range(n)], dim)
 
 
 def device_chunk_bytes(device) -> int:
@@ -218,8 +265,10 @@ def plan_sum_chunks(shape, k_dims, itemsize, min_bytes=None):
             blocks = _blocks(list(shape), 1, itemsize, CHUNK_BYTES * threads)
             found = by_threads[threads] = blocks and [(block, all(block[d].start in (0, None) for d in k_dims))
                                                       for block in blocks]
-        if not found or not (untracked(a) and untracked(b)):
+        if not found or a.device.type != "cpu":
             return whole(a, b)
+        if not (untracked(a) and untracked(b)):
+            return joined(a, b, found, whole)
         result = None
         for block, first in found:
             part = whole(a[on(a, block)], b[on(b, block)])
@@ -231,6 +280,17 @@ def plan_sum_chunks(shape, k_dims, itemsize, min_bytes=None):
             else:
                 slab.add_(part)             # a later one, along a summed dimension
         return result
+
+    def joined(a, b, found, whole):
+        """The same blocks in ops that a transform, forward AD or a tracer records: a later
+        block's sum added out of place (the same bits as ``add_``), the slabs joined by
+        ``torch.cat``."""
+        slabs = {}
+        for block, first in found:
+            part = whole(a[on(a, block)], b[on(b, block)])
+            key = _spans([block[d] for d in kept])
+            slabs[key] = part if first else slabs[key] + part
+        return _joined(list(slabs.values()), _grid(list(slabs), range(len(kept)))).contiguous()
     return run
 
 

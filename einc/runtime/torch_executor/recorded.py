@@ -17,8 +17,8 @@ so (the torch executor's ``_recorded``).
 
 Under a ``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass
 (:func:`~einc.runtime.torch_executor.permute_copy.unwatched`), which record the ops
-themselves, the untracked step's ops run as they are, but a step made in chunks, which they
-cannot record, runs whole.
+themselves, the untracked step's ops run as they are, and a step made in chunks makes the
+same chunks in ops they record (:func:`~einc.runtime.torch_executor.chunked.plan_chunks`).
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ copy of a 16-bit operand would be saved for the backward (34 MiB beside nothing 
 :class:`Summed`, whose forward is the untracked ops and whose backward is that of
 ``(a * b).sum(k_dims)``: each operand's gradient is the result's times the other operand
 (conjugated), summed where the operand broadcasts (by torch's einsum op, in float32 for
-16-bit operands).  It saves the operands as they are.  Under a
-``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass, which
-record the ops themselves, the step runs whole (:func:`~einc.runtime.torch_executor.recorded.recordable`).
+16-bit operands).  It saves the operands as they are.  Under a ``torch.func`` transform,
+forward AD or a tensor subclass (``make_fx``'s fake tensors), which record the ops themselves
+(:func:`~einc.runtime.torch_executor.recorded.recordable`), the same blocks run in ops they
+record (:func:`~einc.runtime.torch_executor.chunked.plan_sum_chunks`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def mul_sum(k_dims, dtype, shape=None):
     def step(a, b):
         if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled() and recordable(a, b):
             return apply(run, k_dims, a, b)
-        return run(a, b)            # (recorded by a transform or tracing: the blocks run whole)
+        return run(a, b)            # (a transform or subclass records it: chunked.py's recorded blocks)
     return step
 
 
