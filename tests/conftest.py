@@ -89,6 +89,20 @@ def kernel_device(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture
+def chunks_always(monkeypatch):
+    """Every permuted last product and every multiply-and-sum cut, in chunks of 64 bytes
+    per thread (runtime/torch_executor/chunked.py), einc's caches emptied before and after."""
+    import einc
+    from einc.runtime.torch_executor import chunked, summed
+    monkeypatch.setattr(chunked, "MIN_BYTES", 0)
+    monkeypatch.setattr(summed, "HALF_MIN_BYTES", 0)
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
+
+
+@pytest.fixture
 def per_shape_plans(monkeypatch):
     """Every call planned per shape (``EINC_NEW_SHAPES=plan``: the per-shape executor's
     steps, not a size class's, runtime/sizeclass.py; nor torch's op, which

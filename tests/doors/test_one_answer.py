@@ -1,7 +1,8 @@
 """One answer per call: the same operands give the same bits whether einc is called
 eagerly, traced by ``make_fx`` (real, fake, symbolic) or ``aot_function``, compiled with
 ``torch.compile(fullgraph=True)``, or called after many other shapes -- forward and
-gradients, over the fuzzer's equations (einc/runtime/admission.py states the rule: the
+gradients -- and under ``torch.func.vjp``/``jvp`` and forward AD (forward), over the
+fuzzer's equations (einc/runtime/admission.py states the rule: the
 answer is a function of the call, never of what ran before)."""
 
 import random
@@ -86,6 +87,31 @@ def test_make_fx_graphs_give_the_eager_bits(mode, new_shapes, monkeypatch):
         grads = _gradients(case)(weight, *leaves)
         traced = make_fx(_gradients(case), tracing_mode=mode)(weight, *_leaves(ops))
         assert _same(traced(weight, *leaves), grads), (mode, "gradients", case.equation, case.shapes)
+
+
+def _under(way, case, ops):
+    """The result of the call as ``way`` records it."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import jvp, vjp
+    f = _forward(case)
+    if way == "vjp":
+        return vjp(f, *ops)[0]
+    tangents = tuple(torch.ones_like(o) for o in ops)
+    if way == "jvp":
+        return jvp(f, tuple(ops), tangents)[0]
+    with fwAD.dual_level():
+        return fwAD.unpack_dual(f(*[fwAD.make_dual(o, t) for o, t in zip(ops, tangents)])).primal.clone()
+
+
+@pytest.mark.parametrize("new_shapes", ["class", "plan", "torch"])
+@pytest.mark.parametrize("way", ["vjp", "jvp", "forward AD"])
+def test_transforms_give_the_eager_bits(way, new_shapes, monkeypatch):
+    """Under ``torch.func.vjp`` and ``jvp`` and forward AD, which record the ops themselves,
+    the call gives the eager bits (in chunks: tests/runtime/test_chunked.py)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    for case, ops in CASES:
+        expected = _forward(case)(*ops)
+        assert _same(_under(way, case, ops), expected), (way, case.equation, case.shapes)
 
 
 def test_a_symbolic_trace_holds_einc_s_op():

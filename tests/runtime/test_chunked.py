@@ -63,8 +63,8 @@ def _assert_matches(out, ref, dtype, extent):
 def _differential(eq, ops, extent):
     """einc against torch.einsum: the same error type, or the oracle's answer (in
     torch.einsum's dtype, except where torch trips over its own int64 promotion of a
-    summed integer operand, which einc contracts in the wider dtype); inputs unchanged.
-    Whether einc answered."""
+    summed integer operand, which einc contracts in the wider dtype); inputs unchanged;
+    a float result's bits the same under ``torch.func.vjp``.  Whether einc answered."""
     before = [o.clone() for o in ops]
     try:
         dtype_out = torch.einsum(eq, *ops).dtype
@@ -78,6 +78,8 @@ def _differential(eq, ops, extent):
     out = einc.einsum(eq, *ops)
     _assert_matches(out, _oracle(eq, ops), dtype_out or out.dtype, extent)
     assert all(torch.equal(o, b) for o, b in zip(ops, before)), "an input was changed"
+    if out.dtype.is_floating_point or out.dtype.is_complex:     # recorded by a transform: the same bits
+        assert torch.equal(torch.func.vjp(lambda x: einc.einsum(eq, x, ops[1]), ops[0])[0], out)
     return True
 
 
