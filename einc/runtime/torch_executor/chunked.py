@@ -170,13 +170,17 @@ def plan_chunks(natural, out, lead, sizes, itemsize, batched):
         return result
 
     def joined(a, b, whole, target):
-        """The same chunks in ops that a transform, forward AD or a tracer records: each
-        chunk's product a tensor of its own, the result joined by ``torch.cat``."""
+        """The same chunks in ops that a transform, forward AD or a tracer records: the
+        operands split into the chunks' rows (one op, whose gradient is one ``cat``: a
+        slice's would be a zero tensor the operand's size), each chunk's product a tensor
+        of its own, the result joined by ``torch.cat``."""
         cut = chunks.cut(target)
         if cut is None:
             return whole(a, b)
         _, perm, parts = cut
-        made = [mm(a[lo:hi], b[lo:hi] if batched else b).view(view).permute(perm) for lo, hi, _, view in parts]
+        rows = [hi - lo for lo, hi, *_ in parts]
+        pairs = zip(a.split(rows), b.split(rows) if batched else [b] * len(rows))
+        made = [mm(x, y).view(view).permute(perm) for (x, y), (*_, view) in zip(pairs, parts)]
         slabs = [_spans(index) for *_, index, _ in parts]
         return _joined(made, _grid(slabs, [chunks.out.index(i) for i in chunks.lead])).contiguous()
 
@@ -210,6 +214,28 @@ def _grid(slabs, dims):
         if n > 1:
             grid.append((d, n))
     return grid
+
+
+def _lengths(blocks):
+    """Per dimension of the blocks ``blocks`` (:func:`_blocks`) the lengths of their pieces
+    along it, in order, or None where none cuts it."""
+    lengths = []
+    for d in range(len(blocks[0])):
+        spans = dict.fromkeys((b[d].start, b[d].stop) for b in blocks)
+        lengths.append(None if list(spans) == [(None, None)] else [hi - lo for lo, hi in spans])
+    return lengths
+
+
+def _split(x, lengths, d=0):
+    """``x`` cut into the pieces ``lengths`` (:func:`_lengths`) gives, in row-major order,
+    by ``split`` (whose gradient is one ``cat``, where a slice's is a zero tensor of
+    ``x``'s size, one per block), whole along a dimension ``x`` broadcasts."""
+    if d == len(lengths):
+        return [x]
+    if lengths[d] is None:
+        return _split(x, lengths, d + 1)
+    pieces = [x] * len(lengths[d]) if x.shape[d] == 1 else x.split(lengths[d], d)
+    return [p for piece in pieces for p in _split(piece, lengths, d + 1)]
 
 
 def _joined(parts, grid):
@@ -282,12 +308,13 @@ def plan_sum_chunks(shape, k_dims, itemsize, min_bytes=None):
         return result
 
     def joined(a, b, found, whole):
-        """The same blocks in ops that a transform, forward AD or a tracer records: a later
-        block's sum added out of place (the same bits as ``add_``), the slabs joined by
-        ``torch.cat``."""
+        """The same blocks in ops that a transform, forward AD or a tracer records: the
+        operands split into the blocks (:func:`_split`), a later block's sum added out of
+        place (the same bits as ``add_``), the slabs joined by ``torch.cat``."""
+        lengths = _lengths([block for block, _ in found])
         slabs = {}
-        for block, first in found:
-            part = whole(a[on(a, block)], b[on(b, block)])
+        for (block, first), x, y in zip(found, _split(a, lengths), _split(b, lengths)):
+            part = whole(x, y)
             key = _spans([block[d] for d in kept])
             slabs[key] = part if first else slabs[key] + part
         return _joined(list(slabs.values()), _grid(list(slabs), range(len(kept)))).contiguous()
