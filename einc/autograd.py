@@ -101,11 +101,11 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
     Function under a transform is Python).  Where generated kernels or cuBLAS views
     (``out=``) run, and under the other ``vmap`` calls (which then stay one einc call,
     planned over one more index), :class:`EinsumFunction` supplies the derivatives as
-    einsums.
+    einsums.  Under ``functionalize`` the plan of torch ops runs as is too (functionalized;
+    its chunks joined in functional ops); where the Function would run, which has no
+    functionalize rule, torch's einsum does.
     """
     transforms = transforms_active() and {i.key() for i in _interpreter_stack() or ()}
-    if transforms and _FUNCTIONALIZE in transforms:
-        return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
     vmapped = transforms and _VMAP in transforms
     if not vmapped or _vmap_as_is(operands, options):
         entry = engine.runnable(eq, operands, options)
@@ -116,6 +116,8 @@ def differentiable(eq: Equation, operands, options: Options) -> torch.Tensor:
         if (entry.backend == "torch" and entry.plan.slicing is None
                 and not (vmapped and entry.plan.empty_sum is not None)):
             return entry.run(operands)
+    if transforms and _FUNCTIONALIZE in transforms:
+        return engine.torch_op(eq, operands)    # a Function has no functionalize rule; torch's ops do
     return EinsumFunction.apply(Call(eq, options), *operands)
 
 

@@ -99,7 +99,8 @@ def _built(eq: Equation, operands, options: Options, key, mode=None) -> Entry:
 
 def torch_op(eq: Equation, operands):
     """torch's own einsum of ``operands``, as a fresh contiguous tensor: for calls no plan
-    can serve (``functionalize``, which has no rule for einc's autograd Function)."""
+    can serve (``functionalize`` where einc's autograd Function would run: it has no rule
+    there)."""
     return admission.fresh_einsum(eq.torch_text, operands)
 
 

@@ -92,8 +92,10 @@ def test_make_fx_graphs_give_the_eager_bits(mode, new_shapes, monkeypatch):
 def _under(way, case, ops):
     """The result of the call as ``way`` records it."""
     import torch.autograd.forward_ad as fwAD
-    from torch.func import jvp, vjp
+    from torch.func import functionalize, jvp, vjp
     f = _forward(case)
+    if way == "functionalize":
+        return functionalize(f)(*ops)
     if way == "vjp":
         return vjp(f, *ops)[0]
     tangents = tuple(torch.ones_like(o) for o in ops)
@@ -104,10 +106,10 @@ def _under(way, case, ops):
 
 
 @pytest.mark.parametrize("new_shapes", ["class", "plan", "torch"])
-@pytest.mark.parametrize("way", ["vjp", "jvp", "forward AD"])
+@pytest.mark.parametrize("way", ["vjp", "jvp", "forward AD", "functionalize"])
 def test_transforms_give_the_eager_bits(way, new_shapes, monkeypatch):
-    """Under ``torch.func.vjp`` and ``jvp`` and forward AD, which record the ops themselves,
-    the call gives the eager bits (in chunks: tests/runtime/test_chunked.py)."""
+    """Under ``torch.func.vjp``, ``jvp`` and ``functionalize`` and forward AD, which record
+    the ops themselves, the call gives the eager bits (in chunks: tests/runtime/test_chunked.py)."""
     monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     for case, ops in CASES:
         expected = _forward(case)(*ops)

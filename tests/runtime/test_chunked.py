@@ -300,7 +300,7 @@ RECORDED = [("bij,bjk->kbi", [(3, 4, 5), (3, 5, 6)]), ("abij,abjk->kbai", [(2, 3
             ("bij,bji->b", [(3, 4, 5), (3, 5, 4)]), ("ij,ij->", [(7, 5), (7, 5)]),
             ("bij,bij->j", [(3, 4, 5), (3, 4, 5)]), ("abij,abij->ba", [(2, 3, 4, 5), (2, 3, 4, 5)]),
             ("abc,abcd->d", [(16, 16, 16), (16, 16, 16, 2)])]
-WAYS = ["vjp", "jvp", "forward AD", "make_fx fake", "make_fx real"]
+WAYS = ["vjp", "jvp", "forward AD", "functionalize", "make_fx fake", "make_fx real"]
 
 
 def _reached(way, eq, a, b):
@@ -308,11 +308,13 @@ def _reached(way, eq, a, b):
     one, the gradient of the first operand from a result's gradient of ones (``vjp``) or the
     result's tangent along ones in the first operand (``jvp``, forward AD)."""
     import torch.autograd.forward_ad as fwAD
-    from torch.func import jvp, vjp
+    from torch.func import functionalize, jvp, vjp
     from torch.fx.experimental.proxy_tensor import make_fx
 
     def f(x):
         return einc.einsum(eq, x, b)
+    if way == "functionalize":
+        return functionalize(f)(a), None
     if way == "vjp":
         out, back = vjp(f, a)
         return out, back(torch.ones_like(out))[0]
