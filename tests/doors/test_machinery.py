@@ -193,9 +193,10 @@ def test_make_fx_symbolic_tracing_holds_at_every_shape(eq, traced_at, run_at, re
 
 
 def test_functionalize_at_any_depth_of_the_transforms():
-    """torch.func.functionalize has no rule for an autograd.Function: under it, alone or
-    around or inside vmap and grad, einc runs torch's einsum, and in-place writes on its
-    result are functionalized."""
+    """Under torch.func.functionalize, alone or around or inside vmap and grad, einc runs
+    its plan of torch ops as is (functionalized), or torch's einsum where its autograd
+    Function would run (it has no functionalize rule), and in-place writes on its result
+    are functionalized."""
     from torch.func import functionalize, grad, vmap
     from torch.fx.experimental.proxy_tensor import make_fx
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
