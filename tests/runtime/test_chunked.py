@@ -295,11 +295,11 @@ def test_forward_ad_vmap_and_jacrev_are_right(chunks_always):
 
 # a permuted last product (two batch indices cut), a dot step, one sum and a sum whose summed
 # indices come before the kept one (partial sums added), a dot step with two kept indices cut,
-# few outputs of long sums
+# one with indices of size 1, few outputs of long sums
 RECORDED = [("bij,bjk->kbi", [(3, 4, 5), (3, 5, 6)]), ("abij,abjk->kbai", [(2, 3, 4, 5), (2, 3, 5, 6)]),
             ("bij,bji->b", [(3, 4, 5), (3, 5, 4)]), ("ij,ij->", [(7, 5), (7, 5)]),
             ("bij,bij->j", [(3, 4, 5), (3, 4, 5)]), ("abij,abij->ba", [(2, 3, 4, 5), (2, 3, 4, 5)]),
-            ("abc,abcd->d", [(16, 16, 16), (16, 16, 16, 2)])]
+            ("abij,abij->ab", [(1, 4, 1, 9), (1, 4, 1, 9)]), ("abc,abcd->d", [(16, 16, 16), (16, 16, 16, 2)])]
 WAYS = ["vjp", "jvp", "forward AD", "functionalize", "make_fx fake", "make_fx real"]
 
 
