@@ -54,7 +54,9 @@ def hoisting(steps, inputs, num_operands, sliced, below=None):
 # The torch executor's copy model, which the live bound counts (step_copies) and the torch
 # executor follows (einc.runtime.torch_executor imports these):
 # - a contraction with at most FEW_OUTPUTS outputs per batch element, each a sum of at
-#   least LONG_SUM terms, runs as multiply-and-sum: accurate, and memory-bound either way;
+#   least LONG_SUM terms, runs over blocks of the sum (runtime/torch_executor/blocked.py),
+#   as multiply-and-sum where no block divides it, as one matrix product in 16-bit floats;
+#   counted as the multiply-and-sum, the most of the three;
 FEW_OUTPUTS = 16
 LONG_SUM = 4096
 # - an operand may be broadcast over a batch index of the other's own and copied expanded
@@ -75,8 +77,8 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
       half of it, for the other input broadcast over a batch index of its own and copied
       expanded (:mod:`einc.runtime.torch_executor.ttgt` allows no larger expanded copy);
     - a matrix product with few outputs per batch element (one, or at most
-      ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more), which the torch executor runs as
-      multiply-and-sum: also the elementwise product before its sum;
+      ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more; :func:`counted_as_mul_sum`): also
+      the elementwise product of a multiply-and-sum before its sum;
     - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
       over the indices the other lacks); for ``dot``, the elementwise product of the
       inputs before the sum;
@@ -102,7 +104,7 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     shared = summed & a & b
     out = set(step.output) - sliced
     if shared and not out <= a & b:       # a matrix product
-        sums = runs_as_mul_sum(size(out - (a & b)), size(shared))
+        sums = counted_as_mul_sum(size(out - (a & b)), size(shared))
         copies = counted_copies(size(ta), size(tb), True, True, True, size(out | shared) if sums else 0)
     else:
         copies = counted_copies(size(ta), size(tb), bool(summed.intersection(ta)), bool(summed.intersection(tb)),
@@ -110,9 +112,14 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     return max(copies, last)
 
 
-def runs_as_mul_sum(outputs: int, terms: int) -> bool:
-    """Whether the torch executor runs a matrix product with ``outputs`` elements per
-    batch element (its own kept indices) and sums of ``terms`` as multiply-and-sum."""
+def counted_as_mul_sum(outputs: int, terms: int) -> bool:
+    """Whether a matrix product with ``outputs`` elements per batch element (its own kept
+    indices) and sums of ``terms`` is counted (and priced, :mod:`einc.planner.objective`)
+    as a multiply-and-sum: one output, which the torch executor runs so, or few outputs of
+    long sums, which it runs over blocks of the sum (a batch of matrix products, whose
+    partial sums hold fewer elements than the elementwise product and take less time), as
+    multiply-and-sum where no block divides the sum, and as one matrix product in 16-bit
+    floats (runtime/torch_executor/blocked.py)."""
     return outputs == 1 or (outputs <= FEW_OUTPUTS and terms >= LONG_SUM)
 
 
@@ -231,5 +238,5 @@ def below_steps(steps, inputs) -> list:
     return below[len(inputs):]
 
 
-__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "counted_copies", "runs_as_mul_sum", "step_copies",
+__all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "counted_copies", "counted_as_mul_sum", "step_copies",
            "live_peak", "hoisting", "below_steps", "peak_and_excess", "shared_peaks"]

@@ -8,10 +8,10 @@ as :func:`einc.planner.plan.build_plan` makes them), as the torch executor
   index of one operand's own) at :data:`GEMM` per flop -- more where the product's
   shortest side is short (:data:`SHORT_SIDE`, the shape of the executor's layout model)
   -- plus :data:`PER_MATRIX` per matrix of a batch; a multiply-and-sum (a ``dot`` step,
-  or a matrix product with few outputs per batch element, which the executor runs so:
-  :data:`einc.planner.memory.FEW_OUTPUTS`, :data:`~einc.planner.memory.LONG_SUM`) at
-  :data:`MUL_SUM` per element of the elementwise product; an elementwise or outer
-  product costs its result's write;
+  or a matrix product with few outputs per batch element:
+  :func:`einc.planner.memory.counted_as_mul_sum`, most of which the executor runs faster,
+  over blocks of the sum) at :data:`MUL_SUM` per element of the elementwise product; an
+  elementwise or outer product costs its result's write;
 - the copies it makes of its operands and result (:func:`einc.planner.memory.step_copies`:
   the operands laid out for ``mm``, the elementwise product of a multiply-and-sum, the
   last step's permuted result) at :data:`COPY` per element, and its result written at
@@ -44,7 +44,7 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import _lives, below_steps, counted_copies, hoisting, peak_and_excess, runs_as_mul_sum, shared_peaks
+from .memory import _lives, below_steps, counted_as_mul_sum, counted_copies, hoisting, peak_and_excess, shared_peaks
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -106,10 +106,10 @@ def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
                 summed_shared = True
                 shared = shared or s != 1
     gemm = matrices = mul_sum = 0
-    mul_sum_run = runs_as_mul_sum(own, terms)
+    mul_sum_run = counted_as_mul_sum(own, terms)
     if not shared:
         pass                    # an elementwise or outer product: its result's write
-    elif not kept_own or mul_sum_run:    # a dot, or a matrix product run as multiply-and-sum
+    elif not kept_own or mul_sum_run:    # a dot, or a matrix product priced as multiply-and-sum
         mul_sum = written * terms
     else:
         side = max(min(rows, cols, terms), 1)

@@ -295,11 +295,11 @@ def test_forward_ad_vmap_and_jacrev_are_right(chunks_always):
 
 # a permuted last product (two batch indices cut), a dot step, one sum and a sum whose summed
 # indices come before the kept one (partial sums added), a dot step with two kept indices cut,
-# one with indices of size 1, few outputs of long sums
+# one with indices of size 1, few outputs of long sums no block divides
 RECORDED = [("bij,bjk->kbi", [(3, 4, 5), (3, 5, 6)]), ("abij,abjk->kbai", [(2, 3, 4, 5), (2, 3, 5, 6)]),
             ("bij,bji->b", [(3, 4, 5), (3, 5, 4)]), ("ij,ij->", [(7, 5), (7, 5)]),
             ("bij,bij->j", [(3, 4, 5), (3, 4, 5)]), ("abij,abij->ba", [(2, 3, 4, 5), (2, 3, 4, 5)]),
-            ("abij,abij->ab", [(1, 4, 1, 9), (1, 4, 1, 9)]), ("abc,abcd->d", [(16, 16, 16), (16, 16, 16, 2)])]
+            ("abij,abij->ab", [(1, 4, 1, 9), (1, 4, 1, 9)]), ("abc,abcd->d", [(2, 3, 4099), (2, 3, 4099, 2)])]
 WAYS = ["vjp", "jvp", "forward AD", "functionalize", "make_fx fake", "make_fx real"]
 
 
@@ -329,8 +329,10 @@ def _reached(way, eq, a, b):
 
 
 @pytest.mark.parametrize("way", WAYS)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.complex128], ids=str)
-@pytest.mark.parametrize("case", RECORDED, ids=lambda c: c[0])
+@pytest.mark.parametrize("case,dtype", [
+    pytest.param(case, dtype, id=f"{case[0]}-{dtype}")
+    for case in RECORDED for dtype in [torch.float64, torch.float32, torch.bfloat16, torch.complex128]
+    if not (case is RECORDED[-1] and dtype == torch.bfloat16)])    # (16 bits: one matrix product, not cut)
 def test_transforms_and_tracers_run_the_same_chunks(chunks_always, taken, blocks_cut, case, dtype, way):
     """Under a ``torch.func`` transform, forward AD and ``make_fx`` the chunks and blocks run
     in ops those record (each chunk's product a tensor of its own, a later block's sum added

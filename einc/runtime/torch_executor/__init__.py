@@ -4,9 +4,11 @@
 decided once per key: diagonals and single-operand sums first (views where possible),
 then a matrix product for ``contract`` steps, multiply-and-sum for ``dot`` steps
 (torch.einsum would run a batched matrix-vector product there, many times slower on CPU:
-bench/measured/chunks.md), a broadcasting multiply for ``product`` steps, and nothing
-more for ``reduce`` steps.  Every op is differentiable and has a vmap rule, so autograd
-and ``torch.func`` work through it.  The final step returns a fresh tensor in standard
+bench/measured/chunks.md), a batch of matrix products over blocks of the sum where a
+``contract`` step has few outputs of long sums (:mod:`einc.runtime.torch_executor.blocked`),
+a broadcasting multiply for ``product`` steps, and nothing more for ``reduce`` steps.
+Every op is differentiable and has a vmap rule, so autograd and ``torch.func`` work
+through it.  The final step returns a fresh tensor in standard
 contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one in the
 order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
 view, no final copy planned or made.
@@ -38,7 +40,7 @@ from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import direct, recorded
+from . import blocked, direct, recorded
 from .chunked import plan_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
@@ -48,7 +50,7 @@ from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named her
 from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
 from .relayout import strided_matrices as _strided_matrices
-from .summed import mul_sum
+from .summed import HALF, mul_sum
 
 WIDER = {**{dtype: torch.int64 for dtype in INT64_EXACT}, **FLOAT32_OF}     # what ``widen`` makes of a dtype
 
@@ -169,6 +171,14 @@ def _aligned(term, out, sizes):
     return _chain(fns)
 
 
+def _unaligned(term, out):
+    """The tensor over ``term`` that :func:`_aligned`'s view of it was made from: its size-1
+    gaps dropped, its dimensions in ``term``'s order."""
+    gaps = tuple(d for d, i in enumerate(out) if i not in term)
+    perm = _perm([i for i in out if i in term], list(term))
+    return _chain([(lambda x: x.squeeze(gaps)) if gaps else None, (lambda x: x.permute(perm)) if perm else None])
+
+
 def _in_memory_order(term, order):
     """``(view, term)``: an operand over ``term`` viewed with its dimensions in memory order
     (``order``, :func:`memory_orders`), and the term in that order: the copy-cost model
@@ -224,14 +234,28 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         return _dot(ta, tb, out, summed, prep_a, prep_b, da, final, g.sizes, free), da
     kept = math.prod(map(g.sizes.__getitem__, [i for i in out if i not in sa or i not in sb]))
     terms = math.prod(map(g.sizes.__getitem__, summed & sa & sb))
-    if not _integral(da) and (kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM)):
-        # Few outputs per batch element, each a long sum (``abc,abcd->d``: 4 outputs of 68,880
-        # terms): multiply and sum, as a dot step does.  torch's sum adds in a cascade, where a
-        # matrix product of a row by a few columns keeps one running sum over the whole of K
-        # (against float64, ten to a hundred times the error at that length, in float32).
+    few_long = kept <= _FEW_OUTPUTS and terms >= _LONG_SUM
+    if not _integral(da) and (kept == 1 or few_long):
+        # One output per batch element (a batch of dot products, which a matrix product runs as
+        # matrix-vector products, many times slower on CPU): multiply and sum, as a dot step
+        # does (torch's sum adds in a cascade).  Few outputs per batch element, each a long sum
+        # (``abc,abcd->d``: 4 outputs of 68,880 terms): matrix products over blocks of the sum,
+        # one product in 16-bit floats (runtime/torch_executor/blocked.py), trained as the
+        # multiply and sum (summed.py), which also runs where no block divides the sum
         full = out + [i for i in ta if i in summed]
         k_dims = tuple(range(len(out), len(full)))
-        core = _binary(mul_sum(k_dims, da, tuple(g.sizes[i] for i in full)),
+        product = None
+        if kept != 1 and da in HALF:
+            product = _contract(ta, tb, out, g.sizes, None, None, da, False, False)
+        elif kept != 1:
+            larger = ta if math.prod(map(g.sizes.__getitem__, ta)) >= math.prod(map(g.sizes.__getitem__, tb)) else tb
+            cut = blocked.sum_blocks(larger, summed & sa & sb, g.sizes)
+            if cut is not None:
+                def contract(ta, tb, out, sizes, pa, pb):
+                    return _contract(ta, tb, out, sizes, pa, pb, da, False, False)
+                product = blocked.product(contract, ta, tb, out, *cut, g.sizes, None, None)
+        forward = None if product is None else _binary(product, _unaligned(ta, full), _unaligned(tb, full))
+        core = _binary(mul_sum(k_dims, da, tuple(g.sizes[i] for i in full), forward),
                        _chain([prep_a, _aligned(ta, full, g.sizes)]), _chain([prep_b, _aligned(tb, full, g.sizes)]))
         return _chain_out(core, _finish(free) if final else None), da
 
@@ -388,7 +412,7 @@ def _read(term, groups, sizes, prep, flip):
 
 
 # The copy model's thresholds, which the planner's live-memory bound counts (see
-# einc.planner.slicing): multiply-and-sum for few long sums (_pairwise), and the size of
+# einc.planner.slicing): what counts as few long sums (_pairwise), and the size of
 # the larger operand from which an operand may be broadcast over a batch index and copied
 # expanded (runtime/torch_executor/ttgt.py).
 _FEW_OUTPUTS, _LONG_SUM, _COPY_WORTH_SPARING = FEW_OUTPUTS, LONG_SUM, COPY_WORTH_SPARING

@@ -5,8 +5,9 @@ once at the class's own sizes, their sizes read at run time.
 size 1 kept, every other the middle of its power-of-two octave); :func:`runner` turns a
 plan of one step into ``run(operands, scale=None)``, which takes any shape of the class,
 and :func:`step_functions` a plan of several into one function per step.  What it
-decides at the class's sizes: the step's kind (a matrix product, a multiply and sum, a
-broadcasting product, a one-operand sum or copy), and for a matrix product the copy-cost
+decides at the class's sizes: the step's kind (a matrix product, one over blocks of a
+long sum whose partials it adds, a multiply and sum, a broadcasting product, a one-operand
+sum or copy), and for a matrix product the copy-cost
 model's layout (:func:`einc.runtime.torch_executor.ttgt.choose`: which operand is left,
 the order inside each group, which operand is copied as its matrices' transposes), among
 the layouts that broadcast neither operand and run one product.  The function is
@@ -36,14 +37,21 @@ from . import (
     _COPY_WORTH_SPARING,
     _FEW_OUTPUTS,
     _LONG_SUM,
+    _binary,
     _chain,
     _in_memory_order,
     _perm,
     _prep,
     _reduce,
+    _unaligned,
+    blocked,
     ttgt,
 )
-from .summed import mul_sum
+from .summed import HALF, mul_sum
+
+# a decision beside PRODUCT and DOT: few outputs of long sums as matrix products over blocks
+# of the sum (the partials then added), trained as the multiply and sum
+TRAINED_AS_SUM = "trained as a sum"
 
 
 class _Source:
@@ -298,14 +306,30 @@ def _analysed(plan, step, dtype, orders):
 
 def _decision(kind, ta, tb, out, summed, sizes, dtype, free_out):
     """``(key, layout)``: what the step's sizes decide, as a key (``PRODUCT``; ``DOT`` for a
-    multiply and sum; else the matrix product's layout as the ops read it) and the layout
-    (None but for a matrix product)."""
+    multiply and sum; ``TRAINED_AS_SUM``, the whole indices made blocks and the layout, for
+    few outputs of long sums; else the matrix product's layout as the ops read it) and the
+    layout (None but for a matrix product)."""
     if kind == PRODUCT:
         return PRODUCT, None
     sa, sb = set(ta), set(tb)
     kept = math.prod(sizes[i] for i in out if i not in sa or i not in sb)
-    terms = math.prod(sizes[i] for i in summed if i in sa and i in sb)
-    if kind == DOT or kept == 1 or (kept <= _FEW_OUTPUTS and terms >= _LONG_SUM):
+    shared = [i for i in summed if i in sa and i in sb]
+    few_long = kept <= _FEW_OUTPUTS and math.prod(sizes[i] for i in shared) >= _LONG_SUM
+    if few_long and kind != DOT and kept != 1:
+        # matrix products over blocks of the sum, one in 16-bit floats (runtime/torch_executor/
+        # blocked.py), trained as the multiply and sum (summed.py); whole indices only (the
+        # class's sizes vary, a split's divisor would not), so blocks up to twice as long
+        whole = ()
+        if dtype not in HALF:
+            larger = ta if math.prod(sizes[i] for i in ta) >= math.prod(sizes[i] for i in tb) else tb
+            cut = blocked.sum_blocks(larger, set(shared), sizes, split=False, longest=2 * blocked.LONGEST)
+            if cut is None:
+                return DOT, None
+            whole = tuple(cut[0])
+        lay = ttgt.choose(ta, tb, [*whole, *out], sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False,
+                          loops=False, free_out=False)
+        return (TRAINED_AS_SUM, whole, lay.swap, lay.batch, lay.m, lay.n, lay.k, lay.flip), lay
+    if kind == DOT or kept == 1 or few_long:
         return DOT, None
     lay = ttgt.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, broadcast=False, loops=False,
                       free_out=free_out)
@@ -335,6 +359,24 @@ def _emitted(views, preps, ta, tb, out, summed, decision, lay, dtype, finish, ca
         _align(src, "b", tb, full)
         src.env["mul_sum"] = mul_sum(tuple(range(len(out), len(full))), dtype)
         src.call("c", "mul_sum", "a", "b")
+        return src.function("c", finish, cast, whole)
+    if decision[0] == TRAINED_AS_SUM:
+        batch = list(decision[1])
+        inner = _Source()
+        inner.read("a", ta)
+        inner.read("b", tb)
+        _contract(inner, lay, ta, tb, [*batch, *out])
+        if batch:
+            inner.env["add_blocks"] = functools.partial(torch.sum, dim=tuple(range(len(batch))))
+            inner.call("c", "add_blocks", "c")
+        product = inner.function("c", "", None, whole=False)()
+        full = out + [i for i in ta if i in summed]
+        _align(src, "a", ta, full)
+        _align(src, "b", tb, full)
+        # (named for what it runs forward, as explain shows the step)
+        src.env["matrix_products"] = mul_sum(tuple(range(len(out), len(full))), dtype,
+                                             forward=_binary(product, _unaligned(ta, full), _unaligned(tb, full)))
+        src.call("c", "matrix_products", "a", "b")
         return src.function("c", finish, cast, whole)
     if _contract(src, lay, ta, tb, out):
         finish = ""             # the product's own result, in the equation's order: contiguous

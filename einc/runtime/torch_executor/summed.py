@@ -17,6 +17,12 @@ copy of a 16-bit operand would be saved for the backward (34 MiB beside nothing 
 forward AD or a tensor subclass (``make_fx``'s fake tensors), which record the ops themselves
 (:func:`~einc.runtime.torch_executor.recorded.recordable`), the same blocks run in ops they
 record (:func:`~einc.runtime.torch_executor.chunked.plan_sum_chunks`).
+
+A matrix product with few outputs of long sums runs forward as matrix products over blocks
+of the sum, one in 16-bit floats (:mod:`~einc.runtime.torch_executor.blocked`), and trains
+as such a multiply and sum: its gradients sum few terms, where a batch of small products'
+backward costs more, and a float16 matrix product's backward runs slowly on a CPU without
+float16 matrix instructions (bench/measured/few-outputs-2026-12-04.md).
 """
 
 from __future__ import annotations
@@ -43,23 +49,27 @@ def times(a, b):
     return a.float() * b if a.numel() <= b.numel() else a * b.float()
 
 
-def mul_sum(k_dims, dtype, shape=None):
+def mul_sum(k_dims, dtype, shape=None, forward=None):
     """``fn(a, b)``: the sum over the dimensions ``k_dims`` of ``a * b``, tensors of ``dtype``
     that broadcast to one shape of the same rank; a block at a time where that shape,
-    ``shape`` (None: never in blocks), is large."""
-    if not (dtype.is_floating_point or dtype.is_complex):   # (the operands' dtype kept, as torch's product does)
-        whole = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
+    ``shape`` (None: never in blocks), is large.  ``forward(a, b)``: other ops that give
+    that sum, run in place of the multiply and sum (which still gives the backward)."""
+    if forward is not None:
+        run = forward
     else:
-        whole = lambda a, b: times(a, b).sum(k_dims)  # noqa: E731
-    half = dtype in HALF
-    chunks = shape is not None and plan_sum_chunks(shape, k_dims, 4 if half else dtype.itemsize,
-                                                   HALF_MIN_BYTES if half else None)
-    run = (lambda a, b: chunks(a, b, whole)) if chunks else whole
-    if half:
-        summed = run
-        run = lambda a, b: summed(a, b).to(dtype)  # noqa: E731
-    if not (half or chunks):
-        return run                  # autograd records these ops as they run
+        if not (dtype.is_floating_point or dtype.is_complex):   # (the operands' dtype kept, as torch's product does)
+            whole = lambda a, b: (a * b).sum(k_dims, dtype=dtype)  # noqa: E731
+        else:
+            whole = lambda a, b: times(a, b).sum(k_dims)  # noqa: E731
+        half = dtype in HALF
+        chunks = shape is not None and plan_sum_chunks(shape, k_dims, 4 if half else dtype.itemsize,
+                                                       HALF_MIN_BYTES if half else None)
+        run = (lambda a, b: chunks(a, b, whole)) if chunks else whole
+        if half:
+            summed = run
+            run = lambda a, b: summed(a, b).to(dtype)  # noqa: E731
+        if not (half or chunks):
+            return run                  # autograd records these ops as they run
     apply = Summed.apply
 
     def step(a, b):
