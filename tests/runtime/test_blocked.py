@@ -3,11 +3,20 @@ over blocks of the sum, the partial sums added by ``sum``: as accurate as torch'
 sum, the same bits with and without autograd and under transforms, per shape and in a
 size class; 16-bit floats one matrix product."""
 
+import math
+import os
+from types import SimpleNamespace
+
+import fuzz
 import pytest
 import torch
+from hypothesis import assume, event, given, note
+from hypothesis import strategies as st
 
 import einc
 from einc.runtime.torch_executor import blocked, summed
+
+from .test_chunked import _differential
 
 
 def test_blocks_sum_about_a_thousand_terms_outer_indices_whole_first():
@@ -210,3 +219,57 @@ def test_few_long_sums_give_the_eager_bits_however_reached(way, dtype, new_shape
         out = torch.compile(f, fullgraph=True, backend="eager")(a, b)
         torch._dynamo.reset()
     assert torch.equal(out, eager)
+
+
+@st.composite
+def few_long_sums(draw):
+    """``(equation, shapes, summed extent)``: batch indices both operands hold (kept), each
+    operand's own kept indices (16 outputs at most), shared summed indices of 4096 to 2**17
+    terms (a prime size among them at times), a summed index the first holds alone; every
+    term and the output in a drawn order."""
+    names = iter("abcdefghijkl")
+    sizes = {}
+
+    def index(choices):
+        c = next(names)
+        sizes[c] = draw(st.sampled_from(choices))
+        return c
+    batch = [index((1, 2, 3)) for _ in range(draw(st.integers(0, 2)))]
+    own_a = [index((1, 2, 3, 4)) for _ in range(draw(st.integers(0, 2)))]
+    own_b = [index((1, 2, 3, 4)) for _ in range(draw(st.integers(0, 1)))]
+    shared = [index((2, 3, 7, 16, 17, 31, 64, 96, 128, 512, 4099)) for _ in range(draw(st.integers(1, 3)))]
+    alone = [index((1, 2, 3)) for _ in range(draw(st.integers(0, 1)))]
+    terms = math.prod(sizes[c] for c in shared)
+    outputs = math.prod(sizes[c] for c in own_a + own_b)
+    assume(4096 <= terms <= 1 << 17 and outputs <= 16)
+    assume(terms * max(outputs, 1) * math.prod(sizes[c] for c in batch + alone) <= 1 << 19)
+    a = draw(st.permutations(batch + own_a + shared + alone))
+    b = draw(st.permutations(batch + own_b + shared))
+    out = draw(st.permutations(batch + own_a + own_b))
+    extent = terms * math.prod(sizes[c] for c in alone)
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [[sizes[c] for c in a], [sizes[c] for c in b]], extent
+
+
+@fuzz.profile(quick=40, share=0.01)
+@given(case=few_long_sums(), dtype=st.sampled_from(fuzz.ALL_DTYPES), layouts=st.lists(
+    st.sampled_from(fuzz.LAYOUTS), min_size=2, max_size=2), new_shapes=st.sampled_from(["plan", "class"]),
+    seed=st.integers(0, 99))
+def test_few_long_sums_match_torch_einsum(case, dtype, layouts, new_shapes, seed):
+    """Drawn few outputs of long sums in every dtype and layout, per shape and in a size
+    class: torch.einsum's answer on float64 copies, inputs untouched, the same bits under
+    ``torch.func.vjp`` (tests/runtime/test_chunked.py's differential check)."""
+    eq, shapes, extent = case
+    values = fuzz.values(SimpleNamespace(shapes=shapes, dtype=dtype), seed)
+    ops = [fuzz.lay_out(t, lay) for t, lay in zip(values, layouts)]
+    note(f"{eq} {shapes} {dtype} {layouts} {new_shapes}")
+    before, sum_blocks, cuts = os.environ.get("EINC_NEW_SHAPES"), blocked.sum_blocks, []
+    os.environ["EINC_NEW_SHAPES"] = new_shapes
+    blocked.sum_blocks = lambda *a, **k: cuts.append(sum_blocks(*a, **k)) or cuts[-1]
+    einc.cache_clear()
+    try:
+        if _differential(eq, ops, extent):
+            event("blocks" if any(cuts) else "no blocks")
+    finally:
+        blocked.sum_blocks = sum_blocks
+        os.environ.pop("EINC_NEW_SHAPES") if before is None else os.environ.__setitem__("EINC_NEW_SHAPES", before)
+        einc.cache_clear()
