@@ -3,6 +3,7 @@
 floats one matrix product).
 
     python bench/few_outputs.py [--rounds 5] [--repeat 15] [--filter REGEX] [--train] [--against /tmp/einc-before]
+    python bench/few_outputs.py --blocks [--repeat 21]    # the block length: torch alone
 
 Per case (below; ``--filter``: those whose equation and dtype match), in a fresh process
 (1 thread, thread CPU time): each method's call, the median of ``--repeat`` after one warm
@@ -16,6 +17,13 @@ With ``--against DIR`` (another checkout, e.g. a ``git archive`` of an older
 commit) each round runs one process per checkout in alternating order
 (``bench/checkouts.py``), and the paired per-round ratios (this checkout / the other) are
 given as their median with a 95 % interval.  Markdown on stdout.
+
+``--blocks`` sweeps the block length that ``blocked.BLOCK``, ``SHORTEST`` and ``LONGEST``
+fix, on torch alone, in this process: a row vector of K terms times K x N (float32 and
+float64, ``torch.rand`` and ``torch.randn``), as one matrix product and as a batch of
+K / L products of L terms whose partials ``sum`` adds, for L from 16 to 4096: the median
+time of ``--repeat`` calls and the largest error relative to the largest exact sum, in
+epsilons.
 """
 
 from __future__ import annotations
@@ -85,6 +93,39 @@ def one_round(repeat: int, pattern: str, train: bool = False) -> dict:
     return out
 
 
+def blocks(repeat: int) -> list[str]:
+    """Markdown rows of the ``--blocks`` sweep (the module's docstring)."""
+    import torch
+    torch.set_num_threads(1)
+    lengths = (16, 64, 256, 1024, 2048, 4096)
+    rows = ["| K x N, dtype, values | one product: us, error | " + " | ".join(f"blocks of {n}" for n in lengths)
+            + " |", "|---" * (len(lengths) + 2) + "|"]
+    for (k, n), dtype, values in [(s, d, v) for s in ((65536, 3), (262144, 8), (1 << 20, 2))
+                                  for d in ("float32", "float64") for v in ("rand", "randn")]:
+        g = torch.Generator().manual_seed(0)
+        a = getattr(torch, values)(k, generator=g, dtype=torch.float64)
+        b = getattr(torch, values)(k, n, generator=g, dtype=torch.float64)
+        exact = (a[:, None] * b).sum(0)
+        a, b = a.to(getattr(torch, dtype)), b.to(getattr(torch, dtype))
+        eps = torch.finfo(a.dtype).eps
+
+        def cell(fn):
+            fn()
+            times = []
+            for _ in range(repeat):
+                t = time.thread_time()
+                fn()
+                times.append(time.thread_time() - t)
+            err = float((fn().double() - exact).abs().max() / exact.abs().max()) / eps
+            return f"{statistics.median(times) * 1e6:.0f}, {err:.1f}"
+        cells = [cell(lambda: a @ b)]
+        for length in lengths:
+            cells.append(cell(lambda m=k // length, length=length: torch.bmm(a.view(m, 1, length),
+                                                                              b.view(m, length, n)).sum(0)))
+        rows.append(f"| {k} x {n}, {dtype}, {values} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
@@ -92,12 +133,17 @@ def main(argv=None) -> int:
     p.add_argument("--against", type=Path, help="another einc checkout, timed in alternate processes")
     p.add_argument("--filter", default="", help="cases whose 'equation dtype' matches this regex")
     p.add_argument("--train", action="store_true", help="time a training step (forward + backward)")
+    p.add_argument("--blocks", action="store_true", help="sweep the block length on torch alone")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
         sys.path.insert(0, str(Path.cwd()))
         repeat, train, pattern = a.one.split(":", 2)
         print(json.dumps(one_round(int(repeat), pattern, train == "1")))
+        return 0
+    if a.blocks:
+        print(f"the median of {a.repeat} calls, thread CPU time, 1 thread; error in epsilons of the largest sum")
+        print("\n".join(blocks(a.repeat)))
         return 0
     from checkouts import rounds, table
     roots = [ROOT] + ([a.against.resolve()] if a.against else [])
