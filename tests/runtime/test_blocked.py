@@ -273,3 +273,19 @@ def test_few_long_sums_match_torch_einsum(case, dtype, layouts, new_shapes, seed
         blocked.sum_blocks = sum_blocks
         os.environ.pop("EINC_NEW_SHAPES") if before is None else os.environ.__setitem__("EINC_NEW_SHAPES", before)
         einc.cache_clear()
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("k,kn->n", [(1,), (65536, 2)]), ("abc,abcd->d", [(40, 1, 42), (40, 41, 42, 4)]),
+    ("abc,abcd->d", [(40, 41, 42), (1, 41, 42, 4)]), ("abc,abcd->d", [(1, 1, 1), (40, 41, 42, 4)]),
+    ("bk,bkn->bn", [(1, 8192), (3, 8192, 4)]), ("bk,bkn->bn", [(3, 1), (3, 8192, 4)])])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_few_long_sums_with_size_one_operand_dimensions_broadcast(eq, shapes, dtype, new_shapes):
+    """A summed or batch index of size 1 in one operand, broadcast against the other's."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.rand(s, generator=g).to(dtype) for s in shapes)
+    out = einc.einsum(eq, a, b)
+    want = torch.einsum(eq, a.double(), b.double())
+    assert out.dtype == dtype and out.shape == want.shape
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(out.double(), want, rtol=tol, atol=0)
