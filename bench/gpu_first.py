@@ -20,8 +20,9 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
   min(kernel, blas).  Targets: ``first_delta_ms`` (default - blas) <= 50, steady within
   5 % of the best candidate by call 20.
 - ``train``: forward + backward (``torch.autograd.grad``) of :data:`TRAIN` rows: the
-  first step's wall ms, steps 2-20, then interleaved rounds against torch.einsum; the
-  gradients checked against torch.einsum's.
+  first step's wall ms (forward and backward apart) beside torch.einsum's first step,
+  the order alternated per row; steps 2-20, then interleaved rounds against
+  torch.einsum; the gradients checked against torch.einsum's.
 - ``peers``: einc's default (after it has learned), torch.einsum, CuPy's einsum and
   ``jax.jit(jnp.einsum)`` where those import (CuPy and JAX read the same memory through
   DLPack), interleaved rounds of wall-clock medians (each call synchronized: JAX's
@@ -236,9 +237,16 @@ def part_train(clock, rows_in, out):
         def step(f):
             return lambda: torch.autograd.grad(f(eq, *ops), ops, upstream)
         einc_step, torch_step = step(einc.einsum), step(torch.einsum)
-        grads, first = clock.wall_ms(einc_step)
-        row = {"id": w["id"], "equation": eq, "first_step_ms": first,
-               "grad_err": max(rel_err(g, r) for g, r in zip(grads, torch_step()))}
+        row = {"id": w["id"], "equation": eq}
+        for name in ("einc", "einsum")[len(rows) % 2:] + ("einc", "einsum")[:len(rows) % 2]:
+            if name == "einsum":
+                row["einsum_first_step_ms"] = clock.wall_ms(torch_step)[1]
+                continue
+            res, row["first_forward_ms"] = clock.wall_ms(lambda: einc.einsum(eq, *ops))
+            grads, row["first_backward_ms"] = clock.wall_ms(lambda: torch.autograd.grad(res, ops, upstream))
+            row["first_step_ms"] = row["first_forward_ms"] + row["first_backward_ms"]
+        first = row["first_step_ms"]
+        row["grad_err"] = max(rel_err(g, r) for g, r in zip(grads, torch_step()))
         ms = [clock.wall_ms(einc_step)[1] for _ in range(CALLS - 1)]
         row.update(steps_ms_median=statistics.median(ms), steps_ms_max=max(ms))
         learn.settle(max(1.0, min(60.0, clock.left() - 10)))
@@ -251,7 +259,8 @@ def part_train(clock, rows_in, out):
             row["einc_over_einsum"] = got["einc"][0] / got["einsum"][0]
         rows.append(row)
         write(rows, out, "train")
-        print(f"{w['id']}: first step {first:.1f} ms, einc/torch {row.get('einc_over_einsum')}", flush=True)
+        print(f"{w['id']}: first step {first:.1f} ms (forward {row['first_forward_ms']:.1f}), torch.einsum's "
+              f"{row['einsum_first_step_ms']:.1f}; einc/torch {row.get('einc_over_einsum')}", flush=True)
     return rows
 
 
@@ -313,8 +322,10 @@ def main(args) -> int:
           f"TRITON_CACHE_DIR={os.environ.get('TRITON_CACHE_DIR')}, EINC_CACHE_DIR={os.environ.get('EINC_CACHE_DIR')}",
           flush=True)
     small = torch.ones(8, 8, device=device)     # the process's one-time costs (CUDA context, cuBLAS, einc's
-    einc.einsum("ij,jk->ik", small, small, select="blas")       # planner) out of the first row's first call
-    torch.einsum("ij,jk->ik", small, small)
+    einc.einsum("ij,jk->ik", small, small, select="blas")       # planner; autograd's device thread and the
+    torch.einsum("ij,jk->ik", small, small)                     # sympy that torch.autograd.grad imports on its
+    leaf = small.clone().requires_grad_()                       # first given gradient) out of the first row
+    torch.autograd.grad(leaf * 2, leaf, small)
     clock.sync()
     rows_in = workloads(ids, args.filter, device)
     {"first": part_first, "train": part_train, "peers": part_peers}[args.part](clock, rows_in, out)
