@@ -20,7 +20,10 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   among those ready) with :data:`timer` -- CUDA events around the step, read on a later
   call once the device has passed them, so no call synchronizes -- and once every
   candidate has :data:`SAMPLES` timings the one with the least median is kept and
-  remembered (:func:`einc.runtime.select.remember`).
+  remembered (:func:`einc.runtime.select.remember`).  A candidate's first run on a
+  layout in the caller is not timed: it pays one-time host costs (a kernel's first
+  launch on the caller's thread, a library's first use of a shape) that the events
+  count where the device waits for the host, and that no later call pays.
 - **The decided program** is installed as the entry's run once a call ran every step's
   chosen function (each kernel ready on the layout it meets there): from then on a call
   is the unrolled program, as in every other mode.
@@ -152,7 +155,7 @@ def _warm(fn, layout) -> None:
 
 class _Step:
     __slots__ = ("candidates", "kernels", "key", "choice", "decided", "samples", "pending", "ready", "waiting",
-                 "failed", "fallback", "loaded", "left_out")
+                 "failed", "fallback", "loaded", "left_out", "ran")
 
     def __init__(self):
         self.decided = False
@@ -163,6 +166,7 @@ class _Step:
         self.waiting: set = set()   # (name, layout) handed to the background thread
         self.failed: dict = {}      # kernel name -> the error (reported on the next call)
         self.left_out: dict = {}    # kernel name -> its first timing, far behind another's
+        self.ran: set = set()       # (name, layout) that has run in a call: its next run is warm
 
 
 class Learner:
@@ -216,10 +220,13 @@ class Learner:
             usable += [k for k in st.kernels if self._ready(s, st, k, layout, submit)]
             if not timing:
                 name = st.choice.backend if st.choice.backend in usable else st.fallback
+                st.ran.add((name, layout))
                 return name, self._function(st, name), False
             counts = {n: len(st.samples.get(n, ())) + sum(p == n for p, _ in st.pending) for n in usable}
             name = min(usable, key=lambda n: counts[n])
-            return name, self._function(st, name), True
+            cold = (name, layout) not in st.ran     # a first run pays one-time host costs: not timed
+            st.ran.add((name, layout))
+            return name, self._function(st, name), not cold
 
     def _function(self, st, name):
         return st.candidates[name] if name in st.candidates else st.loaded[name]
