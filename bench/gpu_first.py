@@ -22,7 +22,8 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
 - ``train``: forward + backward (``torch.autograd.grad``) of :data:`TRAIN` rows: the
   first step's wall ms (forward and backward apart) beside torch.einsum's first step,
   the order alternated per row; steps 2-20, then interleaved rounds against
-  torch.einsum; the gradients checked against torch.einsum's.
+  torch.einsum (``busy_at_rounds``: the background thread still compiling when they
+  began); the gradients checked against torch.einsum's.
 - ``peers``: einc's default (after it has learned), torch.einsum, CuPy's einsum and
   ``jax.jit(jnp.einsum)`` where those import (CuPy and JAX read the same memory through
   DLPack), interleaved rounds of wall-clock medians (each call synchronized: JAX's
@@ -252,6 +253,7 @@ def part_train(clock, rows_in, out):
         learn.settle(max(1.0, min(60.0, clock.left() - 10)))
         for _ in range(MORE):
             einc_step()
+        row["busy_at_rounds"] = busy()      # kernels still compiling: the rounds time learning, not its result
         got = rounds(clock, {"einc": einc_step, "einsum": torch_step})
         for name, (med, lo, hi) in got.items():
             row.update({f"{name}_us": med, f"{name}_us_min": lo, f"{name}_us_max": hi})
@@ -322,10 +324,10 @@ def main(args) -> int:
           f"TRITON_CACHE_DIR={os.environ.get('TRITON_CACHE_DIR')}, EINC_CACHE_DIR={os.environ.get('EINC_CACHE_DIR')}",
           flush=True)
     small = torch.ones(8, 8, device=device)     # the process's one-time costs (CUDA context, cuBLAS, einc's
-    einc.einsum("ij,jk->ik", small, small, select="blas")       # planner; autograd's device thread and the
-    torch.einsum("ij,jk->ik", small, small)                     # sympy that torch.autograd.grad imports on its
-    leaf = small.clone().requires_grad_()                       # first given gradient) out of the first row
-    torch.autograd.grad(leaf * 2, leaf, small)
+    einc.einsum("ij,jk->ik", small, small, select="blas")       # planner; autograd's device thread, its cuBLAS
+    torch.einsum("ij,jk->ik", small, small)                     # handle, and the sympy that torch.autograd.grad
+    leaf = small.clone().requires_grad_()                       # imports on its first given gradient) out of
+    torch.autograd.grad(leaf @ small, leaf, small)              # the first row
     clock.sync()
     rows_in = workloads(ids, args.filter, device)
     {"first": part_first, "train": part_train, "peers": part_peers}[args.part](clock, rows_in, out)

@@ -14,16 +14,18 @@
 #           calls 2-20, the background thread's compile time, the steady state in
 #           interleaved rounds against forced kernels, cuBLAS and torch.einsum, the
 #           pairwise family's rows among them (170 s)
-#   rest    gpu_eval.py --part rest --quick: host time per step (GATE 3) (60 s)
+#   rest    gpu_eval.py --part rest --quick: host time per step (GATE 3) (75 s)
 #   gemm    gpu_eval.py --part gemm --quick: forced kernels (e_kern) against the same plan
 #           on cuBLAS (einc_blas) (70 s)
 #   train   bench/gpu_first.py --part train: forward + backward against torch.einsum (50 s)
 #   tma     bench/gpu_tma.py: the TMA variant of plain bf16/fp16 GEMMs (4096^2 x 4096 and
 #           more) and of a permuted step of that size against cuBLAS (after torch.einsum's
 #           copies) and the module's own kernel, two configs each (55 s)
-# and, only where PARTS names them: peers (bench/gpu_first.py --part peers: CuPy's einsum
-# and jax.jit(jnp.einsum) where they import, 35 s), pairwise, compare (gpu_eval), tests
-# (pytest -m "kernels or gpu"), variants (gpu_variants.py).
+# then, on what is left of the budget (the five above can take all of it; on an H200 they
+# took 286 s of 420): pairwise (gpu_eval, 130 s) and peers (bench/gpu_first.py --part
+# peers: CuPy's einsum and jax.jit(jnp.einsum) where they import, 35 s); and, only where
+# PARTS names them: compare (gpu_eval), tests (pytest -m "kernels or gpu"), variants
+# (gpu_variants.py).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -78,7 +80,7 @@ budget() {   # budget WANTED: the seconds a part may take now (0: skip it)
 {
   echo "# $NAME: einc on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1) at $COMMIT"
   echo
-  echo "Measured by \`bash bench/gpu_run.sh $COMMIT $BUDGET\` (bench/gpu.md), PARTS=\"${PARTS:-first rest gemm train tma}\"."
+  echo "Measured by \`bash bench/gpu_run.sh $COMMIT $BUDGET\` (bench/gpu.md), PARTS=\"${PARTS:-first rest gemm train tma pairwise peers}\"."
   echo "Narrative: to be written (what the figures say, against the targets of the open issue)."
   echo
   echo '```text'
@@ -143,10 +145,10 @@ variants() {   # every lowering and tile config of the CCSD(T) kernel
   pack
 }
 
-for p in ${PARTS:-first rest gemm train tma}; do
+for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
   case $p in
     first) first_part ;;
-    rest) part rest 60 ;;
+    rest) part rest 75 ;;
     gemm) part gemm 70 ;;
     train) gpu_first train 50 ;;
     peers) gpu_first peers 35 ;;
