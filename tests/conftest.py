@@ -114,6 +114,19 @@ def per_shape_plans(monkeypatch):
     einc.cache_clear()
 
 
+@pytest.fixture(params=["plan", "class"])
+def new_shapes(request, monkeypatch):
+    """Each of the two ways einc runs a shape it has not planned (``EINC_NEW_SHAPES``): a
+    plan of its own, or its size class's steps (runtime/sizeclass.py); the value is the
+    mode, einc's caches emptied before and after.  (A test that names ``new_shapes`` in
+    ``parametrize`` sets the variable itself.)"""
+    import einc
+    monkeypatch.setenv("EINC_NEW_SHAPES", request.param)
+    einc.cache_clear()
+    yield request.param
+    einc.cache_clear()
+
+
 @pytest.fixture
 def applied(monkeypatch):
     """``applied(cls)``: a function that says how many times ``cls.apply`` (an

@@ -80,14 +80,6 @@ def _ops(fn):
     return seen
 
 
-@pytest.fixture(params=["plan", "class"])
-def new_shapes(request, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", request.param)
-    einc.cache_clear()
-    yield request.param
-    einc.cache_clear()
-
-
 @pytest.fixture
 def cut(monkeypatch):
     """The blocks the steps planned since the fixture began took (``sum_blocks``'s answers)."""

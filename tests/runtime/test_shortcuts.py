@@ -72,12 +72,10 @@ def _sublist(eq, ops):
     return args + [[ord(c) - ord("a") for c in out]]
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 @pytest.mark.parametrize("how", ["string", "sublist", "scale", "no_grad", "inference"])
 def test_loop_and_compiled_runs_call_the_same_aten_ops_with_the_same_bits(new_shapes, how, monkeypatch):
     """Every call, before and after the switch to the compiled function, runs the same aten
     ops and gives the same bits, whichever calling convention or grad mode calls it."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     ops = _chain()
     entry = engine.entry(parse(CHAIN), ops, DEFAULT)
     calls = {
@@ -99,14 +97,12 @@ def test_loop_and_compiled_runs_call_the_same_aten_ops_with_the_same_bits(new_sh
 SWITCH_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.int64, torch.bool]
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 @pytest.mark.parametrize("dtype", SWITCH_DTYPES)
 def test_every_dtype_keeps_its_bits_and_ops_across_the_switch(dtype, new_shapes, monkeypatch):
     """Each dtype, one tensor passed as several operands (aliased), past the switch: the
     same ops every call after the first (which builds the entry), the same bits every
     call, and torch's answer (bools: an elementwise product, the
     matrix products torch refuses)."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     x = (torch.rand(6, 6, generator=torch.Generator().manual_seed(17), dtype=torch.float64) * 4 - 2).round()
     x = x.to(dtype)
     eq = "ab,ab,ab->ab" if dtype == torch.bool else "ab,bc,cd->ad"
@@ -118,9 +114,7 @@ def test_every_dtype_keeps_its_bits_and_ops_across_the_switch(dtype, new_shapes,
     torch.testing.assert_close(results[0], want, rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_loop_and_compiled_runs_give_the_same_gradients_and_backward_ops(new_shapes, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     ops = _chain(torch.float64, grad=True)
     weight = torch.rand(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
@@ -137,9 +131,7 @@ def test_loop_and_compiled_runs_give_the_same_gradients_and_backward_ops(new_sha
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_second_order_gradients_keep_their_bits_across_the_switch(new_shapes, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     ops = _chain(torch.float64, grad=True)
 
     def call():
@@ -180,12 +172,10 @@ def test_a_class_s_shapes_give_their_own_bits_before_and_after_the_switch(monkey
 TWO_KINDS = [(CHAIN, [(5, 6), (6, 7), (7, 1), (1, 3)]), ("bik,bkj->bji", [(3, 5, 4), (3, 4, 6)])]  # (a class's: 1 step)
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 @pytest.mark.parametrize("eq,shapes", TWO_KINDS)
 def test_two_threads_calling_a_new_plan_around_its_switch_agree(new_shapes, eq, shapes, monkeypatch):
     """Two threads call one plan from its 10th call to past its switch at once: every
     answer has the first call's bits, and the entry ends up running the compiled code."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     g = torch.Generator().manual_seed(2)
     ops = [torch.randn(s, generator=g) for s in shapes]
     entry = engine.entry(parse(eq), ops, DEFAULT)
@@ -214,12 +204,10 @@ def test_two_threads_calling_a_new_plan_around_its_switch_agree(new_shapes, eq, 
 
 
 @pytest.mark.parametrize("eq,shapes", TWO_KINDS)
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_a_run_wrapped_in_a_cast_keeps_its_wrapper_and_bits_across_the_switch(new_shapes, eq, shapes, monkeypatch):
     """Where the entry's run is wrapped (a cast to torch's dtype, as dispatch wraps it where
     the executor's differs), the switch to compiled code happens underneath the wrapper,
     never in place of it: every call is cast, with the same bits and ops."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     g = torch.Generator().manual_seed(3)
     ops = [torch.randn(s, generator=g) for s in shapes]
     entry = engine.entry(parse(eq), ops, DEFAULT)
@@ -232,11 +220,9 @@ def test_a_run_wrapped_in_a_cast_keeps_its_wrapper_and_bits_across_the_switch(ne
 
 
 @pytest.mark.parametrize("eq,shapes", TWO_KINDS)
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_vmap_and_func_grad_keep_their_bits_across_the_switch(new_shapes, eq, shapes, monkeypatch):
     """``torch.func.vmap`` (batched tensors through the plan's own ops) and ``torch.func.grad``
     called past the switch: each call the first one's bits, and the oracle's value."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     g = torch.Generator().manual_seed(15)
     ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
     batch = torch.randn(3, *shapes[0], generator=g, dtype=torch.float64)
@@ -544,13 +530,11 @@ def test_direct_and_weighed_steps_answer_alike_through_every_door(choice_ns, mon
     torch.testing.assert_close(second, theirs, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("new_shapes", ["plan", "class"])
 def test_the_einc_backend_s_scaled_calls_keep_their_bits_across_the_switch(new_shapes, monkeypatch):
     """``torch.compile(backend="einc")`` turns a matmul chain and its factor into einc's op
     (the factor as the op's scale or a graph op): called past the plan's switch, each call
     has the first one's bits and the oracle's value, forward and gradients."""
     import einc.dynamo
-    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     g = torch.Generator().manual_seed(16)
     shapes = [(6, 5), (5, 7), (7, 1), (1, 4)]
     ops = [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]

@@ -18,14 +18,6 @@ CASES = [("bij,bji->b", [(3, 4, 5), (3, 5, 4)]), ("ij,ij->", [(30, 20), (30, 20)
          ("abc,abcd->d", [(2, 3, 4099), (2, 3, 4099, 4)])]
 
 
-@pytest.fixture(params=["plan", "class"])
-def new_shapes(request, monkeypatch):
-    monkeypatch.setenv("EINC_NEW_SHAPES", request.param)
-    einc.cache_clear()
-    yield request.param
-    einc.cache_clear()
-
-
 @pytest.fixture
 def count(applied):
     """How many steps ran as Summed since the fixture began (``count()``)."""
