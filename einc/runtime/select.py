@@ -53,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib.metadata
 import json
 import os
 import statistics
@@ -179,13 +180,25 @@ def _driver() -> str:
     return "?"
 
 
+@functools.cache
+def _triton_version() -> str:
+    """Triton's installed version, from its package's metadata: importing triton takes tens
+    to hundreds of milliseconds, which a first call must not wait for (its kernels are
+    compiled on the background thread, which imports it there)."""
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:                        # (installed under another name: pytorch-triton, a source build)
+        import triton
+        return triton.__version__
+    except ImportError:
+        return "none"
+
+
 def _environment(device) -> str:
     version = getattr(sys.modules.get("einc"), "__version__", "?")   # (the package this module is in)
-    try:
-        import triton
-        tv = triton.__version__
-    except ImportError:
-        tv = "none"
+    tv = _triton_version()
     if device.type == "cuda":
         name = f"{torch.cuda.get_device_name(device)}|driver {_driver()}|cuda {torch.version.cuda}"
     else:

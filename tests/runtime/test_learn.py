@@ -385,3 +385,34 @@ def test_a_decision_survives_a_new_process_and_goes_stale_with_a_version_or_kern
     path.write_text(json.dumps({"format": select.FORMAT,
                                 "steps": {current.replace(kernel, kernel[:-8] + "00000000"): saved[current]}}))
     assert run()["timed"] > 0                                        # another kernel source: learned again
+
+
+_FIRST_CALL_IMPORTS = """
+import json, sys, torch, einc
+from einc.runtime import learn, select
+jobs = []
+learn._worker.submit = jobs.append          # the background thread, which imports triton, held
+x, y = torch.randn(2, 3, 4, 5), torch.randn(4, 2, 3, 2)
+out = einc.einsum("dega,gfbc->abcdef", x, y)
+imported = "triton" in sys.modules
+import triton
+print(json.dumps({"imported": imported, "jobs": len(jobs), "right": bool(torch.allclose(
+    out, torch.einsum("dega,gfbc->abcdef", x, y))), "key": select._environment(x.device),
+    "version": triton.__version__}))
+"""
+
+
+def test_a_first_call_does_not_import_triton_on_the_callers_thread(tmp_path):
+    """Importing triton costs a first call tens to hundreds of milliseconds: the call that
+    hands a kernel to the background thread reads triton's version for its decisions key
+    from the package's metadata, and leaves the import to that thread.  The key names
+    the version triton itself reports."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "EINC_CACHE_DIR": str(tmp_path), "EINC_BACKEND": "triton", "EINC_SELECT": "learn",
+           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL_IMPORTS], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["right"] and got["jobs"] >= 1 and not got["imported"]
+    assert f"|triton {got['version']}|" in got["key"]
