@@ -14,7 +14,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+
+def median_time(fn, repeat: int, clock=time.thread_time) -> float:
+    """The median, in seconds of ``clock``, of ``repeat`` timed calls of ``fn`` (the caller
+    warms it up first).  The thread's CPU time by default: on a shared machine the other
+    jobs' time does not count."""
+    times = []
+    for _ in range(repeat):
+        t = clock()
+        fn()
+        times.append(clock() - t)
+    return statistics.median(times)
 
 
 def child(script: Path, root: Path, args, cache, **env) -> dict:

@@ -32,9 +32,7 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +51,10 @@ def one_round(repeat: int, pattern: str, train: bool = False) -> dict:
     method: the median time in seconds, and the error in epsilons."""
     import opt_einsum
     import torch
+    from checkouts import median_time
 
     import einc
     torch.set_num_threads(1)
-    clock = time.thread_time
     out = {}
     for eq, shapes, dtype in [c for c in CASES if re.search(pattern, f"{c[0]} {c[2]}")]:
         g = torch.Generator().manual_seed(0)
@@ -84,18 +82,14 @@ def one_round(repeat: int, pattern: str, train: bool = False) -> dict:
             w = torch.ones_like(res)
             call = (lambda: torch.autograd.grad(fn(eq, *ops), ops, w)) if train else (lambda: fn(eq, *ops))
             call()
-            times = []
-            for _ in range(repeat):
-                t = clock()
-                call()
-                times.append(clock() - t)
-            out[f"{case}, {name}: us"] = statistics.median(times)
+            out[f"{case}, {name}: us"] = median_time(call, repeat)
     return out
 
 
 def blocks(repeat: int) -> list[str]:
     """Markdown rows of the ``--blocks`` sweep (the module's docstring)."""
     import torch
+    from checkouts import median_time
     torch.set_num_threads(1)
     lengths = (16, 64, 256, 1024, 2048, 4096)
     rows = ["| K x N, dtype, values | one product: us, error | " + " | ".join(f"blocks of {n}" for n in lengths)
@@ -111,13 +105,9 @@ def blocks(repeat: int) -> list[str]:
 
         def cell(fn):
             fn()
-            times = []
-            for _ in range(repeat):
-                t = time.thread_time()
-                fn()
-                times.append(time.thread_time() - t)
+            median = median_time(fn, repeat)
             err = float((fn().double() - exact).abs().max() / exact.abs().max()) / eps
-            return f"{statistics.median(times) * 1e6:.0f}, {err:.1f}"
+            return f"{median * 1e6:.0f}, {err:.1f}"
         cells = [cell(lambda: a @ b)]
         for length in lengths:
             cells.append(cell(lambda m=k // length, length=length: torch.bmm(a.view(m, 1, length),

@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,10 +40,10 @@ def one_round(repeat: int, pattern: str) -> dict:
     """One process's medians, in seconds, per case (whose equation and dtype match
     ``pattern``) and method."""
     import torch
+    from checkouts import median_time
 
     import einc
     torch.set_num_threads(1)
-    clock = time.thread_time
     out = {}
     for eq, shapes, dtype in [c for c in CASES if re.search(pattern, f"{c[0]} {c[2]}")]:
         g = torch.Generator().manual_seed(0)
@@ -68,12 +66,7 @@ def one_round(repeat: int, pattern: str) -> dict:
                     scale = float(ref.abs().max()) or 1.0
                     if float((got.double() - ref).abs().max()) > 2e-2 * scale:
                         raise AssertionError(f"{eq} {dtype}: einc's gradient differs")
-            times = []
-            for _ in range(repeat):
-                t = clock()
-                torch.autograd.grad(fn(eq, *ops), ops, w)
-                times.append(clock() - t)
-            out[f"{case}, {name}"] = statistics.median(times)
+            out[f"{case}, {name}"] = median_time(lambda: torch.autograd.grad(fn(eq, *ops), ops, w), repeat)
     return out
 
 
