@@ -179,6 +179,7 @@ GATE2_GEOMEAN = 1.0
 GATE2_MAX_TC = 1.5
 GATE3_HOST_US = 15.0
 HOST_BOUND_S = 50e-6
+ANY_CATEGORIES = ("layout", "permuted")     # rows also timed with layout="any" (einc_any)
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64",
                "complex64": "c64", "complex128": "c128"}
 TABLE_LIMIT = 12000
@@ -187,7 +188,7 @@ COLUMNS = [
     "id", "category", "dtype", "equation", "shapes", "status", "error", "k", "backends", "warning",
     "err", "err_torch", "nan", "poison", "tol", "first_s", "learn_calls",
     "einc_us", "torch_us", "torch_c_us", "einc_blas_us", "err_blas", "einc_kernel_us", "err_kernel",
-    "backends_kernel", "oe_plan_us",
+    "backends_kernel", "oe_plan_us", "einc_any_us", "err_any",
     "host_einc_us", "host_torch_us", "graph_us", "graph_err", "graph_note", "host_step_us",
     "flops", "min_bytes", "floor_us", "pct_floor", "e_t", "e_tc", "e_blas", "e_best",
     "ind_us", "ind_compile_s", "ind_err", "ind_ma_us", "ind_ma_compile_s", "ind_ma_err",
@@ -305,17 +306,18 @@ def rel_err(out, ref) -> float:
     return num / den if den > 0 else num
 
 
-def learn_until_decided(fn, eq, ops, calls=60) -> int | None:
+def learn_until_decided(fn, eq, ops, calls=60, **options) -> int | None:
     """Learn mode (the CUDA default) times one candidate per call once kernels are ready:
-    call ``fn`` until every step of the entry is decided, waiting for the background thread
-    between calls (at most ``calls``), so that the timings that follow are the steady
-    state's.  How many calls it took, or None where this einc has no learn mode."""
+    call ``fn`` until every step of the entry (``einc.explain(eq, *ops, **options)``'s) is
+    decided, waiting for the background thread between calls (at most ``calls``), so that
+    the timings that follow are the steady state's.  How many calls it took, or None where
+    this einc has no learn mode."""
     try:
         from einc.runtime import learn
     except ImportError:
         return None
     for n in range(1, calls + 1):
-        if not any(r.endswith("learning from the calls") for r in einc.explain(eq, *ops).reasons):
+        if not any(r.endswith("learning from the calls") for r in einc.explain(eq, *ops, **options).reasons):
             return n - 1
         fn()
         learn.settle(30)
@@ -528,6 +530,14 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
         fn()
         return ctx.bench(fn)
     row["oe_plan_us"] = _us(attempt("time oe_plan", oe))
+
+    def any_layout():       # the result in the order einc's plan writes it, as torch's and opt_einsum's views
+        fn = lambda: einc.einsum(eq, *ops, layout="any")        # noqa: E731
+        row["err_any"] = rel_err(fn(), ref)
+        learn_until_decided(fn, eq, ops, layout="any")
+        return ctx.bench(fn)
+    if row["category"] in ANY_CATEGORIES and ref is not None and row["einc_us"] is not None:
+        row["einc_any_us"] = _us(attempt("time einc any", any_layout))
 
     # -- host-bound rows: host-inclusive time and CUDA-graph replay
     if row["einc_us"] is not None and row["einc_us"] * 1e-6 < HOST_BOUND_S:
@@ -914,7 +924,7 @@ def table(rows: list[dict], part: str, has_kernel: bool) -> list[str]:
     cols = ["id", "dt", "k", "err", "nan", "first_s", "einc", "torch", "torch_c", "einc_blas"]
     if has_kernel:
         cols.append("e_kern")
-    cols += ["oe_plan", "graph", "h/step", "floor", "e/t", "e/tc", "e/best", "%floor"]
+    cols += ["oe_plan", "any", "graph", "h/step", "floor", "e/t", "e/tc", "e/best", "%floor"]
     if part == "compare":
         cols += ["ind", "ind_ma", "ind_ro", "e/ind"]
     lines = []
@@ -931,7 +941,7 @@ def table(rows: list[dict], part: str, has_kernel: bool) -> list[str]:
                 cells.append(_t(r.get("einc_kernel_us")))
             graph = _t(r.get("graph_us")) if r.get("graph_us") is not None else \
                 ("n/a" if (r.get("graph_note") or "").startswith("n/a") else "-")
-            cells += [_t(r.get("oe_plan_us")), graph,
+            cells += [_t(r.get("oe_plan_us")), _t(r.get("einc_any_us")), graph,
                       _r(r.get("host_step_us")), _t(r.get("floor_us")), _r(r.get("e_t")), _r(r.get("e_tc")),
                       _r(r.get("e_best")),
                       "-" if r.get("pct_floor") is None else f"{r['pct_floor']:.0f}"]
@@ -1167,8 +1177,8 @@ def _progress(r: dict) -> str:
         parts.append(f"err {r['err']:.1e}" + (" NaN" if r.get("nan") else ""))
     if r.get("first_s") is not None:
         parts.append(f"first {r['first_s']:.2f}s")
-    for col in ("einc_us", "torch_us", "torch_c_us", "einc_blas_us", "einc_kernel_us", "oe_plan_us", "host_einc_us",
-                "graph_us", "ind_us", "ind_ma_us", "ind_ro_us"):
+    for col in ("einc_us", "torch_us", "torch_c_us", "einc_blas_us", "einc_kernel_us", "oe_plan_us", "einc_any_us",
+                "host_einc_us", "graph_us", "ind_us", "ind_ma_us", "ind_ro_us"):
         if r.get(col) is not None:
             parts.append(f"{col[:-3]} {_t(r[col])}")
     if r.get("row_s") is not None:
