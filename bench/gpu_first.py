@@ -25,7 +25,8 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
   torch.einsum (``busy_at_rounds``: the background thread still compiling when they
   began); the gradients checked against torch.einsum's.
 - ``peers``: einc's default (after it has learned), torch.einsum, CuPy's einsum and
-  ``jax.jit(jnp.einsum)`` where those import (CuPy and JAX read the same memory through
+  ``jax.jit(jnp.einsum)`` (``precision=HIGHEST``: JAX's default computes float32 products
+  in TF32 on NVIDIA GPUs) where those import (CuPy and JAX read the same memory through
   DLPack), interleaved rounds of wall-clock medians (each call synchronized: JAX's
   streams are not torch's).
 
@@ -281,7 +282,8 @@ def peer_methods(eq, ops, clock):
         import jax
         import jax.numpy as jnp
         jops = [jax.dlpack.from_dlpack(o) for o in ops]
-        f = jax.jit(lambda *xs: jnp.einsum(eq, *xs))
+        # (JAX's default runs float32 products in TF32 on NVIDIA GPUs; torch's and einc's do not)
+        f = jax.jit(lambda *xs: jnp.einsum(eq, *xs, precision=jax.lax.Precision.HIGHEST))
         box = []
         found["jax"] = (lambda: box.append(f(*jops)), lambda: box.pop().block_until_ready() if box else None)
     except Exception as e:      # noqa: BLE001
