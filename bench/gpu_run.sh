@@ -25,7 +25,8 @@
 # took 286 s of 420): pairwise (gpu_eval, 130 s) and peers (bench/gpu_first.py --part
 # peers: CuPy's einsum and jax.jit(jnp.einsum) where they import, 35 s); and, only where
 # PARTS names them: compare (gpu_eval), tests (pytest -m "kernels or gpu"), variants
-# (gpu_variants.py).
+# (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
+# backend "einc" against inductor and eager, 150 s).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -137,6 +138,14 @@ tma_part() {   # the TMA variant against cuBLAS and the module's kernel on plain
   pack
 }
 
+models_part() {   # torch.compile(backend="einc") against inductor and eager, forward
+  local s; s=$(budget 150); (( s == 0 )) && { echo "skip models: $(left) s left"; return; }
+  step "models.py --device cuda (limit $s s)"
+  timeout "$s" python3 bench/models.py --device cuda --quick --out "$W" >"$W/models.log" 2>&1
+  echo "exit $?" >>"$W/models.log"
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -157,6 +166,7 @@ for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
     compare) part compare 90 ;;
     tests) tests ;;
     variants) variants ;;
+    models) models_part ;;
     *) echo "unknown part $p" ;;
   esac
 done
@@ -173,6 +183,7 @@ for d in rest gemm pairwise compare; do
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
+if [ -f "$W/models.log" ]; then echo "---- models"; grep -v "^ *$" "$W/models.md" 2>/dev/null | tail -n 8 | cut -c1-300; tail -n 3 "$W/models.log"; fi
 echo "total $((SECONDS - T0)) s of $BUDGET" | tee -a "$W/parts.txt"
 pack
 ls -la "$OUT"

@@ -1,6 +1,7 @@
 """Model benchmark: torch.compile(backend="einc") against inductor and eager on small models (CPU).
 
     python bench/models.py [--filter TEXT] [--rounds N] [--budget S] [--out DIR] [--quick] [--threads N]
+                           [--device cuda]
 
 Each model runs forward under ``torch.no_grad()`` in four ways: eager; ``torch.compile``
 with its default backend (inductor); ``backend="einc"`` (einc's FX pass, which rewrites
@@ -8,7 +9,9 @@ only the contractions where einc's plan saves flops, then inductor); and the ein
 with the rest of the graph left eager (``options={"inner": "eager"}``), which separates
 what the rewrite does from what inductor does.  Same interleaved,
 median-of-batches timing as the other benchmarks (einc/tools/benchmark/timing.py); see
-bench/README.md.  Writes OUT/models.md and OUT/models.csv.
+bench/README.md.  Writes OUT/models.md and OUT/models.csv.  ``--device cuda`` moves the
+modules and inputs to the GPU and synchronizes around each timed batch (a GPU run's
+``models`` part, bench/gpu.md).
 """
 
 from __future__ import annotations
@@ -121,16 +124,21 @@ def _compiled(model, method):
     return torch.compile(model, backend=einc.dynamo.make_backend(inner=inner))
 
 
-def bench_model(name, model, inputs, rounds, budget):
-    """Compile (timed once), check against eager, then time all methods interleaved."""
+def bench_model(name, model, inputs, rounds, budget, sync=None):
+    """Compile (timed once), check against eager, then time all methods interleaved
+    (``sync``: called around each timed batch and the compiling call)."""
     fns, compile_s, status, rewrites = {}, {}, {}, ""
     with torch.no_grad():
         ref = model(*inputs)
         for method in METHODS:
             fn = _compiled(model, method)
             hits = counters["inductor"]["fxgraph_cache_hit"]
+            if sync:
+                sync()
             t0 = time.perf_counter()
             out = fn(*inputs)
+            if sync:
+                sync()
             compile_s[method] = time.perf_counter() - t0
             if method == "einc":
                 r = einc.dynamo.last_report
@@ -144,7 +152,7 @@ def bench_model(name, model, inputs, rounds, budget):
                 print(f"!!! {name}: {method} differs from eager by {float((out - ref).abs().max()):.3g}",
                       file=sys.stderr)
             fns[method] = (lambda f: lambda: f(*inputs))(fn)
-        timings, n_rounds = interleaved(fns, rounds, budget, min_rounds=min(rounds, 5))
+        timings, n_rounds = interleaved(fns, rounds, budget, min_rounds=min(rounds, 5), sync=sync)
     return timings, n_rounds, compile_s, status, rewrites
 
 
@@ -156,6 +164,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default bench/results/)")
     p.add_argument("--quick", action="store_true", help="fewer rounds (smoke test)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (default: torch's)")
+    p.add_argument("--device", default="cpu", help="where the models run (cpu, cuda)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -163,12 +172,14 @@ def main(argv=None) -> int:
     budget = args.budget or (1.0 if args.quick else 6.0)
 
     load, table, data, bad = report.Load(), [], [], False
+    sync = torch.cuda.synchronize if torch.device(args.device).type == "cuda" else None
     for name, (model, inputs) in models().items():
         if args.filter not in name:
             continue
         print(f"{name} ...", file=sys.stderr, flush=True)
         torch._dynamo.reset()
-        timings, n_rounds, compile_s, status, rewrites = bench_model(name, model, inputs, rounds, budget)
+        model, inputs = model.to(args.device), tuple(x.to(args.device) for x in inputs)
+        timings, n_rounds, compile_s, status, rewrites = bench_model(name, model, inputs, rounds, budget, sync)
         m = {k: timings[k].median for k in METHODS}
         bad |= any(s != "ok" for s in status.values())
         checks = "ok" if all(s == "ok" for s in status.values()) else \
@@ -182,7 +193,7 @@ def main(argv=None) -> int:
                      *[round(compile_s[k], 3) for k in METHODS], rewrites, checks, n_rounds,
                      *[timings[k].calls for k in METHODS]])
 
-    md = report.header("einc torch.compile backend: models", "float32", load, [
+    md = report.header(f"einc torch.compile backend: models ({args.device})", "float32", load, [
         "forward under torch.no_grad(); eager = the module as written; inductor = torch.compile(model); "
         "einc = torch.compile(model, backend=\"einc\") (einc's FX pass, then inductor); einc+eager = the "
         "einc pass with the rest of the graph eager",
