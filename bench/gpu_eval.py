@@ -309,9 +309,11 @@ def rel_err(out, ref) -> float:
 def learn_until_decided(fn, eq, ops, calls=60, **options) -> int | None:
     """Learn mode (the CUDA default) times one candidate per call once kernels are ready:
     call ``fn`` until every step of the entry (``einc.explain(eq, *ops, **options)``'s) is
-    decided, waiting for the background thread between calls (at most ``calls``), so that
-    the timings that follow are the steady state's.  How many calls it took, or None where
-    this einc has no learn mode."""
+    decided, waiting for the device and the background thread between calls (at most
+    ``calls``), so that the timings that follow are the steady state's.  (A call's timing
+    is read once the device has run it: without the wait the host runs calls ahead of the
+    device, and a step of a slow call decides calls later.)  How many calls it took, or
+    None where this einc has no learn mode."""
     try:
         from einc.runtime import learn
     except ImportError:
@@ -320,6 +322,8 @@ def learn_until_decided(fn, eq, ops, calls=60, **options) -> int | None:
         if not any(r.endswith("learning from the calls") for r in einc.explain(eq, *ops, **options).reasons):
             return n - 1
         fn()
+        if torch.cuda.is_available() and any(o.is_cuda for o in ops):
+            torch.cuda.synchronize()
         learn.settle(30)
     return calls
 

@@ -209,6 +209,7 @@ def part_first(clock, rows_in, out):
         eq, n = w["equation"], CALLS
         while not decided(eq, ops) and n < CALLS + MORE:
             einc.einsum(eq, *ops)
+            clock.sync()            # (a timing is read once the device has run the call: no running ahead)
             learn.settle(5)
             n += 1
         row["decided_at"] = n if decided(eq, ops) else None
@@ -254,6 +255,7 @@ def part_train(clock, rows_in, out):
         learn.settle(max(1.0, min(60.0, clock.left() - 10)))
         for _ in range(MORE):
             einc_step()
+            clock.sync()
         row["busy_at_rounds"] = busy()      # kernels still compiling: the rounds time learning, not its result
         got = rounds(clock, {"einc": einc_step, "einsum": torch_step})
         for name, (med, lo, hi) in got.items():
@@ -299,9 +301,11 @@ def part_peers(clock, rows_in, out):
         eq = w["equation"]
         for _ in range(CALLS):
             einc.einsum(eq, *ops)
+            clock.sync()
         learn.settle(max(1.0, min(30.0, clock.left() - 8)))
         for _ in range(MORE // 4):
             einc.einsum(eq, *ops)
+            clock.sync()
         methods = {"einc": (lambda: einc.einsum(eq, *ops), clock.sync), "einsum": (lambda: torch.einsum(eq, *ops),
                                                                                   clock.sync)}
         methods.update(peer_methods(eq, ops, clock))
