@@ -21,8 +21,8 @@
 #   tma     bench/gpu_tma.py: the TMA variant of plain bf16/fp16 GEMMs (4096^2 x 4096 and
 #           more) and of a permuted step of that size against cuBLAS (after torch.einsum's
 #           copies) and the module's own kernel, two configs each (55 s)
-# then, on what is left of the budget (the five above can take all of it; on an H200 they
-# took 286 s of 420): pairwise (gpu_eval, 130 s) and peers (bench/gpu_first.py --part
+# then, on what is left of the budget (the five above can take all of it; bench/gpu.md says
+# what they left on a GPU): pairwise (gpu_eval, 130 s) and peers (bench/gpu_first.py --part
 # peers: CuPy's einsum and jax.jit(jnp.einsum) where they import, 35 s); and, only where
 # PARTS names them: compare (gpu_eval), tests (pytest -m "kernels or gpu"), variants
 # (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile

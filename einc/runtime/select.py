@@ -182,9 +182,9 @@ def _driver() -> str:
 
 @functools.cache
 def _triton_version() -> str:
-    """Triton's installed version, from its package's metadata: importing triton takes tens
-    to hundreds of milliseconds, which a first call must not wait for (its kernels are
-    compiled on the background thread, which imports it there)."""
+    """Triton's installed version, from its package's metadata: a first call must not wait
+    for triton's import (its kernels are compiled on the background thread, which imports
+    it there)."""
     try:
         return importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:

@@ -110,7 +110,7 @@ def test_the_first_call_neither_times_nor_waits_for_a_kernel(learning, monkeypat
     learn.settle()
     for _ in range(5):              # one candidate a call: torch, each kernel's untimed first run, its timed one
         torch.testing.assert_close(einc.einsum(PERMUTED, x, y), torch.einsum(PERMUTED, x, y))
-    assert seen.count("kernel") == 2 and seen.count("other") == 1     # ready: timed from the second call
+    assert seen.count("kernel") == 2 and seen.count("other") == 1     # ready: each timed from its second run
 
 
 @pytest.mark.parametrize("faster", ["kernel", "other"])
@@ -403,7 +403,7 @@ print(json.dumps({"imported": imported, "jobs": len(jobs), "right": bool(torch.a
 
 
 def test_a_first_call_does_not_import_triton_on_the_callers_thread(tmp_path):
-    """Importing triton costs a first call tens to hundreds of milliseconds: the call that
+    """Importing triton is slow, and a first call must not wait for it: the call that
     hands a kernel to the background thread reads triton's version for its decisions key
     from the package's metadata, and leaves the import to that thread.  The key names
     the version triton itself reports."""
