@@ -57,6 +57,11 @@ accepted.  An empty value counts as unset.
                        background thread, once that is ready and timed faster than
                        einc's own copy (``runtime/torch_executor/compiled_copy.py``);
                        ``off``: never (no compile, no thread).
+``EINC_COMPILE_THREADS`` how many threads compile a generated kernel's configs side by side
+                       on its first launch of a layout, before Triton's autotuner
+                       times them (``runtime/triton_executor/precompile.py``): a
+                       positive integer (default: the CPUs this process may run on, at
+                       most 8); ``1`` leaves each config to the autotuner, one at a time.
 ``EINC_RECORD``        a file to which each call that makes a new plan cache entry is
                        appended, one JSON object a line, for ``einc tune --calls``:
                        an absolute path, ``~`` expanded (default: none, nothing
@@ -134,6 +139,23 @@ def cache_size() -> int:
     if not _INTEGER.fullmatch(text) or int(text) < 1:
         raise _bad("EINC_CACHE_SIZE", value,
                    f"a positive integer (the number of plans kept in memory; default {DEFAULT_CACHE_SIZE})")
+    return int(text)
+
+
+DEFAULT_COMPILE_THREADS = 8      # the most threads by default
+
+
+def compile_threads() -> int:
+    """``EINC_COMPILE_THREADS``: threads compiling a new layout's configs side by side
+    (default: the CPUs this process may run on, at most 8)."""
+    value = _raw("EINC_COMPILE_THREADS")
+    if value is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, min(DEFAULT_COMPILE_THREADS, cpus))
+    text = value.strip()
+    if not _INTEGER.fullmatch(text) or int(text) < 1:
+        raise _bad("EINC_COMPILE_THREADS", value,
+                   "a positive integer (threads compiling a kernel's configs; 1: one at a time)")
     return int(text)
 
 

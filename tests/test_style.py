@@ -28,7 +28,7 @@ FIGURE = re.compile(
 DEFINING = {
     ("einc/errors.py", "within 2x"),                        # the suggested memory limit's criterion
     ("einc/planner/slicecost.py", "within 2x"),             # ... the same, where it is defined
-    ("einc/runtime/triton_executor/launch.py", "its 100 ms"),   # Triton's do_bench's rep, a setting
+    ("einc/runtime/triton_executor/autotune.py", "its 100 ms"),   # Triton's do_bench's rep, a setting
     ("einc/tools/benchmark/runner.py", "≥ 2 ms batches"),   # the timing's batch length, a setting
     ("einc/tools/benchmark/runner.py", "0.4 s of set-up"),  # the forecast's constant
     ("einc/tools/benchmark/load.py", "0.5 s sample"),       # the load sample's length, a setting

@@ -14,7 +14,7 @@ from einc.planner.equation import parse
 from einc.planner.graph import build
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor
-from einc.runtime.triton_executor import launch, loader
+from einc.runtime.triton_executor import autotune, loader
 
 pytest.importorskip("triton")
 pytestmark = pytest.mark.interpreter
@@ -159,7 +159,7 @@ def test_configs_are_pruned_by_extent_and_shared_memory(module):
     # fp64 stages fit shared memory
     for c in m64.launcher.prune(m64.launcher.configs, {}, M=4096, N=4096, K=4096, **sizes):
         assert c.num_stages * 8 * c.kwargs["BLOCK_K"] * (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) <= 200 * 1024
-    assert launch._PERSIST == {"cache_results": True}                        # tuning persists (triton >= 3.2)
+    assert autotune.OPTIONS["cache_results"] is True                         # tuning persists (triton >= 3.2)
 
 
 def test_split_thresholds(module):

@@ -25,7 +25,7 @@ from einc.planner.graph import build
 from einc.planner.options import Options
 from einc.planner.plan import build_plan
 from einc.runtime import triton_executor
-from einc.runtime.triton_executor import launch, loader
+from einc.runtime.triton_executor import autotune, launch, loader
 
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
@@ -461,24 +461,24 @@ def test_the_overhead_benchmark_stubs_launches_and_puts_them_back(fresh, monkeyp
     assert modules and not any(isinstance(m.launcher.kernel, dispatch._NoopKernel) for m in modules.values())
 
 
-@pytest.mark.parametrize("ms,timed_by_triton", [(80.0, False), (launch.SLOW_MS, False), (0.2, True)])
+@pytest.mark.parametrize("ms,timed_by_triton", [(80.0, False), (autotune.SLOW_MS, False), (0.2, True)])
 def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_triton):
     """Triton's do_bench runs each config 9 times or more; a config whose timed run takes
     SLOW_MS or more is measured by that run alone (2 runs in all, the first compiling),
     a faster one by Triton's do_bench.  Every Launcher hands the autotuner this timer."""
     import triton.testing
     runs, triton_runs = [], []
-    monkeypatch.setattr(launch, "_one_run_ms", lambda fn: (fn(), ms)[1])
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), ms)[1])
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, quantiles=None: triton_runs.append(quantiles) or
                         [0.2, 0.19, 0.21])
-    got = launch.tuning_bench(lambda: runs.append(1), quantiles=(0.5, 0.2, 0.8))
+    got = autotune.tuning_bench(lambda: runs.append(1), quantiles=(0.5, 0.2, 0.8))
     assert len(runs) == 2
     assert triton_runs == ([(0.5, 0.2, 0.8)] if timed_by_triton else [])
     assert got == ([0.2, 0.19, 0.21] if timed_by_triton else [ms, ms, ms])
     if "do_bench" in inspect.signature(triton.autotune).parameters:
         launcher = launch.Launcher(triton.jit(_kernel_for_tuning), None, kind="reduce", dtype="float32",
                                    configs="reduce-k")
-        assert launcher.tuned.do_bench is launch.tuning_bench
+        assert launcher.tuned.do_bench is autotune.tuning_bench
 
 
 # the parameters are named as the launcher passes them: O is the reduce kernel's output count

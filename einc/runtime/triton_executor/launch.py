@@ -6,10 +6,11 @@ arguments and group extents from the operands, one line building its :class:`Lau
 and a short ``launch()``.  Everything else a launch takes lives here, once:
 
 - **Configs and autotuning.**  Per kind and dtype (:func:`config_table`), pruned per shape
-  (:meth:`Launcher.prune`: extent, shared memory), timed by :func:`tuning_bench` (one run
-  for a slow config); the autotuner keeps its results in Triton's cache folder across
-  processes where this Triton can (``cache_results``).  ``screen()`` (:meth:`Launcher.screen`)
-  launches the first of them untuned, for measure mode's first round.
+  (:meth:`Launcher.prune`: extent, shared memory); on a GPU compiled side by side before
+  the autotuner times them (:mod:`.autotune`: its timer, one run for a slow config, and
+  its results kept in Triton's cache folder across processes where this Triton can).
+  ``screen()`` (:meth:`Launcher.screen`) launches the first of them untuned, for measure
+  mode's first round.
 - **Layouts.**  ``launch()`` costs little after the first call with a given *layout* (the
   operands' shapes, strides, dtypes, device and 16-byte alignment, and whether there is a
   scale): the first launch of a layout (:meth:`Launcher.first`) reads the sizes, refuses
@@ -51,6 +52,8 @@ import triton
 import triton.language as tl
 
 from . import tma as _tma
+from .autotune import OPTIONS as _AUTOTUNE
+from .autotune import precompile as _precompile
 
 MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 
@@ -247,43 +250,6 @@ def finish_kernel(interpret: bool):
     return kernel
 
 
-SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
-
-
-def _one_run_ms(fn) -> float:
-    """ms of one run of ``fn`` on the current CUDA stream."""
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop)
-
-
-def tuning_bench(kernel_call, quantiles=None):
-    """The autotuner's timer (``triton.autotune(do_bench=...)``).
-
-    Triton's ``do_bench`` runs a config at least 9 times however slow it is (a first run
-    that compiles, 5 to estimate, a warm-up, then enough for its 100 ms, at least 1):
-    on an H100 autotuning a kernel whose configs each run for tens of milliseconds took
-    most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
-    runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
-    is the measurement (one run of several ms is within a few percent of the median);
-    faster configs are timed by Triton's ``do_bench``, as before."""
-    kernel_call()
-    ms = _one_run_ms(kernel_call)
-    if ms >= SLOW_MS:
-        return [ms] * len(quantiles) if quantiles else ms
-    import triton.testing
-    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
-
-
-# Tuning results persist across processes (Triton's cache folder) where this Triton can.
-_AUTOTUNE = inspect.signature(triton.autotune).parameters
-_PERSIST = {"cache_results": True} if "cache_results" in _AUTOTUNE else {}
-_BENCH = {"do_bench": tuning_bench} if "do_bench" in _AUTOTUNE else {}
-
-
 def _arg_names(kernel) -> list[str]:
     names = getattr(kernel, "arg_names", None)
     return list(names) if names is not None else list(inspect.signature(kernel.fn).parameters)
@@ -317,9 +283,9 @@ class Launcher:
         key = [n for n in names if n.startswith("size_")] + \
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
         pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
-        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_PERSIST, **_BENCH)(kernel)
+        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_AUTOTUNE)(kernel)
         self.tma = None if tma is None else \
-            _tma.Variant(tma, key + ["TMA_A", "TMA_B", "TMA_C"], self.prune, {**_PERSIST, **_BENCH})
+            _tma.Variant(tma, key + ["TMA_A", "TMA_B", "TMA_C"], self.prune, _AUTOTUNE)
         self.finish = finish_kernel(self.interpret) if self.granule else None
         # Setting up a layout and Triton's autotuner are not thread-safe, and learn mode sets
         # kernels up on a background thread while the caller's thread may launch the same
@@ -374,6 +340,7 @@ class Launcher:
                 return c
             if len(self.layouts) >= MAX_LAYOUTS:
                 self.layouts.clear()
+            known.precompile((*operands, c), scale)
             try:
                 known.run((*operands, c), scale)
             except Exception as e:
@@ -401,8 +368,12 @@ class Launcher:
 
     def first_config(self, meta):
         """The config the autotuner times first for a launch with these constexprs."""
+        return self.timed_configs(meta)[0]
+
+    def timed_configs(self, meta) -> list:
+        """The configs the autotuner times for a launch with these constexprs."""
         configs = self.tma.configs if "TMA_A" in meta else self.configs
-        return (configs if self.kind == FUSED else self.prune(configs, None, **meta))[0]
+        return configs if self.kind == FUSED else self.prune(configs, None, **meta)
 
     def _set_up(self, operands, scale):
         """``(output, Layout)`` of a launch on ``operands`` (``(output, None)`` where the
@@ -511,6 +482,22 @@ class Layout:
             return kernel, self.config.all_kwargs()
         return (kernel if self.launcher.interpret else self.tuned), {}
 
+    def precompile(self, pointers, scale) -> None:
+        """On a GPU, compile the configs the autotuner will time for this layout side by
+        side (:mod:`.precompile`), before its first launch (``pointers``, ``scale``: that launch's)."""
+        launcher = self.launcher
+        if launcher.interpret or self.config is not None:
+            return
+        if self.split > 1:
+            pointers = (*pointers[:-1], self.workspace(pointers[-1]))
+        kernel = (self.variant or launcher).kernel
+        _precompile(kernel, launcher.timed_configs(self.meta), (*pointers, *self.args, scale), self.grid,
+                    self.meta, pointers[-1].device)
+
+    def workspace(self, c):
+        """The partial sums of a split launch writing ``c``: one row per K slice."""
+        return torch.empty((self.split, c.numel()), dtype=self.launcher.acc, device=c.device)
+
     def run(self, pointers, scale):
         """Launch on ``pointers`` (the operands, then the output)."""
         if self.variant is not None and not self.launcher.interpret:
@@ -533,7 +520,7 @@ class Layout:
     def run_split(self, pointers, scale):
         """Partial sums of the K slices into a workspace, then the fixed-order second pass."""
         launcher, c = self.launcher, pointers[-1]
-        w = torch.empty((self.split, c.numel()), dtype=launcher.acc, device=c.device)
+        w = self.workspace(c)
         kernel, fixed = self._kernel()
         kernel[self.grid](*pointers[:-1], w, *self.args, scale, **self.meta, **fixed)
         size = 1024

@@ -1,0 +1,186 @@
+"""How long a generated kernel's first launch of a layout spends compiling, with Triton's
+real compiler for sm_90a and no GPU: Triton's autotuner compiling each config as it
+times it (``EINC_COMPILE_THREADS=1``) against einc compiling them side by side first
+(``einc/runtime/triton_executor/autotune.py``).
+
+    python bench/first_launch.py [--rounds N] [--threads N] [--filter REGEX]
+    python bench/first_launch.py --child EQUATION SHAPES DTYPE [--tma]   # one first launch: JSON
+
+Each row's one-step plan is lowered and its module's first launch (``launch()`` on zero
+CPU tensors) runs in a fresh process with an empty Triton cache, on a stand-in CUDA
+driver: an H100 that is not there, where compiles are real, loads and launches do
+nothing and the autotuner's timer returns at once.  What is timed is so the compiling
+(and einc's and Triton's host work) of the configs the autotuner times; on a GPU their
+timings and loads come on top.  Rounds alternate which setting goes first.  Prints
+Markdown: per row, the configs timed, the seconds of each setting (median of the
+rounds) and their ratio.
+
+``--child`` is the one first launch (``--tma``: the TMA variant where it applies, as on
+an H100); it prints one JSON object: the seconds, the events in order (``["compile",
+thread name]`` per kernel Triton compiled, ``["time"]`` per config the autotuner timed),
+what einc's ``precompile`` returned and whether the layout took the TMA variant
+(``tests/runtime/test_autotune.py`` reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+# id, equation, operand shapes, dtype, the TMA variant: a kind of kernel each
+ROWS = [
+    ("bf16_nn_4096_tma", "mk,kn->mn", [[4096, 4096], [4096, 4096]], "bfloat16", True),
+    ("bf16_nn_4096", "mk,kn->mn", [[4096, 4096], [4096, 4096]], "bfloat16", False),
+    ("bf16_batch_in_tile", "ikc,jkc->ijc", [[64, 96, 32], [48, 96, 32]], "bfloat16", False),
+    ("fp32_split_k", "ij,jk->ik", [[64, 8192], [8192, 64]], "float32", False),
+    ("fp32_ccsdt_n_block", "dega,gfbc->abcdef", [[16, 16, 32, 32], [32, 16, 32, 32]], "float32", False),
+    ("fp32_ccsd_k_block", "aebf,dfce->abcd", [[24, 24, 24, 24], [24, 24, 24, 24]], "float32", False),
+    ("fp32_reduce", "bij,bij->b", [[4, 300, 200], [4, 300, 200]], "float32", False),
+]
+
+
+def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
+    """One first launch on the stand-in driver (in this process, which it changes for good)."""
+    import linecache
+    import threading
+    import types
+
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from einc.codegen import render
+    from einc.codegen.lower import lower_program
+    from einc.planner.equation import parse
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
+    from einc.runtime.triton_executor import autotune, launch
+
+    events, returned = [], []
+
+    class Utils:
+        def load_binary(self, name, kernel, shared, device):
+            return None, 1, 0, 0, 1024      # module, function, registers, spills, most threads a block
+
+        def get_device_properties(self, device):
+            return {"max_shared_mem": 227 * 1024, "multiprocessor_count": 132, "max_num_regs": 65536,
+                    "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120}
+
+    class Driver:
+        """Triton's active driver for an H100 that is not there."""
+        utils = Utils()
+
+        def get_current_device(self):
+            return 0
+
+        def set_current_device(self, device):
+            pass
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+        def get_active_torch_device(self):
+            return torch.device("cpu")
+
+        def launcher_cls(self, src, metadata):
+            return lambda *args: None
+
+    def timer(kernel_call, quantiles=None):
+        events.append(["time"])
+        kernel_call()
+        return [1.0] * len(quantiles) if quantiles else 1.0
+
+    triton.runtime.driver.set_active(Driver())
+    triton.knobs.runtime.jit_post_compile_hook = \
+        lambda *args, **kwargs: events.append(["compile", threading.current_thread().name])
+    autotune.OPTIONS["do_bench"] = timer            # read when a module's Launcher is built
+    launch._precompile = lambda *a, **k: returned.append(autotune.precompile(*a, **k)) or returned[-1]
+    if tma:
+        launch.Launcher.tma_device = lambda self, device: True
+
+    plan = build_plan(build(parse(equation), shapes), equation)
+    (kernel,) = lower_program(plan, dtype, shapes)
+    src = render(kernel)
+    path = f"<first launch {kernel.name}>"
+    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
+    module = types.ModuleType(kernel.name)
+    exec(compile(src, path, "exec"), module.__dict__)
+    operands = [torch.zeros(s, dtype=getattr(torch, dtype)) for s in shapes]
+    start = time.perf_counter()
+    module.launch(*operands)
+    seconds = time.perf_counter() - start
+    variants = [known.variant is not None for known in module.launcher.layouts.values()]
+    return {"seconds": seconds, "events": events, "threads": returned, "tma": variants}
+
+
+def first_launch(row, threads: int) -> dict:
+    """``child`` of ``row`` in a fresh process with an empty Triton cache."""
+    _, equation, shapes, dtype, tma = row
+    with tempfile.TemporaryDirectory(prefix="einc-first-launch-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(TRITON_CACHE_DIR=cache, EINC_COMPILE_THREADS=str(threads), TRITON_DEFAULT_FP_FUSION="1",
+                   PYTHONPATH=str(HERE.parent))
+        done = subprocess.run([sys.executable, __file__, "--child", equation, json.dumps(shapes), dtype,
+                               *(["--tma"] if tma else [])], env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"{row[0]}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="processes per row and setting (default 3)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="EINC_COMPILE_THREADS of the side-by-side runs (default: einc's default here)")
+    parser.add_argument("--filter", default=None, help="regex on the row id")
+    parser.add_argument("--child", nargs=3, metavar=("EQUATION", "SHAPES", "DTYPE"), help=argparse.SUPPRESS)
+    parser.add_argument("--tma", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        equation, shapes, dtype = args.child
+        print(json.dumps(child(equation, json.loads(shapes), dtype, args.tma)))
+        return 0
+    from einc import config
+    threads = args.threads or config.compile_threads()
+    rows = [r for r in ROWS if args.filter is None or re.search(args.filter, r[0])]
+    print(f"first launches on a stand-in H100, Triton's real compiler; {os.cpu_count()} CPUs; "
+          f"side by side: {threads} threads; {args.rounds} rounds\n")
+    print("| row | configs timed | one thread, s | side by side, s | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    ratios, totals = [], [0.0, 0.0]
+    for row in rows:
+        times = {1: [], threads: []}
+        timed = None
+        for r in range(args.rounds):
+            for setting in ((1, threads) if r % 2 == 0 else (threads, 1)):
+                out = first_launch(row, setting)
+                times[setting].append(out["seconds"])
+                timed = out["events"].count(["time"])
+        one, side = statistics.median(times[1]), statistics.median(times[threads])
+        ratios.append(side / one)
+        totals[0] += one
+        totals[1] += side
+        print(f"| `{row[0]}` | {timed} | {one:.2f} | {side:.2f} | {side / one:.2f} |", flush=True)
+    if ratios:
+        geomean = statistics.geometric_mean(ratios)
+        print(f"| all ({len(rows)}) | | {totals[0]:.2f} | {totals[1]:.2f} | {totals[1] / totals[0]:.2f} "
+              f"(geomean {geomean:.2f}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""What einc adds to Triton's autotuner, which times a generated kernel's configs on the
+first launch of a layout (:class:`~.launch.Launcher`).
+
+- **Its options** (:data:`OPTIONS`, for ``triton.autotune``, where the installed Triton
+  takes them): results kept in Triton's cache folder across processes
+  (``cache_results``), and :func:`tuning_bench` as its timer.
+- **The timer** (:func:`tuning_bench`) times a slow config by one run.
+- **Compiling side by side** (:func:`precompile`).  The autotuner compiles a config when
+  it first runs it, one config after another, and a first launch times up to a dozen
+  (its table, pruned per shape): that launch paid as many compiles in a row, and on learn
+  mode's background thread they are most of the wait before a kernel is ready.  Triton's
+  compiler spends most of its time outside the GIL (its MLIR and LLVM passes, ``ptxas``),
+  so threads compile configs side by side.  :func:`precompile` compiles each config with
+  ``JITFunction.warmup`` (compile, no launch), given exactly the arguments and the
+  config's keywords that the autotuner launches it with, so that the autotuner's run
+  finds it in the kernel's cache; then it loads it (Triton builds a signature's launcher
+  on the first load).  The first config compiles on the calling thread, which sets up
+  Triton's state for the device once; the others go to a pool of threads
+  (``EINC_COMPILE_THREADS``, :func:`einc.config.compile_threads`; ``1`` turns this off).
+  A config that fails to compile or to load is left to the autotuner, which meets the
+  same error and handles it as before (one over the device's resources is skipped).
+  Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
+  loads nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+import triton
+
+from ... import config as _config
+
+SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
+
+
+def _one_run_ms(fn) -> float:
+    """ms of one run of ``fn`` on the current CUDA stream."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop)
+
+
+def tuning_bench(kernel_call, quantiles=None):
+    """The autotuner's timer (``triton.autotune(do_bench=...)``).
+
+    Triton's ``do_bench`` runs a config at least 9 times however slow it is (a first run
+    that compiles, 5 to estimate, a warm-up, then enough for its 100 ms, at least 1):
+    on an H100 autotuning a kernel whose configs each run for tens of milliseconds took
+    most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
+    runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
+    is the measurement (one run of several ms is within a few percent of the median);
+    faster configs are timed by Triton's ``do_bench``, as before."""
+    kernel_call()
+    ms = _one_run_ms(kernel_call)
+    if ms >= SLOW_MS:
+        return [ms] * len(quantiles) if quantiles else ms
+    import triton.testing
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+
+_PARAMETERS = inspect.signature(triton.autotune).parameters
+OPTIONS = {**({"cache_results": True} if "cache_results" in _PARAMETERS else {}),
+           **({"do_bench": tuning_bench} if "do_bench" in _PARAMETERS else {})}
+
+
+def _compile(kernel, args, grid, keywords, device) -> None:
+    """Compile and load ``kernel`` for these arguments; a failure is the autotuner's to meet."""
+    try:
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            compiled = kernel.warmup(*args, grid=grid, **keywords)
+            _ = compiled.run        # (loads it)
+    except Exception:   # noqa: BLE001 - the autotuner compiles it again and reports or skips it
+        pass
+
+
+def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
+    """Compile ``kernel`` (a ``triton.jit`` function) with each of ``configs`` (the
+    ``triton.Config`` list the autotuner will time) for a launch on ``args`` with constexprs
+    ``meta`` on ``device``, in at most ``threads`` threads (default
+    :func:`einc.config.compile_threads`).  Returns how many threads compiled (1: none
+    side by side, where there is one config or one thread)."""
+    threads = _config.compile_threads() if threads is None else threads
+    if threads < 2 or len(configs) < 2:
+        return 1
+    jobs = [dict(meta, **c.all_kwargs()) for c in configs]
+    _compile(kernel, args, grid, jobs[0], device)
+    rest = jobs[1:]
+    workers = min(threads, len(rest))
+    with ThreadPoolExecutor(workers, thread_name_prefix="einc-compile") as pool:
+        for done in [pool.submit(_compile, kernel, args, grid, keywords, device) for keywords in rest]:
+            done.result()
+    return workers
+
+
+__all__ = ["OPTIONS", "SLOW_MS", "tuning_bench", "precompile"]

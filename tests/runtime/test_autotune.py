@@ -1,0 +1,158 @@
+"""A layout's first launch on a GPU compiles the configs the autotuner will time side by
+side, before it times them (``runtime/triton_executor/autotune.py``).
+
+The whole path runs here with Triton's real JIT, autotuner and compiler (for sm_90) on a
+stand-in driver that launches nothing (``bench/first_launch.py --child``, in a
+subprocess without ``TRITON_INTERPRET``): with threads, every config the autotuner times
+was compiled before its first timing, by more than one thread; with one thread, the
+autotuner compiles each as it times it, as before."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from einc import config
+from einc.errors import ConfigError
+from einc.runtime.triton_executor import autotune
+
+triton = pytest.importorskip("triton")
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "first_launch.py"
+
+
+def _nvidia_backend() -> bool:
+    try:
+        from triton.backends import backends
+        return "nvidia" in backends
+    except Exception:
+        return False
+
+
+def _first_launch(tmp_path, threads, *args):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS=str(threads),
+               TRITON_CACHE_DIR=str(tmp_path / f"triton-{threads}"))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--child", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+CASES = {   # equation, shapes, dtype, options: each a kind of first launch
+    "matmul": ("ij,jk->ik", [[64, 64], [64, 64]], "bfloat16"),
+    "split_k": ("ij,jk->ik", [[64, 8192], [8192, 64]], "float32"),      # the workspace's dtype is fp32
+    "tma": ("ij,jk->ik", [[256, 256], [256, 256]], "bfloat16", "--tma"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_autotuner_times_only_compiled_configs(tmp_path, case):
+    equation, shapes, dtype, *options = CASES[case]
+    out = _first_launch(tmp_path, 4, equation, json.dumps(shapes), dtype, *options)
+    events = out["events"]
+    first_timing = events.index(["time"])
+    timed = sum(e == ["time"] for e in events)
+    before = [e for e in events[:first_timing] if e[0] == "compile"]
+    assert timed >= 3, events
+    assert len(before) == timed, events                         # each timed config, compiled first
+    assert all(e[0] == "time" for e in events[first_timing:first_timing + timed]), events
+    assert len({thread for _, thread in before}) >= 2, events    # side by side
+    assert out["threads"] == [min(4, timed - 1)], out
+    assert out["tma"] == [case == "tma"], out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+def test_one_thread_leaves_each_compile_to_the_autotuner(tmp_path):
+    equation, shapes, dtype = CASES["matmul"]
+    out = _first_launch(tmp_path, 1, equation, json.dumps(shapes), dtype)
+    events = out["events"]
+    assert out["threads"] == [1], out
+    assert events[0] == ["time"], events                        # nothing compiled before the first timing
+    assert events.count(["compile", "MainThread"]) == events.count(["time"]) >= 3, events
+
+
+class _Kernel:
+    """Stands in for a ``triton.jit`` function: records each warmup's keywords and thread."""
+
+    def __init__(self, fail=()):
+        self.calls, self.fail = [], fail
+        self.lock = threading.Lock()
+
+    def warmup(self, *args, grid, **keywords):
+        with self.lock:
+            self.calls.append((args, grid, keywords, threading.current_thread().name))
+        if keywords["BLOCK_M"] in self.fail:
+            raise RuntimeError("out of resources")
+        return self
+
+    @property
+    def run(self):
+        return None
+
+
+def _configs(*blocks):
+    return [triton.Config({"BLOCK_M": m}, num_warps=4, num_stages=3) for m in blocks]
+
+
+def test_each_config_is_compiled_with_the_autotuners_keywords():
+    kernel, meta = _Kernel(), {"K": 64, "HAS_SCALE": False}
+    configs = _configs(16, 32, 64)
+    threads = autotune.precompile(kernel, configs, (1, 2), "grid", meta, torch.device("cpu"), threads=4)
+    assert threads == 2
+    assert sorted(c[2]["BLOCK_M"] for c in kernel.calls) == [16, 32, 64]
+    for args, grid, keywords, _ in kernel.calls:
+        (config,) = [c for c in configs if c.kwargs["BLOCK_M"] == keywords["BLOCK_M"]]
+        assert (args, grid, keywords) == ((1, 2), "grid", dict(meta, **config.all_kwargs()))
+    assert kernel.calls[0][3] == threading.current_thread().name     # the first on the calling thread
+
+
+def test_a_config_that_fails_leaves_the_others_compiled():
+    kernel = _Kernel(fail=(32,))
+    autotune.precompile(kernel, _configs(16, 32, 64, 128), (), None, {}, torch.device("cpu"), threads=2)
+    assert sorted(c[2]["BLOCK_M"] for c in kernel.calls) == [16, 32, 64, 128]
+
+
+def test_threads_compile_side_by_side():
+    barrier = threading.Barrier(4, timeout=30)     # four compiles after the first must run at once to pass
+    kernel, broken = _Kernel(), []
+
+    def warmup(*args, grid, **keywords):
+        if threading.current_thread() is not threading.main_thread():
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                broken.append(keywords)
+        return kernel
+
+    kernel.warmup = warmup
+    assert autotune.precompile(kernel, _configs(16, 32, 64, 128, 256), (), None, {}, torch.device("cpu"),
+                                 threads=4) == 4
+    assert broken == [] and not barrier.broken
+
+
+@pytest.mark.parametrize("threads, configs", [(1, 5), (4, 1)])
+def test_one_thread_or_one_config_compiles_nothing_here(threads, configs):
+    kernel = _Kernel()
+    assert autotune.precompile(kernel, _configs(*range(16, 16 + configs)), (), None, {},
+                                 torch.device("cpu"), threads=threads) == 1
+    assert kernel.calls == []
+
+
+def test_the_setting(monkeypatch):
+    monkeypatch.delenv("EINC_COMPILE_THREADS", raising=False)
+    assert 1 <= config.compile_threads() <= 8
+    monkeypatch.setenv("EINC_COMPILE_THREADS", " 12 ")
+    assert config.compile_threads() == 12
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("EINC_COMPILE_THREADS", bad)
+        with pytest.raises(ConfigError, match="EINC_COMPILE_THREADS"):
+            config.compile_threads()
