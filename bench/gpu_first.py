@@ -30,6 +30,12 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
   DLPack), interleaved rounds of wall-clock medians (each call synchronized: JAX's
   streams are not torch's).
 
+Every part also writes ``DIR/gpu_first_<part>_jobs.csv``: each job of learn mode's
+background thread (a kernel candidate made ready on a layout) in the order they ran, when
+it started (s into the part), its seconds, and the seconds of it spent compiling the
+configs side by side before the autotuner timed them (``compile_s``; the rest: loading
+the module, the autotuner's timings, the launch).
+
 ``--dry-run`` runs the same code on the CPU (``EINC_BACKEND=triton``, ``EINC_SELECT=learn``,
 the suite's ``cpu`` variants of two small rows) with perf_counter timings: a check that the
 script starts and writes its CSV, not a measurement.
@@ -135,6 +141,36 @@ def workloads(ids, pattern, device):
 def rel_err(out, ref) -> float:
     out, ref = out.double(), ref.double()
     return float((out - ref).norm() / max(ref.norm(), 1e-300))
+
+
+JOBS: list = []
+
+
+def time_background_jobs() -> None:
+    """Record each background job's seconds in :data:`JOBS`, and the part of them spent
+    compiling configs side by side (learn mode's and the launcher's own functions, wrapped)."""
+    import threading
+
+    from einc.runtime.triton_executor import launch
+    make_ready, precompile = learn.Learner._make_ready, launch._precompile
+    here, t0 = threading.local(), time.perf_counter()
+
+    def timed_make_ready(self, s, name, layout):
+        here.compile_s, start = 0.0, time.perf_counter()
+        try:
+            return make_ready(self, s, name, layout)
+        finally:
+            JOBS.append({"job": len(JOBS) + 1, "step": s, "candidate": name, "started_s": start - t0,
+                         "seconds": time.perf_counter() - start, "compile_s": here.compile_s})
+
+    def timed_precompile(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return precompile(*args, **kwargs)
+        finally:
+            here.compile_s = getattr(here, "compile_s", 0.0) + time.perf_counter() - start
+
+    learn.Learner._make_ready, launch._precompile = timed_make_ready, timed_precompile
 
 
 def busy() -> bool:
@@ -338,8 +374,10 @@ def main(args) -> int:
     torch.autograd.grad(leaf @ small, leaf, small)              # the first row
     clock.sync()
     rows_in = workloads(ids, args.filter, device)
+    time_background_jobs()
     {"first": part_first, "train": part_train, "peers": part_peers}[args.part](clock, rows_in, out)
     learn.settle(max(1.0, clock.left()))
+    write(JOBS, out, f"{args.part}_jobs")
     return 0
 
 

@@ -26,7 +26,9 @@
 # peers: CuPy's einsum and jax.jit(jnp.einsum) where they import, 35 s); and, only where
 # PARTS names them: compare (gpu_eval), tests (pytest -m "kernels or gpu"), variants
 # (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
-# backend "einc" against inductor and eager, 150 s).
+# backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
+# --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
+# side by side, 60 s).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -146,6 +148,14 @@ models_part() {   # torch.compile(backend="einc") against inductor and eager, fo
   pack
 }
 
+compile_part() {   # first launches' compiles, one thread against side by side (the CPUs only)
+  local s; s=$(budget 60); (( s == 0 )) && { echo "skip compile: $(left) s left"; return; }
+  step "first_launch.py --rounds 1 (limit $s s)"
+  timeout "$s" python3 bench/first_launch.py --rounds 1 >"$W/first_launch.md" 2>"$W/first_launch.log"
+  echo "exit $?" >>"$W/first_launch.log"
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -167,6 +177,7 @@ for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
     tests) tests ;;
     variants) variants ;;
     models) models_part ;;
+    compile) compile_part ;;
     *) echo "unknown part $p" ;;
   esac
 done
@@ -183,6 +194,7 @@ for d in rest gemm pairwise compare; do
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
+if [ -f "$W/first_launch.md" ]; then echo "---- compile"; tail -n 10 "$W/first_launch.md" | cut -c1-300; fi
 if [ -f "$W/models.log" ]; then echo "---- models"; grep -v "^ *$" "$W/models.md" 2>/dev/null | tail -n 8 | cut -c1-300; tail -n 3 "$W/models.log"; fi
 echo "total $((SECONDS - T0)) s of $BUDGET" | tee -a "$W/parts.txt"
 pack
