@@ -5,7 +5,8 @@ The whole path runs here with Triton's real JIT, autotuner and compiler (for sm_
 stand-in driver that launches nothing (``bench/first_launch.py --child``, in a
 subprocess without ``TRITON_INTERPRET``): with threads, every config the autotuner times
 was compiled before its first timing, by more than one thread; with one thread, the
-autotuner compiles each as it times it, as before."""
+autotuner compiles each as it times it, as before; where the autotuner's result is on
+disk, nothing is timed and only the chosen config compiled."""
 
 import json
 import os
@@ -34,10 +35,10 @@ def _nvidia_backend() -> bool:
         return False
 
 
-def _first_launch(tmp_path, threads, *args):
+def _first_launch(tmp_path, threads, *args, cache=None):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS=str(threads),
-               TRITON_CACHE_DIR=str(tmp_path / f"triton-{threads}"))
+               TRITON_CACHE_DIR=str(tmp_path / (cache or f"triton-{threads}")))
     done = subprocess.run([sys.executable, str(SCRIPT), "--child", *args], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -76,8 +77,20 @@ def test_one_thread_leaves_each_compile_to_the_autotuner(tmp_path):
     out = _first_launch(tmp_path, 1, equation, json.dumps(shapes), dtype)
     events = out["events"]
     assert out["threads"] == [1], out
-    assert events[0] == ["time"], events                        # nothing compiled before the first timing
-    assert events.count(["compile", "MainThread"]) == events.count(["time"]) >= 3, events
+    timed = events.count(["time"])
+    assert timed >= 3 and events == [["compile", "MainThread"], ["time"]] * timed, events   # each as it is timed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+def test_a_tuning_kept_on_disk_compiles_the_chosen_config_alone(tmp_path):
+    """A second process finds the autotuner's result in Triton's cache folder: nothing is
+    timed, so nothing more than the chosen config is compiled (read from that folder)."""
+    equation, shapes, dtype = CASES["matmul"]
+    first = _first_launch(tmp_path, 4, equation, json.dumps(shapes), dtype, cache="kept")
+    again = _first_launch(tmp_path, 4, equation, json.dumps(shapes), dtype, cache="kept")
+    assert first["threads"] == [3] and first["events"].count(["time"]) == 4, first
+    assert again["threads"] == [] and again["events"] == [["compile", "MainThread"]], again
 
 
 class _Kernel:
@@ -156,3 +169,23 @@ def test_the_setting(monkeypatch):
         monkeypatch.setenv("EINC_COMPILE_THREADS", bad)
         with pytest.raises(ConfigError, match="EINC_COMPILE_THREADS"):
             config.compile_threads()
+
+
+def test_the_first_timing_compiles_once_and_only_under_before_timing(monkeypatch):
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), autotune.SLOW_MS)[1])
+    compiled, runs = [], []
+    autotune.tuning_bench(lambda: runs.append(1))                       # outside: nothing compiled
+    with autotune.before_timing(lambda: compiled.append(len(runs))):
+        for _ in range(3):                                              # three configs timed
+            autotune.tuning_bench(lambda: runs.append(1))
+    autotune.tuning_bench(lambda: runs.append(1))
+    assert compiled == [2] and len(runs) == 10      # once, before the first config's runs (2 a config)
+
+
+def test_a_failing_compile_leaves_the_timing_to_go_on(monkeypatch):
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), 7.0)[1])
+
+    def fail():
+        raise RuntimeError("no memory for the workspace")
+    with autotune.before_timing(fail):
+        assert autotune.tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [7.0, 7.0, 7.0]

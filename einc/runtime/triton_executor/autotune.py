@@ -10,7 +10,9 @@ first launch of a layout (:class:`~.launch.Launcher`).
   (its table, pruned per shape): that launch paid as many compiles in a row, and on learn
   mode's background thread they are most of the wait before a kernel is ready.  Triton's
   compiler spends most of its time outside the GIL (its MLIR and LLVM passes, ``ptxas``),
-  so threads compile configs side by side.  :func:`precompile` compiles each config with
+  so threads compile configs side by side.  When the autotuner starts timing the configs
+  of a first launch (:func:`before_timing`: not where a result it kept on disk answers),
+  :func:`precompile` compiles each config with
   ``JITFunction.warmup`` (compile, no launch), given exactly the arguments and the
   config's keywords that the autotuner launches it with, so that the autotuner's run
   finds it in the kernel's cache; then it loads it (Triton builds a signature's launcher
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -47,6 +50,22 @@ def _one_run_ms(fn) -> float:
     return start.elapsed_time(stop)
 
 
+_tuning = threading.local()     # per thread: what to run when the autotuner starts timing
+
+
+@contextlib.contextmanager
+def before_timing(compile_all):
+    """Run ``compile_all()`` when the autotuner starts timing configs for a launch made in
+    this block on this thread; never where its cache answers (a result Triton kept on
+    disk), which compiles the chosen config alone.  A failure there is ignored: the
+    autotuner compiles each config as before."""
+    _tuning.pending = compile_all
+    try:
+        yield
+    finally:
+        _tuning.pending = None
+
+
 def tuning_bench(kernel_call, quantiles=None):
     """The autotuner's timer (``triton.autotune(do_bench=...)``).
 
@@ -56,7 +75,15 @@ def tuning_bench(kernel_call, quantiles=None):
     most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
     runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
     is the measurement (one run of several ms is within a few percent of the median);
-    faster configs are timed by Triton's ``do_bench``, as before."""
+    faster configs are timed by Triton's ``do_bench``, as before.  The first timing of a
+    launch made under :func:`before_timing` first compiles every config side by side."""
+    pending = getattr(_tuning, "pending", None)
+    if pending is not None:
+        _tuning.pending = None
+        try:
+            pending()
+        except Exception:   # noqa: BLE001 - only time is lost: the autotuner compiles as it times
+            pass
     kernel_call()
     ms = _one_run_ms(kernel_call)
     if ms >= SLOW_MS:
@@ -99,4 +126,4 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     return workers
 
 
-__all__ = ["OPTIONS", "SLOW_MS", "tuning_bench", "precompile"]
+__all__ = ["OPTIONS", "SLOW_MS", "tuning_bench", "before_timing", "precompile"]

@@ -53,6 +53,7 @@ import triton.language as tl
 
 from . import tma as _tma
 from .autotune import OPTIONS as _AUTOTUNE
+from .autotune import before_timing as _before_timing
 from .autotune import precompile as _precompile
 
 MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
@@ -340,9 +341,9 @@ class Launcher:
                 return c
             if len(self.layouts) >= MAX_LAYOUTS:
                 self.layouts.clear()
-            known.precompile((*operands, c), scale)
             try:
-                known.run((*operands, c), scale)
+                with _before_timing(lambda: known.precompile((*operands, c), scale)):
+                    known.run((*operands, c), scale)
             except Exception as e:
                 if known.variant is None:
                     raise
@@ -483,8 +484,8 @@ class Layout:
         return (kernel if self.launcher.interpret else self.tuned), {}
 
     def precompile(self, pointers, scale) -> None:
-        """On a GPU, compile the configs the autotuner will time for this layout side by
-        side (:mod:`.precompile`), before its first launch (``pointers``, ``scale``: that launch's)."""
+        """On a GPU, compile the configs the autotuner times for this layout side by side
+        (:mod:`.autotune`), when it starts timing them (``pointers``, ``scale``: the launch's)."""
         launcher = self.launcher
         if launcher.interpret or self.config is not None:
             return
