@@ -95,6 +95,14 @@ Gates (printed last, after the table):
   outside tensor_network, and no row above 1.5 * torch_c.
 - GATE 3 overhead: host_step <= 15 µs on every row where it was measured.
 
+``--verdict`` times only ``einc``, ``torch`` and ``torch_c`` (the first calls, the
+correctness checks and learning as always): what the family targets of the open GPU issue
+need, in less time, so that runs can be repeated.  ``--runs DIR DIR ...`` prints, per part
+(each folder's ``gpu_eval_<part>.csv``), the geomean of einc / torch.einsum of each run and
+over the rows' medians across runs, on the rows correct in every run outside
+tensor_network, against the targets (gemm <= 0.95, pairwise <= 0.8), and the rows that
+varied most (``bash bench/gpu_run.sh``'s ``verdict`` part: three interleaved runs).
+
 A gate with nothing to judge says N/A.  The exit status is 1 where GATE 0 fails, else 0.
 Each command judges its own rows only; ``--gates OUT/gpu_eval_gemm.csv OUT/gpu_eval_rest.csv
 [OUT/gpu_eval_rest_<filter>.csv]`` prints the table and gates over several CSVs (no device
@@ -528,23 +536,26 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
         tc_fn = lambda: torch.einsum(eq, *ops).contiguous()     # noqa: E731
     row["torch_c_us"] = _us(attempt("time torch_c", lambda: (tc_fn(), ctx.bench(tc_fn))[1]))
 
+    full = not ctx.args.verdict          # --verdict: einc, torch and torch_c only
+
     def oe():
         expr = opt_einsum.contract_expression(eq, *[tuple(o.shape) for o in ops])
         fn = lambda: expr(*ops, backend="torch")        # noqa: E731
         fn()
         return ctx.bench(fn)
-    row["oe_plan_us"] = _us(attempt("time oe_plan", oe))
+    if full:
+        row["oe_plan_us"] = _us(attempt("time oe_plan", oe))
 
     def any_layout():       # the result in the order einc's plan writes it, as torch's and opt_einsum's views
         fn = lambda: einc.einsum(eq, *ops, layout="any")        # noqa: E731
         row["err_any"] = rel_err(fn(), ref)
         learn_until_decided(fn, eq, ops, layout="any")
         return ctx.bench(fn)
-    if row["category"] in ANY_CATEGORIES and ref is not None and row["einc_us"] is not None:
+    if full and row["category"] in ANY_CATEGORIES and ref is not None and row["einc_us"] is not None:
         row["einc_any_us"] = _us(attempt("time einc any", any_layout))
 
     # -- host-bound rows: host-inclusive time and CUDA-graph replay
-    if row["einc_us"] is not None and row["einc_us"] * 1e-6 < HOST_BOUND_S:
+    if full and row["einc_us"] is not None and row["einc_us"] * 1e-6 < HOST_BOUND_S:
         row["host_einc_us"] = _us(attempt("host einc", lambda: ctx.host(einc_fn)))
         row["host_torch_us"] = _us(attempt("host torch", lambda: ctx.host(torch_fn)))
         if ctx.cuda:
@@ -556,7 +567,7 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
             row["graph_note"] = "n/a (no CUDA graphs on the cpu)"
 
     # -- the same plan on torch's executor (cuBLAS), and generated kernels forced
-    if numel_dtype is not None:
+    if full and numel_dtype is not None:
         def forced(env, col, err_col, backends_col=None):
             with einc_mode(**env):
                 out = einc_fn()
@@ -576,7 +587,7 @@ def measure_row(w: dict, ctx: Ctx, part: str, row: dict | None = None) -> dict:
                                                   "backends_kernel"))
 
     # -- inductor (compare part)
-    if part == "compare" and w["id"] in COMPARE:
+    if full and part == "compare" and w["id"] in COMPARE:
         for mode in COMPARE[w["id"]]:
             attempt(f"inductor {mode or 'default'}", lambda: inductor(eq, ops, ref, mode, row, ctx))
         with contextlib.suppress(Exception):
@@ -896,6 +907,48 @@ def gates_from_csv(paths) -> int:
     return 1 if gate0(rows)[0].startswith("FAIL") else 0
 
 
+TARGETS = {"gemm": 0.95, "pairwise": 0.8}     # the open GPU issue's geomeans of einc / torch.einsum
+
+
+def runs_summary(dirs) -> int:
+    """Per part (each folder's ``gpu_eval_<part>.csv``), the geomean of einc / torch.einsum
+    in each run and over the rows' medians across runs, on the rows correct in every run
+    (outside tensor_network, as GATE 2), and the rows whose ratio varied most.  No device
+    needed."""
+    parts: dict[str, list] = {}
+    for d in dirs:
+        for path in sorted(Path(d).glob("gpu_eval_*.csv")):
+            parts.setdefault(path.stem[len("gpu_eval_"):], []).append(read_csv(path))
+    if not parts:
+        print("gpu_eval: no gpu_eval_*.csv in " + ", ".join(map(str, dirs)), file=sys.stderr)
+        return 2
+    width = max(len(runs) for runs in parts.values())
+    print(f"einc / torch.einsum over {len(dirs)} runs ({', '.join(map(str, dirs))}): geomeans on the rows "
+          "correct in every run of the part, outside tensor_network\n")
+    print("| part | rows | " + " | ".join(f"run {i + 1}" for i in range(width)) + " | row medians | target |")
+    print("|---|---:|" + "---:|" * (width + 2))
+    spread = []
+    for part, runs in parts.items():
+        ratios = [{r["id"]: r["e_t"] for r in _correct(rows)
+                   if r["category"] != "tensor_network" and _finite(r.get("e_t"))} for rows in runs]
+        ids = sorted(set.intersection(*(set(x) for x in ratios)))
+        if not ids:
+            print(f"| {part} | 0 | " + " | ".join("-" for _ in range(width)) + " | - | - |")
+            continue
+        each = [geomean(x[i] for i in ids) for x in ratios] + [None] * (width - len(runs))
+        medians = geomean(statistics.median(x[i] for x in ratios) for i in ids)
+        target = TARGETS.get(part)
+        print(f"| {part} | {len(ids)} | " + " | ".join("-" if g is None else f"{g:.3f}" for g in each)
+              + f" | {medians:.3f} | " + ("-" if target is None else f"<= {target} "
+                                          + ("(met)" if medians <= target else "(not met)")) + " |")
+        spread += [(max(x[i] for x in ratios) / min(x[i] for x in ratios), part, i) for i in ids]
+    wide = sorted((s for s in spread if s[0] > 1.1), reverse=True)[:10]
+    if wide:
+        print("\nrows whose einc/torch.einsum varied more than 10 % between runs: "
+              + ", ".join(f"{i} ({part}) {s:.2f}x" for s, part, i in wide))
+    return 0
+
+
 def _csv_value(x):
     if x is None:
         return ""
@@ -1042,6 +1095,10 @@ def parse_args(argv):
                         "on CUDA)")
     p.add_argument("--suite", default=None, help="the suite file (default bench/suite.json)")
     p.add_argument("--list", action="store_true", help="print the selected workloads and exit")
+    p.add_argument("--verdict", action="store_true",
+                   help="time only einc, torch.einsum and torch.einsum + .contiguous() (correctness as always)")
+    p.add_argument("--runs", nargs="+", metavar="DIR", default=None,
+                   help="per part, einc/torch.einsum over the runs whose CSVs are in these folders, and exit")
     p.add_argument("--gates", nargs="+", metavar="CSV", default=None,
                    help="print the table and gates over CSVs of earlier runs (later files win per id) and exit")
     return p.parse_args(argv)
@@ -1059,6 +1116,8 @@ def main(argv=None, start: float | None = None) -> int:
     args = parse_args(argv)
     if args.gates:
         return gates_from_csv(args.gates)
+    if args.runs:
+        return runs_summary(args.runs)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     suite_path = find_suite(args.suite or (HERE / "suite.json"))
     work = select_workloads(load_suite(suite_path), args.part, args.filter, device)

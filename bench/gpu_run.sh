@@ -28,7 +28,11 @@
 # (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
 # backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
 # --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
-# side by side, 60 s).
+# side by side, 60 s), verdict (the gemm and pairwise families three times, interleaved,
+# gpu_eval --verdict: einc, torch.einsum and torch.einsum + .contiguous() only; each run
+# with an einc cache of its own, so learn mode decides afresh, Triton's cache shared;
+# then gpu_eval --runs: the geomeans per run and over the rows' medians; 50 + 100 s a run,
+# so PARTS=verdict alone on a lease: bash bench/gpu_run.sh COMMIT 480).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -156,6 +160,24 @@ compile_part() {   # first launches' compiles, one thread against side by side (
   pack
 }
 
+verdict_part() {   # gemm and pairwise, three interleaved runs of the default against torch.einsum
+  local r fam want s
+  for r in 1 2 3; do
+    for fam in gemm pairwise; do
+      want=50; [ "$fam" = pairwise ] && want=100
+      s=$(budget "$want"); (( s == 0 )) && { echo "skip verdict run $r $fam: $(left) s left"; continue; }
+      step "gpu_eval --part $fam --verdict, run $r (deadline $s s)"
+      mkdir -p "$W/verdict$r"
+      EINC_CACHE_DIR=$ROOT/verdict$r/ecache timeout $((s + 15)) python3 bench/gpu_eval.py --part "$fam" --quick \
+          --verdict --no-roofline --out "$W/verdict$r" --deadline "$s" --row-timeout 60 >"$W/verdict$r/$fam.log" 2>&1
+      echo "exit $?" >>"$W/verdict$r/$fam.log"
+      pack
+    done
+  done
+  python3 bench/gpu_eval.py --runs "$W"/verdict1 "$W"/verdict2 "$W"/verdict3 >"$W/verdict.md" 2>&1
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -178,6 +200,7 @@ for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
     variants) variants ;;
     models) models_part ;;
     compile) compile_part ;;
+    verdict) verdict_part ;;
     *) echo "unknown part $p" ;;
   esac
 done
@@ -194,6 +217,7 @@ for d in rest gemm pairwise compare; do
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
+if [ -f "$W/verdict.md" ]; then echo "---- verdict"; cat "$W/verdict.md" | cut -c1-300; fi
 if [ -f "$W/first_launch.md" ]; then echo "---- compile"; tail -n 10 "$W/first_launch.md" | cut -c1-300; fi
 if [ -f "$W/models.log" ]; then echo "---- models"; grep -v "^ *$" "$W/models.md" 2>/dev/null | tail -n 8 | cut -c1-300; tail -n 3 "$W/models.log"; fi
 echo "total $((SECONDS - T0)) s of $BUDGET" | tee -a "$W/parts.txt"

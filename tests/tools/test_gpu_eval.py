@@ -199,3 +199,22 @@ def test_gates_on_synthetic_rows(ge):
     assert ge.gate3([good])[0] == "N/A"
     assert ge.gate3([_row(ge, host_step_us=12.0, host_einc_us=20.0, graph_us=8.0)])[0] == "PASS"
     assert ge.gate3([_row(ge, host_step_us=16.0, host_einc_us=24.0, graph_us=8.0)])[0] == "FAIL"
+
+
+def test_verdict_times_einc_and_torch_only_and_runs_summarize(ge, tmp_path, capsys):
+    dirs = [tmp_path / "run1", tmp_path / "run2"]
+    for d in dirs:
+        rc, _, rows, _ = run(ge, d, capsys, "--verdict")
+        assert rc == 0 and len(rows) == 2
+        for r in rows:
+            assert float(r["einc_us"]) > 0 and float(r["torch_us"]) > 0 and float(r["torch_c_us"]) > 0
+            assert r["oe_plan_us"] == r["einc_blas_us"] == r["einc_kernel_us"] == r["host_einc_us"] == ""
+            assert float(r["err"]) < 1e-5                                   # checked as always
+    assert ge.main(["--runs", *map(str, dirs)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("| all_cpu_")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == "2" and all(float(c) > 0 for c in cells[2:5]), line     # two rows, two runs, medians
+    per_run = [ge.geomean(r["e_t"] for r in ge.read_csv(next(d.glob("gpu_eval_*.csv")))) for d in dirs]
+    assert [float(c) for c in cells[2:4]] == [round(g, 3) for g in per_run]
+    assert ge.main(["--runs", str(tmp_path / "nothing")]) == 2
