@@ -469,11 +469,11 @@ def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_
     import triton.testing
     runs, triton_runs = [], []
     monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), ms)[1])
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, quantiles=None: triton_runs.append(quantiles) or
-                        [0.2, 0.19, 0.21])
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, rep=100, quantiles=None:
+                        triton_runs.append((rep, quantiles)) or [0.2, 0.19, 0.21])
     got = autotune.tuning_bench(lambda: runs.append(1), quantiles=(0.5, 0.2, 0.8))
     assert len(runs) == 2
-    assert triton_runs == ([(0.5, 0.2, 0.8)] if timed_by_triton else [])
+    assert triton_runs == ([(autotune.REP_MS, (0.5, 0.2, 0.8))] if timed_by_triton else [])
     assert got == ([0.2, 0.19, 0.21] if timed_by_triton else [ms, ms, ms])
     if "do_bench" in inspect.signature(triton.autotune).parameters:
         launcher = launch.Launcher(triton.jit(_kernel_for_tuning), None, kind="reduce", dtype="float32",

@@ -38,6 +38,7 @@ import triton
 from ... import config as _config
 
 SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
+REP_MS = 40        # ms of runs that time a faster config (inductor's CachingAutotuner's too)
 
 
 def _one_run_ms(fn) -> float:
@@ -75,7 +76,9 @@ def tuning_bench(kernel_call, quantiles=None):
     most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
     runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
     is the measurement (one run of several ms is within a few percent of the median);
-    faster configs are timed by Triton's ``do_bench``, as before.  The first timing of a
+    faster configs are timed by Triton's ``do_bench`` over :data:`REP_MS` of runs, fewer
+    than its default (tuning picks among tiles that differ by far more than that noise),
+    as inductor's autotuner times its configs.  The first timing of a
     launch made under :func:`before_timing` first compiles every config side by side."""
     pending = getattr(_tuning, "pending", None)
     if pending is not None:
@@ -89,7 +92,7 @@ def tuning_bench(kernel_call, quantiles=None):
     if ms >= SLOW_MS:
         return [ms] * len(quantiles) if quantiles else ms
     import triton.testing
-    return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+    return triton.testing.do_bench(kernel_call, rep=REP_MS, quantiles=quantiles)
 
 
 _PARAMETERS = inspect.signature(triton.autotune).parameters
@@ -126,4 +129,4 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     return workers
 
 
-__all__ = ["OPTIONS", "SLOW_MS", "tuning_bench", "before_timing", "precompile"]
+__all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "tuning_bench", "before_timing", "precompile"]
