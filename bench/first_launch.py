@@ -52,15 +52,13 @@ ROWS = [
 
 def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
     """One first launch on the stand-in driver (in this process, which it changes for good)."""
-    import linecache
     import threading
-    import types
 
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from einc.codegen import render
+    from bench.ptx_report import load_module
     from einc.codegen.lower import lower_program
     from einc.planner.equation import parse
     from einc.planner.graph import build
@@ -114,11 +112,7 @@ def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
 
     plan = build_plan(build(parse(equation), shapes), equation)
     (kernel,) = lower_program(plan, dtype, shapes)
-    src = render(kernel)
-    path = f"<first launch {kernel.name}>"
-    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
-    module = types.ModuleType(kernel.name)
-    exec(compile(src, path, "exec"), module.__dict__)
+    module = load_module(kernel)
     operands = [torch.zeros(s, dtype=getattr(torch, dtype)) for s in shapes]
     start = time.perf_counter()
     module.launch(*operands)

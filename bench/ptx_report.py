@@ -67,7 +67,8 @@ class _Recorder:
         return call
 
 
-def _module(kernel):
+def load_module(kernel):
+    """The generated module of ``kernel``, executed from its source (kept in linecache for Triton)."""
     from einc.codegen import render
     src = render(kernel)
     path = f"<ptx report {kernel.name}>"
@@ -94,7 +95,7 @@ def launches(equation, shapes, dtype):
     values = {v: torch.empty(s, dtype=getattr(torch, dtype), device="meta") for v, s in enumerate(shapes)}
     out = []
     for s, (step, kernel) in enumerate(zip(plan.steps, kernels)):
-        mod = _module(kernel)
+        mod = load_module(kernel)
         calls = []
         fn = getattr(mod, kernel.name)
         launcher = mod.launcher
