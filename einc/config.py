@@ -59,7 +59,7 @@ accepted.  An empty value counts as unset.
                        ``off``: never (no compile, no thread).
 ``EINC_COMPILE_THREADS`` how many threads compile a generated kernel's configs side by side
                        on its first launch of a layout, before Triton's autotuner
-                       times them (``runtime/triton_executor/precompile.py``): a
+                       times them (``runtime/triton_executor/autotune.py``): a
                        positive integer (default: the CPUs this process may run on, at
                        most 8); ``1`` leaves each config to the autotuner, one at a time.
 ``EINC_RECORD``        a file to which each call that makes a new plan cache entry is

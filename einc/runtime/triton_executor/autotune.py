@@ -4,7 +4,8 @@ first launch of a layout (:class:`~.launch.Launcher`).
 - **Its options** (:data:`OPTIONS`, for ``triton.autotune``, where the installed Triton
   takes them): results kept in Triton's cache folder across processes
   (``cache_results``), and :func:`tuning_bench` as its timer.
-- **The timer** (:func:`tuning_bench`) times a slow config by one run.
+- **The timer** (:func:`tuning_bench`) times a slow config by one run, a fast one over
+  fewer runs than Triton's default.
 - **Compiling side by side** (:func:`precompile`).  The autotuner compiles a config when
   it first runs it, one config after another, and a first launch times up to a dozen
   (its table, pruned per shape): that launch paid as many compiles in a row, and on learn
