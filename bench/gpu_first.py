@@ -31,8 +31,9 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
   streams are not torch's).
 
 Every part also writes ``DIR/gpu_first_<part>_jobs.csv``: each job of learn mode's
-background thread (a kernel candidate made ready on a layout) in the order they ran, when
-it started (s into the part), its seconds, and the seconds of it spent compiling the
+background thread (a kernel candidate made ready on a layout: its module and operand
+shapes) in the order they ran, when it started (s into the part), its seconds, and the
+seconds of it spent compiling the
 configs side by side before the autotuner timed them (``compile_s``; the rest: loading
 the module, the autotuner's timings, the launch).
 
@@ -160,8 +161,11 @@ def time_background_jobs() -> None:
         try:
             return make_ready(self, s, name, layout)
         finally:
-            JOBS.append({"job": len(JOBS) + 1, "step": s, "candidate": name, "started_s": start - t0,
-                         "seconds": time.perf_counter() - start, "compile_s": here.compile_s})
+            fn = self.steps[s].loaded.get(name)
+            JOBS.append({"job": len(JOBS) + 1, "step": s, "candidate": name,
+                         "kernel": getattr(fn, "__module__", None) or "", "shapes": [t[0] for t in layout[:-1]],
+                         "started_s": start - t0, "seconds": time.perf_counter() - start,
+                         "compile_s": here.compile_s})
 
     def timed_precompile(*args, **kwargs):
         start = time.perf_counter()
