@@ -17,9 +17,13 @@ first launch of a layout (:class:`~.launch.Launcher`).
   ``JITFunction.warmup`` (compile, no launch), given exactly the arguments and the
   config's keywords that the autotuner launches it with, so that the autotuner's run
   finds it in the kernel's cache; then it loads it (Triton builds a signature's launcher
-  on the first load).  The first config compiles on the calling thread, which sets up
-  Triton's state for the device once; the others go to a pool of threads
-  (``EINC_COMPILE_THREADS``, :func:`einc.config.compile_threads`; ``1`` turns this off).
+  on the first load).  The calling thread first sets up what Triton keeps per kernel and
+  device (the kernel's argument binder and the device's target, :func:`_prepare`); then
+  every config goes to a pool of threads (``EINC_COMPILE_THREADS``,
+  :func:`einc.config.compile_threads`; ``1`` turns this off), so a kernel's compiling
+  takes about its slowest config's time where there are threads enough.  Where the
+  installed Triton keeps that state elsewhere, the first config compiles on the calling
+  thread instead, which sets it up.
   A config that fails to compile or to load is left to the autotuner, which meets the
   same error and handles it as before (one over the device's resources is skipped).
   Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
@@ -111,18 +115,44 @@ def _compile(kernel, args, grid, keywords, device) -> None:
         pass
 
 
+def _current_device():
+    """The device Triton's launches go to on this thread: its key in ``device_caches``."""
+    from triton.runtime.driver import driver
+    return driver.active.get_current_device()
+
+
+def _prepare(kernel, device) -> bool:
+    """Set up, on this thread, what Triton keeps per kernel and device before its first
+    compile (``JITFunction.device_caches``: the argument binder, the device's target and
+    backend), so that the first compiles of the kernel may run side by side without each
+    thread making its own; False where this Triton has no such state or it fails (the
+    first config then compiles on this thread, which makes it)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return False
+    try:
+        with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+            caches[_current_device()]
+    except Exception:   # noqa: BLE001 - the first compile then sets it up, as the autotuner's would
+        return False
+    return True
+
+
 def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     """Compile ``kernel`` (a ``triton.jit`` function) with each of ``configs`` (the
     ``triton.Config`` list the autotuner will time) for a launch on ``args`` with constexprs
     ``meta`` on ``device``, in at most ``threads`` threads (default
-    :func:`einc.config.compile_threads`).  Returns how many threads compiled (1: none
-    side by side, where there is one config or one thread)."""
+    :func:`einc.config.compile_threads`).  Returns how many threads compiled in the pool
+    (1: none side by side, where there is one config or one thread)."""
     threads = _config.compile_threads() if threads is None else threads
     if threads < 2 or len(configs) < 2:
         return 1
     jobs = [dict(meta, **c.all_kwargs()) for c in configs]
-    _compile(kernel, args, grid, jobs[0], device)
-    rest = jobs[1:]
+    if _prepare(kernel, device):
+        rest = jobs
+    else:
+        _compile(kernel, args, grid, jobs[0], device)
+        rest = jobs[1:]
     workers = min(threads, len(rest))
     with ThreadPoolExecutor(workers, thread_name_prefix="einc-compile") as pool:
         for done in [pool.submit(_compile, kernel, args, grid, keywords, device) for keywords in rest]:
