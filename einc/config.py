@@ -26,7 +26,7 @@ accepted.  An empty value counts as unset.
 ``EINC_SELECT``        where generated kernels may run, what runs each step: ``auto``
                        (default: ``learn`` on CUDA, ``kernel`` under the interpreter),
                        ``learn`` (the first call runs the model's choice at once while
-                       kernels compile in a background thread; later calls time one
+                       kernels compile in background threads; later calls time one
                        candidate each, the fastest is kept and remembered in the cache
                        folder), ``measure`` (time cuBLAS / torch ops and the kernel on
                        the first call of a key, keep the faster, remember it),
@@ -61,7 +61,9 @@ accepted.  An empty value counts as unset.
                        on its first launch of a layout, before Triton's autotuner
                        times them (``runtime/triton_executor/autotune.py``): a
                        positive integer (default: the CPUs this process may run on, at
-                       most 8); ``1`` leaves each config to the autotuner, one at a time.
+                       most 8); ``1`` leaves each config to the autotuner, one at a time,
+                       and learn mode makes one kernel ready at a time (else two: one
+                       compiling while another is timed).
 ``EINC_RECORD``        a file to which each call that makes a new plan cache entry is
                        appended, one JSON object a line, for ``einc tune --calls``:
                        an absolute path, ``~`` expanded (default: none, nothing

@@ -1,8 +1,9 @@
-"""One daemon thread running jobs in the order they came: the work einc does off a call's
+"""Daemon threads running jobs in the order they came: the work einc does off a call's
 critical path (learn mode's kernels, :mod:`einc.runtime.learn`; the compiled copies,
-:mod:`einc.runtime.torch_executor.compiled_copy`).  Each user holds its own
-:class:`Worker`, made again in a forked child (the parent's thread does not exist there),
-and says at exit how long a job already running may hold the process."""
+:mod:`einc.runtime.torch_executor.compiled_copy`).  A :class:`Worker` starts jobs in
+order on at most ``threads`` threads (one by default: one job at a time).  Each user holds
+its own, made again in a forked child (the parent's threads do not exist there), and says
+at exit how long the jobs already running may hold the process."""
 
 from __future__ import annotations
 
@@ -11,21 +12,26 @@ from collections import deque
 
 
 class Worker:
-    """One daemon thread running jobs in the order they came."""
+    """Daemon threads running jobs in the order they came, at most ``threads`` at once
+    (an int, or a function returning it, read at each submit)."""
 
-    def __init__(self, name: str = "einc-kernels"):
+    def __init__(self, name: str = "einc-kernels", threads=1):
         self.name = name
+        self.threads = threads
         self.cond = threading.Condition()
         self.jobs: deque = deque()
         self.running = 0
-        self.thread = None
+        self.pool: list = []            # the threads started, alive or not
 
     def submit(self, job) -> None:
         with self.cond:
             self.jobs.append(job)
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-                self.thread.start()
+            self.pool = [t for t in self.pool if t.is_alive()]
+            wanted = self.threads() if callable(self.threads) else self.threads
+            if len(self.pool) < max(1, wanted):
+                thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self.pool.append(thread)
+                thread.start()
             self.cond.notify_all()
 
     def _loop(self):
@@ -49,7 +55,7 @@ class Worker:
             return self.cond.wait_for(lambda: not self.jobs and not self.running, timeout)
 
     def stop(self, timeout) -> None:
-        """Drop the queued jobs and wait at most ``timeout`` s for a running one (at exit)."""
+        """Drop the queued jobs and wait at most ``timeout`` s for those running (at exit)."""
         with self.cond:
             self.jobs.clear()
         self.settle(timeout)

@@ -10,12 +10,15 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   kernel is ready.  Nothing is timed, nothing waits.
 - **Kernels are made ready off the critical path**: a kernel candidate that a call would
   run on a layout (shapes, strides, dtype, 16-byte alignment, device, scale) not ready
-  yet is handed to one background thread (:class:`_Worker`), which loads its module
+  yet is handed to a background thread (:class:`_Worker`), which loads its module
   and launches it on stand-in tensors of that layout, on a stream of its own, so that
   Triton compiles and autotunes it there; only when that launch has finished does a call
-  run the kernel on that layout.  One job at a time, in order.  A kernel that fails to
-  load or to run there is dropped (the step keeps its other candidates); the error is
-  reported on the caller's next call.
+  run the kernel on that layout.  Jobs start in order, :data:`JOBS` at a time, so that
+  one kernel's configs compile while another's are timed (the timings themselves one
+  launch at a time: :data:`~einc.runtime.triton_executor.autotune.TIMING`); one at a
+  time where ``EINC_COMPILE_THREADS`` is 1.  A kernel that fails to load or to run there
+  is dropped (the step keeps its other candidates); the error is reported on the
+  caller's next call.
 - **Each later call times one candidate per step** (the one with the fewest timings,
   among those ready) with :data:`timer` -- CUDA events around the step, read on a later
   call once the device has passed them, so no call synchronizes -- and once every
@@ -51,6 +54,7 @@ SAMPLES = 3                     # timings of each candidate before a step's choi
 LEARNING = "; learning from the calls"      # the end of an undecided step's reason (explain)
 KERNELS = ("triton", "plain")   # the candidates that must be made ready off the critical path
 EXIT_WAIT_S = 30.0              # at exit, how long to wait for a job already running
+JOBS = 2                        # kernels made ready at once: one compiling while one is timed
 
 
 # ----------------------------------------------------------------------- timing a step in a call
@@ -90,13 +94,20 @@ timer = default_timer
 
 # ----------------------------------------------------------------------- the background thread
 
-_worker = _Worker()
+def _jobs() -> int:
+    """How many kernels the background threads make ready at once."""
+    from .. import config
+    return JOBS if config.compile_threads() > 1 else 1
+
+
+_worker = _Worker(threads=_jobs)
 atexit.register(lambda: _worker.stop(EXIT_WAIT_S))
 
 
 def _after_fork():
-    global _worker
-    _worker = _Worker()         # the parent's thread does not exist in the child
+    global _worker, _streams
+    _worker = _Worker(threads=_jobs)    # the parent's threads do not exist in the child
+    _streams = threading.local()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -132,20 +143,22 @@ def stand_ins(layout) -> list:
     return out
 
 
-_streams: dict = {}
+_streams = threading.local()    # per background thread: device -> its stream there
 
 
 def _warm(fn, layout) -> None:
     """Launch ``fn`` once on stand-ins of ``layout`` and wait for it: on a CUDA device, on a
-    stream of the worker's own, so the caller's stream never waits for the compile."""
+    stream of this thread's own, so the caller's stream never waits for the compile, nor
+    this thread for another's."""
     scale = {"scale": 2.0} if layout[-1] else {}
     device = layout[0][4] if len(layout) > 1 else torch.device("cpu")
     if device.type != "cuda":
         fn(*stand_ins(layout), **scale)
         return
-    stream = _streams.get(device)
+    mine = _streams.__dict__.setdefault("by_device", {})
+    stream = mine.get(device)
     if stream is None:
-        stream = _streams[device] = torch.cuda.Stream(device)
+        stream = mine[device] = torch.cuda.Stream(device)
     with torch.cuda.device(device), torch.cuda.stream(stream):     # (the stand-ins made on it too)
         fn(*stand_ins(layout), **scale)
     stream.synchronize()
@@ -335,5 +348,5 @@ class Learner:
         return [st.choice for st in self.steps]
 
 
-__all__ = ["Learner", "SAMPLES", "LEARNING", "KERNELS", "timer", "default_timer", "settle", "forget", "layout_of",
-           "stand_ins"]
+__all__ = ["Learner", "SAMPLES", "LEARNING", "KERNELS", "JOBS", "timer", "default_timer", "settle", "forget",
+           "layout_of", "stand_ins"]

@@ -183,7 +183,7 @@ def _driver() -> str:
 @functools.cache
 def _triton_version() -> str:
     """Triton's installed version, from its package's metadata: a first call must not wait
-    for triton's import (its kernels are compiled on the background thread, which imports
+    for triton's import (its kernels are compiled on background threads, which import
     it there)."""
     try:
         return importlib.metadata.version("triton")

@@ -358,7 +358,7 @@ def _print_summary(calls, device: str, path: str) -> None:
     print(fill(f"Decisions written to {path}. Learn mode (the CUDA default) and measure mode take them on a key's "
                "first call in any later process with the same device, driver and torch, triton and einc versions "
                "and the same operand shapes, strides and dtype; a step whose winner is a kernel runs cuBLAS or "
-               "torch's ops until the background thread has loaded the kernel (its binary is in Triton's cache "
+               "torch's ops until a background thread has loaded the kernel (its binary is in Triton's cache "
                "now)."))
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,54 @@ def test_a_failing_compile_leaves_the_timing_to_go_on(monkeypatch):
         raise RuntimeError("no memory for the workspace")
     with autotune.before_timing(fail):
         assert autotune.tuning_bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [7.0, 7.0, 7.0]
+
+
+def test_two_launches_time_their_configs_one_after_the_other(monkeypatch):
+    """Each thread's compile runs outside the lock, its timings inside: the second
+    thread compiles while the first times, and no two timings overlap."""
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), autotune.SLOW_MS)[1])
+    log, lock = [], threading.Lock()
+    first_timing = threading.Event()
+
+    def note(*what):
+        with lock:
+            log.append(what)
+
+    def launch(name, configs, wait=None):
+        def compile_all():
+            if wait is not None:
+                assert wait.wait(30)        # compiles while the other thread is timing
+            note(name, "compile")
+        with autotune.before_timing(compile_all):
+            for _ in range(configs):
+                def run():
+                    note(name, "run", autotune.TIMING.locked())
+                    first_timing.set()
+                    time.sleep(0.01)
+                autotune.tuning_bench(run)
+        note(name, "done")
+
+    a = threading.Thread(target=launch, args=("a", 4))
+    b = threading.Thread(target=launch, args=("b", 3, first_timing))
+    a.start(), b.start()
+    a.join(30), b.join(30)
+    assert not autotune.TIMING.locked()
+    runs = [who for who, what, *_ in log if what == "run"]
+    assert runs == ["a"] * 8 + ["b"] * 6, log            # 2 runs a config; a's all before b's
+    assert all(e[2] for e in log if e[1] == "run")                    # each run under the lock
+    compile_b = log.index(("b", "compile"))
+    assert any(e[:2] == ("a", "run") for e in log[compile_b + 1:])    # b compiled while a timed
+
+
+def test_a_launch_that_fails_while_timing_lets_the_next_one_time(monkeypatch):
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), autotune.SLOW_MS)[1])
+
+    def fail():
+        raise RuntimeError("out of resources")
+    with pytest.raises(RuntimeError), autotune.before_timing(lambda: None):
+        autotune.tuning_bench(fail)
+    assert not autotune.TIMING.locked()
+    with autotune.before_timing(lambda: None):
+        autotune.tuning_bench(lambda: None)
+        assert autotune.TIMING.locked()
+    assert not autotune.TIMING.locked()

@@ -416,3 +416,10 @@ def test_a_first_call_does_not_import_triton_on_the_callers_thread(tmp_path):
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["right"] and got["jobs"] >= 1 and not got["imported"]
     assert f"|triton {got['version']}|" in got["key"]
+
+
+def test_two_kernels_are_made_ready_at_once_unless_compiling_is_one_at_a_time(monkeypatch):
+    monkeypatch.setenv("EINC_COMPILE_THREADS", "4")
+    assert learn._jobs() == learn.JOBS == 2
+    monkeypatch.setenv("EINC_COMPILE_THREADS", "1")
+    assert learn._jobs() == 1

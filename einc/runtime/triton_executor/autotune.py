@@ -28,6 +28,11 @@ first launch of a layout (:class:`~.launch.Launcher`).
   same error and handles it as before (one over the device's resources is skipped).
   Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
   loads nothing.
+- **One launch's timings at a time** (:data:`TIMING`).  Learn mode makes two kernels
+  ready at once, so that one compiles while the other is timed; two launches timed at
+  once would share the device and each time the other's runs too.  From its first timing
+  to the end of the launch, a launch made under :func:`before_timing` holds a lock of the
+  process; its compiling, before the first timing, holds nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ def _one_run_ms(fn) -> float:
 
 
 _tuning = threading.local()     # per thread: what to run when the autotuner starts timing
+TIMING = threading.Lock()       # held by the launch whose configs are being timed
 
 
 @contextlib.contextmanager
@@ -64,12 +70,15 @@ def before_timing(compile_all):
     """Run ``compile_all()`` when the autotuner starts timing configs for a launch made in
     this block on this thread; never where its cache answers (a result Triton kept on
     disk), which compiles the chosen config alone.  A failure there is ignored: the
-    autotuner compiles each config as before."""
-    _tuning.pending = compile_all
+    autotuner compiles each config as before.  From that first timing to the end of the
+    block the thread holds :data:`TIMING`."""
+    _tuning.pending, _tuning.armed, _tuning.holds = compile_all, True, False
     try:
         yield
     finally:
-        _tuning.pending = None
+        if _tuning.holds:
+            TIMING.release()
+        _tuning.pending, _tuning.armed, _tuning.holds = None, False, False
 
 
 def tuning_bench(kernel_call, quantiles=None):
@@ -84,7 +93,8 @@ def tuning_bench(kernel_call, quantiles=None):
     faster configs are timed by Triton's ``do_bench`` over :data:`REP_MS` of runs, fewer
     than its default (tuning picks among tiles that differ by far more than that noise),
     as inductor's autotuner times its configs.  The first timing of a
-    launch made under :func:`before_timing` first compiles every config side by side."""
+    launch made under :func:`before_timing` first compiles every config side by side,
+    then takes :data:`TIMING`."""
     pending = getattr(_tuning, "pending", None)
     if pending is not None:
         _tuning.pending = None
@@ -92,6 +102,9 @@ def tuning_bench(kernel_call, quantiles=None):
             pending()
         except Exception:   # noqa: BLE001 - only time is lost: the autotuner compiles as it times
             pass
+    if getattr(_tuning, "armed", False) and not _tuning.holds:
+        TIMING.acquire()
+        _tuning.holds = True
     kernel_call()
     ms = _one_run_ms(kernel_call)
     if ms >= SLOW_MS:
@@ -160,4 +173,4 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     return workers
 
 
-__all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "tuning_bench", "before_timing", "precompile"]
+__all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "TIMING", "tuning_bench", "before_timing", "precompile"]

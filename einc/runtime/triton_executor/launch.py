@@ -347,7 +347,8 @@ class Launcher:
             except Exception as e:
                 if known.variant is None:
                     raise
-                known = _tma.fall_back(self, e, operands, scale, c)     # the module's kernel from now on
+                with _before_timing(lambda: None):      # (its timings too, one launch at a time)
+                    known = _tma.fall_back(self, e, operands, scale, c)     # the module's kernel from now on
             self.layouts[key] = known
             return c
 
