@@ -5,6 +5,7 @@ times it (``EINC_COMPILE_THREADS=1``) against einc compiling them side by side f
 
     python bench/first_launch.py [--rounds N] [--threads N] [--filter REGEX]
     python bench/first_launch.py --child EQUATION SHAPES DTYPE [--tma]   # one first launch: JSON
+    python bench/first_launch.py --jobs N [--time-ms MS] [--rounds N] [--filter REGEX]
 
 Each row's one-step plan is lowered and its module's first launch (``launch()`` on zero
 CPU tensors) runs in a fresh process with an empty Triton cache, on a stand-in CUDA
@@ -20,6 +21,13 @@ an H100); it prints one JSON object: the seconds, the events in order (``["compi
 thread name]`` per kernel Triton compiled, ``["time"]`` per config the autotuner timed),
 what einc's ``precompile`` returned and whether the layout took the TMA variant
 (``tests/runtime/test_autotune.py`` reads it).
+
+``--jobs N`` runs the rows' first launches in one process as learn mode's background
+jobs (:class:`einc.runtime.background.Worker`, the rows in order; the modules loaded
+first) on one thread and on N, each config's timed run taking ``--time-ms`` (a stand-in
+for the device's timing: nothing is timed on it), and prints the seconds until all are
+done, how many compiles ran while another job's configs were being timed, and whether
+two jobs' timings ever interleaved.
 """
 
 from __future__ import annotations
@@ -50,22 +58,20 @@ ROWS = [
 ]
 
 
-def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
-    """One first launch on the stand-in driver (in this process, which it changes for good)."""
+def _stand_in(events, returned, time_ms: float = 0.0, current=None):
+    """Make this process's Triton drive an H100 that is not there (for good): compiles are
+    real, loads and launches do nothing, and the autotuner's timed run takes ``time_ms``
+    (a stand-in for the device's timing).  Appends ``["compile", thread name]`` per kernel
+    Triton compiles and ``["time"]`` per timed run (``["time", current.row]`` where
+    ``current``, a thread-local, names the job) to ``events``, and what einc's
+    ``precompile`` returned to ``returned``."""
     import threading
 
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from bench.ptx_report import load_module
-    from einc.codegen.lower import lower_program
-    from einc.planner.equation import parse
-    from einc.planner.graph import build
-    from einc.planner.plan import build_plan
     from einc.runtime.triton_executor import autotune, launch
-
-    events, returned = [], []
 
     class Utils:
         def load_binary(self, name, kernel, shared, device):
@@ -98,8 +104,10 @@ def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
             return lambda *args: None
 
     def one_run_ms(kernel_call):        # the autotuner's timed run: no device to time on
-        events.append(["time"])
+        events.append(["time"] if current is None else ["time", current.row])
         kernel_call()
+        if time_ms:
+            time.sleep(time_ms / 1000)
         return autotune.SLOW_MS             # (timed by this run alone)
 
     triton.runtime.driver.set_active(Driver())
@@ -107,18 +115,86 @@ def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
         lambda *args, **kwargs: events.append(["compile", threading.current_thread().name])
     autotune._one_run_ms = one_run_ms
     launch._precompile = lambda *a, **k: returned.append(autotune.precompile(*a, **k)) or returned[-1]
-    if tma:
-        launch.Launcher.tma_device = lambda self, device: True
+
+
+def _module(equation: str, shapes, dtype: str, tma: bool):
+    """The one-step plan's generated module, loaded, and zero operands for it."""
+    import torch
+
+    from bench.ptx_report import load_module
+    from einc.codegen.lower import lower_program
+    from einc.planner.equation import parse
+    from einc.planner.graph import build
+    from einc.planner.plan import build_plan
 
     plan = build_plan(build(parse(equation), shapes), equation)
     (kernel,) = lower_program(plan, dtype, shapes)
     module = load_module(kernel)
-    operands = [torch.zeros(s, dtype=getattr(torch, dtype)) for s in shapes]
+    if tma:
+        module.launcher.tma_device = lambda device: True
+    return module, [torch.zeros(s, dtype=getattr(torch, dtype)) for s in shapes]
+
+
+def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
+    """One first launch on the stand-in driver (in this process, which it changes for good)."""
+    events, returned = [], []
+    _stand_in(events, returned)
+    module, operands = _module(equation, shapes, dtype, tma)
     start = time.perf_counter()
     module.launch(*operands)
     seconds = time.perf_counter() - start
     variants = [known.variant is not None for known in module.launcher.layouts.values()]
     return {"seconds": seconds, "events": events, "threads": returned, "tma": variants}
+
+
+def jobs_child(rows, jobs: int, time_ms: float) -> dict:
+    """The first launches of ``rows`` (ids) as learn mode's background jobs: handed in order
+    to a :class:`~einc.runtime.background.Worker` of ``jobs`` threads, on the stand-in
+    driver with a timed run of ``time_ms``.  Returns the seconds until all are done, each
+    job's start and end, and the events (timings named by row)."""
+    import threading
+
+    from einc.runtime.background import Worker
+
+    events, returned, current = [], [], threading.local()
+    _stand_in(events, returned, time_ms, current)
+    modules = {r[0]: _module(r[1], r[2], r[3], r[4]) for r in ROWS if r[0] in rows}
+    spans, worker = {}, Worker("first-launch-jobs", threads=jobs)
+
+    def job(row):
+        current.row = row
+        module, operands = modules[row]
+        begin = time.perf_counter()
+        try:
+            module.launch(*operands)
+        except Exception as e:      # noqa: BLE001 - reported in the JSON
+            errors[row] = f"{type(e).__name__}: {e}"[:500]
+        spans[row] = [begin - start, time.perf_counter() - start]
+    errors: dict = {}
+    start = time.perf_counter()
+    for row in rows:
+        worker.submit(lambda row=row: job(row))
+    worker.settle()
+    return {"seconds": time.perf_counter() - start, "spans": spans, "events": events, "threads": returned,
+            "errors": errors}
+
+
+def overlaps(events) -> int:
+    """Compiles that ran while some job's configs were being timed: between a row's first
+    and last timing (a job's own compiles all come before its first timing)."""
+    timed = [i for i, e in enumerate(events) if e[0] == "time"]
+    count = 0
+    for row in {events[i][1] for i in timed}:
+        mine = [i for i in timed if events[i][1] == row]
+        count += sum(e[0] == "compile" for e in events[mine[0]:mine[-1]])
+    return count
+
+
+def interleaved(events) -> bool:
+    """Whether two jobs' timings ever interleaved (they must not: one launch timed at a time)."""
+    rows = [e[1] for e in events if e[0] == "time"]
+    runs = [r for i, r in enumerate(rows) if i == 0 or rows[i - 1] != r]
+    return len(runs) != len(set(runs))
 
 
 def first_launch(row, threads: int) -> dict:
@@ -135,6 +211,39 @@ def first_launch(row, threads: int) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def jobs_run(rows, jobs: int, time_ms: float) -> dict:
+    """``jobs_child`` in a fresh process with an empty Triton cache."""
+    with tempfile.TemporaryDirectory(prefix="einc-first-launch-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(TRITON_CACHE_DIR=cache, TRITON_DEFAULT_FP_FUSION="1", PYTHONPATH=str(HERE.parent))
+        done = subprocess.run([sys.executable, __file__, "--jobs-child", ",".join(rows), str(jobs), str(time_ms)],
+                              env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def jobs_table(rows, jobs: int, rounds: int, time_ms: float) -> None:
+    """The rows' first launches as background jobs, one thread against ``jobs`` threads."""
+    print(f"first launches as background jobs on a stand-in H100, Triton's real compiler; {os.cpu_count()} "
+          f"CPUs; {len(rows)} rows ({', '.join(rows)}); a timed run {time_ms:g} ms; {rounds} rounds\n")
+    print("| job threads | seconds (median) | compiles while another job was timed | timings interleaved |")
+    print("|---:|---:|---:|---|")
+    seconds, results = {}, {1: [], jobs: []}
+    for r in range(rounds):
+        for setting in ((1, jobs) if r % 2 == 0 else (jobs, 1)):
+            out = jobs_run(rows, setting, time_ms)
+            if out["errors"]:
+                raise RuntimeError(out["errors"])
+            results[setting].append(out)
+    for setting, outs in results.items():
+        median = statistics.median(o["seconds"] for o in outs)
+        seconds[setting] = median
+        print(f"| {setting} | {median:.2f} | {statistics.median(overlaps(o['events']) for o in outs):g} | "
+              f"{any(interleaved(o['events']) for o in outs)} |")
+    print(f"\nratio ({jobs} threads / 1): {seconds[jobs] / seconds[1]:.2f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="processes per row and setting (default 3)")
@@ -143,14 +252,26 @@ def main(argv=None) -> int:
     parser.add_argument("--filter", default=None, help="regex on the row id")
     parser.add_argument("--child", nargs=3, metavar=("EQUATION", "SHAPES", "DTYPE"), help=argparse.SUPPRESS)
     parser.add_argument("--tma", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="the rows' first launches as learn mode's background jobs, on 1 and on N threads")
+    parser.add_argument("--time-ms", type=float, default=0.0,
+                        help="with --jobs: how long the stand-in's timed run of a config takes (default 0)")
+    parser.add_argument("--jobs-child", nargs=3, metavar=("ROWS", "JOBS", "TIME_MS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         equation, shapes, dtype = args.child
         print(json.dumps(child(equation, json.loads(shapes), dtype, args.tma)))
         return 0
+    if args.jobs_child:
+        rows, jobs, time_ms = args.jobs_child
+        print(json.dumps(jobs_child(rows.split(","), int(jobs), float(time_ms))))
+        return 0
     from einc import config
     threads = args.threads or config.compile_threads()
     rows = [r for r in ROWS if args.filter is None or re.search(args.filter, r[0])]
+    if args.jobs:       # (the TMA row's module is the next row's: one launcher, one layout)
+        jobs_table([r[0] for r in rows if not r[4]], args.jobs, args.rounds, args.time_ms)
+        return 0
     print(f"first launches on a stand-in H100, Triton's real compiler; {os.cpu_count()} CPUs; "
           f"side by side: {threads} threads; {args.rounds} rounds\n")
     print("| row | configs timed | one thread, s | side by side, s | ratio |")

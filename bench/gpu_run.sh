@@ -28,7 +28,8 @@
 # (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
 # backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
 # --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
-# side by side, 60 s), verdict (the gemm and pairwise families three times, interleaved,
+# side by side, 60 s; then --jobs 2 --time-ms 65: the first launches as learn mode's
+# background jobs on one thread against two, 60 s), verdict (the gemm and pairwise families three times, interleaved,
 # gpu_eval --verdict: einc, torch.einsum and torch.einsum + .contiguous() only; each run
 # with an einc cache of its own, so learn mode decides afresh, Triton's cache shared;
 # then gpu_eval --runs: the geomeans per run and over the rows' medians; 50 + 100 s a run,
@@ -158,6 +159,12 @@ compile_part() {   # first launches' compiles, one thread against side by side (
   timeout "$s" python3 bench/first_launch.py --rounds 1 >"$W/first_launch.md" 2>"$W/first_launch.log"
   echo "exit $?" >>"$W/first_launch.log"
   pack
+  s=$(budget 60); (( s == 0 )) && { echo "skip compile --jobs: $(left) s left"; return; }
+  step "first_launch.py --jobs 2 --time-ms 65 --rounds 1 (limit $s s)"
+  timeout "$s" python3 bench/first_launch.py --jobs 2 --time-ms 65 --rounds 1 >"$W/first_launch_jobs.md" \
+    2>"$W/first_launch_jobs.log"
+  echo "exit $?" >>"$W/first_launch_jobs.log"
+  pack
 }
 
 verdict_part() {   # gemm and pairwise, three interleaved runs of the default against torch.einsum
@@ -219,6 +226,7 @@ done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
 if [ -f "$W/verdict.md" ]; then echo "---- verdict"; cat "$W/verdict.md" | cut -c1-300; fi
 if [ -f "$W/first_launch.md" ]; then echo "---- compile"; tail -n 10 "$W/first_launch.md" | cut -c1-300; fi
+if [ -f "$W/first_launch_jobs.md" ]; then tail -n 8 "$W/first_launch_jobs.md" | cut -c1-300; fi
 if [ -f "$W/models.log" ]; then echo "---- models"; grep -v "^ *$" "$W/models.md" 2>/dev/null | tail -n 8 | cut -c1-300; tail -n 3 "$W/models.log"; fi
 echo "total $((SECONDS - T0)) s of $BUDGET" | tee -a "$W/parts.txt"
 pack

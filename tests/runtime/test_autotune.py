@@ -94,6 +94,28 @@ def test_a_tuning_kept_on_disk_compiles_the_chosen_config_alone(tmp_path):
     assert again["threads"] == [] and again["events"] == [["compile", "MainThread"]], again
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+def test_background_jobs_run_side_by_side_and_time_one_launch_at_a_time(tmp_path):
+    """Two first launches as learn mode's jobs on two threads (``first_launch.py
+    --jobs-child``): both run at once, and one launch's timings never interleave with the
+    other's."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
+               TRITON_CACHE_DIR=str(tmp_path / "jobs"))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--jobs-child", "bf16_batch_in_tile,fp32_reduce", "2", "50"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["errors"] == {}, out
+    (a0, a1), (b0, b1) = out["spans"]["bf16_batch_in_tile"], out["spans"]["fp32_reduce"]
+    assert b0 < a1 and a0 < b1, out["spans"]                             # side by side
+    rows = [e[1] for e in out["events"] if e[0] == "time"]
+    assert sorted(set(rows)) == ["bf16_batch_in_tile", "fp32_reduce"], out["events"]
+    changes = sum(rows[i] != rows[i - 1] for i in range(1, len(rows)))
+    assert changes == 1, rows                                           # one launch's timings, then the other's
+
+
 class _Kernel:
     """Stands in for a ``triton.jit`` function: records each warmup's keywords and thread."""
 
