@@ -28,7 +28,7 @@
 # (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
 # backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
 # --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
-# side by side, 60 s; then --jobs 2 --time-ms 65: the first launches as learn mode's
+# side by side, 90 s; then --jobs 2 --time-ms 65: the first launches as learn mode's
 # background jobs on one thread against two, 60 s), verdict (the gemm and pairwise families three times, interleaved,
 # gpu_eval --verdict: einc, torch.einsum and torch.einsum + .contiguous() only; each run
 # with an einc cache of its own, so learn mode decides afresh, Triton's cache shared;
@@ -154,7 +154,7 @@ models_part() {   # torch.compile(backend="einc") against inductor and eager, fo
 }
 
 compile_part() {   # first launches' compiles, one thread against side by side (the CPUs only)
-  local s; s=$(budget 60); (( s == 0 )) && { echo "skip compile: $(left) s left"; return; }
+  local s; s=$(budget 90); (( s == 0 )) && { echo "skip compile: $(left) s left"; return; }
   step "first_launch.py --rounds 1 (limit $s s)"
   timeout "$s" python3 bench/first_launch.py --rounds 1 >"$W/first_launch.md" 2>"$W/first_launch.log"
   echo "exit $?" >>"$W/first_launch.log"
