@@ -23,7 +23,9 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   among those ready) with :data:`timer` -- CUDA events around the step, read on a later
   call once the device has passed them, so no call synchronizes -- and once every
   candidate has :data:`SAMPLES` timings the one with the least median is kept and
-  remembered (:func:`einc.runtime.select.remember`).  A candidate's first run on a
+  remembered (:func:`einc.runtime.select.remember`).  While every ready candidate has
+  its timings and a kernel is still being made ready, calls run the fastest so far,
+  untimed.  A candidate's first run on a
   layout in the caller is not timed: it pays one-time host costs (a kernel's first
   launch on the caller's thread, a library's first use of a shape) that the events
   count where the device waits for the host, and that no later call pays.
@@ -236,6 +238,12 @@ class Learner:
                 st.ran.add((name, layout))
                 return name, self._function(st, name), False
             counts = {n: len(st.samples.get(n, ())) + sum(p == n for p, _ in st.pending) for n in usable}
+            if min(counts.values()) >= SAMPLES:     # the step waits for a kernel: the fastest so far
+                medians = {n: statistics.median(st.samples[n]) for n in usable if st.samples.get(n)}
+                if medians:
+                    name = min(medians, key=medians.get)
+                    st.ran.add((name, layout))
+                    return name, self._function(st, name), False
             name = min(usable, key=lambda n: counts[n])
             cold = (name, layout) not in st.ran     # a first run pays one-time host costs: not timed
             st.ran.add((name, layout))

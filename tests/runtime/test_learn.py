@@ -423,3 +423,23 @@ def test_two_kernels_are_made_ready_at_once_unless_compiling_is_one_at_a_time(mo
     assert learn._jobs() == learn.JOBS == 2
     monkeypatch.setenv("EINC_COMPILE_THREADS", "1")
     assert learn._jobs() == 1
+
+
+def test_while_a_kernel_is_made_ready_calls_run_the_fastest_candidate_so_far():
+    """Once every ready candidate has its timings and a kernel is still being made ready,
+    a call runs the fastest so far, untimed, instead of going on timing each in turn."""
+    learner = learn.Learner([select.Choice("torch", "modelled")], load=None)
+    learner.setup(0, {"torch": lambda: "torch", "chunks": lambda: "chunks"}, ("triton",), "key", None)
+    us, ran = {"torch": 5.0, "chunks": 2.0}, []
+    args = [torch.zeros(2)]
+    for _ in range(20):
+        name, _, timed = learner.pick(0, args, False, timing=True, submit=False)    # the kernel never ready
+        ran.append((name, timed))
+        if timed:
+            learner.record(0, name, lambda name=name: us[name])
+        assert learner.after_call() == (None, [])
+    first = 2 * (1 + learn.SAMPLES)                 # each: an untimed first run, then its timings
+    assert sorted(ran[:first]) == sorted([("torch", False), ("chunks", False)] +
+                                         [("torch", True), ("chunks", True)] * learn.SAMPLES)
+    assert ran[first:] == [("chunks", False)] * (20 - first)
+    assert not learner.steps[0].decided              # still waiting for the kernel's timings
