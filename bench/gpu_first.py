@@ -179,7 +179,7 @@ def time_background_jobs() -> None:
 
 def busy() -> bool:
     worker = learn._worker
-    return bool(worker.jobs or worker.running)
+    return bool(worker.jobs or worker.later or worker.running)
 
 
 def decided(eq, ops) -> bool:

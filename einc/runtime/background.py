@@ -1,7 +1,8 @@
 """Daemon threads running jobs in the order they came: the work einc does off a call's
 critical path (learn mode's kernels, :mod:`einc.runtime.learn`; the compiled copies,
 :mod:`einc.runtime.torch_executor.compiled_copy`).  A :class:`Worker` starts jobs in
-order on at most ``threads`` threads (one by default: one job at a time).  Each user holds
+order on at most ``threads`` threads (one by default: one job at a time); a job submitted
+``later`` starts only when no other is queued.  Each user holds
 its own, made again in a forked child (the parent's threads do not exist there), and says
 at exit how long the jobs already running may hold the process."""
 
@@ -20,12 +21,14 @@ class Worker:
         self.threads = threads
         self.cond = threading.Condition()
         self.jobs: deque = deque()
+        self.later: deque = deque()     # jobs that start only when ``jobs`` is empty
         self.running = 0
         self.pool: list = []            # the threads started, alive or not
 
-    def submit(self, job) -> None:
+    def submit(self, job, later: bool = False) -> None:
+        """Queue ``job``; ``later``: behind every job queued without it, now or after."""
         with self.cond:
-            self.jobs.append(job)
+            (self.later if later else self.jobs).append(job)
             self.pool = [t for t in self.pool if t.is_alive()]
             wanted = self.threads() if callable(self.threads) else self.threads
             if len(self.pool) < max(1, wanted):
@@ -37,8 +40,8 @@ class Worker:
     def _loop(self):
         while True:
             with self.cond:
-                self.cond.wait_for(lambda: self.jobs)
-                job = self.jobs.popleft()
+                self.cond.wait_for(lambda: self.jobs or self.later)
+                job = (self.jobs or self.later).popleft()
                 self.running += 1
             try:
                 job()
@@ -52,12 +55,13 @@ class Worker:
     def settle(self, timeout=None) -> bool:
         """Wait until no job is queued or running (at most ``timeout`` s); whether none is."""
         with self.cond:
-            return self.cond.wait_for(lambda: not self.jobs and not self.running, timeout)
+            return self.cond.wait_for(lambda: not self.jobs and not self.later and not self.running, timeout)
 
     def stop(self, timeout) -> None:
         """Drop the queued jobs and wait at most ``timeout`` s for those running (at exit)."""
         with self.cond:
             self.jobs.clear()
+            self.later.clear()
         self.settle(timeout)
 
 

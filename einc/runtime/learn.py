@@ -16,7 +16,8 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   run the kernel on that layout.  Jobs start in order, :data:`JOBS` at a time, so that
   one kernel's configs compile while another's are timed (the timings themselves one
   launch at a time: :data:`~einc.runtime.triton_executor.autotune.TIMING`); one at a
-  time where ``EINC_COMPILE_THREADS`` is 1.  A kernel that fails to load or to run there
+  time where ``EINC_COMPILE_THREADS`` is 1; a ``plain`` kernel (rarely the fastest) waits
+  behind every other kernel queued.  A kernel that fails to load or to run there
   is dropped (the step keeps its other candidates); the error is reported on the
   caller's next call.
 - **Each later call times one candidate per step** (the one with the fewest timings,
@@ -261,7 +262,7 @@ class Learner:
             return True
         if submit and (name, layout) not in st.waiting:
             st.waiting.add((name, layout))
-            _worker.submit(lambda: self._make_ready(s, name, layout))
+            _worker.submit(lambda: self._make_ready(s, name, layout), later=name == "plain")
         return False
 
     def _make_ready(self, s, name, layout) -> None:

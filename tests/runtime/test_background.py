@@ -64,3 +64,14 @@ def test_a_failing_job_leaves_the_thread_running_the_next():
     worker.submit(lambda: 1 / 0)
     worker.submit(lambda: done.append(1))
     assert worker.settle(30) and done == [1]
+
+
+def test_a_later_job_waits_behind_every_other_queued():
+    worker, order, gate = Worker("test-later"), [], threading.Event()
+    worker.submit(lambda: (gate.wait(30), order.append("first")))
+    worker.submit(lambda: order.append("plain"), later=True)
+    worker.submit(lambda: order.append("second"))
+    worker.submit(lambda: order.append("third"))   # queued after it, started before it
+    gate.set()
+    assert worker.settle(30)
+    assert order == ["first", "second", "third", "plain"]

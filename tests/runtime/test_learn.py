@@ -318,7 +318,7 @@ def test_nothing_runs_in_the_background_for_cpu_tensors_by_default(monkeypatch, 
     monkeypatch.delenv("EINC_SELECT", raising=False)
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
     jobs = []
-    monkeypatch.setattr(learn._worker, "submit", jobs.append)
+    monkeypatch.setattr(learn._worker, "submit", lambda job, later=False: jobs.append(job))
     einc.cache_clear()
     a, b = torch.randn(3, 4), torch.randn(4, 5)
     for _ in range(3):
@@ -330,7 +330,7 @@ def test_nothing_runs_in_the_background_for_cpu_tensors_by_default(monkeypatch, 
 def test_nothing_is_timed_or_compiled_while_a_graph_is_captured(learning, monkeypatch):
     device, seen, _, _ = learning
     jobs = []
-    monkeypatch.setattr(learn._worker, "submit", jobs.append)
+    monkeypatch.setattr(learn._worker, "submit", lambda job, later=False: jobs.append(job))
     monkeypatch.setattr(select, "capturing", lambda: True)
     x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
     for _ in range(4):
@@ -391,7 +391,7 @@ _FIRST_CALL_IMPORTS = """
 import json, sys, torch, einc
 from einc.runtime import learn, select
 jobs = []
-learn._worker.submit = jobs.append          # the background thread, which imports triton, held
+learn._worker.submit = lambda job, later=False: jobs.append(job)  # the background thread, which imports triton, held
 x, y = torch.randn(2, 3, 4, 5), torch.randn(4, 2, 3, 2)
 out = einc.einsum("dega,gfbc->abcdef", x, y)
 imported = "triton" in sys.modules
