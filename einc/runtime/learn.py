@@ -95,7 +95,7 @@ def default_timer(fn, args):
 timer = default_timer
 
 
-# ----------------------------------------------------------------------- the background thread
+# ----------------------------------------------------------------------- the background threads
 
 def _jobs() -> int:
     """How many kernels the background threads make ready at once."""
@@ -122,7 +122,7 @@ def settle(timeout=None) -> bool:
 
 
 def forget() -> None:
-    """Wait for the background thread's jobs (``einc.cache_clear``).  None is dropped: an
+    """Wait for the background threads' jobs (``einc.cache_clear``).  None is dropped: an
     entry still held elsewhere (a ``contract_expression``) waits for its kernels' jobs."""
     _worker.settle()
 
@@ -179,7 +179,7 @@ class _Step:
         self.samples: dict = {}     # name -> µs
         self.pending: list = []     # (name, reading)
         self.ready: set = set()     # (name, layout) whose kernel has been launched in the background
-        self.waiting: set = set()   # (name, layout) handed to the background thread
+        self.waiting: set = set()   # (name, layout) handed to the background threads
         self.failed: dict = {}      # kernel name -> the error (reported on the next call)
         self.left_out: dict = {}    # kernel name -> its first timing, far behind another's
         self.ran: set = set()       # (name, layout) that has run in a call: its next run is warm
@@ -191,12 +191,12 @@ class Learner:
     def __init__(self, static, load):
         """``static``: the modelled :class:`~einc.runtime.select.Choice` per step; ``load(s,
         name)``: the launch function of step ``s``'s kernel candidate ``name`` (loading
-        its module), run on the background thread only."""
+        its module), run on a background thread only."""
         self.static = static
         self.load = load
         self.steps: list = []             # a _Step per step set up so far
         self.lock = threading.Lock()        # one learning call at a time (dispatch takes it)
-        self.state = threading.Lock()       # the steps' state, shared with the background thread
+        self.state = threading.Lock()       # the steps' state, shared with the background threads
         self.whole = True                   # this call ran every step's decided function so far
 
     def setup(self, s, candidates, kernels, key, remembered) -> None:
@@ -216,7 +216,7 @@ class Learner:
     def pick(self, s, args, scaled: bool, timing: bool, submit: bool = True):
         """``(name, function, timed)`` to run step ``s`` on ``args`` in this call (``scaled``:
         the launch scales its result); ``timing``: time a candidate; ``submit``: hand a
-        kernel not ready on this layout to the background thread."""
+        kernel not ready on this layout to the background threads."""
         st = self.steps[s]
         if s == 0:
             self.whole = True
@@ -255,7 +255,7 @@ class Learner:
 
     def _ready(self, s, st, name, layout, submit) -> bool:
         """Whether kernel ``name`` has run on ``layout`` in the background; if not, and it is
-        not on its way, hand it to the background thread where ``submit`` (under ``self.state``)."""
+        not on its way, hand it to the background threads where ``submit`` (under ``self.state``)."""
         if name in st.failed:
             return False
         if (name, layout) in st.ready:
