@@ -17,7 +17,9 @@ cut short keeps what it measured; ``--deadline`` seconds in all, checked between
   every step was decided (``decided_at``); then :data:`ROUNDS` interleaved rounds of the
   default, ``select="kernel"``, ``select="blas"`` and torch.einsum (``do_bench`` medians,
   L2 flushed; the min and max over rounds); ``steady_over_best`` = default /
-  min(kernel, blas).  Targets: ``first_delta_ms`` (default - blas) <= 50, steady within
+  min(kernel, blas); ``calls_11_20_over_best``: calls 11-20's median wall ms over that
+  best (what a caller's calls cost while learning; each call synchronized, so a row of a
+  few µs counts its host time too).  Targets: ``first_delta_ms`` (default - blas) <= 50, steady within
   5 % of the best candidate by call 20.
 - ``train``: forward + backward (``torch.autograd.grad``) of :data:`TRAIN` rows: the
   first step's wall ms (forward and backward apart) beside torch.einsum's first step,
@@ -236,7 +238,7 @@ def part_first(clock, rows_in, out):
         eq = w["equation"]
         ms = [clock.wall_ms(lambda: einc.einsum(eq, *ops))[1] for _ in range(CALLS - 1)]
         row.update(calls_ms_median=statistics.median(ms), calls_ms_max=max(ms),
-                   decided_by_call_20=decided(eq, ops))
+                   calls_11_20_ms_median=statistics.median(ms[9:]), decided_by_call_20=decided(eq, ops))
     write(rows, out, "first")
     t0 = time.perf_counter()                        # phase 3: the background thread's remaining work
     row_settled = learn.settle(max(1.0, clock.left() - 30))
@@ -263,6 +265,7 @@ def part_first(clock, rows_in, out):
             row.update({f"{name}_us": med, f"{name}_us_min": lo, f"{name}_us_max": hi})
         best = min(got[n][0] for n in ("kernel", "blas") if n in got) if {"kernel", "blas"} & set(got) else None
         row["steady_over_best"] = got["default"][0] / best if best and "default" in got else None
+        row["calls_11_20_over_best"] = row["calls_11_20_ms_median"] * 1e3 / best if best else None
         write(rows, out, "first")
         print(f"{w['id']}: decided at call {row['decided_at']}, steady/best {row['steady_over_best']}", flush=True)
     return rows
