@@ -17,7 +17,8 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   one kernel's configs compile while another's are timed (the timings themselves one
   launch at a time: :data:`~einc.runtime.triton_executor.autotune.TIMING`); one at a
   time where ``EINC_COMPILE_THREADS`` is 1; a ``plain`` kernel (rarely the fastest) waits
-  behind every other kernel queued.  A kernel that fails to load or to run there
+  behind every other kernel queued, and so does a job that ran out of device memory
+  beside another (once).  A kernel that fails to load or to run there
   is dropped (the step keeps its other candidates); the error is reported on the
   caller's next call.
 - **Each later call times one candidate per step** (the one with the fewest timings,
@@ -265,12 +266,16 @@ class Learner:
             _worker.submit(lambda: self._make_ready(s, name, layout), later=name == "plain")
         return False
 
-    def _make_ready(self, s, name, layout) -> None:
+    def _make_ready(self, s, name, layout, again: bool = True) -> None:
         st = self.steps[s]
         try:
             fn = self.load(s, name)
             _warm(fn, layout)
         except Exception as e:      # noqa: BLE001 - reported on the next call, the candidate dropped
+            if again and isinstance(e, torch.cuda.OutOfMemoryError) and _worker.running > 1:
+                # another job's stand-ins may hold the memory: once more, behind the queue
+                _worker.submit(lambda: self._make_ready(s, name, layout, again=False), later=True)
+                return
             with self.state:
                 self._lose(st, name, e)
                 st.waiting.discard((name, layout))

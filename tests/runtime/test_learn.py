@@ -443,3 +443,35 @@ def test_while_a_kernel_is_made_ready_calls_run_the_fastest_candidate_so_far():
                                          [("torch", True), ("chunks", True)] * learn.SAMPLES)
     assert ran[first:] == [("chunks", False)] * (20 - first)
     assert not learner.steps[0].decided              # still waiting for the kernel's timings
+
+
+def test_a_job_out_of_device_memory_beside_another_is_tried_again_behind_the_queue(monkeypatch):
+    """Two jobs' stand-ins may not fit where one's does: a kernel whose job ran out of
+    device memory while another job ran is made ready again after the queue, not dropped;
+    alone, it is dropped as any failure."""
+    monkeypatch.setenv("EINC_COMPILE_THREADS", "4")           # two jobs at once
+    monkeypatch.setattr(learn, "_worker", learn._Worker(threads=learn._jobs))
+    tries, gate, started = [], threading.Event(), threading.Event()
+
+    def warm(fn, layout):
+        tries.append(layout)
+        if len(tries) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (stand-in)")
+    monkeypatch.setattr(learn, "_warm", warm)
+    learner = learn.Learner([select.Choice("torch", "modelled")], load=lambda s, name: "launch")
+    learner.setup(0, {"torch": lambda: None}, ("triton",), "key", None)
+    learn._worker.submit(lambda: (started.set(), gate.wait(30)))        # another job, running
+    assert started.wait(30)
+    learner.pick(0, [torch.zeros(2)], False, timing=False)              # hands the kernel over
+    deadline = time.time() + 30
+    while len(tries) < 1 and time.time() < deadline:
+        time.sleep(0.01)
+    gate.set()
+    assert learn._worker.settle(30)
+    assert len(tries) == 2 and learner.steps[0].failed == {}
+    assert learner.steps[0].loaded == {"triton": "launch"}
+    tries.clear()
+    learner.steps[0].ready.clear()
+    learner.pick(0, [torch.zeros(3)], False, timing=False)              # alone: dropped
+    assert learn._worker.settle(30)
+    assert len(tries) == 1 and "triton" in learner.steps[0].failed
