@@ -2,9 +2,9 @@
 critical path (learn mode's kernels, :mod:`einc.runtime.learn`; the compiled copies,
 :mod:`einc.runtime.torch_executor.compiled_copy`).  A :class:`Worker` starts jobs in
 order on at most ``threads`` threads (one by default: one job at a time); a job submitted
-``later`` starts only when no other is queued.  Each user holds
-its own, made again in a forked child (the parent's threads do not exist there), and says
-at exit how long the jobs already running may hold the process."""
+``later`` starts only when no other is queued.  Each user holds its own, made again in a
+forked child (the parent's threads do not exist there), and says at exit how long the
+jobs already running may hold the process."""
 
 from __future__ import annotations
 

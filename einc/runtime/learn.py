@@ -16,21 +16,21 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
   run the kernel on that layout.  Jobs start in order, :data:`JOBS` at a time, so that
   one kernel's configs compile while another's are timed (the timings themselves one
   launch at a time: :data:`~einc.runtime.triton_executor.autotune.TIMING`); one at a
-  time where ``EINC_COMPILE_THREADS`` is 1; a ``plain`` kernel (rarely the fastest) waits
-  behind every other kernel queued, and so does a job that ran out of device memory
-  beside another (once).  A kernel that fails to load or to run there
-  is dropped (the step keeps its other candidates); the error is reported on the
-  caller's next call.
+  time where ``EINC_COMPILE_THREADS`` is 1.  A ``plain`` kernel (rarely the fastest)
+  waits behind every other kernel queued, and so does, once, a job that ran out of
+  device memory beside another.  A kernel that fails to load or to run there is dropped
+  (the step keeps its other candidates); the error is reported on the caller's next
+  call.
 - **Each later call times one candidate per step** (the one with the fewest timings,
   among those ready) with :data:`timer` -- CUDA events around the step, read on a later
   call once the device has passed them, so no call synchronizes -- and once every
   candidate has :data:`SAMPLES` timings the one with the least median is kept and
   remembered (:func:`einc.runtime.select.remember`).  While every ready candidate has
   its timings and a kernel is still being made ready, calls run the fastest so far,
-  untimed.  A candidate's first run on a
-  layout in the caller is not timed: it pays one-time host costs (a kernel's first
-  launch on the caller's thread, a library's first use of a shape) that the events
-  count where the device waits for the host, and that no later call pays.
+  untimed.  A candidate's first run on a layout in the caller is not timed: it pays
+  one-time host costs (a kernel's first launch on the caller's thread, a library's first
+  use of a shape) that the events count where the device waits for the host, and that
+  no later call pays.
 - **The decided program** is installed as the entry's run once a call ran every step's
   chosen function (each kernel ready on the layout it meets there): from then on a call
   is the unrolled program, as in every other mode.
@@ -159,7 +159,9 @@ def _warm(fn, layout) -> None:
     if device.type != "cuda":
         fn(*stand_ins(layout), **scale)
         return
-    mine = _streams.__dict__.setdefault("by_device", {})
+    mine = getattr(_streams, "by_device", None)
+    if mine is None:
+        mine = _streams.by_device = {}
     stream = mine.get(device)
     if stream is None:
         stream = mine[device] = torch.cuda.Stream(device)
