@@ -57,9 +57,10 @@ accepted.  An empty value counts as unset.
                        background thread, once that is ready and timed faster than
                        einc's own copy (``runtime/torch_executor/compiled_copy.py``);
                        ``off``: never (no compile, no thread).
-``EINC_COMPILE_THREADS`` how many threads compile a generated kernel's configs side by side
-                       on its first launch of a layout, before Triton's autotuner
-                       times them (``runtime/triton_executor/autotune.py``): a
+``EINC_COMPILE_THREADS`` how many threads (one pool for the process) compile generated
+                       kernels' configs side by side on a first launch of a layout,
+                       before Triton's autotuner times them
+                       (``runtime/triton_executor/autotune.py``): a
                        positive integer (default: the CPUs this process may run on, at
                        most 8); ``1`` leaves each config to the autotuner, one at a time,
                        and learn mode makes one kernel ready at a time (else two: one

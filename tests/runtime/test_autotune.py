@@ -291,3 +291,30 @@ def test_a_launch_that_fails_while_timing_lets_the_next_one_time(monkeypatch):
         autotune.tuning_bench(lambda: None)
         assert autotune.TIMING.locked()
     assert not autotune.TIMING.locked()
+
+
+def test_kernels_compiling_at_once_share_the_process_pool(monkeypatch):
+    """Two launches compiling at once (learn mode's two jobs) run at most the setting's
+    number of compiles together: the GIL their Python parts hold stays the same."""
+    monkeypatch.setattr(autotune, "_current_device", lambda: 0)
+    lock, running, most = threading.Lock(), [0], [0]
+    kernel = _JitKernel()
+
+    def warmup(*args, grid, **keywords):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+            kernel.calls.append(keywords["BLOCK_M"])
+        return kernel
+    kernel.warmup = warmup
+    both = [threading.Thread(target=autotune.precompile, args=(kernel, _configs(16, 32, 64, 128), (), None, {},
+                                                               torch.device("cpu"), 2)) for _ in range(2)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(30)
+    assert sorted(kernel.calls) == [16, 16, 32, 32, 64, 64, 128, 128]
+    assert most[0] == 2, most

@@ -19,9 +19,11 @@ first launch of a layout (:class:`~.launch.Launcher`).
   finds it in the kernel's cache; then it loads it (Triton builds a signature's launcher
   on the first load).  The calling thread first sets up what Triton keeps per kernel and
   device (the kernel's argument binder and the device's target, :func:`_prepare`); then
-  every config goes to a pool of threads (``EINC_COMPILE_THREADS``,
+  every config goes to the process's pool of compile threads (``EINC_COMPILE_THREADS``,
   :func:`einc.config.compile_threads`; ``1`` turns this off), so a kernel's compiling
-  takes about its slowest config's time where there are threads enough.  Where the
+  takes about its slowest config's time where there are threads enough.  Kernels that
+  compile at once (learn mode's two jobs) share that pool: the threads compiling, and
+  the GIL their Python parts hold, stay within the setting.  Where the
   installed Triton keeps that state elsewhere, the first config compiles on the calling
   thread instead, which sets it up.
   A config that fails to compile or to load is left to the autotuner, which meets the
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -166,11 +169,36 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     else:
         _compile(kernel, args, grid, jobs[0], device)
         rest = jobs[1:]
-    workers = min(threads, len(rest))
-    with ThreadPoolExecutor(workers, thread_name_prefix="einc-compile") as pool:
-        for done in [pool.submit(_compile, kernel, args, grid, keywords, device) for keywords in rest]:
-            done.result()
-    return workers
+    pool = _pool(threads)
+    for done in [pool.submit(_compile, kernel, args, grid, keywords, device) for keywords in rest]:
+        done.result()
+    return min(threads, len(rest))
+
+
+_shared: dict = {}              # threads -> the process's compile pool of that many
+_shared_lock = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's one pool of ``threads`` compile threads, shared by every launch that
+    compiles at once (learn mode's two jobs): however many kernels compile together, at
+    most ``threads`` compiles run, and hold the GIL for their Python parts, at a time."""
+    with _shared_lock:
+        pool = _shared.get(threads)
+        if pool is None:
+            for old in _shared.values():        # (the setting changed: the old pool ends when idle)
+                old.shutdown(wait=False)
+            _shared.clear()
+            pool = _shared[threads] = ThreadPoolExecutor(threads, thread_name_prefix="einc-compile")
+        return pool
+
+
+def _after_fork():
+    _shared.clear()                 # the parent's pool threads do not exist in the child
+    _shared_lock._at_fork_reinit()  # (a fork while another thread held it)
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 __all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "TIMING", "tuning_bench", "before_timing", "precompile"]
