@@ -23,18 +23,16 @@ class Worker:
         self.jobs: deque = deque()
         self.later: deque = deque()     # jobs that start only when ``jobs`` is empty
         self.running = 0
-        self.pool: list = []            # the threads started, alive or not
+        self.started = 0                # threads started (each runs until the process ends)
 
     def submit(self, job, later: bool = False) -> None:
         """Queue ``job``; ``later``: behind every job queued without it, now or after."""
         with self.cond:
             (self.later if later else self.jobs).append(job)
-            self.pool = [t for t in self.pool if t.is_alive()]
             wanted = self.threads() if callable(self.threads) else self.threads
-            if len(self.pool) < max(1, wanted):
-                thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-                self.pool.append(thread)
-                thread.start()
+            if self.started < max(1, wanted):
+                threading.Thread(target=self._loop, name=self.name, daemon=True).start()
+                self.started += 1
             self.cond.notify_all()
 
     def _loop(self):
