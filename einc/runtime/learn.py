@@ -37,7 +37,8 @@ times: :func:`einc.runtime.dispatch.candidates`) and its state:
 
 A call that finds another thread learning on the same entry runs the torch executor
 (:mod:`einc.runtime.dispatch` holds the per-entry lock); nothing is timed or handed to the
-thread while a CUDA graph is being captured.  Every candidate computes the same values, so
+threads while a CUDA graph is being captured, and the threads set their CUDA calls apart
+from such a capture (:mod:`einc.runtime.capture`).  Every candidate computes the same values, so
 which one ran never changes an answer beyond rounding.
 """
 
@@ -51,6 +52,7 @@ import time
 
 import torch
 
+from . import capture as _capture
 from .background import Worker as _Worker
 from .select import SCREEN, Choice
 
@@ -270,6 +272,7 @@ class Learner:
 
     def _make_ready(self, s, name, layout, again: bool = True) -> None:
         st = self.steps[s]
+        _capture.exempt()       # (the caller may capture a CUDA graph meanwhile)
         try:
             fn = self.load(s, name)
             _warm(fn, layout)

@@ -461,20 +461,20 @@ def test_the_overhead_benchmark_stubs_launches_and_puts_them_back(fresh, monkeyp
     assert modules and not any(isinstance(m.launcher.kernel, dispatch._NoopKernel) for m in modules.values())
 
 
-@pytest.mark.parametrize("ms,timed_by_triton", [(80.0, False), (autotune.SLOW_MS, False), (0.2, True)])
-def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_triton):
+@pytest.mark.parametrize("ms,timed_by_runs", [(80.0, False), (autotune.SLOW_MS, False), (0.2, True)])
+def test_the_autotuner_times_a_slow_config_by_one_run(monkeypatch, ms, timed_by_runs):
     """Triton's do_bench runs each config 9 times or more; a config whose timed run takes
     SLOW_MS or more is measured by that run alone (2 runs in all, the first compiling),
-    a faster one by Triton's do_bench.  Every Launcher hands the autotuner this timer."""
-    import triton.testing
-    runs, triton_runs = [], []
+    a faster one as do_bench times it (``_runs_ms``).  Every Launcher hands the autotuner
+    this timer."""
+    runs, more = [], []
     monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), ms)[1])
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, rep=100, quantiles=None:
-                        triton_runs.append((rep, quantiles)) or [0.2, 0.19, 0.21])
+    monkeypatch.setattr(autotune, "_runs_ms", lambda fn, rep, quantiles=None:
+                        more.append((rep, quantiles)) or [0.2, 0.19, 0.21])
     got = autotune.tuning_bench(lambda: runs.append(1), quantiles=(0.5, 0.2, 0.8))
     assert len(runs) == 2
-    assert triton_runs == ([(autotune.REP_MS, (0.5, 0.2, 0.8))] if timed_by_triton else [])
-    assert got == ([0.2, 0.19, 0.21] if timed_by_triton else [ms, ms, ms])
+    assert more == ([(autotune.REP_MS, (0.5, 0.2, 0.8))] if timed_by_runs else [])
+    assert got == ([0.2, 0.19, 0.21] if timed_by_runs else [ms, ms, ms])
     if "do_bench" in inspect.signature(triton.autotune).parameters:
         launcher = launch.Launcher(triton.jit(_kernel_for_tuning), None, kind="reduce", dtype="float32",
                                    configs="reduce-k")

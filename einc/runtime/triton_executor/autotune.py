@@ -5,7 +5,9 @@ first launch of a layout (:class:`~.launch.Launcher`).
   takes them): results kept in Triton's cache folder across processes
   (``cache_results``), and :func:`tuning_bench` as its timer.
 - **The timer** (:func:`tuning_bench`) times a slow config by one run, a fast one over
-  fewer runs than Triton's default.
+  fewer runs than Triton's default, and waits on its own events only, never on the whole
+  device (:mod:`einc.runtime.capture`); pool threads leave the caller's CUDA graph
+  captures alone (:func:`einc.runtime.capture.exempt`).
 - **Compiling side by side** (:func:`precompile`).  The autotuner compiles a config when
   it first runs it, one config after another, and a first launch times up to a dozen
   (its table, pruned per shape): that launch paid as many compiles in a row, and on learn
@@ -49,6 +51,7 @@ import torch
 import triton
 
 from ... import config as _config
+from .. import capture as _capture
 
 SLOW_MS = 5.0      # a config whose run takes this long is timed by one run
 REP_MS = 40        # ms of runs that time a faster config (inductor's CachingAutotuner's too)
@@ -93,11 +96,11 @@ def tuning_bench(kernel_call, quantiles=None):
     most of einc's first call (bench/measured/h100-2026-11-26/README.md).  Here a config
     runs once to compile, then once timed; where that run took :data:`SLOW_MS` or more, it
     is the measurement (one run of several ms is within a few percent of the median);
-    faster configs are timed by Triton's ``do_bench`` over :data:`REP_MS` of runs, fewer
-    than its default (tuning picks among tiles that differ by far more than that noise),
-    as inductor's autotuner times its configs.  The first timing of a
-    launch made under :func:`before_timing` first compiles every config side by side,
-    then takes :data:`TIMING`."""
+    faster configs are timed as Triton's ``do_bench`` times them, without its device-wide
+    waits (:func:`_runs_ms`), over :data:`REP_MS` of runs, fewer than its default (tuning
+    picks among tiles that differ by far more than that noise), as inductor's autotuner
+    times its configs.  The first timing of a launch made under :func:`before_timing`
+    first compiles every config side by side, then takes :data:`TIMING`."""
     pending = getattr(_tuning, "pending", None)
     if pending is not None:
         _tuning.pending = None
@@ -112,13 +115,68 @@ def tuning_bench(kernel_call, quantiles=None):
     ms = _one_run_ms(kernel_call)
     if ms >= SLOW_MS:
         return [ms] * len(quantiles) if quantiles else ms
-    import triton.testing
-    return triton.testing.do_bench(kernel_call, rep=REP_MS, quantiles=quantiles)
+    return _runs_ms(kernel_call, REP_MS, quantiles)
+
+
+WARMUP_MS = 25     # ms of runs before the timed ones (do_bench's)
+
+
+def _flush_buffer():
+    """256 MB on the current CUDA device, zeroed before each timed run (do_bench's)."""
+    return torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
+
+
+def _runs_ms(fn, rep_ms, quantiles=None):
+    """Triton's ``do_bench`` on the current CUDA stream, every wait on its own events:
+    five runs estimate a run's time, :data:`WARMUP_MS` of runs warm up, then ``rep_ms`` of
+    runs are timed, each after the L2 cache is overwritten (a 256 MB buffer zeroed); the
+    mean, or the ``quantiles``.  ``do_bench`` synchronizes the whole device instead, which
+    no CUDA graph capture allows on any thread and which would break a capture the caller
+    makes while learn mode times a kernel (:mod:`einc.runtime.capture`)."""
+    flush = _flush_buffer()
+
+    def events(n):
+        return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    (start, stop), = events(1)
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    stop.record()
+    stop.synchronize()
+    estimate = max(start.elapsed_time(stop) / 5, 1e-6)
+    for _ in range(max(1, int(WARMUP_MS / estimate))):
+        fn()
+    timed = events(max(1, int(rep_ms / estimate)))
+    for start, stop in timed:
+        flush.zero_()
+        start.record()
+        fn()
+        stop.record()
+    timed[-1][1].synchronize()
+    times = sorted(start.elapsed_time(stop) for start, stop in timed)
+    if not quantiles:
+        return sum(times) / len(times)
+    return [_quantile(times, q) for q in quantiles]
+
+
+def _quantile(ordered, q: float) -> float:
+    """The ``q`` quantile of ``ordered`` (ascending), interpolated as ``torch.quantile``."""
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
 _PARAMETERS = inspect.signature(triton.autotune).parameters
 OPTIONS = {**({"cache_results": True} if "cache_results" in _PARAMETERS else {}),
            **({"do_bench": tuning_bench} if "do_bench" in _PARAMETERS else {})}
+
+
+def _compile_in_pool(kernel, args, grid, keywords, device) -> None:
+    """:func:`_compile` on a pool thread, set apart from the caller's CUDA graph captures."""
+    _capture.exempt()
+    _compile(kernel, args, grid, keywords, device)
 
 
 def _compile(kernel, args, grid, keywords, device) -> None:
@@ -170,7 +228,7 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
         _compile(kernel, args, grid, jobs[0], device)
         rest = jobs[1:]
     pool = _pool(threads)
-    for done in [pool.submit(_compile, kernel, args, grid, keywords, device) for keywords in rest]:
+    for done in [pool.submit(_compile_in_pool, kernel, args, grid, keywords, device) for keywords in rest]:
         done.result()
     return min(threads, len(rest))
 
