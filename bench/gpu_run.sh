@@ -33,7 +33,9 @@
 # gpu_eval --verdict: einc, torch.einsum and torch.einsum + .contiguous() only; each run
 # with an einc cache of its own, so learn mode decides afresh, Triton's cache shared;
 # then gpu_eval --runs: the geomeans per run and over the rows' medians; 50 + 100 s a run,
-# so PARTS=verdict alone on a lease: bash bench/gpu_run.sh COMMIT 480).
+# so PARTS=verdict alone on a lease: bash bench/gpu_run.sh COMMIT 480), capture
+# (bench/gpu_capture.py: CUDA graphs captured in the default global mode while learn
+# mode's jobs compile, einc as checked out against the code before it, 110 s).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -49,6 +51,7 @@ if [ "${1:-}" = "--dry-run" ]; then     # a CPU machine: does everything start a
   done
   python3 bench/gpu_eval.py --list --part rest >/dev/null
   timeout 300 python3 bench/gpu_tma.py --dry-run --out "${TMPDIR:-/tmp}/einc-gpu-dry"
+  timeout 300 python3 bench/gpu_capture.py --dry-run --deadline 60 --out "${TMPDIR:-/tmp}/einc-gpu-dry" >/dev/null
   echo "dry run: ok"
   exit 0
 fi
@@ -185,6 +188,14 @@ verdict_part() {   # gemm and pairwise, three interleaved runs of the default ag
   pack
 }
 
+capture_part() {   # CUDA graphs captured while learn mode's jobs run: as checked out, and without exempt
+  local s; s=$(budget 110); (( s == 0 )) && { echo "skip capture: $(left) s left"; return; }
+  step "gpu_capture.py (deadline $((s - 10)) s)"
+  timeout "$s" python3 bench/gpu_capture.py --out "$W" --deadline $((s - 10)) >"$W/capture.log" 2>&1
+  echo "exit $?" >>"$W/capture.log"
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -208,6 +219,7 @@ for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
     models) models_part ;;
     compile) compile_part ;;
     verdict) verdict_part ;;
+    capture) capture_part ;;
     *) echo "unknown part $p" ;;
   esac
 done
@@ -224,6 +236,7 @@ for d in rest gemm pairwise compare; do
   grep -m3 -i "traceback\|error:" "$W/$d.log" | cut -c1-300
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
+if [ -f "$W/gpu_capture.csv" ]; then echo "---- capture"; cat "$W/gpu_capture.csv"; grep -m3 -i "traceback\|error" "$W/capture.log" | cut -c1-300; fi
 if [ -f "$W/verdict.md" ]; then echo "---- verdict"; cat "$W/verdict.md" | cut -c1-300; fi
 if [ -f "$W/first_launch.md" ]; then echo "---- compile"; tail -n 10 "$W/first_launch.md" | cut -c1-300; fi
 if [ -f "$W/first_launch_jobs.md" ]; then tail -n 8 "$W/first_launch_jobs.md" | cut -c1-300; fi
