@@ -342,7 +342,7 @@ def _learning_call(entry, lowered, plain, torch_fns, torch_run, static):
             out = _learn_run(learner, plan, ops, scale, calls[0] > 1, torch_fns, names, plain)
             if out is None:                     # a kernel failed in this call: torch answers it
                 return torch_run(ops, scale)
-            functions, decided = learner.after_call()
+            functions, decided = learner.after_call(read=not select.capturing())
             for key, choice in decided:
                 select.remember(key, choice)
             entry.choices = learner.choices() + static[len(learner.steps):]

@@ -318,21 +318,24 @@ class Learner:
                         st.failed[name] = None
         return found
 
-    def after_call(self):
+    def after_call(self, read: bool = True):
         """Read the timings known by now, keep a step's choice once every candidate has
         :data:`SAMPLES` of them; the functions to install where every step is decided and
-        this call ran them all, else None.  Also returns the steps decided in this call."""
+        this call ran them all, else None.  Also returns the steps decided in this call.
+        ``read=False`` (while the caller captures a CUDA graph) reads none: querying an
+        event is a call CUDA forbids the capturing thread, and it would break the capture."""
         decided = []
         with self.state:
             for st in self.steps:
-                still = []
-                for name, reading in st.pending:
-                    us = reading()
-                    if us is None:
-                        still.append((name, reading))
-                    else:
-                        st.samples.setdefault(name, []).append(us)
-                st.pending = still
+                if read:
+                    still = []
+                    for name, reading in st.pending:
+                        us = reading()
+                        if us is None:
+                            still.append((name, reading))
+                        else:
+                            st.samples.setdefault(name, []).append(us)
+                    st.pending = still
                 if st.decided:
                     continue
                 self._screen(st)

@@ -338,6 +338,36 @@ def test_nothing_is_timed_or_compiled_while_a_graph_is_captured(learning, monkey
     assert not seen and not jobs
 
 
+def test_no_timing_is_read_while_a_graph_is_captured(learning, monkeypatch):
+    """Reading a timing queries a CUDA event, which CUDA forbids the thread that captures
+    a graph (and which would break the capture): the readings wait for a later call."""
+    device, _, _, _ = learning
+    capturing, passed, reads = [False], [False], []
+
+    def fake(fn, args):
+        kind = _kind(fn)
+
+        def reading():
+            reads.append(capturing[0])
+            return {"kernel": 1.0, "other": 5.0}[kind] if passed[0] else None    # (the device not there yet)
+        return fn(*args), reading
+    monkeypatch.setattr(learn, "timer", fake)
+    monkeypatch.setattr(select, "capturing", lambda: capturing[0])
+    x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
+    expected = torch.einsum(PERMUTED, x, y)
+    for _ in range(4):                              # timings left pending by these calls
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), expected)
+        learn.settle()
+    assert reads
+    read_before, passed[0], capturing[0] = len(reads), True, True
+    for _ in range(3):
+        torch.testing.assert_close(einc.einsum(PERMUTED, x, y), expected)
+    assert len(reads) == read_before and not any(reads)
+    capturing[0] = False
+    assert _learn(PERMUTED, [x, y], calls=30) >= 1
+    assert len(reads) > read_before and not any(reads)
+
+
 _SCRIPT = """
 import json, sys, torch, einc
 from einc.runtime import learn
