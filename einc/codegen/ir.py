@@ -79,6 +79,9 @@ class Kernel:
     # that tensor's memory as one index in the strides it was lowered for (``gemma``'s weight
     # ``dce``: N = de with K between); the TMA variant gives each of its indices a descriptor axis
     split: tuple[tuple[str, str], ...] = ()
+    # (operand name, axes of the tensor the caller passes): indices summed in that operand
+    # only, which the launch sums once (a torch sum) before the kernel, which never sees them
+    presum: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

@@ -97,8 +97,9 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
           "_layouts, forget = launcher.layouts, launcher.forget", "", ""]
     key = [f"{t}.shape, {t}.stride(), {t}.dtype, {t}.data_ptr() % 16," for t in inputs]
     key[-1] += f" {inputs[0]}.get_device(), scale != 1.0)"
+    first = presums(k)
     L += [f"def launch({', '.join(params)}, scale=1.0):",
-          f"    \"\"\"{describe(k)}, into a new contiguous tensor.\"\"\"",
+          f"    \"\"\"{describe(k)}, into a new contiguous tensor.\"\"\""] + first + [
           f"    key = ({key[0]}"] + [f"           {item}" for item in key[1:]] + [
         "    known = _layouts.get(key)",
         "    if known is None:",
@@ -109,10 +110,19 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
         "",
         "",
         f"def screen({', '.join(params)}, scale=1.0):",
-        "    \"\"\"launch() with one config, untuned (measure mode's first round); keeps nothing.\"\"\"",
+        "    \"\"\"launch() with one config, untuned (measure mode's first round); keeps nothing.\"\"\""] + first + [
         f"    return launcher.screen({operands}, scale)",
         ""]
     return "\n".join(L)
+
+
+def presums(k) -> list[str]:
+    """The lines of ``launch`` summing an operand's indices summed in it only, once, where
+    the kernel would sum them again for many outputs (``Kernel.presum``): a torch sum
+    (16-bit operands accumulated in float32 and rounded, as the kernel's own sums are
+    before a product)."""
+    return [f"    {name} = {name}.sum({axes!r})  # summed in {name.upper()} only: once, before the kernel"
+            for name, axes in getattr(k, "presum", ())]
 
 
 def describe(k) -> str:

@@ -22,7 +22,9 @@ given; intermediates are always contiguous in their step's output order):
   step, N is loaded as a 2-D block (group ``nt``, ending in it, then ``n``); where that
   index is summed, K is loaded as a 2-D block (group ``kt``, ending in it, then ``k``);
 - indices summed in one operand only are summed while that operand's tile is loaded,
-  before the product (groups ``ka``, ``kb``), never folded into K.
+  before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
+  the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
+  once before the kernel instead (``Kernel.presum``), and the kernel never sees them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ INT32_LIMIT = 2**31
 # more, is write-bound (its K is short): there a stranded column index leads a 2-D N block
 # (``nt``) rather than riding in T (see :func:`_stranded_n`).
 WRITE_BOUND = 4
+# Elements an operand's in-kernel sums would read again, from which the launch sums them
+# once instead: its size times one less than the times it is read, once per output element
+# lacking its indices in a ``reduce``, once per tile of rows (:data:`TILE_ROWS`) in a
+# ``matmul``.  ``bij,bjk->bik`` with A's ``j`` of size 1 (the suite's ``bcast_summed_left``)
+# summed B over ``j`` for each ``i``, 43 times cuBLAS's plan on an H200.  Below it the
+# extra torch op's launch costs more than what it saves.
+PRESUM_WASTE = 2**22
+TILE_ROWS = 128         # the matmul tables' largest BLOCK_M and BLOCK_N
 
 
 def supported(dtypes) -> bool:
@@ -143,18 +153,19 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
     st = [index_strides(dims, shape, strides.get(v) or contiguous(shape), sizes)
           for dims, shape, v in zip(step.inputs, in_shapes, step.operands)]
+    terms, in_shapes, st, presum = _summed_first(step, in_shapes, st, sizes)
     st_c = index_strides(step.output, out_shape, contiguous(out_shape), sizes)
-    summed = step.summed
-    order = tuple(range(len(step.inputs)))
+    summed = tuple(i for i in step.summed if any(i in dims for dims in terms))
+    order = tuple(range(len(terms)))
     fast_k = False
     if step.kind == CONTRACT:
-        ta, tb = set(step.inputs[0]), set(step.inputs[1])
+        ta, tb = set(terms[0]), set(terms[1])
         m = [i for i in step.output if i in ta and i not in tb]
         n = [i for i in step.output if i in tb and i not in ta]
         uc = unit_index(st_c)
         if uc in m:                                     # the result's unit stride along N
             order, m, n, ta, tb, st = (1, 0), n, m, tb, ta, st[::-1]
-        dims = [step.inputs[j] for j in order]
+        dims = [terms[j] for j in order]
         batch = list(step.batch)
         t = [i for i in (uc, unit_index(st[0]), unit_index(st[1])) if i in batch][:1]
         batch = [i for i in batch if i not in t]
@@ -173,7 +184,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
                   ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
     else:
-        dims = list(step.inputs)
+        dims = list(terms)
         sets = [set(d) for d in dims]
         lonely = [[i for i in summed if i in mine and not all(i in t for t in sets)] for mine in sets]
         if len(dims) < 2 or not all(lonely):            # one side only: K costs no more than reading it
@@ -195,8 +206,32 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     shapes_ = tuple(in_shapes[j] for j in order) + (out_shape,)
     split = _split_groups(groups, inputs, st + [st_c], sizes) if kind == MATMUL else ()
     kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
-                    shapes_, dtype, acc, big, fast_k, split)
+                    shapes_, dtype, acc, big, fast_k, split, tuple((params[j], axes) for j, axes in presum.items()))
     return kernel
+
+
+def _summed_first(step: Step, shapes, strides, sizes):
+    """``(terms, shapes, strides, presum)``: ``step``'s operands (of ``shapes``, ``strides``
+    by index) as its kernel sees them, and per operand position the axes of the caller's
+    tensor that its launch sums first.  Those are the indices summed in that operand only
+    where the kernel would read them again for :data:`PRESUM_WASTE` elements or more;
+    never in an operand with a repeated index (a diagonal), nor all of an operand's
+    indices.  A summed operand is lowered as contiguous (torch's sum writes it so)."""
+    terms, shapes, strides, presum = list(step.inputs), list(shapes), list(strides), {}
+    for j, dims in enumerate(step.inputs):
+        others = {i for k, d in enumerate(step.inputs) if k != j for i in d} | set(step.output)
+        mine = [i for i in dict.fromkeys(dims) if i in step.summed and i not in others]
+        repeats = math.prod(sizes[i] for i in step.output if i not in dims)
+        if step.kind == CONTRACT:               # a tile's rows (or columns) share each load
+            repeats = -(-repeats // TILE_ROWS)
+        if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims)
+                or math.prod(sizes[i] for i in mine) < 2 or (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE):
+            continue
+        presum[j] = tuple(d for d, i in enumerate(dims) if i in mine)
+        terms[j] = tuple(i for i in dims if i not in mine)
+        shapes[j] = tuple(sizes[i] for i in terms[j])
+        strides[j] = index_strides(terms[j], shapes[j], contiguous(shapes[j]), sizes)
+    return terms, tuple(shapes), strides, presum
 
 
 def _split_groups(groups, inputs, strides, sizes) -> tuple[tuple[str, str], ...]:

@@ -190,3 +190,50 @@ def test_several_k_indices_merge_where_the_strides_allow(module, equation, shape
     m.launcher.layouts.clear()
     check(m, equation, [o.transpose(-1, -2).contiguous().transpose(-1, -2) for o in ops], dtype)
     assert the_layout(m).meta["MERGED_K"] is False                    # the K indices split every iteration
+
+
+PRESUMMED = [  # (equation, shapes, the operand whose indices its launch sums first)
+    ("bij,bjk->bik", [(2, 3, 1), (2, 4, 5)], "b"),      # bcast_summed_left: A's j of size 1, B's j summed in B
+    ("bi,bjk->bik", [(2, 3), (2, 4, 5)], "b"),          # j summed in B only, folded into K before
+    ("ab,bcd->ad", [(6, 7), (7, 5, 9)], "b"),           # a matrix product: c summed in B only
+    ("abc,cd->ad", [(6, 5, 7), (7, 9)], "a"),           # ... b summed in A only
+    ("bij,bjk->b", [(3, 6, 70), (3, 70, 5)], "ab"),     # a dot: i and k summed first
+    ("ij,kl->ik", [(4, 7), (5, 6)], "ab"),              # an outer product of two sums
+    ("ab,bcd->ad", [(1, 7), (7, 3, 1)], "b"),           # sizes 1: nothing repeated, summed first all the same
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("equation,shapes,summed", PRESUMMED, ids=[f"{c[0]}-{c[1]}" for c in PRESUMMED])
+def test_indices_summed_in_one_operand_are_summed_once_by_the_launch(module, monkeypatch, equation, shapes, summed,
+                                                                      dtype):
+    """Where an operand's own sums would be read again for many outputs, the launch sums
+    them once (a torch sum) and the kernel never sees them; every size, stride and dtype
+    (the threshold set to 0 here, so small shapes take that path)."""
+    from einc.codegen import lower
+    monkeypatch.setattr(lower, "PRESUM_WASTE", 0)
+    k, m = module(equation, shapes, dtype)
+    assert "".join(sorted(name for name, _ in k.presum)) == summed
+    assert not k.group("ka") and not k.group("kb") and ".sum((" in render(k)
+    ops = operands(shapes, dtype)
+    check(m, equation, ops, dtype)
+    check(m, equation, [o.transpose(0, -1).contiguous().transpose(0, -1) for o in ops], dtype)   # other strides
+    check(m, equation, ops, dtype, scale=0.5)
+
+
+def test_only_sums_read_again_past_the_threshold_are_made_first():
+    """The suite's ``bcast_summed_left`` at its gpu sizes sums B over j once (the kernel
+    summed it for each of 2048 values of i); at small sizes, where an operand has a
+    repeated index, and in a matrix product of one tile of rows, the kernel sums as
+    before."""
+    def lowered(equation, shapes):
+        plan = build_plan(build(parse(equation), shapes), equation)
+        (kernel,) = lower_program(plan, "float32", shapes)
+        return kernel
+    big = lowered("bij,bjk->bik", [(32, 2048, 1), (32, 1024, 2048)])
+    assert big.presum == (("b", (1,)),) and [len(op.dims) for op in big.inputs] == [3, 2]      # B: b, k
+    assert lowered("bij,bjk->bik", [(2, 30, 1), (2, 30, 40)]).presum == ()
+    assert lowered("bjj,bk->bk", [(64, 1024, 1024), (64, 96)]).presum == ()          # a diagonal: left alone
+    # a matrix product reads B's tile once per tile of rows: 8 rows are one tile, 4096 are 32
+    assert lowered("ab,bcd->ad", [(8, 64), (64, 512, 256)]).presum == ()
+    assert lowered("ab,bcd->ad", [(4096, 64), (64, 512, 256)]).presum == (("b", (1,)),)

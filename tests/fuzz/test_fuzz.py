@@ -19,7 +19,7 @@ import warnings
 import fuzz
 import pytest
 import torch
-from hypothesis import event, given, note
+from hypothesis import assume, event, given, note
 from hypothesis import strategies as st
 
 import einc
@@ -278,6 +278,65 @@ def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
     differs = triton_executor.plain_kernels(plan, dtype, *laid)
     event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs
           else "the plain kernel is the default")
+
+
+@st.composite
+def lonely_pairs(draw):
+    """``(equation, shapes)``: two operands with one or two indices summed in one of them
+    only (in A, B or both) beside row, column and shared summed indices (none to two
+    each), in drawn orders, of sizes 0-4."""
+    letters = iter("abcdefghijkl")
+    m, n, k, la, lb = ([next(letters) for _ in range(draw(st.integers(0, 2)))] for _ in range(5))
+    if not (la or lb):
+        la = [next(letters)]
+    a, b = draw(st.permutations(m + k + la)), draw(st.permutations(k + n + lb))
+    assume(a and b)
+    out = draw(st.permutations(m + n))
+    sizes = {i: draw(st.integers(0, 4)) for i in m + n + k + la + lb}
+    return f"{''.join(a)},{''.join(b)}->{''.join(out)}", [tuple(sizes[i] for i in t) for t in (a, b)]
+
+
+@pytest.mark.kernels
+@fuzz.profile(quick=30, share=0.03)
+@given(pair=lonely_pairs(), dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]),
+       layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), sublist=st.booleans(), seed=st.integers(0, 2**16))
+def test_sums_in_one_operand_made_first_by_the_launch(kernel_device, monkeypatch, pair, dtype, layouts, sublist,
+                                                     seed):
+    """Indices summed in one operand only, summed by the module's launch before the kernel
+    wherever the lowering allows it (the threshold at 0: the path any size may take), in
+    every dtype, drawn layouts and both calling conventions, against the float64 oracle."""
+    from oracle import assert_close, reference
+
+    from einc.codegen import lower
+    monkeypatch.setattr(lower, "PRESUM_WASTE", 0)
+    equation, shapes = pair
+    g = torch.Generator().manual_seed(seed)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    before = [o.clone() for o in ops]
+    terms, out = equation.split("->")
+    if sublist:
+        ids = lambda t: [ord(c) - ord("a") for c in t]  # noqa: E731
+        args = [ops[0], ids(terms.split(",")[0]), ops[1], ids(terms.split(",")[1]), ids(out)]
+    else:
+        args = [equation, *ops]
+    summed = {c for c in terms if c not in out and c != ","}
+    extent = max(1, math.prod(n for t, sh in zip(terms.split(","), shapes) for c, n in zip(t, sh) if c in summed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="einc:")   # a fallback to the torch executor fails
+        got = einc.einsum(*args)
+    assert got.dtype == dtype
+    assert_close(got.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=extent)
+    assert all(torch.equal(o, b) for o, b in zip(ops, before)), "an input was changed"
+    event("summed first by the launch" if any(getattr(m.kernel, "presum", ()) for m in _kernels_of(equation, ops))
+          else "summed in the kernel")
+
+
+def _kernels_of(equation, ops):
+    """The modules einc's kernels for this call are lowered to."""
+    from einc.runtime import triton_executor
+    plan = triton_executor.program(einc.explain(equation, *ops).plan, ops[0].dtype)
+    return triton_executor.kernels(plan, ops[0].dtype, [o.shape for o in ops], [o.stride() for o in ops])
 
 
 # ---------------------------------------------------------------- autograd
