@@ -111,8 +111,13 @@ def one_arm(arm: str, seconds: float, dry: bool) -> dict:
                     out["wrong"] += int(err > tol)
             except Exception as e:      # noqa: BLE001 - what this script counts
                 out["failed"] += 1
-                out["first_error"] = out["first_error"] or f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                torch.cuda.synchronize()
+                first = (str(e).splitlines() or [""])[0][:160]
+                out["first_error"] = out["first_error"] or f"{type(e).__name__}: {first}"
+                try:
+                    torch.cuda.synchronize()
+                except Exception as again:      # noqa: BLE001 - a broken context: stop capturing
+                    out["first_error"] += f"; then {type(again).__name__}"
+                    break
             if not was_busy and done_at is not None and out["captures"] >= 10:
                 break
             time.sleep(0.2)
