@@ -17,6 +17,7 @@ the whole device, those threads never do: a timing waits on its own events.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import torch
@@ -24,25 +25,25 @@ import torch
 THREAD_LOCAL = 1        # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: only this thread's own captures count
 
 _set = threading.local()    # .done: this thread's mode is set
-_lock = threading.Lock()
-_exchange = None            # the driver's cuThreadExchangeStreamCaptureMode, once looked up (False: none)
 
 
-def _driver_exchange():
-    """``cuThreadExchangeStreamCaptureMode`` of the CUDA driver torch loaded, or None."""
-    global _exchange
-    with _lock:
-        if _exchange is None:
-            _exchange = False
-            for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-                try:
-                    fn = ctypes.CDLL(name).cuThreadExchangeStreamCaptureMode
-                except (OSError, AttributeError):
-                    continue
-                fn.argtypes, fn.restype = [ctypes.POINTER(ctypes.c_int)], ctypes.c_int
-                _exchange = fn
-                break
-        return _exchange or None
+@functools.cache
+def driver():
+    """The CUDA driver library (the one torch loaded), through ctypes, or None."""
+    for name in ("libcuda.so.1", "nvcuda.dll"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def _exchange():
+    """The driver's ``cuThreadExchangeStreamCaptureMode``, or None."""
+    fn = getattr(driver(), "cuThreadExchangeStreamCaptureMode", None)
+    if fn is not None:
+        fn.argtypes, fn.restype = [ctypes.POINTER(ctypes.c_int)], ctypes.c_int
+    return fn
 
 
 def exempt() -> bool:
@@ -53,7 +54,7 @@ def exempt() -> bool:
         return True
     if not torch.cuda.is_initialized():
         return False            # (nothing of this thread can touch a capture yet)
-    fn = _driver_exchange()
+    fn = _exchange()
     if fn is None:
         return False
     mode = ctypes.c_int(THREAD_LOCAL)
@@ -63,4 +64,4 @@ def exempt() -> bool:
     return True
 
 
-__all__ = ["exempt", "THREAD_LOCAL"]
+__all__ = ["exempt", "driver", "THREAD_LOCAL"]

@@ -339,10 +339,12 @@ def _learning_call(entry, lowered, plain, torch_fns, torch_run, static):
                 if name != "plain":
                     _warn_kernel(plan, error)
             calls[0] += 1
-            out = _learn_run(learner, plan, ops, scale, calls[0] > 1, torch_fns, names, plain)
+            capturing = select.capturing()      # (no timing then, no job, no timing read)
+            out = _learn_run(learner, plan, ops, scale, calls[0] > 1 and not capturing, not capturing, torch_fns,
+                             names, plain)
             if out is None:                     # a kernel failed in this call: torch answers it
                 return torch_run(ops, scale)
-            functions, decided = learner.after_call(read=not select.capturing())
+            functions, decided = learner.after_call(read=not capturing)
             for key, choice in decided:
                 select.remember(key, choice)
             entry.choices = learner.choices() + static[len(learner.steps):]
@@ -354,12 +356,12 @@ def _learning_call(entry, lowered, plain, torch_fns, torch_run, static):
     return call
 
 
-def _learn_run(learner, plan, ops, scale, timing, torch_fns, names, plain):
+def _learn_run(learner, plan, ops, scale, timing, submit, torch_fns, names, plain):
     """One learning call of ``plan`` on ``ops``: each step runs (and, with ``timing``, times)
-    what ``learner`` picks; None where a kernel failed on this call (torch answers it)."""
+    what ``learner`` picks, handing kernels not ready to the background threads where
+    ``submit``; None where a kernel failed on this call (torch answers it)."""
     last = {v: s for s, step in enumerate(plan.steps) for v in step.operands}
     final = len(plan.steps) - 1
-    capturing = select.capturing()
     values = dict(enumerate(ops))           # by value id: a fused step's result skips its parts' ids
     for s, step in enumerate(plan.steps):
         args = [values[v] for v in step.operands]
@@ -369,7 +371,7 @@ def _learn_run(learner, plan, ops, scale, timing, torch_fns, names, plain):
             kernels = ("triton", "plain") if s in plain else ("triton",)
             learner.setup(s, candidates(plan, s, torch_fns, strides), kernels, key, select.remembered(key))
         scaling = s == final and scale is not None
-        name, fn, timed = learner.pick(s, args, scaling and scale != 1.0, timing and not capturing, not capturing)
+        name, fn, timed = learner.pick(s, args, scaling and scale != 1.0, timing, submit)
         if scaling:                         # into the kernel's epilogue, as unroll does
             fn, args = scaled(fn), [*args, scale]
         try:

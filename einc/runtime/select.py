@@ -67,6 +67,7 @@ import torch
 from .. import config
 from ..errors import warn
 from ..planner.equation import text_of
+from . import capture
 from .torch_executor.chunked import l2_bytes
 
 REPEATS = 5
@@ -171,12 +172,10 @@ FORMAT = 2      # decisions.json's format: 1 keyed steps without einc's version 
 @functools.cache
 def _driver() -> str:
     """The CUDA driver's version (``cuDriverGetVersion``), or ``?`` where it cannot be read."""
-    try:
-        version = ctypes.c_int()
-        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
-            return str(version.value)
-    except (OSError, AttributeError):
-        pass
+    version, lib = ctypes.c_int(), capture.driver()
+    get = getattr(lib, "cuDriverGetVersion", None)
+    if get is not None and get(ctypes.byref(version)) == 0:
+        return str(version.value)
     return "?"
 
 

@@ -22,7 +22,7 @@ def driver(monkeypatch):
         calls.append((threading.current_thread().name, mode._obj.value))
         mode._obj.value = 0                 # (the driver hands back the old mode: global)
         return result[0]
-    monkeypatch.setattr(capture, "_exchange", exchange)
+    monkeypatch.setattr(capture, "_exchange", lambda: exchange)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(capture, "_set", threading.local())
     return calls, result
@@ -59,16 +59,16 @@ def test_nothing_is_set_before_cuda_is_initialized_nor_where_the_driver_refuses(
 
 
 def test_without_a_cuda_driver_nothing_is_set(monkeypatch):
-    monkeypatch.setattr(capture, "_exchange", False)      # looked up before: none found
+    monkeypatch.setattr(capture, "driver", lambda: None)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(capture, "_set", threading.local())
     assert capture.exempt() is False
+    assert select._driver.__wrapped__() == "?"      # the decisions key's driver: unknown
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA's driver")
-def test_the_driver_lookup_finds_nothing_on_a_machine_without_cuda(monkeypatch):
-    monkeypatch.setattr(capture, "_exchange", None)
-    assert capture._driver_exchange() is None
+def test_the_driver_lookup_finds_nothing_on_a_machine_without_cuda():
+    assert capture.driver() is None
 
 
 def test_learn_modes_jobs_are_set_apart_and_the_callers_thread_is_not(monkeypatch):

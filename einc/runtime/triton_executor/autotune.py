@@ -122,14 +122,15 @@ WARMUP_MS = 25     # ms of runs before the timed ones (do_bench's)
 
 
 def _flush_buffer():
-    """256 MB on the current CUDA device, zeroed before each timed run (do_bench's)."""
-    return torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
+    """The buffer ``do_bench`` zeroes before each timed run (Triton's, on the current device)."""
+    from triton.runtime.driver import driver
+    return driver.active.get_empty_cache_for_benchmark()
 
 
 def _runs_ms(fn, rep_ms, quantiles=None):
     """Triton's ``do_bench`` on the current CUDA stream, every wait on its own events:
     five runs estimate a run's time, :data:`WARMUP_MS` of runs warm up, then ``rep_ms`` of
-    runs are timed, each after the L2 cache is overwritten (a 256 MB buffer zeroed); the
+    runs are timed, each after the L2 cache is overwritten (Triton's buffer zeroed); the
     mean, or the ``quantiles``.  ``do_bench`` synchronizes the whole device instead, which
     no CUDA graph capture allows on any thread and which would break a capture the caller
     makes while learn mode times a kernel (:mod:`einc.runtime.capture`)."""
