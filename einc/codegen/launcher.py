@@ -119,8 +119,8 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
 def presums(k) -> list[str]:
     """The lines of ``launch`` summing an operand's indices summed in it only, once, where
     the kernel would sum them again for many outputs (``Kernel.presum``): a torch sum
-    (16-bit operands accumulated in float32 and rounded, as the kernel's own sums are
-    before a product)."""
+    (a 16-bit operand's accumulated in float32 and rounded to its dtype, as torch.einsum's
+    own sums are)."""
     return [f"    {name} = {name}.sum({axes!r})  # summed in {name.upper()} only: once, before the kernel"
             for name, axes in getattr(k, "presum", ())]
 

@@ -46,8 +46,8 @@ WRITE_BOUND = 4
 # once instead: its size times one less than the times it is read, once per output element
 # lacking its indices in a ``reduce``, once per tile of rows (:data:`TILE_ROWS`) in a
 # ``matmul``.  ``bij,bjk->bik`` with A's ``j`` of size 1 (the suite's ``bcast_summed_left``)
-# summed B over ``j`` for each ``i``, 43 times cuBLAS's plan on an H200.  Below it the
-# extra torch op's launch costs more than what it saves.
+# summed B over ``j`` once for each ``i``.  Below it the extra torch op's launch costs more
+# than what it saves.
 PRESUM_WASTE = 2**22
 TILE_ROWS = 128         # the matmul tables' largest BLOCK_M and BLOCK_N
 
