@@ -118,7 +118,7 @@ def one_arm(arm: str, seconds: float, dry: bool) -> dict:
                 except Exception as again:      # noqa: BLE001 - a broken context: stop capturing
                     out["first_error"] += f"; then {type(again).__name__}"
                     break
-            if not was_busy and done_at is not None and out["captures"] >= 10:
+            if not was_busy and out["captures"] >= 10:
                 break
             time.sleep(0.2)
         learn.settle(max(1.0, seconds - 5 - (time.monotonic() - start)))
