@@ -99,7 +99,7 @@ def configs(launcher):
     if launcher.tile_nt:
         table += [triton.Config({"BLOCK_M": m, "BLOCK_NT": nt, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                   for m, nt, n, k, w, s in EXTRA_NT if (m, nt, n, k, w, s) not in have]
-    elif not launcher.tile_t and not launcher.tile_kt and launcher.kind == "matmul":
+    elif not launcher.tile_t and launcher.kind == "matmul":
         table += [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                   for m, n, k, w, s in EXTRA if (m, n, k, w, s) not in have]
     label = lambda c: "x".join(str(v) for v in c.kwargs.values()) + f" w{c.num_warps} s{c.num_stages}"  # noqa: E731

@@ -3,17 +3,16 @@
 A :class:`Kernel` is built from one plan step by :mod:`einc.codegen.lower` and printed as a
 Triton module by :mod:`einc.codegen`.  Two kinds cover every step:
 
-``matmul``  C[batch, t, m, nt, n] = sum over kt, k of A[batch, t, m, kt, k] * B[batch, t, kt, k, nt, n]:
+``matmul``  C[batch, t, m, nt, n] = sum over k of A[batch, t, m, k] * B[batch, t, k, nt, n]:
             a strided generalized contraction around one ``tl.dot``.  Each group may hold
             several indices, with any strides; ``t`` (at most one index) is carried inside
             the tile (a 3-D dot): a batch index with unit stride in an operand or the
             result, or a row or column index that is a tensor's only way to a
             unit-stride tile axis (the operand without it broadcast along T); ``nt``
             (where not empty) makes N a 2-D block of the tile, ``nt`` (ending in B's
-            unit-stride index) by ``n`` (ending in the result's); ``kt``
-            (where not empty) makes K a 2-D block of the tile, ``kt`` by ``k``, each led
-            by one operand's unit-stride index; ``ka`` / ``kb`` are indices summed in A
-            (B) only, summed into the tile as it is loaded, before the product.
+            unit-stride index) by ``n`` (ending in the result's); ``ka`` / ``kb`` are
+            indices summed in A (B) only, summed into the tile as it is loaded, before the
+            product.
 ``reduce``  C[o] = sum over k of A[o, k] (* B[o, k]): fused multiply-and-sum, plain
             sums, elementwise and outer products, diagonals, copies.  Memory-bound.
 

@@ -45,8 +45,7 @@ def table(k) -> str:
     if k.kind == FUSED:
         return "fused"
     if k.kind == MATMUL:
-        return "matmul-t" if k.group("t") else "matmul-kt" if k.group("kt") else "matmul-nt" if k.group("nt") \
-            else "matmul"
+        return "matmul-t" if k.group("t") else "matmul-nt" if k.group("nt") else "matmul"
     return ("reduce-k" if k.fast_k else "reduce-o") if k.group("k") else "elementwise"
 
 
@@ -54,7 +53,7 @@ def merged_k(k) -> str | None:
     """The ``MERGED_K`` expression where K has several indices (else None): whether they walk
     memory as one index in every operand."""
     kk = k.group("k")
-    if k.kind == FUSED or len(kk) < 2 or k.group("kt"):     # a 2-D K block always splits its offsets
+    if k.kind == FUSED or len(kk) < 2:
         return None
     ksizes = "(" + ", ".join(size(i) for i in kk) + ")"
     return " and ".join(f"merged({ksizes}, (" + ", ".join(stride_source(k, stride(op, i)) if i in op.dims else "0"

@@ -20,7 +20,7 @@ given; intermediates are always contiguous in their step's output order):
   batch index is, a row or column index that is some tensor's only way to a unit-stride
   axis moves there instead (the other operand broadcast along T), or, in a write-bound
   step, N is loaded as a 2-D block (group ``nt``, ending in it, then ``n``); where that
-  index is summed, K is loaded as a 2-D block (group ``kt``, ending in it, then ``k``);
+  index is summed, the tile stays a gather;
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
   the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
@@ -79,8 +79,9 @@ def _stranded(m: list, n: list, k: list, st_a, st_b, st_c) -> list:
     N = (f, g, e) for the result's unit stride (e), so B's unit-stride g lies inside N and
     B's tile is a gather of single elements.  Moved into the tile's T axis (a 3-D dot, the
     tensor without ``u`` broadcast along it), ``u`` runs along B's memory and the other
-    tensors keep theirs.  A summed index stays in K (its tile would need a sum over T).
-    (That step is write-bound, and there N is loaded as a 2-D block instead:
+    tensors keep theirs.  A summed index stays in K (its tile would need a sum over T; K
+    loaded as a 2-D block instead, led by it, ran slower than the gather on every step the
+    GPUs timed).  (That step is write-bound, and there N is loaded as a 2-D block instead:
     :func:`_stranded_n`; ``dbea,ec->abcd``, B's d inside N, takes T.)
     """
     for st, axes in ((st_a, (m, k)), (st_b, (k, n)), (st_c, (m, n))):
@@ -88,24 +89,6 @@ def _stranded(m: list, n: list, k: list, st_a, st_b, st_c) -> list:
         if u is not None and not _unit_axis(st, axes) and (u in m or u in n):
             (m if u in m else n).remove(u)
             return [u]
-    return []
-
-
-def _stranded_k(k: list, st_a, st_b) -> list:
-    """The leading part of K (removed from ``k``) where an operand's tile would have no
-    unit-stride axis because its unit-stride index ``u`` is summed but not K's fastest:
-    K = (kt..., u) + (the rest), loaded as a 2-D block of the tile (``kt`` then ``k``,
-    flattened for the product), so ``u`` and the other operand's unit-stride index, K's
-    last, each lead an axis.  ``[]`` where no operand is so stranded.
-
-    ``aebf,dfce->abcd``: K = (b, d) runs along A's d; B's unit-stride b leads K's first
-    axis instead of being walked in steps of B's row length."""
-    for st, axes in ((st_a, (k,)), (st_b, (k,))):
-        u = unit_index(st)
-        if u in k[:-1] and not _unit_axis(st, axes):
-            j = k.index(u) + 1
-            kt, k[:] = k[:j], k[j:]
-            return kt
     return []
 
 
@@ -135,7 +118,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     """Lower step ``s`` of ``plan`` (unnamed: :func:`einc.codegen.named` names it); ``shapes``
     (``strides``) map each value id to its shape
     (strides; a value missing there is contiguous).  ``unit_tiles=False`` leaves a stranded
-    unit-stride index where its group's order puts it (no ``t``, ``nt`` or ``kt`` made for it: that
+    unit-stride index where its group's order puts it (no ``t`` or ``nt`` made for it: that
     tensor's tile is a gather): measure mode times that kernel beside the default one
     (``plain``, :mod:`einc.runtime.select`).
 
@@ -179,9 +162,8 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
         nt = _stranded_n(n, st[1]) if unit_tiles and write_bound and not (t or ka or kb) else []
         if not (t or nt) and unit_tiles:
             t = _stranded(m, n, k, st[0], st[1], st_c)
-        kt = _stranded_k(k, st[0], st[1]) if unit_tiles and not (t or nt or ka or kb) else []
         groups = (("batch", by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)), ("nt", tuple(nt)),
-                  ("n", tuple(n)), ("kt", tuple(kt)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
+                  ("n", tuple(n)), ("k", tuple(k)), ("ka", ka), ("kb", kb))
         kind = MATMUL
     else:
         dims = list(terms)

@@ -50,12 +50,11 @@ def kernel_source(k: Kernel, name: str) -> str:
     a, b = k.inputs
     c = k.output
     batch, t, m, n, kk = k.group("batch"), k.group("t"), k.group("m"), k.group("n"), k.group("k")
-    kt, nt = k.group("kt"), k.group("nt")
+    nt = k.group("nt")
     wide = ".to(tl.int64)" if k.int64 else ""
     tx, rx, cx = _axes(bool(t))
-    meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K"] + (["BLOCK_T"] if t else []) + (["BLOCK_KT"] if kt else []) + \
-        (["BLOCK_NT"] if nt else []) + \
-        ["GROUP_M", "SPLIT_K", "K_SPLIT"] + (["MERGED_K"] if len(kk) > 1 and not kt else []) + ["HAS_SCALE", "LAYOUT"]
+    meta = ["BLOCK_M", "BLOCK_N", "BLOCK_K"] + (["BLOCK_T"] if t else []) + (["BLOCK_NT"] if nt else []) + \
+        ["GROUP_M", "SPLIT_K", "K_SPLIT"] + (["MERGED_K"] if len(kk) > 1 else []) + ["HAS_SCALE", "LAYOUT"]
     if k.dtype == "float32":
         meta.append("PRECISION")
     if k.dtype == "bfloat16":
@@ -64,8 +63,7 @@ def kernel_source(k: Kernel, name: str) -> str:
                           ["a_ptr", "b_ptr", "c_ptr"]),
                          ("strides", stride_params(k)), ("epilogue", ["scale"])],
                   [("index sizes (compile-time: one compiled kernel per shape)", size_params(k)),
-                   ("group extents", ["BATCH", "T", "M"] + (["NT"] if nt else []) + ["N"] + (["KT"] if kt else [])
-                    + ["K", "KA", "KB"]),
+                   ("group extents", ["BATCH", "T", "M"] + (["NT"] if nt else []) + ["N", "K", "KA", "KB"]),
                    ("meta-parameters", meta)])
     L += output_strides(k, "    ")
     L += [
@@ -145,9 +143,7 @@ def kernel_source(k: Kernel, name: str) -> str:
     ]
     body = _tile_product(k, a_shape, b_shape)
     steps = {op.name: [stride(op, i) for i in kk] for op in (a, b)}
-    if kt:
-        L += _two_axis_loop(k, "    ")
-    elif len(kk) == 1:
+    if len(kk) == 1:
         L += _advancing_loop(k, a_base, b_base, {n: s[0] for n, s in steps.items()}, body, "    ")
     elif not kk:
         L += _splitting_loop(k, a_base, b_base, body, "    ")
@@ -206,40 +202,6 @@ def _splitting_loop(k: Kernel, a_base, b_base, body, pad) -> list[str]:
         [pad + line for line in body]
 
 
-def _two_axis_loop(k: Kernel, pad) -> list[str]:
-    """The K loop where K is loaded as a 2-D block, ``kt`` (ending in one operand's
-    unit-stride index) by ``k`` (ending in the other's): A's tile is (BLOCK_M, BLOCK_KT,
-    BLOCK_K), B's (BLOCK_KT, BLOCK_K, BLOCK_N), each read along its own unit stride, then
-    both flattened to one K axis of BLOCK_KT * BLOCK_K for the product (the kernel never
-    splits K: SPLIT_K is 1)."""
-    a, b = k.inputs
-    kt, kk = k.group("kt"), k.group("k")
-    wide = ".to(tl.int64)" if k.int64 else ""
-    return [f"{pad}for kt0 in range(0, KT, BLOCK_KT):",
-            f"{pad}    offs_kt = "
-            + (f"(kt0 + tl.arange(0, BLOCK_KT)){wide}" if wide else "kt0 + tl.arange(0, BLOCK_KT)")] + \
-        split("offs_kt", kt, pad + "    ") + \
-        [f"{pad}    a_kt = {offset(a, kt, a.dims, 'offs_kt')}",
-         f"{pad}    b_kt = {offset(b, kt, b.dims, 'offs_kt')}",
-         f"{pad}    for k0 in range(0, K, BLOCK_K):",
-         f"{pad}        offs_kk = offs_k + k0"] + split("offs_kk", kk, pad + "        ") + \
-        [f"{pad}        a_ptrs = a_ptr + a_rows[:, None, None] + a_kt[None, :, None] + "
-         f"({offset(a, kk, a.dims, 'offs_kk')})[None, None, :]",
-         f"{pad}        b_ptrs = b_ptr + b_kt[:, None, None] + ({offset(b, kk, b.dims, 'offs_kk')})[None, :, None] + "
-         "b_cols[None, None, :]",
-         f"{pad}        if EVEN_K and KT % BLOCK_KT == 0:",
-         f"{pad}            a = tl.load(a_ptrs)",
-         f"{pad}            b = tl.load(b_ptrs)",
-         f"{pad}        else:",
-         f"{pad}            a = tl.load(a_ptrs, mask=(offs_kt[None, :, None] < KT) & (offs_kk[None, None, :] < K),"
-         " other=0.0)",
-         f"{pad}            b = tl.load(b_ptrs, mask=(offs_kt[:, None, None] < KT) & (offs_kk[None, :, None] < K),"
-         " other=0.0)",
-         f"{pad}        a = tl.reshape(a, (BLOCK_M, BLOCK_KT * BLOCK_K))",
-         f"{pad}        b = tl.reshape(b, (BLOCK_KT * BLOCK_K, BLOCK_N))"] + \
-        dot(k, pad + "        ")
-
-
 def _tile_product(k: Kernel, a_shape, b_shape) -> list[str]:
     """The loop body (indented by 4): load the A and B tiles, summing indices summed in one
     operand only as they load, and add their product into the accumulator."""
@@ -275,5 +237,4 @@ def _tile_product(k: Kernel, a_shape, b_shape) -> list[str]:
 def extents(k: Kernel) -> dict[str, str]:
     """Group extent -> the expression of sizes it is (for the launcher)."""
     return {g.upper() if g != "batch" else "BATCH": product(k.group(g))
-            for g in ("batch", "t", "m") + (("nt",) if k.group("nt") else ()) + ("n",)
-            + (("kt",) if k.group("kt") else ()) + ("k", "ka", "kb")}
+            for g in ("batch", "t", "m") + (("nt",) if k.group("nt") else ()) + ("n", "k", "ka", "kb")}

@@ -76,7 +76,7 @@ def eligible(k: Kernel) -> bool:
     each operand read through at most five descriptor axes."""
     if k.kind != MATMUL or k.dtype not in SIXTEEN_BIT or len(k.inputs) != 2:
         return False
-    if any(k.group(g) for g in ("t", "nt", "kt", "ka", "kb")) or not all(k.group(g) for g in ("m", "n", "k")):
+    if any(k.group(g) for g in ("t", "nt", "ka", "kb")) or not all(k.group(g) for g in ("m", "n", "k")):
         return False
     ops = (*k.inputs, k.output)
     if not all(i in op.dims for op in ops for g in ROLES[op.name] for i in k.group(g)):

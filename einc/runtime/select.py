@@ -9,7 +9,7 @@ chose, :mod:`einc.runtime.torch_executor.ttgt`), which is the other candidate wh
 step's product (16 MiB or more) is copied, permuted, into the result, the same made a
 chunk of half the L2 cache at a time (``chunks``, :mod:`einc.runtime.torch_executor.chunked`), so
 that the product is never written whole to memory.  Where the default kernel moved a
-stranded unit-stride index into the tile's T axis or a 2-D N or K block
+stranded unit-stride index into the tile's T axis or a 2-D N block
 (:mod:`einc.codegen.lower`), the kernel lowered without that move (``plain``: M, N and K
 ordered as the result and the other operand want, the stranded tensor's tile a gather)
 is a candidate too: which of the two is faster depends on the shapes and the device.

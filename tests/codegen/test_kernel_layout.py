@@ -28,8 +28,8 @@ def tiles(kernel):
     g = kernel.group
     if kernel.kind == MATMUL:
         a, b = kernel.inputs
-        return [(a.name, a.dims, [g("t"), g("m"), g("kt"), g("k")]),
-                (b.name, b.dims, [g("t"), g("kt"), g("k"), g("nt"), g("n")]),
+        return [(a.name, a.dims, [g("t"), g("m"), g("k")]),
+                (b.name, b.dims, [g("t"), g("k"), g("nt"), g("n")]),
                 ("c", kernel.output.dims, [g("t"), g("m"), g("nt"), g("n")])]
     axes = [g("o"), g("k")] if g("k") else [g("o")]
     return [(op.name, op.dims, axes) for op in kernel.inputs] + [("c", kernel.output.dims, [g("o")])]
@@ -67,13 +67,30 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
 # no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
 # the other's inside.  A row or column index stranded so rides in the tile's T axis
 # (``dbea,ec->abcd``: B's d, inside N), or in a write-bound step leads a second N axis
-# of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends ``nt`` = (f, g));
-# a summed one leads a second K axis (``aebf,dfce->abcd``: K = (b, d) runs along A's d,
-# B's b leads ``kt``).
+# of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends ``nt`` = (f, g)).
+# A summed one stays a gather: K loaded as a 2-D block led by it ran slower than the
+# gather on every step the GPUs timed.
+GATHERS = {     # the suite's steps left a gather on purpose: workload -> the stranded index's place
+    "pw_ccsd_aebf_dfce": "summed",                  # B's f (kernel: d) inside K = (e, f)
+    "perm_aebf_dfce_abcd": "summed",
+    "pw_sum3_abcde_fedc": "summed",
+}
+
+
 @pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
 def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, dtype):
-    bad = [(s + 1, k.name, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
-    assert not bad, f"{wid}: tiles with no unit-stride axis (step, kernel, tensor): {bad}"
+    """Every tile has a unit-stride axis but in :data:`GATHERS`, where one tile is a gather
+    and the lowering made no move (its ``plain`` kernel is the default one)."""
+    bad = [(s + 1, k, name) for s, k, name, ok in kernel_tiles(equation, shapes, dtype) if not ok]
+    if wid not in GATHERS:
+        assert not bad, f"{wid}: tiles with no unit-stride axis (step, kernel, tensor): {bad}"
+        return
+    assert len(bad) == 1, bad
+    (_, k, _), = bad
+    assert not any(k.group(g) for g in ("t", "nt")), k.groups
+    eq = parse(equation)
+    (p,) = lower_program(build_plan(build(eq, shapes), eq.text), dtype, shapes, unit_tiles=False)
+    assert p.name == k.name
 
 
 def test_the_suite_has_the_layouts_the_review_named():
@@ -127,10 +144,39 @@ STRANDED = [    # a tensor's unit-stride index inside a group: a row or column i
     ("dfgb,geac->abcdef", [(3, 5, 2, 4), (2, 5, 2, 2)], "nt"),
     ("dega,gfbc->abcdef", [(3, 5, 3, 7), (3, 3, 19, 2)], "nt"),  # N's blocks masked on both axes
     ("dhega,gfbc->abcdef", [(3, 2, 5, 2, 2), (2, 3, 4, 2)], "t"),   # write-bound, but A sums h of its own
-    ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)], "kt"),    # a summed one leads K's first axis
-    ("abcde,fedc->bfa", [(3, 5, 2, 6, 7), (4, 7, 6, 2)], "kt"),
-    ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)], "kt"),     # K blocks masked on both axes
 ]
+GATHERED = [    # a stranded unit-stride index left in its group: B's tile a gather
+    ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)]),          # summed: B's b inside K = (b, d)
+    ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)]),   # summed, K's blocks masked
+]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layouts", [("plain", "plain"), ("transposed", "permuted")])
+@pytest.mark.parametrize("equation,shapes", GATHERED, ids=[f"{e}-{s[0][-1]}" for e, s in GATHERED])
+def test_a_gathered_tile_is_the_plain_kernel_and_the_answer_is_exact(kernel_device, equation, shapes, layouts,
+                                                                     dtype):
+    """Where the stranded index is summed, the default kernel is the plain
+    one (no ``plain`` candidate differs), one tile is a gather, and the answer matches
+    float64 for contiguous and permuted inputs, sizes that fill no block."""
+    import fuzz
+    from oracle import assert_close, reference
+
+    import einc
+    from einc.runtime import triton_executor
+    rows = kernel_tiles(equation, shapes, str(dtype).removeprefix("torch."))
+    (k,) = {k for _, k, _, _ in rows}
+    assert not any(ok for *_, name, ok in rows if name == "b") and not (k.group("t") or k.group("nt")), k.groups
+    eq = parse(equation)
+    assert not triton_executor.plain_kernels(build_plan(build(eq, shapes), eq.text), dtype, shapes)
+    g = torch.Generator().manual_seed(6)
+    ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64).to(dtype), lay).to(kernel_device)
+           for s, lay in zip(shapes, layouts)]
+    out = einc.einsum(equation, *ops)
+    assert all(b.startswith("triton") for b in einc.explain(equation, *ops).backends)
+    assert out.is_contiguous() and out.dtype == dtype
+    assert_close(out.cpu(), reference(equation, *[o.cpu() for o in ops]), dtype, extent=_extent(equation, shapes))
 
 
 @pytest.mark.kernels
@@ -141,8 +187,8 @@ def test_a_stranded_unit_stride_index_rides_in_the_tile_and_the_answer_is_exact(
                                                                                 layouts, dtype):
     """Where the groups' orders leave a tensor no unit-stride tile axis, its unit-stride
     index leads a tile axis of its own (``nt`` for a column index, N loaded as a 2-D block;
-    ``kt`` for a summed one, K loaded as a 2-D block; T for a row or column index where an
-    operand sums an index of its own, a 3-D dot with the other operand broadcast along it),
+    T for a row or column index where an operand sums an index of its own, a 3-D dot with
+    the other operand broadcast along it),
     every tile then has a unit-stride axis, and the kernel's answer matches float64 for
     contiguous, permuted, sliced and expanded inputs, sizes that fill no block."""
     import fuzz
@@ -174,8 +220,8 @@ def _extent(equation, shapes):
 @pytest.mark.parametrize("equation,shapes,group", STRANDED, ids=[f"{e}-{s[0][-1]}" for e, s, _ in STRANDED])
 def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(kernel_device, equation, shapes,
                                                                                 group):
-    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D N or
-    K block for the stranded index: the same indices in M, N and K as the default kernel's,
+    """``unit_tiles=False`` (measure mode's ``plain`` candidate) makes no T axis or 2-D N
+    block for the stranded index: the same indices in M, N and K as the default kernel's,
     a different kernel, and the float64 answer (for inputs in another layout too: a
     kernel reads any strides)."""
     import fuzz
@@ -186,8 +232,8 @@ def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(
     plan = build_plan(build(eq, shapes), eq.text)
     (k,) = lower_program(plan, "float32", shapes)
     (p,) = lower_program(plan, "float32", shapes, unit_tiles=False)
-    assert k.group(group) and not p.group("t") and not p.group("kt") and not p.group("nt") and p.name != k.name
-    every = lambda x: sorted(i for g in ("t", "m", "nt", "n", "kt", "k", "ka", "kb") for i in x.group(g))  # noqa: E731
+    assert k.group(group) and not p.group("t") and not p.group("nt") and p.name != k.name
+    every = lambda x: sorted(i for g in ("t", "m", "nt", "n", "k", "ka", "kb") for i in x.group(g))  # noqa: E731
     assert every(p) == every(k)
     g = torch.Generator().manual_seed(3)
     ops = [fuzz.lay_out(torch.randn(s, generator=g, dtype=torch.float64), "permuted").to(kernel_device)
@@ -269,10 +315,10 @@ def test_n_as_a_2d_block_with_k_split_sums_right(kernel_device, monkeypatch):
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5], STRANDED[9]], ids=["t", "nt", "kt"])
+@pytest.mark.parametrize("equation,shapes,group", [STRANDED[0], STRANDED[5]], ids=["t", "nt"])
 def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device, equation, shapes, group):
     """The variant for tensors of 2^31 elements or more casts every tile's offsets to
-    64 bits, the T axis's and the 2-D N and K blocks' included, and gives the same answer on
+    64 bits, the T axis's and the 2-D N block's included, and gives the same answer on
     small operands."""
     import dataclasses
 

@@ -274,7 +274,7 @@ def _both_lowerings(kernel_device, pair, dtype, layouts, seed):
         assert_close(out.cpu(), expected, dtype, extent=extent)
     plan = einc.explain(equation, *ops).plan
     laid = [o.shape for o in ops], [o.stride() for o in ops]
-    moved = sorted({g for k, _ in kernels(plan, dtype, *laid) for g in ("t", "nt", "kt") if k.group(g)})
+    moved = sorted({g for k, _ in kernels(plan, dtype, *laid) for g in ("t", "nt") if k.group(g)})
     differs = triton_executor.plain_kernels(plan, dtype, *laid)
     event(f"the plain kernel differs: the default has {'/'.join(moved)}" if differs
           else "the plain kernel is the default")

@@ -97,7 +97,7 @@ def screen_of(launch):
 def plain_kernels(plan, dtype, shapes, strides=None, default=None) -> dict:
     """``{step: kernel}`` of the ``plain`` kernels that differ from the default ones
     (``default``, where the caller lowered them already): the steps where a stranded
-    unit-stride index was moved into the tile's T axis or a 2-D N or K block (elsewhere the
+    unit-stride index was moved into the tile's T axis or a 2-D N block (elsewhere the
     two lowerings are the same kernel).  Not loaded: measure mode loads one
     (:func:`launch_of`) only to time it or to run it."""
     default = default or kernels(plan, dtype, shapes, strides)

@@ -90,15 +90,6 @@ _MATMUL = {
 _TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4, 3)],
            32: [(2, 32, 32, 32, 4, 3), (4, 16, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 32, 32, 4, 3)],
            64: [(2, 32, 32, 16, 4, 2), (4, 16, 16, 16, 4, 2), (2, 16, 32, 16, 4, 2), (1, 32, 32, 16, 8, 2)]}
-# K loaded as a 2-D block (group ``kt`` by group ``k``, each led by one operand's
-# unit-stride index; never split; a 2-D dot, so 16-bit data stays on wgmma): (BLOCK_M,
-# BLOCK_N, BLOCK_KT, BLOCK_K, num_warps, num_stages); spill-free with triton 3.6 to 3.9 on
-# the suite's two such kernels (fp32) and on bfloat16 and float64 copies of them (fp32
-# 32x32 and 16x32 tiles with BLOCK_KT 4 spilled 8-36 bytes with one triton or another,
-# 16-bit 128x64 1.4 KB, fp64 32x32 24 bytes).
-_TILE_KT = {16: [(64, 64, 8, 8, 4, 3), (64, 64, 4, 16, 4, 3), (64, 32, 4, 16, 4, 3), (32, 32, 8, 8, 4, 3)],
-            32: [(64, 64, 4, 8, 4, 3), (64, 64, 8, 4, 4, 3), (64, 32, 8, 4, 4, 2), (16, 32, 8, 4, 4, 3)],
-            64: [(32, 16, 4, 4, 4, 2), (16, 32, 4, 4, 4, 2), (16, 16, 4, 4, 4, 2)]}
 # N loaded as a 2-D block (group ``nt``, ending in B's unit-stride index, by group ``n``,
 # ending in the result's: write-bound steps; a 2-D dot of BLOCK_NT * BLOCK_N columns):
 # (BLOCK_M, BLOCK_NT, BLOCK_N, BLOCK_K, num_warps, num_stages).  BLOCK_N spans the
@@ -142,8 +133,8 @@ tma_axis = _tma.axis       # the generated modules' ``layout`` reads their descr
 
 def config_table(table: str, dtype: str) -> list:
     """The ``triton.Config`` list named ``table`` (a generated module's ``configs=``) for ``dtype``:
-    ``matmul``, ``matmul-t`` (a batch index in the tile), ``matmul-kt`` / ``matmul-nt`` (K / N
-    loaded as a 2-D block), ``reduce-k`` / ``reduce-o`` (the
+    ``matmul``, ``matmul-t`` (an index in the tile's T axis), ``matmul-nt`` (N loaded as a
+    2-D block), ``reduce-k`` / ``reduce-o`` (the
     unit-stride axis is K / O), ``elementwise`` (a reduce kernel with no K), ``fused``."""
     bits = BITS[dtype]
     if table == "matmul":
@@ -155,9 +146,6 @@ def config_table(table: str, dtype: str) -> list:
     if table == "matmul-nt":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_NT": bnt, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w,
                               num_stages=s) for bm, bnt, bn, bk, w, s in _TILE_NT[bits]]
-    if table == "matmul-kt":
-        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_KT": bkt, "BLOCK_K": bk}, num_warps=w,
-                              num_stages=s) for bm, bn, bkt, bk, w, s in _TILE_KT[bits]]
     if table == "fused":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bm, bn, bk, w, s in _FUSED[bits]]
@@ -278,7 +266,6 @@ class Launcher:
         names = _arg_names(kernel)
         self.pointers = sum(n.endswith("_ptr") for n in names)
         self.tile_t = "BLOCK_T" in names
-        self.tile_kt = "BLOCK_KT" in names         # K loaded as a 2-D block: never split
         self.tile_nt = "BLOCK_NT" in names         # N loaded as a 2-D block
         self.configs = config_table(configs, dtype)
         key = [n for n in names if n.startswith("size_")] + \
@@ -307,15 +294,13 @@ class Launcher:
         M, N, T = kwargs["M"], kwargs["N"], kwargs["T"]
         itemsize = BITS[self.dtype] // 8
         fit = lambda x, block: block <= max(16, triton.next_power_of_2(max(x, 1)))  # noqa: E731
-        KT, NT = kwargs.get("KT", 1), kwargs.get("NT", 1)
+        NT = kwargs.get("NT", 1)
         tiles = lambda c: (c.num_stages * c.kwargs.get("BLOCK_T", 1) * itemsize * c.kwargs["BLOCK_K"]  # noqa: E731
-                           * c.kwargs.get("BLOCK_KT", 1)
                            * (c.kwargs["BLOCK_M"] + c.kwargs.get("BLOCK_NT", 1) * c.kwargs["BLOCK_N"]))
         store = lambda c: itemsize * c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] if kwargs.get("TMA_C") == 1 else 0  # noqa: E731
         kept = [c for c in configs if fit(M, c.kwargs["BLOCK_M"]) and fit(N, c.kwargs["BLOCK_N"])
                 and fit(K, c.kwargs["BLOCK_K"])
                 and c.kwargs.get("BLOCK_T", 1) <= triton.next_power_of_2(T)
-                and c.kwargs.get("BLOCK_KT", 1) <= triton.next_power_of_2(KT)
                 and c.kwargs.get("BLOCK_NT", 1) <= triton.next_power_of_2(NT)
                 and tiles(c) <= SHARED_MEMORY and tiles(c) + store(c) <= BLOCK_SHARED
                 and all(kwargs.get(q, 0) % c.kwargs[b] == 0 for q, b in _TMA_QUANTA)]
@@ -411,14 +396,9 @@ class Launcher:
             blocks = dict(BLOCK_M=block(M, 16, 64), BLOCK_N=block(N, 16, 64), BLOCK_K=block(K, 16, 64))
             if self.tile_t:
                 blocks["BLOCK_T"] = block(T, 1, 4)
-            if self.tile_kt:            # the product's K is BLOCK_KT * BLOCK_K >= 16
-                blocks.update(BLOCK_KT=block(meta["KT"], 1, 4), BLOCK_K=block(K, 16, 16))
             if self.tile_nt:            # the product's N is BLOCK_NT * BLOCK_N >= 16
                 blocks["BLOCK_NT"] = block(meta["NT"], 1, 4)
-            if self.kind == MATMUL and self.tile_kt:
-                SPLIT_K, K_SPLIT = 1, K
-                grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]) * BATCH, 1)  # noqa: E731
-            elif self.kind == MATMUL:
+            if self.kind == MATMUL:
                 NT = meta.get("NT", 1)      # N as a 2-D block: NT's blocks by the inner N's
                 tiles = BATCH * T * triton.cdiv(M, 128) * triton.cdiv(NT * N, 128)
                 SPLIT_K, K_SPLIT = self.split(tiles, K, 32 * max(M, NT * N) <= K, self.processors(c.device),

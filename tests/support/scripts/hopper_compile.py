@@ -36,7 +36,8 @@ CASES = [  # equation, shapes, dtype, extra constexprs
     ("i,j->ij", [(1000,), (64,)], "float32", {}),                         # elementwise
     ("dega,gfbc->abcdef", [(16, 16, 32, 32), (32, 16, 32, 32)], "float32", {}),   # write-bound: N as a 2-D block
     ("dega,gfbc->abcdef", [(16, 16, 32, 32), (32, 16, 32, 32)], "bfloat16", {}),  # the same on wgmma
-    ("aebf,dfce->abcd", [(24, 24, 24, 24), (24, 24, 24, 24)], "float32", {}),     # K as a 2-D block
+    ("aebf,dfce->abcd", [(24, 24, 24, 24), (24, 24, 24, 24)], "float32",  # a summed stranded index:
+     {"MERGED_K": False}),                                                # B's tile a gather
     ("dbea,ec->abcd", [(24, 24, 24, 24), (24, 24)], "float32", {}),      # a stranded column index in T
 ]
 target = GPUTarget("cuda", 90, 32)
@@ -60,8 +61,6 @@ for equation, shapes, dtype, extra in CASES:
         tiles = ext["BATCH"] * ext["T"] * triton.cdiv(ext["M"], 128) * triton.cdiv(cols, 128)
         split = mod.launcher.split(tiles, ext["K"], ext["K"] >= 32 * max(ext["M"], cols), 132,
                                    math.prod(sizes[i] for i in k.output.dims))
-        if k.group("kt"):
-            split = (1, ext["K"])                          # (a 2-D K block is never split)
     else:
         split = mod.launcher.split(triton.cdiv(ext["O"], 64), ext["K"], False, 132, ext["O"])
     meta.update(SPLIT_K=split[0], K_SPLIT=split[1], **extra)
