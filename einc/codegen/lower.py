@@ -18,9 +18,10 @@ given; intermediates are always contiguous in their step's output order):
 - a batch index with unit stride in the result or an operand is moved into the tile
   (group ``t``: a 3-D ``tl.dot``), so no tile is a gather of single elements; where no
   batch index is, a row or column index that is some tensor's only way to a unit-stride
-  axis moves there instead (the other operand broadcast along T), or, in a write-bound
-  step, N is loaded as a 2-D block (group ``nt``, ending in it, then ``n``); where that
-  index is summed, the tile stays a gather;
+  axis moves there instead (the other operand broadcast along T) in a step with a short K
+  (:data:`STRANDED_K`), or, in a write-bound step, N is loaded as a 2-D block (group
+  ``nt``, ending in it, then ``n``); where that index is summed, or K is long, the tile
+  stays a gather;
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
   the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
@@ -50,6 +51,10 @@ WRITE_BOUND = 4
 # than what it saves.
 PRESUM_WASTE = 2**22
 TILE_ROWS = 128         # the matmul tables' largest BLOCK_M and BLOCK_N
+# K's extent above which a stranded row or column index stays in its group (its tensor's
+# tile a gather) rather than riding in T: the 3-D dot's tiles are smaller, so each load is
+# used by fewer products, and where K is long the products bound the step, not the loads.
+STRANDED_K = 128
 
 
 def supported(dtypes) -> bool:
@@ -160,7 +165,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
         kb = by_stride([i for i in summed if i in tb and i not in ta], st[1])
         write_bound = math.prod(out_shape) >= WRITE_BOUND * sum(math.prod(sh) for sh in in_shapes)
         nt = _stranded_n(n, st[1]) if unit_tiles and write_bound and not (t or ka or kb) else []
-        if not (t or nt) and unit_tiles:
+        if not (t or nt) and unit_tiles and math.prod(sizes[i] for i in k) <= STRANDED_K:
             t = _stranded(m, n, k, st[0], st[1], st_c)
         groups = (("batch", by_stride(batch, st_c)), ("t", tuple(t)), ("m", tuple(m)), ("nt", tuple(nt)),
                   ("n", tuple(n)), ("k", tuple(k)), ("ka", ka), ("kb", kb))

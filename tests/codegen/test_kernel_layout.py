@@ -66,14 +66,15 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
 # Two-operand permuted contractions (the suite's pairwise family) used to have tiles with
 # no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
 # the other's inside.  A row or column index stranded so rides in the tile's T axis
-# (``dbea,ec->abcd``: B's d, inside N), or in a write-bound step leads a second N axis
-# of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends ``nt`` = (f, g)).
-# A summed one stays a gather: K loaded as a 2-D block led by it ran slower than the
-# gather on every step the GPUs timed.
+# (``dbea,ec->abcd``: B's d, inside N) where K is short, or in a write-bound step leads a
+# second N axis of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends
+# ``nt`` = (f, g)).  A summed one, or one in a step with a long K, stays a gather: the
+# moves made for them ran slower than the gather on the GPUs (bench/measured).
 GATHERS = {     # the suite's steps left a gather on purpose: workload -> the stranded index's place
     "pw_ccsd_aebf_dfce": "summed",                  # B's f (kernel: d) inside K = (e, f)
     "perm_aebf_dfce_abcd": "summed",
     "pw_sum3_abcde_fedc": "summed",
+    "pw_ccsd_aebf_fdec": "a column, K = 7744",
 }
 
 
@@ -148,7 +149,18 @@ STRANDED = [    # a tensor's unit-stride index inside a group: a row or column i
 GATHERED = [    # a stranded unit-stride index left in its group: B's tile a gather
     ("aebf,dfce->abcd", [(3, 5, 6, 7), (2, 7, 4, 5)]),          # summed: B's b inside K = (b, d)
     ("abcde,fedc->bfa", [(3, 5, 2, 19, 37), (4, 37, 19, 2)]),   # summed, K's blocks masked
+    ("aebf,fdec->abcd", [(3, 12, 5, 12), (12, 2, 12, 7)]),      # a column index, K = 144 > STRANDED_K
 ]
+
+
+def test_a_column_index_rides_in_t_up_to_the_k_bound():
+    """A stranded row or column index moves into T while K's extent is at most
+    ``STRANDED_K``, and stays in its group (the plain lowering's kernel) above it."""
+    from einc.codegen.lower import STRANDED_K
+    for f, moved in ((STRANDED_K // 16, True), (STRANDED_K // 16 + 1, False)):
+        shapes = [(3, 16, 5, f), (f, 2, 16, 7)]               # aebf,fdec: K = (e, f)
+        (k,) = {k for _, k, _, _ in kernel_tiles("aebf,fdec->abcd", shapes, "float32")}
+        assert bool(k.group("t")) is moved and not k.group("nt"), (f, k.groups)
 
 
 @pytest.mark.kernels
@@ -157,7 +169,7 @@ GATHERED = [    # a stranded unit-stride index left in its group: B's tile a gat
 @pytest.mark.parametrize("equation,shapes", GATHERED, ids=[f"{e}-{s[0][-1]}" for e, s in GATHERED])
 def test_a_gathered_tile_is_the_plain_kernel_and_the_answer_is_exact(kernel_device, equation, shapes, layouts,
                                                                      dtype):
-    """Where the stranded index is summed, the default kernel is the plain
+    """Where the stranded index is summed, or K is long, the default kernel is the plain
     one (no ``plain`` candidate differs), one tile is a gather, and the answer matches
     float64 for contiguous and permuted inputs, sizes that fill no block."""
     import fuzz
@@ -249,12 +261,16 @@ def test_the_plain_lowering_leaves_the_stranded_index_in_its_group_and_is_exact(
 @pytest.mark.kernels
 def test_a_stranded_index_in_t_with_k_split_sums_right(kernel_device, monkeypatch):
     """A long K over few outputs splits K across programs (partial sums, then the shared
-    finish kernel); with a row or column index in T the partial sums land where the
-    result's strides say and add up to the float64 answer."""
+    finish kernel).  Only a short K moves a row or column index into T, and the launcher
+    splits only long ones; but the kernel splits K as every matmul kernel does: lowered
+    with that index in T for a long K, the partial sums land where the result's strides
+    say and add up to the float64 answer."""
     from oracle import assert_close, reference
 
     import einc
+    from einc.codegen import lower
     from einc.runtime.triton_executor import launch
+    monkeypatch.setattr(lower, "STRANDED_K", 4096)
     splits = []
     real = launch.split
     monkeypatch.setattr(launch, "split", lambda *a, **k: splits.append(real(*a, **k)) or splits[-1])
