@@ -232,9 +232,10 @@ def write_bound_pairs(draw):
        layouts=st.tuples(*[st.sampled_from(fuzz.LAYOUTS)] * 2), seed=st.integers(0, 2**16))
 def test_both_lowerings_of_permuted_pairs(kernel_device, pair, dtype, layouts, seed):
     """A two-operand permuted contraction through the default kernel (a stranded
-    unit-stride index moved into the tile's T axis or a 2-D N or K block) and through the
-    kernel lowered without that move (measure mode's ``plain``): both give the float64
-    answer, for operands in drawn layouts."""
+    unit-stride index moved into the tile's T axis or a 2-D N block, where the lowering
+    moves it) and through the kernel lowered without that move (measure mode's
+    ``plain``, the default kernel where a summed index or a long K is stranded): both give
+    the float64 answer, for operands in drawn layouts."""
     _both_lowerings(kernel_device, pair, dtype, layouts, seed)
 
 
