@@ -53,7 +53,7 @@ ROWS = [
     ("bf16_batch_in_tile", "ikc,jkc->ijc", [[64, 96, 32], [48, 96, 32]], "bfloat16", False),
     ("fp32_split_k", "ij,jk->ik", [[64, 8192], [8192, 64]], "float32", False),
     ("fp32_ccsdt_n_block", "dega,gfbc->abcdef", [[16, 16, 32, 32], [32, 16, 32, 32]], "float32", False),
-    ("fp32_ccsd_k_block", "aebf,dfce->abcd", [[24, 24, 24, 24], [24, 24, 24, 24]], "float32", False),
+    ("fp32_ccsd_gather", "aebf,dfce->abcd", [[24, 24, 24, 24], [24, 24, 24, 24]], "float32", False),
     ("fp32_reduce", "bij,bij->b", [[4, 300, 200], [4, 300, 200]], "float32", False),
 ]
 
