@@ -35,7 +35,9 @@
 # then gpu_eval --runs: the geomeans per run and over the rows' medians; 50 + 100 s a run,
 # so PARTS=verdict alone on a lease: bash bench/gpu_run.sh COMMIT 480), capture
 # (bench/gpu_capture.py: CUDA graphs captured in the default global mode while learn
-# mode's jobs compile, einc as checked out against the code before it, 110 s).
+# mode's jobs compile, einc as checked out against the code before it, 110 s), stranded
+# (bench/gpu_stranded.py: a stranded column index in T against the gather, over K from
+# 32 to 2048, float32 and bfloat16: the K bound of that move, 120 s).
 #
 # Everything lands in one folder named as bench/measured/ names a run's folder,
 # <device>-<date> (a README.md stub with the device, driver, versions and commit, the
@@ -52,6 +54,7 @@ if [ "${1:-}" = "--dry-run" ]; then     # a CPU machine: does everything start a
   python3 bench/gpu_eval.py --list --part rest >/dev/null
   timeout 300 python3 bench/gpu_tma.py --dry-run --out "${TMPDIR:-/tmp}/einc-gpu-dry"
   timeout 300 python3 bench/gpu_capture.py --dry-run --deadline 60 --out "${TMPDIR:-/tmp}/einc-gpu-dry" >/dev/null
+  timeout 300 python3 bench/gpu_stranded.py --dry-run --out "${TMPDIR:-/tmp}/einc-gpu-dry" >/dev/null
   echo "dry run: ok"
   exit 0
 fi
@@ -196,6 +199,14 @@ capture_part() {   # CUDA graphs captured while learn mode's jobs run: as checke
   pack
 }
 
+stranded_part() {   # the T move against the gather over K: where lower.STRANDED_K belongs
+  local s; s=$(budget 120); (( s == 0 )) && { echo "skip stranded: $(left) s left"; return; }
+  step "gpu_stranded.py (deadline $((s - 20)) s)"
+  timeout "$s" python3 bench/gpu_stranded.py --out "$W" --deadline $((s - 20)) >"$W/stranded.log" 2>&1
+  echo "exit $?" >>"$W/stranded.log"
+  pack
+}
+
 variants() {   # every lowering and tile config of the CCSD(T) kernel
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
   step "gpu_variants.py (deadline $((s - 15)) s)"
@@ -220,6 +231,7 @@ for p in ${PARTS:-first rest gemm train tma pairwise peers}; do
     compile) compile_part ;;
     verdict) verdict_part ;;
     capture) capture_part ;;
+    stranded) stranded_part ;;
     *) echo "unknown part $p" ;;
   esac
 done
@@ -237,6 +249,7 @@ for d in rest gemm pairwise compare; do
 done
 if [ -f "$W/pytest.log" ]; then echo "---- pytest"; tail -n 25 "$W/pytest.log" | cut -c1-300; fi
 if [ -f "$W/gpu_capture.csv" ]; then echo "---- capture"; cat "$W/gpu_capture.csv"; grep -m3 -i "traceback\|error" "$W/capture.log" | cut -c1-300; fi
+if [ -f "$W/gpu_stranded.csv" ]; then echo "---- stranded"; cat "$W/gpu_stranded.csv" | cut -c1-300; fi
 if [ -f "$W/verdict.md" ]; then echo "---- verdict"; cat "$W/verdict.md" | cut -c1-300; fi
 if [ -f "$W/first_launch.md" ]; then echo "---- compile"; tail -n 10 "$W/first_launch.md" | cut -c1-300; fi
 if [ -f "$W/first_launch_jobs.md" ]; then tail -n 8 "$W/first_launch_jobs.md" | cut -c1-300; fi
