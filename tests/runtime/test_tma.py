@@ -106,14 +106,23 @@ def test_variant_against_float64(anywhere, equation, shapes, orders, axes, dtype
 
 
 @pytest.mark.parametrize("case", ["misaligned stride", "misaligned base", "few rows", "size one", "split K",
-                                  "not hopper", "straddling tile"])
+                                  "not hopper", "straddling tile", "gathered tile"])
 def test_module_kernel_where_no_descriptor_fits(anywhere, monkeypatch, case):
     """Where the variant does not apply the module's own kernel runs the layout, and
     answers right: strides or a base off 16 bytes, fewer than 64 rows, a size-1 index whose
     stride breaks the rule, K split, a device without TMA, a group read index by index
-    whose last index no block divides (a tile would straddle two of its outer indices)."""
+    whose last index no block divides (a tile would straddle two of its outer indices), an
+    operand whose unit-stride index lies inside K (its tile a gather, no descriptor's)."""
     dtype = torch.float16
     g = torch.Generator().manual_seed(2)
+    if case == "gathered tile":            # aebf,dfce: B's unit-stride e inside K = (e, f), ordered for A
+        shapes = [(8, 8, 8, 16), (8, 16, 8, 8)]
+        ops = [_operand(s, dtype, g) for s in shapes]
+        m = _module("aebf,dfce->abcd", shapes, dtype)
+        out = m.launch(*ops)
+        assert m.launcher.tma is not None and _layout(m).variant is None
+        assert_close(out, reference("aebf,dfce->abcd", *ops), dtype, extent=128)
+        return
     if case == "straddling tile":          # B = dce: N = de with e = 40, no multiple of 64
         shapes = [(2, 40, 32), (3, 32, 40)]
         ops = [_operand(s, dtype, g) for s in shapes]
