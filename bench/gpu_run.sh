@@ -25,7 +25,7 @@
 # what they left on a GPU): pairwise (gpu_eval, 130 s) and peers (bench/gpu_first.py --part
 # peers: CuPy's einsum and jax.jit(jnp.einsum) where they import, 35 s); and, only where
 # PARTS names them: compare (gpu_eval), tests (pytest -m "kernels or gpu"), variants
-# (gpu_variants.py), models (bench/models.py --device cuda --quick: the torch.compile
+# (gpu_variants.py; VARIANTS=REGEX picks its rows, the CCSD(T) terms by default), models (bench/models.py --device cuda --quick: the torch.compile
 # backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
 # --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
 # side by side, 90 s; then --jobs 2 --time-ms 65: the first launches as learn mode's
@@ -207,10 +207,11 @@ stranded_part() {   # the T move against the gather over K: where lower.STRANDED
   pack
 }
 
-variants() {   # every lowering and tile config of the CCSD(T) kernel
+variants() {   # every lowering and tile config of the CCSD(T) kernel (VARIANTS=REGEX: other rows)
   local s; s=$(budget 100); (( s == 0 )) && { echo "skip variants: $(left) s left"; return; }
-  step "gpu_variants.py (deadline $((s - 15)) s)"
-  timeout "$s" python3 bench/gpu_variants.py --out "$W" --deadline $((s - 15)) >"$W/variants.log" 2>&1
+  step "gpu_variants.py ${VARIANTS:-} (deadline $((s - 15)) s)"
+  timeout "$s" python3 bench/gpu_variants.py ${VARIANTS:+--filter "$VARIANTS"} --out "$W" --deadline $((s - 15)) \
+      >"$W/variants.log" 2>&1
   echo "exit $?" >>"$W/variants.log"
   pack
 }

@@ -19,11 +19,18 @@ autotuner's best config of each lowering; this script shows every config of each
   (small enough to stay in L2) is the gather.  On the T-axis lowering it lost
   (1594-1744 µs against 1467, at e1b85bd); on ``plain`` it was never timed;
 - ``default_m_by_result``: ``default`` with M so ordered (both loads of B and stores long
-  runs, A the gather).
+  runs, A the gather);
+- ``t_by_result``: ``default`` with A's unit-stride row index moved into the tile's T
+  axis (B broadcast along it) and the other rows ordered by the result's strides, where
+  those differ (the permuted family's ``abcd,ea->dcbe``: M = (b, c, d) runs along A's d,
+  so each tile row stores the result's 16-float run of e and jumps; with d in T and M =
+  (d, c, b) by the result, a tile stores BLOCK_M x 16 floats in one run and A is still
+  read along d).
 
 Each lowering runs with each config of its launcher's table (all of them, unpruned) and
-:data:`EXTRA` (2-D tiles shaped for the result's runs) or :data:`EXTRA_NT` (2-D N blocks
-taller and wider than the table's), one config a run and
+:data:`EXTRA` (2-D tiles shaped for the result's runs), :data:`EXTRA_NT` (2-D N blocks
+taller and wider than the table's) or :data:`EXTRA_T` (T tiles of narrow N), one config
+a run and
 no autotuning (``Launcher.screen(..., config=)``), then autotuned as einc runs it
 (``tuned``).  Each is checked against float64 and timed with ``triton.testing.do_bench``
 (median, L2 flushed), beside torch.einsum and torch.einsum + ``.contiguous()``.  A table
@@ -58,6 +65,9 @@ EXTRA = [(256, 16, 32, 8, 2), (128, 16, 32, 4, 2), (64, 16, 32, 4, 2), (256, 32,
 # num_stages), taller and wider tiles and fewer warps (some may spill: the table says).
 EXTRA_NT = [(256, 8, 16, 32, 8, 2), (128, 16, 16, 32, 8, 2), (64, 16, 16, 32, 4, 2), (128, 4, 16, 32, 4, 3),
             (256, 4, 16, 32, 8, 2), (128, 8, 16, 32, 4, 2)]
+# Beside the T axis's list (``matmul-t``): (BLOCK_T, BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
+# num_stages), N of 16 for the permuted family's 16-long runs of the result.
+EXTRA_T = [(8, 32, 16, 16, 4, 2), (4, 64, 16, 16, 4, 2), (16, 16, 16, 16, 4, 2), (2, 128, 16, 16, 4, 2)]
 FIELDS = ["id", "equation", "variant", "kernel", "config", "us", "err", "ok", "torch_us", "torch_c_us", "error"]
 
 
@@ -75,6 +85,24 @@ def m_by_result(module, sizes):
     return module if groups == kernel.groups else named(dataclasses.replace(kernel, groups=groups))
 
 
+def t_by_result(module, sizes):
+    """``module`` (a matmul's kernel and source) with A's unit-stride row index, M's last,
+    in the tile's T axis and the other rows ordered by the result's strides; ``module``
+    itself where it has a T axis or a 2-D N block already, or M one index."""
+    from einc.codegen import named
+    from einc.codegen.ir import MATMUL
+    from einc.planner.strides import by_stride, contiguous, index_strides
+    kernel = module.kernel
+    m = kernel.group("m")
+    if kernel.kind != MATMUL or kernel.group("t") or kernel.group("nt") or len(m) < 2:
+        return module
+    shape = kernel.shapes[-1]
+    st_c = index_strides(kernel.output.dims, shape, contiguous(shape), sizes)
+    rows = by_stride(m[:-1], st_c)
+    groups = tuple((g, m[-1:] if g == "t" else rows if g == "m" else idx) for g, idx in kernel.groups)
+    return named(dataclasses.replace(kernel, groups=groups))
+
+
 def lowerings(plan, dtype, shapes):
     """``[(variant, kernel module)]`` of the plan's one step, each distinct kernel once."""
     from einc.runtime import triton_executor
@@ -83,7 +111,8 @@ def lowerings(plan, dtype, shapes):
     found, seen = [], set()
     sizes = plan.graph.sizes
     for name, k in (("default", default), ("plain", plain), ("default_m_by_result", m_by_result(default, sizes)),
-                    ("m_by_result", m_by_result(plain, sizes))):        # (in the order a deadline should cut)
+                    ("m_by_result", m_by_result(plain, sizes)), ("t_by_result", t_by_result(default, sizes))):
+        # (in the order a deadline should cut)
         if k.name not in seen:
             seen.add(k.name)
             found.append((name, k))
@@ -92,14 +121,18 @@ def lowerings(plan, dtype, shapes):
 
 def configs(launcher):
     """``[(label, triton.Config or None)]``: the launcher's whole table, :data:`EXTRA` for a 2-D
-    tile (:data:`EXTRA_NT` for a 2-D N block), and None (autotuned) last."""
+    tile (:data:`EXTRA_NT` for a 2-D N block, :data:`EXTRA_T` for a T axis), and None
+    (autotuned) last."""
     import triton
     table = list(launcher.configs)
     have = {tuple(c.kwargs.values()) + (c.num_warps, c.num_stages) for c in table}
     if launcher.tile_nt:
         table += [triton.Config({"BLOCK_M": m, "BLOCK_NT": nt, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                   for m, nt, n, k, w, s in EXTRA_NT if (m, nt, n, k, w, s) not in have]
-    elif not launcher.tile_t and launcher.kind == "matmul":
+    elif launcher.tile_t:
+        table += [triton.Config({"BLOCK_T": t, "BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
+                  for t, m, n, k, w, s in EXTRA_T if (t, m, n, k, w, s) not in have]
+    elif launcher.kind == "matmul":
         table += [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=s)
                   for m, n, k, w, s in EXTRA if (m, n, k, w, s) not in have]
     label = lambda c: "x".join(str(v) for v in c.kwargs.values()) + f" w{c.num_warps} s{c.num_stages}"  # noqa: E731
@@ -108,7 +141,8 @@ def configs(launcher):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--filter", default=DEFAULT, help=f"regex over workload ids (default {DEFAULT!r})")
+    p.add_argument("--filter", default=DEFAULT, help="regex over the ids of gpu_eval's pairwise part: pairwise, "
+                   f"permuted and broadcast rows (default {DEFAULT!r})")
     p.add_argument("--out", default=".", help="folder for gpu_variants.csv")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--deadline", type=float, default=300.0, help="seconds: no new config after this")
@@ -123,6 +157,7 @@ def main(argv=None) -> int:
     import torch
 
     import einc
+    from bench.gpu_eval import PARTS
     from einc.runtime import triton_executor
     from einc.tools.benchmark.runner import operands
     from einc.tools.benchmark.suite import find_suite, load
@@ -155,7 +190,7 @@ def main(argv=None) -> int:
             writer.writerows(rows)
 
     for w in load(find_suite())["workloads"]:
-        if w["category"] != "pairwise" or not re.search(args.filter, w["id"]):
+        if w["category"] not in PARTS["pairwise"] or not re.search(args.filter, w["id"]):
             continue
         eq = w["equation"]
         if args.device == "cuda":
