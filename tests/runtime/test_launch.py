@@ -596,3 +596,16 @@ def test_layouts_are_set_up_and_interpreted_one_thread_at_a_time(fresh, monkeypa
     assert most[0] == 1
     for (a, b), got in zip(pairs, results):
         torch.testing.assert_close(got, a @ b)
+
+
+def test_a_module_naming_a_table_this_einc_lacks_says_to_regenerate_it():
+    """A module dumped by another einc may name a config table this one has not (the 2-D K
+    block's ``matmul-kt``): building its launcher fails with a message that says to
+    regenerate it, not a bare KeyError; every table the code generator names exists."""
+    from einc.codegen.launcher import table
+    with pytest.raises(ValueError, match="regenerate it"):
+        launch.config_table("matmul-kt", "float32")
+    for equation, shapes in [("ij,jk->ik", [(4, 5), (5, 6)]), ("ikc,jkc->ijc", [(4, 5, 3), (6, 5, 3)]),
+                             ("dega,gfbc->abcdef", [(3, 5, 2, 2), (2, 3, 4, 2)]), ("ij,ij->i", [(4, 5), (4, 5)])]:
+        (kernel,) = lower_program(build_plan(build(parse(equation), shapes), equation), "float32", shapes)
+        assert launch.config_table(table(kernel), "float32")

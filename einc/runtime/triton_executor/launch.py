@@ -149,7 +149,10 @@ def config_table(table: str, dtype: str) -> list:
     if table == "fused":
         return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
                 for bm, bn, bk, w, s in _FUSED[bits]]
-    rows = {"reduce-k": _REDUCE_K_FAST, "reduce-o": _REDUCE_O_FAST, "elementwise": _ELEMENTWISE}[table]
+    rows = {"reduce-k": _REDUCE_K_FAST, "reduce-o": _REDUCE_O_FAST, "elementwise": _ELEMENTWISE}.get(table)
+    if rows is None:        # a module dumped by another einc (the 2-D K block's ``matmul-kt`` is gone)
+        raise ValueError(f"einc: no kernel config table {table!r}: this generated module comes from another "
+                         "einc version; regenerate it (einc dump; einc cache clear for the kernel cache)")
     return [triton.Config({"BLOCK_O": bo, "BLOCK_K": bk}, num_warps=w) for bo, bk, w in rows]
 
 
