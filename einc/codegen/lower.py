@@ -110,7 +110,7 @@ def _stranded_n(n: list, st_b) -> list:
     CCSD(T) terms' kernels (K = 32) load 16 bytes at a time and spill nothing, but those
     of the tensor-times-matrix and CCSD terms (K of 88-7744, the loads pipelined over
     many K steps) spilled in 43 of the 45 configs tried, up to 10.8 KB: there the index
-    rides in T."""
+    rides in T where K is short (:data:`STRANDED_K`), else the tile stays a gather."""
     u = unit_index(st_b)
     if u in n[:-1] and not _unit_axis(st_b, (n,)):
         j = n.index(u) + 1
