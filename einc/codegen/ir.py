@@ -79,7 +79,8 @@ class Kernel:
     # ``dce``: N = de with K between); the TMA variant gives each of its indices a descriptor axis
     split: tuple[tuple[str, str], ...] = ()
     # (operand name, axes of the tensor the caller passes): indices summed in that operand
-    # only, which the launch sums once (a torch sum) before the kernel, which never sees them
+    # only, which the launch sums once (a torch sum; a view dropping them where each has
+    # size 1) before the kernel, which never sees them
     presum: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def group(self, name: str) -> tuple[int, ...]:

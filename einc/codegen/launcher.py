@@ -63,7 +63,7 @@ def merged_k(k) -> str | None:
 def imports(k) -> str:
     """The module's import of the shared launcher."""
     return "from einc.runtime.triton_executor.launch import Launcher" + (", merged" if merged_k(k) else "") + \
-        (", tma_axis" if matmul_tma.eligible(k) else "")
+        (", presummed" if getattr(k, "presum", ()) else "") + (", tma_axis" if matmul_tma.eligible(k) else "")
 
 
 def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
@@ -117,10 +117,9 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
 
 def presums(k) -> list[str]:
     """The lines of ``launch`` summing an operand's indices summed in it only, once, where
-    the kernel would sum them again for many outputs (``Kernel.presum``): a torch sum
-    (a 16-bit operand's accumulated in float32 and rounded to its dtype, as torch.einsum's
-    own sums are)."""
-    return [f"    {name} = {name}.sum({axes!r})  # summed in {name.upper()} only: once, before the kernel"
+    the kernel would sum them again for many outputs or where they have size 1
+    (``Kernel.presum``): :func:`einc.runtime.triton_executor.launch.presummed`."""
+    return [f"    {name} = presummed({name}, {axes!r})  # summed in {name.upper()} only: once, before the kernel"
             for name, axes in getattr(k, "presum", ())]
 
 

@@ -25,7 +25,8 @@ given; intermediates are always contiguous in their step's output order):
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
   the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
-  once before the kernel instead (``Kernel.presum``), and the kernel never sees them.
+  once before the kernel instead (``Kernel.presum``), and the kernel never sees them;
+  indices of size 1 so summed (broadcast dimensions) the launch drops, a view.
 """
 
 from __future__ import annotations
@@ -201,9 +202,12 @@ def _summed_first(step: Step, shapes, strides, sizes):
     """``(terms, shapes, strides, presum)``: ``step``'s operands (of ``shapes``, ``strides``
     by index) as its kernel sees them, and per operand position the axes of the caller's
     tensor that its launch sums first.  Those are the indices summed in that operand only
-    where the kernel would read them again for :data:`PRESUM_WASTE` elements or more;
-    never in an operand with a repeated index (a diagonal), nor all of an operand's
-    indices.  A summed operand is lowered as contiguous (torch's sum writes it so)."""
+    where the kernel would read them again for :data:`PRESUM_WASTE` elements or more, or
+    where each has size 1 (a dimension broadcast against the other operand's: the launch
+    drops it, a view, and the kernel has no sum of one term to make); never in an operand
+    with a repeated index (a diagonal), nor all of an operand's indices.  A summed
+    operand is lowered as contiguous (torch's sum writes it so), one with its size-1
+    indices dropped with the strides it had."""
     terms, shapes, strides, presum = list(step.inputs), list(shapes), list(strides), {}
     for j, dims in enumerate(step.inputs):
         others = {i for k, d in enumerate(step.inputs) if k != j for i in d} | set(step.output)
@@ -211,13 +215,15 @@ def _summed_first(step: Step, shapes, strides, sizes):
         repeats = math.prod(sizes[i] for i in step.output if i not in dims)
         if step.kind == CONTRACT:               # a tile's rows (or columns) share each load
             repeats = -(-repeats // TILE_ROWS)
-        if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims)
-                or math.prod(sizes[i] for i in mine) < 2 or (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE):
+        ones = all(sizes[i] == 1 for i in mine)
+        if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims) or not ones and (
+                math.prod(sizes[i] for i in mine) < 2 or (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE)):
             continue
         presum[j] = tuple(d for d, i in enumerate(dims) if i in mine)
         terms[j] = tuple(i for i in dims if i not in mine)
         shapes[j] = tuple(sizes[i] for i in terms[j])
-        strides[j] = index_strides(terms[j], shapes[j], contiguous(shapes[j]), sizes)
+        strides[j] = {i: s for i, s in strides[j].items() if i not in mine} if ones else \
+            index_strides(terms[j], shapes[j], contiguous(shapes[j]), sizes)
     return terms, tuple(shapes), strides, presum
 
 

@@ -183,6 +183,16 @@ def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, 
     return triton.cdiv(K, chunk), chunk
 
 
+def presummed(x, axes):
+    """``x`` summed over ``axes`` for a kernel lowered without them (``Kernel.presum``): a
+    view dropping them where each has size 1 (a sum would copy ``x``), else torch's sum (a
+    16-bit tensor's accumulated in float32 and rounded to its dtype, as torch.einsum's own
+    sums are)."""
+    if all(x.shape[d] == 1 for d in axes):
+        return x.squeeze(axes)
+    return x.sum(axes)
+
+
 def merged(sizes, strides) -> bool:
     """Whether indices of these sizes and strides (slowest first) walk memory as one index."""
     return all(s == n * t for s, n, t in zip(strides, sizes[1:], strides[1:]))
@@ -560,5 +570,5 @@ def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
     return run
 
 
-__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "block",
+__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "presummed", "block",
            "processors", "layout_class", "fp32_precision", "finish_kernel", "SHARED_MEMORY", "K_GRANULE"]
