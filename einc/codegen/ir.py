@@ -79,9 +79,12 @@ class Kernel:
     # ``dce``: N = de with K between); the TMA variant gives each of its indices a descriptor axis
     split: tuple[tuple[str, str], ...] = ()
     # (operand name, axes of the tensor the caller passes): indices summed in that operand
-    # only, which the launch sums once (a torch sum; a view dropping them where each has
-    # size 1) before the kernel, which never sees them
+    # only, which the launch sums once (a torch sum) before the kernel, which never sees them
     presum: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # (operand name, axes): indices of size 1 summed in that operand only (a dimension
+    # broadcast against the other's), which the kernel never sees: a layout is set up on a
+    # view without them, and its launches pass the caller's tensor, the same memory
+    drop: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

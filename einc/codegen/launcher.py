@@ -63,14 +63,16 @@ def merged_k(k) -> str | None:
 def imports(k) -> str:
     """The module's import of the shared launcher."""
     return "from einc.runtime.triton_executor.launch import Launcher" + (", merged" if merged_k(k) else "") + \
-        (", presummed" if getattr(k, "presum", ()) else "") + (", tma_axis" if matmul_tma.eligible(k) else "")
+        (", dropped" if getattr(k, "drop", ()) else "") + (", tma_axis" if matmul_tma.eligible(k) else "")
 
 
 def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
     """The host side: ``layout``, the launcher, ``launch`` and ``screen``.  ``extents``: group extent ->
     its expression of sizes; ``strides``: the kernel's stride parameters, in order."""
     inputs = [op.name for op in k.inputs]
-    operands = "(" + ", ".join(inputs) + ("," if len(inputs) == 1 else "") + ")"
+    dropping = dict(getattr(k, "drop", ()))     # a new layout is set up on views without them
+    operands = "(" + ", ".join(f"dropped({t}, {dropping[t]!r})" if t in dropping else t for t in inputs) + \
+        ("," if len(inputs) == 1 else "") + ")"
     params = list(getattr(k, "params", inputs))
     L = [f"def layout({', '.join(inputs)}):",
          f"    \"\"\"One launch for operands laid out as {', '.join(inputs)} are: the output's shape, the stride",
@@ -117,9 +119,10 @@ def source(k, name: str, extents: dict[str, str], strides: list[str]) -> str:
 
 def presums(k) -> list[str]:
     """The lines of ``launch`` summing an operand's indices summed in it only, once, where
-    the kernel would sum them again for many outputs or where they have size 1
-    (``Kernel.presum``): :func:`einc.runtime.triton_executor.launch.presummed`."""
-    return [f"    {name} = presummed({name}, {axes!r})  # summed in {name.upper()} only: once, before the kernel"
+    the kernel would sum them again for many outputs (``Kernel.presum``): a torch sum
+    (a 16-bit operand's accumulated in float32 and rounded to its dtype, as torch.einsum's
+    own sums are)."""
+    return [f"    {name} = {name}.sum({axes!r})  # summed in {name.upper()} only: once, before the kernel"
             for name, axes in getattr(k, "presum", ())]
 
 

@@ -26,7 +26,7 @@ given; intermediates are always contiguous in their step's output order):
   before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
   the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
   once before the kernel instead (``Kernel.presum``), and the kernel never sees them;
-  indices of size 1 so summed (broadcast dimensions) the launch drops, a view.
+  nor does it see such indices of size 1 (broadcast dimensions: ``Kernel.drop``).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     in_shapes = tuple(tuple(shapes[v]) for v in step.operands)
     st = [index_strides(dims, shape, strides.get(v) or contiguous(shape), sizes)
           for dims, shape, v in zip(step.inputs, in_shapes, step.operands)]
-    terms, in_shapes, st, presum = _summed_first(step, in_shapes, st, sizes)
+    terms, in_shapes, st, presum, drop = _summed_first(step, in_shapes, st, sizes)
     st_c = index_strides(step.output, out_shape, contiguous(out_shape), sizes)
     summed = tuple(i for i in step.summed if any(i in dims for dims in terms))
     order = tuple(range(len(terms)))
@@ -194,21 +194,22 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     shapes_ = tuple(in_shapes[j] for j in order) + (out_shape,)
     split = _split_groups(groups, inputs, st + [st_c], sizes) if kind == MATMUL else ()
     kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
-                    shapes_, dtype, acc, big, fast_k, split, tuple((params[j], axes) for j, axes in presum.items()))
+                    shapes_, dtype, acc, big, fast_k, split, tuple((params[j], axes) for j, axes in presum.items()),
+                    tuple((params[j], axes) for j, axes in drop.items()))
     return kernel
 
 
 def _summed_first(step: Step, shapes, strides, sizes):
-    """``(terms, shapes, strides, presum)``: ``step``'s operands (of ``shapes``, ``strides``
-    by index) as its kernel sees them, and per operand position the axes of the caller's
-    tensor that its launch sums first.  Those are the indices summed in that operand only
-    where the kernel would read them again for :data:`PRESUM_WASTE` elements or more, or
-    where each has size 1 (a dimension broadcast against the other operand's: the launch
-    drops it, a view, and the kernel has no sum of one term to make); never in an operand
-    with a repeated index (a diagonal), nor all of an operand's indices.  A summed
-    operand is lowered as contiguous (torch's sum writes it so), one with its size-1
-    indices dropped with the strides it had."""
-    terms, shapes, strides, presum = list(step.inputs), list(shapes), list(strides), {}
+    """``(terms, shapes, strides, presum, drop)``: ``step``'s operands (of ``shapes``,
+    ``strides`` by index) as its kernel sees them, and per operand position the axes of the
+    caller's tensor that its launch sums first (``presum``) or that the kernel ignores
+    (``drop``).  Those are the indices summed in that operand only: summed first where the
+    kernel would read them again for :data:`PRESUM_WASTE` elements or more, dropped where
+    each has size 1 (a dimension broadcast against the other operand's: no sum of one term
+    to make); never in an operand with a repeated index (a diagonal), nor all of an
+    operand's indices.  A summed operand is lowered as contiguous (torch's sum writes it
+    so), one with dropped indices with the strides it had."""
+    terms, shapes, strides, presum, drop = list(step.inputs), list(shapes), list(strides), {}, {}
     for j, dims in enumerate(step.inputs):
         others = {i for k, d in enumerate(step.inputs) if k != j for i in d} | set(step.output)
         mine = [i for i in dict.fromkeys(dims) if i in step.summed and i not in others]
@@ -219,12 +220,12 @@ def _summed_first(step: Step, shapes, strides, sizes):
         if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims) or not ones and (
                 math.prod(sizes[i] for i in mine) < 2 or (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE)):
             continue
-        presum[j] = tuple(d for d, i in enumerate(dims) if i in mine)
+        (drop if ones else presum)[j] = tuple(d for d, i in enumerate(dims) if i in mine)
         terms[j] = tuple(i for i in dims if i not in mine)
         shapes[j] = tuple(sizes[i] for i in terms[j])
         strides[j] = {i: s for i, s in strides[j].items() if i not in mine} if ones else \
             index_strides(terms[j], shapes[j], contiguous(shapes[j]), sizes)
-    return terms, tuple(shapes), strides, presum
+    return terms, tuple(shapes), strides, presum, drop
 
 
 def _split_groups(groups, inputs, strides, sizes) -> tuple[tuple[str, str], ...]:

@@ -193,7 +193,7 @@ def test_several_k_indices_merge_where_the_strides_allow(module, equation, shape
 
 
 PRESUMMED = [  # (equation, shapes, the operand whose indices its launch sums first)
-    ("bij,bjk->bik", [(2, 3, 1), (2, 4, 5)], "ab"),     # bcast_summed_left: B's j summed in B, A's (size 1) dropped
+    ("bij,bjk->bik", [(2, 3, 1), (2, 4, 5)], "b"),      # bcast_summed_left: A's j of size 1, B's j summed in B
     ("bi,bjk->bik", [(2, 3), (2, 4, 5)], "b"),          # j summed in B only, folded into K before
     ("ab,bcd->ad", [(6, 7), (7, 5, 9)], "b"),           # a matrix product: c summed in B only
     ("abc,cd->ad", [(6, 5, 7), (7, 9)], "a"),           # ... b summed in A only
@@ -214,7 +214,7 @@ def test_indices_summed_in_one_operand_are_summed_once_by_the_launch(module, mon
     monkeypatch.setattr(lower, "PRESUM_WASTE", 0)
     k, m = module(equation, shapes, dtype)
     assert "".join(sorted(name for name, _ in k.presum)) == summed
-    assert not k.group("ka") and not k.group("kb") and "presummed(" in render(k)
+    assert not k.group("ka") and not k.group("kb") and ".sum((" in render(k)
     ops = operands(shapes, dtype)
     check(m, equation, ops, dtype)
     check(m, equation, [o.transpose(0, -1).contiguous().transpose(0, -1) for o in ops], dtype)   # other strides
@@ -223,24 +223,29 @@ def test_indices_summed_in_one_operand_are_summed_once_by_the_launch(module, mon
 
 def test_a_size_one_index_summed_in_one_operand_is_dropped_by_the_launch(module):
     """An index of size 1 summed in one operand only (a dimension broadcast against the
-    other operand's) leaves the kernel at any size: the launch drops it (a view, not a
-    copy: the kernel reads the caller's memory), the kernel sums nothing of it, a 16-bit
-    matrix product of plain groups gets its TMA variant, and the answer is torch.einsum's
-    in float64, for any strides."""
+    other operand's) never reaches the kernel: a layout is set up on a view without it,
+    and later launches, a lookup and a launch, pass the caller's tensor (the same memory);
+    a 16-bit matrix product of plain groups gets its TMA variant; the answer is
+    torch.einsum's in float64, first call and cache hit alike, for any strides; the module
+    launched where that dimension is not of size 1 refuses, rather than answer wrong."""
     from einc.codegen import matmul_tma
-    from einc.runtime.triton_executor.launch import presummed
+    from einc.runtime.triton_executor.launch import dropped
     equation, shapes = "bij,bjk->bik", [(1, 96, 64), (4, 64, 80)]       # bcast_shared_left, small
     k, m = module(equation, shapes, torch.bfloat16)
-    assert k.presum == (("a", (0,)),) and not k.group("ka") and matmul_tma.eligible(k), k.groups
+    assert k.drop == (("a", (0,)),) and k.presum == () and not k.group("ka") and matmul_tma.eligible(k), k.groups
+    launch = render(k).split("def launch(")[1].split("def screen(")[0]
+    assert launch.count("dropped(") == 1 and "return launcher.first(key, (dropped(a, (0,)), b), scale)" in launch
     x = torch.randn(1, 96, 64)
-    assert presummed(x, (0,)).data_ptr() == x.data_ptr() and presummed(x, (0,)).shape == (96, 64)
-    y = torch.randn(3, 96, 64)                      # (a module launched on another size still sums)
-    assert torch.equal(presummed(y, (0,)), y.sum(0))
+    assert dropped(x, (0,)).data_ptr() == x.data_ptr() and dropped(x, (0,)).shape == (96, 64)
     for dtype in DTYPES:
+        mod = m if dtype == torch.bfloat16 else module(equation, shapes, dtype)[1]
         ops = operands(shapes, dtype)
-        check(m if dtype == torch.bfloat16 else module(equation, shapes, dtype)[1], equation, ops, dtype)
+        first = check(mod, equation, ops, dtype)
+        assert torch.equal(check(mod, equation, ops, dtype), first)             # the layout's cache hit
     ops = operands(shapes, torch.bfloat16)
     check(m, equation, [o.transpose(1, 2).contiguous().transpose(1, 2) for o in ops], torch.bfloat16)
+    with pytest.raises(ValueError, match="lowered for dimensions"):
+        m.launch(torch.randn(4, 96, 64, dtype=torch.bfloat16), ops[1])
 
 
 def test_only_sums_read_again_past_the_threshold_are_made_first():
@@ -253,8 +258,10 @@ def test_only_sums_read_again_past_the_threshold_are_made_first():
         (kernel,) = lower_program(plan, "float32", shapes)
         return kernel
     big = lowered("bij,bjk->bik", [(32, 2048, 1), (32, 1024, 2048)])
-    assert dict(big.presum) == {"a": (2,), "b": (1,)} and [len(op.dims) for op in big.inputs] == [2, 2]
-    assert lowered("bij,bjk->bik", [(2, 30, 1), (2, 30, 40)]).presum == (("a", (2,)),)     # B's j left to the kernel
+    assert big.presum == (("b", (1,)),) and big.drop == (("a", (2,)),)          # A's j: size 1
+    assert [len(op.dims) for op in big.inputs] == [2, 2]                             # A: b, i; B: b, k
+    small = lowered("bij,bjk->bik", [(2, 30, 1), (2, 30, 40)])
+    assert small.presum == () and small.drop == (("a", (2,)),)                      # B's j left to the kernel
     assert lowered("bjj,bk->bk", [(64, 1024, 1024), (64, 96)]).presum == ()          # a diagonal: left alone
     # a matrix product reads B's tile once per tile of rows: 8 rows are one tile, 4096 are 32
     assert lowered("ab,bcd->ad", [(8, 64), (64, 512, 256)]).presum == ()

@@ -183,14 +183,14 @@ def split(programs: int, K: int, dominant: bool, processors: int, outputs: int, 
     return triton.cdiv(K, chunk), chunk
 
 
-def presummed(x, axes):
-    """``x`` summed over ``axes`` for a kernel lowered without them (``Kernel.presum``): a
-    view dropping them where each has size 1 (a sum would copy ``x``), else torch's sum (a
-    16-bit tensor's accumulated in float32 and rounded to its dtype, as torch.einsum's own
-    sums are)."""
-    if all(x.shape[d] == 1 for d in axes):
-        return x.squeeze(axes)
-    return x.sum(axes)
+def dropped(x, axes):
+    """``x`` without its dimensions ``axes`` (a view), for setting up a layout of a kernel
+    lowered without them (``Kernel.drop``: each of size 1, summed in ``x`` only); that
+    layout's launches pass ``x`` itself, the same memory.  Where one is not of size 1 the
+    module was lowered for other shapes: an error, never a wrong answer."""
+    if any(x.shape[d] != 1 for d in axes):
+        raise ValueError(f"einc: this kernel was lowered for dimensions {axes} of size 1, not {tuple(x.shape)}")
+    return x.squeeze(axes)
 
 
 def merged(sizes, strides) -> bool:
@@ -570,5 +570,5 @@ def compiled_launcher(launcher: Launcher, kernel, layout: Layout):
     return run
 
 
-__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "presummed", "block",
+__all__ = ["Launcher", "Layout", "compiled_launcher", "config_table", "split", "merged", "dropped", "block",
            "processors", "layout_class", "fp32_precision", "finish_kernel", "SHARED_MEMORY", "K_GRANULE"]
