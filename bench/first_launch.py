@@ -6,6 +6,7 @@ times it (``EINC_COMPILE_THREADS=1``) against einc compiling them side by side f
     python bench/first_launch.py [--rounds N] [--threads N] [--filter REGEX]
     python bench/first_launch.py --child EQUATION SHAPES DTYPE [--tma]   # one first launch: JSON
     python bench/first_launch.py --jobs N [--time-ms MS] [--rounds N] [--filter REGEX]
+    python bench/first_launch.py --caller [--threads N] [--rounds N] [--filter REGEX]
 
 Each row's one-step plan is lowered and its module's first launch (``launch()`` on zero
 CPU tensors) runs in a fresh process with an empty Triton cache, on a stand-in CUDA
@@ -28,6 +29,16 @@ first) on one thread and on N, each config's timed run taking ``--time-ms`` (a s
 for the device's timing: nothing is timed on it), and prints the seconds until all are
 done, how many compiles ran while another job's configs were being timed, and whether
 two jobs' timings ever interleaved.
+
+``--caller`` asks what kernels compiling in the background cost the caller's thread
+meanwhile, as learn mode's jobs do while the caller's calls go on: in a fresh process a
+round, the rows' first launches run one after another on a background thread (their
+compiles in ``--threads`` threads on every CPU but the first), while the main thread, on
+the first CPU, runs a loop of one small torch op (``torch.add`` of two 16-float tensors,
+whose binding gives the GIL up and takes it back, as every torch op's does).  Prints per
+round the launches' seconds, the op's median and mean µs alone (a second before) and
+during the launches, and the share of that time the caller spent in stalls of 100 µs or
+more (waiting for the GIL, which the compiles' Python parts hold), with the longest.
 """
 
 from __future__ import annotations
@@ -179,6 +190,97 @@ def jobs_child(rows, jobs: int, time_ms: float) -> dict:
             "errors": errors}
 
 
+CALLER_OPS = 10            # torch ops a timed sample of the caller's loop runs
+STALL_US = 100.0           # a sample's op slower than this waited for the GIL or a CPU
+
+
+def caller_child(rows, threads: int) -> dict:
+    """The first launches of ``rows`` (ids), one after another on a background thread as
+    learn mode makes kernels ready (the stand-in driver, ``threads`` compile threads),
+    while the main thread, on a CPU of its own, loops over a small torch op.  Returns the
+    launches' seconds and the op's times alone (a second before) and during the launches."""
+    import threading
+
+    import torch
+
+    torch.set_num_threads(1)
+    _stand_in([], [])
+    modules = [_module(*r[1:]) for r in ROWS if r[0] in rows]
+    x, y = torch.randn(16), torch.randn(16)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:       # the caller on a CPU of its own, the compiles on the others
+        os.sched_setaffinity(0, cpus[:1])
+
+    def loop(until):
+        samples = []
+        while not until():
+            t0 = time.perf_counter()
+            for _ in range(CALLER_OPS):
+                torch.add(x, y)
+            samples.append((time.perf_counter() - t0) * 1e6 / CALLER_OPS)
+        return samples
+
+    end = time.perf_counter() + 1.0
+    before = loop(lambda: time.perf_counter() >= end)
+    done, span = threading.Event(), {}
+
+    def job():
+        if len(cpus) > 1:   # (the compile threads started from here inherit it)
+            os.sched_setaffinity(0, cpus[1:])
+        start = time.perf_counter()
+        for module, operands in modules:
+            module.launch(*operands)
+        span["seconds"] = time.perf_counter() - start
+        done.set()
+    threading.Thread(target=job, name="learn-job").start()
+    during = loop(done.is_set)
+
+    def summary(samples):
+        stalls = [t * CALLER_OPS for t in samples if t >= STALL_US]
+        return {"median_us": statistics.median(samples), "mean_us": statistics.mean(samples),
+                "stalled_s": sum(stalls) / 1e6, "longest_ms": max(stalls, default=0.0) / 1e3}
+    return {"seconds": span["seconds"], "before": summary(before), "during": summary(during)}
+
+
+def caller_run(rows, threads: int) -> dict:
+    """``caller_child`` in a fresh process with an empty Triton cache."""
+    with tempfile.TemporaryDirectory(prefix="einc-first-launch-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(TRITON_CACHE_DIR=cache, EINC_COMPILE_THREADS=str(threads), TRITON_DEFAULT_FP_FUSION="1",
+                   PYTHONPATH=str(HERE.parent))
+        done = subprocess.run([sys.executable, __file__, "--caller-child", ",".join(rows), str(threads)],
+                              env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def caller_table(rows, threads: int, rounds: int) -> None:
+    """The caller's op while the rows' first launches compile, per round and the medians."""
+    print(f"the caller's loop of `torch.add` (16 floats) on a CPU of its own while {len(rows)} first launches "
+          f"({', '.join(rows)}) compile one after another on a thread, the compiles on the other CPUs; "
+          f"stand-in H100, Triton's real compiler; {os.cpu_count()} CPUs; {threads} compile threads\n")
+    print("| round | launches, s | op alone: median / mean µs | during: median / mean µs "
+          "| stalls ≥ 100 µs, share of the launches | longest stall, ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    runs = []
+    for r in range(rounds):
+        runs.append(caller_run(rows, threads))
+        _caller_row(str(r + 1), runs[-1:])
+    if rounds > 1:
+        _caller_row("median", runs)
+
+
+def _caller_row(name: str, runs) -> None:
+    def med(phase, what):
+        return statistics.median(o[phase][what] for o in runs)
+    stalled = statistics.median(o["during"]["stalled_s"] / o["seconds"] for o in runs)
+    print(f"| {name} | {statistics.median(o['seconds'] for o in runs):.2f} "
+          f"| {med('before', 'median_us'):.2f} / {med('before', 'mean_us'):.2f} "
+          f"| {med('during', 'median_us'):.2f} / {med('during', 'mean_us'):.2f} "
+          f"| {stalled:.3f} | {med('during', 'longest_ms'):.1f} |", flush=True)
+
+
 def overlaps(events) -> int:
     """Compiles that ran while some job's configs were being timed: between a row's first
     and last timing (a job's own compiles all come before its first timing)."""
@@ -257,7 +359,13 @@ def main(argv=None) -> int:
     parser.add_argument("--time-ms", type=float, default=0.0,
                         help="with --jobs: how long the stand-in's timed run of a config takes (default 0)")
     parser.add_argument("--jobs-child", nargs=3, metavar=("ROWS", "JOBS", "TIME_MS"), help=argparse.SUPPRESS)
+    parser.add_argument("--caller", action="store_true",
+                        help="the caller's loop of a small torch op while the rows' first launches compile")
+    parser.add_argument("--caller-child", nargs=2, metavar=("ROWS", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.caller_child:
+        print(json.dumps(caller_child(args.caller_child[0].split(","), int(args.caller_child[1]))))
+        return 0
     if args.child:
         equation, shapes, dtype = args.child
         print(json.dumps(child(equation, json.loads(shapes), dtype, args.tma)))
@@ -269,6 +377,9 @@ def main(argv=None) -> int:
     from einc import config
     threads = args.threads or config.compile_threads()
     rows = [r for r in ROWS if args.filter is None or re.search(args.filter, r[0])]
+    if args.caller:     # (the TMA row's module is the next row's: one launcher, one layout)
+        caller_table([r[0] for r in rows if not r[4]], threads, args.rounds)
+        return 0
     if args.jobs:       # (the TMA row's module is the next row's: one launcher, one layout)
         jobs_table([r[0] for r in rows if not r[4]], args.jobs, args.rounds, args.time_ms)
         return 0

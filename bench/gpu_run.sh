@@ -29,7 +29,8 @@
 # backend "einc" against inductor and eager, 150 s), compile (bench/first_launch.py
 # --rounds 1: no GPU, the machine's CPUs: first launches' compiles one at a time against
 # side by side, 90 s; then --jobs 2 --time-ms 65: the first launches as learn mode's
-# background jobs on one thread against two, 60 s), verdict (the gemm and pairwise families three times, interleaved,
+# background jobs on one thread against two, 60 s; then --caller: the caller's thread,
+# on a CPU of its own, while those first launches compile on the others, 60 s), verdict (the gemm and pairwise families three times, interleaved,
 # gpu_eval --verdict: einc, torch.einsum and torch.einsum + .contiguous() only; each run
 # with an einc cache of its own, so learn mode decides afresh, Triton's cache shared;
 # then gpu_eval --runs: the geomeans per run and over the rows' medians; 50 + 100 s a run,
@@ -170,6 +171,12 @@ compile_part() {   # first launches' compiles, one thread against side by side (
   timeout "$s" python3 bench/first_launch.py --jobs 2 --time-ms 65 --rounds 1 >"$W/first_launch_jobs.md" \
     2>"$W/first_launch_jobs.log"
   echo "exit $?" >>"$W/first_launch_jobs.log"
+  pack
+  s=$(budget 60); (( s == 0 )) && { echo "skip compile --caller: $(left) s left"; return; }
+  step "first_launch.py --caller --rounds 1 (limit $s s)"
+  timeout "$s" python3 bench/first_launch.py --caller --rounds 1 >"$W/first_launch_caller.md" \
+    2>"$W/first_launch_caller.log"
+  echo "exit $?" >>"$W/first_launch_caller.log"
   pack
 }
 

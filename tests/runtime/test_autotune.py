@@ -116,6 +116,24 @@ def test_background_jobs_run_side_by_side_and_time_one_launch_at_a_time(tmp_path
     assert changes == 1, rows                                           # one launch's timings, then the other's
 
 
+@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+def test_the_callers_loop_runs_while_a_first_launch_compiles_beside_it(tmp_path):
+    """``first_launch.py --caller-child``: the caller's loop of small torch ops runs the
+    whole time a first launch compiles on another thread, and its stalls are part of it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
+               TRITON_CACHE_DIR=str(tmp_path / "caller"))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--caller-child", "fp32_reduce", "2"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["seconds"] > 0.05, out                                   # (three configs compiled)
+    for phase in ("before", "during"):
+        assert 0 < out[phase]["median_us"] <= out[phase]["mean_us"] * 10, out
+    assert 0 <= out["during"]["stalled_s"] <= out["seconds"], out
+    assert out["during"]["longest_ms"] <= out["seconds"] * 1e3, out
+
+
 class _Kernel:
     """Stands in for a ``triton.jit`` function: records each warmup's keywords and thread."""
 
