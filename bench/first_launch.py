@@ -198,7 +198,8 @@ def caller_child(rows, threads: int) -> dict:
     """The first launches of ``rows`` (ids), one after another on a background thread as
     learn mode makes kernels ready (the stand-in driver, ``threads`` compile threads),
     while the main thread, on a CPU of its own, loops over a small torch op.  Returns the
-    launches' seconds and the op's times alone (a second before) and during the launches."""
+    launches' seconds and the op's times alone (a second before) and during the launches
+    (``looped_s``: the seconds the loop's timed calls took in all)."""
     import threading
 
     import torch
@@ -207,7 +208,7 @@ def caller_child(rows, threads: int) -> dict:
     _stand_in([], [])
     modules = [_module(*r[1:]) for r in ROWS if r[0] in rows]
     x, y = torch.randn(16), torch.randn(16)
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
     if len(cpus) > 1:       # the caller on a CPU of its own, the compiles on the others
         os.sched_setaffinity(0, cpus[:1])
 
@@ -238,6 +239,7 @@ def caller_child(rows, threads: int) -> dict:
     def summary(samples):
         stalls = [t * CALLER_OPS for t in samples if t >= STALL_US]
         return {"median_us": statistics.median(samples), "mean_us": statistics.mean(samples),
+                "looped_s": sum(samples) * CALLER_OPS / 1e6,
                 "stalled_s": sum(stalls) / 1e6, "longest_ms": max(stalls, default=0.0) / 1e3}
     return {"seconds": span["seconds"], "before": summary(before), "during": summary(during)}
 

@@ -127,10 +127,12 @@ def test_the_callers_loop_runs_while_a_first_launch_compiles_beside_it(tmp_path)
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.splitlines()[-1])
-    assert out["seconds"] > 0.05, out                                   # (three configs compiled)
+    assert out["seconds"] > 0.05, out
+    assert 0.9 <= out["before"]["looped_s"] <= 1.1, out                 # a second alone
+    assert 0.9 * out["seconds"] <= out["during"]["looped_s"] <= 1.1 * out["seconds"], out   # the whole launch
     for phase in ("before", "during"):
-        assert 0 < out[phase]["median_us"] <= out[phase]["mean_us"] * 10, out
-    assert 0 <= out["during"]["stalled_s"] <= out["seconds"], out
+        assert 0 < out[phase]["median_us"] < 1000, out
+    assert 0 <= out["during"]["stalled_s"] <= out["during"]["looped_s"], out
     assert out["during"]["longest_ms"] <= out["seconds"] * 1e3, out
 
 
