@@ -234,7 +234,7 @@ DP_OPERANDS = 16        # dynamic programming's reach; beyond it, einc.planner.s
 def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
 
-    Exhaustive up to 5 operands, dynamic programming up to 16 (never costlier than
+    Exhaustive up to 5 operands (:func:`_optimal`), dynamic programming up to 16 (never costlier than
     opt_einsum's ``dp``), then :func:`einc.planner.search.search`: the path remembered on
     disk, else a greedy path, then a search whose time is in proportion to the
     contraction's predicted time (cotengra's hyper-optimizer where it is installed).
@@ -242,7 +242,7 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """
     n = len(inputs)
     if n <= 5:
-        return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
+        return _optimal(inputs, output, size_dict, memory_limit)
     if n <= DP_OPERANDS:
         return _dynamic_programming(inputs, output, size_dict, memory_limit)
     from .searchkey import recall
@@ -254,6 +254,31 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     if reports is not None:
         reports.append(report)
     return path
+
+
+def _optimal(inputs, output, size_dict, memory_limit):
+    """opt_einsum's exhaustive ``optimal`` search, made exhaustive where an index is on three
+    or more operands.  ``optimal`` caches a pair's contraction under the pair's two index
+    sets, but what the pair keeps depends on the operands still left: where two different
+    tensors carry the same indices (``bgk,bkd,bk->bgd``: ``bk`` and a ``bk`` made from two
+    others) the cache answers for the wrong one, and the search returns a costlier path
+    than its own greedy one (opt_einsum issues 167 and 254).  One index of size 1 per
+    operand, kept to the output, makes every tensor's index set name the operands it was
+    made from, so each cached answer is the right one; sizes and flop counts are the same
+    (a size-1 index multiplies nothing and is never summed).  Where every index is on at
+    most two operands (the output counted as one), no two tensors with the same set can
+    disagree on what a pair keeps, and the search runs as it is.  Labels here are einc's
+    ints (0 up), the added ones negative."""
+    count = dict.fromkeys(output, 1)
+    for term in inputs:
+        for i in term:
+            count[i] = count.get(i, 0) + 1
+    if max(count.values(), default=0) <= 2:
+        return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
+    tags = [-1 - k for k in range(len(inputs))]
+    tagged = [set(term) | {tag} for term, tag in zip(inputs, tags)]
+    sizes = {**size_dict, **dict.fromkeys(tags, 1)}
+    return opt_einsum.paths.optimal(tagged, set(output) | set(tags), sizes, memory_limit)
 
 
 def _dynamic_programming(inputs, output, size_dict, memory_limit):

@@ -133,6 +133,73 @@ def test_a_cost_without_a_finite_log_leaves_the_dp_its_own_start():
     assert _cost_cap(Rust(2.0), ([], [], {})) == pytest.approx(2 * math.log(10), rel=1e-4)
 
 
+def _optimal_model(inputs, output, sizes, path, limit=math.inf):
+    """opt_einsum ``optimal``'s own count of a pairwise path: each pair's product of its
+    indices' sizes, twice where it sums an index the two share; inf where an intermediate
+    holds more than ``limit`` elements."""
+    terms, total = [frozenset(t) for t in inputs], 0
+    for i, j in path:
+        a, b = terms[i], terms[j]
+        rest = [t for k, t in enumerate(terms) if k not in (i, j)]
+        keep = frozenset(output).union(*rest)
+        total += math.prod(sizes[x] for x in a | b) * (1 + bool((a & b) - keep))
+        terms = rest + [(a | b) & keep]
+        if rest and math.prod(sizes[x] for x in terms[-1]) > limit:
+            return math.inf
+    return total
+
+
+def _least(inputs, output, sizes, limit=math.inf):
+    """The least ``_optimal_model`` count over every pairwise path (a brute force)."""
+    import itertools
+    n = len(inputs)
+    paths = itertools.product(*[list(itertools.combinations(range(k), 2)) for k in range(n, 1, -1)])
+    return min(_optimal_model(inputs, output, sizes, p, limit) for p in paths)
+
+
+@pytest.mark.parametrize("equation, sizes, limit, path", [
+    # opt_einsum issue 254: the scale first, the intermediate 8x smaller
+    ("bgk,bkd,bk->bgd", {"b": 64, "g": 8, "k": 4096, "d": 128}, None, ((0, 2), (0, 1))),
+    ("ab,b,b,b,c->ac", {"a": 3, "b": 4, "c": 2}, 12, None),       # (memory_limit="max_input")
+    ("bd,bd,cd,cd,bd->", {"b": 64, "c": 24, "d": 40}, None, None),
+])
+def test_the_exhaustive_search_is_exhaustive_where_an_index_is_on_three_operands(equation, sizes, limit, path):
+    # opt_einsum's optimal caches a pair under its two index sets, which two different
+    # tensors may share: it returned a path costlier than greedy's on each of these
+    inputs, output, sizes = _letters(equation, sizes)
+    got = _auto(inputs, output, sizes, memory_limit=limit)
+    least = _least(inputs, output, sizes, limit or math.inf)
+    assert _optimal_model(inputs, output, sizes, got, limit or math.inf) == least
+    raw = opt_einsum.paths.optimal(inputs, output, sizes, limit)
+    assert _optimal_model(inputs, output, sizes, raw, limit or math.inf) > least  # (the case shows the cache's error)
+    if path is not None:
+        assert tuple(got) == path
+    # and einsum runs that path: the answer torch.einsum gives
+    shapes = [[sizes[i] for i in sorted(t)] for t in inputs]
+    if math.prod(sizes.values()) < 10 ** 6:
+        letters = "abcdefgh"
+        eq = ",".join("".join(letters[i] for i in sorted(t)) for t in inputs) + "->" + \
+            "".join(letters[i] for i in sorted(output))
+        ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+        assert torch.allclose(einc.einsum(eq, *ops), torch.einsum(eq, *ops))
+
+
+def test_the_exhaustive_search_finds_the_least_count_on_random_networks():
+    # 3-5 operands of 1-3 indices drawn from few: indices on three or more operands, equal
+    # index sets, size-1 indices; with and without a memory limit no tighter than the search's
+    rng = random.Random(7)
+    for _ in range(150):
+        n = rng.randint(3, 5)
+        labels = range(rng.randint(2, 5))
+        inputs = [frozenset(rng.sample(labels, rng.randint(1, min(3, len(labels))))) for _ in range(n)]
+        used = sorted(set().union(*inputs))
+        output = {i for i in used if rng.random() < 0.3}
+        sizes = {i: rng.choice([1, 2, 3, 5, 8, 17]) for i in used}
+        got = _auto(inputs, output, sizes)
+        assert _optimal_model(inputs, output, sizes, got) == _least(inputs, output, sizes), (inputs, output, sizes)
+        assert _auto(inputs, output, sizes, memory_limit=math.prod(sizes.values())) == got
+
+
 def test_dynamic_programming_runs_without_cotengrust(monkeypatch):
     inputs, sizes = _regular(10, 2, 5, seed=3)
     monkeypatch.setitem(sys.modules, "cotengrust", None)       # as where it is not installed
