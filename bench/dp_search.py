@@ -19,8 +19,18 @@ tensorly-torch's block-TT) and ``--count`` random ones.  ``--fresh N``: the same
 first search in a fresh process (``import einc`` done, the search's own imports not),
 einc's and opt_einsum's ``auto`` in turn, N processes a side: what a first step pays.
 
+``--costs``: the paths, not the time: einc's ``auto`` path of 3-16 operands against
+opt_einsum's ``auto`` path (what torch.einsum runs), in opt_einsum's flop count
+(``einc.planner.pathcost.path_cost``), and up to 5 operands against opt_einsum's
+``optimal`` as it is (einc's search before it tagged the operands), on the modules'
+networks, ``bgk,bkd,bk->bgd`` (opt_einsum issue 254) and ``--count`` random networks of
+few indices (1-3 of 2-8 on each of 3-16 operands, sizes 1-100: indices on three or more
+operands, equal index sets); per operand count, how many paths cost less, the same or
+more, and the geomean and largest ratio of the flops.
+
     python bench/dp_search.py [--count 300] [--seed 0] [--repeats 3]
     python bench/dp_search.py --opt-einsum --count 20 [--fresh 5]
+    python bench/dp_search.py --costs --count 2000
 """
 
 from __future__ import annotations
@@ -147,6 +157,54 @@ def fresh(runs: int) -> None:
               f"({min(found['auto']):.2f}-{max(found['auto']):.2f}) | {e / a:.2f} |")
 
 
+def shared_index_networks(count: int, seed: int):
+    """``count`` random networks of 3-16 operands, each of 1-3 of 2-8 indices (sizes 1-100)."""
+    rng = random.Random(seed)
+    found = []
+    for k in range(count):
+        n, letters = rng.randint(3, 16), "abcdefgh"[:rng.randint(2, 8)]
+        terms = ["".join(sorted(set(rng.choices(letters, k=rng.randint(1, 3))))) for _ in range(n)]
+        used = sorted(set("".join(terms)))
+        out = "".join(c for c in used if rng.random() < 0.3)
+        found.append((f"shared {k}", ",".join(terms) + "->" + out,
+                      {c: rng.choice([1, 2, 3, 5, 8, 17, 64, 100]) for c in used}))
+    return found
+
+
+def flops_against_opt_einsum(count: int, seed: int) -> None:
+    """einc's ``auto`` paths against opt_einsum's ``auto`` (and ``optimal``) in flops."""
+    import opt_einsum
+
+    from einc.planner.options import _auto
+    from einc.planner.pathcost import path_cost
+    nets = [(name, eq, sizes) for name, (eq, sizes) in {**SMALL, **MODULES}.items()] + \
+        [("opt_einsum-254", "bgk,bkd,bk->bgd", {"b": 64, "g": 8, "k": 4096, "d": 128})] + \
+        shared_index_networks(count, seed)
+    rows: dict = {}
+    for name, eq, sizes in nets:
+        net = numbered(eq, sizes)
+        n = len(net[0])
+        flops = {"einc": path_cost(*net, _auto(*net))[0],
+                 "auto": path_cost(*net, contract_path(eq, sizes, "auto")[0])[0]}
+        if n <= 5:
+            flops["optimal"] = path_cost(*net, opt_einsum.paths.optimal(*net))[0]
+        for peer in ("auto", "optimal"):
+            if peer in flops:
+                rows.setdefault((n, peer), []).append((flops["einc"] / flops[peer], name, eq, sizes))
+        if not name.startswith("shared"):
+            print(f"{name} ({n} operands): einc {flops['einc']:.4g} flops, opt_einsum auto {flops['auto']:.4g}"
+                  + (f", optimal {flops['optimal']:.4g}" if "optimal" in flops else ""))
+    print("\n| operands | against | networks | einc cheaper | same | einc costlier | geomean einc / peer |"
+          " largest einc / peer |\n|---:|---|---:|---:|---:|---:|---:|---:|")
+    for (n, peer), found in sorted(rows.items()):
+        ratios = [r for r, *_ in found]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"| {n} | {peer} | {len(ratios)} | {sum(r < 1 for r in ratios)} | {sum(r == 1 for r in ratios)} | "
+              f"{sum(r > 1 for r in ratios)} | {geo:.3f} | {max(ratios):.3f} |")
+    worst = max((f for (n, peer), found in rows.items() if peer == "auto" for f in found), key=lambda f: f[0])
+    print(f"\nlargest against auto: {worst[0]:.2f}x, {worst[2]} {worst[3]}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=300)
@@ -154,8 +212,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--opt-einsum", action="store_true", help="einc's search against opt_einsum's auto and dp")
     parser.add_argument("--fresh", type=int, default=0, help="with --opt-einsum: N fresh processes a side")
+    parser.add_argument("--costs", action="store_true", help="the paths' flops against opt_einsum's auto")
     parser.add_argument("--first-search", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.costs:
+        flops_against_opt_einsum(args.count, args.seed)
+        return 0
     if args.first_search:
         first_search(*args.first_search)
         return 0
