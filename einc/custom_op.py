@@ -127,10 +127,37 @@ def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
         call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
         out = autograd.EinsumFunction.apply(call, *operands)
         return out if scale == 1.0 else out * scale     # training: the scale as its own op
+    if autograd.forward_ad._current_level >= 0 or autograd.transforms_active() or _modes():
+        dual = _forward(equation, operands, optimize, memory_limit, scale)
+        if dual is not None:
+            return dual
     if not _modes() and all(type(o) in _PLAIN for o in operands):
         return _impl(equation, operands, optimize, memory_limit, scale)
     with torch._C._AutoDispatchBelowAutograd():
         return einsum_op(equation, operands, optimize, memory_limit, scale)
+
+
+def _forward(equation, operands, optimize, memory_limit, scale):
+    """Forward AD (``torch.func.jvp``, ``jacfwd``, ``forward_ad.dual_level``) with no gradient
+    asked: the result and its tangent, the sum over operands of the op with that operand
+    replaced by its tangent, made dual; None where no operand carries a tangent.  Below
+    autograd the op would drop the tangents, and while torch.compile traces the call (fake
+    or functional tensors) nothing else would put one on the result: the compiled graph's
+    tangent would be zero.  Asked under forward AD, a transform or a dispatch mode
+    (tracing): AOTAutograd retraces a graph whose dual level Python's ``forward_ad``
+    does not record, so the tangents are read at level 0, the one level forward AD has
+    outside functorch's nesting."""
+    level = max(autograd.forward_ad._current_level, 0)
+    with torch._C._DisableTorchDispatch():      # (a look that no trace records: the primal views go)
+        if all(torch._VF._unpack_dual(o, level)[1] is None for o in operands):
+            return None
+    unpacked = [torch._VF._unpack_dual(o, level) for o in operands]
+    tangents = [t for _, t in unpacked]
+    primals = [p for p, _ in unpacked]
+    call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
+    out = einsum_op(equation, primals, optimize, memory_limit, scale)
+    tangent = autograd.tangent(call.eq, primals, tangents, call.contract)
+    return torch._VF._make_dual(out, tangent if scale == 1.0 else tangent * scale, level=level)
 
 
 _lib.impl("einsum", _autograd_kernel, "Autograd")

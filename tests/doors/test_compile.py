@@ -123,6 +123,46 @@ def test_the_op_itself_under_autograd_and_torch_func():
                                torch.func.hessian(lambda a: ref(a).pow(2).sum())(a0))
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_forward_mode_under_compile_gives_the_tangent(backend):
+    """jvp, jacfwd and forward_ad inside a compiled function: while dynamo and AOTAutograd
+    trace the op, its tangent is the sum of the op with each operand's tangent (the op
+    below autograd made none: the compiled tangent was zero)."""
+    import torch.autograd.forward_ad as fwAD
+    a, b, t = _randn(3, 4), _randn(4, 5, seed=1), _randn(3, 4, seed=2)
+    mine = lambda a: einc.einsum("ij,jk->ik", a, b)                     # noqa: E731
+    torch._dynamo.reset()
+    out, tangent = torch.compile(lambda a, t: torch.func.jvp(mine, (a,), (t,)), backend=backend)(a, t)
+    torch.testing.assert_close(out, a @ b)
+    torch.testing.assert_close(tangent, t @ b)
+    torch._dynamo.reset()
+    jac = torch.compile(torch.func.jacfwd(lambda a: einc.einsum("ij->", a).sin()), backend=backend)(a)
+    torch.testing.assert_close(jac, torch.full_like(a, math.cos(a.sum().item())))
+
+    def dual(a, t):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(mine(fwAD.make_dual(a, t))).tangent
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(dual, backend=backend)(a, t), t @ b)
+    with fwAD.dual_level():           # a dual tensor into a compiled function
+        torch._dynamo.reset()
+        got = torch.compile(mine, backend=backend)(fwAD.make_dual(a, t))
+        torch.testing.assert_close(fwAD.unpack_dual(got).tangent, t @ b)
+
+
+def test_the_op_itself_gives_a_tangent_where_its_plan_would_drop_it():
+    # the op called with a dual operand and a scale (the compile backend's constant factor)
+    import torch.autograd.forward_ad as fwAD
+
+    import einc.custom_op  # noqa: F401  (registers the op)
+    a, b, t = _randn(2, 3, 4), _randn(2, 4, 5, seed=1), _randn(2, 3, 4, seed=2)
+    with fwAD.dual_level():
+        out = torch.ops.einc.einsum.default("bij,bjk->bik", [fwAD.make_dual(a, t), b], "auto", "", 0.5)
+        primal, tangent = fwAD.unpack_dual(out)
+    torch.testing.assert_close(primal, 0.5 * (a @ b))
+    torch.testing.assert_close(tangent, 0.5 * (t @ b))
+
+
 def test_autocast_inside_compile_casts_like_torch_einsum():
     torch._dynamo.reset()
     a, b = _randn(8, 8, dtype=torch.float32), _randn(8, 8, seed=1, dtype=torch.float32)
