@@ -33,6 +33,7 @@ path (a ``PathOptimizer`` makes dynamo fall back to eager for that frame, and fa
 under ``fullgraph=True``).
 """
 
+import contextlib
 import functools
 import sys
 
@@ -215,12 +216,33 @@ _lib.define("einsum_backward(str equation, Tensor[] operands, Tensor grad, bool[
 
 
 def _backward(equation, operands, grad, needed, optimize, memory_limit):
-    with torch.enable_grad():
+    with torch.enable_grad(), _recording():
         leaves = [o.detach().requires_grad_(n) for o, n in zip(operands, needed)]
         out = autograd.einsum(parse(equation), leaves, Options.from_op(optimize, memory_limit))
         wanted = [x for x, n in zip(leaves, needed) if n]
         grads = torch.autograd.grad(out, wanted, grad, allow_unused=True)
     return [torch.zeros_like(x) if g is None else g.contiguous() for x, g in zip(wanted, grads)]
+
+
+# autograd's dispatch keys as torch excludes them below autograd (the functionality, for every backend)
+_AUTOGRAD_KEYS = [getattr(torch._C.DispatchKey, k) for k in ("AutogradFunctionality", "AutogradOther",
+                                                             "AutogradNestedTensor", "ADInplaceOrView")]
+
+
+@contextlib.contextmanager
+def _recording():
+    """Autograd on in this thread's dispatch, for the call :func:`_backward` runs again.  A
+    ``TorchDispatchMode`` (``FlopCounterMode``, compiled autograd's tracing) runs the op
+    with autograd's dispatch keys excluded, where nothing would be recorded to take the
+    gradients of; they are let through, and restored after."""
+    excluded = [k for k in _AUTOGRAD_KEYS if torch._C._dispatch_tls_is_dispatch_key_excluded(k)]
+    for k in excluded:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(k, False)
+    try:
+        yield
+    finally:
+        for k in excluded:
+            torch._C._dispatch_tls_set_dispatch_key_excluded(k, True)
 
 
 _lib.impl("einsum_backward", _backward, "CompositeExplicitAutograd")

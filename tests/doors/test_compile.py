@@ -150,6 +150,33 @@ def test_forward_mode_under_compile_gives_the_tangent(backend):
         torch.testing.assert_close(fwAD.unpack_dual(got).tangent, t @ b)
 
 
+@pytest.mark.parametrize("trace", ["aot_eager", "jit.trace"])
+def test_a_traced_backward_under_a_dispatch_mode_gives_the_gradients(trace):
+    """A compiled or traced call's backward (``einc::einsum_backward``, the call again with
+    autograd) run under a TorchDispatchMode, which runs the op below autograd: the
+    gradients without the mode, bit for bit (it raised: nothing was recorded)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    a, b = _randn(3, 4), _randn(4, 5, seed=1)
+    f = lambda a, b: einc.einsum("ij,jk->ik", a, b)                    # noqa: E731
+    torch._dynamo.reset()
+    traced = torch.compile(f, backend="aot_eager") if trace == "aot_eager" else \
+        torch.jit.trace(f, (a.requires_grad_(), b.requires_grad_()))
+    grads = []
+    for mode in (contextlib.nullcontext, PassThrough, lambda: FlopCounterMode(display=False)):
+        leaves = [a.detach().requires_grad_(), b.detach().requires_grad_()]
+        out = traced(*leaves)
+        with mode():
+            out.sum().backward()
+        grads.append([x.grad for x in leaves])
+    torch.testing.assert_close(grads[0][0], b.detach().sum(1).expand(3, 4))
+    assert all(torch.equal(g, w) for got in grads[1:] for g, w in zip(got, grads[0]))
+
+
 def test_the_op_itself_gives_a_tangent_where_its_plan_would_drop_it():
     # the op called with a dual operand and a scale (the compile backend's constant factor)
     import torch.autograd.forward_ad as fwAD
