@@ -201,7 +201,7 @@ def sublist_equation(args) -> tuple[str, list]:
     """torch's sublist call ``(op0, sub0, op1, sub1, ..., [output])`` -> ``(text, operands)``.
 
     A sublist is any sequence of non-negative ints (numpy arrays, 1-d integer tensors,
-    ``range`` and numpy integers too) and ``Ellipsis``; any int is an index (torch stops
+    ``range``, numpy integers and bools, as 0 and 1, too) and ``Ellipsis``; any int is an index (torch stops
     at 52; einc at the last letter it has, past 137,000).  Plain
     Python, so that dynamo traces it under torch.compile.
 
@@ -249,10 +249,12 @@ def _sublist_term(sub, what: str) -> str:
 
 def _sublist_letter(s, what: str) -> str:
     try:
-        i = operator.index(s)       # numpy integers, 0-d integer arrays
+        i = operator.index(s)       # numpy integers, 0-d integer arrays; True and False, as torch takes them
     except TypeError:
-        i = None
-    if i is None or isinstance(s, bool):
+        # numpy's and torch's bools, which torch takes as 0 and 1 too (by name: no torch here)
+        i = int(bool(s)) if str(getattr(s, "dtype", "")) in ("bool", "torch.bool") and getattr(s, "ndim", 0) == 0 \
+            else None
+    if i is None:
         raise OperandTypeError(f"einsum(): subscript {s!r} in the subscript list of {what} is not an int "
                                "or Ellipsis")
     if i < 0:

@@ -65,7 +65,8 @@ def test_sublist_with_two_ellipses_raises_like_torch():
 
 
 @pytest.mark.parametrize("sublist", [np.array([0, 1]), range(2), [np.int64(0), np.int32(1)], (0, 1),
-                                     torch.tensor([0, 1])])
+                                     torch.tensor([0, 1]), [False, True], [np.False_, np.True_],
+                                     torch.tensor([False, True])])
 def test_sublists_of_numpy_arrays_ranges_and_numpy_ints(sublist):
     x = torch.randn(3, 4)
     torch.testing.assert_close(einc.einsum(x, sublist, [1]), torch.einsum(x, sublist, [1]))
