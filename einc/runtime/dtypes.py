@@ -80,6 +80,9 @@ _COMPUTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float
                        torch.complex128))
 
 
+_QUANTIZED = frozenset((torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4))
+
+
 def result_dtype(equation: str, shapes, dtypes):
     """The dtype torch.einsum returns for operands of ``shapes`` and ``dtypes``; None when
     torch cannot say (the equation uses letters torch does not take, or torch trips on its
@@ -92,6 +95,11 @@ def result_dtype(equation: str, shapes, dtypes):
     dtypes = tuple(dtypes)
     if len(set(dtypes)) == 1 and dtypes[0] in _COMPUTED:
         return dtypes[0]
+    quantized = sorted({str(d) for d in dtypes if d in _QUANTIZED})
+    if quantized:
+        # (torch.einsum runs only its views on them, a transpose; its products have no kernel)
+        raise UnsupportedDtypeError(f"einsum(): einc does not contract quantized tensors ({', '.join(quantized)}): "
+                                    "dequantize() them first, or call torch.einsum for a transpose")
     answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None,
                     _torch_path(equation, shapes))
     if isinstance(answer, NotImplementedError):

@@ -40,6 +40,10 @@ CASES = [
      ["float8_e4m3fn"]),
     ("bij,bjk->bik", [A[None].to(torch.float8_e5m2), B[None].to(torch.float8_e5m2)], errors.UnsupportedDtypeError,
      ["float8_e5m2"]),
+    # quantized tensors: torch's products have no kernel for them (einc's stand-ins raised "aten::zero_")
+    ("ij,jk->ik", [torch.quantize_per_tensor(A, 0.1, 0, torch.qint8),
+                   torch.quantize_per_tensor(B, 0.1, 0, torch.qint8)], errors.UnsupportedDtypeError,
+     ["quantized", "torch.qint8", "dequantize()"]),
     ("ij->ij", [[[1.0, 2.0]]], errors.OperandTypeError, ["operand 0", "list"]),
     ("ij,jk->ik", [A, 3], errors.OperandTypeError, ["operand 1", "int"]),
 ]
