@@ -44,7 +44,7 @@ from .errors import (
     SizeKeywordError,
 )
 from .planner import notation, plan_for, slicing
-from .planner.equation import Equation, call_form, parse, sublist_equation
+from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS, Options, layout_message, torch_optimize
 from .planner.plan import Plan
@@ -100,13 +100,14 @@ def einsum(*args, **sizes):
             operands = operands[0]
         try:
             eq = parse(args[0])
-        except EquationError:
+        except EquationError as error:
             if not notation.is_named(args[0]):
-                raise
-            return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
+                raise for_operands(error, len(operands)) from None
+            with named_axes.torch_error_first(for_operands(error, len(operands)), args[0]):
+                return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
     else:
         text, operands = sublist_equation(args)
-        eq = parse(text)
+        eq = parse_as_called(text, len(operands))
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
         return _torch_function((eq.text, *operands), operands, optimize, memory_limit, select, out, backend, layout)
     if given is _NO_OPTIONS and "enabled" not in _OE_OWN and "strategy" not in _OE_OWN and _OE_MOD["enabled"] and \

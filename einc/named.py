@@ -12,10 +12,11 @@ equation, and the reshape.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 
-from .errors import ArgumentError, OperandTypeError, OutError, ShapeError, caret
+from .errors import ArgumentError, EquationError, OperandTypeError, OutError, ShapeError, caret
 from .planner.equation import call_form
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
 
@@ -198,5 +199,21 @@ class NamedExplanation:
         return d
 
 
+@contextlib.contextmanager
+def torch_error_first(error, text: str):
+    """Around the named reading of ``text``, an equation torch's notation does not take
+    (``error``): where that reading fails too and ``text`` has no parenthesis (so nothing
+    says it was meant as named axes: ``ij->i j k``), the error is torch's, the named
+    reading's after it."""
+    try:
+        yield
+    except EquationError as named_error:
+        if "(" in text:
+            raise
+        reading = str(named_error).split("\n")[0].removeprefix("einsum(): ")
+        raise type(error)(f"{error}\nread as named axes instead, it fails too: {reading}") from None
+
+
 __all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
-           "NamedExpression", "explain_parts", "NamedExplanation"]
+           "NamedExpression", "explain_parts", "NamedExplanation", "torch_error_first"]
+

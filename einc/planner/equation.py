@@ -105,8 +105,28 @@ class Equation:
         return caret(self.text, pos[0])
 
 
-def _err(cls, msg: str, text: str, position: int | None):
-    return cls(f"einsum(): {msg}\n{caret(text, position)}")
+def _err(cls, msg: str, text: str, position: int | None, many: str | None = None):
+    """The error, its message torch.einsum's sentence for one or two operands; ``many``,
+    opt_einsum's sentence, which torch.einsum's message starts with for three or more
+    (its path search parses the equation first), is kept on it as ``many`` for the caller
+    that knows how many operands were passed (:func:`for_operands`)."""
+    error = cls(f"einsum(): {msg}\n{caret(text, position)}")
+    error.many = None if many is None else cls(f"einsum(): {many}: {msg}\n{caret(text, position)}")
+    return error
+
+
+def for_operands(error: Exception, n: int) -> Exception:
+    """``error`` as torch.einsum words it for ``n`` operands."""
+    many = getattr(error, "many", None)
+    return many if n >= 3 and many is not None else error
+
+
+def parse_as_called(text: str, n: int) -> Equation:
+    """:func:`parse`, its error worded as torch.einsum words it for ``n`` operands."""
+    try:
+        return parse(text)
+    except EquationError as error:
+        raise for_operands(error, n) from None
 
 
 def _parse_term(text: str, start: int, stop: int, operand: str):
@@ -126,11 +146,11 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
                 already = ("but an ellipsis (...) was already found" if operand == "output"
                            else "for which an ellipsis was already found")
                 raise _err(EquationError, f"found '.' for {operand} {already}; each term takes at most one "
-                           "ellipsis '...'", text, i)
+                           "ellipsis '...'", text, i, _dots(operand, text))
             if text[i:i + 3] != "..." or i + 3 > stop:
                 tail = " (...)" if operand == "output" else ""
                 raise _err(EquationError, f"found '.' for {operand} that is not part of any ellipsis{tail}; "
-                           "an ellipsis is three dots '...'", text, i)
+                           "an ellipsis is three dots '...'", text, i, _dots(operand, text))
             labels.append(ELLIPSIS)
             positions.append(i)
             i += 3
@@ -141,6 +161,16 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
         else:
             raise _err(EquationError, _invalid(ch, i), text, i)
     return tuple(labels), tuple(positions)
+
+
+def _dots(operand: str, text: str) -> str:
+    """opt_einsum's sentence for a misplaced '.': its check of the operands' terms, or, in
+    the output, of the characters left once each '...' is taken out."""
+    if operand != "output":
+        return "Invalid Ellipses"
+    left = text[text.find("->") + 2:].replace("...", "").count(".")
+    return "Output character '.' " + ("did not appear in the input" if left == 1 else
+                                      "appeared more than once in the output")
 
 
 def _invalid(ch: str, i: int) -> str:
@@ -174,7 +204,7 @@ def parse(text: str) -> Equation:
     lhs_stop = arrow if arrow >= 0 else len(text)
     for i, ch in enumerate(text):
         if ch in "->" and not (arrow >= 0 and arrow <= i <= arrow + 1):
-            raise _err(EquationError, _invalid(ch, i), text, i)
+            raise _err(EquationError, _invalid(ch, i), text, i, "Subscripts can only contain one '->'")
     inputs, input_positions = [], []
     for start, stop in term_spans(text, 0, lhs_stop):
         labels, positions = _parse_term(text, start, stop, f"operand {len(inputs)}")
@@ -274,11 +304,12 @@ def _build(text, inputs, input_positions, output, output_positions) -> Equation:
         for i, label in enumerate(output):
             if label in output[:i]:
                 raise _err(EquationError, f"output subscript {label} appears more than once in the output",
-                           text, output_positions[i])
+                           text, output_positions[i],
+                           f"Output character '{label}' appeared more than once in the output")
         for label, pos in zip(output, output_positions):
             if label != ELLIPSIS and label not in seen:
                 raise _err(EquationError, f"output subscript {label} does not appear in the equation for any "
-                           "input operand", text, pos)
+                           "input operand", text, pos, f"Output character '{label}' did not appear in the input")
     else:
         counts: dict[str, int] = {}
         for labels in inputs:

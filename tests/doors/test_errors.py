@@ -19,6 +19,17 @@ CASES = [
     ("...i...->i", [A], errors.EquationError, ["already found", "at most one"]),
     ("ij->ijk", [A], errors.EquationError, ["k does not appear"]),
     ("ij->ii", [A], errors.EquationError, ["i appears more than once"]),
+    # three or more operands: torch's message is opt_einsum's, whose path search parses first
+    ("ij,jk,kl->ii", [A] * 3, errors.EquationError, ["i appears more than once"]),
+    ("ij,jk,kl->iz", [A] * 3, errors.EquationError, ["z does not appear"]),
+    ("ij,jk,k...l...->i", [A] * 3, errors.EquationError, ["ellipsis was already found"]),
+    ("ij,jk,k.l->i", [A] * 3, errors.EquationError, ["not part of any ellipsis"]),
+    ("ij,jk,kl->..i", [A] * 3, errors.EquationError, ["not part of any ellipsis"]),
+    ("ij,jk,kl->i.", [A] * 3, errors.EquationError, ["not part of any ellipsis"]),
+    ("ij,jk,kl->->i", [A] * 3, errors.EquationError, ["'-' is not a letter"]),
+    ("ij,jk,kl>i", [A] * 3, errors.EquationError, ["'>' is not a letter"]),
+    # torch's notation fails and so does the named reading (a space between names): torch's error first
+    ("ij->i j k", [A], errors.EquationError, ["k does not appear", "read as named axes instead", "output axis i"]),
     ("ij,jk->ik", [A], errors.OperandCountError, ["fewer", "'ij', 'jk'", "1 was passed"]),
     ("ij->ij", [A, B], errors.OperandCountError, ["more"]),
     ("ij,jk->ik", [A, B, B], errors.OperandCountError, ["3 were passed"]),
