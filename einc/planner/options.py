@@ -256,6 +256,15 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     return path
 
 
+def _shared(inputs, output) -> bool:
+    """Whether an index is on three or more operands (the output counted as one)."""
+    count = dict.fromkeys(output, 1)
+    for term in inputs:
+        for i in term:
+            count[i] = count.get(i, 0) + 1
+    return max(count.values(), default=0) > 2
+
+
 def _optimal(inputs, output, size_dict, memory_limit):
     """opt_einsum's exhaustive ``optimal`` search, made exhaustive where an index is on three
     or more operands.  ``optimal`` caches a pair's contraction under the pair's two index
@@ -269,11 +278,7 @@ def _optimal(inputs, output, size_dict, memory_limit):
     most two operands (the output counted as one), no two tensors with the same set can
     disagree on what a pair keeps, and the search runs as it is.  Labels here are einc's
     ints (0 up), the added ones negative."""
-    count = dict.fromkeys(output, 1)
-    for term in inputs:
-        for i in term:
-            count[i] = count.get(i, 0) + 1
-    if max(count.values(), default=0) <= 2:
+    if not _shared(inputs, output):
         return opt_einsum.paths.optimal(inputs, output, size_dict, memory_limit)
     tags = [-1 - k for k in range(len(inputs))]
     tagged = [set(term) | {tag} for term, tag in zip(inputs, tags)]
@@ -285,7 +290,15 @@ def _dynamic_programming(inputs, output, size_dict, memory_limit):
     """A path of least flops among those without outer products: opt_einsum's ``dp``
     search, run by cotengrust's implementation of it where installed (in Rust: the same
     optimum, found faster, and the search is most of a 10-operand einsum's first call)
-    and no memory limit applies (cotengrust's takes none); else opt_einsum's."""
+    and no memory limit applies (cotengrust's takes none); else opt_einsum's.
+
+    cotengrust first simplifies the network (sums an index only one tensor carries,
+    multiplies tensors with the same indices), which where an index is on three or more
+    tensors can leave its dp a path far costlier than a greedy one (an example in
+    bench/measured/paths-small-2026-12-06.md); so the best of the
+    random greedy paths that start its sieve, and of the same trials on the network as it is,
+    is kept where it costs fewer flops (asked only where an index is on three or more
+    operands: elsewhere the simplifications leave the dp its optimum)."""
     if memory_limit is None:
         try:
             import cotengrust
@@ -295,9 +308,26 @@ def _dynamic_programming(inputs, output, size_dict, memory_limit):
             label = {i: opt_einsum.get_symbol(k) for k, i in enumerate(size_dict)}   # it takes 1-character labels
             network = ([[label[i] for i in term] for term in inputs], [label[i] for i in output],
                        {label[i]: float(s) for i, s in size_dict.items()})
-            found = cotengrust.optimize_optimal(*network, minimize="flops", cost_cap=_cost_cap(cotengrust, network))
-            return [tuple(c) for c in found]
+            greedy, log10_flops = cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0)
+            found = [tuple(c) for c in cotengrust.optimize_optimal(*network, minimize="flops",
+                                                                   cost_cap=_cap(log10_flops))]
+            if not _shared(inputs, output):
+                return found
+            # the same greedy trials on the network as it is, where the simplifications are the trouble
+            plain, _ = cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0,
+                                                                     simplify=False)
+            best = _flops(inputs, output, size_dict, found)
+            for other in ([tuple(c) for c in greedy], [tuple(c) for c in plain]):
+                cost = _flops(inputs, output, size_dict, other)
+                if other and cost < best:
+                    found, best = other, cost
+            return found
     return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
+
+
+def _flops(inputs, output, size_dict, path) -> int:
+    from .pathcost import path_cost
+    return path_cost(inputs, output, size_dict, path)[0]
 
 
 CAP_TRIALS = 8      # seeded random greedy trials whose best cost starts the dp's sieve
@@ -313,7 +343,11 @@ def _cost_cap(cotengrust, network):
     broken in the order that pass meets them.  A cap below the optimum (a greedy path with
     an outer product) costs passes, never the optimum; one far above it, one wide pass,
     which a random greedy path, closer to the optimum than plain greedy's, makes rare."""
-    _, log10_flops = cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0)
+    return _cap(cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0)[1])
+
+
+def _cap(log10_flops):
+    """The dp's cost cap from a path's log10 flops (cotengrust's measure): :func:`_cost_cap`."""
     cap = log10_flops * math.log(10)
     # (f32 sums in both searches: a hair of slack, so that the optimum at the cap is not sieved out)
     return cap * (1 + 1e-5) + 1e-4 if math.isfinite(cap) and cap > 0 else None

@@ -119,6 +119,22 @@ def test_the_dp_starts_its_sieve_at_a_paths_cost(monkeypatch, equation, sizes):
     assert caps[0] <= math.log(_products(inputs, output, sizes, greedy)) + 1e-3
 
 
+@pytest.mark.skipif(S._cotengrust() is None, reason="cotengrust's dp")
+def test_the_dp_keeps_a_greedy_path_where_its_simplifications_cost_flops():
+    # `g` on three tensors and `f` on one: cotengrust sums `fg` alone first, and its dp (and
+    # its greedy) then keep `g` on a large intermediate, 75x opt_einsum's dp
+    import cotengrust
+    equation = "e,de,acd,fg,ac,be,ade,e,bcg,g->ad"
+    inputs, output, sizes = _letters(equation, {"a": 17, "b": 17, "c": 1, "d": 100, "e": 5, "f": 8, "g": 100})
+    label = {i: opt_einsum.get_symbol(i) for i in sizes}
+    network = ([[label[i] for i in t] for t in inputs], [label[i] for i in output],
+               {label[i]: float(s) for i, s in sizes.items()})
+    dp_alone = S.path_cost(inputs, output, sizes, [tuple(c) for c in cotengrust.optimize_optimal(*network)])[0]
+    got = S.path_cost(inputs, output, sizes, _auto(inputs, output, sizes))[0]
+    theirs = S.path_cost(inputs, output, sizes, opt_einsum.paths.dynamic_programming(inputs, output, sizes))[0]
+    assert dp_alone > 10 * theirs and got <= 2 * theirs, (dp_alone, got, theirs)
+
+
 def test_a_cost_without_a_finite_log_leaves_the_dp_its_own_start():
     from einc.planner.options import _cost_cap
 
