@@ -128,11 +128,12 @@ def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
         call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
         out = autograd.EinsumFunction.apply(call, *operands)
         return out if scale == 1.0 else out * scale     # training: the scale as its own op
-    if autograd.forward_ad._current_level >= 0 or autograd.transforms_active() or _modes():
+    modes = _modes()
+    if modes or autograd.forward_ad._current_level >= 0 or autograd.transforms_active():
         dual = _forward(equation, operands, optimize, memory_limit, scale)
         if dual is not None:
             return dual
-    if not _modes() and all(type(o) in _PLAIN for o in operands):
+    if not modes and all(type(o) in _PLAIN for o in operands):
         return _impl(equation, operands, optimize, memory_limit, scale)
     with torch._C._AutoDispatchBelowAutograd():
         return einsum_op(equation, operands, optimize, memory_limit, scale)
