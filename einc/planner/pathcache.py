@@ -85,7 +85,7 @@ def load(name: str, version: str, num_operands: int):
         return None
     try:
         record = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):     # (RecursionError: arrays nested past the stack)
         return None
     if not isinstance(record, dict) or record.get("key") != name or record.get("version") != version:
         return None

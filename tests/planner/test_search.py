@@ -859,7 +859,7 @@ def _search_and_entry(monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["garbage", "not utf-8", "foreign key", "other version", "bad path",
-                                    "short path", "bad report", "link"])
+                                    "short path", "bad report", "link", "nested"])
 def test_a_corrupt_or_foreign_entry_is_ignored(monkeypatch, damage):
     inputs, sizes, path, entry = _search_and_entry(monkeypatch)
     record = json.loads(entry.read_text())
@@ -877,6 +877,8 @@ def test_a_corrupt_or_foreign_entry_is_ignored(monkeypatch, damage):
         entry.write_text(json.dumps(dict(record, path=record["path"][:-1])))
     elif damage == "bad report":
         entry.write_text(json.dumps(dict(record, report=dict(record["report"], trials="many"))))
+    elif damage == "nested":            # arrays nested past Python's stack: json raised RecursionError
+        entry.write_text("[" * 100_000 + "]" * 100_000)
     else:
         target = entry.with_name("elsewhere.txt")
         entry.rename(target)
