@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import config
+from .. import cachefiles, config
 from ..errors import warn
 from ..planner.equation import text_of
 from . import capture
@@ -167,6 +167,19 @@ def decisions_path():
 
 
 FORMAT = 2      # decisions.json's format: 1 keyed steps without einc's version and kernels
+MAX_BYTES = 64 << 20    # a decisions file larger than this is not einc's
+
+
+def _read(path) -> object:
+    """The decisions file's JSON, read as every cache file is (:func:`einc.cachefiles.read`:
+    a regular file, never through a link, never waiting on a FIFO, of bounded size);
+    FileNotFoundError where there is none, ValueError where it is something else."""
+    data = cachefiles.read(path, MAX_BYTES)
+    if data is None:
+        if not os.path.lexists(path):
+            raise FileNotFoundError(path)
+        raise ValueError(f"not a regular file of at most {MAX_BYTES} bytes")
+    return json.loads(data.decode("utf-8"))
 
 
 @functools.cache
@@ -218,7 +231,7 @@ def _load() -> dict:
     global _decisions, _warned
     if _decisions is None:
         try:
-            data = json.loads(_path().read_text(encoding="utf-8"))
+            data = _read(_path())
             if isinstance(data, dict) and data.get("format") == 1 and isinstance(data.get("steps"), dict):
                 data = {"format": FORMAT, "steps": {}}      # an older einc's keys: stale, replaced
             if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("steps"), dict):
@@ -303,7 +316,7 @@ def remember(key: str, choice: Choice) -> None:
         try:
             path = _path()
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = _read(path)
                 on_disk = data["steps"] if data["format"] == FORMAT else {}
             except Exception:       # noqa: BLE001 - absent or damaged: ours replaces it
                 on_disk = {}

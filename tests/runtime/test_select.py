@@ -4,6 +4,7 @@ in the cache folder.  Kernels run under Triton's interpreter on this machine."""
 
 import contextlib
 import json
+import os
 import sys
 import warnings
 
@@ -179,6 +180,26 @@ def test_a_damaged_decisions_file_is_ignored_with_one_warning(timed, damaged):
         einc.einsum("ij,jk,kl->il", a, b, b.T, select="measure")
     assert einc.explain("ij,jk->ik", a, b, select="measure").backends[0] != "torch"
     assert json.loads((folder / "decisions.json").read_text())["format"] == select.FORMAT    # rewritten, valid
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "folder"])
+def test_a_decisions_file_that_is_no_regular_file_is_ignored(timed, kind):
+    """Read as every cache file is: a FIFO blocked the first call for good, a link to
+    /dev/zero read without end (and held the decisions' lock meanwhile)."""
+    device, seen, folder = timed
+    path = folder / "decisions.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file .*not a regular file"):
+        torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, select="measure"), a @ b)
+    assert len(seen) == 2 * TIMED                           # timed afresh
+    if kind != "folder":                                    # (a folder cannot be replaced by the file)
+        assert not path.is_symlink() and json.loads(path.read_text())["format"] == select.FORMAT
 
 
 def test_an_older_decisions_file_is_replaced_without_a_warning(timed):
