@@ -446,9 +446,14 @@ def _first_call(entry, triton_run, torch_run):
 def _unreadable(ops) -> bool:
     """Whether a generated kernel, which reads an operand's memory through its strides,
     would misread one: a tensor with the negative bit (a view such as ``z.conj().imag``,
-    whose values are the negated memory) or a zero tensor (no memory).  torch's ops read
-    them right; a C call per operand."""
-    return any(o.is_neg() or o._is_zerotensor() for o in ops)
+    whose values are the negated memory) or a zero tensor (no memory); or could not read
+    it: a fake tensor (``make_fx``'s, a ``FakeTensorMode``), whose launch would ask for its
+    data pointer (a deprecation warning) and fail on every call.  torch's ops read them
+    right; a C call per operand, and a type check."""
+    return any(o.is_neg() or o._is_zerotensor() or (type(o) not in _PLAIN and _no_memory((o,))) for o in ops)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _this_call_only(error, ops) -> bool:
