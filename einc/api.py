@@ -550,9 +550,12 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
+    if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
+            operands_or_shapes[0] and \
+            all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
+        # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
+        operands_or_shapes = tuple(operands_or_shapes[0])
     if sizes or (isinstance(equation, str) and notation.is_named(equation)):
-        if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], list):
-            operands_or_shapes = tuple(operands_or_shapes[0])
         named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
         shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
                         dtype=dtype, device=device, select=select, layout=layout)
@@ -560,11 +563,6 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     if not isinstance(equation, str):       # torch's sublist form, as einsum and contract_path take it
         equation, operands_or_shapes = sublist_equation((equation, *operands_or_shapes))
     eq = parse(equation)
-    if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
-            operands_or_shapes[0] and \
-            all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
-        # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
-        operands_or_shapes = tuple(operands_or_shapes[0])
     options = call_options(optimize, memory_limit, select, layout)
     engine.check_settings()         # as einsum would: explain describes a run that can happen
     shapes = [shape_of(x) for x in operands_or_shapes]

@@ -16,6 +16,8 @@ import contextlib
 import functools
 import operator
 
+import torch
+
 from .errors import ArgumentError, EquationError, OperandTypeError, OutError, ShapeError, caret
 from .planner.equation import call_form
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
@@ -28,7 +30,7 @@ def views(operands, view_shapes) -> list:
 
 def check_tensors(operands, door="einsum") -> None:
     for k, o in enumerate(operands):
-        if not hasattr(o, "shape") or not hasattr(o, "view"):
+        if not isinstance(o, torch.Tensor):     # (a numpy array's view() takes a dtype)
             raise OperandTypeError(f"{door}(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
 
 
@@ -172,6 +174,9 @@ class NamedExpression:
 def explain_parts(text, items, sizes: dict):
     """``explain`` on a named equation, before the door explains the resolved one:
     ``(named, the items viewed, the header saying how the names resolved)``."""
+    if not isinstance(text, str):
+        raise ArgumentError(f"explain(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
+                            "the sublist format has none")
     named = structure(text)
     shapes = _shapes(items)
     known, view_shapes = resolve(named, shapes, sizes)

@@ -261,7 +261,7 @@ def _size(name, value, fail=None):
 
 # The doors' own keywords (einsum's, contract's, contract_expression's): never a size.
 DOOR_KEYWORDS = frozenset({"optimize", "memory_limit", "select", "out", "backend", "dtype", "order", "casting",
-                           "use_blas", "constants", "device", "shapes"})
+                           "use_blas", "constants", "device", "shapes", "layout"})
 
 
 def resolve(named: Named, shapes, sizes, fail=None) -> tuple:

@@ -250,6 +250,10 @@ A30 = torch.randn(2, 30)
      ["(a b) of operand 0 has size 6, which a=4 does not divide"]),
     ("b (optimize d) -> b d", [A30], {}, errors.ShapeError,   # named like einsum's keyword
      ["nothing gives the size of optimize, and it cannot be passed by keyword", "rename the axis"]),
+    ("b (layout d) -> b d", [A30], {"layout": 2}, errors.ShapeError,   # (it advised passing layout=...)
+     ["nothing gives the size of layout, and it cannot be passed by keyword", "rename the axis"]),
+    ("(h d) c -> h d c", [A30.numpy()], {"h": 2}, errors.OperandTypeError,   # (numpy's view took a dtype)
+     ["operand 0 must be a torch.Tensor, got ndarray"]),
     ("b (h d) -> b d", [A30], {"h": 0}, errors.ShapeError,           # 30 = 0 * d: no d at all
      ["(h d) of operand 0 has size 30, which h=0 cannot make", "no size for d", "  b (h d) -> b d\n       ^"]),
     ("b (h d) -> b h d", [A30], {"heads": 8}, errors.SizeKeywordError,
@@ -382,6 +386,17 @@ def test_explain_shows_the_names():
     assert "letters" not in long or "batch=b" in long
     assert "dim=d" in long and "out=o" in long
     assert einc.explain(EQ, x, w).to_dict()["named"].startswith("Named axes")
+
+
+def test_explain_and_contract_path_take_named_operands_as_one_tuple_and_refuse_sublists():
+    x, w = torch.randn(2, 3, 12), torch.randn(3, 4, 5)
+    eq = "b n (h d), h d e -> b n (h e)"
+    for operands in [(x, w), [x, w], ((2, 3, 12), (3, 4, 5))]:     # (a tuple of either failed)
+        assert "resolved equation: bnhd,hde->bnhe" in str(einc.explain(eq, operands, h=3))
+    assert einc.contract_path(eq, (x, w), h=3)[1].opt_cost == einc.contract_path(eq, x, w, h=3)[1].opt_cost
+    for door in (einc.explain, einc.contract_path):
+        with pytest.raises(errors.ArgumentError, match="keyword sizes .* name the axes of an equation string"):
+            door(x, [0, 1, 2], w, [1, 3, 4], [0, 3], j=3)       # ("the equation must be a str, got Tensor")
 
 
 def test_sliced_plans():
