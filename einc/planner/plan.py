@@ -324,7 +324,8 @@ def resized(plan: Plan, sizes) -> Plan:
 
 
 class PairPlans:
-    """:func:`build_plan`'s plans of one two-operand equation without an ellipsis, under
+    """:func:`build_plan`'s plans of one two-operand equation without an ellipsis (in its
+    operands or its output, where one covers no dimension), under
     options whose path is the one order there is (einc's default search or left to right,
     no memory limit), for shapes that fit it (each label's sizes other than 1 equal: the
     caller's check) -- as ``plan_for`` gives them, without its general machinery: the
@@ -344,7 +345,7 @@ class PairPlans:
     def serves(eq, options: Options) -> bool:
         """Whether ``eq`` and ``options`` are ones this plans (see the class)."""
         return len(eq.inputs) == 2 and (options.optimize == AUTO or options.optimize is False) and \
-            options.memory_limit is None and not any(ELLIPSIS in t for t in eq.inputs)
+            options.memory_limit is None and not any(ELLIPSIS in t for t in (*eq.inputs, eq.output))
 
     def plan(self, shapes) -> Plan:
         dims = (*shapes[0], *shapes[1])

@@ -41,6 +41,25 @@ def test_summed_size_one_dimension_under_autograd():
     torch.testing.assert_close(x.grad, torch.ones(1, 4))
 
 
+# ---------------------------------------------------------------- an ellipsis in the output alone
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("a,a->...", [(2,), (2,)]), ("a,b->ab...", [(2,), (3,)]), ("a,b->...ab", [(2,), (3,)]),
+    ("ab,b->a...", [(2, 3), (3,)]), ("ab,bc->...ac", [(2, 3), (3, 4)]), ("ab,bc->a...c", [(2, 3), (3, 4)]),
+    ("ab->...ba", [(2, 3)]), ("ab,bc,cd->...ad", [(2, 3), (3, 4), (4, 5)]),
+])
+def test_an_ellipsis_only_in_the_output_covers_no_dimension(equation, shapes):
+    # a small two-operand call's class plan took the output's '...' for an index of size 1:
+    # "a,a->..." gave shape (1,), "ab,b->a..." raised ValueError
+    ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    want = torch.einsum(equation, *ops)
+    for _ in range(2):              # the first call and the cached one
+        got = einc.einsum(equation, *ops)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
+    assert einc.explain(equation, *ops).to_dict()["equation"]
+
+
 # ---------------------------------------------------------------- sublist implicit output
 
 def test_sublist_implicit_output_follows_the_ints():
