@@ -14,6 +14,7 @@ Quick and deterministic by default; the long run before a release is
 
 import contextlib
 import math
+import os
 import warnings
 
 import fuzz
@@ -28,10 +29,11 @@ from einc.errors import UnsupportedDtypeError
 
 @pytest.fixture(autouse=True)
 def _plan_every_shape(monkeypatch):
-    """Every case runs einc's own plan, whatever the environment says: under
+    """Every case runs einc's own plans, whatever the environment says: under
     EINC_NEW_SHAPES=torch a small call would run torch's op (runtime/admission.py), which
-    needs no fuzzing."""
-    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    needs no fuzzing.  The default's (``class``: a small call runs its size class's plan,
+    the path most small calls take), or each shape's own with ``EINC_FUZZ_NEW_SHAPES=plan``."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", os.environ.get("EINC_FUZZ_NEW_SHAPES", "class"))
 
 
 def _torch_answer(case, ops):
