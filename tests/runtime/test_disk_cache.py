@@ -164,6 +164,20 @@ def test_no_bytecode_is_written_into_the_cache(triton_backend, monkeypatch):
     assert not list((triton_backend / "cache" / "kernels").glob("*.tmp"))
 
 
+def test_clearing_leaves_what_a_pycache_link_points_at(triton_backend, tmp_path):
+    """An older einc's bytecode folder is emptied on clear; a link of that name is not
+    followed (clear deleted einc_*.pyc files in the folder it pointed at, outside the cache)."""
+    from einc.runtime.triton_executor import diskcache
+    matmul()
+    kernels = triton_backend / "cache" / "kernels"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "einc_a.pyc").write_bytes(b"not ours")
+    (kernels / "__pycache__").symlink_to(elsewhere)
+    count, _ = diskcache.clear(kernels)
+    assert count >= 1 and (elsewhere / "einc_a.pyc").exists()
+
+
 def test_triton_runs_the_verified_source_even_when_the_file_changes_after_loading(triton_backend):
     """Triton (its @jit and the interpreter's rewrite at launch) reads source by file name:
     it gets the source einc verified, not what the file holds later."""

@@ -178,7 +178,7 @@ def clear(directory: Path | None = None) -> tuple[int, int]:
         for tmp in directory.glob(".einc_*.tmp"):
             tmp.unlink(missing_ok=True)
         pycache = directory / "__pycache__"
-        if pycache.is_dir():
+        if pycache.is_dir() and not pycache.is_symlink():     # (never what a link points at, outside the cache)
             for pyc in pycache.glob("einc_*.pyc"):
                 pyc.unlink(missing_ok=True)
             if not any(pycache.iterdir()):
