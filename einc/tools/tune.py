@@ -58,8 +58,10 @@ def read_calls(path: str, dtype: str) -> list[Call]:
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:
             raise ArgumentError(f"{name}: not valid JSON ({e})") from None
+        if not items:
+            raise ArgumentError(f"{name}: no calls in the file (an empty JSON array)")
         return [_from_json(item, f"{name}: call {k + 1}", dtype) for k, item in enumerate(items)]
     calls = []
     for number, line in enumerate(text.splitlines(), 1):

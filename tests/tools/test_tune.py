@@ -182,6 +182,8 @@ def _error(argv, capsys) -> str:
     ('{"equation": "ij,jk->ik", "shapes": [[2, 3], [3, 4]], "dtype": "float8"}\n', "unknown dtype 'float8'"),
     ('{"equation": "ij,jk->ik", "shapes": [[2, 3]\n', "calls.txt:1: not a valid JSON object"),
     ('[{"shapes": [[2, 3]]}]', "calls.txt: call 1: a call is an object with \"equation\" and \"shapes\""),
+    ("[]\n", "calls.txt: no calls in the file"),       # (it said to give --calls FILE)
+    ("[" * 100_000 + "]" * 100_000, "calls.txt: not valid JSON"),     # (json's RecursionError: a traceback)
 ])
 def test_a_bad_call_file_is_one_error_line_before_anything_runs(text, message, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
