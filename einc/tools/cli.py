@@ -106,7 +106,7 @@ def _one_off(files: dict, args) -> dict:
     from ..codegen.common import SUITE_ORIGIN
 
     shapes = ",".join("x".join(map(str, s)) if s else "()" for s in args.shapes)
-    origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shapes} --dtype {args.dtype})"
+    origin = f"(regenerate: einc dump {shlex.quote(args.equation)} --shapes {shlex.quote(shapes)} --dtype {args.dtype})"
     return {name: text.replace(SUITE_ORIGIN, origin, 1) if name.endswith(".py") else text
             for name, text in files.items()}
 
