@@ -259,12 +259,13 @@ def step_of(key: str) -> dict:
 class Tuning:
     """What :func:`tuning` holds: ``repeats``, the rounds :func:`measure` times; ``asked``,
     each step key :func:`remembered` was asked for, in order; ``decided``, key -> the
-    :class:`Choice` kept under it."""
+    :class:`Choice` kept under it; ``unwritten``, the error that kept one from the file."""
 
     def __init__(self, repeats: int):
         self.repeats = repeats
         self.asked: list = []
         self.decided: dict = {}
+        self.unwritten: OSError | None = None     # why the decisions file could not be written, if it could not
 
 
 _tuning: Tuning | None = None
@@ -324,8 +325,9 @@ def remember(key: str, choice: Choice) -> None:
                 on_disk = {}
             on_disk.update(decisions)
             diskcache.write(path, json.dumps({"format": FORMAT, "steps": on_disk}, indent=1, sort_keys=True).encode())
-        except OSError:
-            pass                    # an unwritable folder: the decision lives in this process only
+        except OSError as e:        # an unwritable folder: the decision lives in this process only
+            if held is not None:
+                held.unwritten = e
 
 
 def forget() -> None:

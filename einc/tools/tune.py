@@ -162,9 +162,10 @@ def operands(call: Call, device):
     return out
 
 
-def tune(calls: list[Call], device, repeats: int) -> list[Call]:
+def tune(calls: list[Call], device, repeats: int) -> OSError | None:
     """Time every step of every call (measure mode, ``repeats`` rounds), keep the winners in
-    ``decisions.json``; ``calls`` with their ``steps`` (and ``note``) filled."""
+    ``decisions.json``; fills ``calls``' ``steps`` (and ``note``).  Returns the error that
+    kept a decision from the file, or None."""
     import einc
     from einc.runtime import select
 
@@ -190,7 +191,7 @@ def tune(calls: list[Call], device, repeats: int) -> list[Call]:
                 call.steps.append(_row(key, held.decided.get(key), key not in before))
             if not call.steps and not call.note:
                 call.note = _why_nothing(call, device)
-    return calls
+    return held.unwritten
 
 
 def _row(key: str, choice, timed: bool) -> dict:
@@ -227,16 +228,18 @@ def cmd_tune(args) -> int:
     _check_device(device)
     from einc.runtime import select
     repeats = args.repeats or select.REPEATS
-    tune(calls, torch.device(device), repeats)
+    unwritten = tune(calls, torch.device(device), repeats)
     path = str(select.decisions_path())
+    failed = 1 if _summary(calls)["calls_failed"] or unwritten is not None else 0
     if args.json:
         print(json.dumps({"device": device, "repeats": repeats, "decisions": path,
+                          "unwritten": None if unwritten is None else str(unwritten),
                           "calls": [_as_dict(c) for c in calls], "summary": _summary(calls)}, indent=2))
-        return 1 if _summary(calls)["calls_failed"] else 0
+        return failed
     for call in calls:
         _print_call(call, repeats)
-    _print_summary(calls, device, path)
-    return 1 if _summary(calls)["calls_failed"] else 0
+    _print_summary(calls, device, path, unwritten)
+    return failed
 
 
 def _calls_of(args) -> list[Call]:
@@ -347,7 +350,7 @@ def _summary(calls) -> dict:
             "calls_failed": sum(c.note.startswith("failed") for c in calls)}
 
 
-def _print_summary(calls, device: str, path: str) -> None:
+def _print_summary(calls, device: str, path: str, unwritten: OSError | None = None) -> None:
     s = _summary(calls)
     wins = ", ".join(f"{n} {k}" for n, k in sorted(s["winners"].items(), key=lambda x: -x[1])) or "none"
     print(f"{s['calls']} call(s), {s['steps_timed']} step(s) timed on {device}; winners: {wins}"
@@ -356,6 +359,10 @@ def _print_summary(calls, device: str, path: str) -> None:
           + (f"; {s['calls_failed']} call(s) FAILED (see above)" if s["calls_failed"] else ""))
     if not s["steps_timed"]:
         print("Nothing written.")
+        return
+    if unwritten is not None:
+        print(fill(f"The decisions could NOT be written to {path} ({unwritten.strerror or unwritten}): they "
+                   "lived in this process only. Make the cache folder writable (EINC_CACHE_DIR) and run again."))
         return
     print(fill(f"Decisions written to {path}. Learn mode (the CUDA default) and measure mode take them on a key's "
                "first call in any later process with the same device, driver and torch, triton and einc versions "

@@ -116,6 +116,18 @@ def test_tuned_decisions_are_a_new_processs_first_choice(tuning, faster, capsys)
 
 
 @pytest.mark.kernels
+def test_tune_says_when_the_decisions_could_not_be_written(tuning, capsys, tmp_path):
+    # a folder named decisions.json: it printed "Decisions written to ..." and exited 0
+    device, seen, us, folder = tuning
+    (folder / "decisions.json").mkdir()
+    calls = _calls(tmp_path, "bij,bjk->bik 2x3x4,2x4x5\n")
+    with pytest.warns(RuntimeWarning, match="ignoring the backend decisions file"):
+        assert main(["tune", "--calls", calls, "--device", device.type, "--repeats", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "could NOT be written" in out and "Decisions written" not in out
+
+
+@pytest.mark.kernels
 def test_tune_times_afresh_prints_a_table_and_a_step_met_again_once(tuning, capsys, tmp_path):
     """A decision already on disk is timed again (the table's winner follows the timer, not
     the file); the same step met by two calls is timed once; duplicate calls once."""
