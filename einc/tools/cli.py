@@ -447,8 +447,9 @@ def _debug() -> bool:
 
 def _equations_first(argv):
     """Mask the leading ``-`` of an equation such as ``"->"`` or ``"->i"`` (argparse would
-    take it for an option; no option of einc's contains ``>``); ``main`` unmasks it."""
-    return [a.replace("-", "\0", 1) if a.startswith("-") and ">" in a else a for a in argv]
+    take it for an option); ``main`` unmasks it.  Only an argument that starts with ``->``
+    is one (an equation's ``-`` is its arrow's): ``--out=a->b`` and ``-o->b`` are options."""
+    return [a.replace("-", "\0", 1) if a.startswith("->") else a for a in argv]
 
 
 def main(argv=None) -> int:

@@ -614,6 +614,11 @@ def test_an_output_folder_starting_with_a_dash_and_holding_an_arrow(tmp_path, ca
     assert main(["dump", "ij->", "--shapes", "3x4", "-o", "->x"]) == 0
     assert (tmp_path / "->x" / "plan.txt").is_file()
     assert main(["explain", "->", "--shapes", "()", "--json"]) == 0
+    # an option's inline value holding an arrow was masked too: "unrecognized arguments: \0-out=..."
+    assert main(["dump", "ij->", "--shapes", "3x4", "--out=y1->dir"]) == 0
+    assert (tmp_path / "y1->dir" / "plan.txt").is_file()
+    assert main(["dump", "ij->", "--shapes", "3x4", "-oy2->dir"]) == 0
+    assert (tmp_path / "y2->dir" / "plan.txt").is_file()
 
 
 @pytest.mark.parametrize("extra", [["--device", "cuda"], ["--filter", "x"], ["--budget", "1"], ["--train"],
