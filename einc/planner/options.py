@@ -333,21 +333,16 @@ def _flops(inputs, output, size_dict, path) -> int:
 CAP_TRIALS = 8      # seeded random greedy trials whose best cost starts the dp's sieve
 
 
-def _cost_cap(cotengrust, network):
-    """Where cotengrust's ``dp`` starts its sieve: the natural log of the flops (its own
-    measure) of the best of :data:`CAP_TRIALS` seeded random greedy paths, or None (its
-    default, 2 flops).  The sieve admits only partial contractions costing up to the cap,
+def _cap(log10_flops):
+    """Where cotengrust's ``dp`` starts its sieve, from ``log10_flops`` (its own measure) of
+    the best of :data:`CAP_TRIALS` seeded random greedy paths: their natural log, or None
+    (its default, 2 flops).  The sieve admits only partial contractions costing up to the cap,
     and doubles the cap and searches again from the start until a whole path fits: from
     its default, once per doubling up to the optimum.  No path of the network costs less
     than the optimum, so from a path's cost one pass finds it -- the same least cost, ties
     broken in the order that pass meets them.  A cap below the optimum (a greedy path with
     an outer product) costs passes, never the optimum; one far above it, one wide pass,
     which a random greedy path, closer to the optimum than plain greedy's, makes rare."""
-    return _cap(cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0)[1])
-
-
-def _cap(log10_flops):
-    """The dp's cost cap from a path's log10 flops (cotengrust's measure): :func:`_cost_cap`."""
     cap = log10_flops * math.log(10)
     # (f32 sums in both searches: a hair of slack, so that the optimum at the cap is not sieved out)
     return cap * (1 + 1e-5) + 1e-4 if math.isfinite(cap) and cap > 0 else None
