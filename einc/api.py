@@ -550,10 +550,11 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
 
     >>> print(einc.explain("ij,jk,kl->il", (8, 2), (2, 8), (8, 2)))   # doctest: +SKIP
     """
-    if len(operands_or_shapes) == 1 and isinstance(operands_or_shapes[0], (list, tuple)) and \
-            operands_or_shapes[0] and \
+    if isinstance(equation, str) and len(operands_or_shapes) == 1 and \
+            isinstance(operands_or_shapes[0], (list, tuple)) and operands_or_shapes[0] and \
             all(isinstance(x, (torch.Tensor, list, tuple, torch.Size)) for x in operands_or_shapes[0]):
-        # operands (or shapes) given as one list; a lone () is the shape of a 0-d operand
+        # operands (or shapes) given as one list (not a sublist: ints, or 0-d tensors);
+        # a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
     if sizes or (isinstance(equation, str) and notation.is_named(equation)):
         named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)

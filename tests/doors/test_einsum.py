@@ -234,6 +234,9 @@ def test_explain_takes_the_sublist_form_as_einsum_does():
         d = got.to_dict()
         assert d["path"] == want["path"] and d["totals"] == want["totals"]
     assert einc.explain(a, [5, 0], b, [0, 7], [7, 5]).to_dict()["steps"][0]["contraction"] == "FA,AH->HF"
+    # one operand, its sublist of 0-d tensors and no output: not taken for a list of operands
+    assert einc.explain(a, [torch.tensor(1), torch.tensor(0)]).to_dict()["equation"] == \
+        einc.explain(a, [1, 0]).to_dict()["equation"]
 
 
 WRAPPING = [("bc,d->b", [(2, 2), (1,)], None), ("bc,d->", [(2, 2), (1,)], None), ("da,->", [(2, 1), ()], None),
