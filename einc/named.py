@@ -221,4 +221,3 @@ def torch_error_first(error, text: str):
 
 __all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
            "NamedExpression", "explain_parts", "NamedExplanation", "torch_error_first"]
-

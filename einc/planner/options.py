@@ -25,6 +25,7 @@ from opt_einsum.paths import PathOptimizer
 from .. import config
 from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError
+from .pathcost import path_cost
 
 try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
     import cotengrust  # noqa: F401   first search of 6-16 operands pays no import
@@ -316,18 +317,13 @@ def _dynamic_programming(inputs, output, size_dict, memory_limit):
             # the same greedy trials on the network as it is, where the simplifications are the trouble
             plain, _ = cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0,
                                                                      simplify=False)
-            best = _flops(inputs, output, size_dict, found)
+            best = path_cost(inputs, output, size_dict, found)[0]
             for other in ([tuple(c) for c in greedy], [tuple(c) for c in plain]):
-                cost = _flops(inputs, output, size_dict, other)
-                if other and cost < best:
+                cost = path_cost(inputs, output, size_dict, other)[0] if other else best
+                if cost < best:
                     found, best = other, cost
             return found
     return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
-
-
-def _flops(inputs, output, size_dict, path) -> int:
-    from .pathcost import path_cost
-    return path_cost(inputs, output, size_dict, path)[0]
 
 
 CAP_TRIALS = 8      # seeded random greedy trials whose best cost starts the dp's sieve
