@@ -236,16 +236,18 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """einc's default: paid once per key, so search harder than torch's per-call ``auto``.
 
     Exhaustive up to 5 operands (:func:`_optimal`), dynamic programming up to 16 (never costlier than
-    opt_einsum's ``dp``), then :func:`einc.planner.search.search`: the path remembered on
+    opt_einsum's ``dp``), each kept only where it costs no more flops than opt_einsum's own
+    ``auto``, the path torch.einsum runs (:func:`_cheapest`); then
+    :func:`einc.planner.search.search`: the path remembered on
     disk, else a greedy path, then a search whose time is in proportion to the
     contraction's predicted time (cotengra's hyper-optimizer where it is installed).
     ``reports``, a list, receives the search's :class:`~einc.planner.search.Report`.
     """
     n = len(inputs)
-    if n <= 5:
-        return _optimal(inputs, output, size_dict, memory_limit)
     if n <= DP_OPERANDS:
-        return _dynamic_programming(inputs, output, size_dict, memory_limit)
+        found = (_optimal if n <= 5 else _dynamic_programming)(inputs, output, size_dict, memory_limit)
+        return _cheapest(inputs, output, size_dict, found,
+                         opt_einsum.paths.auto(inputs, output, size_dict, memory_limit))
     from .searchkey import recall
     found, name, tag = recall(inputs, output, size_dict, memory_limit)
     if found is None:       # (the search's modules are imported only where its path is not on disk)
@@ -255,6 +257,17 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     if reports is not None:
         reports.append(report)
     return path
+
+
+def _cheapest(inputs, output, size_dict, *paths):
+    """The first of ``paths`` of least flops as einc's steps count them (opt_einsum's count,
+    :func:`~einc.planner.pathcost.path_cost`).  Each search minimizes a count of its own
+    (``optimal`` counts a pair's product once where it sums an index only one of the two
+    carries, cotengrust's dp never multiplies two tensors that share no index), so another's
+    path can cost less in this one."""
+    paths = [[tuple(c) for c in p] for p in paths]
+    costs = [path_cost(inputs, output, size_dict, p)[0] for p in paths]
+    return paths[costs.index(min(costs))]
 
 
 def _shared(inputs, output) -> bool:
@@ -317,12 +330,7 @@ def _dynamic_programming(inputs, output, size_dict, memory_limit):
             # the same greedy trials on the network as it is, where the simplifications are the trouble
             plain, _ = cotengrust.optimize_random_greedy_track_flops(*network, ntrials=CAP_TRIALS, seed=0,
                                                                      simplify=False)
-            best = path_cost(inputs, output, size_dict, found)[0]
-            for other in ([tuple(c) for c in greedy], [tuple(c) for c in plain]):
-                cost = path_cost(inputs, output, size_dict, other)[0] if other else best
-                if cost < best:
-                    found, best = other, cost
-            return found
+            return _cheapest(inputs, output, size_dict, found, *(p for p in (greedy, plain) if p))
     return opt_einsum.paths.dynamic_programming(inputs, output, size_dict, memory_limit)
 
 

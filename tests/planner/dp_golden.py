@@ -1,8 +1,8 @@
 """The golden file of einc's default paths of 3-16 operands (``einc.planner.options._auto``:
 opt_einsum's ``optimal`` up to 5 operands, cotengrust's ``dp`` from a random greedy path's
-cost up to 16), which tests/planner/test_dp_golden.py checks, so that a cheaper search is
-known to find the paths the search found: the same pairs in the same order, ties broken as
-they were.
+cost up to 16, opt_einsum's ``auto`` where it costs less), which
+tests/planner/test_dp_paths.py checks, so that a cheaper search is known to find the paths
+the search found: the same pairs in the same order, ties broken as they were.
 
 Networks: the real modules' (those of bench/dp_search.py) and random ones
 (``opt_einsum.testing.rand_equation``, seeds fixed): 3-16 tensors, each of regularity 2-4,

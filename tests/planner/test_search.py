@@ -21,7 +21,7 @@ from einc.errors import EquationError
 from einc.planner import anneal as A
 from einc.planner import libraries, objective, pathcache
 from einc.planner import search as S
-from einc.planner.options import DP_OPERANDS, _auto
+from einc.planner.options import DP_OPERANDS, _auto, _dynamic_programming, _optimal
 from einc.planner.plan import path_cache_clear
 
 HAS_COTENGRA = S._cotengra() is not None
@@ -193,20 +193,40 @@ def test_the_exhaustive_search_is_exhaustive_where_an_index_is_on_three_operands
         assert torch.allclose(einc.einsum(eq, *ops), torch.einsum(eq, *ops))
 
 
+def _shared_network(rng, n):
+    """``n`` operands of 1-3 indices drawn from few: indices on three or more operands, equal
+    index sets, size-1 indices."""
+    labels = range(rng.randint(2, 8))
+    inputs = [frozenset(rng.sample(labels, rng.randint(1, min(3, len(labels))))) for _ in range(n)]
+    used = sorted(set().union(*inputs))
+    output = {i for i in used if rng.random() < 0.3}
+    return inputs, output, {i: rng.choice([1, 2, 3, 5, 8, 17, 64, 100]) for i in used}
+
+
 def test_the_exhaustive_search_finds_the_least_count_on_random_networks():
-    # 3-5 operands of 1-3 indices drawn from few: indices on three or more operands, equal
-    # index sets, size-1 indices; with and without a memory limit no tighter than the search's
+    # with and without a memory limit no tighter than the search's
     rng = random.Random(7)
     for _ in range(150):
-        n = rng.randint(3, 5)
-        labels = range(rng.randint(2, 5))
-        inputs = [frozenset(rng.sample(labels, rng.randint(1, min(3, len(labels))))) for _ in range(n)]
-        used = sorted(set().union(*inputs))
-        output = {i for i in used if rng.random() < 0.3}
-        sizes = {i: rng.choice([1, 2, 3, 5, 8, 17]) for i in used}
-        got = _auto(inputs, output, sizes)
+        inputs, output, sizes = _shared_network(rng, rng.randint(3, 5))
+        got = _optimal(inputs, output, sizes, None)
         assert _optimal_model(inputs, output, sizes, got) == _least(inputs, output, sizes), (inputs, output, sizes)
-        assert _auto(inputs, output, sizes, memory_limit=math.prod(sizes.values())) == got
+        assert _optimal(inputs, output, sizes, math.prod(sizes.values())) == got
+
+
+def test_up_to_16_operands_no_path_costs_more_than_torch_einsums():
+    # opt_einsum's `auto` (torch.einsum's search) against einc's, each in the count einc's
+    # steps run: einc's exhaustive search and dp minimize counts of their own, and where an
+    # index is on three operands cotengrust's simplifications can cost 4x more than `auto`
+    rng = random.Random(11)
+    cheaper = 0
+    for n in [*range(3, DP_OPERANDS + 1)] * 12:
+        inputs, output, sizes = _shared_network(rng, n)
+        got = S.path_cost(inputs, output, sizes, _auto(inputs, output, sizes))[0]
+        theirs = S.path_cost(inputs, output, sizes, opt_einsum.paths.auto(inputs, output, sizes))[0]
+        found = (_optimal if n <= 5 else _dynamic_programming)(inputs, output, sizes, None)
+        assert got <= theirs and got <= S.path_cost(inputs, output, sizes, found)[0], (inputs, output, sizes)
+        cheaper += got < theirs
+    assert cheaper > 50         # (and the search still finds cheaper paths than `auto` on many)
 
 
 def test_dynamic_programming_runs_without_cotengrust(monkeypatch):
