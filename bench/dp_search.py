@@ -26,7 +26,8 @@ opt_einsum's ``auto`` path (what torch.einsum runs), in opt_einsum's flop count
 networks, ``bgk,bkd,bk->bgd`` (opt_einsum issue 254) and ``--count`` random networks of
 few indices (1-3 of 2-8 on each of 3-16 operands, sizes 1-100: indices on three or more
 operands, equal index sets); per operand count, how many paths cost less, the same or
-more, and the geomean and largest ratio of the flops.
+more, and the geomean and largest ratio of the flops; then each search's thread time, once
+per network (einc's a fresh search: its paths are not remembered up to 16 operands).
 
     python bench/dp_search.py [--count 300] [--seed 0] [--repeats 3]
     python bench/dp_search.py --opt-einsum --count 20 [--fresh 5]
@@ -181,11 +182,13 @@ def flops_against_opt_einsum(count: int, seed: int) -> None:
         [("opt_einsum-254", "bgk,bkd,bk->bgd", {"b": 64, "g": 8, "k": 4096, "d": 128})] + \
         shared_index_networks(count, seed)
     rows: dict = {}
+    times: dict = {}
     for name, eq, sizes in nets:
         net = numbered(eq, sizes)
         n = len(net[0])
-        flops = {"einc": path_cost(*net, _auto(*net))[0],
-                 "auto": path_cost(*net, contract_path(eq, sizes, "auto")[0])[0]}
+        (einc_s, einc), (auto_s, auto) = least(_auto, net, 1), least(contract_path, (eq, sizes, "auto"), 1)
+        times.setdefault(n, []).append((einc_s, auto_s))
+        flops = {"einc": path_cost(*net, einc)[0], "auto": path_cost(*net, auto[0])[0]}
         if n <= 5:
             flops["optimal"] = path_cost(*net, opt_einsum.paths.optimal(*net))[0]
         for peer in ("auto", "optimal"):
@@ -203,6 +206,12 @@ def flops_against_opt_einsum(count: int, seed: int) -> None:
               f"{sum(r > 1 for r in ratios)} | {geo:.3f} | {max(ratios):.3f} |")
     worst = max((f for (n, peer), found in rows.items() if peer == "auto" for f in found), key=lambda f: f[0])
     print(f"\nlargest against auto: {worst[0]:.2f}x, {worst[2]} {worst[3]}")
+    print("\n| operands | einc's search, ms: median | max | opt_einsum's `auto` (contract_path), ms: median | max |"
+          "\n|---:|---:|---:|---:|---:|")
+    for n, found in sorted(times.items()):
+        ms = [[1e3 * t[k] for t in found] for k in (0, 1)]
+        print(f"| {n} | {statistics.median(ms[0]):.2f} | {max(ms[0]):.2f} | {statistics.median(ms[1]):.2f} | "
+              f"{max(ms[1]):.2f} |")
 
 
 def main(argv=None) -> int:
