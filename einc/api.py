@@ -317,8 +317,9 @@ def special_call(eq: Equation, operands, options: Options, out):
         exact = dtypes.in_int64([o.dtype for o in operands], want)
         result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(
             parse(text), dtypes.widened(ops) if exact else _alike(ops), step_options), "int64" if exact else None)
-        if want is not None and result.dtype != want:
-            result = result.to(want)        # torch.einsum's dtype for the whole call, as einsum gives it
+        result = result.to(want or result.dtype)    # torch.einsum's dtype for the whole call, as einsum gives it
+        if options.result_layout() == "contiguous":   # (a step cached by a call that asked for any layout)
+            result = result.contiguous()
     return result if out is None else _write_out(out, result)
 
 

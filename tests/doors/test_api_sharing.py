@@ -200,3 +200,15 @@ def test_a_memory_limit_inside_a_context_is_kept():
     with einc.shared_intermediates() as cache:
         torch.testing.assert_close(einc.einsum("ij,jk->ik", a, b, memory_limit=5), a @ b)
         assert not sharing.count_cached_ops(cache)["einsum"]
+
+
+def test_a_result_cached_under_any_layout_is_returned_contiguous_to_a_default_call():
+    # the context's cache keys a step on its equation and operands, not on the layout asked
+    x, y, z = (torch.randn(*s, dtype=torch.float64) for s in ((20, 30), (30, 40), (40, 50)))
+    with einc.shared_intermediates() as cache:
+        loose = einc.contract("ab,bc,cd->da", x, y, z, layout="any")
+        strict = einc.contract("ab,bc,cd->da", x, y, z)
+        assert sharing.count_cached_ops(cache)["einsum"] == 2       # (the second call computed nothing)
+    assert not loose.is_contiguous()      # (the case: the path's last step writes it transposed)
+    assert strict.is_contiguous()
+    torch.testing.assert_close(strict, torch.einsum("ab,bc,cd->da", x, y, z))
