@@ -18,6 +18,7 @@ from .api import call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
 from .planner import notation, plan_for
 from .planner.equation import Equation, call_form, letter, parse, sublist_equation, text_of
+from .planner.graph import build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan
 from .planner.slicing import linear_path
@@ -108,10 +109,18 @@ class ContractExpression:
         if len(operands) != len(self._variables):
             raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
                                     f"operands{self._but_constants()}, got {len(operands)}")
+        # other sizes of the same rank run the planned path, as opt_einsum's expressions do
+        # (a smaller last batch); einsum's own checks then name a size that does not fit
         for o, k in zip(operands, self._variables):
-            if tuple(o.shape) != self.shapes[k]:
+            if o.dim() != len(self.shapes[k]):
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape "
-                                 f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]}")
+                                 f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]} "
+                                 f"({len(self.shapes[k])} dimensions)")
+        if self.constants:      # a size that does not fit a constant's, named in the whole equation
+            shapes = list(self.shapes)
+            for o, k in zip(operands, self._variables):
+                shapes[k] = tuple(o.shape)
+            build(parse(self.equation), shapes)
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""

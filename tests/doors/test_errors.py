@@ -175,11 +175,24 @@ def test_errors_are_not_cached():
 
 
 def test_expression_shape_check():
+    # as opt_einsum's: the number and ranks of the operands must be the planned ones, their
+    # sizes need not (a smaller last batch runs the planned path)
     expr = einc.contract_expression("ij,jk->ik", (3, 4), (4, 5))
-    with pytest.raises(errors.ShapeError, match="operand 1"):
-        expr(A, torch.randn(4, 6))
+    b = torch.randn(4, 6)
+    torch.testing.assert_close(expr(A, b), A @ b)
+    with pytest.raises(errors.ShapeError, match=r"operand 1 .* planned for \(4, 5\) \(2 dimensions\)"):
+        expr(A, torch.randn(4))
+    with pytest.raises(errors.ShapeError, match="'j' has size 5 in operand 1"):
+        expr(A, torch.randn(5, 5))
     with pytest.raises(errors.OperandCountError):
         expr(A)
+    # with constants folded, a size that does not fit a constant's is named in the whole equation
+    w = torch.randn(4, 4), torch.randn(4, 3)
+    three = einc.contract_expression("bij,jk,kl->bil", (8, 2, 4), *w, constants=[1, 2])
+    x = torch.randn(5, 2, 4)
+    torch.testing.assert_close(three(x), torch.einsum("bij,jk,kl->bil", x, *w))
+    with pytest.raises(errors.ShapeError, match="'j' has size 4 in operand 1 .* but size 6 in operand 0 "):
+        three(torch.randn(5, 2, 6))
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
