@@ -26,12 +26,23 @@ def torch_dtype(dtype, door: str) -> torch.dtype:
     :class:`~einc.errors.DtypeError`, naming ``door`` (``"contract()"``), for anything else."""
     if isinstance(dtype, torch.dtype):
         return dtype
-    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
+    name = _numpy_name(dtype)   # as numpy reads it: float is float64, "f8", "<i4"
+    if name is None:            # (not numpy's: "bfloat16")
+        name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
     found = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(found, torch.dtype):
         raise DtypeError(f"{door}: dtype={dtype!r} is not a dtype torch has; pass a torch dtype such as "
                          "torch.float64")
     return found
+
+
+def _numpy_name(dtype):
+    """The name of numpy's dtype for ``dtype``, or None where numpy has none (or is absent)."""
+    try:
+        import numpy
+        return numpy.dtype(dtype).name
+    except (ImportError, TypeError, ValueError):
+        return None
 
 
 # Integer dtypes narrower than int64, and bool.  Where the result is int64, einc contracts

@@ -156,6 +156,18 @@ def test_dtype_casts_the_operands_under_the_casting_rule():
     assert interleaved.dtype == torch.float64
 
 
+@pytest.mark.parametrize("dtype, want", [(float, torch.float64), ("float", torch.float64), (int, torch.int64),
+                                         ("f8", torch.float64), ("<i4", torch.int32), (complex, torch.complex128),
+                                         ("bfloat16", torch.bfloat16)])
+def test_dtype_names_read_as_numpy_reads_them(dtype, want):
+    # numpy (and opt_einsum on numpy) reads float as float64 and int as int64; torch's
+    # attributes of those names are 32-bit
+    ops = _ops(*SHAPES, dtype=torch.float16 if want == torch.bfloat16 else torch.float32)
+    assert einc.contract(EQ, *ops, dtype=dtype, casting="unsafe").dtype == want
+    if want.is_floating_point and want != torch.bfloat16:
+        assert einc.contract(EQ, *_ops(*SHAPES), dtype=dtype).dtype == torch.float64
+
+
 def test_order_casting_and_use_blas():
     ops = _ops(*SHAPES)
     expected = reference(EQ, *ops)
