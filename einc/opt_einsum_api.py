@@ -240,8 +240,8 @@ def _equation_and_args(args):
 
 def _int_labels(args):
     """The interleaved form with its labels as ints: opt_einsum takes any hashable,
-    sortable labels (``["x", "y"]``, tuples) and letters them in sorted order; ints (and
-    ``Ellipsis``) stay as they are, as torch's sublists take them."""
+    sortable labels (``["x", "y"]``, tuples, negative ints) and letters them in sorted order;
+    ints of 0 and up (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
     if not args or isinstance(args[0], str):
         return args
     subs = _sublists(args)
@@ -249,7 +249,7 @@ def _int_labels(args):
         labels = {s for sub in subs for s in sub if s is not Ellipsis}
     except TypeError:           # not iterable, or unhashable: the sublist checks say so
         return args
-    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in labels):
+    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in labels):
         return args
     try:
         number = _ranks(subs)
@@ -317,7 +317,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
     dtype = None if dtype is None else dtypes.torch_dtype(dtype, "contract_path()")
-    if len(args) == 2 and isinstance(args[1], (list, tuple)) and args[1] and \
+    if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
     if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):

@@ -357,6 +357,15 @@ def test_interleaved_labels_of_any_sortable_kind():
     torch.testing.assert_close(expr(a, b), a @ b)
     with pytest.raises(OperandTypeError, match="must sort together"):
         einc.contract(a, ["x", 1], b, [1, 2])
+    # negative ints sort with the others (torch's sublists take none)
+    torch.testing.assert_close(einc.contract(a, [-1, 0], b, [0, 1], [1, -1]), (a @ b).T)
+    assert einc.contract_path(a, [-1, 0], b, [0, 1], [-1, 1])[1].eq == "ab,bc->ac"
+    torch.testing.assert_close(einc.contract_expression((2, 3), [-5, 7], (3, 4), [7, -2])(a, b), a @ b)
+    # one operand with tuple labels and no output: a sublist, not the operands as one list
+    sq = torch.randn(2, 2, dtype=torch.float64)
+    for labels, want in [([(0, 1), (0, 1)], "aa->"), ([("b",), ("a",)], "ba->ab")]:
+        x = sq if len(labels[0]) == 2 else torch.randn(3, 1, dtype=torch.float64)
+        assert einc.contract_path(x, labels)[1].eq == opt_einsum.contract_path(x.numpy(), labels)[1].eq == want
 
 
 def test_contract_path_takes_the_operands_as_one_list():
