@@ -197,7 +197,7 @@ _derived = LRUCache(4096)
 engine.register("gradients", _derived.info, _derived.clear)
 
 
-def _grad_recipe(g: ContractionGraph, k: int) -> GradRecipe:
+def grad_recipe(g: ContractionGraph, k: int) -> GradRecipe:
     term = g.inputs[k]
     others = tuple(j for j in range(g.num_operands) if j != k)
     present = set(g.output).union(*[g.inputs[j] for j in others])
@@ -226,7 +226,7 @@ def derive(eq: Equation, shapes) -> Derived:
     def make():
         g = build(eq, classes)
         text = text_of(g.inputs, g.output)
-        return Derived(g, text, tuple(_grad_recipe(g, k) for k in range(g.num_operands)))
+        return Derived(g, text, tuple(grad_recipe(g, k) for k in range(g.num_operands)))
     return _derived.get_or_build(key, make)
 
 

@@ -40,7 +40,7 @@ import sys
 import torch
 
 from . import autograd
-from .planner import notation
+from .planner import notation, plan_for
 from .planner.equation import call_form, parse
 from .planner.graph import build
 from .planner.options import AUTO, Options, encode
@@ -129,6 +129,8 @@ def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
         out = autograd.EinsumFunction.apply(call, *operands)
         return out if scale == 1.0 else out * scale     # training: the scale as its own op
     modes = _modes()
+    if modes and _counter():
+        _count_flops()
     if modes or autograd.forward_ad._current_level >= 0 or autograd.transforms_active():
         dual = _forward(equation, operands, optimize, memory_limit, scale)
         if dual is not None:
@@ -261,6 +263,45 @@ def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
 torch.library.register_vmap("einc::einsum", _vmap, lib=_lib)
 
 engine.register("traced", _result_dtype.cache_info, _result_dtype.cache_clear)
+
+
+# FlopCounterMode sees the op whole (the ops inside its kernels run below the mode), and
+# copies torch's registry of counts when it is made: each op's count is registered there
+# (for counters made later) and added to the counters in the mode stack, whenever a
+# dispatch mode meets the op where the counter's module is loaded (importing it costs more
+# than einc's import).
+def _counter():
+    return sys.modules.get("torch.utils.flop_counter")
+
+
+def _count_flops():
+    counter = _counter()
+    counts = {torch.ops.einc.einsum: _flops, torch.ops.einc.einsum_backward: _backward_flops}
+    for op, count in counts.items():
+        if op not in counter.flop_registry:
+            counter.register_flop_formula(op)(count)
+    for mode in torch.utils._python_dispatch._get_current_dispatch_mode_stack():
+        registry = getattr(getattr(mode, "counter", None), "flop_registry", None)
+        if isinstance(registry, dict) and torch.ops.einc.einsum not in registry:
+            registry.update((op, counter.flop_registry[op]) for op in counts)
+
+
+def _flops(equation, shapes, optimize, memory_limit, scale=1.0, *args, out_shape=None, **kwargs) -> int:
+    """The flops of the path einc runs for these shapes (its plan's count, a multiply-add 2)."""
+    return plan_for(parse(equation), [tuple(s) for s in shapes], Options.from_op(optimize, memory_limit)).flops
+
+
+def _backward_flops(equation, shapes, grad_shape, needed, optimize, memory_limit, *args, out_shape=None,
+                    **kwargs) -> int:
+    """The flops of the gradient einsums of the operands ``needed`` (one each, as the backward runs)."""
+    graph = build(parse(equation), [tuple(s) for s in shapes])
+    total = 0
+    for k, n in enumerate(needed):
+        if n:
+            recipe = autograd.grad_recipe(graph, k)
+            terms = [graph.output] + [graph.inputs[j] for j in recipe.others]
+            total += _flops(recipe.equation, [[graph.sizes[i] for i in t] for t in terms], optimize, memory_limit)
+    return total
 
 
 def _symbolic(eq, operands, options):

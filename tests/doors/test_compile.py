@@ -4,6 +4,8 @@ AOTAutograd + the op's fake implementation, no C++ compile); one runs inductor."
 
 import contextlib
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -175,6 +177,38 @@ def test_a_traced_backward_under_a_dispatch_mode_gives_the_gradients(trace):
         grads.append([x.grad for x in leaves])
     torch.testing.assert_close(grads[0][0], b.detach().sum(1).expand(3, 4))
     assert all(torch.equal(g, w) for got in grads[1:] for g, w in zip(got, grads[0]))
+
+
+_COUNTED = """
+import torch, einc
+from torch.utils.flop_counter import FlopCounterMode
+def counts(f, *ops, backward=False):
+    with FlopCounterMode(display=False) as m:
+        out = f(*ops)
+        if backward:
+            out.sum().backward()
+    return m.get_total_flops()
+a, b = torch.randn(8, 16), torch.randn(16, 4)
+x, y, z = torch.randn(5, 6), torch.randn(6, 7), torch.randn(7, 3)
+pair = lambda a, b: einc.einsum("ij,jk->ik", a, b)
+three = lambda x, y, z: einc.einsum("ij,jk,kl->il", x, y, z)
+torch._dynamo.reset()
+found = [counts(torch.jit.trace(pair, (a, b)), a, b), counts(torch.compile(pair, backend="aot_eager"), a, b),
+         counts(torch.jit.trace(three, (x, y, z)), x, y, z)]
+leaves = [a.clone().requires_grad_(), b.clone().requires_grad_()]
+found.append(counts(torch.jit.trace(pair, tuple(leaves)), *leaves, backward=True))
+found.append(counts(torch.compile(pair, backend="aot_eager"), *leaves, backward=True))
+print(found)
+"""
+
+
+def test_flop_counter_mode_counts_the_op_in_traced_graphs():
+    # the op's kernels run below the mode, which saw the op alone and counted 0 flops; a
+    # first counter is made before einc registers anything (a process of its own)
+    out = subprocess.run([sys.executable, "-c", _COUNTED], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    mm, chain = 2 * 8 * 16 * 4, 2 * (6 * 7 * 3 + 5 * 6 * 3)    # torch.einsum's counts (jk,kl first)
+    assert out.stdout.split("\n")[-2] == str([mm, mm, chain, 3 * mm, 3 * mm])
 
 
 def test_the_op_itself_gives_a_tangent_where_its_plan_would_drop_it():
