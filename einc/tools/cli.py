@@ -58,7 +58,13 @@ def cmd_dump(args) -> int:
     if args.suite is not None:
         if args.equation:
             args.parser.error("give either an EQUATION or --suite, not both")
+        given = [name for name, value in (("--shapes", args.shapes), ("--dtype", args.dtype), ("--size", args.size))
+                 if value is not None]
+        if given:       # (each of the suite's cases has its own)
+            args.parser.error(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with an EQUATION; "
+                              "--suite dumps each case at its own shapes and dtypes")
         return _dump_suite(args)
+    args.dtype = args.dtype or "float32"
     if not args.equation:
         args.parser.error("give an EQUATION (with --shapes) or --suite")
     if args.shapes is None:
@@ -361,7 +367,7 @@ def _add_dump(sub) -> None:
                        epilog=DUMP_EXAMPLES, formatter_class=FMT)
     p.add_argument("equation", nargs="?", metavar="EQUATION", help="an einsum equation, e.g. 'ij,jk->ik'")
     p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", help="operand shapes, e.g. 8x64x32,8x32x16")
-    p.add_argument("--dtype", type=parse_dtype, default="float32", help="operand dtype (default float32)")
+    p.add_argument("--dtype", type=parse_dtype, help="operand dtype (default float32)")
     p.add_argument("--suite", nargs="?", const="", default=None, metavar="PATH",
                    help="regenerate the golden kernels of a suite (default bench/suite.json, see bench --help)")
     p.add_argument("-o", "--out", type=folder_name, metavar="DIR",

@@ -108,6 +108,16 @@ def test_dump_suite_refuses_to_replace_folders_it_did_not_write(tmp_path, capsys
     assert (tmp_path / "mine").is_dir()
 
 
+@pytest.mark.parametrize("extra", [["--dtype", "float16"], ["--shapes", "2x3"], ["--size", "h=2"]])
+def test_dump_suite_refuses_an_equations_options_it_would_ignore(tmp_path, capsys, extra):
+    # each case of the suite has its own shapes and dtypes: --dtype float16 was ignored
+    with pytest.raises(SystemExit) as exit_:
+        main(["dump", "--suite", str(SUITE), "-o", str(tmp_path / "out"), *extra])
+    assert exit_.value.code == 2
+    assert f"{extra[0]} goes with an EQUATION" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_dump_imports_neither_torch_nor_triton(tmp_path):
     done = run_cli(str(tmp_path), str(SUITE), script="dump_imports_no_torch.py")
     assert done.returncode == 0, done.stderr
