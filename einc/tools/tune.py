@@ -247,10 +247,10 @@ def _calls_of(args) -> list[Call]:
     if args.equation:
         if args.shapes is None:
             args.parser.error("--shapes is required with an EQUATION")
+        from ..planner import notation
         equation, shapes = args.equation, args.shapes
-        if args.size:
-            from ..planner import notation
-            equation, shapes, _ = notation.for_cli(equation, shapes, dict(args.size))
+        if args.size or notation.is_named(equation):        # (as einc dump resolves one)
+            equation, shapes, _ = notation.for_cli(equation, shapes, dict(args.size or ()))
         calls.append(Call(equation, shapes, args.dtype))
     elif args.shapes is not None or args.size:
         args.parser.error("--shapes and --size go with an EQUATION")

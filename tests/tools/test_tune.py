@@ -238,6 +238,11 @@ def test_a_dry_run_plans_without_timing_or_writing(tmp_path, capsys, monkeypatch
                  "--device", "cuda", "--dry-run", "--json"]) == 0
     (call,) = json.loads(capsys.readouterr().out)["calls"]
     assert call["dtype"] == "float32" and len(call["plan"]["steps"]) >= 1
+    # without --size where the shapes tell every size (h from `h d e`), as einc dump and einsum take it
+    assert main(["tune", "b n (h d), h d e -> b n (h e)", "--shapes", "2x16x32,4x8x8", "--device", "cuda",
+                 "--dry-run", "--json"]) == 0
+    (again,) = json.loads(capsys.readouterr().out)["calls"]
+    assert again["plan"] == call["plan"]
     assert not (tmp_path / "decisions.json").exists()
 
 
