@@ -148,7 +148,7 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     if not named.merges:
         return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is
     if out is not None:     # out= seen as the resolved equation's result: einsum checks and writes it
-        einsum(named.equation, *views, out=named_axes.split_out(named, known, out), **options)
+        einsum(named.equation, *views, out=named_axes.split_out(named, out, [v.shape for v in views]), **options)
         return out
     return named_axes.merged(named, einsum(named.equation, *views, **options), traced)
 

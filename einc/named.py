@@ -19,7 +19,8 @@ import operator
 import torch
 
 from .errors import ArgumentError, EquationError, OperandTypeError, OutError, ShapeError, caret
-from .planner.equation import call_form
+from .planner.equation import call_form, parse
+from .planner.graph import build
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
 
 
@@ -81,31 +82,21 @@ def merged(named: Named, result, traced: bool = False):
     return result if shape is None else result.reshape(shape)
 
 
-def split_out(named: Named, known: dict, out):
-    """``out=`` viewed in the resolved equation's output shape (its composite axes split)."""
-    ellipsis = [isinstance(axis, str) for axis in named.output]     # ELLIPSIS is the one axis that is a str
-    fixed = ellipsis.count(False)
-    shape, d, ok = [], 0, out.dim() >= fixed if any(ellipsis) else out.dim() == fixed
-    for axis, dots in zip(named.output, ellipsis) if ok else ():
-        if dots:
-            m = out.dim() - fixed
-            shape += list(out.shape[d:d + m])
-            d += m
-            continue
-        parts = [known[n] for n in axis]
-        ok = ok and functools.reduce(operator.mul, parts, 1) == out.shape[d]
-        shape += parts
-        d += 1
+def split_out(named: Named, out, shapes):
+    """``out=`` viewed in the resolved equation's output shape (its composite axes split);
+    ``shapes``: the operands' in the resolved equation."""
+    graph = build(parse(named.equation), shapes)    # (einsum's error where the operands do not fit)
+    split = [graph.sizes[i] for i in graph.output]
+    want = tuple(output_shape(named, split) or split)
+    fits = tuple(out.shape) == want
     try:
-        if ok:
-            return out.view(shape)
+        if fits:
+            return out.view(split)
     except RuntimeError:
         pass
-    want = ", ".join("..." if dots else str(functools.reduce(operator.mul, [known[n] for n in axis], 1))
-                     for axis, dots in zip(named.output, ellipsis))
-    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape ({want})"
+    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape {want}"
                    + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
-                      if ok else "") + f"\n{caret(named.text, None)}")
+                      if fits else "") + f"\n{caret(named.text, None)}")
 
 
 def _shapes(items) -> list:
@@ -134,7 +125,6 @@ class NamedExpression:
 
     def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
         self.named = named
-        self._known = known
         self._description = describe(named, shapes, known)
         self.equation = named.text
         self.shapes = tuple(shapes)
@@ -142,6 +132,7 @@ class NamedExpression:
         self._inner = inner
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
         self._view_shapes = tuple(view_shapes[k] for k in self._variables)
+        self._resolved_shapes = [tuple(s) if v is None else tuple(v) for s, v in zip(shapes, view_shapes)]
 
     @property
     def plan(self):
@@ -157,7 +148,8 @@ class NamedExpression:
                                  f"but the expression was planned for {self.shapes[k]}")
         viewed = views(operands, self._view_shapes) + list(operands[len(self._variables):])
         if out is not None:
-            self._inner(*viewed, out=split_out(self.named, self._known, out) if self.named.merges else out,
+            self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
+                        if self.named.merges else out,
                         backend=backend)
             return out
         result = self._inner(*viewed, backend=backend)

@@ -416,6 +416,12 @@ def test_out_and_torch_function():
     torch.testing.assert_close(out, _oracle(x, w, 4))
     with pytest.raises(errors.OutError, match=r"out= has shape \(2, 3, 23\), but the result has shape \(2, 3, 24\)"):
         einc.einsum(EQ, x, w, out=torch.empty(2, 3, 23, dtype=torch.float64))
+    # an ellipsis's dimensions named by their sizes (it said "(..., 24)"), through einsum and an expression
+    dots = "... (h d), h d e -> ... (h e)"
+    expr = einc.contract_expression(dots, x.shape, w.shape, h=4)
+    for run in (lambda out: einc.einsum(dots, x, w, out=out), lambda out: expr(x, w, out=out)):
+        with pytest.raises(errors.OutError, match=r"out= has shape \(6, 24\), but the result has shape \(2, 3, 24\)"):
+            run(torch.empty(6, 24, dtype=torch.float64))
     with pytest.raises(errors.OutError, match="dtype"):
         einc.einsum(EQ, x, w, out=torch.empty(2, 3, 24))
     with pytest.raises(errors.OutError, match="automatic differentiation"):      # torch's out= rule
