@@ -89,11 +89,20 @@ class ContractExpression:
             self._check(operands)
         folded = self._folded
         if self._narrow is not None:
-            if all(o.dtype == self._narrow for o in operands):
+            if all(o.dtype == self._narrow for o in operands) or self._in_int64(operands):
                 operands = _widened(operands)
             else:
                 folded = self._folded_as_given()
         return call(self._eq, (*operands, *folded), self._options, out)
+
+    def _in_int64(self, operands) -> bool:
+        """Whether einsum's whole call, these operands with the constants as given, gives
+        int64: einsum then contracts every operand in int64 (several dtypes, each in the
+        result's), as the constants were folded."""
+        kinds = [self._narrow] * len(self.shapes)
+        for o, k in zip(operands, self._variables):
+            kinds[k] = o.dtype
+        return dtypes.result_dtype(parse(self.equation).torch_text, self.shapes, kinds) == torch.int64
 
     def _folded_as_given(self):
         """The constants folded in their own dtype, for operands of another dtype (made on

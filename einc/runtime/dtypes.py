@@ -98,6 +98,8 @@ def result_dtype(equation: str, shapes, dtypes):
     """The dtype torch.einsum returns for operands of ``shapes`` and ``dtypes``; None when
     torch cannot say (the equation uses letters torch does not take, or torch trips on its
     own int64 promotion, which einc answers in int64).  Raises
+    :class:`~einc.errors.DtypeError` where torch refuses floating operands of several
+    dtypes (one of its matrix products would mix them), as torch.einsum does, and
     :class:`~einc.errors.UnsupportedDtypeError` where torch has no kernel for the dtype.
 
     >>> result_dtype("ij->j", [(1, 4)], [torch.int32])
@@ -111,14 +113,25 @@ def result_dtype(equation: str, shapes, dtypes):
         # (torch.einsum runs only its views on them, a transpose; its products have no kernel)
         raise UnsupportedDtypeError(f"einsum(): einc does not contract quantized tensors ({', '.join(quantized)}): "
                                     "dequantize() them first, or call torch.einsum for a transpose")
-    answer = _probe(equation, tuple(_stand_in(s) for s in shapes), dtypes, torch.device("cpu"), None,
-                    _torch_path(equation, shapes))
+    stand_ins, path = tuple(_stand_in(s) for s in shapes), _torch_path(equation, shapes)
+    answer = _probe(equation, stand_ins, dtypes, torch.device("cpu"), None, path)
     if isinstance(answer, NotImplementedError):
         # torch has no kernel for one of its steps on this dtype (a matrix product of
         # bool): raise as torch.einsum does, rather than answer where it cannot.
         raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} on operands of "
                                     f"dtype {', '.join(sorted({str(d) for d in dtypes}))}; convert them to an "
                                     "integer or floating dtype first") from None
+    if isinstance(answer, RuntimeError) and any(d.is_floating_point or d.is_complex for d in dtypes):
+        try:
+            one = functools.reduce(torch.promote_types, dtypes)
+        except RuntimeError:    # (no promotion between them at all: float8)
+            one = None
+        # torch refuses the mix along its path (a product of two dtypes), not one of the dtypes
+        if one is None or isinstance(_probe(equation, stand_ins, (one,) * len(dtypes), torch.device("cpu"),
+                                            None, path), torch.dtype):
+            raise DtypeError(f"einsum(): {answer}: torch.einsum's path for {equation!r} contracts operands "
+                             f"of dtypes {', '.join(str(d) for d in dtypes)} in one step, which it refuses; "
+                             "convert them to one dtype first") from None
     return answer if isinstance(answer, torch.dtype) else None
 
 

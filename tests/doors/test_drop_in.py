@@ -107,6 +107,45 @@ def test_integer_and_bool_result_dtype_is_torchs(equation, shapes, dtype):
     assert torch.equal(out, expected)
 
 
+MIXED = [torch.bool, torch.int32, torch.int64, torch.uint8, torch.float16, torch.bfloat16, torch.float32,
+         torch.float64, torch.complex64]
+
+
+def test_mixed_dtypes_are_taken_and_refused_as_torch_einsum_takes_and_refuses_them():
+    # torch's path may promote them before any product (a bool mask, a float16 scale: taken)
+    # or meet them in one matrix product (refused); einc answered or refused as its own path
+    # fell: a DtypeError for `bd,bd,d->b` with a bool mask, a float32 answer for
+    # `a,a,ba->b` where torch refuses a float16 operand
+    import random
+    rng = random.Random(5)
+    taken = refused = 0
+    for _ in range(300):
+        equation, shapes = rng.choice([("bd,bd,d->b", [(4, 8), (4, 8), (8,)]), ("a,a,ab->b", [(3,), (3,), (3, 4)]),
+                                       ("a,a,ba->b", [(2,), (2,), (2, 2)]), ("ij,jk->ik", [(3, 4), (4, 2)]),
+                                       ("ij,ij->ij", [(3, 4), (3, 4)]), ("ab,bc,c->a", [(2, 3), (3, 5), (5,)]),
+                                       ("i,i,i->", [(5,), (5,), (5,)])])
+        kinds = [rng.choice(MIXED) for _ in shapes]
+        if len(set(kinds)) == 1:
+            continue
+        g = torch.Generator().manual_seed(rng.randrange(10 ** 6))
+        ops = [(torch.randn(s, generator=g, dtype=torch.float64) * 3).to(d) for s, d in zip(shapes, kinds)]
+        try:
+            expected = torch.einsum(equation, *ops)
+        except RuntimeError as e:
+            with pytest.raises(errors.EincError) as err:
+                einc.einsum(equation, *ops)
+            assert isinstance(err.value, type(e)), (equation, kinds, err.value)
+            refused += 1
+            continue
+        got = einc.einsum(equation, *ops)
+        assert got.dtype == expected.dtype, (equation, kinds)
+        wide = torch.complex128 if got.is_complex() else torch.float64
+        oracle = torch.einsum(equation, *[o.to(wide) for o in ops])
+        torch.testing.assert_close(got.to(wide), oracle, rtol=2e-2, atol=2e-2)     # (16-bit results round)
+        taken += 1
+    assert taken > 30 and refused > 30, (taken, refused)
+
+
 def test_bool_contraction_over_size_one_axes():
     b = torch.rand(2, 1, 1) > 0.5
     expected = torch.einsum("...ij,...jk->...ik", b, b)

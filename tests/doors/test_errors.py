@@ -44,6 +44,9 @@ CASES = [
     ("...ij,...jk->...ik", [torch.randn(2, 3, 3, 4), torch.randn(5, 4, 6)], errors.ShapeError,
      ["ellipsis", "size 5", "size 3"]),
     ("ij,jk->ik", [A, B.double()], errors.DtypeError, ["torch.float32", "torch.float64", "ij,jk->ik"]),
+    # torch's path meets float32 and float16 in a product; einc's (scale first) answered in float32
+    ("a,a,ba->b", [torch.randn(2), torch.randn(2).half(), torch.randn(2, 2)], errors.DtypeError,
+     ["torch.float16", "a,a,ba->b", "one dtype"]),
     ("ij,jk->ik", [A > 0, B > 0], errors.UnsupportedDtypeError, ["bool"]),
     # torch.mm has float8 kernels on the CPU but torch.einsum's bmm has none: einc answered
     # the matrix-shaped call (mm) and raised torch's bare error on the batched one
