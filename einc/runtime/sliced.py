@@ -31,13 +31,17 @@ from .torch_executor import step_functions
 
 
 def accumulator_dtype(dtype):
-    """The dtype a sliced result is summed in: float32 for 16-bit floats, complex64 for
-    complex32, int64 for the unsigned integers wider than 8 bits (torch has no addition
-    for them; int64 wraps to the same bits), the result's own otherwise."""
+    """The dtype a sliced result is summed in: float32 for 16-bit and 8-bit floats (torch
+    has no addition for the latter), complex64 for complex32, int64 for the unsigned
+    integers wider than 8 bits (torch has no addition for them; int64 wraps to the same
+    bits), the result's own otherwise."""
     return _ACCUMULATORS.get(dtype, dtype)
 
 
-_ACCUMULATORS = {**FLOAT32_OF, **{dtype: torch.int64 for dtype in WIDE_UNSIGNED}}
+_FLOAT8 = [getattr(torch, name) for name in dir(torch) if name.startswith("float8_")]
+_ACCUMULATORS = {**FLOAT32_OF, **dict.fromkeys(_FLOAT8, torch.float32),
+                 **{dtype: torch.int64 for dtype in WIDE_UNSIGNED}}
+_NO_ADD = frozenset((*_FLOAT8, *WIDE_UNSIGNED))     # parts made the accumulator's dtype before add_
 
 
 def natural_dtype(plan: Plan, result_dtype, operand_dtypes):
@@ -62,6 +66,9 @@ class Runner:
         self.plan = plan
         self.slicing = s
         self.eq = parse(s.text)
+        # where no sliced index is summed, each element is one slice's: written, not added
+        # (float8 has no addition; a -0.0 stays -0.0)
+        self.sums = bool(set(s.indices) - set(g.output))
         # each slice's result is only added into the accumulator: in the order its plan writes it
         self.options = Options.of(plan.path, None, select, ANY)
         position = {i: j for j, i in enumerate(s.indices)}
@@ -215,9 +222,12 @@ class Runner:
                     target = out_cache.get(key)
                     if target is None:
                         target = out_cache[key] = view(acc, self.output_dims, pos)
-                if acc.dtype == torch.int64 and part.dtype in WIDE_UNSIGNED:    # torch cannot mix them in add_
-                    part = part.to(torch.int64)
-                target.add_(part)
+                if not self.sums:
+                    target.copy_(part)
+                else:
+                    if acc.dtype != part.dtype and part.dtype in _NO_ADD:   # torch cannot mix them in add_
+                        part = part.to(acc.dtype)
+                    target.add_(part)
                 del part, target, ops       # this slice's part is freed before the next slice runs
                 if partial:
                     entry = None

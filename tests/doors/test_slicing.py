@@ -298,6 +298,21 @@ def test_dtypes_accumulate_in_a_wide_enough_dtype(dtype):
     assert_close(out, reference(eq, *ops), dtype, extent=40)
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float32])
+@pytest.mark.parametrize("eq, shapes", [("ij->ji", [(16, 16)]), ("ii->i", [(16, 16)]), ("i,j->ij", [(8,), (8,)])])
+def test_slices_of_kept_indices_are_written_not_added(dtype, eq, shapes):
+    # each element is one slice's: float8 (no addition in torch) sliced as torch.einsum answers
+    # it unsliced, and a -0.0 of a product stays -0.0 (added into zeros it became +0.0)
+    g = torch.Generator().manual_seed(3)
+    ops = [torch.randn(s, generator=g).to(dtype) for s in shapes]
+    ops[0].view(-1)[0] = -0.0 if dtype.is_floating_point else 0
+    out = einc.einsum(eq, *ops, memory_limit=8)
+    assert einc.explain(eq, *ops, memory_limit=8).slicing is not None
+    want = torch.einsum(eq, *ops)
+    assert out.dtype == want.dtype
+    assert torch.equal(out.float(), want.float()) and torch.equal(out.float().signbit(), want.float().signbit())
+
+
 def test_gradients_of_a_sliced_contraction():
     ops = [o.requires_grad_() for o in _operands([(4, 5), (5, 6), (6, 3)])]
     eq = "ij,jk,kl->il"
