@@ -350,3 +350,47 @@ def test_the_function_saves_only_what_a_gradient_reads(derivative_device):
         out.backward()
         out.backward()                  # nothing saved: torch allows it, so does einc
         torch.testing.assert_close(x.grad.cpu(), 2 * once.double())
+
+
+@pytest.mark.parametrize("eq, shapes, dtype", [
+    ("ij,ij->i", [(8, 64), (8, 64)], torch.bfloat16),               # a 16-bit multiply and sum (Summed)
+    ("bij,cjk->bcik", [(4, 32, 64), (5, 64, 32)], torch.float32),   # a product autograd records (Recorded)
+    ("abk,kj->jba", [(64, 64, 32), (32, 1100)], torch.float32),     # in blocks
+])
+def test_a_steps_backward_saves_only_the_operand_a_needed_gradient_reads(eq, shapes, dtype):
+    """w's gradient reads x alone: w updated in place after the call, or x made under
+    inference_mode, is no error, as with torch.einsum (both steps saved both operands)."""
+    g = torch.Generator().manual_seed(2)
+    w0, x = (torch.randn(s, generator=g).to(dtype) for s in shapes)
+    w = w0.clone().requires_grad_()
+    y = einc.einsum(eq, w, x)
+    with torch.no_grad():
+        w.add_(1.0)
+    y.float().sum().backward()
+    w64 = w0.double().requires_grad_()
+    torch.einsum(eq, w64, x.double()).sum().backward()
+    torch.testing.assert_close(w.grad.double(), w64.grad, rtol=2e-2, atol=2e-2)
+    with torch.inference_mode():
+        frozen = x.clone()
+    v = w0.clone().requires_grad_()
+    einc.einsum(eq, v, frozen).float().sum().backward()
+    torch.testing.assert_close(v.grad, w.grad)
+
+
+def test_a_second_order_through_a_step_that_saved_one_operand(monkeypatch):
+    # a's gradient, recorded (create_graph), differentiated again for b: the step saved b alone
+    from einc.runtime.torch_executor import recorded
+    ran, forward = [], recorded.Recorded.forward
+    monkeypatch.setattr(recorded.Recorded, "forward", staticmethod(lambda *a: ran.append(1) or forward(*a)))
+    g = torch.Generator().manual_seed(4)
+    a0 = torch.randn(4, 32, 64, dtype=torch.float64, generator=g)
+    b0 = torch.randn(5, 64, 32, dtype=torch.float64, generator=g)
+    found = []
+    for einsum in (einc.einsum, torch.einsum):
+        a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+        (ga,) = torch.autograd.grad(einsum("bij,cjk->bcik", a, b.detach()).square().sum(), a, create_graph=True)
+        (gb,) = torch.autograd.grad((ga * a0).sum(), a)
+        found.append((ga.detach(), gb))
+    assert ran
+    for got, want in zip(*found):
+        torch.testing.assert_close(got, want)

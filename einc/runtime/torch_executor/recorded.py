@@ -56,19 +56,23 @@ class Recorded(torch.autograd.Function):
     @staticmethod
     def forward(ctx, fn, parts, a, b):
         ctx.parts = parts
-        ctx.save_for_backward(a, b)
+        ctx.save_for_backward(*saved(ctx, a, b))
+        ctx.layouts = [(x.shape, x.stride(), x.dtype, x.device) for x in (a, b)]
         return fn(a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
+        # an operand not saved (no gradient reads its values) stands in as empty memory of its
+        # layout: its product matrix's values are never read, only the ops that make it
+        a, b = (x if x is not None else torch.empty_strided(*layout[:2], dtype=layout[2], device=layout[3])
+                for x, layout in zip(ctx.saved_tensors, ctx.layouts))
         parts = ctx.parts
         need_a, need_b = ctx.needs_input_grad[2:]
         (xl, nl), (xr, nr) = ((b, need_b), (a, need_a)) if parts.swap else ((a, need_a), (b, need_b))
         create = torch.is_grad_enabled()        # a double backward records this one
         with torch.enable_grad():
-            il = xl if create else xl.detach().requires_grad_(nl)
-            ir = xr if create else xr.detach().requires_grad_(nr)
+            il = xl if create and xl.requires_grad else xl.detach().requires_grad_(nl)
+            ir = xr if create and xr.requires_grad else xr.detach().requires_grad_(nr)
             left, right = parts.left(il), parts.right(ir)
         g = parts.post_grad(grad)
         strided, gl, gr = parts.strided, None, None
@@ -80,6 +84,15 @@ class Recorded(torch.autograd.Function):
             gr = _through(right, ir, gm, create)
         ga, gb = (gr, gl) if parts.swap else (gl, gr)
         return None, None, ga, gb
+
+
+def saved(ctx, a, b) -> tuple:
+    """What a two-operand step's backward saves: each operand only where the other's
+    gradient is needed (``a``'s gradient reads ``b``, ``b``'s reads ``a``), as torch's own
+    products save them, so that updating the other in place, or an inference tensor beside
+    it, is no error; an inference tensor as a copy (it cannot be saved)."""
+    need_a, need_b = ctx.needs_input_grad[2:]
+    return tuple((x.clone() if x.is_inference() else x) if n else None for x, n in ((a, need_b), (b, need_a)))
 
 
 def _column_major(x) -> bool:
@@ -156,4 +169,4 @@ def step(fn, parts):
     return lambda a, b: apply(fn, parts, a, b)
 
 
-__all__ = ["Parts", "Recorded", "no_unit_stride", "parts", "recordable", "step", "training_parts"]
+__all__ = ["Parts", "Recorded", "no_unit_stride", "parts", "recordable", "saved", "step", "training_parts"]

@@ -13,7 +13,8 @@ copy of a 16-bit operand would be saved for the backward (34 MiB beside nothing 
 :class:`Summed`, whose forward is the untracked ops and whose backward is that of
 ``(a * b).sum(k_dims)``: each operand's gradient is the result's times the other operand
 (conjugated), summed where the operand broadcasts (by torch's einsum op, in float32 for
-16-bit operands).  It saves the operands as they are.  Under a ``torch.func`` transform,
+16-bit operands).  It saves only the operand a needed gradient reads
+(:func:`~einc.runtime.torch_executor.recorded.saved`).  Under a ``torch.func`` transform,
 forward AD or a tensor subclass (``make_fx``'s fake tensors), which record the ops themselves
 (:func:`~einc.runtime.torch_executor.recorded.recordable`), the same blocks run in ops they
 record (:func:`~einc.runtime.torch_executor.chunked.plan_sum_chunks`).
@@ -32,7 +33,7 @@ import string
 import torch
 
 from .chunked import plan_sum_chunks
-from .recorded import recordable
+from .recorded import recordable, saved
 
 HALF = (torch.float16, torch.bfloat16)
 
@@ -86,7 +87,8 @@ class Summed(torch.autograd.Function):
     @staticmethod
     def forward(ctx, fn, k_dims, a, b):
         ctx.k_dims = k_dims
-        ctx.save_for_backward(a, b)
+        ctx.save_for_backward(*saved(ctx, a, b))
+        ctx.kinds = (a.shape, a.dtype), (b.shape, b.dtype)
         return fn(a, b)
 
     @staticmethod
@@ -95,32 +97,34 @@ class Summed(torch.autograd.Function):
         for d in sorted(ctx.k_dims):
             grad = grad.unsqueeze(d)
         need_a, need_b = ctx.needs_input_grad[2:]
-        return None, None, _part(grad, b, a) if need_a else None, _part(grad, a, b) if need_b else None
+        return None, None, _part(grad, b, *ctx.kinds[0]) if need_a else None, \
+            _part(grad, a, *ctx.kinds[1]) if need_b else None
 
 
-def _part(grad, other, x):
-    """``x``'s gradient: ``grad`` times ``other`` (conjugated, as ``mul``'s backward), summed
-    where ``x`` broadcasts.  Where nothing is summed, a 16-bit product is made in 16 bits,
-    which is the float32 product rounded once (the float32 product of two 16-bit floats
-    is exact).  The sum where ``x`` broadcasts is torch's einsum op (a matrix product:
+def _part(grad, other, shape, dtype):
+    """The gradient of an operand of ``shape`` and ``dtype``: ``grad`` times ``other``
+    (conjugated, as ``mul``'s backward), summed where the operand broadcasts.  Where
+    nothing is summed, a 16-bit product is made in 16 bits, which is the float32 product
+    rounded once (the float32 product of two 16-bit floats is exact).  The sum where the
+    operand broadcasts is torch's einsum op (a matrix product:
     a few terms to an output, where a multiply and sum reduces a short index slowly),
     in float32 for 16-bit operands, rounded once."""
     full = torch.broadcast_shapes(grad.shape, other.shape)
-    k_dims = tuple(d for d, (n, m) in enumerate(zip(x.shape, full)) if n != m)
+    k_dims = tuple(d for d, (n, m) in enumerate(zip(shape, full)) if n != m)
     if not k_dims:
-        if x.dtype in HALF and other.shape[-1] == 1 < full[-1]:
+        if dtype in HALF and other.shape[-1] == 1 < full[-1]:
             # torch's 16-bit multiply runs element by element where the last dimension
             # broadcasts ``other`` (an outer product): float32 runs vectorized
-            return times(grad, other).to(x.dtype)
+            return times(grad, other).to(dtype)
         return grad * other.conj()
     if len(full) > len(string.ascii_letters):
-        return (grad * other.conj()).sum(k_dims, keepdim=True) if x.dtype not in HALF \
-            else times(grad, other).sum(k_dims, keepdim=True).to(x.dtype)
+        return (grad * other.conj()).sum(k_dims, keepdim=True) if dtype not in HALF \
+            else times(grad, other).sum(k_dims, keepdim=True).to(dtype)
     letters = string.ascii_letters[:len(full)]
     kept = "".join(c for d, c in enumerate(letters) if d not in k_dims)
-    if x.dtype in HALF:
+    if dtype in HALF:
         grad, other = grad.float(), other.float()
-    return torch._VF.einsum(f"{letters},{letters}->{kept}", [grad, other.conj()]).reshape(x.shape).to(x.dtype)
+    return torch._VF.einsum(f"{letters},{letters}->{kept}", [grad, other.conj()]).reshape(shape).to(dtype)
 
 
 __all__ = ["HALF", "HALF_MIN_BYTES", "Summed", "mul_sum", "times"]
