@@ -72,9 +72,10 @@ class Call:
     options: Options
     traced: bool = False
 
-    def contract(self, text: str, *operands, gradient: bool = False):
-        """The einsum ``text`` of the same kind of call (a gradient's gets its own path)."""
-        options = self.options.for_gradient() if gradient else self.options
+    def contract(self, text: str, *operands, gradient: bool = False, batch: bool = False):
+        """The einsum ``text`` of the same kind of call (a gradient's gets its own path; a
+        batched one, vmap's, its own random optimizer)."""
+        options = self.options.for_gradient() if gradient else self.options.for_batch() if batch else self.options
         if self.traced:
             return torch.ops.einc.einsum.default(text, list(operands), *options.to_op())
         return einsum(parse(text), operands, options)
@@ -346,7 +347,7 @@ def _batched(eq: Equation, in_dims, operands, contract, logical):
     if len(terms) == len([d for d in in_dims if d is None]):   # nothing batched
         return contract(",".join(map(term_text, terms)) + "->" + term_text(g.output), *moved), None
     text = ",".join(map(term_text, terms)) + "->" + term_text((b,) + g.output)
-    return contract(text, *moved), 0
+    return contract(text, *moved, batch=True), 0
 
 
 class EinsumFunction(torch.autograd.Function):

@@ -127,9 +127,16 @@ class Options:
 
     def for_gradient(self) -> Options:
         """The options of a gradient's einsum: ``"auto"`` in place of an explicit path
-        and of a random optimizer instance (opt_einsum's ``RandomGreedy``), which answers
-        for the one contraction it was first called with."""
-        if isinstance(self.optimize, (tuple, opt_einsum.path_random.RandomOptimizer)):
+        (the gradient's operands are others) and as :meth:`for_batch`."""
+        if isinstance(self.optimize, tuple):
+            return Options.of(AUTO, self.memory_limit, self.select, self.layout)
+        return self.for_batch()
+
+    def for_batch(self) -> Options:
+        """The options of the call's equation with more indices (vmap's batched one):
+        ``"auto"`` in place of a random optimizer instance (opt_einsum's ``RandomGreedy``),
+        which answers for the one contraction it was first called with."""
+        if isinstance(self.optimize, opt_einsum.path_random.RandomOptimizer):
             return Options.of(AUTO, self.memory_limit, self.select, self.layout)
         return self
 

@@ -279,6 +279,11 @@ def test_a_random_optimizer_instance_is_not_reused_for_gradients():
     fresh = opt_einsum.RandomGreedy(max_repeats=4)
     g = torch.func.grad(lambda x: einc.einsum("ij,jk,kl->il", x, b, c, optimize=fresh).sum())(a.detach())
     torch.testing.assert_close(g, want)
+    # and vmap's batched equation, after a plain call and before one (it raised either way)
+    f = lambda x: einc.einsum("ij,jk,kl->il", x, b.detach(), c.detach(), optimize=optimizer)  # noqa: E731
+    xs = torch.randn(3, 2, 3, dtype=a.dtype)
+    torch.testing.assert_close(torch.func.vmap(f)(xs), torch.stack([f(x) for x in xs]))
+    torch.testing.assert_close(f(a.detach()), a.detach() @ b.detach() @ c.detach())
 
 
 def test_sublists_with_large_indices():
