@@ -399,3 +399,25 @@ def test_a_second_order_through_a_step_that_saved_one_operand(monkeypatch):
     assert ran
     for got, want in zip(*found):
         torch.testing.assert_close(got, want)
+
+
+def test_batched_gradients_through_the_multiply_and_sum_and_the_relayout():
+    # torch.autograd's legacy batching (is_grads_batched, vectorized jacobians) has no rule
+    # for einsum (the multiply and sum's gradient) nor the permuted copy's tiles: both raised
+    from torch.autograd.functional import jacobian
+    g = torch.Generator().manual_seed(6)
+    a, b = (torch.randn(s, generator=g, dtype=torch.float64) for s in ((8, 256, 256), (256, 256)))
+    for einsum in (einc.einsum, torch.einsum):
+        got = jacobian(lambda x, y: einsum("bij,ij->b", x, y), (a, b), vectorize=True)
+        if einsum is einc.einsum:
+            found = got
+    for x, y in zip(found, got):
+        torch.testing.assert_close(x, y)
+    x, w = (torch.randn(s, generator=g, dtype=torch.float64) for s in ((16, 128, 64), (16, 64, 128)))
+    v = torch.randn(2, 128, 128, 16, generator=g, dtype=torch.float64)
+    grads = []
+    for einsum in (einc.einsum, torch.einsum):
+        leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+        grads.append(torch.autograd.grad(einsum("bik,bkj->jib", *leaves), leaves, v, is_grads_batched=True))
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want)

@@ -87,6 +87,7 @@ TILE_PAGES = 64         # ... on at most this many pages,
 TILE_LEAST = 1 << 15    # ... and at least this many elements per tile,
 TILE_ROW = 256          # ... and at least this many bytes of the destination's innermost index
 _wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor     # torch.autograd's is_grads_batched
 
 
 def _rotation(src, dst):
@@ -220,10 +221,11 @@ def plain(x) -> bool:
 
 
 def unwatched(x) -> bool:
-    """Whether nothing but autograd may record ``x``: no forward AD, ``torch.func``, tracing
-    (``torch.jit.trace``) or tensor subclass (fake tensors under ``torch.compile``)."""
+    """Whether nothing but autograd may record ``x``: no forward AD, ``torch.func``, legacy
+    batching (``is_grads_batched``, vectorized jacobians), tracing (``torch.jit.trace``) or
+    tensor subclass (fake tensors under ``torch.compile``)."""
     return (type(x) is torch.Tensor and _forward_ad._current_level < 0 and not _wrapped(x)
-            and torch._C._get_tracing_state() is None)
+            and not _legacy_batched(x) and torch._C._get_tracing_state() is None)
 
 
 def untracked(x) -> bool:

@@ -36,6 +36,7 @@ from .chunked import plan_sum_chunks
 from .recorded import recordable, saved
 
 HALF = (torch.float16, torch.bfloat16)
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor     # torch.autograd's is_grads_batched
 
 # float16 / bfloat16 products are made in float32 in blocks from this size (bytes) of the
 # float32 product up (below, whole): whole float32 temporaries cost more than the blocks
@@ -117,7 +118,7 @@ def _part(grad, other, shape, dtype):
             # broadcasts ``other`` (an outer product): float32 runs vectorized
             return times(grad, other).to(dtype)
         return grad * other.conj()
-    if len(full) > len(string.ascii_letters):
+    if len(full) > len(string.ascii_letters) or _legacy_batched(grad):    # (legacy batching has no einsum)
         return (grad * other.conj()).sum(k_dims, keepdim=True) if dtype not in HALF \
             else times(grad, other).sum(k_dims, keepdim=True).to(dtype)
     letters = string.ascii_letters[:len(full)]
