@@ -250,7 +250,7 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
                                                         WRITE_FACTOR, ledger.left(slicebudget.RECONF_MARK) // per_round,
                                                         ledger.guard)
         ledger.charge("slicing reconfiguration", ran * per_round, what or "nothing to slice")
-    per_trial = LIMITED_TRIAL_SECONDS * sum(map(len, inputs))
+    per_trial = LIMITED_TRIAL_SECONDS * max(1, sum(map(len, inputs)))     # (scalars only: no index at all)
     trials = min(LIMITED_MAX, int(ledger.left(slicebudget.TRIALS_MARK) / per_trial))
     limited = ()
     if trials:

@@ -966,3 +966,13 @@ def test_explain_says_why_16_bit_float_slices_run_the_torch_executor(monkeypatch
     info = einc.explain("ij,jk->ik", a, b, memory_limit=300)
     assert info.slicing is not None and set(info.backends) == {"torch"}
     assert "contracts in float32" in info.note and "could not be built" not in info.note
+
+
+def test_more_than_sixteen_scalars_under_a_limit():
+    # the limited search's trials are timed per index: with none at all it divided by zero
+    n = 17
+    ops = [torch.tensor(2.0, dtype=torch.float64)] * n
+    eq = ",".join([""] * n) + "->"
+    for limit in (1000, "max_input"):
+        assert einc.einsum(eq, *ops, memory_limit=limit).item() == 2.0 ** n
+    assert einc.contract_path(eq, *[()] * n, memory_limit=1000)[1].opt_cost >= 0
