@@ -20,7 +20,6 @@ keeps: modules above the runtime (autograd, the custom op) register theirs here.
 
 from __future__ import annotations
 
-import copy
 from typing import NamedTuple
 
 import torch
@@ -232,9 +231,9 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
     if result_dtype is not None and len(set(kinds)) > 1:
         # dtypes torch.einsum takes together (its path promotes them before any product: a
         # bool mask, a float16 scale): each operand in the result's dtype, whatever einc's path
-        inner = entry_for(eq, plan, [o.to(result_dtype) for o in operands], options)
-        cast = copy.copy(inner)
-        cast.run, cast.direct = (lambda ops: inner.run([o.to(result_dtype) for o in ops])), None
+        cast = entry_for(eq, plan, [o.to(result_dtype) for o in operands], options)
+        uncast = cast.run       # (not `run`: the module's, which the sliced branch below calls)
+        cast.run, cast.direct = (lambda ops: uncast([o.to(result_dtype) for o in ops])), None
         return cast
     if plan.slicing is not None:    # one inner entry runs every slice (into a contiguous result)
         return sliced.build_entry(plan, operands, result_dtype, options.select, entry, unsliced=lambda ops: run(

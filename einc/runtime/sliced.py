@@ -153,7 +153,7 @@ class Runner:
         each element is one slice's, rounded once however it is stored: the result's
         dtype, no second tensor to convert (a float32 one beside a float16 result would be
         three times the result's memory)."""
-        summed = summed or bool(set(self.slicing.indices) - set(self.plan.graph.output))
+        summed = summed or self.sums
         dtype = accumulator_dtype(self.result_dtype) if summed or self.result_dtype in WIDE_UNSIGNED else \
             self.result_dtype
         return torch.zeros(self.shape, dtype=dtype, device=operands[0].device)
