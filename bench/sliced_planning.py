@@ -21,7 +21,10 @@ a warm-up process runs first, so that compiling einc's modules is not timed.
 
 Networks: the 162-tensor random circuit of examples/sliced_network.py (``circuit(4, 6,
 12)``, complex64, ``memory_limit=2**16``), and bench/objective.py's sliced lattice 6x6
-(einsum_benchmark's ``lattice((6, 6), d_min=2, d_max=4, seed=2)``, float64, 1024).
+(einsum_benchmark's ``lattice((6, 6), d_min=2, d_max=4, seed=2)``, float64, 1024), and
+three random networks past the hyper-optimizer's floor (opt_einsum's ``rand_equation(n,
+regularity, n_out=1, d_min=3, d_max=5, seed=...)``, float32, :data:`RANDOM_LIMIT`), whose
+search under the limit runs cotengra's hyper-optimizer with its slicing reconfiguration.
 
     python bench/sliced_planning.py [--rounds 3] [--only circuit] [--against /tmp/einc-before]
 """
@@ -43,7 +46,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NETWORKS = ("circuit 4x6x12", "lattice 6x6")
+NETWORKS = ("circuit 4x6x12", "lattice 6x6", "random 60x4 seed 7", "random 70x4 seed 5", "random 80x3 seed 2")
+RANDOM_LIMIT = 4096     # the random networks' memory_limit
 AGAIN = 20              # explain's repeats in a process, the least taken
 
 
@@ -52,6 +56,11 @@ def _network(name):
     import torch
 
     import einc.planner.equation
+    if name.startswith("random"):
+        from opt_einsum.testing import rand_equation
+        n, regularity, seed = map(int, re.fullmatch(r"random (\d+)x(\d+) seed (\d+)", name).groups())
+        eq, shapes = rand_equation(n, regularity, n_out=1, d_min=3, d_max=5, seed=seed)
+        return eq, [torch.ones(s) for s in shapes], RANDOM_LIMIT
     if name == "circuit 4x6x12":
         spec = importlib.util.spec_from_file_location("sliced_network", ROOT / "examples" / "sliced_network.py")
         module = importlib.util.module_from_spec(spec)

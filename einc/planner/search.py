@@ -205,17 +205,19 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
 
 
 def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
-    """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (all of it under a
-    memory limit), then its best tree and ``quick``, the better-ranked first, annealed in
-    turn for the rest: ``(best path, trials, reason, budget, annealing runs)``.  Where the
-    hyper-optimizer's tree brought the budget forward, no annealing run is begun that a
-    gain like that one would leave past its end (einc.planner.anneal's rule after a run's gain)."""
+    """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (under a memory limit, all
+    of it but the slicer's share, einc.planner.slicebudget), then its best tree and
+    ``quick``, the better-ranked first, annealed in turn for the rest: ``(best path, trials,
+    reason, budget, annealing runs)``.  Where the hyper-optimizer's tree brought the budget
+    forward, no annealing run is begun that a gain like that one would leave past its end
+    (einc.planner.anneal's rule after a run's gain)."""
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
     before = _hyper_budget(greedy, known)
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
     try:
+        share = HYPER_SHARE if memory_limit is None else 1 - slicebudget.SLICER_SHARE
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
-                                              known, HYPER_SHARE if memory_limit is None else 1.0, progress)
+                                              known, share, progress)
         other = quick       # the runner-up, annealed in turn with the best where ranked near it
         if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
                             _rank(inputs, output, size_dict, best)):
@@ -281,6 +283,14 @@ def sliced_budget(inputs, output, size_dict) -> float:
 def _greedy_seconds(inputs, output, sizes) -> float:
     size_dict = dict(sizes)
     return _predict(inputs, output, size_dict, _greedy(inputs, output, size_dict, None))
+
+
+def slices_its_trees(inputs, output, size_dict) -> bool:
+    """Whether the search under a memory limit reaches the hyper-optimizer, whose trees
+    cotengra's slicing reconfiguration slices to the limit as they are ranked, within all
+    of the budget but the slicer's share (:data:`einc.planner.slicebudget.SLICER_SHARE`)."""
+    greedy = _greedy_seconds(tuple(map(frozenset, inputs)), frozenset(output), tuple(size_dict.items()))
+    return _cotengra() is not None and budget_for(greedy) >= HYPER_FLOOR
 
 
 def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTREES):
@@ -565,4 +575,4 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
 
 
 __all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",
-           "path_cost", "predicted_seconds", "search", "searched"]
+           "path_cost", "predicted_seconds", "search", "searched", "slices_its_trees"]

@@ -38,7 +38,8 @@ Who chooses what to slice:
 - cotengra (``optimize="cotengra"`` or a cotengra optimizer, e.g. ``HyperOptimizer``):
   its path and its own slicing (``slicing_opts`` / ``ContractionTree.slice``);
 - otherwise einc's rule, by cost: the path einc's optimizer finds under the limit if it
-  fits, else that path and the unlimited one, each sliced by :func:`_choose` -- chunks
+  fits, else that path and the unlimited one (only the first where the search under the
+  limit reached cotengra's hyper-optimizer), each sliced by :func:`_choose` -- chunks
   halved where they are behind a moment over the limit, then widened back to the largest
   that fits, the slicing estimated fastest (:mod:`einc.planner.slicecost`: the flops of every
   slice, with the adds of each slice's result where a summed index is sliced, plus a fixed
@@ -197,7 +198,12 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         if models[0].peak({}, limit)[0] <= limit:
             return within
         candidates.append(within)
-    if not isinstance(options.optimize, tuple) or within is None:
+    # the path of the search without the limit, sliced by einc, unless the search under it
+    # reached the hyper-optimizer, which ranks its trees as cotengra slices them: beside
+    # those, a second search of up to the same budget doubled the planning for paths that
+    # lost (docs/paths.md#memory_limit)
+    if (not isinstance(options.optimize, tuple) or within is None) and not (
+            remembers and within is not None and _hyper(graph)):
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
@@ -229,6 +235,11 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     if share is not None:
         return dataclasses.replace(best[1], notes=best[1].notes + (share.text(len(candidates), weighed, _RULES),))
     return best[1]
+
+
+def _hyper(graph) -> bool:
+    from . import search  # (only where einc's search runs)
+    return search.slices_its_trees(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
 
 
 def _share(graph, base: Plan):

@@ -126,3 +126,28 @@ def test_the_slicer_begins_no_rule_that_one_as_long_as_the_longest_would_take_pa
     share.count[0] += 40
     assert share.work() < share.budget and not share.afford()
     assert "the next rule would pass its share" in share.text(paths=1, weighed=1, rules=8)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the hyper-optimizer is cotengra's")
+def test_past_the_hyper_floor_one_search_runs_under_the_limit_and_leaves_the_slicer_its_share(monkeypatch,
+                                                                                             fresh_cache):
+    # the hyper-optimizer slices its trees as it ranks them: the search without the limit
+    # is not run beside it, and the slicer's share is left out of the hyper-optimizer's
+    inputs, sizes = _regular(24, 3, 4, seed=5)
+    eq, shapes = _equation(inputs, sizes)
+    monkeypatch.setattr(search, "HYPER_FLOOR", 0.0)
+    shares, finds, real_find = [], [], search.find
+
+    def hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known=math.inf, share=1.0,
+              progress=None):
+        shares.append(share)
+        return search._greedy(inputs, output, size_dict, None), 1, "stub", 1.0
+
+    def find(inputs, output, size_dict, memory_limit=None, seed=search.SEED):
+        finds.append(memory_limit)
+        return real_find(inputs, output, size_dict, memory_limit, seed)
+    monkeypatch.setattr(search, "_hyper", hyper)
+    monkeypatch.setattr(search, "find", find)
+    p = plan_for(eq, shapes, Options.of("auto", 256, None))
+    assert finds == [256] and shares == [1 - slicebudget.SLICER_SHARE]
+    assert p.slicing is not None and p.slicing.live <= 256
