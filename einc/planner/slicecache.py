@@ -19,7 +19,8 @@ none: the slicing is then chosen again).  Read as the path cache reads (JSON, a 
 file, its safety rules), and used only where every field checks against this network:
 the slicer's version (:func:`version`: its figures, so that a change of rule misses),
 the candidate's path (it must be the path planned here), indices of this network, each
-chunk a whole number from 1 to below its index's size, the figures whole numbers; the
+chunk a whole number from 1 to below its index's size, the figures whole numbers (the
+flops, sizes and steps run per slice at least 1, the steps those of the path); the
 slicer then checks that the plan so sliced keeps to the limit (its live peak, one pass
 over the slice's steps).  The figures are estimates and what explain shows: the plan's
 steps and its bound are always made from the path and the slicing.  Anything
@@ -105,6 +106,12 @@ def valid(record, graph) -> Remembered | None:
             len(indices) != len(chunks) or len(set(indices)) != len(indices):
         return None
     if not isinstance(figures, list) or len(figures) != FIGURES or not all(type(f) is int and f >= 0 for f in figures):
+        return None
+    # what the cost check reads (einc.planner.slicing.check_cost): a slicing estimated at no
+    # flops, or over other steps than the path's (a contraction of k operands runs as k - 1
+    # pairwise steps), would pass it unasked
+    flops, largest, live, sliced_flops, once, per = figures
+    if min(flops, largest, live, sliced_flops, per) < 1 or once + per != sum(max(len(c) - 1, 1) for c in path):
         return None
     sizes = graph.sizes
     if not all(type(i) is int and 0 <= i < len(sizes) for i in indices) or \

@@ -200,6 +200,10 @@ def _damage(kind, record, graph):
         s["indices"], s["chunks"] = s["indices"][:1], [1]
     elif kind == "float figure":
         s["figures"] = [1.5] + s["figures"][1:]
+    elif kind == "zero figures":        # (a slicing estimated at nothing would pass check_cost unasked)
+        s["figures"] = [0] * len(s["figures"])
+    elif kind == "steps miscounted":
+        s["figures"] = s["figures"][:4] + [s["figures"][4] + 1, s["figures"][5]]
     elif kind == "no figures":
         del s["figures"]
     elif kind == "not a dict":
@@ -209,7 +213,7 @@ def _damage(kind, record, graph):
 
 DAMAGES = ["unknown index", "negative index", "bool index", "repeated index", "whole chunk", "zero chunk",
            "float chunk", "short chunks", "no index", "other base", "other path", "bad path", "other slicer",
-           "breaks the limit", "float figure", "no figures", "not a dict"]
+           "breaks the limit", "float figure", "zero figures", "steps miscounted", "no figures", "not a dict"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
