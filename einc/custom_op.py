@@ -38,6 +38,7 @@ import functools
 import sys
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import autograd
 from .planner import notation, plan_for
@@ -186,13 +187,30 @@ _lib.impl("einsum", _autocast_kernel("cpu", torch._C.DispatchKey.AutocastCPU), "
 _lib.impl("einsum", _autocast_kernel("cuda", torch._C.DispatchKey.AutocastCUDA), "AutocastCUDA")
 
 
+# Where a size is data-dependent (an unbacked symbol: ``x[mask]``, ``nonzero``), no guard
+# can ask whether it is 1: the graph is built with this stand-in for every such size,
+# neither 0 nor 1 (as torch's size-oblivious checks take it), and equal to itself, so that
+# two data-dependent sizes of one label agree here and are checked when the op runs.
+_UNBACKED = 2 ** 62 + 3
+
+
 def _fake(equation, operands, optimize, memory_limit, scale=1.0):
     eq = parse(equation)
     engine.check_operands(eq, operands)
-    graph = build(eq, [o.shape for o in operands])          # checks sizes; symbolic sizes work
+    shapes = [[_UNBACKED if _unbacked(n) else n for n in o.shape] for o in operands]
+    graph = build(eq, shapes)          # checks sizes; symbolic sizes work
     dtype = _result_dtype(equation, tuple(o.dtype for o in operands),
-                          tuple(tuple(_probe(s) for s in o.shape) for o in operands), optimize, memory_limit)
-    return operands[0].new_empty([graph.sizes[i] for i in graph.output], dtype=dtype)
+                          tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
+    sizes = list(graph.sizes)
+    for term, o, shape in zip(graph.inputs, operands, shapes):
+        for i, n, m in zip(term, o.shape, shape):
+            if m is _UNBACKED and sizes[i] is _UNBACKED:
+                sizes[i] = n        # the size an operand gives it
+    return operands[0].new_empty([sizes[i] for i in graph.output], dtype=dtype)
+
+
+def _unbacked(n) -> bool:
+    return isinstance(n, torch.SymInt) and bool(free_unbacked_symbols(n))
 
 
 torch.library.register_fake("einc::einsum", _fake, lib=_lib)

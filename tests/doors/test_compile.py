@@ -280,6 +280,46 @@ def test_torch_export_with_dynamic_dims(strict):
     torch.testing.assert_close(ep.module()(x), m(x))
 
 
+class _Selected(torch.nn.Module):
+    """einsums over the rows a mask selects: sizes known only at run time (unbacked)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(_randn(4, 3))
+
+    def forward(self, x):
+        rows = x[x[:, 0] > 0]
+        return (einc.einsum("bi,ij->bj", rows, self.w), einc.einsum("bi,bi->b", rows, rows),
+                einc.einsum("bi,ci->bc", rows, rows), einc.einsum("...i,i->...", rows, x[0]),
+                einc.einsum("bi,bi->", rows, rows))
+
+
+@pytest.mark.parametrize("how", ["export strict", "export non-strict", "compile fullgraph"])
+def test_data_dependent_sizes_trace_as_torch_einsums_do(how):
+    m = _Selected()
+    x = _randn(6, 4, seed=1)
+    if how == "compile fullgraph":
+        torch._dynamo.reset()
+        compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+
+        def run(x):
+            with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                return compiled(x)
+    else:
+        ep = torch.export.export(m, (x,), strict=how == "export strict")
+        assert any(n.target is torch.ops.einc.einsum.default for n in ep.graph.nodes)
+        run = ep.module()
+    for k, rows in enumerate([4, 1, 0, 6]):     # (the traced graph assumed no size of 1 or 0)
+        x = _randn(6, 4, seed=k)
+        x[:, 0] = torch.arange(6) < rows
+        want = [reference(eq, *ops) for eq, ops in [
+            ("bi,ij->bj", (x[:rows], m.w)), ("bi,bi->b", (x[:rows],) * 2), ("bi,ci->bc", (x[:rows],) * 2),
+            ("...i,i->...", (x[:rows], x[0])), ("bi,bi->", (x[:rows],) * 2)]]
+        for got, w in zip(run(x), want):
+            torch.testing.assert_close(got, w.to(got.dtype))
+    torch._dynamo.reset()
+
+
 def test_contract_expression_compiles_without_graph_breaks():
     expr = einc.contract_expression("ij,jk,kl->il", (3, 4), (4, 5), (5, 2))
     a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
