@@ -138,23 +138,37 @@ def result_dtype(equation: str, shapes, dtypes):
 def autocast_dtype(equation: str, operands):
     """The dtype torch.einsum returns for ``operands`` under the autocast now in force on
     their device, or None when torch raises."""
-    device = operands[0].device
-    answer = _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
-                    device, torch.get_autocast_dtype(device.type), _torch_path(equation, [o.shape for o in operands]))
+    answer = _autocast_answer(equation, operands)
     return answer if isinstance(answer, torch.dtype) else None
 
 
+def _autocast_answer(equation: str, operands):
+    device = operands[0].device
+    return _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
+                  device, torch.get_autocast_dtype(device.type), _torch_path(equation, [o.shape for o in operands]))
+
+
 def autocast_operands(equation: str, operands, device_type: str):
-    """``operands`` as torch.einsum would compute them under the autocast in force on
-    ``device_type``: cast to the autocast dtype (floating, not float64) where torch.einsum's
-    result takes that dtype -- on a CPU only its matrix products autocast, so
-    ``ij,ij->ij`` stays float32 -- else as they are."""
+    """``operands`` as einc computes them under the autocast in force on ``device_type``:
+    those autocast would cast (floating, not float64) cast to the dtype torch.einsum
+    returns there, else as they are.  That is the autocast dtype where torch's ops all
+    autocast; on a CPU only its matrix products do, so ``ij,ij->ij`` stays float32, and
+    where a product's 16-bit result meets a step that does not autocast (a size-1 sum
+    runs as a multiply) torch promotes the two, to float32 for float16 beside bfloat16,
+    from operands that alone it would refuse to mix."""
     if not torch.is_autocast_enabled(device_type):
         return list(operands)
-    cast = torch.get_autocast_dtype(device_type)
-    if autocast_dtype(equation, operands) != cast:
+    answer = _autocast_answer(equation, operands)
+    dtypes = ", ".join(sorted({str(o.dtype) for o in operands}))
+    if isinstance(answer, NotImplementedError):     # (a matrix product of bool, as without autocast)
+        raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} under autocast on "
+                                    f"operands of dtype {dtypes}") from None
+    if isinstance(answer, RuntimeError) and any(o.is_floating_point() or o.is_complex() for o in operands):
+        raise DtypeError(f"einsum(): {answer}: torch.einsum refuses {equation!r} under autocast on operands of "
+                         f"dtypes {dtypes}; convert them to one dtype first") from None
+    if not isinstance(answer, torch.dtype) or not answer.is_floating_point:
         return list(operands)
-    return [o.to(cast) if autocast_eligible(o, cast) else o for o in operands]
+    return [o.to(answer) if autocast_eligible(o, answer) else o for o in operands]
 
 
 def _torch_path(equation: str, shapes):
