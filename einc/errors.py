@@ -93,6 +93,13 @@ class PathError(EincError, ValueError):
     """An explicit contraction path or an optimizer name is invalid."""
 
 
+class UnknownOptimizerError(PathError, KeyError):
+    """``optimize=`` names no strategy: a :class:`PathError` (a ``ValueError``), and a
+    ``KeyError``, as opt_einsum's lookup of the name raises."""
+
+    __str__ = Exception.__str__         # the message, not KeyError's repr of it
+
+
 class MemoryLimitError(EincError, ValueError):
     """``memory_limit`` can be met only by a slicing estimated to cost far more than the
     unsliced contraction (see :mod:`einc.planner.slicecost`); the message names the estimated

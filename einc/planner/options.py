@@ -24,7 +24,7 @@ from opt_einsum.paths import PathOptimizer
 
 from .. import config
 from ..config import LAYOUTS, SELECT
-from ..errors import ArgumentError, PathError
+from ..errors import ArgumentError, PathError, UnknownOptimizerError
 from .pathcost import path_cost
 
 try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
@@ -201,7 +201,7 @@ def _normalize_optimize(optimize):
             opt_einsum.paths.get_path_fn(optimize)
         except KeyError:
             names = sorted(set(opt_einsum.paths._PATH_OPTIONS) | {AUTO})
-            raise PathError(f"einsum(): unknown optimize={optimize!r}; valid names are "
+            raise UnknownOptimizerError(f"einsum(): unknown optimize={optimize!r}; valid names are "
                             f"{', '.join(names)}, a PathOptimizer, or an explicit path") from None
         return optimize, optimize
     if isinstance(optimize, PathOptimizer) or callable(optimize):

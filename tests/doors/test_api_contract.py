@@ -392,3 +392,18 @@ def test_explain_and_contract_path_spell_the_callers_letters_after_an_equal_equa
     assert path_info.eq == "ab,bc,cd->ad" and path_info.size_dict == {"a": 4, "b": 5, "c": 6, "d": 3}
     _, path_info = einc.contract_path(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3])     # opt_einsum's letters
     assert path_info.eq == "ab,bc,cd->ad"
+
+
+@pytest.mark.parametrize("door", ["contract", "contract_path", "contract_expression", "einsum"])
+def test_an_unknown_optimize_name_is_a_key_error_as_in_opt_einsum(door):
+    """opt_einsum raises KeyError for ``optimize="nope"``; einc's PathError (a ValueError)
+    is now a KeyError too, its str the message (not KeyError's repr of it)."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    shapes = [(2, 3), (3, 4), (4, 5)]
+    with pytest.raises(KeyError):
+        opt_einsum.contract_path(EQ, *shapes, shapes=True, optimize="nope")
+    args = _ops(*shapes) if door in ("contract", "einsum") else shapes
+    with pytest.raises(KeyError) as info:
+        getattr(einc, door)(EQ, *args, optimize="nope")
+    assert isinstance(info.value, PathError) and isinstance(info.value, ValueError)
+    assert str(info.value).startswith("einsum(): unknown optimize='nope'; valid names are auto, ")
