@@ -5,7 +5,9 @@ that ``import einc as oe`` runs code written for ``opt_einsum``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
 import numbers
 
@@ -14,13 +16,13 @@ import torch
 
 from . import autograd, sharing
 from . import named as named_axes
-from .api import call, call_options, check_backend, einsum, explain, shape_of
-from .errors import ArgumentError, DtypeError, OperandCountError, OperandTypeError, ShapeError
+from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
+from .errors import ArgumentError, DtypeError, EincError, OperandCountError, OperandTypeError, ShapeError
 from .planner import notation, plan_for
-from .planner.equation import Equation, call_form, letter, parse, sublist_equation, text_of
+from .planner.equation import Equation, call_form, opt_einsum_text, parse, sublist_equation, text_of
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
-from .planner.plan import Plan
+from .planner.plan import Plan, opt_einsum_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
 from .runtime.explain import Explanation
@@ -48,6 +50,7 @@ class ContractExpression:
 
     def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options, text=None):
         self.equation = eq.text
+        self._whole = eq
         self.shapes = tuple(shapes)
         self.plan = plan
         self.constants = tuple(sorted(constants))
@@ -102,7 +105,7 @@ class ContractExpression:
         kinds = [self._narrow] * len(self.shapes)
         for o, k in zip(operands, self._variables):
             kinds[k] = o.dtype
-        return dtypes.result_dtype(parse(self.equation).torch_text, self.shapes, kinds) == torch.int64
+        return dtypes.result_dtype(self._whole.torch_text, self.shapes, kinds) == torch.int64
 
     def _folded_as_given(self):
         """The constants folded in their own dtype, for operands of another dtype (made on
@@ -129,7 +132,7 @@ class ContractExpression:
             shapes = list(self.shapes)
             for o, k in zip(operands, self._variables):
                 shapes[k] = tuple(o.shape)
-            build(parse(self.equation), shapes)
+            build(self._whole, shapes)
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
@@ -240,11 +243,47 @@ def _interleaved_text(args, fallback: str) -> str:
 
 def _equation_and_args(args):
     """``(equation, rest)`` from ``(equation, *rest)`` or opt_einsum's interleaved form
-    ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes."""
+    ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes.  The
+    string as opt_einsum reads it, in einc's letters (:func:`_read`)."""
     if args and isinstance(args[0], str):
-        return parse(args[0]), list(args[1:])
+        return parse(_read(args[0])[0]), list(args[1:])
     text, rest = sublist_equation(_int_labels(args))
     return parse(text), rest
+
+
+@_constant_result       # (dynamo reads it once, while tracing, as a constant)
+def _read(text: str) -> tuple:
+    """``(text, labels)``: the equation einc runs for ``text`` and, where it is not ``text``,
+    which of its letters stand for which of the caller's characters (``((letter, character),
+    ...)``): opt_einsum's reading of an equation torch's reading refuses and named notation
+    does not read (:func:`~einc.planner.equation.opt_einsum_text`: ``"i1,1j->ij"``)."""
+    return _read_once(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_once(text: str) -> tuple:
+    try:
+        parse(text)
+        return text, ()
+    except EincError:
+        if notation.is_named(text):
+            return text, ()
+    return opt_einsum_text(text)
+
+
+@contextlib.contextmanager
+def _reading(given: str, labels):
+    """Within: einc's letters ``labels`` stand for the caller's characters in an error's
+    message, which ends with a line saying how ``given`` was read."""
+    if not labels:
+        yield
+        return
+    try:
+        yield
+    except EincError as error:
+        read = ", ".join(f"{a} for {c!r}" for a, c in labels)
+        error.args = (f"{error}\n  (the equation {given!r} as opt_einsum reads it, in einc's letters: {read})",)
+        raise
 
 
 def _int_labels(args):
@@ -307,9 +346,14 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
                                 f"the {len(items)} operands")
     options = call_options(_opt_einsum_optimize(optimize), memory_limit, select, layout)
     shapes = [shape_of(x) for x in items]
-    plan = plan_for(eq, shapes, options)
+    labels = _read(args[0])[1] if isinstance(args[0], str) else ()
+    with _reading(args[0], labels):
+        plan = plan_for(eq, shapes, options)
     text = args[0] if isinstance(args[0], str) else _interleaved_text(args, eq.text)
-    return ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
+    expr = ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
+    if labels:
+        expr.equation = args[0]         # (as the caller wrote it)
+    return expr
 
 
 def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None, device=None, use_blas=True,
@@ -339,8 +383,13 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     if not isinstance(args[0], str):    # the interleaved form: its labels lettered as opt_einsum letters them
         ours = _interleaved_text(args, eq.text)
         text = ours if ours.isascii() else eq.text      # (past 52 labels opt_einsum's letters are not ASCII)
-    info = explain(text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
-                   dtype=dtype, device=device)
+    labels = _read(args[0])[1] if isinstance(args[0], str) else ()
+    with _reading(args[0], labels):
+        info = explain(text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+                       dtype=dtype, device=device)
+    if labels:      # the plan in the caller's characters
+        caller = dict(labels)
+        info.plan = info.plan.renamed(args[0], [caller.get(n, n) for n in info.plan.graph.names])
     path_info = PathInfo(info, [shape_of(x) for x in items])
     return path_info.path, path_info
 
@@ -360,6 +409,9 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     result as ``layout`` says) or ``"C"`` (C-contiguous: ``layout="contiguous"``, which
     ``layout="any"`` contradicts).  A named equation (:mod:`einc.planner.notation`) takes its sizes as
     further keywords, as for :func:`einsum`: ``contract("b (h d), h d e -> b (h e)", x, w, h=8)``.
+    Otherwise the equation is read as opt_einsum reads it, as in :func:`contract_path` and
+    :func:`contract_expression`: any character but ``,``, ``.``, the space and one ``->``
+    is an index (``contract("i1,1j->ij", a, b)``; :func:`einsum` takes letters).
 
     >>> import torch, einc
     >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape
@@ -373,8 +425,14 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         layout = _layout_of("contract", order, layout)
     if optimize is None or optimize is True:
         optimize = AUTO
-    return einsum(*_int_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
-                  layout=layout, **sizes)
+    given, labels = args[0] if args else None, ()
+    if isinstance(given, str) and not sizes:
+        text, labels = _read(given)
+        if labels:
+            args = (text, *args[1:])
+    with _reading(given, labels) if labels else contextlib.nullcontext():
+        return einsum(*_int_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
+                      layout=layout, **sizes)
 
 
 def _opt_einsum_optimize(optimize):
@@ -483,18 +541,11 @@ class PathInfo(Explanation):
 
     @property
     def _letters(self) -> tuple:
-        """Each index's letter: its own, or for an ellipsis dimension the next letter the
-        equation does not use (as opt_einsum spells ellipses out).  A size-1 dimension
-        broadcast against a larger one, an index of its own in einc's graph, shares the
-        letter of the dimension it broadcasts with, as in opt_einsum."""
-        names = self.plan.graph.names
-        used = {n for n in names if len(n) == 1}
-        unused = (c for c in map(letter, range(len(used) + len(names))) if c not in used)
-        letters: dict = {}
-        for n in names:
-            if n not in letters:
-                letters[n] = n if len(n) == 1 else next(unused)
-        return tuple(letters[n] for n in names)
+        """Each index's character, as opt_einsum spells it (the caller's; an ellipsis
+        dimension's one the equation does not use; a size-1 dimension broadcast against a
+        larger one, an index of its own in einc's graph, its label's):
+        :func:`~einc.planner.plan.opt_einsum_labels`."""
+        return opt_einsum_labels(self.plan.graph)
 
     def _term(self, indices) -> str:
         letters = self._letters

@@ -179,6 +179,32 @@ def _invalid(ch: str, i: int) -> str:
             "opt_einsum.get_symbol writes them), '...', ',' or one '->'")
 
 
+def opt_einsum_text(text: str) -> tuple[str, tuple]:
+    """``(text, labels)``: ``text`` as opt_einsum reads it -- every character but ``,``,
+    ``.``, the space and one ``->`` an index (``"i1,1j->ij"``) -- in letters :func:`parse`
+    takes: each character it does not take is replaced in place by a letter ``text`` does
+    not use (``labels``: ``((letter, character), ...)``), and an implied output is written
+    out as opt_einsum implies it (the ellipsis, then the characters that appear once,
+    sorted).  ``(text, ())`` where nothing needs replacing, or where ``-`` or ``>`` stand
+    outside one ``->`` (opt_einsum refuses that too: :func:`parse` says why).
+
+    >>> opt_einsum_text("i1,1j")
+    ('ia,aj->ij', (('a', '1'),))
+    """
+    arrows = text.count("->")
+    if arrows > 1 or text.count("-") != arrows or text.count(">") != arrows:
+        return text, ()
+    odd = [c for c in dict.fromkeys(text) if c not in ".,->" and c != " " and not (c.isalpha() or c >= SYMBOLS_FROM)]
+    if not odd:
+        return text, ()
+    free = (c for c in map(letter, range(len(text) + len(odd))) if c not in text)
+    mine = {c: next(free) for c in odd}
+    if not arrows:
+        chars = [c for c in text if c not in ".," and c != " "]
+        text += "->" + ("..." if "..." in text else "") + "".join(sorted(c for c in set(chars) if chars.count(c) == 1))
+    return "".join([mine.get(c, c) for c in text]), tuple((a, c) for c, a in mine.items())
+
+
 def term_spans(text: str, start: int, stop: int) -> list:
     """``(start, stop)`` of each comma-separated term of ``text[start:stop]`` (the operands'
     side of an equation), in order."""

@@ -203,6 +203,31 @@ def max_input(graph: ContractionGraph) -> int:
     return max(math.prod(graph.sizes[i] for i in t) for t in (*graph.inputs, graph.output))
 
 
+def opt_einsum_labels(graph: ContractionGraph, rename=None) -> tuple[str, ...]:
+    """Each index's label as opt_einsum spells it: its name (through ``rename``, where the
+    name stands for another character); a size-1 dimension broadcast against a larger one,
+    an index of its own here, its label's; an ellipsis dimension one of the characters
+    the equation does not use, as ``opt_einsum.parser``
+    spells ellipses out (as many unused characters, in ``get_symbol``'s order, as the most
+    dimensions an operand has, the widest ellipsis taking the last of them).
+
+    >>> from einc.planner.equation import parse
+    >>> from einc.planner.graph import build
+    >>> "".join(opt_einsum_labels(build(parse("...a,...a->..."), [(4, 4), (4, 4, 4)])))
+    'dac'
+    """
+    rename = rename or {}
+    names = [rename.get(n, n) for n in graph.names]
+    dims = [int(n[1:]) for n in names if len(n) > 1]        # ellipsis dimensions, "…j": j from the left
+    if not dims:
+        return tuple(names)
+    used = {n for n in names if len(n) == 1}
+    most = max(len(t) for t in graph.inputs)
+    unused = [c for c in map(opt_einsum.get_symbol, range(most + len(used))) if c not in used][:most]
+    width = max(dims) + 1
+    return tuple(n if len(n) == 1 else unused[most - width + int(n[1:])] for n in names)
+
+
 def left_to_right(n: int) -> tuple:
     """torch.einsum's order without opt_einsum, ``((A B) C) D ...``, as a linear path
     (each result goes to the end of the list, so every step after the first pairs the
