@@ -22,7 +22,7 @@ from .planner import notation, plan_for
 from .planner.equation import Equation, call_form, opt_einsum_text, parse, sublist_equation, text_of
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
-from .planner.plan import Plan, opt_einsum_labels
+from .planner.plan import Plan, callers_labels, opt_einsum_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
 from .runtime.explain import Explanation
@@ -273,13 +273,15 @@ def _read_once(text: str) -> tuple:
 
 @contextlib.contextmanager
 def _reading(given: str, labels):
-    """Within: einc's letters ``labels`` stand for the caller's characters in an error's
-    message, which ends with a line saying how ``given`` was read."""
+    """Within: einc's letters ``labels`` stand for the caller's characters -- to a caller's
+    optimizer (:func:`~einc.planner.plan.callers_labels`), and in an error's message, which
+    ends with a line saying how ``given`` was read."""
     if not labels:
         yield
         return
     try:
-        yield
+        with callers_labels(dict(labels)):
+            yield
     except EincError as error:
         read = ", ".join(f"{a} for {c!r}" for a, c in labels)
         error.args = (f"{error}\n  (the equation {given!r} as opt_einsum reads it, in einc's letters: {read})",)

@@ -11,6 +11,7 @@ opt_einsum is the only import beyond the standard library.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -176,11 +177,16 @@ def _path(graph: ContractionGraph, options: Options):
         # is that of the same network with the index of size 1, whose costs bound these.
         size_dict = {i: s or 1 for i, s in enumerate(graph.sizes)}
     else:
-        # A caller's optimizer gets what opt_einsum gives one: frozensets of one-letter
-        # labels, and sizes by label.
-        inputs = [frozenset(opt_einsum.get_symbol(i) for i in term) for term in graph.inputs]
-        output = frozenset(opt_einsum.get_symbol(i) for i in graph.output)
-        size_dict = {opt_einsum.get_symbol(i): s for i, s in enumerate(graph.sizes)}
+        # A caller's optimizer gets what opt_einsum gives one: frozensets of the caller's
+        # one-character labels (opt_einsum's spelling of ellipses and broadcasting), and
+        # sizes by label, a label's largest.
+        labels = opt_einsum_labels(graph, getattr(_CALLERS, "labels", None))
+        inputs = [frozenset([labels[i] for i in term]) for term in graph.inputs]
+        output = frozenset([labels[i] for i in graph.output])
+        size_dict = {}
+        for c, s in zip(labels, graph.sizes):
+            if size_dict.get(c, 1) == 1:
+                size_dict[c] = s
     memory_limit = options.memory_limit
     if memory_limit == "max_input":
         memory_limit = max_input(graph)
@@ -199,15 +205,19 @@ def _path(graph: ContractionGraph, options: Options):
 
 def max_input(graph: ContractionGraph) -> int:
     """``memory_limit="max_input"`` in elements, as opt_einsum counts it: the largest of the
-    operands and the output (each term's size, a repeated index as often as it appears)."""
-    return max(math.prod(graph.sizes[i] for i in t) for t in (*graph.inputs, graph.output))
+    operands and the output (each term's size, a repeated index as often as it appears, a
+    size-1 dimension broadcast against a larger one at its label's larger size)."""
+    size: dict = {}
+    for name, n in zip(graph.names, graph.sizes):       # (a broadcast index shows its label's name)
+        size[name] = max(size.get(name, 1), n)
+    return max(math.prod(size[graph.names[i]] for i in t) for t in (*graph.inputs, graph.output))
 
 
 def opt_einsum_labels(graph: ContractionGraph, rename=None) -> tuple[str, ...]:
     """Each index's label as opt_einsum spells it: its name (through ``rename``, where the
-    name stands for another character); a size-1 dimension broadcast against a larger one,
-    an index of its own here, its label's; an ellipsis dimension one of the characters
-    the equation does not use, as ``opt_einsum.parser``
+    name stands for another character: see :func:`callers_labels`); a size-1 dimension
+    broadcast against a larger one, an index of its own here, its label's; an ellipsis
+    dimension one of the characters the equation does not use, as ``opt_einsum.parser``
     spells ellipses out (as many unused characters, in ``get_symbol``'s order, as the most
     dimensions an operand has, the widest ellipsis taking the last of them).
 
@@ -226,6 +236,22 @@ def opt_einsum_labels(graph: ContractionGraph, rename=None) -> tuple[str, ...]:
     unused = [c for c in map(opt_einsum.get_symbol, range(most + len(used))) if c not in used][:most]
     width = max(dims) + 1
     return tuple(n if len(n) == 1 else unused[most - width + int(n[1:])] for n in names)
+
+
+_CALLERS = threading.local()    # .labels: {einc's letter: the caller's character}, while a door plans
+
+
+@contextlib.contextmanager
+def callers_labels(labels):
+    """Within: a caller's optimizer sees each letter of ``labels`` (a dict) as its value, the
+    character the caller wrote (opt_einsum's doors read any character as an index, and
+    hand einc an equation in letters)."""
+    before = getattr(_CALLERS, "labels", None)
+    _CALLERS.labels = labels
+    try:
+        yield
+    finally:
+        _CALLERS.labels = before
 
 
 def left_to_right(n: int) -> tuple:

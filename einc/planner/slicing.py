@@ -201,8 +201,9 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     # the path of the search without the limit, sliced by einc, unless the search under it
     # reached the hyper-optimizer, which ranks its trees as cotengra slices them: beside
     # those, a second search of up to the same budget doubled the planning for paths that
-    # lost (docs/paths.md#memory_limit)
-    if (not isinstance(options.optimize, tuple) or within is None) and not (
+    # lost (docs/paths.md#memory_limit). A path given, or a caller's optimizer (asked once,
+    # with the limit, as opt_einsum asks it), is sliced as it is.
+    if (not (isinstance(options.optimize, tuple) or _callers(options)) or within is None) and not (
             remembers and within is not None and _hyper(graph)):
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
@@ -235,6 +236,11 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     if share is not None:
         return dataclasses.replace(best[1], notes=best[1].notes + (share.text(len(candidates), weighed, _RULES),))
     return best[1]
+
+
+def _callers(options: Options) -> bool:
+    """Whether ``options`` run a caller's optimizer (a ``PathOptimizer`` or a function)."""
+    return not isinstance(options.optimize, (str, tuple, bool))
 
 
 def _hyper(graph) -> bool:

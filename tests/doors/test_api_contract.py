@@ -438,6 +438,46 @@ def test_opt_einsum_characters_in_errors_and_with_constants():
         einc.contract("i 1,1 j->ij", a, b)
 
 
+def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
+    """A PathOptimizer is called as opt_einsum calls it for the same call: the caller's
+    characters (einc's internal letters a, b, c... before), ellipsis dimensions and
+    broadcast sizes spelled as opt_einsum spells them, and under ``memory_limit="max_input"``
+    once, with opt_einsum's number (einc asked it again without the limit where its path
+    did not keep to it, and counted a broadcast operand at its own size)."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+
+    class Recording(opt_einsum.paths.PathOptimizer):
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, inputs, output, size_dict, memory_limit=None):
+            self.seen.append((inputs, output, size_dict, memory_limit))
+            return opt_einsum.paths.greedy(inputs, output, size_dict, memory_limit)
+
+    chain = [(2, 3), (3, 4), (4, 5)]
+    cases = [("ij,jk,kl->il", chain, None), ("i1,1j,j#->i#", chain, None),
+             ("...a,...a,a", [(4, 4), (4, 4, 4), (4,)], None),
+             ("ab,cb,b->c", [(10, 1), (3, 100), (100,)], "max_input"),     # a broadcast operand the largest
+             ("abc,ade,bdf,cef->", [(10, 10, 10)] * 4, "max_input"),        # every path past the limit: sliced
+             ("#@,@$,$%", chain, "max_input")]
+    for eq, shapes, limit in cases:
+        theirs = Recording()
+        opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=theirs, memory_limit=limit)
+        assert len(theirs.seen) == 1
+        for door in ("contract_path", "contract", "contract_expression"):
+            ours = Recording()
+            args = [torch.randn(s) for s in shapes] if door == "contract" else shapes
+            getattr(einc, door)(eq, *args, optimize=ours, memory_limit=limit)
+            assert ours.seen == theirs.seen, (door, eq)
+    seen = []
+
+    def plain(inputs, output, size_dict, memory_limit=None):     # a function (einc's; opt_einsum takes none)
+        seen.append(size_dict)
+        return [(0, 1), (0, 1)]
+    einc.contract_path("i1,1j,j#->i#", (2, 3), (3, 4), (4, 5), optimize=plain)
+    assert seen == [{"i": 2, "1": 3, "j": 4, "#": 5}]
+
+
 @pytest.mark.parametrize("door", ["contract", "contract_path", "contract_expression", "einsum"])
 def test_an_unknown_optimize_name_is_a_key_error_as_in_opt_einsum(door):
     """opt_einsum raises KeyError for ``optimize="nope"``; einc's PathError (a ValueError)
