@@ -22,7 +22,8 @@ the candidate's path (it must be the path planned here), indices of this network
 chunk a whole number from 1 to below its index's size, the figures whole numbers (the
 flops, sizes and steps run per slice at least 1, the steps those of the path); the
 slicer then checks that the plan so sliced keeps to the limit (its live peak, one pass
-over the slice's steps).  The figures are estimates and what explain shows: the plan's
+over the slice's steps) and that the cost check would not refuse it
+(:func:`einc.planner.slicecost.refusal`).  The figures are estimates and what explain shows: the plan's
 steps and its bound are always made from the path and the slicing.  Anything
 else is ignored: the slicer chooses again and its choice overwrites the entry.
 """

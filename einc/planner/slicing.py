@@ -258,7 +258,8 @@ def _share(graph, base: Plan):
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     """The sliced plan of the slicing remembered for ``graph`` (:mod:`einc.planner.slicecache`)
-    where it is there, checks, and keeps to ``limit``; else None (the slicer chooses).  Of a
+    where it is there, checks, keeps to ``limit`` and passes the cost check; else None (the
+    slicer chooses).  Of a
     pairwise path only the slice's plan is built, the path's figures read with it."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
     memo, searched = slicecache.recall(graph, limit, bound)
@@ -276,7 +277,7 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
         base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
                                           notes=notes), None
     p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
-    if _peak(p) > limit:
+    if _peak(p) > limit or slicecost.refusal(p.slicing) is not None:    # (the cost check would refuse it)
         return None
     return dataclasses.replace(p, notes=p.notes + ("Slicer: remembered, the slicing an earlier plan chose "
                                                    "(einc.planner.slicecache)",))

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import opt_einsum
+import opt_einsum.testing
 import pytest
 import torch
 
@@ -292,3 +293,22 @@ def test_a_second_process_reads_the_slicing(cache_dir):
         assert out.returncode == 0, out.stderr
         runs.append(json.loads(out.stdout))
     assert runs[0] == runs[1]
+
+
+def test_a_remembered_slicing_the_cost_check_refuses_is_chosen_again(cache_dir, chooses):
+    # every chunk made 1 (each still a whole number below its index's size): a slicing of
+    # thousands of slices that check_cost refuses, where the slicer's own choice runs
+    eq, shapes = opt_einsum.testing.rand_equation(30, 3, seed=1)
+    ops = [torch.ones(s) for s in shapes]
+    found = _plan(eq, ops, 20000)
+    slicing.check_cost(found)
+    file, record = _entry(cache_dir)
+    s = record["slicings"]["live"]
+    assert any(c > 1 for c in s["chunks"])
+    file.write_text(json.dumps(dict(record, slicings={"live": dict(s, chunks=[1] * len(s["chunks"]))})))
+    chooses.clear()
+    again = _plan(eq, ops, 20000)
+    assert chooses                                      # the slicer chose again
+    _same(found, again)
+    slicing.check_cost(again)
+    assert json.loads(file.read_text())["slicings"] == record["slicings"]      # and overwrote the entry
