@@ -19,7 +19,7 @@ from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, EincError, OperandCountError, OperandTypeError, ShapeError
 from .planner import notation, plan_for
-from .planner.equation import Equation, call_form, opt_einsum_text, parse, sublist_equation, text_of
+from .planner.equation import SUBLIST_REACH, Equation, call_form, opt_einsum_text, parse, sublist_equation, text_of
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan, callers_labels, opt_einsum_labels
@@ -290,8 +290,9 @@ def _reading(given: str, labels):
 
 def _int_labels(args):
     """The interleaved form with its labels as ints: opt_einsum takes any hashable,
-    sortable labels (``["x", "y"]``, tuples, negative ints) and letters them in sorted order;
-    ints of 0 and up (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
+    sortable labels (``["x", "y"]``, tuples, negative ints, ints of any size) and letters
+    them in sorted order; ints from 0 to below :data:`~einc.planner.equation.SUBLIST_REACH`
+    (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
     if not args or isinstance(args[0], str):
         return args
     subs = _sublists(args)
@@ -299,7 +300,7 @@ def _int_labels(args):
         labels = {s for sub in subs for s in sub if s is not Ellipsis}
     except TypeError:           # not iterable, or unhashable: the sublist checks say so
         return args
-    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in labels):
+    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < SUBLIST_REACH for s in labels):
         return args
     try:
         number = _ranks(subs)

@@ -251,6 +251,7 @@ def parse(text: str) -> Equation:
 # output lists its labels sorted, and torch sorts sublist labels by their ints.  A plain
 # str, so that dynamo reads it as a constant when it traces :func:`sublist_equation`.
 _SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + "".join(_alphabet(False)[52:])
+SUBLIST_REACH = len(_SUBLIST_LETTERS)      # sublist ints below this are lettered without the wide alphabet
 
 
 def sublist_equation(args) -> tuple[str, list]:

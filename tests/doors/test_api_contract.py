@@ -359,6 +359,11 @@ def test_interleaved_labels_of_any_sortable_kind():
     torch.testing.assert_close(einc.contract(a, [-1, 0], b, [0, 1], [1, -1]), (a @ b).T)
     assert einc.contract_path(a, [-1, 0], b, [0, 1], [-1, 1])[1].eq == "ab,bc->ac"
     torch.testing.assert_close(einc.contract_expression((2, 3), [-5, 7], (3, 4), [7, -2])(a, b), a @ b)
+    # ints of any size, past einc's letters too (they sort as the others)
+    torch.testing.assert_close(einc.contract(a, [10 ** 6, 1], b, [1, 2]), (a @ b).T)
+    assert einc.contract_path(a, [10 ** 6, 1], b, [1, 2])[1].eq == \
+        opt_einsum.contract_path(a.numpy(), [10 ** 6, 1], b.numpy(), [1, 2])[1].eq
+    torch.testing.assert_close(einc.contract_expression((2, 3), [10 ** 9, 5], (3, 4), [5, 2 ** 70])(a, b), a @ b)
     # one operand with tuple labels and no output: a sublist, not the operands as one list
     sq = torch.randn(2, 2, dtype=torch.float64)
     for labels, want in [([(0, 1), (0, 1)], "aa->"), ([("b",), ("a",)], "ba->ab")]:
