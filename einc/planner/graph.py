@@ -172,7 +172,7 @@ def _label_sizes(eq: Equation, expanded, shapes, many: bool) -> dict[str, int]:
             seen_here[label] = n
             old = size.get(label)
             if old is None or old == 1:
-                if old is None:
+                if old is None or n != 1:      # (the operand that gave the size the message names)
                     first[label] = k
                 size[label] = n
             elif n != 1 and n != old:

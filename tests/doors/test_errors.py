@@ -39,6 +39,9 @@ CASES = [
     ("ij,jk->ik", [A, torch.randn(5, 5)], errors.ShapeError,
      ["'j'", "size 5 in operand 1", "size 4 in operand 0", "ij,jk->ik\n     ^"]),
     ("ij,jk,kl->il", [A, torch.randn(5, 5), B], errors.ShapeError, ["'j'", "size 5 in operand 1"]),
+    # the size a first operand of size 1 broadcast was given by the next one
+    ("a,a,a->", [torch.ones(1), torch.ones(2), torch.ones(3)], errors.ShapeError,
+     ["size 3 in operand 2", "size 2 in operand 1"]),
     ("ijk,jk,kl->il", [A, B, B], errors.ShapeError, ["operand 0", "'ijk'"]),
     ("ii->i", [torch.randn(2, 3)], errors.ShapeError, ["operand 0", "(2, 3)", "diagonal"]),
     ("...ij,...jk->...ik", [torch.randn(2, 3, 3, 4), torch.randn(5, 4, 6)], errors.ShapeError,
