@@ -35,7 +35,12 @@ def plan_files(equation: str, shapes, dtype: str) -> dict[str, str]:
     it (steps that fuse are one step, one module; the table's notes name their parts)."""
     eq = parse(equation)
     plan = fuse_plan(plan_for(eq, shapes), dtype)
-    files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan)])) + "\n"}
+    empty = plan.empty_sum
+    skipped = None if empty is None else (f"The steps above do not run: the result is zeros, a sum over {empty}, of "
+                                          "size 0, whatever the other operands hold; no kernel is generated.")
+    files = {"plan.txt": "\n".join(filter(None, [str(plan), notes(plan), skipped])) + "\n"}
+    if empty is not None:
+        return files
     for s, module in enumerate(modules(plan, dtype, shapes)):
         files[f"step{s + 1}_{module.name}.py"] = module.source
     return files

@@ -678,3 +678,11 @@ def test_a_suite_category_or_equation_that_is_not_a_string_is_refused(tmp_path, 
     assert main(["bench", "--suite", path, "--filter", "zz", "--quick", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert "category 5 is not a string" in err and "internal error" not in err
+
+
+def test_dump_of_a_sum_over_size_zero_shows_no_kernel(capsys):
+    # the result is zeros and no step runs (explain says so): no kernel to show
+    assert main(["dump", "ij,jk->ik", "--shapes", "3x0,0x4"]) == 0
+    out = capsys.readouterr().out
+    assert "do not run: the result is zeros, a sum over j" in out and "einc_mm" not in out
+    assert list(dump.plan_files("ij,jk->ik", [(3, 0), (0, 4)], "float32")) == ["plan.txt"]
