@@ -502,7 +502,7 @@ def _autocast_call(eq: Equation, operands, options: Options):
     engine.check_operands(eq, operands)
     device = operands[0].device.type
     operands = dtypes.autocast_operands(eq.torch_text, operands, device)
-    with torch.autocast(device, enabled=False):     # (autocast on another device only: as is)
+    with torch._C._DisableAutocast():       # (every device's: einc's ops run on the operands' alone)
         return autograd.einsum(eq, operands, options)
 
 

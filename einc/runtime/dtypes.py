@@ -144,8 +144,16 @@ def autocast_dtype(equation: str, operands):
 
 def _autocast_answer(equation: str, operands):
     device = operands[0].device
-    return _probe(equation, tuple(_stand_in(o.shape) for o in operands), tuple(o.dtype for o in operands),
-                  device, torch.get_autocast_dtype(device.type), _torch_path(equation, [o.shape for o in operands]))
+    # torch's opt_einsum settings (read slowly) choose its path from three operands on
+    settings = (torch.backends.opt_einsum.enabled, torch.backends.opt_einsum.strategy) if len(operands) > 2 else ()
+    return _autocast_probe(equation, tuple([o.shape for o in operands]), tuple([o.dtype for o in operands]), device,
+                           torch.get_autocast_dtype(device.type), settings)
+
+
+@functools.lru_cache(maxsize=1024)
+def _autocast_probe(equation, shapes, kinds, device, autocast, settings):
+    # (asked on every call under autocast: once per key here, torch's opt_einsum settings in it)
+    return _probe(equation, tuple(_stand_in(s) for s in shapes), kinds, device, autocast, _torch_path(equation, shapes))
 
 
 def autocast_operands(equation: str, operands, device_type: str):
@@ -159,6 +167,9 @@ def autocast_operands(equation: str, operands, device_type: str):
     if not torch.is_autocast_enabled(device_type):
         return list(operands)
     answer = _autocast_answer(equation, operands)
+    if isinstance(answer, torch.dtype):
+        return [o.to(answer) if autocast_eligible(o, answer) else o for o in operands] \
+            if answer.is_floating_point else list(operands)
     dtypes = ", ".join(sorted({str(o.dtype) for o in operands}))
     if isinstance(answer, NotImplementedError):     # (a matrix product of bool, as without autocast)
         raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} under autocast on "
@@ -166,9 +177,7 @@ def autocast_operands(equation: str, operands, device_type: str):
     if isinstance(answer, RuntimeError) and any(o.is_floating_point() or o.is_complex() for o in operands):
         raise DtypeError(f"einsum(): {answer}: torch.einsum refuses {equation!r} under autocast on operands of "
                          f"dtypes {dtypes}; convert them to one dtype first") from None
-    if not isinstance(answer, torch.dtype) or not answer.is_floating_point:
-        return list(operands)
-    return [o.to(answer) if autocast_eligible(o, answer) else o for o in operands]
+    return list(operands)
 
 
 def _torch_path(equation: str, shapes):
@@ -179,10 +188,15 @@ def _torch_path(equation: str, shapes):
     settings = torch.backends.opt_einsum
     if len(shapes) < 3 or not (settings.enabled and settings.is_available()):
         return None
+    return _opt_einsum_path(equation, tuple(tuple(s) for s in shapes), settings.strategy)
+
+
+@functools.lru_cache(maxsize=1024)
+def _opt_einsum_path(equation, shapes, strategy):
+    # (once per equation, shapes and strategy: a call under autocast asks on every call)
     try:
         import opt_einsum
-        path, _ = opt_einsum.contract_path(equation, *[tuple(s) for s in shapes], shapes=True,
-                                           optimize=settings.strategy)
+        path, _ = opt_einsum.contract_path(equation, *shapes, shapes=True, optimize=strategy)
     except Exception:   # noqa: BLE001 - torch would raise too; the probe says so
         return None
     return tuple(i for pair in path for i in pair)
@@ -214,6 +228,8 @@ def cache_info():
 
 def cache_clear() -> None:
     _probe.cache_clear()
+    _opt_einsum_path.cache_clear()
+    _autocast_probe.cache_clear()
 
 
 def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
