@@ -9,9 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import math
-import numbers
 
-import opt_einsum
 import torch
 
 from . import autograd, sharing
@@ -19,7 +17,16 @@ from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
 from .errors import ArgumentError, DtypeError, EincError, OperandCountError, OperandTypeError, ShapeError
 from .planner import notation, plan_for
-from .planner.equation import SUBLIST_REACH, Equation, call_form, opt_einsum_text, parse, sublist_equation, text_of
+from .planner.equation import (
+    Equation,
+    call_form,
+    interleaved_labels,
+    interleaved_text,
+    opt_einsum_text,
+    parse,
+    sublist_equation,
+    text_of,
+)
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
 from .planner.plan import Plan, callers_labels, opt_einsum_labels
@@ -215,39 +222,13 @@ def _const_einsum_str(text: str, constants) -> str:
     return (",".join(terms) + arrow + rhs).replace("],[", ",")
 
 
-def _sublists(args) -> list:
-    """The sublists of the interleaved form ``(x0, sub0, x1, sub1, ..., [output])``, the
-    output's last where it is given."""
-    return [args[k] for k in range(1, len(args), 2)] + ([args[-1]] if len(args) % 2 else [])
-
-
-def _ranks(subs) -> dict:
-    """Each label's place among all of ``subs``' labels sorted, as opt_einsum letters them
-    (``TypeError`` where they do not sort together)."""
-    return {s: k for k, s in enumerate(sorted({s for sub in subs for s in sub if s is not Ellipsis}))}
-
-
-def _interleaved_text(args, fallback: str) -> str:
-    """The equation opt_einsum makes of the interleaved form: its labels sorted, lettered
-    ``a``, ``b``, ... in that order (``fallback``, einc's own spelling, where they cannot
-    be sorted)."""
-    subs = _sublists(args)
-    try:
-        rank = _ranks(subs)
-    except TypeError:
-        return fallback
-    terms = ["".join("..." if s is Ellipsis else opt_einsum.get_symbol(rank[s]) for s in sub) for sub in subs]
-    operands = len(args) // 2
-    return ",".join(terms[:operands]) + ("->" + terms[operands] if len(args) % 2 else "")
-
-
 def _equation_and_args(args):
     """``(equation, rest)`` from ``(equation, *rest)`` or opt_einsum's interleaved form
     ``(x0, sublist0, x1, sublist1, ..., [output])``, whose ``x`` are tensors or shapes.  The
     string as opt_einsum reads it, in einc's letters (:func:`_read`)."""
     if args and isinstance(args[0], str):
         return parse(_read(args[0])[0]), list(args[1:])
-    text, rest = sublist_equation(_int_labels(args))
+    text, rest = sublist_equation(interleaved_labels(args))
     return parse(text), rest
 
 
@@ -288,33 +269,6 @@ def _reading(given: str, labels):
         raise
 
 
-def _int_labels(args):
-    """The interleaved form with its labels as ints: opt_einsum takes any hashable,
-    sortable labels (``["x", "y"]``, tuples, negative ints, ints of any size) and letters
-    them in sorted order; ints from 0 to below :data:`~einc.planner.equation.SUBLIST_REACH`
-    (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
-    if not args or isinstance(args[0], str):
-        return args
-    subs = _sublists(args)
-    try:
-        labels = {s for sub in subs for s in sub if s is not Ellipsis}
-    except TypeError:           # not iterable, or unhashable: the sublist checks say so
-        return args
-    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < SUBLIST_REACH for s in labels):
-        return args
-    try:
-        number = _ranks(subs)
-    except TypeError:
-        raise OperandTypeError(f"contract(): the labels of the interleaved form must sort together (opt_einsum "
-                               f"letters them in sorted order), got {sorted(map(repr, labels))}") from None
-    out = list(args)
-    for k in range(1, len(args), 2):
-        out[k] = [s if s is Ellipsis else number[s] for s in args[k]]
-    if len(args) % 2:
-        out[-1] = [s if s is Ellipsis else number[s] for s in args[-1]]
-    return tuple(out)
-
-
 def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
                         use_blas=True, layout=None, **kwargs) -> ContractExpression:
     """Plan a contraction once for given shapes and return a reusable callable, as
@@ -352,7 +306,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     with _reading(args[0], labels):
         plan = plan_for(eq, shapes, options)
-    text = args[0] if isinstance(args[0], str) else _interleaved_text(args, eq.text)
+    text = args[0] if isinstance(args[0], str) else interleaved_text(args, eq.text)
     expr = ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
     if labels:
         expr.equation = args[0]         # (as the caller wrote it)
@@ -384,7 +338,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     eq, items = _equation_and_args(args)
     text = eq.text
     if not isinstance(args[0], str):    # the interleaved form: its labels lettered as opt_einsum letters them
-        ours = _interleaved_text(args, eq.text)
+        ours = interleaved_text(args, eq.text)
         text = ours if ours.isascii() else eq.text      # (past 52 labels opt_einsum's letters are not ASCII)
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     with _reading(args[0], labels):
@@ -434,7 +388,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         if labels:
             args = (text, *args[1:])
     with _reading(given, labels) if labels else contextlib.nullcontext():
-        return einsum(*_int_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
+        return einsum(*interleaved_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
                       layout=layout, **sizes)
 
 

@@ -9,8 +9,11 @@ spelling in which labels are renamed in order of first appearance, so that
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 from dataclasses import dataclass
+
+import opt_einsum
 
 from ..errors import ArgumentError, EquationError, OperandTypeError, caret
 
@@ -356,3 +359,58 @@ def _canonical(inputs, output) -> str:
                 rename[label] = letter(len(rename) - 1)
     lhs = ",".join("".join(rename[x] for x in labels) for labels in inputs)
     return lhs + "->" + "".join(rename[x] for x in output)
+
+
+# ---------------------------------------------------------------- opt_einsum's interleaved form
+
+def _sublists(args) -> list:
+    """The sublists of the interleaved form ``(x0, sub0, x1, sub1, ..., [output])``, the
+    output's last where it is given."""
+    return [args[k] for k in range(1, len(args), 2)] + ([args[-1]] if len(args) % 2 else [])
+
+
+def _ranks(subs) -> dict:
+    """Each label's place among all of ``subs``' labels sorted, as opt_einsum letters them
+    (``TypeError`` where they do not sort together)."""
+    return {s: k for k, s in enumerate(sorted({s for sub in subs for s in sub if s is not Ellipsis}))}
+
+
+def interleaved_text(args, fallback: str) -> str:
+    """The equation opt_einsum makes of the interleaved form: its labels sorted, lettered
+    ``a``, ``b``, ... in that order (``fallback``, einc's own spelling, where they cannot
+    be sorted)."""
+    subs = _sublists(args)
+    try:
+        rank = _ranks(subs)
+    except TypeError:
+        return fallback
+    terms = ["".join("..." if s is Ellipsis else opt_einsum.get_symbol(rank[s]) for s in sub) for sub in subs]
+    operands = len(args) // 2
+    return ",".join(terms[:operands]) + ("->" + terms[operands] if len(args) % 2 else "")
+
+
+def interleaved_labels(args):
+    """The interleaved form with its labels as ints: opt_einsum takes any hashable,
+    sortable labels (``["x", "y"]``, tuples, negative ints, ints of any size) and letters
+    them in sorted order; ints from 0 to below :data:`~einc.planner.equation.SUBLIST_REACH`
+    (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
+    if not args or isinstance(args[0], str):
+        return args
+    subs = _sublists(args)
+    try:
+        labels = {s for sub in subs for s in sub if s is not Ellipsis}
+    except TypeError:           # not iterable, or unhashable: the sublist checks say so
+        return args
+    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < SUBLIST_REACH for s in labels):
+        return args
+    try:
+        number = _ranks(subs)
+    except TypeError:
+        raise OperandTypeError(f"contract(): the labels of the interleaved form must sort together (opt_einsum "
+                               f"letters them in sorted order), got {sorted(map(repr, labels))}") from None
+    out = list(args)
+    for k in range(1, len(args), 2):
+        out[k] = [s if s is Ellipsis else number[s] for s in args[k]]
+    if len(args) % 2:
+        out[-1] = [s if s is Ellipsis else number[s] for s in args[-1]]
+    return tuple(out)
