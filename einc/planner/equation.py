@@ -8,6 +8,7 @@ spelling in which labels are renamed in order of first appearance, so that
 
 from __future__ import annotations
 
+import collections
 import functools
 import numbers
 import operator
@@ -393,7 +394,9 @@ def interleaved_labels(args):
     """The interleaved form with its labels as ints: opt_einsum takes any hashable,
     sortable labels (``["x", "y"]``, tuples, negative ints, ints of any size) and letters
     them in sorted order; ints from 0 to below :data:`~einc.planner.equation.SUBLIST_REACH`
-    (and ``Ellipsis``) stay as they are, as torch's sublists take them."""
+    (and ``Ellipsis``) stay as they are, as torch's sublists take them.  Past 26 labels
+    with no output, the output opt_einsum implies is made explicit: the labels its letters
+    would order otherwise than torch's sublists do."""
     if not args or isinstance(args[0], str):
         return args
     subs = _sublists(args)
@@ -401,7 +404,9 @@ def interleaved_labels(args):
         labels = {s for sub in subs for s in sub if s is not Ellipsis}
     except TypeError:           # not iterable, or unhashable: the sublist checks say so
         return args
-    if all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < SUBLIST_REACH for s in labels):
+    small = all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and 0 <= s < SUBLIST_REACH for s in labels)
+    implied = len(args) % 2 == 0 and len(labels) > 26
+    if small and not implied:
         return args
     try:
         number = _ranks(subs)
@@ -409,8 +414,16 @@ def interleaved_labels(args):
         raise OperandTypeError(f"contract(): the labels of the interleaved form must sort together (opt_einsum "
                                f"letters them in sorted order), got {sorted(map(repr, labels))}") from None
     out = list(args)
-    for k in range(1, len(args), 2):
-        out[k] = [s if s is Ellipsis else number[s] for s in args[k]]
-    if len(args) % 2:
-        out[-1] = [s if s is Ellipsis else number[s] for s in args[-1]]
+    if implied:
+        # opt_einsum implies the output in the order of its letters' code points, get_symbol's
+        # 27th to 52nd ('A'-'Z') before its first 26: past 26 labels not their sorted order
+        counts = collections.Counter(s for sub in subs for s in sub)
+        once = [s for s, n in counts.items() if n == 1 and s is not Ellipsis]
+        out.append([Ellipsis] * (Ellipsis in counts) + sorted(once, key=lambda s: opt_einsum.get_symbol(number[s])))
+    if small:
+        return tuple(out)
+    for k in range(1, len(out), 2):
+        out[k] = [s if s is Ellipsis else number[s] for s in out[k]]
+    if len(out) % 2:
+        out[-1] = [s if s is Ellipsis else number[s] for s in out[-1]]
     return tuple(out)

@@ -359,6 +359,16 @@ def test_interleaved_labels_of_any_sortable_kind():
     torch.testing.assert_close(einc.contract(a, [-1, 0], b, [0, 1], [1, -1]), (a @ b).T)
     assert einc.contract_path(a, [-1, 0], b, [0, 1], [-1, 1])[1].eq == "ab,bc->ac"
     torch.testing.assert_close(einc.contract_expression((2, 3), [-5, 7], (3, 4), [7, -2])(a, b), a @ b)
+    # past 26 labels and no output, opt_einsum's implied output is in its letters' order
+    # ('A'-'Z', its 27th to 52nd, before 'a'-'z'), not the labels' sorted order
+    shape = [1] * 27
+    shape[0], shape[26] = 3, 2
+    x = torch.randn(shape, dtype=torch.float64)
+    for labels in [list(range(27)), [10 ** 7, *range(1, 27)], [f"l{i:02d}" for i in range(27)]]:
+        want = opt_einsum.contract(x, labels, backend="torch")
+        for got in [einc.contract(x, labels), einc.contract_expression(tuple(shape), labels)(x)]:
+            assert got.shape == want.shape and torch.equal(got, want)
+        assert einc.contract_path(x, labels)[1].eq == opt_einsum.contract_path(x.numpy(), labels)[1].eq
     # ints of any size, past einc's letters too (they sort as the others)
     torch.testing.assert_close(einc.contract(a, [10 ** 6, 1], b, [1, 2]), (a @ b).T)
     assert einc.contract_path(a, [10 ** 6, 1], b, [1, 2])[1].eq == \
