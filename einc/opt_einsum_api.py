@@ -338,8 +338,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     eq, items = _equation_and_args(args)
     text = eq.text
     if not isinstance(args[0], str):    # the interleaved form: its labels lettered as opt_einsum letters them
-        ours = interleaved_text(args, eq.text)
-        text = ours if ours.isascii() else eq.text      # (past 52 labels opt_einsum's letters are not ASCII)
+        text = interleaved_text(args, eq.text)
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     with _reading(args[0], labels):
         info = explain(text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,

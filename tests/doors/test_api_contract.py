@@ -369,6 +369,11 @@ def test_interleaved_labels_of_any_sortable_kind():
         for got in [einc.contract(x, labels), einc.contract_expression(tuple(shape), labels)(x)]:
             assert got.shape == want.shape and torch.equal(got, want)
         assert einc.contract_path(x, labels)[1].eq == opt_einsum.contract_path(x.numpy(), labels)[1].eq
+    # past 52 labels too, the path's text in opt_einsum's letters (U+00C0 on past 'Z')
+    x = torch.randn([1] * 53, dtype=torch.float64)
+    info, want = einc.contract_path(x, list(range(53)))[1], opt_einsum.contract_path(x.numpy(), list(range(53)))[1]
+    assert (info.eq, info.input_subscripts, info.output_subscript, info.size_dict) == \
+        (want.eq, want.input_subscripts, want.output_subscript, want.size_dict)
     # ints of any size, past einc's letters too (they sort as the others)
     torch.testing.assert_close(einc.contract(a, [10 ** 6, 1], b, [1, 2]), (a @ b).T)
     assert einc.contract_path(a, [10 ** 6, 1], b, [1, 2])[1].eq == \
