@@ -269,6 +269,16 @@ def _reading(given: str, labels):
         raise
 
 
+def _interleaved_letters(args, optimize, text: str) -> dict:
+    """For a caller's optimizer (``optimize`` callable) given the interleaved form: each of
+    einc's letters in ``text`` (the sublists' equation) that opt_einsum letters otherwise,
+    and opt_einsum's letter (:func:`~einc.planner.plan.callers_labels`); else none."""
+    if not callable(optimize):
+        return {}
+    ours = interleaved_text(args, text).split("->")[0]
+    return {e: o for e, o in zip(text.split("->")[0], ours) if e != o}
+
+
 def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
                         use_blas=True, layout=None, **kwargs) -> ContractExpression:
     """Plan a contraction once for given shapes and return a reusable callable, as
@@ -304,7 +314,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     options = call_options(_opt_einsum_optimize(optimize), memory_limit, select, layout)
     shapes = [shape_of(x) for x in items]
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
-    with _reading(args[0], labels):
+    interleaved = () if isinstance(args[0], str) else _interleaved_letters(args, optimize, eq.text)
+    with _reading(args[0], labels), callers_labels(interleaved) if interleaved else contextlib.nullcontext():
         plan = plan_for(eq, shapes, options)
     text = args[0] if isinstance(args[0], str) else interleaved_text(args, eq.text)
     expr = ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
@@ -386,6 +397,11 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         text, labels = _read(given)
         if labels:
             args = (text, *args[1:])
+    if not labels and not isinstance(given, str) and callable(optimize):     # (the interleaved form)
+        ours = interleaved_labels(args)
+        with callers_labels(_interleaved_letters(args, optimize, sublist_equation(ours)[0])):
+            return einsum(*ours, optimize=optimize, memory_limit=memory_limit, select=select, out=out,
+                          layout=layout, **sizes)
     with _reading(given, labels) if labels else contextlib.nullcontext():
         return einsum(*interleaved_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
                       layout=layout, **sizes)

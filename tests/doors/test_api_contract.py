@@ -489,6 +489,16 @@ def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
             args = [torch.randn(s) for s in shapes] if door == "contract" else shapes
             getattr(einc, door)(eq, *args, optimize=ours, memory_limit=limit)
             assert ours.seen == theirs.seen, (door, eq)
+    # the interleaved form: opt_einsum's letters for its labels (einc's sublists letter 0 'A')
+    for subs in [([0, 1], [1, 2], [2, 3]), (["x", "y"], ["y", "z"], ["z", "w"]), ([0, 1], [1, 2], [2, 3], [3, 0])]:
+        theirs = Recording()
+        arrays = [torch.randn(s).numpy() for s in chain]
+        opt_einsum.contract_path(*[x for pair in zip(arrays, subs) for x in pair], *subs[3:], optimize=theirs)
+        for door in ("contract_path", "contract", "contract_expression"):
+            ours = Recording()
+            items = [torch.randn(s) for s in chain] if door == "contract" else chain
+            getattr(einc, door)(*[x for pair in zip(items, subs) for x in pair], *subs[3:], optimize=ours)
+            assert ours.seen == theirs.seen, (door, subs)
     seen = []
 
     def plain(inputs, output, size_dict, memory_limit=None):     # a function (einc's; opt_einsum takes none)
