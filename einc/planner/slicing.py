@@ -171,7 +171,9 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         # The result is empty, or zeros (a sum over nothing): the caller's order (einc's for
         # cotengra) with no limit, which weighs the empty index as 1 (plan._path) and so
         # meets it early; left to right built ij,jk -> ik before the empty kl in ij,jk,kl->il.
-        return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, None, options.select))
+        # (a caller's optimizer is still handed the limit, as opt_einsum hands it)
+        handed = options.memory_limit if callable(options.optimize) else None
+        return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, handed, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
         path, theirs = cotengra_path(graph, options.optimize, limit)

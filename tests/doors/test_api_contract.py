@@ -479,7 +479,9 @@ def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
              ("...a,...a,a", [(4, 4), (4, 4, 4), (4,)], None),
              ("ab,cb,b->c", [(10, 1), (3, 100), (100,)], "max_input"),     # a broadcast operand the largest
              ("abc,ade,bdf,cef->", [(10, 10, 10)] * 4, "max_input"),        # every path past the limit: sliced
-             ("#@,@$,$%", chain, "max_input")]
+             ("#@,@$,$%", chain, "max_input"),
+             ("ij,jk,kl->il", [(2, 0), (0, 3), (3, 4)], "max_input"),       # a sum over nothing: zeros
+             ("ij,jk,kl->il", [(2, 0), (0, 3), (3, 4)], 10)]
     for eq, shapes, limit in cases:
         theirs = Recording()
         opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=theirs, memory_limit=limit)
