@@ -15,7 +15,7 @@ import torch
 from . import autograd, sharing
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .errors import ArgumentError, DtypeError, EincError, OperandCountError, OperandTypeError, ShapeError
+from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .planner import notation, plan_for
 from .planner.equation import (
     Equation,
@@ -249,6 +249,12 @@ def _read_once(text: str) -> tuple:
     except EincError:
         if notation.is_named(text):
             return text, ()
+    arrows = text.count("->")
+    if arrows > 1 or text.count("-") != arrows or text.count(">") != arrows:
+        at = next((k for k, c in enumerate(text) if c in "->" and "->" not in (text[k:k + 2], text[k - 1:k + 1])),
+                  text.rfind("->"))     # (a stray '-' or '>', else the second arrow)
+        raise EquationError(f"contract(): subscripts can only contain one '->' (the opt_einsum doors read any "
+                            f"other character but ',', '.' and spaces as an index)\n  {text}\n  {' ' * at}^")
     return opt_einsum_text(text)
 
 

@@ -456,6 +456,10 @@ def test_opt_einsum_characters_in_errors_and_with_constants():
     torch.testing.assert_close(expr(b), a @ b @ c)
     with pytest.raises(EincError, match="named axes"):
         einc.contract("i 1,1 j->ij", a, b)
+    # a stray '-' or '>' is opt_einsum's error, not one about letters (every other character is an index)
+    for eq, at in [("i1,1j->i-j", 8), ("i1,1j-ij", 5), ("ij,jk->->ik", 7)]:
+        with pytest.raises(errors.EquationError, match=rf"can only contain one '->'(?s:.*)\n  {' ' * at}\^$"):
+            einc.contract(eq, a, b)
 
 
 def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
