@@ -261,15 +261,15 @@ def _read_once(text: str) -> tuple:
 @contextlib.contextmanager
 def _reading(given: str, labels):
     """Within: einc's letters ``labels`` stand for the caller's characters -- to a caller's
-    optimizer (:func:`~einc.planner.plan.callers_labels`), and in an error's message, which
-    ends with a line saying how ``given`` was read."""
+    optimizer (:func:`~einc.planner.plan.callers_labels`), and in the message of an error
+    about the equation or its shapes, which ends with a line saying how ``given`` was read."""
     if not labels:
         yield
         return
     try:
         with callers_labels(dict(labels)):
             yield
-    except EincError as error:
+    except (EquationError, ShapeError, OperandCountError) as error:    # (those that name the equation's letters)
         read = ", ".join(f"{a} for {c!r}" for a, c in labels)
         error.args = (f"{error}\n  (the equation {given!r} as opt_einsum reads it, in einc's letters: {read})",)
         raise
