@@ -24,6 +24,8 @@ import contextlib
 import threading
 from collections import Counter
 
+import torch
+
 from .planner.equation import parse, term_text
 
 # thread id -> that thread's caches, innermost last.  Empty when no thread shares:
@@ -45,6 +47,9 @@ def shared_intermediates(cache: dict | None = None):
     """
     if cache is None:
         cache = {}
+    if torch.compiler.is_dynamo_compiling():   # (no effect there: the compiled op runs each contraction whole)
+        yield cache
+        return
     tid = threading.get_ident()
     STACKS.setdefault(tid, []).append(cache)
     try:

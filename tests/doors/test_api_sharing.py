@@ -213,3 +213,17 @@ def test_a_result_cached_under_any_layout_is_returned_contiguous_to_a_default_ca
     assert not loose.is_contiguous()      # (the case: the path's last step writes it transposed)
     assert strict.is_contiguous()
     torch.testing.assert_close(strict, torch.einsum("ab,bc,cd->da", x, y, z))
+
+
+def test_a_context_entered_inside_a_compiled_function_has_no_effect():
+    # (it raised dynamo's Unsupported under fullgraph: threading.get_ident is not traceable)
+    a, b, c = (torch.randn(s, dtype=torch.float64) for s in [(2, 3), (3, 4), (4, 5)])
+
+    def f(a, b, c):
+        with einc.shared_intermediates() as cache:
+            return einc.contract("ab,bc,cd->ad", a, b, c) * 2 - einc.contract("ab,bc,cd->ad", a, b, c), cache
+    torch._dynamo.reset()
+    got, cache = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b, c)
+    torch.testing.assert_close(got, a @ b @ c)
+    assert cache == {} and not einc.sharing.currently_sharing()
+    torch._dynamo.reset()
