@@ -57,7 +57,7 @@ class ContractExpression:
 
     def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options, text=None):
         self.equation = eq.text
-        self._whole = eq
+        self._whole, self._labels = eq, ()       # _labels: as _reading takes them, for the caller's characters
         self.shapes = tuple(shapes)
         self.plan = plan
         self.constants = tuple(sorted(constants))
@@ -95,8 +95,15 @@ class ContractExpression:
                 o.shape != self.shapes[k] for o, k in zip(operands, self._variables))
         except AttributeError:      # not a tensor
             wrong = True
+        if wrong and self._labels:      # (sizes that do not fit: named in the caller's characters)
+            with _reading(self.equation, self._labels):
+                self._check(operands)
+                return self._run(operands, out)
         if wrong:
             self._check(operands)
+        return self._run(operands, out)
+
+    def _run(self, operands, out):
         folded = self._folded
         if self._narrow is not None:
             if all(o.dtype == self._narrow for o in operands) or self._in_int64(operands):
@@ -326,7 +333,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     text = args[0] if isinstance(args[0], str) else interleaved_text(args, eq.text)
     expr = ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
     if labels:
-        expr.equation = args[0]         # (as the caller wrote it)
+        expr.equation, expr._labels = args[0], labels         # (as the caller wrote it)
     return expr
 
 

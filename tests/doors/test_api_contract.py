@@ -451,6 +451,8 @@ def test_opt_einsum_characters_in_errors_and_with_constants():
     a, b, c = _ops((2, 3), (3, 4), (4, 5))
     with pytest.raises(errors.ShapeError, match=r"(?s)in einc's letters: a for '1'.*"):
         einc.contract("i1,1j->ij", a, c)
+    with pytest.raises(errors.ShapeError, match=r"(?s)in einc's letters: a for '1'.*"):    # (an expression's call too)
+        einc.contract_expression("i1,1j->ij", (2, 3), (3, 4))(a, c)
     with pytest.raises(errors.PathError) as error:       # (an error not about the equation: no such line)
         einc.contract("i1,1j->ij", a, b, memory_limit="foo")
     assert "memory_limit" in str(error.value) and "opt_einsum reads it" not in str(error.value)
