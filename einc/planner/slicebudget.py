@@ -26,6 +26,10 @@ budget, checked between candidates and between rounds:
    weighs in full each halving the cuts by peak of its path met), as any cut of a path
    not cut yet (the halvings the first path's cuts met).
 
+Past the hyper-optimizer's floor the search under the limit is cotengra's hyper-optimizer
+(:func:`einc.planner.search.find`), clocked to the budget less :data:`SLICER_SHARE`, and
+the slicer cuts its tree alone, within its share as above.
+
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal
 costs (one core, no other load), not clocked, so that the choice is the same on a loaded
