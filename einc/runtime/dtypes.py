@@ -118,9 +118,7 @@ def result_dtype(equation: str, shapes, dtypes):
     if isinstance(answer, NotImplementedError):
         # torch has no kernel for one of its steps on this dtype (a matrix product of
         # bool): raise as torch.einsum does, rather than answer where it cannot.
-        raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} on operands of "
-                                    f"dtype {', '.join(sorted({str(d) for d in dtypes}))}; convert them to an "
-                                    "integer or floating dtype first") from None
+        _no_kernel(answer, equation, dtypes, "")
     if isinstance(answer, RuntimeError) and any(d.is_floating_point or d.is_complex for d in dtypes):
         try:
             one = functools.reduce(torch.promote_types, dtypes)
@@ -135,14 +133,9 @@ def result_dtype(equation: str, shapes, dtypes):
     return answer if isinstance(answer, torch.dtype) else None
 
 
-def autocast_dtype(equation: str, operands):
-    """The dtype torch.einsum returns for ``operands`` under the autocast now in force on
-    their device, or None when torch raises."""
-    answer = _autocast_answer(equation, operands)
-    return answer if isinstance(answer, torch.dtype) else None
-
-
 def _autocast_answer(equation: str, operands):
+    """What torch.einsum returns for ``operands`` under the autocast now in force on their
+    device: its dtype, or the exception it raises."""
     device = operands[0].device
     # torch's opt_einsum settings (read slowly) choose its path from three operands on
     settings = (torch.backends.opt_einsum.enabled, torch.backends.opt_einsum.strategy) if len(operands) > 2 else ()
@@ -170,14 +163,22 @@ def autocast_operands(equation: str, operands, device_type: str):
     if isinstance(answer, torch.dtype):
         return [o.to(answer) if autocast_eligible(o, answer) else o for o in operands] \
             if answer.is_floating_point else list(operands)
-    dtypes = ", ".join(sorted({str(o.dtype) for o in operands}))
+    kinds = [o.dtype for o in operands]
     if isinstance(answer, NotImplementedError):     # (a matrix product of bool, as without autocast)
-        raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r} under autocast on "
-                                    f"operands of dtype {dtypes}") from None
-    if isinstance(answer, RuntimeError) and any(o.is_floating_point() or o.is_complex() for o in operands):
+        _no_kernel(answer, equation, kinds, " under autocast")
+    if isinstance(answer, RuntimeError) and any(d.is_floating_point or d.is_complex for d in kinds):
         raise DtypeError(f"einsum(): {answer}: torch.einsum refuses {equation!r} under autocast on operands of "
-                         f"dtypes {dtypes}; convert them to one dtype first") from None
+                         f"dtypes {_names(kinds)}; convert them to one dtype first") from None
     return list(operands)
+
+
+def _names(kinds) -> str:
+    return ", ".join(sorted({str(d) for d in kinds}))
+
+
+def _no_kernel(answer, equation: str, kinds, where: str):
+    raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r}{where} on operands of "
+                                f"dtype {_names(kinds)}; convert them to an integer or floating dtype first") from None
 
 
 def _torch_path(equation: str, shapes):
@@ -238,4 +239,4 @@ def autocast_eligible(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
     return tensor.is_floating_point() and tensor.dtype not in (dtype, torch.float64)
 
 
-__all__ = ["result_dtype", "autocast_dtype", "autocast_eligible", "cache_info", "cache_clear"]
+__all__ = ["result_dtype", "autocast_operands", "autocast_eligible", "cache_info", "cache_clear"]
