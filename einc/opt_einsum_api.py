@@ -256,12 +256,6 @@ def _read_once(text: str) -> tuple:
     except EincError:
         if notation.is_named(text):
             return text, ()
-    arrows = text.count("->")
-    if arrows > 1 or text.count("-") != arrows or text.count(">") != arrows:
-        at = next((k for k, c in enumerate(text) if c in "->" and "->" not in (text[k:k + 2], text[k - 1:k + 1])),
-                  text.rfind("->"))     # (a stray '-' or '>', else the second arrow)
-        raise EquationError(f"contract(): subscripts can only contain one '->' (the opt_einsum doors read any "
-                            f"other character but ',', '.' and spaces as an index)\n  {text}\n  {' ' * at}^")
     return opt_einsum_text(text)
 
 
@@ -410,14 +404,14 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         text, labels = _read(given)
         if labels:
             args = (text, *args[1:])
-    if not labels and not isinstance(given, str) and callable(optimize):     # (the interleaved form)
-        ours = interleaved_labels(args)
-        with callers_labels(_interleaved_letters(args, optimize, sublist_equation(ours)[0])):
-            return einsum(*ours, optimize=optimize, memory_limit=memory_limit, select=select, out=out,
-                          layout=layout, **sizes)
-    with _reading(given, labels) if labels else contextlib.nullcontext():
-        return einsum(*interleaved_labels(args), optimize=optimize, memory_limit=memory_limit, select=select, out=out,
-                      layout=layout, **sizes)
+    ours = interleaved_labels(args)
+    # (a caller's optimizer given the interleaved form sees opt_einsum's letters for its labels)
+    interleaved = {} if isinstance(given, str) or not callable(optimize) else \
+        _interleaved_letters(args, optimize, sublist_equation(ours)[0])
+    with _reading(given, labels) if labels else callers_labels(interleaved) if interleaved else \
+            contextlib.nullcontext():
+        return einsum(*ours, optimize=optimize, memory_limit=memory_limit, select=select, out=out, layout=layout,
+                      **sizes)
 
 
 def _opt_einsum_optimize(optimize):

@@ -189,15 +189,18 @@ def opt_einsum_text(text: str) -> tuple[str, tuple]:
     takes: each character it does not take is replaced in place by a letter ``text`` does
     not use (``labels``: ``((letter, character), ...)``), and an implied output is written
     out as opt_einsum implies it (the ellipsis, then the characters that appear once,
-    sorted).  ``(text, ())`` where nothing needs replacing, or where ``-`` or ``>`` stand
-    outside one ``->`` (opt_einsum refuses that too: :func:`parse` says why).
+    sorted).  ``(text, ())`` where nothing needs replacing.  A ``-`` or ``>`` outside one
+    ``->`` raises :class:`~einc.errors.EquationError`, with opt_einsum's sentence.
 
     >>> opt_einsum_text("i1,1j")
     ('ia,aj->ij', (('a', '1'),))
     """
     arrows = text.count("->")
     if arrows > 1 or text.count("-") != arrows or text.count(">") != arrows:
-        return text, ()
+        at = next((k for k, c in enumerate(text) if c in "->" and "->" not in (text[k:k + 2], text[k - 1:k + 1])),
+                  text.rfind("->"))     # (a stray '-' or '>', else the second arrow)
+        raise EquationError(f"contract(): subscripts can only contain one '->' (the opt_einsum doors read any "
+                            f"other character but ',', '.' and spaces as an index)\n  {text}\n  {' ' * at}^")
     odd = [c for c in dict.fromkeys(text) if c not in ".,->" and c != " " and not (c.isalpha() or c >= SYMBOLS_FROM)]
     if not odd:
         return text, ()
