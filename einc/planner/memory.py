@@ -135,44 +135,81 @@ def counted_copies(na: int, nb: int, holds_a: bool, holds_b: bool, matrix: bool,
     return (na if holds_a else 0) + (nb if holds_b else 0) + product
 
 
-def _lives(steps, sizes, num_operands, kept=(), finals=(), sliced=(), over=-1, memo=None):
-    """Per step, the elements alive at its fullest moment and the values behind them:
-    ``(elements, value ids)``, the values only where the elements exceed ``over``.
-    Counted: the intermediates alive (its inputs, other branches' pending results), its
-    output and the copies it makes inside itself (:func:`step_copies`; a step whose result
-    is in ``finals`` is an entry's last).  An intermediate lives from the step that makes
-    it until the step that consumes it; operands (ids below ``num_operands``) are the
-    caller's tensors, or views of them, and cost nothing but their copies; the ``kept``
-    values (hoisted results) are never freed.  ``memo``: a dict kept by a caller that
-    weighs many sizes and slicings of the same steps (:mod:`einc.planner.slicing`), where
-    each step's output and copies are kept by what they depend on: the sizes of the
-    step's own indices, which of them are ``sliced``, and whether it is a last step."""
-    last = {v: s for s, step in enumerate(steps) for v in step.operands if v not in kept}
+def _lives(rows, sizes, sliced=(), over=-1, memo=None, finals=(), kept=()):
+    """Per step of ``rows`` (:func:`timeline`'s, in the order the steps run), the elements
+    alive at its fullest moment and the values behind them: ``(elements, value ids)``, the
+    values only where the elements exceed ``over``.  Counted: the intermediates alive (its
+    inputs, other branches' pending results), its output and the copies it makes inside
+    itself (:func:`step_copies`, with ``sliced`` indices taken one value at a time; a step
+    whose result is in ``finals`` is an entry's last).  An intermediate lives from the step
+    that makes it until the step that consumes it; operands (ids below the number of
+    operands) are the caller's tensors, or views of them, and cost nothing but their
+    copies; the ``kept`` values (hoisted results) are never freed.  ``memo``: a dict kept
+    by a caller that weighs many sizes and slicings of the same steps
+    (:mod:`einc.planner.slicing`), where each step's output and copies are kept by what
+    they depend on: the sizes of the step's own indices, which of them are ``sliced``, and
+    whether it is a last step."""
+    keyed, memo = _keyed(sizes, sliced), {} if memo is None else memo
     live, total = {}, 0
-    if memo is not None:
-        flags = dict.fromkeys(sizes, False) if isinstance(sizes, dict) else [False] * len(sizes)
-        for i in sliced:
-            flags[i] = True
-    for s, step in enumerate(steps):
-        if memo is None:
-            out, copies = _step_elements(step, sizes, step.result in finals, sliced)
-        else:
-            own = memo.get(step.result)      # (a memo serves one plan's steps: a result id names a step)
-            if own is None:
-                own = memo[step.result] = _reader(set(step.output).union(*step.inputs))
-            final = step.result in finals
-            key = (step.result, final, own(sizes), own(flags))
-            found = memo.get(key)
-            if found is None:
-                found = memo[key] = _step_elements(step, sizes, final, sliced)
-            out, copies = found
+    for step, own, consumed in rows:
+        final = step.result in finals
+        key = (step.result, final, own(keyed))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _step_elements(step, sizes, final, sliced)
+        out, copies = found
         now = total + out + copies
         yield now, ((*live, *step.operands, step.result) if now > over else ())
-        for v in step.operands:
-            if v >= num_operands and last.get(v) == s:
+        for v in consumed:
+            if v not in kept:
                 total -= live.pop(v)
         live[step.result] = out
         total += out
+
+
+def moments(rows, sizes, sliced=(), memo=None, finals=(), kept=()) -> list:
+    """The elements of :func:`_lives`' moments alone, in one list (the values behind them
+    not kept): what a peak and its excess over a limit are read from."""
+    keyed, memo = _keyed(sizes, sliced), {} if memo is None else memo
+    outs, total, found = {}, 0, []
+    for step, own, consumed in rows:
+        final = step.result in finals
+        key = (step.result, final, own(keyed))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _step_elements(step, sizes, final, sliced)
+        out, copies = got
+        found.append(total + out + copies)
+        for v in consumed:
+            if v not in kept:
+                total -= outs.pop(v)
+        outs[step.result] = out
+        total += out
+    return found
+
+
+def timeline(steps, num_operands, memo=None) -> dict:
+    """``steps`` as :func:`_lives` and :func:`moments` read them, by result id: ``(step,
+    own, consumed)``, a reader of the step's own indices' entries and the intermediates it
+    consumes (each consumed by one step, whatever order the steps run in).  ``memo``
+    keeps the readers, per step."""
+    memo = {} if memo is None else memo
+    found = {}
+    for step in steps:
+        own = memo.get(step.result)      # (a memo serves one plan's steps: a result id names a step)
+        if own is None:
+            own = memo[step.result] = _reader(set(step.output).union(*step.inputs))
+        found[step.result] = step, own, tuple(v for v in step.operands if v >= num_operands)
+    return found
+
+
+def _keyed(sizes, sliced):
+    """``sizes`` with the ``sliced`` indices (one value at a time) read as -1: a step's own
+    entries of it key its output and copies."""
+    keyed = dict(sizes) if isinstance(sizes, dict) else list(sizes)
+    for i in sliced:
+        keyed[i] = -1
+    return keyed
 
 
 def _reader(indices):
@@ -195,7 +232,7 @@ def live_peak(steps, sizes, num_operands, inputs=(), sliced=(), dropped=None, me
     order, roots = hoisting(steps, inputs, num_operands, sliced, below)
     finals = set(roots) | ({order[-1].result} if order else set())
     dropped = sliced if dropped is None else dropped
-    return max((n for n, _ in _lives(order, sizes, num_operands, set(roots), finals, dropped, math.inf, memo)),
+    return max(moments(timeline(order, num_operands, memo).values(), sizes, dropped, memo, finals, set(roots)),
                default=0)
 
 
@@ -206,7 +243,7 @@ def peak_and_excess(steps, sizes, num_operands, inputs, sliced, limit, memo=None
     order, roots = hoisting(steps, inputs, num_operands, sliced, below)
     finals = set(roots) | ({order[-1].result} if order else set())
     peak = excess = 0
-    for now, _ in _lives(order, sizes, num_operands, set(roots), finals, sliced, math.inf, memo):
+    for now in moments(timeline(order, num_operands, memo).values(), sizes, sliced, memo, finals, set(roots)):
         peak = max(peak, now)
         if now > limit:
             excess += now - limit
@@ -239,4 +276,4 @@ def below_steps(steps, inputs) -> list:
 
 
 __all__ = ["FEW_OUTPUTS", "LONG_SUM", "COPY_WORTH_SPARING", "counted_copies", "counted_as_mul_sum", "step_copies",
-           "live_peak", "hoisting", "below_steps", "peak_and_excess", "shared_peaks"]
+           "moments", "timeline", "live_peak", "hoisting", "below_steps", "peak_and_excess", "shared_peaks"]

@@ -44,7 +44,16 @@ import math
 import random
 from collections import namedtuple
 
-from .memory import _lives, below_steps, counted_as_mul_sum, counted_copies, hoisting, peak_and_excess, shared_peaks
+from .memory import (
+    _lives,
+    below_steps,
+    counted_as_mul_sum,
+    counted_copies,
+    hoisting,
+    peak_and_excess,
+    shared_peaks,
+    timeline,
+)
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -395,8 +404,8 @@ def _behind(nodes, inputs, sizes, sliced, limit, memo=None, below=None):
     finals = set(roots) | ({order[-1].result} if order else set())
     terms = [*inputs, *(n.output for n in nodes)]
     values = set()
-    for _, alive in _lives(order, _cut(sizes, sliced), len(inputs), set(roots), finals, tuple(sliced), limit,
-                           memo):
+    for _, alive in _lives(timeline(order, len(inputs), memo).values(), _cut(sizes, sliced), tuple(sliced), limit,
+                           memo, finals, set(roots)):
         values.update(alive)
     return set().union(*(terms[v] for v in values))
 

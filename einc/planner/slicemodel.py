@@ -9,7 +9,7 @@ import math
 import operator
 
 from . import slicecost
-from .memory import _lives, below_steps, hoisting, shared_peaks, step_copies
+from .memory import _lives, below_steps, hoisting, moments, shared_peaks, step_copies, timeline
 from .plan import Plan, flop_count
 
 LIVE, INTERMEDIATE = "live", "intermediate"       # what memory_limit bounds (Slicing.bound)
@@ -31,13 +31,15 @@ class _Model:
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
         self._peaks, self._costs = {}, {}
         self._hoisted, self._steps = {}, {}     # hoisting per sliced set; _lives' memo of steps
-        # each step's flops over a full slice, with its summed indices summed in it or not
-        self._flops = [tuple(flop_count(seen, summed, len(step.inputs), self.full) for summed in (False, True))
-                       for seen, step in zip(self.seen, self.steps)]
-        # each step's summed indices, and the indices of the operands below it (a step runs
-        # once per call where none of these is sliced)
+        self._timeline = timeline(self.steps, self.n, self._steps)
+        # the indices of the operands below each step (a step runs once per call where none
+        # of these is sliced), and per step what :meth:`_cost` reads: those, its own
+        # indices, its summed ones, its flops over a full slice with its summed indices
+        # summed in it or not, and in all
         self._below = below_steps(self.steps, self.inputs)
-        self._summed = [frozenset(step.summed) for step in self.steps]
+        self._rows = [(below, seen, frozenset(step.summed),
+                       tuple(flop_count(seen, summed, len(step.inputs), self.full) for summed in (False, True)),
+                       step.flops) for below, seen, step in zip(self._below, self.seen, self.steps)]
         self._limits = {}       # the memo shared with the search's ranking, per limit
         # (for floors) each step's own indices read at once, and the memos of the steps' own
         # moments and of the floors
@@ -58,20 +60,26 @@ class _Model:
             self._without = other
         return self._without
 
-    def _moments(self, chunks, over):
+    def _moments(self, chunks, over=None):
         """Per moment of one (full) slice: ``(elements, the values behind them)``, the
-        values only for the moments over ``over``."""
-        sizes = [chunks.get(i, d) for i, d in enumerate(self.full)]
+        values only for the moments over ``over``; without ``over``, the elements alone."""
+        sizes = list(self.full)
+        for i, c in chunks.items():
+            sizes[i] = c
         sliced = frozenset(chunks)
         hoisted = self._hoisted.get(sliced)
         if hoisted is None:     # it depends on which indices are sliced, not on their chunks
-            hoisted = self._hoisted[sliced] = hoisting(self.steps, self.inputs, self.n, sliced, self._below)
-        order, roots = hoisted
+            order, roots = hoisting(self.steps, self.inputs, self.n, sliced, self._below)
+            hoisted = self._hoisted[sliced] = (order, [self._timeline[step.result] for step in order],
+                                               set(roots) | ({order[-1].result} if order else set()), set(roots))
+        order, steps, finals, roots = hoisted
         if self.bound == INTERMEDIATE:       # each intermediate alone (opt_einsum's bound)
-            return [(math.prod(sizes[i] for i in step.output), (step.result,)) for step in order]
-        finals = set(roots) | ({order[-1].result} if order else set())
-        dropped = {i for i, c in chunks.items() if c == 1}
-        return list(_lives(order, sizes, self.n, set(roots), finals, dropped, over, self._steps))
+            found = [math.prod([sizes[i] for i in step.output]) for step in order]
+            return found if over is None else [(n, (step.result,)) for n, step in zip(found, order)]
+        dropped = [i for i, c in chunks.items() if c == 1]
+        if over is None:
+            return moments(steps, sizes, dropped, self._steps, finals, roots)
+        return list(_lives(steps, sizes, dropped, over, self._steps, finals, roots))
 
     def peak(self, chunks, limit):
         """``(peak, excess)``: the most held at once, and the sum of what each moment holds
@@ -82,12 +90,11 @@ class _Model:
         found = self._peaks.get(key)
         if found is None:
             self.count[0] += 1      # (counted whether or not the search weighed it: the same count either way)
-            shared = self._shared(limit) if self.bound == LIVE and all(c == 1 for c in chunks.values()) else None
+            shared = self._shared(limit) if self.bound == LIVE and max(chunks.values(), default=1) == 1 else None
             found = shared.get(frozenset(chunks)) if shared is not None else None
             if found is None:
-                moments = self._moments(chunks, math.inf)
-                found = (max((total for total, _ in moments), default=0),
-                         sum(total - limit for total, _ in moments if total > limit))
+                totals = self._moments(chunks)
+                found = max(totals, default=0), sum(total - limit for total in totals if total > limit)
                 if shared is not None:
                     shared[frozenset(chunks)] = found
             self._peaks[key] = found
@@ -159,23 +166,26 @@ class _Model:
         return found
 
     def _cost(self, chunks):
+        counts = [1] * len(self.full)       # the slices over each index
+        for i, c in chunks.items():
+            counts[i] = -(-self.full[i] // c)
         sliced = set(chunks)
-        counts = {i: -(-self.full[i] // c) for i, c in chunks.items()}
         dropped = {i for i, c in chunks.items() if c == 1}
-        flops = once = per = 0
-        for k, step in enumerate(self.steps):
-            if sliced.isdisjoint(self._below[k]):
+        slices = math.prod(counts)
+        held = counts.__getitem__
+        flops = once = 0
+        for below, seen, summed, pair, whole in self._rows:
+            if sliced.isdisjoint(below):
                 once += 1
-                flops += step.flops
-                continue
-            per += 1
-            summed = not dropped.issuperset(self._summed[k])   # a summed index not taken one value at a time
-            flops += self._flops[k][summed] * math.prod([counts[i] for i in sliced.difference(self.seen[k])])
+                flops += whole
+            else:       # over the slices of the sliced indices the step does not hold
+                flops += pair[not dropped.issuperset(summed)] * (slices // math.prod(map(held, seen)))
         if self.adds and sliced.difference(self.base.graph.output):
             # a sliced index is summed: each slice's result is added into the accumulator (the
             # sums a step leaves to the slicing, one value at a time, are these adds)
-            flops += math.prod(counts.values()) * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
-        total, fixed = slicecost.seconds(flops, once, math.prod(counts.values()), per)
+            flops += slices * math.prod(chunks.get(i, self.full[i]) for i in self.base.graph.output)
+        per = len(self._rows) - once
+        total, fixed = slicecost.seconds(flops, once, slices, per)
         return flops, total, fixed, once, per
 
 

@@ -304,7 +304,7 @@ def test_the_slicer_weighs_again_none_of_the_slicings_the_search_ranked(monkeypa
     passes = []
     real = slicing._Model._moments
 
-    def moments(self, chunks, over):
+    def moments(self, chunks, over=None):
         passes.append(chunks)
         return real(self, chunks, over)
     monkeypatch.setattr(slicing._Model, "_moments", moments)

@@ -202,9 +202,14 @@ def test_the_slicers_memos_weigh_as_the_plain_live_model(seed):
         order, roots = want
         sizes = [1 if i in sliced else d for i, d in enumerate(g.sizes)]
         finals = set(roots) | ({order[-1].result} if order else set())
-        plain = list(memory._lives(order, sizes, n, set(roots), finals, set(sliced)))
+        plain = list(memory._lives(memory.timeline(order, n).values(), sizes, set(sliced), -1, None, finals,
+                                   set(roots)))
         for _ in range(2):      # the second time from the memo
-            assert list(memory._lives(order, sizes, n, set(roots), finals, set(sliced), -1, memo)) == plain
+            rows = memory.timeline(order, n, memo).values()
+            assert list(memory._lives(rows, sizes, set(sliced), -1, memo, finals, set(roots))) == plain
+            assert memory.moments(rows, sizes, set(sliced), memo, finals, set(roots)) == [m for m, _ in plain]
+            assert model._moments(dict.fromkeys(sliced, 1), -1) == plain
+            assert model._moments(dict.fromkeys(sliced, 1)) == [m for m, _ in plain]
 
 
 @pytest.mark.parametrize("eq", ["ij,jk->ik", "bij,bkj->bik", "ab,cb->abc", "ii,ij->j", "i,i->", "...ij,jk->...ik",
