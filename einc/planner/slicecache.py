@@ -23,7 +23,8 @@ chunk a whole number from 1 to below its index's size, the figures whole numbers
 flops, sizes and steps run per slice at least 1, the steps those of the path); the
 slicer then checks that the plan so sliced keeps to the limit (its live peak, one pass
 over the slice's steps) and that the cost check would not refuse it
-(:func:`einc.planner.slicecost.refusal`).  The figures are estimates and what explain shows: the plan's
+(:func:`einc.planner.slicecost.refusal`), unless it refused it when the slicer chose it
+(``refused``: choosing again would choose the same).  The figures are estimates and what explain shows: the plan's
 steps and its bound are always made from the path and the slicing.  Anything
 else is ignored: the slicer chooses again and its choice overwrites the entry.
 """
@@ -49,13 +50,15 @@ class Remembered(NamedTuple):
     # the path's flops, largest intermediate and live peak unsliced; so sliced, its flops,
     # steps run once and steps run per slice (einc.planner.slicing.sliced_plan's ``known``)
     figures: tuple[int, ...] = ()
+    refused: bool = False       # whether the cost check refused it when chosen
 
 
 def of(base: str, plan) -> Remembered:
     """The slicing of the sliced ``plan`` (einc.planner.slicing's) of candidate ``base``, to remember."""
     s = plan.slicing
     return Remembered(base, plan.path, s.indices, s.chunks, (s.unsliced_flops, s.unsliced_largest, s.unsliced_live,
-                                                             s.flops, s.once_steps, s.slice_steps))
+                                                             s.flops, s.once_steps, s.slice_steps),
+                      slicecost.refusal(s) is not None)
 
 
 def version() -> str:
@@ -108,6 +111,8 @@ def valid(record, graph) -> Remembered | None:
         return None
     if not isinstance(figures, list) or len(figures) != FIGURES or not all(type(f) is int and f >= 0 for f in figures):
         return None
+    if type(record.get("refused", False)) is not bool:
+        return None
     # what the cost check reads (einc.planner.slicing.check_cost): a slicing estimated at no
     # flops, or over other steps than the path's (a contraction of k operands runs as k - 1
     # pairwise steps), would pass it unasked
@@ -118,7 +123,8 @@ def valid(record, graph) -> Remembered | None:
     if not all(type(i) is int and 0 <= i < len(sizes) for i in indices) or \
             not all(type(c) is int and 1 <= c < sizes[i] for i, c in zip(indices, chunks)):
         return None
-    return Remembered(record["base"], path, tuple(indices), tuple(chunks), tuple(figures))
+    return Remembered(record["base"], path, tuple(indices), tuple(chunks), tuple(figures),
+                      record.get("refused", False))
 
 
 def remember(graph, limit: int, bound: str, chosen: Remembered) -> None:
@@ -134,7 +140,7 @@ def remember(graph, limit: int, bound: str, chosen: Remembered) -> None:
         if isinstance(slicings, dict) else {}
     slicings[bound] = {"slicer": version(), "base": chosen.base, "path": [list(c) for c in chosen.path],
                        "indices": list(chosen.indices), "chunks": list(chosen.chunks),
-                       "figures": list(chosen.figures)}
+                       "figures": list(chosen.figures), "refused": chosen.refused}
     pathcache.store(name, tag, path, dict(record, slicings=slicings))
 
 

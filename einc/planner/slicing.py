@@ -279,7 +279,9 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
         base, known = dataclasses.replace(build_plan(graph, equation, Options.of(path)), optimizer=chosen.name,
                                           notes=notes), None
     p = sliced_plan(graph, equation, base, memo.indices, limit, "einc", memo.chunks, bound, known)
-    if _peak(p) > limit or slicecost.refusal(p.slicing) is not None:    # (the cost check would refuse it)
+    # a slicing the cost check would refuse, unless refused when chosen: then choosing again
+    # would choose it again
+    if _peak(p) > limit or (not memo.refused and slicecost.refusal(p.slicing) is not None):
         return None
     return dataclasses.replace(p, notes=p.notes + ("Slicer: remembered, the slicing an earlier plan chose "
                                                    "(einc.planner.slicecache)",))

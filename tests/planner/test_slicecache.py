@@ -312,3 +312,27 @@ def test_a_remembered_slicing_the_cost_check_refuses_is_chosen_again(cache_dir, 
     _same(found, again)
     slicing.check_cost(again)
     assert json.loads(file.read_text())["slicings"] == record["slicings"]      # and overwrote the entry
+
+
+def test_a_remembered_slicing_refused_when_chosen_is_not_chosen_again(cache_dir, chooses):
+    # the slicer's own choice, which the cost check refuses: the next process reads it and
+    # refuses it, as the slicer would, without weighing a slicing again
+    eq, shapes = opt_einsum.testing.rand_equation(30, 3, seed=3)
+    ops = [torch.ones(s) for s in shapes]
+    found = _plan(eq, ops, 64)
+    with pytest.raises(einc.MemoryLimitError):
+        slicing.check_cost(found)
+    file, record = _entry(cache_dir)
+    assert record["slicings"]["live"]["refused"] is True
+    chooses.clear()
+    einc.cache_clear()
+    again = _plan(eq, ops, 64)
+    assert not chooses and again.notes[-1].startswith("Slicer: remembered")
+    _same(found, again)
+    with pytest.raises(einc.MemoryLimitError):
+        slicing.check_cost(again)
+    # an entry that says not refused is chosen again where the cost check refuses it
+    file.write_text(json.dumps(dict(record, slicings={"live": dict(record["slicings"]["live"], refused=False)})))
+    einc.cache_clear()
+    _same(found, _plan(eq, ops, 64))
+    assert chooses and json.loads(file.read_text())["slicings"] == record["slicings"]
