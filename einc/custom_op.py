@@ -38,7 +38,6 @@ import functools
 import sys
 
 import torch
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import autograd
 from .planner import notation, plan_for
@@ -210,7 +209,11 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
 
 
 def _unbacked(n) -> bool:
-    return isinstance(n, torch.SymInt) and bool(free_unbacked_symbols(n))
+    if not isinstance(n, torch.SymInt):
+        return False
+    # (symbolic sizes come from a tracer that has imported it: a plain call never imports sympy)
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return bool(free_unbacked_symbols(n))
 
 
 torch.library.register_fake("einc::einsum", _fake, lib=_lib)
