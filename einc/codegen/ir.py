@@ -85,6 +85,9 @@ class Kernel:
     # broadcast against the other's), which the kernel never sees: a layout is set up on a
     # view without them, and its launches pass the caller's tensor, the same memory
     drop: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # reduce: the result is a one-operand call's sum over the dropped indices only, which adds
+    # +0.0 to each value as torch's sum does (its sum starts at +0.0: a -0.0 gives +0.0)
+    plus_zero: bool = False
 
     def group(self, name: str) -> tuple[int, ...]:
         return dict(self.groups).get(name, ())

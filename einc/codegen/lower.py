@@ -195,7 +195,8 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
     split = _split_groups(groups, inputs, st + [st_c], sizes) if kind == MATMUL else ()
     kernel = Kernel(kind, "", _canonical(plan), _title(plan, s), groups, inputs, params, Operand("c", step.output),
                     shapes_, dtype, acc, big, fast_k, split, tuple((params[j], axes) for j, axes in presum.items()),
-                    tuple((params[j], axes) for j, axes in drop.items()))
+                    tuple((params[j], axes) for j, axes in drop.items()),
+                    kind == REDUCE and plan.num_operands == 1 and bool(drop))
     return kernel
 
 

@@ -80,6 +80,8 @@ def kernel_source(k: Kernel, name: str) -> str:
         for op in ops:
             L += _load(k, op.name, lonely[op.name], f"{op.name}_ptr + {op.name}_out", "(BLOCK_O,)", None, "    ")
         L.append(f"    acc = {' * '.join(op.name for op in ops)}")
+        if k.plus_zero:
+            L.append("    acc = acc + 0.0  # a sum over size-1 indices, as torch's: from +0.0 (-0.0 gives +0.0)")
     L += [
         "",
         "    # Epilogue: scale (in the second pass where K is split), cast, store contiguously",

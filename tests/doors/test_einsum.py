@@ -210,6 +210,43 @@ def test_a_sum_over_nothing_is_zero_beside_inf_and_nan(equation, shapes, executo
     assert torch.equal(shared.cpu(), torch.zeros(shared.shape))
 
 
+SIZE_1_SUMS = [("ij->i", [(4, 1)]), ("ij->", [(1, 1)]), ("aa->", [(1, 1)]), ("iij->j", [(1, 1, 4)]),
+               ("bda->bd", [(2, 2, 1)]), ("ab->b", [(1, 4)]), ("...j->...", [(2, 2, 1)]), ("bda->db", [(2, 2, 1)])]
+
+
+@pytest.mark.parametrize("executor", ["torch", "kernels"])
+@pytest.mark.parametrize("new_shapes", ["class", "plan"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64],
+                         ids=str)
+@pytest.mark.parametrize("equation,shapes", SIZE_1_SUMS, ids=[e for e, _ in SIZE_1_SUMS])
+def test_a_lone_operands_sum_over_size_1_is_torchs_sum(equation, shapes, dtype, new_shapes, executor, request,
+                                                       monkeypatch):
+    """torch.einsum sums a lone operand's summed indices, size 1 or not, and its sum starts
+    at +0.0: -0.0 summed over size 1 gives +0.0 (einc squeezed the index away, and a kernel
+    copied the value: -0.0).  inf and NaN stay as they are."""
+    if executor == "kernels" and dtype.is_complex:
+        pytest.skip("complex operands run on torch")
+    device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    einc.cache_clear()
+    values = torch.tensor([-0.0, 0.0, -1.5, float("inf"), -0.0, float("nan"), -float("inf"), 2.0])
+    x = values.repeat(math.prod(shapes[0]) // 8 + 1)[:math.prod(shapes[0])].reshape(shapes[0]).to(dtype)
+    _same_bits(einc.einsum(equation, x.to(device)).cpu(), torch.einsum(equation, x))
+    if executor == "torch":     # with two operands torch squeezes such an index instead: -0.0 times 1 stays -0.0
+        lhs, rhs = equation.split("->")
+        pair = (x, torch.ones(2, dtype=dtype))
+        _same_bits(einc.einsum(f"{lhs},z->{rhs}z", *pair), torch.einsum(f"{lhs},z->{rhs}z", *pair))
+
+
+def _same_bits(out, want):
+    """The same values, NaN where the other has NaN, and the same signs (of zeros too)."""
+    assert out.dtype == want.dtype and out.shape == want.shape
+    for got, expected in ((out.real, want.real), (out.imag, want.imag)) if out.is_complex() else ((out, want),):
+        got, expected = got.double(), expected.double()
+        assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.nan_to_num(), expected.nan_to_num())
+        assert torch.equal(got.signbit() | got.isnan(), expected.signbit() | expected.isnan()), (out, want)
+
+
 def test_a_sum_over_nothing_is_zero_when_small_calls_are_torchs(monkeypatch):
     """Under EINC_NEW_SHAPES=torch a small call runs torch's op, which may give NaN there: a
     size 0 is planned instead, so the answer is einc's whatever the setting."""

@@ -87,8 +87,9 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
 
     Returns ``(fn or None, remaining term, dtype after, whether it computes)``.
     A sum of an integral tensor promotes to int64, as torch.einsum's does; with two
-    or more operands torch squeezes size-1 indices instead of summing them, so for
-    integral dtypes einc does the same to give the same result dtype.  With ``widen``
+    or more operands torch squeezes size-1 indices instead of summing them, so einc does
+    the same, giving the same result dtype for integers; with one operand torch sums
+    them, and so does einc (a sum starts at +0.0: a -0.0 there gives +0.0).  With ``widen``
     an integer operand narrower than int64 (or uint16/32/64) that no sum here promotes is made int64, a float16 /
     bfloat16 one float32 (complex32: complex64), after its sums and views: no larger
     copy than the step needs (``widen`` is asked only for the one dtype: narrow integers
@@ -105,8 +106,7 @@ def _prep(term, lonely, plan: Plan, dtype, widen=False):
         d2 = term.index(i, d1 + 1)
         fns.append(lambda x, d1=d1, d2=d2: x.diagonal(0, d1, d2))
         term = [t for k, t in enumerate(term) if k not in (d1, d2)] + [i]
-    squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1
-               and (plan.num_operands > 1 or not _integral(dtype))]
+    squeeze = [d for d, i in enumerate(term) if i in lonely and g.sizes[i] == 1 and plan.num_operands > 1]
     if squeeze:
         sq = squeeze[0] if len(squeeze) == 1 else tuple(squeeze)   # one: squeeze.dim, no list to read
         fns.append(lambda x: x.squeeze(sq))
