@@ -79,9 +79,10 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
     - a matrix product with few outputs per batch element (one, or at most
       ``FEW_OUTPUTS`` sums of ``LONG_SUM`` terms or more; :func:`counted_as_mul_sum`): also
       the elementwise product of a multiply-and-sum before its sum;
-    - ``dot`` and ``product`` steps: a copy of each input holding a summed index (its sum
-      over the indices the other lacks); for ``dot``, the elementwise product of the
-      inputs before the sum;
+    - ``dot`` and ``product`` steps: the sum of each input holding a summed index over
+      the indices the other lacks (a new tensor of the indices it keeps: the sum reads the
+      input, a view, where it is); for ``dot``, the elementwise product of the inputs
+      before the sum;
     - the last step of an entry (``final``): the permuted contiguous copy of its result
       while the raw one is alive -- made after the inputs' copies are freed, so the
       larger of the two counts.
@@ -107,8 +108,8 @@ def step_copies(step, sizes, final: bool, sliced=()) -> int:
         sums = counted_as_mul_sum(size(out - (a & b)), size(shared))
         copies = counted_copies(size(ta), size(tb), True, True, True, size(out | shared) if sums else 0)
     else:
-        copies = counted_copies(size(ta), size(tb), bool(summed.intersection(ta)), bool(summed.intersection(tb)),
-                                False, size(a & b) if shared else 0)
+        copies = counted_copies(size(a - (summed - b)), size(b - (summed - a)), bool(summed.intersection(ta)),
+                                bool(summed.intersection(tb)), False, size(a & b) if shared else 0)
     return max(copies, last)
 
 

@@ -83,7 +83,9 @@ def step_features(a, b, kept, sizes, final: bool = False) -> tuple:
     """The :data:`FEATURES` of one step ``a, b -> kept`` (sets of indices): what
     :data:`RATES` weigh.  One walk over the step's indices multiplies out every size it
     needs (a search weighs thousands of steps); its copies are counted by
-    :func:`einc.planner.memory.step_copies`' rule (``counted_copies``)."""
+    :func:`einc.planner.memory.step_copies`' rule (``counted_copies``), but for an
+    operand's sum over the indices the other lacks, priced by the elements it reads (the
+    operand's) where ``step_copies`` counts those it holds (the sum's)."""
     union = a | b
     na = nb = written = own = terms = batch = rows = cols = 1
     shared = summed_shared = kept_own = holds_a = holds_b = False

@@ -516,9 +516,9 @@ def test_narrow_integers_no_slice_cuts_are_widened_once_per_call(monkeypatch):
     g = torch.Generator().manual_seed(0)
     a = torch.randint(0, 100, (40, 30, 3), generator=g, dtype=torch.int8)
     b = torch.randint(0, 100, (20,), generator=g, dtype=torch.int8)
-    info = einc.explain("ijx,k->ik", a, b, memory_limit=400)
+    info = einc.explain("ijx,k->ik", a, b, memory_limit=200)
     assert info.graph.term(info.slicing.indices) == "i" and info.slicing.num_slices > 4
-    out = einc.einsum("ijx,k->ik", a, b, memory_limit=400)
+    out = einc.einsum("ijx,k->ik", a, b, memory_limit=200)
     assert out.dtype == torch.int64 and torch.equal(out, torch.einsum("ijx,k->ik", a.long(), b.long()))
     assert widened.count((20,)) == 1                                        # was once per slice
     assert sum(shape[1:] == (30, 3) for shape in widened) == info.slicing.num_slices      # a's slices, each
@@ -976,3 +976,12 @@ def test_more_than_sixteen_scalars_under_a_limit():
     for limit in (1000, "max_input"):
         assert einc.einsum(eq, *ops, memory_limit=limit).item() == 2.0 ** n
     assert einc.contract_path(eq, *[()] * n, memory_limit=1000)[1].opt_cost >= 0
+
+
+def test_an_operands_sum_counts_what_it_keeps_not_the_operand():
+    # i,j->i sums b over j before the product: one element, not b's 10,000 (counted as a
+    # copy of b, the limit of 100 sliced j into 105 slices; the sum reads b where it is)
+    a, b = torch.randn(4, dtype=torch.float64), torch.randn(10000, dtype=torch.float64)
+    info = einc.explain("i,j->i", a, b, memory_limit=100)
+    assert info.slicing is None, info
+    assert torch.allclose(einc.einsum("i,j->i", a, b, memory_limit=100), a * b.sum())

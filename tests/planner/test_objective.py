@@ -196,10 +196,10 @@ def test_the_sliced_reconfigured_trees_do_not_depend_on_pythons_random_numbers()
 
 def _features_by_sets(a, b, kept, sizes, final):
     """The step's features as sets name them (what ``O.step_features`` computes in one
-    walk), its copies by ``memory.step_copies``."""
+    walk), its copies by ``memory.step_copies`` (an operand's sum by the elements it reads)."""
     from collections import namedtuple
 
-    from einc.planner.memory import FEW_OUTPUTS, LONG_SUM, step_copies
+    from einc.planner.memory import FEW_OUTPUTS, LONG_SUM, counted_copies, step_copies
 
     def size(term):
         return math.prod(sizes[i] for i in term)
@@ -218,8 +218,13 @@ def _features_by_sets(a, b, kept, sizes, final):
             batch, rows, cols = size(kept & both), size((kept & ra) - rb), size((kept & rb) - ra)
             gemm = 2 * batch * rows * cols * terms * (1 + (O.SHORT_SIDE / max(min(rows, cols, terms), 1)) ** 2)
             matrices = batch if batch > 1 else 0
-    step = namedtuple("Step", "inputs output summed")((a, b), kept, summed)
-    copies = step_copies(step, sizes, False) + (size(kept) if final else 0)
+    if both & summed and not kept <= both:       # a matrix product
+        step = namedtuple("Step", "inputs output summed")((a, b), kept, summed)
+        copies = step_copies(step, sizes, False)
+    else:       # an operand's sum priced by what it reads (step_copies counts what it holds)
+        copies = counted_copies(size(a), size(b), bool(summed & a), bool(summed & b), False,
+                                size(both) if both & summed else 0)
+    copies += size(kept) if final else 0
     dims = [sizes[i] for i in union if sizes[i] > 1]
     typical = math.exp(sum(map(math.log, dims)) / len(dims)) if dims else 1.0
     return gemm, matrices, mul_sum, copies, copies / typical, size(kept), size(kept) / typical, 1
