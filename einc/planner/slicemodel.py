@@ -27,6 +27,8 @@ class _Model:
         self.count = [0] if count is None else count   # live-memory passes: a peak or cost weighed, the moments behind
         self.steps, self.full, self.n = base.steps, base.graph.sizes, base.num_operands
         self.inputs = base.graph.inputs
+        # indices one operand alone holds, summed: never sliced (see :func:`lone_sums`)
+        self.lone = lone_sums(base.graph.inputs, base.graph.output)
         self.seen = [frozenset().union(*step.inputs) for step in self.steps]
         self.indices = list(self.inputs) + [step.output for step in self.steps]      # by value id
         self._peaks, self._costs = {}, {}
@@ -189,4 +191,18 @@ class _Model:
         return flops, total, fixed, once, per
 
 
-__all__ = ["COST_PASS", "FLOOR_STEP", "INTERMEDIATE", "LIVE"]
+def lone_sums(inputs, output) -> frozenset:
+    """The indices summed in one operand alone.  The executors sum such an index in its
+    operand before any product, as torch.einsum does, so an inf there meets the other
+    operands' zeros only through the whole sum (``i,j->i``: ``inf * sum(b)``); a slice of
+    it would multiply before summing (``inf * 0`` in one slice: NaN where the sum is not
+    0), and it slices no intermediate away that slicing the operand's other indices
+    would not."""
+    counts: dict = {}
+    for term in inputs:
+        for i in set(term):
+            counts[i] = counts.get(i, 0) + 1
+    return frozenset([i for i, c in counts.items() if c == 1 and i not in output])
+
+
+__all__ = ["COST_PASS", "FLOOR_STEP", "INTERMEDIATE", "LIVE", "lone_sums"]

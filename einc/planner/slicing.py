@@ -81,7 +81,7 @@ from .memory import (
 )
 from .options import AUTO, COTENGRA, DP_OPERANDS, Options
 from .plan import Plan, Step, _path, build_plan, max_input, naive_flops
-from .slicemodel import COST_PASS, INTERMEDIATE, LIVE, _Model
+from .slicemodel import COST_PASS, INTERMEDIATE, LIVE, _Model, lone_sums
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
         path, theirs = cotengra_path(graph, options.optimize, limit)
+        theirs = [i for i in theirs if i not in lone_sums(graph.inputs, graph.output)]     # (summed first)
         base = build_plan(graph, equation, Options.of(path, None, options.select))
         base = dataclasses.replace(base, optimizer=options.name)
         chunks = dict.fromkeys(theirs, 1)
@@ -265,8 +266,8 @@ def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:
     pairwise path only the slice's plan is built, the path's figures read with it."""
     from . import slicecache  # (with the path cache: only where einc's search runs)
     memo, searched = slicecache.recall(graph, limit, bound)
-    if memo is None:
-        return None
+    if memo is None or not lone_sums(graph.inputs, graph.output).isdisjoint(memo.indices):
+        return None         # (an older einc's slicing of an index it now sums first: chosen anew)
     chosen = options if memo.base == slicecache.LIMITED else unlimited
     path, notes = (searched[0], (searched[1].text(),)) if chosen is options and searched is not None else \
         _path(graph, chosen)
@@ -432,7 +433,8 @@ def _cut(model: _Model, limit: int, fixed, rule: str, halvings=None) -> dict[int
     peak, excess = model.peak(chunks, limit)
     while peak > limit:
         over = model.behind(chunks, limit)
-        candidates = sorted({i for v in over for i in model.indices[v] if chunks.get(i, full[i]) > 1})
+        candidates = sorted({i for v in over for i in model.indices[v]
+                             if chunks.get(i, full[i]) > 1 and i not in model.lone})
         if not candidates:
             break
         if halvings is not None:

@@ -985,3 +985,24 @@ def test_an_operands_sum_counts_what_it_keeps_not_the_operand():
     info = einc.explain("i,j->i", a, b, memory_limit=100)
     assert info.slicing is None, info
     assert torch.allclose(einc.einsum("i,j->i", a, b, memory_limit=100), a * b.sum())
+
+
+LONE_SUMS = [("i,j->i", [(4,), (8,)], "j"), ("j,i->i", [(8,), (4,)], "j"), ("ik,jk->ik", [(4, 4), (8, 4)], "j"),
+             ("ijl,k->k", [(3, 8, 2), (4,)], "jl"), ("i,k,kj->ik", [(4,), (3,), (3, 8)], "j")]
+
+
+@pytest.mark.parametrize("eq, shapes, lone", LONE_SUMS, ids=[e for e, _, _ in LONE_SUMS])
+def test_an_index_one_operand_alone_sums_is_never_sliced(eq, shapes, lone):
+    # torch.einsum (and einc unsliced) sums it in its operand before any product: an inf
+    # of another operand meets the whole sum (inf * 7: inf); a slice of it multiplied the
+    # inf by one 0 of the sum's terms first (NaN)
+    values = torch.tensor([1.0, 0.0, -0.0, 2.0, 1.0, float("inf"), 1.0, 3.0])
+    ops = [values.roll(k).repeat(math.prod(s) // 8 + 1)[:math.prod(s)].reshape(s) for k, s in enumerate(shapes)]
+    want = torch.einsum(eq, *ops)
+    assert torch.equal(einc.einsum(eq, *ops).isnan(), want.isnan())
+    for limit in (1, 2, 4, 8, 16):
+        info = einc.explain(eq, *ops, memory_limit=limit)
+        assert info.slicing is None or not set(info.graph.term(info.slicing.indices)) & set(lone), (limit, info)
+        out = einc.einsum(eq, *ops, memory_limit=limit)
+        assert torch.equal(out.isnan(), want.isnan()), (limit, out, want)
+        assert torch.equal(out.nan_to_num(), want.nan_to_num()), (limit, out, want)
