@@ -24,9 +24,11 @@ given; intermediates are always contiguous in their step's output order):
   stays a gather;
 - indices summed in one operand only are summed while that operand's tile is loaded,
   before the product (groups ``ka``, ``kb``), never folded into K; where that would sum
-  the same values again for many outputs (:data:`PRESUM_WASTE`), the launch sums them
+  the same values again for many outputs (:data:`PRESUM_WASTE`), and in a ``reduce``
+  of two operands where only one has them (but for a diagonal), the launch sums them
   once before the kernel instead (``Kernel.presum``), and the kernel never sees them;
-  nor does it see such indices of size 1 (broadcast dimensions: ``Kernel.drop``).
+  nor does it see such indices of size 1 (broadcast dimensions: ``Kernel.drop``).  So
+  each is summed before the product, as torch.einsum sums it.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def lower_step(plan: Plan, s: int, dtype: str, shapes, strides=None, unit_tiles=
         dims = list(terms)
         sets = [set(d) for d in dims]
         lonely = [[i for i in summed if i in mine and not all(i in t for t in sets)] for mine in sets]
-        if len(dims) < 2 or not all(lonely):            # one side only: K costs no more than reading it
+        if len(dims) < 2:   # one operand: K costs no more than reading it (of two: summed before the product)
             lonely = [[] for _ in dims]
         shared = [i for i in summed if not any(i in x for x in lonely)]
         k_by = next((x for x in st if unit_index(x) in shared), st[0])
@@ -211,15 +213,21 @@ def _summed_first(step: Step, shapes, strides, sizes):
     operand's indices.  A summed operand is lowered as contiguous (torch's sum writes it
     so), one with dropped indices with the strides it had."""
     terms, shapes, strides, presum, drop = list(step.inputs), list(shapes), list(strides), {}, {}
+    lone = []
     for j, dims in enumerate(step.inputs):
         others = {i for k, d in enumerate(step.inputs) if k != j for i in d} | set(step.output)
-        mine = [i for i in dict.fromkeys(dims) if i in step.summed and i not in others]
+        lone.append([i for i in dict.fromkeys(dims) if i in step.summed and i not in others])
+    for j, (dims, mine) in enumerate(zip(step.inputs, lone)):
         repeats = math.prod(sizes[i] for i in step.output if i not in dims)
         if step.kind == CONTRACT:               # a tile's rows (or columns) share each load
             repeats = -(-repeats // TILE_ROWS)
         ones = all(sizes[i] == 1 for i in mine)
-        if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims) or not ones and (
-                math.prod(sizes[i] for i in mine) < 2 or (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE)):
+        # the reduce kernel would fold them into K, multiplying before it sums (an inf of the
+        # other operand times one 0 of the terms: NaN), where only this operand has such indices
+        folded = step.kind != CONTRACT and len(lone) == 2 and not lone[1 - j]
+        if (not mine or len(set(dims)) < len(dims) or len(mine) == len(dims) and (ones or not folded) or
+                not ones and not folded and (math.prod(sizes[i] for i in mine) < 2 or
+                                             (repeats - 1) * math.prod(shapes[j]) < PRESUM_WASTE)):
             continue
         (drop if ones else presum)[j] = tuple(d for d, i in enumerate(dims) if i in mine)
         terms[j] = tuple(i for i in dims if i not in mine)

@@ -71,6 +71,15 @@ def _fusable_product(plan: Plan, step: Step) -> bool:
     return step.kind == PRODUCT and len(step.operands) == 2 and all(plan.graph.sizes[i] == 1 for i in step.summed)
 
 
+def _sums_alone(step: Step, sizes) -> bool:
+    """Whether a contraction sums an index (not of size 1) one of its operands alone holds:
+    a fused kernel would sum it as part of K, after the product (an inf of the other
+    operand times a 0 among its terms: NaN), where the plain kernel sums it while loading,
+    before the product, as torch.einsum does."""
+    a, b = map(set, step.inputs)
+    return any(sizes[i] > 1 and (i not in a or i not in b) for i in step.summed)
+
+
 def fuse_plan(plan: Plan, dtype: str) -> Plan:
     """``plan`` with the steps that fuse (saving bytes, for operands of ``dtype``) merged
     into :class:`FusedStep` s; ``plan`` itself where nothing fuses.
@@ -91,7 +100,7 @@ def fuse_plan(plan: Plan, dtype: str) -> Plan:
     taken: set[int] = set()
     groups: dict[int, FusedStep] = {}          # place (last step's number) -> fused step
     for s, step in enumerate(plan.steps):
-        if step.kind != CONTRACT or s in taken:
+        if step.kind != CONTRACT or s in taken or _sums_alone(step, sizes):
             continue
         parts = {s}
         sides: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]] = []

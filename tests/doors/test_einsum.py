@@ -247,6 +247,29 @@ def _same_bits(out, want):
         assert torch.equal(got.signbit() | got.isnan(), expected.signbit() | expected.isnan()), (out, want)
 
 
+LONE_SUMS = [("i,j->i", [(4,), (8,)], None), ("j,i->i", [(8,), (4,)], None), ("i,ij->i", [(4,), (4, 8)], None),
+             ("ijk,ij->i", [(3, 4, 8), (3, 4)], None), ("bb,->", [(3, 3), ()], None),
+             ("b,bab->", [(3,), (3, 8, 3)], None), ("ij,j,jkm->ik", [(8, 8), (8,), (8, 8, 4)], [(0, 1), (0, 1)])]
+
+
+@pytest.mark.parametrize("executor", ["torch", "kernels"])
+@pytest.mark.parametrize("equation,shapes,path", LONE_SUMS, ids=[e for e, _, _ in LONE_SUMS])
+def test_an_index_one_operand_alone_sums_is_summed_before_the_product(equation, shapes, path, executor, request):
+    """torch.einsum sums an index one operand alone holds before it multiplies, so an inf
+    of another operand meets the whole sum (``i,j->i``: inf * 7 is inf).  A kernel that
+    folded it into its sum, or a fused kernel's K, multiplied first: inf * 0 in one term,
+    NaN.  Each operand in turn holds the infs, the others zeros among their terms."""
+    device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
+    einc.cache_clear()
+    for k in range(len(shapes)):
+        ops = [torch.tensor([float("inf"), 1.0, 2.0] if j == k else [1.0, 0.0, 2.0, -0.0, 1.0])
+               .repeat(math.prod(s)).__getitem__(slice(math.prod(s))).reshape(s) for j, s in enumerate(shapes)]
+        want = torch.einsum(equation, *ops)
+        out = einc.einsum(equation, *[o.to(device) for o in ops], optimize=path or "auto").cpu()
+        assert torch.equal(out.isnan(), want.isnan()) and torch.equal(out.nan_to_num(), want.nan_to_num()), \
+            (k, out, want)
+
+
 def test_a_sum_over_nothing_is_zero_when_small_calls_are_torchs(monkeypatch):
     """Under EINC_NEW_SHAPES=torch a small call runs torch's op, which may give NaN there: a
     size 0 is planned instead, so the answer is einc's whatever the setting."""
