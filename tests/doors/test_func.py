@@ -319,3 +319,30 @@ def test_vmap_of_bool_operands_where_torch_trips_on_its_promotion_counts_as_each
     got = vmap(lambda *o: einc.einsum("dbc,cd,bbab,ce", *o), in_dims=(0, None, None, None))(*ops)
     assert want.dtype == torch.int64 and got.dtype == want.dtype and torch.equal(got, want)
     assert torch.equal(want, torch.einsum("zdbc,cd,bbab,ce->zae", *[o.long() for o in ops]))
+
+
+SCALAR_PRODUCTS = [(",,a->a", [(), (), (0,)]), (",,,a->a", [(), (), (), (0,)]), ("i,i,a->a", [(1,), (1,), (0,)]),
+                   ("ab,,->ba", [(0, 3), (), ()])]
+
+
+@pytest.mark.parametrize("new_shapes", ["class", "plan"])
+@pytest.mark.parametrize("equation,shapes", SCALAR_PRODUCTS, ids=[e for e, _ in SCALAR_PRODUCTS])
+def test_jacrev_of_an_empty_result_with_a_product_of_scalars(equation, shapes, new_shapes, monkeypatch):
+    """jacrev of a call whose result is empty runs its backward under vmap over an empty
+    batch; a step multiplying two 0-d tensors (``,->``, or ``i,i->`` with i of size 1)
+    raised there ("select(): index 0 out of range": torch's vmap of a 0-d product), where
+    torch.einsum's 1-d product answers.  So did a vmap of such a call over an empty batch."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    einc.cache_clear()
+    ops = [_randn(*s, seed=k) for k, s in enumerate(shapes)]
+    argnums = tuple(range(len(ops)))
+    for transform in (jacrev, jacfwd):
+        got = transform(lambda *x: einc.einsum(equation, *x), argnums=argnums)(*ops)
+        want = transform(lambda *x: torch.einsum(equation, *x), argnums=argnums)(*ops)
+        assert [g.shape for g in got] == [w.shape for w in want]
+    batched = [o.expand(0, *o.shape) for o in ops[:2]] + ops[2:]
+    in_dims = (0, 0) + (None,) * (len(ops) - 2)
+    got = vmap(lambda *x: einc.einsum(equation, *x), in_dims=in_dims)(*batched)
+    assert got.shape == vmap(lambda *x: torch.einsum(equation, *x), in_dims=in_dims)(*batched).shape
+    one = vmap(lambda x, y: einc.einsum("i,i->", x, y), in_dims=(0, None))(torch.zeros(0, 1), torch.ones(1))
+    assert one.shape == (0,)

@@ -212,7 +212,7 @@ def _pairwise(step: Step, plan: Plan, dtypes, final, uniform, widen=False, order
         da = db = torch.int64
     if kind == PRODUCT:
         al_a, al_b = _aligned(ta, out, g.sizes), _aligned(tb, out, g.sizes)
-        core = _binary(lambda a, b: a * b, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
+        core = _binary(_times if out else _scalar_times, _chain([prep_a, al_a]), _chain([prep_b, al_b]))
         dtype = torch.promote_types(da, db)
         return _chain_out(core, _finish(free) if final else None), dtype
 
@@ -496,6 +496,18 @@ def _stack_copy(term, groups, shape, sizes):
         return _chain([_permuted_copy(term, order, sizes), view])
     tshape = shape[:-2] + (shape[-1], shape[-2])
     return _chain([_permuted_copy(term, flip, sizes), lambda x: x.view(tshape).transpose(-1, -2)])
+
+
+def _times(a, b):
+    return a * b
+
+
+def _scalar_times(a, b):
+    """The product of two 0-d tensors, made of 1-d views of them: torch's ``vmap`` of a
+    product whose batched operand is 0-d fails over an empty batch ("select(): index 0 out
+    of range"), as ``jacrev`` of a call whose result is empty runs its backward (``,,a->a``
+    with ``a`` of size 0), where torch.einsum's 1-d product answers."""
+    return (a.reshape(1) * b.reshape(1)).reshape(())
 
 
 def _binary(op, fa, fb):

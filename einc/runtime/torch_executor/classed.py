@@ -351,7 +351,12 @@ def _emitted(views, preps, ta, tb, out, summed, decision, lay, dtype, finish, ca
     if decision == PRODUCT:
         _align(src, "a", ta, out)
         _align(src, "b", tb, out)
+        if not out:         # two 0-d tensors: as 1-d views (torch_executor._scalar_times says why)
+            src.method("a", "reshape", (1,))
+            src.method("b", "reshape", (1,))
         src.ops.append(("multiply", "c", "a", "b"))
+        if not out:
+            src.method("c", "reshape", ())
         return src.function("c", finish, cast, whole)
     if decision == DOT:
         full = out + [i for i in ta if i in summed]
