@@ -254,9 +254,16 @@ def _read_once(text: str) -> tuple:
         parse(text)
         return text, ()
     except EincError:
-        if notation.is_named(text):
+        if _is_named(text):
             return text, ()
     return opt_einsum_text(text)
+
+
+def _is_named(text) -> bool:
+    """Whether the doors read ``text`` in named notation: as :func:`einsum` does, but for
+    an equation that holds whitespace other than the space (a tab, a newline), which
+    opt_einsum reads as an index (it strips spaces only), and so the doors too."""
+    return notation.is_named(text) and not any(c.isspace() and c != " " for c in text)
 
 
 @contextlib.contextmanager
@@ -304,7 +311,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
     layout = _layout_of("contract_expression", kwargs.get("order", "K"), layout)
-    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+    if sizes or (args and isinstance(args[0], str) and _is_named(args[0])):
         named, shapes, view_shapes, constants, known, viewed = named_axes.expression_parts(args, sizes, constants)
         inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
                                     memory_limit=memory_limit, select=select, layout=layout, **kwargs)
@@ -348,7 +355,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
     if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
-    if sizes or (args and isinstance(args[0], str) and notation.is_named(args[0])):
+    if sizes or (args and isinstance(args[0], str) and _is_named(args[0])):
         info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
                        dtype=dtype, device=device, **sizes)
         path_info = PathInfo(info, [shape_of(x) for x in args[1:]])
@@ -385,7 +392,8 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     further keywords, as for :func:`einsum`: ``contract("b (h d), h d e -> b (h e)", x, w, h=8)``.
     Otherwise the equation is read as opt_einsum reads it, as in :func:`contract_path` and
     :func:`contract_expression`: any character but ``,``, ``.``, the space and one ``->``
-    is an index (``contract("i1,1j->ij", a, b)``; :func:`einsum` takes letters).
+    is an index, a tab or a newline too (``contract("i1,1j->ij", a, b)``; :func:`einsum`
+    takes letters).
 
     >>> import torch, einc
     >>> einc.contract("ij,jk->ik", torch.ones(2, 3), torch.ones(3, 4)).shape

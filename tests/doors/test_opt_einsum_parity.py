@@ -1,0 +1,70 @@
+"""opt_einsum's doors against opt_einsum itself: the same values, paths and errors for the
+same call (whitespace read as opt_einsum reads it, optimizer names it never looks up)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import einc
+from einc.errors import EincError
+
+opt_einsum = pytest.importorskip("opt_einsum")
+
+
+def _ops(*shapes, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=g, dtype=dtype) for s in shapes]
+
+
+def _outcome(call):
+    """``("ok", value)`` or ``("error", the exception)``."""
+    try:
+        return "ok", call()
+    except Exception as error:      # noqa: BLE001 -- the comparison is the point
+        return "error", error
+
+
+# ------------------------------------------------------------------- whitespace
+
+WHITESPACE = [
+    ("ij\tk,kl->il", [(2, 3, 5, 4), (4, 5)]),       # a tab is an index: 'ij\tk' is four
+    ("ij\tk,kl", [(2, 3, 5, 4), (4, 5)]),           # ... and sorts first in the implied output
+    ("i j\tk,kl->il", [(2, 3, 5, 4), (4, 5)]),      # a space beside it is dropped, as opt_einsum drops it
+    ("ij\nk,kl->ijl", [(2, 3, 5, 4), (4, 5)]),
+    ("ij\tk,k\t", [(2, 3, 5, 4), (4, 5)]),
+    ("ij\u00a0k,k\u00a0->\u00a0", [(2, 3, 5, 4), (4, 5)]),     # a no-break space
+    ("ij\tk,kl->il", [(2, 3), (3, 4)]),             # too few dimensions: an error in both
+]
+
+
+@pytest.mark.parametrize("eq, shapes", WHITESPACE)
+def test_whitespace_other_than_the_space_is_an_index_as_in_opt_einsum(eq, shapes):
+    """opt_einsum strips spaces only: a tab or a newline is an index.  The doors read such
+    an equation in named notation (whitespace between names) and raised "output axis il
+    does not appear" or "'\\t' is not a letter" where opt_einsum gave a result."""
+    ops = _ops(*shapes)
+    calls = {
+        "contract": lambda m: m.contract(eq, *ops),
+        "contract_path": lambda m: m.contract_path(eq, *shapes, **({"shapes": True} if m is opt_einsum else {})),
+        "contract_expression": lambda m: m.contract_expression(eq, *shapes)(*ops),
+    }
+    for door, call in calls.items():
+        (theirs, want), (ours, got) = _outcome(lambda: call(opt_einsum)), _outcome(lambda: call(einc))
+        assert ours == theirs, (door, want, got)
+        if theirs == "error":
+            assert isinstance(got, ValueError) and isinstance(got, EincError), door    # opt_einsum's type
+        elif door == "contract_path":
+            assert got[0] == want[0] and got[1].eq == want[1].eq, door
+            assert got[1].size_dict == want[1].size_dict and got[1].opt_cost == want[1].opt_cost, door
+        else:
+            torch.testing.assert_close(got, want, msg=door)
+
+
+def test_einsum_still_reads_whitespace_between_names_as_named_notation():
+    """The doors' reading leaves ``einc.einsum``'s own: a tab between names there is named
+    notation, and an equation with spaces or parentheses is named notation in the doors too."""
+    a, b = _ops((2, 3), (3, 4))
+    torch.testing.assert_close(einc.einsum("b\tn, n e -> b e", a, b), a @ b)
+    torch.testing.assert_close(einc.contract("(bh) n, n e -> (bh) e", a, b), a @ b)
+    assert einc.contract_path("(bh) n, n e -> (bh) e", a, b)[1].plan.flops == 2 * 2 * 3 * 4
