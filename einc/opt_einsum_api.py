@@ -325,7 +325,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")
-    options = call_options(_opt_einsum_optimize(optimize), memory_limit, select, layout)
+    options = call_options(_opt_einsum_optimize(optimize, len(items)), memory_limit, select, layout)
     shapes = [shape_of(x) for x in items]
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     interleaved = () if isinstance(args[0], str) else _interleaved_letters(args, optimize, eq.text)
@@ -356,8 +356,8 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
     if sizes or (args and isinstance(args[0], str) and _is_named(args[0])):
-        info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
-                       dtype=dtype, device=device, **sizes)
+        info = explain(args[0], *args[1:], optimize=_opt_einsum_optimize(optimize, len(args) - 1),
+                       memory_limit=memory_limit, dtype=dtype, device=device, **sizes)
         path_info = PathInfo(info, [shape_of(x) for x in args[1:]])
         return path_info.path, path_info
     eq, items = _equation_and_args(args)
@@ -366,7 +366,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
         text = interleaved_text(args, eq.text)
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     with _reading(args[0], labels):
-        info = explain(text, *items, optimize=_opt_einsum_optimize(optimize), memory_limit=memory_limit,
+        info = explain(text, *items, optimize=_opt_einsum_optimize(optimize, len(items)), memory_limit=memory_limit,
                        dtype=dtype, device=device)
     if labels:      # the plan in the caller's characters
         caller = dict(labels)
@@ -405,8 +405,8 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
         if dtype is not None:
             args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
         layout = _layout_of("contract", order, layout)
-    if optimize is None or optimize is True:
-        optimize = AUTO
+    optimize = _opt_einsum_optimize(optimize, len(call_form(args)[1]) if args and isinstance(args[0], str) else
+                                    len(args) // 2)
     given, labels = args[0] if args else None, ()
     if isinstance(given, str) and not sizes:
         text, labels = _read(given)
@@ -422,10 +422,18 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
                       **sizes)
 
 
-def _opt_einsum_optimize(optimize):
+def _opt_einsum_optimize(optimize, operands: int):
     """opt_einsum's spelling: ``None`` and ``True`` mean ``"auto"`` (einc's ``einsum`` reads
-    None as left to right, as numpy's ``optimize=False``)."""
-    return AUTO if optimize is None or optimize is True else optimize
+    None as left to right, as numpy's ``optimize=False``); for one or two ``operands`` any
+    name, as in opt_einsum, which looks no name up for them (their one path needs none)."""
+    if optimize is None or optimize is True:
+        return AUTO
+    if operands <= 2 and isinstance(optimize, str):
+        try:
+            Options.of(optimize)
+        except KeyError:            # (UnknownOptimizerError)
+            return AUTO
+    return optimize
 
 
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")

@@ -68,3 +68,25 @@ def test_einsum_still_reads_whitespace_between_names_as_named_notation():
     torch.testing.assert_close(einc.einsum("b\tn, n e -> b e", a, b), a @ b)
     torch.testing.assert_close(einc.contract("(bh) n, n e -> (bh) e", a, b), a @ b)
     assert einc.contract_path("(bh) n, n e -> (bh) e", a, b)[1].plan.flops == 2 * 2 * 3 * 4
+
+
+# ------------------------------------------------------------------- optimizer names
+
+@pytest.mark.parametrize("shapes", [[(2, 3)], [(2, 3), (3, 4)]])
+def test_any_optimize_name_runs_one_or_two_operands_as_in_opt_einsum(shapes):
+    """opt_einsum's contract_path takes the one pairwise path for one or two operands and
+    never looks ``optimize`` up: ``optimize="nope"`` runs.  The doors raised KeyError;
+    ``einc.einsum`` still does (the name is einc's keyword there)."""
+    eq = ",".join(["ij", "jk"][:len(shapes)])
+    ops = _ops(*shapes)
+    want = opt_einsum.contract(eq, *ops, optimize="nope")
+    torch.testing.assert_close(einc.contract(eq, *ops, optimize="nope"), want)
+    torch.testing.assert_close(einc.contract_expression(eq, *shapes, optimize="nope")(*ops), want)
+    path, info = einc.contract_path(eq, *shapes, optimize="nope")
+    assert path == opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="nope")[0]
+    interleaved = [x for o, sub in zip(ops, [[0, 1], [1, 2]]) for x in (o, sub)]
+    torch.testing.assert_close(einc.contract(*interleaved, optimize="nope"), want)
+    with pytest.raises(KeyError):
+        einc.einsum(eq, *ops, optimize="nope")
+    with pytest.raises(KeyError):       # three operands: opt_einsum looks it up, and so do the doors
+        einc.contract(eq + ",kl" if len(shapes) == 2 else "ij,jk,kl", *_ops((2, 3), (3, 4), (4, 5)), optimize="nope")
