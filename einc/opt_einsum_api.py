@@ -28,7 +28,7 @@ from .planner.equation import (
     text_of,
 )
 from .planner.graph import build
-from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options
+from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer
 from .planner.plan import Plan, callers_labels, opt_einsum_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
@@ -284,10 +284,11 @@ def _reading(given: str, labels):
 
 
 def _interleaved_letters(args, optimize, text: str) -> dict:
-    """For a caller's optimizer (``optimize`` callable) given the interleaved form: each of
-    einc's letters in ``text`` (the sublists' equation) that opt_einsum letters otherwise,
-    and opt_einsum's letter (:func:`~einc.planner.plan.callers_labels`); else none."""
-    if not callable(optimize):
+    """For a caller's optimizer (:func:`~einc.planner.options.callers_optimizer`) given the
+    interleaved form: each of einc's letters in ``text`` (the sublists' equation) that
+    opt_einsum letters otherwise, and opt_einsum's letter
+    (:func:`~einc.planner.plan.callers_labels`); else none."""
+    if not callers_optimizer(optimize):
         return {}
     ours = interleaved_text(args, text).split("->")[0]
     return {e: o for e, o in zip(text.split("->")[0], ours) if e != o}
@@ -414,7 +415,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
             args = (text, *args[1:])
     ours = interleaved_labels(args)
     # (a caller's optimizer given the interleaved form sees opt_einsum's letters for its labels)
-    interleaved = {} if isinstance(given, str) or not callable(optimize) else \
+    interleaved = {} if isinstance(given, str) or not callers_optimizer(optimize) else \
         _interleaved_letters(args, optimize, sublist_equation(ours)[0])
     with _reading(given, labels) if labels else callers_labels(interleaved) if interleaved else \
             contextlib.nullcontext():

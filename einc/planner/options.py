@@ -219,6 +219,22 @@ def _normalize_optimize(optimize):
     raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
 
 
+def callers_optimizer(optimize) -> bool:
+    """Whether ``optimize`` is the caller's optimizer, which einc calls as opt_einsum calls
+    one (the caller's characters, the true sizes, once): a ``PathOptimizer``, a function,
+    or the name of a function a caller registered (``opt_einsum.paths.register_path_fn``).
+    einc's and opt_einsum's own searches, by name, get int labels instead (their set order,
+    which breaks ties, is then the same in every process)."""
+    if isinstance(optimize, str):
+        try:
+            fn = opt_einsum.paths.get_path_fn(optimize)
+        except KeyError:        # "auto" among einc's names is einc's own; "cotengra" is no function
+            return False
+        fn = getattr(fn, "func", fn)        # (a functools.partial: opt_einsum's "branch-2")
+        return getattr(fn, "__module__", "").partition(".")[0] not in ("einc", "opt_einsum")
+    return callable(optimize) and not isinstance(optimize, (tuple, bool))
+
+
 def _normalize_memory_limit(memory_limit):
     if memory_limit is None or memory_limit == "max_input":
         return memory_limit
@@ -476,6 +492,6 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "encode", "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
+__all__ = ["Options", "callers_optimizer", "encode", "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
            "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
            "torch_optimize"]

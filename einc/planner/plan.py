@@ -23,7 +23,7 @@ import opt_einsum
 from ..errors import PathError
 from .equation import ELLIPSIS
 from .graph import ContractionGraph, _display
-from .options import AUTO, LEFT_TO_RIGHT, Options, _auto
+from .options import AUTO, LEFT_TO_RIGHT, Options, _auto, callers_optimizer
 
 # Step kinds: what an executor has to do.
 CONTRACT = "contract"   # pairwise, sums a shared index and keeps others: a (batched) matrix product
@@ -165,7 +165,7 @@ def _path(graph: ContractionGraph, options: Options):
         found = _PATHS.get(key)
         if found is not None:
             return found
-    if isinstance(options.optimize, str):
+    if not callers_optimizer(options.optimize):
         # einc's own searches get int labels: their hashes, unlike strings', are the same
         # in every process, so set iteration order (which breaks ties in greedy searches)
         # and the path are too.
@@ -177,8 +177,8 @@ def _path(graph: ContractionGraph, options: Options):
         # is that of the same network with the index of size 1, whose costs bound these.
         size_dict = {i: s or 1 for i, s in enumerate(graph.sizes)}
     else:
-        # A caller's optimizer gets what opt_einsum gives one: frozensets of the caller's
-        # one-character labels (opt_einsum's spelling of ellipses and broadcasting), and
+        # A caller's optimizer (or a function registered by name) gets what opt_einsum gives
+        # one: frozensets of the caller's one-character labels (opt_einsum's spelling of ellipses and broadcasting), and
         # sizes by label, a label's largest.
         labels = opt_einsum_labels(graph, getattr(_CALLERS, "labels", None))
         inputs = [frozenset([labels[i] for i in term]) for term in graph.inputs]

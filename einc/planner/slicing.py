@@ -79,7 +79,7 @@ from .memory import (
     live_peak,
     step_copies,
 )
-from .options import AUTO, COTENGRA, DP_OPERANDS, Options
+from .options import AUTO, COTENGRA, DP_OPERANDS, Options, callers_optimizer
 from .plan import Plan, Step, _path, build_plan, max_input, naive_flops
 from .slicemodel import COST_PASS, INTERMEDIATE, LIVE, _Model, lone_sums
 
@@ -172,7 +172,7 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         # cotengra) with no limit, which weighs the empty index as 1 (plan._path) and so
         # meets it early; left to right built ij,jk -> ik before the empty kl in ij,jk,kl->il.
         # (a caller's optimizer is still handed the limit, as opt_einsum hands it)
-        handed = options.memory_limit if callable(options.optimize) else None
+        handed = options.memory_limit if _callers(options) else None
         return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, handed, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
     if cotengra:
@@ -242,8 +242,9 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
 
 
 def _callers(options: Options) -> bool:
-    """Whether ``options`` run a caller's optimizer (a ``PathOptimizer`` or a function)."""
-    return not isinstance(options.optimize, (str, tuple, bool))
+    """Whether ``options`` run a caller's optimizer (a ``PathOptimizer``, a function, or one
+    registered by name: :func:`~einc.planner.options.callers_optimizer`)."""
+    return callers_optimizer(options.optimize)
 
 
 def _hyper(graph) -> bool:

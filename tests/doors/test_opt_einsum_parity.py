@@ -90,3 +90,49 @@ def test_any_optimize_name_runs_one_or_two_operands_as_in_opt_einsum(shapes):
         einc.einsum(eq, *ops, optimize="nope")
     with pytest.raises(KeyError):       # three operands: opt_einsum looks it up, and so do the doors
         einc.contract(eq + ",kl" if len(shapes) == 2 else "ij,jk,kl", *_ops((2, 3), (3, 4), (4, 5)), optimize="nope")
+
+
+_seen: list = []
+
+
+def _registered(inputs, output, size_dict, memory_limit=None):
+    """A path function registered in opt_einsum's registry (as a caller registers one)."""
+    _seen.append((inputs, output, size_dict, memory_limit))
+    return opt_einsum.paths.greedy(inputs, output, size_dict, memory_limit)
+
+
+if "einc-test-registered" not in opt_einsum.paths._PATH_OPTIONS:
+    opt_einsum.paths.register_path_fn("einc-test-registered", _registered)
+
+
+def test_a_registered_name_is_called_as_opt_einsum_calls_it():
+    """A function registered with ``opt_einsum.paths.register_path_fn`` ran, but was handed
+    einc's int labels and a size 0 as 1 (what einc's own searches get) and, under
+    ``max_input``, was asked again without the limit: it is the caller's optimizer, called
+    as opt_einsum calls it -- the caller's characters, the true sizes, once."""
+    chain = [(2, 3), (3, 4), (4, 5)]
+    cases = [("ij,jk,kl->il", chain, None), ("i1,1j,j#->i#", chain, None),
+             ("...a,...a,a", [(4, 4), (4, 4, 4), (4,)], None),
+             ("abc,ade,bdf,cef->", [(10, 10, 10)] * 4, "max_input"),
+             ("ij,jk,kl->il", [(2, 3), (3, 0), (0, 4)], None),
+             ("ij,jk,kl->il", [(2, 0), (0, 3), (3, 4)], 10)]
+    for eq, shapes, limit in cases:
+        _seen.clear()
+        opt_einsum.contract_path(eq, *shapes, shapes=True, optimize="einc-test-registered", memory_limit=limit)
+        theirs = list(_seen)
+        assert len(theirs) == 1
+        for door in ("contract_path", "contract", "contract_expression"):
+            einc.cache_clear()      # (a plan is made once: an equal equation's plan is not asked again)
+            _seen.clear()
+            args = _ops(*shapes) if door == "contract" else shapes
+            getattr(einc, door)(eq, *args, optimize="einc-test-registered", memory_limit=limit)
+            assert _seen == theirs, (door, eq)
+    interleaved = [x for s, sub in zip(chain, ([0, 1], [1, 2], [2, 3])) for x in (s, sub)]
+    _seen.clear()
+    opt_einsum.contract_path(*[torch.randn(s).numpy() if k % 2 == 0 else s for k, s in enumerate(interleaved)],
+                             optimize="einc-test-registered")
+    theirs = list(_seen)
+    einc.cache_clear()
+    _seen.clear()
+    einc.contract_path(*interleaved, optimize="einc-test-registered")
+    assert _seen == theirs
