@@ -165,21 +165,26 @@ def _path(graph: ContractionGraph, options: Options):
         found = _PATHS.get(key)
         if found is not None:
             return found
+    weighed = None
     if not callers_optimizer(options.optimize):
         # einc's own searches get int labels: their hashes, unlike strings', are the same
         # in every process, so set iteration order (which breaks ties in greedy searches)
         # and the path are too.
         inputs = [set(term) for term in graph.inputs]
         output = set(graph.output)
-        # A size 0 weighed as 1: every cost holding it is 0, so the searches would take any
-        # order, and left to right may build a large product of the other operands only to
-        # meet the empty one (ij,jk,kl->il with l=0: an n x n intermediate); as 1, the order
-        # is that of the same network with the index of size 1, whose costs bound these.
-        size_dict = {i: s or 1 for i, s in enumerate(graph.sizes)}
+        # opt_einsum's strategies weigh the true sizes, as in opt_einsum: where a size-0 index
+        # is kept (the result is empty) a path of empty steps costs 0 and is found; where one
+        # is summed the result is zeros and no step runs. einc's own search weighs a size 0
+        # as 1 (the network with the index of size 1, whose costs bound these), and so does
+        # a strategy that fails on a 0 (opt_einsum's dp: "No contraction found").
+        size_dict = dict(enumerate(graph.sizes))
+        weighed = {i: s or 1 for i, s in enumerate(graph.sizes)}
+        if fn is _auto:
+            size_dict = weighed
     else:
         # A caller's optimizer (or a function registered by name) gets what opt_einsum gives
-        # one: frozensets of the caller's one-character labels (opt_einsum's spelling of ellipses and broadcasting), and
-        # sizes by label, a label's largest.
+        # one: frozensets of the caller's one-character labels (opt_einsum's spelling of
+        # ellipses and broadcasting), and sizes by label, a label's largest.
         labels = opt_einsum_labels(graph, getattr(_CALLERS, "labels", None))
         inputs = [frozenset([labels[i] for i in term]) for term in graph.inputs]
         output = frozenset([labels[i] for i in graph.output])
@@ -191,8 +196,15 @@ def _path(graph: ContractionGraph, options: Options):
     if memory_limit == "max_input":
         memory_limit = max_input(graph)
     reports: list = []
-    found = fn(inputs, output, size_dict, memory_limit, reports) if fn is _auto else \
-        fn(inputs, output, size_dict, memory_limit)
+    if fn is _auto:
+        found = fn(inputs, output, size_dict, memory_limit, reports)
+    else:
+        try:
+            found = fn(inputs, output, size_dict, memory_limit)
+        except RuntimeError:
+            if weighed is None or weighed == size_dict:
+                raise
+            found = fn(inputs, output, weighed, memory_limit)
     path = tuple([tuple(map(int, c)) for c in found])
     notes = tuple(r.text() for r in reports)
     if key is not None:

@@ -136,3 +136,22 @@ def test_a_registered_name_is_called_as_opt_einsum_calls_it():
     _seen.clear()
     einc.contract_path(*interleaved, optimize="einc-test-registered")
     assert _seen == theirs
+
+
+# ------------------------------------------------------------------- a size 0
+
+@pytest.mark.parametrize("optimize", ["greedy", "optimal", "branch-2"])
+def test_path_info_of_a_size_0_is_opt_einsums(optimize):
+    """With b = 0 kept in ``ce,cbd,dea->ba``, einc's greedy path (a size 0 weighed as 1)
+    made a 30-element intermediate at 300 flops where opt_einsum's makes only empty ones;
+    the PathInfo's path, largest intermediate, flops and sizes now are opt_einsum's, and
+    its table prints a size-0 intermediate as 0 elements."""
+    eq, shapes = "ce,cbd,dea->ba", [(2, 5), (2, 0, 3), (3, 5, 5)]
+    path, info = einc.contract_path(eq, *shapes, optimize=optimize)
+    want, ref = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)
+    assert path == want
+    assert info.largest_intermediate == ref.largest_intermediate == 0
+    assert info.opt_cost == ref.opt_cost == 0 and info.size_list == ref.size_list
+    assert "Largest intermediate:  0 elements" in str(info)
+    ops = _ops(*shapes)
+    assert einc.contract(eq, *ops, optimize=optimize).shape == opt_einsum.contract(eq, *ops).shape == (0, 5)

@@ -167,21 +167,46 @@ def test_true_and_one_are_not_the_same_argument():
 
 @pytest.mark.parametrize("memory_limit", [None, 10 ** 9, "max_input", 5])
 @pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", "branch-2", "random-greedy", "cotengra"])
-def test_an_empty_kept_index_is_planned_as_size_one_not_left_to_right(optimize, memory_limit):
-    """``ij,jk,kl->il`` with l = 0: every order costs 0 flops, so a size 0 was planned left
-    to right, whose first step is an n x n outer product of the other operands (10^10
-    elements at n = 10^5, from 0.8 MB of operands); torch's order touches the empty one.
-    With a memory_limit or cotengra the slicer's own shortcut planned left to right too."""
+def test_an_empty_kept_index_is_planned_not_left_to_right(optimize, memory_limit):
+    """``ij,jk,kl->il`` with l = 0: a size 0 was planned left to right, whose first step is
+    an n x n outer product of the other operands (10^10 elements at n = 10^5, from 0.8 MB
+    of operands); torch's order touches the empty one.  With a memory_limit or cotengra the
+    slicer's own shortcut planned left to right too.  einc's search weighs the 0 as 1;
+    opt_einsum's strategies, by name, weigh the true sizes and take opt_einsum's path."""
     if optimize == "cotengra":
         pytest.importorskip("cotengra")
     n = 100_000
-    plan = plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 0)], Options.of(optimize, memory_limit))
+    shapes = [(n, 1), (1, n), (n, 0)]
+    plan = plan_for("ij,jk,kl->il", shapes, Options.of(optimize, memory_limit))
     assert plan.largest_intermediate == 0 and plan.flops == 0 and plan.slicing is None
-    if optimize != "cotengra":
+    if optimize == "auto":
         assert plan.path == plan_for("ij,jk,kl->il", [(n, 1), (1, n), (n, 1)], Options.of(optimize)).path
+    elif optimize not in ("cotengra", "random-greedy"):
+        theirs = opt_einsum.contract_path("ij,jk,kl->il", *shapes, shapes=True, optimize=optimize)[0]
+        assert plan.path == tuple(theirs)
     a, b, c = torch.randn(300, 1), torch.randn(1, 300), torch.randn(300, 0)
     out = einc.einsum("ij,jk,kl->il", a, b, c, optimize=optimize, memory_limit=memory_limit)
     assert out.shape == (300, 0) and out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("optimize", ["greedy", "optimal", "branch-2", "auto-hq", "dp"])
+def test_opt_einsum_strategies_weigh_a_size_0_as_opt_einsum_does(optimize):
+    """A named strategy weighed a size 0 as 1, so its path (and the PathInfo's largest
+    intermediate and flops) differed from opt_einsum's: ``ce,cbd,dea->ba`` with b = 0 made a
+    30-element ``cda`` at 300 flops where opt_einsum's path makes only empty tensors.  Now
+    the path is opt_einsum's; where opt_einsum's ``dp`` fails on a 0 ("No contraction
+    found"), einc plans as for size 1 and runs."""
+    for eq, shapes in [("ce,cbd,dea->ba", [(2, 5), (2, 0, 3), (3, 5, 5)]),
+                       ("fd,bc,efc,ead->ab", [(3, 5), (2, 5), (5, 3, 5), (5, 0, 5)]),
+                       ("ecd,adec,b->ba", [(2, 1, 3), (4, 3, 2, 1), (0,)])]:
+        plan = plan_for(eq, shapes, Options.of(optimize))
+        try:
+            path, info = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=optimize)
+        except RuntimeError:
+            assert optimize == "dp"
+            continue
+        assert plan.path == tuple(path), eq
+        assert plan.flops == info.opt_cost and plan.largest_intermediate == info.largest_intermediate, eq
 
 
 @pytest.mark.parametrize("seed", range(40))
