@@ -128,6 +128,12 @@ class ReentrantCallError(EincError, RuntimeError):
     into einc for the same key): raised, never waited on."""
 
 
+class LayoutError(EincError, RuntimeError):
+    """An operand is not a strided tensor (sparse, mkldnn) where torch's einsum, which
+    answers for such operands, cannot contract it or would broadcast it (torch multiplies
+    a broadcast sparse tensor wrongly): a ``RuntimeError``, as torch's own errors there."""
+
+
 class OutError(EincError, RuntimeError):
     """``out=`` cannot take the result (shape, dtype or device differ), or autograd would
     have to see through it (torch's ``out=`` rule)."""

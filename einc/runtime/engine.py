@@ -8,8 +8,9 @@ up the entry, run it (where its run is one op on the two operands as they come, 
 :func:`entry_for`, or, for a small call of up to eight operands under the default
 ``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
 shape of a known class takes its class's entry, put under the shape's key).  Calls no
-plan serves get torch's own einsum: a sparse first operand or operands on several
-devices (on a miss), and under ``EINC_NEW_SHAPES=torch`` small calls
+plan serves get torch's own einsum: a sparse operand (where torch's answer is right,
+else einc's error: :func:`admission.not_strided`) or operands on several devices (on a
+miss), and under ``EINC_NEW_SHAPES=torch`` small calls
 (:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
 Symbolic sizes (the key does not hash) become one call of the custom op, which runs this
 engine on the sizes it meets at run time (:func:`on_symbolic`).
@@ -51,7 +52,7 @@ def run(eq: Equation, operands, options: Options):
         key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
                first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
                b.is_contiguous() or read_order(b))
-    except ValueError:                  # not two operands
+    except (ValueError, RuntimeError):  # not two operands; a compressed sparse one (no is_contiguous())
         key = _key(eq, operands, options)
     except AttributeError:
         check_operands(eq, operands)
@@ -61,8 +62,8 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
     if slot is None:
-        if _torch_own(key, len(operands)):
-            return admission.einsum(eq.torch_text, operands)
+        if _torch_own(key, operands):
+            return _torch_answer(eq, operands)
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
             return entry[0]
@@ -137,7 +138,7 @@ def run_scaled(eq: Equation, operands, options: Options, scale: float):
 def runnable(eq: Equation, operands, options: Options):
     """What :func:`run` runs for these operands, its key built once: the cached entry (a hit,
     counted as run counts it), else, as on run's miss, ``(result,)`` where torch's op
-    answers (a sparse first operand, operands on several devices, a small call under
+    answers (a sparse operand, operands on several devices, a small call under
     ``EINC_NEW_SHAPES=torch``: runtime/admission.py; symbolic sizes: the custom op's call)
     or the entry built."""
     key = _key(eq, operands, options)
@@ -146,8 +147,8 @@ def runnable(eq: Equation, operands, options: Options):
     except TypeError:                   # symbolic sizes, as in run
         return (symbolic(eq, operands, options),)
     if slot is None:
-        if _torch_own(key, len(operands)):
-            return (admission.einsum(eq.torch_text, operands),)
+        if _torch_own(key, operands):
+            return (_torch_answer(eq, operands),)
         return _miss(eq, operands, options, key)
     _plans.hits = slot[1] = _plans.hits + 1
     return slot[0]
@@ -161,12 +162,20 @@ def entry(eq: Equation, operands, options: Options) -> Entry:
     return found if found is not None else _built(eq, operands, options, key)
 
 
-def _torch_own(key, n: int) -> bool:
-    """Whether the call of plan cache key ``key`` (:func:`_key`, ``n`` operands) is torch's
-    to answer, as torch answers it (asked where no plan is cached): a sparse (or mkldnn)
-    first operand, or operands on several devices (torch raises, or, with a meta tensor
-    among CPU ones, gives a meta result)."""
-    return key[2] is not _strided or key[5::4].count(key[5]) != n
+def _torch_own(key, operands) -> bool:
+    """Whether the call of plan cache key ``key`` (:func:`_key`) is torch's to answer, as
+    torch answers it (asked where no plan is cached): a sparse (or mkldnn) operand, or
+    operands on several devices (torch raises, or, with a meta tensor among CPU ones, gives
+    a meta result)."""
+    return key[5::4].count(key[5]) != len(operands) or any(o.layout is not _strided for o in operands)
+
+
+def _torch_answer(eq: Equation, operands):
+    """torch's einsum of a call :func:`_torch_own` gives torch: where an operand is not
+    strided, where torch's answer is right, else einc's error (:func:`admission.not_strided`)."""
+    if all(o.layout is _strided for o in operands):
+        return admission.einsum(eq.torch_text, operands)
+    return admission.not_strided(eq, operands)
 
 
 def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype=None, device=None):
@@ -197,7 +206,9 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     None where it reads it as it is): an entry is made for one such order, whose bits it
     gives every time, and a shape has a few at most, whatever the strides (a window of a
     padded batch has new strides each call).  Operands that are not tensors, or none, raise
-    torch.einsum's error (:func:`check_operands`)."""
+    torch.einsum's error (:func:`check_operands`).  An operand that is not strided has its
+    layout there (a sparse one is never contiguous, a compressed one has no ``is_contiguous()``):
+    its key is no strided call's, and is never kept (:func:`_torch_own`)."""
     try:
         first = operands[0]
         return (eq.canonical, options, first.layout,
@@ -206,6 +217,11 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
+    except RuntimeError:
+        if all(getattr(o, "layout", _strided) is _strided for o in operands):
+            raise
+        return (eq.canonical, options, first.layout,
+                *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device, o.layout)])
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -306,16 +306,69 @@ def test_contract_expression_runs_the_engine():
 
 def test_a_sparse_operand_gets_torchs_own_einsum():
     """A sparse (non-strided) first operand runs torch's einsum as torch runs it: the
-    transpose of a sparse tensor stays sparse, and what torch cannot do raises torch's error."""
+    transpose of a sparse tensor stays sparse, and what torch cannot do raises einc's
+    LayoutError (a RuntimeError, as torch's) naming the operand and its layout."""
     s = torch.randn(3, 4).to_sparse()
     for f in (einc.einsum, lambda eq, x: einc.einsum(eq, x.requires_grad_())):
         out = f("ij->ji", s.clone())
         assert out.layout == torch.sparse_coo
         torch.testing.assert_close(out.to_dense(), s.to_dense().T)
-    with pytest.raises(RuntimeError) as torch_err:
+    with pytest.raises(RuntimeError):
         torch.einsum("ij,jk->ik", s, torch.randn(4, 2))
-    with pytest.raises(RuntimeError, match=str(torch_err.value)):
+    with pytest.raises(errors.LayoutError, match="operand 0 is a torch.sparse_coo tensor"):
         einc.einsum("ij,jk->ik", s, torch.randn(4, 2))
+
+
+_LAYOUTS = {"coo": lambda t: t.to_sparse(), "csr": lambda t: t.to_sparse_csr() if t.dim() == 2 else t.to_sparse()}
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,ij->ij", [(3, 4), (3, 4)]), ("i,i->i", [(4,), (4,)]),
+    ("ij,ij->", [(3, 4), (3, 4)]), ("i,j->ij", [(3,), (4,)]), ("ij,kl->ijkl", [(2, 3), (3, 2)]),
+    (",ij->ij", [(), (3, 4)]), ("ij,j->i", [(3, 4), (4,)]), ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])])
+def test_a_sparse_operand_anywhere_gets_torchs_right_answer_or_a_clear_error(layout, eq, shapes):
+    """A sparse second operand ran einc's dense plan: "unsupported memory format option
+    Contiguous", "Sparse CSR tensors do not have is_contiguous", or a result where torch
+    raises; and torch's own answer, which einc gave for a sparse first operand, is wrong
+    where it broadcasts one (``i,j->ij`` keeps a sparse ``i``'s first column only).  Now,
+    in every position and door: torch's answer where it is right (an elementwise product),
+    else a LayoutError naming the operand and its layout; the inputs are left as they were."""
+    g = torch.Generator().manual_seed(0)
+    dense = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    want = torch.einsum(eq, *dense)
+    for k in range(len(shapes)):
+        if not shapes[k]:
+            continue
+        ops = list(dense)
+        ops[k] = _LAYOUTS[layout](dense[k])
+        kept = [o.to_dense().clone() if o.layout != torch.strided else o.clone() for o in ops]
+        for door in (einc.einsum, einc.contract, lambda e, *xs: einc.contract_expression(e, *shapes)(*xs)):
+            try:
+                got = door(eq, *ops)
+            except errors.LayoutError as error:
+                assert isinstance(error, RuntimeError)
+                assert f"operand {k} is a {ops[k].layout} tensor" in str(error)
+            else:
+                torch.testing.assert_close(got.to_dense() if got.layout != torch.strided else got, want)
+            for o, before in zip(ops, kept):
+                torch.testing.assert_close(o.to_dense() if o.layout != torch.strided else o, before)
+
+
+def test_a_sparse_operand_never_runs_a_strided_calls_plan():
+    """The plan cache's key held the first operand's layout only: a sparse second operand
+    whose key matched a dense call's (a broadcast one: strides (0, 0)) ran that call's
+    entry."""
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    einc.einsum("ij,jk->ik", a, torch.tensor(2.0).expand(4, 5))
+    einc.einsum("ij,ij->ij", torch.randn(4, 5), torch.tensor(2.0).expand(4, 5))
+    with pytest.raises(errors.LayoutError, match="operand 1 is a torch.sparse_coo tensor"):
+        einc.einsum("ij,jk->ik", a, b.to_sparse())
+    got = einc.einsum("ij,ij->ij", b, b.to_sparse())
+    assert got.layout == torch.sparse_coo
+    torch.testing.assert_close(got.to_dense(), b * b)
 
 
 def test_operands_on_several_devices_get_torchs_answer():

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from ...planner.strides import by_stride
 from . import ttgt
+
+_strided = torch.strided
 
 
 def memory_orders(operands):
@@ -23,7 +27,11 @@ def read_order(x):
     contiguous, or where it is smaller than ``ttgt.SMALL``, whose copies the model does not
     weigh (a permute there is only overhead, a per-call cost larger than the copy it spares).
     Stride-0 (expanded) and size-1 dimensions count as outermost.  Part of the plan cache's
-    key (runtime/engine.py): an entry is made for one such order, whatever the strides."""
+    key (runtime/engine.py): an entry is made for one such order, whatever the strides.  A
+    tensor that is not strided (sparse, never contiguous) gives its layout, no strided
+    tensor's order."""
+    if x.layout is not _strided:
+        return x.layout
     if x.is_contiguous() or x.numel() < ttgt.SMALL:
         return None
     try:
