@@ -28,7 +28,7 @@ from .planner.equation import (
     text_of,
 )
 from .planner.graph import build
-from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer
+from .planner.options import AUTO, DEFAULT_OPTIMIZE, LEFT_TO_RIGHT, Options, callers_optimizer
 from .planner.plan import Plan, callers_labels, opt_einsum_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
@@ -533,7 +533,10 @@ class PathInfo(Explanation):
 
     @property
     def path(self) -> list:
-        return [tuple(c) for c in self.plan.path]
+        """Left to right (``optimize=False``), opt_einsum's one step of every operand, which
+        einc runs pairwise, left to right, as any explicit step of three or more."""
+        n = len(self.plan.graph.inputs)
+        return [tuple(range(n))] if self.plan.optimizer == LEFT_TO_RIGHT and n > 2 else list(map(tuple, self.plan.path))
 
     @property
     def _letters(self) -> tuple:

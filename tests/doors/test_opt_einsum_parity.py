@@ -155,3 +155,18 @@ def test_path_info_of_a_size_0_is_opt_einsums(optimize):
     assert "Largest intermediate:  0 elements" in str(info)
     ops = _ops(*shapes)
     assert einc.contract(eq, *ops, optimize=optimize).shape == opt_einsum.contract(eq, *ops).shape == (0, 5)
+
+
+def test_path_of_no_optimization_is_opt_einsums():
+    """``contract_path(..., optimize=False)`` gave einc's left-to-right pairs,
+    ``[(0, 1), (0, 2), (0, 1)]``, where opt_einsum gives one step of every operand,
+    ``[(0, 1, 2, 3)]``; that path, passed back, runs the same pairs."""
+    eq, shapes = "dce,db,ac,be", [(4, 3, 2), (4, 1), (1, 3), (1, 2)]
+    path, info = einc.contract_path(eq, *shapes, optimize=False)
+    assert path == info.path == opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=False)[0]
+    assert info.plan.path == ((0, 1), (0, 2), (0, 1))
+    ops = _ops(*shapes)
+    torch.testing.assert_close(einc.contract(eq, *ops, optimize=path), einc.contract(eq, *ops, optimize=False))
+    want = torch.as_tensor(opt_einsum.contract(eq, *ops, optimize=False))     # (numpy's einsum there, always)
+    torch.testing.assert_close(einc.contract(eq, *ops, optimize=False), want)
+    assert einc.contract_path("ij,jk", (2, 3), (3, 4), optimize=False)[0] == [(0, 1)]
