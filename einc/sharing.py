@@ -26,6 +26,7 @@ from collections import Counter
 
 import torch
 
+from .errors import LayoutError
 from .planner.equation import parse, term_text
 
 # thread id -> that thread's caches, innermost last.  Empty when no thread shares:
@@ -83,7 +84,13 @@ def count_cached_ops(cache: dict) -> Counter:
 def run(plan, operands, cache: dict, contract, tag=None):
     """Run ``plan`` on ``operands`` step by step, each step's result looked up in or added
     to ``cache``; ``contract(equation, operands)`` computes a step.  ``tag`` keeps apart
-    steps computed another way on the same tensors (``"int64"``: narrow integers widened)."""
+    steps computed another way on the same tensors (``"int64"``: narrow integers widened).
+    Operands that are not strided (sparse) are refused: their steps are torch's, not einc's."""
+    for k, o in enumerate(operands):
+        if o.layout is not torch.strided:
+            raise LayoutError(f"einsum(): operand {k} is a {o.layout} tensor, whose steps shared_intermediates "
+                              f"does not share (it shares einc's steps, of strided tensors); pass operand {k}."
+                              "to_dense(), or call outside the context")
     values = dict(enumerate(operands))
     for step in plan.steps:
         ops = [values.pop(v) for v in step.operands]

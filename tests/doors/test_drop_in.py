@@ -413,3 +413,13 @@ def test_contract_expression_constants_keep_the_whole_equations_memory_limit():
     sliced = einc.contract_expression("ij,jk,kl->il", A, (n, n), (n, n), constants=[0], memory_limit=2000)
     assert sliced.plan.slicing is not None and sliced._options.memory_limit == 2000      # sliced: as asked
     torch.testing.assert_close(sliced(A, A), A @ A @ A)
+
+
+def test_a_sparse_operand_inside_shared_intermediates_is_a_clear_error():
+    """Inside ``shared_intermediates`` a sparse operand's step was torch's sparse answer, which
+    the context then made contiguous: "unsupported memory format option Contiguous"."""
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    with einc.shared_intermediates():
+        with pytest.raises(errors.LayoutError, match="operand 1 is a torch.sparse_coo tensor"):
+            einc.contract("ij,ij->ij", a, b.to_sparse())
+        torch.testing.assert_close(einc.contract("ij,ij->ij", a, b), a * b)
