@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import einc
 from einc.runtime.torch_executor import recorded
@@ -107,3 +109,113 @@ def test_transforms_and_tracing_record_the_ops_as_they_are(case, count):
         traced = torch.jit.trace(lambda a, b: einc.einsum(eq, a, b), ops, check_trace=False)
     assert torch.equal(traced(*ops), out.detach())
     assert count() == seen
+
+
+class _Allocations(TorchDispatchMode):
+    """The storages the ops under it make on a device (not the meta one): each one's op and
+    bytes, by its address."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        had = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+               if isinstance(t, torch.Tensor) and not t.is_meta}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and not t.is_meta and t.untyped_storage().data_ptr() not in had:
+                self.made[t.untyped_storage().data_ptr()] = (func, t.untyped_storage().nbytes())
+        return out
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("case", [BROADCAST, PERMUTED], ids=lambda c: c[0])
+def test_a_backward_makes_nothing_of_the_operand_it_did_not_save(case, which, count):
+    """Where one operand's gradient is taken, the step saves only the other; its backward makes
+    no empty memory standing in for the one not saved (it made one of that operand's layout,
+    and copied it into the product's matrix where the training layout permutes it), and no
+    more than the gradient, a copy of the result's gradient and of the saved operand's matrices."""
+    eq, shapes = case
+    ops = _operands(shapes)
+    ops[which].requires_grad_()
+    out = einc.einsum(eq, *ops)
+    assert count() == 1
+    weight = _operands([tuple(out.shape)], seed=1)[0]
+    with _Allocations() as seen:
+        (grad,) = torch.autograd.grad(out, ops[which], weight)
+    empty = [f for f, _ in seen.made.values() if f in (torch.ops.aten.empty_strided.default,
+                                                        torch.ops.aten.empty.memory_format)]
+    assert not empty
+    nbytes = sum(n for _, n in seen.made.values())
+    assert nbytes <= sum(x.untyped_storage().nbytes() for x in (grad, out, ops[1 - which]))
+    want = torch.autograd.grad(torch.einsum(eq, *ops), ops[which], weight)[0]
+    assert torch.allclose(grad, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("case", [BROADCAST, PERMUTED], ids=lambda c: c[0])
+def test_an_unsaved_operands_backward_is_the_engines(case, which, monkeypatch, count):
+    """The backward of the ops that make the matrices of an operand not saved, pulled through
+    their nodes one by one (recorded._pulled), gives the bits the engine gives on a stand-in of
+    empty memory (what runs where an op has no formula there): gradients and second-order
+    gradients, with a weight that makes every element count."""
+    eq, shapes = case
+
+    def grads():
+        ops = _operands(shapes)
+        ops[which].requires_grad_()
+        out = einc.einsum(eq, *ops)
+        weight = _operands([tuple(out.shape)], seed=1)[0].requires_grad_()
+        (g,) = torch.autograd.grad((out * weight).sum(), ops[which], create_graph=True)
+        probe = _operands([tuple(g.shape)], seed=2)[0]
+        (h,) = torch.autograd.grad((g * probe).sum(), weight)
+        return g.detach(), h
+    pulled = grads()
+    assert count() == 1
+    monkeypatch.setattr(recorded, "_BACKWARD", {})
+    einc.cache_clear()
+    engine = grads()
+    for x, y in zip(pulled, engine):
+        assert x.dtype == y.dtype and x.stride() == y.stride() and torch.equal(x, y)
+
+
+# chains of the ops an operand's matrices are made of: (shape, strides, ops)
+CHAINS = {
+    "permute": ((2, 3, 4), (12, 4, 1), lambda x: x.permute(2, 0, 1)),
+    "view": ((2, 3, 4), (12, 4, 1), lambda x: x.view(6, 4)),
+    "reshape_copied": ((2, 3, 4), (12, 4, 1), lambda x: x.permute(2, 0, 1).reshape(4, 6)),
+    "copy_transposed": ((6, 4), (4, 1), lambda x: x.t().contiguous().view(2, 2, 6).transpose(-1, -2)),
+    "expand": ((1, 3, 4), (12, 4, 1), lambda x: x.expand(5, 3, 4)),
+    "broadcast_batch": ((3, 4), (4, 1), lambda x: x.reshape(3, 4, 1).expand(3, 4, 5).permute(2, 0, 1).reshape(5, 12)),
+    "squeeze": ((3, 1, 4), (4, 4, 1), lambda x: x.squeeze(-2).permute(1, 0)),
+    "squeeze_dims": ((3, 1, 4, 1), (4, 4, 1, 1), lambda x: x.squeeze((1, 3))),
+    "squeeze_all": ((3, 1, 4, 1), (4, 4, 1, 1), lambda x: x.squeeze()),
+    "sum": ((3, 5, 4, 2), (40, 8, 2, 1), lambda x: x.sum((1, -1)).t()),
+    "sum_kept": ((3, 5, 4), (20, 4, 1), lambda x: x.sum((1,), keepdim=True)),
+    "diagonal": ((3, 4, 4), (16, 4, 1), lambda x: x.diagonal(1, -1, -2).permute(1, 0)),
+    "column_major": ((4, 6), (1, 4), lambda x: x.t().reshape(24)),
+    "none": ((4, 6), (6, 1), lambda x: x),
+}
+
+
+@pytest.mark.parametrize("create", [False, True])
+@pytest.mark.parametrize("chain", CHAINS, ids=str)
+def test_each_ops_backward_pulled_through_is_the_engines(chain, create):
+    """recorded._pulled, on ops made on the meta device, gives the gradient the engine gives on
+    the same ops of a real tensor of that layout: the same bits and strides, and with
+    ``create`` (a double backward) the same gradient of it."""
+    shape, stride, ops = CHAINS[chain]
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    real = torch.randn(extent, dtype=D).as_strided(shape, stride).requires_grad_()
+    meta = torch.empty_strided(shape, stride, dtype=D, device="meta").requires_grad_()
+    y, on_meta = ops(real), ops(meta)
+    gy = _operands([tuple(y.shape)])[0].requires_grad_(create)
+    want = torch.autograd.grad(y, real, gy, create_graph=create)[0]
+    with torch.set_grad_enabled(create):
+        got = recorded._pulled(on_meta, meta, gy)
+    assert got is not None and got.stride() == want.stride() and torch.equal(got, want)
+    if create:
+        probe = _operands([shape], seed=1)[0]
+        assert torch.equal(torch.autograd.grad((got * probe).sum(), gy)[0],
+                           torch.autograd.grad((want * probe).sum(), gy)[0])

@@ -12,8 +12,10 @@ forward product: the training layout's operand matrices (:class:`Parts`) made ag
 saved operands, the result's gradient put back into the product's shape, the product's two
 gradients, and the operand layouts' own backward (which sums a broadcast operand's partial
 gradients).  Made of differentiable ops, that backward is recorded in turn where a double
-backward asks for it.  The first call that takes a gradient decides whether a step trains
-so (the torch executor's ``_recorded``).
+backward asks for it.  An operand is saved only where the other's gradient reads it; the
+matrices of one not saved are made on the meta device, which allocates nothing, for their
+layout and their ops' backward (:func:`_pulled`).  The first call that takes a gradient
+decides whether a step trains so (the torch executor's ``_recorded``).
 
 Under a ``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass
 (:func:`~einc.runtime.torch_executor.permute_copy.unwatched`), which record the ops
@@ -57,14 +59,15 @@ class Recorded(torch.autograd.Function):
     def forward(ctx, fn, parts, a, b):
         ctx.parts = parts
         ctx.save_for_backward(*saved(ctx, a, b))
-        ctx.layouts = [(x.shape, x.stride(), x.dtype, x.device) for x in (a, b)]
+        ctx.layouts = [(x.shape, x.stride(), x.dtype) for x in (a, b)]
         return fn(a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        # an operand not saved (no gradient reads its values) stands in as empty memory of its
-        # layout: its product matrix's values are never read, only the ops that make it
-        a, b = (x if x is not None else torch.empty_strided(*layout[:2], dtype=layout[2], device=layout[3])
+        # an operand not saved (no gradient reads its values) stands in as a tensor of its layout
+        # on the meta device, which holds no memory: its product matrix's values are never read,
+        # only the ops that make it and their strides (which say how its gradient is made)
+        a, b = (x if x is not None else torch.empty_strided(*layout[:2], dtype=layout[2], device="meta")
                 for x, layout in zip(ctx.saved_tensors, ctx.layouts))
         parts = ctx.parts
         need_a, need_b = ctx.needs_input_grad[2:]
@@ -78,10 +81,10 @@ class Recorded(torch.autograd.Function):
         strided, gl, gr = parts.strided, None, None
         if nl:
             gm = torch.matmul(right.conj(), g.mT).mT if strided and _column_major(left) else torch.matmul(g, right.mH)
-            gl = _through(left, il, gm, create)
+            gl = _through(left, il, gm, create, parts.left)
         if nr:
             gm = torch.matmul(g.mT, left.conj()).mT if strided and _column_major(right) else torch.matmul(left.mH, g)
-            gr = _through(right, ir, gm, create)
+            gr = _through(right, ir, gm, create, parts.right)
         ga, gb = (gr, gl) if parts.swap else (gl, gr)
         return None, None, ga, gb
 
@@ -100,13 +103,99 @@ def _column_major(x) -> bool:
     return x.dim() == 2 and x.stride(0) == 1 and x.stride(1) == x.shape[0]
 
 
-def _through(y, x, gy, create):
-    """The gradient of ``x`` from ``gy``, that of ``y``, one of its operand matrices.  (The
+def _through(y, x, gy, create, part):
+    """The gradient of ``x`` from ``gy``, that of ``y = part(x)``, one of its operand matrices.  (The
     engine called as ``torch.autograd.grad`` calls it: its checks of the gradient's shape
-    import sympy on first use, half a second of a first training step.)"""
+    import sympy on first use, half a second of a first training step.)  Where ``x`` is an
+    operand's stand-in on the meta device, whose gradient the engine would refuse on another
+    device, the backward of ``part``'s ops is pulled through by :func:`_pulled`; where it
+    cannot be, ``part`` is made again on empty memory of ``x``'s layout."""
+    if x.device.type == "meta" and gy.device.type != "meta":
+        pulled = _pulled(y, x, gy)
+        if pulled is not None:
+            return pulled
+        with torch.enable_grad():
+            x = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=gy.device).requires_grad_()
+            y = part(x)
     if _run_backward is None:
         return torch.autograd.grad(y, x, gy, create_graph=create, allow_unused=True)[0]
     return _run_backward((y,), (gy,), create, create, (x,), True, accumulate_grad=False)[0]
+
+
+def _pulled(y, x, gy):
+    """``gy``, the gradient of ``y``, pulled back to ``x``, the leaf ``y`` was made of on the meta
+    device: the backward of each op between them (:data:`_BACKWARD`: autograd's formula for it,
+    on the sizes and dimensions its node saved), in turn.  (The engine refuses a gradient on
+    another device than the node's, and a node called inside a backward that asked for some
+    inputs' gradients computes none for the others.)  None where an op is not one of those."""
+    node = y.grad_fn
+    while node is not None:
+        backward = _BACKWARD.get(type(node).__name__)
+        if backward is None or len(node.next_functions) != 1:
+            return None
+        gy = backward(node, gy)
+        node = node.next_functions[0][0]
+        if type(node).__name__ == "AccumulateGrad":
+            return gy if node.variable is x else None
+    return gy if y is x else None
+
+
+def _int(n) -> int:
+    """A node's saved int (torch gives a negative one as its unsigned 64-bit pattern)."""
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def _unpermuted(node, g):
+    """``permute_backwards``: the inverse permutation."""
+    dims = node._saved_dims
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[_int(d) % len(dims)] = i
+    return g.permute(inverse)
+
+
+def _unsqueezed(node, g):
+    """``unsqueeze_to``: each squeezed dimension of size 1 back in."""
+    sizes, dims = node._saved_self_sym_sizes, getattr(node, "_saved_dim", None)
+    dims = range(len(sizes)) if dims is None else [dims] if isinstance(dims, int) else dims
+    for d in sorted(_int(d) % len(sizes) for d in dims):
+        if sizes[d] == 1:
+            g = g.unsqueeze(d)
+    return g
+
+
+def _unsummed(node, g):
+    """``sum_backward``: the gradient expanded over the summed dimensions."""
+    sizes, dims = node._saved_self_sym_sizes, node._saved_dim
+    if not node._saved_keepdim and sizes and dims:
+        for d in sorted(_int(d) % len(sizes) for d in dims):
+            g = g.unsqueeze(d)
+    return g.expand(sizes)
+
+
+def _undiagonal(node, g):
+    """``diagonal_backward``: the gradient put on the diagonal of zeros."""
+    return torch.ops.aten.diagonal_backward(g, node._saved_self_sym_sizes, _int(node._saved_offset),
+                                            _int(node._saved_dim1), _int(node._saved_dim2))
+
+
+# The backward of the ops that make an operand's product matrix (views, copies, sums): autograd's
+# formulas (torch's derivatives.yaml), none of which reads a saved tensor or the device it ran on.
+_BACKWARD = {
+    "AliasBackward0": lambda node, g: g,
+    "CloneBackward0": lambda node, g: g,
+    "DiagonalBackward0": _undiagonal,
+    "ExpandBackward0": lambda node, g: g.sum_to_size(node._saved_self_sym_sizes),
+    "PermuteBackward0": _unpermuted,
+    "SqueezeBackward0": _unsqueezed,
+    "SqueezeBackward1": _unsqueezed,
+    "SqueezeBackward2": _unsqueezed,
+    "SumBackward1": _unsummed,
+    "TBackward0": lambda node, g: g.t(),
+    "TransposeBackward0": lambda node, g: g.transpose(_int(node._saved_dim0), _int(node._saved_dim1)),
+    "UnsafeViewBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
+    "ViewBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
+}
 
 
 def recordable(a, b) -> bool:
