@@ -26,7 +26,7 @@ from .planner.equation import (
     sublist_equation,
     text_of,
 )
-from .planner.graph import build
+from .planner.graph import broadcast, build
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer
 from .planner.plan import Plan, callers_labels
 from .planner.slicing import linear_path
@@ -66,8 +66,13 @@ class ContractExpression:
         # of their dtype made int64 too, so that no step wraps (as einsum's whole call runs);
         # operands of another dtype meet the constants folded as they are, as einsum's would.
         self._narrow = next(iter(constants.values())).dtype if constants and _in_int64(eq, shapes, constants) else None
-        # (the constants as given are kept only for that: folded, they are not needed)
-        self._given = constants if self._narrow is not None else None
+        # A variable's dimension of size 1 that the plan broadcast against a larger size (an
+        # index of its own, which the constants were folded without): a call that gives it
+        # another size runs the whole equation, as einsum would (:meth:`_run_whole`).
+        self._broadcast = tuple(sorted(d for d in broadcast(eq, shapes) if d[0] not in constants)) \
+            if constants else ()
+        # (the constants as given are kept only for those: folded, they are not needed)
+        self._given = constants if self._narrow is not None or self._broadcast else None
         self._given_folded, self._fold_options = None, options
         if self._narrow is not None:
             constants = {k: v.to(torch.int64) for k, v in constants.items()}
@@ -81,6 +86,7 @@ class ContractExpression:
         limit = options.memory_limit if plan.slicing is not None else None
         self._options = Options.of(path, limit, options.select, options.layout)
         self._eq = parse(self._text)
+        self._whole_options = Options.of(plan.path, options.memory_limit, options.select, options.layout)
 
     def __call__(self, *operands, out=None, backend=None):
         """The contraction of these operands (the variable ones); ``out`` and ``backend``
@@ -93,13 +99,24 @@ class ContractExpression:
                 o.shape != self.shapes[k] for o, k in zip(operands, self._variables))
         except AttributeError:      # not a tensor
             wrong = True
-        if wrong and self._labels:      # (sizes that do not fit: named in the caller's characters)
+        if wrong:       # (sizes that do not fit: named in the caller's characters)
             with _reading(self.equation, self._labels):
                 self._check(operands)
+                if any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast):
+                    return self._run_whole(operands, out)
                 return self._run(operands, out)
-        if wrong:
-            self._check(operands)
         return self._run(operands, out)
+
+    def _run_whole(self, operands, out):
+        """The whole equation on these operands and the constants as given, along the planned
+        path: a dimension the plan broadcast (size 1) has another size here, which the folded
+        constants did not meet (they summed it away, or kept it as an index of its own)."""
+        whole = [None] * len(self.shapes)
+        for k, o in zip(self._variables, operands):
+            whole[k] = o
+        for k, c in self._given.items():
+            whole[k] = c
+        return call(self._whole, whole, self._whole_options, out)
 
     def _run(self, operands, out):
         folded = self._folded

@@ -48,16 +48,7 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     >>> str(build(parse("ij,jk->ik"), [(2, 3), (3, 4)]))
     'ij,jk->ik'
     """
-    shapes = [tuple(s) for s in shapes]
-    if len(shapes) != eq.num_operands:
-        raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {len(shapes)} "
-                                f"shapes were given\n  {eq.text}")
-    many = len(shapes) >= 3       # torch.einsum then fails in opt_einsum first, with its wording
-    ell_dims = _ellipsis_dims(eq, shapes, many)
-    width = max(ell_dims, default=0)
-    expanded = [_expand(labels, n, width) for labels, n in zip(eq.inputs, ell_dims)]
-    size = _label_sizes(eq, expanded, shapes, many)
-
+    shapes, width, expanded, size = _labelled(eq, shapes)
     ids: dict[str, int] = {}        # each index's name -> its number, in order of first appearance
     for labels in expanded:
         for label in labels:
@@ -81,6 +72,34 @@ def build(eq: Equation, shapes) -> ContractionGraph:
     sizes = [size.get(name, 1) for name in ids]
     display = [name if len(name) == 1 else _display(name) for name in ids]
     return ContractionGraph(tuple(inputs), output, tuple(sizes), tuple(display))
+
+
+def broadcast(eq: Equation, shapes) -> frozenset[tuple[int, int]]:
+    """``(operand, dimension)`` of each dimension of size 1 that meets a larger size, which
+    :func:`build` gives an index of its own.
+
+    >>> from einc.planner.equation import parse
+    >>> sorted(broadcast(parse("ij,jk->ik"), [(2, 1), (3, 4)]))
+    [(0, 1)]
+    """
+    shapes, _, expanded, size = _labelled(eq, shapes)
+    return frozenset((k, d) for k, (labels, shape) in enumerate(zip(expanded, shapes))
+                     for d, (label, n) in enumerate(zip(labels, shape)) if n == 1 and size[label] != 1)
+
+
+def _labelled(eq: Equation, shapes):
+    """``(shapes, width, labels, size)``: the shapes as tuples (as many as the equation's
+    operands, checked), the ellipsis's widest extent, each operand's labels with its ellipsis
+    spelled out, and each label's size (checked)."""
+    shapes = [tuple(s) for s in shapes]
+    if len(shapes) != eq.num_operands:
+        raise OperandCountError(f"einsum(): the equation names {eq.num_operands} operands but {len(shapes)} "
+                                f"shapes were given\n  {eq.text}")
+    many = len(shapes) >= 3       # torch.einsum then fails in opt_einsum first, with its wording
+    ell_dims = _ellipsis_dims(eq, shapes, many)
+    width = max(ell_dims, default=0)
+    expanded = [_expand(labels, n, width) for labels, n in zip(eq.inputs, ell_dims)]
+    return shapes, width, expanded, _label_sizes(eq, expanded, shapes, many)
 
 
 def cycles(inputs) -> int:
@@ -201,4 +220,4 @@ def _display(name: str) -> str:
     return "…" + base[3:] if base.startswith("...") else base
 
 
-__all__ = ["ContractionGraph", "build", "caret"]
+__all__ = ["ContractionGraph", "broadcast", "build", "caret"]

@@ -254,6 +254,29 @@ def test_contract_expression_with_constants_folds_them_once():
         einc.contract_expression("ij,jk,kl->il", a, b, (5, 6), constants=[2])
 
 
+@pytest.mark.parametrize("eq, declared, called, constants", [
+    ("ij,jk->ik", [(2, 1), (3, 4)], [(2, 3), (3, 4)], [1]),                        # against a constant's size
+    ("ij,jk,kl->il", [(2, 1), (3, 4), (4, 5)], [(2, 3), (3, 4), (4, 5)], [2]),      # against a variable's
+    ("...j,jk->...k", [(2, 1), (3, 4)], [(2, 3), (3, 4)], [1]),
+    ("bij,bjk->bik", [(1, 2, 3), (1, 3, 4)], [(6, 2, 3), (1, 3, 4)], [1]),         # size 1 everywhere: shared
+    ("ij,jk->ik", [(2, 3), (3, 4)], [(2, 1), (3, 4)], [1]),                        # to size 1: broadcast
+])
+def test_contract_expression_constants_where_a_broadcast_dimension_grows(eq, declared, called, constants):
+    """A variable's dimension of size 1 that the plan broadcast against a larger size, given
+    another size by a call: the constants were folded with that dimension as an index of its
+    own, and the call gave the product of the sums (``ij,jk->ik`` planned for (2, 1) and
+    called with (2, 3): sum_j a times sum_j c).  It runs the whole equation, as einsum and
+    opt_einsum's expression do; other sizes run the folded remainder."""
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in called]
+    args = [ops[k] if k in constants else s for k, s in enumerate(declared)]
+    expr = einc.contract_expression(eq, *args, constants=constants)
+    variables = [o for k, o in enumerate(ops) if k not in constants]
+    torch.testing.assert_close(expr(*variables), torch.einsum(eq, *ops))
+    torch.testing.assert_close(expr(*[o[..., :1] for o in variables]),     # (the last dimension to size 1)
+                               torch.einsum(eq, *[o if k in constants else o[..., :1] for k, o in enumerate(ops)]))
+
+
 @pytest.mark.parametrize("constants", [[0, 1], [1], [0, 1, 2, 3], [2, 3]])
 @pytest.mark.parametrize("optimize", ["path", "random-greedy-object", "dp-object", "greedy"])
 def test_contract_expression_constants_with_a_path_or_an_optimizer_run_the_planned_path(constants, optimize):
