@@ -32,6 +32,8 @@ from .planner.plan import Plan, callers_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
 
+_SHAPES_KEPT = 64     # the shapes of calls an expression keeps the runs of (a bound: sizes may change every call)
+
 
 class ContractExpression:
     """A contraction planned once for fixed shapes; call it with operands of those shapes
@@ -87,25 +89,39 @@ class ContractExpression:
         self._options = Options.of(path, limit, options.select, options.layout)
         self._eq = parse(self._text)
         self._whole_options = Options.of(plan.path, options.memory_limit, options.select, options.layout)
+        # each variable's shape -> the method that runs a call of them (:meth:`__call__`; unbound:
+        # no cycle keeps a dropped expression's constants), the planned shapes first
+        self._planned = tuple(self.shapes[k] for k in self._variables)
+        self._runs = {self._planned: ContractExpression._run}
 
     def __call__(self, *operands, out=None, backend=None):
         """The contraction of these operands (the variable ones); ``out`` and ``backend``
-        as for :func:`einsum`."""
+        as for :func:`einsum`.  Operands of shapes met before run at once, as the planned
+        shapes do: their checks and which run they take are kept per shapes."""
         check_backend(backend)
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         try:
-            wrong = len(operands) != len(self._variables) or any(
-                o.shape != self.shapes[k] for o, k in zip(operands, self._variables))
+            run = self._runs.get(tuple([o.shape for o in operands]))
         except AttributeError:      # not a tensor
-            wrong = True
-        if wrong:       # (sizes that do not fit: named in the caller's characters)
-            with _reading(self.equation, self._labels):
-                self._check(operands)
-                if any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast):
-                    return self._run_whole(operands, out)
-                return self._run(operands, out)
-        return self._run(operands, out)
+            run = None
+        if run is None:
+            return self._admit(operands, out)
+        return run(self, operands, out)
+
+    def _admit(self, operands, out):
+        """A call of shapes not met before: checked (an error names the caller's characters),
+        then run as :meth:`_run`, or :meth:`_run_whole` where a dimension the plan broadcast
+        has grown; the run is kept for later calls of these shapes."""
+        with _reading(self.equation, self._labels):
+            self._check(operands)
+            grown = any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast)
+            run = ContractExpression._run_whole if grown else ContractExpression._run
+            result = run(self, operands, out)
+        if len(self._runs) >= _SHAPES_KEPT:        # (sizes that change every call)
+            self._runs = {self._planned: ContractExpression._run}
+        self._runs[tuple([o.shape for o in operands])] = run
+        return result
 
     def _run_whole(self, operands, out):
         """The whole equation on these operands and the constants as given, along the planned

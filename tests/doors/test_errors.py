@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import einc
-from einc import errors
+from einc import errors, opt_einsum_api
 
 A = torch.randn(3, 4)
 B = torch.randn(4, 5)
@@ -199,6 +199,29 @@ def test_expression_shape_check():
     torch.testing.assert_close(three(x), torch.einsum("bij,jk,kl->bil", x, *w))
     with pytest.raises(errors.ShapeError, match="'j' has size 4 in operand 1 .* but size 6 in operand 0 "):
         three(torch.randn(5, 2, 6))
+
+
+def test_an_expression_checks_a_calls_shapes_once(monkeypatch):
+    """An expression checks the operands of shapes it has not met (the whole equation's graph
+    built again, with constants), once: a later call of the same shapes is a lookup and the
+    run, as a call of the planned shapes is (every call of other sizes built the graph again,
+    twice the call's time).  Shapes that do not fit raise at each call."""
+    checks = []
+    check = einc.ContractExpression._check
+    monkeypatch.setattr(einc.ContractExpression, "_check", lambda self, ops: checks.append(1) or check(self, ops))
+    monkeypatch.setattr(opt_einsum_api, "_SHAPES_KEPT", 3, raising=False)
+    w = torch.randn(4, 4), torch.randn(4, 3)
+    expr = einc.contract_expression("bij,jk,kl->bil", (8, 2, 4), *w, constants=[1, 2])
+    for b in [8, 5, 5, 8, 5, 2, 3, 4, 5, 5, 8]:
+        x = torch.randn(b, 2, 4)
+        torch.testing.assert_close(expr(x), torch.einsum("bij,jk,kl->bil", x, *w))
+    assert len(checks) == 5         # 5, 2; 3 and 4 (past the bound: the planned shapes and 3 kept), 5 again
+    for _ in range(2):
+        with pytest.raises(errors.ShapeError, match="'j' has size 4 in operand 1 .* but size 6 in operand 0 "):
+            expr(torch.randn(5, 2, 6))
+        with pytest.raises(errors.OperandTypeError):
+            expr([[1.0]])
+    assert len(checks) == 9
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
