@@ -79,9 +79,9 @@ class ContractExpression:
         if self._narrow is not None:
             constants = {k: v.to(torch.int64) for k, v in constants.items()}
         if constants:   # what is left of the planned path, over the operands left
-            self._text, self._folded, path = _fold_constants(plan, constants, options)
+            self._text, self._folded, path, self._slots = _fold_constants(plan, constants, options)
         else:   # the planned path, as explicit options: the same plan for every call
-            self._text, self._folded, path = eq.text, (), plan.path
+            self._text, self._folded, path, self._slots = eq.text, (), plan.path, None
         # A plan that keeps to the limit runs as it is: the limit asked again of the folded
         # remainder ("max_input" of its fewer, smaller operands) could slice what the whole
         # equation's bound let run; a sliced plan folds nothing and slices again the same.
@@ -141,7 +141,17 @@ class ContractExpression:
                 operands = _widened(operands)
             else:
                 folded = self._folded_as_given()
-        return call(self._eq, (*operands, *folded), self._options, out)
+        return call(self._eq, self._operands(operands, folded), self._options, out)
+
+    def _operands(self, operands, folded):
+        """The remainder's operands: the variables ``operands`` among the constants' ``folded``
+        values, each where its value stands in the plan."""
+        if self._slots is None:
+            return (*operands, *folded)
+        ops = list(folded)
+        for slot, o in zip(self._slots, operands):
+            ops.insert(slot, o)
+        return ops
 
     def _in_int64(self, operands) -> bool:
         """Whether einsum's whole call, these operands with the constants as given, gives
@@ -224,11 +234,13 @@ def _in_int64(eq: Equation, shapes, constants: dict) -> bool:
 def _fold_constants(plan: Plan, constants: dict, options: Options):
     """Contract the plan's steps whose operands are all constant, once.
 
-    Returns the equation of what is left -- the variable operands (in order), then the
-    constant values still needed, over the graph's indices (ellipses and broadcasting
-    resolved) --, those constant values, and the plan's other steps as a path over them
-    (the path or optimizer the caller gave was for the whole equation: the operands are
-    fewer and in another order).
+    Returns the equation of what is left -- the variable operands and the constant values
+    still needed, in the order of their values in the plan (the operands' positions, then
+    the steps folded), so that its steps take them as the plan's do, over the graph's
+    indices (ellipses and broadcasting resolved) --, those constant values, the plan's other
+    steps as a path over them (the path or optimizer the caller gave was for the whole
+    equation: the operands are fewer), and where the variables stand among them (None:
+    first).
     """
     g = plan.graph
     values = dict(constants)                # value id -> tensor
@@ -245,9 +257,11 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
         else:
             rest.append(step)
     variables = [k for k in range(g.num_operands) if k not in constants]
-    kept = sorted(values)
-    text = text_of([terms[v] for v in variables + kept], g.output)
-    return text, tuple(values[v] for v in kept), linear_path(variables + kept, rest) or ((0,),)
+    order = sorted(variables + list(values))
+    slots = tuple(order.index(k) for k in variables)
+    text = text_of([terms[v] for v in order], g.output)
+    kept = tuple(values[v] for v in order if v in values)
+    return text, kept, linear_path(order, rest) or ((0,),), None if slots == tuple(range(len(slots))) else slots
 
 
 def _const_einsum_str(text: str, constants) -> str:
