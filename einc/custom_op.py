@@ -182,8 +182,26 @@ def _autocast_kernel(device_type: str, key):
     return kernel
 
 
-_lib.impl("einsum", _autocast_kernel("cpu", torch._C.DispatchKey.AutocastCPU), "AutocastCPU")
+_autocast_cpu = _autocast_kernel("cpu", torch._C.DispatchKey.AutocastCPU)
+_lib.impl("einsum", _autocast_cpu, "AutocastCPU")
 _lib.impl("einsum", _autocast_kernel("cuda", torch._C.DispatchKey.AutocastCUDA), "AutocastCUDA")
+
+
+def _never_compiled(*codes) -> None:
+    """Mark the op's kernels so that dynamo never compiles them, nor what they call, as a
+    frame of its own: where it breaks a graph at the op (a call that fails: dynamo then runs
+    it eagerly), it would otherwise trace each frame of einc's runtime in turn.  (What
+    ``torch.library.custom_op``'s wrapper does at every call, marked here once on the code
+    objects: compiled graphs run the kernels with dynamo off, and never pay for it.)"""
+    try:
+        from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+        for code in codes:
+            set_code_exec_strategy(code, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+    except (ImportError, AttributeError, TypeError):    # a torch without these: such a call is only slower
+        pass
+
+
+_never_compiled(_impl.__code__, _autograd_kernel.__code__, _autocast_cpu.__code__)   # (one code: both devices')
 
 
 # Where a size is data-dependent (an unbacked symbol: ``x[mask]``, ``nonzero``), no guard
