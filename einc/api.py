@@ -165,12 +165,7 @@ def _named_error(cls, message: str) -> None:
 triton_executor.claim_interpreter()     # before torch._dynamo (torch.compile imports it) imports triton
 
 
-def _constant_result(fn):
-    """``torch.compiler.assume_constant_result``: dynamo reads ``fn`` once while tracing and
-    keeps its result as a constant.  The mark is the attribute torch's decorator sets; set
-    here because torch's imports dynamo, which would cost einc's first call seconds."""
-    fn._dynamo_marked_constant = True
-    return fn
+_constant_result = custom_op.constant_result    # (dynamo calls it while tracing, keeps its result)
 
 
 @_constant_result
@@ -471,8 +466,9 @@ def _traced_optimizer_message(name: str) -> str:
 @_constant_result
 def _reject_under_fullgraph(error: str, message: str) -> bool:
     """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
-    called at trace time, so dynamo reports this exception rather than its generic
-    "observed exception".  Elsewhere return False and let the frame run eagerly."""
+    called at trace time, as dynamo lets it through (:func:`einc.custom_op.traced_error`:
+    einc's class and text, not dynamo's "observed exception").  Elsewhere return False and
+    let the frame run eagerly."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
         tx = InstructionTranslator.current_tx()
@@ -480,7 +476,7 @@ def _reject_under_fullgraph(error: str, message: str) -> bool:
     except Exception:       # not tracing, or dynamo's internals moved: say it plainly
         strict = True
     if strict:
-        raise _ERRORS[error](message)
+        raise custom_op.traced_error(_ERRORS[error](message))
     return False
 
 

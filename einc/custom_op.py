@@ -31,17 +31,24 @@ layout, see :meth:`einc.planner.options.Options.from_op`); a ``PathOptimizer`` o
 so under torch.compile ``optimize`` must be a strategy name, a bool, or an explicit
 path (a ``PathOptimizer`` makes dynamo fall back to eager for that frame, and fails
 under ``fullgraph=True``).
+
+A call that cannot run fails while dynamo traces it (in the fake kernel, or in einc's
+checks before the op): einc's error is raised as dynamo lets it out of a trace
+(:func:`traced_error`), so that the compiled call raises the eager call's class and text.
 """
 
 import contextlib
 import functools
+import os
 import sys
+import traceback
 
 import torch
 
 from . import autograd
+from .errors import EincError
 from .planner import notation, plan_for
-from .planner.equation import call_form, parse
+from .planner.equation import call_form, parse, parse_as_called
 from .planner.graph import build
 from .planner.options import AUTO, Options, encode
 from .runtime import dtypes, engine
@@ -51,14 +58,35 @@ from .runtime import dtypes, engine
 _SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit, float scale=1.0) -> Tensor"
 
 
+def constant_result(fn):
+    """``torch.compiler.assume_constant_result``: dynamo calls ``fn`` while it traces and
+    keeps its result as a constant.  The mark is the attribute torch's decorator sets; set
+    here because torch's imports dynamo, which would cost einc's first call seconds."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
 def traced_einsum(equation, operands, optimize, memory_limit):
     """What :func:`einc.einsum` does under torch.compile: one call of the custom op.
     Plain code, traced by dynamo: the options are checked when the op decodes them."""
     text, operands = call_form((equation, *operands))
+    if not all(isinstance(o, torch.Tensor) for o in operands):      # (the op takes tensors alone)
+        _not_tensors(text, [None if isinstance(o, torch.Tensor) else o for o in operands])
     if not torch.compiler.is_dynamo_compiling() and _onnx_exporting():
         # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
         return torch._VF.einsum(text, list(operands))
     return einsum_op(text, list(operands), *encode(optimize, memory_limit))
+
+
+@constant_result
+def _not_tensors(text, operands):
+    """The error einsum raises for these operands, some not tensors (None: a tensor), where
+    dynamo traces (called by it, as a constant) or jit.trace does."""
+    try:
+        eq = parse_as_called(text, len(operands))
+        engine.check_operands(eq, [torch.empty(0, device="meta") if o is None else o for o in operands])
+    except EincError as error:
+        raise traced_error(error) from None
 
 
 def _onnx_exporting() -> bool:
@@ -212,12 +240,15 @@ _UNBACKED = 2 ** 62 + 3
 
 
 def _fake(equation, operands, optimize, memory_limit, scale=1.0):
-    eq = parse(equation)
-    engine.check_operands(eq, operands)
-    shapes = [[_UNBACKED if _unbacked(n) else n for n in o.shape] for o in operands]
-    graph = build(eq, shapes)          # checks sizes; symbolic sizes work
-    dtype = _result_dtype(equation, tuple(o.dtype for o in operands),
-                          tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
+    try:
+        eq = parse_as_called(equation, len(operands))
+        engine.check_operands(eq, operands)
+        shapes = [[_UNBACKED if _unbacked(n) else n for n in o.shape] for o in operands]
+        graph = build(eq, shapes)          # checks sizes; symbolic sizes work
+        dtype = _result_dtype(equation, tuple(o.dtype for o in operands),
+                              tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
+    except EincError as error:      # (while dynamo traces, as it lets the error through)
+        raise traced_error(error) from None
     sizes = list(graph.sizes)
     for term, o, shape in zip(graph.inputs, operands, shapes):
         for i, n, m in zip(term, o.shape, shape):
@@ -352,4 +383,55 @@ def _symbolic(eq, operands, options):
 
 engine.on_symbolic(_symbolic)
 
-__all__ = ["einsum_op", "traced_einsum"]
+
+# ------------------------------------------------------------------ einc's errors while dynamo traces
+
+def _tracer():
+    """The frame dynamo traces in this thread (its root translator), or None."""
+    convert = sys.modules.get("torch._dynamo.symbolic_convert")
+    try:
+        return None if convert is None else convert.InstructionTranslator.current_tx()
+    except Exception:       # noqa: BLE001 -- not tracing (nothing set), or dynamo's internals moved
+        return None
+
+
+def traced_error(error: Exception) -> Exception:
+    """``error`` as dynamo lets it reach the caller, where dynamo traces; else ``error``.
+
+    dynamo rewraps what a fake kernel, or a function it calls as a constant, raises while
+    it traces (as its ``TorchRuntimeError`` or ``InternalTorchDynamoError``), and a raise it
+    traces becomes its "Observed exception": its ``Unsupported`` alone reaches the caller as
+    raised.  So einc's error is raised as an instance of a class made of its class and
+    ``Unsupported``, named as its class and with its text: under ``fullgraph=True`` the
+    caller gets einc's class (its ``except`` clauses catch it) and eager's message; where
+    dynamo may break the graph it does, and the call runs eagerly, which raises the error
+    itself."""
+    tx = _tracer()
+    if tx is None or not isinstance(error, EincError) or hasattr(error, "_einc_message"):
+        return error
+    message = str(error)
+    passing = _passing(type(error))(message)
+    passing._einc_message = message
+    stack = [f for f in getattr(passing, "real_stack", None) or () if not f.filename.startswith(_PACKAGE)]
+    if stack and hasattr(passing, "add_note"):      # the caller's line, which dynamo adds to the hidden args
+        passing.add_note("from user code (traced by torch.compile):\n" + "".join(traceback.format_list(stack)))
+    return passing
+
+
+@functools.cache
+def _passing(cls):
+    """``cls`` and dynamo's ``Unsupported``: named as ``cls``, its text the one given when
+    raised (dynamo appends to the arguments), pickled as a plain ``cls``."""
+    from torch._dynamo.exc import Unsupported
+    return type(cls.__name__, (cls, Unsupported), {
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+        "__init__": Unsupported.__init__,       # (not ValueError's, first in some classes' order: its fields)
+        "__str__": lambda self: self._einc_message,
+        "__repr__": lambda self: f"{cls.__name__}({self._einc_message!r})",
+        "__reduce__": lambda self: (cls, (self._einc_message,))})
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+__all__ = ["einsum_op", "traced_einsum", "traced_error", "constant_result"]

@@ -181,11 +181,10 @@ def test_path_optimizer_under_fullgraph_raises_einc_message():
         return einc.einsum(EQ, a, b, c, optimize=optimizer) * 2
     try:
         torch._dynamo.reset()
-        with pytest.raises(Exception) as info:
+        with pytest.raises(einc.errors.PathError) as info:
             torch.compile(f, fullgraph=True, backend="eager")(*ops)
         text = str(info.value)
-        assert text.startswith("PathError: einsum(): under torch.compile, optimize= cannot be a RandomGreedy "
-                               "object"), text[:300]
+        assert text.startswith("einsum(): under torch.compile, optimize= cannot be a RandomGreedy object"), text[:300]
         assert "einc.contract_path" in text and "Observed exception" not in text
         torch._dynamo.reset()       # without fullgraph the frame runs eagerly, as before
         torch.testing.assert_close(torch.compile(f, backend="eager")(*ops), 2 * torch.einsum(EQ, *ops))
@@ -203,11 +202,11 @@ def test_out_errors_under_fullgraph_are_einc_messages():
         torch._dynamo.reset()
         assert torch.compile(f, fullgraph=True, backend="eager")(*ops, out) is out
         torch.testing.assert_close(out, torch.einsum(EQ, *ops))
-        for bad, start in ((torch.zeros(2, 30), "OutError: einsum(): out= has shape (2, 30)"),
+        for bad, start in ((torch.zeros(2, 30), "einsum(): out= has shape (2, 30)"),
                            (torch.zeros(30, 30, dtype=torch.float64),
-                            "OutError: einsum(): Expected out tensor to have dtype torch.float32")):
+                            "einsum(): Expected out tensor to have dtype torch.float32")):
             torch._dynamo.reset()
-            with pytest.raises(Exception) as info:
+            with pytest.raises(einc.errors.OutError) as info:
                 torch.compile(f, fullgraph=True, backend="eager")(*ops, bad)
             assert str(info.value).startswith(start), str(info.value)[:300]
             assert not bad.any()
@@ -216,7 +215,7 @@ def test_out_errors_under_fullgraph_are_einc_messages():
                 torch.compile(f, backend="eager")(*ops, bad)
         torch._dynamo.reset()
         grad_ops = [o.clone().requires_grad_(True) for o in ops]
-        with pytest.raises(Exception, match="don't support automatic differentiation"):
+        with pytest.raises(einc.errors.OutError, match="don't support automatic differentiation"):
             torch.compile(f, fullgraph=True, backend="eager")(*grad_ops, out)
     finally:
         torch._dynamo.reset()

@@ -1,5 +1,11 @@
-"""einc's errors under torch.compile: the call fails while dynamo traces it, before any
-backend compiles, so most cases use the eager backend."""
+"""einc's errors under torch.compile are the errors the eager call raises: einc's class (so
+``except einc.errors.ShapeError``, ``except ValueError`` catch them) and eager's text.
+Without ``fullgraph`` dynamo runs the failing call eagerly; with it, dynamo lets only its own
+``Unsupported`` through, so einc raises a subclass of both, named as its class
+(``einc.custom_op.traced_error``).  The calls fail while dynamo traces them, before any
+backend compiles: most cases use the eager backend."""
+
+import pickle
 
 import pytest
 import torch
@@ -31,6 +37,45 @@ def _same(got: Exception, want: Exception) -> None:
     assert isinstance(got, type(want)) and type(got).__name__ == type(want).__name__, (type(got), type(want))
     assert str(got) == str(want)
     assert repr(got) == repr(want)
+
+
+CASES = {
+    # named axes: a size that does not divide, no size for a composite, sizes of one axis that differ
+    "named_indivisible": (lambda x: einc.einsum("b n (h d) -> b h n d", x, h=3), (_r(2, 5, 7),)),
+    "named_no_size": (lambda x: einc.einsum("b n (h d) -> b h n d", x), (_r(2, 5, 6),)),
+    "named_sizes_differ": (lambda x, y: einc.einsum("b n d, b m d -> b n m", x, y), (_r(2, 3, 4), _r(3, 3, 4))),
+    "equation": (lambda x, y: einc.einsum("ij,jk->i$k", x, y), (_r(2, 3), _r(3, 4))),
+    "shapes": (lambda x, y, z: einc.einsum("ij,jk,kl->il", x, y, z), (_r(2, 3), _r(3, 4), _r(5, 5))),
+    "operand_count": (lambda x, y: einc.einsum("ij,jk,kl->il", x, y), (_r(2, 3), _r(3, 4))),
+    "not_a_tensor": (lambda x: einc.einsum("ij,jk->ik", x, 3), (_r(2, 3),)),
+    "dtypes": (lambda x, y: einc.einsum("ij,jk->ik", x, y), (_r(2, 3), _r(3, 4, dtype=torch.float64))),
+    "optimize": (lambda x, y: einc.einsum("ij,jk->ik", x, y, optimize="nope"), (_r(2, 3), _r(3, 4))),
+    "out_shape": (lambda x, y, o: einc.einsum("ij,jk->ik", x, y, out=o), (_r(2, 3), _r(3, 4), torch.zeros(3, 3))),
+}
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_compiled_call_raises_the_eager_error(case, fullgraph):
+    """They came as dynamo's InternalTorchDynamoError (named axes, out=) or, from the op's
+    fake kernel, its TorchRuntimeError, which fullgraph=False raised too."""
+    fn, args = CASES[case]
+    _same(_compiled(fn, args, fullgraph), _raised(fn, *args))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "einc"])
+def test_every_backend_raises_it(backend):
+    fn, args = CASES["named_indivisible"]
+    got = _compiled(fn, args, backend=backend)
+    _same(got, _raised(fn, *args))
+    assert isinstance(got, errors.ShapeError) and isinstance(got, ValueError) and isinstance(got, RuntimeError)
+
+
+def test_the_compiled_error_pickles_as_einc_s_class():
+    fn, args = CASES["shapes"]
+    got = _compiled(fn, args)
+    back = pickle.loads(pickle.dumps(got))
+    assert type(back) is errors.ShapeError and str(back) == str(got)
 
 
 def test_a_failing_op_runs_eagerly_without_dynamo_compiling_einc_s_runtime():
