@@ -41,12 +41,14 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import traceback
+import weakref
 
 import torch
 
 from . import autograd
-from .errors import EincError
+from .errors import EincError, EquationError, OperandCountError, ShapeError
 from .planner import notation, plan_for
 from .planner.equation import call_form, parse, parse_as_called
 from .planner.graph import build
@@ -405,11 +407,14 @@ def traced_error(error: Exception) -> Exception:
     ``Unsupported``, named as its class and with its text: under ``fullgraph=True`` the
     caller gets einc's class (its ``except`` clauses catch it) and eager's message; where
     dynamo may break the graph it does, and the call runs eagerly, which raises the error
-    itself."""
+    itself.  A line said by :func:`note_reading` ends an equation's or shapes' error."""
     tx = _tracer()
     if tx is None or not isinstance(error, EincError) or hasattr(error, "_einc_message"):
         return error
-    message = str(error)
+    message, note = str(error), getattr(_NOTE, "reading", None)
+    _NOTE.reading = None
+    if note is not None and note[0]() is tx and isinstance(error, (EquationError, ShapeError, OperandCountError)):
+        message += note[1]
     passing = _passing(type(error))(message)
     passing._einc_message = message
     stack = [f for f in getattr(passing, "real_stack", None) or () if not f.filename.startswith(_PACKAGE)]
@@ -431,7 +436,18 @@ def _passing(cls):
         "__reduce__": lambda self: (cls, (self._einc_message,))})
 
 
+_NOTE = threading.local()
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-__all__ = ["einsum_op", "traced_einsum", "traced_error", "constant_result"]
+@constant_result
+def note_reading(line) -> bool:
+    """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that
+    the next call of the op it fakes raises (opt_einsum's doors: how the caller's characters
+    were read); None forgets it."""
+    tx = _tracer()
+    _NOTE.reading = None if line is None or tx is None else (weakref.ref(tx), line)
+    return True
+
+
+__all__ = ["einsum_op", "traced_einsum", "traced_error", "note_reading", "constant_result"]

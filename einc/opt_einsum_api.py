@@ -13,6 +13,7 @@ import torch
 from . import autograd, sharing
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
+from .custom_op import note_reading
 from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
@@ -319,13 +320,25 @@ def _reading(given: str, labels):
     if not labels:
         yield
         return
+    if torch.compiler.is_dynamo_compiling():    # no except clause sees the error dynamo raises: the op ends it
+        note_reading(_read_line(given, labels))
+        with callers_labels(dict(labels)):
+            yield
+        note_reading(None)
+        return
     try:
         with callers_labels(dict(labels)):
             yield
     except (EquationError, ShapeError, OperandCountError) as error:    # (those that name the equation's letters)
-        read = ", ".join(f"{a} for {c!r}" for a, c in labels)
-        error.args = (f"{error}\n  (the equation {given!r} as opt_einsum reads it, in einc's letters: {read})",)
+        error.args = (f"{error}{_read_line(given, labels)}",)
         raise
+
+
+@_constant_result
+def _read_line(given: str, labels) -> str:
+    """The line that ends an error of :func:`_reading`: how ``given`` was read."""
+    read = ", ".join(f"{a} for {c!r}" for a, c in labels)
+    return f"\n  (the equation {given!r} as opt_einsum reads it, in einc's letters: {read})"
 
 
 def _interleaved_letters(args, optimize, text: str) -> dict:

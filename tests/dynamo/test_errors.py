@@ -92,3 +92,25 @@ def test_a_failing_op_runs_eagerly_without_dynamo_compiling_einc_s_runtime():
         assert counters["frames"]["total"] <= 8, dict(counters["frames"])  # the caller's and einc's doors'
     finally:
         torch._dynamo.reset()
+
+
+def test_opt_einsum_doors_keep_the_line_that_names_the_callers_characters():
+    """contract and an expression read 'i1,1j->ij' in einc's letters: a shape error ends with a
+    line that says so, which the compiled call lost (the eager call adds it as the error passes)."""
+    expr = einc.contract_expression("i1,1j->ij", (2, 3), (3, 4))
+    args = (_r(2, 3), _r(4, 4))
+    for fn in (lambda a, b: einc.contract("i1,1j->ij", a, b), lambda a, b: expr(a, b)):
+        want = _raised(fn, *args)
+        assert str(want).endswith("(the equation 'i1,1j->ij' as opt_einsum reads it, in einc's letters: a for '1')")
+        for fullgraph in (True, False):
+            _same(_compiled(fn, args, fullgraph), want)
+
+
+def test_the_line_is_the_doors_call_s_alone():
+    """An einsum in the same letters traced after the door's call: its error has no such line."""
+    def fn(a, b, c, d):
+        return einc.contract("i1,1j->ij", a, b) + einc.einsum("ia,aj->ij", c, d)
+    args = (_r(2, 3), _r(3, 4), _r(2, 3), _r(4, 4))
+    want = _raised(fn, *args)
+    assert "opt_einsum reads it" not in str(want)
+    _same(_compiled(fn, args), want)
