@@ -520,6 +520,7 @@ def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **un
         dtypes.torch_dtype(dtype, "contract()")
 
 
+@_constant_result       # (dynamo calls it as it traces: torch.can_cast gives no tensor)
 def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:
     if casting in ("no", "equiv"):
         return source == target

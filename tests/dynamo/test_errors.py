@@ -114,3 +114,15 @@ def test_the_line_is_the_doors_call_s_alone():
     want = _raised(fn, *args)
     assert "opt_einsum reads it" not in str(want)
     _same(_compiled(fn, args), want)
+
+
+def test_a_same_kind_cast_compiles_under_fullgraph():
+    """contract's casting='same_kind' asked torch.can_cast while dynamo traced it: a graph break."""
+    fn, args = (lambda a, b: einc.contract("ij,jk->ik", a, b, dtype=torch.float16, casting="same_kind")), \
+        (_r(2, 3), _r(3, 4))
+    torch._dynamo.reset()
+    try:
+        got = torch.compile(fn, fullgraph=True, backend="eager")(*args)
+    finally:
+        torch._dynamo.reset()
+    assert got.dtype == torch.float16 and torch.equal(got, fn(*args))
