@@ -282,9 +282,9 @@ def check_backend(backend) -> None:
 
 
 def _reject_backend(backend):
-    raise ArgumentError(f"einc runs on torch tensors only: backend={backend!r} is not one einc can use (it "
-                        "accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
-                        "for torch tensors drop backend= or pass backend='torch'")
+    custom_op.refuse(ArgumentError, f"einc runs on torch tensors only: backend={backend!r} is not one einc can use "
+                     "(it accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
+                     "for torch tensors drop backend= or pass backend='torch'")
 
 
 # ----------------------------------------------------------------------- out= and sharing
@@ -411,7 +411,8 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     ``layout`` is checked; the op's result is contiguous, which both layouts allow (its fake
     kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
     if select is not None:
-        raise ArgumentError("einsum(): select= cannot be passed to the compiled op; set EINC_SELECT instead")
+        _refuse_traced("ArgumentError", "einsum(): select= cannot be passed to the compiled op; set EINC_SELECT "
+                                        "instead")
     if layout is not None and not (isinstance(layout, str) and layout.lower() in LAYOUTS):
         _refuse_traced("ArgumentError", layout_message(layout))
     if optimize is DEFAULT_OPTIMIZE:

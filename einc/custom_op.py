@@ -44,10 +44,11 @@ import sys
 import threading
 import traceback
 import weakref
+from typing import NoReturn
 
 import torch
 
-from . import autograd
+from . import autograd, errors
 from .errors import EincError, EquationError, OperandCountError, ShapeError
 from .planner import notation, plan_for
 from .planner.equation import call_form, parse, parse_as_called
@@ -440,6 +441,21 @@ _NOTE = threading.local()
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def refuse(cls, message: str) -> NoReturn:
+    """Raise ``cls(message)`` (an einc error); while dynamo traces, at trace time and as
+    :func:`traced_error` makes it, rather than as a raise dynamo traces (its "Observed
+    exception" under ``fullgraph=True``)."""
+    if torch.compiler.is_dynamo_compiling():
+        _refuse_now(cls.__name__, message)
+    raise cls(message)
+
+
+@constant_result
+def _refuse_now(name: str, message: str):
+    """(dynamo calls it as it traces, with the message made)"""
+    raise traced_error(getattr(errors, name)(message))
+
+
 @constant_result
 def note_reading(line) -> bool:
     """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that
@@ -450,4 +466,4 @@ def note_reading(line) -> bool:
     return True
 
 
-__all__ = ["einsum_op", "traced_einsum", "traced_error", "note_reading", "constant_result"]
+__all__ = ["einsum_op", "traced_einsum", "traced_error", "refuse", "note_reading", "constant_result"]

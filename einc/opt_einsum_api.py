@@ -13,7 +13,7 @@ import torch
 from . import autograd, sharing
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading
+from .custom_op import note_reading, refuse
 from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
@@ -173,17 +173,17 @@ class ContractExpression:
     def _check(self, operands):
         for k, o in enumerate(operands):
             if not isinstance(o, torch.Tensor):
-                raise OperandTypeError(f"operand {k} must be a torch.Tensor, got {type(o).__name__}")
+                refuse(OperandTypeError, f"operand {k} must be a torch.Tensor, got {type(o).__name__}")
         if len(operands) != len(self._variables):
-            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                    f"operands{self._but_constants()}, got {len(operands)}")
+            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
+                                      f"operands{self._but_constants()}, got {len(operands)}")
         # other sizes of the same rank run the planned path, as opt_einsum's expressions do
         # (a smaller last batch); einsum's own checks then name a size that does not fit
         for o, k in zip(operands, self._variables):
             if o.dim() != len(self.shapes[k]):
-                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape "
-                                 f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]} "
-                                 f"({len(self.shapes[k])} dimensions)")
+                refuse(ShapeError, f"operand {k} of the expression {self.equation!r} has shape "
+                                   f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]} "
+                                   f"({len(self.shapes[k])} dimensions)")
         if self.constants:      # a size that does not fit a constant's, named in the whole equation
             shapes = list(self.shapes)
             for o, k in zip(operands, self._variables):
@@ -503,19 +503,19 @@ def _layout_of(door: str, order: str, layout):
     if order != "C":
         return layout
     if isinstance(layout, str) and layout.lower() == "any":
-        raise ArgumentError(f"{door}(): order='C' asks for a C-contiguous result, layout='any' for any dense "
-                            "layout: pass one of them")
+        refuse(ArgumentError, f"{door}(): order='C' asks for a C-contiguous result, layout='any' for any dense "
+                              "layout: pass one of them")
     return "contiguous" if layout is None else layout
 
 
 def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
     if unknown:
-        raise ArgumentError(f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
+        refuse(ArgumentError, f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
     if order not in ("K", "C"):
-        raise ArgumentError(f"{door}(): order={order!r} cannot be honoured: einc's results are C-contiguous, "
-                            "or with layout='any' dense in its plan's order (order 'K' or 'C')")
+        refuse(ArgumentError, f"{door}(): order={order!r} cannot be honoured: einc's results are C-contiguous, "
+                              "or with layout='any' dense in its plan's order (order 'K' or 'C')")
     if casting not in _CASTINGS:
-        raise ArgumentError(f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
+        refuse(ArgumentError, f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
     if dtype is not None:
         dtypes.torch_dtype(dtype, "contract()")
 
@@ -535,12 +535,12 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
     """``args`` with every operand cast to ``dtype`` (string or interleaved form)."""
     def cast(k, o):
         if not isinstance(o, torch.Tensor):
-            raise OperandTypeError(f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
+            refuse(OperandTypeError, f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
         if not _castable(o.dtype, dtype, casting):
             looser = " or ".join(repr(c) for c in _CASTINGS[_CASTINGS.index(casting) + 1:]
                                  if _castable(o.dtype, dtype, c))
-            raise DtypeError(f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
-                             f"casting={casting!r}; pass casting={looser} to allow it")
+            refuse(DtypeError, f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
+                               f"casting={casting!r}; pass casting={looser} to allow it")
         return o.to(dtype)
     if args and isinstance(args[0], str):
         text, operands = call_form(args)

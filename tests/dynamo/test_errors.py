@@ -126,3 +126,29 @@ def test_a_same_kind_cast_compiles_under_fullgraph():
     finally:
         torch._dynamo.reset()
     assert got.dtype == torch.float16 and torch.equal(got, fn(*args))
+
+
+_EXPR = einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))
+ARGUMENTS = {
+    "backend": (lambda a, b: einc.einsum("ij,jk->ik", a, b, backend="numpy"), (_r(2, 3), _r(3, 4))),
+    "contract_backend": (lambda a, b: einc.contract("ij,jk->ik", a, b, backend="numpy"), (_r(2, 3), _r(3, 4))),
+    "contract_order": (lambda a, b: einc.contract("ij,jk->ik", a, b, order="F"), (_r(2, 3), _r(3, 4))),
+    "contract_cast": (lambda a, b: einc.contract("ij,jk->ik", a, b, dtype="int32"), (_r(2, 3), _r(3, 4))),
+    "expression_count": (lambda a: _EXPR(a), (_r(2, 3),)),
+    "expression_rank": (lambda a, b: _EXPR(a, b), (_r(2, 3, 1), _r(3, 4))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARGUMENTS))
+def test_an_argument_refused_under_fullgraph_is_refused_as_eager_refuses_it(case):
+    """Checked by code dynamo traces, these raised its "Observed exception" under fullgraph."""
+    fn, args = ARGUMENTS[case]
+    _same(_compiled(fn, args), _raised(fn, *args))
+
+
+def test_select_is_refused_under_fullgraph_with_einc_s_error():
+    """The compiled op takes no select= (EINC_SELECT says it there); without fullgraph the call
+    runs eagerly, where it is taken."""
+    fn, args = (lambda a, b: einc.einsum("ij,jk->ik", a, b, select="model")), (_r(2, 3), _r(3, 4))
+    got = _compiled(fn, args)
+    assert isinstance(got, errors.ArgumentError) and str(got).startswith("einsum(): select= cannot be passed")
