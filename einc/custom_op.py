@@ -247,7 +247,7 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
         eq = parse_as_called(equation, len(operands))
         engine.check_operands(eq, operands)
         shapes = [[_UNBACKED if _unbacked(n) else n for n in o.shape] for o in operands]
-        graph = build(eq, shapes)          # checks sizes; symbolic sizes work
+        graph = _built(eq, shapes)          # checks sizes; symbolic sizes work
         dtype = _result_dtype(equation, tuple(o.dtype for o in operands),
                               tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
     except EincError as error:      # (while dynamo traces, as it lets the error through)
@@ -258,6 +258,24 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
             if m is _UNBACKED and sizes[i] is _UNBACKED:
                 sizes[i] = n        # the size an operand gives it
     return operands[0].new_empty([sizes[i] for i in graph.output], dtype=dtype)
+
+
+def _built(eq, shapes):
+    """:func:`build` on these sizes; where they are symbolic and do not fit, its error worded
+    with the sizes traced (their example values, those the eager call names)."""
+    try:
+        return build(eq, shapes)
+    except ShapeError:
+        examples = [[_example(n) for n in shape] for shape in shapes]
+        if any(isinstance(n, torch.SymInt) for shape in shapes for n in shape) and \
+                all(type(n) is int for shape in examples for n in shape):
+            build(eq, examples)
+        raise
+
+
+def _example(n):
+    """A size as a number: a symbolic size's example value (None where it has none)."""
+    return getattr(n.node, "hint", None) if isinstance(n, torch.SymInt) else n
 
 
 def _unbacked(n) -> bool:

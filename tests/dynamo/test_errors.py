@@ -152,3 +152,10 @@ def test_select_is_refused_under_fullgraph_with_einc_s_error():
     fn, args = (lambda a, b: einc.einsum("ij,jk->ik", a, b, select="model")), (_r(2, 3), _r(3, 4))
     got = _compiled(fn, args)
     assert isinstance(got, errors.ArgumentError) and str(got).startswith("einsum(): select= cannot be passed")
+
+
+@pytest.mark.parametrize("case", ["shapes", "named_sizes_differ"])
+def test_a_shape_error_of_dynamic_sizes_names_their_values(case):
+    """Compiled with dynamic sizes, the error named their symbols (``size s17``)."""
+    fn, args = CASES[case]
+    _same(_compiled(fn, args, dynamic=True), _raised(fn, *args))
