@@ -106,19 +106,25 @@ class ContractExpression:
             run = self._runs.get(tuple([o.shape for o in operands]))
         except AttributeError:      # not a tensor
             run = None
-        if run is None:
+        if run is None or self._broadcast and torch.jit.is_tracing():
+            # (a trace keeps the run it records for every later shape: the whole equation,
+            # where a dimension the folded constants broadcast may grow)
             return self._admit(operands, out)
         return run(self, operands, out)
 
     def _admit(self, operands, out):
         """A call of shapes not met before: checked (an error names the caller's characters),
         then run as :meth:`_run`, or :meth:`_run_whole` where a dimension the plan broadcast
-        has grown; the run is kept for later calls of these shapes."""
+        has grown or ``torch.jit.trace`` records a call where one may; the run is kept for
+        later calls of these shapes (not one a trace records)."""
         with _reading(self.equation, self._labels):
             self._check(operands)
-            grown = any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast)
+            traced = bool(self._broadcast) and torch.jit.is_tracing()
+            grown = traced or any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast)
             run = ContractExpression._run_whole if grown else ContractExpression._run
             result = run(self, operands, out)
+        if traced:
+            return result
         if len(self._runs) >= _SHAPES_KEPT:        # (sizes that change every call)
             self._runs = {self._planned: ContractExpression._run}
         self._runs[tuple([o.shape for o in operands])] = run

@@ -171,6 +171,21 @@ def test_torch_jit_trace_of_a_contract_expression_records_the_op():
     torch.testing.assert_close(f(*ops), ops[0] @ ops[1] @ ops[2])
 
 
+def test_torch_jit_trace_of_an_expression_with_constants_runs_right_where_a_size_1_grows():
+    # the constants were folded with a's size-1 j as an index of its own: a trace that kept
+    # the folded run gave sum(a) * sum(c) at a j of 3
+    c = torch.randn(3, 4, dtype=torch.float64)
+    expr = einc.contract_expression("ij,jk->ik", (2, 1), c, constants=[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        f = torch.jit.trace(lambda a: expr(a), (torch.randn(2, 1, dtype=torch.float64),))
+    for shape in [(2, 3), (5, 3), (2, 1)]:
+        a = torch.randn(shape, dtype=torch.float64)
+        torch.testing.assert_close(f(a), torch_einsum("ij,jk->ik", a, c))
+    a = torch.randn(2, 1, dtype=torch.float64)
+    assert torch.equal(expr(a), expr(a)) and expr._runs[((2, 1),)] is type(expr)._run      # eager keeps its run
+
+
 # ---------------------------------------------------------------- 5. make_fx and functionalize
 
 SYMBOLIC = [("ij,jk->ik", [(3, 4), (4, 5)], [(6, 7), (7, 2)]), ("ij->ji", [(3, 4)], [(5, 2)]),
