@@ -28,7 +28,11 @@ budget, checked between candidates and between rounds:
 
 Past the hyper-optimizer's floor the search under the limit is cotengra's hyper-optimizer
 (:func:`einc.planner.search.find`), clocked to the budget less :data:`SLICER_SHARE`, and
-the slicer cuts its tree alone, within its share as above.
+the slicer cuts its tree alone, within its share as above and, since the tree is the
+clock's already, within the budget on the clock from the start of planning: a rule is not
+begun where one as long on the clock as the longest so far, or its expected work at the
+rate the slicer's rules have run on the clock, would end past it (the passes' nominal cost
+is a core's alone, and a loaded machine's passes take longer).
 
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal
@@ -94,13 +98,16 @@ class Slicer:
     where more (none past :data:`GUARD` times its share or its work, on the clock), ``count``
     the passes the slicer's models weigh."""
 
-    def __init__(self, budget: float, steps: int):
+    def __init__(self, budget: float, steps: int, deadline: float | None = None):
         self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
         self.start = time.perf_counter()
+        self.deadline = deadline           # on the clock (``time.perf_counter()``), where given
         self.count = [0]
         self.rules = 0
         self.starts: list[float] = []      # the work counted when each rule began
+        self.clocks: list[float] = []      # ... and the clock
         self.need = 0.0                    # the work the last rule asked about was expected to take
+        self.late = False                  # whether the deadline stopped it
 
     def work(self) -> float:
         return self.count[0] * self.steps * PASS_SECONDS
@@ -108,10 +115,11 @@ class Slicer:
     def begin(self) -> None:
         self.rules += 1
         self.starts.append(self.work())
+        self.clocks.append(time.perf_counter())
 
     def longest(self) -> float:
         """The work of the longest rule so far (the last one's up to now)."""
-        return max((b - a for a, b in zip(self.starts, [*self.starts[1:], self.work()])), default=0.0)
+        return _longest(self.starts, self.work())
 
     def afford(self, passes: float = 0.0) -> bool:
         """Whether a rule expected to take ``passes`` live-memory passes, or as long as the
@@ -119,18 +127,29 @@ class Slicer:
         # a rule that would pass the share is not begun (as a hyper-optimizer trial is not);
         # on the clock, up to GUARD times the work counted (the first cut may pass the share)
         self.need = max(self.longest(), passes * self.steps * PASS_SECONDS)
-        return self.work() + self.need < self.budget and \
-            time.perf_counter() - self.start < GUARD * max(self.budget, self.work())
+        now = time.perf_counter()
+        # on the clock, the rule's expected work at the rate its rules have run so far
+        rate = (now - self.clocks[0]) / self.work() if self.clocks and self.work() > 0 else 1.0
+        self.late = self.deadline is not None and \
+            now + max(_longest(self.clocks, now), self.need * rate) > self.deadline
+        return self.work() + self.need < self.budget and not self.late and \
+            now - self.start < GUARD * max(self.budget, self.work())
 
     def text(self, paths: int, weighed: int, rules: int) -> str:
         stopped = "every rule tried" if self.rules >= rules * paths else \
             ("its share spent" if self.work() >= self.budget else
              f"the next rule would pass its share (expected {seconds_text(self.need)})"
              if self.work() + self.need >= self.budget else
+             "the next rule would end past the planning's budget on the clock" if self.late else
              "its time guard passed")
         return (f"Slicer: {self.rules} of {rules * paths} rules on {weighed} of {paths} paths, "
                 f"{seconds_text(self.work())} of its {seconds_text(self.budget)} (counted); stopped: {stopped} "
                 f"(einc.planner.slicebudget)")
+
+
+def _longest(starts: list[float], now: float) -> float:
+    """The longest span between ``starts`` in turn, the last one's up to ``now``."""
+    return max((b - a for a, b in zip(starts, [*starts[1:], now])), default=0.0)
 
 
 def rounds(largest: float, target: float) -> int:

@@ -175,17 +175,9 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
         handed = options.memory_limit if _callers(options) else None
         return build_plan(graph, equation, Options.of(AUTO if cotengra else options.optimize, handed, options.select))
     unlimited = Options.of(options.optimize, None, options.select)
+    began = time.perf_counter()
     if cotengra:
-        path, theirs = cotengra_path(graph, options.optimize, limit)
-        theirs = [i for i in theirs if i not in lone_sums(graph.inputs, graph.output)]     # (summed first)
-        base = build_plan(graph, equation, Options.of(path, None, options.select))
-        base = dataclasses.replace(base, optimizer=options.name)
-        chunks = dict.fromkeys(theirs, 1)
-        if limit is not None:
-            chunks = _choose(_Model(base, bound), limit, theirs)
-        planner = "cotengra" if set(chunks) == set(theirs) else "cotengra and einc"     # einc sliced more
-        return sliced_plan(graph, equation, base, tuple(chunks), limit, planner, tuple(chunks.values()),
-                           bound) if chunks else base
+        return _cotengra_plan(graph, equation, options, limit, bound)
     # einc's search keeps its path on disk, and the slicing of it with it (remembered only
     # where the path does not fit unsliced)
     remembers = options.optimize == AUTO and graph.num_operands > DP_OPERANDS
@@ -206,14 +198,16 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     # those, a second search of up to the same budget doubled the planning for paths that
     # lost (docs/paths.md#memory_limit). A path given, or a caller's optimizer (asked once,
     # with the limit, as opt_einsum asks it), is sliced as it is.
+    hyper = remembers and _hyper(graph)
     if (not (isinstance(options.optimize, tuple) or _callers(options)) or within is None) and not (
-            remembers and within is not None and _hyper(graph)):
+            hyper and within is not None):
         other = build_plan(graph, equation, unlimited)
         if within is None or other.path != within.path:
             candidates.append(other)
             models.append(_Model(other, bound))
     t0 = time.perf_counter()
-    share = _share(graph, candidates[0]) if remembers else None       # (with einc's search: its budget's)
+    # (with einc's search: its budget's; past the hyper floor on the clock too, from ``began``)
+    share = _share(graph, candidates[0], began if hyper else None) if remembers else None
     if share is not None:
         for model in models:
             model.count = share.count
@@ -241,6 +235,20 @@ def plan(graph: ContractionGraph, equation: str, options: Options) -> Plan:
     return best[1]
 
 
+def _cotengra_plan(graph, equation: str, options: Options, limit, bound) -> Plan:
+    """The plan of cotengra's optimizer: its path, sliced as it slices, by einc too past ``limit``."""
+    path, theirs = cotengra_path(graph, options.optimize, limit)
+    theirs = [i for i in theirs if i not in lone_sums(graph.inputs, graph.output)]     # (summed first)
+    base = build_plan(graph, equation, Options.of(path, None, options.select))
+    base = dataclasses.replace(base, optimizer=options.name)
+    chunks = dict.fromkeys(theirs, 1)
+    if limit is not None:
+        chunks = _choose(_Model(base, bound), limit, theirs)
+    planner = "cotengra" if set(chunks) == set(theirs) else "cotengra and einc"     # einc sliced more
+    return sliced_plan(graph, equation, base, tuple(chunks), limit, planner, tuple(chunks.values()),
+                       bound) if chunks else base
+
+
 def _callers(options: Options) -> bool:
     """Whether ``options`` run a caller's optimizer (a ``PathOptimizer``, a function, or one
     registered by name: :func:`~einc.planner.options.callers_optimizer`)."""
@@ -252,12 +260,13 @@ def _hyper(graph) -> bool:
     return search.slices_its_trees(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
 
 
-def _share(graph, base: Plan):
+def _share(graph, base: Plan, start: float | None = None):
     """The slicer's share of the budget of planning ``graph`` under a limit
-    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps."""
+    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps; where
+    ``start`` (the clock when planning began) is given, within the budget on the clock too."""
     from . import search, slicebudget  # (only where einc's search runs)
     budget = search.sliced_budget(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
-    return slicebudget.Slicer(budget, len(base.steps))
+    return slicebudget.Slicer(budget, len(base.steps), None if start is None else start + budget)
 
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:

@@ -151,3 +151,54 @@ def test_past_the_hyper_floor_one_search_runs_under_the_limit_and_leaves_the_sli
     p = plan_for(eq, shapes, Options.of("auto", 256, None))
     assert finds == [256] and shares == [1 - slicebudget.SLICER_SHARE]
     assert p.slicing is not None and p.slicing.live <= 256
+
+
+def test_the_slicer_begins_no_rule_that_one_as_long_on_the_clock_would_end_past_its_deadline(monkeypatch):
+    # the clock: rules of 3 s each; a deadline at 10 s admits a third rule begun at 6 s
+    # (ends at 9) but not a fourth at 9, though the counted share is far from spent
+    now = [0.0]
+    monkeypatch.setattr(slicebudget.time, "perf_counter", lambda: now[0])
+    share = slicebudget.Slicer(1e6, steps=1, deadline=10.0)
+    for _ in range(3):
+        assert share.afford()
+        share.begin()
+        now[0] += 3.0
+    assert not share.afford() and share.work() < share.budget
+    assert "past the planning's budget on the clock" in share.text(paths=1, weighed=1, rules=8)
+    assert slicebudget.Slicer(1e6, steps=1).afford()       # no deadline: the count alone
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="the hyper-optimizer is cotengra's")
+def test_past_the_hyper_floor_the_slicer_keeps_to_the_planning_budget_on_the_clock(monkeypatch, fresh_cache):
+    # the hyper-optimizer's tree is the clock's: where the search has spent the whole budget
+    # on the clock (a loaded machine), the slicer runs its first rule alone, still within the limit
+    import time
+    inputs, sizes = _regular(24, 3, 4, seed=5)
+    eq, shapes = _equation(inputs, sizes)
+    monkeypatch.setattr(search, "HYPER_FLOOR", 0.0)
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
+    monkeypatch.setattr(search, "allowance", lambda seconds: 100.0)       # a share the count leaves unspent
+    real, skew = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + skew[0])
+
+    def hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known=math.inf, share=1.0,
+              progress=None):
+        skew[0] = search.sliced_budget(inputs, output, size_dict)       # the budget spent on the clock
+        return search._greedy(inputs, output, size_dict, None), 1, "stub", 1.0
+    monkeypatch.setattr(search, "_hyper", hyper)
+    p = plan_for(eq, shapes, Options.of("auto", 256, None))
+    assert p.slicing is not None and p.slicing.live <= 256
+    text = "\n".join(p.notes)
+    assert "Slicer: 1 of" in text and "past the planning's budget on the clock" in text
+
+
+def test_a_rule_expected_to_take_longer_on_the_clock_than_is_left_is_not_begun(monkeypatch):
+    # one rule of 100 counted passes took 2 s on the clock (a loaded machine): a rule expected
+    # to take 400 passes would take about 8 s, past a deadline 5 s away; one of 100 fits
+    now = [0.0]
+    monkeypatch.setattr(slicebudget.time, "perf_counter", lambda: now[0])
+    share = slicebudget.Slicer(1e6, steps=1, deadline=7.0)
+    share.begin()
+    share.count[0] += 100
+    now[0] += 2.0
+    assert share.afford(100) and not share.afford(400) and share.late

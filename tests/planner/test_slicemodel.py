@@ -198,7 +198,7 @@ def test_a_path_not_cut_yet_is_expected_to_weigh_every_halving_the_first_path_me
 
     def planned(budget):
         getattr(memory._shared, "cache_clear", lambda: None)()
-        monkeypatch.setattr(slicing, "_share", lambda graph, base: shares.append(
+        monkeypatch.setattr(slicing, "_share", lambda graph, base, start=None: shares.append(
             slicebudget.Slicer(budget / slicebudget.SLICER_SHARE, len(base.steps))) or shares[-1])
         models.clear()
         return plan_for(eq, shapes, Options.of("auto", 256, None))
