@@ -441,9 +441,15 @@ def _moves_whole(named: Named, axis: tuple, names) -> bool:
         return False
     for axes in (*named.inputs, named.output):
         for other in axes:
-            if not _is_ellipsis(other) and other != axis and any(n in other for n in names):
+            if not _is_ellipsis(other) and not _same(other, axis) and any(n in other for n in names):
                 return False
     return True
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """``a == b`` for two axes, name by name: torch 2.11's dynamo cannot compare two tuples
+    while it traces :func:`resolve` (its ``!=`` polyfill raises NotImplementedError)."""
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
 
 
 def output_shape(named: Named, result_shape):
