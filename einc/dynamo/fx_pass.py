@@ -444,6 +444,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
     text = _text(c)
     operands = [replaced.get(o, o) for o in c.operands]
     scale_on = "-"
+    before = c.out.prev
     with graph.inserting_before(c.out):
         rest = []
         scale = _epilogue_scale(c)
@@ -498,9 +499,24 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         if rest:
             new = _apply(graph, new, rest, fold=_on_an_operand(c, rest))
     new.meta["stack_trace"] = c.out.meta.get("stack_trace")
+    _give_values(before, c.out)
     c.out.replace_all_uses_with(new)
     replaced[c.out] = new
     return Rewrite(text, tuple(c.sources), len(c.sources), flops(c), unfused, scale_on)
+
+
+def _give_values(before, out):
+    """Give the nodes :func:`emit` put between ``before`` and ``out`` the example values of what
+    they stand for: ``out``'s for the einsum and its scaled result, an operand's for a scaled
+    operand.  The patterns read a node's shape there: a contraction emitted later that reads
+    this one is erased through them (a ``tensordot`` of it raised ZeroDivisionError; a
+    ``matmul`` of it was left in the graph, which the eager inner compiler ran again)."""
+    node = before.next
+    while node is not out:
+        v = val(out) if node.target is torch.ops.einc.einsum.default else val(node.args[0])
+        if v is not None:
+            node.meta["example_value"] = v
+        node = node.next
 
 
 def rewrite(gm: torch.fx.GraphModule, policy: str = FEWER_FLOPS, left: list | None = None) -> list:

@@ -750,3 +750,21 @@ def test_which_operands_are_inputs_whatever_ops_dynamo_records():
     assert not _an_input(g.call_method("view", (x, torch.int32)))
     assert not _an_input(g.call_function(torch.relu, (x,)))
     assert not _an_input(g.call_function(operator.matmul, (x, x)))
+
+
+def test_a_contraction_of_an_emitted_einsum_is_erased_with_the_rest():
+    # y pays and is read thrice: the tensordot's and the matmul's chains, which pay too, read the
+    # einsum emitted for y by the time they are erased: the pass read its shape there, and had
+    # none (the tensordot raised ZeroDivisionError; the matmul stayed, run again by the eager inner)
+    x, a, b, c, d = _randn(16, 16), _randn(16, 2, seed=1), _randn(2, 16, seed=2), _randn(16, 2, seed=3), \
+        _randn(2, 16, seed=4)
+
+    def fn(x, a, b, c, d):
+        y = x @ (a @ b)
+        return torch.tensordot(y, c @ d, dims=1), y @ (c @ d), y.sum()
+    graphs = []
+    got = _compile(fn, x, a, b, c, d, backend=_capture(graphs))
+    for g, want in zip(got, fn(x, a, b, c, d)):
+        torch.testing.assert_close(g, want)
+    assert len(einc.dynamo.last_report.rewrites) == 3
+    assert _contraction_nodes(graphs[0]) == []
