@@ -102,6 +102,8 @@ class ContractExpression:
         check_backend(backend)
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
+        if not all(isinstance(o, torch.Tensor) for o in operands) and torch._C._has_torch_function(operands):
+            return self._recorded(operands, out)
         try:
             run = self._runs.get(tuple([o.shape for o in operands]))
         except AttributeError:      # not a tensor
@@ -129,6 +131,24 @@ class ContractExpression:
             self._runs = {self._planned: ContractExpression._run}
         self._runs[tuple([o.shape for o in operands])] = run
         return result
+
+    def _recorded(self, operands, out):
+        """A call of operands that are no tensors but take part in ``__torch_function__`` (an
+        ``fx.Proxy``: ``torch.fx.symbolic_trace``): one call of :func:`einsum` with the planned
+        path, which the tracer records -- the remainder on the folded constants, or the whole
+        equation where the constants as given are kept (:meth:`_run_whole`)."""
+        if len(operands) != len(self._variables):
+            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
+                                      f"operands{self._but_constants()}, got {len(operands)}")
+        if self._given is None:
+            text, options, operands = self._text, self._options, self._operands(operands, self._folded)
+        else:
+            whole = [None] * len(self.shapes)
+            for k, o in [*zip(self._variables, operands), *self._given.items()]:
+                whole[k] = o
+            text, options, operands = self._whole.text, self._whole_options, whole
+        return einsum(text, *operands, optimize=options.optimize, memory_limit=options.memory_limit,
+                      select=options.select, layout=options.layout, out=out)
 
     def _run_whole(self, operands, out):
         """The whole equation on these operands and the constants as given, along the planned

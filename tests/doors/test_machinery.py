@@ -85,6 +85,27 @@ def test_fx_symbolic_trace_records_one_einc_node():
     torch.testing.assert_close(gm(x, y), x @ y)
 
 
+@pytest.mark.parametrize("constants,k", [((), 5), ((2,), 5), ((2,), 1)], ids=["none", "folded", "broadcast"])
+def test_fx_symbolic_trace_records_an_expression_as_one_einc_node(constants, k):
+    # an expression's call took the fx.Proxy for a bad operand: "operand 0 must be a torch.Tensor, got Proxy"
+    shapes = [(3, 4), (4, k), (5, 6)]       # (k of 1: broadcast against the constant, then grown to 5)
+    given = {c: torch.randn(shapes[c]) for c in constants}
+    expr = einc.contract_expression("ij,jk,kl->il", *[given.get(c, s) for c, s in enumerate(shapes)],
+                                    constants=list(given))
+
+    class M(torch.nn.Module):
+        def forward(self, a, b, c=None):
+            return expr(a, b) if c is None else expr(a, b, c)
+
+    gm = torch.fx.symbolic_trace(M(), concrete_args={"c": None} if given else None)
+    assert len([n for n in gm.graph.nodes if n.target is einc.einsum]) == 1
+    for rows, middle in [(3, 4), (7, 4), (3, 9)]:
+        ops = [torch.randn(rows, middle), torch.randn(middle, 5), torch.randn(5, 6)]
+        whole = [given.get(c, o) for c, o in enumerate(ops)]
+        torch.testing.assert_close(gm(*[o for c, o in enumerate(ops) if c not in given]),
+                                   torch_einsum("ij,jk,kl->il", *whole))
+
+
 @pytest.mark.parametrize("call,functions", [
     (lambda f, x, y: f("ij,jk->ik", (x, y)), (torch_einsum, einc.einsum)),
     (lambda f, x, y: f("ij,jk->ik", [x, y]), (torch_einsum, einc.einsum)),
