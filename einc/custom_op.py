@@ -75,10 +75,50 @@ def traced_einsum(equation, operands, optimize, memory_limit):
     text, operands = call_form((equation, *operands))
     if not all(isinstance(o, torch.Tensor) for o in operands):      # (the op takes tensors alone)
         _not_tensors(text, [None if isinstance(o, torch.Tensor) else o for o in operands])
-    if not torch.compiler.is_dynamo_compiling() and _onnx_exporting():
-        # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
-        return torch._VF.einsum(text, list(operands))
+    if not torch.compiler.is_dynamo_compiling():
+        if _onnx_exporting():
+            # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
+            return torch._VF.einsum(text, list(operands))
+    elif not all(o.dtype in _PRODUCTS for o in operands):
+        # (a product torch has no kernel for, a NotImplementedError, which dynamo would make its
+        # own error before it let einc's through from the fake kernel: asked here, as a constant;
+        # at sizes of 2 first, which compare no size, a data-dependent one included, with 0 or 1)
+        types, options = tuple(o.dtype for o in operands), encode(optimize, memory_limit)
+        if not _kernel_exists(text, types, tuple((2,) * o.dim() for o in operands), *options, False):
+            _kernel_exists(text, types, tuple(tuple([_kind(n) for n in o.shape]) for o in operands), *options)
     return einsum_op(text, list(operands), *encode(optimize, memory_limit))
+
+
+def _kind(n) -> int:
+    """:func:`_probe` of a size dynamo traces: a data-dependent one is neither 0 nor 1, as the
+    fake kernel takes it (``guard_or_false``: no guard on its value; a torch without it
+    compares the size)."""
+    try:
+        from torch.fx.experimental.symbolic_shapes import guard_or_false
+    except ImportError:
+        return _probe(n)
+    return 0 if guard_or_false(n == 0) else 1 if guard_or_false(n == 1) else 2
+
+
+# dtypes whose products torch has (on the CPU, where einc asks it): no call of them needs the check
+_PRODUCTS = dtypes.COMPUTED | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
+
+
+@constant_result
+def _kernel_exists(equation, types, shapes, optimize, memory_limit, raising=True) -> bool:
+    """Whether torch has the products of a call of operands of ``types`` at sizes of ``shapes``'
+    kinds (:func:`_probe`); where it has not, and ``raising``, raise the call's
+    :class:`~einc.errors.UnsupportedDtypeError` as :func:`traced_error` makes it while dynamo
+    traces.  The call's other errors are the fake kernel's."""
+    try:
+        _result_dtype(equation, types, shapes, optimize, memory_limit)
+    except errors.UnsupportedDtypeError as error:
+        if not raising:
+            return False
+        raise traced_error(error) from None
+    except Exception:       # noqa: BLE001 -- (the fake kernel raises it, with the call's sizes)
+        pass
+    return True
 
 
 @constant_result

@@ -87,8 +87,8 @@ def _stand_in(shape) -> tuple[int, ...]:
 # One of these throughout: torch.einsum returns it and has every kernel it needs.  Other
 # floating dtypes are asked of torch (float8: torch's matrix product has no kernel for it
 # on every device; complex32 none at all on the CPU).
-_COMPUTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-                       torch.complex128))
+COMPUTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+                      torch.complex128))
 
 
 _QUANTIZED = frozenset((torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4))
@@ -106,7 +106,7 @@ def result_dtype(equation: str, shapes, dtypes):
     torch.int64
     """
     dtypes = tuple(dtypes)
-    if len(set(dtypes)) == 1 and dtypes[0] in _COMPUTED:
+    if len(set(dtypes)) == 1 and dtypes[0] in COMPUTED:
         return dtypes[0]
     quantized = sorted({str(d) for d in dtypes if d in _QUANTIZED})
     if quantized:
