@@ -13,7 +13,7 @@ import torch
 from . import autograd, sharing
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading, refuse
+from .custom_op import note_reading, refuse, traced_error
 from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
@@ -436,7 +436,7 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
-    dtype = None if dtype is None else dtypes.torch_dtype(dtype, "contract_path()")
+    dtype = None if dtype is None else _torch_dtype(dtype, "contract_path()")
     if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
@@ -488,7 +488,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     if dtype is not None or order != "K" or casting != "safe":
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
-            args = _cast_operands(args, dtypes.torch_dtype(dtype, "contract()"), casting)
+            args = _cast_operands(args, _torch_dtype(dtype, "contract()"), casting)
         layout = _layout_of("contract", order, layout)
     optimize = _opt_einsum_optimize(optimize, len(call_form(args)[1]) if args and isinstance(args[0], str) else
                                     len(args) // 2)
@@ -543,7 +543,16 @@ def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **un
     if casting not in _CASTINGS:
         refuse(ArgumentError, f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
     if dtype is not None:
-        dtypes.torch_dtype(dtype, "contract()")
+        _torch_dtype(dtype, "contract()")
+
+
+@_constant_result       # (dynamo calls it as it traces: numpy's reading is no code it traces)
+def _torch_dtype(dtype, door: str) -> torch.dtype:
+    """:func:`einc.runtime.dtypes.torch_dtype`, its error raised as the eager call's under dynamo."""
+    try:
+        return dtypes.torch_dtype(dtype, door)
+    except DtypeError as error:
+        raise traced_error(error) from None
 
 
 @_constant_result       # (dynamo calls it as it traces: torch.can_cast gives no tensor)

@@ -134,6 +134,7 @@ ARGUMENTS = {
     "contract_backend": (lambda a, b: einc.contract("ij,jk->ik", a, b, backend="numpy"), (_r(2, 3), _r(3, 4))),
     "contract_order": (lambda a, b: einc.contract("ij,jk->ik", a, b, order="F"), (_r(2, 3), _r(3, 4))),
     "contract_cast": (lambda a, b: einc.contract("ij,jk->ik", a, b, dtype="int32"), (_r(2, 3), _r(3, 4))),
+    "contract_dtype_name": (lambda a, b: einc.contract("ij,jk->ik", a, b, dtype="not-a-dtype"), (_r(2, 3), _r(3, 4))),
     "expression_count": (lambda a: _EXPR(a), (_r(2, 3),)),
     "expression_rank": (lambda a, b: _EXPR(a, b), (_r(2, 3, 1), _r(3, 4))),
 }
