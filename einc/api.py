@@ -143,7 +143,7 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     named = _named_structure(args[0])
     named_axes.check_tensors(tensors)
     traced = tracing()
-    known, view_shapes = named_axes.resolved(named, tensors, sizes, traced, _named_error)
+    known, view_shapes = named_axes.resolved(named, tensors, sizes, traced)
     views = named_axes.views(tensors, view_shapes)
     if not named.merges:
         return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is
@@ -155,11 +155,6 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
 
 def tracing() -> bool:
     return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing())
-
-
-def _named_error(cls, message: str) -> None:
-    """A named equation's error while dynamo traces: einc's own under ``fullgraph=True``."""
-    _reject_under_fullgraph(cls.__name__, message)
 
 
 triton_executor.claim_interpreter()     # before torch._dynamo (torch.compile imports it) imports triton
@@ -378,11 +373,12 @@ def _out_refused(out, operands, traced: bool = False):
     return None
 
 
-def _out_mismatch(out, result):
-    """The message where ``out`` cannot take ``result`` (shape, dtype, device); else None."""
+def _out_mismatch(out, result, shape=tuple):
+    """The message where ``out`` cannot take ``result`` (shape, dtype, device); else None.
+    ``shape`` spells a tensor's shape in it (:func:`custom_op.sizes` while dynamo traces)."""
     if out.shape != result.shape:
-        return (f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape "
-                f"{tuple(result.shape)}; einc does not resize out=")
+        return (f"einsum(): out= has shape {shape(out.shape)}, but the result has shape "
+                f"{shape(result.shape)}; einc does not resize out=")
     if out.dtype != result.dtype:
         return (f"einsum(): Expected out tensor to have dtype {result.dtype}, but got {out.dtype} "
                 "instead (out= takes the result's dtype, torch.einsum's for these operands)")
@@ -429,7 +425,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if out is None:
         return result
-    problem = _out_mismatch(out, result)
+    problem = _out_mismatch(out, result, custom_op.sizes)
     if problem is not None:
         _refuse_traced("OutError", problem)
     return out.copy_(result)

@@ -39,6 +39,7 @@ checks before the op): einc's error is raised as dynamo lets it out of a trace
 
 import contextlib
 import functools
+import operator
 import os
 import sys
 import threading
@@ -514,6 +515,19 @@ def _refuse_now(name: str, message: str):
     raise traced_error(getattr(errors, name)(message))
 
 
+def sizes(shape) -> tuple:
+    """``shape`` as numbers (:func:`number`)."""
+    return tuple([number(n) for n in shape])
+
+
+def number(n):
+    """``n`` as a number where it is a size: a size dynamo traces as a symbol (``dynamic=True``)
+    is specialized to its value (``operator.index``: dynamo guards on it), so that an error's
+    message is text dynamo can hand over, naming the sizes as the eager call's does.  For a
+    call that fails, or whose answer depends on the sizes' values (planning)."""
+    return operator.index(n) if isinstance(n, (int, torch.SymInt)) and not isinstance(n, bool) else n
+
+
 @constant_result
 def note_reading(line) -> bool:
     """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that
@@ -524,4 +538,5 @@ def note_reading(line) -> bool:
     return True
 
 
-__all__ = ["einsum_op", "traced_einsum", "traced_error", "refuse", "note_reading", "constant_result"]
+__all__ = ["einsum_op", "traced_einsum", "traced_error", "refuse", "note_reading", "constant_result", "sizes",
+           "number"]

@@ -18,7 +18,9 @@ import operator
 
 import torch
 
-from .errors import ArgumentError, EquationError, OperandTypeError, OutError, ShapeError, caret
+from .custom_op import constant_result, number, refuse, traced_error
+from .custom_op import sizes as numbers
+from .errors import ArgumentError, EincError, EquationError, OperandTypeError, OutError, ShapeError, caret
 from .planner.equation import call_form, parse
 from .planner.graph import build
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
@@ -54,12 +56,16 @@ def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
 _merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
 
 
-def resolved(named: Named, tensors, sizes: dict, traced: bool = False, fail=None) -> tuple[dict, tuple]:
+def resolved(named: Named, tensors, sizes: dict, traced: bool = False) -> tuple[dict, tuple]:
     """``(sizes of every name, each operand's view shape)``.  While ``traced`` the sizes are
-    resolved on every call (they may be symbolic; errors go through ``fail``, see
-    :func:`~einc.planner.notation.resolve`), else cached."""
+    resolved on every call (they may be symbolic: an error is worded again with their values,
+    :func:`_refused`), else cached."""
     if traced:
-        return resolve(named, [o.shape for o in tensors], sizes, fail)
+        try:
+            return resolve(named, [o.shape for o in tensors], sizes)
+        except EincError:
+            _refused(named.text, [numbers(o.shape) for o in tensors], {k: number(v) for k, v in sizes.items()})
+            raise
     # The cache is keyed on ints: h=2.0 (refused) must not find h=2's entry, nor a 0-d
     # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
     # resolved uncached, which raises the error that names it.
@@ -72,6 +78,17 @@ def resolved(named: Named, tensors, sizes: dict, traced: bool = False, fail=None
         raise AssertionError("resolve accepted a size that is not an int") from None
     known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in tensors), key)
     return dict(known), view_shapes
+
+
+@constant_result
+def _refused(text: str, shapes, sizes: dict):
+    """The error :func:`resolve` raises for the named equation ``text`` at these sizes
+    (numbers), raised as dynamo lets it through (:func:`einc.custom_op.traced_error`; called as
+    a constant while it traces)."""
+    try:
+        resolve(structure(text), shapes, sizes)
+    except EincError as error:
+        raise traced_error(error) from None
 
 
 def merged(named: Named, result, traced: bool = False):
@@ -94,9 +111,10 @@ def split_out(named: Named, out, shapes):
             return out.view(split)
     except RuntimeError:
         pass
-    raise OutError(f"einsum(): out= has shape {tuple(out.shape)}, but the result has shape {want}"
-                   + (f" (out= must also split into its axes by strides: its strides are {tuple(out.stride())})"
-                      if fits else "") + f"\n{caret(named.text, None)}")
+    # (the sizes as numbers: while dynamo traces, refuse raises einc's error as the eager call does)
+    refuse(OutError, f"einsum(): out= has shape {numbers(out.shape)}, but the result has shape {numbers(want)}"
+                     + (f" (out= must also split into its axes by strides: its strides are {numbers(out.stride())})"
+                        if fits else "") + f"\n{caret(named.text, None)}")
 
 
 def _shapes(items) -> list:

@@ -13,7 +13,7 @@ import torch
 from . import autograd, sharing
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading, refuse, traced_error
+from .custom_op import note_reading, refuse, sizes, traced_error
 from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
@@ -214,7 +214,13 @@ class ContractExpression:
             shapes = list(self.shapes)
             for o, k in zip(operands, self._variables):
                 shapes[k] = tuple(o.shape)
-            build(self._whole, shapes)
+            if not torch.compiler.is_dynamo_compiling():
+                build(self._whole, shapes)
+                return
+            try:
+                build(self._whole, shapes)
+            except ShapeError:      # (a raise dynamo traces is its own error: einc's, at trace time)
+                _built(self._whole, [sizes(s) for s in shapes])
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
@@ -225,6 +231,16 @@ class ContractExpression:
 
     def __str__(self) -> str:
         return str(self.plan)
+
+
+@_constant_result
+def _built(eq: Equation, shapes):
+    """:func:`build`'s error for these shapes, raised as dynamo lets it through (the shapes
+    as numbers: :func:`einc.custom_op.sizes`)."""
+    try:
+        return build(eq, shapes) is None
+    except EincError as error:
+        raise traced_error(error) from None
 
 
 def _widened(operands):

@@ -129,6 +129,7 @@ def test_a_same_kind_cast_compiles_under_fullgraph():
 
 
 _EXPR = einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))
+_CONSTANT = einc.contract_expression("ij,jk->ik", (2, 3), _r(3, 4), constants=[1])
 ARGUMENTS = {
     "backend": (lambda a, b: einc.einsum("ij,jk->ik", a, b, backend="numpy"), (_r(2, 3), _r(3, 4))),
     "contract_backend": (lambda a, b: einc.contract("ij,jk->ik", a, b, backend="numpy"), (_r(2, 3), _r(3, 4))),
@@ -137,6 +138,7 @@ ARGUMENTS = {
     "contract_dtype_name": (lambda a, b: einc.contract("ij,jk->ik", a, b, dtype="not-a-dtype"), (_r(2, 3), _r(3, 4))),
     "expression_count": (lambda a: _EXPR(a), (_r(2, 3),)),
     "expression_rank": (lambda a, b: _EXPR(a, b), (_r(2, 3, 1), _r(3, 4))),
+    "expression_constant_sizes": (lambda a: _CONSTANT(a), (_r(2, 5),)),
 }
 
 
@@ -155,6 +157,23 @@ def test_select_is_refused_under_fullgraph_with_einc_s_error():
     assert isinstance(got, errors.ArgumentError) and str(got).startswith("einsum(): select= cannot be passed")
 
 
+DYNAMIC = {
+    **{k: CASES[k] for k in ("shapes", "named_sizes_differ", "out_shape")},
+    "named_out_shape": (lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2),
+                        (_r(3, 4), _r(2, 2, 5), torch.zeros(3, 7))),
+    "expression_rank": (lambda a, b: _EXPR(a, b), (_r(2, 3, 5), _r(3, 4))),
+    "expression_constant_sizes": ARGUMENTS["expression_constant_sizes"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(DYNAMIC))
+def test_a_shape_error_of_dynamic_sizes_names_their_values(case):
+    """Compiled with dynamic sizes, the error named their symbols (``size s17``), or, worded
+    in traced code (out=, the constants' sizes), was dynamo's: it cannot hand over such text."""
+    fn, args = DYNAMIC[case]
+    _same(_compiled(fn, args, dynamic=True), _raised(fn, *args))
+
+
 def test_a_product_torch_has_no_kernel_for_raises_einc_s_error_under_fullgraph():
     """torch has no product of bools: the fake kernel's UnsupportedDtypeError is a
     NotImplementedError, which dynamo made its own Unsupported before einc's could pass."""
@@ -166,10 +185,3 @@ def test_a_product_torch_has_no_kernel_for_raises_einc_s_error_under_fullgraph()
     fn, args = (lambda x, m: einc.einsum("i,i->", x[m], x[m])), (torch.tensor([True, False, True]),) * 2
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
         _same(_compiled(fn, args), _raised(fn, *args))
-
-
-@pytest.mark.parametrize("case", ["shapes", "named_sizes_differ"])
-def test_a_shape_error_of_dynamic_sizes_names_their_values(case):
-    """Compiled with dynamic sizes, the error named their symbols (``size s17``)."""
-    fn, args = CASES[case]
-    _same(_compiled(fn, args, dynamic=True), _raised(fn, *args))
