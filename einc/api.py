@@ -460,21 +460,9 @@ def _traced_optimizer_message(name: str) -> str:
             "pass a strategy name such as 'greedy' or 'dp'")
 
 
-@_constant_result
 def _reject_under_fullgraph(error: str, message: str) -> bool:
-    """Raise einc's ``message`` where dynamo may not break the graph (``fullgraph=True``):
-    called at trace time, as dynamo lets it through (:func:`einc.custom_op.traced_error`:
-    einc's class and text, not dynamo's "observed exception").  Elsewhere return False and
-    let the frame run eagerly."""
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-        tx = InstructionTranslator.current_tx()
-        strict = bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", False))
-    except Exception:       # not tracing, or dynamo's internals moved: say it plainly
-        strict = True
-    if strict:
-        raise custom_op.traced_error(_ERRORS[error](message))
-    return False
+    """:func:`einc.custom_op.reject_under_fullgraph` with einc's error named ``error``."""
+    return custom_op.reject_under_fullgraph(_ERRORS[error], message)
 
 
 def _operands_of(args):

@@ -528,6 +528,27 @@ def number(n):
     return operator.index(n) if isinstance(n, (int, torch.SymInt)) and not isinstance(n, bool) else n
 
 
+def reject_under_fullgraph(cls, message: str) -> bool:
+    """Raise einc's ``cls(message)`` where dynamo may not break the graph (``fullgraph=True``),
+    as :func:`traced_error` makes it; elsewhere return False and let the frame run eagerly."""
+    return _reject_now(cls.__name__, message)
+
+
+@constant_result
+def _reject_now(name: str, message: str) -> bool:
+    """(called at trace time, as dynamo lets its error through: not dynamo's "observed exception")"""
+    if strict():
+        raise traced_error(getattr(errors, name)(message))
+    return False
+
+
+def strict() -> bool:
+    """Whether dynamo may not break the graph where it traces now (``fullgraph=True``); True
+    where it does not trace, or its internals moved (einc's error is then raised plainly)."""
+    tx = _tracer()
+    return tx is None or bool(getattr(tx, "one_graph", True) or getattr(tx, "error_on_graph_break", False))
+
+
 @constant_result
 def note_reading(line) -> bool:
     """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that
@@ -539,4 +560,4 @@ def note_reading(line) -> bool:
 
 
 __all__ = ["einsum_op", "traced_einsum", "traced_error", "refuse", "note_reading", "constant_result", "sizes",
-           "number"]
+           "number", "reject_under_fullgraph", "strict"]

@@ -10,10 +10,10 @@ import functools
 
 import torch
 
-from . import autograd, sharing
+from . import autograd, sharing, traced_doors
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading, refuse, sizes, traced_error
+from .custom_op import note_reading, refuse, sizes
 from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
@@ -220,7 +220,7 @@ class ContractExpression:
             try:
                 build(self._whole, shapes)
             except ShapeError:      # (a raise dynamo traces is its own error: einc's, at trace time)
-                _built(self._whole, [sizes(s) for s in shapes])
+                traced_doors.built(self._whole, [sizes(s) for s in shapes])
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
@@ -231,16 +231,6 @@ class ContractExpression:
 
     def __str__(self) -> str:
         return str(self.plan)
-
-
-@_constant_result
-def _built(eq: Equation, shapes):
-    """:func:`build`'s error for these shapes, raised as dynamo lets it through (the shapes
-    as numbers: :func:`einc.custom_op.sizes`)."""
-    try:
-        return build(eq, shapes) is None
-    except EincError as error:
-        raise traced_error(error) from None
 
 
 def _widened(operands):
@@ -409,6 +399,10 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     every call of the expression (``order="C"`` asks for ``"contiguous"``).  A named
     equation (:mod:`einc.planner.notation`) takes its sizes as further keywords.
     """
+    if torch.compiler.is_dynamo_compiling():    # planned as a constant, not traced (:mod:`einc.traced_doors`)
+        return traced_doors.expression(contract_expression, args, dict(
+            constants=constants, optimize=optimize, memory_limit=memory_limit, select=select, use_blas=use_blas,
+            layout=layout, **kwargs))
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
     _check_numpy_keywords("contract_expression", **kwargs)
     layout = _layout_of("contract_expression", kwargs.get("order", "K"), layout)
@@ -452,7 +446,10 @@ def contract_path(*args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=Non
 
     >>> path, info = einc.contract_path("ij,jk,kl->il", (8, 2), (2, 8), (8, 2))   # doctest: +SKIP
     """
-    dtype = None if dtype is None else _torch_dtype(dtype, "contract_path()")
+    if torch.compiler.is_dynamo_compiling():    # planned as a constant, not traced (:mod:`einc.traced_doors`)
+        return traced_doors.path(contract_path, args, dict(optimize=optimize, memory_limit=memory_limit, dtype=dtype,
+                                                           device=device, use_blas=use_blas, shapes=shapes, **sizes))
+    dtype = None if dtype is None else traced_doors.torch_dtype(dtype, "contract_path()")
     if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # the operands (or shapes) as one list, as einsum and explain take them
@@ -504,7 +501,7 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     if dtype is not None or order != "K" or casting != "safe":
         _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
         if dtype is not None:
-            args = _cast_operands(args, _torch_dtype(dtype, "contract()"), casting)
+            args = _cast_operands(args, traced_doors.torch_dtype(dtype, "contract()"), casting)
         layout = _layout_of("contract", order, layout)
     optimize = _opt_einsum_optimize(optimize, len(call_form(args)[1]) if args and isinstance(args[0], str) else
                                     len(args) // 2)
@@ -559,16 +556,7 @@ def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **un
     if casting not in _CASTINGS:
         refuse(ArgumentError, f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
     if dtype is not None:
-        _torch_dtype(dtype, "contract()")
-
-
-@_constant_result       # (dynamo calls it as it traces: numpy's reading is no code it traces)
-def _torch_dtype(dtype, door: str) -> torch.dtype:
-    """:func:`einc.runtime.dtypes.torch_dtype`, its error raised as the eager call's under dynamo."""
-    try:
-        return dtypes.torch_dtype(dtype, door)
-    except DtypeError as error:
-        raise traced_error(error) from None
+        traced_doors.torch_dtype(dtype, "contract()")
 
 
 @_constant_result       # (dynamo calls it as it traces: torch.can_cast gives no tensor)

@@ -327,6 +327,23 @@ def test_contract_expression_compiles_without_graph_breaks():
     torch.testing.assert_close(compiled(a, b, c), 2 * (a @ b @ c))
 
 
+def test_contract_path_compiles_under_fullgraph_as_eager_plans():
+    """It failed under fullgraph (dynamo traced einc's planner); it is planned as a constant,
+    its sizes specialized: a call at new sizes plans again, as eager does."""
+    def fn(a, b, c):
+        path, info = einc.contract_path("ij,jk,kl->il", a, b, c)
+        return einc.einsum("ij,jk,kl->il", a, b, c, optimize=path), path, info
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="eager")
+        for shapes in [((2, 30), (30, 40), (40, 5)), ((30, 40), (40, 5), (5, 2))]:
+            args = [_randn(*s, seed=k) for k, s in enumerate(shapes)]
+            got, want = compiled(*args), fn(*args)
+            assert torch.equal(got[0], want[0]) and got[1] == want[1] and str(got[2]) == str(want[2])
+    finally:
+        torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("limit", [math.inf, 20.0, -1, "max_input"])
 def test_memory_limits_a_compiled_call_takes_as_an_eager_one(limit):
     """The op carries memory_limit as text: inf (no limit) and whole floats as in eager

@@ -185,3 +185,18 @@ def test_a_product_torch_has_no_kernel_for_raises_einc_s_error_under_fullgraph()
     fn, args = (lambda x, m: einc.einsum("i,i->", x[m], x[m])), (torch.tensor([True, False, True]),) * 2
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
         _same(_compiled(fn, args), _raised(fn, *args))
+
+
+def test_an_expression_built_while_tracing_is_refused_under_fullgraph_and_runs_without():
+    """Built in the compiled function, an expression made dynamo fail on einc's planner (its
+    text); einc says to build it outside, and without fullgraph the call runs eagerly."""
+    def fn(a, b):
+        return einc.contract_expression("ij,jk->ik", (2, 3), (3, 4))(a, b)
+    args = (_r(2, 3), _r(3, 4))
+    got = _compiled(fn, args)
+    assert isinstance(got, errors.ArgumentError) and "build the expression outside the compiled function" in str(got)
+    torch._dynamo.reset()
+    try:
+        assert torch.equal(torch.compile(fn, backend="eager")(*args), fn(*args))
+    finally:
+        torch._dynamo.reset()

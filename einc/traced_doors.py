@@ -1,0 +1,113 @@
+"""opt_einsum's planning doors, ``contract_path`` and ``contract_expression``, called while
+dynamo traces a compiled function.
+
+Planning is host work on sizes: dynamo does not trace ``contract_path`` (einc's planner
+takes locks and reads its caches; dynamo stopped on the first of them, under
+``fullgraph=True`` with its own error).  It calls the door once, as a constant
+(``constant_result``), on the operands' shapes: a size traced as a symbol is specialized to
+its value (:func:`einc.custom_op.number`: dynamo guards on it, so other sizes trace again, as the eager
+door plans again).  Tensors become their shapes, with their dtype and device: the answer is
+the eager call's where the tensors are contiguous (the plan cache's key of such tensors is
+the one of their shapes).  Other tensors (of several dtypes or devices, or not contiguous)
+cannot be described so, nor can an expression be made a constant (dynamo cannot call it):
+there dynamo breaks the graph and runs the door eagerly, and under ``fullgraph=True`` einc
+raises an :class:`~einc.errors.ArgumentError` that says to call the door outside the
+compiled function.
+
+Here too what the doors read as dynamo calls it, eager or traced: a dtype's name
+(:func:`torch_dtype`), and an expression's shapes against its constants' (:func:`built`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .custom_op import constant_result, reject_under_fullgraph, sizes, strict, traced_error
+from .errors import ArgumentError, DtypeError, EincError
+from .planner.equation import Equation
+from .planner.graph import build
+from .runtime import dtypes
+
+
+def path(door, args, kwargs):
+    """``door(*args, **kwargs)`` (``contract_path``) while dynamo traces."""
+    if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
+            all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
+        args = (args[0], *args[1])      # (the operands as one list, as the door reads them)
+    described = _shapes(args)
+    if described is None or described[1] is not None and (kwargs.get("dtype") is not None or
+                                                           kwargs.get("device") is not None):
+        return _eagerly(door, "contract_path", args, kwargs, "operands given as shapes, or contiguous tensors of one "
+                                                             "dtype on one device; call it outside the compiled "
+                                                             "function")
+    shapes, dtype, device = described
+    planned = _planned(door, shapes, {**kwargs, "dtype": dtype, "device": device} if dtype is not None else kwargs)
+    if planned is None:     # an error, without fullgraph: the door run eagerly raises it
+        return torch.compiler.disable(door)(*args, **kwargs)
+    return planned
+
+
+def expression(door, args, kwargs):
+    """``door(*args, **kwargs)`` (``contract_expression``) while dynamo traces: run eagerly,
+    dynamo breaking the graph there (under ``fullgraph=True``, einc's error).  As a constant
+    the expression could not be called: dynamo guards the call of an object on where it came
+    from, which it cannot do for a constant (torch 2.13)."""
+    return _eagerly(door, "contract_expression", args, kwargs, "no expression while it traces; build the "
+                                                               "expression outside the compiled function and "
+                                                               "call it inside")
+
+
+def _shapes(args):
+    """``(args, dtype, device)``: ``args`` with each operand's shape as numbers in its place,
+    and the tensors' one dtype and device (None where none is a tensor); None where the
+    tensors are not all alike (of one dtype and device, contiguous, and every operand one)."""
+    operands = range(1, len(args)) if args and isinstance(args[0], str) else range(0, len(args) // 2 * 2, 2)
+    tensors = [args[k] for k in operands if isinstance(args[k], torch.Tensor)]
+    if tensors and (len(tensors) != len(operands) or not all(
+            t.dtype == tensors[0].dtype and t.device == tensors[0].device and t.is_contiguous() for t in tensors)):
+        return None
+    out = list(args)
+    for k in operands:
+        x = args[k]
+        if isinstance(x, (torch.Tensor, torch.Size, tuple, list)):
+            shape = x.shape if isinstance(x, torch.Tensor) else x
+            out[k] = sizes(shape)
+    return tuple(out), tensors[0].dtype if tensors else None, tensors[0].device if tensors else None
+
+
+@constant_result
+def _planned(door, args, kwargs):
+    """(called by dynamo as it traces, its answer kept as a constant; its error the eager
+    call's under ``fullgraph=True``, else None: a graph break here would have dynamo compile
+    the door's frames, which call the door again)"""
+    try:
+        return door(*args, **kwargs)
+    except EincError as error:
+        if strict():
+            raise traced_error(error) from None
+        return None
+
+
+def _eagerly(door, name: str, args, kwargs, message: str):
+    """The door run eagerly: a graph break, or under ``fullgraph=True`` einc's error."""
+    reject_under_fullgraph(ArgumentError, f"{name}(): under torch.compile, einc plans {message}")
+    return torch.compiler.disable(door)(*args, **kwargs)
+
+
+@constant_result
+def built(eq: Equation, shapes):
+    """:func:`build`'s error for these shapes, raised as dynamo lets it through (the shapes
+    as numbers: :func:`einc.custom_op.sizes`)."""
+    try:
+        return build(eq, shapes) is None
+    except EincError as error:
+        raise traced_error(error) from None
+
+
+@constant_result       # (dynamo calls it as it traces: numpy's reading is no code it traces)
+def torch_dtype(dtype, door: str) -> torch.dtype:
+    """:func:`einc.runtime.dtypes.torch_dtype`, its error raised as the eager call's under dynamo."""
+    try:
+        return dtypes.torch_dtype(dtype, door)
+    except DtypeError as error:
+        raise traced_error(error) from None
