@@ -172,8 +172,11 @@ def _is_named(text: str) -> bool:
 @_constant_result
 def _named_structure(text: str):
     """:func:`einc.planner.notation.structure`, read once while dynamo traces (the parse itself is
-    not traced: only the views, the op and the reshape are)."""
-    return notation.structure(text)
+    not traced: only the views, the op and the reshape are); its error as the eager call's."""
+    try:
+        return notation.structure(text)
+    except EquationError as error:
+        raise custom_op.traced_error(error) from None
 
 
 # The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
@@ -439,11 +442,10 @@ def _untraced_einsum(args, optimize, memory_limit, out, layout=None):
 
 
 def _refuse_traced(error: str, message: str):
-    """Raise einc's error while dynamo traces: its own message under ``fullgraph=True``
-    (:func:`_reject_under_fullgraph`); otherwise a plain raise, on which dynamo runs the
-    frame eagerly, where the same check raises again or the call works."""
-    _reject_under_fullgraph(error, message)
-    raise _ERRORS[error](message)
+    """Raise einc's error while dynamo traces (:func:`einc.custom_op.refuse`): the caller's
+    under ``fullgraph=True``; otherwise dynamo runs the frame eagerly, where the same check
+    raises again or the call works (``select=``)."""
+    custom_op.refuse(_ERRORS[error], message)
 
 
 @_constant_result

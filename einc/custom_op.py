@@ -506,7 +506,7 @@ def refuse(cls, message: str) -> NoReturn:
     exception" under ``fullgraph=True``)."""
     if torch.compiler.is_dynamo_compiling():
         _refuse_now(cls.__name__, message)
-    raise cls(message)
+    raise traced_error(cls(message))    # (where dynamo runs einc on fake tensors: torch.einsum = einc.einsum)
 
 
 @constant_result

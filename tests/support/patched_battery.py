@@ -345,6 +345,30 @@ def shapes_that_change_every_call():
               rtol=1e-4, atol=1e-4)
 
 
+@case
+def compiled_calls_raise_the_eager_error():
+    """Patched, torch.einsum is einc's, which dynamo records as a node of torch's own and runs
+    on fake tensors: an error there came as dynamo's TorchRuntimeError without fullgraph."""
+    calls = [(lambda a, b, o: torch.einsum("ij,jk->ik", a, b, out=o),
+              (randn(2, 3), randn(3, 4), torch.zeros(2, 4, dtype=torch.float64))),
+             (lambda x: torch.einsum("b (h d -> b", x, h=2), (randn(3, 4),))]
+    for fn, args in calls:
+        want = _raised(fn, args)
+        for fullgraph in (False, True):
+            torch._dynamo.reset()
+            got = _raised(torch.compile(fn, backend="eager", fullgraph=fullgraph), args)
+            assert type(got).__name__ == type(want).__name__ and str(got) == str(want), (fullgraph, got, want)
+    torch._dynamo.reset()
+
+
+def _raised(fn, args):
+    try:
+        fn(*args)
+    except einc.errors.EincError as error:
+        return error
+    raise AssertionError("no einc error")
+
+
 def run_case(fn, deadline=120.0):
     """``fn()`` in a daemon thread: None when it passed, else why it failed (a hang included)."""
     result = []
