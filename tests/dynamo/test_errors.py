@@ -149,6 +149,13 @@ def test_an_argument_refused_under_fullgraph_is_refused_as_eager_refuses_it(case
     _same(_compiled(fn, args), _raised(fn, *args))
 
 
+def test_a_dtype_that_is_no_dtype_raises_eager_s_error_without_fullgraph():
+    """At the graph break dynamo compiled the reading of the name, through numpy: its
+    InternalTorchDynamoError ("data type 'not-a-dtype' not understood")."""
+    fn, args = ARGUMENTS["contract_dtype_name"]
+    _same(_compiled(fn, args, fullgraph=False), _raised(fn, *args))
+
+
 def test_select_is_refused_under_fullgraph_with_einc_s_error():
     """The compiled op takes no select= (EINC_SELECT says it there); without fullgraph the call
     runs eagerly, where it is taken."""
