@@ -220,7 +220,9 @@ class ContractExpression:
             try:
                 build(self._whole, shapes)
             except ShapeError:      # (a raise dynamo traces is its own error: einc's, at trace time)
-                traced_doors.built(self._whole, [sizes(s) for s in shapes])
+                w = self._whole     # (its fields: torch 2.11's dynamo cannot pass a frozen dataclass on)
+                traced_doors.built((w.text, w.inputs, w.output, w.explicit, w.input_positions, w.output_positions,
+                                    w.canonical), [sizes(s) for s in shapes])
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""

@@ -95,11 +95,11 @@ def _eagerly(door, name: str, args, kwargs, message: str):
 
 
 @constant_result
-def built(eq: Equation, shapes):
-    """:func:`build`'s error for these shapes, raised as dynamo lets it through (the shapes
-    as numbers: :func:`einc.custom_op.sizes`)."""
+def built(fields: tuple, shapes):
+    """:func:`build`'s error for the :class:`Equation` of ``fields`` at these shapes, raised as
+    dynamo lets it through (the shapes as numbers: :func:`einc.custom_op.sizes`)."""
     try:
-        return build(eq, shapes) is None
+        return build(Equation(*fields), shapes) is None
     except EincError as error:
         raise traced_error(error) from None
 
