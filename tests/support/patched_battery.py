@@ -349,6 +349,10 @@ def shapes_that_change_every_call():
 def compiled_calls_raise_the_eager_error():
     """Patched, torch.einsum is einc's, which dynamo records as a node of torch's own and runs
     on fake tensors: an error there came as dynamo's TorchRuntimeError without fullgraph."""
+    if torch.__version__ < (2, 13):
+        # torch 2.11's run of the node wraps it still (docs/autograd-and-compile.md), and its fake
+        # mode crashes the process entering it here after the export case's thread
+        return
     calls = [(lambda a, b, o: torch.einsum("ij,jk->ik", a, b, out=o),
               (randn(2, 3), randn(3, 4), torch.zeros(2, 4, dtype=torch.float64))),
              (lambda x: torch.einsum("b (h d -> b", x, h=2), (randn(3, 4),))]
