@@ -50,9 +50,7 @@ import opt_einsum
 import torch
 
 from .. import config
-from ..errors import LayoutError
 from ..planner import plan_for
-from ..planner.graph import build
 from . import dispatch
 from .cache import LRUCache
 from .dtypes import INT64_EXACT
@@ -165,34 +163,6 @@ def einsum(text: str, operands):
     its Python front, which takes opt_einsum's path for three operands or more, since with
     operands on several devices the result's device depends on the order of the products."""
     return torch_einsum(text, *operands)
-
-
-def not_strided(eq, operands):
-    """torch's einsum of ``operands``, some of which are not strided (sparse, mkldnn), as
-    ``torch.einsum`` returns it, where it is right: for one operand, or where each such
-    operand has every index of the equation at its full size (an elementwise product).
-    Else :class:`~einc.errors.LayoutError` naming the operand and its layout, before
-    anything runs: torch multiplies a sparse operand it broadcasts wrongly (``i,j->ij``
-    with a sparse ``i`` keeps only its first column), and raises "reshape is not
-    implemented" where it sums one.  torch's own error is a LayoutError too."""
-    odd = [k for k, o in enumerate(operands) if o.layout is not torch.strided]
-    if len(operands) > 1:
-        graph = build(eq, [tuple(o.shape) for o in operands])
-        every = set().union(*graph.inputs)
-        for k in odd:
-            if set(graph.inputs[k]) != every:
-                raise LayoutError(
-                    f"einsum(): operand {k} is a {operands[k].layout} tensor, which einc does not contract (it "
-                    f"contracts strided tensors), nor torch's einsum here: it multiplies a sparse operand wrongly "
-                    f"where it broadcasts it, as it would operand {k} ('{eq.term(k)}' lacks an index of the "
-                    f"equation, or has a size 1 against a larger one); pass operand {k}.to_dense()\n{eq.where(k)}")
-    try:
-        return einsum(eq.torch_text, operands)
-    except RuntimeError as error:       # (NotImplementedError too)
-        k = odd[0]
-        raise LayoutError(f"einsum(): operand {k} is a {operands[k].layout} tensor, which torch's einsum (einc "
-                          f"contracts strided tensors only) cannot contract here: {error}; pass operand "
-                          f"{k}.to_dense()\n{eq.where(k)}") from error
 
 
 def fresh_einsum(text: str, operands):

@@ -9,7 +9,7 @@ up the entry, run it (where its run is one op on the two operands as they come, 
 ``EINC_NEW_SHAPES=class``, once per size class (:mod:`einc.runtime.sizeclass`: a new
 shape of a known class takes its class's entry, put under the shape's key).  Calls no
 plan serves get torch's own einsum: a sparse operand (where torch's answer is right,
-else einc's error: :func:`admission.not_strided`) or operands on several devices (on a
+else einc's error: :func:`sparse.not_strided`) or operands on several devices (on a
 miss), and under ``EINC_NEW_SHAPES=torch`` small calls
 (:mod:`einc.runtime.admission`: a rule on the call, never on what ran before).
 Symbolic sizes (the key does not hash) become one call of the custom op, which runs this
@@ -32,7 +32,7 @@ from ..planner import options as options_module
 from ..planner.equation import Equation, parse
 from ..planner.options import Options
 from ..planner.plan import Plan, path_cache_clear
-from . import admission, dispatch, dtypes, learn, record, select, sizeclass, sliced
+from . import admission, dispatch, dtypes, learn, record, select, sizeclass, sliced, sparse
 from .cache import CacheInfo, LRUCache
 from .dispatch import Entry
 from .torch_executor import compiled_copy, read_order
@@ -172,10 +172,10 @@ def _torch_own(key, operands) -> bool:
 
 def _torch_answer(eq: Equation, operands):
     """torch's einsum of a call :func:`_torch_own` gives torch: where an operand is not
-    strided, where torch's answer is right, else einc's error (:func:`admission.not_strided`)."""
+    strided, where torch's answer is right, else einc's error (:func:`sparse.not_strided`)."""
     if all(o.layout is _strided for o in operands):
         return admission.einsum(eq.torch_text, operands)
-    return admission.not_strided(eq, operands)
+    return sparse.not_strided(eq, operands)
 
 
 def explained_entry(eq: Equation, operands, options: Options, shapes=None, dtype=None, device=None):

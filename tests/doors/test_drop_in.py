@@ -386,7 +386,7 @@ def test_a_sparse_operand_anywhere_gets_torchs_right_answer_or_a_clear_error(lay
     Contiguous", "Sparse CSR tensors do not have is_contiguous", or a result where torch
     raises; and torch's own answer, which einc gave for a sparse first operand, is wrong
     where it broadcasts one (``i,j->ij`` keeps a sparse ``i``'s first column only).  Now,
-    in every position and door: torch's answer where it is right (an elementwise product),
+    in every position and door: torch's answer where it is right (an elementwise product, say),
     else a LayoutError naming the operand and its layout; the inputs are left as they were."""
     g = torch.Generator().manual_seed(0)
     dense = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
@@ -407,6 +407,43 @@ def test_a_sparse_operand_anywhere_gets_torchs_right_answer_or_a_clear_error(lay
                 torch.testing.assert_close(got.to_dense() if got.layout != torch.strided else got, want)
             for o, before in zip(ops, kept):
                 torch.testing.assert_close(o.to_dense() if o.layout != torch.strided else o, before)
+
+
+_HYBRID = {"coo": lambda t: t.to_sparse(), "hybrid": lambda t: t.to_sparse(1)}
+
+
+@pytest.mark.parametrize("eq, shapes, sparse", [
+    ("d,c->cd", [(3,), (1,)], {0: "coo"}), ("d,d->", [(3,), (1,)], {0: "coo"}),
+    (",b,a", [(), (3,), (1,)], {1: "coo"}), ("d,dcd->cd", [(2,), (2, 1, 2)], {0: "coo"}),
+    ("c,,c->c", [(3,), (), (1,)], {0: "coo"}), (",d,c->cd", [(), (1,), (1,)], {1: "coo", 2: "coo"}),
+    ("dc,da->dca", [(3, 2), (3, 2)], {0: "hybrid"}), ("ad,d->", [(3, 1), (2,)], {0: "hybrid"}),
+    ("cd,cab->cdab", [(2, 2), (2, 3, 1)], {0: "hybrid"})])
+def test_a_sparse_operand_torch_answers_rightly_gets_torchs_answer(eq, shapes, sparse):
+    """einc refused (LayoutError) every sparse operand lacking an index of the equation at
+    its full size, though torch's order of work answers these rightly: it sums a sparse
+    operand's own index before any product, broadcasts it against a size 1 only, or
+    broadcasts a hybrid tensor's dense dimensions, which it multiplies rightly.  Now
+    torch's own result, layout and bits, in every door."""
+    g = torch.Generator().manual_seed(0)
+    dense = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    ops = [_HYBRID[sparse[k]](d) if k in sparse else d for k, d in enumerate(dense)]
+    want = torch.einsum(eq, *ops)
+    torch.testing.assert_close(want.to_dense() if want.layout != torch.strided else want, torch.einsum(eq, *dense))
+    for door in (einc.einsum, einc.contract, lambda e, *xs: einc.contract_expression(e, *shapes)(*xs)):
+        got = door(eq, *ops)
+        assert got.layout == want.layout and got.shape == want.shape
+        assert torch.equal(got.to_dense(), want.to_dense()) if got.layout != torch.strided else torch.equal(got, want)
+
+
+def test_a_sparse_product_torch_broadcasts_names_its_operands():
+    """Where torch would broadcast the product of two sparse operands, the error names both,
+    and asks for both dense."""
+    x, y = torch.randn(3), torch.randn(4)
+    with pytest.raises(errors.LayoutError, match=r"the product of operands 0 and 1 against a larger size in a "
+                       r"product(.|\n)*pass operand 0.to_dense\(\) and operand 1.to_dense\(\)"):
+        einc.einsum("i,i,j->ij", x.to_sparse(), x.to_sparse(), y)
+    want = torch.einsum("i,i,j->ij", x, x, y)
+    torch.testing.assert_close(einc.einsum("i,i,j->ij", x, x, y), want)
 
 
 def test_a_sparse_operand_never_runs_a_strided_calls_plan():
