@@ -48,7 +48,7 @@ from .planner.equation import Equation, call_form, for_operands, parse, parse_as
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS, Options, layout_message, torch_optimize
 from .planner.plan import Plan
-from .runtime import dtypes, engine, triton_executor
+from .runtime import dtypes, engine, sparse, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
 from .runtime.explain import Explanation, explanation, size_class
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
@@ -395,7 +395,7 @@ def _write_out(out, result):
     problem = _out_mismatch(out, result)
     if problem is not None:
         raise OutError(problem)
-    return out.copy_(result)
+    return out.copy_(result) if out.layout is torch.strided is result.layout else sparse.write_out(out, result)
 
 
 _ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathError": PathError,

@@ -20,7 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ..errors import LayoutError
+from ..errors import LayoutError, OutError
 from .reference import torch_einsum
 
 _strided = torch.strided
@@ -94,3 +94,18 @@ def not_strided(eq, operands):
         raise LayoutError(f"einsum(): operand {k} is a {operands[k].layout} tensor, which torch's einsum (einc "
                           f"contracts strided tensors only) cannot contract here: {error}; pass operand "
                           f"{k}.to_dense()\n{eq.where(k)}") from error
+
+
+def write_out(out, result):
+    """``out=`` given ``result`` (its shape, dtype and device checked), where either is not
+    strided: a strided ``out`` takes the values of torch's sparse answer; ``out`` of another
+    layout takes the result where torch's copy does (a sparse COO one: a sparse COO
+    result), else :class:`~einc.errors.OutError`, ``out`` left as it was."""
+    if out.layout is _strided:
+        return out.copy_(result.to_dense())
+    try:
+        return out.copy_(result)
+    except RuntimeError as error:       # (NotImplementedError too)
+        raise OutError(f"einsum(): out= is a {out.layout} tensor, which cannot take the result, a {result.layout} "
+                       f"tensor: {error}; pass a strided out=, which takes the result's values whatever its "
+                       "layout") from error

@@ -446,6 +446,32 @@ def test_a_sparse_product_torch_broadcasts_names_its_operands():
     torch.testing.assert_close(einc.einsum("i,i,j->ij", x, x, y), want)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_out_takes_the_answer_of_a_sparse_operand_or_a_clear_error():
+    """out= with a sparse operand failed with torch's "copy_() between dense and sparse
+    Tensors is not implemented" (a strided out=) or a CSR one's copy error: a strided out=
+    now takes the values of torch's sparse answer, a sparse COO one that answer, and an out=
+    that cannot take the result raises OutError, left as it was -- in every door."""
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    want = torch.einsum("ij,ij->ij", x.to_sparse(), y)
+    doors = (lambda *xs, out: einc.einsum("ij,ij->ij", *xs, out=out),
+             lambda *xs, out: einc.contract("ij,ij->ij", *xs, out=out),
+             lambda *xs, out: einc.contract_expression("ij,ij->ij", (3, 4), (3, 4))(*xs, out=out),
+             lambda *xs, out: einc.einsum("i j, i j -> i j", *xs, out=out))
+    for door in doors:
+        out = torch.zeros(3, 4, dtype=torch.float64)
+        assert door(x.to_sparse(), y, out=out) is out
+        assert torch.equal(out, want.to_dense())
+        out = torch.zeros(3, 4, dtype=torch.float64).to_sparse()
+        assert door(x.to_sparse(), y, out=out) is out and out.layout == torch.sparse_coo
+        assert torch.equal(out.to_dense(), want.to_dense())
+        for out, ops in ((torch.zeros(3, 4, dtype=torch.float64).to_sparse_csr(), (x.to_sparse(), y)),
+                         (torch.zeros(3, 4, dtype=torch.float64).to_sparse(), (x, y))):
+            with pytest.raises(errors.OutError, match=f"out= is a {out.layout} tensor, which cannot take the result"):
+                door(*ops, out=out)
+            assert not out.to_dense().any()
+
+
 def test_a_sparse_operand_never_runs_a_strided_calls_plan():
     """The plan cache's key held the first operand's layout only: a sparse second operand
     whose key matched a dense call's (a broadcast one: strides (0, 0)) ran that call's
