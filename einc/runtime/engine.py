@@ -51,8 +51,8 @@ def run(eq: Equation, operands, options: Options):
         first, b = operands             # _key's, inline: the commonest call one call deep (and no len())
         key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
                first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
-               b.is_contiguous() or read_order(b))
-    except (ValueError, RuntimeError):  # not two operands; a compressed sparse one (no is_contiguous())
+               b.layout is _strided and b.is_contiguous() or read_order(b))
+    except (ValueError, RuntimeError):  # not two operands; a compressed sparse first one (no is_contiguous())
         key = _key(eq, operands, options)
     except AttributeError:
         check_operands(eq, operands)
@@ -207,21 +207,17 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     gives every time, and a shape has a few at most, whatever the strides (a window of a
     padded batch has new strides each call).  Operands that are not tensors, or none, raise
     torch.einsum's error (:func:`check_operands`).  An operand that is not strided has its
-    layout there (a sparse one is never contiguous, a compressed one has no ``is_contiguous()``):
-    its key is no strided call's, and is never kept (:func:`_torch_own`)."""
+    layout there, read before ``is_contiguous()`` (which an mkldnn tensor answers True, and
+    a compressed sparse one raises): its key is no strided call's, and is never kept
+    (:func:`_torch_own`)."""
     try:
         first = operands[0]
         return (eq.canonical, options, first.layout,
                 *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device,
-                                                o.is_contiguous() or read_order(o))])
+                                                o.layout is _strided and o.is_contiguous() or read_order(o))])
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
-    except RuntimeError:
-        if all(getattr(o, "layout", _strided) is _strided for o in operands):
-            raise
-        return (eq.canonical, options, first.layout,
-                *[x for o in operands for x in (o.shape, o.dtype, o.is_cpu or o.device, o.layout)])
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -486,6 +486,24 @@ def test_a_sparse_operand_never_runs_a_strided_calls_plan():
     torch.testing.assert_close(got.to_dense(), b * b)
 
 
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no mkldnn tensors")
+@pytest.mark.parametrize("eq, n", [("ij,jk->ik", 2), ("ij,ij->ij", 2), ("ij,jk,kl->il", 3)])
+def test_an_mkldnn_operand_never_runs_a_strided_calls_plan(eq, n):
+    """An mkldnn tensor calls itself contiguous, so an mkldnn operand after the first had a
+    dense call's key, and ran its entry: torch's "Could not run 'aten::mm.out' with
+    arguments from the 'MkldnnCPU' backend".  Now its own key, and torch's answer, here
+    einc's LayoutError for torch's refusal, as on a fresh cache."""
+    a = torch.randn(4, 4)
+    einc.einsum(eq, *[a] * n)
+    hits = einc.cache_info().plans.hits
+    for k in range(1, n):
+        ops = [a] * n
+        ops[k] = a.to_mkldnn()
+        with pytest.raises(errors.LayoutError, match=f"operand {k} is a torch._mkldnn tensor"):
+            einc.einsum(eq, *ops)
+    assert einc.cache_info().plans.hits == hits
+
+
 def test_operands_on_several_devices_get_torchs_answer():
     """A meta operand among CPU ones: torch's einsum answers (a meta result), not a plan for
     the first operand's device (which returned uninitialised CPU memory)."""
