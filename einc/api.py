@@ -558,7 +558,7 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
                             f"{', '.join(sorted({str(x.dtype) for x in tensors}))} (cast them, or pass shapes)")
     types = [x.dtype for x in tensors] if tensors else [asked or torch.float32] * len(shapes)
     device_type = torch.device(device or (tensors[0].device if tensors else "cpu")).type
-    whole = bool(tensors) and len(tensors) == len(shapes)
+    whole = bool(tensors) and len(tensors) == len(shapes) and all(x.layout is torch.strided for x in tensors)
     # the entry einc runs for the call: cached, or its size class's (whose plan is made at the class's sizes)
     entry, cached = None, False
     if whole:
@@ -575,7 +575,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         plan = plan.renamed(eq.text, build(eq, shapes).names)
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if whole else None
-    shown = explanation(plan, device_type, types, shapes, entry, options.select, strides)
+    shown = sparse.explained(explanation(plan, device_type, types, shapes, entry, options.select, strides),
+                             operands_or_shapes)
     shown.size_class = classed
     if options.result_layout() == "any":
         shown.note += ("; layout 'any': the result is a fresh dense tensor in the order the last step writes it "

@@ -109,3 +109,15 @@ def write_out(out, result):
         raise OutError(f"einsum(): out= is a {out.layout} tensor, which cannot take the result, a {result.layout} "
                        f"tensor: {error}; pass a strided out=, which takes the result's values whatever its "
                        "layout") from error
+
+
+def explained(shown, operands):
+    """``explain``'s answer ``shown`` for ``operands`` (tensors or shapes), its note saying
+    where an operand is not strided: the call is then torch's einsum's, not this plan's."""
+    odd = [k for k, o in enumerate(operands) if isinstance(o, torch.Tensor) and o.layout is not _strided]
+    if odd:
+        k = odd[0]
+        shown.note = (f"operand {k} is a {operands[k].layout} tensor, which einc does not contract: torch's einsum "
+                      "answers this call with its own ops where its answer is right, else einsum raises "
+                      "LayoutError; the plan above is einc's for strided operands of these shapes")
+    return shown

@@ -472,6 +472,20 @@ def test_out_takes_the_answer_of_a_sparse_operand_or_a_clear_error():
             assert not out.to_dense().any()
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_explain_of_a_sparse_operand_says_the_call_is_torchs():
+    """explain raised torch's "Sparse CSR tensors do not have strides" for a CSR operand, and
+    for a COO one described the torch executor running a plan, where torch's einsum (or
+    einc's LayoutError) answers the call."""
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    for k, s in ((1, x.to_sparse_csr()), (0, x.to_sparse())):
+        ops = [y, s] if k else [s, y]
+        shown = einc.explain("ij,ij->ij", *ops)
+        assert shown.note.startswith(f"operand {k} is a {s.layout} tensor, which einc does not contract: torch's")
+        assert shown.path == einc.explain("ij,ij->ij", (3, 4), (3, 4)).path
+    assert "torch executor" in einc.explain("ij,ij->ij", x, y).note
+
+
 def test_a_sparse_operand_never_runs_a_strided_calls_plan():
     """The plan cache's key held the first operand's layout only: a sparse second operand
     whose key matched a dense call's (a broadcast one: strides (0, 0)) ran that call's
