@@ -12,6 +12,7 @@ import collections
 import functools
 import numbers
 import operator
+import re
 from dataclasses import dataclass
 
 import opt_einsum
@@ -25,6 +26,11 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # opt_einsum and the equations its tools and the einsum benchmark publish use them.
 # None of einc's syntax ('.', ',', '->', ' ') lies there.
 SYMBOLS_FROM = "\u00c0"
+# A mark of named notation (einc.planner.notation): a parenthesis, or whitespace between
+# two axis characters.
+NAMED_MARK = re.compile(r"[()]|\w\s+\w")
+# A name of named notation: a run of characters that are no syntax of either notation.
+_WORD = re.compile(r"[^\s,.()\->]+")
 
 
 @functools.lru_cache(maxsize=2)
@@ -183,6 +189,19 @@ def _invalid(ch: str, i: int) -> str:
             "opt_einsum.get_symbol writes them), '...', ',' or one '->'")
 
 
+def _named_letters(text: str) -> int | None:
+    """Where ``text`` holds a character torch refuses (a letter beyond a-z and A-Z), a mark
+    of named notation (:data:`NAMED_MARK`) and a name of several characters, the position
+    of the first such character: the text is named notation's, as an ASCII one torch
+    refuses is, not one index per letter (torch reads none of it, so no meaning of torch's
+    is at stake; where every name is one character both readings agree)."""
+    if text.isascii() or not NAMED_MARK.search(text):
+        return None
+    if any(len(word) > 1 for word in _WORD.findall(text)):
+        return next(k for k, c in enumerate(text) if not c.isascii())
+    return None
+
+
 def opt_einsum_text(text: str) -> tuple[str, tuple]:
     """``(text, labels)``: ``text`` as opt_einsum reads it -- every character but ``,``,
     ``.``, the space and one ``->`` an index (``"i1,1j->ij"``) -- in letters :func:`parse`
@@ -238,6 +257,12 @@ def parse(text: str) -> Equation:
     for i, ch in enumerate(text):
         if ch in "->" and not (arrow >= 0 and arrow <= i <= arrow + 1):
             raise _err(EquationError, _invalid(ch, i), text, i, "Subscripts can only contain one '->'")
+    at = _named_letters(text)
+    if at is not None:
+        raise _err(EquationError, f"invalid subscript given at index {at} in the equation string, subscripts must "
+                   f"be in [a-zA-Z]: {text[at]!r} is not a letter torch takes, and the equation has names of several "
+                   "characters, which einc reads in named notation (einc reads its letters beyond a-z and A-Z one "
+                   "index each only where no name is longer than one character)", text, at)
     inputs, input_positions = [], []
     for start, stop in term_spans(text, 0, lhs_stop):
         labels, positions = _parse_term(text, start, stop, f"operand {len(inputs)}")

@@ -5,7 +5,10 @@ spaces ignored) means what it means there; an equation that reading rejects is r
 named notation when it writes a parenthesis or a space between two axis names.**  So no
 equation torch.einsum accepts changes meaning (``"ab cd"`` stays
 the four indices a, b, c, d), and where both readings are possible they agree whenever
-every name is one letter (``"a b, b c -> a c"`` is ``ab,bc->ac`` either way).
+every name is one letter (``"a b, b c -> a c"`` is ``ab,bc->ac`` either way).  einc's
+letters beyond a-z and A-Z are one index each only where no name is longer than one
+character or the text has no mark (:func:`~einc.planner.equation.parse` rejects
+``"éa ñb -> ñb"``, which torch reads in no way, for named notation to read).
 
 Named notation, as einops writes it: axis names are identifiers separated by whitespace;
 ``(h d)`` is one dimension of size ``h * d`` (a composite axis, on inputs and on the
@@ -29,11 +32,10 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
 from dataclasses import dataclass
 
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, ShapeError, SizeKeywordError, caret
-from .equation import _LETTERS, ELLIPSIS, letter, parse, term_spans
+from .equation import _LETTERS, ELLIPSIS, NAMED_MARK, letter, parse, term_spans
 
 
 def _is_ellipsis(axis) -> bool:
@@ -47,8 +49,7 @@ def _has_ellipsis(axes) -> bool:
     return any(_is_ellipsis(axis) for axis in axes)
 
 
-# A named-notation mark: a parenthesis, or whitespace between two axis characters.
-_MARK = re.compile(r"[()]|\w\s+\w")
+_MARK = NAMED_MARK
 
 
 @functools.lru_cache(maxsize=1024)

@@ -200,6 +200,20 @@ def test_the_rule_keeps_every_torch_equation():
             einc.einsum(text, m, n)
 
 
+def test_names_of_several_letters_torch_refuses_are_read_by_name():
+    """A name of several characters beyond torch's a-z, A-Z is one axis, as an ASCII name
+    torch refuses (x_1) is: torch reads no such text, so named notation takes it; where
+    every name is one character einc's further letters stay one index each."""
+    x = torch.randn(2, 3, dtype=torch.float64)
+    assert notation.is_named("éa ñb -> ñb")
+    assert torch.equal(einc.einsum("éa ñb -> ñb", x), x.sum(0))
+    assert torch.equal(einc.einsum("é bc -> bc é", x), x.t())
+    assert torch.allclose(einc.contract("éa ñb, ñb -> éa", x, torch.ones(3, dtype=torch.float64)), x.sum(1))
+    assert notation.is_named("é ñ") is False and notation.is_named("é ñ -> ñ") is False
+    assert torch.equal(einc.einsum("é ñ", x), x) and torch.equal(einc.einsum("é ñ -> ñ", x), x.sum(0))
+    assert torch.equal(einc.einsum("ÀÁ,ÁÂ->ÀÂ", x, x.t()), x @ x.t())
+
+
 def test_random_torch_equations_with_spaces_are_read_as_torch():
     rng = random.Random(7)
     for _ in range(300):
