@@ -169,7 +169,7 @@ def _parse_term(text: str, start: int, stop: int, operand: str):
             positions.append(i)
             i += 1
         else:
-            raise _err(EquationError, _invalid(ch, i), text, i)
+            raise _err(EquationError, _invalid(ch, i) + _named_hint(text, i), text, i)
     return tuple(labels), tuple(positions)
 
 
@@ -187,6 +187,20 @@ def _invalid(ch: str, i: int) -> str:
     return (f"invalid subscript given at index {i} in the equation string, subscripts must be in [a-zA-Z]: "
             f"{ch!r} is not a letter (einc takes any letter, and any character from U+00C0 on, as "
             "opt_einsum.get_symbol writes them), '...', ',' or one '->'")
+
+
+def _named_hint(text: str, i: int) -> str:
+    """Where the character at ``i`` is part of a name such as ``x1`` in a text that named
+    notation does not claim (no mark): how to write it as named axes."""
+    if NAMED_MARK.search(text):
+        return ""
+    words = list(_WORD.finditer(text))
+    word = next((m for m in words if m.start() <= i < m.end()), None)
+    if word is None or len(word.group()) < 2 or not all(m.group().isidentifier() or m.group() == "1" for m in words):
+        return ""
+    forced = text[:word.start()] + f"({word.group()})" + text[word.end():]
+    return (f"; {word.group()!r} is one axis name only in einc's named notation, which reads an equation that "
+            f"has a parenthesis or a space between two axis names: {forced!r}")
 
 
 def _named_letters(text: str) -> int | None:

@@ -214,6 +214,20 @@ def test_names_of_several_letters_torch_refuses_are_read_by_name():
     assert torch.equal(einc.einsum("ÀÁ,ÁÂ->ÀÂ", x, x.t()), x @ x.t())
 
 
+def test_a_name_torch_refuses_without_a_mark_says_how_to_write_it_by_name():
+    """torch's error (class and sentence first), then how einc would read the name."""
+    for text, forced in [("x1 -> x1", "(x1) -> x1"), ("i_j->i_j", "(i_j)->i_j")]:
+        with pytest.raises(errors.EquationError) as info:
+            einc.einsum(text, torch.ones(3))
+        assert isinstance(info.value, RuntimeError)
+        first = str(info.value).split("\n")[0]
+        assert first.startswith("einsum(): invalid subscript given at index") and first.endswith(repr(forced))
+        assert torch.equal(einc.einsum(forced, torch.arange(3.0)), torch.arange(3.0))
+    with pytest.raises(errors.EquationError) as info:      # '1j' is no name: no named reading to suggest
+        einc.einsum("i1,1j->ij", torch.ones(2, 2), torch.ones(2, 2))
+    assert "named" not in str(info.value)
+
+
 def test_random_torch_equations_with_spaces_are_read_as_torch():
     rng = random.Random(7)
     for _ in range(300):
