@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import unicodedata
 from dataclasses import dataclass
 
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, ShapeError, SizeKeywordError, caret
@@ -278,6 +279,8 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
         raise bad(OperandCountError, f"the equation names {len(named.inputs)} operands but {len(shapes)} were "
                   "given", caret(named.text, None))
     names = dict(named.letters)
+    if any(key not in names for key in sizes):
+        sizes = _as_written(named, sizes, bad)
     for key in sizes:
         if key not in names:
             raise bad(SizeKeywordError, f"unknown keyword {key}={sizes[key]!r}: {key} is neither a keyword of this "
@@ -299,6 +302,33 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
                 raise bad(ShapeError, f"axis {n} has two sizes: {known[n]} (from a composite axis) and {size} in "
                           f"operand {k}", _where(named, k, a, n))
     return known, _view_shapes(named, shapes, known)
+
+
+def _as_written(named: Named, sizes, bad) -> dict:
+    """``sizes`` keyed by the names as the equation writes them: Python passes a keyword
+    in NFKC form (``ﬁ=3`` arrives as ``fi``, ``ℌ=3`` as ``H``), so a keyword that names no
+    axis names the one axis whose NFKC form it is."""
+    out = {}
+    for key, value in sizes.items():
+        written = _written(tuple(n for n, _ in named.letters), key)
+        if len(written) > 1:
+            raise bad(SizeKeywordError, f"the keyword {key}={value!r} names {' and '.join(written)}, which Python "
+                      f"reads as one name ({key}: keywords arrive in NFKC form); rename one of them",
+                      caret(named.text, None))
+        out[written[0] if written else key] = value
+    return out
+
+
+def _written(names: tuple, key: str) -> tuple:
+    """The ``names`` that the keyword ``key`` stands for: itself, else those whose NFKC form
+    it is.  (Dynamo takes the answer as a constant: it does not trace unicodedata.)"""
+    if key in names:
+        return (key,)
+    form = unicodedata.normalize("NFKC", key)
+    return tuple(n for n in names if unicodedata.normalize("NFKC", n) == form)
+
+
+_written._dynamo_marked_constant = True     # (torch.compiler.assume_constant_result's mark, without torch)
 
 
 def _axis_sizes(named: Named, shapes, bad) -> tuple[dict, list]:

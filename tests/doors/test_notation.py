@@ -228,6 +228,25 @@ def test_a_name_torch_refuses_without_a_mark_says_how_to_write_it_by_name():
     assert "named" not in str(info.value)
 
 
+def test_a_keyword_size_python_normalizes_finds_its_axis():
+    """Python passes a keyword in NFKC form (the ligature fi as 'fi', a black-letter H as 'H')."""
+    x = torch.randn(2, 6, dtype=torch.float64)
+    assert torch.equal(einc.einsum("b (\ufb01 d) -> b \ufb01 d", x, **{"fi": 3}), x.view(2, 3, 2))
+    assert torch.equal(einc.einsum("b (\u210c d) -> b d \u210c", x, H=2), x.view(2, 2, 3).transpose(1, 2))
+    assert einc.contract_expression("b (\ufb01 d) -> b \ufb01 d", (2, 6), fi=3)(x).shape == (2, 3, 2)
+    assert einc.explain("b (\ufb01 d) -> b \ufb01 d", (2, 6), fi=3).info.plan is not None
+    assert torch.equal(einc.einsum("b (\ufb01 d) -> b \ufb01 d", x, **{"\ufb01": 3}), x.view(2, 3, 2))
+    traced = torch.compile(lambda t: einc.einsum("b (\ufb01 d) -> b \ufb01 d", t, fi=3), fullgraph=True,
+                           backend="eager")
+    assert torch.equal(traced(x), x.view(2, 3, 2))
+    with pytest.raises(errors.SizeKeywordError, match="one name"):     # two axes Python would read as H
+        einc.einsum("b (\u210c d), \u210d -> b", x, torch.ones(2), H=2)
+    got = subprocess.run([sys.executable, "-c", "import torch, einc\n"
+                          "print(tuple(einc.einsum('b (\ufb01 d) -> b \ufb01 d', torch.ones(2, 6), \ufb01=3).shape))"],
+                         capture_output=True, text=True, timeout=120)
+    assert got.stdout.strip() == "(2, 3, 2)", got.stderr
+
+
 def test_random_torch_equations_with_spaces_are_read_as_torch():
     rng = random.Random(7)
     for _ in range(300):
