@@ -289,6 +289,7 @@ def resolve(named: Named, shapes, sizes, fail=None) -> tuple:
     known = {k: _size(k, v, fail) for k, v in sizes.items()}
     keyword = set(known)
     plain, composites = _axis_sizes(named, shapes, bad)
+    _check_ellipses(named, shapes, bad)
     in_composite = {n for _, axis, _, _ in composites for n in axis}
     _agree_plain(named, plain, known, keyword, in_composite, bad)
     weak = {n: 1 for n in plain if n not in known}      # only broadcast dimensions: a composite may say more
@@ -359,6 +360,25 @@ def _axis_sizes(named: Named, shapes, bad) -> tuple[dict, list]:
             else:
                 composites.append((size, axis, k, a))
     return plain, composites
+
+
+def _check_ellipses(named: Named, shapes, bad) -> None:
+    """The dimensions the ellipses cover broadcast together (right-aligned: equal, or 1),
+    checked here so that the error names the operands' own shapes and the text as written."""
+    seen, covers = {}, {}       # dimension counted from the right -> (size, operand); operand -> covered
+    for k, (axes, shape) in enumerate(zip(named.inputs, shapes)):
+        if not _has_ellipsis(axes):
+            continue
+        a = next(a for a, axis in enumerate(axes) if _is_ellipsis(axis))
+        covers[k] = covered = tuple(shape[a:a + len(shape) - (len(axes) - 1)])
+        for r, size in enumerate(reversed(covered)):
+            old, j = seen.get(r, (1, None))
+            if size != 1 and old != 1 and size != old:
+                raise bad(ShapeError, f"the ellipsis '...' of operand {k} covers {covered}, which does not "
+                          f"broadcast with the {covers[j]} of operand {j}: size {size} against {old} (sizes "
+                          "must match or be 1, aligned from the right)", _where(named, k, a))
+            if old == 1:
+                seen[r] = (size, k)
 
 
 def _agree_plain(named: Named, plain, known, keyword, in_composite, bad) -> None:

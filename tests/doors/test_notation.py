@@ -268,6 +268,20 @@ def test_random_torch_equations_with_spaces_are_read_as_torch():
             assert torch.allclose(einc.einsum(forced, *ops), torch.einsum(text, *ops)), forced
 
 
+def test_ellipses_that_do_not_broadcast_are_named_as_the_call_wrote_them():
+    """Not in the resolved equation's letters and split shapes, with out= or without."""
+    a, b = torch.randn(2, 3, 4, 6), torch.randn(3, 4, 1)
+    for out in (None, torch.empty(2, 3, 4, 6)):
+        with pytest.raises(errors.ShapeError) as info:
+            einc.einsum("... (h d), ... -> ... (d h)", a, b, h=2, out=out)
+        message = str(info.value)
+        assert "covers (3, 4, 1)" in message and "(2, 3, 4) of operand 0" in message and "...hd" not in message
+        assert message.endswith("  ... (h d), ... -> ... (d h)\n             ^")
+    c = torch.randn(3, 1)       # (3, 1) broadcasts against (2, 3, 4)
+    want = torch.einsum("...hd,...->...dh", a.view(2, 3, 4, 2, 3), c).reshape(2, 3, 4, 6)
+    assert torch.allclose(einc.einsum("... (h d), ... -> ... (d h)", a, c, h=2), want)
+
+
 def test_letters_follow_the_names():
     assert notation.structure(EQ).equation == LETTERS
     assert notation.structure("batch seq dim, dim out -> batch seq out").equation == "bsd,do->bso"
