@@ -55,8 +55,9 @@ examples:
       every call of a file, one a line: EQUATION SHAPES [DTYPE], e.g.
           bqhd,bkhd->bhqk 8x2048x32x128,8x2048x32x128 bfloat16
       or a JSON object {"equation": ..., "shapes": [[...], ...], "dtype": ...,
-      "strides": [[...], ...]} (dtype and strides optional); or the whole file
-      one JSON array of such objects; # starts a comment line
+      "strides": [[...], ...]} (dtype and strides optional; "sizes": {"h": 8} for a
+      named equation's axes its shapes do not give); or the whole file one JSON
+      array of such objects; # starts a comment line
   EINC_RECORD=$PWD/calls.jsonl python train.py; einc tune --calls calls.jsonl
       record a program's calls (each new plan's), then tune them
   einc tune --calls calls.txt --dry-run

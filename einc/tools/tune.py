@@ -96,13 +96,16 @@ def _from_text(line: str, where: str, dtype: str) -> Call:
         shapes = parse_shapes(words[-1])
     except argparse.ArgumentTypeError as e:
         raise ArgumentError(f"{where}: {e}") from None
-    return Call(" ".join(words[:-1]), shapes, dtype, None, where)
+    return _resolved(Call(" ".join(words[:-1]), shapes, dtype, None, where))
 
 
 def _from_json(item, where: str, dtype: str) -> Call:
     if not isinstance(item, dict) or not isinstance(item.get("equation"), str):
         raise ArgumentError(f'{where}: a call is an object with "equation" and "shapes" '
-                            '(and optionally "dtype" and "strides")')
+                            '(and optionally "dtype", "strides" and a named equation\'s "sizes")')
+    sizes = item.get("sizes") or {}
+    if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in sizes.values()):
+        raise ArgumentError(f'{where}: "sizes" is an object of a named equation\'s axis sizes, e.g. {{"h": 8}}')
     shapes, strides = _dims_lists(item.get("shapes"), where, "shapes"), item.get("strides")
     if strides is not None:
         strides = _dims_lists(strides, where, "strides")
@@ -113,7 +116,44 @@ def _from_json(item, where: str, dtype: str) -> Call:
             dtype = parse_dtype(str(item["dtype"]).removeprefix("torch."))
         except argparse.ArgumentTypeError as e:
             raise ArgumentError(f"{where}: {e}") from None
-    return Call(item["equation"], shapes, dtype, strides, where)
+    return _resolved(Call(item["equation"], shapes, dtype, strides, where), sizes)
+
+
+def _resolved(call: Call, sizes=None) -> Call:
+    """A named equation's call (:mod:`einc.planner.notation`) as the resolved equation's,
+    its shapes and strides split as the operands' views are, as ``einc tune EQUATION`` and
+    :func:`einc.einsum` resolve it (sizes the shapes do not give from ``"sizes"``)."""
+    from ..planner import notation
+    if not sizes and not notation.is_named(call.equation):
+        return call
+    try:
+        named = notation.structure(call.equation)
+        known, views = notation.resolve(named, call.shapes, dict(sizes or {}))
+    except EincError as e:
+        raise ArgumentError(f"{call.source}: {call.equation!r}: {str(e).removeprefix('einsum(): ')}") from None
+    strides = None if call.strides is None else [
+        tuple(st) if v is None else _split_strides(axes, shape, st, known)
+        for axes, shape, st, v in zip(named.inputs, call.shapes, call.strides, views)]
+    shapes = [tuple(s) if v is None else tuple(v) for s, v in zip(call.shapes, views)]
+    return Call(named.equation, shapes, call.dtype, strides, call.source)
+
+
+def _split_strides(axes, shape, strides, known) -> tuple:
+    """One operand's strides in its view: a composite axis of stride s split into parts of
+    sizes p1..pn has strides s * p2 * ... * pn, ..., s; an axis '1' is dropped."""
+    out, d, fixed = [], 0, sum(not isinstance(axis, str) for axis in axes)
+    for axis in axes:
+        if isinstance(axis, str):           # the ellipsis (notation.ELLIPSIS, the one axis that is a str)
+            out += strides[d:d + len(shape) - fixed]
+            d += len(shape) - fixed
+            continue
+        parts, inner = [], strides[d]
+        for n in reversed(axis):
+            parts.insert(0, inner)
+            inner *= known[n]
+        out += parts
+        d += 1
+    return tuple(out)
 
 
 def _dims_lists(value, where: str, what: str) -> list:

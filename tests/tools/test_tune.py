@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import einc
-from einc.errors import ConfigError
+from einc.errors import ArgumentError, ConfigError
 from einc.runtime import select
 from einc.tools.cli import main
 
@@ -166,6 +166,25 @@ def test_strides_of_a_call_are_the_operands(tmp_path):
     a, b = tune.operands(call, "cpu")
     assert a.is_contiguous() and b.stride() == (20, 1, 5) and b.dtype == a.dtype == torch.float64
     torch.testing.assert_close(einc.einsum("bij,bkj->bik", a, b), torch.einsum("bij,bkj->bik", a, b))
+
+
+def test_a_named_equation_in_a_calls_file_is_resolved_as_on_the_command_line(tmp_path):
+    """As ``einc tune EQUATION --shapes`` and einsum resolve it: sizes from the shapes (or
+    "sizes"), the shapes and strides split as the operands' views are."""
+    from einc.tools import tune
+    text = ("b (h d), h d e -> b (h e) 2x32,4x8x5\n"
+            '{"equation": "b (h d) -> b h d", "shapes": [[2, 32]], "sizes": {"h": 4}}\n'
+            '{"equation": "b (h d) 1, h d e -> b h e", "shapes": [[2, 32, 1], [4, 8, 5]], '
+            '"strides": [[1, 2, 1], [40, 5, 1]]}\n')
+    first, second, third = tune.read_calls(_calls(tmp_path, text), "float32")
+    assert (first.equation, first.shapes) == ("bhd,hde->bhe", [(2, 4, 8), (4, 8, 5)])
+    assert (second.equation, second.shapes) == ("bhd->bhd", [(2, 4, 8)])
+    x = torch.empty(32, 2).t()[..., None]       # (2, 32, 1), strides (1, 2, 1)
+    assert third.shapes[0] == (2, 4, 8) and third.strides[0] == x[..., 0].view(2, 4, 8).stride()
+    a, w = tune.operands(third, "cpu")
+    torch.testing.assert_close(einc.einsum("bhd,hde->bhe", a, w), torch.einsum("bhd,hde->bhe", a, w))
+    with pytest.raises(ArgumentError, match="calls.txt:1: 'b \\(h d\\) -> b h d': cannot split"):
+        tune.read_calls(_calls(tmp_path, '{"equation": "b (h d) -> b h d", "shapes": [[2, 32]]}\n'), "float32")
 
 
 def _error(argv, capsys) -> str:
