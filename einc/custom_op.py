@@ -39,6 +39,7 @@ checks before the op): einc's error is raised as dynamo lets it out of a trace
 
 import contextlib
 import functools
+import math
 import operator
 import os
 import sys
@@ -419,8 +420,22 @@ def _count_flops():
 
 
 def _flops(equation, shapes, optimize, memory_limit, scale=1.0, *args, out_shape=None, **kwargs) -> int:
-    """The flops of the path einc runs for these shapes (its plan's count, a multiply-add 2)."""
-    return plan_for(parse(equation), [tuple(s) for s in shapes], Options.from_op(optimize, memory_limit)).flops
+    """The flops of the path einc runs for these shapes, each step counted as the counter
+    counts torch.einsum's ops for it: a step of two operands that sums an index both hold is
+    a batched matrix product, 2 * batch * M * N * K over its indices but those one operand
+    sums alone (torch sums them first, uncounted); any other step (a product with nothing
+    summed, a sum of one operand) runs ops the counter does not count."""
+    plan = plan_for(parse(equation), [tuple(s) for s in shapes], Options.from_op(optimize, memory_limit))
+    total = 0
+    for step in plan.steps:
+        if len(step.inputs) != 2:
+            continue
+        left, right = set(step.inputs[0]), set(step.inputs[1])
+        if not set(step.summed) & left & right:
+            continue
+        alone = set(step.summed) - (left & right)
+        total += 2 * math.prod(plan.graph.sizes[i] for i in (left | right) - alone)
+    return total
 
 
 def _backward_flops(equation, shapes, grad_shape, needed, optimize, memory_limit, *args, out_shape=None,

@@ -211,6 +211,27 @@ def test_flop_counter_mode_counts_the_op_in_traced_graphs():
     assert out.stdout.split("\n")[-2] == str([mm, mm, chain, 3 * mm, 3 * mm])
 
 
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(8, 16), (16, 4)]), ("ij,ij->i", [(8, 16), (8, 16)]), ("ij,ij->ij", [(8, 16), (8, 16)]),
+    ("ij->i", [(8, 16)]), ("i,j->ij", [(8,), (16,)]), ("ii->i", [(5, 5)]), ("ij,jk->k", [(8, 16), (16, 4)]),
+    ("bij,bj->", [(3, 8, 16), (3, 16)]), ("ij,aj->i", [(8, 16), (1, 16)]), ("abc,abcd->d", [(4, 5, 6), (4, 5, 6, 7)]),
+])
+def test_flop_counter_mode_counts_a_traced_pair_as_it_counts_torch_einsum(equation, shapes):
+    """The op's count is what the counter gives torch.einsum's ops for the same call: a
+    matrix product's 2*M*N*K, none for a product with nothing summed or a sum of one operand,
+    and none for an index one operand sums alone (it counted the plan's flops: 128 for
+    ij,ij->ij, 1024 for ij,jk->k, where torch.einsum counts 0 and 128)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def counts(f, ops):
+        with FlopCounterMode(display=False) as mode:
+            f(*ops)
+        return mode.get_total_flops()
+    ops = [_randn(*s, seed=k) for k, s in enumerate(shapes)]
+    traced = torch.jit.trace(lambda *o: einc.einsum(equation, *o), ops, check_trace=False)
+    assert counts(traced, ops) == counts(lambda *o: torch.einsum(equation, *o), ops)
+
+
 def test_the_op_itself_gives_a_tangent_where_its_plan_would_drop_it():
     # the op called with a dual operand and a scale (the compile backend's constant factor)
     import torch.autograd.forward_ad as fwAD
