@@ -20,7 +20,16 @@ import torch
 
 from .custom_op import constant_result, number, refuse, traced_error
 from .custom_op import sizes as numbers
-from .errors import ArgumentError, EincError, EquationError, OperandTypeError, OutError, ShapeError, caret
+from .errors import (
+    ArgumentError,
+    EincError,
+    EquationError,
+    OperandCountError,
+    OperandTypeError,
+    OutError,
+    ShapeError,
+    caret,
+)
 from .planner.equation import call_form, parse
 from .planner.graph import build
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
@@ -160,7 +169,11 @@ class NamedExpression:
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
         check_tensors(operands, "contract_expression")
-        for o, k in zip(operands, self._variables):     # (the count: the inner expression checks it)
+        if len(operands) != len(self._variables):
+            but = f" (its operands {list(self.constants)} are constants)" if self.constants else ""
+            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
+                                    f"operands{but}, got {len(operands)}")
+        for o, k in zip(operands, self._variables):
             if tuple(o.shape) != self.shapes[k]:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
                                  f"but the expression was planned for {self.shapes[k]}")

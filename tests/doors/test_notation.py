@@ -428,10 +428,13 @@ def test_contract_expression_path_and_constants():
     assert torch.allclose(with_constant(x), _oracle(x, w, 4))
     with pytest.raises(errors.ShapeError, match="planned for"):
         expr(x[:1], w)
-    with pytest.raises(errors.OperandCountError, match="takes 2 operands"):
+    as_written = r"for 'b n \(h d\), h d e -> b n \(h e\)' takes 2 operands"     # not the resolved letters
+    with pytest.raises(errors.OperandCountError, match=as_written):
         expr(x)
-    with pytest.raises(errors.OperandCountError, match="takes 2 operands"):
+    with pytest.raises(errors.OperandCountError, match=as_written):
         expr(x, w, w)
+    with pytest.raises(errors.OperandCountError, match=r"takes 1 operands \(its operands \[1\] are constants\), got 2"):
+        with_constant(x, w)
     path, info = einc.contract_path(EQ, x.shape, w.shape, h=4)
     assert path == [(0, 1)] and info.eq == "bnhd,hde->bnhe"
 
