@@ -203,6 +203,21 @@ def _named_hint(text: str, i: int) -> str:
             f"has a parenthesis or a space between two axis names: {forced!r}")
 
 
+def spaced_names_hint(text: str) -> str:
+    """For a text torch reads that looks written by name (a space between two names of
+    several letters, as ``"head dim, dim -> head"``): that each letter is one index, and how
+    to have it read by name; else ``""``.  Said where its subscripts do not fit the shapes."""
+    if "(" in text or "->" not in text or not NAMED_MARK.search(text):
+        return ""
+    words = _WORD.findall(text)
+    if not any(len(w) > 1 for w in words) or len(words) < 2:
+        return ""
+    at = _WORD.search(text)
+    forced = text[:at.start()] + f"({at.group()})" + text[at.end():]
+    return (f" (each letter is one index, as torch reads the text, spaces ignored; to read names of several "
+            f"letters as one axis each, put one axis in parentheses: {forced!r})")
+
+
 def _named_letters(text: str) -> int | None:
     """Where ``text`` holds a character torch refuses (a letter beyond a-z and A-Z), a mark
     of named notation (:data:`NAMED_MARK`) and a name of several characters, the position

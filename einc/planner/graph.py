@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import OperandCountError, ShapeError, caret
-from .equation import ELLIPSIS, Equation
+from .equation import ELLIPSIS, Equation, spaced_names_hint
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _ellipsis_dims(eq: Equation, shapes, many: bool) -> list[int]:
                         f"dimensions ({len(shape)}) for operand {k}")
                 raise ShapeError(
                     f"einsum(): {head}: operand {k} ('{eq.term(k)}') has {len(shape)} dimensions, fewer than "
-                    f"the {named} subscripts it names besides '...'\n{eq.where(k)}")
+                    f"the {named} subscripts it names besides '...'{spaced_names_hint(eq.text)}\n{eq.where(k)}")
             ell_dims.append(len(shape) - named)
         else:
             if len(shape) != named:
@@ -154,7 +154,7 @@ def _ellipsis_dims(eq: Equation, shapes, many: bool) -> list[int]:
                         f"dimensions ({len(shape)}) for operand {k} and no ellipsis was given")
                 raise ShapeError(
                     f"einsum(): {head}: operand {k} ('{eq.term(k)}') has shape {tuple(shape)}, "
-                    f"{len(shape)} dimensions for {named} subscripts\n{eq.where(k)}")
+                    f"{len(shape)} dimensions for {named} subscripts{spaced_names_hint(eq.text)}\n{eq.where(k)}")
             ell_dims.append(0)
     return ell_dims
 

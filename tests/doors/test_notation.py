@@ -200,6 +200,21 @@ def test_the_rule_keeps_every_torch_equation():
             einc.einsum(text, m, n)
 
 
+def test_a_torch_text_written_like_names_says_how_to_read_it_by_name():
+    """The trap: torch reads "head dim, dim -> head" (seven indices); where they do not fit
+    the shapes, torch's error says that each letter is one index, and how to write it by name."""
+    m, v = torch.randn(4, 3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    with pytest.raises(errors.ShapeError) as info:
+        einc.einsum("head dim, dim -> head", m, v)
+    message = str(info.value)
+    assert message.startswith("einsum(): the number of subscripts in the equation (7) does not match")
+    assert "each letter is one index" in message and "'(head) dim, dim -> head'" in message
+    assert torch.allclose(einc.einsum("(head) dim, dim -> head", m, v), m @ v)
+    with pytest.raises(errors.ShapeError) as info:      # one-letter names: nothing to read otherwise
+        einc.einsum("a b, b c -> a c", m, v)
+    assert "parentheses" not in str(info.value)
+
+
 def test_names_of_several_letters_torch_refuses_are_read_by_name():
     """A name of several characters beyond torch's a-z, A-Z is one axis, as an ASCII name
     torch refuses (x_1) is: torch reads no such text, so named notation takes it; where
