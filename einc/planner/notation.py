@@ -549,6 +549,11 @@ def for_cli(text: str, shapes, sizes: dict):
     """``(resolved equation, its operand shapes, the names' description)`` for ``einc dump``
     and ``einc explain`` (pure: no torch)."""
     named = structure(text)
+    names = tuple(n for n, _ in named.letters)
+    for key, value in sizes.items():
+        if not _written(names, key):
+            raise SizeKeywordError(f"--size {key}={value}: {key} is not an axis of the equation (its axes: "
+                                   f"{', '.join(names) or 'none'})\n{caret(named.text, None)}")
     known, view_shapes = resolve(named, [tuple(s) for s in shapes], sizes)
     return named.equation, [tuple(s) if v is None else v for s, v in zip(shapes, view_shapes)], \
         describe(named, shapes, known)

@@ -134,6 +134,9 @@ def test_dump_imports_neither_torch_nor_triton(tmp_path):
     (["explain", "ij,jk->ik", "--shapes", "2x3,3x4", "--optimize", "nope"], "unknown optimize='nope'"),
     (["bench", "--suite", str(SUITE), "--filter", "no-such-workload"], "matches 'no-such-workload'"),
     (["dump", "--suite", "/no/such/suite.json"], "no suite file"),
+    # --size names an axis: no "keyword of this function" on the command line
+    (["explain", "b (h d) -> b h d", "--shapes", "2x32", "--size", "q=4"],
+     "--size q=4: q is not an axis of the equation (its axes: b, h, d)"),
 ])
 def test_bad_equations_and_arguments_exit_2_with_one_error_line(argv, message, capsys):
     assert main(argv) == 2
