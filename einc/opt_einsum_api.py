@@ -137,16 +137,11 @@ class ContractExpression:
         ``fx.Proxy``: ``torch.fx.symbolic_trace``): one call of :func:`einsum` with the planned
         path, which the tracer records -- the remainder on the folded constants, or the whole
         equation where the constants as given are kept (:meth:`_run_whole`)."""
-        if len(operands) != len(self._variables):
-            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                      f"operands{self._but_constants()}, got {len(operands)}")
+        self._count(operands)
         if self._given is None:
             text, options, operands = self._text, self._options, self._operands(operands, self._folded)
         else:
-            whole = [None] * len(self.shapes)
-            for k, o in [*zip(self._variables, operands), *self._given.items()]:
-                whole[k] = o
-            text, options, operands = self._whole.text, self._whole_options, whole
+            text, options, operands = self._whole.text, self._whole_options, self._with_given(operands)
         return einsum(text, *operands, optimize=options.optimize, memory_limit=options.memory_limit,
                       select=options.select, layout=options.layout, out=out)
 
@@ -154,12 +149,14 @@ class ContractExpression:
         """The whole equation on these operands and the constants as given, along the planned
         path: a dimension the plan broadcast (size 1) has another size here, which the folded
         constants did not meet (they summed it away, or kept it as an index of its own)."""
+        return call(self._whole, self._with_given(operands), self._whole_options, out)
+
+    def _with_given(self, operands) -> list:
+        """The whole equation's operands: these variables among the constants as given."""
         whole = [None] * len(self.shapes)
-        for k, o in zip(self._variables, operands):
+        for k, o in [*zip(self._variables, operands), *self._given.items()]:
             whole[k] = o
-        for k, c in self._given.items():
-            whole[k] = c
-        return call(self._whole, whole, self._whole_options, out)
+        return whole
 
     def _run(self, operands, out):
         folded = self._folded
@@ -200,9 +197,7 @@ class ContractExpression:
         for k, o in enumerate(operands):
             if not isinstance(o, torch.Tensor):
                 refuse(OperandTypeError, f"operand {k} must be a torch.Tensor, got {type(o).__name__}")
-        if len(operands) != len(self._variables):
-            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                      f"operands{self._but_constants()}, got {len(operands)}")
+        self._count(operands)
         # other sizes of the same rank run the planned path, as opt_einsum's expressions do
         # (a smaller last batch); einsum's own checks then name a size that does not fit
         for o, k in zip(operands, self._variables):
@@ -223,6 +218,11 @@ class ContractExpression:
                 w = self._whole     # (its fields: torch 2.11's dynamo cannot pass a frozen dataclass on)
                 traced_doors.built((w.text, w.inputs, w.output, w.explicit, w.input_positions, w.output_positions,
                                     w.canonical), [sizes(s) for s in shapes])
+
+    def _count(self, operands) -> None:
+        if len(operands) != len(self._variables):
+            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
+                                      f"operands{self._but_constants()}, got {len(operands)}")
 
     def _but_constants(self) -> str:
         return f" (its operands {list(self.constants)} are constants)" if self.constants else ""

@@ -50,13 +50,10 @@ def _has_ellipsis(axes) -> bool:
     return any(_is_ellipsis(axis) for axis in axes)
 
 
-_MARK = NAMED_MARK
-
-
 @functools.lru_cache(maxsize=1024)
 def is_named(text) -> bool:
     """Whether ``text`` is in named notation (the rule in the module's docstring)."""
-    if text.__class__ is not str or not _MARK.search(text):
+    if text.__class__ is not str or not NAMED_MARK.search(text):
         return False
     try:
         parse(text)
