@@ -128,32 +128,20 @@ def _resolved(call: Call, sizes=None) -> Call:
         return call
     try:
         named = notation.structure(call.equation)
-        known, views = notation.resolve(named, call.shapes, dict(sizes or {}))
+        _, views = notation.resolve(named, call.shapes, dict(sizes or {}))
     except EincError as e:
         raise ArgumentError(f"{call.source}: {call.equation!r}: {str(e).removeprefix('einsum(): ')}") from None
-    strides = None if call.strides is None else [
-        tuple(st) if v is None else _split_strides(axes, shape, st, known)
-        for axes, shape, st, v in zip(named.inputs, call.shapes, call.strides, views)]
+    strides = None if call.strides is None else [tuple(st) if v is None else _view_strides(shape, st, v)
+                                                 for shape, st, v in zip(call.shapes, call.strides, views)]
     shapes = [tuple(s) if v is None else tuple(v) for s, v in zip(call.shapes, views)]
     return Call(named.equation, shapes, call.dtype, strides, call.source)
 
 
-def _split_strides(axes, shape, strides, known) -> tuple:
-    """One operand's strides in its view: a composite axis of stride s split into parts of
-    sizes p1..pn has strides s * p2 * ... * pn, ..., s; an axis '1' is dropped."""
-    out, d, fixed = [], 0, sum(not isinstance(axis, str) for axis in axes)
-    for axis in axes:
-        if isinstance(axis, str):           # the ellipsis (notation.ELLIPSIS, the one axis that is a str)
-            out += strides[d:d + len(shape) - fixed]
-            d += len(shape) - fixed
-            continue
-        parts, inner = [], strides[d]
-        for n in reversed(axis):
-            parts.insert(0, inner)
-            inner *= known[n]
-        out += parts
-        d += 1
-    return tuple(out)
+def _view_strides(shape, strides, view) -> tuple:
+    """One operand's strides in its view (a composite axis split into its parts), as torch's
+    ``view`` gives them (on the meta device: no memory)."""
+    import torch
+    return torch.empty_strided(tuple(shape), tuple(strides), device="meta").view(tuple(view)).stride()
 
 
 def _dims_lists(value, where: str, what: str) -> list:
