@@ -71,7 +71,7 @@ PER_TENSOR = 12e-6
 GUARD = 4
 STALE = 16              # random greedy trials end where the latter half of this many or more found no better tree,
 STALE_GAIN = 0.01       # ... better by this much of log10 flops (2.3 %) or more
-HYPER_STALE = 256       # ... or, in a hyper-optimizer search, of this many or more
+HYPER_STALE = 512       # ... or, in a hyper-optimizer search, of this many or more
 CONVERGED = 128         # trials without a better tree end a hyper search
 # Under a memory limit below the hyper-optimizer, opt_einsum's random greedy trials (in
 # Python, the limit checked at each step) are counted too: LIMITED_TRIAL_SECONDS per index

@@ -703,6 +703,7 @@ def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monke
         pytest.skip("cotengrust's trials")
     monkeypatch.setattr(S, "CAP", 0.6)
     monkeypatch.setattr(S, "GUARD", 100)      # the guard is not what this test is about
+    monkeypatch.setattr(S, "HYPER_STALE", 256)    # trials that end within the slow machine's cap
     inputs, sizes = _regular(60, 3, 5, seed=4)
     given = []
     refined = S._refined
@@ -1130,6 +1131,7 @@ def test_the_hyper_tier_keeps_its_best_random_greedy_tree_where_the_refined_one_
     its tree is kept only where einc's objective ranks it no slower than the one it refined."""
     monkeypatch.setattr(S, "budget_for", lambda seconds: 1.0)
     monkeypatch.setattr(A, "ANNEAL_SECONDS", 1e-4)
+    monkeypatch.setattr(S, "HYPER_STALE", 256)    # trials that leave the refinement its share of the 1 s
     inputs, sizes = _regular(60, 3, 5, seed=4)
     poor = tuple((0, 1) for _ in range(len(inputs) - 1))      # left to right: ranked far slower
     handed = []
