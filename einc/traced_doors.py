@@ -6,13 +6,13 @@ takes locks and reads its caches; dynamo stopped on the first of them, under
 ``fullgraph=True`` with its own error).  It calls the door once, as a constant
 (``constant_result``), on the operands' shapes: a size traced as a symbol is specialized to
 its value (:func:`einc.custom_op.number`: dynamo guards on it, so other sizes trace again, as the eager
-door plans again).  Tensors become their shapes, with their dtype and device: the answer is
-the eager call's where the tensors are contiguous (the plan cache's key of such tensors is
-the one of their shapes).  Other tensors (of several dtypes or devices, or not contiguous)
-cannot be described so, nor can an expression be made a constant (dynamo cannot call it):
-there dynamo breaks the graph and runs the door eagerly, and under ``fullgraph=True`` einc
-raises an :class:`~einc.errors.ArgumentError` that says to call the door outside the
-compiled function.
+door plans again).  Each tensor is described by its shape, strides, dtype and device, and the
+door is called on stand-ins of that description (fake tensors, which hold no memory): the
+answer is the eager call's, whatever the tensors' layouts and dtypes.  A tensor that is not
+strided (sparse) cannot be stood in for, nor can an expression be made a constant (dynamo
+cannot call it): there dynamo breaks the graph and runs the door eagerly, and under
+``fullgraph=True`` einc raises an :class:`~einc.errors.ArgumentError` that says to call the
+door outside the compiled function.
 
 Here too what the doors read as dynamo calls it, eager or traced: a dtype's name
 (:func:`torch_dtype`), and an expression's shapes against its constants' (:func:`built`).
@@ -34,14 +34,11 @@ def path(door, args, kwargs):
     if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # (the operands as one list, as the door reads them)
-    described = _shapes(args)
-    if described is None or described[1] is not None and (kwargs.get("dtype") is not None or
-                                                           kwargs.get("device") is not None):
-        return _eagerly(door, "contract_path", args, kwargs, "operands given as shapes, or contiguous tensors of one "
-                                                             "dtype on one device; call it outside the compiled "
-                                                             "function")
-    shapes, dtype, device = described
-    planned = _planned(door, shapes, {**kwargs, "dtype": dtype, "device": device} if dtype is not None else kwargs)
+    described = _described(args)
+    if described is None:
+        return _eagerly(door, "contract_path", args, kwargs, "strided tensors or shapes; call it outside the "
+                                                             "compiled function")
+    planned = _planned(door, *described, kwargs)
     if planned is None:     # an error, without fullgraph: the door run eagerly raises it
         return torch.compiler.disable(door)(*args, **kwargs)
     return planned
@@ -57,29 +54,37 @@ def expression(door, args, kwargs):
                                                                "call it inside")
 
 
-def _shapes(args):
-    """``(args, dtype, device)``: ``args`` with each operand's shape as numbers in its place,
-    and the tensors' one dtype and device (None where none is a tensor); None where the
-    tensors are not all alike (of one dtype and device, contiguous, and every operand one)."""
+def _described(args):
+    """``(args, tensors)``: ``args`` with each shape given as numbers, each tensor's place
+    None, and each tensor's ``(position, shape, strides, dtype, device)``; None where a tensor
+    is not strided (sparse: no stand-in takes its place)."""
     operands = range(1, len(args)) if args and isinstance(args[0], str) else range(0, len(args) // 2 * 2, 2)
-    tensors = [args[k] for k in operands if isinstance(args[k], torch.Tensor)]
-    if tensors and (len(tensors) != len(operands) or not all(
-            t.dtype == tensors[0].dtype and t.device == tensors[0].device and t.is_contiguous() for t in tensors)):
-        return None
-    out = list(args)
+    out, tensors = list(args), []
     for k in operands:
         x = args[k]
-        if isinstance(x, (torch.Tensor, torch.Size, tuple, list)):
-            shape = x.shape if isinstance(x, torch.Tensor) else x
-            out[k] = sizes(shape)
-    return tuple(out), tensors[0].dtype if tensors else None, tensors[0].device if tensors else None
+        if isinstance(x, torch.Tensor):
+            if x.layout != torch.strided:
+                return None
+            tensors.append((k, sizes(x.shape), sizes(x.stride()), x.dtype, x.device))
+            out[k] = None
+        elif isinstance(x, (torch.Size, tuple, list)):
+            out[k] = sizes(x)
+    return tuple(out), tuple(tensors)
 
 
 @constant_result
-def _planned(door, args, kwargs):
+def _planned(door, args, tensors, kwargs):
     """(called by dynamo as it traces, its answer kept as a constant; its error the eager
     call's under ``fullgraph=True``, else None: a graph break here would have dynamo compile
-    the door's frames, which call the door again)"""
+    the door's frames, which call the door again.)  Each tensor is a stand-in of its shape,
+    strides, dtype and device, a fake tensor (no memory), which the door reads as it reads
+    the caller's."""
+    args = list(args)
+    if tensors:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            for k, shape, strides, dtype, device in tensors:
+                args[k] = torch.empty_strided(shape, strides, dtype=dtype, device=device)
     try:
         return door(*args, **kwargs)
     except EincError as error:

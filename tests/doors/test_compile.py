@@ -365,6 +365,22 @@ def test_contract_path_compiles_under_fullgraph_as_eager_plans():
         torch._dynamo.reset()
 
 
+def test_contract_path_of_strided_views_and_mixed_dtypes_compiles_under_fullgraph():
+    """Tensors were described by their shapes, one dtype and one device, so a transposed view or
+    operands of two dtypes raised ArgumentError under fullgraph (and broke the graph without it);
+    the door reads stand-ins of each tensor's shape, strides, dtype and device, as eager reads it."""
+    eq = "ij,jk,kl->il"
+    fn = lambda *ops: einc.contract_path(eq, *ops)      # noqa: E731
+    for ops in [(_randn(48, 64).t(), _randn(48, 80, seed=1), _randn(80, 2, seed=2)),
+                (_randn(3, 4), _randn(4, 5, seed=1, dtype=torch.float32), _randn(5, 2, seed=2))]:
+        torch._dynamo.reset()
+        try:
+            got, want = torch.compile(fn, fullgraph=True, backend="eager")(*ops), fn(*ops)
+        finally:
+            torch._dynamo.reset()
+        assert got[0] == want[0] and str(got[1]) == str(want[1])
+
+
 @pytest.mark.parametrize("limit", [math.inf, 20.0, -1, "max_input"])
 def test_memory_limits_a_compiled_call_takes_as_an_eager_one(limit):
     """The op carries memory_limit as text: inf (no limit) and whole floats as in eager
