@@ -111,7 +111,8 @@ def merged(named: Named, result, traced: bool = False):
 def split_out(named: Named, out, shapes):
     """``out=`` viewed in the resolved equation's output shape (its composite axes split);
     ``shapes``: the operands' in the resolved equation."""
-    graph = build(parse(named.equation), shapes)    # (einsum's error where the operands do not fit)
+    # (einsum's error where the operands do not fit; dynamo traces parse's body, not its cache)
+    graph = build((parse.__wrapped__ if torch.compiler.is_dynamo_compiling() else parse)(named.equation), shapes)
     split = [graph.sizes[i] for i in graph.output]
     want = tuple(output_shape(named, split) or split)
     fits = tuple(out.shape) == want

@@ -39,6 +39,12 @@ def _alphabet(wide: bool) -> tuple[str, ...]:
     return tuple(_LETTERS) + tuple(chr(c) for c in range(0xC0, stop) if chr(c).isalpha())
 
 
+# The letters below U+3000, as one str: dynamo reads a str global as a constant where it traces
+# :func:`parse` (a named equation's ``out=``), and would trace the table's making, code point by
+# code point, through the cache of :func:`_alphabet` (it took most of such a call's trace).
+_NARROW = "".join(_alphabet(False))
+
+
 def letter(i: int) -> str:
     """The ``i``-th letter that :func:`parse` accepts: ``a``-``z``, ``A``-``Z``, then the
     alphabetic code points from U+00C0 on.  Every one is a letter, so generated equation
@@ -47,10 +53,7 @@ def letter(i: int) -> str:
     >>> letter(0), letter(51), letter(52)
     ('a', 'Z', 'À')
     """
-    table = _alphabet(False)
-    if i >= len(table):
-        table = _alphabet(True)
-    return table[i]
+    return _NARROW[i] if i < len(_NARROW) else _alphabet(True)[i]
 
 
 def term_text(indices) -> str:
@@ -311,7 +314,7 @@ def parse(text: str) -> Equation:
 # torch), then the letters of :func:`letter` from 52 on.  The order matters: an implicit
 # output lists its labels sorted, and torch sorts sublist labels by their ints.  A plain
 # str, so that dynamo reads it as a constant when it traces :func:`sublist_equation`.
-_SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + "".join(_alphabet(False)[52:])
+_SUBLIST_LETTERS = _LETTERS[26:] + _LETTERS[:26] + _NARROW[52:]
 SUBLIST_REACH = len(_SUBLIST_LETTERS)      # sublist ints below this are lettered without the wide alphabet
 
 

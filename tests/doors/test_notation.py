@@ -584,6 +584,36 @@ def test_errors_under_torch_compile_are_einc_s(fullgraph):
     assert "  b (h d) -> b h d\n       ^" in str(err.value)
 
 
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_a_named_call_with_out_traces_no_table_of_letters(fullgraph):
+    """Under torch.compile a named call with out= traces parse of its resolved equation, whose
+    letters came from a table dynamo traced the making of, through its cache, code point by
+    code point (some twelve thousand): most of the trace, before the error eager raises at once,
+    and on every such call that works.  letter() reads a str there, a constant to dynamo."""
+    from einc.planner import equation
+    before = equation._alphabet.cache_info()
+    assert [equation.letter(i) for i in (0, 25, 26, 51, 52)] == ["a", "z", "A", "Z", "\u00c0"]
+    assert equation._alphabet.cache_info()[:2] == before[:2]      # (hits, misses): no table asked for
+    narrow = len(equation._alphabet(False))
+    assert equation.letter(narrow - 1) == equation._alphabet(False)[-1]
+    assert equation.letter(narrow) == equation._alphabet(True)[narrow]
+    x, w = torch.randn(3, 4), torch.randn(2, 2, 5)
+    f = lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2)     # noqa: E731
+    with pytest.raises(errors.OutError) as eager:
+        f(x, w, torch.zeros(3, 7))
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(f, fullgraph=fullgraph, backend="eager")
+        with pytest.raises(errors.OutError) as traced:
+            compiled(x, w, torch.zeros(3, 7))
+        out = torch.zeros(3, 10)
+        assert compiled(x, w, out) is out
+    finally:
+        torch._dynamo.reset()
+    assert str(traced.value) == str(eager.value)
+    torch.testing.assert_close(out, f(x, w, torch.zeros(3, 10)))
+
+
 def test_the_notation_module_imports_no_torch():
     from pathlib import Path
     script = Path(__file__).resolve().parents[1] / "support" / "scripts" / "notation_imports_no_torch.py"
