@@ -199,6 +199,8 @@ einsum.__signature__ = inspect.signature(lambda *args, optimize=DEFAULT_OPTIMIZE
                                          out=None, backend=None, layout=None, **sizes: None)
 _AUTO = AUTO
 _SHARING = sharing.STACKS      # non-empty while some thread is inside shared_intermediates()
+# never a compiled frame of its own (inlined where traced): a graph break at a failing call traced each frame below
+custom_op._never_compiled(einsum.__code__)
 
 
 # ----------------------------------------------------------------------- __torch_function__ and TorchScript

@@ -261,9 +261,10 @@ _lib.impl("einsum", _autocast_kernel("cuda", torch._C.DispatchKey.AutocastCUDA),
 
 
 def _never_compiled(*codes) -> None:
-    """Mark the op's kernels so that dynamo never compiles them, nor what they call, as a
-    frame of its own: where it breaks a graph at the op (a call that fails: dynamo then runs
-    it eagerly), it would otherwise trace each frame of einc's runtime in turn.  (What
+    """Mark the op's kernels (and :func:`einc.einsum`) so that dynamo never compiles them, nor
+    what they call, as a frame of its own: where it breaks a graph at the op (a call that fails:
+    dynamo then runs it eagerly), it would otherwise trace each frame of einc's runtime in turn.
+    (Dynamo still inlines them where it traces a function that calls them.)  (What
     ``torch.library.custom_op``'s wrapper does at every call, marked here once on the code
     objects: compiled graphs run the kernels with dynamo off, and never pay for it.)"""
     try:

@@ -94,6 +94,27 @@ def test_a_failing_op_runs_eagerly_without_dynamo_compiling_einc_s_runtime():
         torch._dynamo.reset()
 
 
+def test_a_failing_named_call_runs_eagerly_without_dynamo_compiling_einc_s_doors():
+    """Without fullgraph dynamo breaks the graph at a call that fails, and ran einsum then as a
+    frame of its own, compiled: it traced it down to the failing check again (a named call's
+    out=: einsum, _named, split_out, refuse, each traced twice), seconds where eager fails at
+    once.  einsum is never compiled as a frame of its own: it runs as it does uncompiled."""
+    from torch._dynamo.utils import counters
+    fn, args = (lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2)), \
+        (_r(3, 4), _r(2, 2, 5), torch.zeros(3, 7))
+    want = _raised(fn, *args)
+    torch._dynamo.reset()
+    counters["frames"].clear()
+    try:
+        _same(_raised(torch.compile(fn, backend="eager"), *args), want)
+        assert counters["frames"]["total"] <= 2, dict(counters["frames"])     # the caller's (its restart)
+        a, b = _r(2, 3), _r(3, 4)
+        whole = torch.compile(einc.einsum, backend="eager")
+        assert torch.equal(whole("ij,jk->ik", a, b), einc.einsum("ij,jk->ik", a, b))
+    finally:
+        torch._dynamo.reset()
+
+
 def test_opt_einsum_doors_keep_the_line_that_names_the_callers_characters():
     """contract and an expression read 'i1,1j->ij' in einc's letters: a shape error ends with a
     line that says so, which the compiled call lost (the eager call adds it as the error passes)."""
