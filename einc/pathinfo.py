@@ -22,9 +22,18 @@ class PathInfo(Explanation):
     these ``naive_cost`` and ``speedup``; ``info.plan`` keeps einc's own count
     (``plan.naive_flops``), which ``explain`` shows."""
 
+    _text = None        # its table, where it was planned as a constant under torch.compile (keep_text)
+
     def __init__(self, info: Explanation, shapes):
         super().__init__(info.plan, info.backends, info.note, info.reasons, info.size_class)
         self.shapes = [tuple(s) for s in shapes]
+
+    def keep_text(self) -> None:
+        """Make ``str()`` answer the table as it is now, without making it again: the info of a
+        ``contract_path`` planned as a constant while dynamo traces (:mod:`einc.traced_doors`),
+        whose ``str()`` in the compiled function dynamo would trace, and cannot (it stopped on
+        the table's counts).  The table is a function of the sizes, as the info is."""
+        self._text = str(self)
 
     @property
     def opt_cost(self) -> int:
@@ -48,6 +57,8 @@ class PathInfo(Explanation):
         return self.naive_cost / max(self.opt_cost, 1)
 
     def __str__(self) -> str:
+        if self._text is not None:
+            return self._text
         fields = {f.name: getattr(self.plan, f.name) for f in dataclasses.fields(self.plan)}
         fields["naive_flops"] = self.naive_cost
         return str(Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons, self.size_class))

@@ -86,11 +86,13 @@ def _planned(door, args, tensors, kwargs):
             for k, shape, strides, dtype, device in tensors:
                 args[k] = torch.empty_strided(shape, strides, dtype=dtype, device=device)
     try:
-        return door(*args, **kwargs)
+        answer = door(*args, **kwargs)
     except EincError as error:
         if strict():
             raise traced_error(error) from None
         return None
+    answer[1].keep_text()       # (the info: its str() in the compiled function, as the eager call's)
+    return answer
 
 
 def _eagerly(door, name: str, args, kwargs, message: str):

@@ -365,6 +365,22 @@ def test_contract_path_compiles_under_fullgraph_as_eager_plans():
         torch._dynamo.reset()
 
 
+def test_the_info_of_contract_path_prints_inside_a_fullgraph_function():
+    """str(info) inside the compiled function raised dynamo's Unsupported (it traced the table's
+    making); the info, planned as a constant, keeps its text, which is eager's."""
+    def fn(a, b, c):
+        _, info = einc.contract_path("ij,jk,kl->il", a, b, c)
+        return a + 1, str(info), f"{info}", info.opt_cost, info.eq
+    ops = [_randn(*s, seed=k) for k, s in enumerate([(2, 30), (30, 40), (40, 5)])]
+    torch._dynamo.reset()
+    try:
+        got = torch.compile(fn, fullgraph=True, backend="eager")(*ops)
+    finally:
+        torch._dynamo.reset()
+    want = fn(*ops)
+    assert got[1:] == want[1:] and "Optimized FLOP count" in got[1]
+
+
 def test_contract_path_of_strided_views_and_mixed_dtypes_compiles_under_fullgraph():
     """Tensors were described by their shapes, one dtype and one device, so a transposed view or
     operands of two dtypes raised ArgumentError under fullgraph (and broke the graph without it);
