@@ -34,7 +34,9 @@ under ``fullgraph=True``).
 
 A call that cannot run fails while dynamo traces it (in the fake kernel, or in einc's
 checks before the op): einc's error is raised as dynamo lets it out of a trace
-(:func:`traced_error`), so that the compiled call raises the eager call's class and text.
+(:func:`traced_error`), so that the compiled call raises the eager call's class and text
+(a product torch has no kernel for, in a node dynamo runs for ``torch.einsum = einc.einsum``,
+when the node runs: :func:`_fake_dtype`).
 """
 
 import contextlib
@@ -291,8 +293,8 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
         engine.check_operands(eq, operands)
         shapes = [[_UNBACKED if _unbacked(n) else n for n in o.shape] for o in operands]
         graph = _built(eq, shapes)          # checks sizes; symbolic sizes work
-        dtype = _result_dtype(equation, tuple(o.dtype for o in operands),
-                              tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
+        dtype = _fake_dtype(equation, tuple(o.dtype for o in operands),
+                            tuple(tuple(_probe(s) for s in shape) for shape in shapes), optimize, memory_limit)
     except EincError as error:      # (while dynamo traces, as it lets the error through)
         raise traced_error(error) from None
     sizes = list(graph.sizes)
@@ -301,6 +303,21 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
             if m is _UNBACKED and sizes[i] is _UNBACKED:
                 sizes[i] = n        # the size an operand gives it
     return operands[0].new_empty([sizes[i] for i in graph.output], dtype=dtype)
+
+
+def _fake_dtype(equation, types, shapes, optimize, memory_limit):
+    """The result's dtype (:func:`_result_dtype`).  Where torch has no product for these dtypes
+    and dynamo traces, the operands' promoted dtype: dynamo runs this kernel for a node of its
+    own where ``torch.einsum = einc.einsum`` (it records the call as torch's), and makes the
+    ``NotImplementedError`` raised here its own error before einc's can pass, so the node is
+    kept and raises the eager call's error when it runs, as torch.einsum's own does.  (Where
+    dynamo traces a call of einc.einsum, :func:`traced_einsum` raises it first.)"""
+    try:
+        return _result_dtype(equation, types, shapes, optimize, memory_limit)
+    except errors.UnsupportedDtypeError:
+        if _tracer() is None:
+            raise
+        return functools.reduce(torch.promote_types, types)
 
 
 def _built(eq, shapes):

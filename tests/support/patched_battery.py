@@ -348,20 +348,24 @@ def shapes_that_change_every_call():
 @case
 def compiled_calls_raise_the_eager_error():
     """Patched, torch.einsum is einc's, which dynamo records as a node of torch's own and runs
-    on fake tensors: an error there came as dynamo's TorchRuntimeError without fullgraph."""
+    on fake tensors: an error there came as dynamo's TorchRuntimeError without fullgraph.  A
+    product torch has no kernel for (bool) is a NotImplementedError, which dynamo made its own
+    Unsupported under fullgraph: the node is kept, and raises einc's error when it runs."""
     if torch.__version__ < (2, 13):
         # torch 2.11's run of the node wraps it still (docs/autograd-and-compile.md), and its fake
         # mode crashes the process entering it here after the export case's thread
         return
     calls = [(lambda a, b, o: torch.einsum("ij,jk->ik", a, b, out=o),
               (randn(2, 3), randn(3, 4), torch.zeros(2, 4, dtype=torch.float64))),
-             (lambda x: torch.einsum("b (h d -> b", x, h=2), (randn(3, 4),))]
+             (lambda x: torch.einsum("b (h d -> b", x, h=2), (randn(3, 4),)),
+             (lambda a, b: torch.einsum("ij,jk->ik", a, b), (randn(2, 3) > 0, randn(3, 4) > 0))]
     for fn, args in calls:
         want = _raised(fn, args)
-        for fullgraph in (False, True):
+        for fullgraph, backend in [(False, "eager"), (True, "eager"), (True, "aot_eager")]:
             torch._dynamo.reset()
-            got = _raised(torch.compile(fn, backend="eager", fullgraph=fullgraph), args)
+            got = _raised(torch.compile(fn, backend=backend, fullgraph=fullgraph), args)
             assert type(got).__name__ == type(want).__name__ and str(got) == str(want), (fullgraph, got, want)
+            assert isinstance(got, type(want)), (fullgraph, backend, type(got).__mro__)
     torch._dynamo.reset()
 
 
