@@ -119,6 +119,18 @@ def caret(equation: str, position: int | None) -> str:
     return f"  {equation}\n  {' ' * position}^"
 
 
+def expression_count(equation: str, takes: int, constants, got: int) -> str:
+    """The message of an expression (``contract_expression``'s, a named equation's too)
+    called with ``got`` operands where it takes ``takes`` (its ``constants`` not counted):
+    one sentence for every kind of expression.
+
+    >>> expression_count("ij,jk->ik", 1, [1], 2)
+    "this expression for 'ij,jk->ik' takes 1 operands (its operands [1] are constants), got 2"
+    """
+    but = f" (its operands {list(constants)} are constants)" if constants else ""
+    return f"this expression for {equation!r} takes {takes} operands{but}, got {got}"
+
+
 class ConfigError(EincError, ValueError):
     """An environment setting (``EINC_*``) has a value einc does not accept."""
 

@@ -29,6 +29,7 @@ from .errors import (
     OutError,
     ShapeError,
     caret,
+    expression_count,
 )
 from .planner.equation import call_form, parse
 from .planner.graph import build
@@ -171,9 +172,8 @@ class NamedExpression:
             operands = operands[0]
         check_tensors(operands, "contract_expression")
         if len(operands) != len(self._variables):
-            but = f" (its operands {list(self.constants)} are constants)" if self.constants else ""
-            raise OperandCountError(f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                    f"operands{but}, got {len(operands)}")
+            refuse(OperandCountError, expression_count(self.equation, len(self._variables), self.constants,
+                                                       len(operands)))
         for o, k in zip(operands, self._variables):
             if tuple(o.shape) != self.shapes[k]:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "

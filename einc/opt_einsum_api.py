@@ -14,7 +14,16 @@ from . import autograd, sharing, traced_doors
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
 from .custom_op import note_reading, refuse, sizes
-from .errors import ArgumentError, DtypeError, EincError, EquationError, OperandCountError, OperandTypeError, ShapeError
+from .errors import (
+    ArgumentError,
+    DtypeError,
+    EincError,
+    EquationError,
+    OperandCountError,
+    OperandTypeError,
+    ShapeError,
+    expression_count,
+)
 from .pathinfo import PathInfo
 from .planner import notation, plan_for
 from .planner.equation import (
@@ -221,11 +230,8 @@ class ContractExpression:
 
     def _count(self, operands) -> None:
         if len(operands) != len(self._variables):
-            refuse(OperandCountError, f"this expression for {self.equation!r} takes {len(self._variables)} "
-                                      f"operands{self._but_constants()}, got {len(operands)}")
-
-    def _but_constants(self) -> str:
-        return f" (its operands {list(self.constants)} are constants)" if self.constants else ""
+            refuse(OperandCountError, expression_count(self.equation, len(self._variables), self.constants,
+                                                       len(operands)))
 
     def __repr__(self) -> str:
         shapes = [s if k in self._variables else "constant" for k, s in enumerate(self.shapes)]

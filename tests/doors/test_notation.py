@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -452,6 +453,23 @@ def test_contract_expression_path_and_constants():
         with_constant(x, w)
     path, info = einc.contract_path(EQ, x.shape, w.shape, h=4)
     assert path == [(0, 1)] and info.eq == "bnhd,hde->bnhe"
+
+
+def test_an_expressions_operand_count_sentence_has_one_home():
+    """named.py's NamedExpression repeated, word for word, ContractExpression's operand-count
+    sentence (it may not import opt_einsum_api), so the two could drift: both now take
+    ``errors.expression_count``, the one place the sentence is written."""
+    package = Path(einc.__file__).parent
+    homes = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                   if "this expression for {" in p.read_text(encoding="utf-8"))
+    assert homes == ["errors.py"], homes
+    x, w = _operands(2, 3, 4, 5, 6, torch.float64, "strided")
+    for expr, operands, constants in ((einc.contract_expression(EQ, x.shape, w, constants=[1], h=4), (x, w), [1]),
+                                      (einc.contract_expression(LETTERS, (2, 3, 4, 5), w, constants=[1]),
+                                       (x.view(2, 3, 4, 5), w), [1])):
+        with pytest.raises(errors.OperandCountError) as info:
+            expr(*operands)
+        assert str(info.value) == errors.expression_count(expr.equation, 1, constants, 2)
 
 
 def test_explain_shows_the_names():
