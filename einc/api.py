@@ -297,8 +297,8 @@ def special_call(eq: Equation, operands, options: Options, out):
         _check_out(out, operands)
     cache = sharing.current_cache()
     plan = None
-    if cache is not None and options.memory_limit is None:  # a bounded call keeps no whole intermediates
-        engine.check_operands(eq, operands)
+    # a bounded call keeps no whole intermediates; a sparse operand's call is torch's, as outside: nothing to share
+    if cache is not None and options.memory_limit is None and _all_strided(eq, operands):
         plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
         if plan.empty_sum is not None:      # zeros, as the whole call gives them: no step to share
             plan = None
@@ -316,6 +316,12 @@ def special_call(eq: Equation, operands, options: Options, out):
         if options.result_layout() == "contiguous":   # (a step cached by a call that asked for any layout)
             result = result.contiguous()
     return result if out is None else _write_out(out, result)
+
+
+def _all_strided(eq: Equation, operands) -> bool:
+    """Whether every operand is strided (torch.einsum's error for non-tensors or a wrong count)."""
+    engine.check_operands(eq, operands)
+    return all(o.layout is torch.strided for o in operands)
 
 
 def _alike(ops):

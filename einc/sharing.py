@@ -15,6 +15,8 @@ einc drops its reference to the cache, so the intermediates are freed then -- un
 caller kept the yielded dict, which can be passed to a later context to resume sharing
 (``shared_intermediates(cache)``), as in opt_einsum.  Results are differentiable (each
 step is an einc call).
+A call with an operand that is not strided (sparse) shares nothing: it is torch's einsum's,
+as outside the context.
 Under torch.compile the context is ignored: the compiled op runs whole.
 """
 
@@ -26,7 +28,6 @@ from collections import Counter
 
 import torch
 
-from .errors import LayoutError
 from .planner.equation import parse, term_text
 
 # thread id -> that thread's caches, innermost last.  Empty when no thread shares:
@@ -85,12 +86,8 @@ def run(plan, operands, cache: dict, contract, tag=None):
     """Run ``plan`` on ``operands`` step by step, each step's result looked up in or added
     to ``cache``; ``contract(equation, operands)`` computes a step.  ``tag`` keeps apart
     steps computed another way on the same tensors (``"int64"``: narrow integers widened).
-    Operands that are not strided (sparse) are refused: their steps are torch's, not einc's."""
-    for k, o in enumerate(operands):
-        if o.layout is not torch.strided:
-            raise LayoutError(f"einsum(): operand {k} is a {o.layout} tensor, whose steps shared_intermediates "
-                              f"does not share (it shares einc's steps, of strided tensors); pass operand {k}."
-                              "to_dense(), or call outside the context")
+    The operands are strided: a call with a sparse one is torch's einsum's, which the doors
+    run as outside the context (:func:`einc.api.special_call`)."""
     values = dict(enumerate(operands))
     for step in plan.steps:
         ops = [values.pop(v) for v in step.operands]

@@ -3,6 +3,7 @@ numpy's, opt_einsum's) found with einc in place of the function under test.  Eac
 these failed on einc before the fix."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -562,11 +563,37 @@ def test_contract_expression_constants_keep_the_whole_equations_memory_limit():
     torch.testing.assert_close(sliced(A, A), A @ A @ A)
 
 
-def test_a_sparse_operand_inside_shared_intermediates_is_a_clear_error():
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_a_sparse_operand_inside_shared_intermediates_gets_the_answer_it_gets_outside():
     """Inside ``shared_intermediates`` a sparse operand's step was torch's sparse answer, which
-    the context then made contiguous: "unsupported memory format option Contiguous"."""
-    a, b = torch.randn(3, 4), torch.randn(3, 4)
-    with einc.shared_intermediates():
-        with pytest.raises(errors.LayoutError, match="operand 1 is a torch.sparse_coo tensor"):
-            einc.contract("ij,ij->ij", a, b.to_sparse())
-        torch.testing.assert_close(einc.contract("ij,ij->ij", a, b), a * b)
+    the context then made contiguous ("unsupported memory format option Contiguous"), and
+    then a LayoutError where the same call outside the context works.  Now the call shares
+    nothing and is torch's einsum's, as outside: the same result, layout and bits, or the
+    same LayoutError -- in every door, out= too; strided calls in the context still share."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    c = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    doors = (lambda eq, *xs, **kw: einc.einsum(eq, *xs, **kw), lambda eq, *xs, **kw: einc.contract(eq, *xs, **kw),
+             lambda eq, *xs, **kw: einc.contract_expression(eq, *[x.shape for x in xs])(*xs, **kw))
+    calls = [("ij,ij->ij", (a, b.to_sparse())), ("ij,ij->ij", (a.to_sparse_csr(), b)), ("ij->ji", (a.to_sparse(),)),
+             ("ij,ij->", (a.to_sparse(), b)), ("ij,jk->ik", (a, c.to_sparse()))]
+    for door in doors:
+        for eq, ops in calls:
+            try:
+                want = door(eq, *ops)
+            except errors.LayoutError as error:
+                want = error
+            with einc.shared_intermediates() as cache:
+                if isinstance(want, Exception):
+                    with pytest.raises(errors.LayoutError, match=re.escape(str(want).split("\n")[0])):
+                        door(eq, *ops)
+                    continue
+                got = door(eq, *ops)
+                assert got.layout == want.layout and got.shape == want.shape
+                assert torch.equal(got.to_dense(), want.to_dense()) if got.layout != torch.strided else \
+                    torch.equal(got, want)
+                out = torch.zeros(want.shape, dtype=want.dtype)
+                assert door(eq, *ops, out=out) is out and torch.equal(out, want.to_dense())
+                assert not any(key[0] == "einsum" for key in cache)     # nothing of it shared
+                torch.testing.assert_close(door("ij,ij->ij", a, b), a * b)
+                assert any(key[0] == "einsum" for key in cache)         # a strided call shares, as before
