@@ -22,12 +22,14 @@ from .custom_op import constant_result, number, refuse, traced_error
 from .custom_op import sizes as numbers
 from .errors import (
     ArgumentError,
+    DtypeError,
     EincError,
     EquationError,
     OperandCountError,
     OperandTypeError,
     OutError,
     ShapeError,
+    UnsupportedDtypeError,
     caret,
     expression_count,
 )
@@ -179,12 +181,16 @@ class NamedExpression:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
                                  f"but the expression was planned for {self.shapes[k]}")
         viewed = views(operands, self._view_shapes) + list(operands[len(self._variables):])
-        if out is not None:
-            self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
-                        if self.named.merges else out,
-                        backend=backend)
-            return out
-        result = self._inner(*viewed, backend=backend)
+        try:
+            if out is not None:
+                self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
+                            if self.named.merges else out,
+                            backend=backend)
+                return out
+            result = self._inner(*viewed, backend=backend)
+        except (DtypeError, UnsupportedDtypeError) as error:
+            as_written(error, self.named)
+            raise
         shape = output_shape(self.named, result.shape)
         return result if shape is None else result.reshape(shape)
 
@@ -228,6 +234,17 @@ class NamedExplanation:
         return d
 
 
+def as_written(error, named: Named) -> None:
+    """Make ``error``, raised by a door's call on ``named``'s resolved equation (or on what an
+    expression's constants leave of it), name the equation as the caller wrote it where
+    its message names the one it was raised for (``error.equation``: a dtype error, from
+    :func:`einc.runtime.dtypes.naming`), as the named call's other errors do."""
+    spelled = getattr(error, "equation", None)
+    if isinstance(error, (DtypeError, UnsupportedDtypeError)) and spelled is not None and spelled != named.text:
+        error.args = (str(error).replace(repr(spelled), repr(named.text)),)
+        error.equation = named.text
+
+
 @contextlib.contextmanager
 def torch_error_first(error, text: str):
     """Around the named reading of ``text``, an equation torch's notation does not take
@@ -244,4 +261,4 @@ def torch_error_first(error, text: str):
 
 
 __all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
-           "NamedExpression", "explain_parts", "NamedExplanation", "torch_error_first"]
+           "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "torch_error_first"]

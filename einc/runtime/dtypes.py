@@ -127,9 +127,9 @@ def result_dtype(equation: str, shapes, dtypes):
         # torch refuses the mix along its path (a product of two dtypes), not one of the dtypes
         if one is None or isinstance(_probe(equation, stand_ins, (one,) * len(dtypes), torch.device("cpu"),
                                             None, path), torch.dtype):
-            raise DtypeError(f"einsum(): {answer}: torch.einsum's path for {equation!r} contracts operands "
-                             f"of dtypes {', '.join(str(d) for d in dtypes)} in one step, which it refuses; "
-                             "convert them to one dtype first") from None
+            raise naming(DtypeError(f"einsum(): {answer}: torch.einsum's path for {equation!r} contracts "
+                                    f"operands of dtypes {', '.join(str(d) for d in dtypes)} in one step, which it "
+                                    "refuses; convert them to one dtype first"), equation) from None
     return answer if isinstance(answer, torch.dtype) else None
 
 
@@ -167,8 +167,9 @@ def autocast_operands(equation: str, operands, device_type: str):
     if isinstance(answer, NotImplementedError):     # (a matrix product of bool, as without autocast)
         _no_kernel(answer, equation, kinds, " under autocast")
     if isinstance(answer, RuntimeError) and any(d.is_floating_point or d.is_complex for d in kinds):
-        raise DtypeError(f"einsum(): {answer}: torch.einsum refuses {equation!r} under autocast on operands of "
-                         f"dtypes {_names(kinds)}; convert them to one dtype first") from None
+        raise naming(DtypeError(f"einsum(): {answer}: torch.einsum refuses {equation!r} under autocast on "
+                                f"operands of dtypes {_names(kinds)}; convert them to one dtype first"),
+                     equation) from None
     return list(operands)
 
 
@@ -177,8 +178,18 @@ def _names(kinds) -> str:
 
 
 def _no_kernel(answer, equation: str, kinds, where: str):
-    raise UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r}{where} on operands of "
-                                f"dtype {_names(kinds)}; convert them to an integer or floating dtype first") from None
+    raise naming(UnsupportedDtypeError(f"{answer}: torch.einsum cannot evaluate {equation!r}{where} on operands "
+                                       f"of dtype {_names(kinds)}; convert them to an integer or floating dtype "
+                                       "first"), equation) from None
+
+
+def naming(error, equation: str):
+    """``error``, whose message names ``equation`` (as its ``repr``), with ``equation`` kept as
+    its attribute ``equation``: a door that called einsum on another spelling of the caller's
+    equation (a named equation's resolved letters) names the caller's in its place
+    (:func:`einc.named.as_written`)."""
+    error.equation = equation
+    return error
 
 
 def _torch_path(equation: str, shapes):

@@ -3,9 +3,11 @@
 The oracle is torch.einsum on the operands' manual views, in float64 / complex128.
 """
 
+import contextlib
 import itertools
 import json
 import random
+import re
 import subprocess
 import sys
 import warnings
@@ -453,6 +455,30 @@ def test_contract_expression_path_and_constants():
         with_constant(x, w)
     path, info = einc.contract_path(EQ, x.shape, w.shape, h=4)
     assert path == [(0, 1)] and info.eq == "bnhd,hde->bnhe"
+
+
+def test_a_dtype_error_names_the_equation_as_written():
+    """float32 beside float64 operands, which torch's path refuses to contract in one step:
+    the DtypeError named the resolved letters ('bnhd,hde->bnhe'; an expression with
+    constants, its remainder 'abcd,cde->abce'), not the equation the caller wrote, as the
+    named call's other errors do.  Now the caller's, in every door (out=, the sharing
+    context and autocast too); the plain call keeps its own."""
+    x, w = torch.randn(2, 3, 12), torch.randn(3, 4, 5, dtype=torch.float64)
+    calls = [lambda: einc.einsum(EQ, x, w, h=3), lambda: einc.contract(EQ, x, w, h=3),
+             lambda: einc.einsum(EQ, x, w, h=3, out=torch.empty(2, 3, 15, dtype=torch.float64)),
+             lambda: einc.contract_expression(EQ, x.shape, w.shape, h=3)(x, w),
+             lambda: einc.contract_expression(EQ, x.shape, w, constants=[1], h=3)(x)]
+    for context in (contextlib.nullcontext, einc.shared_intermediates, lambda: torch.autocast("cpu")):
+        for call in calls:
+            with context(), pytest.raises(errors.DtypeError) as info:
+                call()
+            message = str(info.value)
+            assert repr(EQ) in message and "float64" in message, message
+            assert "bnhd" not in message and "abcd" not in message, message
+    with pytest.raises(errors.UnsupportedDtypeError, match=re.escape("evaluate 'b (h d), h d -> b'")):
+        einc.einsum("b (h d), h d -> b", x[0] > 0, w[:, :, 0] > 0, h=3)
+    with pytest.raises(errors.DtypeError, match="'bnhd,hde->bnhe'"):      # a plain call: its own letters
+        einc.einsum(LETTERS, x.view(2, 3, 3, 4), w)
 
 
 def test_an_expressions_operand_count_sentence_has_one_home():
