@@ -592,7 +592,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     shown = sparse.explained(explanation(plan, device_type, types, shapes, entry, options.select, strides),
                              operands_or_shapes)
     shown.size_class = classed
-    if options.result_layout() == "any":
+    # (not where no step of the plan writes the result: torch's einsum's, for a sparse operand; zeros)
+    if options.result_layout() == "any" and plan.empty_sum is None and all(x.layout is torch.strided for x in tensors):
         shown.note += ("; layout 'any': the result is a fresh dense tensor in the order the last step writes it "
                        "(no final copy into the equation's order)")
     return shown

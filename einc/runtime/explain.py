@@ -134,8 +134,8 @@ def describe(plan, device_type: str, dtypes, shapes, entry=None, select_mode=Non
     ``strides`` (contiguous where not given; the cost model where the choice would be
     measured).  The kernels named are the ones :func:`~einc.runtime.dispatch.build_entry` loads for those strides."""
     empty = plan.empty_sum
-    if empty is not None:
-        return Explanation(plan, ["torch"] * len(plan.steps),
+    if empty is not None:       # (the zeros are made whole: no step runs, on no backend)
+        return Explanation(plan, ["none"] * len(plan.steps),
                            f"the steps above do not run: the result is zeros, a sum over {empty}, "
                            "of size 0, whatever the other operands hold")
     if entry is not None:

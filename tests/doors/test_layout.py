@@ -218,6 +218,26 @@ def test_explain_says_so():
     assert "layout 'any'" not in str(einc.explain("akbc,jk->cjba", (48, 48, 40, 48), (24, 48)))
 
 
+def test_explain_says_layout_any_only_where_a_step_writes_the_result():
+    """explain's note said "layout 'any': the result is a fresh dense tensor in the order the
+    last step writes it" where no step of the plan writes it: a sparse operand's call, whose
+    result is torch's einsum's (sparse here), and a sum over size 0, whose zeros are made
+    whole and contiguous, as the calls show; and it named the backend "torch" for steps that
+    do not run.  Now neither: what the calls run."""
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert einc.einsum("ij,ij->ij", x.to_sparse(), y, layout="any").layout == torch.sparse_coo
+    shown = einc.explain("ij,ij->ij", x.to_sparse(), y, layout="any")
+    assert "layout 'any'" not in shown.note and "torch's einsum answers this call" in shown.note
+    a, b = torch.randn(3, 0), torch.randn(0, 5)
+    assert einc.einsum("ij,jk->ik", a, b, layout="any").is_contiguous()
+    for operands in ((a, b), ((3, 0), (0, 5))):
+        shown = einc.explain("ij,jk->ik", *operands, layout="any")
+        assert "layout 'any'" not in shown.note and "do not run: the result is zeros" in shown.note
+        assert shown.backends == ("none",) and shown.to_dict()["steps"][0]["backend"] == "none"
+        assert any(line.startswith("1 ") and line.endswith(" none") for line in str(shown).split("\n"))
+    assert "layout 'any'" in einc.explain("ij,jk->ik", (0, 4), (4, 5), layout="any").note    # a step writes it
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_under_torch_compile_the_result_is_contiguous(layout, monkeypatch):
     """The compiled op's fake kernel states a contiguous result before any plan exists, so
