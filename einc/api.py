@@ -555,7 +555,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         # a lone () is the shape of a 0-d operand
         operands_or_shapes = tuple(operands_or_shapes[0])
     if sizes or (isinstance(equation, str) and notation.is_named(equation)):
-        named, viewed, header = named_axes.explain_parts(equation, operands_or_shapes, sizes)
+        named, viewed, header = named_axes.explain_parts(
+            equation, operands_or_shapes, sizes, call_options(optimize, memory_limit, select, layout).result_layout())
         shown = explain(named.equation, *viewed, optimize=optimize, memory_limit=memory_limit,
                         dtype=dtype, device=device, select=select, layout=layout)
         return named_axes.NamedExplanation(shown, header)

@@ -154,9 +154,9 @@ class NamedExpression:
     """A planned named contraction (``contract_expression`` on a named equation): views the
     operands, calls the expression planned for the resolved equation, merges the output."""
 
-    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict):
+    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict, layout="contiguous"):
         self.named = named
-        self._description = describe(named, shapes, known)
+        self._description = describe(named, shapes, known, layout)
         self.equation = named.text
         self.shapes = tuple(shapes)
         self.constants = tuple(constants)
@@ -201,9 +201,10 @@ class NamedExpression:
         return self._description + "\n" + str(self._inner)
 
 
-def explain_parts(text, items, sizes: dict):
+def explain_parts(text, items, sizes: dict, layout: str = "contiguous"):
     """``explain`` on a named equation, before the door explains the resolved one:
-    ``(named, the items viewed, the header saying how the names resolved)``."""
+    ``(named, the items viewed, the header saying how the names resolved)``; ``layout``: the
+    result's (``"any"``: a merge may copy)."""
     if not isinstance(text, str):
         raise ArgumentError(f"explain(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
@@ -211,7 +212,7 @@ def explain_parts(text, items, sizes: dict):
     shapes = _shapes(items)
     known, view_shapes = resolve(named, shapes, sizes)
     viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
-    return named, viewed, describe(named, shapes, known)
+    return named, viewed, describe(named, shapes, known, layout)
 
 
 class NamedExplanation:

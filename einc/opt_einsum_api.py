@@ -418,7 +418,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
         named, shapes, view_shapes, constants, known, viewed = named_axes.expression_parts(args, sizes, constants)
         inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
                                     memory_limit=memory_limit, select=select, layout=layout, **kwargs)
-        expr = named_axes.NamedExpression(named, inner, shapes, view_shapes, constants, known)
+        expr = named_axes.NamedExpression(named, inner, shapes, view_shapes, constants, known,
+                                          inner._options.result_layout())
         expr.contraction = _const_einsum_str(args[0], expr.constants)   # the named equation, as given
         expr.num_args = len(expr.shapes) - len(expr.constants)
         return expr

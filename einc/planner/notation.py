@@ -21,7 +21,8 @@ names keep their letter where they can, a longer name takes its first letter whe
 is free): an input's composite axis is split into its parts by strides (``Tensor.view``:
 splitting one dimension never copies), ``1`` is dropped from the view, the planner sees
 the parts as ordinary indices, and the output's composite axes are merged by a
-``reshape`` of einc's fresh contiguous result, which is a view of it.
+``reshape`` of einc's fresh contiguous result, which is a view of it (under ``layout="any"``
+a view where the result's strides merge, else a contiguous copy).
 
 Pure Python (no torch import): this module parses, resolves and describes; the doors'
 glue (the operands' views, the call of the door on the resolved equation, the output's
@@ -35,6 +36,7 @@ import operator
 import unicodedata
 from dataclasses import dataclass
 
+from .. import config
 from ..errors import ArgumentError, EincError, EquationError, OperandCountError, ShapeError, SizeKeywordError, caret
 from .equation import _LETTERS, ELLIPSIS, NAMED_MARK, letter, parse, term_spans
 
@@ -518,9 +520,11 @@ def output_shape(named: Named, result_shape):
     return tuple(shape)
 
 
-def describe(named: Named, shapes, known) -> str:
+def describe(named: Named, shapes, known, layout: str = "contiguous") -> str:
     """In plain words: how the names resolve (letters, sizes) and what each split and
-    merge costs (nothing: a split is a view, a merge views einc's contiguous result)."""
+    merge costs (nothing: a split is a view, a merge views einc's contiguous result; under
+    ``layout`` ``"any"`` a merge is a view only where the result's strides merge, else a
+    copy, as :func:`einc.named.merged` makes it)."""
     letters = named.names
     renamed = [f"{n}={c}" for n, c in named.letters if n != c]
     lines = [f"Named axes: {named.text}",
@@ -536,7 +540,9 @@ def describe(named: Named, shapes, known) -> str:
     for axis in named.output:
         if not _is_ellipsis(axis) and len(axis) > 1:
             lines.append(f"  output: ({' '.join(axis)}) merged from " + " ".join(f"{n}={known[n]}" for n in axis)
-                         + ": a view of einc's contiguous result, no copy")
+                         + (": a view of einc's contiguous result, no copy" if layout != "any" else
+                            ": a view of einc's result where its strides merge, else a contiguous copy (layout "
+                            "'any': the result is in the order the last step writes it)"))
         elif axis == ():
             lines.append("  output: an axis '1' inserted: a view, no copy")
     return "\n".join(lines)
@@ -553,4 +559,4 @@ def for_cli(text: str, shapes, sizes: dict):
                                    f"{', '.join(names) or 'none'})\n{caret(named.text, None)}")
     known, view_shapes = resolve(named, [tuple(s) for s in shapes], sizes)
     return named.equation, [tuple(s) if v is None else v for s, v in zip(shapes, view_shapes)], \
-        describe(named, shapes, known)
+        describe(named, shapes, known, config.layout())

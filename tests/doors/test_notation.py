@@ -511,6 +511,30 @@ def test_explain_shows_the_names():
     assert einc.explain(EQ, x, w).to_dict()["named"].startswith("Named axes")
 
 
+def test_explain_says_a_merge_may_copy_under_layout_any(monkeypatch):
+    """Under ``layout="any"`` the resolved call's result is in the order its last step
+    writes, and the named merge is a view only where those strides merge: ``(c j)`` of a
+    ``cjba`` result laid out ``a``-first is a copy.  explain (and an expression's printout,
+    and ``einc explain`` under ``EINC_LAYOUT=any``) said "a view of einc's contiguous
+    result, no copy" all the same."""
+    eq, shapes = "a k b c, j k -> (c j) b a", [(48, 48, 40, 48), (24, 48)]
+    a, b = (torch.randn(s) for s in shapes)
+    plain = einc.einsum("akbc,jk->cjba", a, b, layout="any")
+    with pytest.raises(RuntimeError):       # its (c j) is no view: the merge copies
+        plain.view(48 * 24, 40, 48)
+    copy = "(c j) merged from c=48 j=24: a view of einc's result where its strides merge, else a contiguous copy"
+    texts = [str(einc.explain(eq, a, b, layout="any")), str(einc.explain(eq, *shapes, layout="ANY")),
+             str(einc.contract_expression(eq, *shapes, layout="any"))]
+    monkeypatch.setenv("EINC_LAYOUT", "any")
+    texts += [str(einc.explain(eq, *shapes)), notation.for_cli(eq, shapes, {})[2]]
+    for text in texts:
+        assert copy in text and "no copy" not in text.split("(c j) merged")[1].split("\n")[0], text
+    monkeypatch.delenv("EINC_LAYOUT")
+    for text in (str(einc.explain(eq, *shapes)), str(einc.contract_expression(eq, *shapes))):
+        assert "(c j) merged from c=48 j=24: a view of einc's contiguous result, no copy" in text
+    assert einc.einsum(eq, a, b).is_contiguous()
+
+
 def test_explain_and_contract_path_take_named_operands_as_one_tuple_and_refuse_sublists():
     x, w = torch.randn(2, 3, 12), torch.randn(3, 4, 5)
     eq = "b n (h d), h d e -> b n (h e)"
