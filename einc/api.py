@@ -146,7 +146,7 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     named_axes.check_tensors(tensors)
     traced = tracing()
     known, view_shapes = named_axes.resolved(named, tensors, sizes, traced)
-    views = named_axes.views(tensors, view_shapes)
+    views = named_axes.views(tensors, view_shapes, named)
     try:
         if not named.merges:
             return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is

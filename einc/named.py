@@ -25,6 +25,7 @@ from .errors import (
     DtypeError,
     EincError,
     EquationError,
+    LayoutError,
     OperandCountError,
     OperandTypeError,
     OutError,
@@ -38,9 +39,27 @@ from .planner.graph import build
 from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
 
 
-def views(operands, view_shapes) -> list:
-    """Each operand viewed in its resolved shape (composite axes split; None: as it is)."""
-    return [o if v is None else o.view(v) for o, v in zip(operands, view_shapes)]
+def views(operands, view_shapes, named: Named | None = None, door: str = "einsum") -> list:
+    """Each operand viewed in its resolved shape (composite axes split; None: as it is); an
+    operand that is not strided (sparse), which has no view, raises
+    :class:`~einc.errors.LayoutError` naming it (``named``: the equation, for the message)."""
+    try:
+        return [o if v is None else o.view(v) for o, v in zip(operands, view_shapes)]
+    except RuntimeError:        # (NotImplementedError too: "Could not run 'aten::view' ... 'SparseCPU'")
+        for k, (o, v) in enumerate(zip(operands, view_shapes)):
+            if v is not None and o.layout is not torch.strided:
+                raise _unviewable(f"operand {k} is a {o.layout} tensor", f"operand {k}.to_dense()", named,
+                                  door) from None
+        raise
+
+
+def _unviewable(what: str, instead: str, named: Named | None, door: str) -> LayoutError:
+    """:class:`~einc.errors.LayoutError` for a tensor that is not strided (``what``) whose axes a
+    named equation splits or merges: torch has no view or reshape of such a tensor."""
+    where = f"\n{caret(named.text, None)}" if named is not None else ""
+    return LayoutError(f"{door}(): {what}, whose composite axes einc cannot split or merge (torch has no view or "
+                       f"reshape of a tensor that is not strided; einc contracts strided tensors): pass "
+                       f"{instead}{where}")
 
 
 def check_tensors(operands, door="einsum") -> None:
@@ -103,12 +122,23 @@ def _refused(text: str, shapes, sizes: dict):
         raise traced_error(error) from None
 
 
-def merged(named: Named, result, traced: bool = False):
+def merged(named: Named, result, traced: bool = False, door: str = "einsum"):
     """The resolved equation's ``result`` in the named output's shape (composite axes
     merged: a view of einc's contiguous result; of a ``layout="any"`` one, a view where its
-    strides merge, else a contiguous copy: dense either way)."""
+    strides merge, else a contiguous copy: dense either way).  A result that is not strided
+    (torch's einsum's, for a sparse operand), which has no reshape, raises
+    :class:`~einc.errors.LayoutError`."""
     shape = output_shape(named, result.shape) if traced else _merged(named, tuple(result.shape))
-    return result if shape is None else result.reshape(shape)
+    if shape is None:
+        return result
+    try:
+        return result.reshape(shape)
+    except RuntimeError:        # ("reshape is not implemented for sparse tensors")
+        if result.layout is torch.strided:
+            raise
+        raise _unviewable(f"the result is a {result.layout} tensor (torch's einsum's, for a call with an operand "
+                          "that is not strided)", "the sparse operands .to_dense(), or write the output's axes "
+                          "apart", named, door) from None
 
 
 def split_out(named: Named, out, shapes):
@@ -180,7 +210,8 @@ class NamedExpression:
             if tuple(o.shape) != self.shapes[k]:
                 raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
                                  f"but the expression was planned for {self.shapes[k]}")
-        viewed = views(operands, self._view_shapes) + list(operands[len(self._variables):])
+        viewed = views(operands, self._view_shapes, self.named, "contract_expression") + \
+            list(operands[len(self._variables):])
         try:
             if out is not None:
                 self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
@@ -191,8 +222,7 @@ class NamedExpression:
         except (DtypeError, UnsupportedDtypeError) as error:
             as_written(error, self.named)
             raise
-        shape = output_shape(self.named, result.shape)
-        return result if shape is None else result.reshape(shape)
+        return merged(self.named, result, door="contract_expression")
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"
@@ -204,14 +234,21 @@ class NamedExpression:
 def explain_parts(text, items, sizes: dict, layout: str = "contiguous"):
     """``explain`` on a named equation, before the door explains the resolved one:
     ``(named, the items viewed, the header saying how the names resolved)``; ``layout``: the
-    result's (``"any"``: a merge may copy)."""
+    result's (``"any"``: a merge may copy; where a tensor is not strided, torch's einsum's
+    result is merged: :func:`~einc.planner.notation.describe`'s ``"torch"``)."""
     if not isinstance(text, str):
         raise ArgumentError(f"explain(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
     named = structure(text)
     shapes = _shapes(items)
     known, view_shapes = resolve(named, shapes, sizes)
-    viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
+    tensors = [x for x in items if isinstance(x, torch.Tensor)]
+    if len(tensors) == len(items):
+        viewed = views(tensors, view_shapes, named, "explain")   # (as the call views them, or its error)
+        if any(x.layout is not torch.strided for x in tensors):
+            layout = "torch"        # the call, and so its result, is torch's einsum's
+    else:
+        viewed = [x if v is None else (x.view(v) if hasattr(x, "view") else v) for x, v in zip(items, view_shapes)]
     return named, viewed, describe(named, shapes, known, layout)
 
 

@@ -524,7 +524,8 @@ def describe(named: Named, shapes, known, layout: str = "contiguous") -> str:
     """In plain words: how the names resolve (letters, sizes) and what each split and
     merge costs (nothing: a split is a view, a merge views einc's contiguous result; under
     ``layout`` ``"any"`` a merge is a view only where the result's strides merge, else a
-    copy, as :func:`einc.named.merged` makes it)."""
+    copy, as :func:`einc.named.merged` makes it; ``"torch"``: the result is torch's einsum's,
+    for an operand that is not strided, which a sparse result has no reshape of)."""
     letters = named.names
     renamed = [f"{n}={c}" for n, c in named.letters if n != c]
     lines = [f"Named axes: {named.text}",
@@ -540,12 +541,17 @@ def describe(named: Named, shapes, known, layout: str = "contiguous") -> str:
     for axis in named.output:
         if not _is_ellipsis(axis) and len(axis) > 1:
             lines.append(f"  output: ({' '.join(axis)}) merged from " + " ".join(f"{n}={known[n]}" for n in axis)
-                         + (": a view of einc's contiguous result, no copy" if layout != "any" else
-                            ": a view of einc's result where its strides merge, else a contiguous copy (layout "
-                            "'any': the result is in the order the last step writes it)"))
+                         + _MERGE.get(layout, _MERGE["contiguous"]))
         elif axis == ():
             lines.append("  output: an axis '1' inserted: a view, no copy")
     return "\n".join(lines)
+
+
+_MERGE = {"contiguous": ": a view of einc's contiguous result, no copy",
+          "any": (": a view of einc's result where its strides merge, else a contiguous copy (layout 'any': the "
+                  "result is in the order the last step writes it)"),
+          "torch": (": a reshape of torch's einsum's result (an operand is not strided: the call is torch's); "
+                    "a sparse result has no reshape, and the call raises LayoutError")}
 
 
 def for_cli(text: str, shapes, sizes: dict):

@@ -487,6 +487,33 @@ def test_explain_of_a_sparse_operand_says_the_call_is_torchs():
     assert "torch executor" in einc.explain("ij,ij->ij", x, y).note
 
 
+def test_a_named_call_splitting_or_merging_a_sparse_tensor_is_a_clear_error():
+    """A named call that splits a sparse operand's axis raised torch's bare "Could not run
+    'aten::view' ... 'SparseCPU'" (explain too), and one whose result, torch's sparse answer,
+    it merges, "reshape is not implemented for sparse tensors", while explain said the merge
+    was "a view of einc's contiguous result, no copy".  Now einc's LayoutError naming the
+    tensor and its layout, in every door, and explain says the merge is of torch's result."""
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    split = ("i (j k), i j k -> i j k", (x.to_sparse(), y.view(3, 2, 2)), {"j": 2}, "operand 0 is a torch.sparse_coo")
+    merge = ("i j k, i j k -> i (j k)", (x.view(3, 2, 2).to_sparse(), y.view(3, 2, 2)), {},
+             "the result is a torch.sparse_coo tensor")
+    doors = (einc.einsum, einc.contract,
+             lambda eq, *xs, **kw: einc.contract_expression(eq, *[t.shape for t in xs], **kw)(*xs))
+    for eq, ops, sizes, what in (split, merge):
+        for door in doors:
+            with pytest.raises(errors.LayoutError, match=re.escape(what)) as info:
+                door(eq, *ops, **sizes)
+            assert isinstance(info.value, RuntimeError) and str(info.value).endswith(f"\n  {eq}")
+    with pytest.raises(errors.LayoutError, match=re.escape("explain(): operand 0 is a torch.sparse_coo")):
+        einc.explain(split[0], *split[1], **split[2])
+    header = str(einc.explain(merge[0], *merge[1])).split("\n")[3]
+    assert "(j k) merged" in header and "a reshape of torch's einsum's result" in header and "no copy" not in header
+    got = einc.einsum("(i) j, i j -> i j", x.to_sparse(), y)        # no split, no merge: torch's answer
+    assert got.layout == torch.sparse_coo and torch.equal(got.to_dense(), x * y)
+    assert "no copy" in str(einc.explain(merge[0], x.view(3, 2, 2), y.view(3, 2, 2)))
+
+
 def test_a_sparse_operand_never_runs_a_strided_calls_plan():
     """The plan cache's key held the first operand's layout only: a sparse second operand
     whose key matched a dense call's (a broadcast one: strides (0, 0)) ran that call's
