@@ -421,3 +421,64 @@ def test_batched_gradients_through_the_multiply_and_sum_and_the_relayout():
         grads.append(torch.autograd.grad(einsum("bik,bkj->jib", *leaves), leaves, v, is_grads_batched=True))
     for got, want in zip(*grads):
         torch.testing.assert_close(got, want)
+
+
+# Through torch's own ops (a size class, a shape's plan, a permuted last copy) and through
+# the Function (a sliced plan: memory_limit), whichever the call takes.
+_MACHINERY = [("ab,bc,cd->da", [(2, 3), (3, 4), (4, 2)], {}), ("bij,bjk->kib", [(2, 3, 4), (2, 4, 3)], {}),
+              ("ij,jk->ik", [(3, 4), (4, 5)], {"memory_limit": 4}), ("ii->i", [(3, 3)], {})]
+
+
+@pytest.mark.parametrize("equation,shapes,kw", _MACHINERY, ids=[e for e, _, _ in _MACHINERY])
+def test_checkpoint_reentrant_or_not_and_saved_tensor_hooks_give_torchs_gradients(equation, shapes, kw):
+    ops = _inputs(shapes)
+    weight = torch.randn(reference(equation, *ops).shape, dtype=D)
+    expected = torch.autograd.grad((reference(equation, *ops) * weight).sum(), ops)
+
+    def loss(*xs):
+        return (einc.einsum(equation, *xs, **kw) * weight).sum()
+
+    def grads(run):
+        xs = [o.detach().clone().requires_grad_() for o in ops]
+        run(xs).backward()          # (a reentrant checkpoint refuses torch.autograd.grad)
+        return [x.grad for x in xs]
+
+    runs = [lambda xs: torch.utils.checkpoint.checkpoint(loss, *xs, use_reentrant=True),
+            lambda xs: torch.utils.checkpoint.checkpoint(loss, *xs, use_reentrant=False)]
+    for pack in (lambda t: t.clone(), lambda t: t.mT.contiguous().mT if t.dim() > 1 else t.clone()):
+        def hooked(xs, pack=pack):
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                return loss(*xs)
+        runs.append(hooked)
+    for run in runs + [lambda xs: _on_cpu(loss, xs)]:
+        for got, want in zip(grads(run), expected):
+            torch.testing.assert_close(got, want)
+
+
+def _on_cpu(loss, xs):
+    with torch.autograd.graph.save_on_cpu():
+        return loss(*xs)
+
+
+@pytest.mark.parametrize("equation,shapes,kw", _MACHINERY, ids=[e for e, _, _ in _MACHINERY])
+def test_an_operand_updated_in_place_after_the_call_raises_at_backward_as_torchs(equation, shapes, kw):
+    """Never a gradient of the new values: where einc's backward reads an operand changed since
+    the call, torch's version check raises, as it does for torch.einsum; else the gradient is
+    the one of the values the call saw."""
+    for k in range(len(shapes)):
+        leaves = _inputs(shapes)
+        outcomes = []
+        for run in (lambda *xs: einc.einsum(equation, *xs, **kw), lambda *xs: reference(equation, *xs)):
+            ops = [x * 1 for x in leaves]
+            y = run(*ops)
+            with torch.no_grad():
+                ops[k].mul_(2)
+            try:
+                outcomes.append(torch.autograd.grad(y.sum(), leaves))
+            except RuntimeError as error:
+                assert "modified by an inplace operation" in str(error)
+                outcomes.append(None)
+        if outcomes[0] is not None:         # einc saved nothing the change reached: the gradient is right
+            expected = torch.autograd.grad(reference(equation, *leaves).sum(), leaves)
+            for got, want in zip(outcomes[0], expected):
+                torch.testing.assert_close(got, want)
