@@ -1,7 +1,8 @@
 """einc inside PyTorch's machinery, called directly (``tests/doors/test_patched.py`` runs the same
 kinds of code with einc patched in as ``torch.einsum``).  Each of these failed on einc
 before the fix: a deadlock, FX, TorchFunctionMode and tensor subclasses, TorchScript,
-and ``torch.jit.trace`` recording a plan for one shape."""
+and ``torch.jit.trace`` recording a plan for one shape.  The processes at the end (a forked
+child, a DataLoader's workers) were found right, and are pinned here."""
 
 import threading
 import warnings
@@ -275,3 +276,73 @@ def test_onnx_export_of_a_model_calling_einc(tmp_path):
     assert "Einsum" in [n.op_type for n in model.graph.node]
     (out,) = ReferenceEvaluator(model).run(None, {k: o.numpy() for k, o in zip("xyz", ops)})
     torch.testing.assert_close(torch.from_numpy(out), torch_einsum("bij,bjk,kl->bil", *ops), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- 7. processes
+
+_FORK_CALLS = [("ij,jk->ki", ((3, 4), (4, 5))), ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))), ("ii->i", ((4, 4),)),
+               ("ab,bc,cd->da", ((2, 3), (3, 4), (4, 2)))]
+
+
+def _fork_answers():
+    """Each call of :data:`_FORK_CALLS`' result and gradients, on operands of a fixed seed."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for eq, shapes in _FORK_CALLS:
+        ops = [torch.randn(s, generator=g, dtype=torch.float64).requires_grad_() for s in shapes]
+        y = einc.einsum(eq, *ops)
+        out.append((y.detach(), torch.autograd.grad(y.sum(), ops)))
+    return out
+
+
+def _fork_child(queue):
+    import io
+    torch.set_num_threads(1)        # as a DataLoader's worker (torch's own ops may hang otherwise)
+    buffer = io.BytesIO()
+    torch.save(_fork_answers(), buffer)
+    queue.put(buffer.getvalue())    # (bytes: the queue's tensors would go by shared memory)
+
+
+def test_a_forked_child_after_the_parent_used_einc_gives_the_parents_bits():
+    """A child forked after the parent planned and ran the same calls (a DataLoader's worker):
+    it returns, with the parent's answers and gradients, bit for bit."""
+    import io
+    import multiprocessing
+    parent = _fork_answers()
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_fork_child, args=(queue,))
+    child.start()
+    try:
+        got = torch.load(io.BytesIO(queue.get(timeout=60)))
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    for (y, grads), (y2, grads2) in zip(parent, got):
+        assert torch.equal(y, y2) and all(torch.equal(a, b) for a, b in zip(grads, grads2))
+
+
+class _Pairs(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return einc.einsum("ij,jk->ik", torch.randn(3, 4, generator=g), torch.randn(4, 5, generator=g))
+
+
+def _collate(items):
+    x = torch.stack(items)
+    return einc.einsum("bij,bkj->bik", x, x), einc.contract("bii->bi", x[:, :3, :3])
+
+
+def test_a_dataloaders_workers_call_einc_in_the_dataset_and_the_collate():
+    einc.einsum("ij,jk->ik", torch.randn(3, 4), torch.randn(4, 5))      # the parent used einc first
+    expected = list(torch.utils.data.DataLoader(_Pairs(), batch_size=4, collate_fn=_collate))
+    loader = torch.utils.data.DataLoader(_Pairs(), batch_size=4, collate_fn=_collate, num_workers=2,
+                                         multiprocessing_context="fork", timeout=60)
+    got = list(loader)
+    assert len(got) == len(expected) == 2
+    for batch, want in zip(got, expected):
+        assert all(torch.equal(a, b) for a, b in zip(batch, want))
