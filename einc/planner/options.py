@@ -5,8 +5,10 @@ cache's key (an interned object: equal options are the same object, so the key h
 it by identity, in C), the optimizer to run (:meth:`Options.resolve`), the two strings
 the custom op carries (:func:`encode`, :meth:`Options.from_op`), and the options of a
 gradient's einsum (:meth:`Options.for_gradient`: an explicit path belongs to its own
-equation).  Pure Python: opt_einsum, and cotengrust where installed, are the only imports
-beyond the standard library.
+equation); and einc's ``auto`` up to 16 operands (:func:`_auto`), whose long searches' paths
+are remembered on disk (:func:`_remembered`).  Pure Python: opt_einsum, and cotengrust where
+installed, are the only imports beyond the standard library (and einc's path cache, where a
+remembered path is read or one is stored).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import functools
 import math
 import numbers
 import os
+import sys
 import threading
+import time
 
 import opt_einsum
 import opt_einsum.path_random
@@ -260,7 +264,8 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
 
     Exhaustive up to 5 operands (:func:`_optimal`), dynamic programming up to 16 (never costlier than
     opt_einsum's ``dp``), each kept only where it costs no more flops than opt_einsum's own
-    ``auto``, the path torch.einsum runs (:func:`_cheapest`); then
+    ``auto``, the path torch.einsum runs (:func:`_cheapest`), from 6 operands remembered on
+    disk where the search took long (:func:`_remembered`); then
     :func:`einc.planner.search.search`: the path remembered on
     disk, else a greedy path, then a search whose time is in proportion to the
     contraction's predicted time (cotengra's hyper-optimizer where it is installed).
@@ -268,9 +273,9 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     """
     n = len(inputs)
     if n <= DP_OPERANDS:
-        found = (_optimal if n <= 5 else _dynamic_programming)(inputs, output, size_dict, memory_limit)
-        return _cheapest(inputs, output, size_dict, found,
-                         opt_einsum.paths.auto(inputs, output, size_dict, memory_limit))
+        if n < REMEMBER_OPERANDS:
+            return _exact(inputs, output, size_dict, memory_limit)
+        return _remembered(inputs, output, size_dict, memory_limit)
     from .searchkey import recall
     found, name, tag = recall(inputs, output, size_dict, memory_limit)
     if found is None:       # (the search's modules are imported only where its path is not on disk)
@@ -280,6 +285,87 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     if reports is not None:
         reports.append(report)
     return path
+
+
+def _exact(inputs, output, size_dict, memory_limit):
+    """The search of up to :data:`DP_OPERANDS` operands: exhaustive up to 5, dynamic
+    programming from 6, each kept only where it costs no more than opt_einsum's ``auto``."""
+    found = (_optimal if len(inputs) <= 5 else _dynamic_programming)(inputs, output, size_dict, memory_limit)
+    return _cheapest(inputs, output, size_dict, found, opt_einsum.paths.auto(inputs, output, size_dict, memory_limit))
+
+
+# The search of REMEMBER_OPERANDS to DP_OPERANDS operands keeps a path that took DP_STORE_SECONDS
+# or longer (CPU time of the thread, which the machine's load does not inflate) in the path cache
+# (einc.planner.pathcache), where a later process reads it back instead: a few times what reading
+# an entry costs a new process, its first import of the path cache included; the dp on a dense
+# network of 14-16 operands takes far longer.  A network not remembered costs a key and a look
+# at one file's name, and no import.  Up to 5 operands the exhaustive search costs about what a
+# read does, so small calls never look.  DP_VERSION names the search: a change to it (_exact,
+# _optimal, _dynamic_programming, _cap, _cheapest, pathcost) takes a new name, and old entries
+# are missed (tests/planner/test_dp_memory.py holds the name to the source).
+REMEMBER_OPERANDS = 6
+DP_STORE_SECONDS = 0.002
+DP_VERSION = "einc-dp-1"
+
+
+def _remembered(inputs, output, size_dict, memory_limit):
+    """:func:`_exact`'s path, read from the path cache where an earlier search of the
+    network stored it, else searched (and stored where the search took
+    :data:`DP_STORE_SECONDS` or longer).  The entry's name (:func:`dp_entry`) names each
+    operand's and the output's indices in the order the search iterates them, and the sizes
+    in theirs (the searches break ties in that order), the memory limit, and
+    :func:`dp_version`; the path cache is imported only where an entry of that name is
+    there, or a path is stored."""
+    tag = dp_version()
+    name, there = dp_entry(inputs, output, size_dict, memory_limit, tag)
+    if there:
+        from . import pathcache
+        hit = pathcache.load(name, tag, len(inputs))
+        if hit is not None:
+            return list(hit[0])
+    start = time.thread_time()
+    path = _exact(inputs, output, size_dict, memory_limit)
+    seconds = time.thread_time() - start
+    if seconds >= DP_STORE_SECONDS:
+        from . import pathcache
+        pathcache.store(name, tag, path, {"seconds": seconds})
+    return path
+
+
+def dp_entry(inputs, output, size_dict, memory_limit, tag: str) -> tuple[str, bool]:
+    """``(name, there)``: the name of the network's entry in the path cache (a SHA-256, as
+    :func:`einc.planner.pathcache.key` names the longer search's), and whether a file of that
+    name is in its folder (``<cache folder>/paths``: one look at the name, no link followed,
+    nothing read; :func:`einc.planner.pathcache.load` checks the folders and the entry)."""
+    import hashlib  # (the standard library's, loaded with torch)
+    import json
+    sizes = [(i, int(s)) for i, s in size_dict.items()]     # (plan_for takes numpy's integers too)
+    text = json.dumps([tag, [list(t) for t in inputs], list(output), sizes, memory_limit], separators=(",", ":"))
+    name = hashlib.sha256(text.encode()).hexdigest()
+    try:
+        there = os.path.lexists(os.path.join(config.cache_dir(), "paths", name + ".json"))
+    except Exception:       # (ConfigError: a bad EINC_CACHE_DIR, which the path cache reports on a store)
+        there = False
+    return name, there
+
+
+def dp_version() -> str:
+    """The name of the search of up to :data:`DP_OPERANDS` operands, part of its remembered
+    paths' keys: :data:`DP_VERSION`, its figures, opt_einsum's version and cotengrust's
+    extension (by its size: cotengrust names no version of its own; "none" where it cannot
+    be imported, the dp then opt_einsum's)."""
+    rust = "none" if sys.modules.get("cotengrust") is None else \
+        _extension(getattr(sys.modules.get("cotengrust.cotengrust"), "__file__", None))
+    return ":".join((DP_VERSION, str(CAP_TRIALS), f"opt_einsum-{opt_einsum.__version__}", rust))
+
+
+@functools.lru_cache(maxsize=4)
+def _extension(file) -> str:
+    """cotengrust's extension module, by its size (looked at once a process)."""
+    try:
+        return f"cotengrust-{os.stat(file).st_size}"
+    except (OSError, TypeError, ValueError):
+        return "cotengrust"
 
 
 def _cheapest(inputs, output, size_dict, *paths):

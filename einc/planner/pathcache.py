@@ -4,7 +4,10 @@ An entry is a JSON file ``<cache folder>/paths/<key>.json`` (never pickle: loadi
 runs no code), ``key`` the SHA-256 of the network's structure and sizes, the memory
 limit, and :data:`VERSION`, which names the search and its budget figures (a change to
 either misses every old entry).  Only searches that ran :data:`STORE_SECONDS` or longer
-are stored: a greedy path costs less to find again than to read.  Under a memory limit,
+are stored: a greedy path costs less to find again than to read.  einc's search of 6-16
+operands keeps its long searches' paths here too, named and looked for by
+:func:`einc.planner.options.dp_entry` under a version of its own
+(:func:`einc.planner.options.dp_version`).  Under a memory limit,
 the entry also keeps the slicing einc's slicer chose for the path (``slicings``, read and
 checked by :mod:`einc.planner.slicecache`).
 

@@ -49,7 +49,8 @@ def cases(count: int = COUNT, seed: int = 0):
 
 
 def path(eq: str, shapes) -> list:
-    """The path einc's default ``auto`` takes for the call, searched afresh."""
+    """The path einc's default ``auto`` takes for the call, searched afresh (where no earlier
+    search of it was remembered on disk: :func:`main` uses a fresh cache folder)."""
     from einc.planner.equation import parse
     from einc.planner.graph import build
     from einc.planner.options import Options
@@ -59,6 +60,9 @@ def path(eq: str, shapes) -> list:
 
 
 def main() -> None:
+    import os
+    import tempfile
+    os.environ["EINC_CACHE_DIR"] = tempfile.mkdtemp()      # every path searched, none read back
     rows = [{"eq": eq, "shapes": shapes, "path": path(eq, shapes)} for eq, shapes in cases()]
     with gzip.open(GOLDEN, "wt") as f:
         json.dump(rows, f, separators=(",", ":"))
