@@ -1,5 +1,9 @@
 """Planning bench/paths.py's networks again in a second process, the path read from disk.
 
+``--dense``: dense networks of 14-16 operands instead (einsum_benchmark's random regular graphs
+of degree 3 to 6, sizes 2-8), whose path einc's dynamic programming search finds
+(einc.planner.options._auto) and remembers where it took long enough.
+
 For each network of bench/paths.py (einsum_benchmark's generators, 20-500 tensors), a new
 cache folder (``EINC_CACHE_DIR``); a first process plans it (``einc.planner.plan_for`` of
 the equation and shapes: the search runs, and its path is stored where the search ran
@@ -17,7 +21,7 @@ reading the entry this checkout's first process stored; the tables give the medi
 checkout and the paired per-round ratios (this checkout / the other) of the second
 process's first ``plan_for``, thread CPU time and wall.
 
-    python bench/second_process.py [--only 'NAME (TENSORS);NAME'] [--again 20] [--against DIR --rounds 5]
+    python bench/second_process.py [--only 'NAME (TENSORS);NAME'] [--dense] [--again 20] [--against DIR --rounds 5]
 """
 
 from __future__ import annotations
@@ -35,12 +39,35 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+# (tensors, degree, seed): degree 3 and 4, and denser graphs, whose dp runs longest
+DENSE = [(14, 3, 1), (14, 4, 1), (16, 4, 1), (14, 6, 3), (15, 6, 1), (16, 5, 2), (16, 6, 1)]
+
+
+def dense(only=None):
+    """``(name, equation, shapes)`` of the :data:`DENSE` networks (``only`` as bench/paths.py's)."""
+    from einsum_benchmark.generators.random.randreg import regular
+    wanted = [w.strip() for w in only.split(";") if w.strip()] if only else []
+    for n, degree, seed in DENSE:
+        eq, shapes = regular(n, degree, d_min=2, d_max=8, seed=seed)
+        full = f"dense {degree}-regular seed {seed} ({n})"
+        if not wanted or any(w in full for w in wanted):
+            yield full, eq, [tuple(int(d) for d in s) for s in shapes]
+
+
 def _network(name):
     from bench.paths import instances
-    for full, eq, shapes in instances(name):
+    for full, eq, shapes in (dense if name.startswith("dense") else instances)(name):
         if full == name:
             return eq, shapes
     raise KeyError(name)
+
+
+def _entries() -> dict:
+    """``{file name: mtime_ns}`` of the path cache's folder (a read touches its entry)."""
+    try:
+        return {e.name: e.stat().st_mtime_ns for e in os.scandir(Path(os.environ["EINC_CACHE_DIR"]) / "paths")}
+    except OSError:
+        return {}
 
 
 def child(name: str, again: int) -> dict:
@@ -49,10 +76,11 @@ def child(name: str, again: int) -> dict:
     import einc
     from einc.planner import plan_for
     from einc.planner.plan import path_cache_clear
-    before = set(sys.modules)
+    before, entries = set(sys.modules), _entries()
     t, c = time.perf_counter(), time.thread_time()
     plan = plan_for(eq, shapes)
     wall, cpu = time.perf_counter() - t, time.thread_time() - c
+    read = any(_entries().get(e) != m for e, m in entries.items())     # (up to 16 operands, no note says so)
     imported = sorted(m for m in set(sys.modules) - before if "." not in m or m.startswith("einc."))
     least = [float("inf"), float("inf")]
     for _ in range(again):
@@ -63,7 +91,7 @@ def child(name: str, again: int) -> dict:
         least = [min(least[0], time.perf_counter() - t), min(least[1], time.thread_time() - c)]
     search = next((n for n in plan.notes if n.startswith("Path search")), "")
     return {"wall": wall, "cpu": cpu, "again": least[0], "again_cpu": least[1], "imported": imported,
-            "remembered": "remembered" in search or "from disk" in search, "search": search,
+            "remembered": "remembered" in search or "from disk" in search or read, "search": search,
             "steps": len(plan.path)}
 
 
@@ -75,6 +103,7 @@ def _run(name: str, cache: Path, again: int = 0, root: Path = ROOT) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="as bench/paths.py's --only")
+    ap.add_argument("--dense", action="store_true", help="dense networks of 14-16 operands (the dp's reach)")
     ap.add_argument("--again", type=int, default=20, help="plans from a cleared memory in the second process")
     ap.add_argument("--against", type=Path, help="another einc checkout, its second processes alternating")
     ap.add_argument("--rounds", type=int, default=5, help="second processes per checkout with --against")
@@ -84,7 +113,7 @@ def main(argv=None) -> None:
         print(json.dumps(child(args.child, args.again)))
         return
     from bench.paths import instances
-    names = [full for full, _, _ in instances(args.only)]
+    names = [full for full, _, _ in (dense if args.dense else instances)(args.only)]
     if args.against:
         print(against(names, [ROOT, args.against.resolve()], args.rounds))
         return
