@@ -296,15 +296,16 @@ def _exact(inputs, output, size_dict, memory_limit):
 
 # The search of REMEMBER_OPERANDS to DP_OPERANDS operands keeps a path that took DP_STORE_SECONDS
 # or longer (CPU time of the thread, which the machine's load does not inflate) in the path cache
-# (einc.planner.pathcache), where a later process reads it back instead: a few times what reading
-# an entry costs a new process, its first import of the path cache included; the dp on a dense
-# network of 14-16 operands takes far longer.  A network not remembered costs a key and a look
+# (einc.planner.pathcache), where a later process reads it back instead: many times what reading
+# an entry costs a new process, its first import of the path cache included, as a quicker search's
+# file would take a slot of the cache's bound that a long search's path may need; the dp on a
+# dense network of 14-16 operands takes far longer.  A network not remembered costs a key and a look
 # at one file's name, and no import.  Up to 5 operands the exhaustive search costs about what a
 # read does, so small calls never look.  DP_VERSION names the search: a change to it (_exact,
 # _optimal, _dynamic_programming, _cap, _cheapest, pathcost) takes a new name, and old entries
 # are missed (tests/planner/test_dp_memory.py holds the name to the source).
 REMEMBER_OPERANDS = 6
-DP_STORE_SECONDS = 0.002
+DP_STORE_SECONDS = 0.01
 DP_VERSION = "einc-dp-1"
 
 
