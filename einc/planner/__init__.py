@@ -5,6 +5,8 @@ Pure Python: nothing here imports torch or triton (``tests/test_layering.py``).
 
 from __future__ import annotations
 
+import operator
+
 from ..errors import OperandCountError
 from . import slicing
 from .equation import Equation, parse
@@ -38,6 +40,9 @@ def plan_for(equation: Equation | str, shapes, options: Options = DEFAULT) -> Pl
     """
     eq = parse(equation) if isinstance(equation, str) else equation
     check_count(eq, len(shapes))
+    # sizes as ints (numpy's integers too: a path remembered on disk is named in json, and a
+    # limit of 'max_input' made of them seeds the slicer's random trials)
+    shapes = [s if all(type(d) is int for d in s) else tuple(map(operator.index, s)) for s in shapes]
     return slicing.plan(build(eq, shapes), eq.text, options)
 
 

@@ -61,6 +61,20 @@ def test_recall_misses_then_reads_what_the_search_remembered(monkeypatch):
     assert searchkey.recall(inputs, set(), sizes, memory_limit=10 ** 6)[0] is None      # another entry
 
 
+def test_a_network_past_16_operands_sized_by_numpys_integers_is_planned_and_remembered(monkeypatch):
+    np = pytest.importorskip("numpy")
+    from einc.planner import plan_for
+    from einc.planner.options import Options
+    monkeypatch.setattr(S, "CAP", 0.2)
+    monkeypatch.setattr(pathcache, "STORE_SECONDS", 0)
+    equation = ",".join(f"{chr(97 + k)}{chr(98 + k)}" for k in range(20)) + "->au"     # a chain of 20 matrices
+    shapes = [(np.int64(2 + k % 3), np.int64(2 + (k + 1) % 3)) for k in range(20)]
+    for limit in (None, "max_input"):       # (json cannot write numpy's integers, nor random seed by them)
+        options = Options.of("auto", limit, None)
+        plan = plan_for(equation, shapes, options)
+        assert plan.path == plan_for(equation, [tuple(map(int, s)) for s in shapes], options).path
+
+
 def test_a_report_reads_back_as_written():
     report = Report("hyper", 1.5, 12, "converged", 2.0, 1.0, 3e9, 4096.0, 2.5)
     assert report_of(json.loads(json.dumps(report._asdict()))) == report
