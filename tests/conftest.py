@@ -16,7 +16,7 @@ interpreters; ``-m "not slow"`` is the quick loop).
 Layout: the test folders mirror the package (``planner/``, ``codegen/``, ``runtime/``,
 ``doors/``, ``dynamo/``, ``tools/``, ``fuzz/``) and are packages, so that two folders may
 hold files of one name; ``support/`` holds the helpers the tests import by bare name
-(``oracle``, ``fuzz``, ``networks``), put on ``sys.path`` here, and the programs the
+(``oracle``, ``fuzz``, ``networks``, ``entries``), put on ``sys.path`` here, and the programs the
 tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
 """
 

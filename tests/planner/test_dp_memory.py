@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import entries
 import opt_einsum
 import pytest
 import torch
@@ -158,30 +159,13 @@ def test_a_change_to_the_search_takes_a_new_version():
                              "so that the paths remembered on disk are missed, and record both in SEARCH")
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not utf-8", "other version", "foreign key", "bad path",
-                                    "short path", "link"])
+@pytest.mark.parametrize("damage", [k for k in entries.KINDS if k != "bad report"])     # (it keeps no report)
 def test_a_corrupt_entry_is_ignored_and_written_again(monkeypatch, cache_dir, searches, damage):
     monkeypatch.setattr(O, "DP_STORE_SECONDS", 0)
     inputs, output, sizes = _network()
     path = _auto(inputs, output, sizes)
     (entry,) = _entries(cache_dir)
-    record = json.loads(entry.read_text())
-    if damage == "garbage":
-        entry.write_text("{not json")
-    elif damage == "not utf-8":
-        entry.write_bytes(b"\xff\xfe" * 10)
-    elif damage == "other version":
-        entry.write_text(json.dumps(dict(record, version="einc-dp-0")))
-    elif damage == "foreign key":
-        entry.write_text(json.dumps(dict(record, key="0" * 64)))
-    elif damage == "bad path":
-        entry.write_text(json.dumps(dict(record, path=[[0, 0]] + record["path"][1:])))
-    elif damage == "short path":
-        entry.write_text(json.dumps(dict(record, path=record["path"][:-1])))
-    else:
-        target = entry.with_name("elsewhere.txt")
-        entry.rename(target)
-        entry.symlink_to(target)
+    record = entries.damage(entry, damage, "einc-dp-0")
     assert _auto(inputs, output, sizes) == path and len(searches) == 2      # searched again, the same path
     if damage != "link":
         again = json.loads(entry.read_text())                              # and written again, whole

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import entries
 import opt_einsum
 import pytest
 import torch
@@ -872,31 +873,10 @@ def _search_and_entry(monkeypatch):
     return inputs, sizes, path, entry
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not utf-8", "foreign key", "other version", "bad path",
-                                    "short path", "bad report", "link", "nested"])
+@pytest.mark.parametrize("damage", entries.KINDS)
 def test_a_corrupt_or_foreign_entry_is_ignored(monkeypatch, damage):
     inputs, sizes, path, entry = _search_and_entry(monkeypatch)
-    record = json.loads(entry.read_text())
-    if damage == "garbage":
-        entry.write_text("{not json")
-    elif damage == "not utf-8":
-        entry.write_bytes(b"\xff\xfe" * 10)
-    elif damage == "foreign key":
-        entry.write_text(json.dumps(dict(record, key="0" * 64)))
-    elif damage == "other version":
-        entry.write_text(json.dumps(dict(record, version="einc-paths-0")))
-    elif damage == "bad path":
-        entry.write_text(json.dumps(dict(record, path=[[0, 0]] + record["path"][1:])))
-    elif damage == "short path":
-        entry.write_text(json.dumps(dict(record, path=record["path"][:-1])))
-    elif damage == "bad report":
-        entry.write_text(json.dumps(dict(record, report=dict(record["report"], trials="many"))))
-    elif damage == "nested":            # arrays nested past Python's stack: json raised RecursionError
-        entry.write_text("[" * 100_000 + "]" * 100_000)
-    else:
-        target = entry.with_name("elsewhere.txt")
-        entry.rename(target)
-        entry.symlink_to(target)
+    record = entries.damage(entry, damage, "einc-paths-0")
     again, report = S.search(inputs, set(), sizes)
     assert "remembered" not in report.method
     assert S.path_cost(inputs, set(), sizes, again)[0] > 0
