@@ -16,7 +16,7 @@ from .searchkey import ANNEAL_RUNNER_UP, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_ST
 
 
 def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
-             afford=None, other=None, lost=0.0):
+             afford=None, other=None, lost=0.0, most=None):
     """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
     (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
     begun from the best tree so far; with ``other`` (a start ranked no better than ``path``,
@@ -30,7 +30,8 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     less search), where sooner; then no run is begun that would end past the deadline a
     gain like the last one would leave (``lost``: the seconds the gain of the stage before
     brought the deadline forward, before any run's).  ``progress.update(seconds since t0, runs, flops)``
-    after each run."""
+    after each run.  ``most``: at most this many runs, counted (the search gives none: its runs are
+    clocked; a test of what its counted stages hand on gives a count and no deadline)."""
     starts = [path] + ([other] if other is not None and list(other) != list(path) and
                        rank(other) <= ANNEAL_RUNNER_UP * rank(path) else [])
     try:
@@ -39,7 +40,8 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
         return path, 0, "cotengra did not take the path as a tree"
     ranks = [rank(p) for p in starts]
     best, runs, longest, gained = ranks[0], 0, ANNEAL_SECONDS * len(inputs), 0
-    while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE:
+    while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE and \
+            (most is None or runs < most):
         c = runs % len(chains)
         found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
                                            numiter=ANNEAL_SWEEPS)
@@ -56,8 +58,9 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
                 deadline, lost = min(deadline, affords), max(0.0, deadline - affords)
         if progress is not None:
             progress.update(time.perf_counter() - t0, runs, _cost(inputs, output, size_dict, path)[0])
-    return path, runs, "time budget spent" if runs - gained < ANNEAL_STALE else \
-        f"converged: no better tree in the last {ANNEAL_STALE}"
+    if runs - gained >= ANNEAL_STALE:
+        return path, runs, f"converged: no better tree in the last {ANNEAL_STALE}"
+    return path, runs, "time budget spent" if most is None or runs < most else f"{most} runs, as asked"
 
 
 __all__ = ["ANNEAL_RUNNER_UP", "ANNEAL_SECONDS", "ANNEAL_STALE", "ANNEAL_STEPS", "ANNEAL_SWEEPS", "annealed"]

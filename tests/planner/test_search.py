@@ -593,6 +593,15 @@ def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clo
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_annealing_given_a_count_runs_that_many_and_no_deadline_ends_it():
+    # the seam of tests/planner/test_search_paths.py: the same runs, counted, on any machine
+    inputs, sizes = _regular(30, 3, 4, seed=2)
+    path, runs, why, _, _ = _annealed(inputs, sizes, math.inf, most=2)
+    assert (runs, why) == (2, "2 runs, as asked")
+    assert _annealed(inputs, sizes, math.inf, most=2)[:3] == (path, runs, why)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_annealing_shows_its_best_tree_s_flops_as_the_search_counts_them():
     inputs, sizes = _regular(30, 3, 4, seed=2)
     shown = []
