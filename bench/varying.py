@@ -34,7 +34,12 @@ a round gets the next size, so no einc call of the timed rounds finds its shape 
 Reported: median microseconds per call per method, and each einc's ratio to
 torch.einsum as the median of the paired per-round ratios with a 95% interval.
 
-    python bench/varying.py [--rounds 9 --calls 20 --threads 1]
+    python bench/varying.py [--rounds 9 --calls 20 --threads 1] [--full] [--only tiny]
+
+``--full``: each einc method's batch begins with the plan cache as a stream of other
+shapes leaves it (as many ``i,i->`` shapes as it keeps, einc's default run on each), as in
+a process whose shapes have changed for a while; the default begins with it empty of
+shapes.
 """
 
 from __future__ import annotations
@@ -126,9 +131,20 @@ def _setting(value):
         os.environ["EINC_NEW_SHAPES"] = value
 
 
-def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int = 0) -> dict:
+def _fill():
+    """The plan cache as a process leaves it that has met as many other shapes as it keeps
+    since: a new ``i,i->`` shape a call, each size class's (einc's default), the cache's
+    bound of them."""
+    _setting("class")
+    for n in range(2, einc.cache_info().plans.maxsize + 2):
+        v = torch.ones(n)
+        einc.einsum("i,i->", v, v)
+
+
+def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int = 0, full: bool = False) -> dict:
     """Seconds per call per method, one sample per round: ``calls`` calls each with the
-    next size from ``start`` (``fixed``: all at ``start``)."""
+    next size from ``start`` (``fixed``: all at ``start``); ``full``: each einc method's
+    batch begins with the plan cache after a stream of other shapes (:func:`_fill`)."""
     rng = random.Random(seed)
     samples = {m: [] for m in METHODS}
     size = start
@@ -153,6 +169,9 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
                 engine._plans.clear()   # (the shapes' entries only: size classes stay)
                 path_cache_clear()
                 ttgt.cache_clear()      # (the copy-cost model's layouts, per sizes)
+                if full:
+                    _fill()
+                    _setting(setting)
             if setting is not None:     # the parse, and a fixed shape's plan, ready again
                 build(fn, sizes[0] if fixed else start - 1)()
             t0 = time.perf_counter()
@@ -167,18 +186,23 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=20, help="calls per method per round (each a new shape)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--full", action="store_true", help="each einc batch begins with the plan cache after a "
+                    "stream of as many other shapes as it keeps (a process that has run a while)")
+    ap.add_argument("--only", default=None, help="workloads whose name contains this text")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     print(f"torch {torch.__version__}, einc {einc.__version__}, {args.threads} thread(s), float32, "
-          f"{args.rounds} rounds x {args.calls} calls; load average {load}")
+          f"{args.rounds} rounds x {args.calls} calls; load average {load}{', plan cache full' if args.full else ''}")
     print("| workload | shapes | " + " | ".join(f"{m} µs" for m in METHODS) + " | "
           + " | ".join(f"{m}/torch [95%]" for m in EINCS) + " |")
     print("|---|---|" + "---|" * (len(METHODS) + len(EINCS)))
     for name, (start, build, rows) in WORKLOADS.items():
+        if args.only is not None and args.only not in name:
+            continue
         for row in rows:
             fixed = row == "one shape"
-            t = measure(build, start + (0 if fixed else 1), args.rounds, args.calls, fixed)
+            t = measure(build, start + (0 if fixed else 1), args.rounds, args.calls, fixed, full=args.full)
             cells = [f"{t[m].median * 1e6:.1f}" for m in METHODS]
             ratios = []
             for m in EINCS:
