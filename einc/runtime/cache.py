@@ -9,7 +9,13 @@ stamp is still its slot's is the least recently used, and a lagging one is pushe
 with its slot's stamp.  Keys stamped alike (inserted between two hits) go in the order
 they were inserted (``number``, the miss count at insertion, kept in the slot).  The heap
 is made from the slots the first time the bound is passed, and kept from then on: a cache
-that never fills (most) makes no item for each key it keeps.  On a miss the first thread
+that never fills (most) makes no item for each key it keeps.  An entry many keys share (a
+size class's) comes in on probation (:meth:`LRUCache.admit`): its key is kept in a plain
+dict outside the order (in the room the cache leaves, at least a quarter of the bound,
+emptied at once when full), and moves into the cache on its
+second use (:meth:`LRUCache.promote`, a hit), so that a stream of keys each seen once (a
+new shape every call) costs a dict store each, not the order's upkeep and an eviction; a
+key seen twice is kept as any other.  On a miss the first thread
 builds the entry under a per-key lock; threads asking for the same key at the same
 moment wait for it instead of building it again.  A child process forked while another
 thread was building gets fresh locks (that thread does not exist in the child, and its
@@ -52,6 +58,7 @@ class LRUCache:
         self._data: dict = {}               # key -> [entry, stamp, number]: the hit count at its last use, the
         #                                     miss count at its insertion
         self._order: list = []              # heap of (stamp, number, key), one per key once made (the module's doc)
+        self._probation: dict = {}          # key -> a shared entry, seen once (admit)
         self._lock = threading.Lock()
         self._building: dict = {}
         self._mine = threading.local()      # .keys: the keys this thread is building
@@ -64,10 +71,10 @@ class LRUCache:
         self._building = {}
 
     def get(self, key):
-        """The entry for ``key`` or None; counts a hit when found."""
+        """The entry for ``key`` or None; counts a hit when found (on probation too: promoted)."""
         slot = self._data.get(key)
         if slot is None:
-            return None
+            return self.promote(key) if self._probation else None
         self.hits = slot[1] = self.hits + 1     # approximate under threads; it is a statistic
         return slot[0]
 
@@ -102,6 +109,32 @@ class LRUCache:
                 if self._building.get(key) is lock and not lock.locked():
                     del self._building[key]
 
+    def admit(self, key, entry) -> None:
+        """Keep ``entry``, built already and shared by many keys, for ``key`` on probation,
+        counted as a miss: outside the order, until :meth:`promote` moves it in.  Probation
+        holds what room the cache leaves, and at least a quarter of the bound (one key), and
+        is emptied at once where it would hold more; where the keys on probation and in the
+        cache together would pass the bound, the cache's least recently used key goes."""
+        probation = self._probation
+        if len(probation) >= max(self.maxsize - len(self._data), self.maxsize // 4, 1):
+            probation.clear()
+        if len(self._data) + len(probation) >= self.maxsize:
+            with self._lock:
+                self._evict(self.maxsize - len(probation) - 1)
+        probation[key] = entry
+        self.misses += 1
+
+    def promote(self, key):
+        """The entry on probation for ``key``, moved into the cache and counted as a hit (the
+        key's second use); None where none is."""
+        entry = self._probation.pop(key, None)
+        if entry is not None:
+            with self._lock:
+                self.hits += 1
+                self.misses -= 1            # (_insert counts one: the key's miss was counted at admit)
+                self._insert(key, entry)
+        return entry
+
     def put(self, key, entry) -> None:
         """Keep ``entry`` for ``key``, built already (an entry shared by many keys), counted
         as a miss; evicts the least recently used past the bound."""
@@ -122,14 +155,16 @@ class LRUCache:
         if len(self._data) > self.maxsize:
             self._evict()
 
-    def _evict(self) -> None:
-        """Drop the least recently used keys past the bound (under the lock), the heap made
-        from the slots where it is not yet (each key's item at its last use)."""
+    def _evict(self, bound=None) -> None:
+        """Drop the least recently used keys past the bound (``bound``, else the cache's)
+        (under the lock), the heap made from the slots where it is not yet (each key's item
+        at its last use)."""
         data, order = self._data, self._order
-        if not order and len(data) > self.maxsize:
+        bound = self.maxsize if bound is None else max(0, bound)
+        if not order and len(data) > bound:
             order[:] = [(slot[1], slot[2], key) for key, slot in data.items()]
             heapq.heapify(order)
-        while len(data) > self.maxsize:
+        while len(data) > bound:
             stamp, number, key = order[0]
             used = data[key][1]
             if used == stamp:
@@ -139,21 +174,23 @@ class LRUCache:
                 heapq.heapreplace(order, (used, number, key))
 
     def peek(self, key):
-        """The entry for ``key`` or None, counting nothing and touching nothing."""
+        """The entry for ``key`` or None (on probation too), counting nothing and touching nothing."""
         slot = self._data.get(key)
-        return None if slot is None else slot[0]
+        return self._probation.get(key) if slot is None else slot[0]
 
     def resize(self, maxsize: int) -> None:
         """Bound the cache to ``maxsize`` entries, evicting the least recently used now."""
         with self._lock:
             self.maxsize = maxsize
+            self._probation.clear()
             self._evict()
 
     def info(self) -> CacheInfo:
-        return CacheInfo(self.hits, self.misses, self.maxsize, len(self._data))
+        return CacheInfo(self.hits, self.misses, self.maxsize, len(self._data) + len(self._probation))
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._order.clear()
+            self._probation.clear()
             self.hits = self.misses = 0

@@ -78,6 +78,9 @@ def run(eq: Equation, operands, options: Options):
 def _miss(eq: Equation, operands, options: Options, key):
     """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
     shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
+    found = _plans.promote(key)         # the key's second call, its entry on probation: kept from now on
+    if found is not None:
+        return found
     mode = config.new_shapes()
     if mode == "torch":
         result = admission.small_call(eq, operands, options)    # a small call is torch's
@@ -92,7 +95,7 @@ def _built(eq: Equation, operands, options: Options, key, mode=None) -> Entry:
     if (mode or config.new_shapes()) == "class":
         found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
         if found is not None:
-            _plans.put(key, found)
+            _plans.admit(key, found)    # on probation: kept once it comes again
             record.note(eq, operands)   # EINC_RECORD: a new shape's entry, as _compile's
             return found
     return _plans.get_or_build(key, lambda: _compile(eq, operands, options))

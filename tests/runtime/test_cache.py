@@ -130,7 +130,8 @@ def test_threads_hitting_and_evicting_keep_the_bound_and_one_heap_item_per_key()
     assert len(cache._data) <= 4 and sorted(k for _, _, k in cache._order) == sorted(cache._data)
 
 
-def test_plan_cache_evicts_the_least_recently_hit_and_counts_hits():
+def test_plan_cache_evicts_the_least_recently_hit_and_counts_hits(monkeypatch):
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")     # every key put as it comes (a class's: test_probation_...)
     einc.cache_clear()
     old = einc.cache_info().plans.maxsize
     ops = {n: torch.randn(n, 2) for n in range(1, 6)}
@@ -154,16 +155,60 @@ def test_plan_cache_evicts_the_least_recently_hit_and_counts_hits():
         einc.set_cache_size(old)
 
 
-def test_set_cache_size_bounds_the_plan_cache():
+def test_set_cache_size_bounds_the_plan_cache(monkeypatch):
+    for mode in ("plan", "class"):
+        monkeypatch.setenv("EINC_NEW_SHAPES", mode)
+        einc.cache_clear()
+        old = einc.cache_info().plans.maxsize
+        try:
+            einc.set_cache_size(3)
+            sizes = []
+            for n in range(1, 8):
+                einc.einsum("ij->j", torch.randn(n, 2))
+                sizes.append(einc.cache_info().plans.currsize)
+            assert max(sizes) == 3 and sizes[-1] == (3 if mode == "plan" else 1), (mode, sizes)
+        finally:
+            einc.set_cache_size(old)
+
+
+def test_probation_keeps_a_class_key_from_its_second_call_and_shields_the_keys_used_twice():
+    """A key a size class serves is kept on probation at its first call (a miss) and in the
+    cache from its second (a hit); keys on probation go all at once where probation is
+    full, and a stream of keys each seen once never pushes out a key that came twice."""
     einc.cache_clear()
     old = einc.cache_info().plans.maxsize
+    ops = {n: torch.randn(n, 2) for n in range(1, 40)}
+    sizes = []
+
+    def calls(*keys):
+        for n in keys:
+            einc.einsum("ij->j", ops[n])
+            sizes.append(einc.cache_info().plans.currsize)
+        return einc.cache_info().plans[:2]      # (hits, misses)
+
     try:
-        einc.set_cache_size(3)
-        for n in range(1, 8):
-            einc.einsum("ij->j", torch.randn(n, 2))
-        assert einc.cache_info().plans.currsize == 3
+        einc.set_cache_size(8)
+        assert calls(1, 1, 1) == (2, 1)         # on probation, then kept: a hit each time after the first
+        assert calls(*range(2, 20)) == (2, 19)  # each once: on probation, emptied as it fills
+        assert calls(1) == (3, 19)              # the key that came twice stayed
+        assert max(sizes) == 8
+        einc.cache_clear()
+        assert calls(*range(20, 27)) == (0, 7) and calls(*range(20, 27)) == (7, 7)     # a cycle within the bound
+        assert calls(*range(20, 27)) == (14, 7) and max(sizes) == 8
     finally:
         einc.set_cache_size(old)
+
+
+def test_a_class_key_answers_alike_on_probation_and_kept():
+    einc.cache_clear()
+    a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
+    first = einc.einsum("bhid,bhjd->bhij", a, b)
+    assert einc.cache_info().plans[:2] == (0, 1)
+    second = einc.einsum("bhid,bhjd->bhij", a, b)
+    third = einc.einsum("bhid,bhjd->bhij", a, b)
+    assert einc.cache_info().plans[:2] == (2, 1)
+    assert torch.equal(first, second) and torch.equal(second, third)
+    torch.testing.assert_close(first, torch.einsum("bhid,bhjd->bhij", a.double(), b.double()).float())
 
 
 def test_eight_threads_one_new_key_plan_once():
@@ -314,3 +359,16 @@ def test_a_call_torch_refuses_keeps_no_frame_alive():
     local = refused(torch.ones(2, 2), torch.ones(2, 2, dtype=torch.float64))
     gc.collect()
     assert local() is None
+
+
+def test_a_key_on_probation_answers_under_any_setting_as_a_kept_one(monkeypatch):
+    """A setting changed after a key's first call finds its entry on probation as it would
+    find it kept: a hit, the class's entry, not torch's op or a plan of the shape."""
+    for mode in ("plan", "torch"):
+        einc.cache_clear()
+        a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
+        first = einc.einsum("bhid,bhjd->bhij", a, b)
+        monkeypatch.setenv("EINC_NEW_SHAPES", mode)
+        second = einc.einsum("bhid,bhjd->bhij", a, b)
+        monkeypatch.delenv("EINC_NEW_SHAPES")
+        assert einc.cache_info().plans[:2] == (1, 1) and torch.equal(first, second), mode
