@@ -35,7 +35,6 @@ from . import autograd, custom_op, sharing
 from . import named as named_axes
 from .errors import (
     ArgumentError,
-    DtypeError,
     EquationError,
     OperandCountError,
     OperandTypeError,
@@ -43,7 +42,6 @@ from .errors import (
     PathError,
     ShapeError,
     SizeKeywordError,
-    UnsupportedDtypeError,
 )
 from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
@@ -147,16 +145,13 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     traced = tracing()
     known, view_shapes = named_axes.resolved(named, tensors, sizes, traced)
     views = named_axes.views(tensors, view_shapes, named)
-    try:
+    with named_axes.written(named):     # (a dtype error names the resolved letters)
         if not named.merges:
             return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is
         if out is not None:     # out= seen as the resolved equation's result: einsum checks and writes it
             einsum(named.equation, *views, out=named_axes.split_out(named, out, [v.shape for v in views]), **options)
             return out
         return named_axes.merged(named, einsum(named.equation, *views, **options), traced)
-    except (DtypeError, UnsupportedDtypeError) as error:     # (which name the resolved letters)
-        named_axes.as_written(error, named)
-        raise
 
 
 def tracing() -> bool:

@@ -53,7 +53,7 @@ from typing import NoReturn
 import torch
 
 from . import autograd, errors
-from .errors import EincError, EquationError, OperandCountError, ShapeError
+from .errors import DtypeError, EincError, EquationError, OperandCountError, ShapeError, UnsupportedDtypeError
 from .planner import notation, plan_for
 from .planner.equation import call_form, parse, parse_as_called
 from .planner.graph import build
@@ -500,14 +500,18 @@ def traced_error(error: Exception) -> Exception:
     ``Unsupported``, named as its class and with its text: under ``fullgraph=True`` the
     caller gets einc's class (its ``except`` clauses catch it) and eager's message; where
     dynamo may break the graph it does, and the call runs eagerly, which raises the error
-    itself.  A line said by :func:`note_reading` ends an equation's or shapes' error."""
+    itself.  A line said by :func:`note_reading` ends an equation's or shapes' error; an
+    equation it says is named by a dtype error in place of the one it was raised for."""
     tx = _tracer()
     if tx is None or not isinstance(error, EincError) or hasattr(error, "_einc_message"):
         return error
     message, note = str(error), getattr(_NOTE, "reading", None)
     _NOTE.reading = None
-    if note is not None and note[0]() is tx and isinstance(error, (EquationError, ShapeError, OperandCountError)):
-        message += note[1]
+    if note is not None and note[0]() is tx:
+        if note[1] is not None and isinstance(error, (EquationError, ShapeError, OperandCountError)):
+            message += note[1]
+        if note[2] and getattr(error, "equation", None) and isinstance(error, (DtypeError, UnsupportedDtypeError)):
+            message = message.replace(repr(error.equation), repr(note[2]))     # (:func:`dtypes.naming`'s)
     passing = _passing(type(error))(message)
     passing._einc_message = message
     stack = [f for f in getattr(passing, "real_stack", None) or () if not f.filename.startswith(_PACKAGE)]
@@ -583,12 +587,12 @@ def strict() -> bool:
 
 
 @constant_result
-def note_reading(line) -> bool:
-    """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that
-    the next call of the op it fakes raises (opt_einsum's doors: how the caller's characters
-    were read); None forgets it."""
+def note_reading(line, written=None) -> bool:
+    """While dynamo traces: ``line`` ends the message of the equation's or shapes' error that the
+    next call of the op it fakes raises (opt_einsum's doors: how the caller's characters were read);
+    its dtype error names ``written`` (a named call's text: :func:`einc.named.written`). None forgets."""
     tx = _tracer()
-    _NOTE.reading = None if line is None or tx is None else (weakref.ref(tx), line)
+    _NOTE.reading = None if (line is None and written is None) or tx is None else (weakref.ref(tx), line, written)
     return True
 
 

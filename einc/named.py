@@ -18,7 +18,7 @@ import operator
 
 import torch
 
-from .custom_op import constant_result, number, refuse, traced_error
+from .custom_op import _never_compiled, constant_result, note_reading, number, refuse, traced_error
 from .custom_op import sizes as numbers
 from .errors import (
     ArgumentError,
@@ -212,16 +212,13 @@ class NamedExpression:
                                  f"but the expression was planned for {self.shapes[k]}")
         viewed = views(operands, self._view_shapes, self.named, "contract_expression") + \
             list(operands[len(self._variables):])
-        try:
+        with written(self.named):
             if out is not None:
                 self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
                             if self.named.merges else out,
                             backend=backend)
                 return out
             result = self._inner(*viewed, backend=backend)
-        except (DtypeError, UnsupportedDtypeError) as error:
-            as_written(error, self.named)
-            raise
         return merged(self.named, result, door="contract_expression")
 
     def __repr__(self) -> str:
@@ -283,6 +280,33 @@ def as_written(error, named: Named) -> None:
         error.equation = named.text
 
 
+class written:
+    """Around a door's call on ``named``'s resolved equation: its dtype error names the equation
+    as the caller wrote it (:func:`as_written`); while dynamo traces, where the error comes from
+    the op's fake kernel past any ``except`` clause, as :func:`~einc.custom_op.traced_error`
+    makes it (told by :func:`~einc.custom_op.note_reading`)."""
+
+    __slots__ = ("named",)
+
+    def __init__(self, named: Named):
+        self.named = named
+
+    def __enter__(self):
+        if torch.compiler.is_dynamo_compiling():
+            note_reading(None, self.named.text)
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if torch.compiler.is_dynamo_compiling():
+            note_reading(None)
+        elif isinstance(error, (DtypeError, UnsupportedDtypeError)):     # (which name the resolved letters)
+            as_written(error, self.named)
+        return False
+
+
+# (as a frame of its own, where dynamo breaks a graph inside, the exit runs as uncompiled: it names the text)
+_never_compiled(written.__enter__.__code__, written.__exit__.__code__)
+
+
 @contextlib.contextmanager
 def torch_error_first(error, text: str):
     """Around the named reading of ``text``, an equation torch's notation does not take
@@ -299,4 +323,5 @@ def torch_error_first(error, text: str):
 
 
 __all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
-           "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "torch_error_first"]
+           "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "written",
+           "torch_error_first"]

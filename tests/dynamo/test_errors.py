@@ -228,3 +228,29 @@ def test_an_expression_built_while_tracing_is_refused_under_fullgraph_and_runs_w
         assert torch.equal(torch.compile(fn, backend="eager")(*args), fn(*args))
     finally:
         torch._dynamo.reset()
+
+
+_NAMED = "b n (h d), h d e -> b n (h e)"
+_NAMED_EXPR = einc.contract_expression(_NAMED, (2, 3, 12), (3, 4, 5), h=3)
+_NAMED_CONSTANT = einc.contract_expression(_NAMED, (2, 3, 12), _r(3, 4, 5, dtype=torch.float64), constants=[1], h=3)
+NAMED_DTYPES = {
+    "einsum": (lambda x, w: einc.einsum(_NAMED, x, w, h=3), (_r(2, 3, 12), _r(3, 4, 5, dtype=torch.float64))),
+    "contract": (lambda x, w: einc.contract(_NAMED, x, w, h=3), (_r(2, 3, 12), _r(3, 4, 5, dtype=torch.float64))),
+    "out": (lambda x, w, o: einc.einsum(_NAMED, x, w, h=3, out=o),
+            (_r(2, 3, 12), _r(3, 4, 5, dtype=torch.float64), torch.empty(2, 3, 15, dtype=torch.float64))),
+    "expression": (lambda x, w: _NAMED_EXPR(x, w), (_r(2, 3, 12), _r(3, 4, 5, dtype=torch.float64))),
+    "expression_constant": (lambda x: _NAMED_CONSTANT(x), (_r(2, 3, 12),)),
+    "bool": (lambda x, w: einc.einsum("b (h d), h d -> b", x, w, h=3), (_r(2, 12) > 0, _r(3, 4) > 0)),
+}
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("case", sorted(NAMED_DTYPES))
+def test_a_named_call_s_dtype_error_names_the_equation_as_written_compiled(case, fullgraph):
+    """Under fullgraph the error came from the op's fake kernel, past the named door's except
+    clause, and named the resolved letters ('bnhd,hde->bnhe', 'bhd,hd->b'; an expression with
+    constants, what they leave: 'abcd,cde->abce'), where the eager call names the caller's."""
+    fn, args = NAMED_DTYPES[case]
+    want = _raised(fn, *args)
+    assert "(h d)" in str(want), str(want)
+    _same(_compiled(fn, args, fullgraph), want)
