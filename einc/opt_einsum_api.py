@@ -13,7 +13,7 @@ import torch
 from . import autograd, sharing, traced_doors
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading, refuse, sizes
+from .custom_op import note_reading, refuse
 from .errors import (
     ArgumentError,
     DtypeError,
@@ -36,7 +36,7 @@ from .planner.equation import (
     sublist_equation,
     text_of,
 )
-from .planner.graph import broadcast, build
+from .planner.graph import broadcast
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer
 from .planner.plan import Plan, callers_labels
 from .planner.slicing import linear_path
@@ -218,15 +218,7 @@ class ContractExpression:
             shapes = list(self.shapes)
             for o, k in zip(operands, self._variables):
                 shapes[k] = tuple(o.shape)
-            if not torch.compiler.is_dynamo_compiling():
-                build(self._whole, shapes)
-                return
-            try:
-                build(self._whole, shapes)
-            except ShapeError:      # (a raise dynamo traces is its own error: einc's, at trace time)
-                w = self._whole     # (its fields: torch 2.11's dynamo cannot pass a frozen dataclass on)
-                traced_doors.built((w.text, w.inputs, w.output, w.explicit, w.input_positions, w.output_positions,
-                                    w.canonical), [sizes(s) for s in shapes])
+            traced_doors.whole_built(self._whole, shapes)
 
     def _count(self, operands) -> None:
         if len(operands) != len(self._variables):

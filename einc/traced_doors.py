@@ -15,7 +15,7 @@ cannot call it): there dynamo breaks the graph and runs the door eagerly, and un
 door outside the compiled function.
 
 Here too what the doors read as dynamo calls it, eager or traced: a dtype's name
-(:func:`torch_dtype`), and an expression's shapes against its constants' (:func:`built`).
+(:func:`torch_dtype`), and an expression's shapes against its constants' (:func:`whole_built`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .custom_op import constant_result, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError
+from .errors import ArgumentError, DtypeError, EincError, ShapeError
 from .planner.equation import Equation
 from .planner.graph import build
 from .runtime import dtypes
@@ -99,6 +99,24 @@ def _eagerly(door, name: str, args, kwargs, message: str):
     """The door run eagerly: a graph break, or under ``fullgraph=True`` einc's error."""
     reject_under_fullgraph(ArgumentError, f"{name}(): under torch.compile, einc plans {message}")
     return torch.compiler.disable(door)(*args, **kwargs)
+
+
+def whole_built(whole: Equation, shapes) -> None:
+    """:func:`build` of an expression's whole equation at ``shapes`` (its operands' among its
+    constants'), whose error names a size that does not fit a constant's; while dynamo traces,
+    raised at trace time (:func:`built`: a raise dynamo traces is its own error)."""
+    if not torch.compiler.is_dynamo_compiling():
+        build(whole, shapes)
+        return
+    try:
+        build(whole, shapes)
+    except ShapeError:
+        built(fields(whole), [sizes(s) for s in shapes])
+
+
+def fields(eq: Equation) -> tuple:
+    """``eq``'s fields, as a constant dynamo passes on (torch 2.11's cannot pass a frozen dataclass)."""
+    return eq.text, eq.inputs, eq.output, eq.explicit, eq.input_positions, eq.output_positions, eq.canonical
 
 
 @constant_result
