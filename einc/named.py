@@ -269,15 +269,17 @@ class NamedExplanation:
         return d
 
 
-def as_written(error, named: Named) -> None:
-    """Make ``error``, raised by a door's call on ``named``'s resolved equation (or on what an
-    expression's constants leave of it), name the equation as the caller wrote it where
-    its message names the one it was raised for (``error.equation``: a dtype error, from
-    :func:`einc.runtime.dtypes.naming`), as the named call's other errors do."""
+def as_written(error, text: str):
+    """``error``, raised by a door's call on another spelling of the equation ``text`` the
+    caller wrote (a named equation's resolved letters; what an expression's constants leave of
+    it), made to name ``text`` where its message names the one it was raised for
+    (``error.equation``: a dtype error, from :func:`einc.runtime.dtypes.naming`), as the
+    call's other errors do."""
     spelled = getattr(error, "equation", None)
-    if isinstance(error, (DtypeError, UnsupportedDtypeError)) and spelled is not None and spelled != named.text:
-        error.args = (str(error).replace(repr(spelled), repr(named.text)),)
-        error.equation = named.text
+    if isinstance(error, (DtypeError, UnsupportedDtypeError)) and spelled is not None and spelled != text:
+        error.args = (str(error).replace(repr(spelled), repr(text)),)
+        error.equation = text
+    return error
 
 
 class written:
@@ -299,7 +301,7 @@ class written:
         if torch.compiler.is_dynamo_compiling():
             note_reading(None)
         elif isinstance(error, (DtypeError, UnsupportedDtypeError)):     # (which name the resolved letters)
-            as_written(error, self.named)
+            as_written(error, self.named.text)
         return False
 
 

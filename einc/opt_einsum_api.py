@@ -22,6 +22,7 @@ from .errors import (
     OperandCountError,
     OperandTypeError,
     ShapeError,
+    UnsupportedDtypeError,
     expression_count,
 )
 from .pathinfo import PathInfo
@@ -86,6 +87,7 @@ class ContractExpression:
         # (the constants as given are kept only for those: folded, they are not needed)
         self._given = constants if self._narrow is not None or self._broadcast else None
         self._given_folded, self._fold_options = None, options
+        self.constant_dtypes = {k: v.dtype for k, v in constants.items()}     # (as given: a dtype error's, below)
         if self._narrow is not None:
             constants = {k: v.to(torch.int64) for k, v in constants.items()}
         if constants:   # what is left of the planned path, over the operands left
@@ -174,7 +176,12 @@ class ContractExpression:
                 operands = _widened(operands)
             else:
                 folded = self._folded_as_given()
-        return call(self._eq, self._operands(operands, folded), self._options, out)
+        if self.constants and torch.compiler.is_dynamo_compiling():     # (the op's error would name the remainder)
+            traced_doors.dtypes_checked(self, operands, folded)
+        try:
+            return call(self._eq, self._operands(operands, folded), self._options, out)
+        except (DtypeError, UnsupportedDtypeError) as error:    # (the remainder's: its letters, its operands)
+            raise traced_doors.whole_error(self, operands, error) from None
 
     def _operands(self, operands, folded):
         """The remainder's operands: the variables ``operands`` among the constants' ``folded``
@@ -283,8 +290,11 @@ def _fold_constants(plan: Plan, constants: dict, options: Options):
         terms[step.result] = step.output
         if plan.slicing is None and all(v in values for v in step.operands):    # sliced: no folding
             text = text_of(step.inputs, step.output)
-            values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
-                                                  options.for_gradient())
+            try:
+                values[step.result] = autograd.einsum(parse(text), [values[v] for v in step.operands],
+                                                      options.for_gradient())
+            except (DtypeError, UnsupportedDtypeError) as error:    # (naming the step in the graph's letters)
+                raise traced_doors.fold_error(error, plan, step) from None
             for v in step.operands:
                 del values[v]
         else:

@@ -15,18 +15,22 @@ cannot call it): there dynamo breaks the graph and runs the door eagerly, and un
 door outside the compiled function.
 
 Here too what the doors read as dynamo calls it, eager or traced: a dtype's name
-(:func:`torch_dtype`), and an expression's shapes against its constants' (:func:`whole_built`).
+(:func:`torch_dtype`), an expression's shapes against its constants' (:func:`whole_built`),
+and the dtype error of an expression's call with constants (:func:`whole_error`,
+:func:`dtypes_checked`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .custom_op import constant_result, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError, ShapeError
-from .planner.equation import Equation
+from .custom_op import _kind, constant_result, reject_under_fullgraph, sizes, strict, traced_error
+from .errors import ArgumentError, DtypeError, EincError, ShapeError, UnsupportedDtypeError
+from .named import as_written
+from .planner.equation import Equation, parse
 from .planner.graph import build
-from .runtime import dtypes
+from .planner.options import Options
+from .runtime import dtypes, engine
 
 
 def path(door, args, kwargs):
@@ -145,3 +149,80 @@ def _dtype_read(dtype, door: str):
         if strict():
             raise traced_error(error) from None
         return None
+
+
+# ----------------------------------------------------------------- an expression's dtype error
+
+def whole_error(expr, operands, error):
+    """The error a call of ``expr`` (a ``ContractExpression``) on ``operands`` raises where what
+    its constants leave (the remainder: spelled in the graph's letters, on the folded values)
+    raised the dtype error ``error``: the whole equation's on these operands and the constants,
+    as :func:`einc.contract` raises it (asked of meta tensors: no memory, nothing computed);
+    where the whole has none (values folded in another dtype), or autocast is on (whose
+    probes need the operands' device), ``error`` naming the expression's equation."""
+    if not expr.constants:
+        return error
+    return _whole(error, expr._whole, *_whole_operands(expr, operands), expr._whole_options, expr.equation)
+
+
+def _whole_operands(expr, operands) -> tuple:
+    """The shapes and dtypes of the whole equation's operands: ``operands`` among the constants."""
+    shapes, kinds = list(expr.shapes), dict(expr.constant_dtypes)
+    for k, o in zip(expr._variables, operands):
+        shapes[k], kinds[k] = o.shape, o.dtype
+    return shapes, [kinds[k] for k in range(len(shapes))]
+
+
+def fold_error(error, plan, step):
+    """The dtype error of a ``step`` of ``plan`` that contracts constants only, as an expression
+    is built: it named the step's equation in the graph's letters; now in the caller's, with a
+    line naming the expression's equation."""
+    error = as_written(error, plan.describe(step))
+    error.args = (f"{error}\n  (a step of {plan.equation!r} on its constants, contracted as the expression is "
+                  "built)",)
+    return error
+
+
+def _whole(error, whole: Equation, shapes, kinds, options: Options, written: str):
+    if not _autocast_any():
+        try:
+            _meta_run(whole, shapes, kinds, options)
+        except (DtypeError, UnsupportedDtypeError) as found:
+            return found
+        except Exception:       # noqa: BLE001 -- (no call of the whole to ask: the remainder's error stands)
+            pass
+    return as_written(error, written)
+
+
+def _meta_run(eq: Equation, shapes, kinds, options: Options):
+    return engine.run(eq, [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, kinds)], options)
+
+
+_autocast_any = getattr(torch._C, "_is_any_autocast_enabled", torch.is_autocast_enabled)
+
+
+def dtypes_checked(expr, operands, folded) -> None:
+    """While dynamo traces a call of ``expr`` with constants on ``operands`` (``folded``: the
+    constants' values its remainder takes): :func:`whole_error`'s error where the remainder's
+    call raises a dtype error, which the op's fake kernel would raise naming the remainder.
+    Asked as a constant, at sizes of the operands' kinds (0, 1 or more: no guard), as the
+    fake kernel asks."""
+    ops = expr._operands(operands, folded)
+    shapes, kinds = _whole_operands(expr, operands)
+    _checked(expr._text, tuple([o.dtype for o in ops]), tuple([tuple([_kind(n) for n in o.shape]) for o in ops]),
+             (expr._options.optimize, expr._options.memory_limit), fields(expr._whole),
+             tuple([tuple([_kind(n) for n in s]) for s in shapes]), tuple(kinds),
+             (expr._whole_options.optimize, expr._whole_options.memory_limit), expr.equation)
+
+
+@constant_result
+def _checked(text, kinds, shapes, options, whole, whole_shapes, whole_kinds, whole_options, written) -> bool:
+    """(dynamo calls it as it traces, a constant)"""
+    try:
+        _meta_run(parse(text), shapes, kinds, Options.of(*options))
+    except (DtypeError, UnsupportedDtypeError) as error:
+        raise traced_error(_whole(error, Equation(*whole), whole_shapes, whole_kinds, Options.of(*whole_options),
+                                  written)) from None
+    except Exception:       # noqa: BLE001 -- (the op's fake kernel raises it)
+        pass
+    return True

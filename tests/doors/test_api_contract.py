@@ -532,3 +532,48 @@ def test_an_unknown_optimize_name_is_a_key_error_as_in_opt_einsum(door):
         getattr(einc, door)(EQ, *args, optimize="nope")
     assert isinstance(info.value, PathError) and isinstance(info.value, ValueError)
     assert str(info.value).startswith("einsum(): unknown optimize='nope'; valid names are auto, ")
+
+
+_CHAIN = [(2, 3), (3, 4), (4, 5)]
+_DTYPE_EXPRESSIONS = [("ij,jk->ik", _CHAIN[:2], [1]), ("ij,jk->ik", _CHAIN[:2], [0]), ("ij,jk,kl->il", _CHAIN, [1, 2]),
+                      ("ij,jk,kl->il", _CHAIN, [0, 1]), ("ij,jk,kl->ijl", _CHAIN, [0, 2]),
+                      ("i1,1j,j#->i#", _CHAIN, [1, 2]), ("...ij,jk,kl->...il", [(6, 2, 3), (3, 4), (4, 5)], [1, 2])]
+_MIXED = [(torch.float64, torch.float32), (torch.float32, torch.float64), (torch.bool, torch.int32),
+          (torch.float64, torch.bool), (torch.int32, torch.float64), (torch.complex64, torch.float32)]
+
+
+@pytest.mark.parametrize("eq, shapes, constants", _DTYPE_EXPRESSIONS)
+def test_an_expression_with_constants_raises_contract_s_dtype_error(eq, shapes, constants):
+    """A call of an expression with constants runs what the constants' folding leaves, spelled in
+    the graph's letters: a dtype error named that remainder ('ab,bc,cd->ad', 'cd,ac->ad'), its
+    operands and their dtypes (the folded values'), never the equation the caller wrote. It
+    now raises what contract raises on the same operands; under autocast, the remainder's
+    error naming the caller's equation."""
+    for constant, variable in _MIXED:
+        ops = [torch.ones(s, dtype=constant if k in constants else variable) for k, s in enumerate(shapes)]
+        variables = [o for k, o in enumerate(ops) if k not in constants]
+        with pytest.raises((DtypeError, errors.UnsupportedDtypeError)) as want:
+            einc.contract(eq, *ops)
+        try:
+            expr = einc.contract_expression(eq, *[o if k in constants else o.shape for k, o in enumerate(ops)],
+                                            constants=constants)
+        except errors.UnsupportedDtypeError:     # (bool constants folded: below)
+            assert constant is torch.bool and len(constants) == 2
+            continue
+        with pytest.raises(type(want.value)) as got:
+            expr(*variables)
+        assert type(got.value) is type(want.value) and str(got.value) == str(want.value), (constant, variable)
+        if variable.is_floating_point and constant.is_floating_point:
+            with torch.autocast("cpu"), pytest.raises((DtypeError, errors.UnsupportedDtypeError)) as got:
+                expr(*variables)
+            assert repr(eq) in str(got.value), str(got.value)
+
+
+def test_a_fold_s_dtype_error_names_the_step_in_the_callers_letters():
+    """Constants a step folds as the expression is built, of a dtype torch has no product for
+    (bool): the error named the step in the graph's letters ('ab,bc->ac')."""
+    a, b = torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool)
+    with pytest.raises(errors.UnsupportedDtypeError) as info:
+        einc.contract_expression("xy,yz,zw->xw", a, b, (4, 5), constants=[0, 1])
+    assert "'xy,yz->xz'" in str(info.value) and "'xy,yz,zw->xw'" in str(info.value), str(info.value)
+    assert "'ab,bc->ac'" not in str(info.value)

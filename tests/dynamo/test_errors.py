@@ -254,3 +254,25 @@ def test_a_named_call_s_dtype_error_names_the_equation_as_written_compiled(case,
     want = _raised(fn, *args)
     assert "(h d)" in str(want), str(want)
     _same(_compiled(fn, args, fullgraph), want)
+
+
+_F64 = _r(3, 4, dtype=torch.float64), _r(4, 5, dtype=torch.float64)
+_FOLDED = einc.contract_expression("ij,jk,kl->il", (2, 3), *_F64, constants=[1, 2])
+_BOOLS = einc.contract_expression("ij,jk,kl->il", (2, 3), _r(3, 4) > 0, _r(4, 5) > 0, constants=[1, 2])
+_ONE = einc.contract_expression("xy,yz->xz", (2, 3), _F64[0], constants=[1])
+EXPRESSION_DTYPES = {
+    "folded": (lambda a: _FOLDED(a), (_r(2, 3),)),
+    "step": (lambda a: _BOOLS(a.to(torch.int32)), (_r(2, 3),)),
+    "one_constant": (lambda a: _ONE(a), (_r(2, 3),)),
+}
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("case", sorted(EXPRESSION_DTYPES))
+def test_an_expression_with_constants_raises_eager_s_dtype_error_compiled(case, fullgraph):
+    """The op's fake kernel raised the dtype error of what the constants leave ('ab,bc,cd->ad'),
+    where the eager call raises the whole equation's (contract's)."""
+    fn, args = EXPRESSION_DTYPES[case]
+    want = _raised(fn, *args)
+    assert "ab,bc" not in str(want), str(want)      # (the remainder's letters)
+    _same(_compiled(fn, args, fullgraph), want)
