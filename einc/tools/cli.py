@@ -173,14 +173,16 @@ def cmd_explain(args) -> int:
     print()
     print("Cost of other contraction orders (flops as opt_einsum counts a step's: a multiply-add is 2):")
     rows = [("order", "flops", "largest intermediate", "einc's speedup")]
-    rows.append((f"einc (optimize={plan.optimizer!r})", f"{plan.flops:.4g}", f"{plan.largest_intermediate:.4g}",
-                 "1"))
+    # (a sum over a size 0: einc runs no step of either of its orders, as their backends "none" say)
+    none = ("none", "-", "-") if plan.empty_sum is not None else None
+    rows.append((f"einc (optimize={plan.optimizer!r})",
+                 *(none or (f"{plan.flops:.4g}", f"{plan.largest_intermediate:.4g}", "1"))))
     td = info["torch_default"]
     if "flops" in td:
         rows.append((f"torch.einsum default ({td['order']})", f"{td['flops']:.4g}",
                      f"{td['largest_intermediate']:.4g}", _x(td["speedup"])))
-    rows.append(("left to right", f"{left.flops:.4g}", f"{left.largest_intermediate:.4g}",
-                 _x(info["left_to_right"]["speedup"])))
+    rows.append(("left to right", *(none or (f"{left.flops:.4g}", f"{left.largest_intermediate:.4g}",
+                                             _x(info["left_to_right"]["speedup"])))))
     rows.append(("naive (one loop nest over all indices, einc's count)", f"{plan.naive_flops:.4g}", "-",
                  _x(info["naive"]["speedup"])))
     widths = [max(len(r[c]) for r in rows) for c in range(4)]
@@ -188,6 +190,8 @@ def cmd_explain(args) -> int:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     if "error" in td:
         print(f"  torch.einsum default: not computed ({td['error']})")
+    if none:
+        print(f"  einc runs no step of any order: the result is zeros, a sum over {plan.empty_sum}, of size 0")
     return 0
 
 
@@ -237,17 +241,20 @@ def _speedup(other: int, flops: int):
 
 
 def _explain_dict(args, plan, left, torch_default) -> dict:
+    flops = 0 if plan.empty_sum is not None else plan.flops     # (what runs: for a sum over a size 0, nothing)
     td = {k: v for k, v in torch_default.items() if k != "plan"}
     tplan = torch_default.get("plan")
     if tplan is not None:
         td.update(path=[list(c) for c in tplan.path], flops=tplan.flops,
-                  largest_intermediate=tplan.largest_intermediate, speedup=_speedup(tplan.flops, plan.flops))
+                  largest_intermediate=tplan.largest_intermediate, speedup=_speedup(tplan.flops, flops))
     info = plan.to_dict()
     info.update(shapes=[list(s) for s in args.shapes], dtype=args.dtype, device=args.device)
-    info["naive"]["speedup"] = _speedup(plan.naive_flops, plan.flops)
+    info["naive"]["speedup"] = _speedup(plan.naive_flops, flops)
     info["left_to_right"] = {"path": [list(c) for c in left.path], "flops": left.flops,
                              "largest_intermediate": left.largest_intermediate,
-                             "speedup": _speedup(left.flops, plan.flops)}
+                             "speedup": _speedup(left.flops, flops)}
+    if left.empty_sum is not None:     # (zeros: no step runs, as the steps' backends "none" say)
+        info["left_to_right"].update(flops=0, speedup=None, backend="none")
     info["torch_default"] = td
     return info
 

@@ -331,6 +331,26 @@ def test_explain_json(capsys):
     assert info["left_to_right"]["flops"] >= info["totals"]["flops"]
 
 
+@pytest.mark.parametrize("optimize", ["auto", "left-to-right"])
+def test_explain_of_a_sum_over_size_0_counts_no_flops_in_einc_s_orders(optimize, capsys):
+    """A sum over a size 0 is zeros, made whole: no step of any order runs (the plan's steps
+    say "none").  The cost table gave "left to right" (and einc's own order, left to right)
+    the flops of steps that never run: 48 here."""
+    argv = ["explain", "ij,jk,kl->il", "--shapes", "2x0,0x3,3x4", "--optimize", optimize]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[1]: line.split() for line in out.splitlines() if line.startswith("  einc (")
+            or line.startswith("  left to right")}
+    assert len(rows) == 2 and all("none" in row and "48" not in row for row in rows.values()), out
+    assert "einc runs no step of any order: the result is zeros, a sum over j, of size 0" in out
+    assert main([*argv, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["left_to_right"]["flops"] == 0 and info["left_to_right"]["backend"] == "none"
+    assert info["left_to_right"]["speedup"] is None and info["naive"]["speedup"] is None
+    assert main(["explain", "ij,jk,kl->il", "--shapes", "2x5,5x3,3x0", "--json"]) == 0     # no sum over it
+    assert json.loads(capsys.readouterr().out)["left_to_right"].get("backend") != "none"
+
+
 def test_explain_shows_the_backend_of_each_step_for_cuda_operands(capsys, monkeypatch):
     """On a machine without a GPU, --device cuda shows learn mode's first choice: cuBLAS for
     a copy-free batched matrix product, a generated kernel where torch would copy the result."""
