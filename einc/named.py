@@ -305,8 +305,9 @@ class written:
         return False
 
 
-# (as a frame of its own, where dynamo breaks a graph inside, the exit runs as uncompiled: it names the text)
-_never_compiled(written.__enter__.__code__, written.__exit__.__code__)
+# (as frames of their own, where dynamo breaks a graph at a call that fails, they run as uncompiled, as
+# einsum does: the exit names the text, and the expression's call traces nothing of einc frame by frame)
+_never_compiled(written.__enter__.__code__, written.__exit__.__code__, NamedExpression.__call__.__code__)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import torch
 from . import autograd, sharing, traced_doors
 from . import named as named_axes
 from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
-from .custom_op import note_reading, refuse
+from .custom_op import _never_compiled, note_reading, refuse
 from .errors import (
     ArgumentError,
     DtypeError,
@@ -69,8 +69,7 @@ class ContractExpression:
     def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options, text=None):
         self.equation = eq.text
         self._whole, self._labels = eq, ()       # _labels: as _reading takes them, for the caller's characters
-        self.shapes = tuple(shapes)
-        self.plan = plan
+        self.shapes, self.plan = tuple(shapes), plan
         self.constants = tuple(sorted(constants))
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
         self.contraction = _const_einsum_str(eq.text if text is None else text, self.constants)
@@ -82,8 +81,7 @@ class ContractExpression:
         # A variable's dimension of size 1 that the plan broadcast against a larger size (an
         # index of its own, which the constants were folded without): a call that gives it
         # another size runs the whole equation, as einsum would (:meth:`_run_whole`).
-        self._broadcast = tuple(sorted(d for d in broadcast(eq, shapes) if d[0] not in constants)) \
-            if constants else ()
+        self._broadcast = tuple(sorted(d for d in broadcast(eq, shapes) if d[0] not in constants)) if constants else ()
         # (the constants as given are kept only for those: folded, they are not needed)
         self._given = constants if self._narrow is not None or self._broadcast else None
         self._given_folded, self._fold_options = None, options
@@ -597,3 +595,6 @@ def _cast_operands(args, dtype: torch.dtype, casting: str):
         return (text, *[cast(k, o) for k, o in enumerate(operands)])
     n = len(args) // 2
     return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
+
+
+_never_compiled(*(f.__code__ for f in (contract, contract_path, contract_expression, ContractExpression.__call__)))

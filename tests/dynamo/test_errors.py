@@ -276,3 +276,58 @@ def test_an_expression_with_constants_raises_eager_s_dtype_error_compiled(case, 
     want = _raised(fn, *args)
     assert "ab,bc" not in str(want), str(want)      # (the remainder's letters)
     _same(_compiled(fn, args, fullgraph), want)
+
+
+_NAMED_PLANNED = einc.contract_expression(_NAMED, (2, 3, 4), (2, 2, 5), h=2)
+FAILING_DOORS = {
+    "contract": (lambda a, b: einc.contract("ij,jk->ik", a, b), (_r(2, 3), _r(4, 4))),
+    "contract_letters": (lambda a, b: einc.contract("i1,1j->ij", a, b), (_r(2, 3), _r(4, 4))),
+    "contract_dtypes": (lambda a, b: einc.contract("ij,jk->ik", a, b), (_r(2, 3), _r(3, 4, dtype=torch.float64))),
+    "contract_named": (lambda a, b: einc.contract(_NAMED, a, b, h=2), (_r(2, 3, 4), _r(2, 3, 5))),
+    "expression": (lambda a, b: _EXPR(a, b), (_r(2, 3), _r(4, 4))),
+    "expression_count": (lambda a: _EXPR(a), (_r(2, 3),)),
+    "expression_constant": (lambda a: _FOLDED(a), (_r(2, 3),)),
+    "expression_constant_sizes": (lambda a: _CONSTANT(a), (_r(2, 5),)),
+    "expression_named": (lambda a, b: _NAMED_PLANNED(a, b), (_r(2, 3, 4), _r(2, 2, 5, dtype=torch.float64))),
+    "contract_path": (lambda a, b: einc.contract_path("ij,jk->ik", a, b), (_r(2, 3), _r(4, 4))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_DOORS))
+def test_a_failing_opt_einsum_door_runs_eagerly_without_dynamo_compiling_einc_s_frames(case):
+    """Without fullgraph dynamo breaks the graph at a call that fails, and compiled the door it
+    calls then as a frame of its own, and each frame below it in turn (contract, _named,
+    ContractExpression.__call__, _admit, _check, _run, call, ...: up to 65 frames, seconds).
+    The opt_einsum doors are never compiled as frames of their own, as einsum is: the caller's
+    frame alone, and eager's error."""
+    from torch._dynamo.utils import counters
+    fn, args = FAILING_DOORS[case]
+    want = _raised(fn, *args)
+    torch._dynamo.reset()
+    counters["frames"].clear()
+    try:
+        _same(_raised(torch.compile(fn, backend="eager"), *args), want)
+        assert counters["frames"]["total"] <= 2, dict(counters["frames"])     # the caller's (its restart)
+    finally:
+        torch._dynamo.reset()
+
+
+def test_the_opt_einsum_doors_stay_in_the_graph():
+    """Never compiled as frames of their own, the doors are still traced where a compiled
+    function calls them: one graph, the op in it, no break."""
+    from torch._dynamo.utils import counters
+    w = _r(3, 4)
+    calls = [(lambda a, b: einc.contract("ij,jk->ik", a, b).sin(), (_r(2, 3), w)),
+             (lambda a, b: einc.contract(_NAMED, a, b, h=2).sin(), (_r(2, 3, 4), _r(2, 2, 5))),
+             (lambda a, b: _EXPR(a, b).sin(), (_r(2, 3), w)),
+             (lambda a: _FOLDED(a).sin(), (_r(2, 3, dtype=torch.float64),)),
+             (lambda a, b: _NAMED_PLANNED(a, b).sin(), (_r(2, 3, 4), _r(2, 2, 5)))]
+    for fn, args in calls:
+        torch._dynamo.reset()
+        counters.clear()
+        try:
+            got = torch.compile(fn, backend="eager")(*args)
+            assert dict(counters["frames"]) == {"total": 1, "ok": 1} and not counters["graph_break"]
+        finally:
+            torch._dynamo.reset()
+        torch.testing.assert_close(got, fn(*args))
