@@ -110,10 +110,9 @@ _PRODUCTS = dtypes.COMPUTED | {torch.int8, torch.int16, torch.int32, torch.int64
 
 @constant_result
 def _kernel_exists(equation, types, shapes, optimize, memory_limit, raising=True) -> bool:
-    """Whether torch has the products of a call of operands of ``types`` at sizes of ``shapes``'
-    kinds (:func:`_probe`); where it has not, and ``raising``, raise the call's
-    :class:`~einc.errors.UnsupportedDtypeError` as :func:`traced_error` makes it while dynamo
-    traces.  The call's other errors are the fake kernel's."""
+    """Whether torch has the products of a call of operands of ``types`` at sizes of ``shapes``' kinds (:func:`_probe`);
+    where it has not, and ``raising``, raise the call's :class:`~einc.errors.UnsupportedDtypeError` as
+    :func:`traced_error` makes it while dynamo traces.  The call's other errors are the fake kernel's."""
     try:
         _result_dtype(equation, types, shapes, optimize, memory_limit)
     except errors.UnsupportedDtypeError as error:
@@ -243,15 +242,17 @@ _lib.impl("einsum", _autograd_kernel, "Autograd")
 
 
 def _autocast_kernel(device_type: str, key):
-    """Under autocast the op behaves like torch.einsum, as :func:`einc.einsum` does: its
-    floating operands (not float64) are cast to the autocast dtype where torch.einsum's
-    result takes it (:func:`~einc.runtime.dtypes.autocast_operands`), then the op runs
-    with autocast off.  (The cast is then part of traced graphs, so the fake and the real
-    kernels agree.)"""
+    """Under autocast the op behaves like torch.einsum, as :func:`einc.einsum` does: its floating operands (not float64)
+    are cast to the autocast dtype where torch.einsum's result takes it
+    (:func:`~einc.runtime.dtypes.autocast_operands`), then the op runs with autocast off.  (The cast is then part of
+    traced graphs, so the fake and the real kernels agree.)"""
     keys = torch._C.DispatchKeySet(key)
 
     def kernel(equation, operands, optimize, memory_limit, scale=1.0):
-        cast = dtypes.autocast_operands(parse(equation).torch_text, operands, device_type)
+        try:
+            cast = dtypes.autocast_operands(parse(equation).torch_text, operands, device_type)
+        except EincError as error:      # (a call autocast refuses; while dynamo traces, as it lets it through)
+            raise traced_error(error) from None
         with torch._C._ExcludeDispatchKeyGuard(keys):
             return einsum_op(equation, cast, optimize, memory_limit, scale)
     return kernel
@@ -306,12 +307,11 @@ def _fake(equation, operands, optimize, memory_limit, scale=1.0):
 
 
 def _fake_dtype(equation, types, shapes, optimize, memory_limit):
-    """The result's dtype (:func:`_result_dtype`).  Where torch has no product for these dtypes
-    and dynamo traces, the operands' promoted dtype: dynamo runs this kernel for a node of its
-    own where ``torch.einsum = einc.einsum`` (it records the call as torch's), and makes the
-    ``NotImplementedError`` raised here its own error before einc's can pass, so the node is
-    kept and raises the eager call's error when it runs, as torch.einsum's own does.  (Where
-    dynamo traces a call of einc.einsum, :func:`traced_einsum` raises it first.)"""
+    """The result's dtype (:func:`_result_dtype`).  Where torch has no product for these dtypes and dynamo traces, the
+    operands' promoted dtype: dynamo runs this kernel for a node of its own where ``torch.einsum = einc.einsum`` (it
+    records the call as torch's), and makes the ``NotImplementedError`` raised here its own error before einc's can
+    pass, so the node is kept and raises the eager call's error when it runs, as torch.einsum's own does.  (Where dynamo
+    traces a call of einc.einsum, :func:`traced_einsum` raises it first.)"""
     try:
         return _result_dtype(equation, types, shapes, optimize, memory_limit)
     except errors.UnsupportedDtypeError:

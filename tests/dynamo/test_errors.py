@@ -331,3 +331,28 @@ def test_the_opt_einsum_doors_stay_in_the_graph():
         finally:
             torch._dynamo.reset()
         torch.testing.assert_close(got, fn(*args))
+
+
+def _autocast_call(x, y):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return einc.einsum("ij,jk->ik", x, y)
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("named", [False, True])
+def test_a_call_autocast_refuses_raises_eager_s_error_compiled(named, fullgraph):
+    """float32 beside float64 under autocast, which torch.einsum refuses: the op's autocast
+    kernel raised einc's DtypeError as dynamo's TorchRuntimeError, with fullgraph or
+    without (dynamo breaks no graph at it), where the eager call raises the DtypeError."""
+    if named:
+        fn, args = (lambda x, w: _autocast_named(x, w)), (_r(2, 3, 12), _r(3, 4, 5, dtype=torch.float64))
+    else:
+        fn, args = _autocast_call, (_r(2, 3), _r(3, 4, dtype=torch.float64))
+    want = _raised(fn, *args)
+    assert isinstance(want, errors.DtypeError) and "under autocast" in str(want)
+    _same(_compiled(fn, args, fullgraph), want)
+
+
+def _autocast_named(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return einc.einsum(_NAMED, x, w, h=3)
