@@ -68,6 +68,30 @@ def test_ntn_backward_runs_as_recorded_where_a_gradient_is_taken():
     assert torch.equal(plain, out.detach())
 
 
+def test_rescal_trains_as_mm_where_bmm_saves_less_than_recorded_costs(monkeypatch):
+    """pykeen's RESCAL ``acb,acb->ac`` on ``(256, 1, 16)`` and ``(1, 500, 16)`` runs ``(a, b) @ (b, c)``,
+    ``(b, c)`` a transposed view and ``b`` = 16: the model prices ``mm``'s backward a little above
+    ``bmm``'s products, by less than what training as recorded.Recorded adds to ``mm``'s own
+    autograd (backward.RECORDED).  Autograd records the ``mm`` the untracked call runs: its
+    node, the same bits, torch's gradients."""
+    sizes = dict(a=256, b=16, c=500)
+    assert not as_bmm("ab", "cb", ("a",), ("c",), ("b",), "", sizes)
+    with monkeypatch.context() as m:        # the products alone: bmm's, priced lower
+        m.setattr(backward, "RECORDED", 0)
+        assert as_bmm("ab", "cb", ("a",), ("c",), ("b",), "", sizes)
+    eq = "acb,acb->ac"
+    a, b = leaves([(256, 1, 16), (1, 500, 16)], seed=8, dtype=torch.float32)
+    out = einc.einsum(eq, a, b)
+    names = grad_fns(out)
+    assert "MmBackward0" in names and "RecordedBackward" not in names
+    with torch.no_grad():
+        assert torch.equal(einc.einsum(eq, a, b), out.detach())
+    g = torch.randn(out.shape)
+    want = torch.autograd.grad(torch.einsum(eq, a.double(), b.double()), (a, b), g.double())
+    for x, y in zip(torch.autograd.grad(out, (a, b), g), want):
+        torch.testing.assert_close(x, y.float(), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("transposed", [False, True])
 def test_short_side_results_gradients_and_second_order(transposed, small):
     eq, shapes = SHORT

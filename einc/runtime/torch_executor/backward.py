@@ -14,17 +14,20 @@ runs as ``(c, a) @ (a, (b, d))`` with ``a`` = 16, whose ``mm`` backward makes
 its short side the rows (bench/measured/broadcast-2026-12-02.md).  The gradient ``bmm`` makes of a
 column-major operand is transposed against that operand's layout, and a consumer that
 needs the operand's own strides (a leaf's ``.grad``) copies it: :func:`as_bmm` counts
-that copy too, and what training so adds, forward and backward (:data:`VIEWS`, measured
-as the views of ``bmm`` of one matrix, forward and backward).
+that copy too, and what training so adds, forward and backward: the step then runs as
+``recorded.Recorded``, a Python ``autograd.Function`` that makes its operand matrices
+again in its backward, where ``mm`` alone is recorded by torch's own autograd
+(:data:`RECORDED`).  A thin product whose ``bmm`` backward saves less than that trains as
+``mm``.
 """
 
 from __future__ import annotations
 
 from . import ttgt
 
-# ns: the two unsqueezes and the squeeze of ``bmm`` of one matrix and their backward
-# (``torch.mm`` against ``bmm`` of 2 x 2 matrices, forward + backward, 1 thread)
-VIEWS = 10000
+# ns: what training as ``recorded.Recorded`` adds to ``mm``'s own autograd, forward + backward
+# (einc's ``ij,kj->ik`` on 2 x 2 matrices trained either way, 1 thread, the thread's CPU time)
+RECORDED = 140000
 
 
 def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
@@ -44,7 +47,7 @@ def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
         return ttgt._product_ns(1, r, c, d, itemsize / 4, along_rows)
     grad_l = product(depth, rows, cols, col_r) if col_l else product(rows, depth, cols, False)
     grad_r = product(cols, depth, rows, True) if col_r else product(depth, cols, rows, not col_l)
-    batched = product(rows, depth, cols, False) + product(depth, cols, rows, not col_l) + VIEWS
+    batched = product(rows, depth, cols, False) + product(depth, cols, rows, not col_l) + RECORDED
     if col_l:
         batched += ttgt.copy_ns([*m, *k], [*k, *m], sizes) * itemsize / 4
     if col_r:
