@@ -82,16 +82,22 @@ def test_a_failing_op_runs_eagerly_without_dynamo_compiling_einc_s_runtime():
     """Without fullgraph dynamo breaks the graph at an op call that fails (here torch has no
     product of bools) and runs it eagerly: it compiled each frame of einc's runtime in turn
     then (some fifty), as the op's kernels were frames of their own to it."""
-    from torch._dynamo.utils import counters
     fn, args = (lambda x, y: einc.einsum("ij,jk->ik", x, y)), (_r(2, 3) > 0, _r(3, 4) > 0)
+    try:
+        _fails_in_frames(fn, args, 10)      # the caller's and einc's doors'
+    finally:
+        torch._dynamo.reset()
+
+
+def _fails_in_frames(fn, args, most: int) -> None:
+    """``fn`` compiled without fullgraph raises eager's error on ``args``, dynamo compiling at
+    most ``most`` frames (a reset first; the caller resets after)."""
+    from torch._dynamo.utils import counters
     want = _raised(fn, *args)
     torch._dynamo.reset()
     counters["frames"].clear()
-    try:
-        _same(_raised(torch.compile(fn, backend="eager"), *args), want)
-        assert counters["frames"]["total"] <= 10, dict(counters["frames"])  # the caller's and einc's doors'
-    finally:
-        torch._dynamo.reset()
+    _same(_raised(torch.compile(fn, backend="eager"), *args), want)
+    assert counters["frames"]["total"] <= most, dict(counters["frames"])
 
 
 def test_a_failing_named_call_runs_eagerly_without_dynamo_compiling_einc_s_doors():
@@ -99,15 +105,10 @@ def test_a_failing_named_call_runs_eagerly_without_dynamo_compiling_einc_s_doors
     frame of its own, compiled: it traced it down to the failing check again (a named call's
     out=: einsum, _named, split_out, refuse, each traced twice), seconds where eager fails at
     once.  einsum is never compiled as a frame of its own: it runs as it does uncompiled."""
-    from torch._dynamo.utils import counters
     fn, args = (lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2)), \
         (_r(3, 4), _r(2, 2, 5), torch.zeros(3, 7))
-    want = _raised(fn, *args)
-    torch._dynamo.reset()
-    counters["frames"].clear()
     try:
-        _same(_raised(torch.compile(fn, backend="eager"), *args), want)
-        assert counters["frames"]["total"] <= 2, dict(counters["frames"])     # the caller's (its restart)
+        _fails_in_frames(fn, args, 2)       # the caller's (its restart)
         a, b = _r(2, 3), _r(3, 4)
         whole = torch.compile(einc.einsum, backend="eager")
         assert torch.equal(whole("ij,jk->ik", a, b), einc.einsum("ij,jk->ik", a, b))
@@ -300,14 +301,8 @@ def test_a_failing_opt_einsum_door_runs_eagerly_without_dynamo_compiling_einc_s_
     ContractExpression.__call__, _admit, _check, _run, call, ...: up to 65 frames, seconds).
     The opt_einsum doors are never compiled as frames of their own, as einsum is: the caller's
     frame alone, and eager's error."""
-    from torch._dynamo.utils import counters
-    fn, args = FAILING_DOORS[case]
-    want = _raised(fn, *args)
-    torch._dynamo.reset()
-    counters["frames"].clear()
     try:
-        _same(_raised(torch.compile(fn, backend="eager"), *args), want)
-        assert counters["frames"]["total"] <= 2, dict(counters["frames"])     # the caller's (its restart)
+        _fails_in_frames(*FAILING_DOORS[case], 2)       # the caller's (its restart)
     finally:
         torch._dynamo.reset()
 
