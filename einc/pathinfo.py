@@ -4,6 +4,7 @@ with opt_einsum's names and counts."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from .planner.options import LEFT_TO_RIGHT
@@ -20,26 +21,34 @@ class PathInfo(Explanation):
     ``output_subscript``, ``indices``, ``shapes``, ``size_dict``, ``size_list`` (each step's
     result size) and ``scale_list`` (each step's number of indices).  Its table shows
     these ``naive_cost`` and ``speedup``; ``info.plan`` keeps einc's own count
-    (``plan.naive_flops``), which ``explain`` shows."""
+    (``plan.naive_flops``), which ``explain`` shows.  Each of these is worked out from the
+    plan once, when first read, and kept (as opt_einsum's are values)."""
 
-    _text = None        # its table, where it was planned as a constant under torch.compile (keep_text)
+    _text = None        # its table, where it was planned as a constant under torch.compile (keep)
 
     def __init__(self, info: Explanation, shapes):
         super().__init__(info.plan, info.backends, info.note, info.reasons, info.size_class)
         self.shapes = [tuple(s) for s in shapes]
 
-    def keep_text(self) -> None:
-        """Make ``str()`` answer the table as it is now, without making it again: the info of a
-        ``contract_path`` planned as a constant while dynamo traces (:mod:`einc.traced_doors`),
-        whose ``str()`` in the compiled function dynamo would trace, and cannot (it stopped on
-        the table's counts).  The table is a function of the sizes, as the info is."""
+    def keep(self) -> None:
+        """Make ``str()`` answer the table as it is now, without making it again, and every
+        attribute a value of the instance: the info of a ``contract_path`` planned as a constant
+        while dynamo traces (:mod:`einc.traced_doors`).  Dynamo would trace the table's making
+        in the compiled function, and cannot (it stopped on the table's counts), and it cannot
+        read a property of a constant (it guards the getter's source, which a constant has
+        not): it left ``info.opt_cost`` unread, so ``x * info.opt_cost`` raised its
+        ``Unsupported``.  A value in the instance it reads as a constant.  The table and the
+        attributes are functions of the sizes, as the info is."""
         self._text = str(self)
+        for name, attribute in vars(PathInfo).items():
+            if isinstance(attribute, functools.cached_property):
+                getattr(self, name)
 
-    @property
+    @functools.cached_property
     def opt_cost(self) -> int:
         return self.plan.flops
 
-    @property
+    @functools.cached_property
     def naive_cost(self) -> int:
         """opt_einsum's naive count: every index of the equation in one loop nest, times
         the number of operands less one (at least 1), plus 1 where an index is shared by
@@ -51,7 +60,7 @@ class PathInfo(Explanation):
         inner = sum(len(t) for t in terms) > len(indices)
         return math.prod(size[i] for i in indices) * (max(1, len(terms) - 1) + inner)
 
-    @property
+    @functools.cached_property
     def speedup(self) -> float:
         """``naive_cost / opt_cost`` (over 1 where ``opt_cost`` is 0), as opt_einsum's."""
         return self.naive_cost / max(self.opt_cost, 1)
@@ -63,14 +72,14 @@ class PathInfo(Explanation):
         fields["naive_flops"] = self.naive_cost
         return str(Explanation(_OptEinsumCounts(**fields), self.backends, self.note, self.reasons, self.size_class))
 
-    @property
+    @functools.cached_property
     def path(self) -> list:
         """Left to right (``optimize=False``), opt_einsum's one step of every operand, which
         einc runs pairwise, left to right, as any explicit step of three or more."""
         n = len(self.plan.graph.inputs)
         return [tuple(range(n))] if self.plan.optimizer == LEFT_TO_RIGHT and n > 2 else list(map(tuple, self.plan.path))
 
-    @property
+    @functools.cached_property
     def _letters(self) -> tuple:
         """Each index's character, as opt_einsum spells it (the caller's; an ellipsis
         dimension's one the equation does not use; a size-1 dimension broadcast against a
@@ -82,23 +91,23 @@ class PathInfo(Explanation):
         letters = self._letters
         return "".join(letters[i] for i in indices)
 
-    @property
+    @functools.cached_property
     def input_subscripts(self) -> str:
         return ",".join(self._term(t) for t in self.plan.graph.inputs)
 
-    @property
+    @functools.cached_property
     def output_subscript(self) -> str:
         return self._term(self.plan.graph.output)
 
-    @property
+    @functools.cached_property
     def eq(self) -> str:
         return f"{self.input_subscripts}->{self.output_subscript}"
 
-    @property
+    @functools.cached_property
     def indices(self) -> frozenset:
         return frozenset(self._term(t) for t in self.plan.graph.inputs for t in [(i,) for i in t])
 
-    @property
+    @functools.cached_property
     def size_dict(self) -> dict:
         """letter -> size; a letter broadcast (size 1 against n) has size n, as in opt_einsum."""
         sizes: dict = {}
@@ -107,11 +116,11 @@ class PathInfo(Explanation):
                 sizes[c] = n
         return sizes
 
-    @property
+    @functools.cached_property
     def size_list(self) -> list:
         return [step.size for step in self.plan.steps]
 
-    @property
+    @functools.cached_property
     def scale_list(self) -> list:
         return [len({i for t in step.inputs for i in t}) for step in self.plan.steps]
 

@@ -95,7 +95,7 @@ def _planned(door, args, tensors, kwargs):
         if strict():
             raise traced_error(error) from None
         return None
-    answer[1].keep_text()       # (the info: its str() in the compiled function, as the eager call's)
+    answer[1].keep()     # (the info: its str() and attributes in the compiled function, as the eager call's)
     return answer
 
 

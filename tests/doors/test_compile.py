@@ -381,6 +381,26 @@ def test_the_info_of_contract_path_prints_inside_a_fullgraph_function():
     assert got[1:] == want[1:] and "Optimized FLOP count" in got[1]
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_the_numbers_of_contract_path_compute_inside_a_fullgraph_function(dynamic):
+    """``x * info.opt_cost`` raised dynamo's Unsupported (python_type): dynamo could not read a
+    property of the info, a constant (it guards the getter's source), and left it unread, which
+    only a returned value survives; the info keeps its attributes as values, read as constants."""
+    def fn(x, a, b, c):
+        _, info = einc.contract_path("ij,jk,kl->il", a, b, c)
+        return (x * info.opt_cost, x * info.naive_cost, x * info.speedup, x * info.largest_intermediate,
+                x * info.size_list[-1], x + len(info.path), x * info.size_dict["j"], info.eq, info.path)
+    args = [_randn(2), *[_randn(*s, seed=k) for k, s in enumerate([(2, 30), (30, 40), (40, 5)])]]
+    torch._dynamo.reset()
+    try:
+        got = torch.compile(fn, fullgraph=True, dynamic=dynamic, backend="eager")(*args)
+    finally:
+        torch._dynamo.reset()
+    want = fn(*args)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w) if isinstance(w, torch.Tensor) else g == w
+
+
 def test_contract_path_of_strided_views_and_mixed_dtypes_compiles_under_fullgraph():
     """Tensors were described by their shapes, one dtype and one device, so a transposed view or
     operands of two dtypes raised ArgumentError under fullgraph (and broke the graph without it);
