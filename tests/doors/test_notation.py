@@ -457,6 +457,24 @@ def test_contract_expression_path_and_constants():
     assert path == [(0, 1)] and info.eq == "bnhd,hde->bnhe"
 
 
+def test_a_named_expression_merges_its_output_uncached_under_compile():
+    """A named expression called in a compiled function merged its output through the lru_cache'd
+    helper (merged without ``traced``), so dynamo traced the cache's wrapper and warned of it; it
+    takes the traced merge the einsum door takes: no warning, the eager answer."""
+    x, w = _operands(2, 3, 4, 5, 6, torch.float64, "strided")
+    for expr, operands in ((einc.contract_expression(EQ, x.shape, w.shape, h=4), (x, w)),
+                           (einc.contract_expression(EQ, x.shape, w, constants=[1], h=4), (x,))):
+        torch._dynamo.reset()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = torch.compile(lambda *ops: expr(*ops) * 2, fullgraph=True, backend="eager")(*operands)
+        finally:
+            torch._dynamo.reset()
+        assert not [str(c.message) for c in caught if "lru_cache" in str(c.message)]
+        assert torch.equal(got, expr(*operands) * 2)
+
+
 def test_a_dtype_error_names_the_equation_as_written():
     """float32 beside float64 operands, which torch's path refuses to contract in one step:
     the DtypeError named the resolved letters ('bnhd,hde->bnhe'; an expression with
