@@ -12,8 +12,9 @@ import torch
 
 from . import autograd, sharing, traced_doors
 from . import named as named_axes
-from .api import _constant_result, call, call_options, check_backend, einsum, explain, shape_of
+from .api import _constant_result, _dynamo_tracing, call, call_options, check_backend, einsum, explain, shape_of
 from .custom_op import _never_compiled, note_reading, refuse
+from .custom_op import sizes as numbers
 from .errors import (
     ArgumentError,
     DtypeError,
@@ -113,8 +114,8 @@ class ContractExpression:
             operands = operands[0]
         if not all(isinstance(o, torch.Tensor) for o in operands) and torch._C._has_torch_function(operands):
             return self._recorded(operands, out)
-        try:
-            run = self._runs.get(tuple([o.shape for o in operands]))
+        try:    # (none while dynamo traces: looked up by shapes, each size it traced was guarded on a kept one's)
+            run = None if _dynamo_tracing() else self._runs.get(tuple([o.shape for o in operands]))
         except AttributeError:      # not a tensor
             run = None
         if run is None or self._broadcast and torch.jit.is_tracing():
@@ -127,18 +128,17 @@ class ContractExpression:
         """A call of shapes not met before: checked (an error names the caller's characters),
         then run as :meth:`_run`, or :meth:`_run_whole` where a dimension the plan broadcast
         has grown or ``torch.jit.trace`` records a call where one may; the run is kept for
-        later calls of these shapes (not one a trace records)."""
+        later calls of these shapes (not one a trace records, nor one dynamo traces)."""
         with _reading(self.equation, self._labels):
             self._check(operands)
             traced = bool(self._broadcast) and torch.jit.is_tracing()
             grown = traced or any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast)
             run = ContractExpression._run_whole if grown else ContractExpression._run
             result = run(self, operands, out)
-        if traced:
-            return result
-        if len(self._runs) >= _SHAPES_KEPT:        # (sizes that change every call)
-            self._runs = {self._planned: ContractExpression._run}
-        self._runs[tuple([o.shape for o in operands])] = run
+        if not (traced or _dynamo_tracing()):
+            if len(self._runs) >= _SHAPES_KEPT:        # (sizes that change every call)
+                self._runs = {self._planned: ContractExpression._run}
+            self._runs[tuple([o.shape for o in operands])] = run
         return result
 
     def _recorded(self, operands, out):
@@ -217,7 +217,7 @@ class ContractExpression:
         for o, k in zip(operands, self._variables):
             if o.dim() != len(self.shapes[k]):
                 refuse(ShapeError, f"operand {k} of the expression {self.equation!r} has shape "
-                                   f"{tuple(o.shape)}, but the expression was planned for {self.shapes[k]} "
+                                   f"{numbers(o.shape)}, but the expression was planned for {self.shapes[k]} "
                                    f"({len(self.shapes[k])} dimensions)")
         if self.constants:      # a size that does not fit a constant's, named in the whole equation
             shapes = list(self.shapes)

@@ -348,6 +348,34 @@ def test_contract_expression_compiles_without_graph_breaks():
     torch.testing.assert_close(compiled(a, b, c), 2 * (a @ b @ c))
 
 
+_K = _randn(5, 6, seed=7)
+_EXPRESSIONS = {"plain": einc.contract_expression("ij,jk,kl->il", (3, 5), (5, 6), (6, 2)),
+                "constants": einc.contract_expression("ij,jk,kl->il", (3, 5), _K, (6, 2), constants=[1])}
+
+
+@pytest.mark.parametrize("dynamic,graphs", [(True, 1), (None, 2)], ids=["dynamic", "automatic"])
+def test_an_expressions_call_compiles_once_for_its_sizes(dynamic, graphs):
+    """An expression's call looked the operands' shapes up among those it had met (the runs it keeps
+    per shapes), so dynamo guarded every size on the planned ones: under dynamic=True a graph per
+    size (three for three).  While dynamo traces it checks and runs the call without the lookup,
+    as einsum and contract trace: one graph (two where dynamo first traces sizes as numbers)."""
+    calls = {"plain": lambda a, b, c: _EXPRESSIONS["plain"](a, b, c),
+             "constants": lambda a, b, c: _EXPRESSIONS["constants"](a, c),
+             "einsum": lambda a, b, c: einc.einsum("ij,jk,kl->il", a, b, c),
+             "contract": lambda a, b, c: einc.contract("ij,jk,kl->il", a, b, c)}
+    for name, fn in calls.items():
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(fn, backend=counter, dynamic=dynamic)
+        try:
+            for n in (3, 4, 7):
+                ops = (_randn(n, 5, seed=n), _K, _randn(6, 2, seed=n + 1))
+                torch.testing.assert_close(compiled(*ops), reference("ij,jk,kl->il", *ops))
+        finally:
+            torch._dynamo.reset()
+        assert counter.frame_count == graphs, name
+
+
 def test_contract_path_compiles_under_fullgraph_as_eager_plans():
     """It failed under fullgraph (dynamo traced einc's planner); it is planned as a constant,
     its sizes specialized: a call at new sizes plans again, as eager does."""
