@@ -430,11 +430,15 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)
         return torch.compiler.disable(_untraced_einsum)(args, optimize, memory_limit, out, layout)
+    elif isinstance(optimize, (list, tuple)):   # (see the limit's, below)
+        optimize = [tuple(map(custom_op.number, p)) if isinstance(p, (list, tuple)) else p for p in optimize]
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
             _refuse_traced(*problem)
-    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
+    # (an int of a path or limit read from a local under dynamic=True is traced as a symbol: its value, which
+    # dynamo guards on; str() of a symbol, writing the op's options, was its Unsupported)
+    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, custom_op.number(memory_limit))
     if out is None:
         return result
     problem = _out_mismatch(out, result, custom_op.sizes)

@@ -206,23 +206,31 @@ def dtypes_checked(expr, operands, folded) -> None:
     constants' values its remainder takes): :func:`whole_error`'s error where the remainder's
     call raises a dtype error, which the op's fake kernel would raise naming the remainder.
     Asked as a constant, at sizes of the operands' kinds (0, 1 or more: no guard), as the
-    fake kernel asks."""
-    ops = expr._operands(operands, folded)
-    shapes, kinds = _whole_operands(expr, operands)
-    _checked(expr._text, tuple([o.dtype for o in ops]), tuple([tuple([_kind(n) for n in o.shape]) for o in ops]),
-             (expr._options.optimize, expr._options.memory_limit), fields(expr._whole),
-             tuple([tuple([_kind(n) for n in s]) for s in shapes]), tuple(kinds),
-             (expr._whole_options.optimize, expr._whole_options.memory_limit), expr.equation)
+    fake kernel asks; the expression itself is passed (dynamo hands the constant the object,
+    guarding its identity), whose equations, shapes and path are read there as they are:
+    read by dynamo from a local under ``dynamic=True``, their ints were symbols, which no
+    constant takes."""
+    _checked(expr, _kinds(expr._operands(operands, folded)), _kinds(operands))
+
+
+def _kinds(tensors) -> tuple:
+    """The dtypes of ``tensors``, and their shapes as sizes' kinds (:func:`~einc.custom_op._kind`)."""
+    return tuple([o.dtype for o in tensors]), tuple([tuple([_kind(n) for n in o.shape]) for o in tensors])
 
 
 @constant_result
-def _checked(text, kinds, shapes, options, whole, whole_shapes, whole_kinds, whole_options, written) -> bool:
+def _checked(expr, remainder, variables) -> bool:
     """(dynamo calls it as it traces, a constant)"""
     try:
-        _meta_run(parse(text), shapes, kinds, Options.of(*options))
+        _meta_run(parse(expr._text), remainder[1], remainder[0], Options.of(expr._options.optimize,
+                                                                            expr._options.memory_limit))
     except (DtypeError, UnsupportedDtypeError) as error:
-        raise traced_error(_whole(error, Equation(*whole), whole_shapes, whole_kinds, Options.of(*whole_options),
-                                  written)) from None
+        shapes, kinds = [tuple([_kind(n) for n in s]) for s in expr.shapes], dict(expr.constant_dtypes)
+        for k, dtype, shape in zip(expr._variables, *variables):
+            shapes[k], kinds[k] = shape, dtype
+        options = Options.of(expr._whole_options.optimize, expr._whole_options.memory_limit)
+        raise traced_error(_whole(error, expr._whole, shapes, [kinds[k] for k in range(len(shapes))], options,
+                                  expr.equation)) from None
     except Exception:       # noqa: BLE001 -- (the op's fake kernel raises it)
         pass
     return True

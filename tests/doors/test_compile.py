@@ -376,6 +376,37 @@ def test_an_expressions_call_compiles_once_for_its_sizes(dynamic, graphs):
         assert counter.frame_count == graphs, name
 
 
+def test_ints_read_from_locals_trace_under_dynamic():
+    """Under dynamic=True dynamo traces an int it reads from a local (an argument, a closure's cell,
+    their attributes) as a symbol: an explicit path or a memory_limit so given to einsum, and an
+    expression's path, shapes and positions (an expression in a closure), raised its Unsupported
+    (str() of a symbol writing the op's options; a symbol passed to a constant), with fullgraph,
+    and ran eagerly without.  They are read as their values: one graph, eager's answer."""
+    path, limit, eq, named_eq = [(0, 1), (0, 1)], 1000, "ij,jk,kl->il", "b (h d), h d e -> b (h e)"
+    plain = einc.contract_expression(eq, (3, 5), (5, 6), (6, 2))
+    constants = einc.contract_expression(eq, (3, 5), _K, (6, 2), constants=[1])
+    named = einc.contract_expression(named_eq, (3, 6), (2, 3, 4), h=2)
+    named_constants = einc.contract_expression(named_eq, (3, 6), _randn(2, 3, 4), constants=[1], h=2)
+    three = [(_randn(n, 5, seed=n), _K, _randn(6, 2, seed=n + 1)) for n in (3, 4, 7)]
+    calls = {"path": (lambda a, b, c: einc.einsum(eq, a, b, c, optimize=path), three),
+             "limit": (lambda a, b, c: einc.einsum(eq, a, b, c, memory_limit=limit), three),
+             "path argument": (lambda a, b, c, p=path: einc.einsum(eq, a, b, c, optimize=p), three),
+             "expression": (lambda a, b, c: plain(a, b, c), three),
+             "constants": (lambda a, b, c: constants(a, c), three),
+             "named": (lambda x, w: named(x, w), [(_randn(3, 6), _randn(2, 3, 4, seed=1))]),
+             "named constants": (lambda x: named_constants(x), [(_randn(3, 6),)])}
+    for name, (fn, calls_of) in calls.items():
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("eager")
+        compiled = torch.compile(fn, backend=counter, dynamic=True, fullgraph=True)
+        try:
+            for ops in calls_of:
+                torch.testing.assert_close(compiled(*ops), fn(*ops))
+        finally:
+            torch._dynamo.reset()
+        assert counter.frame_count == 1, name
+
+
 def test_contract_path_compiles_under_fullgraph_as_eager_plans():
     """It failed under fullgraph (dynamo traced einc's planner); it is planned as a constant,
     its sizes specialized: a call at new sizes plans again, as eager does."""
