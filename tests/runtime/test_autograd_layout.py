@@ -7,6 +7,7 @@ gradients (first and second order) and forward-mode tangents stay torch's."""
 import pytest
 import torch
 from autograd_graph import grad_fns, leaves
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc.runtime import torch_executor as tx
@@ -53,12 +54,13 @@ def test_gradcheck_and_gradgradcheck(equation, shapes):
 
 
 def test_relayout_only_where_the_gradient_is_strided_matrices():
-    """``ijbn`` (batch innermost) takes the one-copy backward; ``ijc`` too, inside
-    recorded.Recorded (its operands' matrices have no unit stride), whose backward copies
-    the result's gradient into the product's order once; ``BTKGS`` (rows that do not merge:
-    the reshape's backward copies once anyway) and ``ibk`` (row-major matrices, read as they
-    are) keep torch's own."""
-    assert "_RelayoutBackward" in grad_fns(einc.einsum(CASES[0][0], *leaves(CASES[0][1])))
+    """``ijbn`` (batch innermost) takes the one-copy backward (a Function from
+    ``permute_copy.MIN_BYTES`` up, below it a hook: test_small_relayout_is_a_hook); ``ijc``
+    too, inside recorded.Recorded (its operands' matrices have no unit stride), whose backward
+    copies the result's gradient into the product's order once; ``BTKGS`` (rows that do not
+    merge: the reshape's backward copies once anyway) and ``ibk`` (row-major matrices, read as
+    they are) keep torch's own."""
+    assert "_RelayoutBackward" in grad_fns(einc.einsum(CASES[0][0], *leaves([(64, 4, 4, 8), (64, 4, 4, 8)])))
     assert "RecordedBackward" in grad_fns(einc.einsum(CASES[1][0], *leaves(CASES[1][1])))
     for equation, shapes in CASES[2:4]:
         assert "_RelayoutBackward" not in grad_fns(einc.einsum(equation, *leaves(shapes))), equation
@@ -91,6 +93,57 @@ def test_relayout_where_a_large_results_gradient_would_be_copied_by_torch(monkey
         gout = torch.randn(out.shape, dtype=dtype, generator=g)
         for x, y in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(eq, *ops), ops, gout)):
             torch.testing.assert_close(x, y)
+
+
+class _Ops(TorchDispatchMode):
+    """The aten ops run under it, with their tensor arguments' strides."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append((func.overloadpacket.__name__, [a.stride() for a in args if isinstance(a, torch.Tensor)]))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("...mk,mlk->...lm", [((4, 32, 64), (4096, 64, 1)), ((32, 32, 64), (2048, 64, 1))]),
+    ("...ml,mkl->...km", [((4, 32, 32), (2048, 32, 1)), ((32, 64, 32), (2048, 32, 1))]),
+], ids=["harmonics-1", "harmonics-2"])
+def test_small_relayout_is_a_hook(equation, shapes):
+    """torch-harmonics' vector SHT: ``bmm`` over ``m``, which is innermost in the result, of a
+    strided slice.  Below ``permute_copy.MIN_BYTES`` the one-copy backward is a hook on the
+    product, not a Function (whose ``apply``, forward and again backward, cost more than
+    the copies): the forward's ops are the product and the result's one copy, the backward's
+    the gradient's one copy into the product's order and the one ``bmm``, which reads it as
+    row-major matrices; the result, and the gradient (batched, and under torch.func.grad), are
+    torch.einsum's."""
+    from einc.runtime.torch_executor.permute_copy import MIN_BYTES
+    assert MIN_BYTES > 4 * 64 * 32 * 4
+    g = torch.Generator().manual_seed(5)
+    a, b = (torch.randn(shape[0] * stride[0], generator=g).as_strided(shape, stride) for shape, stride in shapes)
+    a.requires_grad_()
+    einc.einsum(equation, a, b)                 # (planned outside the log)
+    with _Ops() as fwd:
+        out = einc.einsum(equation, a, b)
+    assert out.is_contiguous() and "_RelayoutBackward" not in grad_fns(out)
+    assert [op for op, _ in fwd.ops if op not in ("permute", "view", "reshape")] == ["bmm", "clone"]
+    gout = torch.randn(out.shape, generator=g)
+    with _Ops() as bwd:
+        (ga,) = torch.autograd.grad(out, a, gout)
+    assert [op for op, _ in bwd.ops if op in ("clone", "copy_", "bmm")] == ["clone", "bmm"]
+    (left, _), = [strides for op, strides in bwd.ops if op == "bmm"]
+    assert left[-1] == 1
+    a64 = a.detach().double().requires_grad_()
+    ref = torch.einsum(equation, a64, b.double())
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ga.double(), torch.autograd.grad(ref, a64, gout.double())[0], rtol=1e-5, atol=1e-5)
+    (batched,) = torch.autograd.grad(einc.einsum(equation, a, b), a, torch.stack([gout, 2 * gout]),
+                                     is_grads_batched=True)
+    torch.testing.assert_close(batched[1], 2 * ga)
+    by_func = torch.func.grad(lambda x: (einc.einsum(equation, x, b) * gout).sum())(a.detach())
+    torch.testing.assert_close(by_func, ga)
 
 
 def test_relayout_backward_is_contiguous_in_the_products_layout():

@@ -18,7 +18,8 @@ product (which operand is left, which indices are batch, their order) is the one
 least (:mod:`einc.runtime.torch_executor.ttgt`), unweighed where too small to repay the choice
 (:mod:`einc.runtime.torch_executor.direct`); a permuted result whose gradient would reach
 ``bmm`` as matrices with no unit-stride axis, or a large one whose gradient torch would copy
-anyway, gets a one-copy backward (:class:`_Relayout`).  A large last product whose result is
+anyway, gets a one-copy backward (:class:`_Relayout`, or below ``permute_copy.MIN_BYTES`` a hook:
+:func:`~einc.runtime.torch_executor.relayout.relayout`).  A large last product whose result is
 permuted is made a chunk at a time, each chunk copied into the result while in cache, and a large
 multiply and sum a block at a time (:mod:`einc.runtime.torch_executor.chunked`; the multiply and sum,
 in float32 for 16-bit floats: :mod:`einc.runtime.torch_executor.summed`).  Where a gradient
@@ -369,7 +370,7 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     if perm_out and final:
         copy = _permuted_copy(natural, out, sizes)
         if _strided_matrices(out, groups_c, sizes) or _copied_back(natural, out, groups_c, sizes, itemsize):
-            copy = _relayout(copy, _permuted_copy(out, natural, sizes))
+            copy = _relayout(copy, _permuted_copy(out, natural, sizes), math.prod(res_shape) * itemsize)
         post.append(copy)
     elif perm_out:
         post.append(lambda x: x.permute(perm_out))

@@ -1,6 +1,8 @@
 """The one-copy backward of a step's last copy: a copy into another layout whose gradient
 is the copy back, one fresh contiguous tensor (see the torch executor's docstring), and
-where a step's last copy takes it (:func:`strided_matrices`, :func:`copied_back`)."""
+where a step's last copy takes it (:func:`strided_matrices`, :func:`copied_back`).  Below
+``permute_copy.MIN_BYTES`` both copies are the plain ones whatever tracks them, and the
+copy back is a hook on the product (:func:`relayout`), not an ``autograd.Function``."""
 
 from __future__ import annotations
 
@@ -43,14 +45,34 @@ class _Relayout(torch.autograd.Function):
 _Relayout.forward.__signature__ = inspect.signature(_Relayout.forward)
 
 
-def relayout(there, back):
-    """``there`` as a step's last function, with :class:`_Relayout`'s backward where the
-    result will need a gradient (torch's autograd records the step's ops)."""
+def relayout(there, back, nbytes):
+    """``there`` as a step's last function, with the one-copy backward where the result
+    will need a gradient (torch's autograd records the step's ops): for a product of
+    ``nbytes`` under ``permute_copy.MIN_BYTES``, the plain copy ``there`` recorded by
+    autograd and a hook on the product that makes its gradient contiguous (the same one
+    copy as :class:`_Relayout`'s ``back``, which is the plain one there too, without a
+    Function's ``apply`` forward and again backward, which cost more than such a copy);
+    from ``MIN_BYTES`` up, :class:`_Relayout`, whose copies, untracked inside it, may run
+    in wide elements, in tiles or compiled (``permute_copy``)."""
+    if nbytes < MIN_BYTES:
+        def hooked(x):
+            if x.requires_grad:
+                x.register_hook(_contiguous)
+            return there(x)
+        return hooked
+
     def run(x):
         if x.requires_grad:
             return _Relayout.apply(x, there, back)
         return there(x)
     return run
+
+
+def _contiguous(grad):
+    """The product's gradient, a permuted view of the result's, as one contiguous tensor in
+    the product's order, which its matrix products' backward reads as it is (None, where a
+    double backward has no gradient there: nothing to copy)."""
+    return None if grad is None else grad.contiguous()
 
 
 def strided_matrices(out, groups, sizes) -> bool:
