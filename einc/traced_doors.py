@@ -162,15 +162,18 @@ def whole_error(expr, operands, error):
     probes need the operands' device), ``error`` naming the expression's equation."""
     if not expr.constants:
         return error
-    return _whole(error, expr._whole, *_whole_operands(expr, operands), expr._whole_options, expr.equation)
+    return _whole(error, expr._whole, *_whole_operands(expr, [o.dtype for o in operands], [o.shape for o in operands]),
+                  expr._whole_options, expr.equation)
 
 
-def _whole_operands(expr, operands) -> tuple:
-    """The shapes and dtypes of the whole equation's operands: ``operands`` among the constants."""
-    shapes, kinds = list(expr.shapes), dict(expr.constant_dtypes)
-    for k, o in zip(expr._variables, operands):
-        shapes[k], kinds[k] = o.shape, o.dtype
-    return shapes, [kinds[k] for k in range(len(shapes))]
+def _whole_operands(expr, dtypes, shapes, size=None) -> tuple:
+    """``(shapes, dtypes)`` of the whole equation's operands: the variables' ``dtypes`` and
+    ``shapes`` among the constants' (each of their sizes mapped by ``size``, where given)."""
+    whole = [s if size is None else tuple([size(n) for n in s]) for s in expr.shapes]
+    kinds = dict(expr.constant_dtypes)
+    for k, dtype, shape in zip(expr._variables, dtypes, shapes):
+        whole[k], kinds[k] = shape, dtype
+    return whole, [kinds[k] for k in range(len(whole))]
 
 
 def fold_error(error, plan, step):
@@ -225,11 +228,8 @@ def _checked(expr, remainder, variables) -> bool:
         _meta_run(parse(expr._text), remainder[1], remainder[0], Options.of(expr._options.optimize,
                                                                             expr._options.memory_limit))
     except (DtypeError, UnsupportedDtypeError) as error:
-        shapes, kinds = [tuple([_kind(n) for n in s]) for s in expr.shapes], dict(expr.constant_dtypes)
-        for k, dtype, shape in zip(expr._variables, *variables):
-            shapes[k], kinds[k] = shape, dtype
         options = Options.of(expr._whole_options.optimize, expr._whole_options.memory_limit)
-        raise traced_error(_whole(error, expr._whole, shapes, [kinds[k] for k in range(len(shapes))], options,
+        raise traced_error(_whole(error, expr._whole, *_whole_operands(expr, *variables, _kind), options,
                                   expr.equation)) from None
     except Exception:       # noqa: BLE001 -- (the op's fake kernel raises it)
         pass
