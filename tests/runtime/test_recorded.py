@@ -180,6 +180,39 @@ def test_an_unsaved_operands_backward_is_the_engines(case, which, monkeypatch, c
         assert x.dtype == y.dtype and x.stride() == y.stride() and torch.equal(x, y)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_a_saved_operands_backward_is_pulled_with_the_engines_bits(case, monkeypatch, count):
+    """Where both operands take a gradient, the backward of the ops that make each one's
+    matrices is pulled through their nodes (recorded._pulled), not run by a nested call of the
+    engine, with the engine's bits and strides: gradients and second-order gradients."""
+    eq, shapes = case
+    engine = recorded._run_backward
+    nested = []
+
+    def counted(*args, **kwargs):
+        nested.append(1)
+        return engine(*args, **kwargs)
+    monkeypatch.setattr(recorded, "_run_backward", counted)
+
+    def grads():
+        ops = [o.requires_grad_() for o in _operands(shapes)]
+        out = einc.einsum(eq, *ops)
+        weight = _operands([tuple(out.shape)], seed=1)[0].requires_grad_()
+        first = torch.autograd.grad(out, ops, weight, retain_graph=True)
+        g = torch.autograd.grad((out * weight).sum(), ops, create_graph=True)
+        probes = [_operands([tuple(x.shape)], seed=2 + i)[0] for i, x in enumerate(g)]
+        second = torch.autograd.grad(sum((x * p).sum() for x, p in zip(g, probes)), weight)
+        return [*first, *(x.detach() for x in g), *second]
+    pulled = grads()
+    assert count() == 1 and not nested
+    monkeypatch.setattr(recorded, "_BACKWARD", {})
+    einc.cache_clear()
+    want = grads()
+    assert nested
+    for x, y in zip(pulled, want):
+        assert x.dtype == y.dtype and x.stride() == y.stride() and torch.equal(x, y)
+
+
 @pytest.mark.parametrize("case", [BROADCAST, PERMUTED], ids=lambda c: c[0])
 def test_a_formula_reading_a_field_another_torch_names_otherwise_falls_back(case, monkeypatch, count):
     # a node's saved fields are torch's generated names: where one is missing, the engine's
@@ -204,6 +237,7 @@ def test_a_formula_reading_a_field_another_torch_names_otherwise_falls_back(case
 CHAINS = {
     "permute": ((2, 3, 4), (12, 4, 1), lambda x: x.permute(2, 0, 1)),
     "view": ((2, 3, 4), (12, 4, 1), lambda x: x.view(6, 4)),
+    "reshape_alias": ((4, 6), (6, 1), lambda x: x.permute(1, 0).reshape(2, 3, 4)),
     "reshape_copied": ((2, 3, 4), (12, 4, 1), lambda x: x.permute(2, 0, 1).reshape(4, 6)),
     "copy_transposed": ((6, 4), (4, 1), lambda x: x.t().contiguous().view(2, 2, 6).transpose(-1, -2)),
     "expand": ((1, 3, 4), (12, 4, 1), lambda x: x.expand(5, 3, 4)),
@@ -222,20 +256,23 @@ CHAINS = {
 @pytest.mark.parametrize("create", [False, True])
 @pytest.mark.parametrize("chain", CHAINS, ids=str)
 def test_each_ops_backward_pulled_through_is_the_engines(chain, create):
-    """recorded._pulled, on ops made on the meta device, gives the gradient the engine gives on
-    the same ops of a real tensor of that layout: the same bits and strides, and with
-    ``create`` (a double backward) the same gradient of it."""
+    """recorded._pulled, on ops made on the meta device and on those of a real tensor (where
+    torch may record other nodes: a reshape that splits a permuted axis), gives the gradient the
+    engine gives on the real tensor's: the same bits and strides, and with ``create`` (a
+    double backward) the same gradient of it."""
     shape, stride, ops = CHAINS[chain]
     extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
     real = torch.randn(extent, dtype=D).as_strided(shape, stride).requires_grad_()
+    again = real.detach().requires_grad_()
     meta = torch.empty_strided(shape, stride, dtype=D, device="meta").requires_grad_()
-    y, on_meta = ops(real), ops(meta)
+    y, on_real, on_meta = ops(real), ops(again), ops(meta)
     gy = _operands([tuple(y.shape)])[0].requires_grad_(create)
     want = torch.autograd.grad(y, real, gy, create_graph=create)[0]
-    with torch.set_grad_enabled(create):
-        got = recorded._pulled(on_meta, meta, gy)
-    assert got is not None and got.stride() == want.stride() and torch.equal(got, want)
-    if create:
-        probe = _operands([shape], seed=1)[0]
-        assert torch.equal(torch.autograd.grad((got * probe).sum(), gy)[0],
-                           torch.autograd.grad((want * probe).sum(), gy)[0])
+    for made, leaf in ((on_meta, meta), (on_real, again)):
+        with torch.set_grad_enabled(create):
+            got = recorded._pulled(made, leaf, gy)
+        assert got is not None and got.stride() == want.stride() and torch.equal(got, want)
+        if create:
+            probe = _operands([shape], seed=1)[0]
+            assert torch.equal(torch.autograd.grad((got * probe).sum(), gy)[0],
+                               torch.autograd.grad((want * probe).sum(), gy)[0])

@@ -14,8 +14,9 @@ gradients, and the operand layouts' own backward (which sums a broadcast operand
 gradients).  Made of differentiable ops, that backward is recorded in turn where a double
 backward asks for it.  An operand is saved only where the other's gradient reads it; the
 matrices of one not saved are made on the meta device, which allocates nothing, for their
-layout and their ops' backward (:func:`_pulled`).  The first call that takes a gradient
-decides whether a step trains so (the torch executor's ``_recorded``).
+layout and their ops' backward.  That backward is each op's formula in turn on the nodes the
+ops recorded (:func:`_pulled`), not a nested call of the engine.  The first call that takes
+a gradient decides whether a step trains so (the torch executor's ``_recorded``).
 
 Under a ``torch.func`` transform, forward AD, ``torch.jit.trace`` or a tensor subclass
 (:func:`~einc.runtime.torch_executor.permute_copy.unwatched`), which record the ops
@@ -104,19 +105,20 @@ def _column_major(x) -> bool:
 
 
 def _through(y, x, gy, create, part):
-    """The gradient of ``x`` from ``gy``, that of ``y = part(x)``, one of its operand matrices.  (The
-    engine called as ``torch.autograd.grad`` calls it: its checks of the gradient's shape
-    import sympy on first use, half a second of a first training step.)  Where ``x`` is an
-    operand's stand-in on the meta device, whose gradient the engine would refuse on another
-    device, the backward of ``part``'s ops is pulled through by :func:`_pulled`; where it
-    cannot be, ``part`` is made again on empty memory of ``x``'s layout."""
+    """The gradient of ``x`` from ``gy``, that of ``y = part(x)``, one of its operand matrices:
+    the backward of ``part``'s ops pulled through by :func:`_pulled` (the engine's bits, without
+    a nested call of the engine, which costs more than these views and sums).  Where an op has
+    no formula there, the engine, called as ``torch.autograd.grad`` calls it (whose checks of
+    the gradient's shape import sympy on first use, half a second of a first training step),
+    and where ``x`` is an operand's stand-in on the meta device, whose gradient the engine
+    would refuse on another device, on ``part`` made again on empty memory of ``x``'s layout."""
+    try:
+        pulled = _pulled(y, x, gy)
+    except AttributeError:          # (a node's saved fields named otherwise by another torch)
+        pulled = None
+    if pulled is not None:
+        return pulled
     if x.device.type == "meta" and gy.device.type != "meta":
-        try:
-            pulled = _pulled(y, x, gy)
-        except AttributeError:      # (a node's saved fields named otherwise by another torch)
-            pulled = None
-        if pulled is not None:
-            return pulled
         with torch.enable_grad():
             x = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=gy.device).requires_grad_()
             y = part(x)
@@ -126,11 +128,12 @@ def _through(y, x, gy, create, part):
 
 
 def _pulled(y, x, gy):
-    """``gy``, the gradient of ``y``, pulled back to ``x``, the leaf ``y`` was made of on the meta
-    device: the backward of each op between them (:data:`_BACKWARD`: autograd's formula for it,
-    on the sizes and dimensions its node saved), in turn.  (The engine refuses a gradient on
-    another device than the node's, and a node called inside a backward that asked for some
-    inputs' gradients computes none for the others.)  None where an op is not one of those."""
+    """``gy``, the gradient of ``y``, pulled back to ``x``, the leaf ``y`` was made of (an operand
+    detached, or its stand-in on the meta device): the backward of each op between them
+    (:data:`_BACKWARD`: autograd's formula for it, on the sizes and dimensions its node saved),
+    in turn.  (The engine refuses a gradient on another device than the node's, and a node
+    called inside a backward that asked for some inputs' gradients computes none for the
+    others.)  None where an op is not one of those."""
     node = y.grad_fn
     while node is not None:
         backward = _BACKWARD.get(type(node).__name__)
@@ -190,6 +193,7 @@ _BACKWARD = {
     "DiagonalBackward0": _undiagonal,
     "ExpandBackward0": lambda node, g: g.sum_to_size(node._saved_self_sym_sizes),
     "PermuteBackward0": _unpermuted,
+    "ReshapeAliasBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
     "SqueezeBackward0": _unsqueezed,
     "SqueezeBackward1": _unsqueezed,
     "SqueezeBackward2": _unsqueezed,
