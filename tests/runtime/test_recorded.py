@@ -213,6 +213,29 @@ def test_a_saved_operands_backward_is_pulled_with_the_engines_bits(case, monkeyp
         assert x.dtype == y.dtype and x.stride() == y.stride() and torch.equal(x, y)
 
 
+@pytest.mark.parametrize("which", [None, 0, 1], ids=["both", "first", "second"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_later_backwards_apply_the_steps_read_once(case, which, monkeypatch, count):
+    """A step's backward reads the nodes of its operand matrices' ops once per operand layout
+    (recorded._steps); later calls apply those steps to the gradients of matrices made
+    untracked: the same bits and strides as the first call's."""
+    eq, shapes = case
+    read, steps = [], recorded._steps
+    monkeypatch.setattr(recorded, "_steps", lambda y, x: read.append(1) or steps(y, x))
+
+    def grads():
+        ops = [o.requires_grad_(which in (None, i)) for i, o in enumerate(_operands(shapes))]
+        out = einc.einsum(eq, *ops)
+        weight = _operands([tuple(out.shape)], seed=1)[0]
+        return torch.autograd.grad(out, [o for o in ops if o.requires_grad], weight)
+    first = grads()
+    seen = len(read)
+    again = grads()
+    assert seen and len(read) == seen and count() == 2
+    for x, y in zip(first, again):
+        assert x.stride() == y.stride() and torch.equal(x, y)
+
+
 @pytest.mark.parametrize("case", [BROADCAST, PERMUTED], ids=lambda c: c[0])
 def test_a_formula_reading_a_field_another_torch_names_otherwise_falls_back(case, monkeypatch, count):
     # a node's saved fields are torch's generated names: where one is missing, the engine's
@@ -226,7 +249,7 @@ def test_a_formula_reading_a_field_another_torch_names_otherwise_falls_back(case
         return torch.autograd.grad(out, ops[1], _operands([tuple(out.shape)], seed=1)[0])[0]
     want = grad()
     assert count() == 1
-    missing = dict.fromkeys(recorded._BACKWARD, lambda node, g: node._saved_not_in_this_torch)
+    missing = dict.fromkeys(recorded._BACKWARD, lambda node: node._saved_not_in_this_torch)
     monkeypatch.setattr(recorded, "_BACKWARD", missing)
     einc.cache_clear()
     got = grad()

@@ -26,6 +26,7 @@ same chunks in ops they record (:func:`~einc.runtime.torch_executor.chunked.plan
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -44,13 +45,16 @@ class Parts(NamedTuple):
     product's operand matrices from the step's operands (the second one first where
     ``swap``), ``post_grad`` puts the result's gradient back into the product's shape;
     ``strided``: each operand's gradient made in that operand's strides, as ``mm``'s
-    backward makes it (else as ``bmm``'s, ``G @ R^H`` and ``L^H @ G``: backward.py)."""
+    backward makes it (else as ``bmm``'s, ``G @ R^H`` and ``L^H @ G``: backward.py);
+    ``pulls``: the backward of ``left``'s and ``right``'s ops by the layout of the operand
+    they read (:func:`_matrix`)."""
 
     left: Callable
     right: Callable
     post_grad: Callable
     swap: bool
     strided: bool
+    pulls: dict
 
 
 class Recorded(torch.autograd.Function):
@@ -74,18 +78,16 @@ class Recorded(torch.autograd.Function):
         need_a, need_b = ctx.needs_input_grad[2:]
         (xl, nl), (xr, nr) = ((b, need_b), (a, need_a)) if parts.swap else ((a, need_a), (b, need_b))
         create = torch.is_grad_enabled()        # a double backward records this one
-        with torch.enable_grad():
-            il = xl if create and xl.requires_grad else xl.detach().requires_grad_(nl)
-            ir = xr if create and xr.requires_grad else xr.detach().requires_grad_(nr)
-            left, right = parts.left(il), parts.right(ir)
+        left, pull_l = _matrix(parts, 0, xl, nl, create)
+        right, pull_r = _matrix(parts, 1, xr, nr, create)
         g = parts.post_grad(grad)
         strided, gl, gr = parts.strided, None, None
         if nl:
-            gm = torch.matmul(right.conj(), g.mT).mT if strided and _column_major(left) else torch.matmul(g, right.mH)
-            gl = _through(left, il, gm, create, parts.left)
+            gl = pull_l(torch.matmul(right.conj(), g.mT).mT if strided and _column_major(left)
+                        else torch.matmul(g, right.mH))
         if nr:
-            gm = torch.matmul(g.mT, left.conj()).mT if strided and _column_major(right) else torch.matmul(left.mH, g)
-            gr = _through(right, ir, gm, create, parts.right)
+            gr = pull_r(torch.matmul(g.mT, left.conj()).mT if strided and _column_major(right)
+                        else torch.matmul(left.mH, g))
         ga, gb = (gr, gl) if parts.swap else (gl, gr)
         return None, None, ga, gb
 
@@ -97,6 +99,39 @@ def saved(ctx, a, b) -> tuple:
     it, is no error; an inference tensor as a copy (it cannot be saved)."""
     need_a, need_b = ctx.needs_input_grad[2:]
     return tuple((x.clone() if x.is_inference() else x) if n else None for x, n in ((a, need_b), (b, need_a)))
+
+
+def _matrix(parts, side, x, need, create):
+    """``(y, pull)``: ``y``, the product matrix ``parts`` make of the operand ``x`` (``left`` for
+    ``side`` 0, else ``right``), and where ``need``, ``pull(gy)``, ``x``'s gradient from ``y``'s.
+    The ops that make ``y`` are recorded and their nodes read once per layout of ``x``
+    (:func:`_steps`, kept in ``parts.pulls``); later calls make ``y`` untracked and apply
+    those steps, with no graph to record and walk.  A double backward (``create``) records
+    them each time, on ``x`` itself where it requires grad; where an op has no formula here,
+    :func:`_through` runs the engine."""
+    part = parts.right if side else parts.left
+    key = (side, x.shape, x.stride(), x.dtype, x.device, x.is_conj(), x.is_neg())
+    steps = None if create else parts.pulls.get(key)     # (False: an op has no formula here)
+    if isinstance(steps, list) or not (create or need):
+        return part(x), need and functools.partial(_pull, steps)
+    with torch.enable_grad():
+        leaf = x if create and x.requires_grad else x.detach().requires_grad_(need)
+        y = part(leaf)
+    if not need:
+        return y, None
+    if not create and steps is None:
+        try:
+            steps = _steps(y, leaf)
+        except AttributeError:      # (a node's saved fields named otherwise by another torch)
+            steps = None
+        if len(parts.pulls) < _LAYOUTS_KEPT:
+            parts.pulls[key] = False if steps is None else steps
+        if steps is not None:
+            return y, functools.partial(_pull, steps)
+    return y, lambda gy: _through(y, leaf, gy, create, part)
+
+
+_LAYOUTS_KEPT = 16      # the operand layouts a step keeps its matrices' backward for
 
 
 def _column_major(x) -> bool:
@@ -129,21 +164,35 @@ def _through(y, x, gy, create, part):
 
 def _pulled(y, x, gy):
     """``gy``, the gradient of ``y``, pulled back to ``x``, the leaf ``y`` was made of (an operand
-    detached, or its stand-in on the meta device): the backward of each op between them
-    (:data:`_BACKWARD`: autograd's formula for it, on the sizes and dimensions its node saved),
-    in turn.  (The engine refuses a gradient on another device than the node's, and a node
-    called inside a backward that asked for some inputs' gradients computes none for the
-    others.)  None where an op is not one of those."""
-    node = y.grad_fn
+    detached, or its stand-in on the meta device), through :func:`_steps`; None where an op
+    has no formula here."""
+    steps = _steps(y, x)
+    return None if steps is None else _pull(steps, gy)
+
+
+def _steps(y, x):
+    """The backward of each op between ``x``, a leaf, and ``y``, made of it, in the order to
+    apply them to ``y``'s gradient: :data:`_BACKWARD`'s, autograd's formula for the op, on the
+    sizes and dimensions its node saved.  (The engine refuses a gradient on another device
+    than the node's, and a node called inside a backward that asked for some inputs'
+    gradients computes none for the others.)  None where an op is not one of those."""
+    steps, node = [], y.grad_fn
     while node is not None:
         backward = _BACKWARD.get(type(node).__name__)
         if backward is None or len(node.next_functions) != 1:
             return None
-        gy = backward(node, gy)
+        steps.append(backward(node))
         node = node.next_functions[0][0]
         if type(node).__name__ == "AccumulateGrad":
-            return gy if node.variable is x else None
-    return gy if y is x else None
+            return steps if node.variable is x else None
+    return steps if y is x else None
+
+
+def _pull(steps, g):
+    """``g`` through each of ``steps`` (:func:`_steps`) in turn."""
+    for step in steps:
+        g = step(g)
+    return g
 
 
 def _int(n) -> int:
@@ -151,57 +200,82 @@ def _int(n) -> int:
     return n - (1 << 64) if n >= 1 << 63 else n
 
 
-def _unpermuted(node, g):
+def _unpermuted(node):
     """``permute_backwards``: the inverse permutation."""
     dims = node._saved_dims
     inverse = [0] * len(dims)
     for i, d in enumerate(dims):
         inverse[_int(d) % len(dims)] = i
-    return g.permute(inverse)
+    return lambda g: g.permute(inverse)
 
 
-def _unsqueezed(node, g):
+def _unsqueezed(node):
     """``unsqueeze_to``: each squeezed dimension of size 1 back in."""
     sizes, dims = node._saved_self_sym_sizes, getattr(node, "_saved_dim", None)
     dims = range(len(sizes)) if dims is None else [dims] if isinstance(dims, int) else dims
-    for d in sorted(_int(d) % len(sizes) for d in dims):
-        if sizes[d] == 1:
+    ones = [d for d in sorted(_int(d) % len(sizes) for d in dims) if sizes[d] == 1]
+
+    def unsqueezed(g):
+        for d in ones:
             g = g.unsqueeze(d)
-    return g
+        return g
+    return unsqueezed
 
 
-def _unsummed(node, g):
+def _unsummed(node):
     """``sum_backward``: the gradient expanded over the summed dimensions."""
     sizes, dims = node._saved_self_sym_sizes, node._saved_dim
-    if not node._saved_keepdim and sizes and dims:
-        for d in sorted(_int(d) % len(sizes) for d in dims):
+    kept = node._saved_keepdim or not (sizes and dims)
+    summed = [] if kept else sorted(_int(d) % len(sizes) for d in dims)
+
+    def unsummed(g):
+        for d in summed:
             g = g.unsqueeze(d)
-    return g.expand(sizes)
+        return g.expand(sizes)
+    return unsummed
 
 
-def _undiagonal(node, g):
+def _undiagonal(node):
     """``diagonal_backward``: the gradient put on the diagonal of zeros."""
-    return torch.ops.aten.diagonal_backward(g, node._saved_self_sym_sizes, _int(node._saved_offset),
-                                            _int(node._saved_dim1), _int(node._saved_dim2))
+    args = (node._saved_self_sym_sizes, _int(node._saved_offset), _int(node._saved_dim1), _int(node._saved_dim2))
+    return lambda g: torch.ops.aten.diagonal_backward(g, *args)
 
 
-# The backward of the ops that make an operand's product matrix (views, copies, sums): autograd's
-# formulas (torch's derivatives.yaml), none of which reads a saved tensor or the device it ran on.
+def _reshaped(node):
+    """``view``'s and ``reshape``'s: the gradient reshaped back."""
+    sizes = node._saved_self_sym_sizes
+    return lambda g: g.reshape(sizes)
+
+
+def _transposed(node):
+    dims = _int(node._saved_dim0), _int(node._saved_dim1)
+    return lambda g: g.transpose(*dims)
+
+
+def _summed_to(node):
+    """``expand``'s: the gradient summed to the operand's size."""
+    sizes = node._saved_self_sym_sizes
+    return lambda g: g.sum_to_size(sizes)
+
+
+# The backward of the ops that make an operand's product matrix (views, copies, sums), each read
+# from an op's node as a function of the gradient: autograd's formulas (torch's derivatives.yaml),
+# none of which reads a saved tensor or the device it ran on.
 _BACKWARD = {
-    "AliasBackward0": lambda node, g: g,
-    "CloneBackward0": lambda node, g: g,
+    "AliasBackward0": lambda node: _same,
+    "CloneBackward0": lambda node: _same,
     "DiagonalBackward0": _undiagonal,
-    "ExpandBackward0": lambda node, g: g.sum_to_size(node._saved_self_sym_sizes),
+    "ExpandBackward0": _summed_to,
     "PermuteBackward0": _unpermuted,
-    "ReshapeAliasBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
+    "ReshapeAliasBackward0": _reshaped,
     "SqueezeBackward0": _unsqueezed,
     "SqueezeBackward1": _unsqueezed,
     "SqueezeBackward2": _unsqueezed,
     "SumBackward1": _unsummed,
-    "TBackward0": lambda node, g: g.t(),
-    "TransposeBackward0": lambda node, g: g.transpose(_int(node._saved_dim0), _int(node._saved_dim1)),
-    "UnsafeViewBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
-    "ViewBackward0": lambda node, g: g.reshape(node._saved_self_sym_sizes),
+    "TBackward0": lambda node: torch.Tensor.t,
+    "TransposeBackward0": _transposed,
+    "UnsafeViewBackward0": _reshaped,
+    "ViewBackward0": _reshaped,
 }
 
 
@@ -225,7 +299,7 @@ def parts(a, b, natural, out, groups, sizes, swap, stacked, strided=None) -> Par
 
     def post_grad(g):
         return (copy(g) if copy else g).reshape(shape)
-    return Parts(matrices(*a), matrices(*b), post_grad, swap, len(shape) == 2 if strided is None else strided)
+    return Parts(matrices(*a), matrices(*b), post_grad, swap, len(shape) == 2 if strided is None else strided, {})
 
 
 def _same(x):
