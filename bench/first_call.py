@@ -16,10 +16,14 @@ calls: which call pays it follows from everything allocated before).  ``--filled
 cache folder's ``paths`` folder holds N other entries before each first call, as a long-used
 cache does (each network's own entry removed after its round), where the default is a fresh
 folder per call.  ``--phases``: a second table splits the rest, by wrapping the functions
-named there too (a few microseconds a call more).
+named there too (a few microseconds a call more).  ``--search``: a third table splits the
+path search by what runs inside it (:data:`SEARCH`: cotengrust's random greedy trials, the
+objective's ranking of trees, their predicted times, cotengra's subtree reconfiguration,
+its kahypar partition tree, its trees made from paths) and gives the garbage collections
+that ran during the call (any stage's allocations set them off).
 
     python bench/first_call.py [--rounds 3] [--only 'NAME (TENSORS);NAME'] [--clock cpu] [--collect] [--filled N]
-                               [--phases]
+                               [--phases] [--search]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -70,6 +75,52 @@ PHASES = {"key": ("einc.planner.searchkey", "recall"), "store": ("einc.planner.p
           "steps": ("einc.runtime.torch_executor", "step_functions")}
 
 
+# --search: (module, object or None, function) timed, inclusive, under each key: parts of the search
+# that do not run inside one another
+SEARCH = {"trials": ("cotengrust", None, "optimize_random_greedy_track_flops"),
+          "ranking": ("einc.planner.search", None, "_rank"), "predicting": ("einc.planner.search", None, "_predict"),
+          "reconfiguring": ("einc.planner.search", None, "_reconfigure"),
+          "partition tree": ("cotengra.pathfinders.path_kahypar", "kahypar_to_tree", "trial_fn"),
+          "trees from paths": ("cotengra", "ContractionTree", "from_path")}
+
+
+def _search_parts(spent, clock):
+    """Wrap the :data:`SEARCH` functions, and add the garbage collections' time to ``spent["gc"]``."""
+    import importlib
+    for key, (module, owner, name) in SEARCH.items():
+        found = importlib.import_module(module)
+        target = getattr(found, owner) if owner else found
+        made = vars(target).get(name) if isinstance(target, type) else None
+        if isinstance(made, classmethod):   # wrapped as one: a subclass's call passes its own class
+            holder = types.SimpleNamespace(fn=made.__func__)
+            _timed(holder, "fn", spent, key, clock)
+            setattr(target, name, classmethod(holder.fn))
+        else:
+            _timed(target, name, spent, key, clock)
+    spent["gc"], began = 0.0, []
+
+    def collected(phase, info):
+        if phase == "start":
+            began.append(clock())
+        elif began:
+            spent["gc"] += clock() - began.pop()
+    gc.callbacks.append(collected)
+
+
+def _print_search(rows, split):
+    """The search split: medians over the rounds of each :data:`SEARCH` part, the rest of the search, and the
+    garbage collections during the whole call."""
+    print("\n| network | path search ms | " + " | ".join(SEARCH) + " | rest of the search | garbage collections |")
+    print("|---|---:|" + "---:|" * (len(SEARCH) + 2))
+    for name, runs in rows.items():
+        parts = []
+        for (_, found, *_), p in zip(runs, split[name]):
+            named = [p[key] for key in SEARCH]
+            parts.append((found, *named, found - sum(named), p["gc"]))
+        cells = " | ".join(f"{sorted(x)[len(x) // 2] * 1e3:.2f}" for x in zip(*parts))
+        print(f"| {name} | {cells} |")
+
+
 def _phases(spent, clock):
     import importlib
     for key, (module, name) in PHASES.items():
@@ -100,6 +151,7 @@ def main(argv=None):
     ap.add_argument("--collect", action="store_true", help="a full garbage collection before each timed call")
     ap.add_argument("--filled", type=int, default=0, help="other entries in the paths folder before each call")
     ap.add_argument("--phases", action="store_true", help="a second table: the rest split")
+    ap.add_argument("--search", action="store_true", help="a third table: the path search split")
     args = ap.parse_args(argv)
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     settle = gc.collect if args.collect else (lambda: None)
@@ -116,6 +168,8 @@ def main(argv=None):
     _timed(ttgt, "choose", spent, "ttgt", clock)
     if args.phases:
         _phases(spent, clock)
+    if args.search:
+        _search_parts(spent, clock)
     tmp = tempfile.TemporaryDirectory(prefix="einc-first-call-")
     nets = [n for n in instances(args.only) if n[0] in EXECUTABLE]
     rows: dict = {}
@@ -130,9 +184,10 @@ def main(argv=None):
             others = _filled(args.filled) if args.filled else None
             forget()                # as in a new process: no plan, path or memo of the search's,
             ttgt.cache_clear()      # and no step's layout known
-            spent.update({key: 0.0 for key in ("search", "ttgt", *PHASES)})
+            spent.update({key: 0.0 for key in ("search", "ttgt", *PHASES, *SEARCH, "gc")})
             spent["search result"] = None
             settle()
+            spent["gc"] = 0.0       # (the collections of the call alone)
             start = clock()
             einc.einsum(eq, *ops)
             first = clock() - start
@@ -162,6 +217,8 @@ def main(argv=None):
               f"| {rest * 1e3:.1f} | {theirs * 1e3:.1f} | {first / theirs:.2f} | {predicted * 1e3:.2f} |")
     if args.phases:
         _print_phases(rows, split)
+    if args.search:
+        _print_search(rows, split)
 
 
 if __name__ == "__main__":
