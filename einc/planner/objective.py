@@ -54,6 +54,7 @@ from .memory import (
     shared_peaks,
     timeline,
 )
+from .pathcost import path_cost
 
 # Fitted on the development machine (bench/objective.py --fit; see the module docstring).
 GEMM = 6.5e-12          # s per flop (opt_einsum's count) of a matrix product with long sides
@@ -225,16 +226,29 @@ def features(inputs, output, sizes, path, memo=None) -> tuple:
     return tuple(map(sum, zip(*found))) if found else (0.0,) * len(FEATURES)
 
 
-def _pair_features(inputs, output, sizes, path, memo) -> list:
+def seconds_and_cost(inputs, output, sizes, path, memo=None) -> tuple:
+    """``(seconds, cost)``: :func:`seconds` of a linear ``path`` and its
+    :func:`einc.planner.pathcost.path_cost`, from one walk over a path of pairs (the search
+    predicts the time of the trees it ranks, and ranks those it predicts)."""
+    if not all(len(c) == 2 for c in path):
+        return seconds(inputs, output, sizes, path, memo), path_cost(inputs, output, sizes, path)
+    cost = [0, 0, 0, len(path)]
+    found = _pair_features(inputs, output, sizes, path, memo, cost)
+    return weigh(tuple(map(sum, zip(*found))) if found else (0.0,) * len(FEATURES)), tuple(cost)
+
+
+def _pair_features(inputs, output, sizes, path, memo, cost=None) -> list:
     """Each step's :data:`FEATURES` of a ``path`` of pairs alone (most are): the walk of
     :func:`steps`, without its nodes, each step looked up in ``memo`` (where given) under
-    :func:`features`' key."""
+    :func:`features`' key; with ``cost`` (a list ``[0, 0, 0, steps]``), the path's
+    :func:`~einc.planner.pathcost.path_cost` added up in it as the walk goes."""
     terms = [frozenset(t) for t in inputs]
     count: dict = {}
     for t in (*terms, frozenset(output)):
         for i in t:
             count[i] = count.get(i, 0) + 1
     found, last = [], len(path) - 1
+    size = sizes.__getitem__
     for n, (x, y) in enumerate(path):
         if x > y:
             x, y = y, x
@@ -244,7 +258,13 @@ def _pair_features(inputs, output, sizes, path, memo) -> list:
             count[i] -= 1
         for i in t:
             count[i] -= 1
-        kept = frozenset([i for i in acc | t if count[i]])
+        union = acc | t
+        kept = frozenset([i for i in union if count[i]])
+        if cost is not None:        # (path_cost's count of a pair)
+            elems = math.prod(map(size, kept))
+            cost[0] += math.prod(map(size, union)) * (1 + (len(kept) < len(union)))
+            cost[1] += elems
+            cost[2] = max(cost[2], elems)
         if memo is None:
             found.append(step_features(acc, t, kept, sizes, n == last))
         else:

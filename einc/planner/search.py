@@ -142,7 +142,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     inputs = [frozenset(t) for t in inputs]
     output = frozenset(output)
     path = _greedy(inputs, output, size_dict, None)
-    greedy = _predict(inputs, output, size_dict, path)
+    greedy = _predict(inputs, output, size_dict, path, memory_limit is None)     # (ranked last, without a limit)
     budget = budget_for(greedy)
     if memory_limit is not None and (budget < HYPER_FLOOR or ctg is None):
         return _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greedy, budget)
@@ -270,7 +270,8 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
                          (", random greedy under the limit (opt_einsum)" if limited else "") +
                          ", greedy; ranked as sliced to the limit (einc.planner.objective)", t0, 1 + ranked,
                          f"stages (counted, einc.planner.slicebudget): {ledger.text()}", greedy,
-                         _predict(inputs, output, size_dict, path), inputs, output, size_dict, path, ledger.budget)
+                         _predict(inputs, output, size_dict, path, False), inputs, output, size_dict, path,
+                         ledger.budget, False)
 
 
 def sliced_budget(inputs, output, size_dict) -> float:
@@ -282,7 +283,7 @@ def sliced_budget(inputs, output, size_dict) -> float:
 @functools.lru_cache(maxsize=8)
 def _greedy_seconds(inputs, output, sizes) -> float:
     size_dict = dict(sizes)
-    return _predict(inputs, output, size_dict, _greedy(inputs, output, size_dict, None))
+    return _predict(inputs, output, size_dict, _greedy(inputs, output, size_dict, None), False)
 
 
 def slices_its_trees(inputs, output, size_dict) -> bool:
@@ -357,27 +358,36 @@ def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, siz
     return best, _report(method, t0, trials, reason, greedy, seconds, inputs, output, size_dict, best, budget)
 
 
-def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget) -> Report:
-    flops, _, largest, _ = _cost(inputs, output, size_dict, path)
+def _report(method, t0, trials, reason, greedy, best, inputs, output, size_dict, path, budget, ranked=True) -> Report:
+    flops, _, largest, _ = _costs(inputs, output, size_dict, path, ranked)
     return Report(method, time.perf_counter() - t0, trials, reason, greedy, best, flops, largest, budget)
 
 
-def _predict(inputs, output, size_dict, path) -> float:
+def _predict(inputs, output, size_dict, path, ranked=True) -> float:
     """The nominal seconds of ``path`` (:func:`predicted_seconds`): what budgets and reports weigh."""
-    flops, written, _, steps = _cost(inputs, output, size_dict, path)
+    flops, written, _, steps = _costs(inputs, output, size_dict, path, ranked)
     return predicted_seconds(flops, written, steps)
+
+
+def _costs(inputs, output, size_dict, path, ranked=True):
+    """``path_cost`` of ``path``: with ``ranked`` (a path the search ranks too, as it ranks
+    every path it predicts but under a memory limit), from the walk that ranks it."""
+    if ranked:
+        return _ranked(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))[1]
+    return _cost(inputs, output, size_dict, path)
 
 
 def _rank(inputs, output, size_dict, path) -> float:
     """What trees are ranked by: the seconds einc's torch executor is predicted to take
     (einc.planner.objective), remembered for the last few paths."""
-    return _ranked(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))
+    return _ranked(tuple(inputs), frozenset(output), tuple(size_dict.items()), tuple(map(tuple, path)))[0]
 
 
 @functools.lru_cache(maxsize=32)
 def _ranked(inputs, output, sizes, path):
+    """``(seconds, path_cost)`` of ``path``: one walk over its steps gives both."""
     sizes = dict(sizes)
-    return objective.seconds(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
+    return objective.seconds_and_cost(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
 
 
 def _cotengrust():

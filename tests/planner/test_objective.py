@@ -171,10 +171,34 @@ def test_random_greedy_keeps_the_tree_the_objective_ranks_first(monkeypatch):
     monkeypatch.setattr(S, "MAX_TRIALS", 64)
     plain, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     # an objective that prefers more flops: the batches' best trees are re-ranked by it
-    monkeypatch.setattr(O, "seconds", lambda i, o, s, p, memo=None: 1.0 / S.path_cost(i, o, s, p)[0])
+    monkeypatch.setattr(O, "seconds_and_cost", lambda i, o, s, p, memo=None: (1.0 / S.path_cost(i, o, s, p)[0],
+                                                                            S.path_cost(i, o, s, p)))
     S._ranked.cache_clear()         # the search remembers the last few trees' ranks
     contrary, _, _, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert S.path_cost(inputs, frozenset(), sizes, contrary)[0] > S.path_cost(inputs, frozenset(), sizes, plain)[0]
+
+
+def test_a_path_is_ranked_and_predicted_in_one_walk(monkeypatch):
+    # the search predicts the time of every tree it ranks: one walk over the steps gives
+    # both, as the objective and path_cost would each give them
+    inputs, sizes = _regular(30, 2, 4, seed=5)
+    output = frozenset()
+    pairs = S._greedy(inputs, output, sizes, None)
+    triples = ((0, 1, 2),) + tuple((0, 1) for _ in range(len(inputs) - 3))
+    for path in (pairs, triples, ()):
+        assert O.seconds_and_cost(inputs, output, sizes, path) == (O.seconds(inputs, output, sizes, path),
+                                                                   S.path_cost(inputs, output, sizes, path))
+    from einc.planner import pathcost
+    flops, written, _, steps = S.path_cost(inputs, output, sizes, pairs)
+    walks, costed = [], []
+    walk, cost = O._pair_features, pathcost.path_cost
+    monkeypatch.setattr(O, "_pair_features", lambda *args: walks.append(args) or walk(*args))
+    monkeypatch.setattr(pathcost, "path_cost", lambda *args: costed.append(args) or cost(*args))
+    S._ranked.cache_clear()
+    pathcost._costed.cache_clear()
+    S._rank(inputs, output, sizes, pairs)
+    assert S._predict(inputs, output, sizes, pairs) == S.predicted_seconds(flops, written, steps)
+    assert len(walks) == 1 and not costed
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="cotengra's slicing reconfiguration")
