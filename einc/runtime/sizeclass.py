@@ -52,14 +52,18 @@ def entry(eq, operands, options, key, check=None):
     the equation, options and first layout, each operand's shape, dtype, device (True for
     the CPU) and contiguity or read order); ``check()`` is called where a class is planned (the
     settings' check)."""
-    found = _class_key(eq, operands, options, key)
-    if found is None:
+    ckey = _class_key(eq, operands, options, key)
+    if ckey is None:
         return None
-    ckey, canon = found
-    entry = _classes.peek(ckey)
-    if entry is None:
-        entry = _classes.get_or_build(ckey, lambda: _build(eq, canon, ckey[3], ckey[4], _orders(ckey), options, check))
-    return entry or None
+    slot = _class_slot(ckey)
+    if slot is not None:
+        return slot[0] or None
+    return _classes.get_or_build(ckey, lambda: _build(eq, ckey[2], ckey[3], ckey[4], _orders(ckey), options,
+                                                      check)) or None
+
+
+# _classes.peek's lookup, without its frame (the cache keeps no key on probation: get_or_build only)
+_class_slot = _classes._data.get
 
 
 def explained(eq, operands, options, key):
@@ -68,14 +72,13 @@ def explained(eq, operands, options, key):
     planned yet is planned here and not kept (``explain`` leaves the caches as they are).
     ``operands`` None: operands given as shapes, strided.  ``(None, False)`` where the
     call is planned per shape."""
-    found = _class_key(eq, operands, options, key)
-    if found is None:
+    ckey = _class_key(eq, operands, options, key)
+    if ckey is None:
         return None, False
-    ckey, canon = found
     entry = _classes.peek(ckey)
     if entry is not None:
         return entry or None, True
-    return _build(eq, canon, ckey[3], ckey[4], _orders(ckey), options, None) or None, False
+    return _build(eq, ckey[2], ckey[3], ckey[4], _orders(ckey), options, None) or None, False
 
 
 def _orders(ckey):
@@ -93,8 +96,30 @@ _read_orders: dict = {}     # a class key's orders (True: contiguous) -> the ord
 
 
 def _class_key(eq, operands, options, key):
-    """``(class key, canonical shapes)`` of the call whose plan cache key is ``key``, or
-    None where no class serves it."""
+    """The class key of the call whose plan cache key is ``key`` -- the canonical equation,
+    the options, the canonical shapes, the dtype, the device, each operand's read order --
+    or None where no class serves it.  Read by the function generated for the equation and
+    ranks (:func:`_classifier`) once the equation under these options has passed
+    :func:`_checked_key` :data:`SIGHTS_BEFORE_CODE` times: one frame that unpacks the key
+    and does every check that depends on the shapes, dtypes and layouts (those that depend
+    on the equation and options alone passed already)."""
+    fn = _keyed.get((eq.canonical, options))
+    if fn is not None:
+        try:
+            return fn(key, operands)
+        except (ValueError, IndexError, TypeError):     # other ranks (an ellipsis's), a size past the table
+            pass
+    return _checked_key(eq, operands, options, key)
+
+
+_keyed: dict = {}       # (equation, options) -> the generated class key of their calls (its ranks')
+
+
+def _checked_key(eq, operands, options, key):
+    """:func:`_class_key` by checks read one by one and the equation's :class:`_Loop`: the first
+    :data:`SIGHTS_BEFORE_CODE` calls of an equation and ranks (a compile costs as much as dozens of
+    runs of the loop, paid only where new shapes keep coming), and the calls its generated
+    function does not take."""
     shapes = key[3::4]
     n = len(shapes)
     optimize = options.optimize
@@ -107,11 +132,20 @@ def _class_key(eq, operands, options, key):
     if n > 1 and (any(d is not dtype for d in key[8::4]) or (
             operands is not None and any(o.layout is not _strided for o in operands[1:]))):
         return None
-    canon = canonical(eq, shapes)
+    loop = _loop(eq, shapes)
+    canon = loop(shapes)
     if canon is None:
         return None
+    if loop.sights < SIGHTS_BEFORE_CODE:
+        loop.sights += 1
+    elif (eq.canonical, options) not in _keyed:
+        if loop.code is None:       # (compiled once per equation and ranks, whatever the options)
+            loop.code = _classifier(eq, tuple(map(len, shapes)))
+        if len(_keyed) >= 4096:     # a stream of ever-new equations: start again
+            _keyed.clear()
+        _keyed[eq.canonical, options] = loop.code
     device = _CPU if key[5] is True else key[5]     # (the key's device is True for the CPU)
-    return (eq.canonical, options, canon, dtype, device, key[6::4]), canon
+    return (eq.canonical, options, canon, dtype, device, key[6::4])
 
 
 def canonical(eq, shapes):
@@ -119,29 +153,22 @@ def canonical(eq, shapes):
     octave), or None where the call is not one a class serves: a size 0, shapes that do
     not fit ``eq`` (two sizes of one index that differ and are not 1, or differ at all
     within one operand: planning the shape raises einc's error), more than
-    :data:`CLASS_WORK` multiply-adds at the canonical sizes.  Read by a loop over the
-    labels, resolved once (:class:`_Loop`), the first :data:`SIGHTS_BEFORE_CODE` times an
-    equation and ranks come, then by a function generated for them (:func:`_classifier`): its
-    compile costs as much as dozens of runs of the loop, paid only where new shapes keep
-    coming."""
+    :data:`CLASS_WORK` multiply-adds at the canonical sizes."""
+    return _loop(eq, shapes)(shapes)
+
+
+def _loop(eq, shapes) -> _Loop:
+    """The :class:`_Loop` of ``eq`` at the ranks of ``shapes``, made once."""
     key = (eq.canonical, *map(len, shapes))
-    fn = _classifiers.get(key)
-    if fn is None:
-        if len(_classifiers) >= 4096:       # a stream of ever-new equations: start again
-            _classifiers.clear()
-        fn = _classifiers[key] = _Loop(eq, key[1:])
-    if fn.__class__ is _Loop:
-        if fn.sights < SIGHTS_BEFORE_CODE:
-            fn.sights += 1
-            return fn(shapes)
-        fn = _classifiers[key] = _classifier(eq, key[1:])
-    try:
-        return fn(*shapes)
-    except (IndexError, TypeError):         # a size past the table, a symbolic size
-        return _slow_canonical(eq, shapes)
+    loop = _loops.get(key)
+    if loop is None:
+        if len(_loops) >= 4096:       # a stream of ever-new equations: start again
+            _loops.clear()
+        loop = _loops[key] = _Loop(eq, key[1:])
+    return loop
 
 
-_classifiers: dict = {}      # (equation, ranks) -> the generated function, or its _Loop until then
+_loops: dict = {}       # (equation, ranks) -> its _Loop
 SIGHTS_BEFORE_CODE = 16
 _TABLE = 1 << 14
 
@@ -177,17 +204,27 @@ def _labels(eq, ranks):
 
 
 def _classifier(eq, ranks):
-    """``fn(*shapes)`` of :func:`canonical`, as straight-line source for ``eq`` at ``ranks``."""
+    """``fn(key, operands)`` of :func:`_class_key`, as straight-line source for ``eq`` at
+    ``ranks``: the class key, or None; it raises where the key is of other ranks or
+    another number of operands (ValueError), or a size is past the table (IndexError).
+    It checks what depends on the call (the first operand's layout, the operands' one
+    float or complex dtype, the others' layouts where ``operands`` is given, the sizes) and
+    reads the equation and options from the key: what depends on them alone is checked
+    before it is installed (:func:`_checked_key`)."""
     terms = _labels(eq, ranks)
-    if terms is None:
-        return lambda *shapes: None
     names = "abcdefgh"[:len(ranks)]
+    fields = "".join(f"s{v}, t{v}, d{v}, o{v}, " for v in names)
+    lines = [f"def classify(key, ops):\n    equation, options, layout, {fields}= key",
+             "    if layout is not strided or not (ta.is_floating_point or ta.is_complex):\n        return None"]
+    if len(names) > 1:
+        others = " or ".join(f"t{v} is not ta" for v in names[1:])
+        layouts = " or ".join(f"ops[{k}].layout is not strided" for k in range(1, len(names)))
+        lines.append(f"    if {others} or (ops is not None and ({layouts})):\n        return None")
     dims: dict = {}             # label -> [(operand, variable)]
-    lines = [f"def classify({', '.join(f's{v}' for v in names)}):"]
     for v, term in zip(names, terms):
         lines.append(f"    if 0 in s{v}:\n        return None")
+        lines.append(f"    {''.join(f'{v}{d}, ' for d in range(len(term))) or '() '}= s{v}")     # (its rank)
         if term:
-            lines.append(f"    {''.join(f'{v}{d}, ' for d in range(len(term)))}= s{v}")
             lines.append(f"    {''.join(f'c{v}{d}, ' for d in range(len(term)))}= "
                          f"{''.join(f'C[{v}{d}], ' for d in range(len(term)))}")
         for d, label in enumerate(term):
@@ -197,33 +234,30 @@ def _classifier(eq, ranks):
         first = found[0][1]
         for v, x in found[1:]:
             checks.append(f"{x} == {first}" if v == found[0][0] else f"({x} == {first} or {x} == 1 or {first} == 1)")
-        work.append(f"c{first}" if len(found) == 1 else f"max({', '.join('c' + x for _, x in found)})")
+        work.append(f"c{first}" if len(found) == 1 else f"(c{first} if c{first} > c{found[1][1]} else c{found[1][1]})"
+                    if len(found) == 2 else f"max({', '.join('c' + x for _, x in found)})")     # (two: no call)
     if checks:
         lines.append(f"    if not ({' and '.join(checks)}):\n        return None")
     lines.append(f"    if {' * '.join(work) or '1'} > {CLASS_WORK}:\n        return None")
     shapes = ", ".join("(" + "".join(f"c{v}{d}, " for d in range(len(t))) + ")" for v, t in zip(names, terms))
-    lines.append(f"    return ({shapes},)")
-    env = {"C": _C}
+    orders = "".join(f"o{v}, " for v in names)
+    lines.append(f"    return (equation, options, ({shapes},), ta, CPU if da is True else da, ({orders}))")
+    env = {"C": _C, "CPU": _CPU, "strided": _strided}
     exec(compile("\n".join(lines) + "\n", "<einc size class>", "exec"), env)
     return env["classify"]
-
-
-def _slow_canonical(eq, shapes):
-    """:func:`canonical` for shapes with a size past the generated function's table, or a
-    symbolic one."""
-    return _Loop(eq, tuple(map(len, shapes)))(shapes)
 
 
 class _Loop:
     """:func:`canonical` of one equation and ranks by a loop over their labels, resolved once
     (each operand's labels as numbers, the dimensions a repeated label pairs): the
-    classifier of the first :data:`SIGHTS_BEFORE_CODE` sights (``sights``), and of shapes
-    the generated function does not take."""
+    classifier of the first :data:`SIGHTS_BEFORE_CODE` sights (``sights``), and of calls
+    the generated function (``code``, once made) does not take."""
 
-    __slots__ = ("sights", "terms", "pairs", "count")
+    __slots__ = ("sights", "code", "terms", "pairs", "count")
 
     def __init__(self, eq, ranks):
         self.sights = 0
+        self.code = None        # the generated function (_classifier), once made
         terms = _labels(eq, ranks)
         ids: dict = {}
         self.terms = None if terms is None else [[ids.setdefault(x, len(ids)) for x in t] for t in terms]
@@ -380,7 +414,8 @@ def _cast(run, dtype):
 
 def clear() -> None:
     _classes.clear()
-    _classifiers.clear()
+    _loops.clear()
+    _keyed.clear()
     _reasons.clear()
     _plans.clear()
     _pairs.clear()

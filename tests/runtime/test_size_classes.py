@@ -16,7 +16,7 @@ import torch
 import einc
 from einc.planner import plan_for
 from einc.planner.equation import parse
-from einc.planner.options import DEFAULT
+from einc.planner.options import DEFAULT, Options
 from einc.runtime import engine, sizeclass
 from einc.runtime.torch_executor import ttgt
 
@@ -339,17 +339,60 @@ def _counting_compiles(monkeypatch):
     return compiled
 
 
+def _class_key(eq, shapes, options=DEFAULT, dtype=torch.float32):
+    ops = [torch.zeros(shape, dtype=dtype) for shape in shapes]
+    return sizeclass._class_key(eq, ops, options, engine._key(eq, ops, options))
+
+
 def test_the_first_shapes_of_an_equation_are_classed_by_a_loop_then_by_generated_code(monkeypatch):
     """A compile costs what some fifty runs of the loop cost: an equation seen once (most
-    of a first training step's) compiles no classifier."""
+    of a first training step's) compiles no classifier; one seen more often compiles one
+    per equation and ranks, whatever options its calls pass."""
     compiled = _counting_compiles(monkeypatch)
     eq = parse("bij,bjk->bik")
     for n in range(sizeclass.SIGHTS_BEFORE_CODE):
-        assert sizeclass.canonical(eq, [(2, 3, 4 + n), (2, 4 + n, 5)]) == ((3, 3, sizeclass.canonical_size(4 + n)),
-                                                                            (3, sizeclass.canonical_size(4 + n), 6))
+        assert _class_key(eq, [(2, 3, 4 + n), (2, 4 + n, 5)])[2] == ((3, 3, sizeclass.canonical_size(4 + n)),
+                                                                    (3, sizeclass.canonical_size(4 + n), 6))
     assert compiled == []
-    assert sizeclass.canonical(eq, [(2, 3, 7), (2, 7, 5)]) == ((3, 3, 6), (3, 6, 6))
+    assert _class_key(eq, [(2, 3, 7), (2, 7, 5)])[2] == ((3, 3, 6), (3, 6, 6))
     assert len(compiled) == 1 and compiled[0].startswith("def classify(")
+    left_to_right = Options.of(False)
+    for _ in range(sizeclass.SIGHTS_BEFORE_CODE + 2):
+        assert _class_key(eq, [(2, 3, 9), (2, 9, 5)], left_to_right)[:3] == (
+            eq.canonical, left_to_right, ((3, 3, 12), (3, 12, 6)))
+    assert len(compiled) == 1
+
+
+def test_the_generated_classifier_answers_as_the_checks_one_by_one(monkeypatch):
+    """Past its first sights an equation's calls are classed by its generated function,
+    which answers as the checks read one by one (the loop's): for other dtypes, mixed
+    dtypes, a sparse operand, sizes 0 and past the table, and another rank of an ellipsis
+    (which it leaves to the checks)."""
+    def both(eq, ops):
+        key = engine._key(eq, ops, DEFAULT)
+        fast = sizeclass._class_key(eq, ops, DEFAULT, key)
+        assert fast == sizeclass._checked_key(eq, ops, DEFAULT, key), (eq.text, [o.shape for o in ops])
+        return fast
+
+    eq = parse("...ij,...jk->...ik")
+    for n in range(sizeclass.SIGHTS_BEFORE_CODE + 1):
+        assert both(eq, [torch.zeros(2, 3, 5 + n), torch.zeros(2, 5 + n, 4)])[2] == (
+            (3, 3, sizeclass.canonical_size(5 + n)), (3, sizeclass.canonical_size(5 + n), 6))
+    assert (eq.canonical, DEFAULT) in sizeclass._keyed
+    generated = []
+    monkeypatch.setattr(sizeclass, "_checked_key", lambda *args: generated.append(args) or None)
+    assert _class_key(eq, [(2, 3, 9), (2, 9, 5)])[2] == ((3, 3, 12), (3, 12, 6))
+    assert generated == []          # (the generated function answered)
+    monkeypatch.undo()
+    assert both(eq, [torch.zeros(2, 3, 9), torch.zeros(2, 9, 5, dtype=torch.float64)]) is None
+    assert both(eq, [torch.zeros(2, 3, 9, dtype=torch.int64), torch.zeros(2, 9, 5, dtype=torch.int64)]) is None
+    assert both(eq, [torch.zeros(2, 3, 9), torch.zeros(2, 9, 5).to_sparse()]) is None
+    assert both(eq, [torch.zeros(2, 0, 9), torch.zeros(2, 9, 5)]) is None
+    assert both(eq, [torch.zeros(1, 3, 9), torch.zeros(2, 9, 5)])[2] == ((1, 3, 12), (3, 12, 6))
+    assert both(eq, [torch.zeros(3, 3, 9), torch.zeros(2, 9, 5)]) is None
+    assert both(eq, [torch.zeros(2, 3, 20000), torch.zeros(2, 20000, 30)]) is None
+    assert both(eq, [torch.zeros(1, 3, 20000), torch.zeros(1, 20000, 1)])[2] == ((1, 3, 24576), (1, 24576, 1))
+    assert both(eq, [torch.zeros(4, 2, 3, 9), torch.zeros(2, 9, 5)])[2] == ((6, 3, 3, 12), (3, 12, 6))
 
 
 def test_an_equation_s_labels_are_resolved_once_for_the_loop(monkeypatch):
@@ -376,11 +419,12 @@ def test_an_equation_s_labels_are_resolved_once_for_the_loop(monkeypatch):
 
 def test_the_generated_classifier_answers_as_the_loop_over_the_fuzzer_s_shapes():
     checked = 0
-    for case, ops in CASES:
-        eq, shapes = parse(case.oracle_equation), [tuple(o.shape) for o in ops]
-        generated = sizeclass._classifier(eq, tuple(map(len, shapes)))
-        assert generated(*shapes) == sizeclass._slow_canonical(eq, shapes), (case.oracle_equation, shapes)
-        checked += generated(*shapes) is not None
+    for _, ops in CASES:
+        eq = parse(_.oracle_equation)
+        key = engine._key(eq, ops, DEFAULT)
+        generated = sizeclass._classifier(eq, tuple(o.dim() for o in ops))
+        assert generated(key, ops) == sizeclass._checked_key(eq, ops, DEFAULT, key), (eq.text, key)
+        checked += generated(key, ops) is not None
     assert checked >= len(CASES) // 2
 
 
