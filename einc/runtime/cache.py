@@ -55,6 +55,7 @@ class CacheInfo(NamedTuple):
 class LRUCache:
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
+        self._quarter = max(maxsize // 4, 1)     # probation's least bound (admit)
         self._data: dict = {}               # key -> [entry, stamp, number]: the hit count at its last use, the
         #                                     miss count at its insertion
         self._order: list = []              # heap of (stamp, number, key), one per key once made (the module's doc)
@@ -115,12 +116,13 @@ class LRUCache:
         holds what room the cache leaves, and at least a quarter of the bound (one key), and
         is emptied at once where it would hold more; where the keys on probation and in the
         cache together would pass the bound, the cache's least recently used key goes."""
-        probation = self._probation
-        if len(probation) >= max(self.maxsize - len(self._data), self.maxsize // 4, 1):
+        probation, held, bound = self._probation, len(self._probation), self.maxsize
+        if held >= self._quarter and held >= bound - len(self._data):
             probation.clear()
-        if len(self._data) + len(probation) >= self.maxsize:
+            held = 0
+        if len(self._data) + held >= bound:
             with self._lock:
-                self._evict(self.maxsize - len(probation) - 1)
+                self._evict(bound - held - 1)
         probation[key] = entry
         self.misses += 1
 
@@ -182,6 +184,7 @@ class LRUCache:
         """Bound the cache to ``maxsize`` entries, evicting the least recently used now."""
         with self._lock:
             self.maxsize = maxsize
+            self._quarter = max(maxsize // 4, 1)
             self._probation.clear()
             self._evict()
 

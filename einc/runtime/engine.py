@@ -21,6 +21,7 @@ keeps: modules above the runtime (autograd, the custom op) register theirs here.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import NamedTuple
 
 import torch
@@ -43,6 +44,7 @@ _plans = LRUCache(config.cache_size())
 # key's slot, stamped below (the dict is the cache's for its life; clear and resize empty it in place).
 _found = _plans._data.get
 _strided = torch.strided
+_layout = attrgetter("layout")
 
 
 def run(eq: Equation, operands, options: Options):
@@ -170,7 +172,8 @@ def _torch_own(key, operands) -> bool:
     torch answers it (asked where no plan is cached): a sparse (or mkldnn) operand, or
     operands on several devices (torch raises, or, with a meta tensor among CPU ones, gives
     a meta result)."""
-    return key[5::4].count(key[5]) != len(operands) or any(o.layout is not _strided for o in operands)
+    n = len(operands)       # (each operand's layout read by map: no generator's frame on a miss)
+    return key[5::4].count(key[5]) != n or list(map(_layout, operands)).count(_strided) != n
 
 
 def _torch_answer(eq: Equation, operands):

@@ -199,6 +199,26 @@ def test_probation_keeps_a_class_key_from_its_second_call_and_shields_the_keys_u
         einc.set_cache_size(old)
 
 
+def test_probation_holds_a_quarter_of_the_bound_in_a_full_cache():
+    """In a cache full of kept keys, probation still holds a quarter of the bound (the
+    least recently used kept keys make room), and is emptied at once past it; after a
+    resize, a quarter of the new bound."""
+    cache = LRUCache(maxsize=8)
+    for k in range(8):
+        cache.put(k, k)
+    cache.admit("a", "A")
+    cache.admit("b", "B")
+    assert (cache.peek("a"), cache.peek("b"), cache.peek(0), cache.peek(1), cache.peek(2)) == ("A", "B", None, None, 2)
+    cache.admit("c", "C")           # past the quarter: probation emptied, no kept key goes
+    assert (cache.peek("a"), cache.peek("c"), cache.peek(2), cache.info().currsize) == (None, "C", 2, 7)
+    cache.resize(16)
+    for k in range(100, 110):
+        cache.put(k, k)             # full again
+    for key in "defg":
+        cache.admit(key, key.upper())
+    assert [cache.peek(key) for key in "defg"] == ["D", "E", "F", "G"] and cache.info().currsize == 16
+
+
 def test_a_class_key_answers_alike_on_probation_and_kept():
     einc.cache_clear()
     a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
