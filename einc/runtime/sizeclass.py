@@ -99,51 +99,73 @@ def _class_key(eq, operands, options, key):
     """The class key of the call whose plan cache key is ``key`` -- the canonical equation,
     the options, the canonical shapes, the dtype, the device, each operand's read order --
     or None where no class serves it.  Read by the function generated for the equation and
-    ranks (:func:`_classifier`) once the equation under these options has passed
-    :func:`_checked_key` :data:`SIGHTS_BEFORE_CODE` times: one frame that unpacks the key
-    and does every check that depends on the shapes, dtypes and layouts (those that depend
-    on the equation and options alone passed already)."""
+    ranks (:func:`_classifier`) once they have passed :func:`_checked_key`
+    :data:`SIGHTS_BEFORE_CODE` times (a compile costs as much as dozens of runs of the loop,
+    paid only where new shapes keep coming): one frame that unpacks the key and does every
+    check that depends on the shapes, dtypes and layouts, found by the equation and options
+    (those that depend on them alone, :func:`_served`, passed before it was)."""
     fn = _keyed.get((eq.canonical, options))
     if fn is not None:
         try:
             return fn(key, operands)
         except (ValueError, IndexError, TypeError):     # other ranks (an ellipsis's), a size past the table
             pass
-    return _checked_key(eq, operands, options, key)
+    if not _served(eq, options, key):
+        return None
+    loop = _loop(eq, key[3::4])
+    if loop.code is not None:       # other ranks of an ellipsis, or other options: these ranks' function
+        _install(eq, options, loop.code)
+        try:
+            return loop.code(key, operands)
+        except (IndexError, TypeError):     # a size past the table
+            pass
+    found = _checked_key(eq, operands, options, key)
+    if found is not None:
+        if loop.sights < SIGHTS_BEFORE_CODE:
+            loop.sights += 1
+        elif loop.code is None:     # (compiled once per equation and ranks, whatever the options)
+            loop.code = _classifier(eq, tuple(map(len, key[3::4])))
+            _install(eq, options, loop.code)
+    return found
 
 
 _keyed: dict = {}       # (equation, options) -> the generated class key of their calls (its ranks')
 
 
-def _checked_key(eq, operands, options, key):
-    """:func:`_class_key` by checks read one by one and the equation's :class:`_Loop`: the first
-    :data:`SIGHTS_BEFORE_CODE` calls of an equation and ranks (a compile costs as much as dozens of
-    runs of the loop, paid only where new shapes keep coming), and the calls its generated
-    function does not take."""
-    shapes = key[3::4]
-    n = len(shapes)
+def _install(eq, options, code) -> None:
+    """Class the calls of ``eq`` under ``options`` by ``code`` (:func:`_classifier`) from now on,
+    where none is yet: the first ranks to come keep it."""
+    if (eq.canonical, options) not in _keyed:
+        if len(_keyed) >= 4096:     # a stream of ever-new equations: start again
+            _keyed.clear()
+        _keyed[eq.canonical, options] = code
+
+
+def _served(eq, options, key) -> bool:
+    """Whether a class may serve calls of ``eq`` under ``options`` with ``key``'s operand
+    count: what depends on the equation and options alone."""
+    n = len(key) // 4       # (three fields, then four per operand)
     optimize = options.optimize
-    if n > MOST_OPERANDS or n != len(eq.inputs) or options.memory_limit is not None or not (
-            optimize == AUTO or optimize is False or optimize.__class__ is tuple):
-        return None     # a strategy named ("greedy", "optimal"): its path for this shape; an object may keep state
+    return n <= MOST_OPERANDS and n == len(eq.inputs) and options.memory_limit is None and (
+        optimize == AUTO or optimize is False or optimize.__class__ is tuple)
+    # (a strategy named, "greedy" or "optimal": its path for this shape; an object may keep state)
+
+
+def _checked_key(eq, operands, options, key):
+    """:func:`_class_key` by checks read one by one and the equation's :class:`_Loop`: the calls
+    of an equation and ranks before their generated function, and those it does not take."""
+    if not _served(eq, options, key):
+        return None
     dtype = key[4]
     if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
         return None
-    if n > 1 and (any(d is not dtype for d in key[8::4]) or (
+    if len(key) > 7 and (any(d is not dtype for d in key[8::4]) or (
             operands is not None and any(o.layout is not _strided for o in operands[1:]))):
         return None
-    loop = _loop(eq, shapes)
-    canon = loop(shapes)
+    shapes = key[3::4]
+    canon = _loop(eq, shapes)(shapes)
     if canon is None:
         return None
-    if loop.sights < SIGHTS_BEFORE_CODE:
-        loop.sights += 1
-    elif (eq.canonical, options) not in _keyed:
-        if loop.code is None:       # (compiled once per equation and ranks, whatever the options)
-            loop.code = _classifier(eq, tuple(map(len, shapes)))
-        if len(_keyed) >= 4096:     # a stream of ever-new equations: start again
-            _keyed.clear()
-        _keyed[eq.canonical, options] = loop.code
     device = _CPU if key[5] is True else key[5]     # (the key's device is True for the CPU)
     return (eq.canonical, options, canon, dtype, device, key[6::4])
 

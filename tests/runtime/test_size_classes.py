@@ -393,6 +393,12 @@ def test_the_generated_classifier_answers_as_the_checks_one_by_one(monkeypatch):
     assert both(eq, [torch.zeros(2, 3, 20000), torch.zeros(2, 20000, 30)]) is None
     assert both(eq, [torch.zeros(1, 3, 20000), torch.zeros(1, 20000, 1)])[2] == ((1, 3, 24576), (1, 24576, 1))
     assert both(eq, [torch.zeros(4, 2, 3, 9), torch.zeros(2, 9, 5)])[2] == ((6, 3, 3, 12), (3, 12, 6))
+    for n in range(sizeclass.SIGHTS_BEFORE_CODE):     # another rank's sights: then its own function
+        assert both(eq, [torch.zeros(4, 2, 3, 5 + n), torch.zeros(2, 5 + n, 4)]) is not None
+    monkeypatch.setattr(sizeclass, "_checked_key", lambda *args: generated.append(args) or None)
+    assert _class_key(eq, [(4, 2, 3, 9), (2, 9, 5)])[2] == ((6, 3, 3, 12), (3, 12, 6))
+    assert _class_key(eq, [(2, 3, 9), (2, 9, 5)])[2] == ((3, 3, 12), (3, 12, 6))
+    assert generated == []
 
 
 def test_an_equation_s_labels_are_resolved_once_for_the_loop(monkeypatch):
