@@ -39,6 +39,7 @@ except ImportError:
 AUTO = "auto"
 COTENGRA = "cotengra"     # cotengra's hyper-optimizer plans (and slices): see einc.planner.slicing
 LEFT_TO_RIGHT = "left-to-right"
+NOT_A_PATH = "einsum(): an explicit path is a list of tuples of ints, got "
 
 CONTIGUOUS, ANY = LAYOUTS       # the result's layout: a fresh standard-contiguous tensor, or any dense one
 
@@ -184,11 +185,13 @@ def layout_message(layout) -> str:
 
 
 def _arrays_as_lists(optimize):
-    """A path given as a numpy array (or as a list of them), as opt_einsum takes it: lists."""
+    """A path given as a numpy array (or as a list of them), as opt_einsum takes it: a list,
+    its steps tuples, as the compiled op's options carry them (an error shows the same)."""
     if getattr(optimize, "ndim", 0) >= 1 and hasattr(optimize, "tolist"):
-        return optimize.tolist()
+        optimize = optimize.tolist()
     if isinstance(optimize, (list, tuple)):
-        return [p.tolist() if getattr(p, "ndim", 0) >= 1 and hasattr(p, "tolist") else p for p in optimize]
+        optimize = [p.tolist() if getattr(p, "ndim", 0) >= 1 and hasattr(p, "tolist") else p for p in optimize]
+        return [tuple(p) if isinstance(p, list) else p for p in optimize]
     return optimize
 
 
@@ -211,16 +214,25 @@ def _normalize_optimize(optimize):
     if isinstance(optimize, PathOptimizer) or callable(optimize):
         return optimize, type(optimize).__name__
     if isinstance(optimize, (list, tuple)):
-        path = []
-        for pair in optimize:
-            if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
-                continue
-            if not isinstance(pair, (list, tuple)) or not all(      # numpy's integers too, as opt_einsum takes
-                    isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in pair):
-                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
-            path.append(tuple(int(i) for i in pair))
-        return tuple(path), "explicit"
+        if (path := _explicit_path(optimize)) is None:
+            raise PathError(NOT_A_PATH + repr(optimize))
+        return path, "explicit"
     raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
+
+
+def _explicit_path(optimize):
+    """``optimize``, a list or tuple, as a path of tuples of ints, or None where it is none
+    (an entry no list or tuple of ints).  Eager calls and the compiled op's strings
+    (:func:`encode`) both ask it."""
+    path = []
+    for pair in optimize:
+        if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
+            continue
+        if not isinstance(pair, (list, tuple)) or not all([    # numpy's integers too, as opt_einsum takes
+                isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in pair]):
+            return None
+        path.append(tuple([int(i) for i in pair]))
+    return tuple(path)
 
 
 def callers_optimizer(optimize) -> bool:
@@ -502,30 +514,27 @@ def torch_optimize(enabled, strategy):
 
 def encode(optimize, memory_limit) -> tuple[str, str]:
     """``optimize`` and ``memory_limit`` as the custom op's strings.  Plain code that dynamo
-    traces under torch.compile; validation happens when the op decodes them."""
+    traces under torch.compile; validation happens when the op decodes them, so each value
+    reads back as itself: a name that reads as something else is marked ``name:``, a string
+    limit ``str:``, and a list that is no path carries its repr to the eager call's error."""
     optimize = _arrays_as_lists(optimize)
     if isinstance(optimize, str):
-        text = optimize
+        text = "name:" + optimize if optimize == "false" or optimize.startswith(("name:", "path")) else optimize
     elif optimize is True:
         text = AUTO
     elif optimize is False or optimize is None:
         text = "false"
     elif isinstance(optimize, (list, tuple)):
-        pairs = []
-        for pair in optimize:
-            if isinstance(pair, str) and pair == "einsum_path":
-                continue
-            if not isinstance(pair, (list, tuple)):
-                raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {optimize!r}")
-            pairs.append(",".join([str(i) for i in pair]))
-        text = "path:" + ";".join(pairs)
+        path = _explicit_path(optimize)
+        text = "path!" + repr(optimize) if path is None else \
+            "path:" + ";".join([",".join([str(i) for i in pair]) for pair in path])
     else:
         raise PathError("einsum(): under torch.compile, optimize must be a strategy name, a bool or an explicit "
                         f"path; a {type(optimize).__name__} object cannot be passed to the compiled op")
     if memory_limit is None:
         limit = ""
     elif isinstance(memory_limit, str):
-        limit = memory_limit
+        limit = "str:" + memory_limit
     elif isinstance(memory_limit, float) and memory_limit == math.inf:
         limit = ""                      # no limit, as in eager calls
     elif isinstance(memory_limit, int) and not isinstance(memory_limit, bool):
@@ -539,12 +548,16 @@ def encode(optimize, memory_limit) -> tuple[str, str]:
 def _decoded(optimize: str, memory_limit: str) -> Options:
     if optimize == "false":
         opt = False
+    elif optimize.startswith("name:"):
+        opt = optimize[5:]
+    elif optimize.startswith("path!"):
+        raise PathError(NOT_A_PATH + optimize[5:])
     elif optimize.startswith("path:"):
         body = optimize[5:]
         try:
             opt = tuple(tuple(int(i) for i in pair.split(",") if i) for pair in body.split(";")) if body else ()
         except ValueError:
-            raise PathError(f"einsum(): an explicit path is a list of tuples of ints, got {body!r}") from None
+            raise PathError(NOT_A_PATH + repr(body)) from None
     else:
         opt = optimize
     # Where EINC_LAYOUT leaves results contiguous, the eager call's options (layout None):
@@ -557,6 +570,8 @@ def _decoded_limit(text: str):
     a string (``"max_input"``; anything else is refused by :meth:`Options.of`)."""
     if not text:
         return None
+    if text.startswith("str:"):
+        return text[4:]
     for kind in (int, float):
         try:
             return kind(text)

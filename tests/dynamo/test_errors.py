@@ -351,3 +351,58 @@ def test_a_call_autocast_refuses_raises_eager_s_error_compiled(named, fullgraph)
 def _autocast_named(x, w):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         return einc.einsum(_NAMED, x, w, h=3)
+
+
+# optimize= and memory_limit= values that are no path or no limit, or a path that does not fit
+# the call's three operands: every door refuses each as the eager call does (the compiled op
+# carries them as text, which read some back as others: a string index as an int, the name
+# "false" as optimize=False, the limit "5" as 5)
+MALFORMED = {
+    "a_string_index": dict(optimize=[("0", 1), (0, 1)]),
+    "a_string_index_in_lists": dict(optimize=[["0", 1], [0, 1]]),
+    "a_bool_index": dict(optimize=[(True, 1), (0, 1)]),
+    "a_float_index": dict(optimize=[(0.0, 1), (0, 1)]),
+    "a_nested_index": dict(optimize=[((0,), 1), (0, 1)]),
+    "bare_ints": dict(optimize=[0, 1]),
+    "a_string_step": dict(optimize=["01", (0, 1)]),
+    "a_negative_index": dict(optimize=[(0, 1), (-1, 0)]),
+    "an_index_out_of_range": dict(optimize=[(0, 5), (0, 1)]),
+    "a_repeated_index": dict(optimize=[(0, 0), (0, 1)]),
+    "a_step_of_four": dict(optimize=[(0, 1, 2, 3)]),
+    "an_empty_step": dict(optimize=[(), (0, 1), (0, 1)]),
+    "a_path_for_two_operands": dict(optimize=[(0, 1)]),
+    "a_path_for_four_operands": dict(optimize=[(0, 1), (0, 1), (0, 1)]),
+    "no_steps": dict(optimize=[]),
+    "the_name_false": dict(optimize="false"),
+    "a_name_that_reads_as_a_path": dict(optimize="path:0,1;0,1"),
+    "a_limit_string_of_digits": dict(memory_limit="5"),
+    "an_empty_limit_string": dict(memory_limit=""),
+}
+CHAIN = "ij,jk,kl->il"
+
+
+def _chain_doors(kw: dict):
+    """A three-operand call of ``kw`` through each of einc's doors, by name."""
+    return {"einsum": lambda a, b, c: einc.einsum(CHAIN, a, b, c, **kw),
+            "torch.einsum": lambda a, b, c: torch.einsum(CHAIN, a, b, c, **kw),     # (patched)
+            "contract": lambda a, b, c: einc.contract(CHAIN, a, b, c, **kw),
+            "contract_expression": lambda a, b, c: einc.contract_expression(CHAIN, a.shape, b.shape, c.shape,
+                                                                            **kw)(a, b, c)}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_path_or_limit_is_refused_as_eager_refuses_it_through_every_door(case, monkeypatch):
+    """A string index was accepted compiled (its text read back as an int), and the name
+    "false" ran left to right, where the eager call raises; a list of bare ints raised
+    dynamo's "Observed exception" under fullgraph; a bool index's message named the op's text."""
+    monkeypatch.setattr(torch, "einsum", einc.einsum)
+    args = (_r(3, 4), _r(4, 5, seed=1), _r(5, 6, seed=2))
+    doors = _chain_doors(MALFORMED[case])
+    want = _raised(doors["einsum"], *args)
+    assert isinstance(want, (errors.PathError, errors.UnknownOptimizerError))
+    for name, fn in doors.items():
+        _same(_raised(fn, *args), want)
+        if name != "contract_expression":       # (built while tracing, it is refused: see above)
+            for fullgraph in (True, False):
+                _same(_compiled(fn, args, fullgraph), want)
+    _same(_compiled(doors["einsum"], args, backend="einc"), want)
