@@ -215,9 +215,10 @@ class NamedExpression:
             refuse(OperandCountError, expression_count(self.equation, len(self._variables), self.constants,
                                                        len(operands)))
         for o, k in zip(operands, self._variables):
-            if tuple(o.shape) != self.shapes[k]:
-                raise ShapeError(f"operand {k} of the expression {self.equation!r} has shape {tuple(o.shape)}, "
-                                 f"but the expression was planned for {self.shapes[k]}")
+            _check_planned(o, self.shapes[k], self.equation, k)
+        if torch.jit.is_tracing():      # (the views below are recorded with the planned sizes fixed)
+            operands = [torch.ops.einc.planned(o, self.shapes[k], self.equation, k)
+                        for o, k in zip(operands, self._variables)]
         viewed = views(operands, self._view_shapes, self.named, "contract_expression") + \
             list(operands[len(self._variables):])
         with written(self.named):
@@ -234,6 +235,28 @@ class NamedExpression:
 
     def __str__(self) -> str:
         return self._description + "\n" + str(self._inner)
+
+
+def _check_planned(operand, shape, equation: str, k: int) -> None:
+    if tuple(operand.shape) != tuple(shape):
+        raise ShapeError(f"operand {k} of the expression {equation!r} has shape {tuple(operand.shape)}, "
+                         f"but the expression was planned for {tuple(shape)}")
+
+
+# A named expression's check as an op of a graph ``torch.jit.trace`` records: the graph
+# records the views with the planned sizes fixed, and ran them at other sizes (view's
+# error) where the eager call raises the expression's; this op, the operand as it is,
+# checks at every run (TorchScript reports an op's error as a RuntimeError with its text).
+_lib = torch.library.Library("einc", "FRAGMENT")
+_lib.define("planned(Tensor(a) self, int[] shape, str equation, int operand) -> Tensor(a)")
+
+
+def _planned(operand, shape, equation, k):
+    _check_planned(operand, shape, equation, k)
+    return operand.view(shape)
+
+
+_lib.impl("planned", _planned, "CompositeImplicitAutograd")
 
 
 def explain_parts(text, items, sizes: dict, layout: str = "contiguous"):

@@ -769,6 +769,30 @@ def test_torchscript_export_and_jit_trace():
     assert_close(traced(x, w), _oracle(x, w, 4), torch.float32, extent=5)
 
 
+def test_a_traced_named_expression_at_other_sizes_raises_the_expression_s_error():
+    """A named expression is planned for its shapes: eagerly another batch size is its
+    ShapeError.  ``torch.jit.trace`` recorded the views with the planned sizes fixed, and its
+    graph raised view's error there ("shape '[2, 3, 4, 5]' is invalid"); now the graph checks
+    each operand as the eager call does (TorchScript reports an op's error as a RuntimeError
+    with its text), and still answers, with gradients, at the planned shapes."""
+    expr = einc.contract_expression(EQ, (2, 3, 20), (4, 5, 6), h=4)
+    x, w = torch.randn(2, 3, 20, dtype=torch.float64, requires_grad=True), torch.randn(4, 5, 6, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
+        traced = torch.jit.trace(lambda a, b: expr(a, b), (x, w))
+    got = traced(x, w)
+    assert_close(got, _oracle(x, w, 4), torch.float64)
+    (grad,) = torch.autograd.grad(got.sum(), x)
+    assert torch.equal(grad, torch.autograd.grad(expr(x, w).sum(), x)[0])
+    for shapes in [((5, 3, 20), (4, 5, 6)), ((1, 3, 20), (4, 5, 6)), ((2, 3, 20), (4, 5, 7))]:
+        ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+        with pytest.raises(errors.ShapeError) as eager:
+            expr(*ops)
+        with pytest.raises(RuntimeError) as info:
+            traced(*ops)
+        assert f"ShapeError: {eager.value}" in str(info.value)
+
+
 def test_a_composite_moved_whole_needs_no_sizes():
     """(b h) that appears only as (b h), on every side, is never separated: no size is needed."""
     y = torch.randn(6, 4, 5, dtype=torch.float64)
