@@ -90,7 +90,7 @@ def einsum(*args, **sizes):
             _reject_backend(backend)
         if sizes:
             return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
-    if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing():
+    if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing():     # tracing(), inline
         if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
             return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
         return traced_call(args, optimize, memory_limit, select, out, layout)   # compile, export, jit.trace: the op
@@ -154,10 +154,6 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
         return named_axes.merged(named, einsum(named.equation, *views, **options), traced)
 
 
-def tracing() -> bool:
-    return bool(_dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing())
-
-
 triton_executor.claim_interpreter()     # before torch._dynamo (torch.compile imports it) imports triton
 
 
@@ -180,19 +176,14 @@ def _named_structure(text: str):
         raise custom_op.traced_error(error) from None
 
 
-# The checks above, bound once.  ``is_dynamo_compiling`` is constant-folded to True by
-# dynamo (so the flag, which dynamo would guard on, is never read while tracing); the
-# flag is True for the rest of a compile session (AOTAutograd, a backend's make_fx) and
-# during torch.export.
-_dynamo_tracing = torch.compiler.is_dynamo_compiling
-_compiler = torch.compiler if hasattr(torch.compiler, "_is_compiling_flag") else \
-    type("_NoFlag", (), {"_is_compiling_flag": False})     # older torch: dynamo is still detected
+# The checks above, bound once.
+tracing = autograd.tracing
+_dynamo_tracing, _compiler, _jit_tracing = autograd.dynamo_tracing, autograd.compiler, autograd.jit_tracing
 _transforms_active = autograd.transforms_active
 _grad_enabled = autograd.grad_enabled
 _any_requires_grad = autograd.any_requires_grad
 _FORWARD_AD = autograd.forward_ad
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", lambda: torch.is_autocast_enabled())
-_jit_tracing = torch._C._is_tracing        # _get_tracing_state() is not None, without making its answer
 _has_torch_function = torch._C._has_torch_function
 _KEYWORDS = dict(optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None, out=None, backend=None, layout=None)
 _NO_OPTIONS = tuple(_KEYWORDS.values())

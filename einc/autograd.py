@@ -55,6 +55,21 @@ any_requires_grad = torch._C._any_requires_grad
 # Forward AD: inside ``forward_ad.dual_level()`` an operand may be a dual tensor, which
 # need not require grad; generated kernels and cuBLAS ``out=`` views drop its tangent.
 forward_ad = torch.autograd.forward_ad
+# Whether a trace records the call (:func:`tracing`).  ``is_dynamo_compiling`` is
+# constant-folded to True by dynamo (so the flag, which dynamo would guard on, is never
+# read while tracing); the flag is True for the rest of a compile session (AOTAutograd, a
+# backend's make_fx) and during torch.export.
+dynamo_tracing = torch.compiler.is_dynamo_compiling
+compiler = torch.compiler if hasattr(torch.compiler, "_is_compiling_flag") else \
+    type("_NoFlag", (), {"_is_compiling_flag": False})     # older torch: dynamo is still detected
+jit_tracing = torch._C._is_tracing        # _get_tracing_state() is not None, without making its answer
+
+
+def tracing() -> bool:
+    """Whether torch.compile, torch.export or ``torch.jit.trace`` records the call: the doors
+    then emit the custom op, and merge a named output uncached (so that dynamo does not
+    trace a ``functools.lru_cache`` wrapper, which it warns of)."""
+    return bool(dynamo_tracing() or compiler._is_compiling_flag or jit_tracing())
 
 
 def needs_derivatives(operands) -> bool:

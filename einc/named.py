@@ -18,6 +18,7 @@ import operator
 
 import torch
 
+from .autograd import tracing
 from .custom_op import _never_compiled, constant_result, note_reading, number, refuse, traced_error
 from .custom_op import sizes as numbers
 from .errors import (
@@ -141,14 +142,6 @@ def merged(named: Named, result, traced: bool = False, door: str = "einsum"):
                           "apart", named, door) from None
 
 
-def _tracing() -> bool:
-    """Whether torch.compile, an export or ``torch.jit.trace`` traces the call, as
-    ``einc.api.tracing`` asks for :func:`einc.einsum` (which this module may not import): the
-    doors then merge the output uncached (:func:`merged`'s ``traced``), so that dynamo does not
-    trace the ``functools.lru_cache`` wrapper, which it warns of."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
 def split_out(named: Named, out, shapes):
     """``out=`` viewed in the resolved equation's output shape (its composite axes split);
     ``shapes``: the operands' in the resolved equation."""
@@ -228,7 +221,7 @@ class NamedExpression:
                             backend=backend)
                 return out
             result = self._inner(*viewed, backend=backend)
-        return merged(self.named, result, _tracing(), door="contract_expression")
+        return merged(self.named, result, tracing(), door="contract_expression")
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"

@@ -208,6 +208,26 @@ def test_torch_jit_trace_of_an_expression_with_constants_runs_right_where_a_size
     assert torch.equal(expr(a), expr(a)) and expr._runs[((2, 1),)] is type(expr)._run      # eager keeps its run
 
 
+def test_the_doors_ask_one_question_whether_a_trace_records_the_call():
+    """einc.named kept its own copy of einc.api's ``tracing`` (which it may not import):
+    both doors ask einc.autograd's, true inside torch.jit.trace and torch.compile's trace."""
+    from einc import api, autograd, named
+    assert api.tracing is named.tracing is autograd.tracing and not hasattr(named, "_tracing")
+    seen = []
+
+    def record(x):
+        seen.append(autograd.tracing())
+        return x * 2
+    assert not autograd.tracing()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # (the traced bool is a Python value: jit.trace warns of it)
+        torch.jit.trace(record, (torch.ones(2),), check_trace=False)
+    torch._dynamo.reset()
+    torch.compile(record, backend="eager", fullgraph=True)(torch.ones(2))
+    torch._dynamo.reset()
+    assert seen == [True, True]
+
+
 # ---------------------------------------------------------------- 5. make_fx and functionalize
 
 SYMBOLIC = [("ij,jk->ik", [(3, 4), (4, 5)], [(6, 7), (7, 2)]), ("ij->ji", [(3, 4)], [(5, 2)]),
