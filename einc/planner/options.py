@@ -281,18 +281,19 @@ def _auto(inputs, output, size_dict, memory_limit=None, reports=None):
     :func:`einc.planner.search.search`: the path remembered on
     disk, else a greedy path, then a search whose time is in proportion to the
     contraction's predicted time (cotengra's hyper-optimizer where it is installed).
-    ``reports``, a list, receives the search's :class:`~einc.planner.search.Report`.
+    ``reports``, a list, receives the search's report from 6 operands (:mod:`einc.planner.searchreport`).
     """
     n = len(inputs)
+    if n < REMEMBER_OPERANDS:
+        return _exact(inputs, output, size_dict, memory_limit)
     if n <= DP_OPERANDS:
-        if n < REMEMBER_OPERANDS:
-            return _exact(inputs, output, size_dict, memory_limit)
-        return _remembered(inputs, output, size_dict, memory_limit)
-    from .searchkey import recall
-    found, name, tag = recall(inputs, output, size_dict, memory_limit)
-    if found is None:       # (the search's modules are imported only where its path is not on disk)
-        from . import search
-        found = search.searched(inputs, output, size_dict, memory_limit, name, tag)
+        found = _remembered(inputs, output, size_dict, memory_limit)
+    else:
+        from .searchkey import recall
+        found, name, tag = recall(inputs, output, size_dict, memory_limit)
+        if found is None:       # (the search's modules are imported only where its path is not on disk)
+            from . import search
+            found = search.searched(inputs, output, size_dict, memory_limit, name, tag)
     path, report = found
     if reports is not None:
         reports.append(report)
@@ -322,27 +323,27 @@ DP_VERSION = "einc-dp-1"
 
 
 def _remembered(inputs, output, size_dict, memory_limit):
-    """:func:`_exact`'s path, read from the path cache where an earlier search of the
-    network stored it, else searched (and stored where the search took
-    :data:`DP_STORE_SECONDS` or longer).  The entry's name (:func:`dp_entry`) names each
-    operand's and the output's indices in the order the search iterates them, and the sizes
-    in theirs (the searches break ties in that order), the memory limit, and
-    :func:`dp_version`; the path cache is imported only where an entry of that name is
-    there, or a path is stored."""
-    tag = dp_version()
+    """``(path, report)``: :func:`_exact`'s path, read from the path cache where an earlier search of the
+    network stored it, else searched (and stored where the search took :data:`DP_STORE_SECONDS` or longer),
+    and what ``explain`` says of it (:func:`einc.planner.searchreport.exact`).  The entry's name
+    (:func:`dp_entry`) names each operand's and the output's indices in the order the search iterates them,
+    and the sizes in theirs (the searches break ties in that order), the memory limit, and :func:`dp_version`;
+    the path cache is imported only where an entry of that name is there, or a path is stored."""
+    from .searchreport import exact
+    start, tag = time.thread_time(), dp_version()
     name, there = dp_entry(inputs, output, size_dict, memory_limit, tag)
     if there:
         from . import pathcache
         hit = pathcache.load(name, tag, len(inputs))
         if hit is not None:
-            return list(hit[0])
+            return list(hit[0]), exact(memory_limit, time.thread_time() - start, hit[1])
     start = time.thread_time()
     path = _exact(inputs, output, size_dict, memory_limit)
     seconds = time.thread_time() - start
     if seconds >= DP_STORE_SECONDS:
         from . import pathcache
         pathcache.store(name, tag, path, {"seconds": seconds})
-    return path
+    return path, exact(memory_limit, seconds, stored=seconds >= DP_STORE_SECONDS)
 
 
 def dp_entry(inputs, output, size_dict, memory_limit, tag: str) -> tuple[str, bool]:

@@ -1,5 +1,6 @@
-"""What a path search reports (:class:`Report`, ``explain``'s line) and how it shows a long
-search's progress (:class:`Progress`); :mod:`einc.planner.search` fills them."""
+"""What a path search reports (:class:`Report`, ``explain``'s line; :class:`Exact` for the
+search of 6-16 operands) and how it shows a long search's progress (:class:`Progress`);
+:mod:`einc.planner.search` fills them."""
 
 from __future__ import annotations
 
@@ -34,6 +35,42 @@ class Report(NamedTuple):
                 f"{seconds_text(self.seconds)} (budget {seconds_text(self.budget)}); stopped: {self.reason}; predicted "
                 f"contraction {seconds_text(self.best_seconds)} ({gain:.3g}x better than greedy's "
                 f"{seconds_text(self.greedy_seconds)}; einc.planner.search)")
+
+
+class Exact(NamedTuple):
+    """What einc's search of 6-16 operands did (:func:`einc.planner.options._remembered`):
+    ``dp``, the dynamic programming that ran; ``seconds`` the search took, or reading its
+    path back took; ``remembered``, whether the path was read back from the path cache,
+    found by an earlier search of ``earlier`` seconds (None: not recorded); ``stored``,
+    whether this search's path was stored there for later processes."""
+
+    dp: str
+    seconds: float
+    remembered: bool
+    earlier: float | None
+    stored: bool
+
+    def text(self) -> str:
+        search = f"dynamic programming ({self.dp}), or opt_einsum's auto path where it costs fewer flops"
+        if self.remembered:
+            earlier = "" if self.earlier is None else f" of {seconds_text(self.earlier)}"
+            return (f"Path search: remembered (einc.planner.pathcache): {search}; read back in "
+                    f"{seconds_text(self.seconds)}, found by an earlier search{earlier} (einc.planner.options)")
+        then = "stored in the path cache for later processes" if self.stored else \
+            "not stored (quicker than options.DP_STORE_SECONDS: searched again sooner than read)"
+        return f"Path search: {search}, in {seconds_text(self.seconds)}; {then} (einc.planner.options)"
+
+
+def exact(memory_limit, seconds: float, record: dict | None = None, stored: bool = False) -> Exact:
+    """The :class:`Exact` report of a search of 6-16 operands (``record``: the path cache's
+    entry its path was read back from).  Its dp is cotengrust's where cotengrust is loaded
+    and no memory limit applies, else opt_einsum's, as
+    :func:`einc.planner.options._dynamic_programming` chooses."""
+    dp = "cotengrust's dp" if memory_limit is None and sys.modules.get("cotengrust") is not None else \
+        "opt_einsum's dp"
+    earlier = None if record is None else record.get("seconds")
+    earlier = earlier if type(earlier) in (int, float) else None
+    return Exact(dp, seconds, record is not None, earlier, stored)
 
 
 def seconds_text(t: float) -> str:
@@ -96,4 +133,4 @@ class Progress:
             self.bar.close()
 
 
-__all__ = ["Progress", "Report", "remembered", "report_of", "seconds_text"]
+__all__ = ["Exact", "Progress", "Report", "exact", "remembered", "report_of", "seconds_text"]

@@ -201,6 +201,32 @@ def test_up_to_5_operands_and_for_two_the_folder_is_never_looked_at(monkeypatch,
     assert not cache_dir.exists()
 
 
+def test_explain_names_the_search_and_whether_its_path_was_read_back(monkeypatch, cache_dir):
+    """``explain`` said nothing of the search of 6-16 operands ("Optimizer: auto" alone): not
+    that the dp made the path, nor that it was read back from disk instead of searched."""
+    ops = [torch.empty(s) for s in DENSE]
+
+    def line(**options):
+        path_cache_clear()
+        einc.cache_clear()
+        found = [x.strip() for x in str(einc.explain(EQUATION + "->", *ops, **options)).splitlines()
+                 if "Path search" in x]
+        assert len(found) == 1, found
+        return found[0]
+    monkeypatch.setattr(O, "DP_STORE_SECONDS", 1e9)
+    assert line().startswith("Path search: dynamic programming") and "; not stored" in line()
+    monkeypatch.setattr(O, "DP_STORE_SECONDS", 0)
+    first = line()
+    assert "dynamic programming" in first and "stored in the path cache" in first and "remembered" not in first
+    again = line()
+    assert again.startswith("Path search: remembered (einc.planner.pathcache): dynamic programming")
+    assert "read back in" in again and "found by an earlier search of" in again
+    # under a memory limit opt_einsum's dp runs (cotengrust's takes none)
+    assert "(opt_einsum's dp)" in line(memory_limit=10 ** 9)
+    # up to 5 operands no line: the exhaustive search, never remembered
+    assert "Path search" not in str(einc.explain("ab,bc,cd,de->ae", *[torch.empty(3, 3)] * 4))
+
+
 SECOND = """
 import json, sys
 import cotengrust
@@ -214,7 +240,7 @@ else:                           # a quick search: stored never
 before = set(sys.modules)
 plan = plan_for({eq!r}, {shapes!r})
 imported = sorted(m for m in set(sys.modules) - before if "." not in m or m.startswith("einc."))
-print(json.dumps([plan.path, plan.flops, imported]))
+print(json.dumps([plan.path, plan.flops, imported, plan.notes]))
 """
 
 
@@ -228,8 +254,14 @@ def test_a_second_process_reads_the_path_and_imports_nothing_heavy(cache_dir):
         out = subprocess.run([sys.executable, "-c", script, side], capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
         runs.append(json.loads(out.stdout))
-    (path, flops, _), (again, again_flops, imported), (_, _, looked) = runs
+    (path, flops, _, stored), (again, again_flops, imported, read), (_, _, looked, quick) = runs
     assert again == path and again_flops == flops
+    # the plan says which search made its path, and that the second process read it back
+    assert len(stored) == len(read) == len(quick) == 1
+    assert stored[0].startswith("Path search: dynamic programming (cotengrust's dp)") and "stored in the" in stored[0]
+    assert read[0].startswith("Path search: remembered (einc.planner.pathcache): dynamic programming (cotengrust's")
+    assert "read back in" in read[0] and "found by an earlier search of" in read[0]
+    assert "not stored" in quick[0]
     assert not {"cotengra", "torch", "tqdm", "numpy", "einc.planner.search"} & set(imported), imported
     # a network not remembered: a look at one name, and the path cache not imported
     assert "einc.planner.pathcache" in imported and "einc.planner.pathcache" not in looked, looked
