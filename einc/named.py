@@ -231,9 +231,9 @@ class NamedExpression:
 
 
 def _check_planned(operand, shape, equation: str, k: int) -> None:
-    if tuple(operand.shape) != tuple(shape):
-        raise ShapeError(f"operand {k} of the expression {equation!r} has shape {tuple(operand.shape)}, "
-                         f"but the expression was planned for {tuple(shape)}")
+    if tuple(operand.shape) != tuple(shape):    # (refused as dynamo lets einc's error through)
+        refuse(ShapeError, f"operand {k} of the expression {equation!r} has shape {numbers(operand.shape)}, "
+                           f"but the expression was planned for {tuple(shape)}")
 
 
 # A named expression's check as an op of a graph ``torch.jit.trace`` records: the graph

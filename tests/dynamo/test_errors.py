@@ -39,6 +39,7 @@ def _same(got: Exception, want: Exception) -> None:
     assert repr(got) == repr(want)
 
 
+NAMED_EXPRESSION = einc.contract_expression("b n (h d), h d e -> b n (h e)", (2, 3, 20), (4, 5, 6), h=4)
 CASES = {
     # named axes: a size that does not divide, no size for a composite, sizes of one axis that differ
     "named_indivisible": (lambda x: einc.einsum("b n (h d) -> b h n d", x, h=3), (_r(2, 5, 7),)),
@@ -51,6 +52,8 @@ CASES = {
     "dtypes": (lambda x, y: einc.einsum("ij,jk->ik", x, y), (_r(2, 3), _r(3, 4, dtype=torch.float64))),
     "optimize": (lambda x, y: einc.einsum("ij,jk->ik", x, y, optimize="nope"), (_r(2, 3), _r(3, 4))),
     "out_shape": (lambda x, y, o: einc.einsum("ij,jk->ik", x, y, out=o), (_r(2, 3), _r(3, 4), torch.zeros(3, 3))),
+    # a named expression at other shapes than its planned ones
+    "named_expression_shapes": (lambda x, w: NAMED_EXPRESSION(x, w), (_r(5, 3, 20), _r(4, 5, 6))),
 }
 
 
@@ -187,7 +190,7 @@ def test_select_is_refused_under_fullgraph_with_einc_s_error():
 
 
 DYNAMIC = {
-    **{k: CASES[k] for k in ("shapes", "named_sizes_differ", "out_shape")},
+    **{k: CASES[k] for k in ("shapes", "named_sizes_differ", "out_shape", "named_expression_shapes")},
     "named_out_shape": (lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2),
                         (_r(3, 4), _r(2, 2, 5), torch.zeros(3, 7))),
     "expression_rank": (lambda a, b: _EXPR(a, b), (_r(2, 3, 5), _r(3, 4))),
