@@ -27,10 +27,12 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # None of einc's syntax ('.', ',', '->', ' ') lies there.
 SYMBOLS_FROM = "\u00c0"
 # A mark of named notation (einc.planner.notation): a parenthesis, or whitespace between
-# two axis characters.
-NAMED_MARK = re.compile(r"[()]|\w\s+\w")
+# two axis characters.  Whitespace from U+00C0 on (get_symbol(5620) is U+1680, the Ogham
+# space mark; U+2000-U+200A, U+3000 follow) is an index, as opt_einsum reads it, not a space.
+_SPACE = r"[^\S\u00c0-\U0010ffff]"
+NAMED_MARK = re.compile(rf"[()]|\w{_SPACE}+\w")
 # A name of named notation: a run of characters that are no syntax of either notation.
-_WORD = re.compile(r"[^\s,.()\->]+")
+_WORD = re.compile(r"(?:[^\s,.()\->]|[\u00c0-\U0010ffff])+")
 
 
 @functools.lru_cache(maxsize=2)

@@ -232,6 +232,21 @@ def test_names_of_several_letters_torch_refuses_are_read_by_name():
     assert torch.equal(einc.einsum("ÀÁ,ÁÂ->ÀÂ", x, x.t()), x @ x.t())
 
 
+@pytest.mark.parametrize("space", ["\u1680", "\u2003", "\u3000"])
+def test_opt_einsum_s_symbols_that_are_whitespace_are_indices(space):
+    """opt_einsum.get_symbol writes Unicode whitespace past U+00C0 as indices (get_symbol(5620)
+    is U+1680, the Ogham space mark): both doors read each as one index, as opt_einsum does,
+    never as a space between names (the fuzzer drew ``,,\u1680\u1680,ᓩ\u1680ᓩ,ᓩᓩ``)."""
+    ops = [torch.randn(()), torch.randn(()), torch.randn(1, 1), torch.randn(2, 1, 2), torch.randn(2, 2)]
+    text = f",,{space}{space},ᓩ{space}ᓩ,ᓩᓩ"
+    assert notation.is_named(text) is False
+    expected = torch.einsum(",,yy,ryr,rr", *[o.double() for o in ops])
+    for door in (einc.einsum, einc.contract):
+        torch.testing.assert_close(door(text, *ops).double(), expected)
+    y = torch.randn(2, 4, 3, dtype=torch.float64)      # three indices, not the names é and ñ
+    torch.testing.assert_close(einc.einsum(f"é{space}ñ->{space}", y), y.sum((0, 2)))
+
+
 def test_a_name_torch_refuses_without_a_mark_says_how_to_write_it_by_name():
     """torch's error (class and sentence first), then how einc would read the name."""
     for text, forced in [("x1 -> x1", "(x1) -> x1"), ("i_j->i_j", "(i_j)->i_j")]:
