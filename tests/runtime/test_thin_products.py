@@ -36,17 +36,38 @@ def test_a_side_of_one_costs_about_ten_times_the_large_rate():
 
 
 def test_training_weighs_the_outer_products_of_a_batch_of_matrix_vector_products():
-    """pykeen's NTN ``cdeab,cda->cdeb`` ((256, 1, 4, 16, 16) by (256, 1, 16)): the forward
-    reads ``cda`` broadcast over ``e``, 1,024 products of 1 x 16 by 16 x 16, nothing of
-    ``cdeab`` copied; their backward would make 1,024 outer products (depth 1, ~600 ns
-    each), so the training layout copies ``cdeab`` and runs 256 of 1 x 16 by 16 x 64."""
-    sizes = dict(c=256, d=1, e=4, a=16, b=16)
+    """``cdeab,cda->cdeb`` ((256, 1, 4, 16, 32) by (256, 1, 16)): the forward reads ``cda``
+    broadcast over ``e``, 1,024 products of 1 x 16 by 16 x 32, nothing of ``cdeab`` copied;
+    their backward would make 1,024 outer products (depth 1, ~600 ns each), so the training
+    layout copies ``cdeab`` and runs 256 of 1 x 16 by 16 x 128."""
+    sizes = dict(c=256, d=1, e=4, a=16, b=32)
     lay = ttgt.choose(list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
     assert lay.broadcast == ("e",) and _size(lay.batch, sizes) == 1024
     assert min(_size(lay.m, sizes), _size(lay.n, sizes)) == 1
     training = ttgt.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
     assert training.broadcast == () and _size(training.batch, sizes) == 256
     assert ttgt._outer_ns(lay, sizes) == 1024 * ttgt.OUTER and ttgt._outer_ns(training, sizes) == 256 * ttgt.OUTER
+
+
+def test_a_batch_of_matrices_torch_loops_over_is_priced_so():
+    """torch's CPU ``bmm`` runs matrices of fewer than 400 multiply-adds in a loop of its
+    own, not BLAS: 1,024 products of 1 x 16 by 16 x 24 took 5.6x those of 1 x 16 by 16 x 25
+    (bench/measured/real-modules-2026-12-06.md); a single ``mm`` is BLAS's at any size."""
+    below, above = ttgt._product_ns(1024, 1, 24, 16, 1.0), ttgt._product_ns(1024, 1, 25, 16, 1.0)
+    assert below > 2 * above
+    assert ttgt._product_ns(1, 1, 24, 16, 1.0) < ttgt._product_ns(1, 1, 25, 16, 1.0)
+
+
+def test_pykeen_ntn_copies_rather_than_loop_over_tiny_matrices():
+    """pykeen's NTN ``cdeab,cda->cdeb`` ((256, 1, 4, 16, 16) by (256, 1, 16)): ``cda``
+    broadcast over ``e`` would make 1,024 products of 1 x 16 by 16 x 16, which torch's
+    ``bmm`` runs in its own loop (~3x the 256 products of 1 x 16 by 16 x 64 and the copy of
+    ``cdeab`` into them, measured); so the forward copies ``cdeab``, as training does."""
+    sizes = dict(c=256, d=1, e=4, a=16, b=16)
+    lay = tx.direct.choose(list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
+    assert (lay.swap, lay.batch, lay.m, lay.n, lay.k, lay.copies, lay.broadcast) == \
+        (True, ("c", "d"), (), ("e", "b"), ("a",), "r", ())
+    assert ttgt.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING) is lay
 
 
 def test_no_outer_products_are_counted_where_no_side_is_one():

@@ -29,10 +29,11 @@ bench/measured/copy-model-2026-12-02.md, pairwise.md and permute-copy-2026-12-02
 - a matrix product :data:`GEMM` ns per flop, slower where a matrix side is short (a side
   of 8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that),
-  where the left operand's unit stride runs along its rows with few columns, many and far
-  apart (:data:`ROWS_UNIT`: a matrix that leaves the cache), or where the right
-  operand's runs along K with few rows (:data:`K_UNIT`, the forward's choice only), plus
-  :data:`PER_MATRIX` ns per matrix; its backward, where a side is 1, :data:`OUTER` more;
+  where the left operand's unit stride runs along its rows with few columns, many and far apart
+  (:data:`ROWS_UNIT`: a matrix that leaves the cache), or where the right operand's runs along K
+  with few rows (:data:`K_UNIT`, the forward's choice only), plus :data:`PER_MATRIX` ns per
+  matrix (fewer than :data:`NAIVE_BELOW` multiply-adds each: torch's own loop, not BLAS); its
+  backward, where a side is 1, :data:`OUTER` more;
 
 :func:`choose` keeps the cheapest (:data:`pick` chooses among the candidates; tests
 replace it to run every layout).  A copied operand whose unit-stride index would move
@@ -88,6 +89,7 @@ K_UNIT = 16             # right operand read along its rows (unit stride on K): 
 K_UNIT_MOST = 0.5       # ... at most 1 + this, where M and N are 8 or more (the forward only: see for_training)
 K_UNIT_FROM = 1 << 22   # ... and the product makes this many multiply-adds or more
 PER_MATRIX = 60         # ns per matrix of a batched product
+NAIVE_BELOW, NAIVE_MATRIX, NAIVE_OUT, NAIVE_MAC = 400, 10, 3.6, 0.7   # _product_ns: ns a matrix, element, multiply-add
 OUTER = 600             # ns per matrix of a batched product of depth 1 (the backward of one with a side of 1)
 GRAD_PARTIAL = 0.5      # ns per element of a broadcast operand's partial gradients (see for_training)
 LOOP = 8000             # ns per product of a looped layout: its views and its call (bench/measured/pairwise.md)
@@ -317,9 +319,11 @@ def _product_ns(b, rows, cols, depth, scale, rows_unit=False, k_unit=False):
     rate = GEMM * scale * min(1 + (SHORT_SIDE / side) ** 2, MATVEC)
     # both operands read so cost about what the dearer reading alone does (bench/measured/permute-copy-2026-12-02.md)
     apart = min(rows * 4 * scale / ROWS_APART, 1) * min(depth / ROWS_DEEP, 1)
-    rate *= max(1 + ROWS_UNIT * apart if rows_unit and cols < 80 else 1,
-                1 + min(K_UNIT / rows, K_UNIT_MOST) if k_unit else 1)
-    return 2 * b * rows * cols * depth * rate + b * PER_MATRIX
+    read = max(1 + ROWS_UNIT * apart if rows_unit and cols < 80 else 1,
+               1 + min(K_UNIT / rows, K_UNIT_MOST) if k_unit else 1)
+    looped = b > 1 and rows * cols * depth < NAIVE_BELOW    # torch's CPU bmm loops over these itself, not BLAS
+    return max(2 * b * rows * cols * depth * rate * read + b * PER_MATRIX,
+               looped * b * (NAIVE_MATRIX + rows * cols * (NAIVE_OUT + depth * NAIVE_MAC)) * scale * read)
 
 
 def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadcast=True, loops=True, reads=True):
