@@ -8,6 +8,7 @@ two wings (torch_executor/, triton_executor/) never reach each other; and there 
 import cycle.  Run as a script, this file prints the import graph by room and the
 rules' findings (``python tests/test_layering.py``)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,17 @@ def test_pure_stages_do_not_import_torch_or_triton():
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.strip()) > 0
+
+
+def test_cpu_calls_import_neither_the_code_generator_nor_triton():
+    """The Triton executor imports ``einc.codegen`` where a call first wants kernels, so a
+    process whose calls run on the torch executor never pays its import (nor triton's,
+    statistics', the backend's or the tools')."""
+    script = Path(__file__).resolve().parent / "support" / "scripts" / "cpu_calls_import_no_codegen.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("EINC_BACKEND", "EINC_SELECT")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "('torch',)" and int(out.stdout.splitlines()[1]) > 0
 
 
 # ----------------------------------------------------------------------- imports run one way

@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 
 from .. import config
-from ..codegen.lower import supported
 from ..errors import ConfigError, warn
 from ..planner import fuse
 from ..planner.plan import CONTRACT, DOT
@@ -57,7 +56,7 @@ def _kernels_wanted(device_type: str, dtypes) -> bool:
     mode = config.backend()
     if mode == "torch" or (device_type != "cuda" and mode != "triton"):
         return False
-    return device_type in ("cuda", "cpu") and supported(triton_executor.dtype_name(d) for d in dtypes)
+    return device_type in ("cuda", "cpu") and triton_executor.supports(dtypes)
 
 
 _NO_INTERPRETER = ("einc: EINC_BACKEND=triton needs Triton's interpreter for CPU tensors, but TRITON_INTERPRET "

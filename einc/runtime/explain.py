@@ -11,7 +11,6 @@ import dataclasses
 from typing import NamedTuple
 
 from .. import config
-from ..codegen.lower import supported
 from ..planner import plan_for
 from ..planner.fuse import FUSED
 from ..planner.options import Options
@@ -101,7 +100,7 @@ def _torch_note(plan, device_type: str, dtypes, why) -> str:
     elif device_type not in ("cuda", "cpu") or (device_type == "cpu" and config.backend() != "triton"):
         reason = (f"the operands are on the {device_type.upper()}, and generated kernels run on CUDA tensors "
                   "(EINC_BACKEND=triton runs them through Triton's interpreter, for testing)")
-    elif not supported(triton_executor.dtype_name(d) for d in dtypes):
+    elif not triton_executor.supports(dtypes):
         reason = f"no generated kernels for {', '.join(sorted({triton_executor.dtype_name(d) for d in dtypes}))}"
     else:
         reason = "the generated kernels could not be built (see the warning)"

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import statistics
 import threading
 import time
 
@@ -54,7 +53,7 @@ import torch
 
 from . import capture as _capture
 from .background import Worker as _Worker
-from .select import SCREEN, Choice
+from .select import SCREEN, Choice, median
 
 SAMPLES = 3                     # timings of each candidate before a step's choice is kept
 LEARNING = "; learning from the calls"      # the end of an undecided step's reason (explain)
@@ -245,7 +244,7 @@ class Learner:
                 return name, self._function(st, name), False
             counts = {n: len(st.samples.get(n, ())) + sum(p == n for p, _ in st.pending) for n in usable}
             if min(counts.values()) >= SAMPLES:     # the step waits for a kernel: the fastest so far
-                medians = {n: statistics.median(st.samples[n]) for n in usable if st.samples.get(n)}
+                medians = {n: median(st.samples[n]) for n in usable if st.samples.get(n)}
                 if medians:
                     name = min(medians, key=medians.get)
                     st.ran.add((name, layout))
@@ -341,7 +340,7 @@ class Learner:
                 self._screen(st)
                 names = list(st.candidates) + [k for k in st.kernels if k not in st.failed]
                 if all(len(st.samples.get(n, ())) >= SAMPLES for n in names):
-                    medians = {n: round(statistics.median(st.samples[n]), 3) for n in names}
+                    medians = {n: round(median(st.samples[n]), 3) for n in names}
                     best = min(medians, key=medians.get)
                     shown = ", ".join(f"{n} {t:.4g} µs" for n, t in medians.items())
                     if st.left_out:

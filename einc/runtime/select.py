@@ -56,7 +56,6 @@ import functools
 import importlib.metadata
 import json
 import os
-import statistics
 import sys
 import threading
 import time
@@ -89,6 +88,13 @@ class Choice:
     reason: str
     timings: dict = field(default_factory=dict)
     left_out: tuple = ()            # the timed candidates left out after one untuned run
+
+
+def median(values) -> float:
+    """The median of ``values``: :mod:`statistics` is imported where a step is first timed,
+    which a process whose calls time nothing never does."""
+    import statistics
+    return statistics.median(values)
 
 
 def mode_for(select: str | None, device_type: str) -> str:
@@ -432,7 +438,7 @@ def measure(candidates: dict, args, screens=None) -> Choice:
             for name in names[r % len(names):] + names[:r % len(names)]:
                 clear()
                 samples[name].append(timer(candidates[name], args))
-    timings = {name: round(statistics.median(samples[name]) if samples[name] else first[name], 3) for name in names}
+    timings = {name: round(median(samples[name]) if samples[name] else first[name], 3) for name in names}
     best = min(timings, key=timings.get)
     others = ", ".join(f"{n} {t:.4g} µs" for n, t in timings.items())
     if left_out:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import einc
-from einc import errors
+from einc import codegen, errors
 from einc.runtime import triton_executor
 from einc.runtime.triton_executor import loader
 
@@ -36,7 +36,7 @@ def test_modules_live_in_files_and_are_imported_by_path(triton_backend):
 
 
 def test_broken_kernel_falls_back_once_with_the_right_answer(triton_backend, monkeypatch):
-    monkeypatch.setattr(triton_executor, "cache_source", lambda source: "def broken(:\n")
+    monkeypatch.setattr(codegen, "cache_source", lambda source: "def broken(:\n")
     a, b = torch.randn(4, 3), torch.randn(3, 2)
     with pytest.warns(RuntimeWarning, match="torch executor"):
         out = einc.einsum("ij,jk->ik", a, b)

@@ -4,6 +4,11 @@ Lowering and rendering are pure (``einc.codegen.lower.modules`` names and render
 kernel once); this module loads the rendered modules and chains their ``launch``
 functions.  Kernels read every operand through its strides, so nothing is permuted,
 reshaped or copied first, and each writes a fresh contiguous result.
+
+The code generator (:mod:`einc.codegen`) is imported by the functions here that lower,
+render or check kernels, when a call first wants them: a process whose calls all run on the
+torch executor (CPU tensors, the default backend) never imports it
+(``tests/test_layering.py``).
 """
 
 from __future__ import annotations
@@ -13,14 +18,18 @@ import os
 import sys
 
 from ... import config
-from ...codegen import cache_source
-from ...codegen.lower import modules
 from ...planner import fuse
 from .loader import load
 
 
 def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+def supports(dtypes) -> bool:
+    """Whether generated kernels handle operands of these (torch) dtypes."""
+    from ...codegen.lower import supported
+    return supported(dtype_name(d) for d in dtypes)
 
 
 def installed() -> bool:
@@ -78,12 +87,14 @@ def kernels(plan, dtype, shapes, strides=None, unit_tiles=True):
     operands of ``dtype`` and ``shapes`` (fused steps included),
     laid out for the operands' ``strides`` (contiguous where not given: any strides still run
     right); ``unit_tiles=False``: the ``plain`` lowering (:func:`einc.codegen.lower.lower_step`)."""
+    from ...codegen.lower import modules
     return modules(plan, dtype_name(dtype), shapes, strides, unit_tiles)
 
 
 def launch_of(module):
     """A kernel's ``launch`` function (its :class:`einc.codegen.Module` written into the kernel
     cache, its first line saying how the cache regenerates it, and loaded)."""
+    from ...codegen import cache_source
     return load(module.name, cache_source(module.source)).launch
 
 
