@@ -29,16 +29,20 @@ SYMBOLS_FROM = "\u00c0"
 # A mark of named notation (einc.planner.notation): a parenthesis, or whitespace between
 # two axis characters.  Whitespace from U+00C0 on (get_symbol(5620) is U+1680, the Ogham
 # space mark; U+2000-U+200A, U+3000 follow) is an index, as opt_einsum reads it, not a space.
-_SPACE = r"[^\S\u00c0-\U0010ffff]"
-NAMED_MARK = re.compile(rf"[()]|\w{_SPACE}+\w")
-# A name of named notation: a run of characters that are no syntax of either notation.
-_WORD = re.compile(r"(?:[^\s,.()\->]|[\u00c0-\U0010ffff])+")
+# The whitespace below U+00C0 is spelled out: a class that reaches U+10FFFF
+# (``[^\S\u00c0-\U0010ffff]``) costs the re module a walk over its range to compile, which every
+# process paid at ``import einc``.
+_SPACES = "".join(c for c in map(chr, range(0xC0)) if c.isspace())
+NAMED_MARK = re.compile(rf"[()]|\w[{_SPACES}]+\w")
+# A name of named notation: a run of characters that are no syntax of either notation (the
+# syntax and whitespace lie below U+00C0; every character from there on is a name's).
+_WORD = re.compile(rf"[^{_SPACES},.()\->]+")
 
 
 @functools.lru_cache(maxsize=2)
 def _alphabet(wide: bool) -> tuple[str, ...]:
     stop = 0x110000 if wide else 0x3000
-    return tuple(_LETTERS) + tuple(chr(c) for c in range(0xC0, stop) if chr(c).isalpha())
+    return tuple(_LETTERS) + tuple(filter(str.isalpha, map(chr, range(0xC0, stop))))
 
 
 # The letters below U+3000, as one str: dynamo reads a str global as a constant where it traces

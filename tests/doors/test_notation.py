@@ -247,6 +247,21 @@ def test_opt_einsum_s_symbols_that_are_whitespace_are_indices(space):
     torch.testing.assert_close(einc.einsum(f"é{space}ñ->{space}", y), y.sum((0, 2)))
 
 
+def test_the_marks_of_named_notation_read_every_character_as_the_unicode_wide_classes_did():
+    """``equation``'s two patterns spell the whitespace below U+00C0 out (cheap to compile)
+    instead of classes that reach U+10FFFF: over every code point, a character is a space of
+    a mark, or of a name, exactly where the wide classes said so."""
+    from einc.planner import equation
+    every = "".join(map(chr, range(0x110000)))
+    space = re.compile(r"[^\S\u00c0-\U0010ffff]")
+    word = re.compile(r"(?:[^\s,.()\->]|[\u00c0-\U0010ffff])")
+    assert space.findall(every) == re.findall(f"[{equation._SPACES}]", every)
+    assert word.findall(every) == re.findall(equation._WORD.pattern[:-1], every)
+    for text in ("a b -> b", "a\u1680b -> b", "a\x85b", "(a b) c", "é ñ", "a\tb,c->a", "ab,bc->ac"):
+        assert bool(equation.NAMED_MARK.search(text)) == bool(re.search(rf"[()]|\w{space.pattern}+\w", text))
+        assert equation._WORD.findall(text) == re.findall(rf"{word.pattern}+", text)
+
+
 def test_a_name_torch_refuses_without_a_mark_says_how_to_write_it_by_name():
     """torch's error (class and sentence first), then how einc would read the name."""
     for text, forced in [("x1 -> x1", "(x1) -> x1"), ("i_j->i_j", "(i_j)->i_j")]:
