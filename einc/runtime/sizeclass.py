@@ -205,7 +205,9 @@ def canonical_size(n: int) -> int:
     return n if n <= 1 else 3 << (n.bit_length() - 2)
 
 
-_C = [canonical_size(n) for n in range(_TABLE)]
+# :func:`canonical_size` of every size below _TABLE, made an octave at a time (it is constant
+# on each) rather than with a call per size, which the import of this module would pay.
+_C = [0, 1] + [c for k in range(1, _TABLE.bit_length() - 1) for c in [canonical_size(1 << k)] * (1 << k)]
 
 
 def _labels(eq, ranks):

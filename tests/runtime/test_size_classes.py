@@ -124,6 +124,12 @@ def test_shapes_of_one_class_give_the_same_bits_in_any_order(eq):
         torch.testing.assert_close(a.double(), torch.einsum(eq, *[x.double() for x in o]), rtol=1e-5, atol=1e-5)
 
 
+def test_the_table_of_canonical_sizes_is_canonical_size_of_each():
+    """The table the class keys read below its end (made an octave at a time) holds
+    ``canonical_size(n)`` at every ``n``."""
+    assert [sizeclass.canonical_size(n) for n in range(sizeclass._TABLE)] == sizeclass._C
+
+
 def test_a_class_is_planned_once_at_its_own_sizes(monkeypatch):
     planned = []
     real = sizeclass._plan
