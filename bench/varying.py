@@ -39,7 +39,9 @@ torch.einsum as the median of the paired per-round ratios with a 95% interval.
 ``--full``: each einc method's batch begins with the plan cache as a stream of other
 shapes leaves it (as many ``i,i->`` shapes as it keeps, einc's default run on each), as in
 a process whose shapes have changed for a while; the default begins with it empty of
-shapes.
+shapes.  Each batch's operands are made after that preparation, just before its clock
+starts, so that they are as fresh in the CPU's caches for every method (the stream would
+otherwise have evicted those of einc's batches alone).
 """
 
 from __future__ import annotations
@@ -163,7 +165,6 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
         size += 0 if fixed else calls
         for name in order:
             fn, setting = METHODS[name]
-            steps = [build(fn, n) for n in sizes]     # operands made before the clock starts
             _setting(setting)
             if setting is not None:     # no entry or path another einc made of these shapes answers
                 engine._plans.clear()   # (the shapes' entries only: size classes stay)
@@ -172,8 +173,8 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
                 if full:
                     _fill()
                     _setting(setting)
-            if setting is not None:     # the parse, and a fixed shape's plan, ready again
-                build(fn, sizes[0] if fixed else start - 1)()
+                build(fn, sizes[0] if fixed else start - 1)()     # the parse, and a fixed shape's plan, ready again
+            steps = [build(fn, n) for n in sizes]     # operands made after it, before the clock starts
             t0 = time.perf_counter()
             for step in steps:
                 step()
