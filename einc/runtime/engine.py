@@ -64,8 +64,6 @@ def run(eq: Equation, operands, options: Options):
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
         return symbolic(eq, operands, options)
     if slot is None:
-        if _torch_own(key, operands):
-            return _torch_answer(eq, operands)
         entry = _miss(eq, operands, options, key)
         if entry.__class__ is not Entry:    # torch's op answered
             return entry[0]
@@ -79,28 +77,40 @@ def run(eq: Equation, operands, options: Options):
 
 def _miss(eq: Equation, operands, options: Options, key):
     """The entry for ``key``, not cached: its size class's (``EINC_NEW_SHAPES=class``), or the
-    shape's plan, built; or ``(result,)`` where torch's op answers (``torch``)."""
+    shape's plan, built; or ``(result,)`` where torch's op answers (:func:`_torch_own`, or a
+    small call under ``EINC_NEW_SHAPES=torch``)."""
     found = _plans.promote(key)         # the key's second call, its entry on probation: kept from now on
-    if found is not None:
+    if found is not None:               # (a key on probation is a size class's: never torch's own)
         return found
     mode = config.new_shapes()
+    if mode == "class":
+        found = _classed(eq, operands, options, key)     # (no class serves a call that is torch's own)
+        if found is not None:
+            return found
+    if _torch_own(key, operands):
+        return (_torch_answer(eq, operands),)
     if mode == "torch":
         result = admission.small_call(eq, operands, options)    # a small call is torch's
         if result is not None:
             return (result,)
-    return _built(eq, operands, options, key, mode)
-
-
-def _built(eq: Equation, operands, options: Options, key, mode=None) -> Entry:
-    """The entry for ``key``, not cached, kept: its size class's (``EINC_NEW_SHAPES=class``;
-    ``mode``: the setting, where the caller has read it), else the shape's plan, built."""
-    if (mode or config.new_shapes()) == "class":
-        found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
-        if found is not None:
-            _plans.admit(key, found)    # on probation: kept once it comes again
-            record.note(eq, operands)   # EINC_RECORD: a new shape's entry, as _compile's
-            return found
     return _plans.get_or_build(key, lambda: _compile(eq, operands, options))
+
+
+def _classed(eq: Equation, operands, options: Options, key):
+    """The entry of the call's size class (``EINC_NEW_SHAPES=class``), kept for ``key`` on
+    probation (kept once it comes again); None where no class serves the call."""
+    found = sizeclass.entry(eq, operands, options, key, check_settings)     # (settings checked per class)
+    if found is not None:
+        _plans.admit(key, found)
+        record.note(eq, operands)       # EINC_RECORD: a new shape's entry, as _compile's
+    return found
+
+
+def _built(eq: Equation, operands, options: Options, key) -> Entry:
+    """The entry for ``key``, not cached, kept: its size class's (``EINC_NEW_SHAPES=class``),
+    else the shape's plan, built."""
+    found = _classed(eq, operands, options, key) if config.new_shapes() == "class" else None
+    return found if found is not None else _plans.get_or_build(key, lambda: _compile(eq, operands, options))
 
 
 def torch_op(eq: Equation, operands):
@@ -152,8 +162,6 @@ def runnable(eq: Equation, operands, options: Options):
     except TypeError:                   # symbolic sizes, as in run
         return (symbolic(eq, operands, options),)
     if slot is None:
-        if _torch_own(key, operands):
-            return (_torch_answer(eq, operands),)
         return _miss(eq, operands, options, key)
     _plans.hits = slot[1] = _plans.hits + 1
     return slot[0]

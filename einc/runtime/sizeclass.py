@@ -14,7 +14,7 @@ equation, options and pattern of size-1 dimensions, at its own sizes; one of two
 its equation's :class:`~einc.planner.plan.PairPlans`' (:func:`_plan`).
 
 Served this way: calls of one to eight operands of one float or complex dtype, strided,
-on a device where the torch executor runs (generated kernels are lowered per shape),
+on one device, where the torch executor runs (generated kernels are lowered per shape),
 with no size 0, no ``memory_limit``, and einc's default search (``"auto"``), left to right
 or an explicit path (a strategy the caller names, ``"greedy"`` or ``"optimal"``, is asked
 for its path for the call's shape, as opt_einsum and torch.einsum give it; a
@@ -48,10 +48,11 @@ _REASON = "the size class's step, its layout chosen at the class's sizes"
 
 def entry(eq, operands, options, key, check=None):
     """The entry of the call's size class (see the module's docstring), or None where the
-    call is planned per shape.  ``key``: the call's plan cache key (``engine._key``: after
-    the equation, options and first layout, each operand's shape, dtype, device (True for
-    the CPU) and contiguity or read order); ``check()`` is called where a class is planned (the
-    settings' check)."""
+    call is planned per shape or is torch's own (an operand not strided, operands on several
+    devices: no class serves them, so a miss asks here first).  ``key``: the call's plan
+    cache key (``engine._key``: after the equation, options and first layout, each operand's
+    shape, dtype, device (True for the CPU) and contiguity or read order); ``check()`` is
+    called where a class is planned (the settings' check)."""
     ckey = _class_key(eq, operands, options, key)
     if ckey is None:
         return None
@@ -159,7 +160,7 @@ def _checked_key(eq, operands, options, key):
     dtype = key[4]
     if not (dtype.is_floating_point or dtype.is_complex) or key[2] is not _strided:
         return None
-    if len(key) > 7 and (any(d is not dtype for d in key[8::4]) or (
+    if len(key) > 7 and (any(d is not dtype for d in key[8::4]) or any(d != key[5] for d in key[9::4]) or (
             operands is not None and any(o.layout is not _strided for o in operands[1:]))):
         return None
     shapes = key[3::4]
@@ -232,16 +233,16 @@ def _classifier(eq, ranks):
     ``ranks``: the class key, or None; it raises where the key is of other ranks or
     another number of operands (ValueError), or a size is past the table (IndexError).
     It checks what depends on the call (the first operand's layout, the operands' one
-    float or complex dtype, the others' layouts where ``operands`` is given, the sizes) and
-    reads the equation and options from the key: what depends on them alone is checked
-    before it is installed (:func:`_checked_key`)."""
+    float or complex dtype and one device, the others' layouts where ``operands`` is given,
+    the sizes) and reads the equation and options from the key: what depends on them alone
+    is checked before it is installed (:func:`_checked_key`)."""
     terms = _labels(eq, ranks)
     names = "abcdefgh"[:len(ranks)]
     fields = "".join(f"s{v}, t{v}, d{v}, o{v}, " for v in names)
     lines = [f"def classify(key, ops):\n    equation, options, layout, {fields}= key",
              "    if layout is not strided or not (ta.is_floating_point or ta.is_complex):\n        return None"]
     if len(names) > 1:
-        others = " or ".join(f"t{v} is not ta" for v in names[1:])
+        others = " or ".join(f"t{v} is not ta or d{v} != da" for v in names[1:])
         layouts = " or ".join(f"ops[{k}].layout is not strided" for k in range(1, len(names)))
         lines.append(f"    if {others} or (ops is not None and ({layouts})):\n        return None")
     dims: dict = {}             # label -> [(operand, variable)]

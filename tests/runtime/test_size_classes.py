@@ -331,6 +331,29 @@ def test_a_device_keeps_its_own_entry_and_class(three):
     assert engine.cache_info().plans.currsize == 2 and engine.cache_info().classes.currsize == 2
 
 
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_operands_on_several_devices_have_no_class_and_get_torchs_answer(where):
+    """A miss asks the size class first and torch's own check after it, so no class may
+    serve operands on several devices: the class key is None for them, by the checks one by
+    one and by the generated classifier alike, and a meta operand among CPU ones gets
+    torch's answer (a meta result) once the equation's classifier is generated too."""
+    eq = parse("ij,jk,kl->il")
+    for n in range(sizeclass.SIGHTS_BEFORE_CODE + 2):     # past the sights: the generated classifier
+        cpu = [torch.randn(3, 4 + n), torch.randn(4 + n, 5), torch.randn(5, 2)]
+        torch.testing.assert_close(einc.einsum(eq.text, *cpu), torch.einsum(eq.text, *cpu))
+    assert (eq.canonical, DEFAULT) in sizeclass._keyed
+    ops = [torch.randn(3, 9), torch.randn(9, 5), torch.randn(5, 2)]
+    ops[where] = ops[where].to("meta")
+    key = engine._key(eq, ops, DEFAULT)
+    assert sizeclass._class_key(eq, ops, DEFAULT, key) is None
+    assert sizeclass._checked_key(eq, ops, DEFAULT, key) is None
+    classes = engine.cache_info().classes.currsize
+    want = torch.einsum(eq.text, *ops)
+    got = einc.einsum(eq.text, *ops)
+    assert got.device == want.device and got.shape == want.shape
+    assert engine.cache_info().classes.currsize == classes
+
+
 def _counting_compiles(monkeypatch):
     """The sources einc compiles for its size classes from now on (the classifiers and the
     classes' step functions)."""
