@@ -243,7 +243,9 @@ def _classifier(eq, ranks):
              "    if layout is not strided or not (ta.is_floating_point or ta.is_complex):\n        return None"]
     if len(names) > 1:
         others = " or ".join(f"t{v} is not ta or d{v} != da" for v in names[1:])
-        layouts = " or ".join(f"ops[{k}].layout is not strided" for k in range(1, len(names)))
+        # (an order of True is a contiguous operand's, so a strided one's: its layout is not read)
+        layouts = " or ".join(f"o{v} is not True and ops[{k}].layout is not strided"
+                              for k, v in enumerate(names[1:], 1))
         lines.append(f"    if {others} or (ops is not None and ({layouts})):\n        return None")
     dims: dict = {}             # label -> [(operand, variable)]
     for v, term in zip(names, terms):
