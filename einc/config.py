@@ -129,6 +129,24 @@ def _encoded(environ, name: str):
     return _ENCODED[name]
 
 
+def _default_where_unset(name: str, default):
+    """A setting's reader made to answer ``default`` where the variable is not in the
+    environment at all, in its own one frame (a setting read on every miss of the plan
+    cache -- each new tiny shape of a size class -- is almost always unset); set, even blank,
+    the reader answers, as it would have."""
+    def decorate(read):
+        def reader():
+            environ = os.environ
+            try:
+                raw = environ._data.get(_ENCODED.get(name) or _encoded(environ, name))
+            except AttributeError:      # an environment replaced by a plain mapping
+                return read()
+            return default if raw is None else read()
+        reader.__name__, reader.__qualname__, reader.__doc__ = read.__name__, read.__qualname__, read.__doc__
+        return reader
+    return decorate
+
+
 def _bad(name: str, value: str, expected: str) -> ConfigError:
     return ConfigError(f"{name}={value!r}: expected {expected}")
 
@@ -244,6 +262,7 @@ def backend() -> str:
 NEW_SHAPES = ("class", "plan", "torch")
 
 
+@_default_where_unset("EINC_NEW_SHAPES", NEW_SHAPES[0])
 def new_shapes() -> str:
     """``EINC_NEW_SHAPES``: ``class`` (default), ``plan`` or ``torch`` (any case)."""
     return _choice("EINC_NEW_SHAPES", NEW_SHAPES, "class (a small call of up to eight operands runs its size "
@@ -270,6 +289,7 @@ def layout() -> str:
                    "result in the order einc's plan writes it)")
 
 
+@_default_where_unset("EINC_RECORD", None)
 def record() -> Path | None:
     """``EINC_RECORD``: the file that calls making new entries are appended to, or None."""
     value = _raw("EINC_RECORD")

@@ -252,9 +252,10 @@ def test_an_eager_call_does_not_import_dynamo_or_sympy():
 
 
 def test_settings_follow_every_change_of_the_environment(monkeypatch):
-    """Settings are read from the environment's own dict (no Mapping frames): a value set,
-    changed, blanked or removed through os.environ is seen by the next read, and an
-    environment replaced by a plain mapping is still read."""
+    """Settings are read from the environment's own dict (no Mapping frames; the two a miss
+    reads, where unset, in one frame): a value set, changed, blanked or removed through
+    os.environ is seen by the next read, and an environment replaced by a plain mapping is
+    still read."""
     import os
 
     from einc import config
@@ -272,8 +273,17 @@ def test_settings_follow_every_change_of_the_environment(monkeypatch):
         config.new_shapes()
     del os.environ["EINC_NEW_SHAPES"]
     assert config.new_shapes() == "class"
-    monkeypatch.setattr(os, "environ", {"EINC_NEW_SHAPES": "plan"})
-    assert config.new_shapes() == "plan"
+    monkeypatch.delenv("EINC_RECORD", raising=False)      # (both read on a miss: unset, in one frame)
+    assert config.record() is None
+    os.environ["EINC_RECORD"] = "/tmp/calls.jsonl"
+    assert str(config.record()) == "/tmp/calls.jsonl"
+    os.environ["EINC_RECORD"] = "calls.jsonl"
+    with pytest.raises(ConfigError, match="EINC_RECORD"):
+        config.record()
+    del os.environ["EINC_RECORD"]
+    assert config.record() is None
+    monkeypatch.setattr(os, "environ", {"EINC_NEW_SHAPES": "plan", "EINC_RECORD": "/tmp/calls.jsonl"})
+    assert config.new_shapes() == "plan" and str(config.record()) == "/tmp/calls.jsonl"
 
 
 def test_a_new_shape_sees_a_setting_changed_between_calls(monkeypatch):
