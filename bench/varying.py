@@ -36,10 +36,12 @@ torch.einsum as the median of the paired per-round ratios with a 95% interval.
 
     python bench/varying.py [--rounds 9 --calls 20 --threads 1] [--full] [--only tiny]
 
-``--full``: each einc method's batch begins with the plan cache as a stream of other
-shapes leaves it (as many ``i,i->`` shapes as it keeps, einc's default run on each), as in
-a process whose shapes have changed for a while; the default begins with it empty of
-shapes.  Each batch's operands are made after that preparation, just before its clock
+``--full``: each method's batch begins after a stream of other shapes (as many ``i,i->``
+shapes as einc's plan cache keeps), run through the method itself (einc's default for each
+einc method), as in a process whose shapes have changed for a while: each einc method
+finds the plan cache as that stream leaves it, and every method finds the CPU's caches
+as its own calls of other shapes leave them; the default begins with the plan cache empty
+of shapes and no stream.  Each batch's operands are made after that preparation, just before its clock
 starts, so that they are as fresh in the CPU's caches for every method (the stream would
 otherwise have evicted those of einc's batches alone).
 """
@@ -133,20 +135,22 @@ def _setting(value):
         os.environ["EINC_NEW_SHAPES"] = value
 
 
-def _fill():
-    """The plan cache as a process leaves it that has met as many other shapes as it keeps
-    since: a new ``i,i->`` shape a call, each size class's (einc's default), the cache's
-    bound of them."""
-    _setting("class")
+def _fill(fn, setting):
+    """A stream of other shapes through ``fn``, as a process runs that has met as many other
+    shapes as the plan cache keeps since: a new ``i,i->`` shape a call, the cache's bound of
+    them; an einc method's under einc's default (each a size class's: the plan cache as
+    such a process leaves it)."""
+    if setting is not None:
+        _setting("class")
     for n in range(2, einc.cache_info().plans.maxsize + 2):
         v = torch.ones(n)
-        einc.einsum("i,i->", v, v)
+        fn("i,i->", v, v)
 
 
 def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int = 0, full: bool = False) -> dict:
     """Seconds per call per method, one sample per round: ``calls`` calls each with the
-    next size from ``start`` (``fixed``: all at ``start``); ``full``: each einc method's
-    batch begins with the plan cache after a stream of other shapes (:func:`_fill`)."""
+    next size from ``start`` (``fixed``: all at ``start``); ``full``: each method's
+    batch begins after a stream of other shapes through it (:func:`_fill`)."""
     rng = random.Random(seed)
     samples = {m: [] for m in METHODS}
     size = start
@@ -170,10 +174,11 @@ def measure(build, start: int, rounds: int, calls: int, fixed: bool, seed: int =
                 engine._plans.clear()   # (the shapes' entries only: size classes stay)
                 path_cache_clear()
                 ttgt.cache_clear()      # (the copy-cost model's layouts, per sizes)
-                if full:
-                    _fill()
-                    _setting(setting)
-                build(fn, sizes[0] if fixed else start - 1)()     # the parse, and a fixed shape's plan, ready again
+            if full:
+                _fill(fn, setting)
+                _setting(setting)
+            if setting is not None:     # the parse, and a fixed shape's plan, ready again
+                build(fn, sizes[0] if fixed else start - 1)()
             steps = [build(fn, n) for n in sizes]     # operands made after it, before the clock starts
             t0 = time.perf_counter()
             for step in steps:
@@ -187,8 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=20, help="calls per method per round (each a new shape)")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--full", action="store_true", help="each einc batch begins with the plan cache after a "
-                    "stream of as many other shapes as it keeps (a process that has run a while)")
+    ap.add_argument("--full", action="store_true", help="each batch begins after a stream of as many other "
+                    "shapes as the plan cache keeps, through its method (a process that has run a while)")
     ap.add_argument("--only", default=None, help="workloads whose name contains this text")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
