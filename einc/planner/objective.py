@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import time
 from collections import namedtuple
 
 from .memory import (
@@ -496,8 +497,6 @@ def sliced_reconfigured(ctg, net, path, limit: int, factor: float, most: float =
     rounds (:func:`einc.planner.slicebudget.rounds`) do not fit what is left is not begun;
     past ``deadline`` (``time.perf_counter()``) no round is, and a target so stopped is
     kept as it is."""
-    import time
-
     from cotengra.scoring import get_score_fn
 
     from .slicebudget import rounds

@@ -319,7 +319,7 @@ def test_paths_ranked_as_sliced_stop_where_their_bound_passes_the_fastest(monkey
     assert bounds == sorted(bounds) and bounds[-1] <= full[2][1]
 
 
-def test_the_slicer_weighs_again_none_of_the_slicings_the_search_ranked(monkeypatch, fresh_cache):
+def test_the_slicer_weighs_again_none_of_the_slicings_the_search_ranked(monkeypatch, fresh_cache, cpu_clock):
     # the search ranks its paths as sliced (one value per slice) and the slicer then slices
     # two of them over many of the same slicings: those moments are weighed once, and the
     # plan is the one of weighing them all again

@@ -51,7 +51,8 @@ def _planned(monkeypatch, eq, shapes, limit):
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
-def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within_the_limit(monkeypatch, fresh_cache):
+def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within_the_limit(monkeypatch, fresh_cache,
+                                                                                            cpu_clock):
     inputs, sizes = _regular(40, 2, 4, seed=3)
     limit = 1024
     eq, shapes = _equation(inputs, sizes)
@@ -75,7 +76,7 @@ def test_a_sliced_search_keeps_to_a_budget_the_test_sets_and_still_slices_within
                                                                                                 backend="torch"))
 
 
-def test_the_ranking_keeps_the_first_tree_where_its_share_ranks_none_to_the_end():
+def test_the_ranking_keeps_the_first_tree_where_its_share_ranks_none_to_the_end(cpu_clock):
     inputs, sizes = _regular(24, 2, 4, seed=6)
     out, limit = frozenset(), 256
     paths = [search._greedy(inputs, out, sizes, None), search.search(inputs, out, sizes, None)[0]]
@@ -98,18 +99,15 @@ def test_the_ledger_counts_marks_and_stops_at_its_guard():
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
-def test_the_sliced_choice_is_counted_not_clocked(monkeypatch, fresh_cache):
+def test_the_sliced_choice_is_counted_not_clocked(monkeypatch, fresh_cache, cpu_clock):
     # a clock running twice as fast (a machine half as fast, or loaded) plans the same path
     # and slicing: the stages stop on their counts, and the guard is far off
-    import time
     inputs, sizes = _regular(40, 2, 4, seed=3)
     limit = 1024
     eq, shapes = _equation(inputs, sizes)
     monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
     calm, _ = _planned(monkeypatch, eq, shapes, limit)
-    real = time.perf_counter
-    origin = real()
-    monkeypatch.setattr(time, "perf_counter", lambda: origin + 2 * (real() - origin))
+    cpu_clock.rate = 2.0
     busy, _ = _planned(monkeypatch, eq, shapes, limit)
     assert (busy.path, busy.slicing) == (calm.path, calm.slicing)
     assert [n for n in busy.notes if "Slicer:" in n] == [n for n in calm.notes if "Slicer:" in n]
