@@ -23,9 +23,10 @@ figures; they are defined in :mod:`einc.planner.searchkey`, which computes the k
 reads a remembered path without importing this module.
 
 Deterministic for a given :data:`SEED` where the search stops on its counts or its
-convergence: below the hyper-optimizer, unless the guard ends it; where the clock stops
-a hyper-optimizer search, how many trials fit depends on the machine's speed and load,
-and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
+convergence: below the hyper-optimizer, unless the guard ends it (a refinement's own
+bound is the thread's CPU time, which other jobs do not advance: :func:`_ends`); where
+the clock stops a hyper-optimizer search, how many trials fit depends on the machine's
+speed and load, and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
 and why it stopped (``explain`` prints it).  docs/paths.md.
 """
 
@@ -176,8 +177,8 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
             left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
-            quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, guard if counted
-                                              else time.perf_counter() + min(GUARD * left, allowance(best)), seed)
+            quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, _ends(
+                math.inf if counted else min(GUARD * left, allowance(best)), guard), seed)
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
                 + "subtrees of " + " then ".join(map(str, refined)) + ")" if refined else ""
             trials += len(refined)
@@ -188,7 +189,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
     if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        tree = _reconfigured(ctg, inputs, output, size_dict, quick, deadline=t0 + budget)
+        tree = _reconfigured(ctg, inputs, output, size_dict, quick, ended=_ends(guard=t0 + budget))
         trials += 1
         # the reconfiguration weighs flops and writes as cotengra does: kept where einc's objective agrees
         keep = _rank(inputs, output, size_dict, tree) <= _rank(inputs, output, size_dict, quick)
@@ -294,10 +295,10 @@ def slices_its_trees(inputs, output, size_dict) -> bool:
     return _cotengra() is not None and budget_for(greedy) >= HYPER_FLOOR
 
 
-def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTREES):
+def _refine(ctg, inputs, output, size_dict, best, work, ended, subtrees=SUBTREES):
     """``(path, sizes)``: ``best`` refined by cotengra's subtree reconfiguration, by
     subtrees of 6 leaves, then of 8, then of 10 (:data:`SUBTREES`), as many as ``work``
-    seconds afford at their nominal costs, and up to ``deadline`` (``time.perf_counter()``);
+    seconds afford at their nominal costs, and until ``ended()`` (:func:`_ends`);
     refining the best tree by small subtrees gains more than further trials on lattices,
     regular graphs and the language-model networks. ``sizes``: the subtree sizes that ran."""
     ran, n = (), len(inputs)
@@ -308,10 +309,10 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTR
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=best)
         for size, each in subtrees:
             each += PER_TENSOR * n / max(RECONF_CHUNK, n // 16)     # its share of its chunk's ranking
-            if work < each or time.perf_counter() >= deadline:
+            if work < each or ended():
                 break
             was = _combo(tree)
-            work -= _reconfigure(tree, size, deadline, int(work / each)) * each
+            work -= _reconfigure(tree, size, ended, int(work / each)) * each
             ran += (size,)
             if _combo(tree) >= was:
                 break       # where small subtrees gain nothing, larger ones (several times dearer) seldom do
@@ -323,6 +324,14 @@ def _refine(ctg, inputs, output, size_dict, best, work, deadline, subtrees=SUBTR
     return best, ran
 
 
+def _ends(cpu=math.inf, guard=math.inf):
+    """Whether a refinement is to end: a test, true once this thread has run ``cpu`` seconds
+    more (``time.thread_time()``: a loaded machine then gets the same refinement, in more
+    time) or the clock has reached ``guard`` (``time.perf_counter()``: the stall's bound)."""
+    end = time.thread_time() + cpu
+    return lambda: time.thread_time() >= end or time.perf_counter() >= guard
+
+
 def _partitions(work, inputs) -> bool:
     """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`),
     and the network has cycles (a tree's or a chain's best order is the random greedy's)."""
@@ -331,22 +340,22 @@ def _partitions(work, inputs) -> bool:
         cycles(inputs) > 0
 
 
-def _refined(ctg, inputs, output, size_dict, best, work, deadline, seed):
+def _refined(ctg, inputs, output, size_dict, best, work, ended, seed):
     """``(path, sizes, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
     affords one, of a kahypar partition tree too: both by subtrees of 6 leaves with
     :data:`PROBE` of the work left each, then the better one by larger subtrees with the
     rest.  On random regular and connected graphs of a hundred tensors a partition tree so
     refined reaches about half the flops of the best random greedy tree's."""
     if not _partitions(work, inputs):
-        return (*_refine(ctg, inputs, output, size_dict, best, work, deadline), False)
+        return (*_refine(ctg, inputs, output, size_dict, best, work, ended), False)
     from cotengra.pathfinders.path_kahypar import kahypar_to_tree
     with _seeded(seed):
         tree = kahypar_to_tree.trial_fn(*_strings(inputs, output, size_dict), seed=seed, **PARTITION)
     work -= PARTITION_SECONDS * len(inputs)
-    probed = [(*_refine(ctg, inputs, output, size_dict, p, PROBE * work, deadline, SUBTREES[:1]), p is best)
+    probed = [(*_refine(ctg, inputs, output, size_dict, p, PROBE * work, ended, SUBTREES[:1]), p is best)
               for p in (best, _linear(tree.get_path()))]
     path, ran, kept = min(probed, key=lambda r: (_rank(inputs, output, size_dict, r[0]), not r[2]))
-    path, more = _refine(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, deadline, SUBTREES[1:])
+    path, more = _refine(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, SUBTREES[1:])
     return path, ran + more, not kept
 
 
@@ -461,22 +470,22 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
         time.perf_counter() - t0
 
 
-def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, deadline=math.inf):
+def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, ended=lambda: False):
     """``path`` refined by cotengra's subtree reconfiguration (:func:`_reconfigure`), or kept
     where cotengra does not take it as a tree."""
     try:
         tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        _reconfigure(tree, subtree_size, deadline)
+        _reconfigure(tree, subtree_size, ended)
     except (ValueError, KeyError, IndexError):
         return path
     return _linear(tree.get_path())
 
 
-def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
+def _reconfigure(tree, subtree_size, ended, most=None) -> int:
     """cotengra's subtree reconfiguration of ``tree``, in place: subtrees of
     ``subtree_size`` leaves, the costliest first, ranked as the hyper-optimizer ranks trees;
     :data:`RECONF_CHUNK` subtrees (or a sixteenth of the tree, cotengra ranking them anew
-    each time) at a time up to ``deadline`` (``time.perf_counter()``), and with ``most``,
+    each time) at a time until ``ended()`` (:func:`_ends`), and with ``most``,
     up to that many subtrees and no further than a chunk that gained nothing (the costliest
     subtrees gain the most).  Returns the subtrees tried."""
     tried, end = 0, tree.N if most is None else min(tree.N, most)
@@ -487,7 +496,7 @@ def _reconfigure(tree, subtree_size, deadline, most=None) -> int:
                                   maxiter=min(chunk, end - tried))
         tried += min(chunk, end - tried)
         was, cost = cost, _combo(tree)
-        if sum(map(len, tree.already_optimized.values())) == seen or time.perf_counter() >= deadline \
+        if sum(map(len, tree.already_optimized.values())) == seen or ended() \
                 or (most is not None and cost >= was):
             break                   # every subtree tried, the time spent, or a chunk gained nothing
     return tried

@@ -336,9 +336,9 @@ def test_without_cotengrust_the_refinement_gets_what_the_clocked_trials_left(mon
     given = []
     refine = S._refine
 
-    def spy(ctg, inputs, output, size_dict, best, work, deadline):
+    def spy(ctg, inputs, output, size_dict, best, work, ended):
         given.append(work)
-        return refine(ctg, inputs, output, size_dict, best, work, deadline)
+        return refine(ctg, inputs, output, size_dict, best, work, ended)
     monkeypatch.setattr(S, "_refine", spy)
     # a budget of 0.1 s: one trial (milliseconds, more on a loaded machine) past the trials'
     # share cannot take all of what they leave
@@ -391,9 +391,9 @@ def test_a_refinement_that_affords_no_subtree_makes_no_tree(monkeypatch):
     monkeypatch.setattr(ctg.ContractionTree, "from_path", lambda *a, **k: made.append(1) or real(*a, **k))
     inputs, sizes = _regular(200, 2, 4, seed=1)
     greedy = S._greedy(inputs, frozenset(), sizes, None)
-    path, ran = S._refine(ctg, inputs, frozenset(), sizes, greedy, S.SUBTREES[0][1] * 1.01, math.inf)
+    path, ran = S._refine(ctg, inputs, frozenset(), sizes, greedy, S.SUBTREES[0][1] * 1.01, S._ends())
     assert path == greedy and ran == () and not made
-    path, ran = S._refine(ctg, inputs, frozenset(), sizes, greedy, 0.05, math.inf)
+    path, ran = S._refine(ctg, inputs, frozenset(), sizes, greedy, 0.05, S._ends())
     assert ran and made
 
 
@@ -742,6 +742,29 @@ def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monke
     assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
 
 
+@pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar(), reason="cotengra's kahypar partition tree")
+def test_a_loaded_machine_refines_as_far_where_the_best_trees_allowance_bounds_the_refinement(monkeypatch,
+                                                                                               cpu_clock):
+    # a search that falls back from the hyper-optimizer refines its best tree and a kahypar
+    # partition tree up to the allowance of its best tree, in this thread's CPU time: where
+    # other jobs take the core during the partition (the clock runs on, here seven times its
+    # own work), the refinement goes as far, and the path is the same
+    inputs, sizes = _regular(100, 2, 4, seed=4)
+    path, report = S.find(inputs, set(), sizes)
+    assert "not reached" in report.reason and "a kahypar partition's tree kept; subtrees of 6" in report.method
+    from cotengra.pathfinders.path_kahypar import kahypar_to_tree
+    partition = kahypar_to_tree.trial_fn
+
+    def loaded(*args, **kwargs):
+        start = time.thread_time()
+        out = partition(*args, **kwargs)
+        cpu_clock.sleep(7 * (time.thread_time() - start))
+        return out
+    monkeypatch.setattr(kahypar_to_tree, "trial_fn", loaded)
+    again, loaded_report = S.find(inputs, set(), sizes)
+    assert (again, loaded_report.method, loaded_report.trials) == (path, report.method, report.trials)
+
+
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_same_seed_gives_the_same_path_in_any_process():
     # trial counts, not the clock, end these searches: the paths must agree
@@ -1029,7 +1052,7 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
     best, _, reason, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0)
     assert reason == "64 trials"
     # work no refinement spends, no deadline: each size runs until a chunk of subtrees gains nothing
-    refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, 1e9, math.inf)
+    refined, sizes_run = S._refine(S._cotengra(), inputs, frozenset(), sizes, best, 1e9, S._ends())
     assert sizes_run[0] == 6 and set(sizes_run) <= {size for size, _ in S.SUBTREES}
     assert S._rank(inputs, frozenset(), sizes, refined) < S._rank(inputs, frozenset(), sizes, best)
 
