@@ -31,7 +31,7 @@ import operator
 
 import torch
 
-from . import autograd, custom_op, sharing
+from . import autograd, custom_op, sharing, traced_doors
 from . import named as named_axes
 from .errors import (
     ArgumentError,
@@ -45,6 +45,7 @@ from .errors import (
 )
 from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
+from .planner.givenpath import as_path
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS, Options, layout_message, torch_optimize
 from .planner.plan import Plan
@@ -206,8 +207,8 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
     wrote."""
-    given = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "out": out, "backend": backend,
-             "layout": layout}
+    given = {"optimize": as_path(optimize), "memory_limit": memory_limit, "select": select, "out": out,
+             "backend": backend, "layout": layout}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     relevant = tuple(operands) + ((out,) if out is not None else ())
     return torch.overrides.handle_torch_function(einsum, relevant, *args, **kwargs)
@@ -414,15 +415,17 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
                                         "instead")
     if layout is not None and not (isinstance(layout, str) and layout.lower() in LAYOUTS):
         _refuse_traced("ArgumentError", layout_message(layout))
+    # (a path's numpy arrays and integers as lists and ints, as the eager call reads them; an int read from
+    # a local under dynamic=True, a symbol, as its value: see the limit's, below)
     if optimize is DEFAULT_OPTIMIZE:
         optimize = _traced_default_optimize()
-    elif not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
+    else:
+        optimize = as_path(traced_doors.numpy_read(optimize))
+    if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)
         return torch.compiler.disable(_untraced_einsum)(args, optimize, memory_limit, out, layout)
-    elif isinstance(optimize, (list, tuple)):   # (see the limit's, below)
-        optimize = [tuple(map(custom_op.number, p)) if isinstance(p, (list, tuple)) else p for p in optimize]
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:

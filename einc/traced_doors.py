@@ -22,12 +22,14 @@ and the dtype error of an expression's call with constants (:func:`whole_error`,
 
 from __future__ import annotations
 
+import numpy
 import torch
 
 from .custom_op import _kind, constant_result, reject_under_fullgraph, sizes, strict, traced_error
 from .errors import ArgumentError, DtypeError, EincError, ShapeError, UnsupportedDtypeError
 from .named import as_written
 from .planner.equation import Equation, parse
+from .planner.givenpath import as_path
 from .planner.graph import build
 from .planner.options import Options
 from .runtime import dtypes, engine
@@ -38,6 +40,8 @@ def path(door, args, kwargs):
     if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], (list, tuple)) and args[1] and \
             all(isinstance(t, (torch.Tensor, tuple, list)) for t in args[1]):
         args = (args[0], *args[1])      # (the operands as one list, as the door reads them)
+    if "optimize" in kwargs:
+        kwargs = {**kwargs, "optimize": as_path(numpy_read(kwargs["optimize"]))}
     described = _described(args)
     if described is None:
         return _eagerly(door, "contract_path", args, kwargs, "strided tensors or shapes; call it outside the "
@@ -56,6 +60,28 @@ def expression(door, args, kwargs):
     return _eagerly(door, "contract_expression", args, kwargs, "no expression while it traces; build the "
                                                                "expression outside the compiled function and "
                                                                "call it inside")
+
+
+def numpy_read(optimize):
+    """A path's numpy arrays and integers as lists and ints, read while dynamo traces.  Dynamo
+    reads a numpy value as a tensor, an input of the graph whose value it does not know (an
+    int64's it specializes where asked, an int32's it cannot), but the op's text needs the
+    path: so each is read as a constant, its value at the trace.  (Dynamo guards its dtype and
+    shape, not its values: a path changed in place later runs the traced one, which contracts
+    the same equation.)  Anything else as given."""
+    if isinstance(optimize, numpy.ndarray):     # (a numpy integer too, to dynamo)
+        return _numpy_value(optimize)
+    if not isinstance(optimize, (list, tuple)):
+        return optimize
+    return [_numpy_value(p) if isinstance(p, numpy.ndarray) else
+            [_numpy_value(i) if isinstance(i, numpy.ndarray) else i for i in p] if isinstance(p, (list, tuple)) else p
+            for p in optimize]
+
+
+@constant_result
+def _numpy_value(array):
+    """(dynamo calls it as it traces, with the value as a tensor)"""
+    return array.tolist()
 
 
 def _described(args):

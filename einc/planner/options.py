@@ -29,6 +29,7 @@ from opt_einsum.paths import PathOptimizer
 from .. import config
 from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError, UnknownOptimizerError
+from .givenpath import as_path, explicit_path
 from .pathcost import path_cost
 
 try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
@@ -184,19 +185,8 @@ def layout_message(layout) -> str:
             "the order einc's plan writes it")
 
 
-def _arrays_as_lists(optimize):
-    """A path given as a numpy array (or as a list of them), as opt_einsum takes it: a list,
-    its steps tuples, as the compiled op's options carry them (an error shows the same)."""
-    if getattr(optimize, "ndim", 0) >= 1 and hasattr(optimize, "tolist"):
-        optimize = optimize.tolist()
-    if isinstance(optimize, (list, tuple)):
-        optimize = [p.tolist() if getattr(p, "ndim", 0) >= 1 and hasattr(p, "tolist") else p for p in optimize]
-        return [tuple(p) if isinstance(p, list) else p for p in optimize]
-    return optimize
-
-
 def _normalize_optimize(optimize):
-    optimize = _arrays_as_lists(optimize)
+    optimize = as_path(optimize)
     if optimize is True or optimize == AUTO:
         return AUTO, AUTO
     if optimize is False or optimize is None:
@@ -214,25 +204,10 @@ def _normalize_optimize(optimize):
     if isinstance(optimize, PathOptimizer) or callable(optimize):
         return optimize, type(optimize).__name__
     if isinstance(optimize, (list, tuple)):
-        if (path := _explicit_path(optimize)) is None:
+        if (path := explicit_path(optimize)) is None:
             raise PathError(NOT_A_PATH + repr(optimize))
         return path, "explicit"
     raise PathError(f"einsum(): optimize must be a name, a PathOptimizer or a path, got {optimize!r}")
-
-
-def _explicit_path(optimize):
-    """``optimize``, a list or tuple, as a path of tuples of ints, or None where it is none
-    (an entry no list or tuple of ints).  Eager calls and the compiled op's strings
-    (:func:`encode`) both ask it."""
-    path = []
-    for pair in optimize:
-        if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
-            continue
-        if not isinstance(pair, (list, tuple)) or not all([    # numpy's integers too, as opt_einsum takes
-                isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in pair]):
-            return None
-        path.append(tuple([int(i) for i in pair]))
-    return tuple(path)
 
 
 def callers_optimizer(optimize) -> bool:
@@ -518,7 +493,7 @@ def encode(optimize, memory_limit) -> tuple[str, str]:
     traces under torch.compile; validation happens when the op decodes them, so each value
     reads back as itself: a name that reads as something else is marked ``name:``, a string
     limit ``str:``, and a list that is no path carries its repr to the eager call's error."""
-    optimize = _arrays_as_lists(optimize)
+    optimize = as_path(optimize)
     if isinstance(optimize, str):
         text = "name:" + optimize if optimize == "false" or optimize.startswith(("name:", "path")) else optimize
     elif optimize is True:
@@ -526,7 +501,7 @@ def encode(optimize, memory_limit) -> tuple[str, str]:
     elif optimize is False or optimize is None:
         text = "false"
     elif isinstance(optimize, (list, tuple)):
-        path = _explicit_path(optimize)
+        path = explicit_path(optimize)
         text = "path!" + repr(optimize) if path is None else \
             "path:" + ";".join([",".join([str(i) for i in pair]) for pair in path])
     else:

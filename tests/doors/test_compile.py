@@ -485,3 +485,64 @@ def test_memory_limits_a_compiled_call_takes_as_an_eager_one(limit):
     f = torch.compile(lambda x, y, z: einc.einsum("ij,jk,kl->il", x, y, z, memory_limit=limit),
                       backend="eager", fullgraph=True)
     torch.testing.assert_close(f(a, b, c), einc.einsum("ij,jk,kl->il", a, b, c, memory_limit=limit))
+
+
+NUMPY_PATHS = {
+    "int64": lambda np: [(np.int64(1), np.int64(2)), (np.int64(0), np.int64(1))],
+    "int32": lambda np: [(np.int32(1), np.intp(2)), (np.int8(0), 1)],
+    "array": lambda np: np.array([[1, 2], [0, 1]], dtype=np.int32),
+    "arrays": lambda np: [np.array([1, 2]), np.array([0, 1])],
+}
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("form", NUMPY_PATHS)
+def test_a_path_of_numpy_values_runs_in_every_door_as_eagerly(form, dynamic):
+    """opt_einsum takes a path of numpy integers, or a numpy array: so do the eager doors.  Under
+    torch.compile(fullgraph=True) dynamo read each numpy value as a tensor of unknown value,
+    and the op's text was its Unsupported (repr() of an ndarray; an int32 it could not read; an
+    array refused as no path); torch.fx could not record a numpy value in a node.  Each door
+    runs the path as the eager call does (the path, as contract_path reports it)."""
+    np = pytest.importorskip("numpy")
+    path = NUMPY_PATHS[form](np)
+    eq, ops = "ij,jk,kl->il", (_randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2))
+    calls = {"einsum": lambda a, b, c: einc.einsum(eq, a, b, c, optimize=path),
+             "contract": lambda a, b, c: einc.contract(eq, a, b, c, optimize=path),
+             "argument": lambda a, b, c, p=path: einc.contract(eq, a, b, c, optimize=p)}
+    want = einc.einsum(eq, *ops, optimize=[(1, 2), (0, 1)])
+    for name, fn in calls.items():
+        torch._dynamo.reset()
+        try:
+            got = torch.compile(fn, fullgraph=True, dynamic=dynamic, backend="eager")(*ops)
+        finally:
+            torch._dynamo.reset()
+        torch.testing.assert_close(got, want, msg=name)
+    torch.testing.assert_close(torch.fx.symbolic_trace(calls["einsum"])(*ops), want)
+    torch.testing.assert_close(torch.jit.trace(calls["contract"], ops)(*ops), want)
+    planned = lambda a, b, c: einc.contract_path(eq, a, b, c, optimize=path)[0]   # noqa: E731
+    torch._dynamo.reset()
+    try:
+        assert torch.compile(planned, fullgraph=True, dynamic=dynamic, backend="eager")(*ops) == [(1, 2), (0, 1)]
+    finally:
+        torch._dynamo.reset()
+
+
+def test_a_numpy_path_that_is_no_path_is_the_same_error_in_every_door():
+    """A float or a bool among a path's numpy values is eager's PathError in each door, its
+    text naming the values as Python's (dynamo raised Unsupported, torch.fx could not record it)."""
+    np = pytest.importorskip("numpy")
+    eq, ops = "ij,jk,kl->il", (_randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2))
+    for path in ([(np.float64(0), 1), (0, 1)], [(np.bool_(False), np.int64(1)), (0, 1)]):
+        fn = lambda a, b, c, p=path: einc.einsum(eq, a, b, c, optimize=p)      # noqa: E731
+        with pytest.raises(einc.errors.PathError) as eager:
+            fn(*ops)
+        assert "np." not in str(eager.value)
+        torch._dynamo.reset()
+        try:
+            with pytest.raises(einc.errors.PathError) as compiled:
+                torch.compile(fn, fullgraph=True, backend="eager")(*ops)
+        finally:
+            torch._dynamo.reset()
+        with pytest.raises(einc.errors.PathError) as fx:
+            torch.fx.symbolic_trace(lambda a, b, c: fn(a, b, c))(*ops)
+        assert str(compiled.value) == str(fx.value) == str(eager.value)

@@ -1,0 +1,61 @@
+"""A path as the caller gives it (opt_einsum's forms: tuples of ints, numpy's integers, a
+numpy array), read as einc's doors read it: :func:`as_path` makes it plain Python, and
+:func:`explicit_path` reads its steps, for eager calls and the compiled op's text alike."""
+
+from __future__ import annotations
+
+import operator
+
+
+def as_path(optimize):
+    """``optimize`` with a path's numpy arrays and scalars (tensors too: whatever has ``ndim``
+    and ``tolist``) as Python's lists and numbers, its steps tuples, as opt_einsum takes a path
+    (a numpy array, a list of them, numpy's integers), and a path's positions ints
+    (:func:`_index`): as eager calls read it, as the compiled op's options carry it, as a
+    torch.fx node records it (its arguments take no numpy value), and as an error shows it;
+    anything else as given."""
+    optimize = _plain(optimize)
+    if not isinstance(optimize, (list, tuple)):
+        return optimize
+    optimize = [_plain(p) for p in optimize]
+    optimize = [tuple([_plain(i) for i in p]) if isinstance(p, (list, tuple)) else p for p in optimize]
+    path = explicit_path(optimize)     # (its ints: a symbol's value, see _index)
+    return optimize if path is None else list(path)
+
+
+def _plain(x):
+    # (an int first: under torch.compile one read from a local may be a symbol, which has no attributes to ask)
+    return x.tolist() if not isinstance(x, (int, str)) and hasattr(x, "ndim") and hasattr(x, "tolist") else x
+
+
+def explicit_path(optimize):
+    """``optimize``, a list or tuple, as a path of tuples of ints, or None where it is none
+    (an entry no list or tuple of ints).  Eager calls and the compiled op's strings
+    (:func:`einc.planner.options.encode`) both ask it."""
+    path = []
+    for pair in optimize:
+        if isinstance(pair, str) and pair == "einsum_path":    # numpy's spelling
+            continue
+        if not isinstance(pair, (list, tuple)):
+            return None
+        step = tuple([_index(i) for i in pair])
+        if None in step:
+            return None
+        path.append(step)
+    return tuple(path)
+
+
+def _index(i):
+    """A path's position as an int, or None where ``i`` is none: what ``operator.index`` takes
+    but a bool -- an int, and under torch.compile a size dynamo traces as a symbol (an int read
+    from a local under ``dynamic=True``: its value, which dynamo guards on, as the op's text
+    needs it)."""
+    if isinstance(i, bool):
+        return None
+    try:
+        return operator.index(i)
+    except TypeError:
+        return None
+
+
+__all__ = ["as_path", "explicit_path"]
