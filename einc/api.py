@@ -145,7 +145,8 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     named_axes.check_tensors(tensors)
     traced = tracing()
     known, view_shapes = named_axes.resolved(named, tensors, sizes, traced)
-    views = named_axes.views(tensors, view_shapes, named)
+    views = named_axes.recorded_views(tensors, view_shapes, named, sizes) if torch.jit.is_tracing() else \
+        named_axes.views(tensors, view_shapes, named)
     with named_axes.written(named):     # (a dtype error names the resolved letters)
         if not named.merges:
             return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is

@@ -54,6 +54,14 @@ def views(operands, view_shapes, named: Named | None = None, door: str = "einsum
         raise
 
 
+def recorded_views(operands, view_shapes, named: Named, sizes: dict) -> list:
+    """:func:`views` of a named call while ``torch.jit.trace`` records it: each split operand's
+    view as an ``einc::named_view`` op, which resolves the names again at every run."""
+    names, values = " ".join(sizes), [operator.index(v) for v in sizes.values()]   # (the tracer takes no str[])
+    return [o if v is None else torch.ops.einc.named_view(o, list(operands), named.text, k, names, values)
+            for k, (o, v) in enumerate(zip(operands, view_shapes))]
+
+
 def _unviewable(what: str, instead: str, named: Named | None, door: str) -> LayoutError:
     """:class:`~einc.errors.LayoutError` for a tensor that is not strided (``what``) whose axes a
     named equation splits or merges: torch has no view or reshape of such a tensor."""
@@ -251,6 +259,22 @@ def _planned(operand, shape, equation, k):
 
 _lib.impl("planned", _planned, "CompositeImplicitAutograd")
 
+# A named call's split as an op of a graph ``torch.jit.trace`` records: the graph recorded the
+# view with the shape of the trace (a keyword size fixed, the other parts read from the
+# operands), and where a size does not divide ran view's error ("shape '[2, 4, 2]' is
+# invalid"), where the eager call raises its ShapeError; this op resolves the names at every
+# run, as the eager call does (cached per shape), and views the operand as it resolves.
+_lib.define("named_view(Tensor(a) self, Tensor[] operands, str equation, int operand, str names, int[] sizes) "
+            "-> Tensor(a)")
+
+
+def _named_view(operand, operands, text, k, names, sizes):
+    view_shapes = resolved(structure(text), operands, dict(zip(names.split(), sizes)))[1]
+    return operand.view(view_shapes[k])
+
+
+_lib.impl("named_view", _named_view, "CompositeImplicitAutograd")
+
 
 def explain_parts(text, items, sizes: dict, layout: str = "contiguous"):
     """``explain`` on a named equation, before the door explains the resolved one:
@@ -349,6 +373,6 @@ def torch_error_first(error, text: str):
         raise type(error)(f"{error}\nread as named axes instead, it fails too: {reading}") from None
 
 
-__all__ = ["views", "check_tensors", "operands", "resolved", "merged", "split_out", "expression_parts",
-           "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "written",
+__all__ = ["views", "recorded_views", "check_tensors", "operands", "resolved", "merged", "split_out",
+           "expression_parts", "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "written",
            "torch_error_first"]

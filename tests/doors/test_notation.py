@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.fx
 from oracle import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -821,6 +822,48 @@ def test_a_traced_named_expression_at_other_sizes_raises_the_expression_s_error(
         with pytest.raises(RuntimeError) as info:
             traced(*ops)
         assert f"ShapeError: {eager.value}" in str(info.value)
+
+
+def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error():
+    """``torch.jit.trace`` recorded a named call's split as a view with the traced sizes (h=4
+    fixed, d read from an operand), and at sizes that do not split ran view's error ("shape
+    '[2, 3, 4, 5]' is invalid"), or einsum's on the resolved letters, where the eager call
+    raises its ShapeError naming the axis.  The split is now ``einc::named_view``, which
+    resolves the names at every run: the eager error's text (TorchScript reports an op's
+    error as a RuntimeError with its text), and eager's answer, with gradients, at sizes that
+    split.  Under torch.compile and torch.fx the same call raises eager's ShapeError itself."""
+    split = "b (h d) -> b h d"
+    calls = {EQ: lambda x, w: einc.einsum(EQ, x, w, h=4), split: lambda x: einc.einsum(split, x, h=4)}
+    traced_at = {EQ: ((2, 3, 20), (4, 5, 6)), split: ((2, 20),)}
+    good = {EQ: [((2, 3, 24), (4, 6, 6)), ((5, 1, 8), (4, 2, 3))], split: [((3, 8),)]}
+    bad = {EQ: [((2, 3, 22), (4, 5, 6)), ((2, 3, 20), (8, 5, 6)), ((2, 3, 20), (4, 4, 6))], split: [((2, 30),)]}
+    for text, fn in calls.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
+            traced = torch.jit.trace(fn, tuple(torch.randn(s, dtype=torch.float64) for s in traced_at[text]))
+        assert "einc::named_view" in str(traced.graph)
+        for shapes in good[text]:
+            ops = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+            got, want = traced(*ops), fn(*ops)
+            assert_close(got, want, torch.float64)
+            assert torch.equal(torch.autograd.grad(got.sum(), ops[0])[0], torch.autograd.grad(want.sum(), ops[0])[0])
+        compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="eager")
+        for shapes in bad[text]:
+            ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
+            with pytest.raises(errors.ShapeError) as eager:
+                fn(*ops)
+            with pytest.raises(RuntimeError) as info:
+                traced(*ops)
+            assert f"ShapeError: {eager.value}" in str(info.value)
+            with pytest.raises(errors.ShapeError) as fx:
+                torch.fx.symbolic_trace(fn)(*ops)
+            torch._dynamo.reset()
+            try:
+                with pytest.raises(errors.ShapeError) as dynamo:
+                    compiled(*ops)
+            finally:
+                torch._dynamo.reset()
+            assert str(fx.value) == str(dynamo.value) == str(eager.value)
 
 
 def test_a_composite_moved_whole_needs_no_sizes():
