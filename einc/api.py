@@ -144,8 +144,8 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     named = _named_structure(args[0])
     named_axes.check_tensors(tensors)
     traced = tracing()
-    known, view_shapes = named_axes.resolved(named, tensors, sizes, traced)
-    views = named_axes.recorded_views(tensors, view_shapes, named, sizes) if torch.jit.is_tracing() else \
+    known, view_shapes = named_axes.resolved(named, [o.shape for o in tensors], sizes, traced)
+    views = named_axes.recorded_views(named, tensors, sizes, range(len(tensors))) if torch.jit.is_tracing() else \
         named_axes.views(tensors, view_shapes, named)
     with named_axes.written(named):     # (a dtype error names the resolved letters)
         if not named.merges:

@@ -30,7 +30,6 @@ from .errors import (
     OperandCountError,
     OperandTypeError,
     OutError,
-    ShapeError,
     UnsupportedDtypeError,
     caret,
     expression_count,
@@ -54,12 +53,13 @@ def views(operands, view_shapes, named: Named | None = None, door: str = "einsum
         raise
 
 
-def recorded_views(operands, view_shapes, named: Named, sizes: dict) -> list:
-    """:func:`views` of a named call while ``torch.jit.trace`` records it: each split operand's
-    view as an ``einc::named_view`` op, which resolves the names again at every run."""
+def recorded_views(named: Named, whole, sizes: dict, which) -> list:
+    """:func:`views` of the operands at positions ``which`` of ``whole`` (the tensors the names
+    resolve over) while ``torch.jit.trace`` records them: each split as an ``einc::named_view``
+    op, which resolves the names at every run."""
     names, values = " ".join(sizes), [operator.index(v) for v in sizes.values()]   # (the tracer takes no str[])
-    return [o if v is None else torch.ops.einc.named_view(o, list(operands), named.text, k, names, values)
-            for k, (o, v) in enumerate(zip(operands, view_shapes))]
+    return [whole[k] if all(len(axis) == 1 for axis in named.inputs[k]) else
+            torch.ops.einc.named_view(whole[k], list(whole), named.text, k, names, values) for k in which]
 
 
 def _unviewable(what: str, instead: str, named: Named | None, door: str) -> LayoutError:
@@ -96,15 +96,15 @@ def _resolved(named: Named, shapes: tuple, sizes: tuple) -> tuple:
 _merged = functools.lru_cache(maxsize=1024)(lambda named, shape: output_shape(named, shape))
 
 
-def resolved(named: Named, tensors, sizes: dict, traced: bool = False) -> tuple[dict, tuple]:
-    """``(sizes of every name, each operand's view shape)``.  While ``traced`` the sizes are
-    resolved on every call (they may be symbolic: an error is worded again with their values,
-    :func:`_refused`), else cached."""
+def resolved(named: Named, shapes, sizes: dict, traced: bool = False) -> tuple[dict, tuple]:
+    """``(sizes of every name, each operand's view shape)`` at the operands' ``shapes``.  While
+    ``traced`` the sizes are resolved on every call (they may be symbolic: an error is worded
+    again with their values, :func:`_refused`), else cached."""
     if traced:
         try:
-            return resolve(named, [o.shape for o in tensors], sizes)
+            return resolve(named, shapes, sizes)
         except EincError:
-            _refused(named.text, [numbers(o.shape) for o in tensors], {k: number(v) for k, v in sizes.items()})
+            _refused(named.text, [numbers(s) for s in shapes], {k: number(v) for k, v in sizes.items()})
             raise
     # The cache is keyed on ints: h=2.0 (refused) must not find h=2's entry, nor a 0-d
     # tensor h=torch.tensor(2) make an entry per call.  A size that is no int is
@@ -114,9 +114,9 @@ def resolved(named: Named, tensors, sizes: dict, traced: bool = False) -> tuple[
             raise TypeError
         key = tuple((k, operator.index(v)) for k, v in sizes.items())
     except TypeError:
-        resolve(named, [o.shape for o in tensors], sizes)
+        resolve(named, shapes, sizes)
         raise AssertionError("resolve accepted a size that is not an int") from None
-    known, view_shapes = _resolved(named, tuple(tuple(o.shape) for o in tensors), key)
+    known, view_shapes = _resolved(named, tuple(tuple(s) for s in shapes), key)
     return dict(known), view_shapes
 
 
@@ -191,9 +191,13 @@ def expression_parts(args, sizes: dict, constants):
 
 class NamedExpression:
     """A planned named contraction (``contract_expression`` on a named equation): views the
-    operands, calls the expression planned for the resolved equation, merges the output."""
+    operands, calls the expression planned for the resolved equation, merges the output.  As
+    an unnamed expression (and opt_einsum's) it takes operands of the planned ranks at other
+    sizes: the names are resolved again at the call's shapes (among the constants' and with
+    the keyword ``sizes``), as :func:`einc.einsum` resolves them."""
 
-    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict, layout="contiguous"):
+    def __init__(self, named: Named, inner, shapes, view_shapes, constants, known: dict, layout="contiguous",
+                 sizes=None):
         self.named = named
         self._description = describe(named, shapes, known, layout)
         self.equation = named.text
@@ -201,8 +205,8 @@ class NamedExpression:
         self.constants = tuple(constants)
         self._inner = inner
         self._variables = tuple(k for k in range(len(shapes)) if k not in constants)
-        self._view_shapes = tuple(view_shapes[k] for k in self._variables)
-        self._resolved_shapes = [tuple(s) if v is None else tuple(v) for s, v in zip(shapes, view_shapes)]
+        self._sizes = {k: operator.index(v) for k, v in (sizes or {}).items()}
+        self._planned = (list(self.shapes), tuple(view_shapes))
 
     @property
     def plan(self):
@@ -215,21 +219,40 @@ class NamedExpression:
         if len(operands) != len(self._variables):
             refuse(OperandCountError, expression_count(self.equation, len(self._variables), self.constants,
                                                        len(operands)))
-        for o, k in zip(operands, self._variables):
-            _check_planned(o, self.shapes[k], self.equation, k)
-        if torch.jit.is_tracing():      # (the views below are recorded with the planned sizes fixed)
-            operands = [torch.ops.einc.planned(o, self.shapes[k], self.equation, k)
-                        for o, k in zip(operands, self._variables)]
-        viewed = views(operands, self._view_shapes, self.named, "contract_expression") + \
-            list(operands[len(self._variables):])
+        shapes, sizes, view_shapes = self._resolved(operands, tracing())
+        if torch.jit.is_tracing():      # (the constants stand in as meta tensors: no memory)
+            whole = [torch.empty(s, device="meta") for s in shapes]
+            for o, k in zip(operands, self._variables):
+                whole[k] = o
+            viewed = recorded_views(self.named, whole, sizes, self._variables)
+        else:
+            viewed = views(operands, [view_shapes[k] for k in self._variables], self.named, "contract_expression")
         with written(self.named):
             if out is not None:
-                self._inner(*viewed, out=split_out(self.named, out, self._resolved_shapes)
-                            if self.named.merges else out,
+                split = [s if v is None else v for s, v in zip(shapes, view_shapes)]
+                self._inner(*viewed, out=split_out(self.named, out, split) if self.named.merges else out,
                             backend=backend)
                 return out
             result = self._inner(*viewed, backend=backend)
         return merged(self.named, result, tracing(), door="contract_expression")
+
+    def _resolved(self, operands, traced: bool) -> tuple:
+        """``(shapes, sizes, view shapes)`` of a call: the operands' shapes among the constants',
+        the keyword sizes, and the names resolved at them (the planned view shapes at the
+        planned shapes)."""
+        if not traced:
+            shapes = list(self.shapes)
+            for o, k in zip(operands, self._variables):
+                shapes[k] = tuple(o.shape)
+            if shapes == self._planned[0]:
+                return shapes, self._sizes, self._planned[1]
+            return shapes, self._sizes, resolved(self.named, shapes, self._sizes)[1]
+        # (as numbers: under dynamic=True dynamo traces those of an expression in a closure as symbols)
+        shapes = [numbers(s) for s in self.shapes]
+        sizes = {k: number(v) for k, v in self._sizes.items()}
+        for o, k in zip(operands, self._variables):
+            shapes[k] = o.shape
+        return shapes, sizes, resolved(self.named, shapes, sizes, True)[1]
 
     def __repr__(self) -> str:
         return f"<ContractExpression {self.equation!r} (resolved: {self.named.equation!r}) shapes={list(self.shapes)}>"
@@ -238,38 +261,20 @@ class NamedExpression:
         return self._description + "\n" + str(self._inner)
 
 
-def _check_planned(operand, shape, equation: str, k: int) -> None:
-    if tuple(operand.shape) != tuple(shape):    # (refused as dynamo lets einc's error through)
-        refuse(ShapeError, f"operand {k} of the expression {equation!r} has shape {numbers(operand.shape)}, "
-                           f"but the expression was planned for {tuple(shape)}")
-
-
-# A named expression's check as an op of a graph ``torch.jit.trace`` records: the graph
-# records the views with the planned sizes fixed, and ran them at other sizes (view's
-# error) where the eager call raises the expression's; this op, the operand as it is,
-# checks at every run (TorchScript reports an op's error as a RuntimeError with its text).
 _lib = torch.library.Library("einc", "FRAGMENT")
-_lib.define("planned(Tensor(a) self, int[] shape, str equation, int operand) -> Tensor(a)")
 
-
-def _planned(operand, shape, equation, k):
-    _check_planned(operand, shape, equation, k)
-    return operand.view(shape)
-
-
-_lib.impl("planned", _planned, "CompositeImplicitAutograd")
-
-# A named call's split as an op of a graph ``torch.jit.trace`` records: the graph recorded the
-# view with the shape of the trace (a keyword size fixed, the other parts read from the
-# operands), and where a size does not divide ran view's error ("shape '[2, 4, 2]' is
-# invalid"), where the eager call raises its ShapeError; this op resolves the names at every
-# run, as the eager call does (cached per shape), and views the operand as it resolves.
+# A named split as an op of a graph ``torch.jit.trace`` records (a call's, an expression's):
+# the graph recorded the view with the shape of the trace (a keyword size fixed, the other
+# parts read from the operands), and where a size does not divide ran view's error ("shape
+# '[2, 4, 2]' is invalid"), where the eager call raises its ShapeError; this op resolves the
+# names at every run, as the eager call does (cached per shape), and views the operand as it
+# resolves (TorchScript reports an op's error as a RuntimeError with its text).
 _lib.define("named_view(Tensor(a) self, Tensor[] operands, str equation, int operand, str names, int[] sizes) "
             "-> Tensor(a)")
 
 
 def _named_view(operand, operands, text, k, names, sizes):
-    view_shapes = resolved(structure(text), operands, dict(zip(names.split(), sizes)))[1]
+    view_shapes = resolved(structure(text), [o.shape for o in operands], dict(zip(names.split(), sizes)))[1]
     return operand.view(view_shapes[k])
 
 

@@ -419,7 +419,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
         inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
                                     memory_limit=memory_limit, select=select, layout=layout, **kwargs)
         expr = named_axes.NamedExpression(named, inner, shapes, view_shapes, constants, known,
-                                          inner._options.result_layout())
+                                          inner._options.result_layout(), sizes)
         expr.contraction = _const_einsum_str(args[0], expr.constants)   # the named equation, as given
         expr.num_args = len(expr.shapes) - len(expr.constants)
         return expr

@@ -475,8 +475,9 @@ def test_contract_expression_path_and_constants():
     torch.testing.assert_close(out, _oracle(x, w, 4))
     with_constant = einc.contract_expression(EQ, x.shape, w, constants=[1])
     assert torch.allclose(with_constant(x), _oracle(x, w, 4))
-    with pytest.raises(errors.ShapeError, match="planned for"):
-        expr(x[:1], w)
+    assert torch.allclose(expr(x[:1], w), _oracle(x[:1], w, 4))      # another batch size, as unnamed
+    with pytest.raises(errors.ShapeError, match="has size 20, but h=4 \\* d=6 is 24"):
+        expr(x, torch.randn(4, 6, 6, dtype=torch.float64))
     as_written = r"for 'b n \(h d\), h d e -> b n \(h e\)' takes 2 operands"     # not the resolved letters
     with pytest.raises(errors.OperandCountError, match=as_written):
         expr(x)
@@ -800,28 +801,62 @@ def test_torchscript_export_and_jit_trace():
     assert_close(traced(x, w), _oracle(x, w, 4), torch.float32, extent=5)
 
 
-def test_a_traced_named_expression_at_other_sizes_raises_the_expression_s_error():
-    """A named expression is planned for its shapes: eagerly another batch size is its
-    ShapeError.  ``torch.jit.trace`` recorded the views with the planned sizes fixed, and its
-    graph raised view's error there ("shape '[2, 3, 4, 5]' is invalid"); now the graph checks
-    each operand as the eager call does (TorchScript reports an op's error as a RuntimeError
-    with its text), and still answers, with gradients, at the planned shapes."""
-    expr = einc.contract_expression(EQ, (2, 3, 20), (4, 5, 6), h=4)
-    x, w = torch.randn(2, 3, 20, dtype=torch.float64, requires_grad=True), torch.randn(4, 5, 6, dtype=torch.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
-        traced = torch.jit.trace(lambda a, b: expr(a, b), (x, w))
-    got = traced(x, w)
-    assert_close(got, _oracle(x, w, 4), torch.float64)
-    (grad,) = torch.autograd.grad(got.sum(), x)
-    assert torch.equal(grad, torch.autograd.grad(expr(x, w).sum(), x)[0])
-    for shapes in [((5, 3, 20), (4, 5, 6)), ((1, 3, 20), (4, 5, 6)), ((2, 3, 20), (4, 5, 7))]:
-        ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
-        with pytest.raises(errors.ShapeError) as eager:
-            expr(*ops)
-        with pytest.raises(RuntimeError) as info:
-            traced(*ops)
-        assert f"ShapeError: {eager.value}" in str(info.value)
+def test_a_named_expression_takes_other_sizes_in_every_door_as_an_unnamed_one():
+    """An unnamed expression (as opt_einsum's) takes operands of the planned ranks at other
+    sizes; a named one refused them ("... but the expression was planned for (2, 3, 20)"), in
+    every door, for no reason a caller could see (its views had been built for the planned
+    shapes).  Now its names are resolved at the call's shapes, among the constants', with the
+    keyword sizes it was built with: einsum's answer, with gradients, eagerly, traced by
+    ``torch.jit.trace`` (each split an ``einc::named_view``) and under torch.compile; where a
+    size does not split, einsum's ShapeError (TorchScript: a RuntimeError with its text)."""
+    w0 = torch.randn(4, 5, 6, dtype=torch.float64)
+    plain = einc.contract_expression(EQ, (2, 3, 20), (4, 5, 6), h=4)
+    constant = einc.contract_expression(EQ, (2, 3, 20), w0, constants=[1], h=4)
+    unnamed = einc.contract_expression("bnk,hde->bnhe", (2, 3, 20), (4, 5, 6))
+    assert unnamed(torch.randn(5, 3, 20), torch.randn(4, 5, 6)).shape == (5, 3, 4, 6)     # (the unnamed rule)
+    calls = {"plain": lambda x, w: plain(x, w), "constant": lambda x, w: constant(x)}
+    good = {"plain": [((5, 3, 20), (4, 5, 6)), ((1, 7, 24), (4, 6, 2))],
+            "constant": [((5, 3, 20), (4, 5, 6)), ((3, 1, 20), (4, 5, 6))]}
+    bad = {"plain": [((5, 3, 22), (4, 5, 6)), ((5, 3, 20), (8, 5, 6))], "constant": [((5, 3, 22), (4, 5, 6))]}
+    for name, fn in calls.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
+            traced = torch.jit.trace(fn, (torch.randn(2, 3, 20, dtype=torch.float64), w0.clone()))
+        assert "einc::named_view" in str(traced.graph)
+        compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="eager")
+        for x_shape, w_shape in good[name]:
+            x = torch.randn(x_shape, dtype=torch.float64)
+            w = w0 if name == "constant" else torch.randn(w_shape, dtype=torch.float64)
+            leaf = x.clone().requires_grad_()
+            want = einc.einsum(EQ, leaf, w, h=4)
+            (want_grad,) = torch.autograd.grad(want.sum(), leaf)
+            torch._dynamo.reset()
+            try:
+                for door in (fn, traced, compiled):
+                    leaf = x.clone().requires_grad_()
+                    got = door(leaf, w)
+                    assert_close(got, want.detach(), torch.float64)
+                    assert_close(torch.autograd.grad(got.sum(), leaf)[0], want_grad, torch.float64)
+            finally:
+                torch._dynamo.reset()
+        for x_shape, w_shape in bad[name]:
+            x = torch.randn(x_shape, dtype=torch.float64)
+            w = w0 if name == "constant" else torch.randn(w_shape, dtype=torch.float64)
+            with pytest.raises(errors.ShapeError) as eager:
+                fn(x, w)
+            with pytest.raises(errors.ShapeError) as by_einsum:
+                einc.einsum(EQ, x, w, h=4)
+            assert str(eager.value) == str(by_einsum.value)
+            with pytest.raises(RuntimeError) as info:
+                traced(x, w)
+            assert f"ShapeError: {eager.value}" in str(info.value)
+            torch._dynamo.reset()
+            try:
+                with pytest.raises(errors.ShapeError) as dynamo:
+                    compiled(x, w)
+            finally:
+                torch._dynamo.reset()
+            assert str(dynamo.value) == str(eager.value)
 
 
 def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error():
