@@ -714,10 +714,15 @@ def time_call(eq: str, ops, torch_einsum, budget: float, clock: str = "wall") ->
 def equations(case_name: str, budget: float = 1.0, clock: str = "wall") -> str:
     """A Markdown table: each distinct einsum call of one patched step of ``case_name``,
     timed alone (operands with its shapes and strides), torch.einsum against einc.einsum,
-    forward and forward + backward, 1 thread."""
+    forward and forward + backward, 1 thread.  A 30 MiB allocation is made and freed
+    first, as bench/pairwise.py does: glibc then keeps tensors of a few MiB on its heap,
+    where otherwise, in some processes and not others, it hands the pages of a call's
+    temporaries back each call and faults them in again the next."""
     import torch
 
     torch.set_num_threads(1)
+    held = torch.empty(30 * 2**20, dtype=torch.uint8)
+    del held
     torch_einsum = patch()
     global PATCHED
     PATCHED = True
