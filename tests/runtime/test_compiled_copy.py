@@ -174,6 +174,28 @@ def test_a_slower_compiled_copy_is_marked_and_einc_copy_stays(fake, monkeypatch)
     assert fake["runs"] == runs
 
 
+@pytest.mark.parametrize("mark", ["slower", "failed", "spent"])
+def test_a_settled_key_is_spared_the_checks(fake, monkeypatch, mark):
+    """Once no compiled copy can run on a key (timed slower, failed, or never handed over
+    and no more keys will be), later calls go straight to einc's copy: ``admits`` is not
+    asked again, and the bits are torch's."""
+    f, x = _copy(), _x()
+    if mark == "spent":
+        monkeypatch.setattr(cc, "_handed", cc.MOST)
+    else:
+        monkeypatch.setattr(cc, "faster", lambda fn, own, x: False)
+        if mark == "failed":
+            monkeypatch.setattr(cc, "compile_copy", lambda *args: 1 / 0)
+        f(x)
+        assert cc.settle(60) and cc.state(PERM, SHAPE, x.dtype) == mark
+    asked = []
+    monkeypatch.setattr("einc.runtime.torch_executor.permute_copy.admits", lambda x: asked.append(x) or True)
+    assert torch.equal(f(x), x.permute(PERM).contiguous())
+    assert asked == [] and cc.settled(PERM, SHAPE, x)
+    # another dtype is another key: still open where keys are still handed over
+    assert cc.settled(PERM, SHAPE, x.double()) == (mark != "slower")
+
+
 def test_faster_compares_the_fastest_runs():
     x = torch.zeros(4)
     assert cc.faster(lambda t: None, lambda t: sum(range(20000)), x)

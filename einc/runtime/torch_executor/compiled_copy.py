@@ -127,6 +127,15 @@ def ready(perm, shape, x, own):
     return None if fn.__class__ is str else fn
 
 
+def settled(perm, shape, x) -> bool:
+    """Whether no compiled copy will run on ``x`` (of ``shape``, copied as
+    ``x.permute(perm).contiguous()``) in this process: its key failed or was timed slower, or
+    was never handed over and no more keys will be.  Checked first, it spares a large copy's
+    later calls :func:`admits`' checks, which run on caches the copy's data has evicted."""
+    state = _kernels.get((perm, shape, x.dtype, torch.get_num_threads()))
+    return state is FAILED or state is SLOWER or (_handed >= MOST and (state is None or state.__class__ is int))
+
+
 class _Recorded(torch.autograd.Function):
     """A compiled copy autograd records: the gradient of ``x.permute(perm).contiguous()``,
     the incoming gradient permuted back (a view, as autograd's own permute gives it)."""
@@ -359,4 +368,4 @@ def forget() -> None:
 
 __all__ = ["ADMITTED", "CALLS", "EXIT_WAIT_S", "FAILED", "GAIN", "MIN_BYTES", "MOST", "PENDING", "ROUNDS", "SLOWER",
            "admits", "compile_copy", "faster", "forget", "ready", "recorded_copy", "same_bits", "seen", "settle",
-           "stand_in", "state"]
+           "settled", "stand_in", "state"]

@@ -72,7 +72,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from ...planner.strides import contiguous
 from . import compiled_copy
-from .compiled_copy import admits, ready, recorded_copy
+from .compiled_copy import admits, ready, recorded_copy, settled
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
 TRANSPOSE_MIN = 32      # a block swap as a 2-D transpose: the source's trailing block at least this long,
@@ -164,8 +164,8 @@ class _Copy:
         return (rows, cols) if transposes(rows, cols, 16) else None
 
     def __call__(self, x):
-        if (self.compiles and x.shape == self.source and x.stride() == self.contiguous and x.device.type == "cpu"
-                and unwatched(x) and admits(x)):
+        if (self.compiles and not settled(self.perm, self.source, x) and x.shape == self.source
+                and x.stride() == self.contiguous and x.device.type == "cpu" and unwatched(x) and admits(x)):
             fn = ready(self.perm, self.source, x, self.own)
             if fn is not None:
                 return recorded_copy(fn, x, self.perm) if x.requires_grad and torch.is_grad_enabled() else fn(x)
