@@ -208,8 +208,8 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
     wrote."""
-    given = {"optimize": as_path(optimize), "memory_limit": memory_limit, "select": select, "out": out,
-             "backend": backend, "layout": layout}
+    given = {"optimize": as_path(optimize), "memory_limit": traced_doors.numpy_read(memory_limit),
+             "select": select, "out": out, "backend": backend, "layout": layout}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     relevant = tuple(operands) + ((out,) if out is not None else ())
     return torch.overrides.handle_torch_function(einsum, relevant, *args, **kwargs)
@@ -432,8 +432,12 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
         if problem is not None:
             _refuse_traced(*problem)
     # (an int of a path or limit read from a local under dynamic=True is traced as a symbol: its value, which
-    # dynamo guards on; str() of a symbol, writing the op's options, was its Unsupported)
-    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, custom_op.number(memory_limit))
+    # dynamo guards on; str() of a symbol, writing the op's options, was its Unsupported; a numpy limit or
+    # sublist read as the path's numpy values are)
+    if args and not isinstance(args[0], str):
+        args = traced_doors.numpy_sublists(args)
+    memory_limit = custom_op.number(traced_doors.numpy_read(memory_limit))
+    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if out is None:
         return result
     problem = _out_mismatch(out, result, custom_op.sizes)

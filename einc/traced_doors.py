@@ -42,6 +42,8 @@ def path(door, args, kwargs):
         args = (args[0], *args[1])      # (the operands as one list, as the door reads them)
     if "optimize" in kwargs:
         kwargs = {**kwargs, "optimize": as_path(numpy_read(kwargs["optimize"]))}
+    if "memory_limit" in kwargs:
+        kwargs = {**kwargs, "memory_limit": numpy_read(kwargs["memory_limit"])}
     described = _described(args)
     if described is None:
         return _eagerly(door, "contract_path", args, kwargs, "strided tensors or shapes; call it outside the "
@@ -63,19 +65,31 @@ def expression(door, args, kwargs):
 
 
 def numpy_read(optimize):
-    """A path's numpy arrays and integers as lists and ints, read while dynamo traces.  Dynamo
-    reads a numpy value as a tensor, an input of the graph whose value it does not know (an
-    int64's it specializes where asked, an int32's it cannot), but the op's text needs the
-    path: so each is read as a constant, its value at the trace.  (Dynamo guards its dtype and
-    shape, not its values: a path changed in place later runs the traced one, which contracts
-    the same equation.)  Anything else as given."""
-    if isinstance(optimize, numpy.ndarray):     # (a numpy integer too, to dynamo)
+    """A path's (or a memory limit's, or a sublist's) numpy arrays and integers as lists and
+    ints, read while dynamo traces.  Dynamo reads a numpy value as a tensor, an input of the
+    graph whose value it does not know (an int64's it specializes where asked, an int32's it
+    cannot), but the op's text needs the path: so each is read as a constant, its value at the
+    trace.  (Dynamo guards its dtype and shape, not its values: a path changed in place later
+    runs the traced one, which contracts the same equation.)  A numpy scalar met outside dynamo
+    (jit.trace, torch.fx) is read as Python's too: the op's text and an fx node take no numpy
+    value.  Anything else as given."""
+    if isinstance(optimize, _NUMPY):     # (a numpy integer is an ndarray to dynamo)
         return _numpy_value(optimize)
     if not isinstance(optimize, (list, tuple)):
         return optimize
-    return [_numpy_value(p) if isinstance(p, numpy.ndarray) else
-            [_numpy_value(i) if isinstance(i, numpy.ndarray) else i for i in p] if isinstance(p, (list, tuple)) else p
+    return [_numpy_value(p) if isinstance(p, _NUMPY) else
+            [_numpy_value(i) if isinstance(i, _NUMPY) else i for i in p] if isinstance(p, (list, tuple)) else p
             for p in optimize]
+
+
+_NUMPY = (numpy.ndarray, numpy.generic)
+
+
+def numpy_sublists(args) -> tuple:
+    """``args`` of torch's sublist call (``op0, sub0, op1, sub1, ..., [output]``) with each
+    sublist read by :func:`numpy_read`, as eager calls read its numpy integers and arrays."""
+    last = len(args) - 1 if len(args) % 2 else None
+    return tuple([numpy_read(a) if k % 2 or k == last else a for k, a in enumerate(args)])
 
 
 @constant_result

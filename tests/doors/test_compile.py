@@ -546,3 +546,62 @@ def test_a_numpy_path_that_is_no_path_is_the_same_error_in_every_door():
         with pytest.raises(einc.errors.PathError) as fx:
             torch.fx.symbolic_trace(lambda a, b, c: fn(a, b, c))(*ops)
         assert str(compiled.value) == str(fx.value) == str(eager.value)
+
+
+def _in_every_door(calls, ops, dynamic):
+    """Each of ``calls`` (name -> function of ``ops``) under torch.compile(fullgraph=True),
+    torch.fx.symbolic_trace and torch.jit.trace, as name -> result."""
+    got = {}
+    for name, fn in calls.items():
+        torch._dynamo.reset()
+        try:
+            got[f"compile {name}"] = torch.compile(fn, fullgraph=True, dynamic=dynamic, backend="eager")(*ops)
+        finally:
+            torch._dynamo.reset()
+        got[f"fx {name}"] = torch.fx.symbolic_trace(fn)(*ops)
+        got[f"jit {name}"] = torch.jit.trace(fn, ops)(*ops)
+    return got
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_numpy_memory_limit_runs_in_every_door_as_eagerly(dynamic):
+    """memory_limit=np.int64(10) (a numbers.Real, which the eager call takes as 10): under
+    torch.compile(fullgraph=True) dynamo read it as a tensor and the op's text was its
+    Unsupported (repr() on tensor); torch.jit.trace wrote it into the op's text as
+    'np.int64(10)', a PathError; torch.fx could not record it.  Each door runs it as 10, a
+    limit that changes this call's path (contract_path, compiled, reports it)."""
+    np = pytest.importorskip("numpy")
+    eq, ops = "ij,jk,kl->il", (_randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2))
+    limit, want = np.int64(10), reference(eq, *ops)
+    calls = {"einsum": lambda a, b, c: einc.einsum(eq, a, b, c, memory_limit=limit),
+             "contract": lambda a, b, c: einc.contract(eq, a, b, c, memory_limit=limit)}
+    torch.testing.assert_close(calls["einsum"](*ops), want)
+    for name, got in _in_every_door(calls, ops, dynamic).items():
+        torch.testing.assert_close(got, want, msg=name)
+    planned = lambda a, b, c: einc.contract_path(eq, a, b, c, memory_limit=limit)[0]   # noqa: E731
+    assert planned(*ops) == einc.contract_path(eq, *ops, memory_limit=10)[0] != einc.contract_path(eq, *ops)[0]
+    torch._dynamo.reset()
+    try:
+        assert torch.compile(planned, fullgraph=True, dynamic=dynamic, backend="eager")(*ops) == planned(*ops)
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_numpy_sublists_run_in_every_door_as_eagerly(dynamic):
+    """torch's sublist call with numpy integers, bools (as 0 and 1) or arrays as subscripts, as
+    the eager call takes them: under torch.compile(fullgraph=True) dynamo read each as a tensor
+    of unknown value (Unsupported: "torch.* op returned non-Tensor"; an array's a data-dependent
+    guard).  Each door reads them as the eager call does."""
+    np = pytest.importorskip("numpy")
+    a, b = _randn(3, 4), _randn(4, 5, seed=1)
+    want = reference("ij,jk->ik", a, b)
+    calls = {"ints": lambda x, y: einc.einsum(x, [np.int64(0), np.int32(1)], y, [1, np.intp(2)], [0, np.int8(2)]),
+             "bools": lambda x, y: einc.einsum(x, [np.bool_(False), np.bool_(True)], y, [1, 2], [0, 2]),
+             "arrays": lambda x, y: einc.einsum(x, np.array([0, 1]), y, np.array([1, 2], dtype=np.int32),
+                                                np.array([0, 2])),
+             "ellipsis": lambda x, y: einc.einsum(x, [Ellipsis, np.int64(1)], y, [np.int64(1), 2], [Ellipsis, 2])}
+    for name, fn in calls.items():
+        torch.testing.assert_close(fn(a, b), want, msg=f"eager {name}")
+    for name, got in _in_every_door(calls, (a, b), dynamic).items():
+        torch.testing.assert_close(got, want, msg=name)
