@@ -111,9 +111,9 @@ def label(tree: Path) -> str:
 
 
 def run(tree: Path, case: str, name: str, nets: str, env: dict) -> dict:
-    env = dict(env, EINC_CACHE_DIR=tempfile.mkdtemp(prefix="einc-first-process-"))
-    out = subprocess.run([sys.executable, "-c", CHILD, case, nets, name], cwd=tree, env=env, capture_output=True,
-                         text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="einc-first-process-") as cache:     # a fresh einc cache, removed after
+        out = subprocess.run([sys.executable, "-c", CHILD, case, nets, name], cwd=tree,
+                             env=dict(env, EINC_CACHE_DIR=cache), capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"{case} {name} in {tree} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
