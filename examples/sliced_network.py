@@ -216,5 +216,6 @@ def main(args):
 
 if __name__ == "__main__":
     given = [int(a) for a in sys.argv[1:4]]
-    os.environ.setdefault("EINC_CACHE_DIR", tempfile.mkdtemp(prefix="einc-example-"))
-    main(tuple(given) if len(given) == 3 else (ROWS, COLS, DEPTH))
+    with tempfile.TemporaryDirectory(prefix="einc-example-") as cache:    # removed once the ranks are done
+        os.environ.setdefault("EINC_CACHE_DIR", cache)
+        main(tuple(given) if len(given) == 3 else (ROWS, COLS, DEPTH))
