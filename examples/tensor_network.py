@@ -14,7 +14,6 @@ import time
 
 import opt_einsum
 import torch
-from opt_einsum.testing import rand_equation
 
 import einc
 from einc.tools.benchmark.timing import interleaved
@@ -70,8 +69,11 @@ print(f"   einc's plan: {len(plan.steps)} steps, {plan.flops:.4g} flops, largest
       f"{plan.largest_intermediate} elements")
 print(f"   torch.einsum's order (opt_einsum 'auto'): {float(info.opt_cost):.4g} flops")
 
-# 2. A random network (opt_einsum's generator): 3-regular, 14 tensors, sizes 2-6.
-eq, shapes = rand_equation(14, 3, seed=12, d_min=2, d_max=6)
+# 2. A random network: 3-regular, 14 tensors, sizes 2-6 (opt_einsum.testing.rand_equation(14, 3,
+#    seed=12, d_min=2, d_max=6) drew it; that module needs pytest, which an install of einc lacks).
+eq = "sg,nh,edq,dfu,ogcmj,ta,uklp,boq,r,flhk,pi,jcater,b,nsmi->"
+shapes = [(3, 6), (4, 2), (5, 4, 6), (4, 5, 6), (2, 6, 3, 5, 6), (5, 5), (6, 3, 4, 2), (5, 2, 6), (4,),
+          (5, 4, 2, 3), (2, 3), (6, 3, 5, 5, 5, 4), (5,), (4, 3, 5, 3)]
 tensors = [torch.randn(*s) / 2 for s in shapes]
 print(f"\n2. random 3-regular network: {eq}")
 einc.contract_expression(eq, *shapes)                  # imports and warms up what planning uses
