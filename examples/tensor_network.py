@@ -10,6 +10,8 @@ time: docs/paths.md), caches the plan, and then a call costs a dictionary lookup
 the steps.
 """
 
+import os
+import tempfile
 import time
 
 import opt_einsum
@@ -19,6 +21,10 @@ import einc
 from einc.tools.benchmark.timing import interleaved
 
 torch.manual_seed(0)
+# The 32-operand search below remembers its path in the cache folder: a folder of the example's
+# own (removed when it ends) leaves the user's alone, and every run shows the planning cost.
+cache_folder = tempfile.TemporaryDirectory(prefix="einc-example-")
+os.environ.setdefault("EINC_CACHE_DIR", cache_folder.name)
 
 
 def per_call(**fns):

@@ -45,10 +45,19 @@ def test_every_example_is_tested():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_example_runs(name, tmp_path):
-    env = dict(os.environ, EINC_CACHE_DIR=str(tmp_path), PYTHONPATH=_without_test_tools(tmp_path / "plain"))
-    env.pop("EINC_BACKEND", None)
+    """Each example runs as a user runs it (einc's default cache folder, under XDG_CACHE_HOME) and
+    leaves nothing behind: not in that folder, the working folder or the temporary folder (torch's
+    own caches aside)."""
+    cache, tmp, cwd = (tmp_path / n for n in ("cache", "tmp", "cwd"))
+    tmp.mkdir(), cwd.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), TMPDIR=str(tmp),
+               PYTHONPATH=_without_test_tools(tmp_path / "plain"))
+    env.pop("EINC_BACKEND", None), env.pop("EINC_CACHE_DIR", None)
     done = subprocess.run([sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=300)
+                          cwd=cwd, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     for line in EXAMPLES[name]:
         assert line in done.stdout, f"{name}: {line!r} not in its output:\n{done.stdout[-3000:]}"
+    left = ([p for p in cache.rglob("*") if p.is_file()] + list(cwd.iterdir())
+            + [p for p in tmp.iterdir() if not p.name.startswith("torchinductor_")])
+    assert not left, f"{name} left {left}"
