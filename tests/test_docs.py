@@ -76,6 +76,40 @@ def test_every_fragment_is_still_on_its_page():
     assert firsts >= FRAGMENTS
 
 
+# The operands of each page's ``>>>`` transcripts, as the page's comments give them.
+TRANSCRIPTS = {
+    "docs/autograd-and-compile.md": "a, b, c, d = torch.randn(20, 20), torch.randn(20, 20), torch.randn(20, 20), "
+                                    "torch.randn(20, 2)",
+}
+
+
+def _transcripts(page: Path) -> list[tuple[str, str]]:
+    """Each ``>>> command`` of the page's fenced blocks, with the lines shown after it."""
+    found = []
+    for block in _FENCED.findall(page.read_text(encoding="utf-8")):
+        found += re.findall(r"^>>> (.*)\n((?:(?!>>> |```).*\n)*)", block, re.M)
+    return found
+
+
+def test_transcripts_print_what_they_show(tmp_path, monkeypatch):
+    """A ``>>>`` line's output on the page is what the line prints today."""
+    import contextlib
+    import io
+    monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
+    pages = {_name(p) for p in PAGES if _transcripts(p)}
+    assert pages == set(TRANSCRIPTS), "give the operands of each page's transcripts in TRANSCRIPTS"
+    wrong = []
+    for name in sorted(pages):
+        namespace: dict = {}
+        exec("import torch, einc, einc.dynamo\n" + TRANSCRIPTS[name], namespace)
+        for command, shown in _transcripts(ROOT / name):
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                exec(command, namespace)
+            if printed.getvalue() != shown:
+                wrong.append(f"{name}: >>> {command}\nshows:\n{shown}prints:\n{printed.getvalue()}")
+    assert not wrong, "\n".join(wrong)
+
+
 def _command_lines():
     """``einc ...`` lines of the pages' shell blocks, environment assignments and comments left out."""
     for page in PAGES:
