@@ -243,5 +243,6 @@ def test_the_readme_quotes_figures_only_in_its_performance_table():
     Performance section's table."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     outside = re.sub(r"^## Performance\n.*?(?=^## )", "", _FENCED.sub("", text), flags=re.S | re.M)
-    figures = re.findall(r"\b\d+(?:[.,]\d+)?(?:-\d+(?:\.\d+)?)? ?(?:ms|µs|us|s|min|minutes?|hours?|x|×)\b", outside)
+    units = r"(?:ms|µs|us|s|min|minutes?|hours?|x|×|times|epsilons?|%)(?!\w)"
+    figures = re.findall(r"\b\d+(?:[.,]\d+)?(?:-\d+(?:\.\d+)?)? ?" + units, outside)
     assert not figures, figures
