@@ -2,14 +2,13 @@
 classic equations, committed so that a change to the code generator shows up in
 review as a diff of kernels.
 
-    python -m einc.tools.dump [--suite bench/suite.json] [--out kernels]
+    einc dump --suite -o kernels        (the command line: einc/tools/cli.py)
 
 Pure Python: needs neither torch nor triton (nor a GPU).
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from pathlib import Path
 
@@ -71,17 +70,3 @@ def write(tree: dict[str, dict[str, str]], root: Path) -> None:
         (root / folder).mkdir()
         for name, text in files.items():
             (root / folder / name).write_text(text)
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", default="bench/suite.json")
-    parser.add_argument("--out", default="kernels")
-    args = parser.parse_args(argv)
-    tree = golden(Path(args.suite))
-    write(tree, Path(args.out))
-    print(f"wrote {sum(len(f) for f in tree.values())} files in {len(tree)} folders under {args.out}/")
-
-
-if __name__ == "__main__":
-    main()

@@ -105,14 +105,14 @@ def test_every_golden_module_keeps_a_short_host_side_over_the_shared_launcher():
 
 
 def test_golden_kernels_are_current(tmp_path):
-    """kernels/ is what `python -m einc.tools.dump` writes today."""
+    """kernels/ is what `einc dump --suite -o kernels` writes today."""
     tree = dump.golden(ROOT / "bench" / "suite.json")
     committed = {p.parent.name: {} for p in (ROOT / "kernels").rglob("*")
                  if p.is_file() and p.parent != ROOT / "kernels"}
     for p in (ROOT / "kernels").rglob("*"):
         if p.is_file() and p.parent != ROOT / "kernels":
             committed[p.parent.name][p.name] = p.read_text()
-    assert committed == tree, "kernels/ is stale: run python -m einc.tools.dump"
+    assert committed == tree, "kernels/ is stale: run einc dump --suite -o kernels"
 
 
 def test_generation_is_identical_across_processes(tmp_path):
@@ -120,8 +120,8 @@ def test_generation_is_identical_across_processes(tmp_path):
     for seed in ("1", "2"):
         out = tmp_path / seed
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "einc.tools.dump", "--suite", str(ROOT / "bench" / "suite.json"),
-                        "--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-m", "einc", "dump", "--suite", str(ROOT / "bench" / "suite.json"),
+                        "-o", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
         outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert outs[0] == outs[1] and len(outs[0]) > 30
 
