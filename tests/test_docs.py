@@ -153,6 +153,25 @@ def test_settings_tables_match_config(page):
         assert named >= set(choices), (name, set(choices) - named)
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
+def test_settings_tables_give_what_config_reads_where_unset(page, monkeypatch):
+    """The defaults test_settings_tables_match_config does not take from a constant: each
+    reader's answer with the variable unset, against the table's default column."""
+    table = _settings_table(page)
+    for name in table:
+        monkeypatch.delenv(name, raising=False)
+    words = {True: "`on`", False: "off", None: "none"}
+    for name, reader in (("EINC_COPY_COMPILE", config.copy_compile), ("EINC_DEBUG", config.debug),
+                         ("EINC_RECORD", config.record)):
+        assert table[name][1] == words[reader()], (name, table[name][1])
+    assert table["EINC_COMPILE_THREADS"][1].endswith(f"at most {config.DEFAULT_COMPILE_THREADS}")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
+    assert config.cache_dir() == Path("/xdg/einc")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert config.cache_dir() == Path("~/.cache/einc").expanduser()
+    assert table["EINC_CACHE_DIR"][1].startswith("`$XDG_CACHE_HOME/einc`, else `~/.cache/einc`")
+
+
 def test_the_readme_is_a_landing_page():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 400
