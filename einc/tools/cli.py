@@ -390,7 +390,7 @@ def _add_explain(sub) -> None:
                                         "summed indices, flops, size, backend) and its cost against other "
                                         "orders."),
                        epilog=EXPLAIN_EXAMPLES, formatter_class=FMT)
-    p.add_argument("equation", metavar="EQUATION")
+    p.add_argument("equation", metavar="EQUATION", help="an einsum equation, e.g. 'ij,jk,kl->il'")
     p.add_argument("--shapes", type=parse_shapes, metavar="SHAPES", required=True,
                    help="operand shapes, e.g. 64x8,8x64,64x8")
     p.add_argument("--optimize", default="auto",
@@ -444,7 +444,8 @@ def _add_cache(sub) -> None:
                        description=fill("Show, list or clear the folder where einc writes generated kernel "
                                         "modules."),
                        epilog=CACHE_EXAMPLES, formatter_class=FMT)
-    p.add_argument("action", choices=("path", "list", "clear"))
+    p.add_argument("action", choices=("path", "list", "clear"),
+                   help="path: print the folder; list: its modules and their total; clear: delete them")
     p.set_defaults(func=cmd_cache, parser=p)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from einc.tools import dump
-from einc.tools.cli import main, parse_shapes
+from einc.tools.cli import build_parser, main, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "bench" / "suite.json"
@@ -294,6 +294,16 @@ def test_help_of_each_command_has_worked_examples(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     assert "bench/suite.json" in capsys.readouterr().out
+
+
+def test_every_argument_of_every_command_says_what_it_takes():
+    """Each command's --help describes every positional argument and option (argparse
+    prints a bare name for one given no help)."""
+    import argparse
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"einc {name} {action.metavar or action.dest}" for name, parser in commands.choices.items()
+            for action in parser._actions if not action.help]
+    assert not bare, bare
 
 
 def test_parse_shapes():
