@@ -9,8 +9,8 @@ it up to :data:`SMALL`, at least :data:`FLOOR`, at most :data:`CAP`; its
 :data:`HYPER_FLOOR` is counted, not clocked: seeded random greedy trials (cotengrust's,
 else opt_einsum's) and the subtrees of cotengra's subtree reconfiguration of the best
 tree, each at a nominal cost (:data:`TRIAL_SECONDS`, :data:`SUBTREES`), as many as the
-budget affords, fewer where the trials stop finding better trees (:data:`STALE`), on the
-clock no longer than :data:`GUARD` times the budget.  From there on, random greedy
+budget affords, fewer where the trials stop finding better trees (:data:`STALE`), for no
+more than :data:`GUARD` times the budget of this thread's CPU time.  From there on, random greedy
 trials first (counted too), their best tree refined, then cotengra's hyper-optimizer (seeded
 greedy trials and kahypar partitions, each refined by subtree reconfiguration) up to
 :data:`HYPER_SHARE` of the budget, then its best tree annealed (cotengra's simulated
@@ -23,8 +23,8 @@ figures; they are defined in :mod:`einc.planner.searchkey`, which computes the k
 reads a remembered path without importing this module.
 
 Deterministic for a given :data:`SEED` where the search stops on its counts or its
-convergence: below the hyper-optimizer, unless the guard ends it (a refinement's own
-bound is the thread's CPU time, which other jobs do not advance: :func:`_ends`); where
+convergence: below the hyper-optimizer, unless the guard ends it (in the thread's CPU
+time, which other jobs do not advance, or on the clock past :data:`CAP`: :func:`_ends`); where
 the clock stops a hyper-optimizer search, how many trials fit depends on the machine's
 speed and load, and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
 and why it stopped (``explain`` prints it).  docs/paths.md.
@@ -139,7 +139,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     predicted time once sliced (einc.planner.objective.ranked_sliced), within one budget
     with the slicer (:func:`sliced_budget`, einc.planner.slicebudget)."""
     ctg = _cotengra()       # imported before the clock starts: once a process, not once a plan
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     inputs = [frozenset(t) for t in inputs]
     output = frozenset(output)
     path = _greedy(inputs, output, size_dict, None)
@@ -165,7 +165,9 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
     per_trial = TRIAL_SECONDS * sum(map(len, inputs))
-    guard = t0 + min(CAP, GUARD * budget)
+    # the counted work's guard, in this thread's CPU time (a loaded machine does the same work,
+    # later), and on the clock CAP: the most any search runs, where the process gets no CPU
+    guard = _ends(min(CAP, GUARD * budget) - (time.thread_time() - cpu0), t0 + CAP)
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
@@ -178,7 +180,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
             best = _predict(inputs, output, size_dict, quick)
             left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
             quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, _ends(
-                math.inf if counted else min(GUARD * left, allowance(best)), guard), seed)
+                math.inf if counted else min(GUARD * left, allowance(best)), guard=guard), seed)
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
                 + "subtrees of " + " then ".join(map(str, refined)) + ")" if refined else ""
             trials += len(refined)
@@ -189,7 +191,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
     if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        tree = _reconfigured(ctg, inputs, output, size_dict, quick, ended=_ends(guard=t0 + budget))
+        tree = _reconfigured(ctg, inputs, output, size_dict, quick, ended=_ends(clock=t0 + budget))
         trials += 1
         # the reconfiguration weighs flops and writes as cotengra does: kept where einc's objective agrees
         keep = _rank(inputs, output, size_dict, tree) <= _rank(inputs, output, size_dict, quick)
@@ -324,12 +326,12 @@ def _refine(ctg, inputs, output, size_dict, best, work, ended, subtrees=SUBTREES
     return best, ran
 
 
-def _ends(cpu=math.inf, guard=math.inf):
-    """Whether a refinement is to end: a test, true once this thread has run ``cpu`` seconds
-    more (``time.thread_time()``: a loaded machine then gets the same refinement, in more
-    time) or the clock has reached ``guard`` (``time.perf_counter()``: the stall's bound)."""
+def _ends(cpu=math.inf, clock=math.inf, guard=lambda: False):
+    """Whether a stage is to end: a test, true once this thread has run ``cpu`` seconds more
+    (``time.thread_time()``: a loaded machine then gets the same work done, in more time),
+    the clock has reached ``clock`` (``time.perf_counter()``) or ``guard()`` is true."""
     end = time.thread_time() + cpu
-    return lambda: time.thread_time() >= end or time.perf_counter() >= guard
+    return lambda: time.thread_time() >= end or time.perf_counter() >= clock or guard()
 
 
 def _partitions(work, inputs) -> bool:
@@ -415,12 +417,12 @@ def _greedy(inputs, output, size_dict, memory_limit):
 
 
 def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, limit=None, per_trial=None,
-                   guard=math.inf, stale=STALE):
+                   guard=lambda: False, stale=STALE):
     """Seeded random greedy trials until ``budget`` is spent: ``(path, trials, reason,
     work)``.  With cotengrust, ``limit(predicted seconds)`` gives the budget of the best
     tree so far (taken where less than before: a better tree affords less search); with
-    ``per_trial`` (nominal seconds), the budget is counted in trials up to the ``guard``
-    (``time.perf_counter()``), not clocked, and they end where the latter half of ``stale``
+    ``per_trial`` (nominal seconds), the budget is counted in trials until ``guard()``
+    (:func:`_ends`), not clocked, and they end where the latter half of ``stale``
     trials or more found no better tree.  ``work``: the seconds the trials took
     since ``t0``, nominal where counted (opt_einsum's trials are clocked)."""
     rust = _cotengrust()
@@ -455,7 +457,7 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
             if per_trial and trials >= stale and trials >= 2 * found:
                 reason = f"converged (no better tree in the last {trials - found} of {trials} trials)"
                 return ranked.best(rank), trials, reason, work
-            if now >= guard:
+            if guard():
                 return ranked.best(rank), trials, f"time allowance spent after {trials} trials", work
             # twice as many as before, up to 64, and no more than the budget holds: counted, or
             # by the clock (a trial on hundreds of tensors takes milliseconds)

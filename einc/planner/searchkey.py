@@ -61,7 +61,8 @@ MAX_TRIALS = 1024       # trees: the most any search tries
 # load), so that its path does not depend on the machine's load: a random greedy trial, per
 # index of every operand (cotengrust); a subtree reconfigured, by its leaves (cotengra), each
 # size tried only where the one before gained.  GUARD: the most a counted search may run, as a
-# multiple of its budget, where the machine is far slower than nominal.
+# multiple of its budget in its thread's CPU time, where the machine is far slower than nominal
+# (other jobs do not advance that time; on the clock, CAP bounds it).
 TRIAL_SECONDS = 1.2e-6
 SUBTREES = ((6, 0.6e-3), (8, 1.5e-3), (10, 4e-3))
 # per tensor, a tree ranked by the objective, made by cotengra from a path (and its path read

@@ -6,13 +6,13 @@ bench/paths.py's networks (tests/planner/search_networks.py's file).
 The hyper-optimizer and the annealing after it run on the clock, so their paths are not
 the same from run to run; here they are given counts instead: the hyper-optimizer no
 trial, the annealing :data:`RUNS` runs (``einc.planner.anneal.annealed``'s ``most``, no
-deadline), the rest of the search as it runs (its counted stages keep their guard, a clock
-that only a machine several times slower than nominal reaches).  A poor tree handed on is one these runs
-leave poor: on the 150-tensor hypernetwork einc's objective ranks the trees they find from
-it slower than it, and keeps it; on the lattice the trees they keep cost far more flops.
-The search's own annealing, within its budget, did no better from those trees
-(bench/measured/paths-hyper-trials-2026-12-06.md).  Paths are weighed as bench/paths.py
-weighs them: log10 of opt_einsum's flop count.
+deadline), the rest of the search as it runs (its counted stages keep their guard, in the
+thread's CPU time, which only a machine several times slower than nominal reaches). A poor
+tree handed on is one these runs leave poor: on the 150-tensor hypernetwork einc's
+objective ranks the trees they find from it slower than it, and keeps it; on the lattice
+the trees they keep cost far more flops. The search's own annealing, within its budget,
+did no better from those trees (bench/measured/paths-hyper-trials-2026-12-06.md). Paths
+are weighed as bench/paths.py weighs them: log10 of opt_einsum's flop count.
 """
 
 import math
