@@ -49,8 +49,10 @@ def _index(i):
     """A path's position as an int, or None where ``i`` is none: what ``operator.index`` takes
     but a bool -- an int, and under torch.compile a size dynamo traces as a symbol (an int read
     from a local under ``dynamic=True``: its value, which dynamo guards on, as the op's text
-    needs it)."""
-    if isinstance(i, bool):
+    needs it).  Asked by type before ``operator.index``: torch 2.11's dynamo makes the
+    ``TypeError`` of a str or float there an internal error of its own, which no ``except``
+    here catches."""
+    if isinstance(i, bool) or not isinstance(i, int) and not hasattr(i, "__index__"):
         return None
     try:
         return operator.index(i)
