@@ -67,6 +67,9 @@ class ContractExpression:
     torch.Size([2, 4])
     """
 
+    def __new__(cls, *args, **kwargs):      # (a copy, an unpickled one: each kept by its id as it is made)
+        return traced_doors.known(super().__new__(cls))
+
     def __init__(self, eq: Equation, shapes, plan: Plan, constants: dict, options: Options, text=None):
         self.equation = eq.text
         self._whole, self._labels = eq, ()       # _labels: as _reading takes them, for the caller's characters
@@ -201,8 +204,7 @@ class ContractExpression:
         return dtypes.result_dtype(self._whole.torch_text, self.shapes, kinds) == torch.int64
 
     def _folded_as_given(self):
-        """The constants folded in their own dtype, for operands of another dtype (made on
-        the first such call)."""
+        """The constants folded in their own dtype, for operands of another dtype (made on the first such call)."""
         if self._given_folded is None:
             self._given_folded = _fold_constants(self.plan, self._given, self._fold_options)[1]
         return self._given_folded
@@ -272,13 +274,11 @@ def _in_int64(eq: Equation, shapes, constants: dict) -> bool:
 def _fold_constants(plan: Plan, constants: dict, options: Options):
     """Contract the plan's steps whose operands are all constant, once.
 
-    Returns the equation of what is left -- the variable operands and the constant values
-    still needed, in the order of their values in the plan (the operands' positions, then
-    the steps folded), so that its steps take them as the plan's do, over the graph's
-    indices (ellipses and broadcasting resolved) --, those constant values, the plan's other
-    steps as a path over them (the path or optimizer the caller gave was for the whole
-    equation: the operands are fewer), and where the variables stand among them (None:
-    first).
+    Returns the equation of what is left -- the variable operands and the constant values still needed, in the
+    order of their values in the plan (the operands' positions, then the steps folded), so that its steps take
+    them as the plan's do, over the graph's indices (ellipses and broadcasting resolved) --, those constant
+    values, the plan's other steps as a path over them (the path or optimizer the caller gave was for the whole
+    equation: the operands are fewer), and where the variables stand among them (None: first).
     """
     g = plan.graph
     values = dict(constants)                # value id -> tensor

@@ -22,6 +22,8 @@ and the dtype error of an expression's call with constants (:func:`whole_error`,
 
 from __future__ import annotations
 
+import weakref
+
 import numpy
 import torch
 
@@ -244,16 +246,26 @@ def _meta_run(eq: Equation, shapes, kinds, options: Options):
 _autocast_any = getattr(torch._C, "_is_any_autocast_enabled", torch.is_autocast_enabled)
 
 
+_expressions = weakref.WeakValueDictionary()     # id -> each ContractExpression alive, for _checked
+
+
+def known(expr):
+    """``expr``, kept by its ``id`` for :func:`dtypes_checked` (``ContractExpression.__new__``:
+    a copy or an unpickled one too)."""
+    _expressions[id(expr)] = expr
+    return expr
+
+
 def dtypes_checked(expr, operands, folded) -> None:
     """While dynamo traces a call of ``expr`` with constants on ``operands`` (``folded``: the
     constants' values its remainder takes): :func:`whole_error`'s error where the remainder's
     call raises a dtype error, which the op's fake kernel would raise naming the remainder.
     Asked as a constant, at sizes of the operands' kinds (0, 1 or more: no guard), as the
-    fake kernel asks; the expression itself is passed (dynamo hands the constant the object,
-    guarding its identity), whose equations, shapes and path are read there as they are:
-    read by dynamo from a local under ``dynamic=True``, their ints were symbols, which no
-    constant takes."""
-    _checked(expr, _kinds(expr._operands(operands, folded)), _kinds(operands))
+    fake kernel asks; the expression is passed as its ``id`` (dynamo guards on its identity),
+    looked up there, and its equations, shapes and path read as they are: read by dynamo
+    from a local under ``dynamic=True``, their ints were symbols, which no constant takes;
+    the object itself torch 2.11's dynamo cannot hand a constant (torch 2.13's can)."""
+    _checked(id(expr), _kinds(expr._operands(operands, folded)), _kinds(operands))
 
 
 def _kinds(tensors) -> tuple:
@@ -262,8 +274,9 @@ def _kinds(tensors) -> tuple:
 
 
 @constant_result
-def _checked(expr, remainder, variables) -> bool:
+def _checked(key, remainder, variables) -> bool:
     """(dynamo calls it as it traces, a constant)"""
+    expr = _expressions[key]
     try:
         _meta_run(parse(expr._text), remainder[1], remainder[0], Options.of(expr._options.optimize,
                                                                             expr._options.memory_limit))

@@ -5,6 +5,7 @@ Without ``fullgraph`` dynamo runs the failing call eagerly; with it, dynamo lets
 (``einc.custom_op.traced_error``).  The calls fail while dynamo traces them, before any
 backend compiles: most cases use the eager backend."""
 
+import copy
 import pickle
 
 import pytest
@@ -264,8 +265,11 @@ _F64 = _r(3, 4, dtype=torch.float64), _r(4, 5, dtype=torch.float64)
 _FOLDED = einc.contract_expression("ij,jk,kl->il", (2, 3), *_F64, constants=[1, 2])
 _BOOLS = einc.contract_expression("ij,jk,kl->il", (2, 3), _r(3, 4) > 0, _r(4, 5) > 0, constants=[1, 2])
 _ONE = einc.contract_expression("xy,yz->xz", (2, 3), _F64[0], constants=[1])
+_COPIED, _UNPICKLED = copy.deepcopy(_FOLDED), pickle.loads(pickle.dumps(_FOLDED))  # (found by id as dynamo traces)
 EXPRESSION_DTYPES = {
     "folded": (lambda a: _FOLDED(a), (_r(2, 3),)),
+    "copied": (lambda a: _COPIED(a), (_r(2, 3),)),
+    "unpickled": (lambda a: _UNPICKLED(a), (_r(2, 3),)),
     "step": (lambda a: _BOOLS(a.to(torch.int32)), (_r(2, 3),)),
     "one_constant": (lambda a: _ONE(a), (_r(2, 3),)),
 }
