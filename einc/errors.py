@@ -14,6 +14,7 @@ einc's warnings go through :func:`warn`, which names the caller's line.
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import warnings
@@ -116,7 +117,9 @@ def caret(equation: str, position: int | None) -> str:
     """
     if position is None or position < 0:
         return f"  {equation}"
-    return f"  {equation}\n  {' ' * position}^"
+    # (operator.index: torch 2.11's dynamo reads an int of a named expression's equation as a
+    # symbol under dynamic=True, and cannot multiply a str by one; the index is its value)
+    return f"  {equation}\n  {' ' * operator.index(position)}^"
 
 
 def expression_count(equation: str, takes: int, constants, got: int) -> str:
