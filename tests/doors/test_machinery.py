@@ -323,9 +323,8 @@ def _fork_child(queue):
     queue.put(buffer.getvalue())    # (bytes: the queue's tensors would go by shared memory)
 
 
-def test_a_forked_child_after_the_parent_used_einc_gives_the_parents_bits():
-    """A child forked after the parent planned and ran the same calls (a DataLoader's worker):
-    it returns, with the parent's answers and gradients, bit for bit."""
+def _fork_and_compare():
+    """The parent runs :data:`_FORK_CALLS`, forks a child that runs them again, and compares."""
     import io
     import multiprocessing
     parent = _fork_answers()
@@ -341,6 +340,20 @@ def test_a_forked_child_after_the_parent_used_einc_gives_the_parents_bits():
             child.kill()
     for (y, grads), (y2, grads2) in zip(parent, got):
         assert torch.equal(y, y2) and all(torch.equal(a, b) for a, b in zip(grads, grads2))
+
+
+def test_a_forked_child_after_the_parent_used_einc_gives_the_parents_bits():
+    """A child forked after the parent planned and ran the same calls (a DataLoader's worker):
+    it returns, with the parent's answers and gradients, bit for bit.  The parent is a fresh
+    interpreter: torch's CUDA builds refuse autograd in any child forked after some earlier
+    tests' compiles started autograd's threads in this one, whatever einc does."""
+    import pathlib
+    import subprocess
+    import sys
+    code = "from tests.doors.test_machinery import _fork_and_compare; _fork_and_compare()"
+    root = pathlib.Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 class _Pairs(torch.utils.data.Dataset):
