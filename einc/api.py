@@ -145,8 +145,8 @@ def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=Non
     named_axes.check_tensors(tensors)
     traced = tracing()
     known, view_shapes = named_axes.resolved(named, [o.shape for o in tensors], sizes, traced)
-    views = named_axes.recorded_views(named, tensors, sizes, range(len(tensors))) if torch.jit.is_tracing() else \
-        named_axes.views(tensors, view_shapes, named)
+    views = named_axes.recorded_views(named, tensors, sizes, range(len(tensors))) if traced and \
+        not _dynamo_tracing() and _jit_tracing() else named_axes.views(tensors, view_shapes, named)   # (dynamo: no _C)
     with named_axes.written(named):     # (a dtype error names the resolved letters)
         if not named.merges:
             return einsum(named.equation, *views, out=out, **options)     # no merge: out= as it is
