@@ -56,10 +56,13 @@ def views(operands, view_shapes, named: Named | None = None, door: str = "einsum
 def recorded_views(named: Named, whole, sizes: dict, which) -> list:
     """:func:`views` of the operands at positions ``which`` of ``whole`` (the tensors the names
     resolve over) while ``torch.jit.trace`` records them: each split as an ``einc::named_view``
-    op, which resolves the names at every run."""
+    op, which resolves the names at every run.  Where none of them splits (a merge only, or
+    keyword sizes), the first is recorded as one all the same (viewed as it is): the names are
+    resolved, and a size that does not fit refused, as the eager call refuses it."""
     names, values = " ".join(sizes), [operator.index(v) for v in sizes.values()]   # (the tracer takes no str[])
-    return [whole[k] if all(len(axis) == 1 for axis in named.inputs[k]) else
-            torch.ops.einc.named_view(whole[k], list(whole), named.text, k, names, values) for k in which]
+    split = [any(len(axis) > 1 for axis in named.inputs[k]) for k in which]
+    return [torch.ops.einc.named_view(whole[k], list(whole), named.text, k, names, values)
+            if split[n] or (n == 0 and not any(split)) else whole[k] for n, k in enumerate(which)]
 
 
 def _unviewable(what: str, instead: str, named: Named | None, door: str) -> LayoutError:
@@ -275,7 +278,7 @@ _lib.define("named_view(Tensor(a) self, Tensor[] operands, str equation, int ope
 
 def _named_view(operand, operands, text, k, names, sizes):
     view_shapes = resolved(structure(text), [o.shape for o in operands], dict(zip(names.split(), sizes)))[1]
-    return operand.view(view_shapes[k])
+    return operand.view(operand.shape if view_shapes[k] is None else view_shapes[k])
 
 
 _lib.impl("named_view", _named_view, "CompositeImplicitAutograd")

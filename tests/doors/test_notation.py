@@ -901,6 +901,33 @@ def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error()
             assert str(fx.value) == str(dynamo.value) == str(eager.value)
 
 
+@pytest.mark.parametrize("text, sizes, traced_at, good, bad", [
+    ("b h d, b h d -> b (h d)", {}, ((2, 3, 4), (2, 3, 4)), ((1, 5, 2), (1, 5, 2)), ((2, 3, 4), (2, 5, 4))),
+    ("b h d -> b (h d)", {"h": 3}, ((2, 3, 4),), ((5, 3, 1),), ((2, 5, 4),)),
+], ids=["two-operands", "keyword"])
+def test_a_traced_named_merge_raises_the_eager_error(text, sizes, traced_at, good, bad):
+    """A named call that merges but splits nothing recorded no ``einc::named_view`` under
+    ``torch.jit.trace``: at sizes the names refuse, the traced graph ran einsum's error on the
+    resolved letters (two sizes of h), or no error at all (h=3 given, h of 5 in the operand).
+    Its first operand is now recorded as one (viewed as it is), which resolves the names at
+    every run: eager's ShapeError text (TorchScript: a RuntimeError with it), and eager's
+    answer at sizes that fit."""
+    def fn(*ops):
+        return einc.einsum(text, *ops, **sizes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns that it records the shapes as constants
+        traced = torch.jit.trace(fn, tuple(torch.randn(s, dtype=torch.float64) for s in traced_at))
+    assert "einc::named_view" in str(traced.graph)
+    ops = [torch.randn(s, dtype=torch.float64) for s in good]
+    assert torch.equal(traced(*ops), fn(*ops))
+    ops = [torch.randn(s, dtype=torch.float64) for s in bad]
+    with pytest.raises(errors.ShapeError) as eager:
+        fn(*ops)
+    with pytest.raises(RuntimeError) as info:
+        traced(*ops)
+    assert f"ShapeError: {eager.value}" in str(info.value)
+
+
 def test_a_composite_moved_whole_needs_no_sizes():
     """(b h) that appears only as (b h), on every side, is never separated: no size is needed."""
     y = torch.randn(6, 4, 5, dtype=torch.float64)
