@@ -208,7 +208,7 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
     wrote."""
-    given = {"optimize": as_path(optimize), "memory_limit": traced_doors.numpy_read(memory_limit),
+    given = {"optimize": as_path(optimize), "memory_limit": traced_doors.limit_plain(memory_limit),
              "select": select, "out": out, "backend": backend, "layout": layout}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     relevant = tuple(operands) + ((out,) if out is not None else ())
@@ -436,7 +436,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     # sublist read as the path's numpy values are)
     if args and not isinstance(args[0], str):
         args = traced_doors.numpy_sublists(args)
-    memory_limit = custom_op.number(traced_doors.numpy_read(memory_limit))
+    memory_limit = traced_doors.limit_read(memory_limit)
     result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if out is None:
         return result

@@ -27,13 +27,13 @@ import weakref
 import numpy
 import torch
 
-from .custom_op import _kind, constant_result, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError, ShapeError, UnsupportedDtypeError
+from .custom_op import _kind, constant_result, number, reject_under_fullgraph, sizes, strict, traced_error
+from .errors import ArgumentError, DtypeError, EincError, PathError, ShapeError, UnsupportedDtypeError
 from .named import as_written
 from .planner.equation import Equation, parse
 from .planner.givenpath import as_path
 from .planner.graph import build
-from .planner.options import Options
+from .planner.options import Options, memory_limit_of, plain_limit
 from .runtime import dtypes, engine
 
 
@@ -85,6 +85,30 @@ def numpy_read(optimize):
 
 
 _NUMPY = (numpy.ndarray, numpy.generic)
+
+
+def limit_read(memory_limit):
+    """The limit ``memory_limit`` gives, read at trace time as the eager call reads it
+    (:func:`~einc.planner.options.memory_limit_of`: numpy's values and a Decimal as Python's),
+    for the op's text; a bad one raises the eager call's error, spelling the value as it does
+    (the op's text carried its repr, which read back as a string: ``'True'`` for True)."""
+    return _limit_read(number(numpy_read(memory_limit)))
+
+
+def limit_plain(memory_limit):
+    """``memory_limit`` as Python's value (:func:`~einc.planner.options.plain_limit`), read
+    while dynamo traces (:func:`numpy_read`) or not: a torch.fx node records it so (its
+    arguments take no numpy value nor Decimal)."""
+    return plain_limit(numpy_read(memory_limit))
+
+
+@constant_result
+def _limit_read(memory_limit):
+    """(dynamo calls it as it traces: its error as dynamo lets it through)"""
+    try:
+        return memory_limit_of(memory_limit)
+    except PathError as error:
+        raise traced_error(error) from None
 
 
 def numpy_sublists(args) -> tuple:

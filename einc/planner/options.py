@@ -14,6 +14,7 @@ remembered path is read or one is stored).
 from __future__ import annotations
 
 import decimal
+import fractions
 import functools
 import math
 import numbers
@@ -82,7 +83,7 @@ class Options:
         except (KeyError, TypeError):   # new, or unhashable (a list path)
             pass
         optimize_n, name = _normalize_optimize(optimize)
-        limit = _normalize_memory_limit(memory_limit)
+        limit = memory_limit_of(memory_limit)
         if isinstance(select, str):
             select = select.lower()         # any case, as EINC_SELECT
         if select is not None and select not in SELECT:
@@ -226,13 +227,28 @@ def callers_optimizer(optimize) -> bool:
     return callable(optimize) and not isinstance(optimize, (tuple, bool))
 
 
-def _normalize_memory_limit(memory_limit):
+def plain_limit(memory_limit):
+    """``memory_limit`` as Python's value, as every door reads it (and its error spells it):
+    numpy's scalars and arrays as their ``tolist()``, as the traced doors must read them
+    (:func:`einc.traced_doors.numpy_read`), and a Decimal (in opt_einsum's type hints) or a
+    Fraction as an int where it is whole, else a float (a torch.fx node takes neither);
+    anything else as given."""
+    if type(memory_limit).__module__ == "numpy" and hasattr(memory_limit, "tolist"):
+        return memory_limit.tolist()
+    if isinstance(memory_limit, decimal.Decimal) and not memory_limit.is_finite():
+        return float(memory_limit)
+    if isinstance(memory_limit, (decimal.Decimal, fractions.Fraction)):
+        return int(memory_limit) if memory_limit == int(memory_limit) else float(memory_limit)
+    return memory_limit
+
+
+def memory_limit_of(memory_limit):
+    """The limit a call's ``memory_limit`` gives (None, an int, or ``"max_input"``), or its
+    :class:`~einc.errors.PathError`: the one reading of every door, eager or traced."""
+    memory_limit = plain_limit(memory_limit)
     if memory_limit is None or memory_limit == "max_input":
         return memory_limit
-    if isinstance(memory_limit, decimal.Decimal):      # in opt_einsum's type hints
-        whole = memory_limit.is_finite() and memory_limit == memory_limit.to_integral_value()
-        memory_limit = int(memory_limit) if whole else float(memory_limit)
-    if isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real):   # numpy's numbers too
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real):
         raise PathError(f"einsum(): memory_limit must be None, a number of elements or 'max_input', "
                         f"got {memory_limit!r}")
     if memory_limit == -1:              # opt_einsum's spelling of no limit
@@ -570,6 +586,7 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "callers_optimizer", "encode", "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
+__all__ = ["Options", "callers_optimizer", "encode", "memory_limit_of", "plain_limit",
+           "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
            "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
            "torch_optimize"]

@@ -1,0 +1,238 @@
+"""One call, one answer, one error, whatever door reaches einc: ``einc.einsum``, a patched
+``torch.einsum``, ``einc.contract`` (opt_einsum's API), ``torch.jit.trace``,
+``torch.fx.symbolic_trace`` and ``torch.compile(fullgraph=True)`` (einc's backend; a subset:
+compiling is slow), over a corpus of good calls (size-0 and size-1 axes, broadcasting,
+ellipsis, sublists, repeated indices, every float, int and complex dtype, operands that are
+not contiguous) and bad ones (unknown letters, sizes that do not fit, operand counts, bad
+``optimize`` and ``memory_limit`` values, named-notation errors).
+
+A good call's result has torch.einsum's dtype and shape, is contiguous (einc's promise), and
+matches the oracle (torch.einsum on float64 or complex128 copies, exactly for integers); a bad
+call raises the eager call's error class and text at every door.  Where a door cannot match,
+the documented behaviour is asserted instead (``EXPECTED``)."""
+
+import fractions
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import einc
+from einc import errors
+
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+COMPLEX = [torch.complex64, torch.complex128]
+
+
+def _t(*shape, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_complex or dtype.is_floating_point:
+        return torch.randn(shape, generator=g, dtype=dtype)
+    return torch.randint(0, 4, shape, generator=g).to(dtype)
+
+
+def _strided(*shape, seed=0):
+    """A tensor of ``shape`` whose strides are not contiguous ones (every other element)."""
+    return _t(*shape[:-1], 2 * shape[-1], seed=seed)[..., ::2]
+
+
+GOOD = {
+    "matmul": (("ij,jk->ik", _t(2, 3), _t(3, 4, seed=1)), {}),
+    "chain": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)), {}),
+    "size-0-contracted": (("ij,jk->ik", _t(2, 0), _t(0, 4, seed=1)), {}),
+    "size-0-kept": (("ij,jk->ik", _t(0, 3), _t(3, 4, seed=1)), {}),
+    "size-1": (("ij,jk->ik", _t(1, 3), _t(3, 1, seed=1)), {}),
+    "broadcast-1": (("ij,ij->ij", _t(3, 1), _t(3, 4, seed=1)), {}),
+    "ellipsis": (("...ij,...jk->...ik", _t(2, 1, 3, 4), _t(5, 4, 2, seed=1)), {}),
+    "implicit": (("ij,jk", _t(2, 3), _t(3, 4, seed=1)), {}),
+    "trace": (("ii", _t(3, 3)), {}),
+    "diagonal": (("iij->ji", _t(3, 3, 2)), {}),
+    "outer": (("i,j->ij", _t(3), _t(2, seed=1)), {}),
+    "transpose": (("ij->ji", _t(2, 3)), {}),
+    "sum-all": (("ijk->", _t(2, 3, 4)), {}),
+    "sublist": ((_t(2, 3), [0, 1], _t(3, 4, seed=1), [1, 2], [0, 2]), {}),
+    "sublist-ellipsis": ((_t(5, 2, 3), [Ellipsis, 0, 1], _t(3, 4, seed=1), [1, 2]), {}),
+    "strided": (("ij,jk->ik", _strided(2, 3), _t(4, 3, seed=1).t()), {}),
+    "expanded": (("ij,jk->ik", _t(1, 3).expand(2, 3), _t(3, 4, seed=1)), {}),
+    "path": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)), {"optimize": [(1, 2), (0, 1)]}),
+    "numpy-path": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)),
+                   {"optimize": [np.array([1, 2]), (np.int64(0), np.int64(1))]}),
+    "greedy": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)), {"optimize": "greedy"}),
+    "no-optimize": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)), {"optimize": False}),
+    "memory-limit": (("ij,jk,kl->il", _t(2, 3), _t(3, 4, seed=1), _t(4, 2, seed=2)), {"memory_limit": 8}),
+    "numpy-limit": (("ij,jk->ik", _t(2, 3), _t(3, 4, seed=1)), {"memory_limit": np.int32(-1)}),
+    "named-split": (("b (h d) -> b h d", _t(2, 6)), {"h": 2}),
+    "named-merge": (("b h d, b h d -> b (h d)", _t(2, 3, 2), _t(2, 3, 2, seed=1)), {}),
+    **{f"dtype-{str(d)[6:]}": (("ij,jk->ik", _t(2, 3, dtype=d), _t(3, 4, dtype=d, seed=1)), {})
+       for d in FLOATS + INTS + COMPLEX},
+}
+
+BAD = {
+    "unknown-output-letter": (("ij->k", _t(2, 3)), {}),
+    "bad-character": (("i$,jk->ik", _t(2, 3), _t(3, 4)), {}),
+    "size-mismatch": (("ij,jk->ik", _t(2, 3), _t(4, 5)), {}),
+    "rank-mismatch": (("ijk,jk->ik", _t(2, 3), _t(3, 4)), {}),
+    "too-few-operands": (("ij,jk->ik", _t(2, 3)), {}),
+    "too-many-operands": (("ij->ij", _t(2, 3), _t(2, 3)), {}),
+    "two-arrows": (("ij->j->i", _t(2, 3)), {}),
+    "repeated-output": (("ij->ii", _t(2, 3)), {}),
+    "sublist-negative-index": ((_t(2, 3), [0, -1], [0]), {}),
+    "sublist-output-unknown": ((_t(2, 3), [0, 1], [2]), {}),
+    "dtype-mix": (("ij,jk->ik", _t(2, 3), _t(3, 4, dtype=torch.float32)), {}),
+    "optimize-name": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense"}),
+    "optimize-path-range": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 5), (0, 1)]}),
+    "optimize-path-short": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 1)]}),
+    "limit-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": 0.5}),
+    "limit-numpy-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.float64(0.5)}),
+    "limit-numpy-bool": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.bool_(True)}),
+    "limit-bool": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": True}),
+    "limit-list": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": [1]}),
+    "limit-fraction": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": fractions.Fraction(1, 2)}),
+    "limit-string": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": "big"}),
+    "named-unresolved": (("b (h d) -> b h d", _t(2, 6)), {}),
+    "named-not-dividing": (("b (h d) -> b h d", _t(2, 6)), {"h": 4}),
+    "named-keyword-size": (("b h d -> b (h d)", _t(2, 3, 2)), {"h": 4}),
+    "named-two-sizes": (("b h d, b h d -> b (h d)", _t(2, 3, 2), _t(2, 4, 2)), {}),
+    "named-unclosed": (("b (h d -> b h d", _t(2, 6)), {"h": 2}),
+}
+
+# Where a door does not give the eager error by design: (call, door) -> why; what it does
+# instead is asserted in its own test below.
+EXPECTED = {
+    ("bad-character", "contract"): "opt_einsum's doors read any character as an index",
+    ("two-arrows", "contract"): "opt_einsum's doors word their own notation's errors",
+    ("sublist-negative-index", "contract"): "opt_einsum's sublists take any hashable as an index",
+}
+
+
+def _split(args):
+    """``(template, tensors)``: ``args`` with each tensor's place None, and the tensors."""
+    return [None if isinstance(a, torch.Tensor) else a for a in args], [a for a in args if isinstance(a, torch.Tensor)]
+
+
+def _of(template, einsum, kwargs):
+    """A function of the call's tensors alone (fixed arity: torch.fx traces no ``*args``)."""
+    def call(*tensors):
+        it = iter(tensors)
+        return einsum(*[next(it) if a is None else a for a in template], **kwargs)
+    n = sum(a is None for a in template)
+    return {1: lambda a: call(a), 2: lambda a, b: call(a, b), 3: lambda a, b, c: call(a, b, c)}[n]
+
+
+def _run(door, args, kwargs, monkeypatch):
+    """The call through ``door``: its result, or the exception it raised."""
+    template, tensors = _split(args)
+    try:
+        if door == "eager":
+            return einc.einsum(*args, **kwargs)
+        if door == "contract":
+            return einc.contract(*args, **kwargs)
+        if door in ("patched", "compile:inductor"):     # the default backend sees torch.einsum, einc's
+            monkeypatch.setattr(torch, "einsum", einc.einsum)
+        if door == "patched":
+            return torch.einsum(*args, **kwargs)
+        fn = _of(template, lambda *a, **k: (torch.einsum if door == "compile:inductor" else einc.einsum)(*a, **k),
+                 kwargs)
+        if door == "jit":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
+                return torch.jit.trace(fn, tuple(tensors), check_trace=False)(*tensors)
+        if door == "fx":
+            return torch.fx.symbolic_trace(fn)(*tensors)
+        torch._dynamo.reset()
+        try:
+            return torch.compile(fn, fullgraph=True, backend=door.partition(":")[2])(*tensors)
+        finally:
+            torch._dynamo.reset()
+    except Exception as error:      # noqa: BLE001 -- compared with the eager call's
+        return error
+
+
+# a named call's resolved einsum and reshape, as torch.einsum takes it
+NAMED = {"named-split": lambda x: (torch.einsum("bk->bk", x).reshape(2, 2, 3),),
+         "named-merge": lambda x, y: (torch.einsum("bhd,bhd->bhd", x, y).reshape(2, 6),)}
+
+
+def _oracle(name, args):
+    """torch.einsum on float64 (complex128, int64) copies, and on the operands as they are
+    (its dtype and shape)."""
+    if name in NAMED:
+        tensors = _split(args)[1]
+        return NAMED[name](*[t.double() for t in tensors])[0], NAMED[name](*tensors)[0]
+    def wide(a):
+        if not isinstance(a, torch.Tensor):
+            return a
+        return a.to(torch.complex128 if a.dtype.is_complex else torch.float64 if a.dtype.is_floating_point
+                    else torch.int64)
+    from einc.runtime.reference import torch_einsum
+    return torch_einsum(*[wide(a) for a in args]), torch_einsum(*args)
+
+
+def _check_good(got, args, name, door):
+    assert isinstance(got, torch.Tensor), f"{name} at {door}: {type(got).__name__}: {got}"
+    oracle, theirs = _oracle(name, args)
+    assert got.dtype == theirs.dtype and got.shape == theirs.shape, (name, got.dtype, got.shape, theirs.dtype)
+    assert got.is_contiguous(), name
+    tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-5, torch.complex64: 1e-5}.get(got.dtype, 1e-12)
+    if got.dtype.is_floating_point or got.dtype.is_complex:
+        torch.testing.assert_close(got.to(oracle.dtype), oracle, rtol=tol, atol=tol, msg=name)
+    else:
+        assert torch.equal(got.to(torch.int64), oracle.to(theirs.dtype).to(torch.int64)), name
+
+
+def _check_same_error(got, want, door):
+    assert isinstance(want, errors.EincError), f"the eager call raised {type(want).__name__}: {want}"
+    if door == "jit" and isinstance(got, RuntimeError) and not isinstance(got, errors.EincError):
+        # TorchScript reports an op's error as a RuntimeError with its class and text
+        assert f"{type(want).__name__}: {want}" in str(got)
+        return
+    assert type(got).__name__ == type(want).__name__ and isinstance(got, type(want)), (door, type(got), type(want))
+    assert str(got) == str(want), door
+
+
+DOORS = ["eager", "patched", "contract", "jit", "fx"]
+# compile is slow: a few calls of each kind, einc's backend (and the default one, patched)
+COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "named-split", "dtype-int32",
+                 "dtype-complex64"]
+COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "limit-numpy-half", "limit-numpy-bool",
+                "limit-list", "named-not-dividing", "named-two-sizes", "dtype-mix"]
+
+
+def _cases(table, compiled):
+    return [(name, door) for name in table for door in DOORS if (name, door) not in EXPECTED] + \
+        [(name, "compile:einc") for name in compiled] + [(compiled[0], "compile:inductor")]
+
+
+@pytest.fixture(autouse=True)
+def _caches():
+    yield
+    einc.cache_clear()
+
+
+@pytest.mark.parametrize("name, door", _cases(GOOD, COMPILED_GOOD))
+def test_a_good_call_gives_the_oracle_answer_at_every_door(name, door, monkeypatch):
+    args, kwargs = GOOD[name]
+    _check_good(_run(door, args, kwargs, monkeypatch), args, name, door)
+
+
+@pytest.mark.parametrize("name, door", [c for c in _cases(BAD, COMPILED_BAD) if c[1] != "eager"])
+def test_a_bad_call_raises_the_eager_error_at_every_door(name, door, monkeypatch):
+    args, kwargs = BAD[name]
+    want = _run("eager", args, kwargs, monkeypatch)
+    _check_same_error(_run(door, args, kwargs, monkeypatch), want, door)
+
+
+def test_opt_einsum_s_doors_read_opt_einsum_s_notation(monkeypatch):
+    """``einc.contract`` reads equations and sublists as opt_einsum does (docs/migrating.md):
+    a character einsum refuses is an index, a negative int a sublist index, and two arrows
+    are refused in its own words, as an EquationError all the same."""
+    import opt_einsum
+    for name in ("bad-character", "sublist-negative-index"):
+        args, _ = BAD[name]
+        wide = [a.double() if isinstance(a, torch.Tensor) else a for a in args]
+        torch.testing.assert_close(_run("contract", args, {}, monkeypatch), opt_einsum.contract(*wide))
+    args, _ = BAD["two-arrows"]
+    got = _run("contract", args, {}, monkeypatch)
+    assert isinstance(got, errors.EquationError) and str(got).startswith("contract(): ")
