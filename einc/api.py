@@ -423,6 +423,8 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     else:
         optimize = as_path(traced_doors.numpy_read(optimize))
     if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
+        if not callable(optimize):      # no optimizer either: the eager call's error
+            traced_doors.optimize_read(optimize)
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)

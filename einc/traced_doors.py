@@ -87,6 +87,17 @@ def numpy_read(optimize):
 _NUMPY = (numpy.ndarray, numpy.generic)
 
 
+@constant_result
+def optimize_read(optimize) -> bool:
+    """The eager call's error for an ``optimize`` that is no name, bool, path nor optimizer
+    (3.5), at trace time: not the compiled op's refusal of an optimizer object."""
+    try:
+        Options.of(optimize)
+    except EincError as error:
+        raise traced_error(error) from None
+    return True
+
+
 def limit_read(memory_limit):
     """The limit ``memory_limit`` gives, read at trace time as the eager call reads it
     (:func:`~einc.planner.options.memory_limit_of`: numpy's values and a Decimal as Python's),

@@ -84,6 +84,7 @@ BAD = {
     "optimize-name": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense"}),
     "optimize-path-range": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 5), (0, 1)]}),
     "optimize-path-short": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 1)]}),
+    "optimize-float": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"optimize": 3.5}),
     "limit-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": 0.5}),
     "limit-numpy-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.float64(0.5)}),
     "limit-numpy-bool": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.bool_(True)}),
@@ -196,8 +197,8 @@ DOORS = ["eager", "patched", "contract", "jit", "fx"]
 # compile is slow: a few calls of each kind, einc's backend (and the default one, patched)
 COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "named-split", "dtype-int32",
                  "dtype-complex64"]
-COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "limit-numpy-half", "limit-numpy-bool",
-                "limit-list", "named-not-dividing", "named-two-sizes", "dtype-mix"]
+COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
+                "limit-numpy-bool", "limit-list", "named-not-dividing", "named-two-sizes", "dtype-mix"]
 
 
 def _cases(table, compiled):
