@@ -30,7 +30,7 @@ import torch
 from .custom_op import _kind, constant_result, number, reject_under_fullgraph, sizes, strict, traced_error
 from .errors import ArgumentError, DtypeError, EincError, PathError, ShapeError, UnsupportedDtypeError
 from .named import as_written
-from .planner.equation import Equation, parse
+from .planner.equation import Equation, parse, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
 from .planner.options import Options, memory_limit_of, plain_limit
@@ -124,9 +124,29 @@ def _limit_read(memory_limit):
 
 def numpy_sublists(args) -> tuple:
     """``args`` of torch's sublist call (``op0, sub0, op1, sub1, ..., [output]``) with each
-    sublist read by :func:`numpy_read`, as eager calls read its numpy integers and arrays."""
+    sublist read by :func:`numpy_read`, as eager calls read its numpy integers and arrays.
+    Where each is a list or tuple of Python's ints and Ellipsis, they are read as dynamo
+    traces (:func:`_sublists_read`): a sublist that is no equation raises the eager call's
+    error, not a raise dynamo traces (its "Observed exception" under ``fullgraph=True``)."""
     last = len(args) - 1 if len(args) % 2 else None
-    return tuple([numpy_read(a) if k % 2 or k == last else a for k, a in enumerate(args)])
+    args = tuple([numpy_read(a) if k % 2 or k == last else a for k, a in enumerate(args)])
+    subs = [a for k, a in enumerate(args) if k % 2 or k == last]
+    if torch.compiler.is_dynamo_compiling() and all(isinstance(s, (list, tuple)) for s in subs) and \
+            all(isinstance(i, (int, str)) or i is Ellipsis for s in subs for i in s):
+        # (an int read as a symbol, dynamic=True, as its value: the equation's text needs it)
+        _sublists_read(tuple([tuple([number(i) for i in s]) if k % 2 or k == last else None
+                              for k, s in enumerate(args)]))
+    return args
+
+
+@constant_result
+def _sublists_read(args) -> bool:
+    """(dynamo calls it as it traces: the operands' places None, the sublists as given)"""
+    try:
+        sublist_equation(args)
+    except EincError as error:
+        raise traced_error(error) from None
+    return True
 
 
 @constant_result

@@ -80,6 +80,7 @@ BAD = {
     "repeated-output": (("ij->ii", _t(2, 3)), {}),
     "sublist-negative-index": ((_t(2, 3), [0, -1], [0]), {}),
     "sublist-output-unknown": ((_t(2, 3), [0, 1], [2]), {}),
+    "sublist-string": ((_t(2, 3), [0, "a"], [0]), {}),
     "dtype-mix": (("ij,jk->ik", _t(2, 3), _t(3, 4, dtype=torch.float32)), {}),
     "optimize-name": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense"}),
     "optimize-path-range": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 5), (0, 1)]}),
@@ -102,6 +103,7 @@ BAD = {
 # Where a door does not give the eager error by design: (call, door) -> why; what it does
 # instead is asserted in its own test below.
 EXPECTED = {
+    ("sublist-string", "contract"): "opt_einsum's sublists take any hashable as an index",
     ("bad-character", "contract"): "opt_einsum's doors read any character as an index",
     ("two-arrows", "contract"): "opt_einsum's doors word their own notation's errors",
     ("sublist-negative-index", "contract"): "opt_einsum's sublists take any hashable as an index",
@@ -198,7 +200,8 @@ DOORS = ["eager", "patched", "contract", "jit", "fx"]
 COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "named-split", "dtype-int32",
                  "dtype-complex64"]
 COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
-                "limit-numpy-bool", "limit-list", "named-not-dividing", "named-two-sizes", "dtype-mix"]
+                "limit-numpy-bool", "limit-list", "sublist-negative-index", "sublist-string",
+                "named-not-dividing", "named-two-sizes", "dtype-mix"]
 
 
 def _cases(table, compiled):
@@ -237,3 +240,21 @@ def test_opt_einsum_s_doors_read_opt_einsum_s_notation(monkeypatch):
     args, _ = BAD["two-arrows"]
     got = _run("contract", args, {}, monkeypatch)
     assert isinstance(got, errors.EquationError) and str(got).startswith("contract(): ")
+
+
+def test_a_sublist_of_symbols_traces_and_refuses_as_eager():
+    """Under ``dynamic=True`` dynamo reads a sublist's ints passed as an argument as symbols:
+    the call traces as before (their values specialized), and a sublist that is no
+    equation raises the eager error, not dynamo's "Observed exception"."""
+    x = _t(2, 3)
+    torch._dynamo.reset()
+    try:
+        fn = torch.compile(lambda x, s: einc.einsum(x, s, [0]), fullgraph=True, backend="eager", dynamic=True)
+        torch.testing.assert_close(fn(x, [0, 1]), x.sum(1))
+        with pytest.raises(errors.ArgumentError) as info:
+            fn(x, [0, -1])
+    finally:
+        torch._dynamo.reset()
+    with pytest.raises(errors.ArgumentError) as eager:
+        einc.einsum(x, [0, -1], [0])
+    assert str(info.value) == str(eager.value)
