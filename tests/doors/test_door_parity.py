@@ -11,6 +11,7 @@ matches the oracle (torch.einsum on float64 or complex128 copies, exactly for in
 call raises the eager call's error class and text at every door.  Where a door cannot match,
 the documented behaviour is asserted instead (``EXPECTED``)."""
 
+import contextlib
 import fractions
 import warnings
 
@@ -124,6 +125,21 @@ def _of(template, einsum, kwargs):
     return {1: lambda a: call(a), 2: lambda a, b: call(a, b), 3: lambda a, b, c: call(a, b, c)}[n]
 
 
+@contextlib.contextmanager
+def _patched_for_dynamo():
+    """``torch.einsum = einc.einsum`` as dynamo sees a patch installed before its first
+    compile: its table of torch's functions, read once per process, rebuilt with the patch
+    in, and again after it is undone (else einc.einsum stays torch's einsum to it)."""
+    from torch._dynamo import trace_rules
+    saved, torch.einsum = torch.einsum, einc.einsum
+    trace_rules.clear_lru_cache()
+    try:
+        yield
+    finally:
+        torch.einsum = saved
+        trace_rules.clear_lru_cache()
+
+
 def _run(door, args, kwargs, monkeypatch):
     """The call through ``door``: its result, or the exception it raised."""
     template, tensors = _split(args)
@@ -132,9 +148,8 @@ def _run(door, args, kwargs, monkeypatch):
             return einc.einsum(*args, **kwargs)
         if door == "contract":
             return einc.contract(*args, **kwargs)
-        if door in ("patched", "compile:inductor"):     # the default backend sees torch.einsum, einc's
-            monkeypatch.setattr(torch, "einsum", einc.einsum)
         if door == "patched":
+            monkeypatch.setattr(torch, "einsum", einc.einsum)
             return torch.einsum(*args, **kwargs)
         fn = _of(template, lambda *a, **k: (torch.einsum if door == "compile:inductor" else einc.einsum)(*a, **k),
                  kwargs)
@@ -145,10 +160,12 @@ def _run(door, args, kwargs, monkeypatch):
         if door == "fx":
             return torch.fx.symbolic_trace(fn)(*tensors)
         torch._dynamo.reset()
-        try:
-            return torch.compile(fn, fullgraph=True, backend=door.partition(":")[2])(*tensors)
-        finally:
-            torch._dynamo.reset()
+        # (the default backend sees torch.einsum, einc's)
+        with _patched_for_dynamo() if door == "compile:inductor" else contextlib.nullcontext():
+            try:
+                return torch.compile(fn, fullgraph=True, backend=door.partition(":")[2])(*tensors)
+            finally:
+                torch._dynamo.reset()
     except Exception as error:      # noqa: BLE001 -- compared with the eager call's
         return error
 
@@ -204,9 +221,13 @@ COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "opt
                 "named-not-dividing", "named-two-sizes", "dtype-mix"]
 
 
-def _cases(table, compiled):
+# the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
+INDUCTOR = {"good": ["matmul"], "bad": ["size-mismatch", "optimize-float"]}
+
+
+def _cases(table, compiled, kind):
     return [(name, door) for name in table for door in DOORS if (name, door) not in EXPECTED] + \
-        [(name, "compile:einc") for name in compiled] + [(compiled[0], "compile:inductor")]
+        [(name, "compile:einc") for name in compiled] + [(name, "compile:inductor") for name in INDUCTOR[kind]]
 
 
 @pytest.fixture(autouse=True)
@@ -215,13 +236,13 @@ def _caches():
     einc.cache_clear()
 
 
-@pytest.mark.parametrize("name, door", _cases(GOOD, COMPILED_GOOD))
+@pytest.mark.parametrize("name, door", _cases(GOOD, COMPILED_GOOD, "good"))
 def test_a_good_call_gives_the_oracle_answer_at_every_door(name, door, monkeypatch):
     args, kwargs = GOOD[name]
     _check_good(_run(door, args, kwargs, monkeypatch), args, name, door)
 
 
-@pytest.mark.parametrize("name, door", [c for c in _cases(BAD, COMPILED_BAD) if c[1] != "eager"])
+@pytest.mark.parametrize("name, door", [c for c in _cases(BAD, COMPILED_BAD, "bad") if c[1] != "eager"])
 def test_a_bad_call_raises_the_eager_error_at_every_door(name, door, monkeypatch):
     args, kwargs = BAD[name]
     want = _run("eager", args, kwargs, monkeypatch)
@@ -258,3 +279,27 @@ def test_a_sublist_of_symbols_traces_and_refuses_as_eager():
     with pytest.raises(errors.ArgumentError) as eager:
         einc.einsum(x, [0, -1], [0])
     assert str(info.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("kwargs, python", [({"memory_limit": np.int64(5)}, {"memory_limit": 5}),
+                                            ({"optimize": [np.array([0, 1])]}, {"optimize": [(0, 1)]})],
+                         ids=["limit", "path"])
+def test_the_patched_torch_einsum_under_compile_takes_python_s_numbers(kwargs, python):
+    """With ``torch.einsum = einc.einsum`` before a first compile, dynamo takes the call for
+    torch's own and hands its numpy arguments over as tensors of unknown value
+    (docs/autograd-and-compile.md, Inside PyTorch's machinery): a numpy limit or path fails there, where ``einc.einsum``
+    reads it; Python's numbers run."""
+    a, b = _t(2, 3), _t(3, 4, seed=1)
+    want = einc.einsum("ij,jk->ik", a, b, **kwargs)
+    def compiled(options):
+        torch._dynamo.reset()
+        return torch.compile(lambda a, b: torch.einsum("ij,jk->ik", a, b, **options), fullgraph=True,
+                             backend="eager")(a, b)
+    try:
+        with _patched_for_dynamo():
+            with pytest.raises((errors.PathError, torch._dynamo.exc.UserError)):
+                compiled(kwargs)
+            got = compiled(python)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, want)
