@@ -127,11 +127,13 @@ def numpy_sublists(args) -> tuple:
     sublist read by :func:`numpy_read`, as eager calls read its numpy integers and arrays.
     Where each is a list or tuple of Python's ints and Ellipsis, they are read as dynamo
     traces (:func:`_sublists_read`): a sublist that is no equation raises the eager call's
-    error, not a raise dynamo traces (its "Observed exception" under ``fullgraph=True``)."""
+    error, not a raise dynamo traces (its "Observed exception" under ``fullgraph=True``), nor
+    one from the node dynamo runs on fake tensors for a patched ``torch.einsum`` (its
+    ``TorchRuntimeError``)."""
     last = len(args) - 1 if len(args) % 2 else None
     args = tuple([numpy_read(a) if k % 2 or k == last else a for k, a in enumerate(args)])
     subs = [a for k, a in enumerate(args) if k % 2 or k == last]
-    if torch.compiler.is_dynamo_compiling() and all(isinstance(s, (list, tuple)) for s in subs) and \
+    if all(isinstance(s, (list, tuple)) for s in subs) and \
             all(isinstance(i, (int, str)) or i is Ellipsis for s in subs for i in s):
         # (an int read as a symbol, dynamic=True, as its value: the equation's text needs it)
         _sublists_read(tuple([tuple([number(i) for i in s]) if k % 2 or k == last else None
