@@ -92,7 +92,7 @@ def einsum(*args, **sizes):
         if sizes:
             return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
     if _dynamo_tracing() or _compiler._is_compiling_flag or _jit_tracing():     # tracing(), inline
-        if args and isinstance(args[0], str) and _is_named(args[0]):   # isinstance: torch 2.11's dynamo
+        if args and isinstance(args[0], str) and _is_named(args[0], len(_operands_of(args))):  # (isinstance: 2.11)
             return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
         return traced_call(args, optimize, memory_limit, select, out, layout)   # compile, export, jit.trace: the op
     if args and args[0].__class__ is str:      # planner.equation.call_form, inline: one frame less
@@ -163,9 +163,9 @@ _constant_result = custom_op.constant_result    # (dynamo calls it while tracing
 
 
 @_constant_result
-def _is_named(text: str) -> bool:
-    """:func:`einc.planner.notation.is_named`, read once while dynamo traces."""
-    return notation.is_named(text)
+def _is_named(text: str, count: int) -> bool:
+    """:func:`einc.named.named_reading`, read once while dynamo traces."""
+    return named_axes.named_reading(text, count)
 
 
 @_constant_result

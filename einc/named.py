@@ -34,9 +34,9 @@ from .errors import (
     caret,
     expression_count,
 )
-from .planner.equation import call_form, parse
+from .planner.equation import call_form, for_operands, parse
 from .planner.graph import build
-from .planner.notation import Named, describe, is_boolean, output_shape, resolve, structure
+from .planner.notation import Named, describe, is_boolean, is_named, output_shape, resolve, structure
 
 
 def views(operands, view_shapes, named: Named | None = None, door: str = "einsum") -> list:
@@ -381,6 +381,23 @@ def torch_error_first(error, text: str):
         raise type(error)(f"{error}\nread as named axes instead, it fails too: {reading}") from None
 
 
-__all__ = ["views", "recorded_views", "check_tensors", "operands", "resolved", "merged", "split_out",
+def named_reading(text: str, count: int) -> bool:
+    """Whether a traced call reads ``text`` as named axes (:func:`is_named`); where that
+    reading fails too, the eager call's error, which read ``text`` in torch's notation first
+    (:func:`torch_error_first`, worded for ``count`` operands), raised as dynamo lets it out."""
+    if not is_named(text):
+        return False
+    try:
+        parse(text)
+    except EquationError as error:
+        try:
+            with torch_error_first(for_operands(error, count), text):
+                structure(text)
+        except EquationError as found:
+            raise traced_error(found) from None
+    return True
+
+
+__all__ = ["named_reading", "views", "recorded_views", "check_tensors", "operands", "resolved", "merged", "split_out",
            "expression_parts", "NamedExpression", "explain_parts", "NamedExplanation", "as_written", "written",
            "torch_error_first"]

@@ -99,6 +99,8 @@ BAD = {
     "named-keyword-size": (("b h d -> b (h d)", _t(2, 3, 2)), {"h": 4}),
     "named-two-sizes": (("b h d, b h d -> b (h d)", _t(2, 3, 2), _t(2, 4, 2)), {}),
     "named-unclosed": (("b (h d -> b h d", _t(2, 6)), {"h": 2}),
+    "neither-reading": (("b h -> b h x", _t(2, 6)), {}),
+    "neither-reading-3": (("a b, b c, c d -> a d x", _t(2, 3), _t(3, 4), _t(4, 2)), {}),
 }
 
 # Where a door does not give the eager error by design: (call, door) -> why; what it does
@@ -218,7 +220,7 @@ COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "nam
                  "dtype-complex64"]
 COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
                 "limit-numpy-bool", "limit-list", "sublist-negative-index", "sublist-string",
-                "named-not-dividing", "named-two-sizes", "dtype-mix"]
+                "named-not-dividing", "neither-reading", "neither-reading-3", "named-two-sizes", "dtype-mix"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
