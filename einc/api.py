@@ -411,7 +411,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`).
     ``layout`` is checked; the op's result is contiguous, which both layouts allow (its fake
     kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
-    if select is not None:
+    if select is not None and traced_doors.options_read(select=select):    # (a bad one: the eager error)
         _refuse_traced("ArgumentError", "einsum(): select= cannot be passed to the compiled op; set EINC_SELECT "
                                         "instead")
     if layout is not None and not (isinstance(layout, str) and layout.lower() in LAYOUTS):
@@ -424,7 +424,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
         optimize = as_path(traced_doors.numpy_read(optimize))
     if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
         if not callable(optimize):      # no optimizer either: the eager call's error
-            traced_doors.optimize_read(optimize)
+            traced_doors.options_read(optimize)
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)

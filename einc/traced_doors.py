@@ -33,7 +33,7 @@ from .named import as_written
 from .planner.equation import Equation, parse, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
-from .planner.options import Options, memory_limit_of, plain_limit
+from .planner.options import AUTO, Options, memory_limit_of, plain_limit
 from .runtime import dtypes, engine
 
 
@@ -88,11 +88,12 @@ _NUMPY = (numpy.ndarray, numpy.generic)
 
 
 @constant_result
-def optimize_read(optimize) -> bool:
+def options_read(optimize=AUTO, select=None) -> bool:
     """The eager call's error for an ``optimize`` that is no name, bool, path nor optimizer
-    (3.5), at trace time: not the compiled op's refusal of an optimizer object."""
+    (3.5), or a ``select`` that names no way (``"nope"``), at trace time: not the compiled
+    op's refusal of an optimizer object, or of ``select=``."""
     try:
-        Options.of(optimize)
+        Options.of(optimize, select=select)
     except EincError as error:
         raise traced_error(error) from None
     return True

@@ -94,6 +94,7 @@ BAD = {
     "limit-list": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": [1]}),
     "limit-fraction": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": fractions.Fraction(1, 2)}),
     "limit-string": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": "big"}),
+    "select-unknown": (("ij->i", _t(2, 3)), {"select": "nope"}),
     "named-unresolved": (("b (h d) -> b h d", _t(2, 6)), {}),
     "named-not-dividing": (("b (h d) -> b h d", _t(2, 6)), {"h": 4}),
     "named-keyword-size": (("b h d -> b (h d)", _t(2, 3, 2)), {"h": 4}),
@@ -220,7 +221,8 @@ COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "nam
                  "dtype-complex64"]
 COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
                 "limit-numpy-bool", "limit-list", "sublist-negative-index", "sublist-string",
-                "named-not-dividing", "neither-reading", "neither-reading-3", "named-two-sizes", "dtype-mix"]
+                "named-not-dividing", "neither-reading", "neither-reading-3", "select-unknown",
+                "named-two-sizes", "dtype-mix"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
@@ -305,3 +307,13 @@ def test_the_patched_torch_einsum_under_compile_takes_python_s_numbers(kwargs, p
     finally:
         torch._dynamo.reset()
     torch.testing.assert_close(got, want)
+
+
+def test_a_traced_call_refuses_a_good_select_it_cannot_carry():
+    """``select=`` does not travel in the compiled op (docs/autograd-and-compile.md): a name
+    eager takes is refused under ``torch.jit.trace`` and ``fullgraph=True``, with its own
+    error; a bad one gets the eager error (``select-unknown`` above)."""
+    x = _t(2, 3)
+    assert einc.einsum("ij->i", x, select="blas").shape == (2,)
+    with pytest.raises(errors.ArgumentError, match="select= cannot be passed to the compiled op"):
+        torch.jit.trace(lambda x: einc.einsum("ij->i", x, select="blas"), (x,))
