@@ -553,8 +553,8 @@ def _refuse_now(name: str, message: str):
 
 
 def sizes(shape) -> tuple:
-    """``shape`` as numbers (:func:`number`)."""
-    return tuple([number(n) for n in shape])
+    """``shape`` as numbers (:func:`number`); a 0-d tensor, ``torch.jit.trace``'s size, as its int."""
+    return tuple([int(n) if isinstance(n, torch.Tensor) else number(n) for n in shape])
 
 
 def number(n):

@@ -317,3 +317,23 @@ def test_a_traced_call_refuses_a_good_select_it_cannot_carry():
     assert einc.einsum("ij->i", x, select="blas").shape == (2,)
     with pytest.raises(errors.ArgumentError, match="select= cannot be passed to the compiled op"):
         torch.jit.trace(lambda x: einc.einsum("ij->i", x, select="blas"), (x,))
+
+
+@pytest.mark.parametrize("text, shapes, sizes, out", [("ij,jk->ik", [(2, 3), (3, 4)], {}, (2, 5)),
+                                                      ("b (h d) -> b h d", [(2, 6)], {"h": 2}, (2, 7))],
+                         ids=["plain", "named"])
+def test_a_traced_out_of_the_wrong_shape_names_the_sizes_as_eager(text, shapes, sizes, out):
+    """``out=`` of the wrong shape under ``torch.jit.trace``: the eager error's text, its
+    sizes as numbers (the tracer hands sizes over as 0-d tensors: it read ``(tensor(2),
+    tensor(5))``)."""
+    ops = tuple(_t(*s) for s in shapes)
+
+    def fn(*ops):
+        return einc.einsum(text, *ops, out=torch.empty(out, dtype=torch.float64), **sizes)
+    with pytest.raises(errors.OutError) as eager:
+        fn(*ops)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
+        with pytest.raises(errors.OutError) as traced:
+            torch.jit.trace(fn, ops, check_trace=False)
+    assert str(traced.value) == str(eager.value)
