@@ -337,3 +337,19 @@ def test_a_traced_out_of_the_wrong_shape_names_the_sizes_as_eager(text, shapes, 
         with pytest.raises(errors.OutError) as traced:
             torch.jit.trace(fn, ops, check_trace=False)
     assert str(traced.value) == str(eager.value)
+
+
+def test_layout_any_is_contiguous_where_the_op_runs():
+    """``layout="any"`` lets the eager call return einc's last step's order (here not
+    contiguous); the traced doors run the custom op, whose result is contiguous in either
+    layout (docs/semantics.md): the same values, shape and dtype."""
+    a, b = _t(2, 3), _t(3, 4, seed=1)
+
+    def fn(a, b):
+        return einc.einsum("ij,jk->ki", a, b, layout="any")
+    eager = fn(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
+        traced = torch.jit.trace(fn, (a, b), check_trace=False)(a, b)
+    assert not eager.is_contiguous() and traced.is_contiguous()
+    torch.testing.assert_close(traced, eager)
