@@ -438,7 +438,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     # sublist read as the path's numpy values are)
     if args and not isinstance(args[0], str):
         args = traced_doors.numpy_sublists(args)
-    memory_limit = traced_doors.limit_read(memory_limit)
+    memory_limit = traced_doors.limit_read(memory_limit, args)
     result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if out is None:
         return result

@@ -28,9 +28,9 @@ import numpy
 import torch
 
 from .custom_op import _kind, constant_result, number, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError, PathError, ShapeError, UnsupportedDtypeError
+from .errors import ArgumentError, DtypeError, EincError, EquationError, PathError, ShapeError, UnsupportedDtypeError
 from .named import as_written
-from .planner.equation import Equation, parse, sublist_equation
+from .planner.equation import Equation, call_form, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
 from .planner.options import AUTO, Options, memory_limit_of, plain_limit
@@ -99,12 +99,15 @@ def options_read(optimize=AUTO, select=None) -> bool:
     return True
 
 
-def limit_read(memory_limit):
+def limit_read(memory_limit, args=()):
     """The limit ``memory_limit`` gives, read at trace time as the eager call reads it
     (:func:`~einc.planner.options.memory_limit_of`: numpy's values and a Decimal as Python's),
     for the op's text; a bad one raises the eager call's error, spelling the value as it does
-    (the op's text carried its repr, which read back as a string: ``'True'`` for True)."""
-    return _limit_read(number(numpy_read(memory_limit)))
+    (the op's text carried its repr, which read back as a string: ``'True'`` for True), or,
+    as eager reads the equation first, the error of a string equation in ``args`` (the
+    call's) that does not parse."""
+    text = args[0] if args and isinstance(args[0], str) else None
+    return _limit_read(number(numpy_read(memory_limit)), text, len(call_form(args)[1]) if text is not None else 0)
 
 
 def limit_plain(memory_limit):
@@ -115,11 +118,16 @@ def limit_plain(memory_limit):
 
 
 @constant_result
-def _limit_read(memory_limit):
+def _limit_read(memory_limit, text, count: int):
     """(dynamo calls it as it traces: its error as dynamo lets it through)"""
     try:
         return memory_limit_of(memory_limit)
     except PathError as error:
+        if text is not None:
+            try:
+                parse_as_called(text, count)
+            except EquationError as first:
+                raise traced_error(first) from None
         raise traced_error(error) from None
 
 

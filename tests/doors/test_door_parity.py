@@ -94,6 +94,7 @@ BAD = {
     "limit-list": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": [1]}),
     "limit-fraction": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": fractions.Fraction(1, 2)}),
     "limit-string": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": "big"}),
+    "limit-and-equation": (("ij->k", _t(2, 3)), {"memory_limit": 0.5}),
     "select-unknown": (("ij->i", _t(2, 3)), {"select": "nope"}),
     "named-unresolved": (("b (h d) -> b h d", _t(2, 6)), {}),
     "named-not-dividing": (("b (h d) -> b h d", _t(2, 6)), {"h": 4}),
@@ -222,7 +223,7 @@ COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "nam
 COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
                 "limit-numpy-bool", "limit-list", "sublist-negative-index", "sublist-string",
                 "named-not-dividing", "neither-reading", "neither-reading-3", "select-unknown",
-                "named-two-sizes", "dtype-mix"]
+                "named-two-sizes", "dtype-mix", "limit-and-equation"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
