@@ -235,12 +235,6 @@ def _cases(table, compiled, kind):
         [(name, "compile:einc") for name in compiled] + [(name, "compile:inductor") for name in INDUCTOR[kind]]
 
 
-@pytest.fixture(autouse=True)
-def _caches():
-    yield
-    einc.cache_clear()
-
-
 @pytest.mark.parametrize("name, door", _cases(GOOD, COMPILED_GOOD, "good"))
 def test_a_good_call_gives_the_oracle_answer_at_every_door(name, door, monkeypatch):
     args, kwargs = GOOD[name]
