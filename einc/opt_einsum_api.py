@@ -39,7 +39,7 @@ from .planner.equation import (
     text_of,
 )
 from .planner.graph import broadcast
-from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer
+from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer, normalized_optimize
 from .planner.plan import Plan, callers_labels
 from .planner.slicing import linear_path
 from .runtime import dtypes
@@ -537,7 +537,7 @@ def _opt_einsum_optimize(optimize, operands: int):
         return AUTO
     if operands <= 2 and isinstance(optimize, str):
         try:
-            Options.of(optimize)
+            normalized_optimize(optimize)
         except KeyError:            # (UnknownOptimizerError)
             return AUTO
     return optimize

@@ -82,7 +82,7 @@ class Options:
             return INTERNED[optimize, memory_limit, select, layout]
         except (KeyError, TypeError):   # new, or unhashable (a list path)
             pass
-        optimize_n, name = _normalize_optimize(optimize)
+        optimize_n, name = normalized_optimize(optimize)
         limit = memory_limit_of(memory_limit)
         if isinstance(select, str):
             select = select.lower()         # any case, as EINC_SELECT
@@ -186,7 +186,9 @@ def layout_message(layout) -> str:
             "the order einc's plan writes it")
 
 
-def _normalize_optimize(optimize):
+def normalized_optimize(optimize):
+    """``(optimize as einc keeps it, its name)``; raises for one it does not take (no lock: dynamo
+    traces it where :meth:`Options.of` has not interned the options yet)."""
     optimize = as_path(optimize)
     if optimize is True or optimize == AUTO:
         return AUTO, AUTO
@@ -586,7 +588,7 @@ def cache_size() -> int:
     return len(_by_value) - 1
 
 
-__all__ = ["Options", "callers_optimizer", "encode", "memory_limit_of", "plain_limit",
+__all__ = ["Options", "callers_optimizer", "encode", "memory_limit_of", "normalized_optimize", "plain_limit",
            "layout_message", "LAYOUTS", "AUTO", "CONTIGUOUS", "ANY",
            "COTENGRA", "LEFT_TO_RIGHT", "INTERNED", "DEFAULT", "DEFAULT_OPTIMIZE",
            "torch_optimize"]

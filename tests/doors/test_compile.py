@@ -211,6 +211,22 @@ def test_flop_counter_mode_counts_the_op_in_traced_graphs():
     assert out.stdout.split("\n")[-2] == str([mm, mm, chain, 3 * mm, 3 * mm])
 
 
+_FIRST_CONTRACT = """
+import torch, einc
+a, b = torch.randn(3, 4), torch.randn(4, 5)
+f = torch.compile(lambda a, b: einc.contract("ij,jk->ik", a, b, optimize="greedy"), fullgraph=True)
+torch.testing.assert_close(f(a, b), a @ b)
+print("ok")
+"""
+
+
+def test_a_compiled_contract_is_one_graph_as_the_first_call_of_a_process():
+    # a name for two operands was checked by interning its options, under a lock dynamo
+    # cannot enter: fullgraph failed wherever no earlier call had interned them
+    out = subprocess.run([sys.executable, "-c", _FIRST_CONTRACT], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("equation,shapes", [
     ("ij,jk->ik", [(8, 16), (16, 4)]), ("ij,ij->i", [(8, 16), (8, 16)]), ("ij,ij->ij", [(8, 16), (8, 16)]),
     ("ij->i", [(8, 16)]), ("i,j->ij", [(8,), (16,)]), ("ii->i", [(5, 5)]), ("ij,jk->k", [(8, 16), (16, 4)]),
