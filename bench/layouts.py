@@ -10,7 +10,7 @@ a call of one's own on float32 operands of the shapes given, ``AxBxC,DxE``), ids
 ``--variant gpu``: the GPU variants' shapes and dtypes, still on the CPU), einc's plan is
 built twice, once with the settings and once with the defaults, and every layout the
 model picks is logged (each step's, and where it differs the one for training:
-``ttgt.for_training``).  A workload whose layouts do not change is
+``training_layout.for_training``).  A workload whose layouts do not change is
 listed as such and not timed (``--all`` times it anyway).  One that changes gets its steps
 printed (operands -> result: the batch | M | N | K groups, and which of the left, right
 and result tensors are copied) and both entries are timed on the same operands in
@@ -43,7 +43,7 @@ from bench.pairwise import cpu_interleaved
 from einc.planner.equation import letter, parse
 from einc.planner.options import DEFAULT
 from einc.runtime import engine
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import training_layout, ttgt
 from einc.tools.benchmark.runner import operands
 from einc.tools.benchmark.suite import find_suite, load
 from einc.tools.benchmark.timing import interleaved, ratio_interval
@@ -77,10 +77,10 @@ def _shown(ta, tb, out, lay, note=""):
 def built(eq, ops, settings):
     """(the entry, the layouts the model picked while building it: the torch executor
     chooses each step's layout then, and on a first call that takes a gradient, which this
-    makes, another one for training if :func:`~einc.runtime.torch_executor.ttgt.for_training`
+    makes, another one for training if :func:`~einc.runtime.torch_executor.training_layout.for_training`
     says so), with ``settings`` in force."""
     saved = {name: getattr(ttgt, name) for name, _ in settings}
-    picked, real_training = [], ttgt.for_training
+    picked, real_training = [], training_layout.for_training
 
     def for_training(lay, ta, tb, out, *rest, **kw):
         found = real_training(lay, ta, tb, out, *rest, **kw)
@@ -91,7 +91,7 @@ def built(eq, ops, settings):
     try:
         for name, value in settings:
             setattr(ttgt, name, value)
-        ttgt.for_training = for_training
+        training_layout.for_training = for_training
         ttgt.cache_clear()
         einc.cache_clear()
         entry = engine.entry(parse(eq), ops, DEFAULT)
@@ -102,7 +102,7 @@ def built(eq, ops, settings):
     finally:
         for name, value in saved.items():
             setattr(ttgt, name, value)
-        ttgt.for_training = real_training
+        training_layout.for_training = real_training
         ttgt.cache_clear()
         einc.cache_clear()
     return entry, picked

@@ -378,11 +378,11 @@ def test_gradients(case, seed):
 @contextlib.contextmanager
 def _drawn_layouts(choice: int):
     """Every step weighed, its layout drawn by ``choice`` among those the copy-cost model
-    weighs, and the training layout ``ttgt.for_training`` may take made to differ from the
+    weighs, and the training layout ``training_layout.for_training`` may take made to differ from the
     forward's where it can for odd ``choice``; yields a list that says, per step that asked,
     whether it did."""
-    from einc.runtime.torch_executor import ttgt
-    real, partial, training, small = ttgt.pick, ttgt.GRAD_PARTIAL, ttgt.for_training, ttgt.SMALL
+    from einc.runtime.torch_executor import training_layout, ttgt
+    real, partial, training, small = ttgt.pick, ttgt.GRAD_PARTIAL, training_layout.for_training, ttgt.SMALL
     switched = []
 
     def for_training(lay, *args, **kw):
@@ -391,11 +391,11 @@ def _drawn_layouts(choice: int):
         return found
     einc.cache_clear()
     ttgt.pick, ttgt.SMALL = (lambda found: found[choice % len(found)]), 0
-    ttgt.GRAD_PARTIAL, ttgt.for_training = (1e9 if choice % 2 else 0.0), for_training
+    ttgt.GRAD_PARTIAL, training_layout.for_training = (1e9 if choice % 2 else 0.0), for_training
     try:
         yield switched
     finally:
-        ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, ttgt.for_training = real, small, partial, training
+        ttgt.pick, ttgt.SMALL, ttgt.GRAD_PARTIAL, training_layout.for_training = real, small, partial, training
         einc.cache_clear()
 
 
@@ -447,7 +447,7 @@ def test_autograd_leaves_the_bits_alone(case, seed, cut, choice, new_shapes, mon
        choice=st.integers(0, 2**16))
 def test_gradients_in_every_layout(case, seed, choice):
     """Gradients through a layout drawn among those the copy-cost model weighs, and where it
-    broadcasts an operand, through the training layout ``ttgt.for_training`` may take
+    broadcasts an operand, through the training layout ``training_layout.for_training`` may take
     instead (made to switch half the time), against torch's."""
     with _drawn_layouts(choice) as switched:
         _check_gradients(case, seed)

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 from einc.runtime import torch_executor as tx
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import training_layout, ttgt
 
 D = torch.float64
 # torch's forward-AD module scripts a helper on first import; not einc's warning.
@@ -313,15 +313,15 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
 
 
 def test_the_training_layout_is_weighed_when_a_gradient_is_taken(monkeypatch):
-    """A weighed step's training layout (``ttgt.for_training``) is weighed by the first
+    """A weighed step's training layout (``training_layout.for_training``) is weighed by the first
     call that records a gradient, once, not when the steps are built; where it is another
     layout, that call trains as it (recorded.Recorded: the forward's ops, so its bits) and
     gives torch's answer and gradients."""
     monkeypatch.setattr(ttgt, "SMALL", 0)                       # small steps are weighed too
     monkeypatch.setattr(ttgt, "GRAD_PARTIAL", 1e9)              # a broadcast operand's gradient: dearer
     monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
-    weighed, real = [], ttgt.for_training
-    monkeypatch.setattr(ttgt, "for_training", lambda lay, *a, **k: weighed.append((lay, real(lay, *a, **k)))
+    weighed, real = [], training_layout.for_training
+    monkeypatch.setattr(training_layout, "for_training", lambda lay, *a, **k: weighed.append((lay, real(lay, *a, **k)))
                         or weighed[-1][1])
     einc.cache_clear()
     a, b = leaves([(4, 3), (2, 4, 3, 2)], seed=9)

@@ -10,7 +10,7 @@ import torch
 
 import einc
 from einc.runtime import torch_executor as tx
-from einc.runtime.torch_executor import direct, ttgt
+from einc.runtime.torch_executor import direct, training_layout, ttgt
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +37,8 @@ def test_a_small_step_is_not_weighed(monkeypatch):
 
 
 def test_a_small_step_is_not_weighed_for_training_either(monkeypatch):
-    monkeypatch.setattr(ttgt, "for_training", lambda *a, **k: pytest.fail("a step this small is not weighed"))
+    monkeypatch.setattr(training_layout, "for_training",
+                        lambda *a, **k: pytest.fail("a step this small is not weighed"))
     a, b, c = (torch.rand(s, dtype=torch.float64, requires_grad=True) for s in ((2, 3), (3, 4), (4, 2)))
     got = einc.einsum("ab,bc,cd->ad", a, b, c)
     want, wide = _oracle("ab,bc,cd->ad", [a, b, c], grad=True)

@@ -10,7 +10,7 @@ from einc.planner.graph import build
 from einc.planner.plan import build_plan
 from einc.runtime import torch_executor as tx
 from einc.runtime.program import unroll
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import training_layout, ttgt
 from tests.runtime.test_ttgt import CASES, _layouts_of
 
 dense = torch.ops.aten.is_non_overlapping_and_dense.default
@@ -67,7 +67,7 @@ def test_layouts_equal_but_for_the_result_copy_stay_equal():
 def _every_layout(plan, dtype=torch.float64):
     """The step functions of ``plan`` (one contraction) under ``layout="any"``, once per
     candidate layout of its step."""
-    found, real, training = [], ttgt.pick, ttgt.for_training
+    found, real, training = [], ttgt.pick, training_layout.for_training
     ttgt.pick = lambda layouts: found.extend(layouts) or real(layouts)
     try:
         tx.step_functions(plan, [dtype] * plan.num_operands, layout="any")
@@ -77,11 +77,11 @@ def _every_layout(plan, dtype=torch.float64):
     for lay in seen:
         ttgt.pick = lambda layouts, lay=lay: next(f for f in layouts if (f.swap, f.batch, f.m, f.n, f.k) == (
             lay.swap, lay.batch, lay.m, lay.n, lay.k))
-        ttgt.for_training = lambda forward, *args, **kw: forward
+        training_layout.for_training = lambda forward, *args, **kw: forward
         try:
             yield lay, tx.step_functions(plan, [dtype] * plan.num_operands, layout="any")[0]
         finally:
-            ttgt.pick, ttgt.for_training = real, training
+            ttgt.pick, training_layout.for_training = real, training
 
 
 @pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])

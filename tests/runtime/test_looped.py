@@ -76,7 +76,7 @@ def _aligned(dtype, shape):
 @pytest.mark.parametrize(("dtype", "shape"), CASES, ids=str)
 def test_a_looped_step_gives_the_same_bits_with_and_without_autograd(dtype, shape, loops):
     """Where a slab would start off ``SLAB_ALIGN`` bytes no loop runs (the step is then
-    one product, whose training layout ``ttgt.for_training`` may choose otherwise)."""
+    one product, whose training layout ``training_layout.for_training`` may choose otherwise)."""
     ops = _operands(dtype, shape)
     plain = einc.einsum(EQ, *ops)
     recorded = einc.einsum(EQ, *[o.clone().requires_grad_() for o in ops])

@@ -20,7 +20,7 @@ from einc.runtime.torch_executor import recorded
 D = torch.float64
 SUITE = json.loads((Path(__file__).resolve().parents[2] / "bench" / "suite.json").read_text())["workloads"]
 # steps that run as Recorded at these shapes (counted by test_the_cases_run_as_recorded)
-BROADCAST = ("BTD,NDH->BTNH", [(1, 128, 512), (8, 512, 64)])        # ttgt.for_training names another layout
+BROADCAST = ("BTD,NDH->BTNH", [(1, 128, 512), (8, 512, 64)])        # training_layout.for_training names another layout
 PERMUTED = ("xyk,kz->yzx", [(48, 40, 60), (60, 16)])
 UNSTRIDED = ("ikc,jkc->ijc", [(40, 30, 8), (36, 30, 8)])           # (c, i, k) matrices: no unit stride
 CASES = [BROADCAST, PERMUTED, UNSTRIDED]

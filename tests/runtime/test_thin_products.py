@@ -14,7 +14,7 @@ import torch
 
 import einc
 from einc.runtime import torch_executor as tx
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import training_layout, ttgt
 
 
 def _size(idx, sizes):
@@ -44,9 +44,11 @@ def test_training_weighs_the_outer_products_of_a_batch_of_matrix_vector_products
     lay = ttgt.choose(list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
     assert lay.broadcast == ("e",) and _size(lay.batch, sizes) == 1024
     assert min(_size(lay.m, sizes), _size(lay.n, sizes)) == 1
-    training = ttgt.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
+    training = training_layout.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes,
+                                            tx._COPY_WORTH_SPARING)
     assert training.broadcast == () and _size(training.batch, sizes) == 256
-    assert ttgt._outer_ns(lay, sizes) == 1024 * ttgt.OUTER and ttgt._outer_ns(training, sizes) == 256 * ttgt.OUTER
+    assert training_layout._outer_ns(lay, sizes) == 1024 * ttgt.OUTER
+    assert training_layout._outer_ns(training, sizes) == 256 * ttgt.OUTER
 
 
 def test_a_batch_of_matrices_torch_loops_over_is_priced_so():
@@ -67,13 +69,14 @@ def test_pykeen_ntn_copies_rather_than_loop_over_tiny_matrices():
     lay = tx.direct.choose(list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING)
     assert (lay.swap, lay.batch, lay.m, lay.n, lay.k, lay.copies, lay.broadcast) == \
         (True, ("c", "d"), (), ("e", "b"), ("a",), "r", ())
-    assert ttgt.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes, tx._COPY_WORTH_SPARING) is lay
+    assert training_layout.for_training(lay, list("cdeab"), list("cda"), list("cdeb"), sizes,
+                                        tx._COPY_WORTH_SPARING) is lay
 
 
 def test_no_outer_products_are_counted_where_no_side_is_one():
     sizes = dict(b=8, i=16, j=16, k=16)
     lay = ttgt.choose(list("bij"), list("bjk"), list("bik"), sizes, tx._COPY_WORTH_SPARING)
-    assert ttgt._outer_ns(lay, sizes) == 0.0
+    assert training_layout._outer_ns(lay, sizes) == 0.0
 
 
 # Each call: (equation, shapes); the size-1 dimensions broadcast against the other operand.
@@ -127,7 +130,7 @@ def test_broadcast_calls_are_exact(eq, shapes, how):
 @pytest.mark.parametrize("how", ["plain", "expanded"])
 @pytest.mark.parametrize("eq, shapes", CALLS)
 def test_broadcast_calls_differentiate(eq, shapes, how):
-    """Gradients through the training layout (:func:`ttgt.for_training`), against
+    """Gradients through the training layout (:func:`training_layout.for_training`), against
     float64 torch.einsum's; an expanded operand's gradient sums over its stride-0 copies."""
     xs = [x.detach().requires_grad_() for x in _inputs(eq, shapes, "plain")]
     used = [x.expand(*e.shape) for x, e in zip(xs, _inputs(eq, shapes, how))]

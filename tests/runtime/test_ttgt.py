@@ -14,7 +14,7 @@ from einc.planner.graph import build
 from einc.planner.plan import build_plan
 from einc.planner.slicing import live_peak
 from einc.runtime import torch_executor as tx
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import training_layout, ttgt
 from tests.doors.test_slicing import _Allocations, _Live
 
 
@@ -192,7 +192,7 @@ def _training(eq, sizes):
     ins, out = eq.split("->")
     ta, tb = ins.split(",")
     lay = _choose(eq, sizes)
-    return lay, ttgt.for_training(lay, list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
+    return lay, training_layout.for_training(lay, list(ta), list(tb), list(out), sizes, tx._COPY_WORTH_SPARING)
 
 
 def test_a_transpose_whose_innermost_indices_lie_a_thousand_apart_conflicts():
@@ -321,7 +321,7 @@ def test_ntn_runs_its_product_as_torch_does():
     sizes = dict(b=256, d=4, a=16, c=500)
     lay = _choose("bda,ca->bcd", sizes)
     assert (lay.m, lay.n, lay.k, lay.copies) == (("b", "d"), ("c",), ("a",), "c")
-    assert ttgt.for_training(lay, list("bda"), list("ca"), list("bcd"), sizes, tx._COPY_WORTH_SPARING) is lay
+    assert training_layout.for_training(lay, list("bda"), list("ca"), list("bcd"), sizes, tx._COPY_WORTH_SPARING) is lay
     assert ttgt.copy_ns(list("bdc"), list("bcd"), sizes) < ttgt.copy_ns(list("cbd"), list("bcd"), sizes)
 
 
@@ -503,21 +503,21 @@ def _layouts(eq, shapes):
 def trained_as_forced(monkeypatch):
     """Gradients through the forced layout itself: a step weighs its training layout on
     the first call that takes a gradient, after :func:`_forced` has built it."""
-    monkeypatch.setattr(ttgt, "for_training", lambda forward, *args, **kw: forward)
+    monkeypatch.setattr(training_layout, "for_training", lambda forward, *args, **kw: forward)
 
 
 def _forced(plan, lay, dtype=torch.float64):
     """The step functions with ``lay`` as the layout, without a gradient (with one: also
     the ``trained_as_forced`` fixture)."""
-    real, training = ttgt.pick, ttgt.for_training
+    real, training = ttgt.pick, training_layout.for_training
     key = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.outer)  # noqa: E731
     # (a looped layout's step also chooses the layout of one product it runs under autograd)
     ttgt.pick = lambda found: next((f for f in found if key(f) == key(lay)), None) or real(found)
-    ttgt.for_training = lambda forward, *args, **kw: forward
+    training_layout.for_training = lambda forward, *args, **kw: forward
     try:
         fns, _ = tx.step_functions(plan, [dtype] * plan.num_operands)
     finally:
-        ttgt.pick, ttgt.for_training = real, training
+        ttgt.pick, training_layout.for_training = real, training
     return fns
 
 
@@ -642,7 +642,7 @@ def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     """``bench/layouts.py``: the steps a changed constant moves, timed and checked; the rest
     listed as unchanged; the model's constants and ``for_training`` restored after."""
     from bench import layouts
-    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, ttgt.for_training
+    threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, training_layout.for_training
     try:    # matrices that cost a second each: xyk,kz->yzx no longer runs as a stack over y
         assert layouts.main(["--set", "PER_MATRIX=1e9", "--filter", "^(pw_ttm_xyk_kz|tiny_gemm_16)$",
                              "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
@@ -655,7 +655,7 @@ def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| pw_ttm_xyk_kz |")]
     assert len(rows) == 1 and rows[0].endswith("| ok |")
     assert "layouts unchanged (1): tiny_gemm_16" in out
-    assert before == ttgt.PER_MATRIX and ttgt.for_training is real
+    assert before == ttgt.PER_MATRIX and training_layout.for_training is real
 
 
 def test_the_layouts_benchmark_times_a_training_step(capsys):

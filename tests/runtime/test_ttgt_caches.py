@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from einc.runtime.torch_executor import index_orders, ttgt
+from einc.runtime.torch_executor import index_orders, training_layout, ttgt
 
 
 @pytest.fixture(autouse=True)
@@ -188,7 +188,7 @@ def test_the_training_choice_that_broadcasts_neither_operand_is_kept_from_the_fo
     lay = ttgt.choose(ta, tb, out, sizes, 1 << 12)
     assert lay.broadcast == ("N",)
     made = _searches(monkeypatch)
-    training = ttgt.for_training(lay, ta, tb, out, sizes, 1 << 12)
+    training = training_layout.for_training(lay, ta, tb, out, sizes, 1 << 12)
     assert made == []
     plain = ttgt.choose(ta, tb, out, sizes, 1 << 12, broadcast=False, loops=False, reads=False)
     ttgt.cache_clear()

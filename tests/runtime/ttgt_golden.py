@@ -48,7 +48,7 @@ def digest(found) -> str:
 
 def decide(case):
     """``(choose's layout, the training layout or None where it is the same)`` of a case."""
-    from einc.runtime.torch_executor import ttgt
+    from einc.runtime.torch_executor import training_layout, ttgt
     ta, tb, out, sizes = case["a"], case["b"], case["o"], dict(case["s"])
     broadcast, loops, free_out = case["f"]
     small = ttgt.SMALL
@@ -57,7 +57,7 @@ def decide(case):
         lay = ttgt.choose(ta, tb, out, sizes, case["w"], case["i"], broadcast, loops, free_out)
         training = None
         if broadcast and not loops:
-            trained = ttgt.for_training(lay, ta, tb, out, sizes, case["w"], case["i"], free_out=free_out)
+            trained = training_layout.for_training(lay, ta, tb, out, sizes, case["w"], case["i"], free_out=free_out)
             training = None if trained is lay else trained
     finally:
         ttgt.SMALL = small

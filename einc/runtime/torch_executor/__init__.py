@@ -296,7 +296,7 @@ def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
 def _trained(lay, step, training, a, b):
     """The :class:`~einc.runtime.torch_executor.recorded.Parts` a step of layout ``lay`` trains
     as (``step``: :func:`_product`'s arguments less the layout), or None where it trains as it
-    runs: ``training(a, b)``'s (or None) where ``ttgt.for_training`` keeps ``lay``, else those
+    runs: ``training(a, b)``'s (or None) where ``training_layout.for_training`` keeps ``lay``, else those
     of the layout it takes, with their stacked copies."""
     ta, tb, out, sizes, _, _, dtype, final, free = step
     other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,

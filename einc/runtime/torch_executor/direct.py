@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ...planner.searchkey import REPAY
-from . import ttgt
+from . import training_layout, ttgt
 
 CHOICE_NS = 50e3        # ns: what a small step's layout choice costs (ttgt.choose, in Python)
 
@@ -105,10 +105,10 @@ def weighed(lay) -> bool:
 
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
     """``lay`` itself where it is direct (a step too small to weigh is not weighed for
-    training either), else ``ttgt.for_training``'s layout."""
+    training either), else ``training_layout.for_training``'s layout."""
     if not weighed(lay):
         return lay
-    return ttgt.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
+    return training_layout.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
 
 
 __all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved", "weighed"]

@@ -1,7 +1,7 @@
 """A step that autograd records: run as untracked, trained in other ops where theirs costs less.
 
 Where a gradient is taken, some steps train for less in other ops than they run: the layout
-``ttgt.for_training`` names for a broadcast operand, an operand whose matrices have no
+``training_layout.for_training`` names for a broadcast operand, an operand whose matrices have no
 unit-stride axis copied once into a stack (``bmm`` would copy it matrix by matrix in each
 product of its backward), ``bmm``'s products where ``mm``'s backward reads a transposed
 operand (``backward.py``), the whole product where the untracked call makes it in chunks.

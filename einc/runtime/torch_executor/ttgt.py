@@ -25,7 +25,7 @@ bench/measured/copy-model-2026-12-02.md, pairwise.md and permute-copy-2026-12-02
   several times that); less where the outermost indices agree and leave blocks that
   stay in cache (:data:`BLOCKED`); :data:`FRESH` ns more per element from
   :data:`FRESH_FROM` elements (fresh pages: a quarter of what they add to a clone: the
-  partial gradients :func:`for_training` weighs are priced without them);
+  partial gradients that training_layout.py's ``for_training`` weighs are priced without them);
 - a matrix product :data:`GEMM` ns per flop, slower where a matrix side is short (a side
   of 8 runs at a quarter of the rate; a side of 1, a matrix-vector product, at about a
   tenth, not the hundredth that law carried on gives, and no side slower than that),
@@ -47,7 +47,8 @@ operand, of at least ``worth_sparing`` elements, which
 :func:`einc.planner.memory.step_copies` counts.  Where a gradient will be taken, a
 broadcast operand's gradient is a sum of partial ones, and the backward of a batched
 product with a side of 1 makes one outer product (a product of depth 1) per matrix:
-:func:`for_training` weighs both and may name another layout for that case.
+:func:`~einc.runtime.torch_executor.training_layout.for_training` weighs both and may name
+another layout for that case.
 
 :func:`choose` costs few of the candidates: a layout's matrix product alone
 (:func:`_product_ns`, which depends on the group sizes only) bounds its cost from below,
@@ -59,7 +60,7 @@ reads as matrices, what a copy keeps in place) is kept across steps, so that a s
 computes its sizes' products and the rates only; an operand copied, read by the two swaps
 as transposed matrices, is costed once.  A search whose cheapest layout broadcasts an
 operand keeps the cheapest of those that broadcast neither (the first it weighs), which
-:func:`for_training` asks for next.
+:func:`~einc.runtime.torch_executor.training_layout.for_training` asks for next.
 """
 
 from __future__ import annotations
@@ -342,7 +343,7 @@ def candidates(ta, tb, out, sizes, worth_sparing, itemsize=4, small=None, broadc
     :func:`_inner` admits.  Per ``b``, ``bhij,bhjk->bhik`` with A ``(b, 1, i, j)`` and B
     ``(1, h, j, k)`` reads A with stride 0 over ``h``, where one product copies both
     operands expanded, or B and the result.  ``reads`` false: without :data:`K_UNIT` (see
-    :func:`for_training`)."""
+    :func:`~einc.runtime.torch_executor.training_layout.for_training`)."""
     found = [Layout(*row[:9]) for row in _flat(ta, tb, out, sizes, worth_sparing, itemsize, small, broadcast,
                                                reads=reads)]
     first = _looped_over(ta, tb, out, sizes, small, itemsize) if loops else None
@@ -448,7 +449,8 @@ def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, broadcast=True, loops=
     writes into its result with ``out=``); with ``free_out`` (the last step where the
     caller takes any layout) no copy of the result is counted, so each candidate's own
     order of the result is kept (:func:`without_result_copy`); with ``reads`` false, the
-    products priced without :data:`K_UNIT` (:func:`for_training`)."""
+    products priced without :data:`K_UNIT`
+    (:func:`~einc.runtime.torch_executor.training_layout.for_training`)."""
     if pick is _PICK and not (loops and free_out):
         # the choice depends on the indices' places and sizes, not their names: renamed 0, 1, ...
         # in order of appearance, steps alike but for their names (a chain, a lattice) share it
@@ -551,50 +553,5 @@ def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
     return dataclasses.replace(lay, copies=lay.copies.replace("c", ""), cost=round(lay.cost - saved, 3))
 
 
-def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> Layout:
-    """The layout to run where a gradient will be taken, given ``lay``, the forward's
-    (chosen with ``loops`` as ``not free_out``, the one-product layout where that loops).
-
-    An operand broadcast over batch indices it lacks gets, in the backward, one partial
-    gradient per value of those indices, summed afterwards: as many of its own size,
-    written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
-    the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
-    here each such element costs :data:`GRAD_PARTIAL` ns, and the cheapest layout that
-    broadcasts neither operand is taken where it costs less than the forward's with them, each
-    with its backward's outer products (:func:`_outer_ns`: ``ceab,ca->ceb`` read as
-    products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over ``e``, makes one per
-    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``).
-
-    Both are weighed without :data:`K_UNIT`: the backward's products ``G @ R^T`` and
-    ``L^T @ G`` read each operand the other way round, so a layout whose forward reads its
-    right operand along K reads none so in its backward, while those the rate moves the
-    forward to do; the model prices neither backward (``xyk,kz->yzx``, training step:
-    bench/measured/permute-copy-2026-12-02.md)."""
-    base = lay
-    if _size(set(out) | (set(ta) & set(tb)), sizes) >= K_UNIT_FROM:    # else K_UNIT moved nothing
-        base = choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=not free_out, free_out=free_out, reads=False)
-        if base.outer:
-            base = choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False, reads=False)
-    if base.broadcast:
-        lacking = [[i for i in base.broadcast if i not in term] for term in (ta, tb)]
-        partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-        plain = choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False, free_out=free_out,
-                       reads=False)
-        ns = base.cost + partial * GRAD_PARTIAL * itemsize / 4 + _outer_ns(base, sizes)
-        base = plain if plain.cost + _outer_ns(plain, sizes) < ns else base
-    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.copies, f.flip)  # noqa: E731
-    return lay if same(base) == same(lay) else base
-
-
-def _outer_ns(lay, sizes):
-    """The modelled ns of the outer products the backward of ``lay``'s product makes: where
-    its matrices have a side of 1 (and the other side and the depth are longer), the
-    gradient of the operand that is a matrix is one product of depth 1 per matrix
-    (:data:`OUTER`)."""
-    rows, cols, depth = (_size(g, sizes) for g in (lay.m, lay.n, lay.k))
-    thin = min(rows, cols) == 1 and max(rows, cols) > 1 and depth > 1
-    return _size(lay.batch, sizes) * OUTER if thin and lay.batch else 0.0
-
-
-__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "for_training", "groups", "operand", "pick",
+__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "groups", "operand", "pick",
            "without_result_copy"]

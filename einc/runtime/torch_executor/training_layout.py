@@ -1,0 +1,60 @@
+"""The layout a step runs in where a gradient will be taken: the forward's
+(:func:`einc.runtime.torch_executor.ttgt.choose`'s), or another that the copy-cost model
+says trains for less (:func:`for_training`).
+"""
+
+from __future__ import annotations
+
+from . import ttgt
+from .ttgt import _size
+
+
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
+    """The layout to run where a gradient will be taken, given ``lay``, the forward's
+    (chosen with ``loops`` as ``not free_out``, the one-product layout where that loops).
+
+    An operand broadcast over batch indices it lacks gets, in the backward, one partial
+    gradient per value of those indices, summed afterwards: as many of its own size,
+    written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
+    the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
+    here each such element costs :data:`~einc.runtime.torch_executor.ttgt.GRAD_PARTIAL` ns,
+    and the cheapest layout that broadcasts neither operand is taken where it costs less
+    than the forward's with them, each
+    with its backward's outer products (:func:`_outer_ns`: ``ceab,ca->ceb`` read as
+    products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over ``e``, makes one per
+    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``).
+
+    Both are weighed without :data:`~einc.runtime.torch_executor.ttgt.K_UNIT`: the
+    backward's products ``G @ R^T`` and ``L^T @ G`` read each operand the other way
+    round, so a layout whose forward reads its
+    right operand along K reads none so in its backward, while those the rate moves the
+    forward to do; the model prices neither backward (``xyk,kz->yzx``, training step:
+    bench/measured/permute-copy-2026-12-02.md)."""
+    base = lay
+    if _size(set(out) | (set(ta) & set(tb)), sizes) >= ttgt.K_UNIT_FROM:    # else K_UNIT moved nothing
+        base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=not free_out, free_out=free_out,
+                           reads=False)
+        if base.outer:
+            base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False, reads=False)
+    if base.broadcast:
+        lacking = [[i for i in base.broadcast if i not in term] for term in (ta, tb)]
+        partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
+        plain = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False,
+                            free_out=free_out, reads=False)
+        ns = base.cost + partial * ttgt.GRAD_PARTIAL * itemsize / 4 + _outer_ns(base, sizes)
+        base = plain if plain.cost + _outer_ns(plain, sizes) < ns else base
+    same = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.copies, f.flip)  # noqa: E731
+    return lay if same(base) == same(lay) else base
+
+
+def _outer_ns(lay, sizes):
+    """The modelled ns of the outer products the backward of ``lay``'s product makes: where
+    its matrices have a side of 1 (and the other side and the depth are longer), the
+    gradient of the operand that is a matrix is one product of depth 1 per matrix
+    (:data:`~einc.runtime.torch_executor.ttgt.OUTER`)."""
+    rows, cols, depth = (_size(g, sizes) for g in (lay.m, lay.n, lay.k))
+    thin = min(rows, cols) == 1 and max(rows, cols) > 1 and depth > 1
+    return _size(lay.batch, sizes) * ttgt.OUTER if thin and lay.batch else 0.0
+
+
+__all__ = ["for_training"]
