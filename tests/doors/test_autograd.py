@@ -359,7 +359,9 @@ def test_the_function_saves_only_what_a_gradient_reads(derivative_device):
 
 @pytest.mark.parametrize("eq, shapes, dtype", [
     ("ij,ij->i", [(8, 64), (8, 64)], torch.bfloat16),               # a 16-bit multiply and sum (Summed)
-    ("bij,cjk->bcik", [(4, 32, 64), (5, 64, 32)], torch.float32),   # a product autograd records (Recorded)
+    ("bij,cjk->bcik", [(8, 32, 64), (8, 64, 32)], torch.float32),   # a product autograd records (Recorded)
+    # the forward's broadcast layout, which autograd records as it runs: an inference operand copied
+    ("bij,cjk->bcik", [(4, 32, 64), (5, 64, 32)], torch.float32),
     ("abk,kj->jba", [(64, 64, 32), (32, 1100)], torch.float32),     # in blocks
 ])
 def test_a_steps_backward_saves_only_the_operand_a_needed_gradient_reads(eq, shapes, dtype):
@@ -388,8 +390,9 @@ def test_a_second_order_through_a_step_that_saved_one_operand(monkeypatch):
     ran, forward = [], recorded.Recorded.forward
     monkeypatch.setattr(recorded.Recorded, "forward", staticmethod(lambda *a: ran.append(1) or forward(*a)))
     g = torch.Generator().manual_seed(4)
-    a0 = torch.randn(4, 32, 64, dtype=torch.float64, generator=g)
-    b0 = torch.randn(5, 64, 32, dtype=torch.float64, generator=g)
+    # (a training layout of its own, whose saving repays a Recorded step: backward.RECORDED)
+    a0 = torch.randn(8, 32, 64, dtype=torch.float64, generator=g)
+    b0 = torch.randn(8, 64, 32, dtype=torch.float64, generator=g)
     found = []
     for einsum in (einc.einsum, torch.einsum):
         a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()

@@ -312,7 +312,18 @@ def _recorded(plain, training, a, b):
     ``Recorded``, whose backward is that of ``training(a, b)``'s parts: the same ops
     forward, so the same bits."""
     parts = training(a, b)
-    return plain if parts is None else recorded.step(plain, parts)
+    return _unfrozen(plain) if parts is None else recorded.step(plain, parts)
+
+
+def _unfrozen(plain):
+    """``plain`` on copies of its operands made under inference mode, which autograd cannot
+    save where it records ``plain``'s ops on views of them (torch.einsum's own copies of
+    them are saved; ``Recorded`` saves copies too: ``recorded.saved``)."""
+    def run(a, b):
+        if a.is_inference() or b.is_inference():
+            a, b = (x.clone() if x.is_inference() else x for x in (a, b))
+        return plain(a, b)
+    return run
 
 
 def _read_view(term, groups, flip, sizes):
