@@ -296,7 +296,9 @@ def test_what_only_a_gradient_runs_is_built_when_one_is_taken(monkeypatch):
     assert "stack" in made                          # made by the backward
     einc.cache_clear()
     # a broadcast operand's product (qQ over P): its training layout's product made on first use
+    # (its partial gradients made dear, so that the training layout repays its Recorded step)
     monkeypatch.setattr(ttgt, "SMALL", 0)
+    monkeypatch.setattr(ttgt, "GRAD_PARTIAL", 1e9)
     monkeypatch.setattr(ttgt, "pick", lambda found: min(found, key=lambda lay: (not lay.broadcast, lay.cost)))
     made.clear()
     a, b = leaves([(4, 3), (2, 4, 3, 2)], seed=8)

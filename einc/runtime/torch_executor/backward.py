@@ -18,7 +18,8 @@ that copy too, and what training so adds, forward and backward: the step then ru
 ``recorded.Recorded``, a Python ``autograd.Function`` that makes its operand matrices
 again in its backward, where ``mm`` alone is recorded by torch's own autograd
 (:data:`RECORDED`).  A thin product whose ``bmm`` backward saves less than that trains as
-``mm``.
+``mm``.  The training layout's choice (training_layout.py) weighs that step too, through
+:func:`trains_recorded`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
     if col_r:
         batched += ttgt.copy_ns([*k, *n], [*n, *k], sizes) * itemsize / 4
     return batched < grad_l + grad_r
+
+
+def trains_recorded(lay, ta, tb, sizes, itemsize=4) -> bool:
+    """Whether a step on ``ta``, ``tb`` run in the one-product layout ``lay`` (a
+    :class:`~einc.runtime.torch_executor.ttgt.Layout`) trains as ``recorded.Recorded`` for its
+    backward's products alone: a product with no batch whose ``bmm`` backward :func:`as_bmm`
+    takes, as the torch executor asks it of the step's left and right operands."""
+    if lay.batch or lay.outer:
+        return False
+    left, right = (tb, ta) if lay.swap else (ta, tb)
+    return as_bmm(left, right, lay.m, lay.n, lay.k, lay.flip, sizes, itemsize)
 
 
 def _column_major(term, rows, cols, flipped, sizes) -> bool:

@@ -5,7 +5,9 @@ says trains for less (:func:`for_training`).
 
 from __future__ import annotations
 
-from . import ttgt
+import dataclasses
+
+from . import backward, ttgt
 from .ttgt import _size
 
 
@@ -18,33 +20,59 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     written by the products and read back by the sum (``BTD,NDH->BTNH``: ``BTD`` over
     the 8 values of ``N``, 8 times its size).  The forward's model does not see that;
     here each such element costs :data:`~einc.runtime.torch_executor.ttgt.GRAD_PARTIAL` ns,
-    and the cheapest layout that broadcasts neither operand is taken where it costs less
-    than the forward's with them, each
-    with its backward's outer products (:func:`_outer_ns`: ``ceab,ca->ceb`` read as
-    products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over ``e``, makes one per
-    value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``).
+    and the cheapest layout that broadcasts neither operand is weighed against the
+    forward's with them, each with its backward's outer products (:func:`_outer_ns`:
+    ``ceab,ca->ceb`` read as products of 1 x ``a`` by ``a`` x ``b``, ``ca`` broadcast over
+    ``e``, makes one per value of ``c`` and ``e``; with ``ceab`` copied, one per value of ``c``).
 
     Both are weighed without :data:`~einc.runtime.torch_executor.ttgt.K_UNIT`: the
     backward's products ``G @ R^T`` and ``L^T @ G`` read each operand the other way
-    round, so a layout whose forward reads its
-    right operand along K reads none so in its backward, while those the rate moves the
-    forward to do; the model prices neither backward (``xyk,kz->yzx``, training step:
-    bench/measured/permute-copy-2026-12-02.md)."""
-    base = lay
-    if _size(set(out) | (set(ta) & set(tb)), sizes) >= ttgt.K_UNIT_FROM:    # else K_UNIT moved nothing
+    round, so a layout whose forward reads its right operand along K reads none so in its
+    backward, while those the rate moves the forward to do; the model prices neither
+    backward (``xyk,kz->yzx``, training step: bench/measured/permute-copy-2026-12-02.md).
+
+    A layout other than the forward's trains as ``recorded.Recorded`` (the torch
+    executor's ``_trained``), which adds :data:`~einc.runtime.torch_executor.backward.RECORDED`
+    to its training; the forward's adds it too where its own backward takes ``Recorded``
+    (:func:`~einc.runtime.torch_executor.backward.trains_recorded`).  The other layout is
+    taken where it costs less with that."""
+    base, reads = lay, ttgt._size(set(out) | (set(ta) & set(tb)), sizes) >= ttgt.K_UNIT_FROM
+    if reads:       # else K_UNIT moved nothing
         base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=not free_out, free_out=free_out,
                            reads=False)
         if base.outer:
             base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False, reads=False)
+    ns = _training_ns(base, ta, tb, sizes, itemsize)
     if base.broadcast:
-        lacking = [[i for i in base.broadcast if i not in term] for term in (ta, tb)]
-        partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
         plain = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False,
                             free_out=free_out, reads=False)
-        ns = base.cost + partial * ttgt.GRAD_PARTIAL * itemsize / 4 + _outer_ns(base, sizes)
-        base = plain if plain.cost + _outer_ns(plain, sizes) < ns else base
+        plain_ns = _training_ns(plain, ta, tb, sizes, itemsize)
+        base, ns = (plain, plain_ns) if plain_ns < ns else (base, ns)
     same = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.copies, f.flip)  # noqa: E731
-    return lay if same(base) == same(lay) else base
+    if same(base) == same(lay):
+        return lay
+    kept = _unread(lay, ta, tb, out, sizes, itemsize, free_out) if reads else lay
+    kept_ns = _training_ns(kept, ta, tb, sizes, itemsize)
+    if backward.trains_recorded(lay, ta, tb, sizes, itemsize):
+        kept_ns += backward.RECORDED
+    return base if ns + backward.RECORDED < kept_ns else lay
+
+
+def _training_ns(lay, ta, tb, sizes, itemsize):
+    """``lay``'s modelled cost where a gradient is taken, but for ``Recorded``: its own, its
+    broadcast operands' partial gradients, its backward's outer products (:func:`for_training`)."""
+    lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
+    partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
+    return lay.cost + partial * ttgt.GRAD_PARTIAL * itemsize / 4 + _outer_ns(lay, sizes)
+
+
+def _unread(lay, ta, tb, out, sizes, itemsize, free_out):
+    """``lay`` (one product) costed without :data:`~einc.runtime.torch_executor.ttgt.K_UNIT`, as
+    :func:`for_training` weighs the others (``free_out``: less its result's copy, as the forward's
+    choice costed it), each operand copied flipped where that costs less so."""
+    ns, copies = ttgt.cost(ta, tb, out, sizes, lay.swap, lay.batch, lay.m, lay.n, lay.k, itemsize, reads=False)[:2]
+    unread = dataclasses.replace(lay, cost=ns, copies=copies)
+    return ttgt.without_result_copy(unread, out, sizes, itemsize) if free_out else unread
 
 
 def _outer_ns(lay, sizes):

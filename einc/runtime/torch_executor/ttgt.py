@@ -234,18 +234,20 @@ def _read(term, groups, ones):
     return "copy", False, live + wide, order, flipped, wide
 
 
-def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0, result=True):
+def cost(ta, tb, out, sizes, swap, batch, m, n, k, itemsize=4, memo=None, floor=None, least=0.0, result=True,
+         reads=True):
     """``(ns, copies, flip, expanded)`` of one layout (see the module's docstring);
     ``expanded``: the most elements an operand's copy holds beyond the operand's own (a
     copy of it broadcast), 0 if none.  With ``floor`` (see :func:`_flat`), None as soon
     as the copies costed so far (the result's first, where ``result``) and ``least``, the
     product's least cost, reach ``floor[0]``: each part of the sum adds to it; with ``result``
-    None (a looped layout's slab), None where the slab is not in the product's own order."""
+    None (a looped layout's slab), None where the slab is not in the product's own order;
+    ``reads`` false: without :data:`K_UNIT`."""
     ta, tb, out, batch, m, n, k = map(tuple, (ta, tb, out, batch, m, n, k))
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
     dims = tuple(_size(g, sizes) for g in (batch, m, n, k))
     found = _cost(ta, tb, out, sizes, ones, swap, batch, m, n, k, dims, itemsize / 4, {} if memo is None else memo,
-                  floor, least, result)
+                  floor, least, result, reads)
     return None if found is None else found[:4]
 
 
