@@ -74,11 +74,11 @@ def _shown(ta, tb, out, lay, note=""):
             + f" copies {lay.copies or '-'}")
 
 
-def built(eq, ops, settings):
+def built(eq, ops, settings, options=DEFAULT):
     """(the entry, the layouts the model picked while building it: the torch executor
     chooses each step's layout then, and on a first call that takes a gradient, which this
     makes, another one for training if :func:`~einc.runtime.torch_executor.training_layout.for_training`
-    says so), with ``settings`` in force."""
+    says so), with ``settings`` in force (and the call's ``options``)."""
     saved = {name: getattr(ttgt, name) for name, _ in settings}
     picked, real_training = [], training_layout.for_training
 
@@ -94,7 +94,7 @@ def built(eq, ops, settings):
         training_layout.for_training = for_training
         ttgt.cache_clear()
         einc.cache_clear()
-        entry = engine.entry(parse(eq), ops, DEFAULT)
+        entry = engine.entry(parse(eq), ops, options)
         # a step weighs its training layout on the first call that takes a gradient: one, here
         leaves = [o.detach().requires_grad_() if o.is_floating_point() or o.is_complex() else o for o in ops]
         if any(o.requires_grad for o in leaves):

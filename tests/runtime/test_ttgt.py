@@ -790,3 +790,19 @@ def test_steps_alike_but_for_their_names_share_one_choice():
     assert (second.swap, second.copies, second.flip, second.cost, second.broadcast, second.outer) == \
         (first.swap, first.copies, first.flip, first.cost, tuple(i.translate(named) for i in first.broadcast),
          tuple(i.translate(named) for i in first.outer))
+
+
+def test_the_training_layouts_benchmark_weighs_a_switch_and_checks_both(capsys):
+    """``bench/training_layouts.py``: a step whose training layout is another than the
+    forward's (test_recorded.py's BROADCAST case) is logged with it, both steps' results and
+    gradients checked against float64 torch.einsum, and timed."""
+    from bench import training_layouts
+    threads, real = torch.get_num_threads(), training_layout.for_training
+    try:
+        assert training_layouts.main(["--equation", "BTD,NDH->BTNH", "1x128x512,8x512x64", "--dtype", "float64",
+                                      "--rounds", "1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `BTD,NDH->BTNH`")]
+    assert len(rows) == 1 and "(training)" in rows[0] and rows[0].endswith("| ok |")
+    assert training_layout.for_training is real
