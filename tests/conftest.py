@@ -60,6 +60,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs TRITON_INTERPRET=1 (Triton's CPU interpreter)"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _dynamo_reads_torch_unpatched():
+    """dynamo reads torch's functions into a table once a process, at its first compile: a
+    test that compiles with ``torch.einsum = einc.einsum`` patched in before then makes
+    einc.einsum torch's einsum to dynamo in every later test of the worker (as for a user
+    who patches before the first compile: docs/autograd-and-compile.md), so the table is
+    read here, unpatched, before any test."""
+    from torch._dynamo import trace_rules
+    trace_rules.get_torch_obj_rule_map()
+    yield
+
+
 @pytest.fixture
 def fresh_cache(monkeypatch, tmp_path):
     """An empty cache folder for one test: nothing an earlier test of the session
