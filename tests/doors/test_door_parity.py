@@ -142,6 +142,7 @@ def _patched_for_dynamo():
     finally:
         torch.einsum = saved
         trace_rules.clear_lru_cache()
+        trace_rules.get_torch_obj_rule_map()     # read again now, unpatched (tests/conftest.py)
 
 
 def _run(door, args, kwargs, monkeypatch):
@@ -211,6 +212,11 @@ def _check_same_error(got, want, door):
     if door == "jit" and isinstance(got, RuntimeError) and not isinstance(got, errors.EincError):
         # TorchScript reports an op's error as a RuntimeError with its class and text
         assert f"{type(want).__name__}: {want}" in str(got)
+        return
+    if door == "compile:inductor" and torch.__version__ < (2, 13) and type(got).__name__ == "TorchRuntimeError":
+        # torch before 2.13 wraps the error of the node it runs on fake tensors
+        # (docs/autograd-and-compile.md, Inside PyTorch's machinery)
+        assert f"got {want!r}" in str(got), (door, str(got))
         return
     assert type(got).__name__ == type(want).__name__ and isinstance(got, type(want)), (door, type(got), type(want))
     assert str(got) == str(want), door
@@ -296,7 +302,8 @@ def test_the_patched_torch_einsum_under_compile_takes_python_s_numbers(kwargs, p
                              backend="eager")(a, b)
     try:
         with _patched_for_dynamo():
-            with pytest.raises((errors.PathError, torch._dynamo.exc.UserError)):
+            wrapped = (torch._dynamo.exc.TorchRuntimeError,) if torch.__version__ < (2, 13) else ()  # (as above)
+            with pytest.raises((errors.PathError, torch._dynamo.exc.UserError, *wrapped)):
                 compiled(kwargs)
             got = compiled(python)
     finally:
