@@ -1,8 +1,9 @@
 """The docs tell the truth about the code, where a machine can check it cheaply: links and
-anchors resolve, the Python blocks run, every ``einc`` command line parses, the settings
-tables name config.py's settings with its defaults (and every ``EINC_*`` name the code
-spells), architecture.md names every module of einc/, bench/README.md every file of bench/
-with options its script declares, and README.md stays a landing page."""
+anchors resolve (titled ones too), the files code blocks name exist, the Python blocks run,
+every ``einc`` command line parses, the settings tables name config.py's settings with its
+defaults (and every ``EINC_*`` name the code spells), architecture.md names every module of
+einc/, bench/README.md every file of bench/ with options its script declares, and README.md
+stays a landing page."""
 
 import re
 import shlex
@@ -44,11 +45,32 @@ def _anchors(page: Path) -> set[str]:
     return found
 
 
+# An inline link's destination: ``<...>`` or a run without spaces (balanced parentheses
+# allowed), then an optional title in quotes or parentheses.
+_LINK = re.compile(r"""\]\(\s*(<[^<>\n]*>|[^\s()<>]+(?:\([^\s()]*\)[^\s()<>]*)*)"""
+                   r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?\s*\)""")
+# A repository file a code block names (``python bench/x.py``, ``pytest tests/y.py``), from the
+# root or from the page's folder.
+_REPO_PATH = re.compile(r"(?<![\w./~$-])((?:\.\./)*[\w-]+(?:/[\w.-]+)+\.(?:md|py|sh|json|toml))\b")
+
+
+def _links(text: str) -> list[str]:
+    """The destinations of the inline links (and images) of ``text``, outside code blocks."""
+    return [link.removeprefix("<").removesuffix(">") for link in _LINK.findall(_FENCED.sub("", text))]
+
+
+def test_links_are_read_with_titles_angle_brackets_and_parentheses():
+    text = ('[a](a.md "A title") [b](<b c.md>) [d](d(1).md) ![e](e.png \'E\') [f](f.md#g (G))\n'
+            "```\n[h](h.md)\n```\n")
+    assert _links(text) == ["a.md", "b c.md", "d(1).md", "e.png", "f.md#g"]
+
+
 @pytest.mark.parametrize("page", MARKDOWN, ids=_name)
 def test_relative_links_and_anchors_resolve(page):
-    text = _FENCED.sub("", page.read_text(encoding="utf-8"))
+    """Links in code blocks are not links (a reader sees the brackets); the files those
+    blocks name are checked by test_files_named_in_code_blocks_exist."""
     broken = []
-    for link in re.findall(r"\]\(([^)\s]+)\)", text):
+    for link in _links(page.read_text(encoding="utf-8")):
         if re.match(r"[a-z]+:", link):
             continue
         path, _, anchor = link.partition("#")
@@ -58,6 +80,15 @@ def test_relative_links_and_anchors_resolve(page):
         elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
             broken.append(f"{link}: no such heading in {_name(target)}")
     assert not broken, broken
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=_name)
+def test_files_named_in_code_blocks_exist(page):
+    """A command block's ``bench/x.py``, ``tests/y.py`` or ``h200-.../decisions.json`` is a
+    file the reader is sent to, as a link is."""
+    named = {path for block in _FENCED.findall(page.read_text(encoding="utf-8")) for path in _REPO_PATH.findall(block)}
+    missing = [path for path in sorted(named) if not (ROOT / path).exists() and not (page.parent / path).exists()]
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p, "python")], ids=_name)
