@@ -3,7 +3,9 @@
 Each setting is read from the environment when it is asked for (so a test or a
 program can change it between calls) and checked then: a bad value raises
 :class:`~einc.errors.ConfigError` naming the variable, its value and what is
-accepted.  An empty value counts as unset.
+accepted.  An empty value counts as unset.  The settings a plan or its run reads are
+also all checked whenever a key is planned (``runtime/engine.py``'s ``check_settings``),
+so a bad one is refused by the call that plans, not deep in a later one.
 
 ``EINC_CACHE_SIZE``    how many plans the in-memory cache keeps: a positive integer
                        (default 4096); read once, when the engine is imported
