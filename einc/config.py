@@ -44,8 +44,8 @@ so a bad one is refused by the call that plans, not deep in a later one.
 ``EINC_SLICE_OVERHEAD`` the most a ``memory_limit`` may cost: a sliced plan estimated at
                        more than this many times the unsliced contraction's time (and
                        more than a second) raises :class:`~einc.errors.MemoryLimitError`;
-                       a positive number (default 100), or ``off`` to run whatever it
-                       costs.
+                       a positive number (default 100), or ``off`` (``none``, ``inf``,
+                       any case) to run whatever it costs.
 ``EINC_NEW_SHAPES``    how einc plans a new shape: ``class`` (default) runs a small call
                        of up to eight operands on the plan of its size class, planned
                        once per class (see ``runtime/sizeclass.py``), and plans every
@@ -94,6 +94,7 @@ BACKENDS = ("auto", "torch", "triton")
 DEFAULT_CACHE_SIZE = 4096
 DEFAULT_CACHE_MAX_MB = 100
 DEFAULT_SLICE_OVERHEAD = 100
+NO_SLICE_BOUND = ("off", "none", "inf")    # EINC_SLICE_OVERHEAD's words for no bound (any case)
 MB = 10 ** 6
 
 # Triton 3.x (knobs.env_bool -> getenv_bool): the lower-cased value is one of these.
@@ -184,17 +185,17 @@ def compile_threads() -> int:
 
 def slice_overhead() -> float:
     """``EINC_SLICE_OVERHEAD``: the largest estimated sliced / unsliced time einc runs
-    (default 100; ``off``: no bound, ``inf``)."""
+    (default 100; ``off``, ``none`` or ``inf``: no bound, read as ``inf``)."""
     value = _raw("EINC_SLICE_OVERHEAD")
     if value is None:
         return DEFAULT_SLICE_OVERHEAD
     text = value.strip().lower()
-    if text in ("off", "none", "inf"):
+    if text in NO_SLICE_BOUND:
         return float("inf")
     if not _DECIMAL.fullmatch(text) or float(text) <= 0:
         raise _bad("EINC_SLICE_OVERHEAD", value,
                    "a positive number (the most a memory_limit may cost, in times the unsliced contraction's "
-                   f"estimated time; default {DEFAULT_SLICE_OVERHEAD}), or off")
+                   f"estimated time; default {DEFAULT_SLICE_OVERHEAD}), or off, none or inf (no bound)")
     return float(text)
 
 

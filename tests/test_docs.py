@@ -182,6 +182,8 @@ def test_settings_tables_match_config(page):
                           ("EINC_LAYOUT", config.LAYOUTS), ("EINC_SELECT", config.SELECT)):
         named = set(re.findall(r"`([a-z]+)`", table[name][0] + " " + table[name][1])) & set(choices)
         assert named >= set(choices), (name, set(choices) - named)
+    no_bound = set(re.findall(r"`([a-z]+)`", table["EINC_SLICE_OVERHEAD"][0]))
+    assert no_bound >= set(config.NO_SLICE_BOUND), set(config.NO_SLICE_BOUND) - no_bound
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/usage.md"])
