@@ -7,6 +7,7 @@ times it (``EINC_COMPILE_THREADS=1``) against einc compiling them side by side f
     python bench/first_launch.py --child EQUATION SHAPES DTYPE [--tma]   # one first launch: JSON
     python bench/first_launch.py --jobs N [--time-ms MS] [--rounds N] [--filter REGEX]
     python bench/first_launch.py --caller [--threads N] [--rounds N] [--filter REGEX]
+    python bench/first_launch.py --spills [WORKLOAD ...]     # which configs the autotuner skips
 
 Each row's one-step plan is lowered and its module's first launch (``launch()`` on zero
 CPU tensors) runs in a fresh process with an empty Triton cache, on a stand-in CUDA
@@ -39,6 +40,14 @@ whose binding gives the GIL up and takes it back, as every torch op's does).  Pr
 round the launches' seconds, the op's median and mean µs alone (a second before) and
 during the launches, and the share of that time the caller spent in stalls of 100 µs or
 more (waiting for the GIL, which the compiles' Python parts hold), with the longest.
+
+``--spills`` asks which configs the autotuner skips for spilling (``autotune.spilling``):
+the stand-in driver then reads each compiled kernel's registers and local memory from its
+cubin (the wheel's ``cuobjdump -res-usage``: its stack frame and local bytes, which a
+real driver reports as ``CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`` and Triton as ``n_spills``,
+in 4-byte words).  Each workload of ``bench/suite.json`` named (default: the fp32 CCSD(T)
+terms and the kernels ``bench/measured/ptx.md`` found spilling) has its first launch in a
+fresh process; prints per config its registers, local bytes and whether it was timed.
 """
 
 from __future__ import annotations
@@ -69,13 +78,32 @@ ROWS = [
 ]
 
 
-def _stand_in(events, returned, time_ms: float = 0.0, current=None):
+SPILL_ROWS = ["pw_ccsdt_dega_gfbc", "pw_ccsdt_dfgb_geac", "pw_ccsdt_degb_gfac", "bcast_ntn_score_t",
+              "perm_akbc_jk_cjba", "pw_ttm_abk_kj", "pw_ccsd_w_mbij"]
+
+
+def resources(cubin: bytes) -> tuple[int, int]:
+    """``(registers, local bytes a thread)`` of a one-kernel cubin, as the wheel's
+    ``cuobjdump -res-usage`` reads them (local: its stack frame and local memory)."""
+    import triton
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    usage = dict(re.findall(r"\b(REG|STACK|LOCAL):(\d+)", out))
+    return int(usage["REG"]), int(usage["STACK"]) + int(usage["LOCAL"])
+
+
+def _stand_in(events, returned, time_ms: float = 0.0, current=None, compiled=None):
     """Make this process's Triton drive an H100 that is not there (for good): compiles are
     real, loads and launches do nothing, and the autotuner's timed run takes ``time_ms``
     (a stand-in for the device's timing).  Appends ``["compile", thread name]`` per kernel
     Triton compiles and ``["time"]`` per timed run (``["time", current.row]`` where
     ``current``, a thread-local, names the job) to ``events``, and what einc's
-    ``precompile`` returned to ``returned``."""
+    ``precompile`` returned to ``returned``.  Where ``compiled`` is a list, a load reads the
+    kernel's registers and local memory (:func:`resources`), and each config einc's
+    ``precompile`` compiles appends its keywords, registers and ``n_spills`` there."""
     import threading
 
     import torch
@@ -84,9 +112,14 @@ def _stand_in(events, returned, time_ms: float = 0.0, current=None):
 
     from einc.runtime.triton_executor import autotune, launch
 
+    loaded = threading.local()
+
     class Utils:
         def load_binary(self, name, kernel, shared, device):
-            return None, 1, 0, 0, 1024      # module, function, registers, spills, most threads a block
+            if compiled is None:
+                return None, 1, 0, 0, 1024      # module, function, registers, spills, most threads a block
+            loaded.registers, local = resources(kernel)
+            return None, 1, loaded.registers, local // 4, 1024
 
         def get_device_properties(self, device):
             return {"max_shared_mem": 227 * 1024, "multiprocessor_count": 132, "max_num_regs": 65536,
@@ -126,6 +159,22 @@ def _stand_in(events, returned, time_ms: float = 0.0, current=None):
         lambda *args, **kwargs: events.append(["compile", threading.current_thread().name])
     autotune._one_run_ms = one_run_ms
     launch._precompile = lambda *a, **k: returned.append(autotune.precompile(*a, **k)) or returned[-1]
+    if compiled is not None:
+        original = autotune._compile
+
+        def compile_noted(kernel, args, grid, keywords, device):
+            loaded.registers = None
+            n_spills = original(kernel, args, grid, keywords, device)
+            compiled.append({"config": _config_name(keywords), "registers": loaded.registers, "n_spills": n_spills})
+            return n_spills
+        autotune._compile = compile_noted
+
+
+def _config_name(keywords) -> str:
+    """A config's tile, warps and stages: ``64x16x16x32 w4 s2`` (BLOCK_T, M, NT, N, K as it has)."""
+    blocks = [str(keywords[b]) for b in ("BLOCK_T", "BLOCK_M", "BLOCK_NT", "BLOCK_N", "BLOCK_K", "BLOCK_O")
+              if b in keywords]
+    return f"{'x'.join(blocks)} w{keywords['num_warps']} s{keywords['num_stages']}"
 
 
 def _module(equation: str, shapes, dtype: str, tma: bool):
@@ -146,16 +195,46 @@ def _module(equation: str, shapes, dtype: str, tma: bool):
     return module, [torch.zeros(s, dtype=getattr(torch, dtype)) for s in shapes]
 
 
-def child(equation: str, shapes, dtype: str, tma: bool) -> dict:
-    """One first launch on the stand-in driver (in this process, which it changes for good)."""
-    events, returned = [], []
-    _stand_in(events, returned)
+def child(equation: str, shapes, dtype: str, tma: bool, spills: bool = False) -> dict:
+    """One first launch on the stand-in driver (in this process, which it changes for good);
+    ``spills``: with each compiled config's registers and ``n_spills`` read from its cubin,
+    and the autotuner's timings (infinite: skipped)."""
+    events, returned, compiled = [], [], [] if spills else None
+    _stand_in(events, returned, compiled=compiled)
     module, operands = _module(equation, shapes, dtype, tma)
     start = time.perf_counter()
     module.launch(*operands)
     seconds = time.perf_counter() - start
     variants = [known.variant is not None for known in module.launcher.layouts.values()]
-    return {"seconds": seconds, "events": events, "threads": returned, "tma": variants}
+    out = {"seconds": seconds, "events": events, "threads": returned, "tma": variants}
+    if spills:
+        tuned = module.launcher.tma.tuned if any(variants) else module.launcher.tuned
+        out["compiled"] = compiled
+        out["timings"] = [[_config_name(c.all_kwargs()), t[0] if isinstance(t, list) else t]
+                          for c, t in getattr(tuned, "configs_timings", {}).items()]
+    return out
+
+
+def spills_table(ids, threads: int) -> None:
+    """Per workload (an id of bench/suite.json) and config of its first launch: registers,
+    local bytes and whether the autotuner timed it (``--spills``)."""
+    import triton
+
+    from einc.tools.benchmark.suite import find_suite, load
+    suite = {w["id"]: w for w in load(find_suite(None))["workloads"]}
+    print(f"first launches on a stand-in H100, Triton's real compiler (triton {triton.__version__}); registers "
+          f"and local memory from each config's cubin; {threads} compile threads\n")
+    print("| workload | config | registers | local bytes | autotuner |")
+    print("|---|---|---:|---:|---|")
+    for name in ids:
+        v = suite[name]["variants"]["gpu"]
+        out = first_launch((name, suite[name]["equation"], v["shapes"], v["dtype"], False), threads, "--spills")
+        timings = dict(out["timings"])
+        for c in out["compiled"]:
+            local = "-" if c["n_spills"] is None else 4 * c["n_spills"]
+            timed = timings.get(c["config"])
+            verdict = "not timed" if timed is None else "skipped" if timed == float("inf") else "timed"
+            print(f"| {name} | {c['config']} | {c['registers']} | {local} | {verdict} |", flush=True)
 
 
 def jobs_child(rows, jobs: int, time_ms: float) -> dict:
@@ -301,15 +380,16 @@ def interleaved(events) -> bool:
     return len(runs) != len(set(runs))
 
 
-def first_launch(row, threads: int) -> dict:
-    """``child`` of ``row`` in a fresh process with an empty Triton cache."""
+def first_launch(row, threads: int, *options) -> dict:
+    """``child`` of ``row`` in a fresh process with an empty Triton cache (``options``: the child's)."""
     _, equation, shapes, dtype, tma = row
     with tempfile.TemporaryDirectory(prefix="einc-first-launch-") as cache:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env.update(TRITON_CACHE_DIR=cache, EINC_COMPILE_THREADS=str(threads), TRITON_DEFAULT_FP_FUSION="1",
                    PYTHONPATH=str(HERE.parent))
         done = subprocess.run([sys.executable, __file__, "--child", equation, json.dumps(shapes), dtype,
-                               *(["--tma"] if tma else [])], env=env, capture_output=True, text=True, timeout=900)
+                               *(["--tma"] if tma else []), *options], env=env, capture_output=True, text=True,
+                              timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{row[0]}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])
@@ -364,13 +444,16 @@ def main(argv=None) -> int:
     parser.add_argument("--caller", action="store_true",
                         help="the caller's loop of a small torch op while the rows' first launches compile")
     parser.add_argument("--caller-child", nargs=2, metavar=("ROWS", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--spills", nargs="*", metavar="WORKLOAD", default=None,
+                        help="which configs of these workloads' first launches the autotuner skips for spilling "
+                             f"(default: {', '.join(SPILL_ROWS)})")
     args = parser.parse_args(argv)
     if args.caller_child:
         print(json.dumps(caller_child(args.caller_child[0].split(","), int(args.caller_child[1]))))
         return 0
     if args.child:
         equation, shapes, dtype = args.child
-        print(json.dumps(child(equation, json.loads(shapes), dtype, args.tma)))
+        print(json.dumps(child(equation, json.loads(shapes), dtype, args.tma, args.spills is not None)))
         return 0
     if args.jobs_child:
         rows, jobs, time_ms = args.jobs_child
@@ -378,6 +461,9 @@ def main(argv=None) -> int:
         return 0
     from einc import config
     threads = args.threads or config.compile_threads()
+    if args.spills is not None:
+        spills_table(args.spills or SPILL_ROWS, threads)
+        return 0
     rows = [r for r in ROWS if args.filter is None or re.search(args.filter, r[0])]
     if args.caller:     # (the TMA row's module is the next row's: one launcher, one layout)
         caller_table([r[0] for r in rows if not r[4]], threads, args.rounds)

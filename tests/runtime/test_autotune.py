@@ -73,13 +73,13 @@ def test_the_autotuner_times_only_compiled_configs(tmp_path, case):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
-def test_one_thread_leaves_each_compile_to_the_autotuner(tmp_path):
+def test_one_thread_compiles_each_config_on_the_calling_thread_before_timing(tmp_path):
     equation, shapes, dtype = CASES["matmul"]
     out = _first_launch(tmp_path, 1, equation, json.dumps(shapes), dtype)
     events = out["events"]
     assert out["threads"] == [1], out
     timed = events.count(["time"])
-    assert timed >= 3 and events == [["compile", "MainThread"], ["time"]] * timed, events   # each as it is timed
+    assert timed >= 3 and events == [["compile", "MainThread"]] * timed + [["time"]] * timed, events
 
 
 @pytest.mark.slow
@@ -223,12 +223,18 @@ def test_threads_compile_side_by_side():
     assert broken == [] and not barrier.broken
 
 
-@pytest.mark.parametrize("threads, configs", [(1, 5), (4, 1)])
-def test_one_thread_or_one_config_compiles_nothing_here(threads, configs):
+def test_one_config_compiles_nothing_here():
     kernel = _Kernel()
-    assert autotune.precompile(kernel, _configs(*range(16, 16 + configs)), (), None, {},
-                                 torch.device("cpu"), threads=threads) == 1
+    assert autotune.precompile(kernel, _configs(16), (), None, {}, torch.device("cpu"), threads=4) == 1
     assert kernel.calls == []
+
+
+def test_one_thread_compiles_every_config_here_one_after_another():
+    kernel = _Kernel()
+    assert autotune.precompile(kernel, _configs(16, 32, 64, 128, 256), (), None, {}, torch.device("cpu"),
+                               threads=1) == 1
+    assert [c[2]["BLOCK_M"] for c in kernel.calls] == [16, 32, 64, 128, 256]
+    assert all(c[3] == threading.current_thread().name for c in kernel.calls)
 
 
 def test_the_setting(monkeypatch):
@@ -338,3 +344,90 @@ def test_kernels_compiling_at_once_share_the_process_pool(monkeypatch):
         t.join(30)
     assert sorted(kernel.calls) == [16, 16, 32, 32, 64, 64, 128, 128]
     assert most[0] == 2, most
+
+
+class _Compiled:
+    """Stands in for a compiled kernel, loaded: the driver's reading of its local memory."""
+
+    run = None
+
+    def __init__(self, n_spills):
+        self.n_spills = n_spills
+
+
+class _Tunable(_Kernel):
+    """Stands in for a ``triton.jit`` function under Triton's real autotuner: its compiled
+    kernel of config BLOCK_M spills ``spills[BLOCK_M]`` (None: no such attribute; absent:
+    it fails to compile); a launch records its BLOCK_M."""
+
+    arg_names = ["x"]
+
+    def __init__(self, spills):
+        super().__init__(fail=[m for m in (16, 32, 64, 128) if m not in spills])
+        self.spills, self.ran = spills, []
+        self.fn = lambda x: None
+
+    def warmup(self, *args, grid, **keywords):
+        super().warmup(*args, grid=grid, **keywords)
+        n = self.spills[keywords["BLOCK_M"]]
+        return _Compiled(n) if n is not None else object.__new__(_Compiled)
+
+    def run(self, *args, **keywords):
+        self.ran.append(keywords["BLOCK_M"])
+
+
+def _tune(monkeypatch, spills, threads=2, blocks=(16, 32, 64)):
+    """Tune ``_Tunable(spills)`` on one launch as ``Launcher.first`` does (its configs
+    compiled at the first timing); the configs run while timed, and the timings."""
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), autotune.SLOW_MS)[1])
+    kernel, configs = _Tunable(spills), _configs(*blocks)
+    tuned = autotune.autotuner(kernel, configs=configs, key=["x"])
+    with autotune.before_timing(lambda: autotune.precompile(kernel, configs, (7,), None, {},
+                                                            torch.device("cpu"), threads=threads)):
+        tuned.run(7)
+    assert kernel.ran[-1] == tuned.best_config.kwargs["BLOCK_M"]        # (the launch after tuning)
+    return kernel.ran[:-1], {c.kwargs["BLOCK_M"]: t for c, t in tuned.configs_timings.items()}
+
+
+INF, SLOW = [float("inf")] * 3, [autotune.SLOW_MS] * 3
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_config_that_spills_is_not_timed_where_another_compiled_without(monkeypatch, threads):
+    ran, timings = _tune(monkeypatch, {16: 0, 32: 18, 64: 0}, threads)
+    assert ran == [16, 16, 64, 64]                              # 32 never ran
+    assert timings == {16: SLOW, 32: INF, 64: SLOW}
+
+
+def test_the_first_config_timed_is_skipped_too_where_it_spills(monkeypatch):
+    ran, timings = _tune(monkeypatch, {16: 4, 32: 0, 64: 2})
+    assert ran == [32, 32] and timings == {16: INF, 32: SLOW, 64: INF}
+
+
+@pytest.mark.parametrize("spills", [{16: 3, 32: 18, 64: 1}, {16: None, 32: None, 64: None}])
+def test_nothing_is_skipped_where_no_config_is_known_spill_free(monkeypatch, spills):
+    ran, timings = _tune(monkeypatch, spills)
+    assert ran == [16, 16, 32, 32, 64, 64] and timings == {16: SLOW, 32: SLOW, 64: SLOW}
+
+
+def test_a_config_that_failed_to_compile_is_left_to_the_autotuner(monkeypatch):
+    """32 fails to compile beforehand: its spills are not known, so the autotuner times it
+    (and meets any error itself); 16 spills where 64 does not."""
+    ran, timings = _tune(monkeypatch, {16: 5, 64: 0})
+    assert ran == [32, 32, 64, 64] and timings == {16: INF, 32: SLOW, 64: SLOW}
+
+
+def test_spills_found_outside_a_timed_launch_skip_nothing(monkeypatch):
+    monkeypatch.setattr(autotune, "_one_run_ms", lambda fn: (fn(), autotune.SLOW_MS)[1])
+    kernel, configs = _Tunable({16: 0, 32: 9, 64: 0}), _configs(16, 32, 64)
+    autotune.precompile(kernel, configs, (7,), None, {}, torch.device("cpu"), threads=2)
+    tuned = autotune.autotuner(kernel, configs=configs, key=["x"])
+    tuned.run(7)
+    assert kernel.ran == [16, 16, 32, 32, 64, 64, 16]
+
+
+def test_spilling():
+    configs = _configs(16, 32, 64)
+    assert autotune.spilling(configs, [0, 8, None]) == [configs[1]]
+    assert autotune.spilling(configs, [8, 0, 1]) == [configs[0], configs[2]]
+    assert autotune.spilling(configs, [8, 1, None]) == [] == autotune.spilling(configs, [None] * 3)

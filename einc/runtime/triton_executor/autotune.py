@@ -22,16 +22,29 @@ first launch of a layout (:class:`~.launch.Launcher`).
   on the first load).  The calling thread first sets up what Triton keeps per kernel and
   device (the kernel's argument binder and the device's target, :func:`_prepare`); then
   every config goes to the process's pool of compile threads (``EINC_COMPILE_THREADS``,
-  :func:`einc.config.compile_threads`; ``1`` turns this off), so a kernel's compiling
+  :func:`einc.config.compile_threads`), so a kernel's compiling
   takes about its slowest config's time where there are threads enough.  Kernels that
   compile at once (learn mode's two jobs) share that pool: the threads compiling, and
   the GIL their Python parts hold, stay within the setting.  Where the
   installed Triton keeps that state elsewhere, the first config compiles on the calling
   thread instead, which sets it up.
+  With one thread (``EINC_COMPILE_THREADS=1``) the calling thread compiles them one
+  after another, still before the first timing (so that their spills are known).
   A config that fails to compile or to load is left to the autotuner, which meets the
   same error and handles it as before (one over the device's resources is skipped).
   Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
   loads nothing.
+- **No spilling configs where a config compiles without** (:func:`spilling`, as
+  inductor's ``spill_threshold``, at zero).  A compiled and loaded kernel reports its
+  registers and its local memory per thread (``n_regs``, ``n_spills``: the driver's
+  local size in 4-byte words, triton 3.6 to 3.9), which for these kernels is their
+  register spills.  Where :func:`precompile` compiled the configs of a launch being
+  timed and at least one of them reads ``n_spills`` 0, the autotuner skips each config
+  that reads more (its timing is infinite, as for a config over the device's resources:
+  :func:`autotuner`), so it never picks a config whose registers spill to local memory
+  when one of the same kernel does not.  Nothing is dropped where every config spills,
+  nor a config that failed to compile (the autotuner meets its error); the config a
+  kernel's first untuned run takes (``Launcher.first_config``) is left as it is.
 - **One launch's timings at a time** (:data:`TIMING`).  Learn mode makes two kernels
   ready at once, so that one compiles while the other is timed; two launches timed at
   once would share the device and each time the other's runs too.  From its first timing
@@ -42,7 +55,9 @@ first launch of a layout (:class:`~.launch.Launcher`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -77,14 +92,47 @@ def before_timing(compile_all):
     this block on this thread; never where its cache answers (a result Triton kept on
     disk), which compiles the chosen config alone.  A failure there is ignored: the
     autotuner compiles each config as before.  From that first timing to the end of the
-    block the thread holds :data:`TIMING`."""
-    _tuning.pending, _tuning.armed, _tuning.holds = compile_all, True, False
+    block the thread holds :data:`TIMING`; the configs :func:`precompile` found spilling
+    there are skipped (:func:`autotuner`) until its end."""
+    _tuning.pending, _tuning.armed, _tuning.holds, _tuning.dropped = compile_all, True, False, ()
     try:
         yield
     finally:
         if _tuning.holds:
             TIMING.release()
-        _tuning.pending, _tuning.armed, _tuning.holds = None, False, False
+        _tuning.pending, _tuning.armed, _tuning.holds, _tuning.dropped = None, False, False, ()
+
+
+def _compile_pending() -> None:
+    """Run this thread's ``compile_all`` of :func:`before_timing`, once (at the first timing)."""
+    pending = getattr(_tuning, "pending", None)
+    if pending is not None:
+        _tuning.pending = None
+        try:
+            pending()
+        except Exception:   # noqa: BLE001 - only time is lost: the autotuner compiles as it times
+            pass
+
+
+def autotuner(kernel, **options):
+    """``triton.autotune(**options)`` of ``kernel`` with :data:`OPTIONS`, whose timing of a
+    config first compiles the launch's configs (:func:`before_timing`) and skips a config
+    :func:`precompile` found spilling (:func:`spilling`): infinite timings, which Triton's
+    autotuner gives a config over the device's resources.  It wraps the autotuner's
+    ``_bench(*args, config, **meta)`` (triton 3.6 to 3.9), where it has one."""
+    tuned = triton.autotune(**options, **OPTIONS)(kernel)
+    bench = getattr(tuned, "_bench", None)
+    if bench is not None:
+        tuned._bench = functools.partial(_bench, bench)
+    return tuned
+
+
+def _bench(bench, *args, config, **meta):
+    """The autotuner's timing of ``config``: ``bench``'s, but none for a dropped config."""
+    _compile_pending()
+    if config in getattr(_tuning, "dropped", ()):
+        return [math.inf] * 3
+    return bench(*args, config=config, **meta)
 
 
 def tuning_bench(kernel_call, quantiles=None):
@@ -101,13 +149,7 @@ def tuning_bench(kernel_call, quantiles=None):
     picks among tiles that differ by far more than that noise), as inductor's autotuner
     times its configs.  The first timing of a launch made under :func:`before_timing`
     first compiles every config side by side, then takes :data:`TIMING`."""
-    pending = getattr(_tuning, "pending", None)
-    if pending is not None:
-        _tuning.pending = None
-        try:
-            pending()
-        except Exception:   # noqa: BLE001 - only time is lost: the autotuner compiles as it times
-            pass
+    _compile_pending()
     if getattr(_tuning, "armed", False) and not _tuning.holds:
         TIMING.acquire()
         _tuning.holds = True
@@ -174,20 +216,30 @@ OPTIONS = {**({"cache_results": True} if "cache_results" in _PARAMETERS else {})
            **({"do_bench": tuning_bench} if "do_bench" in _PARAMETERS else {})}
 
 
-def _compile_in_pool(kernel, args, grid, keywords, device) -> None:
+def _compile_in_pool(kernel, args, grid, keywords, device):
     """:func:`_compile` on a pool thread, set apart from the caller's CUDA graph captures."""
     _capture.exempt()
-    _compile(kernel, args, grid, keywords, device)
+    return _compile(kernel, args, grid, keywords, device)
 
 
-def _compile(kernel, args, grid, keywords, device) -> None:
-    """Compile and load ``kernel`` for these arguments; a failure is the autotuner's to meet."""
+def _compile(kernel, args, grid, keywords, device):
+    """Compile and load ``kernel`` for these arguments: the compiled kernel's ``n_spills``
+    (None where it has none, or where it failed: a failure is the autotuner's to meet)."""
     try:
         with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
             compiled = kernel.warmup(*args, grid=grid, **keywords)
-            _ = compiled.run        # (loads it)
+            _ = compiled.run        # (loads it: the driver reads its registers and local memory)
     except Exception:   # noqa: BLE001 - the autotuner compiles it again and reports or skips it
-        pass
+        return None
+    return getattr(compiled, "n_spills", None)
+
+
+def spilling(configs, spills) -> list:
+    """The ``configs`` the autotuner skips, given each one's compiled ``n_spills`` (None:
+    not known): those that spill, where one of them compiled without spilling; none else."""
+    if 0 not in spills:
+        return []
+    return [c for c, n in zip(configs, spills) if n]
 
 
 def _current_device():
@@ -217,21 +269,27 @@ def precompile(kernel, configs, args, grid, meta, device, threads=None) -> int:
     """Compile ``kernel`` (a ``triton.jit`` function) with each of ``configs`` (the
     ``triton.Config`` list the autotuner will time) for a launch on ``args`` with constexprs
     ``meta`` on ``device``, in at most ``threads`` threads (default
-    :func:`einc.config.compile_threads`).  Returns how many threads compiled in the pool
-    (1: none side by side, where there is one config or one thread)."""
+    :func:`einc.config.compile_threads`; one: on this thread, one after another).  Under
+    :func:`before_timing`, the configs found spilling (:func:`spilling`) are skipped by the
+    autotuner of that launch.  Returns how many threads compiled in the pool (1: none side
+    by side, where there is one config, compiling nothing, or one thread)."""
     threads = _config.compile_threads() if threads is None else threads
-    if threads < 2 or len(configs) < 2:
+    if len(configs) < 2:
         return 1
     jobs = [dict(meta, **c.all_kwargs()) for c in configs]
-    if _prepare(kernel, device):
-        rest = jobs
+    if threads < 2:
+        spills = [_compile(kernel, args, grid, keywords, device) for keywords in jobs]
+        pooled = 1
     else:
-        _compile(kernel, args, grid, jobs[0], device)
-        rest = jobs[1:]
-    pool = _pool(threads)
-    for done in [pool.submit(_compile_in_pool, kernel, args, grid, keywords, device) for keywords in rest]:
-        done.result()
-    return min(threads, len(rest))
+        spills = [] if _prepare(kernel, device) else [_compile(kernel, args, grid, jobs[0], device)]
+        rest = jobs[len(spills):]
+        pool = _pool(threads)
+        spills += [done.result() for done in
+                   [pool.submit(_compile_in_pool, kernel, args, grid, keywords, device) for keywords in rest]]
+        pooled = min(threads, len(rest))
+    if getattr(_tuning, "armed", False):
+        _tuning.dropped = spilling(configs, spills)
+    return pooled
 
 
 _shared: dict = {}              # threads -> the process's compile pool of that many
@@ -260,4 +318,5 @@ def _after_fork():
 os.register_at_fork(after_in_child=_after_fork)
 
 
-__all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "TIMING", "tuning_bench", "before_timing", "precompile"]
+__all__ = ["OPTIONS", "SLOW_MS", "REP_MS", "TIMING", "tuning_bench", "before_timing", "precompile", "autotuner",
+           "spilling"]

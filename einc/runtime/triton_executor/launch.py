@@ -52,7 +52,7 @@ import triton
 import triton.language as tl
 
 from . import tma as _tma
-from .autotune import OPTIONS as _AUTOTUNE
+from .autotune import autotuner as _autotuner
 from .autotune import before_timing as _before_timing
 from .autotune import precompile as _precompile
 
@@ -70,7 +70,8 @@ MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 # 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
 # with triton 3.6 and 3.7).  Not so for the pairwise family's fp32 kernels (tensors of four
 # to six permuted indices): 1 to 3 of their 115 configs spill 8-24 bytes with each triton,
-# a different config with each (bench/measured/ptx.md).
+# a different config with each (bench/measured/ptx.md), which the autotuner then skips
+# (autotune.spilling).
 _MATMUL = {
     16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
          (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
@@ -100,9 +101,9 @@ _TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4,
 # 16-byte loads, wgmma for 16-bit tiles of 64 rows or more; 16-bit K steps of 32 too,
 # for K = 32.  Except fp32's second and third: the fastest on an H100 with triton 3.6
 # (bench/gpu_variants.py, pw_ccsdt_dega_gfbc: bench/measured/h100-2026-11-26/README.md),
-# though they spill 144 bytes with 3.6 (1.2-1.9 KB with 3.9: ptx_report), so they follow
-# a config that does not, the one a kernel's first-round run takes (Launcher.first_config),
-# and the autotuner times them.  16-bit and fp64 not yet run on a GPU.
+# though they spill with 3.6 and 3.9 (ptx_report), so they follow a config that does not,
+# the one a kernel's first-round run takes (Launcher.first_config); where they spill, the
+# autotuner skips them (autotune.spilling).  16-bit and fp64 not yet run on a GPU.
 _TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
                  (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
             32: [(128, 8, 16, 32, 8, 3), (64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (64, 8, 16, 32, 4, 3),
@@ -284,9 +285,9 @@ class Launcher:
         key = [n for n in names if n.startswith("size_")] + \
             [n for n in ("SPLIT_K", "MERGED_K", "PRECISION", "LAYOUT") if n in names]
         pruning = {"prune_configs_by": {"early_config_prune": self.prune}} if kind != FUSED else {}
-        self.tuned = triton.autotune(configs=self.configs, key=key, **pruning, **_AUTOTUNE)(kernel)
+        self.tuned = _autotuner(kernel, configs=self.configs, key=key, **pruning)
         self.tma = None if tma is None else \
-            _tma.Variant(tma, key + ["TMA_A", "TMA_B", "TMA_C"], self.prune, _AUTOTUNE)
+            _tma.Variant(tma, key + ["TMA_A", "TMA_B", "TMA_C"], self.prune, _autotuner)
         self.finish = finish_kernel(self.interpret) if self.granule else None
         # Setting up a layout and Triton's autotuner are not thread-safe, and learn mode sets
         # kernels up on a background thread while the caller's thread may launch the same

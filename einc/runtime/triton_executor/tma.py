@@ -115,12 +115,12 @@ def fall_back(launcher, error, operands, scale, c):
 class Variant:
     """The TMA kernel of one module, its autotuner and its configs."""
 
-    def __init__(self, kernel, key, prune, persist):
+    def __init__(self, kernel, key, prune, autotuner):
         self.kernel = kernel
         self.names = set(getattr(kernel, "arg_names", ()) or kernel.fn.__code__.co_varnames)
         self.configs = configs()
-        self.tuned = triton.autotune(configs=self.configs, key=[n for n in key if n in self.names],
-                                     prune_configs_by={"early_config_prune": prune}, **persist)(kernel)
+        self.tuned = autotuner(kernel, configs=self.configs, key=[n for n in key if n in self.names],
+                               prune_configs_by={"early_config_prune": prune})
 
     def applies(self, meta, axes, splits, operands, where: bool) -> bool:
         """Whether a layout with these constexprs and operands runs this kernel: ``axes``
