@@ -1,6 +1,6 @@
 """How long a generated kernel's first launch of a layout spends compiling, with Triton's
-real compiler for sm_90a and no GPU: Triton's autotuner compiling each config as it
-times it (``EINC_COMPILE_THREADS=1``) against einc compiling them side by side first
+real compiler for sm_90a and no GPU: einc compiling the configs one after another
+(``EINC_COMPILE_THREADS=1``) against side by side, before the autotuner times them
 (``einc/runtime/triton_executor/autotune.py``).
 
     python bench/first_launch.py [--rounds N] [--threads N] [--filter REGEX]
