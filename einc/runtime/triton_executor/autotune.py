@@ -34,15 +34,15 @@ first launch of a layout (:class:`~.launch.Launcher`).
   same error and handles it as before (one over the device's resources is skipped).
   Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
   loads nothing.
-- **No spilling configs where a config compiles without** (:func:`spilling`, as
-  inductor's ``spill_threshold``, at zero).  A compiled and loaded kernel reports its
+- **No config that spills much where a config compiles without** (:func:`spilling`, as
+  inductor's ``spill_threshold``: :data:`SPILL_WORDS`).  A compiled and loaded kernel reports its
   registers and its local memory per thread (``n_regs``, ``n_spills``: the driver's
   local size in 4-byte words, triton 3.6 to 3.9), which for these kernels is their
   register spills.  Where :func:`precompile` compiled the configs of a launch being
   timed and at least one of them reads ``n_spills`` 0, the autotuner skips each config
-  that reads more (its timing is infinite, as for a config over the device's resources:
-  :func:`autotuner`), so it never picks a config whose registers spill to local memory
-  when one of the same kernel does not.  Nothing is dropped where every config spills,
+  that reads more than :data:`SPILL_WORDS` (its timing is infinite, as for a config over
+  the device's resources: :func:`autotuner`), so it never picks a config whose registers
+  spill much to local memory when one of the same kernel does not.  Nothing is dropped where every config spills,
   nor a config that failed to compile (the autotuner meets its error); the config a
   kernel's first untuned run takes (``Launcher.first_config``) is left as it is.
 - **One launch's timings at a time** (:data:`TIMING`).  Learn mode makes two kernels
@@ -234,12 +234,21 @@ def _compile(kernel, args, grid, keywords, device):
     return getattr(compiled, "n_spills", None)
 
 
+# The most a config may spill and still be timed, in the driver's 4-byte words a thread
+# (``n_spills``).  Inductor skips past its ``spill_threshold`` and exempts hand-written
+# kernels, where a spilling config may be the fastest: so were einc's fp32 CCSD(T)
+# ``matmul-nt`` tiles with triton 3.6 on an H100 (bench/measured/ptx.md), whose spills this
+# bound keeps timed, while the kilobytes later tritons spill in the same tiles are skipped.
+SPILL_WORDS = 32
+
+
 def spilling(configs, spills) -> list:
     """The ``configs`` the autotuner skips, given each one's compiled ``n_spills`` (None:
-    not known): those that spill, where one of them compiled without spilling; none else."""
+    not known): those that spill more than :data:`SPILL_WORDS`, where one of them compiled
+    without spilling; none else."""
     if 0 not in spills:
         return []
-    return [c for c, n in zip(configs, spills) if n]
+    return [c for c, n in zip(configs, spills) if n is not None and n > SPILL_WORDS]
 
 
 def _current_device():

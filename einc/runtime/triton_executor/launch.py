@@ -70,8 +70,8 @@ MATMUL, REDUCE, FUSED = "matmul", "reduce", "fused"
 # 16x16 tile 2 stages, and fp64 BLOCK_K 16 (fp64 tiles with BLOCK_K 32 spilled 8-144 bytes
 # with triton 3.6 and 3.7).  Not so for the pairwise family's fp32 kernels (tensors of four
 # to six permuted indices): 1 to 3 of their 115 configs spill 8-24 bytes with each triton,
-# a different config with each (bench/measured/ptx.md), which the autotuner then skips
-# (autotune.spilling).
+# a different config with each (bench/measured/ptx.md), small spills the autotuner still
+# times (autotune.spilling).
 _MATMUL = {
     16: [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
          (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4),
@@ -102,8 +102,9 @@ _TILE_T = {16: [(2, 64, 32, 32, 4, 3), (8, 16, 32, 32, 4, 2), (1, 64, 64, 32, 4,
 # for K = 32.  Except fp32's second and third: the fastest on an H100 with triton 3.6
 # (bench/gpu_variants.py, pw_ccsdt_dega_gfbc: bench/measured/h100-2026-11-26/README.md),
 # though they spill with 3.6 and 3.9 (ptx_report), so they follow a config that does not,
-# the one a kernel's first-round run takes (Launcher.first_config); where they spill, the
-# autotuner skips them (autotune.spilling).  16-bit and fp64 not yet run on a GPU.
+# the one a kernel's first-round run takes (Launcher.first_config); the autotuner times
+# them where they spill as little as with 3.6 and skips them where they spill as much as
+# with 3.9 (autotune.SPILL_WORDS).  16-bit and fp64 not yet run on a GPU.
 _TILE_NT = {16: [(128, 8, 16, 64, 8, 3), (64, 8, 16, 64, 4, 3), (128, 8, 16, 32, 8, 3), (64, 8, 16, 32, 4, 3),
                  (64, 4, 32, 32, 4, 3), (32, 4, 16, 32, 4, 3)],
             32: [(128, 8, 16, 32, 8, 3), (64, 16, 16, 32, 4, 2), (256, 8, 16, 32, 8, 2), (64, 8, 16, 32, 4, 3),
