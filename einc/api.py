@@ -47,7 +47,7 @@ from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
-from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, LAYOUTS, Options, layout_message, torch_optimize
+from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 from .planner.plan import Plan
 from .runtime import dtypes, engine, sparse, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
@@ -411,34 +411,27 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`).
     ``layout`` is checked; the op's result is contiguous, which both layouts allow (its fake
     kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
-    if select is not None and traced_doors.options_read(select=select):    # (a bad one: the eager error)
-        _refuse_traced("ArgumentError", "einsum(): select= cannot be passed to the compiled op; set EINC_SELECT "
-                                        "instead")
-    if layout is not None and not (isinstance(layout, str) and layout.lower() in LAYOUTS):
-        _refuse_traced("ArgumentError", layout_message(layout))
-    # (a path's numpy arrays and integers as lists and ints, as the eager call reads them; an int read from
-    # a local under dynamic=True, a symbol, as its value: see the limit's, below)
+    # (checked in the eager call's order: the equation, the options, out=, then the operands; a sublist's and a
+    # path's numpy values read as Python's, and an int of a path or limit read from a local under dynamic=True, a
+    # symbol, as its value, which dynamo guards on: str() of a symbol, writing the op's options, was Unsupported)
+    if args and not isinstance(args[0], str):
+        args = traced_doors.numpy_sublists(args)
+    given = memory_limit
     if optimize is DEFAULT_OPTIMIZE:
         optimize = _traced_default_optimize()
-    else:
-        optimize = as_path(traced_doors.numpy_read(optimize))
-    if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):
-        if not callable(optimize):      # no optimizer either: the eager call's error
-            traced_doors.options_read(optimize)
+    optimize, memory_limit = traced_doors.options_read(args, optimize, memory_limit, select, layout)
+    if select is not None:
+        _refuse_traced("ArgumentError", "einsum(): select= cannot be passed to the compiled op; set EINC_SELECT "
+                                        "instead")
+    if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):     # an optimizer object
         _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)
-        return torch.compiler.disable(_untraced_einsum)(args, optimize, memory_limit, out, layout)
+        return torch.compiler.disable(_untraced_einsum)(args, optimize, given, out, layout)
     if out is not None:
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
             _refuse_traced(*problem)
-    # (an int of a path or limit read from a local under dynamic=True is traced as a symbol: its value, which
-    # dynamo guards on; str() of a symbol, writing the op's options, was its Unsupported; a numpy limit or
-    # sublist read as the path's numpy values are)
-    if args and not isinstance(args[0], str):
-        args = traced_doors.numpy_sublists(args)
-    memory_limit = traced_doors.limit_read(memory_limit, args)
     result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
     if out is None:
         return result

@@ -28,12 +28,12 @@ import numpy
 import torch
 
 from .custom_op import _kind, constant_result, number, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError, EquationError, PathError, ShapeError, UnsupportedDtypeError
+from .errors import ArgumentError, DtypeError, EincError, ShapeError, UnsupportedDtypeError
 from .named import as_written
 from .planner.equation import Equation, call_form, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
-from .planner.options import AUTO, Options, memory_limit_of, plain_limit
+from .planner.options import AUTO, Options, plain_limit
 from .runtime import dtypes, engine
 
 
@@ -87,27 +87,55 @@ def numpy_read(optimize):
 _NUMPY = (numpy.ndarray, numpy.generic)
 
 
+def options_read(args, optimize, memory_limit, select, layout) -> tuple:
+    """``(optimize, memory_limit)`` as the op's text carries them (a path's, a limit's numpy
+    values as Python's: :func:`numpy_read`), checked at trace time in the eager call's order:
+    a string equation in ``args`` (the call's) that does not parse, then ``optimize``,
+    ``memory_limit``, ``select`` and ``layout`` as :meth:`Options.of` reads them, each raising
+    the eager call's error (a limit spelled as eager spells it: the op's text carried its repr,
+    which read back as a string, ``'True'`` for True).  An optimizer object, which eager takes,
+    comes back as given (the compiled op cannot carry it: the caller refuses it)."""
+    text = args[0] if args and isinstance(args[0], str) else None
+    count = len(call_form(args)[1]) if text is not None else 0
+    checked, spelled = optimize, None
+    if not _plain_option(optimize) and type(optimize) is _OBJECT:   # (dynamo's ObjectVariable: no callable(),
+        checked, spelled = None, f"<object object at {hex(id(optimize))}>"     # repr() nor hasattr() of it traces)
+    else:
+        optimize = checked = as_path(numpy_read(optimize))
+        if not _plain_option(optimize) and callable(optimize):
+            checked = AUTO
+    return optimize, _options_read(text, count, checked, spelled, number(numpy_read(memory_limit)), select, layout)
+
+
 @constant_result
-def options_read(optimize=AUTO, select=None) -> bool:
-    """The eager call's error for an ``optimize`` that is no name, bool, path nor optimizer
-    (3.5), or a ``select`` that names no way (``"nope"``), at trace time: not the compiled
-    op's refusal of an optimizer object, or of ``select=``."""
+def _options_read(text, count: int, optimize, spelled, memory_limit, select, layout):
+    """(dynamo calls it as it traces: its error as dynamo lets it through; ``spelled``, where
+    given, the repr of an ``optimize`` it could not pass)"""
     try:
-        Options.of(optimize, select=select)
+        if text is not None:
+            parse_as_called(text, count)
+        return Options.of(_Spelled(spelled) if spelled is not None else optimize, memory_limit, select,
+                          layout).memory_limit
     except EincError as error:
         raise traced_error(error) from None
-    return True
 
 
-def limit_read(memory_limit, args=()):
-    """The limit ``memory_limit`` gives, read at trace time as the eager call reads it
-    (:func:`~einc.planner.options.memory_limit_of`: numpy's values and a Decimal as Python's),
-    for the op's text; a bad one raises the eager call's error, spelling the value as it does
-    (the op's text carried its repr, which read back as a string: ``'True'`` for True), or,
-    as eager reads the equation first, the error of a string equation in ``args`` (the
-    call's) that does not parse."""
-    text = args[0] if args and isinstance(args[0], str) else None
-    return _limit_read(number(numpy_read(memory_limit)), text, len(call_form(args)[1]) if text is not None else 0)
+def _plain_option(optimize) -> bool:
+    """Whether ``optimize`` is a name, a bool, a path or None: no object."""
+    return optimize is None or isinstance(optimize, (str, bool, list, tuple))
+
+
+_OBJECT = object     # (a global: dynamo cannot guard the builtin read from this module)
+
+
+class _Spelled:
+    """An object no ``optimize`` takes, whose repr is ``text``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def limit_plain(memory_limit):
@@ -115,20 +143,6 @@ def limit_plain(memory_limit):
     while dynamo traces (:func:`numpy_read`) or not: a torch.fx node records it so (its
     arguments take no numpy value nor Decimal)."""
     return plain_limit(numpy_read(memory_limit))
-
-
-@constant_result
-def _limit_read(memory_limit, text, count: int):
-    """(dynamo calls it as it traces: its error as dynamo lets it through)"""
-    try:
-        return memory_limit_of(memory_limit)
-    except PathError as error:
-        if text is not None:
-            try:
-                parse_as_called(text, count)
-            except EquationError as first:
-                raise traced_error(first) from None
-        raise traced_error(error) from None
 
 
 def numpy_sublists(args) -> tuple:
@@ -154,7 +168,8 @@ def numpy_sublists(args) -> tuple:
 def _sublists_read(args) -> bool:
     """(dynamo calls it as it traces: the operands' places None, the sublists as given)"""
     try:
-        sublist_equation(args)
+        text, operands = sublist_equation(args)
+        parse_as_called(text, len(operands))
     except EincError as error:
         raise traced_error(error) from None
     return True

@@ -95,6 +95,13 @@ BAD = {
     "limit-fraction": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": fractions.Fraction(1, 2)}),
     "limit-string": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": "big"}),
     "limit-and-equation": (("ij->k", _t(2, 3)), {"memory_limit": 0.5}),
+    # the equation first, then the options, as eager reads them
+    "optimize-and-equation": (("ij->k", _t(2, 3)), {"optimize": 3.5}),
+    "select-and-equation": (("ij->k", _t(2, 3)), {"select": "nope"}),
+    "good-select-and-equation": (("ij->k", _t(2, 3)), {"select": "blas"}),
+    "layout-and-equation": (("ij->k", _t(2, 3)), {"layout": "nope"}),
+    "select-and-optimize": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense", "select": "nope"}),
+    "sublist-and-optimize": ((_t(2, 3), [0, 1], [2]), {"optimize": 3.5}),
     "select-unknown": (("ij->i", _t(2, 3)), {"select": "nope"}),
     "named-unresolved": (("b (h d) -> b h d", _t(2, 6)), {}),
     "named-not-dividing": (("b (h d) -> b h d", _t(2, 6)), {"h": 4}),
@@ -229,7 +236,9 @@ COMPILED_GOOD = ["matmul", "size-0-kept", "ellipsis", "sublist", "strided", "nam
 COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "optimize-float", "limit-numpy-half",
                 "limit-numpy-bool", "limit-list", "sublist-negative-index", "sublist-string",
                 "named-not-dividing", "neither-reading", "neither-reading-3", "select-unknown",
-                "named-two-sizes", "dtype-mix", "limit-and-equation"]
+                "named-two-sizes", "dtype-mix", "limit-and-equation", "optimize-and-equation",
+                "select-and-equation", "good-select-and-equation", "layout-and-equation", "select-and-optimize",
+                "sublist-and-optimize"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
