@@ -207,7 +207,12 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     them on (operands given as one list, and the sublist format, arrive unpacked: torch.fx
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
-    wrote."""
+    wrote.  What a node cannot record (a numpy array as an operand, ``object()`` as optimize)
+    raises the eager call's error, in its order: the options', then the operands'."""
+    call_options(optimize, memory_limit, select, layout)
+    if not all(isinstance(o, torch.Tensor) or _has_torch_function((o,)) for o in operands):
+        engine.check_operands(parse(args[0]), [torch.empty(0, device="meta") if isinstance(o, torch.Tensor) or
+                                               _has_torch_function((o,)) else o for o in operands])
     given = {"optimize": as_path(optimize), "memory_limit": traced_doors.limit_plain(memory_limit),
              "select": select, "out": out, "backend": backend, "layout": layout}
     kwargs = {k: v for k, v in given.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}

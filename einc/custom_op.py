@@ -78,7 +78,7 @@ def traced_einsum(equation, operands, optimize, memory_limit):
     Plain code, traced by dynamo: the options are checked when the op decodes them."""
     text, operands = call_form((equation, *operands))
     if not all(isinstance(o, torch.Tensor) for o in operands):      # (the op takes tensors alone)
-        _not_tensors(text, [None if isinstance(o, torch.Tensor) else o for o in operands])
+        _not_tensors(text, [None if isinstance(o, torch.Tensor) else type(o).__name__ for o in operands])
     if not torch.compiler.is_dynamo_compiling():
         if _onnx_exporting():
             # torch.onnx.export traces the model (torch.jit.trace): aten::einsum, which ONNX has as Einsum
@@ -125,12 +125,12 @@ def _kernel_exists(equation, types, shapes, optimize, memory_limit, raising=True
 
 
 @constant_result
-def _not_tensors(text, operands):
-    """The error einsum raises for these operands, some not tensors (None: a tensor), where
-    dynamo traces (called by it, as a constant) or jit.trace does."""
+def _not_tensors(text, kinds):
+    """The error einsum raises for operands some not tensors (None: a tensor; others by type
+    name, which dynamo passes on: no numpy array) where dynamo traces (as a constant) or jit does."""
     try:
-        eq = parse_as_called(text, len(operands))
-        engine.check_operands(eq, [torch.empty(0, device="meta") if o is None else o for o in operands])
+        eq = parse_as_called(text, len(kinds))
+        engine.check_operands(eq, [torch.empty(0, device="meta") if k is None else type(k, (), {})() for k in kinds])
     except EincError as error:
         raise traced_error(error) from None
 

@@ -148,7 +148,8 @@ def limit_plain(memory_limit):
 def numpy_sublists(args) -> tuple:
     """``args`` of torch's sublist call (``op0, sub0, op1, sub1, ..., [output]``) with each
     sublist read by :func:`numpy_read`, as eager calls read its numpy integers and arrays.
-    Where each is a list or tuple of Python's ints and Ellipsis, they are read as dynamo
+    Where each is a list or tuple of Python's ints, Ellipsis and other constants (a float,
+    a string: no subscript, which eager refuses), they are read as dynamo
     traces (:func:`_sublists_read`): a sublist that is no equation raises the eager call's
     error, not a raise dynamo traces (its "Observed exception" under ``fullgraph=True``), nor
     one from the node dynamo runs on fake tensors for a patched ``torch.einsum`` (its
@@ -157,11 +158,14 @@ def numpy_sublists(args) -> tuple:
     args = tuple([numpy_read(a) if k % 2 or k == last else a for k, a in enumerate(args)])
     subs = [a for k, a in enumerate(args) if k % 2 or k == last]
     if all(isinstance(s, (list, tuple)) for s in subs) and \
-            all(isinstance(i, (int, str)) or i is Ellipsis for s in subs for i in s):
+            all(isinstance(i, _CONSTANTS) or i is Ellipsis or i is None for s in subs for i in s):
         # (an int read as a symbol, dynamic=True, as its value: the equation's text needs it)
         _sublists_read(tuple([tuple([number(i) for i in s]) if k % 2 or k == last else None
                               for k, s in enumerate(args)]))
     return args
+
+
+_CONSTANTS = (int, float, complex, str, bytes)
 
 
 @constant_result

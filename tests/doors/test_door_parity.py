@@ -82,11 +82,14 @@ BAD = {
     "sublist-negative-index": ((_t(2, 3), [0, -1], [0]), {}),
     "sublist-output-unknown": ((_t(2, 3), [0, 1], [2]), {}),
     "sublist-string": ((_t(2, 3), [0, "a"], [0]), {}),
+    "sublist-float": ((_t(2, 3), [0, 1.5], [0]), {}),
+    "numpy-operand": (("ij,jk->ik", _t(2, 3), np.ones((3, 4))), {}),
     "dtype-mix": (("ij,jk->ik", _t(2, 3), _t(3, 4, dtype=torch.float32)), {}),
     "optimize-name": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense"}),
     "optimize-path-range": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 5), (0, 1)]}),
     "optimize-path-short": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 1)]}),
     "optimize-float": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"optimize": 3.5}),
+    "optimize-object": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"optimize": object()}),
     "limit-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": 0.5}),
     "limit-numpy-half": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.float64(0.5)}),
     "limit-numpy-bool": (("ij,jk->ik", _t(2, 3), _t(3, 4)), {"memory_limit": np.bool_(True)}),
@@ -119,6 +122,7 @@ EXPECTED = {
     ("bad-character", "contract"): "opt_einsum's doors read any character as an index",
     ("two-arrows", "contract"): "opt_einsum's doors word their own notation's errors",
     ("sublist-negative-index", "contract"): "opt_einsum's sublists take any hashable as an index",
+    ("sublist-float", "contract"): "opt_einsum's sublists take any hashable as an index",
 }
 
 
@@ -238,11 +242,13 @@ COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "opt
                 "named-not-dividing", "neither-reading", "neither-reading-3", "select-unknown",
                 "named-two-sizes", "dtype-mix", "limit-and-equation", "optimize-and-equation",
                 "select-and-equation", "good-select-and-equation", "layout-and-equation", "select-and-optimize",
-                "sublist-and-optimize"]
+                "sublist-and-optimize", "sublist-float", "numpy-operand", "optimize-object"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
-INDUCTOR = {"good": ["matmul"], "bad": ["size-mismatch", "optimize-float", "sublist-negative-index"]}
+# (dynamo hands that node a numpy operand as a tensor, and no node takes object(): as for torch's own einsum,
+# docs/autograd-and-compile.md, Inside PyTorch's machinery)
+INDUCTOR = {"good": ["matmul"], "bad": ["size-mismatch", "optimize-float", "sublist-negative-index", "sublist-float"]}
 
 
 def _cases(table, compiled, kind):
@@ -318,6 +324,26 @@ def test_the_patched_torch_einsum_under_compile_takes_python_s_numbers(kwargs, p
     finally:
         torch._dynamo.reset()
     torch.testing.assert_close(got, want)
+
+
+def test_the_patched_torch_einsum_under_compile_reads_what_dynamo_hands_torch_s():
+    """With ``torch.einsum = einc.einsum`` before a first compile, a numpy operand reaches the
+    node dynamo records as a tensor, as it reaches torch's own einsum there: the call runs,
+    where eagerly it raises OperandTypeError; ``optimize=object()`` no node takes: dynamo's
+    Unsupported, not einc's PathError (docs/autograd-and-compile.md, Inside PyTorch's machinery)."""
+    a, n, optimizer = _t(2, 3), np.ones((3, 4)), object()
+    torch._dynamo.reset()
+    try:
+        with _patched_for_dynamo():
+            got = torch.compile(lambda a: torch.einsum("ij,jk->ik", a, n), fullgraph=True, backend="eager")(a)
+            torch._dynamo.reset()
+            with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+                torch.compile(lambda a: torch.einsum("ij->i", a, optimize=optimizer), fullgraph=True,
+                              backend="eager")(a)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, a @ torch.from_numpy(n))
+    assert not isinstance(info.value, errors.EincError)
 
 
 def test_a_traced_call_refuses_a_good_select_it_cannot_carry():
