@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from . import autograd, sharing, traced_doors
+from . import autograd, numpy_keywords, sharing, traced_doors
 from . import named as named_axes
 from .api import _constant_result, _dynamo_tracing, call, call_options, check_backend, einsum, explain, shape_of
 from .custom_op import _never_compiled, note_reading, refuse
@@ -412,8 +412,8 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
             constants=constants, optimize=optimize, memory_limit=memory_limit, select=select, use_blas=use_blas,
             layout=layout, **kwargs))
     sizes = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("dtype", "order", "casting")}
-    _check_numpy_keywords("contract_expression", **kwargs)
-    layout = _layout_of("contract_expression", kwargs.get("order", "K"), layout)
+    numpy_keywords.check("contract_expression", **kwargs)
+    layout = numpy_keywords.layout_of("contract_expression", kwargs.get("order", "K"), layout)
     if sizes or (args and isinstance(args[0], str) and _is_named(args[0])):
         named, shapes, view_shapes, constants, known, viewed = named_axes.expression_parts(args, sizes, constants)
         inner = contract_expression(named.equation, *viewed, constants=constants, optimize=optimize,
@@ -508,10 +508,16 @@ def contract(*args, out=None, dtype=None, order="K", casting="safe", use_blas=Tr
     """
     check_backend(backend)
     if dtype is not None or order != "K" or casting != "safe":
-        _check_numpy_keywords("contract", dtype=dtype, order=order, casting=casting)
+        numpy_keywords.check("contract", dtype=dtype, order=order, casting=casting)
+        if dtype is not None and numpy_keywords.proxied(args):     # (cast as the recorded call runs)
+            given = dict(out=out, dtype=dtype, order=order, casting=casting, use_blas=use_blas, optimize=optimize,
+                         memory_limit=memory_limit, backend=backend, select=select, layout=layout)
+            kwargs = {k: v for k, v in given.items() if v is not contract.__kwdefaults__[k]}
+            return torch.overrides.handle_torch_function(contract, numpy_keywords.operands(args), *args, **kwargs,
+                                                         **sizes)
         if dtype is not None:
-            args = _cast_operands(args, traced_doors.torch_dtype(dtype, "contract()"), casting)
-        layout = _layout_of("contract", order, layout)
+            args = numpy_keywords.cast_operands(args, traced_doors.torch_dtype(dtype, "contract()"), casting)
+        layout = numpy_keywords.layout_of("contract", order, layout)
     optimize = _opt_einsum_optimize(optimize, len(call_form(args)[1]) if args and isinstance(args[0], str) else
                                     len(args) // 2)
     given, labels = args[0] if args else None, ()
@@ -541,60 +547,6 @@ def _opt_einsum_optimize(optimize, operands: int):
         except KeyError:            # (UnknownOptimizerError)
             return AUTO
     return optimize
-
-
-_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-
-
-def _layout_of(door: str, order: str, layout):
-    """The ``layout`` numpy's ``order`` asks for: ``"C"`` a C-contiguous result."""
-    if order != "C":
-        return layout
-    if isinstance(layout, str) and layout.lower() == "any":
-        refuse(ArgumentError, f"{door}(): order='C' asks for a C-contiguous result, layout='any' for any dense "
-                              "layout: pass one of them")
-    return "contiguous" if layout is None else layout
-
-
-def _check_numpy_keywords(door: str, dtype=None, order="K", casting="safe", **unknown) -> None:
-    if unknown:
-        refuse(ArgumentError, f"{door}(): unexpected keyword {', '.join(sorted(unknown))}")
-    if order not in ("K", "C"):
-        refuse(ArgumentError, f"{door}(): order={order!r} cannot be honoured: einc's results are C-contiguous, "
-                              "or with layout='any' dense in its plan's order (order 'K' or 'C')")
-    if casting not in _CASTINGS:
-        refuse(ArgumentError, f"{door}(): casting must be one of {', '.join(_CASTINGS)}, got {casting!r}")
-    if dtype is not None:
-        traced_doors.torch_dtype(dtype, "contract()")
-
-
-@_constant_result       # (dynamo calls it as it traces: torch.can_cast gives no tensor)
-def _castable(source: torch.dtype, target: torch.dtype, casting: str) -> bool:
-    if casting in ("no", "equiv"):
-        return source == target
-    if casting == "safe":
-        return torch.promote_types(source, target) == target
-    if casting == "same_kind":
-        return torch.can_cast(source, target)
-    return True
-
-
-def _cast_operands(args, dtype: torch.dtype, casting: str):
-    """``args`` with every operand cast to ``dtype`` (string or interleaved form)."""
-    def cast(k, o):
-        if not isinstance(o, torch.Tensor):
-            refuse(OperandTypeError, f"contract(): operand {k} must be a torch.Tensor, got {type(o).__name__}")
-        if not _castable(o.dtype, dtype, casting):
-            looser = " or ".join(repr(c) for c in _CASTINGS[_CASTINGS.index(casting) + 1:]
-                                 if _castable(o.dtype, dtype, c))
-            refuse(DtypeError, f"contract(): cannot cast operand {k} from {o.dtype} to {dtype} with "
-                               f"casting={casting!r}; pass casting={looser} to allow it")
-        return o.to(dtype)
-    if args and isinstance(args[0], str):
-        text, operands = call_form(args)
-        return (text, *[cast(k, o) for k, o in enumerate(operands)])
-    n = len(args) // 2
-    return tuple(cast(i // 2, a) if i % 2 == 0 and i < 2 * n else a for i, a in enumerate(args))
 
 
 _never_compiled(*(f.__code__ for f in (contract, contract_path, contract_expression, ContractExpression.__call__)))

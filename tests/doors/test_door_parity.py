@@ -156,19 +156,20 @@ def _patched_for_dynamo():
         trace_rules.get_torch_obj_rule_map()     # read again now, unpatched (tests/conftest.py)
 
 
-def _run(door, args, kwargs, monkeypatch):
-    """The call through ``door``: its result, or the exception it raised."""
+def _run(door, args, kwargs, monkeypatch, call=None):
+    """The call through ``door``: its result, or the exception it raised (``call`` in
+    einc.einsum's place where given: einc.contract)."""
     template, tensors = _split(args)
+    call = call or einc.einsum
     try:
         if door == "eager":
-            return einc.einsum(*args, **kwargs)
+            return call(*args, **kwargs)
         if door == "contract":
             return einc.contract(*args, **kwargs)
         if door == "patched":
             monkeypatch.setattr(torch, "einsum", einc.einsum)
             return torch.einsum(*args, **kwargs)
-        fn = _of(template, lambda *a, **k: (torch.einsum if door == "compile:inductor" else einc.einsum)(*a, **k),
-                 kwargs)
+        fn = _of(template, lambda *a, **k: (torch.einsum if door == "compile:inductor" else call)(*a, **k), kwargs)
         if door == "jit":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
@@ -267,6 +268,29 @@ def test_a_bad_call_raises_the_eager_error_at_every_door(name, door, monkeypatch
     args, kwargs = BAD[name]
     want = _run("eager", args, kwargs, monkeypatch)
     _check_same_error(_run(door, args, kwargs, monkeypatch), want, door)
+
+
+CONTRACT = {"cast": {"dtype": torch.float32, "casting": "same_kind"},
+            "cast-by-name": {"dtype": "float32", "casting": "same_kind"},
+            "cast-refused": {"dtype": torch.float32},
+            "cast-sublists": {"dtype": torch.complex128}}
+
+
+@pytest.mark.parametrize("name, door", [(n, d) for n in CONTRACT for d in ("jit", "fx", "compile:einc")])
+def test_contract_s_dtype_casts_at_every_door(name, door, monkeypatch):
+    """``einc.contract(..., dtype=)`` casts the operands (or refuses the cast) as the eager
+    call does at the traced doors (under torch.fx the whole call is a node: a proxy has no
+    dtype to cast from)."""
+    args = (_t(2, 3), [0, 1], _t(3, 4, seed=1), [1, 2]) if name == "cast-sublists" else \
+        ("ij,jk->ik", _t(2, 3), _t(3, 4, seed=1))
+    want = _run("eager", args, CONTRACT[name], monkeypatch, einc.contract)
+    got = _run(door, args, CONTRACT[name], monkeypatch, einc.contract)
+    if isinstance(want, Exception):
+        _check_same_error(got, want, door)
+        return
+    assert isinstance(got, torch.Tensor), got
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
 
 
 def test_opt_einsum_s_doors_read_opt_einsum_s_notation(monkeypatch):
