@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import time
 from collections import namedtuple
 
 from .memory import (
@@ -487,7 +486,7 @@ def ranked_sliced(paths, inputs, output, sizes, limit: int, most: float = math.i
 
 
 def sliced_reconfigured(ctg, net, path, limit: int, factor: float, most: float = math.inf,
-                        deadline: float = math.inf) -> tuple[list, int, str]:
+                        ended=lambda: False) -> tuple[list, int, str]:
     """``(paths, rounds, what ran)``: ``path`` as cotengra's slicing reconfiguration leaves
     it (its ``slice_and_reconfigure``, round by round: indices sliced, then subtrees of the
     tree reconfigured for the sliced costs), unsliced, for each of two targets: a quarter
@@ -495,8 +494,8 @@ def sliced_reconfigured(ctg, net, path, limit: int, factor: float, most: float =
     once, copies included); the rounds run.  ``net`` is ``(inputs, output, sizes)`` with
     one-character labels (cotengra's).  At most ``most`` rounds in all: a target whose
     rounds (:func:`einc.planner.slicebudget.rounds`) do not fit what is left is not begun;
-    past ``deadline`` (``time.perf_counter()``) no round is, and a target so stopped is
-    kept as it is."""
+    once ``ended()`` (the guard, einc.planner.slicebudget) no round is, and a target so
+    stopped is kept as it is."""
     from cotengra.scoring import get_score_fn
 
     from .slicebudget import rounds
@@ -510,7 +509,7 @@ def sliced_reconfigured(ctg, net, path, limit: int, factor: float, most: float =
                 ran.append(f"target {target} not begun ({rounds(tree.max_size(), target)} rounds)")
                 continue
             began = done
-            while tree.max_size() > target and done < most and time.perf_counter() < deadline:
+            while tree.max_size() > target and done < most and not ended():
                 tree.slice_(temperature=0.01, target_slices=2, minimize=minimize, allow_outer=True, max_repeats=16)
                 tree.subtree_reconfigure_(subtree_size=6, minimize=minimize)
                 done += 1

@@ -165,9 +165,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         return affords(seconds) * (1 - REFINE_SHARE if ctg is not None else 1)    # the refinement's share left
 
     per_trial = TRIAL_SECONDS * sum(map(len, inputs))
-    # the counted work's guard, in this thread's CPU time (a loaded machine does the same work,
-    # later), and on the clock CAP: the most any search runs, where the process gets no CPU
-    guard = _ends(min(CAP, GUARD * budget) - (time.thread_time() - cpu0), t0 + CAP)
+    guard = counted_ends(t0)(min(CAP, GUARD * budget) - (time.thread_time() - cpu0))
     quick, trials, reason, work = None, 0, "", 0.0
     if memory_limit is None:
         quick, trials, reason, work = _random_greedy(inputs, output, size_dict, None, seed, t0, trials_get(greedy),
@@ -245,7 +243,7 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
     path, that tree reconfigured as cotengra slices it, opt_einsum's random greedy trials
     under the limit and the greedy ``path``, ranked as each is sliced: the slicing chosen
     with the tree.  The stages share one budget (einc.planner.slicebudget)."""
-    ledger = slicebudget.Ledger(allowance(greedy), t0)     # (sliced_budget's)
+    ledger = slicebudget.Ledger(allowance(greedy), counted_ends(t0))     # (sliced_budget's)
     free, found = search(inputs, output, size_dict, None, seed)
     ledger.charge("the search without the limit", min(found.budget, slicebudget.FREE_SHARE * ledger.budget),
                   "its own budget, counted")
@@ -253,7 +251,7 @@ def _limited(ctg, inputs, output, size_dict, memory_limit, seed, t0, path, greed
     if ctg is not None:
         more, ran, what = objective.sliced_reconfigured(ctg, _strings(inputs, output, size_dict), free, memory_limit,
                                                         WRITE_FACTOR, ledger.left(slicebudget.RECONF_MARK) // per_round,
-                                                        ledger.guard)
+                                                        ledger.ended)
         ledger.charge("slicing reconfiguration", ran * per_round, what or "nothing to slice")
     per_trial = LIMITED_TRIAL_SECONDS * max(1, sum(map(len, inputs)))     # (scalars only: no index at all)
     trials = min(LIMITED_MAX, int(ledger.left(slicebudget.TRIALS_MARK) / per_trial))
@@ -334,6 +332,12 @@ def _ends(cpu=math.inf, clock=math.inf, guard=lambda: False):
     return lambda: time.thread_time() >= end or time.perf_counter() >= clock or guard()
 
 
+def counted_ends(t0=None):
+    """The counted work's guard, the search's and einc.planner.slicebudget's: ``ends(cpu)``, :func:`_ends`
+    of ``cpu`` seconds more, or of :data:`CAP` on the clock past ``t0`` (now): a process that gets no CPU."""
+    return functools.partial(_ends, clock=(time.perf_counter() if t0 is None else t0) + CAP)
+
+
 def _partitions(work, inputs) -> bool:
     """Whether ``work`` seconds (nominal) afford a kahypar partition tree (:data:`PARTITION`),
     and the network has cycles (a tree's or a chain's best order is the random greedy's)."""
@@ -401,12 +405,8 @@ def _ranked(inputs, output, sizes, path):
     return objective.seconds_and_cost(inputs, output, sizes, path, objective.memo_for(inputs, output, sizes))
 
 
-def _cotengrust():
-    return _optional("cotengrust")
-
-
-def _cotengra():
-    return _optional("cotengra")
+_cotengrust = functools.partial(_optional, "cotengrust")
+_cotengra = functools.partial(_optional, "cotengra")
 
 
 def _greedy(inputs, output, size_dict, memory_limit):
@@ -596,4 +596,4 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
 
 
 __all__ = ["CAP", "FLOOR", "FRACTION", "HYPER_FLOOR", "SEED", "WRITE_FACTOR", "Report", "allowance", "budget_for",
-           "path_cost", "predicted_seconds", "search", "searched", "slices_its_trees"]
+           "counted_ends", "path_cost", "predicted_seconds", "search", "searched", "slices_its_trees"]

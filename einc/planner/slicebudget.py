@@ -37,8 +37,11 @@ is a core's alone, and a loaded machine's passes take longer).
 The floor: the slicer always cuts the search's path by one rule, so a network of any size
 gets a slicing that keeps to the limit where one can.  The work is counted at nominal
 costs (one core, no other load), not clocked, so that the choice is the same on a loaded
-machine, as the counted search's is; on the clock nothing is begun past :data:`GUARD`
-times the budget or the work counted (a far slower machine may then choose otherwise).
+machine, as the counted search's is; nothing is begun past :data:`GUARD` times the
+budget of the thread's CPU time, which other jobs do not advance (a far slower machine may
+then choose otherwise), or, for a process that gets no CPU, past the search's ``CAP`` on
+the clock: the test is the counted search's (:func:`einc.planner.search.counted_ends`),
+which the caller hands in.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ RANK_MARK = 0.9         # ... the ranking of the trees as sliced up to this
 SLICER_SHARE = 0.2      # the slicer's own share
 ROUND_SECONDS = 0.25e-3     # per tensor: a round of slicing reconfiguration (an index sliced, subtrees of 6 redone)
 PASS_SECONDS = 1.5e-6       # per step: a live-memory pass (a slicing's peak, its moments over the limit, its cost)
-GUARD = 8               # on the clock, nothing is begun past this multiple of the budget or of the work counted
+GUARD = 8               # nothing is begun past this multiple of the budget, in the thread's CPU time
 
 
 def figures() -> tuple:
@@ -63,22 +66,24 @@ def figures() -> tuple:
     return FREE_SHARE, RECONF_MARK, TRIALS_MARK, RANK_MARK, SLICER_SHARE, ROUND_SECONDS, PASS_SECONDS, GUARD
 
 
+def _unguarded(cpu: float):
+    """No guard: where the caller hands none."""
+    return lambda: False
+
+
 class Ledger:
-    """Work counted against ``budget`` (seconds, nominal) from ``start``
-    (``time.perf_counter()``), and a line per stage saying what it spent and why it stopped."""
+    """Work counted against ``budget`` (seconds, nominal), and a line per stage saying what
+    it spent and why it stopped.  ``ends(cpu)``: the test that the guard has passed, once this
+    thread has run ``cpu`` seconds more (einc.planner.search.counted_ends, with ``CAP`` on
+    the clock); none where not given."""
 
-    def __init__(self, budget: float, start: float | None = None):
+    def __init__(self, budget: float, ends=_unguarded):
         self.budget, self.work, self.lines = budget, 0.0, []
-        self.start = time.perf_counter() if start is None else start
-
-    @property
-    def guard(self) -> float:
-        """When, on the clock, no more is begun: :data:`GUARD` times the budget, or the work counted."""
-        return self.start + GUARD * max(self.budget, self.work)
+        self.ended = ends(GUARD * budget)       # (past the budget the marks leave nothing anyway)
 
     def left(self, mark: float) -> float:
         """Nominal seconds left before ``mark`` (a share of the budget), or none past the guard."""
-        return 0.0 if time.perf_counter() >= self.guard else max(0.0, mark * self.budget - self.work)
+        return 0.0 if self.ended() else max(0.0, mark * self.budget - self.work)
 
     def passes(self, mark: float, steps: int) -> float:
         """The live-memory passes over ``steps`` steps left before ``mark``."""
@@ -95,12 +100,12 @@ class Ledger:
 class Slicer:
     """The slicer's share: ``begin()`` a rule, ``afford()`` whether its passes so far leave
     room for another as long as the longest so far, or as the passes it is expected to take
-    where more (none past :data:`GUARD` times its share or its work, on the clock), ``count``
+    where more (none past :data:`GUARD` times its share, ``ends`` as :class:`Ledger`'s), ``count``
     the passes the slicer's models weigh."""
 
-    def __init__(self, budget: float, steps: int, deadline: float | None = None):
+    def __init__(self, budget: float, steps: int, deadline: float | None = None, ends=_unguarded):
         self.budget, self.steps = SLICER_SHARE * budget, max(steps, 1)
-        self.start = time.perf_counter()
+        self.ended = ends(GUARD * self.budget)
         self.deadline = deadline           # on the clock (``time.perf_counter()``), where given
         self.count = [0]
         self.rules = 0
@@ -124,16 +129,14 @@ class Slicer:
     def afford(self, passes: float = 0.0) -> bool:
         """Whether a rule expected to take ``passes`` live-memory passes, or as long as the
         longest so far where that is longer, fits what is left of the share."""
-        # a rule that would pass the share is not begun (as a hyper-optimizer trial is not);
-        # on the clock, up to GUARD times the work counted (the first cut may pass the share)
+        # a rule that would pass the share is not begun (as a hyper-optimizer trial is not)
         self.need = max(self.longest(), passes * self.steps * PASS_SECONDS)
         now = time.perf_counter()
         # on the clock, the rule's expected work at the rate its rules have run so far
         rate = (now - self.clocks[0]) / self.work() if self.clocks and self.work() > 0 else 1.0
         self.late = self.deadline is not None and \
             now + max(_longest(self.clocks, now), self.need * rate) > self.deadline
-        return self.work() + self.need < self.budget and not self.late and \
-            now - self.start < GUARD * max(self.budget, self.work())
+        return self.work() + self.need < self.budget and not self.late and not self.ended()
 
     def text(self, paths: int, weighed: int, rules: int) -> str:
         stopped = "every rule tried" if self.rules >= rules * paths else \

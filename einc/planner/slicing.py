@@ -262,11 +262,11 @@ def _hyper(graph) -> bool:
 
 def _share(graph, base: Plan, start: float | None = None):
     """The slicer's share of the budget of planning ``graph`` under a limit
-    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps; where
-    ``start`` (the clock when planning began) is given, within the budget on the clock too."""
+    (:mod:`einc.planner.slicebudget`), its passes counted over ``base``'s steps, guarded as the counted
+    search is; where ``start`` (the clock when planning began) is given, within the budget on the clock too."""
     from . import search, slicebudget  # (only where einc's search runs)
     budget = search.sliced_budget(graph.inputs, graph.output, dict(enumerate(graph.sizes)))
-    return slicebudget.Slicer(budget, len(base.steps), None if start is None else start + budget)
+    return slicebudget.Slicer(budget, len(base.steps), None if start is None else start + budget, search.counted_ends())
 
 
 def _recalled(graph, equation, options, unlimited, limit, bound) -> Plan | None:

@@ -2,6 +2,7 @@
 stages and the slicer keep to the share a test sets, and still slice within the limit."""
 
 import math
+import time
 
 import opt_einsum
 import pytest
@@ -89,9 +90,15 @@ def test_the_ranking_keeps_the_first_tree_where_its_share_ranks_none_to_the_end(
 
 
 def test_the_ledger_counts_marks_and_stops_at_its_guard():
-    ledger = slicebudget.Ledger(0.1, start=0.0)         # a guard long past: nothing is left
+    ledger = slicebudget.Ledger(0.1, search.counted_ends(t0=0.0))     # CAP on the clock long past: nothing is left
     assert ledger.left(1.0) == 0.0
-    ledger = slicebudget.Ledger(0.1)
+    ledger = slicebudget.Ledger(1e-4, search.counted_ends())     # a guard of 0.8 ms of this thread's CPU time
+    assert ledger.left(1.0) > 0.0
+    start = time.thread_time()
+    while time.thread_time() < start + slicebudget.GUARD * 1e-4:
+        pass
+    assert ledger.left(1.0) == 0.0
+    ledger = slicebudget.Ledger(0.1, search.counted_ends())
     ledger.charge("a stage", 0.03, "why")
     assert ledger.left(0.5) == pytest.approx(0.02) and ledger.left(0.2) == 0.0
     assert "a stage 30 ms (why)" in ledger.text()
@@ -99,18 +106,25 @@ def test_the_ledger_counts_marks_and_stops_at_its_guard():
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="the slicing reconfiguration is cotengra's")
-def test_the_sliced_choice_is_counted_not_clocked(monkeypatch, fresh_cache, cpu_clock):
-    # a clock running twice as fast (a machine half as fast, or loaded) plans the same path
-    # and slicing: the stages stop on their counts, and the guard is far off
+@pytest.mark.parametrize("rate", [2.0, 20.0])
+def test_the_sliced_choice_is_counted_not_clocked(monkeypatch, fresh_cache, cpu_clock, rate):
+    # a clock running twice or twenty times as fast as the thread's CPU time (other jobs on
+    # the machine) plans the same path and slicing: the stages stop on their counts, and the
+    # guard, in the thread's CPU time, is far off though the clock passes GUARD times the budget
     inputs, sizes = _regular(40, 2, 4, seed=3)
     limit = 1024
     eq, shapes = _equation(inputs, sizes)
     monkeypatch.setattr(pathcache, "STORE_SECONDS", math.inf)
     calm, _ = _planned(monkeypatch, eq, shapes, limit)
-    cpu_clock.rate = 2.0
+    cpu_clock.rate = rate
+    start = cpu_clock.perf_counter()
     busy, _ = _planned(monkeypatch, eq, shapes, limit)
+    budget = search.sliced_budget(inputs, frozenset(), sizes)
+    assert rate < 10 or cpu_clock.perf_counter() - start > slicebudget.GUARD * budget
     assert (busy.path, busy.slicing) == (calm.path, calm.slicing)
-    assert [n for n in busy.notes if "Slicer:" in n] == [n for n in calm.notes if "Slicer:" in n]
+    # the slicer's line, and the stages of the search's: what they counted
+    counted = [[n[n.find("stages"):] for n in p.notes if "Slicer:" in n or "stages" in n] for p in (calm, busy)]
+    assert len(counted[0]) == 2 and counted[1] == counted[0]
 
 
 def test_the_slicer_begins_no_rule_that_one_as_long_as_the_longest_would_take_past_its_share():
