@@ -308,7 +308,6 @@ def test_a_small_search_counts_its_work_so_a_slow_machine_finds_the_same_path(mo
             cpu_clock.sleep(2 * (time.thread_time() - start))
             return out
     monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
-    monkeypatch.setattr(S, "GUARD", 100)      # the guard (tested below) is not what this test is about
     slow_path, slow_report = S.find(inputs, set(), sizes)
     assert calls
     assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
@@ -753,7 +752,6 @@ def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monke
     if rust is None:
         pytest.skip("cotengrust's trials")
     monkeypatch.setattr(S, "CAP", 0.6)
-    monkeypatch.setattr(S, "GUARD", 100)      # the guard is not what this test is about
     monkeypatch.setattr(S, "HYPER_STALE", 256)    # trials that end within the slow machine's cap
     inputs, sizes = _regular(60, 3, 5, seed=4)
     given = []
@@ -1097,7 +1095,6 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
 def test_a_small_search_of_a_hundred_tensors_refines_a_partition_tree_too(monkeypatch):
     # a random 3-regular network of 100 tensors: random greedy trees and their refinement
     # stop at about twice the flops of a kahypar partition tree so refined
-    monkeypatch.setattr(S, "GUARD", 100)      # counted, not ended by the clock on a loaded machine
     inputs, sizes = _regular(100, 2, 3, seed=1)
     path, report = S.find(inputs, set(), sizes)
     assert report.budget < S.HYPER_FLOOR and "kahypar partition" in report.method
@@ -1127,7 +1124,6 @@ def test_a_network_without_cycles_gets_no_partition_tree(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a partition tree on a network without cycles")
     monkeypatch.setattr(kahypar_to_tree, "trial_fn", refuse)
-    monkeypatch.setattr(S, "GUARD", 100)
     monkeypatch.setattr(S, "budget_for", lambda seconds: 0.3)     # under the hyper-optimizer's floor
     rng = random.Random(3)
     inputs = [frozenset()] * 120
