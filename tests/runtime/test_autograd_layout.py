@@ -146,6 +146,29 @@ def test_small_relayout_is_a_hook(equation, shapes):
     torch.testing.assert_close(by_func, ga)
 
 
+def test_a_viewed_results_gradient_reaches_the_products_in_one_copy(monkeypatch):
+    """With the result in any layout, ``ibnd,jbnd->ijbn`` returns its product ``(b n, i, j)``
+    permuted, a view; the gradient, in ``ijbn``'s order, comes back through it as matrices
+    with no unit-stride axis, which ``bmm`` would copy matrix by matrix in each product of
+    its backward: a hook copies it once, and both products read it as it is.  (The step
+    trains in the forward's layout, as autograd records it, not as ``Recorded``.)"""
+    monkeypatch.setattr(training_layout, "for_training", lambda lay, *a, **k: lay)
+    einc.cache_clear()
+    a, b = leaves([(3, 2, 2, 4), (5, 2, 2, 4)], seed=4)
+    out = einc.einsum("ibnd,jbnd->ijbn", a, b, layout="any")
+    assert not out.is_contiguous()
+    g = torch.randn(out.shape, dtype=D)
+    with _Ops() as bwd:
+        grads = torch.autograd.grad(out, (a, b), g)
+    products = [strides for op, strides in bwd.ops if op == "bmm"]
+    assert len(products) == 2 and all(s[-1] == 1 or s[-2] == 1 for strides in products for s in strides)
+    ref = torch.einsum("ibnd,jbnd->ijbn", a, b)
+    torch.testing.assert_close(out, ref)
+    for x, y in zip(grads, torch.autograd.grad(ref, (a, b), g)):
+        torch.testing.assert_close(x, y)
+    einc.cache_clear()
+
+
 def test_relayout_backward_is_contiguous_in_the_products_layout():
     x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
     there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)

@@ -48,6 +48,7 @@ from .orders import memory_orders, read_order
 from .permute_copy import permuted_copy as _permuted_copy
 from .recorded import no_unit_stride, recordable
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
+from .relayout import contiguous_grad as _contiguous_grad
 from .relayout import copied_back as _copied_back
 from .relayout import relayout as _relayout
 from .relayout import strided_matrices as _strided_matrices
@@ -290,7 +291,8 @@ def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
     """:func:`_matmul`'s ``(fn, what makes its training parts or None, the same in chunks or None,
     its parts)`` of a contraction step in the layout ``lay``."""
     pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize)
+    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize,
+                   final and free)
 
 
 def _trained(lay, step, training, a, b):
@@ -355,7 +357,7 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
     return _chain_out(core, _chain(post))
 
 
-def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize, viewed=False):
     """``(step, training, chunked, parts)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch,
     rows, cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
     summed, cols), the result put in ``out``'s order; ``training(a, b)``, the parts it trains as
@@ -384,7 +386,10 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
             copy = _relayout(copy, _permuted_copy(out, natural, sizes), math.prod(res_shape) * itemsize)
         post.append(copy)
     elif perm_out:
-        post.append(lambda x: x.permute(perm_out))
+        # the call's result as a view (any layout): its gradient arrives as the result's permuted
+        # back, copied once where bmm would copy it matrix by matrix in each product
+        post.append(_viewed(perm_out, _permuted_copy(out, natural, sizes))
+                    if viewed and _strided_matrices(out, groups_c, sizes) else lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     post = _chain(post)
     step = _chain_out(_binary(mm, a_fn, b_fn), post)
@@ -403,6 +408,12 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     if swap:
         step, anywhere = _swapped(step), anywhere and _swapped(anywhere)
     return step, made, anywhere, parts
+
+
+def _viewed(perm, back):
+    """The permuted view ``perm`` of a step's product, whose gradient (the result's, permuted
+    back) the copy ``back`` makes contiguous in the product's order (relayout.py's hook)."""
+    return _contiguous_grad(lambda x: x.permute(perm), lambda g: back(g.permute(perm)))
 
 
 def _read(term, groups, sizes, prep, flip):

@@ -55,17 +55,28 @@ def relayout(there, back, nbytes):
     from ``MIN_BYTES`` up, :class:`_Relayout`, whose copies, untracked inside it, may run
     in wide elements, in tiles or compiled (``permute_copy``)."""
     if nbytes < MIN_BYTES:
-        def hooked(x):
-            if x.requires_grad:
-                x.register_hook(_contiguous)
-            return there(x)
-        return hooked
+        return contiguous_grad(there)
 
     def run(x):
         if x.requires_grad:
             return _Relayout.apply(x, there, back)
         return there(x)
     return run
+
+
+def contiguous_grad(there, back=None):
+    """``there`` with a hook on its input, where that will need a gradient, that makes the
+    input's gradient one contiguous tensor (``back`` of it, default :func:`_contiguous`): for a
+    step's last copy below ``MIN_BYTES`` (:func:`relayout`), and for the permuted view a step
+    returns where the call takes any layout, whose gradient arrives as a permuted view of the
+    result's (``back`` there the torch executor's copy of it, which may run in tiles or wide)."""
+    hook = _contiguous if back is None else (lambda grad: None if grad is None else back(grad))
+
+    def hooked(x):
+        if x.requires_grad:
+            x.register_hook(hook)
+        return there(x)
+    return hooked
 
 
 def _contiguous(grad):
