@@ -12,8 +12,9 @@ in the layout it runs in.  The training layouts each picks are logged (bench/lay
 :func:`~bench.layouts.built`), both gradients checked against torch.einsum's on float64
 copies, and a training step (the result and both operands' gradients for a fixed upstream
 gradient) timed in the thread's CPU time in interleaved rounds (bench/pairwise.py's
-``cpu_interleaved``): medians and the median of the paired ratios named/forward with its
-95 % interval.  Run in a checkout of the einc to weigh: at a commit before a change of
+``cpu_interleaved``), beside the same step through torch.einsum: medians, the median of the
+paired ratios named/forward with its 95 % interval, and the faster one's against
+torch.einsum.  Run in a checkout of the einc to weigh: at a commit before a change of
 ``for_training``, "named" is what that commit trains in.  Standard library, torch and einc.
 """
 
@@ -76,12 +77,24 @@ def weigh(eq, shapes, dtype, options, rounds):
         for got, exp in zip([out, *grads], want):
             scale = float(exp.abs().max()) or 1.0
             ok = ok and torch.allclose(got.detach().double(), exp, rtol=tol, atol=tol * scale)
-    fns = {"named": lambda: _step(named, ops, up), "forward": lambda: _step(forward, ops, up)}
+    fns = {"named": lambda: _step(named, ops, up), "forward": lambda: _step(forward, ops, up),
+           "torch": lambda: _torch_step(eq, ops, up)}
     for fn in fns.values():
         fn()
     t = cpu_interleaved(fns, rounds)
     training = [line for line in named_layouts if "(training)" in line]
-    return training, ratio_interval(t["named"], t["forward"]), t["named"].median, t["forward"].median, ok
+    return (training, ratio_interval(t["named"], t["forward"]), t["named"].median, t["forward"].median, ok,
+            t["torch"].median, ratio_interval(min(t["named"], t["forward"], key=_median), t["torch"]))
+
+
+def _median(timing):
+    return timing.median
+
+
+def _torch_step(eq, ops, upstream):
+    """The same training step through torch.einsum (the peer)."""
+    out = torch.einsum(eq, *ops)
+    return out, torch.autograd.grad(out, ops, upstream)
 
 
 def main(argv=None) -> int:
@@ -99,15 +112,16 @@ def main(argv=None) -> int:
     print(f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__} "
           f"with {args.threads} thread(s), {args.dtype}, layout {options.result_layout()}, einc at "
           f"{os.path.dirname(einc.__file__)}\n")
-    print("| call | training layouts named | named ms | forward's ms | named/forward | check |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| call | training layouts named | named ms | forward's ms | named/forward | torch.einsum ms | "
+          "faster of the two/torch | check |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     bad = False
     for eq, shapes in args.equation:
-        training, r, a, b, ok = weigh(eq, shapes, dtype, options, args.rounds)
+        training, r, a, b, ok, peer, rt = weigh(eq, shapes, dtype, options, args.rounds)
         bad = bad or not ok
         shown = "; ".join(f"`{line}`" for line in training) or "the forward's"
         print(f"| `{eq}` {shapes} | {shown} | {a * 1e3:.4g} | {b * 1e3:.4g} | {r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}] | "
-              f"{'ok' if ok else 'MISMATCH'} |", flush=True)
+              f"{peer * 1e3:.4g} | {rt[0]:.2f} [{rt[1]:.2f}-{rt[2]:.2f}] | {'ok' if ok else 'MISMATCH'} |", flush=True)
     return 1 if bad else 0
 
 

@@ -203,3 +203,27 @@ def test_column_major_reads_the_reading_not_its_copies_prices(monkeypatch):
     monkeypatch.setattr(ttgt, "_planned_copy_ns", priced)
     for term, rows, cols, flipped, sizes, want in cases:
         assert backward._column_major(term, rows, cols, flipped, sizes) == want
+
+
+def test_trains_recorded_as_the_executor_decides():
+    """``backward.trains_recorded`` says a layout trains as ``Recorded`` where the torch
+    executor's ``recorded.training_parts`` makes it so, which the training layout's choice
+    prices (``RECORDED``): an operand whose matrices have no unit-stride axis (``ikc`` read as
+    ``(c, i, k)``: copied once into a stack), a call's last product copied into its result
+    in chunks (16 MiB or more; not a step inside the call, nor one whose product is in the
+    result's order), and ``as_bmm``'s thin product; not a plain batched product."""
+    from einc.runtime.torch_executor.ttgt import Layout
+    sizes = dict(i=4, k=3, c=2, j=5)
+    lay = Layout(False, ("c",), ("i",), ("j",), ("k",), "", "", 0.0)
+    assert backward.trains_recorded(lay, "ikc", "jkc", "ijc", sizes)
+    assert not backward.trains_recorded(lay, "cik", "ckj", "cij", sizes)
+    big = dict(i=2048, j=2, k=2048)
+    lay = Layout(False, (), ("i",), ("k",), ("j",), "c", "", 0.0)
+    assert backward.trains_recorded(lay, "ij", "jk", "ki", big, 4, final=True)
+    assert not backward.trains_recorded(lay, "ij", "jk", "ki", big, 4)
+    assert not backward.trains_recorded(lay, "ij", "jk", "ik", big, 4, final=True)
+    assert not backward.trains_recorded(lay, "ij", "jk", "ki", dict(i=256, j=2, k=256), 4, final=True)
+    sizes = dict(NTN_SIZES)
+    lay = Layout(True, (), ("c",), ("b", "d"), ("a",), "l", "", 0.0)
+    assert backward.trains_recorded(lay, "bcda", "ca", "bcd", sizes) == as_bmm(
+        "ca", "bcda", ("c",), ("b", "d"), ("a",), "", sizes)

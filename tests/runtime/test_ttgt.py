@@ -806,3 +806,20 @@ def test_the_training_layouts_benchmark_weighs_a_switch_and_checks_both(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `BTD,NDH->BTNH`")]
     assert len(rows) == 1 and "(training)" in rows[0] and rows[0].endswith("| ok |")
     assert training_layout.for_training is real
+
+
+def test_a_viewed_results_gradient_is_priced_in_training():
+    """``abcd,ebcd->aebc`` with its result in any layout (golden case 757): the forward's
+    layout, ``(b c, e, a)``, and the unswapped one, ``(b c, a, e)``, cost the same but for the
+    product's reading; where a gradient is taken, the result's gradient (in ``aebc``'s order)
+    reaches both products as matrices with no unit-stride axis and is copied once, into
+    ``(b, c, e, a)`` or ``(b, c, a, e)``: the second copy is the cheaper by more than a
+    ``Recorded`` step costs, and the swapped layout trains for less (bench/measured/
+    real-modules-2026-12-06.md).  Without the backward priced, the forward's was kept."""
+    sizes = dict(a=64, b=4, c=8, d=32, e=128)
+    args = list("abcd"), list("ebcd"), list("aebc"), sizes, tx._COPY_WORTH_SPARING
+    lay = ttgt.choose(*args, loops=False, free_out=True)
+    assert lay.swap and _names(lay) == ("bc", "e", "a", "d") and not lay.copies
+    trained = training_layout.for_training(lay, *args, free_out=True)
+    assert not trained.swap and _names(trained) == ("bc", "a", "e", "d")
+    assert ttgt.copy_ns(list("aebc"), list("bcae"), sizes) < ttgt.copy_ns(list("aebc"), list("bcea"), sizes)

@@ -302,7 +302,7 @@ def _trained(lay, step, training, a, b):
     of the layout it takes, with their stacked copies."""
     ta, tb, out, sizes, _, _, dtype, final, free = step
     other = direct.for_training(lay, ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize,
-                                free_out=final and free)
+                                free_out=final and free, final=final)
     if other is lay:
         return training(a, b) if training else None
     return _product(other, *step)[3](True)

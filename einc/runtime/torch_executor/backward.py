@@ -25,6 +25,7 @@ again in its backward, where ``mm`` alone is recorded by torch's own autograd
 from __future__ import annotations
 
 from . import ttgt
+from .chunked import plan_chunks
 
 # ns: what training as ``recorded.Recorded`` adds to ``mm``'s own autograd, forward + backward
 # (einc's ``ij,kj->ik`` on 2 x 2 matrices trained either way, 1 thread, the thread's CPU time)
@@ -56,15 +57,31 @@ def as_bmm(left, right, m, n, k, flip, sizes, itemsize=4) -> bool:
     return batched < grad_l + grad_r
 
 
-def trains_recorded(lay, ta, tb, sizes, itemsize=4) -> bool:
-    """Whether a step on ``ta``, ``tb`` run in the one-product layout ``lay`` (a
-    :class:`~einc.runtime.torch_executor.ttgt.Layout`) trains as ``recorded.Recorded`` for its
-    backward's products alone: a product with no batch whose ``bmm`` backward :func:`as_bmm`
-    takes, as the torch executor asks it of the step's left and right operands."""
-    if lay.batch or lay.outer:
+def trains_recorded(lay, ta, tb, out, sizes, itemsize=4, final=False) -> bool:
+    """Whether a step ``ta, tb -> out`` run in the one-product layout ``lay`` (a
+    :class:`~einc.runtime.torch_executor.ttgt.Layout`) trains as ``recorded.Recorded`` in that
+    layout, as ``recorded.training_parts`` decides it: where an operand's matrices have no
+    unit-stride axis (copied once into a stack), where the product is made in chunks (``final``:
+    the call's result, copied into ``out``; ``chunked.plan_chunks``), or where a product with no
+    batch has a ``bmm`` backward that :func:`as_bmm` takes, as the torch executor asks it of the
+    step's left and right operands."""
+    if lay.outer:
         return False
     left, right = (tb, ta) if lay.swap else (ta, tb)
-    return as_bmm(left, right, lay.m, lay.n, lay.k, lay.flip, sizes, itemsize)
+    ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
+    for term, stack in ((left, (lay.batch, lay.m, lay.k)), (right, (lay.batch, lay.k, lay.n))):
+        if ttgt._reading(tuple(term), tuple(map(tuple, stack)), ones)[0] == "batch" and ttgt._size(term, sizes):
+            return True
+    natural = (*lay.batch, *lay.m, *lay.n)
+    if final and chunked(natural, out, lay.batch or lay.m, sizes, itemsize):
+        return True
+    return not lay.batch and as_bmm(left, right, lay.m, lay.n, lay.k, lay.flip, sizes, itemsize)
+
+
+def chunked(natural, out, lead, sizes, itemsize) -> bool:
+    """Whether a step's last product over ``natural`` copied into ``out`` may be made in chunks
+    (``chunked.plan_chunks`` makes it so), which then trains as ``recorded.Recorded``."""
+    return list(out) != list(natural) and plan_chunks(natural, out, lead, sizes, itemsize, False) is not None
 
 
 def _column_major(term, rows, cols, flipped, sizes) -> bool:

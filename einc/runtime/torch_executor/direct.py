@@ -103,12 +103,13 @@ def weighed(lay) -> bool:
     return not isinstance(lay, Direct)
 
 
-def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False, final=False) -> ttgt.Layout:
     """``lay`` itself where it is direct (a step too small to weigh is not weighed for
     training either), else ``training_layout.for_training``'s layout."""
     if not weighed(lay):
         return lay
-    return training_layout.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out)
+    return training_layout.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out,
+                                        final=final)
 
 
 __all__ = ["CHOICE_NS", "Direct", "choose", "for_training", "layout", "most_saved", "weighed"]

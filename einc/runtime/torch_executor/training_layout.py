@@ -11,9 +11,10 @@ from . import backward, ttgt
 from .ttgt import _size
 
 
-def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False) -> ttgt.Layout:
+def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False, final=False) -> ttgt.Layout:
     """The layout to run where a gradient will be taken, given ``lay``, the forward's
-    (chosen with ``loops`` as ``not free_out``, the one-product layout where that loops).
+    (chosen with ``loops`` as ``not free_out``, the one-product layout where that loops;
+    ``final``: the call's result, copied into ``out``).
 
     An operand broadcast over batch indices it lacks gets, in the backward, one partial
     gradient per value of those indices, summed afterwards: as many of its own size,
@@ -28,42 +29,67 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     Both are weighed without :data:`~einc.runtime.torch_executor.ttgt.K_UNIT`: the
     backward's products ``G @ R^T`` and ``L^T @ G`` read each operand the other way
     round, so a layout whose forward reads its right operand along K reads none so in its
-    backward, while those the rate moves the forward to do; the model prices neither
-    backward (``xyk,kz->yzx``, training step: bench/measured/permute-copy-2026-12-02.md).
+    backward, while those the rate moves the forward to do (``xyk,kz->yzx``, training step:
+    bench/measured/permute-copy-2026-12-02.md).  Each is weighed with its backward
+    (:func:`_backward_ns`): those two products, and the copy that makes the result's
+    gradient, arriving in ``out``'s order, the product's matrices.
 
     A layout other than the forward's trains as ``recorded.Recorded`` (the torch
     executor's ``_trained``), which adds :data:`~einc.runtime.torch_executor.backward.RECORDED`
     to its training; the forward's adds it too where its own backward takes ``Recorded``
     (:func:`~einc.runtime.torch_executor.backward.trains_recorded`).  The other layout is
     taken where it costs less with that."""
+    recorded = backward.trains_recorded(lay, ta, tb, out, sizes, itemsize, final and not free_out)
     base, reads = lay, ttgt._size(set(out) | (set(ta) & set(tb)), sizes) >= ttgt.K_UNIT_FROM
     if reads:       # else K_UNIT moved nothing
         base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=not free_out, free_out=free_out,
                            reads=False)
         if base.outer:
             base = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False, reads=False)
-    ns = _training_ns(base, ta, tb, sizes, itemsize)
+    ns = _training_ns(base, ta, tb, out, sizes, itemsize, True)
     if base.broadcast:
         plain = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, broadcast=False, loops=False,
                             free_out=free_out, reads=False)
-        plain_ns = _training_ns(plain, ta, tb, sizes, itemsize)
+        plain_ns = _training_ns(plain, ta, tb, out, sizes, itemsize, True)
         base, ns = (plain, plain_ns) if plain_ns < ns else (base, ns)
     same = lambda f: (f.swap, f.batch, f.m, f.n, f.k, f.copies, f.flip)  # noqa: E731
     if same(base) == same(lay):
         return lay
     kept = _unread(lay, ta, tb, out, sizes, itemsize, free_out) if reads else lay
-    kept_ns = _training_ns(kept, ta, tb, sizes, itemsize)
-    if backward.trains_recorded(lay, ta, tb, sizes, itemsize):
-        kept_ns += backward.RECORDED
+    kept_ns = _training_ns(kept, ta, tb, out, sizes, itemsize, recorded) + backward.RECORDED * recorded
     return base if ns + backward.RECORDED < kept_ns else lay
 
 
-def _training_ns(lay, ta, tb, sizes, itemsize):
+def _training_ns(lay, ta, tb, out, sizes, itemsize, recorded):
     """``lay``'s modelled cost where a gradient is taken, but for ``Recorded``: its own, its
-    broadcast operands' partial gradients, its backward's outer products (:func:`for_training`)."""
+    backward (:func:`_backward_ns`), its broadcast operands' partial gradients, its backward's
+    outer products (:func:`for_training`)."""
     lacking = [[i for i in lay.broadcast if i not in term] for term in (ta, tb)]
     partial = sum(_size(term, sizes) * _size(lack, sizes) for term, lack in zip((ta, tb), lacking) if lack)
-    return lay.cost + partial * ttgt.GRAD_PARTIAL * itemsize / 4 + _outer_ns(lay, sizes)
+    return (lay.cost + _backward_ns(lay, out, sizes, itemsize, recorded)
+            + partial * ttgt.GRAD_PARTIAL * itemsize / 4 + _outer_ns(lay, sizes))
+
+
+def _backward_ns(lay, out, sizes, itemsize, recorded):
+    """The modelled ns of ``lay``'s backward, priced as its forward is: its products
+    ``G @ R^T`` (rows M, cols K, depth N) and ``L^T @ G`` (rows K, cols N, depth M), without
+    the rates of an operand's reading (which of them reads along its rows depends on the
+    strides torch's backward makes each gradient in: backward.py), and the copy that makes the
+    result's gradient ``G``, in ``out``'s order, the product's matrices: where ``recorded``
+    (``Recorded``'s backward) a copy into the product's order wherever the two differ, else
+    where ``G`` does not read as those matrices through views with a unit-stride axis
+    (``ttgt.operand``: one copy, the reshape's, or the torch executor's one-copy backward of a
+    permuted result, relayout.py)."""
+    scale = itemsize / 4
+    b, m, n, k = (_size(g, sizes) for g in lay.groups)
+    products = ttgt._product_ns(b, m, k, n, scale) + ttgt._product_ns(b, k, n, m, scale)
+    if recorded:
+        grad = ttgt.copy_ns(out, (*lay.batch, *lay.m, *lay.n), sizes) if list(out) != [*lay.batch, *lay.m, *lay.n] \
+            else 0.0
+    else:
+        plain, _, elems, _ = ttgt.operand(out, (lay.batch, lay.m, lay.n), sizes)
+        grad = plain if elems else 0.0
+    return products + grad * scale
 
 
 def _unread(lay, ta, tb, out, sizes, itemsize, free_out):
