@@ -266,8 +266,12 @@ def test_a_good_call_gives_the_oracle_answer_at_every_door(name, door, monkeypat
 @pytest.mark.parametrize("name, door", [c for c in _cases(BAD, COMPILED_BAD, "bad") if c[1] != "eager"])
 def test_a_bad_call_raises_the_eager_error_at_every_door(name, door, monkeypatch):
     args, kwargs = BAD[name]
-    want = _run("eager", args, kwargs, monkeypatch)
-    _check_same_error(_run(door, args, kwargs, monkeypatch), want, door)
+    want, got = _run("eager", args, kwargs, monkeypatch), _run(door, args, kwargs, monkeypatch)
+    if name == "optimize-object" and door == "compile:einc" and torch.__version__ < (2, 13):
+        # dynamo before torch 2.13 traces no id() of an object() (docs/autograd-and-compile.md)
+        assert type(got).__name__ == "Unsupported" and "id()" in str(got), (door, got)
+        return
+    _check_same_error(got, want, door)
 
 
 CONTRACT = {"cast": {"dtype": torch.float32, "casting": "same_kind"},
