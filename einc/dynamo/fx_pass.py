@@ -21,7 +21,7 @@ On a dynamo graph (each node's ``meta["example_value"]`` holds a fake tensor) it
    (each in the order torch would use: its one pairwise product, or for an einsum of
    three or more operands the path ``torch.backends.opt_einsum`` picks, left to right
    when that is off).  Every other contraction is left exactly as it was, for the
-   inner compiler (``policy="all"`` rewrites every one, as earlier versions did).
+   inner compiler (``policy="all"`` rewrites every one).
 
 Why flops only: on a CPU einc runs each step on the same BLAS calls torch does, with
 a few microseconds of Python around them, and its result is always contiguous, so a
