@@ -208,8 +208,10 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
     passes such as opt_einsum_fx's read ``node.args[1:]`` as the operands).  Keywords left
     at their defaults are not passed on, so a recorded node names only what the caller
     wrote.  What a node cannot record (a numpy array as an operand, ``object()`` as optimize)
-    raises the eager call's error, in its order: the options', then the operands'."""
+    raises the eager call's error, in its order: the options', then the operands'; an
+    optimizer object, which eager takes, einc's PathError under fx (no node holds one)."""
     call_options(optimize, memory_limit, select, layout)
+    traced_doors.fx_recordable(operands, as_path(optimize))
     if not all(isinstance(o, torch.Tensor) or _has_torch_function((o,)) for o in operands):
         engine.check_operands(parse(args[0]), [torch.empty(0, device="meta") if isinstance(o, torch.Tensor) or
                                                _has_torch_function((o,)) else o for o in operands])
@@ -429,7 +431,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
         _refuse_traced("ArgumentError", "einsum(): select= cannot be passed to the compiled op; set EINC_SELECT "
                                         "instead")
     if not (optimize is None or isinstance(optimize, (str, bool, list, tuple))):     # an optimizer object
-        _reject_under_fullgraph("PathError", _traced_optimizer_message(type(optimize).__name__))
+        _reject_under_fullgraph("PathError", traced_doors.optimizer_message(type(optimize).__name__))
         # a graph break: the call runs eagerly, dynamo kept out of einc's runtime (torch
         # 2.11's dynamo failed building guards on its plan cache when it traced it)
         return torch.compiler.disable(_untraced_einsum)(args, optimize, given, out, layout)
@@ -465,13 +467,6 @@ def _traced_default_optimize():
     """einc's default under torch's settings, read once while tracing (as torch.einsum's
     decomposition reads them when it is traced)."""
     return torch_optimize(*torch_settings())
-
-
-def _traced_optimizer_message(name: str) -> str:
-    return (f"einsum(): under torch.compile, optimize= cannot be a {name} object: the compiled op carries "
-            "optimize as text. Find the path outside the compiled function and pass it (path, _ = "
-            "einc.contract_path(equation, *shapes, optimize=optimizer); einc.einsum(..., optimize=path)), or "
-            "pass a strategy name such as 'greedy' or 'dp'")
 
 
 def _reject_under_fullgraph(error: str, message: str) -> bool:

@@ -22,13 +22,14 @@ and the dtype error of an expression's call with constants (:func:`whole_error`,
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numpy
 import torch
 
 from .custom_op import _kind, constant_result, number, reject_under_fullgraph, sizes, strict, traced_error
-from .errors import ArgumentError, DtypeError, EincError, ShapeError, UnsupportedDtypeError
+from .errors import ArgumentError, DtypeError, EincError, PathError, ShapeError, UnsupportedDtypeError
 from .named import as_written
 from .planner.equation import Equation, call_form, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
@@ -126,6 +127,23 @@ def _plain_option(optimize) -> bool:
 
 
 _OBJECT = object     # (a global: dynamo cannot guard the builtin read from this module)
+
+
+def optimizer_message(name: str, door: str = "torch.compile",
+                      holder: str = "the compiled op carries optimize as text") -> str:
+    """PathError's text for an optimizer object (``name``, its class) that ``door`` cannot take."""
+    return (f"einsum(): under {door}, optimize= cannot be a {name} object: {holder}. Find the path outside "
+            f"the {'compiled' if door == 'torch.compile' else 'traced'} function and pass it (path, _ = "
+            "einc.contract_path(equation, *shapes, optimize=optimizer); einc.einsum(..., optimize=path)), or "
+            "pass a strategy name such as 'greedy' or 'dp'")
+
+
+def fx_recordable(operands, optimize) -> None:
+    """Raise PathError where torch.fx would record ``optimize``, an optimizer object, in a node:
+    no node holds one (fx's own NotImplementedError); a tensor subclass or a mode takes it."""
+    fx = sys.modules.get("torch.fx")
+    if not _plain_option(optimize) and fx is not None and any(isinstance(o, fx.Proxy) for o in operands):
+        raise PathError(optimizer_message(type(optimize).__name__, "torch.fx", "no graph node holds one"))
 
 
 class _Spelled:

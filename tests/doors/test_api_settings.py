@@ -192,6 +192,34 @@ def test_path_optimizer_under_fullgraph_raises_einc_message():
         torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("patched", [False, True])
+def test_path_optimizer_under_fx_raises_einc_message(patched, monkeypatch):
+    """No fx node holds an optimizer object: einc's PathError, not fx's NotImplementedError;
+    a tensor subclass's handler still gets the object (eager takes it)."""
+    opt_einsum = pytest.importorskip("opt_einsum")
+    optimizer, ops = opt_einsum.RandomGreedy(max_repeats=2), [o.float() for o in _ops()]
+    if patched:
+        monkeypatch.setattr(torch, "einsum", einc.einsum)
+
+    def f(a, b, c):
+        return (torch.einsum if patched else einc.einsum)(EQ, a, b, c, optimize=optimizer)
+    with pytest.raises(einc.errors.PathError) as info:
+        torch.fx.symbolic_trace(f)
+    text = str(info.value)
+    assert text.startswith("einsum(): under torch.fx, optimize= cannot be a RandomGreedy object: no graph node "
+                           "holds one. Find the path outside the traced function"), text
+    seen = []
+
+    class Seen(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append((kwargs or {}).get("optimize"))
+            return super().__torch_function__(func, types, args, kwargs)
+    got = einc.einsum(EQ, ops[0].as_subclass(Seen), ops[1], ops[2], optimize=optimizer)
+    assert seen[0] is optimizer
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), torch.einsum(EQ, *ops))
+
+
 def test_out_errors_under_fullgraph_are_einc_messages():
     ops = [o.float() for o in _ops()]
 
