@@ -169,6 +169,43 @@ def test_a_viewed_results_gradient_reaches_the_products_in_one_copy(monkeypatch)
     einc.cache_clear()
 
 
+def _spied_copies(monkeypatch):
+    """The executor's permuted copies made from here on: a list their calls append to."""
+    calls, real = [], tx._permuted_copy
+
+    def spy(src, dst, sizes):
+        copy = real(src, dst, sizes)
+
+        def run(x):
+            calls.append((tuple(src), tuple(dst)))
+            return copy(x)
+        return run
+    monkeypatch.setattr(tx, "_permuted_copy", spy)
+    return calls
+
+
+def test_a_viewed_results_gradient_whose_groups_do_not_merge_is_copied_once(monkeypatch):
+    """``abcd,ce->dbea`` with the result in any layout returns its product ``(a b, d, e)``
+    permuted, a view, whose gradient in ``dbea``'s order does not merge ``a b``: the hook
+    copies it once with the executor's permuted copy (the copy the training layout prices),
+    which the reshape's backward then views, where torch's copy made it before (slower for
+    this order).  Values and gradients are torch.einsum's."""
+    monkeypatch.setattr(training_layout, "for_training", lambda lay, *a, **k: lay)
+    calls = _spied_copies(monkeypatch)
+    einc.cache_clear()
+    a, b = leaves([(16, 16, 8, 16), (8, 16)], seed=5)
+    out = einc.einsum("abcd,ce->dbea", a, b, layout="any")
+    assert not out.is_contiguous() and calls == []
+    g = torch.randn(out.shape, dtype=D)
+    grads = torch.autograd.grad(out, (a, b), g)
+    assert len(calls) == 1
+    ref = torch.einsum("abcd,ce->dbea", a, b)
+    torch.testing.assert_close(out, ref)
+    for x, y in zip(grads, torch.autograd.grad(ref, (a, b), g)):
+        torch.testing.assert_close(x, y)
+    einc.cache_clear()
+
+
 def test_relayout_backward_is_contiguous_in_the_products_layout():
     x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
     there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)

@@ -50,6 +50,7 @@ from .recorded import no_unit_stride, recordable
 from .relayout import _Relayout  # noqa: F401 - the one-copy backward, named here by the docstring and tests
 from .relayout import contiguous_grad as _contiguous_grad
 from .relayout import copied_back as _copied_back
+from .relayout import copied_view as _copied_view
 from .relayout import relayout as _relayout
 from .relayout import strided_matrices as _strided_matrices
 from .summed import HALF, mul_sum
@@ -387,9 +388,9 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
         post.append(copy)
     elif perm_out:
         # the call's result as a view (any layout): its gradient arrives as the result's permuted
-        # back, copied once where bmm would copy it matrix by matrix in each product
+        # back, copied once where the products' backward would copy it (relayout.copied_view)
         post.append(_viewed(perm_out, _permuted_copy(out, natural, sizes))
-                    if viewed and _strided_matrices(out, groups_c, sizes) else lambda x: x.permute(perm_out))
+                    if viewed and _copied_view(out, (batch, m, n), sizes) else lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     post = _chain(post)
     step = _chain_out(_binary(mm, a_fn, b_fn), post)

@@ -12,6 +12,7 @@ import math
 import torch
 
 from ...planner.strides import contiguous
+from . import ttgt
 from .permute_copy import MIN_BYTES, wide_plan
 
 
@@ -103,6 +104,17 @@ def strided_matrices(out, groups, sizes) -> bool:
         merged.append((math.prod(sizes[i] for i in grp), strides[live[-1]] if live else 1))
     (rows, sr), (cols, sc) = merged[-2:]
     return not (rows == 1 or cols == 1 or sr == 1 or sc == 1)
+
+
+def copied_view(out, groups, sizes) -> bool:
+    """Whether the gradient of a product over ``groups`` (batch, rows, cols) returned as a
+    permuted view over ``out`` reaches the backward's matrix products only through a copy
+    (``ttgt.operand``'s, which ``training_layout`` prices): where its matrices have no
+    unit-stride axis (:func:`strided_matrices`: ``bmm`` copies them matrix by matrix, in each
+    product), or where a group does not merge in ``out`` (the reshape's backward copies it,
+    with torch's copy, slower than the executor's for some orders: ``abcd,ce->dbea``'s
+    product ``(a b, d, e)``)."""
+    return ttgt.operand(out, groups, sizes)[2] > 0
 
 
 def copied_back(natural, out, groups, sizes, itemsize) -> bool:
