@@ -206,6 +206,48 @@ def test_a_viewed_results_gradient_whose_groups_do_not_merge_is_copied_once(monk
     einc.cache_clear()
 
 
+# Three operands whose first step, ``bced,dcba->cdea`` (summing ``b``), runs as the product
+# ``(d c, e, a)``: the intermediate ``cdea`` is returned as its permuted view, the batch group
+# ``d c`` not merging in ``cdea``'s order.
+THREE = "bced,fca,dcba->dce"
+THREE_SIZES = {"a": 16, "b": 24, "c": 12, "d": 12, "e": 8, "f": 24}
+
+
+def _three(sizes, seed):
+    return leaves([tuple(sizes[i] for i in t) for t in THREE.split("->")[0].split(",")], seed=seed)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2])
+def test_three_operands_results_and_gradients(size):
+    ops = _three(dict.fromkeys("abcdef", size), seed=6)
+    out = einc.einsum(THREE, *ops)
+    ref = torch.einsum(THREE, *ops)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(ref.shape, dtype=D)
+    for x, y in zip(torch.autograd.grad(out, ops, g), torch.autograd.grad(ref, ops, g)):
+        torch.testing.assert_close(x, y)
+
+
+def test_a_permuted_intermediates_gradient_is_copied_once_by_the_executor(monkeypatch):
+    """The intermediate of :data:`THREE`, a permuted view of its product, has its gradient
+    copied into the product's order once, by the executor's permuted copy (a hook, as for a
+    viewed result), not by the reshape's backward; results and gradients are torch.einsum's."""
+    calls = _spied_copies(monkeypatch)
+    einc.cache_clear()
+    ops = _three(THREE_SIZES, seed=7)
+    out = einc.einsum(THREE, *ops)
+    viewed = ((1, 3, 2, 5), (3, 1, 2, 5))      # cdea -> dcea: b c e d f a numbered 0-5
+    assert viewed not in calls
+    g = torch.randn(out.shape, dtype=D)
+    grads = torch.autograd.grad(out, ops, g)
+    assert calls.count(viewed) == 1
+    ref = torch.einsum(THREE, *ops)
+    torch.testing.assert_close(out, ref)
+    for x, y in zip(grads, torch.autograd.grad(ref, ops, g)):
+        torch.testing.assert_close(x, y)
+    einc.cache_clear()
+
+
 def test_relayout_backward_is_contiguous_in_the_products_layout():
     x = torch.randn(2, 3, 4, dtype=D, requires_grad=True)       # natural (b, i, j)
     there = lambda t: t.permute(1, 2, 0).contiguous()           # noqa: E731 -> (i, j, b)

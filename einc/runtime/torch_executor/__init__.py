@@ -292,8 +292,7 @@ def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
     """:func:`_matmul`'s ``(fn, what makes its training parts or None, the same in chunks or None,
     its parts)`` of a contraction step in the layout ``lay``."""
     pa, pb, xa, xb = (prep_b, prep_a, tb, ta) if lay.swap else (prep_a, prep_b, ta, tb)
-    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize,
-                   final and free)
+    return _matmul(xa, xb, lay.groups, out, sizes, final and not free, pa, pb, lay.swap, lay.flip, dtype.itemsize)
 
 
 def _trained(lay, step, training, a, b):
@@ -358,7 +357,7 @@ def _dot(ta, tb, out, summed, prep_a, prep_b, dtype, final, sizes, free=False):
     return _chain_out(core, _chain(post))
 
 
-def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize, viewed=False):
+def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, itemsize):
     """``(step, training, chunked, parts)``: the step as one ``bmm``/``mm`` over ``groups`` = (batch,
     rows, cols, summed), each operand permuted and merged to (batch, rows, summed) / (batch,
     summed, cols), the result put in ``out``'s order; ``training(a, b)``, the parts it trains as
@@ -387,10 +386,10 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
             copy = _relayout(copy, _permuted_copy(out, natural, sizes), math.prod(res_shape) * itemsize)
         post.append(copy)
     elif perm_out:
-        # the call's result as a view (any layout): its gradient arrives as the result's permuted
-        # back, copied once where the products' backward would copy it (relayout.copied_view)
+        # a view (the call's result in any layout, or a step's inside the call): its gradient arrives
+        # as the result's permuted back, copied once where the products' backward would copy it
         post.append(_viewed(perm_out, _permuted_copy(out, natural, sizes))
-                    if viewed and _copied_view(out, (batch, m, n), sizes) else lambda x: x.permute(perm_out))
+                    if _copied_view(out, (batch, m, n), sizes) else lambda x: x.permute(perm_out))
     a_fn, b_fn = _chain([prep_a, lay_a]), _chain([prep_b, lay_b])
     post = _chain(post)
     step = _chain_out(_binary(mm, a_fn, b_fn), post)

@@ -69,8 +69,9 @@ def contiguous_grad(there, back=None):
     """``there`` with a hook on its input, where that will need a gradient, that makes the
     input's gradient one contiguous tensor (``back`` of it, default :func:`_contiguous`): for a
     step's last copy below ``MIN_BYTES`` (:func:`relayout`), and for the permuted view a step
-    returns where the call takes any layout, whose gradient arrives as a permuted view of the
-    result's (``back`` there the torch executor's copy of it, which may run in tiles or wide)."""
+    returns (the call's result in any layout, or an intermediate), whose gradient arrives as a
+    permuted view of the view's (``back`` there the torch executor's copy of it, which may run
+    in tiles or wide; :func:`copied_view`)."""
     hook = _contiguous if back is None else (lambda grad: None if grad is None else back(grad))
 
     def hooked(x):
