@@ -228,7 +228,8 @@ def _register_for_torchscript() -> None:
     *, str optimize, str memory_limit)``: TorchScript compiles builtins only, and packs the
     operands of ``einsum(eq, a, b)`` into the list as it does for ``aten::einsum``.  The table
     is TorchScript's own (private, stable since torch 1.x); where it is missing, scripting a
-    call fails as it did before, and nothing else changes."""
+    call fails as scripting any function TorchScript cannot compile does, and nothing else
+    changes."""
     try:
         from torch.jit._builtins import _register_builtin
     except ImportError:     # pragma: no cover - a torch without the table
@@ -420,7 +421,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
     # (checked in the eager call's order: the equation, the options, out=, then the operands; a sublist's and a
     # path's numpy values read as Python's, and an int of a path or limit read from a local under dynamic=True, a
-    # symbol, as its value, which dynamo guards on: str() of a symbol, writing the op's options, was Unsupported)
+    # symbol, as its value, which dynamo guards on: str() of a symbol, writing the op's options, is Unsupported)
     if args and not isinstance(args[0], str):
         args = traced_doors.numpy_sublists(args)
     given = memory_limit

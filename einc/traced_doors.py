@@ -323,8 +323,8 @@ def _whole_operands(expr, dtypes, shapes, size=None) -> tuple:
 
 def fold_error(error, plan, step):
     """The dtype error of a ``step`` of ``plan`` that contracts constants only, as an expression
-    is built: it named the step's equation in the graph's letters; now in the caller's, with a
-    line naming the expression's equation."""
+    is built, made to name the step's equation in the caller's letters (it is raised naming the
+    graph's), with a line naming the expression's equation."""
     error = as_written(error, plan.describe(step))
     error.args = (f"{error}\n  (a step of {plan.equation!r} on its constants, contracted as the expression is "
                   "built)",)

@@ -31,7 +31,8 @@ first launch of a layout (:class:`~.launch.Launcher`).
   With one thread (``EINC_COMPILE_THREADS=1``) the calling thread compiles them one
   after another, still before the first timing (so that their spills are known).
   A config that fails to compile or to load is left to the autotuner, which meets the
-  same error and handles it as before (one over the device's resources is skipped).
+  same error and handles it as it does without einc (one over the device's resources is
+  skipped).
   Triton's own ``AsyncCompileMode`` compiles in threads too, but it is private and
   loads nothing.
 - **No config that spills much where a config compiles without** (:func:`spilling`, as
@@ -91,7 +92,7 @@ def before_timing(compile_all):
     """Run ``compile_all()`` when the autotuner starts timing configs for a launch made in
     this block on this thread; never where its cache answers (a result Triton kept on
     disk), which compiles the chosen config alone.  A failure there is ignored: the
-    autotuner compiles each config as before.  From that first timing to the end of the
+    autotuner compiles each config itself.  From that first timing to the end of the
     block the thread holds :data:`TIMING`; the configs :func:`precompile` found spilling
     there are skipped (:func:`autotuner`) until its end."""
     _tuning.pending, _tuning.armed, _tuning.holds, _tuning.dropped = compile_all, True, False, ()

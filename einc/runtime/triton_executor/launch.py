@@ -28,8 +28,8 @@ and a short ``launch()``.  Everything else a launch takes lives here, once:
   chose and the grid, and later launches call that launcher directly, as
   ``JITFunction.run`` would (the way FlagGems' ``LibEntry`` skips Triton's per-call Python).
   Whatever does not look as expected turns those direct launches off for the kernel, for
-  good, and the autotuner path runs as before.  Under Triton's interpreter the interpreter
-  launches every time; the layout cache is the same.
+  good, and its launches go through the autotuner, as Triton's own do.  Under Triton's
+  interpreter the interpreter launches every time; the layout cache is the same.
 - **The TMA variant.**  A 16-bit matrix product's module may hold a second kernel
   reading its operands through tensor descriptors, on a persistent grid (:mod:`.tma`);
   the first launch of a layout takes it where it applies (Hopper, no K split, operands
