@@ -19,9 +19,12 @@ from einc.runtime.torch_executor.backward import as_bmm
 D = torch.float64
 NTN = "bcda,bca->bcd"
 NTN_SIZES = dict(b=256, c=500, d=4, a=16)
-# ``ij,kj->ik`` with a short summed side: ``kj`` reads as the transposed matrix (j, k); small
-# enough for gradcheck, so its tests run as recorded as decided (the ``small`` fixture)
+# ``ij,kj->ik`` with a short summed side: ``kj`` reads as the transposed matrix (j, k); small,
+# so its tests run as recorded as decided (the ``small`` fixture)
 SHORT = ("ij,kj->ik", [(30, 8), (40, 8)])
+# SHORT's equation at sizes whose finite differences are few: gradcheck perturbs each
+# element of the operands (and gradgradcheck of the output's gradient too)
+GRADCHECKED = [(6, 3), (5, 3)]
 pytestmark = [pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
               pytest.mark.usefixtures("per_shape_plans")]
 
@@ -92,13 +95,18 @@ def test_rescal_trains_as_mm_where_bmm_saves_less_than_recorded_costs(monkeypatc
         torch.testing.assert_close(x, y.float(), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-def test_short_side_results_gradients_and_second_order(transposed, small):
-    eq, shapes = SHORT
+def _short_leaves(shapes, transposed):
     a, b = leaves(shapes, seed=2)
     if transposed:      # operands as transposed views: results and gradients stay torch's
         a = a.detach().t().contiguous().t().requires_grad_()
         b = b.detach().t().contiguous().t().requires_grad_()
+    return a, b
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_short_side_results_gradients_and_second_order(transposed, small):
+    eq, shapes = SHORT
+    a, b = _short_leaves(shapes, transposed)
     out = einc.einsum(eq, a, b)
     assert "RecordedBackward" in grad_fns(out)
     assert out.is_contiguous()
@@ -106,6 +114,8 @@ def test_short_side_results_gradients_and_second_order(transposed, small):
     g = torch.randn(out.shape, dtype=D)
     for x, y in zip(torch.autograd.grad(out, (a, b), g), torch.autograd.grad(torch.einsum(eq, a, b), (a, b), g)):
         torch.testing.assert_close(x, y)
+    a, b = _short_leaves(GRADCHECKED, transposed)
+    assert "RecordedBackward" in grad_fns(einc.einsum(eq, a, b))     # the same step, as recorded
     f = lambda *x: einc.einsum(eq, *x)  # noqa: E731
     assert torch.autograd.gradcheck(f, (a, b))
     assert torch.autograd.gradgradcheck(f, (a, b))

@@ -139,7 +139,7 @@ def test_zero_sizes():
 
 @pytest.mark.parametrize("equation,shapes", [
     ("ij,jk->ik", [(3, 4), (4, 5)]),
-    pytest.param("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)], marks=pytest.mark.slow),
+    pytest.param("bqhd,bkhd->bhqk", [(2, 2, 2, 3), (2, 3, 2, 3)], marks=pytest.mark.slow),
     ("iij,j->i", [(3, 3, 4), (4,)]), ("bij,bij->b", [(2, 3, 4), (2, 3, 4)]),
 ])
 def test_autograd_and_vmap_through_kernels(equation, shapes):
