@@ -860,13 +860,13 @@ def test_a_named_expression_takes_other_sizes_in_every_door_as_an_unnamed_one():
 
 
 def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error():
-    """``torch.jit.trace`` recorded a named call's split as a view with the traced sizes (h=4
-    fixed, d read from an operand), and at sizes that do not split ran view's error ("shape
-    '[2, 3, 4, 5]' is invalid"), or einsum's on the resolved letters, where the eager call
-    raises its ShapeError naming the axis.  The split is now ``einc::named_view``, which
-    resolves the names at every run: the eager error's text (TorchScript reports an op's
-    error as a RuntimeError with its text), and eager's answer, with gradients, at sizes that
-    split.  Under torch.compile and torch.fx the same call raises eager's ShapeError itself."""
+    """``torch.jit.trace`` records a named call's split as ``einc::named_view``, which resolves
+    the names at every run (a view with the traced sizes, h=4 fixed and d read from an
+    operand, would raise view's error at sizes that do not split, "shape '[2, 3, 4, 5]' is
+    invalid", or einsum's on the resolved letters): there the traced call raises the eager
+    ShapeError's text, naming the axis (TorchScript reports an op's error as a RuntimeError
+    with its text), and at sizes that split it gives eager's answer, with gradients.  Under
+    torch.compile and torch.fx the same call raises eager's ShapeError itself."""
     split = "b (h d) -> b h d"
     calls = {EQ: lambda x, w: einc.einsum(EQ, x, w, h=4), split: lambda x: einc.einsum(split, x, h=4)}
     traced_at = {EQ: ((2, 3, 20), (4, 5, 6)), split: ((2, 20),)}
@@ -885,11 +885,7 @@ def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error()
         compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="eager")
         for shapes in bad[text]:
             ops = [torch.randn(s, dtype=torch.float64) for s in shapes]
-            with pytest.raises(errors.ShapeError) as eager:
-                fn(*ops)
-            with pytest.raises(RuntimeError) as info:
-                traced(*ops)
-            assert f"ShapeError: {eager.value}" in str(info.value)
+            eager = _traced_raises_eager_error(fn, traced, ops)
             with pytest.raises(errors.ShapeError) as fx:
                 torch.fx.symbolic_trace(fn)(*ops)
             torch._dynamo.reset()
@@ -898,7 +894,19 @@ def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error()
                     compiled(*ops)
             finally:
                 torch._dynamo.reset()
-            assert str(fx.value) == str(dynamo.value) == str(eager.value)
+            assert str(fx.value) == str(dynamo.value) == str(eager)
+
+
+def _traced_raises_eager_error(fn, traced, ops):
+    """The ShapeError ``fn(*ops)`` raises eagerly, once ``traced(*ops)`` (its
+    ``torch.jit.trace``) has raised its text: TorchScript reports an op's error as a
+    RuntimeError holding ``ShapeError: <text>``."""
+    with pytest.raises(errors.ShapeError) as eager:
+        fn(*ops)
+    with pytest.raises(RuntimeError) as info:
+        traced(*ops)
+    assert f"ShapeError: {eager.value}" in str(info.value)
+    return eager.value
 
 
 @pytest.mark.parametrize("text, sizes, traced_at, good, bad", [
@@ -906,12 +914,12 @@ def test_a_traced_named_call_at_sizes_that_do_not_split_raises_the_eager_error()
     ("b h d -> b (h d)", {"h": 3}, ((2, 3, 4),), ((5, 3, 1),), ((2, 5, 4),)),
 ], ids=["two-operands", "keyword"])
 def test_a_traced_named_merge_raises_the_eager_error(text, sizes, traced_at, good, bad):
-    """A named call that merges but splits nothing recorded no ``einc::named_view`` under
-    ``torch.jit.trace``: at sizes the names refuse, the traced graph ran einsum's error on the
-    resolved letters (two sizes of h), or no error at all (h=3 given, h of 5 in the operand).
-    Its first operand is now recorded as one (viewed as it is), which resolves the names at
-    every run: eager's ShapeError text (TorchScript: a RuntimeError with it), and eager's
-    answer at sizes that fit."""
+    """A named call that merges but splits nothing records its first operand as an
+    ``einc::named_view`` (viewed as it is) under ``torch.jit.trace``, which resolves the names
+    at every run: at sizes the names refuse the traced call raises eager's ShapeError text
+    (TorchScript: a RuntimeError with it), not einsum's error on the resolved letters (two
+    sizes of h) nor no error at all (h=3 given, h of 5 in the operand); at sizes that fit it
+    gives eager's answer."""
     def fn(*ops):
         return einc.einsum(text, *ops, **sizes)
     with warnings.catch_warnings():
@@ -920,12 +928,7 @@ def test_a_traced_named_merge_raises_the_eager_error(text, sizes, traced_at, goo
     assert "einc::named_view" in str(traced.graph)
     ops = [torch.randn(s, dtype=torch.float64) for s in good]
     assert torch.equal(traced(*ops), fn(*ops))
-    ops = [torch.randn(s, dtype=torch.float64) for s in bad]
-    with pytest.raises(errors.ShapeError) as eager:
-        fn(*ops)
-    with pytest.raises(RuntimeError) as info:
-        traced(*ops)
-    assert f"ShapeError: {eager.value}" in str(info.value)
+    _traced_raises_eager_error(fn, traced, [torch.randn(s, dtype=torch.float64) for s in bad])
 
 
 def test_a_composite_moved_whole_needs_no_sizes():
