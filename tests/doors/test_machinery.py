@@ -157,6 +157,50 @@ def test_a_torch_function_mode_and_a_subclass_see_the_call():
     torch.testing.assert_close(out.as_subclass(torch.Tensor), x @ y)
 
 
+class _Seen(torch.overrides.TorchFunctionMode):
+    """A mode that records the einsum calls it sees and calls them through."""
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (einc.einsum, torch.einsum):
+            self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+_XY = ((2, 3), (3, 4))
+
+
+@pytest.mark.parametrize("eq, operands, kwargs, dispatched", [
+    ("ij,jk->ik", _XY, {"optimize": 42}, False), ("ij,jk->ik", _XY, {"optimize": "bogus"}, False),
+    ("ij,jk->ik", _XY, {"layout": "bogus"}, False), ("ij,jk->ik", _XY, {"select": "bogus"}, False),
+    ("ij,jk->ik", _XY, {"memory_limit": "x"}, False), ("ij,jk->iz", _XY, {}, False),
+    ("ij,jk->ik", ((2, 3), 5), {}, True), ("b (h d) -> b h d", ((2, 6),), {"h": 2, "layout": "bogus"}, True),
+], ids=["optimize-int", "optimize-name", "layout", "select", "memory_limit", "equation", "operand", "named"])
+def test_a_torch_function_mode_gets_no_call_whose_equation_or_options_einc_refuses(eq, operands, kwargs,
+                                                                                    dispatched):
+    """A call in torch's notation has its equation and options checked before dispatch
+    (docs/semantics.md, Errors): a bad one raises the eager call's error at the call, and
+    the mode never sees it.  An operand that is no tensor, and a call with size keywords, are
+    dispatched as written: the mode sees the call, and calling through raises eager's error."""
+    args = (eq, *(torch.randn(s) if isinstance(s, tuple) else s for s in operands))
+    with pytest.raises(einc.errors.EincError) as eager:
+        einc.einsum(*args, **kwargs)
+    with _Seen() as mode, pytest.raises(type(eager.value)) as moded:
+        einc.einsum(*args, **kwargs)
+    assert str(moded.value) == str(eager.value)
+    assert mode.seen == ([einc.einsum] if dispatched else [])
+
+
+def test_a_torch_function_mode_sees_torch_einsum_s_bad_equation():
+    """torch.einsum checks only that its arguments bind before dispatch: its mode sees a bad
+    equation, whose error comes as the mode calls through (the difference einc's docs state)."""
+    with _Seen() as mode, pytest.raises(RuntimeError):
+        torch.einsum("ij,jk->iz", torch.randn(2, 3), torch.randn(3, 4))
+    assert mode.seen == [torch.einsum]
+
+
 # ---------------------------------------------------------------- 3. TorchScript
 
 def test_torch_jit_script_compiles_a_call_to_the_op():
