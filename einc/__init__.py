@@ -18,6 +18,7 @@ runs without importing torch or triton.
 from __future__ import annotations
 
 import importlib
+import sys
 
 from .errors import EincError, MemoryLimitError
 from .planner.plan import Plan, Step
@@ -36,10 +37,24 @@ __all__ = [*_API_NAMES, *_OPT_EINSUM_NAMES, *_FROM_OPT_EINSUM, "EincError", "Mem
            "__version__"]
 
 
+def _load(name: str):
+    """Import einc's submodule ``name`` with torch's function modes and subclass dispatch off.
+    A user's ``TorchFunctionMode`` active at einc's first use would otherwise see einc's
+    import-time torch calls (``torch.device(...)`` dispatches to modes), and a handler that
+    reads ``einc.einsum`` would re-enter einc half-imported: the op library's second
+    registration fails. Without torch imported no mode can be active, and ``import einc``
+    still imports no torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return importlib.import_module(name, __name__)
+    with torch._C.DisableTorchFunction():
+        return importlib.import_module(name, __name__)
+
+
 def __getattr__(name: str):
     if name in _API_NAMES or name in _OPT_EINSUM_NAMES:
-        api = importlib.import_module(".api", __name__)
-        oe = importlib.import_module(".opt_einsum_api", __name__)
+        api = _load(".api")
+        oe = _load(".opt_einsum_api")
         # Bind every front-end name at once: later lookups are plain module attributes.
         globals().update({n: getattr(api, n) for n in _API_NAMES})
         globals().update({n: getattr(oe, n) for n in _OPT_EINSUM_NAMES})
@@ -51,7 +66,7 @@ def __getattr__(name: str):
         # Submodules as attributes (``einc.api``, ``einc.runtime``), as an eager
         # ``__init__`` provided them.
         try:
-            return importlib.import_module(f".{name}", __name__)
+            return _load(f".{name}")
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise

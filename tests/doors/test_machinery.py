@@ -157,6 +157,36 @@ def test_a_torch_function_mode_and_a_subclass_see_the_call():
     torch.testing.assert_close(out.as_subclass(torch.Tensor), x @ y)
 
 
+_FIRST_USE_UNDER_A_MODE = """
+import torch
+import einc
+seen = []
+class Mode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        seen.append(func is einc.einsum)
+        return func(*args, **(kwargs or {}))
+x, y = torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+with Mode():
+    out = einc.einsum("ij,jk->ik", x, y)
+assert torch.equal(out, torch.einsum("ij,jk->ik", x, y)), out
+assert seen.count(True) == 1, seen
+"""
+
+
+def test_a_mode_that_reads_einc_einsum_at_einc_s_first_use():
+    """einc's first use under a mode whose handler reads ``einc.einsum``: einc imports its
+    front end with the modes off, so the handler sees the call once, and never einc's
+    import-time torch calls (which re-entered einc half-imported: a second registration
+    of the op library raised)."""
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", _FIRST_USE_UNDER_A_MODE], capture_output=True, text=True,
+                         timeout=300, cwd=root)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
 class _Seen(torch.overrides.TorchFunctionMode):
     """A mode that records the einsum calls it sees and calls them through."""
     def __init__(self):
