@@ -25,9 +25,9 @@ reads a remembered path without importing this module.
 Deterministic for a given :data:`SEED` where the search stops on its counts or its
 convergence: below the hyper-optimizer, unless the guard ends it (in the thread's CPU
 time, which other jobs do not advance, or on the clock past :data:`CAP`: :func:`_ends`); where
-the clock stops a hyper-optimizer search, how many trials fit depends on the machine's
-speed and load, and so may the path.  :class:`Report` says what ran, how long, how many trees it tried
-and why it stopped (``explain`` prints it).  docs/paths.md.
+the budget stops a hyper-optimizer search (its trials in this thread's CPU time, annealing on the clock),
+how much fits depends on the machine's speed (annealing's, on its load too), and so may the path.
+:class:`Report` says what ran, how long, how many trees and why it stopped (``explain``): docs/paths.md.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         quick = tree if keep else quick
         refined = " (its best tree refined)" if keep else " (its best tree refined, ranked slower, not kept)"
     best, hyper_trials, reason, budget, annealed = _hyper_annealed(ctg, inputs, output, size_dict, memory_limit,
-                                                                   seed, t0, greedy, budget, quick, path)
+                                                                   seed, t0, greedy, budget, quick, path, cpu0)
     method = (rg + refined + ", then " if quick is not None else "") + \
         "hyper-optimizer (cotengra: " + ", ".join(_methods()) + \
         "; subtree reconfiguration" + ("; slicing reconfiguration" if memory_limit is not None else "") + ")" + \
@@ -205,7 +205,7 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                    size_dict, budget, memory_limit)
 
 
-def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
+def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path, cpu0=None):
     """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (under a memory limit, all
     of it but the slicer's share, einc.planner.slicebudget), then its best tree and
     ``quick``, the better-ranked first, annealed in turn for the rest: ``(best path, trials,
@@ -218,7 +218,7 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
     try:
         share = HYPER_SHARE if memory_limit is None else 1 - slicebudget.SLICER_SHARE
         best, trials, reason, budget = _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy,
-                                              known, share, progress)
+                                              known, share, progress, cpu0)
         other = quick       # the runner-up, annealed in turn with the best where ranked near it
         if best is None or (quick is not None and _rank(inputs, output, size_dict, quick) <
                             _rank(inputs, output, size_dict, best)):
@@ -548,9 +548,10 @@ def _register(ctg):
 
 
 def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf, share=1.0,
-           progress=None):
+           progress=None, cpu0=None):
     """cotengra's hyper-optimizer, one trial at a time, until ``share`` of the budget of the best tree
-    so far (``known``: the predicted seconds of the best found before) is spent:
+    so far (``known``: the predicted seconds of the best found before) is spent in this thread's CPU
+    time since ``cpu0`` (now), or :data:`CAP` on the clock since ``t0``:
     ``(path or None where every trial failed, trials, reason, budget)``."""
     _register(ctg)
     graph = max(collections.Counter(i for t in inputs for i in t).values(), default=0) <= 2     # no hyperedges
@@ -562,28 +563,28 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
                              slicing_reconf_opts=slicing, on_trial_error="ignore", progbar=False)
     args = _strings(inputs, output, size_dict)
     budget = _hyper_budget(greedy_seconds, known)
-    reason, longest = "", 0.0
+    cpu0, reason, longest = time.thread_time() if cpu0 is None else cpu0, "", (0.0, 0.0)   # (longest: CPU, clock)
     with _seeded(seed):
         while True:
-            start = time.perf_counter()
-            opt.search(*args)
+            start = time.thread_time(), time.perf_counter()
+            opt.search(*args)       # (in this thread: parallel=False)
             best, flops = known, math.nan
             if "tree" in opt.best:
                 flops, written, _, steps = _cost(inputs, output, size_dict, _linear(opt.tree.get_path()))
                 best = min(best, predicted_seconds(flops, written, steps))
             budget = _hyper_budget(greedy_seconds, best)
-            elapsed = time.perf_counter() - t0
-            longest = max(longest, elapsed - (start - t0))
+            cpu, elapsed = time.thread_time() - cpu0, time.perf_counter() - t0
+            longest = max(longest[0], cpu0 + cpu - start[0]), max(longest[1], t0 + elapsed - start[1])
             trials = len(opt.scores)
             if progress is not None:
                 progress.update(elapsed, trials, flops)
-            # a kahypar trial on hundreds of tensors may take seconds: none is begun
-            # that, as long as the longest so far, would end past the budget
-            if elapsed + longest >= share * budget:
+            # a kahypar trial on hundreds of tensors may take seconds: none is begun that, as long as the longest
+            # so far, would end past the share in this thread's CPU time (load does not move it) or CAP on the clock
+            if counted_ends(t0 - longest[1])(share * budget - cpu - longest[0])():
                 reason = ("its share of the " if share < 1 else "") + \
-                    "time budget spent (of the best predicted time" + \
-                    (f", capped at {CAP:g} s" if budget >= CAP else "") + \
-                    ("; the next trial would end past it)" if elapsed < share * budget else ")")
+                    "time budget spent (of the best predicted time, in this thread's CPU time" + \
+                    (f", capped at {CAP:g} s" if budget >= CAP or elapsed + longest[1] >= CAP else "") + \
+                    ("; the next trial would end past it)" if cpu < share * budget else ")")
                 break
             if trials >= MAX_TRIALS:
                 reason = f"{MAX_TRIALS} trials"

@@ -521,24 +521,47 @@ def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(
     assert report.seconds < S.CAP + 3     # the last trial may run past it
 
 
-@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
-def test_no_hyper_trial_is_begun_that_would_end_past_the_budget(monkeypatch, cpu_clock):
-    # trials of 0.6 s on a 2 s budget: three end by 1.8 s; a fourth would end at 2.4 s (the
-    # trials' own work, milliseconds, may leave room for two only on a slow machine)
+def _hyper_trials(monkeypatch, cpu_clock, budget, cpu=0.0, clock=0.0):
+    """A run of ``_hyper`` on a small graph, giving ``(path, trials, reason, budget)``: each trial
+    taking ``cpu`` seconds more of this thread's CPU time and ``clock`` seconds more on the clock alone."""
     ctg = S._cotengra()
 
     class Slow(ctg.HyperOptimizer):
         def search(self, *args, **kwargs):
-            cpu_clock.sleep(0.6)
+            start = time.thread_time()
+            while time.thread_time() < start + cpu:
+                pass
+            cpu_clock.sleep(clock)
             return super().search(*args, **kwargs)
     monkeypatch.setattr(ctg, "HyperOptimizer", Slow)
-    monkeypatch.setattr(S, "budget_for", lambda seconds: 2.0)
+    monkeypatch.setattr(S, "budget_for", lambda seconds: budget)
     inputs, sizes = _regular(20, 2, 3, seed=1)
-    t0 = cpu_clock.perf_counter()
-    path, trials, reason, budget = S._hyper(ctg, inputs, frozenset(), sizes, None, 0, t0, 1.0)
-    elapsed = cpu_clock.perf_counter() - t0
-    assert budget == 2.0 and path is not None and 2 <= trials <= 3
-    assert elapsed < 2.0 and "the next trial would end past it" in reason
+    return lambda: S._hyper(ctg, inputs, frozenset(), sizes, None, 0, cpu_clock.perf_counter(), 1.0)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_no_hyper_trial_is_begun_that_would_end_past_the_budget_and_load_does_not_move_it(monkeypatch,
+                                                                                           cpu_clock):
+    # trials of 0.05 s of this thread's CPU time (and their own work, milliseconds) on a 0.2 s
+    # budget: three end by 0.2 s; a fourth would end past it. With the clock at five times the
+    # thread's CPU time (other jobs on the machine) the same three run, to the same path
+    run = _hyper_trials(monkeypatch, cpu_clock, 0.2, cpu=0.05)
+    start = time.thread_time()
+    quiet = run()
+    assert time.thread_time() - start < 0.2
+    assert quiet[0] is not None and quiet[1] == 3 and "the next trial would end past it" in quiet[2]
+    cpu_clock.rate = 5.0
+    assert run() == quiet
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_the_clock_still_ends_a_hyper_search_that_gets_no_cpu(monkeypatch, cpu_clock):
+    # trials that stand still on the clock for a third of CAP each, their CPU time far within
+    # the share: the second ends at two thirds of CAP, and a third would end at CAP
+    start = cpu_clock.perf_counter()
+    path, trials, reason, _ = _hyper_trials(monkeypatch, cpu_clock, 2.0, clock=S.CAP / 3)()
+    assert path is not None and trials == 2 and f"capped at {S.CAP:g} s" in reason
+    assert cpu_clock.perf_counter() - start < S.CAP
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -571,7 +594,7 @@ def test_a_hyper_searchs_random_greedy_trials_end_where_they_converge_over_a_lon
     ran = []
     trials = S._random_greedy
     monkeypatch.setattr(S, "_random_greedy", lambda *args: ran.append(trials(*args)) or ran[-1])
-    monkeypatch.setattr(S, "_hyper_annealed", lambda *args: (args[-1], 0, "stub", 5.0, 0))
+    monkeypatch.setattr(S, "_hyper_annealed", lambda *args: (args[10], 0, "stub", 5.0, 0))
     _, report = S.find(inputs, set(), sizes)
     assert report.reason == "stub" and len(ran) == 1
     assert ran[0][2].startswith("converged") and S.HYPER_STALE <= ran[0][1] < min(2 * S.HYPER_STALE, S.MAX_TRIALS)
@@ -1187,9 +1210,9 @@ def test_the_hyper_tier_keeps_its_best_random_greedy_tree_where_the_refined_one_
     handed = []
     hyper = S._hyper_annealed
 
-    def spy(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path):
+    def spy(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path, cpu0):
         handed.append(quick)
-        return hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path)
+        return hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path, cpu0)
     monkeypatch.setattr(S, "_reconfigured", lambda *args, **kwargs: poor)
     monkeypatch.setattr(S, "_hyper_annealed", spy)
     _, report = S.find(inputs, set(), sizes)

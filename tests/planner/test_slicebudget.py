@@ -151,7 +151,7 @@ def test_past_the_hyper_floor_one_search_runs_under_the_limit_and_leaves_the_sli
     shares, finds, real_find = [], [], search.find
 
     def hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known=math.inf, share=1.0,
-              progress=None):
+              progress=None, cpu0=None):
         shares.append(share)
         return search._greedy(inputs, output, size_dict, None), 1, "stub", 1.0
 
@@ -194,7 +194,7 @@ def test_past_the_hyper_floor_the_slicer_keeps_to_the_planning_budget_on_the_clo
     monkeypatch.setattr(time, "perf_counter", lambda: real() + skew[0])
 
     def hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known=math.inf, share=1.0,
-              progress=None):
+              progress=None, cpu0=None):
         skew[0] = search.sliced_budget(inputs, output, size_dict)       # the budget spent on the clock
         return search._greedy(inputs, output, size_dict, None), 1, "stub", 1.0
     monkeypatch.setattr(search, "_hyper", hyper)
