@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .. import cachefiles, config
 
-VERSION = "einc-paths-3"        # with the search's figures appended by the caller (searchkey.version())
+VERSION = "einc-paths-4"        # with the search's figures appended by the caller (searchkey.version())
 STORE_SECONDS = 0.005           # a shorter search is not stored
 MAX_ENTRIES = 2000              # files kept; the least recently used go first
 EVICT_SHARE = 0.9               # ... down to this share of it, so that the next stores find the folder within it

@@ -112,7 +112,7 @@ def test_a_remembered_slicing_gives_the_same_plan_and_bits(cache_dir, chooses, n
     file, record = _entry(cache_dir)
     kept = record["slicings"]["live"]
     assert kept["indices"] == list(found.slicing.indices) and kept["chunks"] == list(found.slicing.chunks)
-    assert record["version"].startswith(pathcache.VERSION) and pathcache.VERSION == "einc-paths-3"
+    assert record["version"].startswith(pathcache.VERSION) and pathcache.VERSION == "einc-paths-4"
     chooses.clear()
     einc.cache_clear()
     built, read = [], []
