@@ -16,22 +16,25 @@ from .searchkey import ANNEAL_RUNNER_UP, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_ST
 
 
 def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
-             afford=None, other=None, lost=0.0, most=None):
+             afford=None, other=None, lost=0.0, most=None, *, over):
     """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
     (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
     begun from the best tree so far; with ``other`` (a start ranked no better than ``path``,
     from another method, and within :data:`ANNEAL_RUNNER_UP` times its rank), runs take
     turns between the two chains, each begun from its own best tree: a chain kept to one
     start can stay among trees the ranking prefers to the better ones the other leads to.
-    Up to ``deadline`` (``time.perf_counter()``; none begun that, as long as the longest so
-    far, or :data:`ANNEAL_SECONDS` a tensor before the first, would end past it) or until
+    Up to ``deadline`` in this thread's CPU time (``time.thread_time()``, which other jobs do not
+    advance) or until ``over(cpu, clock)`` (the search's: :data:`einc.planner.search.CAP` on the
+    clock), none begun that, as long as the longest so far (``cpu`` seconds left before the
+    deadline, ``clock`` on the clock), or :data:`ANNEAL_SECONDS` a tensor before the first, would
+    end past either; or until
     :data:`ANNEAL_STALE` runs in a row found no better tree; trees ranked by
     ``rank(path)``.  ``afford(path)``: the deadline a better tree affords (a better tree,
     less search), where sooner; then no run is begun that would end past the deadline a
     gain like the last one would leave (``lost``: the seconds the gain of the stage before
     brought the deadline forward, before any run's).  ``progress.update(seconds since t0, runs, flops)``
     after each run.  ``most``: at most this many runs, counted (the search gives none: its runs are
-    clocked; a test of what its counted stages hand on gives a count and no deadline)."""
+    timed; a test of what its counted stages hand on gives a count and no deadline)."""
     starts = [path] + ([other] if other is not None and list(other) != list(path) and
                        rank(other) <= ANNEAL_RUNNER_UP * rank(path) else [])
     try:
@@ -39,14 +42,15 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     except (ValueError, KeyError, IndexError):
         return path, 0, "cotengra did not take the path as a tree"
     ranks = [rank(p) for p in starts]
-    best, runs, longest, gained = ranks[0], 0, ANNEAL_SECONDS * len(inputs), 0
-    while (start := time.perf_counter()) + longest + lost < deadline and runs - gained < ANNEAL_STALE and \
-            (most is None or runs < most):
+    best, runs, longest, gained = ranks[0], 0, (ANNEAL_SECONDS * len(inputs),) * 2, 0     # (CPU, clock)
+    while not over(deadline - time.thread_time() - longest[0] - lost, longest[1]) and runs - gained < ANNEAL_STALE \
+            and (most is None or runs < most):
+        start = time.thread_time(), time.perf_counter()
         c = runs % len(chains)
         found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
                                            numiter=ANNEAL_SWEEPS)
         runs += 1
-        longest = max(longest, time.perf_counter() - start)
+        longest = max(longest[0], time.thread_time() - start[0]), max(longest[1], time.perf_counter() - start[1])
         candidate = _linear(found.get_path())
         r = rank(candidate)
         if r < ranks[c]:

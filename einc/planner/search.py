@@ -22,11 +22,11 @@ more are remembered on disk (:mod:`einc.planner.pathcache`), under a key that na
 figures; they are defined in :mod:`einc.planner.searchkey`, which computes the key and
 reads a remembered path without importing this module.
 
-Deterministic for a given :data:`SEED` where the search stops on its counts or its
-convergence: below the hyper-optimizer, unless the guard ends it (in the thread's CPU
-time, which other jobs do not advance, or on the clock past :data:`CAP`: :func:`_ends`); where
-the budget stops a hyper-optimizer search (its trials in this thread's CPU time, annealing on the clock),
-how much fits depends on the machine's speed (annealing's, on its load too), and so may the path.
+Deterministic for a given :data:`SEED` where the search stops on its counts or its convergence: below the
+hyper-optimizer, unless the guard ends it (in the thread's CPU time, which other jobs do not advance, or on
+the clock past :data:`CAP`: :func:`_ends`); where the budget stops a hyper-optimizer search (its stages in
+this thread's CPU time, :data:`CAP` on the clock), what fits depends on the machine's speed (and on its load
+where the clock ends it), and so may the path.
 :class:`Report` says what ran, how long, how many trees and why it stopped (``explain``): docs/paths.md.
 """
 
@@ -188,8 +188,9 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                        memory_limit)
     # the hyper-optimizer: the best random greedy tree refined first, where the budget left affords it
     refined = ""
-    if quick is not None and budget - (time.perf_counter() - t0) >= RECONF_SECONDS * len(inputs):
-        tree = _reconfigured(ctg, inputs, output, size_dict, quick, ended=_ends(clock=t0 + budget))
+    if quick is not None and budget - (time.thread_time() - cpu0) >= RECONF_SECONDS * len(inputs):
+        tree = _reconfigured(ctg, inputs, output, size_dict, quick,
+                             ended=counted_ends(t0)(budget - (time.thread_time() - cpu0)))
         trials += 1
         # the reconfiguration weighs flops and writes as cotengra does: kept where einc's objective agrees
         keep = _rank(inputs, output, size_dict, tree) <= _rank(inputs, output, size_dict, quick)
@@ -205,13 +206,13 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
                    size_dict, budget, memory_limit)
 
 
-def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path, cpu0=None):
+def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, budget, quick, path, cpu0):
     """The hyper-optimizer up to :data:`HYPER_SHARE` of the budget (under a memory limit, all
     of it but the slicer's share, einc.planner.slicebudget), then its best tree and
     ``quick``, the better-ranked first, annealed in turn for the rest: ``(best path, trials,
-    reason, budget, annealing runs)``.  Where the hyper-optimizer's tree brought the budget
-    forward, no annealing run is begun that a gain like that one would leave past its end
-    (einc.planner.anneal's rule after a run's gain)."""
+    reason, budget, annealing runs)``, the budget in this thread's CPU time since ``cpu0``, :data:`CAP` on
+    the clock since ``t0``.  Where the hyper-optimizer's tree brought the budget forward, no annealing run
+    is begun that a gain like that one would leave past its end (einc.planner.anneal's rule after a run's gain)."""
     known = _predict(inputs, output, size_dict, quick) if quick is not None else math.inf
     before = _hyper_budget(greedy, known)
     progress = _Progress(budget) if budget >= PROGRESS_SECONDS else None
@@ -226,10 +227,10 @@ def _hyper_annealed(ctg, inputs, output, size_dict, memory_limit, seed, t0, gree
         annealed = 0
         if memory_limit is None and HYPER_SHARE < 1:
             best, annealed, why = anneal.annealed(
-                ctg, inputs, output, size_dict, best, t0, t0 + budget, seed,
+                ctg, inputs, output, size_dict, best, t0, cpu0 + budget, seed,
                 functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}", progress,
-                lambda p: t0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other,
-                max(0.0, before - budget))
+                lambda p: cpu0 + max(budget_for(_predict(inputs, output, size_dict, p)), FLOOR), other,
+                max(0.0, before - budget), over=lambda cpu, clock: counted_ends(t0 - clock)(cpu)())
             reason += f"; then {annealed} annealing runs of its best tree ({why})" if annealed else \
                 "; no time left to anneal its best tree"
     finally:
@@ -332,10 +333,10 @@ def _ends(cpu=math.inf, clock=math.inf, guard=lambda: False):
     return lambda: time.thread_time() >= end or time.perf_counter() >= clock or guard()
 
 
-def counted_ends(t0=None):
+def counted_ends(t0=None, cap=None):
     """The counted work's guard, the search's and einc.planner.slicebudget's: ``ends(cpu)``, :func:`_ends`
-    of ``cpu`` seconds more, or of :data:`CAP` on the clock past ``t0`` (now): a process that gets no CPU."""
-    return functools.partial(_ends, clock=(time.perf_counter() if t0 is None else t0) + CAP)
+    of ``cpu`` seconds more, or of ``cap`` (:data:`CAP`) on the clock past ``t0`` (now): a process that gets no CPU."""
+    return functools.partial(_ends, clock=(time.perf_counter() if t0 is None else t0) + (CAP if cap is None else cap))
 
 
 def _partitions(work, inputs) -> bool:
@@ -549,10 +550,9 @@ def _register(ctg):
 
 def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_seconds, known=math.inf, share=1.0,
            progress=None, cpu0=None):
-    """cotengra's hyper-optimizer, one trial at a time, until ``share`` of the budget of the best tree
-    so far (``known``: the predicted seconds of the best found before) is spent in this thread's CPU
-    time since ``cpu0`` (now), or :data:`CAP` on the clock since ``t0``:
-    ``(path or None where every trial failed, trials, reason, budget)``."""
+    """cotengra's hyper-optimizer, one trial at a time, until ``share`` of the budget of the best tree so far
+    (``known``: the best predicted seconds before) is spent in this thread's CPU time since ``cpu0`` (now), or
+    ``share`` of :data:`CAP` on the clock since ``t0``: ``(path, trials, reason, budget)``, no path if all failed."""
     _register(ctg)
     graph = max(collections.Counter(i for t in inputs for i in t).values(), default=0) <= 2     # no hyperedges
     methods = [{"greedy": "einc-greedy", "kahypar": "einc-kahypar" if graph else m}.get(m, m) for m in _methods()]
@@ -578,12 +578,12 @@ def _hyper(ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy_second
             trials = len(opt.scores)
             if progress is not None:
                 progress.update(elapsed, trials, flops)
-            # a kahypar trial on hundreds of tensors may take seconds: none is begun that, as long as the longest
-            # so far, would end past the share in this thread's CPU time (load does not move it) or CAP on the clock
-            if counted_ends(t0 - longest[1])(share * budget - cpu - longest[0])():
+            # a kahypar trial on hundreds of tensors may take seconds: none is begun that, as long as the longest so
+            # far, would end past the share in this thread's CPU time or of CAP on the clock (annealing gets the rest)
+            if counted_ends(t0 - longest[1], share * CAP)(share * budget - cpu - longest[0])():
                 reason = ("its share of the " if share < 1 else "") + \
                     "time budget spent (of the best predicted time, in this thread's CPU time" + \
-                    (f", capped at {CAP:g} s" if budget >= CAP or elapsed + longest[1] >= CAP else "") + \
+                    (f", capped at {share * CAP:g} s" if max(budget, (elapsed + longest[1]) / share) >= CAP else "") + \
                     ("; the next trial would end past it)" if cpu < share * budget else ")")
                 break
             if trials >= MAX_TRIALS:

@@ -1,9 +1,9 @@
 """A clock for the planner's clocked tests that other jobs on the machine do not move.
 
-The planner bounds its searches on the wall clock (``time.perf_counter``): annealing's
-deadline, the slicer's past the hyper-optimizer's floor, and the last guard (CAP) of the
-hyper-optimizer's trials, the counted searches and the slicer's stages (their own is the
-thread's CPU time, which the fixture leaves as it is). On a
+The planner bounds its searches on the wall clock (``time.perf_counter``): the slicer's
+deadline past the hyper-optimizer's floor, and the last guard (CAP, or the hyper-optimizer's
+share of it) of the hyper-optimizer's trials, annealing, the counted searches and the
+slicer's stages (their own is the thread's CPU time, which the fixture leaves as it is). On a
 loaded machine the wall clock runs several times faster than the planner's own work, so a
 test of where those bounds stop the search would fail from the load alone. The
 ``cpu_clock`` fixture gives the planner's modules this thread's CPU time in its place (the

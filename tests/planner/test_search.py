@@ -521,9 +521,10 @@ def test_past_half_a_second_of_budget_the_hyper_optimizer_runs_and_beats_greedy(
     assert report.seconds < S.CAP + 3     # the last trial may run past it
 
 
-def _hyper_trials(monkeypatch, cpu_clock, budget, cpu=0.0, clock=0.0):
-    """A run of ``_hyper`` on a small graph, giving ``(path, trials, reason, budget)``: each trial
-    taking ``cpu`` seconds more of this thread's CPU time and ``clock`` seconds more on the clock alone."""
+def _hyper_trials(monkeypatch, cpu_clock, budget, cpu=0.0, clock=0.0, share=1.0):
+    """A run of ``_hyper`` on a small graph, to ``share`` of the budget, giving ``(path, trials, reason,
+    budget)``: each trial taking ``cpu`` seconds more of this thread's CPU time and ``clock`` seconds more
+    on the clock alone."""
     ctg = S._cotengra()
 
     class Slow(ctg.HyperOptimizer):
@@ -536,7 +537,8 @@ def _hyper_trials(monkeypatch, cpu_clock, budget, cpu=0.0, clock=0.0):
     monkeypatch.setattr(ctg, "HyperOptimizer", Slow)
     monkeypatch.setattr(S, "budget_for", lambda seconds: budget)
     inputs, sizes = _regular(20, 2, 3, seed=1)
-    return lambda: S._hyper(ctg, inputs, frozenset(), sizes, None, 0, cpu_clock.perf_counter(), 1.0)
+    return lambda: S._hyper(ctg, inputs, frozenset(), sizes, None, 0, cpu_clock.perf_counter(), 1.0, math.inf,
+                            share)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -562,6 +564,17 @@ def test_the_clock_still_ends_a_hyper_search_that_gets_no_cpu(monkeypatch, cpu_c
     path, trials, reason, _ = _hyper_trials(monkeypatch, cpu_clock, 2.0, clock=S.CAP / 3)()
     assert path is not None and trials == 2 and f"capped at {S.CAP:g} s" in reason
     assert cpu_clock.perf_counter() - start < S.CAP
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_a_hyper_search_that_gets_little_cpu_ends_at_its_share_of_the_clock_s_cap(monkeypatch, cpu_clock):
+    # trials that stand still on the clock for an eighth of CAP each, their CPU time far within a
+    # 30 % share: the second ends at a quarter of CAP, and a third would end past 30 % of it,
+    # where annealing's share of CAP begins
+    start = cpu_clock.perf_counter()
+    path, trials, reason, _ = _hyper_trials(monkeypatch, cpu_clock, 2.0, clock=S.CAP / 8, share=0.3)()
+    assert path is not None and trials == 2 and f"capped at {0.3 * S.CAP:g} s" in reason
+    assert cpu_clock.perf_counter() - start < 0.3 * S.CAP
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -613,7 +626,8 @@ def test_no_annealing_run_is_begun_that_a_gain_like_the_hyper_optimizers_would_l
     greedy = S._greedy(inputs, output, sizes, None)
     monkeypatch.setattr(S, "_hyper", lambda *args: (greedy, 1, "stub", after))
     best, trials, reason, budget, runs = S._hyper_annealed(S._cotengra(), inputs, output, sizes, None, 0,
-                                                           time.perf_counter(), 1.0, 1.0, None, greedy)
+                                                           time.perf_counter(), 1.0, 1.0, None, greedy,
+                                                           time.thread_time())
     assert budget == after and trials == 1
     assert (runs == 0) == (after < 1.0) and ("no time left" in reason) == (after < 1.0), reason
 
@@ -622,14 +636,17 @@ def _annealed(inputs, sizes, seconds, **kwargs):
     """``(path, runs, why, start, linear)``: annealing from the left-to-right tree (a poor
     one) of ``inputs`` for up to ``seconds``."""
     linear = tuple((0, 1) for _ in range(len(inputs) - 1))
-    start = A.time.perf_counter()       # (the cpu_clock fixture's, where a test takes it)
-    return (*_anneal(inputs, frozenset(), sizes, linear, start, start + seconds, **kwargs), start, linear)
+    start = time.thread_time()
+    return (*_anneal(inputs, frozenset(), sizes, linear, start + seconds, **kwargs), start, linear)
 
 
-def _anneal(inputs, output, sizes, path, t0, deadline, **kwargs):
-    """einc.planner.anneal.annealed as the search calls it (its ranking, its weight)."""
+def _anneal(inputs, output, sizes, path, deadline, **kwargs):
+    """einc.planner.anneal.annealed as the search calls it (its ranking, its weight, its end:
+    ``deadline`` in this thread's CPU time, CAP on the clock, the cpu_clock fixture's where a test takes it)."""
+    t0 = A.time.perf_counter()
     return A.annealed(S._cotengra(), inputs, output, sizes, path, t0, deadline, 0,
-                      functools.partial(S._rank, inputs, output, sizes), f"combo-{S.WRITE_FACTOR:g}", **kwargs)
+                      functools.partial(S._rank, inputs, output, sizes), f"combo-{S.WRITE_FACTOR:g}",
+                      **{"over": lambda cpu, clock: S.counted_ends(t0 - clock)(cpu)(), **kwargs})
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -639,7 +656,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
     path, runs, _, _, linear = _annealed(inputs, sizes, 0.3)
     assert runs >= 1
     assert S._rank(inputs, output, sizes, path) < S._rank(inputs, output, sizes, linear)
-    again, _, _ = _anneal(inputs, output, sizes, path, time.perf_counter(), time.perf_counter() + 0.3)
+    again, _, _ = _anneal(inputs, output, sizes, path, time.thread_time() + 0.3)
     assert S._rank(inputs, output, sizes, again) <= S._rank(inputs, output, sizes, path)
 
 
@@ -648,7 +665,7 @@ def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clo
     inputs, sizes = _regular(12, 2, 3, seed=3)
     path, runs, why, start, _ = _annealed(inputs, sizes, 600.0)
     assert why.startswith("converged") and A.ANNEAL_STALE <= runs < 100, (runs, why)
-    assert time.perf_counter() - start < 60
+    assert time.thread_time() - start < 60
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -675,34 +692,41 @@ def test_annealing_shows_its_best_tree_s_flops_as_the_search_counts_them():
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_a_better_annealed_tree_affords_less_search():
     inputs, sizes = _regular(30, 3, 4, seed=2)
-    path, runs, why, start, _ = _annealed(inputs, sizes, 600.0, afford=lambda p: time.perf_counter())
+    path, runs, why, start, _ = _annealed(inputs, sizes, 600.0, afford=lambda p: time.thread_time())
     assert runs == 1 and why == "time budget spent"     # the first run's better tree affords no more
-    assert time.perf_counter() - start < 60
+    assert time.thread_time() - start < 60
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
-def test_annealing_begins_no_run_that_a_gain_like_the_last_would_leave_past_its_deadline(monkeypatch, cpu_clock):
-    # runs of 0.2 s, each finding a better tree that affords 0.4 s less: the first ends at
-    # 0.2 s, its tree affords 0.6 s; a second run would end at 0.4 s, its tree affording 0.2 s
+def test_annealing_begins_no_run_that_a_gain_like_the_last_would_leave_past_its_deadline(monkeypatch):
+    # runs of 0.2 s of CPU time, each finding a better tree that affords 0.4 s less: the first
+    # ends at 0.2 s, its tree affords 0.6 s; a second run would end at 0.4 s, its tree affording 0.2 s
     ctg = S._cotengra()
     slow = ctg.ContractionTree.simulated_anneal
 
     def anneal(self, *args, **kwargs):
-        cpu_clock.sleep(0.2)
+        _spin(0.2)
         return slow(self, *args, **kwargs)
     monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
     inputs, sizes = _regular(12, 2, 3, seed=3)
     linear = tuple((0, 1) for _ in range(len(inputs) - 1))
     ranks, gains = iter(range(0, -100, -1)), []
-    start = cpu_clock.perf_counter()
+    start = time.thread_time()
 
     def afford(path):
         gains.append(path)
         return start + 1.0 - 0.4 * len(set(map(tuple, gains)))
-    path, runs, why = A.annealed(ctg, inputs, frozenset(), sizes, linear, start, start + 1.0, 0,
-                                 lambda p: next(ranks), "flops", afford=afford)
+    path, runs, why = A.annealed(ctg, inputs, frozenset(), sizes, linear, time.perf_counter(), start + 1.0, 0,
+                                 lambda p: next(ranks), "flops", afford=afford, over=lambda cpu, clock: cpu <= 0)
     assert runs == 1 and why == "time budget spent"
-    assert cpu_clock.perf_counter() - start < 0.6       # within what its best tree affords
+    assert time.thread_time() - start < 0.6       # within what its best tree affords
+
+
+def _spin(seconds):
+    """``seconds`` of this thread's CPU time spent."""
+    start = time.thread_time()
+    while time.thread_time() < start + seconds:
+        pass
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
@@ -728,29 +752,49 @@ def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(mon
         best, other = other, best
     assert (S._rank(inputs, output, sizes, other) <= A.ANNEAL_RUNNER_UP * S._rank(inputs, output, sizes, best)) == near
     flops = ctg.ContractionTree.from_path(*libraries._strings(inputs, output, sizes), path=other).total_flops()
-    start = time.perf_counter()
-    path, runs, why = _anneal(inputs, output, sizes, best, start, start + 600.0, other=other)
+    path, runs, why = _anneal(inputs, output, sizes, best, time.thread_time() + 600.0, other=other)
     assert runs == len(starts) >= 4 and why.startswith("converged")
     assert (starts[1] == flops) == near and (flops in starts) == near
     assert S._rank(inputs, output, sizes, path) <= S._rank(inputs, output, sizes, best)
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
-def test_no_annealing_run_is_begun_that_would_end_past_the_deadline(monkeypatch, cpu_clock):
-    # runs of 0.3 s on the clock, their own work included: three end by 0.9 s, a fourth
-    # would end at 1.2 s, past the deadline at 1 s
+def _slow_annealing(monkeypatch, cpu_clock, cpu=0.0, clock=0.0):
+    """Annealing runs of ``cpu`` seconds of this thread's CPU time, their own work included,
+    and ``clock`` seconds more on the clock alone."""
     ctg = S._cotengra()
     slow = ctg.ContractionTree.simulated_anneal
 
     def anneal(self, *args, **kwargs):
         start = time.thread_time()
         out = slow(self, *args, **kwargs)
-        cpu_clock.sleep(max(0.0, 0.3 - (time.thread_time() - start)))
+        _spin(max(0.0, cpu - (time.thread_time() - start)))
+        cpu_clock.sleep(clock)
         return out
     monkeypatch.setattr(ctg.ContractionTree, "simulated_anneal", anneal)
-    inputs, sizes = _regular(20, 2, 3, seed=1)
+    return _regular(20, 2, 3, seed=1)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_no_annealing_run_is_begun_that_would_end_past_the_deadline_and_load_does_not_move_it(monkeypatch,
+                                                                                              cpu_clock):
+    # runs of 0.3 s of CPU time: three end by 0.9 s, a fourth would end at 1.2 s, past the
+    # deadline at 1 s. With the clock at five times the thread's CPU time the same three run
+    inputs, sizes = _slow_annealing(monkeypatch, cpu_clock, cpu=0.3)
     path, runs, _, start, _ = _annealed(inputs, sizes, 1.0)
-    assert runs == 3 and cpu_clock.perf_counter() - start < 1.0
+    assert runs == 3 and time.thread_time() - start < 1.0
+    cpu_clock.rate = 5.0
+    assert _annealed(inputs, sizes, 1.0)[:2] == (path, runs)
+
+
+@pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
+def test_the_clock_still_ends_annealing_that_gets_no_cpu(monkeypatch, cpu_clock):
+    # runs that stand still on the clock for a third of CAP each, their CPU time far within
+    # the deadline: the second ends at two thirds of CAP, and a third would end at CAP
+    inputs, sizes = _slow_annealing(monkeypatch, cpu_clock, clock=S.CAP / 3)
+    start = cpu_clock.perf_counter()
+    path, runs, why, _, _ = _annealed(inputs, sizes, 600.0)
+    assert runs == 2 and why == "time budget spent" and cpu_clock.perf_counter() - start < S.CAP
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")

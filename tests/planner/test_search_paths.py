@@ -46,10 +46,10 @@ def test_the_counted_stages_hand_on_a_tree_that_annealing_improves(monkeypatch, 
     annealed = A.annealed
 
     def counted(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
-                afford=None, other=None, lost=0.0):
+                afford=None, other=None, lost=0.0, over=None):
         # the search's annealing of its best tree as _hyper_annealed calls it, RUNS runs and no clock
         return annealed(ctg, inputs, output, size_dict, path, t0, math.inf, seed, rank, minimize, progress,
-                        None, other, 0.0, most=RUNS)
+                        None, other, 0.0, most=RUNS, over=lambda cpu, clock: False)
 
     monkeypatch.setattr(S, "_hyper", lambda ctg, inputs, output, size_dict, memory_limit, seed, t0, greedy, known,
                         *rest: (None, 0, "the hyper-optimizer given no trial", S._hyper_budget(greedy, known)))
