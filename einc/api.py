@@ -129,13 +129,15 @@ def einsum(*args, **sizes):
 def _named(args, sizes, optimize, memory_limit, select, out, backend, layout=None):
     """A named equation (or keyword sizes): views, einsum on the resolved equation, the
     output's reshape (:mod:`einc.named`).  An ``fx.Proxy``, a ``TorchFunctionMode`` or a
-    tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords)."""
+    tensor subclass gets the call as written (one node of :func:`einsum`, sizes as keywords),
+    its options checked first."""
     options = {"optimize": optimize, "memory_limit": memory_limit, "select": select, "backend": backend,
                "layout": layout}
     options = {k: v for k, v in options.items() if v is not (DEFAULT_OPTIMIZE if k == "optimize" else None)}
     if not tracing() and args and args[0].__class__ is str:
         operands = _operands_of(args)
         if _has_torch_function(operands):
+            call_options(optimize, memory_limit, select, layout)    # as _torch_function: no node eager refuses
             relevant = tuple(operands) + ((out,) if out is not None else ())
             more = {"out": out} if out is not None else {}
             return torch.overrides.handle_torch_function(einsum, relevant, args[0], *operands, **options, **more,

@@ -206,14 +206,17 @@ _XY = ((2, 3), (3, 4))
     ("ij,jk->ik", _XY, {"optimize": 42}, False), ("ij,jk->ik", _XY, {"optimize": "bogus"}, False),
     ("ij,jk->ik", _XY, {"layout": "bogus"}, False), ("ij,jk->ik", _XY, {"select": "bogus"}, False),
     ("ij,jk->ik", _XY, {"memory_limit": "x"}, False), ("ij,jk->iz", _XY, {}, False),
-    ("ij,jk->ik", ((2, 3), 5), {}, True), ("b (h d) -> b h d", ((2, 6),), {"h": 2, "layout": "bogus"}, True),
-], ids=["optimize-int", "optimize-name", "layout", "select", "memory_limit", "equation", "operand", "named"])
+    ("ij,jk->ik", ((2, 3), 5), {}, True), ("b (h d) -> b h d", ((2, 6),), {"h": 2, "layout": "bogus"}, False),
+    ("b (h d) -> b h d", ((2, 6),), {"h": 4}, True),
+], ids=["optimize-int", "optimize-name", "layout", "select", "memory_limit", "equation", "operand", "named-layout",
+        "named-sizes"])
 def test_a_torch_function_mode_gets_no_call_whose_equation_or_options_einc_refuses(eq, operands, kwargs,
                                                                                     dispatched):
     """A call in torch's notation has its equation and options checked before dispatch
     (docs/semantics.md, Errors): a bad one raises the eager call's error at the call, and
-    the mode never sees it.  An operand that is no tensor, and a call with size keywords, are
-    dispatched as written: the mode sees the call, and calling through raises eager's error."""
+    the mode never sees it; so are a named call's options.  An operand that is no tensor, and a
+    named call's sizes, are dispatched as written: the mode sees the call, and calling through
+    raises eager's error."""
     args = (eq, *(torch.randn(s) if isinstance(s, tuple) else s for s in operands))
     with pytest.raises(einc.errors.EincError) as eager:
         einc.einsum(*args, **kwargs)
