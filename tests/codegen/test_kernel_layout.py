@@ -63,9 +63,9 @@ def kernel_tiles(equation, shapes, dtype, strides=None):
     return out
 
 
-# Two-operand permuted contractions (the suite's pairwise family) used to have tiles with
-# no unit-stride axis: a group shared by two tensors had one's unit-stride index last and
-# the other's inside.  A row or column index stranded so rides in the tile's T axis
+# Two-operand permuted contractions (the suite's pairwise family) can leave a tile with no
+# unit-stride axis: a group shared by two tensors has one's unit-stride index last and the
+# other's inside.  A row or column index stranded so rides in the tile's T axis
 # (``dbea,ec->abcd``: B's d, inside N) where K is short, or in a write-bound step leads a
 # second N axis of the tile (``dega,gfbc->abcdef``: B's g, inside N = (f, g, e), ends
 # ``nt`` = (f, g)).  A summed one, or one in a step with a long K, stays a gather: the
@@ -94,9 +94,9 @@ def test_every_suite_kernel_tile_has_a_unit_stride_axis(wid, equation, shapes, d
     assert p.name == k.name
 
 
-def test_the_suite_has_the_layouts_the_review_named():
-    """The walk covers the cases that used to gather: a batch index with unit stride in the
-    result or the operands rides in the tile, and C's unit stride lies along N."""
+def test_the_suite_has_unit_stride_batch_and_output_layouts():
+    """The walk covers the cases a gather would otherwise take: a batch index with unit stride
+    in the result or the operands rides in the tile, and C's unit stride lies along N."""
     by_id = {g[0]: g for g in GPU}
     for wid in ("af2_triangle_mult_outgoing", "txl_rel_attn_scores"):
         _, equation, shapes, dtype = by_id[wid]
@@ -107,9 +107,9 @@ def test_the_suite_has_the_layouts_the_review_named():
     assert k.output.dims[-1] in k.group("n") and k.params == ("b", "a")  # A and B swapped
 
 
-def test_the_old_lowering_would_fail_the_walk():
-    """The check can fail: a kernel with groups in output order and fixed roles, as the
-    lowering used to build them, has tiles with no unit-stride axis."""
+def test_a_kernel_with_fixed_roles_fails_the_walk():
+    """The check can fail: a kernel with groups in output order and fixed roles (a lowering
+    that makes no move for the unit stride) has tiles with no unit-stride axis."""
     import dataclasses
     _, equation, shapes, dtype = next(g for g in GPU if g[0] == "af2_triangle_mult_outgoing")
     eq = parse(equation)

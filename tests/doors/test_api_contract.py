@@ -522,7 +522,8 @@ def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
 @pytest.mark.parametrize("door", ["contract", "contract_path", "contract_expression", "einsum"])
 def test_an_unknown_optimize_name_is_a_key_error_as_in_opt_einsum(door):
     """opt_einsum raises KeyError for ``optimize="nope"``; einc's PathError (a ValueError)
-    is now a KeyError too, its str the message (not KeyError's repr of it)."""
+    is a KeyError too, so either handler catches it, its str the message (not KeyError's
+    repr of it)."""
     opt_einsum = pytest.importorskip("opt_einsum")
     shapes = [(2, 3), (3, 4), (4, 5)]
     with pytest.raises(KeyError):
@@ -545,10 +546,9 @@ _MIXED = [(torch.float64, torch.float32), (torch.float32, torch.float64), (torch
 @pytest.mark.parametrize("eq, shapes, constants", _DTYPE_EXPRESSIONS)
 def test_an_expression_with_constants_raises_contract_s_dtype_error(eq, shapes, constants):
     """A call of an expression with constants runs what the constants' folding leaves, spelled in
-    the graph's letters: a dtype error named that remainder ('ab,bc,cd->ad', 'cd,ac->ad'), its
-    operands and their dtypes (the folded values'), never the equation the caller wrote. It
-    now raises what contract raises on the same operands; under autocast, the remainder's
-    error naming the caller's equation."""
+    the graph's letters; its dtype error is what contract raises on the same operands, not
+    one naming that remainder ('ab,bc,cd->ad', 'cd,ac->ad') and the folded values' dtypes;
+    under autocast, the remainder's error naming the caller's equation."""
     for constant, variable in _MIXED:
         ops = [torch.ones(s, dtype=constant if k in constants else variable) for k, s in enumerate(shapes)]
         variables = [o for k, o in enumerate(ops) if k not in constants]
@@ -571,7 +571,8 @@ def test_an_expression_with_constants_raises_contract_s_dtype_error(eq, shapes, 
 
 def test_a_fold_s_dtype_error_names_the_step_in_the_callers_letters():
     """Constants a step folds as the expression is built, of a dtype torch has no product for
-    (bool): the error named the step in the graph's letters ('ab,bc->ac')."""
+    (bool): the error names the step in the caller's letters ('xy,yz->xz') and the caller's
+    equation, not in the graph's ('ab,bc->ac')."""
     a, b = torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool)
     with pytest.raises(errors.UnsupportedDtypeError) as info:
         einc.contract_expression("xy,yz,zw->xw", a, b, (4, 5), constants=[0, 1])

@@ -424,8 +424,8 @@ def test_ints_read_from_locals_trace_under_dynamic():
 
 
 def test_contract_path_compiles_under_fullgraph_as_eager_plans():
-    """It failed under fullgraph (dynamo traced einc's planner); it is planned as a constant,
-    its sizes specialized: a call at new sizes plans again, as eager does."""
+    """Under fullgraph contract_path is planned as a constant (dynamo does not trace einc's
+    planner), its sizes specialized: a call at new sizes plans again, as eager does."""
     def fn(a, b, c):
         path, info = einc.contract_path("ij,jk,kl->il", a, b, c)
         return einc.einsum("ij,jk,kl->il", a, b, c, optimize=path), path, info

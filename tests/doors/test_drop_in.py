@@ -1,6 +1,6 @@
-"""Regression tests for wrong answers and mismatches that peer test suites (PyTorch's,
-numpy's, opt_einsum's) found with einc in place of the function under test.  Each of
-these failed on einc before the fix."""
+"""Drop-in cases that peer test suites (PyTorch's, numpy's, opt_einsum's) exercise with einc
+in place of the function under test: einc gives the peer's answer, dtype and error on each
+(a wrong answer or a mismatch there is one a peer's user would meet)."""
 
 import random
 import re
@@ -383,12 +383,12 @@ _LAYOUTS = {"coo": lambda t: t.to_sparse(), "csr": lambda t: t.to_sparse_csr() i
     (",ij->ij", [(), (3, 4)]), ("ij,j->i", [(3, 4), (4,)]), ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])])
 def test_a_sparse_operand_anywhere_gets_torchs_right_answer_or_a_clear_error(layout, eq, shapes):
-    """A sparse second operand ran einc's dense plan: "unsupported memory format option
-    Contiguous", "Sparse CSR tensors do not have is_contiguous", or a result where torch
-    raises; and torch's own answer, which einc gave for a sparse first operand, is wrong
-    where it broadcasts one (``i,j->ij`` keeps a sparse ``i``'s first column only).  Now,
-    in every position and door: torch's answer where it is right (an elementwise product, say),
-    else a LayoutError naming the operand and its layout; the inputs are left as they were."""
+    """A sparse operand in any position, in every door, gets torch's answer where it is right
+    (an elementwise product, say), else a LayoutError naming the operand and its layout; the
+    inputs are left as they were.  einc's dense plan cannot run one ("unsupported memory
+    format option Contiguous", "Sparse CSR tensors do not have is_contiguous", or a result
+    where torch raises), and torch's own answer is wrong where it broadcasts one (``i,j->ij``
+    keeps a sparse ``i``'s first column only)."""
     g = torch.Generator().manual_seed(0)
     dense = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
     want = torch.einsum(eq, *dense)
@@ -420,11 +420,11 @@ _HYBRID = {"coo": lambda t: t.to_sparse(), "hybrid": lambda t: t.to_sparse(1)}
     ("dc,da->dca", [(3, 2), (3, 2)], {0: "hybrid"}), ("ad,d->", [(3, 1), (2,)], {0: "hybrid"}),
     ("cd,cab->cdab", [(2, 2), (2, 3, 1)], {0: "hybrid"})])
 def test_a_sparse_operand_torch_answers_rightly_gets_torchs_answer(eq, shapes, sparse):
-    """einc refused (LayoutError) every sparse operand lacking an index of the equation at
-    its full size, though torch's order of work answers these rightly: it sums a sparse
-    operand's own index before any product, broadcasts it against a size 1 only, or
-    broadcasts a hybrid tensor's dense dimensions, which it multiplies rightly.  Now
-    torch's own result, layout and bits, in every door."""
+    """A sparse operand lacking an index of the equation at its full size is not refused
+    where torch's order of work answers it rightly: torch sums a sparse operand's own index
+    before any product, broadcasts it against a size 1 only, or broadcasts a hybrid tensor's
+    dense dimensions, which it multiplies rightly.  There the call gives torch's own result,
+    layout and bits, in every door."""
     g = torch.Generator().manual_seed(0)
     dense = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
     ops = [_HYBRID[sparse[k]](d) if k in sparse else d for k, d in enumerate(dense)]
@@ -449,10 +449,10 @@ def test_a_sparse_product_torch_broadcasts_names_its_operands():
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_out_takes_the_answer_of_a_sparse_operand_or_a_clear_error():
-    """out= with a sparse operand failed with torch's "copy_() between dense and sparse
-    Tensors is not implemented" (a strided out=) or a CSR one's copy error: a strided out=
-    now takes the values of torch's sparse answer, a sparse COO one that answer, and an out=
-    that cannot take the result raises OutError, left as it was -- in every door."""
+    """out= with a sparse operand, in every door: a strided out= takes the values of torch's
+    sparse answer, a sparse COO one that answer, and an out= that cannot take the result (a
+    CSR one) raises OutError and is left as it was, rather than torch's "copy_() between dense
+    and sparse Tensors is not implemented" or a CSR copy error from inside the call."""
     x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
     want = torch.einsum("ij,ij->ij", x.to_sparse(), y)
     doors = (lambda *xs, out: einc.einsum("ij,ij->ij", *xs, out=out),
@@ -488,11 +488,11 @@ def test_explain_of_a_sparse_operand_says_the_call_is_torchs():
 
 
 def test_a_named_call_splitting_or_merging_a_sparse_tensor_is_a_clear_error():
-    """A named call that splits a sparse operand's axis raised torch's bare "Could not run
-    'aten::view' ... 'SparseCPU'" (explain too), and one whose result, torch's sparse answer,
-    it merges, "reshape is not implemented for sparse tensors", while explain said the merge
-    was "a view of einc's contiguous result, no copy".  Now einc's LayoutError naming the
-    tensor and its layout, in every door, and explain says the merge is of torch's result."""
+    """A named call that splits a sparse operand's axis, or merges the axes of its result
+    (torch's sparse answer), raises einc's LayoutError naming the tensor and its layout, in
+    every door, not torch's bare "Could not run 'aten::view' ... 'SparseCPU'" or "reshape is
+    not implemented for sparse tensors"; explain says the merge is of torch's result, not
+    "a view of einc's contiguous result, no copy"."""
     g = torch.Generator().manual_seed(0)
     x, y = (torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(2))
     split = ("i (j k), i j k -> i j k", (x.to_sparse(), y.view(3, 2, 2)), {"j": 2}, "operand 0 is a torch.sparse_coo")
@@ -531,10 +531,10 @@ def test_a_sparse_operand_never_runs_a_strided_calls_plan():
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no mkldnn tensors")
 @pytest.mark.parametrize("eq, n", [("ij,jk->ik", 2), ("ij,ij->ij", 2), ("ij,jk,kl->il", 3)])
 def test_an_mkldnn_operand_never_runs_a_strided_calls_plan(eq, n):
-    """An mkldnn tensor calls itself contiguous, so an mkldnn operand after the first had a
-    dense call's key, and ran its entry: torch's "Could not run 'aten::mm.out' with
-    arguments from the 'MkldnnCPU' backend".  Now its own key, and torch's answer, here
-    einc's LayoutError for torch's refusal, as on a fresh cache."""
+    """An mkldnn tensor calls itself contiguous, yet an mkldnn operand gets a key of its own,
+    not a dense call's (whose entry would raise torch's "Could not run 'aten::mm.out' with
+    arguments from the 'MkldnnCPU' backend"), and torch's answer, here einc's LayoutError for
+    torch's refusal, as on a fresh cache."""
     a = torch.randn(4, 4)
     einc.einsum(eq, *[a] * n)
     hits = einc.cache_info().plans.hits
@@ -592,11 +592,11 @@ def test_contract_expression_constants_keep_the_whole_equations_memory_limit():
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_a_sparse_operand_inside_shared_intermediates_gets_the_answer_it_gets_outside():
-    """Inside ``shared_intermediates`` a sparse operand's step was torch's sparse answer, which
-    the context then made contiguous ("unsupported memory format option Contiguous"), and
-    then a LayoutError where the same call outside the context works.  Now the call shares
-    nothing and is torch's einsum's, as outside: the same result, layout and bits, or the
-    same LayoutError -- in every door, out= too; strided calls in the context still share."""
+    """Inside ``shared_intermediates`` a call with a sparse operand shares nothing and is
+    torch's einsum's, as outside: the same result, layout and bits, or the same LayoutError
+    -- in every door, out= too; strided calls in the context still share.  (Sharing its
+    step would have the context make torch's sparse answer contiguous: "unsupported memory
+    format option Contiguous".)"""
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(2))
     c = torch.randn(4, 5, generator=g, dtype=torch.float64)

@@ -333,10 +333,10 @@ def test_an_int64_result_of_narrow_integers_never_wraps(equation, shapes, memory
                                              ("ij,ij->", [(3, 2), (3, 2)]), ("bi,ib->b", [(3, 2), (2, 3)]),
                                              ("abc,abcd->d", [(3, 2, 1), (3, 2, 1, 4)])])
 def test_half_precision_multiply_and_sum_multiplies_in_float32(equation, shapes, dtype):
-    """A multiply and sum (a dot step, a few long sums) multiplied float16 operands in
-    float16: 300 * 300 overflowed to inf, and +inf - inf gave NaN where torch.einsum (a
-    matrix product, float32 products) sums to 0; and each product lost the bits the sum
-    needs. Now the products are float32, as in torch's matrix product and einc's kernels."""
+    """A multiply and sum (a dot step, a few long sums) of float16 operands multiplies in
+    float32, as torch's matrix product and einc's kernels do: in float16, 300 * 300 overflows
+    to inf and +inf - inf gives NaN where torch.einsum sums to 0, and each product loses the
+    bits the sum needs."""
     big = 300.0 if dtype == torch.float16 else 1e19     # (bfloat16 overflows where float32 does)
     a = torch.full(shapes[0], big, dtype=dtype)
     b = torch.full(shapes[1], big, dtype=dtype)
@@ -384,8 +384,7 @@ def test_half_precision_multiply_and_sum_under_autograd_saves_the_operands_as_th
 
 def test_half_precision_multiply_and_sum_past_52_dimensions_under_autograd():
     """A float16 multiply-and-sum of 59 dimensions under autograd, past torch's 52 letters
-    (spelling the step as torch's einsum op, as einc once did there, raised): right, its
-    gradient too."""
+    (where spelling the step as torch's einsum op would raise): right, its gradient too."""
     shape = (1,) * 30 + (2,) * 8 + (1,) * 20 + (4,)
     g = torch.Generator().manual_seed(0)
     a = torch.randn(shape, generator=g).half().requires_grad_()

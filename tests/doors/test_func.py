@@ -275,7 +275,7 @@ def test_a_shape_torch_answers_is_fresh_under_vmap_and_grad(monkeypatch):
 ])
 def test_vmap_of_an_empty_integer_sum_has_torchs_dtype(equation, shapes, dtype):
     """Through the Function's vmap rule (a sum over size 0 keeps it): torch's integer result
-    dtype depends on the shapes, and the batched equation's was not one element's (r13)."""
+    dtype depends on the shapes, and the batched equation's need not be one element's."""
     ops = [torch.ones((2,) + s, dtype=dtype) for s in shapes]
     want = vmap(lambda *x: torch.einsum(equation, *x))(*ops)
     got = vmap(lambda *x: einc.einsum(equation, *x))(*ops)
@@ -285,7 +285,7 @@ def test_vmap_of_an_empty_integer_sum_has_torchs_dtype(equation, shapes, dtype):
 
 def test_vmap_error_names_the_callers_equation():
     """A dtype torch refuses, raised from the Function's vmap rule, names the caller's
-    equation, not the batched one einc runs (r14)."""
+    equation, not the batched one einc runs."""
     ops = [torch.ones(2, 2, dtype=torch.bool), torch.ones(2, 2, 2, dtype=torch.bool),
            torch.ones(3, 2, 2, dtype=torch.bool), torch.ones(2, 2, dtype=torch.bool)]
     with pytest.raises(NotImplementedError, match=r"'ba,eda,da,dc->cd'"):
@@ -294,8 +294,8 @@ def test_vmap_error_names_the_callers_equation():
 
 def test_vmap_of_bool_operands_counts_in_int64_as_each_element_does():
     """Some operands unbatched, bool: per element ``d,db,da->`` is int64 counts (torch sums);
-    the batched equation has a bool matrix product torch refuses.  The Function's rule now
-    contracts in the element's int64, as einc does per element (r15)."""
+    the batched equation has a bool matrix product torch refuses.  The Function's rule
+    contracts in the element's int64, as einc does per element."""
     g = torch.Generator().manual_seed(0)
     x, y, z = (torch.randint(0, 2, s, generator=g).bool() for s in [(3, 3), (3, 3), (3, 4)])
     want = torch.stack([torch.einsum("d,db,da->", x[i], y, z) for i in range(3)])

@@ -219,11 +219,11 @@ def test_explain_says_so():
 
 
 def test_explain_says_layout_any_only_where_a_step_writes_the_result():
-    """explain's note said "layout 'any': the result is a fresh dense tensor in the order the
-    last step writes it" where no step of the plan writes it: a sparse operand's call, whose
-    result is torch's einsum's (sparse here), and a sum over size 0, whose zeros are made
-    whole and contiguous, as the calls show; and it named the backend "torch" for steps that
-    do not run.  Now neither: what the calls run."""
+    """explain's note "layout 'any': the result is a fresh dense tensor in the order the last
+    step writes it", and a backend "torch" per step, appear only where a step of the plan
+    writes the result: not for a sparse operand's call, whose result is torch's einsum's
+    (sparse here), nor for a sum over size 0, whose zeros are made whole and contiguous, as
+    the calls show.  explain says what the calls run."""
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     assert einc.einsum("ij,ij->ij", x.to_sparse(), y, layout="any").layout == torch.sparse_coo
     shown = einc.explain("ij,ij->ij", x.to_sparse(), y, layout="any")

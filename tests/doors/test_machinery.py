@@ -1,8 +1,8 @@
 """einc inside PyTorch's machinery, called directly (``tests/doors/test_patched.py`` runs the same
-kinds of code with einc patched in as ``torch.einsum``).  Each of these failed on einc
-before the fix: a deadlock, FX, TorchFunctionMode and tensor subclasses, TorchScript,
-and ``torch.jit.trace`` recording a plan for one shape.  The processes at the end (a forked
-child, a DataLoader's workers) were found right, and are pinned here."""
+kinds of code with einc patched in as ``torch.einsum``): a patched-in call returns instead of
+deadlocking, FX, TorchFunctionMode and tensor subclasses see one einc call, TorchScript compiles
+it, and ``torch.jit.trace`` records a call that holds at every shape, not a plan for one.  The
+processes at the end (a forked child, a DataLoader's workers) get the parent's answers."""
 
 import threading
 import warnings

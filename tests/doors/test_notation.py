@@ -509,10 +509,10 @@ def test_a_named_expression_merges_its_output_uncached_under_compile():
 
 def test_a_dtype_error_names_the_equation_as_written():
     """float32 beside float64 operands, which torch's path refuses to contract in one step:
-    the DtypeError named the resolved letters ('bnhd,hde->bnhe'; an expression with
-    constants, its remainder 'abcd,cde->abce'), not the equation the caller wrote, as the
-    named call's other errors do.  Now the caller's, in every door (out=, the sharing
-    context and autocast too); the plain call keeps its own."""
+    the DtypeError names the equation the caller wrote, as the named call's other errors do,
+    not the resolved letters ('bnhd,hde->bnhe'; an expression with constants, its remainder
+    'abcd,cde->abce'), in every door (out=, the sharing context and autocast too); the plain
+    call keeps its own."""
     x, w = torch.randn(2, 3, 12), torch.randn(3, 4, 5, dtype=torch.float64)
     calls = [lambda: einc.einsum(EQ, x, w, h=3), lambda: einc.contract(EQ, x, w, h=3),
              lambda: einc.einsum(EQ, x, w, h=3, out=torch.empty(2, 3, 15, dtype=torch.float64)),
@@ -532,9 +532,9 @@ def test_a_dtype_error_names_the_equation_as_written():
 
 
 def test_an_expressions_operand_count_sentence_has_one_home():
-    """named.py's NamedExpression repeated, word for word, ContractExpression's operand-count
-    sentence (it may not import opt_einsum_api), so the two could drift: both now take
-    ``errors.expression_count``, the one place the sentence is written."""
+    """named.py's NamedExpression and ContractExpression say the same operand-count sentence
+    (named.py may not import opt_einsum_api): both take ``errors.expression_count``, the one
+    place the sentence is written, so the two cannot drift."""
     package = Path(einc.__file__).parent
     homes = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                    if "this expression for {" in p.read_text(encoding="utf-8"))
@@ -803,10 +803,10 @@ def test_torchscript_export_and_jit_trace():
 
 def test_a_named_expression_takes_other_sizes_in_every_door_as_an_unnamed_one():
     """An unnamed expression (as opt_einsum's) takes operands of the planned ranks at other
-    sizes; a named one refused them ("... but the expression was planned for (2, 3, 20)"), in
-    every door, for no reason a caller could see (its views had been built for the planned
-    shapes).  Now its names are resolved at the call's shapes, among the constants', with the
-    keyword sizes it was built with: einsum's answer, with gradients, eagerly, traced by
+    sizes, and so does a named one, in every door, rather than refusing them ("... but the
+    expression was planned for (2, 3, 20)") for no reason a caller could see: its names are
+    resolved at the call's shapes, among the constants', with the keyword sizes it was built
+    with: einsum's answer, with gradients, eagerly, traced by
     ``torch.jit.trace`` (each split an ``einc::named_view``) and under torch.compile; where a
     size does not split, einsum's ShapeError (TorchScript: a RuntimeError with its text)."""
     w0 = torch.randn(4, 5, 6, dtype=torch.float64)

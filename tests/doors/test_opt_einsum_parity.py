@@ -142,9 +142,9 @@ def test_a_registered_name_is_called_as_opt_einsum_calls_it():
 
 @pytest.mark.parametrize("optimize", ["greedy", "optimal", "branch-2"])
 def test_path_info_of_a_size_0_is_opt_einsums(optimize):
-    """With b = 0 kept in ``ce,cbd,dea->ba``, einc's greedy path (a size 0 weighed as 1)
-    made a 30-element intermediate at 300 flops where opt_einsum's makes only empty ones;
-    the PathInfo's path, largest intermediate, flops and sizes now are opt_einsum's, and
+    """With b = 0 kept in ``ce,cbd,dea->ba``, opt_einsum's path makes only empty
+    intermediates (a greedy path weighing a size 0 as 1 makes a 30-element one at 300
+    flops): the PathInfo's path, largest intermediate, flops and sizes are opt_einsum's, and
     its table prints a size-0 intermediate as 0 elements."""
     eq, shapes = "ce,cbd,dea->ba", [(2, 5), (2, 0, 3), (3, 5, 5)]
     path, info = einc.contract_path(eq, *shapes, optimize=optimize)

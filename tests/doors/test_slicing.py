@@ -82,15 +82,15 @@ def test_explain_shows_sliced_indices_slice_count_and_overhead():
 
 def test_slicing_every_summed_index_counts_the_adds_it_leaves_to_the_accumulator():
     # Each slice of a 40x40 product sliced everywhere is one multiply; its add into the
-    # result is the sum the step no longer does: the same flops as unsliced, not half.
+    # result is the sum the step does not do: the same flops as unsliced, not half.
     a, b = _operands([(40, 40), (40, 40)])
     info = einc.explain("ij,jk->ik", a, b, memory_limit=1)
     s = info.slicing
     assert s.num_slices == 40 ** 3
     assert info.flops == s.unsliced_flops == 2 * 40 ** 3 and s.overhead == 1.0
     assert "Slicing FLOP overhead:  1x" in str(info)
-    # Where slicing i and k alone fits, it is now preferred to slicing the summed j, whose
-    # adds cost (before, j was taken as often as k): windows written, nothing added.
+    # Where slicing i and k alone fits, it is preferred to slicing the summed j, whose adds
+    # cost (a slicer blind to those adds takes j as often as k): windows written, nothing added.
     for limit in (1600, 2000):
         info = einc.explain("ij,jk->ik", a, b, optimize=[(0, 1)], memory_limit=limit)
         assert sorted(info.graph.term(info.slicing.indices)) == ["i", "k"]
@@ -894,11 +894,10 @@ def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shap
     ("b,a->a", lambda: (torch.tensor([300., -300., 200.]), torch.full((4,), 300.)), 1),
 ])
 def test_float16_slices_reach_the_accumulator_unrounded(equation, operands, limit, executor, request):
-    """A slice's part of a float16 sum was rounded to float16 before the float32
-    accumulator: one chunk's sum may overflow where the whole does not, and +inf - inf
-    across slices gave NaN where torch.einsum gives 0; a slice that multiplies what torch
-    sums first overflowed in its product (``,aa->``: NaN for -30000). Each slice now
-    contracts in float32."""
+    """Each slice of a float16 sum contracts in float32 and reaches the float32 accumulator
+    unrounded: a slice's part rounded to float16 may overflow where the whole does not, and
+    +inf - inf across slices gives NaN where torch.einsum gives 0; a slice that multiplies
+    what torch sums first would overflow in its product (``,aa->``: NaN for -30000)."""
     device = request.getfixturevalue("kernel_device") if executor == "kernels" else torch.device("cpu")
     ops = [o.half().to(device) for o in operands()]
     assert einc.explain(equation, *ops, memory_limit=limit).slicing is not None

@@ -93,9 +93,9 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
 def test_a_factor_never_moves_onto_a_value_computed_in_the_graph(dtype):
     """``(y @ B) * 1e15`` where ``y`` (~4e36) was computed in the graph: moved onto ``y``, the
     smallest tensor, the factor made it inf where eager gives 3.2e34 -- with
-    ``rewrite="all"`` where ``y`` is an earlier contraction's kept result (r9) or that
-    result through an activation (r13), and under the default policy where ``y``'s own
-    product is left as written (r13).  Only graph inputs (and views of them) are operands
+    ``rewrite="all"`` where ``y`` is an earlier contraction's kept result or that
+    result through an activation, and under the default policy where ``y``'s own
+    product is left as written.  Only graph inputs (and views of them) are operands
     whose magnitude HEADROOM bounds; the factor goes onto another tensor, here the result
     or an input."""
     x, A, B = (torch.full((4, 8), 1e18, dtype=dtype), torch.full((8, 8), 5e17, dtype=dtype),
@@ -124,8 +124,8 @@ def test_a_factor_never_moves_onto_a_value_computed_in_the_graph(dtype):
 
 def test_a_bitcast_input_is_no_bounded_operand():
     """``xi.view(torch.float32)`` of an int32 input reinterprets its bits (9.9e27 here): no
-    view of an input's values, so the factor does not go onto it (r14: inf where eager
-    gives 1.98e23)."""
+    view of an input's values, so the factor does not go onto it (there it gives inf where
+    eager gives 1.98e23)."""
     xi, B = torch.full((2, 2), 0x6E000000, dtype=torch.int32), torch.full((2, 64), 1e-20)
     fn = lambda xi, B: (xi.view(torch.float32) @ B) * 1e15     # noqa: E731
     got = _compile(fn, xi, B, backend=ALL)
@@ -136,7 +136,7 @@ def test_a_bitcast_input_is_no_bounded_operand():
 def test_a_factor_still_moves_onto_a_cast_or_copy_of_a_parameter():
     """A parameter read through a value-preserving cast, copy or part (``w.to(x.dtype)``,
     ``.detach()``, ``.narrow``, a ``split``'s piece) is still a bounded operand: the factor
-    goes onto it where it is the smallest tensor (r14: these had sent it to a 4x larger one)."""
+    goes onto it where it is the smallest tensor, not onto a 4x larger one."""
     class M(torch.nn.Module):
         def __init__(self):
             super().__init__()

@@ -191,11 +191,11 @@ def test_an_empty_kept_index_is_planned_not_left_to_right(optimize, memory_limit
 
 @pytest.mark.parametrize("optimize", ["greedy", "optimal", "branch-2", "auto-hq", "dp"])
 def test_opt_einsum_strategies_weigh_a_size_0_as_opt_einsum_does(optimize):
-    """A named strategy weighed a size 0 as 1, so its path (and the PathInfo's largest
-    intermediate and flops) differed from opt_einsum's: ``ce,cbd,dea->ba`` with b = 0 made a
-    30-element ``cda`` at 300 flops where opt_einsum's path makes only empty tensors.  Now
-    the path is opt_einsum's; where opt_einsum's ``dp`` fails on a 0 ("No contraction
-    found"), einc plans as for size 1 and runs."""
+    """A named strategy weighs a size 0 as opt_einsum does, so its path (and the PathInfo's
+    largest intermediate and flops) is opt_einsum's: ``ce,cbd,dea->ba`` with b = 0 makes only
+    empty tensors, where weighing the 0 as 1 makes a 30-element ``cda`` at 300 flops; where
+    opt_einsum's ``dp`` fails on a 0 ("No contraction found"), einc plans as for size 1 and
+    runs."""
     for eq, shapes in [("ce,cbd,dea->ba", [(2, 5), (2, 0, 3), (3, 5, 5)]),
                        ("fd,bc,efc,ead->ab", [(3, 5), (2, 5), (5, 3, 5), (5, 0, 5)]),
                        ("ecd,adec,b->ba", [(2, 1, 3), (4, 3, 2, 1), (0,)])]:

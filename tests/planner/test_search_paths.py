@@ -25,7 +25,7 @@ from tests.planner.search_networks import load
 
 RUNS = 2        # annealing runs from the tree the counted stages hand on: fewer than the search's budget affords
 # log10 flops: each bound lies between where the search ends with these counts at HYPER_STALE 512 (and with
-# trials run to MAX_TRIALS) and where it ends at 256, the regression of paths-hyper-trials-2026-12-06.md
+# trials run to MAX_TRIALS) and where it ends at 256, the worse paths of paths-hyper-trials-2026-12-06.md
 BOUNDS = {"random hypernetwork (150)": 12.1, "lattice 5x5x5 (125)": 14.6}
 
 

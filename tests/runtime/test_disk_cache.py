@@ -375,7 +375,8 @@ def test_good_settings_are_read(monkeypatch):
 
 
 def test_a_bad_cache_size_fails_at_first_use_naming_it():
-    """It used to crash later, inside the cache (KeyError: 'dictionary is empty')."""
+    """EINC_CACHE_SIZE=-1 is a ConfigError naming the variable at the first call, not a
+    KeyError ('dictionary is empty') from inside the cache later."""
     code = "import torch, einc\neinc.einsum('ij->i', torch.ones(2, 2))\n"
     env = dict(os.environ, EINC_CACHE_SIZE="-1")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)

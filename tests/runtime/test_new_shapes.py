@@ -185,7 +185,7 @@ def test_long_float32_sums_are_as_accurate_as_torchs(eq, shapes, broadcast, exec
     # 1.1e-7 of the value.  A generated kernel's float32 product is a chain of FMAs per
     # program (Triton folds a block's product added apart back into the chain), so its
     # error grows with each program's share of K: on an H200 cuBLAS landed at 1.35e-7 and
-    # einc's kernel at 1.65e-7; on an H100 (e1b85bd) cuBLAS at 0.6e-7, the kernel at 2.8e-7
+    # einc's kernel at 1.65e-7; on an H100 cuBLAS at 0.6e-7, the kernel at 2.8e-7
     floor = 3 * torch.finfo(torch.float32).eps
     assert err(einc.einsum(eq, *ops)) <= min(max(err(torch_einsum(eq, *ops)), floor), 1e-6)
     if executor == "kernels":

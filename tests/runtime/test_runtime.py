@@ -133,7 +133,7 @@ def test_einc_backend_triton_alone_runs_kernels_on_a_cpu(tmp_path):
 
 
 def test_scale_is_fused_into_the_epilogue(triton_backend):
-    """launch(..., scale=s) multiplies in the kernel's epilogue (used to fold scalars in)."""
+    """launch(..., scale=s) multiplies in the kernel's epilogue (how a call's scalars are folded in)."""
     from einc.planner.equation import parse
     from einc.planner.graph import build
     from einc.planner.plan import build_plan

@@ -139,8 +139,8 @@ def test_long_runs_pay_little_for_lying_far_apart():
     """``BTKGH,BSKH->BTKGS`` (grouped-query attention logits, 2 Gi elements): the product
     over (B, K | T, G | S) keeps S innermost, so the result is copied in runs of 8192
     elements; those lie 64 Mi elements apart in the product, which costs a run that long
-    little.  The model used to weigh the distance over the whole copy and pick
-    (B, K | S | T, G), whose copy moves S: 3.1x the time (bench: 3.9 s against 1.25 s)."""
+    little.  A model weighing the distance over the whole copy would pick (B, K | S | T, G),
+    whose copy moves S and takes about three times as long on the bench."""
     sizes = dict(B=4, T=4096, K=8, G=2, H=256, S=4096)
     lay = _choose("BTKGH,BSKH->BTKGS", sizes)
     assert not lay.swap and lay.n == ("S",) and set(lay.m) == {"T", "G"}
@@ -643,7 +643,7 @@ def test_the_layouts_benchmark_shows_what_a_setting_moves(capsys):
     listed as unchanged; the model's constants and ``for_training`` restored after."""
     from bench import layouts
     threads, before, real = torch.get_num_threads(), ttgt.PER_MATRIX, training_layout.for_training
-    try:    # matrices that cost a second each: xyk,kz->yzx no longer runs as a stack over y
+    try:    # matrices that cost a second each: xyk,kz->yzx does not run as a stack over y
         assert layouts.main(["--set", "PER_MATRIX=1e9", "--filter", "^(pw_ttm_xyk_kz|tiny_gemm_16)$",
                              "--threads", "1", "--rounds", "3", "--budget", "0.1"]) == 0
     finally:

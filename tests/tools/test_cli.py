@@ -175,8 +175,9 @@ NO_RUN = ["--suite", str(SUITE), "--filter", "no-such-workload"]      # nothing 
     ("--wait", "inf", "argument --wait: expected a finite number of seconds, got 'inf'"),
 ])
 def test_bench_numbers_out_of_range_are_usage_errors(option, value, message, capsys):
-    """--rounds -1 was an internal error (no median for empty data) and --threads -3 one
-    from torch.set_num_threads, both exit 1; --threads 0, --budget -1 and --wait -5 ran."""
+    """A number out of an option's range is a usage error (exit 2) naming the option, before
+    anything runs: not an internal error later (--rounds -1: no median for empty data;
+    --threads -3: torch.set_num_threads), nor a run (--threads 0, --budget -1, --wait -5)."""
     assert usage_error(["bench", *NO_RUN, option, value], capsys) == f"einc bench: error: {message}"
 
 
@@ -225,7 +226,8 @@ def test_an_output_folder_that_cannot_be_created_or_written_is_a_usage_error(com
 
 @pytest.mark.parametrize("dispatch", [[], ["--dispatch", "--rounds", "1"]])
 def test_bench_out_that_names_a_file_is_refused_before_the_run(dispatch, tmp_path, capsys):
-    """bench --out FILE timed the whole suite, then failed with '[Errno 17] File exists', exit 1."""
+    """bench --out FILE is refused before anything is timed, not after the whole suite with
+    '[Errno 17] File exists'."""
     target = tmp_path / "a_file"
     target.write_text("keep me")
     argv = ["bench", "--suite", str(SUITE), "--quick", "--filter", "tiny_gemm", *dispatch, "--out", str(target)]
@@ -238,7 +240,7 @@ def test_bench_out_that_names_a_file_is_refused_before_the_run(dispatch, tmp_pat
 
 @pytest.mark.parametrize("spelling", ["False", "false", "FALSE", "none", "None", "left-to-right"])
 def test_explain_takes_false_for_left_to_right(spelling, capsys):
-    """As the Python API's optimize=False (or None); --optimize False was refused."""
+    """--optimize False (any case, or None) is the Python API's optimize=False: left to right."""
     argv = ["explain", "ij,jk,kl->il", "--shapes", "64x8,8x64,64x8", "--json", "--optimize"]
     assert main([*argv, spelling]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -248,7 +250,8 @@ def test_explain_takes_false_for_left_to_right(spelling, capsys):
 
 
 def test_explain_lists_only_the_optimize_values_the_command_line_takes(capsys):
-    """The error listed 'a PathOptimizer, or an explicit path', which the command line cannot take."""
+    """The error lists the names the command line takes, not 'a PathOptimizer, or an explicit
+    path', which it cannot take."""
     line = usage_error(["explain", "ij,jk->ik", "--shapes", "2x3,3x4", "--optimize", "nope"], capsys)
     assert line.startswith("einc explain: error: unknown optimize='nope'; valid: auto, ")
     assert "greedy" in line and line.endswith("or left-to-right (also false or none; true is auto)")
@@ -606,8 +609,9 @@ def _suite(tmp_path, *workloads) -> str:
 ])
 @pytest.mark.parametrize("command", ["dump", "bench"])
 def test_a_suite_whose_ids_or_dtypes_are_not_plain_is_refused(tmp_path, capsys, workloads, message, command):
-    """An id names a folder of `einc dump --suite -o OUT`: '/tmp/abs' and '../..' wrote outside
-    OUT, 'classic_matmul' was silently replaced by the classic; a dtype 'f32' was skipped."""
+    """An id names a folder of `einc dump --suite -o OUT`, so one that would write outside OUT
+    ('/tmp/abs', '../..') or replace another's folder ('classic_matmul') is refused, and so is
+    a dtype einc does not know ('f32'), rather than skipped."""
     workloads = [dict(w, id=w["id"].replace("{tmp}", str(tmp_path))) for w in workloads]
     message = message.replace("{tmp}", str(tmp_path))
     argv = ["dump", "--suite", _suite(tmp_path, *workloads), "-o", str(tmp_path / "out")] if command == "dump" else \
@@ -619,8 +623,8 @@ def test_a_suite_whose_ids_or_dtypes_are_not_plain_is_refused(tmp_path, capsys, 
 
 
 def test_dump_suite_refuses_a_linked_folder_in_its_output(tmp_path, capsys):
-    """A link to a folder holding a plan.txt passed the check; writing then failed on it
-    ('Cannot call rmtree on a symbolic link', exit 1) with the folder half-deleted."""
+    """A link to a folder holding a plan.txt is refused by the check, before any writing:
+    writing would fail on it ('Cannot call rmtree on a symbolic link') half-way through."""
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     assert main(["dump", "--suite", str(SUITE), "-o", str(out)]) == 0
     elsewhere.mkdir()
@@ -635,7 +639,7 @@ def test_dump_suite_refuses_a_linked_folder_in_its_output(tmp_path, capsys):
 
 def test_bench_reports_a_bad_suite_equation_per_workload_and_runs_a_0d_operand(tmp_path, capsys):
     """A suite equation torch.einsum refuses is that workload's error, not 'internal error'
-    (exit 1); a 0-d operand ('shapes': [[]]) was never made (torch.randn(*[]))."""
+    (exit 1); a 0-d operand ('shapes': [[]]) is made and timed (torch.randn(*[]) makes none)."""
     path = _suite(tmp_path, {"id": "bad", "equation": "ij,jk->iz"},
                   {"id": "scalar", "equation": "->", "variants": {"cpu": {"shapes": [[]], "dtype": "float32"}}},
                   {"id": "ints", "equation": "ij,jk->ik",
@@ -673,7 +677,8 @@ def test_bench_dispatch_refuses_the_options_it_does_not_take(extra, capsys):
 
 
 def test_explain_refuses_sizes_that_are_not_whole_and_a_dtype_the_tensors_lack():
-    """(64, 8.5) was planned as 8; dtype= beside tensors was ignored."""
+    """A size that is not whole (64, 8.5) is refused, not planned as 8; so is dtype= beside
+    tensors of another dtype, rather than ignored."""
     import torch
 
     import einc
@@ -690,8 +695,8 @@ def test_explain_refuses_sizes_that_are_not_whole_and_a_dtype_the_tensors_lack()
 
 
 def test_a_suite_takes_dtype_aliases_and_refuses_variants_that_are_not_an_object(tmp_path, capsys):
-    """'double' and 'half' ran before suites were checked (and --dtype takes them); a list of
-    variants passed the check and crashed dump ('internal error')."""
+    """A suite's dtype takes the aliases --dtype takes ('double', 'half'); a list of variants
+    is refused by the check, not left to fail inside dump ('internal error')."""
     path = _suite(tmp_path, {"id": "alias", "variants": {"cpu": {"shapes": [[2, 3], [3, 5]], "dtype": "double"},
                                                          "gpu": {"shapes": [[2, 3], [3, 5]], "dtype": "half"}}})
     assert main(["dump", "--suite", path, "-o", str(tmp_path / "out")]) == 0
