@@ -16,23 +16,20 @@ when an operand requires grad under grad mode, or a torch.func transform is acti
 through :class:`einc.autograd.EinsumFunction`.  Two more are one test: ``out=`` and an
 open :func:`einc.shared_intermediates` context take :func:`special_call`.
 
-opt_einsum's door routes its planned calls through one function, :func:`call`, and
-checks its arguments with :func:`call_options`, :func:`check_backend` and
-:func:`shape_of` (the rest of this module is its own).
+opt_einsum's door routes its planned calls through one function, :func:`call`; both doors
+read their options, ``backend=`` and shapes given as numbers with :mod:`einc.call_arguments`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
-import numbers
-import operator
 
 import torch
 
-from . import autograd, custom_op, sharing, traced_doors
+from . import autograd, call_arguments, custom_op, sharing, traced_doors
 from . import named as named_axes
+from .call_arguments import call_options, shape_of, torch_settings
 from .errors import (
     ArgumentError,
     EquationError,
@@ -47,7 +44,7 @@ from .planner import notation, plan_for, slicing
 from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
-from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
+from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, Options, torch_optimize
 from .planner.plan import Plan
 from .runtime import dtypes, engine, sparse, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
@@ -194,6 +191,8 @@ _NO_OPTIONS = tuple(_KEYWORDS.values())
 einsum.__signature__ = inspect.signature(lambda *args, optimize=DEFAULT_OPTIMIZE, memory_limit=None, select=None,
                                          out=None, backend=None, layout=None, **sizes: None)
 _AUTO = AUTO
+_OE_OWN, _OE_MOD = call_arguments.OE_OWN, call_arguments.OE_MOD      # torch's settings, read as torch.einsum reads them
+_TORCH_BACKENDS, _reject_backend = call_arguments.TORCH_BACKENDS, call_arguments.reject_backend
 _SHARING = sharing.STACKS      # non-empty while some thread is inside shared_intermediates()
 # never a compiled frame of its own (inlined where traced): a graph break at a failing call traced each frame below
 custom_op._never_compiled(einsum.__code__)
@@ -240,55 +239,6 @@ def _register_for_torchscript() -> None:
 
 
 _register_for_torchscript()
-
-
-# ----------------------------------------------------------------------- torch's settings
-
-# torch.einsum reads ``torch.backends.opt_einsum.enabled`` and ``.strategy`` as attributes of
-# a module wrapper: a value assigned to the attribute (``torch.backends.opt_einsum.enabled =
-# False``) lands in the wrapper's own dict and wins; otherwise the wrapped module's global
-# holds it (set by ``torch.backends.opt_einsum.flags()`` / ``set_flags()``).  einc reads the
-# same two dicts directly -- four dict lookups, where the attribute read costs a Python
-# ``__getattr__`` -- on every default call, so a change is seen by the next call.
-_OE = torch.backends.opt_einsum
-_OE_OWN = vars(_OE) if hasattr(_OE, "m") else {}      # (a plain module: its own dict is the one place)
-_OE_MOD = vars(getattr(_OE, "m", _OE))
-if "enabled" not in _OE_MOD or "strategy" not in _OE_MOD:     # a torch that keeps them elsewhere
-    _OE_OWN, _OE_MOD = {}, {"enabled": True, "strategy": AUTO}
-
-
-def torch_settings() -> tuple:
-    """``(enabled, strategy)`` of ``torch.backends.opt_einsum``, as torch.einsum reads them."""
-    return (_OE_OWN.get("enabled", _OE_MOD.get("enabled", True)),
-            _OE_OWN.get("strategy", _OE_MOD.get("strategy", AUTO)))
-
-
-def call_options(optimize, memory_limit, select, layout=None) -> Options:
-    """The call's options; einc's default ``optimize`` under torch's settings where it was
-    not passed (see :func:`einc.planner.options.torch_optimize`)."""
-    if optimize is DEFAULT_OPTIMIZE:
-        optimize = torch_optimize(*torch_settings())
-    try:
-        return INTERNED[optimize, memory_limit, select, layout]
-    except (KeyError, TypeError):
-        return Options.of(optimize, memory_limit, select, layout)
-
-
-# ----------------------------------------------------------------------- backend=
-
-_TORCH_BACKENDS = ("auto", "torch")
-
-
-def check_backend(backend) -> None:
-    """Raise for a ``backend=`` that names no torch backend (None, ``"auto"``, ``"torch"``)."""
-    if backend is not None and backend not in _TORCH_BACKENDS:
-        _reject_backend(backend)
-
-
-def _reject_backend(backend):
-    custom_op.refuse(ArgumentError, f"einc runs on torch tensors only: backend={backend!r} is not one einc can use "
-                     "(it accepts None, 'auto' and 'torch'). For other array libraries keep opt_einsum.contract; "
-                     "for torch tensors drop backend= or pass backend='torch'")
 
 
 # ----------------------------------------------------------------------- out= and sharing
@@ -497,32 +447,6 @@ def _autocast_call(eq: Equation, operands, options: Options):
     operands = dtypes.autocast_operands(eq.torch_text, operands, device)
     with torch._C._DisableAutocast():       # (every device's: einc's ops run on the operands' alone)
         return autograd.einsum(eq, operands, options)
-
-
-def shape_of(x):
-    if isinstance(x, torch.Tensor) or (hasattr(x, "shape") and hasattr(x, "dtype")):    # a tensor, an array
-        return tuple(x.shape)
-    try:
-        sizes = tuple(x)
-    except TypeError:
-        raise OperandTypeError(f"expected a tensor or a shape (a sequence of ints), got {type(x).__name__}") \
-            from None
-    shape = tuple(_size(s, sizes) for s in sizes)
-    if any(s < 0 for s in shape):
-        raise ShapeError(f"a shape cannot hold negative sizes: {shape}")
-    return shape
-
-
-def _size(s, shape) -> int:
-    """A size of a shape given as numbers: an int (numpy's, a 0-d tensor's, a float such as
-    8.0 that is one), never 8.5 taken as 8."""
-    try:
-        if not notation.is_boolean(s):      # (operator.index takes True as 1)
-            return operator.index(s)
-    except TypeError:
-        if isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s) and float(s).is_integer():
-            return int(s)
-    raise OperandTypeError(f"a shape's sizes must be whole numbers, got {s!r} in {shape!r}")
 
 
 def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_limit=None, dtype=None,

@@ -12,7 +12,8 @@ import torch
 
 from . import autograd, numpy_keywords, sharing, traced_doors
 from . import named as named_axes
-from .api import _constant_result, _dynamo_tracing, call, call_options, check_backend, einsum, explain, shape_of
+from .api import _constant_result, _dynamo_tracing, call, einsum, explain
+from .call_arguments import call_options, check_backend, shape_of
 from .custom_op import _never_compiled, note_reading, refuse
 from .custom_op import sizes as numbers
 from .errors import (

@@ -85,7 +85,8 @@ ROOMS = [
     ("codegen", ("einc.codegen",)),
     ("runtime", ("einc.runtime",)),
     ("doors", ("einc.named", "einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
-               "einc.opt_einsum_api", "einc.numpy_keywords", "einc.pathinfo", "einc.traced_doors", "einc.dynamo")),
+               "einc.call_arguments", "einc.opt_einsum_api", "einc.numpy_keywords", "einc.pathinfo",
+               "einc.traced_doors", "einc.dynamo")),
     ("face", ("einc",)),
     ("tools", ("einc.tools", "einc.__main__")),
 ]
