@@ -357,10 +357,10 @@ def test_the_64_bit_variant_of_a_stranded_kernel_computes_the_same(kernel_device
 
 @pytest.mark.parametrize("wid,equation,shapes,dtype", GPU, ids=[g[0] for g in GPU])
 def test_every_suite_kernels_host_passes_only_names_its_kernel_takes(wid, equation, shapes, dtype):
-    """``layout``'s sizes go to the kernel as keywords: Triton's interpreter ignores one the
-    kernel does not take, its autotuner on a GPU refuses it (a 2-D K block's host once
-    passed ``MERGED_K``, which only the ptx report's compile showed).  Checked on meta
-    tensors of the suite's shapes, no launch."""
+    """``layout``'s sizes go to the kernel as keywords, each one the kernel takes: Triton's
+    interpreter ignores one it does not take, its autotuner on a GPU refuses it, so a stray
+    keyword (a 2-D K block's host passing ``MERGED_K``) would pass every interpreted test and
+    fail only where the ptx report compiles.  Checked on meta tensors of the suite's shapes, no launch."""
     pytest.importorskip("triton")
     from einc.codegen import render
     from einc.runtime.triton_executor import launch, loader

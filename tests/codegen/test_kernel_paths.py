@@ -249,10 +249,10 @@ def test_a_size_one_index_summed_in_one_operand_is_dropped_by_the_launch(module)
 
 
 def test_only_sums_read_again_past_the_threshold_are_made_first():
-    """The suite's ``bcast_summed_left`` at its gpu sizes sums B over j once (the kernel
-    summed it for each of 2048 values of i; A's j, of size 1, is dropped); at small sizes,
-    where an operand has a repeated index, and in a matrix product of one tile of rows,
-    the kernel sums as before."""
+    """The suite's ``bcast_summed_left`` at its gpu sizes sums B over j once, ahead of the kernel,
+    rather than in the kernel for each of the 2048 values of i (A's j, of size 1, is dropped); at
+    small sizes, where an operand has a repeated index, and in a matrix product of one tile of
+    rows, the kernel does the sums itself."""
     def lowered(equation, shapes):
         plan = build_plan(build(parse(equation), shapes), equation)
         (kernel,) = lower_program(plan, "float32", shapes)

@@ -387,8 +387,8 @@ def test_interleaved_labels_of_any_sortable_kind():
 
 
 def test_contract_path_takes_the_operands_as_one_list():
-    """As einsum and explain do (it raised a bare 'only one element tensors' ValueError);
-    a lone shape stays a shape."""
+    """contract_path takes the operands as one list, as einsum and explain do, rather than
+    raising a bare 'only one element tensors' ValueError; a lone shape stays a shape."""
     x, w = torch.randn(2, 3, 32), torch.randn(8, 4, 5)
     assert einc.contract_path("b n (h d), h d e -> b n (h e)", [x, w], h=8)[0] == [(0, 1)]
     a, b, c = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)
@@ -469,10 +469,10 @@ def test_opt_einsum_characters_in_errors_and_with_constants():
 
 def test_a_callers_optimizer_sees_the_callers_characters_once_under_max_input():
     """A PathOptimizer is called as opt_einsum calls it for the same call: the caller's
-    characters (einc's internal letters a, b, c... before), ellipsis dimensions and
-    broadcast sizes spelled as opt_einsum spells them, and under ``memory_limit="max_input"``
-    once, with opt_einsum's number (einc asked it again without the limit where its path
-    did not keep to it, and counted a broadcast operand at its own size)."""
+    characters (not einc's internal letters a, b, c...), ellipsis dimensions and broadcast sizes
+    spelled as opt_einsum spells them, and under ``memory_limit="max_input"`` once, with
+    opt_einsum's number (a broadcast operand not counted at its own size), not asked again
+    without the limit where its path does not keep to it."""
     opt_einsum = pytest.importorskip("opt_einsum")
 
     class Recording(opt_einsum.paths.PathOptimizer):

@@ -173,11 +173,11 @@ def test_narrow_integers_with_an_int64_result_are_exact_step_by_step_and_folded(
 
 
 def test_an_expression_with_narrow_integer_constants_shares_its_steps_and_meets_other_dtypes_as_einsum():
-    """Its int8 operands are made int64 once per context (a new int64 copy per call keyed
-    every step anew: the cache grew by a step and a tensor per call); operands of another
+    """Its int8 operands are made int64 once per context (a new int64 copy per call would key
+    every step anew: the cache would grow by a step and a tensor per call); operands of another
     dtype meet the constants as einsum's call meets them: an int64 operand in int64 (einsum
-    contracts a call of several dtypes in its result's, exactly: torch's wraps to 7680000),
-    a uint8 one refused (torch's path multiplies uint8 by int64)."""
+    contracts a call of several dtypes in its result's, exactly: torch's wraps to 7680000), a
+    uint8 one refused (torch's path multiplies uint8 by int64)."""
     i8 = lambda *s: torch.full(s, 100, dtype=torch.int8)       # noqa: E731
     c, v, d = i8(4, 4), i8(4), i8(3)
     expr = einc.contract_expression("ab,bc,c,d->a", (5, 4), c, v, d, constants=[1, 2, 3])

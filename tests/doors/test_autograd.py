@@ -304,8 +304,8 @@ def derivative_device(request):
 
 
 def test_a_dual_tensor_that_does_not_require_grad_keeps_its_tangent(derivative_device):
-    """Forward AD: a dual operand need not require grad; where kernels ran the call its
-    tangent was dropped, and jacobian(strategy="forward-mode") was all zeros."""
+    """Forward AD: a dual operand need not require grad; its tangent is kept where kernels run
+    the call too (dropped, it would make jacobian(strategy="forward-mode") all zeros)."""
     import torch.autograd.forward_ad as fwAD
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(s, dtype=torch.float64, generator=g).to(derivative_device) for s in [(2, 3), (3, 4)])
@@ -341,8 +341,8 @@ def test_batched_gradients_of_a_sliced_contraction():
 
 def test_the_function_saves_only_what_a_gradient_reads(derivative_device):
     """An inference tensor beside one that requires grad, and a second backward of a sum
-    (nothing saved), work as with torch.einsum; where kernels ran the call, every operand
-    was saved, and both raised."""
+    (nothing saved), work as with torch.einsum where kernels run the call too: the function
+    saves only what a gradient reads (saving every operand makes both raise)."""
     with torch.inference_mode():
         a = torch.randn(2, 3, dtype=torch.float64).to(derivative_device)
     b = torch.randn(1, dtype=torch.float64, device=derivative_device, requires_grad=True)    # j broadcast:

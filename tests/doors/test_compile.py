@@ -128,8 +128,8 @@ def test_the_op_itself_under_autograd_and_torch_func():
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_forward_mode_under_compile_gives_the_tangent(backend):
     """jvp, jacfwd and forward_ad inside a compiled function: while dynamo and AOTAutograd
-    trace the op, its tangent is the sum of the op with each operand's tangent (the op
-    below autograd made none: the compiled tangent was zero)."""
+    trace the op, its tangent is the sum of the op with each operand's tangent (the op below
+    autograd makes none: without that sum the compiled tangent would be zero)."""
     import torch.autograd.forward_ad as fwAD
     a, b, t = _randn(3, 4), _randn(4, 5, seed=1), _randn(3, 4, seed=2)
     mine = lambda a: einc.einsum("ij,jk->ik", a, b)                     # noqa: E731
@@ -155,8 +155,8 @@ def test_forward_mode_under_compile_gives_the_tangent(backend):
 @pytest.mark.parametrize("trace", ["aot_eager", "jit.trace"])
 def test_a_traced_backward_under_a_dispatch_mode_gives_the_gradients(trace):
     """A compiled or traced call's backward (``einc::einsum_backward``, the call again with
-    autograd) run under a TorchDispatchMode, which runs the op below autograd: the
-    gradients without the mode, bit for bit (it raised: nothing was recorded)."""
+    autograd) run under a TorchDispatchMode, which runs the op below autograd: the gradients
+    without the mode, bit for bit, rather than an error for a backward with nothing recorded."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -235,8 +235,8 @@ def test_a_compiled_contract_is_one_graph_as_the_first_call_of_a_process():
 def test_flop_counter_mode_counts_a_traced_pair_as_it_counts_torch_einsum(equation, shapes):
     """The op's count is what the counter gives torch.einsum's ops for the same call: a
     matrix product's 2*M*N*K, none for a product with nothing summed or a sum of one operand,
-    and none for an index one operand sums alone (it counted the plan's flops: 128 for
-    ij,ij->ij, 1024 for ij,jk->k, where torch.einsum counts 0 and 128)."""
+    and none for an index one operand sums alone, not the plan's flops (128 for ij,ij->ij, 1024
+    for ij,jk->k, where torch.einsum counts 0 and 128)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     def counts(f, ops):
@@ -371,10 +371,11 @@ _EXPRESSIONS = {"plain": einc.contract_expression("ij,jk,kl->il", (3, 5), (5, 6)
 
 @pytest.mark.parametrize("dynamic,graphs", [(True, 1), (None, 2)], ids=["dynamic", "automatic"])
 def test_an_expressions_call_compiles_once_for_its_sizes(dynamic, graphs):
-    """An expression's call looked the operands' shapes up among those it had met (the runs it keeps
-    per shapes), so dynamo guarded every size on the planned ones: under dynamic=True a graph per
-    size (three for three).  While dynamo traces it checks and runs the call without the lookup,
-    as einsum and contract trace: one graph (two where dynamo first traces sizes as numbers)."""
+    """While dynamo traces an expression's call it checks and runs the call without looking the
+    operands' shapes up among those it has met (the runs it keeps per shapes), as einsum and
+    contract trace: under dynamic=True one graph (two where dynamo first traces sizes as
+    numbers).  Traced, that lookup would make dynamo guard every size on the planned ones: a
+    graph per size (three for three)."""
     calls = {"plain": lambda a, b, c: _EXPRESSIONS["plain"](a, b, c),
              "constants": lambda a, b, c: _EXPRESSIONS["constants"](a, c),
              "einsum": lambda a, b, c: einc.einsum("ij,jk,kl->il", a, b, c),
@@ -477,9 +478,10 @@ def test_the_numbers_of_contract_path_compute_inside_a_fullgraph_function(dynami
 
 
 def test_contract_path_of_strided_views_and_mixed_dtypes_compiles_under_fullgraph():
-    """Tensors were described by their shapes, one dtype and one device, so a transposed view or
-    operands of two dtypes raised ArgumentError under fullgraph (and broke the graph without it);
-    the door reads stand-ins of each tensor's shape, strides, dtype and device, as eager reads it."""
+    """contract_path of a transposed view, or of operands of two dtypes, compiles under fullgraph
+    (and without it, unbroken): the door reads stand-ins of each tensor's shape, strides, dtype
+    and device, as eager reads it.  Tensors described by their shapes, one dtype and one device
+    would raise ArgumentError there (and break the graph without fullgraph)."""
     eq = "ij,jk,kl->il"
     fn = lambda *ops: einc.contract_path(eq, *ops)      # noqa: E731
     for ops in [(_randn(48, 64).t(), _randn(48, 80, seed=1), _randn(80, 2, seed=2)),
@@ -514,11 +516,12 @@ NUMPY_PATHS = {
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("form", NUMPY_PATHS)
 def test_a_path_of_numpy_values_runs_in_every_door_as_eagerly(form, dynamic):
-    """opt_einsum takes a path of numpy integers, or a numpy array: so do the eager doors.  Under
-    torch.compile(fullgraph=True) dynamo read each numpy value as a tensor of unknown value,
-    and the op's text was its Unsupported (repr() of an ndarray; an int32 it could not read; an
-    array refused as no path); torch.fx could not record a numpy value in a node.  Each door
-    runs the path as the eager call does (the path, as contract_path reports it)."""
+    """opt_einsum takes a path of numpy integers, or a numpy array: so do the eager doors, and
+    each door runs the path as the eager call does (the path, as contract_path reports it),
+    under torch.compile(fullgraph=True) and torch.fx too.  Handed to dynamo as it is, each numpy
+    value would be read as a tensor of unknown value, the op's text its Unsupported (repr() of an
+    ndarray; an int32 it cannot read; an array refused as no path), and torch.fx cannot record a
+    numpy value in a node."""
     np = pytest.importorskip("numpy")
     path = NUMPY_PATHS[form](np)
     eq, ops = "ij,jk,kl->il", (_randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2))
@@ -581,11 +584,11 @@ def _in_every_door(calls, ops, dynamic):
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_a_numpy_memory_limit_runs_in_every_door_as_eagerly(dynamic):
-    """memory_limit=np.int64(10) (a numbers.Real, which the eager call takes as 10): under
-    torch.compile(fullgraph=True) dynamo read it as a tensor and the op's text was its
-    Unsupported (repr() on tensor); torch.jit.trace wrote it into the op's text as
-    'np.int64(10)', a PathError; torch.fx could not record it.  Each door runs it as 10, a
-    limit that changes this call's path (contract_path, compiled, reports it)."""
+    """memory_limit=np.int64(10) (a numbers.Real, which the eager call takes as 10) runs as 10 in
+    each door, a limit that changes this call's path (contract_path, compiled, reports it).
+    Handed on as it is, dynamo under torch.compile(fullgraph=True) would read it as a tensor (the
+    op's text its Unsupported: repr() on tensor), torch.jit.trace would write it into the op's
+    text as 'np.int64(10)' (a PathError), and torch.fx cannot record it."""
     np = pytest.importorskip("numpy")
     eq, ops = "ij,jk,kl->il", (_randn(3, 4), _randn(4, 5, seed=1), _randn(5, 2, seed=2))
     limit, want = np.int64(10), reference(eq, *ops)

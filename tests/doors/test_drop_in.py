@@ -293,10 +293,10 @@ def test_contract_expression_constants_give_einsums_bits(workload, new_shapes):
 ])
 def test_contract_expression_constants_where_a_broadcast_dimension_grows(eq, declared, called, constants):
     """A variable's dimension of size 1 that the plan broadcast against a larger size, given
-    another size by a call: the constants were folded with that dimension as an index of its
-    own, and the call gave the product of the sums (``ij,jk->ik`` planned for (2, 1) and
-    called with (2, 3): sum_j a times sum_j c).  It runs the whole equation, as einsum and
-    opt_einsum's expression do; other sizes run the folded remainder."""
+    another size by a call, runs the whole equation, as einsum and opt_einsum's expression do;
+    other sizes run the folded remainder.  Constants folded with that dimension as an index of
+    its own would give the product of the sums (``ij,jk->ik`` planned for (2, 1) and called with
+    (2, 3): sum_j a times sum_j c)."""
     g = torch.Generator().manual_seed(0)
     ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in called]
     args = [ops[k] if k in constants else s for k, s in enumerate(declared)]
@@ -311,9 +311,10 @@ def test_contract_expression_constants_where_a_broadcast_dimension_grows(eq, dec
 @pytest.mark.parametrize("optimize", ["path", "random-greedy-object", "dp-object", "greedy"])
 def test_contract_expression_constants_with_a_path_or_an_optimizer_run_the_planned_path(constants, optimize):
     """The remainder after folding runs the rest of the planned path, over its operands
-    (variables first, then the constants left): the caller's path or optimizer was for the
-    whole equation (a path raised PathError, a RandomGreedy instance ValueError, and where
-    nothing was folded the path ran on reordered operands: 48x the planned flops)."""
+    (variables first, then the constants left), not the caller's path or optimizer, which are
+    for the whole equation: on the remainder a path would raise PathError, a RandomGreedy
+    instance ValueError, and where nothing is folded the path would run on reordered operands
+    (48x the planned flops)."""
     import opt_einsum as oe
     g = torch.Generator().manual_seed(0)
     shapes = [(64, 64), (64, 2), (2, 64), (64, 3)]
@@ -548,7 +549,7 @@ def test_an_mkldnn_operand_never_runs_a_strided_calls_plan(eq, n):
 
 def test_operands_on_several_devices_get_torchs_answer():
     """A meta operand among CPU ones: torch's einsum answers (a meta result), not a plan for
-    the first operand's device (which returned uninitialised CPU memory)."""
+    the first operand's device (which would return uninitialised CPU memory)."""
     a, b = torch.ones(3, 4), torch.ones(4, 5, device="meta")
     want = torch.einsum("ij,jk->ik", a, b)
     got = einc.einsum("ij,jk->ik", a, b)

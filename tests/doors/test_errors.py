@@ -203,9 +203,9 @@ def test_expression_shape_check():
 
 def test_an_expression_checks_a_calls_shapes_once(monkeypatch):
     """An expression checks the operands of shapes it has not met (the whole equation's graph
-    built again, with constants), once: a later call of the same shapes is a lookup and the
-    run, as a call of the planned shapes is (every call of other sizes built the graph again,
-    twice the call's time).  Shapes that do not fit raise at each call."""
+    built again, with constants), once: a later call of the same shapes is a lookup and the run,
+    as a call of the planned shapes is, rather than the graph built again at every call of other
+    sizes (twice the call's time).  Shapes that do not fit raise at each call."""
     checks = []
     check = einc.ContractExpression._check
     monkeypatch.setattr(einc.ContractExpression, "_check", lambda self, ops: checks.append(1) or check(self, ops))

@@ -329,9 +329,9 @@ SCALAR_PRODUCTS = [(",,a->a", [(), (), (0,)]), (",,,a->a", [(), (), (), (0,)]), 
 @pytest.mark.parametrize("equation,shapes", SCALAR_PRODUCTS, ids=[e for e, _ in SCALAR_PRODUCTS])
 def test_jacrev_of_an_empty_result_with_a_product_of_scalars(equation, shapes, new_shapes, monkeypatch):
     """jacrev of a call whose result is empty runs its backward under vmap over an empty
-    batch; a step multiplying two 0-d tensors (``,->``, or ``i,i->`` with i of size 1)
-    raised there ("select(): index 0 out of range": torch's vmap of a 0-d product), where
-    torch.einsum's 1-d product answers.  So did a vmap of such a call over an empty batch."""
+    batch, and a vmap of such a call runs over one: a step multiplying two 0-d tensors (``,->``,
+    or ``i,i->`` with i of size 1) answers there as torch.einsum's 1-d product does, rather than
+    raising torch's vmap of a 0-d product ("select(): index 0 out of range")."""
     monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     einc.cache_clear()
     ops = [_randn(*s, seed=k) for k, s in enumerate(shapes)]

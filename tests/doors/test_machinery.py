@@ -176,8 +176,8 @@ assert seen.count(True) == 1, seen
 def test_a_mode_that_reads_einc_einsum_at_einc_s_first_use():
     """einc's first use under a mode whose handler reads ``einc.einsum``: einc imports its
     front end with the modes off, so the handler sees the call once, and never einc's
-    import-time torch calls (which re-entered einc half-imported: a second registration
-    of the op library raised)."""
+    import-time torch calls (which would re-enter einc half-imported: a second registration
+    of the op library raises)."""
     import pathlib
     import subprocess
     import sys

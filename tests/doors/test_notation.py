@@ -704,10 +704,10 @@ def test_errors_under_torch_compile_are_einc_s(fullgraph):
 
 @pytest.mark.parametrize("fullgraph", [True, False])
 def test_a_named_call_with_out_traces_no_table_of_letters(fullgraph):
-    """Under torch.compile a named call with out= traces parse of its resolved equation, whose
-    letters came from a table dynamo traced the making of, through its cache, code point by
-    code point (some twelve thousand): most of the trace, before the error eager raises at once,
-    and on every such call that works.  letter() reads a str there, a constant to dynamo."""
+    """Under torch.compile a named call with out= traces parse of its resolved equation with
+    letter() reading a str, a constant to dynamo, not a table of letters whose making dynamo
+    would trace through its cache, code point by code point (some twelve thousand): most of the
+    trace, before the error eager raises at once, and on every such call that works."""
     from einc.planner import equation
     before = equation._alphabet.cache_info()
     assert [equation.letter(i) for i in (0, 25, 26, 51, 52)] == ["a", "z", "A", "Z", "\u00c0"]
@@ -959,7 +959,7 @@ def test_a_size_keyword_is_checked_on_every_call():
 
 @pytest.mark.parametrize("value", [True, torch.tensor(True)], ids=["bool", "bool-tensor"])
 def test_a_boolean_is_no_size(value):
-    """operator.index takes True as 1: h=True was planned as h=1."""
+    """operator.index takes True as 1: a boolean is refused as a size, not planned as h=1."""
     with pytest.raises(einc.errors.ArgumentError, match="must be an int"):
         einc.einsum("b (h d) -> b h d", torch.randn(2, 6), h=value)
     with pytest.raises(einc.errors.OperandTypeError, match="whole numbers"):

@@ -106,10 +106,10 @@ if "einc-test-registered" not in opt_einsum.paths._PATH_OPTIONS:
 
 
 def test_a_registered_name_is_called_as_opt_einsum_calls_it():
-    """A function registered with ``opt_einsum.paths.register_path_fn`` ran, but was handed
-    einc's int labels and a size 0 as 1 (what einc's own searches get) and, under
-    ``max_input``, was asked again without the limit: it is the caller's optimizer, called
-    as opt_einsum calls it -- the caller's characters, the true sizes, once."""
+    """A function registered with ``opt_einsum.paths.register_path_fn`` is the caller's
+    optimizer, called as opt_einsum calls it -- the caller's characters, the true sizes, once:
+    not handed einc's int labels and a size 0 as 1 (what einc's own searches get), nor asked
+    again without the limit under ``max_input``."""
     chain = [(2, 3), (3, 4), (4, 5)]
     cases = [("ij,jk,kl->il", chain, None), ("i1,1j,j#->i#", chain, None),
              ("...a,...a,a", [(4, 4), (4, 4, 4), (4,)], None),

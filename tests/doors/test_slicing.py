@@ -795,8 +795,8 @@ def test_the_suggested_limit_slices_where_the_flops_outweigh_the_overhead():
 
 def test_explain_after_a_sliced_run_with_steps_hoisted_out_of_the_slices():
     """A step that holds no sliced index runs once per call, apart from the slices; explain
-    after the run still gives one row per step of the plan (it raised IndexError, and
-    to_dict put the backends on the wrong steps)."""
+    after the run still gives one row per step of the plan, and to_dict each step its own
+    backend, rather than an IndexError or backends on the wrong steps."""
     from networks import grid
     eq_grid = grid(4, 5, 4)[0]
     cases = [("abc,cd,de->abe", [(6, 7, 8), (8, 9), (9, 5)], 200),
@@ -862,8 +862,8 @@ def test_a_max_input_refusal_names_max_input():
                                        ("ij,jk,kl->il", [(8, 9), (9, 10), (10, 7)])])
 def test_max_input_counts_the_output_and_repeated_indices_as_opt_einsum(eq, shapes):
     """opt_einsum's 'max_input' is the largest of the operands' and the output's sizes (a
-    repeated index counted as often as it appears): einc's was the operands' alone (``ii``
-    as n), so an outer product was cut into 256 slices (n=16; a MemoryLimitError from
+    repeated index counted as often as it appears), and so is einc's: the operands' alone
+    (``ii`` as n) would cut an outer product into 256 slices (n=16; a MemoryLimitError from
     n=160) where opt_einsum runs one contraction."""
     import opt_einsum as oe
     ops = _operands(shapes)

@@ -91,9 +91,9 @@ def test_a_factor_on_a_chains_result_does_not_scale_its_intermediates(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_factor_never_moves_onto_a_value_computed_in_the_graph(dtype):
-    """``(y @ B) * 1e15`` where ``y`` (~4e36) was computed in the graph: moved onto ``y``, the
-    smallest tensor, the factor made it inf where eager gives 3.2e34 -- with
-    ``rewrite="all"`` where ``y`` is an earlier contraction's kept result or that
+    """``(y @ B) * 1e15`` where ``y`` (~4e36) is computed in the graph: the factor does not
+    move onto ``y``, the smallest tensor, where it would make it inf and eager gives 3.2e34 --
+    with ``rewrite="all"`` where ``y`` is an earlier contraction's kept result or that
     result through an activation, and under the default policy where ``y``'s own
     product is left as written.  Only graph inputs (and views of them) are operands
     whose magnitude HEADROOM bounds; the factor goes onto another tensor, here the result
@@ -173,8 +173,8 @@ def test_a_chains_factors_that_do_not_nearly_cancel_stay_apart():
 def test_a_chains_factors_that_nearly_cancel_move_together(dtype):
     """A factor on an operand or intermediate and one on the chain's result that nearly undo
     each other scale the result together, and the chain runs as if none was written: kept
-    apart, x * 1e18 overflowed the fused chain's x @ A where eager's intermediates and
-    result (4e14) are finite; folded onto x, x * 10 tipped an x @ A at 5.8e37 over."""
+    apart, x * 1e18 would overflow the fused chain's x @ A where eager's intermediates and
+    result (4e14) are finite; folded onto x, x * 10 would tip an x @ A at 5.8e37 over."""
     x, A, B = (torch.full((1, 64), 1e10, dtype=dtype), torch.full((64, 64), 1e10, dtype=dtype),
                torch.full((64, 64), 1e-10, dtype=dtype))
     near = (torch.full((1, 64), 9.5e17, dtype=dtype), torch.full((64, 64), 9.5e17, dtype=dtype),
@@ -685,8 +685,9 @@ def test_in_float16_factors_stay_where_written_in_chains_in_order_and_on_kernels
 
 @pytest.mark.interpreter
 def test_in_float16_a_factor_on_an_operand_is_not_moved_into_the_kernels_epilogue(kernel_device):
-    """On the generated kernels (CUDA's default) the factor went into the last kernel's
-    epilogue, after the float16 intermediate ``x @ A`` had overflowed."""
+    """On the generated kernels (CUDA's default) the factor stays where it was written, not
+    moved into the last kernel's epilogue, which comes after the float16 intermediate
+    ``x @ A`` would have overflowed."""
     x, A, B = (torch.full((2, 64), 10.).half().to(kernel_device), torch.full((64, 64), 300.).half().to(kernel_device),
                torch.full((64, 64), 1e-3).half().to(kernel_device))
     chain = lambda x, A, B: x @ ((A * 1e-3) @ B)          # noqa: E731
@@ -711,9 +712,9 @@ def test_in_float16_factors_that_multiply_to_1_keep_the_one_on_an_operand():
 
 
 def test_a_factor_on_a_result_fused_first_is_not_moved_past_a_chain_whose_factors_may_not_move():
-    """((A @ B) * 1e-2) @ ((u * 1e-25) @ v): the first fusion carried ``* 1e-2`` inside the
-    chain, and the second (whose 1e-27 may not move) then put it on the output: inf where
-    eager is 8e36; with the consumer's operands swapped it was right."""
+    """((A @ B) * 1e-2) @ ((u * 1e-25) @ v), and with the consumer's operands swapped: the first
+    fusion carries ``* 1e-2`` inside the chain, and the second (whose 1e-27 may not move) leaves
+    it there; put on the output, it would give inf where eager is 8e36."""
     A = B = torch.full((2, 2), 1e19)
     u, v = torch.ones(2, 2), torch.full((2, 2), 1e25)
     for f in (lambda A, B, u, v: ((A @ B) * 1e-2) @ ((u * 1e-25) @ v),

@@ -84,8 +84,8 @@ def test_the_compiled_error_pickles_as_einc_s_class():
 
 def test_a_failing_op_runs_eagerly_without_dynamo_compiling_einc_s_runtime():
     """Without fullgraph dynamo breaks the graph at an op call that fails (here torch has no
-    product of bools) and runs it eagerly: it compiled each frame of einc's runtime in turn
-    then (some fifty), as the op's kernels were frames of their own to it."""
+    product of bools) and runs it eagerly, compiling none of einc's runtime: were the op's
+    kernels frames of their own to it, it would compile each frame in turn (some fifty)."""
     fn, args = (lambda x, y: einc.einsum("ij,jk->ik", x, y)), (_r(2, 3) > 0, _r(3, 4) > 0)
     try:
         _fails_in_frames(fn, args, 10)      # the caller's and einc's doors'
@@ -105,10 +105,10 @@ def _fails_in_frames(fn, args, most: int) -> None:
 
 
 def test_a_failing_named_call_runs_eagerly_without_dynamo_compiling_einc_s_doors():
-    """Without fullgraph dynamo breaks the graph at a call that fails, and ran einsum then as a
-    frame of its own, compiled: it traced it down to the failing check again (a named call's
-    out=: einsum, _named, split_out, refuse, each traced twice), seconds where eager fails at
-    once.  einsum is never compiled as a frame of its own: it runs as it does uncompiled."""
+    """Without fullgraph dynamo breaks the graph at a call that fails; einsum is never compiled
+    as a frame of its own: it runs as it does uncompiled and fails at once, rather than dynamo
+    tracing it down to the failing check again (a named call's out=: einsum, _named, split_out,
+    refuse, each traced twice), for seconds."""
     fn, args = (lambda x, w, o: einc.einsum("b (h d), h d e -> b (h e)", x, w, out=o, h=2)), \
         (_r(3, 4), _r(2, 2, 5), torch.zeros(3, 7))
     try:
@@ -201,8 +201,9 @@ DYNAMIC = {
 
 @pytest.mark.parametrize("case", sorted(DYNAMIC))
 def test_a_shape_error_of_dynamic_sizes_names_their_values(case):
-    """Compiled with dynamic sizes, the error named their symbols (``size s17``), or, worded
-    in traced code (out=, the constants' sizes), was dynamo's: it cannot hand over such text."""
+    """Compiled with dynamic sizes, the error is eager's, naming the sizes' values: not their
+    symbols (``size s17``), nor, where it is worded in traced code (out=, the constants' sizes),
+    dynamo's own, which cannot hand over such text."""
     fn, args = DYNAMIC[case]
     _same(_compiled(fn, args, dynamic=True), _raised(fn, *args))
 
@@ -303,11 +304,11 @@ FAILING_DOORS = {
 
 @pytest.mark.parametrize("case", sorted(FAILING_DOORS))
 def test_a_failing_opt_einsum_door_runs_eagerly_without_dynamo_compiling_einc_s_frames(case):
-    """Without fullgraph dynamo breaks the graph at a call that fails, and compiled the door it
-    calls then as a frame of its own, and each frame below it in turn (contract, _named,
-    ContractExpression.__call__, _admit, _check, _run, call, ...: up to 65 frames, seconds).
-    The opt_einsum doors are never compiled as frames of their own, as einsum is: the caller's
-    frame alone, and eager's error."""
+    """Without fullgraph dynamo breaks the graph at a call that fails; the opt_einsum doors are
+    never compiled as frames of their own, no more than einsum is: the caller's frame alone,
+    and eager's error, rather than the door compiled as a frame and each frame below it in turn
+    (contract, _named, ContractExpression.__call__, _admit, _check, _run, call, ...: up to 65
+    frames, seconds)."""
     try:
         _fails_in_frames(*FAILING_DOORS[case], 2)       # the caller's (its restart)
     finally:
@@ -399,9 +400,10 @@ def _chain_doors(kw: dict):
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_path_or_limit_is_refused_as_eager_refuses_it_through_every_door(case, monkeypatch):
-    """A string index was accepted compiled (its text read back as an int), and the name
-    "false" ran left to right, where the eager call raises; a list of bare ints raised
-    dynamo's "Observed exception" under fullgraph; a bool index's message named the op's text."""
+    """Each malformed path or limit raises eager's error in every door, compiled or not: a
+    string index is not read back as an int from its text, the name "false" does not run left to
+    right, a list of bare ints is not dynamo's "Observed exception" under fullgraph, and a bool
+    index's message does not name the op's text."""
     monkeypatch.setattr(torch, "einsum", einc.einsum)
     args = (_r(3, 4), _r(4, 5, seed=1), _r(5, 6, seed=2))
     doors = _chain_doors(MALFORMED[case])

@@ -202,8 +202,8 @@ def test_up_to_5_operands_and_for_two_the_folder_is_never_looked_at(monkeypatch,
 
 
 def test_explain_names_the_search_and_whether_its_path_was_read_back(monkeypatch, cache_dir):
-    """``explain`` said nothing of the search of 6-16 operands ("Optimizer: auto" alone): not
-    that the dp made the path, nor that it was read back from disk instead of searched."""
+    """``explain`` names the search of 6-16 operands, not "Optimizer: auto" alone: that the dp
+    made the path, or that it was read back from disk instead of searched."""
     ops = [torch.empty(s) for s in DENSE]
 
     def line(**options):

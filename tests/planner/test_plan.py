@@ -168,11 +168,12 @@ def test_true_and_one_are_not_the_same_argument():
 @pytest.mark.parametrize("memory_limit", [None, 10 ** 9, "max_input", 5])
 @pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", "branch-2", "random-greedy", "cotengra"])
 def test_an_empty_kept_index_is_planned_not_left_to_right(optimize, memory_limit):
-    """``ij,jk,kl->il`` with l = 0: a size 0 was planned left to right, whose first step is
-    an n x n outer product of the other operands (10^10 elements at n = 10^5, from 0.8 MB
-    of operands); torch's order touches the empty one.  With a memory_limit or cotengra the
-    slicer's own shortcut planned left to right too.  einc's search weighs the 0 as 1;
-    opt_einsum's strategies, by name, weigh the true sizes and take opt_einsum's path."""
+    """``ij,jk,kl->il`` with l = 0 is planned with empty intermediates and no flops, under a
+    memory_limit or cotengra too (where the slicer's own shortcut plans), as torch's order
+    runs it (its first step touches the empty operand): left to right, the first step would be
+    an n x n outer product of the other operands (10^10 elements at n = 10^5, from 0.8 MB of
+    operands).  einc's search weighs the 0 as 1; opt_einsum's strategies, by name, weigh the
+    true sizes and take opt_einsum's path."""
     if optimize == "cotengra":
         pytest.importorskip("cotengra")
     n = 100_000

@@ -64,8 +64,9 @@ def test_the_slicer_asks_for_the_longer_of_a_rule_expected_and_the_longest_so_fa
 
 
 def _exhaustive_cut(model, limit, fixed=()):
-    """The cut by peak weighing every halving behind an over-limit moment (as it did before
-    floors): the least peak, then the least time, then the least index."""
+    """The cut by peak weighing every halving behind an over-limit moment, with no floors (the
+    reference the floored search must match): the least peak, then the least time, then the
+    least index."""
     full, chunks = model.full, dict.fromkeys(fixed, 1)
     peak = model.peak(chunks, limit)[0]
     while peak > limit:

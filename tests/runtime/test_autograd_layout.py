@@ -188,8 +188,8 @@ def test_a_viewed_results_gradient_whose_groups_do_not_merge_is_copied_once(monk
     """``abcd,ce->dbea`` with the result in any layout returns its product ``(a b, d, e)``
     permuted, a view, whose gradient in ``dbea``'s order does not merge ``a b``: the hook
     copies it once with the executor's permuted copy (the copy the training layout prices),
-    which the reshape's backward then views, where torch's copy made it before (slower for
-    this order).  Values and gradients are torch.einsum's."""
+    which the reshape's backward then views, rather than leaving the copy to the reshape's
+    backward (torch's copy, slower for this order).  Values and gradients are torch.einsum's."""
     monkeypatch.setattr(training_layout, "for_training", lambda lay, *a, **k: lay)
     calls = _spied_copies(monkeypatch)
     einc.cache_clear()

@@ -5,7 +5,7 @@ The whole path runs here with Triton's real JIT, autotuner and compiler (for sm_
 stand-in driver that launches nothing (``bench/first_launch.py --child``, in a
 subprocess without ``TRITON_INTERPRET``): with threads, every config the autotuner times
 was compiled before its first timing, by more than one thread; with one thread, the
-autotuner compiles each as it times it, as before; where the autotuner's result is on
+autotuner compiles each as it times it, as Triton's own does; where the autotuner's result is on
 disk, nothing is timed and only the chosen config compiled."""
 
 import json

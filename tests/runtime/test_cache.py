@@ -330,9 +330,9 @@ def _call_and_report(queue):
 
 
 def test_a_child_forked_while_a_thread_plans_gets_fresh_locks():
-    """A process forked while another of its threads builds a plan: the child's copy of
-    that key's lock was held for ever (no thread of the child would release it), so the
-    child's first call with that key waited for ever."""
+    """A process forked while another of its threads builds a plan gets fresh locks: the
+    child's copy of that key's lock, held for ever (no thread of the child would release it),
+    would make the child's first call with that key wait for ever."""
     import multiprocessing
     einc.cache_clear()
     einc.einsum("i->", torch.ones(2))

@@ -72,9 +72,9 @@ def test_size_one_dimensions_out_of_memory_order_leave_an_operand_read_as_it_is(
 
 @pytest.mark.parametrize("door", ["gradient", "scaled"])
 def test_a_cached_call_builds_its_key_once(door, monkeypatch):
-    """The key of a cached call that takes a gradient (or a scale) is built once: the order
-    of a permuted operand, part of the key, was read twice (a peek for torch's op, then the
-    entry's lookup), and counted as one hit."""
+    """The key of a cached call that takes a gradient (or a scale) is built once, as one hit:
+    the order of a permuted operand, part of the key, is read once, not for a peek at torch's op
+    and again for the entry's lookup."""
     monkeypatch.setattr(ttgt, "SMALL", 1 << 12)
     x = torch.randn(64, 128, dtype=torch.float64).T         # read in its memory order
     w = torch.randn(64, 8, dtype=torch.float64, requires_grad=door == "gradient")
@@ -208,7 +208,7 @@ def _instructions(fn, code):
 
 def test_a_call_without_keywords_makes_no_cell_and_reads_no_option():
     """``einsum``'s own work on a cached call without keywords: no cell made for its keyword
-    dict (a comprehension over the dict made one on every call) and no option read one by
+    dict (as a comprehension over the dict would make on every call) and no option read one by
     one (none was passed: one identity test stands for the four)."""
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     einc.einsum("ij,jk->ik", a, b)

@@ -166,7 +166,7 @@ def test_no_bytecode_is_written_into_the_cache(triton_backend, monkeypatch):
 
 def test_clearing_leaves_what_a_pycache_link_points_at(triton_backend, tmp_path):
     """An older einc's bytecode folder is emptied on clear; a link of that name is not
-    followed (clear deleted einc_*.pyc files in the folder it pointed at, outside the cache)."""
+    followed, so clear deletes no einc_*.pyc file in the folder it points at, outside the cache."""
     from einc.runtime.triton_executor import diskcache
     matmul()
     kernels = triton_backend / "cache" / "kernels"
@@ -263,8 +263,9 @@ def test_a_shared_world_writable_folder_of_someone_else_is_refused(fresh, monkey
 
 @pytest.mark.parametrize("create", [True, False])
 def test_a_folder_under_a_file_is_refused_by_name(fresh, monkeypatch, create):
-    """EINC_CACHE_DIR=a/file/sub: refused with what is wrong (it said "cannot write kernel
-    modules to None ([Errno 17] File exists)" and tried the path for every kernel)."""
+    """EINC_CACHE_DIR=a/file/sub: refused once, saying what is wrong (a part of the path is a
+    file), rather than "cannot write kernel modules to None ([Errno 17] File exists)" and the
+    path tried again for every kernel."""
     (fresh / "afile").write_text("")
     monkeypatch.setenv("EINC_CACHE_DIR", str(fresh / "afile" / "sub"))
     with pytest.warns(RuntimeWarning, match=f"refusing the kernel cache folder {fresh / 'afile' / 'sub'}: a part "

@@ -58,8 +58,8 @@ def test_no_candidate_of_a_free_result_counts_its_copy(eq, shapes):
 def test_layouts_equal_but_for_the_result_copy_stay_equal():
     """``bhqk,bkhd->bqhd`` (attention's values): the plain product and the swapped one
     (``B`` copied as its matrices' transposes) cost the same once neither copies the
-    result; the first of them is kept, not the one the subtraction's rounding made
-    cheaper by 1e-10 ns (the swapped product took 1.6 ms where the plain one took 0.95)."""
+    result; the first of them is kept, not the one the subtraction's rounding makes
+    cheaper by 1e-10 ns (the swapped product is the slower when timed)."""
     lay = _choose("bhqk,bkhd->bqhd", dict(b=4, h=8, q=128, k=128, d=64), True)
     assert not lay.swap and lay.flip == "" and lay.copies == "r"
 

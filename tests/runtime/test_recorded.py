@@ -135,9 +135,9 @@ class _Allocations(TorchDispatchMode):
 @pytest.mark.parametrize("case", [BROADCAST, PERMUTED], ids=lambda c: c[0])
 def test_a_backward_makes_nothing_of_the_operand_it_did_not_save(case, which, count):
     """Where one operand's gradient is taken, the step saves only the other; its backward makes
-    no empty memory standing in for the one not saved (it made one of that operand's layout,
-    and copied it into the product's matrix where the training layout permutes it), and no
-    more than the gradient, a copy of the result's gradient and of the saved operand's matrices."""
+    no empty memory standing in for the one not saved (one of that operand's layout, copied
+    into the product's matrix where the training layout permutes it), and no more than the
+    gradient, a copy of the result's gradient and of the saved operand's matrices."""
     eq, shapes = case
     ops = _operands(shapes)
     ops[which].requires_grad_()

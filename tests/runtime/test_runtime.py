@@ -188,7 +188,8 @@ def test_a_fake_first_call_leaves_the_kernels_to_real_ones(triton_backend):
 
 
 def test_the_op_scales_a_sliced_plan():
-    """torch.ops.einc.einsum(..., scale) on a plan sliced by memory_limit (it raised TypeError)."""
+    """torch.ops.einc.einsum(..., scale) on a plan sliced by memory_limit runs the slices and
+    scales their sum, rather than raising TypeError."""
     import einc.custom_op  # noqa: F401 - registers the op
     a, b, c = (torch.randn(s, dtype=torch.float64) for s in [(8, 30), (30, 30), (30, 8)])
     out = torch.ops.einc.einsum("ij,jk,kl->il", [a, b, c], "auto", "100", 0.5)
@@ -206,7 +207,7 @@ def test_select_in_any_case_as_einc_select():
 
 def test_explain_names_the_device_where_kernels_were_asked_for_on_another(monkeypatch):
     """EINC_BACKEND=triton runs kernels on CPU and CUDA tensors; on meta tensors explain
-    says the device is why (it said the kernels could not be built, with no warning)."""
+    says the device is why, not that the kernels could not be built (with no warning)."""
     monkeypatch.setenv("EINC_BACKEND", "triton")
     a = torch.ones(2, 2, device="meta")
     note = einc.explain("ij,jk->ik", a, a).note

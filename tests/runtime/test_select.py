@@ -648,7 +648,7 @@ def test_the_first_round_times_a_kernels_screen_on_the_device_alone(monkeypatch)
     """On CUDA operands the default timer times a kernel's one-config first-round run with
     the host's work before the launch hidden (it is set up and launched through Triton's
     JIT path, hundreds of µs on an H100 that the kernel's usual launch does not pay;
-    counted, every small kernel was left out), and everything else with it counted, as a
+    counted, it would leave every small kernel out), and everything else with it counted, as a
     call pays it: the other candidates' first runs and every run of the rounds.  A
     replaced timer (a test's) times every run.  (The events themselves need a GPU.)"""
     arg = torch.zeros(1).as_subclass(_OnCuda)

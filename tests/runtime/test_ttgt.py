@@ -314,10 +314,10 @@ def test_ntn_runs_its_product_as_torch_does():
     """pykeen's NTN ``bda,ca->bcd`` (b=256, d=4, a=16, c=500): the product over
     ``((b, d), a) x (a, c)``, as torch.einsum runs it, its result ``(b, d, c)`` copied into
     ``(b, c, d)`` by a transpose of ``(4 x 500)`` blocks, rather than ``(c, a) x (a, (b, d))``
-    and ``(c, b, d)`` copied in runs of 4 elements.  The first copy was measured the cheaper
-    (bench/permute_copy.py --model), and the whole step with it 0.75-0.83x the time in
-    training; the model had priced it 1.15x the second, a short innermost index as if it
-    cost 2-3x what it does."""
+    and ``(c, b, d)`` copied in runs of 4 elements.  The first copy measures the cheaper
+    (bench/permute_copy.py --model), and the whole step with it trains faster; a model that
+    priced the first above the second would take a short innermost index to cost several times
+    what it does."""
     sizes = dict(b=256, d=4, a=16, c=500)
     lay = _choose("bda,ca->bcd", sizes)
     assert (lay.m, lay.n, lay.k, lay.copies) == (("b", "d"), ("c",), ("a",), "c")
@@ -750,7 +750,7 @@ def test_each_layout_of_a_shape_has_its_own_entry():
     """An entry reads its operands in the memory order of the layout it was made for; the
     plan cache keys on that order for operands that are not contiguous, so the same call
     gives the same bits whatever layout of the same shapes ran first (keyed on contiguity
-    alone, another layout's order ran it: other bits, and up to 2.1x the time), and a
+    alone, another layout's order would run it: other bits, and more time), and a
     window of a padded batch, with new strides each call, is not planned each call."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(300, 5, 40, generator=g).permute(1, 2, 0)       # (b, a, k) laid out (k, b, a)
@@ -815,7 +815,8 @@ def test_a_viewed_results_gradient_is_priced_in_training():
     reaches both products as matrices with no unit-stride axis and is copied once, into
     ``(b, c, e, a)`` or ``(b, c, a, e)``: the second copy is the cheaper by more than a
     ``Recorded`` step costs, and the swapped layout trains for less (bench/measured/
-    real-modules-2026-12-06.md).  Without the backward priced, the forward's was kept."""
+    real-modules-2026-12-06.md).  The backward is priced: weighing the forward alone would
+    keep the forward's layout."""
     sizes = dict(a=64, b=4, c=8, d=32, e=128)
     args = list("abcd"), list("ebcd"), list("aebc"), sizes, tx._COPY_WORTH_SPARING
     lay = ttgt.choose(*args, loops=False, free_out=True)
