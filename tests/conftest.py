@@ -16,8 +16,8 @@ interpreters; ``-m "not slow"`` is the quick loop).
 Layout: the test folders mirror the package (``planner/``, ``codegen/``, ``runtime/``,
 ``doors/``, ``dynamo/``, ``tools/``, ``fuzz/``) and are packages, so that two folders may
 hold files of one name; ``support/`` holds the helpers the tests import by bare name
-(``oracle``, ``fuzz``, ``networks``, ``entries``), put on ``sys.path`` here, and the programs the
-tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
+(``oracle``, ``fuzz``, ``networks``, ``entries``, ``threads``, ``compiler``), put on ``sys.path``
+here, and the programs the tests run in subprocesses (``support/scripts/``, ``support/patched_battery.py``).
 """
 
 import atexit
@@ -70,6 +70,15 @@ def _dynamo_reads_torch_unpatched():
     from torch._dynamo import trace_rules
     trace_rules.get_torch_obj_rule_map()
     yield
+
+
+@pytest.fixture
+def cleared_caches():
+    """einc's caches in memory emptied before the test and after it."""
+    import einc
+    einc.cache_clear()
+    yield
+    einc.cache_clear()
 
 
 @pytest.fixture
@@ -137,6 +146,20 @@ def new_shapes(request, monkeypatch):
     einc.cache_clear()
     yield request.param
     einc.cache_clear()
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The equations einc's executor runs, in order."""
+    from einc.runtime import engine
+    seen = []
+    run = engine.run
+
+    def spy(eq, operands, options):
+        seen.append(eq.text)
+        return run(eq, operands, options)
+    monkeypatch.setattr(engine, "run", spy)
+    return seen
 
 
 @pytest.fixture

@@ -3,12 +3,12 @@ TTGIR passes, LLVM and ptxas — which needs no GPU: the interpreter does not ch
 only the compiler checks (static ``if``s on constants, 3-D dots, layouts, shared
 memory).  Runs in a subprocess without ``TRITON_INTERPRET``."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from compiler import needs_nvidia, uninterpreted_env
 
 triton = pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,19 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "support" / "scripts" / "hopper_compile.py"
 
 
-def _nvidia_backend() -> bool:
-    try:
-        from triton.backends import backends
-        return "nvidia" in backends
-    except Exception:
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_kernels_compile_for_hopper():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1")
+    env = uninterpreted_env(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1")
     done = subprocess.run([sys.executable, str(SCRIPT)], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

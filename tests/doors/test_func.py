@@ -10,23 +10,9 @@ from oracle import reference
 from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import einc
-from einc.runtime import engine
 
 D = torch.float64
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    """The equations einc's executor runs, in order."""
-    seen = []
-    run = engine.run
-
-    def spy(eq, operands, options):
-        seen.append(eq.text)
-        return run(eq, operands, options)
-    monkeypatch.setattr(engine, "run", spy)
-    return seen
 
 
 def _randn(*shape, seed=0):

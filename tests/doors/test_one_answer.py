@@ -19,11 +19,7 @@ SEEDS = range(40)
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("cleared_caches")
 
 
 def _cases(seeds):

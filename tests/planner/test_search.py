@@ -40,6 +40,24 @@ def _regular(n, d_min, d_max, seed):
     return inputs, sizes
 
 
+def _cotengrust_or_skip(reason):
+    rust = S._cotengrust()
+    if rust is None:
+        pytest.skip(reason)
+    return rust
+
+
+def _replace_trials(monkeypatch, rust, trials):
+    """The search sees cotengrust with its random greedy trials run by ``trials`` (called as
+    ``optimize_random_greedy_track_flops`` is), all else cotengrust's own."""
+    class StandIn:
+        def __getattr__(self, name):
+            return getattr(rust, name)
+
+        optimize_random_greedy_track_flops = staticmethod(trials)
+    monkeypatch.setattr(S, "_cotengrust", lambda: StandIn())
+
+
 def _equation(inputs):
     labels = sorted({i for t in inputs for i in t})
     return ",".join("".join(opt_einsum.get_symbol(labels.index(i)) for i in sorted(t)) for t in inputs) + "->"
@@ -289,25 +307,19 @@ def test_a_network_that_contracts_in_a_millisecond_gets_a_few_milliseconds_of_tr
 def test_a_small_search_counts_its_work_so_a_slow_machine_finds_the_same_path(monkeypatch, cpu_clock):
     # below the hyper-optimizer the budget is counted in trials and subtrees at nominal
     # costs: a machine three times slower runs longer, and finds the same path
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's trials")
+    rust = _cotengrust_or_skip("cotengrust's trials")
     inputs, sizes = _regular(60, 2, 2, seed=1)
     path, report = S.find(inputs, set(), sizes)
     assert S.budget_for(report.greedy_seconds) < S.HYPER_FLOOR
     calls = []
 
-    class Slow:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, ntrials, **kwargs):
-            start = time.thread_time()
-            out = rust.optimize_random_greedy_track_flops(*args, ntrials=ntrials, **kwargs)
-            calls.append(ntrials)
-            cpu_clock.sleep(2 * (time.thread_time() - start))
-            return out
-    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    def slow(*args, ntrials, **kwargs):
+        start = time.thread_time()
+        out = rust.optimize_random_greedy_track_flops(*args, ntrials=ntrials, **kwargs)
+        calls.append(ntrials)
+        cpu_clock.sleep(2 * (time.thread_time() - start))
+        return out
+    _replace_trials(monkeypatch, rust, slow)
     slow_path, slow_report = S.find(inputs, set(), sizes)
     assert calls
     assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
@@ -373,18 +385,12 @@ def test_a_loaded_machine_finds_the_counted_searchs_path_later_not_cut(cpu_clock
 def test_the_clock_still_ends_a_counted_search_that_gets_no_cpu(monkeypatch, cpu_clock):
     # a process that gets no CPU for CAP seconds (a batch of trials that stood still on the
     # clock) ends its search at the next look: no more trials, no refinement
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's counted trials")
+    rust = _cotengrust_or_skip("cotengrust's counted trials")
 
-    class Stuck:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, **kwargs):
-            cpu_clock.sleep(S.CAP)
-            return rust.optimize_random_greedy_track_flops(*args, **kwargs)
-    monkeypatch.setattr(S, "_cotengrust", lambda: Stuck())
+    def stuck(*args, **kwargs):
+        cpu_clock.sleep(S.CAP)
+        return rust.optimize_random_greedy_track_flops(*args, **kwargs)
+    _replace_trials(monkeypatch, rust, stuck)
     inputs, sizes = _regular(60, 2, 2, seed=1)
     _, report = S.find(inputs, set(), sizes)
     assert "allowance spent after 8 trials" in report.reason and "refined" not in report.method
@@ -394,20 +400,14 @@ def test_the_clock_still_ends_a_counted_search_that_gets_no_cpu(monkeypatch, cpu
 def test_trials_that_gain_a_percent_or_so_converge(monkeypatch):
     # on a matrix product state greedy's tree is near the best: trials that keep finding trees
     # a fraction of a percent better end as those that find none do
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's batches")
+    rust = _cotengrust_or_skip("cotengrust's batches")
     batches = [0]
 
-    class Creeping:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, **kwargs):
-            batches[0] += 1
-            ssa, _ = rust.optimize_random_greedy_track_flops(*args, **kwargs)
-            return ssa, 9.0 - 0.001 * batches[0]        # each batch 0.2 % better than the one before
-    monkeypatch.setattr(S, "_cotengrust", lambda: Creeping())
+    def creeping(*args, **kwargs):
+        batches[0] += 1
+        ssa, _ = rust.optimize_random_greedy_track_flops(*args, **kwargs)
+        return ssa, 9.0 - 0.001 * batches[0]        # each batch 0.2 % better than the one before
+    _replace_trials(monkeypatch, rust, creeping)
     inputs, sizes = _regular(30, 2, 4, seed=1)
     per_trial = S.TRIAL_SECONDS * sum(map(len, inputs))
     _, trials, reason, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0, None,
@@ -434,20 +434,14 @@ def test_a_refinement_that_affords_no_subtree_makes_no_tree(monkeypatch):
 def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch, cpu_clock):
     # a trial on hundreds of tensors takes milliseconds: batches sized by the time left, not
     # doubled blindly (here each trial takes 2 ms)
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's batches")
+    rust = _cotengrust_or_skip("cotengrust's batches")
     sizes_asked = []
 
-    class Slow:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, ntrials, **kwargs):
-            sizes_asked.append(ntrials)
-            cpu_clock.sleep(0.002 * ntrials)
-            return rust.optimize_random_greedy_track_flops(*args, ntrials=1, **kwargs)
-    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    def slow(*args, ntrials, **kwargs):
+        sizes_asked.append(ntrials)
+        cpu_clock.sleep(0.002 * ntrials)
+        return rust.optimize_random_greedy_track_flops(*args, ntrials=1, **kwargs)
+    _replace_trials(monkeypatch, rust, slow)
     inputs, sizes = _regular(30, 2, 4, seed=1)
     start = cpu_clock.perf_counter()
     monkeypatch.setattr(S, "STALE", 10 ** 9)
@@ -461,19 +455,13 @@ def test_trial_batches_keep_to_the_budget_on_hundreds_of_tensors(monkeypatch, cp
 
 def test_random_greedy_batches_take_turns_with_two_costmod_ranges(monkeypatch):
     # cotengrust's own range (matrix chains need its ends), then a narrower one, in turn
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's batches")
+    rust = _cotengrust_or_skip("cotengrust's batches")
     seen = []
 
-    class Spy:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, **kwargs):
-            seen.append(kwargs["costmod"])
-            return rust.optimize_random_greedy_track_flops(*args, **kwargs)
-    monkeypatch.setattr(S, "_cotengrust", lambda: Spy())
+    def spy(*args, **kwargs):
+        seen.append(kwargs["costmod"])
+        return rust.optimize_random_greedy_track_flops(*args, **kwargs)
+    _replace_trials(monkeypatch, rust, spy)
     monkeypatch.setattr(S, "MAX_TRIALS", 64)
     monkeypatch.setattr(S, "STALE", 10 ** 9)
     inputs, sizes = _regular(30, 2, 4, seed=1)
@@ -815,9 +803,7 @@ def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monke
     # the greedy path affords the hyper-optimizer, the best random greedy tree does not: the
     # search then is a small one of that tree's budget, its trials and refinement counted, so
     # a machine three times slower finds the same path, and the work stays within the budget
-    rust = S._cotengrust()
-    if rust is None:
-        pytest.skip("cotengrust's trials")
+    rust = _cotengrust_or_skip("cotengrust's trials")
     monkeypatch.setattr(S, "CAP", 0.6)
     monkeypatch.setattr(S, "HYPER_STALE", 256)    # trials that end within the slow machine's cap
     inputs, sizes = _regular(60, 3, 5, seed=4)
@@ -828,16 +814,12 @@ def test_a_search_that_falls_back_from_the_hyper_optimizer_counts_its_work(monke
     assert "not reached" in report.reason and len(given) == 1
     assert 0 < given[0] <= report.budget - 8 * S.TRIAL_SECONDS * sum(map(len, inputs))     # what the trials left
 
-    class Slow:
-        def __getattr__(self, name):
-            return getattr(rust, name)
-
-        def optimize_random_greedy_track_flops(self, *args, **kwargs):
-            start = time.thread_time()
-            out = rust.optimize_random_greedy_track_flops(*args, **kwargs)
-            cpu_clock.sleep(2 * (time.thread_time() - start))
-            return out
-    monkeypatch.setattr(S, "_cotengrust", lambda: Slow())
+    def slow(*args, **kwargs):
+        start = time.thread_time()
+        out = rust.optimize_random_greedy_track_flops(*args, **kwargs)
+        cpu_clock.sleep(2 * (time.thread_time() - start))
+        return out
+    _replace_trials(monkeypatch, rust, slow)
     slow_path, slow_report = S.find(inputs, set(), sizes)
     assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
 
@@ -865,6 +847,20 @@ def test_a_loaded_machine_refines_as_far_where_the_best_trees_allowance_bounds_t
     assert (again, loaded_report.method, loaded_report.trials) == (path, report.method, report.trials)
 
 
+def _printed_under_two_hash_seeds(code: str) -> set[str]:
+    """What ``code`` prints in two processes of other hash seeds, each with a cache folder of
+    its own (so that both search); each must exit 0."""
+    outs = set()
+    for hashseed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
+                   PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        outs.add(out.stdout)
+    return outs
+
+
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 def test_the_same_seed_gives_the_same_path_in_any_process():
     # trial counts, not the clock, end these searches: the paths must agree
@@ -874,14 +870,7 @@ def test_the_same_seed_gives_the_same_path_in_any_process():
             "path, report = S.search(inputs, set(), sizes)\n"
             "assert 'trials' in report.reason, report.reason\n"
             "print(path)\n")
-    outs = set()
-    for hashseed in ("1", "2"):       # each in a fresh cache folder, so that both search
-        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
-                   PYTHONPATH=os.pathsep.join(
-            [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-        assert out.returncode == 0, out.stderr
-        outs.add(out.stdout)
+    outs = _printed_under_two_hash_seeds(code)
     assert len(outs) == 1
 
 
@@ -894,14 +883,7 @@ def test_a_small_search_gives_the_same_path_in_any_process():
             "path, report = S.search(inputs, set(), sizes)\n"
             "assert 'trials' in report.reason and 'hyper' not in report.method, report\n"
             "print(report.method, path)\n")
-    outs = set()
-    for hashseed in ("1", "2"):
-        env = dict(os.environ, PYTHONHASHSEED=hashseed, EINC_CACHE_DIR=os.environ["EINC_CACHE_DIR"] + hashseed,
-                   PYTHONPATH=os.pathsep.join(
-            [os.path.dirname(os.path.dirname(__file__)), os.environ.get("PYTHONPATH", "")]))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-        assert out.returncode == 0, out.stderr
-        outs.add(out.stdout)
+    outs = _printed_under_two_hash_seeds(code)
     assert len(outs) == 1
     assert not HAS_COTENGRA or "refined" in outs.pop()
 

@@ -9,7 +9,6 @@ autotuner compiles each as it times it, as Triton's own does; where the autotune
 disk, nothing is timed and only the chosen config compiled."""
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from compiler import needs_nvidia, uninterpreted_env
 
 from einc import config
 from einc.errors import ConfigError
@@ -28,18 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "first_launch.py"
 
 
-def _nvidia_backend() -> bool:
-    try:
-        from triton.backends import backends
-        return "nvidia" in backends
-    except Exception:
-        return False
-
-
 def _first_launch(tmp_path, threads, *args, cache=None):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS=str(threads),
-               TRITON_CACHE_DIR=str(tmp_path / (cache or f"triton-{threads}")))
+    env = uninterpreted_env(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS=str(threads),
+                            TRITON_CACHE_DIR=str(tmp_path / (cache or f"triton-{threads}")))
     done = subprocess.run([sys.executable, str(SCRIPT), "--child", *args], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -54,7 +45,7 @@ CASES = {   # equation, shapes, dtype, options: each a kind of first launch
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_autotuner_times_only_compiled_configs(tmp_path, case):
     equation, shapes, dtype, *options = CASES[case]
@@ -72,7 +63,7 @@ def test_the_autotuner_times_only_compiled_configs(tmp_path, case):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_one_thread_compiles_each_config_on_the_calling_thread_before_timing(tmp_path):
     equation, shapes, dtype = CASES["matmul"]
     out = _first_launch(tmp_path, 1, equation, json.dumps(shapes), dtype)
@@ -83,7 +74,7 @@ def test_one_thread_compiles_each_config_on_the_calling_thread_before_timing(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_a_tuning_kept_on_disk_compiles_the_chosen_config_alone(tmp_path):
     """A second process finds the autotuner's result in Triton's cache folder: nothing is
     timed, so nothing more than the chosen config is compiled (read from that folder)."""
@@ -95,14 +86,13 @@ def test_a_tuning_kept_on_disk_compiles_the_chosen_config_alone(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_background_jobs_run_side_by_side_and_time_one_launch_at_a_time(tmp_path):
     """Two first launches as learn mode's jobs on two threads (``first_launch.py
     --jobs-child``): both run at once, and one launch's timings never interleave with the
     other's."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
-               TRITON_CACHE_DIR=str(tmp_path / "jobs"))
+    env = uninterpreted_env(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
+                            TRITON_CACHE_DIR=str(tmp_path / "jobs"))
     done = subprocess.run([sys.executable, str(SCRIPT), "--jobs-child", "bf16_batch_in_tile,fp32_reduce", "2", "50"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -116,13 +106,12 @@ def test_background_jobs_run_side_by_side_and_time_one_launch_at_a_time(tmp_path
     assert changes == 1, rows                                           # one launch's timings, then the other's
 
 
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_the_callers_loop_runs_while_a_first_launch_compiles_beside_it(tmp_path):
     """``first_launch.py --caller-child``: the caller's loop of small torch ops runs the
     whole time a first launch compiles on another thread, and its stalls are part of it."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
-               TRITON_CACHE_DIR=str(tmp_path / "caller"))
+    env = uninterpreted_env(PYTHONPATH=str(ROOT), TRITON_DEFAULT_FP_FUSION="1", EINC_COMPILE_THREADS="2",
+                            TRITON_CACHE_DIR=str(tmp_path / "caller"))
     done = subprocess.run([sys.executable, str(SCRIPT), "--caller-child", "fp32_reduce", "2"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -5,6 +5,7 @@ import threading
 from collections import OrderedDict
 
 import torch
+from threads import errors_in_threads
 
 import einc
 from einc.runtime.cache import LRUCache
@@ -105,28 +106,20 @@ def test_a_cache_within_its_bound_keeps_no_heap_item_per_key():
 
 
 def test_threads_hitting_and_evicting_keep_the_bound_and_one_heap_item_per_key():
-    cache, errors = LRUCache(maxsize=4), []
+    cache = LRUCache(maxsize=4)
     barrier = threading.Barrier(4)
 
     def work(seed):
         rng = random.Random(seed)
-        try:
-            barrier.wait()
-            for _ in range(3000):
-                key = rng.randrange(10)
-                if rng.random() < 0.5:
-                    assert cache.get_or_build(key, lambda: key) == key
-                else:
-                    assert cache.get(key) in (None, key)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        barrier.wait()
+        for _ in range(3000):
+            key = rng.randrange(10)
+            if rng.random() < 0.5:
+                assert cache.get_or_build(key, lambda: key) == key
+            else:
+                assert cache.get(key) in (None, key)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not errors_in_threads(work, range(4))
     assert len(cache._data) <= 4 and sorted(k for _, _, k in cache._order) == sorted(cache._data)
 
 
@@ -237,21 +230,13 @@ def test_eight_threads_one_new_key_plan_once(new_shapes):
     both missed it: a miss of the plan cache each, the class's plan built once.)"""
     ops = [torch.randn(6, 7), torch.randn(7, 8), torch.randn(8, 9), torch.randn(9, 5)]
     barrier = threading.Barrier(8)
-    results, errors = [None] * 8, []
+    results = [None] * 8
 
     def work(t):
-        try:
-            barrier.wait()
-            results[t] = einc.einsum("ij,jk,kl,lm->im", *ops)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        barrier.wait()
+        results[t] = einc.einsum("ij,jk,kl,lm->im", *ops)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not errors_in_threads(work, range(8))
     info = einc.cache_info()
     assert (info.plans if new_shapes == "plan" else info.classes).misses == 1
     expected = ops[0] @ ops[1] @ ops[2] @ ops[3]

@@ -93,6 +93,26 @@ def foreign(path: Path, monkeypatch) -> None:
         monkeypatch.setattr(cachefiles, "is_yours", lambda st: st.st_ino != ino and real(st))
 
 
+def runs_einc_s_source(path: Path, data: bytes, marker: Path | None = None) -> None:
+    """The next call runs the kernel from einc's own source, with no fallback warning: the
+    module is ``data`` again, and the planted code, if any, never ran (``marker`` is absent)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        matmul()
+    assert only_backend() == "triton" and (marker is None or not marker.exists())
+    assert path.read_bytes() == data
+
+
+def someone_elses_shared_folder(fresh: Path, monkeypatch) -> Path:
+    """EINC_CACHE_DIR set to a new folder that everyone may write and someone else owns."""
+    shared = fresh / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    foreign(shared, monkeypatch)
+    monkeypatch.setenv("EINC_CACHE_DIR", str(shared))
+    return shared
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
@@ -122,11 +142,7 @@ def test_a_planted_pyc_never_runs(triton_backend, kind):
     marker.unlink()
 
     as_if_new_process(path.stem)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        matmul()
-    assert only_backend() == "triton" and not marker.exists()
-    assert path.read_bytes() == data
+    runs_einc_s_source(path, data, marker)
 
 
 def test_a_planted_py_is_rewritten_not_run(triton_backend):
@@ -136,11 +152,7 @@ def test_a_planted_py_is_rewritten_not_run(triton_backend):
     marker = triton_backend / "pwned"
     as_if_new_process(path.stem)
     path.write_text(payload(marker) + data.decode())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        matmul()
-    assert only_backend() == "triton" and not marker.exists()
-    assert path.read_bytes() == data
+    runs_einc_s_source(path, data, marker)
 
 
 def test_a_module_of_invalid_utf8_is_rewritten_and_the_kernel_runs(triton_backend):
@@ -150,11 +162,7 @@ def test_a_module_of_invalid_utf8_is_rewritten_and_the_kernel_runs(triton_backen
     data = path.read_bytes()
     as_if_new_process(path.stem)
     path.write_bytes(b"\xff\xfe\x80 not utf-8 \xc3\x28\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # no fallback warning
-        matmul()
-    assert only_backend() == "triton"
-    assert path.read_bytes() == data
+    runs_einc_s_source(path, data)
 
 
 def test_no_bytecode_is_written_into_the_cache(triton_backend, monkeypatch):
@@ -244,11 +252,7 @@ def test_the_cache_folders_are_created_private(fresh, monkeypatch, umask):
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
 def test_a_shared_world_writable_folder_of_someone_else_is_refused(fresh, monkeypatch):
-    shared = fresh / "shared"
-    shared.mkdir()
-    os.chmod(shared, 0o777)
-    foreign(shared, monkeypatch)
-    monkeypatch.setenv("EINC_CACHE_DIR", str(shared))
+    shared = someone_elses_shared_folder(fresh, monkeypatch)
     with pytest.warns(RuntimeWarning, match=f"refusing the kernel cache folder {shared}: it belongs to user id") as got:
         folder = diskcache.kernel_dir()
     assert len([w for w in got if issubclass(w.category, RuntimeWarning)]) == 1
@@ -305,11 +309,7 @@ def test_the_default_folder_and_kernels_folder_are_einc_s_and_made_private(fresh
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
 def test_an_unsafe_fallback_gives_a_fresh_private_folder(fresh, monkeypatch):
-    shared = fresh / "shared"
-    shared.mkdir()
-    os.chmod(shared, 0o777)
-    foreign(shared, monkeypatch)
-    monkeypatch.setenv("EINC_CACHE_DIR", str(shared))
+    someone_elses_shared_folder(fresh, monkeypatch)
     elsewhere = fresh / "elsewhere"
     elsewhere.mkdir()
     (fresh / "tmp" / f"einc-{os.geteuid()}").symlink_to(elsewhere)    # planted before us

@@ -28,11 +28,7 @@ TOLERANCE = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.float64: {},
 CASES = [(dtype, shape) for dtype, shapes in SHAPES.items() for shape in shapes]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("cleared_caches")
 
 
 @pytest.fixture

@@ -14,12 +14,7 @@ from einc.planner.options import Options
 from einc.runtime import admission, engine
 from einc.runtime.reference import torch_einsum
 
-
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("cleared_caches")
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.com
           torch.int32, torch.int8, torch.bool]
 
 
-def _random(shape, dtype, seed=0):
+def _random(shape, dtype, seed=0, bound=1000):
+    """A tensor of every dtype, seeded: integers from [-bound, bound), uint8's from [0, bound)."""
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
         return torch.rand(shape, generator=g) > 0.5
@@ -25,7 +26,7 @@ def _random(shape, dtype, seed=0):
         return torch.randn(shape, generator=g, dtype=dtype)
     if dtype.is_floating_point:
         return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(-1000, 1000, shape, generator=g).to(dtype)
+    return torch.randint(0 if dtype == torch.uint8 else -bound, bound, shape, generator=g).to(dtype)
 
 
 def _bits_equal(a, b):

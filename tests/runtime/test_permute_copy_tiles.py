@@ -4,6 +4,7 @@ dtype, sizes 0 and 1, strided sources and through autograd; :func:`tile_plan` cu
 its docstring says (the farthest dimensions first, whole lines of the result, a bounded
 number of tiles); einc's results through it match torch.einsum."""
 
+import functools
 import itertools
 import math
 
@@ -13,20 +14,11 @@ import torch
 import einc
 from einc.runtime.torch_executor import permute_copy as pc
 from einc.runtime.torch_executor.permute_copy import permuted_copy, tile_plan
+from tests.runtime.test_permute_copy import _random as _random_within
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64, torch.complex128,
           torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
-
-
-def _random(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=g) > 0.5
-    if dtype.is_complex:
-        return torch.randn(shape, generator=g, dtype=dtype)
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
-    return torch.randint(0 if dtype == torch.uint8 else -100, 100, shape, generator=g).to(dtype)
+_random = functools.partial(_random_within, bound=100)
 
 
 def _same_bits(a, b):

@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from compiler import uninterpreted_env
 
 import einc
 from einc import codegen, errors
@@ -114,7 +115,6 @@ def test_einc_backend_triton_alone_runs_kernels_on_a_cpu(tmp_path):
     """EINC_BACKEND=triton with TRITON_INTERPRET unset, on a machine without a CUDA
     device: einc sets TRITON_INTERPRET=1 before its front door imports torch._dynamo
     (which imports triton), so the kernels run under the interpreter, without a warning."""
-    import os
     import subprocess
     import sys
     if torch.cuda.is_available():
@@ -124,8 +124,7 @@ def test_einc_backend_triton_alone_runs_kernels_on_a_cpu(tmp_path):
               "a = torch.randn(4, 5)\n"
               "torch.testing.assert_close(einc.einsum('ij,jk->ik', a, a.T), a @ a.T)\n"
               "print(os.environ.get('TRITON_INTERPRET'), einc.explain('ij,jk->ik', a, a.T).backends[0].split()[0])\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(EINC_BACKEND="triton", EINC_CACHE_DIR=str(tmp_path))
+    env = uninterpreted_env(EINC_BACKEND="triton", EINC_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     interpret, backend = done.stdout.split()

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+from threads import errors_in_threads
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -183,20 +184,13 @@ def test_two_threads_calling_a_new_plan_around_its_switch_agree(new_shapes, eq, 
     want = einc.einsum(eq, *ops)
     for _ in range(8):
         einc.einsum(eq, *ops)
-    start, got, errors = threading.Barrier(2), [[], []], []
+    start, got = threading.Barrier(2), [[], []]
 
     def work(t):
-        try:
-            start.wait()
-            for _ in range(2 * program.CALLS_BEFORE_CODE):
-                got[t].append(einc.einsum(eq, *ops))
-        except Exception as e:      # noqa: BLE001 - reported below, with its thread's answers
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        start.wait()
+        for _ in range(2 * program.CALLS_BEFORE_CODE):
+            got[t].append(einc.einsum(eq, *ops))
+    errors = errors_in_threads(work, range(2))
     assert not errors, errors
     assert all(torch.equal(r, want) for r in got[0] + got[1])
     assert entry.run is not first

@@ -12,6 +12,7 @@ import random
 import fuzz
 import pytest
 import torch
+from threads import errors_in_threads
 
 import einc
 from einc.planner import plan_for
@@ -216,24 +217,15 @@ def test_a_scaled_call_runs_the_class_s_plan_times_the_scale():
 
 
 def test_threads_asking_for_one_class_plan_it_once(monkeypatch):
-    import threading
     planned = []
     real = sizeclass._plan
     monkeypatch.setattr(sizeclass, "_plan", lambda *args: planned.append(1) or real(*args))
-    errors = []
 
     def work(k):
-        try:
-            for i in range(8, 16):
-                a, b = torch.randn(1, 2, i, 16, dtype=torch.float64), torch.randn(1, 2, 23 - k, 16, dtype=torch.float64)
-                torch.testing.assert_close(einc.einsum("bhid,bhjd->bhij", a, b), torch.einsum("bhid,bhjd->bhij", a, b))
-        except Exception as e:      # noqa: BLE001 - reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8, 12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        for i in range(8, 16):
+            a, b = torch.randn(1, 2, i, 16, dtype=torch.float64), torch.randn(1, 2, 23 - k, 16, dtype=torch.float64)
+            torch.testing.assert_close(einc.einsum("bhid,bhjd->bhij", a, b), torch.einsum("bhid,bhjd->bhij", a, b))
+    errors = errors_in_threads(work, range(8, 12))
     assert not errors and planned == [1]
 
 

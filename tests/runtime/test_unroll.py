@@ -18,12 +18,7 @@ from einc.planner.equation import parse
 from einc.planner.options import DEFAULT, Options
 from einc.runtime import engine, program
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("cleared_caches")
 
 
 def _counting_compiles(monkeypatch):

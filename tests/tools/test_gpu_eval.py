@@ -28,11 +28,7 @@ def ge():
     return mod
 
 
-@pytest.fixture(autouse=True)
-def _fresh_einc():
-    einc.cache_clear()
-    yield
-    einc.cache_clear()
+pytestmark = pytest.mark.usefixtures("cleared_caches")
 
 
 def run(ge, tmp_path, capsys, *extra, filt=SMALL):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from compiler import needs_nvidia, uninterpreted_env
 
 triton = pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,20 +19,11 @@ FIELDS = {"workload", "step", "kernel", "dtype", "registers", "spill_bytes", "sh
           "tma", "bulk_tensor_copies"}
 
 
-def _nvidia_backend() -> bool:
-    try:
-        from triton.backends import backends
-        return "nvidia" in backends
-    except Exception:
-        return False
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _nvidia_backend(), reason="this Triton has no NVIDIA backend")
+@needs_nvidia
 def test_the_report_reads_registers_mma_and_accumulators_from_the_compiler(tmp_path):
     out = tmp_path / "ptx.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
+    env = uninterpreted_env(PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "ptx_report.py"), "--configs", "first", "--json",
                            str(out), "--filter", "attn_scores_bhqd", "--filter", "batched_frobenius"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)

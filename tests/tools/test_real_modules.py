@@ -120,19 +120,12 @@ def test_time_call_in_cpu_time_runs_its_rounds():
         assert median > 0 and 0 < low <= ratio <= high
 
 
-def test_two_workers_time_the_torch_only_module(tmp_path):
+def _bilinear_row(tmp_path, *options) -> dict:
+    """The row of ``real_modules.py torch-bilinear`` in three short rounds, with ``options``;
+    the script must exit 0."""
     out = subprocess.run(
-        [
-            sys.executable,
-            str(rm.HERE / "real_modules.py"),
-            "torch-bilinear",
-            "--rounds",
-            "3",
-            "--target",
-            "0.005",
-            "--out",
-            str(tmp_path),
-        ],
+        [sys.executable, str(rm.HERE / "real_modules.py"), "torch-bilinear", "--rounds", "3", "--target", "0.005",
+         *options, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -140,6 +133,11 @@ def test_two_workers_time_the_torch_only_module(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     (row,) = __import__("json").loads((tmp_path / "real-modules.json").read_text())
+    return row
+
+
+def test_two_workers_time_the_torch_only_module(tmp_path):
+    row = _bilinear_row(tmp_path)
     assert row["rounds"] == 3 and row["note"] == ""  # the same answers both ways
     assert row["unpatched_s"] > 0 and row["patched_s"] > 0 and row["low"] <= row["ratio"] <= row["high"]
     assert row["calls"] >= 1  # einc ran in the patched worker
@@ -248,16 +246,7 @@ def test_each_real_module_gives_the_same_answers_patched(name, request):
 def test_the_modules_rounds_run_in_cpu_time_where_asked(tmp_path):
     """``--clock cpu`` times each worker's batches in its thread's CPU time (a shared
     machine's other jobs move it less than the wall clock), and the row says so."""
-    out = subprocess.run(
-        [sys.executable, str(rm.HERE / "real_modules.py"), "torch-bilinear", "--rounds", "3", "--target", "0.005",
-         "--clock", "cpu", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    (row,) = __import__("json").loads((tmp_path / "real-modules.json").read_text())
+    row = _bilinear_row(tmp_path, "--clock", "cpu")
     assert row["clock"] == "cpu" and row["rounds"] == 3 and row["note"] == ""
     assert row["unpatched_s"] > 0 and row["patched_s"] > 0 and row["low"] <= row["ratio"] <= row["high"]
 

@@ -15,6 +15,7 @@ import einc
 from einc.errors import ArgumentError, ConfigError
 from einc.runtime import select
 from einc.tools.cli import main
+from tests.tools.test_cli import usage_error
 
 PERMUTED = "dega,gfbc->abcdef"      # a permuted result: learn mode's modelled first choice is the kernel
 CHAIN = "ij,jk,kl->il"              # two copy-free products: cuBLAS, modelled and measured here
@@ -187,18 +188,6 @@ def test_a_named_equation_in_a_calls_file_is_resolved_as_on_the_command_line(tmp
         tune.read_calls(_calls(tmp_path, '{"equation": "b (h d) -> b h d", "shapes": [[2, 32]]}\n'), "float32")
 
 
-def _error(argv, capsys) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as e:
-        code = e.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err and "internal error" not in err
-    (line,) = [ln for ln in err.splitlines() if ln.startswith("einc tune: error: ")]
-    return line
-
-
 @pytest.mark.parametrize("text, message", [
     ("ij,jk->ik\n", "calls.txt:1: expected EQUATION SHAPES [DTYPE]"),
     ("# nothing\n\n", "no calls in the file"),
@@ -218,7 +207,7 @@ def _error(argv, capsys) -> str:
 ])
 def test_a_bad_call_file_is_one_error_line_before_anything_runs(text, message, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
-    line = _error(["tune", "--calls", _calls(tmp_path, text), "--device", "cpu"], capsys)
+    line = usage_error(["tune", "--calls", _calls(tmp_path, text), "--device", "cpu"], capsys)
     assert message in line
     assert not (tmp_path / "decisions.json").exists()
 
@@ -231,7 +220,7 @@ def test_a_bad_call_file_is_one_error_line_before_anything_runs(text, message, t
     (["tune", "ij,jk->ik", "--shapes", "2x3,3x4", "--repeats", "0"], "must be at least 1"),
 ])
 def test_bad_usage_is_one_error_line(argv, message, capsys):
-    assert message in _error(argv, capsys)
+    assert message in usage_error(argv, capsys)
 
 
 def test_the_cpu_without_kernels_says_what_it_cannot_do(tmp_path, capsys, monkeypatch):
@@ -239,11 +228,11 @@ def test_the_cpu_without_kernels_says_what_it_cannot_do(tmp_path, capsys, monkey
     can be done here: --dry-run, EINC_BACKEND=triton); no CUDA device: --device cuda says so."""
     monkeypatch.setenv("EINC_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("EINC_BACKEND", raising=False)
-    line = _error(["tune", "ij,jk->ik", "--shapes", "2x3,3x4", "--device", "cpu"], capsys)
+    line = usage_error(["tune", "ij,jk->ik", "--shapes", "2x3,3x4", "--device", "cpu"], capsys)
     assert "nothing to choose" in line and "--dry-run" in line and "EINC_BACKEND=triton" in line
     if not torch.cuda.is_available():
-        assert "torch sees no CUDA device" in _error(["tune", "ij,jk->ik", "--shapes", "2x3,3x4", "--device", "cuda"],
-                                                     capsys)
+        argv = ["tune", "ij,jk->ik", "--shapes", "2x3,3x4", "--device", "cuda"]
+        assert "torch sees no CUDA device" in usage_error(argv, capsys)
     assert not (tmp_path / "decisions.json").exists()
 
 

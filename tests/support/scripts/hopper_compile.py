@@ -41,16 +41,24 @@ CASES = [  # equation, shapes, dtype, extra constexprs
     ("dbea,ec->abcd", [(24, 24, 24, 24), (24, 24)], "float32", {}),      # a stranded column index in T
 ]
 target = GPUTarget("cuda", 90, 32)
-for equation, shapes, dtype, extra in CASES:
-    plan = build_plan(build(parse(equation), shapes), equation)
-    sizes = plan.graph.sizes
-    (k,) = lower_program(plan, dtype, shapes)
+
+
+def module_of(k):
+    """The kernel's generated module, run from its source (kept in linecache, so that Triton
+    reads the kernel's text), and its @triton.jit function."""
     src = render(k)
     path = f"<compile check {k.name}>"
     linecache.cache[path] = (len(src), None, src.splitlines(True), path)
     mod = types.ModuleType(k.name)
     exec(compile(src, path, "exec"), mod.__dict__)
-    fn = getattr(mod, k.name)
+    return mod, getattr(mod, k.name)
+
+
+for equation, shapes, dtype, extra in CASES:
+    plan = build_plan(build(parse(equation), shapes), equation)
+    sizes = plan.graph.sizes
+    (k,) = lower_program(plan, dtype, shapes)
+    mod, fn = module_of(k)
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     extents = matmul.extents(k) if k.kind == MATMUL else reduce.extents(k)
     ext = {g: eval(e, {}, dict(named)) for g, e in extents.items()}
@@ -102,12 +110,7 @@ for equation, shapes, path, dtype in [
         ("nlhd,nhmd,nlh->nlhm", [(4, 256, 8, 64), (4, 8, 256, 64), (4, 256, 8)], [(0, 1), (0, 1)], "float32")]:
     plan = fuse_plan(build_plan(build(parse(equation), shapes), equation, Options.of(path)), dtype)
     (k,) = [k for k in lower_program(plan, dtype, shapes) if k.kind == FUSED]
-    src = render(k)
-    path = f"<compile check {k.name}>"
-    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
-    mod = types.ModuleType(k.name)
-    exec(compile(src, path, "exec"), mod.__dict__)
-    fn = getattr(mod, k.name)
+    mod, fn = module_of(k)
     sizes = plan.graph.sizes
     named = {f"size_{index_name(i)}": sizes[i] for _, g in k.groups for i in g}
     ext = {g.upper() if g != "batch" else "BATCH": math.prod(sizes[i] for i in k.group(g))
