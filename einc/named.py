@@ -22,7 +22,6 @@ from .autograd import tracing
 from .custom_op import _never_compiled, constant_result, note_reading, number, refuse, traced_error
 from .custom_op import sizes as numbers
 from .errors import (
-    ArgumentError,
     DtypeError,
     EincError,
     EquationError,
@@ -30,6 +29,7 @@ from .errors import (
     OperandCountError,
     OperandTypeError,
     OutError,
+    SizeKeywordError,
     UnsupportedDtypeError,
     caret,
     expression_count,
@@ -84,7 +84,7 @@ def operands(args, sizes: dict) -> list:
     """The operands of an ``einsum`` call on a named equation (or with keyword sizes):
     after the equation, or as one list there (unchecked: see :func:`check_tensors`)."""
     if not args or not isinstance(args[0], str):     # not __class__: torch 2.11's dynamo reads it as no str
-        raise ArgumentError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
+        raise SizeKeywordError(f"einsum(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
     return call_form(args)[1]
 
@@ -180,7 +180,7 @@ def expression_parts(args, sizes: dict, constants):
     """``contract_expression`` on a named equation, before the door plans the resolved one:
     ``(named, shapes, view shapes, constants, sizes of every name, the items viewed)``."""
     if not args or not isinstance(args[0], str):
-        raise ArgumentError("contract_expression(): keyword sizes name the axes of an equation string; the "
+        raise SizeKeywordError("contract_expression(): keyword sizes name the axes of an equation string; the "
                             "interleaved format has none")
     named = structure(args[0])
     items = list(args[1:])
@@ -290,7 +290,7 @@ def explain_parts(text, items, sizes: dict, layout: str = "contiguous"):
     result's (``"any"``: a merge may copy; where a tensor is not strided, torch's einsum's
     result is merged: :func:`~einc.planner.notation.describe`'s ``"torch"``)."""
     if not isinstance(text, str):
-        raise ArgumentError(f"explain(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
+        raise SizeKeywordError(f"explain(): keyword sizes ({', '.join(sizes)}) name the axes of an equation string; "
                             "the sublist format has none")
     named = structure(text)
     shapes = _shapes(items)

@@ -242,3 +242,24 @@ def test_a_warning_under_torch_compile_names_the_callers_file(kernel_device, mon
         out = torch.compile(f, backend=backend, fullgraph=True)(a, b)
     torch.testing.assert_close(out, a @ b * 2)
     assert {w.filename for w in got if "refusing the kernel cache" in str(w.message)} == {__file__}
+
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((A, [0, 1]), {"k": 3}),                       # the sublist format
+    ((A, [0, 1], B, [1, 2], [0, 2]), {"h": 2}),
+    ((), {"h": 2}),                                # no positional argument at all
+])
+def test_a_keyword_beside_a_sublist_is_torch_s_unexpected_keyword(args, kwargs):
+    """A keyword size names an axis of an equation string; beside a sublist (or with no
+    argument) it is an unexpected keyword, a ``TypeError`` as torch.einsum's (it was an
+    ArgumentError, a ValueError only), at einsum, explain and contract_expression."""
+    with pytest.raises(TypeError):
+        torch.einsum(*args, **kwargs)
+    with pytest.raises(errors.SizeKeywordError, match="sublist format has none"):
+        einc.einsum(*args, **kwargs)
+    if args:
+        with pytest.raises(TypeError, match="sublist format has none"):
+            einc.explain(*args, **kwargs)
+        with pytest.raises(TypeError, match="interleaved format has none"):
+            einc.contract_expression(*[x.shape if isinstance(x, torch.Tensor) else x for x in args], **kwargs)
