@@ -149,6 +149,11 @@ class LayoutError(EincError, RuntimeError):
     a broadcast sparse tensor wrongly): a ``RuntimeError``, as torch's own errors there."""
 
 
+class UnsupportedLayoutError(LayoutError, NotImplementedError):
+    """A :class:`LayoutError` where torch's einsum has no op for the operand's layout (an
+    mkldnn tensor has no ``as_strided``): a ``NotImplementedError``, as torch's error is."""
+
+
 class OutError(EincError, RuntimeError):
     """``out=`` cannot take the result (shape, dtype or device differ), or autograd would
     have to see through it (torch's ``out=`` rule)."""

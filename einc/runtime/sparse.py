@@ -11,7 +11,8 @@ product, a hybrid tensor's dense dimensions, which broadcast rightly), so
 :func:`not_strided` runs torch's einsum watching the ops it dispatches
 (:class:`_Watch`), and refuses that product, before it runs, with
 :class:`~einc.errors.LayoutError`; an error of torch's own (an op a layout lacks) is a
-LayoutError too.  Every call torch answers rightly is answered, with torch's own result.
+LayoutError too (an ``UnsupportedLayoutError``, a ``NotImplementedError``, where torch's is
+one).  Every call torch answers rightly is answered, with torch's own result.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ..errors import LayoutError, OutError
+from ..errors import LayoutError, OutError, UnsupportedLayoutError
 from .reference import torch_einsum
 
 _strided = torch.strided
@@ -89,9 +90,10 @@ def not_strided(eq, operands):
             f"larger size in a product, which torch multiplies wrongly for a sparse tensor (i,j->ij with a sparse "
             f"i keeps its first column only); pass " + " and ".join(f"operand {j}.to_dense()" for j in made_of)
             + f"\n{eq.where(k)}") from None
-    except RuntimeError as error:       # (NotImplementedError too)
+    except RuntimeError as error:       # (NotImplementedError too: then one, as torch's)
         k = odd[0]
-        raise LayoutError(f"einsum(): operand {k} is a {operands[k].layout} tensor, which torch's einsum (einc "
+        kind = UnsupportedLayoutError if isinstance(error, NotImplementedError) else LayoutError
+        raise kind(f"einsum(): operand {k} is a {operands[k].layout} tensor, which torch's einsum (einc "
                           f"contracts strided tensors only) cannot contract here: {error}; pass operand "
                           f"{k}.to_dense()\n{eq.where(k)}") from error
 

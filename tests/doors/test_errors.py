@@ -263,3 +263,17 @@ def test_a_keyword_beside_a_sublist_is_torch_s_unexpected_keyword(args, kwargs):
             einc.explain(*args, **kwargs)
         with pytest.raises(TypeError, match="interleaved format has none"):
             einc.contract_expression(*[x.shape if isinstance(x, torch.Tensor) else x for x in args], **kwargs)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no mkldnn tensors")
+@pytest.mark.parametrize("eq, n", [("ij->ji", 1), ("ij,jk->ik", 2), ("ij,jk,kl->il", 3)])
+def test_an_operand_torch_has_no_op_for_is_torch_s_not_implemented_error(eq, n):
+    """torch.einsum of an mkldnn operand raises NotImplementedError (no ``as_strided`` for
+    it); einc's LayoutError there was a RuntimeError only, which ``except
+    NotImplementedError`` written against torch missed."""
+    ops = [torch.randn(4, 4).to_mkldnn()] + [torch.randn(4, 4)] * (n - 1)
+    with pytest.raises(NotImplementedError):
+        torch.einsum(eq, *ops)
+    with pytest.raises(errors.UnsupportedLayoutError, match="operand 0 is a torch._mkldnn tensor") as err:
+        einc.einsum(eq, *ops)
+    assert isinstance(err.value, errors.LayoutError) and isinstance(err.value, NotImplementedError)
