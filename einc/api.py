@@ -41,7 +41,7 @@ from .errors import (
     SizeKeywordError,
 )
 from .planner import notation, plan_for, slicing
-from .planner.equation import Equation, call_form, for_operands, parse, parse_as_called, sublist_equation
+from .planner.equation import Equation, call_form, for_operands, no_equation, parse, parse_as_called, sublist_equation
 from .planner.givenpath import as_path
 from .planner.graph import build
 from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, Options, torch_optimize
@@ -104,6 +104,8 @@ def einsum(*args, **sizes):
             with named_axes.torch_error_first(for_operands(error, len(operands)), args[0]):
                 return _named(args, sizes, optimize, memory_limit, select, out, backend, layout)
     else:
+        if args and not hasattr(type(args[0]), "__torch_function__"):     # no operand: a tensor, an fx.Proxy
+            raise OperandTypeError(no_equation(args[0]))
         text, operands = sublist_equation(args)
         eq = parse_as_called(text, len(operands))
     if _has_torch_function(operands):     # fx.Proxy, a TorchFunctionMode, a tensor subclass
@@ -375,6 +377,8 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
     # path's numpy values read as Python's, and an int of a path or limit read from a local under dynamic=True, a
     # symbol, as its value, which dynamo guards on: str() of a symbol, writing the op's options, is Unsupported)
     if args and not isinstance(args[0], str):
+        if not isinstance(args[0], torch.Tensor):    # (dynamo traces no hasattr of a numpy type)
+            _refuse_traced("OperandTypeError", no_equation(args[0]))
         args = traced_doors.numpy_sublists(args)
     given = memory_limit
     if optimize is DEFAULT_OPTIMIZE:

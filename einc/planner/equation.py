@@ -346,6 +346,16 @@ def sublist_equation(args) -> tuple[str, list]:
     return text, operands
 
 
+def no_equation(first) -> str:
+    """torch's error where an einsum call's first argument is neither an equation nor the
+    sublist format's first operand (torch's parser reads a bytes equation with up to two
+    operands; einc takes a str: docs/semantics.md)."""
+    kind = type(first)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return (f"einsum(): argument 'equation' (position 1) must be str, not {name}: the first argument is the "
+            "equation string, or in the sublist format the first operand, a tensor")
+
+
 def call_form(args) -> tuple[str, list]:
     """``(equation text, operands)`` of an einsum call's positional arguments: the string
     form ``(equation, op0, op1, ...)``, its operands possibly given as one list or tuple,

@@ -84,6 +84,10 @@ BAD = {
     "sublist-string": ((_t(2, 3), [0, "a"], [0]), {}),
     "sublist-float": ((_t(2, 3), [0, 1.5], [0]), {}),
     "numpy-operand": (("ij,jk->ik", _t(2, 3), np.ones((3, 4))), {}),
+    # neither an equation nor an operand first: torch's "argument 'equation' must be str"
+    "int-first": ((3, _t(2, 3)), {}),
+    "bytes-first": ((b"ij->ji", _t(2, 3)), {}),
+    "numpy-first": ((np.ones((2, 3)), [0, 1], _t(3, 4), [1, 2]), {}),
     "dtype-mix": (("ij,jk->ik", _t(2, 3), _t(3, 4, dtype=torch.float32)), {}),
     "optimize-name": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": "nonsense"}),
     "optimize-path-range": (("ij,jk,kl->il", _t(2, 3), _t(3, 4), _t(4, 2)), {"optimize": [(0, 5), (0, 1)]}),
@@ -123,6 +127,8 @@ EXPECTED = {
     ("two-arrows", "contract"): "opt_einsum's doors word their own notation's errors",
     ("sublist-negative-index", "contract"): "opt_einsum's sublists take any hashable as an index",
     ("sublist-float", "contract"): "opt_einsum's sublists take any hashable as an index",
+    ("int-first", "contract"): "opt_einsum's interleaved format reads the tensor as a sublist, as opt_einsum does",
+    ("bytes-first", "contract"): "opt_einsum's interleaved format reads the tensor as a sublist, as opt_einsum does",
 }
 
 
@@ -243,7 +249,8 @@ COMPILED_BAD = ["size-mismatch", "too-few-operands", "optimize-path-range", "opt
                 "named-not-dividing", "neither-reading", "neither-reading-3", "select-unknown",
                 "named-two-sizes", "dtype-mix", "limit-and-equation", "optimize-and-equation",
                 "select-and-equation", "good-select-and-equation", "layout-and-equation", "select-and-optimize",
-                "sublist-and-optimize", "sublist-float", "numpy-operand", "optimize-object"]
+                "sublist-and-optimize", "sublist-float", "numpy-operand", "optimize-object", "int-first",
+                "bytes-first", "numpy-first"]
 
 
 # the default backend, patched: one good call (inductor compiles it); bad ones fail as dynamo traces
@@ -309,6 +316,11 @@ def test_opt_einsum_s_doors_read_opt_einsum_s_notation(monkeypatch):
     args, _ = BAD["two-arrows"]
     got = _run("contract", args, {}, monkeypatch)
     assert isinstance(got, errors.EquationError) and str(got).startswith("contract(): ")
+    for name in ("int-first", "bytes-first"):      # operand 0 with the tensor as its sublist, as opt_einsum reads it
+        args, _ = BAD[name]
+        with pytest.raises(Exception) as theirs:
+            opt_einsum.contract(*args)
+        assert type(_run("contract", args, {}, monkeypatch)) is type(theirs.value)
 
 
 def test_a_sublist_of_symbols_traces_and_refuses_as_eager():

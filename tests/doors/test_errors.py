@@ -277,3 +277,23 @@ def test_an_operand_torch_has_no_op_for_is_torch_s_not_implemented_error(eq, n):
     with pytest.raises(errors.UnsupportedLayoutError, match="operand 0 is a torch._mkldnn tensor") as err:
         einc.einsum(eq, *ops)
     assert isinstance(err.value, errors.LayoutError) and isinstance(err.value, NotImplementedError)
+
+
+@pytest.mark.parametrize("args", [(None, A), (3, A), ([A, B], B), (A.numpy(), [0, 1], B, [1, 2]), (b"ij,jk->ik", A, B)])
+def test_a_first_argument_neither_equation_nor_operand_is_torch_s_type_error(args):
+    """torch reads a first argument that is no tensor as the equation: "argument 'equation'
+    (position 1) must be str".  einc read it as the sublist format's first operand and named
+    the next argument as its sublist ("the subscripts of operand 0 must be a list of ints,
+    got Tensor"), and fx and torch.compile failed in their own ways.  A bytes equation,
+    which torch's argument parser reads with up to two operands, is refused so too
+    (docs/semantics.md)."""
+    try:
+        torch.einsum(*args)
+    except TypeError as error:
+        sentence = str(error)
+    else:
+        assert isinstance(args[0], bytes)
+        sentence = "einsum(): argument 'equation' (position 1) must be str, not bytes"
+    with pytest.raises(errors.OperandTypeError) as err:
+        einc.einsum(*args)
+    assert isinstance(err.value, TypeError) and str(err.value).startswith(sentence + ":"), (str(err.value), sentence)
