@@ -297,3 +297,15 @@ def test_a_first_argument_neither_equation_nor_operand_is_torch_s_type_error(arg
     with pytest.raises(errors.OperandTypeError) as err:
         einc.einsum(*args)
     assert isinstance(err.value, TypeError) and str(err.value).startswith(sentence + ":"), (str(err.value), sentence)
+
+
+def test_a_strided_nested_operand_raises_torch_s_runtime_error():
+    """A nested tensor of strided layout has no sizes: einc raises torch's RuntimeError
+    reading them, where torch.einsum raises NotImplementedError (docs/semantics.md); both
+    are RuntimeErrors, and neither contracts it."""
+    nested = torch.nested.nested_tensor([torch.ones(3), torch.ones(3)])
+    for eq, ops in [("ij->ji", [nested]), ("ij,jk->ik", [nested, B[:3]])]:
+        with pytest.raises(RuntimeError):
+            torch.einsum(eq, *ops)
+        with pytest.raises(RuntimeError, match="doesn't support sizes"):
+            einc.einsum(eq, *ops)
