@@ -28,7 +28,7 @@ from .errors import (
     expression_count,
 )
 from .pathinfo import PathInfo
-from .planner import notation, plan_for
+from .planner import notation
 from .planner.equation import (
     Equation,
     call_form,
@@ -43,7 +43,7 @@ from .planner.graph import broadcast
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, Options, callers_optimizer, normalized_optimize
 from .planner.plan import Plan, callers_labels
 from .planner.slicing import linear_path
-from .runtime import dtypes
+from .runtime import dtypes, engine
 
 _SHAPES_KEPT = 64     # the shapes of calls an expression keeps the runs of (a bound: sizes may change every call)
 
@@ -435,7 +435,7 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     labels = _read(args[0])[1] if isinstance(args[0], str) else ()
     interleaved = () if isinstance(args[0], str) else _interleaved_letters(args, optimize, eq.text)
     with _reading(args[0], labels), callers_labels(interleaved) if interleaved else contextlib.nullcontext():
-        plan = plan_for(eq, shapes, options)
+        plan = engine.expression_plan(eq, shapes, options)
     text = args[0] if isinstance(args[0], str) else interleaved_text(args, eq.text)
     expr = ContractExpression(eq, shapes, plan, {k: items[k] for k in constants}, options, text)
     if labels:

@@ -70,7 +70,7 @@ def small_call(eq, operands, options):
     torch's op (see the module's docstring), else None (plan it)."""
     if options.memory_limit is not None or config.new_shapes() != "torch" or not _reusable(options.optimize):
         return None
-    work = _work(eq, operands)
+    work = call_work(eq, operands)
     # Planned: generated kernels are what a kernel entry is for.
     if work is None or work > SMALL_CALL or \
             dispatch.decide(operands[0].device.type, [o.dtype for o in operands])[0] != "torch":
@@ -96,7 +96,7 @@ def small_call(eq, operands, options):
 _texts: dict = {}       # equation text -> torch's spelling of it (eq.torch_text is worked out anew each time)
 
 
-def _work(eq, operands):
+def call_work(eq, operands):
     """The call's multiply-adds: the product of its index sizes (an ellipsis's dimensions
     indices of their own, broadcast); None where einc plans the call whatever its size: a
     size 0 (a sum over an index of size 0 is zeros in einc, where torch's op may give NaN

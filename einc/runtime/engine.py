@@ -31,7 +31,7 @@ from ..errors import ArgumentError, OperandTypeError
 from ..planner import check_count, plan_for
 from ..planner import options as options_module
 from ..planner.equation import Equation, parse
-from ..planner.options import Options
+from ..planner.options import AUTO, Options
 from ..planner.plan import Plan, path_cache_clear
 from . import admission, dispatch, dtypes, learn, record, select, sizeclass, sliced, sparse
 from .cache import CacheInfo, LRUCache
@@ -232,6 +232,26 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
     except (AttributeError, IndexError):
         check_operands(eq, operands)
         raise
+
+
+def expression_plan(eq: Equation, shapes, options: Options) -> Plan:
+    """The plan of ``contract_expression`` for ``shapes``: along the path einsum's call of
+    operands of these shapes (one float dtype, on the CPU) runs, so that the expression's
+    call gives that call's bits: a small call's size class's path (searched at the class's
+    canonical sizes) under ``EINC_NEW_SHAPES=class`` or ``torch``, else the shape's own."""
+    plan = plan_for(eq, shapes, options)        # (einc's error for shapes that do not fit)
+    mode = config.new_shapes()
+    if len(shapes) < 3 or options.optimize != AUTO or options.memory_limit is not None or mode == "plan":
+        return plan
+    if mode == "class":
+        canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
+    else:
+        work = admission.call_work(eq, [torch.empty(s, device="meta") for s in shapes])
+        canon = [admission.class_sizes(s) for s in shapes] if work and work <= admission.SMALL_CALL else None
+    path = None if canon is None else plan_for(eq, canon, options).path
+    if path is None or path == plan.path:
+        return plan
+    return plan_for(eq, shapes, Options.of(path, None, options.select, options.layout))
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -233,3 +233,24 @@ def test_shapes_of_one_class_agree_in_any_order_eager_traced_and_compiled(eq, mo
         grads = torch.autograd.grad((run(*leaves) * weight).sum(), leaves)
         assert _same(torch.autograd.grad((compiled(*mine) * weight).sum(), mine), grads)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,jk,kl->", [(3, 33), (33, 17), (17, 2)]),
+    ("ij,j,jk->ik", [(3, 7), (7,), (7, 2)]),
+    ("ab,bc,ca->", [(13, 9), (9, 1), (1, 13)]),
+])
+@pytest.mark.parametrize("new_shapes", ["plan", "class", "torch"])
+def test_contract_expression_gives_einsum_s_bits_for_its_shapes(eq, shapes, new_shapes, monkeypatch):
+    """An expression's call is einsum's call of the same operands: the same bits.  Its plan
+    took the path searched at its own shapes, where einsum (and contract, and contract_path's
+    report) runs a small call's size class's path, searched at canonical sizes: a float32
+    sum in another order (each of these paths differed)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    g = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, generator=g) for s in shapes]
+    want = einc.einsum(eq, *ops)
+    expr = einc.contract_expression(eq, *shapes)
+    assert torch.equal(expr(*ops), want) and torch.equal(einc.contract(eq, *ops), want)
+    if new_shapes != "torch":   # (there contract_path reports the shape's own plan: torch's op runs the class's path)
+        assert list(expr.plan.path) == list(einc.contract_path(eq, *ops)[0])
