@@ -78,6 +78,22 @@ def test_any_keeps_the_products_order_where_the_default_copies():
     torch.testing.assert_close(anyway, default)
 
 
+def test_each_layout_gives_its_own_bits_every_time(monkeypatch):
+    """``ij,jk->ki`` in float64, its size class's plan: ``mm(b.T, a.T)`` by default,
+    ``mm(a, b)`` permuted under ``"any"`` (docs/semantics.md): values that agree to
+    rounding, each layout's the same bits on every call, after the other's too."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 17, generator=g, dtype=torch.float64), torch.randn(17, 3, generator=g, dtype=torch.float64)
+    default, anyway = einc.einsum("ij,jk->ki", a, b), einc.einsum("ij,jk->ki", a, b, layout="any")
+    torch.testing.assert_close(anyway, default, rtol=1e-14, atol=1e-14)
+    assert not torch.equal(anyway, default)
+    assert torch.equal(einc.einsum("ij,jk->ki", a, b), default)
+    assert torch.equal(einc.einsum("ij,jk->ki", a, b, layout="any"), anyway)
+    einc.cache_clear()
+
+
 def test_the_layout_is_part_of_the_key():
     """The same call in both layouts, in either order: each gets its own entry."""
     a, b = torch.randn(8, 6, 5, 7), torch.randn(9, 6)
