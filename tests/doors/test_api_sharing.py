@@ -227,3 +227,21 @@ def test_a_context_entered_inside_a_compiled_function_has_no_effect():
     torch.testing.assert_close(got, a @ b @ c)
     assert cache == {} and not einc.sharing.currently_sharing()
     torch._dynamo.reset()
+
+
+def test_a_call_inside_runs_its_steps_each_laid_out_for_itself(monkeypatch):
+    """Inside the context each step is its own einsum, laid out for itself, where the whole
+    call's plan lays its steps out together (docs/migrating.md): ``ij,jk,kl->li`` at these
+    sizes agrees with the call outside to rounding, not to the bit, and gives its own bits
+    in every context."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    ops = _ops((3, 17), (17, 9), (9, 2))
+    outside = einc.einsum("ij,jk,kl->li", *ops)
+    inside = []
+    for _ in range(2):
+        with einc.shared_intermediates():
+            inside.append(einc.einsum("ij,jk,kl->li", *ops))
+    torch.testing.assert_close(inside[0], outside, rtol=1e-13, atol=1e-13)
+    assert not torch.equal(inside[0], outside) and torch.equal(inside[0], inside[1])
+    einc.cache_clear()
