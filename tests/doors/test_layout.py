@@ -3,6 +3,8 @@ fresh standard-contiguous result, ``"any"`` a fresh dense, non-overlapping one i
 order einc's plan writes it; both the values of torch.einsum on float64 copies, neither
 ever sharing memory with an operand."""
 
+import warnings
+
 import pytest
 import torch
 from oracle import assert_close, reference
@@ -91,6 +93,23 @@ def test_each_layout_gives_its_own_bits_every_time(monkeypatch):
     assert not torch.equal(anyway, default)
     assert torch.equal(einc.einsum("ij,jk->ki", a, b), default)
     assert torch.equal(einc.einsum("ij,jk->ki", a, b, layout="any"), anyway)
+    einc.cache_clear()
+
+
+def test_a_traced_call_of_either_layout_gives_the_default_layout_s_bits(monkeypatch):
+    """The custom op carries no layout and runs the default layout's plan
+    (docs/semantics.md): a traced call with ``layout="any"`` gives the eager default's
+    bits, where the eager ``"any"`` call's differ in the last ones."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 17, generator=g, dtype=torch.float64), torch.randn(17, 3, generator=g, dtype=torch.float64)
+    default = einc.einsum("ij,jk->ki", a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
+        traced = torch.jit.trace(lambda x, y: einc.einsum("ij,jk->ki", x, y, layout="any"), (a, b), check_trace=False)
+    assert traced(a, b).is_contiguous() and torch.equal(traced(a, b), default)
+    assert not torch.equal(einc.einsum("ij,jk->ki", a, b, layout="any"), default)
     einc.cache_clear()
 
 
