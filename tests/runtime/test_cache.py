@@ -254,15 +254,11 @@ def test_build_runs_once_under_contention():
         threading.Event().wait(0.05)
         return "plan"
 
-    def work():
+    def work(_):
         barrier.wait()
         assert cache.get_or_build("k", slow_build) == "plan"
 
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert errors_in_threads(work, range(8)) == []
     assert len(calls) == 1
 
 

@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from threads import errors_in_threads
 
 import einc
 from einc.runtime import learn, select, triton_executor
@@ -231,15 +232,11 @@ def test_threads_calling_while_learning_get_right_answers(learning, monkeypatch)
     x, y = _operands(device, [(2, 3, 4, 5), (4, 2, 3, 2)])
     expected, wrong = torch.einsum(PERMUTED, x, y), []
 
-    def work():
+    def work(_):
         for _ in range(8):
             if not torch.allclose(einc.einsum(PERMUTED, x, y), expected):
                 wrong.append(1)
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    assert errors_in_threads(work, range(3)) == []
     assert not wrong and not early
     assert _learn(PERMUTED, [x, y]) <= 20
     assert warmed and not early
