@@ -39,15 +39,40 @@ DEFAULT_OUT = HERE / "results" / "libraries"
 
 @dataclass
 class Library:
-    name: str
+    name: str                        # the distribution pip installs
     version: str
     deps: tuple = ()                 # installed with --no-deps too (pip leaves torch alone)
+    module: str = ""                 # the import name, where it is not ``name``
+    pip_args: tuple = ()             # more options for its install (--no-build-isolation: builds on this torch)
+    conftest: str = ""               # written as conftest.py beside the sdist's tests (the repository has one)
     package_tests: str = ""          # tests inside the installed package: its subfolder ("" = the package)
     sdist_tests: tuple = ()          # else: these paths of the sdist (extracted into the scratch folder)
     env: dict = field(default_factory=dict)
     pytest_args: tuple = ()
     note: str = ""
 
+    @property
+    def import_name(self) -> str:
+        return self.module or self.name
+
+
+FUNSOR_CONFTEST = """\
+import os
+
+import numpy
+import torch
+
+import funsor
+
+funsor.set_backend(os.environ.get("FUNSOR_BACKEND", "numpy"))
+
+
+def pytest_runtest_setup(item):
+    numpy.random.seed(0)
+    torch.manual_seed(0)
+    if funsor.get_backend() == "torch":
+        torch.set_default_dtype(torch.float64)
+"""
 
 LIBRARIES = {
     "einops": Library("einops", "0.8.2", package_tests="tests", env={"EINOPS_TEST_BACKENDS": "torch"},
@@ -67,6 +92,31 @@ LIBRARIES = {
                     note="the einsum-heavy part of tests/ from the sdist: tensor products (codegen through "
                          "opt_einsum_fx and torch.fx, TorchScript), linear, norm, fc, gate, e3nn's jit "
                          "utilities; without test_normalized (7 min alone on 2 cores)"),
+    "opt_einsum": Library("opt_einsum", "3.4.0", package_tests="tests",
+                          note="its whole suite (opt_einsum/tests, in the wheel): the torch backend's tests "
+                               "contract many-operand equations pairwise, each step torch.einsum or tensordot, "
+                               "with constants and shared intermediates"),
+    "tensorly-torch": Library("tensorly-torch", "0.5.0", module="tltorch", deps=("tensorly==0.10.0", "numpy", "scipy"),
+                              package_tests="", env={"TENSORLY_BACKEND": "pytorch",
+                                                     "TENSORLY_TENALG_BACKEND": "einsum"},
+                              note="its whole suite (the tests/ folders in the wheel) with tensorly's einsum "
+                                   "tensor algebra: factorized layers and tensors (CP, Tucker, TT, TTM) contracted "
+                                   "by einsum, with gradients"),
+    "torch-harmonics": Library("torch_harmonics", "0.8.0", deps=("parameterized",), pip_args=("--no-build-isolation",),
+                               sdist_tests=("tests",), pytest_args=("tests/test_sht.py", "tests/test_convolution.py",
+                                                                    "tests/test_attention.py"),
+                               note="tests/ from the sdist (0.8.0: the newest sdist whose metadata builds without "
+                                    "torch): spherical harmonic transforms (`...km,mlk->...lm` on strided slices, "
+                                    "double precision gradcheck), DISCO convolutions, neighborhood attention"),
+    "funsor": Library("funsor", "0.4.8", deps=("pyro-ppl==1.9.1", "pyro-api", "makefun", "multipledispatch", "tqdm",
+                                                "numpy", "opt_einsum", "typing_extensions"),
+                      sdist_tests=("test",), env={"FUNSOR_BACKEND": "torch"}, conftest=FUNSOR_CONFTEST,
+                      pytest_args=("test/test_einsum.py", "test/test_adjoint.py", "test/test_optimizer.py"),
+                      note="test/ from the sdist, the einsum part, torch backend: einsums and their adjoints "
+                           "(marginals, samples, MAP) under pyro.ops.einsum's semirings (log, map, sample, "
+                           "marginal) and plated sum-products, against opt_einsum; the sdist leaves out the "
+                           "repository's test/conftest.py, so the script writes one that chooses the backend "
+                           "(FUNSOR_BACKEND), float64 by default, and seeds each test"),
 }
 
 
@@ -82,7 +132,7 @@ def torch_version() -> str:
 
 def install(lib: Library) -> None:
     before = torch_version()
-    pip("--no-deps", f"{lib.name}=={lib.version}", *lib.deps)
+    pip("--no-deps", *lib.pip_args, f"{lib.name}=={lib.version}", *lib.deps)
     after = torch_version()
     if after != before:
         sys.exit(f"installing {lib.name} changed torch from {before} to {after}")
@@ -99,7 +149,8 @@ def installed_version(name: str) -> str | None:
 def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
     """(the folder pytest runs in, its arguments) for ``lib``'s tests."""
     if not lib.sdist_tests:
-        where = f"import {lib.name}, os; print(os.path.dirname({lib.name}.__file__))"
+        module = lib.import_name
+        where = f"import {module}, os; print(os.path.dirname({module}.__file__))"
         out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True)
         package = Path(out.stdout.strip())
         target = package / lib.package_tests if lib.package_tests else package
@@ -119,6 +170,8 @@ def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
             for m in members:
                 m.name = m.name[len(prefix):]
             tar.extractall(tmp, members=members, filter="data")
+        for folder in lib.sdist_tests if lib.conftest else ():
+            (tmp / folder / "conftest.py").write_text(lib.conftest)
         tmp.rename(root)    # only the tests: the installed package is the one imported
     return root, list(lib.pytest_args or lib.sdist_tests)
 
