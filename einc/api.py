@@ -27,7 +27,7 @@ import inspect
 
 import torch
 
-from . import autograd, call_arguments, custom_op, sharing, traced_doors
+from . import autograd, call_arguments, config, custom_op, sharing, traced_doors
 from . import named as named_axes
 from .call_arguments import call_options, shape_of, torch_settings
 from .errors import (
@@ -508,8 +508,13 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
     if entry is not None and entry.size_class is not None:     # the class's path, at this call's sizes
         classed = size_class(eq, shapes, entry, options, cached)
         plan = classed.at_call
+    elif entry is not None:
+        plan = entry.program
+    elif config.new_shapes() == "torch":    # a small call torch's op answers along its size class's path
+        plan = engine.expression_plan(eq, shapes, options, [*types, *types[:1] * (len(shapes) - len(types))],
+                                      device_type)
     else:
-        plan = entry.program if entry is not None else plan_for(eq, shapes, options)
+        plan = plan_for(eq, shapes, options)
     if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
         plan = plan.renamed(eq.text, build(eq, shapes).names)
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default

@@ -234,11 +234,13 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
         raise
 
 
-def expression_plan(eq: Equation, shapes, options: Options) -> Plan:
+def expression_plan(eq: Equation, shapes, options: Options, kinds=None, device_type: str = "cpu") -> Plan:
     """The plan of ``contract_expression`` for ``shapes``: along the path einsum's call of
     operands of these shapes (one float dtype, on the CPU) runs, so that the expression's
     call gives that call's bits: a small call's size class's path (searched at the class's
-    canonical sizes) under ``EINC_NEW_SHAPES=class`` or ``torch``, else the shape's own."""
+    canonical sizes) under ``EINC_NEW_SHAPES=class`` or ``torch``, else the shape's own.
+    ``explain`` asks it for the call torch's op answers under ``EINC_NEW_SHAPES=torch``
+    (runtime/admission.py), with the operands' dtypes ``kinds`` on ``device_type``."""
     plan = plan_for(eq, shapes, options)        # (einc's error for shapes that do not fit)
     mode = config.new_shapes()
     if len(shapes) < 3 or options.optimize != AUTO or options.memory_limit is not None or mode == "plan":
@@ -246,8 +248,10 @@ def expression_plan(eq: Equation, shapes, options: Options) -> Plan:
     if mode == "class":
         canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
     else:
-        work = admission.call_work(eq, [torch.empty(s, device="meta") for s in shapes])
-        canon = [admission.class_sizes(s) for s in shapes] if work and work <= admission.SMALL_CALL else None
+        kinds = kinds or [torch.float32] * len(shapes)
+        work = admission.call_work(eq, [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds)])
+        small = work and work <= admission.SMALL_CALL and dispatch.decide(device_type, kinds)[0] == "torch"
+        canon = [admission.class_sizes(s) for s in shapes] if small else None
     path = None if canon is None else plan_for(eq, canon, options).path
     if path is None or path == plan.path:
         return plan

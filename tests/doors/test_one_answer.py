@@ -252,5 +252,25 @@ def test_contract_expression_gives_einsum_s_bits_for_its_shapes(eq, shapes, new_
     want = einc.einsum(eq, *ops)
     expr = einc.contract_expression(eq, *shapes)
     assert torch.equal(expr(*ops), want) and torch.equal(einc.contract(eq, *ops), want)
-    if new_shapes != "torch":   # (there contract_path reports the shape's own plan: torch's op runs the class's path)
-        assert list(expr.plan.path) == list(einc.contract_path(eq, *ops)[0])
+    assert list(expr.plan.path) == list(einc.contract_path(eq, *ops)[0])
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "class", "torch"])
+def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeypatch):
+    """``explain`` and ``contract_path`` report the path the call runs, for tensors and for
+    shapes: under ``EINC_NEW_SHAPES=torch`` the size class's path that torch's op is given
+    (runtime/admission.py), not the one searched at the call's own shapes."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    given = []
+    monkeypatch.setattr(admission, "_einsum", lambda *a, **k: given.append(k.get("path")) or torch._VF.einsum(*a, **k))
+    eq, shapes = "ij,jk,kl->", [(3, 33), (33, 17), (17, 2)]
+    ops = [torch.randn(s, generator=torch.Generator().manual_seed(0)) for s in shapes]
+    own = [(1, 2), (0, 1)]      # the path searched at these shapes; the class's is [(0, 1), (0, 1)]
+    runs = list(einc.contract_expression(eq, *shapes).plan.path)
+    assert (runs == own) == (new_shapes == "plan")
+    einc.einsum(eq, *ops)
+    if new_shapes == "torch":
+        assert given == [[i for pair in runs for i in pair]]
+    for operands in (ops, shapes):
+        assert list(einc.contract_path(eq, *operands)[0]) == runs
+        assert list(einc.explain(eq, *operands).path) == runs
