@@ -427,6 +427,11 @@ def contract_expression(*args, constants=(), optimize=DEFAULT_OPTIMIZE, memory_l
     eq, items = _equation_and_args(args)
     constants = sorted(set(int(k) for k in (constants or ())))
     for k in constants:
+        if 0 <= k < len(items) and not isinstance(items[k], torch.Tensor) and hasattr(items[k], "dtype"):
+            # an array (numpy's): einc contracts torch tensors only, as contract refuses an array operand
+            raise OperandTypeError(f"contract_expression(): constant {k} must be a torch.Tensor, got "
+                                   f"{type(items[k]).__name__} (pass torch.as_tensor of it; an array elsewhere "
+                                   f"is read as a shape)")
         if not 0 <= k < len(items) or not isinstance(items[k], torch.Tensor):
             raise ArgumentError(f"contract_expression(): constant {k} must be the position of a tensor among "
                                 f"the {len(items)} operands")

@@ -578,3 +578,21 @@ def test_a_fold_s_dtype_error_names_the_step_in_the_callers_letters():
         einc.contract_expression("xy,yz,zw->xw", a, b, (4, 5), constants=[0, 1])
     assert "'xy,yz->xz'" in str(info.value) and "'xy,yz,zw->xw'" in str(info.value), str(info.value)
     assert "'ab,bc->ac'" not in str(info.value)
+
+
+def test_an_expression_s_numpy_constant_is_refused_as_contract_refuses_a_numpy_operand():
+    """einc contracts torch tensors: a numpy array as a constant gets contract's kind of
+    error, naming the array's type and the fix, not one about the constant's position (an
+    array elsewhere is a shape to plan with, as the docs say)."""
+    np = pytest.importorskip("numpy")
+    a = np.ones((2, 3))
+    with pytest.raises(OperandTypeError):
+        einc.contract("ij,jk->ik", a, torch.ones(3, 4))
+    with pytest.raises(OperandTypeError, match=r"constant 0 must be a torch\.Tensor, got ndarray.*as_tensor"):
+        einc.contract_expression("ij,jk->ik", a, (3, 4), constants=[0])
+    expr = einc.contract_expression("ij,jk->ik", torch.as_tensor(a), (3, 4), constants=[0])
+    b = torch.randn(3, 4, dtype=torch.float64)
+    assert torch.allclose(expr(b), torch.einsum("ij,jk->ik", torch.as_tensor(a), b))
+    assert tuple(einc.contract_expression("ij,jk->ik", a, (3, 4)).shapes) == ((2, 3), (3, 4))
+    with pytest.raises(ArgumentError, match="constant 1 must be the position of a tensor"):
+        einc.contract_expression("ij,jk->ik", a, (3, 4), constants=[1])
