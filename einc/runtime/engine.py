@@ -21,6 +21,7 @@ keeps: modules above the runtime (autograd, the custom op) register theirs here.
 
 from __future__ import annotations
 
+import dataclasses
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -255,7 +256,9 @@ def expression_plan(eq: Equation, shapes, options: Options, kinds=None, device_t
     path = None if canon is None else plan_for(eq, canon, options).path
     if path is None or path == plan.path:
         return plan
-    return plan_for(eq, shapes, Options.of(path, None, options.select, options.layout))
+    # (named for the search that found the path, as explain names a size class's plan)
+    return dataclasses.replace(plan_for(eq, shapes, Options.of(path, None, options.select, options.layout)),
+                               optimizer=plan.optimizer)
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -274,3 +274,4 @@ def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeyp
     for operands in (ops, shapes):
         assert list(einc.contract_path(eq, *operands)[0]) == runs
         assert list(einc.explain(eq, *operands).path) == runs
+        assert einc.explain(eq, *operands).optimizer == "auto"     # (the search asked for, not "explicit")
