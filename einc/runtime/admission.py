@@ -68,12 +68,7 @@ _paths = LRUCache(4096)
 def small_call(eq, operands, options):
     """torch's einsum of ``operands`` where ``EINC_NEW_SHAPES=torch`` gives this call to
     torch's op (see the module's docstring), else None (plan it)."""
-    if options.memory_limit is not None or config.new_shapes() != "torch" or not _reusable(options.optimize):
-        return None
-    work = call_work(eq, operands)
-    # Planned: generated kernels are what a kernel entry is for.
-    if work is None or work > SMALL_CALL or \
-            dispatch.decide(operands[0].device.type, [o.dtype for o in operands])[0] != "torch":
+    if not answered(eq, operands, options, operands[0].device.type):
         return None
     text = _texts.get(eq.text)
     if text is None:
@@ -84,13 +79,24 @@ def small_call(eq, operands, options):
         if len(operands) < 3 or options.optimize is False:
             result = _einsum(text, list(operands))      # torch's left-to-right order is einc's
         else:
-            path = _path(eq, operands, options, text)
+            path = torch_path(eq, operands, options, text)
             if path is None:
                 return None
             result = _einsum(text, list(operands), path=path)
     except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
         return None
     return _fresh(result, operands) if options.result_layout() == "contiguous" else _dense(result, operands)
+
+
+def answered(eq, operands, options, device_type: str) -> bool:
+    """Whether ``EINC_NEW_SHAPES=torch`` gives this call to torch's op (``operands`` may be
+    meta tensors of the call's shapes and dtypes, on ``device_type``)."""
+    if options.memory_limit is not None or config.new_shapes() != "torch" or not _reusable(options.optimize):
+        return False
+    work = call_work(eq, operands)
+    # Planned: generated kernels are what a kernel entry is for.
+    return work is not None and work <= SMALL_CALL and \
+        dispatch.decide(device_type, [o.dtype for o in operands])[0] == "torch"
 
 
 _texts: dict = {}       # equation text -> torch's spelling of it (eq.torch_text is worked out anew each time)
@@ -121,7 +127,7 @@ def call_work(eq, operands):
     return math.prod(sizes.values())
 
 
-def _path(eq, operands, options, text):
+def torch_path(eq, operands, options, text=None):
     """The flat path torch's op gets for three or more operands: einc's for the call's size
     class, or the named strategy's for this shape; None where einc's path is not one
     torch takes (a step of one or of three operands)."""

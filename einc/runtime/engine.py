@@ -248,13 +248,12 @@ def expression_plan(eq: Equation, shapes, options: Options, kinds=None, device_t
         return plan
     if mode == "class":
         canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
-    else:
-        kinds = kinds or [torch.float32] * len(shapes)
-        work = admission.call_work(eq, [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds)])
-        small = work and work <= admission.SMALL_CALL and dispatch.decide(device_type, kinds)[0] == "torch"
-        canon = [admission.class_sizes(s) for s in shapes] if small else None
-    path = None if canon is None else plan_for(eq, canon, options).path
-    if path is None or path == plan.path:
+        path = None if canon is None else tuple(map(tuple, plan_for(eq, canon, options).path))
+    else:       # the path admission gives torch's op, where it answers the call
+        metas = [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds or [torch.float32] * len(shapes))]
+        flat = admission.torch_path(eq, metas, options) if admission.answered(eq, metas, options, device_type) else None
+        path = None if flat is None else tuple(zip(flat[::2], flat[1::2]))
+    if path is None or path == tuple(map(tuple, plan.path)):
         return plan
     # (named for the search that found the path, as explain names a size class's plan)
     return dataclasses.replace(plan_for(eq, shapes, Options.of(path, None, options.select, options.layout)),
