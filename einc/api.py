@@ -228,7 +228,7 @@ def _torch_function(args, operands, optimize, memory_limit, select, out, backend
 def _register_for_torchscript() -> None:
     """``torch.jit.script`` compiles a call of :func:`einsum` (or of ``torch.einsum`` once it is
     einc's) as the custom op's overload ``einc::einsum.script(str equation, Tensor[] operands,
-    *, str optimize, str memory_limit)``: TorchScript compiles builtins only, and packs the
+    *, str optimize, str memory_limit, str? layout)``: TorchScript compiles builtins only, and packs the
     operands of ``einsum(eq, a, b)`` into the list as it does for ``aten::einsum``.  The table
     is TorchScript's own (private, stable since torch 1.x); where it is missing, scripting a
     call fails as scripting any function TorchScript cannot compile does, and nothing else
@@ -370,9 +370,9 @@ _ERRORS = {"OperandTypeError": OperandTypeError, "OutError": OutError, "PathErro
 # ----------------------------------------------------------------------- under torch.compile
 
 def traced_call(args, optimize, memory_limit, select, out, layout=None):
-    """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`).
-    ``layout`` is checked; the op's result is contiguous, which both layouts allow (its fake
-    kernel states the strides before any plan exists: :meth:`Options.from_op`)."""
+    """einsum under torch.compile / export: one call of the custom op (see :mod:`einc.custom_op`),
+    which runs the plan of ``layout`` and returns its values contiguous (its fake kernel states
+    the strides before any plan exists: :meth:`Options.from_op`)."""
     # (checked in the eager call's order: the equation, the options, out=, then the operands; a sublist's and a
     # path's numpy values read as Python's, and an int of a path or limit read from a local under dynamic=True, a
     # symbol, as its value, which dynamo guards on: str() of a symbol, writing the op's options, is Unsupported)
@@ -396,7 +396,7 @@ def traced_call(args, optimize, memory_limit, select, out, layout=None):
         problem = _out_refused(out, _operands_of(args), traced=True)
         if problem is not None:
             _refuse_traced(*problem)
-    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit)
+    result = custom_op.traced_einsum(args[0] if args else None, args[1:], optimize, memory_limit, layout)
     if out is None:
         return result
     problem = _out_mismatch(out, result, custom_op.sizes)

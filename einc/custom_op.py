@@ -4,14 +4,17 @@ Under ``torch.compile`` :func:`einc.einsum` does not run its Python (parse, cach
 plan, generated run function): dynamo would have to trace all of it, and the plan's
 reshapes bake in concrete sizes, which breaks ``dynamic=True``.  Instead it emits one
 call of the custom op ``einc::einsum(str equation, Tensor[] operands, str optimize,
-str memory_limit) -> Tensor``:
+str memory_limit, str layout) -> Tensor``:
 
 - dynamo and AOTAutograd see an opaque op with a fake implementation that computes
   the output's shape (from the graph stage, so symbolic sizes work and broadcasting
   is checked) and dtype (torch.einsum's, as in eager calls);
 - at run time the op is plain einc: plan cache, plan, executor -- so compiled code
   gets the same plans and kernels as eager code, and a new shape under
-  ``dynamic=True`` is one more cache entry, not a recompile;
+  ``dynamic=True`` is one more cache entry, not a recompile; the fake kernel states a
+  contiguous result before any plan exists (sizes may be symbolic), so the op runs the
+  plan of the layout the call asked for and returns its result made contiguous where it
+  is not (``"any"`` allows it): the eager call's values, bit for bit;
 - its Autograd kernel applies :class:`einc.autograd.EinsumFunction` (the one eager
   calls use, told by its ``Call`` that it is traced), whose backward is one call of
   ``einc::einsum_backward`` (the call again with autograd, at run time: the eager
@@ -25,9 +28,8 @@ trace-time planning with symbolic sizes and behaves the same under every backend
 (inductor, eager, aot_eager, einc's own).  The op is defined with ``torch.library.Library``
 rather than ``torch.library.custom_op``, whose Python wrappers cost several times what
 this op adds to ``einc.einsum`` when a compiled graph runs it (bench/measured/overheads.md).
-``optimize`` and ``memory_limit`` travel as strings (``layout`` does not: the fake kernel
-states a contiguous result before any plan exists, so the op returns one in either
-layout, see :meth:`einc.planner.options.Options.from_op`); a ``PathOptimizer`` object cannot,
+``optimize``, ``memory_limit`` and ``layout`` travel as strings
+(:meth:`einc.planner.options.Options.to_op`); a ``PathOptimizer`` object cannot,
 so under torch.compile ``optimize`` must be a strategy name, a bool, or an explicit
 path (a ``PathOptimizer`` makes dynamo fall back to eager for that frame, and fails
 under ``fullgraph=True``).
@@ -41,7 +43,6 @@ when the node runs: :func:`_fake_dtype`).
 
 import contextlib
 import functools
-import math
 import operator
 import os
 import sys
@@ -52,9 +53,9 @@ from typing import NoReturn
 
 import torch
 
-from . import autograd, errors
+from . import autograd, errors, op_flops
 from .errors import DtypeError, EincError, EquationError, OperandCountError, ShapeError, UnsupportedDtypeError
-from .planner import notation, plan_for
+from .planner import notation
 from .planner.equation import call_form, parse, parse_as_called
 from .planner.graph import build
 from .planner.options import AUTO, Options, encode
@@ -62,7 +63,8 @@ from .runtime import dtypes, engine
 
 # ``scale`` multiplies the result (the torch.compile backend passes its constant factors
 # here, so a generated kernel applies them in its epilogue instead of a pass of their own)
-_SCHEMA = "(str equation, Tensor[] operands, str optimize, str memory_limit, float scale=1.0) -> Tensor"
+_SCHEMA = ('(str equation, Tensor[] operands, str optimize, str memory_limit, str layout="", float scale=1.0) '
+           '-> Tensor')
 
 
 def constant_result(fn):
@@ -73,7 +75,7 @@ def constant_result(fn):
     return fn
 
 
-def traced_einsum(equation, operands, optimize, memory_limit):
+def traced_einsum(equation, operands, optimize, memory_limit, layout=None):
     """What :func:`einc.einsum` does under torch.compile: one call of the custom op.
     Plain code, traced by dynamo: the options are checked when the op decodes them."""
     text, operands = call_form((equation, *operands))
@@ -90,7 +92,7 @@ def traced_einsum(equation, operands, optimize, memory_limit):
         types, options = tuple(o.dtype for o in operands), encode(optimize, memory_limit)
         if not _kernel_exists(text, types, tuple((2,) * o.dim() for o in operands), *options, False):
             _kernel_exists(text, types, tuple(tuple([_kind(n) for n in o.shape]) for o in operands), *options)
-    return einsum_op(text, list(operands), *encode(optimize, memory_limit))
+    return einsum_op(text, list(operands), *encode(optimize, memory_limit), layout.lower() if layout else "")
 
 
 def _kind(n) -> int:
@@ -147,11 +149,13 @@ _lib = torch.library.Library("einc", "DEF")
 _lib.define("einsum" + _SCHEMA)
 
 
-def _impl(equation, operands, optimize, memory_limit, scale=1.0):
-    """The kernel for every device: plain einc (plan cache, plan, executor)."""
+def _impl(equation, operands, optimize, memory_limit, layout="", scale=1.0):
+    """The kernel for every device: plain einc (plan cache, plan, executor), its result contiguous
+    as the fake kernel states it (a copy of its values, where ``"any"`` wrote another order)."""
+    options = Options.from_op(optimize, memory_limit, layout)
     if scale != 1.0:
-        return engine.run_scaled(parse(equation), operands, Options.from_op(optimize, memory_limit), scale)
-    return engine.run(parse(equation), operands, Options.from_op(optimize, memory_limit))
+        return engine.run_scaled(parse(equation), operands, options, scale).contiguous()
+    return engine.run(parse(equation), operands, options).contiguous()
 
 
 _lib.impl("einsum", _impl, "CompositeExplicitAutograd")
@@ -160,21 +164,21 @@ einsum_op = torch.ops.einc.einsum.default
 # TorchScript's door (``torch.jit.script`` of code calling ``einc.einsum``): the operands
 # last among the positional arguments, so that ``einsum(eq, a, b)`` packs ``a, b`` into the
 # list as it does for ``aten::einsum``; it decomposes into the op above (which has every kernel).
-# ``layout`` is checked and has no effect: the op's result is contiguous, which both allow.
+# ``layout`` (None: ``EINC_LAYOUT``'s) is checked and carried, as the op carries it.
 _lib.define('einsum.script(str equation, Tensor[] operands, *, str optimize="auto", str memory_limit="", '
-            'str layout="contiguous") -> Tensor')
+            'str? layout=None) -> Tensor')
 
 
-def _script(equation, operands, optimize="auto", memory_limit="", layout="contiguous"):
-    Options.of(AUTO, None, None, layout)
+def _script(equation, operands, optimize="auto", memory_limit="", layout=None):
+    layout = Options.of(AUTO, None, None, layout).layout or ""
     if notation.is_named(equation):     # a named equation (no keyword sizes in TorchScript): views, op, reshape
         named = notation.structure(equation)
         views = notation.resolve(named, [o.shape for o in operands], {})[1]
         out = einsum_op(named.equation, [o if v is None else o.view(v) for o, v in zip(operands, views)],
-                        optimize, memory_limit)
+                        optimize, memory_limit, layout)
         shape = notation.output_shape(named, out.shape)
         return out if shape is None else out.reshape(shape)
-    return einsum_op(equation, operands, optimize, memory_limit)
+    return einsum_op(equation, operands, optimize, memory_limit, layout)
 
 
 _lib.impl("einsum.script", _script, "CompositeImplicitAutograd")
@@ -183,7 +187,7 @@ _modes = torch._C._len_torch_dispatch_stack
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
+def _autograd_kernel(equation, operands, optimize, memory_limit, layout="", scale=1.0):
     """The Autograd kernel: :class:`einc.autograd.EinsumFunction` when a gradient is needed.
 
     Otherwise it runs einc directly when the operands are plain tensors and no dispatch
@@ -198,24 +202,24 @@ def _autograd_kernel(equation, operands, optimize, memory_limit, scale=1.0):
             # cannot be applied from inside a kernel there, so run the executor's
             # differentiable ops.  (einc.einsum itself applies the Function before any
             # kernel, so this is only reached by calling torch.ops.einc.einsum.)
-            return _impl(equation, operands, optimize, memory_limit, scale)
-        call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
+            return _impl(equation, operands, optimize, memory_limit, layout, scale)
+        call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit, layout), traced=True)
         out = autograd.EinsumFunction.apply(call, *operands)
         return out if scale == 1.0 else out * scale     # training: the scale as its own op
     modes = _modes()
-    if modes and _counter():
-        _count_flops()
+    if modes and op_flops.counting():
+        op_flops.register()
     if modes or autograd.forward_ad._current_level >= 0 or autograd.transforms_active():
-        dual = _forward(equation, operands, optimize, memory_limit, scale)
+        dual = _forward(equation, operands, optimize, memory_limit, layout, scale)
         if dual is not None:
             return dual
     if not modes and all(type(o) in _PLAIN for o in operands):
-        return _impl(equation, operands, optimize, memory_limit, scale)
+        return _impl(equation, operands, optimize, memory_limit, layout, scale)
     with torch._C._AutoDispatchBelowAutograd():
-        return einsum_op(equation, operands, optimize, memory_limit, scale)
+        return einsum_op(equation, operands, optimize, memory_limit, layout, scale)
 
 
-def _forward(equation, operands, optimize, memory_limit, scale):
+def _forward(equation, operands, optimize, memory_limit, layout, scale):
     """Forward AD (``torch.func.jvp``, ``jacfwd``, ``forward_ad.dual_level``) with no gradient
     asked: the result and its tangent, the sum over operands of the op with that operand
     replaced by its tangent, made dual; None where no operand carries a tangent.  Below
@@ -232,8 +236,8 @@ def _forward(equation, operands, optimize, memory_limit, scale):
     unpacked = [torch._VF._unpack_dual(o, level) for o in operands]
     tangents = [t for _, t in unpacked]
     primals = [p for p, _ in unpacked]
-    call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
-    out = einsum_op(equation, primals, optimize, memory_limit, scale)
+    call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit, layout), traced=True)
+    out = einsum_op(equation, primals, optimize, memory_limit, layout, scale)
     tangent = autograd.tangent(call.eq, primals, tangents, call.contract)
     return torch._VF._make_dual(out, tangent if scale == 1.0 else tangent * scale, level=level)
 
@@ -248,13 +252,13 @@ def _autocast_kernel(device_type: str, key):
     traced graphs, so the fake and the real kernels agree.)"""
     keys = torch._C.DispatchKeySet(key)
 
-    def kernel(equation, operands, optimize, memory_limit, scale=1.0):
+    def kernel(equation, operands, optimize, memory_limit, layout="", scale=1.0):
         try:
             cast = dtypes.autocast_operands(parse(equation).torch_text, operands, device_type)
         except EincError as error:      # (a call autocast refuses; while dynamo traces, as it lets it through)
             raise traced_error(error) from None
         with torch._C._ExcludeDispatchKeyGuard(keys):
-            return einsum_op(equation, cast, optimize, memory_limit, scale)
+            return einsum_op(equation, cast, optimize, memory_limit, layout, scale)
     return kernel
 
 
@@ -288,7 +292,7 @@ _never_compiled(_impl.__code__, _autograd_kernel.__code__, _autocast_cpu.__code_
 _UNBACKED = 2 ** 62 + 3
 
 
-def _fake(equation, operands, optimize, memory_limit, scale=1.0):
+def _fake(equation, operands, optimize, memory_limit, layout="", scale=1.0):
     try:
         eq = parse_as_called(equation, len(operands))
         engine.check_operands(eq, operands)
@@ -366,13 +370,13 @@ def _result_dtype(equation, types, shapes, optimize, memory_limit):
 # call's backward gives (autograd through the plan's own ops where the eager call records
 # them; gradient einsums summed in their own order would round differently).
 _lib.define("einsum_backward(str equation, Tensor[] operands, Tensor grad, bool[] needed, str optimize, "
-            "str memory_limit) -> Tensor[]")
+            'str memory_limit, str layout="") -> Tensor[]')
 
 
-def _backward(equation, operands, grad, needed, optimize, memory_limit):
+def _backward(equation, operands, grad, needed, optimize, memory_limit, layout=""):
     with torch.enable_grad(), _recording():
         leaves = [o.detach().requires_grad_(n) for o, n in zip(operands, needed)]
-        out = autograd.einsum(parse(equation), leaves, Options.from_op(optimize, memory_limit))
+        out = autograd.einsum(parse(equation), leaves, Options.from_op(optimize, memory_limit, layout))
         wanted = [x for x, n in zip(leaves, needed) if n]
         grads = torch.autograd.grad(out, wanted, grad, allow_unused=True)
     return [torch.zeros_like(x) if g is None else g.contiguous() for x, g in zip(wanted, grads)]
@@ -401,12 +405,12 @@ def _recording():
 
 _lib.impl("einsum_backward", _backward, "CompositeExplicitAutograd")
 torch.library.register_fake(
-    "einc::einsum_backward", lambda equation, operands, grad, needed, optimize, memory_limit:
+    "einc::einsum_backward", lambda equation, operands, grad, needed, optimize, memory_limit, layout="":
     [o.new_empty(o.shape) for o, n in zip(operands, needed) if n], lib=_lib)
 
 
-def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
-    call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit), traced=True)
+def _vmap(info, in_dims, equation, operands, optimize, memory_limit, layout="", scale=1.0):
+    call = autograd.Call(parse(equation), Options.from_op(optimize, memory_limit, layout), traced=True)
     out, dim = autograd.batched(call.eq, in_dims[1], operands, call.contract)
     return (out if scale == 1.0 else out * scale), dim
 
@@ -414,59 +418,6 @@ def _vmap(info, in_dims, equation, operands, optimize, memory_limit, scale=1.0):
 torch.library.register_vmap("einc::einsum", _vmap, lib=_lib)
 
 engine.register("traced", _result_dtype.cache_info, _result_dtype.cache_clear)
-
-
-# FlopCounterMode sees the op whole (the ops inside its kernels run below the mode), and
-# copies torch's registry of counts when it is made: each op's count is registered there
-# (for counters made later) and added to the counters in the mode stack, whenever a
-# dispatch mode meets the op where the counter's module is loaded (importing it costs more
-# than einc's import).
-def _counter():
-    return sys.modules.get("torch.utils.flop_counter")
-
-
-def _count_flops():
-    counter = _counter()
-    counts = {torch.ops.einc.einsum: _flops, torch.ops.einc.einsum_backward: _backward_flops}
-    for op, count in counts.items():
-        if op not in counter.flop_registry:
-            counter.register_flop_formula(op)(count)
-    for mode in torch.utils._python_dispatch._get_current_dispatch_mode_stack():
-        registry = getattr(getattr(mode, "counter", None), "flop_registry", None)
-        if isinstance(registry, dict) and torch.ops.einc.einsum not in registry:
-            registry.update((op, counter.flop_registry[op]) for op in counts)
-
-
-def _flops(equation, shapes, optimize, memory_limit, scale=1.0, *args, out_shape=None, **kwargs) -> int:
-    """The flops of the path einc runs for these shapes, each step counted as the counter
-    counts torch.einsum's ops for it: a step of two operands that sums an index both hold is
-    a batched matrix product, 2 * batch * M * N * K over its indices but those one operand
-    sums alone (torch sums them first, uncounted); any other step (a product with nothing
-    summed, a sum of one operand) runs ops the counter does not count."""
-    plan = plan_for(parse(equation), [tuple(s) for s in shapes], Options.from_op(optimize, memory_limit))
-    total = 0
-    for step in plan.steps:
-        if len(step.inputs) != 2:
-            continue
-        left, right = set(step.inputs[0]), set(step.inputs[1])
-        if not set(step.summed) & left & right:
-            continue
-        alone = set(step.summed) - (left & right)
-        total += 2 * math.prod(plan.graph.sizes[i] for i in (left | right) - alone)
-    return total
-
-
-def _backward_flops(equation, shapes, grad_shape, needed, optimize, memory_limit, *args, out_shape=None,
-                    **kwargs) -> int:
-    """The flops of the gradient einsums of the operands ``needed`` (one each, as the backward runs)."""
-    graph = build(parse(equation), [tuple(s) for s in shapes])
-    total = 0
-    for k, n in enumerate(needed):
-        if n:
-            recipe = autograd.grad_recipe(graph, k)
-            terms = [graph.output] + [graph.inputs[j] for j in recipe.others]
-            total += _flops(recipe.equation, [[graph.sizes[i] for i in t] for t in terms], optimize, memory_limit)
-    return total
 
 
 def _symbolic(eq, operands, options):

@@ -86,7 +86,7 @@ ROOMS = [
     ("runtime", ("einc.runtime",)),
     ("doors", ("einc.named", "einc.sharing", "einc.autograd", "einc.custom_op", "einc.distributed", "einc.api",
                "einc.call_arguments", "einc.opt_einsum_api", "einc.numpy_keywords", "einc.pathinfo",
-               "einc.traced_doors", "einc.dynamo")),
+               "einc.traced_doors", "einc.op_flops", "einc.dynamo")),
     ("face", ("einc",)),
     ("tools", ("einc.tools", "einc.__main__")),
 ]

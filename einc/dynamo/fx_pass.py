@@ -449,7 +449,7 @@ def emit(gm: torch.fx.GraphModule, c: Contraction, unfused: int, replaced: dict)
         rest = []
         scale = _epilogue_scale(c)
         if scale is not None:       # the op's scale: a generated kernel's epilogue applies it
-            new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", scale))
+            new = graph.call_function(torch.ops.einc.einsum.default, (text, operands, "auto", "", "", scale))
             scale_on = "epilogue"
         elif c.factors and _folded(c.factors) == 1.0 and (_on_an_operand(c) or not any(c.placed)):
             # (in float16 a factor on an operand guards an intermediate even where a factor on

@@ -3,7 +3,7 @@
 One :class:`Options` gives everything the rest of einc needs from them: the plan
 cache's key (an interned object: equal options are the same object, so the key hashes
 it by identity, in C), the optimizer to run (:meth:`Options.resolve`), the two strings
-the custom op carries (:func:`encode`, :meth:`Options.from_op`), and the options of a
+the custom op carries (:func:`encode`, :meth:`Options.from_op`; and the layout), and the options of a
 gradient's einsum (:meth:`Options.for_gradient`: an explicit path belongs to its own
 equation); and einc's ``auto`` up to 16 operands (:func:`_auto`), whose long searches' paths
 are remembered on disk (:func:`_remembered`).  Pure Python: opt_einsum, and cotengrust where
@@ -147,19 +147,18 @@ class Options:
             return Options.of(AUTO, self.memory_limit, self.select, self.layout)
         return self
 
-    def to_op(self) -> tuple[str, str]:
-        """The custom op's ``optimize`` and ``memory_limit`` strings (``select`` does not
-        travel: under torch.compile it is ``EINC_SELECT``'s; nor does ``layout``: the op's
-        result is contiguous, which both layouts allow, see :meth:`from_op`)."""
-        return encode(self.optimize, self.memory_limit)
+    def to_op(self) -> tuple[str, str, str]:
+        """The custom op's ``optimize``, ``memory_limit`` and ``layout`` strings (``select`` does
+        not travel: under torch.compile it is ``EINC_SELECT``'s)."""
+        return (*encode(self.optimize, self.memory_limit), self.layout or "")
 
     @staticmethod
-    def from_op(optimize: str, memory_limit: str) -> Options:
-        """The options the op's strings stand for (cached: ``einc.cache_clear()`` after a change
-        of ``EINC_LAYOUT``), with a contiguous result whatever ``EINC_LAYOUT`` says: the op's
-        fake kernel states its result's strides before any plan exists (sizes may be
-        symbolic), and compiled code reads the result through them."""
-        return _decoded(optimize, memory_limit)
+    def from_op(optimize: str, memory_limit: str, layout: str = "") -> Options:
+        """The options the op's strings stand for (cached), the eager call's: the op runs the
+        plan of the layout the call asked for (``""``: ``EINC_LAYOUT``'s, read where it is
+        planned, as eagerly) and makes its result contiguous, as the op's fake kernel states it
+        before any plan exists (sizes may be symbolic): the values are the eager call's."""
+        return _decoded(optimize, memory_limit, layout)
 
     def __repr__(self) -> str:
         return (f"Options(optimize={self.name!r}, memory_limit={self.memory_limit!r}, select={self.select!r}, "
@@ -539,7 +538,7 @@ def encode(optimize, memory_limit) -> tuple[str, str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _decoded(optimize: str, memory_limit: str) -> Options:
+def _decoded(optimize: str, memory_limit: str, layout: str) -> Options:
     if optimize == "false":
         opt = False
     elif optimize.startswith("name:"):
@@ -554,9 +553,8 @@ def _decoded(optimize: str, memory_limit: str) -> Options:
             raise PathError(NOT_A_PATH + repr(body)) from None
     else:
         opt = optimize
-    # Where EINC_LAYOUT leaves results contiguous, the eager call's options (layout None):
-    # the op's calls and eager ones share their plans, and explain names what the op ran.
-    return Options.of(opt, _decoded_limit(memory_limit), None, None if config.layout() == CONTIGUOUS else CONTIGUOUS)
+    # the eager call's options: the op's calls and eager ones share their plans, and explain names what the op ran
+    return Options.of(opt, _decoded_limit(memory_limit), None, layout or None)
 
 
 def _decoded_limit(text: str):

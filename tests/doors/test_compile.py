@@ -255,7 +255,7 @@ def test_the_op_itself_gives_a_tangent_where_its_plan_would_drop_it():
     import einc.custom_op  # noqa: F401  (registers the op)
     a, b, t = _randn(2, 3, 4), _randn(2, 4, 5, seed=1), _randn(2, 3, 4, seed=2)
     with fwAD.dual_level():
-        out = torch.ops.einc.einsum.default("bij,bjk->bik", [fwAD.make_dual(a, t), b], "auto", "", 0.5)
+        out = torch.ops.einc.einsum.default("bij,bjk->bik", [fwAD.make_dual(a, t), b], "auto", "", scale=0.5)
         primal, tangent = fwAD.unpack_dual(out)
     torch.testing.assert_close(primal, 0.5 * (a @ b))
     torch.testing.assert_close(tangent, 0.5 * (t @ b))

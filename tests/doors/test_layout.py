@@ -96,21 +96,72 @@ def test_each_layout_gives_its_own_bits_every_time(monkeypatch):
     einc.cache_clear()
 
 
-def test_a_traced_call_of_either_layout_gives_the_default_layout_s_bits(monkeypatch):
-    """The custom op carries no layout and runs the default layout's plan
-    (docs/semantics.md): a traced call with ``layout="any"`` gives the eager default's
-    bits, where the eager ``"any"`` call's differ in the last ones."""
+def _any(x, y):
+    return einc.einsum("ij,jk->ki", x, y, layout="any")
+
+
+def _plain(x, y):
+    return einc.einsum("ij,jk->ki", x, y)
+
+
+def _traced_doors(f, operands):
+    """``f`` through every traced door: torch.compile (aot_eager, for its backward too),
+    make_fx with symbolic sizes, torch.jit.trace."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
+        return {"compile": torch.compile(f, backend="aot_eager", fullgraph=True),
+                "make_fx": make_fx(f, tracing_mode="symbolic")(*operands),
+                "jit.trace": torch.jit.trace(f, tuple(operands), check_trace=False)}
+
+
+@pytest.mark.parametrize("env", [None, "any"])
+def test_a_traced_call_gives_the_eager_call_s_bits_in_its_layout(env, monkeypatch):
+    """The custom op carries the layout and runs its plan, its result made contiguous
+    (docs/semantics.md): a traced call with ``layout="any"`` (or ``EINC_LAYOUT=any``) gives the
+    eager ``"any"`` call's bits, which differ from the default's in the last ones here."""
     monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    if env:
+        monkeypatch.setenv("EINC_LAYOUT", env)
     einc.cache_clear()
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(5, 17, generator=g, dtype=torch.float64), torch.randn(17, 3, generator=g, dtype=torch.float64)
-    default = einc.einsum("ij,jk->ki", a, b)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
-        traced = torch.jit.trace(lambda x, y: einc.einsum("ij,jk->ki", x, y, layout="any"), (a, b), check_trace=False)
-    assert traced(a, b).is_contiguous() and torch.equal(traced(a, b), default)
-    assert not torch.equal(einc.einsum("ij,jk->ki", a, b, layout="any"), default)
-    einc.cache_clear()
+    f = _plain if env else _any
+    eager = f(a, b)
+    assert not torch.equal(eager, einc.einsum("ij,jk->ki", a, b, layout="contiguous"))
+    try:
+        for door, traced in _traced_doors(f, (a, b)).items():
+            out = traced(a, b)
+            assert out.is_contiguous() and torch.equal(out, eager), door
+        scripted = torch.jit.script(f)
+        assert scripted(a, b).is_contiguous() and torch.equal(scripted(a, b), eager)
+    finally:
+        torch._dynamo.reset()
+        einc.cache_clear()
+
+
+def test_a_traced_call_s_gradients_are_the_eager_call_s_in_its_layout():
+    """The traced backward runs the call again in its layout: ``akbc,jk->cjba``'s gradient of
+    ``a`` rounds differently in the two layouts, and the compiled call's is the eager one's."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(3, 17, 4, 5, generator=g, dtype=torch.float64), torch.randn(6, 17, generator=g,
+                                                                                  dtype=torch.float64)
+    grad = torch.randn(5, 6, 4, 3, generator=g, dtype=torch.float64)
+
+    def grads(f, layout):
+        x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+        return torch.autograd.grad(f("akbc,jk->cjba", x, y, layout=layout), (x, y), grad)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(lambda *args, **kwargs: einc.einsum(*args, **kwargs), backend="aot_eager",
+                                 fullgraph=True)
+        eager, default = grads(einc.einsum, "any"), grads(einc.einsum, "contiguous")
+        assert not torch.equal(eager[1], default[1])
+        assert all(torch.equal(x, y) for x, y in zip(grads(compiled, "any"), eager))
+        assert all(torch.equal(x, y) for x, y in zip(grads(compiled, "contiguous"), default))
+    finally:
+        torch._dynamo.reset()
 
 
 def test_the_layout_is_part_of_the_key():

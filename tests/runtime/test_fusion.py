@@ -367,7 +367,7 @@ def test_the_ops_scale_goes_into_the_last_kernels_epilogue(on_kernels, monkeypat
     ops = [_randn(s, torch.float32, on_kernels, g) for s in shapes]
     from einc.planner.options import encode
     optimize, memory = encode(path or "auto", None)
-    out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.125)
+    out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, scale=0.125)
     assert_close(out.cpu(), 0.125 * reference(equation, *[o.cpu() for o in ops]), torch.float32, extent=32)
     assert seen[-1] == [0.125] and all(s == [1.0] for s in seen[:-1])
     plain = torch.ops.einc.einsum.default(equation, ops, optimize, memory)
@@ -378,11 +378,11 @@ def test_the_ops_scale_goes_into_the_last_kernels_epilogue(on_kernels, monkeypat
 def test_the_ops_scale_on_the_torch_executor_and_under_autograd():
     import einc.custom_op  # noqa: F401
     a, b = torch.randn(5, 6, dtype=torch.float64, requires_grad=True), torch.randn(6, 7, dtype=torch.float64)
-    out = torch.ops.einc.einsum.default("ij,jk->ik", [a, b], "auto", "", -0.5)
+    out = torch.ops.einc.einsum.default("ij,jk->ik", [a, b], "auto", "", scale=-0.5)
     torch.testing.assert_close(out, -0.5 * (a @ b))
     (grad,) = torch.autograd.grad(out.sum(), [a])
     torch.testing.assert_close(grad, -0.5 * b.sum(1).expand(5, 6))
-    batched = torch.func.vmap(lambda x: torch.ops.einc.einsum.default("ij,jk->ik", [x, b], "auto", "", 3.0))
+    batched = torch.func.vmap(lambda x: torch.ops.einc.einsum.default("ij,jk->ik", [x, b], "auto", "", scale=3.0))
     xs = torch.randn(4, 5, 6, dtype=torch.float64)
     torch.testing.assert_close(batched(xs), 3.0 * (xs @ b))
 
@@ -410,7 +410,7 @@ def test_backend_passes_constant_factors_to_the_kernel(on_kernels, monkeypatch):
     assert r.scale_on == "epilogue"
     (node,) = [n for n in graphs[0].graph.nodes
                if n.op == "call_function" and n.target is torch.ops.einc.einsum.default]
-    assert node.args[4] == 0.125
+    assert node.args[5] == 0.125
     import operator
     scalar_ops = (operator.mul, operator.truediv, torch.mul, torch.div)
     assert not [n for n in graphs[0].graph.nodes if n.target in scalar_ops or n.target in ("mul", "div")]

@@ -198,7 +198,7 @@ def test_a_fused_plan_learns_with_the_scale_and_gradients(learning):
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")
         for _ in range(12):
-            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.5)
+            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, scale=0.5)
             torch.testing.assert_close(out, 0.5 * torch.einsum(equation, *ops))
             grads = torch.autograd.grad(out.sum(), ops)
             for got, want in zip(grads, torch.autograd.grad((0.5 * torch.einsum(equation, *ops)).sum(), ops)):

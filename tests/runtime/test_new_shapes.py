@@ -287,6 +287,6 @@ def test_a_scaled_call_in_torch_mode_leaves_no_plan_behind(torch_mode):
     import einc.custom_op  # noqa: F401  (registers the op)
     a, b = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 11, 16)
     want = torch._VF.einsum("bhid,bhjd->bhij", [a, b]).contiguous()
-    scaled = torch.ops.einc.einsum.default("bhid,bhjd->bhij", [a, b], "auto", "", 0.5)
+    scaled = torch.ops.einc.einsum.default("bhid,bhjd->bhij", [a, b], "auto", "", scale=0.5)
     assert torch.equal(scaled, want * 0.5) and _plans() == 0
     assert torch.equal(einc.einsum("bhid,bhjd->bhij", a, b), want)

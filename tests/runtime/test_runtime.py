@@ -191,7 +191,7 @@ def test_the_op_scales_a_sliced_plan():
     scales their sum, rather than raising TypeError."""
     import einc.custom_op  # noqa: F401 - registers the op
     a, b, c = (torch.randn(s, dtype=torch.float64) for s in [(8, 30), (30, 30), (30, 8)])
-    out = torch.ops.einc.einsum("ij,jk,kl->il", [a, b, c], "auto", "100", 0.5)
+    out = torch.ops.einc.einsum("ij,jk,kl->il", [a, b, c], "auto", "100", scale=0.5)
     assert einc.explain("ij,jk,kl->il", a, b, c, memory_limit=100).slicing is not None
     torch.testing.assert_close(out, 0.5 * (a @ b @ c))
 

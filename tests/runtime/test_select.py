@@ -773,7 +773,7 @@ def test_measure_runs_a_fused_plan_whose_values_skip_ids(kernel_device, monkeypa
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="einc:")      # a fallback to torch warns: fail instead
         for _ in range(2):                                      # the measuring first call, then the chosen
-            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, 0.5)
+            out = torch.ops.einc.einsum.default(equation, ops, optimize, memory, scale=0.5)
             torch.testing.assert_close(out, 0.5 * torch.einsum(equation, *ops))
             grads = torch.autograd.grad(out.sum(), ops)
             expected = torch.autograd.grad((0.5 * torch.einsum(equation, *ops)).sum(), ops)
