@@ -48,7 +48,7 @@ from .planner.options import AUTO, DEFAULT, DEFAULT_OPTIMIZE, Options, torch_opt
 from .planner.plan import Plan
 from .runtime import dtypes, engine, sparse, triton_executor
 from .runtime.engine import EincCacheInfo, cache_clear, cache_info, set_cache_size  # noqa: F401 - doors
-from .runtime.explain import Explanation, explanation, size_class
+from .runtime.explain import Explanation, explanation, size_class, torch_op
 from .sharing import count_cached_ops, shared_intermediates  # noqa: F401 - doors
 
 
@@ -504,26 +504,30 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         entry, cached = engine.explained_entry(eq, tensors, options)
     elif not tensors and shapes:
         entry, cached = engine.explained_entry(eq, None, options, shapes, types[0], torch.device(device or "cpu"))
-    classed = None
+    classed, by_torch = None, None
     if entry is not None and entry.size_class is not None:     # the class's path, at this call's sizes
         classed = size_class(eq, shapes, entry, options, cached)
         plan = classed.at_call
     elif entry is not None:
         plan = entry.program
     elif config.new_shapes() == "torch":    # a small call torch's op answers along its size class's path
-        plan = engine.expression_plan(eq, shapes, options, [*types, *types[:1] * (len(shapes) - len(types))],
-                                      device_type)
+        kinds = [*types, *types[:1] * (len(shapes) - len(types))]
+        plan = engine.expression_plan(eq, shapes, options, kinds, device_type)
+        by_torch = engine.torch_answers(eq, shapes, options, kinds, device_type)
     else:
         plan = plan_for(eq, shapes, options)
     if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's
         plan = plan.renamed(eq.text, build(eq, shapes).names)
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if whole else None
-    shown = sparse.explained(explanation(plan, device_type, types, shapes, entry, options.select, strides),
-                             operands_or_shapes)
+    shown = explanation(plan, device_type, types, shapes, entry, options.select, strides)
+    if by_torch is not None:
+        shown = torch_op(plan, options.result_layout())
+    shown = sparse.explained(shown, operands_or_shapes)
     shown.size_class = classed
     # (not where no step of the plan writes the result: torch's einsum's, for a sparse operand; zeros)
-    if options.result_layout() == "any" and plan.empty_sum is None and all(x.layout is torch.strided for x in tensors):
+    if options.result_layout() == "any" and plan.empty_sum is None and by_torch is None and \
+            all(x.layout is torch.strided for x in tensors):
         shown.note += ("; layout 'any': the result is a fresh dense tensor in the order the last step writes it "
                        "(no final copy into the equation's order)")
     return shown

@@ -75,17 +75,38 @@ def small_call(eq, operands, options):
         if len(_texts) >= 4096:     # a stream of ever-new equations: start again
             _texts.clear()
         text = _texts[eq.text] = eq.torch_text
+    path = _given_path(eq, operands, options, text)
+    if path is None:
+        return None
     try:
-        if len(operands) < 3 or options.optimize is False:
-            result = _einsum(text, list(operands))      # torch's left-to-right order is einc's
-        else:
-            path = torch_path(eq, operands, options, text)
-            if path is None:
-                return None
-            result = _einsum(text, list(operands), path=path)
+        result = _einsum(text, list(operands), path=path) if path else _einsum(text, list(operands))
     except Exception:       # noqa: BLE001 - planning raises einc's own error for the same call
         return None
     return _fresh(result, operands) if options.result_layout() == "contiguous" else _dense(result, operands)
+
+
+def explained(eq, operands, options, device_type: str):
+    """For ``explain``: the flat path torch's op runs this call along (``[]``: its own order,
+    left to right) where :func:`small_call` gives it the call, else None (einc plans it).
+    ``operands`` are meta tensors of the call's shapes and dtypes, on ``device_type``."""
+    if not answered(eq, operands, options, device_type):
+        return None
+    text = eq.torch_text
+    path = _given_path(eq, operands, options, text)
+    try:        # (the op's checks, on the meta tensors: where torch refuses the call, einc plans it)
+        if path is not None:
+            _einsum(text, list(operands), path=path) if path else _einsum(text, list(operands))
+    except Exception:       # noqa: BLE001
+        return None
+    return path
+
+
+def _given_path(eq, operands, options, text):
+    """The flat path torch's op is given: ``[]`` where its own order, left to right, is the
+    call's (one or two operands, or ``optimize=False``), else :func:`torch_path`'s."""
+    if len(operands) < 3 or options.optimize is False:
+        return []
+    return torch_path(eq, operands, options, text)
 
 
 def answered(eq, operands, options, device_type: str) -> bool:
@@ -225,4 +246,4 @@ def clear() -> None:
     _texts.clear()
 
 
-__all__ = ["small_call", "einsum", "fresh_einsum", "clear", "SMALL_CALL"]
+__all__ = ["small_call", "explained", "einsum", "fresh_einsum", "clear", "SMALL_CALL"]

@@ -250,14 +250,21 @@ def expression_plan(eq: Equation, shapes, options: Options, kinds=None, device_t
         canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
         path = None if canon is None else tuple(map(tuple, plan_for(eq, canon, options).path))
     else:       # the path admission gives torch's op, where it answers the call
-        metas = [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds or [torch.float32] * len(shapes))]
-        flat = admission.torch_path(eq, metas, options) if admission.answered(eq, metas, options, device_type) else None
-        path = None if flat is None else tuple(zip(flat[::2], flat[1::2]))
+        flat = torch_answers(eq, shapes, options, kinds, device_type)
+        path = tuple(zip(flat[::2], flat[1::2])) if flat else None
     if path is None or path == tuple(map(tuple, plan.path)):
         return plan
     # (named for the search that found the path, as explain names a size class's plan)
     return dataclasses.replace(plan_for(eq, shapes, Options.of(path, None, options.select, options.layout)),
                                optimizer=plan.optimizer)
+
+
+def torch_answers(eq: Equation, shapes, options: Options, kinds=None, device_type: str = "cpu"):
+    """The flat path torch's op runs a call of ``shapes`` along (``[]``: its own order) where
+    ``EINC_NEW_SHAPES=torch`` gives it the call (runtime/admission.py), else None: einc plans
+    it.  The operands' dtypes are ``kinds`` (float32 where None), on ``device_type``."""
+    metas = [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds or [torch.float32] * len(shapes))]
+    return admission.explained(eq, metas, options, device_type)
 
 
 def check_operands(eq: Equation, operands) -> None:

@@ -16,6 +16,7 @@ from ..planner.fuse import FUSED
 from ..planner.options import Options
 from ..planner.plan import CONTRACT, Plan, format_table
 from . import select, triton_executor
+from .admission import SMALL_CALL
 from .dispatch import decide, static_choices, value_strides
 from .dtypes import FLOAT32_OF
 from .learn import LEARNING
@@ -89,6 +90,17 @@ def size_class(eq, shapes, entry, options, cached: bool) -> SizeClass:
     at_call = plan_for(eq, shapes, Options.of(plan.path, None, options.select, options.layout))
     at_call = dataclasses.replace(at_call, optimizer=plan.optimizer, notes=plan.notes)
     return SizeClass(tuple(map(tuple, shapes)), tuple(map(tuple, entry.size_class)), cached, plan, at_call)
+
+
+def torch_op(plan, layout: str) -> Explanation:
+    """``explain``'s answer for a call torch's einsum op answers whole (``EINC_NEW_SHAPES=torch``,
+    :mod:`einc.runtime.admission`): no step of einc runs, so no backend per step; one line
+    says what runs."""
+    kept = "a fresh contiguous tensor" if layout == "contiguous" else "a fresh dense tensor in torch's order"
+    return Explanation(plan, (), "torch's einsum op (torch._VF.einsum) runs the whole call, along the path above, "
+                                 "none of einc's steps: EINC_NEW_SHAPES=torch gives it a call of at most "
+                                 f"2**{SMALL_CALL.bit_length() - 1} multiply-adds, unplanned; its result is made "
+                                 f"{kept}")
 
 
 def _torch_note(plan, device_type: str, dtypes, why) -> str:
@@ -204,4 +216,4 @@ def _rows(plan: Plan) -> list[int]:
     return [len(step.numbers) if step.kind == FUSED else 1 for step in plan.steps]
 
 
-__all__ = ["explanation", "describe", "size_class", "Explanation", "SizeClass"]
+__all__ = ["explanation", "describe", "size_class", "torch_op", "Explanation", "SizeClass"]

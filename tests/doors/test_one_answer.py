@@ -262,7 +262,12 @@ def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeyp
     (runtime/admission.py), not the one searched at the call's own shapes."""
     monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
     given = []
-    monkeypatch.setattr(admission, "_einsum", lambda *a, **k: given.append(k.get("path")) or torch._VF.einsum(*a, **k))
+
+    def spy(*a, **k):
+        if not a[1][0].is_meta:     # (meta operands: explain's check that torch's op takes the call)
+            given.append(k.get("path"))
+        return torch._VF.einsum(*a, **k)
+    monkeypatch.setattr(admission, "_einsum", spy)
     eq, shapes = "ij,jk,kl->", [(3, 33), (33, 17), (17, 2)]
     ops = [torch.randn(s, generator=torch.Generator().manual_seed(0)) for s in shapes]
     own = [(1, 2), (0, 1)]      # the path searched at these shapes; the class's is [(0, 1), (0, 1)]
@@ -275,3 +280,24 @@ def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeyp
         assert list(einc.contract_path(eq, *operands)[0]) == runs
         assert list(einc.explain(eq, *operands).path) == runs
         assert einc.explain(eq, *operands).optimizer == "auto"     # (the search asked for, not "explicit")
+
+
+@pytest.mark.parametrize("new_shapes", ["plan", "class", "torch"])
+@pytest.mark.parametrize("eq, shapes", [("ij,jk,kl->il", [(3, 33), (33, 17), (17, 2)]), ("ij,jk->ki", [(5, 4), (4, 6)]),
+                                        ("ij->ji", [(4, 5)])])
+def test_explain_says_torch_s_op_runs_a_call_it_answers(eq, shapes, new_shapes, monkeypatch):
+    """Under ``EINC_NEW_SHAPES=torch`` torch's op runs a small call whole: ``explain`` shows
+    no backend per step but one line naming it (for tensors and for shapes); a call torch's
+    op does not answer (mixed dtypes, which it refuses; narrow integers; a size 0) keeps its steps' backends."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
+    ops = [torch.randn(s) for s in shapes]
+    for operands in (ops, shapes):
+        shown = einc.explain(eq, *operands)
+        whole = "torch's einsum op (torch._VF.einsum) runs the whole call" in shown.note
+        assert whole == (new_shapes == "torch") and (shown.backends == ()) == whole
+        assert ("  Backend: torch's einsum op" in str(shown)) == whole
+        assert str(shown).split("\n")[7].rstrip().endswith("backend") != whole
+    mixed = einc.explain(eq, *ops[:-1], ops[-1].double()) if len(ops) > 1 else einc.explain(eq, *shapes, dtype="int8")
+    assert mixed.backends == ("torch",) * len(mixed.steps) and "torch's einsum op" not in mixed.note
+    empty = einc.explain(eq, *[(0, *s[1:]) if k == 0 else s for k, s in enumerate(shapes)])
+    assert "torch's einsum op" not in empty.note
