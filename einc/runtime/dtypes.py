@@ -139,8 +139,21 @@ def _autocast_answer(equation: str, operands):
     device = operands[0].device
     # torch's opt_einsum settings (read slowly) choose its path from three operands on
     settings = (torch.backends.opt_einsum.enabled, torch.backends.opt_einsum.strategy) if len(operands) > 2 else ()
-    return _autocast_probe(equation, tuple([o.shape for o in operands]), tuple([o.dtype for o in operands]), device,
+    shapes = tuple([o.shape for o in operands])
+    if any(isinstance(n, torch.SymInt) for s in shapes for n in s):     # (torch.compile's dynamic sizes)
+        shapes = _traced_sizes(shapes)
+    return _autocast_probe(equation, shapes, tuple([o.dtype for o in operands]), device,
                            torch.get_autocast_dtype(device.type), settings)
+
+
+def _traced_sizes(shapes) -> tuple:
+    """Symbolic ``shapes`` as numbers a probe can key on: for one or two operands their
+    stand-ins (what the probe runs at), for more their values, which the tracer then guards
+    on (torch's path for three operands or more, and so the ops that autocast, depends on
+    the sizes: torch.einsum's own trace asks opt_einsum with them too)."""
+    if len(shapes) < 3:
+        return tuple(_stand_in(s) for s in shapes)
+    return tuple(tuple(int(n) for n in s) for s in shapes)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -273,6 +273,23 @@ def test_autocast_inside_compile_casts_like_torch_einsum():
     torch.testing.assert_close(got[0], (a.bfloat16() @ b.bfloat16()))
 
 
+@pytest.mark.parametrize("eq, shapes", [("ij,jk->ik", [[(8, 16), (16, 4)], [(5, 7), (7, 3)]]),
+                                        ("i,j->ij", [[(8,), (4,)], [(5,), (3,)]]),
+                                        ("ij,jk,kl->il", [[(8, 16), (16, 4), (4, 3)], [(5, 7), (7, 30), (30, 2)]])])
+def test_autocast_under_dynamic_shapes_gives_eager_s_dtype_and_bits(eq, shapes):
+    """Under ``dynamic=True`` the autocast kernel meets symbolic sizes while dynamo traces:
+    it asks torch's dtype there as at run time (it failed on hashing a symbolic size), and each
+    size gives the eager call's dtype (torch.einsum's) and bits."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda *x: einc.einsum(eq, *x), backend="aot_eager", dynamic=True)
+    for k, sizes in enumerate(shapes):
+        ops = [_randn(*s, seed=k + j, dtype=torch.float32) for j, s in enumerate(sizes)]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got, eager, want = f(*ops), einc.einsum(eq, *ops), torch.einsum(eq, *ops)
+        assert got.dtype == eager.dtype == want.dtype and torch.equal(got, eager)
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("inside", [True, False], ids=["autocast-inside", "autocast-outside"])
 @pytest.mark.parametrize("backend", ["aot_eager", "einc"])
 def test_autocast_keeps_torch_einsums_dtype_where_it_runs_no_matrix_product(inside, backend):
