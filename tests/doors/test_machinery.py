@@ -12,7 +12,7 @@ import torch
 import torch.fx
 
 import einc
-from einc.errors import ReentrantCallError
+from einc.errors import ReentrantCallError, UnsupportedDtypeError
 from einc.runtime.cache import LRUCache
 from einc.runtime.reference import torch_einsum
 
@@ -245,6 +245,31 @@ def test_torch_jit_script_compiles_a_call_to_the_op():
     for b in (0, 1, 3):
         x, y = torch.randn(b, 2, 5), torch.randn(b, 5, 4)
         torch.testing.assert_close(s(x, y), 2 * torch.bmm(x, y))
+
+
+def _bool_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return einc.einsum("ij,jk->ik", x, y)
+
+
+def _torch_bool_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.einsum("ij,jk->ik", x, y)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script:DeprecationWarning")
+def test_a_scripted_call_s_error_is_torchscript_s_runtime_error_with_einc_s_text():
+    """TorchScript makes an exception of a Python kernel its ``RuntimeError``
+    (docs/semantics.md#errors): a product torch has no kernel for, ``NotImplementedError``
+    from scripted torch.einsum and eagerly from einc, is a ``RuntimeError`` that is no
+    ``NotImplementedError`` there, its text einc's class and message."""
+    x, y = torch.ones(4, 5, dtype=torch.bool), torch.ones(5, 6, dtype=torch.bool)
+    with pytest.raises(NotImplementedError):
+        torch.jit.script(_torch_bool_product)(x, y)
+    with pytest.raises(UnsupportedDtypeError):
+        _bool_product(x, y)
+    text = "UnsupportedDtypeError: .*torch.einsum cannot evaluate 'ij,jk->ik'"
+    with pytest.raises(RuntimeError, match=text) as raised:
+        torch.jit.script(_bool_product)(x, y)
+    assert not isinstance(raised.value, NotImplementedError)
 
 
 # ---------------------------------------------------------------- 4. torch.jit.trace
