@@ -304,7 +304,7 @@ def call(eq: Equation, operands, options: Options, out=None):
     the custom op while compiling, :func:`special_call` for ``out=`` or an open sharing
     context, else :func:`eager_call`."""
     if tracing():
-        return traced_call((eq.text, *operands), options.optimize, options.memory_limit, None, out)
+        return traced_call((eq.text, *operands), options.optimize, options.memory_limit, None, out, options.layout)
     if out is not None or sharing.STACKS:
         return special_call(eq, operands, options, out)
     return eager_call(eq, operands, options)

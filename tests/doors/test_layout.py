@@ -104,16 +104,18 @@ def _plain(x, y):
     return einc.einsum("ij,jk->ki", x, y)
 
 
-def _traced_doors(f, operands):
+def _traced_doors(f, operands, symbolic=True):
     """``f`` through every traced door: torch.compile (aot_eager, for its backward too),
-    make_fx with symbolic sizes, torch.jit.trace."""
+    torch.jit.trace, and make_fx with symbolic sizes where ``symbolic``."""
     from torch.fx.experimental.proxy_tensor import make_fx
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # jit.trace warns of the shapes it records
-        return {"compile": torch.compile(f, backend="aot_eager", fullgraph=True),
-                "make_fx": make_fx(f, tracing_mode="symbolic")(*operands),
-                "jit.trace": torch.jit.trace(f, tuple(operands), check_trace=False)}
+        doors = {"compile": torch.compile(f, backend="aot_eager", fullgraph=True),
+                 "jit.trace": torch.jit.trace(f, tuple(operands), check_trace=False)}
+    if symbolic:
+        doors["make_fx"] = make_fx(f, tracing_mode="symbolic")(*operands)
+    return doors
 
 
 @pytest.mark.parametrize("env", [None, "any"])
@@ -136,6 +138,28 @@ def test_a_traced_call_gives_the_eager_call_s_bits_in_its_layout(env, monkeypatc
             assert out.is_contiguous() and torch.equal(out, eager), door
         scripted = torch.jit.script(f)
         assert scripted(a, b).is_contiguous() and torch.equal(scripted(a, b), eager)
+    finally:
+        torch._dynamo.reset()
+        einc.cache_clear()
+
+
+def test_a_traced_expression_or_contract_gives_the_eager_call_s_bits_in_its_layout(monkeypatch):
+    """``contract_expression(..., layout="any")`` and ``contract`` reach the op through
+    ``einc.api.call``, which carries their layout too: compiled and traced, their bits are
+    the eager ``"any"`` call's (the expression's were the default layout's)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "class")
+    einc.cache_clear()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 17, generator=g, dtype=torch.float64), torch.randn(17, 3, generator=g, dtype=torch.float64)
+    expr = einc.contract_expression("ij,jk->ki", a.shape, b.shape, layout="any")
+    with_constant = einc.contract_expression("ij,jk->ki", a.shape, b, constants=[1], layout="any")
+    eager = einc.einsum("ij,jk->ki", a, b, layout="any")
+    assert not torch.equal(eager, einc.einsum("ij,jk->ki", a, b)) and torch.equal(expr(a, b), eager)
+    try:
+        for f in (lambda x, y: expr(x, y), lambda x, y: with_constant(x),
+                  lambda x, y: einc.contract("ij,jk->ki", x, y, layout="any")):
+            for door, traced in _traced_doors(f, (a, b), symbolic=False).items():
+                assert torch.equal(traced(a, b), eager), door
     finally:
         torch._dynamo.reset()
         einc.cache_clear()
