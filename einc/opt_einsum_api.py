@@ -48,6 +48,22 @@ from .runtime import dtypes, engine
 _SHAPES_KEPT = 64     # the shapes of calls an expression keeps the runs of (a bound: sizes may change every call)
 
 
+def _shapes_kept(operands):
+    """The operands' shapes, under which :class:`ContractExpression` keeps the run a call of
+    them takes; None where none is kept: while dynamo traces (each size it traced was
+    guarded on a kept one's), for sizes that are symbolic (``make_fx``'s symbolic tracing:
+    no value to key on), or for an operand that is no tensor."""
+    if _dynamo_tracing():
+        return None
+    try:
+        shapes = tuple([o.shape for o in operands])
+    except AttributeError:      # not a tensor
+        return None
+    if any(type(n) is not int for s in shapes for n in s):
+        return None
+    return shapes
+
+
 class ContractExpression:
     """A contraction planned once for fixed shapes; call it with operands of those shapes
     (without the constants, if any were given).
@@ -118,10 +134,8 @@ class ContractExpression:
             operands = operands[0]
         if not all(isinstance(o, torch.Tensor) for o in operands) and torch._C._has_torch_function(operands):
             return self._recorded(operands, out)
-        try:    # (none while dynamo traces: looked up by shapes, each size it traced was guarded on a kept one's)
-            run = None if _dynamo_tracing() else self._runs.get(tuple([o.shape for o in operands]))
-        except AttributeError:      # not a tensor
-            run = None
+        key = _shapes_kept(operands)
+        run = None if key is None else self._runs.get(key)
         if run is None or self._broadcast and torch.jit.is_tracing():
             # (a trace keeps the run it records for every later shape: the whole equation,
             # where a dimension the folded constants broadcast may grow)
@@ -139,10 +153,11 @@ class ContractExpression:
             grown = traced or any(operands[self._variables.index(k)].shape[d] != 1 for k, d in self._broadcast)
             run = ContractExpression._run_whole if grown else ContractExpression._run
             result = run(self, operands, out)
-        if not (traced or _dynamo_tracing()):
+        key = None if traced else _shapes_kept(operands)
+        if key is not None:
             if len(self._runs) >= _SHAPES_KEPT:        # (sizes that change every call)
                 self._runs = {self._planned: ContractExpression._run}
-            self._runs[tuple([o.shape for o in operands])] = run
+            self._runs[key] = run
         return result
 
     def _recorded(self, operands, out):

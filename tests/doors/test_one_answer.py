@@ -301,3 +301,18 @@ def test_explain_says_torch_s_op_runs_a_call_it_answers(eq, shapes, new_shapes, 
     assert mixed.backends == ("torch",) * len(mixed.steps) and "torch's einsum op" not in mixed.note
     empty = einc.explain(eq, *[(0, *s[1:]) if k == 0 else s for k, s in enumerate(shapes)])
     assert "torch's einsum op" not in empty.note
+
+
+@pytest.mark.parametrize("mode", ["real", "fake", "symbolic"])
+def test_an_expression_traced_by_make_fx_gives_its_eager_bits(mode):
+    """An expression's call traced by ``make_fx``: with symbolic sizes it looked up its kept
+    runs by shape, and a symbolic size is unhashable (TypeError); the graph gives the eager
+    call's bits, at another size too where the sizes are symbolic."""
+    g = torch.Generator().manual_seed(0)
+    expr = einc.contract_expression("ij,jk,kl->li", (5, 17), (17, 9), (9, 2))
+    ops = [torch.randn(s, generator=g, dtype=torch.float64) for s in [(5, 17), (17, 9), (9, 2)]]
+    graph = make_fx(lambda *x: expr(*x), tracing_mode=mode)(*ops)
+    assert torch.equal(graph(*ops), expr(*ops))
+    if mode == "symbolic":
+        other = [torch.randn(s, generator=g, dtype=torch.float64) for s in [(7, 17), (17, 9), (9, 3)]]
+        assert torch.equal(graph(*other), expr(*other))
