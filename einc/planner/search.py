@@ -45,6 +45,9 @@ from .graph import cycles
 from .libraries import _kahypar, _linear, _methods, _optional, _seeded, _strings
 from .pathcost import cost as _cost
 from .pathcost import path_cost
+from .reconfigure import combo as _combo
+from .reconfigure import reconfigure as _reconfigure
+from .reconfigure import reconfigured as _reconfigured
 from .searchkey import (
     CAP,
     CONVERGED,
@@ -471,43 +474,6 @@ def _random_greedy(inputs, output, size_dict, memory_limit, seed, t0, budget, li
     trials = len(opt.costs)
     return _linear(path), trials, "time budget spent" if trials < MAX_TRIALS else f"{MAX_TRIALS} trials", \
         time.perf_counter() - t0
-
-
-def _reconfigured(ctg, inputs, output, size_dict, path, subtree_size=8, ended=lambda: False):
-    """``path`` refined by cotengra's subtree reconfiguration (:func:`_reconfigure`), or kept
-    where cotengra does not take it as a tree."""
-    try:
-        tree = ctg.ContractionTree.from_path(*_strings(inputs, output, size_dict), path=path)
-        _reconfigure(tree, subtree_size, ended)
-    except (ValueError, KeyError, IndexError):
-        return path
-    return _linear(tree.get_path())
-
-
-def _reconfigure(tree, subtree_size, ended, most=None) -> int:
-    """cotengra's subtree reconfiguration of ``tree``, in place: subtrees of
-    ``subtree_size`` leaves, the costliest first, ranked as the hyper-optimizer ranks trees;
-    :data:`RECONF_CHUNK` subtrees (or a sixteenth of the tree, cotengra ranking them anew
-    each time) at a time until ``ended()`` (:func:`_ends`), and with ``most``,
-    up to that many subtrees and no further than a chunk that gained nothing (the costliest
-    subtrees gain the most).  Returns the subtrees tried."""
-    tried, end = 0, tree.N if most is None else min(tree.N, most)
-    chunk, cost = max(RECONF_CHUNK, tree.N // 16), _combo(tree)
-    while tried < end:              # cotengra's own bound: as many subtrees as leaves
-        seen = sum(map(len, tree.already_optimized.values()))
-        tree.subtree_reconfigure_(minimize=f"combo-{WRITE_FACTOR:g}", subtree_size=subtree_size,
-                                  maxiter=min(chunk, end - tried))
-        tried += min(chunk, end - tried)
-        was, cost = cost, _combo(tree)
-        if sum(map(len, tree.already_optimized.values())) == seen or ended() \
-                or (most is not None and cost >= was):
-            break                   # every subtree tried, the time spent, or a chunk gained nothing
-    return tried
-
-
-def _combo(tree) -> float:
-    """cotengra's "combo" cost of ``tree``, from the totals it keeps up to date."""
-    return tree.total_flops() + WRITE_FACTOR * tree.total_write()
 
 
 def _hyper_budget(greedy_seconds, best_seconds) -> float:
