@@ -16,7 +16,7 @@ from .searchkey import ANNEAL_RUNNER_UP, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_ST
 
 
 def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, minimize, progress=None,
-             afford=None, other=None, lost=0.0, most=None, *, over):
+             afford=None, other=None, lost=0.0, most=None, *, over, steps=(ANNEAL_STEPS, ANNEAL_SWEEPS)):
     """``(path, runs, why they ended)``: ``path`` annealed by cotengra's simulated annealing
     (weighing ``minimize``, cotengra's name of a cost) run after run, each seeded anew and
     begun from the best tree so far; with ``other`` (a start ranked no better than ``path``,
@@ -33,8 +33,9 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
     less search), where sooner; then no run is begun that would end past the deadline a
     gain like the last one would leave (``lost``: the seconds the gain of the stage before
     brought the deadline forward, before any run's).  ``progress.update(seconds since t0, runs, flops)``
-    after each run.  ``most``: at most this many runs, counted (the search gives none: its runs are
-    timed; a test of what its counted stages hand on gives a count and no deadline)."""
+    after each run.  ``most``: at most this many runs, counted (the hyper-optimizer's stage gives none: its
+    runs are timed; the counted refinement of a search fallen back from it gives a count and no deadline, as
+    a test of what the counted stages hand on does).  ``steps``: a run's temperatures and sweeps of each."""
     starts = [path] + ([other] if other is not None and list(other) != list(path) and
                        rank(other) <= ANNEAL_RUNNER_UP * rank(path) else [])
     try:
@@ -47,8 +48,7 @@ def annealed(ctg, inputs, output, size_dict, path, t0, deadline, seed, rank, min
             and (most is None or runs < most):
         start = time.thread_time(), time.perf_counter()
         c = runs % len(chains)
-        found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=ANNEAL_STEPS,
-                                           numiter=ANNEAL_SWEEPS)
+        found = chains[c].simulated_anneal(minimize=minimize, seed=seed + runs, tsteps=steps[0], numiter=steps[1])
         runs += 1
         longest = max(longest[0], time.thread_time() - start[0]), max(longest[1], time.perf_counter() - start[1])
         candidate = _linear(found.get_path())

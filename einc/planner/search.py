@@ -49,6 +49,10 @@ from .reconfigure import combo as _combo
 from .reconfigure import reconfigure as _reconfigure
 from .reconfigure import reconfigured as _reconfigured
 from .searchkey import (
+    ANNEAL_SECONDS,
+    ANNEAL_SHORT,
+    ANNEAL_STEPS,
+    ANNEAL_SWEEPS,
     CAP,
     CONVERGED,
     COSTMODS,
@@ -181,9 +185,11 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
             best = _predict(inputs, output, size_dict, quick)
             left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
             quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, _ends(
-                math.inf if counted else min(GUARD * left, allowance(best)), guard=guard), seed)
+                math.inf if counted else min(GUARD * left, allowance(best)), guard=guard), seed, not counted)
+            sizes = [str(r) for r in refined if isinstance(r, int)]     # and the annealing runs', a text
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
-                + "subtrees of " + " then ".join(map(str, refined)) + ")" if refined else ""
+                + "; ".join((["subtrees of " + " then ".join(sizes)] if sizes else []) +
+                            [r for r in refined if isinstance(r, str)]) + ")" if refined else ""
             trials += len(refined)
         if ctg is not None and budget_for(greedy) >= HYPER_FLOOR:
             reason += f" (of the best predicted time, the hyper-optimizer's {_time(HYPER_FLOOR)} not reached)"
@@ -350,14 +356,20 @@ def _partitions(work, inputs) -> bool:
         cycles(inputs) > 0
 
 
-def _refined(ctg, inputs, output, size_dict, best, work, ended, seed):
-    """``(path, sizes, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
+def _refined(ctg, inputs, output, size_dict, best, work, ended, seed, short=False):
+    """``(path, what ran, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
     affords one, of a kahypar partition tree too: both by subtrees of 6 leaves with
     :data:`PROBE` of the work left each, then the better one by larger subtrees with the
     rest.  On random regular and connected graphs of a hundred tensors a partition tree so
-    refined reaches about half the flops of the best random greedy tree's."""
+    refined reaches about half the flops of the best random greedy tree's.  With ``short`` (a
+    search fallen back from the hyper-optimizer), the larger subtrees' work (all but twice
+    :data:`PROBE` of it, without a partition) goes to short annealing runs (:func:`_annealed_short`)."""
     if not _partitions(work, inputs):
-        return (*_refine(ctg, inputs, output, size_dict, best, work, ended), False)
+        if not short:
+            return (*_refine(ctg, inputs, output, size_dict, best, work, ended), False)
+        path, ran = _refine(ctg, inputs, output, size_dict, best, 2 * PROBE * work, ended, SUBTREES[:1])
+        return (*_annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed, ran),
+                False)
     from cotengra.pathfinders.path_kahypar import kahypar_to_tree
     with _seeded(seed):
         tree = kahypar_to_tree.trial_fn(*_strings(inputs, output, size_dict), seed=seed, **PARTITION)
@@ -365,8 +377,26 @@ def _refined(ctg, inputs, output, size_dict, best, work, ended, seed):
     probed = [(*_refine(ctg, inputs, output, size_dict, p, PROBE * work, ended, SUBTREES[:1]), p is best)
               for p in (best, _linear(tree.get_path()))]
     path, ran, kept = min(probed, key=lambda r: (_rank(inputs, output, size_dict, r[0]), not r[2]))
+    if short:
+        return (*_annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed, ran),
+                not kept)
     path, more = _refine(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, SUBTREES[1:])
     return path, ran + more, not kept
+
+
+def _annealed_short(ctg, inputs, output, size_dict, path, work, ended, seed, ran):
+    """``(path, what ran)``: ``path`` annealed (einc.planner.anneal) by runs of :data:`ANNEAL_SHORT`
+    temperatures and sweeps, seeded, as many as ``work`` affords at their nominal cost (counted, until
+    ``ended()``), after ``ran`` (the subtree sizes that ran before)."""
+    n = len(inputs)
+    each = ANNEAL_SECONDS * n * ANNEAL_SHORT[0] * ANNEAL_SHORT[1] / (ANNEAL_STEPS * ANNEAL_SWEEPS)
+    most = int((work - PER_TENSOR * n) / (each + PER_TENSOR * n))   # the tree made; each run's tree ranked
+    if most < 1 or ended():
+        return path, ran
+    path, runs, _ = anneal.annealed(ctg, inputs, output, size_dict, path, time.perf_counter(), math.inf, seed,
+                                    functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}",
+                                    most=most, over=lambda cpu, clock: ended(), steps=ANNEAL_SHORT)
+    return path, (*ran, f"{runs} short annealing run" + ("s" if runs != 1 else ""))
 
 
 def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):

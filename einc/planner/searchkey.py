@@ -87,6 +87,11 @@ SEED = 0
 # ANNEAL_RUNNER_UP times the best (a far worse one's chain spends half the runs on trees that
 # seldom catch up)
 ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE, ANNEAL_RUNNER_UP = 20, 20, 3e-3, 8, 4
+# a counted search fallen back from the hyper-optimizer (its greedy tree's budget reached it, its best
+# random greedy tree's does not) anneals its refined tree by runs of these temperatures and sweeps, in
+# place of subtrees of 8 and 10 leaves, at ANNEAL_SECONDS a tensor in proportion: on the language-model
+# networks such runs gain more than larger subtrees
+ANNEAL_SHORT = (10, 5)
 OBJECTIVE_VERSION = "objective-3"   # einc.planner.objective's ranking of trees, by name: a new one, a new name
 
 
@@ -108,7 +113,7 @@ def version(seed: int = SEED) -> str:
                               PARTITION_SECONDS, PARTITION_AFFORD, PARTITION_TRIALS, PROBE, KAHYPAR_SPACE,
                               WRITE_FACTOR, HYPER_SHARE, ANNEAL_STEPS, ANNEAL_SWEEPS, ANNEAL_SECONDS, ANNEAL_STALE,
                               ANNEAL_RUNNER_UP, OBJECTIVE_VERSION, slicebudget.figures(), LIMITED_TRIAL_SECONDS,
-                              LIMITED_MAX, HYPER_STALE, seed, *found)))
+                              LIMITED_MAX, HYPER_STALE, ANNEAL_SHORT, seed, *found)))
 
 
 def entry(inputs, output, size_dict, memory_limit=None, seed: int = SEED) -> tuple[str, str]:

@@ -847,6 +847,28 @@ def test_a_loaded_machine_refines_as_far_where_the_best_trees_allowance_bounds_t
     assert (again, loaded_report.method, loaded_report.trials) == (path, report.method, report.trials)
 
 
+@pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar(), reason="cotengra's annealing and kahypar partition tree")
+def test_a_search_fallen_back_from_the_hyper_optimizer_anneals_in_place_of_larger_subtrees(monkeypatch, cpu_clock):
+    # the greedy path afforded the hyper-optimizer (and its annealing), the best random greedy tree does
+    # not: the work of the subtrees of 8 and 10 leaves goes to short annealing runs, as many as it affords,
+    # counted, so that the clock at twenty times the thread's CPU time gives the same runs and path
+    asked = []
+    real = A.annealed
+    monkeypatch.setattr(A, "annealed", lambda *args, **kwargs: asked.append(kwargs) or real(*args, **kwargs))
+    inputs, sizes = _regular(100, 2, 4, seed=4)
+    path, report = S.find(inputs, set(), sizes)
+    assert "not reached" in report.reason and "subtrees of 6; " in report.method
+    assert "short annealing run" in report.method and " then 8" not in report.method
+    assert len(asked) == 1 and asked[0]["steps"] == S.ANNEAL_SHORT and asked[0]["most"] >= 1
+    cpu_clock.rate = 20.0
+    again, loaded = S.find(inputs, set(), sizes)
+    assert (again, loaded.method, loaded.trials) == (path, report.method, report.trials) and len(asked) == 2
+    # a search whose greedy path is below the hyper-optimizer keeps its larger subtrees, and anneals nothing
+    small, sizes = _regular(60, 2, 2, seed=1)
+    _, report = S.find(small, set(), sizes)
+    assert report.budget < S.HYPER_FLOOR and "annealing" not in report.method and len(asked) == 2
+
+
 def _printed_under_two_hash_seeds(code: str) -> set[str]:
     """What ``code`` prints in two processes of other hash seeds, each with a cache folder of
     its own (so that both search); each must exit 0."""
