@@ -48,7 +48,9 @@ class Explanation:
 
     def to_dict(self) -> dict:
         d = self.plan.to_dict()
-        for step, backend, reason in zip(d["steps"], self.backends, self.reasons or [""] * len(self.backends)):
+        # (no backend per step where torch's op runs the whole call: each step's is None, the note says why)
+        backends = self.backends or (None,) * len(d["steps"])
+        for step, backend, reason in zip(d["steps"], backends, self.reasons or [""] * len(backends)):
             step["backend"] = backend
             step["reason"] = reason
         d["backend_note"] = self.note

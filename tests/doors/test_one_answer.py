@@ -297,6 +297,8 @@ def test_explain_says_torch_s_op_runs_a_call_it_answers(eq, shapes, new_shapes, 
         assert whole == (new_shapes == "torch") and (shown.backends == ()) == whole
         assert ("  Backend: torch's einsum op" in str(shown)) == whole
         assert str(shown).split("\n")[7].rstrip().endswith("backend") != whole
+        steps = shown.to_dict()["steps"]     # (explain --json: every step keeps its key)
+        assert all("backend" in s for s in steps) and all(s["backend"] is None for s in steps) == whole
     mixed = einc.explain(eq, *ops[:-1], ops[-1].double()) if len(ops) > 1 else einc.explain(eq, *shapes, dtype="int8")
     assert mixed.backends == ("torch",) * len(mixed.steps) and "torch's einsum op" not in mixed.note
     empty = einc.explain(eq, *[(0, *s[1:]) if k == 0 else s for k, s in enumerate(shapes)])
