@@ -18,7 +18,10 @@ counted: ``torch_op``, the calls that einc's admission answered with torch's own
 the calls handed to ``__torch_function__`` (fx proxies, modes, subclasses).  Calls made under
 jit.trace / torch.compile become the custom op, and are counted when its kernel runs
 einc (the wrappers dynamo can reach while it traces take no lock: it cannot enter one).  At the end of the
-run the counts are written as JSON to the file named by ``EINC_PATCH_COUNTS`` (if set).
+run the counts, and the dtypes of the counted calls' operands, are written as JSON to the file named by
+``EINC_PATCH_COUNTS`` (if set); with ``EINC_PATCH_RECORD`` set, the distinct counted calls too (equation,
+and each operand's shape, strides, storage offset, dtype and ``requires_grad``: what ``bench/libraries.py
+--replay`` runs again on random data), to the file it names.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ from einc.runtime import engine as _engine
 
 COUNTS = {"calls": 0, "torch_op": 0, "torch_function": 0}
 EQUATIONS: set = set()
+DTYPES: dict = {}               # the operands' dtypes ("complex64,complex64") -> calls
+CALLS: dict = {}                # a distinct call (its JSON description) -> calls; kept where EINC_PATCH_RECORD is set
+RECORD_LIMIT = 50_000           # distinct calls kept at most (a suite of fresh shapes stays bounded)
 _local = threading.local()
 _lock = threading.Lock()
 
@@ -50,13 +56,36 @@ def _computing(fn):
         if depth == 0:
             with _lock:
                 COUNTS["calls"] += 1
-                EQUATIONS.add(getattr(eq, "text", eq))
+                text = getattr(eq, "text", eq)
+                EQUATIONS.add(text)
+                operands = args[0] if args else ()
+                if isinstance(operands, (list, tuple)) and all(isinstance(o, torch.Tensor) for o in operands):
+                    _tally(text, operands)
         _local.depth = depth + 1
         try:
             return fn(eq, *args, **kwargs)
         finally:
             _local.depth = depth
     return counted
+
+
+def _tally(text, operands) -> None:
+    """The operands' dtypes counted, and the call kept where recording."""
+    kinds = ",".join(str(o.dtype).removeprefix("torch.") for o in operands)
+    DTYPES[kinds] = DTYPES.get(kinds, 0) + 1
+    if _RECORDING and all(o.layout is torch.strided for o in operands):
+        key = describe(text, operands)
+        if key in CALLS or len(CALLS) < RECORD_LIMIT:
+            CALLS[key] = CALLS.get(key, 0) + 1
+
+
+def describe(text, operands) -> str:
+    """A call as JSON: its equation and each operand's layout, dtype and ``requires_grad``."""
+    return json.dumps([text, [[list(o.shape), list(o.stride()), o.storage_offset(),
+                               str(o.dtype).removeprefix("torch."), bool(o.requires_grad)] for o in operands]])
+
+
+_RECORDING = bool(os.environ.get("EINC_PATCH_RECORD"))
 
 
 def _tallied(name, fn, when=lambda result: True):
@@ -87,7 +116,8 @@ def install() -> None:
 
 def report() -> dict:
     """The counts so far, whether the patch is still in place, and the distinct equations."""
-    return {**COUNTS, "equations": len(EQUATIONS), "still_patched": torch.einsum is einc.einsum}
+    return {**COUNTS, "equations": len(EQUATIONS), "still_patched": torch.einsum is einc.einsum,
+            "dtypes": dict(sorted(DTYPES.items(), key=lambda kv: -kv[1]))}
 
 
 install()
@@ -102,3 +132,7 @@ def pytest_unconfigure(config):
     if path:
         with open(path, "w") as f:
             json.dump(report(), f)
+    path = os.environ.get("EINC_PATCH_RECORD")
+    if path:
+        with open(path, "w") as f:
+            json.dump(CALLS, f)

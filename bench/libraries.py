@@ -9,10 +9,14 @@ subprocesses of this interpreter: unpatched, and patched (the plugin
 einc.einsum`` before the library is imported and counts the calls that reach einc).
 Each run's outcome is read from its ``--junitxml`` file.  Prints a Markdown table, and
 the tests that fail patched but pass unpatched with the first line of their error;
-writes both, and the raw counts (JSON), into the scratch folder.
+writes both, and the raw counts (JSON), into the scratch folder.  With ``--replay`` the
+patched run records its distinct calls too, and each is run again on random data against
+torch.einsum on float64 / complex128 copies, values and gradients
+(``bench/einsum_replay.py``).
 
     python bench/libraries.py --install                    # every library (downloads; not in CI)
     python bench/libraries.py einops --timeout 600         # one library, already installed
+    python bench/libraries.py funsor --replay              # and its distinct calls replayed
 
 Not part of the test run (it downloads); ``tests/tools/test_libraries.py`` checks the plugin
 and the parsing on a local test file.
@@ -226,11 +230,12 @@ def _hear_ctrl_c() -> None:
 
 
 def run_pytest(cwd: Path, args: list[str], env: dict, patched: bool, out: Path, label: str,
-               timeout: float = 900) -> Run:
-    """One pytest run in a subprocess: junit XML and (patched) the plugin's counts in ``out``."""
+               timeout: float = 900, record: bool = False) -> Run:
+    """One pytest run in a subprocess: junit XML and (patched) the plugin's counts in ``out``,
+    and (``record``) its distinct calls, in ``<label>.calls.json``."""
     out.mkdir(parents=True, exist_ok=True)
-    junit, counts = out / f"{label}.xml", out / f"{label}.counts.json"
-    for p in (junit, counts):
+    junit, counts, calls = out / f"{label}.xml", out / f"{label}.counts.json", out / f"{label}.calls.json"
+    for p in (junit, counts, calls):
         p.unlink(missing_ok=True)
     full_env = {**os.environ, **env}
     full_env["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [full_env.get("PYTHONPATH")])])
@@ -241,6 +246,8 @@ def run_pytest(cwd: Path, args: list[str], env: dict, patched: bool, out: Path, 
     if patched:
         command += ["-p", "einc_patch_plugin"]
         full_env["EINC_PATCH_COUNTS"] = str(counts)
+        if record:
+            full_env["EINC_PATCH_RECORD"] = str(calls)
     command += args
     start, interrupted = time.perf_counter(), False
     with subprocess.Popen(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -287,6 +294,21 @@ def row(name: str, version: str, unpatched: Run, patched: Run) -> str:
             f"{reached} | {unpatched.seconds:.0f} s / {patched.seconds:.0f} s |")
 
 
+def replay_recorded(path: Path) -> dict:
+    """The recorded calls of a patched run replayed (``bench/einsum_replay.py``)."""
+    if __package__ in (None, ""):       # run as a script
+        sys.path.insert(0, str(HERE.parent))
+    from bench.einsum_replay import replay  # imports einc: only where asked
+    return replay(json.loads(path.read_text()) if path.exists() else {})
+
+
+def replay_line(name: str, replayed: dict) -> str:
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(replayed["dtypes"].items(), key=lambda kv: -kv[1]))
+    return (f"**{name}** replayed: {replayed['replayed']} distinct calls ({kinds}; {replayed['with_gradients']} "
+            f"with gradients; {replayed['left_out']} left out as too large), {len(replayed['flagged'])} flagged"
+            + "".join(f"\n- `{key}`: {why}" for key, why in replayed["flagged"]))
+
+
 HEADER = ("| library | version | tests | unpatched passed / failed / errors / skipped | "
           "patched passed / failed / errors / skipped | calls reaching einc | time unpatched / patched |\n"
           "|---|---|---|---|---|---|---|")
@@ -299,6 +321,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="scratch folder (default bench/results/libraries)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
+    parser.add_argument("--replay", action="store_true",
+                        help="record the patched run's distinct calls and replay them against float64 copies")
     args = parser.parse_args(argv)
     names = args.libraries or list(LIBRARIES)
     unknown = [n for n in names if n not in LIBRARIES]
@@ -316,7 +340,8 @@ def main(argv=None) -> int:
         cwd, pytest_args = locate_tests(lib, args.out)
         print(f"{name} {version}: {lib.note}", file=sys.stderr, flush=True)
         unpatched = run_pytest(cwd, pytest_args, lib.env, False, args.out, f"{name}-unpatched", args.timeout)
-        patched = run_pytest(cwd, pytest_args, lib.env, True, args.out, f"{name}-patched", args.timeout)
+        patched = run_pytest(cwd, pytest_args, lib.env, True, args.out, f"{name}-patched", args.timeout,
+                             args.replay)
         rows.append(row(name, version, unpatched, patched))
         if not (unpatched.complete and patched.complete):
             details.append(f"**{name}**: a run was interrupted at the timeout ({args.timeout:.0f} s) or gave "
@@ -330,6 +355,9 @@ def main(argv=None) -> int:
                      "patched": {k: getattr(patched, k) for k in kept},
                      "counts": patched.counts, "regressions": lost,
                      "complete": unpatched.complete and patched.complete}
+        if args.replay:
+            raw[name]["replay"] = replayed = replay_recorded(args.out / f"{name}-patched.calls.json")
+            details.append(replay_line(name, replayed))
         print(rows[-1], file=sys.stderr, flush=True)
     text = "\n".join([HEADER, *rows, "", *details, ""])
     print(text)

@@ -1,14 +1,18 @@
 """``bench/libraries.py`` without downloads: its pytest plugin (einc installed as
 torch.einsum, calls counted inside einc) and its reading of junit files, on a small local
-test file run unpatched and patched in subprocesses."""
+test file run unpatched and patched in subprocesses; the patched run's recorded calls replayed
+against float64, and the replay flagging wrong answers."""
 
+import json
 import signal
 import textwrap
 import time
 
 import pytest
+import torch
 
-from bench import libraries
+import einc
+from bench import einsum_replay, libraries
 
 TESTS = textwrap.dedent('''
     import pytest
@@ -57,12 +61,16 @@ TESTS = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("lib")
+def out(tmp_path_factory):
+    return tmp_path_factory.mktemp("lib") / "out"
+
+
+@pytest.fixture(scope="module")
+def runs(out):
+    folder = out.parent
     (folder / "test_local.py").write_text(TESTS)
-    out = folder / "out"
     unpatched = libraries.run_pytest(folder, ["test_local.py"], {}, False, out, "unpatched", timeout=300)
-    patched = libraries.run_pytest(folder, ["test_local.py"], {}, True, out, "patched", timeout=300)
+    patched = libraries.run_pytest(folder, ["test_local.py"], {}, True, out, "patched", timeout=300, record=True)
     return unpatched, patched
 
 
@@ -100,6 +108,48 @@ def test_the_plugin_counts_calls_reaching_einc(runs):
     assert counts["equations"] >= 5, counts
     row = libraries.row("local", "0", unpatched, patched)
     assert row.startswith("| local | 0 | 7 | 4 / 1 / 1 / 1 | 3 / 2 / 1 / 1 | ")
+    assert counts["dtypes"]["int64"] == 1 and counts["dtypes"]["float32,float32"] >= 5, counts
+
+
+@pytest.mark.slow
+def test_the_recorded_calls_replay_against_float64(runs, out):
+    recorded = json.loads((out / "patched.calls.json").read_text())
+    described = [json.loads(key) for key in recorded]
+    assert ["ij,jk->ik", [[[3, 4], [4, 1], 0, "float32", False], [[4, 5], [5, 1], 0, "float32", False]]] in described
+    assert recorded[json.dumps(described[0])] >= 1
+    assert any(text == "ij->" and layouts[0][3] == "int64" for text, layouts in described)
+    assert any(layouts[0][4] for _, layouts in described)       # the operand that requires grad
+    replayed = libraries.replay_recorded(out / "patched.calls.json")
+    assert replayed["flagged"] == [] and replayed["replayed"] == len(recorded)
+    assert replayed["with_gradients"] >= 1 and replayed["dtypes"]["int64"] == 1
+    assert "0 flagged" in libraries.replay_line("local", replayed)
+
+
+def _conjugated(result):
+    """``result`` whose gradient is conjugated on its way back: the wrong convention."""
+    class Conj(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.conj()
+    return Conj.apply(result)
+
+
+@pytest.mark.parametrize("wrong, layouts, reason", [
+    (lambda r: r + 1e-3, [[[3, 4], [4, 1], 0, "float32", False], [[4, 5], [1, 4], 0, "float32", False]], "value"),
+    (_conjugated, [[[3, 4], [4, 1], 0, "complex64", True], [[4, 5], [0, 0], 2, "complex64", True]], "gradient"),
+    (lambda r: r + 1, [[[3, 4], [4, 1], 0, "int32", False], [[4, 5], [5, 1], 0, "int32", False]], "integers"),
+    (lambda r: r.to(torch.float64), [[[3, 4], [4, 1], 0, "float32", False], [[4, 5], [5, 1], 0, "float32", False]],
+     "einc gave"),
+])
+def test_replay_flags_a_wrong_answer_and_passes_einc(wrong, layouts, reason):
+    gen = torch.Generator().manual_seed(0)
+    assert einsum_replay.replay_call(einc.einsum, "ij,jk->ik", layouts, gen) is None
+    why = einsum_replay.replay_call(lambda eq, *ops: wrong(einc.einsum(eq, *ops)), "ij,jk->ik", layouts, gen)
+    assert why is not None and why.startswith(reason), why
 
 
 def test_parse_junit_ranks_a_failure_over_a_teardown_error(tmp_path):
