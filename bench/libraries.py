@@ -50,6 +50,7 @@ class Library:
     pip_args: tuple = ()             # more options for its install (--no-build-isolation: builds on this torch)
     conftest: str = ""               # written as conftest.py beside the sdist's tests (the repository has one)
     package_tests: str = ""          # tests inside the installed package: its subfolder ("" = the package)
+    wheel_tests: tuple = ()          # or these paths beside the package (a wheel's top-level tests/ folder)
     sdist_tests: tuple = ()          # else: these paths of the sdist (extracted into the scratch folder)
     env: dict = field(default_factory=dict)
     pytest_args: tuple = ()
@@ -121,6 +122,37 @@ LIBRARIES = {
                            "marginal) and plated sum-products, against opt_einsum; the sdist leaves out the "
                            "repository's test/conftest.py, so the script writes one that chooses the backend "
                            "(FUNSOR_BACKEND), float64 by default, and seeds each test"),
+    "neuraloperator": Library("neuraloperator", "2.0.0", module="neuralop",
+                              deps=("tensorly==0.10.0", "tensorly-torch==0.5.0", "opt_einsum", "zencfg", "configmypy",
+                                    "ruamel.yaml", "h5py", "numpy", "scipy"),
+                              package_tests="layers/tests", pytest_args=("-k", "spectral or spherical or fno_block"),
+                              note="the spectral layers' tests in the wheel (neuralop/layers/tests: spectral, "
+                                   "legacy spectral and spherical convolutions, FNO blocks): complex64 einsums "
+                                   "of Fourier coefficients with dense, CP, Tucker and TT weights, through "
+                                   "tensorly's opt_einsum plugin"),
+    "pennylane": Library("pennylane", "0.45.1", deps=("autoray==0.11.0", "rustworkx", "autograd<1.9", "appdirs",
+                                                     "cachetools", "tomlkit", "diastatic-malt", "termcolor", "gast",
+                                                     "networkx", "requests", "typing_extensions", "packaging",
+                                                     "pytest-rng", "numpy", "scipy"),
+                         wheel_tests=("tests/devices/qubit", "tests/devices/qubit_mixed",
+                                      "tests/devices/default_qubit/test_default_qubit.py",
+                                      "tests/devices/test_default_mixed.py", "tests/math"),
+                         pytest_args=("-m", "torch"),
+                         note="its tests marked torch (the tests/ folder its wheel installs beside the package) "
+                              "of the state-vector and density-matrix simulators (default.qubit, default.mixed: "
+                              "gates applied to complex128 states by einsum, measurements, with gradients) and "
+                              "qml.math; with autoray 0.11.0 (quimb's and cotengra's) where it pins 0.8.4, "
+                              "and without pennylane-lightning"),
+    "quimb": Library("quimb", "1.15.0", deps=("autoray==0.11.0", "cotengra==0.8.3", "cytoolz", "toolz", "numba",
+                                               "llvmlite", "psutil", "tqdm", "numpy", "scipy"),
+                     sdist_tests=("tests",),
+                     pytest_args=("tests/test_tensor/test_optimizers.py",
+                                  "tests/test_tensor/test_circuit/test_exact.py", "tests/test_tensor/test_decomp.py",
+                                  "-k", "torch"),
+                     note="the torch-backend tests of tests/ from the sdist: tensor network optimizers "
+                          "(complex MBL Hamiltonians, parametrized circuits, with gradients), exact circuit "
+                          "simulation and decompositions; without tests/test_tensor/test_tn2d/test_tebd.py's "
+                          "(its full update alone 341 s on 2 cores)"),
 }
 
 
@@ -157,6 +189,8 @@ def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
         where = f"import {module}, os; print(os.path.dirname({module}.__file__))"
         out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True)
         package = Path(out.stdout.strip())
+        if lib.wheel_tests:
+            return package.parent, [*lib.wheel_tests, *lib.pytest_args]
         target = package / lib.package_tests if lib.package_tests else package
         return package.parent, [str(target.relative_to(package.parent)), *lib.pytest_args]
     root = scratch / f"{lib.name}-{lib.version}-tests"
