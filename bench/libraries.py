@@ -339,7 +339,8 @@ def replay_recorded(path: Path) -> dict:
 def replay_line(name: str, replayed: dict) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(replayed["dtypes"].items(), key=lambda kv: -kv[1]))
     return (f"**{name}** replayed: {replayed['replayed']} distinct calls ({kinds}; {replayed['with_gradients']} "
-            f"with gradients; {replayed['left_out']} left out as too large), {len(replayed['flagged'])} flagged"
+            f"with gradients; {replayed['left_out']} left out as too large; {replayed['torch_refused']} that "
+            f"torch.einsum refused as recorded), {len(replayed['flagged'])} flagged"
             + "".join(f"\n- `{key}`: {why}" for key, why in replayed["flagged"]))
 
 

@@ -120,7 +120,7 @@ def test_the_recorded_calls_replay_against_float64(runs, out):
     assert any(text == "ij->" and layouts[0][3] == "int64" for text, layouts in described)
     assert any(layouts[0][4] for _, layouts in described)       # the operand that requires grad
     replayed = libraries.replay_recorded(out / "patched.calls.json")
-    assert replayed["flagged"] == [] and replayed["replayed"] == len(recorded)
+    assert replayed["flagged"] == [] and replayed["replayed"] == len(recorded) and replayed["torch_refused"] == 0
     assert replayed["with_gradients"] >= 1 and replayed["dtypes"]["int64"] == 1
     assert "0 flagged" in libraries.replay_line("local", replayed)
 
@@ -181,3 +181,12 @@ def test_a_run_past_its_timeout_is_interrupted_and_keeps_the_tests_it_ran(tmp_pa
     assert run.outcomes["test_slow::test_quick"][0] == "passed"
     assert run.counts is not None and run.counts["calls"] == 0     # the plugin still wrote its counts
     assert "(interrupted)" in libraries.row("slow", "0", run, run)
+
+
+def test_a_call_torch_refuses_is_counted_apart():
+    wrong_sizes = json.dumps(["ij,jk->ik", [[[3, 4], [4, 1], 0, "float32", False],
+                                            [[5, 6], [6, 1], 0, "float32", False]]])
+    fine = json.dumps(["ij->j", [[[3, 4], [4, 1], 0, "float64", True]]])
+    replayed = einsum_replay.replay({wrong_sizes: 1, fine: 1})
+    assert (replayed["replayed"], replayed["torch_refused"], replayed["flagged"]) == (2, 1, [])
+    assert "1 that torch.einsum refused" in libraries.replay_line("two", replayed)
