@@ -38,6 +38,8 @@ kernels (the kernels are what such an entry is for), calls with a ``memory_limit
 (sliced plans), a ``PathOptimizer`` object, operands with a size 0 (a sum over an
 index of size 0 is zeros in einc, whatever the other operands hold), narrow integer
 operands (einc contracts them exactly where the result is int64; torch's op may wrap),
+operands of several dtypes (einc contracts every operand in the result's dtype, where
+torch's op may multiply two float16 operands in float16 before it meets a float64 one),
 and calls torch refuses (planning then raises einc's own error, which names the
 operand, index and sizes).
 """
@@ -127,12 +129,15 @@ def call_work(eq, operands):
     """The call's multiply-adds: the product of its index sizes (an ellipsis's dimensions
     indices of their own, broadcast); None where einc plans the call whatever its size: a
     size 0 (a sum over an index of size 0 is zeros in einc, where torch's op may give NaN
-    beside an inf), narrow integers (contracted exactly, where torch's op may wrap), a
-    symbolic size, shapes that do not fit ``eq`` (planning raises einc's error)."""
+    beside an inf), narrow integers (contracted exactly, where torch's op may wrap),
+    several dtypes (contracted in the result's, where torch's op may round in a narrower
+    one on its way), a symbolic size, shapes that do not fit ``eq`` (planning raises
+    einc's error)."""
     sizes: dict = {}
+    first = operands[0].dtype
     for labels, o in zip(eq.inputs, operands):
         shape = o.shape
-        if o.dtype in INT64_EXACT:
+        if o.dtype in INT64_EXACT or o.dtype != first:
             return None
         if "..." in labels:
             at = labels.index("...")

@@ -260,6 +260,17 @@ def test_narrow_integers_stay_exact_in_torch_mode(torch_mode):
     assert einc.einsum(eq, *ops) == torch.einsum(eq, *[o.long() for o in ops]) == 120 * 2 * 200 * 200 * 3 * 200
 
 
+def test_several_dtypes_are_contracted_in_the_result_dtype_in_torch_mode(torch_mode):
+    """torch's op multiplies the two float16 scalars of ``,,->`` in float16 before it meets
+    the float64 one: calls of several dtypes are planned, contracted in float64."""
+    ops = [torch.tensor(0.1, dtype=torch.float16), torch.tensor(0.3, dtype=torch.float16),
+           torch.tensor(1 / 3, dtype=torch.float64)]
+    exact = ops[0].double() * ops[1].double() * ops[2]
+    assert torch.einsum(",,->", *ops) != exact      # what torch's op gives
+    out = einc.einsum(",,->", *ops)
+    assert out.dtype == torch.float64 and out == exact
+
+
 def test_torch_mode_results_share_no_memory_with_the_operands(torch_mode):
     """torch's op returns a view of a lone operand (copied); of two or more it multiplies,
     which makes a new tensor, so those are not compared: checked here over fuzzer cases."""
