@@ -266,8 +266,13 @@ def special_call(eq: Equation, operands, options: Options, out):
         # narrow integers with an int64 result: each step in int64, as the whole call runs them
         # (a step in the narrow dtype would wrap before the sum that promotes it)
         exact = dtypes.in_int64([o.dtype for o in operands], want)
+        # operands of several dtypes: each step in the result's dtype, as the whole call
+        # contracts them (a step of its own dtypes would round, or be refused, in a narrower one)
+        mixed = not exact and want is not None and len({o.dtype for o in operands}) > 1
+        tag = "int64" if exact else f"as {want}" if mixed else None
         result = sharing.run(plan, operands, cache, lambda text, ops: eager_call(
-            parse(text), dtypes.widened(ops) if exact else _alike(ops), step_options), "int64" if exact else None)
+            parse(text), dtypes.widened(ops) if exact else [o.to(want) for o in ops] if mixed else _alike(ops),
+            step_options), tag)
         result = result.to(want or result.dtype)    # torch.einsum's dtype for the whole call, as einsum gives it
         if options.result_layout() == "contiguous":   # (a step cached by a call that asked for any layout)
             result = result.contiguous()

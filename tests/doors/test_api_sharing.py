@@ -245,3 +245,19 @@ def test_a_call_inside_runs_its_steps_each_laid_out_for_itself(monkeypatch):
     torch.testing.assert_close(inside[0], outside, rtol=1e-13, atol=1e-13)
     assert not torch.equal(inside[0], outside) and torch.equal(inside[0], inside[1])
     einc.cache_clear()
+
+
+def test_operands_of_several_dtypes_give_what_einsum_gives():
+    """einsum contracts a call of several dtypes in its result's dtype: step by step too,
+    where a step of its own operands' dtypes would be refused (bool by bfloat16, with an
+    int64 result of size 0) or round in a narrower one (float16 by float16 beside float64)."""
+    mixed = {"ij,jk,kl->il": [torch.ones(0, 1, dtype=torch.int64), torch.ones(1, 3, dtype=torch.bool),
+                              torch.ones(3, 1, dtype=torch.bfloat16)],
+             ",,->": [torch.tensor(0.1, dtype=torch.float16), torch.tensor(0.3, dtype=torch.float16),
+                      torch.tensor(1 / 3, dtype=torch.float64)]}
+    for eq, ops in mixed.items():
+        want = einc.einsum(eq, *ops)
+        with einc.shared_intermediates():
+            got = einc.einsum(eq, *ops)
+        assert got.dtype == want.dtype == torch.einsum(eq, *ops).dtype
+        assert torch.equal(got, want)
