@@ -256,7 +256,9 @@ def special_call(eq: Equation, operands, options: Options, out):
     # a bounded call keeps no whole intermediates; a sparse operand's call is torch's, as outside: nothing to share
     if cache is not None and options.memory_limit is None and _all_strided(eq, operands):
         plan = _shared_plan(eq, tuple(o.shape for o in operands), options)
-        if plan.empty_sum is not None:      # zeros, as the whole call gives them: no step to share
+        # zeros, or an empty result, as the whole call gives them (in torch's dtype for it, which
+        # a step of its own may have no product for): no step to share
+        if plan.empty_sum is not None or any(0 in o.shape for o in operands):
             plan = None
     if plan is None:
         result = eager_call(eq, operands, options)

@@ -261,3 +261,15 @@ def test_operands_of_several_dtypes_give_what_einsum_gives():
             got = einc.einsum(eq, *ops)
         assert got.dtype == want.dtype == torch.einsum(eq, *ops).dtype
         assert torch.equal(got, want)
+
+
+def test_a_call_with_an_empty_operand_gives_what_einsum_gives():
+    """torch.einsum's dtype for an empty complex128 by bool ``abc,cd,d->ab`` is bool, which a
+    step of its own has no product for: such a call runs whole, as outside the context."""
+    ops = [torch.ones(0, 4, 5, dtype=torch.complex128), torch.ones(5, 5, dtype=torch.bool),
+           torch.ones(5, dtype=torch.complex128)]
+    want = einc.einsum("abc,cd,d->ab", *ops)
+    with einc.shared_intermediates():
+        got = einc.einsum("abc,cd,d->ab", *ops)
+    assert got.dtype == want.dtype == torch.einsum("abc,cd,d->ab", *ops).dtype
+    assert got.shape == want.shape == (0, 4)
