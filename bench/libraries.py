@@ -3,7 +3,8 @@
 For each library: install the pinned version (``--install``: ``pip install --no-deps``,
 so pip never replaces the running torch; the libraries' other dependencies are named
 here and installed alike), find its tests (shipped inside the package, or in its sdist,
-fetched with ``pip download`` into the scratch folder), then run them twice with pytest in
+fetched with ``pip download`` into the scratch folder, or in its repository at the
+version's tag, cloned with git), then run them twice with pytest in
 subprocesses of this interpreter: unpatched, and patched (the plugin
 ``bench/einc_patch_plugin.py``, loaded with ``-p``, installs ``torch.einsum =
 einc.einsum`` before the library is imported and counts the calls that reach einc).
@@ -17,6 +18,7 @@ torch.einsum on float64 / complex128 copies, values and gradients
     python bench/libraries.py --install                    # every library (downloads; not in CI)
     python bench/libraries.py einops --timeout 600         # one library, already installed
     python bench/libraries.py funsor --replay              # and its distinct calls replayed
+    python bench/libraries.py pyro --git pyro=/srv/pyro    # its repository's tests from a local clone
 
 Not part of the test run (it downloads); ``tests/tools/test_libraries.py`` checks the plugin
 and the parsing on a local test file.
@@ -52,6 +54,8 @@ class Library:
     package_tests: str = ""          # tests inside the installed package: its subfolder ("" = the package)
     wheel_tests: tuple = ()          # or these paths beside the package (a wheel's top-level tests/ folder)
     sdist_tests: tuple = ()          # else: these paths of the sdist (extracted into the scratch folder)
+    git_tests: tuple = ()            # or these paths of the repository's tag ``version`` (not in its sdist)
+    git: str = ""                    # that repository's URL (--git NAME=URL: another, a local mirror)
     env: dict = field(default_factory=dict)
     pytest_args: tuple = ()
     note: str = ""
@@ -61,6 +65,8 @@ class Library:
         return self.module or self.name
 
 
+FUNSOR_DEPS = ("pyro-ppl==1.9.1", "pyro-api", "makefun", "multipledispatch", "tqdm", "numpy", "opt_einsum",
+               "typing_extensions")
 FUNSOR_CONFTEST = """\
 import os
 
@@ -113,8 +119,7 @@ LIBRARIES = {
                                note="tests/ from the sdist (0.8.0: the newest sdist whose metadata builds without "
                                     "torch): spherical harmonic transforms (`...km,mlk->...lm` on strided slices, "
                                     "double precision gradcheck), DISCO convolutions, neighborhood attention"),
-    "funsor": Library("funsor", "0.4.8", deps=("pyro-ppl==1.9.1", "pyro-api", "makefun", "multipledispatch", "tqdm",
-                                                "numpy", "opt_einsum", "typing_extensions"),
+    "funsor": Library("funsor", "0.4.8", deps=FUNSOR_DEPS,
                       sdist_tests=("test",), env={"FUNSOR_BACKEND": "torch"}, conftest=FUNSOR_CONFTEST,
                       pytest_args=("test/test_einsum.py", "test/test_adjoint.py", "test/test_optimizer.py"),
                       note="test/ from the sdist, the einsum part, torch backend: einsums and their adjoints "
@@ -122,6 +127,21 @@ LIBRARIES = {
                            "marginal) and plated sum-products, against opt_einsum; the sdist leaves out the "
                            "repository's test/conftest.py, so the script writes one that chooses the backend "
                            "(FUNSOR_BACKEND), float64 by default, and seeds each test"),
+    "funsor-sum-product": Library("funsor", "0.4.8", deps=FUNSOR_DEPS, sdist_tests=("test",),
+                                  env={"FUNSOR_BACKEND": "torch"}, conftest=FUNSOR_CONFTEST,
+                                  pytest_args=("test/test_sum_product.py",),
+                                  note="test/test_sum_product.py from the sdist, torch backend, set up as for "
+                                       "funsor: sum-products over plates, Markov chains and their "
+                                       "parallel-scan, sequential and modified partial forms, contracted by "
+                                       "funsor's einsum (pyro.ops.einsum's semirings, opt_einsum's paths) "
+                                       "against its own naive forms"),
+    "pyro": Library("pyro-ppl", "1.9.1", module="pyro", deps=("pyro-api", "opt_einsum", "tqdm", "numpy"),
+                    git="https://github.com/pyro-ppl/pyro", pytest_args=("tests/ops",),
+                    git_tests=("tests/__init__.py", "tests/common.py", "tests/conftest.py", "tests/ops"),
+                    note="tests/ops of the repository's tag 1.9.1 (its sdist has no tests), with tests/'s "
+                         "conftest (float64 by default, seeded): pyro.ops.einsum's semirings (log, MAP, "
+                         "sample, marginal adjoints), contract and ubersum over plates, packed and "
+                         "Gaussian ops, against their naive forms"),
     "neuraloperator": Library("neuraloperator", "2.0.0", module="neuralop",
                               deps=("tensorly==0.10.0", "tensorly-torch==0.5.0", "opt_einsum", "zencfg", "configmypy",
                                     "ruamel.yaml", "h5py", "numpy", "scipy"),
@@ -182,9 +202,37 @@ def installed_version(name: str) -> str | None:
         return None
 
 
-def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
+def fetch_git(lib: Library, root: Path, url: str) -> None:
+    """``lib.git_tests`` of the tag ``lib.version`` of the repository at ``url`` into ``root``."""
+    clone = root.parent / (root.name + ".clone")
+    shutil.rmtree(clone, ignore_errors=True)
+    source = f"file://{Path(url).resolve()}" if Path(url).exists() else url    # file://: --depth applies
+    subprocess.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", "--depth", "1", "--branch", lib.version,
+                    source, str(clone)], check=True)
+    for p in lib.git_tests:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (clone / p).is_dir() else shutil.copy2)(clone / p, root / p)
+    shutil.rmtree(clone)
+
+
+def extract_sdist(lib: Library, root: Path, scratch: Path) -> None:
+    """``lib.sdist_tests`` of its sdist (``pip download``) into ``root``."""
+    download = scratch / "sdist"
+    download.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+                    "-d", str(download), f"{lib.name}=={lib.version}"], check=True)
+    archive = next(download.glob(f"{lib.name}-{lib.version}.tar.gz"))
+    prefix = f"{lib.name}-{lib.version}/"
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if any(m.name.startswith(prefix + p + "/") for p in lib.sdist_tests)]
+        for m in members:
+            m.name = m.name[len(prefix):]
+        tar.extractall(root, members=members, filter="data")
+
+
+def locate_tests(lib: Library, scratch: Path, git_url: str = "") -> tuple[Path, list[str]]:
     """(the folder pytest runs in, its arguments) for ``lib``'s tests."""
-    if not lib.sdist_tests:
+    if not (lib.sdist_tests or lib.git_tests):
         module = lib.import_name
         where = f"import {module}, os; print(os.path.dirname({module}.__file__))"
         out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, check=True)
@@ -195,23 +243,16 @@ def locate_tests(lib: Library, scratch: Path) -> tuple[Path, list[str]]:
         return package.parent, [str(target.relative_to(package.parent)), *lib.pytest_args]
     root = scratch / f"{lib.name}-{lib.version}-tests"
     if not root.exists():
-        download = scratch / "sdist"
-        download.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-                        "-d", str(download), f"{lib.name}=={lib.version}"], check=True)
-        archive = next(download.glob(f"{lib.name}-{lib.version}.tar.gz"))
-        prefix = f"{lib.name}-{lib.version}/"
         tmp = scratch / (root.name + ".part")
         shutil.rmtree(tmp, ignore_errors=True)
-        with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if any(m.name.startswith(prefix + p + "/") for p in lib.sdist_tests)]
-            for m in members:
-                m.name = m.name[len(prefix):]
-            tar.extractall(tmp, members=members, filter="data")
+        if lib.git_tests:
+            fetch_git(lib, tmp, git_url or lib.git)
+        else:
+            extract_sdist(lib, tmp, scratch)
         for folder in lib.sdist_tests if lib.conftest else ():
             (tmp / folder / "conftest.py").write_text(lib.conftest)
         tmp.rename(root)    # only the tests: the installed package is the one imported
-    return root, list(lib.pytest_args or lib.sdist_tests)
+    return root, list(lib.pytest_args or lib.sdist_tests or lib.git_tests)
 
 
 @dataclass
@@ -356,6 +397,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="scratch folder (default bench/results/libraries)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run (default 900)")
+    parser.add_argument("--git", action="append", default=[], metavar="NAME=URL",
+                        help="fetch library NAME's repository tests from URL (a clone or mirror) instead")
     parser.add_argument("--replay", action="store_true",
                         help="record the patched run's distinct calls and replay them against float64 copies")
     args = parser.parse_args(argv)
@@ -363,6 +406,7 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in LIBRARIES]
     if unknown:
         parser.error(f"unknown libraries {unknown}; known: {list(LIBRARIES)}")
+    git_urls = dict(g.split("=", 1) for g in args.git)
     args.out.mkdir(parents=True, exist_ok=True)
     rows, details, raw = [], [], {}
     for name in names:
@@ -372,7 +416,7 @@ def main(argv=None) -> int:
         version = installed_version(lib.name)
         if version is None:
             sys.exit(f"{lib.name} is not installed: pass --install")
-        cwd, pytest_args = locate_tests(lib, args.out)
+        cwd, pytest_args = locate_tests(lib, args.out, git_urls.get(name, ""))
         print(f"{name} {version}: {lib.note}", file=sys.stderr, flush=True)
         unpatched = run_pytest(cwd, pytest_args, lib.env, False, args.out, f"{name}-unpatched", args.timeout)
         patched = run_pytest(cwd, pytest_args, lib.env, True, args.out, f"{name}-patched", args.timeout,

@@ -5,6 +5,7 @@ against float64, and the replay flagging wrong answers."""
 
 import json
 import signal
+import subprocess
 import textwrap
 import time
 
@@ -190,3 +191,24 @@ def test_a_call_torch_refuses_is_counted_apart():
     replayed = einsum_replay.replay({wrong_sizes: 1, fine: 1})
     assert (replayed["replayed"], replayed["torch_refused"], replayed["flagged"]) == (2, 1, [])
     assert "1 that torch.einsum refused" in libraries.replay_line("two", replayed)
+
+
+def test_repository_tests_are_taken_from_the_version_tag(tmp_path):
+    repo = tmp_path / "upstream"
+    (repo / "tests" / "ops").mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "tests" / "ops" / "test_a.py").write_text("def test_a():\n    pass\n")
+    (repo / "tests" / "other.py").write_text("tagged\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    subprocess.run([*git, "tag", "1.0"], check=True)
+    (repo / "tests" / "ops" / "test_a.py").write_text("def test_a():\n    assert False\n")   # past the tag
+    subprocess.run([*git, "commit", "-q", "-am", "two"], check=True)
+    lib = libraries.Library("lib", "1.0", git="https://example.invalid/lib", git_tests=("tests/ops",),
+                            pytest_args=("tests/ops",))
+    root, args = libraries.locate_tests(lib, tmp_path / "scratch", str(repo))
+    assert args == ["tests/ops"]
+    assert (root / "tests" / "ops" / "test_a.py").read_text() == "def test_a():\n    pass\n"
+    assert not (root / "tests" / "other.py").exists()
+    assert libraries.locate_tests(lib, tmp_path / "scratch", "/nowhere") == (root, args)    # fetched once
