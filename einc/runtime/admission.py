@@ -95,7 +95,7 @@ def explained(eq, operands, options, device_type: str):
         return None
     text = eq.torch_text
     path = _given_path(eq, operands, options, text)
-    try:        # (the op's checks, on the stand-ins: where torch refuses the call, einc plans it)
+    try:        # (the op's checks, on the meta tensors: where torch refuses the call, einc plans it)
         if path is not None:
             _einsum(text, list(operands), path=path) if path else _einsum(text, list(operands))
     except Exception:       # noqa: BLE001

@@ -263,15 +263,8 @@ def torch_answers(eq: Equation, shapes, options: Options, kinds=None, device_typ
     """The flat path torch's op runs a call of ``shapes`` along (``[]``: its own order) where
     ``EINC_NEW_SHAPES=torch`` gives it the call (runtime/admission.py), else None: einc plans
     it.  The operands' dtypes are ``kinds`` (float32 where None), on ``device_type``."""
-    kinds = kinds or [torch.float32] * len(shapes)
-    # The device's own kernels check the call, as small_call's run does (zeros expanded: no memory),
-    # where they run without starting CUDA; else meta tensors, whose kernels may take what the
-    # device's refuse (torch 2.11's meta einsum takes operands of two dtypes, its CPU one does not)
-    if device_type == "cpu" or (device_type == "cuda" and torch.cuda.is_initialized()):
-        stand_ins = [torch.zeros((), dtype=k, device=device_type).expand(s) for s, k in zip(shapes, kinds)]
-    else:
-        stand_ins = [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds)]
-    return admission.explained(eq, stand_ins, options, device_type)
+    metas = [torch.empty(s, dtype=k, device="meta") for s, k in zip(shapes, kinds or [torch.float32] * len(shapes))]
+    return admission.explained(eq, metas, options, device_type)
 
 
 def check_operands(eq: Equation, operands) -> None:
