@@ -527,9 +527,8 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         plan = plan.renamed(eq.text, build(eq, shapes).names)
     plan = slicing.compared(plan, options)     # cotengra's plan against einc's default
     strides = [tuple(x.stride()) for x in tensors] if whole else None
-    shown = explanation(plan, device_type, types, shapes, entry, options.select, strides)
-    if by_torch is not None:
-        shown = torch_op(plan, options.result_layout())
+    shown = torch_op(plan, options.result_layout()) if by_torch is not None else \
+        explanation(plan, device_type, types, shapes, entry, options.select, strides)
     shown = sparse.explained(shown, operands_or_shapes)
     shown.size_class = classed
     # (not where no step of the plan writes the result: torch's einsum's, for a sparse operand; zeros)
