@@ -2,9 +2,11 @@
 
 The instances come from the generators of the ``einsum-benchmark`` package (Blacher et
 al., 2024), seeds fixed: random 3-regular graphs, random connected networks and
-hypernetworks, lattices, trees, matrix chains, matrix product states and the
-language-model-like networks (QAOA circuits need quimb, which is not installed here:
-left out).  For each instance every path is scored with one cost model
+hypernetworks, lattices, trees, matrix chains, matrix product states, the
+language-model-like networks, and quantum circuits where quimb is installed (it is not a
+dependency of einc: ``pip install quimb``): QAOA max-cut amplitudes (einsum_benchmark's
+generator), amplitudes of random 2-D circuits and a QAOA energy term (quimb's circuits,
+unsimplified).  For each instance every path is scored with one cost model
 (einc.planner.search.path_cost: opt_einsum's flop count, a multiply-add counting 2, and the
 largest intermediate), and timed as it is planned:
 
@@ -17,8 +19,9 @@ largest intermediate), and timed as it is planned:
 - opt_einsum: ``greedy`` and ``random-greedy-128`` (einc's former default past 16 operands).
 
 Where the best path contracts in a few seconds on the CPU (at most --execute-flops flops and
-2^25 elements), the first call end to end (planning included) is timed per tool on float64
-operands, one thread, the median of --rounds rounds (each einc call with every cache
+2^25 elements; the peers' quick paths, which their first calls run, at most 100 times those
+flops and 2^25 elements), the first call end to end (planning included) is timed per tool
+on float64 operands, one thread, the median of --rounds rounds (each einc call with every cache
 cleared; cotengra's optimizer made afresh, as in a new process, its expression not cached):
 ``einc.einsum``, cotengra's ``einsum`` (its default quick optimizer, ``AutoOptimizer``,
 then ``tree.contract``), ``opt_einsum.contract`` (its ``auto`` path); einc's result is
@@ -51,14 +54,18 @@ warnings.filterwarnings("ignore")
 
 # the networks whose best path contracts in a few seconds on the CPU (within 2e9 flops and 2^25
 # elements): the end-to-end table's (bench/first_call.py's too)
+# the end-to-end table runs the peers' quick paths too: none past this many times --execute-flops
+PEER_FLOPS = 100
 EXECUTABLE = ("random 3-regular (20)", "random 3-regular (60)", "random 3-regular (100)", "random connected (100)",
               "random hypernetwork (60)", "lattice 8x8 (64)", "tree (100)", "matrix chain (50)", "matrix chain (500)",
-              "MPS product (50)", "MPS product (400)", "language model (52)", "language model (114)")
+              "MPS product (50)", "MPS product (400)", "language model (52)", "language model (114)",
+              "QAOA max-cut n=16 p=2 (112)", "2-D circuit 5x6 CZ depth 8 (422)", "QAOA energy term n=60 p=2 (293)")
 
 
-def instances(only=None):
+def instances(only=None, circuits=True):
     """``(name, equation, shapes)``, 20 to 500 tensors (``only``: ``;``-separated texts, the
-    instances whose name, tensor count included, holds one of them)."""
+    instances whose name, tensor count included, holds one of them; ``circuits``: the
+    quantum-circuit networks too, where quimb is installed)."""
     from einsum_benchmark.generators.language_model.generator import p_first_and_last
     from einsum_benchmark.generators.quantum_computing.mps_product import matrix_product_state
     from einsum_benchmark.generators.random.connected_hypernetwork import connected_hypernetwork
@@ -89,7 +96,7 @@ def instances(only=None):
         ("MPS product", lambda: matrix_product_state(200, bond_dim=20, seed=0)),
         ("language model", lambda: p_first_and_last(3, 4, 4)),
         ("language model", lambda: p_first_and_last(4, 4, 4)),
-    ]
+    ] + (_circuits() if circuits else [])
     wanted = [w.strip() for w in only.split(";") if w.strip()] if only else []
     for name, make in made:
         try:
@@ -97,11 +104,92 @@ def instances(only=None):
         except ValueError as e:     # a generator that cannot draw this instance
             print(f"{name}: not generated ({e})", file=sys.stderr)
             continue
-        shapes = [tuple(int(d) for d in s) for s in shapes]
+        # (the max-cut generator gives the arrays themselves)
+        shapes = [tuple(int(d) for d in getattr(s, "shape", s)) for s in shapes]
         full = f"{name} ({len(shapes)})"
         if wanted and not any(w in full for w in wanted):
             continue
         yield full, _symbols(str(eq)), shapes
+
+
+def _circuits():
+    """Quantum-circuit networks, scalar contractions with many vectors, matrices and bonds of
+    size 2 (quimb builds them; without it, none): QAOA max-cut amplitudes (einsum_benchmark's
+    generator, its graph seeded: the angles it draws do not change the network), amplitudes
+    of random circuits on a 2-D grid, and a QAOA energy term's network."""
+    if not _has_quimb():
+        print("circuit networks: quimb is not installed, left out", file=sys.stderr)
+        return []
+    from einsum_benchmark.generators.quantum_computing.maxcut import maxcut
+    return [
+        ("QAOA max-cut n=16 p=2", lambda: maxcut(16, 3, 2, seed=1)),
+        ("QAOA max-cut n=24 p=3", lambda: maxcut(24, 3, 3, seed=1)),
+        ("QAOA max-cut n=30 p=4", lambda: maxcut(30, 3, 4, seed=1)),
+        ("2-D circuit 5x6 CZ depth 8", lambda: _grid_circuit(5, 6, 8, seed=0, split=True)),
+        ("2-D circuit 7x7 depth 12", lambda: _grid_circuit(7, 7, 12, seed=0, split=False)),
+        ("QAOA energy term n=60 p=2", lambda: _qaoa_term(60, 2, seed=1)),
+    ]
+
+
+def _grid_circuit(rows, cols, depth, seed, split):
+    """The amplitude <0...0|C|0...0> of a random circuit on a ``rows`` x ``cols`` grid, ``depth``
+    layers of two-qubit gates on the grid's bonds in the four patterns of Google's
+    supremacy circuits (Arute et al., 2019) in turn; ``split``: each gate a CZ between
+    random single-qubit U3 gates, quimb splitting each CZ in two tensors of a bond of 2 (the
+    single-qubit gates matrices of their own), else each gate a random two-qubit unitary
+    (one tensor of four legs).  Unsimplified: the network as the circuit writes it."""
+    import numpy as np
+    import quimb.tensor as qtn
+    rng = np.random.default_rng(seed)
+    n = rows * cols
+    across = [[(r * cols + c, r * cols + c + 1) for r in range(rows) for c in range(k, cols - 1, 2)]
+              for k in (0, 1)]
+    down = [[(r * cols + c, (r + 1) * cols + c) for r in range(k, rows - 1, 2) for c in range(cols)]
+            for k in (0, 1)]
+    patterns = [across[0], down[0], across[1], down[1]]
+    circ = qtn.Circuit(n)
+    for layer in range(depth):
+        for a, b in patterns[layer % 4]:
+            if split:
+                for q in (a, b):
+                    circ.apply_gate("U3", *rng.uniform(0, 2 * np.pi, 3), q)
+                circ.apply_gate("CZ", a, b)
+            else:
+                circ.apply_gate_raw(_unitary(rng, 4), (a, b))
+    return _equation(circ.amplitude_tn("0" * n, simplify_sequence=""))
+
+
+def _unitary(rng, d):
+    """A Haar-random ``d`` x ``d`` unitary (the QR of a complex Gaussian matrix, phases fixed)."""
+    import numpy as np
+    q, r = np.linalg.qr(rng.standard_normal((d, d)) + 1j * rng.standard_normal((d, d)))
+    return q * (np.diag(r) / abs(np.diag(r)))
+
+
+def _qaoa_term(n, p, seed):
+    """<psi|Z_i Z_j|psi> of a QAOA max-cut circuit of depth ``p`` on a random 3-regular graph
+    of ``n`` nodes (``seed``), for the graph's first edge: the network of the gates in its
+    reverse light cone and their conjugates, unsimplified."""
+    import networkx as nx
+    import numpy as np
+    import quimb as qu
+    import quimb.tensor as qtn
+    edges = list(nx.random_regular_graph(3, n, seed=seed).edges)
+    rng = np.random.default_rng(seed)
+    circ = qtn.circ_qaoa(dict.fromkeys(edges, 1), p, rng.standard_normal(p), rng.standard_normal(p))
+    zz = qu.pauli("Z") & qu.pauli("Z")
+    return _equation(circ.local_expectation_tn(zz, edges[0], simplify_sequence=""))
+
+
+def _has_quimb() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("quimb") is not None
+
+
+def _equation(tn):
+    """``(equation, shapes)`` of a quimb tensor network contracted to a scalar."""
+    inputs, _, _ = tn.get_inputs_output_size_dict(output_inds=())
+    return ",".join(inputs) + "->", [t.shape for t in tn]
 
 
 def _symbols(eq: str) -> str:
@@ -220,13 +308,24 @@ def plan_opt_einsum(eq, shapes, optimize):
 
 
 def quick_paths(eq, shapes, net):
-    """The flops of the paths the two peers' first calls contract by: cotengra's ``einsum``
-    default (a fresh ``AutoOptimizer``) and ``opt_einsum.contract``'s (``auto``)."""
+    """The scores (flops, largest intermediate) of the paths the two peers' first calls
+    contract by: cotengra's ``einsum`` default (a fresh ``AutoOptimizer``) and
+    ``opt_einsum.contract``'s (``auto``)."""
     import cotengra as ctg
     inputs, output = eq.split("->")
     sizes = {c: d for t, s in zip(inputs.split(","), shapes) for c, d in zip(t, s)}
     ctg_path = ctg.AutoOptimizer()(inputs.split(","), output, sizes)
-    return score(net, ctg_path)[0], score(net, plan_opt_einsum(eq, shapes, "auto")[1])[0]
+    return score(net, ctg_path), score(net, plan_opt_einsum(eq, shapes, "auto")[1])
+
+
+def executes(best, largest, quick, bound) -> bool:
+    """Whether the first calls are timed: the best path within ``bound`` flops, and it and
+    einc's and cotengra's searched paths (``largest``) within 2^25 elements; the peers'
+    ``quick`` paths (:func:`quick_paths`), which their first calls contract by, within
+    :data:`PEER_FLOPS` times ``bound`` and 2^25 elements too (a QAOA amplitude's greedy path
+    may need 2^28 elements and a thousand times the best path's flops)."""
+    return bool(quick) and best <= bound and max(largest, *(q[1] for q in quick)) <= 2 ** 25 \
+        and max(q[0] for q in quick) <= PEER_FLOPS * bound
 
 
 def end_to_end(eq, shapes, fresh_cache, rounds=1):
@@ -285,7 +384,7 @@ def _search_seconds(note: str) -> float:
 
 def versions() -> str:
     import importlib.metadata as md
-    names = ["torch", "opt_einsum", "cotengra", "cotengrust", "kahypar", "einsum_benchmark"]
+    names = ["torch", "opt_einsum", "cotengra", "cotengrust", "kahypar", "einsum_benchmark", "quimb"]
     found = []
     for n in names:
         try:
@@ -338,9 +437,10 @@ def main(argv=None):
         row = dict(name=name, einc=e, einc_t=e_t, einc_cpu=e_cpu, allow=allow, ctg=c, ctg_t=c_t, ctg_trials=c_trials,
                    anneal=a, anneal_runs=a_runs, greedy=g, greedy_t=g_t, rg=r, rg_t=r_t,
                    ratio=e[0] / min(c[0], a[0]), note=note)
-        if best <= args.execute_flops and max(e[1], c[1]) <= 2 ** 25:
+        quick = quick_paths(eq, shapes, net) if best <= args.execute_flops else ()
+        if executes(best, max(e[1], c[1]), quick, args.execute_flops):
             o = end_to_end(eq, shapes, fresh_cache, args.rounds)
-            o["ctg_quick"], o["oe_quick"] = (f / min(c[0], a[0]) for f in quick_paths(eq, shapes, net))
+            o["ctg_quick"], o["oe_quick"] = (q[0] / min(c[0], a[0]) for q in quick)
             o["einc_flops"] = row["ratio"]
             runs.append((name, o))
         rows.append(row)
@@ -380,7 +480,7 @@ def report(rows, runs, args, wall, loads=(math.nan,)) -> str:
         "flops minimized).  TreeSA: omeco does not build here (its crates cannot be fetched); its method as "
         f"cotengra has it (`simulated_anneal`, runs from the greedy tree for {args.seconds:g} s: `plan_anneal`)"
         + ("" if args.anneal else ", left out of this run") + ".  The ratio is einc's flops over the best of the "
-        "peers'.  QAOA instances need quimb (not installed): left out.",
+        "peers'." + ("" if _has_quimb() else "  Circuit instances need quimb (not installed): left out."),
         "- einc: `einc.planner.plan_for(eq, shapes)` with the default options and a fresh cache folder (the "
         "search runs; nothing remembered).",
         "",

@@ -31,3 +31,14 @@ def test_every_first_call_is_timed_after_the_garbage_the_runs_before_left_is_col
     monkeypatch.setattr(gc, "collect", lambda *args: calls.append("collect") or 0)
     out = paths.end_to_end("ab,bc->ac", [(2, 3), (3, 4)], lambda: str(tmp_path / str(len(calls))), rounds=2)
     assert len(calls) == 2 * 4 and out["diff"] < 1e-12
+
+
+def test_first_calls_are_timed_only_where_the_peers_quick_paths_fit_too():
+    # the peers' first calls contract by their own quick paths, which on a QAOA amplitude
+    # may need 2^28 elements and minutes where the best path takes a second
+    fits = ((1e9, 2 ** 20), (5e10, 2 ** 24))
+    assert paths.executes(1e9, 2 ** 22, fits, 2e9)
+    assert not paths.executes(1e9, 2 ** 22, ((1e9, 2 ** 20), (1e10, 2 ** 28)), 2e9)
+    assert not paths.executes(1e9, 2 ** 22, ((1e9, 2 ** 20), (1e12, 2 ** 24)), 2e9)
+    assert not paths.executes(3e9, 2 ** 22, fits, 2e9) and not paths.executes(1e9, 2 ** 26, fits, 2e9)
+    assert not paths.executes(1e9, 2 ** 22, (), 2e9)
