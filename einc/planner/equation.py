@@ -96,6 +96,12 @@ class Equation:
         return len(self.inputs)
 
     @functools.cached_property
+    def two_operands(self) -> bool:
+        """Whether the equation takes two operands: the engine's hit builds such a call's key
+        inline, and reads this (an attribute once read) where ``len()`` would be a call."""
+        return len(self.inputs) == 2
+
+    @functools.cached_property
     def torch_text(self) -> str:
         """The spelling to hand torch.einsum for the same call (torch's choice of ops, and
         so its result dtype, can depend on the order of the labels): the text as written

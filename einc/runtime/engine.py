@@ -50,16 +50,19 @@ _layout = attrgetter("layout")
 
 def run(eq: Equation, operands, options: Options):
     """The plan for ``eq`` and these operands, from the cache or built, run (no autograd)."""
-    try:
-        first, b = operands             # _key's, inline: the commonest call one call deep (and no len())
-        key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
-               first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
-               b.layout is _strided and b.is_contiguous() or read_order(b))
-    except (ValueError, RuntimeError):  # not two operands; a compressed sparse first one (no is_contiguous())
+    if eq.two_operands:
+        try:
+            first, b = operands         # _key's, inline: the commonest call one call deep (and no len())
+            key = (eq.canonical, options, first.layout, first.shape, first.dtype, first.is_cpu or first.device,
+                   first.is_contiguous() or read_order(first), b.shape, b.dtype, b.is_cpu or b.device,
+                   b.layout is _strided and b.is_contiguous() or read_order(b))
+        except (ValueError, RuntimeError):  # not two operands; a compressed sparse first one (no is_contiguous())
+            key = _key(eq, operands, options)
+        except AttributeError:
+            check_operands(eq, operands)
+            raise
+    else:                               # not unpacked: a ValueError raised and caught costs a hit microseconds
         key = _key(eq, operands, options)
-    except AttributeError:
-        check_operands(eq, operands)
-        raise
     try:
         slot = _found(key)              # _plans.get's hit, inline (one frame less): counted and stamped below
     except TypeError:                   # a symbolic size (make_fx's symbolic tracing) does not hash
