@@ -5,7 +5,8 @@ torch-harmonics, tensorly-torch, e3nn, quimb, x-transformers), built with random
 weights (nothing is downloaded at run time).  Two worker processes run the same module
 from the same seed: one unpatched, one with ``torch.einsum = torch.functional.einsum =
 einc.einsum`` installed before the library is imported (so code that binds
-``torch.einsum`` at import binds einc's).  Both run one thread.  Each worker times its
+``torch.einsum`` at import binds einc's).  Both run one thread, the heap settled first
+(:func:`settle_heap`).  Each worker times its
 first step (forward + backward from a fresh module: einc plans there) and checks that
 both sides give the same output and gradients; then this process asks them for batches of
 steps in turn -- one batch each a round, in shuffled order, so drifts of a shared machine
@@ -235,6 +236,17 @@ def patch():
     torch.einsum = einc.einsum
     torch.functional.einsum = einc.einsum
     return original
+
+
+def settle_heap() -> None:
+    """A 30 MiB allocation made and freed, as bench/pairwise.py does: glibc then keeps
+    blocks of a few MiB on its heap, where otherwise (in some processes and not others,
+    by what was freed before) it hands the pages of a step's temporaries back each step
+    and faults them in again the next, time that is the allocator's, not the step's."""
+    import torch
+
+    held = torch.empty(30 * 2**20, dtype=torch.uint8)
+    del held
 
 
 def summarize(
@@ -558,6 +570,7 @@ def worker(case_name: str, patched: bool, collect: bool = True) -> None:
     import torch
 
     torch.set_num_threads(1)
+    settle_heap()
     if patched:
         patch()
     PATCHED = patched
@@ -714,15 +727,11 @@ def time_call(eq: str, ops, torch_einsum, budget: float, clock: str = "wall") ->
 def equations(case_name: str, budget: float = 1.0, clock: str = "wall") -> str:
     """A Markdown table: each distinct einsum call of one patched step of ``case_name``,
     timed alone (operands with its shapes and strides), torch.einsum against einc.einsum,
-    forward and forward + backward, 1 thread.  A 30 MiB allocation is made and freed
-    first, as bench/pairwise.py does: glibc then keeps tensors of a few MiB on its heap,
-    where otherwise, in some processes and not others, it hands the pages of a call's
-    temporaries back each call and faults them in again the next."""
+    forward and forward + backward, 1 thread, the heap settled (:func:`settle_heap`)."""
     import torch
 
     torch.set_num_threads(1)
-    held = torch.empty(30 * 2**20, dtype=torch.uint8)
-    del held
+    settle_heap()
     torch_einsum = patch()
     global PATCHED
     PATCHED = True
