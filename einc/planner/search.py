@@ -184,13 +184,13 @@ def find(inputs, output, size_dict, memory_limit=None, seed: int = SEED):
         if ctg is not None:     # the rest of the budget (the trials' work counted, else the refinement's share)
             best = _predict(inputs, output, size_dict, quick)
             left = budget - work - PER_TENSOR * len(inputs) if counted or _cotengrust() else REFINE_SHARE * budget
-            quick, refined, parted = _refined(ctg, inputs, output, size_dict, quick, left, _ends(
+            quick, sizes, runs, parted = _refined(ctg, inputs, output, size_dict, quick, left, _ends(
                 math.inf if counted else min(GUARD * left, allowance(best)), guard=guard), seed, not counted)
-            sizes = [str(r) for r in refined if isinstance(r, int)]     # and the annealing runs', a text
+            ran = (["subtrees of " + " then ".join(map(str, sizes))] if sizes else []) + \
+                ([f"{runs} short annealing run" + ("s" if runs != 1 else "")] if runs is not None else [])
             method += ", its best tree refined (cotengra: " + ("a kahypar partition's tree kept; " if parted else "") \
-                + "; ".join((["subtrees of " + " then ".join(sizes)] if sizes else []) +
-                            [r for r in refined if isinstance(r, str)]) + ")" if refined else ""
-            trials += len(refined)
+                + "; ".join(ran) + ")" if ran else ""
+            trials += len(sizes) + (runs is not None)   # each subtree size a trial, the annealing runs one
         if ctg is not None and budget_for(greedy) >= HYPER_FLOOR:
             reason += f" (of the best predicted time, the hyper-optimizer's {_time(HYPER_FLOOR)} not reached)"
         return _finish(method, t0, trials + 1, reason, greedy, path, quick, inputs, output, size_dict, budget,
@@ -357,46 +357,47 @@ def _partitions(work, inputs) -> bool:
 
 
 def _refined(ctg, inputs, output, size_dict, best, work, ended, seed, short=False):
-    """``(path, what ran, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
+    """``(path, sizes, runs, partitioned)``: :func:`_refine` of ``best`` with ``work``, or where it
     affords one, of a kahypar partition tree too: both by subtrees of 6 leaves with
     :data:`PROBE` of the work left each, then the better one by larger subtrees with the
     rest.  On random regular and connected graphs of a hundred tensors a partition tree so
     refined reaches about half the flops of the best random greedy tree's.  With ``short`` (a
     search fallen back from the hyper-optimizer), the larger subtrees' work (all but twice
-    :data:`PROBE` of it, without a partition) goes to short annealing runs (:func:`_annealed_short`)."""
+    :data:`PROBE` of it, without a partition) goes to short annealing runs (:func:`_annealed_short`).
+    ``sizes``: the subtree sizes that ran; ``runs``: the short annealing runs, None where none was begun."""
     if not _partitions(work, inputs):
         if not short:
-            return (*_refine(ctg, inputs, output, size_dict, best, work, ended), False)
-        path, ran = _refine(ctg, inputs, output, size_dict, best, 2 * PROBE * work, ended, SUBTREES[:1])
-        return (*_annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed, ran),
-                False)
+            return (*_refine(ctg, inputs, output, size_dict, best, work, ended), None, False)
+        path, sizes = _refine(ctg, inputs, output, size_dict, best, 2 * PROBE * work, ended, SUBTREES[:1])
+        path, runs = _annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed)
+        return path, sizes, runs, False
     from cotengra.pathfinders.path_kahypar import kahypar_to_tree
     with _seeded(seed):
         tree = kahypar_to_tree.trial_fn(*_strings(inputs, output, size_dict), seed=seed, **PARTITION)
     work -= PARTITION_SECONDS * len(inputs)
     probed = [(*_refine(ctg, inputs, output, size_dict, p, PROBE * work, ended, SUBTREES[:1]), p is best)
               for p in (best, _linear(tree.get_path()))]
-    path, ran, kept = min(probed, key=lambda r: (_rank(inputs, output, size_dict, r[0]), not r[2]))
+    path, sizes, kept = min(probed, key=lambda r: (_rank(inputs, output, size_dict, r[0]), not r[2]))
     if short:
-        return (*_annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed, ran),
-                not kept)
+        path, runs = _annealed_short(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, seed)
+        return path, sizes, runs, not kept
     path, more = _refine(ctg, inputs, output, size_dict, path, (1 - 2 * PROBE) * work, ended, SUBTREES[1:])
-    return path, ran + more, not kept
+    return path, sizes + more, None, not kept
 
 
-def _annealed_short(ctg, inputs, output, size_dict, path, work, ended, seed, ran):
-    """``(path, what ran)``: ``path`` annealed (einc.planner.anneal) by runs of :data:`ANNEAL_SHORT`
+def _annealed_short(ctg, inputs, output, size_dict, path, work, ended, seed):
+    """``(path, runs)``: ``path`` annealed (einc.planner.anneal) by runs of :data:`ANNEAL_SHORT`
     temperatures and sweeps, seeded, as many as ``work`` affords at their nominal cost (counted, until
-    ``ended()``), after ``ran`` (the subtree sizes that ran before)."""
+    ``ended()``); ``runs``: how many ran, None where none was begun."""
     n = len(inputs)
     each = ANNEAL_SECONDS * n * ANNEAL_SHORT[0] * ANNEAL_SHORT[1] / (ANNEAL_STEPS * ANNEAL_SWEEPS)
     most = int((work - PER_TENSOR * n) / (each + PER_TENSOR * n))   # the tree made; each run's tree ranked
     if most < 1 or ended():
-        return path, ran
+        return path, None
     path, runs, _ = anneal.annealed(ctg, inputs, output, size_dict, path, time.perf_counter(), math.inf, seed,
                                     functools.partial(_rank, inputs, output, size_dict), f"combo-{WRITE_FACTOR:g}",
                                     most=most, over=lambda cpu, clock: ended(), steps=ANNEAL_SHORT)
-    return path, (*ran, f"{runs} short annealing run" + ("s" if runs != 1 else ""))
+    return path, runs
 
 
 def _finish(method, t0, trials, reason, greedy, first, best, inputs, output, size_dict, budget, memory_limit):
