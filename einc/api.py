@@ -519,8 +519,9 @@ def explain(equation, *operands_or_shapes, optimize=DEFAULT_OPTIMIZE, memory_lim
         plan = entry.program
     elif config.new_shapes() == "torch":    # a small call torch's op answers along its size class's path
         kinds = [*types, *types[:1] * (len(shapes) - len(types))]
-        plan = engine.expression_plan(eq, shapes, options, kinds, device_type)
+        plan = plan_for(eq, shapes, options)       # (einc's error for shapes that do not fit, before torch's)
         by_torch = engine.torch_answers(eq, shapes, options, kinds, device_type)
+        plan = engine.answered_plan(eq, shapes, options, plan, by_torch)
     else:
         plan = plan_for(eq, shapes, options)
     if plan.equation != eq.text:    # a cached plan of an equation equal but for its letters: the caller's

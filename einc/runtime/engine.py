@@ -238,26 +238,44 @@ def _key(eq: Equation, operands, options: Options) -> tuple:
         raise
 
 
-def expression_plan(eq: Equation, shapes, options: Options, kinds=None, device_type: str = "cpu") -> Plan:
+def expression_plan(eq: Equation, shapes, options: Options) -> Plan:
     """The plan of ``contract_expression`` for ``shapes``: along the path einsum's call of
     operands of these shapes (one float dtype, on the CPU) runs, so that the expression's
     call gives that call's bits: a small call's size class's path (searched at the class's
-    canonical sizes) under ``EINC_NEW_SHAPES=class`` or ``torch``, else the shape's own.
-    ``explain`` asks it for the call torch's op answers under ``EINC_NEW_SHAPES=torch``
-    (runtime/admission.py), with the operands' dtypes ``kinds`` on ``device_type``."""
+    canonical sizes) under ``EINC_NEW_SHAPES=class``, torch's op's (:func:`answered_plan`)
+    under ``torch``, else the shape's own."""
     plan = plan_for(eq, shapes, options)        # (einc's error for shapes that do not fit)
     mode = config.new_shapes()
-    if len(shapes) < 3 or options.optimize != AUTO or options.memory_limit is not None or mode == "plan":
+    if not _borrows_path(shapes, options) or mode == "plan":
         return plan
-    if mode == "class":
-        canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
-        path = None if canon is None else tuple(map(tuple, plan_for(eq, canon, options).path))
-    else:       # the path admission gives torch's op, where it answers the call
-        flat = torch_answers(eq, shapes, options, kinds, device_type)
-        path = tuple(zip(flat[::2], flat[1::2])) if flat else None
+    if mode == "torch":
+        return answered_plan(eq, shapes, options, plan, torch_answers(eq, shapes, options))
+    canon = sizeclass.canonical(eq, shapes) if len(shapes) <= sizeclass.MOST_OPERANDS else None
+    return _along(eq, shapes, options, plan, None if canon is None else plan_for(eq, canon, options).path)
+
+
+def answered_plan(eq: Equation, shapes, options: Options, plan: Plan, flat) -> Plan:
+    """``plan`` (``plan_for``'s, of ``shapes``) where torch's op answers the call along the flat
+    path ``flat`` (:func:`torch_answers`'; ``[]``: its own order; None: einc plans it): along
+    ``flat`` where it names one and the call takes a size class's path (:func:`_borrows_path`), as
+    :func:`expression_plan` and ``explain`` give it under ``EINC_NEW_SHAPES=torch``."""
+    if not flat or not _borrows_path(shapes, options):
+        return plan
+    return _along(eq, shapes, options, plan, tuple(zip(flat[::2], flat[1::2])))
+
+
+def _borrows_path(shapes, options: Options) -> bool:
+    """Whether a call of ``shapes`` may run a path other than its own search's (its size
+    class's, or torch's op's): three operands or more, ``optimize='auto'``, no memory limit."""
+    return len(shapes) >= 3 and options.optimize == AUTO and options.memory_limit is None
+
+
+def _along(eq: Equation, shapes, options: Options, plan: Plan, path) -> Plan:
+    """``plan``, or where ``path`` (pairs; None: none) is another, the plan of ``shapes``
+    along it, named for ``plan``'s search (as explain names a size class's plan)."""
+    path = None if path is None else tuple(map(tuple, path))
     if path is None or path == tuple(map(tuple, plan.path)):
         return plan
-    # (named for the search that found the path, as explain names a size class's plan)
     return dataclasses.replace(plan_for(eq, shapes, Options.of(path, None, options.select, options.layout)),
                                optimizer=plan.optimizer)
 

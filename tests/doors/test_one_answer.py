@@ -261,11 +261,11 @@ def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeyp
     shapes: under ``EINC_NEW_SHAPES=torch`` the size class's path that torch's op is given
     (runtime/admission.py), not the one searched at the call's own shapes."""
     monkeypatch.setenv("EINC_NEW_SHAPES", new_shapes)
-    given = []
+    given, checked = [], []
 
     def spy(*a, **k):
-        if not a[1][0].is_meta:     # (meta operands: explain's check that torch's op takes the call)
-            given.append(k.get("path"))
+        # (meta operands: explain's check that torch's op takes the call)
+        (checked if a[1][0].is_meta else given).append(k.get("path"))
         return torch._VF.einsum(*a, **k)
     monkeypatch.setattr(admission, "_einsum", spy)
     eq, shapes = "ij,jk,kl->", [(3, 33), (33, 17), (17, 2)]
@@ -280,6 +280,9 @@ def test_explain_and_contract_path_report_the_path_that_runs(new_shapes, monkeyp
         assert list(einc.contract_path(eq, *operands)[0]) == runs
         assert list(einc.explain(eq, *operands).path) == runs
         assert einc.explain(eq, *operands).optimizer == "auto"     # (the search asked for, not "explicit")
+    checked.clear()
+    einc.explain(eq, *shapes)
+    assert len(checked) == (new_shapes == "torch")      # torch's op asked once for its path, not again
 
 
 @pytest.mark.parametrize("new_shapes", ["plan", "class", "torch"])
