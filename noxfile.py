@@ -81,7 +81,10 @@ def tests(session: nox.Session, torch: str, triton: str) -> None:
     session.install(*_pip_args(torch), f"torch=={torch}", f"triton=={triton}")
     session.install(*_pip_args(torch), "-c", str(constraints), "-e", ".[test]")
     got = session.run("python", "-c", "import torch, triton; print(torch.__version__, triton.__version__)",
-                      silent=True).split()
+                      silent=True)
+    if got is None:     # --install-only: nothing is run, the virtualenv is ready
+        return
+    got = got.split()
     session.log(f"torch {got[0]}, triton {got[1]}")
     if got[0] != torch and got[0].split("+")[0] != torch or got[1] != triton:
         session.error(f"asked for torch {torch} with triton {triton}, got {got}")
