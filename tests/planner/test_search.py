@@ -325,13 +325,13 @@ def test_a_small_search_counts_its_work_so_a_slow_machine_finds_the_same_path(mo
     assert (slow_path, slow_report.trials, slow_report.reason) == (path, report.trials, report.reason)
 
 
-def test_random_greedy_trials_end_where_they_stop_finding_better_trees():
+def test_random_greedy_trials_end_where_they_stop_finding_better_trees(cpu_clock):
     # a matrix product state: every random greedy trial finds the greedy tree's cost, so
     # the trials end after STALE of them, long before the budget's count
     inputs = [frozenset({0, 1})] + [frozenset({i, i + 1, i + 2}) for i in range(1, 60, 2)]
     sizes = {i: (2 if i % 2 == 0 else 16) for i in range(64)}
     per_trial = S.TRIAL_SECONDS * sum(map(len, inputs))
-    _, trials, reason, work = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 1.0,
+    _, trials, reason, work = S._random_greedy(inputs, frozenset(), sizes, None, 0, S.time.perf_counter(), 1.0,
                                                None, per_trial)
     assert reason.startswith("converged") and trials < 2 * S.STALE + 64
     # counted: the trials, and the ranking of the few best trees by the objective
@@ -397,7 +397,7 @@ def test_the_clock_still_ends_a_counted_search_that_gets_no_cpu(monkeypatch, cpu
     assert S.CAP <= report.seconds < S.CAP + 1
 
 
-def test_trials_that_gain_a_percent_or_so_converge(monkeypatch):
+def test_trials_that_gain_a_percent_or_so_converge(monkeypatch, cpu_clock):
     # on a matrix product state greedy's tree is near the best: trials that keep finding trees
     # a fraction of a percent better end as those that find none do
     rust = _cotengrust_or_skip("cotengrust's batches")
@@ -410,7 +410,7 @@ def test_trials_that_gain_a_percent_or_so_converge(monkeypatch):
     _replace_trials(monkeypatch, rust, creeping)
     inputs, sizes = _regular(30, 2, 4, seed=1)
     per_trial = S.TRIAL_SECONDS * sum(map(len, inputs))
-    _, trials, reason, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, time.perf_counter(), 60.0, None,
+    _, trials, reason, _ = S._random_greedy(inputs, frozenset(), sizes, None, 0, S.time.perf_counter(), 60.0, None,
                                             per_trial)
     assert reason.startswith("converged") and trials <= 2 * S.STALE + 32
 
@@ -586,7 +586,7 @@ def test_the_hyper_optimizer_stops_at_its_share_and_annealing_takes_the_rest(mon
 
 
 @pytest.mark.skipif(not HAS_COTENGRA or S._cotengrust() is None, reason="cotengrust's trials, cotengra's search")
-def test_a_hyper_searchs_random_greedy_trials_end_where_they_converge_over_a_longer_run(monkeypatch):
+def test_a_hyper_searchs_random_greedy_trials_end_where_they_converge_over_a_longer_run(monkeypatch, cpu_clock):
     # a matrix product state: every trial finds the same tree; a hyper search's budget would
     # afford far more than MAX_TRIALS of them, and they end after HYPER_STALE, not STALE
     inputs = [frozenset({0, 1})] + [frozenset({i, i + 1, i + 2}) for i in range(1, 60, 2)]
@@ -649,7 +649,7 @@ def test_annealing_finds_a_better_tree_than_a_poor_one_and_never_a_worse_one():
 
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
-def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock():
+def test_annealing_ends_where_runs_stop_finding_better_trees_not_only_on_the_clock(cpu_clock):
     inputs, sizes = _regular(12, 2, 3, seed=3)
     path, runs, why, start, _ = _annealed(inputs, sizes, 600.0)
     assert why.startswith("converged") and A.ANNEAL_STALE <= runs < 100, (runs, why)
@@ -719,7 +719,7 @@ def _spin(seconds):
 
 @pytest.mark.skipif(not HAS_COTENGRA, reason="needs cotengra")
 @pytest.mark.parametrize("near", [True, False])
-def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(monkeypatch, near):
+def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(monkeypatch, near, cpu_clock):
     # a runner-up ranked within ANNEAL_RUNNER_UP times the best gets a chain of its own: the
     # second run starts from it; a far worse one (the left-to-right tree) gets none
     ctg = S._cotengra()
@@ -734,7 +734,7 @@ def test_annealing_takes_turns_between_the_best_tree_and_a_runner_up_near_it(mon
     inputs, sizes = _regular(30, 3, 4, seed=2)
     output = frozenset()
     best = S._greedy(inputs, output, sizes, None)
-    other = S._random_greedy(inputs, output, sizes, None, 1, time.perf_counter(), 1.0, None,
+    other = S._random_greedy(inputs, output, sizes, None, 1, S.time.perf_counter(), 1.0, None,
                              S.TRIAL_SECONDS)[0] if near else tuple((0, 1) for _ in range(len(inputs) - 1))
     if S._rank(inputs, output, sizes, other) < S._rank(inputs, output, sizes, best):
         best, other = other, best
