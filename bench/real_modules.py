@@ -8,7 +8,9 @@ einc.einsum`` installed before the library is imported (so code that binds
 ``torch.einsum`` at import binds einc's).  Both run one thread, the heap settled first
 (:func:`settle_heap`).  Each worker times its
 first step (forward + backward from a fresh module: einc plans there) and checks that
-both sides give the same output and gradients; then this process asks them for batches of
+both sides give the same output and gradients (``--settle``: the patched worker then runs
+steps until einc's copies compiled in the background are ready, :func:`settle_copies`);
+then this process asks them for batches of
 steps in turn -- one batch each a round, in shuffled order, so drifts of a shared machine
 hit both -- and reports the medians and the paired ratio patched / unpatched with a 95 %
 sign-test interval (:func:`einc.tools.benchmark.timing.ratio_interval`).  The patched worker
@@ -17,6 +19,7 @@ finally counts the einsum calls of one step (``bench/einc_patch_plugin.py``'s co
     python bench/real_modules.py --install                # pinned --no-deps installs, then every module
     python bench/real_modules.py pykeen-ntn mace          # some modules (already installed)
     python bench/real_modules.py mace --clock cpu         # ... their rounds in each worker's thread CPU time
+    python bench/real_modules.py pykeen-ntn --settle      # ... einc's copies compiled in the background ready first
     python bench/real_modules.py --list
     python bench/real_modules.py --equations pykeen-ntn   # each einsum call of one step, timed alone
     python bench/real_modules.py --equations pykeen-ntn --clock cpu   # ... in the thread's CPU time
@@ -247,6 +250,22 @@ def settle_heap() -> None:
 
     held = torch.empty(30 * 2**20, dtype=torch.uint8)
     del held
+
+
+def settle_copies(step) -> int:
+    """Steps until no call hands einc's background compiles a new copy, each compile waited
+    for (``bench/pairwise.py --settle`` does the same for one call): the rounds then time the
+    copies a long run settles on, and no compile runs beside either worker's batches.  The
+    keys handed over; none where ``EINC_COPY_COMPILE`` is off."""
+    from einc.runtime.torch_executor import compiled_copy
+
+    while True:
+        seen = compiled_copy.seen()
+        for _ in range(compiled_copy.CALLS):  # (a later step may copy what the first did not)
+            step()
+        compiled_copy.settle()
+        if compiled_copy.seen() == seen:
+            return seen
 
 
 def summarize(
@@ -556,11 +575,12 @@ def checksum(tensors) -> list[float]:
     return out
 
 
-def worker(case_name: str, patched: bool, collect: bool = True) -> None:
+def worker(case_name: str, patched: bool, collect: bool = True, settle: bool = False) -> None:
     """Answers the parent on a private copy of stdout (the libraries' prints go to stderr):
     one JSON line after the first step, then one per command read from stdin.  ``collect``
     false: the garbage collector paused during the first step (where a collection lands in
-    it is set by the process's allocation counts, not by the step's work alone)."""
+    it is set by the process's allocation counts, not by the step's work alone).  ``settle``
+    (the patched worker): :func:`settle_copies` after the first step."""
     import gc
 
     global PATCHED
@@ -591,10 +611,9 @@ def worker(case_name: str, patched: bool, collect: bool = True) -> None:
     first, cpu = time.perf_counter() - t0, time.process_time() - c0
     gc.callbacks.remove(seen)
     gc.enable()
-    print(
-        json.dumps({"first": first, "first_cpu": cpu, "check": checksum(result), "collections": collections}),
-        file=proto,
-    )
+    settled = settle_copies(step) if settle and patched else None
+    report = {"first": first, "first_cpu": cpu, "check": checksum(result), "collections": collections}
+    print(json.dumps({**report, "settled": settled}), file=proto)
     from einc.tools.benchmark.timing import calibrate, time_batch
 
     for line in sys.stdin:
@@ -757,7 +776,7 @@ def equations(case_name: str, budget: float = 1.0, clock: str = "wall") -> str:
 
 
 class Worker:
-    def __init__(self, case: str, patched: bool, cache_dir: str, collect: bool = True):
+    def __init__(self, case: str, patched: bool, cache_dir: str, collect: bool = True, settle: bool = False):
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
@@ -773,6 +792,7 @@ class Worker:
                 "--side",
                 "patched" if patched else "unpatched",
                 *([] if collect else ["--collect", "off"]),
+                *(["--settle"] if settle else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -799,17 +819,18 @@ class Worker:
             self.proc.wait(timeout=60)
 
 
-def measure(case: Case, rounds: int, target: float, seed: int = 0, clock: str = "wall") -> dict:
+def measure(case: Case, rounds: int, target: float, seed: int = 0, clock: str = "wall", settle: bool = False) -> dict:
     """One module's row: both workers started one after the other (each first step alone on
     the machine), then ``rounds`` rounds of one batch each, in shuffled order, timed by the
     wall clock or (``clock`` "cpu") in each worker's thread CPU time.  The workers
     get an empty einc cache folder, so the first step finds no path remembered on disk
-    by an earlier run, as on a user's first run."""
+    by an earlier run, as on a user's first run.  ``settle``: the patched worker's copies
+    compiled in the background are ready before the rounds (the row's ``settled``: how many)."""
     sides = {}
     cache = tempfile.TemporaryDirectory(prefix="einc-real-modules-")
     try:
         sides["unpatched"] = Worker(case.name, False, cache.name)
-        sides["patched"] = Worker(case.name, True, cache.name)
+        sides["patched"] = Worker(case.name, True, cache.name, settle=settle)
         note = (
             "" if same_answers(sides["unpatched"].first["check"], sides["patched"].first["check"]) else "ANSWERS DIFFER"
         )
@@ -822,7 +843,8 @@ def measure(case: Case, rounds: int, target: float, seed: int = 0, clock: str = 
                 samples[name].append(sides[name].ask(f"batch {calls[name]} {clock}")["per_call"])
         count = sides["patched"].ask("count")["calls"]
         first = (sides["unpatched"].first["first"], sides["patched"].first["first"])
-        return {**summarize(case.name, samples["unpatched"], samples["patched"], first, count, note), "clock": clock}
+        row = summarize(case.name, samples["unpatched"], samples["patched"], first, count, note)
+        return {**row, "clock": clock, "settled": sides["patched"].first.get("settled")}
     finally:
         for w in sides.values():
             w.close()
@@ -931,11 +953,16 @@ def main(argv=None) -> int:
         default="on",
         help="with --first, off: the garbage collector paused during each first step",
     )
+    parser.add_argument(
+        "--settle",
+        action="store_true",
+        help="the patched worker's copies compiled in the background (EINC_COPY_COMPILE) ready before the rounds",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("patched", "unpatched"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.side == "patched", args.collect == "on")
+        worker(args.worker, args.side == "patched", args.collect == "on", args.settle)
         return 0
     if args.equations:
         if args.equations not in CASES:
@@ -969,7 +996,7 @@ def main(argv=None) -> int:
             if args.first:
                 row = first_steps(case, args.first, collect=args.collect == "on")
             else:
-                row = measure(case, args.rounds, args.target, clock=args.clock)
+                row = measure(case, args.rounds, args.target, clock=args.clock, settle=args.settle)
         except (RuntimeError, OSError, ValueError) as e:  # a worker that died (an import, a crash): reported, not fatal
             row = {"module": name, "skipped": f"failed: {type(e).__name__}: {e}"}
         if case.library:

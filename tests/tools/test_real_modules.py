@@ -168,7 +168,7 @@ def test_measure_gives_the_workers_an_empty_cache_folder_of_their_own(monkeypatc
     seen = []
 
     class FakeWorker:
-        def __init__(self, case, patched, cache_dir):
+        def __init__(self, case, patched, cache_dir, settle=False):
             seen.append((patched, cache_dir, os.listdir(cache_dir)))
             self.first = {"first": 0.002 if patched else 0.001, "check": [1.0]}
 
@@ -266,6 +266,45 @@ def test_the_modules_rounds_run_in_cpu_time_where_asked(tmp_path):
     row = _bilinear_row(tmp_path, "--clock", "cpu")
     assert row["clock"] == "cpu" and row["rounds"] == 3 and row["note"] == ""
     assert row["unpatched_s"] > 0 and row["patched_s"] > 0 and row["low"] <= row["ratio"] <= row["high"]
+
+
+def test_settled_copies_are_those_of_every_step_the_later_ones_too(monkeypatch):
+    """A step that copies one tensor from its first call and another only from its fourth:
+    both copies are handed over and compiled before the rounds, and the steps stop once a
+    round of them hands over none."""
+    import torch
+
+    from einc.runtime.torch_executor import compiled_copy as cc
+    from einc.runtime.torch_executor.permute_copy import permuted_copy
+
+    monkeypatch.setenv("EINC_COPY_COMPILE", "on")
+    monkeypatch.setattr(cc, "MIN_BYTES", 0)
+    monkeypatch.setattr(cc, "compile_copy", lambda perm, shape, dtype, threads: lambda x: x.permute(perm).contiguous())
+    monkeypatch.setattr(cc, "faster", lambda fn, own, x: True)
+    cc.forget()
+    first, later = torch.randn(6, 5, 4), torch.randn(3, 7, 2)
+    copy_first, copy_later = (permuted_copy(list("abc"), list("cab"), dict(zip("abc", x.shape)))
+                              for x in [first, later])
+    steps = []
+
+    def step():
+        steps.append(1)
+        copy_first(first)
+        if len(steps) > cc.CALLS:
+            copy_later(later)
+
+    try:
+        assert rm.settle_copies(step) == 2
+        assert cc.state((2, 0, 1), first.shape, first.dtype) == cc.state((2, 0, 1), later.shape, later.dtype) == "ready"
+        assert len(steps) == 3 * cc.CALLS   # a round handing the first, one the later, one none
+    finally:
+        cc.forget()
+
+
+def test_a_settling_patched_worker_says_how_many_copies_it_settled(tmp_path):
+    # (the tests run with EINC_COPY_COMPILE off: the worker hands over none and says so)
+    assert _bilinear_row(tmp_path, "--settle")["settled"] == 0
+    assert _bilinear_row(tmp_path)["settled"] is None
 
 
 def test_a_cpu_batch_counts_the_threads_time_only():
