@@ -2,6 +2,7 @@
 run in their direct layout, unweighed, and exactly; the bound the rule rests on holds over the
 model's candidates; larger steps are weighed as before."""
 
+import functools
 import math
 import random
 
@@ -152,3 +153,34 @@ def test_direct_steps_under_torch_compile(monkeypatch):
     torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
     for g, w in zip(torch.autograd.grad(got.sum(), ops), torch.autograd.grad(want.sum(), wide)):
         torch.testing.assert_close(g, w, rtol=1e-13, atol=1e-13)
+
+
+def test_steps_alike_but_for_their_names_share_one_direct_layout(monkeypatch):
+    """A chain of 2x2 matrices contracted left to right: its 29 steps are four steps once
+    renamed (the first, the last, the intermediates' two orders), and their direct layouts
+    are worked out four times (the bound counted), each step's own indices given back; the
+    answer is exact."""
+    calls, real = [], direct._bound
+    monkeypatch.setattr(direct, "_bound", lambda *a, **k: calls.append(a) or real(*a, **k))
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGH"
+    eq = ",".join(letters[k:k + 2] for k in range(30)) + f"->a{letters[30]}"
+    gen = torch.Generator().manual_seed(3)
+    ops = [torch.rand(2, 2, dtype=torch.float64, generator=gen) for _ in range(30)]
+    got = einc.einsum(eq, *ops, optimize=[(0, 1)] + [(0, n) for n in range(28, 0, -1)])
+    want = functools.reduce(torch.matmul, ops)
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
+    assert len(calls) == 4
+    lay = direct.layout("pq", "qr", "pr", {"p": 2, "q": 2, "r": 2}, 8)
+    assert (lay.m, lay.n, lay.k) == (("p",), ("r",), ("q",)) and len(calls) == 4
+
+
+def test_the_kept_direct_layouts_follow_the_rule_and_ttgts_cache_clear():
+    sizes = {"a": 2, "b": 3, "c": 4}
+    kept = direct.layout("ab", "bc", "ac", sizes, 8)
+    assert kept is not None and direct._direct.cache_info().currsize == 1
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(direct, "CHOICE_NS", 0.0)       # no step cheap enough to go unweighed: none kept answers
+        assert direct.layout("ab", "bc", "ac", sizes, 8) is None
+    ttgt.cache_clear()
+    assert direct._direct.cache_info().currsize == 0
+    assert direct.layout("ab", "bc", "ac", sizes, 8) == kept

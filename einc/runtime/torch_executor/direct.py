@@ -20,6 +20,7 @@ indices and sizes and the dtype's size only.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ...planner.searchkey import REPAY
@@ -78,8 +79,27 @@ def layout(ta, tb, out, sizes, itemsize=4):
     as ``ttgt.cost`` names them, its ``cost`` the bound on its ns (not weighed)."""
     if ttgt.pick is not ttgt._PICK:     # tests replace pick to run other layouts: every step weighed
         return None
-    found = _bound(ta, tb, out, sizes, itemsize, CHOICE_NS / REPAY)
-    if found is None or REPAY * found[0] >= CHOICE_NS:
+    # the rule depends on the indices' places and sizes, not their names (as ttgt.choose's
+    # layouts): renamed 0, 1, ... in order of appearance, steps alike but for their names (a
+    # circuit's gates, a chain's links) share one answer
+    names = tuple(dict.fromkeys([*ta, *tb, *out]))
+    place = {i: k for k, i in enumerate(names)}.__getitem__
+    found = _direct(tuple(map(place, ta)), tuple(map(place, tb)), tuple(map(place, out)),
+                    tuple(map(sizes.__getitem__, names)), itemsize, CHOICE_NS)
+    if found is None:
+        return None
+    name = names.__getitem__
+    batch, m, n, k, copies, cost = found
+    return Direct(False, tuple(map(name, batch)), tuple(map(name, m)), tuple(map(name, n)), tuple(map(name, k)),
+                  copies, "", cost)
+
+
+@functools.lru_cache(maxsize=4096)
+def _direct(ta, tb, out, sizes, itemsize, choice_ns):
+    """:func:`layout`'s fields ``(batch, m, n, k, copies, cost)`` of a step renamed 0, 1, ...
+    (``sizes``: theirs in order), or None; cleared with ttgt's caches (``ttgt.cache_clear``)."""
+    found = _bound(ta, tb, out, sizes, itemsize, choice_ns / REPAY)
+    if found is None or REPAY * found[0] >= choice_ns:
         return None
     batch, m, n, k = map(tuple, found[2])
     ones = frozenset([i for i in (*ta, *tb, *out) if sizes[i] == 1])
@@ -88,7 +108,10 @@ def layout(ta, tb, out, sizes, itemsize=4):
     copies = "l" * (not empty[0] and ttgt._read(ta, (batch, m, k), ones)[0] is not None) + \
         "r" * (not empty[1] and ttgt._read(tb, (batch, k, n), ones)[0] is not None) + \
         "c" * (live((*batch, *m, *n)) != live(out))
-    return Direct(False, batch, m, n, k, copies, "", found[1])
+    return batch, m, n, k, copies, found[1]
+
+
+ttgt.clear_with(_direct)
 
 
 def choose(ta, tb, out, sizes, worth_sparing, itemsize=4, loops=True, free_out=False) -> ttgt.Layout:

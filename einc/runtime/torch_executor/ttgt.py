@@ -541,9 +541,18 @@ def _finished(best, free_out, outer=()):
 def cache_clear() -> None:
     """Forget every step's layouts (after a change of the model's constants), and what
     was kept of each equation's terms."""
-    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading, _copy_plan):
+    for cached in (_candidates, _cheapest, _enumeration, _rows, _reading, _copy_plan, *_CLEARED_WITH):
         cached.cache_clear()
     _PLAIN.clear()
+
+
+# other modules' caches of what this model decides (direct.py's layouts), forgotten with its own
+_CLEARED_WITH = []
+
+
+def clear_with(cached) -> None:
+    """Have :func:`cache_clear` clear ``cached`` (an ``lru_cache``) too."""
+    _CLEARED_WITH.append(cached)
 
 
 def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
@@ -555,5 +564,5 @@ def without_result_copy(lay: Layout, out, sizes, itemsize=4) -> Layout:
     return dataclasses.replace(lay, copies=lay.copies.replace("c", ""), cost=round(lay.cost - saved, 3))
 
 
-__all__ = ["Layout", "cache_clear", "candidates", "choose", "cost", "groups", "operand", "pick",
+__all__ = ["Layout", "cache_clear", "candidates", "choose", "clear_with", "cost", "groups", "operand", "pick",
            "without_result_copy"]
