@@ -1,6 +1,7 @@
 """A path as the caller gives it (opt_einsum's forms: tuples of ints, numpy's integers, a
 numpy array), read as einc's doors read it: :func:`as_path` makes it plain Python, and
-:func:`explicit_path` reads its steps, for eager calls and the compiled op's text alike."""
+:func:`explicit_path` reads its steps, for eager calls and the compiled op's text alike;
+:func:`plain_path` reads one that is plain already, as a call passes it each time."""
 
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ def explicit_path(optimize):
     return tuple(path)
 
 
+def plain_path(optimize):
+    """``optimize`` as a path of tuples where it is a list or tuple of lists or tuples of
+    Python ints (not bools) -- what :func:`as_path` then :func:`explicit_path` make of it --,
+    else None: a path a call passes again each time (opt_einsum's ``contract_path`` gives a
+    list) is read by its types alone, not position by position."""
+    if optimize.__class__ is not list and optimize.__class__ is not tuple:
+        return None
+    path = []
+    for pair in optimize:
+        if pair.__class__ is not tuple and pair.__class__ is not list:
+            return None
+        for i in pair:
+            if i.__class__ is not int:
+                return None
+        path.append(tuple(pair))
+    return tuple(path)
+
+
 def _index(i):
     """A path's position as an int, or None where ``i`` is none: what ``operator.index`` takes
     but a bool -- an int, and under torch.compile a size dynamo traces as a symbol (an int read
@@ -60,4 +79,4 @@ def _index(i):
         return None
 
 
-__all__ = ["as_path", "explicit_path"]
+__all__ = ["as_path", "explicit_path", "plain_path"]

@@ -30,7 +30,7 @@ from opt_einsum.paths import PathOptimizer
 from .. import config
 from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError, UnknownOptimizerError
-from .givenpath import as_path, explicit_path
+from .givenpath import as_path, explicit_path, plain_path
 from .pathcost import path_cost
 
 try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
@@ -188,6 +188,8 @@ def layout_message(layout) -> str:
 def normalized_optimize(optimize):
     """``(optimize as einc keeps it, its name)``; raises for one it does not take (no lock: dynamo
     traces it where :meth:`Options.of` has not interned the options yet)."""
+    if (path := plain_path(optimize)) is not None:     # (a list path is not interned: read at each call)
+        return path, "explicit"
     optimize = as_path(optimize)
     if optimize is True or optimize == AUTO:
         return AUTO, AUTO

@@ -52,6 +52,27 @@ def test_optimizer_names_pathoptimizer_and_explicit_path():
     assert einc.explain("ij,jk,kl->il", a, b, c, optimize=False).path == ((0, 1), (0, 1))
 
 
+def test_a_plain_list_path_is_read_by_its_types_not_position_by_position(monkeypatch):
+    """A list path (opt_einsum's ``contract_path`` gives one) is no dict key, so each call
+    reads it again: a path of Python ints is taken as it is, its positions not read one by
+    one; numpy's integers are still read so, and a bool is still no position."""
+    import numpy as np
+
+    from einc.errors import PathError
+    from einc.planner import givenpath
+    from einc.planner.options import normalized_optimize
+    read, real = [], givenpath._index
+    monkeypatch.setattr(givenpath, "_index", lambda i: read.append(i) or real(i))
+    path = [(0, 1)] + [[0, n] for n in range(38, 0, -1)]
+    want = tuple(tuple(p) for p in path)
+    assert normalized_optimize(path) == normalized_optimize(tuple(path)) == (want, "explicit")
+    assert read == []
+    assert Options.of(path) is Options.of(list(path)) is Options.of(want)
+    assert normalized_optimize([(np.int64(0), 1)] + path[1:]) == (want, "explicit") and read
+    with pytest.raises(PathError):
+        normalized_optimize([(True, False)] + path[1:])
+
+
 def test_a_callers_optimizer_is_called_as_opt_einsum_calls_it():
     """A PathOptimizer gets frozensets of the caller's one-letter labels and sizes by
     label, so one written for opt_einsum runs, and an instance opt_einsum has planned a
