@@ -430,7 +430,7 @@ def _ops(fn) -> str:
     return "; ".join(ops)
 
 
-_RESHAPE = re.compile(r"\.reshape\(\(.*\)\)")
+_RESHAPE = re.compile(r"\.reshape\(.*\)")
 
 
 def _cast(run, dtype):

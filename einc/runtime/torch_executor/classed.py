@@ -79,8 +79,8 @@ class _Source:
 
     def permute(self, v: str, term, order) -> None:
         p = _perm(list(term), list(order))
-        if p:
-            self.method(v, "permute", p)
+        if p:       # (dimensions, and reshapes' sizes, as separate arguments: torch parses one tuple slower)
+            self.method(v, "permute", *p)
 
     def reshape(self, v: str, groups, have=None) -> None:
         """``v`` (laid along ``have``, the groups' indices in order) as one dimension per
@@ -117,7 +117,7 @@ def _text(ops, result: str, finish: str, cast, whole: bool) -> str:
             lines.append(f"{v} = {op[2]}.shape")
         elif kind == "reshape":
             dims = [" * ".join([f"{s}[{d}]" for s, d in g]) or "1" for g in op[2]]
-            lines.append(f"{v} = {v}.reshape(({', '.join(dims)},))")
+            lines.append(f"{v} = {v}.reshape({', '.join(dims)})")
         else:
             lines.append(f"{v} = {op[2]} * {op[3]}")
     body = "\n".join([f"    {line}" for line in lines])
@@ -186,7 +186,7 @@ class _Interpreted:
         for op in self.ops:
             kind, v = op[0], op[1]
             if kind == "reshape":
-                e[v] = e[v].reshape(tuple([math.prod([e[s][d] for s, d in g]) for g in op[2]]))
+                e[v] = e[v].reshape(*[math.prod([e[s][d] for s, d in g]) for g in op[2]])
             elif kind == "method":
                 e[v] = getattr(e[v], op[2])(*op[3])
             elif kind == "shape":
