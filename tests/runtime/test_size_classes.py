@@ -554,16 +554,28 @@ def test_a_class_s_step_passes_dimensions_and_sizes_as_separate_arguments():
     than the call's own work on a tiny shape: in its interpreted ops and its compiled
     source alike, with the bits of the same ops spelled with tuples."""
     einc.cache_clear()
-    a, b = torch.randn(1, 2, 40, 16), torch.randn(1, 2, 50, 16)
     x, y = torch.randn(3, 4, 5), torch.randn(6, 5)
-    for text, ops, spelled in (
-            ("bhid,bhjd->bhij", (a, b), lambda: torch.matmul(a, b.permute((0, 1, 3, 2)))),
-            ("abc,dc->dab", (x, y), lambda: torch.mm(y, x.permute((2, 0, 1)).reshape((5, 12))).reshape((6, 3, 4)))):
-        eq = parse(text)
-        run = engine.entry(eq, ops, DEFAULT).run
-        methods = [op for op in run.ops if op[0] == "method"]
-        assert methods and all(arg.__class__ is int for op in methods for arg in op[3]), run.ops
-        assert ".permute((" not in run.source and ".reshape((" not in run.source, run.source
+    run = engine.entry(parse("abc,dc->dab"), (x, y), DEFAULT).run
+    methods = [op for op in run.ops if op[0] == "method"]
+    assert methods and all(arg.__class__ is int for op in methods for arg in op[3]), run.ops
+    assert ".permute((" not in run.source and ".reshape((" not in run.source, run.source
+    spelled = torch.mm(y, x.permute((2, 0, 1)).reshape((5, 12))).reshape((6, 3, 4))
+    assert torch.equal(run((x, y)), spelled) and torch.equal(run.compiled()((x, y)), spelled)
+
+
+def test_a_class_s_step_swaps_its_last_two_dimensions_by_mT():
+    """A class's step that swaps an operand's last two dimensions, its others in place (a
+    key's transpose in attention scores, a weight read transposed), takes ``.mT``, the
+    same view as the permutation with no argument to parse: in its interpreted ops and its
+    compiled source alike, with the bits of the permutation."""
+    einc.cache_clear()
+    a, b = torch.randn(1, 2, 40, 16), torch.randn(1, 2, 50, 16)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    for text, ops, spelled in (("bhid,bhjd->bhij", (a, b), lambda: torch.matmul(a, b.permute((0, 1, 3, 2)))),
+                               ("ij,kj->ik", (x, w), lambda: torch.mm(x, w.permute((1, 0))))):
+        run = engine.entry(parse(text), ops, DEFAULT).run
+        assert [op for op in run.ops if op[0] in ("method", "attribute")] == [("attribute", "b", "mT")], run.ops
+        assert "b = b.mT" in run.source, run.source
         assert torch.equal(run(ops), spelled()) and torch.equal(run.compiled()(ops), spelled())
 
 

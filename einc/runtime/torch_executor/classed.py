@@ -79,7 +79,9 @@ class _Source:
 
     def permute(self, v: str, term, order) -> None:
         p = _perm(list(term), list(order))
-        if p:       # (dimensions, and reshapes' sizes, as separate arguments: torch parses one tuple slower)
+        if p and p[-2:] == (len(p) - 1, len(p) - 2) and p[:-2] == tuple(range(len(p) - 2)):
+            self.ops.append(("attribute", v, "mT"))     # (the same view as the permute: no argument to parse)
+        elif p:     # (dimensions, and reshapes' sizes, as separate arguments: torch parses one tuple slower)
             self.method(v, "permute", *p)
 
     def reshape(self, v: str, groups, have=None) -> None:
@@ -115,6 +117,8 @@ def _text(ops, result: str, finish: str, cast, whole: bool) -> str:
             lines.append(f"{v} = {v}.{op[2]}({', '.join(map(repr, op[3]))})")
         elif kind == "shape":
             lines.append(f"{v} = {op[2]}.shape")
+        elif kind == "attribute":
+            lines.append(f"{v} = {v}.{op[2]}")
         elif kind == "reshape":
             dims = [" * ".join([f"{s}[{d}]" for s, d in g]) or "1" for g in op[2]]
             lines.append(f"{v} = {v}.reshape({', '.join(dims)})")
@@ -191,6 +195,8 @@ class _Interpreted:
                 e[v] = getattr(e[v], op[2])(*op[3])
             elif kind == "shape":
                 e[v] = e[op[2]].shape
+            elif kind == "attribute":
+                e[v] = getattr(e[v], op[2])
             elif kind == "call":
                 e[v] = self.env[op[2]](*[e[x] for x in op[3]])
             else:
