@@ -15,7 +15,9 @@ not (bench/measured/permute-copy-2026-12-02.md).  Compiling one takes seconds, s
   thread, an OpenMP loop for more) to a background daemon thread
   (:class:`~einc.runtime.background.Worker`), one job at a time, in order.
 - **The job** asks a Python process of einc's (started by the first compile, ended
-  after :data:`IDLE_S` without one, so that a burst of compiles pays its imports once)
+  after :data:`IDLE_S` without one, so that a burst of compiles pays its imports once;
+  run :data:`NICE` steps nicer than this one, so that where the CPUs are busy the
+  program's own work gets them first and the compile waits)
   to compile the FX graph ``x.permute(p).contiguous()`` with ``torch._inductor.compile``
   on an example of that shape and dtype, under that thread count (inductor's on-disk
   caches make a second compile of a key cheap); it checks the one kernel inductor
@@ -76,6 +78,7 @@ GAIN = 0.8              # the compiled copy is kept where it takes at most this 
 EXIT_WAIT_S = 2.0       # at exit, how long to wait for the job whose compile was killed
 COMPILE_TIMEOUT_S = 600 # a compile running longer is killed (the key marked failed)
 IDLE_S = 30             # the compiling process ends after this long without a compile
+NICE = 10               # the compiling process's niceness over this one's: on busy CPUs the calls come first
 MOST = 256              # keys handed over in a process at most (shapes that keep changing compile no more)
 ADMITTED = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
                       torch.int8, torch.int16, torch.int32, torch.int64))
@@ -187,6 +190,8 @@ def _make(key, own) -> None:
 # ``kernel(const T* in, T* out)``, checked there on random bits, or the error.
 _SERVER = r"""
 import ctypes, json, os, re, select, sys
+if hasattr(os, "nice"):
+    os.nice(int(sys.argv[2]))       # (its compilers too: they inherit it)
 replies = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)                       # (anything inductor prints goes where stderr goes)
 import torch
@@ -282,7 +287,7 @@ def _serving():
         if _server is None or _server.poll() is not None:
             if _server is not None:
                 _end(_server)
-            _server = subprocess.Popen([sys.executable, "-c", _SERVER, str(IDLE_S)], stdin=subprocess.PIPE,
+            _server = subprocess.Popen([sys.executable, "-c", _SERVER, str(IDLE_S), str(NICE)], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         return _server
 
