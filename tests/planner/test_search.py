@@ -1163,7 +1163,7 @@ def test_a_small_budget_refines_its_best_tree(monkeypatch):
 
 @pytest.mark.skipif(not HAS_COTENGRA or not S._kahypar() or S._cotengrust() is None,
                     reason="cotengrust's counted trials, cotengra's kahypar partition")
-def test_a_small_search_of_a_hundred_tensors_refines_a_partition_tree_too(monkeypatch):
+def test_a_small_search_of_a_hundred_tensors_refines_a_partition_tree_too(monkeypatch, cpu_clock):
     # a random 3-regular network of 100 tensors: random greedy trees and their refinement
     # stop at about twice the flops of a kahypar partition tree so refined
     inputs, sizes = _regular(100, 2, 3, seed=1)
