@@ -14,6 +14,7 @@ import torch
 from . import custom_op
 from .errors import ArgumentError, OperandTypeError, ShapeError
 from .planner import notation
+from .planner.givenpath import plain
 from .planner.options import AUTO, DEFAULT_OPTIMIZE, INTERNED, Options, torch_optimize
 
 # ----------------------------------------------------------------------- torch's settings and the options
@@ -43,9 +44,13 @@ def call_options(optimize, memory_limit, select, layout=None) -> Options:
     if optimize is DEFAULT_OPTIMIZE:
         optimize = torch_optimize(*torch_settings())
     try:
-        return INTERNED[optimize, memory_limit, select, layout]
+        options = INTERNED[optimize, memory_limit, select, layout]
     except (KeyError, TypeError):
         return Options.of(optimize, memory_limit, select, layout)
+    # True == 1 and 1.0 == 1 as keys: a tuple path of bools or floats finds an int path's
+    # options, which only a path of Python ints may take (else as a first call reads it)
+    return options if optimize.__class__ is not tuple or plain(optimize) else Options.of(optimize, memory_limit,
+                                                                                          select, layout)
 
 
 # ----------------------------------------------------------------------- backend=

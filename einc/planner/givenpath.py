@@ -51,17 +51,21 @@ def plain_path(optimize):
     Python ints (not bools) -- what :func:`as_path` then :func:`explicit_path` make of it --,
     else None: a path a call passes again each time (opt_einsum's ``contract_path`` gives a
     list) is read by its types alone, not position by position."""
-    if optimize.__class__ is not list and optimize.__class__ is not tuple:
+    if optimize.__class__ is not list and optimize.__class__ is not tuple or not plain(optimize):
         return None
-    path = []
+    return tuple([tuple(pair) for pair in optimize])
+
+
+def plain(optimize) -> bool:
+    """Whether ``optimize``, a list or tuple, is a path of lists or tuples of Python ints (not
+    bools): what :func:`plain_path` takes as it is."""
     for pair in optimize:
         if pair.__class__ is not tuple and pair.__class__ is not list:
-            return None
+            return False
         for i in pair:
             if i.__class__ is not int:
-                return None
-        path.append(tuple(pair))
-    return tuple(path)
+                return False
+    return True
 
 
 def _index(i):
@@ -79,4 +83,4 @@ def _index(i):
         return None
 
 
-__all__ = ["as_path", "explicit_path", "plain_path"]
+__all__ = ["as_path", "explicit_path", "plain", "plain_path"]

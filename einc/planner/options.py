@@ -30,7 +30,7 @@ from opt_einsum.paths import PathOptimizer
 from .. import config
 from ..config import LAYOUTS, SELECT
 from ..errors import ArgumentError, PathError, UnknownOptimizerError
-from .givenpath import as_path, explicit_path, plain_path
+from .givenpath import as_path, explicit_path, plain, plain_path
 from .pathcost import path_cost
 
 try:    # the dp search's library, loaded with einc as torch loads opt_einsum with torch: a
@@ -79,7 +79,9 @@ class Options:
         True
         """
         try:
-            return INTERNED[optimize, memory_limit, select, layout]
+            options = INTERNED[optimize, memory_limit, select, layout]
+            if optimize.__class__ is not tuple or plain(optimize):      # (a bool or float path: see call_options)
+                return options
         except (KeyError, TypeError):   # new, or unhashable (a list path)
             pass
         optimize_n, name = normalized_optimize(optimize)

@@ -73,6 +73,25 @@ def test_a_plain_list_path_is_read_by_its_types_not_position_by_position(monkeyp
         normalized_optimize([(True, False)] + path[1:])
 
 
+def test_a_path_of_bools_or_floats_is_refused_after_the_equal_int_path_ran():
+    """True == 1 and 1.0 == 1 as dict keys: a tuple path of bools or floats finds the options
+    of the equal path of ints once that one ran. It is refused as in a process where it did
+    not, through einsum and Options.of alike; numpy's integers are still read."""
+    import numpy as np
+
+    from einc.errors import PathError
+    ops = [torch.rand(2, 3), torch.rand(3, 4), torch.rand(4, 5)]
+    want = einc.einsum("ij,jk,kl->il", *ops, optimize=((1, 0), (0, 1)))
+    for path in (((True, False), (0, 1)), ((1.0, 0.0), (0, 1)), ((1, 0), (False, True))):
+        with pytest.raises(PathError, match="list of tuples of ints"):
+            einc.einsum("ij,jk,kl->il", *ops, optimize=path)
+        with pytest.raises(PathError, match="list of tuples of ints"):
+            Options.of(path)
+    numpy_path = ((np.int64(1), np.int64(0)), (0, 1))
+    assert torch.equal(einc.einsum("ij,jk,kl->il", *ops, optimize=numpy_path), want)
+    assert Options.of(numpy_path) is Options.of(((1, 0), (0, 1)))
+
+
 def test_a_callers_optimizer_is_called_as_opt_einsum_calls_it():
     """A PathOptimizer gets frozensets of the caller's one-letter labels and sizes by
     label, so one written for opt_einsum runs, and an instance opt_einsum has planned a
