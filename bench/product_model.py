@@ -1,12 +1,14 @@
 """Matrix products on the CPU against the copy-cost model's price of them
 (``einc.runtime.torch_executor.ttgt._product_ns``).
 
-    python bench/product_model.py [--threads 1] [--rounds 5] [--filter float64] [--json FILE]
+    python bench/product_model.py [--threads 1] [--rounds 5] [--filter float64] [--thin] [--json FILE]
     python bench/product_model.py --from FILE [--set NAME=VALUE ...]      # no timing: the model again
 
 Every product of a grid: ``b`` matrices (``mm`` where ``b`` is 1, else ``bmm``) of
 ``M x K`` by ``K x N``, each of M, N and K in :data:`SIDES`, ``b`` in :data:`BATCHES`,
-those of at most :data:`MOST` multiply-adds, float32 and float64; each in every orientation
+those of at most :data:`MOST` multiply-adds, float32 and float64 (``--thin``: the thin grid
+instead, :func:`thin_shapes`, a large operand by a small one in float32, float64, complex64
+and complex128, each large side as M and as N); each in every orientation
 its sides allow: the left operand read along its columns (``N``: unit stride on K, as
 ``torch.mm`` reads a contiguous matrix) or along its rows (``T``: unit stride on M, a
 transposed view), the right one along its rows (``N``: unit stride on N) or along K
@@ -48,6 +50,15 @@ from einc.runtime.torch_executor import ttgt
 
 SIDES = (1, 3, 5, 8, 16, 32, 64, 128, 512, 2048)
 BATCHES = (1, 32, 512)
+DTYPES = ("float32", "float64")
+# --thin: products of one large operand (2**18 to 2**22 elements over THIN_ROWS rows) and a
+# small one (a gate's), each large side in either place, every dtype of THIN_DTYPES
+THIN_ROWS = (1 << 16, 1 << 18, 1 << 20)
+THIN_BATCHES = (1, 16)
+THIN_SMALL = (2, 4, 8, 16)
+THIN_DEPTHS = (2, 4, 8, 16, 32, 64)
+THIN_LARGE = (1 << 18, 1 << 22)
+THIN_DTYPES = ("float32", "float64", "complex64", "complex128")
 MOST = 1 << 27          # multiply-adds of the largest product timed
 SHORTEST = 2000         # ns: products faster than this are listed but not in the fit's figures
 ORIENTS = ("NN", "TN", "NT", "TT")
@@ -55,10 +66,23 @@ ORIENTS = ("NN", "TN", "NT", "TT")
 
 def shapes(text=""):
     """``(dtype, b, M, N, K)`` of the grid, ``text`` a substring of ``"float32 b=.. M=.. N=.. K=.."``."""
-    for dtype in ("float32", "float64"):
+    for dtype in DTYPES:
         for b, m, n, k in itertools.product(BATCHES, SIDES, SIDES, SIDES):
             if b * m * n * k <= MOST and text in _label(dtype, b, m, n, k):
                 yield dtype, b, m, n, k
+
+
+def thin_shapes(text=""):
+    """``(dtype, b, M, N, K)`` of the thin grid (``--thin``): ``b`` matrices whose large side
+    has ``THIN_ROWS / b`` rows, each ``K`` deep, its operand of ``THIN_LARGE`` elements, by a
+    small operand of ``THIN_SMALL`` columns; the large side as M, then as N."""
+    for dtype in THIN_DTYPES:
+        for b, rows, small, k in itertools.product(THIN_BATCHES, THIN_ROWS, THIN_SMALL, THIN_DEPTHS):
+            if not THIN_LARGE[0] <= rows * k <= THIN_LARGE[1]:
+                continue
+            for m, n in ((rows // b, small), (small, rows // b)):
+                if text in _label(dtype, b, m, n, k):
+                    yield dtype, b, m, n, k
 
 
 def _label(dtype, b, m, n, k):
@@ -110,7 +134,7 @@ def _dispatch(mm, dt):
 def price(dtype, b, m, n, k, o):
     """The model's ns of the product (ttgt._product_ns, as ttgt._cost asks for it)."""
     dims = (b, m, n, k)
-    scale = (8 if dtype == "float64" else 4) / 4
+    scale = getattr(torch, dtype).itemsize / 4
     return ttgt._product_ns(*dims, scale, o[0] == "T", o[1] == "T" and ttgt._k_unit_applies(dims))
 
 
@@ -126,7 +150,8 @@ def report(rows):
     """The markdown of the module's docstring, of ``rows`` (``{dtype, b, m, n, k, ns: {o: ns}}``)."""
     print("| dtype | orientation | products | measured / model geomean | rms log error | worst (measured / model) |")
     print("|---|---|---:|---:|---:|---|")
-    for dtype, o in itertools.product(("float32", "float64"), ORIENTS):
+    dtypes = [d for d in (*DTYPES, *THIN_DTYPES[2:]) if any(r["dtype"] == d for r in rows)]
+    for dtype, o in itertools.product(dtypes, ORIENTS):
         got = [(r, math.log(r["ns"][o] / price(dtype, r["b"], r["m"], r["n"], r["k"], o))) for r in rows
                if r["dtype"] == dtype and o in r["ns"] and r["ns"][o] >= SHORTEST]
         if got:
@@ -136,7 +161,7 @@ def report(rows):
     print("\nEach orientation against `NN` (the layout choice weighs these): measured ratio against the model's.\n")
     print("| dtype | orientation | products | rms log error | model / measured geomean | worst (measured, model) |")
     print("|---|---|---:|---:|---:|---|")
-    for dtype, o in itertools.product(("float32", "float64"), ORIENTS[1:]):
+    for dtype, o in itertools.product(dtypes, ORIENTS[1:]):
         got = []
         for r in rows:
             if r["dtype"] == dtype and o in r["ns"] and min(r["ns"][o], r["ns"]["NN"]) >= SHORTEST:
@@ -149,7 +174,7 @@ def report(rows):
             print(f"| {dtype} | {o} | {len(got)} | {_rms([g[3] for g in got]):.2f} | "
                   f"{_gm([g[3] for g in got]):.2f} | "
                   + ", ".join(f"{_shape(r)} {a:.2f}, {p:.2f}" for r, a, p, _ in worst) + " |")
-    for dtype in ("float32", "float64"):
+    for dtype in dtypes:
         _ratio_table(rows, dtype, "TN")
 
 
@@ -185,6 +210,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--filter", default="")
+    p.add_argument("--thin", action="store_true", help="the thin grid (thin_shapes), every dtype of THIN_DTYPES")
     p.add_argument("--json", help="every product's figures, to this file")
     p.add_argument("--from", dest="source", help="the figures of a --json run: the model again, no timing")
     p.add_argument("--set", dest="settings", type=setting, action="append", default=[])
@@ -200,7 +226,7 @@ def main(argv=None):
               f"with {args.threads} thread(s); medians of {args.rounds} interleaved rounds, this thread's CPU time\n",
               flush=True)
         rows = []
-        for dtype, b, m, n, k in shapes(args.filter):
+        for dtype, b, m, n, k in (thin_shapes if args.thin else shapes)(args.filter):
             rows.append({"dtype": dtype, "b": b, "m": m, "n": n, "k": k, "ns": measure(dtype, b, m, n, k, args.rounds)})
             print(f"{dtype} {_shape(rows[-1])}: " + ", ".join(f"{o} {v:.0f}" for o, v in rows[-1]["ns"].items()),
                   file=sys.stderr, flush=True)
