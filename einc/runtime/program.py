@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import math
+
+import torch
 
 from ..planner.fuse import FUSED, FusedStep
 from ..planner.plan import Plan
+from .torch_executor import reuse
+from .torch_executor.permute_copy import unwatched
 
 # Compiled run functions by source: the source depends on the plan's structure only (which
 # value each step reads and when it dies), not on sizes, so a new shape of a known
@@ -27,7 +32,10 @@ def unroll(plan, step_functions):
     the same arguments):
     its compile costs more than a first call's loop, and many plans run a few times.
     ``run.promote(entry)`` has that call put the function in ``entry.run`` where ``run``
-    is there, so that the entry calls it directly.
+    is there, so that the entry calls it directly.  Where a tensor of the plan is large
+    (:data:`~einc.runtime.torch_executor.reuse.MIN_ELEMENTS`), each call's steps but the
+    last may write their new tensors into the memory of the intermediates it has deleted
+    (:func:`reused`).
     """
     n = plan.num_operands
     last_use = {}
@@ -37,7 +45,60 @@ def unroll(plan, step_functions):
     final = len(plan.steps) - 1
     schedule = [(fn, step.operands, step.result, tuple([v for v in step.operands if v >= n and last_use[v] == s]),
                  s == final) for s, (step, fn) in enumerate(zip(plan.steps, step_functions))]
-    return _interpreted(schedule, n, scaled(schedule[-1][0]))
+    last_scaled = scaled(schedule[-1][0])
+    if not _large(plan):
+        return _interpreted(schedule, n, last_scaled)
+    fn, operands, result, dead, _ = schedule[-1]
+    schedule[-1] = (_without_blocks(fn), operands, result, dead, True)
+    return reused(_interpreted(schedule, n, _without_blocks(last_scaled)))
+
+
+def _large(plan) -> bool:
+    """Whether a step of ``plan`` (of more than one) reads or writes a tensor of
+    :data:`~einc.runtime.torch_executor.reuse.MIN_ELEMENTS` elements or more."""
+    sizes = plan.graph.sizes
+    return len(plan.steps) > 1 and any(math.prod(map(sizes.__getitem__, term)) >= reuse.MIN_ELEMENTS
+                                       for step in plan.steps for term in (*step.inputs, step.output))
+
+
+def reused(run):
+    """``run(ops, scale)`` with a call's :class:`~einc.runtime.torch_executor.reuse.Blocks`
+    current on its thread where the call may have them (:func:`_may_reuse`):
+    its steps' large new tensors take the memory of the intermediates the call has deleted."""
+    def call(ops, scale=None):
+        if not _may_reuse(ops):
+            return run(ops, scale)
+        before = reuse.make_current(reuse.Blocks())
+        try:
+            return run(ops, scale)
+        finally:
+            reuse.make_current(before)
+    call.promote = lambda entry: None   # (the call stays the entry's: it opens the blocks)
+    return call
+
+
+def _may_reuse(ops) -> bool:
+    """Whether a call on ``ops`` may reuse its memory (:mod:`~einc.runtime.torch_executor.reuse`'s
+    rules): all on the CPU, nothing that autograd records or anything else watches."""
+    if not reuse.Blocks.usable or torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() \
+            or torch._C._is_torch_function_mode_enabled():
+        return False
+    grad = torch.is_grad_enabled()
+    return all(o.device.type == "cpu" and not (grad and o.requires_grad) and unwatched(o) for o in ops)
+
+
+def _without_blocks(fn):
+    """``fn`` run with no blocks current, the free ones let go first: the last step's result
+    is memory nobody has seen, allocated while the call holds no dead memory."""
+    def run(*args):
+        before = reuse.make_current(None)
+        if before is not None:
+            before.drop_free()
+        try:
+            return fn(*args)
+        finally:
+            reuse.make_current(before)
+    return run
 
 
 def _interpreted(schedule, n, last_scaled):

@@ -41,7 +41,7 @@ from ...errors import DtypeError
 from ...planner.memory import COPY_WORTH_SPARING, FEW_OUTPUTS, LONG_SUM
 from ...planner.plan import CONTRACT, DOT, PRODUCT, REDUCE, Plan, Step
 from ..dtypes import FLOAT32_OF, INT64_EXACT, WIDE_UNSIGNED
-from . import blocked, direct, recorded
+from . import blocked, direct, recorded, reuse
 from .chunked import plan_chunks
 from .looped import looped
 from .orders import memory_orders, read_order
@@ -378,6 +378,8 @@ def _matmul(ta, tb, groups, out, sizes, final, prep_a, prep_b, swap, flip, items
     prep_b, lay_b, stack_b = _read(tb, groups_b, sizes, prep_b, "r" in flip)
     natural = batch + m + n
     res_shape = tuple(map(sizes.__getitem__, natural))
+    if math.prod(res_shape) * itemsize >= reuse.MIN_BYTES:
+        mm = reuse.into(mm)     # (in the memory of an intermediate the call has deleted)
     perm_out = _perm(natural, out)
     post = [(lambda x: x.reshape(res_shape)) if _merges(groups_c, natural) else None]
     if perm_out and final:
@@ -451,8 +453,9 @@ def _layout(term, groups, shape, sizes):
     forward is faster with ``bmm``'s copies, which stay in cache)."""
     order = [i for grp in groups for i in grp]
     perm = _perm(term, order)
-    view = _chain([(lambda x: x.permute(perm)) if perm else None,
-                   (lambda x: x.reshape(shape)) if _merges(groups, order) else None])
+    reshape = (lambda x: reuse.reshaped(x, shape)) if math.prod(shape) >= reuse.MIN_ELEMENTS else \
+        (lambda x: x.reshape(shape))
+    view = _chain([(lambda x: x.permute(perm)) if perm else None, reshape if _merges(groups, order) else None])
     if perm is None:
         return view, None
     copy = _on_first_call(lambda x: _stack_copy(term, groups, shape, sizes))

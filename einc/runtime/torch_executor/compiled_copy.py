@@ -70,6 +70,7 @@ import torch
 
 from ... import config
 from ..background import Worker
+from . import reuse
 
 MIN_BYTES = 1 << 18     # smaller copies: einc's own
 CALLS = 3               # a key's calls before it is compiled (a copy run once or twice never is)
@@ -250,7 +251,8 @@ class _Kernel:
         self.shape, self.dtype = shape, dtype
 
     def __call__(self, x):
-        out = torch.empty(self.shape, dtype=self.dtype)
+        out = reuse.spare(self.shape, self.dtype, x.device)     # (a call's dead intermediate's memory)
+        out = torch.empty(self.shape, dtype=self.dtype) if out is None else out
         self.kernel(x.data_ptr(), out.data_ptr())
         return out
 

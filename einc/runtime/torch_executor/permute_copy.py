@@ -71,7 +71,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from ...planner.strides import contiguous
-from . import compiled_copy
+from . import compiled_copy, reuse
 from .compiled_copy import admits, ready, recorded_copy, settled
 
 MIN_BYTES = 1 << 18     # smaller copies: the plain one
@@ -120,7 +120,7 @@ class _Copy:
     of the blocks ``block`` (rows, cols: the permutation swaps two blocks) where
     :func:`transposes` says so, else the plain copy."""
 
-    __slots__ = ("perm", "contiguous", "source", "shape", "strides", "block", "plans", "compiles")
+    __slots__ = ("perm", "contiguous", "source", "shape", "strides", "block", "plans", "compiles", "copy")
 
     def __init__(self, perm, shape, block=None):
         strides = contiguous(shape)
@@ -129,6 +129,8 @@ class _Copy:
         self.shape = tuple(shape[p] for p in perm)
         self.strides = tuple(strides[p] for p in perm)
         self.plans = {}
+        # a large copy may be written into the memory of an intermediate the call has deleted
+        self.copy = reuse.contiguous if math.prod(shape) >= reuse.MIN_ELEMENTS else torch.Tensor.contiguous
         live = [d for d in perm if shape[d] != 1]
         # a compiled copy may run: elements are moved (else the permuted view is contiguous),
         # and enough of them for the widest admitted dtype (a small copy is spared the checks)
@@ -181,17 +183,18 @@ class _Copy:
         if plan and untracked(x) and x.stride() == self.contiguous and not x.is_conj() and not x.is_neg():
             y = x.permute(self.perm)
             if plan[0] == "tiles":
-                out = torch.empty(self.shape, dtype=x.dtype, device=x.device)
+                out = reuse.spare(self.shape, x.dtype, x.device)
+                out = torch.empty(self.shape, dtype=x.dtype, device=x.device) if out is None else out
                 torch._foreach_copy_(_tiles(out, plan[1]), _tiles(y, plan[1]))
                 return out
             _, merged, dtype, ratio, wide = plan
             if x.storage_offset() % ratio == 0 and wide:
-                return x.view(wide[0], -1).view(dtype).t().contiguous().view(x.dtype).view(self.shape)
+                return self.copy(x.view(wide[0], -1).view(dtype).t()).view(x.dtype).view(self.shape)
             if x.storage_offset() % ratio == 0:
-                return y.reshape(merged).view(dtype).contiguous().view(x.dtype).view(self.shape)
+                return self.copy(y.reshape(merged).view(dtype)).view(x.dtype).view(self.shape)
         if block:
-            return x.reshape(block).t().contiguous().view(self.shape)
-        return x.permute(self.perm).contiguous()
+            return self.copy(x.reshape(block).t()).view(self.shape)
+        return self.copy(x.permute(self.perm))
 
 
 def transposes(rows, cols, itemsize) -> bool:

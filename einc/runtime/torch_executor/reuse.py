@@ -1,0 +1,136 @@
+"""A call's dead intermediates' memory, written again by its later steps (CPU only).
+
+On the CPU torch takes a tensor's memory from ``malloc``, and glibc maps a large block (32
+MiB or more, or past its dynamic mmap threshold) afresh for each tensor and unmaps it when
+the tensor dies: the pages of a contraction's large intermediates are faulted in and
+zeroed by the kernel on every call.  Inside one call the program
+(:func:`einc.runtime.program.unroll`) knows when an intermediate is read for the last
+time, so a later step's new tensor (a product's result, a transposing copy) may take that
+memory instead.  The program opens :class:`Blocks` for a call
+(:func:`einc.runtime.program.reused`) and keeps them current on its thread for every step
+but the last; the ops that make a step's large new tensors ask :func:`spare` for their
+memory.
+
+What may be handed out, and when:
+
+- only memory that :func:`spare` allocated in this call: never an operand's, nor a view
+  of one, nor anything made before the call;
+- only where nothing holds it but the record here (torch's use count of the storage): no
+  live intermediate, view of one, or temporary of a running step does, nor anything a
+  step gave away;
+- with the same dtype and device as the request and at least its size (the smallest such
+  block); where none is, the free blocks are dropped before a new one is made, and before
+  the last step, so that no free block is held while the call allocates memory of its own;
+- never in the last step: the call's result is memory nobody else has seen;
+- a call's blocks are its own (made per call, current on the calling thread only), so
+  threads running the same program at once share none, and they go with the call;
+- a call runs without where autograd records it (grad enabled and an operand that
+  requires grad: the tensors it saves must keep their values), under forward AD,
+  tracing, ``torch.func`` or a tensor subclass (fake tensors under ``torch.compile``;
+  :func:`~einc.runtime.torch_executor.permute_copy.unwatched`), or under a dispatch or
+  function mode (which would see the ops' ``out=`` forms); and off the CPU: CUDA's
+  caching allocator already serves a freed block to the next tensor of its size, within
+  a call and across calls, with no fault.
+
+Blocks below :data:`MIN_BYTES` are not handed out: glibc serves those from its heap's free
+lists.  The writes are the ops' own, into other memory (``out=``, ``copy_``): the same
+bits as the ops' fresh results.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import torch
+
+MIN_BYTES = 1 << 20     # the smallest block handed out or recorded
+MIN_ELEMENTS = MIN_BYTES // 8   # a program with no tensor this large opens no blocks (unroll)
+
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+_local = threading.local()
+
+
+class Blocks:
+    """The memory one call's :func:`spare` allocated: ``(storage, dtype)`` pairs.  Made
+    only where ``usable`` (torch tells a storage's use count)."""
+
+    usable = _use_count is not None
+
+    __slots__ = ("held",)
+
+    def __init__(self):
+        self.held = []
+
+    def take(self, shape, dtype, device):
+        """A tensor of ``shape`` on a free block of ``dtype`` and ``device``, or a new one
+        (recorded)."""
+        need = dtype.itemsize
+        for d in shape:
+            need *= d
+        best = None
+        for storage, held_dtype in self.held:
+            if (held_dtype == dtype and storage.device == device and storage.nbytes() >= need
+                    and (best is None or storage.nbytes() < best.nbytes()) and _use_count(storage._cdata) == 1):
+                best = storage
+        if best is None:
+            self.drop_free()
+            out = torch.empty(shape, dtype=dtype, device=device)
+            self.held.append((out.untyped_storage(), dtype))
+            return out
+        return torch.empty((0,), dtype=dtype, device=device).set_(best, 0, shape)
+
+    def drop_free(self):
+        """Let go of the blocks nothing else holds (their memory goes back to ``free``)."""
+        self.held = [(storage, dtype) for storage, dtype in self.held if _use_count(storage._cdata) > 1]
+
+
+def current():
+    """The blocks of the call running on this thread, or None."""
+    return getattr(_local, "blocks", None)
+
+
+def make_current(blocks):
+    """Make ``blocks`` (or None) this thread's current; return the ones it replaces."""
+    before = getattr(_local, "blocks", None)
+    _local.blocks = blocks
+    return before
+
+
+def spare(shape, dtype, device):
+    """An uninitialized tensor of ``shape`` (contiguous) for an op to write, from the
+    current call's blocks, or None where no call's blocks are current (then the op
+    allocates its own result, as it would without)."""
+    blocks = getattr(_local, "blocks", None)
+    if blocks is None or device.type != "cpu" or math.prod(shape) * dtype.itemsize < MIN_BYTES:
+        return None
+    return blocks.take(shape, dtype, device)
+
+
+def into(op):
+    """``op(a, b)`` (``torch.mm`` or ``torch.bmm``) writing its result into :func:`spare`'s
+    tensor where a call's blocks are current."""
+    def run(a, b):
+        shape = (a.shape[0], b.shape[1]) if a.dim() == 2 else (a.shape[0], a.shape[1], b.shape[2])
+        out = spare(shape, a.dtype, a.device)
+        return op(a, b) if out is None else op(a, b, out=out)
+    return run
+
+
+def contiguous(x):
+    """``x.contiguous()``, copied into :func:`spare`'s tensor where a call's blocks are
+    current (a conjugate or negative view as ``contiguous`` keeps it: its own copy)."""
+    if x.is_contiguous() or x.is_conj() or x.is_neg():
+        return x.contiguous()
+    out = spare(x.shape, x.dtype, x.device)
+    return x.contiguous() if out is None else out.copy_(x)
+
+
+def reshaped(x, shape):
+    """``x.reshape(shape)``, its copy (where no view has ``shape``) made by :func:`contiguous`."""
+    if getattr(_local, "blocks", None) is None:
+        return x.reshape(shape)
+    try:
+        return x.view(shape)
+    except RuntimeError:
+        return contiguous(x).view(shape)

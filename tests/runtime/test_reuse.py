@@ -1,0 +1,258 @@
+"""A call's later steps write into the memory of the intermediates it has deleted
+(runtime/torch_executor/reuse.py, opened by runtime/program.py): only memory the call
+allocated and nothing holds, never in the last step, never where autograd records or a
+mode watches, one call's blocks its own; the same bits as without."""
+
+import threading
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import einc
+from einc.runtime import program
+from einc.runtime.torch_executor import reuse
+
+pytestmark = pytest.mark.usefixtures("cleared_caches")
+
+EQ = "ab,bc,cd,de,ef->af"       # run left to right: each product 512 x 512 float64, 2 MiB
+
+
+def _chain(seed=0, n=512, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, n, generator=gen, dtype=dtype) / n ** 0.5 for _ in range(5)]
+
+
+def _spied(monkeypatch):
+    """``[(whether the block was one the call had made before, its storage's address)]``
+    for each tensor the calls' blocks hand out from now on (a new block renews the list
+    of those held)."""
+    seen, take = [], reuse.Blocks.take
+
+    def spy(self, shape, dtype, device):
+        held = self.held
+        out = take(self, shape, dtype, device)
+        seen.append((self.held is held, out.untyped_storage().data_ptr()))
+        return out
+    monkeypatch.setattr(reuse.Blocks, "take", spy)
+    return seen
+
+
+def _oracle(ops):
+    return torch.einsum(EQ, *[o.double() for o in ops])
+
+
+def test_a_later_step_takes_a_dead_intermediates_memory_with_the_same_bits(monkeypatch):
+    ops = _chain()
+    seen = _spied(monkeypatch)
+    got = einc.einsum(EQ, *ops, optimize=False)
+    assert any(again for again, _ in seen)      # T3 = T2 C in T1's memory
+    monkeypatch.setattr(reuse.Blocks, "usable", False)
+    count = len(seen)
+    plain = einc.einsum(EQ, *ops, optimize=False)
+    assert len(seen) == count                   # (no blocks opened)
+    assert torch.equal(got, plain)
+    torch.testing.assert_close(got, _oracle(ops), rtol=1e-12, atol=1e-12)
+
+
+def test_the_compiled_run_reuses_too_with_the_same_bits(monkeypatch):
+    ops = _chain(1)
+    first = einc.einsum(EQ, *ops, optimize=False)
+    for _ in range(program.CALLS_BEFORE_CODE + 2):
+        einc.einsum(EQ, *ops, optimize=False)
+    seen = _spied(monkeypatch)
+    assert torch.equal(einc.einsum(EQ, *ops, optimize=False), first)
+    assert any(again for again, _ in seen)
+
+
+def test_the_result_is_never_in_the_calls_blocks(monkeypatch):
+    """Of the four products (2 MiB each), the last one, the result, takes no block (a dead
+    2 MiB one is there): a block's would be the call's memory handed to the caller."""
+    ops = _chain(2)
+    seen = _spied(monkeypatch)
+    got = einc.einsum(EQ, *ops, optimize=False)
+    assert len(seen) == 3 and seen[-1][0]                                       # T3 in T1's block
+    assert torch._C._storage_Use_Count(got.untyped_storage()._cdata) == 2      # got and the wrapper asked for
+    again = einc.einsum(EQ, *ops, optimize=False)
+    assert torch.equal(got, again) and got.data_ptr() != again.data_ptr()
+
+
+def test_the_last_step_runs_with_no_free_block_held(monkeypatch):
+    """The call's dead blocks go back to the allocator before the last step allocates the
+    result (a free 2 MiB block, T2's, would be held beside it)."""
+    opened, free, make, spare = [], [], reuse.make_current, reuse.spare
+
+    def making(blocks):
+        if blocks is not None and not opened:
+            opened.append(blocks)
+        return make(blocks)
+
+    def sparing(shape, dtype, device):
+        if reuse.current() is None and opened:      # the last step's product
+            free.append(sum(torch._C._storage_Use_Count(s._cdata) == 1 for s, _ in opened[0].held))
+        return spare(shape, dtype, device)
+    monkeypatch.setattr(reuse, "make_current", making)
+    monkeypatch.setattr(reuse, "spare", sparing)
+    einc.einsum(EQ, *_chain(6), optimize=False)
+    assert opened and free == [0]
+
+
+def test_operands_are_untouched_views_of_them_too(monkeypatch):
+    gen = torch.Generator().manual_seed(3)
+    big = torch.randn(512, 5 * 512, generator=gen, dtype=torch.float64) / 512 ** 0.5
+    kept = big.clone()
+    ops = [big[:, 512 * k:512 * (k + 1)] for k in range(5)]
+    seen = _spied(monkeypatch)
+    for _ in range(3):
+        got = einc.einsum(EQ, *ops, optimize=False)
+    assert any(again for again, _ in seen)
+    assert torch.equal(big, kept)
+    torch.testing.assert_close(got, _oracle(ops), rtol=1e-12, atol=1e-12)
+
+
+def test_no_blocks_where_autograd_records(monkeypatch):
+    """Autograd saves the steps' operands for the backward: none may be written again."""
+    ops = _chain(4)
+    ops[1].requires_grad_()
+    seen = _spied(monkeypatch)
+    got = einc.einsum(EQ, *ops, optimize=False)
+    assert seen == []
+    got.sum().backward()
+    want = _chain(4)
+    want[1].requires_grad_()
+    torch.einsum(EQ, *want).sum().backward()
+    torch.testing.assert_close(ops[1].grad, want[1].grad, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():                       # nothing records: the call may reuse
+        einc.einsum(EQ, *ops, optimize=False)
+    assert any(again for again, _ in seen)
+
+
+def test_no_blocks_under_a_dispatch_mode(monkeypatch):
+    """A mode sees the ops as they run without (no ``out=`` forms)."""
+    ops = _chain(5)
+    want = einc.einsum(EQ, *ops, optimize=False)
+    names = []
+
+    class Logging(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(str(func))
+            return func(*args, **(kwargs or {}))
+    seen = _spied(monkeypatch)
+    with Logging():
+        got = einc.einsum(EQ, *ops, optimize=False)
+    assert seen == [] and "aten.mm.default" in names and not any(n.endswith(".out") for n in names)
+    assert torch.equal(got, want)
+
+
+def test_threads_calling_the_same_plan_share_no_blocks():
+    """A call's blocks are current on its own thread only; calls at once give their answers."""
+    mine, theirs = reuse.Blocks(), []
+    before = reuse.make_current(mine)
+    try:
+        other = threading.Thread(target=lambda: theirs.append(reuse.current()))
+        other.start()
+        other.join()
+        assert reuse.current() is mine and theirs == [None]
+    finally:
+        reuse.make_current(before)
+    inputs = [_chain(10 + k) for k in range(4)]
+    want = [einc.einsum(EQ, *ops, optimize=False) for ops in inputs]
+    bad = []
+
+    def work(k):
+        for _ in range(15):
+            got = einc.einsum(EQ, *inputs[k], optimize=False)
+            if not torch.equal(got, want[k]):
+                bad.append(k)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
+
+
+def test_a_block_is_handed_out_only_free_of_the_dtype_and_large_enough():
+    """A miss drops the free blocks (they fit no request so far) before it makes one."""
+    cpu, f64, c128 = torch.device("cpu"), torch.float64, torch.complex128
+    blocks = reuse.Blocks()
+    a = blocks.take((1 << 17,), f64, cpu)                   # 1 MiB
+    b = blocks.take((1 << 17,), f64, cpu)
+    assert a.data_ptr() != b.data_ptr() and len(blocks.held) == 2      # a is alive
+    address = a.data_ptr()
+    del a
+    view = blocks.take((1 << 16,), f64, cpu)                # free, large enough: a's
+    assert view.data_ptr() == address and len(blocks.held) == 2
+    c = blocks.take((1 << 16,), f64, cpu)                   # a's held by view: a new one
+    assert c.data_ptr() != address and len(blocks.held) == 3
+    del view
+    d = blocks.take((1 << 16,), c128, cpu)                  # a's free, another dtype: dropped, a new one
+    assert [dt for _, dt in blocks.held] == [f64, f64, c128] and d.dtype == c128
+    del c
+    e = blocks.take((1 << 18,), f64, cpu)                   # c's free, too small
+    assert [dt for _, dt in blocks.held] == [f64, c128, f64] and e.untyped_storage().nbytes() == 1 << 21
+    del b, d, e
+
+
+def test_small_requests_and_calls_use_no_blocks(monkeypatch):
+    assert reuse.spare((8, 8), torch.float64, torch.device("cpu")) is None     # no call's blocks current
+    before = reuse.make_current(reuse.Blocks())
+    try:
+        assert reuse.spare((8, 8), torch.float64, torch.device("cpu")) is None  # below MIN_BYTES
+        assert reuse.spare((1 << 17,), torch.float64, torch.device("cpu")) is not None
+        assert reuse.spare((1 << 17,), torch.float64, torch.device("meta")) is None      # the CPU's only
+    finally:
+        reuse.make_current(before)
+    seen = _spied(monkeypatch)
+    einc.einsum("ab,bc,cd->ad", *[torch.randn(16, 16, dtype=torch.float64)] * 3, optimize=False)
+    assert seen == []
+
+
+def test_a_compiled_copy_writes_into_a_free_block():
+    """The compiled copies' kernels (runtime/torch_executor/compiled_copy.py) take a block too:
+    here one that moves the bytes as they are."""
+    import ctypes
+
+    from einc.runtime.torch_executor import compiled_copy
+    kernel = object.__new__(compiled_copy._Kernel)
+    kernel.shape, kernel.dtype = (1 << 17,), torch.float64
+    kernel.kernel = lambda src, dst: ctypes.memmove(dst, src, (1 << 17) * 8)
+    x = torch.randn(1 << 17, dtype=torch.float64)
+    blocks = reuse.Blocks()
+    address = blocks.take((1 << 17,), torch.float64, torch.device("cpu")).data_ptr()   # (dead at once)
+    before = reuse.make_current(blocks)
+    try:
+        got = kernel(x)
+    finally:
+        reuse.make_current(before)
+    assert got.data_ptr() == address and torch.equal(got, x)
+    assert kernel(x).data_ptr() != address     # no call's blocks: its own
+
+
+COPIES = [("abc", "cba", (128, 64, 64), torch.float64),      # tiles
+          ("abc", "cab", (64, 64, 128), torch.float64),      # a 2-D transpose of blocks
+          ("abc", "bac", (1024, 256, 4), torch.float32),     # wide elements, a 2-D transpose
+          ("abcd", "bacd", (256, 256, 4, 4), torch.float16),     # wide elements
+          ("abc", "acb", (64, 64, 64), torch.complex128)]    # the plain copy
+
+
+@pytest.mark.parametrize("src, dst, shape, dtype", COPIES, ids=lambda c: str(c))
+def test_a_large_permuting_copy_and_a_reshape_copy_take_the_calls_memory(src, dst, shape, dtype):
+    """However einc's copy runs, a copy of 1 MiB or more is made by the current call's
+    blocks; the same bits as torch's."""
+    from einc.runtime.torch_executor.permute_copy import permuted_copy
+    x = torch.randn(shape, dtype=torch.float64).to(dtype)
+    copy = permuted_copy(list(src), list(dst), dict(zip(src, shape)))
+    perm = tuple(src.index(i) for i in dst)
+    blocks = reuse.Blocks()
+    before = reuse.make_current(blocks)
+    try:
+        got = copy(x)
+        flat = reuse.reshaped(x.permute(perm), (-1,))
+    finally:
+        reuse.make_current(before)
+    held = {s.data_ptr() for s, _ in blocks.held}
+    assert got.untyped_storage().data_ptr() in held and flat.untyped_storage().data_ptr() in held
+    want = x.permute(perm).contiguous()
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)) and got.is_contiguous()
+    assert torch.equal(flat.view(torch.uint8), want.view(-1).view(torch.uint8))
