@@ -256,3 +256,25 @@ def test_a_large_permuting_copy_and_a_reshape_copy_take_the_calls_memory(src, ds
     want = x.permute(perm).contiguous()
     assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)) and got.is_contiguous()
     assert torch.equal(flat.view(torch.uint8), want.view(-1).view(torch.uint8))
+
+
+def test_an_operand_layouts_copy_takes_the_calls_memory(monkeypatch):
+    """A step whose operand's layout is no view of it (here each 64^3 operand, read as a
+    matrix with its middle index last) copies it into the call's blocks; the same bits as
+    without."""
+    eq = "abc,bd,ce,ef->adf"
+    gen = torch.Generator().manual_seed(7)
+    ops = [torch.randn(s, generator=gen, dtype=torch.float64) / 8 for s in [(64, 64, 64), (64, 64), (64, 64), (64, 64)]]
+    copies, reshaped = [], reuse.reshaped
+
+    def spy(x, shape):
+        out = reshaped(x, shape)
+        held = {s.data_ptr() for s, _ in reuse.current().held} if reuse.current() is not None else set()
+        copies.append(out.untyped_storage().data_ptr() in held)
+        return out
+    monkeypatch.setattr(reuse, "reshaped", spy)
+    got = einc.einsum(eq, *ops, optimize=False)
+    assert copies and all(copies)
+    monkeypatch.setattr(reuse.Blocks, "usable", False)
+    assert torch.equal(got, einc.einsum(eq, *ops, optimize=False))
+    torch.testing.assert_close(got, torch.einsum(eq, *ops), rtol=1e-12, atol=1e-12)
