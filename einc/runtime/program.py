@@ -49,7 +49,8 @@ def unroll(plan, step_functions):
     if not _large(plan):
         return _interpreted(schedule, n, last_scaled)
     fn, operands, result, dead, _ = schedule[-1]
-    schedule[-1] = (_without_blocks(fn), operands, result, dead, True)
+    schedule = [(_in_turn(fn), *rest) for fn, *rest in schedule[:-1]]
+    schedule.append((_without_blocks(fn), operands, result, dead, True))
     return reused(_interpreted(schedule, n, _without_blocks(last_scaled)))
 
 
@@ -85,6 +86,21 @@ def _may_reuse(ops) -> bool:
         return False
     grad = torch.is_grad_enabled()
     return all(o.device.type == "cpu" and not (grad and o.requires_grad) and unwatched(o) for o in ops)
+
+
+def _in_turn(fn):
+    """``fn``, a step before the last, run with no free block held where it may allocate a
+    large tensor outside :func:`~einc.runtime.torch_executor.reuse.spare` (no ``fn.spares``):
+    the dead intermediates' memory goes back to the allocator before it."""
+    if getattr(fn, "spares", False):
+        return fn
+
+    def run(*args):
+        blocks = reuse.current()
+        if blocks is not None:
+            blocks.drop_free()
+        return fn(*args)
+    return run
 
 
 def _without_blocks(fn):

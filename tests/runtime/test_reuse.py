@@ -278,3 +278,41 @@ def test_an_operand_layouts_copy_takes_the_calls_memory(monkeypatch):
     monkeypatch.setattr(reuse.Blocks, "usable", False)
     assert torch.equal(got, einc.einsum(eq, *ops, optimize=False))
     torch.testing.assert_close(got, torch.einsum(eq, *ops), rtol=1e-12, atol=1e-12)
+
+
+def test_no_free_block_is_held_while_a_step_allocates_outside_spare(monkeypatch):
+    """A step that allocates its result itself (here an elementwise product) runs with no
+    dead intermediate's memory held: T1 (A B), dead after T2 = T1 D, would be a free 2
+    MiB block beside T3 = T2 * E.  Counted at each large allocation that does not come
+    from the blocks, under a mode that sees the ops (the call's blocks opened for it)."""
+    seen, taking, take = [], [0], reuse.Blocks.take
+
+    def counted(self, shape, dtype, device):
+        taking[0] += 1
+        try:
+            return take(self, shape, dtype, device)
+        finally:
+            taking[0] -= 1
+
+    class Allocations(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            blocks = reuse.current()
+            free = 0 if blocks is None else sum(
+                s.nbytes() for s, _ in blocks.held if torch._C._storage_Use_Count(s._cdata) == 1)
+            out = func(*args, **(kwargs or {}))
+            reads = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            if not taking[0] and "out" not in (kwargs or {}) and isinstance(out, torch.Tensor) \
+                    and out.untyped_storage().data_ptr() not in reads \
+                    and out.untyped_storage().nbytes() >= reuse.MIN_BYTES:      # (not a view, not copy_)
+                seen.append((str(func), free))
+            return out
+    monkeypatch.setattr(reuse.Blocks, "take", counted)
+    monkeypatch.setattr(program, "_may_reuse", lambda ops: True)
+    ops = _chain(7)
+    path = [(0, 1), (0, 3), (0, 2), (0, 1)]     # T1 = A B, T2 = T1 D, T3 = E * T2, T3 F
+    eq = "ab,bc,cd,ad,de->ae"
+    plain = einc.einsum(eq, *ops, optimize=path)
+    with Allocations():
+        got = einc.einsum(eq, *ops, optimize=path)
+    assert ("aten.mul.Tensor", 0) in seen and all(free == 0 for _, free in seen), seen
+    assert torch.equal(got, plain)

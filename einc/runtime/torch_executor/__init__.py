@@ -285,7 +285,8 @@ def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
         training = functools.partial(_trained, lay, step, training)
     if training is not None:
         fn = _with_grad(fn, _on_first_call(functools.partial(_recorded, fn, training)))
-    return _tagged(fn, lay, chunked) if lay.copies else fn
+    fn = _tagged(fn, lay, chunked) if lay.copies else fn
+    return reuse.sparing(fn) if prep_a is None and prep_b is None and chunked is None else fn
 
 
 def _product(lay, ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):

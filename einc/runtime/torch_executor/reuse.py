@@ -19,8 +19,15 @@ What may be handed out, and when:
   live intermediate, view of one, or temporary of a running step does, nor anything a
   step gave away;
 - with the same dtype and device as the request and at least its size (the smallest such
-  block); where none is, the free blocks are dropped before a new one is made, and before
-  the last step, so that no free block is held while the call allocates memory of its own;
+  block); where none is, the free blocks are dropped before a new one is made;
+- held only across steps whose large new tensors all come from here (a matrix-product
+  step with no sum or diagonal taken first and not made in chunks: its function's
+  ``spares``): before any other step (a sum, an elementwise product, a reduction, a step
+  in blocks, loops or chunks) and before the last, the free blocks are dropped, so that
+  no free block is held while the call allocates a tensor of :data:`MIN_BYTES` or more
+  of its own, and the memory it holds then is never more than without these blocks
+  (a smaller allocation comes from glibc's heap, and an op's own temporaries inside a
+  kernel are torch's);
 - never in the last step: the call's result is memory nobody else has seen;
 - a call's blocks are its own (made per call, current on the calling thread only), so
   threads running the same program at once share none, and they go with the call;
@@ -105,6 +112,15 @@ def spare(shape, dtype, device):
     if blocks is None or device.type != "cpu" or math.prod(shape) * dtype.itemsize < MIN_BYTES:
         return None
     return blocks.take(shape, dtype, device)
+
+
+def sparing(fn):
+    """``fn``, a step's function, marked as one whose large new tensors all come from
+    :func:`spare` (``fn.spares``; the program holds free blocks across it), where it can
+    carry the mark (not a builtin such as ``torch.bmm`` itself)."""
+    if hasattr(fn, "__dict__"):
+        fn.spares = True
+    return fn
 
 
 def into(op):
