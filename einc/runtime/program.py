@@ -10,7 +10,7 @@ import torch
 from ..planner.fuse import FUSED, FusedStep
 from ..planner.plan import Plan
 from .torch_executor import reuse
-from .torch_executor.permute_copy import unwatched
+from .torch_executor.permute_copy import untracked
 
 # Compiled run functions by source: the source depends on the plan's structure only (which
 # value each step reads and when it dies), not on sizes, so a new shape of a known
@@ -84,8 +84,7 @@ def _may_reuse(ops) -> bool:
     if not reuse.Blocks.usable or torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() \
             or torch._C._is_torch_function_mode_enabled():
         return False
-    grad = torch.is_grad_enabled()
-    return all(o.device.type == "cpu" and not (grad and o.requires_grad) and unwatched(o) for o in ops)
+    return all(map(untracked, ops))
 
 
 def _in_turn(fn):
