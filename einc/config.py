@@ -59,6 +59,10 @@ so a bad one is refused by the call that plans, not deep in a later one.
                        background thread, once that is ready and timed faster than
                        einc's own copy (``runtime/torch_executor/compiled_copy.py``);
                        ``off``: never (no compile, no thread).
+``EINC_HUGE_PAGES``    ``on`` (default): a block of 4 MiB or more that the torch executor
+                       allocates for a call's intermediates, on the CPU, asks Linux for
+                       transparent huge pages before its first write, as NumPy does for
+                       its arrays (``runtime/torch_executor/reuse.py``); ``off``: never.
 ``EINC_COMPILE_THREADS`` how many threads (one pool for the process) compile generated
                        kernels' configs side by side on a first launch of a layout,
                        before Triton's autotuner times them
@@ -326,6 +330,12 @@ def debug() -> bool:
 def copy_compile() -> bool:
     """``EINC_COPY_COMPILE``: whether large transposing copies may run compiled (default on)."""
     return _flag("EINC_COPY_COMPILE", True, "compiled copies, the default", "never")
+
+
+def huge_pages() -> bool:
+    """``EINC_HUGE_PAGES``: whether the torch executor's own large blocks ask Linux for
+    transparent huge pages (default on)."""
+    return _flag("EINC_HUGE_PAGES", True, "huge pages asked for, the default", "never")
 
 
 def triton_interpret() -> bool | None:

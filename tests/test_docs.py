@@ -194,8 +194,8 @@ def test_settings_tables_give_what_config_reads_where_unset(page, monkeypatch):
     for name in table:
         monkeypatch.delenv(name, raising=False)
     words = {True: "`on`", False: "off", None: "none"}
-    for name, reader in (("EINC_COPY_COMPILE", config.copy_compile), ("EINC_DEBUG", config.debug),
-                         ("EINC_RECORD", config.record)):
+    for name, reader in (("EINC_COPY_COMPILE", config.copy_compile), ("EINC_HUGE_PAGES", config.huge_pages),
+                         ("EINC_DEBUG", config.debug), ("EINC_RECORD", config.record)):
         assert table[name][1] == words[reader()], (name, table[name][1])
     assert table["EINC_COMPILE_THREADS"][1].endswith(f"at most {config.DEFAULT_COMPILE_THREADS}")
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")

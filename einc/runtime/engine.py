@@ -326,11 +326,12 @@ def entry_for(eq: Equation, plan: Plan, operands, options: Options) -> Entry:
 def check_settings() -> None:
     """Raise ConfigError for a bad value of a setting planning reads (``EINC_NEW_SHAPES``,
     ``EINC_SELECT``, ``EINC_SLICE_OVERHEAD``, ``EINC_LAYOUT``) or a plan's run may read
-    (``EINC_COPY_COMPILE``: a large copy on the CPU; ``EINC_COMPILE_THREADS``: a kernel's
-    first launch): when a key is planned -- or explained --, not when a rare path first
-    reads it, deep in a later call or in a background thread."""
+    (``EINC_COPY_COMPILE``: a large copy on the CPU; ``EINC_HUGE_PAGES``: a large block on the
+    CPU; ``EINC_COMPILE_THREADS``: a kernel's first launch): when a key is planned -- or
+    explained --, not when a rare path first reads it, deep in a later call or in a
+    background thread."""
     for setting in (config.new_shapes, config.select, config.slice_overhead, config.layout,
-                    config.copy_compile, config.compile_threads):
+                    config.copy_compile, config.huge_pages, config.compile_threads):
         setting()
 
 

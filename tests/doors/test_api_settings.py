@@ -250,11 +250,11 @@ def test_out_errors_under_fullgraph_are_einc_messages():
 
 
 @pytest.mark.parametrize("name", ["EINC_SELECT", "EINC_SLICE_OVERHEAD", "EINC_NEW_SHAPES", "EINC_LAYOUT",
-                                  "EINC_COPY_COMPILE", "EINC_COMPILE_THREADS"])
+                                  "EINC_COPY_COMPILE", "EINC_HUGE_PAGES", "EINC_COMPILE_THREADS"])
 def test_explain_refuses_a_bad_setting_as_einsum_does(monkeypatch, name):
     """explain plans a key as einsum does, so a bad value of a setting planning reads is
     refused by both (explain printed a plan for a call einsum refuses); so is one a plan's
-    run reads only on a large CPU copy or a kernel's first launch (EINC_COPY_COMPILE=maybe
+    run reads only on a large CPU copy or block or a kernel's first launch (EINC_COPY_COMPILE=maybe
     passed a small call and raised deep in the first call that made a large copy)."""
     from einc.errors import ConfigError
     a, b, c = torch.randn(4, 3), torch.randn(3, 5), torch.randn(5, 2)

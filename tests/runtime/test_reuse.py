@@ -3,6 +3,7 @@
 allocated and nothing holds, never in the last step, never where autograd records or a
 mode watches, one call's blocks its own; the same bits as without."""
 
+import os
 import threading
 
 import pytest
@@ -316,3 +317,60 @@ def test_no_free_block_is_held_while_a_step_allocates_outside_spare(monkeypatch)
         got = einc.einsum(eq, *ops, optimize=path)
     assert ("aten.mul.Tensor", 0) in seen and all(free == 0 for _, free in seen), seen
     assert torch.equal(got, plain)
+
+
+def _advised(monkeypatch):
+    """The ranges ``madvise`` is asked to give huge pages from now on: ``[(start, length, advice)]``."""
+    calls = []
+
+    def madvise(start, length, advice):
+        calls.append((start, length, advice))
+        return 0
+    monkeypatch.setattr(reuse, "_madvise", lambda: madvise)
+    return calls
+
+
+def test_a_new_large_block_asks_for_huge_pages_under_its_aligned_part(monkeypatch):
+    monkeypatch.delenv("EINC_HUGE_PAGES", raising=False)
+    calls = _advised(monkeypatch)
+    cpu, f64 = torch.device("cpu"), torch.float64
+    blocks = reuse.Blocks()
+    small = blocks.take((1 << 18,), f64, cpu)               # 2 MiB: below HUGE_BYTES
+    assert calls == []
+    big = blocks.take((3 << 19,), f64, cpu)                 # 12 MiB, new
+    [(start, length, advice)] = calls
+    begin = big.untyped_storage().data_ptr()
+    assert advice == reuse.mmap.MADV_HUGEPAGE and start % reuse.HUGE_PAGE == 0 and length % reuse.HUGE_PAGE == 0
+    assert begin <= start and start + length <= begin + (12 << 20) and length >= (12 << 20) - 2 * reuse.HUGE_PAGE
+    address = big.data_ptr()
+    del big
+    again = blocks.take((1 << 20,), f64, cpu)               # the free 12 MiB block: already advised
+    assert again.data_ptr() == address and len(calls) == 1
+    monkeypatch.setenv("EINC_HUGE_PAGES", "off")
+    other = blocks.take((3 << 19,), f64, cpu)               # new, but turned off
+    assert len(calls) == 1
+    del small, again, other
+
+
+def test_huge_pages_leave_the_bits_and_a_bad_setting_is_refused_when_planning(monkeypatch):
+    ops = _chain(2, n=768)                                  # 4.5 MiB products: new blocks over HUGE_BYTES
+    calls = _advised(monkeypatch)
+    monkeypatch.setenv("EINC_HUGE_PAGES", "on")
+    got = einc.einsum(EQ, *ops, optimize=False)
+    assert calls
+    monkeypatch.setenv("EINC_HUGE_PAGES", "off")
+    count = len(calls)
+    assert torch.equal(einc.einsum(EQ, *ops, optimize=False), got) and len(calls) == count
+    torch.testing.assert_close(got, _oracle(ops), rtol=1e-12, atol=1e-12)
+    monkeypatch.setenv("EINC_HUGE_PAGES", "maybe")
+    with pytest.raises(einc.errors.ConfigError, match="EINC_HUGE_PAGES"):
+        einc.einsum("ab,bc->ac", torch.randn(3, 4), torch.randn(4, 5))     # a new key: its settings checked
+
+
+@pytest.mark.skipif(reuse._madvise() is None or not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+                    reason="Linux 4.6 or newer with transparent huge pages")
+def test_the_kernel_takes_the_advice(monkeypatch):
+    monkeypatch.delenv("EINC_HUGE_PAGES", raising=False)
+    block = torch.empty(1 << 20, dtype=torch.float64)       # 8 MiB, not yet written
+    assert reuse.huge_pages(block)
+    assert not reuse.huge_pages(torch.empty(1 << 18, dtype=torch.float64))     # 2 MiB: not asked

@@ -42,17 +42,35 @@ What may be handed out, and when:
 Blocks below :data:`MIN_BYTES` are not handed out: glibc serves those from its heap's free
 lists.  The writes are the ops' own, into other memory (``out=``, ``copy_``): the same
 bits as the ops' fresh results.
+
+A new block of :data:`HUGE_BYTES` or more is one the kernel still has to fault in, 4 KiB at
+a time, on its first write.  Before that write :func:`huge_pages` asks Linux (4.6 or newer)
+for transparent huge pages under it (``madvise(MADV_HUGEPAGE)`` on its 2 MiB-aligned part),
+as NumPy does for its arrays of 4 MiB or more: it faults in 2 MiB at a time where the
+kernel's transparent huge pages are in ``madvise`` or ``always`` mode, and changes nothing
+where they are ``never``.  Only einc's own blocks, never the call's result or anything
+torch allocates; ``EINC_HUGE_PAGES=off`` turns it off.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
+import mmap
+import platform
+import re
+import sys
 import threading
 
 import torch
 
+from ... import config
+
 MIN_BYTES = 1 << 20     # the smallest block handed out or recorded
 MIN_ELEMENTS = MIN_BYTES // 8   # a program with no tensor this large opens no blocks (unroll)
+HUGE_BYTES = 1 << 22    # a new block this large asks for huge pages (NumPy's bound for its arrays)
+HUGE_PAGE = 1 << 21     # a transparent huge page on x86-64 and arm64 (4 KiB base pages)
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 _local = threading.local()
@@ -84,12 +102,43 @@ class Blocks:
             self.drop_free()
             out = torch.empty(shape, dtype=dtype, device=device)
             self.held.append((out.untyped_storage(), dtype))
+            huge_pages(out)
             return out
         return torch.empty((0,), dtype=dtype, device=device).set_(best, 0, shape)
 
     def drop_free(self):
         """Let go of the blocks nothing else holds (their memory goes back to ``free``)."""
         self.held = [(storage, dtype) for storage, dtype in self.held if _use_count(storage._cdata) > 1]
+
+
+@functools.cache
+def _madvise():
+    """libc's ``madvise`` where this is Linux 4.6 or newer (older kernels compacted memory
+    for huge pages slowly enough that NumPy leaves them out too), else None."""
+    version = re.match(r"(\d+)\.(\d+)", platform.release())
+    if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE") or not version \
+            or tuple(map(int, version.groups())) < (4, 6):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    return fn
+
+
+def huge_pages(block) -> bool:
+    """Ask for transparent huge pages under the 2 MiB-aligned part of ``block``'s memory
+    (a CPU tensor not yet written, of :data:`HUGE_BYTES` or more) unless ``EINC_HUGE_PAGES``
+    is off; whether the kernel took the advice (a kernel built without them refuses it,
+    which changes nothing)."""
+    nbytes = block.untyped_storage().nbytes()
+    madvise = _madvise() if nbytes >= HUGE_BYTES and block.device.type == "cpu" else None
+    if madvise is None or not config.huge_pages():
+        return False
+    start = block.untyped_storage().data_ptr()
+    first, end = -(-start // HUGE_PAGE) * HUGE_PAGE, (start + nbytes) // HUGE_PAGE * HUGE_PAGE
+    return end > first and madvise(first, end - first, mmap.MADV_HUGEPAGE) == 0
 
 
 def current():
