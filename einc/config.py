@@ -59,10 +59,12 @@ so a bad one is refused by the call that plans, not deep in a later one.
                        background thread, once that is ready and timed faster than
                        einc's own copy (``runtime/torch_executor/compiled_copy.py``);
                        ``off``: never (no compile, no thread).
-``EINC_HUGE_PAGES``    ``on`` (default): a block of 4 MiB or more that the torch executor
-                       allocates for a call's intermediates, on the CPU, asks Linux for
-                       transparent huge pages before its first write, as NumPy does for
-                       its arrays (``runtime/torch_executor/reuse.py``); ``off``: never.
+``EINC_HUGE_PAGES``    ``on`` (default): a tensor of 4 MiB or more that the torch executor
+                       makes for a call on the CPU that nothing records (an intermediate's
+                       block, a product's result) asks Linux for transparent huge pages
+                       before its first write, as NumPy does for its arrays
+                       (``runtime/torch_executor/reuse.py``); ``off``: never (the ops
+                       allocate their results).
 ``EINC_COMPILE_THREADS`` how many threads (one pool for the process) compile generated
                        kernels' configs side by side on a first launch of a layout,
                        before Triton's autotuner times them
@@ -333,8 +335,8 @@ def copy_compile() -> bool:
 
 
 def huge_pages() -> bool:
-    """``EINC_HUGE_PAGES``: whether the torch executor's own large blocks ask Linux for
-    transparent huge pages (default on)."""
+    """``EINC_HUGE_PAGES``: whether the torch executor's large new tensors on the CPU ask
+    Linux for transparent huge pages (default on)."""
     return _flag("EINC_HUGE_PAGES", True, "huge pages asked for, the default", "never")
 
 

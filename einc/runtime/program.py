@@ -47,7 +47,8 @@ def unroll(plan, step_functions):
                  s == final) for s, (step, fn) in enumerate(zip(plan.steps, step_functions))]
     last_scaled = scaled(schedule[-1][0])
     if not _large(plan):
-        return _interpreted(schedule, n, last_scaled)
+        run = _interpreted(schedule, n, last_scaled)
+        return reused(run, reuse.FRESH) if _large_result(plan) else run
     fn, operands, result, dead, _ = schedule[-1]
     schedule = [(_in_turn(fn), *rest) for fn, *rest in schedule[:-1]]
     schedule.append((_without_blocks(fn), operands, result, dead, True))
@@ -62,14 +63,22 @@ def _large(plan) -> bool:
                                        for step in plan.steps for term in (*step.inputs, step.output))
 
 
-def reused(run):
+def _large_result(plan) -> bool:
+    """Whether ``plan`` has one step, whose result may be of
+    :data:`~einc.runtime.torch_executor.reuse.HUGE_BYTES` or more (float64's elements)."""
+    sizes = plan.graph.sizes
+    return len(plan.steps) == 1 and math.prod(map(sizes.__getitem__, plan.steps[0].output)) * 8 >= reuse.HUGE_BYTES
+
+
+def reused(run, fresh=None):
     """``run(ops, scale)`` with a call's :class:`~einc.runtime.torch_executor.reuse.Blocks`
-    current on its thread where the call may have them (:func:`_may_reuse`):
-    its steps' large new tensors take the memory of the intermediates the call has deleted."""
+    (or ``fresh``: :data:`~einc.runtime.torch_executor.reuse.FRESH`) current on its thread
+    where the call may have them (:func:`_may_reuse`): its steps' large new tensors take
+    the memory of the intermediates the call has deleted."""
     def call(ops, scale=None):
         if not _may_reuse(ops):
             return run(ops, scale)
-        before = reuse.make_current(reuse.Blocks())
+        before = reuse.make_current(fresh or reuse.Blocks())
         try:
             return run(ops, scale)
         finally:
@@ -104,11 +113,14 @@ def _in_turn(fn):
 
 def _without_blocks(fn):
     """``fn`` run with no blocks current, the free ones let go first: the last step's result
-    is memory nobody has seen, allocated while the call holds no dead memory."""
+    is memory nobody has seen, allocated while the call holds no dead memory (where the call
+    holds blocks, :data:`~einc.runtime.torch_executor.reuse.FRESH` is current instead)."""
     def run(*args):
-        before = reuse.make_current(None)
-        if before is not None:
-            before.drop_free()
+        before = reuse.current()
+        if before is None:
+            return fn(*args)
+        before.drop_free()
+        reuse.make_current(reuse.FRESH)
         try:
             return fn(*args)
         finally:

@@ -89,7 +89,7 @@ def test_the_last_step_runs_with_no_free_block_held(monkeypatch):
         return make(blocks)
 
     def sparing(shape, dtype, device):
-        if reuse.current() is None and opened:      # the last step's product
+        if reuse.current() is reuse.FRESH and opened:      # the last step's product
             free.append(sum(torch._C._storage_Use_Count(s._cdata) == 1 for s, _ in opened[0].held))
         return spare(shape, dtype, device)
     monkeypatch.setattr(reuse, "make_current", making)
@@ -374,3 +374,37 @@ def test_the_kernel_takes_the_advice(monkeypatch):
     block = torch.empty(1 << 20, dtype=torch.float64)       # 8 MiB, not yet written
     assert reuse.huge_pages(block)
     assert not reuse.huge_pages(torch.empty(1 << 18, dtype=torch.float64))     # 2 MiB: not asked
+
+
+def _within(calls, tensor):
+    start, nbytes = tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes()
+    return [c for c in calls if start <= c[0] and c[0] + c[1] <= start + nbytes]
+
+
+def test_a_large_result_is_made_on_huge_pages_where_the_call_could_hold_blocks(monkeypatch):
+    """The one step of a one-step plan, and the last step of a longer one, make a result of
+    4 MiB or more themselves, with huge pages asked for under it: fresh memory of its own,
+    the same bits; not where autograd records the call, nor when turned off."""
+    monkeypatch.delenv("EINC_HUGE_PAGES", raising=False)
+    calls = _advised(monkeypatch)
+    gen = torch.Generator().manual_seed(7)
+    a, b = torch.randn(1024, 300, generator=gen), torch.randn(300, 1536, generator=gen)     # 6 MiB result
+    got = einc.einsum("ij,jk->ik", a, b)
+    assert len(_within(calls, got)) == 1
+    assert torch.equal(got, a @ b) and got.is_contiguous()
+    chain = _chain(3, n=768)
+    calls.clear()
+    last = einc.einsum(EQ, *chain, optimize=False)          # its last product, 4.5 MiB
+    assert _within(calls[-1:], last)                        # (its blocks before it, maybe at that address)
+    count = len(calls)
+    small = einc.einsum("ij,jk->ik", a[:256], b)            # 1.5 MiB: the op's own memory
+    assert len(calls) == count and torch.equal(small, a[:256] @ b)
+    a.requires_grad_(True)
+    recorded = einc.einsum("ij,jk->ik", a, b)               # out= is not differentiable: torch's op
+    assert len(calls) == count and recorded.grad_fn is not None
+    recorded.sum().backward()
+    torch.testing.assert_close(a.grad, b.double().sum(1).expand(1024, 300).float(), rtol=1e-5, atol=1e-4)
+    monkeypatch.setenv("EINC_HUGE_PAGES", "off")
+    with torch.no_grad():
+        plain = einc.einsum("ij,jk->ik", a, b)
+    assert len(calls) == count and torch.equal(plain, got)

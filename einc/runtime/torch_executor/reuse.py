@@ -48,8 +48,11 @@ a time, on its first write.  Before that write :func:`huge_pages` asks Linux (4.
 for transparent huge pages under it (``madvise(MADV_HUGEPAGE)`` on its 2 MiB-aligned part),
 as NumPy does for its arrays of 4 MiB or more: it faults in 2 MiB at a time where the
 kernel's transparent huge pages are in ``madvise`` or ``always`` mode, and changes nothing
-where they are ``never``.  Only einc's own blocks, never the call's result or anything
-torch allocates; ``EINC_HUGE_PAGES=off`` turns it off.
+where they are ``never``.  So does a new tensor of that size the last step makes through
+:func:`spare` (a product's result, a transposing copy), and the one step of a one-step plan,
+where the call could hold blocks (:data:`FRESH`): the same fresh memory the op would
+allocate, made here.  ``EINC_HUGE_PAGES=off`` (or a system without the advice) leaves
+those allocations to the ops.
 """
 
 from __future__ import annotations
@@ -141,6 +144,30 @@ def huge_pages(block) -> bool:
     return end > first and madvise(first, end - first, mmap.MADV_HUGEPAGE) == 0
 
 
+class Fresh:
+    """What the last step of a call that could hold blocks has current instead (and the one
+    step of a one-step plan with a large result): no block is handed out, but a new tensor
+    of :data:`HUGE_BYTES` or more is made here, with huge pages asked for under it
+    (:func:`huge_pages`), rather than by the op; None (the op's own allocation) otherwise."""
+
+    held = ()
+
+    @staticmethod
+    def take(shape, dtype, device):
+        if math.prod(shape) * dtype.itemsize < HUGE_BYTES or _madvise() is None or not config.huge_pages():
+            return None
+        out = torch.empty(shape, dtype=dtype, device=device)
+        huge_pages(out)
+        return out
+
+    @staticmethod
+    def drop_free():
+        pass
+
+
+FRESH = Fresh()
+
+
 def current():
     """The blocks of the call running on this thread, or None."""
     return getattr(_local, "blocks", None)
@@ -155,8 +182,9 @@ def make_current(blocks):
 
 def spare(shape, dtype, device):
     """An uninitialized tensor of ``shape`` (contiguous) for an op to write, from the
-    current call's blocks, or None where no call's blocks are current (then the op
-    allocates its own result, as it would without)."""
+    current call's blocks (or, where :data:`FRESH` is current, a new one on huge pages),
+    or None where neither is current (then the op allocates its own result, as it would
+    without)."""
     blocks = getattr(_local, "blocks", None)
     if blocks is None or device.type != "cpu" or math.prod(shape) * dtype.itemsize < MIN_BYTES:
         return None
