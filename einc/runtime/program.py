@@ -35,7 +35,8 @@ def unroll(plan, step_functions):
     is there, so that the entry calls it directly.  Where a tensor of the plan is large
     (:data:`~einc.runtime.torch_executor.reuse.MIN_ELEMENTS`), each call's steps but the
     last may write their new tensors into the memory of the intermediates it has deleted
-    (:func:`reused`).
+    (:func:`reused`), and the last step (or a one-step plan's with a large result) makes a
+    large result itself on huge pages (:data:`~einc.runtime.torch_executor.reuse.FRESH`).
     """
     n = plan.num_operands
     last_use = {}
