@@ -59,7 +59,7 @@ so a bad one is refused by the call that plans, not deep in a later one.
                        background thread, once that is ready and timed faster than
                        einc's own copy (``runtime/torch_executor/compiled_copy.py``);
                        ``off``: never (no compile, no thread).
-``EINC_HUGE_PAGES``    ``on`` (default): a tensor of 4 MiB or more that the torch executor
+``EINC_HUGE_PAGES``    ``on`` (default): a tensor of 32 MiB or more that the torch executor
                        makes for a call on the CPU that nothing records (an intermediate's
                        block, a product's result) asks Linux for transparent huge pages
                        before its first write, as NumPy does for its arrays

@@ -66,9 +66,9 @@ def _large(plan) -> bool:
 
 def _large_result(plan) -> bool:
     """Whether ``plan`` has one step, whose result may be of
-    :data:`~einc.runtime.torch_executor.reuse.HUGE_BYTES` or more (float64's elements)."""
+    :data:`~einc.runtime.torch_executor.reuse.HUGE_BYTES` or more (complex128's elements)."""
     sizes = plan.graph.sizes
-    return len(plan.steps) == 1 and math.prod(map(sizes.__getitem__, plan.steps[0].output)) * 8 >= reuse.HUGE_BYTES
+    return len(plan.steps) == 1 and math.prod(map(sizes.__getitem__, plan.steps[0].output)) * 16 >= reuse.HUGE_BYTES
 
 
 def reused(run, fresh=None):

@@ -337,31 +337,41 @@ def test_a_new_large_block_asks_for_huge_pages_under_its_aligned_part(monkeypatc
     blocks = reuse.Blocks()
     small = blocks.take((1 << 18,), f64, cpu)               # 2 MiB: below HUGE_BYTES
     assert calls == []
-    big = blocks.take((3 << 19,), f64, cpu)                 # 12 MiB, new
+    middle = blocks.take((1 << 21,), f64, cpu)              # 16 MiB: below HUGE_BYTES (glibc's heap)
+    assert calls == []
+    big = blocks.take((5 << 20,), f64, cpu)                 # 40 MiB, new
     [(start, length, advice)] = calls
     begin = big.untyped_storage().data_ptr()
     assert advice == reuse.mmap.MADV_HUGEPAGE and start % reuse.HUGE_PAGE == 0 and length % reuse.HUGE_PAGE == 0
-    assert begin <= start and start + length <= begin + (12 << 20) and length >= (12 << 20) - 2 * reuse.HUGE_PAGE
+    assert begin <= start and start + length <= begin + (40 << 20) and length >= (40 << 20) - 2 * reuse.HUGE_PAGE
     address = big.data_ptr()
     del big
-    again = blocks.take((1 << 20,), f64, cpu)               # the free 12 MiB block: already advised
+    again = blocks.take((1 << 22,), f64, cpu)               # the free 40 MiB block: already advised
     assert again.data_ptr() == address and len(calls) == 1
     monkeypatch.setenv("EINC_HUGE_PAGES", "off")
-    other = blocks.take((3 << 19,), f64, cpu)               # new, but turned off
+    other = blocks.take((5 << 20,), f64, cpu)               # new, but turned off
     assert len(calls) == 1
-    del small, again, other
+    del small, middle, again, other
+
+
+WIDE = "ab,bc,cd->ad"       # left to right: a 2048 x 2048 float64 intermediate (32 MiB), a 2048 x 16 result
+
+
+def _wide(seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=gen, dtype=torch.float64) for s in ((2048, 16), (16, 2048), (2048, 16))]
 
 
 def test_huge_pages_leave_the_bits_and_a_bad_setting_is_refused_when_planning(monkeypatch):
-    ops = _chain(2, n=768)                                  # 4.5 MiB products: new blocks over HUGE_BYTES
+    ops = _wide(2)
     calls = _advised(monkeypatch)
     monkeypatch.setenv("EINC_HUGE_PAGES", "on")
-    got = einc.einsum(EQ, *ops, optimize=False)
-    assert calls
+    got = einc.einsum(WIDE, *ops, optimize=False)
+    assert calls                                            # the 32 MiB intermediate's block
     monkeypatch.setenv("EINC_HUGE_PAGES", "off")
     count = len(calls)
-    assert torch.equal(einc.einsum(EQ, *ops, optimize=False), got) and len(calls) == count
-    torch.testing.assert_close(got, _oracle(ops), rtol=1e-12, atol=1e-12)
+    assert torch.equal(einc.einsum(WIDE, *ops, optimize=False), got) and len(calls) == count
+    torch.testing.assert_close(got, torch.einsum(WIDE, *ops), rtol=1e-12, atol=1e-12)
     monkeypatch.setenv("EINC_HUGE_PAGES", "maybe")
     with pytest.raises(einc.errors.ConfigError, match="EINC_HUGE_PAGES"):
         einc.einsum("ab,bc->ac", torch.randn(3, 4), torch.randn(4, 5))     # a new key: its settings checked
@@ -371,7 +381,7 @@ def test_huge_pages_leave_the_bits_and_a_bad_setting_is_refused_when_planning(mo
                     reason="Linux 4.6 or newer with transparent huge pages")
 def test_the_kernel_takes_the_advice(monkeypatch):
     monkeypatch.delenv("EINC_HUGE_PAGES", raising=False)
-    block = torch.empty(1 << 20, dtype=torch.float64)       # 8 MiB, not yet written
+    block = torch.empty(1 << 22, dtype=torch.float64)       # 32 MiB, not yet written
     assert reuse.huge_pages(block)
     assert not reuse.huge_pages(torch.empty(1 << 18, dtype=torch.float64))     # 2 MiB: not asked
 
@@ -383,27 +393,28 @@ def _within(calls, tensor):
 
 def test_a_large_result_is_made_on_huge_pages_where_the_call_could_hold_blocks(monkeypatch):
     """The one step of a one-step plan, and the last step of a longer one, make a result of
-    4 MiB or more themselves, with huge pages asked for under it: fresh memory of its own,
+    32 MiB or more themselves, with huge pages asked for under it: fresh memory of its own,
     the same bits; not where autograd records the call, nor when turned off."""
     monkeypatch.delenv("EINC_HUGE_PAGES", raising=False)
     calls = _advised(monkeypatch)
     gen = torch.Generator().manual_seed(7)
-    a, b = torch.randn(1024, 300, generator=gen), torch.randn(300, 1536, generator=gen)     # 6 MiB result
+    a, b = torch.randn(2048, 24, generator=gen), torch.randn(24, 4096, generator=gen)     # 32 MiB result
     got = einc.einsum("ij,jk->ik", a, b)
     assert len(_within(calls, got)) == 1
     assert torch.equal(got, a @ b) and got.is_contiguous()
-    chain = _chain(3, n=768)
+    chain = [torch.randn(s, generator=gen) for s in ((2048, 16), (16, 16), (16, 4096))]
     calls.clear()
-    last = einc.einsum(EQ, *chain, optimize=False)          # its last product, 4.5 MiB
-    assert _within(calls[-1:], last)                        # (its blocks before it, maybe at that address)
+    last = einc.einsum("ab,bc,cd->ad", *chain, optimize=False)      # its last product: 32 MiB
+    assert _within(calls[-1:], last)
+    torch.testing.assert_close(last, (chain[0] @ chain[1]) @ chain[2], rtol=1e-5, atol=1e-5)
     count = len(calls)
-    small = einc.einsum("ij,jk->ik", a[:256], b)            # 1.5 MiB: the op's own memory
-    assert len(calls) == count and torch.equal(small, a[:256] @ b)
+    small = einc.einsum("ij,jk->ik", a[:1024], b)           # 16 MiB: the op's own memory
+    assert len(calls) == count and torch.equal(small, a[:1024] @ b)
     a.requires_grad_(True)
     recorded = einc.einsum("ij,jk->ik", a, b)               # out= is not differentiable: torch's op
     assert len(calls) == count and recorded.grad_fn is not None
     recorded.sum().backward()
-    torch.testing.assert_close(a.grad, b.double().sum(1).expand(1024, 300).float(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(a.grad, b.double().sum(1).expand(2048, 24).float(), rtol=1e-5, atol=1e-4)
     monkeypatch.setenv("EINC_HUGE_PAGES", "off")
     with torch.no_grad():
         plain = einc.einsum("ij,jk->ik", a, b)

@@ -43,12 +43,14 @@ Blocks below :data:`MIN_BYTES` are not handed out: glibc serves those from its h
 lists.  The writes are the ops' own, into other memory (``out=``, ``copy_``): the same
 bits as the ops' fresh results.
 
-A new block of :data:`HUGE_BYTES` or more is one the kernel still has to fault in, 4 KiB at
-a time, on its first write.  Before that write :func:`huge_pages` asks Linux (4.6 or newer)
-for transparent huge pages under it (``madvise(MADV_HUGEPAGE)`` on its 2 MiB-aligned part),
-as NumPy does for its arrays of 4 MiB or more: it faults in 2 MiB at a time where the
-kernel's transparent huge pages are in ``madvise`` or ``always`` mode, and changes nothing
-where they are ``never``.  So does a new tensor of that size the last step makes through
+A new block of :data:`HUGE_BYTES` (32 MiB) or more is one glibc maps afresh and the kernel
+faults in, 4 KiB at a time, on its first write.  Before that write :func:`huge_pages` asks
+Linux (4.6 or newer) for transparent huge pages under it (``madvise(MADV_HUGEPAGE)`` on its
+2 MiB-aligned part), as NumPy does for its arrays (of 4 MiB or more there: below 32 MiB a
+running process's blocks come from glibc's heap, already faulted in, where the advice gains
+nothing and costs; bench/measured/page-faults-2026-12-07.md): it faults in 2 MiB at a time
+where the kernel's transparent huge pages are in ``madvise`` or ``always`` mode, and changes
+nothing where they are ``never``.  So does a new tensor of that size the last step makes through
 :func:`spare` (a product's result, a transposing copy), and the one step of a one-step plan,
 where the call could hold blocks (:data:`FRESH`): the same fresh memory the op would
 allocate, made here.  ``EINC_HUGE_PAGES=off`` (or a system without the advice) leaves
@@ -72,7 +74,8 @@ from ... import config
 
 MIN_BYTES = 1 << 20     # the smallest block handed out or recorded
 MIN_ELEMENTS = MIN_BYTES // 8   # a program with no tensor this large opens no blocks (unroll)
-HUGE_BYTES = 1 << 22    # a new block this large asks for huge pages (NumPy's bound for its arrays)
+HUGE_BYTES = 1 << 25    # a new tensor this large asks for huge pages: glibc maps it afresh (its largest
+                        # mmap threshold); below it a running process's blocks come from its heap, already faulted
 HUGE_PAGE = 1 << 21     # a transparent huge page on x86-64 and arm64 (4 KiB base pages)
 
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
