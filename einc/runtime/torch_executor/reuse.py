@@ -133,18 +133,22 @@ def _madvise():
     return fn
 
 
+def _advised(nbytes) -> bool:
+    """Whether a new CPU tensor of ``nbytes`` asks for huge pages: :data:`HUGE_BYTES` or
+    more, the advice there to give, ``EINC_HUGE_PAGES`` not off."""
+    return nbytes >= HUGE_BYTES and _madvise() is not None and config.huge_pages()
+
+
 def huge_pages(block) -> bool:
-    """Ask for transparent huge pages under the 2 MiB-aligned part of ``block``'s memory
-    (a CPU tensor not yet written, of :data:`HUGE_BYTES` or more) unless ``EINC_HUGE_PAGES``
-    is off; whether the kernel took the advice (a kernel built without them refuses it,
-    which changes nothing)."""
-    nbytes = block.untyped_storage().nbytes()
-    madvise = _madvise() if nbytes >= HUGE_BYTES and block.device.type == "cpu" else None
-    if madvise is None or not config.huge_pages():
+    """Ask for transparent huge pages under the 2 MiB-aligned part of ``block``'s memory (a
+    CPU tensor not yet written) where :func:`_advised`; whether the kernel took the advice
+    (a kernel built without them refuses it, which changes nothing)."""
+    storage = block.untyped_storage()
+    if block.device.type != "cpu" or not _advised(storage.nbytes()):
         return False
-    start = block.untyped_storage().data_ptr()
-    first, end = -(-start // HUGE_PAGE) * HUGE_PAGE, (start + nbytes) // HUGE_PAGE * HUGE_PAGE
-    return end > first and madvise(first, end - first, mmap.MADV_HUGEPAGE) == 0
+    start = storage.data_ptr()
+    first, end = -(-start // HUGE_PAGE) * HUGE_PAGE, (start + storage.nbytes()) // HUGE_PAGE * HUGE_PAGE
+    return end > first and _madvise()(first, end - first, mmap.MADV_HUGEPAGE) == 0
 
 
 class Fresh:
@@ -157,7 +161,7 @@ class Fresh:
 
     @staticmethod
     def take(shape, dtype, device):
-        if math.prod(shape) * dtype.itemsize < HUGE_BYTES or _madvise() is None or not config.huge_pages():
+        if not _advised(math.prod(shape) * dtype.itemsize):
             return None
         out = torch.empty(shape, dtype=dtype, device=device)
         huge_pages(out)
