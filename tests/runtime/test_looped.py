@@ -4,13 +4,16 @@ products run either way, each output starting at a multiple of ``ttgt.SLAB_ALIGN
 bytes, as a fresh tensor does -- and its gradients, second derivatives and forward-mode
 derivatives are torch.einsum's."""
 
+import math
+
 import pytest
 import torch
+from autograd_graph import grad_fns
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import einc
 import einc.runtime.torch_executor as tx
-from einc.runtime.torch_executor import ttgt
+from einc.runtime.torch_executor import backward, training_layout, ttgt
 
 EQ = "bhij,bhjk->bhik"
 # (b, h, i, j, k) of A (b, 1, i, j) and B (1, h, j, k), size-1 dimensions one each way: the
@@ -193,9 +196,11 @@ def test_a_loop_s_slabs_start_at_multiples_of_slab_align_bytes(sizes, itemsize, 
 
 def test_a_looped_step_builds_no_single_product(loops, monkeypatch):
     """A looped step runs its own products, recorded or not: building it makes no step of
-    one product (the layout that would run it is not chosen, nor its training layout)."""
+    one product (the layout that would run it is not chosen), nor does a gradient where the
+    products recorded one by one train for less (``training_layout.for_looped``)."""
     made, real = [], tx._matmul
     monkeypatch.setattr(tx, "_matmul", lambda *a: made.append(a) or real(*a))
+    monkeypatch.setattr(backward, "RECORDED", math.inf)
     a, b = _operands(torch.float64, SHAPES[torch.float64][0])
     out = einc.einsum(EQ, a, b)
     assert loops and not made
@@ -205,3 +210,52 @@ def test_a_looped_step_builds_no_single_product(loops, monkeypatch):
     assert not made
     for x, y in zip(torch.autograd.grad(out.sum(), (a, b)), torch.autograd.grad(torch.einsum(EQ, a, b).sum(), (a, b))):
         torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-12)
+
+
+def test_a_looped_step_trains_as_one_product_where_that_costs_less(loops, monkeypatch):
+    """Recorded one by one, the looped products of ``EQ`` at the suite's ``bcast_cross_batch``
+    sizes each make a backward and partial gradients of both operands (``A`` over ``h`` inside
+    each product, ``B`` once per value of ``b``); ``training_layout.for_looped`` weighs that
+    against the step's one-product layout, which the first call that takes a gradient then
+    trains as ``recorded.Recorded`` behind the same looped products: the plain call's bits,
+    torch.einsum's first and second derivatives.  Weighed once, on that call."""
+    weighed, real = [], training_layout.for_looped
+    monkeypatch.setattr(training_layout, "for_looped", lambda lay, *a, **k: weighed.append((lay, real(lay, *a, **k)))
+                        or weighed[-1][1])
+    for dtype in (torch.float32, torch.float64):
+        einc.cache_clear()
+        weighed.clear()
+        loops.clear()
+        ops = _operands(dtype, (8, 12, 64, 32, 64), seed=6)
+        plain = einc.einsum(EQ, *ops)
+        assert len(loops) == 1 and weighed == []
+        leaves = [o.clone().requires_grad_() for o in ops]
+        out = einc.einsum(EQ, *leaves)
+        assert len(weighed) == 1 and weighed[0][0].outer == (0,) and not weighed[0][1].outer
+        assert "RecordedBackward" in grad_fns(out) and "StackBackward0" not in grad_fns(out)
+        assert torch.equal(out.detach(), plain)
+        einc.einsum(EQ, *leaves)
+        assert len(weighed) == 1
+    wide = [o.requires_grad_() for o in _operands(torch.float64, (8, 12, 64, 32, 64), seed=7)]
+    out = einc.einsum(EQ, *wide)
+    assert "RecordedBackward" in grad_fns(out)
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    got = torch.autograd.grad(out, wide, gout, create_graph=True)
+    want = torch.autograd.grad(torch.einsum(EQ, *wide), wide, gout, create_graph=True)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    second = torch.autograd.grad(sum((g * g).sum() for g in got), wide)
+    for a, b in zip(second, torch.autograd.grad(sum((g * g).sum() for g in want), wide)):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_looped_step_keeps_its_products_recorded_where_they_train_for_less(loops, monkeypatch):
+    """Where ``Recorded`` would cost more than the looped products' own backward, autograd
+    records those products, stacked (looped.py), as before any weighing."""
+    monkeypatch.setattr(backward, "RECORDED", math.inf)
+    ops = [o.requires_grad_() for o in _operands(torch.float64, (8, 12, 64, 32, 64), seed=9)]
+    out = einc.einsum(EQ, *ops)
+    assert loops and "StackBackward0" in grad_fns(out) and "RecordedBackward" not in grad_fns(out)
+    gout = torch.randn(out.shape, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(EQ, *ops), ops, gout)):
+        torch.testing.assert_close(a, b)

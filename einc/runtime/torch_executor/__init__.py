@@ -7,11 +7,10 @@ then a matrix product for ``contract`` steps, multiply-and-sum for ``dot`` steps
 bench/measured/chunks.md), a batch of matrix products over blocks of the sum where a
 ``contract`` step has few outputs of long sums (:mod:`einc.runtime.torch_executor.blocked`),
 a broadcasting multiply for ``product`` steps, and nothing more for ``reduce`` steps.
-Every op is differentiable and has a vmap rule, so autograd and ``torch.func`` work
-through it.  The final step returns a fresh tensor in standard
-contiguous layout, or with ``layout="any"`` a fresh dense, non-overlapping one in the
-order its last op writes it (:func:`_finish`): the matrix product's output permuted as a
-view, no final copy planned or made.
+Every op is differentiable and has a vmap rule, so autograd and ``torch.func`` work through it.
+The final step returns a fresh tensor in standard contiguous layout, or with ``layout="any"`` a
+fresh dense, non-overlapping one in the order its last op writes it (:func:`_finish`): the
+matrix product's output permuted as a view, no final copy planned or made.
 
 Copies around the matrix products, which torch's autograd then differentiates: the layout of each
 product (which operand is left, which indices are batch, their order) is the one whose copies cost
@@ -26,8 +25,8 @@ in float32 for 16-bit floats: :mod:`einc.runtime.torch_executor.summed`).  Where
 is taken, a step may train in other ops than it runs (an operand whose matrices have no unit-stride
 axis copied once into a contiguous stack, :func:`_layout`; ``bmm``'s backward where ``mm``'s would
 cost more, :mod:`einc.runtime.torch_executor.backward`; a broadcast operand's training layout; the
-whole product of a chunked one): it then runs as :mod:`einc.runtime.torch_executor.recorded`'s
-``Recorded``, the same ops forward, their backward.
+whole product of a chunked one; a looped layout's one product): it then runs as
+:mod:`einc.runtime.torch_executor.recorded`'s ``Recorded``, the same ops forward, their backward.
 """
 
 from __future__ import annotations
@@ -275,9 +274,11 @@ def _contract(ta, tb, out, sizes, prep_a, prep_b, dtype, final, free):
     free_out = final and free
     lay = direct.choose(ta, tb, out, sizes, _COPY_WORTH_SPARING, dtype.itemsize, loops=not free_out,
                         free_out=free_out)
-    if lay.outer:                   # (runs its own products, recorded or not: runtime/torch_executor/looped.py)
-        return looped(lay, ta, tb, out, sizes, prep_a, prep_b, functools.partial(_read_view, sizes=sizes))
     step = (ta, tb, out, sizes, prep_a, prep_b, dtype, final, free)
+    if lay.outer:   # (its own products, stacked where recorded, or trained as Recorded: looped.py, _trained)
+        fn = looped(lay, ta, tb, out, sizes, prep_a, prep_b, functools.partial(_read_view, sizes=sizes))
+        trained = functools.partial(_trained, lay, step, None)
+        return _with_grad(fn, _on_first_call(functools.partial(_recorded, fn, trained)))
     fn, training, chunked, _ = _product(lay, *step)
     if direct.weighed(lay):
         # a broadcast operand's gradient may cost more in this layout (runtime/torch_executor/ttgt.py): the

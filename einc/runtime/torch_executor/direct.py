@@ -128,9 +128,11 @@ def weighed(lay) -> bool:
 
 def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=False, final=False) -> ttgt.Layout:
     """``lay`` itself where it is direct (a step too small to weigh is not weighed for
-    training either), else ``training_layout.for_training``'s layout."""
+    training either), else ``training_layout.for_training``'s layout (``for_looped``'s for a looped one)."""
     if not weighed(lay):
         return lay
+    if lay.outer:       # (a looped layout writes the result it makes: never free_out)
+        return training_layout.for_looped(lay, ta, tb, out, sizes, worth_sparing, itemsize, final=final)
     return training_layout.for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize, free_out=free_out,
                                         final=final)
 

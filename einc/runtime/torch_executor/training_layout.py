@@ -60,6 +60,35 @@ def for_training(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, free_out=Fa
     return base if ns + backward.RECORDED < kept_ns else lay
 
 
+def for_looped(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, final=False) -> ttgt.Layout:
+    """The layout to train in, given ``lay``, a looped one (one product per value of the
+    result's first index: looped.py): ``lay`` itself, its products recorded one by one and
+    stacked, or, where it costs less so, the layout :func:`for_training` takes for the step's
+    one-product layout, trained as ``recorded.Recorded`` behind the looped products (the same
+    bits forward).  The products recorded one by one each make a backward of their own
+    (:data:`~einc.runtime.torch_executor.ttgt.LOOP` each, as forward), and an operand
+    without the loop's index gets one partial gradient per value of it (``bhij,bhjk->bhik``
+    with ``bhjk`` of one ``b``: 8 partial gradients of ``hjk``, besides those of ``bij``
+    broadcast over ``h`` inside each product), where one product makes fewer or none."""
+    one = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False)
+    other = for_training(one, ta, tb, out, sizes, worth_sparing, itemsize, final=final)
+    ns = _training_ns(other, ta, tb, out, sizes, itemsize, True) + backward.RECORDED
+    return other if ns < _looped_ns(lay, ta, tb, out, sizes, itemsize) else lay
+
+
+def _looped_ns(lay, ta, tb, out, sizes, itemsize):
+    """The modelled ns of the looped layout ``lay`` where autograd records its products: its
+    own, per value of the loop's index a product's backward, partial gradients and outer
+    products (:func:`_training_ns` of the product, that index left out) and a loop's more,
+    one partial gradient per value of an operand without that index, the products stacked."""
+    (first,), scale = lay.outer, itemsize / 4
+    count, (ia, ib, io) = sizes[first], ([i for i in term if i != first] for term in (ta, tb, out))
+    each = _training_ns(dataclasses.replace(lay, outer=(), cost=0.0), ia, ib, io, sizes, itemsize, False)
+    repeated = count * sum(_size(term, sizes) for term in (ta, tb) if first not in term)
+    return (lay.cost + count * (each + ttgt.LOOP) + repeated * ttgt.GRAD_PARTIAL * scale
+            + _size(out, sizes) * ttgt.COPY_KEEP * scale)
+
+
 def _training_ns(lay, ta, tb, out, sizes, itemsize, recorded):
     """``lay``'s modelled cost where a gradient is taken, but for ``Recorded``: its own, its
     backward (:func:`_backward_ns`), its broadcast operands' partial gradients, its backward's
@@ -111,4 +140,4 @@ def _outer_ns(lay, sizes):
     return _size(lay.batch, sizes) * ttgt.OUTER if thin and lay.batch else 0.0
 
 
-__all__ = ["for_training"]
+__all__ = ["for_looped", "for_training"]
