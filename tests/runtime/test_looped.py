@@ -259,3 +259,26 @@ def test_a_looped_step_keeps_its_products_recorded_where_they_train_for_less(loo
     gout = torch.randn(out.shape, dtype=torch.float64)
     for a, b in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(torch.einsum(EQ, *ops), ops, gout)):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [c for c in CASES if c[0] != torch.bfloat16 and _aligned(*c)], ids=str)
+@pytest.mark.parametrize("one_product", [True, False])
+def test_a_looped_step_trains_either_way_with_torch_s_gradients(dtype, shape, one_product, loops, monkeypatch):
+    """Made to train as its one product (partial gradients priced dear, ``Recorded`` at
+    nothing: the products recorded one by one always make B's per value of ``b``) or as its
+    own products (``Recorded`` priced infinite): the plain call's bits forward either way,
+    and torch.einsum's gradients on float64 copies."""
+    monkeypatch.setattr(backward, "RECORDED", 0.0 if one_product else math.inf)
+    monkeypatch.setattr(ttgt, "GRAD_PARTIAL", 1e9 if one_product else ttgt.GRAD_PARTIAL)
+    ops = _operands(dtype, shape, seed=10)
+    plain = einc.einsum(EQ, *ops)
+    leaves = [o.clone().requires_grad_() for o in ops]
+    out = einc.einsum(EQ, *leaves)
+    assert len(loops) == 1 and torch.equal(out.detach(), plain)
+    assert ("RecordedBackward" in grad_fns(out)) == one_product
+    gout = torch.randn(out.shape, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    got = torch.autograd.grad(out, leaves, gout.to(dtype))
+    wide = [o.double().requires_grad_() for o in ops]
+    want = torch.autograd.grad(torch.einsum(EQ, *wide), wide, gout)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b, **TOLERANCE[dtype])
