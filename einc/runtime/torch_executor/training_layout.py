@@ -69,23 +69,27 @@ def for_looped(lay, ta, tb, out, sizes, worth_sparing, itemsize=4, final=False) 
     (:data:`~einc.runtime.torch_executor.ttgt.LOOP` each, as forward), and an operand
     without the loop's index gets one partial gradient per value of it (``bhij,bhjk->bhik``
     with ``bhjk`` of one ``b``: 8 partial gradients of ``hjk``, besides those of ``bij``
-    broadcast over ``h`` inside each product), where one product makes fewer or none."""
+    broadcast over ``h`` inside each product), where one product makes fewer or none.  Both
+    run the looped products forward: weighed are their training's costs beyond them, where
+    ``Recorded``'s backward makes the one product's operand matrices again (the layout's
+    cost less its product's)."""
     one = ttgt.choose(ta, tb, out, sizes, worth_sparing, itemsize, loops=False)
     other = for_training(one, ta, tb, out, sizes, worth_sparing, itemsize, final=final)
-    ns = _training_ns(other, ta, tb, out, sizes, itemsize, True) + backward.RECORDED
+    product = ttgt._product_ns(*(_size(g, sizes) for g in other.groups), itemsize / 4)
+    ns = _training_ns(other, ta, tb, out, sizes, itemsize, True) - product + backward.RECORDED
     return other if ns < _looped_ns(lay, ta, tb, out, sizes, itemsize) else lay
 
 
 def _looped_ns(lay, ta, tb, out, sizes, itemsize):
-    """The modelled ns of the looped layout ``lay`` where autograd records its products: its
-    own, per value of the loop's index a product's backward, partial gradients and outer
-    products (:func:`_training_ns` of the product, that index left out) and a loop's more,
-    one partial gradient per value of an operand without that index, the products stacked."""
+    """The modelled ns the looped layout ``lay`` adds where autograd records its products:
+    per value of the loop's index a product's backward, partial gradients and outer products
+    (:func:`_training_ns` of the product, that index left out) and a loop's more, one partial
+    gradient per value of an operand without that index, and the products stacked."""
     (first,), scale = lay.outer, itemsize / 4
     count, (ia, ib, io) = sizes[first], ([i for i in term if i != first] for term in (ta, tb, out))
     each = _training_ns(dataclasses.replace(lay, outer=(), cost=0.0), ia, ib, io, sizes, itemsize, False)
     repeated = count * sum(_size(term, sizes) for term in (ta, tb) if first not in term)
-    return (lay.cost + count * (each + ttgt.LOOP) + repeated * ttgt.GRAD_PARTIAL * scale
+    return (count * (each + ttgt.LOOP) + repeated * ttgt.GRAD_PARTIAL * scale
             + _size(out, sizes) * ttgt.COPY_KEEP * scale)
 
 
