@@ -282,3 +282,24 @@ def test_a_looped_step_trains_either_way_with_torch_s_gradients(dtype, shape, on
     want = torch.autograd.grad(torch.einsum(EQ, *wide), wide, gout)
     for a, b in zip(got, want):
         torch.testing.assert_close(a.double(), b, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize(("equation", "shapes"), [
+    ("bhijx,bhjk->bhik", [(8, 1, 64, 32, 3), (1, 12, 32, 64)]),        # A's lone index summed first
+    ("bhiij,bhjk->bhik", [(8, 1, 64, 64, 32), (1, 12, 32, 64)]),       # A's diagonal taken first
+    ("bhij,bhjk,k->bhik", [(8, 1, 64, 32), (1, 12, 32, 64), (64,)]),   # one step of a longer plan
+    ("...ij,...jk->...ik", [(8, 1, 64, 32), (1, 12, 32, 64)]),
+], ids=["lone-sum", "diagonal", "three-operands", "ellipsis"])
+def test_a_looped_step_behind_other_ops_trains_as_one_product(equation, shapes, loops):
+    """The looped step of a call whose operands are reduced first (a lone index summed, a
+    diagonal taken) or whose plan has another step trains as its one product behind the same
+    ops forward: the plain call's bits, torch.einsum's gradients."""
+    g = torch.Generator().manual_seed(12)
+    ops = [torch.randn(s, generator=g, dtype=torch.float64).requires_grad_() for s in shapes]
+    plain = einc.einsum(equation, *[o.detach() for o in ops])
+    out = einc.einsum(equation, *ops)
+    assert loops and "RecordedBackward" in grad_fns(out) and torch.equal(out.detach(), plain)
+    ref = torch.einsum(equation, *ops)
+    gout = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(out, ops, gout), torch.autograd.grad(ref, ops, gout)):
+        torch.testing.assert_close(a, b)
