@@ -104,13 +104,10 @@ def test_autograd_records_the_same_products_as_a_plain_call(loops):
     assert recorded.seen == plain.seen
 
 
-def test_a_looped_step_s_derivatives_are_torch_s(loops):
-    """Gradients, second derivatives and forward-mode derivatives through the looped
-    products (``unbind`` and ``stack`` record them) agree with torch.einsum's."""
-    ops = [o.requires_grad_() for o in _operands(torch.float64, (3, 12, 64, 31, 64), seed=1)]
-    out = einc.einsum(EQ, *ops)
-    assert loops
-    gout = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+def _assert_torch_s_derivatives(out, ops, seed):
+    """``out`` (einc's ``EQ`` of the float64 leaves ``ops``) has torch.einsum's gradients and
+    second derivatives for a random upstream gradient drawn from ``seed``."""
+    gout = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     got = torch.autograd.grad(out, ops, gout, create_graph=True)
     want = torch.autograd.grad(torch.einsum(EQ, *ops), ops, gout, create_graph=True)
     for a, b in zip(got, want):
@@ -118,6 +115,14 @@ def test_a_looped_step_s_derivatives_are_torch_s(loops):
     second = torch.autograd.grad(sum((g * g).sum() for g in got), ops)
     for a, b in zip(second, torch.autograd.grad(sum((g * g).sum() for g in want), ops)):
         torch.testing.assert_close(a, b)
+
+
+def test_a_looped_step_s_derivatives_are_torch_s(loops):
+    """Gradients, second derivatives and forward-mode derivatives through the looped
+    products (``unbind`` and ``stack`` record them) agree with torch.einsum's."""
+    ops = [o.requires_grad_() for o in _operands(torch.float64, (3, 12, 64, 31, 64), seed=1)]
+    _assert_torch_s_derivatives(einc.einsum(EQ, *ops), ops, seed=2)
+    assert loops
     tangents = tuple(torch.randn(o.shape, dtype=torch.float64) for o in ops)
     primals = tuple(o.detach() for o in ops)
     _, jvp = torch.func.jvp(lambda a, b: einc.einsum(EQ, a, b), primals, tangents)
@@ -239,14 +244,7 @@ def test_a_looped_step_trains_as_one_product_where_that_costs_less(loops, monkey
     wide = [o.requires_grad_() for o in _operands(torch.float64, (8, 12, 64, 32, 64), seed=7)]
     out = einc.einsum(EQ, *wide)
     assert "RecordedBackward" in grad_fns(out)
-    gout = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
-    got = torch.autograd.grad(out, wide, gout, create_graph=True)
-    want = torch.autograd.grad(torch.einsum(EQ, *wide), wide, gout, create_graph=True)
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b)
-    second = torch.autograd.grad(sum((g * g).sum() for g in got), wide)
-    for a, b in zip(second, torch.autograd.grad(sum((g * g).sum() for g in want), wide)):
-        torch.testing.assert_close(a, b)
+    _assert_torch_s_derivatives(out, wide, seed=8)
 
 
 def test_a_looped_step_keeps_its_products_recorded_where_they_train_for_less(loops, monkeypatch):
