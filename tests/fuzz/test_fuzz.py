@@ -454,6 +454,72 @@ def test_gradients_in_every_layout(case, seed, choice):
     event("a training layout of its own" if any(switched) else "the forward's layout")
 
 
+@contextlib.contextmanager
+def _looped_layouts(choice: int):
+    """Every step weighed, its layout drawn by ``choice`` among its looped ones where it has
+    any (one product per value of the result's first index: runtime/torch_executor/looped.py),
+    else among all; a slab of the result may start at any byte (``ttgt.SLAB_ALIGN`` 1: the
+    fuzzer's small sizes seldom make the 64 bytes the model asks for, and a slab's start
+    moves no value beyond rounding); where a gradient is taken, a looped step trained as its
+    own products stacked (odd ``choice``) or as its one product behind them
+    (``training_layout.for_looped``).  Yields ``(looped layouts taken, per looped step trained:
+    whether as its one product)``."""
+    from einc.runtime.torch_executor import training_layout, ttgt
+    saved = ttgt.pick, ttgt.SMALL, ttgt.SLAB_ALIGN, training_layout._looped_ns, training_layout.for_looped
+    taken, trained = [], []
+
+    def pick(found):
+        pool = [f for f in found if f.outer] or found
+        lay = pool[choice % len(pool)]
+        if lay.outer:
+            taken.append(lay)
+        return lay
+
+    def for_looped(lay, *args, **kw):
+        found = saved[4](lay, *args, **kw)
+        trained.append(found is not lay)
+        return found
+    stacked = choice % 2
+    einc.cache_clear()
+    ttgt.cache_clear()      # (its candidates are kept without SLAB_ALIGN in their keys)
+    ttgt.pick, ttgt.SMALL, ttgt.SLAB_ALIGN = pick, 0, 1
+    training_layout._looped_ns = lambda *args: -math.inf if stacked else math.inf
+    training_layout.for_looped = for_looped
+    try:
+        yield taken, trained
+    finally:
+        ttgt.pick, ttgt.SMALL, ttgt.SLAB_ALIGN, training_layout._looped_ns, training_layout.for_looped = saved
+        einc.cache_clear()
+        ttgt.cache_clear()
+
+
+@fuzz.profile(quick=300, share=0.1)
+@given(case=fuzz.looped_cases(), seed=st.integers(0, 2**16), choice=st.integers(0, 2**16))
+def test_looped_steps(case, seed, choice, monkeypatch):
+    """Steps in a looped layout where they have one (one product per value of the result's
+    first index, written into its slab of the result: fuzz.looped_cases), every dtype,
+    layout and calling convention, against torch.einsum: the model takes such a layout only
+    for some shapes of 64-byte slabs, which the other cases' sizes seldom make.  Each shape
+    planned as its own (a size class's plan runs no looped step)."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    with _looped_layouts(choice) as (taken, _):
+        _differential(case, fuzz.operands(case, seed), _einsum)
+    event(f"{len(taken)} looped step(s)" if taken else "no looped step")
+
+
+@fuzz.profile(quick=150, share=0.05)
+@given(case=fuzz.looped_cases(dtypes=[torch.float64, torch.complex128]), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_looped_gradients(case, seed, choice, monkeypatch):
+    """Gradients through looped steps, trained as their own products stacked or as their one
+    product (``training_layout.for_looped``), against torch's."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    with _looped_layouts(choice) as (_, trained):
+        _check_gradients(case, seed)
+    event(", ".join(sorted({"trained as its one product" if one else "trained as its products stacked"
+                            for one in trained})) or "no looped step trained")
+
+
 def test_gradcheck_sample():
     """torch's gradcheck (numerical against analytical) on a few fixed cases."""
     for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),

@@ -210,6 +210,40 @@ def make_broadcast_case(rng: random.Random, dtypes=ALL_DTYPES, layouts=LAYOUTS) 
                 lay, sizes, [])
 
 
+def looped_cases(dtypes=ALL_DTYPES, layouts=LAYOUTS):
+    """Cases whose output's first label is the first of one operand and absent from the
+    other (the step the torch executor may run as one product per value of it:
+    runtime/torch_executor/looped.py), that label of size 2-4, the others of 0-4 (0 seldom),
+    some of size 1 in one operand only (broadcast); a third operand now and then, so that
+    the step may come before another; either calling convention."""
+    return st.integers(0, 2**32 - 1).map(lambda seed: make_looped_case(random.Random(seed), dtypes, layouts))
+
+
+def make_looped_case(rng: random.Random, dtypes=ALL_DTYPES, layouts=LAYOUTS) -> Case:
+    k = rng.randint(2, 6)
+    sizes = [rng.randint(2, 4)] + [rng.choice([0, 1, 2, 2, 3, 3, 4, 4, 4]) for _ in range(k - 1)]
+    if 0 in sizes and rng.random() < 0.7:       # size 0 present, seldom
+        sizes = [s if s else 2 for s in sizes]
+    rest = list(range(1, k))
+    role = {x: rng.choice(["shared", "shared", "own", "other"]) for x in rest}
+    shared = [x for x in rest if role[x] == "shared"]
+    terms = [[0] + [x for x in rest if role[x] != "other"], [x for x in rest if role[x] != "own"]]
+    terms = [[t[0]] + rng.sample(t[1:], len(t) - 1) for t in terms[:1]] + [rng.sample(terms[1], len(terms[1]))]
+    if rng.random() < 0.5:
+        terms.reverse()          # the looped label in the right operand
+    if rng.random() < 0.3:
+        terms.append(rng.sample(rest, rng.randint(1, min(2, len(rest)))))
+    # most shared labels summed (a matrix product), the operands' own kept, now and then summed alone
+    kept = [x for x in rest if rng.random() < (0.25 if role[x] == "shared" else 0.85)]
+    if shared and all(x in kept for x in shared):
+        kept.remove(rng.choice(shared))
+    output = [0] + rng.sample(kept, len(kept))
+    shapes = [tuple(1 if x and rng.random() < 0.1 else sizes[x] for x in t) for t in terms]
+    ints, letters = rng.sample(_INT_LABELS, k), rng.sample(LETTERS, k)
+    lay = [rng.choice(layouts) for _ in terms]
+    return Case(terms, output, shapes, rng.choice(dtypes), ints, letters, rng.random() < 0.5, lay, sizes, [])
+
+
 def broadcasts(case: Case) -> set:
     """The broadcasts of a two-operand case: ``side/role`` for each label of size 1 in one
     operand and larger in the other (``side``: the operand holding the 1; ``role``:
