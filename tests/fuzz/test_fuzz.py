@@ -520,6 +520,33 @@ def test_looped_gradients(case, seed, choice, monkeypatch):
                             for one in trained})) or "no looped step trained")
 
 
+@fuzz.profile(quick=100, share=0.02)
+@given(case=fuzz.looped_cases(dtypes=[torch.float64, torch.complex128]), seed=st.integers(0, 2**16),
+       choice=st.integers(0, 2**16))
+def test_looped_steps_under_transforms(case, seed, choice, monkeypatch):
+    """Looped steps where ``torch.func`` records them (their products stacked, not written into
+    slabs): ``vmap`` over the first operand, two draws, and ``jvp``, against torch's."""
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    ops = fuzz.operands(case, seed)
+    try:
+        torch.einsum(case.oracle_equation, *ops)
+    except Exception:       # noqa: BLE001 - errors are test_looped_steps'
+        event("torch raises")
+        return
+    tol = {"rtol": 1e-9, "atol": 1e-9 * case.summed_extent()}
+    mine = lambda *xs: einc.einsum(*case.args(list(xs)))      # noqa: E731
+    theirs = lambda *xs: torch.einsum(case.oracle_equation, *xs)      # noqa: E731
+    stacked = torch.stack([ops[0], 2 * ops[0]])
+    tangents = tuple(torch.randn(o.shape, dtype=o.dtype, generator=torch.Generator().manual_seed(seed + k))
+                     for k, o in enumerate(ops))
+    with _looped_layouts(choice) as (taken, _):
+        batched = torch.func.vmap(mine, in_dims=(0,) + (None,) * (len(ops) - 1))(stacked, *ops[1:])
+        _, derivative = torch.func.jvp(mine, tuple(ops), tangents)
+    torch.testing.assert_close(batched, torch.stack([theirs(x, *ops[1:]) for x in stacked]), **tol)
+    torch.testing.assert_close(derivative, torch.func.jvp(theirs, tuple(ops), tangents)[1], **tol)
+    event(f"{len(taken)} looped step(s)" if taken else "no looped step")
+
+
 def test_gradcheck_sample():
     """torch's gradcheck (numerical against analytical) on a few fixed cases."""
     for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),
