@@ -227,8 +227,8 @@ def make_looped_case(rng: random.Random, dtypes=ALL_DTYPES, layouts=LAYOUTS) -> 
     rest = list(range(1, k))
     role = {x: rng.choice(["shared", "shared", "own", "other"]) for x in rest}
     shared = [x for x in rest if role[x] == "shared"]
-    terms = [[0] + [x for x in rest if role[x] != "other"], [x for x in rest if role[x] != "own"]]
-    terms = [[t[0]] + rng.sample(t[1:], len(t) - 1) for t in terms[:1]] + [rng.sample(terms[1], len(terms[1]))]
+    own, other = [x for x in rest if role[x] != "other"], [x for x in rest if role[x] != "own"]
+    terms = [[0] + rng.sample(own, len(own)), rng.sample(other, len(other))]
     if rng.random() < 0.5:
         terms.reverse()          # the looped label in the right operand
     if rng.random() < 0.3:
