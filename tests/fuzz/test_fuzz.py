@@ -547,6 +547,25 @@ def test_looped_steps_under_transforms(case, seed, choice, monkeypatch):
     event(f"{len(taken)} looped step(s)" if taken else "no looped step")
 
 
+def test_looped_cases_reach_looped_steps(monkeypatch):
+    """A fifth or more of the looped cases run a looped step, in float64 and float32 alike,
+    with the looped label in either operand: the tests above fuzz what they are named for."""
+    import random
+    monkeypatch.setenv("EINC_NEW_SHAPES", "plan")
+    reached = {}
+    for s in range(200):
+        case = fuzz.make_looped_case(random.Random(s), [torch.float64, torch.float32])
+        with _looped_layouts(s) as (taken, _):
+            try:
+                einc.einsum(*case.args(fuzz.operands(case, s)))
+            except Exception:       # noqa: BLE001 - errors are test_looped_steps'
+                continue
+        side = "left" if 0 in case.terms[0] else "right"
+        reached.setdefault((case.dtype, side), []).append(bool(taken))
+    assert len(reached) == 4, sorted(reached)
+    assert all(sum(got) >= len(got) / 5 for got in reached.values()), {k: sum(v) / len(v) for k, v in reached.items()}
+
+
 def test_gradcheck_sample():
     """torch's gradcheck (numerical against analytical) on a few fixed cases."""
     for eq, shapes in [("ij,jk->ik", [(2, 3), (3, 1)]), ("ii,i...->...", [(2, 2), (2, 1, 3)]),
