@@ -213,9 +213,10 @@ def make_broadcast_case(rng: random.Random, dtypes=ALL_DTYPES, layouts=LAYOUTS) 
 def looped_cases(dtypes=ALL_DTYPES, layouts=LAYOUTS):
     """Cases whose output's first label is the first of one operand and absent from the
     other (the step the torch executor may run as one product per value of it:
-    runtime/torch_executor/looped.py), that label of size 2-4, the others of 0-4 (0 seldom),
-    some of size 1 in one operand only (broadcast); a third operand now and then, so that
-    the step may come before another; either calling convention."""
+    runtime/torch_executor/looped.py), that label of size 2-4, the others of 0-4 (0 seldom);
+    a tenth of the other labels' dimensions drawn as 1 (broadcast where another operand's is
+    larger); a third operand now and then, so that the step may come before another; either
+    calling convention."""
     return st.integers(0, 2**32 - 1).map(lambda seed: make_looped_case(random.Random(seed), dtypes, layouts))
 
 
